@@ -1,0 +1,1 @@
+"""seglog: the client side of the seglog log-segment storage service."""

@@ -1,0 +1,1 @@
+"""seglog_server: the seglog storage service (storage engine, gRPC adapter, metrics)."""
