@@ -1,0 +1,1 @@
+"""Stubs generated from proto/seglog/v1 by scripts/gen-proto; never edited by hand."""

@@ -1,0 +1,325 @@
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class Acks(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    ACKS_UNSPECIFIED: _ClassVar[Acks]
+    ACKS_WRITTEN: _ClassVar[Acks]
+    ACKS_FSYNCED: _ClassVar[Acks]
+
+class Compression(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    COMPRESSION_NONE: _ClassVar[Compression]
+    COMPRESSION_GZIP: _ClassVar[Compression]
+    COMPRESSION_SNAPPY: _ClassVar[Compression]
+    COMPRESSION_LZ4: _ClassVar[Compression]
+    COMPRESSION_ZSTD: _ClassVar[Compression]
+
+class StartPosition(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    START_POSITION_UNSPECIFIED: _ClassVar[StartPosition]
+    START_POSITION_EARLIEST: _ClassVar[StartPosition]
+    START_POSITION_LATEST: _ClassVar[StartPosition]
+ACKS_UNSPECIFIED: Acks
+ACKS_WRITTEN: Acks
+ACKS_FSYNCED: Acks
+COMPRESSION_NONE: Compression
+COMPRESSION_GZIP: Compression
+COMPRESSION_SNAPPY: Compression
+COMPRESSION_LZ4: Compression
+COMPRESSION_ZSTD: Compression
+START_POSITION_UNSPECIFIED: StartPosition
+START_POSITION_EARLIEST: StartPosition
+START_POSITION_LATEST: StartPosition
+
+class CreateTopicRequest(_message.Message):
+    __slots__ = ("topic", "partitions", "configs", "validate_only")
+    class ConfigsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    CONFIGS_FIELD_NUMBER: _ClassVar[int]
+    VALIDATE_ONLY_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    partitions: int
+    configs: _containers.ScalarMap[str, str]
+    validate_only: bool
+    def __init__(self, topic: _Optional[str] = ..., partitions: _Optional[int] = ..., configs: _Optional[_Mapping[str, str]] = ..., validate_only: _Optional[bool] = ...) -> None: ...
+
+class CreateTopicResponse(_message.Message):
+    __slots__ = ("topic", "partitions", "configs")
+    class ConfigsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    CONFIGS_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    partitions: int
+    configs: _containers.ScalarMap[str, str]
+    def __init__(self, topic: _Optional[str] = ..., partitions: _Optional[int] = ..., configs: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
+class DeleteTopicRequest(_message.Message):
+    __slots__ = ("topic",)
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    def __init__(self, topic: _Optional[str] = ...) -> None: ...
+
+class DeleteTopicResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ListTopicsRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ListTopicsResponse(_message.Message):
+    __slots__ = ("topics",)
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    topics: _containers.RepeatedCompositeFieldContainer[TopicSummary]
+    def __init__(self, topics: _Optional[_Iterable[_Union[TopicSummary, _Mapping]]] = ...) -> None: ...
+
+class TopicSummary(_message.Message):
+    __slots__ = ("topic", "partitions")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    partitions: int
+    def __init__(self, topic: _Optional[str] = ..., partitions: _Optional[int] = ...) -> None: ...
+
+class DescribeTopicRequest(_message.Message):
+    __slots__ = ("topic",)
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    def __init__(self, topic: _Optional[str] = ...) -> None: ...
+
+class DescribeTopicResponse(_message.Message):
+    __slots__ = ("topic", "configs", "partitions")
+    class ConfigsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    CONFIGS_FIELD_NUMBER: _ClassVar[int]
+    PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    configs: _containers.ScalarMap[str, str]
+    partitions: _containers.RepeatedCompositeFieldContainer[PartitionDescription]
+    def __init__(self, topic: _Optional[str] = ..., configs: _Optional[_Mapping[str, str]] = ..., partitions: _Optional[_Iterable[_Union[PartitionDescription, _Mapping]]] = ...) -> None: ...
+
+class PartitionDescription(_message.Message):
+    __slots__ = ("partition", "log_start_offset", "log_end_offset", "high_watermark", "size_bytes", "segment_count", "log_dir", "configs")
+    class ConfigsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    LOG_START_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    LOG_END_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    HIGH_WATERMARK_FIELD_NUMBER: _ClassVar[int]
+    SIZE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    SEGMENT_COUNT_FIELD_NUMBER: _ClassVar[int]
+    LOG_DIR_FIELD_NUMBER: _ClassVar[int]
+    CONFIGS_FIELD_NUMBER: _ClassVar[int]
+    partition: int
+    log_start_offset: int
+    log_end_offset: int
+    high_watermark: int
+    size_bytes: int
+    segment_count: int
+    log_dir: str
+    configs: _containers.ScalarMap[str, str]
+    def __init__(self, partition: _Optional[int] = ..., log_start_offset: _Optional[int] = ..., log_end_offset: _Optional[int] = ..., high_watermark: _Optional[int] = ..., size_bytes: _Optional[int] = ..., segment_count: _Optional[int] = ..., log_dir: _Optional[str] = ..., configs: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
+class ProduceRequest(_message.Message):
+    __slots__ = ("topic", "partition", "records", "acks", "plain_records", "compression")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    RECORDS_FIELD_NUMBER: _ClassVar[int]
+    ACKS_FIELD_NUMBER: _ClassVar[int]
+    PLAIN_RECORDS_FIELD_NUMBER: _ClassVar[int]
+    COMPRESSION_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    partition: int
+    records: bytes
+    acks: Acks
+    plain_records: _containers.RepeatedCompositeFieldContainer[PlainRecord]
+    compression: Compression
+    def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., records: _Optional[bytes] = ..., acks: _Optional[_Union[Acks, str]] = ..., plain_records: _Optional[_Iterable[_Union[PlainRecord, _Mapping]]] = ..., compression: _Optional[_Union[Compression, str]] = ...) -> None: ...
+
+class PlainRecord(_message.Message):
+    __slots__ = ("key", "value", "timestamp_ms", "headers")
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    TIMESTAMP_MS_FIELD_NUMBER: _ClassVar[int]
+    HEADERS_FIELD_NUMBER: _ClassVar[int]
+    key: bytes
+    value: bytes
+    timestamp_ms: int
+    headers: _containers.RepeatedCompositeFieldContainer[RecordHeader]
+    def __init__(self, key: _Optional[bytes] = ..., value: _Optional[bytes] = ..., timestamp_ms: _Optional[int] = ..., headers: _Optional[_Iterable[_Union[RecordHeader, _Mapping]]] = ...) -> None: ...
+
+class RecordHeader(_message.Message):
+    __slots__ = ("key", "value")
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    key: str
+    value: bytes
+    def __init__(self, key: _Optional[str] = ..., value: _Optional[bytes] = ...) -> None: ...
+
+class ProduceResponse(_message.Message):
+    __slots__ = ("base_offset", "last_offset", "log_append_time_ms", "log_start_offset")
+    BASE_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    LAST_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    LOG_APPEND_TIME_MS_FIELD_NUMBER: _ClassVar[int]
+    LOG_START_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    base_offset: int
+    last_offset: int
+    log_append_time_ms: int
+    log_start_offset: int
+    def __init__(self, base_offset: _Optional[int] = ..., last_offset: _Optional[int] = ..., log_append_time_ms: _Optional[int] = ..., log_start_offset: _Optional[int] = ...) -> None: ...
+
+class FetchRequest(_message.Message):
+    __slots__ = ("topic", "partition", "offset", "max_bytes", "max_wait_ms", "min_bytes", "decode")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
+    MAX_BYTES_FIELD_NUMBER: _ClassVar[int]
+    MAX_WAIT_MS_FIELD_NUMBER: _ClassVar[int]
+    MIN_BYTES_FIELD_NUMBER: _ClassVar[int]
+    DECODE_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    partition: int
+    offset: int
+    max_bytes: int
+    max_wait_ms: int
+    min_bytes: int
+    decode: bool
+    def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., offset: _Optional[int] = ..., max_bytes: _Optional[int] = ..., max_wait_ms: _Optional[int] = ..., min_bytes: _Optional[int] = ..., decode: _Optional[bool] = ...) -> None: ...
+
+class FetchResponse(_message.Message):
+    __slots__ = ("records", "high_watermark", "log_start_offset", "log_end_offset", "next_offset", "topic", "partition", "decoded_records")
+    RECORDS_FIELD_NUMBER: _ClassVar[int]
+    HIGH_WATERMARK_FIELD_NUMBER: _ClassVar[int]
+    LOG_START_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    LOG_END_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    NEXT_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    DECODED_RECORDS_FIELD_NUMBER: _ClassVar[int]
+    records: bytes
+    high_watermark: int
+    log_start_offset: int
+    log_end_offset: int
+    next_offset: int
+    topic: str
+    partition: int
+    decoded_records: _containers.RepeatedCompositeFieldContainer[DecodedRecord]
+    def __init__(self, records: _Optional[bytes] = ..., high_watermark: _Optional[int] = ..., log_start_offset: _Optional[int] = ..., log_end_offset: _Optional[int] = ..., next_offset: _Optional[int] = ..., topic: _Optional[str] = ..., partition: _Optional[int] = ..., decoded_records: _Optional[_Iterable[_Union[DecodedRecord, _Mapping]]] = ...) -> None: ...
+
+class DecodedRecord(_message.Message):
+    __slots__ = ("offset", "timestamp_ms", "key", "value", "headers")
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
+    TIMESTAMP_MS_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    HEADERS_FIELD_NUMBER: _ClassVar[int]
+    offset: int
+    timestamp_ms: int
+    key: bytes
+    value: bytes
+    headers: _containers.RepeatedCompositeFieldContainer[RecordHeader]
+    def __init__(self, offset: _Optional[int] = ..., timestamp_ms: _Optional[int] = ..., key: _Optional[bytes] = ..., value: _Optional[bytes] = ..., headers: _Optional[_Iterable[_Union[RecordHeader, _Mapping]]] = ...) -> None: ...
+
+class ConsumeRequest(_message.Message):
+    __slots__ = ("topic", "partition", "offset", "timestamp_ms", "position", "max_bytes", "min_bytes", "max_wait_ms", "decode")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
+    TIMESTAMP_MS_FIELD_NUMBER: _ClassVar[int]
+    POSITION_FIELD_NUMBER: _ClassVar[int]
+    MAX_BYTES_FIELD_NUMBER: _ClassVar[int]
+    MIN_BYTES_FIELD_NUMBER: _ClassVar[int]
+    MAX_WAIT_MS_FIELD_NUMBER: _ClassVar[int]
+    DECODE_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    partition: int
+    offset: int
+    timestamp_ms: int
+    position: StartPosition
+    max_bytes: int
+    min_bytes: int
+    max_wait_ms: int
+    decode: bool
+    def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., offset: _Optional[int] = ..., timestamp_ms: _Optional[int] = ..., position: _Optional[_Union[StartPosition, str]] = ..., max_bytes: _Optional[int] = ..., min_bytes: _Optional[int] = ..., max_wait_ms: _Optional[int] = ..., decode: _Optional[bool] = ...) -> None: ...
+
+class OffsetsForTimesRequest(_message.Message):
+    __slots__ = ("partitions",)
+    PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    partitions: _containers.RepeatedCompositeFieldContainer[PartitionTimestamp]
+    def __init__(self, partitions: _Optional[_Iterable[_Union[PartitionTimestamp, _Mapping]]] = ...) -> None: ...
+
+class PartitionTimestamp(_message.Message):
+    __slots__ = ("topic", "partition", "timestamp_ms")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    TIMESTAMP_MS_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    partition: int
+    timestamp_ms: int
+    def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., timestamp_ms: _Optional[int] = ...) -> None: ...
+
+class OffsetsForTimesResponse(_message.Message):
+    __slots__ = ("results",)
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    results: _containers.RepeatedCompositeFieldContainer[PartitionOffset]
+    def __init__(self, results: _Optional[_Iterable[_Union[PartitionOffset, _Mapping]]] = ...) -> None: ...
+
+class PartitionOffset(_message.Message):
+    __slots__ = ("topic", "partition", "offset", "timestamp_ms")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
+    TIMESTAMP_MS_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    partition: int
+    offset: int
+    timestamp_ms: int
+    def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., offset: _Optional[int] = ..., timestamp_ms: _Optional[int] = ...) -> None: ...
+
+class DeleteRecordsRequest(_message.Message):
+    __slots__ = ("topic", "partition", "offset")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    partition: int
+    offset: int
+    def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., offset: _Optional[int] = ...) -> None: ...
+
+class DeleteRecordsResponse(_message.Message):
+    __slots__ = ("log_start_offset",)
+    LOG_START_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    log_start_offset: int
+    def __init__(self, log_start_offset: _Optional[int] = ...) -> None: ...
