@@ -1,0 +1,376 @@
+"""The shell shared by the mmap'd indexes (Kafka's ``AbstractIndex`` plus ``LazyIndex``).
+
+An index file is an array of fixed-size entries (the subclass knows the format). This base knows
+everything else:
+
+- **Lazy opening.** Constructing an index touches nothing on disk. The file is opened, created and
+  preallocated if missing, and mmap'd on first use (a lookup, an append, a flush, a size question).
+  Renaming or deleting an index that was never used only moves or removes the file if it exists,
+  and creates nothing (KAFKA-7283, KAFKA-9373: brokers with tens of thousands of segments spent
+  start-up and shutdown in mmap calls).
+- **Preallocation.** A new file is sized to ``max_index_bytes`` rounded down to whole entries, so
+  appends are stores into the mapping. ``trim_to_valid_size`` (on roll and close) cuts it back to
+  the valid entries, because on reopening **every full slot of an existing file is an entry**: an
+  untrimmed file after a crash reads as full of zero entries, which is why indexes above the
+  recovery point are rebuilt from the log.
+- **Resizing** (``resize``, ``reset``), flushing (msync), closing and unmapping.
+
+Thread safety: every public method holds the index's lock, lookups included. Kafka lets lookups
+run lock-free on Linux against a duplicate of the mapping; in CPython that buys no parallelism (the
+GIL serialises the probes anyway) and would let a reader probe a mapping whose file a concurrent
+trim just shrank, which is SIGBUS, not an exception. The lock costs about 0.1 us per lookup
+(bench/bench_index_lookup.py measures it).
+
+All file access goes through the injected ``FileSystem``; the mapping comes from ``fs.mmap`` too,
+so a fault injector can hand out a wrapped mapping to fail flushes.
+"""
+
+from __future__ import annotations
+
+import enum
+import io
+import mmap
+import os
+import struct
+import threading
+from dataclasses import dataclass
+from typing import ClassVar
+
+from seglog_server.storage.errors import OffsetOverflowError
+from seglog_server.storage.fs import REAL_FS, FileSystem
+from seglog_server.storage.index_search import Buffer, EntryLayout, Zone
+
+__all__ = ["DEFAULT_MAX_INDEX_BYTES", "RELATIVE_OFFSET_MAX", "AbstractIndex", "IndexStatistics"]
+
+DEFAULT_MAX_INDEX_BYTES = 10 * 1024 * 1024
+"""Kafka's ``segment.index.bytes`` default: 1,310,720 offset entries, 873,813 time entries."""
+
+RELATIVE_OFFSET_MAX = 2**31 - 1
+"""Relative offsets are stored as int32 and must not be negative (Kafka's ``Integer.MAX_VALUE``)."""
+
+
+class _State(enum.Enum):
+    UNMATERIALIZED = "unmaterialized"  # only a path: nothing opened, created or mapped yet
+    OPEN = "open"  # file mapped (or known to be 0 bytes long, which mmap cannot map)
+    CLOSED = "closed"  # unmapped by close(), close_handler() or delete_if_exists(); unusable
+
+
+@dataclass(frozen=True, slots=True)
+class IndexStatistics:
+    """A snapshot of one index. An index never used reports ``is_materialized=False`` and zero
+    counts rather than opening its file to find out."""
+
+    path: str
+    is_materialized: bool
+    entry_count: int
+    max_entry_count: int
+    size_in_bytes: int  # bytes of valid entries: entry_count * entry size
+    file_bytes: int  # current file length, preallocation included
+    warm_lookup_count: int  # lookups answered in the warm section (the newest 8 KiB)
+    cold_lookup_count: int  # lookups that fell back to the cold section
+
+
+class AbstractIndex:
+    """Generic mmap'd index of fixed-size entries; subclasses declare ``ENTRY`` and ``LAYOUT``."""
+
+    ENTRY: ClassVar[struct.Struct]
+    LAYOUT: ClassVar[EntryLayout]
+    KIND: ClassVar[str] = "index"  # names the index in messages ("offset index", "time index")
+
+    def __init__(
+        self,
+        path: str,
+        base_offset: int,
+        max_index_bytes: int = DEFAULT_MAX_INDEX_BYTES,
+        *,
+        writable: bool = True,
+        fs: FileSystem = REAL_FS,
+    ) -> None:
+        assert base_offset >= 0, f"base offset must not be negative, got {base_offset}"
+        self._path = os.fspath(path)
+        self._base_offset = base_offset
+        self._max_index_bytes = max_index_bytes
+        self._writable = writable
+        self._fs = fs
+        self._lock = threading.Lock()
+        self._state = _State.UNMATERIALIZED
+        self._mmap: mmap.mmap | None = None  # None while unmaterialised, closed, or 0 bytes long
+        self._buffer: Buffer = b""  # what searches read: the mapping, or b"" when there is none
+        self._file_bytes = 0
+        self._entry_count = 0
+        self._max_entry_count = 0
+        self._lookup_counts = {Zone.WARM: 0, Zone.COLD: 0}  # subclasses count each lookup's zone
+        self._after_entries_changed_locked()  # subclasses' caches start as "empty index"
+
+    # -- what every index answers without opening its file ------------------------------------
+    @property
+    def path(self) -> str:
+        return self._path
+
+    @property
+    def base_offset(self) -> int:
+        return self._base_offset
+
+    @property
+    def max_index_bytes(self) -> int:
+        return self._max_index_bytes
+
+    @property
+    def is_materialized(self) -> bool:
+        """True while the file is open and mapped: after first use, until closed."""
+        return self._state is _State.OPEN
+
+    @property
+    def is_closed(self) -> bool:
+        return self._state is _State.CLOSED
+
+    def can_append_offset(self, offset: int) -> bool:
+        """Whether ``offset`` is representable relative to this index's base offset."""
+        return 0 <= offset - self._base_offset <= RELATIVE_OFFSET_MAX
+
+    def relative_offset(self, offset: int) -> int:
+        relative = offset - self._base_offset
+        if not 0 <= relative <= RELATIVE_OFFSET_MAX:
+            raise OffsetOverflowError(
+                f"offset {offset} is not representable in {self.KIND} {self._path}: expected an "
+                f"offset in [{self._base_offset}, {self._base_offset + RELATIVE_OFFSET_MAX}]"
+            )
+        return relative
+
+    # -- sizes (these open the file, as Kafka's LazyIndex.get() does) -------------------------
+    @property
+    def entry_count(self) -> int:
+        with self._lock:
+            self._open_locked()
+            return self._entry_count
+
+    @property
+    def max_entry_count(self) -> int:
+        with self._lock:
+            self._open_locked()
+            return self._max_entry_count
+
+    @property
+    def size_in_bytes(self) -> int:
+        """Bytes of valid entries (not the preallocated file length)."""
+        with self._lock:
+            self._open_locked()
+            return self._entry_count * self.LAYOUT.entry_bytes
+
+    @property
+    def file_bytes(self) -> int:
+        """The file's current length, preallocated slots included (Kafka's ``length()``)."""
+        with self._lock:
+            self._open_locked()
+            return self._file_bytes
+
+    def is_full(self) -> bool:
+        with self._lock:
+            self._open_locked()
+            return self._is_full_locked()
+
+    def statistics(self) -> IndexStatistics:
+        with self._lock:
+            return IndexStatistics(
+                path=self._path,
+                is_materialized=self.is_materialized,
+                entry_count=self._entry_count,
+                max_entry_count=self._max_entry_count,
+                size_in_bytes=self._entry_count * self.LAYOUT.entry_bytes,
+                file_bytes=self._file_bytes,
+                warm_lookup_count=self._lookup_counts[Zone.WARM],
+                cold_lookup_count=self._lookup_counts[Zone.COLD],
+            )
+
+    # -- life cycle -----------------------------------------------------------------------------
+    def resize(self, new_bytes: int) -> bool:
+        """Sets the file length to ``new_bytes`` rounded down to whole entries and remaps; the
+        entries are kept. False if the length was already that. Used to trim (roll, close) and to
+        regrow the active segment's index (load, truncation)."""
+        with self._lock:
+            self._open_locked()
+            return self._resize_locked(new_bytes)
+
+    def trim_to_valid_size(self) -> bool:
+        """Cuts the preallocated tail so that reopening finds exactly the valid entries."""
+        with self._lock:
+            self._open_locked()
+            return self._resize_locked(self._entry_count * self.LAYOUT.entry_bytes)
+
+    def reset(self) -> None:
+        """Drops every entry and regrows the file to ``max_index_bytes``."""
+        with self._lock:
+            self._open_locked()
+            self._truncate_to_entries_locked(0)
+            self._resize_locked(self._max_index_bytes)
+
+    def truncate(self) -> None:
+        """Drops every entry (the file keeps its length)."""
+        with self._lock:
+            self._open_locked()
+            self._truncate_to_entries_locked(0)
+
+    def flush(self) -> None:
+        """msync the mapping. Opens (and so creates) the file first, as Kafka's does."""
+        with self._lock:
+            self._open_locked()
+            if self._mmap is not None:
+                self._mmap.flush()
+
+    def close(self) -> None:
+        """Trims to the valid entries and unmaps. A never-used index stays untouched on disk."""
+        with self._lock:
+            if self._state is _State.OPEN and self._writable:
+                self._resize_locked(self._entry_count * self.LAYOUT.entry_bytes)
+            self._unmap_locked()
+
+    def close_handler(self) -> None:
+        """Unmaps without trimming (Kafka's forced unmap, KAFKA-4614)."""
+        with self._lock:
+            self._unmap_locked()
+
+    def delete_if_exists(self) -> bool:
+        """Unmaps and removes the file; True if there was one to remove."""
+        with self._lock:
+            self._unmap_locked()
+            try:
+                self._fs.unlink(self._path)
+            except FileNotFoundError:
+                return False
+            return True
+
+    def rename_to(self, path: str) -> None:
+        """Moves the file to ``path`` (atomic replace). A never-used index whose file does not
+        exist only changes its path: nothing is created."""
+        path = os.fspath(path)
+        with self._lock:
+            try:
+                self._fs.replace(self._path, path)
+            except FileNotFoundError:
+                if self._state is not _State.UNMATERIALIZED or self._fs.exists(self._path):
+                    raise
+            finally:
+                self._path = path
+
+    def update_parent_dir(self, directory: str) -> None:
+        """Follows a rename of the whole partition directory (the file already moved with it)."""
+        with self._lock:
+            self._path = os.path.join(os.fspath(directory), os.path.basename(self._path))
+
+    def __enter__(self) -> AbstractIndex:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self._path!r}, base_offset={self._base_offset}, state={self._state.value})"
+
+    # -- for subclasses (caller holds the lock) ----------------------------------------------
+    def _open_locked(self) -> None:
+        """Materialises on first use; raises on a closed index. Cheap when already open."""
+        if self._state is _State.OPEN:
+            return
+        if self._state is _State.CLOSED:
+            raise ValueError(f"{self.KIND} {self._path} is closed")
+        self._materialize_locked()
+        self._state = _State.OPEN
+        self._after_entries_changed_locked()
+
+    def _writable_buffer_locked(self) -> mmap.mmap:
+        if not self._writable:
+            raise io.UnsupportedOperation(f"{self.KIND} {self._path} was opened read-only")
+        assert self._mmap is not None, "a writable index with a free slot has a mapping"
+        return self._mmap
+
+    def _is_full_locked(self) -> bool:
+        return self._entry_count >= self._max_entry_count
+
+    def _entry_appended_locked(self) -> None:
+        self._entry_count += 1
+        assert self._entry_count <= self._max_entry_count
+        assert self._entry_count * self.LAYOUT.entry_bytes <= self._file_bytes
+
+    def _truncate_to_entries_locked(self, entry_count: int) -> None:
+        assert 0 <= entry_count <= self._entry_count, (entry_count, self._entry_count)
+        self._entry_count = entry_count
+        self._after_entries_changed_locked()
+
+    def _after_entries_changed_locked(self) -> None:
+        """Hook: refresh whatever the subclass caches about its last entry."""
+
+    # -- the file -------------------------------------------------------------------------------
+    def _materialize_locked(self) -> None:
+        entry_bytes = self.LAYOUT.entry_bytes
+        fd, newly_created = self._open_file()
+        try:
+            if newly_created:
+                if self._max_index_bytes < entry_bytes:
+                    raise ValueError(
+                        f"invalid max index size for {self.KIND} {self._path}: expected at least "
+                        f"{entry_bytes} bytes, got {self._max_index_bytes}"
+                    )
+                self._fs.ftruncate(fd, _round_down(self._max_index_bytes, entry_bytes))
+            self._file_bytes = self._fs.fsize(fd)
+            self._set_mapping(self._map(fd, self._file_bytes))
+        finally:
+            self._fs.close(fd)
+        self._max_entry_count = self._file_bytes // entry_bytes
+        # A new file has no entries; in an existing one every full slot is an entry.
+        self._entry_count = 0 if newly_created else self._max_entry_count
+
+    def _open_file(self) -> tuple[int, bool]:
+        if not self._writable:
+            return self._fs.open(self._path, os.O_RDONLY), False
+        try:
+            return self._fs.open(self._path, os.O_RDWR | os.O_CREAT | os.O_EXCL), True
+        except FileExistsError:
+            return self._fs.open(self._path, os.O_RDWR), False
+
+    def _map(self, fd: int, length: int) -> mmap.mmap | None:
+        # mmap cannot map 0 bytes; an empty file has no entries to read, so no mapping is needed.
+        return self._fs.mmap(fd, length, self._writable) if length > 0 else None
+
+    def _resize_locked(self, new_bytes: int) -> bool:
+        entry_bytes = self.LAYOUT.entry_bytes
+        rounded = _round_down(new_bytes, entry_bytes)
+        if rounded == self._file_bytes:
+            return False
+        if not self._writable:
+            raise io.UnsupportedOperation(f"{self.KIND} {self._path} was opened read-only")
+        if rounded < self._entry_count * entry_bytes:
+            raise ValueError(
+                f"cannot resize {self.KIND} {self._path} to {rounded} bytes: it holds "
+                f"{self._entry_count} entries ({self._entry_count * entry_bytes} bytes)"
+            )
+        fd = self._fs.open(self._path, os.O_RDWR)
+        try:
+            self._unmap_mapping()  # never leave a mapping over bytes the file is about to lose
+            self._fs.ftruncate(fd, rounded)
+            self._file_bytes = rounded
+            self._set_mapping(self._map(fd, rounded))
+        finally:
+            self._fs.close(fd)
+        self._max_entry_count = rounded // entry_bytes
+        self._after_entries_changed_locked()
+        return True
+
+    def _unmap_locked(self) -> None:
+        self._unmap_mapping()
+        self._state = _State.CLOSED
+
+    def _set_mapping(self, mapping: mmap.mmap | None) -> None:
+        assert self._mmap is None, "the old mapping is closed before a new one is made"
+        self._mmap = mapping
+        # An empty file has no mapping; b"" stands in, as no search reads a buffer of 0 entries.
+        self._buffer = mapping if mapping is not None else b""
+
+    def _unmap_mapping(self) -> None:
+        mapping, self._mmap, self._buffer = self._mmap, None, b""
+        if mapping is not None:
+            mapping.close()
+
+
+def _round_down(number: int, factor: int) -> int:
+    """The greatest multiple of ``factor`` not above ``number`` (67, 8 -> 64)."""
+    return factor * (number // factor)
