@@ -220,9 +220,11 @@ class AbstractIndex:
     def close(self) -> None:
         """Trims to the valid entries and unmaps. A never-used index stays untouched on disk."""
         with self._lock:
-            if self._state is _State.OPEN and self._writable:
-                self._resize_locked(self._entry_count * self.LAYOUT.entry_bytes)
-            self._unmap_locked()
+            try:
+                if self._state is _State.OPEN and self._writable:
+                    self._resize_locked(self._entry_count * self.LAYOUT.entry_bytes)
+            finally:
+                self._unmap_locked()  # unmapped even when trimming failed
 
     def close_handler(self) -> None:
         """Unmaps without trimming (Kafka's forced unmap, KAFKA-4614)."""
@@ -313,6 +315,11 @@ class AbstractIndex:
                 self._fs.ftruncate(fd, _round_down(self._max_index_bytes, entry_bytes))
             self._file_bytes = self._fs.fsize(fd)
             self._set_mapping(self._map(fd, self._file_bytes))
+        except BaseException:
+            if newly_created:
+                # Left behind, a preallocated file would reopen as max_entry_count zero entries.
+                self._remove_quietly()
+            raise
         finally:
             self._fs.close(fd)
         self._max_entry_count = self._file_bytes // entry_bytes
@@ -326,6 +333,12 @@ class AbstractIndex:
             return self._fs.open(self._path, os.O_RDWR | os.O_CREAT | os.O_EXCL), True
         except FileExistsError:
             return self._fs.open(self._path, os.O_RDWR), False
+
+    def _remove_quietly(self) -> None:
+        try:
+            self._fs.unlink(self._path)
+        except OSError:
+            pass  # the error being raised already says what went wrong
 
     def _map(self, fd: int, length: int) -> mmap.mmap | None:
         # mmap cannot map 0 bytes; an empty file has no entries to read, so no mapping is needed.
@@ -345,12 +358,16 @@ class AbstractIndex:
             )
         fd = self._fs.open(self._path, os.O_RDWR)
         try:
-            self._unmap_mapping()  # never leave a mapping over bytes the file is about to lose
-            self._fs.ftruncate(fd, rounded)
+            self._fs.ftruncate(fd, rounded)  # if this fails, nothing has changed
             self._file_bytes = rounded
-            self._set_mapping(self._map(fd, rounded))
+            # Should mapping fail, the old mapping stays: only slots inside both it and the
+            # resized file may be written (past the file's end a store is SIGBUS).
+            self._max_entry_count = min(self._max_entry_count, rounded // entry_bytes)
+            mapping = self._map(fd, rounded)
         finally:
             self._fs.close(fd)
+        self._unmap_mapping()
+        self._set_mapping(mapping)
         self._max_entry_count = rounded // entry_bytes
         self._after_entries_changed_locked()
         return True
