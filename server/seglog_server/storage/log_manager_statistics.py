@@ -86,6 +86,7 @@ class LogManagerStatistics:
     logs_loaded_count: int
     logs_recovered_count: int  # loaded from a directory without a clean-shutdown marker
     logs_created_on_startup_count: int  # partitions of an interrupted CreateTopic, completed
+    interrupted_deletes_completed_count: int  # partitions of an interrupted DeleteTopic, deleted
     remaining_logs_to_load: int
     # maintenance
     maintenance_pass_count: int

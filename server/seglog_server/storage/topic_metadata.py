@@ -6,6 +6,7 @@ partition directory carries a small text file, written atomically once at Create
     # seglog topic metadata (written by CreateTopic, read at start-up)
     version=0
     topic=orders
+    topic.id=5f0c0e2ad8e44c3c9d6f1b7a2e4c8d10
     partition.count=3
     config.retention.ms=86400000
     config.cleanup.policy=compact
@@ -16,11 +17,18 @@ to every topic that did not override it. Every partition holds a copy so that an
 partition (another log dir may be offline) still knows the topic's config and partition count.
 A partition directory without the file (a Kafka partition directory copied in) gets the service
 defaults. Lines are ``key=value``; '#' starts a comment line; blank lines are ignored.
+
+``topic.id`` (a random UUID, 32 hex digits, like Kafka's ``partition.metadata``) names one
+incarnation of a topic: when start-up finds the leftover ``-delete`` directory of an interrupted
+DeleteTopic, it finishes deleting the partitions with the same id, and only those (a topic
+re-created under the same name has a new id).
 """
 
 from __future__ import annotations
 
 import os
+import re
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -34,6 +42,7 @@ __all__ = [
     "CorruptTopicMetadataError",
     "TopicMetadata",
     "format_topic_metadata",
+    "new_topic_id",
     "parse_topic_metadata",
     "read_topic_metadata",
     "write_topic_metadata",
@@ -43,6 +52,7 @@ TOPIC_METADATA_FILE_NAME = "topic.properties"
 TOPIC_METADATA_VERSION = 0
 _CONFIG_PREFIX = "config."
 _HEADER = "# seglog topic metadata (written by CreateTopic, read at start-up)"
+_TOPIC_ID = re.compile(r"[0-9a-f]{32}")
 # A few hundred bytes in practice; a bigger file is not ours.
 _METADATA_BYTES_MAX = 1 << 20
 
@@ -54,16 +64,23 @@ class CorruptTopicMetadataError(StorageError):
 @dataclass(frozen=True)
 class TopicMetadata:
     topic: str
+    topic_id: str  # 32 lowercase hex digits
     partition_count: int
     overrides: Mapping[str, str] = field(default_factory=dict)
 
 
+def new_topic_id() -> str:
+    return uuid.uuid4().hex
+
+
 def format_topic_metadata(metadata: TopicMetadata) -> bytes:
     assert 1 <= metadata.partition_count <= PARTITION_COUNT_MAX, metadata.partition_count
+    assert _TOPIC_ID.fullmatch(metadata.topic_id), metadata.topic_id
     lines = [
         _HEADER,
         f"version={TOPIC_METADATA_VERSION}",
         f"topic={validate_topic(metadata.topic)}",
+        f"topic.id={metadata.topic_id}",
         f"partition.count={metadata.partition_count}",
     ]
     for name in sorted(metadata.overrides):
@@ -93,7 +110,7 @@ def parse_topic_metadata(text: str, location: str = "<topic.properties>") -> Top
 
 
 def _build(values: dict[str, str], overrides: dict[str, str], location: str) -> TopicMetadata:
-    expected = {"version", "topic", "partition.count"}
+    expected = {"version", "topic", "topic.id", "partition.count"}
     if set(values) != expected:
         raise CorruptTopicMetadataError(
             f"{location} must hold exactly {sorted(expected)} besides config.* lines, "
@@ -103,6 +120,10 @@ def _build(values: dict[str, str], overrides: dict[str, str], location: str) -> 
         raise CorruptTopicMetadataError(
             f"unrecognised version {values['version']!r} in {location}, "
             f"expected {TOPIC_METADATA_VERSION}"
+        )
+    if not _TOPIC_ID.fullmatch(values["topic.id"]):
+        raise CorruptTopicMetadataError(
+            f"topic.id in {location} must be 32 lowercase hex digits, found {values['topic.id']!r}"
         )
     count_text = values["partition.count"]
     if not count_text.isascii() or not count_text.isdigit():
@@ -114,7 +135,7 @@ def _build(values: dict[str, str], overrides: dict[str, str], location: str) -> 
         raise CorruptTopicMetadataError(
             f"partition.count in {location} must be in [1, {PARTITION_COUNT_MAX}], found {count}"
         )
-    return TopicMetadata(values["topic"], count, overrides)
+    return TopicMetadata(values["topic"], values["topic.id"], count, overrides)
 
 
 def read_topic_metadata(partition_dir: str, *, fs: FileSystem = REAL_FS) -> TopicMetadata | None:

@@ -14,10 +14,12 @@ from seglog_server.storage.topic_metadata import (
     write_topic_metadata,
 )
 
+ID = "5f0c0e2ad8e44c3c9d6f1b7a2e4c8d10"
 GOLDEN = (
     b"# seglog topic metadata (written by CreateTopic, read at start-up)\n"
     b"version=0\n"
     b"topic=orders\n"
+    b"topic.id=5f0c0e2ad8e44c3c9d6f1b7a2e4c8d10\n"
     b"partition.count=3\n"
     b"config.cleanup.policy=compact\n"
     b"config.retention.ms=86400000\n"
@@ -26,7 +28,7 @@ GOLDEN = (
 
 def test_format_writes_the_golden_text_with_sorted_overrides():
     metadata = TopicMetadata(
-        "orders", 3, {"retention.ms": "86400000", "cleanup.policy": "compact"}
+        "orders", ID, 3, {"retention.ms": "86400000", "cleanup.policy": "compact"}
     )
     assert format_topic_metadata(metadata) == GOLDEN
 
@@ -34,27 +36,32 @@ def test_format_writes_the_golden_text_with_sorted_overrides():
 def test_parse_reads_the_golden_text():
     metadata = parse_topic_metadata(GOLDEN.decode())
     assert metadata == TopicMetadata(
-        "orders", 3, {"cleanup.policy": "compact", "retention.ms": "86400000"}
+        "orders", ID, 3, {"cleanup.policy": "compact", "retention.ms": "86400000"}
     )
 
 
 def test_parse_ignores_comments_blank_lines_and_spaces_around_equals():
-    text = "\n# c\nversion = 0\n  topic=t\npartition.count= 1\n\nconfig.flush.ms =5\n"
-    assert parse_topic_metadata(text) == TopicMetadata("t", 1, {"flush.ms": "5"})
+    text = f"\n# c\nversion = 0\n  topic=t\ntopic.id ={ID}\npartition.count= 1\n\nconfig.flush.ms =5\n"
+    assert parse_topic_metadata(text) == TopicMetadata("t", ID, 1, {"flush.ms": "5"})
+
+
+T = f"topic=t\ntopic.id={ID}\n"
 
 
 @pytest.mark.parametrize(
     ("text", "message"),
     [
         ("version=0\ntopic=t\n", "must hold exactly"),
-        ("version=0\ntopic=t\npartition.count=1\nextra=1\n", "must hold exactly"),
-        ("version=1\ntopic=t\npartition.count=1\n", "unrecognised version"),
-        ("version=0\ntopic=t\npartition.count=0\n", "partition.count"),
-        ("version=0\ntopic=t\npartition.count=-1\n", "partition.count"),
-        ("version=0\ntopic=t\npartition.count=x\n", "partition.count"),
-        ("version=0\ntopic=t\npartition.count=1\nno equals sign\n", "malformed line"),
-        ("version=0\ntopic=t\ntopic=u\npartition.count=1\n", "duplicate key"),
-        ("version=0\ntopic=t\npartition.count=1\nconfig.a=1\nconfig.a=2\n", "duplicate key"),
+        ("version=0\ntopic=t\npartition.count=1\n", "must hold exactly"),
+        ("version=0\ntopic=t\ntopic.id=XYZ\npartition.count=1\n", "topic.id"),
+        ("version=0\n" + T + "partition.count=1\nextra=1\n", "must hold exactly"),
+        ("version=1\n" + T + "partition.count=1\n", "unrecognised version"),
+        ("version=0\n" + T + "partition.count=0\n", "partition.count"),
+        ("version=0\n" + T + "partition.count=-1\n", "partition.count"),
+        ("version=0\n" + T + "partition.count=x\n", "partition.count"),
+        ("version=0\n" + T + "partition.count=1\nno equals sign\n", "malformed line"),
+        ("version=0\n" + T + "topic=u\npartition.count=1\n", "duplicate key"),
+        ("version=0\n" + T + "partition.count=1\nconfig.a=1\nconfig.a=2\n", "duplicate key"),
     ],
 )
 def test_parse_refuses_malformed_content(text, message):
@@ -63,7 +70,7 @@ def test_parse_refuses_malformed_content(text, message):
 
 
 def test_file_round_trips_and_is_written_atomically(tmp_path):
-    metadata = TopicMetadata("t", 2, {"segment.bytes": "1024"})
+    metadata = TopicMetadata("t", ID, 2, {"segment.bytes": "1024"})
     write_topic_metadata(str(tmp_path), metadata)
     assert read_topic_metadata(str(tmp_path)) == metadata
     assert os.listdir(tmp_path) == [TOPIC_METADATA_FILE_NAME]
