@@ -12,8 +12,9 @@ when the index grows by one page the probe set shifts (0, 7, 10, 12, 13) onto pa
 for a long time, which may have been evicted, and the first tail lookup after the growth waits on
 the disk (seen as ~1 s produce latency spikes). So the search first asks whether the target lies in
 the newest ``WARM_SECTION_BYTES`` of entries and, if so, searches only there. Every warm lookup
-probes the section's first entry, its middle and its last entry, so all of its (at most 3) pages are
-touched by every tail lookup and stay resident however the file grows.
+probes the section's first entry and its middle, and a tail lookup its last entry too, so all of
+the section's (at most 3) pages are touched by every tail lookup and stay resident however the file
+grows (bench/bench_index_pages.py measures this).
 
 The functions are pure: they read a buffer (bytes, memoryview or mmap) and a slot count and hold no
 state. Targets are compared with the raw stored integer, so a caller whose field is stored relative
@@ -49,9 +50,9 @@ PAGE_BYTES_MIN = 4096
 """The smallest page size of any CPU Kafka (and seglog) runs on: x86, ARM, POWER, MIPS, SPARC."""
 
 WARM_SECTION_BYTES = 8192
-"""Bytes of the newest entries searched first. Small enough that the three entries every warm
-lookup probes (first, middle, last) touch every page of the section: 8192 bytes span at most 3
-pages of 4 KiB. Large enough that nearly every in-sync lookup lands in it: 8 KiB of index covers
+"""Bytes of the newest entries searched first. Small enough that the three entries a tail lookup
+always probes (the section's first, middle and last) touch every page of it: 8192 bytes span at
+most 3 pages of 4 KiB. Large enough that nearly every in-sync lookup lands in it: 8 KiB of index covers
 about 4 MB of log (offset index) or 2.7 MB (time index) at Kafka's default index.interval.bytes.
 Fixed, as in Kafka: not a configuration."""
 
