@@ -9,6 +9,8 @@ import random
 import threading
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from seglog_server.storage.abstract_index import RELATIVE_OFFSET_MAX, IndexStatistics
 from seglog_server.storage.errors import CorruptIndexError, IndexFullError, InvalidOffsetError, OffsetOverflowError
@@ -614,4 +616,62 @@ def test_lookups_run_safely_while_another_thread_appends_truncates_and_trims(tmp
     for thread in threads:
         thread.join()
     assert errors == []
+    idx.close()
+
+
+# -- the warm/cold boundary through the index ------------------------------------------------------
+@pytest.mark.parametrize("entry_count", [1023, 1024, 1025, 1026])
+def test_every_lookup_is_right_around_the_warm_boundary(tmp_path, entry_count):
+    idx = OffsetIndex(str(tmp_path / "0.index"), 0, 2000 * ENTRY_BYTES)
+    fill(idx, ((10 * slot, slot) for slot in range(entry_count)))
+    for slot in range(entry_count):
+        assert idx.lookup(10 * slot) == OffsetPosition(10 * slot, slot)
+        assert idx.lookup(10 * slot + 9) == OffsetPosition(10 * slot, slot)
+    stats = idx.statistics()
+    first_hot = max(0, entry_count - 1 - 1024)
+    # Warm iff the first hot entry is strictly below the target: all but the exact first-hot hit(s).
+    cold = 2 * first_hot + 1
+    assert (stats.warm_lookup_count, stats.cold_lookup_count) == (2 * entry_count - cold, cold)
+    idx.close()
+
+
+# -- against a model -------------------------------------------------------------------------------
+@settings(max_examples=40, deadline=None)
+@given(rng=st.randoms(use_true_random=False))
+def test_random_operations_agree_with_a_list_model(tmp_path_factory, rng):
+    path = str(tmp_path_factory.mktemp("model") / "00000000000000000100.index")
+    max_entries = rng.choice([3, 40, 1100])
+    idx = OffsetIndex(path, 100, max_entries * ENTRY_BYTES)
+    model: list[tuple[int, int]] = []
+    for _ in range(150):
+        operation = rng.choice(["append", "append", "append", "lookup", "truncate_to", "reopen", "trim"])
+        offset = rng.randint(95, 100 + 3 * max_entries)
+        if operation == "append":
+            position = len(model) * 10
+            if len(model) >= idx.max_entry_count:
+                with pytest.raises(IndexFullError):
+                    idx.append(offset, position)
+            elif model and offset <= model[-1][0]:
+                with pytest.raises(InvalidOffsetError):
+                    idx.append(offset, position)
+            elif offset < 100:
+                with pytest.raises(OffsetOverflowError):
+                    idx.append(offset, position)
+            else:
+                idx.append(offset, position)
+                model.append((offset, position))
+        elif operation == "lookup":
+            below = [entry for entry in model if entry[0] <= offset]
+            assert idx.lookup(offset) == (below[-1] if below else (100, 0))
+        elif operation == "truncate_to":
+            idx.truncate_to(offset)
+            model = [entry for entry in model if entry[0] < offset]
+        elif operation == "reopen":
+            idx.close()
+            idx = OffsetIndex(path, 100, max_entries * ENTRY_BYTES)
+            idx.resize(max_entries * ENTRY_BYTES)  # as the log does for its active segment
+        else:
+            idx.trim_to_valid_size()
+        assert idx.entry_count == len(model)
+        assert idx.last_offset == (model[-1][0] if model else 100)
     idx.close()

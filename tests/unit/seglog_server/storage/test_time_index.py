@@ -6,6 +6,8 @@ from __future__ import annotations
 import os
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from seglog_server.storage.errors import CorruptIndexError, IndexFullError, InvalidOffsetError, OffsetOverflowError
 from seglog_server.storage.time_index import NO_TIMESTAMP, TimeIndex, TimestampOffset
@@ -338,4 +340,66 @@ def test_statistics_count_warm_and_cold_lookups_around_682_entries(path):
     stats = idx.statistics()
     assert (stats.warm_lookup_count, stats.cold_lookup_count) == (2, 1)
     assert (stats.entry_count, stats.size_in_bytes, stats.file_bytes) == (684, 684 * 12, 2000 * 12)
+    idx.close()
+
+
+@pytest.mark.parametrize("entry_count", [681, 682, 683, 684])
+def test_every_lookup_is_right_around_the_warm_boundary(tmp_path, entry_count):
+    idx = TimeIndex(str(tmp_path / "0.timeindex"), 0, 1000 * ENTRY_BYTES)
+    for slot in range(entry_count):
+        idx.maybe_append(10 * slot, slot)
+    for slot in range(entry_count):
+        assert idx.lookup(10 * slot) == TimestampOffset(10 * slot, slot)
+        assert idx.lookup(10 * slot + 9) == TimestampOffset(10 * slot, slot)
+    first_hot = max(0, entry_count - 1 - 682)
+    cold = 2 * first_hot + 1  # targets at or below the first hot entry's timestamp
+    stats = idx.statistics()
+    assert (stats.warm_lookup_count, stats.cold_lookup_count) == (2 * entry_count - cold, cold)
+    idx.close()
+
+
+@settings(max_examples=40, deadline=None)
+@given(rng=st.randoms(use_true_random=False))
+def test_random_operations_agree_with_a_list_model(tmp_path_factory, rng):
+    path = str(tmp_path_factory.mktemp("model") / "00000000000000000100.timeindex")
+    max_entries = rng.choice([3, 40, 700])
+    idx = TimeIndex(path, 100, max_entries * ENTRY_BYTES)
+    model: list[tuple[int, int]] = []
+    for _ in range(150):
+        operation = rng.choice(["append", "append", "append", "lookup", "truncate_to", "reopen"])
+        timestamp_ms, offset = rng.randint(-2, 4 * max_entries), rng.randint(98, 100 + 3 * max_entries)
+        last_timestamp_ms, last_offset = model[-1] if model else (NO_TIMESTAMP, 100)
+        if operation == "append":
+            if len(model) >= idx.max_entry_count - 1:
+                with pytest.raises(IndexFullError):
+                    idx.maybe_append(timestamp_ms, offset)
+            elif model and offset < last_offset:
+                with pytest.raises(InvalidOffsetError):
+                    idx.maybe_append(timestamp_ms, offset)
+            elif model and timestamp_ms < last_timestamp_ms:
+                with pytest.raises(ValueError):
+                    idx.maybe_append(timestamp_ms, offset)
+            elif timestamp_ms > last_timestamp_ms and offset < 100:
+                with pytest.raises(OffsetOverflowError):
+                    idx.maybe_append(timestamp_ms, offset)
+            else:
+                idx.maybe_append(timestamp_ms, offset)
+                if timestamp_ms > last_timestamp_ms:
+                    model.append((timestamp_ms, offset))
+        elif operation == "lookup":
+            below = [entry for entry in model if entry[0] <= timestamp_ms]
+            assert idx.lookup(timestamp_ms) == (below[-1] if below else (NO_TIMESTAMP, 100))
+        elif operation == "truncate_to":
+            idx.truncate_to(offset)
+            kept = [entry for entry in model if entry[1] < offset]
+            # Kafka's search may stop on a later one of several entries sharing ``offset`` and keep
+            # the earlier ones (test_truncate_to_an_offset_shared_by_entries_may_keep_an_earlier_one).
+            assert len(kept) <= idx.entry_count <= len(kept) + sum(1 for entry in model if entry[1] == offset)
+            model = model[: idx.entry_count]
+        else:
+            idx.close()
+            idx = TimeIndex(path, 100, max_entries * ENTRY_BYTES)
+            idx.resize(max_entries * ENTRY_BYTES)
+        assert idx.entry_count == len(model)
+        assert idx.last_entry == (model[-1] if model else (NO_TIMESTAMP, 100))
     idx.close()
