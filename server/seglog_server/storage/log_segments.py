@@ -115,6 +115,14 @@ class LogSegments(Generic[S]):
             return self._by_base[self._base_offsets[slot]]
         return None
 
+    def floor_slot(self, offset: int) -> int:
+        """The position in base-offset order of ``floor(offset)``, or -1 when there is none."""
+        return bisect.bisect_right(self._base_offsets, offset) - 1
+
+    def at(self, slot: int) -> S:
+        """The segment at position ``slot`` in base-offset order (negative slots count back)."""
+        return self._by_base[self._base_offsets[slot]]
+
     def higher_segments(self, offset: int) -> list[S]:
         """Every segment with a base offset > ``offset``, in order."""
         slot = bisect.bisect_right(self._base_offsets, offset)

@@ -122,3 +122,12 @@ def test_remove_of_an_unknown_base_offset_returns_none():
     segments, _ = _segments(1, 2)
     assert segments.remove(5) is None
     assert segments.base_offsets == [1, 2]
+
+
+def test_floor_slot_and_at_give_positional_access():
+    segments, (seg1, seg2, seg3) = _segments(10, 20, 30)
+    assert segments.floor_slot(5) == -1
+    assert segments.floor_slot(10) == 0
+    assert segments.floor_slot(29) == 1
+    assert segments.floor_slot(1000) == 2
+    assert segments.at(0) is seg1 and segments.at(1) is seg2 and segments.at(-1) is seg3

@@ -1,0 +1,323 @@
+"""FileRecords: a segment's ``.log`` file of concatenated v2 record batches.
+
+A thin shell around one file descriptor (opened lazily, so a log of thousands of segments opens
+none of them until they are read) and the ``fs`` seam. It appends with one ``pwritev``, reads
+byte ranges with one ``pread``, and walks batch headers the way Kafka's ``FileLogInputStream``
+does (section 2.7 of the storage spec):
+
+- at most ``HEADER_SIZE_UP_TO_MAGIC`` (17) bytes left -> stop silently;
+- a length field below ``MIN_LENGTH`` (14) -> ``CorruptRecordError``;
+- a batch running past the end -> stop silently (a torn tail is not an error while reading).
+
+The batch layout itself is declared once, in ``seglog.records`` (``HEADER``); walks here unpack
+that struct and name the fields they use through ``HeaderField``.
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+from collections.abc import Iterator, Sequence
+from typing import NamedTuple
+
+from seglog.records import (
+    BASE_OFFSET_OFFSET,
+    HEADER,
+    LENGTH_OFFSET,
+    LOG_OVERHEAD,
+    MAGIC_OFFSET,
+    RECORD_BATCH_OVERHEAD,
+)
+
+from .errors import CorruptRecordError
+from .fs import REAL_FS, FileSystem
+
+__all__ = [
+    "HEADER_SIZE_UP_TO_MAGIC",
+    "MIN_LENGTH",
+    "BatchHeader",
+    "FileRecords",
+    "HeaderField",
+    "TimestampAndOffset",
+]
+
+# baseOffset + length + partitionLeaderEpoch + magic: the bytes a reader needs before it can
+# tell anything about a batch (Kafka's FileLogInputStream.HEADER_SIZE_UP_TO_MAGIC).
+HEADER_SIZE_UP_TO_MAGIC = MAGIC_OFFSET + 1
+# Kafka's smallest legal length field (a v0 record's overhead); below it the length is garbage.
+MIN_LENGTH = 14
+# Header walks read this much at a time: one pread covers the ~4 KiB of log between two index
+# entries at the default index.interval.bytes, plus the header of the batch that straddles it.
+_SCAN_CHUNK_BYTES = 16 * 1024
+# A single pread/pwrite on Linux moves at most 0x7ffff000 bytes.
+_IO_BYTES_MAX = 0x7FFFF000
+
+
+class HeaderField(enum.IntEnum):
+    """Positions in the tuple ``HEADER.unpack_from`` returns (the order of ``HEADER``)."""
+
+    BASE_OFFSET = 0
+    LENGTH = 1
+    PARTITION_LEADER_EPOCH = 2
+    MAGIC = 3
+    CRC = 4
+    ATTRIBUTES = 5
+    LAST_OFFSET_DELTA = 6
+    BASE_TIMESTAMP = 7
+    MAX_TIMESTAMP = 8
+    PRODUCER_ID = 9
+    PRODUCER_EPOCH = 10
+    BASE_SEQUENCE = 11
+    RECORDS_COUNT = 12
+
+
+assert len(HeaderField) == len(HEADER.unpack(bytes(HEADER.size)))
+assert HEADER.size == RECORD_BATCH_OVERHEAD and LOG_OVERHEAD == LENGTH_OFFSET + 4
+assert BASE_OFFSET_OFFSET == 0
+
+
+class BatchHeader(NamedTuple):
+    """Where a batch sits in the file and the header fields the storage engine uses."""
+
+    position: int
+    base_offset: int
+    size_in_bytes: int
+    last_offset: int
+    max_timestamp: int
+    magic: int
+    partition_leader_epoch: int
+
+    @property
+    def next_offset(self) -> int:
+        return self.last_offset + 1
+
+
+class TimestampAndOffset(NamedTuple):
+    timestamp_ms: int
+    offset: int
+
+
+def _header_at(fields: tuple, position: int) -> BatchHeader:
+    return BatchHeader(
+        position,
+        fields[HeaderField.BASE_OFFSET],
+        fields[HeaderField.LENGTH] + LOG_OVERHEAD,
+        fields[HeaderField.BASE_OFFSET] + fields[HeaderField.LAST_OFFSET_DELTA],
+        fields[HeaderField.MAX_TIMESTAMP],
+        fields[HeaderField.MAGIC],
+        fields[HeaderField.PARTITION_LEADER_EPOCH],
+    )
+
+
+class FileRecords:
+    """The ``.log`` file of one segment. Not thread-safe: the owning log's lock guards it."""
+
+    def __init__(self, path: str, *, fs: FileSystem = REAL_FS, size_in_bytes: int | None = None):
+        """Wraps an existing file; ``size_in_bytes`` when known spares a stat at first use."""
+        self._path = path
+        self._fs = fs
+        self._fd: int | None = None
+        self._size = size_in_bytes
+
+    @classmethod
+    def create(cls, path: str, *, fs: FileSystem = REAL_FS, preallocate_bytes: int = 0) -> FileRecords:
+        """Creates an empty file (preallocated to ``preallocate_bytes`` when asked)."""
+        records = cls(path, fs=fs, size_in_bytes=0)
+        records._fd = fs.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC)
+        if preallocate_bytes > 0:
+            fs.ftruncate(records._fd, preallocate_bytes)
+        return records
+
+    # -- state ------------------------------------------------------------------------------
+    @property
+    def path(self) -> str:
+        return self._path
+
+    @property
+    def is_open(self) -> bool:
+        return self._fd is not None
+
+    @property
+    def size_in_bytes(self) -> int:
+        """Bytes of batches (the logical end; a preallocated file is longer)."""
+        if self._size is None:
+            if self._fd is not None:
+                self._size = self._fs.fsize(self._fd)
+            else:  # a size question alone does not keep a descriptor open
+                fd = self._fs.open(self._path, os.O_RDONLY)
+                try:
+                    self._size = self._fs.fsize(fd)
+                finally:
+                    self._fs.close(fd)
+        return self._size
+
+    def _open(self) -> int:
+        if self._fd is None:
+            self._fd = self._fs.open(self._path, os.O_RDWR)
+        return self._fd
+
+    # -- writes -----------------------------------------------------------------------------
+    def append(self, buffers: Sequence[bytes | bytearray | memoryview]) -> int:
+        """Writes ``buffers`` back to back at the end with one pwritev; returns the byte count."""
+        fd = self._open()
+        position = self.size_in_bytes
+        total = sum(len(buffer) for buffer in buffers)
+        if position + total > 2**31 - 1:
+            raise ValueError(
+                f"{self._path}: appending {total} bytes at {position} would pass the 2 GiB "
+                f"segment limit"
+            )
+        written = self._fs.pwritev(fd, buffers, position)
+        if written != total:  # a short write (disk full, signal): finish or fail loudly
+            self._finish_short_write(fd, buffers, position, written, total)
+        self._size = position + total
+        return total
+
+    def _finish_short_write(self, fd: int, buffers: Sequence, position: int, written: int, total: int):
+        rest = memoryview(b"".join(bytes(buffer) for buffer in buffers))
+        while written < total:
+            count = self._fs.pwrite(fd, rest[written:], position + written)
+            if count <= 0:
+                raise OSError(f"{self._path}: write made no progress at {position + written}")
+            written += count
+
+    def truncate_to(self, size_in_bytes: int) -> int:
+        """Cuts the file to ``size_in_bytes``; returns the bytes removed."""
+        original = self.size_in_bytes
+        if size_in_bytes > original or size_in_bytes < 0:
+            raise ValueError(
+                f"{self._path}: cannot truncate to {size_in_bytes} bytes, the file holds {original}"
+            )
+        fd = self._open()
+        if size_in_bytes < original or self._fs.fsize(fd) != size_in_bytes:
+            self._fs.ftruncate(fd, size_in_bytes)
+        self._size = size_in_bytes
+        return original - size_in_bytes
+
+    def trim(self) -> None:
+        """Cuts a preallocated tail off the file (no-op for files that were never preallocated)."""
+        if self._fd is not None and self._fs.fsize(self._fd) != self.size_in_bytes:
+            self._fs.ftruncate(self._fd, self.size_in_bytes)
+
+    def flush(self) -> None:
+        if self._fd is not None:
+            self._fs.fsync(self._fd)
+
+    # -- reads ------------------------------------------------------------------------------
+    def read(self, position: int, size_in_bytes: int) -> bytes:
+        """Up to ``size_in_bytes`` bytes from ``position`` (fewer at the end of the batches)."""
+        size_in_bytes = min(size_in_bytes, self.size_in_bytes - position)
+        if size_in_bytes <= 0:
+            return b""
+        fd = self._open()
+        if size_in_bytes <= _IO_BYTES_MAX:
+            data = self._fs.pread(fd, size_in_bytes, position)
+            if len(data) == size_in_bytes:
+                return data
+        buffer = bytearray(size_in_bytes)
+        got = self._fs.preadinto(fd, buffer, position)
+        return bytes(buffer[:got])
+
+    def read_into(self, buffer: bytearray | memoryview, position: int) -> int:
+        """Fills ``buffer`` from ``position``, never past the batches' end; returns the count."""
+        view = memoryview(buffer)[: max(0, self.size_in_bytes - position)]
+        if not len(view):
+            return 0
+        return self._fs.preadinto(self._open(), view, position)
+
+    def batch_headers(self, start_position: int = 0) -> Iterator[BatchHeader]:
+        """Headers of the complete batches from ``start_position`` on (FileLogInputStream rules)."""
+        for position, fields in self.raw_headers(start_position):
+            yield _header_at(fields, position)
+
+    def raw_headers(self, start_position: int = 0) -> Iterator[tuple[int, tuple]]:
+        """(position, unpacked ``HEADER`` tuple) of each complete batch from ``start_position``."""
+        end = self.size_in_bytes
+        position = start_position
+        chunk = b""
+        chunk_start = 0
+        while end - position > HEADER_SIZE_UP_TO_MAGIC:
+            offset_in_chunk = position - chunk_start
+            if offset_in_chunk < 0 or offset_in_chunk + RECORD_BATCH_OVERHEAD > len(chunk):
+                chunk = self.read(position, _SCAN_CHUNK_BYTES)
+                chunk_start, offset_in_chunk = position, 0
+            if offset_in_chunk + RECORD_BATCH_OVERHEAD > len(chunk):
+                # Fewer than 61 bytes left in the file: a torn tail, or garbage.
+                length = int.from_bytes(chunk[LENGTH_OFFSET:LOG_OVERHEAD], "big", signed=True)
+                self._check_length(length, position, end)
+                return
+            fields = HEADER.unpack_from(chunk, offset_in_chunk)
+            length = fields[HeaderField.LENGTH]
+            self._check_length(length, position, end)
+            size = length + LOG_OVERHEAD
+            if position + size > end:
+                return  # a partial trailing batch
+            yield position, fields
+            position += size
+
+    def _check_length(self, length: int, position: int, end: int) -> None:
+        if length < MIN_LENGTH:
+            raise CorruptRecordError(
+                f"{self._path}: batch at position {position} has length {length}, "
+                f"expected at least {MIN_LENGTH}"
+            )
+        if length < RECORD_BATCH_OVERHEAD - LOG_OVERHEAD and position + LOG_OVERHEAD + length <= end:
+            raise CorruptRecordError(
+                f"{self._path}: batch at position {position} has length {length}, below the "
+                f"{RECORD_BATCH_OVERHEAD - LOG_OVERHEAD} bytes of a v2 batch header"
+            )
+
+    # -- searches ---------------------------------------------------------------------------
+    def search_for_offset_with_size(self, target_offset: int, start_position: int) -> BatchHeader | None:
+        """The first batch from ``start_position`` whose last offset is >= ``target_offset``."""
+        for position, fields in self.raw_headers(start_position):
+            if fields[HeaderField.BASE_OFFSET] + fields[HeaderField.LAST_OFFSET_DELTA] >= target_offset:
+                return _header_at(fields, position)
+        return None
+
+    def largest_timestamp_after(self, start_position: int) -> TimestampAndOffset:
+        """The largest batch max timestamp from ``start_position`` on and that batch's last offset."""
+        best = TimestampAndOffset(-1, -1)
+        for _, fields in self.raw_headers(start_position):
+            max_timestamp = fields[HeaderField.MAX_TIMESTAMP]
+            if max_timestamp > best.timestamp_ms:
+                last = fields[HeaderField.BASE_OFFSET] + fields[HeaderField.LAST_OFFSET_DELTA]
+                best = TimestampAndOffset(max_timestamp, last)
+        return best
+
+    # -- names ------------------------------------------------------------------------------
+    def rename_to(self, path: str) -> None:
+        """Renames the file (the descriptor stays valid)."""
+        self._fs.replace(self._path, path)
+        self._path = path
+
+    def last_modified_ms(self) -> int:
+        return self._fs.getmtime_ms(self._path)
+
+    def set_last_modified_ms(self, mtime_ms: int) -> None:
+        self._fs.set_mtime_ms(self._path, mtime_ms)
+
+    def close(self) -> None:
+        """Trims a preallocated tail and closes the descriptor; no fsync (flush first)."""
+        if self._fd is not None:
+            try:
+                self.trim()
+            finally:
+                self.close_handler()
+
+    def close_handler(self) -> None:
+        """Closes the descriptor without touching the file (used when the disk failed)."""
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            self._fs.close(fd)
+
+    def delete_if_exists(self) -> bool:
+        self.close_handler()
+        try:
+            self._fs.unlink(self._path)
+        except FileNotFoundError:
+            return False
+        return True
+
+    def __repr__(self) -> str:
+        return f"FileRecords({self._path!r}, size={self._size})"

@@ -1,0 +1,782 @@
+"""Log: one partition, an ordered set of segments (Kafka's UnifiedLog + LocalLog, section 5).
+
+Offsets: ``log_start_offset`` (first offset clients may read; moved by retention and
+DeleteRecords), ``log_end_offset`` (next offset to assign), ``high_watermark`` (equal to the log
+end offset: seglog has one replica) and ``recovery_point`` (first offset not known to be fsynced).
+
+Every public method is thread-safe: a per-log re-entrant lock serialises appends, reads, rolls,
+retention and truncation. fsync runs outside that lock (under a separate flush lock), so a flush
+does not stall appends and concurrent flushes coalesce.
+
+File I/O errors (``OSError``) from an append, read, roll or flush surface as
+``LogDirOfflineError`` and leave the log offline: every later call raises the same error, and the
+log manager takes the directory offline.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+from collections import Counter
+from collections.abc import Callable
+from types import MappingProxyType
+
+from . import file_names
+from .clock import SYSTEM_CLOCK, Clock
+from .errors import LogDirOfflineError, OffsetOutOfRangeError, StorageError
+from .file_records import TimestampAndOffset
+from .fs import REAL_FS, FileSystem
+from .log_config import LogConfig
+from .log_loader import LogLoader
+from .log_results import (
+    EARLIEST_LOCAL_TIMESTAMP,
+    EARLIEST_TIMESTAMP,
+    LATEST_TIERED_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    MAX_TIMESTAMP,
+    AppendInfo,
+    FetchData,
+    LogStatistics,
+)
+from .log_segment import LogSegment, RollReason
+from .log_segments import LogSegments
+from .log_validator import LogValidator
+from .segment_timestamps import SegmentTimestamps
+
+__all__ = ["FlushScheduler", "Log"]
+
+_LOG = logging.getLogger(__name__)
+# DeleteRecords' "up to the high watermark" (Kafka's DeleteRecordsRequest.HIGH_WATERMARK).
+_DELETE_TO_HIGH_WATERMARK = -1
+
+FlushScheduler = Callable[[Callable[[], None]], None]
+"""Runs a background flush (Kafka's scheduler.scheduleOnce("flush-log")): after a roll, the
+segments below the new one are fsynced off the append path, advancing the recovery point."""
+
+
+def _flush_in_thread(task: Callable[[], None]) -> None:
+    threading.Thread(target=task, name="seglog-roll-flush", daemon=True).start()
+
+
+def roll_jitter_ms(config: LogConfig, rng: random.Random) -> int:
+    """Kafka's randomSegmentJitter: uniform in [0, min(segment.jitter.ms, segment.ms))."""
+    if config.segment_jitter_ms <= 0:
+        return 0
+    return rng.randrange(min(config.segment_jitter_ms, config.segment_ms))
+
+
+class Log:
+    """One partition's log. Build with ``Log.load``."""
+
+    def __init__(
+        self,
+        directory: str,
+        topic: str,
+        partition: int,
+        config: LogConfig,
+        *,
+        segments: LogSegments[LogSegment],
+        log_start_offset: int,
+        recovery_point: int,
+        log_end_offset: int,
+        clock: Clock = SYSTEM_CLOCK,
+        fs: FileSystem = REAL_FS,
+        rng: random.Random | None = None,
+        flush_scheduler: FlushScheduler = _flush_in_thread,
+        loaded_recovered_segment_count: int = 0,
+        loaded_truncated_bytes: int = 0,
+    ) -> None:
+        assert segments, "a log always has an active segment"
+        assert log_start_offset <= log_end_offset and recovery_point <= log_end_offset
+        self._dir = directory
+        self._topic = topic
+        self._partition = partition
+        self._name = f"{topic}-{partition}"
+        self._clock = clock
+        self._fs = fs
+        self._rng = rng if rng is not None else random.Random()
+        self._flush_scheduler = flush_scheduler
+        self._segments = segments
+        self._log_start_offset = log_start_offset
+        self._log_end_offset = log_end_offset
+        self._recovery_point = recovery_point
+        self._last_flush_time_ms = clock.time_ms()
+        self._lock = threading.RLock()
+        self._flush_lock = threading.Lock()
+        self._closed = False
+        self._offline_cause: BaseException | None = None
+        self._timestamps = SegmentTimestamps()
+        self._pending_deletes: list[tuple[int, LogSegment]] = []  # (due time ms, segment)
+        self._apply_config(config)
+        # statistics
+        self._appended_batch_count = 0
+        self._appended_record_count = 0
+        self._appended_bytes = 0
+        self._read_count = 0
+        self._read_bytes = 0
+        self._roll_counts: Counter[str] = Counter()
+        self._deleted_segment_count = 0
+        self._flush_count = 0
+        self._retired_warm_lookups = 0
+        self._retired_cold_lookups = 0
+        self._loaded_recovered_segment_count = loaded_recovered_segment_count
+        self._loaded_truncated_bytes = loaded_truncated_bytes
+
+    @classmethod
+    def load(
+        cls,
+        dir: str,  # noqa: A002 - the contract's name
+        topic: str,
+        partition: int,
+        config: LogConfig,
+        *,
+        clock: Clock = SYSTEM_CLOCK,
+        fs: FileSystem = REAL_FS,
+        had_clean_shutdown: bool,
+        recovery_point: int = 0,
+        log_start_offset: int = 0,
+        rng: random.Random | None = None,
+        flush_scheduler: FlushScheduler = _flush_in_thread,
+    ) -> Log:
+        """Opens (or creates) the partition directory ``dir`` with Kafka's load passes."""
+        rng = rng if rng is not None else random.Random()
+        loaded = LogLoader(
+            dir,
+            config,
+            clock=clock,
+            fs=fs,
+            had_clean_shutdown=had_clean_shutdown,
+            recovery_point=recovery_point,
+            log_start_offset=log_start_offset,
+            roll_jitter_ms=lambda: roll_jitter_ms(config, rng),
+        ).load()
+        return cls(
+            dir,
+            topic,
+            partition,
+            config,
+            segments=loaded.segments,
+            log_start_offset=loaded.log_start_offset,
+            recovery_point=loaded.recovery_point,
+            log_end_offset=loaded.log_end_offset,
+            clock=clock,
+            fs=fs,
+            rng=rng,
+            flush_scheduler=flush_scheduler,
+            loaded_recovered_segment_count=loaded.recovered_segment_count,
+            loaded_truncated_bytes=loaded.truncated_bytes,
+        )
+
+    def _apply_config(self, config: LogConfig) -> None:
+        self._config = config
+        self._validator = LogValidator(config, self._name)
+        self._segment_bytes = config.segment_bytes
+        self._roll_ms = config.roll_ms
+        self._flush_messages = config.flush_messages
+
+    # -- identity and offsets -------------------------------------------------------------------
+    @property
+    def topic(self) -> str:
+        return self._topic
+
+    @property
+    def partition(self) -> int:
+        return self._partition
+
+    @property
+    def dir(self) -> str:
+        return self._dir
+
+    @property
+    def config(self) -> LogConfig:
+        return self._config
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._log_start_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._log_end_offset
+
+    @property
+    def high_watermark(self) -> int:
+        return self._log_end_offset
+
+    @property
+    def recovery_point(self) -> int:
+        return self._recovery_point
+
+    @property
+    def last_flush_time_ms(self) -> int:
+        return self._last_flush_time_ms
+
+    @property
+    def size_in_bytes(self) -> int:
+        with self._lock:
+            return self._segments.size_in_bytes
+
+    @property
+    def segment_count(self) -> int:
+        return len(self._segments)
+
+    @property
+    def is_offline(self) -> bool:
+        return self._offline_cause is not None
+
+    def update_config(self, config: LogConfig) -> None:
+        with self._lock:
+            self._apply_config(config)
+
+    def _check_usable(self) -> None:
+        if self._offline_cause is not None:
+            raise LogDirOfflineError(
+                f"log {self._name} in {self._dir} is offline after an I/O error: {self._offline_cause}"
+            )
+        if self._closed:
+            raise StorageError(f"log {self._name} in {self._dir} is closed")
+
+    def _offline(self, action: str, exc: OSError) -> LogDirOfflineError:
+        self._offline_cause = exc
+        return LogDirOfflineError(f"I/O error while {action} log {self._name} in {self._dir}: {exc}")
+
+    # -- append ---------------------------------------------------------------------------------
+    def append(self, records: bytes | bytearray | memoryview) -> AppendInfo:
+        """Validates one produced batch, assigns it offsets from the log end offset and appends
+        it (rolling first when the active segment says so)."""
+        now_ms = self._clock.time_ms()
+        validated = self._validator.validate(records, now_ms)
+        with self._lock:
+            self._check_usable()
+            base_offset = self._log_end_offset
+            last_offset = base_offset + validated.last_offset_delta
+            size = validated.size_in_bytes
+            try:
+                segment = self._segments.active
+                reason = segment.should_roll(
+                    max_segment_bytes=self._segment_bytes,
+                    max_segment_ms=self._roll_ms,
+                    messages_bytes=size,
+                    max_timestamp_ms=validated.max_timestamp_ms,
+                    last_offset=last_offset,
+                    now_ms=now_ms,
+                )
+                if reason is not None:
+                    segment = self._roll(base_offset, reason)
+                segment.append_batch(validated.batch, base_offset, last_offset, validated.max_timestamp_ms)
+            except OSError as exc:
+                raise self._offline("appending to", exc) from exc
+            self._log_end_offset = last_offset + 1
+            self._appended_batch_count += 1
+            self._appended_record_count += validated.record_count
+            self._appended_bytes += size
+            flush_due = self._log_end_offset - self._recovery_point >= self._flush_messages
+            info = AppendInfo(
+                base_offset,
+                last_offset,
+                validated.log_append_time_ms,
+                self._log_start_offset,
+                validated.max_timestamp_ms,
+                validated.record_count,
+                size,
+            )
+        if flush_due:
+            self.flush()
+        return info
+
+    # -- roll -----------------------------------------------------------------------------------
+    def roll(self, reason: RollReason = RollReason.REQUESTED) -> int:
+        """Starts a new active segment at the log end offset; returns its base offset."""
+        with self._lock:
+            self._check_usable()
+            try:
+                return self._roll(self._log_end_offset, reason).base_offset
+            except OSError as exc:
+                raise self._offline("rolling", exc) from exc
+
+    def _roll(self, expected_next_offset: int, reason: RollReason) -> LogSegment:
+        new_offset = max(expected_next_offset, self._log_end_offset)
+        active = self._segments.active
+        if new_offset in self._segments:
+            if active.base_offset != new_offset or active.size_in_bytes != 0:
+                raise StorageError(
+                    f"{self._name}: cannot roll to a new segment at {new_offset}: a segment with "
+                    f"that base offset already exists"
+                )
+            # KAFKA-6388: an empty active segment reported an index full; replace it.
+            new_segment = self._create_and_delete_segment(new_offset, active)
+        elif new_offset < active.base_offset:
+            raise StorageError(
+                f"{self._name}: cannot roll to offset {new_offset}, below the active segment's "
+                f"base offset {active.base_offset}"
+            )
+        else:
+            active.on_become_inactive_segment()
+            new_segment = self._segments.add(self._open_segment(new_offset))
+        self._roll_counts[reason.value] += 1
+        self._timestamps.invalidate()
+        self._flush_scheduler(lambda: self._flush_quietly(new_offset))
+        return new_segment
+
+    def _open_segment(self, base_offset: int) -> LogSegment:
+        self._delete_stale_files(base_offset)
+        return LogSegment.open(
+            self._dir,
+            base_offset,
+            self._config,
+            clock=self._clock,
+            fs=self._fs,
+            create=True,
+            roll_jitter_ms=roll_jitter_ms(self._config, self._rng),
+        )
+
+    def _delete_stale_files(self, base_offset: int) -> None:
+        for path in (
+            file_names.log_path(self._dir, base_offset),
+            file_names.offset_index_path(self._dir, base_offset),
+            file_names.time_index_path(self._dir, base_offset),
+        ):
+            try:
+                self._fs.unlink(path)
+                _LOG.warning("%s: deleted stale file %s before rolling", self._name, path)
+            except FileNotFoundError:
+                pass
+
+    def _create_and_delete_segment(self, new_offset: int, old: LogSegment) -> LogSegment:
+        """Replaces ``old`` with a new empty segment at ``new_offset`` (created first, so the
+        log is never without an active segment)."""
+        if new_offset == old.base_offset:
+            old.change_file_suffixes("", file_names.DELETED_SUFFIX)
+        new_segment = self._segments.add(self._open_segment(new_offset))
+        if new_offset != old.base_offset:
+            self._segments.remove(old.base_offset)
+        self._schedule_delete([old])
+        return new_segment
+
+    # -- read -----------------------------------------------------------------------------------
+    def read(self, offset: int, max_bytes: int, *, min_one_batch: bool = True) -> FetchData:
+        """Whole batches from the one holding ``offset``, at most ``max_bytes`` (at least one
+        batch with ``min_one_batch``), none past the high watermark."""
+        with self._lock:
+            self._check_usable()
+            log_start, high_watermark = self._log_start_offset, self._log_end_offset
+            if offset < log_start or offset > high_watermark:
+                raise OffsetOutOfRangeError(
+                    f"{self._name}: offset {offset} is outside the log's range "
+                    f"[{log_start}, {high_watermark}] (log start offset, log end offset)"
+                )
+            records = b""
+            if offset < high_watermark:
+                try:
+                    records = self._read_segments(offset, max_bytes, min_one_batch)
+                except OSError as exc:
+                    raise self._offline("reading", exc) from exc
+            self._read_count += 1
+            self._read_bytes += len(records)
+            return FetchData(records, high_watermark, log_start, high_watermark)
+
+    def _read_segments(self, offset: int, max_bytes: int, min_one_batch: bool) -> bytes:
+        segments = self._segments
+        segment = segments.floor(offset)
+        if segment is None:  # below the first segment (a log start offset inside a gap)
+            segment = segments.first
+        while segment is not None:
+            # Every batch in the segments is below the high watermark (= log end offset), so
+            # each segment may be read to its end.
+            data = segment.read(offset, max_bytes, None, min_one_batch)
+            if data is not None:
+                return data
+            segment = segments.higher(segment.base_offset)  # an offset gap: try the next one
+        return b""
+
+    def position_of(self, offset: int) -> tuple[int, int] | None:
+        """(segment base offset, byte position) of the batch holding ``offset`` or, in a gap,
+        the next batch; None past the last batch. Both lookup levels, no data read."""
+        with self._lock:
+            self._check_usable()
+            segment = self._segments.floor(offset)
+            while segment is not None:
+                header = segment.translate_offset(offset)
+                if header is not None:
+                    return segment.base_offset, header.position
+                segment = self._segments.higher(segment.base_offset)
+            return None
+
+    # -- offsets by timestamp -------------------------------------------------------------------
+    def offset_for_timestamp(self, timestamp_ms: int) -> TimestampAndOffset | None:
+        """The first record with a timestamp >= ``timestamp_ms`` at or above the log start
+        offset, or a special target: LATEST (-1), EARLIEST (-2), MAX_TIMESTAMP (-3)."""
+        with self._lock:
+            self._check_usable()
+            if timestamp_ms == LATEST_TIMESTAMP:
+                return TimestampAndOffset(-1, self._log_end_offset)
+            if timestamp_ms in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
+                return TimestampAndOffset(-1, self._log_start_offset)
+            if timestamp_ms == LATEST_TIERED_TIMESTAMP:
+                return TimestampAndOffset(-1, -1)
+            try:
+                if timestamp_ms == MAX_TIMESTAMP:
+                    return self._offset_of_max_timestamp()
+                if timestamp_ms < 0:
+                    raise ValueError(f"{self._name}: unknown special timestamp {timestamp_ms}")
+                return self._search_timestamp(timestamp_ms)
+            except OSError as exc:
+                raise self._offline("searching", exc) from exc
+
+    def _search_timestamp(self, timestamp_ms: int) -> TimestampAndOffset | None:
+        if self._log_start_offset == self._log_end_offset:
+            return None
+        segments = self._segments
+        slot = max(
+            self._timestamps.first_slot_reaching(segments, timestamp_ms),
+            segments.floor_slot(self._log_start_offset),
+        )
+        # Kafka searches only the first segment whose largest timestamp reaches the target; the
+        # search goes on to later ones when every match there sits below the log start offset.
+        for index in range(slot, len(segments)):
+            segment = segments.at(index)
+            if segment.largest_timestamp() < timestamp_ms:
+                continue
+            found = segment.find_offset_by_timestamp(timestamp_ms, self._log_start_offset)
+            if found is not None:
+                return found
+        return None
+
+    def _offset_of_max_timestamp(self) -> TimestampAndOffset | None:
+        if self._log_start_offset == self._log_end_offset:
+            return None
+        best = max(self._segments.values(), key=lambda segment: segment.max_timestamp_so_far)
+        return best.offset_of_max_timestamp()
+
+    # -- flush ----------------------------------------------------------------------------------
+    def flush(self, offset: int | None = None) -> None:
+        """fsyncs every segment holding offsets below ``offset`` (default: everything, the
+        active segment included even when empty) and advances the recovery point to it."""
+        with self._flush_lock:
+            with self._lock:
+                self._check_usable()
+                target = self._log_end_offset if offset is None else min(offset, self._log_end_offset)
+                flush_to = target + 1 if offset is None else target
+                old_recovery_point = self._recovery_point
+                if flush_to <= old_recovery_point:
+                    return
+                segments = self._segments.values(old_recovery_point, flush_to)
+                new_files = any(segment.base_offset >= old_recovery_point for segment in segments)
+            try:
+                for segment in segments:
+                    self._flush_segment(segment)
+                if new_files:
+                    self._fs.fsync_dir(self._dir)
+            except OSError as exc:
+                with self._lock:
+                    raise self._offline("flushing", exc) from exc
+            with self._lock:
+                if target > self._recovery_point:
+                    self._recovery_point = min(target, self._log_end_offset)
+                    self._last_flush_time_ms = self._clock.time_ms()
+                self._flush_count += 1
+
+    def _flush_segment(self, segment: LogSegment) -> None:
+        try:
+            segment.flush()
+        except (OSError, ValueError):
+            with self._lock:  # deleted or closed meanwhile: nothing left to make durable
+                if self._segments.get(segment.base_offset) is segment and not self._closed:
+                    raise
+
+    def _flush_quietly(self, offset: int) -> None:
+        try:
+            self.flush(offset)
+        except StorageError as exc:
+            _LOG.warning("%s: background flush to %d failed: %s", self._name, offset, exc)
+
+    # -- retention ------------------------------------------------------------------------------
+    def delete_old_segments(self) -> int:
+        """One retention pass (5.7): segments below the log start offset and, when the cleanup
+        policy includes delete, beyond retention.bytes and retention.ms. Returns the count."""
+        with self._lock:
+            self._check_usable()
+            try:
+                deleted = self._delete_log_start_offset_breached()
+                if self._config.is_delete:
+                    deleted += self._delete_retention_size_breached()
+                    deleted += self._delete_retention_ms_breached()
+                return deleted
+            except OSError as exc:
+                raise self._offline("deleting old segments of", exc) from exc
+
+    def _delete_log_start_offset_breached(self) -> int:
+        log_start = self._log_start_offset
+        return self._delete_while(lambda segment, following: following is not None and following.base_offset <= log_start)
+
+    def _delete_retention_size_breached(self) -> int:
+        retention_bytes = self._config.retention_bytes
+        size = self._segments.size_in_bytes
+        if retention_bytes < 0 or size < retention_bytes:
+            return 0
+        excess = size - retention_bytes
+
+        def beyond_size(segment: LogSegment, following: LogSegment | None) -> bool:
+            nonlocal excess
+            if excess - segment.size_in_bytes < 0:
+                return False
+            excess -= segment.size_in_bytes
+            return True
+
+        return self._delete_while(beyond_size)
+
+    def _delete_retention_ms_breached(self) -> int:
+        retention_ms = self._config.retention_ms
+        if retention_ms < 0:
+            return 0
+        now_ms = self._clock.time_ms()
+        return self._delete_while(lambda segment, following: now_ms - segment.largest_timestamp() > retention_ms)
+
+    def _delete_while(self, predicate: Callable[[LogSegment, LogSegment | None], bool]) -> int:
+        segments = self._segments.values()
+        deletable: list[LogSegment] = []
+        for slot, segment in enumerate(segments):
+            following = segments[slot + 1] if slot + 1 < len(segments) else None
+            upper = following.base_offset if following is not None else self._log_end_offset
+            # Never past the high watermark; never the last segment when it is empty.
+            if self.high_watermark < upper or not predicate(segment, following):
+                break
+            if following is None and segment.size_in_bytes == 0:
+                break
+            deletable.append(segment)
+        if deletable:
+            self._delete_segments(deletable)
+        return len(deletable)
+
+    def _delete_segments(self, deletable: list[LogSegment]) -> None:
+        if len(deletable) == len(self._segments):
+            new_segment = self._roll(self._log_end_offset, RollReason.RETENTION)
+            if deletable[-1].base_offset == new_segment.base_offset:
+                deletable = deletable[:-1]  # the empty active segment was recreated by the roll
+        if not deletable:
+            return
+        following = self._segments.higher(deletable[-1].base_offset)
+        assert following is not None
+        self._log_start_offset = max(self._log_start_offset, following.base_offset)
+        self._remove_and_delete(deletable)
+
+    def _remove_and_delete(self, segments: list[LogSegment]) -> None:
+        for segment in segments:
+            self._segments.remove(segment.base_offset)
+        self._schedule_delete(segments)
+        self._timestamps.invalidate()
+
+    def _schedule_delete(self, segments: list[LogSegment]) -> None:
+        """Renames the segments' files to ``.deleted``; ``delete_due_files`` unlinks them once
+        file.delete.delay.ms has passed."""
+        due_ms = self._clock.time_ms() + self._config.file_delete_delay_ms
+        for segment in segments:
+            if not segment.has_suffix(file_names.DELETED_SUFFIX):
+                segment.change_file_suffixes("", file_names.DELETED_SUFFIX)
+            self._pending_deletes.append((due_ms, segment))
+            self._deleted_segment_count += 1
+
+    def delete_due_files(self) -> int:
+        """Unlinks the ``.deleted`` segments whose delay has passed; returns how many."""
+        with self._lock:
+            now_ms = self._clock.time_ms()
+            due = [segment for due_ms, segment in self._pending_deletes if due_ms <= now_ms]
+            self._pending_deletes = [(due_ms, s) for due_ms, s in self._pending_deletes if due_ms > now_ms]
+            for segment in due:
+                stats = segment.statistics()
+                self._retired_warm_lookups += stats.warm_lookup_count
+                self._retired_cold_lookups += stats.cold_lookup_count
+                segment.delete_if_exists()
+            return len(due)
+
+    def delete_records(self, offset: int) -> int:
+        """Moves the log start offset up to ``offset`` (-1: the high watermark); returns it.
+        Segments wholly below it go in the next retention pass."""
+        with self._lock:
+            self._check_usable()
+            if offset == _DELETE_TO_HIGH_WATERMARK:
+                offset = self.high_watermark
+            if offset < 0 or offset > self.high_watermark:
+                raise OffsetOutOfRangeError(
+                    f"{self._name}: cannot delete records before offset {offset}: expected an offset "
+                    f"in [0, {self.high_watermark}] (the high watermark)"
+                )
+            if offset > self._log_start_offset:
+                self._log_start_offset = offset
+            return self._log_start_offset
+
+    # -- truncation -----------------------------------------------------------------------------
+    def truncate_to(self, target_offset: int) -> bool:
+        """Removes every record at or above ``target_offset`` (whole batches: a cut inside a
+        batch or a gap removes that batch). False when there was nothing to remove."""
+        if target_offset < 0:
+            raise ValueError(f"{self._name}: cannot truncate to a negative offset ({target_offset})")
+        with self._lock:
+            self._check_usable()
+            if target_offset >= self._log_end_offset:
+                return False
+            try:
+                if self._segments.at(0).base_offset > target_offset:
+                    self._truncate_fully_and_start_at(target_offset)
+                    return True
+                self._remove_and_delete(self._segments.higher_segments(target_offset))
+                self._segments.active.truncate_to(target_offset)
+                self._timestamps.invalidate()
+                self._log_end_offset = target_offset
+                self._log_start_offset = min(self._log_start_offset, target_offset)
+                self._recovery_point = min(self._recovery_point, target_offset)
+            except OSError as exc:
+                raise self._offline("truncating", exc) from exc
+            return True
+
+    def truncate_fully_and_start_at(self, new_offset: int) -> None:
+        """Deletes every record and restarts the log, empty, at ``new_offset``."""
+        if new_offset < 0:
+            raise ValueError(f"{self._name}: cannot start the log at a negative offset ({new_offset})")
+        with self._lock:
+            self._check_usable()
+            try:
+                self._truncate_fully_and_start_at(new_offset)
+            except OSError as exc:
+                raise self._offline("truncating", exc) from exc
+
+    def _truncate_fully_and_start_at(self, new_offset: int) -> None:
+        segments = self._segments.values()
+        self._remove_and_delete(segments[:-1])
+        self._create_and_delete_segment(new_offset, segments[-1])
+        self._timestamps.invalidate()
+        self._log_end_offset = self._log_start_offset = new_offset
+        self._recovery_point = min(self._recovery_point, new_offset)
+
+    # -- replacing segments (compaction) ------------------------------------------------------
+    def open_cleaned_segment(self, base_offset: int, *, create: bool = False) -> LogSegment:
+        """A segment over ``<base>.log.cleaned`` and its indexes in this log's directory; with
+        ``create``, new empty files (stale ``.cleaned`` files of that base are replaced)."""
+        if create:
+            for path in (
+                file_names.log_path(self._dir, base_offset, file_names.CLEANED_SUFFIX),
+                file_names.offset_index_path(self._dir, base_offset, file_names.CLEANED_SUFFIX),
+                file_names.time_index_path(self._dir, base_offset, file_names.CLEANED_SUFFIX),
+            ):
+                try:
+                    self._fs.unlink(path)
+                except FileNotFoundError:
+                    pass
+        return LogSegment.open(
+            self._dir,
+            base_offset,
+            self._config,
+            clock=self._clock,
+            fs=self._fs,
+            suffix=file_names.CLEANED_SUFFIX,
+            create=create,
+        )
+
+    def replace_segments(self, new_segments: list[LogSegment], old_segments: list[LogSegment]) -> None:
+        """Swaps ``new_segments`` (complete and flushed ``.cleaned`` segments) in for
+        ``old_segments`` with Kafka's crash-safe protocol (6.6): rename the new ones
+        ``.cleaned`` -> ``.swap`` from the highest base offset down, rename the old ones
+        ``.deleted``, then ``.swap`` -> final names and fsync the directory. A crash at any point
+        is rolled back or forward by the next load."""
+        if not new_segments:
+            raise ValueError(f"{self._name}: replace_segments needs at least one new segment")
+        with self._lock:
+            self._check_usable()
+            active = self._segments.active
+            if any(segment is active for segment in old_segments):
+                raise StorageError(f"{self._name}: the active segment cannot be replaced")
+            ordered_new = sorted(new_segments, key=lambda segment: segment.base_offset)
+            ordered_old = sorted(
+                (s for s in old_segments if self._segments.get(s.base_offset) is s),
+                key=lambda segment: segment.base_offset,
+            )
+            try:
+                for segment in reversed(ordered_new):
+                    segment.change_file_suffixes(file_names.CLEANED_SUFFIX, file_names.SWAP_SUFFIX)
+                    self._segments.add(segment)
+                for segment in ordered_old:
+                    if segment.base_offset != ordered_new[0].base_offset:
+                        if self._segments.get(segment.base_offset) is segment:
+                            self._segments.remove(segment.base_offset)
+                    self._schedule_delete([segment])
+                for segment in ordered_new:
+                    segment.change_file_suffixes(file_names.SWAP_SUFFIX, "")
+                self._fs.fsync_dir(self._dir)
+            except OSError as exc:
+                raise self._offline("replacing segments of", exc) from exc
+            finally:
+                self._timestamps.invalidate()
+
+    # -- life cycle -----------------------------------------------------------------------------
+    def close(self) -> None:
+        """Writes each segment's final time-index entry, trims and unmaps the indexes and closes
+        the files. No fsync: the log manager flushes first. Idempotent."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            for segment in self._segments.values():
+                segment.close()
+            for _, segment in self._pending_deletes:
+                segment.close_handlers()
+
+    def close_handlers(self) -> None:
+        """Closes descriptors and mappings without writing anything: for a failed disk, or to
+        drop a log as a crash would."""
+        with self._lock:
+            self._closed = True
+            for segment in self._segments.values():
+                segment.close_handlers()
+            for _, segment in self._pending_deletes:
+                segment.close_handlers()
+
+    # -- statistics -----------------------------------------------------------------------------
+    def statistics(self) -> LogStatistics:
+        with self._lock:
+            segments = self._segments.values()
+            warm, cold = self._retired_warm_lookups, self._retired_cold_lookups
+            for segment in segments:
+                stats = segment.statistics()
+                warm += stats.warm_lookup_count
+                cold += stats.cold_lookup_count
+            active = segments[-1]
+            return LogStatistics(
+                topic=self._topic,
+                partition=self._partition,
+                dir=self._dir,
+                log_start_offset=self._log_start_offset,
+                log_end_offset=self._log_end_offset,
+                high_watermark=self.high_watermark,
+                recovery_point=self._recovery_point,
+                unflushed_record_count=self._log_end_offset - self._recovery_point,
+                size_bytes=sum(segment.size_in_bytes for segment in segments),
+                segment_count=len(segments),
+                active_segment_base_offset=active.base_offset,
+                active_segment_bytes=active.size_in_bytes,
+                appended_batch_count=self._appended_batch_count,
+                appended_record_count=self._appended_record_count,
+                appended_bytes=self._appended_bytes,
+                read_count=self._read_count,
+                read_bytes=self._read_bytes,
+                roll_counts=MappingProxyType(dict(self._roll_counts)),
+                deleted_segment_count=self._deleted_segment_count,
+                pending_delete_file_count=len(self._pending_deletes),
+                flush_count=self._flush_count,
+                last_flush_time_ms=self._last_flush_time_ms,
+                index_warm_lookup_count=warm,
+                index_cold_lookup_count=cold,
+                loaded_recovered_segment_count=self._loaded_recovered_segment_count,
+                loaded_truncated_bytes=self._loaded_truncated_bytes,
+            )
+
+    def segments_snapshot(self) -> list[LogSegment]:
+        """The segments in offset order (for snapshots, the cleaner and tests)."""
+        with self._lock:
+            return self._segments.values()
+
+    def __repr__(self) -> str:
+        return (
+            f"Log({self._name}, dir={self._dir!r}, start={self._log_start_offset}, "
+            f"end={self._log_end_offset}, segments={len(self._segments)})"
+        )

@@ -1,0 +1,259 @@
+"""Opening a partition directory: Kafka's ``LogLoader`` passes (kafka-storage.md 5.11, 6.6).
+
+1. Temporary files: every ``*.deleted`` goes; ``*.swap`` files at or above the smallest
+   ``*.cleaned`` base offset belong to a replacement that never finished renaming to ``.swap``
+   and go with every ``*.cleaned`` (the replacement is rolled back).
+2. Swap completion: the remaining ``.swap`` segments were all renamed, so the replacement is
+   rolled forward: every other file with an offset in [smallest swap base, largest swap next
+   offset) is a replaced original and is deleted, then each ``.swap`` takes its final name.
+3. Segments: index files without a ``.log`` are deleted; every ``.log`` becomes a lazy segment
+   (nothing opened or mapped); a segment missing an index file is recovered (reindexed) now.
+4. After an unclean shutdown, segments from the one holding the recovery point on are recovered
+   in order; the first that loses bytes to a torn or corrupt tail ends the log: every later
+   segment is deleted.
+5. A log whose end is below the checkpointed log start offset is emptied; an empty directory
+   gets a first segment at the log start offset.
+6. The active segment's indexes get their full ``segment.index.bytes`` back (trimmed at close).
+
+So a clean shutdown costs one directory listing and one object per segment, plus a scan of the
+active segment's tail (from its last index entry) to find the log end offset.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from . import file_names as names
+from .clock import Clock
+from .errors import InvalidOffsetError
+from .file_records import FileRecords, HeaderField
+from .fs import FileSystem
+from .log_config import LogConfig
+from .log_segment import LogSegment
+from .log_segments import LogSegments
+
+__all__ = ["LoadedLog", "LogLoader"]
+
+_LOG = logging.getLogger(__name__)
+# KRaft snapshot files share the .deleted suffix and are recovered elsewhere (Kafka skips them too).
+_SNAPSHOT_DELETED_SUFFIX = ".checkpoint.deleted"
+_OFFSET_MAX = 2**63 - 1
+
+
+@dataclass
+class LoadedLog:
+    segments: LogSegments[LogSegment]
+    log_start_offset: int
+    recovery_point: int
+    log_end_offset: int
+    recovered_segment_count: int
+    truncated_bytes: int
+
+
+class LogLoader:
+    """Runs the load passes once over one partition directory."""
+
+    def __init__(
+        self,
+        directory: str,
+        config: LogConfig,
+        *,
+        clock: Clock,
+        fs: FileSystem,
+        had_clean_shutdown: bool,
+        recovery_point: int,
+        log_start_offset: int,
+        roll_jitter_ms: Callable[[], int],
+    ) -> None:
+        self._dir = directory
+        self._config = config
+        self._clock = clock
+        self._fs = fs
+        self._had_clean_shutdown = had_clean_shutdown
+        self._recovery_point = recovery_point
+        self._log_start_offset = log_start_offset
+        self._roll_jitter_ms = roll_jitter_ms
+        self._segments: LogSegments[LogSegment] = LogSegments()
+        self._recovered: dict[int, int] = {}  # base offset -> bytes truncated, for segments recovered
+        self._truncated_bytes = 0
+
+    def load(self) -> LoadedLog:
+        self._fs.makedirs(self._dir)
+        swaps = self._remove_temp_files_and_collect_swaps()
+        if swaps:
+            self._complete_swaps(swaps)
+        self._load_segment_files()
+        recovery_point, log_end_offset = self._recover_log()
+        self._segments.active.resize_indexes(self._config.segment_index_bytes)
+        first_base = self._segments.at(0).base_offset
+        return LoadedLog(
+            segments=self._segments,
+            log_start_offset=max(self._log_start_offset, first_base),
+            recovery_point=recovery_point,
+            log_end_offset=log_end_offset,
+            recovered_segment_count=len(self._recovered),
+            truncated_bytes=self._truncated_bytes,
+        )
+
+    # -- pass 1: temporary files ------------------------------------------------------------
+    def _remove_temp_files_and_collect_swaps(self) -> list[str]:
+        swaps: list[str] = []
+        cleaned: list[str] = []
+        min_cleaned = _OFFSET_MAX
+        for name in self._fs.listdir(self._dir):
+            if name.endswith(names.DELETED_SUFFIX) and not name.endswith(_SNAPSHOT_DELETED_SUFFIX):
+                self._unlink(name)
+            elif name.endswith(names.CLEANED_SUFFIX) and _has_offset(name):
+                min_cleaned = min(min_cleaned, names.offset_from_name(name))
+                cleaned.append(name)
+            elif name.endswith(names.SWAP_SUFFIX) and _has_offset(name):
+                swaps.append(name)
+        valid = []
+        for name in swaps:
+            if names.offset_from_name(name) >= min_cleaned:
+                _LOG.info("%s: deleting %s, part of a replacement that did not finish", self._dir, name)
+                self._unlink(name)
+            else:
+                valid.append(name)
+        for name in cleaned:
+            self._unlink(name)
+        return valid
+
+    # -- pass 2: swap completion ------------------------------------------------------------
+    def _complete_swaps(self, swaps: list[str]) -> None:
+        min_swap, max_swap = _OFFSET_MAX, -1
+        for name in swaps:
+            if not names.is_log_file(names.replace_suffix(name, names.SWAP_SUFFIX, "")):
+                continue
+            base = names.offset_from_name(name)
+            min_swap = min(min_swap, base)
+            max_swap = max(max_swap, self._next_offset_of(os.path.join(self._dir, name), base))
+        for name in self._fs.listdir(self._dir):
+            if name.endswith(names.SWAP_SUFFIX) or not _has_offset(name):
+                continue
+            if min_swap <= names.offset_from_name(name) < max_swap:
+                _LOG.info("%s: deleting %s, replaced by a swap segment", self._dir, name)
+                self._unlink(name)
+        for name in self._fs.listdir(self._dir):
+            if name.endswith(names.SWAP_SUFFIX):
+                path = os.path.join(self._dir, name)
+                self._fs.replace(path, names.replace_suffix(path, names.SWAP_SUFFIX, ""))
+        self._fs.fsync_dir(self._dir)
+
+    def _next_offset_of(self, log_path: str, base_offset: int) -> int:
+        """The next offset after a ``.log`` file's last batch, by a header walk (no index)."""
+        records = FileRecords(log_path, fs=self._fs)
+        next_offset = base_offset
+        try:
+            for _, fields in records.raw_headers(0):
+                next_offset = fields[HeaderField.BASE_OFFSET] + fields[HeaderField.LAST_OFFSET_DELTA] + 1
+        finally:
+            records.close_handler()
+        return next_offset
+
+    # -- pass 3: segments -------------------------------------------------------------------
+    def _load_segment_files(self) -> None:
+        listing = sorted(self._fs.listdir(self._dir))
+        present = set(listing)
+        for name in listing:
+            if not _has_offset(name):
+                continue
+            prefix = names.filename_prefix(names.offset_from_name(name))
+            if names.is_index_file(name):
+                if prefix + names.LOG_SUFFIX not in present:
+                    _LOG.warning("%s: deleting orphaned index file %s", self._dir, name)
+                    self._unlink(name)
+            elif names.is_log_file(name):
+                segment = self._open_segment(names.offset_from_name(name))
+                if prefix + names.INDEX_SUFFIX not in present or prefix + names.TIME_INDEX_SUFFIX not in present:
+                    self._recover_segment(segment)
+                self._segments.add(segment)
+
+    def _open_segment(self, base_offset: int, *, create: bool = False) -> LogSegment:
+        return LogSegment.open(
+            self._dir,
+            base_offset,
+            self._config,
+            clock=self._clock,
+            fs=self._fs,
+            create=create,
+            roll_jitter_ms=self._roll_jitter_ms(),
+        )
+
+    def _recover_segment(self, segment: LogSegment) -> int:
+        truncated = segment.recover()
+        self._recovered[segment.base_offset] = self._recovered.get(segment.base_offset, 0) + truncated
+        self._truncated_bytes += truncated
+        if truncated:
+            _LOG.warning("%s: cut %d invalid bytes from the end of %s", self._dir, truncated, segment)
+        return truncated
+
+    # -- pass 4-5: recovery -----------------------------------------------------------------
+    def _recover_log(self) -> tuple[int, int]:
+        """Returns (recovery point, log end offset)."""
+        if not self._had_clean_shutdown:
+            self._recover_unflushed()
+        log_end_offset = self._delete_segments_if_log_start_above_log_end()
+        if not self._segments:
+            self._segments.add(self._open_segment(self._log_start_offset, create=True))
+        if self._had_clean_shutdown and log_end_offset is not None:
+            return log_end_offset, log_end_offset
+        if log_end_offset is None:
+            log_end_offset = self._segments.active.read_next_offset()
+        return min(self._recovery_point, log_end_offset), log_end_offset
+
+    def _recover_unflushed(self) -> None:
+        unflushed = self._segments.values(self._recovery_point, _OFFSET_MAX)
+        for slot, segment in enumerate(unflushed):
+            if segment.base_offset in self._recovered:
+                truncated = self._recovered[segment.base_offset]  # reindexed in pass 3 already
+            else:
+                try:
+                    truncated = self._recover_segment(segment)
+                except InvalidOffsetError:
+                    _LOG.warning("%s: invalid offsets in %s; emptying it", self._dir, segment)
+                    truncated = segment.truncate_to(segment.base_offset)
+                    self._truncated_bytes += truncated
+            if truncated > 0:
+                later = unflushed[slot + 1 :]
+                if later:
+                    _LOG.warning(
+                        "%s: corruption in %s: deleting the %d segments after it", self._dir, segment, len(later)
+                    )
+                self._delete_segments(later)
+                return
+
+    def _delete_segments_if_log_start_above_log_end(self) -> int | None:
+        if not self._segments:
+            return None
+        log_end_offset = self._segments.active.read_next_offset()
+        if log_end_offset >= self._log_start_offset:
+            return log_end_offset
+        _LOG.warning(
+            "%s: deleting every segment: the log end offset %d is below the log start offset %d",
+            self._dir,
+            log_end_offset,
+            self._log_start_offset,
+        )
+        self._delete_segments(self._segments.values())
+        return None
+
+    def _delete_segments(self, segments: list[LogSegment]) -> None:
+        """Removes segments now: nothing reads a log that is still loading."""
+        for segment in segments:
+            self._segments.remove(segment.base_offset)
+            segment.close_handlers()
+            segment.delete_if_exists()
+
+    def _unlink(self, name: str) -> None:
+        try:
+            self._fs.unlink(os.path.join(self._dir, name))
+        except FileNotFoundError:
+            pass
+
+
+def _has_offset(name: str) -> bool:
+    return name[:1].isdigit() and name.split(".", 1)[0].isdigit()

@@ -1,0 +1,78 @@
+"""The values a ``Log`` returns: append and fetch results, and its statistics snapshot."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from .file_records import TimestampAndOffset
+
+__all__ = [
+    "EARLIEST_LOCAL_TIMESTAMP",
+    "EARLIEST_TIMESTAMP",
+    "LATEST_TIERED_TIMESTAMP",
+    "LATEST_TIMESTAMP",
+    "MAX_TIMESTAMP",
+    "AppendInfo",
+    "FetchData",
+    "LogStatistics",
+    "TimestampAndOffset",
+]
+
+# ListOffsets special targets (Kafka's ListOffsetsRequest, kafka-storage.md 5.6).
+LATEST_TIMESTAMP = -1  # -> (-1, log end offset)
+EARLIEST_TIMESTAMP = -2  # -> (-1, log start offset)
+MAX_TIMESTAMP = -3  # -> the greatest timestamp and the first offset carrying it (KIP-734)
+EARLIEST_LOCAL_TIMESTAMP = -4  # without tiered storage, the same as EARLIEST (KIP-405)
+LATEST_TIERED_TIMESTAMP = -5  # without tiered storage, (-1, -1) (KIP-1005)
+
+
+@dataclass(frozen=True, slots=True)
+class AppendInfo:
+    base_offset: int
+    last_offset: int
+    log_append_time_ms: int  # the broker time stamped on the batch; -1 under CreateTime
+    log_start_offset: int
+    max_timestamp_ms: int
+    record_count: int
+    size_bytes: int
+
+
+@dataclass(frozen=True, slots=True)
+class FetchData:
+    records: bytes  # whole batches from the one holding the fetch offset; none past the high watermark
+    high_watermark: int
+    log_start_offset: int
+    log_end_offset: int
+
+
+@dataclass(frozen=True)
+class LogStatistics:
+    """A snapshot of one partition's log, everything metrics and DescribeTopic need."""
+
+    topic: str
+    partition: int
+    dir: str
+    log_start_offset: int
+    log_end_offset: int
+    high_watermark: int
+    recovery_point: int  # first offset not known to be fsynced
+    unflushed_record_count: int  # log end offset - recovery point
+    size_bytes: int
+    segment_count: int
+    active_segment_base_offset: int
+    active_segment_bytes: int
+    appended_batch_count: int
+    appended_record_count: int
+    appended_bytes: int
+    read_count: int
+    read_bytes: int
+    roll_counts: Mapping[str, int]  # RollReason value -> rolls since the log was opened
+    deleted_segment_count: int  # segments removed by retention, DeleteRecords, truncation
+    pending_delete_file_count: int  # .deleted files waiting for file.delete.delay.ms
+    flush_count: int
+    last_flush_time_ms: int
+    index_warm_lookup_count: int  # index lookups answered by the newest 8 KiB, all segments
+    index_cold_lookup_count: int
+    loaded_recovered_segment_count: int  # segments recovered (CRC-checked, reindexed) at load
+    loaded_truncated_bytes: int  # bytes cut from torn or corrupt tails at load

@@ -1,0 +1,621 @@
+"""LogSegment: one ``.log`` plus its offset and time indexes (kafka-storage.md section 4).
+
+A segment holds the batches with offsets from its base offset up to the next segment's. Appends
+add an offset-index entry (last offset of the batch -> the batch's position) and a time-index
+entry (greatest timestamp so far -> its batch's last offset) once more than
+``index.interval.bytes`` of log were written since the previous entry. The check runs *before*
+the batch's own size is counted and once per batch (Kafka 4.x, KAFKA-806), so appends, recovery
+and any chunking of the same batches build the same indexes.
+
+The segment is lazy: opening one touches no file. Its ``.log`` descriptor opens on the first read
+or write, each index mmaps on first use, and the largest timestamp is read from the time index
+only when asked for.
+
+Not thread-safe; the owning ``Log`` serialises calls with its lock.
+"""
+
+from __future__ import annotations
+
+import enum
+import struct
+from typing import NamedTuple
+
+from seglog.records import (
+    ATTRIBUTES_OFFSET,
+    HEADER,
+    LOG_OVERHEAD,
+    MAGIC,
+    RECORD_BATCH_OVERHEAD,
+    RecordBatch,
+    crc32c,
+)
+from seglog.records import CodecError as _CodecError
+
+from . import file_names
+from .abstract_index import RELATIVE_OFFSET_MAX
+from .clock import Clock
+from .errors import CorruptRecordError, OffsetOverflowError
+from .file_records import BatchHeader, FileRecords, HeaderField, TimestampAndOffset
+from .fs import REAL_FS, FileSystem
+from .log_config import LogConfig
+from .offset_index import OffsetIndex
+from .time_index import TimeIndex
+
+__all__ = ["LogSegment", "RollReason", "SegmentStatistics"]
+
+_BASE_OFFSET = struct.Struct(">q")  # the batch's first field, rewritten when offsets are assigned
+_LENGTH = struct.Struct(">i")  # the batch's second field
+# Recovery reads the log in chunks this large: big enough that a syscall per chunk is noise, small
+# enough to stay in the L2/L3 caches that the CRC pass runs from.
+_RECOVERY_CHUNK_BYTES = 4 * 1024 * 1024
+_NO_TIMESTAMP = -1
+
+
+class RollReason(enum.Enum):
+    """Why the active segment was replaced (KAFKA-12555 asks for these to be visible)."""
+
+    SIZE = "size"  # the batch would push the segment past segment.bytes
+    TIME = "time"  # segment.ms (minus jitter) since the segment's first batch
+    OFFSET_INDEX_FULL = "offset_index_full"
+    TIME_INDEX_FULL = "time_index_full"
+    OFFSET_OVERFLOW = "offset_overflow"  # the batch's last offset is not representable relative to the base
+    RETENTION = "retention"  # every segment was due for deletion: roll so one remains
+    REQUESTED = "requested"  # an explicit Log.roll()
+
+
+class SegmentStatistics(NamedTuple):
+    base_offset: int
+    size_in_bytes: int
+    warm_lookup_count: int
+    cold_lookup_count: int
+    index_materialized: bool
+
+
+class LogSegment:
+    """One segment: its ``FileRecords`` and lazily mapped ``OffsetIndex`` and ``TimeIndex``."""
+
+    def __init__(
+        self,
+        log: FileRecords,
+        offset_index: OffsetIndex,
+        time_index: TimeIndex,
+        base_offset: int,
+        *,
+        index_interval_bytes: int,
+        roll_jitter_ms: int = 0,
+        clock: Clock,
+    ) -> None:
+        assert base_offset >= 0 and roll_jitter_ms >= 0
+        self._log = log
+        self._offset_index = offset_index
+        self._time_index = time_index
+        self._base_offset = base_offset
+        self._index_interval_bytes = index_interval_bytes
+        self._roll_jitter_ms = roll_jitter_ms
+        self._clock = clock
+        self._created_ms = clock.time_ms()
+        self._rolling_based_timestamp: int | None = None
+        # Greatest batch max timestamp so far and that batch's last offset; unknown until first
+        # needed, then read from the time index's last entry (Kafka's maxTimestampAndOffsetSoFar).
+        self._max_timestamp_known = False
+        self._max_timestamp_ms = _NO_TIMESTAMP
+        self._offset_of_max_timestamp = base_offset
+        # Bytes appended since the last offset-index entry; None until first needed on a segment
+        # loaded from disk, where it is the log size minus the last entry's position.
+        self._bytes_since_last_index_entry: int | None = None
+
+    @classmethod
+    def open(
+        cls,
+        directory: str,
+        base_offset: int,
+        config: LogConfig,
+        *,
+        clock: Clock,
+        fs: FileSystem = REAL_FS,
+        suffix: str = "",
+        create: bool = False,
+        roll_jitter_ms: int = 0,
+    ) -> LogSegment:
+        """A segment for existing files (nothing is opened yet) or, with ``create``, a new one."""
+        log_path = file_names.log_path(directory, base_offset, suffix)
+        if create:
+            preallocate = config.segment_bytes if config.preallocate else 0
+            log = FileRecords.create(log_path, fs=fs, preallocate_bytes=preallocate)
+        else:
+            log = FileRecords(log_path, fs=fs)
+        index_bytes = config.segment_index_bytes
+        return cls(
+            log,
+            OffsetIndex(file_names.offset_index_path(directory, base_offset, suffix), base_offset, index_bytes, fs=fs),
+            TimeIndex(file_names.time_index_path(directory, base_offset, suffix), base_offset, index_bytes, fs=fs),
+            base_offset,
+            index_interval_bytes=config.index_interval_bytes,
+            roll_jitter_ms=roll_jitter_ms,
+            clock=clock,
+        )
+
+    # -- properties -------------------------------------------------------------------------
+    @property
+    def base_offset(self) -> int:
+        return self._base_offset
+
+    @property
+    def log(self) -> FileRecords:
+        return self._log
+
+    @property
+    def offset_index(self) -> OffsetIndex:
+        return self._offset_index
+
+    @property
+    def time_index(self) -> TimeIndex:
+        return self._time_index
+
+    @property
+    def size_in_bytes(self) -> int:
+        return self._log.size_in_bytes
+
+    @property
+    def roll_jitter_ms(self) -> int:
+        return self._roll_jitter_ms
+
+    @property
+    def created_ms(self) -> int:
+        return self._created_ms
+
+    def can_convert_to_relative_offset(self, offset: int) -> bool:
+        return 0 <= offset - self._base_offset <= RELATIVE_OFFSET_MAX
+
+    def _ensure_offset_in_range(self, offset: int) -> None:
+        if not 0 <= offset - self._base_offset <= RELATIVE_OFFSET_MAX:
+            raise OffsetOverflowError(
+                f"{self._log.path}: offset {offset} is not representable in a segment with base "
+                f"offset {self._base_offset}: expected at most {self._base_offset + RELATIVE_OFFSET_MAX}"
+            )
+
+    # -- timestamps -------------------------------------------------------------------------
+    def _load_max_timestamp(self) -> None:
+        if not self._max_timestamp_known:
+            last = self._time_index.last_entry
+            self._max_timestamp_ms, self._offset_of_max_timestamp = last.timestamp_ms, last.offset
+            self._max_timestamp_known = True
+
+    @property
+    def max_timestamp_so_far(self) -> int:
+        """The greatest batch max timestamp in the segment (may map the time index)."""
+        self._load_max_timestamp()
+        return self._max_timestamp_ms
+
+    def max_timestamp_and_offset_so_far(self) -> TimestampAndOffset:
+        """(greatest timestamp, last offset of the first batch holding it), or (-1, base)."""
+        self._load_max_timestamp()
+        return TimestampAndOffset(self._max_timestamp_ms, self._offset_of_max_timestamp)
+
+    def largest_record_timestamp(self) -> int | None:
+        timestamp = self.max_timestamp_so_far
+        return timestamp if timestamp >= 0 else None
+
+    def largest_timestamp(self) -> int:
+        """The greatest record timestamp, or the ``.log`` file's mtime when there is none
+        (what retention.ms compares against)."""
+        timestamp = self.max_timestamp_so_far
+        return timestamp if timestamp >= 0 else self._log.last_modified_ms()
+
+    def _load_first_batch_timestamp(self) -> None:
+        if self._rolling_based_timestamp is None:
+            for header in self._log.batch_headers(0):
+                self._rolling_based_timestamp = header.max_timestamp
+                break
+
+    def time_waited_for_roll(self, now_ms: int, message_timestamp_ms: int) -> int:
+        """Record time since the first batch when it has a timestamp, else wall time since the
+        segment object was created."""
+        self._load_first_batch_timestamp()
+        first = self._rolling_based_timestamp
+        if first is not None and first >= 0:
+            return message_timestamp_ms - first
+        return now_ms - self._created_ms
+
+    def first_batch_timestamp(self) -> int | None:
+        self._load_first_batch_timestamp()
+        first = self._rolling_based_timestamp
+        return first if first is not None and first >= 0 else None
+
+    # -- roll -------------------------------------------------------------------------------
+    def should_roll(
+        self,
+        *,
+        max_segment_bytes: int,
+        max_segment_ms: int,
+        messages_bytes: int,
+        max_timestamp_ms: int,
+        last_offset: int,
+        now_ms: int,
+    ) -> RollReason | None:
+        """Why an append of ``messages_bytes`` ending at ``last_offset`` must go to a new
+        segment, or None (Kafka's shouldRoll, in its order)."""
+        size = self._log.size_in_bytes
+        if size > max_segment_bytes - messages_bytes:
+            return RollReason.SIZE
+        if size > 0 and self.time_waited_for_roll(now_ms, max_timestamp_ms) > max_segment_ms - self._roll_jitter_ms:
+            return RollReason.TIME
+        if self._offset_index.is_full():
+            return RollReason.OFFSET_INDEX_FULL
+        if self._time_index.is_full():
+            return RollReason.TIME_INDEX_FULL
+        if not self.can_convert_to_relative_offset(last_offset):
+            return RollReason.OFFSET_OVERFLOW
+        return None
+
+    # -- appends ----------------------------------------------------------------------------
+    def append_batch(self, batch: memoryview, base_offset: int, last_offset: int, max_timestamp_ms: int) -> int:
+        """Appends one batch whose 8-byte base offset field is written as ``base_offset`` while
+        the rest of ``batch`` goes out untouched (the CRC does not cover the base offset).
+        Returns the position it was written at."""
+        assert base_offset >= self._base_offset and last_offset >= base_offset
+        log = self._log
+        position = log.size_in_bytes
+        if position == 0:
+            self._rolling_based_timestamp = max_timestamp_ms
+        self._ensure_offset_in_range(last_offset)
+        size = log.append((_BASE_OFFSET.pack(base_offset), batch[8:]))
+        self._index_batch(position, last_offset, max_timestamp_ms, size)
+        return position
+
+    def append(self, records: bytes | bytearray | memoryview) -> int:
+        """Appends batches that already carry their offsets; returns the position of the first.
+        Index entries are added per batch, exactly as ``append_batch`` would."""
+        view = memoryview(records)
+        headers = _headers_of(view)
+        if not headers:
+            return self._log.size_in_bytes
+        self._ensure_offset_in_range(headers[0].base_offset)
+        self._ensure_offset_in_range(headers[-1].last_offset)
+        start = self._log.size_in_bytes
+        if start == 0:
+            self._rolling_based_timestamp = headers[0].max_timestamp
+        self._log.append((view[: headers[-1].position + headers[-1].size_in_bytes],))
+        for header in headers:
+            self._index_batch(start + header.position, header.last_offset, header.max_timestamp, header.size_in_bytes)
+        return start
+
+    def _index_batch(self, position: int, last_offset: int, max_timestamp_ms: int, size: int) -> None:
+        if not self._max_timestamp_known:
+            self._load_max_timestamp()
+        if max_timestamp_ms > self._max_timestamp_ms:
+            self._max_timestamp_ms, self._offset_of_max_timestamp = max_timestamp_ms, last_offset
+        since = self._bytes_since_last_index_entry
+        if since is None:
+            since = self._bytes_since_index_entry_on_disk(position)
+        if since > self._index_interval_bytes:
+            self._offset_index.append(last_offset, position)
+            self._time_index.maybe_append(self._max_timestamp_ms, self._offset_of_max_timestamp)
+            since = 0
+        self._bytes_since_last_index_entry = since + size
+
+    def _bytes_since_index_entry_on_disk(self, end_position: int) -> int:
+        """What the per-batch rule leaves in the counter for the bytes before ``end_position``:
+        the distance from the last indexed batch's start (or from 0 when none is indexed)."""
+        entry_count = self._offset_index.entry_count
+        last_position = self._offset_index.entry(entry_count - 1).position if entry_count else 0
+        return end_position - last_position
+
+    # -- reads ------------------------------------------------------------------------------
+    def translate_offset(self, offset: int, starting_position: int = 0) -> BatchHeader | None:
+        """The first batch whose last offset is >= ``offset`` (index lookup, then a header scan)."""
+        position = self._offset_index.lookup(offset).position
+        return self._log.search_for_offset_with_size(offset, max(position, starting_position))
+
+    def read(
+        self,
+        start_offset: int,
+        max_bytes: int,
+        max_position: int | None = None,
+        min_one_batch: bool = False,
+    ) -> bytes | None:
+        """Whole batches from the one holding ``start_offset``, at most ``max_bytes`` of them (or
+        the first batch whatever its size, with ``min_one_batch``) and none at or past
+        ``max_position``. None when no batch in this segment reaches ``start_offset``."""
+        if max_bytes < 0:
+            raise ValueError(f"invalid max_bytes {max_bytes} for a read of {self._log.path}")
+        first = self.translate_offset(start_offset)
+        if first is None:
+            return None
+        limit = max(max_bytes, first.size_in_bytes) if min_one_batch else max_bytes
+        end = self._log.size_in_bytes if max_position is None else max_position
+        fetch_bytes = min(end - first.position, limit)
+        if fetch_bytes <= 0:
+            return b""
+        data = self._log.read(first.position, fetch_bytes)
+        whole = whole_batches_length(data)
+        return data if whole == len(data) else data[:whole]
+
+    def read_next_offset(self) -> int:
+        """The offset the next batch appended here would get (scans from the last index entry)."""
+        entry_count = self._offset_index.entry_count
+        position = self._offset_index.entry(entry_count - 1).position if entry_count else 0
+        next_offset = self._base_offset
+        for _, fields in self._log.raw_headers(position):
+            next_offset = fields[HeaderField.BASE_OFFSET] + fields[HeaderField.LAST_OFFSET_DELTA] + 1
+        return next_offset
+
+    def find_offset_by_timestamp(self, timestamp_ms: int, starting_offset: int) -> TimestampAndOffset | None:
+        """The first record (in log order) with a timestamp >= ``timestamp_ms`` and an offset >=
+        ``starting_offset``, or None."""
+        entry = self._time_index.lookup(timestamp_ms)
+        position = self._offset_index.lookup(max(entry.offset, starting_offset)).position
+        for header in self._log.batch_headers(position):
+            if header.max_timestamp >= timestamp_ms and header.last_offset >= starting_offset:
+                for record in self._records_of(header):
+                    if record.timestamp_ms >= timestamp_ms and record.offset >= starting_offset:
+                        return TimestampAndOffset(record.timestamp_ms, record.offset)
+        return None
+
+    def offset_of_max_timestamp(self) -> TimestampAndOffset | None:
+        """The segment's greatest timestamp and the first record offset carrying it."""
+        max_timestamp, offset = self.max_timestamp_and_offset_so_far()
+        if max_timestamp < 0:
+            return None
+        position = self._offset_index.lookup(offset).position
+        for header in self._log.batch_headers(position):
+            if header.max_timestamp == max_timestamp:
+                for record in self._records_of(header):
+                    if record.timestamp_ms == max_timestamp:
+                        return TimestampAndOffset(max_timestamp, record.offset)
+        return None
+
+    def _records_of(self, header: BatchHeader):
+        data = self._log.read(header.position, header.size_in_bytes)
+        try:
+            return list(RecordBatch(data).records())
+        except _CodecError as exc:
+            raise CorruptRecordError(
+                f"{self._log.path}: cannot decode the batch at position {header.position} "
+                f"(offsets {header.base_offset}..{header.last_offset}): {exc}"
+            ) from exc
+
+    # -- recovery and truncation ------------------------------------------------------------
+    def recover(self) -> int:
+        """Rebuilds both indexes from the log, checking every batch's CRC, and cuts the log at the
+        first torn, corrupt or out-of-order batch. Returns the bytes cut."""
+        self._offset_index.reset()
+        self._time_index.reset()
+        scan = _RecoveryScan(self)
+        scan.run()
+        truncated = self._log.size_in_bytes - scan.valid_bytes
+        self._log.truncate_to(scan.valid_bytes)
+        self._offset_index.trim_to_valid_size()
+        self._max_timestamp_ms, self._offset_of_max_timestamp = scan.max_timestamp_ms, scan.offset_of_max_timestamp
+        self._max_timestamp_known = True
+        self._time_index.maybe_append(self._max_timestamp_ms, self._offset_of_max_timestamp, skip_full_check=True)
+        self._time_index.trim_to_valid_size()
+        self._bytes_since_last_index_entry = scan.valid_bytes - scan.last_index_entry_position
+        if scan.valid_bytes == 0:
+            self._rolling_based_timestamp = None
+        return truncated
+
+    def truncate_to(self, offset: int) -> int:
+        """Drops every batch holding an offset >= ``offset`` (the whole batch, so a cut inside a
+        batch or inside an offset gap removes that next batch). Returns the bytes removed."""
+        first_cut = self.translate_offset(offset)
+        self._offset_index.truncate_to(offset)
+        self._time_index.truncate_to(offset)
+        # The segment may become active again: give its indexes room to grow.
+        self._offset_index.resize(self._offset_index.max_index_bytes)
+        self._time_index.resize(self._time_index.max_index_bytes)
+        removed = 0 if first_cut is None else self._log.truncate_to(first_cut.position)
+        if self._log.size_in_bytes == 0:
+            self._created_ms = self._clock.time_ms()
+            self._rolling_based_timestamp = None
+        self._bytes_since_last_index_entry = None
+        self._max_timestamp_ms, self._offset_of_max_timestamp = self._read_largest_timestamp()
+        self._max_timestamp_known = True
+        return removed
+
+    def _read_largest_timestamp(self) -> TimestampAndOffset:
+        last_entry = self._time_index.last_entry
+        position = self._offset_index.lookup(last_entry.offset).position
+        after = self._log.largest_timestamp_after(position)
+        if after.timestamp_ms > last_entry.timestamp_ms:
+            return after
+        return TimestampAndOffset(last_entry.timestamp_ms, last_entry.offset)
+
+    def has_overflow(self) -> bool:
+        next_offset = self.read_next_offset()
+        return next_offset > self._base_offset and not self.can_convert_to_relative_offset(next_offset - 1)
+
+    # -- life cycle -------------------------------------------------------------------------
+    def on_become_inactive_segment(self) -> None:
+        """On roll: write the final time-index entry and trim the indexes and the log."""
+        self._load_max_timestamp()
+        self._time_index.maybe_append(self._max_timestamp_ms, self._offset_of_max_timestamp, skip_full_check=True)
+        self._offset_index.trim_to_valid_size()
+        self._time_index.trim_to_valid_size()
+        self._log.trim()
+
+    def resize_indexes(self, max_index_bytes: int) -> None:
+        self._offset_index.resize(max_index_bytes)
+        self._time_index.resize(max_index_bytes)
+
+    def flush(self) -> None:
+        """fsync the log and msync both indexes (creating index files never used so far)."""
+        self._log.flush()
+        self._offset_index.flush()
+        self._time_index.flush()
+
+    def flush_indexes(self) -> None:
+        self._offset_index.flush()
+        self._time_index.flush()
+
+    def close(self) -> None:
+        """Final time-index entry, trim and unmap the indexes, trim and close the log; no fsync."""
+        try:
+            if self._max_timestamp_known and self._time_index.is_materialized:
+                self._time_index.maybe_append(
+                    self._max_timestamp_ms, self._offset_of_max_timestamp, skip_full_check=True
+                )
+        finally:
+            try:
+                self._offset_index.close()
+                self._time_index.close()
+            finally:
+                self._log.close()
+
+    def close_handlers(self) -> None:
+        """Unmaps and closes without writing anything (the disk may have failed)."""
+        self._offset_index.close_handler()
+        self._time_index.close_handler()
+        self._log.close_handler()
+
+    def change_file_suffixes(self, old_suffix: str, new_suffix: str) -> None:
+        self._log.rename_to(file_names.replace_suffix(self._log.path, old_suffix, new_suffix))
+        self._offset_index.rename_to(file_names.replace_suffix(self._offset_index.path, old_suffix, new_suffix))
+        self._time_index.rename_to(file_names.replace_suffix(self._time_index.path, old_suffix, new_suffix))
+
+    def has_suffix(self, suffix: str) -> bool:
+        return all(path.endswith(suffix) for path in (self._log.path, self._offset_index.path, self._time_index.path))
+
+    def delete_if_exists(self) -> None:
+        """Removes the log and both index files; missing files are fine."""
+        self._offset_index.delete_if_exists()
+        self._time_index.delete_if_exists()
+        self._log.delete_if_exists()
+
+    def last_modified_ms(self) -> int:
+        return self._log.last_modified_ms()
+
+    def set_last_modified_ms(self, mtime_ms: int, fs: FileSystem = REAL_FS) -> None:
+        self._log.set_last_modified_ms(mtime_ms)
+        for path in (self._offset_index.path, self._time_index.path):
+            if fs.exists(path):
+                fs.set_mtime_ms(path, mtime_ms)
+
+    def statistics(self) -> SegmentStatistics:
+        offset_stats = self._offset_index.statistics()
+        time_stats = self._time_index.statistics()
+        return SegmentStatistics(
+            base_offset=self._base_offset,
+            size_in_bytes=self._log.size_in_bytes,
+            warm_lookup_count=offset_stats.warm_lookup_count + time_stats.warm_lookup_count,
+            cold_lookup_count=offset_stats.cold_lookup_count + time_stats.cold_lookup_count,
+            index_materialized=offset_stats.is_materialized,
+        )
+
+    def __repr__(self) -> str:
+        return f"LogSegment(base_offset={self._base_offset}, size={self._log.size_in_bytes}, path={self._log.path!r})"
+
+
+class _RecoveryScan:
+    """The batch walk of ``LogSegment.recover``: whole batches read in large chunks into one
+    reused buffer, each CRC checked from a memoryview, index entries added by the per-batch rule.
+
+    A batch is valid when it is complete, has magic 2, a non-negative last offset delta, offsets
+    above the previous batch's and representable relative to the base offset, and a matching CRC.
+    The scan stops at the first batch that is not; ``valid_bytes`` is then where the log is cut.
+    (Kafka empties the whole segment when an index append meets an offset that does not increase;
+    cutting at that batch keeps the valid prefix.)"""
+
+    def __init__(self, segment: LogSegment) -> None:
+        self._segment = segment
+        self._next_offset = segment.base_offset  # the lowest base offset the next batch may have
+        self.valid_bytes = 0
+        self.last_index_entry_position = 0
+        self.max_timestamp_ms = _NO_TIMESTAMP
+        self.offset_of_max_timestamp = segment.base_offset
+        self.stopped = False
+
+    def run(self) -> None:
+        log = self._segment.log
+        end = log.size_in_bytes
+        buffer = bytearray(max(1, min(_RECOVERY_CHUNK_BYTES, end)))
+        while self.valid_bytes < end and not self.stopped:
+            position = self.valid_bytes
+            filled = log.read_into(buffer, position)
+            if self._scan(memoryview(buffer)[:filled], position) > 0:
+                continue
+            if self.stopped or filled < LOG_OVERHEAD:
+                return
+            batch_bytes = _LENGTH.unpack_from(buffer, 8)[0] + LOG_OVERHEAD
+            if batch_bytes <= len(buffer) or position + batch_bytes > end:
+                return  # a torn tail: the batch runs past the end of the file
+            buffer = bytearray(batch_bytes)  # one batch larger than the chunk: grow, read again
+
+    def _scan(self, view: memoryview, chunk_position: int) -> int:
+        """Checks the complete batches at the start of ``view``; returns the bytes they cover."""
+        segment = self._segment
+        interval = segment._index_interval_bytes
+        offset_index, time_index = segment.offset_index, segment.time_index
+        base = segment.base_offset
+        unpack, crc_offset = HEADER.unpack_from, ATTRIBUTES_OFFSET
+        consumed, size = 0, len(view)
+        while size - consumed >= RECORD_BATCH_OVERHEAD:
+            fields = unpack(view, consumed)
+            batch_bytes = fields[HeaderField.LENGTH] + LOG_OVERHEAD
+            if batch_bytes < RECORD_BATCH_OVERHEAD:
+                self.stopped = True
+                break
+            if consumed + batch_bytes > size:
+                break
+            batch_base = fields[HeaderField.BASE_OFFSET]
+            last = batch_base + fields[HeaderField.LAST_OFFSET_DELTA]
+            if (
+                fields[HeaderField.MAGIC] != MAGIC
+                or last < batch_base
+                or batch_base < self._next_offset
+                or last - base > RELATIVE_OFFSET_MAX
+                or crc32c(view[consumed + crc_offset : consumed + batch_bytes]) != fields[HeaderField.CRC]
+            ):
+                self.stopped = True
+                break
+            max_timestamp = fields[HeaderField.MAX_TIMESTAMP]
+            if max_timestamp > self.max_timestamp_ms:
+                self.max_timestamp_ms, self.offset_of_max_timestamp = max_timestamp, last
+            position = chunk_position + consumed
+            if position - self.last_index_entry_position > interval:
+                offset_index.append(last, position)
+                time_index.maybe_append(self.max_timestamp_ms, self.offset_of_max_timestamp)
+                self.last_index_entry_position = position
+            consumed += batch_bytes
+            self.valid_bytes = chunk_position + consumed
+            self._next_offset = last + 1
+        return consumed
+
+
+def whole_batches_length(data: bytes | memoryview) -> int:
+    """The length of the longest prefix of ``data`` made of complete batches."""
+    end = len(data)
+    position = 0
+    unpack_length = _LENGTH.unpack_from
+    while end - position >= LOG_OVERHEAD:
+        batch_bytes = unpack_length(data, position + 8)[0] + LOG_OVERHEAD
+        if batch_bytes <= LOG_OVERHEAD or position + batch_bytes > end:
+            break
+        position += batch_bytes
+    return position
+
+
+def _headers_of(view: memoryview) -> list[BatchHeader]:
+    """Headers of the batches in an in-memory buffer, which must hold complete batches only."""
+    headers = []
+    position = 0
+    while position < len(view):
+        if len(view) - position < HEADER.size:
+            raise CorruptRecordError(f"{len(view) - position} trailing bytes after the batch at {position}")
+        fields = HEADER.unpack_from(view, position)
+        size = fields[HeaderField.LENGTH] + LOG_OVERHEAD
+        if size < HEADER.size or position + size > len(view):
+            raise CorruptRecordError(f"batch at {position} declares {size} bytes, {len(view) - position} remain")
+        headers.append(
+            BatchHeader(
+                position,
+                fields[HeaderField.BASE_OFFSET],
+                size,
+                fields[HeaderField.BASE_OFFSET] + fields[HeaderField.LAST_OFFSET_DELTA],
+                fields[HeaderField.MAX_TIMESTAMP],
+                fields[HeaderField.MAGIC],
+                fields[HeaderField.PARTITION_LEADER_EPOCH],
+            )
+        )
+        position += size
+    return headers

@@ -1,0 +1,245 @@
+"""Produce-side validation of one record batch (Kafka's ``analyzeAndValidateRecords`` and
+``LogValidator``, kafka-storage.md 2.5-2.6).
+
+A produce request carries exactly one v2 batch built by the client with base offset 0. The rules
+run in Kafka's order and the first one broken raises:
+
+1. the bytes hold a batch header and the whole batch its length field declares (CorruptRecordError)
+2. magic is 2 (InvalidRecordError: seglog stores v2 batches only)
+3. base offset is 0 (InvalidRecordError)
+4. size <= ``max.message.bytes`` (RecordTooLargeError)
+5. the CRC-32C matches (CorruptRecordError)
+6. nothing follows the batch: exactly one batch per request (InvalidRecordError)
+7. a known compression codec; lastOffsetDelta + 1 == recordsCount > 0 (InvalidRecordError)
+8. no control batch; a producer id comes with a base sequence (InvalidRecordError)
+9. per record: a key on compacted topics (InvalidRecordError), a timestamp inside
+   [now - message.timestamp.before.max.ms, now + message.timestamp.after.max.ms] under CreateTime,
+   and no LogAppendTime claimed by the producer (InvalidTimestampError)
+10. size <= ``segment.bytes`` (RecordBatchTooLargeError)
+
+Records are decoded only where a rule needs them: on compacted topics (keys) and when a timestamp
+window is configured under CreateTime. Otherwise the header alone is checked and its maxTimestamp
+is trusted (Kafka decodes every batch and recomputes it; see ``ValidatedBatch``). A batch claiming
+LogAppendTime needs no decoding either: every record of it reads the batch's maxTimestamp.
+
+The result says how the log must rewrite the header: only the base offset (the common case, no
+copy, CRC untouched), or also the timestamp type and maxTimestamp (a copy and a new CRC) when the
+topic uses LogAppendTime or a CreateTime topic receives a batch claiming LogAppendTime.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from seglog.records import (
+    ATTRIBUTES_OFFSET,
+    HEADER,
+    LOG_OVERHEAD,
+    MAGIC,
+    NO_TIMESTAMP,
+    RECORD_BATCH_OVERHEAD,
+    CodecError,
+    Compression,
+    RecordBatch,
+    TimestampType,
+    crc32c,
+    set_max_timestamp,
+)
+
+from .errors import (
+    CorruptRecordError,
+    InvalidRecordError,
+    InvalidTimestampError,
+    RecordBatchTooLargeError,
+    RecordTooLargeError,
+)
+from .file_records import HeaderField
+from .log_config import LONG_MAX, LogConfig
+
+__all__ = ["LogValidator", "ValidatedBatch"]
+
+# Attribute bits (kafka-storage.md 2.2).
+_COMPRESSION_MASK = 0x07
+_TIMESTAMP_TYPE_BIT = 0x08
+_CONTROL_BIT = 0x20
+_COMPRESSION_MAX = max(Compression)
+# Kafka lists at most this many failing records in one error message.
+_RECORD_ERRORS_SHOWN_MAX = 3
+
+
+class ValidatedBatch(NamedTuple):
+    """A batch that passed every rule, ready for offset assignment."""
+
+    batch: memoryview  # the bytes to append (a rewritten copy when the timestamps changed)
+    size_in_bytes: int
+    last_offset_delta: int
+    record_count: int
+    max_timestamp_ms: int  # the batch's maxTimestamp after any rewrite
+    log_append_time_ms: int  # the broker time stamped on the batch, or -1 under CreateTime
+
+
+class LogValidator:
+    """Validates produced batches against one topic's configuration."""
+
+    def __init__(self, config: LogConfig, log_name: str) -> None:
+        self._name = log_name
+        self._max_message_bytes = config.max_message_bytes
+        self._segment_bytes = config.segment_bytes
+        self._compacted = config.is_compacted
+        self._log_append_time = config.message_timestamp_type == TimestampType.LOG_APPEND_TIME
+        self._before_max_ms = config.message_timestamp_before_max_ms
+        self._after_max_ms = config.message_timestamp_after_max_ms
+        self._has_window = self._before_max_ms != LONG_MAX or self._after_max_ms != LONG_MAX
+
+    def validate(self, records: bytes | bytearray | memoryview, now_ms: int) -> ValidatedBatch:
+        view = records if isinstance(records, memoryview) else memoryview(records)
+        if view.ndim != 1 or view.itemsize != 1:
+            view = view.cast("B")
+        fields = self._check_header(view)
+        size = fields[HeaderField.LENGTH] + LOG_OVERHEAD
+        if fields[HeaderField.BASE_OFFSET] != 0:
+            raise InvalidRecordError(
+                f"{self._name}: a produced batch must have base offset 0, found {fields[HeaderField.BASE_OFFSET]}"
+            )
+        if size > self._max_message_bytes:
+            raise RecordTooLargeError(
+                f"{self._name}: the batch is {size} bytes, above max.message.bytes ({self._max_message_bytes})"
+            )
+        computed = crc32c(view[ATTRIBUTES_OFFSET:size])
+        if computed != fields[HeaderField.CRC]:
+            raise CorruptRecordError(
+                f"{self._name}: batch CRC mismatch: the header says {fields[HeaderField.CRC]:#010x}, "
+                f"the bytes give {computed:#010x}"
+            )
+        if len(view) != size:
+            raise InvalidRecordError(
+                f"{self._name}: a produce request must carry exactly one batch; {len(view) - size} "
+                f"bytes follow the {size}-byte batch"
+            )
+        self._check_batch(fields)
+        max_timestamp = self._check_records(view, fields, now_ms)
+        if size > self._segment_bytes:
+            raise RecordBatchTooLargeError(
+                f"{self._name}: the batch is {size} bytes, above segment.bytes ({self._segment_bytes})"
+            )
+        return self._stamp(view, fields, size, max_timestamp, now_ms)
+
+    # -- the rules ----------------------------------------------------------------------------
+    def _check_header(self, view: memoryview) -> tuple:
+        if len(view) < RECORD_BATCH_OVERHEAD:
+            raise CorruptRecordError(
+                f"{self._name}: {len(view)} bytes cannot hold a record batch: a v2 batch header "
+                f"is {RECORD_BATCH_OVERHEAD} bytes"
+            )
+        fields = HEADER.unpack_from(view, 0)
+        if fields[HeaderField.MAGIC] != MAGIC:
+            raise InvalidRecordError(
+                f"{self._name}: unsupported batch magic {fields[HeaderField.MAGIC]}: seglog stores "
+                f"magic {MAGIC} (Kafka 0.11+) batches only"
+            )
+        size = fields[HeaderField.LENGTH] + LOG_OVERHEAD
+        if size < RECORD_BATCH_OVERHEAD or size > len(view):
+            raise CorruptRecordError(
+                f"{self._name}: the batch length field declares {size} bytes in all, but "
+                f"{len(view)} bytes arrived (and a batch is at least {RECORD_BATCH_OVERHEAD})"
+            )
+        return fields
+
+    def _check_batch(self, fields: tuple) -> None:
+        attributes = fields[HeaderField.ATTRIBUTES]
+        if attributes & _COMPRESSION_MASK > _COMPRESSION_MAX:
+            raise InvalidRecordError(
+                f"{self._name}: unknown compression codec id {attributes & _COMPRESSION_MASK} "
+                f"(known: 0 none .. {_COMPRESSION_MAX} zstd)"
+            )
+        last_offset_delta = fields[HeaderField.LAST_OFFSET_DELTA]
+        count = fields[HeaderField.RECORDS_COUNT]
+        if last_offset_delta + 1 <= 0:
+            raise InvalidRecordError(f"{self._name}: batch has an invalid offset range [0, {last_offset_delta}]")
+        if count <= 0:
+            raise InvalidRecordError(f"{self._name}: invalid record count {count} in the batch")
+        if last_offset_delta + 1 != count:
+            raise InvalidRecordError(
+                f"{self._name}: inconsistent batch offset range [0, {last_offset_delta}] and count "
+                f"of records {count}"
+            )
+        if attributes & _CONTROL_BIT:
+            raise InvalidRecordError(f"{self._name}: clients are not allowed to write control batches")
+        if fields[HeaderField.PRODUCER_ID] >= 0 and fields[HeaderField.BASE_SEQUENCE] < 0:
+            raise InvalidRecordError(
+                f"{self._name}: invalid base sequence {fields[HeaderField.BASE_SEQUENCE]} in a batch "
+                f"with producer id {fields[HeaderField.PRODUCER_ID]}"
+            )
+
+    def _check_records(self, view: memoryview, fields: tuple, now_ms: int) -> int:
+        """Per-record rules; returns the batch's max timestamp (recomputed when decoded)."""
+        claims_log_append_time = bool(fields[HeaderField.ATTRIBUTES] & _TIMESTAMP_TYPE_BIT)
+        header_max = fields[HeaderField.MAX_TIMESTAMP]
+        count = fields[HeaderField.RECORDS_COUNT]
+        needs_window = self._has_window and not self._log_append_time and not claims_log_append_time
+        if not (self._compacted or needs_window):
+            if claims_log_append_time:
+                self._check_claimed_log_append_time(header_max, count, now_ms)
+            return header_max
+        errors: list[tuple[int, str, bool]] = []  # (record index, message, is a timestamp error)
+        max_timestamp = NO_TIMESTAMP
+        for index, record in enumerate(self._decode(view)):
+            if self._compacted and record.key is None:
+                errors.append((index, "Compacted topic cannot accept message without key", False))
+                continue
+            timestamp = record.timestamp_ms
+            if timestamp > max_timestamp:
+                max_timestamp = timestamp
+            message = self._timestamp_error(timestamp, claims_log_append_time, now_ms)
+            if message is not None:
+                errors.append((index, f"record at offset delta {index}: {message}", True))
+        if errors:
+            self._raise_record_errors(errors)
+        return header_max if claims_log_append_time else max_timestamp
+
+    def _check_claimed_log_append_time(self, timestamp: int, count: int, now_ms: int) -> None:
+        # Every record of a LogAppendTime batch reads the batch maxTimestamp: one check covers all.
+        message = self._timestamp_error(timestamp, True, now_ms)
+        if message is not None:
+            self._raise_record_errors([(index, message, True) for index in range(count)])
+
+    def _timestamp_error(self, timestamp: int, claims_log_append_time: bool, now_ms: int) -> str | None:
+        if not self._log_append_time and timestamp != NO_TIMESTAMP:
+            if now_ms - timestamp > self._before_max_ms or timestamp - now_ms > self._after_max_ms:
+                return (
+                    f"timestamp {timestamp} is out of range: expected one within "
+                    f"[{now_ms - self._before_max_ms}, {now_ms + self._after_max_ms}]"
+                )
+            return None
+        if claims_log_append_time:
+            return "the producer should not set the timestamp type to LogAppendTime"
+        return None
+
+    def _raise_record_errors(self, errors: list[tuple[int, str, bool]]) -> None:
+        shown = "; ".join(f"record {index}: {message}" for index, message, _ in errors[:_RECORD_ERRORS_SHOWN_MAX])
+        more = f" (and {len(errors) - _RECORD_ERRORS_SHOWN_MAX} more)" if len(errors) > _RECORD_ERRORS_SHOWN_MAX else ""
+        text = f"{self._name}: {len(errors)} invalid record(s): {shown}{more}"
+        if any(is_timestamp for _, _, is_timestamp in errors):
+            raise InvalidTimestampError(text)
+        raise InvalidRecordError(text)
+
+    def _decode(self, view: memoryview) -> list:
+        try:
+            return list(RecordBatch(view).records())
+        except CodecError as exc:
+            raise InvalidRecordError(f"{self._name}: the batch's records cannot be decoded: {exc}") from exc
+
+    # -- the header rewrite -------------------------------------------------------------------
+    def _stamp(self, view: memoryview, fields: tuple, size: int, max_timestamp: int, now_ms: int) -> ValidatedBatch:
+        last_offset_delta = fields[HeaderField.LAST_OFFSET_DELTA]
+        count = fields[HeaderField.RECORDS_COUNT]
+        claims_log_append_time = bool(fields[HeaderField.ATTRIBUTES] & _TIMESTAMP_TYPE_BIT)
+        if self._log_append_time:
+            copy = bytearray(view)
+            set_max_timestamp(copy, TimestampType.LOG_APPEND_TIME, now_ms)
+            return ValidatedBatch(memoryview(copy), size, last_offset_delta, count, now_ms, now_ms)
+        if claims_log_append_time or max_timestamp != fields[HeaderField.MAX_TIMESTAMP]:
+            copy = bytearray(view)
+            set_max_timestamp(copy, TimestampType.CREATE_TIME, max_timestamp)
+            return ValidatedBatch(memoryview(copy), size, last_offset_delta, count, max_timestamp, NO_TIMESTAMP)
+        return ValidatedBatch(view, size, last_offset_delta, count, max_timestamp, NO_TIMESTAMP)

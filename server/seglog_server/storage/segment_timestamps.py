@@ -1,0 +1,52 @@
+"""The first level of a lookup by timestamp: which segment to search first.
+
+Kafka scans the segments in order for the first whose largest timestamp is >= the target. Over a
+thousand segments that is a thousand Python calls per lookup. Here the largest timestamps of the
+inactive segments are kept as a running maximum, which never decreases, so ``bisect`` finds that
+first segment in O(log n): the first segment whose running maximum reaches the target is the
+first whose own largest timestamp does.
+
+The active segment's largest timestamp moves with every append and is read live; the inactive
+part is rebuilt (lazily, O(n) with cached per-segment values) whenever the set of segments
+changes: a roll, a deletion, a truncation, a swap.
+"""
+
+from __future__ import annotations
+
+import bisect
+
+from .log_segment import LogSegment
+from .log_segments import LogSegments
+
+__all__ = ["SegmentTimestamps"]
+
+
+class SegmentTimestamps:
+    """Running maximum of the inactive segments' largest timestamps, rebuilt on demand."""
+
+    def __init__(self) -> None:
+        self._running_max: list[int] | None = None
+
+    def invalidate(self) -> None:
+        self._running_max = None
+
+    def first_slot_reaching(self, segments: LogSegments[LogSegment], timestamp_ms: int) -> int:
+        """The position of the first segment whose largest timestamp is >= ``timestamp_ms``,
+        or ``len(segments)`` when none is."""
+        running_max = self._running_max
+        if running_max is None:
+            running_max = self._running_max = _running_max(segments)
+        slot = bisect.bisect_left(running_max, timestamp_ms)
+        if slot < len(running_max):
+            return slot
+        active = segments.active
+        return slot if active.largest_timestamp() >= timestamp_ms else len(segments)
+
+
+def _running_max(segments: LogSegments[LogSegment]) -> list[int]:
+    running: list[int] = []
+    best = -(2**63)
+    for slot in range(len(segments) - 1):  # every segment but the active one
+        best = max(best, segments.at(slot).largest_timestamp())
+        running.append(best)
+    return running

@@ -1,0 +1,218 @@
+"""Produce validation: each rule raises its own error with a message saying what was wrong."""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+from log_test_support import NOW_MS, batch, config
+
+from seglog.records import (
+    ATTRIBUTES_OFFSET,
+    CRC_OFFSET,
+    LAST_OFFSET_DELTA_OFFSET,
+    MAGIC_OFFSET,
+    RECORDS_COUNT_OFFSET,
+    Compression,
+    RecordBatch,
+    TimestampType,
+    crc32c,
+)
+from seglog_server.storage.errors import (
+    CorruptRecordError,
+    InvalidRecordError,
+    InvalidTimestampError,
+    RecordBatchTooLargeError,
+    RecordTooLargeError,
+)
+from seglog_server.storage.log_validator import LogValidator
+
+HOUR_MS = 3_600_000
+
+
+def validator(**overrides) -> LogValidator:
+    return LogValidator(config(**overrides), "topic-0")
+
+
+def patched(data: bytes, position: int, fmt: str, value: int, *, fix_crc: bool = True) -> bytes:
+    buf = bytearray(data)
+    struct.pack_into(fmt, buf, position, value)
+    if fix_crc:
+        struct.pack_into(">I", buf, CRC_OFFSET, crc32c(bytes(buf[ATTRIBUTES_OFFSET:])))
+    return bytes(buf)
+
+
+def test_a_valid_batch_passes_untouched_without_a_copy():
+    data = batch(b"a", b"b", timestamps=[NOW_MS - 5, NOW_MS])
+    view = memoryview(data)
+    result = validator().validate(view, NOW_MS)
+    assert result.batch.obj is data
+    assert (result.size_in_bytes, result.last_offset_delta, result.record_count) == (len(data), 1, 2)
+    assert result.max_timestamp_ms == NOW_MS
+    assert result.log_append_time_ms == -1
+
+
+def test_too_few_bytes_for_a_header_is_corrupt():
+    with pytest.raises(CorruptRecordError, match="cannot hold a record batch"):
+        validator().validate(batch()[:40], NOW_MS)
+
+
+def test_a_length_field_past_the_end_is_corrupt():
+    data = batch(b"abc")
+    with pytest.raises(CorruptRecordError, match="declares"):
+        validator().validate(data[:-1], NOW_MS)
+
+
+def test_magic_other_than_two_is_refused():
+    data = patched(batch(), MAGIC_OFFSET, ">b", 1, fix_crc=False)
+    with pytest.raises(InvalidRecordError, match="unsupported batch magic 1"):
+        validator().validate(data, NOW_MS)
+
+
+def test_base_offset_must_be_zero():
+    with pytest.raises(InvalidRecordError, match="base offset 0, found 7"):
+        validator().validate(batch(base_offset=7), NOW_MS)
+
+
+def test_a_batch_above_max_message_bytes_is_too_large():
+    data = batch(b"x" * 200)
+    with pytest.raises(RecordTooLargeError, match=f"{len(data)} bytes, above max.message.bytes \\(100\\)"):
+        validator(max_message_bytes=100).validate(data, NOW_MS)
+
+
+def test_a_flipped_byte_fails_the_crc():
+    data = bytearray(batch(b"payload"))
+    data[-3] ^= 0x40
+    with pytest.raises(CorruptRecordError, match="CRC mismatch"):
+        validator().validate(bytes(data), NOW_MS)
+
+
+def test_size_is_checked_before_the_crc():
+    data = bytearray(batch(b"x" * 200))
+    data[-3] ^= 0x40
+    with pytest.raises(RecordTooLargeError):
+        validator(max_message_bytes=100).validate(bytes(data), NOW_MS)
+
+
+def test_more_than_one_batch_is_refused():
+    with pytest.raises(InvalidRecordError, match="exactly one batch"):
+        validator().validate(batch(b"a") + batch(b"b"), NOW_MS)
+
+
+def test_trailing_garbage_is_refused():
+    with pytest.raises(InvalidRecordError, match="3 bytes follow"):
+        validator().validate(batch(b"a") + b"xyz", NOW_MS)
+
+
+def test_record_count_must_match_the_last_offset_delta():
+    data = patched(batch(b"a", b"b"), RECORDS_COUNT_OFFSET, ">i", 3)
+    with pytest.raises(InvalidRecordError, match=r"inconsistent batch offset range \[0, 1\] and count of records 3"):
+        validator().validate(data, NOW_MS)
+
+
+def test_a_zero_record_count_is_refused():
+    data = patched(batch(b"a"), RECORDS_COUNT_OFFSET, ">i", 0)
+    with pytest.raises(InvalidRecordError, match="invalid record count 0"):
+        validator().validate(data, NOW_MS)
+
+
+def test_a_negative_offset_range_is_refused():
+    data = patched(batch(b"a"), LAST_OFFSET_DELTA_OFFSET, ">i", -1)
+    with pytest.raises(InvalidRecordError, match=r"invalid offset range \[0, -1\]"):
+        validator().validate(data, NOW_MS)
+
+
+def test_an_unknown_compression_codec_is_refused():
+    data = patched(batch(b"a"), ATTRIBUTES_OFFSET, ">h", 6)
+    with pytest.raises(InvalidRecordError, match="unknown compression codec id 6"):
+        validator().validate(data, NOW_MS)
+
+
+def test_control_batches_are_refused():
+    data = batch(b"a", is_control=True)
+    with pytest.raises(InvalidRecordError, match="control batches"):
+        validator().validate(data, NOW_MS)
+
+
+def test_a_producer_id_without_a_base_sequence_is_refused():
+    data = batch(b"a", producer_id=42, producer_epoch=0, base_sequence=-1)
+    with pytest.raises(InvalidRecordError, match="invalid base sequence -1 in a batch with producer id 42"):
+        validator().validate(data, NOW_MS)
+
+
+def test_an_idempotent_batch_is_accepted():
+    data = batch(b"a", producer_id=42, producer_epoch=0, base_sequence=0)
+    assert validator().validate(data, NOW_MS).record_count == 1
+
+
+def test_compacted_topics_require_keys():
+    data = batch(b"a", b"b", keys=[b"k", None])
+    with pytest.raises(InvalidRecordError, match="record 1: Compacted topic cannot accept message without key"):
+        validator(cleanup_policy=frozenset({"compact"})).validate(data, NOW_MS)
+
+
+def test_compacted_topics_accept_keyed_compressed_batches():
+    data = batch(b"a", b"b", keys=[b"k1", b"k2"], compression=Compression.GZIP)
+    assert validator(cleanup_policy=frozenset({"compact"})).validate(data, NOW_MS).record_count == 2
+
+
+def test_a_timestamp_too_far_in_the_past_is_refused():
+    data = batch(b"a", b"b", timestamps=[NOW_MS, NOW_MS - 2 * HOUR_MS])
+    with pytest.raises(InvalidTimestampError, match=f"timestamp {NOW_MS - 2 * HOUR_MS} is out of range"):
+        validator(message_timestamp_before_max_ms=HOUR_MS).validate(data, NOW_MS)
+
+
+def test_a_timestamp_too_far_in_the_future_is_refused():
+    data = batch(b"a", timestamps=NOW_MS + 2 * HOUR_MS)
+    with pytest.raises(InvalidTimestampError, match=f"\\[{NOW_MS - 2**63 + 1}, {NOW_MS + HOUR_MS}\\]"):
+        validator(message_timestamp_after_max_ms=HOUR_MS).validate(data, NOW_MS)
+
+
+def test_timestamps_inside_the_window_pass_and_the_max_is_recomputed_from_the_records():
+    data = batch(b"a", b"b", timestamps=[NOW_MS - 10, NOW_MS - 20])
+    result = validator(message_timestamp_before_max_ms=HOUR_MS).validate(data, NOW_MS)
+    assert result.max_timestamp_ms == NOW_MS - 10
+
+
+def test_no_timestamp_is_never_out_of_range():
+    data = batch(b"a", timestamps=-1)
+    assert validator(message_timestamp_before_max_ms=1).validate(data, NOW_MS).max_timestamp_ms == -1
+
+
+def test_a_producer_claiming_log_append_time_on_a_log_append_time_topic_is_refused():
+    data = batch(b"a", b"b", timestamp_type=TimestampType.LOG_APPEND_TIME)
+    with pytest.raises(InvalidTimestampError, match="should not set the timestamp type to LogAppendTime"):
+        validator(message_timestamp_type=TimestampType.LOG_APPEND_TIME).validate(data, NOW_MS)
+
+
+def test_log_append_time_claimed_without_a_timestamp_on_a_create_time_topic_is_refused():
+    data = batch(b"a", timestamp_type=TimestampType.LOG_APPEND_TIME, timestamps=-1)
+    with pytest.raises(InvalidTimestampError, match="LogAppendTime"):
+        validator().validate(data, NOW_MS)
+
+
+def test_log_append_time_claimed_with_a_timestamp_on_a_create_time_topic_becomes_create_time():
+    data = batch(b"a", timestamp_type=TimestampType.LOG_APPEND_TIME, timestamps=NOW_MS - 7)
+    result = validator().validate(data, NOW_MS)
+    rewritten = RecordBatch(result.batch)
+    assert rewritten.timestamp_type == TimestampType.CREATE_TIME
+    assert rewritten.is_valid()
+
+
+def test_log_append_time_topics_stamp_the_broker_time_and_recompute_the_crc():
+    data = batch(b"a", b"b", timestamps=[1, 2])
+    result = validator(message_timestamp_type=TimestampType.LOG_APPEND_TIME).validate(data, NOW_MS)
+    stamped = RecordBatch(result.batch)
+    assert stamped.timestamp_type == TimestampType.LOG_APPEND_TIME
+    assert stamped.max_timestamp == NOW_MS
+    assert stamped.is_valid()
+    assert [record.timestamp_ms for record in stamped] == [NOW_MS, NOW_MS]
+    assert (result.max_timestamp_ms, result.log_append_time_ms) == (NOW_MS, NOW_MS)
+    assert bytes(data) != bytes(result.batch)
+
+
+def test_a_batch_above_segment_bytes_is_a_batch_too_large():
+    data = batch(b"x" * 100)
+    with pytest.raises(RecordBatchTooLargeError, match="above segment.bytes"):
+        validator(segment_bytes=100).validate(data, NOW_MS)
+
