@@ -1,1 +1,149 @@
-"""seglog: the client side of the seglog log-segment storage service."""
+"""seglog: the Python client of the seglog log-segment storage service.
+
+    from seglog import Admin, Consumer, Producer
+
+    with Producer("127.0.0.1:50551", linger_ms=5, compression="zstd") as producer:
+        producer.send("orders", b"42 apples", key=b"customer-7").result()
+
+Synchronous clients (``Producer``, ``Consumer``, ``Admin``) and asyncio ones (``AsyncProducer``,
+``AsyncConsumer``, ``AsyncAdmin``) share one implementation; errors are ``SeglogError``
+subclasses (``seglog.errors`` draws the tree). ``seglog.records`` is the Kafka v2 record-batch
+codec; ``seglog.v1`` the generated gRPC stubs.
+
+Names are imported lazily on first use, so ``import seglog.records`` (the storage engine, Spark
+jobs) does not pull in gRPC.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+__all__ = [
+    "Acks",
+    "Admin",
+    "AsyncAdmin",
+    "AsyncConsumer",
+    "AsyncProducer",
+    "AuthenticationError",
+    "AuthorizationError",
+    "BatchMetadata",
+    "ClientClosedError",
+    "Consumer",
+    "ConsumerRecord",
+    "ConsumerStatistics",
+    "CorruptRecordError",
+    "DEFAULT_SERVER",
+    "EARLIEST_TIMESTAMP",
+    "FailedPreconditionError",
+    "InvalidRequestError",
+    "LATEST_TIMESTAMP",
+    "MAX_TIMESTAMP",
+    "OffsetAndTimestamp",
+    "OffsetOutOfRangeError",
+    "PartitionDescription",
+    "Producer",
+    "ProducerStatistics",
+    "RecordMetadata",
+    "RecordTooLargeError",
+    "RequestTimeoutError",
+    "SeglogError",
+    "ServiceError",
+    "ServiceUnavailableError",
+    "TopicDescription",
+    "TopicExistsError",
+    "TopicInfo",
+    "TopicNotFoundError",
+    "TopicPartition",
+    "partition_for_key",
+]
+
+# public name -> the module that defines it
+_LOCATIONS = {
+    "DEFAULT_SERVER": "seglog.structs",
+    "EARLIEST_TIMESTAMP": "seglog.structs",
+    "LATEST_TIMESTAMP": "seglog.structs",
+    "MAX_TIMESTAMP": "seglog.structs",
+    "Acks": "seglog.structs",
+    "Admin": "seglog.admin",
+    "AsyncAdmin": "seglog.admin",
+    "AsyncConsumer": "seglog.consumer",
+    "AsyncProducer": "seglog.producer",
+    "AuthenticationError": "seglog.errors",
+    "AuthorizationError": "seglog.errors",
+    "BatchMetadata": "seglog.producer",
+    "ClientClosedError": "seglog.errors",
+    "Consumer": "seglog.consumer",
+    "ConsumerRecord": "seglog.structs",
+    "ConsumerStatistics": "seglog.consumer",
+    "CorruptRecordError": "seglog.errors",
+    "FailedPreconditionError": "seglog.errors",
+    "InvalidRequestError": "seglog.errors",
+    "OffsetAndTimestamp": "seglog.structs",
+    "OffsetOutOfRangeError": "seglog.errors",
+    "PartitionDescription": "seglog.structs",
+    "Producer": "seglog.producer",
+    "ProducerStatistics": "seglog.producer",
+    "RecordMetadata": "seglog.structs",
+    "RecordTooLargeError": "seglog.errors",
+    "RequestTimeoutError": "seglog.errors",
+    "SeglogError": "seglog.errors",
+    "ServiceError": "seglog.errors",
+    "ServiceUnavailableError": "seglog.errors",
+    "TopicDescription": "seglog.structs",
+    "TopicExistsError": "seglog.errors",
+    "TopicInfo": "seglog.structs",
+    "TopicNotFoundError": "seglog.errors",
+    "TopicPartition": "seglog.structs",
+    "partition_for_key": "seglog._partitioner",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LOCATIONS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'seglog' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later look-ups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
+
+
+if TYPE_CHECKING:
+    from seglog._partitioner import partition_for_key
+    from seglog.admin import Admin, AsyncAdmin
+    from seglog.consumer import AsyncConsumer, Consumer, ConsumerStatistics
+    from seglog.errors import (
+        AuthenticationError,
+        AuthorizationError,
+        ClientClosedError,
+        CorruptRecordError,
+        FailedPreconditionError,
+        InvalidRequestError,
+        OffsetOutOfRangeError,
+        RecordTooLargeError,
+        RequestTimeoutError,
+        SeglogError,
+        ServiceError,
+        ServiceUnavailableError,
+        TopicExistsError,
+        TopicNotFoundError,
+    )
+    from seglog.producer import AsyncProducer, BatchMetadata, Producer, ProducerStatistics
+    from seglog.structs import (
+        DEFAULT_SERVER,
+        EARLIEST_TIMESTAMP,
+        LATEST_TIMESTAMP,
+        MAX_TIMESTAMP,
+        Acks,
+        ConsumerRecord,
+        OffsetAndTimestamp,
+        PartitionDescription,
+        RecordMetadata,
+        TopicDescription,
+        TopicInfo,
+        TopicPartition,
+    )

@@ -1,0 +1,113 @@
+"""Running the asyncio clients from synchronous code.
+
+The asyncio classes (``AsyncProducer``, ``AsyncConsumer``, ``AsyncAdmin``) are the one
+implementation. A synchronous client owns one of them, living on a private event loop that runs in
+a daemon thread, and forwards each call with ``LoopThread.run`` (a blocking
+``run_coroutine_threadsafe``). One loop thread is shared by every synchronous client of the process
+(reference-counted), so an application with a producer, a consumer and an admin has one extra
+thread and one more event loop polling gRPC's completion queue, not three.
+
+Calling a synchronous method from inside that loop thread (from a future's done-callback, say)
+would wait on itself forever; ``run`` refuses it with a RuntimeError instead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable, Coroutine
+from typing import Any, TypeVar
+
+__all__ = ["LoopThread", "acquire_loop_thread", "release_loop_thread"]
+
+_T = TypeVar("_T")
+
+
+class LoopThread:
+    """An event loop running forever in a daemon thread."""
+
+    def __init__(self) -> None:
+        self._loop = asyncio.new_event_loop()
+        self._started = threading.Event()
+        self._thread = threading.Thread(target=self._run_forever, name="seglog-event-loop", daemon=True)
+        self._thread.start()
+        self._started.wait()
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        return self._loop
+
+    def in_loop_thread(self) -> bool:
+        return threading.current_thread() is self._thread
+
+    def run(self, coroutine: Coroutine[Any, Any, _T]) -> _T:
+        """Run ``coroutine`` on the loop and block until it finishes; its exception propagates.
+
+        An interruption of the waiting thread (KeyboardInterrupt) cancels the coroutine.
+        """
+        if self.in_loop_thread():
+            coroutine.close()
+            raise RuntimeError(
+                "a synchronous seglog call was made on seglog's own event-loop thread (from a future "
+                "callback?); it would wait for itself forever. Use the asyncio client there."
+            )
+        future = asyncio.run_coroutine_threadsafe(coroutine, self._loop)
+        try:
+            return future.result()
+        except BaseException:
+            future.cancel()
+            raise
+
+    def call_soon(self, callback: Callable[..., object], *args: object) -> None:
+        """Schedule ``callback(*args)`` on the loop from any thread."""
+        self._loop.call_soon_threadsafe(callback, *args)
+
+    def stop(self) -> None:
+        """Stop the loop, cancel what still runs on it, and join the thread."""
+        assert not self.in_loop_thread()
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join()
+
+    def _run_forever(self) -> None:
+        asyncio.set_event_loop(self._loop)
+        self._loop.call_soon(self._started.set)
+        try:
+            self._loop.run_forever()
+        finally:
+            self._cancel_leftovers()
+            self._loop.close()
+
+    def _cancel_leftovers(self) -> None:
+        tasks = [task for task in asyncio.all_tasks(self._loop) if not task.done()]
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            self._loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
+        self._loop.run_until_complete(self._loop.shutdown_asyncgens())
+
+
+_lock = threading.Lock()
+_shared: LoopThread | None = None
+_users = 0
+
+
+def acquire_loop_thread() -> LoopThread:
+    """The shared loop thread, started on first use; pair every call with ``release_loop_thread``."""
+    global _shared, _users
+    with _lock:
+        if _shared is None:
+            _shared = LoopThread()
+        _users += 1
+        return _shared
+
+
+def release_loop_thread(loop_thread: LoopThread) -> None:
+    """Drop one user of the shared loop thread; the last one stops it."""
+    global _shared, _users
+    with _lock:
+        assert loop_thread is _shared and _users > 0, (loop_thread, _shared, _users)
+        _users -= 1
+        if _users > 0:
+            return
+        _shared = None
+    loop_thread.stop()

@@ -1,0 +1,252 @@
+"""Topic administration and offset look-ups.
+
+``AsyncAdmin`` is the implementation; ``Admin`` is its synchronous facade (see ``seglog._sync``).
+Names follow Kafka's admin clients: ``create_topic`` takes Kafka's topic config names
+(``retention.ms``, ``cleanup.policy``, ...); ``offsets_for_times`` and ``delete_records`` take a
+mapping keyed by ``TopicPartition`` and answer with one, like kafka-python's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import grpc
+
+from seglog import _sync
+from seglog.client import REQUEST_TIMEOUT_MS_DEFAULT, Transport
+from seglog.errors import ClientClosedError
+from seglog.structs import (
+    DEFAULT_SERVER,
+    EARLIEST_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    MAX_TIMESTAMP,
+    OffsetAndTimestamp,
+    PartitionDescription,
+    TopicDescription,
+    TopicInfo,
+    TopicPartition,
+)
+from seglog.v1 import log_service_pb2 as pb
+
+__all__ = ["Admin", "AsyncAdmin"]
+
+# DeleteRecords' "up to the high watermark": delete every record currently in the partition.
+DELETE_ALL = -1
+
+
+class AsyncAdmin:
+    """An asyncio admin client (the implementation behind ``Admin``)."""
+
+    def __init__(
+        self,
+        server: str = DEFAULT_SERVER,
+        *,
+        request_timeout_ms: int = REQUEST_TIMEOUT_MS_DEFAULT,
+        credentials: grpc.ChannelCredentials | None = None,
+        channel_options: Sequence[tuple[str, Any]] = (),
+    ) -> None:
+        self._server = server
+        self._transport_options = {
+            "request_timeout_ms": request_timeout_ms,
+            "credentials": credentials,
+            "channel_options": channel_options,
+        }
+        self._transport: Transport | None = None
+        self._closed = False
+
+    async def start(self) -> None:
+        if self._closed:
+            raise ClientClosedError("the admin client is closed")
+        if self._transport is None:
+            self._transport = Transport(self._server, **self._transport_options)
+
+    async def __aenter__(self) -> AsyncAdmin:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        self._closed = True
+        if self._transport is not None:
+            await self._transport.close()
+
+    async def create_topic(
+        self,
+        name: str,
+        partitions: int = 1,
+        configs: Mapping[str, str | int] | None = None,
+        *,
+        validate_only: bool = False,
+    ) -> TopicInfo:
+        """Create a topic; returns it with every effective config. TopicExistsError if it exists."""
+        request = pb.CreateTopicRequest(
+            topic=name,
+            partitions=partitions,
+            configs={k: str(v) for k, v in (configs or {}).items()},
+            validate_only=validate_only,
+        )
+        response = await (await self._connected()).create_topic(request)
+        return TopicInfo(response.topic, response.partitions, dict(response.configs))
+
+    async def delete_topic(self, name: str) -> None:
+        """Delete a topic and all its data. TopicNotFoundError if there is none."""
+        await (await self._connected()).delete_topic(pb.DeleteTopicRequest(topic=name))
+
+    async def list_topics(self) -> list[TopicInfo]:
+        """Every topic with its partition count, sorted by name."""
+        response = await (await self._connected()).list_topics(pb.ListTopicsRequest())
+        return [TopicInfo(t.topic, t.partitions) for t in response.topics]
+
+    async def describe_topic(self, name: str) -> TopicDescription:
+        """Configs and per-partition offsets and sizes. TopicNotFoundError if there is none."""
+        response = await (await self._connected()).describe_topic(pb.DescribeTopicRequest(topic=name))
+        partitions = tuple(
+            PartitionDescription(
+                partition=p.partition,
+                log_start_offset=p.log_start_offset,
+                log_end_offset=p.log_end_offset,
+                high_watermark=p.high_watermark,
+                size_bytes=p.size_bytes,
+                segment_count=p.segment_count,
+                log_dir=p.log_dir,
+            )
+            for p in response.partitions
+        )
+        return TopicDescription(response.topic, dict(response.configs), partitions)
+
+    async def offsets_for_times(
+        self, timestamps: Mapping[TopicPartition, int]
+    ) -> dict[TopicPartition, OffsetAndTimestamp | None]:
+        """Per partition, the first record with timestamp >= the target, or None when there is none.
+
+        Targets may be EARLIEST_TIMESTAMP, LATEST_TIMESTAMP or MAX_TIMESTAMP (seglog.structs).
+        """
+        request = pb.OffsetsForTimesRequest(
+            partitions=[
+                pb.PartitionTimestamp(topic=tp.topic, partition=tp.partition, timestamp_ms=ts)
+                for tp, ts in timestamps.items()
+            ]
+        )
+        response = await (await self._connected()).offsets_for_times(request)
+        return {
+            TopicPartition(r.topic, r.partition): (OffsetAndTimestamp(r.offset, r.timestamp_ms) if r.offset >= 0 else None)
+            for r in response.results
+        }
+
+    async def earliest_offsets(self, topic: str, partitions: Sequence[int] | None = None) -> dict[int, int]:
+        """Per partition, the log start offset."""
+        return await self._special_offsets(topic, partitions, EARLIEST_TIMESTAMP)
+
+    async def latest_offsets(self, topic: str, partitions: Sequence[int] | None = None) -> dict[int, int]:
+        """Per partition, the log end offset (the offset the next record will get)."""
+        return await self._special_offsets(topic, partitions, LATEST_TIMESTAMP)
+
+    async def max_timestamp_offsets(
+        self, topic: str, partitions: Sequence[int] | None = None
+    ) -> dict[int, OffsetAndTimestamp | None]:
+        """Per partition, the record with the largest timestamp (None in an empty partition)."""
+        partitions = await self._partitions_of(topic, partitions)
+        found = await self.offsets_for_times({TopicPartition(topic, p): MAX_TIMESTAMP for p in partitions})
+        return {tp.partition: hit for tp, hit in found.items()}
+
+    async def delete_records(self, offsets: Mapping[TopicPartition, int]) -> dict[TopicPartition, int]:
+        """Move each partition's log start offset up to the given offset (DELETE_ALL = -1: the
+        high watermark); returns the new log start offsets."""
+        transport = await self._connected()
+        result: dict[TopicPartition, int] = {}
+        for tp, offset in offsets.items():
+            request = pb.DeleteRecordsRequest(topic=tp.topic, partition=tp.partition, offset=offset)
+            result[tp] = (await transport.delete_records(request)).log_start_offset
+        return result
+
+    async def _special_offsets(self, topic: str, partitions: Sequence[int] | None, target: int) -> dict[int, int]:
+        partitions = await self._partitions_of(topic, partitions)
+        found = await self.offsets_for_times({TopicPartition(topic, p): target for p in partitions})
+        return {tp.partition: hit.offset for tp, hit in found.items() if hit is not None}
+
+    async def _partitions_of(self, topic: str, partitions: Sequence[int] | None) -> Sequence[int]:
+        if partitions is not None:
+            return partitions
+        return [p.partition for p in (await self.describe_topic(topic)).partitions]
+
+    async def _connected(self) -> Transport:
+        await self.start()
+        assert self._transport is not None
+        return self._transport
+
+
+class Admin:
+    """A synchronous admin client: the same methods as ``AsyncAdmin``."""
+
+    def __init__(
+        self,
+        server: str = DEFAULT_SERVER,
+        *,
+        request_timeout_ms: int = REQUEST_TIMEOUT_MS_DEFAULT,
+        credentials: grpc.ChannelCredentials | None = None,
+        channel_options: Sequence[tuple[str, Any]] = (),
+    ) -> None:
+        options = dict(locals())
+        del options["self"]
+        self._async = AsyncAdmin(**options)
+        self._portal = _sync.acquire_loop_thread()
+        try:
+            self._portal.run(self._async.start())
+        except BaseException:
+            _sync.release_loop_thread(self._portal)
+            raise
+        self._released = False
+
+    def __enter__(self) -> Admin:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self._released:
+            return
+        try:
+            self._portal.run(self._async.close())
+        finally:
+            self._released = True
+            _sync.release_loop_thread(self._portal)
+
+    def create_topic(
+        self,
+        name: str,
+        partitions: int = 1,
+        configs: Mapping[str, str | int] | None = None,
+        *,
+        validate_only: bool = False,
+    ) -> TopicInfo:
+        return self._portal.run(self._async.create_topic(name, partitions, configs, validate_only=validate_only))
+
+    def delete_topic(self, name: str) -> None:
+        self._portal.run(self._async.delete_topic(name))
+
+    def list_topics(self) -> list[TopicInfo]:
+        return self._portal.run(self._async.list_topics())
+
+    def describe_topic(self, name: str) -> TopicDescription:
+        return self._portal.run(self._async.describe_topic(name))
+
+    def offsets_for_times(self, timestamps: Mapping[TopicPartition, int]) -> dict[TopicPartition, OffsetAndTimestamp | None]:
+        return self._portal.run(self._async.offsets_for_times(timestamps))
+
+    def earliest_offsets(self, topic: str, partitions: Sequence[int] | None = None) -> dict[int, int]:
+        return self._portal.run(self._async.earliest_offsets(topic, partitions))
+
+    def latest_offsets(self, topic: str, partitions: Sequence[int] | None = None) -> dict[int, int]:
+        return self._portal.run(self._async.latest_offsets(topic, partitions))
+
+    def max_timestamp_offsets(
+        self, topic: str, partitions: Sequence[int] | None = None
+    ) -> dict[int, OffsetAndTimestamp | None]:
+        return self._portal.run(self._async.max_timestamp_offsets(topic, partitions))
+
+    def delete_records(self, offsets: Mapping[TopicPartition, int]) -> dict[TopicPartition, int]:
+        return self._portal.run(self._async.delete_records(offsets))

@@ -1,0 +1,7 @@
+"""``python -m seglog.cli``."""
+
+import sys
+
+from seglog.cli import main
+
+sys.exit(main())

@@ -1,0 +1,91 @@
+"""The ``seglog`` command: the parser, dispatch, and the one place errors become exit codes.
+
+Exit codes: 0 success; 1 an error the command reports in one line (a service error, bad input, a
+file that cannot be read, problems found by ``dump --verify``); 2 invalid arguments; 130
+interrupted. Expected errors never print a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from importlib import metadata
+
+from seglog import SeglogError
+from seglog.cli import consume, dump, offsets, produce, serve, topic
+from seglog.cli._common import CliError, add_server_option, epilog
+
+__all__ = ["EXIT_ERROR", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_USAGE", "build_parser", "main"]
+
+EXIT_OK = 0
+EXIT_ERROR = 1
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, the shell convention
+
+
+def _version() -> str:
+    try:
+        return metadata.version("seglog")
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="seglog",
+        description="Work with a seglog service: topics, producing, consuming, offsets; dump segment files.",
+        epilog=epilog(
+            """
+            examples:
+              seglog serve --data-dir ./data                      # run the service
+              seglog topic create events --partitions 3
+              printf 'hello\\nworld\\n' | seglog produce events --partition 0
+              seglog consume events --partition 0 --from-beginning
+              seglog offsets events --time now-1h
+              seglog dump data/events-0 --verify
+
+            Every command that talks to the service takes --server HOST:PORT (default:
+            $SEGLOG_SERVER, else 127.0.0.1:50551). `seglog COMMAND --help` shows more examples.
+            """
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_server_option(parser)
+    parser.add_argument("--version", action="version", version=f"seglog {_version()}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    with_server = argparse.ArgumentParser(add_help=False)
+    add_server_option(with_server)
+    serve.add_parser(commands, [])
+    topic.add_parser(commands, [with_server])
+    produce.add_parser(commands, [with_server])
+    consume.add_parser(commands, [with_server])
+    offsets.add_parser(commands, [with_server])
+    dump.add_parser(commands, [])
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    try:
+        if args.command == "serve":
+            return serve.run_server(extra)
+        if extra:
+            parser.error(f"unrecognized arguments: {' '.join(extra)}")
+        return int(args.run(args))
+    except (SeglogError, CliError) as error:
+        _print_error(str(error))
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        # The reader went away (`seglog consume ... | head`): stop quietly, like other Unix tools.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # so the final flush at exit does not fail again
+        return EXIT_OK
+
+
+def _print_error(message: str) -> None:
+    print(f"seglog: error: {message}", file=sys.stderr)

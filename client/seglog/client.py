@@ -1,0 +1,156 @@
+"""The transport: one ``grpc.aio`` channel to a seglog service, and nothing else.
+
+``Transport`` owns the channel and the generated stub, puts a deadline on every call, and is the
+single place where gRPC errors leave gRPC: every call runs inside
+``errors.translate_rpc_errors()``. Producer, Consumer and Admin hold a ``Transport`` and speak
+protobuf messages through it; nothing above this module imports ``grpc`` for calls.
+
+A ``Transport`` must be created and used on one running event loop (a grpc.aio rule); the
+synchronous clients run theirs on the private loop thread of ``seglog._sync``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import grpc
+import grpc.aio
+
+from seglog.errors import ClientClosedError, SeglogError, translate_rpc_errors
+from seglog.v1 import log_service_pb2 as pb
+from seglog.v1 import log_service_pb2_grpc as pb_grpc
+
+__all__ = ["MESSAGE_BYTES_MAX", "REQUEST_TIMEOUT_MS_DEFAULT", "Transport", "TransportStatistics"]
+
+# gRPC's default receive limit is 4 MiB, below what one Fetch may return when a consumer asks for
+# many batches or a single batch is large; 64 MiB bounds memory per message and matches the limit
+# the service is expected to run with (a larger server message would fail with RESOURCE_EXHAUSTED).
+MESSAGE_BYTES_MAX = 64 * 1024 * 1024
+# Deadline for a request that does not wait on purpose (admin calls, Produce). Long polls add
+# their own wait on top. 30 s is Kafka's request.timeout.ms default.
+REQUEST_TIMEOUT_MS_DEFAULT = 30_000
+
+_Response = TypeVar("_Response")
+
+
+@dataclass(frozen=True)
+class TransportStatistics:
+    server: str
+    requests_sent: int
+    requests_failed: int
+    streams_opened: int
+    closed: bool
+
+
+class Transport:
+    """A channel to one seglog service with deadlines and translated errors."""
+
+    def __init__(
+        self,
+        server: str,
+        *,
+        request_timeout_ms: int = REQUEST_TIMEOUT_MS_DEFAULT,
+        credentials: grpc.ChannelCredentials | None = None,
+        channel_options: Sequence[tuple[str, Any]] = (),
+    ) -> None:
+        if not server or not isinstance(server, str):
+            raise ValueError(f"server must be 'host:port', got {server!r}")
+        if request_timeout_ms <= 0:
+            raise ValueError(f"request_timeout_ms must be > 0, got {request_timeout_ms}")
+        options = [
+            ("grpc.max_send_message_length", MESSAGE_BYTES_MAX),
+            ("grpc.max_receive_message_length", MESSAGE_BYTES_MAX),
+            *channel_options,
+        ]
+        if credentials is None:
+            self._channel = grpc.aio.insecure_channel(server, options=options)
+        else:
+            self._channel = grpc.aio.secure_channel(server, credentials, options=options)
+        self._stub = pb_grpc.LogServiceStub(self._channel)
+        self._server = server
+        self._request_timeout_s = request_timeout_ms / 1000
+        self._requests_sent = 0
+        self._requests_failed = 0
+        self._streams_opened = 0
+        self._closed = False
+
+    @property
+    def server(self) -> str:
+        return self._server
+
+    @property
+    def request_timeout_ms(self) -> int:
+        return round(self._request_timeout_s * 1000)
+
+    async def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            await self._channel.close(grace=None)
+
+    def statistics(self) -> TransportStatistics:
+        return TransportStatistics(
+            server=self._server,
+            requests_sent=self._requests_sent,
+            requests_failed=self._requests_failed,
+            streams_opened=self._streams_opened,
+            closed=self._closed,
+        )
+
+    # -- unary RPCs ------------------------------------------------------------------------------
+
+    async def create_topic(self, request: pb.CreateTopicRequest) -> pb.CreateTopicResponse:
+        return await self._unary(self._stub.CreateTopic, request)
+
+    async def delete_topic(self, request: pb.DeleteTopicRequest) -> pb.DeleteTopicResponse:
+        return await self._unary(self._stub.DeleteTopic, request)
+
+    async def list_topics(self, request: pb.ListTopicsRequest) -> pb.ListTopicsResponse:
+        return await self._unary(self._stub.ListTopics, request)
+
+    async def describe_topic(self, request: pb.DescribeTopicRequest) -> pb.DescribeTopicResponse:
+        return await self._unary(self._stub.DescribeTopic, request)
+
+    async def produce(self, request: pb.ProduceRequest) -> pb.ProduceResponse:
+        return await self._unary(self._stub.Produce, request)
+
+    async def fetch(self, request: pb.FetchRequest) -> pb.FetchResponse:
+        # A long poll waits up to max_wait_ms on purpose; the deadline covers that plus the usual.
+        return await self._unary(self._stub.Fetch, request, extra_ms=request.max_wait_ms)
+
+    async def offsets_for_times(self, request: pb.OffsetsForTimesRequest) -> pb.OffsetsForTimesResponse:
+        return await self._unary(self._stub.OffsetsForTimes, request)
+
+    async def delete_records(self, request: pb.DeleteRecordsRequest) -> pb.DeleteRecordsResponse:
+        return await self._unary(self._stub.DeleteRecords, request)
+
+    # -- streaming -------------------------------------------------------------------------------
+
+    async def consume(self, request: pb.ConsumeRequest) -> AsyncIterator[pb.FetchResponse]:
+        """Responses of a Consume stream until the caller stops iterating (which cancels it)."""
+        self._check_open()
+        self._streams_opened += 1
+        call = self._stub.Consume(request)  # no deadline: a tail stream lives until cancelled
+        try:
+            with translate_rpc_errors():
+                async for response in call:
+                    yield response
+        finally:
+            call.cancel()
+
+    # -- helpers ---------------------------------------------------------------------------------
+
+    async def _unary(self, rpc: Any, request: Any, *, extra_ms: int = 0) -> Any:
+        self._check_open()
+        self._requests_sent += 1
+        try:
+            with translate_rpc_errors():
+                return await rpc(request, timeout=self._request_timeout_s + extra_ms / 1000)
+        except SeglogError:
+            self._requests_failed += 1
+            raise
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ClientClosedError(f"the connection to {self._server} is closed")

@@ -1,0 +1,574 @@
+"""Consumers: read records of one topic's partitions from an offset, a time, the start or the end.
+
+``AsyncConsumer`` is the implementation; ``Consumer`` is its synchronous facade (see
+``seglog._sync``). Like Kafka's consumers: ``poll(timeout_ms, max_records)`` returns what is there
+(waiting up to the timeout for something), iteration yields records one by one, ``seek`` /
+``seek_to_beginning`` / ``seek_to_end`` / ``seek_to_timestamp`` move a partition, ``position`` is
+the offset of the next record poll returns. There are no consumer groups: a consumer reads the
+partitions it is given (all of the topic's by default) and keeps its positions itself.
+
+Two ways to read, same records:
+
+- ``mode="fetch"``: unary long-poll Fetch requests, one in flight per partition, each waiting up
+  to ``fetch_max_wait_ms`` at the tail for ``fetch_min_bytes``;
+- ``mode="stream"``: one server-streaming Consume call per partition; the service pushes batches as
+  they are appended. Flow control: a stream stops reading while its partition's buffer holds
+  ``max_poll_records`` records or more.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import AsyncIterator, Iterator, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal
+
+import grpc
+
+from seglog import _sync
+from seglog._fetch_state import PartitionState, StartPosition, decode_fetched, parse_start
+from seglog.client import REQUEST_TIMEOUT_MS_DEFAULT, Transport
+from seglog.errors import ClientClosedError, OffsetOutOfRangeError, SeglogError
+from seglog.structs import (
+    DEFAULT_SERVER,
+    EARLIEST_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    ConsumerRecord,
+    OffsetAndTimestamp,
+    TopicPartition,
+)
+from seglog.v1 import log_service_pb2 as pb
+
+__all__ = ["AsyncConsumer", "Consumer", "ConsumerStatistics"]
+
+# Kafka's consumer defaults: max.partition.fetch.bytes 1 MiB, fetch.max.wait.ms 500,
+# fetch.min.bytes 1, max.poll.records 500.
+FETCH_MAX_BYTES_DEFAULT = 1024 * 1024
+FETCH_MAX_WAIT_MS_DEFAULT = 500
+FETCH_MIN_BYTES_DEFAULT = 1
+MAX_POLL_RECORDS_DEFAULT = 500
+
+Mode = Literal["fetch", "stream"]
+OffsetReset = Literal["earliest", "latest", "none"]
+
+
+@dataclass(frozen=True)
+class ConsumerStatistics:
+    topic: str
+    records_consumed: int
+    batches_fetched: int
+    bytes_fetched: int
+    fetch_requests: int
+    empty_fetches: int
+    streams_opened: int
+    records_buffered: int
+    # partition -> offset of the next record poll returns (None before the start is resolved)
+    positions: dict[int, int | None]
+    # partition -> high watermark - position, as of the last response (None before one)
+    lag: dict[int, int | None]
+    closed: bool
+
+
+@dataclass(frozen=True)
+class _ConsumerConfig:
+    mode: Mode
+    fetch_max_bytes: int
+    fetch_max_wait_ms: int
+    fetch_min_bytes: int
+    max_poll_records: int
+    check_crcs: bool
+    auto_offset_reset: OffsetReset
+    consumer_timeout_ms: float | None
+
+    def __post_init__(self) -> None:
+        if self.mode not in ("fetch", "stream"):
+            raise ValueError(f"mode must be 'fetch' or 'stream', got {self.mode!r}")
+        if self.auto_offset_reset not in ("earliest", "latest", "none"):
+            raise ValueError(f"auto_offset_reset must be 'earliest', 'latest' or 'none', got {self.auto_offset_reset!r}")
+        for name in ("fetch_max_bytes", "max_poll_records"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name} must be > 0, got {getattr(self, name)!r}")
+        for name in ("fetch_max_wait_ms", "fetch_min_bytes"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)!r}")
+
+
+class AsyncConsumer:
+    """An asyncio consumer (the implementation behind ``Consumer``).
+
+    ``partition``: one partition, several, or None for all of the topic's partitions.
+    ``start``: "earliest", "latest", an offset, or a timezone-aware datetime (the first record at
+    or after it; the log end when there is none) — applied to every assigned partition.
+    ``auto_offset_reset``: what to do when a position falls out of the log (retention, delete
+    records): "earliest", "latest", or "none" to raise OffsetOutOfRangeError from poll.
+    ``consumer_timeout_ms``: iteration stops after this long without a record (None: never).
+    """
+
+    def __init__(
+        self,
+        server: str = DEFAULT_SERVER,
+        topic: str = "",
+        partition: int | Sequence[int] | None = None,
+        *,
+        start: int | str | datetime = "latest",
+        mode: Mode = "fetch",
+        fetch_max_bytes: int = FETCH_MAX_BYTES_DEFAULT,
+        fetch_max_wait_ms: int = FETCH_MAX_WAIT_MS_DEFAULT,
+        fetch_min_bytes: int = FETCH_MIN_BYTES_DEFAULT,
+        max_poll_records: int = MAX_POLL_RECORDS_DEFAULT,
+        check_crcs: bool = True,
+        auto_offset_reset: OffsetReset = "none",
+        consumer_timeout_ms: float | None = None,
+        request_timeout_ms: int = REQUEST_TIMEOUT_MS_DEFAULT,
+        credentials: grpc.ChannelCredentials | None = None,
+        channel_options: Sequence[tuple[str, Any]] = (),
+    ) -> None:
+        if not topic:
+            raise ValueError("a topic is required")
+        self._config = _ConsumerConfig(
+            mode=mode,
+            fetch_max_bytes=fetch_max_bytes,
+            fetch_max_wait_ms=fetch_max_wait_ms,
+            fetch_min_bytes=fetch_min_bytes,
+            max_poll_records=max_poll_records,
+            check_crcs=check_crcs,
+            auto_offset_reset=auto_offset_reset,
+            consumer_timeout_ms=consumer_timeout_ms,
+        )
+        self._topic = topic
+        self._requested_partitions = _parse_partitions(partition)
+        self._start = parse_start(start)
+        self._server = server
+        self._transport_options = {
+            "request_timeout_ms": request_timeout_ms,
+            "credentials": credentials,
+            "channel_options": channel_options,
+        }
+        self._transport: Transport | None = None
+        self._states: dict[int, PartitionState] = {}
+        self._round_robin: Iterator[int] = iter(())
+        self._data_ready: asyncio.Event | None = None
+        self._resolve_lock: asyncio.Lock | None = None
+        self._closed = False
+        self._stats = {
+            "records_consumed": 0,
+            "batches_fetched": 0,
+            "bytes_fetched": 0,
+            "fetch_requests": 0,
+            "empty_fetches": 0,
+            "streams_opened": 0,
+        }
+
+    # -- lifecycle -------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Connect and learn the assigned partitions (idempotent)."""
+        if self._transport is not None:
+            return
+        self._check_open()
+        self._data_ready = asyncio.Event()
+        self._resolve_lock = asyncio.Lock()
+        self._transport = Transport(self._server, **self._transport_options)
+        partitions = self._requested_partitions
+        if partitions is None:
+            response = await self._transport.describe_topic(pb.DescribeTopicRequest(topic=self._topic))
+            partitions = [p.partition for p in response.partitions]
+        self._states = {p: PartitionState(p, self._start) for p in partitions}
+        self._round_robin = itertools.cycle(sorted(self._states))
+
+    async def __aenter__(self) -> AsyncConsumer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        tasks = [s.task for s in self._states.values() if s.task is not None]
+        for state in self._states.values():
+            state.cancel_task()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        if self._transport is not None:
+            await self._transport.close()
+
+    # -- reading ---------------------------------------------------------------------------------
+
+    async def poll(self, timeout_ms: float | None = 0, max_records: int | None = None) -> list[ConsumerRecord]:
+        """Records available now, else wait up to ``timeout_ms`` (None: until some arrive).
+
+        Raises the error of a failed fetch (OffsetOutOfRangeError, CorruptRecordError, ...) once.
+        """
+        await self.start()
+        self._check_open()
+        assert self._data_ready is not None
+        count_max = max_records or self._config.max_poll_records
+        loop = asyncio.get_running_loop()
+        deadline = None if timeout_ms is None else loop.time() + timeout_ms / 1000
+        while True:
+            # Cleared before looking, so anything that lands after the look wakes the wait below.
+            self._data_ready.clear()
+            self._raise_fetch_error()
+            records = self._take(count_max)
+            if records:
+                return records
+            await self._resolve_starts()
+            self._start_fetches()
+            if self._data_ready.is_set():
+                continue
+            remaining = None if deadline is None else deadline - loop.time()
+            if remaining is not None and remaining <= 0:
+                return []
+            try:
+                await asyncio.wait_for(self._data_ready.wait(), remaining)
+            except TimeoutError:
+                pass
+
+    def __aiter__(self) -> AsyncIterator[ConsumerRecord]:
+        return self
+
+    async def __anext__(self) -> ConsumerRecord:
+        records = await self.poll(self._config.consumer_timeout_ms, max_records=1)
+        if not records:
+            raise StopAsyncIteration
+        return records[0]
+
+    # -- positions -------------------------------------------------------------------------------
+
+    def assignment(self) -> list[TopicPartition]:
+        return [TopicPartition(self._topic, p) for p in sorted(self._states)]
+
+    async def position(self, partition: int | None = None) -> int:
+        """The offset of the next record poll returns for ``partition``."""
+        await self.start()
+        await self._resolve_starts()
+        position = self._state(partition).position
+        assert position is not None
+        return position
+
+    def highwater(self, partition: int | None = None) -> int | None:
+        """The partition's high watermark as of the last fetch (None before the first)."""
+        return self._state(partition).high_watermark
+
+    async def seek(self, offset: int, partition: int | None = None) -> None:
+        await self.start()
+        self._state(partition).seek(parse_start(offset))
+
+    async def seek_to_beginning(self, *partitions: int) -> None:
+        await self._seek_all(StartPosition("earliest"), partitions)
+
+    async def seek_to_end(self, *partitions: int) -> None:
+        await self._seek_all(StartPosition("latest"), partitions)
+
+    async def seek_to_timestamp(self, timestamp_ms: int, *partitions: int) -> None:
+        """Move to the first record with timestamp >= ``timestamp_ms`` (the end when none)."""
+        await self._seek_all(StartPosition("timestamp", timestamp_ms), partitions)
+
+    async def beginning_offsets(self) -> dict[int, int]:
+        return await self._offsets_at(EARLIEST_TIMESTAMP)
+
+    async def end_offsets(self) -> dict[int, int]:
+        return await self._offsets_at(LATEST_TIMESTAMP)
+
+    async def offsets_for_times(self, timestamp_ms: int) -> dict[int, OffsetAndTimestamp | None]:
+        """Per assigned partition, the first record with timestamp >= ``timestamp_ms`` (or None)."""
+        await self.start()
+        return await self._lookup({p: timestamp_ms for p in self._states})
+
+    def statistics(self) -> ConsumerStatistics:
+        positions = {p: s.position for p, s in sorted(self._states.items())}
+        lag = {
+            p: (s.high_watermark - positions[p] if s.high_watermark is not None and positions[p] is not None else None)
+            for p, s in sorted(self._states.items())
+        }
+        return ConsumerStatistics(
+            topic=self._topic,
+            **self._stats,
+            records_buffered=sum(len(s.buffer) for s in self._states.values()),
+            positions=positions,
+            lag=lag,
+            closed=self._closed,
+        )
+
+    # -- fetching --------------------------------------------------------------------------------
+
+    def _start_fetches(self) -> None:
+        for state in self._states.values():
+            if state.task is not None or state.error is not None or state.fetch_offset is None:
+                continue
+            if state.buffer and self._config.mode == "fetch":
+                continue
+            worker = self._fetch_once if self._config.mode == "fetch" else self._stream
+            state.task = asyncio.create_task(worker(state, state.epoch, state.fetch_offset))
+
+    async def _fetch_once(self, state: PartitionState, epoch: int, offset: int) -> None:
+        assert self._transport is not None
+        request = pb.FetchRequest(
+            topic=self._topic,
+            partition=state.partition,
+            offset=offset,
+            max_bytes=self._config.fetch_max_bytes,
+            max_wait_ms=self._config.fetch_max_wait_ms,
+            min_bytes=self._config.fetch_min_bytes,
+        )
+        try:
+            self._stats["fetch_requests"] += 1
+            response = await self._transport.fetch(request)
+            if state.epoch == epoch:
+                self._absorb(state, response, offset)
+        except SeglogError as error:
+            if state.epoch == epoch:
+                self._on_fetch_error(state, error)
+        finally:
+            if state.epoch == epoch:
+                state.task = None
+            self._notify()
+
+    async def _stream(self, state: PartitionState, epoch: int, offset: int) -> None:
+        assert self._transport is not None
+        request = pb.ConsumeRequest(
+            topic=self._topic,
+            partition=state.partition,
+            offset=offset,
+            max_bytes=self._config.fetch_max_bytes,
+            max_wait_ms=self._config.fetch_max_wait_ms,
+            min_bytes=self._config.fetch_min_bytes,
+        )
+        self._stats["streams_opened"] += 1
+        try:
+            async for response in self._transport.consume(request):
+                if state.epoch != epoch:
+                    return
+                assert state.fetch_offset is not None
+                self._absorb(state, response, state.fetch_offset)
+                self._notify()
+                while len(state.buffer) >= self._config.max_poll_records and state.epoch == epoch:
+                    state.drained.clear()
+                    await state.drained.wait()
+        except SeglogError as error:
+            if state.epoch == epoch:
+                self._on_fetch_error(state, error)
+        finally:
+            if state.epoch == epoch:
+                state.task = None
+            self._notify()
+
+    def _absorb(self, state: PartitionState, response: pb.FetchResponse, from_offset: int) -> None:
+        state.high_watermark = response.high_watermark
+        state.log_start_offset = response.log_start_offset
+        if not response.records:
+            self._stats["empty_fetches"] += 1
+            return
+        fetched = decode_fetched(
+            self._topic, state.partition, response.records, from_offset, check_crcs=self._config.check_crcs
+        )
+        assert fetched.next_offset is not None
+        self._stats["batches_fetched"] += fetched.batch_count
+        self._stats["bytes_fetched"] += len(response.records)
+        state.buffer.extend(fetched.records)
+        state.fetch_offset = max(fetched.next_offset, from_offset)
+
+    def _on_fetch_error(self, state: PartitionState, error: SeglogError) -> None:
+        reset = self._config.auto_offset_reset
+        if isinstance(error, OffsetOutOfRangeError) and reset != "none":
+            state.task = None  # this very task is ending; seek must not cancel it
+            state.seek(StartPosition(reset))
+        else:
+            state.error = error
+
+    def _take(self, count_max: int) -> list[ConsumerRecord]:
+        taken: list[ConsumerRecord] = []
+        for _ in range(len(self._states)):
+            if len(taken) >= count_max:
+                break
+            taken.extend(self._states[next(self._round_robin)].take(count_max - len(taken)))
+        self._stats["records_consumed"] += len(taken)
+        return taken
+
+    def _raise_fetch_error(self) -> None:
+        for state in self._states.values():
+            if state.error is not None:
+                error, state.error = state.error, None
+                raise error
+
+    # -- starting positions ----------------------------------------------------------------------
+
+    async def _resolve_starts(self) -> None:
+        assert self._resolve_lock is not None
+        async with self._resolve_lock:
+            pending = {p: s.start for p, s in self._states.items() if s.start is not None}
+            if not pending:
+                return
+            targets = {p: _lookup_target(start) for p, start in pending.items() if start is not None}
+            found = await self._lookup(targets)
+            missing = [p for p, hit in found.items() if hit is None]
+            if missing:  # no record at or after the time: start at the end, as Kafka's tools do
+                found.update(await self._lookup({p: LATEST_TIMESTAMP for p in missing}))
+            for partition, hit in found.items():
+                state = self._states[partition]
+                if state.start is pending[partition] and hit is not None:
+                    state.start, state.fetch_offset = None, hit.offset
+
+    async def _lookup(self, targets: dict[int, int]) -> dict[int, OffsetAndTimestamp | None]:
+        assert self._transport is not None
+        request = pb.OffsetsForTimesRequest(
+            partitions=[
+                pb.PartitionTimestamp(topic=self._topic, partition=p, timestamp_ms=ts) for p, ts in targets.items()
+            ]
+        )
+        response = await self._transport.offsets_for_times(request)
+        return {
+            r.partition: (OffsetAndTimestamp(r.offset, r.timestamp_ms) if r.offset >= 0 else None)
+            for r in response.results
+        }
+
+    async def _offsets_at(self, target: int) -> dict[int, int]:
+        await self.start()
+        found = await self._lookup({p: target for p in self._states})
+        return {p: hit.offset for p, hit in found.items() if hit is not None}
+
+    async def _seek_all(self, start: StartPosition, partitions: Sequence[int]) -> None:
+        await self.start()
+        for partition in partitions or list(self._states):
+            self._state(partition).seek(start)
+
+    # -- helpers ---------------------------------------------------------------------------------
+
+    def _state(self, partition: int | None) -> PartitionState:
+        if partition is None:
+            if len(self._states) != 1:
+                raise ValueError(f"name a partition: this consumer reads {sorted(self._states)}")
+            return next(iter(self._states.values()))
+        state = self._states.get(partition)
+        if state is None:
+            raise ValueError(f"partition {partition} is not assigned to this consumer ({sorted(self._states)})")
+        return state
+
+    def _notify(self) -> None:
+        if self._data_ready is not None:
+            self._data_ready.set()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ClientClosedError("the consumer is closed")
+
+
+def _parse_partitions(partition: int | Sequence[int] | None) -> list[int] | None:
+    if partition is None:
+        return None
+    partitions = [partition] if isinstance(partition, int) else list(partition)
+    if not partitions or any(not isinstance(p, int) or p < 0 for p in partitions):
+        raise ValueError(f"partition must be an int >= 0, a non-empty list of them, or None; got {partition!r}")
+    if len(set(partitions)) != len(partitions):
+        raise ValueError(f"partitions repeat: {partitions}")
+    return partitions
+
+
+def _lookup_target(start: StartPosition) -> int:
+    if start.kind == "earliest":
+        return EARLIEST_TIMESTAMP
+    if start.kind == "latest":
+        return LATEST_TIMESTAMP
+    assert start.kind == "timestamp", start
+    return start.value
+
+
+class Consumer:
+    """A synchronous consumer: the same options and methods as ``AsyncConsumer``.
+
+    Iterating yields records one by one, polling ``max_poll_records`` at a time underneath, and
+    stops after ``consumer_timeout_ms`` without a record (never when it is None).
+    """
+
+    def __init__(
+        self,
+        server: str = DEFAULT_SERVER,
+        topic: str = "",
+        partition: int | Sequence[int] | None = None,
+        *,
+        start: int | str | datetime = "latest",
+        mode: Mode = "fetch",
+        fetch_max_bytes: int = FETCH_MAX_BYTES_DEFAULT,
+        fetch_max_wait_ms: int = FETCH_MAX_WAIT_MS_DEFAULT,
+        fetch_min_bytes: int = FETCH_MIN_BYTES_DEFAULT,
+        max_poll_records: int = MAX_POLL_RECORDS_DEFAULT,
+        check_crcs: bool = True,
+        auto_offset_reset: OffsetReset = "none",
+        consumer_timeout_ms: float | None = None,
+        request_timeout_ms: int = REQUEST_TIMEOUT_MS_DEFAULT,
+        credentials: grpc.ChannelCredentials | None = None,
+        channel_options: Sequence[tuple[str, Any]] = (),
+    ) -> None:
+        options = dict(locals())
+        del options["self"]
+        self._async = AsyncConsumer(**options)
+        self._portal = _sync.acquire_loop_thread()
+        try:
+            self._portal.run(self._async.start())
+        except BaseException:
+            _sync.release_loop_thread(self._portal)
+            raise
+        self._released = False
+
+    def __enter__(self) -> Consumer:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self._released:
+            return
+        try:
+            self._portal.run(self._async.close())
+        finally:
+            self._released = True
+            _sync.release_loop_thread(self._portal)
+
+    def poll(self, timeout_ms: float | None = 0, max_records: int | None = None) -> list[ConsumerRecord]:
+        return self._portal.run(self._async.poll(timeout_ms, max_records))
+
+    def __iter__(self) -> Iterator[ConsumerRecord]:
+        timeout_ms = self._async._config.consumer_timeout_ms
+        while True:
+            records = self.poll(timeout_ms)
+            if not records:
+                return
+            yield from records
+
+    def assignment(self) -> list[TopicPartition]:
+        return self._async.assignment()
+
+    def position(self, partition: int | None = None) -> int:
+        return self._portal.run(self._async.position(partition))
+
+    def highwater(self, partition: int | None = None) -> int | None:
+        return self._async.highwater(partition)
+
+    def seek(self, offset: int, partition: int | None = None) -> None:
+        self._portal.run(self._async.seek(offset, partition))
+
+    def seek_to_beginning(self, *partitions: int) -> None:
+        self._portal.run(self._async.seek_to_beginning(*partitions))
+
+    def seek_to_end(self, *partitions: int) -> None:
+        self._portal.run(self._async.seek_to_end(*partitions))
+
+    def seek_to_timestamp(self, timestamp_ms: int, *partitions: int) -> None:
+        self._portal.run(self._async.seek_to_timestamp(timestamp_ms, *partitions))
+
+    def beginning_offsets(self) -> dict[int, int]:
+        return self._portal.run(self._async.beginning_offsets())
+
+    def end_offsets(self) -> dict[int, int]:
+        return self._portal.run(self._async.end_offsets())
+
+    def offsets_for_times(self, timestamp_ms: int) -> dict[int, OffsetAndTimestamp | None]:
+        return self._portal.run(self._async.offsets_for_times(timestamp_ms))
+
+    def statistics(self) -> ConsumerStatistics:
+        return self._async.statistics()

@@ -1,0 +1,183 @@
+"""Errors raised by the seglog client.
+
+Every error the client raises on purpose derives from one root. gRPC status codes are translated
+into these classes once, here, through ``_STATUS_TO_ERROR``; codec errors from ``seglog.records``
+through ``_CODEC_TO_ERROR``. The original exception is always chained as ``__cause__``::
+
+    SeglogError                       root; .code is the gRPC status code (None when raised locally)
+    ├── InvalidRequestError           INVALID_ARGUMENT: bad topic name, bad config, malformed batch
+    ├── TopicNotFoundError            NOT_FOUND: unknown topic or partition
+    ├── TopicExistsError              ALREADY_EXISTS: CreateTopic of an existing topic
+    ├── OffsetOutOfRangeError         OUT_OF_RANGE: offset outside [log start, log end]
+    ├── CorruptRecordError            DATA_LOSS; also a fetched batch whose CRC or layout is wrong
+    ├── RecordTooLargeError           RESOURCE_EXHAUSTED; also a record above max_request_bytes
+    ├── FailedPreconditionError       FAILED_PRECONDITION: valid request the log's state refuses
+    ├── AuthenticationError           UNAUTHENTICATED
+    ├── AuthorizationError            PERMISSION_DENIED
+    ├── ServiceUnavailableError       UNAVAILABLE: service down, stopping, or log dir offline (retriable)
+    ├── RequestTimeoutError           DEADLINE_EXCEEDED, or a local wait ran out (retriable; also a
+    │                                 builtin TimeoutError)
+    ├── ServiceError                  any other status: INTERNAL, UNKNOWN, UNIMPLEMENTED, ...
+    └── ClientClosedError             the producer, consumer or admin was already closed
+
+``retriable`` says whether repeating the same request may succeed without changing it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import ClassVar
+
+import grpc
+
+from seglog.records import errors as codec_errors
+
+__all__ = [
+    "AuthenticationError",
+    "AuthorizationError",
+    "ClientClosedError",
+    "CorruptRecordError",
+    "FailedPreconditionError",
+    "InvalidRequestError",
+    "OffsetOutOfRangeError",
+    "RecordTooLargeError",
+    "RequestTimeoutError",
+    "SeglogError",
+    "ServiceError",
+    "ServiceUnavailableError",
+    "TopicExistsError",
+    "TopicNotFoundError",
+    "error_from_codec",
+    "error_from_rpc",
+    "translate_codec_errors",
+    "translate_rpc_errors",
+]
+
+
+class SeglogError(Exception):
+    """Root of every error the seglog client raises on purpose."""
+
+    retriable: ClassVar[bool] = False
+
+    def __init__(self, message: str, *, code: grpc.StatusCode | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = code
+
+    def __str__(self) -> str:
+        if self.code is None:
+            return self.message
+        return f"{self.message} ({self.code.name})"
+
+
+class InvalidRequestError(SeglogError):
+    pass
+
+
+class TopicNotFoundError(SeglogError):
+    pass
+
+
+class TopicExistsError(SeglogError):
+    pass
+
+
+class OffsetOutOfRangeError(SeglogError):
+    pass
+
+
+class CorruptRecordError(SeglogError):
+    pass
+
+
+class RecordTooLargeError(SeglogError):
+    pass
+
+
+class FailedPreconditionError(SeglogError):
+    pass
+
+
+class AuthenticationError(SeglogError):
+    pass
+
+
+class AuthorizationError(SeglogError):
+    pass
+
+
+class ServiceUnavailableError(SeglogError):
+    retriable = True
+
+
+class RequestTimeoutError(SeglogError, TimeoutError):
+    retriable = True
+
+
+class ServiceError(SeglogError):
+    pass
+
+
+class ClientClosedError(SeglogError):
+    pass
+
+
+# The one place a gRPC status becomes a client exception. Codes missing here become ServiceError.
+_STATUS_TO_ERROR: dict[grpc.StatusCode, type[SeglogError]] = {
+    grpc.StatusCode.INVALID_ARGUMENT: InvalidRequestError,
+    grpc.StatusCode.NOT_FOUND: TopicNotFoundError,
+    grpc.StatusCode.ALREADY_EXISTS: TopicExistsError,
+    grpc.StatusCode.OUT_OF_RANGE: OffsetOutOfRangeError,
+    grpc.StatusCode.DATA_LOSS: CorruptRecordError,
+    grpc.StatusCode.RESOURCE_EXHAUSTED: RecordTooLargeError,
+    grpc.StatusCode.FAILED_PRECONDITION: FailedPreconditionError,
+    grpc.StatusCode.UNAUTHENTICATED: AuthenticationError,
+    grpc.StatusCode.PERMISSION_DENIED: AuthorizationError,
+    grpc.StatusCode.UNAVAILABLE: ServiceUnavailableError,
+    grpc.StatusCode.DEADLINE_EXCEEDED: RequestTimeoutError,
+}
+
+# Codec failures seen by the client (decoding fetched batches, building produced ones). Checked in
+# order, most specific first; InvalidCrcError is a CorruptRecordError in the codec's own tree.
+_CODEC_TO_ERROR: tuple[tuple[type[codec_errors.CodecError], type[SeglogError]], ...] = (
+    (codec_errors.CorruptRecordError, CorruptRecordError),
+    (codec_errors.UnsupportedCompressionError, CorruptRecordError),
+    (codec_errors.CodecError, CorruptRecordError),
+)
+
+
+def error_from_rpc(error: grpc.RpcError) -> SeglogError:
+    """The client exception for a failed RPC (the caller chains it: ``raise ... from error``)."""
+    code = error.code() if callable(getattr(error, "code", None)) else None
+    details = error.details() if callable(getattr(error, "details", None)) else None
+    if not isinstance(code, grpc.StatusCode):
+        return ServiceError(f"RPC failed without a status: {error!r}")
+    cls = _STATUS_TO_ERROR.get(code, ServiceError)
+    return cls(details or f"the service answered {code.name} without details", code=code)
+
+
+def error_from_codec(error: codec_errors.CodecError) -> SeglogError:
+    """The client exception for a record-codec failure."""
+    for codec_cls, cls in _CODEC_TO_ERROR:
+        if isinstance(error, codec_cls):
+            return cls(str(error))
+    raise AssertionError(f"no translation for codec error {type(error).__name__}")
+
+
+@contextmanager
+def translate_rpc_errors() -> Iterator[None]:
+    """Re-raise any ``grpc.RpcError`` inside the block as a ``SeglogError``, cause chained."""
+    try:
+        yield
+    except grpc.RpcError as error:
+        raise error_from_rpc(error) from error
+
+
+@contextmanager
+def translate_codec_errors() -> Iterator[None]:
+    """Re-raise any ``seglog.records`` ``CodecError`` inside the block as a ``SeglogError``."""
+    try:
+        yield
+    except codec_errors.CodecError as error:
+        raise error_from_codec(error) from error

@@ -1,0 +1,649 @@
+"""Producers: batch records per partition and append each batch with one Produce request.
+
+``AsyncProducer`` is the implementation; ``Producer`` is its synchronous facade (see
+``seglog._sync``). Both behave like the Kafka producers Python users know (kafka-python,
+aiokafka, confluent-kafka): ``send`` returns a future of ``RecordMetadata``; records wait up to
+``linger_ms`` to share a batch of at most ``batch_size`` bytes; ``flush`` sends everything now and
+waits; ``close`` flushes and disconnects.
+
+Ordering: with ``max_in_flight_per_partition=1`` (the default) one partition has at most one
+request in flight, so batches are appended in the order they were filled, retries included. A higher
+value raises throughput for one partition at the cost of that guarantee when a request fails.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import grpc
+
+from seglog import _sync
+from seglog._accumulator import BufferFullError, ProducerBatch, RecordAccumulator
+from seglog._partitioner import DefaultPartitioner
+from seglog.client import REQUEST_TIMEOUT_MS_DEFAULT, Transport
+from seglog.errors import (
+    ClientClosedError,
+    RequestTimeoutError,
+    SeglogError,
+    TopicNotFoundError,
+    translate_codec_errors,
+)
+from seglog.records import Compression
+from seglog.structs import DEFAULT_SERVER, Acks, HeadersLike, RecordMetadata, TopicPartition, normalize_headers
+from seglog.v1 import log_service_pb2 as pb
+
+__all__ = ["AsyncProducer", "BatchMetadata", "Producer", "ProducerStatistics"]
+
+# Kafka's producer defaults, so settings carry over: batch.size 16 KiB, linger.ms 5 (Kafka 4.0),
+# buffer.memory 32 MiB, max.request.size 1 MiB (also Kafka's max.message.bytes default), 5
+# requests in flight per connection, max.block.ms 60 s.
+BATCH_SIZE_DEFAULT = 16_384
+LINGER_MS_DEFAULT = 5
+BUFFER_BYTES_DEFAULT = 32 * 1024 * 1024
+MAX_REQUEST_BYTES_DEFAULT = 1024 * 1024
+MAX_IN_FLIGHT_REQUESTS_DEFAULT = 5
+MAX_BLOCK_MS_DEFAULT = 60_000
+RETRY_BACKOFF_MS_DEFAULT = 100
+
+_ACKS_TO_PROTO = {Acks.WRITTEN: pb.ACKS_WRITTEN, Acks.FSYNCED: pb.ACKS_FSYNCED}
+
+
+@dataclass(frozen=True)
+class BatchMetadata:
+    """Where a batch appended with ``send_batch`` landed."""
+
+    topic: str
+    partition: int
+    base_offset: int
+    last_offset: int
+    # The service's timestamp when the topic uses LogAppendTime; -1 under CreateTime.
+    log_append_time_ms: int
+    log_start_offset: int
+
+
+@dataclass(frozen=True)
+class ProducerStatistics:
+    records_sent: int
+    records_failed: int
+    batches_sent: int
+    batches_failed: int
+    bytes_sent: int  # encoded (compressed) batch bytes acknowledged by the service
+    requests_in_flight: int
+    retries: int
+    batches_queued: int
+    records_queued: int
+    buffered_bytes: int
+    buffer_bytes_max: int
+    metadata_requests: int
+    closed: bool
+
+
+@dataclass(frozen=True)
+class _ProducerConfig:
+    acks: Acks
+    compression: Compression
+    batch_size: int
+    linger_ms: float
+    buffer_bytes: int
+    max_request_bytes: int
+    max_in_flight_requests: int
+    max_in_flight_per_partition: int
+    max_block_ms: int
+    retries: int
+    retry_backoff_ms: int
+    request_timeout_ms: int
+
+    def __post_init__(self) -> None:
+        _require(self.batch_size > 0, "batch_size must be > 0", self.batch_size)
+        _require(self.linger_ms >= 0, "linger_ms must be >= 0", self.linger_ms)
+        _require(self.max_request_bytes > 0, "max_request_bytes must be > 0", self.max_request_bytes)
+        _require(self.buffer_bytes >= self.batch_size, "buffer_bytes must be >= batch_size", self.buffer_bytes)
+        _require(self.max_in_flight_requests >= 1, "max_in_flight_requests must be >= 1", self.max_in_flight_requests)
+        _require(
+            1 <= self.max_in_flight_per_partition <= self.max_in_flight_requests,
+            "max_in_flight_per_partition must be in [1, max_in_flight_requests]",
+            self.max_in_flight_per_partition,
+        )
+        _require(self.max_block_ms >= 0, "max_block_ms must be >= 0", self.max_block_ms)
+        _require(self.retries >= 0, "retries must be >= 0", self.retries)
+        _require(self.retry_backoff_ms >= 0, "retry_backoff_ms must be >= 0", self.retry_backoff_ms)
+
+
+def _require(condition: bool, message: str, found: object) -> None:
+    if not condition:
+        raise ValueError(f"{message}, got {found!r}")
+
+
+def _parse_acks(acks: Acks | str) -> Acks:
+    try:
+        return acks if isinstance(acks, Acks) else Acks(acks.lower())
+    except (ValueError, AttributeError):
+        raise ValueError(f"acks must be one of {[a.value for a in Acks]}, got {acks!r}") from None
+
+
+def _parse_compression(compression: Compression | str | None) -> Compression:
+    if compression is None:
+        return Compression.NONE
+    if isinstance(compression, Compression):
+        return compression
+    try:
+        return Compression[str(compression).upper()]
+    except KeyError:
+        names = [c.name.lower() for c in Compression]
+        raise ValueError(f"compression must be one of {names}, got {compression!r}") from None
+
+
+def _wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def _as_bytes(name: str, data: bytes | bytearray | memoryview | str | None) -> bytes | None:
+    if data is None or isinstance(data, bytes):
+        return data
+    if isinstance(data, str):
+        return data.encode()
+    if isinstance(data, bytearray | memoryview):
+        return bytes(data)
+    raise TypeError(f"{name} must be bytes, str or None, got {type(data).__name__}")
+
+
+class AsyncProducer:
+    """An asyncio producer (the implementation behind ``Producer``).
+
+    Use ``async with AsyncProducer(...) as producer`` or ``await producer.start()`` /
+    ``await producer.close()``.
+    """
+
+    def __init__(
+        self,
+        server: str = DEFAULT_SERVER,
+        *,
+        acks: Acks | str = Acks.WRITTEN,
+        compression: Compression | str | None = Compression.NONE,
+        batch_size: int = BATCH_SIZE_DEFAULT,
+        linger_ms: float = LINGER_MS_DEFAULT,
+        buffer_bytes: int = BUFFER_BYTES_DEFAULT,
+        max_request_bytes: int = MAX_REQUEST_BYTES_DEFAULT,
+        max_in_flight_requests: int = MAX_IN_FLIGHT_REQUESTS_DEFAULT,
+        max_in_flight_per_partition: int = 1,
+        max_block_ms: int = MAX_BLOCK_MS_DEFAULT,
+        retries: int = 0,
+        retry_backoff_ms: int = RETRY_BACKOFF_MS_DEFAULT,
+        request_timeout_ms: int = REQUEST_TIMEOUT_MS_DEFAULT,
+        credentials: grpc.ChannelCredentials | None = None,
+        channel_options: Sequence[tuple[str, Any]] = (),
+    ) -> None:
+        self._config = _ProducerConfig(
+            acks=_parse_acks(acks),
+            compression=_parse_compression(compression),
+            batch_size=batch_size,
+            linger_ms=linger_ms,
+            buffer_bytes=buffer_bytes,
+            max_request_bytes=max_request_bytes,
+            max_in_flight_requests=max_in_flight_requests,
+            max_in_flight_per_partition=max_in_flight_per_partition,
+            max_block_ms=max_block_ms,
+            retries=retries,
+            retry_backoff_ms=retry_backoff_ms,
+            request_timeout_ms=request_timeout_ms,
+        )
+        self._server = server
+        self._transport_options = {
+            "request_timeout_ms": request_timeout_ms,
+            "credentials": credentials,
+            "channel_options": channel_options,
+        }
+        self._accumulator = RecordAccumulator(
+            batch_bytes=batch_size,
+            linger_ms=linger_ms,
+            compression=self._config.compression,
+            buffer_bytes=buffer_bytes,
+            request_bytes_max=max_request_bytes,
+            wall_clock_ms=_wall_clock_ms,
+        )
+        self._partitioner = DefaultPartitioner(sticky_bytes=batch_size)
+        self._partition_counts: dict[str, int] = {}
+        self._transport: Transport | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop_thread_id: int | None = None
+        self._sender: asyncio.Task[None] | None = None
+        self._requests: set[asyncio.Task[None]] = set()
+        self._in_flight: dict[TopicPartition, int] = {}
+        self._wakeup: asyncio.Event | None = None
+        self._progress: asyncio.Event | None = None
+        self._closing = False
+        self._closed = False
+        self._stats = {
+            "records_sent": 0,
+            "records_failed": 0,
+            "batches_sent": 0,
+            "batches_failed": 0,
+            "bytes_sent": 0,
+            "retries": 0,
+            "metadata_requests": 0,
+        }
+
+    # -- lifecycle -------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Connect and start the sender task (idempotent)."""
+        if self._transport is not None:
+            return
+        self._check_open()
+        self._loop = asyncio.get_running_loop()
+        self._loop_thread_id = threading.get_ident()
+        self._wakeup = asyncio.Event()
+        self._progress = asyncio.Event()
+        self._transport = Transport(self._server, **self._transport_options)
+        self._sender = asyncio.create_task(self._run_sender(), name="seglog-producer-sender")
+
+    async def __aenter__(self) -> AsyncProducer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+    async def close(self, timeout_ms: float | None = None) -> None:
+        """Send what is queued, wait for it (up to ``timeout_ms``), then disconnect.
+
+        Records still unsent when the timeout runs out fail with ClientClosedError.
+        """
+        if self._closed:
+            return
+        self._closing = True
+        if self._transport is None:
+            self._closed = True
+            return
+        try:
+            await self.flush(timeout_ms)
+        except RequestTimeoutError:
+            self._abort(ClientClosedError("the producer was closed before these records were sent"))
+        finally:
+            self._closed = True
+            await self._stop_tasks()
+            await self._transport.close()
+
+    # -- sending ---------------------------------------------------------------------------------
+
+    async def send(
+        self,
+        topic: str,
+        value: bytes | str | None,
+        key: bytes | str | None = None,
+        partition: int | None = None,
+        timestamp_ms: int | None = None,
+        headers: HeadersLike | None = None,
+    ) -> asyncio.Future[RecordMetadata]:
+        """Queue one record; the returned future resolves to its RecordMetadata once appended.
+
+        Waits (up to ``max_block_ms``) only for partition metadata or for buffer space.
+        """
+        await self.start()
+        future: asyncio.Future[RecordMetadata] = asyncio.get_running_loop().create_future()
+        await self._append_waiting(topic, value, key, partition, timestamp_ms, headers, future)
+        return future
+
+    async def send_and_wait(
+        self,
+        topic: str,
+        value: bytes | str | None,
+        key: bytes | str | None = None,
+        partition: int | None = None,
+        timestamp_ms: int | None = None,
+        headers: HeadersLike | None = None,
+    ) -> RecordMetadata:
+        """``send`` and wait for the record to be appended."""
+        future = await self.send(topic, value, key, partition, timestamp_ms, headers)
+        await self.flush_soon()
+        return await future
+
+    async def send_batch(self, topic: str, partition: int, records: bytes) -> BatchMetadata:
+        """Append one ready-made Kafka v2 record batch (base offset 0) as it is, bypassing batching."""
+        await self.start()
+        response = await self._produce(topic, partition, records)
+        return BatchMetadata(
+            topic=topic,
+            partition=partition,
+            base_offset=response.base_offset,
+            last_offset=response.last_offset,
+            log_append_time_ms=response.log_append_time_ms,
+            log_start_offset=response.log_start_offset,
+        )
+
+    async def partitions_for(self, topic: str) -> set[int]:
+        """The partition ids of ``topic`` (TopicNotFoundError when it does not exist)."""
+        await self.start()
+        return set(range(await self._partition_count(topic)))
+
+    async def flush(self, timeout_ms: float | None = None) -> None:
+        """Send every queued record now and wait until all of them completed (either way)."""
+        if self._transport is None:
+            return
+        target = self._accumulator.begin_flush()
+        self._wake()
+        deadline = None if timeout_ms is None else self._now_ms() + timeout_ms
+        assert self._progress is not None
+        while not self._accumulator.flushed_through(target):
+            self._progress.clear()
+            remaining_s = None if deadline is None else max(0.0, (deadline - self._now_ms()) / 1000)
+            try:
+                await asyncio.wait_for(self._progress.wait(), remaining_s)
+            except TimeoutError:
+                raise RequestTimeoutError(f"flush did not complete within {timeout_ms} ms") from None
+
+    async def flush_soon(self) -> None:
+        """Make queued records ready now without waiting for them (linger ends early)."""
+        if self._transport is not None:
+            self._accumulator.begin_flush()
+            self._wake()
+
+    def statistics(self) -> ProducerStatistics:
+        accumulated = self._accumulator.statistics()
+        return ProducerStatistics(
+            **self._stats,
+            requests_in_flight=len(self._requests),
+            batches_queued=accumulated.batches_queued,
+            records_queued=accumulated.records_queued,
+            buffered_bytes=accumulated.buffered_bytes,
+            buffer_bytes_max=accumulated.buffer_bytes_max,
+            closed=self._closed,
+        )
+
+    # -- shared with the synchronous facade ------------------------------------------------------
+
+    def _cached_partition_count(self, topic: str) -> int | None:
+        return self._partition_counts.get(topic)
+
+    async def _partition_count(self, topic: str) -> int:
+        count = self._partition_counts.get(topic)
+        if count is None:
+            assert self._transport is not None
+            self._stats["metadata_requests"] += 1
+            response = await self._transport.describe_topic(pb.DescribeTopicRequest(topic=topic))
+            count = len(response.partitions)
+            self._partition_counts[topic] = count
+        return count
+
+    def _append_nowait(
+        self,
+        topic: str,
+        value: bytes | str | None,
+        key: bytes | str | None,
+        partition: int | None,
+        timestamp_ms: int | None,
+        headers: HeadersLike | None,
+        future: Any,
+    ) -> None:
+        """Append from any thread; the partition count must be cached when ``partition`` is None."""
+        self._check_open()
+        value_bytes = _as_bytes("value", value)
+        key_bytes = _as_bytes("key", key)
+        header_pairs = normalize_headers(headers)
+        if partition is None:
+            count = self._partition_counts.get(topic)
+            assert count is not None, f"partition count of {topic!r} not loaded"
+            size = len(value_bytes or b"") + len(key_bytes or b"")
+            partition = self._partitioner.partition(topic, key_bytes, count, size)
+        elif partition < 0:
+            raise ValueError(f"partition must be >= 0, got {partition}")
+        result = self._accumulator.append(
+            TopicPartition(topic, partition), key_bytes, value_bytes, timestamp_ms, header_pairs, future, self._now_ms()
+        )
+        if result.new_batch or result.batch_full:
+            self._wake()
+
+    async def _append_waiting(
+        self,
+        topic: str,
+        value: bytes | str | None,
+        key: bytes | str | None,
+        partition: int | None,
+        timestamp_ms: int | None,
+        headers: HeadersLike | None,
+        future: Any,
+    ) -> None:
+        """Append on the loop, first loading metadata and waiting for buffer space if needed."""
+        await self.start()
+        if partition is None:
+            await self._partition_count(topic)
+        deadline = self._now_ms() + self._config.max_block_ms
+        while True:
+            try:
+                self._append_nowait(topic, value, key, partition, timestamp_ms, headers, future)
+                return
+            except BufferFullError:
+                await self._wait_for_space(deadline)
+
+    # -- the sender ------------------------------------------------------------------------------
+
+    async def _run_sender(self) -> None:
+        assert self._wakeup is not None and self._loop is not None
+        while True:
+            self._wakeup.clear()
+            now = self._now_ms()
+            room = self._config.max_in_flight_requests - len(self._requests)
+            batches, next_due_ms = self._accumulator.drain(now, self._can_send, room)
+            for batch in batches:
+                self._start_request(batch)
+            if self._closing and self._accumulator.is_empty():
+                return
+            timer = None
+            if next_due_ms is not None:
+                timer = self._loop.call_later(max(0.0, next_due_ms - now) / 1000, self._wakeup.set)
+            await self._wakeup.wait()
+            if timer is not None:
+                timer.cancel()
+
+    def _can_send(self, topic_partition: TopicPartition) -> bool:
+        return self._in_flight.get(topic_partition, 0) < self._config.max_in_flight_per_partition
+
+    def _start_request(self, batch: ProducerBatch) -> None:
+        tp = batch.topic_partition
+        self._in_flight[tp] = self._in_flight.get(tp, 0) + 1
+        task = asyncio.create_task(self._send_batch_request(batch))
+        self._requests.add(task)
+        task.add_done_callback(self._requests.discard)
+
+    async def _send_batch_request(self, batch: ProducerBatch) -> None:
+        tp = batch.topic_partition
+        try:
+            with translate_codec_errors():
+                records = batch.build()
+            response = await self._produce(tp.topic, tp.partition, records)
+        except SeglogError as error:
+            self._record_failure(batch, error)
+        except asyncio.CancelledError:
+            self._record_failure(batch, ClientClosedError("the producer was closed while this batch was in flight"))
+            raise
+        except Exception as error:  # a bug or an unexpected failure: still complete every future
+            self._record_failure(batch, error)
+        else:
+            batch.succeed(response.base_offset, response.log_append_time_ms)
+            self._stats["records_sent"] += batch.record_count
+            self._stats["batches_sent"] += 1
+            self._stats["bytes_sent"] += len(records)
+        finally:
+            self._in_flight[tp] -= 1
+            if not self._in_flight[tp]:
+                del self._in_flight[tp]
+            self._accumulator.complete(batch)
+            assert self._progress is not None
+            self._progress.set()
+            self._wake()
+
+    def _record_failure(self, batch: ProducerBatch, error: BaseException) -> None:
+        if isinstance(error, TopicNotFoundError):
+            # The topic may have been deleted or re-created with another partition count.
+            self._partition_counts.pop(batch.topic_partition.topic, None)
+        batch.fail(error)
+        self._stats["records_failed"] += batch.record_count
+        self._stats["batches_failed"] += 1
+
+    async def _produce(self, topic: str, partition: int, records: bytes) -> pb.ProduceResponse:
+        assert self._transport is not None
+        request = pb.ProduceRequest(
+            topic=topic, partition=partition, records=records, acks=_ACKS_TO_PROTO[self._config.acks]
+        )
+        attempt = 0
+        while True:
+            try:
+                return await self._transport.produce(request)
+            except SeglogError as error:
+                if not error.retriable or attempt >= self._config.retries or self._closed:
+                    raise
+            attempt += 1
+            self._stats["retries"] += 1
+            await asyncio.sleep(self._config.retry_backoff_ms / 1000)
+
+    # -- helpers ---------------------------------------------------------------------------------
+
+    async def _wait_for_space(self, deadline_ms: float) -> None:
+        assert self._progress is not None
+        remaining_ms = deadline_ms - self._now_ms()
+        if remaining_ms <= 0:
+            raise RequestTimeoutError(
+                f"no buffer space freed within max_block_ms={self._config.max_block_ms} "
+                f"(buffer_bytes={self._config.buffer_bytes}); the service may be slow or down"
+            )
+        self._accumulator.add_space_waiter(+1)
+        self._progress.clear()
+        self._wake()
+        try:
+            await asyncio.wait_for(self._progress.wait(), remaining_ms / 1000)
+        except TimeoutError:
+            pass
+        finally:
+            self._accumulator.add_space_waiter(-1)
+
+    def _wake(self) -> None:
+        """Wake the sender; callable from any thread."""
+        if self._loop is None or self._wakeup is None:
+            return
+        if threading.get_ident() == self._loop_thread_id:
+            self._wakeup.set()
+        else:
+            self._loop.call_soon_threadsafe(self._wakeup.set)
+
+    def _abort(self, error: BaseException) -> None:
+        self._stats["records_failed"] += self._accumulator.abort_queued(error)
+
+    async def _stop_tasks(self) -> None:
+        tasks = [task for task in (self._sender, *self._requests) if task is not None and not task.done()]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        # Whatever never reached a request (cancelled before drain) fails instead of hanging.
+        self._abort(ClientClosedError("the producer was closed before these records were sent"))
+
+    def _now_ms(self) -> float:
+        return self._loop.time() * 1000 if self._loop is not None else time.monotonic() * 1000
+
+    def _check_open(self) -> None:
+        if self._closing or self._closed:
+            raise ClientClosedError("the producer is closed")
+
+
+class Producer:
+    """A synchronous producer: the same options and methods as ``AsyncProducer``.
+
+    ``send`` appends from the calling thread without a hop to the loop thread (except to load
+    metadata for a new topic or to wait for buffer space) and returns a
+    ``concurrent.futures.Future``; ``future.result(timeout)`` waits for the RecordMetadata.
+    Usable from several threads.
+    """
+
+    def __init__(
+        self,
+        server: str = DEFAULT_SERVER,
+        *,
+        acks: Acks | str = Acks.WRITTEN,
+        compression: Compression | str | None = Compression.NONE,
+        batch_size: int = BATCH_SIZE_DEFAULT,
+        linger_ms: float = LINGER_MS_DEFAULT,
+        buffer_bytes: int = BUFFER_BYTES_DEFAULT,
+        max_request_bytes: int = MAX_REQUEST_BYTES_DEFAULT,
+        max_in_flight_requests: int = MAX_IN_FLIGHT_REQUESTS_DEFAULT,
+        max_in_flight_per_partition: int = 1,
+        max_block_ms: int = MAX_BLOCK_MS_DEFAULT,
+        retries: int = 0,
+        retry_backoff_ms: int = RETRY_BACKOFF_MS_DEFAULT,
+        request_timeout_ms: int = REQUEST_TIMEOUT_MS_DEFAULT,
+        credentials: grpc.ChannelCredentials | None = None,
+        channel_options: Sequence[tuple[str, Any]] = (),
+    ) -> None:
+        options = dict(locals())
+        del options["self"]
+        self._async = AsyncProducer(**options)  # validates the options in the caller's thread
+        self._portal = _sync.acquire_loop_thread()
+        try:
+            self._portal.run(self._async.start())
+        except BaseException:
+            _sync.release_loop_thread(self._portal)
+            raise
+        self._released = False
+
+    def __enter__(self) -> Producer:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def send(
+        self,
+        topic: str,
+        value: bytes | str | None,
+        key: bytes | str | None = None,
+        partition: int | None = None,
+        timestamp_ms: int | None = None,
+        headers: HeadersLike | None = None,
+    ) -> concurrent.futures.Future[RecordMetadata]:
+        future: concurrent.futures.Future[RecordMetadata] = concurrent.futures.Future()
+        if partition is None and self._async._cached_partition_count(topic) is None:
+            self._portal.run(self._async._partition_count(topic))
+        try:
+            self._async._append_nowait(topic, value, key, partition, timestamp_ms, headers, future)
+        except BufferFullError:
+            self._portal.run(self._async._append_waiting(topic, value, key, partition, timestamp_ms, headers, future))
+        return future
+
+    def send_and_wait(
+        self,
+        topic: str,
+        value: bytes | str | None,
+        key: bytes | str | None = None,
+        partition: int | None = None,
+        timestamp_ms: int | None = None,
+        headers: HeadersLike | None = None,
+    ) -> RecordMetadata:
+        return self._portal.run(self._async.send_and_wait(topic, value, key, partition, timestamp_ms, headers))
+
+    def send_batch(self, topic: str, partition: int, records: bytes) -> BatchMetadata:
+        return self._portal.run(self._async.send_batch(topic, partition, records))
+
+    def partitions_for(self, topic: str) -> set[int]:
+        return self._portal.run(self._async.partitions_for(topic))
+
+    def flush(self, timeout_ms: float | None = None) -> None:
+        self._portal.run(self._async.flush(timeout_ms))
+
+    def flush_soon(self) -> None:
+        self._portal.run(self._async.flush_soon())
+
+    def close(self, timeout_ms: float | None = None) -> None:
+        if self._released:
+            return
+        try:
+            self._portal.run(self._async.close(timeout_ms))
+        finally:
+            self._released = True
+            _sync.release_loop_thread(self._portal)
+
+    def statistics(self) -> ProducerStatistics:
+        return self._async.statistics()

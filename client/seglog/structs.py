@@ -1,0 +1,125 @@
+"""Plain values the client hands out and accepts (Kafka clients' vocabulary).
+
+Records and metadata are NamedTuples, as in kafka-python and aiokafka, so they unpack, compare and
+print without ceremony. Descriptions of topics are frozen dataclasses.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import NamedTuple, TypeAlias
+
+__all__ = [
+    "DEFAULT_SERVER",
+    "EARLIEST_TIMESTAMP",
+    "LATEST_TIMESTAMP",
+    "MAX_TIMESTAMP",
+    "Acks",
+    "ConsumerRecord",
+    "Header",
+    "HeadersLike",
+    "OffsetAndTimestamp",
+    "PartitionDescription",
+    "RecordMetadata",
+    "TopicDescription",
+    "TopicInfo",
+    "TopicPartition",
+    "normalize_headers",
+]
+
+# The service's default listen address (scripts/serve, the CLI's --server default).
+DEFAULT_SERVER = "127.0.0.1:50551"
+
+# Special targets of OffsetsForTimes (Kafka's ListOffsets sentinels).
+LATEST_TIMESTAMP = -1  # the log end offset
+EARLIEST_TIMESTAMP = -2  # the log start offset
+MAX_TIMESTAMP = -3  # the record with the largest timestamp
+
+Header: TypeAlias = tuple[str, bytes | None]
+# What send() accepts as headers: a mapping, or (key, value) pairs when keys repeat.
+HeadersLike: TypeAlias = Mapping[str, bytes | str | None] | Sequence[tuple[str, bytes | str | None]]
+
+
+class Acks(enum.Enum):
+    """When the service acknowledges a produced batch."""
+
+    WRITTEN = "written"  # after the write to the log (page cache); the topic's flush policy decides fsync
+    FSYNCED = "fsynced"  # after the batch and everything before it is fsynced
+
+
+class TopicPartition(NamedTuple):
+    topic: str
+    partition: int
+
+
+class RecordMetadata(NamedTuple):
+    """Where a produced record landed."""
+
+    topic: str
+    partition: int
+    offset: int
+    # The record's CreateTime, or the service's LogAppendTime when the topic uses it.
+    timestamp_ms: int
+
+
+class ConsumerRecord(NamedTuple):
+    topic: str
+    partition: int
+    offset: int
+    timestamp_ms: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[Header, ...]
+
+
+class OffsetAndTimestamp(NamedTuple):
+    offset: int
+    # The found record's timestamp; -1 for the EARLIEST / LATEST targets.
+    timestamp_ms: int
+
+
+@dataclass(frozen=True)
+class TopicInfo:
+    """A topic as ListTopics and CreateTopic report it."""
+
+    topic: str
+    partitions: int
+    # Effective configs (CreateTopic only; empty from ListTopics).
+    configs: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class PartitionDescription:
+    partition: int
+    log_start_offset: int
+    log_end_offset: int
+    high_watermark: int
+    size_bytes: int
+    segment_count: int
+    log_dir: str
+
+
+@dataclass(frozen=True)
+class TopicDescription:
+    topic: str
+    configs: Mapping[str, str]
+    partitions: tuple[PartitionDescription, ...]
+
+
+def normalize_headers(headers: HeadersLike | None) -> tuple[Header, ...]:
+    """Headers as the codec wants them: (str key, bytes-or-None value) pairs, order kept."""
+    if not headers:
+        return ()
+    pairs = headers.items() if isinstance(headers, Mapping) else headers
+    normalized: list[Header] = []
+    for key, value in pairs:
+        if not isinstance(key, str):
+            raise TypeError(f"header keys must be str, got {type(key).__name__}")
+        if isinstance(value, str):
+            value = value.encode()
+        elif value is not None and not isinstance(value, bytes | bytearray | memoryview):
+            raise TypeError(f"header {key!r}: value must be bytes, str or None, got {type(value).__name__}")
+        normalized.append((key, bytes(value) if value is not None else None))
+    return tuple(normalized)

@@ -1,0 +1,210 @@
+"""The producer's batching core, driven by hand with explicit times (no I/O, no sleeping)."""
+
+from __future__ import annotations
+
+import concurrent.futures
+
+import pytest
+
+from seglog._accumulator import (
+    RECORD_OVERHEAD_BYTES_MAX,
+    BufferFullError,
+    RecordAccumulator,
+    record_bytes_upper_bound,
+)
+from seglog.errors import ClientClosedError, RecordTooLargeError
+from seglog.records import RECORD_BATCH_OVERHEAD, Compression, RecordBatch
+from seglog.structs import RecordMetadata, TopicPartition
+
+TP0 = TopicPartition("t", 0)
+TP1 = TopicPartition("t", 1)
+WALL_CLOCK_MS = 1_700_000_000_000
+
+
+def make(batch_bytes=1000, linger_ms=10, buffer_bytes=100_000, request_bytes_max=1_000_000, compression=Compression.NONE):
+    return RecordAccumulator(
+        batch_bytes=batch_bytes,
+        linger_ms=linger_ms,
+        compression=compression,
+        buffer_bytes=buffer_bytes,
+        request_bytes_max=request_bytes_max,
+        wall_clock_ms=lambda: WALL_CLOCK_MS,
+    )
+
+
+def append(acc, tp=TP0, value=b"v" * 10, key=None, now_ms=0.0, timestamp_ms=None, headers=()):
+    future: concurrent.futures.Future[RecordMetadata] = concurrent.futures.Future()
+    result = acc.append(tp, key, value, timestamp_ms, headers, future, now_ms)
+    return future, result
+
+
+def always(_tp):
+    return True
+
+
+def test_first_record_opens_a_batch_that_waits_for_linger():
+    acc = make(linger_ms=10)
+    _, result = append(acc, now_ms=100)
+    assert result.new_batch and not result.batch_full
+    ready, due = acc.drain(105, always, 10)
+    assert ready == [] and due == 110
+
+
+def test_batch_is_ready_once_linger_has_passed():
+    acc = make(linger_ms=10)
+    append(acc, now_ms=100)
+    ready, due = acc.drain(110, always, 10)
+    assert [b.record_count for b in ready] == [1] and due is None
+
+
+def test_records_share_the_open_batch_until_it_is_full():
+    record = record_bytes_upper_bound(None, b"v" * 10, ())
+    acc = make(batch_bytes=RECORD_BATCH_OVERHEAD + 3 * record)
+    results = [append(acc)[1] for _ in range(4)]
+    assert [r.new_batch for r in results] == [True, False, False, True]
+    assert [r.batch_full for r in results] == [False, False, True, True]
+    ready, _ = acc.drain(0, always, 10)  # full: ready without lingering
+    assert [b.record_count for b in ready] == [3]
+
+
+def test_a_record_larger_than_batch_bytes_gets_a_batch_of_its_own():
+    acc = make(batch_bytes=200)
+    append(acc, value=b"x" * 10)
+    _, result = append(acc, value=b"x" * 500)
+    assert result.new_batch and result.batch_full
+    ready, _ = acc.drain(0, always, 10)
+    assert [b.record_count for b in ready] == [1]  # one per partition per drain
+    ready, _ = acc.drain(0, always, 10)
+    assert [b.record_count for b in ready] == [1]
+
+
+def test_drain_skips_partitions_that_cannot_send_and_respects_the_batch_count_max():
+    acc = make(linger_ms=0)
+    append(acc, tp=TP0)
+    append(acc, tp=TP1)
+    ready, _ = acc.drain(0, lambda tp: tp != TP0, 10)
+    assert [b.topic_partition for b in ready] == [TP1]
+    append(acc, tp=TP1)
+    ready, _ = acc.drain(0, always, 1)
+    assert len(ready) == 1
+
+
+def test_flush_makes_every_existing_batch_ready_and_tracks_completion():
+    acc = make(linger_ms=1_000_000)
+    append(acc, tp=TP0)
+    append(acc, tp=TP1)
+    target = acc.begin_flush()
+    ready, _ = acc.drain(0, always, 10)
+    assert len(ready) == 2
+    assert not acc.flushed_through(target)
+    acc.complete(ready[0])
+    assert not acc.flushed_through(target)
+    acc.complete(ready[1])
+    assert acc.flushed_through(target) and acc.is_empty()
+
+
+def test_batches_opened_after_a_flush_still_linger():
+    acc = make(linger_ms=50)
+    acc.begin_flush()
+    append(acc, now_ms=0)
+    ready, due = acc.drain(10, always, 10)
+    assert ready == [] and due == 50
+
+
+def test_append_raises_buffer_full_until_a_completed_batch_frees_space():
+    record = record_bytes_upper_bound(None, b"v" * 10, ())
+    acc = make(batch_bytes=RECORD_BATCH_OVERHEAD + record, buffer_bytes=RECORD_BATCH_OVERHEAD + 2 * record)
+    append(acc)
+    with pytest.raises(BufferFullError):
+        append(acc)
+    ready, _ = acc.drain(0, always, 10)
+    acc.complete(ready[0])
+    append(acc)
+    assert acc.statistics().buffered_bytes == RECORD_BATCH_OVERHEAD + record
+
+
+def test_everything_is_ready_while_an_append_waits_for_space():
+    acc = make(linger_ms=1_000_000)
+    append(acc)
+    acc.add_space_waiter(+1)
+    ready, _ = acc.drain(0, always, 10)
+    assert len(ready) == 1
+
+
+def test_record_above_the_request_limit_is_refused_at_once():
+    acc = make(request_bytes_max=100)
+    with pytest.raises(RecordTooLargeError, match="t-0"):
+        append(acc, value=b"x" * 100)
+    assert acc.is_empty()
+
+
+def test_a_failed_append_leaves_no_empty_batch_behind():
+    acc = make()
+    with pytest.raises(Exception):
+        append(acc, value=12345)  # not bytes: the codec refuses it
+    assert acc.is_empty()
+    assert acc.drain(10**9, always, 10)[0] == []
+
+
+def test_succeed_resolves_each_future_with_its_offset_and_timestamp():
+    acc = make(linger_ms=0)
+    first, _ = append(acc, timestamp_ms=111)
+    second, _ = append(acc)  # no timestamp: the injected wall clock
+    [batch] = acc.drain(0, always, 10)[0]
+    batch.succeed(base_offset=40, log_append_time_ms=-1)
+    assert first.result() == RecordMetadata("t", 0, 40, 111)
+    assert second.result() == RecordMetadata("t", 0, 41, WALL_CLOCK_MS)
+
+
+def test_log_append_time_replaces_the_record_timestamps():
+    acc = make(linger_ms=0)
+    future, _ = append(acc, timestamp_ms=111)
+    [batch] = acc.drain(0, always, 10)[0]
+    batch.succeed(base_offset=0, log_append_time_ms=999)
+    assert future.result().timestamp_ms == 999
+
+
+def test_fail_sets_the_error_on_every_unfinished_future():
+    acc = make(linger_ms=0)
+    futures = [append(acc)[0] for _ in range(3)]
+    futures[1].cancel()
+    [batch] = acc.drain(0, always, 10)[0]
+    error = ClientClosedError("closed")
+    batch.fail(error)
+    assert futures[0].exception() is error and futures[2].exception() is error
+    assert futures[1].cancelled()
+
+
+def test_built_batch_decodes_to_the_appended_records():
+    acc = make(linger_ms=0, compression=Compression.GZIP)
+    append(acc, key=b"k1", value=b"a", timestamp_ms=5, headers=(("h", b"x"),))
+    append(acc, key=None, value=None, timestamp_ms=6)
+    [batch] = acc.drain(0, always, 10)[0]
+    decoded = RecordBatch(batch.build())
+    assert decoded.is_valid() and decoded.compression == Compression.GZIP
+    records = list(decoded.records())
+    assert [(r.offset, r.key, r.value, r.timestamp_ms) for r in records] == [(0, b"k1", b"a", 5), (1, None, None, 6)]
+    assert records[0].headers == (("h", b"x"),)
+
+
+def test_abort_queued_fails_unsent_records_and_frees_their_space():
+    acc = make(linger_ms=1_000_000)
+    futures = [append(acc, tp=tp)[0] for tp in (TP0, TP1)]
+    error = ClientClosedError("closed")
+    assert acc.abort_queued(error) == 2
+    assert all(f.exception() is error for f in futures)
+    assert acc.statistics().buffered_bytes == 0 and acc.is_empty()
+
+
+def test_upper_bound_counts_key_value_headers_and_framing():
+    bound = record_bytes_upper_bound(b"key", b"value", (("h1", b"12"), ("h2", None)))
+    assert bound == RECORD_OVERHEAD_BYTES_MAX + 3 + 5 + (10 + 2 + 2) + (10 + 2)
+
+
+def test_upper_bound_is_never_below_the_encoded_size():
+    acc = make(linger_ms=0, batch_bytes=100_000)
+    values = [b"", b"x", b"y" * 300, b"z" * 70_000]
+    for value in values:
+        append(acc, key=b"k" * 200, value=value, headers=(("header", b"v" * 129),), timestamp_ms=2**40)
+    [batch] = acc.drain(0, always, 10)[0]
+    assert len(batch.build()) <= batch.size_bytes_bound

@@ -1,0 +1,174 @@
+"""The ``seglog`` command's arguments and help, without a service."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+import pytest
+
+from seglog.cli import _common, main
+from seglog.cli._app import build_parser
+from seglog.structs import ConsumerRecord
+
+SUBCOMMANDS = [
+    ["topic"],
+    ["topic", "create"],
+    ["topic", "list"],
+    ["topic", "describe"],
+    ["topic", "delete"],
+    ["produce"],
+    ["consume"],
+    ["offsets"],
+    ["dump"],
+]
+
+
+@pytest.mark.parametrize("command", SUBCOMMANDS, ids=" ".join)
+def test_every_subcommand_help_teaches_with_examples(command, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main([*command, "--help"])
+    assert exit_info.value.code == 0
+    out = capsys.readouterr().out
+    assert "examples:" in out
+    assert f"seglog {' '.join(command)}" in out
+
+
+def test_top_level_help_lists_every_command_and_examples(capsys):
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    out = capsys.readouterr().out
+    for command in ("serve", "topic", "produce", "consume", "offsets", "dump"):
+        assert command in out
+    assert "examples:" in out and "SEGLOG_SERVER" in out
+
+
+def test_server_option_works_before_and_after_the_command():
+    parser = build_parser()
+    assert parser.parse_args(["--server", "h:1", "topic", "list"]).server == "h:1"
+    assert parser.parse_args(["topic", "list", "--server", "h:2"]).server == "h:2"
+
+
+def test_server_defaults_to_the_environment_then_the_builtin(monkeypatch):
+    parser = build_parser()
+    monkeypatch.delenv(_common.SERVER_ENV, raising=False)
+    assert _common.server_of(parser.parse_args(["topic", "list"])) == "127.0.0.1:50551"
+    monkeypatch.setenv(_common.SERVER_ENV, "10.0.0.5:7000")
+    assert _common.server_of(parser.parse_args(["topic", "list"])) == "10.0.0.5:7000"
+    assert _common.server_of(parser.parse_args(["topic", "list", "--server", "x:1"])) == "x:1"
+
+
+def test_topic_create_collects_repeated_configs():
+    args = build_parser().parse_args(
+        ["topic", "create", "t", "--partitions", "3", "--config", "retention.ms=5", "--config", "a.b=x=y"]
+    )
+    assert args.partitions == 3 and args.config == [("retention.ms", "5"), ("a.b", "x=y")]
+
+
+def test_bad_config_syntax_is_a_usage_error(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["topic", "create", "t", "--config", "novalue"])
+    assert exit_info.value.code == 2
+    assert "expected KEY=VALUE" in capsys.readouterr().err
+
+
+def test_consume_start_options_are_mutually_exclusive(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["consume", "t", "--from-beginning", "--from-end"])
+    assert exit_info.value.code == 2
+
+
+def test_consume_from_timestamp_accepts_iso_and_relative_times():
+    parser = build_parser()
+    args = parser.parse_args(["consume", "t", "--from-timestamp", "2026-11-22T10:00:00Z"])
+    assert args.from_timestamp == 1795341600000
+    args = parser.parse_args(["consume", "t", "--from-timestamp=-1h"])
+    assert isinstance(args.from_timestamp, int)
+
+
+def test_unknown_arguments_are_a_usage_error(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["topic", "list", "--bogus"])
+    assert exit_info.value.code == 2
+    assert "unrecognized arguments: --bogus" in capsys.readouterr().err
+
+
+def test_offsets_default_to_the_log_end():
+    args = build_parser().parse_args(["offsets", "t"])
+    assert args.target == -1 and args.time is None
+
+
+def test_a_service_that_cannot_be_reached_is_one_line_and_exit_1(capsys):
+    assert main(["--server", "127.0.0.1:1", "topic", "list"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("seglog: error:") and "UNAVAILABLE" in err
+    assert err.count("\n") == 1 and "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("1700000000000", 1700000000000),
+        ("2026-11-22T10:00:00Z", 1795341600000),
+        ("2026-11-22T10:00:00", 1795341600000),  # no offset: UTC
+        ("2026-11-22T12:00:00+02:00", 1795341600000),
+        ("2026-11-22T10:00:00.250Z", 1795341600250),
+        ("now", 5_000_000),
+        ("now-15m", 5_000_000 - 900_000),
+        ("-2h", 5_000_000 - 7_200_000),
+        ("now-30s", 5_000_000 - 30_000),
+        ("now-500ms", 4_999_500),
+        ("now-1d", 5_000_000 - 86_400_000),
+    ],
+)
+def test_parse_time_ms_understands_epoch_ms_iso_and_relative_times(text, expected):
+    assert _common.parse_time_ms(text, now_ms=5_000_000) == expected
+
+
+@pytest.mark.parametrize("text", ["yesterday", "now+5m", "-5w", ""])
+def test_parse_time_ms_refuses_other_text(text):
+    with pytest.raises(argparse.ArgumentTypeError):
+        _common.parse_time_ms(text, now_ms=0)
+
+
+def test_record_json_round_trips_through_the_produce_input_format():
+    record = ConsumerRecord("t", 1, 7, 99, b"k", b"\xff\x00binary", (("a", b"1"), ("b", None)))
+    line = _common.record_to_json(record)
+    obj = json.loads(line)
+    assert obj["key"] == "k" and "value" not in obj and obj["headers"] == {"a": "1", "b": None}
+    fields = _common.decode_record_json(json.dumps({k: obj[k] for k in ("key", "value_base64", "headers")}))
+    assert fields["key"] == b"k" and fields["value"] == b"\xff\x00binary"
+    assert fields["headers"] == [("a", b"1"), ("b", None)]
+
+
+def test_record_json_lists_header_pairs_when_keys_repeat():
+    record = ConsumerRecord("t", 0, 0, 0, None, None, (("h", b"1"), ("h", b"2")))
+    obj = json.loads(_common.record_to_json(record))
+    assert obj["headers"] == [["h", "1"], ["h", "2"]] and obj["key"] is None and obj["value"] is None
+    assert _common.decode_record_json(json.dumps({"headers": obj["headers"]}))["headers"] == [("h", b"1"), ("h", b"2")]
+
+
+def test_produce_json_sends_non_string_values_as_their_json_text():
+    fields = _common.decode_record_json('{"value": {"n": 1}, "timestamp_ms": 5, "partition": 2}')
+    assert fields["value"] == b'{"n":1}' and fields["timestamp_ms"] == 5 and fields["partition"] == 2
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ("{not json", "not valid JSON"),
+        ("[1, 2]", "expected a JSON object"),
+        ('{"valu": "x"}', "unknown fields"),
+        ('{"timestamp_ms": "soon"}', "timestamp_ms must be an integer"),
+        ('{"headers": 5}', "headers must be"),
+    ],
+)
+def test_produce_json_reports_what_is_wrong_with_a_line(line, message):
+    with pytest.raises(_common.CliError, match=message):
+        _common.decode_record_json(line)
+
+
+def test_text_of_escapes_bytes_that_are_not_utf8():
+    assert _common.text_of(b"caf\xc3\xa9") == "café"
+    assert _common.text_of(b"\xff") == "\\xff"
+    assert _common.text_of(None) == "null"

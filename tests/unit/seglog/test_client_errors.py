@@ -1,0 +1,109 @@
+"""The status -> exception table in seglog.errors, walked entry by entry."""
+
+from __future__ import annotations
+
+import grpc
+import pytest
+
+import seglog.errors as errors
+from seglog.records import errors as codec_errors
+
+
+class FakeRpcError(grpc.RpcError):
+    """What grpc raises for a failed call: an RpcError with code() and details()."""
+
+    def __init__(self, code: grpc.StatusCode, details: str) -> None:
+        self._code, self._details = code, details
+
+    def code(self) -> grpc.StatusCode:
+        return self._code
+
+    def details(self) -> str:
+        return self._details
+
+
+EXPECTED = {
+    grpc.StatusCode.INVALID_ARGUMENT: errors.InvalidRequestError,
+    grpc.StatusCode.NOT_FOUND: errors.TopicNotFoundError,
+    grpc.StatusCode.ALREADY_EXISTS: errors.TopicExistsError,
+    grpc.StatusCode.OUT_OF_RANGE: errors.OffsetOutOfRangeError,
+    grpc.StatusCode.DATA_LOSS: errors.CorruptRecordError,
+    grpc.StatusCode.RESOURCE_EXHAUSTED: errors.RecordTooLargeError,
+    grpc.StatusCode.FAILED_PRECONDITION: errors.FailedPreconditionError,
+    grpc.StatusCode.UNAUTHENTICATED: errors.AuthenticationError,
+    grpc.StatusCode.PERMISSION_DENIED: errors.AuthorizationError,
+    grpc.StatusCode.UNAVAILABLE: errors.ServiceUnavailableError,
+    grpc.StatusCode.DEADLINE_EXCEEDED: errors.RequestTimeoutError,
+}
+
+
+# Every status a failed call can carry (OK never comes with an RpcError).
+ERROR_CODES = [code for code in grpc.StatusCode if code is not grpc.StatusCode.OK]
+
+
+@pytest.mark.parametrize("code", ERROR_CODES, ids=lambda c: c.name)
+def test_every_status_code_translates_to_one_seglog_error_with_code_and_details(code):
+    error = errors.error_from_rpc(FakeRpcError(code, "what went wrong"))
+    assert type(error) is EXPECTED.get(code, errors.ServiceError)
+    assert isinstance(error, errors.SeglogError)
+    assert error.code is code
+    assert error.message == "what went wrong"
+    assert str(error) == f"what went wrong ({code.name})"
+
+
+def test_the_table_maps_exactly_the_documented_codes():
+    assert errors._STATUS_TO_ERROR == EXPECTED
+
+
+def test_translate_rpc_errors_chains_the_grpc_error_as_cause():
+    original = FakeRpcError(grpc.StatusCode.NOT_FOUND, "unknown topic 'x'")
+    with pytest.raises(errors.TopicNotFoundError) as caught:
+        with errors.translate_rpc_errors():
+            raise original
+    assert caught.value.__cause__ is original
+
+
+def test_translate_rpc_errors_lets_other_exceptions_through():
+    with pytest.raises(KeyError):
+        with errors.translate_rpc_errors():
+            raise KeyError("x")
+
+
+def test_status_without_details_gets_a_message_naming_the_code():
+    error = errors.error_from_rpc(FakeRpcError(grpc.StatusCode.INTERNAL, ""))
+    assert type(error) is errors.ServiceError
+    assert "INTERNAL" in error.message
+
+
+@pytest.mark.parametrize(
+    "codec_error",
+    [
+        codec_errors.InvalidCrcError("crc"),
+        codec_errors.CorruptRecordError("bad varint"),
+        codec_errors.UnsupportedCompressionError("codec 7"),
+        codec_errors.CodecError("other"),
+    ],
+    ids=lambda e: type(e).__name__,
+)
+def test_codec_errors_become_corrupt_record_errors_with_the_cause_chained(codec_error):
+    with pytest.raises(errors.CorruptRecordError) as caught:
+        with errors.translate_codec_errors():
+            raise codec_error
+    assert caught.value.__cause__ is codec_error
+    assert caught.value.code is None
+
+
+def test_only_unavailable_and_timeouts_are_retriable():
+    retriable = {cls for cls in EXPECTED.values() if cls.retriable}
+    assert retriable == {errors.ServiceUnavailableError, errors.RequestTimeoutError}
+    assert not errors.ServiceError.retriable and not errors.ClientClosedError.retriable
+
+
+def test_request_timeout_is_also_a_builtin_timeout_error():
+    assert issubclass(errors.RequestTimeoutError, TimeoutError)
+
+
+def test_the_module_docstring_draws_every_error_class():
+    classes = [name for name in errors.__all__ if name.endswith("Error")]
+    for name in classes:
+        assert name in errors.__doc__, name

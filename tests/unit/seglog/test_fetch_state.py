@@ -1,0 +1,118 @@
+"""Decoding fetched bytes and the consumer's per-partition state (no I/O)."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from seglog._fetch_state import PartitionState, StartPosition, decode_fetched, parse_start
+from seglog.errors import CorruptRecordError
+from seglog.records import BASE_OFFSET_OFFSET, RecordBatchBuilder
+from seglog.structs import ConsumerRecord
+
+BASE_OFFSET_FIELD = BASE_OFFSET_OFFSET
+
+
+def batch(base_offset: int, values: list[bytes], *, is_control: bool = False, timestamp_ms: int = 1000) -> bytes:
+    builder = RecordBatchBuilder(is_control=is_control)
+    for i, value in enumerate(values):
+        builder.append(value, key=b"k" if not is_control else b"\x00\x00\x00\x00", timestamp_ms=timestamp_ms + i)
+    data = bytearray(builder.build())
+    data[BASE_OFFSET_FIELD : BASE_OFFSET_FIELD + 8] = base_offset.to_bytes(8, "big", signed=True)
+    return bytes(data)
+
+
+def test_records_below_the_requested_offset_inside_the_first_batch_are_skipped():
+    fetched = decode_fetched("t", 0, batch(10, [b"a", b"b", b"c"]) + batch(13, [b"d"]), 12, check_crcs=True)
+    assert [(r.offset, r.value) for r in fetched.records] == [(12, b"c"), (13, b"d")]
+    assert fetched.next_offset == 14 and fetched.batch_count == 2
+
+
+def test_decoded_records_carry_topic_partition_timestamp_key_and_headers():
+    builder = RecordBatchBuilder()
+    builder.append(b"v", key=b"k", timestamp_ms=77, headers=[("h", b"1"), ("h", None)])
+    [record] = decode_fetched("orders", 3, builder.build(), 0, check_crcs=True).records
+    assert record == ConsumerRecord("orders", 3, 0, 77, b"k", b"v", (("h", b"1"), ("h", None)))
+
+
+def test_whole_batches_below_the_requested_offset_are_skipped_without_a_crc_check():
+    corrupt_old = bytearray(batch(0, [b"old"]))
+    corrupt_old[-1] ^= 0xFF
+    fetched = decode_fetched("t", 0, bytes(corrupt_old) + batch(1, [b"new"]), 1, check_crcs=True)
+    assert [r.value for r in fetched.records] == [b"new"]
+
+
+def test_control_batches_are_skipped_but_advance_the_next_offset():
+    data = batch(0, [b"a"]) + batch(1, [b"\x00\x00\x00\x00"], is_control=True)
+    fetched = decode_fetched("t", 0, data, 0, check_crcs=True)
+    assert [r.value for r in fetched.records] == [b"a"] and fetched.next_offset == 2
+
+
+def test_a_crc_mismatch_raises_corrupt_record_error_when_crcs_are_checked():
+    data = bytearray(batch(0, [b"hello"]))
+    data[-1] ^= 0xFF
+    with pytest.raises(CorruptRecordError):
+        decode_fetched("t", 0, bytes(data), 0, check_crcs=True)
+
+
+def test_a_partial_trailing_batch_is_left_for_the_next_fetch():
+    whole, partial = batch(0, [b"a"]), batch(1, [b"b"])
+    fetched = decode_fetched("t", 0, whole + partial[:-3], 0, check_crcs=True)
+    assert [r.value for r in fetched.records] == [b"a"] and fetched.next_offset == 1
+
+
+def test_bytes_without_one_whole_batch_are_corrupt():
+    with pytest.raises(CorruptRecordError, match="without one whole record batch"):
+        decode_fetched("t", 0, batch(0, [b"a"])[:-1], 0, check_crcs=True)
+
+
+def test_empty_bytes_decode_to_nothing():
+    fetched = decode_fetched("t", 0, b"", 5, check_crcs=True)
+    assert fetched.records == [] and fetched.next_offset is None
+
+
+@pytest.mark.parametrize(
+    ("start", "expected"),
+    [
+        ("earliest", StartPosition("earliest")),
+        ("latest", StartPosition("latest")),
+        (42, StartPosition("offset", 42)),
+        (datetime(2026, 1, 1, tzinfo=timezone.utc), StartPosition("timestamp", 1767225600000)),
+        (datetime(2026, 1, 1, 1, tzinfo=timezone(timedelta(hours=1))), StartPosition("timestamp", 1767225600000)),
+    ],
+)
+def test_parse_start_accepts_names_offsets_and_aware_datetimes(start, expected):
+    assert parse_start(start) == expected
+
+
+@pytest.mark.parametrize("start", ["beginning", -1, True, datetime(2026, 1, 1)])
+def test_parse_start_refuses_anything_else(start):
+    with pytest.raises((ValueError, TypeError)):
+        parse_start(start)
+
+
+def _record(offset: int) -> ConsumerRecord:
+    return ConsumerRecord("t", 0, offset, 0, None, b"", ())
+
+
+def test_position_is_the_next_buffered_record_else_the_fetch_offset():
+    state = PartitionState(0, StartPosition("offset", 5))
+    state.seek(StartPosition("offset", 5))
+    assert state.position == 5
+    state.buffer.extend([_record(5), _record(7)])
+    state.fetch_offset = 8
+    assert state.take(1)[0].offset == 5 and state.position == 7
+    state.take(10)
+    assert state.position == 8 and state.drained.is_set()
+
+
+def test_seek_drops_the_buffer_and_bumps_the_epoch():
+    state = PartitionState(0, StartPosition("earliest"))
+    assert state.position is None and state.start == StartPosition("earliest")
+    state.buffer.append(_record(1))
+    epoch = state.epoch
+    state.seek(StartPosition("offset", 100))
+    assert state.epoch == epoch + 1 and not state.buffer and state.position == 100 and state.start is None
+    state.seek(StartPosition("latest"))
+    assert state.position is None and state.start == StartPosition("latest")
