@@ -1,0 +1,81 @@
+"""seglog.records: the Kafka v2 record-batch codec (pure: bytes in, bytes out, no I/O).
+
+- RecordBatchBuilder writes a batch as a Kafka producer does (all five codecs).
+- RecordBatch is a zero-copy view of one batch in bytes/bytearray/memoryview/mmap;
+  iter_batches walks a buffer of batches by Kafka's file-reading rules.
+- set_max_timestamp / set_partition_leader_epoch patch headers in place for the broker.
+- HEADER and the *_OFFSET constants give the header layout (header.py).
+- Errors: CodecError > CorruptRecordError > InvalidCrcError; UnsupportedCompressionError.
+"""
+
+from .attributes import Compression, TimestampType
+from .batch import RecordBatch, iter_batches
+from .builder import RecordBatchBuilder
+from .crc import crc32c
+from .errors import CodecError, CorruptRecordError, InvalidCrcError, UnsupportedCompressionError
+from .header import (
+    ATTRIBUTES_OFFSET,
+    BASE_OFFSET_OFFSET,
+    BASE_SEQUENCE_OFFSET,
+    BASE_TIMESTAMP_OFFSET,
+    CRC_OFFSET,
+    HEADER,
+    LAST_OFFSET_DELTA_OFFSET,
+    LENGTH_OFFSET,
+    LOG_OVERHEAD,
+    MAGIC,
+    MAGIC_OFFSET,
+    MAX_TIMESTAMP_OFFSET,
+    NO_PARTITION_LEADER_EPOCH,
+    NO_PRODUCER_EPOCH,
+    NO_PRODUCER_ID,
+    NO_SEQUENCE,
+    NO_TIMESTAMP,
+    PARTITION_LEADER_EPOCH_OFFSET,
+    PRODUCER_EPOCH_OFFSET,
+    PRODUCER_ID_OFFSET,
+    RECORD_BATCH_OVERHEAD,
+    RECORDS_COUNT_OFFSET,
+    RECORDS_OFFSET,
+)
+from .header_patch import set_max_timestamp, set_partition_leader_epoch
+from .record import Record
+
+__all__ = [
+    "ATTRIBUTES_OFFSET",
+    "BASE_OFFSET_OFFSET",
+    "BASE_SEQUENCE_OFFSET",
+    "BASE_TIMESTAMP_OFFSET",
+    "CRC_OFFSET",
+    "CodecError",
+    "Compression",
+    "CorruptRecordError",
+    "HEADER",
+    "InvalidCrcError",
+    "LAST_OFFSET_DELTA_OFFSET",
+    "LENGTH_OFFSET",
+    "LOG_OVERHEAD",
+    "MAGIC",
+    "MAGIC_OFFSET",
+    "MAX_TIMESTAMP_OFFSET",
+    "NO_PARTITION_LEADER_EPOCH",
+    "NO_PRODUCER_EPOCH",
+    "NO_PRODUCER_ID",
+    "NO_SEQUENCE",
+    "NO_TIMESTAMP",
+    "PARTITION_LEADER_EPOCH_OFFSET",
+    "PRODUCER_EPOCH_OFFSET",
+    "PRODUCER_ID_OFFSET",
+    "RECORDS_COUNT_OFFSET",
+    "RECORDS_OFFSET",
+    "RECORD_BATCH_OVERHEAD",
+    "Record",
+    "RecordBatch",
+    "RecordBatchBuilder",
+    "TimestampType",
+    "UnsupportedCompressionError",
+    "crc32c",
+    "iter_batches",
+    "set_max_timestamp",
+    "set_partition_leader_epoch",
+]

@@ -1,0 +1,243 @@
+"""RecordBatchBuilder: writes one v2 batch the way a Kafka producer does.
+
+Each append() encodes its record at once into a list of byte strings (precomputed varints,
+no per-record struct call or temporary object beyond one tuple), and build() joins them
+once, compresses the records area if asked, and writes the header and its CRC.
+"""
+
+from __future__ import annotations
+
+import time
+
+from .attributes import Compression, TimestampType, make_attributes
+from .compression import check_compression, compress
+from .crc import crc32c
+from .header import (
+    ATTRIBUTES_OFFSET,
+    HEADER,
+    LOG_OVERHEAD,
+    MAGIC,
+    NO_PARTITION_LEADER_EPOCH,
+    NO_PRODUCER_EPOCH,
+    NO_PRODUCER_ID,
+    NO_SEQUENCE,
+    NO_TIMESTAMP,
+    RECORD_BATCH_OVERHEAD,
+)
+from .record_codec import encode_record
+from .varint import (
+    ENCODED_NULL,
+    ENCODED_VARINTS,
+    INT32_MAX,
+    INT32_MIN,
+    INT64_MAX,
+    INT64_MIN,
+    PREFIXED_SIZES,
+    VARINT_SIZES,
+)
+
+INT16_MIN, INT16_MAX = -(1 << 15), (1 << 15) - 1
+# A batch holds at most this many records: lastOffsetDelta is an int32.
+RECORDS_COUNT_MAX = INT32_MAX
+
+_ATTRIBUTES = b"\x00"  # per-record attributes byte (unused, 0)
+_NO_HEADERS = b"\x00"  # headersCount 0
+# A record's body always has the attributes byte and at least a one-byte headersCount.
+_BODY_FIXED_BYTES = len(_ATTRIBUTES) + len(_NO_HEADERS)
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def _check_range(name: str, value, low: int, high: int) -> int:
+    if type(value) is not int:
+        raise TypeError(f"{name} must be an int, found {type(value).__name__}")
+    if not low <= value <= high:
+        raise ValueError(f"{name} must be in [{low}, {high}], found {value}")
+    return value
+
+
+def _check_timestamp(timestamp_ms) -> int:
+    """Kafka's rule: a timestamp is >= 0 or NO_TIMESTAMP (-1)."""
+    _check_range("timestamp_ms", timestamp_ms, INT64_MIN, INT64_MAX)
+    if timestamp_ms < NO_TIMESTAMP:
+        raise ValueError(f"timestamp_ms must be >= 0 or {NO_TIMESTAMP} (no timestamp), found {timestamp_ms}")
+    return timestamp_ms
+
+
+class RecordBatchBuilder:
+    """Builds one Kafka v2 record batch.
+
+    Records are encoded as they are appended; ``build()`` returns the batch's bytes.  The
+    builder writes the producer fields it is given without judging them (whether a
+    producer id needs a sequence is the broker's check, kafka-storage.md 2.6).  The batch's
+    baseTimestamp is the first record's timestamp, or the delete horizon when one is given,
+    and its maxTimestamp the largest record timestamp (a broker rewrites it for
+    LogAppendTime).
+    """
+
+    __slots__ = (
+        "_compression",
+        "_attributes",
+        "_base_offset",
+        "_partition_leader_epoch",
+        "_producer_id",
+        "_producer_epoch",
+        "_base_sequence",
+        "_base_timestamp",
+        "_max_timestamp",
+        "_record_count",
+        "_records_bytes",
+        "_parts",
+    )
+
+    def __init__(
+        self,
+        *,
+        compression: int = Compression.NONE,
+        timestamp_type: int = TimestampType.CREATE_TIME,
+        base_offset: int = 0,
+        partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
+        producer_id: int = NO_PRODUCER_ID,
+        producer_epoch: int = NO_PRODUCER_EPOCH,
+        base_sequence: int = NO_SEQUENCE,
+        is_transactional: bool = False,
+        is_control: bool = False,
+        delete_horizon_ms: int | None = None,
+    ) -> None:
+        self._compression = check_compression(compression)
+        if delete_horizon_ms is not None:
+            _check_range("delete_horizon_ms", delete_horizon_ms, 0, INT64_MAX)
+        self._attributes = make_attributes(
+            self._compression,
+            TimestampType(timestamp_type),
+            is_transactional=bool(is_transactional),
+            is_control=bool(is_control),
+            has_delete_horizon=delete_horizon_ms is not None,
+        )
+        self._base_offset = _check_range("base_offset", base_offset, INT64_MIN, INT64_MAX)
+        self._partition_leader_epoch = _check_range("partition_leader_epoch", partition_leader_epoch, INT32_MIN, INT32_MAX)
+        self._producer_id = _check_range("producer_id", producer_id, INT64_MIN, INT64_MAX)
+        self._producer_epoch = _check_range("producer_epoch", producer_epoch, INT16_MIN, INT16_MAX)
+        self._base_sequence = _check_range("base_sequence", base_sequence, INT32_MIN, INT32_MAX)
+        # The delete horizon takes the baseTimestamp slot (KIP-534); otherwise the first
+        # record's timestamp becomes the base when it is appended.
+        self._base_timestamp: int | None = delete_horizon_ms
+        self._max_timestamp = NO_TIMESTAMP
+        self._record_count = 0
+        self._records_bytes = 0
+        self._parts: list[bytes] = []
+
+    @property
+    def record_count(self) -> int:
+        return self._record_count
+
+    @property
+    def estimated_size_in_bytes(self) -> int:
+        """Size of the batch built uncompressed (exact for Compression.NONE)."""
+        return RECORD_BATCH_OVERHEAD + self._records_bytes
+
+    def append(self, value, key=None, timestamp_ms: int | None = None, headers=()) -> int:
+        """Add a record; returns its offset delta.  `value` and `key` are bytes-like or None
+        (a null key; a None value is a tombstone), `timestamp_ms` defaults to the wall clock
+        now, `headers` is a sequence of (str, bytes-or-None) pairs."""
+        if timestamp_ms is None:
+            timestamp_ms = _now_ms()
+        base_timestamp = self._base_timestamp
+        if base_timestamp is None:
+            base_timestamp = _check_timestamp(timestamp_ms)
+        offset_delta = self._record_count
+        try:
+            timestamp_delta = timestamp_ms - base_timestamp
+        except TypeError:  # not a number: _append_checked names the problem
+            timestamp_delta = None
+        # Fast path: bytes or None key and value, no headers, and every varint in the
+        # precomputed tables.  The parts are Kafka's record layout (record_codec.py):
+        # length, attributes, timestampDelta, offsetDelta, key length, key, value length,
+        # value, headersCount.  Anything else goes through the checked general encoder.
+        if headers or timestamp_delta is None or timestamp_delta < 0:
+            self._append_checked(offset_delta, timestamp_ms, timestamp_delta, key, value, headers)
+        else:
+            try:
+                if type(key) is bytes:
+                    key_size = len(key)
+                    key_field, key_data, key_bytes = ENCODED_VARINTS[key_size], key, PREFIXED_SIZES[key_size]
+                elif key is None:
+                    key_field, key_data, key_bytes = ENCODED_NULL, b"", len(ENCODED_NULL)
+                else:
+                    raise TypeError  # a bytearray or memoryview: copied by the checked path
+                if type(value) is bytes:
+                    value_size = len(value)
+                    value_field, value_data, value_bytes = ENCODED_VARINTS[value_size], value, PREFIXED_SIZES[value_size]
+                elif value is None:
+                    value_field, value_data, value_bytes = ENCODED_NULL, b"", len(ENCODED_NULL)
+                else:
+                    raise TypeError
+                body = (
+                    _BODY_FIXED_BYTES
+                    + key_bytes
+                    + value_bytes
+                    + VARINT_SIZES[timestamp_delta]
+                    + VARINT_SIZES[offset_delta]
+                )
+                self._parts += (
+                    ENCODED_VARINTS[body],
+                    _ATTRIBUTES,
+                    ENCODED_VARINTS[timestamp_delta],
+                    ENCODED_VARINTS[offset_delta],
+                    key_field,
+                    key_data,
+                    value_field,
+                    value_data,
+                    _NO_HEADERS,
+                )
+                self._records_bytes += body + VARINT_SIZES[body]
+            except (IndexError, TypeError):  # beyond the tables, or not bytes/None/int
+                self._append_checked(offset_delta, timestamp_ms, timestamp_delta, key, value, headers)
+        self._record_count = offset_delta + 1
+        if self._base_timestamp is None:
+            self._base_timestamp = base_timestamp
+        if timestamp_ms > self._max_timestamp:
+            self._max_timestamp = timestamp_ms
+        return offset_delta
+
+    def _append_checked(self, offset_delta: int, timestamp_ms, timestamp_delta, key, value, headers) -> None:
+        if offset_delta >= RECORDS_COUNT_MAX:
+            raise ValueError(f"a batch holds at most {RECORDS_COUNT_MAX} records, found one more")
+        _check_timestamp(timestamp_ms)
+        if not INT64_MIN <= timestamp_delta <= INT64_MAX:
+            raise ValueError(
+                f"timestamp_ms {timestamp_ms} is too far from the batch base timestamp "
+                f"{self._base_timestamp}: the delta must fit an int64, found {timestamp_delta}"
+            )
+        record = encode_record(offset_delta, timestamp_delta, key, value, headers)
+        self._parts.append(record)
+        self._records_bytes += len(record)
+
+    def build(self) -> bytes:
+        """The batch: header, CRC-32C and the (possibly compressed) records."""
+        if not self._record_count:
+            raise ValueError("a record batch needs at least one record: expected an append() before build(), found none")
+        records = b"".join(self._parts)
+        assert len(records) == self._records_bytes, (len(records), self._records_bytes)
+        if self._compression is not Compression.NONE:
+            records = compress(self._compression, records)
+        fields = [
+            self._base_offset,
+            RECORD_BATCH_OVERHEAD - LOG_OVERHEAD + len(records),
+            self._partition_leader_epoch,
+            MAGIC,
+            0,  # crc: computed over the packed header below, then written in
+            self._attributes,
+            self._record_count - 1,
+            self._base_timestamp,
+            self._max_timestamp,
+            self._producer_id,
+            self._producer_epoch,
+            self._base_sequence,
+            self._record_count,
+        ]
+        unsigned = HEADER.pack(*fields)
+        fields[4] = crc32c(records, crc32c(unsigned[ATTRIBUTES_OFFSET:]))
+        return HEADER.pack(*fields) + records

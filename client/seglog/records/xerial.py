@@ -1,0 +1,81 @@
+"""Snappy in xerial's block framing, the form Kafka's Java producer writes.
+
+Kafka compresses snappy batches with snappy-java's SnappyOutputStream, which frames raw
+snappy blocks as::
+
+    header   16 bytes   XERIAL_HEADER: magic, version, minimum compatible version
+    block    repeated   int32 big-endian compressed length, then one raw snappy block
+                        holding at most XERIAL_BLOCK_BYTES of uncompressed input
+
+Readers (snappy-java's SnappyInputStream, kafka-python) take input that does not start with
+the magic as one raw snappy block, so unframe() accepts both forms.
+"""
+
+from __future__ import annotations
+
+import struct
+
+import cramjam
+
+XERIAL_HEADER = struct.Struct(
+    ">"
+    "8s"  # magic: 0x82 "SNAPPY" 0x00 (0x82 cannot start a raw snappy stream of this shape)
+    "i"  # version of the framing: 1
+    "i"  # oldest reader version that can read it: 1
+)
+XERIAL_BLOCK_LENGTH = struct.Struct(
+    ">"
+    "i"  # compressed length of the block that follows
+)
+XERIAL_MAGIC = b"\x82SNAPPY\x00"
+XERIAL_VERSION = 1
+XERIAL_MIN_COMPATIBLE_VERSION = 1
+# snappy-java's default block size (SnappyOutputStream.DEFAULT_BLOCK_SIZE), which is what
+# Kafka's producer uses: the uncompressed bytes fed to each raw snappy block.
+XERIAL_BLOCK_BYTES = 32 * 1024
+
+_HEADER_BYTES = XERIAL_HEADER.pack(XERIAL_MAGIC, XERIAL_VERSION, XERIAL_MIN_COMPATIBLE_VERSION)
+assert len(XERIAL_MAGIC) == 8 and XERIAL_HEADER.size == 16
+
+
+def frame(data) -> bytes:
+    """Snappy-compress `data` in xerial framing."""
+    view = memoryview(data)
+    parts = [_HEADER_BYTES]
+    for start in range(0, len(view), XERIAL_BLOCK_BYTES):
+        block = bytes(cramjam.snappy.compress_raw(view[start : start + XERIAL_BLOCK_BYTES]))
+        parts.append(XERIAL_BLOCK_LENGTH.pack(len(block)))
+        parts.append(block)
+    return b"".join(parts)
+
+
+def is_framed(data) -> bool:
+    """Whether `data` starts with the xerial header's magic (the test readers apply)."""
+    return len(data) >= XERIAL_HEADER.size and bytes(data[: len(XERIAL_MAGIC)]) == XERIAL_MAGIC
+
+
+def unframe(data) -> bytes:
+    """Uncompress xerial-framed snappy, or a raw snappy block.  Raises ValueError (framing)
+    or cramjam's error (block contents) on malformed input."""
+    view = memoryview(data)
+    if not is_framed(view):
+        return bytes(cramjam.snappy.decompress_raw(view))
+    _, version, _ = XERIAL_HEADER.unpack_from(view)
+    parts = []
+    position = XERIAL_HEADER.size
+    while position < len(view):
+        if position + XERIAL_BLOCK_LENGTH.size > len(view):
+            raise ValueError(
+                f"truncated xerial block length at byte {position}: expected "
+                f"{XERIAL_BLOCK_LENGTH.size} bytes, found {len(view) - position}"
+            )
+        (block_bytes,) = XERIAL_BLOCK_LENGTH.unpack_from(view, position)
+        position += XERIAL_BLOCK_LENGTH.size
+        if block_bytes < 0 or position + block_bytes > len(view):
+            raise ValueError(
+                f"bad xerial block length at byte {position - XERIAL_BLOCK_LENGTH.size}: expected "
+                f"0..{len(view) - position}, found {block_bytes}"
+            )
+        parts.append(bytes(cramjam.snappy.decompress_raw(view[position : position + block_bytes])))
+        position += block_bytes
+    return b"".join(parts)
