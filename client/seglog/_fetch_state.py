@@ -99,7 +99,7 @@ class PartitionState:
     def __init__(self, partition: int, start: StartPosition) -> None:
         self.partition = partition
         # Pending (re)start; resolved into fetch_offset with OffsetsForTimes before fetching.
-        self.start: StartPosition | None = start
+        self.start: StartPosition | None = None
         # Offset the next fetch asks for (None until the start is resolved).
         self.fetch_offset: int | None = None
         self.buffer: deque[ConsumerRecord] = deque()
@@ -111,6 +111,7 @@ class PartitionState:
         self.log_start_offset: int | None = None
         # Set when the buffer is drained (a stream waits on it before reading further).
         self.drained = asyncio.Event()
+        self._set_start(start)
 
     @property
     def position(self) -> int | None:
@@ -125,6 +126,9 @@ class PartitionState:
         self.buffer.clear()
         self.drained.set()
         self.error = None
+        self._set_start(start)
+
+    def _set_start(self, start: StartPosition) -> None:
         if start.kind == "offset":
             self.start, self.fetch_offset = None, start.value
         else:

@@ -60,10 +60,15 @@ class SeglogError(Exception):
 
     retriable: ClassVar[bool] = False
 
-    def __init__(self, message: str, *, code: grpc.StatusCode | None = None) -> None:
+    def __init__(
+        self, message: str, *, code: grpc.StatusCode | None = None, service_error: str | None = None
+    ) -> None:
         super().__init__(message)
         self.message = message
         self.code = code
+        # The service's own name for the failure (its ``seglog-error`` trailing metadata), e.g.
+        # "RecordBatchTooLargeError" under RESOURCE_EXHAUSTED; None when it sent none.
+        self.service_error = service_error
 
     def __str__(self) -> str:
         if self.code is None:
@@ -123,6 +128,9 @@ class ClientClosedError(SeglogError):
     pass
 
 
+# Trailing metadata entry in which the service names its error class.
+SERVICE_ERROR_METADATA_KEY = "seglog-error"
+
 # The one place a gRPC status becomes a client exception. Codes missing here become ServiceError.
 _STATUS_TO_ERROR: dict[grpc.StatusCode, type[SeglogError]] = {
     grpc.StatusCode.INVALID_ARGUMENT: InvalidRequestError,
@@ -154,7 +162,20 @@ def error_from_rpc(error: grpc.RpcError) -> SeglogError:
     if not isinstance(code, grpc.StatusCode):
         return ServiceError(f"RPC failed without a status: {error!r}")
     cls = _STATUS_TO_ERROR.get(code, ServiceError)
-    return cls(details or f"the service answered {code.name} without details", code=code)
+    message = details or f"the service answered {code.name} without details"
+    return cls(message, code=code, service_error=_service_error_name(error))
+
+
+def _service_error_name(error: grpc.RpcError) -> str | None:
+    trailing = getattr(error, "trailing_metadata", None)
+    try:
+        pairs = trailing() if callable(trailing) else None
+    except Exception:  # a call object in a state without metadata
+        return None
+    for key, value in pairs or ():
+        if key == SERVICE_ERROR_METADATA_KEY:
+            return value if isinstance(value, str) else bytes(value).decode("utf-8", "replace")
+    return None
 
 
 def error_from_codec(error: codec_errors.CodecError) -> SeglogError:

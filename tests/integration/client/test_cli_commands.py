@@ -1,0 +1,206 @@
+"""The ``seglog`` command end to end: subprocesses against a real service."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from seglog import Admin, Producer
+
+pytestmark = pytest.mark.integration
+
+
+def test_topic_create_list_describe_delete(run_cli):
+    created = run_cli("topic", "create", "cli-events", "--partitions", "3", "--config", "retention.ms=86400000")
+    assert created.returncode == 0, created.stderr
+    assert created.stdout == "created topic cli-events with 3 partitions\n"
+    listed = run_cli("topic", "list")
+    assert "cli-events\t3\n" in listed.stdout
+    described = run_cli("topic", "describe", "cli-events")
+    assert described.returncode == 0
+    assert "retention.ms=86400000" in described.stdout and "PARTITION  LOG_START" in described.stdout
+    as_json = json.loads(run_cli("topic", "describe", "cli-events", "--format", "json").stdout)
+    assert [p["partition"] for p in as_json["partitions"]] == [0, 1, 2]
+    assert as_json["configs"]["retention.ms"] == "86400000"
+    assert json.loads(run_cli("topic", "list", "--format", "json").stdout).count({"topic": "cli-events", "partitions": 3}) == 1
+    deleted = run_cli("topic", "delete", "cli-events")
+    assert deleted.returncode == 0 and deleted.stdout == "deleted topic cli-events\n"
+    assert "cli-events" not in run_cli("topic", "list").stdout
+
+
+def test_topic_errors_are_one_line_and_exit_1(run_cli):
+    assert run_cli("topic", "create", "cli-dup").returncode == 0
+    again = run_cli("topic", "create", "cli-dup")
+    assert again.returncode == 1 and again.stdout == ""
+    assert again.stderr.startswith("seglog: error:") and "ALREADY_EXISTS" in again.stderr
+    assert again.stderr.count("\n") == 1 and "Traceback" not in again.stderr
+    assert run_cli("topic", "create", "cli-dup", "--if-not-exists").returncode == 0
+    missing = run_cli("topic", "delete", "cli-nope")
+    assert missing.returncode == 1 and "NOT_FOUND" in missing.stderr
+    assert run_cli("topic", "delete", "cli-nope", "--if-exists").returncode == 0
+    bad = run_cli("topic", "create", "cli-bad", "--config", "retention.ms=soon")
+    assert bad.returncode == 1 and "INVALID_ARGUMENT" in bad.stderr
+
+
+def test_produce_text_lines_then_consume_them_back(run_cli, make_topic):
+    topic = make_topic(partitions=2)
+    produced = run_cli("produce", topic, "--partition", "1", "--key", "greeting", "--header", "source=test",
+                       input="hello\nworld\nbinary \u00e9\n")
+    assert produced.returncode == 0, produced.stderr
+    assert "produced 3 records" in produced.stderr
+    consumed = run_cli("consume", topic, "--partition", "1", "--from-beginning")
+    assert consumed.returncode == 0, consumed.stderr
+    assert consumed.stdout == "hello\nworld\nbinary \u00e9\n"
+    columns = run_cli("consume", topic, "--from-beginning", "--print-partition", "--print-offset", "--print-key",
+                      "--print-headers", "--max-records", "1")
+    assert columns.stdout == "1\t0\tgreeting\tsource=test\thello\n"
+
+
+def test_produce_json_lines_then_consume_json(run_cli, make_topic):
+    topic = make_topic(partitions=3)
+    lines = [
+        {"key": "user-1", "value": "clicked", "headers": {"trace": "abc"}, "timestamp_ms": 1_700_000_000_000},
+        {"key": "user-1", "value": None, "partition": 2},
+        {"value": {"nested": [1, 2]}, "partition": 0, "timestamp_ms": 1_700_000_000_500},
+        {"key_base64": "gAE=", "value_base64": "/w==", "partition": 0},  # not UTF-8
+    ]
+    produced = run_cli("produce", topic, "--format", "json", "--print-metadata",
+                       input="\n".join(json.dumps(line) for line in lines) + "\n")
+    assert produced.returncode == 0, produced.stderr
+    assert len(produced.stdout.splitlines()) == 4
+    consumed = run_cli("consume", topic, "--from-beginning", "--format", "json")
+    assert consumed.returncode == 0, consumed.stderr
+    records = [json.loads(line) for line in consumed.stdout.splitlines()]
+    assert len(records) == 4
+    by_value = {r.get("value", r.get("value_base64")): r for r in records}
+    assert by_value["clicked"]["key"] == "user-1" and by_value["clicked"]["headers"] == {"trace": "abc"}
+    assert by_value["clicked"]["timestamp_ms"] == 1_700_000_000_000
+    assert by_value[None]["partition"] == 2 and by_value[None]["key"] == "user-1"
+    assert by_value['{"nested":[1,2]}']["partition"] == 0
+    assert by_value["/w=="]["key_base64"] == "gAE="
+
+
+def test_produce_reports_a_bad_json_line_with_its_number(run_cli, make_topic):
+    topic = make_topic()
+    result = run_cli("produce", topic, "--format", "json", input='{"value": "ok", "partition": 0}\n{oops\n')
+    assert result.returncode == 1
+    assert "line 2: not valid JSON" in result.stderr and "the 1 records before it were produced" in result.stderr
+
+
+def test_produce_with_key_separator_and_compression_and_fsync(run_cli, make_topic):
+    topic = make_topic()
+    result = run_cli("produce", topic, "--partition", "0", "--key-separator", ":", "--compression", "zstd",
+                     "--acks", "fsynced", input="k1:v1\nk2:v:2\n")
+    assert result.returncode == 0, result.stderr
+    consumed = run_cli("consume", topic, "--from-beginning", "--print-key")
+    assert consumed.stdout == "k1\tv1\nk2\tv:2\n"
+
+
+def test_consume_from_an_offset_a_time_and_the_end(run_cli, seglog_service, make_topic):
+    topic = make_topic()
+    with Producer(seglog_service.address) as producer:
+        for i, ts in enumerate([1_000, 2_000, 3_000, 4_000]):
+            producer.send(topic, f"r{i}".encode(), partition=0, timestamp_ms=ts)
+    assert run_cli("consume", topic, "--offset", "2").stdout == "r2\nr3\n"
+    assert run_cli("consume", topic, "--from-timestamp", "2500").stdout == "r2\nr3\n"
+    assert run_cli("consume", topic, "--from-timestamp", "1970-01-01T00:00:01.500Z").stdout == "r1\nr2\nr3\n"
+    assert run_cli("consume", topic, "--from-end").stdout == ""
+    assert run_cli("consume", topic, "--from-beginning", "--max-records", "2", "--mode", "stream").stdout == "r0\nr1\n"
+
+
+def test_consume_follow_prints_records_appended_later(run_cli, seglog_service, make_topic):
+    topic = make_topic()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SEGLOG_")}
+    follower = subprocess.Popen(
+        [sys.executable, "-m", "seglog.cli", "--server", seglog_service.address, "consume", topic, "--from-end",
+         "--follow", "--max-records", "2", "--mode", "stream"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+    )
+    try:
+        with Producer(seglog_service.address) as producer:
+            # The follower starts at the end it finds; records sent before it looks would be missed,
+            # so keep sending until it has printed two (it exits by itself after --max-records 2).
+            sent = 0
+            while follower.poll() is None and sent < 1000:
+                producer.send_and_wait(topic, f"late-{sent}".encode(), partition=0)
+                sent += 1
+                try:
+                    follower.wait(timeout=0.05)
+                except subprocess.TimeoutExpired:
+                    pass
+        out, err = follower.communicate(timeout=30)
+    finally:
+        if follower.poll() is None:
+            follower.kill()
+    assert follower.returncode == 0, err
+    lines = out.splitlines()
+    assert len(lines) == 2 and all(line.startswith("late-") for line in lines)
+    assert int(lines[1][5:]) == int(lines[0][5:]) + 1
+    assert "processed 2 records" in err
+
+
+def test_offsets_earliest_latest_by_time_and_max_timestamp(run_cli, seglog_service, make_topic):
+    topic = make_topic(partitions=2)
+    with Producer(seglog_service.address) as producer:
+        for ts in (1_000, 5_000, 3_000):
+            producer.send(topic, b"x", partition=0, timestamp_ms=ts).result()
+    assert run_cli("offsets", topic).stdout == f"{topic}:0:3\n{topic}:1:0\n"
+    assert run_cli("offsets", topic, "--partition", "0", "--earliest").stdout == f"{topic}:0:0\n"
+    assert run_cli("offsets", topic, "--time", "2000").stdout == f"{topic}:0:1:5000\n{topic}:1:none\n"
+    assert run_cli("offsets", topic, "--max-timestamp", "--partition", "0").stdout == f"{topic}:0:1:5000\n"
+    rows = [json.loads(line) for line in run_cli("offsets", topic, "--latest", "--format", "json").stdout.splitlines()]
+    assert rows == [{"topic": topic, "partition": 0, "offset": 3}, {"topic": topic, "partition": 1, "offset": 0}]
+
+
+def test_offsets_of_an_unknown_topic_exit_1(run_cli):
+    result = run_cli("offsets", "cli-unknown")
+    assert result.returncode == 1 and "NOT_FOUND" in result.stderr
+
+
+def test_dump_verify_passes_on_the_services_own_files(run_cli, seglog_service, make_topic):
+    topic = make_topic(configs={"index.interval.bytes": "100", "segment.bytes": "20000"})
+    with Producer(seglog_service.address, linger_ms=0) as producer:
+        for i in range(300):
+            producer.send(topic, f"record-{i}".encode() * 3, key=str(i % 7).encode(), partition=0,
+                          timestamp_ms=1_700_000_000_000 + i).result()
+    partition_dir = seglog_service.data_dir / f"{topic}-0"
+    logs = sorted(partition_dir.glob("*.log"))
+    assert len(logs) > 1  # rolled: several segments, closed ones with trimmed indexes
+    verified = run_cli("dump", str(partition_dir), "--verify", "--deep", server=False)
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+    assert verified.stdout.strip().endswith("files OK")
+    index_lines = [line for line in verified.stdout.splitlines() if ".index:" in line]
+    assert any(" 0 entries" not in line for line in index_lines)  # real entries were checked
+    printed = run_cli("dump", str(logs[0]), "--print-records", server=False)
+    assert printed.returncode == 0 and "baseOffset: 0 lastOffset: 0" in printed.stdout
+    assert "payload: record-0record-0record-0" in printed.stdout
+    entries = run_cli("dump", str(logs[0].with_suffix(".index")), server=False)
+    assert entries.returncode == 0 and "offset: " in entries.stdout and "position: " in entries.stdout
+
+
+def test_dump_verify_fails_on_a_damaged_copy_of_the_services_files(run_cli, seglog_service, make_topic, tmp_path):
+    topic = make_topic(configs={"index.interval.bytes": "50"})
+    with Producer(seglog_service.address, linger_ms=0) as producer:
+        for i in range(20):
+            producer.send(topic, f"r{i}".encode() * 10, partition=0).result()
+    log = seglog_service.data_dir / f"{topic}-0" / f"{0:020d}.log"
+    copy = tmp_path / log.name
+    data = bytearray(log.read_bytes())
+    data[len(data) // 2] ^= 0x55
+    copy.write_bytes(bytes(data))
+    (tmp_path / f"{0:020d}.index").write_bytes(log.with_suffix(".index").read_bytes())
+    result = run_cli("dump", str(copy), "--verify", server=False)
+    assert result.returncode == 1
+    assert "CRC mismatch" in result.stdout or "unreadable batch" in result.stdout
+    assert result.stdout.splitlines()[-1].startswith("FAILED:")
+
+
+def test_admin_view_matches_what_the_cli_created(run_cli, seglog_service):
+    assert run_cli("topic", "create", "cli-seen", "--partitions", "2", "--config", "cleanup.policy=compact").returncode == 0
+    with Admin(seglog_service.address) as admin:
+        description = admin.describe_topic("cli-seen")
+    assert len(description.partitions) == 2 and description.configs["cleanup.policy"] == "compact"
