@@ -42,8 +42,10 @@ def parse_start(start: int | str | datetime) -> StartPosition:
         if start.tzinfo is None:
             raise ValueError("a start datetime must be timezone-aware (e.g. datetime.now(timezone.utc))")
         return StartPosition("timestamp", round(start.timestamp() * 1000))
-    if start in ("earliest", "latest"):
-        return StartPosition(start)
+    if start == "earliest":
+        return StartPosition("earliest")
+    if start == "latest":
+        return StartPosition("latest")
     raise ValueError(f"start must be 'earliest', 'latest', an offset or a datetime, got {start!r}")
 
 

@@ -8,6 +8,7 @@ mapping keyed by ``TopicPartition`` and answer with one, like kafka-python's.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -46,12 +47,14 @@ class AsyncAdmin:
         credentials: grpc.ChannelCredentials | None = None,
         channel_options: Sequence[tuple[str, Any]] = (),
     ) -> None:
-        self._server = server
-        self._transport_options = {
-            "request_timeout_ms": request_timeout_ms,
-            "credentials": credentials,
-            "channel_options": channel_options,
-        }
+        # Connecting needs the running loop (a grpc.aio rule), so it waits for start().
+        self._connect = functools.partial(
+            Transport,
+            server,
+            request_timeout_ms=request_timeout_ms,
+            credentials=credentials,
+            channel_options=channel_options,
+        )
         self._transport: Transport | None = None
         self._closed = False
 
@@ -59,7 +62,7 @@ class AsyncAdmin:
         if self._closed:
             raise ClientClosedError("the admin client is closed")
         if self._transport is None:
-            self._transport = Transport(self._server, **self._transport_options)
+            self._transport = self._connect()
 
     async def __aenter__(self) -> AsyncAdmin:
         await self.start()

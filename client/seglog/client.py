@@ -68,7 +68,7 @@ class Transport:
             self._channel = grpc.aio.insecure_channel(server, options=options)
         else:
             self._channel = grpc.aio.secure_channel(server, credentials, options=options)
-        self._stub = pb_grpc.LogServiceStub(self._channel)
+        self._stub = pb_grpc.LogServiceStub(self._channel)  # type: ignore[no-untyped-call]
         self._server = server
         self._request_timeout_s = request_timeout_ms / 1000
         self._requests_sent = 0
@@ -101,29 +101,37 @@ class Transport:
     # -- unary RPCs ------------------------------------------------------------------------------
 
     async def create_topic(self, request: pb.CreateTopicRequest) -> pb.CreateTopicResponse:
-        return await self._unary(self._stub.CreateTopic, request)
+        response: pb.CreateTopicResponse = await self._unary(self._stub.CreateTopic, request)
+        return response
 
     async def delete_topic(self, request: pb.DeleteTopicRequest) -> pb.DeleteTopicResponse:
-        return await self._unary(self._stub.DeleteTopic, request)
+        response: pb.DeleteTopicResponse = await self._unary(self._stub.DeleteTopic, request)
+        return response
 
     async def list_topics(self, request: pb.ListTopicsRequest) -> pb.ListTopicsResponse:
-        return await self._unary(self._stub.ListTopics, request)
+        response: pb.ListTopicsResponse = await self._unary(self._stub.ListTopics, request)
+        return response
 
     async def describe_topic(self, request: pb.DescribeTopicRequest) -> pb.DescribeTopicResponse:
-        return await self._unary(self._stub.DescribeTopic, request)
+        response: pb.DescribeTopicResponse = await self._unary(self._stub.DescribeTopic, request)
+        return response
 
     async def produce(self, request: pb.ProduceRequest) -> pb.ProduceResponse:
-        return await self._unary(self._stub.Produce, request)
+        response: pb.ProduceResponse = await self._unary(self._stub.Produce, request)
+        return response
 
     async def fetch(self, request: pb.FetchRequest) -> pb.FetchResponse:
         # A long poll waits up to max_wait_ms on purpose; the deadline covers that plus the usual.
-        return await self._unary(self._stub.Fetch, request, extra_ms=request.max_wait_ms)
+        response: pb.FetchResponse = await self._unary(self._stub.Fetch, request, extra_ms=request.max_wait_ms)
+        return response
 
     async def offsets_for_times(self, request: pb.OffsetsForTimesRequest) -> pb.OffsetsForTimesResponse:
-        return await self._unary(self._stub.OffsetsForTimes, request)
+        response: pb.OffsetsForTimesResponse = await self._unary(self._stub.OffsetsForTimes, request)
+        return response
 
     async def delete_records(self, request: pb.DeleteRecordsRequest) -> pb.DeleteRecordsResponse:
-        return await self._unary(self._stub.DeleteRecords, request)
+        response: pb.DeleteRecordsResponse = await self._unary(self._stub.DeleteRecords, request)
+        return response
 
     # -- streaming -------------------------------------------------------------------------------
 

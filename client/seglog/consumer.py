@@ -19,6 +19,7 @@ Two ways to read, same records:
 from __future__ import annotations
 
 import asyncio
+import functools
 import itertools
 from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass
@@ -140,12 +141,14 @@ class AsyncConsumer:
         self._topic = topic
         self._requested_partitions = _parse_partitions(partition)
         self._start = parse_start(start)
-        self._server = server
-        self._transport_options = {
-            "request_timeout_ms": request_timeout_ms,
-            "credentials": credentials,
-            "channel_options": channel_options,
-        }
+        # Connecting needs the running loop (a grpc.aio rule), so it waits for start().
+        self._connect = functools.partial(
+            Transport,
+            server,
+            request_timeout_ms=request_timeout_ms,
+            credentials=credentials,
+            channel_options=channel_options,
+        )
         self._transport: Transport | None = None
         self._states: dict[int, PartitionState] = {}
         self._round_robin: Iterator[int] = iter(())
@@ -170,7 +173,7 @@ class AsyncConsumer:
         self._check_open()
         self._data_ready = asyncio.Event()
         self._resolve_lock = asyncio.Lock()
-        self._transport = Transport(self._server, **self._transport_options)
+        self._transport = self._connect()
         partitions = self._requested_partitions
         if partitions is None:
             response = await self._transport.describe_topic(pb.DescribeTopicRequest(topic=self._topic))
@@ -281,10 +284,7 @@ class AsyncConsumer:
 
     def statistics(self) -> ConsumerStatistics:
         positions = {p: s.position for p, s in sorted(self._states.items())}
-        lag = {
-            p: (s.high_watermark - positions[p] if s.high_watermark is not None and positions[p] is not None else None)
-            for p, s in sorted(self._states.items())
-        }
+        lag = {p: _lag(s.high_watermark, positions[p]) for p, s in sorted(self._states.items())}
         return ConsumerStatistics(
             topic=self._topic,
             **self._stats,
@@ -466,6 +466,12 @@ def _parse_partitions(partition: int | Sequence[int] | None) -> list[int] | None
     if len(set(partitions)) != len(partitions):
         raise ValueError(f"partitions repeat: {partitions}")
     return partitions
+
+
+def _lag(high_watermark: int | None, position: int | None) -> int | None:
+    if high_watermark is None or position is None:
+        return None
+    return high_watermark - position
 
 
 def _lookup_target(start: StartPosition) -> int:

@@ -14,6 +14,7 @@ value raises throughput for one partition at the cost of that guarantee when a r
 from __future__ import annotations
 
 import asyncio
+import functools
 import concurrent.futures
 import threading
 import time
@@ -193,12 +194,14 @@ class AsyncProducer:
             retry_backoff_ms=retry_backoff_ms,
             request_timeout_ms=request_timeout_ms,
         )
-        self._server = server
-        self._transport_options = {
-            "request_timeout_ms": request_timeout_ms,
-            "credentials": credentials,
-            "channel_options": channel_options,
-        }
+        # Connecting needs the running loop (a grpc.aio rule), so it waits for start().
+        self._connect = functools.partial(
+            Transport,
+            server,
+            request_timeout_ms=request_timeout_ms,
+            credentials=credentials,
+            channel_options=channel_options,
+        )
         self._accumulator = RecordAccumulator(
             batch_bytes=batch_size,
             linger_ms=linger_ms,
@@ -240,7 +243,7 @@ class AsyncProducer:
         self._loop_thread_id = threading.get_ident()
         self._wakeup = asyncio.Event()
         self._progress = asyncio.Event()
-        self._transport = Transport(self._server, **self._transport_options)
+        self._transport = self._connect()
         self._sender = asyncio.create_task(self._run_sender(), name="seglog-producer-sender")
 
     async def __aenter__(self) -> AsyncProducer:

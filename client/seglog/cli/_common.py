@@ -187,4 +187,5 @@ def progress(*, total: int | None, desc: str, unit: str, stream: TextIO | None =
     from tqdm import tqdm  # imported only when a bar is shown
 
     scale = unit == "B"
-    return tqdm(total=total, desc=desc, unit=unit, unit_scale=scale, unit_divisor=1024 if scale else 1000, file=stream, leave=False)
+    bar: Progress = tqdm(total=total, desc=desc, unit=unit, unit_scale=scale, unit_divisor=1024 if scale else 1000, file=stream, leave=False)
+    return bar

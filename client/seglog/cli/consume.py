@@ -70,7 +70,7 @@ def add_parser(commands: Any, parents: list[argparse.ArgumentParser]) -> None:
 
 def _start_of(args: argparse.Namespace) -> int | str:
     if args.offset is not None:
-        return args.offset
+        return int(args.offset)
     if args.from_end:
         return "latest"
     return "earliest"  # --from-beginning, and --from-timestamp seeks after opening

@@ -239,8 +239,12 @@ def _verify_segment(log_path: str, wanted: set[str], deep: bool, report: _Report
             report.add(index_path, [files.Problem(index_path, "file", f"no {log_path} next to it to check against")])
         return
     base_offset = _base_offset(log_path)
+
+    def advance(batch: RecordBatch) -> None:
+        bar.update(batch.size_in_bytes)
+
     with _mapped(log_path) as buffer:
-        scan = files.scan_log(log_path, buffer, base_offset, deep=deep, on_batch=lambda b: bar.update(b.size_in_bytes))
+        scan = files.scan_log(log_path, buffer, base_offset, deep=deep, on_batch=advance)
     report.add(
         f"{log_path}: {len(scan.batches)} batches, {scan.record_count} records, {scan.size_bytes} bytes", scan.problems
     )

@@ -162,8 +162,8 @@ def _run(args: argparse.Namespace) -> int:
         if lines is not sys.stdin.buffer:
             lines.close()
     if tally.first_error is not None:
-        error = tally.first_error
-        message = str(error) if isinstance(error, SeglogError) else f"{type(error).__name__}: {error}"
+        first = tally.first_error
+        message = str(first) if isinstance(first, SeglogError) else f"{type(first).__name__}: {first}"
         raise CliError(f"{tally.failed} of {tally.sent + tally.failed} records failed; first error: {message}")
     print(f"produced {tally.sent} records to {args.topic}", file=sys.stderr)
     return 0
