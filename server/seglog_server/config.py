@@ -1,0 +1,405 @@
+"""The service's settings: one table, four sources, checked together at start.
+
+Every setting has a snake_case name with its unit last (``fetch_bytes_max``), a default, a reason
+for that default, and three spellings, one per source:
+
+    TOML file       ``fetch_bytes_max = 8388608``   (limits under ``[limits]``, topic defaults
+                                                      under ``[topic_defaults]`` by Kafka's names)
+    environment     ``SEGLOG_FETCH_BYTES_MAX=8388608``, ``SEGLOG_TOPIC_DEFAULT_SEGMENT_BYTES=...``
+    flags           ``--fetch-bytes-max 8388608``, ``--topic-default segment.bytes=...``
+
+Precedence is flags > environment > file > defaults, per setting (and per topic-default key).
+``load_config`` returns a frozen ``ServiceConfig`` or raises ``ConfigError`` whose one-line message
+names the setting, where its value came from, and what is wrong. Limits are checked against each
+other (``_check_limits``) so that, for example, any batch Produce accepts can be returned by Fetch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tomllib
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from seglog_server.storage.errors import InvalidConfigError
+from seglog_server.storage.log_config import LogConfig
+
+__all__ = [
+    "ENV_PREFIX",
+    "REQUEST_OVERHEAD_BYTES",
+    "RESPONSE_OVERHEAD_BYTES",
+    "ConfigError",
+    "ServiceConfig",
+    "build_arg_parser",
+    "load_config",
+    "parse_listen_address",
+]
+
+ENV_PREFIX = "SEGLOG_"
+TOPIC_DEFAULT_ENV_PREFIX = "SEGLOG_TOPIC_DEFAULT_"
+
+# A ProduceRequest around its batch: the topic name (at most 249 bytes by Kafka's rules), the
+# partition, acks and compression enums, protobuf tags and lengths and gRPC framing. 1 KiB covers
+# it with room to spare; the batch itself is bounded by max.message.bytes.
+REQUEST_OVERHEAD_BYTES = 1024
+# A FetchResponse around its records: topic, partition, four int64 offsets, tags and framing.
+RESPONSE_OVERHEAD_BYTES = 1024
+
+MIB = 1024 * 1024
+
+# Names a process may set that are ours but are not settings (the entry point's re-exec guard).
+_RESERVED_ENV = frozenset({"SEGLOG_MALLOC_REEXEC"})
+
+
+class ConfigError(Exception):
+    """A setting is missing, malformed, out of range, or contradicts another one."""
+
+
+@dataclass(frozen=True)
+class ServiceConfig:
+    """The validated settings of one service process."""
+
+    data_dirs: tuple[str, ...] = ("./data",)
+    listen: str = "127.0.0.1:50551"
+    ready_file: str | None = None
+    log_level: str = "INFO"
+    malloc_tuning: bool = True
+    # Largest gRPC message the service accepts (a ProduceRequest, mostly its one batch).
+    request_bytes_max: int = 8 * MIB
+    # Largest gRPC message the service sends (a FetchResponse).
+    response_bytes_max: int = 16 * MIB
+    # Largest `records` of one Fetch/Consume response (a request's max_bytes 0 means this).
+    # 2 MiB: a response this size stays in a core's L2 cache (2 MiB here) through its copies;
+    # measured with bench_service-style catch-up: 1-4 MiB best, 8 MiB 15-35 % slower.
+    fetch_bytes_max: int = 2 * MIB
+    # Longest a Fetch may wait at the tail; longer max_wait_ms are cut to this.
+    fetch_wait_ms_max: int = 300_000
+    # Concurrent RPCs (streams included) before new ones get RESOURCE_EXHAUSTED.
+    rpc_concurrency_max: int = 1000
+    # Threads for storage calls that block (fsync, large reads, topic creation and deletion).
+    storage_threads: int = 4
+    # Appends and reads up to this many bytes run on the event loop instead of the pool.
+    inline_io_bytes_max: int = 65536
+    shutdown_grace_ms: int = 5000
+    maintenance_interval_ms: int = 1000
+    topic_defaults: Mapping[str, str] = field(default_factory=dict)
+    log_config: LogConfig = field(default_factory=LogConfig)
+
+    @property
+    def listen_host(self) -> str:
+        return parse_listen_address(self.listen)[0]
+
+    @property
+    def listen_port(self) -> int:
+        return parse_listen_address(self.listen)[1]
+
+    @property
+    def message_bytes_max(self) -> int:
+        """The largest max.message.bytes a topic may have: its batches must fit one request."""
+        return self.request_bytes_max - REQUEST_OVERHEAD_BYTES
+
+
+# -- value parsers: each takes a TOML value or a string and raises ValueError with a reason -----
+
+
+def _parse_int(value: Any) -> int:
+    if isinstance(value, bool):
+        raise ValueError(f"must be an integer, found {value!r}")
+    if isinstance(value, int):
+        return value
+    try:
+        return int(str(value).strip().replace("_", ""))
+    except ValueError:
+        raise ValueError(f"must be an integer, found {value!r}") from None
+
+
+def _positive_int(value: Any) -> int:
+    number = _parse_int(value)
+    if number < 1:
+        raise ValueError(f"must be at least 1, found {number}")
+    return number
+
+
+def _non_negative_int(value: Any) -> int:
+    number = _parse_int(value)
+    if number < 0:
+        raise ValueError(f"must be at least 0, found {number}")
+    return number
+
+
+def _parse_bool(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(f"must be true or false, found {value!r}")
+
+
+def _parse_dirs(value: Any) -> tuple[str, ...]:
+    items = value if isinstance(value, list | tuple) else [value]
+    dirs = [part.strip() for item in items for part in str(item).split(",") if part.strip()]
+    if not dirs:
+        raise ValueError("needs at least one directory")
+    if len(set(dirs)) != len(dirs):
+        raise ValueError(f"lists a directory twice: {dirs}")
+    return tuple(dirs)
+
+
+def _parse_listen(value: Any) -> str:
+    parse_listen_address(str(value))
+    return str(value).strip()
+
+
+def _parse_optional_path(value: Any) -> str | None:
+    text = str(value).strip()
+    return text or None
+
+
+def _parse_log_level(value: Any) -> str:
+    level = str(value).strip().upper()
+    if level not in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"):
+        raise ValueError(f"must be DEBUG, INFO, WARNING, ERROR or CRITICAL, found {value!r}")
+    return level
+
+
+def parse_listen_address(text: str) -> tuple[str, int]:
+    """``HOST:PORT`` or ``[IPv6]:PORT`` -> (host, port); port 0 asks for any free port."""
+    text = text.strip()
+    host, sep, port_text = text.rpartition(":")
+    if not sep or not host:
+        raise ValueError(f"must be HOST:PORT, found {text!r}")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    elif ":" in host:
+        raise ValueError(f"an IPv6 host must be in brackets ([::1]:50551), found {text!r}")
+    try:
+        port = int(port_text)
+    except ValueError:
+        raise ValueError(f"port must be an integer, found {port_text!r}") from None
+    if not 0 <= port <= 65535:
+        raise ValueError(f"port must be in 0..65535, found {port}")
+    return host, port
+
+
+@dataclass(frozen=True)
+class _Setting:
+    name: str
+    parse: Callable[[Any], Any]
+    help: str
+    section: str = ""  # TOML table holding it ("" is the top level)
+
+    @property
+    def env(self) -> str:
+        return ENV_PREFIX + self.name.upper()
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.name.replace("_", "-")
+
+
+# Defaults live on ServiceConfig (with the reason for each); this table says how to read them.
+_SETTINGS: tuple[_Setting, ...] = (
+    _Setting("data_dirs", _parse_dirs, "log directories (JBOD), repeatable or comma-separated"),
+    _Setting("listen", _parse_listen, "gRPC address HOST:PORT (port 0: any free port)"),
+    _Setting("ready_file", _parse_optional_path, "file that receives host:port once serving"),
+    _Setting("log_level", _parse_log_level, "DEBUG, INFO, WARNING or ERROR"),
+    _Setting("malloc_tuning", _parse_bool, "set glibc MALLOC_* thresholds (re-exec once)"),
+    _Setting("request_bytes_max", _positive_int, "largest gRPC request, bytes", "limits"),
+    _Setting("response_bytes_max", _positive_int, "largest gRPC response, bytes", "limits"),
+    _Setting("fetch_bytes_max", _positive_int, "largest records per response, bytes", "limits"),
+    _Setting("fetch_wait_ms_max", _non_negative_int, "longest long-poll wait, ms", "limits"),
+    _Setting("rpc_concurrency_max", _positive_int, "concurrent RPCs, count", "limits"),
+    _Setting("storage_threads", _positive_int, "storage thread pool size, count", "limits"),
+    _Setting("inline_io_bytes_max", _non_negative_int, "inline I/O bound, bytes", "limits"),
+    _Setting("shutdown_grace_ms", _non_negative_int, "in-flight grace at shutdown, ms", "limits"),
+    _Setting("maintenance_interval_ms", _positive_int, "retention/flush pass period, ms", "limits"),
+)
+_BY_NAME = {setting.name: setting for setting in _SETTINGS}
+_BY_ENV = {setting.env: setting for setting in _SETTINGS}
+
+
+def build_arg_parser() -> argparse.ArgumentParser:
+    parser = _OneLineErrorParser(
+        prog="seglog-server",
+        description="The seglog log-segment storage service (gRPC seglog.v1.LogService).",
+        epilog="Precedence: flags > SEGLOG_* environment variables > --config file > defaults. "
+        "Every flag --x-y has the environment variable SEGLOG_X_Y and the TOML key x_y "
+        "(limits under [limits]); topic defaults: --topic-default segment.bytes=N, "
+        "SEGLOG_TOPIC_DEFAULT_SEGMENT_BYTES=N, or [topic_defaults] \"segment.bytes\" = N.",
+    )
+    parser.add_argument("--config", metavar="FILE.toml", help="TOML settings file")
+    for setting in _SETTINGS:
+        if setting.name == "data_dirs":
+            parser.add_argument("--data-dir", dest="data_dirs", action="append", help=setting.help)
+        elif setting.parse is _parse_bool:
+            parser.add_argument(
+                setting.flag, dest=setting.name, action=argparse.BooleanOptionalAction,
+                default=None, help=setting.help,
+            )
+        else:
+            parser.add_argument(setting.flag, dest=setting.name, help=setting.help)
+    parser.add_argument(
+        "--topic-default", dest="topic_defaults", action="append", metavar="NAME=VALUE",
+        help="default topic config by Kafka's name (repeatable)",
+    )
+    return parser
+
+
+class _OneLineErrorParser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise ConfigError(f"{message} (see --help)")
+
+
+# -- loading ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Value:
+    raw: Any
+    origin: str  # where it came from, as a user would write it
+
+
+def load_config(
+    argv: Sequence[str], environ: Mapping[str, str] | None = None
+) -> ServiceConfig:
+    """Reads flags, environment and the TOML file, applies precedence, validates everything."""
+    environ = os.environ if environ is None else environ
+    args = build_arg_parser().parse_args(list(argv))
+    values: dict[str, _Value] = {}
+    topic_values: dict[str, _Value] = {}
+    if args.config:
+        _read_file(args.config, values, topic_values)
+    _read_environ(environ, values, topic_values)
+    _read_flags(args, values, topic_values)
+    parsed = {name: _parse(_BY_NAME[name], value) for name, value in values.items()}
+    topic_defaults = {key: str(value.raw) for key, value in topic_values.items()}
+    log_config = _parse_topic_defaults(topic_values)
+    config = ServiceConfig(**parsed, topic_defaults=topic_defaults, log_config=log_config)
+    _check_limits(config, values, topic_values)
+    return config
+
+
+def _read_file(path: str, values: dict[str, _Value], topic_values: dict[str, _Value]) -> None:
+    try:
+        with open(path, "rb") as file:
+            document = tomllib.load(file)
+    except OSError as exc:
+        raise ConfigError(f"cannot read --config {path}: {exc.strerror}") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"--config {path} is not valid TOML: {exc}") from exc
+    for key, raw in document.items():
+        if key == "topic_defaults" and isinstance(raw, dict):
+            for name, value in raw.items():
+                topic_values[name] = _Value(_toml_scalar(value), f"[topic_defaults] in {path}")
+        elif key == "limits" and isinstance(raw, dict):
+            for name, value in raw.items():
+                _set_file_value(path, "limits", name, value, values)
+        else:
+            _set_file_value(path, "", key, raw, values)
+
+
+def _set_file_value(path: str, section: str, key: str, raw: Any, values: dict[str, _Value]) -> None:
+    where = f"{section}.{key}" if section else key
+    setting = _BY_NAME.get(key)
+    if setting is None or setting.section != section:
+        raise ConfigError(f"unknown setting {where} in {path}")
+    values[key] = _Value(raw, f"{where} in {path}")
+
+
+def _toml_scalar(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list):
+        return ",".join(str(item) for item in value)
+    return str(value)
+
+
+def _read_environ(
+    environ: Mapping[str, str], values: dict[str, _Value], topic_values: dict[str, _Value]
+) -> None:
+    known_topic = {name.upper().replace(".", "_"): name for name in LogConfig.known_names()}
+    for env_name, raw in environ.items():
+        if not env_name.startswith(ENV_PREFIX) or env_name in _RESERVED_ENV:
+            continue
+        if env_name.startswith(TOPIC_DEFAULT_ENV_PREFIX):
+            suffix = env_name[len(TOPIC_DEFAULT_ENV_PREFIX):]
+            if suffix not in known_topic:
+                raise ConfigError(f"unknown topic config in environment variable {env_name}")
+            topic_values[known_topic[suffix]] = _Value(raw, env_name)
+        elif env_name in _BY_ENV:
+            values[_BY_ENV[env_name].name] = _Value(raw, env_name)
+        # Other SEGLOG_* variables belong to other programs (the client, the CLI): not ours.
+
+
+def _read_flags(
+    args: argparse.Namespace, values: dict[str, _Value], topic_values: dict[str, _Value]
+) -> None:
+    for setting in _SETTINGS:
+        raw = getattr(args, setting.name)
+        if raw is not None:
+            flag = "--data-dir" if setting.name == "data_dirs" else setting.flag
+            values[setting.name] = _Value(raw, flag)
+    for item in args.topic_defaults or ():
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip():
+            raise ConfigError(f"--topic-default must be NAME=VALUE, found {item!r}")
+        topic_values[name.strip()] = _Value(value.strip(), "--topic-default")
+
+
+def _parse(setting: _Setting, value: _Value) -> Any:
+    try:
+        return setting.parse(value.raw)
+    except ValueError as exc:
+        raise ConfigError(f"invalid {setting.name} (from {value.origin}): {exc}") from None
+
+
+def _parse_topic_defaults(topic_values: Mapping[str, _Value]) -> LogConfig:
+    props = {name: str(value.raw) for name, value in topic_values.items()}
+    try:
+        return LogConfig.from_properties(props)
+    except InvalidConfigError as exc:
+        origins = sorted({value.origin for value in topic_values.values()})
+        raise ConfigError(f"invalid topic default (from {', '.join(origins)}): {exc}") from None
+
+
+def _origin(values: Mapping[str, _Value], name: str) -> str:
+    value = values.get(name)
+    return value.origin if value is not None else "default"
+
+
+def _check_limits(
+    config: ServiceConfig, values: Mapping[str, _Value], topic_values: Mapping[str, _Value]
+) -> None:
+    """The limits' relations. Each failure names both settings and where each came from."""
+
+    def fail(name: str, relation: str, other: str) -> None:
+        raise ConfigError(
+            f"invalid {name}={getattr(config, name)} (from {_origin(values, name)}): must be "
+            f"{relation} {other}"
+        )
+
+    # Any batch Produce accepts must come back from Fetch alone (a fetch returns at least one
+    # whole batch), so the response limit covers the request limit.
+    if config.response_bytes_max < config.request_bytes_max:
+        fail("response_bytes_max", ">=", f"request_bytes_max={config.request_bytes_max} "
+             f"(from {_origin(values, 'request_bytes_max')})")
+    if config.fetch_bytes_max + RESPONSE_OVERHEAD_BYTES > config.response_bytes_max:
+        fail("fetch_bytes_max", "<=", f"response_bytes_max - {RESPONSE_OVERHEAD_BYTES} = "
+             f"{config.response_bytes_max - RESPONSE_OVERHEAD_BYTES} "
+             f"(from {_origin(values, 'response_bytes_max')})")
+    if config.request_bytes_max <= REQUEST_OVERHEAD_BYTES:
+        fail("request_bytes_max", ">", f"the request overhead {REQUEST_OVERHEAD_BYTES}")
+    message_bytes = config.log_config.max_message_bytes
+    if message_bytes > config.message_bytes_max:
+        origin = topic_values["max.message.bytes"].origin if "max.message.bytes" in topic_values \
+            else "default"
+        raise ConfigError(
+            f"invalid topic default max.message.bytes={message_bytes} (from {origin}): must be <= "
+            f"request_bytes_max - {REQUEST_OVERHEAD_BYTES} = {config.message_bytes_max} (from "
+            f"{_origin(values, 'request_bytes_max')}), or Produce could not carry such a batch"
+        )

@@ -1,0 +1,150 @@
+import pytest
+
+from seglog_server.config import (
+    REQUEST_OVERHEAD_BYTES,
+    ConfigError,
+    ServiceConfig,
+    load_config,
+    parse_listen_address,
+)
+
+
+def _write(tmp_path, text):
+    path = tmp_path / "seglog.toml"
+    path.write_text(text)
+    return str(path)
+
+
+def test_defaults_are_the_embedded_ones():
+    config = load_config([], environ={})
+    assert config == ServiceConfig()
+    assert config.data_dirs == ("./data",)
+    assert (config.listen_host, config.listen_port) == ("127.0.0.1", 50551)
+    assert config.log_config.segment_bytes == 1_073_741_824
+
+
+def test_flag_beats_environment_beats_file_beats_default(tmp_path):
+    path = _write(tmp_path, 'listen = "127.0.0.1:1"\n[limits]\nfetch_bytes_max = 1000\n'
+                  'storage_threads = 3\n')
+    environ = {"SEGLOG_LISTEN": "127.0.0.1:2", "SEGLOG_FETCH_BYTES_MAX": "2000"}
+    config = load_config(["--config", path, "--listen", "127.0.0.1:3"], environ=environ)
+    assert config.listen == "127.0.0.1:3"  # flag
+    assert config.fetch_bytes_max == 2000  # environment over file
+    assert config.storage_threads == 3  # file over default
+    assert config.shutdown_grace_ms == ServiceConfig().shutdown_grace_ms  # default
+
+
+def test_topic_defaults_merge_per_key_with_the_same_precedence(tmp_path):
+    path = _write(tmp_path, '[topic_defaults]\n"segment.bytes" = 4096\n"retention.ms" = 10\n'
+                  '"flush.messages" = 7\n')
+    environ = {"SEGLOG_TOPIC_DEFAULT_RETENTION_MS": "20", "SEGLOG_TOPIC_DEFAULT_FLUSH_MS": "30"}
+    config = load_config(
+        ["--config", path, "--topic-default", "flush.ms=40"], environ=environ
+    )
+    assert config.log_config.segment_bytes == 4096
+    assert config.log_config.retention_ms == 20
+    assert config.log_config.flush_ms == 40
+    assert config.log_config.flush_messages == 7
+    assert config.topic_defaults["segment.bytes"] == "4096"
+
+
+def test_data_dirs_accept_repeated_flags_and_comma_lists():
+    config = load_config(["--data-dir", "/a,/b", "--data-dir", "/c"], environ={})
+    assert config.data_dirs == ("/a", "/b", "/c")
+    assert load_config([], environ={"SEGLOG_DATA_DIRS": "/x, /y"}).data_dirs == ("/x", "/y")
+
+
+def test_data_dirs_from_file_as_list(tmp_path):
+    path = _write(tmp_path, 'data_dirs = ["/d1", "/d2"]\n')
+    assert load_config(["--config", path], environ={}).data_dirs == ("/d1", "/d2")
+
+
+def test_same_data_dir_twice_is_refused():
+    with pytest.raises(ConfigError, match="data_dirs.*twice"):
+        load_config(["--data-dir", "/a,/a"], environ={})
+
+
+def test_malloc_tuning_flag_and_environment():
+    assert load_config(["--no-malloc-tuning"], environ={}).malloc_tuning is False
+    assert load_config([], environ={"SEGLOG_MALLOC_TUNING": "false"}).malloc_tuning is False
+    assert load_config([], environ={}).malloc_tuning is True
+
+
+@pytest.mark.parametrize(
+    ("argv", "environ", "pattern"),
+    [
+        (["--fetch-bytes-max", "lots"], {}, r"fetch_bytes_max \(from --fetch-bytes-max\).*integer"),
+        ([], {"SEGLOG_STORAGE_THREADS": "0"}, r"storage_threads \(from SEGLOG_STORAGE_THREADS\)"),
+        (["--listen", "localhost"], {}, r"listen .*HOST:PORT"),
+        (["--listen", "127.0.0.1:70000"], {}, r"listen .*0\.\.65535"),
+        (["--listen", "::1:5"], {}, r"listen .*brackets"),
+        (["--log-level", "LOUD"], {}, r"log_level"),
+        (["--topic-default", "segment.bytes=tiny"], {}, r"topic default.*segment\.bytes"),
+        (["--topic-default", "no.such.config=1"], {}, r"topic default.*no\.such\.config"),
+        (["--topic-default", "segment.bytes"], {}, r"--topic-default must be NAME=VALUE"),
+        ([], {"SEGLOG_TOPIC_DEFAULT_NO_SUCH": "1"}, r"SEGLOG_TOPIC_DEFAULT_NO_SUCH"),
+        (["--no-such-flag"], {}, r"unrecognized arguments: --no-such-flag"),
+    ],
+)
+def test_invalid_setting_names_the_setting_and_its_source(argv, environ, pattern):
+    with pytest.raises(ConfigError, match=pattern) as info:
+        load_config(argv, environ=environ)
+    assert "\n" not in str(info.value)
+
+
+def test_unknown_file_setting_is_refused(tmp_path):
+    path = _write(tmp_path, "fetch_bytes_max = 1\n")  # a limit outside [limits]
+    with pytest.raises(ConfigError, match=r"unknown setting fetch_bytes_max in .*seglog\.toml"):
+        load_config(["--config", path], environ={})
+
+
+def test_unreadable_or_malformed_file_is_refused(tmp_path):
+    with pytest.raises(ConfigError, match="cannot read --config"):
+        load_config(["--config", str(tmp_path / "missing.toml")], environ={})
+    path = _write(tmp_path, "listen = \n")
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        load_config(["--config", path], environ={})
+
+
+def test_response_limit_below_request_limit_is_refused():
+    with pytest.raises(ConfigError, match=r"response_bytes_max=1000000 .* >= request_bytes_max"):
+        load_config(
+            ["--request-bytes-max", "2000000", "--response-bytes-max", "1000000",
+             "--fetch-bytes-max", "1000"],
+            environ={},
+        )
+
+
+def test_fetch_limit_above_response_limit_is_refused():
+    with pytest.raises(ConfigError, match=r"fetch_bytes_max=16777216 \(from SEGLOG_FETCH"):
+        load_config([], environ={"SEGLOG_FETCH_BYTES_MAX": str(16 * 1024 * 1024)})
+
+
+def test_default_max_message_bytes_must_fit_a_request():
+    with pytest.raises(ConfigError, match=r"max\.message\.bytes=2000000 \(from --topic-default\)"):
+        load_config(
+            ["--topic-default", "max.message.bytes=2000000", "--request-bytes-max", "1500000"],
+            environ={},
+        )
+
+
+def test_max_message_bytes_exactly_at_the_request_limit_is_accepted():
+    config = load_config(
+        ["--topic-default", f"max.message.bytes={1_500_000 - REQUEST_OVERHEAD_BYTES}",
+         "--request-bytes-max", "1500000"],
+        environ={},
+    )
+    assert config.message_bytes_max == config.log_config.max_message_bytes
+
+
+def test_other_programs_seglog_variables_are_ignored():
+    assert load_config([], environ={"SEGLOG_CLIENT_TARGET": "x:1"}) == ServiceConfig()
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [("127.0.0.1:0", ("127.0.0.1", 0)), ("[::1]:50551", ("::1", 50551)),
+     ("0.0.0.0:9", ("0.0.0.0", 9)), ("localhost:1", ("localhost", 1))],
+)
+def test_listen_address_parses_hosts_and_ports(text, expected):
+    assert parse_listen_address(text) == expected
