@@ -1,0 +1,92 @@
+"""Per-partition wake-ups for long polls: Fetch and Consume wait here at the tail of a log.
+
+Every append goes through the service, so the service knows when a partition grows: after each
+successful Produce it calls ``notify``. A waiter takes a *ticket* (a future for the partition's
+next append) BEFORE it reads the log, then waits on the ticket only if the read came back short.
+That order closes the race: an append that the read missed completes after the ticket was taken,
+so its ``notify`` completes the ticket. No polling loop, no timer per partition.
+
+One future per partition is shared by all its waiters and replaced at each notify; waiting never
+cancels it (``asyncio.wait`` with a timeout, not ``wait_for``), so one waiter's timeout or
+cancellation does not disturb the others. ``close`` completes every ticket, present and future,
+so waiters wake up and see that the service is stopping. Everything here runs on the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+
+__all__ = ["AppendWaiters", "AppendWaitersStatistics"]
+
+_Key = tuple[str, int]
+
+
+@dataclass(frozen=True)
+class AppendWaitersStatistics:
+    watched_partition_count: int
+    notify_count: int
+    wake_count: int  # notifies that completed a ticket somebody held
+    closed: bool
+
+
+class AppendWaiters:
+    def __init__(self) -> None:
+        self._tickets: dict[_Key, asyncio.Future[None]] = {}
+        self._closed = False
+        self._notify_count = 0
+        self._wake_count = 0
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def ticket(self, topic: str, partition: int) -> asyncio.Future[None]:
+        """A future completed by the partition's next append (or by ``close``)."""
+        key = (topic, partition)
+        future = self._tickets.get(key)
+        if future is None:
+            future = asyncio.get_running_loop().create_future()
+            if self._closed:
+                future.set_result(None)
+            else:
+                self._tickets[key] = future
+        return future
+
+    def notify(self, topic: str, partition: int) -> None:
+        """The partition changed (append, records deleted): wake everyone waiting on it."""
+        self._notify_count += 1
+        future = self._tickets.pop((topic, partition), None)
+        if future is not None:
+            self._wake_count += 1
+            future.set_result(None)
+
+    def notify_topic(self, topic: str) -> None:
+        """The whole topic changed (deleted): wake the waiters of each of its partitions."""
+        for key in [key for key in self._tickets if key[0] == topic]:
+            self.notify(*key)
+
+    def close(self) -> None:
+        """Wake every waiter now and make every later ticket complete at once."""
+        self._closed = True
+        tickets, self._tickets = self._tickets, {}
+        for future in tickets.values():
+            future.set_result(None)
+
+    @staticmethod
+    async def wait_ticket(ticket: asyncio.Future[None], timeout_s: float | None) -> bool:
+        """Waits until the ticket completes or ``timeout_s`` passes; True if it completed."""
+        if ticket.done():
+            return True
+        if timeout_s is not None and timeout_s <= 0:
+            return False
+        done, _ = await asyncio.wait((ticket,), timeout=timeout_s)
+        return bool(done)
+
+    def statistics(self) -> AppendWaitersStatistics:
+        return AppendWaitersStatistics(
+            watched_partition_count=len(self._tickets),
+            notify_count=self._notify_count,
+            wake_count=self._wake_count,
+            closed=self._closed,
+        )

@@ -1,0 +1,243 @@
+"""Conversions between the protobuf messages of seglog.v1 and the storage engine's values.
+
+Pure functions: no I/O, no gRPC context. The servicer is convert -> one storage call -> convert,
+and both converts live here. Record batches pass through untouched; the only batch work done
+here is (a) building one batch from ``plain_records`` with ``seglog.records.RecordBatchBuilder``,
+(b) walking batch headers to find the next offset, and (c) decoding for ``decode=true``.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from seglog import records as codec
+from seglog.v1 import log_service_pb2 as pb
+
+from .errors import InvalidRequestError, ResponseTooLargeError, StoredBatchCorruptError
+
+__all__ = [
+    "DECODED_RECORD_OVERHEAD_BYTES",
+    "batch_from_plain_records",
+    "compression_from_proto",
+    "create_topic_response",
+    "decode_batches",
+    "describe_topic_response",
+    "fetch_response_wire",
+    "list_topics_response",
+    "next_offset_after",
+    "partition_offset",
+    "produce_response",
+]
+
+# Protobuf bytes of one DecodedRecord beyond its key, value and header bytes: field tags, length
+# prefixes, and the offset and timestamp varints (up to 10 bytes each for an int64).
+DECODED_RECORD_OVERHEAD_BYTES = 48
+
+# FetchResponse.records on the wire: field 1, wire type 2 (length-delimited): (1 << 3) | 2.
+_RECORDS_TAG = bytes([(pb.FetchResponse.RECORDS_FIELD_NUMBER << 3) | 2])
+
+# The two header fields the next-offset walk needs, read without building a RecordBatch.
+_INT32 = struct.Struct(">i")
+_INT64 = struct.Struct(">q")
+
+
+# -- produce ------------------------------------------------------------------------------------
+
+
+def compression_from_proto(value: int) -> codec.Compression:
+    try:
+        return codec.Compression(value)
+    except ValueError:
+        raise InvalidRequestError(f"unknown compression {value}") from None
+
+
+def batch_from_plain_records(
+    plain_records: Iterable[pb.PlainRecord], compression: codec.Compression
+) -> bytes:
+    """One v2 batch with base offset 0 holding ``plain_records`` (timestamp 0 means now)."""
+    builder = codec.RecordBatchBuilder(compression=compression)
+    for plain in plain_records:
+        builder.append(
+            plain.value if plain.HasField("value") else None,
+            key=plain.key if plain.HasField("key") else None,
+            timestamp_ms=plain.timestamp_ms or None,
+            headers=tuple(
+                (header.key, header.value if header.HasField("value") else None)
+                for header in plain.headers
+            ),
+        )
+    if builder.record_count == 0:
+        raise InvalidRequestError("ProduceRequest has no records: set records or plain_records")
+    return builder.build()
+
+
+def produce_response(info: Any) -> pb.ProduceResponse:
+    return pb.ProduceResponse(
+        base_offset=info.base_offset,
+        last_offset=info.last_offset,
+        log_append_time_ms=info.log_append_time_ms,
+        log_start_offset=info.log_start_offset,
+    )
+
+
+# -- fetch --------------------------------------------------------------------------------------
+
+
+def next_offset_after(records: bytes | memoryview, default: int) -> int:
+    """One past the last whole batch in ``records``, or ``default`` when it holds none."""
+    next_offset = default
+    position = 0
+    size = len(records)
+    while position + codec.RECORD_BATCH_OVERHEAD <= size:
+        end = position + codec.LOG_OVERHEAD + _INT32.unpack_from(
+            records, position + codec.LENGTH_OFFSET
+        )[0]
+        if end > size:
+            break
+        base_offset = _INT64.unpack_from(records, position + codec.BASE_OFFSET_OFFSET)[0]
+        last_delta = _INT32.unpack_from(records, position + codec.LAST_OFFSET_DELTA_OFFSET)[0]
+        next_offset = base_offset + last_delta + 1
+        position = end
+    return next_offset
+
+
+def decode_batches(
+    records: bytes | memoryview, from_offset: int, budget_bytes: int
+) -> tuple[list[pb.DecodedRecord], int]:
+    """Decodes whole batches while raw plus decoded bytes fit ``budget_bytes``.
+
+    Returns the decoded records at or after ``from_offset`` and the byte count of the batches
+    kept (the caller trims ``records`` to it so both fields describe the same batches). The first
+    batch is always kept; if it alone does not fit, ResponseTooLargeError. Stored bytes that fail
+    to parse or whose CRC does not match raise StoredBatchCorruptError.
+    """
+    decoded: list[pb.DecodedRecord] = []
+    used_bytes = 0
+    kept_bytes = 0
+    try:
+        for batch in codec.iter_batches(records):
+            batch.ensure_valid()
+            batch_decoded = [_decoded(r) for r in batch.records() if r.offset >= from_offset]
+            batch_bytes = batch.size_in_bytes + sum(_decoded_size(d) for d in batch_decoded)
+            if used_bytes + batch_bytes > budget_bytes:
+                if kept_bytes == 0:
+                    raise ResponseTooLargeError(
+                        f"the batch at offset {batch.base_offset} decodes to {batch_bytes} bytes, "
+                        f"above the {budget_bytes} bytes a response can carry; fetch it without "
+                        "decode"
+                    )
+                break
+            decoded.extend(batch_decoded)
+            used_bytes += batch_bytes
+            kept_bytes = batch.position + batch.size_in_bytes
+    except codec.CodecError as exc:
+        raise StoredBatchCorruptError(f"stored batch failed to decode: {exc}") from exc
+    return decoded, kept_bytes
+
+
+def _decoded(record: Any) -> pb.DecodedRecord:
+    message = pb.DecodedRecord(offset=record.offset, timestamp_ms=record.timestamp_ms)
+    if record.key is not None:
+        message.key = record.key
+    if record.value is not None:
+        message.value = record.value
+    for key, value in record.headers:
+        header = message.headers.add(key=key)
+        if value is not None:
+            header.value = value
+    return message
+
+
+def _decoded_size(message: pb.DecodedRecord) -> int:
+    size = DECODED_RECORD_OVERHEAD_BYTES + len(message.key) + len(message.value)
+    return size + sum(len(h.key) + len(h.value) + 8 for h in message.headers)
+
+
+def fetch_response_wire(
+    topic: str,
+    partition: int,
+    requested_offset: int,
+    data: Any,
+    records: bytes | memoryview | None = None,
+    decoded: list[pb.DecodedRecord] | None = None,
+) -> tuple[bytes, int]:
+    """A serialized FetchResponse for ``data`` (storage FetchData) and its next offset.
+
+    ``records`` overrides ``data.records``. The small fields are serialized by protobuf; the
+    ``records`` field is appended as tag, length and the bytes themselves, one copy in all (see
+    ``registration.py`` for why and how it is sent as is).
+    """
+    payload = data.records if records is None else records
+    next_offset = next_offset_after(payload, requested_offset)
+    fields = pb.FetchResponse(
+        high_watermark=data.high_watermark,
+        log_start_offset=data.log_start_offset,
+        log_end_offset=data.log_end_offset,
+        next_offset=next_offset,
+        topic=topic,
+        partition=partition,
+        decoded_records=decoded or (),
+    ).SerializeToString()
+    if not payload:
+        return fields, next_offset
+    return b"".join((fields, _RECORDS_TAG, _varint(len(payload)), payload)), next_offset
+
+
+def _varint(value: int) -> bytes:
+    assert value >= 0
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+# -- offsets ------------------------------------------------------------------------------------
+
+
+def partition_offset(topic: str, partition: int, found: Any) -> pb.PartitionOffset:
+    """``found`` is a storage TimestampAndOffset, or None: offset -1 and timestamp -1."""
+    if found is None:
+        return pb.PartitionOffset(topic=topic, partition=partition, offset=-1, timestamp_ms=-1)
+    return pb.PartitionOffset(
+        topic=topic, partition=partition, offset=found.offset, timestamp_ms=found.timestamp_ms
+    )
+
+
+# -- admin --------------------------------------------------------------------------------------
+
+
+def create_topic_response(topic: str, partitions: int, config: Any) -> pb.CreateTopicResponse:
+    return pb.CreateTopicResponse(
+        topic=topic, partitions=partitions, configs=config.to_properties()
+    )
+
+
+def list_topics_response(topics: Iterable[tuple[str, int]]) -> pb.ListTopicsResponse:
+    return pb.ListTopicsResponse(
+        topics=[pb.TopicSummary(topic=topic, partitions=count) for topic, count in topics]
+    )
+
+
+def describe_topic_response(description: Any) -> pb.DescribeTopicResponse:
+    configs: Mapping[str, str] = description.config.to_properties()
+    return pb.DescribeTopicResponse(
+        topic=description.topic,
+        configs=configs,
+        partitions=[
+            pb.PartitionDescription(
+                partition=p.partition,
+                log_start_offset=p.log_start_offset,
+                log_end_offset=p.log_end_offset,
+                high_watermark=p.high_watermark,
+                size_bytes=p.size_bytes,
+                segment_count=p.segment_count,
+                log_dir=str(p.log_dir),
+                configs=configs,
+            )
+            for p in description.partitions
+        ],
+    )

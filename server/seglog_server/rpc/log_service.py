@@ -1,0 +1,306 @@
+"""The seglog.v1.LogService servicer: each RPC is convert -> one storage call -> convert.
+
+Errors are not handled here: they propagate to ``boundary.py``, which maps them through the one
+table in ``status.py``. Long polls wait on ``AppendWaiters``; Produce notifies it after every
+successful append. Where each storage call runs (inline or on the pool) is ``StorageCalls``'s
+decision, by the bytes the call moves.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from seglog.v1 import log_service_pb2 as pb
+from seglog.v1 import log_service_pb2_grpc as pb_grpc
+from seglog_server.config import RESPONSE_OVERHEAD_BYTES
+from seglog_server.storage.errors import LogDirOfflineError
+
+from . import conversions, validation
+from .append_waiters import AppendWaiters, AppendWaitersStatistics
+from .boundary import RpcCounters, RpcStatistics, stream_rpc, unary_rpc
+from .errors import InvalidRequestError, ServiceStoppingError
+from .storage_calls import StorageCalls, StorageCallsStatistics
+
+__all__ = [
+    "START_OFFSET_METADATA_KEY",
+    "LogServicer",
+    "LogServicerLimits",
+    "LogServicerStatistics",
+]
+
+# Initial metadata of a Consume stream: the offset it starts from, once resolved.
+START_OFFSET_METADATA_KEY = "seglog-start-offset"
+
+
+@dataclass(frozen=True)
+class LogServicerLimits:
+    fetch_bytes_max: int  # records per response; a request's max_bytes 0 means this
+    fetch_wait_ms_max: int  # longer max_wait_ms are cut to this
+    response_bytes_max: int  # the gRPC send limit, for decoded responses
+    message_bytes_max: int  # the largest max.message.bytes a topic may have
+
+    def __post_init__(self) -> None:
+        assert 0 < self.fetch_bytes_max < self.response_bytes_max
+        assert self.fetch_wait_ms_max >= 0
+        assert self.message_bytes_max > 0
+
+
+@dataclass(frozen=True)
+class LogServicerStatistics:
+    rpc: RpcStatistics
+    waiters: AppendWaitersStatistics
+    storage_calls: StorageCallsStatistics
+    consume_stream_count: int
+    stopping: bool
+
+
+class LogServicer(pb_grpc.LogServiceServicer):
+    def __init__(
+        self, manager: Any, calls: StorageCalls, limits: LogServicerLimits
+    ) -> None:
+        self._manager = manager
+        self._calls = calls
+        self._limits = limits
+        self._waiters = AppendWaiters()
+        self._consume_stream_count = 0
+        self.counters = RpcCounters()
+
+    # -- life cycle ---------------------------------------------------------------------------
+    @property
+    def stopping(self) -> bool:
+        return self._waiters.closed
+
+    def begin_shutdown(self) -> None:
+        """Long polls answer now with what they have; Consume streams end with UNAVAILABLE."""
+        self._waiters.close()
+
+    def statistics(self) -> LogServicerStatistics:
+        return LogServicerStatistics(
+            rpc=self.counters.snapshot(),
+            waiters=self._waiters.statistics(),
+            storage_calls=self._calls.statistics(),
+            consume_stream_count=self._consume_stream_count,
+            stopping=self.stopping,
+        )
+
+    # -- admin --------------------------------------------------------------------------------
+    @unary_rpc
+    async def CreateTopic(self, request: pb.CreateTopicRequest, context: Any) -> Any:
+        if not request.topic:
+            raise InvalidRequestError("topic is empty")
+        if request.partitions < 1:
+            raise InvalidRequestError(f"partitions must be >= 1, found {request.partitions}")
+        configs = dict(request.configs)
+        self._check_message_bytes(configs)
+        config = await self._calls.blocking(
+            self._manager.create_topic, request.topic, request.partitions, configs,
+            validate_only=request.validate_only,
+        )
+        return conversions.create_topic_response(request.topic, request.partitions, config)
+
+    @unary_rpc
+    async def DeleteTopic(self, request: pb.DeleteTopicRequest, context: Any) -> Any:
+        if not request.topic:
+            raise InvalidRequestError("topic is empty")
+        await self._calls.blocking(self._manager.delete_topic, request.topic)
+        self._waiters.notify_topic(request.topic)
+        return pb.DeleteTopicResponse()
+
+    @unary_rpc
+    async def ListTopics(self, request: pb.ListTopicsRequest, context: Any) -> Any:
+        return conversions.list_topics_response(self._manager.list_topics())
+
+    @unary_rpc
+    async def DescribeTopic(self, request: pb.DescribeTopicRequest, context: Any) -> Any:
+        if not request.topic:
+            raise InvalidRequestError("topic is empty")
+        description = await self._calls.blocking(self._manager.describe_topic, request.topic)
+        return conversions.describe_topic_response(description)
+
+    def _check_message_bytes(self, configs: dict[str, str]) -> None:
+        """A topic's batches must fit one gRPC request; the storage does not know that limit."""
+        text = configs.get("max.message.bytes")
+        if text is None:
+            return
+        try:
+            value = int(text)
+        except ValueError:
+            return  # the storage refuses it with a message naming the key and the value
+        if value > self._limits.message_bytes_max:
+            raise InvalidRequestError(
+                f"max.message.bytes {value} is above {self._limits.message_bytes_max}, the "
+                "largest batch a ProduceRequest can carry (request_bytes_max minus overhead)"
+            )
+
+    # -- produce ------------------------------------------------------------------------------
+    @unary_rpc
+    async def Produce(self, request: pb.ProduceRequest, context: Any) -> Any:
+        topic, partition = validation.check_partition_ref(request.topic, request.partition)
+        acks = validation.check_acks(request.acks)
+        batch = self._produced_batch(request)
+        log = self._manager.get_log(topic, partition)
+        info = await self._log_call(log, len(batch), log.append, batch)
+        self._waiters.notify(topic, partition)
+        if acks == pb.ACKS_FSYNCED:
+            await self._log_call(log, _BLOCKING, log.flush)
+        return conversions.produce_response(info)
+
+    @staticmethod
+    def _produced_batch(request: pb.ProduceRequest) -> bytes:
+        if request.records:
+            if len(request.plain_records):
+                raise InvalidRequestError("set records or plain_records, not both")
+            return request.records
+        compression = conversions.compression_from_proto(request.compression)
+        return conversions.batch_from_plain_records(request.plain_records, compression)
+
+    # -- fetch --------------------------------------------------------------------------------
+    @unary_rpc
+    async def Fetch(self, request: pb.FetchRequest, context: Any) -> Any:
+        topic, partition = validation.check_partition_ref(request.topic, request.partition)
+        max_bytes = self._fetch_bytes(request.max_bytes)
+        wait_s = self._wait_seconds(request.max_wait_ms)
+        min_bytes = validation.check_non_negative("min_bytes", request.min_bytes)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + wait_s
+        while True:
+            ticket = self._waiters.ticket(topic, partition) if wait_s > 0 else None
+            data = await self._read(topic, partition, request.offset, max_bytes)
+            if ticket is None or _enough(data, min_bytes, max_bytes) or self.stopping:
+                break
+            if not await self._waiters.wait_ticket(ticket, deadline - loop.time()):
+                break
+        return self._fetch_response(topic, partition, request.offset, data, request.decode)[0]
+
+    @stream_rpc
+    async def Consume(self, request: pb.ConsumeRequest, context: Any) -> None:
+        topic, partition = validation.check_partition_ref(request.topic, request.partition)
+        max_bytes = self._fetch_bytes(request.max_bytes)
+        wait_s = self._wait_seconds(request.max_wait_ms)
+        min_bytes = validation.check_non_negative("min_bytes", request.min_bytes)
+        offset = self._start_offset(topic, partition, request)
+        # The client learns where the stream starts before any data (and that it has started).
+        await context.send_initial_metadata(((START_OFFSET_METADATA_KEY, str(offset)),))
+        self._consume_stream_count += 1
+        try:
+            while True:
+                data = await self._next_chunk(topic, partition, offset, max_bytes, min_bytes, wait_s)
+                response, offset = self._fetch_response(
+                    topic, partition, offset, data, request.decode
+                )
+                # Flow control: the next read waits until the client has taken this response.
+                await context.write(response)
+        finally:
+            self._consume_stream_count -= 1
+
+    async def _next_chunk(
+        self, topic: str, partition: int, offset: int, max_bytes: int, min_bytes: int,
+        wait_s: float,
+    ) -> Any:
+        """The next non-empty read: min_bytes or more, or less once ``wait_s`` has passed."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + wait_s
+        while True:
+            if self.stopping:
+                raise ServiceStoppingError("seglog is shutting down; reconnect to resume")
+            ticket = self._waiters.ticket(topic, partition)
+            data = await self._read(topic, partition, offset, max_bytes)
+            remaining_s = deadline - loop.time()
+            if data.records and (_enough(data, min_bytes, max_bytes) or remaining_s <= 0):
+                return data
+            # Nothing at all: wait for the next append however long it takes (until cancelled).
+            timeout_s = remaining_s if data.records else None
+            await self._waiters.wait_ticket(ticket, timeout_s)
+
+    def _start_offset(self, topic: str, partition: int, request: pb.ConsumeRequest) -> int:
+        position = validation.check_start_position(request.position)
+        log = self._manager.get_log(topic, partition)
+        if position == pb.START_POSITION_EARLIEST:
+            return log.log_start_offset
+        if position == pb.START_POSITION_LATEST:
+            return log.log_end_offset
+        if request.HasField("timestamp_ms"):
+            target = validation.check_target_timestamp(request.timestamp_ms)
+            found = log.offset_for_timestamp(target)  # index lookups: inline, microseconds
+            return log.log_end_offset if found is None else found.offset
+        return request.offset
+
+    async def _read(self, topic: str, partition: int, offset: int, max_bytes: int) -> Any:
+        # Looked up on each read: a topic deleted during a long poll answers NOT_FOUND.
+        log = self._manager.get_log(topic, partition)
+        return await self._log_call(log, max_bytes, log.read, offset, max_bytes)
+
+    async def _log_call(self, log: Any, io_bytes: int, method: Callable[..., Any], *args: Any) -> Any:
+        """One call of a Log method, inline or pooled by ``io_bytes`` (``_BLOCKING``: pooled).
+
+        A Log that meets an I/O error raises LogDirOfflineError; the whole directory is then
+        suspect (Kafka takes it offline), so the manager is told before the error is answered.
+        """
+        try:
+            if io_bytes == _BLOCKING:
+                return await self._calls.blocking(method, *args)
+            return await self._calls.sized(io_bytes, method, *args)
+        except LogDirOfflineError as exc:
+            log_dir = os.path.dirname(os.path.abspath(log.dir))
+            await self._calls.blocking(self._manager.handle_log_dir_failure, log_dir, exc)
+            raise
+
+    def _fetch_response(
+        self, topic: str, partition: int, offset: int, data: Any, decode: bool
+    ) -> tuple[bytes, int]:
+        """The serialized FetchResponse (sent as is, see registration.py) and its next offset."""
+        if not decode:
+            return conversions.fetch_response_wire(topic, partition, offset, data)
+        budget_bytes = self._limits.response_bytes_max - RESPONSE_OVERHEAD_BYTES
+        decoded, kept_bytes = conversions.decode_batches(data.records, offset, budget_bytes)
+        records = memoryview(data.records)[:kept_bytes]
+        return conversions.fetch_response_wire(topic, partition, offset, data, records, decoded)
+
+    def _fetch_bytes(self, max_bytes: int) -> int:
+        validation.check_non_negative("max_bytes", max_bytes)
+        if max_bytes == 0:
+            return self._limits.fetch_bytes_max
+        return min(max_bytes, self._limits.fetch_bytes_max)
+
+    def _wait_seconds(self, max_wait_ms: int) -> float:
+        validation.check_non_negative("max_wait_ms", max_wait_ms)
+        return min(max_wait_ms, self._limits.fetch_wait_ms_max) / 1000
+
+    # -- offsets ------------------------------------------------------------------------------
+    @unary_rpc
+    async def OffsetsForTimes(self, request: pb.OffsetsForTimesRequest, context: Any) -> Any:
+        results = []
+        for target in request.partitions:
+            topic, partition = validation.check_partition_ref(target.topic, target.partition)
+            timestamp_ms = validation.check_target_timestamp(target.timestamp_ms)
+            log = self._manager.get_log(topic, partition)
+            found = await self._log_call(log, 0, log.offset_for_timestamp, timestamp_ms)
+            results.append(conversions.partition_offset(topic, partition, found))
+        return pb.OffsetsForTimesResponse(results=results)
+
+    @unary_rpc
+    async def DeleteRecords(self, request: pb.DeleteRecordsRequest, context: Any) -> Any:
+        topic, partition = validation.check_partition_ref(request.topic, request.partition)
+        offset = request.offset
+        if offset < validation.HIGH_WATERMARK_OFFSET:
+            raise InvalidRequestError(f"offset must be >= 0 or -1 (high watermark), found {offset}")
+        log = self._manager.get_log(topic, partition)
+        if offset == validation.HIGH_WATERMARK_OFFSET:
+            offset = log.high_watermark
+        log_start_offset = await self._log_call(log, 0, log.delete_records, offset)
+        self._waiters.notify(topic, partition)
+        return pb.DeleteRecordsResponse(log_start_offset=log_start_offset)
+
+
+# _log_call's io_bytes for calls that always go to the pool (fsync).
+_BLOCKING = -1
+
+
+def _enough(data: Any, min_bytes: int, max_bytes: int) -> bool:
+    """min_bytes 0 or 1: any batch; never more than max_bytes could ever bring."""
+    return len(data.records) >= max(1, min(min_bytes, max_bytes))
+

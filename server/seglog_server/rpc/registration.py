@@ -1,0 +1,59 @@
+"""Registers the LogService servicer with a gRPC server, as the generated
+``add_LogServiceServicer_to_server`` does, except for one thing: responses of type FetchResponse
+may be handed over already serialized (``bytes``), and are then sent as they are.
+
+Why: a FetchResponse is mostly its ``records`` (up to fetch_bytes_max of batches). Built as a
+message, those bytes are copied into the message and copied again by SerializeToString; written as
+the small fields' encoding followed by the ``records`` field's tag, length and bytes
+(``conversions.fetch_response_wire``), they are copied once. Protobuf parsers accept fields in any
+order, so clients see the same message. The handlers are derived from the service descriptor, so a
+method added to the .proto is registered here too (and a test compares the two registrations).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import grpc
+
+from seglog.v1 import log_service_pb2 as pb
+
+__all__ = ["SERVICE_NAME", "add_log_service", "method_handlers"]
+
+SERVICE_NAME = pb.DESCRIPTOR.services_by_name["LogService"].full_name
+_SERVICE = pb.DESCRIPTOR.services_by_name["LogService"]
+
+
+def _serialize_fetch_response(response: pb.FetchResponse | bytes) -> bytes:
+    if isinstance(response, bytes):
+        return response
+    return response.SerializeToString()
+
+
+def _serializer(message_class: Any) -> Callable[[Any], bytes]:
+    if message_class is pb.FetchResponse:
+        return _serialize_fetch_response
+    return message_class.SerializeToString
+
+
+def method_handlers(servicer: Any) -> dict[str, grpc.RpcMethodHandler]:
+    handlers = {}
+    for method in _SERVICE.methods:
+        request_class = getattr(pb, method.input_type.name)
+        response_class = getattr(pb, method.output_type.name)
+        assert not method.client_streaming, f"{method.name}: client streaming is not served"
+        factory = (grpc.unary_stream_rpc_method_handler if method.server_streaming
+                   else grpc.unary_unary_rpc_method_handler)
+        handlers[method.name] = factory(
+            getattr(servicer, method.name),
+            request_deserializer=request_class.FromString,
+            response_serializer=_serializer(response_class),
+        )
+    return handlers
+
+
+def add_log_service(servicer: Any, server: grpc.aio.Server) -> None:
+    handlers = method_handlers(servicer)
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE_NAME, handlers),))
+    server.add_registered_method_handlers(SERVICE_NAME, handlers)

@@ -1,0 +1,86 @@
+"""Every error class the service can meet, mapped to a gRPC status code, once.
+
+The servicer catches exceptions at the boundary and asks ``status_for``; nothing else in the
+service chooses a status code. Lookup walks the exception's MRO, so a subclass without its own
+row takes its parent's code, and the table's order does not matter. An exception with no row at
+all is a bug: INTERNAL, with its traceback logged by the caller.
+
+The message sent is the exception's own text (storage and codec messages say what was expected
+and what was found); the class name travels in the ``seglog-error`` trailing metadata entry so a
+client can tell, say, RecordTooLargeError from RecordBatchTooLargeError.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import grpc
+
+from seglog import records as codec
+from seglog_server.storage import errors as storage
+
+from . import errors as service
+
+__all__ = ["ERROR_CLASS_METADATA_KEY", "STATUS_BY_ERROR", "ErrorStatus", "status_for"]
+
+ERROR_CLASS_METADATA_KEY = "seglog-error"
+
+_Code = grpc.StatusCode
+
+STATUS_BY_ERROR: Mapping[type[BaseException], grpc.StatusCode] = {
+    # -- storage: the caller's request ------------------------------------------------------
+    storage.InvalidTopicError: _Code.INVALID_ARGUMENT,
+    storage.InvalidConfigError: _Code.INVALID_ARGUMENT,
+    storage.InvalidRecordError: _Code.INVALID_ARGUMENT,
+    storage.InvalidTimestampError: _Code.INVALID_ARGUMENT,
+    storage.UnknownTopicOrPartitionError: _Code.NOT_FOUND,
+    storage.TopicExistsError: _Code.ALREADY_EXISTS,
+    storage.OffsetOutOfRangeError: _Code.OUT_OF_RANGE,
+    # A produced batch whose CRC does not match its bytes (or a stored one that fails a check).
+    storage.CorruptRecordError: _Code.DATA_LOSS,
+    storage.RecordTooLargeError: _Code.RESOURCE_EXHAUSTED,
+    storage.RecordBatchTooLargeError: _Code.RESOURCE_EXHAUSTED,
+    # The batch is valid but this log cannot take its offsets (relative offsets overflow).
+    storage.OffsetOverflowError: _Code.FAILED_PRECONDITION,
+    storage.LogDirOfflineError: _Code.UNAVAILABLE,
+    # -- storage: its own invariants (indexes are caches; these are bugs, not bad requests) ----
+    storage.CorruptIndexError: _Code.INTERNAL,
+    storage.InvalidOffsetError: _Code.INTERNAL,
+    storage.IndexFullError: _Code.INTERNAL,
+    storage.StorageError: _Code.INTERNAL,
+    # -- codec: bytes a producer sent (stored bytes that fail are StoredBatchCorruptError) ------
+    codec.InvalidCrcError: _Code.DATA_LOSS,
+    codec.CorruptRecordError: _Code.INVALID_ARGUMENT,
+    codec.UnsupportedCompressionError: _Code.INVALID_ARGUMENT,
+    codec.CodecError: _Code.INVALID_ARGUMENT,
+    # -- the adapter ---------------------------------------------------------------------------
+    service.InvalidRequestError: _Code.INVALID_ARGUMENT,
+    service.ResponseTooLargeError: _Code.RESOURCE_EXHAUSTED,
+    service.StoredBatchCorruptError: _Code.DATA_LOSS,
+    service.ServiceStoppingError: _Code.UNAVAILABLE,
+    service.ServiceError: _Code.INTERNAL,
+}
+
+
+@dataclass(frozen=True)
+class ErrorStatus:
+    code: grpc.StatusCode
+    message: str
+    error_class: str
+    expected: bool  # False: no row matched, a bug; the caller logs the traceback
+
+    @property
+    def trailing_metadata(self) -> tuple[tuple[str, str], ...]:
+        return ((ERROR_CLASS_METADATA_KEY, self.error_class),)
+
+
+def status_for(exc: BaseException) -> ErrorStatus:
+    """The status to send for ``exc``: its class's row, the nearest ancestor's, or INTERNAL."""
+    name = type(exc).__name__
+    text = str(exc) or name
+    for cls in type(exc).__mro__:
+        code = STATUS_BY_ERROR.get(cls)
+        if code is not None:
+            return ErrorStatus(code, text, name, expected=True)
+    return ErrorStatus(_Code.INTERNAL, f"internal error ({name}): {text}", name, expected=False)

@@ -1,0 +1,84 @@
+import grpc
+import pytest
+
+from seglog import records as codec
+from seglog_server.rpc import errors as service
+from seglog_server.rpc.status import ERROR_CLASS_METADATA_KEY, STATUS_BY_ERROR, status_for
+from seglog_server.storage import errors as storage
+
+Code = grpc.StatusCode
+
+# What the public API promises (proto/seglog/v1/log_service.proto, header comment), per class.
+PROMISED = {
+    storage.InvalidTopicError: Code.INVALID_ARGUMENT,
+    storage.InvalidConfigError: Code.INVALID_ARGUMENT,
+    storage.InvalidRecordError: Code.INVALID_ARGUMENT,
+    storage.InvalidTimestampError: Code.INVALID_ARGUMENT,
+    storage.UnknownTopicOrPartitionError: Code.NOT_FOUND,
+    storage.TopicExistsError: Code.ALREADY_EXISTS,
+    storage.OffsetOutOfRangeError: Code.OUT_OF_RANGE,
+    storage.CorruptRecordError: Code.DATA_LOSS,
+    storage.RecordTooLargeError: Code.RESOURCE_EXHAUSTED,
+    storage.RecordBatchTooLargeError: Code.RESOURCE_EXHAUSTED,
+    storage.OffsetOverflowError: Code.FAILED_PRECONDITION,
+    storage.LogDirOfflineError: Code.UNAVAILABLE,
+    storage.CorruptIndexError: Code.INTERNAL,
+    storage.InvalidOffsetError: Code.INTERNAL,
+    storage.IndexFullError: Code.INTERNAL,
+    storage.StorageError: Code.INTERNAL,
+    codec.InvalidCrcError: Code.DATA_LOSS,
+    codec.CorruptRecordError: Code.INVALID_ARGUMENT,
+    codec.UnsupportedCompressionError: Code.INVALID_ARGUMENT,
+    codec.CodecError: Code.INVALID_ARGUMENT,
+    service.InvalidRequestError: Code.INVALID_ARGUMENT,
+    service.ResponseTooLargeError: Code.RESOURCE_EXHAUSTED,
+    service.StoredBatchCorruptError: Code.DATA_LOSS,
+    service.ServiceStoppingError: Code.UNAVAILABLE,
+    service.ServiceError: Code.INTERNAL,
+}
+
+
+@pytest.mark.parametrize("error_class", list(STATUS_BY_ERROR), ids=lambda cls: cls.__name__)
+def test_every_row_maps_its_class_to_the_promised_code_with_the_message(error_class):
+    status = status_for(error_class("what was wrong"))
+    assert status.code == PROMISED[error_class]
+    assert status.message == "what was wrong"
+    assert status.expected
+    assert status.trailing_metadata == ((ERROR_CLASS_METADATA_KEY, error_class.__name__),)
+
+
+def test_table_has_exactly_the_promised_rows():
+    assert set(STATUS_BY_ERROR) == set(PROMISED)
+
+
+@pytest.mark.parametrize(
+    ("module", "root"),
+    [(storage, storage.StorageError), (codec, codec.CodecError), (service, service.ServiceError)],
+    ids=["storage", "codec", "service"],
+)
+def test_every_exported_error_class_has_its_own_row(module, root):
+    exported = [getattr(module, name) for name in module.__all__]
+    error_classes = [c for c in exported if isinstance(c, type) and issubclass(c, root)]
+    assert error_classes
+    missing = [c.__name__ for c in error_classes if c not in STATUS_BY_ERROR]
+    assert not missing, f"no status row for {missing}"
+
+
+def test_subclass_without_a_row_takes_its_parents_code():
+    class DiskTiredError(storage.LogDirOfflineError):
+        pass
+
+    status = status_for(DiskTiredError("disk is tired"))
+    assert status.code == Code.UNAVAILABLE
+    assert status.error_class == "DiskTiredError"
+
+
+def test_unknown_exception_is_internal_and_marked_unexpected():
+    status = status_for(KeyError("x"))
+    assert status.code == Code.INTERNAL
+    assert not status.expected
+    assert "KeyError" in status.message
+
+
+def test_empty_message_falls_back_to_the_class_name():
+    assert status_for(storage.TopicExistsError()).message == "TopicExistsError"
