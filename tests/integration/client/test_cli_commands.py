@@ -204,3 +204,35 @@ def test_admin_view_matches_what_the_cli_created(run_cli, seglog_service):
     with Admin(seglog_service.address) as admin:
         description = admin.describe_topic("cli-seen")
     assert len(description.partitions) == 2 and description.configs["cleanup.policy"] == "compact"
+
+
+def test_serve_runs_the_service_with_its_own_flags(tmp_path):
+    import signal
+    import time
+
+    ready = tmp_path / "ready"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SEGLOG_")}
+    service = subprocess.Popen(
+        [sys.executable, "-m", "seglog.cli", "serve", "--listen", "127.0.0.1:0", "--ready-file", str(ready),
+         "--data-dir", str(tmp_path / "data")],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while not ready.exists() and service.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.02)  # the ready file is the only signal a starting process gives
+        assert ready.exists(), service.stdout.read() if service.poll() is not None else "not ready"
+        address = ready.read_text().strip()
+        with Admin(address) as admin:
+            admin.create_topic("served")
+            assert [t.topic for t in admin.list_topics()] == ["served"]
+        assert (tmp_path / "data" / "served-0").is_dir()
+    finally:
+        service.send_signal(signal.SIGTERM)
+        code = service.wait(timeout=30)
+    assert code == 0
+
+
+def test_serve_help_is_the_services_help(run_cli):
+    result = run_cli("serve", "--help", server=False)
+    assert result.returncode == 0 and "--data-dir" in result.stdout and "--listen" in result.stdout

@@ -1,0 +1,144 @@
+"""Helpers for the integration tests: the service process and small record utilities."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pathlib
+import signal
+import subprocess
+import sys
+import time
+
+import grpc
+import pytest
+
+from seglog import records as codec
+from seglog.v1 import log_service_pb2 as pb
+from seglog.v1 import log_service_pb2_grpc as pb_grpc
+
+# How long a service may take to load and bind on a loaded 2-core machine; generous on purpose.
+START_TIMEOUT_S = 30.0
+STOP_TIMEOUT_S = 30.0
+# The interval at which we look for the ready file: starting a process is the one thing here we
+# cannot be notified of (the service writes the file atomically, so a seen file is complete).
+READY_POLL_S = 0.02
+CHANNEL_OPTIONS = [
+    ("grpc.max_receive_message_length", 64 * 1024 * 1024),
+    ("grpc.max_send_message_length", 64 * 1024 * 1024),
+]
+
+
+def service_environment(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The test runner's environment without its SEGLOG_* settings (they would leak in)."""
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("SEGLOG_")}
+    environ.update(extra or {})
+    return environ
+
+
+class ServiceProcess:
+    """One service process: start, talk, signal, wait."""
+
+    def __init__(self, workdir: pathlib.Path, data_dirs: list[pathlib.Path], args: list[str],
+                 env: dict[str, str] | None = None) -> None:
+        self.workdir = workdir
+        self.data_dirs = data_dirs
+        self.ready_file = workdir / "ready"
+        self.log_path = workdir / "service.log"
+        self.args = args
+        self.env = service_environment(env)
+        self.process: subprocess.Popen | None = None
+        self.address: str | None = None
+        self.channel: grpc.Channel | None = None
+        self.stub: pb_grpc.LogServiceStub | None = None
+
+    def command(self) -> list[str]:
+        dirs = ",".join(str(d) for d in self.data_dirs)
+        return [sys.executable, "-m", "seglog_server", "--listen", "127.0.0.1:0",
+                "--ready-file", str(self.ready_file), "--data-dir", dirs, *self.args]
+
+    def start(self) -> ServiceProcess:
+        with contextlib.suppress(FileNotFoundError):
+            self.ready_file.unlink()
+        log = open(self.log_path, "ab")
+        self.process = subprocess.Popen(self.command(), stdout=log, stderr=log, env=self.env,
+                                        cwd=self.workdir)
+        log.close()
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while not self.ready_file.exists():
+            if self.process.poll() is not None:
+                raise AssertionError(f"service exited {self.process.returncode}:\n{self.log()}")
+            if time.monotonic() > deadline:
+                raise AssertionError(f"service not ready after {START_TIMEOUT_S} s:\n{self.log()}")
+            time.sleep(READY_POLL_S)
+        self.address = self.ready_file.read_text().strip()
+        self.channel = grpc.insecure_channel(self.address, options=CHANNEL_OPTIONS)
+        self.stub = pb_grpc.LogServiceStub(self.channel)
+        return self
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def signal(self, signum: int = signal.SIGTERM) -> None:
+        assert self.process is not None
+        self.process.send_signal(signum)
+
+    def wait(self, timeout_s: float = STOP_TIMEOUT_S) -> int:
+        assert self.process is not None
+        try:
+            return self.process.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+            raise AssertionError(f"service did not stop in {timeout_s} s:\n{self.log()}")
+
+    def stop(self) -> int:
+        if self.channel is not None:
+            self.channel.close()
+            self.channel = None
+        if self.process is None or self.process.poll() is not None:
+            return self.process.returncode if self.process else 0
+        self.signal(signal.SIGTERM)
+        return self.wait()
+
+
+def make_batch(values, *, keys=None, timestamps=None, headers=()) -> bytes:
+    builder = codec.RecordBatchBuilder()
+    for index, value in enumerate(values):
+        builder.append(
+            value,
+            key=None if keys is None else keys[index],
+            timestamp_ms=None if timestamps is None else timestamps[index],
+            headers=headers,
+        )
+    return builder.build()
+
+
+def records_of(response) -> list:
+    """Every record of a FetchResponse's raw batches, CRC-checked."""
+    out = []
+    for batch in codec.iter_batches(response.records):
+        batch.ensure_valid()
+        out.extend(batch.records())
+    return out
+
+
+def assert_serving(stub) -> None:
+    """The service still answers after whatever the test did to it."""
+    stub.ListTopics(pb.ListTopicsRequest(), timeout=10)
+
+
+def rpc_error(call, request, code: grpc.StatusCode, match: str = "") -> grpc.RpcError:
+    """Calls ``call(request)``, expects status ``code`` with ``match`` in its message, and checks
+    that the service still serves afterwards."""
+    with pytest.raises(grpc.RpcError) as info:
+        call(request, timeout=10)
+    error = info.value
+    assert error.code() == code, f"{error.code()}: {error.details()}"
+    assert match.lower() in (error.details() or "").lower(), error.details()
+    return error
+
+
+def error_class(error: grpc.RpcError) -> str | None:
+    """The storage/codec/service error class named in the trailing metadata."""
+    return dict(error.trailing_metadata() or ()).get("seglog-error")

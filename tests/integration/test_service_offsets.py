@@ -1,0 +1,84 @@
+import grpc
+import pytest
+from integration_helpers import assert_serving, make_batch, rpc_error
+
+from seglog.v1 import log_service_pb2 as pb
+
+pytestmark = pytest.mark.integration
+Code = grpc.StatusCode
+LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3
+
+
+def _offsets(stub, *targets):
+    request = pb.OffsetsForTimesRequest(partitions=[
+        pb.PartitionTimestamp(topic=topic, partition=partition, timestamp_ms=timestamp_ms)
+        for topic, partition, timestamp_ms in targets])
+    return [(r.topic, r.partition, r.offset, r.timestamp_ms)
+            for r in stub.OffsetsForTimes(request).results]
+
+
+@pytest.fixture
+def timed_topic(stub, topic):
+    """Offsets 0..3 with timestamps 100, 300, 200, 400 (out of order on purpose)."""
+    stub.Produce(pb.ProduceRequest(topic=topic, records=make_batch(
+        [b"a", b"b"], timestamps=[100, 300])))
+    stub.Produce(pb.ProduceRequest(topic=topic, records=make_batch(
+        [b"c", b"d"], timestamps=[200, 400])))
+    return topic
+
+
+def test_offsets_for_times_finds_the_first_record_at_or_after_the_target(stub, timed_topic):
+    t = timed_topic
+    assert _offsets(stub, (t, 0, 100), (t, 0, 150), (t, 0, 400)) == [
+        (t, 0, 0, 100), (t, 0, 1, 300), (t, 0, 3, 400)]
+
+
+def test_offsets_for_times_after_every_record_is_minus_one(stub, timed_topic):
+    assert _offsets(stub, (timed_topic, 0, 401)) == [(timed_topic, 0, -1, -1)]
+
+
+def test_offsets_for_times_special_targets(stub, timed_topic):
+    t = timed_topic
+    assert _offsets(stub, (t, 0, LATEST), (t, 0, EARLIEST), (t, 0, MAX_TIMESTAMP)) == [
+        (t, 0, 4, -1), (t, 0, 0, -1), (t, 0, 3, 400)]
+
+
+def test_offsets_for_times_answers_in_request_order_across_topics(stub, timed_topic):
+    stub.CreateTopic(pb.CreateTopicRequest(topic="second-for-order", partitions=2))
+    results = _offsets(stub, ("second-for-order", 1, LATEST), (timed_topic, 0, EARLIEST),
+                       ("second-for-order", 0, 5))
+    assert results == [("second-for-order", 1, 0, -1), (timed_topic, 0, 0, -1),
+                       ("second-for-order", 0, -1, -1)]
+
+
+def test_offsets_for_times_of_nothing_is_empty(stub):
+    assert stub.OffsetsForTimes(pb.OffsetsForTimesRequest()).results == []
+
+
+def test_offsets_for_times_below_the_specials_is_invalid_argument(stub, topic):
+    rpc_error(stub.OffsetsForTimes, pb.OffsetsForTimesRequest(partitions=[
+        pb.PartitionTimestamp(topic=topic, timestamp_ms=-4)]), Code.INVALID_ARGUMENT, "-4")
+    assert_serving(stub)
+
+
+def test_delete_records_moves_the_log_start_offset(stub, timed_topic):
+    response = stub.DeleteRecords(pb.DeleteRecordsRequest(topic=timed_topic, offset=2))
+    assert response.log_start_offset == 2
+    rpc_error(stub.Fetch, pb.FetchRequest(topic=timed_topic, offset=1), Code.OUT_OF_RANGE)
+    fetched = stub.Fetch(pb.FetchRequest(topic=timed_topic, offset=2))
+    assert fetched.log_start_offset == 2
+    assert _offsets(stub, (timed_topic, 0, EARLIEST)) == [(timed_topic, 0, 2, -1)]
+
+
+def test_delete_records_minus_one_deletes_up_to_the_high_watermark(stub, timed_topic):
+    response = stub.DeleteRecords(pb.DeleteRecordsRequest(topic=timed_topic, offset=-1))
+    assert response.log_start_offset == 4
+    assert stub.Fetch(pb.FetchRequest(topic=timed_topic, offset=4)).records == b""
+
+
+def test_delete_records_above_the_high_watermark_is_out_of_range(stub, timed_topic):
+    rpc_error(stub.DeleteRecords, pb.DeleteRecordsRequest(topic=timed_topic, offset=5),
+              Code.OUT_OF_RANGE)
+    rpc_error(stub.DeleteRecords, pb.DeleteRecordsRequest(topic=timed_topic, offset=-2),
+              Code.INVALID_ARGUMENT, "offset")
+    assert_serving(stub)
