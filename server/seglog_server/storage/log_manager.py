@@ -1023,9 +1023,9 @@ class LogManager:
         return [log_dir for log_dir in self._dirs if log_dir.online]
 
     def _dir_by_path(self, path: str) -> LogDir:
-        wanted = os.path.abspath(path)
+        wanted = os.path.realpath(path)
         for log_dir in self._dirs:
-            if log_dir.path == wanted:
+            if os.path.realpath(log_dir.path) == wanted:
                 return log_dir
         raise ValueError(f"{path!r} is not one of the log directories {self.log_dirs}")
 

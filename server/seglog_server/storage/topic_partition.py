@@ -186,11 +186,13 @@ def _not_a_partition_dir(name: str) -> str:
 
 
 def partition_path(log_dir: str, tp: TopicPartition) -> str:
-    """The partition directory of ``tp`` inside ``log_dir``, proven not to escape it."""
-    root = os.path.realpath(log_dir)
-    path = os.path.join(root, log_dir_name(tp))
+    """The partition directory of ``tp`` inside ``log_dir`` (kept as configured, made absolute),
+    proven not to escape it."""
+    path = os.path.join(os.path.abspath(log_dir), log_dir_name(tp))
     # The alphabet already excludes separators; this catches what validation might miss
-    # (a symlinked partition directory pointing elsewhere, a future change to the rules).
+    # (a partition directory symlinked elsewhere, a future change to the rules). The log
+    # directory itself may be a symlink (a mount point alias), so both sides are resolved.
+    root = os.path.realpath(log_dir)
     resolved = os.path.realpath(path)
     if os.path.dirname(resolved) != root:
         raise InvalidTopicError(

@@ -879,3 +879,20 @@ def test_statistics_reports_dirs_partitions_and_totals(dirs, clock):
     assert stats.remaining_logs_to_load == 0
     assert stats.partitions[0].log is not None
     manager.shutdown()
+
+
+def test_a_symlinked_log_dir_is_reported_and_matched_as_configured(tmp_path, clock):
+    disk = tmp_path / "disk1"
+    disk.mkdir()
+    alias = str(tmp_path / "data")
+    os.symlink(disk, alias)
+    manager = start([alias], clock)
+    manager.create_topic("t", 1)
+    log = manager.get_log("t", 0)
+    assert os.path.dirname(log.dir) == alias
+    assert manager.describe_topic("t").partitions[0].log_dir == alias
+    # The service reports failures by the parent of log.dir; it must find the directory.
+    manager.handle_log_dir_failure(os.path.dirname(log.dir), "I/O error")
+    with pytest.raises(LogDirOfflineError):
+        manager.get_log("t", 0)
+    manager.shutdown()

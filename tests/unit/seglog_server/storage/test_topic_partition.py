@@ -185,8 +185,16 @@ def test_collision_chars_unify_dot_and_underscore():
 
 def test_partition_path_stays_inside_the_log_dir(tmp_path):
     path = partition_path(str(tmp_path), TopicPartition("orders", 1))
-    assert os.path.dirname(path) == os.path.realpath(tmp_path)
-    assert os.path.basename(path) == "orders-1"
+    assert path == os.path.join(str(tmp_path), "orders-1")
+
+
+def test_partition_path_keeps_a_symlinked_log_dir_as_configured(tmp_path):
+    disk = tmp_path / "disk1"
+    disk.mkdir()
+    alias = tmp_path / "data"
+    os.symlink(disk, alias)
+    path = partition_path(str(alias), TopicPartition("orders", 0))
+    assert path == os.path.join(str(alias), "orders-0")
 
 
 @pytest.mark.parametrize("topic", ["..", "../x", "a/b", "/abs", "."])
