@@ -21,7 +21,7 @@ import threading
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, NoReturn, Protocol
 
 from seglog.errors import RecordTooLargeError
 from seglog.records import RECORD_BATCH_OVERHEAD, Compression, RecordBatchBuilder
@@ -59,6 +59,8 @@ class BufferFullError(Exception):
 
 def record_bytes_upper_bound(key: bytes | None, value: bytes | None, headers: tuple[Header, ...]) -> int:
     size = RECORD_OVERHEAD_BYTES_MAX + (len(key) if key else 0) + (len(value) if value else 0)
+    if not headers:
+        return size
     for header_key, header_value in headers:
         size += HEADER_OVERHEAD_BYTES_MAX + len(header_key.encode()) + (len(header_value) if header_value else 0)
     return size
@@ -66,10 +68,15 @@ def record_bytes_upper_bound(key: bytes | None, value: bytes | None, headers: tu
 
 @dataclass(frozen=True)
 class AppendResult:
-    # The append opened a new batch (the sender must learn its linger deadline).
+    # The append opened a new batch (the sender must learn its linger deadline, and the batch
+    # before it, now closed, is ready).
     new_batch: bool
-    # The partition now has a batch that is ready on size alone.
+    # The append filled its batch: ready on size alone.
     batch_full: bool
+
+
+# The four possible results, built once (append is on every record's path).
+_APPEND_RESULTS = {(new, full): AppendResult(new, full) for new in (False, True) for full in (False, True)}
 
 
 @dataclass(frozen=True)
@@ -158,6 +165,7 @@ class RecordAccumulator:
         self._buffer_bytes = buffer_bytes
         self._request_bytes_max = request_bytes_max
         self._wall_clock_ms = wall_clock_ms
+        self._record_bytes_limit = min(request_bytes_max, buffer_bytes)
         self._lock = threading.Lock()
         self._queues: dict[TopicPartition, deque[ProducerBatch]] = {}
         self._ids = itertools.count(1)
@@ -180,7 +188,8 @@ class RecordAccumulator:
     ) -> AppendResult:
         """Add one record; raises RecordTooLargeError (never fits) or BufferFullError (not now)."""
         record_bytes = record_bytes_upper_bound(key, value, headers)
-        self._check_fits_at_all(topic_partition, record_bytes)
+        if record_bytes + RECORD_BATCH_OVERHEAD > self._record_bytes_limit:
+            self._refuse_too_large(topic_partition, record_bytes)
         if timestamp_ms is None:
             timestamp_ms = self._wall_clock_ms()
         with self._lock:
@@ -197,11 +206,10 @@ class RecordAccumulator:
                 raise
             self._buffered_bytes += record_bytes
             self._records_queued += 1
-            queue = self._queues[topic_partition]
-            batch_full = len(queue) > 1 or batch.size_bytes_bound >= self._batch_bytes
-            if batch.size_bytes_bound >= self._batch_bytes:
+            batch_full = batch.size_bytes_bound >= self._batch_bytes
+            if batch_full:
                 batch.closed = True
-            return AppendResult(new_batch=new_batch, batch_full=batch_full)
+            return _APPEND_RESULTS[new_batch, batch_full]
 
     def drain(
         self, now_ms: float, can_send: Callable[[TopicPartition], bool], batch_count_max: int
@@ -274,21 +282,22 @@ class RecordAccumulator:
 
     # -- helpers (called with the lock held) -----------------------------------------------------
 
-    def _check_fits_at_all(self, topic_partition: TopicPartition, record_bytes: int) -> None:
+    def _refuse_too_large(self, topic_partition: TopicPartition, record_bytes: int) -> NoReturn:
         batch_bytes = RECORD_BATCH_OVERHEAD + record_bytes
-        limit = min(self._request_bytes_max, self._buffer_bytes)
-        if batch_bytes > limit:
-            raise RecordTooLargeError(
-                f"a record for {topic_partition.topic}-{topic_partition.partition} needs up to "
-                f"{batch_bytes} bytes in its batch, above the producer's limit of {limit} bytes "
-                f"(max_request_bytes={self._request_bytes_max}, buffer_bytes={self._buffer_bytes})"
-            )
+        limit = self._record_bytes_limit
+        raise RecordTooLargeError(
+            f"a record for {topic_partition.topic}-{topic_partition.partition} needs up to "
+            f"{batch_bytes} bytes in its batch, above the producer's limit of {limit} bytes "
+            f"(max_request_bytes={self._request_bytes_max}, buffer_bytes={self._buffer_bytes})"
+        )
 
     def _open_batch_for(
         self, topic_partition: TopicPartition, record_bytes: int, now_ms: float
     ) -> tuple[ProducerBatch, bool]:
-        queue = self._queues.setdefault(topic_partition, deque())
-        if queue:
+        queue = self._queues.get(topic_partition)
+        if queue is None:
+            queue = self._queues[topic_partition] = deque()
+        elif queue:
             tail = queue[-1]
             if not tail.closed and tail.size_bytes_bound + record_bytes <= self._batch_bytes:
                 return tail, False

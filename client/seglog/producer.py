@@ -385,10 +385,11 @@ class AsyncProducer:
         future: Any,
     ) -> None:
         """Append from any thread; the partition count must be cached when ``partition`` is None."""
-        self._check_open()
-        value_bytes = _as_bytes("value", value)
-        key_bytes = _as_bytes("key", key)
-        header_pairs = normalize_headers(headers)
+        if self._closing:
+            raise ClientClosedError("the producer is closed")
+        value_bytes = value if type(value) is bytes else _as_bytes("value", value)
+        key_bytes = key if key is None or type(key) is bytes else _as_bytes("key", key)
+        header_pairs = normalize_headers(headers) if headers else ()
         if partition is None:
             count = self._partition_counts.get(topic)
             assert count is not None, f"partition count of {topic!r} not loaded"
@@ -414,14 +415,16 @@ class AsyncProducer:
     ) -> None:
         """Append on the loop, first loading metadata and waiting for buffer space if needed."""
         await self.start()
-        if partition is None:
+        if partition is None and topic not in self._partition_counts:
             await self._partition_count(topic)
-        deadline = self._now_ms() + self._config.max_block_ms
+        deadline = None
         while True:
             try:
                 self._append_nowait(topic, value, key, partition, timestamp_ms, headers, future)
                 return
             except BufferFullError:
+                if deadline is None:
+                    deadline = self._now_ms() + self._config.max_block_ms
                 await self._wait_for_space(deadline)
 
     # -- the sender ------------------------------------------------------------------------------

@@ -62,7 +62,7 @@ def test_records_share_the_open_batch_until_it_is_full():
     acc = make(batch_bytes=RECORD_BATCH_OVERHEAD + 3 * record)
     results = [append(acc)[1] for _ in range(4)]
     assert [r.new_batch for r in results] == [True, False, False, True]
-    assert [r.batch_full for r in results] == [False, False, True, True]
+    assert [r.batch_full for r in results] == [False, False, True, False]
     ready, _ = acc.drain(0, always, 10)  # full: ready without lingering
     assert [b.record_count for b in ready] == [3]
 
