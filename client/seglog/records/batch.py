@@ -61,8 +61,6 @@ def _unpack_short_header(buffer, position: int) -> tuple:
     """The header fields of a batch that has fewer than 61 bytes left in its buffer, read as
     if zero-padded: only a batch too short to be valid gets here, and ensure_valid() and
     records() will say so; the file iterator still needs its length."""
-    if position < 0:
-        raise ValueError(f"a batch position must be >= 0, found {position}")
     available = len(buffer) - position
     if available < LOG_OVERHEAD:
         raise CorruptRecordError(
@@ -83,6 +81,8 @@ class RecordBatch:
     __slots__ = ("_buffer", "position", "_header")
 
     def __init__(self, buffer, position: int = 0) -> None:
+        if position < 0:  # struct would count a negative position from the end
+            raise ValueError(f"a batch position must be >= 0, found {position}")
         self._buffer = buffer
         self.position = position
         try:
@@ -299,8 +299,7 @@ def iter_batches(buffer, position: int = 0, end: int | None = None) -> Iterator[
     when 17 or fewer bytes remain or the next batch does not fit before `end` (a partial
     trailing batch); CorruptRecordError when a length field is below 14.  No CRC check and
     no magic check here: call ensure_valid() on each batch for that."""
-    if end is None:
-        end = len(buffer)
+    end = len(buffer) if end is None else min(end, len(buffer))
     while end - position > HEADER_BYTES_UP_TO_MAGIC:
         batch = RecordBatch(buffer, position)
         length = batch._header[LENGTH_FIELD]

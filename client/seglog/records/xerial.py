@@ -60,7 +60,8 @@ def unframe(data) -> bytes:
     view = memoryview(data)
     if not is_framed(view):
         return bytes(cramjam.snappy.decompress_raw(view))
-    _, version, _ = XERIAL_HEADER.unpack_from(view)
+    # The version fields are not checked: only version 1 exists, and some producers
+    # (redpanda) are known to write them little-endian.
     parts = []
     position = XERIAL_HEADER.size
     while position < len(view):

@@ -317,3 +317,13 @@ def test_iter_batches_over_an_mmap():
 
 def test_iter_batches_over_nothing_yields_nothing():
     assert list(iter_batches(b"")) == []
+
+
+def test_iter_batches_never_reads_past_the_buffer_whatever_end_says():
+    data = ONE_RECORD_BATCH + TWO_RECORD_BATCH[:-1]
+    assert [b.position for b in iter_batches(data, 0, 10_000)] == [0]
+
+
+def test_negative_position_is_refused():
+    with pytest.raises(ValueError, match="a batch position must be >= 0, found -1"):
+        RecordBatch(ONE_RECORD_BATCH, -1)
