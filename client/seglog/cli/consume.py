@@ -122,5 +122,5 @@ def _run(args: argparse.Namespace) -> int:
             if not args.follow:
                 raise
     if args.follow:
-        print(f"processed {count} records", file=sys.stderr)
+        print(f"processed {count} record{'s' * (count != 1)}", file=sys.stderr)
     return 0

@@ -165,5 +165,5 @@ def _run(args: argparse.Namespace) -> int:
         first = tally.first_error
         message = str(first) if isinstance(first, SeglogError) else f"{type(first).__name__}: {first}"
         raise CliError(f"{tally.failed} of {tally.sent + tally.failed} records failed; first error: {message}")
-    print(f"produced {tally.sent} records to {args.topic}", file=sys.stderr)
+    print(f"produced {tally.sent} record{'s' * (tally.sent != 1)} to {args.topic}", file=sys.stderr)
     return 0

@@ -236,3 +236,26 @@ def test_serve_runs_the_service_with_its_own_flags(tmp_path):
 def test_serve_help_is_the_services_help(run_cli):
     result = run_cli("serve", "--help", server=False)
     assert result.returncode == 0 and "--data-dir" in result.stdout and "--listen" in result.stdout
+
+
+def test_follow_stops_cleanly_on_ctrl_c(seglog_service, make_topic):
+    import signal
+
+    topic = make_topic()
+    with Producer(seglog_service.address) as producer:
+        producer.send_and_wait(topic, b"first", partition=0)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SEGLOG_")}
+    follower = subprocess.Popen(
+        [sys.executable, "-m", "seglog.cli", "--server", seglog_service.address, "consume", topic,
+         "--from-beginning", "--follow"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+    )
+    try:
+        assert follower.stdout.readline() == "first\n"  # it is following now
+        follower.send_signal(signal.SIGINT)
+        out, err = follower.communicate(timeout=30)
+    finally:
+        if follower.poll() is None:
+            follower.kill()
+    assert follower.returncode == 0, err
+    assert "processed 1 record\n" in err and "Traceback" not in err

@@ -172,3 +172,36 @@ def test_text_of_escapes_bytes_that_are_not_utf8():
     assert _common.text_of(b"caf\xc3\xa9") == "café"
     assert _common.text_of(b"\xff") == "\\xff"
     assert _common.text_of(None) == "null"
+
+
+class _Terminal:
+    """A stream that says it is a terminal (what tqdm draws on)."""
+
+    def __init__(self) -> None:
+        self.text = ""
+
+    def isatty(self) -> bool:
+        return True
+
+    def write(self, text: str) -> None:
+        self.text += text
+
+    def flush(self) -> None:
+        pass
+
+
+class _Pipe(_Terminal):
+    def isatty(self) -> bool:
+        return False
+
+
+def test_progress_draws_only_on_a_terminal():
+    terminal, pipe = _Terminal(), _Pipe()
+    bar = _common.progress(total=100, desc="verify", unit="B", stream=terminal)
+    bar.update(50)
+    bar.close()
+    assert "verify" in terminal.text
+    quiet = _common.progress(total=100, desc="verify", unit="B", stream=pipe)
+    quiet.update(50)
+    quiet.close()
+    assert pipe.text == ""
