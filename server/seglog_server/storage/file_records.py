@@ -15,7 +15,6 @@ that struct and name the fields they use through ``HeaderField``.
 
 from __future__ import annotations
 
-import enum
 import os
 from collections.abc import Iterator, Sequence
 from typing import NamedTuple
@@ -49,12 +48,18 @@ MIN_LENGTH = 14
 # Header walks read this much at a time: one pread covers the ~4 KiB of log between two index
 # entries at the default index.interval.bytes, plus the header of the batch that straddles it.
 _SCAN_CHUNK_BYTES = 16 * 1024
+# Positions are int32 in Kafka's format (and in the offset index): a segment stays below 2 GiB.
+_SEGMENT_BYTES_MAX = 2**31 - 1
+# A timestamp target every batch meets: no timestamp is below int64's minimum.
+_NO_TIMESTAMP_TARGET = -(2**63)
 # A single pread/pwrite on Linux moves at most 0x7ffff000 bytes.
 _IO_BYTES_MAX = 0x7FFFF000
 
 
-class HeaderField(enum.IntEnum):
-    """Positions in the tuple ``HEADER.unpack_from`` returns (the order of ``HEADER``)."""
+class HeaderField:
+    """Positions in the tuple ``HEADER.unpack_from`` returns (the order of ``HEADER``). Plain
+    ints, not an IntEnum: indexing a tuple with an enum member costs ten times more, and these
+    sit on the append and recovery paths."""
 
     BASE_OFFSET = 0
     LENGTH = 1
@@ -71,7 +76,7 @@ class HeaderField(enum.IntEnum):
     RECORDS_COUNT = 12
 
 
-assert len(HeaderField) == len(HEADER.unpack(bytes(HEADER.size)))
+assert HeaderField.RECORDS_COUNT + 1 == len(HEADER.unpack(bytes(HEADER.size)))
 assert HEADER.size == RECORD_BATCH_OVERHEAD and LOG_OVERHEAD == LENGTH_OFFSET + 4
 assert BASE_OFFSET_OFFSET == 0
 
@@ -162,7 +167,7 @@ class FileRecords:
         fd = self._open()
         position = self.size_in_bytes
         total = sum(len(buffer) for buffer in buffers)
-        if position + total > 2**31 - 1:
+        if position + total > _SEGMENT_BYTES_MAX:
             raise ValueError(
                 f"{self._path}: appending {total} bytes at {position} would pass the 2 GiB "
                 f"segment limit"
@@ -170,6 +175,22 @@ class FileRecords:
         written = self._fs.pwritev(fd, buffers, position)
         if written != total:  # a short write (disk full, signal): finish or fail loudly
             self._finish_short_write(fd, buffers, position, written, total)
+        self._size = position + total
+        return total
+
+    def append_patched(self, head: bytes, rest: memoryview) -> int:
+        """``append((head, rest))`` for the append path: one pwritev, no generic bookkeeping."""
+        fd = self._fd if self._fd is not None else self._open()
+        position = self.size_in_bytes
+        total = len(head) + len(rest)
+        if position + total > _SEGMENT_BYTES_MAX:
+            raise ValueError(
+                f"{self._path}: appending {total} bytes at {position} would pass the 2 GiB "
+                f"segment limit"
+            )
+        written = self._fs.pwritev(fd, (head, rest), position)
+        if written != total:
+            self._finish_short_write(fd, (head, rest), position, written, total)
         self._size = position + total
         return total
 
@@ -268,11 +289,69 @@ class FileRecords:
             )
 
     # -- searches ---------------------------------------------------------------------------
-    def search_for_offset_with_size(self, target_offset: int, start_position: int) -> BatchHeader | None:
-        """The first batch from ``start_position`` whose last offset is >= ``target_offset``."""
-        for position, fields in self.raw_headers(start_position):
-            if fields[HeaderField.BASE_OFFSET] + fields[HeaderField.LAST_OFFSET_DELTA] >= target_offset:
-                return _header_at(fields, position)
+    def search_for_offset_with_size(
+        self, target_offset: int, start_position: int, scan_bytes: int = _SCAN_CHUNK_BYTES
+    ) -> BatchHeader | None:
+        """The first batch from ``start_position`` whose last offset is >= ``target_offset``.
+        The hot half of every offset lookup; ``scan_bytes`` sizes the first read (about the
+        index interval, where the batch sought usually is)."""
+        found = self._scan(start_position, scan_bytes, target_offset, _NO_TIMESTAMP_TARGET)
+        return None if found is None else found[0]
+
+    def search_for_timestamp(
+        self, timestamp_ms: int, start_position: int, starting_offset: int, scan_bytes: int = _SCAN_CHUNK_BYTES
+    ) -> tuple[BatchHeader, memoryview] | None:
+        """The first batch from ``start_position`` with a max timestamp >= ``timestamp_ms`` and a
+        last offset >= ``starting_offset``, with its bytes (a view of the read chunk when the
+        batch lies inside it, else one more pread)."""
+        found = self._scan(start_position, scan_bytes, starting_offset, timestamp_ms)
+        if found is None:
+            return None
+        header, chunk, offset_in_chunk = found
+        if offset_in_chunk + header.size_in_bytes <= len(chunk):
+            return header, memoryview(chunk)[offset_in_chunk : offset_in_chunk + header.size_in_bytes]
+        return header, memoryview(self.read(header.position, header.size_in_bytes))
+
+    def _scan(
+        self, start_position: int, scan_bytes: int, target_offset: int, target_timestamp: int
+    ) -> tuple[BatchHeader, bytes, int] | None:
+        """The first batch from ``start_position`` with a last offset >= ``target_offset`` and a
+        max timestamp >= ``target_timestamp``; with the chunk holding its header. Walks the
+        headers of each pread chunk in a plain loop (``raw_headers`` is the general walk, used
+        here only where a torn tail or garbage needs its rules)."""
+        end = self.size_in_bytes
+        position = start_position
+        unpack = HEADER.unpack_from
+        fd = self._fd if self._fd is not None else self._open()
+        pread = self._fs.pread
+        while end - position >= RECORD_BATCH_OVERHEAD:
+            chunk = pread(fd, min(scan_bytes, end - position), position)
+            scan_bytes = _SCAN_CHUNK_BYTES
+            offset_in_chunk, chunk_bytes = 0, len(chunk)
+            while chunk_bytes - offset_in_chunk >= RECORD_BATCH_OVERHEAD:
+                fields = unpack(chunk, offset_in_chunk)
+                size = fields[HeaderField.LENGTH] + LOG_OVERHEAD
+                if size < RECORD_BATCH_OVERHEAD or position + offset_in_chunk + size > end:
+                    return self._scan_slowly(position + offset_in_chunk, target_offset, target_timestamp)
+                if (
+                    fields[HeaderField.BASE_OFFSET] + fields[HeaderField.LAST_OFFSET_DELTA] >= target_offset
+                    and fields[HeaderField.MAX_TIMESTAMP] >= target_timestamp
+                ):
+                    return _header_at(fields, position + offset_in_chunk), chunk, offset_in_chunk
+                offset_in_chunk += size
+            position += offset_in_chunk
+        return self._scan_slowly(position, target_offset, target_timestamp)
+
+    def _scan_slowly(
+        self, position: int, target_offset: int, target_timestamp: int
+    ) -> tuple[BatchHeader, bytes, int] | None:
+        for header_position, fields in self.raw_headers(position):
+            if (
+                fields[HeaderField.BASE_OFFSET] + fields[HeaderField.LAST_OFFSET_DELTA] >= target_offset
+                and fields[HeaderField.MAX_TIMESTAMP] >= target_timestamp
+            ):
+                header = _header_at(fields, header_position)
+                return header, self.read(header_position, RECORD_BATCH_OVERHEAD), 0
         return None
 
     def largest_timestamp_after(self, start_position: int) -> TimestampAndOffset:

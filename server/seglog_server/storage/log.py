@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import random
 import threading
-from collections import Counter
+from collections import Counter, OrderedDict
 from collections.abc import Callable
 from types import MappingProxyType
 
@@ -49,6 +49,12 @@ __all__ = ["FlushScheduler", "Log"]
 _LOG = logging.getLogger(__name__)
 # DeleteRecords' "up to the high watermark" (Kafka's DeleteRecordsRequest.HIGH_WATERMARK).
 _DELETE_TO_HIGH_WATERMARK = -1
+
+# Inactive segments per log that keep their .log descriptor open and their indexes mapped: three
+# descriptors each (CPython's mmap holds a dup of the file's). Older ones are released and reopen
+# on next use (tens of microseconds), so a partition of 10,000 segments costs a few hundred
+# descriptors, not 30,000, while the segments being read stay hot.
+DEFAULT_OPEN_SEGMENTS_MAX = 64
 
 FlushScheduler = Callable[[Callable[[], None]], None]
 """Runs a background flush (Kafka's scheduler.scheduleOnce("flush-log")): after a roll, the
@@ -84,6 +90,7 @@ class Log:
         fs: FileSystem = REAL_FS,
         rng: random.Random | None = None,
         flush_scheduler: FlushScheduler = _flush_in_thread,
+        open_segments_max: int = DEFAULT_OPEN_SEGMENTS_MAX,
         loaded_recovered_segment_count: int = 0,
         loaded_truncated_bytes: int = 0,
     ) -> None:
@@ -108,6 +115,9 @@ class Log:
         self._offline_cause: BaseException | None = None
         self._timestamps = SegmentTimestamps()
         self._pending_deletes: list[tuple[int, LogSegment]] = []  # (due time ms, segment)
+        assert open_segments_max >= 1
+        self._open_segments_max = open_segments_max
+        self._open_segments: OrderedDict[int, LogSegment] = OrderedDict()  # inactive, by last use
         self._apply_config(config)
         # statistics
         self._appended_batch_count = 0
@@ -138,6 +148,7 @@ class Log:
         log_start_offset: int = 0,
         rng: random.Random | None = None,
         flush_scheduler: FlushScheduler = _flush_in_thread,
+        open_segments_max: int = DEFAULT_OPEN_SEGMENTS_MAX,
     ) -> Log:
         """Opens (or creates) the partition directory ``dir`` with Kafka's load passes."""
         rng = rng if rng is not None else random.Random()
@@ -164,6 +175,7 @@ class Log:
             fs=fs,
             rng=rng,
             flush_scheduler=flush_scheduler,
+            open_segments_max=open_segments_max,
             loaded_recovered_segment_count=loaded.recovered_segment_count,
             loaded_truncated_bytes=loaded.truncated_bytes,
         )
@@ -246,44 +258,40 @@ class Log:
         """Validates one produced batch, assigns it offsets from the log end offset and appends
         it (rolling first when the active segment says so)."""
         now_ms = self._clock.time_ms()
-        validated = self._validator.validate(records, now_ms)
+        batch, size, last_offset_delta, record_count, max_timestamp_ms, append_time_ms = self._validator.validate(
+            records, now_ms
+        )
         with self._lock:
-            self._check_usable()
+            if self._closed or self._offline_cause is not None:
+                self._check_usable()
             base_offset = self._log_end_offset
-            last_offset = base_offset + validated.last_offset_delta
-            size = validated.size_in_bytes
+            last_offset = base_offset + last_offset_delta
             try:
                 segment = self._segments.active
                 reason = segment.should_roll(
                     max_segment_bytes=self._segment_bytes,
                     max_segment_ms=self._roll_ms,
                     messages_bytes=size,
-                    max_timestamp_ms=validated.max_timestamp_ms,
+                    max_timestamp_ms=max_timestamp_ms,
                     last_offset=last_offset,
                     now_ms=now_ms,
                 )
                 if reason is not None:
                     segment = self._roll(base_offset, reason)
-                segment.append_batch(validated.batch, base_offset, last_offset, validated.max_timestamp_ms)
+                segment.append_batch(batch, base_offset, last_offset, max_timestamp_ms)
             except OSError as exc:
                 raise self._offline("appending to", exc) from exc
             self._log_end_offset = last_offset + 1
             self._appended_batch_count += 1
-            self._appended_record_count += validated.record_count
+            self._appended_record_count += record_count
             self._appended_bytes += size
-            flush_due = self._log_end_offset - self._recovery_point >= self._flush_messages
-            info = AppendInfo(
-                base_offset,
-                last_offset,
-                validated.log_append_time_ms,
-                self._log_start_offset,
-                validated.max_timestamp_ms,
-                validated.record_count,
-                size,
-            )
+            flush_due = last_offset + 1 - self._recovery_point >= self._flush_messages
+            log_start_offset = self._log_start_offset
         if flush_due:
             self.flush()
-        return info
+        return AppendInfo(
+            base_offset, last_offset, append_time_ms, log_start_offset, max_timestamp_ms, record_count, size
+        )
 
     # -- roll -----------------------------------------------------------------------------------
     def roll(self, reason: RollReason = RollReason.REQUESTED) -> int:
@@ -314,6 +322,7 @@ class Log:
         else:
             active.on_become_inactive_segment()
             new_segment = self._segments.add(self._open_segment(new_offset))
+            self._touch(active)
         self._roll_counts[reason.value] += 1
         self._timestamps.invalidate()
         self._flush_scheduler(lambda: self._flush_quietly(new_offset))
@@ -354,6 +363,29 @@ class Log:
         self._schedule_delete([old])
         return new_segment
 
+    # -- descriptors of inactive segments ------------------------------------------------------
+    def _touch(self, segment: LogSegment) -> None:
+        """Marks an inactive segment as just used, releasing the least recently used one's
+        descriptors and mappings beyond ``open_segments_max``."""
+        if segment is self._segments.last:
+            return
+        open_segments = self._open_segments
+        base = segment.base_offset
+        known = open_segments.get(base)
+        if known is segment:
+            open_segments.move_to_end(base)
+            return
+        if known is not None:  # a replaced segment with the same base offset
+            known.release_handles()
+        open_segments[base] = segment
+        while len(open_segments) > self._open_segments_max:
+            _, victim = open_segments.popitem(last=False)
+            victim.release_handles()
+
+    def _forget(self, segment: LogSegment) -> None:
+        if self._open_segments.get(segment.base_offset) is segment:
+            del self._open_segments[segment.base_offset]
+
     # -- read -----------------------------------------------------------------------------------
     def read(self, offset: int, max_bytes: int, *, min_one_batch: bool = True) -> FetchData:
         """Whole batches from the one holding ``offset``, at most ``max_bytes`` (at least one
@@ -382,6 +414,7 @@ class Log:
         if segment is None:  # below the first segment (a log start offset inside a gap)
             segment = segments.first
         while segment is not None:
+            self._touch(segment)
             # Every batch in the segments is below the high watermark (= log end offset), so
             # each segment may be read to its end.
             data = segment.read(offset, max_bytes, None, min_one_batch)
@@ -397,6 +430,7 @@ class Log:
             self._check_usable()
             segment = self._segments.floor(offset)
             while segment is not None:
+                self._touch(segment)
                 header = segment.translate_offset(offset)
                 if header is not None:
                     return segment.base_offset, header.position
@@ -408,36 +442,36 @@ class Log:
         """The first record with a timestamp >= ``timestamp_ms`` at or above the log start
         offset, or a special target: LATEST (-1), EARLIEST (-2), MAX_TIMESTAMP (-3)."""
         with self._lock:
-            self._check_usable()
+            if self._closed or self._offline_cause is not None:
+                self._check_usable()
+            try:
+                if timestamp_ms >= 0:
+                    return self._search_timestamp(timestamp_ms)
+                if timestamp_ms == MAX_TIMESTAMP:
+                    return self._offset_of_max_timestamp()
+            except OSError as exc:
+                raise self._offline("searching", exc) from exc
             if timestamp_ms == LATEST_TIMESTAMP:
                 return TimestampAndOffset(-1, self._log_end_offset)
-            if timestamp_ms in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
+            if timestamp_ms == EARLIEST_TIMESTAMP or timestamp_ms == EARLIEST_LOCAL_TIMESTAMP:
                 return TimestampAndOffset(-1, self._log_start_offset)
             if timestamp_ms == LATEST_TIERED_TIMESTAMP:
                 return TimestampAndOffset(-1, -1)
-            try:
-                if timestamp_ms == MAX_TIMESTAMP:
-                    return self._offset_of_max_timestamp()
-                if timestamp_ms < 0:
-                    raise ValueError(f"{self._name}: unknown special timestamp {timestamp_ms}")
-                return self._search_timestamp(timestamp_ms)
-            except OSError as exc:
-                raise self._offline("searching", exc) from exc
+            raise ValueError(f"{self._name}: unknown special timestamp {timestamp_ms}")
 
     def _search_timestamp(self, timestamp_ms: int) -> TimestampAndOffset | None:
         if self._log_start_offset == self._log_end_offset:
             return None
         segments = self._segments
-        slot = max(
-            self._timestamps.first_slot_reaching(segments, timestamp_ms),
-            segments.floor_slot(self._log_start_offset),
-        )
+        reaching = self._timestamps.first_slot_reaching(segments, timestamp_ms)
+        slot = max(reaching, segments.floor_slot(self._log_start_offset))
         # Kafka searches only the first segment whose largest timestamp reaches the target; the
         # search goes on to later ones when every match there sits below the log start offset.
         for index in range(slot, len(segments)):
             segment = segments.at(index)
-            if segment.largest_timestamp() < timestamp_ms:
-                continue
+            if index != reaching and segment.largest_timestamp() < timestamp_ms:
+                continue  # (the running max vouches for the first segment reaching it)
+            self._touch(segment)
             found = segment.find_offset_by_timestamp(timestamp_ms, self._log_start_offset)
             if found is not None:
                 return found
@@ -447,6 +481,7 @@ class Log:
         if self._log_start_offset == self._log_end_offset:
             return None
         best = max(self._segments.values(), key=lambda segment: segment.max_timestamp_so_far)
+        self._touch(best)
         return best.offset_of_max_timestamp()
 
     # -- flush ----------------------------------------------------------------------------------
@@ -572,6 +607,7 @@ class Log:
         file.delete.delay.ms has passed."""
         due_ms = self._clock.time_ms() + self._config.file_delete_delay_ms
         for segment in segments:
+            self._forget(segment)
             if not segment.has_suffix(file_names.DELETED_SUFFIX):
                 segment.change_file_suffixes("", file_names.DELETED_SUFFIX)
             self._pending_deletes.append((due_ms, segment))
@@ -621,6 +657,7 @@ class Log:
                     self._truncate_fully_and_start_at(target_offset)
                     return True
                 self._remove_and_delete(self._segments.higher_segments(target_offset))
+                self._forget(self._segments.active)  # inactive until now: active again
                 self._segments.active.truncate_to(target_offset)
                 self._timestamps.invalidate()
                 self._log_end_offset = target_offset
@@ -702,6 +739,7 @@ class Log:
                     self._schedule_delete([segment])
                 for segment in ordered_new:
                     segment.change_file_suffixes(file_names.SWAP_SUFFIX, "")
+                    self._touch(segment)
                 self._fs.fsync_dir(self._dir)
             except OSError as exc:
                 raise self._offline("replacing segments of", exc) from exc

@@ -185,6 +185,7 @@ class LogLoader:
 
     def _recover_segment(self, segment: LogSegment) -> int:
         truncated = segment.recover()
+        segment.release_handles()  # thousands may be recovered: keep no descriptor per segment
         self._recovered[segment.base_offset] = self._recovered.get(segment.base_offset, 0) + truncated
         self._truncated_bytes += truncated
         if truncated:

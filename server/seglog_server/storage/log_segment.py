@@ -17,7 +17,9 @@ Not thread-safe; the owning ``Log`` serialises calls with its lock.
 from __future__ import annotations
 
 import enum
+import os
 import struct
+from collections.abc import Iterator
 from typing import NamedTuple
 
 from seglog.records import (
@@ -26,7 +28,6 @@ from seglog.records import (
     LOG_OVERHEAD,
     MAGIC,
     RECORD_BATCH_OVERHEAD,
-    RecordBatch,
     crc32c,
 )
 from seglog.records import CodecError as _CodecError
@@ -39,7 +40,9 @@ from .file_records import BatchHeader, FileRecords, HeaderField, TimestampAndOff
 from .fs import REAL_FS, FileSystem
 from .log_config import LogConfig
 from .offset_index import OffsetIndex
-from .time_index import TimeIndex
+from .record_timestamps import first_record_at_or_after, offsets_and_timestamps
+from .time_index import ENTRY as TIME_INDEX_ENTRY
+from .time_index import TimeIndex, TimestampOffset
 
 __all__ = ["LogSegment", "RollReason", "SegmentStatistics"]
 
@@ -49,6 +52,9 @@ _LENGTH = struct.Struct(">i")  # the batch's second field
 # enough to stay in the L2/L3 caches that the CRC pass runs from.
 _RECOVERY_CHUNK_BYTES = 4 * 1024 * 1024
 _NO_TIMESTAMP = -1
+_UNKNOWN = object()  # a cached answer not computed yet
+_SCAN_SLACK_BYTES = 2048  # room for the batch straddling the interval's end and its header
+_SCAN_BYTES_MAX = 64 * 1024
 
 
 class RollReason(enum.Enum):
@@ -84,13 +90,18 @@ class LogSegment:
         index_interval_bytes: int,
         roll_jitter_ms: int = 0,
         clock: Clock,
+        fs: FileSystem = REAL_FS,
     ) -> None:
         assert base_offset >= 0 and roll_jitter_ms >= 0
+        self._fs = fs
         self._log = log
         self._offset_index = offset_index
         self._time_index = time_index
         self._base_offset = base_offset
         self._index_interval_bytes = index_interval_bytes
+        # First read of a header scan: the batch sought starts within about one index interval
+        # (plus one batch) of the entry the offset index gave.
+        self._scan_bytes = min(max(index_interval_bytes, 0) + _SCAN_SLACK_BYTES, _SCAN_BYTES_MAX)
         self._roll_jitter_ms = roll_jitter_ms
         self._clock = clock
         self._created_ms = clock.time_ms()
@@ -103,6 +114,11 @@ class LogSegment:
         # Bytes appended since the last offset-index entry; None until first needed on a segment
         # loaded from disk, where it is the log size minus the last entry's position.
         self._bytes_since_last_index_entry: int | None = None
+        # Which index is full (a roll reason) or None; _UNKNOWN after anything that may change it.
+        self._index_full_reason: object = _UNKNOWN
+        # Lookup counts of index objects dropped by release_handles, kept for statistics.
+        self._retired_warm_lookup_count = 0
+        self._retired_cold_lookup_count = 0
 
     @classmethod
     def open(
@@ -133,6 +149,7 @@ class LogSegment:
             index_interval_bytes=config.index_interval_bytes,
             roll_jitter_ms=roll_jitter_ms,
             clock=clock,
+            fs=fs,
         )
 
     # -- properties -------------------------------------------------------------------------
@@ -177,9 +194,31 @@ class LogSegment:
     # -- timestamps -------------------------------------------------------------------------
     def _load_max_timestamp(self) -> None:
         if not self._max_timestamp_known:
-            last = self._time_index.last_entry
+            last = self._last_time_index_entry()
             self._max_timestamp_ms, self._offset_of_max_timestamp = last.timestamp_ms, last.offset
             self._max_timestamp_known = True
+
+    def _last_time_index_entry(self) -> TimestampOffset:
+        """The time index's last entry. An index not mapped yet is read with one pread of its
+        last slot instead: the same answer (every full slot of an existing file is an entry),
+        without an mmap, which holds a file descriptor for as long as it lives. Retention and
+        lookups by time ask this of every segment."""
+        index = self._time_index
+        if index.is_materialized:
+            return index.last_entry
+        try:
+            fd = self._fs.open(index.path, os.O_RDONLY)
+        except FileNotFoundError:
+            return index.last_entry  # creates the file, as Kafka's lazy index does
+        try:
+            entry_count = self._fs.fsize(fd) // TIME_INDEX_ENTRY.size
+            if entry_count == 0:
+                return TimestampOffset(_NO_TIMESTAMP, self._base_offset)
+            slot = self._fs.pread(fd, TIME_INDEX_ENTRY.size, (entry_count - 1) * TIME_INDEX_ENTRY.size)
+        finally:
+            self._fs.close(fd)
+        timestamp_ms, relative_offset = TIME_INDEX_ENTRY.unpack(slot)
+        return TimestampOffset(timestamp_ms, self._base_offset + relative_offset)
 
     @property
     def max_timestamp_so_far(self) -> int:
@@ -234,18 +273,33 @@ class LogSegment:
         now_ms: int,
     ) -> RollReason | None:
         """Why an append of ``messages_bytes`` ending at ``last_offset`` must go to a new
-        segment, or None (Kafka's shouldRoll, in its order)."""
+        segment, or None (Kafka's shouldRoll, in its order). Runs on every append, so the
+        indexes' fullness is cached between index appends instead of asked twice each time."""
         size = self._log.size_in_bytes
         if size > max_segment_bytes - messages_bytes:
             return RollReason.SIZE
-        if size > 0 and self.time_waited_for_roll(now_ms, max_timestamp_ms) > max_segment_ms - self._roll_jitter_ms:
-            return RollReason.TIME
+        if size > 0:
+            first = self._rolling_based_timestamp
+            if first is None:
+                self._load_first_batch_timestamp()
+                first = self._rolling_based_timestamp
+            waited = max_timestamp_ms - first if first is not None and first >= 0 else now_ms - self._created_ms
+            if waited > max_segment_ms - self._roll_jitter_ms:
+                return RollReason.TIME
+        full = self._index_full_reason
+        if full is _UNKNOWN:
+            full = self._index_full_reason = self._compute_index_full_reason()
+        if full is not None:
+            return full
+        if not 0 <= last_offset - self._base_offset <= RELATIVE_OFFSET_MAX:
+            return RollReason.OFFSET_OVERFLOW
+        return None
+
+    def _compute_index_full_reason(self) -> RollReason | None:
         if self._offset_index.is_full():
             return RollReason.OFFSET_INDEX_FULL
         if self._time_index.is_full():
             return RollReason.TIME_INDEX_FULL
-        if not self.can_convert_to_relative_offset(last_offset):
-            return RollReason.OFFSET_OVERFLOW
         return None
 
     # -- appends ----------------------------------------------------------------------------
@@ -254,12 +308,13 @@ class LogSegment:
         the rest of ``batch`` goes out untouched (the CRC does not cover the base offset).
         Returns the position it was written at."""
         assert base_offset >= self._base_offset and last_offset >= base_offset
+        if last_offset - self._base_offset > RELATIVE_OFFSET_MAX:
+            self._ensure_offset_in_range(last_offset)
         log = self._log
         position = log.size_in_bytes
         if position == 0:
             self._rolling_based_timestamp = max_timestamp_ms
-        self._ensure_offset_in_range(last_offset)
-        size = log.append((_BASE_OFFSET.pack(base_offset), batch[8:]))
+        size = log.append_patched(_BASE_OFFSET.pack(base_offset), batch[8:])
         self._index_batch(position, last_offset, max_timestamp_ms, size)
         return position
 
@@ -291,6 +346,7 @@ class LogSegment:
         if since > self._index_interval_bytes:
             self._offset_index.append(last_offset, position)
             self._time_index.maybe_append(self._max_timestamp_ms, self._offset_of_max_timestamp)
+            self._index_full_reason = _UNKNOWN
             since = 0
         self._bytes_since_last_index_entry = since + size
 
@@ -305,7 +361,7 @@ class LogSegment:
     def translate_offset(self, offset: int, starting_position: int = 0) -> BatchHeader | None:
         """The first batch whose last offset is >= ``offset`` (index lookup, then a header scan)."""
         position = self._offset_index.lookup(offset).position
-        return self._log.search_for_offset_with_size(offset, max(position, starting_position))
+        return self._log.search_for_offset_with_size(offset, max(position, starting_position), self._scan_bytes)
 
     def read(
         self,
@@ -345,12 +401,19 @@ class LogSegment:
         ``starting_offset``, or None."""
         entry = self._time_index.lookup(timestamp_ms)
         position = self._offset_index.lookup(max(entry.offset, starting_offset)).position
-        for header in self._log.batch_headers(position):
-            if header.max_timestamp >= timestamp_ms and header.last_offset >= starting_offset:
-                for record in self._records_of(header):
-                    if record.timestamp_ms >= timestamp_ms and record.offset >= starting_offset:
-                        return TimestampAndOffset(record.timestamp_ms, record.offset)
-        return None
+        scan_bytes = self._scan_bytes
+        while True:
+            found = self._log.search_for_timestamp(timestamp_ms, position, starting_offset, scan_bytes)
+            if found is None:
+                return None
+            header, data = found
+            try:
+                match = first_record_at_or_after(data, timestamp_ms, starting_offset)
+            except _CodecError as exc:
+                raise self._undecodable(header, exc) from exc
+            if match is not None:
+                return TimestampAndOffset(match[1], match[0])
+            position = header.position + header.size_in_bytes  # the match was below starting_offset
 
     def offset_of_max_timestamp(self) -> TimestampAndOffset | None:
         """The segment's greatest timestamp and the first record offset carrying it."""
@@ -360,20 +423,24 @@ class LogSegment:
         position = self._offset_index.lookup(offset).position
         for header in self._log.batch_headers(position):
             if header.max_timestamp == max_timestamp:
-                for record in self._records_of(header):
-                    if record.timestamp_ms == max_timestamp:
-                        return TimestampAndOffset(max_timestamp, record.offset)
+                data = self._log.read(header.position, header.size_in_bytes)
+                for record_offset, timestamp in self._offsets_and_timestamps(header, data):
+                    if timestamp == max_timestamp:
+                        return TimestampAndOffset(max_timestamp, record_offset)
         return None
 
-    def _records_of(self, header: BatchHeader):
-        data = self._log.read(header.position, header.size_in_bytes)
+    def _offsets_and_timestamps(self, header: BatchHeader, data: bytes | memoryview) -> Iterator[tuple[int, int]]:
+        """(offset, timestamp) of each record of the batch at ``header``, its bytes ``data``."""
         try:
-            return list(RecordBatch(data).records())
+            yield from offsets_and_timestamps(data)
         except _CodecError as exc:
-            raise CorruptRecordError(
-                f"{self._log.path}: cannot decode the batch at position {header.position} "
-                f"(offsets {header.base_offset}..{header.last_offset}): {exc}"
-            ) from exc
+            raise self._undecodable(header, exc) from exc
+
+    def _undecodable(self, header: BatchHeader, exc: Exception) -> CorruptRecordError:
+        return CorruptRecordError(
+            f"{self._log.path}: cannot decode the batch at position {header.position} "
+            f"(offsets {header.base_offset}..{header.last_offset}): {exc}"
+        )
 
     # -- recovery and truncation ------------------------------------------------------------
     def recover(self) -> int:
@@ -381,6 +448,7 @@ class LogSegment:
         first torn, corrupt or out-of-order batch. Returns the bytes cut."""
         self._offset_index.reset()
         self._time_index.reset()
+        self._index_full_reason = _UNKNOWN
         scan = _RecoveryScan(self)
         scan.run()
         truncated = self._log.size_in_bytes - scan.valid_bytes
@@ -390,6 +458,7 @@ class LogSegment:
         self._max_timestamp_known = True
         self._time_index.maybe_append(self._max_timestamp_ms, self._offset_of_max_timestamp, skip_full_check=True)
         self._time_index.trim_to_valid_size()
+        self._index_full_reason = _UNKNOWN
         self._bytes_since_last_index_entry = scan.valid_bytes - scan.last_index_entry_position
         if scan.valid_bytes == 0:
             self._rolling_based_timestamp = None
@@ -404,6 +473,7 @@ class LogSegment:
         # The segment may become active again: give its indexes room to grow.
         self._offset_index.resize(self._offset_index.max_index_bytes)
         self._time_index.resize(self._time_index.max_index_bytes)
+        self._index_full_reason = _UNKNOWN
         removed = 0 if first_cut is None else self._log.truncate_to(first_cut.position)
         if self._log.size_in_bytes == 0:
             self._created_ms = self._clock.time_ms()
@@ -432,11 +502,13 @@ class LogSegment:
         self._time_index.maybe_append(self._max_timestamp_ms, self._offset_of_max_timestamp, skip_full_check=True)
         self._offset_index.trim_to_valid_size()
         self._time_index.trim_to_valid_size()
+        self._index_full_reason = _UNKNOWN
         self._log.trim()
 
     def resize_indexes(self, max_index_bytes: int) -> None:
         self._offset_index.resize(max_index_bytes)
         self._time_index.resize(max_index_bytes)
+        self._index_full_reason = _UNKNOWN
 
     def flush(self) -> None:
         """fsync the log and msync both indexes (creating index files never used so far)."""
@@ -485,11 +557,39 @@ class LogSegment:
     def last_modified_ms(self) -> int:
         return self._log.last_modified_ms()
 
-    def set_last_modified_ms(self, mtime_ms: int, fs: FileSystem = REAL_FS) -> None:
+    def set_last_modified_ms(self, mtime_ms: int) -> None:
         self._log.set_last_modified_ms(mtime_ms)
         for path in (self._offset_index.path, self._time_index.path):
-            if fs.exists(path):
-                fs.set_mtime_ms(path, mtime_ms)
+            if self._fs.exists(path):
+                self._fs.set_mtime_ms(path, mtime_ms)
+
+    def release_handles(self) -> None:
+        """Closes the ``.log`` descriptor and unmaps both indexes of an inactive segment; all
+        reopen on next use. Each mapping holds a descriptor (CPython's mmap dups it), so a log
+        of thousands of segments keeps only its recently used ones open (see ``Log``)."""
+        self._log.close_handler()
+        offset_index, time_index = self._offset_index, self._time_index
+        if offset_index.is_materialized:
+            self._retire_lookup_counts(offset_index)
+            offset_index.close()
+            self._offset_index = OffsetIndex(
+                offset_index.path, self._base_offset, offset_index.max_index_bytes, fs=self._fs
+            )
+        if time_index.is_materialized:
+            self._retire_lookup_counts(time_index)
+            time_index.close()
+            self._time_index = TimeIndex(time_index.path, self._base_offset, time_index.max_index_bytes, fs=self._fs)
+        self._index_full_reason = _UNKNOWN
+
+    def _retire_lookup_counts(self, index: OffsetIndex | TimeIndex) -> None:
+        stats = index.statistics()
+        self._retired_warm_lookup_count += stats.warm_lookup_count
+        self._retired_cold_lookup_count += stats.cold_lookup_count
+
+    @property
+    def holds_handles(self) -> bool:
+        """Whether the segment holds a descriptor or a mapping right now."""
+        return self._log.is_open or self._offset_index.is_materialized or self._time_index.is_materialized
 
     def statistics(self) -> SegmentStatistics:
         offset_stats = self._offset_index.statistics()
@@ -497,8 +597,12 @@ class LogSegment:
         return SegmentStatistics(
             base_offset=self._base_offset,
             size_in_bytes=self._log.size_in_bytes,
-            warm_lookup_count=offset_stats.warm_lookup_count + time_stats.warm_lookup_count,
-            cold_lookup_count=offset_stats.cold_lookup_count + time_stats.cold_lookup_count,
+            warm_lookup_count=self._retired_warm_lookup_count
+            + offset_stats.warm_lookup_count
+            + time_stats.warm_lookup_count,
+            cold_lookup_count=self._retired_cold_lookup_count
+            + offset_stats.cold_lookup_count
+            + time_stats.cold_lookup_count,
             index_materialized=offset_stats.is_materialized,
         )
 
@@ -542,43 +646,50 @@ class _RecoveryScan:
             buffer = bytearray(batch_bytes)  # one batch larger than the chunk: grow, read again
 
     def _scan(self, view: memoryview, chunk_position: int) -> int:
-        """Checks the complete batches at the start of ``view``; returns the bytes they cover."""
+        """Checks the complete batches at the start of ``view``; returns the bytes they cover.
+        The recovery rate is this loop's cost per batch, so the state lives in locals (stored
+        back at the end) and header fields are read by local index constants."""
         segment = self._segment
         interval = segment._index_interval_bytes
         offset_index, time_index = segment.offset_index, segment.time_index
         base = segment.base_offset
         unpack, crc_offset = HEADER.unpack_from, ATTRIBUTES_OFFSET
+        f_base, f_length, f_magic, f_crc = HeaderField.BASE_OFFSET, HeaderField.LENGTH, HeaderField.MAGIC, HeaderField.CRC
+        f_delta, f_max_timestamp = HeaderField.LAST_OFFSET_DELTA, HeaderField.MAX_TIMESTAMP
+        next_offset, last_entry_position = self._next_offset, self.last_index_entry_position
+        max_timestamp_ms, offset_of_max_timestamp = self.max_timestamp_ms, self.offset_of_max_timestamp
         consumed, size = 0, len(view)
         while size - consumed >= RECORD_BATCH_OVERHEAD:
             fields = unpack(view, consumed)
-            batch_bytes = fields[HeaderField.LENGTH] + LOG_OVERHEAD
+            batch_bytes = fields[f_length] + LOG_OVERHEAD
             if batch_bytes < RECORD_BATCH_OVERHEAD:
                 self.stopped = True
                 break
             if consumed + batch_bytes > size:
                 break
-            batch_base = fields[HeaderField.BASE_OFFSET]
-            last = batch_base + fields[HeaderField.LAST_OFFSET_DELTA]
+            batch_base = fields[f_base]
+            last = batch_base + fields[f_delta]
             if (
-                fields[HeaderField.MAGIC] != MAGIC
+                fields[f_magic] != MAGIC
                 or last < batch_base
-                or batch_base < self._next_offset
+                or batch_base < next_offset
                 or last - base > RELATIVE_OFFSET_MAX
-                or crc32c(view[consumed + crc_offset : consumed + batch_bytes]) != fields[HeaderField.CRC]
+                or crc32c(view[consumed + crc_offset : consumed + batch_bytes]) != fields[f_crc]
             ):
                 self.stopped = True
                 break
-            max_timestamp = fields[HeaderField.MAX_TIMESTAMP]
-            if max_timestamp > self.max_timestamp_ms:
-                self.max_timestamp_ms, self.offset_of_max_timestamp = max_timestamp, last
+            if fields[f_max_timestamp] > max_timestamp_ms:
+                max_timestamp_ms, offset_of_max_timestamp = fields[f_max_timestamp], last
             position = chunk_position + consumed
-            if position - self.last_index_entry_position > interval:
+            if position - last_entry_position > interval:
                 offset_index.append(last, position)
-                time_index.maybe_append(self.max_timestamp_ms, self.offset_of_max_timestamp)
-                self.last_index_entry_position = position
+                time_index.maybe_append(max_timestamp_ms, offset_of_max_timestamp)
+                last_entry_position = position
             consumed += batch_bytes
-            self.valid_bytes = chunk_position + consumed
-            self._next_offset = last + 1
+            next_offset = last + 1
+        self.valid_bytes = chunk_position + consumed
+        self._next_offset, self.last_index_entry_position = next_offset, last_entry_position
+        self.max_timestamp_ms, self.offset_of_max_timestamp = max_timestamp_ms, offset_of_max_timestamp
         return consumed
 
 
