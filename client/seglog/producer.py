@@ -14,8 +14,8 @@ value raises throughput for one partition at the cost of that guarantee when a r
 from __future__ import annotations
 
 import asyncio
-import functools
 import concurrent.futures
+import functools
 import threading
 import time
 from collections.abc import Sequence
@@ -27,6 +27,20 @@ import grpc
 from seglog import _sync
 from seglog._accumulator import BufferFullError, ProducerBatch, RecordAccumulator
 from seglog._partitioner import DefaultPartitioner
+from seglog._producer_config import (
+    BATCH_SIZE_DEFAULT,
+    BUFFER_BYTES_DEFAULT,
+    LINGER_MS_DEFAULT,
+    MAX_BLOCK_MS_DEFAULT,
+    MAX_IN_FLIGHT_REQUESTS_DEFAULT,
+    MAX_REQUEST_BYTES_DEFAULT,
+    RETRY_BACKOFF_MS_DEFAULT,
+    ProducerConfig,
+    as_bytes,
+    parse_acks,
+    parse_compression,
+    wall_clock_ms,
+)
 from seglog.client import REQUEST_TIMEOUT_MS_DEFAULT, Transport
 from seglog.errors import (
     ClientClosedError,
@@ -40,17 +54,6 @@ from seglog.structs import DEFAULT_SERVER, Acks, HeadersLike, RecordMetadata, To
 from seglog.v1 import log_service_pb2 as pb
 
 __all__ = ["AsyncProducer", "BatchMetadata", "Producer", "ProducerStatistics"]
-
-# Kafka's producer defaults, so settings carry over: batch.size 16 KiB, linger.ms 5 (Kafka 4.0),
-# buffer.memory 32 MiB, max.request.size 1 MiB (also Kafka's max.message.bytes default), 5
-# requests in flight per connection, max.block.ms 60 s.
-BATCH_SIZE_DEFAULT = 16_384
-LINGER_MS_DEFAULT = 5
-BUFFER_BYTES_DEFAULT = 32 * 1024 * 1024
-MAX_REQUEST_BYTES_DEFAULT = 1024 * 1024
-MAX_IN_FLIGHT_REQUESTS_DEFAULT = 5
-MAX_BLOCK_MS_DEFAULT = 60_000
-RETRY_BACKOFF_MS_DEFAULT = 100
 
 _ACKS_TO_PROTO = {Acks.WRITTEN: pb.ACKS_WRITTEN, Acks.FSYNCED: pb.ACKS_FSYNCED}
 
@@ -85,75 +88,6 @@ class ProducerStatistics:
     closed: bool
 
 
-@dataclass(frozen=True)
-class _ProducerConfig:
-    acks: Acks
-    compression: Compression
-    batch_size: int
-    linger_ms: float
-    buffer_bytes: int
-    max_request_bytes: int
-    max_in_flight_requests: int
-    max_in_flight_per_partition: int
-    max_block_ms: int
-    retries: int
-    retry_backoff_ms: int
-    request_timeout_ms: int
-
-    def __post_init__(self) -> None:
-        _require(self.batch_size > 0, "batch_size must be > 0", self.batch_size)
-        _require(self.linger_ms >= 0, "linger_ms must be >= 0", self.linger_ms)
-        _require(self.max_request_bytes > 0, "max_request_bytes must be > 0", self.max_request_bytes)
-        _require(self.buffer_bytes >= self.batch_size, "buffer_bytes must be >= batch_size", self.buffer_bytes)
-        _require(self.max_in_flight_requests >= 1, "max_in_flight_requests must be >= 1", self.max_in_flight_requests)
-        _require(
-            1 <= self.max_in_flight_per_partition <= self.max_in_flight_requests,
-            "max_in_flight_per_partition must be in [1, max_in_flight_requests]",
-            self.max_in_flight_per_partition,
-        )
-        _require(self.max_block_ms >= 0, "max_block_ms must be >= 0", self.max_block_ms)
-        _require(self.retries >= 0, "retries must be >= 0", self.retries)
-        _require(self.retry_backoff_ms >= 0, "retry_backoff_ms must be >= 0", self.retry_backoff_ms)
-
-
-def _require(condition: bool, message: str, found: object) -> None:
-    if not condition:
-        raise ValueError(f"{message}, got {found!r}")
-
-
-def _parse_acks(acks: Acks | str) -> Acks:
-    try:
-        return acks if isinstance(acks, Acks) else Acks(acks.lower())
-    except (ValueError, AttributeError):
-        raise ValueError(f"acks must be one of {[a.value for a in Acks]}, got {acks!r}") from None
-
-
-def _parse_compression(compression: Compression | str | None) -> Compression:
-    if compression is None:
-        return Compression.NONE
-    if isinstance(compression, Compression):
-        return compression
-    try:
-        return Compression[str(compression).upper()]
-    except KeyError:
-        names = [c.name.lower() for c in Compression]
-        raise ValueError(f"compression must be one of {names}, got {compression!r}") from None
-
-
-def _wall_clock_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
-def _as_bytes(name: str, data: bytes | bytearray | memoryview | str | None) -> bytes | None:
-    if data is None or isinstance(data, bytes):
-        return data
-    if isinstance(data, str):
-        return data.encode()
-    if isinstance(data, bytearray | memoryview):
-        return bytes(data)
-    raise TypeError(f"{name} must be bytes, str or None, got {type(data).__name__}")
-
-
 class AsyncProducer:
     """An asyncio producer (the implementation behind ``Producer``).
 
@@ -180,9 +114,9 @@ class AsyncProducer:
         credentials: grpc.ChannelCredentials | None = None,
         channel_options: Sequence[tuple[str, Any]] = (),
     ) -> None:
-        self._config = _ProducerConfig(
-            acks=_parse_acks(acks),
-            compression=_parse_compression(compression),
+        self._config = ProducerConfig(
+            acks=parse_acks(acks),
+            compression=parse_compression(compression),
             batch_size=batch_size,
             linger_ms=linger_ms,
             buffer_bytes=buffer_bytes,
@@ -208,7 +142,7 @@ class AsyncProducer:
             compression=self._config.compression,
             buffer_bytes=buffer_bytes,
             request_bytes_max=max_request_bytes,
-            wall_clock_ms=_wall_clock_ms,
+            wall_clock_ms=wall_clock_ms,
         )
         self._partitioner = DefaultPartitioner(sticky_bytes=batch_size)
         self._partition_counts: dict[str, int] = {}
@@ -387,8 +321,8 @@ class AsyncProducer:
         """Append from any thread; the partition count must be cached when ``partition`` is None."""
         if self._closing:
             raise ClientClosedError("the producer is closed")
-        value_bytes = value if type(value) is bytes else _as_bytes("value", value)
-        key_bytes = key if key is None or type(key) is bytes else _as_bytes("key", key)
+        value_bytes = value if type(value) is bytes else as_bytes("value", value)
+        key_bytes = key if key is None or type(key) is bytes else as_bytes("key", key)
         header_pairs = normalize_headers(headers) if headers else ()
         if partition is None:
             count = self._partition_counts.get(topic)
