@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import multiprocessing
 import os
 import pathlib
@@ -44,6 +45,7 @@ from collections.abc import Callable
 from concurrent.futures import Future
 
 import grpc
+from google.protobuf.message import Message
 
 from seglog import records as codec
 from seglog.v1 import log_service_pb2 as pb
@@ -56,6 +58,10 @@ KEY_BYTES = 16
 # are large enough that per-request costs fade, with room under the limit.
 RECORDS_PER_BATCH = 4000
 PRODUCE_IN_FLIGHT = 4
+# OffsetsForTimes partition: 20,000 batches of 120 records (~15 KiB, a Kafka producer's default
+# batch.size of 16 KiB) = 2.4 M records, 300 MB: a time index with thousands of entries.
+TIMELINE_BATCHES = 20_000
+TIMELINE_RECORDS_PER_BATCH = 120
 LATENCY_RATE_PER_S = 2000
 LATENCY_WARMUP_RECORDS = 200
 # Produce requests in flight in the latency runs: a Kafka producer's default allows 5; 2 keeps
@@ -305,6 +311,28 @@ def _percentile(sorted_values: list, percent: float) -> float:
 # -- OffsetsForTimes and small-call round trips --------------------------------------------------
 
 
+def build_timeline(stub: pb_grpc.LogServiceStub, topic: str, batch_count: int) -> list[int]:
+    """A partition of batches the size a Kafka producer sends by default (batch.size 16 KiB:
+    TIMELINE_RECORDS_PER_BATCH records), one millisecond apart; returns random lookup targets
+    inside its time range (a lookup decodes one batch to find the record, so the batch size
+    matters: see the report of bench_service)."""
+    stub.CreateTopic(pb.CreateTopicRequest(topic=topic, partitions=1))
+    keys, values = _keys_and_values()
+    first_ms = int(time.time() * 1000) - batch_count
+    in_flight: list[Future] = []
+    for index in range(batch_count):
+        builder = codec.RecordBatchBuilder()
+        for slot in range(TIMELINE_RECORDS_PER_BATCH):
+            builder.append(values[slot], key=keys[slot], timestamp_ms=first_ms + index)
+        if len(in_flight) >= 16:
+            in_flight.pop(0).result()
+        in_flight.append(stub.Produce.future(pb.ProduceRequest(topic=topic, records=builder.build())))
+    for future in in_flight:
+        future.result()
+    rng = random.Random(11)
+    return [first_ms + rng.randrange(batch_count) for _ in range(1000)]
+
+
 def round_trips(call: Callable[[], object], count: int) -> float:
     """Median round trip in microseconds of ``count`` sequential calls."""
     times = []
@@ -315,10 +343,31 @@ def round_trips(call: Callable[[], object], count: int) -> float:
     return statistics.median(times) / 1000
 
 
-def server_times(method, request, count: int) -> float:
-    """Median servicer time in microseconds, from the trailing metadata."""
+def aio_round_trips(address: str, method_name: str, requests, count: int) -> float:
+    """Median round trip in microseconds of ``count`` sequential calls from a grpc.aio client
+    on uvloop (cheaper per call than the synchronous stub's futures and threads)."""
+    import uvloop
+
+    async def run() -> float:
+        async with grpc.aio.insecure_channel(address, options=CHANNEL_OPTIONS) as channel:
+            method = getattr(pb_grpc.LogServiceStub(channel), method_name)
+            times = []
+            for _ in range(count):
+                request = next(requests)
+                started = time.perf_counter_ns()
+                await method(request)
+                times.append(time.perf_counter_ns() - started)
+            return statistics.median(times) / 1000
+
+    return uvloop.run(run())
+
+
+def server_times(method, requests, count: int) -> float:
+    """Median servicer time in microseconds, from the trailing metadata. ``requests`` is one
+    request or an iterator of them."""
     times = []
     for _ in range(count):
+        request = requests if isinstance(requests, Message) else next(requests)
         _, call = method.with_call(request, metadata=DEBUG_TIMING)
         times.append(int(dict(call.trailing_metadata())["seglog-server-time-us"]))
     return statistics.median(times)
@@ -353,12 +402,13 @@ def client_library_produce(address: str, topic: str, record_count: int) -> float
     return record_count / (time.perf_counter() - started)
 
 
-def client_library_consume(address: str, topic: str, end_offset: int) -> float:
+def client_library_consume(address: str, topic: str, end_offset: int, mode: str) -> float:
     from seglog import Consumer
 
     count = 0
     started = time.perf_counter()
-    with Consumer(address, topic, partition=0, start="earliest") as consumer:
+    with Consumer(address, topic, partition=0, start="earliest", mode=mode,
+                  fetch_max_bytes=2 * 1024 * 1024, max_poll_records=100_000) as consumer:
         while count < end_offset:
             count += len(consumer.poll(timeout_ms=1000))
     return count / (time.perf_counter() - started)
@@ -455,19 +505,25 @@ def run_main_suite(root: pathlib.Path, args: argparse.Namespace, rows: list) -> 
             rows.append((f"latency {label} p50 ms", median_of(samples, 0), spread(samples, 0)))
             rows.append((f"latency {label} p99 ms", median_of(samples, 1), spread(samples, 1)))
 
-        now_ms = int(time.time() * 1000)
-        request = pb.OffsetsForTimesRequest(partitions=[pb.PartitionTimestamp(
-            topic="throughput", timestamp_ms=now_ms - 60_000)])
+        targets = build_timeline(stub, "timeline", 1000 if args.quick else TIMELINE_BATCHES)
         calls = 300 if args.quick else 2000
-        samples = repeat(args.runs, lambda: round_trips(lambda: stub.OffsetsForTimes(request), calls))
+        requests = [pb.OffsetsForTimesRequest(partitions=[pb.PartitionTimestamp(
+            topic="timeline", timestamp_ms=target)]) for target in targets]
+        cycle = itertools.cycle(requests)
+        samples = repeat(args.runs, lambda: aio_round_trips(
+            service.address, "OffsetsForTimes", cycle, calls))
         rows.append(("OffsetsForTimes round trip p50 us", median_of(samples), spread(samples)))
-        servers = repeat(args.runs, lambda: server_times(stub.OffsetsForTimes, request, calls))
+        sync_samples = repeat(args.runs, lambda: round_trips(
+            lambda: stub.OffsetsForTimes(next(cycle)), calls))
+        rows.append(("OffsetsForTimes round trip p50 us (sync stub)", median_of(sync_samples),
+                     spread(sync_samples)))
+        servers = repeat(args.runs, lambda: server_times(stub.OffsetsForTimes, cycle, calls))
         rows.append(("OffsetsForTimes servicer time p50 us", median_of(servers), spread(servers)))
         rows.append(("OffsetsForTimes servicer share %",
                      100 * median_of(servers) / median_of(samples), ""))
-        empty = pb.ListTopicsRequest()
-        samples = repeat(args.runs, lambda: round_trips(lambda: stub.ListTopics(empty), calls))
-        rows.append(("ListTopics round trip p50 us (gRPC floor)", median_of(samples), spread(samples)))
+        empty = itertools.repeat(pb.ListTopicsRequest())
+        floor = repeat(args.runs, lambda: aio_round_trips(service.address, "ListTopics", empty, calls))
+        rows.append(("ListTopics round trip p50 us (gRPC floor)", median_of(floor), spread(floor)))
 
         if not args.skip_client:
             run_client_library(service, args, rows)
@@ -482,9 +538,11 @@ def run_client_library(service: Service, args: argparse.Namespace, rows: list) -
             service.address, "client-library", args.records))
         rows.append(("client Producer records/s", median_of(samples), spread(samples)))
         end = service.stub.Fetch(pb.FetchRequest(topic="client-library", max_bytes=1)).log_end_offset
-        samples = repeat(args.runs, lambda: client_library_consume(
-            service.address, "client-library", end))
-        rows.append(("client Consumer catch-up records/s", median_of(samples), spread(samples)))
+        for mode in ("fetch", "stream"):
+            samples = repeat(args.runs, lambda mode=mode: client_library_consume(
+                service.address, "client-library", end, mode))
+            rows.append((f"client Consumer catch-up records/s ({mode})", median_of(samples),
+                         spread(samples)))
     except Exception as exc:  # noqa: BLE001 - the client library is optional here
         print(f"client library not measured: {type(exc).__name__}: {exc}", file=sys.stderr)
 

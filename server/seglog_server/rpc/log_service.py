@@ -18,6 +18,7 @@ from seglog.v1 import log_service_pb2 as pb
 from seglog.v1 import log_service_pb2_grpc as pb_grpc
 from seglog_server.config import RESPONSE_OVERHEAD_BYTES
 from seglog_server.storage.errors import LogDirOfflineError
+from seglog_server.storage.log_config import LONG_MAX
 
 from . import conversions, validation
 from .append_waiters import AppendWaiters, AppendWaitersStatistics
@@ -143,7 +144,9 @@ class LogServicer(pb_grpc.LogServiceServicer):
         acks = validation.check_acks(request.acks)
         batch = self._produced_batch(request)
         log = self._manager.get_log(topic, partition)
-        info = await self._log_call(log, len(batch), log.append, batch)
+        # A topic with a flush.messages policy may fsync inside append: never on the event loop.
+        io_bytes = len(batch) if log.config.flush_messages == LONG_MAX else _BLOCKING
+        info = await self._log_call(log, io_bytes, log.append, batch)
         self._waiters.notify(topic, partition)
         if acks == pb.ACKS_FSYNCED:
             await self._log_call(log, _BLOCKING, log.flush)
@@ -230,9 +233,23 @@ class LogServicer(pb_grpc.LogServiceServicer):
         return request.offset
 
     async def _read(self, topic: str, partition: int, offset: int, max_bytes: int) -> Any:
+        """Reads inline when the answer is small, on the pool when it is large.
+
+        Most reads are at or near the tail (long polls, streams keeping up) and return a few
+        batches, whatever max_bytes says; a catch-up read returns max_bytes. So a read first
+        asks for at most ``inline_io_bytes_max`` inline; when that reaches the high watermark it
+        is the whole answer, otherwise the full read runs on the pool (re-reading the probe's
+        bytes, a few percent of a catch-up read).
+        """
         # Looked up on each read: a topic deleted during a long poll answers NOT_FOUND.
         log = self._manager.get_log(topic, partition)
-        return await self._log_call(log, max_bytes, log.read, offset, max_bytes)
+        probe_bytes = self._calls.inline_io_bytes_max
+        if max_bytes <= probe_bytes or probe_bytes == 0:
+            return await self._log_call(log, max_bytes, log.read, offset, max_bytes)
+        data = await self._log_call(log, 0, log.read, offset, probe_bytes)
+        if conversions.next_offset_after(data.records, offset) >= data.high_watermark:
+            return data
+        return await self._log_call(log, _BLOCKING, log.read, offset, max_bytes)
 
     async def _log_call(self, log: Any, io_bytes: int, method: Callable[..., Any], *args: Any) -> Any:
         """One call of a Log method, inline or pooled by ``io_bytes`` (``_BLOCKING``: pooled).

@@ -39,6 +39,10 @@ class StorageCalls:
         self._inline_count = 0
         self._pooled_count = 0
 
+    @property
+    def inline_io_bytes_max(self) -> int:
+        return self._inline_io_bytes_max
+
     async def blocking(self, fn: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
         """Runs ``fn`` on the pool and awaits it."""
         self._pooled_count += 1
