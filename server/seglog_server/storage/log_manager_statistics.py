@@ -6,17 +6,25 @@ into Prometheus series at scrape time (STYLE rule 12).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .log_config import LogConfig
 
+if TYPE_CHECKING:
+    from .log_dir import LogDir
+    from .topic_partition import TopicPartition
+    from .topic_registry import PartitionEntry, TopicRegistry
+
 __all__ = [
     "LogDirStatistics",
+    "LogManagerCounters",
     "LogManagerStatistics",
     "PartitionDescription",
     "PartitionStatistics",
     "TopicDescription",
+    "build_statistics",
 ]
 
 
@@ -102,3 +110,98 @@ class LogManagerStatistics:
     topics_created_total: int
     topics_deleted_total: int
     delete_dirs_removed_total: int
+
+
+@dataclass
+class LogManagerCounters:
+    """The manager's running counts, updated in place (under its admin lock)."""
+
+    startup_duration_ms: float = 0.0
+    logs_loaded: int = 0
+    logs_recovered: int = 0
+    logs_created_on_startup: int = 0
+    interrupted_deletes_completed: int = 0
+    remaining_logs_to_load: int = 0
+    maintenance_passes: int = 0
+    maintenance_errors: int = 0
+    last_maintenance_duration_ms: float = 0.0
+    retention_checks: int = 0
+    segments_deleted: int = 0
+    files_deleted: int = 0
+    flushes_by_time: int = 0
+    recovery_point_checkpoints: int = 0
+    log_start_offset_checkpoints: int = 0
+    topics_created: int = 0
+    topics_deleted: int = 0
+    delete_dirs_removed: int = 0
+
+
+def build_statistics(
+    state: str,
+    log_dirs: Sequence[LogDir],
+    registry: TopicRegistry,
+    counters: LogManagerCounters,
+) -> LogManagerStatistics:
+    partitions = sorted(registry.all_partitions(), key=lambda item: item[0])
+    topic_count, offline_count, offline_by_dir = registry.counts()
+    per_partition = tuple(
+        PartitionStatistics(tp.topic, tp.partition, p.log_dir.path, p.log.statistics())
+        for tp, p in partitions
+    )
+    sizes = {tp: (p.log.size_in_bytes, p.log.segment_count) for tp, p in partitions}
+    dirs = tuple(
+        _dir_statistics(d, partitions, sizes, offline_by_dir.get(d, 0)) for d in log_dirs
+    )
+    c = counters
+    return LogManagerStatistics(
+        state=state,
+        log_dirs=dirs,
+        partitions=per_partition,
+        topic_count=topic_count,
+        partition_count=len(partitions),
+        offline_partition_count=offline_count,
+        offline_log_dir_count=sum(1 for d in log_dirs if not d.online),
+        size_bytes=sum(size for size, _ in sizes.values()),
+        segment_count=sum(count for _, count in sizes.values()),
+        startup_duration_ms=c.startup_duration_ms,
+        logs_loaded_count=c.logs_loaded,
+        logs_recovered_count=c.logs_recovered,
+        logs_created_on_startup_count=c.logs_created_on_startup,
+        interrupted_deletes_completed_count=c.interrupted_deletes_completed,
+        remaining_logs_to_load=c.remaining_logs_to_load,
+        maintenance_pass_count=c.maintenance_passes,
+        maintenance_error_count=c.maintenance_errors,
+        last_maintenance_duration_ms=c.last_maintenance_duration_ms,
+        retention_check_count=c.retention_checks,
+        segments_deleted_total=c.segments_deleted,
+        files_deleted_total=c.files_deleted,
+        flushes_by_time_total=c.flushes_by_time,
+        recovery_point_checkpoint_count=c.recovery_point_checkpoints,
+        log_start_offset_checkpoint_count=c.log_start_offset_checkpoints,
+        topics_created_total=c.topics_created,
+        topics_deleted_total=c.topics_deleted,
+        delete_dirs_removed_total=c.delete_dirs_removed,
+    )
+
+
+def _dir_statistics(
+    log_dir: LogDir,
+    partitions: list[tuple[TopicPartition, PartitionEntry]],
+    sizes: dict[TopicPartition, tuple[int, int]],
+    offline_count: int,
+) -> LogDirStatistics:
+    mine = [tp for tp, p in partitions if p.log_dir is log_dir]
+    return LogDirStatistics(
+        path=log_dir.path,
+        online=log_dir.online,
+        offline_reason=log_dir.offline_reason,
+        had_clean_shutdown=log_dir.had_clean_shutdown,
+        load_completed=log_dir.load_completed,
+        partition_count=len(mine),
+        offline_partition_count=offline_count,
+        size_bytes=sum(sizes[tp][0] for tp in mine),
+        segment_count=sum(sizes[tp][1] for tp in mine),
+        pending_delete_dir_count=len(log_dir.pending_delete_dirs),
+        ignored_entry_count=len(log_dir.ignored_entries),
+        checkpoint_read_error_count=log_dir.checkpoint_read_error_count,
+    )

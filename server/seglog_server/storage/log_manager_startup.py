@@ -1,0 +1,188 @@
+"""The log manager's start-up passes over its directories (Kafka's ``LogManager.loadLogs``).
+
+1. Open every directory: create it if missing, lock it, consume the clean-shutdown marker
+   (deleted before any log is touched, KAFKA-10471), read the recovery-point and
+   log-start-offset checkpoints (corrupt ones read as empty). An ``OSError`` takes the directory
+   offline; the others go on.
+2. List every directory: partition directories, leftovers of deletions (``-delete``), and
+   entries that are not seglog's (left alone, counted).
+3. Note the ``topic.id`` of every ``-delete`` leftover and schedule its removal: a partition
+   still carrying one of those ids belongs to the same interrupted DeleteTopic and is deleted
+   too, so a topic never comes back half-deleted.
+4. Load each partition with ``Log.load`` and the checkpointed values. Unreadable
+   ``topic.properties`` keeps just that partition offline; an I/O error takes the whole directory
+   offline (Kafka's rule: the disk is suspect).
+5. With every directory online, create the partitions a topic's metadata promises but no
+   directory holds (a crash inside CreateTopic).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from .errors import InvalidConfigError, LogDirOfflineError
+from .fs import FileSystem
+from .log_dir import DirScan, LogDir
+from .log_manager_statistics import LogManagerCounters
+from .topic_metadata import CorruptTopicMetadataError, read_topic_metadata
+from .topic_partition import TopicPartition, delete_dir_name
+from .topic_registry import IO_ERRORS, PartitionEntry, TopicEntry, TopicRegistry, drop_quietly
+
+__all__ = ["OpenLog", "StartupLoader", "check_some_dir_online"]
+
+_log = logging.getLogger(__name__)
+
+OpenLog = Callable[..., Any]
+"""``open_log(path, tp, config, *, had_clean_shutdown, recovery_point, log_start_offset)``."""
+
+CreatePartitions = Callable[[TopicEntry, list[TopicPartition]], None]
+
+
+def check_some_dir_online(log_dirs: Sequence[LogDir]) -> None:
+    if not any(log_dir.online for log_dir in log_dirs):
+        reasons = "; ".join(f"{d.path}: {d.offline_reason}" for d in log_dirs)
+        raise LogDirOfflineError(f"no log directory is usable ({reasons})")
+
+
+class StartupLoader:
+    def __init__(
+        self,
+        log_dirs: Sequence[LogDir],
+        registry: TopicRegistry,
+        counters: LogManagerCounters,
+        *,
+        fs: FileSystem,
+        open_log: OpenLog,
+        create_partitions: CreatePartitions,
+    ) -> None:
+        self._dirs = log_dirs
+        self._registry = registry
+        self._counters = counters
+        self._fs = fs
+        self._open_log = open_log
+        self._create_partitions = create_partitions
+        self._deleting_topic_ids: set[str] = set()
+
+    def run(self) -> None:
+        self._open_dirs()
+        scans = self._scan_dirs()
+        self._note_interrupted_deletes(scans)
+        self._counters.remaining_logs_to_load = sum(len(s.partitions) for s in scans.values())
+        for log_dir, scan in scans.items():
+            self._load_dir(log_dir, scan)
+        self._complete_interrupted_creates()
+
+    # -- directories ---------------------------------------------------------------------------
+    def _open_dirs(self) -> None:
+        for log_dir in self._dirs:
+            try:
+                log_dir.open()
+            except OSError as exc:
+                log_dir.take_offline(f"cannot open log directory: {exc}")
+        check_some_dir_online(self._dirs)
+
+    def _scan_dirs(self) -> dict[LogDir, DirScan]:
+        scans = {}
+        for log_dir in self._dirs:
+            if not log_dir.online:
+                continue
+            try:
+                scans[log_dir] = log_dir.scan()
+            except OSError as exc:
+                log_dir.take_offline(f"cannot list log directory: {exc}")
+        return scans
+
+    def _note_interrupted_deletes(self, scans: Mapping[LogDir, DirScan]) -> None:
+        for log_dir, scan in scans.items():
+            for path in scan.delete_dirs:
+                try:
+                    metadata = read_topic_metadata(path, fs=self._fs)
+                except (OSError, CorruptTopicMetadataError):
+                    metadata = None  # half-removed already; its files no longer matter
+                if metadata is not None:
+                    self._deleting_topic_ids.add(metadata.topic_id)
+            log_dir.schedule_delete_dirs(scan.delete_dirs)
+
+    # -- partitions ----------------------------------------------------------------------------
+    def _load_dir(self, log_dir: LogDir, scan: DirScan) -> None:
+        loaded: list[tuple[TopicPartition, PartitionEntry]] = []
+        unloaded = 0
+        try:
+            for tp, path in scan.partitions.items():
+                outcome = self._load_partition(log_dir, tp, path)
+                self._counters.remaining_logs_to_load -= 1
+                if outcome is _DELETED:
+                    continue
+                if outcome is None:
+                    unloaded += 1
+                    continue
+                loaded.append((tp, PartitionEntry(outcome, log_dir, path)))
+        except IO_ERRORS as exc:
+            for _, partition in loaded:
+                drop_quietly(partition.log)
+            reason = f"loading failed: {exc}"
+            log_dir.take_offline(reason)
+            self._registry.mark_offline(scan.partitions, log_dir, reason)
+            return
+        self._registry.register_loaded(loaded)
+        # KAFKA-15375: only a directory whose every partition loaded may later claim "clean".
+        log_dir.load_completed = unloaded == 0
+        self._counters.logs_loaded += len(loaded)
+        if not log_dir.had_clean_shutdown:
+            self._counters.logs_recovered += len(loaded)
+
+    def _load_partition(self, log_dir: LogDir, tp: TopicPartition, path: str) -> Any:
+        """The loaded Log; None when its metadata keeps it offline (the directory is fine);
+        _DELETED when it belonged to an interrupted deletion, now finished."""
+        try:
+            metadata = read_topic_metadata(path, fs=self._fs)
+            if metadata is not None and metadata.topic_id in self._deleting_topic_ids:
+                self._finish_interrupted_delete(log_dir, tp, path)
+                return _DELETED
+            topic = self._registry.topic_from_disk(tp, metadata, path)
+        except (CorruptTopicMetadataError, InvalidConfigError) as exc:
+            _log.error("partition %s stays offline: %s", tp, exc)
+            self._registry.mark_offline([tp], log_dir, f"unreadable topic metadata: {exc}")
+            return None
+        return self._open_log(
+            path,
+            tp,
+            topic.config,
+            had_clean_shutdown=log_dir.had_clean_shutdown,
+            recovery_point=log_dir.recovery_points.get(tp, 0),
+            log_start_offset=log_dir.log_start_offsets.get(tp, 0),
+        )
+
+    def _finish_interrupted_delete(self, log_dir: LogDir, tp: TopicPartition, path: str) -> None:
+        _log.warning("finishing the interrupted deletion of %s (%s)", tp, path)
+        target = os.path.join(log_dir.path, delete_dir_name(tp))
+        self._fs.replace(path, target)
+        self._fs.fsync_dir(log_dir.path)
+        log_dir.schedule_delete_dirs([target])
+        self._counters.interrupted_deletes_completed += 1
+
+    def _complete_interrupted_creates(self) -> None:
+        """Only when every directory is online: otherwise a missing partition may simply live
+        on the offline one."""
+        if not all(log_dir.online for log_dir in self._dirs):
+            return
+        for topic in self._registry.topics_snapshot():
+            if not topic.has_metadata:
+                continue  # a Kafka directory copied in: nothing says which partitions exist
+            missing = self._registry.missing_partitions(topic)
+            if not missing:
+                continue
+            _log.warning("topic %s lacks partitions %s; creating them", topic.name, missing)
+            try:
+                self._create_partitions(topic, missing)
+            except LogDirOfflineError as exc:
+                _log.error("could not complete topic %s: %s", topic.name, exc)
+                continue
+            self._counters.logs_created_on_startup += len(missing)
+
+
+# _load_partition's answer for a partition of an interrupted deletion (not loaded, not offline).
+_DELETED = object()
