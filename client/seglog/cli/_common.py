@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from datetime import datetime, timezone
 from typing import Any, Protocol, TextIO
 
-from seglog.structs import DEFAULT_SERVER, ConsumerRecord
+from seglog import DEFAULT_SERVER, ConsumerRecord
 
 __all__ = [
     "SERVER_ENV",
