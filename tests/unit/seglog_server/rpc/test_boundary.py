@@ -1,0 +1,98 @@
+import logging
+
+import grpc
+import pytest
+
+from seglog_server.rpc.boundary import (
+    DEBUG_TIMING_METADATA_KEY,
+    SERVER_TIME_METADATA_KEY,
+    RpcCounters,
+    stream_rpc,
+    unary_rpc,
+)
+from seglog_server.storage.errors import OffsetOutOfRangeError
+
+
+class Aborted(Exception):
+    """What grpc.aio's context.abort raises (AbortError), for this stand-in context."""
+
+
+class RecordingContext:
+    """Stands in for grpc.aio.ServicerContext: records what the boundary tells it."""
+
+    def __init__(self, metadata=()):
+        self.metadata = tuple(metadata)
+        self.aborted = None
+        self.trailing = None
+
+    def invocation_metadata(self):
+        return self.metadata
+
+    def set_trailing_metadata(self, metadata):
+        self.trailing = dict(metadata)
+
+    async def abort(self, code, details, trailing_metadata=()):
+        self.aborted = (code, details, dict(trailing_metadata))
+        raise Aborted()
+
+
+class Servicer:
+    def __init__(self):
+        self.counters = RpcCounters()
+
+    @unary_rpc
+    async def Fine(self, request, context):
+        return "response"
+
+    @unary_rpc
+    async def OutOfRange(self, request, context):
+        raise OffsetOutOfRangeError("offset 9 is outside [0, 3]")
+
+    @unary_rpc
+    async def Broken(self, request, context):
+        return {}["missing"]
+
+    @stream_rpc
+    async def Stream(self, request, context):
+        raise OffsetOutOfRangeError("stream start outside the log")
+
+
+async def test_expected_error_becomes_its_status_with_the_message_and_class():
+    servicer, context = Servicer(), RecordingContext()
+    with pytest.raises(Aborted):
+        await servicer.OutOfRange(None, context)
+    code, details, trailing = context.aborted
+    assert code == grpc.StatusCode.OUT_OF_RANGE
+    assert details == "offset 9 is outside [0, 3]"
+    assert trailing == {"seglog-error": "OffsetOutOfRangeError"}
+    assert servicer.counters.snapshot().errors_by_code == {"OUT_OF_RANGE": 1}
+
+
+async def test_unexpected_error_is_internal_and_its_traceback_is_logged(caplog):
+    servicer, context = Servicer(), RecordingContext()
+    with caplog.at_level(logging.ERROR, logger="seglog_server.rpc"), pytest.raises(Aborted):
+        await servicer.Broken(None, context)
+    assert context.aborted[0] == grpc.StatusCode.INTERNAL
+    assert "KeyError" in context.aborted[1]
+    (record,) = caplog.records
+    assert "Broken failed unexpectedly" in record.getMessage()
+    assert record.exc_info is not None
+    assert servicer.counters.snapshot().internal_error_count == 1
+
+
+async def test_stream_errors_go_through_the_same_table():
+    servicer, context = Servicer(), RecordingContext()
+    with pytest.raises(Aborted):
+        await servicer.Stream(None, context)
+    assert context.aborted[0] == grpc.StatusCode.OUT_OF_RANGE
+
+
+async def test_server_time_is_returned_only_when_asked_for():
+    servicer = Servicer()
+    plain = RecordingContext()
+    assert await servicer.Fine(None, plain) == "response"
+    assert plain.trailing is None
+    asking = RecordingContext(metadata=[(DEBUG_TIMING_METADATA_KEY, "1")])
+    await servicer.Fine(None, asking)
+    assert int(asking.trailing[SERVER_TIME_METADATA_KEY]) >= 0
+    assert servicer.counters.snapshot().calls_by_method == {"Fine": 2}
