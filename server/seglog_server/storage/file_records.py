@@ -15,16 +15,20 @@ that struct and name the fields they use through ``HeaderField``.
 
 from __future__ import annotations
 
+import mmap
 import os
+import struct
 from collections.abc import Iterator, Sequence
 from typing import NamedTuple
 
 from seglog.records import (
     BASE_OFFSET_OFFSET,
     HEADER,
+    LAST_OFFSET_DELTA_OFFSET,
     LENGTH_OFFSET,
     LOG_OVERHEAD,
     MAGIC_OFFSET,
+    MAX_TIMESTAMP_OFFSET,
     RECORD_BATCH_OVERHEAD,
 )
 
@@ -81,6 +85,18 @@ assert HEADER.size == RECORD_BATCH_OVERHEAD and LOG_OVERHEAD == LENGTH_OFFSET + 
 assert BASE_OFFSET_OFFSET == 0
 
 
+# The four header fields a lookup scan compares, unpacked in one call without building the other
+# nine: baseOffset, length, lastOffsetDelta, maxTimestamp. Derived from HEADER's offsets.
+_SCAN_HEADER = struct.Struct(
+    ">qi"  # baseOffset, length
+    f"{LAST_OFFSET_DELTA_OFFSET - LOG_OVERHEAD}x"  # partitionLeaderEpoch, magic, crc, attributes
+    "i"  # lastOffsetDelta
+    f"{MAX_TIMESTAMP_OFFSET - LAST_OFFSET_DELTA_OFFSET - 4}x"  # baseTimestamp
+    "q"  # maxTimestamp
+)
+assert _SCAN_HEADER.size == MAX_TIMESTAMP_OFFSET + 8 <= RECORD_BATCH_OVERHEAD
+
+
 class BatchHeader(NamedTuple):
     """Where a batch sits in the file and the header fields the storage engine uses."""
 
@@ -89,8 +105,6 @@ class BatchHeader(NamedTuple):
     size_in_bytes: int
     last_offset: int
     max_timestamp: int
-    magic: int
-    partition_leader_epoch: int
 
     @property
     def next_offset(self) -> int:
@@ -109,8 +123,6 @@ def _header_at(fields: tuple, position: int) -> BatchHeader:
         fields[HeaderField.LENGTH] + LOG_OVERHEAD,
         fields[HeaderField.BASE_OFFSET] + fields[HeaderField.LAST_OFFSET_DELTA],
         fields[HeaderField.MAX_TIMESTAMP],
-        fields[HeaderField.MAGIC],
-        fields[HeaderField.PARTITION_LEADER_EPOCH],
     )
 
 
@@ -123,6 +135,10 @@ class FileRecords:
         self._fs = fs
         self._fd: int | None = None
         self._size = size_in_bytes
+        # A sealed file no longer grows or shrinks (an inactive segment): header scans then read
+        # a read-only mapping of it instead of issuing a pread per chunk.
+        self._sealed = False
+        self._mapping: mmap.mmap | None = None
 
     @classmethod
     def create(cls, path: str, *, fs: FileSystem = REAL_FS, preallocate_bytes: int = 0) -> FileRecords:
@@ -141,6 +157,31 @@ class FileRecords:
     @property
     def is_open(self) -> bool:
         return self._fd is not None
+
+    @property
+    def is_sealed(self) -> bool:
+        return self._sealed
+
+    def seal(self) -> None:
+        """Declares the file final: nothing will be appended or cut until ``unseal``."""
+        self._sealed = True
+
+    def unseal(self) -> None:
+        """Before an append or a truncation: drops the read mapping."""
+        self._sealed = False
+        self._drop_mapping()
+
+    def _mapped(self) -> mmap.mmap | None:
+        """The read-only mapping of a sealed, non-empty file (made on first use)."""
+        if self._mapping is None and self._sealed and self.size_in_bytes > 0:
+            fd = self._fd if self._fd is not None else self._open()
+            self._mapping = self._fs.mmap(fd, self.size_in_bytes, False)
+        return self._mapping
+
+    def _drop_mapping(self) -> None:
+        mapping, self._mapping = self._mapping, None
+        if mapping is not None:
+            mapping.close()
 
     @property
     def size_in_bytes(self) -> int:
@@ -164,6 +205,7 @@ class FileRecords:
     # -- writes -----------------------------------------------------------------------------
     def append(self, buffers: Sequence[bytes | bytearray | memoryview]) -> int:
         """Writes ``buffers`` back to back at the end with one pwritev; returns the byte count."""
+        assert not self._sealed, f"{self._path} is sealed"
         fd = self._open()
         position = self.size_in_bytes
         total = sum(len(buffer) for buffer in buffers)
@@ -180,6 +222,7 @@ class FileRecords:
 
     def append_patched(self, head: bytes, rest: memoryview) -> int:
         """``append((head, rest))`` for the append path: one pwritev, no generic bookkeeping."""
+        assert not self._sealed, f"{self._path} is sealed"
         fd = self._fd if self._fd is not None else self._open()
         position = self.size_in_bytes
         total = len(head) + len(rest)
@@ -209,6 +252,7 @@ class FileRecords:
             raise ValueError(
                 f"{self._path}: cannot truncate to {size_in_bytes} bytes, the file holds {original}"
             )
+        self.unseal()  # never cut bytes from under a mapping
         fd = self._open()
         if size_in_bytes < original or self._fs.fsize(fd) != size_in_bytes:
             self._fs.ftruncate(fd, size_in_bytes)
@@ -300,7 +344,7 @@ class FileRecords:
 
     def search_for_timestamp(
         self, timestamp_ms: int, start_position: int, starting_offset: int, scan_bytes: int = _SCAN_CHUNK_BYTES
-    ) -> tuple[BatchHeader, memoryview] | None:
+    ) -> tuple[BatchHeader, bytes] | None:
         """The first batch from ``start_position`` with a max timestamp >= ``timestamp_ms`` and a
         last offset >= ``starting_offset``, with its bytes (a view of the read chunk when the
         batch lies inside it, else one more pread)."""
@@ -309,8 +353,9 @@ class FileRecords:
             return None
         header, chunk, offset_in_chunk = found
         if offset_in_chunk + header.size_in_bytes <= len(chunk):
-            return header, memoryview(chunk)[offset_in_chunk : offset_in_chunk + header.size_in_bytes]
-        return header, memoryview(self.read(header.position, header.size_in_bytes))
+            # a copy even from the mapping: no view may outlive it (closing would fail)
+            return header, chunk[offset_in_chunk : offset_in_chunk + header.size_in_bytes]
+        return header, self.read(header.position, header.size_in_bytes)
 
     def _scan(
         self, start_position: int, scan_bytes: int, target_offset: int, target_timestamp: int
@@ -320,27 +365,33 @@ class FileRecords:
         headers of each pread chunk in a plain loop (``raw_headers`` is the general walk, used
         here only where a torn tail or garbage needs its rules)."""
         end = self.size_in_bytes
-        position = start_position
-        unpack = HEADER.unpack_from
-        fd = self._fd if self._fd is not None else self._open()
-        pread = self._fs.pread
-        while end - position >= RECORD_BATCH_OVERHEAD:
-            chunk = pread(fd, min(scan_bytes, end - position), position)
-            scan_bytes = _SCAN_CHUNK_BYTES
-            offset_in_chunk, chunk_bytes = 0, len(chunk)
+        unpack = _SCAN_HEADER.unpack_from
+        mapping = self._mapping if self._mapping is not None else self._mapped()
+        if mapping is not None:  # sealed: the whole file is one chunk, no read needed
+            chunk, chunk_start, chunk_bytes = mapping, 0, end
+        else:
+            chunk, chunk_start, chunk_bytes = b"", start_position, 0
+            fd = self._fd if self._fd is not None else self._open()
+            pread = self._fs.pread
+        offset_in_chunk = start_position - chunk_start
+        while True:
             while chunk_bytes - offset_in_chunk >= RECORD_BATCH_OVERHEAD:
-                fields = unpack(chunk, offset_in_chunk)
-                size = fields[HeaderField.LENGTH] + LOG_OVERHEAD
-                if size < RECORD_BATCH_OVERHEAD or position + offset_in_chunk + size > end:
-                    return self._scan_slowly(position + offset_in_chunk, target_offset, target_timestamp)
-                if (
-                    fields[HeaderField.BASE_OFFSET] + fields[HeaderField.LAST_OFFSET_DELTA] >= target_offset
-                    and fields[HeaderField.MAX_TIMESTAMP] >= target_timestamp
-                ):
-                    return _header_at(fields, position + offset_in_chunk), chunk, offset_in_chunk
+                base_offset, length, last_offset_delta, max_timestamp = unpack(chunk, offset_in_chunk)
+                size = length + LOG_OVERHEAD
+                if size < RECORD_BATCH_OVERHEAD or chunk_start + offset_in_chunk + size > end:
+                    return self._scan_slowly(chunk_start + offset_in_chunk, target_offset, target_timestamp)
+                if base_offset + last_offset_delta >= target_offset and max_timestamp >= target_timestamp:
+                    header = BatchHeader(
+                        chunk_start + offset_in_chunk, base_offset, size, base_offset + last_offset_delta, max_timestamp
+                    )
+                    return header, chunk, offset_in_chunk
                 offset_in_chunk += size
-            position += offset_in_chunk
-        return self._scan_slowly(position, target_offset, target_timestamp)
+            position = chunk_start + offset_in_chunk
+            if mapping is not None or end - position < RECORD_BATCH_OVERHEAD:
+                return self._scan_slowly(position, target_offset, target_timestamp)
+            chunk = pread(fd, min(scan_bytes, end - position), position)
+            chunk_start, chunk_bytes, offset_in_chunk = position, len(chunk), 0
+            scan_bytes = _SCAN_CHUNK_BYTES
 
     def _scan_slowly(
         self, position: int, target_offset: int, target_timestamp: int
@@ -386,6 +437,7 @@ class FileRecords:
 
     def close_handler(self) -> None:
         """Closes the descriptor without touching the file (used when the disk failed)."""
+        self._drop_mapping()
         fd, self._fd = self._fd, None
         if fd is not None:
             self._fs.close(fd)

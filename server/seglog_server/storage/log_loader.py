@@ -88,6 +88,8 @@ class LogLoader:
         self._load_segment_files()
         recovery_point, log_end_offset = self._recover_log()
         self._segments.active.resize_indexes(self._config.segment_index_bytes)
+        for slot in range(len(self._segments) - 1):
+            self._segments.at(slot).log.seal()  # inactive: read through a mapping once opened
         first_base = self._segments.at(0).base_offset
         return LoadedLog(
             segments=self._segments,

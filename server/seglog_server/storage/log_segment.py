@@ -446,6 +446,7 @@ class LogSegment:
     def recover(self) -> int:
         """Rebuilds both indexes from the log, checking every batch's CRC, and cuts the log at the
         first torn, corrupt or out-of-order batch. Returns the bytes cut."""
+        self._log.unseal()
         self._offset_index.reset()
         self._time_index.reset()
         self._index_full_reason = _UNKNOWN
@@ -468,6 +469,7 @@ class LogSegment:
         """Drops every batch holding an offset >= ``offset`` (the whole batch, so a cut inside a
         batch or inside an offset gap removes that next batch). Returns the bytes removed."""
         first_cut = self.translate_offset(offset)
+        self._log.unseal()  # the segment may take appends again
         self._offset_index.truncate_to(offset)
         self._time_index.truncate_to(offset)
         # The segment may become active again: give its indexes room to grow.
@@ -504,6 +506,7 @@ class LogSegment:
         self._time_index.trim_to_valid_size()
         self._index_full_reason = _UNKNOWN
         self._log.trim()
+        self._log.seal()
 
     def resize_indexes(self, max_index_bytes: int) -> None:
         self._offset_index.resize(max_index_bytes)
@@ -724,8 +727,6 @@ def _headers_of(view: memoryview) -> list[BatchHeader]:
                 size,
                 fields[HeaderField.BASE_OFFSET] + fields[HeaderField.LAST_OFFSET_DELTA],
                 fields[HeaderField.MAX_TIMESTAMP],
-                fields[HeaderField.MAGIC],
-                fields[HeaderField.PARTITION_LEADER_EPOCH],
             )
         )
         position += size

@@ -634,3 +634,37 @@ def test_a_large_batch_round_trips(tmp_path, clock):
     assert log.read(0, 1).records[8:] == big[8:]
     assert len(records_of(log.read(0, 1).records)) == 1
     assert batch_offsets(log.read(0, 1).records) == [(0, 0)]
+
+
+def test_inactive_segments_beyond_the_budget_release_their_descriptors(tmp_path, clock):
+    one = batch(b"x" * 40)
+    log = open_log(tmp_path, clock, config(segment_bytes=len(one), index_interval_bytes=1))
+    for _ in range(20):
+        log.append(one)
+    log.close()
+    from log_test_support import run_now
+    from seglog_server.storage.log import Log
+
+    reopened = Log.load(
+        str(tmp_path), "topic", 0, log.config, clock=clock, had_clean_shutdown=True,
+        flush_scheduler=run_now, open_segments_max=3,
+    )
+    for offset in range(20):
+        assert offsets_of(reopened.read(offset, 1).records) == [offset]
+        assert reopened.offset_for_timestamp(NOW_MS).offset == 0
+    holding = [s.base_offset for s in reopened.segments_snapshot()[:-1] if s.holds_handles]
+    assert len(holding) <= 3
+    assert all_offsets(reopened) == list(range(20))
+    assert reopened.statistics().index_warm_lookup_count + reopened.statistics().index_cold_lookup_count > 20
+
+
+def test_truncating_into_an_inactive_segment_makes_it_appendable_again(tmp_path, clock):
+    one = batch(b"x" * 40)
+    log = open_log(tmp_path, clock, config(segment_bytes=len(one) * 3))
+    for _ in range(7):
+        log.append(one)
+    log = reopen(log, clock)
+    assert log.read(1, 10).records  # maps the sealed first segment
+    assert log.truncate_to(2)
+    assert log.append(batch(b"new")).base_offset == 2
+    assert values_of(log.read(0, 10_000).records)[-1] == b"new"
