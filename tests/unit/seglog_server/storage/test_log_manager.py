@@ -896,3 +896,98 @@ def test_a_symlinked_log_dir_is_reported_and_matched_as_configured(tmp_path, clo
     with pytest.raises(LogDirOfflineError):
         manager.get_log("t", 0)
     manager.shutdown()
+
+
+def test_an_append_failing_on_disk_takes_its_dir_offline_at_the_next_get_log(dirs, clock):
+    fs = FaultyFs()
+    manager = start(dirs[:2], clock, fs=fs)
+    manager.create_topic("t", 2)
+    fs.fail_under(dirs[1])
+    with pytest.raises(LogDirOfflineError):
+        manager.get_log("t", 1).append(batch(b"lost", timestamp_ms=clock.time_ms()))
+    with pytest.raises(LogDirOfflineError, match="I/O error"):
+        manager.get_log("t", 1)
+    assert [d.online for d in manager.statistics().log_dirs] == [True, False]
+    manager.get_log("t", 0).append(batch(b"fine", timestamp_ms=clock.time_ms()))
+    manager.shutdown()
+
+
+def test_roll_flushes_run_on_the_managers_pool_and_shutdown_drains_it(dirs, clock):
+    import threading
+
+    manager = start(dirs[:1], clock)
+    manager.create_topic("t", 1, {"segment.bytes": "200"})
+    log = manager.get_log("t", 0)
+    for i in range(20):
+        log.append(batch(b"x" * 120, timestamp_ms=clock.time_ms()))
+    assert log.segment_count > 10
+    manager.shutdown()
+    assert not [t for t in threading.enumerate() if t.name.startswith("seglog-roll-flush")]
+    with open(os.path.join(dirs[0], "recovery-point-offset-checkpoint")) as f:
+        assert f.read() == "0\n1\nt 0 20\n"
+
+
+def test_cleaner_offsets_round_trip_and_go_with_a_deleted_topic(dirs, clock):
+    from seglog_server.storage.topic_partition import TopicPartition
+
+    manager = start(dirs[:1], clock)
+    manager.create_topic("a", 1, {"cleanup.policy": "compact"})
+    manager.create_topic("b", 1, {"cleanup.policy": "compact"})
+    assert manager.cleaner_offsets(dirs[0]) == {}
+    offsets = {TopicPartition("a", 0): 10, TopicPartition("b", 0): 20}
+    manager.write_cleaner_offsets(dirs[0], offsets)
+    with open(os.path.join(dirs[0], "cleaner-offset-checkpoint")) as f:
+        assert f.read() == "0\n2\na 0 10\nb 0 20\n"
+    manager.delete_topic("a")
+    assert manager.cleaner_offsets(dirs[0]) == {TopicPartition("b", 0): 20}
+    with pytest.raises(ValueError, match="not one of the log directories"):
+        manager.cleaner_offsets("/elsewhere")
+    manager.shutdown()
+
+
+@pytest.mark.parametrize("bad", [{"retention_check_ms": -1}, {"flush_check_ms": 1.5}])
+def test_maintenance_intervals_must_be_non_negative_integers(bad):
+    with pytest.raises(InvalidConfigError):
+        MaintenanceIntervals(**bad)
+
+
+def test_concurrent_requests_admin_and_maintenance_keep_the_map_consistent(dirs, clock):
+    import threading
+
+    manager = start(dirs, clock)
+    manager.create_topic("busy", 3)
+    errors: list[BaseException] = []
+
+    def produce_and_read():
+        try:
+            for _ in range(100):
+                for partition in range(3):
+                    log = manager.get_log("busy", partition)
+                    log.append(batch(b"v", timestamp_ms=clock.time_ms()))
+                    log.read(log.log_start_offset, 4096)
+                manager.list_topics()
+                manager.statistics()
+        except BaseException as exc:  # noqa: BLE001 - reported to the main thread
+            errors.append(exc)
+
+    workers = [threading.Thread(target=produce_and_read) for _ in range(3)]
+    for worker in workers:
+        worker.start()
+    try:
+        for round_number in range(5):
+            name = f"churn{round_number}"
+            manager.create_topic(name, 2)
+            manager.get_log(name, 1).append(batch(b"c", timestamp_ms=clock.time_ms()))
+            manager.run_maintenance()
+            manager.describe_topic(name)
+            manager.delete_topic(name)
+    finally:
+        for worker in workers:
+            worker.join()
+    assert errors == []
+    assert manager.list_topics() == [("busy", 3)]
+    assert sum(manager.get_log("busy", p).log_end_offset for p in range(3)) == 3 * 100 * 3
+    manager.shutdown()
+    manager = start(dirs, clock)
+    assert sum(manager.get_log("busy", p).log_end_offset for p in range(3)) == 3 * 100 * 3
+    manager.shutdown()
