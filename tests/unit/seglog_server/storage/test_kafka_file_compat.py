@@ -184,8 +184,10 @@ def check_time_index(path: str, base: int, file_batches: list[FileBatch]) -> Non
         assert entries[-1][0] == running, f"{path}: last entry is not the segment maximum"
 
 
-@pytest.fixture
-def written(tmp_path):
+@pytest.fixture(scope="module")
+def written(tmp_path_factory):
+    """Written once for the module: the tests below only read the files."""
+    tmp_path = tmp_path_factory.mktemp("compat")
     clock = FakeClock()
     manager = LogManager([str(tmp_path)], clock=clock, intervals=MaintenanceIntervals())
     manager.startup()
