@@ -524,7 +524,8 @@ class Log:
         try:
             self.flush(offset)
         except StorageError as exc:
-            _LOG.warning("%s: background flush to %d failed: %s", self._name, offset, exc)
+            if not self._closed:  # a log closed meanwhile has nothing left to flush
+                _LOG.warning("%s: background flush to %d failed: %s", self._name, offset, exc)
 
     # -- retention ------------------------------------------------------------------------------
     def delete_old_segments(self) -> int:
@@ -721,8 +722,13 @@ class Log:
         with self._lock:
             self._check_usable()
             active = self._segments.active
-            if any(segment is active for segment in old_segments):
-                raise StorageError(f"{self._name}: the active segment cannot be replaced")
+            if any(segment is active for segment in old_segments) or any(
+                segment.base_offset >= active.base_offset for segment in new_segments
+            ):
+                raise StorageError(
+                    f"{self._name}: the active segment (base offset {active.base_offset}) cannot be "
+                    f"replaced; replacements must lie below it"
+                )
             ordered_new = sorted(new_segments, key=lambda segment: segment.base_offset)
             ordered_old = sorted(
                 (s for s in old_segments if self._segments.get(s.base_offset) is s),

@@ -39,7 +39,7 @@ from .errors import CorruptRecordError, OffsetOverflowError
 from .file_records import BatchHeader, FileRecords, HeaderField, TimestampAndOffset
 from .fs import REAL_FS, FileSystem
 from .log_config import LogConfig
-from .offset_index import OffsetIndex
+from .offset_index import OffsetIndex, OffsetPosition
 from .record_timestamps import first_record_at_or_after, offsets_and_timestamps
 from .time_index import ENTRY as TIME_INDEX_ENTRY
 from .time_index import TimeIndex, TimestampOffset
@@ -55,6 +55,8 @@ _NO_TIMESTAMP = -1
 _UNKNOWN = object()  # a cached answer not computed yet
 _SCAN_SLACK_BYTES = 2048  # room for the batch straddling the interval's end and its header
 _SCAN_BYTES_MAX = 64 * 1024
+# Reads longer than this many index intervals find their last whole batch through the index.
+_INDEXED_TRIM_MIN_INTERVALS = 4
 
 
 class RollReason(enum.Enum):
@@ -384,8 +386,29 @@ class LogSegment:
         if fetch_bytes <= 0:
             return b""
         data = self._log.read(first.position, fetch_bytes)
-        whole = whole_batches_length(data)
+        if first.position + len(data) == end:
+            return data  # up to a batch boundary: the segment's end or the caller's bound
+        # Cut the partial batch off the end. A long read starts the walk at the last indexed
+        # batch inside it rather than walking a thousand headers from the start.
+        walk_from = 0
+        if fetch_bytes > _INDEXED_TRIM_MIN_INTERVALS * max(self._index_interval_bytes, 1):
+            walk_from = self._indexed_batch_start_before(first, first.position + len(data)) - first.position
+        whole = walk_from + whole_batches_length(memoryview(data)[walk_from:])
         return data if whole == len(data) else data[:whole]
+
+    def _indexed_batch_start_before(self, first: BatchHeader, limit_position: int) -> int:
+        """The position of an indexed batch starting in [first.position, limit_position]
+        (first.position when the index knows none)."""
+        index = self._offset_index
+        above = index.fetch_upper_bound_offset(
+            OffsetPosition(first.last_offset, first.position), limit_position - first.position
+        )
+        if above is None:
+            entry_count = index.entry_count
+            position = index.entry(entry_count - 1).position if entry_count else first.position
+        else:
+            position = index.lookup(above.offset - 1).position
+        return position if first.position <= position <= limit_position else first.position
 
     def read_next_offset(self) -> int:
         """The offset the next batch appended here would get (scans from the last index entry)."""

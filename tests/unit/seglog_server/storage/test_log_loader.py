@@ -11,7 +11,7 @@ import pytest
 from log_test_support import NOW_MS, all_offsets, batch, config, open_log, reopen, segment_files, values_of
 
 from seglog_server.storage.clock import FakeClock
-from seglog_server.storage.errors import LogDirOfflineError
+from seglog_server.storage.errors import LogDirOfflineError, StorageError
 from seglog_server.storage.fs import FileSystem
 from seglog_server.storage.log import Log
 
@@ -400,3 +400,11 @@ def test_all_swaps_with_originals_still_present_completes_the_replacement(tmp_pa
     recovered = open_log(tmp_path, clock, log.config, had_clean_shutdown=False)
     assert readable(recovered) == CLEANED
     assert [s.base_offset for s in recovered.segments_snapshot()] == [0, 5, 10]
+
+
+def test_the_active_segment_cannot_be_replaced(tmp_path, clock):
+    log = log_to_clean(tmp_path, clock, FileSystem())
+    cleaned = log.open_cleaned_segment(10, create=True)
+    with pytest.raises(StorageError, match="active segment"):
+        log.replace_segments([cleaned], [log.segments_snapshot()[-1]])
+    assert readable(log) == ORIGINAL

@@ -520,3 +520,21 @@ def test_values_survive_a_reopen(tmp_path, clock):
     seg.close()
     reopened = LogSegment.open(os.fspath(tmp_path), 0, config(), clock=clock)
     assert values_of(reopened.read(0, 1000)) == [b"x", b"y"]
+
+
+@pytest.mark.parametrize("interval", [1, 100, 4096, 1_000_000])
+def test_long_reads_end_on_a_batch_boundary_whatever_the_index_density(tmp_path, clock, interval):
+    seg = segment(tmp_path, clock, 0, index_interval_bytes=interval)
+    batches = [records(offset, "v" * (offset * 37 % 300)) for offset in range(400)]
+    for one in batches:
+        seg.append(one)
+    starts = [0]
+    for one in batches:
+        starts.append(starts[-1] + len(one))
+    rng = random.Random(interval)
+    for _ in range(200):
+        first = rng.randrange(400)
+        max_bytes = rng.randrange(1, seg.size_in_bytes)
+        data = seg.read(first, max_bytes, min_one_batch=True)
+        expected_end = max(s for s in starts if s - starts[first] <= max_bytes) if starts[first + 1] - starts[first] <= max_bytes else starts[first + 1]
+        assert data == seg.log.read(starts[first], expected_end - starts[first])
