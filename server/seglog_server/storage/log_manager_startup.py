@@ -110,9 +110,11 @@ class StartupLoader:
     def _load_dir(self, log_dir: LogDir, scan: DirScan) -> None:
         loaded: list[tuple[TopicPartition, PartitionEntry]] = []
         unloaded = 0
+        remaining = len(scan.partitions)
         try:
             for tp, path in scan.partitions.items():
                 outcome = self._load_partition(log_dir, tp, path)
+                remaining -= 1
                 self._counters.remaining_logs_to_load -= 1
                 if outcome is _DELETED:
                     continue
@@ -121,6 +123,7 @@ class StartupLoader:
                     continue
                 loaded.append((tp, PartitionEntry(outcome, log_dir, path)))
         except IO_ERRORS as exc:
+            self._counters.remaining_logs_to_load -= remaining  # none of them will load now
             for _, partition in loaded:
                 drop_quietly(partition.log)
             reason = f"loading failed: {exc}"

@@ -561,6 +561,7 @@ def test_a_dir_failing_while_loading_a_partition_goes_offline(dirs, clock):
     with pytest.raises(LogDirOfflineError, match="loading failed"):
         manager.get_log("t", 1)
     assert manager.describe_topic("t").offline_partitions.keys() == {1}
+    assert manager.statistics().remaining_logs_to_load == 0
     manager.shutdown()
     # Its marker went before loading began; with the load cut short none is written back,
     # so the next start-up recovers the directory.
