@@ -175,7 +175,7 @@ def _decode_record(data, pos: int, end: int, out: list, count: int, base_offset:
             f"Invalid record size of record {index} at byte {pos}: expected to read {length} bytes "
             f"in record payload, but instead read {p - (record_end - length)}"
         )
-    out.append((base_offset + offset_delta, base_timestamp + timestamp_delta, key, value, headers))
+    out.append(Record((base_offset + offset_delta, base_timestamp + timestamp_delta, key, value, headers)))
     return p
 
 
@@ -203,7 +203,7 @@ def decode_records(
         # bounds to this one comparison; the careful pass names what is wrong, and where.
         out = _decode_careful(data, position, end, count, base_offset, base_timestamp)
     if log_append_time_ms is None:
-        return list(map(Record, out))
+        return out
     return [Record((offset, log_append_time_ms, key, value, headers)) for offset, _, key, value, headers in out]
 
 
@@ -228,6 +228,8 @@ def _decode_fast(data, pos: int, count: int, base_offset: int, base_timestamp: i
     returns the position after the last record, which the caller compares with `end`."""
     D = ZIGZAG_DECODE
     C = _CONTINUATION
+    no_headers = _EMPTY
+    record = Record
     append = out.append
     slow = _decode_record
     for _ in range(count):
@@ -305,6 +307,6 @@ def _decode_fast(data, pos: int, count: int, base_offset: int, base_timestamp: i
         if data[p] or p + 1 != record_end:  # headers present, or the sizes do not add up
             pos = slow(data, pos, end, out, count, base_offset, base_timestamp)
             continue
-        append((base_offset + offset_delta, base_timestamp + timestamp_delta, key, value, _EMPTY))
+        append(record((base_offset + offset_delta, base_timestamp + timestamp_delta, key, value, no_headers)))
         pos = record_end
     return pos
