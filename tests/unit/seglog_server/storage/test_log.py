@@ -3,6 +3,7 @@ truncation, flush and recovery point, statistics, concurrency (ports of UnifiedL
 
 from __future__ import annotations
 
+import errno
 import os
 import threading
 
@@ -26,9 +27,11 @@ from log_test_support import (
 
 from seglog.records import TimestampType, iter_batches
 from seglog_server.storage.clock import FakeClock
+from seglog_server.storage.fs import FileSystem
 from seglog_server.storage.errors import (
     CorruptRecordError,
     InvalidRecordError,
+    LogDirOfflineError,
     OffsetOutOfRangeError,
     RecordBatchTooLargeError,
 )
@@ -200,7 +203,7 @@ def test_explicit_roll_flushes_the_previous_segments_and_moves_the_recovery_poin
     assert log.recovery_point == 0
     assert log.roll() == 2
     assert log.recovery_point == 2
-    assert log.statistics().roll_counts == {"requested": 1}
+    assert log.statistics().roll_counts == {RollReason.REQUESTED.value: 1}
 
 
 def test_rolling_an_empty_active_segment_recreates_it(tmp_path, clock):
@@ -668,3 +671,30 @@ def test_truncating_into_an_inactive_segment_makes_it_appendable_again(tmp_path,
     assert log.truncate_to(2)
     assert log.append(batch(b"new")).base_offset == 2
     assert values_of(log.read(0, 10_000).records)[-1] == b"new"
+
+
+class FailingWritesFS(FileSystem):
+    """Fails every pwritev once armed, as a full or failed disk would."""
+
+    armed = False
+
+    def pwritev(self, fd, buffers, position):
+        if self.armed:
+            raise OSError(errno.ENOSPC, "injected: no space left on device")
+        return super().pwritev(fd, buffers, position)
+
+
+def test_an_io_error_takes_the_log_offline_and_a_reload_recovers_what_was_written(tmp_path, clock):
+    fs = FailingWritesFS()
+    log = open_log(tmp_path, clock, fs=fs)
+    log.append(batch(b"a"))
+    fs.armed = True
+    with pytest.raises(LogDirOfflineError, match="no space left"):
+        log.append(batch(b"b"))
+    assert log.is_offline
+    with pytest.raises(LogDirOfflineError):
+        log.read(0, 100)
+    log.close_handlers()
+    reloaded = open_log(tmp_path, clock, had_clean_shutdown=False)
+    assert all_offsets(reloaded) == [0]
+    assert reloaded.append(batch(b"c")).base_offset == 1
