@@ -8,6 +8,18 @@ from seglog.records.varint import encode_varint, encode_varlong
 
 TIMESTAMP_MS = 1_700_000_000_000  # 2023-11-14T22:13:20Z, the timestamp of kafka-storage.md 2.4
 
+# kafka-storage.md 2.4: one record, key null, value "test", baseOffset 0, epoch 0, CreateTime.
+ONE_RECORD_BATCH = bytes.fromhex(
+    "0000000000000000" "0000003c" "00000000" "02" "ce68b28d" "0000" "00000000"
+    "0000018bcfe56800" "0000018bcfe56800" "ffffffffffffffff" "ffff" "ffffffff" "00000001"
+    "1400000001087465737400"
+)
+# kafka-storage.md 2.4: k1/v1 at delta 0; k2/v2 at offsetDelta 1, tsDelta 5, header "h"="x".
+TWO_RECORD_BATCH = bytes.fromhex(
+    "00000000000000640000004b0000000002ac5d24150000000000010000018bcfe568000000018bcfe56805"
+    "ffffffffffffffffffffffffffff0000000214000000046b31047631001c000a02046b320476320202680278"
+)
+
 
 def raw_batch(
     records_area: bytes,

@@ -18,20 +18,7 @@ from seglog.records import (
 )
 from seglog.records.compression import compress
 
-from records_test_support import TIMESTAMP_MS, raw_batch, record, record_body
-
-# kafka-storage.md 2.4: one record, key null, value "test", baseOffset 0, epoch 0, CreateTime.
-ONE_RECORD_BATCH = bytes.fromhex(
-    "0000000000000000" "0000003c" "00000000" "02" "ce68b28d" "0000" "00000000"
-    "0000018bcfe56800" "0000018bcfe56800" "ffffffffffffffff" "ffff" "ffffffff" "00000001"
-    "1400000001087465737400"
-)
-# kafka-storage.md 2.4: k1/v1 at delta 0; k2/v2 at offsetDelta 1, tsDelta 5, header "h"="x".
-TWO_RECORD_BATCH = bytes.fromhex(
-    "00000000000000640000004b0000000002ac5d24150000000000010000018bcfe568000000018bcfe56805"
-    "ffffffffffffffffffffffffffff0000000214000000046b31047631001c000a02046b320476320202680278"
-)
-
+from records_test_support import ONE_RECORD_BATCH, TIMESTAMP_MS, TWO_RECORD_BATCH, raw_batch, record, record_body
 
 def test_one_record_golden_batch_header_fields():
     batch = RecordBatch(ONE_RECORD_BATCH)

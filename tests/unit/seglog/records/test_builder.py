@@ -16,8 +16,7 @@ from seglog.records import (
     UnsupportedCompressionError,
 )
 
-from records_test_support import TIMESTAMP_MS
-from test_batch import ONE_RECORD_BATCH, TWO_RECORD_BATCH
+from records_test_support import ONE_RECORD_BATCH, TIMESTAMP_MS, TWO_RECORD_BATCH
 
 
 def build(records, **kwargs) -> RecordBatch:

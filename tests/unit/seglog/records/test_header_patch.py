@@ -14,8 +14,7 @@ from seglog.records import (
     set_partition_leader_epoch,
 )
 
-from records_test_support import TIMESTAMP_MS, raw_batch, record, record_body
-from test_batch import TWO_RECORD_BATCH
+from records_test_support import TIMESTAMP_MS, TWO_RECORD_BATCH, raw_batch, record, record_body
 
 
 def built(compression=Compression.NONE) -> bytes:
