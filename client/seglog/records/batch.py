@@ -268,13 +268,15 @@ class RecordBatch:
         end = self.position + LOG_OVERHEAD + header[LENGTH_FIELD]
         compression = self.compression
         buffer = self._buffer
-        if compression is Compression.NONE:
-            if type(buffer) is not bytes:
-                buffer = bytes(memoryview(buffer)[start:end])
-                start, end = 0, len(buffer)
-        else:
+        # Byte positions in decoding errors count from the start of `area`.
+        if compression is not Compression.NONE:
             buffer = decompress(compression, memoryview(buffer)[start:end])
-            start, end = 0, len(buffer)
+            start, end, area = 0, len(buffer), "decompressed records area"
+        elif type(buffer) is bytes:  # decoded in place
+            area = "buffer"
+        else:  # one copy into bytes, whose indexing is the fastest byte access Python has
+            buffer = bytes(memoryview(buffer)[start:end])
+            start, end, area = 0, len(buffer), "records area"
         log_append_time_ms = header[MAX_TIMESTAMP_FIELD] if header[ATTRIBUTES_FIELD] & TIMESTAMP_TYPE_MASK else None
         try:
             return decode_records(
@@ -287,7 +289,6 @@ class RecordBatch:
                 log_append_time_ms,
             )
         except CorruptRecordError as exc:
-            area = "decompressed records area" if compression is not Compression.NONE else "buffer"
             raise type(exc)(f"{exc} (in the {area} of the {self._where()})") from None
 
     def __iter__(self) -> Iterator[Record]:

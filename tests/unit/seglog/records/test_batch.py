@@ -314,3 +314,9 @@ def test_iter_batches_never_reads_past_the_buffer_whatever_end_says():
 def test_negative_position_is_refused():
     with pytest.raises(ValueError, match="a batch position must be >= 0, found -1"):
         RecordBatch(ONE_RECORD_BATCH, -1)
+
+
+def test_error_positions_in_a_copied_records_area_count_from_the_area():
+    data = bytearray(b"\x00" * 4 + raw_batch(record(record_body()) + b"\x00\x00", 1))
+    with pytest.raises(CorruptRecordError, match="at byte 8, found 2 more bytes \\(in the records area of the batch at position 4"):
+        RecordBatch(data, 4).records()
