@@ -265,8 +265,15 @@ class FileRecords:
             self._fs.ftruncate(self._fd, self.size_in_bytes)
 
     def flush(self) -> None:
+        """fsync; a file whose descriptor was released is synced through a temporary one."""
         if self._fd is not None:
             self._fs.fsync(self._fd)
+            return
+        fd = self._fs.open(self._path, os.O_RDONLY)
+        try:
+            self._fs.fsync(fd)
+        finally:
+            self._fs.close(fd)
 
     # -- reads ------------------------------------------------------------------------------
     def read(self, position: int, size_in_bytes: int) -> bytes:

@@ -16,6 +16,7 @@ log manager takes the directory offline.
 from __future__ import annotations
 
 import logging
+import os
 import random
 import threading
 from collections import Counter, OrderedDict
@@ -487,7 +488,12 @@ class Log:
     # -- flush ----------------------------------------------------------------------------------
     def flush(self, offset: int | None = None) -> None:
         """fsyncs every segment holding offsets below ``offset`` (default: everything, the
-        active segment included even when empty) and advances the recovery point to it."""
+        active segment included even when empty) and advances the recovery point to it.
+
+        The fsyncs run outside the log lock, so appends go on meanwhile and concurrent flushes
+        coalesce (the second finds the recovery point already past its offset). Each file is
+        synced through a descriptor opened for the purpose under the lock: a segment's own
+        descriptor may be released (or its number reused) while the sync runs."""
         with self._flush_lock:
             with self._lock:
                 self._check_usable()
@@ -500,7 +506,7 @@ class Log:
                 new_files = any(segment.base_offset >= old_recovery_point for segment in segments)
             try:
                 for segment in segments:
-                    self._flush_segment(segment)
+                    self._sync_segment(segment)
                 if new_files:
                     self._fs.fsync_dir(self._dir)
             except OSError as exc:
@@ -512,13 +518,24 @@ class Log:
                     self._last_flush_time_ms = self._clock.time_ms()
                 self._flush_count += 1
 
-    def _flush_segment(self, segment: LogSegment) -> None:
+    def _sync_segment(self, segment: LogSegment) -> None:
+        with self._lock:
+            if self._segments.get(segment.base_offset) is not segment:
+                return  # deleted or replaced meanwhile: nothing of it is left to make durable
+            descriptors = []
+            try:
+                for path in segment.files_to_sync():
+                    descriptors.append(self._fs.open(path, os.O_RDONLY))
+            except BaseException:
+                for fd in descriptors:
+                    self._fs.close(fd)
+                raise
         try:
-            segment.flush()
-        except (OSError, ValueError):
-            with self._lock:  # deleted or closed meanwhile: nothing left to make durable
-                if self._segments.get(segment.base_offset) is segment and not self._closed:
-                    raise
+            for fd in descriptors:
+                self._fs.fsync(fd)  # also writes back pages dirtied through an index mapping
+        finally:
+            for fd in descriptors:
+                self._fs.close(fd)
 
     def _flush_quietly(self, offset: int) -> None:
         try:

@@ -542,9 +542,17 @@ class LogSegment:
         self._offset_index.flush()
         self._time_index.flush()
 
-    def flush_indexes(self) -> None:
-        self._offset_index.flush()
-        self._time_index.flush()
+    def files_to_sync(self) -> list[str]:
+        """The paths a flush must fsync: the log and the index files that exist. An active
+        (unsealed) segment's index files are created first, as Kafka's flush does; an inactive
+        segment's unmapped indexes are synced by path, not mapped again."""
+        paths = [self._log.path]
+        for index in (self._offset_index, self._time_index):
+            if not self._log.is_sealed and not index.is_materialized:
+                index.flush()  # creates the (empty, preallocated) file
+            if index.is_materialized or self._fs.exists(index.path):
+                paths.append(index.path)
+        return paths
 
     def close(self) -> None:
         """Final time-index entry, trim and unmap the indexes, trim and close the log; no fsync."""
