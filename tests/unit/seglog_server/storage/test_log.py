@@ -657,6 +657,8 @@ def test_inactive_segments_beyond_the_budget_release_their_descriptors(tmp_path,
         assert reopened.offset_for_timestamp(NOW_MS).offset == 0
     holding = [s.base_offset for s in reopened.segments_snapshot()[:-1] if s.holds_handles]
     assert len(holding) <= 3
+    assert all_offsets(reopened) == list(range(20))
+    assert reopened.statistics().index_warm_lookup_count + reopened.statistics().index_cold_lookup_count > 20
     reopened.close()
     recovered = Log.load(  # recovers (and releases) every segment: a flush then syncs them all
         str(tmp_path), "topic", 0, log.config, clock=clock, had_clean_shutdown=False,
@@ -666,8 +668,6 @@ def test_inactive_segments_beyond_the_budget_release_their_descriptors(tmp_path,
     recovered.flush()
     assert recovered.recovery_point == 20
     assert len([s for s in recovered.segments_snapshot()[:-1] if s.holds_handles]) <= 3
-    assert all_offsets(reopened) == list(range(20))
-    assert reopened.statistics().index_warm_lookup_count + reopened.statistics().index_cold_lookup_count > 20
 
 
 def test_truncating_into_an_inactive_segment_makes_it_appendable_again(tmp_path, clock):
