@@ -80,6 +80,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if environ is not None:
             _reexec_with(environ, args)
     _configure_logging(config)
+    # Imported only now: the process that re-executes itself never loads gRPC and the storage.
     from seglog_server.app import run
 
     try:

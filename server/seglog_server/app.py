@@ -30,6 +30,7 @@ from seglog_server.rpc.log_service import LogServicer, LogServicerLimits
 from seglog_server.rpc.registration import add_log_service
 from seglog_server.rpc.storage_calls import StorageCalls
 from seglog_server.storage.errors import StorageError
+from seglog_server.storage.log_manager import LogManager
 
 __all__ = ["LOG_SERVICE_NAME", "SeglogService", "StartupError", "run"]
 
@@ -43,8 +44,6 @@ class StartupError(Exception):
 
 
 def _default_manager_factory(config: ServiceConfig) -> Any:
-    from seglog_server.storage.log_manager import LogManager
-
     return LogManager(list(config.data_dirs), default_config=config.log_config)
 
 

@@ -238,18 +238,23 @@ class LogServicer(pb_grpc.LogServiceServicer):
         Most reads are at or near the tail (long polls, streams keeping up) and return a few
         batches, whatever max_bytes says; a catch-up read returns max_bytes. So a read first
         asks for at most ``inline_io_bytes_max`` inline; when that reaches the high watermark it
-        is the whole answer, otherwise the full read runs on the pool (re-reading the probe's
-        bytes, a few percent of a catch-up read).
+        is the whole answer, otherwise the full read runs on the pool (re-reading at most the
+        probe's bytes: a few percent of a catch-up read).
         """
         # Looked up on each read: a topic deleted during a long poll answers NOT_FOUND.
         log = self._manager.get_log(topic, partition)
         probe_bytes = self._calls.inline_io_bytes_max
         if max_bytes <= probe_bytes or probe_bytes == 0:
             return await self._log_call(log, max_bytes, log.read, offset, max_bytes)
-        data = await self._log_call(log, 0, log.read, offset, probe_bytes)
+        data = await self._log_call(log, 0, self._probe, log, offset, probe_bytes)
         if conversions.next_offset_after(data.records, offset) >= data.high_watermark:
             return data
         return await self._log_call(log, _BLOCKING, log.read, offset, max_bytes)
+
+    @staticmethod
+    def _probe(log: Any, offset: int, probe_bytes: int) -> Any:
+        # Not even one batch above probe_bytes: a large first batch means a large answer.
+        return log.read(offset, probe_bytes, min_one_batch=False)
 
     async def _log_call(self, log: Any, io_bytes: int, method: Callable[..., Any], *args: Any) -> Any:
         """One call of a Log method, inline or pooled by ``io_bytes`` (``_BLOCKING``: pooled).
