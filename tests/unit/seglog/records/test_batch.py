@@ -4,8 +4,11 @@ buffer kind, validation, malformed batches and Kafka's file-iteration rules."""
 import mmap
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from seglog.records import (
+    CodecError,
     Compression,
     CorruptRecordError,
     InvalidCrcError,
@@ -320,3 +323,45 @@ def test_error_positions_in_a_copied_records_area_count_from_the_area():
     data = bytearray(b"\x00" * 4 + raw_batch(record(record_body()) + b"\x00\x00", 1))
     with pytest.raises(CorruptRecordError, match="at byte 8, found 2 more bytes \\(in the records area of the batch at position 4"):
         RecordBatch(data, 4).records()
+
+
+# -- fuzzing: whatever the bytes, the only errors are the codec's own -----------------------
+
+
+def _rebuilt(records_area: bytes, count: int, attributes: int) -> RecordBatch:
+    batch = RecordBatch(raw_batch(records_area, count, attributes=attributes))
+    batch.ensure_valid()
+    return batch
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    compression=st.sampled_from(list(Compression)),
+    flips=st.lists(st.tuples(st.integers(min_value=0), st.integers(min_value=1, max_value=255)), min_size=1, max_size=4),
+    count_change=st.sampled_from([0, 0, 0, -1, 1, 1000]),
+)
+def test_corrupted_records_areas_raise_only_codec_errors(compression, flips, count_change):
+    builder = RecordBatchBuilder(compression=compression)
+    for i in range(5):
+        builder.append(b"value-%d" % i, b"key" if i % 2 else None, TIMESTAMP_MS + i, [("h", b"x")] if i == 3 else ())
+    good = RecordBatch(builder.build())
+    area = bytearray(good.view[61:])
+    for index, mask in flips:
+        area[index % len(area)] ^= mask
+    batch = _rebuilt(bytes(area), good.records_count + count_change, good.attributes)
+    try:
+        records = batch.records()
+    except CodecError:
+        return
+    assert all(isinstance(r, Record) for r in records)
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.binary(max_size=400))
+def test_random_bytes_walk_and_decode_with_only_codec_errors(data):
+    try:
+        for batch in iter_batches(ONE_RECORD_BATCH + data):
+            batch.is_valid()
+            batch.records()
+    except CodecError:
+        pass
