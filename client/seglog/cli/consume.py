@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from seglog import Consumer, ConsumerRecord
@@ -98,6 +102,23 @@ def _reached(consumer: Consumer, ends: dict[int, int]) -> bool:
     return all(consumer.position(p) >= end for p, end in ends.items())
 
 
+@contextmanager
+def _interrupt_after_block() -> Iterator[None]:
+    """Hold a Ctrl-C that arrives inside the block until it ends, so a record is never printed
+    without being counted (or counted without being printed)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    pending: list[int] = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: pending.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if pending:
+        raise KeyboardInterrupt
+
+
 def _run(args: argparse.Namespace) -> int:
     if args.max_records is not None and args.max_records <= 0:
         return 0
@@ -112,10 +133,12 @@ def _run(args: argparse.Namespace) -> int:
         try:
             while ends is None or not _reached(consumer, ends):
                 remaining = None if args.max_records is None else args.max_records - count
-                for record in consumer.poll(POLL_TIMEOUT_MS, max_records=remaining):
-                    out.write(_format(args, record) + "\n")
-                    count += 1
-                out.flush()
+                records = consumer.poll(POLL_TIMEOUT_MS, max_records=remaining)
+                with _interrupt_after_block():
+                    for record in records:
+                        out.write(_format(args, record) + "\n")
+                        count += 1
+                    out.flush()
                 if args.max_records is not None and count >= args.max_records:
                     break
         except KeyboardInterrupt:
