@@ -626,18 +626,20 @@ class LogSegment:
         return self._log.is_open or self._offset_index.is_materialized or self._time_index.is_materialized
 
     def statistics(self) -> SegmentStatistics:
-        offset_stats = self._offset_index.statistics()
-        time_stats = self._time_index.statistics()
+        """Cheap for the thousands of segments never used since load: an index that was never
+        opened has answered no lookup, so it is not asked (its statistics() takes its lock)."""
+        warm, cold = self._retired_warm_lookup_count, self._retired_cold_lookup_count
+        for index in (self._offset_index, self._time_index):
+            if index.is_materialized or index.is_closed:
+                stats = index.statistics()
+                warm += stats.warm_lookup_count
+                cold += stats.cold_lookup_count
         return SegmentStatistics(
             base_offset=self._base_offset,
             size_in_bytes=self._log.size_in_bytes,
-            warm_lookup_count=self._retired_warm_lookup_count
-            + offset_stats.warm_lookup_count
-            + time_stats.warm_lookup_count,
-            cold_lookup_count=self._retired_cold_lookup_count
-            + offset_stats.cold_lookup_count
-            + time_stats.cold_lookup_count,
-            index_materialized=offset_stats.is_materialized,
+            warm_lookup_count=warm,
+            cold_lookup_count=cold,
+            index_materialized=self._offset_index.is_materialized,
         )
 
     def __repr__(self) -> str:
