@@ -12,14 +12,19 @@ machine is shared and noisy: see bench/README.md). Measured:
   pre-encoded); several requests are in flight while the next batch is encoded.
 - fetch catch-up: reading the whole partition from offset 0 as raw batches, with sequential
   Fetch requests and with one Consume stream.
-- produce->consume latency at 2,000 records/s, one record per Produce; the consumer (another
-  process) reads with long-poll Fetch or a Consume stream, decodes each batch and takes
-  now - the send time carried in the value (CLOCK_MONOTONIC is shared between processes).
-- OffsetsForTimes round trip, and the time spent inside the servicer (asked for with the
-  ``seglog-debug-timing`` request header, returned in trailing metadata).
+- produce->consume latency at 2,000 records/s. Records are created on that schedule, each
+  carrying its creation time (CLOCK_MONOTONIC is shared between processes); a grpc.aio producer
+  sends them as a Kafka producer with linger.ms=0 does (at once when one of its 2 request slots
+  is free, else together in the next request); the consumer (another process, grpc.aio) reads
+  with long-poll Fetch or a Consume stream, decodes each batch and takes now - creation time.
+  The "1 record/Produce" rows force one request per record instead, for comparison.
+- OffsetsForTimes round trip (grpc.aio client, and the synchronous stub), on a partition of
+  Kafka-default-sized batches (16 KiB, 120 records); the time spent inside the servicer (asked
+  for with the ``seglog-debug-timing`` request header, returned in trailing metadata); and the
+  round trip of ListTopics, which touches no storage: the gRPC floor of this machine.
 - placement (inline on the event loop vs the storage thread pool) of small appends and reads:
-  a second and third service with ``--inline-io-bytes-max`` 64 KiB and 0.
-- the seglog client library (Producer, Consumer) when it imports.
+  two more services with ``--inline-io-bytes-max`` 64 KiB (the default) and 0 (all pooled).
+- the seglog client library (Producer, Consumer in fetch and stream modes) when it imports.
 
 Like the service, this process sets glibc's MALLOC_* thresholds by re-executing itself once
 (large messages are received here too); ``--no-malloc-tuning`` measures without them.
@@ -465,6 +470,7 @@ def main() -> None:
         args.records, args.latency_seconds, args.runs = 100_000, 1.0, 1
     root = pathlib.Path(tempfile.mkdtemp(prefix="seglog-bench-service-"))
     rows: list[tuple[str, float, str]] = []
+    load_before = os.getloadavg()[0]
     try:
         run_main_suite(root, args, rows)
         if not args.skip_placement:
@@ -475,6 +481,9 @@ def main() -> None:
         else:
             shutil.rmtree(root, ignore_errors=True)
     print_table(rows)
+    # The machine is shared: other work running at the same time shows up in every figure.
+    print(f"\nload average (1 min): {load_before:.2f} at start, {os.getloadavg()[0]:.2f} at end; "
+          f"{os.cpu_count()} CPUs")
 
 
 def run_main_suite(root: pathlib.Path, args: argparse.Namespace, rows: list) -> None:
