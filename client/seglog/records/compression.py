@@ -17,7 +17,6 @@ CorruptRecordError, with the library's own error chained as the cause.
 
 from __future__ import annotations
 
-import gzip
 import zlib
 
 import lz4.frame
@@ -35,6 +34,21 @@ ZSTD_LEVEL = 3  # Kafka's CompressionType.ZSTD default level (zstd's own default
 def _gzip_compress(data) -> bytes:
     compressor = zlib.compressobj(GZIP_LEVEL, zlib.DEFLATED, _GZIP_WBITS)
     return compressor.compress(data) + compressor.flush()
+
+
+def _gzip_decompress(data) -> bytes:
+    """One or more gzip members.  zlib directly: gzip.decompress parses headers in Python
+    and takes three times as long on a 120 KiB batch."""
+    parts = []
+    remaining = data
+    while True:
+        decompressor = zlib.decompressobj(_GZIP_WBITS)
+        parts.append(decompressor.decompress(remaining))
+        if not decompressor.eof:
+            raise ValueError("truncated gzip member: expected its end-of-stream marker and trailer, found the end of the data")
+        remaining = decompressor.unused_data
+        if not remaining:
+            return b"".join(parts)
 
 
 def _lz4_compress(data) -> bytes:
@@ -71,7 +85,7 @@ _COMPRESSORS = {
     Compression.ZSTD: _zstd_compress,
 }
 _DECOMPRESSORS = {
-    Compression.GZIP: gzip.decompress,
+    Compression.GZIP: _gzip_decompress,
     Compression.SNAPPY: xerial.unframe,
     Compression.LZ4: lz4.frame.decompress,
     Compression.ZSTD: _zstd_decompress,
