@@ -1,10 +1,18 @@
+import importlib
+import pkgutil
+
 import grpc
 import pytest
+
+import seglog_server.storage
 
 from seglog import records as codec
 from seglog_server.rpc import errors as service
 from seglog_server.rpc.status import ERROR_CLASS_METADATA_KEY, STATUS_BY_ERROR, status_for
 from seglog_server.storage import errors as storage
+from seglog_server.storage.checkpoint import CorruptCheckpointError
+from seglog_server.storage.log_dir import LogDirStateError
+from seglog_server.storage.topic_metadata import CorruptTopicMetadataError
 
 Code = grpc.StatusCode
 
@@ -22,6 +30,9 @@ PROMISED = {
     storage.RecordBatchTooLargeError: Code.RESOURCE_EXHAUSTED,
     storage.OffsetOverflowError: Code.FAILED_PRECONDITION,
     storage.LogDirOfflineError: Code.UNAVAILABLE,
+    LogDirStateError: Code.FAILED_PRECONDITION,
+    CorruptTopicMetadataError: Code.DATA_LOSS,
+    CorruptCheckpointError: Code.INTERNAL,
     storage.CorruptIndexError: Code.INTERNAL,
     storage.InvalidOffsetError: Code.INTERNAL,
     storage.IndexFullError: Code.INTERNAL,
@@ -61,6 +72,26 @@ def test_every_exported_error_class_has_its_own_row(module, root):
     error_classes = [c for c in exported if isinstance(c, type) and issubclass(c, root)]
     assert error_classes
     missing = [c.__name__ for c in error_classes if c not in STATUS_BY_ERROR]
+    assert not missing, f"no status row for {missing}"
+
+
+def _all_subclasses(root):
+    found = set()
+    stack = [root]
+    while stack:
+        for cls in stack.pop().__subclasses__():
+            if cls not in found:
+                found.add(cls)
+                stack.append(cls)
+    return found
+
+
+def test_every_storage_error_class_in_any_storage_module_has_its_own_row():
+    for module in pkgutil.walk_packages(seglog_server.storage.__path__, "seglog_server.storage."):
+        importlib.import_module(module.name)
+    classes = {c for c in _all_subclasses(storage.StorageError)
+               if c.__module__.startswith("seglog_server.storage")}
+    missing = sorted(c.__qualname__ for c in classes if c not in STATUS_BY_ERROR)
     assert not missing, f"no status row for {missing}"
 
 
