@@ -19,7 +19,7 @@ import logging
 import os
 import random
 import threading
-from collections import Counter, OrderedDict
+from collections import Counter
 from collections.abc import Callable
 from types import MappingProxyType
 
@@ -41,8 +41,16 @@ from .log_results import (
     LogStatistics,
 )
 from .log_segment import LogSegment, RollReason
+from .log_retention import (
+    Predicate,
+    below_log_start_offset,
+    beyond_retention_bytes,
+    deletable_prefix,
+    older_than_retention_ms,
+)
 from .log_segments import LogSegments
 from .log_validator import LogValidator
+from .open_segments import DEFAULT_OPEN_SEGMENTS_MAX, OpenSegments
 from .segment_timestamps import SegmentTimestamps
 
 __all__ = ["FlushScheduler", "Log"]
@@ -50,12 +58,6 @@ __all__ = ["FlushScheduler", "Log"]
 _LOG = logging.getLogger(__name__)
 # DeleteRecords' "up to the high watermark" (Kafka's DeleteRecordsRequest.HIGH_WATERMARK).
 _DELETE_TO_HIGH_WATERMARK = -1
-
-# Inactive segments per log that keep their .log descriptor open and their indexes mapped: three
-# descriptors each (CPython's mmap holds a dup of the file's). Older ones are released and reopen
-# on next use (tens of microseconds), so a partition of 10,000 segments costs a few hundred
-# descriptors, not 30,000, while the segments being read stay hot.
-DEFAULT_OPEN_SEGMENTS_MAX = 64
 
 FlushScheduler = Callable[[Callable[[], None]], None]
 """Runs a background flush (Kafka's scheduler.scheduleOnce("flush-log")): after a roll, the
@@ -116,9 +118,7 @@ class Log:
         self._offline_cause: BaseException | None = None
         self._timestamps = SegmentTimestamps()
         self._pending_deletes: list[tuple[int, LogSegment]] = []  # (due time ms, segment)
-        assert open_segments_max >= 1
-        self._open_segments_max = open_segments_max
-        self._open_segments: OrderedDict[int, LogSegment] = OrderedDict()  # inactive, by last use
+        self._open_segments = OpenSegments(open_segments_max)
         self._apply_config(config)
         # statistics
         self._appended_batch_count = 0
@@ -366,26 +366,11 @@ class Log:
 
     # -- descriptors of inactive segments ------------------------------------------------------
     def _touch(self, segment: LogSegment) -> None:
-        """Marks an inactive segment as just used, releasing the least recently used one's
-        descriptors and mappings beyond ``open_segments_max``."""
-        if segment is self._segments.last:
-            return
-        open_segments = self._open_segments
-        base = segment.base_offset
-        known = open_segments.get(base)
-        if known is segment:
-            open_segments.move_to_end(base)
-            return
-        if known is not None:  # a replaced segment with the same base offset
-            known.release_handles()
-        open_segments[base] = segment
-        while len(open_segments) > self._open_segments_max:
-            _, victim = open_segments.popitem(last=False)
-            victim.release_handles()
+        if segment is not self._segments.last:
+            self._open_segments.touch(segment)
 
     def _forget(self, segment: LogSegment) -> None:
-        if self._open_segments.get(segment.base_offset) is segment:
-            del self._open_segments[segment.base_offset]
+        self._open_segments.forget(segment)
 
     # -- read -----------------------------------------------------------------------------------
     def read(self, offset: int, max_bytes: int, *, min_one_batch: bool = True) -> FetchData:
@@ -551,53 +536,20 @@ class Log:
         with self._lock:
             self._check_usable()
             try:
-                deleted = self._delete_log_start_offset_breached()
+                deleted = self._delete_while(below_log_start_offset(self._log_start_offset))
                 if self._config.is_delete:
-                    deleted += self._delete_retention_size_breached()
-                    deleted += self._delete_retention_ms_breached()
+                    size = self._segments.size_in_bytes
+                    deleted += self._delete_while(beyond_retention_bytes(size, self._config.retention_bytes))
+                    now_ms = self._clock.time_ms()
+                    deleted += self._delete_while(older_than_retention_ms(now_ms, self._config.retention_ms))
                 return deleted
             except OSError as exc:
                 raise self._offline("deleting old segments of", exc) from exc
 
-    def _delete_log_start_offset_breached(self) -> int:
-        log_start = self._log_start_offset
-        return self._delete_while(lambda segment, following: following is not None and following.base_offset <= log_start)
-
-    def _delete_retention_size_breached(self) -> int:
-        retention_bytes = self._config.retention_bytes
-        size = self._segments.size_in_bytes
-        if retention_bytes < 0 or size < retention_bytes:
+    def _delete_while(self, predicate: Predicate | None) -> int:
+        if predicate is None:
             return 0
-        excess = size - retention_bytes
-
-        def beyond_size(segment: LogSegment, following: LogSegment | None) -> bool:
-            nonlocal excess
-            if excess - segment.size_in_bytes < 0:
-                return False
-            excess -= segment.size_in_bytes
-            return True
-
-        return self._delete_while(beyond_size)
-
-    def _delete_retention_ms_breached(self) -> int:
-        retention_ms = self._config.retention_ms
-        if retention_ms < 0:
-            return 0
-        now_ms = self._clock.time_ms()
-        return self._delete_while(lambda segment, following: now_ms - segment.largest_timestamp() > retention_ms)
-
-    def _delete_while(self, predicate: Callable[[LogSegment, LogSegment | None], bool]) -> int:
-        segments = self._segments.values()
-        deletable: list[LogSegment] = []
-        for slot, segment in enumerate(segments):
-            following = segments[slot + 1] if slot + 1 < len(segments) else None
-            upper = following.base_offset if following is not None else self._log_end_offset
-            # Never past the high watermark; never the last segment when it is empty.
-            if self.high_watermark < upper or not predicate(segment, following):
-                break
-            if following is None and segment.size_in_bytes == 0:
-                break
-            deletable.append(segment)
+        deletable = deletable_prefix(self._segments.values(), self.high_watermark, self._log_end_offset, predicate)
         if deletable:
             self._delete_segments(deletable)
         return len(deletable)
