@@ -707,3 +707,13 @@ def test_an_io_error_takes_the_log_offline_and_a_reload_recovers_what_was_writte
     reloaded = open_log(tmp_path, clock, had_clean_shutdown=False)
     assert all_offsets(reloaded) == [0]
     assert reloaded.append(batch(b"c")).base_offset == 1
+
+
+def test_tiered_storage_targets_answer_as_kafka_does_without_tiering(tmp_path, clock):
+    log = open_log(tmp_path, clock)
+    log.append(batch(b"a", b"b"))
+    log.delete_records(1)
+    assert log.offset_for_timestamp(-4) == (-1, 1)  # EARLIEST_LOCAL = EARLIEST
+    assert log.offset_for_timestamp(-5) == (-1, -1)  # LATEST_TIERED: nothing tiered
+    with pytest.raises(ValueError, match="unknown special timestamp -6"):
+        log.offset_for_timestamp(-6)
