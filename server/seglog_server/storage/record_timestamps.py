@@ -73,12 +73,14 @@ def first_record_at_or_after(
     table, more = ZIGZAG_DECODE, _CONTINUATION
     position = RECORDS_OFFSET
     for _ in range(fields[HeaderField.RECORDS_COUNT]):
-        first = batch[position]
+        first = batch[position]  # length: one byte up to 63, two up to 8191
         if first < more:
             length, body = table[first], position + 1
+        elif batch[position + 1] < more:
+            length, body = table[first + (batch[position + 1] << 7)], position + 2
         else:
-            length, body = _varint(batch, position)
-        first = batch[body + _ATTRIBUTES_BYTES]
+            length, body = decode_varint(batch, position)
+        first = batch[body + _ATTRIBUTES_BYTES]  # timestampDelta, after the attributes byte
         if first < more:
             timestamp_delta, after = table[first], body + _ATTRIBUTES_BYTES + 1
         else:
