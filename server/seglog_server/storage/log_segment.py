@@ -538,7 +538,7 @@ class LogSegment:
         self._time_index.flush()
 
     def files_to_sync(self) -> list[str]:
-        """The paths a flush must fsync: the log and the index files that exist. An active
+        """The paths a flush must fsync: the log first, then the index files that exist. An active
         (unsealed) segment's index files are created first, as Kafka's flush does; an inactive
         segment's unmapped indexes are synced by path, not mapped again."""
         paths = [self._log.path]
