@@ -477,8 +477,10 @@ class Log:
 
         The fsyncs run outside the log lock, so appends go on meanwhile and concurrent flushes
         coalesce (the second finds the recovery point already past its offset). Each file is
-        synced through a descriptor opened for the purpose under the lock: a segment's own
-        descriptor may be released (or its number reused) while the sync runs."""
+        synced (fdatasync) through a descriptor opened for the purpose under the lock: a
+        segment's own descriptor may be released (or its number reused) while the sync runs.
+        The segment holding the new recovery point has only its log synced: recovery after a
+        crash rebuilds its indexes anyway."""
         with self._flush_lock:
             with self._lock:
                 self._check_usable()
