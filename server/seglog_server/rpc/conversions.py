@@ -87,20 +87,23 @@ def produce_response(info: Any) -> pb.ProduceResponse:
 
 def next_offset_after(records: bytes | memoryview, default: int) -> int:
     """One past the last whole batch in ``records``, or ``default`` when it holds none."""
-    next_offset = default
+    last_position = -1
     position = 0
     size = len(records)
+    # Walk the length fields only; read the offsets of the last whole batch once.
     while position + codec.RECORD_BATCH_OVERHEAD <= size:
         end = position + codec.LOG_OVERHEAD + _INT32.unpack_from(
             records, position + codec.LENGTH_OFFSET
         )[0]
         if end > size:
             break
-        base_offset = _INT64.unpack_from(records, position + codec.BASE_OFFSET_OFFSET)[0]
-        last_delta = _INT32.unpack_from(records, position + codec.LAST_OFFSET_DELTA_OFFSET)[0]
-        next_offset = base_offset + last_delta + 1
+        last_position = position
         position = end
-    return next_offset
+    if last_position < 0:
+        return default
+    base_offset = _INT64.unpack_from(records, last_position + codec.BASE_OFFSET_OFFSET)[0]
+    last_delta = _INT32.unpack_from(records, last_position + codec.LAST_OFFSET_DELTA_OFFSET)[0]
+    return base_offset + last_delta + 1
 
 
 def decode_batches(

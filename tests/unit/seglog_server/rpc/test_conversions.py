@@ -1,6 +1,8 @@
 from dataclasses import dataclass
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from seglog import records as codec
 from seglog.v1 import log_service_pb2 as pb
@@ -195,3 +197,16 @@ def test_describe_repeats_the_topic_configs_per_partition():
     assert (partition.log_start_offset, partition.log_end_offset, partition.size_bytes) == (1, 9, 500)
     assert partition.log_dir == "/d" and partition.segment_count == 2
     assert dict(partition.configs) == dict(response.configs) == LogConfig().to_properties()
+
+
+@given(counts=st.lists(st.integers(min_value=1, max_value=5), max_size=8),
+       cut=st.integers(min_value=0, max_value=400))
+def test_next_offset_agrees_with_the_codecs_batch_walk(counts, cut):
+    records, base = b"", 0
+    for count in counts:
+        records += _batch(base, [b"v"] * count)
+        base += count
+    truncated = records[: max(0, len(records) - cut)]
+    whole = list(codec.iter_batches(truncated))
+    expected = whole[-1].next_offset if whole else -7
+    assert conversions.next_offset_after(truncated, default=-7) == expected
