@@ -19,9 +19,6 @@ import grpc
 
 from seglog import records as codec
 from seglog_server.storage import errors as storage
-from seglog_server.storage.checkpoint import CorruptCheckpointError
-from seglog_server.storage.log_dir import LogDirStateError
-from seglog_server.storage.topic_metadata import CorruptTopicMetadataError
 
 from . import errors as service
 
@@ -48,14 +45,14 @@ STATUS_BY_ERROR: Mapping[type[BaseException], grpc.StatusCode] = {
     storage.OffsetOverflowError: _Code.FAILED_PRECONDITION,
     storage.LogDirOfflineError: _Code.UNAVAILABLE,
     # The directories are locked by another process or hold one partition twice.
-    LogDirStateError: _Code.FAILED_PRECONDITION,
+    storage.LogDirStateError: _Code.FAILED_PRECONDITION,
     # A partition's topic.properties cannot be read: its settings are lost.
-    CorruptTopicMetadataError: _Code.DATA_LOSS,
+    storage.CorruptTopicMetadataError: _Code.DATA_LOSS,
     # -- storage: its own invariants (indexes are caches; these are bugs, not bad requests) ----
     storage.CorruptIndexError: _Code.INTERNAL,
     storage.InvalidOffsetError: _Code.INTERNAL,
     storage.IndexFullError: _Code.INTERNAL,
-    CorruptCheckpointError: _Code.INTERNAL,  # read as empty by the storage; never expected here
+    storage.CorruptCheckpointError: _Code.INTERNAL,  # read as empty by the storage; never expected here
     storage.StorageError: _Code.INTERNAL,
     # -- codec: bytes a producer sent (stored bytes that fail are StoredBatchCorruptError) ------
     codec.InvalidCrcError: _Code.DATA_LOSS,

@@ -24,7 +24,7 @@ import os
 import re
 from collections.abc import Mapping
 
-from .errors import StorageError
+from .errors import CorruptCheckpointError
 from .fs import REAL_FS, FileSystem
 from .topic_partition import TopicPartition
 
@@ -54,9 +54,6 @@ _WHITESPACE = re.compile(r"[ \t\n\x0b\f\r]+")
 _INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
-
-class CorruptCheckpointError(StorageError):
-    """A checkpoint file does not follow the format; its content cannot be trusted."""
 
 
 def format_offsets(offsets: Mapping[TopicPartition, int]) -> bytes:

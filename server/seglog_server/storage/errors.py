@@ -18,7 +18,11 @@ class to a status code once, in ``seglog_server.rpc.status``; nothing else inspe
     ├── InvalidOffsetError              an index append would not increase the offset
     ├── IndexFullError                  append to an index with no free slot
     ├── OffsetOverflowError             an offset not representable relative to a base offset
-    └── LogDirOfflineError              the log directory failed and was taken offline
+    ├── LogDirOfflineError              the log directory failed and was taken offline
+    ├── LogDirStateError                log dirs seglog refuses to serve (locked elsewhere, a
+    │                                   partition in two dirs)
+    ├── CorruptCheckpointError          a checkpoint file breaks Kafka's text format
+    └── CorruptTopicMetadataError       a topic.properties file cannot be parsed or contradicts its dir
 
 Messages say what was expected and what was found, and name the file where there is one.
 """
@@ -26,8 +30,10 @@ Messages say what was expected and what was found, and name the file where there
 from __future__ import annotations
 
 __all__ = [
+    "CorruptCheckpointError",
     "CorruptIndexError",
     "CorruptRecordError",
+    "CorruptTopicMetadataError",
     "IndexFullError",
     "InvalidConfigError",
     "InvalidOffsetError",
@@ -35,6 +41,7 @@ __all__ = [
     "InvalidTimestampError",
     "InvalidTopicError",
     "LogDirOfflineError",
+    "LogDirStateError",
     "OffsetOutOfRangeError",
     "OffsetOverflowError",
     "RecordBatchTooLargeError",
@@ -107,3 +114,16 @@ class OffsetOverflowError(StorageError):
 
 class LogDirOfflineError(StorageError):
     pass
+
+
+class LogDirStateError(StorageError):
+    """The log directories are in a state seglog refuses to serve: locked by another process,
+    or the same partition found in two directories."""
+
+
+class CorruptCheckpointError(StorageError):
+    """A checkpoint file does not follow the format; its content cannot be trusted."""
+
+
+class CorruptTopicMetadataError(StorageError):
+    """A topic.properties file cannot be parsed or contradicts its directory."""

@@ -33,7 +33,7 @@ from .checkpoint import (
     OffsetCheckpointFile,
 )
 from .clean_shutdown import CLEAN_SHUTDOWN_FILE_NAME, CleanShutdownFile
-from .errors import StorageError
+from .errors import LogDirStateError, StorageError
 from .fs import REAL_FS, FileSystem
 from .topic_partition import DirKind, TopicPartition, parse_log_dir_name
 
@@ -55,10 +55,6 @@ _KNOWN_FILES = frozenset(
     }
 )
 
-
-class LogDirStateError(StorageError):
-    """The log directories are in a state seglog refuses to serve: locked by another process,
-    or the same partition found in two directories."""
 
 
 @dataclass

@@ -32,7 +32,7 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from .errors import StorageError
+from .errors import CorruptTopicMetadataError
 from .fs import REAL_FS, FileSystem
 from .topic_partition import PARTITION_COUNT_MAX, validate_topic
 
@@ -56,9 +56,6 @@ _TOPIC_ID = re.compile(r"[0-9a-f]{32}")
 # A few hundred bytes in practice; a bigger file is not ours.
 _METADATA_BYTES_MAX = 1 << 20
 
-
-class CorruptTopicMetadataError(StorageError):
-    """A topic.properties file cannot be parsed or contradicts its directory."""
 
 
 @dataclass(frozen=True)
