@@ -118,7 +118,12 @@ class AsyncAdmin:
             )
             for p in response.partitions
         )
-        return TopicDescription(response.topic, dict(response.configs), partitions)
+        return TopicDescription(
+            response.topic,
+            dict(response.configs),
+            partitions,
+            response.partition_count or len(partitions),
+        )
 
     async def offsets_for_times(
         self, timestamps: Mapping[TopicPartition, int]

@@ -31,7 +31,7 @@ import grpc
 from seglog import _sync
 from seglog._fetch_state import PartitionState, StartPosition, decode_fetched, parse_start
 from seglog.client import REQUEST_TIMEOUT_MS_DEFAULT, Transport
-from seglog.errors import ClientClosedError, OffsetOutOfRangeError, SeglogError
+from seglog.errors import ClientClosedError, OffsetOutOfRangeError, SeglogError, ServiceError
 from seglog.structs import (
     DEFAULT_SERVER,
     EARLIEST_TIMESTAMP,
@@ -177,7 +177,12 @@ class AsyncConsumer:
         partitions = self._requested_partitions
         if partitions is None:
             response = await self._transport.describe_topic(pb.DescribeTopicRequest(topic=self._topic))
-            partitions = [p.partition for p in response.partitions]
+            if response.partition_count:
+                # Every partition, offline ones included (absent from partitions): their
+                # fetches fail with a retriable error until their log dir is back.
+                partitions = list(range(response.partition_count))
+            else:  # an older service without partition_count
+                partitions = [p.partition for p in response.partitions]
         self._states = {p: PartitionState(p, self._start) for p in partitions}
         self._round_robin = itertools.cycle(sorted(self._states))
 
@@ -323,6 +328,9 @@ class AsyncConsumer:
         except SeglogError as error:
             if state.epoch == epoch:
                 self._on_fetch_error(state, error)
+        except Exception as error:  # a bug or an unexpected failure: poll() must still see it
+            if state.epoch == epoch:
+                self._on_fetch_error(state, _unexpected(error))
         finally:
             if state.epoch == epoch:
                 state.task = None
@@ -352,6 +360,9 @@ class AsyncConsumer:
         except SeglogError as error:
             if state.epoch == epoch:
                 self._on_fetch_error(state, error)
+        except Exception as error:  # a bug or an unexpected failure: poll() must still see it
+            if state.epoch == epoch:
+                self._on_fetch_error(state, _unexpected(error))
         finally:
             if state.epoch == epoch:
                 state.task = None
@@ -578,3 +589,10 @@ class Consumer:
 
     def statistics(self) -> ConsumerStatistics:
         return self._async.statistics()
+
+
+def _unexpected(error: Exception) -> ServiceError:
+    """A ServiceError wrapping a non-seglog exception from a fetch task, cause chained."""
+    wrapped = ServiceError(f"fetch failed unexpectedly: {type(error).__name__}: {error}")
+    wrapped.__cause__ = error
+    return wrapped

@@ -10,11 +10,14 @@ through ``_CODEC_TO_ERROR``. The original exception is always chained as ``__cau
     ├── TopicExistsError              ALREADY_EXISTS: CreateTopic of an existing topic
     ├── OffsetOutOfRangeError         OUT_OF_RANGE: offset outside [log start, log end]
     ├── CorruptRecordError            DATA_LOSS; also a fetched batch whose CRC or layout is wrong
-    ├── RecordTooLargeError           RESOURCE_EXHAUSTED; also a record above max_request_bytes
+    ├── RecordTooLargeError           RESOURCE_EXHAUSTED with ``seglog-error`` metadata (the service's
+    │                                 own size errors); also a record above max_request_bytes
     ├── FailedPreconditionError       FAILED_PRECONDITION: valid request the log's state refuses
     ├── AuthenticationError           UNAUTHENTICATED
     ├── AuthorizationError            PERMISSION_DENIED
     ├── ServiceUnavailableError       UNAVAILABLE: service down, stopping, or log dir offline (retriable)
+    │   └── ServiceOverloadedError    any other RESOURCE_EXHAUSTED: gRPC's own limits (max concurrent
+    │                                 RPCs, message size), no ``seglog-error`` metadata (retriable)
     ├── RequestTimeoutError           DEADLINE_EXCEEDED, or a local wait ran out (retriable; also a
     │                                 builtin TimeoutError)
     ├── ServiceError                  any other status: INTERNAL, UNKNOWN, UNIMPLEMENTED, ...
@@ -45,6 +48,7 @@ __all__ = [
     "RequestTimeoutError",
     "SeglogError",
     "ServiceError",
+    "ServiceOverloadedError",
     "ServiceUnavailableError",
     "TopicExistsError",
     "TopicNotFoundError",
@@ -116,6 +120,10 @@ class ServiceUnavailableError(SeglogError):
     retriable = True
 
 
+class ServiceOverloadedError(ServiceUnavailableError):
+    """RESOURCE_EXHAUSTED from gRPC itself (too many concurrent RPCs, a message size limit)."""
+
+
 class RequestTimeoutError(SeglogError, TimeoutError):
     retriable = True
 
@@ -146,6 +154,7 @@ _STATUS_TO_ERROR: dict[grpc.StatusCode, type[SeglogError]] = {
     grpc.StatusCode.DEADLINE_EXCEEDED: RequestTimeoutError,
 }
 
+
 # Codec failures seen by the client (decoding fetched batches, building produced ones). Checked in
 # order, most specific first; InvalidCrcError is a CorruptRecordError in the codec's own tree.
 _CODEC_TO_ERROR: tuple[tuple[type[codec_errors.CodecError], type[SeglogError]], ...] = (
@@ -162,8 +171,14 @@ def error_from_rpc(error: grpc.RpcError) -> SeglogError:
     if not isinstance(code, grpc.StatusCode):
         return ServiceError(f"RPC failed without a status: {error!r}")
     cls = _STATUS_TO_ERROR.get(code, ServiceError)
+    service_error = _service_error_name(error)
+    if code is grpc.StatusCode.RESOURCE_EXHAUSTED and service_error is None:
+        # The service names its own size errors (RecordTooLargeError, RecordBatchTooLargeError,
+        # ResponseTooLargeError) in ``seglog-error``; without it the code came from gRPC itself:
+        # max concurrent RPCs or a message size limit. Retriable.
+        cls = ServiceOverloadedError
     message = details or f"the service answered {code.name} without details"
-    return cls(message, code=code, service_error=_service_error_name(error))
+    return cls(message, code=code, service_error=service_error)
 
 
 def _service_error_name(error: grpc.RpcError) -> str | None:

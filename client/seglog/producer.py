@@ -304,7 +304,9 @@ class AsyncProducer:
             assert self._transport is not None
             self._stats["metadata_requests"] += 1
             response = await self._transport.describe_topic(pb.DescribeTopicRequest(topic=topic))
-            count = len(response.partitions)
+            # partition_count includes partitions whose log dir is offline (absent from
+            # partitions): key -> partition affinity must not shift while a dir is down.
+            count = response.partition_count or len(response.partitions)  # 0: an older service
             self._partition_counts[topic] = count
         return count
 

@@ -105,7 +105,9 @@ class PartitionDescription:
 class TopicDescription:
     topic: str
     configs: Mapping[str, str]
-    partitions: tuple[PartitionDescription, ...]
+    partitions: tuple[PartitionDescription, ...]  # online partitions only
+    # All partitions, including any whose log dir is offline (absent from ``partitions``).
+    partition_count: int = 0
 
 
 def normalize_headers(headers: HeadersLike | None) -> tuple[Header, ...]:

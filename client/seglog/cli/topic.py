@@ -180,7 +180,7 @@ def _describe(args: argparse.Namespace) -> int:
         if args.format == "json":
             print(json.dumps(asdict(description), sort_keys=True, default=dict))
             return 0
-        print(f"topic: {description.topic}   partitions: {len(description.partitions)}")
+        print(f"topic: {description.topic}   partitions: {description.partition_count}")
         print("configs:")
         for key, value in sorted(description.configs.items()):
             print(f"  {key}={value}")

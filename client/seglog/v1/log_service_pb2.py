@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1bseglog/v1/log_service.proto\x12\tseglog.v1\"\xbb\x01\n\x12\x43reateTopicRequest\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x12\n\npartitions\x18\x02 \x01(\x05\x12;\n\x07\x63onfigs\x18\x03 \x03(\x0b\x32*.seglog.v1.CreateTopicRequest.ConfigsEntry\x12\x15\n\rvalidate_only\x18\x04 \x01(\x08\x1a.\n\x0c\x43onfigsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\xa6\x01\n\x13\x43reateTopicResponse\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x12\n\npartitions\x18\x02 \x01(\x05\x12<\n\x07\x63onfigs\x18\x03 \x03(\x0b\x32+.seglog.v1.CreateTopicResponse.ConfigsEntry\x1a.\n\x0c\x43onfigsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"#\n\x12\x44\x65leteTopicRequest\x12\r\n\x05topic\x18\x01 \x01(\t\"\x15\n\x13\x44\x65leteTopicResponse\"\x13\n\x11ListTopicsRequest\"=\n\x12ListTopicsResponse\x12\'\n\x06topics\x18\x01 \x03(\x0b\x32\x17.seglog.v1.TopicSummary\"1\n\x0cTopicSummary\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x12\n\npartitions\x18\x02 \x01(\x05\"%\n\x14\x44\x65scribeTopicRequest\x12\r\n\x05topic\x18\x01 \x01(\t\"\xcb\x01\n\x15\x44\x65scribeTopicResponse\x12\r\n\x05topic\x18\x01 \x01(\t\x12>\n\x07\x63onfigs\x18\x02 \x03(\x0b\x32-.seglog.v1.DescribeTopicResponse.ConfigsEntry\x12\x33\n\npartitions\x18\x03 \x03(\x0b\x32\x1f.seglog.v1.PartitionDescription\x1a.\n\x0c\x43onfigsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\x9e\x02\n\x14PartitionDescription\x12\x11\n\tpartition\x18\x01 \x01(\x05\x12\x18\n\x10log_start_offset\x18\x02 \x01(\x03\x12\x16\n\x0elog_end_offset\x18\x03 \x01(\x03\x12\x16\n\x0ehigh_watermark\x18\x04 \x01(\x03\x12\x12\n\nsize_bytes\x18\x05 \x01(\x03\x12\x15\n\rsegment_count\x18\x06 \x01(\x05\x12\x0f\n\x07log_dir\x18\x07 \x01(\t\x12=\n\x07\x63onfigs\x18\x08 \x03(\x0b\x32,.seglog.v1.PartitionDescription.ConfigsEntry\x1a.\n\x0c\x43onfigsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\xbe\x01\n\x0eProduceRequest\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\x0f\n\x07records\x18\x03 \x01(\x0c\x12\x1d\n\x04\x61\x63ks\x18\x04 \x01(\x0e\x32\x0f.seglog.v1.Acks\x12-\n\rplain_records\x18\x05 \x03(\x0b\x32\x16.seglog.v1.PlainRecord\x12+\n\x0b\x63ompression\x18\x06 \x01(\x0e\x32\x16.seglog.v1.Compression\"\x85\x01\n\x0bPlainRecord\x12\x10\n\x03key\x18\x01 \x01(\x0cH\x00\x88\x01\x01\x12\x12\n\x05value\x18\x02 \x01(\x0cH\x01\x88\x01\x01\x12\x14\n\x0ctimestamp_ms\x18\x03 \x01(\x03\x12(\n\x07headers\x18\x04 \x03(\x0b\x32\x17.seglog.v1.RecordHeaderB\x06\n\x04_keyB\x08\n\x06_value\"9\n\x0cRecordHeader\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\x12\n\x05value\x18\x02 \x01(\x0cH\x00\x88\x01\x01\x42\x08\n\x06_value\"q\n\x0fProduceResponse\x12\x13\n\x0b\x62\x61se_offset\x18\x01 \x01(\x03\x12\x13\n\x0blast_offset\x18\x02 \x01(\x03\x12\x1a\n\x12log_append_time_ms\x18\x03 \x01(\x03\x12\x18\n\x10log_start_offset\x18\x04 \x01(\x03\"\x8b\x01\n\x0c\x46\x65tchRequest\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\x0e\n\x06offset\x18\x03 \x01(\x03\x12\x11\n\tmax_bytes\x18\x04 \x01(\x05\x12\x13\n\x0bmax_wait_ms\x18\x05 \x01(\x05\x12\x11\n\tmin_bytes\x18\x06 \x01(\x05\x12\x0e\n\x06\x64\x65\x63ode\x18\x07 \x01(\x08\"\xd4\x01\n\rFetchResponse\x12\x0f\n\x07records\x18\x01 \x01(\x0c\x12\x16\n\x0ehigh_watermark\x18\x02 \x01(\x03\x12\x18\n\x10log_start_offset\x18\x03 \x01(\x03\x12\x16\n\x0elog_end_offset\x18\x04 \x01(\x03\x12\x13\n\x0bnext_offset\x18\x05 \x01(\x03\x12\r\n\x05topic\x18\x06 \x01(\t\x12\x11\n\tpartition\x18\x07 \x01(\x05\x12\x31\n\x0f\x64\x65\x63oded_records\x18\x08 \x03(\x0b\x32\x18.seglog.v1.DecodedRecord\"\x97\x01\n\rDecodedRecord\x12\x0e\n\x06offset\x18\x01 \x01(\x03\x12\x14\n\x0ctimestamp_ms\x18\x02 \x01(\x03\x12\x10\n\x03key\x18\x03 \x01(\x0cH\x00\x88\x01\x01\x12\x12\n\x05value\x18\x04 \x01(\x0cH\x01\x88\x01\x01\x12(\n\x07headers\x18\x05 \x03(\x0b\x32\x17.seglog.v1.RecordHeaderB\x06\n\x04_keyB\x08\n\x06_value\"\xe5\x01\n\x0e\x43onsumeRequest\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\x0e\n\x06offset\x18\x03 \x01(\x03\x12\x19\n\x0ctimestamp_ms\x18\x04 \x01(\x03H\x00\x88\x01\x01\x12*\n\x08position\x18\x05 \x01(\x0e\x32\x18.seglog.v1.StartPosition\x12\x11\n\tmax_bytes\x18\x06 \x01(\x05\x12\x11\n\tmin_bytes\x18\x07 \x01(\x05\x12\x13\n\x0bmax_wait_ms\x18\x08 \x01(\x05\x12\x0e\n\x06\x64\x65\x63ode\x18\t \x01(\x08\x42\x0f\n\r_timestamp_ms\"K\n\x16OffsetsForTimesRequest\x12\x31\n\npartitions\x18\x01 \x03(\x0b\x32\x1d.seglog.v1.PartitionTimestamp\"L\n\x12PartitionTimestamp\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\x14\n\x0ctimestamp_ms\x18\x03 \x01(\x03\"F\n\x17OffsetsForTimesResponse\x12+\n\x07results\x18\x01 \x03(\x0b\x32\x1a.seglog.v1.PartitionOffset\"Y\n\x0fPartitionOffset\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\x0e\n\x06offset\x18\x03 \x01(\x03\x12\x14\n\x0ctimestamp_ms\x18\x04 \x01(\x03\"H\n\x14\x44\x65leteRecordsRequest\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\x0e\n\x06offset\x18\x03 \x01(\x03\"1\n\x15\x44\x65leteRecordsResponse\x12\x18\n\x10log_start_offset\x18\x01 \x01(\x03*@\n\x04\x41\x63ks\x12\x14\n\x10\x41\x43KS_UNSPECIFIED\x10\x00\x12\x10\n\x0c\x41\x43KS_WRITTEN\x10\x01\x12\x10\n\x0c\x41\x43KS_FSYNCED\x10\x02*|\n\x0b\x43ompression\x12\x14\n\x10\x43OMPRESSION_NONE\x10\x00\x12\x14\n\x10\x43OMPRESSION_GZIP\x10\x01\x12\x16\n\x12\x43OMPRESSION_SNAPPY\x10\x02\x12\x13\n\x0f\x43OMPRESSION_LZ4\x10\x03\x12\x14\n\x10\x43OMPRESSION_ZSTD\x10\x04*g\n\rStartPosition\x12\x1e\n\x1aSTART_POSITION_UNSPECIFIED\x10\x00\x12\x1b\n\x17START_POSITION_EARLIEST\x10\x01\x12\x19\n\x15START_POSITION_LATEST\x10\x02\x32\xb5\x05\n\nLogService\x12L\n\x0b\x43reateTopic\x12\x1d.seglog.v1.CreateTopicRequest\x1a\x1e.seglog.v1.CreateTopicResponse\x12L\n\x0b\x44\x65leteTopic\x12\x1d.seglog.v1.DeleteTopicRequest\x1a\x1e.seglog.v1.DeleteTopicResponse\x12I\n\nListTopics\x12\x1c.seglog.v1.ListTopicsRequest\x1a\x1d.seglog.v1.ListTopicsResponse\x12R\n\rDescribeTopic\x12\x1f.seglog.v1.DescribeTopicRequest\x1a .seglog.v1.DescribeTopicResponse\x12@\n\x07Produce\x12\x19.seglog.v1.ProduceRequest\x1a\x1a.seglog.v1.ProduceResponse\x12:\n\x05\x46\x65tch\x12\x17.seglog.v1.FetchRequest\x1a\x18.seglog.v1.FetchResponse\x12@\n\x07\x43onsume\x12\x19.seglog.v1.ConsumeRequest\x1a\x18.seglog.v1.FetchResponse0\x01\x12X\n\x0fOffsetsForTimes\x12!.seglog.v1.OffsetsForTimesRequest\x1a\".seglog.v1.OffsetsForTimesResponse\x12R\n\rDeleteRecords\x12\x1f.seglog.v1.DeleteRecordsRequest\x1a .seglog.v1.DeleteRecordsResponseB%\n\rdev.seglog.v1P\x01Z\x12seglog/v1;seglogv1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1bseglog/v1/log_service.proto\x12\tseglog.v1\"\xbb\x01\n\x12\x43reateTopicRequest\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x12\n\npartitions\x18\x02 \x01(\x05\x12;\n\x07\x63onfigs\x18\x03 \x03(\x0b\x32*.seglog.v1.CreateTopicRequest.ConfigsEntry\x12\x15\n\rvalidate_only\x18\x04 \x01(\x08\x1a.\n\x0c\x43onfigsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\xa6\x01\n\x13\x43reateTopicResponse\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x12\n\npartitions\x18\x02 \x01(\x05\x12<\n\x07\x63onfigs\x18\x03 \x03(\x0b\x32+.seglog.v1.CreateTopicResponse.ConfigsEntry\x1a.\n\x0c\x43onfigsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"#\n\x12\x44\x65leteTopicRequest\x12\r\n\x05topic\x18\x01 \x01(\t\"\x15\n\x13\x44\x65leteTopicResponse\"\x13\n\x11ListTopicsRequest\"=\n\x12ListTopicsResponse\x12\'\n\x06topics\x18\x01 \x03(\x0b\x32\x17.seglog.v1.TopicSummary\"1\n\x0cTopicSummary\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x12\n\npartitions\x18\x02 \x01(\x05\"%\n\x14\x44\x65scribeTopicRequest\x12\r\n\x05topic\x18\x01 \x01(\t\"\xe4\x01\n\x15\x44\x65scribeTopicResponse\x12\r\n\x05topic\x18\x01 \x01(\t\x12>\n\x07\x63onfigs\x18\x02 \x03(\x0b\x32-.seglog.v1.DescribeTopicResponse.ConfigsEntry\x12\x33\n\npartitions\x18\x03 \x03(\x0b\x32\x1f.seglog.v1.PartitionDescription\x12\x17\n\x0fpartition_count\x18\x04 \x01(\x05\x1a.\n\x0c\x43onfigsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\x9e\x02\n\x14PartitionDescription\x12\x11\n\tpartition\x18\x01 \x01(\x05\x12\x18\n\x10log_start_offset\x18\x02 \x01(\x03\x12\x16\n\x0elog_end_offset\x18\x03 \x01(\x03\x12\x16\n\x0ehigh_watermark\x18\x04 \x01(\x03\x12\x12\n\nsize_bytes\x18\x05 \x01(\x03\x12\x15\n\rsegment_count\x18\x06 \x01(\x05\x12\x0f\n\x07log_dir\x18\x07 \x01(\t\x12=\n\x07\x63onfigs\x18\x08 \x03(\x0b\x32,.seglog.v1.PartitionDescription.ConfigsEntry\x1a.\n\x0c\x43onfigsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\xbe\x01\n\x0eProduceRequest\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\x0f\n\x07records\x18\x03 \x01(\x0c\x12\x1d\n\x04\x61\x63ks\x18\x04 \x01(\x0e\x32\x0f.seglog.v1.Acks\x12-\n\rplain_records\x18\x05 \x03(\x0b\x32\x16.seglog.v1.PlainRecord\x12+\n\x0b\x63ompression\x18\x06 \x01(\x0e\x32\x16.seglog.v1.Compression\"\x85\x01\n\x0bPlainRecord\x12\x10\n\x03key\x18\x01 \x01(\x0cH\x00\x88\x01\x01\x12\x12\n\x05value\x18\x02 \x01(\x0cH\x01\x88\x01\x01\x12\x14\n\x0ctimestamp_ms\x18\x03 \x01(\x03\x12(\n\x07headers\x18\x04 \x03(\x0b\x32\x17.seglog.v1.RecordHeaderB\x06\n\x04_keyB\x08\n\x06_value\"9\n\x0cRecordHeader\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\x12\n\x05value\x18\x02 \x01(\x0cH\x00\x88\x01\x01\x42\x08\n\x06_value\"q\n\x0fProduceResponse\x12\x13\n\x0b\x62\x61se_offset\x18\x01 \x01(\x03\x12\x13\n\x0blast_offset\x18\x02 \x01(\x03\x12\x1a\n\x12log_append_time_ms\x18\x03 \x01(\x03\x12\x18\n\x10log_start_offset\x18\x04 \x01(\x03\"\x8b\x01\n\x0c\x46\x65tchRequest\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\x0e\n\x06offset\x18\x03 \x01(\x03\x12\x11\n\tmax_bytes\x18\x04 \x01(\x05\x12\x13\n\x0bmax_wait_ms\x18\x05 \x01(\x05\x12\x11\n\tmin_bytes\x18\x06 \x01(\x05\x12\x0e\n\x06\x64\x65\x63ode\x18\x07 \x01(\x08\"\xd4\x01\n\rFetchResponse\x12\x0f\n\x07records\x18\x01 \x01(\x0c\x12\x16\n\x0ehigh_watermark\x18\x02 \x01(\x03\x12\x18\n\x10log_start_offset\x18\x03 \x01(\x03\x12\x16\n\x0elog_end_offset\x18\x04 \x01(\x03\x12\x13\n\x0bnext_offset\x18\x05 \x01(\x03\x12\r\n\x05topic\x18\x06 \x01(\t\x12\x11\n\tpartition\x18\x07 \x01(\x05\x12\x31\n\x0f\x64\x65\x63oded_records\x18\x08 \x03(\x0b\x32\x18.seglog.v1.DecodedRecord\"\x97\x01\n\rDecodedRecord\x12\x0e\n\x06offset\x18\x01 \x01(\x03\x12\x14\n\x0ctimestamp_ms\x18\x02 \x01(\x03\x12\x10\n\x03key\x18\x03 \x01(\x0cH\x00\x88\x01\x01\x12\x12\n\x05value\x18\x04 \x01(\x0cH\x01\x88\x01\x01\x12(\n\x07headers\x18\x05 \x03(\x0b\x32\x17.seglog.v1.RecordHeaderB\x06\n\x04_keyB\x08\n\x06_value\"\xe5\x01\n\x0e\x43onsumeRequest\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\x0e\n\x06offset\x18\x03 \x01(\x03\x12\x19\n\x0ctimestamp_ms\x18\x04 \x01(\x03H\x00\x88\x01\x01\x12*\n\x08position\x18\x05 \x01(\x0e\x32\x18.seglog.v1.StartPosition\x12\x11\n\tmax_bytes\x18\x06 \x01(\x05\x12\x11\n\tmin_bytes\x18\x07 \x01(\x05\x12\x13\n\x0bmax_wait_ms\x18\x08 \x01(\x05\x12\x0e\n\x06\x64\x65\x63ode\x18\t \x01(\x08\x42\x0f\n\r_timestamp_ms\"K\n\x16OffsetsForTimesRequest\x12\x31\n\npartitions\x18\x01 \x03(\x0b\x32\x1d.seglog.v1.PartitionTimestamp\"L\n\x12PartitionTimestamp\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\x14\n\x0ctimestamp_ms\x18\x03 \x01(\x03\"F\n\x17OffsetsForTimesResponse\x12+\n\x07results\x18\x01 \x03(\x0b\x32\x1a.seglog.v1.PartitionOffset\"Y\n\x0fPartitionOffset\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\x0e\n\x06offset\x18\x03 \x01(\x03\x12\x14\n\x0ctimestamp_ms\x18\x04 \x01(\x03\"H\n\x14\x44\x65leteRecordsRequest\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\x0e\n\x06offset\x18\x03 \x01(\x03\"1\n\x15\x44\x65leteRecordsResponse\x12\x18\n\x10log_start_offset\x18\x01 \x01(\x03*@\n\x04\x41\x63ks\x12\x14\n\x10\x41\x43KS_UNSPECIFIED\x10\x00\x12\x10\n\x0c\x41\x43KS_WRITTEN\x10\x01\x12\x10\n\x0c\x41\x43KS_FSYNCED\x10\x02*|\n\x0b\x43ompression\x12\x14\n\x10\x43OMPRESSION_NONE\x10\x00\x12\x14\n\x10\x43OMPRESSION_GZIP\x10\x01\x12\x16\n\x12\x43OMPRESSION_SNAPPY\x10\x02\x12\x13\n\x0f\x43OMPRESSION_LZ4\x10\x03\x12\x14\n\x10\x43OMPRESSION_ZSTD\x10\x04*g\n\rStartPosition\x12\x1e\n\x1aSTART_POSITION_UNSPECIFIED\x10\x00\x12\x1b\n\x17START_POSITION_EARLIEST\x10\x01\x12\x19\n\x15START_POSITION_LATEST\x10\x02\x32\xb5\x05\n\nLogService\x12L\n\x0b\x43reateTopic\x12\x1d.seglog.v1.CreateTopicRequest\x1a\x1e.seglog.v1.CreateTopicResponse\x12L\n\x0b\x44\x65leteTopic\x12\x1d.seglog.v1.DeleteTopicRequest\x1a\x1e.seglog.v1.DeleteTopicResponse\x12I\n\nListTopics\x12\x1c.seglog.v1.ListTopicsRequest\x1a\x1d.seglog.v1.ListTopicsResponse\x12R\n\rDescribeTopic\x12\x1f.seglog.v1.DescribeTopicRequest\x1a .seglog.v1.DescribeTopicResponse\x12@\n\x07Produce\x12\x19.seglog.v1.ProduceRequest\x1a\x1a.seglog.v1.ProduceResponse\x12:\n\x05\x46\x65tch\x12\x17.seglog.v1.FetchRequest\x1a\x18.seglog.v1.FetchResponse\x12@\n\x07\x43onsume\x12\x19.seglog.v1.ConsumeRequest\x1a\x18.seglog.v1.FetchResponse0\x01\x12X\n\x0fOffsetsForTimes\x12!.seglog.v1.OffsetsForTimesRequest\x1a\".seglog.v1.OffsetsForTimesResponse\x12R\n\rDeleteRecords\x12\x1f.seglog.v1.DeleteRecordsRequest\x1a .seglog.v1.DeleteRecordsResponseB%\n\rdev.seglog.v1P\x01Z\x12seglog/v1;seglogv1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -40,12 +40,12 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_DESCRIBETOPICRESPONSE_CONFIGSENTRY']._serialized_options = b'8\001'
   _globals['_PARTITIONDESCRIPTION_CONFIGSENTRY']._loaded_options = None
   _globals['_PARTITIONDESCRIPTION_CONFIGSENTRY']._serialized_options = b'8\001'
-  _globals['_ACKS']._serialized_start=2819
-  _globals['_ACKS']._serialized_end=2883
-  _globals['_COMPRESSION']._serialized_start=2885
-  _globals['_COMPRESSION']._serialized_end=3009
-  _globals['_STARTPOSITION']._serialized_start=3011
-  _globals['_STARTPOSITION']._serialized_end=3114
+  _globals['_ACKS']._serialized_start=2844
+  _globals['_ACKS']._serialized_end=2908
+  _globals['_COMPRESSION']._serialized_start=2910
+  _globals['_COMPRESSION']._serialized_end=3034
+  _globals['_STARTPOSITION']._serialized_start=3036
+  _globals['_STARTPOSITION']._serialized_end=3139
   _globals['_CREATETOPICREQUEST']._serialized_start=43
   _globals['_CREATETOPICREQUEST']._serialized_end=230
   _globals['_CREATETOPICREQUEST_CONFIGSENTRY']._serialized_start=184
@@ -67,41 +67,41 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_DESCRIBETOPICREQUEST']._serialized_start=596
   _globals['_DESCRIBETOPICREQUEST']._serialized_end=633
   _globals['_DESCRIBETOPICRESPONSE']._serialized_start=636
-  _globals['_DESCRIBETOPICRESPONSE']._serialized_end=839
+  _globals['_DESCRIBETOPICRESPONSE']._serialized_end=864
   _globals['_DESCRIBETOPICRESPONSE_CONFIGSENTRY']._serialized_start=184
   _globals['_DESCRIBETOPICRESPONSE_CONFIGSENTRY']._serialized_end=230
-  _globals['_PARTITIONDESCRIPTION']._serialized_start=842
-  _globals['_PARTITIONDESCRIPTION']._serialized_end=1128
+  _globals['_PARTITIONDESCRIPTION']._serialized_start=867
+  _globals['_PARTITIONDESCRIPTION']._serialized_end=1153
   _globals['_PARTITIONDESCRIPTION_CONFIGSENTRY']._serialized_start=184
   _globals['_PARTITIONDESCRIPTION_CONFIGSENTRY']._serialized_end=230
-  _globals['_PRODUCEREQUEST']._serialized_start=1131
-  _globals['_PRODUCEREQUEST']._serialized_end=1321
-  _globals['_PLAINRECORD']._serialized_start=1324
-  _globals['_PLAINRECORD']._serialized_end=1457
-  _globals['_RECORDHEADER']._serialized_start=1459
-  _globals['_RECORDHEADER']._serialized_end=1516
-  _globals['_PRODUCERESPONSE']._serialized_start=1518
-  _globals['_PRODUCERESPONSE']._serialized_end=1631
-  _globals['_FETCHREQUEST']._serialized_start=1634
-  _globals['_FETCHREQUEST']._serialized_end=1773
-  _globals['_FETCHRESPONSE']._serialized_start=1776
-  _globals['_FETCHRESPONSE']._serialized_end=1988
-  _globals['_DECODEDRECORD']._serialized_start=1991
-  _globals['_DECODEDRECORD']._serialized_end=2142
-  _globals['_CONSUMEREQUEST']._serialized_start=2145
-  _globals['_CONSUMEREQUEST']._serialized_end=2374
-  _globals['_OFFSETSFORTIMESREQUEST']._serialized_start=2376
-  _globals['_OFFSETSFORTIMESREQUEST']._serialized_end=2451
-  _globals['_PARTITIONTIMESTAMP']._serialized_start=2453
-  _globals['_PARTITIONTIMESTAMP']._serialized_end=2529
-  _globals['_OFFSETSFORTIMESRESPONSE']._serialized_start=2531
-  _globals['_OFFSETSFORTIMESRESPONSE']._serialized_end=2601
-  _globals['_PARTITIONOFFSET']._serialized_start=2603
-  _globals['_PARTITIONOFFSET']._serialized_end=2692
-  _globals['_DELETERECORDSREQUEST']._serialized_start=2694
-  _globals['_DELETERECORDSREQUEST']._serialized_end=2766
-  _globals['_DELETERECORDSRESPONSE']._serialized_start=2768
-  _globals['_DELETERECORDSRESPONSE']._serialized_end=2817
-  _globals['_LOGSERVICE']._serialized_start=3117
-  _globals['_LOGSERVICE']._serialized_end=3810
+  _globals['_PRODUCEREQUEST']._serialized_start=1156
+  _globals['_PRODUCEREQUEST']._serialized_end=1346
+  _globals['_PLAINRECORD']._serialized_start=1349
+  _globals['_PLAINRECORD']._serialized_end=1482
+  _globals['_RECORDHEADER']._serialized_start=1484
+  _globals['_RECORDHEADER']._serialized_end=1541
+  _globals['_PRODUCERESPONSE']._serialized_start=1543
+  _globals['_PRODUCERESPONSE']._serialized_end=1656
+  _globals['_FETCHREQUEST']._serialized_start=1659
+  _globals['_FETCHREQUEST']._serialized_end=1798
+  _globals['_FETCHRESPONSE']._serialized_start=1801
+  _globals['_FETCHRESPONSE']._serialized_end=2013
+  _globals['_DECODEDRECORD']._serialized_start=2016
+  _globals['_DECODEDRECORD']._serialized_end=2167
+  _globals['_CONSUMEREQUEST']._serialized_start=2170
+  _globals['_CONSUMEREQUEST']._serialized_end=2399
+  _globals['_OFFSETSFORTIMESREQUEST']._serialized_start=2401
+  _globals['_OFFSETSFORTIMESREQUEST']._serialized_end=2476
+  _globals['_PARTITIONTIMESTAMP']._serialized_start=2478
+  _globals['_PARTITIONTIMESTAMP']._serialized_end=2554
+  _globals['_OFFSETSFORTIMESRESPONSE']._serialized_start=2556
+  _globals['_OFFSETSFORTIMESRESPONSE']._serialized_end=2626
+  _globals['_PARTITIONOFFSET']._serialized_start=2628
+  _globals['_PARTITIONOFFSET']._serialized_end=2717
+  _globals['_DELETERECORDSREQUEST']._serialized_start=2719
+  _globals['_DELETERECORDSREQUEST']._serialized_end=2791
+  _globals['_DELETERECORDSRESPONSE']._serialized_start=2793
+  _globals['_DELETERECORDSRESPONSE']._serialized_end=2842
+  _globals['_LOGSERVICE']._serialized_start=3142
+  _globals['_LOGSERVICE']._serialized_end=3835
 # @@protoc_insertion_point(module_scope)

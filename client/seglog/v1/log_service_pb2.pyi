@@ -109,7 +109,7 @@ class DescribeTopicRequest(_message.Message):
     def __init__(self, topic: _Optional[str] = ...) -> None: ...
 
 class DescribeTopicResponse(_message.Message):
-    __slots__ = ("topic", "configs", "partitions")
+    __slots__ = ("topic", "configs", "partitions", "partition_count")
     class ConfigsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -120,10 +120,12 @@ class DescribeTopicResponse(_message.Message):
     TOPIC_FIELD_NUMBER: _ClassVar[int]
     CONFIGS_FIELD_NUMBER: _ClassVar[int]
     PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_COUNT_FIELD_NUMBER: _ClassVar[int]
     topic: str
     configs: _containers.ScalarMap[str, str]
     partitions: _containers.RepeatedCompositeFieldContainer[PartitionDescription]
-    def __init__(self, topic: _Optional[str] = ..., configs: _Optional[_Mapping[str, str]] = ..., partitions: _Optional[_Iterable[_Union[PartitionDescription, _Mapping]]] = ...) -> None: ...
+    partition_count: int
+    def __init__(self, topic: _Optional[str] = ..., configs: _Optional[_Mapping[str, str]] = ..., partitions: _Optional[_Iterable[_Union[PartitionDescription, _Mapping]]] = ..., partition_count: _Optional[int] = ...) -> None: ...
 
 class PartitionDescription(_message.Message):
     __slots__ = ("partition", "log_start_offset", "log_end_offset", "high_watermark", "size_bytes", "segment_count", "log_dir", "configs")

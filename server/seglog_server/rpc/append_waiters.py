@@ -61,6 +61,17 @@ class AppendWaiters:
             self._wake_count += 1
             future.set_result(None)
 
+    def discard(self, topic: str, partition: int) -> None:
+        """Drops the partition's ticket after a read that failed (unknown topic, offline dir).
+
+        A failing long poll must leave nothing behind, or polls on unknown topics would grow the
+        map without bound. Anyone else holding the ticket is woken: waiters re-read after any
+        wake-up, so they see the same error or take a fresh ticket. Not counted as a notify.
+        """
+        future = self._tickets.pop((topic, partition), None)
+        if future is not None:
+            future.set_result(None)
+
     def notify_topic(self, topic: str) -> None:
         """The whole topic changed (deleted): wake the waiters of each of its partitions."""
         for key in [key for key in self._tickets if key[0] == topic]:

@@ -122,8 +122,10 @@ def decode_batches(
     try:
         for batch in codec.iter_batches(records):
             batch.ensure_valid()
-            batch_decoded = [_decoded(r) for r in batch.records() if r.offset >= from_offset]
-            batch_bytes = batch.size_in_bytes + sum(_decoded_size(d) for d in batch_decoded)
+            # Sized from the decompressed records before any protobuf message is built: a
+            # batch that does not fit is never turned into a (possibly huge) list of messages.
+            batch_records = [r for r in batch.records() if r.offset >= from_offset]
+            batch_bytes = batch.size_in_bytes + sum(_record_size(r) for r in batch_records)
             if used_bytes + batch_bytes > budget_bytes:
                 if kept_bytes == 0:
                     raise ResponseTooLargeError(
@@ -132,7 +134,7 @@ def decode_batches(
                         "decode"
                     )
                 break
-            decoded.extend(batch_decoded)
+            decoded.extend(_decoded(r) for r in batch_records)
             used_bytes += batch_bytes
             kept_bytes = batch.position + batch.size_in_bytes
     except codec.CodecError as exc:
@@ -153,9 +155,10 @@ def _decoded(record: Any) -> pb.DecodedRecord:
     return message
 
 
-def _decoded_size(message: pb.DecodedRecord) -> int:
-    size = DECODED_RECORD_OVERHEAD_BYTES + len(message.key) + len(message.value)
-    return size + sum(len(h.key) + len(h.value) + 8 for h in message.headers)
+def _record_size(record: Any) -> int:
+    """Protobuf bytes of the DecodedRecord ``record`` becomes (header keys as UTF-8)."""
+    size = DECODED_RECORD_OVERHEAD_BYTES + len(record.key or b"") + len(record.value or b"")
+    return size + sum(len(key.encode()) + len(value or b"") + 8 for key, value in record.headers)
 
 
 def fetch_response_wire(
@@ -230,6 +233,7 @@ def describe_topic_response(description: Any) -> pb.DescribeTopicResponse:
     return pb.DescribeTopicResponse(
         topic=description.topic,
         configs=configs,
+        partition_count=len(description.partitions) + len(description.offline_partitions),
         partitions=[
             pb.PartitionDescription(
                 partition=p.partition,

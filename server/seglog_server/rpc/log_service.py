@@ -170,14 +170,17 @@ class LogServicer(pb_grpc.LogServiceServicer):
         min_bytes = validation.check_non_negative("min_bytes", request.min_bytes)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + wait_s
+        # An unknown partition answers NOT_FOUND before any ticket is taken.
+        self._manager.get_log(topic, partition)
         while True:
             ticket = self._waiters.ticket(topic, partition) if wait_s > 0 else None
-            data = await self._read(topic, partition, request.offset, max_bytes)
+            data = await self._ticketed_read(ticket, topic, partition, request.offset, max_bytes)
             if ticket is None or _enough(data, min_bytes, max_bytes) or self.stopping:
                 break
             if not await self._waiters.wait_ticket(ticket, deadline - loop.time()):
                 break
-        return self._fetch_response(topic, partition, request.offset, data, request.decode)[0]
+        response = await self._fetch_response(topic, partition, request.offset, data, request.decode)
+        return response[0]
 
     @stream_rpc
     async def Consume(self, request: pb.ConsumeRequest, context: Any) -> None:
@@ -185,14 +188,14 @@ class LogServicer(pb_grpc.LogServiceServicer):
         max_bytes = self._fetch_bytes(request.max_bytes)
         wait_s = self._wait_seconds(request.max_wait_ms)
         min_bytes = validation.check_non_negative("min_bytes", request.min_bytes)
-        offset = self._start_offset(topic, partition, request)
+        offset = await self._start_offset(topic, partition, request)
         # The client learns where the stream starts before any data (and that it has started).
         await context.send_initial_metadata(((START_OFFSET_METADATA_KEY, str(offset)),))
         self._consume_stream_count += 1
         try:
             while True:
                 data = await self._next_chunk(topic, partition, offset, max_bytes, min_bytes, wait_s)
-                response, offset = self._fetch_response(
+                response, offset = await self._fetch_response(
                     topic, partition, offset, data, request.decode
                 )
                 # Flow control: the next read waits until the client has taken this response.
@@ -210,8 +213,9 @@ class LogServicer(pb_grpc.LogServiceServicer):
         while True:
             if self.stopping:
                 raise ServiceStoppingError("seglog is shutting down; reconnect to resume")
+            self._manager.get_log(topic, partition)  # NOT_FOUND before taking a ticket
             ticket = self._waiters.ticket(topic, partition)
-            data = await self._read(topic, partition, offset, max_bytes)
+            data = await self._ticketed_read(ticket, topic, partition, offset, max_bytes)
             remaining_s = deadline - loop.time()
             if data.records and (_enough(data, min_bytes, max_bytes) or remaining_s <= 0):
                 return data
@@ -219,7 +223,18 @@ class LogServicer(pb_grpc.LogServiceServicer):
             timeout_s = remaining_s if data.records else None
             await self._waiters.wait_ticket(ticket, timeout_s)
 
-    def _start_offset(self, topic: str, partition: int, request: pb.ConsumeRequest) -> int:
+    async def _ticketed_read(
+        self, ticket: Any, topic: str, partition: int, offset: int, max_bytes: int
+    ) -> Any:
+        """``_read`` after taking ``ticket`` (or None): a failed read leaves no ticket behind."""
+        try:
+            return await self._read(topic, partition, offset, max_bytes)
+        except Exception:
+            if ticket is not None:
+                self._waiters.discard(topic, partition)
+            raise
+
+    async def _start_offset(self, topic: str, partition: int, request: pb.ConsumeRequest) -> int:
         position = validation.check_start_position(request.position)
         log = self._manager.get_log(topic, partition)
         if position == pb.START_POSITION_EARLIEST:
@@ -228,7 +243,8 @@ class LogServicer(pb_grpc.LogServiceServicer):
             return log.log_end_offset
         if request.HasField("timestamp_ms"):
             target = validation.check_target_timestamp(request.timestamp_ms)
-            found = log.offset_for_timestamp(target)  # index lookups: inline, microseconds
+            # Index lookups: inline (microseconds), through _log_call for LogDirOfflineError.
+            found = await self._log_call(log, 0, log.offset_for_timestamp, target)
             return log.log_end_offset if found is None else found.offset
         return request.offset
 
@@ -265,20 +281,29 @@ class LogServicer(pb_grpc.LogServiceServicer):
         try:
             if io_bytes == _BLOCKING:
                 return await self._calls.blocking(method, *args)
-            return await self._calls.sized(io_bytes, method, *args)
+            return await self._calls.sized(io_bytes, method, *args, lock=log_lock(log))
         except LogDirOfflineError as exc:
             log_dir = os.path.dirname(os.path.abspath(log.dir))
             await self._calls.blocking(self._manager.handle_log_dir_failure, log_dir, exc)
             raise
 
-    def _fetch_response(
+    async def _fetch_response(
         self, topic: str, partition: int, offset: int, data: Any, decode: bool
     ) -> tuple[bytes, int]:
-        """The serialized FetchResponse (sent as is, see registration.py) and its next offset."""
+        """The serialized FetchResponse (sent as is, see registration.py) and its next offset.
+
+        Decoding (decompression included) is CPU work proportional to the records: above
+        ``inline_io_bytes_max`` raw bytes it runs on the pool, not on the event loop.
+        """
         if not decode:
             return conversions.fetch_response_wire(topic, partition, offset, data)
         budget_bytes = self._limits.response_bytes_max - RESPONSE_OVERHEAD_BYTES
-        decoded, kept_bytes = conversions.decode_batches(data.records, offset, budget_bytes)
+        if len(data.records) > self._calls.inline_io_bytes_max:
+            decoded, kept_bytes = await self._calls.blocking(
+                conversions.decode_batches, data.records, offset, budget_bytes
+            )
+        else:
+            decoded, kept_bytes = conversions.decode_batches(data.records, offset, budget_bytes)
         records = memoryview(data.records)[:kept_bytes]
         return conversions.fetch_response_wire(topic, partition, offset, data, records, decoded)
 
@@ -320,6 +345,15 @@ class LogServicer(pb_grpc.LogServiceServicer):
 
 # _log_call's io_bytes for calls that always go to the pool (fsync).
 _BLOCKING = -1
+
+
+def log_lock(log: Any) -> Any:
+    """The storage Log's threading RLock (its private ``_lock``), or None if it has none.
+
+    The one place the service reaches into a Log's internals: StorageCalls runs an inline call
+    only if this lock is free, so the event loop never blocks behind a pool thread's disk I/O.
+    """
+    return getattr(log, "_lock", None)
 
 
 def _enough(data: Any, min_bytes: int, max_bytes: int) -> bool:

@@ -27,6 +27,7 @@ class StorageCallsStatistics:
     inline_count: int
     pooled_count: int
     thread_count: int
+    busy_fallback_count: int = 0  # inline-sized calls sent to the pool: their lock was busy
 
 
 class StorageCalls:
@@ -38,6 +39,7 @@ class StorageCalls:
         self._inline_io_bytes_max = inline_io_bytes_max
         self._inline_count = 0
         self._pooled_count = 0
+        self._busy_fallback_count = 0
 
     @property
     def inline_io_bytes_max(self) -> int:
@@ -49,16 +51,36 @@ class StorageCalls:
         call = functools.partial(fn, *args, **kwargs) if kwargs else (lambda: fn(*args))
         return await asyncio.get_running_loop().run_in_executor(self._executor, call)
 
-    async def sized(self, io_bytes: int, fn: Callable[..., _T], *args: Any) -> _T:
-        """Runs ``fn`` inline when it moves at most ``inline_io_bytes_max`` bytes, else pooled."""
-        if io_bytes <= self._inline_io_bytes_max:
+    async def sized(
+        self, io_bytes: int, fn: Callable[..., _T], *args: Any, lock: Any = None
+    ) -> _T:
+        """Runs ``fn`` inline when it moves at most ``inline_io_bytes_max`` bytes, else pooled.
+
+        ``lock`` is the (re-entrant) lock ``fn`` will take, when the caller knows it: a pool
+        thread may hold it for milliseconds of disk I/O (a large read, a retention pass), and
+        blocking on it would freeze the event loop. So the call runs inline only if the lock can
+        be taken without waiting, and inline while holding it (``fn`` re-enters it in this same
+        thread); when the lock is busy the call goes to the pool instead.
+        """
+        if io_bytes > self._inline_io_bytes_max:
+            return await self.blocking(fn, *args)
+        if lock is None:
             self._inline_count += 1
             return fn(*args)
-        return await self.blocking(fn, *args)
+        if not lock.acquire(blocking=False):
+            self._busy_fallback_count += 1
+            return await self.blocking(fn, *args)
+        try:
+            self._inline_count += 1
+            return fn(*args)
+        finally:
+            lock.release()
 
     def shutdown(self) -> None:
         """Waits for running calls; the service calls it after the storage has shut down."""
         self._executor.shutdown(wait=True, cancel_futures=False)
 
     def statistics(self) -> StorageCallsStatistics:
-        return StorageCallsStatistics(self._inline_count, self._pooled_count, self._thread_count)
+        return StorageCallsStatistics(
+            self._inline_count, self._pooled_count, self._thread_count, self._busy_fallback_count
+        )

@@ -12,14 +12,19 @@ from seglog.records import errors as codec_errors
 class FakeRpcError(grpc.RpcError):
     """What grpc raises for a failed call: an RpcError with code() and details()."""
 
-    def __init__(self, code: grpc.StatusCode, details: str) -> None:
-        self._code, self._details = code, details
+    def __init__(
+        self, code: grpc.StatusCode, details: str, trailing: tuple[tuple[str, str], ...] = ()
+    ) -> None:
+        self._code, self._details, self._trailing = code, details, trailing
 
     def code(self) -> grpc.StatusCode:
         return self._code
 
     def details(self) -> str:
         return self._details
+
+    def trailing_metadata(self) -> tuple[tuple[str, str], ...]:
+        return self._trailing
 
 
 EXPECTED = {
@@ -41,10 +46,17 @@ EXPECTED = {
 ERROR_CODES = [code for code in grpc.StatusCode if code is not grpc.StatusCode.OK]
 
 
+# What a status without the service's ``seglog-error`` metadata becomes: RESOURCE_EXHAUSTED then
+# comes from gRPC itself (overload, message size limit), not from the service's size checks.
+EXPECTED_WITHOUT_METADATA = {
+    **EXPECTED, grpc.StatusCode.RESOURCE_EXHAUSTED: errors.ServiceOverloadedError
+}
+
+
 @pytest.mark.parametrize("code", ERROR_CODES, ids=lambda c: c.name)
 def test_every_status_code_translates_to_one_seglog_error_with_code_and_details(code):
     error = errors.error_from_rpc(FakeRpcError(code, "what went wrong"))
-    assert type(error) is EXPECTED.get(code, errors.ServiceError)
+    assert type(error) is EXPECTED_WITHOUT_METADATA.get(code, errors.ServiceError)
     assert isinstance(error, errors.SeglogError)
     assert error.code is code
     assert error.message == "what went wrong"
@@ -53,6 +65,27 @@ def test_every_status_code_translates_to_one_seglog_error_with_code_and_details(
 
 def test_the_table_maps_exactly_the_documented_codes():
     assert errors._STATUS_TO_ERROR == EXPECTED
+
+
+@pytest.mark.parametrize(
+    "service_error", ["RecordTooLargeError", "RecordBatchTooLargeError", "ResponseTooLargeError"]
+)
+def test_resource_exhausted_named_by_the_service_is_record_too_large(service_error):
+    rpc_error = FakeRpcError(
+        grpc.StatusCode.RESOURCE_EXHAUSTED, "too big", (("seglog-error", service_error),)
+    )
+    error = errors.error_from_rpc(rpc_error)
+    assert type(error) is errors.RecordTooLargeError and not error.retriable
+    assert error.service_error == service_error
+
+
+def test_resource_exhausted_from_grpc_itself_is_a_retriable_overload():
+    error = errors.error_from_rpc(
+        FakeRpcError(grpc.StatusCode.RESOURCE_EXHAUSTED, "Concurrent RPC limit exceeded!")
+    )
+    assert type(error) is errors.ServiceOverloadedError
+    assert isinstance(error, errors.ServiceUnavailableError) and error.retriable
+    assert error.service_error is None
 
 
 def test_translate_rpc_errors_chains_the_grpc_error_as_cause():
@@ -94,8 +127,10 @@ def test_codec_errors_become_corrupt_record_errors_with_the_cause_chained(codec_
 
 
 def test_only_unavailable_and_timeouts_are_retriable():
-    retriable = {cls for cls in EXPECTED.values() if cls.retriable}
-    assert retriable == {errors.ServiceUnavailableError, errors.RequestTimeoutError}
+    retriable = {cls for cls in EXPECTED_WITHOUT_METADATA.values() if cls.retriable}
+    assert retriable == {
+        errors.ServiceUnavailableError, errors.ServiceOverloadedError, errors.RequestTimeoutError
+    }
     assert not errors.ServiceError.retriable and not errors.ClientClosedError.retriable
 
 

@@ -190,9 +190,14 @@ def test_describe_repeats_the_topic_configs_per_partition():
         topic: str
         config: LogConfig
         partitions: list
+        offline_partitions: dict
 
-    description = Description("t", LogConfig(), [Partition(0, 1, 9, 9, 500, 2, "/d")])
+    description = Description(
+        "t", LogConfig(), [Partition(0, 1, 9, 9, 500, 2, "/d")], {1: "log dir /e is offline"}
+    )
     response = conversions.describe_topic_response(description)
+    # The offline partition is absent from partitions but counted in partition_count.
+    assert response.partition_count == 2
     (partition,) = response.partitions
     assert (partition.log_start_offset, partition.log_end_offset, partition.size_bytes) == (1, 9, 500)
     assert partition.log_dir == "/d" and partition.segment_count == 2
