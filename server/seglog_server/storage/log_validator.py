@@ -18,9 +18,14 @@ run in Kafka's order and the first one broken raises:
 10. size <= ``segment.bytes`` (RecordBatchTooLargeError)
 
 Records are decoded only where a rule needs them: on compacted topics (keys) and when a timestamp
-window is configured under CreateTime. Otherwise the header alone is checked and its maxTimestamp
-is trusted (Kafka decodes every batch and recomputes it; see ``ValidatedBatch``). A batch claiming
-LogAppendTime needs no decoding either: every record of it reads the batch's maxTimestamp.
+window is configured under CreateTime. Otherwise the header's maxTimestamp is trusted (Kafka
+decodes every batch and recomputes it; see ``ValidatedBatch``) and an uncompressed batch's records
+area is only walked for its framing (InvalidRecordError): each record's length keeps it inside
+the area, exactly recordsCount records fill it with no byte left over, and the offset deltas run
+0..recordsCount-1 in order (Kafka's condition for assigning offsets in place). A compressed batch
+is decompressed and decoded, with the same count and offset-delta checks. A CRC only proves the
+bytes arrived as the producer sent them, not that they parse: without the walk a garbage records
+area would be stored and fail later, at the first read that decodes it.
 
 The result says how the log must rewrite the header: only the base offset (the common case, no
 copy, CRC untouched), or also the timestamp type and maxTimestamp (a copy and a new CRC) when the
@@ -38,6 +43,7 @@ from seglog.records import (
     MAGIC,
     NO_TIMESTAMP,
     RECORD_BATCH_OVERHEAD,
+    RECORDS_OFFSET,
     CodecError,
     Compression,
     RecordBatch,
@@ -45,6 +51,7 @@ from seglog.records import (
     crc32c,
     set_max_timestamp,
 )
+from seglog.records.varint import ZIGZAG_DECODE, decode_varint, decode_varlong
 
 from .errors import (
     CorruptRecordError,
@@ -67,6 +74,11 @@ _COMPRESSION_MAX = max(Compression)
 # LogAppendTime, or a compression id above 3 (4, zstd, is legal and rechecked by the rules).
 _FAST_PATH_ATTRIBUTE_MASK = _CONTROL_BIT | _TIMESTAMP_TYPE_BIT | 0x04
 assert _COMPRESSION_MAX == 4
+# A record's smallest body: attributes, timestampDelta, offsetDelta, key length, value length and
+# header count, one byte each (kafka-storage.md 2.3).
+_RECORD_BODY_MIN = 6
+# Offset deltas 0..63 are one varint byte each.
+_ONE_BYTE_OFFSET_DELTAS = 64
 # Kafka lists at most this many failing records in one error message.
 _RECORD_ERRORS_SHOWN_MAX = 3
 
@@ -119,6 +131,7 @@ class LogValidator:
                 and (fields[HeaderField.PRODUCER_ID] < 0 or fields[HeaderField.BASE_SEQUENCE] >= 0)
                 and crc32c(view[ATTRIBUTES_OFFSET:]) == fields[HeaderField.CRC]
             ):
+                self._check_framing(view, fields)
                 return ValidatedBatch(view, size, count - 1, count, fields[HeaderField.MAX_TIMESTAMP], NO_TIMESTAMP)
         return self._validate_in_order(view, now_ms)
 
@@ -206,6 +219,7 @@ class LogValidator:
         count = fields[HeaderField.RECORDS_COUNT]
         needs_window = self._has_window and not self._log_append_time and not claims_log_append_time
         if not (self._compacted or needs_window):
+            self._check_framing(view, fields)
             if claims_log_append_time:
                 self._check_claimed_log_append_time(header_max, count, now_ms)
             return header_max
@@ -251,11 +265,33 @@ class LogValidator:
             raise InvalidTimestampError(text)
         raise InvalidRecordError(text)
 
+    def _check_framing(self, view: memoryview, fields: tuple) -> None:
+        """The records area parses: the cheap framing walk for uncompressed batches, a full
+        decode (with the offset-delta check) for compressed ones."""
+        count = fields[HeaderField.RECORDS_COUNT]
+        if fields[HeaderField.ATTRIBUTES] & _COMPRESSION_MASK:
+            self._decode(view)
+            return
+        size = fields[HeaderField.LENGTH] + LOG_OVERHEAD
+        data = bytes(view[RECORDS_OFFSET:size])
+        if _framing_is_common_and_valid(data, count):
+            return
+        message = _framing_error(data, count)
+        if message is not None:
+            raise InvalidRecordError(f"{self._name}: malformed records area of a {count}-record batch: {message}")
+
     def _decode(self, view: memoryview) -> list:
         try:
-            return list(RecordBatch(view).records())
+            records = RecordBatch(view).records()
         except CodecError as exc:
             raise InvalidRecordError(f"{self._name}: the batch's records cannot be decoded: {exc}") from exc
+        for index, record in enumerate(records):
+            if record.offset != index:  # a produced batch has base offset 0
+                raise InvalidRecordError(
+                    f"{self._name}: malformed records area of a {len(records)}-record batch: expected "
+                    f"record {index} to have offset delta {index}, found {record.offset}"
+                )
+        return records
 
     # -- the header rewrite -------------------------------------------------------------------
     def _stamp(self, view: memoryview, fields: tuple, size: int, max_timestamp: int, now_ms: int) -> ValidatedBatch:
@@ -271,3 +307,67 @@ class LogValidator:
             set_max_timestamp(copy, TimestampType.CREATE_TIME, max_timestamp)
             return ValidatedBatch(memoryview(copy), size, last_offset_delta, count, max_timestamp, NO_TIMESTAMP)
         return ValidatedBatch(view, size, last_offset_delta, count, max_timestamp, NO_TIMESTAMP)
+
+
+def _framing_is_common_and_valid(data: bytes, count: int) -> bool:
+    """True when the ``count`` records filling ``data`` are framed right and common: lengths of
+    one or two varint bytes, one-byte timestampDeltas and offsetDeltas (up to 64 records). False
+    says only "not shown here": ``_framing_error`` then looks at every case. This loop runs on
+    every produced uncompressed batch, hence its shape: one byte compared per offsetDelta (the
+    zigzag byte of delta i is 2i), no decoding of the timestampDelta."""
+    if count > _ONE_BYTE_OFFSET_DELTAS:
+        return False
+    table = ZIGZAG_DECODE
+    position = 0
+    try:
+        for expected in range(0, count << 1, 2):  # the zigzag byte of offset delta i is 2i
+            first = data[position]
+            if first < 0x80:
+                body = position + 1
+                position = body + table[first]
+            else:  # a third length byte (>= 0x80) makes the index run past the table
+                body = position + 2
+                position = body + table[first + (data[position + 1] << 7)]
+            if data[body + 2] != expected or data[body + 1] >= 0x80 or position < body + _RECORD_BODY_MIN:
+                return False
+    except IndexError:  # a record running past the area: the next read fails, or the last
+        return False  # record leaves ``position`` beyond the end
+    return position == len(data)
+
+
+def _framing_error(data: bytes, count: int) -> str | None:
+    """What is wrong with the framing of the ``count`` uncompressed records filling ``data`` (a
+    batch's records area), or None. Reads each record's length, skips its attributes and
+    timestampDelta, reads its offsetDelta and jumps to the next record: keys, values and headers
+    are not looked at. One- and two-byte varints are read inline (nearly all of them here)."""
+    table = ZIGZAG_DECODE
+    end = len(data)
+    position = index = 0
+    try:
+        for index in range(count):
+            first = data[position]
+            if first < 0x80:
+                length, body = table[first], position + 1
+            elif data[position + 1] < 0x80:
+                length, body = table[first + (data[position + 1] << 7)], position + 2
+            else:
+                length, body = decode_varint(data, position)
+            record_end = body + length
+            if length < _RECORD_BODY_MIN or record_end > end:
+                return (
+                    f"expected record {index} (at byte {position}) to hold {_RECORD_BODY_MIN} to "
+                    f"{end - body} bytes, found a length of {length}"
+                )
+            after = body + 2  # past the attributes byte and a one-byte timestampDelta
+            if data[body + 1] >= 0x80:
+                after = decode_varlong(data, body + 1)[1]
+            first = data[after]
+            offset_delta = table[first] if first < 0x80 else decode_varint(data, after)[0]
+            if offset_delta != index:
+                return f"expected record {index} to have offset delta {index}, found {offset_delta}"
+            position = record_end
+    except (IndexError, CodecError) as exc:  # a varint running past the area
+        return f"expected {count} records, found record {index} (at byte {position}) unreadable: {exc or 'truncated'}"
+    if position != end:
+        return f"expected {count} records to fill the {end}-byte area, found {end - position} bytes left over"
+    return None

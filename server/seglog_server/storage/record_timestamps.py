@@ -6,6 +6,11 @@ MAX_TIMESTAMP, == T). Decoding the whole batch with the codec builds every key, 
 offsetDelta and skipping the rest takes a few microseconds, and usually stops at the first
 record. Only uncompressed batches are walked this way; compressed ones go through the codec.
 
+The walk trusts each record's length and reads no further than it needs; a batch whose records
+area is garbage (a valid CRC over bad framing, or bytes corrupted on disk with the CRC rewritten)
+can make it read past the batch. That surfaces as the codec's ``CorruptRecordError``, never as
+``IndexError``: the segment turns it into the storage's corrupt-batch error.
+
 The record layout is the codec's (``seglog.records``, kafka-storage.md 2.3); this walk uses the
 codec's varint functions and reads only the three leading fields::
 
@@ -20,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from seglog.records import HEADER, RECORDS_OFFSET, Compression, RecordBatch
+from seglog.records import HEADER, RECORDS_OFFSET, Compression, CorruptRecordError, RecordBatch
 from seglog.records.varint import ZIGZAG_DECODE, decode_varint, decode_varlong
 
 from .file_records import HeaderField
@@ -47,9 +52,12 @@ def offsets_and_timestamps(batch: bytes | memoryview) -> Iterator[tuple[int, int
     log_append_time = fields[HeaderField.MAX_TIMESTAMP] if attributes & _TIMESTAMP_TYPE_BIT else None
     position = RECORDS_OFFSET
     for _ in range(fields[HeaderField.RECORDS_COUNT]):
-        length, body = _varint(batch, position)
-        timestamp_delta, after = _varlong(batch, body + _ATTRIBUTES_BYTES)
-        offset_delta, _ = _varint(batch, after)
+        try:
+            length, body = _varint(batch, position)
+            timestamp_delta, after = _varlong(batch, body + _ATTRIBUTES_BYTES)
+            offset_delta, _ = _varint(batch, after)
+        except IndexError:
+            raise _overrun(batch, position) from None
         timestamp = base_timestamp + timestamp_delta if log_append_time is None else log_append_time
         yield base_offset + offset_delta, timestamp
         position = body + length
@@ -68,6 +76,15 @@ def first_record_at_or_after(
             if timestamp >= timestamp_ms and offset >= starting_offset:
                 return offset, timestamp
         return None
+    try:
+        return _first_uncompressed_at_or_after(batch, fields, timestamp_ms, starting_offset)
+    except IndexError:
+        raise _overrun(batch, RECORDS_OFFSET) from None
+
+
+def _first_uncompressed_at_or_after(
+    batch: bytes | memoryview, fields: tuple, timestamp_ms: int, starting_offset: int
+) -> tuple[int, int] | None:
     base_offset = fields[HeaderField.BASE_OFFSET]
     base_timestamp = fields[HeaderField.BASE_TIMESTAMP]
     table, more = ZIGZAG_DECODE, _CONTINUATION
@@ -92,6 +109,13 @@ def first_record_at_or_after(
                 return base_offset + offset_delta, base_timestamp + timestamp_delta
         position = body + length
     return None
+
+
+def _overrun(batch: bytes | memoryview, position: int) -> CorruptRecordError:
+    return CorruptRecordError(
+        f"Truncated records area: expected {HEADER.unpack_from(batch, 0)[HeaderField.RECORDS_COUNT]} "
+        f"records inside the {len(batch)}-byte batch, found the walk from byte {position} running past its end"
+    )
 
 
 def _varint(data, position: int) -> tuple[int, int]:

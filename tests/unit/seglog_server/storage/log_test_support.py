@@ -5,9 +5,20 @@ from __future__ import annotations
 
 import os
 import random
+import struct
 from collections.abc import Iterable, Sequence
 
-from seglog.records import Compression, RecordBatch, RecordBatchBuilder, TimestampType, iter_batches
+from seglog.records import (
+    ATTRIBUTES_OFFSET,
+    CRC_OFFSET,
+    RECORDS_OFFSET,
+    Compression,
+    RecordBatch,
+    RecordBatchBuilder,
+    TimestampType,
+    crc32c,
+    iter_batches,
+)
 from seglog_server.storage.clock import FakeClock
 from seglog_server.storage.fs import REAL_FS, FileSystem
 from seglog_server.storage.log import Log
@@ -154,3 +165,15 @@ def new_segment(directory, base_offset: int, clock: FakeClock, log_config: LogCo
 
 def first_batch(data: bytes) -> RecordBatch:
     return next(iter(iter_batches(data)))
+
+
+def with_second_record_running_past_the_batch(data: bytes) -> bytes:
+    """``data`` (three or more uncompressed records) with record 1's one-byte length raised to 63
+    and the CRC recomputed: the CRC passes, the framing does not."""
+    buf = bytearray(data)
+    second = RECORDS_OFFSET + 1 + buf[RECORDS_OFFSET] // 2
+    assert buf[second] < 0x80  # a one-byte length
+    buf[second] = 0x7E  # zigzag 63
+    struct.pack_into(">I", buf, CRC_OFFSET, crc32c(bytes(buf[ATTRIBUTES_OFFSET:])))
+    return bytes(buf)
+

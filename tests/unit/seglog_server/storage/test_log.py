@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import errno
 import os
+import struct
 import threading
 
 import pytest
@@ -23,9 +24,18 @@ from log_test_support import (
     segment_files,
     sized_batch,
     values_of,
+    with_second_record_running_past_the_batch,
 )
 
-from seglog.records import TimestampType, iter_batches
+from seglog.records import (
+    ATTRIBUTES_OFFSET,
+    CRC_OFFSET,
+    LAST_OFFSET_DELTA_OFFSET,
+    RECORDS_COUNT_OFFSET,
+    TimestampType,
+    crc32c,
+    iter_batches,
+)
 from seglog_server.storage.clock import FakeClock
 from seglog_server.storage.fs import FileSystem
 from seglog_server.storage.errors import (
@@ -34,6 +44,7 @@ from seglog_server.storage.errors import (
     LogDirOfflineError,
     OffsetOutOfRangeError,
     RecordBatchTooLargeError,
+    StorageError,
 )
 from seglog_server.storage.log_results import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP
 from seglog_server.storage.log_segment import RollReason
@@ -717,3 +728,46 @@ def test_tiered_storage_targets_answer_as_kafka_does_without_tiering(tmp_path, c
     assert log.offset_for_timestamp(-5) == (-1, -1)  # LATEST_TIERED: nothing tiered
     with pytest.raises(ValueError, match="unknown special timestamp -6"):
         log.offset_for_timestamp(-6)
+
+
+# -- a valid CRC over a garbage records area ----------------------------------------------------
+def test_a_batch_with_a_valid_crc_over_a_garbage_records_area_is_refused_at_append(tmp_path, clock):
+    log = open_log(tmp_path, clock)
+    garbage = with_second_record_running_past_the_batch(batch(b"a", b"b", b"c", timestamps=NOW_MS))
+    first_batch(garbage).ensure_valid()
+    with pytest.raises(InvalidRecordError, match="expected record 1 .* found a length of 63"):
+        log.append(garbage)
+    assert log.log_end_offset == 0
+    log.append(batch(b"a"))
+    assert all_offsets(log) == [0]
+
+
+def test_a_record_count_mismatch_under_a_valid_crc_is_refused_at_append(tmp_path, clock):
+    log = open_log(tmp_path, clock)
+    good = bytearray(batch(b"a", b"b", b"c", timestamps=NOW_MS))
+    struct.pack_into(">i", good, RECORDS_COUNT_OFFSET, 4)
+    struct.pack_into(">i", good, LAST_OFFSET_DELTA_OFFSET, 3)
+    struct.pack_into(">I", good, CRC_OFFSET, crc32c(bytes(good[ATTRIBUTES_OFFSET:])))
+    with pytest.raises(InvalidRecordError, match="expected 4 records, found record 3"):
+        log.append(bytes(good))
+    assert log.log_end_offset == 0
+
+
+@pytest.mark.parametrize("target", [NOW_MS + 5, MAX_TIMESTAMP])
+def test_offset_for_timestamp_over_a_batch_corrupted_on_disk_raises_the_corrupt_batch_error(
+    tmp_path, clock, target
+):
+    log = open_log(tmp_path, clock)
+    good = batch(b"a", b"b", b"c", timestamps=[NOW_MS, NOW_MS, NOW_MS + 5])
+    log.append(good)
+    # Same length, base offset 0 as stored, CRC rewritten: only reading the records finds it.
+    corrupt = with_second_record_running_past_the_batch(good)
+    fd = os.open(os.path.join(tmp_path, "00000000000000000000.log"), os.O_WRONLY)
+    try:
+        os.pwrite(fd, corrupt, 0)
+    finally:
+        os.close(fd)
+    with pytest.raises(StorageError) as raised:
+        log.offset_for_timestamp(target)
+    assert isinstance(raised.value, CorruptRecordError)
+    assert "cannot decode the batch at position 0" in str(raised.value)

@@ -11,13 +11,19 @@ from seglog.records import (
     ATTRIBUTES_OFFSET,
     CRC_OFFSET,
     LAST_OFFSET_DELTA_OFFSET,
+    LENGTH_OFFSET,
+    LOG_OVERHEAD,
     MAGIC_OFFSET,
     RECORDS_COUNT_OFFSET,
+    RECORDS_OFFSET,
     Compression,
     RecordBatch,
     TimestampType,
     crc32c,
 )
+from seglog.records.compression import compress
+from seglog.records.record_codec import encode_record
+from seglog.records.varint import encode_varint
 from seglog_server.storage.errors import (
     CorruptRecordError,
     InvalidRecordError,
@@ -216,3 +222,85 @@ def test_a_batch_above_segment_bytes_is_a_batch_too_large():
     with pytest.raises(RecordBatchTooLargeError, match="above segment.bytes"):
         validator(segment_bytes=100).validate(data, NOW_MS)
 
+
+
+# -- the records area: a valid CRC proves the bytes arrived intact, not that they parse ----------
+def with_records_area(template: bytes, area: bytes, count: int) -> bytes:
+    """``template``'s header (its attributes, hence its compression) over ``area``, with the
+    length, record count, last offset delta and CRC made consistent with it."""
+    buf = bytearray(template[:RECORDS_OFFSET]) + area
+    struct.pack_into(">i", buf, LENGTH_OFFSET, len(buf) - LOG_OVERHEAD)
+    struct.pack_into(">i", buf, RECORDS_COUNT_OFFSET, count)
+    struct.pack_into(">i", buf, LAST_OFFSET_DELTA_OFFSET, count - 1)
+    struct.pack_into(">I", buf, CRC_OFFSET, crc32c(bytes(buf[ATTRIBUTES_OFFSET:])))
+    return bytes(buf)
+
+
+def records_area(*offset_deltas: int, value: bytes = b"v" * 20) -> bytes:
+    return b"".join(encode_record(delta, 0, None, value) for delta in offset_deltas)
+
+
+def test_a_record_whose_length_runs_past_the_batch_is_refused_despite_a_valid_crc():
+    # The reviewer's reproduction: record 1's length varint claims 200 bytes; 26 remain.
+    second = encode_record(1, 0, None, b"v" * 20)
+    assert second[0] == 2 * (len(second) - 1)  # a one-byte length
+    area = records_area(0) + encode_varint(200) + second[1:]
+    data = with_records_area(batch(b"a", b"b"), area, 2)
+    RecordBatch(data).ensure_valid()  # the CRC is fine
+    with pytest.raises(InvalidRecordError, match=r"expected record 1 \(at byte 27\) to hold 6 to 26 bytes, found a length of 200"):
+        validator().validate(data, NOW_MS)
+
+
+def test_a_record_count_above_the_records_present_is_refused():
+    data = with_records_area(batch(b"a", b"b"), records_area(0, 1), 3)
+    with pytest.raises(InvalidRecordError, match=r"expected 3 records, found record 2 .* unreadable"):
+        validator().validate(data, NOW_MS)
+
+
+def test_a_record_count_below_the_records_present_is_refused():
+    data = with_records_area(batch(b"a", b"b"), records_area(0, 1, 2), 2)
+    with pytest.raises(InvalidRecordError, match=r"expected 2 records to fill .* found \d+ bytes left over"):
+        validator().validate(data, NOW_MS)
+
+
+def test_offset_deltas_must_run_from_zero_in_order():
+    data = with_records_area(batch(b"a", b"b"), records_area(0, 2, 1), 3)
+    with pytest.raises(InvalidRecordError, match="expected record 1 to have offset delta 1, found 2"):
+        validator().validate(data, NOW_MS)
+
+
+def test_a_record_shorter_than_its_own_fields_is_refused():
+    area = records_area(0) + b"\x04" + b"\x00" * 5  # record 1 claims 2 bytes: no room for its fields
+    data = with_records_area(batch(b"a", b"b"), area, 2)
+    with pytest.raises(InvalidRecordError, match="expected record 1 .* found a length of 2"):
+        validator().validate(data, NOW_MS)
+
+
+def test_many_records_with_wide_varints_pass_the_framing_walk():
+    # 100 records (two-byte offset deltas), 9-byte timestamp deltas and 300-byte values take the
+    # careful walk, not the common one, and still pass.
+    values = [bytes([index]) * 300 for index in range(100)]
+    data = batch(*values, timestamps=[NOW_MS - 10**12 + index for index in range(100)])
+    assert validator().validate(data, NOW_MS).record_count == 100
+
+
+def test_a_compressed_batch_whose_records_do_not_decode_is_refused():
+    template = batch(b"a", b"b", compression=Compression.GZIP)
+    data = with_records_area(template, compress(Compression.GZIP, records_area(0, 1)), 3)
+    with pytest.raises(InvalidRecordError, match="cannot be decoded"):
+        validator().validate(data, NOW_MS)
+
+
+def test_a_compressed_batch_with_offset_deltas_out_of_order_is_refused():
+    template = batch(b"a", b"b", compression=Compression.GZIP)
+    data = with_records_area(template, compress(Compression.GZIP, records_area(1, 0)), 2)
+    with pytest.raises(InvalidRecordError, match="expected record 0 to have offset delta 0, found 1"):
+        validator().validate(data, NOW_MS)
+
+
+def test_a_batch_claiming_log_append_time_has_its_records_area_walked_too():
+    data = with_records_area(
+        batch(b"a", b"b", timestamp_type=TimestampType.LOG_APPEND_TIME, timestamps=NOW_MS), records_area(0, 1), 3
+    )
+    with pytest.raises(InvalidRecordError, match="expected 3 records"):
+        validator().validate(data, NOW_MS)

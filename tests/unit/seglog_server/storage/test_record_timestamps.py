@@ -6,7 +6,9 @@ import random
 
 import pytest
 
-from seglog.records import Compression, RecordBatch, RecordBatchBuilder, TimestampType
+from log_test_support import with_second_record_running_past_the_batch
+
+from seglog.records import Compression, CorruptRecordError, RecordBatch, RecordBatchBuilder, TimestampType
 from seglog_server.storage.record_timestamps import first_record_at_or_after, offsets_and_timestamps
 
 NOW_MS = 1_700_000_000_000
@@ -58,3 +60,11 @@ def test_log_append_time_batches_read_the_batch_max_timestamp():
     max_timestamp = RecordBatch(data).max_timestamp
     assert list(offsets_and_timestamps(data)) == [(5, max_timestamp), (6, max_timestamp), (7, max_timestamp)]
     assert first_record_at_or_after(data, 0, 6) == (6, max_timestamp)
+
+
+def test_a_walk_past_the_end_of_the_batch_raises_the_codecs_corrupt_record_error():
+    data = with_second_record_running_past_the_batch(built([NOW_MS, NOW_MS, NOW_MS + 5], value_bytes=1))
+    with pytest.raises(CorruptRecordError, match="running past its end"):
+        first_record_at_or_after(data, NOW_MS + 5, 0)
+    with pytest.raises(CorruptRecordError, match="running past its end"):
+        list(offsets_and_timestamps(data))
