@@ -479,8 +479,11 @@ class Log:
         coalesce (the second finds the recovery point already past its offset). Each file is
         synced (fdatasync) through a descriptor opened for the purpose under the lock: a
         segment's own descriptor may be released (or its number reused) while the sync runs.
-        The segment holding the new recovery point has only its log synced: recovery after a
-        crash rebuilds its indexes anyway."""
+        A flush to ``offset`` syncs only the log of the segment holding the new recovery point:
+        recovery after a crash rebuilds that segment's indexes anyway. A whole-log flush (no
+        ``offset``, as at shutdown) syncs every segment's indexes, the active one's included:
+        its recovery point is the log end offset, and after a clean shutdown the next load
+        trusts the index files below it without rebuilding them."""
         with self._flush_lock:
             with self._lock:
                 self._check_usable()
@@ -492,8 +495,9 @@ class Log:
                 segments = self._segments.values(old_recovery_point, flush_to)
                 new_files = any(segment.base_offset >= old_recovery_point for segment in segments)
                 # The segment holding the new recovery point is recovered (reindexed) after a
-                # crash anyway: only its log needs the fsync, not its indexes.
-                holding_target = self._segments.floor(target)
+                # crash anyway: only its log needs the fsync, not its indexes. Not so for a
+                # whole-log flush: a clean shutdown marker may follow, and with it no reindexing.
+                holding_target = None if offset is None else self._segments.floor(target)
             try:
                 for segment in segments:
                     self._sync_segment(segment, with_indexes=segment is not holding_target)

@@ -12,6 +12,7 @@ import pytest
 from log_test_support import (
     NOW_MS,
     all_offsets,
+    append_all,
     batch,
     batch_offsets,
     config,
@@ -573,6 +574,54 @@ def test_flushing_creates_the_index_files_of_an_empty_active_segment(tmp_path, c
     assert "00000000000000000001.index" not in os.listdir(tmp_path)
     log.flush()
     assert "00000000000000000001.index" in os.listdir(tmp_path)
+
+
+class SyncRecordingFS(FileSystem):
+    """Records the file name of every fdatasync; runs ``during_sync`` (once) at the first."""
+
+    def __init__(self) -> None:
+        self.paths: dict[int, str] = {}
+        self.synced: list[str] = []
+        self.during_sync = None
+
+    def open(self, path, flags, mode=0o644):
+        fd = super().open(path, flags, mode)
+        self.paths[fd] = os.path.basename(path)
+        return fd
+
+    def fdatasync(self, fd):
+        self.synced.append(self.paths[fd])
+        hook, self.during_sync = self.during_sync, None
+        if hook is not None:
+            hook()
+        super().fdatasync(fd)
+
+
+def test_a_whole_log_flush_syncs_the_active_segments_indexes(tmp_path, clock):
+    # At shutdown the recovery point becomes the log end offset and the clean-shutdown marker
+    # makes the next load trust the active segment's index files: they must be on disk.
+    fs = SyncRecordingFS()
+    log = open_log(tmp_path, clock, config(index_interval_bytes=1), fs=fs)
+    log.append(batch(b"a"))
+    log.roll()
+    log.append(batch(b"b", timestamps=NOW_MS + 1))
+    log.append(batch(b"c", timestamps=NOW_MS + 2))
+    fs.synced.clear()
+    log.flush()
+    active = "00000000000000000001"
+    assert {f"{active}.log", f"{active}.index", f"{active}.timeindex"} <= set(fs.synced)
+    assert log.recovery_point == log.log_end_offset == 3
+
+
+def test_a_flush_to_an_offset_inside_the_active_segment_syncs_only_its_log(tmp_path, clock):
+    # A crash reindexes the segment holding the recovery point: its indexes need no fsync.
+    fs = SyncRecordingFS()
+    log = open_log(tmp_path, clock, config(index_interval_bytes=1), fs=fs)
+    append_all(log, [batch(b"a"), batch(b"b"), batch(b"c")])
+    fs.synced.clear()
+    log.flush(2)
+    assert fs.synced == ["00000000000000000000.log"]
+    assert log.recovery_point == 2
 
 
 # -- statistics and concurrency -------------------------------------------------------------
