@@ -114,6 +114,10 @@ class Log:
         self._last_flush_time_ms = clock.time_ms()
         self._lock = threading.RLock()
         self._flush_lock = threading.Lock()
+        # Bumped by every truncation: a flush that saw it change while its fsyncs ran (outside
+        # the lock) leaves the recovery point alone, since offsets it meant to cover were cut
+        # and may have been written again, unsynced.
+        self._truncation_epoch = 0
         self._closed = False
         self._offline_cause: BaseException | None = None
         self._timestamps = SegmentTimestamps()
@@ -492,6 +496,7 @@ class Log:
                 old_recovery_point = self._recovery_point
                 if flush_to <= old_recovery_point:
                     return
+                truncation_epoch = self._truncation_epoch
                 segments = self._segments.values(old_recovery_point, flush_to)
                 new_files = any(segment.base_offset >= old_recovery_point for segment in segments)
                 # The segment holding the new recovery point is recovered (reindexed) after a
@@ -507,7 +512,7 @@ class Log:
                 with self._lock:
                     raise self._offline("flushing", exc) from exc
             with self._lock:
-                if target > self._recovery_point:
+                if target > self._recovery_point and self._truncation_epoch == truncation_epoch:
                     self._recovery_point = min(target, self._log_end_offset)
                     self._last_flush_time_ms = self._clock.time_ms()
                 self._flush_count += 1
@@ -637,6 +642,7 @@ class Log:
             self._check_usable()
             if target_offset >= self._log_end_offset:
                 return False
+            self._truncation_epoch += 1
             try:
                 if self._segments.at(0).base_offset > target_offset:
                     self._truncate_fully_and_start_at(target_offset)
@@ -664,6 +670,7 @@ class Log:
                 raise self._offline("truncating", exc) from exc
 
     def _truncate_fully_and_start_at(self, new_offset: int) -> None:
+        self._truncation_epoch += 1
         segments = self._segments.values()
         self._remove_and_delete(segments[:-1])
         self._create_and_delete_segment(new_offset, segments[-1])

@@ -624,6 +624,41 @@ def test_a_flush_to_an_offset_inside_the_active_segment_syncs_only_its_log(tmp_p
     assert log.recovery_point == 2
 
 
+def test_a_truncation_during_a_flush_keeps_the_recovery_point_below_the_rewritten_offsets(tmp_path, clock):
+    # The flush means to cover offsets 0..2; while its fsyncs run (outside the log lock) the log
+    # is cut to 1 and offsets 1..3 are written again, unsynced. The flush must not claim them.
+    fs = SyncRecordingFS()
+    log = open_log(tmp_path, clock, fs=fs)
+    append_all(log, [batch(b"a"), batch(b"b"), batch(b"c")])
+
+    def truncate_and_rewrite():
+        assert log.truncate_to(1)
+        append_all(log, [batch(b"x"), batch(b"y"), batch(b"z")])
+
+    fs.during_sync = truncate_and_rewrite
+    log.flush()
+    assert log.log_end_offset == 4
+    assert log.recovery_point <= 1
+    assert values_of(log.read(0, 1 << 20).records) == [b"a", b"x", b"y", b"z"]
+    log.flush()
+    assert log.recovery_point == 4
+
+
+def test_a_full_truncation_during_a_flush_keeps_the_recovery_point_at_the_new_start(tmp_path, clock):
+    fs = SyncRecordingFS()
+    log = open_log(tmp_path, clock, fs=fs)
+    append_all(log, [batch(b"a"), batch(b"b"), batch(b"c")])
+
+    def restart_and_rewrite():
+        log.truncate_fully_and_start_at(2)
+        append_all(log, [batch(b"x"), batch(b"y")])
+
+    fs.during_sync = restart_and_rewrite
+    log.flush()
+    assert log.log_end_offset == 4
+    assert log.recovery_point <= 2
+
+
 # -- statistics and concurrency -------------------------------------------------------------
 
 
