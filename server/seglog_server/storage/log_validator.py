@@ -77,8 +77,10 @@ assert _COMPRESSION_MAX == 4
 # A record's smallest body: attributes, timestampDelta, offsetDelta, key length, value length and
 # header count, one byte each (kafka-storage.md 2.3).
 _RECORD_BODY_MIN = 6
-# Offset deltas 0..63 are one varint byte each.
-_ONE_BYTE_OFFSET_DELTAS = 64
+# Offset deltas 0..8191 are one or two varint bytes each (zigzag 2i < 2^14).
+_TWO_BYTE_OFFSET_DELTAS = 8192
+# What follows a record's offsetDelta: key length, value length and header count, a byte each.
+_RECORD_TAIL_MIN = 3
 # Kafka lists at most this many failing records in one error message.
 _RECORD_ERRORS_SHOWN_MAX = 3
 
@@ -311,16 +313,16 @@ class LogValidator:
 
 def _framing_is_common_and_valid(data: bytes, count: int) -> bool:
     """True when the ``count`` records filling ``data`` are framed right and common: lengths of
-    one or two varint bytes, one-byte timestampDeltas and offsetDeltas (up to 64 records). False
-    says only "not shown here": ``_framing_error`` then looks at every case. This loop runs on
-    every produced uncompressed batch, hence its shape: one byte compared per offsetDelta (the
-    zigzag byte of delta i is 2i), no decoding of the timestampDelta."""
-    if count > _ONE_BYTE_OFFSET_DELTAS:
+    one or two varint bytes and offset deltas of one or two (up to 8,192 records). False says
+    only "not shown here": ``_framing_error`` then looks at every case. This loop runs on every
+    produced uncompressed batch, hence its shape: the offset delta's zigzag bytes are compared
+    with 2i instead of decoded, and the timestampDelta is skipped, not decoded."""
+    if count > _TWO_BYTE_OFFSET_DELTAS:
         return False
     table = ZIGZAG_DECODE
     position = 0
     try:
-        for expected in range(0, count << 1, 2):  # the zigzag byte of offset delta i is 2i
+        for zigzag in range(0, count << 1, 2):  # the zigzag value of offset delta i is 2i
             first = data[position]
             if first < 0x80:
                 body = position + 1
@@ -328,7 +330,19 @@ def _framing_is_common_and_valid(data: bytes, count: int) -> bool:
             else:  # a third length byte (>= 0x80) makes the index run past the table
                 body = position + 2
                 position = body + table[first + (data[position + 1] << 7)]
-            if data[body + 2] != expected or data[body + 1] >= 0x80 or position < body + _RECORD_BODY_MIN:
+            cursor = body + 2  # past the attributes byte and the timestampDelta's first byte
+            while data[cursor - 1] >= 0x80:  # a longer timestampDelta
+                cursor += 1
+            if zigzag < 0x80:
+                if data[cursor] != zigzag:
+                    return False
+                cursor += 1
+            else:
+                if data[cursor] != (zigzag & 0x7F) | 0x80 or data[cursor + 1] != zigzag >> 7:
+                    return False
+                cursor += 2
+            # key length, value length and header count: at least a byte each
+            if position < cursor + _RECORD_TAIL_MIN:
                 return False
     except IndexError:  # a record running past the area: the next read fails, or the last
         return False  # record leaves ``position`` beyond the end

@@ -304,3 +304,60 @@ def test_a_batch_claiming_log_append_time_has_its_records_area_walked_too():
     )
     with pytest.raises(InvalidRecordError, match="expected 3 records"):
         validator().validate(data, NOW_MS)
+
+
+# -- the framing fast path agrees with the careful walk -----------------------------------------
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from seglog.records import RECORDS_OFFSET, RecordBatchBuilder  # noqa: E402
+from seglog_server.storage.log_validator import (  # noqa: E402
+    _framing_error,
+    _framing_is_common_and_valid,
+)
+
+
+def _records_area(count: int, timestamp_step_ms: int, value_bytes: int) -> bytes:
+    builder = RecordBatchBuilder()
+    for index in range(count):
+        builder.append(b"v" * value_bytes, key=b"k%d" % index, timestamp_ms=1_700_000_000_000 + index * timestamp_step_ms)
+    return builder.build()[RECORDS_OFFSET:]
+
+
+def test_framing_fast_path_takes_large_batches_with_two_byte_offset_and_timestamp_deltas():
+    area = _records_area(count=1000, timestamp_step_ms=100, value_bytes=100)
+    assert _framing_is_common_and_valid(area, 1000)
+    assert _framing_error(area, 1000) is None
+
+
+def test_framing_fast_path_refuses_a_wrong_two_byte_offset_delta():
+    builder = RecordBatchBuilder()
+    for index in range(100):
+        builder.append(b"v", key=b"k", timestamp_ms=1_700_000_000_000)
+    area = bytearray(builder.build()[RECORDS_OFFSET:])
+    # Record 70's offsetDelta (zigzag 140 = 0x8c 0x01) sits after its 1-byte length, attributes
+    # and 1-byte timestampDelta; make it claim delta 71 (zigzag 142 = 0x8e 0x01).
+    position = 0
+    for _ in range(70):  # every length here is one zigzag byte
+        position += 1 + area[position] // 2
+    delta_at = position + 3
+    assert area[delta_at : delta_at + 2] == b"\x8c\x01"
+    area[delta_at] = 0x8E
+    assert not _framing_is_common_and_valid(bytes(area), 100)
+    assert "offset delta 70" in _framing_error(bytes(area), 100)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    count=st.integers(1, 200),
+    timestamp_step_ms=st.sampled_from([0, 1, 70, 10_000, 5_000_000]),
+    value_bytes=st.integers(0, 200),
+    flips=st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 255)), max_size=3),
+)
+def test_framing_fast_path_never_accepts_what_the_careful_walk_refuses(count, timestamp_step_ms, value_bytes, flips):
+    area = bytearray(_records_area(count, timestamp_step_ms, value_bytes))
+    for where, byte in flips:
+        area[where % len(area)] = byte
+    data = bytes(area)
+    if _framing_is_common_and_valid(data, count):
+        assert _framing_error(data, count) is None
