@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Callable, Coroutine
-from typing import Any, TypeVar
+from typing import Any, Self, TypeVar
 
 __all__ = ["LoopThread", "acquire_loop_thread", "release_loop_thread"]
 
@@ -111,3 +111,40 @@ def release_loop_thread(loop_thread: LoopThread) -> None:
             return
         _shared = None
     loop_thread.stop()
+
+
+class SyncFacade:
+    """The synchronous side of one asyncio client (Producer, Consumer, Admin): starts it on the
+    shared loop thread, runs its calls there, and closes it exactly once."""
+
+    _async: Any
+    _portal: LoopThread
+
+    def _start(self, async_client: Any) -> None:
+        self._async = async_client
+        self._portal = acquire_loop_thread()
+        try:
+            self._portal.run(async_client.start())
+        except BaseException:
+            release_loop_thread(self._portal)
+            raise
+        self._released = False
+
+    def _close(self, *args: Any) -> None:
+        """Awaits ``self._async.close(*args)`` on the loop thread, then releases the thread."""
+        if self._released:
+            return
+        try:
+            self._portal.run(self._async.close(*args))
+        finally:
+            self._released = True
+            release_loop_thread(self._portal)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._close()

@@ -186,7 +186,7 @@ class AsyncAdmin:
         return self._transport
 
 
-class Admin:
+class Admin(_sync.SyncFacade):
     """A synchronous admin client: the same methods as ``AsyncAdmin``."""
 
     def __init__(
@@ -199,29 +199,8 @@ class Admin:
     ) -> None:
         options = dict(locals())
         del options["self"]
-        self._async = AsyncAdmin(**options)
-        self._portal = _sync.acquire_loop_thread()
-        try:
-            self._portal.run(self._async.start())
-        except BaseException:
-            _sync.release_loop_thread(self._portal)
-            raise
-        self._released = False
+        self._start(AsyncAdmin(**options))
 
-    def __enter__(self) -> Admin:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
-
-    def close(self) -> None:
-        if self._released:
-            return
-        try:
-            self._portal.run(self._async.close())
-        finally:
-            self._released = True
-            _sync.release_loop_thread(self._portal)
 
     def create_topic(
         self,

@@ -494,7 +494,7 @@ def _lookup_target(start: StartPosition) -> int:
     return start.value
 
 
-class Consumer:
+class Consumer(_sync.SyncFacade):
     """A synchronous consumer: the same options and methods as ``AsyncConsumer``.
 
     Iterating yields records one by one, polling ``max_poll_records`` at a time underneath, and
@@ -522,29 +522,8 @@ class Consumer:
     ) -> None:
         options = dict(locals())
         del options["self"]
-        self._async = AsyncConsumer(**options)
-        self._portal = _sync.acquire_loop_thread()
-        try:
-            self._portal.run(self._async.start())
-        except BaseException:
-            _sync.release_loop_thread(self._portal)
-            raise
-        self._released = False
+        self._start(AsyncConsumer(**options))
 
-    def __enter__(self) -> Consumer:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
-
-    def close(self) -> None:
-        if self._released:
-            return
-        try:
-            self._portal.run(self._async.close())
-        finally:
-            self._released = True
-            _sync.release_loop_thread(self._portal)
 
     def poll(self, timeout_ms: float | None = 0, max_records: int | None = None) -> list[ConsumerRecord]:
         return self._portal.run(self._async.poll(timeout_ms, max_records))

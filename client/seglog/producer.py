@@ -492,7 +492,7 @@ class AsyncProducer:
             raise ClientClosedError("the producer is closed")
 
 
-class Producer:
+class Producer(_sync.SyncFacade):
     """A synchronous producer: the same options and methods as ``AsyncProducer``.
 
     ``send`` appends from the calling thread without a hop to the loop thread (except to load
@@ -522,20 +522,7 @@ class Producer:
     ) -> None:
         options = dict(locals())
         del options["self"]
-        self._async = AsyncProducer(**options)  # validates the options in the caller's thread
-        self._portal = _sync.acquire_loop_thread()
-        try:
-            self._portal.run(self._async.start())
-        except BaseException:
-            _sync.release_loop_thread(self._portal)
-            raise
-        self._released = False
-
-    def __enter__(self) -> Producer:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
+        self._start(AsyncProducer(**options))  # validates the options in the caller's thread
 
     def send(
         self,
@@ -579,13 +566,7 @@ class Producer:
         self._portal.run(self._async.flush_soon())
 
     def close(self, timeout_ms: float | None = None) -> None:
-        if self._released:
-            return
-        try:
-            self._portal.run(self._async.close(timeout_ms))
-        finally:
-            self._released = True
-            _sync.release_loop_thread(self._portal)
+        self._close(timeout_ms)
 
     def statistics(self) -> ProducerStatistics:
         return self._async.statistics()
