@@ -27,6 +27,7 @@ import functools
 import struct
 from typing import NamedTuple
 
+from seglog.records import NO_TIMESTAMP  # the empty index's last-entry timestamp
 from seglog_server.storage.abstract_index import AbstractIndex
 from seglog_server.storage.errors import CorruptIndexError, IndexFullError, InvalidOffsetError
 from seglog_server.storage.index_search import (
@@ -47,11 +48,6 @@ ENTRY = struct.Struct(
 )
 LAYOUT = EntryLayout.of(ENTRY, key_field=0, value_field=1)
 assert LAYOUT.entry_bytes == 12 and LAYOUT.warm_entry_count == 682
-
-NO_TIMESTAMP = -1
-"""Kafka's RecordBatch.NO_TIMESTAMP (also ``seglog.records.NO_TIMESTAMP``): the timestamp of the
-empty index's last entry and of a lookup below the first entry. Spelled here so the index does not
-import the record codec for one constant."""
 
 
 class TimestampOffset(NamedTuple):
