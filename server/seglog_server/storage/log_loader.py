@@ -35,7 +35,7 @@ from . import file_names as names
 from .clock import Clock
 from seglog.records import RECORD_BATCH_OVERHEAD
 
-from .errors import InvalidOffsetError
+from .errors import CorruptRecordError, InvalidOffsetError
 from .file_records import FileRecords, HeaderField
 from .fs import FileSystem
 from .log_config import LogConfig
@@ -183,6 +183,13 @@ class LogLoader:
         for name in listing:
             if not _has_offset(name):
                 continue
+            if names.offset_from_name(name) > _OFFSET_MAX:
+                # Not a file seglog (or Kafka) wrote; serving it would hand out offsets no
+                # checkpoint, index or client can hold. The partition stays offline, untouched.
+                raise CorruptRecordError(
+                    f"{os.path.join(self._dir, name)}: the file name names offset "
+                    f"{names.offset_from_name(name)}, above the largest offset {_OFFSET_MAX}"
+                )
             prefix = names.filename_prefix(names.offset_from_name(name))
             if names.is_index_file(name):
                 if prefix + names.LOG_SUFFIX not in present:

@@ -185,7 +185,7 @@ class LogManager:
             self._unclean_dirs = [d.path for d in self._dirs if not d.online]
             if was_started:
                 for log_dir in self._dirs:
-                    if log_dir.online and not self._shut_down_dir(log_dir):
+                    if log_dir.online and not self._shut_down_dir_safely(log_dir):
                         self._unclean_dirs.append(log_dir.path)
             for log_dir in self._dirs:
                 log_dir.unlock()
@@ -587,6 +587,15 @@ class LogManager:
     # ---------------------------------------------------------------------------------------
     # shutdown and failures
     # ---------------------------------------------------------------------------------------
+    def _shut_down_dir_safely(self, log_dir: LogDir) -> bool:
+        """One directory's failure of any kind stops neither the others' shutdown nor the
+        release of the locks; that directory just gets no marker."""
+        try:
+            return self._shut_down_dir(log_dir)
+        except Exception:
+            _log.exception("shutting down %s failed: no clean-shutdown marker", log_dir.path)
+            return False
+
     def _shut_down_dir(self, log_dir: LogDir) -> bool:
         """Flushes and closes every log of ``log_dir``, writes the checkpoints and then the
         marker. True when the marker was written: never when a log failed to flush or close

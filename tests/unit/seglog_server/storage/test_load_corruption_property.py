@@ -38,7 +38,7 @@ from seglog.records import iter_batches
 from seglog_server.storage.errors import LogDirOfflineError
 
 FAST_EXAMPLES = 30
-SLOW_EXAMPLES = 400
+SLOW_EXAMPLES = 200
 RECORD_COUNT = 600
 CONFIG = {"segment.bytes": "8192", "index.interval.bytes": "256"}
 TARGETS = ("log", "index", "timeindex", "recovery-point-offset-checkpoint", "log-start-offset-checkpoint")
