@@ -9,8 +9,8 @@
 3. Segments: index files without a ``.log`` are deleted; every ``.log`` becomes a lazy segment
    (nothing opened or mapped); a segment missing an index file is recovered (reindexed) now.
    Every segment that recovery will not rebuild anyway has its index files sanity-checked by
-   their tails and, after a clean shutdown, the active segment's tail walked to the end of the
-   file (``segment_check.py``); a segment whose files disagree is recovered now. The marker
+   their tails and its ``.log`` walked from the last index entry to the end of the file
+   (``segment_check.py``); a segment whose files disagree is recovered now. The marker
    never lets a log start whose next offset already exists in a file.
 4. After an unclean shutdown, segments from the one holding the recovery point on are recovered
    in order; the first that loses bytes to a torn or corrupt tail ends the log: every later
@@ -19,9 +19,8 @@
    gets a first segment at the log start offset.
 6. The active segment's indexes get their full ``segment.index.bytes`` back (trimmed at close).
 
-So a clean shutdown costs one directory listing, one object and a few small preads per segment,
-plus a CRC walk of the active segment's tail (from its last index entry) to find the log end
-offset.
+So a clean shutdown costs one directory listing, one object and three small reads per segment
+(the index tails and a CRC walk of the log from its last index entry).
 """
 
 from __future__ import annotations
@@ -214,12 +213,14 @@ class LogLoader:
             is_last = slot == len(segments) - 1
             next_base = None if is_last else segments[slot + 1].base_offset
             problem = check_indexes(segment, self._fs, next_base)
-            if problem is None and is_last:
-                problem, _ = check_tail(segment, self._fs, self._tail_bytes_max())
+            if problem is None:
+                problem, _ = check_tail(segment, self._fs, self._tail_bytes_max(), next_base)
             if problem is not None:
-                _LOG.warning("%s: recovering %s although the log was closed cleanly: %s", self._dir, segment, problem)
+                _LOG.warning("%s: recovering %s although its files were trusted: %s", self._dir, segment, problem)
                 self._problems.append(f"{segment.base_offset}: {problem}")
-                self._recover_segment(segment)
+                self._recover_segment(segment)  # (releases its handles)
+            elif not is_last:
+                segment.release_handles()  # the tail read opened the .log: keep no descriptor
 
     def _tail_bytes_max(self) -> int:
         # What may follow the last offset-index entry: the indexed batch, up to one index

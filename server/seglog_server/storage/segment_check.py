@@ -20,10 +20,14 @@ lazy: KAFKA-7283):
 - the last offset of either index is below the next segment's base offset, or below the active
   segment's next offset found by the tail walk (Kafka does not check this either).
 
-**The active segment's tail (after a clean shutdown).** The bytes from the last offset-index
-entry to the end of the ``.log`` must be whole, valid batches (``whole_valid_batches``), the
-first of them ending at the entry's offset. At most about one index interval plus one batch lies
-past the last entry, so this reads a few KiB; a longer tail is itself a disagreement.
+**Each segment's tail.** The bytes from the last offset-index entry to the end of the ``.log``
+must be whole, valid batches (``whole_valid_batches``), the first of them ending at the entry's
+offset and the last below the next segment's base offset. At most about one index interval plus
+one batch lies past the last entry, so this reads a few KiB per segment; a longer tail is itself
+a disagreement. Kafka checks no log tail after a clean shutdown: a torn copy or garbage appended
+to any segment then breaks reads of that whole segment (or, in the active one, reuses offsets).
+Cost: three small reads per segment at start (the two index tails and the log tail), where
+Kafka reads nothing.
 """
 
 from __future__ import annotations
@@ -91,8 +95,11 @@ def check_indexes(segment: LogSegment, fs: FileSystem, next_offset_max: int | No
     return problem or _check_time_index(segment.time_index.path, fs, base, next_offset_max)
 
 
-def check_tail(segment: LogSegment, fs: FileSystem, tail_bytes_max: int) -> tuple[str | None, int]:
-    """(what is wrong with the active segment's tail or None, its next offset)."""
+def check_tail(
+    segment: LogSegment, fs: FileSystem, tail_bytes_max: int, next_offset_max: int | None = None
+) -> tuple[str | None, int]:
+    """(what is wrong with the segment's tail or None, its next offset). ``next_offset_max``:
+    the next segment's base offset, which the tail's offsets must stay below."""
     entry = _last_offset_entry(segment.offset_index.path, fs, segment.base_offset)
     position, entry_offset = (0, None) if entry is None else (entry[1], entry[0])
     log_bytes = segment.log.size_in_bytes
@@ -112,6 +119,8 @@ def check_tail(segment: LogSegment, fs: FileSystem, tail_bytes_max: int) -> tupl
             f"valid batch (torn, overwritten or appended after the segment was closed)",
             -1,
         )
+    if next_offset_max is not None and next_offset > next_offset_max:
+        return f"the last batch ends at offset {next_offset - 1}, inside the next segment (base {next_offset_max})", -1
     problem = _check_time_index(segment.time_index.path, fs, segment.base_offset, next_offset)
     return problem, next_offset
 

@@ -183,6 +183,7 @@ def test_kill_nine_loses_no_acknowledged_record(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1200)  # about 5 s per life on an idle 2-core machine; CI machines are busier
 def test_kill_nine_loop_many_iterations(tmp_path):
     figures = run_crash_loop(tmp_path, SLOW_ITERATIONS, seed=29)
     assert figures["acknowledged"] > 0 and figures["recovery_log_lines"] == SLOW_ITERATIONS

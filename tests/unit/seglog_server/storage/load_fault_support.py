@@ -61,18 +61,21 @@ def read_values(log) -> list[tuple[int, bytes]]:
     while offset < log.log_end_offset:
         try:
             data = log.read(offset, 1 << 20).records
-            batches = list(iter_batches(data))
-            for batch in batches:
+        except StorageError:
+            break
+        progressed = False
+        try:
+            for batch in iter_batches(data):
                 batch.ensure_valid()
-        except (StorageError, CodecError):
+                for record in batch:
+                    if record.offset >= offset:
+                        out.append((record.offset, record.value))
+                offset = batch.next_offset
+                progressed = True
+        except CodecError:
+            break  # the batches before the bad one are kept
+        if not progressed:
             break
-        if not batches:
-            break
-        for batch in batches:
-            for record in batch:
-                if record.offset >= offset:
-                    out.append((record.offset, record.value))
-            offset = batch.next_offset
     return out
 
 
