@@ -32,6 +32,7 @@ Kafka reads nothing.
 
 from __future__ import annotations
 
+import logging
 import os
 import struct
 from typing import TYPE_CHECKING
@@ -49,21 +50,28 @@ if TYPE_CHECKING:
 
 __all__ = ["TAIL_ENTRY_COUNT", "check_indexes", "check_tail", "whole_valid_batches"]
 
+_LOG = logging.getLogger(__name__)
+
 # Entries read from the end of each index: one 4 KiB page of the offset index holds 512, and the
 # newest entries are the ones a crash or a torn copy damages. 16 costs one small pread.
 TAIL_ENTRY_COUNT = 16
 
 
-def whole_valid_batches(view: memoryview, base_offset: int, next_offset: int) -> tuple[int, int, int]:
+def whole_valid_batches(view: memoryview, base_offset: int, next_offset: int) -> tuple[int, int, int, list[int]]:
     """Walks whole, valid batches from the start of ``view`` (the bytes of a segment with base
     offset ``base_offset``, the first batch's offsets at or above ``next_offset``). Returns
-    (bytes covered, next offset after them, last offset of the first batch or -1).
+    (bytes covered, next offset after them, last offset of the first batch or -1, positions of
+    rotten batches).
 
-    A batch is valid when its length reaches a v2 header and stays inside ``view``, its magic is
-    2, its offsets increase from ``next_offset`` and stay representable relative to the base
-    offset, and its CRC-32C matches. The same rules as the recovery scan; the one bounded batch
-    walker of the codec replaces this loop when it lands."""
+    A batch is whole when its length reaches a v2 header and stays inside ``view``, its magic is
+    2 and its offsets increase from ``next_offset`` and stay representable relative to the base
+    offset; the walk stops at the first that is not. A whole batch whose CRC-32C does not match
+    is *rotten*: the walk stops there if it is the last batch (a torn write), and otherwise steps
+    over it and names it, because cutting there would throw away the good batches after it (the
+    read path answers DATA_LOSS for the rotten one). The same framing rules as the recovery
+    scan; the one bounded batch walker of the codec replaces this loop when it lands."""
     consumed, size, first_last_offset = 0, len(view), -1
+    rotten: list[int] = []
     while size - consumed >= RECORD_BATCH_OVERHEAD:
         fields = HEADER.unpack_from(view, consumed)
         batch_bytes = fields[HeaderField.LENGTH] + LOG_OVERHEAD
@@ -76,14 +84,17 @@ def whole_valid_batches(view: memoryview, base_offset: int, next_offset: int) ->
             or last < batch_base
             or batch_base < next_offset
             or last - base_offset > RELATIVE_OFFSET_MAX
-            or crc32c(view[consumed + ATTRIBUTES_OFFSET : consumed + batch_bytes]) != fields[HeaderField.CRC]
         ):
             break
+        if crc32c(view[consumed + ATTRIBUTES_OFFSET : consumed + batch_bytes]) != fields[HeaderField.CRC]:
+            if consumed + batch_bytes == size:
+                break
+            rotten.append(consumed)
         if first_last_offset < 0:
             first_last_offset = last
         consumed += batch_bytes
         next_offset = last + 1
-    return consumed, next_offset, first_last_offset
+    return consumed, next_offset, first_last_offset, rotten
 
 
 def check_indexes(segment: LogSegment, fs: FileSystem, next_offset_max: int | None) -> str | None:
@@ -110,7 +121,15 @@ def check_tail(
             -1,
         )
     data = segment.log.read(position, log_bytes - position)
-    covered, next_offset, first_last = whole_valid_batches(memoryview(data), segment.base_offset, segment.base_offset)
+    covered, next_offset, first_last, rotten = whole_valid_batches(
+        memoryview(data), segment.base_offset, segment.base_offset
+    )
+    for at in rotten:
+        _LOG.error(
+            "%s: the batch at position %d fails its CRC; left in place (reads of it answer "
+            "DATA_LOSS), the batches after it are intact",
+            segment.log.path, position + at,
+        )
     if entry_offset is not None and covered and first_last != entry_offset:
         return f"the last offset-index entry names offset {entry_offset}, the batch at {position} ends at {first_last}", -1
     if covered != len(data):
