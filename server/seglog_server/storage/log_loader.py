@@ -10,7 +10,8 @@
    (nothing opened or mapped); a segment missing an index file is recovered (reindexed) now.
    Every segment that recovery will not rebuild anyway has its index files sanity-checked by
    their tails and its ``.log`` walked from the last index entry to the end of the file
-   (``segment_check.py``); a segment whose files disagree is recovered now. The marker
+   (``segment_check.py``): the last segment now, the others on first use; a segment whose
+   files disagree is recovered. The marker
    never lets a log start whose next offset already exists in a file.
 4. After an unclean shutdown, segments from the one holding the recovery point on are recovered
    in order; the first that loses bytes to a torn or corrupt tail ends the log: every later
@@ -19,8 +20,8 @@
    gets a first segment at the log start offset.
 6. The active segment's indexes get their full ``segment.index.bytes`` back (trimmed at close).
 
-So a clean shutdown costs one directory listing, one object and three small reads per segment
-(the index tails and a CRC walk of the log from its last index entry).
+So a clean shutdown costs one directory listing and one object per segment, plus three small
+reads of the last segment (its index tails and a CRC walk of the log from its last index entry).
 """
 
 from __future__ import annotations
@@ -58,7 +59,6 @@ class LoadedLog:
     log_end_offset: int
     recovered_segment_count: int
     truncated_bytes: int
-    problems: list[str]  # why segments loaded after a clean shutdown were recovered anyway
 
 
 class LogLoader:
@@ -87,7 +87,6 @@ class LogLoader:
         self._segments: LogSegments[LogSegment] = LogSegments()
         self._recovered: dict[int, int] = {}  # base offset -> bytes truncated, for segments recovered
         self._truncated_bytes = 0
-        self._problems: list[str] = []
 
     def load(self) -> LoadedLog:
         try:
@@ -116,7 +115,6 @@ class LogLoader:
             log_end_offset=log_end_offset,
             recovered_segment_count=len(self._recovered),
             truncated_bytes=self._truncated_bytes,
-            problems=self._problems,
         )
 
     # -- pass 1: temporary files ------------------------------------------------------------
@@ -201,8 +199,10 @@ class LogLoader:
                 self._segments.add(segment)
 
     def _check_segments(self) -> None:
-        """Recovers every segment whose files disagree (see segment_check.py). Segments that
-        recovery after an unclean shutdown rebuilds anyway are not checked."""
+        """The last segment's files are checked now (its tail sets the log end offset, so it
+        must agree before any offset is handed out); every other trusted segment is checked on
+        first use (``LogSegment.defer_check``). A segment whose files disagree is recovered.
+        Segments that recovery after an unclean shutdown rebuilds anyway are not checked."""
         segments = self._segments.values()
         to_recover = set()
         if not self._had_clean_shutdown:
@@ -210,17 +210,15 @@ class LogLoader:
         for slot, segment in enumerate(segments):
             if segment.base_offset in self._recovered or segment.base_offset in to_recover:
                 continue
-            is_last = slot == len(segments) - 1
-            next_base = None if is_last else segments[slot + 1].base_offset
-            problem = check_indexes(segment, self._fs, next_base)
+            if slot < len(segments) - 1:
+                segment.defer_check(segments[slot + 1].base_offset, self._tail_bytes_max())
+                continue
+            problem = check_indexes(segment, self._fs, None)
             if problem is None:
-                problem, _ = check_tail(segment, self._fs, self._tail_bytes_max(), next_base)
+                problem, _ = check_tail(segment, self._fs, self._tail_bytes_max())
             if problem is not None:
                 _LOG.warning("%s: recovering %s although its files were trusted: %s", self._dir, segment, problem)
-                self._problems.append(f"{segment.base_offset}: {problem}")
-                self._recover_segment(segment)  # (releases its handles)
-            elif not is_last:
-                segment.release_handles()  # the tail read opened the .log: keep no descriptor
+                self._recover_segment(segment)
 
     def _tail_bytes_max(self) -> int:
         # What may follow the last offset-index entry: the indexed batch, up to one index

@@ -1,4 +1,4 @@
-"""Load-time checks that a segment's three files agree, without rebuilding anything.
+"""Checks that a trusted segment's three files agree, without rebuilding anything.
 
 A segment that is not recovered on load (every segment after a clean shutdown, and those below
 the recovery point after an unclean one) is trusted only after these checks; a segment that fails
@@ -7,8 +7,8 @@ clean-shutdown marker says the *process* stopped cleanly, not that nothing touch
 afterwards: a torn copy, a truncation, appended garbage or a rotten index after a clean stop must
 never let a log start whose next offset already exists in a file.
 
-**Index sanity (every segment, at open).** Read with a few ``pread``s, never mapped (load stays
-lazy: KAFKA-7283):
+**Index sanity (every trusted segment, when first opened).** Read with a few ``pread``s, never
+mapped (load stays lazy: KAFKA-7283):
 
 - the file length is a multiple of the entry size (Kafka checks this too);
 - the last offset is at or above the base offset (Kafka checks this too);
@@ -26,8 +26,9 @@ offset and the last below the next segment's base offset. At most about one inde
 one batch lies past the last entry, so this reads a few KiB per segment; a longer tail is itself
 a disagreement. Kafka checks no log tail after a clean shutdown: a torn copy or garbage appended
 to any segment then breaks reads of that whole segment (or, in the active one, reuses offsets).
-Cost: three small reads per segment at start (the two index tails and the log tail), where
-Kafka reads nothing.
+Cost: three small reads per segment (the two index tails and the log tail), where Kafka reads
+nothing: at start for the last segment of each log, on first use for the others, so a clean
+start of many segments stays one object per segment.
 """
 
 from __future__ import annotations

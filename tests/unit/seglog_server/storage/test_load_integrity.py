@@ -142,8 +142,12 @@ def test_an_index_that_fails_its_sanity_check_is_rebuilt_from_the_log(tmp_path, 
     manager = start(dirs)
     log = manager.get_log("t", 0)
     figures = manager.statistics().recovery
-    assert (figures.segments_recovered, figures.bytes_truncated) == (1, 0)
+    # The last segment is checked at load (its tail sets the log end); the others on first use.
+    expected = (1, 0) if segment == "active" else (0, 0)
+    assert (figures.segments_recovered, figures.bytes_truncated) == expected
     assert read_values(log) == [(i, value(i)) for i in range(6000)]
+    if segment == "old":
+        assert log.segments_snapshot()[0].repaired_on_first_use
     for offset in (0, 1, 777, 2999, 5999):  # lookups go through the rebuilt index
         first = next(iter(read_values_at(log, offset)))
         assert first <= offset
