@@ -26,7 +26,7 @@ def _batches(sizes: list[int], base: int = 100) -> tuple[bytes, list[int]]:
 batch_sizes = st.lists(st.integers(1, 5), min_size=1, max_size=8)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(batch_sizes, st.data())
 def test_a_cut_anywhere_covers_exactly_the_whole_batches_before_it(sizes, data):
     encoded, ends = _batches(sizes)
@@ -38,7 +38,7 @@ def test_a_cut_anywhere_covers_exactly_the_whole_batches_before_it(sizes, data):
     assert rotten == []
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(batch_sizes, st.data())
 def test_garbage_never_extends_the_walk_past_the_batches(sizes, data):
     encoded, ends = _batches(sizes)
