@@ -392,8 +392,8 @@ class LogSegment:
         data = self._log.read(first.position, fetch_bytes)
         watch.lap("log_read")
         watch.faults("log_read")
-        if first.position + len(data) == end:
-            return data  # up to a batch boundary: the segment's end or the caller's bound
+        if first.position + len(data) == end or len(data) == first.size_in_bytes:
+            return data  # up to a batch boundary: the segment's end, the caller's bound, one batch
         # Cut the partial batch off the end. A long read starts the walk at the last indexed
         # batch inside it rather than walking a thousand headers from the start.
         walk_from = 0
