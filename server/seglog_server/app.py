@@ -73,7 +73,10 @@ class SeglogService:
         self._metrics: Metrics | None = None
         self._metrics_server: MetricsServer | None = None
         if config.metrics_listen is not None:
-            self._metrics = Metrics(partition_series_max=config.metrics_partition_series_max)
+            self._metrics = Metrics(
+                partition_series_max=config.metrics_partition_series_max,
+                residency_interval_s=config.metrics_residency_interval_ms / 1000,
+            )
 
     # -- start --------------------------------------------------------------------------------
     async def start(self) -> str:

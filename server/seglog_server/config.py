@@ -124,6 +124,10 @@ class ServiceConfig:
     # that many partitions stays small (about 6,000 series); beyond it series are omitted, the
     # omission counted. 0 turns per-partition series off.
     metrics_partition_series_max: int = 1000
+    # Index residency (mincore) is sampled at most this often; scrapes in between reuse the
+    # sample. 10 s: a sample maps up to 2,000 index files (about 20 us each here), so even a
+    # 1 s scrape interval spends under 1 % of a core on it.
+    metrics_residency_interval_ms: int = 10_000
     topic_defaults: Mapping[str, str] = field(default_factory=dict)
     log_config: LogConfig = field(default_factory=LogConfig)
 
@@ -272,6 +276,8 @@ _SETTINGS: tuple[_Setting, ...] = (
              "file that receives the metrics host:port once serving"),
     _Setting("metrics_partition_series_max", _non_negative_int,
              "partitions with their own metric series, count (0: none)", "limits"),
+    _Setting("metrics_residency_interval_ms", _positive_int,
+             "shortest time between two index residency samples, ms", "limits"),
 )
 _BY_NAME = {setting.name: setting for setting in _SETTINGS}
 _BY_ENV = {setting.env: setting for setting in _SETTINGS}

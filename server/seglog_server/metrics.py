@@ -33,6 +33,7 @@ and after those land.
 from __future__ import annotations
 
 import bisect
+import os
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -320,11 +321,21 @@ class Metrics:
 
 
 def _add_residency(index: Any, pages: list[int]) -> int:
-    """Adds (resident, total) pages of ``index``'s valid entries; returns files mapped (0 or 1)."""
+    """Adds (resident, total) pages of ``index``'s valid entries; returns files mapped (0 or 1).
+
+    An index the storage has not opened (an inactive segment nobody read since the start) is not
+    opened here either: its file was trimmed to its entries when it was closed, so its length is
+    its valid size, and mincore tells whether those pages are cached all the same."""
     stats = index.statistics()  # no file is opened for an index never used
-    if not stats.is_materialized or stats.size_in_bytes == 0:
+    size_bytes = stats.size_in_bytes
+    if not stats.is_materialized:
+        try:
+            size_bytes = os.stat(stats.path).st_size
+        except OSError:
+            return 0
+    if size_bytes == 0:
         return 0
-    valid_pages = (stats.size_in_bytes + PAGE_BYTES - 1) // PAGE_BYTES
+    valid_pages = (size_bytes + PAGE_BYTES - 1) // PAGE_BYTES
     vector = resident_pages(stats.path)[:valid_pages]
     pages[0] += sum(vector)
     pages[1] += valid_pages
