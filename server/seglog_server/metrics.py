@@ -215,12 +215,17 @@ class MetricsObserver(StorageObserver):
         self.read_age_bytes = _Histogram(READ_AGE_BUCKETS)
         self.read_age_offsets = _Histogram(READ_AGE_BUCKETS)
 
+    # Each method observes inline (no further calls): they run several times per request.
     def index_lookup(self, index: str, zone: str, pages: int) -> None:
         self.lookups[index, zone] += 1
-        self.lookup_pages.child(index).observe(pages)
+        histogram = self.lookup_pages.by_labels.get((index,)) or self.lookup_pages.child(index)
+        histogram.counts[bisect.bisect_left(histogram.bounds, pages)] += 1
+        histogram.total += pages
 
     def phase(self, operation: str, phase: str, seconds: float) -> None:
-        self.phases.child(operation, phase).observe(seconds)
+        histogram = self.phases.by_labels.get((operation, phase)) or self.phases.child(operation, phase)
+        histogram.counts[bisect.bisect_left(histogram.bounds, seconds)] += 1
+        histogram.total += seconds
 
     def page_faults(self, path: str, minor: int, major: int) -> None:
         if minor:
@@ -229,8 +234,12 @@ class MetricsObserver(StorageObserver):
             self.faults[path, "major"] += major
 
     def read_age(self, offsets: int, bytes_behind: int) -> None:
-        self.read_age_offsets.observe(offsets)
-        self.read_age_bytes.observe(bytes_behind)
+        histogram = self.read_age_offsets
+        histogram.counts[bisect.bisect_left(histogram.bounds, offsets)] += 1
+        histogram.total += offsets
+        histogram = self.read_age_bytes
+        histogram.counts[bisect.bisect_left(histogram.bounds, bytes_behind)] += 1
+        histogram.total += bytes_behind
 
 
 class _TopicTraffic:
@@ -279,7 +288,9 @@ class Metrics:
         self.registry.register(SeglogCollector(self))
 
     def rpc_finished(self, method: str, code: str, seconds: float) -> None:
-        self.rpc_durations.child(method, code).observe(seconds)
+        histogram = self.rpc_durations.by_labels.get((method, code)) or self.rpc_durations.child(method, code)
+        histogram.counts[bisect.bisect_left(histogram.bounds, seconds)] += 1
+        histogram.total += seconds
 
     def fetched(self, topic: str, records: int, size_bytes: int) -> None:
         self.traffic.fetched(topic, records, size_bytes)

@@ -49,7 +49,7 @@ from seglog_server.storage.index_search import (
     recording,
     slot_and_zone_for,
 )
-from seglog_server.storage.observer import OBSERVER, page_faults, page_of
+from seglog_server.storage.observer import OBSERVER, page_of
 
 __all__ = [
     "DEFAULT_MAX_INDEX_BYTES",
@@ -132,6 +132,8 @@ class AbstractIndex:
         self._entry_count = 0
         self._max_entry_count = 0
         self._lookup_counts = {Zone.WARM: 0, Zone.COLD: 0}  # subclasses count each lookup's zone
+        # field name -> (recording copy of the field, its probe list): made on first observed use
+        self._recorders: dict[str, tuple[EntryField, list[int]]] | None = None
         self._after_entries_changed_locked()  # subclasses' caches start as "empty index"
 
     # -- what every index answers without opening its file ------------------------------------
@@ -303,7 +305,7 @@ class AbstractIndex:
     # -- for subclasses (caller holds the lock) ----------------------------------------------
     def _search_locked(self, target: int, field: EntryField, bound: Bound) -> tuple[int, Zone]:
         """The warm/cold search over the mapping, counted by zone; with an observer installed,
-        also the distinct pages it probed and the page faults it took."""
+        also the distinct pages its probes read (the caller counts page faults around it)."""
         observer = OBSERVER.current
         if not observer.enabled:
             slot, zone = slot_and_zone_for(self._buffer, self._entry_count, target, field, bound)
@@ -317,21 +319,27 @@ class AbstractIndex:
     def _recorded_search_locked(
         self, target: int, field: EntryField, bound: Bound
     ) -> tuple[int, Zone, list[int]]:
-        """The same search, returning the slots it probed (page faults go to the observer)."""
-        probed_slots: list[int] = []
-        minor, major = page_faults()
-        slot, zone = slot_and_zone_for(
-            self._buffer, self._entry_count, target, recording(field, probed_slots), bound
-        )
-        minor_after, major_after = page_faults()
-        OBSERVER.current.page_faults("index_lookup", minor_after - minor, major_after - major)
+        """The same search, returning the slots it probed. The recording copy of ``field`` and
+        its list are made once per index and reused (the caller holds the lock)."""
+        recorders = self._recorders
+        if recorders is None:
+            recorders = self._recorders = {}
+        recorder = recorders.get(field.name)
+        if recorder is None:
+            probed: list[int] = []
+            recorder = recorders[field.name] = (recording(field, probed), probed)
+        recording_field, probed_slots = recorder
+        probed_slots.clear()
+        slot, zone = slot_and_zone_for(self._buffer, self._entry_count, target, recording_field, bound)
         return slot, zone, probed_slots
 
     def _explain_locked(self, target: int, field: EntryField) -> IndexSearchExplanation:
         slot, zone, probed_slots = self._recorded_search_locked(target, field, LARGEST_LOWER_BOUND)
         self._lookup_counts[zone] += 1
         pages = self._pages_of(probed_slots, field)
-        OBSERVER.current.index_lookup(self.LABEL, zone.value, len(pages))
+        observer = OBSERVER.current
+        if observer.enabled:
+            observer.index_lookup(self.LABEL, zone.value, len(pages))
         return IndexSearchExplanation(
             self._path, self.LABEL, self._entry_count, zone, slot, tuple(probed_slots), tuple(pages)
         )
@@ -339,10 +347,8 @@ class AbstractIndex:
     @staticmethod
     def _pages_of(probed_slots: list[int], field: EntryField) -> list[int]:
         """The distinct index pages the probes read, in first-touch order."""
-        pages = dict.fromkeys(
-            page_of(slot * field.entry_bytes + field.field_offset) for slot in probed_slots
-        )
-        return list(pages)
+        entry_bytes, at = field.entry_bytes, field.field_offset
+        return list(dict.fromkeys([page_of(slot * entry_bytes + at) for slot in probed_slots]))
 
     def _open_locked(self) -> None:
         """Materialises on first use; raises on a closed index. Cheap when already open."""

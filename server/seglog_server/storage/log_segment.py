@@ -375,9 +375,10 @@ class LogSegment:
         if max_bytes < 0:
             raise ValueError(f"invalid max_bytes {max_bytes} for a read of {self._log.path}")
         watch = stopwatch("fetch")
+        watch.mark_faults()
         position = self._offset_index.lookup(start_offset).position
         watch.lap("index_search")
-        watch.mark_faults()
+        watch.faults("index_lookup")
         first = self._log.search_for_offset_with_size(start_offset, position, self._scan_bytes)
         watch.lap("log_scan")
         if first is None:
@@ -429,11 +430,12 @@ class LogSegment:
         """The first record (in log order) with a timestamp >= ``timestamp_ms`` and an offset >=
         ``starting_offset``, or None."""
         watch = stopwatch("offsets_for_times")
+        watch.mark_faults()
         entry = self._time_index.lookup(timestamp_ms)
         position = self._offset_index.lookup(max(entry.offset, starting_offset)).position
         watch.lap("index_search")
+        watch.faults("index_lookup")
         scan_bytes = self._scan_bytes
-        watch.mark_faults()
         try:
             while True:
                 found = self._log.search_for_timestamp(timestamp_ms, position, starting_offset, scan_bytes)

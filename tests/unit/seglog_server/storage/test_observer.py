@@ -13,6 +13,8 @@ from seglog_server.storage.offset_index import LAYOUT, OffsetIndex
 
 
 class Recorder(StorageObserver):
+    """Keeps what the storage reports (faults are reported by segment reads, not by indexes)."""
+
     enabled = True
 
     def __init__(self) -> None:
@@ -31,14 +33,14 @@ class Recorder(StorageObserver):
 
 
 def filled_index(tmp_path, entry_count: int) -> OffsetIndex:
-    index = OffsetIndex(str(tmp_path / "00000000000000000000.index"), 0, max_index_bytes=8 * 40_000)
+    index = OffsetIndex(str(tmp_path / "00000000000000000000.index"), 0, max_index_bytes=8 * 3_000)
     for number in range(entry_count):
         index.append(number * 3, number * 100)
     return index
 
 
-@settings(max_examples=60, deadline=None)
-@given(entry_count=st.integers(1, 6000), target=st.integers(0, 20_000))
+@settings(max_examples=40, deadline=None)
+@given(entry_count=st.integers(1, 3000), target=st.integers(0, 10_000))
 def test_lookup_reports_its_zone_and_the_distinct_pages_its_probes_read(tmp_path_factory, entry_count, target):
     index = filled_index(tmp_path_factory.mktemp("index"), entry_count)
     recorder = Recorder()
@@ -54,13 +56,12 @@ def test_lookup_reports_its_zone_and_the_distinct_pages_its_probes_read(tmp_path
         index.close()
     expected_pages = len({slot * LAYOUT.entry_bytes // PAGE_BYTES for slot in probes})
     assert recorder.lookups == [("offset", zone.value, expected_pages)]
-    assert [path for path, _, _ in recorder.faults] == ["index_lookup"]
     if zone.value == "warm":
         assert expected_pages <= 3  # the warm section spans at most three pages
 
 
 def test_explain_lookup_lists_probes_and_pages_and_counts_as_a_lookup(tmp_path):
-    index = filled_index(tmp_path, 3000)
+    index = filled_index(tmp_path, 3000)  # 24,000 bytes: the cold section spans pages 0-3
     explanation, entry = index.explain_lookup(30)
     assert explanation.zone.value == "cold" and entry.offset == 30
     assert explanation.pages == tuple(dict.fromkeys(s * 8 // PAGE_BYTES for s in explanation.probed_slots))
