@@ -34,7 +34,7 @@ from seglog_server.rpc.registration import add_log_service
 from seglog_server.rpc.storage_calls import StorageCalls
 from seglog_server.storage.errors import StorageError
 from seglog_server.storage.log_manager import LogManager
-from seglog_server.storage.observer import install_observer
+from seglog_server.storage import install_observer
 
 __all__ = ["LOG_SERVICE_NAME", "SeglogService", "StartupError", "run"]
 

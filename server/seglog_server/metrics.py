@@ -49,7 +49,7 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from seglog_server.page_residency import PAGE_BYTES, resident_pages
-from seglog_server.storage.observer import StorageObserver
+from seglog_server.storage import StorageObserver
 
 __all__ = [
     "FAMILIES",
