@@ -2,8 +2,11 @@
 
 ``SeglogService`` owns the life cycle of one service process:
 
-start   LogManager.startup() on the pool (recovery can take a while) -> gRPC server with
-        LogService, grpc.health.v1 and reflection -> SERVING -> maintenance timer -> ready file.
+start   LogManager.startup() on the pool (recovery can take a while) -> security policy (TLS,
+        tokens, ACL, quotas: docs/security.md) -> gRPC server with LogService behind the call
+        gate, grpc.health.v1 and reflection (both open) -> SERVING -> maintenance timer -> ready
+        file -> a warning if the port is reachable from other machines without TLS or tokens.
+SIGHUP  the security files are read again; new connections use the new certificates.
 stop    (SIGTERM / SIGINT) NOT_SERVING -> long polls answer, Consume streams end UNAVAILABLE ->
         the gRPC server stops accepting and gives in-flight RPCs ``shutdown_grace_ms`` ->
         maintenance finishes its pass -> LogManager.shutdown() (flush, checkpoints, clean-shutdown
@@ -25,10 +28,13 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from seglog.v1 import log_service_pb2 as pb
-from seglog_server.config import ServiceConfig
+from seglog_server.config import ServiceConfig, security_policy
+from seglog_server.rpc.call_gate import CallGate
 from seglog_server.rpc.log_service import LogServicer, LogServicerLimits
 from seglog_server.rpc.registration import add_log_service
 from seglog_server.rpc.storage_calls import StorageCalls
+from seglog_server.rpc.tls_credentials import ReloadableTlsCredentials
+from seglog_server.security import SecurityError, SecurityPolicy
 from seglog_server.storage.errors import StorageError
 from seglog_server.storage.log_manager import LogManager
 
@@ -64,6 +70,9 @@ class SeglogService:
         self._maintenance: asyncio.Task[None] | None = None
         self._stopping = asyncio.Event()
         self._stopped = False
+        self._policy: SecurityPolicy | None = None
+        self._gate: CallGate | None = None
+        self._tls: ReloadableTlsCredentials | None = None
         self.address: str | None = None
 
     # -- start --------------------------------------------------------------------------------
@@ -75,7 +84,14 @@ class SeglogService:
         except StorageError as exc:
             raise StartupError(f"storage failed to start: {exc}") from exc
         self._manager = manager
-        self._servicer = LogServicer(manager, self._calls, self._limits())
+        try:
+            self._policy = security_policy(self._config)
+        except SecurityError as exc:
+            raise StartupError(f"security settings: {exc}") from exc
+        if self._policy.tls is not None:
+            self._tls = ReloadableTlsCredentials(self._policy.tls)
+        self._gate = CallGate(self._policy)
+        self._servicer = LogServicer(manager, self._calls, self._limits(), self._gate)
         server = grpc.aio.server(
             options=self._server_options(),
             maximum_concurrent_rpcs=self._config.rpc_concurrency_max,
@@ -95,10 +111,46 @@ class SeglogService:
         self.address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
         self._write_ready_file()
         _log.info(
-            "seglog serving %s on %s (data dirs: %s)",
-            LOG_SERVICE_NAME, self.address, ", ".join(self._config.data_dirs),
+            "seglog serving %s on %s (data dirs: %s; %s)",
+            LOG_SERVICE_NAME, self.address, ", ".join(self._config.data_dirs), self._security_summary(),
         )
+        self._warn_if_exposed()
         return self.address
+
+    def _security_summary(self) -> str:
+        policy = self._policy
+        assert policy is not None
+        transport = "mutual TLS" if policy.mutual_tls else "TLS" if policy.tls else "plaintext"
+        tokens = "tokens" if policy.tokens is not None else "no tokens"
+        acl = f"ACL of {policy.acl.rule_count} rules" if policy.acl is not None else "no ACL"
+        return f"{transport}, {tokens}, {acl}"
+
+    def _warn_if_exposed(self) -> None:
+        """A port other machines can reach, with neither encryption nor credentials."""
+        policy = self._policy
+        assert policy is not None
+        if self._config.listens_on_loopback or policy.tls is not None or policy.tokens is not None:
+            return
+        _log.warning(
+            "listening on %s without TLS or tokens: anyone who can reach the port can read, "
+            "write and delete every topic. Set --tls-cert/--tls-key and --auth-tokens (and --acl), "
+            "or listen on 127.0.0.1. See docs/security.md.", self._config.listen,
+        )
+
+    def reload_security(self) -> bool:
+        """SIGHUP: reads the TLS, token, ACL and quota files again. On any error nothing changes
+        (the old files stay in force) and the error is logged. Established streams are kept."""
+        if self._policy is None:
+            return False
+        try:
+            material = self._policy.reload()
+        except SecurityError as exc:
+            _log.error("SIGHUP: security files not reloaded, the previous ones stay: %s", exc)
+            return False
+        if self._tls is not None and material is not None:
+            self._tls.replace(material)
+        _log.info("SIGHUP: security files reloaded (%s)", self._security_summary())
+        return True
 
     def _limits(self) -> LogServicerLimits:
         return LogServicerLimits(
@@ -119,7 +171,10 @@ class SeglogService:
 
     def _bind(self, server: grpc.aio.Server) -> int:
         try:
-            port = server.add_insecure_port(self._config.listen)
+            if self._tls is not None:
+                port = server.add_secure_port(self._config.listen, self._tls.server_credentials)
+            else:
+                port = server.add_insecure_port(self._config.listen)
         except RuntimeError as exc:
             raise StartupError(f"cannot listen on {self._config.listen}: {exc}") from exc
         if port == 0:
@@ -178,6 +233,8 @@ class SeglogService:
         if self._manager is not None:
             await self._calls.blocking(self._manager.shutdown)
         self._calls.shutdown()
+        if self._gate is not None:
+            self._gate.close()
         if self._config.ready_file is not None:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(self._config.ready_file)
@@ -194,6 +251,7 @@ async def serve(config: ServiceConfig) -> int:
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, service.request_stop, signal.Signals(signum).name)
+    loop.add_signal_handler(signal.SIGHUP, service.reload_security)
     try:
         try:
             await service.start()

@@ -30,6 +30,7 @@ A settings file::
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import os
 import tomllib
 from collections.abc import Callable, Mapping, Sequence
@@ -48,6 +49,7 @@ __all__ = [
     "build_arg_parser",
     "load_config",
     "parse_listen_address",
+    "security_policy",
 ]
 
 ENV_PREFIX = "SEGLOG_"
@@ -114,6 +116,32 @@ class ServiceConfig:
     # Period of LogManager.run_maintenance() (retention, flush.ms, checkpoints, delayed
     # deletes). 1 s: the pass itself applies Kafka's intervals; this is only how often it looks.
     maintenance_interval_ms: int = 1000
+    # -- security (docs/security.md). Every file is read at start and again on SIGHUP. ---------
+    tls_cert: str | None = None  # PEM chain: serve gRPC over TLS (with tls_key)
+    tls_key: str | None = None
+    tls_client_ca: str | None = None  # PEM CAs: require client certificates (mutual TLS)
+    auth_tokens: str | None = None  # token file: every call needs a token or client certificate
+    acl: str | None = None  # ACL file: deny by default, allow rules per principal
+    quotas: str | None = None  # per-principal overrides of the quota_* and principal_* limits
+    # Per-principal produce and fetch byte rates; 0 is unlimited (Kafka's default too).
+    quota_produce_bytes_per_s: int = 0
+    quota_fetch_bytes_per_s: int = 0
+    # Credit a principal can bank while idle: a burst of rate x 1 s passes at once (Kafka
+    # measures rates over 1 s samples for the same reason: smooth over single large requests).
+    quota_window_ms: int = 1000
+    # Longest a response is held back for a principal over its rate; past it, calls are refused
+    # with RESOURCE_EXHAUSTED and retry-after-ms. 1 s: well inside any client deadline (30 s by
+    # default), and a refused call costs the service nothing while the client waits.
+    quota_delay_ms_max: int = 1000
+    # Concurrent calls per principal (unary requests, Fetch long polls, Consume streams); 0 is
+    # no cap beyond rpc_concurrency_max. Off by default: without credentials every caller is the
+    # one principal ANONYMOUS, and a cap would be a second global limit.
+    principal_requests_max: int = 0
+    principal_waiters_max: int = 0
+    principal_streams_max: int = 0
+    # Verified tokens remembered (by keyed digest) so the slow hash runs once per token. 4096:
+    # ~100 bytes each; far more distinct tokens than a deployment has clients.
+    auth_token_cache_max: int = 4096
     topic_defaults: Mapping[str, str] = field(default_factory=dict)
     log_config: LogConfig = field(default_factory=LogConfig)
 
@@ -124,6 +152,17 @@ class ServiceConfig:
     @property
     def listen_port(self) -> int:
         return parse_listen_address(self.listen)[1]
+
+    @property
+    def listens_on_loopback(self) -> bool:
+        """Whether only this machine can reach the port (127.0.0.0/8, ::1 or localhost)."""
+        host = self.listen_host
+        if host == "localhost":
+            return True
+        try:
+            return ipaddress.ip_address(host).is_loopback
+        except ValueError:
+            return False  # a name: it may resolve to anything
 
     @property
     def message_bytes_max(self) -> int:
@@ -248,6 +287,22 @@ _SETTINGS: tuple[_Setting, ...] = (
     _Setting("inline_io_bytes_max", _non_negative_int, "inline I/O bound, bytes", "limits"),
     _Setting("shutdown_grace_ms", _non_negative_int, "in-flight grace at shutdown, ms", "limits"),
     _Setting("maintenance_interval_ms", _positive_int, "retention/flush pass period, ms", "limits"),
+    _Setting("tls_cert", _parse_optional_path, "PEM certificate chain: serve TLS (with --tls-key)"),
+    _Setting("tls_key", _parse_optional_path, "PEM private key of --tls-cert"),
+    _Setting("tls_client_ca", _parse_optional_path, "PEM CA(s): require client certificates"),
+    _Setting("auth_tokens", _parse_optional_path, "token file (seglog token create NAME --file F)"),
+    _Setting("acl", _parse_optional_path, "ACL file (TOML [[allow]] rules; deny by default)"),
+    _Setting("quotas", _parse_optional_path, "per-principal quota overrides (TOML)"),
+    _Setting("quota_produce_bytes_per_s", _non_negative_int, "produce rate per principal, bytes/s",
+             "limits"),
+    _Setting("quota_fetch_bytes_per_s", _non_negative_int, "fetch rate per principal, bytes/s",
+             "limits"),
+    _Setting("quota_window_ms", _positive_int, "quota burst window, ms", "limits"),
+    _Setting("quota_delay_ms_max", _non_negative_int, "longest quota delay, ms", "limits"),
+    _Setting("principal_requests_max", _non_negative_int, "concurrent calls per principal", "limits"),
+    _Setting("principal_waiters_max", _non_negative_int, "long polls per principal", "limits"),
+    _Setting("principal_streams_max", _non_negative_int, "streams per principal", "limits"),
+    _Setting("auth_token_cache_max", _positive_int, "verified tokens cached, count", "limits"),
 )
 _BY_NAME = {setting.name: setting for setting in _SETTINGS}
 _BY_ENV = {setting.env: setting for setting in _SETTINGS}
@@ -318,6 +373,7 @@ def load_config(
     log_config = _parse_topic_defaults(topic_values)
     config = ServiceConfig(**parsed, topic_defaults=topic_defaults, log_config=log_config)
     _check_limits(config, values, topic_values)
+    _check_security(config, values)
     return config
 
 
@@ -440,3 +496,50 @@ def _check_limits(
             f"request_bytes_max - {REQUEST_OVERHEAD_BYTES} = {config.message_bytes_max} (from "
             f"{_origin(values, 'request_bytes_max')}), or Produce could not carry such a batch"
         )
+
+
+def _check_security(config: ServiceConfig, values: Mapping[str, _Value]) -> None:
+    """TLS settings come in pairs, per-principal caps fit the global one, and every security file
+    loads (read again by the service; here so a bad file stops it with a one-line message)."""
+    if bool(config.tls_cert) != bool(config.tls_key):
+        given, missing = ("tls_cert", "tls_key") if config.tls_cert else ("tls_key", "tls_cert")
+        raise ConfigError(f"{given} (from {_origin(values, given)}) requires {missing}")
+    if config.tls_client_ca and not config.tls_cert:
+        raise ConfigError(
+            f"tls_client_ca (from {_origin(values, 'tls_client_ca')}) requires tls_cert and "
+            "tls_key: client certificates are only asked for over TLS"
+        )
+    for name in ("principal_requests_max", "principal_waiters_max", "principal_streams_max"):
+        if getattr(config, name) > config.rpc_concurrency_max:
+            raise ConfigError(
+                f"invalid {name}={getattr(config, name)} (from {_origin(values, name)}): must be "
+                f"<= rpc_concurrency_max={config.rpc_concurrency_max} (from "
+                f"{_origin(values, 'rpc_concurrency_max')})"
+            )
+    from seglog_server.security import SecurityError
+
+    try:
+        security_policy(config)
+    except SecurityError as exc:
+        raise ConfigError(f"invalid security file: {exc}") from None
+
+
+def security_policy(config: ServiceConfig) -> Any:
+    """The SecurityPolicy the settings describe (reads every file they name)."""
+    from seglog_server.security import PrincipalQuota, SecurityPaths, SecurityPolicy
+
+    paths = SecurityPaths(
+        tls_cert=config.tls_cert, tls_key=config.tls_key, tls_client_ca=config.tls_client_ca,
+        auth_tokens=config.auth_tokens, acl=config.acl, quotas=config.quotas,
+    )
+    defaults = PrincipalQuota(
+        produce_bytes_per_s=config.quota_produce_bytes_per_s,
+        fetch_bytes_per_s=config.quota_fetch_bytes_per_s,
+        requests_max=config.principal_requests_max,
+        waiters_max=config.principal_waiters_max,
+        streams_max=config.principal_streams_max,
+    )
+    return SecurityPolicy(
+        paths, defaults, token_cache_max=config.auth_token_cache_max,
+        quota_window_ms=config.quota_window_ms, quota_delay_ms_max=config.quota_delay_ms_max,
+    )

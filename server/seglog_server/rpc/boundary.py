@@ -1,5 +1,6 @@
-"""The edge of every RPC: exceptions become statuses (via ``status.py``), calls are counted,
-and server-side time is reported when a client asks for it.
+"""The edge of every RPC: the call gate admits it (``call_gate.py``: who, may they, within
+their quotas), exceptions become statuses (via ``status.py``), calls are counted, and server-side
+time is reported when a client asks for it.
 
 ``@unary_rpc`` and ``@stream_rpc`` wrap the servicer's methods. An exception with a row in the
 status table is an expected outcome (logged at DEBUG); any other exception is a bug: INTERNAL, and
@@ -84,13 +85,19 @@ def unary_rpc(method: _Handler) -> _Handler:
     async def handler(self: Any, request: Any, context: grpc.aio.ServicerContext) -> Any:
         started_ns = time.perf_counter_ns()
         self.counters.calls[name] += 1
+        call = None
         try:
+            call = await self.gate.admit(name, request, context)
             response = await method(self, request, context)
+            await call.before_response(response)
         except (asyncio.CancelledError, grpc.aio.AbortError):
             raise
         except Exception as exc:  # noqa: BLE001 - the boundary: every error becomes a status
             await _abort(self, name, exc, context)
             raise AssertionError("context.abort returned") from exc  # pragma: no cover
+        finally:
+            if call is not None:
+                call.release()
         if _wants_timing(context):
             elapsed_us = (time.perf_counter_ns() - started_ns) // 1000
             context.set_trailing_metadata(((SERVER_TIME_METADATA_KEY, str(elapsed_us)),))
@@ -106,11 +113,16 @@ def stream_rpc(method: _Handler) -> _Handler:
     @functools.wraps(method)
     async def handler(self: Any, request: Any, context: grpc.aio.ServicerContext) -> None:
         self.counters.calls[name] += 1
+        call = None
         try:
+            call = await self.gate.admit(name, request, context)
             await method(self, request, context)
         except (asyncio.CancelledError, grpc.aio.AbortError):
             raise
         except Exception as exc:  # noqa: BLE001 - the boundary: every error becomes a status
             await _abort(self, name, exc, context)
+        finally:
+            if call is not None:
+                call.release()
 
     return handler  # type: ignore[return-value]

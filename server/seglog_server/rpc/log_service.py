@@ -17,12 +17,14 @@ from typing import Any
 from seglog.v1 import log_service_pb2 as pb
 from seglog.v1 import log_service_pb2_grpc as pb_grpc
 from seglog_server.config import RESPONSE_OVERHEAD_BYTES
+from seglog_server.security import Operation
 from seglog_server.storage.errors import LogDirOfflineError
 from seglog_server.storage.log_config import LONG_MAX
 
 from . import conversions, validation
 from .append_waiters import AppendWaiters, AppendWaitersStatistics
 from .boundary import RpcCounters, RpcStatistics, stream_rpc, unary_rpc
+from .call_gate import CallGate, current_call
 from .errors import InvalidRequestError, ServiceStoppingError
 from .storage_calls import StorageCalls, StorageCallsStatistics
 
@@ -61,8 +63,10 @@ class LogServicerStatistics:
 
 class LogServicer(pb_grpc.LogServiceServicer):
     def __init__(
-        self, manager: Any, calls: StorageCalls, limits: LogServicerLimits
+        self, manager: Any, calls: StorageCalls, limits: LogServicerLimits,
+        gate: CallGate | None = None,
     ) -> None:
+        self.gate = gate if gate is not None else CallGate()
         self._manager = manager
         self._calls = calls
         self._limits = limits
@@ -113,7 +117,11 @@ class LogServicer(pb_grpc.LogServiceServicer):
 
     @unary_rpc
     async def ListTopics(self, request: pb.ListTopicsRequest, context: Any) -> Any:
-        return conversions.list_topics_response(self._manager.list_topics())
+        topics = self._manager.list_topics()
+        call = current_call()
+        if call is not None:  # only what the caller may describe
+            topics = [entry for entry in topics if call.may(Operation.DESCRIBE, entry[0])]
+        return conversions.list_topics_response(topics)
 
     @unary_rpc
     async def DescribeTopic(self, request: pb.DescribeTopicRequest, context: Any) -> Any:
@@ -191,6 +199,7 @@ class LogServicer(pb_grpc.LogServiceServicer):
         offset = await self._start_offset(topic, partition, request)
         # The client learns where the stream starts before any data (and that it has started).
         await context.send_initial_metadata(((START_OFFSET_METADATA_KEY, str(offset)),))
+        call = current_call()
         self._consume_stream_count += 1
         try:
             while True:
@@ -198,6 +207,8 @@ class LogServicer(pb_grpc.LogServiceServicer):
                 response, offset = await self._fetch_response(
                     topic, partition, offset, data, request.decode
                 )
+                if call is not None:  # the principal's fetch quota paces the stream
+                    await call.before_stream_write(len(response))
                 # Flow control: the next read waits until the client has taken this response.
                 await context.write(response)
         finally:

@@ -19,6 +19,8 @@ import grpc
 
 from seglog.v1 import log_service_pb2 as pb
 
+from .operations import OPERATIONS
+
 __all__ = ["SERVICE_NAME", "add_log_service", "method_handlers"]
 
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["LogService"].full_name
@@ -43,6 +45,8 @@ def method_handlers(servicer: Any) -> dict[str, grpc.RpcMethodHandler]:
         request_class = getattr(pb, method.input_type.name)
         response_class = getattr(pb, method.output_type.name)
         assert not method.client_streaming, f"{method.name}: client streaming is not served"
+        if method.name not in OPERATIONS:  # fail closed: no ACL operation, not served
+            raise LookupError(f"{method.name} has no row in rpc/operations.py OPERATIONS")
         factory = (grpc.unary_stream_rpc_method_handler if method.server_streaming
                    else grpc.unary_unary_rpc_method_handler)
         handlers[method.name] = factory(
