@@ -148,3 +148,38 @@ def test_other_programs_seglog_variables_are_ignored():
 )
 def test_listen_address_parses_hosts_and_ports(text, expected):
     assert parse_listen_address(text) == expected
+
+
+# -- security settings --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("argv", "pattern"),
+    [
+        (["--tls-cert", "c.pem"], "tls_cert .* requires tls_key"),
+        (["--tls-key", "k.pem"], "tls_key .* requires tls_cert"),
+        (["--tls-client-ca", "ca.pem"], "tls_client_ca .* requires tls_cert and tls_key"),
+        (["--principal-streams-max", "2000"], "principal_streams_max=2000 .* rpc_concurrency_max"),
+    ],
+)
+def test_security_settings_are_checked_together(argv, pattern):
+    with pytest.raises(ConfigError, match=pattern):
+        load_config(argv, environ={})
+
+
+def test_a_bad_security_file_stops_the_start_naming_the_setting(tmp_path):
+    acl = tmp_path / "acl.toml"
+    acl.write_text("[[allow]]\nprincipals = ['a']\n")
+    with pytest.raises(ConfigError, match="security file: ACL rule 1"):
+        load_config(["--acl", str(acl)], environ={})
+    with pytest.raises(ConfigError, match="auth_tokens: cannot read"):
+        load_config(["--auth-tokens", str(tmp_path / "missing")], environ={})
+
+
+@pytest.mark.parametrize(
+    ("listen", "loopback"),
+    [("127.0.0.1:1", True), ("[::1]:1", True), ("localhost:1", True), ("0.0.0.0:1", False),
+     ("[::]:1", False), ("10.1.2.3:1", False), ("example.com:1", False)],
+)
+def test_loopback_listen_addresses(listen, loopback):
+    assert load_config(["--listen", listen], environ={}).listens_on_loopback is loopback
