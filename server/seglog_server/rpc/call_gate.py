@@ -175,8 +175,7 @@ class CallGate:
     def _authorize(self, principal: str, row: RpcOperation, request: Any) -> None:
         if self._policy is None or self._policy.acl is None or row.scope is Scope.FILTERED:
             return
-        topics: tuple[str | None, ...] = row.topics(request) if row.scope is Scope.TOPICS else (None,)
-        for topic in topics:
+        for topic in row.topics(request):
             if not self._policy.acl.allows(principal, row.operation, topic):
                 self.denied_count += 1
                 _log.info("denied: %s may not %s %s", principal, row.operation.value,

@@ -5,9 +5,10 @@ Every method of seglog.v1.LogService must have a row: ``registration.method_hand
 to serve a method without one, and a test walks the service descriptor, so a new RPC cannot be
 served unclassified. Rows for methods the .proto does not (yet) declare are harmless.
 
-``topics(request)`` returns the topic names the ACL checks. An empty tuple means the call names
-no topic: with ``CLUSTER`` it needs the operation on every topic ("*"); with ``FILTERED`` the
-servicer filters what it returns by the operation instead (ListTopics).
+``topics(request)`` returns the topic names the ACL checks; ``None`` among them stands for
+"every topic" (a call by snapshot id, or ListCleanable without a topic): it needs a rule for "*".
+With ``FILTERED`` nothing is checked up front: the servicer shows only what the caller may see
+(ListTopics).
 """
 
 from __future__ import annotations
@@ -23,8 +24,7 @@ __all__ = ["OPERATIONS", "Quota", "RpcOperation", "Scope", "operation_of"]
 
 
 class Scope(enum.Enum):
-    TOPICS = "topics"  # checked on each topic the request names
-    CLUSTER = "cluster"  # names no topic: needs the operation on "*"
+    TOPICS = "topics"  # checked on each topic the request names (None: every topic)
     FILTERED = "filtered"  # the response shows only what the caller may see
 
 
@@ -38,7 +38,7 @@ class Quota(enum.Enum):
 class RpcOperation:
     operation: Operation
     scope: Scope
-    topics: Callable[[Any], tuple[str, ...]]
+    topics: Callable[[Any], tuple[str | None, ...]]
     kind: Callable[[Any], CallKind]
     quota: Quota = Quota.NONE
 
@@ -47,8 +47,16 @@ def _topic(request: Any) -> tuple[str, ...]:
     return (request.topic,)
 
 
-def _no_topic(request: Any) -> tuple[str, ...]:
+def _no_topic(request: Any) -> tuple[str | None, ...]:
     return ()
+
+
+def _every_topic(request: Any) -> tuple[str | None, ...]:
+    return (None,)
+
+
+def _topic_or_every(request: Any) -> tuple[str | None, ...]:
+    return (request.topic,) if request.topic else (None,)
 
 
 def _partition_topics(request: Any) -> tuple[str, ...]:
@@ -83,11 +91,14 @@ OPERATIONS: Mapping[str, RpcOperation] = {
     # Offsets are metadata (Kafka's ListOffsets needs DESCRIBE on the topic).
     "OffsetsForTimes": RpcOperation(_DESCRIBE, Scope.TOPICS, _partition_topics, _request),
     "DeleteRecords": RpcOperation(_ADMIN, Scope.TOPICS, _topic, _request),
+    # An index lookup's path (segments, index slots, positions): metadata, not record content.
+    "ExplainLookup": RpcOperation(_DESCRIBE, Scope.TOPICS, _topic, _request),
     # -- offline cleaning (admin: they replace a partition's segments) ---------------------------
     "CreateSnapshot": RpcOperation(_ADMIN, Scope.TOPICS, _topic, _request),
-    "ListCleanable": RpcOperation(_ADMIN, Scope.CLUSTER, _no_topic, _request),
-    "CommitCleaned": RpcOperation(_ADMIN, Scope.CLUSTER, _no_topic, _request),
-    "DropSnapshot": RpcOperation(_ADMIN, Scope.CLUSTER, _no_topic, _request),
+    "ListCleanable": RpcOperation(_ADMIN, Scope.TOPICS, _topic_or_every, _request),
+    # By snapshot id: the topic is not in the request, so these need admin on every topic.
+    "CommitCleaned": RpcOperation(_ADMIN, Scope.TOPICS, _every_topic, _request),
+    "DropSnapshot": RpcOperation(_ADMIN, Scope.TOPICS, _every_topic, _request),
 }
 
 

@@ -205,7 +205,7 @@ def test_every_rpc_is_denied_without_a_rule(secured, method):
     assert info.value.code() == grpc.StatusCode.PERMISSION_DENIED, info.value.details()
     details = info.value.details()
     assert "'nobody'" in details and row.operation.value in details
-    assert ("'acl-topic'" if row.scope is Scope.TOPICS else "every topic") in details
+    assert ("every topic" if None in row.topics(request) else "'acl-topic'") in details
     assert dict(info.value.trailing_metadata())["seglog-error"] == "PermissionDeniedError"
 
 
