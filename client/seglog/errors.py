@@ -17,7 +17,8 @@ through ``_CODEC_TO_ERROR``. The original exception is always chained as ``__cau
     ├── AuthorizationError            PERMISSION_DENIED
     ├── ServiceUnavailableError       UNAVAILABLE: service down, stopping, or log dir offline (retriable)
     │   └── ServiceOverloadedError    any other RESOURCE_EXHAUSTED: gRPC's own limits (max concurrent
-    │                                 RPCs, message size), no ``seglog-error`` metadata (retriable)
+    │                                 RPCs, message size), no ``seglog-error`` metadata, or the
+    │                                 service's OverloadedError (a named limit is full) (retriable)
     ├── RequestTimeoutError           DEADLINE_EXCEEDED, or a local wait ran out (retriable; also a
     │                                 builtin TimeoutError)
     ├── ServiceError                  any other status: INTERNAL, UNKNOWN, UNIMPLEMENTED, ...
@@ -138,6 +139,8 @@ class ClientClosedError(SeglogError):
 
 # Trailing metadata entry in which the service names its error class.
 SERVICE_ERROR_METADATA_KEY = "seglog-error"
+# The service's class for a full concurrency limit (rpc/errors.py): retriable, like gRPC's own.
+_OVERLOADED = "OverloadedError"
 
 # The one place a gRPC status becomes a client exception. Codes missing here become ServiceError.
 _STATUS_TO_ERROR: dict[grpc.StatusCode, type[SeglogError]] = {
@@ -172,10 +175,11 @@ def error_from_rpc(error: grpc.RpcError) -> SeglogError:
         return ServiceError(f"RPC failed without a status: {error!r}")
     cls = _STATUS_TO_ERROR.get(code, ServiceError)
     service_error = _service_error_name(error)
-    if code is grpc.StatusCode.RESOURCE_EXHAUSTED and service_error is None:
+    if code is grpc.StatusCode.RESOURCE_EXHAUSTED and service_error in (None, _OVERLOADED):
         # The service names its own size errors (RecordTooLargeError, RecordBatchTooLargeError,
         # ResponseTooLargeError) in ``seglog-error``; without it the code came from gRPC itself:
-        # max concurrent RPCs or a message size limit. Retriable.
+        # max concurrent RPCs or a message size limit. Retriable. So is the service's own
+        # OverloadedError (a request, long-poll waiter or stream limit is full).
         cls = ServiceOverloadedError
     message = details or f"the service answered {code.name} without details"
     return cls(message, code=code, service_error=service_error)

@@ -24,6 +24,7 @@ from . import conversions, validation
 from .append_waiters import AppendWaiters, AppendWaitersStatistics
 from .boundary import RpcCounters, RpcStatistics, stream_rpc, unary_rpc
 from .errors import InvalidRequestError, ServiceStoppingError
+from .group_commit import GroupCommit, GroupCommitStatistics
 from .storage_calls import StorageCalls, StorageCallsStatistics
 
 __all__ = [
@@ -55,6 +56,7 @@ class LogServicerStatistics:
     rpc: RpcStatistics
     waiters: AppendWaitersStatistics
     storage_calls: StorageCallsStatistics
+    group_commit: GroupCommitStatistics
     consume_stream_count: int
     stopping: bool
 
@@ -67,6 +69,7 @@ class LogServicer(pb_grpc.LogServiceServicer):
         self._calls = calls
         self._limits = limits
         self._waiters = AppendWaiters()
+        self._group_commit = GroupCommit(calls)
         self._consume_stream_count = 0
         self.counters = RpcCounters()
 
@@ -84,6 +87,7 @@ class LogServicer(pb_grpc.LogServiceServicer):
             rpc=self.counters.snapshot(),
             waiters=self._waiters.statistics(),
             storage_calls=self._calls.statistics(),
+            group_commit=self._group_commit.statistics(),
             consume_stream_count=self._consume_stream_count,
             stopping=self.stopping,
         )
@@ -149,8 +153,16 @@ class LogServicer(pb_grpc.LogServiceServicer):
         info = await self._log_call(log, io_bytes, log.append, batch)
         self._waiters.notify(topic, partition)
         if acks == pb.ACKS_FSYNCED:
-            await self._log_call(log, _BLOCKING, log.flush)
+            await self._durable(log, info.last_offset + 1)
         return conversions.produce_response(info)
+
+    async def _durable(self, log: Any, end_offset: int) -> None:
+        """Group commit (group_commit.py), with _log_call's offline-directory handling."""
+        try:
+            await self._group_commit.wait_durable(log, end_offset)
+        except LogDirOfflineError as exc:
+            await self._calls.blocking(self._manager.handle_log_dir_failure, _dir_of(log), exc)
+            raise
 
     @staticmethod
     def _produced_batch(request: pb.ProduceRequest) -> bytes:
@@ -283,8 +295,7 @@ class LogServicer(pb_grpc.LogServiceServicer):
                 return await self._calls.blocking(method, *args)
             return await self._calls.sized(io_bytes, method, *args, lock=log_lock(log))
         except LogDirOfflineError as exc:
-            log_dir = os.path.dirname(os.path.abspath(log.dir))
-            await self._calls.blocking(self._manager.handle_log_dir_failure, log_dir, exc)
+            await self._calls.blocking(self._manager.handle_log_dir_failure, _dir_of(log), exc)
             raise
 
     async def _fetch_response(
@@ -345,6 +356,10 @@ class LogServicer(pb_grpc.LogServiceServicer):
 
 # _log_call's io_bytes for calls that always go to the pool (fsync).
 _BLOCKING = -1
+
+
+def _dir_of(log: Any) -> str:
+    return os.path.dirname(os.path.abspath(log.dir))
 
 
 def log_lock(log: Any) -> Any:

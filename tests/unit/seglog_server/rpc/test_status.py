@@ -45,6 +45,8 @@ PROMISED = {
     service.ResponseTooLargeError: Code.RESOURCE_EXHAUSTED,
     service.StoredBatchCorruptError: Code.DATA_LOSS,
     service.ServiceStoppingError: Code.UNAVAILABLE,
+    service.FlushIncompleteError: Code.UNAVAILABLE,
+    service.OverloadedError: Code.RESOURCE_EXHAUSTED,
     service.ServiceError: Code.INTERNAL,
 }
 
