@@ -26,6 +26,7 @@ from grpc_reflection.v1alpha import reflection
 
 from seglog.v1 import log_service_pb2 as pb
 from seglog_server.config import ServiceConfig
+from seglog_server.rpc.admission import AdmissionLimits
 from seglog_server.rpc.log_service import LogServicer, LogServicerLimits
 from seglog_server.rpc.registration import add_log_service
 from seglog_server.rpc.storage_calls import StorageCalls
@@ -75,10 +76,14 @@ class SeglogService:
         except StorageError as exc:
             raise StartupError(f"storage failed to start: {exc}") from exc
         self._manager = manager
-        self._servicer = LogServicer(manager, self._calls, self._limits())
+        admission = self._admission_limits()
+        self._servicer = LogServicer(manager, self._calls, self._limits(), admission)
         server = grpc.aio.server(
             options=self._server_options(),
-            maximum_concurrent_rpcs=self._config.rpc_concurrency_max,
+            # A backstop only: the servicer admits requests, waiters and streams by their own
+            # limits (rpc/admission.py). Room above their sum for health checks, reflection and
+            # calls on their way to being refused with a clear message.
+            maximum_concurrent_rpcs=admission.total_max + self._config.rpc_concurrency_max,
         )
         add_log_service(self._servicer, server)
         health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
@@ -106,6 +111,16 @@ class SeglogService:
             fetch_wait_ms_max=self._config.fetch_wait_ms_max,
             response_bytes_max=self._config.response_bytes_max,
             message_bytes_max=self._config.message_bytes_max,
+        )
+
+    def _admission_limits(self) -> AdmissionLimits:
+        config = self._config
+        return AdmissionLimits(
+            request_max=config.rpc_concurrency_max,
+            waiter_max=config.long_poll_waiters_max,
+            waiter_per_client_max=config.long_poll_waiters_per_client_max,
+            stream_max=config.consume_streams_max,
+            stream_per_client_max=config.consume_streams_per_client_max,
         )
 
     def _server_options(self) -> list[tuple[str, int]]:

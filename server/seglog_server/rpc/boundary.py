@@ -1,7 +1,8 @@
 """The edge of every RPC: exceptions become statuses (via ``status.py``), calls are counted,
 and server-side time is reported when a client asks for it.
 
-``@unary_rpc`` and ``@stream_rpc`` wrap the servicer's methods. An exception with a row in the
+``@unary_rpc`` and ``@stream_rpc`` wrap the servicer's methods. Each call is admitted first
+(``servicer.admission``, see admission.py): a unary call as a request, a stream as a stream. An exception with a row in the
 status table is an expected outcome (logged at DEBUG); any other exception is a bug: INTERNAL, and
 its traceback is logged. Either way the service keeps serving. Cancellation (the client went
 away) passes through untouched.
@@ -24,6 +25,7 @@ from typing import Any, TypeVar
 
 import grpc
 
+from .admission import client_of
 from .status import status_for
 
 __all__ = [
@@ -85,7 +87,8 @@ def unary_rpc(method: _Handler) -> _Handler:
         started_ns = time.perf_counter_ns()
         self.counters.calls[name] += 1
         try:
-            response = await method(self, request, context)
+            with self.admission.request():
+                response = await method(self, request, context)
         except (asyncio.CancelledError, grpc.aio.AbortError):
             raise
         except Exception as exc:  # noqa: BLE001 - the boundary: every error becomes a status
@@ -107,7 +110,8 @@ def stream_rpc(method: _Handler) -> _Handler:
     async def handler(self: Any, request: Any, context: grpc.aio.ServicerContext) -> None:
         self.counters.calls[name] += 1
         try:
-            await method(self, request, context)
+            with self.admission.stream(client_of(context)):
+                await method(self, request, context)
         except (asyncio.CancelledError, grpc.aio.AbortError):
             raise
         except Exception as exc:  # noqa: BLE001 - the boundary: every error becomes a status

@@ -21,6 +21,7 @@ from seglog_server.storage.errors import LogDirOfflineError
 from seglog_server.storage.log_config import LONG_MAX
 
 from . import conversions, validation
+from .admission import Admission, AdmissionLimits, AdmissionStatistics, client_of
 from .append_waiters import AppendWaiters, AppendWaitersStatistics
 from .boundary import RpcCounters, RpcStatistics, stream_rpc, unary_rpc
 from .errors import InvalidRequestError, ServiceStoppingError
@@ -51,21 +52,31 @@ class LogServicerLimits:
         assert self.message_bytes_max > 0
 
 
+# The service's defaults (config.py); app.py passes the configured ones.
+_DEFAULT_ADMISSION = AdmissionLimits(
+    request_max=1000, waiter_max=10_000, waiter_per_client_max=2_000,
+    stream_max=10_000, stream_per_client_max=2_000,
+)
+
+
 @dataclass(frozen=True)
 class LogServicerStatistics:
     rpc: RpcStatistics
     waiters: AppendWaitersStatistics
     storage_calls: StorageCallsStatistics
     group_commit: GroupCommitStatistics
+    admission: AdmissionStatistics
     consume_stream_count: int
     stopping: bool
 
 
 class LogServicer(pb_grpc.LogServiceServicer):
     def __init__(
-        self, manager: Any, calls: StorageCalls, limits: LogServicerLimits
+        self, manager: Any, calls: StorageCalls, limits: LogServicerLimits,
+        admission: AdmissionLimits = _DEFAULT_ADMISSION,
     ) -> None:
         self._manager = manager
+        self.admission = Admission(admission)
         self._calls = calls
         self._limits = limits
         self._waiters = AppendWaiters()
@@ -88,6 +99,7 @@ class LogServicer(pb_grpc.LogServiceServicer):
             waiters=self._waiters.statistics(),
             storage_calls=self._calls.statistics(),
             group_commit=self._group_commit.statistics(),
+            admission=self.admission.statistics(),
             consume_stream_count=self._consume_stream_count,
             stopping=self.stopping,
         )
@@ -189,7 +201,10 @@ class LogServicer(pb_grpc.LogServiceServicer):
             data = await self._ticketed_read(ticket, topic, partition, request.offset, max_bytes)
             if ticket is None or _enough(data, min_bytes, max_bytes) or self.stopping:
                 break
-            if not await self._waiters.wait_ticket(ticket, deadline - loop.time()):
+            # Waiting holds a waiter slot, not a request slot (admission.py).
+            with self.admission.waiting(client_of(context)):
+                woken = await self._waiters.wait_ticket(ticket, deadline - loop.time())
+            if not woken:
                 break
         response = await self._fetch_response(topic, partition, request.offset, data, request.decode)
         return response[0]

@@ -3,6 +3,7 @@ import logging
 import grpc
 import pytest
 
+from seglog_server.rpc.admission import Admission, AdmissionLimits
 from seglog_server.rpc.boundary import (
     DEBUG_TIMING_METADATA_KEY,
     SERVER_TIME_METADATA_KEY,
@@ -39,6 +40,7 @@ class RecordingContext:
 class Servicer:
     def __init__(self):
         self.counters = RpcCounters()
+        self.admission = Admission(AdmissionLimits(10, 10, 10, 10, 10))
 
     @unary_rpc
     async def Fine(self, request, context):

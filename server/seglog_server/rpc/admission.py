@@ -1,0 +1,165 @@
+"""Admission: how many RPCs may work, wait and stream at once, service-wide and per client.
+
+Three kinds of call hold the service's resources very differently:
+
+    request   a unary call doing work (Produce, a Fetch reading, admin): CPU, buffers, the pool.
+              ``rpc_concurrency_max`` of them.
+    waiter    a Fetch parked at the tail of a log for up to max_wait_ms: a coroutine and a share
+              of one future, nothing else. ``long_poll_waiters_max`` service-wide,
+              ``long_poll_waiters_per_client_max`` per client.
+    stream    an open Consume stream (reading or parked): ``consume_streams_max`` and
+              ``consume_streams_per_client_max``.
+
+A unary call is admitted as a request; a Fetch that has to wait trades its request slot for a
+waiter slot while it waits (``waiting``) and takes it back, unconditionally, to read what woke it
+(it was admitted once; waking it must not fail it). So a thousand idle long polls hold no request
+slot, and Produce and ListTopics keep being served. gRPC's own ``maximum_concurrent_rpcs`` stays
+as a backstop above the sum of the three (app.py).
+
+A client is the peer's host address (``ipv4:10.0.0.7:53211`` -> ``10.0.0.7``): one host cannot take
+every waiter or stream by opening more connections. Once callers authenticate, the principal is
+the better key; ``client_of`` is the one place to change. Full limits raise ``OverloadedError``
+(RESOURCE_EXHAUSTED, retriable) naming the limit, its value and its setting.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from .errors import OverloadedError
+
+__all__ = ["Admission", "AdmissionLimits", "AdmissionStatistics", "client_of"]
+
+
+@dataclass(frozen=True)
+class AdmissionLimits:
+    request_max: int
+    waiter_max: int
+    waiter_per_client_max: int
+    stream_max: int
+    stream_per_client_max: int
+
+    def __post_init__(self) -> None:
+        assert self.request_max >= 1
+        assert 1 <= self.waiter_per_client_max <= self.waiter_max
+        assert 1 <= self.stream_per_client_max <= self.stream_max
+
+    @property
+    def total_max(self) -> int:
+        """Every call the three limits can let in at once."""
+        return self.request_max + self.waiter_max + self.stream_max
+
+
+@dataclass(frozen=True)
+class AdmissionStatistics:
+    request_count: int
+    waiter_count: int
+    stream_count: int
+    client_count: int  # clients holding a waiter or a stream
+    rejected_by_limit: dict[str, int]
+
+
+def client_of(context: Any) -> str:
+    """The client a call comes from: the peer's host (without its port)."""
+    peer_of = getattr(context, "peer", None)
+    peer = peer_of() if callable(peer_of) else ""
+    kind, _, address = (peer or "").partition(":")
+    if kind in ("ipv4", "ipv6"):
+        host, _, _port = address.rpartition(":")
+        return host or address
+    return peer or "unknown"
+
+
+class _Pool:
+    """A count against a service-wide limit and a per-client one."""
+
+    def __init__(self, setting: str, total_max: int, per_client_setting: str, per_client_max: int):
+        self.setting = setting
+        self.total_max = total_max
+        self.per_client_setting = per_client_setting
+        self.per_client_max = per_client_max
+        self.count = 0
+        self.by_client: Counter[str] = Counter()
+
+    def take(self, client: str, what: str, rejected: Counter[str]) -> None:
+        if self.count >= self.total_max:
+            rejected[self.setting] += 1
+            raise OverloadedError(
+                f"too many {what}: {self.count} of {self.setting}={self.total_max} in use; "
+                "retry later"
+            )
+        if self.by_client[client] >= self.per_client_max:
+            rejected[self.per_client_setting] += 1
+            raise OverloadedError(
+                f"too many {what} from client {client}: {self.by_client[client]} of "
+                f"{self.per_client_setting}={self.per_client_max} in use; retry later"
+            )
+        self.count += 1
+        self.by_client[client] += 1
+
+    def give_back(self, client: str) -> None:
+        self.count -= 1
+        self.by_client[client] -= 1
+        if not self.by_client[client]:
+            del self.by_client[client]
+        assert self.count >= 0
+
+
+class Admission:
+    """Everything here runs on the event loop (no locks needed)."""
+
+    def __init__(self, limits: AdmissionLimits) -> None:
+        self._limits = limits
+        self._request_count = 0
+        self._waiters = _Pool("long_poll_waiters_max", limits.waiter_max,
+                              "long_poll_waiters_per_client_max", limits.waiter_per_client_max)
+        self._streams = _Pool("consume_streams_max", limits.stream_max,
+                              "consume_streams_per_client_max", limits.stream_per_client_max)
+        self._rejected: Counter[str] = Counter()
+
+    @contextlib.contextmanager
+    def request(self) -> Iterator[None]:
+        if self._request_count >= self._limits.request_max:
+            self._rejected["rpc_concurrency_max"] += 1
+            raise OverloadedError(
+                f"too many requests in progress: {self._request_count} of "
+                f"rpc_concurrency_max={self._limits.request_max}; retry later"
+            )
+        self._request_count += 1
+        try:
+            yield
+        finally:
+            self._request_count -= 1
+
+    @contextlib.contextmanager
+    def waiting(self, client: str) -> Iterator[None]:
+        """Inside ``request``: hands the request slot back for a waiter slot while waiting."""
+        self._waiters.take(client, "waiting Fetches (long polls)", self._rejected)
+        self._request_count -= 1
+        try:
+            yield
+        finally:
+            self._request_count += 1
+            self._waiters.give_back(client)
+
+    @contextlib.contextmanager
+    def stream(self, client: str) -> Iterator[None]:
+        self._streams.take(client, "open Consume streams", self._rejected)
+        try:
+            yield
+        finally:
+            self._streams.give_back(client)
+
+    def statistics(self) -> AdmissionStatistics:
+        clients = set(self._waiters.by_client) | set(self._streams.by_client)
+        return AdmissionStatistics(
+            request_count=self._request_count,
+            waiter_count=self._waiters.count,
+            stream_count=self._streams.count,
+            client_count=len(clients),
+            rejected_by_limit=dict(self._rejected),
+        )
