@@ -4,8 +4,9 @@
 
 start   LogManager.startup() on the pool (recovery can take a while) -> gRPC server with
         LogService, grpc.health.v1 and reflection -> SERVING -> maintenance timer -> ready file.
-stop    (SIGTERM / SIGINT) NOT_SERVING -> long polls answer, Consume streams end UNAVAILABLE ->
-        the gRPC server stops accepting and gives in-flight RPCs ``shutdown_grace_ms`` ->
+stop    (SIGTERM / SIGINT) NOT_SERVING -> long polls answer, Consume streams end UNAVAILABLE,
+        new calls are answered UNAVAILABLE, in-flight RPCs get ``shutdown_grace_ms`` and any
+        still running after it are cut with UNAVAILABLE (retriable) -> the gRPC server stops ->
         maintenance finishes its pass -> LogManager.shutdown() (flush, checkpoints, clean-shutdown
         marker) -> thread pool joined -> ready file removed. Exit code 0.
 """
@@ -38,6 +39,10 @@ __all__ = ["LOG_SERVICE_NAME", "SeglogService", "StartupError", "run"]
 LOG_SERVICE_NAME = pb.DESCRIPTOR.services_by_name["LogService"].full_name
 
 _log = logging.getLogger("seglog_server")
+
+# After the servicer has drained, how long gRPC's own calls get before the server stops. 1 s: a
+# call that arrived during the drain is answered UNAVAILABLE within microseconds.
+_SERVER_STOP_GRACE_S = 1.0
 
 
 class StartupError(Exception):
@@ -184,10 +189,18 @@ class SeglogService:
         _log.info("seglog stopping: grace %d ms for in-flight requests",
                   self._config.shutdown_grace_ms)
         await self._health.enter_graceful_shutdown()
+        grace_s = self._config.shutdown_grace_ms / 1000
         if self._servicer is not None:
-            self._servicer.begin_shutdown()
+            # Our calls finish (or are cut with UNAVAILABLE) while gRPC still serves normally:
+            # stopping the server under them would answer CANCELLED, which clients do not retry.
+            cut_count = await self._servicer.drain(grace_s)
+            if cut_count:
+                _log.warning("%d calls were still running after the grace period: answered "
+                             "UNAVAILABLE", cut_count)
         if self._server is not None:
-            await self._server.stop(self._config.shutdown_grace_ms / 1000)
+            # What is left is gRPC's own (health watches, reflection) and calls arriving now,
+            # which the servicer answers UNAVAILABLE at once.
+            await self._server.stop(min(grace_s, _SERVER_STOP_GRACE_S))
         if self._maintenance is not None:
             await self._maintenance
         if self._manager is not None:

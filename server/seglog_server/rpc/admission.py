@@ -16,6 +16,11 @@ waiter slot while it waits (``waiting``) and takes it back, unconditionally, to 
 slot, and Produce and ListTopics keep being served. gRPC's own ``maximum_concurrent_rpcs`` stays
 as a backstop above the sum of the three (app.py).
 
+Shutdown (``drain``): new calls are answered UNAVAILABLE at once, calls in progress get the grace
+period to finish, and any still running after it are *cut*: their handlers are cancelled and
+answer UNAVAILABLE (retriable) instead of the CANCELLED gRPC would send when the server stops
+under them (``was_cut``).
+
 A client is the peer's host address (``ipv4:10.0.0.7:53211`` -> ``10.0.0.7``): one host cannot take
 every waiter or stream by opening more connections. Once callers authenticate, the principal is
 the better key; ``client_of`` is the one place to change. Full limits raise ``OverloadedError``
@@ -24,15 +29,23 @@ the better key; ``client_of`` is the one place to change. Full limits raise ``Ov
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import OverloadedError
+from .errors import OverloadedError, ServiceStoppingError
 
-__all__ = ["Admission", "AdmissionLimits", "AdmissionStatistics", "client_of"]
+__all__ = ["DRAIN_QUIET_S", "Admission", "AdmissionLimits", "AdmissionStatistics", "client_of"]
+
+# A drain ends once no call is in progress *and* none has arrived for this long (or the grace ran
+# out). Calls already sent when the gRPC server stops are cancelled by gRPC itself (CANCELLED,
+# which clients do not retry); while the drain lasts they are answered UNAVAILABLE instead. 0.2 s:
+# a client that just got its answer sends its next call within a round trip (well under 1 ms on a
+# LAN), and a retrying client backs off for longer (the seglog producer: 100 ms and up).
+DRAIN_QUIET_S = 0.2
 
 
 @dataclass(frozen=True)
@@ -120,9 +133,66 @@ class Admission:
         self._streams = _Pool("consume_streams_max", limits.stream_max,
                               "consume_streams_per_client_max", limits.stream_per_client_max)
         self._rejected: Counter[str] = Counter()
+        self._handlers: set[asyncio.Task[Any]] = set()
+        self._idle: asyncio.Event | None = None
+        self._draining = False
+        self._cut: set[asyncio.Task[Any]] = set()
+        self._last_arrival = 0.0
+
+    # -- shutdown -----------------------------------------------------------------------------
+    async def drain(self, grace_s: float) -> int:
+        """Refuses new calls (UNAVAILABLE), waits up to ``grace_s`` for those in progress and for
+        arrivals to go quiet (``DRAIN_QUIET_S``), then cuts what still runs (they answer
+        UNAVAILABLE too). Returns how many were cut."""
+        self._draining = True
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + grace_s
+        while (remaining_s := deadline - loop.time()) > 0:
+            if self._handlers:
+                self._idle = asyncio.Event()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._idle.wait(), remaining_s)
+                continue
+            quiet_left_s = self._last_arrival + DRAIN_QUIET_S - loop.time()
+            if quiet_left_s <= 0:
+                break
+            await asyncio.sleep(min(quiet_left_s, remaining_s))
+        cut = [task for task in self._handlers if not task.done()]
+        for task in cut:
+            self._cut.add(task)
+            task.cancel()
+        if cut:
+            await asyncio.wait(cut)
+        return len(cut)
+
+    def was_cut(self) -> bool:
+        """True in a handler cancelled by ``drain`` (not by its client going away)."""
+        task = asyncio.current_task()
+        return task is not None and task in self._cut
 
     @contextlib.contextmanager
+    def _handler(self) -> Iterator[None]:
+        self._last_arrival = asyncio.get_running_loop().time()
+        if self._draining:
+            raise ServiceStoppingError("seglog is shutting down; retry on a running service")
+        task = asyncio.current_task()
+        assert task is not None
+        self._handlers.add(task)
+        try:
+            yield
+        finally:
+            self._handlers.discard(task)
+            if self._idle is not None and not self._handlers:
+                self._idle.set()
+
+    # -- admission ----------------------------------------------------------------------------
+    @contextlib.contextmanager
     def request(self) -> Iterator[None]:
+        with self._handler(), self._counted_request():
+            yield
+
+    @contextlib.contextmanager
+    def _counted_request(self) -> Iterator[None]:
         if self._request_count >= self._limits.request_max:
             self._rejected["rpc_concurrency_max"] += 1
             raise OverloadedError(
@@ -148,11 +218,12 @@ class Admission:
 
     @contextlib.contextmanager
     def stream(self, client: str) -> Iterator[None]:
-        self._streams.take(client, "open Consume streams", self._rejected)
-        try:
-            yield
-        finally:
-            self._streams.give_back(client)
+        with self._handler():
+            self._streams.take(client, "open Consume streams", self._rejected)
+            try:
+                yield
+            finally:
+                self._streams.give_back(client)
 
     def statistics(self) -> AdmissionStatistics:
         clients = set(self._waiters.by_client) | set(self._streams.by_client)

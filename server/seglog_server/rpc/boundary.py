@@ -5,7 +5,7 @@ and server-side time is reported when a client asks for it.
 (``servicer.admission``, see admission.py): a unary call as a request, a stream as a stream. An exception with a row in the
 status table is an expected outcome (logged at DEBUG); any other exception is a bug: INTERNAL, and
 its traceback is logged. Either way the service keeps serving. Cancellation (the client went
-away) passes through untouched.
+away) passes through untouched, except a handler cut by the shutdown: it answers UNAVAILABLE.
 
 Server timing (for benchmarks and debugging): a request carrying the metadata entry
 ``seglog-debug-timing: 1`` gets the time spent inside the servicer, in microseconds, back in the
@@ -26,7 +26,8 @@ from typing import Any, TypeVar
 import grpc
 
 from .admission import client_of
-from .status import status_for
+from .errors import ServiceStoppingError
+from .status import ERROR_CLASS_METADATA_KEY, status_for
 
 __all__ = [
     "DEBUG_TIMING_METADATA_KEY",
@@ -79,6 +80,24 @@ async def _abort(
     await context.abort(status.code, status.message, trailing_metadata=status.trailing_metadata)
 
 
+async def _answer_if_cut(servicer: Any, name: str, context: grpc.aio.ServicerContext) -> None:
+    """A handler cancelled by the shutdown (not by its client) answers UNAVAILABLE: retriable,
+    where the CANCELLED gRPC would send is not. Otherwise the cancellation goes on untouched."""
+    if not servicer.admission.was_cut():
+        return
+    task = asyncio.current_task()
+    if task is not None:
+        task.uncancel()
+    servicer.counters.errors[grpc.StatusCode.UNAVAILABLE.name] += 1
+    _log.info("%s cut by the shutdown after the grace period", name)
+    await context.abort(
+        grpc.StatusCode.UNAVAILABLE,
+        "seglog stopped before this call finished (the shutdown grace period ran out); it may or "
+        "may not have taken effect: retry on a running service",
+        trailing_metadata=((ERROR_CLASS_METADATA_KEY, ServiceStoppingError.__name__),),
+    )
+
+
 def unary_rpc(method: _Handler) -> _Handler:
     name = method.__name__
 
@@ -89,7 +108,10 @@ def unary_rpc(method: _Handler) -> _Handler:
         try:
             with self.admission.request():
                 response = await method(self, request, context)
-        except (asyncio.CancelledError, grpc.aio.AbortError):
+        except asyncio.CancelledError:
+            await _answer_if_cut(self, name, context)
+            raise
+        except grpc.aio.AbortError:
             raise
         except Exception as exc:  # noqa: BLE001 - the boundary: every error becomes a status
             await _abort(self, name, exc, context)
@@ -112,7 +134,10 @@ def stream_rpc(method: _Handler) -> _Handler:
         try:
             with self.admission.stream(client_of(context)):
                 await method(self, request, context)
-        except (asyncio.CancelledError, grpc.aio.AbortError):
+        except asyncio.CancelledError:
+            await _answer_if_cut(self, name, context)
+            raise
+        except grpc.aio.AbortError:
             raise
         except Exception as exc:  # noqa: BLE001 - the boundary: every error becomes a status
             await _abort(self, name, exc, context)

@@ -93,6 +93,12 @@ class LogServicer(pb_grpc.LogServiceServicer):
         """Long polls answer now with what they have; Consume streams end with UNAVAILABLE."""
         self._waiters.close()
 
+    async def drain(self, grace_s: float) -> int:
+        """Shutdown: new calls answer UNAVAILABLE, calls in progress get ``grace_s`` to finish,
+        the rest are cut with UNAVAILABLE (admission.py). Returns the count cut."""
+        self.begin_shutdown()
+        return await self.admission.drain(grace_s)
+
     def statistics(self) -> LogServicerStatistics:
         return LogServicerStatistics(
             rpc=self.counters.snapshot(),

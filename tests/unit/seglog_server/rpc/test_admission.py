@@ -35,7 +35,7 @@ def test_a_client_is_the_peers_host_without_its_port(peer, client):
     assert client_of(Peer(peer)) == client
 
 
-def test_requests_beyond_the_budget_are_refused_naming_the_setting():
+async def test_requests_beyond_the_budget_are_refused_naming_the_setting():
     admission = _admission()
     with admission.request(), admission.request():
         with pytest.raises(OverloadedError, match="rpc_concurrency_max=2"):
@@ -46,7 +46,7 @@ def test_requests_beyond_the_budget_are_refused_naming_the_setting():
         assert admission.statistics().request_count == 1
 
 
-def test_a_waiting_fetch_gives_its_request_slot_back_while_it_waits():
+async def test_a_waiting_fetch_gives_its_request_slot_back_while_it_waits():
     admission = _admission()
     with contextlib.ExitStack() as stack:
         stack.enter_context(admission.request())
@@ -62,7 +62,7 @@ def test_a_waiting_fetch_gives_its_request_slot_back_while_it_waits():
     assert (statistics.request_count, statistics.waiter_count, statistics.client_count) == (0, 0, 0)
 
 
-def test_one_client_cannot_take_every_waiter():
+async def test_one_client_cannot_take_every_waiter():
     admission = _admission()
     with contextlib.ExitStack() as stack:
         for _ in range(2):
@@ -78,7 +78,7 @@ def test_one_client_cannot_take_every_waiter():
             stack.enter_context(admission.waiting("third"))
 
 
-def test_streams_have_their_own_budget_per_client_and_in_total():
+async def test_streams_have_their_own_budget_per_client_and_in_total():
     admission = _admission()
     with contextlib.ExitStack() as stack:
         stack.enter_context(admission.stream("a"))
