@@ -16,7 +16,7 @@ import grpc
 
 from seglog import _sync
 from seglog.client import REQUEST_TIMEOUT_MS_DEFAULT, Transport
-from seglog.errors import ClientClosedError
+from seglog.errors import ClientClosedError, raise_partition_errors
 from seglog.structs import (
     DEFAULT_SERVER,
     EARLIEST_TIMESTAMP,
@@ -139,6 +139,7 @@ class AsyncAdmin:
             ]
         )
         response = await (await self._connected()).offsets_for_times(request)
+        raise_partition_errors(response.results)
         return {
             TopicPartition(r.topic, r.partition): (OffsetAndTimestamp(r.offset, r.timestamp_ms) if r.offset >= 0 else None)
             for r in response.results

@@ -31,7 +31,13 @@ import grpc
 from seglog import _sync
 from seglog._fetch_state import PartitionState, StartPosition, decode_fetched, parse_start
 from seglog.client import REQUEST_TIMEOUT_MS_DEFAULT, Transport
-from seglog.errors import ClientClosedError, OffsetOutOfRangeError, SeglogError, ServiceError
+from seglog.errors import (
+    ClientClosedError,
+    OffsetOutOfRangeError,
+    SeglogError,
+    ServiceError,
+    raise_partition_errors,
+)
 from seglog.structs import (
     DEFAULT_SERVER,
     EARLIEST_TIMESTAMP,
@@ -432,6 +438,7 @@ class AsyncConsumer:
             ]
         )
         response = await self._transport.offsets_for_times(request)
+        raise_partition_errors(response.results)
         return {
             r.partition: (OffsetAndTimestamp(r.offset, r.timestamp_ms) if r.offset >= 0 else None)
             for r in response.results

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import grpc
 
@@ -54,7 +54,10 @@ __all__ = [
     "TopicExistsError",
     "TopicNotFoundError",
     "error_from_codec",
+    "error_from_partition",
     "error_from_rpc",
+    "error_from_status",
+    "raise_partition_errors",
     "translate_codec_errors",
     "translate_rpc_errors",
 ]
@@ -173,8 +176,31 @@ def error_from_rpc(error: grpc.RpcError) -> SeglogError:
     details = error.details() if callable(getattr(error, "details", None)) else None
     if not isinstance(code, grpc.StatusCode):
         return ServiceError(f"RPC failed without a status: {error!r}")
+    return error_from_status(code, details, _service_error_name(error))
+
+
+def raise_partition_errors(results: Any) -> None:
+    """Raises the first failed partition's error of a multi-partition answer (OffsetsForTimes
+    answers each partition on its own; the client's calls promise all of them or an error)."""
+    for result in results:
+        if result.HasField("error"):
+            raise error_from_partition(result.error, f"{result.topic}-{result.partition}")
+
+
+def error_from_partition(error: Any, where: str = "") -> SeglogError:
+    """The client exception for one failed partition of a multi-partition answer (a
+    ``PartitionError``: a status code number, a message and the service's error class)."""
+    codes = {code.value[0]: code for code in grpc.StatusCode}
+    code = codes.get(error.code, grpc.StatusCode.UNKNOWN)
+    message = f"{where}: {error.message}" if where else error.message
+    return error_from_status(code, message, error.error_class or None)
+
+
+def error_from_status(
+    code: grpc.StatusCode, details: str | None, service_error: str | None
+) -> SeglogError:
+    """The one mapping from a status (code, details, ``seglog-error`` class) to an exception."""
     cls = _STATUS_TO_ERROR.get(code, ServiceError)
-    service_error = _service_error_name(error)
     if code is grpc.StatusCode.RESOURCE_EXHAUSTED and service_error in (None, _OVERLOADED):
         # The service names its own size errors (RecordTooLargeError, RecordBatchTooLargeError,
         # ResponseTooLargeError) in ``seglog-error``; without it the code came from gRPC itself:

@@ -41,3 +41,33 @@ def test_a_plain_record_with_a_negative_timestamp_is_invalid_argument(stub, topi
         pb.PlainRecord(value=b"v", timestamp_ms=timestamp_ms)])
     error = rpc_error(stub.Produce, request, Code.INVALID_ARGUMENT, "plain_records[0]: timestamp_ms")
     assert str(timestamp_ms) in error.details()
+
+
+def test_offsets_for_times_answers_each_partition_when_one_topic_is_unknown(stub, topic):
+    stub.Produce(pb.ProduceRequest(topic=topic, plain_records=[
+        pb.PlainRecord(value=b"v", timestamp_ms=1000)]))
+    response = stub.OffsetsForTimes(pb.OffsetsForTimesRequest(partitions=[
+        pb.PartitionTimestamp(topic=topic, timestamp_ms=500),
+        pb.PartitionTimestamp(topic="no-such-topic", timestamp_ms=500),
+        pb.PartitionTimestamp(topic=topic, partition=7, timestamp_ms=500),
+        pb.PartitionTimestamp(topic="../x", timestamp_ms=500),
+        pb.PartitionTimestamp(topic=topic, timestamp_ms=-2),
+    ]))
+    found, unknown, no_partition, bad_name, earliest = response.results
+    assert (found.offset, found.timestamp_ms, found.HasField("error")) == (0, 1000, False)
+    assert unknown.error.code == Code.NOT_FOUND.value[0]
+    assert unknown.error.error_class == "UnknownTopicOrPartitionError"
+    assert "no-such-topic" in unknown.error.message
+    assert (unknown.topic, unknown.offset, unknown.timestamp_ms) == ("no-such-topic", -1, -1)
+    assert no_partition.error.code == Code.NOT_FOUND.value[0]
+    assert bad_name.error.code == Code.NOT_FOUND.value[0]  # a name no topic can have
+    assert (earliest.offset, earliest.HasField("error")) == (0, False)
+
+
+def test_the_client_raises_the_failed_partitions_error_naming_it(service, topic):
+    from seglog import Admin, TopicPartition
+    from seglog.errors import TopicNotFoundError
+
+    with Admin(service.address) as admin, pytest.raises(TopicNotFoundError) as caught:
+        admin.offsets_for_times({TopicPartition(topic, 0): -2, TopicPartition("missing", 0): -2})
+    assert "missing-0" in str(caught.value)

@@ -221,6 +221,15 @@ def partition_offset(topic: str, partition: int, found: Any) -> pb.PartitionOffs
     )
 
 
+def partition_offset_error(target: pb.PartitionTimestamp, status: Any) -> pb.PartitionOffset:
+    """A partition OffsetsForTimes could not answer (``status``: a status.ErrorStatus)."""
+    return pb.PartitionOffset(
+        topic=target.topic, partition=target.partition, offset=-1, timestamp_ms=-1,
+        error=pb.PartitionError(code=status.code.value[0], message=status.message,
+                                error_class=status.error_class),
+    )
+
+
 # -- admin --------------------------------------------------------------------------------------
 
 

@@ -26,6 +26,7 @@ from .append_waiters import AppendWaiters, AppendWaitersStatistics
 from .boundary import RpcCounters, RpcStatistics, stream_rpc, unary_rpc
 from .errors import InvalidRequestError, ServiceStoppingError
 from .group_commit import GroupCommit, GroupCommitStatistics
+from .status import status_for
 from .storage_calls import StorageCalls, StorageCallsStatistics
 
 __all__ = [
@@ -354,12 +355,21 @@ class LogServicer(pb_grpc.LogServiceServicer):
     async def OffsetsForTimes(self, request: pb.OffsetsForTimesRequest, context: Any) -> Any:
         results = []
         for target in request.partitions:
-            topic, partition = validation.check_partition_ref(target.topic, target.partition)
-            timestamp_ms = validation.check_target_timestamp(target.timestamp_ms)
-            log = self._manager.get_log(topic, partition)
-            found = await self._log_call(log, 0, log.offset_for_timestamp, timestamp_ms)
-            results.append(conversions.partition_offset(topic, partition, found))
+            try:
+                results.append(await self._offset_for_time(target))
+            except Exception as exc:  # noqa: BLE001 - answered per partition, as Kafka does
+                status = status_for(exc)
+                if not status.expected:
+                    raise  # a bug: the boundary answers INTERNAL and logs it
+                results.append(conversions.partition_offset_error(target, status))
         return pb.OffsetsForTimesResponse(results=results)
+
+    async def _offset_for_time(self, target: pb.PartitionTimestamp) -> pb.PartitionOffset:
+        topic, partition = validation.check_partition_ref(target.topic, target.partition)
+        timestamp_ms = validation.check_target_timestamp(target.timestamp_ms)
+        log = self._manager.get_log(topic, partition)
+        found = await self._log_call(log, 0, log.offset_for_timestamp, timestamp_ms)
+        return conversions.partition_offset(topic, partition, found)
 
     @unary_rpc
     async def DeleteRecords(self, request: pb.DeleteRecordsRequest, context: Any) -> Any:
