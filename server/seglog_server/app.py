@@ -27,6 +27,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from seglog.v1 import log_service_pb2 as pb
 from seglog_server.config import ServiceConfig
 from seglog_server.rpc.admission import AdmissionLimits
+from seglog_server.rpc.log_dir_names import LogDirNames
 from seglog_server.rpc.log_service import LogServicer, LogServicerLimits
 from seglog_server.rpc.reflection import enable_reflection
 from seglog_server.rpc.registration import add_log_service
@@ -82,7 +83,8 @@ class SeglogService:
             raise StartupError(f"storage failed to start: {exc}") from exc
         self._manager = manager
         admission = self._admission_limits()
-        self._servicer = LogServicer(manager, self._calls, self._limits(), admission)
+        self._servicer = LogServicer(manager, self._calls, self._limits(), admission,
+                                     LogDirNames(self._config.data_dirs))
         server = grpc.aio.server(
             options=self._server_options(),
             # A backstop only: the servicer admits requests, waiters and streams by their own

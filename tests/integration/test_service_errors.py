@@ -71,3 +71,38 @@ def test_the_client_raises_the_failed_partitions_error_naming_it(service, topic)
     with Admin(service.address) as admin, pytest.raises(TopicNotFoundError) as caught:
         admin.offsets_for_times({TopicPartition(topic, 0): -2, TopicPartition("missing", 0): -2})
     assert "missing-0" in str(caught.value)
+
+
+def test_describe_topic_names_the_log_dir_by_index_and_name_not_path(service, stub, topic):
+    [partition] = stub.DescribeTopic(pb.DescribeTopicRequest(topic=topic)).partitions
+    assert partition.log_dir in ("log dir #0 (data0)", "log dir #1 (data1)")
+    assert str(service.workdir) not in partition.log_dir
+
+
+def test_scripts_serve_resolves_relative_paths_against_the_callers_directory(tmp_path):
+    import os
+    import pathlib
+    import signal
+    import subprocess
+    import time
+
+    from integration_helpers import READY_POLL_S, START_TIMEOUT_S, service_environment
+
+    serve = pathlib.Path(__file__).resolve().parents[2] / "scripts" / "serve"
+    (tmp_path / "seglog.toml").write_text('[limits]\nshutdown_grace_ms = 100\n')
+    process = subprocess.Popen(
+        [str(serve), "--config", "seglog.toml", "--data-dir", "mydata", "--listen", "127.0.0.1:0",
+         "--ready-file", "ready", "--no-malloc-tuning"],
+        cwd=tmp_path, env=service_environment(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while not (tmp_path / "ready").exists():
+            assert process.poll() is None, process.stdout.read().decode()
+            assert time.monotonic() < deadline
+            time.sleep(READY_POLL_S)
+        assert (tmp_path / "mydata").is_dir()  # the caller's ./mydata, not the repository's
+    finally:
+        process.send_signal(signal.SIGTERM)
+        output = process.communicate(timeout=30)[0].decode()
+    assert process.returncode == 0, output
+    assert not os.path.exists(serve.parents[1] / "mydata")

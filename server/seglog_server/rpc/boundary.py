@@ -72,12 +72,13 @@ async def _abort(
 ) -> None:
     status = status_for(exc)
     servicer.counters.errors[status.code.name] += 1
+    message = servicer.log_dir_names.redact(status.message)  # no server paths leave the service
     if status.expected:
         _log.debug("%s -> %s: %s", name, status.code.name, status.message)
     else:
         servicer.counters.internal_errors += 1
         _log.error("%s failed unexpectedly", name, exc_info=exc)
-    await context.abort(status.code, status.message, trailing_metadata=status.trailing_metadata)
+    await context.abort(status.code, message, trailing_metadata=status.trailing_metadata)
 
 
 async def _answer_if_cut(servicer: Any, name: str, context: grpc.aio.ServicerContext) -> None:

@@ -9,7 +9,7 @@ here is (a) building one batch from ``plain_records`` with ``seglog.records.Reco
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from seglog import records as codec
@@ -221,11 +221,13 @@ def partition_offset(topic: str, partition: int, found: Any) -> pb.PartitionOffs
     )
 
 
-def partition_offset_error(target: pb.PartitionTimestamp, status: Any) -> pb.PartitionOffset:
+def partition_offset_error(
+    target: pb.PartitionTimestamp, status: Any, message: str
+) -> pb.PartitionOffset:
     """A partition OffsetsForTimes could not answer (``status``: a status.ErrorStatus)."""
     return pb.PartitionOffset(
         topic=target.topic, partition=target.partition, offset=-1, timestamp_ms=-1,
-        error=pb.PartitionError(code=status.code.value[0], message=status.message,
+        error=pb.PartitionError(code=status.code.value[0], message=message,
                                 error_class=status.error_class),
     )
 
@@ -245,7 +247,10 @@ def list_topics_response(topics: Iterable[tuple[str, int]]) -> pb.ListTopicsResp
     )
 
 
-def describe_topic_response(description: Any) -> pb.DescribeTopicResponse:
+def describe_topic_response(
+    description: Any, log_dir_label: Callable[[str], str]
+) -> pb.DescribeTopicResponse:
+    """``log_dir_label`` names a partition's directory without its server path."""
     configs: Mapping[str, str] = description.config.to_properties()
     return pb.DescribeTopicResponse(
         topic=description.topic,
@@ -259,7 +264,7 @@ def describe_topic_response(description: Any) -> pb.DescribeTopicResponse:
                 high_watermark=p.high_watermark,
                 size_bytes=p.size_bytes,
                 segment_count=p.segment_count,
-                log_dir=str(p.log_dir),
+                log_dir=log_dir_label(str(p.log_dir)),
                 configs=configs,
             )
             for p in description.partitions

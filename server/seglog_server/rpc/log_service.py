@@ -25,6 +25,7 @@ from .admission import Admission, AdmissionLimits, AdmissionStatistics, client_o
 from .append_waiters import AppendWaiters, AppendWaitersStatistics
 from .boundary import RpcCounters, RpcStatistics, stream_rpc, unary_rpc
 from .errors import InvalidRequestError, ServiceStoppingError
+from .log_dir_names import LogDirNames
 from .group_commit import GroupCommit, GroupCommitStatistics
 from .status import status_for
 from .storage_calls import StorageCalls, StorageCallsStatistics
@@ -75,9 +76,11 @@ class LogServicer(pb_grpc.LogServiceServicer):
     def __init__(
         self, manager: Any, calls: StorageCalls, limits: LogServicerLimits,
         admission: AdmissionLimits = _DEFAULT_ADMISSION,
+        log_dir_names: LogDirNames | None = None,
     ) -> None:
         self._manager = manager
         self.admission = Admission(admission)
+        self.log_dir_names = log_dir_names if log_dir_names is not None else LogDirNames(())
         self._calls = calls
         self._limits = limits
         self._waiters = AppendWaiters()
@@ -143,7 +146,7 @@ class LogServicer(pb_grpc.LogServiceServicer):
         if not request.topic:
             raise InvalidRequestError("topic is empty")
         description = await self._calls.blocking(self._manager.describe_topic, request.topic)
-        return conversions.describe_topic_response(description)
+        return conversions.describe_topic_response(description, self.log_dir_names.label)
 
     def _check_message_bytes(self, configs: dict[str, str]) -> None:
         """A topic's batches must fit one gRPC request; the storage does not know that limit."""
@@ -361,7 +364,8 @@ class LogServicer(pb_grpc.LogServiceServicer):
                 status = status_for(exc)
                 if not status.expected:
                     raise  # a bug: the boundary answers INTERNAL and logs it
-                results.append(conversions.partition_offset_error(target, status))
+                message = self.log_dir_names.redact(status.message)
+                results.append(conversions.partition_offset_error(target, status, message))
         return pb.OffsetsForTimesResponse(results=results)
 
     async def _offset_for_time(self, target: pb.PartitionTimestamp) -> pb.PartitionOffset:

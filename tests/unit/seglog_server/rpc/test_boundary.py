@@ -5,6 +5,7 @@ import grpc
 import pytest
 
 from seglog_server.rpc.admission import Admission, AdmissionLimits
+from seglog_server.rpc.log_dir_names import LogDirNames
 from seglog_server.rpc.boundary import (
     DEBUG_TIMING_METADATA_KEY,
     SERVER_TIME_METADATA_KEY,
@@ -42,6 +43,7 @@ class Servicer:
     def __init__(self):
         self.counters = RpcCounters()
         self.admission = Admission(AdmissionLimits(10, 10, 10, 10, 10))
+        self.log_dir_names = LogDirNames(["/srv/seglog/data0"])
 
     @unary_rpc
     async def Fine(self, request, context):
@@ -164,3 +166,16 @@ async def test_a_client_cancellation_passes_through_untouched():
     with pytest.raises(asyncio.CancelledError):
         await call
     assert context.aborted is None
+
+
+class PathServicer(Servicer):
+    @unary_rpc
+    async def Corrupt(self, request, context):
+        raise OffsetOutOfRangeError("/srv/seglog/data0/t-0/00000000000000000000.log: offset 9")
+
+
+async def test_error_messages_name_the_log_dir_not_its_server_path():
+    context = RecordingContext()
+    with pytest.raises(Aborted):
+        await PathServicer().Corrupt(None, context)
+    assert context.aborted[1] == "log dir #0 (data0)/t-0/00000000000000000000.log: offset 9"

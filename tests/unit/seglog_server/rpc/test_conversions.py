@@ -7,6 +7,7 @@ from hypothesis import strategies as st
 from seglog import records as codec
 from seglog.v1 import log_service_pb2 as pb
 from seglog_server.rpc import conversions
+from seglog_server.rpc.log_dir_names import LogDirNames
 from seglog_server.rpc.errors import (
     InvalidRequestError,
     ResponseTooLargeError,
@@ -193,14 +194,14 @@ def test_describe_repeats_the_topic_configs_per_partition():
         offline_partitions: dict
 
     description = Description(
-        "t", LogConfig(), [Partition(0, 1, 9, 9, 500, 2, "/d")], {1: "log dir /e is offline"}
+        "t", LogConfig(), [Partition(0, 1, 9, 9, 500, 2, "/srv/d")], {1: "log dir /e is offline"}
     )
-    response = conversions.describe_topic_response(description)
+    response = conversions.describe_topic_response(description, LogDirNames(["/srv/d"]).label)
     # The offline partition is absent from partitions but counted in partition_count.
     assert response.partition_count == 2
     (partition,) = response.partitions
     assert (partition.log_start_offset, partition.log_end_offset, partition.size_bytes) == (1, 9, 500)
-    assert partition.log_dir == "/d" and partition.segment_count == 2
+    assert partition.log_dir == "log dir #0 (d)" and partition.segment_count == 2
     assert dict(partition.configs) == dict(response.configs) == LogConfig().to_properties()
 
 
