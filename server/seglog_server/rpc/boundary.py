@@ -26,7 +26,8 @@ from typing import Any, TypeVar
 import grpc
 
 from .admission import client_of
-from .errors import ServiceStoppingError
+from .errors import InvalidRequestError, ServiceStoppingError
+from .registration import UnparseableRequest
 from .status import ERROR_CLASS_METADATA_KEY, status_for
 
 __all__ = [
@@ -81,6 +82,13 @@ async def _abort(
     await context.abort(status.code, message, trailing_metadata=status.trailing_metadata)
 
 
+def _check_parsed(request: Any) -> None:
+    if isinstance(request, UnparseableRequest):
+        raise InvalidRequestError(
+            f"the request is not a valid {request.message_name}: {request.reason}"
+        )
+
+
 async def _answer_if_cut(servicer: Any, name: str, context: grpc.aio.ServicerContext) -> None:
     """A handler cancelled by the shutdown (not by its client) answers UNAVAILABLE: retriable,
     where the CANCELLED gRPC would send is not. Otherwise the cancellation goes on untouched."""
@@ -108,6 +116,7 @@ def unary_rpc(method: _Handler) -> _Handler:
         self.counters.calls[name] += 1
         try:
             with self.admission.request():
+                _check_parsed(request)
                 response = await method(self, request, context)
         except asyncio.CancelledError:
             await _answer_if_cut(self, name, context)
@@ -134,6 +143,7 @@ def stream_rpc(method: _Handler) -> _Handler:
         self.counters.calls[name] += 1
         try:
             with self.admission.stream(client_of(context)):
+                _check_parsed(request)
                 await method(self, request, context)
         except asyncio.CancelledError:
             await _answer_if_cut(self, name, context)
