@@ -216,3 +216,27 @@ def test_next_offset_agrees_with_the_codecs_batch_walk(counts, cut):
     whole = list(codec.iter_batches(truncated))
     expected = whole[-1].next_offset if whole else -7
     assert conversions.next_offset_after(truncated, default=-7) == expected
+
+
+_INT64 = st.one_of(st.sampled_from([0, -1, -2, -5, 2**63 - 1, -(2**63)]),
+                   st.integers(-(2**63), 2**63 - 1))
+
+
+@given(st.lists(st.builds(
+    pb.PlainRecord,
+    key=st.one_of(st.none(), st.binary(max_size=20)),
+    value=st.one_of(st.none(), st.binary(max_size=20)),
+    timestamp_ms=_INT64,
+    headers=st.lists(st.builds(pb.RecordHeader, key=st.text(max_size=10),
+                               value=st.one_of(st.none(), st.binary(max_size=10))), max_size=2),
+), max_size=5), st.sampled_from(list(codec.Compression)))
+def test_plain_records_become_a_batch_or_an_invalid_request_never_anything_else(plain, compression):
+    try:
+        batch = conversions.batch_from_plain_records(plain, compression)
+    except InvalidRequestError as exc:
+        assert "plain_records" in str(exc) or "no records" in str(exc)
+        return
+    [decoded] = list(codec.iter_batches(batch))
+    decoded.ensure_valid()
+    assert [r.value for r in decoded.records()] == [
+        p.value if p.HasField("value") else None for p in plain]
