@@ -17,7 +17,7 @@ import grpc
 from seglog import _sync
 from seglog._security import ConnectionSecurity, PemSource
 from seglog.client import REQUEST_TIMEOUT_MS_DEFAULT, Transport
-from seglog.errors import ClientClosedError, TopicExistsError
+from seglog.errors import ClientClosedError, TopicExistsError, raise_partition_errors
 from seglog.structs import (
     DEFAULT_SERVER,
     EARLIEST_TIMESTAMP,
@@ -157,6 +157,7 @@ class AsyncAdmin:
             ]
         )
         response = await (await self._connected()).offsets_for_times(request)
+        raise_partition_errors(response.results)
         return {
             TopicPartition(r.topic, r.partition): (OffsetAndTimestamp(r.offset, r.timestamp_ms) if r.offset >= 0 else None)
             for r in response.results

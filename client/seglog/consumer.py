@@ -38,6 +38,7 @@ from seglog.errors import (
     QuotaExceededError,
     SeglogError,
     ServiceError,
+    raise_partition_errors,
 )
 from seglog.structs import (
     DEFAULT_SERVER,
@@ -466,6 +467,7 @@ class AsyncConsumer:
             ]
         )
         response = await self._transport.offsets_for_times(request)
+        raise_partition_errors(response.results)
         return {
             r.partition: (OffsetAndTimestamp(r.offset, r.timestamp_ms) if r.offset >= 0 else None)
             for r in response.results

@@ -17,7 +17,8 @@ through ``_CODEC_TO_ERROR``. The original exception is always chained as ``__cau
     ├── AuthorizationError            PERMISSION_DENIED
     ├── ServiceUnavailableError       UNAVAILABLE: service down, stopping, or log dir offline (retriable)
     │   └── ServiceOverloadedError    any other RESOURCE_EXHAUSTED: gRPC's own limits (max concurrent
-    │       │                         RPCs, message size), no ``seglog-error`` metadata (retriable)
+    │       │                         RPCs, message size), no ``seglog-error`` metadata, or the
+    │       │                         service's OverloadedError (a named limit is full) (retriable)
     │       └── QuotaExceededError    RESOURCE_EXHAUSTED from a per-principal quota or cap; its
     │                                 ``retry_after_ms`` (from ``retry-after-ms``) says when (retriable)
     ├── RequestTimeoutError           DEADLINE_EXCEEDED, or a local wait ran out (retriable; also a
@@ -34,7 +35,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import grpc
 
@@ -58,7 +59,10 @@ __all__ = [
     "TopicExistsError",
     "TopicNotFoundError",
     "error_from_codec",
+    "error_from_partition",
     "error_from_rpc",
+    "error_from_status",
+    "raise_partition_errors",
     "translate_codec_errors",
     "translate_rpc_errors",
 ]
@@ -154,6 +158,8 @@ SERVICE_ERROR_METADATA_KEY = "seglog-error"
 RETRY_AFTER_METADATA_KEY = "retry-after-ms"
 # Longest retry hint honoured: a hint from a confused or hostile service must not park a client.
 RETRY_AFTER_MS_MAX = 60_000
+# The service's class for a full concurrency limit (rpc/errors.py): retriable, like gRPC's own.
+_OVERLOADED = "OverloadedError"
 
 # The one place a gRPC status becomes a client exception. Codes missing here become ServiceError.
 _STATUS_TO_ERROR: dict[grpc.StatusCode, type[SeglogError]] = {
@@ -194,19 +200,47 @@ def error_from_rpc(error: grpc.RpcError) -> SeglogError:
     details = error.details() if callable(getattr(error, "details", None)) else None
     if not isinstance(code, grpc.StatusCode):
         return ServiceError(f"RPC failed without a status: {error!r}")
-    cls = _STATUS_TO_ERROR.get(code, ServiceError)
     trailing = _trailing_metadata(error)
-    service_error = trailing.get(SERVICE_ERROR_METADATA_KEY)
+    return error_from_status(
+        code, details, trailing.get(SERVICE_ERROR_METADATA_KEY),
+        _retry_after_ms(trailing.get(RETRY_AFTER_METADATA_KEY)),
+    )
+
+
+def raise_partition_errors(results: Any) -> None:
+    """Raises the first failed partition's error of a multi-partition answer (OffsetsForTimes
+    answers each partition on its own; the client's calls promise all of them or an error)."""
+    for result in results:
+        if result.HasField("error"):
+            raise error_from_partition(result.error, f"{result.topic}-{result.partition}")
+
+
+def error_from_partition(error: Any, where: str = "") -> SeglogError:
+    """The client exception for one failed partition of a multi-partition answer (a
+    ``PartitionError``: a status code number, a message and the service's error class)."""
+    codes = {code.value[0]: code for code in grpc.StatusCode}
+    code = codes.get(error.code, grpc.StatusCode.UNKNOWN)
+    message = f"{where}: {error.message}" if where else error.message
+    return error_from_status(code, message, error.error_class or None)
+
+
+def error_from_status(
+    code: grpc.StatusCode, details: str | None, service_error: str | None,
+    retry_after_ms: int | None = None,
+) -> SeglogError:
+    """The one mapping from a status (code, details, ``seglog-error`` class, retry hint) to an
+    exception."""
+    cls = _STATUS_TO_ERROR.get(code, ServiceError)
     if service_error in _SERVICE_ERROR_TO_ERROR:
         cls = _SERVICE_ERROR_TO_ERROR[service_error]
-    elif code is grpc.StatusCode.RESOURCE_EXHAUSTED and service_error is None:
+    elif code is grpc.StatusCode.RESOURCE_EXHAUSTED and service_error in (None, _OVERLOADED):
         # The service names its own size errors (RecordTooLargeError, RecordBatchTooLargeError,
         # ResponseTooLargeError) in ``seglog-error``; without it the code came from gRPC itself:
-        # max concurrent RPCs or a message size limit. Retriable.
+        # max concurrent RPCs or a message size limit. Retriable. So is the service's own
+        # OverloadedError (a request, long-poll waiter or stream limit is full).
         cls = ServiceOverloadedError
     message = details or f"the service answered {code.name} without details"
-    return cls(message, code=code, service_error=service_error,
-               retry_after_ms=_retry_after_ms(trailing.get(RETRY_AFTER_METADATA_KEY)))
+    return cls(message, code=code, service_error=service_error, retry_after_ms=retry_after_ms)
 
 
 def _trailing_metadata(error: grpc.RpcError) -> dict[str, str]:

@@ -7,8 +7,9 @@ start   LogManager.startup() on the pool (recovery can take a while) -> security
         gate, grpc.health.v1 and reflection (both open) -> SERVING -> maintenance timer -> ready
         file -> a warning if the port is reachable from other machines without TLS or tokens.
 SIGHUP  the security files are read again; new connections use the new certificates.
-stop    (SIGTERM / SIGINT) NOT_SERVING -> long polls answer, Consume streams end UNAVAILABLE ->
-        the gRPC server stops accepting and gives in-flight RPCs ``shutdown_grace_ms`` ->
+stop    (SIGTERM / SIGINT) NOT_SERVING -> long polls answer, Consume streams end UNAVAILABLE,
+        new calls are answered UNAVAILABLE, in-flight RPCs get ``shutdown_grace_ms`` and any
+        still running after it are cut with UNAVAILABLE (retriable) -> the gRPC server stops ->
         maintenance finishes its pass -> LogManager.shutdown() (flush, checkpoints, clean-shutdown
         marker) -> thread pool joined -> ready file removed. Exit code 0.
 """
@@ -25,12 +26,14 @@ from typing import Any
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
-from grpc_reflection.v1alpha import reflection
 
 from seglog.v1 import log_service_pb2 as pb
 from seglog_server.config import ServiceConfig, security_policy
+from seglog_server.rpc.admission import AdmissionLimits
 from seglog_server.rpc.call_gate import CallGate
+from seglog_server.rpc.log_dir_names import LogDirNames
 from seglog_server.rpc.log_service import LogServicer, LogServicerLimits
+from seglog_server.rpc.reflection import enable_reflection
 from seglog_server.rpc.registration import add_log_service
 from seglog_server.rpc.storage_calls import StorageCalls
 from seglog_server.rpc.tls_credentials import ReloadableTlsCredentials
@@ -43,6 +46,10 @@ __all__ = ["LOG_SERVICE_NAME", "SeglogService", "StartupError", "run"]
 LOG_SERVICE_NAME = pb.DESCRIPTOR.services_by_name["LogService"].full_name
 
 _log = logging.getLogger("seglog_server")
+
+# After the servicer has drained, how long gRPC's own calls get before the server stops. 1 s: a
+# call that arrived during the drain is answered UNAVAILABLE within microseconds.
+_SERVER_STOP_GRACE_S = 1.0
 
 
 class StartupError(Exception):
@@ -91,16 +98,19 @@ class SeglogService:
         if self._policy.tls is not None:
             self._tls = ReloadableTlsCredentials(self._policy.tls)
         self._gate = CallGate(self._policy)
-        self._servicer = LogServicer(manager, self._calls, self._limits(), self._gate)
+        admission = self._admission_limits()
+        self._servicer = LogServicer(manager, self._calls, self._limits(), admission,
+                                     LogDirNames(self._config.data_dirs), gate=self._gate)
         server = grpc.aio.server(
             options=self._server_options(),
-            maximum_concurrent_rpcs=self._config.rpc_concurrency_max,
+            # A backstop only: the servicer admits requests, waiters and streams by their own
+            # limits (rpc/admission.py). Room above their sum for health checks, reflection and
+            # calls on their way to being refused with a clear message.
+            maximum_concurrent_rpcs=admission.total_max + self._config.rpc_concurrency_max,
         )
         add_log_service(self._servicer, server)
         health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
-        reflection.enable_server_reflection(
-            (LOG_SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME), server
-        )
+        enable_reflection((LOG_SERVICE_NAME, health.SERVICE_NAME), server)
         port = self._bind(server)
         self._server = server
         await server.start()
@@ -158,6 +168,16 @@ class SeglogService:
             fetch_wait_ms_max=self._config.fetch_wait_ms_max,
             response_bytes_max=self._config.response_bytes_max,
             message_bytes_max=self._config.message_bytes_max,
+        )
+
+    def _admission_limits(self) -> AdmissionLimits:
+        config = self._config
+        return AdmissionLimits(
+            request_max=config.rpc_concurrency_max,
+            waiter_max=config.long_poll_waiters_max,
+            waiter_per_client_max=config.long_poll_waiters_per_client_max,
+            stream_max=config.consume_streams_max,
+            stream_per_client_max=config.consume_streams_per_client_max,
         )
 
     def _server_options(self) -> list[tuple[str, int]]:
@@ -224,10 +244,18 @@ class SeglogService:
         _log.info("seglog stopping: grace %d ms for in-flight requests",
                   self._config.shutdown_grace_ms)
         await self._health.enter_graceful_shutdown()
+        grace_s = self._config.shutdown_grace_ms / 1000
         if self._servicer is not None:
-            self._servicer.begin_shutdown()
+            # Our calls finish (or are cut with UNAVAILABLE) while gRPC still serves normally:
+            # stopping the server under them would answer CANCELLED, which clients do not retry.
+            cut_count = await self._servicer.drain(grace_s)
+            if cut_count:
+                _log.warning("%d calls were still running after the grace period: answered "
+                             "UNAVAILABLE", cut_count)
         if self._server is not None:
-            await self._server.stop(self._config.shutdown_grace_ms / 1000)
+            # What is left is gRPC's own (health watches, reflection) and calls arriving now,
+            # which the servicer answers UNAVAILABLE at once.
+            await self._server.stop(min(grace_s, _SERVER_STOP_GRACE_S))
         if self._maintenance is not None:
             await self._maintenance
         if self._manager is not None:

@@ -97,9 +97,21 @@ class ServiceConfig:
     # above any useful long poll (Kafka consumers use 500 ms), short enough that a forgotten
     # request does not hold its slot for ever.
     fetch_wait_ms_max: int = 300_000
-    # Concurrent RPCs (Consume streams and waiting Fetches included) before gRPC answers
-    # RESOURCE_EXHAUSTED. 1000: each costs a coroutine and at most one response buffer.
+    # Concurrent RPCs *doing work* before the service answers RESOURCE_EXHAUSTED. A Fetch waiting
+    # at the tail and a Consume stream do not count here: they have their own limits below, so
+    # idle long polls can never lock Produce and admin calls out. 1000: each costs a coroutine
+    # and at most one request or response buffer.
     rpc_concurrency_max: int = 1000
+    # Fetches waiting at the tail of a log (long polls), service-wide. 10,000: an idle waiter is
+    # a coroutine, a gRPC call and a share of one future per partition, about 20 KB here
+    # (measured by tests/integration/test_service_admission.py's RSS figure), so 200 MB at most.
+    long_poll_waiters_max: int = 10_000
+    # ... and per client (the peer's host address; a principal once authentication exists). 2,000:
+    # one misbehaving client host can take a fifth of the waiters, never all of them.
+    long_poll_waiters_per_client_max: int = 2_000
+    # Consume streams open at once, service-wide and per client: the same costs and reasoning.
+    consume_streams_max: int = 10_000
+    consume_streams_per_client_max: int = 2_000
     # Threads for storage calls that block (fsync, large reads and appends, topic creation and
     # deletion, maintenance). 4: fsyncs wait in the kernel, so a few overlap usefully; more
     # threads than that only contend for the GIL on two cores.
@@ -263,6 +275,12 @@ class _Setting:
     section: str = ""  # TOML table holding it ("" is the top level)
 
     @property
+    def toml_types(self) -> tuple[type, ...]:
+        """The TOML value types this setting accepts (a file says what it means: ``data_dirs =
+        5`` or ``fetch_bytes_max = "2M"`` is a mistake, not a directory named 5 or a number)."""
+        return _TOML_TYPES[self.parse]
+
+    @property
     def env(self) -> str:
         return ENV_PREFIX + self.name.upper()
 
@@ -270,6 +288,18 @@ class _Setting:
     def flag(self) -> str:
         return "--" + self.name.replace("_", "-")
 
+
+_TOML_TYPES: Mapping[Callable[[Any], Any], tuple[type, ...]] = {
+    _parse_dirs: (list, str),
+    _parse_listen: (str,),
+    _parse_optional_path: (str,),
+    _parse_log_level: (str,),
+    _parse_bool: (bool,),
+    _positive_int: (int,),
+    _non_negative_int: (int,),
+}
+_TOML_TYPE_NAMES = {list: "an array of strings", str: "a string", bool: "true or false",
+                    int: "an integer"}
 
 # Defaults live on ServiceConfig (with the reason for each); this table says how to read them.
 _SETTINGS: tuple[_Setting, ...] = (
@@ -282,7 +312,13 @@ _SETTINGS: tuple[_Setting, ...] = (
     _Setting("response_bytes_max", _positive_int, "largest gRPC response, bytes", "limits"),
     _Setting("fetch_bytes_max", _positive_int, "largest records per response, bytes", "limits"),
     _Setting("fetch_wait_ms_max", _non_negative_int, "longest long-poll wait, ms", "limits"),
-    _Setting("rpc_concurrency_max", _positive_int, "concurrent RPCs, count", "limits"),
+    _Setting("rpc_concurrency_max", _positive_int, "concurrent working RPCs, count", "limits"),
+    _Setting("long_poll_waiters_max", _positive_int, "waiting Fetches, count", "limits"),
+    _Setting("long_poll_waiters_per_client_max", _positive_int,
+             "waiting Fetches per client host, count", "limits"),
+    _Setting("consume_streams_max", _positive_int, "open Consume streams, count", "limits"),
+    _Setting("consume_streams_per_client_max", _positive_int,
+             "open Consume streams per client host, count", "limits"),
     _Setting("storage_threads", _positive_int, "storage thread pool size, count", "limits"),
     _Setting("inline_io_bytes_max", _non_negative_int, "inline I/O bound, bytes", "limits"),
     _Setting("shutdown_grace_ms", _non_negative_int, "in-flight grace at shutdown, ms", "limits"),
@@ -401,6 +437,13 @@ def _set_file_value(path: str, section: str, key: str, raw: Any, values: dict[st
     setting = _BY_NAME.get(key)
     if setting is None or setting.section != section:
         raise ConfigError(f"unknown setting {where} in {path}")
+    expected = setting.toml_types
+    wrong_type = not isinstance(raw, expected) or (isinstance(raw, bool) and bool not in expected)
+    if isinstance(raw, list) and not wrong_type:
+        wrong_type = not all(isinstance(item, str) for item in raw)
+    if wrong_type:
+        names = " or ".join(_TOML_TYPE_NAMES[t] for t in expected)
+        raise ConfigError(f"invalid {where} in {path}: must be {names}, found {raw!r}")
     values[key] = _Value(raw, f"{where} in {path}")
 
 
@@ -485,6 +528,11 @@ def _check_limits(
         fail("fetch_bytes_max", "<=", f"response_bytes_max - {RESPONSE_OVERHEAD_BYTES} = "
              f"{config.response_bytes_max - RESPONSE_OVERHEAD_BYTES} "
              f"(from {_origin(values, 'response_bytes_max')})")
+    for name in ("long_poll_waiters", "consume_streams"):
+        per_client, total = f"{name}_per_client_max", f"{name}_max"
+        if getattr(config, per_client) > getattr(config, total):
+            fail(per_client, "<=", f"{total}={getattr(config, total)} "
+                 f"(from {_origin(values, total)})")
     if config.request_bytes_max <= REQUEST_OVERHEAD_BYTES:
         fail("request_bytes_max", ">", f"the request overhead {REQUEST_OVERHEAD_BYTES}")
     message_bytes = config.log_config.max_message_bytes
@@ -509,12 +557,14 @@ def _check_security(config: ServiceConfig, values: Mapping[str, _Value]) -> None
             f"tls_client_ca (from {_origin(values, 'tls_client_ca')}) requires tls_cert and "
             "tls_key: client certificates are only asked for over TLS"
         )
-    for name in ("principal_requests_max", "principal_waiters_max", "principal_streams_max"):
-        if getattr(config, name) > config.rpc_concurrency_max:
+    # A per-principal cap above the service-wide limit of its kind could never be reached.
+    for name, limit in (("principal_requests_max", "rpc_concurrency_max"),
+                        ("principal_waiters_max", "long_poll_waiters_max"),
+                        ("principal_streams_max", "consume_streams_max")):
+        if getattr(config, name) > getattr(config, limit):
             raise ConfigError(
                 f"invalid {name}={getattr(config, name)} (from {_origin(values, name)}): must be "
-                f"<= rpc_concurrency_max={config.rpc_concurrency_max} (from "
-                f"{_origin(values, 'rpc_concurrency_max')})"
+                f"<= {limit}={getattr(config, limit)} (from {_origin(values, limit)})"
             )
     from seglog_server.security import SecurityError
 

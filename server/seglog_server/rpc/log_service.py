@@ -22,10 +22,14 @@ from seglog_server.storage.errors import LogDirOfflineError
 from seglog_server.storage.log_config import LONG_MAX
 
 from . import conversions, validation
+from .admission import Admission, AdmissionLimits, AdmissionStatistics, client_of
 from .append_waiters import AppendWaiters, AppendWaitersStatistics
 from .boundary import RpcCounters, RpcStatistics, stream_rpc, unary_rpc
 from .call_gate import CallGate, current_call
 from .errors import InvalidRequestError, ServiceStoppingError
+from .log_dir_names import LogDirNames
+from .group_commit import GroupCommit, GroupCommitStatistics
+from .status import status_for
 from .storage_calls import StorageCalls, StorageCallsStatistics
 
 __all__ = [
@@ -52,11 +56,20 @@ class LogServicerLimits:
         assert self.message_bytes_max > 0
 
 
+# The service's defaults (config.py); app.py passes the configured ones.
+_DEFAULT_ADMISSION = AdmissionLimits(
+    request_max=1000, waiter_max=10_000, waiter_per_client_max=2_000,
+    stream_max=10_000, stream_per_client_max=2_000,
+)
+
+
 @dataclass(frozen=True)
 class LogServicerStatistics:
     rpc: RpcStatistics
     waiters: AppendWaitersStatistics
     storage_calls: StorageCallsStatistics
+    group_commit: GroupCommitStatistics
+    admission: AdmissionStatistics
     consume_stream_count: int
     stopping: bool
 
@@ -64,13 +77,18 @@ class LogServicerStatistics:
 class LogServicer(pb_grpc.LogServiceServicer):
     def __init__(
         self, manager: Any, calls: StorageCalls, limits: LogServicerLimits,
+        admission: AdmissionLimits = _DEFAULT_ADMISSION,
+        log_dir_names: LogDirNames | None = None,
         gate: CallGate | None = None,
     ) -> None:
         self.gate = gate if gate is not None else CallGate()
         self._manager = manager
+        self.admission = Admission(admission)
+        self.log_dir_names = log_dir_names if log_dir_names is not None else LogDirNames(())
         self._calls = calls
         self._limits = limits
         self._waiters = AppendWaiters()
+        self._group_commit = GroupCommit(calls)
         self._consume_stream_count = 0
         self.counters = RpcCounters()
 
@@ -83,11 +101,19 @@ class LogServicer(pb_grpc.LogServiceServicer):
         """Long polls answer now with what they have; Consume streams end with UNAVAILABLE."""
         self._waiters.close()
 
+    async def drain(self, grace_s: float) -> int:
+        """Shutdown: new calls answer UNAVAILABLE, calls in progress get ``grace_s`` to finish,
+        the rest are cut with UNAVAILABLE (admission.py). Returns the count cut."""
+        self.begin_shutdown()
+        return await self.admission.drain(grace_s)
+
     def statistics(self) -> LogServicerStatistics:
         return LogServicerStatistics(
             rpc=self.counters.snapshot(),
             waiters=self._waiters.statistics(),
             storage_calls=self._calls.statistics(),
+            group_commit=self._group_commit.statistics(),
+            admission=self.admission.statistics(),
             consume_stream_count=self._consume_stream_count,
             stopping=self.stopping,
         )
@@ -128,7 +154,7 @@ class LogServicer(pb_grpc.LogServiceServicer):
         if not request.topic:
             raise InvalidRequestError("topic is empty")
         description = await self._calls.blocking(self._manager.describe_topic, request.topic)
-        return conversions.describe_topic_response(description)
+        return conversions.describe_topic_response(description, self.log_dir_names.label)
 
     def _check_message_bytes(self, configs: dict[str, str]) -> None:
         """A topic's batches must fit one gRPC request; the storage does not know that limit."""
@@ -157,8 +183,16 @@ class LogServicer(pb_grpc.LogServiceServicer):
         info = await self._log_call(log, io_bytes, log.append, batch)
         self._waiters.notify(topic, partition)
         if acks == pb.ACKS_FSYNCED:
-            await self._log_call(log, _BLOCKING, log.flush)
+            await self._durable(log, info.last_offset + 1)
         return conversions.produce_response(info)
+
+    async def _durable(self, log: Any, end_offset: int) -> None:
+        """Group commit (group_commit.py), with _log_call's offline-directory handling."""
+        try:
+            await self._group_commit.wait_durable(log, end_offset)
+        except LogDirOfflineError as exc:
+            await self._calls.blocking(self._manager.handle_log_dir_failure, _dir_of(log), exc)
+            raise
 
     @staticmethod
     def _produced_batch(request: pb.ProduceRequest) -> bytes:
@@ -185,7 +219,10 @@ class LogServicer(pb_grpc.LogServiceServicer):
             data = await self._ticketed_read(ticket, topic, partition, request.offset, max_bytes)
             if ticket is None or _enough(data, min_bytes, max_bytes) or self.stopping:
                 break
-            if not await self._waiters.wait_ticket(ticket, deadline - loop.time()):
+            # Waiting holds a waiter slot, not a request slot (admission.py).
+            with self.admission.waiting(client_of(context)):
+                woken = await self._waiters.wait_ticket(ticket, deadline - loop.time())
+            if not woken:
                 break
         response = await self._fetch_response(topic, partition, request.offset, data, request.decode)
         return response[0]
@@ -294,8 +331,7 @@ class LogServicer(pb_grpc.LogServiceServicer):
                 return await self._calls.blocking(method, *args)
             return await self._calls.sized(io_bytes, method, *args, lock=log_lock(log))
         except LogDirOfflineError as exc:
-            log_dir = os.path.dirname(os.path.abspath(log.dir))
-            await self._calls.blocking(self._manager.handle_log_dir_failure, log_dir, exc)
+            await self._calls.blocking(self._manager.handle_log_dir_failure, _dir_of(log), exc)
             raise
 
     async def _fetch_response(
@@ -333,12 +369,22 @@ class LogServicer(pb_grpc.LogServiceServicer):
     async def OffsetsForTimes(self, request: pb.OffsetsForTimesRequest, context: Any) -> Any:
         results = []
         for target in request.partitions:
-            topic, partition = validation.check_partition_ref(target.topic, target.partition)
-            timestamp_ms = validation.check_target_timestamp(target.timestamp_ms)
-            log = self._manager.get_log(topic, partition)
-            found = await self._log_call(log, 0, log.offset_for_timestamp, timestamp_ms)
-            results.append(conversions.partition_offset(topic, partition, found))
+            try:
+                results.append(await self._offset_for_time(target))
+            except Exception as exc:  # noqa: BLE001 - answered per partition, as Kafka does
+                status = status_for(exc)
+                if not status.expected:
+                    raise  # a bug: the boundary answers INTERNAL and logs it
+                message = self.log_dir_names.redact(status.message)
+                results.append(conversions.partition_offset_error(target, status, message))
         return pb.OffsetsForTimesResponse(results=results)
+
+    async def _offset_for_time(self, target: pb.PartitionTimestamp) -> pb.PartitionOffset:
+        topic, partition = validation.check_partition_ref(target.topic, target.partition)
+        timestamp_ms = validation.check_target_timestamp(target.timestamp_ms)
+        log = self._manager.get_log(topic, partition)
+        found = await self._log_call(log, 0, log.offset_for_timestamp, timestamp_ms)
+        return conversions.partition_offset(topic, partition, found)
 
     @unary_rpc
     async def DeleteRecords(self, request: pb.DeleteRecordsRequest, context: Any) -> Any:
@@ -356,6 +402,10 @@ class LogServicer(pb_grpc.LogServiceServicer):
 
 # _log_call's io_bytes for calls that always go to the pool (fsync).
 _BLOCKING = -1
+
+
+def _dir_of(log: Any) -> str:
+    return os.path.dirname(os.path.abspath(log.dir))
 
 
 def log_lock(log: Any) -> Any:

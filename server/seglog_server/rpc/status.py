@@ -73,6 +73,8 @@ STATUS_BY_ERROR: Mapping[type[BaseException], grpc.StatusCode] = {
     service.ResponseTooLargeError: _Code.RESOURCE_EXHAUSTED,
     service.StoredBatchCorruptError: _Code.DATA_LOSS,
     service.ServiceStoppingError: _Code.UNAVAILABLE,
+    service.FlushIncompleteError: _Code.UNAVAILABLE,
+    service.OverloadedError: _Code.RESOURCE_EXHAUSTED,
     service.ServiceError: _Code.INTERNAL,
     # -- security: never a path or a credential in the message -----------------------------------
     security.AuthenticationFailedError: _Code.UNAUTHENTICATED,

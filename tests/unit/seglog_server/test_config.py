@@ -159,7 +159,8 @@ def test_listen_address_parses_hosts_and_ports(text, expected):
         (["--tls-cert", "c.pem"], "tls_cert .* requires tls_key"),
         (["--tls-key", "k.pem"], "tls_key .* requires tls_cert"),
         (["--tls-client-ca", "ca.pem"], "tls_client_ca .* requires tls_cert and tls_key"),
-        (["--principal-streams-max", "2000"], "principal_streams_max=2000 .* rpc_concurrency_max"),
+        (["--principal-requests-max", "2000"], "principal_requests_max=2000 .* rpc_concurrency_max"),
+        (["--principal-streams-max", "20000"], "principal_streams_max=20000 .* consume_streams_max"),
     ],
 )
 def test_security_settings_are_checked_together(argv, pattern):
@@ -183,3 +184,38 @@ def test_a_bad_security_file_stops_the_start_naming_the_setting(tmp_path):
 )
 def test_loopback_listen_addresses(listen, loopback):
     assert load_config(["--listen", listen], environ={}).listens_on_loopback is loopback
+
+
+@pytest.mark.parametrize("line, message", [
+    ("data_dirs = 5", r"data_dirs in .*: must be an array of strings or a string, found 5"),
+    ("data_dirs = [1, 2]", r"data_dirs in .*: must be an array of strings"),
+    ("listen = 50551", r"listen in .*: must be a string, found 50551"),
+    ("malloc_tuning = \"yes\"", r"malloc_tuning in .*: must be true or false"),
+    ("log_level = 3", r"log_level in .*: must be a string"),
+    ("ready_file = false", r"ready_file in .*: must be a string"),
+    ("[limits]\nfetch_bytes_max = \"2M\"", r"limits.fetch_bytes_max in .*: must be an integer"),
+    ("[limits]\nrpc_concurrency_max = true", r"limits.rpc_concurrency_max in .*: must be an integer"),
+    ("[limits]\nshutdown_grace_ms = 1.5", r"limits.shutdown_grace_ms in .*: must be an integer"),
+])
+def test_a_toml_value_of_the_wrong_type_is_refused_naming_the_setting(tmp_path, line, message):
+    path = _write(tmp_path, line + "\n")
+    with pytest.raises(ConfigError, match=message):
+        load_config(["--config", path], environ={})
+
+
+def test_every_setting_declares_its_toml_types():
+    from seglog_server.config import _SETTINGS
+
+    for setting in _SETTINGS:
+        assert setting.toml_types, setting.name
+
+
+def test_per_client_waiter_and_stream_limits_fit_the_service_wide_ones():
+    with pytest.raises(ConfigError, match=r"long_poll_waiters_per_client_max=50 .* <= long_poll_waiters_max=10"):
+        load_config(["--long-poll-waiters-max", "10", "--long-poll-waiters-per-client-max", "50"],
+                    environ={})
+    with pytest.raises(ConfigError, match=r"consume_streams_per_client_max=20000 .* <= consume_streams_max"):
+        load_config(["--consume-streams-per-client-max", "20000"], environ={})
+    config = load_config(["--long-poll-waiters-max", "10", "--long-poll-waiters-per-client-max", "10"],
+                         environ={})
+    assert config.long_poll_waiters_per_client_max == 10

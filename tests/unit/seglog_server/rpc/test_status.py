@@ -51,6 +51,8 @@ PROMISED = {
     service.ResponseTooLargeError: Code.RESOURCE_EXHAUSTED,
     service.StoredBatchCorruptError: Code.DATA_LOSS,
     service.ServiceStoppingError: Code.UNAVAILABLE,
+    service.FlushIncompleteError: Code.UNAVAILABLE,
+    service.OverloadedError: Code.RESOURCE_EXHAUSTED,
     service.ServiceError: Code.INTERNAL,
     security.AuthenticationFailedError: Code.UNAUTHENTICATED,
     security.PermissionDeniedError: Code.PERMISSION_DENIED,
