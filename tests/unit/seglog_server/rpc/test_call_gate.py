@@ -90,3 +90,15 @@ async def test_the_acl_is_checked_on_every_topic_a_request_names(tmp_path):
 async def test_an_unclassified_method_is_never_admitted():
     with pytest.raises(KeyError):
         await CallGate().admit("NotInTheTable", pb.ListTopicsRequest(), Context())
+
+
+async def test_per_client_admission_keys_on_the_principal_once_the_gate_named_one(tmp_path):
+    from seglog_server.rpc.admission import client_of
+
+    token, entry = create_token("alice")
+    gate = CallGate(_policy(tmp_path, tokens=[format_entry(entry)]))
+    context = Context([("authorization", f"Bearer {token}")])
+    assert client_of(context) == "127.0.0.1"  # before the gate: the peer's host
+    (await gate.admit("ListTopics", pb.ListTopicsRequest(), context)).release()
+    assert client_of(context) == "principal alice"
+    gate.close()
