@@ -33,6 +33,9 @@ from seglog_server.security import (
     QuotaBook,
     SecurityPolicy,
 )
+from seglog_server.security.policy import bearer_token
+from seglog_server.security.quotas import QuotaStatistics
+from seglog_server.security.token_store import TokenStoreStatistics
 
 from .operations import Quota, RpcOperation, Scope, operation_of
 
@@ -40,12 +43,12 @@ __all__ = [
     "AUTHORIZATION_METADATA_KEY",
     "AdmittedCall",
     "CallGate",
+    "CallGateStatistics",
     "current_call",
     "current_principal",
 ]
 
 AUTHORIZATION_METADATA_KEY = "authorization"
-_BEARER = "bearer"
 # Slow hashes run here, off the event loop. Two threads: the machine kind has two cores, and
 # hashlib.scrypt releases the GIL, so two checks overlap; more would only queue on the CPUs.
 _VERIFIER_THREADS = 2
@@ -64,6 +67,14 @@ def current_call() -> AdmittedCall | None:
 def current_principal() -> str:
     call = _CURRENT.get()
     return call.principal if call is not None else ANONYMOUS
+
+
+@dataclass(frozen=True)
+class CallGateStatistics:
+    authentication_failure_count: int
+    permission_denied_count: int
+    quotas: QuotaStatistics
+    tokens: TokenStoreStatistics | None  # None without a token file
 
 
 @dataclass
@@ -113,6 +124,13 @@ class CallGate:
         self.auth_failure_count = 0
         self.denied_count = 0
 
+    def statistics(self) -> CallGateStatistics:
+        tokens = self._policy.tokens if self._policy is not None else None
+        return CallGateStatistics(
+            self.auth_failure_count, self.denied_count, self.quotas.statistics(),
+            tokens.statistics() if tokens is not None else None,
+        )
+
     def close(self) -> None:
         if self._verifier is not None:
             self._verifier.shutdown(wait=False, cancel_futures=True)
@@ -160,9 +178,8 @@ class CallGate:
         return principal
 
     async def _check_token(self, header: str) -> str | None:
-        scheme, _, token = header.strip().partition(" ")
-        token = token.strip()
-        if scheme.lower() != _BEARER or not token:
+        token = bearer_token(header)
+        if token is None:
             return None
         tokens = self._policy.tokens  # type: ignore[union-attr]
         known, principal = tokens.cached(token)

@@ -21,7 +21,7 @@ from .tls_files import TlsMaterial, load_tls_material
 from .token_file import parse_token_file
 from .token_store import TokenStore
 
-__all__ = ["SecurityPaths", "SecurityPolicy"]
+__all__ = ["SecurityPaths", "SecurityPolicy", "bearer_token"]
 
 # Token, ACL and quota files are small text files; anything larger is a mistake.
 POLICY_FILE_BYTES_MAX = 16 * 1024 * 1024
@@ -69,6 +69,16 @@ class SecurityPolicy:
         """Whether every call must carry credentials (a token or a client certificate)."""
         return self.tokens is not None or self.mutual_tls
 
+    def verify_bearer(self, header: str | None) -> str | None:
+        """The principal an ``Authorization: Bearer <token>`` value authenticates as, or None.
+        Blocking (one slow hash for a token not seen before): for callers on their own thread,
+        such as an HTTP endpoint (the metrics port's hook for requiring a token); None when no
+        token file is configured."""
+        token = bearer_token(header)
+        if token is None or self.tokens is None:
+            return None
+        return self.tokens.verify(token)
+
     def reload(self) -> TlsMaterial | None:
         """Reads every file again; on success swaps them in and returns the TLS material (for
         the credentials fetcher). On SecurityFileError nothing changes."""
@@ -91,6 +101,15 @@ class SecurityPolicy:
         overrides = parse_quota_file(_read_text("quotas", paths.quotas), self._quota_defaults) \
             if paths.quotas else {}
         return _Loaded(tls, tokens, acl, overrides)
+
+
+def bearer_token(header: str | None) -> str | None:
+    """The token of an ``authorization`` value ``Bearer <token>`` (scheme case-insensitive)."""
+    if not header:
+        return None
+    scheme, _, token = header.strip().partition(" ")
+    token = token.strip()
+    return token if scheme.lower() == "bearer" and token else None
 
 
 def _read_text(setting: str, path: str) -> str:

@@ -102,3 +102,23 @@ async def test_per_client_admission_keys_on_the_principal_once_the_gate_named_on
     (await gate.admit("ListTopics", pb.ListTopicsRequest(), context)).release()
     assert client_of(context) == "principal alice"
     gate.close()
+
+
+async def test_statistics_count_failures_and_denials_and_the_bearer_hook_checks_tokens(tmp_path):
+    token, entry = create_token("metrics-reader")
+    policy = _policy(tmp_path, tokens=[format_entry(entry)],
+                     acl='[[allow]]\nprincipals = ["x"]\noperations = ["read"]\ntopics = ["t"]\n')
+    gate = CallGate(policy)
+    with pytest.raises(AuthenticationFailedError):
+        await gate.admit("ListTopics", pb.ListTopicsRequest(), Context())
+    with pytest.raises(PermissionDeniedError):
+        await gate.admit("DeleteTopic", pb.DeleteTopicRequest(topic="t"),
+                         Context([("authorization", f"Bearer {token}")]))
+    stats = gate.statistics()
+    assert (stats.authentication_failure_count, stats.permission_denied_count) == (1, 1)
+    assert stats.tokens.slow_check_count == 1
+    # The hook an HTTP endpoint (metrics) uses: the same tokens, outside gRPC.
+    assert policy.verify_bearer(f"Bearer {token}") == "metrics-reader"
+    assert policy.verify_bearer("Bearer wrong") is None
+    assert policy.verify_bearer(None) is None
+    gate.close()
