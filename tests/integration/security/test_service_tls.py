@@ -173,3 +173,36 @@ def _wait_for_log(service, text: str, timeout_s: float = 20.0) -> None:
     while text not in service.log():
         assert time.monotonic() < deadline, f"{text!r} not logged:\n{service.log()}"
         time.sleep(0.05)
+
+
+def test_cli_takes_tls_and_token_flags_and_environment(ca, start_service, tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    from seglog_server.security.token_file import create_token, format_entry
+
+    token, entry = create_token("cli-user")
+    (tmp_path / "tokens").write_text(format_entry(entry))
+    server = ca.server()
+    service = start_service(args=[*_tls_args(server), "--auth-tokens", str(tmp_path / "tokens")],
+                            credentials=_credentials(ca))
+
+    def cli(*args, env=None):
+        environ = {k: v for k, v in os.environ.items() if not k.startswith("SEGLOG_")}
+        environ.update(env or {})
+        return subprocess.run([sys.executable, "-m", "seglog.cli", *args], capture_output=True,
+                              text=True, timeout=60, env=environ)
+
+    created = cli("topic", "create", "cli-tls", "--server", service.address,
+                  "--tls-ca", str(ca.ca_file), "--token", token)
+    assert created.returncode == 0, created.stderr
+    listed = cli("topic", "list", "--server", service.address,
+                 env={"SEGLOG_TLS_CA": str(ca.ca_file), "SEGLOG_TOKEN": token})
+    assert listed.returncode == 0 and "cli-tls" in listed.stdout, listed.stderr
+    refused = cli("topic", "list", "--server", service.address, "--tls-ca", str(ca.ca_file))
+    assert refused.returncode == 1 and "authentication failed" in refused.stderr
+    mismatched = cli("topic", "list", "--server", service.address, "--tls-cert", str(server.cert))
+    assert mismatched.returncode == 1
+    assert mismatched.stderr.strip() == "seglog: error: tls_cert and tls_key go together (a client " \
+        "certificate and its key)"
