@@ -138,3 +138,25 @@ def test_a_stream_cap_limits_one_principal_and_not_another(tmp_path):
                 time.sleep(0.05)  # the cancelled stream's handler ends asynchronously
     finally:
         assert service.stop() == 0, service.log()
+
+
+def test_the_consumer_waits_out_fetch_quota_refusals_and_reads_everything(tmp_path):
+    service = _start(tmp_path, ["reader"], "[principals.reader]\nfetch_bytes_per_s = 100000\n",
+                     ["--quota-delay-ms-max", "0"])
+    try:
+        md = _md(service, "reader")
+        service.stub.CreateTopic(pb.CreateTopicRequest(topic="fq", partitions=1), timeout=10, metadata=md)
+        for _ in range(4):  # 4 x ~64 KB: more than the 100 KB the window banks
+            service.stub.Produce(pb.ProduceRequest(topic="fq", partition=0, records=BATCH),
+                                 timeout=10, metadata=md)
+        from seglog import Consumer
+
+        with Consumer(service.address, "fq", 0, start="earliest", token=service.tokens["reader"],
+                      fetch_max_bytes=70_000) as consumer:
+            records = []
+            while len(records) < 4 * 64:
+                records.extend(consumer.poll(timeout_ms=1000))
+            assert consumer.statistics().quota_waits >= 1
+        assert [r.offset for r in records] == list(range(4 * 64))
+    finally:
+        assert service.stop() == 0, service.log()
