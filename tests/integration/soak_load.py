@@ -1,5 +1,5 @@
 """One load process of the soak (test_service_soak.py): ``python soak_load.py ROLE ADDRESS TOPIC
-SECONDS INDEX``; prints one JSON line with what it did (counts, latencies in ms, errors).
+SECONDS INDEX``; prints one JSON line with what it did (counts, p50/p99 latency in ms).
 
 Roles:
   producer   Produce batches of 50 records of 100 bytes to its own partition (INDEX), acks written
@@ -127,9 +127,14 @@ def main() -> None:
     with grpc.insecure_channel(address, options=options) as channel:
         stub = pb_grpc.LogServiceStub(channel)
         result = ROLES[role](stub, topic, float(seconds), int(index))
-    result["role"] = role
-    result["index"] = int(index)
+    latencies = sorted(result.pop("latencies_ms"))
+    result.update(role=role, index=int(index), call_count=len(latencies),
+                  p50_ms=_percentile(latencies, 50), p99_ms=_percentile(latencies, 99))
     print(json.dumps(result))
+
+
+def _percentile(ordered: list[float], percent: float) -> float:
+    return ordered[min(len(ordered) - 1, int(len(ordered) * percent / 100))] if ordered else 0.0
 
 
 if __name__ == "__main__":

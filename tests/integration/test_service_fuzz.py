@@ -214,6 +214,17 @@ def test_fuzz_fetch(fuzz_service, topic, partition, offset, max_bytes, max_wait_
 
 
 @_fuzz_settings()
+@given(partition=st.integers(0, 2), offset=st.integers(-1, 6), max_bytes=st.integers(0, 4096),
+       max_wait_ms=st.integers(0, 20), min_bytes=st.integers(0, 9), decode=st.booleans())
+def test_fuzz_fetch_valid_fields(fuzz_service, partition, offset, max_bytes, max_wait_ms,
+                                 min_bytes, decode):
+    """Fields a client may send, on the known topic: the read paths behind the validation."""
+    _call(fuzz_service, "Fetch", pb.FetchRequest(
+        topic=KNOWN, partition=partition, offset=offset, max_bytes=max_bytes,
+        max_wait_ms=max_wait_ms, min_bytes=min_bytes, decode=decode))
+
+
+@_fuzz_settings()
 @given(topic=st.one_of(st.just(KNOWN), TOPIC_NAMES), partition=st.one_of(st.integers(0, 2), INT32),
        offset=st.one_of(st.integers(0, 5), INT64), position=st.one_of(st.integers(0, 3), INT32),
        timestamp=st.one_of(st.none(), INT64), max_bytes=st.one_of(st.integers(0, 4096), INT32),
