@@ -172,8 +172,9 @@ def test_a_removed_log_dir_makes_its_partitions_unavailable_and_the_rest_keeps_s
     stub.CreateTopic(pb.CreateTopicRequest(topic="jbod", partitions=2,
                                            configs={"segment.bytes": "1024"}))
     described = stub.DescribeTopic(pb.DescribeTopicRequest(topic="jbod"))
-    lost = next(p for p in described.partitions if p.log_dir == str(service.data_dirs[1]))
-    kept = next(p for p in described.partitions if p.log_dir == str(service.data_dirs[0]))
+    # DescribeTopic names a directory by its configured position and name, never its path.
+    lost = next(p for p in described.partitions if p.log_dir == "log dir #1 (data1)")
+    kept = next(p for p in described.partitions if p.log_dir == "log dir #0 (data0)")
     shutil.rmtree(service.data_dirs[1])  # the disk is gone
 
     codes = set()
