@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import sys
+import threading
 import time
 
 import grpc
@@ -83,6 +84,9 @@ def streamer(stub, topic: str, seconds: float, index: int) -> dict:
                                             position=pb.START_POSITION_EARLIEST),
                           timeout=seconds + 60)
     last = time.perf_counter()
+    # Once the producers stop, a stream at the tail waits for ever: end it at our deadline.
+    timer = threading.Timer(seconds, stream.cancel)
+    timer.start()
     try:
         for response in stream:
             now = time.perf_counter()
@@ -94,7 +98,11 @@ def streamer(stub, topic: str, seconds: float, index: int) -> dict:
             offset = max(offset, next_offset)
             if time.monotonic() >= deadline:
                 break
+    except grpc.RpcError as error:
+        if error.code() != grpc.StatusCode.CANCELLED or time.monotonic() < deadline:
+            raise
     finally:
+        timer.cancel()
         stream.cancel()
     return {"records": consumed, "latencies_ms": latencies, "next_offset": offset}
 

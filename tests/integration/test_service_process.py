@@ -172,7 +172,6 @@ def test_a_removed_log_dir_makes_its_partitions_unavailable_and_the_rest_keeps_s
     stub.CreateTopic(pb.CreateTopicRequest(topic="jbod", partitions=2,
                                            configs={"segment.bytes": "1024"}))
     described = stub.DescribeTopic(pb.DescribeTopicRequest(topic="jbod"))
-    # DescribeTopic names a directory by its configured position and name, never its path.
     lost = next(p for p in described.partitions if p.log_dir == "log dir #1 (data1)")
     kept = next(p for p in described.partitions if p.log_dir == "log dir #0 (data0)")
     shutil.rmtree(service.data_dirs[1])  # the disk is gone
@@ -190,6 +189,7 @@ def test_a_removed_log_dir_makes_its_partitions_unavailable_and_the_rest_keeps_s
     with pytest.raises(grpc.RpcError) as info:
         stub.Fetch(pb.FetchRequest(topic="jbod", partition=lost.partition), timeout=10)
     assert info.value.code() == Code.UNAVAILABLE
+    assert str(service.workdir) not in info.value.details()  # no server path in the message
     stub.Produce(pb.ProduceRequest(topic="jbod", partition=kept.partition,
                                    records=make_batch([b"fine"])), timeout=10)
     fetched = stub.Fetch(pb.FetchRequest(topic="jbod", partition=kept.partition))
