@@ -15,8 +15,9 @@ from typing import Any
 import grpc
 
 from seglog import _sync
+from seglog._security import ConnectionSecurity, PemSource
 from seglog.client import REQUEST_TIMEOUT_MS_DEFAULT, Transport
-from seglog.errors import ClientClosedError, TopicExistsError
+from seglog.errors import ClientClosedError, TopicExistsError, raise_partition_errors
 from seglog.structs import (
     DEFAULT_SERVER,
     EARLIEST_TIMESTAMP,
@@ -46,6 +47,11 @@ class AsyncAdmin:
         request_timeout_ms: int = REQUEST_TIMEOUT_MS_DEFAULT,
         credentials: grpc.ChannelCredentials | None = None,
         channel_options: Sequence[tuple[str, Any]] = (),
+        tls: bool | None = None,
+        tls_ca: PemSource | None = None,
+        tls_cert: PemSource | None = None,
+        tls_key: PemSource | None = None,
+        token: str | None = None,
     ) -> None:
         # Connecting needs the running loop (a grpc.aio rule), so it waits for start().
         self._connect = functools.partial(
@@ -54,6 +60,9 @@ class AsyncAdmin:
             request_timeout_ms=request_timeout_ms,
             credentials=credentials,
             channel_options=channel_options,
+            security=ConnectionSecurity.resolve(
+                tls=tls, tls_ca=tls_ca, tls_cert=tls_cert, tls_key=tls_key, token=token
+            ),
         )
         self._transport: Transport | None = None
         self._closed = False
@@ -148,6 +157,7 @@ class AsyncAdmin:
             ]
         )
         response = await (await self._connected()).offsets_for_times(request)
+        raise_partition_errors(response.results)
         return {
             TopicPartition(r.topic, r.partition): (OffsetAndTimestamp(r.offset, r.timestamp_ms) if r.offset >= 0 else None)
             for r in response.results
@@ -219,6 +229,11 @@ class Admin(_sync.SyncFacade):
         request_timeout_ms: int = REQUEST_TIMEOUT_MS_DEFAULT,
         credentials: grpc.ChannelCredentials | None = None,
         channel_options: Sequence[tuple[str, Any]] = (),
+        tls: bool | None = None,
+        tls_ca: PemSource | None = None,
+        tls_cert: PemSource | None = None,
+        tls_key: PemSource | None = None,
+        token: str | None = None,
     ) -> None:
         options = dict(locals())
         del options["self"]

@@ -299,16 +299,28 @@ class OffsetsForTimesResponse(_message.Message):
     def __init__(self, results: _Optional[_Iterable[_Union[PartitionOffset, _Mapping]]] = ...) -> None: ...
 
 class PartitionOffset(_message.Message):
-    __slots__ = ("topic", "partition", "offset", "timestamp_ms")
+    __slots__ = ("topic", "partition", "offset", "timestamp_ms", "error")
     TOPIC_FIELD_NUMBER: _ClassVar[int]
     PARTITION_FIELD_NUMBER: _ClassVar[int]
     OFFSET_FIELD_NUMBER: _ClassVar[int]
     TIMESTAMP_MS_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
     topic: str
     partition: int
     offset: int
     timestamp_ms: int
-    def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., offset: _Optional[int] = ..., timestamp_ms: _Optional[int] = ...) -> None: ...
+    error: PartitionError
+    def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., offset: _Optional[int] = ..., timestamp_ms: _Optional[int] = ..., error: _Optional[_Union[PartitionError, _Mapping]] = ...) -> None: ...
+
+class PartitionError(_message.Message):
+    __slots__ = ("code", "message", "error_class")
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_CLASS_FIELD_NUMBER: _ClassVar[int]
+    code: int
+    message: str
+    error_class: str
+    def __init__(self, code: _Optional[int] = ..., message: _Optional[str] = ..., error_class: _Optional[str] = ...) -> None: ...
 
 class DeleteRecordsRequest(_message.Message):
     __slots__ = ("topic", "partition", "offset")

@@ -127,6 +127,9 @@ class Log:
         # the lock) leaves the recovery point alone, since offsets it meant to cover were cut
         # and may have been written again, unsynced.
         self._truncation_epoch = 0
+        # What the last whole-log flush made durable (``_files_state``): a whole-log flush that
+        # finds the same state has nothing new to sync and returns without a single fdatasync.
+        self._fully_synced_state: tuple[int, int, int, int] | None = None
         self._closed = False
         self._offline_cause: BaseException | None = None
         self._timestamps = SegmentTimestamps()
@@ -559,6 +562,9 @@ class Log:
                 old_recovery_point = self._recovery_point
                 if flush_to <= old_recovery_point:
                     return
+                files_state = self._files_state()
+                if offset is None and files_state == self._fully_synced_state:
+                    return  # nothing appended, rolled or cut since the last whole-log flush
                 truncation_epoch = self._truncation_epoch
                 segments = self._segments.values(old_recovery_point, flush_to)
                 new_files = any(segment.base_offset >= old_recovery_point for segment in segments)
@@ -580,7 +586,15 @@ class Log:
                 if target > self._recovery_point and self._truncation_epoch == truncation_epoch:
                     self._recovery_point = min(target, self._log_end_offset)
                     self._last_flush_time_ms = self._clock.time_ms()
+                if offset is None and self._truncation_epoch == truncation_epoch:
+                    self._fully_synced_state = files_state
                 self._flush_count += 1
+
+    def _files_state(self) -> tuple[int, int, int, int]:
+        """Changes whenever a whole-log flush would have something new to sync: an append (log
+        end offset), a roll (active segment), a truncation or a swap (epoch, segment count)."""
+        return (self._truncation_epoch, self._log_end_offset,
+                self._segments.active.base_offset, len(self._segments))
 
     def _sync_segment(self, segment: LogSegment, *, with_indexes: bool) -> None:
         with self._lock:
@@ -807,6 +821,7 @@ class Log:
                 raise self._offline("replacing segments of", exc) from exc
             finally:
                 self._timestamps.invalidate()
+                self._fully_synced_state = None
 
     # -- life cycle -----------------------------------------------------------------------------
     def close(self) -> None:
