@@ -16,8 +16,10 @@ through ``_CODEC_TO_ERROR``. The original exception is always chained as ``__cau
     ├── AuthenticationError           UNAUTHENTICATED
     ├── AuthorizationError            PERMISSION_DENIED
     ├── ServiceUnavailableError       UNAVAILABLE: service down, stopping, or log dir offline (retriable)
-    │   └── ServiceOverloadedError    any other RESOURCE_EXHAUSTED: gRPC's own limits (max concurrent
-    │                                 RPCs, message size), no ``seglog-error`` metadata (retriable)
+    │   ├── ServiceOverloadedError    any other RESOURCE_EXHAUSTED: gRPC's own limits (max concurrent
+    │   │                             RPCs, message size), no ``seglog-error`` metadata (retriable)
+    │   └── ServiceResourceExhaustedError  RESOURCE_EXHAUSTED for a full disk or no descriptors
+    │                                 left on the service (retriable once space is freed)
     ├── RequestTimeoutError           DEADLINE_EXCEEDED, or a local wait ran out (retriable; also a
     │                                 builtin TimeoutError)
     ├── ServiceError                  any other status: INTERNAL, UNKNOWN, UNIMPLEMENTED, ...
@@ -49,6 +51,7 @@ __all__ = [
     "SeglogError",
     "ServiceError",
     "ServiceOverloadedError",
+    "ServiceResourceExhaustedError",
     "ServiceUnavailableError",
     "TopicExistsError",
     "TopicNotFoundError",
@@ -124,6 +127,16 @@ class ServiceOverloadedError(ServiceUnavailableError):
     """RESOURCE_EXHAUSTED from gRPC itself (too many concurrent RPCs, a message size limit)."""
 
 
+class ServiceResourceExhaustedError(ServiceUnavailableError):
+    """RESOURCE_EXHAUSTED because the service's disk is full or it ran out of descriptors
+    (``seglog-error`` LogDirFullError or TooManyOpenFilesError): retriable once space or
+    descriptors are back; reads and deletions still work meanwhile."""
+
+
+# The service's names (``seglog-error``) of RESOURCE_EXHAUSTED answers that pass with time.
+_RETRIABLE_EXHAUSTION = frozenset({"LogDirFullError", "TooManyOpenFilesError", "ResourceExhaustedError"})
+
+
 class RequestTimeoutError(SeglogError, TimeoutError):
     retriable = True
 
@@ -172,7 +185,9 @@ def error_from_rpc(error: grpc.RpcError) -> SeglogError:
         return ServiceError(f"RPC failed without a status: {error!r}")
     cls = _STATUS_TO_ERROR.get(code, ServiceError)
     service_error = _service_error_name(error)
-    if code is grpc.StatusCode.RESOURCE_EXHAUSTED and service_error is None:
+    if code is grpc.StatusCode.RESOURCE_EXHAUSTED and service_error in _RETRIABLE_EXHAUSTION:
+        cls = ServiceResourceExhaustedError
+    elif code is grpc.StatusCode.RESOURCE_EXHAUSTED and service_error is None:
         # The service names its own size errors (RecordTooLargeError, RecordBatchTooLargeError,
         # ResponseTooLargeError) in ``seglog-error``; without it the code came from gRPC itself:
         # max concurrent RPCs or a message size limit. Retriable.

@@ -9,11 +9,22 @@ everything else:
   and creates nothing (KAFKA-7283, KAFKA-9373: brokers with tens of thousands of segments spent
   start-up and shutdown in mmap calls).
 - **Preallocation.** A new file is sized to ``max_index_bytes`` rounded down to whole entries, so
-  appends are stores into the mapping. ``trim_to_valid_size`` (on roll and close) cuts it back to
+  appends are stores into the mapping. The size is sparse (``ftruncate``): a new partition's two
+  indexes hold no blocks, so 10,000 empty partitions do not hold 200 GB of disk.
+- **Space before stores.** A store into a hole of a mapped file allocates the block at page-fault
+  time; on a full disk that fault is SIGBUS, which kills the process with nothing logged (Kafka
+  has the same gap: its MappedByteBuffer stores fault the JVM). So before an entry is stored, the
+  bytes under it are backed with ``fallocate`` (``RESERVE_AHEAD_BYTES`` at a time, just ahead of
+  the write position, never the whole preallocated size): a full disk is an ``OSError`` raised
+  before anything changed. Measured against writing entries with ``pwrite`` in
+  bench/bench_index_append.py. ``trim_to_valid_size`` (on roll and close) cuts it back to
   the valid entries, because on reopening **every full slot of an existing file is an entry**: an
   untrimmed file after a crash reads as full of zero entries, which is why indexes above the
   recovery point are rebuilt from the log.
 - **Resizing** (``resize``, ``reset``), flushing (msync), closing and unmapping.
+- **Releasing** (``release_mapping``): the mapping (and the descriptor CPython's mmap keeps for it)
+  is given back while the entry counts are kept, so even an active segment's index can leave the
+  process-wide descriptor budget and be mapped again on its next use.
 
 Thread safety: every public method holds the index's lock, lookups included. Kafka lets lookups
 run lock-free on Linux against a duplicate of the mapping; in CPython that buys no parallelism (the
@@ -46,6 +57,11 @@ __all__ = ["DEFAULT_MAX_INDEX_BYTES", "RELATIVE_OFFSET_MAX", "AbstractIndex", "I
 DEFAULT_MAX_INDEX_BYTES = 10 * 1024 * 1024
 """Kafka's ``segment.index.bytes`` default: 1,310,720 offset entries, 873,813 time entries."""
 
+RESERVE_AHEAD_BYTES = 16 * 1024
+"""Bytes backed with real blocks per ``fallocate``: four pages, 2,048 offset entries (about 8 MiB
+of log at the default index.interval.bytes), so the extra open + fallocate + close is paid once
+per thousands of appends while a new index holds at most 16 KiB it does not use yet."""
+
 RELATIVE_OFFSET_MAX = 2**31 - 1
 """Relative offsets are stored as int32 and must not be negative (Kafka's ``Integer.MAX_VALUE``)."""
 
@@ -53,6 +69,7 @@ RELATIVE_OFFSET_MAX = 2**31 - 1
 class _State(enum.Enum):
     UNMATERIALIZED = "unmaterialized"  # only a path: nothing opened, created or mapped yet
     OPEN = "open"  # file mapped (or known to be 0 bytes long, which mmap cannot map)
+    RELEASED = "released"  # unmapped by release_mapping(); counts kept, mapped again on next use
     CLOSED = "closed"  # unmapped by close(), close_handler() or delete_if_exists(); unusable
 
 
@@ -98,6 +115,7 @@ class AbstractIndex:
         self._mmap: mmap.mmap | None = None  # None while unmaterialised, closed, or 0 bytes long
         self._buffer: Buffer = b""  # what searches read: the mapping, or b"" when there is none
         self._file_bytes = 0
+        self._reserved_bytes = 0  # bytes from the file's start known to be backed by blocks
         self._entry_count = 0
         self._max_entry_count = 0
         self._lookup_counts = {Zone.WARM: 0, Zone.COLD: 0}  # subclasses count each lookup's zone
@@ -124,6 +142,11 @@ class AbstractIndex:
     @property
     def is_closed(self) -> bool:
         return self._state is _State.CLOSED
+
+    @property
+    def is_released(self) -> bool:
+        """True after ``release_mapping`` until the next use maps the file again."""
+        return self._state is _State.RELEASED
 
     def can_append_offset(self, offset: int) -> bool:
         """Whether ``offset`` is representable relative to this index's base offset."""
@@ -218,9 +241,28 @@ class AbstractIndex:
             if self._mmap is not None:
                 self._mmap.flush()
 
+    def reserve_next_entry(self) -> None:
+        """Backs the next free slot with blocks now (OSError on a full disk), so that the store
+        a later append makes cannot fault. A full index reserves nothing."""
+        with self._lock:
+            self._open_locked()
+            if self._writable and not self._is_full_locked():
+                self._reserve_locked((self._entry_count + 1) * self.LAYOUT.entry_bytes)
+
+    def release_mapping(self) -> None:
+        """Unmaps (giving back the mapping's descriptor) but keeps the entry counts; the next use
+        maps the file again. Unlike ``close`` nothing is trimmed, so an active segment's index
+        keeps its free slots."""
+        with self._lock:
+            if self._state is _State.OPEN:
+                self._unmap_mapping()
+                self._state = _State.RELEASED
+
     def close(self) -> None:
         """Trims to the valid entries and unmaps. A never-used index stays untouched on disk."""
         with self._lock:
+            if self._state is _State.RELEASED and self._writable:
+                self._open_locked()  # map again to trim: reopening must find only entries
             try:
                 if self._state is _State.OPEN and self._writable:
                     self._resize_locked(self._entry_count * self.LAYOUT.entry_bytes)
@@ -276,15 +318,38 @@ class AbstractIndex:
             return
         if self._state is _State.CLOSED:
             raise ValueError(f"{self.KIND} {self._path} is closed")
+        if self._state is _State.RELEASED:
+            self._remap_locked()
+            self._state = _State.OPEN
+            return
         self._materialize_locked()
         self._state = _State.OPEN
         self._after_entries_changed_locked()
 
-    def _writable_buffer_locked(self) -> mmap.mmap:
+    def _writable_buffer_locked(self, end_bytes: int) -> mmap.mmap:
+        """The mapping, with ``[0, end_bytes)`` backed by blocks: stores below ``end_bytes``
+        cannot fault on a full disk (the reservation raises OSError first)."""
         if not self._writable:
             raise io.UnsupportedOperation(f"{self.KIND} {self._path} was opened read-only")
         assert self._mmap is not None, "a writable index with a free slot has a mapping"
+        if end_bytes > self._reserved_bytes:
+            self._reserve_locked(end_bytes)
         return self._mmap
+
+    def _reserve_locked(self, end_bytes: int) -> None:
+        assert end_bytes <= self._file_bytes, (end_bytes, self._file_bytes)
+        if end_bytes <= self._reserved_bytes:
+            return
+        # Up to RESERVE_AHEAD_BYTES past the write position, page-aligned, never past the file's
+        # end (fallocate would grow the file, and every full slot of a file reads as an entry).
+        stop = min(self._file_bytes, _round_up(end_bytes + RESERVE_AHEAD_BYTES, mmap.PAGESIZE))
+        start = self._reserved_bytes
+        fd = self._fs.open(self._path, os.O_RDWR)
+        try:
+            self._fs.fallocate(fd, start, stop - start)
+        finally:
+            self._fs.close(fd)
+        self._reserved_bytes = stop
 
     def _is_full_locked(self) -> bool:
         return self._entry_count >= self._max_entry_count
@@ -324,6 +389,8 @@ class AbstractIndex:
         finally:
             self._fs.close(fd)
         self._max_entry_count = self._file_bytes // entry_bytes
+        # Which pages of an existing file are holes is not known: the first store reserves.
+        self._reserved_bytes = 0
         # A new file has no entries; in an existing one every full slot is an entry.
         self._entry_count = 0 if newly_created else self._max_entry_count
 
@@ -334,6 +401,19 @@ class AbstractIndex:
             return self._fs.open(self._path, os.O_RDWR | os.O_CREAT | os.O_EXCL), True
         except FileExistsError:
             return self._fs.open(self._path, os.O_RDWR), False
+
+    def _remap_locked(self) -> None:
+        """Maps a released index again. A file whose length changed meanwhile (nothing in seglog
+        does that) is read afresh, as on first use."""
+        fd = self._fs.open(self._path, os.O_RDWR if self._writable else os.O_RDONLY)
+        try:
+            if self._fs.fsize(fd) == self._file_bytes:
+                self._set_mapping(self._map(fd, self._file_bytes))
+                return
+        finally:
+            self._fs.close(fd)
+        self._materialize_locked()
+        self._after_entries_changed_locked()
 
     def _remove_quietly(self) -> None:
         try:
@@ -361,6 +441,7 @@ class AbstractIndex:
         try:
             self._fs.ftruncate(fd, rounded)  # if this fails, nothing has changed
             self._file_bytes = rounded
+            self._reserved_bytes = min(self._reserved_bytes, rounded)  # a cut frees the blocks
             # Should mapping fail, the old mapping stays: only slots inside both it and the
             # resized file may be written (past the file's end a store is SIGBUS).
             self._max_entry_count = min(self._max_entry_count, rounded // entry_bytes)
@@ -387,6 +468,11 @@ class AbstractIndex:
         mapping, self._mmap, self._buffer = self._mmap, None, b""
         if mapping is not None:
             mapping.close()
+
+
+def _round_up(number: int, factor: int) -> int:
+    """The least multiple of ``factor`` not below ``number`` (67, 8 -> 72)."""
+    return -factor * (-number // factor)
 
 
 def _round_down(number: int, factor: int) -> int:

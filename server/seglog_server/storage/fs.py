@@ -59,6 +59,10 @@ class FileSystem:
     def ftruncate(self, fd: int, size: int) -> None:
         os.ftruncate(fd, size)
 
+    def fallocate(self, fd: int, offset: int, length: int) -> None:
+        """Backs ``[offset, offset + length)`` with real blocks (ENOSPC here, not later)."""
+        os.posix_fallocate(fd, offset, length)
+
     def fsize(self, fd: int) -> int:
         return os.fstat(fd).st_size
 
@@ -106,13 +110,21 @@ class FileSystem:
         tmp = path + ".tmp"
         fd = self.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
         try:
-            view = memoryview(data)
-            written = 0
-            while written < len(view):
-                written += self.pwrite(fd, view[written:], written)
-            self.fsync(fd)
-        finally:
-            self.close(fd)
+            try:
+                view = memoryview(data)
+                written = 0
+                while written < len(view):
+                    written += self.pwrite(fd, view[written:], written)
+                self.fsync(fd)
+            finally:
+                self.close(fd)
+        except BaseException:
+            # On a full disk the half-written tmp file would hold blocks nobody frees.
+            try:
+                self.unlink(tmp)
+            except OSError:
+                pass
+            raise
         self.replace(tmp, path)
         self.fsync_dir(os.path.dirname(os.path.abspath(path)))
 

@@ -127,7 +127,9 @@ class OffsetIndex(AbstractIndex):
                     f"{self._path}: expected an offset above the last one, {self._last_offset}"
                 )
             relative = self.relative_offset(offset)
-            ENTRY.pack_into(self._writable_buffer_locked(), self._entry_count * ENTRY.size, relative, position)
+            position_in_file = self._entry_count * ENTRY.size
+            buffer = self._writable_buffer_locked(position_in_file + ENTRY.size)  # may raise ENOSPC
+            ENTRY.pack_into(buffer, position_in_file, relative, position)
             self._entry_appended_locked()
             self._last_offset = offset
 

@@ -127,7 +127,9 @@ class TimeIndex(AbstractIndex):
                         f"no slot left in {self.KIND} {self._path} ({self._entry_count} entries)"
                     )
                 relative = self.relative_offset(offset)
-                ENTRY.pack_into(self._writable_buffer_locked(), self._entry_count * ENTRY.size, timestamp_ms, relative)
+                position = self._entry_count * ENTRY.size
+                buffer = self._writable_buffer_locked(position + ENTRY.size)  # may raise ENOSPC
+                ENTRY.pack_into(buffer, position, timestamp_ms, relative)
                 self._entry_appended_locked()
                 self._last_entry = TimestampOffset(timestamp_ms, offset)
 
