@@ -26,6 +26,7 @@ from grpc_reflection.v1alpha import reflection
 
 from seglog.v1 import log_service_pb2 as pb
 from seglog_server.config import ServiceConfig
+from seglog_server.resource_limits import open_segments_budget
 from seglog_server.rpc.log_service import LogServicer, LogServicerLimits
 from seglog_server.rpc.registration import add_log_service
 from seglog_server.rpc.storage_calls import StorageCalls
@@ -44,7 +45,11 @@ class StartupError(Exception):
 
 
 def _default_manager_factory(config: ServiceConfig) -> Any:
-    return LogManager(list(config.data_dirs), default_config=config.log_config)
+    return LogManager(
+        list(config.data_dirs),
+        default_config=config.log_config,
+        open_segments_max=open_segments_budget(config.open_segments_max),
+    )
 
 
 class SeglogService:
@@ -64,6 +69,7 @@ class SeglogService:
         self._maintenance: asyncio.Task[None] | None = None
         self._stopping = asyncio.Event()
         self._stopped = False
+        self._serving = True
         self.address: str | None = None
 
     # -- start --------------------------------------------------------------------------------
@@ -148,6 +154,20 @@ class SeglogService:
                 await self._calls.blocking(self._manager.run_maintenance)
             except Exception:  # noqa: BLE001 - one failed pass must not stop the next ones
                 _log.exception("maintenance pass failed")
+            await self._update_health()
+
+    async def _update_health(self) -> None:
+        """NOT_SERVING only when nothing can be served (every log directory offline); a full
+        disk or a single offline directory leaves the rest serving, so health says SERVING."""
+        can_serve = getattr(self._manager, "can_serve", None)
+        serving = can_serve() if can_serve is not None else True
+        if serving == self._serving or self._stopping.is_set():
+            return
+        self._serving = serving
+        status = health_pb2.HealthCheckResponse.SERVING if serving else health_pb2.HealthCheckResponse.NOT_SERVING
+        for name in ("", LOG_SERVICE_NAME):
+            await self._health.set(name, status)
+        _log.warning("health: %s", "SERVING again" if serving else "NOT_SERVING: no log directory is online")
 
     # -- stop ---------------------------------------------------------------------------------
     def request_stop(self, reason: str = "requested") -> None:

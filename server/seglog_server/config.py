@@ -114,6 +114,11 @@ class ServiceConfig:
     # Period of LogManager.run_maintenance() (retention, flush.ms, checkpoints, delayed
     # deletes). 1 s: the pass itself applies Kafka's intervals; this is only how often it looks.
     maintenance_interval_ms: int = 1000
+    # Segments (of every partition together) that may hold descriptors at once; 0 derives it
+    # from RLIMIT_NOFILE (raised to its hard limit at start) and vm.max_map_count: a quarter of
+    # the descriptors (at least 256) stay for sockets and short-lived files, and a segment holds
+    # up to 4 (storage/open_segments.py). Beyond it the least recently used segment closes.
+    open_segments_max: int = 0
     topic_defaults: Mapping[str, str] = field(default_factory=dict)
     log_config: LogConfig = field(default_factory=LogConfig)
 
@@ -248,6 +253,7 @@ _SETTINGS: tuple[_Setting, ...] = (
     _Setting("inline_io_bytes_max", _non_negative_int, "inline I/O bound, bytes", "limits"),
     _Setting("shutdown_grace_ms", _non_negative_int, "in-flight grace at shutdown, ms", "limits"),
     _Setting("maintenance_interval_ms", _positive_int, "retention/flush pass period, ms", "limits"),
+    _Setting("open_segments_max", _non_negative_int, "segments holding descriptors, count (0: from RLIMIT_NOFILE)", "limits"),
 )
 _BY_NAME = {setting.name: setting for setting in _SETTINGS}
 _BY_ENV = {setting.env: setting for setting in _SETTINGS}
