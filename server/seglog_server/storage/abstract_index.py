@@ -14,10 +14,15 @@ everything else:
 - **Space before stores.** A store into a hole of a mapped file allocates the block at page-fault
   time; on a full disk that fault is SIGBUS, which kills the process with nothing logged (Kafka
   has the same gap: its MappedByteBuffer stores fault the JVM). So before an entry is stored, the
-  bytes under it are backed with ``fallocate`` (``RESERVE_AHEAD_BYTES`` at a time, just ahead of
-  the write position, never the whole preallocated size): a full disk is an ``OSError`` raised
-  before anything changed. Measured against writing entries with ``pwrite`` in
-  bench/bench_index_append.py. ``trim_to_valid_size`` (on roll and close) cuts it back to
+  free slots under it are written with zeros through ``pwrite`` (``RESERVE_AHEAD_BYTES`` at a
+  time, just ahead of the write position, never the whole preallocated size): the file system
+  reserves the blocks in that call, so a full disk is an ``OSError`` raised before anything
+  changed, and the stores that follow land on pages that already have their space. Zeros rather
+  than ``posix_fallocate``: fallocated blocks are *unwritten* extents that ext4 converts at
+  writeback, and a flush of a freshly written index cost about twice as much that way
+  (bench/bench_index_append.py, which also measures writing every entry with ``pwrite``).
+  Copy-on-write file systems (btrfs) allocate again at writeback and stay exposed; seglog's
+  directories belong on ext4, xfs or tmpfs. ``trim_to_valid_size`` (on roll and close) cuts it back to
   the valid entries, because on reopening **every full slot of an existing file is an entry**: an
   untrimmed file after a crash reads as full of zero entries, which is why indexes above the
   recovery point are rebuilt from the log.
@@ -58,9 +63,11 @@ DEFAULT_MAX_INDEX_BYTES = 10 * 1024 * 1024
 """Kafka's ``segment.index.bytes`` default: 1,310,720 offset entries, 873,813 time entries."""
 
 RESERVE_AHEAD_BYTES = 16 * 1024
-"""Bytes backed with real blocks per ``fallocate``: four pages, 2,048 offset entries (about 8 MiB
-of log at the default index.interval.bytes), so the extra open + fallocate + close is paid once
-per thousands of appends while a new index holds at most 16 KiB it does not use yet."""
+"""Bytes of free slots backed with real blocks at a time: four pages, 2,048 offset entries (about
+8 MiB of log at the default index.interval.bytes), so the extra open + pwrite + close is paid once
+per thousands of appends while a new index holds at most 20 KiB it does not use yet."""
+
+_ZEROS = bytes(RESERVE_AHEAD_BYTES + mmap.PAGESIZE)  # what a reservation writes: never more
 
 RELATIVE_OFFSET_MAX = 2**31 - 1
 """Relative offsets are stored as int32 and must not be negative (Kafka's ``Integer.MAX_VALUE``)."""
@@ -340,13 +347,19 @@ class AbstractIndex:
         assert end_bytes <= self._file_bytes, (end_bytes, self._file_bytes)
         if end_bytes <= self._reserved_bytes:
             return
-        # Up to RESERVE_AHEAD_BYTES past the write position, page-aligned, never past the file's
-        # end (fallocate would grow the file, and every full slot of a file reads as an entry).
+        # Zeros over free slots only (from the end of the valid entries, which are never
+        # rewritten), up to RESERVE_AHEAD_BYTES past the write position, page-aligned, never past
+        # the file's end (a write there would grow the file, and every full slot of a file reads
+        # as an entry on reopening).
+        start = max(self._reserved_bytes, self._entry_count * self.LAYOUT.entry_bytes)
         stop = min(self._file_bytes, _round_up(end_bytes + RESERVE_AHEAD_BYTES, mmap.PAGESIZE))
-        start = self._reserved_bytes
+        assert stop - start <= len(_ZEROS), (start, stop)
+        zeros = memoryview(_ZEROS)
         fd = self._fs.open(self._path, os.O_RDWR)
         try:
-            self._fs.fallocate(fd, start, stop - start)
+            position = start
+            while position < stop:  # pwrite may write less than asked; ENOSPC raises here
+                position += self._fs.pwrite(fd, zeros[: stop - position], position)
         finally:
             self._fs.close(fd)
         self._reserved_bytes = stop
@@ -389,7 +402,8 @@ class AbstractIndex:
         finally:
             self._fs.close(fd)
         self._max_entry_count = self._file_bytes // entry_bytes
-        # Which pages of an existing file are holes is not known: the first store reserves.
+        # Which pages of an existing file are holes is not known: the first store reserves (its
+        # zeros go only over free slots, past the valid entries).
         self._reserved_bytes = 0
         # A new file has no entries; in an existing one every full slot is an entry.
         self._entry_count = 0 if newly_created else self._max_entry_count

@@ -59,10 +59,6 @@ class FileSystem:
     def ftruncate(self, fd: int, size: int) -> None:
         os.ftruncate(fd, size)
 
-    def fallocate(self, fd: int, offset: int, length: int) -> None:
-        """Backs ``[offset, offset + length)`` with real blocks (ENOSPC here, not later)."""
-        os.posix_fallocate(fd, offset, length)
-
     def fsize(self, fd: int) -> int:
         return os.fstat(fd).st_size
 

@@ -7,8 +7,8 @@ the directory online:
 - **Disk full** (ENOSPC, EDQUOT): appends, roll and creation refuse with ``LogDirFullError``;
   reads, DeleteTopic and DeleteRecords go on, so an operator can free space through the API, and
   produce resumes by itself once there is space again. This needs every write to fail *before*
-  it changes anything, which the storage arranges: index pages are reserved with ``fallocate``
-  before their store (abstract_index.py), a half-written batch is cut (file_records.py).
+  it changes anything, which the storage arranges: index pages are reserved (zeros written
+  through ``pwrite``) before their store (abstract_index.py), a half-written batch is cut (file_records.py).
 - **Descriptors** (EMFILE, ENFILE; ENOMEM from mmap, whose mapping count also runs out):
   ``TooManyOpenFilesError``, back-pressure. The open-segment budget (open_segments.py) keeps the
   process below its limit; reaching it anyway means the limit is too small for the load.

@@ -42,8 +42,8 @@ BLOCK_BYTES = 512  # st_blocks counts 512-byte units whatever the file system's 
 
 
 class ExhaustingFs(FileSystem):
-    """Fails chosen operations with a chosen errno while ``armed``: ``fallocate``, ``pwritev``,
-    ``pwrite`` (checkpoints), ``open`` of new or existing files."""
+    """Fails chosen operations with a chosen errno while ``armed``: ``pwrite`` (index space
+    reservations, checkpoints), ``pwritev`` (log appends), ``open``, ``makedirs``."""
 
     def __init__(self, error: int = errno.ENOSPC, operations: tuple[str, ...] = ()) -> None:
         self.error = error
@@ -55,10 +55,6 @@ class ExhaustingFs(FileSystem):
         if self.armed and operation in self.operations:
             self.failures += 1
             raise OSError(self.error, f"injected: {os.strerror(self.error)}")
-
-    def fallocate(self, fd, offset, length):
-        self._maybe_fail("fallocate")
-        super().fallocate(fd, offset, length)
 
     def pwritev(self, fd, buffers, position):
         self._maybe_fail("pwritev")
@@ -114,7 +110,7 @@ def test_appends_back_only_the_pages_just_ahead_of_the_write_position(tmp_path, 
 
 
 def test_an_index_append_on_a_full_disk_raises_before_storing_and_succeeds_once_space_is_back(tmp_path):
-    fs = ExhaustingFs(operations=("fallocate",))
+    fs = ExhaustingFs(operations=("pwrite",))
     index = OffsetIndex(str(tmp_path / "0.index"), 0, 1024 * 1024, fs=fs)
     index.append(0, 0)
     fs.armed = True
@@ -133,8 +129,21 @@ def test_an_index_append_on_a_full_disk_raises_before_storing_and_succeeds_once_
     index.close()
 
 
+def test_reserving_space_in_a_reopened_index_never_overwrites_its_entries(tmp_path):
+    path = str(tmp_path / "0.index")
+    index = OffsetIndex(path, 0, 1024 * 1024)
+    for slot in range(100):
+        index.append(slot, slot * 10)
+    index.close()  # trimmed to its 100 entries
+    reopened = OffsetIndex(path, 0, 1024 * 1024)
+    reopened.resize(1024 * 1024)  # the active segment's index regrows on load
+    reopened.append(100, 1000)
+    assert [reopened.entry(slot) for slot in range(101)] == [(slot, slot * 10) for slot in range(101)]
+    reopened.close()
+
+
 def test_a_time_index_append_on_a_full_disk_raises_before_storing(tmp_path):
-    fs = ExhaustingFs(operations=("fallocate",))
+    fs = ExhaustingFs(operations=("pwrite",))
     index = TimeIndex(str(tmp_path / "0.timeindex"), 0, 1024 * 1024, fs=fs)
     fs.armed = True
     with pytest.raises(OSError):
@@ -149,7 +158,7 @@ def test_a_time_index_append_on_a_full_disk_raises_before_storing(tmp_path):
 # -- the log on a full disk -----------------------------------------------------------------------
 @pytest.mark.parametrize(
     ("operation", "appended_before"),
-    [("fallocate", 1), ("pwritev", 3)],  # the second batch is the first one indexed: a reservation
+    [("pwrite", 1), ("pwritev", 3)],  # the second batch is the first one indexed: a reservation
 )
 def test_a_full_disk_refuses_appends_without_changing_the_log_and_appends_resume(
     tmp_path, clock, operation, appended_before
@@ -234,7 +243,7 @@ def start_manager(tmp_path, clock, fs, **kwargs) -> LogManager:
 
 
 def test_on_a_full_disk_reads_deletion_and_maintenance_go_on_and_the_directory_stays_online(tmp_path, clock):
-    fs = ExhaustingFs(operations=("fallocate", "pwritev", "pwrite", "makedirs"))
+    fs = ExhaustingFs(operations=("pwritev", "pwrite", "makedirs"))
     manager = start_manager(tmp_path, clock, fs)
     manager.create_topic("keep", 2)
     manager.create_topic("drop", 2)
