@@ -15,7 +15,10 @@ entries, then trims it to its entries (what a roll does) and fdatasyncs it (what
 - ``OffsetIndex``: seglog's index as built (its chosen way, with its lock and checks).
 
 Rows: per-entry append cost in microseconds and the trim + fdatasync in milliseconds, medians
-over ``--runs`` (min-max). The machine is shared and noisy: compare rows of the same run.
+over ``--runs`` (min-max). A second table is the many-partitions case: ``--files`` new indexes
+with one entry each, each trimmed and fdatasynced (a roll or shutdown flush of mostly idle
+partitions), in milliseconds per file. The machine is shared and noisy: compare rows of the same
+run.
 """
 
 from __future__ import annotations
@@ -96,11 +99,32 @@ VARIANTS = {
 }
 
 
+def one_entry_file(path: str, reserve: str) -> None:
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+    os.ftruncate(fd, INDEX_BYTES)
+    mapping = mmap.mmap(fd, INDEX_BYTES)
+    stop = _round_up(ENTRY.size + RESERVE_AHEAD_BYTES, mmap.PAGESIZE)
+    if reserve == "fallocate_ahead":
+        os.posix_fallocate(fd, 0, stop)
+    elif reserve == "zero_fill_ahead":
+        os.pwrite(fd, bytes(stop), 0)
+    if reserve == "pwrite_entries":
+        os.pwrite(fd, ENTRY.pack(1, 4096), 0)
+    else:
+        ENTRY.pack_into(mapping, 0, 1, 4096)
+        mapping.flush()
+    mapping.close()
+    os.ftruncate(fd, ENTRY.size)
+    os.fdatasync(fd)
+    os.close(fd)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--entries", type=int, default=20_000)
     parser.add_argument("--runs", type=int, default=7)
     parser.add_argument("--dir", default=None, help="where the files go (default: a temp dir)")
+    parser.add_argument("--files", type=int, default=100, help="one-entry indexes per run")
     args = parser.parse_args()
     results: dict[str, list[tuple[float, float]]] = {name: [] for name in VARIANTS}
     with tempfile.TemporaryDirectory(dir=args.dir) as directory:
@@ -118,6 +142,18 @@ def main() -> int:
             f"{name:<16} {statistics.median(appends):>10.3f} ({min(appends):.3f}-{max(appends):.3f})"
             f"   {statistics.median(syncs):>10.2f} ({min(syncs):.2f}-{max(syncs):.2f})"
         )
+    per_file: dict[str, list[float]] = {name: [] for name in list(VARIANTS)[:4]}
+    with tempfile.TemporaryDirectory(dir=args.dir) as directory:
+        for run in range(args.runs):
+            for name in per_file:
+                started = time.perf_counter_ns()
+                for number in range(args.files):
+                    one_entry_file(os.path.join(directory, f"{name}-{run}-{number}.index"), name)
+                per_file[name].append((time.perf_counter_ns() - started) / args.files / 1e6)
+    print(f"\n{args.files} one-entry indexes per run (store, trim, fdatasync)")
+    print(f"{'variant':<16} {'ms per file':>28}")
+    for name, rows in per_file.items():
+        print(f"{name:<16} {statistics.median(rows):>10.2f} ({min(rows):.2f}-{max(rows):.2f})")
     return 0
 
 

@@ -122,6 +122,7 @@ class Log:
         self._truncation_epoch = 0
         self._closed = False
         self._offline_cause: BaseException | None = None
+        self._exhausted = False  # a resource ran out (disk, descriptors) and no append succeeded since
         self._timestamps = SegmentTimestamps()
         self._pending_deletes: list[tuple[int, LogSegment]] = []  # (due time ms, segment)
         # The process-wide descriptor budget when the log manager gives one; else a private one.
@@ -270,6 +271,9 @@ class Log:
         fsync (``sync``) is a failure even on ENOSPC: the kernel may have dropped the pages."""
         exhausted = exhaustion_error(exc, f"{action} partition {self._name}")
         if exhausted is not None and not (sync and isinstance(exhausted, LogDirFullError)):
+            if not self._exhausted:  # once per episode, not once per refused request
+                self._exhausted = True
+                _LOG.warning("%s: %s", self._name, exhausted)
             return exhausted
         self._offline_cause = exc
         return LogDirOfflineError(f"I/O error while {action} log {self._name} in {self._dir}: {exc}")
@@ -304,6 +308,9 @@ class Log:
             except OSError as exc:
                 raise self._io_error("appending to", exc) from exc
             self._log_end_offset = last_offset + 1
+            if self._exhausted:
+                self._exhausted = False
+                _LOG.info("%s: appends succeed again", self._name)
             self._appended_batch_count += 1
             self._appended_record_count += record_count
             self._appended_bytes += size
