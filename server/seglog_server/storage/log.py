@@ -10,7 +10,12 @@ does not stall appends and concurrent flushes coalesce.
 
 File I/O errors (``OSError``) from an append, read, roll or flush surface as
 ``LogDirOfflineError`` and leave the log offline: every later call raises the same error, and the
-log manager takes the directory offline.
+log manager takes the directory offline. Except an exhausted resource (a full disk, no descriptors
+left; ``io_errors.py``): a retriable ``ResourceExhaustedError``, and the log stays online, since
+every write path fails before it changes anything.
+
+Descriptors: every segment used (active or not) is reported to an ``OpenSegments`` budget, shared
+by all logs of a log manager, which releases the least recently used segments' handles.
 """
 
 from __future__ import annotations

@@ -22,6 +22,7 @@ rules out lock-order deadlocks between two logs evicting each other's segments).
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -40,6 +41,8 @@ __all__ = [
     "SegmentOwner",
     "open_segments_max_for",
 ]
+
+_log = logging.getLogger(__name__)
 
 # A Log built on its own (tests, tools) gets a private budget of this many segments: ~256
 # descriptors, while the segments a few consumers are reading stay open.
@@ -136,7 +139,14 @@ class OpenSegments:
         # Outside the budget's lock: releasing unmaps and closes, and takes the owner's lock.
         busy = []
         for segment, owner in victims:
-            if owner.try_release_handles(segment):
+            try:
+                released = owner.try_release_handles(segment)
+            except Exception:  # noqa: BLE001 - never let another log's close fail this caller
+                # The caller is a different log's append or read: an error closing someone else's
+                # file must not become its error (nor take its directory offline).
+                _log.warning("releasing the handles of %r failed", segment, exc_info=True)
+                continue
+            if released:
                 self._released_count += 1
             else:
                 busy.append((segment, owner))

@@ -349,6 +349,18 @@ def test_a_segment_of_a_busy_log_is_kept_for_now_and_counted():
     assert len(budget) <= 2
 
 
+def test_an_error_releasing_another_logs_segment_is_not_the_callers_error(caplog):
+    class BrokenOwner:
+        def try_release_handles(self, segment):
+            raise OSError(errno.EIO, "close failed")
+
+    budget = OpenSegments(1)
+    budget.touch(object(), BrokenOwner())
+    budget.touch(object(), _Owner())  # evicts the broken owner's segment: logged, not raised
+    assert "releasing the handles" in caplog.text
+    assert len(budget) == 1
+
+
 @pytest.mark.parametrize(
     ("descriptor_limit", "mapping_limit", "expected"),
     [
