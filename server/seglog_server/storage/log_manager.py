@@ -406,6 +406,9 @@ class LogManager:
             try:
                 self._fs.fsync_dir(log_dir.path)
             except OSError as exc:
+                if is_exhaustion(exc):  # no descriptor for the directory: the next fsync covers it
+                    _log.warning("deleting partitions in %s: %s", log_dir.path, exc)
+                    continue
                 failures[log_dir] = exc
                 del renamed[log_dir]
         for log_dir, paths in renamed.items():
@@ -468,6 +471,9 @@ class LogManager:
         try:
             directory.cleaner_offset_file.write(offsets)
         except OSError as exc:
+            exhausted = exhaustion_error(exc, f"writing the cleaner checkpoint of {directory.path}")
+            if exhausted is not None:
+                raise exhausted from exc
             self._take_dir_offline(directory, f"writing the cleaner checkpoint failed: {exc}")
             raise LogDirOfflineError(f"log directory {directory.path} failed: {exc}") from exc
 
