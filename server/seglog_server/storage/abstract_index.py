@@ -172,32 +172,32 @@ class AbstractIndex:
     @property
     def entry_count(self) -> int:
         with self._lock:
-            self._open_locked()
+            self._open_for_counts_locked()
             return self._entry_count
 
     @property
     def max_entry_count(self) -> int:
         with self._lock:
-            self._open_locked()
+            self._open_for_counts_locked()
             return self._max_entry_count
 
     @property
     def size_in_bytes(self) -> int:
         """Bytes of valid entries (not the preallocated file length)."""
         with self._lock:
-            self._open_locked()
+            self._open_for_counts_locked()
             return self._entry_count * self.LAYOUT.entry_bytes
 
     @property
     def file_bytes(self) -> int:
         """The file's current length, preallocated slots included (Kafka's ``length()``)."""
         with self._lock:
-            self._open_locked()
+            self._open_for_counts_locked()
             return self._file_bytes
 
     def is_full(self) -> bool:
         with self._lock:
-            self._open_locked()
+            self._open_for_counts_locked()
             return self._is_full_locked()
 
     def statistics(self) -> IndexStatistics:
@@ -242,8 +242,13 @@ class AbstractIndex:
             self._truncate_to_entries_locked(0)
 
     def flush(self) -> None:
-        """msync the mapping. Opens (and so creates) the file first, as Kafka's does."""
+        """msync the mapping. Opens (and so creates) the file first, as Kafka's does. A released
+        index has no mapping to sync: munmap kept its dirty pages in the page cache, where an
+        fsync of the file finds them; mapping it again here would hold a descriptor the budget
+        does not know of."""
         with self._lock:
+            if self._state is _State.RELEASED:
+                return
             self._open_locked()
             if self._mmap is not None:
                 self._mmap.flush()
@@ -332,6 +337,13 @@ class AbstractIndex:
         self._materialize_locked()
         self._state = _State.OPEN
         self._after_entries_changed_locked()
+
+    def _open_for_counts_locked(self) -> None:
+        """For questions the entry counts answer: a released index answers from memory instead
+        of mapping its file again (retention and roll checks ask them of every segment, and a
+        mapping made there would hold a descriptor outside the open-segment budget)."""
+        if self._state is not _State.RELEASED:
+            self._open_locked()
 
     def _writable_buffer_locked(self, end_bytes: int) -> mmap.mmap:
         """The mapping, with ``[0, end_bytes)`` backed by blocks: stores below ``end_bytes``

@@ -555,7 +555,7 @@ class LogSegment:
         segment's unmapped indexes are synced by path, not mapped again."""
         paths = [self._log.path]
         for index in (self._offset_index, self._time_index):
-            if not self._log.is_sealed and not index.is_materialized:
+            if not self._log.is_sealed and not index.is_materialized and not index.is_released:
                 index.flush()  # creates the (empty, preallocated) file
             if index.is_materialized or self._fs.exists(index.path):
                 paths.append(index.path)

@@ -71,7 +71,7 @@ class OffsetIndex(AbstractIndex):
     def last_offset(self) -> int:
         """The offset of the last entry, or the base offset when the index is empty."""
         with self._lock:
-            self._open_locked()
+            self._open_for_counts_locked()
             return self._last_offset
 
     def lookup(self, offset: int) -> OffsetPosition:

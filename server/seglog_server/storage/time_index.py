@@ -73,7 +73,7 @@ class TimeIndex(AbstractIndex):
     def last_entry(self) -> TimestampOffset:
         """The last entry, or ``(NO_TIMESTAMP, base_offset)`` when the index is empty."""
         with self._lock:
-            self._open_locked()
+            self._open_for_counts_locked()
             return self._last_entry
 
     def lookup(self, timestamp_ms: int) -> TimestampOffset:

@@ -319,6 +319,23 @@ def test_a_released_active_segment_keeps_its_index_entries_and_free_slots(tmp_pa
     reopened.close()
 
 
+def test_retention_and_flush_leave_a_released_segment_without_handles(tmp_path, clock):
+    """A released segment holds nothing the budget does not know of: retention, roll checks and
+    flushes answer from its kept counts instead of mapping its indexes again."""
+    log = open_log(tmp_path, clock, config(index_interval_bytes=1, retention_ms=3_600_000))
+    for value in range(5):
+        log.append(batch(b"%d" % value))
+    active = log.segments_snapshot()[-1]
+    active.release_handles()
+    assert log.delete_old_segments() == 0
+    log.flush()
+    assert active.offset_index.is_full() is False and active.offset_index.last_offset == 4
+    assert active.time_index.last_entry == (NOW_MS, 0)  # every batch has the same timestamp
+    assert not active.holds_handles
+    assert log.append(batch(b"after")).base_offset == 5  # and it works again when used
+    log.close()
+
+
 class _Owner:
     def __init__(self):
         self.lock = threading.RLock()
