@@ -23,7 +23,8 @@ import subprocess
 import sys
 
 import pytest
-from integration_helpers import STOP_TIMEOUT_S, ServiceProcess, make_batch, records_of
+import integration_helpers
+from integration_helpers import START_TIMEOUT_S, STOP_TIMEOUT_S, ServiceProcess, make_batch, records_of
 
 from seglog.v1 import log_service_pb2 as pb
 from seglog_server.storage.fs import FileSystem
@@ -84,9 +85,10 @@ def limit_descriptors(limit: int):
 class LimitedService(ServiceProcess):
     """A service process whose RLIMIT_NOFILE is ``limit`` (soft and hard) from its first line."""
 
-    def __init__(self, *args, limit: int, **kwargs) -> None:
+    def __init__(self, *args, limit: int, start_timeout_s: float, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.limit = limit
+        self.start_timeout_s = start_timeout_s
 
     def start(self) -> LimitedService:
         original = subprocess.Popen
@@ -95,10 +97,13 @@ class LimitedService(ServiceProcess):
             return original(*args, preexec_fn=limit_descriptors(self.limit), **kwargs)
 
         subprocess.Popen = popen
+        default_timeout_s = integration_helpers.START_TIMEOUT_S
+        integration_helpers.START_TIMEOUT_S = self.start_timeout_s  # loading 10,000 logs
         try:
             return super().start()
         finally:
             subprocess.Popen = original
+            integration_helpers.START_TIMEOUT_S = default_timeout_s
 
     def open_descriptor_count(self) -> int:
         return len(os.listdir(f"/proc/{self.process.pid}/fd"))
@@ -129,7 +134,9 @@ def touch_every_partition(service: LimitedService, partitions: list[tuple[str, i
 def run_many_partitions(tmp_path: pathlib.Path, partition_count: int, limit: int) -> None:
     data_dir = tmp_path / "data"
     partitions = lay_out_partitions(data_dir, partition_count)
-    service = LimitedService(tmp_path, [data_dir], [], limit=limit).start()
+    # Loading takes about 1 ms per partition on an idle machine, several on a busy shared one.
+    start_timeout_s = START_TIMEOUT_S + partition_count / 40
+    service = LimitedService(tmp_path, [data_dir], [], limit=limit, start_timeout_s=start_timeout_s).start()
     try:
         topics = service.stub.ListTopics(pb.ListTopicsRequest(), timeout=60).topics
         assert sum(t.partitions for t in topics) == partition_count
