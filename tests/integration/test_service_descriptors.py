@@ -155,7 +155,7 @@ def run_many_partitions(tmp_path: pathlib.Path, partition_count: int, limit: int
         code = service.wait(timeout_s=STOP_TIMEOUT_S + partition_count / 50)
     assert code == 0, service.log()
     log = service.log()
-    assert "offline" not in log and "Too many open files" not in log, log
+    assert "is offline" not in log and "Too many open files" not in log, log
     assert f"descriptor limit {limit}:" in log
     print(f"{partition_count} partitions under RLIMIT_NOFILE {limit}: at most {highest} descriptors open")
 
