@@ -168,6 +168,11 @@ class ServiceConfig:
     # Verified tokens remembered (by keyed digest) so the slow hash runs once per token. 4096:
     # ~100 bytes each; far more distinct tokens than a deployment has clients.
     auth_token_cache_max: int = 4096
+    # Segments (of every partition together) that may hold descriptors at once; 0 derives it
+    # from RLIMIT_NOFILE (raised to its hard limit at start) and vm.max_map_count: a quarter of
+    # the descriptors (at least 256) stay for sockets and short-lived files, and a segment holds
+    # up to 4 (storage/open_segments.py). Beyond it the least recently used segment closes.
+    open_segments_max: int = 0
     topic_defaults: Mapping[str, str] = field(default_factory=dict)
     log_config: LogConfig = field(default_factory=LogConfig)
 
@@ -370,6 +375,7 @@ _SETTINGS: tuple[_Setting, ...] = (
     _Setting("principal_waiters_max", _non_negative_int, "long polls per principal", "limits"),
     _Setting("principal_streams_max", _non_negative_int, "streams per principal", "limits"),
     _Setting("auth_token_cache_max", _positive_int, "verified tokens cached, count", "limits"),
+    _Setting("open_segments_max", _non_negative_int, "segments holding descriptors, count (0: from RLIMIT_NOFILE)", "limits"),
 )
 _BY_NAME = {setting.name: setting for setting in _SETTINGS}
 _BY_ENV = {setting.env: setting for setting in _SETTINGS}

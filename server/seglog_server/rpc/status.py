@@ -53,6 +53,10 @@ STATUS_BY_ERROR: Mapping[type[BaseException], grpc.StatusCode] = {
     # The batch is valid but this log cannot take its offsets (relative offsets overflow).
     storage.OffsetOverflowError: _Code.FAILED_PRECONDITION,
     storage.LogDirOfflineError: _Code.UNAVAILABLE,
+    # Disk full or out of descriptors: retriable, the directory stays online (io_errors.py).
+    storage.ResourceExhaustedError: _Code.RESOURCE_EXHAUSTED,
+    storage.LogDirFullError: _Code.RESOURCE_EXHAUSTED,
+    storage.TooManyOpenFilesError: _Code.RESOURCE_EXHAUSTED,
     # The directories are locked by another process or hold one partition twice.
     storage.LogDirStateError: _Code.FAILED_PRECONDITION,
     # A partition's topic.properties cannot be read: its settings are lost.

@@ -19,6 +19,9 @@ class to a status code once, in ``seglog_server.rpc.status``; nothing else inspe
     ├── IndexFullError                  append to an index with no free slot
     ├── OffsetOverflowError             an offset not representable relative to a base offset
     ├── LogDirOfflineError              the log directory failed and was taken offline
+    ├── ResourceExhaustedError          retriable: the resource comes back, nothing failed
+    │   ├── LogDirFullError             ENOSPC/EDQUOT: the directory's file system is full
+    │   └── TooManyOpenFilesError       EMFILE/ENFILE/ENOMEM on open or mmap: descriptors ran out
     ├── LogDirStateError                log dirs seglog refuses to serve (locked elsewhere, a
     │                                   partition in two dirs)
     ├── CorruptCheckpointError          a checkpoint file breaks Kafka's text format
@@ -40,13 +43,16 @@ __all__ = [
     "InvalidRecordError",
     "InvalidTimestampError",
     "InvalidTopicError",
+    "LogDirFullError",
     "LogDirOfflineError",
     "LogDirStateError",
     "OffsetOutOfRangeError",
     "OffsetOverflowError",
     "RecordBatchTooLargeError",
     "RecordTooLargeError",
+    "ResourceExhaustedError",
     "StorageError",
+    "TooManyOpenFilesError",
     "TopicExistsError",
     "UnknownTopicOrPartitionError",
 ]
@@ -114,6 +120,20 @@ class OffsetOverflowError(StorageError):
 
 class LogDirOfflineError(StorageError):
     pass
+
+
+class ResourceExhaustedError(StorageError):
+    """A resource ran out that comes back by itself or by an operator's action (disk space,
+    descriptors). Nothing failed: the log and its directory stay online, and the same request
+    may succeed later. Kafka treats both as a failed log directory; seglog does not."""
+
+
+class LogDirFullError(ResourceExhaustedError):
+    """The file system of a log directory is full (ENOSPC, EDQUOT); nothing was written."""
+
+
+class TooManyOpenFilesError(ResourceExhaustedError):
+    """The process ran out of descriptors or mappings (EMFILE, ENFILE, ENOMEM)."""
 
 
 class LogDirStateError(StorageError):

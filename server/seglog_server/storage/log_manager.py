@@ -20,6 +20,11 @@ segments.
 - **Failures**: an ``OSError`` the manager sees (or one the service reports through
   ``handle_log_dir_failure``) takes the whole directory offline: its partitions raise
   ``LogDirOfflineError``, nothing more is written there, and the next start-up recovers it.
+  Except an exhausted resource (``io_errors.py``): a full disk or running out of descriptors
+  answers a retriable ``ResourceExhaustedError`` and the directory stays online, so reads go on,
+  DeleteTopic frees space, and writes resume by themselves once the resource is back.
+- **Descriptors**: one ``OpenSegments`` budget (``open_segments_max`` segments) for every log of
+  every directory, so the process stays below its RLIMIT_NOFILE whatever the partition count.
 
 Roll flushes: when a log rolls, it asks for the segments below the new one to be fsynced in the
 background (Kafka's scheduler task "flush-log"). The manager runs those on its own small pool, one
@@ -47,14 +52,17 @@ from .clock import SYSTEM_CLOCK, Clock
 from .errors import (
     InvalidConfigError,
     LogDirOfflineError,
+    ResourceExhaustedError,
     TopicExistsError,
     UnknownTopicOrPartitionError,
 )
 from .fs import REAL_FS, FileSystem
+from .io_errors import exhaustion_error, is_exhaustion
 from .log import Log
 from .log_config import LogConfig
 from .log_dir import LogDir, LogDirStateError, remove_tree
 from .log_maintenance import MaintenanceIntervals, MaintenanceSchedule
+from .open_segments import DEFAULT_OPEN_SEGMENTS_MAX, OpenSegments
 from .log_manager_startup import StartupLoader, check_some_dir_online
 from .log_manager_statistics import (
     LogManagerCounters,
@@ -110,6 +118,7 @@ class LogManager:
         fs: FileSystem = REAL_FS,
         intervals: MaintenanceIntervals = MaintenanceIntervals(),
         broker_epoch: int = NO_BROKER_EPOCH,
+        open_segments_max: int = DEFAULT_OPEN_SEGMENTS_MAX,
     ) -> None:
         if isinstance(log_dirs, str) or not log_dirs:
             raise InvalidConfigError(
@@ -128,6 +137,7 @@ class LogManager:
         self._counters = LogManagerCounters()
         self._schedule: MaintenanceSchedule | None = None
         self._flush_pool: ThreadPoolExecutor | None = None
+        self._open_segments = OpenSegments(open_segments_max)
         # Directories whose clean-shutdown marker the last shutdown() did not write.
         self._unclean_dirs: list[str] = []
 
@@ -243,6 +253,7 @@ class LogManager:
             recovery_point=recovery_point,
             log_start_offset=log_start_offset,
             flush_scheduler=self._submit_flush,
+            open_segments=self._open_segments,
         )
 
     def _submit_flush(self, task: Callable[[], None]) -> None:
@@ -315,6 +326,9 @@ class LogManager:
                 self._fs.fsync_dir(log_dir.path)
         except BaseException as exc:
             self._roll_back(created)
+            exhausted = exhaustion_error(exc, f"creating topic {topic.name!r}")
+            if exhausted is not None:
+                raise exhausted from exc  # nothing of the topic is left; the directory is fine
             if isinstance(exc, IO_ERRORS) and current is not None:
                 self._take_dir_offline(current, f"creating topic {topic.name!r} failed: {exc}")
                 raise LogDirOfflineError(
@@ -407,16 +421,24 @@ class LogManager:
             try:
                 self._fs.fsync_dir(log_dir.path)
             except OSError as exc:
+                if is_exhaustion(exc):  # no descriptor for the directory: the next fsync covers it
+                    _log.warning("deleting partitions in %s: %s", log_dir.path, exc)
+                    continue
                 failures[log_dir] = exc
                 del renamed[log_dir]
         for log_dir, paths in renamed.items():
             gone = [tp for tp, p in partitions if p.log_dir is log_dir]
+            # Removal first: on a full disk this is what frees space, and the checkpoints
+            # (which need a block or two) can only be written after it.
+            log_dir.schedule_delete_dirs(paths)
             try:
+                self._counters.delete_dirs_removed += log_dir.remove_pending_delete_dirs()
                 self._write_checkpoints(log_dir)
                 self._drop_cleaner_offsets(log_dir, gone)
-                log_dir.schedule_delete_dirs(paths)
-                self._counters.delete_dirs_removed += log_dir.remove_pending_delete_dirs()
             except OSError as exc:
+                if is_exhaustion(exc):
+                    _log.warning("after deleting partitions of %s: %s (retried by maintenance)", log_dir.path, exc)
+                    continue
                 failures[log_dir] = exc
         for log_dir, exc in failures.items():
             self._take_dir_offline(log_dir, f"deleting a partition failed: {exc}")
@@ -464,6 +486,9 @@ class LogManager:
         try:
             directory.cleaner_offset_file.write(offsets)
         except OSError as exc:
+            exhausted = exhaustion_error(exc, f"writing the cleaner checkpoint of {directory.path}")
+            if exhausted is not None:
+                raise exhausted from exc
             self._take_dir_offline(directory, f"writing the cleaner checkpoint failed: {exc}")
             raise LogDirOfflineError(f"log directory {directory.path} failed: {exc}") from exc
 
@@ -530,7 +555,12 @@ class LogManager:
                     raise LogDirOfflineError(f"log {partition.path} failed earlier")
                 job(partition)
             except IO_ERRORS as exc:
+                if is_exhaustion(exc):
+                    _log.warning("maintenance of %s: %s", partition.path, exc)
+                    continue
                 self._take_dir_offline(partition.log_dir, f"I/O error on {partition.path}: {exc}")
+            except ResourceExhaustedError as exc:
+                _log.warning("maintenance of %s: %s", partition.path, exc)
             except Exception:
                 self._counters.maintenance_errors += 1
                 _log.exception("maintenance of %s failed", partition.path)
@@ -540,6 +570,9 @@ class LogManager:
             try:
                 job(log_dir)
             except OSError as exc:
+                if is_exhaustion(exc):  # kept in memory; written once there is space again
+                    _log.warning("writing a checkpoint in %s: %s (retried next pass)", log_dir.path, exc)
+                    continue
                 self._take_dir_offline(log_dir, f"writing a checkpoint failed: {exc}")
 
     def _remove_delete_dirs(self) -> None:
@@ -549,6 +582,8 @@ class LogManager:
             try:
                 self._counters.delete_dirs_removed += log_dir.remove_pending_delete_dirs()
             except OSError as exc:
+                if is_exhaustion(exc):
+                    continue
                 self._take_dir_offline(log_dir, f"removing deleted partitions failed: {exc}")
 
     # ---------------------------------------------------------------------------------------
@@ -647,7 +682,14 @@ class LogManager:
     # reporting and helpers
     # ---------------------------------------------------------------------------------------
     def statistics(self) -> LogManagerStatistics:
-        return build_statistics(self._state, self._dirs, self._registry, self._counters)
+        return build_statistics(
+            self._state, self._dirs, self._registry, self._counters, self._open_segments.statistics()
+        )
+
+    def can_serve(self) -> bool:
+        """Whether anything can be served: running with at least one directory online. Cheap
+        (no per-partition work), for the health check."""
+        return self._state == _RUNNING and any(log_dir.online for log_dir in self._dirs)
 
     @property
     def log_dirs(self) -> list[str]:
