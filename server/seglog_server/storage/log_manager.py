@@ -53,7 +53,15 @@ from .errors import (
 from .fs import REAL_FS, FileSystem
 from .log import Log
 from .log_config import LogConfig
+from .log_cleaner_manager import (
+    DEFAULT_SNAPSHOT_TTL_MS,
+    CleanableLog,
+    CleanerStatistics,
+    CommitOutcome,
+    LogCleanerManager,
+)
 from .log_dir import LogDir, LogDirStateError, remove_tree
+from .log_snapshot import TakenSnapshot
 from .log_maintenance import MaintenanceIntervals, MaintenanceSchedule
 from .log_manager_startup import StartupLoader, check_some_dir_online
 from .log_manager_statistics import (
@@ -110,6 +118,7 @@ class LogManager:
         fs: FileSystem = REAL_FS,
         intervals: MaintenanceIntervals = MaintenanceIntervals(),
         broker_epoch: int = NO_BROKER_EPOCH,
+        snapshot_ttl_ms: int = DEFAULT_SNAPSHOT_TTL_MS,
     ) -> None:
         if isinstance(log_dirs, str) or not log_dirs:
             raise InvalidConfigError(
@@ -128,6 +137,15 @@ class LogManager:
         self._counters = LogManagerCounters()
         self._schedule: MaintenanceSchedule | None = None
         self._flush_pool: ThreadPoolExecutor | None = None
+        self._cleaner = LogCleanerManager(
+            fs=fs,
+            clock=clock,
+            snapshot_ttl_ms=snapshot_ttl_ms,
+            find_partition=self._registry.find,
+            missing_error=self._registry.missing_error,
+            all_partitions=self._online_partitions,
+            take_dir_offline=self._take_dir_offline,
+        )
 
     # ---------------------------------------------------------------------------------------
     # life cycle
@@ -156,6 +174,7 @@ class LogManager:
             )
             try:
                 loader.run()
+                self._cleaner.load_snapshots(self._dirs)
                 self._remove_delete_dirs()
                 check_some_dir_online(self._dirs)
             except BaseException:
@@ -453,11 +472,7 @@ class LogManager:
             raise LogDirOfflineError(f"log directory {directory.path} failed: {exc}") from exc
 
     def _drop_cleaner_offsets(self, directory: LogDir, gone: list[TopicPartition]) -> None:
-        offsets = self._read_cleaner_offsets(directory)
-        if any(tp in offsets for tp in gone):
-            directory.cleaner_offset_file.write(
-                {tp: offset for tp, offset in offsets.items() if tp not in gone}
-            )
+        self._cleaner.drop_checkpoints(directory, gone)
 
     def _read_cleaner_offsets(self, directory: LogDir) -> dict[TopicPartition, int]:
         try:
@@ -465,6 +480,39 @@ class LogManager:
         except CorruptCheckpointError as exc:
             _log.warning("%s; treating it as empty", exc)
             return {}
+
+    # ---------------------------------------------------------------------------------------
+    # offline cleaning (log_cleaner_manager.py)
+    # ---------------------------------------------------------------------------------------
+    def create_snapshot(self, topic: str, partition: int) -> TakenSnapshot:
+        """Hard-links the partition's cleanable segments into a new cleaning snapshot."""
+        self._check_running()
+        return self._cleaner.create_snapshot(topic, partition)
+
+    def list_cleanable(self, topic: str | None = None) -> list[CleanableLog]:
+        """Every online compacted partition with its cleanable range, dirtiest first."""
+        self._check_running()
+        return self._cleaner.list_cleanable(topic)
+
+    def commit_cleaned(self, snapshot_id: str) -> CommitOutcome:
+        """Checks a snapshot's cleaning result against the live log and installs it."""
+        self._check_running()
+        return self._cleaner.commit(snapshot_id)
+
+    def drop_snapshot(self, snapshot_id: str) -> bool:
+        """Removes a cleaning snapshot; False when there was none."""
+        self._check_running()
+        return self._cleaner.drop_snapshot(snapshot_id)
+
+    def snapshot_path(self, snapshot_id: str) -> str:
+        """The absolute path of an open cleaning snapshot."""
+        return self._cleaner.snapshot_path(snapshot_id)
+
+    def cleaner_statistics(self) -> CleanerStatistics:
+        return self._cleaner.statistics()
+
+    def _online_partitions(self) -> list[tuple[TopicPartition, PartitionEntry]]:
+        return [(tp, p) for tp, p in self._registry.all_partitions() if p.log_dir.online]
 
     # ---------------------------------------------------------------------------------------
     # maintenance
@@ -484,6 +532,7 @@ class LogManager:
                 self._for_each_log(self._flush_if_due)
             self._for_each_log(self._delete_due_files)
             self._remove_delete_dirs()
+            self._cleaner.expire_snapshots()
             if jobs.RECOVERY_POINTS in due:
                 self._for_each_online_dir(self._checkpoint_recovery_points)
             if jobs.LOG_START_OFFSETS in due:
