@@ -44,7 +44,9 @@ class StartupError(Exception):
 
 
 def _default_manager_factory(config: ServiceConfig) -> Any:
-    return LogManager(list(config.data_dirs), default_config=config.log_config)
+    return LogManager(
+        list(config.data_dirs), default_config=config.log_config, snapshot_ttl_ms=config.snapshot_ttl_ms
+    )
 
 
 class SeglogService:

@@ -114,6 +114,10 @@ class ServiceConfig:
     # Period of LogManager.run_maintenance() (retention, flush.ms, checkpoints, delayed
     # deletes). 1 s: the pass itself applies Kafka's intervals; this is only how often it looks.
     maintenance_interval_ms: int = 1000
+    # Age at which a cleaning snapshot nobody committed or dropped is removed by maintenance. 6 h:
+    # a cleaning job reads tens of MB/s, so even a partition of hundreds of GiB finishes well
+    # within it; an abandoned snapshot pins the disk space of the segments it links that long.
+    snapshot_ttl_ms: int = 6 * 3600 * 1000
     topic_defaults: Mapping[str, str] = field(default_factory=dict)
     log_config: LogConfig = field(default_factory=LogConfig)
 
@@ -248,6 +252,7 @@ _SETTINGS: tuple[_Setting, ...] = (
     _Setting("inline_io_bytes_max", _non_negative_int, "inline I/O bound, bytes", "limits"),
     _Setting("shutdown_grace_ms", _non_negative_int, "in-flight grace at shutdown, ms", "limits"),
     _Setting("maintenance_interval_ms", _positive_int, "retention/flush pass period, ms", "limits"),
+    _Setting("snapshot_ttl_ms", _positive_int, "age at which a cleaning snapshot is removed, ms", "limits"),
 )
 _BY_NAME = {setting.name: setting for setting in _SETTINGS}
 _BY_ENV = {setting.env: setting for setting in _SETTINGS}
@@ -431,6 +436,10 @@ def _check_limits(
              f"(from {_origin(values, 'response_bytes_max')})")
     if config.request_bytes_max <= REQUEST_OVERHEAD_BYTES:
         fail("request_bytes_max", ">", f"the request overhead {REQUEST_OVERHEAD_BYTES}")
+    # Expiry runs in the maintenance pass: a limit below its period could not be honoured.
+    if config.snapshot_ttl_ms < config.maintenance_interval_ms:
+        fail("snapshot_ttl_ms", ">=", f"maintenance_interval_ms={config.maintenance_interval_ms} "
+             f"(from {_origin(values, 'maintenance_interval_ms')})")
     message_bytes = config.log_config.max_message_bytes
     if message_bytes > config.message_bytes_max:
         origin = topic_values["max.message.bytes"].origin if "max.message.bytes" in topic_values \

@@ -23,6 +23,7 @@ from seglog_server.storage.log_config import LONG_MAX
 from . import conversions, validation
 from .append_waiters import AppendWaiters, AppendWaitersStatistics
 from .boundary import RpcCounters, RpcStatistics, stream_rpc, unary_rpc
+from .cleaning_rpcs import CleaningRpcs
 from .errors import InvalidRequestError, ServiceStoppingError
 from .storage_calls import StorageCalls, StorageCallsStatistics
 
@@ -59,7 +60,7 @@ class LogServicerStatistics:
     stopping: bool
 
 
-class LogServicer(pb_grpc.LogServiceServicer):
+class LogServicer(CleaningRpcs, pb_grpc.LogServiceServicer):
     def __init__(
         self, manager: Any, calls: StorageCalls, limits: LogServicerLimits
     ) -> None:

@@ -126,6 +126,7 @@ class LogManager:
             )
         _check_no_duplicate_dirs(log_dirs)
         self._dirs = [LogDir(path, fs=fs) for path in log_dirs]
+        self._configured_names = {log_dir.path: str(path) for log_dir, path in zip(self._dirs, log_dirs)}
         self._default_config = default_config
         self._clock = clock
         self._fs = fs
@@ -507,6 +508,10 @@ class LogManager:
     def snapshot_path(self, snapshot_id: str) -> str:
         """The absolute path of an open cleaning snapshot."""
         return self._cleaner.snapshot_path(snapshot_id)
+
+    def configured_dir_name(self, path: str) -> str:
+        """A log directory's path as the service was configured with it (absolute ``path`` in)."""
+        return self._configured_names.get(path, path)
 
     def cleaner_statistics(self) -> CleanerStatistics:
         return self._cleaner.statistics()
