@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from importlib import metadata
 
 from seglog import SeglogError
-from seglog.cli import consume, dump, offsets, produce, serve, topic
+from seglog.cli import cleaner, consume, dump, offsets, produce, serve, topic
 from seglog.cli._common import CliError, add_server_option, epilog
 
 __all__ = ["EXIT_ERROR", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_USAGE", "build_parser", "main"]
@@ -45,6 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
               seglog consume events --partition 0 --from-beginning
               seglog offsets events --time now-1h
               seglog dump data/events-0 --verify
+              seglog cleaner run --once                           # clean compacted topics
 
             Every command that talks to the service takes --server HOST:PORT (default:
             $SEGLOG_SERVER, else 127.0.0.1:50551). `seglog COMMAND --help` shows more examples.
@@ -63,6 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
     consume.add_parser(commands, [with_server])
     offsets.add_parser(commands, [with_server])
     dump.add_parser(commands, [])
+    cleaner.add_parser(commands, [with_server])
     return parser
 
 
