@@ -20,7 +20,7 @@ from seglog_server.storage.errors import LogDirOfflineError, SnapshotNotFoundErr
 from seglog_server.storage.fs import FileSystem
 from seglog_server.storage.log_manager import LogManager, MaintenanceIntervals
 
-from cleaning_support import hand_clean
+from tests.cleaning_support import hand_clean
 from test_log_cleaner_manager import COMPACT, NOW_MS, fill, replay
 
 EVERY_PASS = MaintenanceIntervals(0, 0, 0, 0, 0)

@@ -23,7 +23,7 @@ from seglog_server.storage.log_manager import LogManager, MaintenanceIntervals
 from seglog_server.storage.log_snapshot import SNAPSHOTS_DIR_NAME
 from seglog_server.storage.topic_partition import TopicPartition
 
-from cleaning_support import hand_clean, read_manifest, write_result
+from tests.cleaning_support import hand_clean, read_manifest, write_result
 
 NOW_MS = 1_700_000_000_000
 EVERY_PASS = MaintenanceIntervals(0, 0, 0, 0, 0)
