@@ -22,14 +22,17 @@ Pure rules over a log's segments, evaluated under the log's lock:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from .log_config import LogConfig
 from .log_segment import LogSegment
 from .log_segments import LogSegments
 
 __all__ = ["LogToClean", "cleanable_segments", "log_to_clean"]
+
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True)
@@ -121,9 +124,21 @@ def cleanable_segments(segments: LogSegments[LogSegment], to_clean: LogToClean) 
 def _first_too_young(dirty_closed: Sequence[LogSegment], newest_cleanable_ms: int) -> int | None:
     """Base offset of the first segment holding a record younger than min.compaction.lag.ms."""
     for segment in dirty_closed:
-        if segment.largest_timestamp() > newest_cleanable_ms:
+        if _peek(segment, segment.largest_timestamp) > newest_cleanable_ms:
             return segment.base_offset
     return None
+
+
+def _peek(segment: LogSegment, read: Callable[[], _T]) -> _T:
+    """``read()`` of a closed segment, leaving it without descriptors if it had none: a log of
+    thousands of segments must not keep one open per segment for the cleaner's sake (the
+    answers are cached by the segment)."""
+    held = segment.holds_handles
+    try:
+        return read()
+    finally:
+        if not held:
+            segment.release_handles()
 
 
 def _aligned_end(segments: LogSegments[LogSegment], uncleanable: int) -> int:
@@ -146,7 +161,7 @@ def _compaction_delay_ms(
         return 0  # the default (Long.MAX) lag: no record is ever overdue
     earliest: int | None = None
     for segment in segments.non_active_from(first_dirty):
-        first = segment.first_batch_timestamp()
+        first = _peek(segment, segment.first_batch_timestamp)
         if first is not None and first > 0 and (earliest is None or first < earliest):
             earliest = first
     if earliest is None or earliest >= clean_until_ms:
