@@ -137,6 +137,34 @@ class CleanerStatistics:
     commits_refused_count: int
     partitions: tuple[PartitionCleanerStatistics, ...]
 
+    # Service-wide views (the metrics module's cleaner hook reads these names).
+    @property
+    def dirty_ratios(self) -> dict[tuple[str, int], float]:
+        return {(p.topic, p.partition): p.dirty_ratio for p in self.partitions}
+
+    @property
+    def bytes_reclaimed_total(self) -> int:
+        return sum(p.bytes_reclaimed_total for p in self.partitions)
+
+    @property
+    def last_commit_time_ms(self) -> int:
+        return max((p.last_success_time_ms for p in self.partitions), default=0)
+
+    @property
+    def offset_map_utilization(self) -> float:
+        """The most recent run's offset-map fill (Kafka's max-buffer-utilization, one run)."""
+        latest = self._latest_run()
+        return latest.last_map_utilization if latest is not None else 0.0
+
+    @property
+    def offset_map_collision_ratio(self) -> float:
+        latest = self._latest_run()
+        return latest.last_collision_rate if latest is not None else 0.0
+
+    def _latest_run(self) -> PartitionCleanerStatistics | None:
+        runs = [p for p in self.partitions if p.last_success_time_ms > 0]
+        return max(runs, key=lambda p: p.last_success_time_ms) if runs else None
+
 
 @dataclass
 class _OpenSnapshot:

@@ -436,3 +436,18 @@ def test_retention_stays_off_for_compact_only_and_on_for_compact_delete(manager,
     assert compact_only.delete_old_segments() == 0
     assert both.delete_old_segments() == 3  # every segment, the active one too (a roll first)
     assert compact_only.log_start_offset == 0 and both.log_start_offset == both.log_end_offset
+
+
+def test_service_wide_figures_for_the_metrics_hook(manager, clock):
+    log = compacted_log(manager)
+    fill(log)
+    assert manager.cleaner_statistics().last_commit_time_ms == 0
+    taken = manager.create_snapshot("c", 0)
+    hand_clean(taken.path)
+    clock.advance(5)
+    outcome = manager.commit_cleaned(taken.manifest.snapshot_id)
+    stats = manager.cleaner_statistics()
+    assert stats.dirty_ratios == {("c", 0): 0.0}
+    assert stats.bytes_reclaimed_total == outcome.bytes_before - outcome.bytes_after
+    assert stats.last_commit_time_ms == NOW_MS + 5
+    assert (stats.offset_map_utilization, stats.offset_map_collision_ratio) == (0.25, 0.0)
