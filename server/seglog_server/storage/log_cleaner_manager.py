@@ -292,6 +292,18 @@ class LogCleanerManager:
             self._dropped_count += 1
         return True
 
+    def drop_snapshots_of(self, topic: str) -> int:
+        """Removes the snapshots of a deleted topic that nothing is working on."""
+        with self._lock:
+            ids = [i for i, entry in self._snapshots.items() if entry.manifest.topic == topic and not entry.busy]
+        dropped = 0
+        for snapshot_id in ids:
+            try:
+                dropped += self.drop_snapshot(snapshot_id)
+            except (StaleCleaningResultError, LogDirOfflineError):
+                continue  # claimed meanwhile, or its directory failed: expiry or start-up finishes
+        return dropped
+
     def expire_snapshots(self) -> int:
         """Removes snapshots older than snapshot_ttl_ms that nothing is working on."""
         now_ms = self._clock.time_ms()

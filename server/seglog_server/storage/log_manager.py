@@ -385,6 +385,8 @@ class LogManager:
             self._registry.check_all_partitions_online(entry, some_dir_offline)
             partitions = self._registry.remove_topic(topic)
             failures = self._rename_for_deletion(partitions)
+            # Their links would keep the deleted segments' disk space until snapshot_ttl_ms.
+            self._cleaner.drop_snapshots_of(topic)
             self._counters.topics_deleted += 1
             _log.info("deleted topic %s", topic)
             if failures:

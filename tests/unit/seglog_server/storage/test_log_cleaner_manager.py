@@ -451,3 +451,13 @@ def test_service_wide_figures_for_the_metrics_hook(manager, clock):
     assert stats.bytes_reclaimed_total == outcome.bytes_before - outcome.bytes_after
     assert stats.last_commit_time_ms == NOW_MS + 5
     assert (stats.offset_map_utilization, stats.offset_map_collision_ratio) == (0.25, 0.0)
+
+
+def test_deleting_a_topic_drops_its_snapshots(manager):
+    fill(compacted_log(manager))
+    fill(compacted_log(manager, "other"))
+    gone = manager.create_snapshot("c", 0)
+    kept = manager.create_snapshot("other", 0)
+    manager.delete_topic("c")
+    assert not os.path.exists(gone.path) and os.path.exists(kept.path)
+    assert manager.cleaner_statistics().open_snapshot_count == 1
