@@ -294,11 +294,27 @@ class SparkSubmitJob:
         if finished.returncode != 0:
             tail = " | ".join(finished.stderr.strip().splitlines()[-3:])
             raise RuntimeError(f"spark-submit exited {finished.returncode}: {tail}")
-        with open(os.path.join(snapshot_dir, "result.json"), encoding="utf-8") as file:
-            return dict(json.load(file))
+        return _result_from_stdout(finished.stdout)
 
     def close(self) -> None:
         pass
+
+
+def _result_from_stdout(stdout: str) -> dict[str, Any]:
+    """The job prints its result JSON on stdout (the last JSON object there; Spark may print
+    other lines before it)."""
+    try:
+        return dict(json.loads(stdout))
+    except ValueError:
+        pass
+    for line in reversed(stdout.strip().splitlines()):
+        try:
+            found = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(found, dict):
+            return found
+    raise RuntimeError(f"the cleaning job printed no result JSON (stdout: {stdout[-200:]!r})")
 
 
 def _spark_submit() -> str:
