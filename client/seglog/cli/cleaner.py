@@ -1,4 +1,4 @@
-"""``seglog cleaner run``: the offline cleaner's scheduler (Kafka's LogCleaner loop, outside the
+"""``seglog cleaner run`` (and ``list``): the offline cleaner's scheduler (Kafka's LogCleaner loop, outside the
 service).
 
 Each round: ``ListCleanable``; for each eligible partition, dirtiest first (max.compaction.lag.ms
@@ -17,6 +17,7 @@ SparkSession for ``local[...]`` masters, or through ``spark-submit`` for a clust
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import logging
 import os
@@ -88,6 +89,40 @@ def add_parser(commands: Any, parents: list[argparse.ArgumentParser]) -> None:
     run.add_argument("--max-partitions", type=int, default=0, metavar="N",
                      help="at most N partitions per round (default: every eligible one)")
     run.set_defaults(run=_run)
+    listing = actions.add_parser(
+        "list",
+        parents=parents,
+        help="list compacted partitions with their dirty ratios (what the next round would pick)",
+        description="List every compacted partition: dirty ratio against min.cleanable.dirty.ratio, "
+        "cleanable bytes, first dirty offset (the cleaner checkpoint), must-clean (max.compaction.lag.ms).",
+        epilog=epilog(
+            """
+            examples:
+              seglog cleaner list
+              seglog cleaner list --topic users --format json
+            """
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    listing.add_argument("--topic", default=None, help="only this topic's partitions")
+    listing.add_argument("--format", choices=("text", "json"), default="text", help="output format")
+    listing.set_defaults(run=_list)
+
+
+def _list(args: argparse.Namespace) -> int:
+    with Admin(server_of(args)) as admin:
+        found = admin.list_cleanable(args.topic)
+    if args.format == "json":
+        for partition in found:
+            print(json.dumps(dataclasses.asdict(partition)))
+        return 0
+    print(f"{'TOPIC':<24} {'PART':>4} {'DIRTY':>6} {'MIN':>5} {'CLEANABLE_BYTES':>16} {'FIRST_DIRTY':>12} "
+          f"{'MUST':>4} {'ELIGIBLE':>8} SNAPSHOTS")
+    for p in found:
+        print(f"{p.topic:<24} {p.partition:>4} {p.dirty_ratio:>6.3f} {p.min_cleanable_dirty_ratio:>5.2f} "
+              f"{p.cleanable_bytes:>16} {p.first_dirty_offset:>12} {'yes' if p.must_clean else 'no':>4} "
+              f"{'yes' if p.eligible else 'no':>8} {len(p.open_snapshot_ids)}")
+    return 0
 
 
 @dataclass

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import io
+import json
 import os
 import subprocess
 import sys
@@ -114,3 +115,20 @@ def test_the_command_says_so_in_one_line_when_java_is_missing(service):
     )
     assert finished.returncode == 1
     assert finished.stderr.strip() == f"seglog: error: {JAVA_MISSING}"
+
+
+def test_cleaner_list_shows_the_dirty_ratios(service):
+    server = service.address
+    with Admin(server) as admin:
+        admin.create_topic("sched-list", 1, COMPACT)
+    fill(server, "sched-list")
+    run = [sys.executable, "-m", "seglog.cli", "cleaner", "list", "--server", server, "--topic", "sched-list"]
+    text = subprocess.run(run, capture_output=True, text=True, env=service_environment(), timeout=60)
+    assert text.returncode == 0, text.stderr
+    header, row = text.stdout.strip().splitlines()
+    assert header.split()[:3] == ["TOPIC", "PART", "DIRTY"]
+    assert row.split()[:3] == ["sched-list", "0", "1.000"] and row.split()[-2:] == ["yes", "0"]
+    as_json = subprocess.run(run + ["--format", "json"], capture_output=True, text=True,
+                             env=service_environment(), timeout=60)
+    [entry] = [json.loads(line) for line in as_json.stdout.splitlines()]
+    assert entry["topic"] == "sched-list" and entry["eligible"] is True and entry["dirty_ratio"] == 1.0
