@@ -75,7 +75,7 @@ def test_the_manifest_round_trips():
     assert SnapshotManifest.parse(MANIFEST.to_json_bytes(), "m") == MANIFEST
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(path=st.sampled_from(ALL_PATHS), value=json_values)
 def test_any_edited_result_parses_or_is_refused_by_name(path, value):
     data = json.dumps(replaced(RESULT, path, value)).encode()
@@ -85,7 +85,7 @@ def test_any_edited_result_parses_or_is_refused_by_name(path, value):
         assert "result.json" in str(exc)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(data=st.binary(max_size=200))
 def test_arbitrary_bytes_are_refused_by_name(data):
     with pytest.raises(InvalidCleaningResultError):
