@@ -188,3 +188,41 @@ def test_snapshot_of_a_delete_topic_is_a_failed_precondition(stub, topic):
               grpc.StatusCode.FAILED_PRECONDITION, "not compacted")
     rpc_error(stub.CreateSnapshot, pb.CreateSnapshotRequest(topic="missing-topic", partition=0),
               grpc.StatusCode.NOT_FOUND, "does not exist")
+
+
+def test_commit_while_producers_append_loses_nothing(stub):
+    topic = "cleaning-commit-under-load"
+    create_compacted(stub, topic)
+    written = fill(stub, topic)
+    response = snapshot(stub, topic)
+    hand_clean(response.local_path)
+    stop = threading.Event()
+    failures: list[BaseException] = []
+    produced: list[tuple[int, bytes, bytes]] = []
+
+    def producer() -> None:
+        n = 0
+        while not stop.is_set():
+            key, value = b"key-%d" % (n % 10), b"late-%d" % n
+            try:
+                produced.append((produce(stub, topic, key, value, T0_MS + 10_000 + n), key, value))
+            except BaseException as exc:  # noqa: BLE001 - reported below
+                failures.append(exc)
+                return
+            n += 1
+
+    thread = threading.Thread(target=producer)
+    thread.start()
+    try:
+        stub.CommitCleaned(pb.CommitCleanedRequest(snapshot_id=response.snapshot_id), timeout=30)
+        while len(produced) < 50 and not failures:
+            threading.Event().wait(0.01)
+    finally:
+        stop.set()
+        thread.join()
+    assert failures == []
+    after = read_all(stub, topic)
+    assert [r for r in after if r[0] >= response.first_uncleanable_offset] == (
+        [(o, k, v) for o, k, v, _ in written if o >= response.first_uncleanable_offset] + produced
+    )
+    assert latest((k, v) for _, k, v in after) == latest([(k, v) for _, k, v, _ in written] + [(k, v) for _, k, v in produced])
