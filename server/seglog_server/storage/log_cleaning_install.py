@@ -29,6 +29,7 @@ caller then advances the cleaner checkpoint and removes the snapshot.
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -109,7 +110,10 @@ def _replaced_range_end(manifest: SnapshotManifest, replaced_count: int) -> int:
 
 def _check_output_files(snapshot_dir: str, result: CleaningResult, fs: FileSystem) -> None:
     cleaned_dir = os.path.join(snapshot_dir, CLEANED_DIR_NAME)
+    if result.output_segments:
+        _check_plain_directory(cleaned_dir, snapshot_dir)
     for output in result.output_segments:
+        _check_regular_file(os.path.join(cleaned_dir, output.file), snapshot_dir)
         expected = [(output.file, output.crc32c, output.size_bytes)]
         if output.index_crc32c is not None:
             expected.append((file_names.filename_prefix(output.base_offset) + file_names.INDEX_SUFFIX, output.index_crc32c, None))
@@ -129,6 +133,25 @@ def _check_output_files(snapshot_dir: str, result: CleaningResult, fs: FileSyste
                 raise InvalidCleaningResultError(
                     f"output file {path} is damaged: crc32c {found:08x}, {RESULT_FILE_NAME} says {crc:08x}"
                 )
+
+
+def _check_plain_directory(path: str, snapshot_dir: str) -> None:
+    if os.path.islink(path) or not os.path.isdir(path):
+        raise InvalidCleaningResultError(f"{path} must be a directory inside the snapshot, not a link")
+
+
+def _check_regular_file(path: str, snapshot_dir: str) -> None:
+    """Outputs are hard-linked into the partition: they must be plain files on the snapshot's
+    filesystem (a symlink would install a pointer to some other file; another filesystem would
+    fail the link as if the disk had)."""
+    try:
+        found = os.lstat(path)
+    except FileNotFoundError:
+        raise InvalidCleaningResultError(f"output file {path} named in {RESULT_FILE_NAME} is missing") from None
+    if not stat.S_ISREG(found.st_mode):
+        raise InvalidCleaningResultError(f"output file {path} is not a regular file")
+    if found.st_dev != os.lstat(snapshot_dir).st_dev:
+        raise InvalidCleaningResultError(f"output file {path} is not on the snapshot's filesystem")
 
 
 def _size_of(path: str, fs: FileSystem) -> int:

@@ -461,3 +461,17 @@ def test_deleting_a_topic_drops_its_snapshots(manager):
     manager.delete_topic("c")
     assert not os.path.exists(gone.path) and os.path.exists(kept.path)
     assert manager.cleaner_statistics().open_snapshot_count == 1
+
+
+def test_an_output_that_is_a_symlink_is_refused(manager):
+    log = compacted_log(manager)
+    fill(log)
+    taken = manager.create_snapshot("c", 0)
+    result = hand_clean(taken.path)
+    output = os.path.join(taken.path, "cleaned", result["output_segments"][0]["file"])
+    os.rename(output, output + ".real")
+    os.symlink(output + ".real", output)
+    before = replay(log)
+    with pytest.raises(InvalidCleaningResultError, match="not a regular file"):
+        manager.commit_cleaned(taken.manifest.snapshot_id)
+    committed_log_changes_nothing(log, before)
