@@ -95,9 +95,9 @@ def local_runs(path: str, runs: int, map_bytes: int) -> list[dict]:
 
     results = []
     for _ in range(runs):
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.process_time()
         result = clean_snapshot(path, map_bytes=map_bytes)
-        results.append({"seconds": time.perf_counter() - started, "stats": result["stats"]})
+        results.append({"seconds": time.perf_counter() - started, "cpu_seconds": time.process_time() - cpu, "stats": result["stats"]})
     return results
 
 
@@ -141,6 +141,9 @@ def main() -> None:
     one = report("spark local[1]", spark_runs("local[1]", path, args.runs, args.map_bytes))
     local = local_runs(path, args.runs, args.map_bytes)
     base = report("python baseline", local)
+    cpu = statistics.median(r["cpu_seconds"] for r in local)
+    print(f"baseline CPU time: median {cpu:.2f} s = {input_bytes / cpu / 1e6:.1f} MB/s per core "
+          f"(wall/CPU {base / cpu:.1f}: above 1 means the machine was busy with other work)")
     last = spark_runs("local[2]", path, 1, args.map_bytes)[0]["stats"]
     print(f"speed-up local[1] -> local[2]: {one / two:.2f}x (goal >= 1.7x)")
     print(f"baseline / local[2] time: {base / two:.2f}x")
