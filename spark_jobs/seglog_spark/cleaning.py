@@ -215,6 +215,7 @@ def finish(
     *,
     engine: str,
     dry_run: bool,
+    extra_stats: dict | None = None,
 ) -> dict:
     """The result document; written as result.json (atomically, last) unless a dry run."""
     snapshot = plan.snapshot
@@ -238,6 +239,7 @@ def finish(
         "range_count": len(plan.ranges),
         "duration_s": round(time.perf_counter() - plan.started, 6),
         "engine": engine,
+        **(extra_stats or {}),
     }
     document = {
         "format": 1,

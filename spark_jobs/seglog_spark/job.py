@@ -105,6 +105,8 @@ def clean_snapshot(
         groups = list(choice.groups)
         assembled = sc.parallelize(groups, len(groups)).map(lambda group: assemble_group(plan, group)).collect()
         segments = [segment for segment in assembled if segment is not None]
-    document = finish(plan, choice, shard_results, outputs, segments, engine=f"spark {sc.master}", dry_run=dry_run)
-    document["stats"]["task_peak_rss_bytes"] = max([rss for _, rss in decided] + [rss for _, rss in rewritten], default=0)
-    return document
+    peak_rss = max([rss for _, rss in decided] + [rss for _, rss in rewritten], default=0)
+    return finish(
+        plan, choice, shard_results, outputs, segments, engine=f"spark {sc.master}", dry_run=dry_run,
+        extra_stats={"task_peak_rss_bytes": peak_rss},
+    )

@@ -7,13 +7,16 @@ in offset order.  Then, as Kafka's Cleaner.buildOffsetMap and shouldRetainRecord
    the map holds `load_factor` of its slots ("full"): the offset of the first entry left out
    is the shard's `full_at`;
 2. every entry below `full_at` (clean ones included) whose offset is below the map's offset
-   for its digest is superseded: its bit is set in its range's bitmap.
+   for its digest is superseded: its bit is set in its range's bitmap.  A dirty entry reads
+   the map's offset at the slot its put used (entries never move: no probing twice); a clean
+   entry looks its digest up.
 Entries at or above `full_at` are left undecided; the driver cleans only segments wholly below
 every shard's `full_at`.
 """
 
 from __future__ import annotations
 
+from array import array
 from dataclasses import dataclass
 
 from .key_scan import ENTRY
@@ -49,10 +52,12 @@ def decide_shard(
     chunks = sorted(chunks, key=lambda chunk: chunk[0])
     offset_map = SkimpyOffsetMap(map_bytes)
     capacity = int(offset_map.slots * load_factor)
-    full_at = _build_map(offset_map, chunks, first_dirty_offset, capacity)
+    positions = array("q")
+    full_at = _build_map(offset_map, chunks, first_dirty_offset, capacity, positions)
     bitmaps: dict[int, bytes] = {}
-    get, iter_unpack = offset_map.get_digest, ENTRY.iter_unpack
+    get, offset_at, iter_unpack = offset_map.get_digest, offset_map.offset_at, ENTRY.iter_unpack
     records = 0
+    put_index = 0
     for range_id, record_count, packed in chunks:
         bitmap = bytearray((record_count + 7) >> 3)
         marked = False
@@ -60,7 +65,12 @@ def decide_shard(
             if full_at is not None and offset >= full_at:
                 break
             records += 1
-            if offset < get(digest):
+            if offset >= first_dirty_offset:
+                latest = offset_at(positions[put_index])
+                put_index += 1
+            else:
+                latest = get(digest)
+            if offset < latest:
                 bitmap[ordinal >> 3] |= 1 << (ordinal & 7)
                 marked = True
         if marked:
@@ -70,15 +80,16 @@ def decide_shard(
     )
 
 
-def _build_map(offset_map: SkimpyOffsetMap, chunks, first_dirty_offset: int, capacity: int) -> int | None:
-    put = offset_map.put_digest
+def _build_map(offset_map: SkimpyOffsetMap, chunks, first_dirty_offset: int, capacity: int, positions) -> int | None:
+    """Put the dirty entries in offset order; `positions` gets each put's entry position."""
+    put, keep = offset_map.put_digest, positions.append
     for _, _, packed in chunks:
         for digest, offset, _ in ENTRY.iter_unpack(packed):
             if offset < first_dirty_offset:
                 continue
             if offset_map.size >= capacity:
                 return offset
-            put(digest, offset)
+            keep(put(digest, offset))
     return None
 
 

@@ -117,8 +117,15 @@ class SkimpyOffsetMap:
         self.probes += 1
         return (abs(probe) if probe != -_INT32_SIGN else 0) % self.slots * self.entry_bytes
 
-    def put_digest(self, digest: bytes, offset: int) -> None:
-        """Store `offset` for `digest`, replacing an equal digest's offset."""
+    def offset_at(self, position: int) -> int:
+        """The offset stored in the entry at byte `position` (as put_digest returned it):
+        entries never move, so a caller that kept the position reads the key's latest offset
+        without probing again."""
+        return _OFFSET.unpack_from(self._buffer, position + self.hash_bytes)[0]
+
+    def put_digest(self, digest: bytes, offset: int) -> int:
+        """Store `offset` for `digest`, replacing an equal digest's offset; returns the byte
+        position of the entry."""
         if len(digest) != self.hash_bytes:
             raise ValueError(f"a digest must be {self.hash_bytes} bytes, found {len(digest)}")
         if self.size >= self.slots:
@@ -136,7 +143,7 @@ class SkimpyOffsetMap:
             if buffer[position : position + hash_bytes] == digest:
                 _OFFSET.pack_into(buffer, position + hash_bytes, offset)
                 self.latest_offset = offset
-                return
+                return position
             attempt += 1
             if attempt >= self._max_attempts:
                 raise ValueError(f"attempt to add a new entry to a full offset map ({self.size} of {self.slots} slots)")
@@ -145,6 +152,7 @@ class SkimpyOffsetMap:
         _OFFSET.pack_into(buffer, position + hash_bytes, offset)
         self.latest_offset = offset
         self.size += 1
+        return position
 
     def get_digest(self, digest: bytes) -> int:
         """The offset stored for `digest`, or -1 (an empty slot met, or every attempt made)."""
