@@ -18,6 +18,8 @@ import shutil
 import time
 from dataclasses import dataclass
 
+from seglog.records import crc32c
+
 from .errors import CleanerError
 from .grouping import SegmentSize, group_segments_by_size
 from .index_writer import build_indexes
@@ -44,9 +46,11 @@ __all__ = [
     "assemble_group",
     "choose_replaced",
     "finish",
+    "merge_shard_bitmaps",
     "part_path",
     "plan_cleaning",
     "prepare_output",
+    "replaced_ranges",
 ]
 
 # Offset-map memory per key shard: 16 MiB hold 699,050 MD5 entries, 629,145 keys at the 0.9
@@ -195,14 +199,12 @@ def assemble_group(plan: Plan, group: tuple[int, ...]) -> dict | None:
         "file": segment_file_name(base, ".log"),
         "size_bytes": size,
         "crc32c": file_crc32c(log_path),
-        "index_crc32c": f"{_crc(offset_index)}",
-        "timeindex_crc32c": f"{_crc(time_index)}",
+        "index_crc32c": _crc(offset_index),
+        "timeindex_crc32c": _crc(time_index),
     }
 
 
 def _crc(data: bytes) -> str:
-    from seglog.records import crc32c
-
     return f"{crc32c(data):08x}"
 
 
@@ -260,5 +262,3 @@ def finish(
         write_json_atomically(os.path.join(snapshot.path, RESULT_FILE), document)
     return document
 
-
-__all__ += ["merge_shard_bitmaps", "replaced_ranges"]

@@ -134,3 +134,11 @@ def test_collision_rate_at_load(load, bound, record_property):
     record_property(f"collision_rate_{int(load * 100)}", rate)
     print(f"collision rate at {load:.0%} load: {rate:.3f}")
     assert 0 < rate < bound
+
+
+def test_importable_without_spark():
+    import subprocess
+    import sys
+
+    code = "import sys, seglog_spark, seglog_spark.offset_map, seglog_spark.cleaner_local; assert 'pyspark' not in sys.modules"
+    assert subprocess.run([sys.executable, "-c", code], timeout=120).returncode == 0
