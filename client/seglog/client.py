@@ -149,6 +149,10 @@ class Transport:
         response: pb.DropSnapshotResponse = await self._unary(self._stub.DropSnapshot, request)
         return response
 
+    async def explain_lookup(self, request: pb.ExplainLookupRequest) -> pb.ExplainLookupResponse:
+        response: pb.ExplainLookupResponse = await self._unary(self._stub.ExplainLookup, request)
+        return response
+
     # -- streaming -------------------------------------------------------------------------------
 
     async def consume(self, request: pb.ConsumeRequest) -> AsyncIterator[pb.FetchResponse]:
