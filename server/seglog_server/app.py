@@ -66,6 +66,7 @@ def _default_manager_factory(config: ServiceConfig) -> Any:
         list(config.data_dirs),
         default_config=config.log_config,
         open_segments_max=open_segments_budget(config.open_segments_max),
+        snapshot_ttl_ms=config.snapshot_ttl_ms,
     )
 
 

@@ -61,6 +61,14 @@ STATUS_BY_ERROR: Mapping[type[BaseException], grpc.StatusCode] = {
     storage.LogDirStateError: _Code.FAILED_PRECONDITION,
     # A partition's topic.properties cannot be read: its settings are lost.
     storage.CorruptTopicMetadataError: _Code.DATA_LOSS,
+    # -- storage: offline cleaning -------------------------------------------------------------
+    storage.InvalidSnapshotIdError: _Code.INVALID_ARGUMENT,
+    storage.SnapshotNotFoundError: _Code.NOT_FOUND,
+    # The topic is not compacted, or nothing is cleanable yet: the log's state refuses it.
+    storage.NotCleanableError: _Code.FAILED_PRECONDITION,
+    # The log changed since the snapshot, or the job's output is damaged: nothing is installed.
+    storage.StaleCleaningResultError: _Code.FAILED_PRECONDITION,
+    storage.InvalidCleaningResultError: _Code.FAILED_PRECONDITION,
     # -- storage: its own invariants (indexes are caches; these are bugs, not bad requests) ----
     storage.CorruptIndexError: _Code.INTERNAL,
     storage.InvalidOffsetError: _Code.INTERNAL,

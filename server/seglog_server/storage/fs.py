@@ -79,6 +79,10 @@ class FileSystem:
     def replace(self, src: str, dst: str) -> None:
         os.replace(src, dst)
 
+    def link(self, src: str, dst: str) -> None:
+        """A hard link ``dst`` to ``src`` (same filesystem): snapshots and cleaned segments."""
+        os.link(src, dst)
+
     def unlink(self, path: str) -> None:
         os.unlink(path)
 

@@ -27,6 +27,7 @@ import threading
 from collections import Counter
 from collections.abc import Callable
 from types import MappingProxyType
+from typing import TypeVar
 
 from . import file_names
 from .clock import SYSTEM_CLOCK, Clock
@@ -73,6 +74,8 @@ __all__ = ["FlushScheduler", "Log"]
 _LOG = logging.getLogger(__name__)
 # DeleteRecords' "up to the high watermark" (Kafka's DeleteRecordsRequest.HIGH_WATERMARK).
 _DELETE_TO_HIGH_WATERMARK = -1
+
+_T = TypeVar("_T")
 
 FlushScheduler = Callable[[Callable[[], None]], None]
 """Runs a background flush (Kafka's scheduler.scheduleOnce("flush-log")): after a roll, the
@@ -940,6 +943,17 @@ class Log:
                 loaded_recovered_segment_count=self._loaded_recovered_segment_count,
                 loaded_truncated_bytes=self._loaded_truncated_bytes,
             )
+
+    def run_locked(self, action: Callable[[LogSegments[LogSegment]], _T]) -> _T:
+        """``action(segments)`` under the log's lock, for the cleaner's snapshot and install
+        steps, which must see the segment map and the offsets hold still. Keep it short: appends
+        wait. An OSError inside takes the log offline."""
+        with self._lock:
+            self._check_usable()
+            try:
+                return action(self._segments)
+            except OSError as exc:
+                raise self._offline("snapshotting or installing segments of", exc) from exc
 
     def segments_snapshot(self) -> list[LogSegment]:
         """The segments in offset order (for snapshots, the cleaner and tests)."""

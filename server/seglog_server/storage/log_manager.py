@@ -60,7 +60,15 @@ from .fs import REAL_FS, FileSystem
 from .io_errors import exhaustion_error, is_exhaustion
 from .log import Log
 from .log_config import LogConfig
+from .log_cleaner_manager import (
+    DEFAULT_SNAPSHOT_TTL_MS,
+    CleanableLog,
+    CleanerStatistics,
+    CommitOutcome,
+    LogCleanerManager,
+)
 from .log_dir import LogDir, LogDirStateError, remove_tree
+from .log_snapshot import TakenSnapshot
 from .log_maintenance import MaintenanceIntervals, MaintenanceSchedule
 from .open_segments import DEFAULT_OPEN_SEGMENTS_MAX, OpenSegments
 from .log_manager_startup import StartupLoader, check_some_dir_online
@@ -119,6 +127,7 @@ class LogManager:
         intervals: MaintenanceIntervals = MaintenanceIntervals(),
         broker_epoch: int = NO_BROKER_EPOCH,
         open_segments_max: int = DEFAULT_OPEN_SEGMENTS_MAX,
+        snapshot_ttl_ms: int = DEFAULT_SNAPSHOT_TTL_MS,
     ) -> None:
         if isinstance(log_dirs, str) or not log_dirs:
             raise InvalidConfigError(
@@ -126,6 +135,7 @@ class LogManager:
             )
         _check_no_duplicate_dirs(log_dirs)
         self._dirs = [LogDir(path, fs=fs) for path in log_dirs]
+        self._configured_names = {log_dir.path: str(path) for log_dir, path in zip(self._dirs, log_dirs)}
         self._default_config = default_config
         self._clock = clock
         self._fs = fs
@@ -140,6 +150,15 @@ class LogManager:
         self._open_segments = OpenSegments(open_segments_max)
         # Directories whose clean-shutdown marker the last shutdown() did not write.
         self._unclean_dirs: list[str] = []
+        self._cleaner = LogCleanerManager(
+            fs=fs,
+            clock=clock,
+            snapshot_ttl_ms=snapshot_ttl_ms,
+            find_partition=self._registry.find,
+            missing_error=self._registry.missing_error,
+            all_partitions=self._online_partitions,
+            take_dir_offline=self._take_dir_offline,
+        )
 
     # ---------------------------------------------------------------------------------------
     # life cycle
@@ -169,6 +188,7 @@ class LogManager:
             )
             try:
                 loader.run()
+                self._cleaner.load_snapshots(self._dirs)
                 self._remove_delete_dirs()
                 check_some_dir_online(self._dirs)
             except BaseException:
@@ -394,6 +414,8 @@ class LogManager:
             self._registry.check_all_partitions_online(entry, some_dir_offline)
             partitions = self._registry.remove_topic(topic)
             failures = self._rename_for_deletion(partitions)
+            # Their links would keep the deleted segments' disk space until snapshot_ttl_ms.
+            self._cleaner.drop_snapshots_of(topic)
             self._counters.topics_deleted += 1
             _log.info("deleted topic %s", topic)
             if failures:
@@ -493,11 +515,7 @@ class LogManager:
             raise LogDirOfflineError(f"log directory {directory.path} failed: {exc}") from exc
 
     def _drop_cleaner_offsets(self, directory: LogDir, gone: list[TopicPartition]) -> None:
-        offsets = self._read_cleaner_offsets(directory)
-        if any(tp in offsets for tp in gone):
-            directory.cleaner_offset_file.write(
-                {tp: offset for tp, offset in offsets.items() if tp not in gone}
-            )
+        self._cleaner.drop_checkpoints(directory, gone)
 
     def _read_cleaner_offsets(self, directory: LogDir) -> dict[TopicPartition, int]:
         try:
@@ -505,6 +523,43 @@ class LogManager:
         except CorruptCheckpointError as exc:
             _log.warning("%s; treating it as empty", exc)
             return {}
+
+    # ---------------------------------------------------------------------------------------
+    # offline cleaning (log_cleaner_manager.py)
+    # ---------------------------------------------------------------------------------------
+    def create_snapshot(self, topic: str, partition: int) -> TakenSnapshot:
+        """Hard-links the partition's cleanable segments into a new cleaning snapshot."""
+        self._check_running()
+        return self._cleaner.create_snapshot(topic, partition)
+
+    def list_cleanable(self, topic: str | None = None) -> list[CleanableLog]:
+        """Every online compacted partition with its cleanable range, dirtiest first."""
+        self._check_running()
+        return self._cleaner.list_cleanable(topic)
+
+    def commit_cleaned(self, snapshot_id: str) -> CommitOutcome:
+        """Checks a snapshot's cleaning result against the live log and installs it."""
+        self._check_running()
+        return self._cleaner.commit(snapshot_id)
+
+    def drop_snapshot(self, snapshot_id: str) -> bool:
+        """Removes a cleaning snapshot; False when there was none."""
+        self._check_running()
+        return self._cleaner.drop_snapshot(snapshot_id)
+
+    def snapshot_path(self, snapshot_id: str) -> str:
+        """The absolute path of an open cleaning snapshot."""
+        return self._cleaner.snapshot_path(snapshot_id)
+
+    def configured_dir_name(self, path: str) -> str:
+        """A log directory's path as the service was configured with it (absolute ``path`` in)."""
+        return self._configured_names.get(path, path)
+
+    def cleaner_statistics(self) -> CleanerStatistics:
+        return self._cleaner.statistics()
+
+    def _online_partitions(self) -> list[tuple[TopicPartition, PartitionEntry]]:
+        return [(tp, p) for tp, p in self._registry.all_partitions() if p.log_dir.online]
 
     # ---------------------------------------------------------------------------------------
     # maintenance
@@ -524,6 +579,7 @@ class LogManager:
                 self._for_each_log(self._flush_if_due)
             self._for_each_log(self._delete_due_files)
             self._remove_delete_dirs()
+            self._cleaner.expire_snapshots()
             if jobs.RECOVERY_POINTS in due:
                 self._for_each_online_dir(self._checkpoint_recovery_points)
             if jobs.LOG_START_OFFSETS in due:
