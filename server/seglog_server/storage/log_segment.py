@@ -424,6 +424,8 @@ class LogSegment:
         ``max_position``. None when no batch in this segment reaches ``start_offset``."""
         if max_bytes < 0:
             raise ValueError(f"invalid max_bytes {max_bytes} for a read of {self._log.path}")
+        if self._pending_check is not None:
+            self._check_once()
         watch = stopwatch("fetch")
         watch.mark_faults()
         position = self._offset_index.lookup(start_offset).position
