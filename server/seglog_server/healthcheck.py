@@ -3,9 +3,11 @@
 The container health check (deploy/seglog.Dockerfile) and the compose file's start order use it:
 it calls the standard ``grpc.health.v1.Health/Check`` for the log service and exits 0 only when
 the answer is SERVING. Exit 1 for NOT_SERVING, no answer in time, or any gRPC error; the one line
-it prints says which. TLS is used when ``SEGLOG_TLS_CA`` names a CA bundle (then the server's
-certificate is verified against it, and ``SEGLOG_TLS_CERT``/``SEGLOG_TLS_KEY`` are presented when
-the service asks for client certificates).
+it prints says which. The health service needs no token. TLS is used when ``SEGLOG_TLS_CA`` names
+a CA bundle (the client's variables, docs/security.md): the server's certificate is verified
+against it, for the name ``SEGLOG_TLS_SERVER_NAME`` when set (a container checks itself on
+127.0.0.1, which its certificate may not name), and ``SEGLOG_TLS_CLIENT_CERT`` /
+``SEGLOG_TLS_CLIENT_KEY`` are presented when the service requires client certificates.
 """
 
 from __future__ import annotations
@@ -42,10 +44,12 @@ def _channel(target: str) -> grpc.Channel:
         return grpc.insecure_channel(target)
     credentials = grpc.ssl_channel_credentials(
         root_certificates=_read(ca_path),
-        private_key=_read(os.environ.get("SEGLOG_TLS_KEY")),
-        certificate_chain=_read(os.environ.get("SEGLOG_TLS_CERT")),
+        private_key=_read(os.environ.get("SEGLOG_TLS_CLIENT_KEY")),
+        certificate_chain=_read(os.environ.get("SEGLOG_TLS_CLIENT_CERT")),
     )
-    return grpc.secure_channel(target, credentials)
+    server_name = os.environ.get("SEGLOG_TLS_SERVER_NAME")
+    options = [("grpc.ssl_target_name_override", server_name)] if server_name else []
+    return grpc.secure_channel(target, credentials, options=options)
 
 
 def check(target: str, service: str = LOG_SERVICE_NAME, timeout_s: float = CHECK_TIMEOUT_S) -> str:

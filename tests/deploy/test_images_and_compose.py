@@ -188,3 +188,30 @@ def test_images_install_exactly_the_pinned_versions(extras):
     names = {pin.split("==")[0] for pin in pins}
     assert {"grpcio", "protobuf", "prometheus-client", "uvloop"} <= names
     assert ("pyspark" in names) == ("spark" in extras)
+
+
+def test_the_secure_override_validates_and_names_real_settings():
+    """docker-compose.secure.yml turns on TLS and tokens: Compose accepts it on top of the base
+    file, and every SEGLOG_* variable it sets is one the service or its clients read."""
+    from seglog_server.config import _SETTINGS
+
+    env = {"PATH": "/usr/bin:/bin", "CLEANER_TOKEN": "seglog_x_y"}
+    result = subprocess.run(
+        [str(BIN / "docker-compose"), "-f", str(COMPOSE), "-f", str(ROOT / "docker-compose.secure.yml"),
+         "config", "--format", "json"],
+        capture_output=True, text=True, cwd=ROOT, env=env, timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    services = json.loads(result.stdout)["services"]
+    service_settings = {setting.env for setting in _SETTINGS}
+    client_settings = {"SEGLOG_TLS_CA", "SEGLOG_TLS_SERVER_NAME", "SEGLOG_TOKEN"}
+    seglog_env = services["seglog"]["environment"]
+    assert {"SEGLOG_TLS_CERT", "SEGLOG_TLS_KEY", "SEGLOG_AUTH_TOKENS"} <= set(seglog_env)
+    for name in [*seglog_env, *services["cleaner"]["environment"]]:
+        if name.startswith("SEGLOG_"):
+            assert name in service_settings | client_settings, name
+    assert services["cleaner"]["environment"]["SEGLOG_TOKEN"] == "seglog_x_y"
+    missing = subprocess.run(
+        [str(BIN / "docker-compose"), "-f", str(COMPOSE), "-f", str(ROOT / "docker-compose.secure.yml"),
+         "config", "--quiet"], capture_output=True, text=True, cwd=ROOT, env={"PATH": "/usr/bin:/bin"}, timeout=60)
+    assert missing.returncode != 0 and "CLEANER_TOKEN" in missing.stderr
