@@ -185,7 +185,7 @@ def test_the_compose_topology_cleans_a_topic_and_prometheus_sees_the_cleaner(sta
         assert [record for record in before if record in after] == after  # offsets and bytes kept
 
         # Prometheus scraped the cleaner's figures from the service.
-        query = urllib.parse.urlencode({"query": "seglog_cleaner_bytes_reclaimed"})
+        query = urllib.parse.urlencode({"query": "seglog_cleaner_bytes_reclaimed_total"})
         deadline = time.monotonic() + PROMETHEUS_S
         reclaimed = 0.0
         while reclaimed <= 0:
