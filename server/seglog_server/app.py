@@ -232,14 +232,16 @@ class SeglogService:
         self._metrics.manager = manager
         self._metrics.servicer = self._servicer
         try:
-            self._metrics_server = MetricsServer.start(self._config.metrics_listen, self._metrics)
+            verify = self._policy.verify_bearer if self._config.metrics_require_token and self._policy else None
+            self._metrics_server = MetricsServer.start(self._config.metrics_listen, self._metrics, verify)
         except OSError as exc:
             _log.error("metrics endpoint off: cannot listen on %s: %s",
                        self._config.metrics_listen, exc)
             return
         self.metrics_address = self._metrics_server.address
         _write_atomically(self._config.metrics_ready_file, self.metrics_address)
-        _log.info("seglog metrics on http://%s/metrics", self.metrics_address)
+        _log.info("seglog metrics on http://%s/metrics%s", self.metrics_address,
+                  " (a bearer token required)" if self._config.metrics_require_token else "")
 
     def _write_ready_file(self) -> None:
         _write_atomically(self._config.ready_file, self.address)

@@ -146,6 +146,9 @@ class ServiceConfig:
     # sample. 10 s: a sample maps up to 2,000 index files (about 20 us each here), so even a
     # 1 s scrape interval spends under 1 % of a core on it.
     metrics_residency_interval_ms: int = 10_000
+    # /metrics answers only requests with a bearer token from the auth_tokens file (401
+    # otherwise). Off by default: the endpoint listens on loopback only unless moved.
+    metrics_require_token: bool = False
     # -- security (docs/security.md). Every file is read at start and again on SIGHUP. ---------
     tls_cert: str | None = None  # PEM chain: serve gRPC over TLS (with tls_key)
     tls_key: str | None = None
@@ -364,6 +367,7 @@ _SETTINGS: tuple[_Setting, ...] = (
              "partitions with their own metric series, count (0: none)", "limits"),
     _Setting("metrics_residency_interval_ms", _positive_int,
              "shortest time between two index residency samples, ms", "limits"),
+    _Setting("metrics_require_token", _parse_bool, "/metrics needs a bearer token (with --auth-tokens)"),
     _Setting("tls_cert", _parse_optional_path, "PEM certificate chain: serve TLS (with --tls-key)"),
     _Setting("tls_key", _parse_optional_path, "PEM private key of --tls-cert"),
     _Setting("tls_client_ca", _parse_optional_path, "PEM CA(s): require client certificates"),
@@ -602,6 +606,11 @@ def _check_security(config: ServiceConfig, values: Mapping[str, _Value]) -> None
         raise ConfigError(
             f"tls_client_ca (from {_origin(values, 'tls_client_ca')}) requires tls_cert and "
             "tls_key: client certificates are only asked for over TLS"
+        )
+    if config.metrics_require_token and not config.auth_tokens:
+        raise ConfigError(
+            f"metrics_require_token (from {_origin(values, 'metrics_require_token')}) requires "
+            "auth_tokens: the token file is where /metrics looks tokens up"
         )
     # A per-principal cap above the service-wide limit of its kind could never be reached.
     for name, limit in (("principal_requests_max", "rpc_concurrency_max"),

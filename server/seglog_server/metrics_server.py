@@ -7,10 +7,15 @@ statistics snapshots, which take the storage's locks briefly, one log at a time.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+from wsgiref.simple_server import make_server
 
-from prometheus_client import start_http_server
+from prometheus_client import make_wsgi_app
+from prometheus_client.exposition import ThreadingWSGIServer, _SilentHandler
+
+from seglog_server.security.http_bearer import require_bearer
 
 from seglog_server.config import parse_listen_address
 
@@ -24,10 +29,20 @@ class MetricsServer:
     _thread: threading.Thread
 
     @classmethod
-    def start(cls, listen: str, metrics: Any) -> MetricsServer:
-        """Binds ``listen`` (HOST:PORT, port 0 for any) and serves ``metrics.registry``."""
+    def start(
+        cls, listen: str, metrics: Any, verify_bearer: Callable[[str | None], str | None] | None = None
+    ) -> MetricsServer:
+        """Binds ``listen`` (HOST:PORT, port 0 for any) and serves ``metrics.registry``; with
+        ``verify_bearer``, only to requests whose ``Authorization: Bearer`` token it accepts
+        (401 otherwise). The same server prometheus_client's ``start_http_server`` builds: a
+        threading WSGI server, quiet request log, on a daemon thread."""
         host, port = parse_listen_address(listen)
-        httpd, thread = start_http_server(port, addr=host, registry=metrics.registry)
+        app = make_wsgi_app(metrics.registry)
+        if verify_bearer is not None:
+            app = require_bearer(app, verify_bearer)
+        httpd = make_server(host, port, app, ThreadingWSGIServer, handler_class=_SilentHandler)
+        thread = threading.Thread(target=httpd.serve_forever, name="seglog-metrics", daemon=True)
+        thread.start()
         bound_port = httpd.server_address[1]
         address = f"[{host}]:{bound_port}" if ":" in host else f"{host}:{bound_port}"
         return cls(address, httpd, thread)
