@@ -181,7 +181,12 @@ class SeglogService:
         if self._config.ready_file is not None:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(self._config.ready_file)
-        _log.info("seglog stopped cleanly")
+        if self._manager is not None and not self._manager.stopped_cleanly:
+            _log.warning(
+                "seglog stopped, but without a clean-shutdown marker in %s: those directories "
+                "recover at the next start", ", ".join(self._manager.unclean_dirs))
+        else:
+            _log.info("seglog stopped cleanly")
 
     @property
     def servicer(self) -> LogServicer | None:

@@ -239,6 +239,16 @@ class Log:
         return len(self._segments)
 
     @property
+    def loaded_recovered_segment_count(self) -> int:
+        """Segments that loading recovered (rebuilt indexes, CRC-checked, torn tail cut)."""
+        return self._loaded_recovered_segment_count
+
+    @property
+    def loaded_truncated_bytes(self) -> int:
+        """Bytes that loading cut from torn or corrupt segment tails."""
+        return self._loaded_truncated_bytes
+
+    @property
     def is_offline(self) -> bool:
         return self._offline_cause is not None
 
@@ -751,10 +761,17 @@ class Log:
             if self._closed:
                 return
             self._closed = True
+            failure: BaseException | None = None
             for segment in self._segments.values():
-                segment.close()
+                try:
+                    segment.close()
+                except Exception as exc:  # close the others, then say the log did not close
+                    failure = failure or exc
+                    segment.close_handlers()
             for _, segment in self._pending_deletes:
                 segment.close_handlers()
+            if failure is not None:
+                raise failure
 
     def close_handlers(self) -> None:
         """Closes descriptors and mappings without writing anything: for a failed disk, or to

@@ -17,6 +17,7 @@ Not thread-safe; the owning ``Log`` serialises calls with its lock.
 from __future__ import annotations
 
 import enum
+import logging
 import os
 import struct
 from collections.abc import Iterator
@@ -34,11 +35,14 @@ from .fs import REAL_FS, FileSystem
 from .log_config import LogConfig
 from .offset_index import OffsetIndex, OffsetPosition
 from .record_timestamps import first_record_at_or_after, offsets_and_timestamps
+from .segment_check import check_indexes, check_tail
 from .segment_recovery import RecoveryScan
 from .time_index import ENTRY as TIME_INDEX_ENTRY
 from .time_index import TimeIndex, TimestampOffset
 
 __all__ = ["LogSegment", "RollReason", "SegmentStatistics"]
+
+_LOG = logging.getLogger(__name__)
 
 _BASE_OFFSET = struct.Struct(">q")  # the batch's first field, rewritten when offsets are assigned
 _LENGTH = struct.Struct(">i")  # the batch's second field
@@ -109,6 +113,10 @@ class LogSegment:
         self._bytes_since_last_index_entry: int | None = None
         # Which index is full (a roll reason) or None; _UNKNOWN after anything that may change it.
         self._index_full_reason: object = _UNKNOWN
+        # (next segment's base offset, tail bytes max) while the files, loaded without recovery,
+        # are still to be checked against each other on first use (segment_check.py).
+        self._pending_check: tuple[int, int] | None = None
+        self.repaired_on_first_use = False
         # Lookup counts of index objects dropped by release_handles, kept for statistics.
         self._retired_warm_lookup_count = 0
         self._retired_cold_lookup_count = 0
@@ -188,8 +196,36 @@ class LogSegment:
                 f"offset {self._base_offset}: expected at most {self._base_offset + RELATIVE_OFFSET_MAX}"
             )
 
+    # -- deferred load check ----------------------------------------------------------------
+    def defer_check(self, next_offset_max: int, tail_bytes_max: int) -> None:
+        """An inactive segment loaded without recovery: its index tails and log tail are checked
+        (and the segment recovered if they disagree) on first use, not at start-up, so a clean
+        start of many segments stays one object per segment."""
+        self._pending_check = (next_offset_max, tail_bytes_max)
+
+    def _check_once(self) -> None:
+        pending, self._pending_check = self._pending_check, None
+        if pending is None:
+            return
+        next_offset_max, tail_bytes_max = pending
+        problem = check_indexes(self, self._fs, next_offset_max)
+        if problem is None:
+            problem, _ = check_tail(self, self._fs, tail_bytes_max, next_offset_max)
+        if problem is None:
+            return
+        _LOG.warning("%s: recovering on first use, its files disagree: %s", self, problem)
+        sealed = self._log.is_sealed
+        truncated = self.recover()
+        if sealed:
+            self._log.seal()
+        self.repaired_on_first_use = True
+        if truncated:
+            _LOG.warning("%s: cut %d invalid bytes from its end", self, truncated)
+
     # -- timestamps -------------------------------------------------------------------------
     def _load_max_timestamp(self) -> None:
+        if self._pending_check is not None:
+            self._check_once()
         if not self._max_timestamp_known:
             last = self._last_time_index_entry()
             self._max_timestamp_ms, self._offset_of_max_timestamp = last.timestamp_ms, last.offset
@@ -357,6 +393,8 @@ class LogSegment:
     # -- reads ------------------------------------------------------------------------------
     def translate_offset(self, offset: int, starting_position: int = 0) -> BatchHeader | None:
         """The first batch whose last offset is >= ``offset`` (index lookup, then a header scan)."""
+        if self._pending_check is not None:
+            self._check_once()
         position = self._offset_index.lookup(offset).position
         return self._log.search_for_offset_with_size(offset, max(position, starting_position), self._scan_bytes)
 
@@ -407,6 +445,8 @@ class LogSegment:
 
     def read_next_offset(self) -> int:
         """The offset the next batch appended here would get (scans from the last index entry)."""
+        if self._pending_check is not None:
+            self._check_once()
         entry_count = self._offset_index.entry_count
         position = self._offset_index.entry(entry_count - 1).position if entry_count else 0
         next_offset = self._base_offset
@@ -417,6 +457,8 @@ class LogSegment:
     def find_offset_by_timestamp(self, timestamp_ms: int, starting_offset: int) -> TimestampAndOffset | None:
         """The first record (in log order) with a timestamp >= ``timestamp_ms`` and an offset >=
         ``starting_offset``, or None."""
+        if self._pending_check is not None:
+            self._check_once()
         entry = self._time_index.lookup(timestamp_ms)
         position = self._offset_index.lookup(max(entry.offset, starting_offset)).position
         scan_bytes = self._scan_bytes
@@ -435,6 +477,8 @@ class LogSegment:
 
     def offset_of_max_timestamp(self) -> TimestampAndOffset | None:
         """The segment's greatest timestamp and the first record offset carrying it."""
+        if self._pending_check is not None:
+            self._check_once()
         max_timestamp, offset = self.max_timestamp_and_offset_so_far()
         if max_timestamp < 0:
             return None
@@ -486,6 +530,8 @@ class LogSegment:
     def truncate_to(self, offset: int) -> int:
         """Drops every batch holding an offset >= ``offset`` (the whole batch, so a cut inside a
         batch or inside an offset gap removes that next batch). Returns the bytes removed."""
+        if self._pending_check is not None:
+            self._check_once()
         first_cut = self.translate_offset(offset)
         self._log.unseal()  # the segment may take appends again
         self._offset_index.truncate_to(offset)
