@@ -15,8 +15,9 @@ from typing import Any
 import grpc
 
 from seglog import _sync
+from seglog._security import ConnectionSecurity, PemSource
 from seglog.client import REQUEST_TIMEOUT_MS_DEFAULT, Transport
-from seglog.errors import ClientClosedError, TopicExistsError
+from seglog.errors import ClientClosedError, TopicExistsError, raise_partition_errors
 from seglog.structs import (
     DEFAULT_SERVER,
     EARLIEST_TIMESTAMP,
@@ -46,6 +47,11 @@ class AsyncAdmin:
         request_timeout_ms: int = REQUEST_TIMEOUT_MS_DEFAULT,
         credentials: grpc.ChannelCredentials | None = None,
         channel_options: Sequence[tuple[str, Any]] = (),
+        tls: bool | None = None,
+        tls_ca: PemSource | None = None,
+        tls_cert: PemSource | None = None,
+        tls_key: PemSource | None = None,
+        token: str | None = None,
     ) -> None:
         # Connecting needs the running loop (a grpc.aio rule), so it waits for start().
         self._connect = functools.partial(
@@ -54,6 +60,9 @@ class AsyncAdmin:
             request_timeout_ms=request_timeout_ms,
             credentials=credentials,
             channel_options=channel_options,
+            security=ConnectionSecurity.resolve(
+                tls=tls, tls_ca=tls_ca, tls_cert=tls_cert, tls_key=tls_key, token=token
+            ),
         )
         self._transport: Transport | None = None
         self._closed = False
@@ -148,6 +157,7 @@ class AsyncAdmin:
             ]
         )
         response = await (await self._connected()).offsets_for_times(request)
+        raise_partition_errors(response.results)
         return {
             TopicPartition(r.topic, r.partition): (OffsetAndTimestamp(r.offset, r.timestamp_ms) if r.offset >= 0 else None)
             for r in response.results
@@ -179,6 +189,20 @@ class AsyncAdmin:
             result[tp] = (await transport.delete_records(request)).log_start_offset
         return result
 
+    async def explain_lookup(
+        self, topic: str, partition: int, *, offset: int | None = None, timestamp_ms: int | None = None
+    ) -> pb.ExplainLookupResponse:
+        """The lookup path of one offset (a Fetch's) or timestamp (OffsetsForTimes'): segment,
+        index searches with their zone, probed slots and pages, bytes scanned, time taken."""
+        if (offset is None) == (timestamp_ms is None):
+            raise ValueError("explain_lookup needs exactly one of offset and timestamp_ms")
+        request = pb.ExplainLookupRequest(topic=topic, partition=partition)
+        if offset is not None:
+            request.offset = offset
+        else:
+            request.timestamp_ms = timestamp_ms  # type: ignore[assignment]
+        return await (await self._connected()).explain_lookup(request)
+
     async def _special_offsets(self, topic: str, partitions: Sequence[int] | None, target: int) -> dict[int, int]:
         partitions = await self._partitions_of(topic, partitions)
         found = await self.offsets_for_times({TopicPartition(topic, p): target for p in partitions})
@@ -205,6 +229,11 @@ class Admin(_sync.SyncFacade):
         request_timeout_ms: int = REQUEST_TIMEOUT_MS_DEFAULT,
         credentials: grpc.ChannelCredentials | None = None,
         channel_options: Sequence[tuple[str, Any]] = (),
+        tls: bool | None = None,
+        tls_ca: PemSource | None = None,
+        tls_cert: PemSource | None = None,
+        tls_key: PemSource | None = None,
+        token: str | None = None,
     ) -> None:
         options = dict(locals())
         del options["self"]
@@ -249,3 +278,10 @@ class Admin(_sync.SyncFacade):
 
     def delete_records(self, offsets: Mapping[TopicPartition, int]) -> dict[TopicPartition, int]:
         return self._portal.run(self._async.delete_records(offsets))
+
+    def explain_lookup(
+        self, topic: str, partition: int, *, offset: int | None = None, timestamp_ms: int | None = None
+    ) -> pb.ExplainLookupResponse:
+        return self._portal.run(
+            self._async.explain_lookup(topic, partition, offset=offset, timestamp_ms=timestamp_ms)
+        )

@@ -2,10 +2,15 @@
 
 ``SeglogService`` owns the life cycle of one service process:
 
-start   LogManager.startup() on the pool (recovery can take a while) -> gRPC server with
-        LogService, grpc.health.v1 and reflection -> SERVING -> maintenance timer -> ready file.
-stop    (SIGTERM / SIGINT) NOT_SERVING -> long polls answer, Consume streams end UNAVAILABLE ->
-        the gRPC server stops accepting and gives in-flight RPCs ``shutdown_grace_ms`` ->
+start   storage observer installed (metrics on) -> LogManager.startup() on the pool (recovery
+        can take a while) -> security policy (TLS, tokens, ACL, quotas: docs/security.md) ->
+        gRPC server with LogService behind the call gate, grpc.health.v1 and reflection (both
+        open) -> SERVING -> maintenance timer -> /metrics endpoint (metrics ready file) -> ready
+        file -> a warning if the port is reachable from other machines without TLS or tokens.
+SIGHUP  the security files are read again; new connections use the new certificates.
+stop    (SIGTERM / SIGINT) NOT_SERVING -> long polls answer, Consume streams end UNAVAILABLE,
+        new calls are answered UNAVAILABLE, in-flight RPCs get ``shutdown_grace_ms`` and any
+        still running after it are cut with UNAVAILABLE (retriable) -> the gRPC server stops ->
         maintenance finishes its pass -> LogManager.shutdown() (flush, checkpoints, clean-shutdown
         marker) -> thread pool joined -> ready file removed. Exit code 0.
 """
@@ -22,21 +27,33 @@ from typing import Any
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
-from grpc_reflection.v1alpha import reflection
 
 from seglog.v1 import log_service_pb2 as pb
-from seglog_server.config import ServiceConfig
+from seglog_server.config import ServiceConfig, security_policy
+from seglog_server.metrics import Metrics
+from seglog_server.metrics_server import MetricsServer
+from seglog_server.rpc.admission import AdmissionLimits
+from seglog_server.rpc.call_gate import CallGate
+from seglog_server.rpc.log_dir_names import LogDirNames
 from seglog_server.rpc.log_service import LogServicer, LogServicerLimits
+from seglog_server.rpc.reflection import enable_reflection
 from seglog_server.rpc.registration import add_log_service
 from seglog_server.rpc.storage_calls import StorageCalls
+from seglog_server.rpc.tls_credentials import ReloadableTlsCredentials
+from seglog_server.security import SecurityError, SecurityPolicy
 from seglog_server.storage.errors import StorageError
 from seglog_server.storage.log_manager import LogManager
+from seglog_server.storage import install_observer
 
 __all__ = ["LOG_SERVICE_NAME", "SeglogService", "StartupError", "run"]
 
 LOG_SERVICE_NAME = pb.DESCRIPTOR.services_by_name["LogService"].full_name
 
 _log = logging.getLogger("seglog_server")
+
+# After the servicer has drained, how long gRPC's own calls get before the server stops. 1 s: a
+# call that arrived during the drain is answered UNAVAILABLE within microseconds.
+_SERVER_STOP_GRACE_S = 1.0
 
 
 class StartupError(Exception):
@@ -64,27 +81,51 @@ class SeglogService:
         self._maintenance: asyncio.Task[None] | None = None
         self._stopping = asyncio.Event()
         self._stopped = False
+        self._policy: SecurityPolicy | None = None
+        self._gate: CallGate | None = None
+        self._tls: ReloadableTlsCredentials | None = None
         self.address: str | None = None
+        self.metrics_address: str | None = None
+        self._metrics: Metrics | None = None
+        self._metrics_server: MetricsServer | None = None
+        if config.metrics_listen is not None:
+            self._metrics = Metrics(
+                partition_series_max=config.metrics_partition_series_max,
+                residency_interval_s=config.metrics_residency_interval_ms / 1000,
+            )
 
     # -- start --------------------------------------------------------------------------------
     async def start(self) -> str:
         """Loads the storage and starts serving; returns the bound ``host:port``."""
+        if self._metrics is not None:
+            install_observer(self._metrics.observer)
         try:
             manager = self._manager_factory(self._config)
             await self._calls.blocking(manager.startup)
         except StorageError as exc:
             raise StartupError(f"storage failed to start: {exc}") from exc
         self._manager = manager
-        self._servicer = LogServicer(manager, self._calls, self._limits())
+        try:
+            self._policy = security_policy(self._config)
+        except SecurityError as exc:
+            raise StartupError(f"security settings: {exc}") from exc
+        if self._policy.tls is not None:
+            self._tls = ReloadableTlsCredentials(self._policy.tls)
+        self._gate = CallGate(self._policy)
+        admission = self._admission_limits()
+        self._servicer = LogServicer(manager, self._calls, self._limits(), admission,
+                                     LogDirNames(self._config.data_dirs), gate=self._gate,
+                                     metrics=self._metrics)
         server = grpc.aio.server(
             options=self._server_options(),
-            maximum_concurrent_rpcs=self._config.rpc_concurrency_max,
+            # A backstop only: the servicer admits requests, waiters and streams by their own
+            # limits (rpc/admission.py). Room above their sum for health checks, reflection and
+            # calls on their way to being refused with a clear message.
+            maximum_concurrent_rpcs=admission.total_max + self._config.rpc_concurrency_max,
         )
         add_log_service(self._servicer, server)
         health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
-        reflection.enable_server_reflection(
-            (LOG_SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME), server
-        )
+        enable_reflection((LOG_SERVICE_NAME, health.SERVICE_NAME), server)
         port = self._bind(server)
         self._server = server
         await server.start()
@@ -93,12 +134,49 @@ class SeglogService:
         self._maintenance = asyncio.create_task(self._maintain(), name="seglog-maintenance")
         host = self._config.listen_host
         self.address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+        self._start_metrics(manager)
         self._write_ready_file()
         _log.info(
-            "seglog serving %s on %s (data dirs: %s)",
-            LOG_SERVICE_NAME, self.address, ", ".join(self._config.data_dirs),
+            "seglog serving %s on %s (data dirs: %s; %s)",
+            LOG_SERVICE_NAME, self.address, ", ".join(self._config.data_dirs), self._security_summary(),
         )
+        self._warn_if_exposed()
         return self.address
+
+    def _security_summary(self) -> str:
+        policy = self._policy
+        assert policy is not None
+        transport = "mutual TLS" if policy.mutual_tls else "TLS" if policy.tls else "plaintext"
+        tokens = "tokens" if policy.tokens is not None else "no tokens"
+        acl = f"ACL of {policy.acl.rule_count} rules" if policy.acl is not None else "no ACL"
+        return f"{transport}, {tokens}, {acl}"
+
+    def _warn_if_exposed(self) -> None:
+        """A port other machines can reach, with neither encryption nor credentials."""
+        policy = self._policy
+        assert policy is not None
+        if self._config.listens_on_loopback or policy.tls is not None or policy.tokens is not None:
+            return
+        _log.warning(
+            "listening on %s without TLS or tokens: anyone who can reach the port can read, "
+            "write and delete every topic. Set --tls-cert/--tls-key and --auth-tokens (and --acl), "
+            "or listen on 127.0.0.1. See docs/security.md.", self._config.listen,
+        )
+
+    def reload_security(self) -> bool:
+        """SIGHUP: reads the TLS, token, ACL and quota files again. On any error nothing changes
+        (the old files stay in force) and the error is logged. Established streams are kept."""
+        if self._policy is None:
+            return False
+        try:
+            material = self._policy.reload()
+        except SecurityError as exc:
+            _log.error("SIGHUP: security files not reloaded, the previous ones stay: %s", exc)
+            return False
+        if self._tls is not None and material is not None:
+            self._tls.replace(material)
+        _log.info("SIGHUP: security files reloaded (%s)", self._security_summary())
+        return True
 
     def _limits(self) -> LogServicerLimits:
         return LogServicerLimits(
@@ -106,6 +184,16 @@ class SeglogService:
             fetch_wait_ms_max=self._config.fetch_wait_ms_max,
             response_bytes_max=self._config.response_bytes_max,
             message_bytes_max=self._config.message_bytes_max,
+        )
+
+    def _admission_limits(self) -> AdmissionLimits:
+        config = self._config
+        return AdmissionLimits(
+            request_max=config.rpc_concurrency_max,
+            waiter_max=config.long_poll_waiters_max,
+            waiter_per_client_max=config.long_poll_waiters_per_client_max,
+            stream_max=config.consume_streams_max,
+            stream_per_client_max=config.consume_streams_per_client_max,
         )
 
     def _server_options(self) -> list[tuple[str, int]]:
@@ -119,22 +207,35 @@ class SeglogService:
 
     def _bind(self, server: grpc.aio.Server) -> int:
         try:
-            port = server.add_insecure_port(self._config.listen)
+            if self._tls is not None:
+                port = server.add_secure_port(self._config.listen, self._tls.server_credentials)
+            else:
+                port = server.add_insecure_port(self._config.listen)
         except RuntimeError as exc:
             raise StartupError(f"cannot listen on {self._config.listen}: {exc}") from exc
         if port == 0:
             raise StartupError(f"cannot listen on {self._config.listen}")
         return port
 
-    def _write_ready_file(self) -> None:
-        path = self._config.ready_file
-        if path is None:
+    def _start_metrics(self, manager: Any) -> None:
+        """Serves /metrics. A port that cannot be bound is logged, not fatal: the data plane
+        matters more than its view (Prometheus then shows the target down)."""
+        if self._metrics is None or self._config.metrics_listen is None:
             return
-        # Written aside and renamed, so a reader polling for the file never sees half an address.
-        temporary = f"{path}.tmp"
-        with open(temporary, "w", encoding="ascii") as file:
-            file.write(f"{self.address}\n")
-        os.replace(temporary, path)
+        self._metrics.manager = manager
+        self._metrics.servicer = self._servicer
+        try:
+            self._metrics_server = MetricsServer.start(self._config.metrics_listen, self._metrics)
+        except OSError as exc:
+            _log.error("metrics endpoint off: cannot listen on %s: %s",
+                       self._config.metrics_listen, exc)
+            return
+        self.metrics_address = self._metrics_server.address
+        _write_atomically(self._config.metrics_ready_file, self.metrics_address)
+        _log.info("seglog metrics on http://%s/metrics", self.metrics_address)
+
+    def _write_ready_file(self) -> None:
+        _write_atomically(self._config.ready_file, self.address)
 
     async def _maintain(self) -> None:
         """LogManager.run_maintenance() every maintenance_interval_ms, on the pool."""
@@ -169,18 +270,33 @@ class SeglogService:
         _log.info("seglog stopping: grace %d ms for in-flight requests",
                   self._config.shutdown_grace_ms)
         await self._health.enter_graceful_shutdown()
+        grace_s = self._config.shutdown_grace_ms / 1000
         if self._servicer is not None:
-            self._servicer.begin_shutdown()
+            # Our calls finish (or are cut with UNAVAILABLE) while gRPC still serves normally:
+            # stopping the server under them would answer CANCELLED, which clients do not retry.
+            cut_count = await self._servicer.drain(grace_s)
+            if cut_count:
+                _log.warning("%d calls were still running after the grace period: answered "
+                             "UNAVAILABLE", cut_count)
         if self._server is not None:
-            await self._server.stop(self._config.shutdown_grace_ms / 1000)
+            # What is left is gRPC's own (health watches, reflection) and calls arriving now,
+            # which the servicer answers UNAVAILABLE at once.
+            await self._server.stop(min(grace_s, _SERVER_STOP_GRACE_S))
         if self._maintenance is not None:
             await self._maintenance
         if self._manager is not None:
             await self._calls.blocking(self._manager.shutdown)
         self._calls.shutdown()
-        if self._config.ready_file is not None:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(self._config.ready_file)
+        if self._metrics_server is not None:
+            self._metrics_server.stop()
+        if self._metrics is not None:
+            install_observer(None)
+        if self._gate is not None:
+            self._gate.close()
+        for path in (self._config.ready_file, self._config.metrics_ready_file):
+            if path is not None:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(path)
         if self._manager is not None and not self._manager.stopped_cleanly:
             _log.warning(
                 "seglog stopped, but without a clean-shutdown marker in %s: those directories "
@@ -193,12 +309,24 @@ class SeglogService:
         return self._servicer
 
 
+def _write_atomically(path: str | None, address: str | None) -> None:
+    """Writes ``address`` and a newline to ``path``, aside then renamed, so a reader polling for
+    the file never sees half an address."""
+    if path is None:
+        return
+    temporary = f"{path}.tmp"
+    with open(temporary, "w", encoding="ascii") as file:
+        file.write(f"{address}\n")
+    os.replace(temporary, path)
+
+
 async def serve(config: ServiceConfig) -> int:
     """Runs the service until SIGTERM or SIGINT; returns the process exit code."""
     service = SeglogService(config)
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, service.request_stop, signal.Signals(signum).name)
+    loop.add_signal_handler(signal.SIGHUP, service.reload_security)
     try:
         try:
             await service.start()

@@ -33,6 +33,7 @@ from .errors import CorruptRecordError, OffsetOverflowError
 from .file_records import BatchHeader, FileRecords, HeaderField, TimestampAndOffset
 from .fs import REAL_FS, FileSystem
 from .log_config import LogConfig
+from .observer import stopwatch
 from .offset_index import OffsetIndex, OffsetPosition
 from .record_timestamps import first_record_at_or_after, offsets_and_timestamps
 from .segment_check import check_indexes, check_tail
@@ -120,6 +121,7 @@ class LogSegment:
         # Lookup counts of index objects dropped by release_handles, kept for statistics.
         self._retired_warm_lookup_count = 0
         self._retired_cold_lookup_count = 0
+        self.last_read_position = 0  # where the last read() started (under the Log's lock)
 
     @classmethod
     def open(
@@ -410,17 +412,27 @@ class LogSegment:
         ``max_position``. None when no batch in this segment reaches ``start_offset``."""
         if max_bytes < 0:
             raise ValueError(f"invalid max_bytes {max_bytes} for a read of {self._log.path}")
-        first = self.translate_offset(start_offset)
+        watch = stopwatch("fetch")
+        watch.mark_faults()
+        position = self._offset_index.lookup(start_offset).position
+        watch.lap("index_search")
+        watch.faults("index_lookup")
+        first = self._log.search_for_offset_with_size(start_offset, position, self._scan_bytes)
+        watch.lap("log_scan")
         if first is None:
             return None
+        # Where this read starts: Log.read turns it into the read's age in bytes.
+        self.last_read_position = first.position
         limit = max(max_bytes, first.size_in_bytes) if min_one_batch else max_bytes
         end = self._log.size_in_bytes if max_position is None else max_position
         fetch_bytes = min(end - first.position, limit)
         if fetch_bytes <= 0:
             return b""
         data = self._log.read(first.position, fetch_bytes)
-        if first.position + len(data) == end:
-            return data  # up to a batch boundary: the segment's end or the caller's bound
+        watch.lap("log_read")
+        watch.faults("log_read")
+        if first.position + len(data) == end or len(data) == first.size_in_bytes:
+            return data  # up to a batch boundary: the segment's end, the caller's bound, one batch
         # Cut the partial batch off the end. A long read starts the walk at the last indexed
         # batch inside it rather than walking a thousand headers from the start.
         walk_from = 0
@@ -459,21 +471,29 @@ class LogSegment:
         ``starting_offset``, or None."""
         if self._pending_check is not None:
             self._check_once()
+        watch = stopwatch("offsets_for_times")
+        watch.mark_faults()
         entry = self._time_index.lookup(timestamp_ms)
         position = self._offset_index.lookup(max(entry.offset, starting_offset)).position
+        watch.lap("index_search")
+        watch.faults("index_lookup")
         scan_bytes = self._scan_bytes
-        while True:
-            found = self._log.search_for_timestamp(timestamp_ms, position, starting_offset, scan_bytes)
-            if found is None:
-                return None
-            header, data = found
-            try:
-                match = first_record_at_or_after(data, timestamp_ms, starting_offset)
-            except _CodecError as exc:
-                raise self._undecodable(header, exc) from exc
-            if match is not None:
-                return TimestampAndOffset(match[1], match[0])
-            position = header.position + header.size_in_bytes  # the match was below starting_offset
+        try:
+            while True:
+                found = self._log.search_for_timestamp(timestamp_ms, position, starting_offset, scan_bytes)
+                if found is None:
+                    return None
+                header, data = found
+                try:
+                    match = first_record_at_or_after(data, timestamp_ms, starting_offset)
+                except _CodecError as exc:
+                    raise self._undecodable(header, exc) from exc
+                if match is not None:
+                    return TimestampAndOffset(match[1], match[0])
+                position = header.position + header.size_in_bytes  # the match was below starting_offset
+        finally:
+            watch.lap("log_scan")
+            watch.faults("log_read")
 
     def offset_of_max_timestamp(self) -> TimestampAndOffset | None:
         """The segment's greatest timestamp and the first record offset carrying it."""

@@ -613,6 +613,37 @@ def test_a_whole_log_flush_syncs_the_active_segments_indexes(tmp_path, clock):
     assert log.recovery_point == log.log_end_offset == 3
 
 
+def test_a_whole_log_flush_with_nothing_new_syncs_nothing(tmp_path, clock):
+    fs = SyncRecordingFS()
+    log = open_log(tmp_path, clock, config(index_interval_bytes=1), fs=fs)
+    log.append(batch(b"a"))
+    log.flush()
+    assert fs.synced  # the first flush had data to sync
+    fs.synced.clear()
+    log.flush()
+    log.flush()
+    assert fs.synced == []
+
+
+def test_a_whole_log_flush_syncs_again_after_an_append_a_roll_or_a_truncation(tmp_path, clock):
+    fs = SyncRecordingFS()
+    log = open_log(tmp_path, clock, config(index_interval_bytes=1), fs=fs)
+    log.append(batch(b"a"))
+    log.flush()
+    fs.synced.clear()
+    log.append(batch(b"b"))
+    log.flush()
+    assert "00000000000000000000.log" in fs.synced
+    fs.synced.clear()
+    log.roll()  # no new offsets, but a new active segment whose files were never synced
+    log.flush()
+    assert "00000000000000000002.index" in fs.synced
+    fs.synced.clear()
+    log.truncate_to(1)
+    log.flush()
+    assert fs.synced
+
+
 def test_a_flush_to_an_offset_inside_the_active_segment_syncs_only_its_log(tmp_path, clock):
     # A crash reindexes the segment holding the recovery point: its indexes need no fsync.
     fs = SyncRecordingFS()
