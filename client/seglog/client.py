@@ -141,6 +141,22 @@ class Transport:
         response: pb.DeleteRecordsResponse = await self._unary(self._stub.DeleteRecords, request)
         return response
 
+    async def list_cleanable(self, request: pb.ListCleanableRequest) -> pb.ListCleanableResponse:
+        response: pb.ListCleanableResponse = await self._unary(self._stub.ListCleanable, request)
+        return response
+
+    async def create_snapshot(self, request: pb.CreateSnapshotRequest) -> pb.CreateSnapshotResponse:
+        response: pb.CreateSnapshotResponse = await self._unary(self._stub.CreateSnapshot, request)
+        return response
+
+    async def commit_cleaned(self, request: pb.CommitCleanedRequest) -> pb.CommitCleanedResponse:
+        response: pb.CommitCleanedResponse = await self._unary(self._stub.CommitCleaned, request)
+        return response
+
+    async def drop_snapshot(self, request: pb.DropSnapshotRequest) -> pb.DropSnapshotResponse:
+        response: pb.DropSnapshotResponse = await self._unary(self._stub.DropSnapshot, request)
+        return response
+
     async def explain_lookup(self, request: pb.ExplainLookupRequest) -> pb.ExplainLookupResponse:
         response: pb.ExplainLookupResponse = await self._unary(self._stub.ExplainLookup, request)
         return response

@@ -16,11 +16,13 @@ through ``_CODEC_TO_ERROR``. The original exception is always chained as ``__cau
     ├── AuthenticationError           UNAUTHENTICATED
     ├── AuthorizationError            PERMISSION_DENIED
     ├── ServiceUnavailableError       UNAVAILABLE: service down, stopping, or log dir offline (retriable)
-    │   └── ServiceOverloadedError    any other RESOURCE_EXHAUSTED: gRPC's own limits (max concurrent
-    │       │                         RPCs, message size), no ``seglog-error`` metadata, or the
-    │       │                         service's OverloadedError (a named limit is full) (retriable)
-    │       └── QuotaExceededError    RESOURCE_EXHAUSTED from a per-principal quota or cap; its
-    │                                 ``retry_after_ms`` (from ``retry-after-ms``) says when (retriable)
+    │   ├── ServiceOverloadedError    any other RESOURCE_EXHAUSTED: gRPC's own limits (max concurrent
+    │   │   │                         RPCs, message size), no ``seglog-error`` metadata, or the
+    │   │   │                         service's OverloadedError (a named limit is full) (retriable)
+    │   │   └── QuotaExceededError    RESOURCE_EXHAUSTED from a per-principal quota or cap; its
+    │   │                             ``retry_after_ms`` (from ``retry-after-ms``) says when (retriable)
+    │   └── ServiceResourceExhaustedError  RESOURCE_EXHAUSTED for a full disk or no descriptors
+    │                                 left on the service (retriable once space is freed)
     ├── RequestTimeoutError           DEADLINE_EXCEEDED, or a local wait ran out (retriable; also a
     │                                 builtin TimeoutError)
     ├── ServiceError                  any other status: INTERNAL, UNKNOWN, UNIMPLEMENTED, ...
@@ -55,6 +57,7 @@ __all__ = [
     "SeglogError",
     "ServiceError",
     "ServiceOverloadedError",
+    "ServiceResourceExhaustedError",
     "ServiceUnavailableError",
     "TopicExistsError",
     "TopicNotFoundError",
@@ -138,6 +141,16 @@ class ServiceOverloadedError(ServiceUnavailableError):
 class QuotaExceededError(ServiceOverloadedError):
     """The caller's principal is over a byte-rate quota or a concurrency cap; wait
     ``retry_after_ms`` and try again."""
+
+
+class ServiceResourceExhaustedError(ServiceUnavailableError):
+    """RESOURCE_EXHAUSTED because the service's disk is full or it ran out of descriptors
+    (``seglog-error`` LogDirFullError or TooManyOpenFilesError): retriable once space or
+    descriptors are back; reads and deletions still work meanwhile."""
+
+
+# The service's names (``seglog-error``) of RESOURCE_EXHAUSTED answers that pass with time.
+_RETRIABLE_EXHAUSTION = frozenset({"LogDirFullError", "TooManyOpenFilesError", "ResourceExhaustedError"})
 
 
 class RequestTimeoutError(SeglogError, TimeoutError):
@@ -233,6 +246,8 @@ def error_from_status(
     cls = _STATUS_TO_ERROR.get(code, ServiceError)
     if service_error in _SERVICE_ERROR_TO_ERROR:
         cls = _SERVICE_ERROR_TO_ERROR[service_error]
+    elif code is grpc.StatusCode.RESOURCE_EXHAUSTED and service_error in _RETRIABLE_EXHAUSTION:
+        cls = ServiceResourceExhaustedError
     elif code is grpc.StatusCode.RESOURCE_EXHAUSTED and service_error in (None, _OVERLOADED):
         # The service names its own size errors (RecordTooLargeError, RecordBatchTooLargeError,
         # ResponseTooLargeError) in ``seglog-error``; without it the code came from gRPC itself:

@@ -35,6 +35,7 @@ from seglog_server.metrics_server import MetricsServer
 from seglog_server.rpc.admission import AdmissionLimits
 from seglog_server.rpc.call_gate import CallGate
 from seglog_server.rpc.log_dir_names import LogDirNames
+from seglog_server.resource_limits import open_segments_budget
 from seglog_server.rpc.log_service import LogServicer, LogServicerLimits
 from seglog_server.rpc.reflection import enable_reflection
 from seglog_server.rpc.registration import add_log_service
@@ -61,7 +62,12 @@ class StartupError(Exception):
 
 
 def _default_manager_factory(config: ServiceConfig) -> Any:
-    return LogManager(list(config.data_dirs), default_config=config.log_config)
+    return LogManager(
+        list(config.data_dirs),
+        default_config=config.log_config,
+        open_segments_max=open_segments_budget(config.open_segments_max),
+        snapshot_ttl_ms=config.snapshot_ttl_ms,
+    )
 
 
 class SeglogService:
@@ -84,6 +90,7 @@ class SeglogService:
         self._policy: SecurityPolicy | None = None
         self._gate: CallGate | None = None
         self._tls: ReloadableTlsCredentials | None = None
+        self._serving = True
         self.address: str | None = None
         self.metrics_address: str | None = None
         self._metrics: Metrics | None = None
@@ -249,6 +256,20 @@ class SeglogService:
                 await self._calls.blocking(self._manager.run_maintenance)
             except Exception:  # noqa: BLE001 - one failed pass must not stop the next ones
                 _log.exception("maintenance pass failed")
+            await self._update_health()
+
+    async def _update_health(self) -> None:
+        """NOT_SERVING only when nothing can be served (every log directory offline); a full
+        disk or a single offline directory leaves the rest serving, so health says SERVING."""
+        can_serve = getattr(self._manager, "can_serve", None)
+        serving = can_serve() if can_serve is not None else True
+        if serving == self._serving or self._stopping.is_set():
+            return
+        self._serving = serving
+        status = health_pb2.HealthCheckResponse.SERVING if serving else health_pb2.HealthCheckResponse.NOT_SERVING
+        for name in ("", LOG_SERVICE_NAME):
+            await self._health.set(name, status)
+        _log.warning("health: %s", "SERVING again" if serving else "NOT_SERVING: no log directory is online")
 
     # -- stop ---------------------------------------------------------------------------------
     def request_stop(self, reason: str = "requested") -> None:

@@ -128,6 +128,10 @@ class ServiceConfig:
     # Period of LogManager.run_maintenance() (retention, flush.ms, checkpoints, delayed
     # deletes). 1 s: the pass itself applies Kafka's intervals; this is only how often it looks.
     maintenance_interval_ms: int = 1000
+    # Age at which a cleaning snapshot nobody committed or dropped is removed by maintenance. 6 h:
+    # a cleaning job reads tens of MB/s, so even a partition of hundreds of GiB finishes well
+    # within it; an abandoned snapshot pins the disk space of the segments it links that long.
+    snapshot_ttl_ms: int = 6 * 3600 * 1000
     # Prometheus endpoint (HTTP, text format) or None ("none" turns it off). Loopback by default,
     # like the gRPC listener; 9551 is free in Prometheus's list of exporter default ports. A busy
     # port does not stop the service: the error is logged and the data plane keeps serving.
@@ -168,6 +172,11 @@ class ServiceConfig:
     # Verified tokens remembered (by keyed digest) so the slow hash runs once per token. 4096:
     # ~100 bytes each; far more distinct tokens than a deployment has clients.
     auth_token_cache_max: int = 4096
+    # Segments (of every partition together) that may hold descriptors at once; 0 derives it
+    # from RLIMIT_NOFILE (raised to its hard limit at start) and vm.max_map_count: a quarter of
+    # the descriptors (at least 256) stay for sockets and short-lived files, and a segment holds
+    # up to 4 (storage/open_segments.py). Beyond it the least recently used segment closes.
+    open_segments_max: int = 0
     topic_defaults: Mapping[str, str] = field(default_factory=dict)
     log_config: LogConfig = field(default_factory=LogConfig)
 
@@ -346,6 +355,7 @@ _SETTINGS: tuple[_Setting, ...] = (
     _Setting("inline_io_bytes_max", _non_negative_int, "inline I/O bound, bytes", "limits"),
     _Setting("shutdown_grace_ms", _non_negative_int, "in-flight grace at shutdown, ms", "limits"),
     _Setting("maintenance_interval_ms", _positive_int, "retention/flush pass period, ms", "limits"),
+    _Setting("snapshot_ttl_ms", _positive_int, "age at which a cleaning snapshot is removed, ms", "limits"),
     _Setting("metrics_listen", _parse_optional_listen,
              "Prometheus /metrics address HOST:PORT, or none (port 0: any free port)"),
     _Setting("metrics_ready_file", _parse_optional_path,
@@ -370,6 +380,7 @@ _SETTINGS: tuple[_Setting, ...] = (
     _Setting("principal_waiters_max", _non_negative_int, "long polls per principal", "limits"),
     _Setting("principal_streams_max", _non_negative_int, "streams per principal", "limits"),
     _Setting("auth_token_cache_max", _positive_int, "verified tokens cached, count", "limits"),
+    _Setting("open_segments_max", _non_negative_int, "segments holding descriptors, count (0: from RLIMIT_NOFILE)", "limits"),
 )
 _BY_NAME = {setting.name: setting for setting in _SETTINGS}
 _BY_ENV = {setting.env: setting for setting in _SETTINGS}
@@ -566,6 +577,10 @@ def _check_limits(
                  f"(from {_origin(values, total)})")
     if config.request_bytes_max <= REQUEST_OVERHEAD_BYTES:
         fail("request_bytes_max", ">", f"the request overhead {REQUEST_OVERHEAD_BYTES}")
+    # Expiry runs in the maintenance pass: a limit below its period could not be honoured.
+    if config.snapshot_ttl_ms < config.maintenance_interval_ms:
+        fail("snapshot_ttl_ms", ">=", f"maintenance_interval_ms={config.maintenance_interval_ms} "
+             f"(from {_origin(values, 'maintenance_interval_ms')})")
     message_bytes = config.log_config.max_message_bytes
     if message_bytes > config.message_bytes_max:
         origin = topic_values["max.message.bytes"].origin if "max.message.bytes" in topic_values \

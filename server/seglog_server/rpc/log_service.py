@@ -27,6 +27,7 @@ from .admission import Admission, AdmissionLimits, AdmissionStatistics, client_o
 from .append_waiters import AppendWaiters, AppendWaitersStatistics
 from .boundary import RpcCounters, RpcStatistics, stream_rpc, unary_rpc
 from .call_gate import CallGate, current_call
+from .cleaning_rpcs import CleaningRpcs
 from .errors import InvalidRequestError, ServiceStoppingError
 from .log_dir_names import LogDirNames
 from .group_commit import GroupCommit, GroupCommitStatistics
@@ -75,7 +76,7 @@ class LogServicerStatistics:
     stopping: bool
 
 
-class LogServicer(pb_grpc.LogServiceServicer):
+class LogServicer(CleaningRpcs, pb_grpc.LogServiceServicer):
     def __init__(
         self, manager: Any, calls: StorageCalls, limits: LogServicerLimits,
         admission: AdmissionLimits = _DEFAULT_ADMISSION,

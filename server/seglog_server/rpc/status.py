@@ -53,10 +53,22 @@ STATUS_BY_ERROR: Mapping[type[BaseException], grpc.StatusCode] = {
     # The batch is valid but this log cannot take its offsets (relative offsets overflow).
     storage.OffsetOverflowError: _Code.FAILED_PRECONDITION,
     storage.LogDirOfflineError: _Code.UNAVAILABLE,
+    # Disk full or out of descriptors: retriable, the directory stays online (io_errors.py).
+    storage.ResourceExhaustedError: _Code.RESOURCE_EXHAUSTED,
+    storage.LogDirFullError: _Code.RESOURCE_EXHAUSTED,
+    storage.TooManyOpenFilesError: _Code.RESOURCE_EXHAUSTED,
     # The directories are locked by another process or hold one partition twice.
     storage.LogDirStateError: _Code.FAILED_PRECONDITION,
     # A partition's topic.properties cannot be read: its settings are lost.
     storage.CorruptTopicMetadataError: _Code.DATA_LOSS,
+    # -- storage: offline cleaning -------------------------------------------------------------
+    storage.InvalidSnapshotIdError: _Code.INVALID_ARGUMENT,
+    storage.SnapshotNotFoundError: _Code.NOT_FOUND,
+    # The topic is not compacted, or nothing is cleanable yet: the log's state refuses it.
+    storage.NotCleanableError: _Code.FAILED_PRECONDITION,
+    # The log changed since the snapshot, or the job's output is damaged: nothing is installed.
+    storage.StaleCleaningResultError: _Code.FAILED_PRECONDITION,
+    storage.InvalidCleaningResultError: _Code.FAILED_PRECONDITION,
     # -- storage: its own invariants (indexes are caches; these are bugs, not bad requests) ----
     storage.CorruptIndexError: _Code.INTERNAL,
     storage.InvalidOffsetError: _Code.INTERNAL,

@@ -150,6 +150,15 @@ def test_listen_address_parses_hosts_and_ports(text, expected):
     assert parse_listen_address(text) == expected
 
 
+def test_snapshot_ttl_is_a_named_limit_checked_against_the_maintenance_period():
+    assert load_config(["--snapshot-ttl-ms", "60000"], environ={}).snapshot_ttl_ms == 60_000
+    assert load_config([], environ={"SEGLOG_SNAPSHOT_TTL_MS": "5000"}).snapshot_ttl_ms == 5000
+    with pytest.raises(ConfigError, match="snapshot_ttl_ms=500 .*must be >= maintenance_interval_ms=1000"):
+        load_config(["--snapshot-ttl-ms", "500"], environ={})
+    with pytest.raises(ConfigError, match="snapshot_ttl_ms"):
+        load_config(["--snapshot-ttl-ms", "0"], environ={})
+
+
 def test_metrics_listen_defaults_to_loopback_9551_and_none_turns_it_off():
     assert load_config([], environ={}).metrics_listen == "127.0.0.1:9551"
     assert load_config(["--metrics-listen", "none"], environ={}).metrics_listen is None
