@@ -3,6 +3,7 @@
 - RecordBatchBuilder writes a batch as a Kafka producer does (all five codecs).
 - RecordBatch is a zero-copy view of one batch in bytes/bytearray/memoryview/mmap;
   iter_batches walks a buffer of batches by Kafka's file-reading rules.
+- BatchWalk and walk_records are the bounded walkers every layer steps through bytes with.
 - set_max_timestamp / set_partition_leader_epoch patch headers in place for the broker.
 - HEADER and the *_OFFSET constants give the header layout (header.py).
 - Errors: CodecError > CorruptRecordError > InvalidCrcError; UnsupportedCompressionError.
@@ -40,12 +41,15 @@ from .header import (
 )
 from .header_patch import set_max_timestamp, set_partition_leader_epoch
 from .record import Record
+from .walk import BatchStop, BatchWalk, walk_records
 
 __all__ = [
     "ATTRIBUTES_OFFSET",
     "BASE_OFFSET_OFFSET",
     "BASE_SEQUENCE_OFFSET",
     "BASE_TIMESTAMP_OFFSET",
+    "BatchStop",
+    "BatchWalk",
     "CRC_OFFSET",
     "CodecError",
     "Compression",
@@ -78,4 +82,5 @@ __all__ = [
     "iter_batches",
     "set_max_timestamp",
     "set_partition_leader_epoch",
+    "walk_records",
 ]

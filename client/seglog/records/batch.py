@@ -31,13 +31,10 @@ from .header import (
     BASE_OFFSET_FIELD,
     BASE_SEQUENCE_FIELD,
     BASE_TIMESTAMP_FIELD,
-    BATCH_LENGTH_MIN,
     CRC_FIELD,
     HEADER,
-    HEADER_BYTES_UP_TO_MAGIC,
     LAST_OFFSET_DELTA_FIELD,
     LENGTH_FIELD,
-    LENGTH_OFFSET,
     LOG_OVERHEAD,
     MAGIC,
     MAGIC_FIELD,
@@ -51,8 +48,10 @@ from .header import (
 )
 from .record import Record
 from .record_codec import decode_records
+from .walk import BatchWalk
 
 _unpack_header = HEADER.unpack_from
+_new_batch = object.__new__
 _COMPRESSIONS = tuple(Compression)  # indexed by codec id: faster than calling the enum
 _TIMESTAMP_TYPES = tuple(TimestampType)
 
@@ -296,21 +295,12 @@ class RecordBatch:
 
 
 def iter_batches(buffer, position: int = 0, end: int | None = None) -> Iterator[RecordBatch]:
-    """The batches in buffer[position:end], by Kafka's FileLogInputStream rules: stop quietly
-    when 17 or fewer bytes remain or the next batch does not fit before `end` (a partial
-    trailing batch); CorruptRecordError when a length field is below 14.  No CRC check and
-    no magic check here: call ensure_valid() on each batch for that."""
-    end = len(buffer) if end is None else min(end, len(buffer))
-    while end - position > HEADER_BYTES_UP_TO_MAGIC:
-        batch = RecordBatch(buffer, position)
-        length = batch._header[LENGTH_FIELD]
-        if length < BATCH_LENGTH_MIN:
-            raise CorruptRecordError(
-                f"Found record size {length} smaller than minimum record overhead "
-                f"({BATCH_LENGTH_MIN}) in the length field at byte {position + LENGTH_OFFSET}"
-            )
-        next_position = position + LOG_OVERHEAD + length
-        if next_position > end:
-            return
+    """The batches in buffer[position:end], walked by the bounded BatchWalk (walk.py): stop
+    quietly when 17 or fewer bytes remain or the next batch does not fit before `end` (a partial
+    trailing batch); CorruptRecordError when a length field is below 14, or below the 49 bytes
+    of a v2 header in a batch that fits.  No CRC check and no magic check here: call
+    ensure_valid() on each batch for that."""
+    for batch_position, fields in BatchWalk(buffer, position, end):
+        batch = _new_batch(RecordBatch)
+        batch._buffer, batch.position, batch._header = buffer, batch_position, fields
         yield batch
-        position = next_position

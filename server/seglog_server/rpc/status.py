@@ -39,6 +39,8 @@ STATUS_BY_ERROR: Mapping[type[BaseException], grpc.StatusCode] = {
     storage.OffsetOutOfRangeError: _Code.OUT_OF_RANGE,
     # A produced batch whose CRC does not match its bytes (or a stored one that fails a check).
     storage.CorruptRecordError: _Code.DATA_LOSS,
+    # Stored bytes that fail a read's checks: never skipped, never served as offsets.
+    storage.CorruptSegmentError: _Code.DATA_LOSS,
     storage.RecordTooLargeError: _Code.RESOURCE_EXHAUSTED,
     storage.RecordBatchTooLargeError: _Code.RESOURCE_EXHAUSTED,
     # The batch is valid but this log cannot take its offsets (relative offsets overflow).

@@ -41,6 +41,7 @@ from seglog_server.storage.clock import FakeClock
 from seglog_server.storage.fs import FileSystem
 from seglog_server.storage.errors import (
     CorruptRecordError,
+    CorruptSegmentError,
     InvalidRecordError,
     LogDirOfflineError,
     OffsetOutOfRangeError,
@@ -853,5 +854,5 @@ def test_offset_for_timestamp_over_a_batch_corrupted_on_disk_raises_the_corrupt_
         os.close(fd)
     with pytest.raises(StorageError) as raised:
         log.offset_for_timestamp(target)
-    assert isinstance(raised.value, CorruptRecordError)
+    assert isinstance(raised.value, CorruptSegmentError) and "partition topic-0" in str(raised.value)
     assert "cannot decode the batch at position 0" in str(raised.value)
