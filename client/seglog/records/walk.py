@@ -187,12 +187,19 @@ _NULL_LENGTH = -1
 
 
 def _overrun(index: int, position: int, what: str, size: int, room: int) -> CorruptRecordError:
+    if what == "record length":
+        return CorruptRecordError(
+            f"Invalid record length of record {index} at byte {position}: expected 1..{room} "
+            f"(the bytes left in the records area), found {size}"
+        )
+    if room < 0:
+        return CorruptRecordError(
+            f"Invalid record {index}: its fields run {-room} bytes past its declared length before its {what} "
+            f"(at byte {position})"
+        )
     return CorruptRecordError(
         f"Invalid {what} of record {index} at byte {position}: {size} bytes declared, "
         f"expected -1..{room} (the bytes left in the record)"
-        if what != "record length"
-        else f"Invalid record length of record {index} at byte {position}: expected 1..{room} "
-        f"(the bytes left in the records area), found {size}"
     )
 
 
