@@ -6,14 +6,22 @@
 - BatchWalk and walk_records are the bounded walkers every layer steps through bytes with.
 - set_max_timestamp / set_partition_leader_epoch patch headers in place for the broker.
 - HEADER and the *_OFFSET constants give the header layout (header.py).
-- Errors: CodecError > CorruptRecordError > InvalidCrcError; UnsupportedCompressionError.
+- Errors: CodecError > CorruptRecordError > InvalidCrcError; DecompressionLimitError;
+  UnsupportedCompressionError.
 """
 
 from .attributes import Compression, TimestampType
 from .batch import RecordBatch, iter_batches
 from .builder import RecordBatchBuilder
 from .crc import crc32c
-from .errors import CodecError, CorruptRecordError, InvalidCrcError, UnsupportedCompressionError
+from .compression import DECOMPRESSED_BYTES_MAX
+from .errors import (
+    CodecError,
+    CorruptRecordError,
+    DecompressionLimitError,
+    InvalidCrcError,
+    UnsupportedCompressionError,
+)
 from .header import (
     ATTRIBUTES_OFFSET,
     BASE_OFFSET_OFFSET,
@@ -54,6 +62,8 @@ __all__ = [
     "CodecError",
     "Compression",
     "CorruptRecordError",
+    "DECOMPRESSED_BYTES_MAX",
+    "DecompressionLimitError",
     "HEADER",
     "InvalidCrcError",
     "LAST_OFFSET_DELTA_OFFSET",

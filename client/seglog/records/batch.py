@@ -22,7 +22,7 @@ from .attributes import (
     Compression,
     TimestampType,
 )
-from .compression import check_compression, decompress
+from .compression import DECOMPRESSED_BYTES_MAX, check_compression, decompress
 from .crc import crc32c
 from .errors import CorruptRecordError, InvalidCrcError
 from .header import (
@@ -256,10 +256,11 @@ class RecordBatch:
 
     # -- records -------------------------------------------------------------------------
 
-    def records(self) -> list[Record]:
-        """The batch's records, decompressed and decoded, with absolute offsets and
-        timestamps (every record of a LogAppendTime batch reads maxTimestamp).  The CRC is
-        not checked here (call ensure_valid() first for untrusted bytes)."""
+    def records(self, decompressed_bytes_max: int = DECOMPRESSED_BYTES_MAX) -> list[Record]:
+        """The batch's records, decompressed (DecompressionLimitError past
+        ``decompressed_bytes_max``) and decoded, with absolute offsets and timestamps (every
+        record of a LogAppendTime batch reads maxTimestamp).  The CRC is not checked here (call
+        ensure_valid() first for untrusted bytes)."""
         self._check_complete()
         self._check_magic()
         header = self._header
@@ -269,7 +270,7 @@ class RecordBatch:
         buffer = self._buffer
         # Byte positions in decoding errors count from the start of `area`.
         if compression is not Compression.NONE:
-            buffer = decompress(compression, memoryview(buffer)[start:end])
+            buffer = decompress(compression, memoryview(buffer)[start:end], decompressed_bytes_max)
             start, end, area = 0, len(buffer), "decompressed records area"
         elif type(buffer) is bytes:  # decoded in place
             area = "buffer"

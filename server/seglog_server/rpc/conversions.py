@@ -24,6 +24,8 @@ __all__ = [
     "decode_batches",
     "describe_topic_response",
     "fetch_response_wire",
+    "holds_compressed",
+    "is_compressed",
     "list_topics_response",
     "next_offset_after",
     "partition_offset",
@@ -37,9 +39,13 @@ DECODED_RECORD_OVERHEAD_BYTES = 48
 # FetchResponse.records on the wire: field 1, wire type 2 (length-delimited): (1 << 3) | 2.
 _RECORDS_TAG = bytes([(pb.FetchResponse.RECORDS_FIELD_NUMBER << 3) | 2])
 
-# Where the next-offset walk finds baseOffset and lastOffsetDelta in a HEADER tuple.
+# Where the next-offset walk finds baseOffset, attributes and lastOffsetDelta in a HEADER tuple.
 _BASE_OFFSET_FIELD = 0
+_ATTRIBUTES_FIELD = 5
 _LAST_OFFSET_DELTA_FIELD = 6
+# The attributes are a big-endian int16: the compression bits sit in its second byte.
+_ATTRIBUTES_LOW_BYTE = codec.ATTRIBUTES_OFFSET + 1
+_COMPRESSION_MASK = 0x07
 assert codec.HEADER.unpack(bytes(range(61)))[_LAST_OFFSET_DELTA_FIELD] == int.from_bytes(bytes(range(23, 27)), "big")
 
 
@@ -71,6 +77,20 @@ def batch_from_plain_records(
     if builder.record_count == 0:
         raise InvalidRequestError("ProduceRequest has no records: set records or plain_records")
     return builder.build()
+
+
+def is_compressed(batch: bytes | memoryview) -> bool:
+    """Whether a produced batch's attributes name a compression codec (its records must then be
+    decompressed to be validated: CPU work up to the topic's decompressed_bytes_max)."""
+    return len(batch) > _ATTRIBUTES_LOW_BYTE and batch[_ATTRIBUTES_LOW_BYTE] & _COMPRESSION_MASK != 0
+
+
+def holds_compressed(records: bytes | memoryview) -> bool:
+    """Whether any whole batch in fetched ``records`` is compressed (a header walk, no decoding)."""
+    try:
+        return any(fields[_ATTRIBUTES_FIELD] & _COMPRESSION_MASK for _, fields in codec.BatchWalk(records))
+    except codec.CodecError:
+        return True  # the decode that follows says what is wrong; off the loop like the rest
 
 
 def produce_response(info: Any) -> pb.ProduceResponse:

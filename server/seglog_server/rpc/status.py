@@ -58,6 +58,7 @@ STATUS_BY_ERROR: Mapping[type[BaseException], grpc.StatusCode] = {
     storage.StorageError: _Code.INTERNAL,
     # -- codec: bytes a producer sent (stored bytes that fail are StoredBatchCorruptError) ------
     codec.InvalidCrcError: _Code.DATA_LOSS,
+    codec.DecompressionLimitError: _Code.RESOURCE_EXHAUSTED,
     codec.CorruptRecordError: _Code.INVALID_ARGUMENT,
     codec.UnsupportedCompressionError: _Code.INVALID_ARGUMENT,
     codec.CodecError: _Code.INVALID_ARGUMENT,

@@ -52,6 +52,7 @@ from seglog.records import (
     RECORDS_OFFSET,
     CodecError,
     Compression,
+    DecompressionLimitError,
     RecordBatch,
     TimestampType,
     crc32c,
@@ -112,6 +113,7 @@ class LogValidator:
         # The header alone decides when no record has to be decoded and no timestamp stamped.
         self._header_only = not (self._compacted or self._has_window or self._log_append_time)
         self._size_max = min(self._max_message_bytes, self._segment_bytes)
+        self._decompressed_bytes_max = config.decompressed_bytes_max
 
     def validate(self, records: bytes | bytearray | memoryview, now_ms: int) -> ValidatedBatch:
         """The batch, checked by every rule; raises the error of the first rule it breaks."""
@@ -299,7 +301,9 @@ class LogValidator:
 
     def _decode(self, view: memoryview) -> list:
         try:
-            records = RecordBatch(view).records()
+            records = RecordBatch(view).records(self._decompressed_bytes_max)
+        except DecompressionLimitError as exc:
+            raise InvalidRecordError(f"{self._name}: {exc}") from exc
         except CodecError as exc:
             raise InvalidRecordError(f"{self._name}: the batch's records cannot be decoded: {exc}") from exc
         for index, record in enumerate(records):
