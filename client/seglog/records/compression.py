@@ -67,7 +67,7 @@ def _gzip_decompress(data, output_bytes_max: int) -> bytes:
         chunk = remaining
         while True:
             # max_length bounds each call's output; unconsumed_tail holds the input not yet used.
-            out = decompressor.decompress(chunk, output_bytes_max - produced + 1)
+            out = decompressor.decompress(chunk, min(_STEP_BYTES, output_bytes_max - produced + 1))
             produced += len(out)
             if produced > output_bytes_max:
                 raise _too_large("gzip", output_bytes_max)
