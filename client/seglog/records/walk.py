@@ -246,18 +246,28 @@ def walk_records(data, position: int, end: int, count: int) -> Iterator[tuple[in
                 offset_delta, p = table[first], p + 1
             else:
                 offset_delta, p = decode_varint(data, p)
-            for what in ("key length", "value length"):
-                first = data[p]
-                if first < more:
-                    size, p = table[first], p + 1
-                elif data[p + 1] < more:
-                    size, p = table[first + (data[p + 1] << 7)], p + 2
-                else:
-                    size, p = decode_varint(data, p)
-                if size < _NULL_LENGTH or p + size > record_end:
-                    raise _overrun(index, p, what, size, record_end - p)
-                if size > 0:
-                    p += size
+            first = data[p]  # keyLength
+            if first < more:
+                size, p = table[first], p + 1
+            elif data[p + 1] < more:
+                size, p = table[first + (data[p + 1] << 7)], p + 2
+            else:
+                size, p = decode_varint(data, p)
+            if size > 0:
+                p += size
+            if p > record_end or size < _NULL_LENGTH:
+                raise _overrun(index, p - max(size, 0), "key length", size, record_end - p + max(size, 0))
+            first = data[p]  # valueLength
+            if first < more:
+                size, p = table[first], p + 1
+            elif data[p + 1] < more:
+                size, p = table[first + (data[p + 1] << 7)], p + 2
+            else:
+                size, p = decode_varint(data, p)
+            if size > 0:
+                p += size
+            if p > record_end or size < _NULL_LENGTH:
+                raise _overrun(index, p - max(size, 0), "value length", size, record_end - p + max(size, 0))
             first = data[p]
             if first:  # headers: rare, so the careful path
                 p = _skip_headers(data, p, record_end, index)

@@ -284,10 +284,10 @@ class LogValidator:
             return max(record.timestamp_ms for record in self._decode(view))
         size = fields[HeaderField.LENGTH] + LOG_OVERHEAD
         data = bytes(view[RECORDS_OFFSET:size])
-        index = -1
+        index = 0
         max_delta = _DELTA_MIN
         try:
-            for index, (timestamp_delta, offset_delta) in enumerate(walk_records(data, 0, len(data), count)):
+            for timestamp_delta, offset_delta in walk_records(data, 0, len(data), count):
                 if offset_delta != index:
                     raise InvalidRecordError(
                         f"{self._name}: malformed records area of a {count}-record batch: expected "
@@ -295,6 +295,7 @@ class LogValidator:
                     )
                 if timestamp_delta > max_delta:
                     max_delta = timestamp_delta
+                index += 1
         except CodecError as exc:
             raise InvalidRecordError(f"{self._name}: malformed records area of a {count}-record batch: {exc}") from exc
         return fields[HeaderField.BASE_TIMESTAMP] + max_delta
