@@ -34,6 +34,7 @@ __all__ = [
     "ConsumerStatistics",
     "CorruptRecordError",
     "DEFAULT_SERVER",
+    "DeliveryGroup",
     "EARLIEST_TIMESTAMP",
     "FailedPreconditionError",
     "InvalidRequestError",
@@ -44,6 +45,7 @@ __all__ = [
     "PartitionDescription",
     "Producer",
     "ProducerStatistics",
+    "RecordFuture",
     "RecordMetadata",
     "RecordTooLargeError",
     "RequestTimeoutError",
@@ -78,6 +80,7 @@ _LOCATIONS = {
     "ConsumerRecord": "seglog.structs",
     "ConsumerStatistics": "seglog.consumer",
     "CorruptRecordError": "seglog.errors",
+    "DeliveryGroup": "seglog._delivery",
     "FailedPreconditionError": "seglog.errors",
     "InvalidRequestError": "seglog.errors",
     "OffsetAndTimestamp": "seglog.structs",
@@ -85,6 +88,7 @@ _LOCATIONS = {
     "PartitionDescription": "seglog.structs",
     "Producer": "seglog.producer",
     "ProducerStatistics": "seglog.producer",
+    "RecordFuture": "seglog._delivery",
     "RecordMetadata": "seglog.structs",
     "RecordTooLargeError": "seglog.errors",
     "RequestTimeoutError": "seglog.errors",
@@ -115,6 +119,7 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:
+    from seglog._delivery import DeliveryGroup, RecordFuture
     from seglog._partitioner import partition_for_key
     from seglog.admin import Admin, AsyncAdmin
     from seglog.consumer import AsyncConsumer, Consumer, ConsumerStatistics

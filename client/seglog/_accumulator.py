@@ -1,7 +1,7 @@
 """The producer's batching core: records in, ready batches out. No I/O, no clock of its own.
 
-Records are appended per partition into an open ``ProducerBatch`` (a ``RecordBatchBuilder`` plus
-one future per record). A batch closes when the next record would push it past ``batch_bytes``. The
+Records are appended per partition into an open ``ProducerBatch`` (the records' references, encoded
+when the batch is sent, and one delivery future for the whole batch). A batch closes when the next record would push it past ``batch_bytes``. The
 sender asks ``drain`` for batches that are ready:
 
 - closed (full), or not the only batch of its partition (then it is full by construction);
@@ -19,20 +19,21 @@ from __future__ import annotations
 import itertools
 import threading
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, NoReturn, Protocol
+from typing import NoReturn
 
 from seglog.errors import RecordTooLargeError
 from seglog.records import RECORD_BATCH_OVERHEAD, Compression, RecordBatchBuilder
-from seglog.structs import Header, RecordMetadata, TopicPartition
+from seglog.records.builder import _check_timestamp as check_timestamp
+from seglog._delivery import BatchDelivery, RecordFuture
+from seglog.structs import Header, TopicPartition
 
 __all__ = [
     "RECORD_OVERHEAD_BYTES_MAX",
     "AccumulatorStatistics",
     "AppendResult",
     "BufferFullError",
-    "FutureLike",
     "ProducerBatch",
     "RecordAccumulator",
     "record_bytes_upper_bound",
@@ -45,16 +46,10 @@ RECORD_OVERHEAD_BYTES_MAX = 36
 HEADER_OVERHEAD_BYTES_MAX = 10
 
 
-class FutureLike(Protocol):
-    """What a batch completes: a concurrent.futures.Future or an asyncio.Future (on its loop)."""
-
-    def done(self) -> bool: ...
-    def set_result(self, result: Any) -> None: ...
-    def set_exception(self, exception: BaseException) -> None: ...
-
-
 class BufferFullError(Exception):
-    """Internal: the append needs more buffer space than is free right now (the caller waits)."""
+    """Internal: the append needs more buffer space than is free right now (the caller waits).
+
+    From ``append_many``: ``args`` are (records appended before it stopped, their spans, wake)."""
 
 
 def record_bytes_upper_bound(key: bytes | None, value: bytes | None, headers: tuple[Header, ...]) -> int:
@@ -88,17 +83,25 @@ class AccumulatorStatistics:
 
 
 class ProducerBatch:
-    """Records for one partition, sent as one v2 batch in one Produce request."""
+    """Records for one partition, sent as one v2 batch in one Produce request.
+
+    Appending only keeps references (key, value, timestamp, headers); the records are encoded
+    once, by ``build`` on the sender, so ``send`` stays a few list appends. The batch completes
+    one ``BatchDelivery`` that every record's ``RecordFuture`` reads.
+    """
 
     __slots__ = (
-        "_builder",
         "batch_id",
         "closed",
         "created_ms",
-        "futures",
+        "delivery",
+        "headers",
+        "keys",
         "size_bytes_bound",
         "timestamps_ms",
         "topic_partition",
+        "values",
+        "_compression",
     )
 
     def __init__(self, batch_id: int, topic_partition: TopicPartition, compression: Compression, now_ms: float) -> None:
@@ -107,43 +110,50 @@ class ProducerBatch:
         self.created_ms = now_ms
         self.closed = False
         self.size_bytes_bound = RECORD_BATCH_OVERHEAD
-        self.futures: list[FutureLike] = []
+        self.keys: list[bytes | None] = []
+        self.values: list[bytes | None] = []
         self.timestamps_ms: list[int] = []
-        self._builder = RecordBatchBuilder(compression=compression)
+        # None until a record with headers arrives; then one tuple per record.
+        self.headers: list[tuple[Header, ...]] | None = None
+        self.delivery = BatchDelivery(topic_partition.topic, topic_partition.partition, self.timestamps_ms)
+        self._compression = compression
 
     @property
     def record_count(self) -> int:
-        return len(self.futures)
+        return len(self.values)
 
-    def append(
-        self,
-        key: bytes | None,
-        value: bytes | None,
-        timestamp_ms: int,
-        headers: tuple[Header, ...],
-        record_bytes: int,
-        future: FutureLike,
-    ) -> None:
-        offset_delta = self._builder.append(value, key=key, timestamp_ms=timestamp_ms, headers=headers)
-        assert offset_delta == len(self.futures), (offset_delta, len(self.futures))
-        self.futures.append(future)
-        self.timestamps_ms.append(timestamp_ms)
-        self.size_bytes_bound += record_bytes
+    def append_headers(self, index: int, headers: tuple[Header, ...]) -> None:
+        """Headers for the record at ``index`` (its key and value are already appended)."""
+        if self.headers is None:
+            self.headers = [()] * index
+        self.headers.append(headers)
 
     def build(self) -> bytes:
-        return self._builder.build()
+        """Encode the batch (base offset 0; the service assigns the real one)."""
+        builder = RecordBatchBuilder(compression=self._compression)
+        append = builder.append
+        if self.headers is None:
+            # Records sent within the same millisecond share a timestamp: encode each such run
+            # with one extend (send_many's records are one run).
+            keys, values, timestamps = self.keys, self.values, self.timestamps_ms
+            start = 0
+            for end, timestamp_ms in enumerate(timestamps):
+                if timestamp_ms != timestamps[start]:
+                    builder.extend(keys[start:end], values[start:end], timestamps[start])
+                    start = end
+            builder.extend(keys[start:], values[start:], timestamps[start])
+        else:
+            for key, value, timestamp_ms, headers in zip(
+                self.keys, self.values, self.timestamps_ms, self.headers, strict=True
+            ):
+                append(value, key, timestamp_ms, headers)
+        return builder.build()
 
     def succeed(self, base_offset: int, log_append_time_ms: int) -> None:
-        topic, partition = self.topic_partition
-        for delta, (future, timestamp_ms) in enumerate(zip(self.futures, self.timestamps_ms, strict=True)):
-            if not future.done():
-                stamped = log_append_time_ms if log_append_time_ms >= 0 else timestamp_ms
-                future.set_result(RecordMetadata(topic, partition, base_offset + delta, stamped))
+        self.delivery.succeed(base_offset, log_append_time_ms)
 
     def fail(self, error: BaseException) -> None:
-        for future in self.futures:
-            if not future.done():
-                future.set_exception(error)
+        self.delivery.fail(error)
 
 
 class RecordAccumulator:
@@ -183,33 +193,104 @@ class RecordAccumulator:
         value: bytes | None,
         timestamp_ms: int | None,
         headers: tuple[Header, ...],
-        future: FutureLike,
         now_ms: float,
-    ) -> AppendResult:
-        """Add one record; raises RecordTooLargeError (never fits) or BufferFullError (not now)."""
-        record_bytes = record_bytes_upper_bound(key, value, headers)
+    ) -> tuple[RecordFuture, AppendResult]:
+        """Add one record; raises RecordTooLargeError (never fits), BufferFullError (not now) or
+        ValueError (a timestamp Kafka refuses). Keys and values are bytes or None: checked here
+        (``len``), because the records are encoded later, on the sender, where one bad record
+        would fail the whole batch."""
+        # Runs once per record: the common case (an open batch with room) is inlined here, and
+        # everything else goes through the helpers below.
+        if headers:
+            record_bytes = record_bytes_upper_bound(key, value, headers)
+        else:
+            record_bytes = RECORD_OVERHEAD_BYTES_MAX + (len(key) if key else 0) + (len(value) if value else 0)
         if record_bytes + RECORD_BATCH_OVERHEAD > self._record_bytes_limit:
             self._refuse_too_large(topic_partition, record_bytes)
         if timestamp_ms is None:
             timestamp_ms = self._wall_clock_ms()
+        else:
+            check_timestamp(timestamp_ms)
         with self._lock:
             # Counts a batch header too, in case this record has to open a new batch.
-            needed_bytes = record_bytes + RECORD_BATCH_OVERHEAD
-            if self._buffered_bytes > 0 and self._buffered_bytes + needed_bytes > self._buffer_bytes:
+            if self._buffered_bytes > 0 and self._buffered_bytes + record_bytes + RECORD_BATCH_OVERHEAD > self._buffer_bytes:
                 raise BufferFullError
-            batch, new_batch = self._open_batch_for(topic_partition, record_bytes, now_ms)
-            try:
-                batch.append(key, value, timestamp_ms, headers, record_bytes, future)
-            except BaseException:
-                if new_batch:  # never leave an empty batch behind for the sender
-                    self._discard_new_batch(batch)
-                raise
+            queue = self._queues.get(topic_partition)
+            batch = queue[-1] if queue else None
+            if batch is None or batch.closed or batch.size_bytes_bound + record_bytes > self._batch_bytes:
+                batch, new_batch = self._open_batch_for(topic_partition, record_bytes, now_ms)
+            else:
+                new_batch = False
+            index = len(batch.values)
+            batch.keys.append(key)
+            batch.values.append(value)
+            batch.timestamps_ms.append(timestamp_ms)
+            if headers or batch.headers is not None:
+                batch.append_headers(index, headers)
+            size = batch.size_bytes_bound = batch.size_bytes_bound + record_bytes
             self._buffered_bytes += record_bytes
             self._records_queued += 1
-            batch_full = batch.size_bytes_bound >= self._batch_bytes
+            batch_full = size >= self._batch_bytes
             if batch_full:
                 batch.closed = True
-            return _APPEND_RESULTS[new_batch, batch_full]
+            return RecordFuture(batch.delivery, index), _APPEND_RESULTS[new_batch, batch_full]
+
+    def append_many(
+        self,
+        topic_partition: TopicPartition,
+        keys: Sequence[bytes | None],
+        values: Sequence[bytes | None],
+        timestamp_ms: int | None,
+        now_ms: float,
+    ) -> tuple[list[tuple[BatchDelivery, int, int]], bool]:
+        """Add records without headers, all with one timestamp (the wall clock when None), under
+        one lock hold; returns the (delivery, first index, count) spans they went into and whether
+        the sender must be woken. Appends as many as the buffer has room for, then raises
+        BufferFullError carrying how many went in (``appended``), so the caller can wait and go on."""
+        if timestamp_ms is None:
+            timestamp_ms = self._wall_clock_ms()
+        else:
+            check_timestamp(timestamp_ms)
+        limit = self._record_bytes_limit - RECORD_BATCH_OVERHEAD
+        spans: list[tuple[BatchDelivery, int, int]] = []
+        wake = False
+        with self._lock:
+            batch: ProducerBatch | None = None
+            first = 0
+            for position, value in enumerate(values):
+                key = keys[position]
+                record_bytes = RECORD_OVERHEAD_BYTES_MAX + (len(key) if key else 0) + (len(value) if value else 0)
+                if record_bytes > limit:
+                    self._refuse_too_large(topic_partition, record_bytes)
+                if batch is None or batch.closed or batch.size_bytes_bound + record_bytes > self._batch_bytes:
+                    if self._buffered_bytes > 0 and (
+                        self._buffered_bytes + record_bytes + RECORD_BATCH_OVERHEAD > self._buffer_bytes
+                    ):
+                        if batch is not None:
+                            spans.append((batch.delivery, first, len(batch.values) - first))
+                        raise BufferFullError(position, spans, wake)
+                    if batch is not None:
+                        spans.append((batch.delivery, first, len(batch.values) - first))
+                    batch, new_batch = self._open_batch_for(topic_partition, record_bytes, now_ms)
+                    wake = wake or new_batch
+                    first = len(batch.values)
+                elif self._buffered_bytes + record_bytes > self._buffer_bytes:
+                    spans.append((batch.delivery, first, len(batch.values) - first))
+                    raise BufferFullError(position, spans, wake)
+                batch.keys.append(key)
+                batch.values.append(value)
+                batch.timestamps_ms.append(timestamp_ms)
+                if batch.headers is not None:
+                    batch.headers.append(())
+                batch.size_bytes_bound += record_bytes
+                self._buffered_bytes += record_bytes
+                self._records_queued += 1
+                if batch.size_bytes_bound >= self._batch_bytes:
+                    batch.closed = True
+                    wake = True
+            if batch is not None:
+                spans.append((batch.delivery, first, len(batch.values) - first))
+        return spans, wake
 
     def drain(
         self, now_ms: float, can_send: Callable[[TopicPartition], bool], batch_count_max: int
@@ -285,8 +366,9 @@ class RecordAccumulator:
     def _refuse_too_large(self, topic_partition: TopicPartition, record_bytes: int) -> NoReturn:
         batch_bytes = RECORD_BATCH_OVERHEAD + record_bytes
         limit = self._record_bytes_limit
+        topic, partition = topic_partition
         raise RecordTooLargeError(
-            f"a record for {topic_partition.topic}-{topic_partition.partition} needs up to "
+            f"a record for {topic}-{partition} needs up to "
             f"{batch_bytes} bytes in its batch, above the producer's limit of {limit} bytes "
             f"(max_request_bytes={self._request_bytes_max}, buffer_bytes={self._buffer_bytes})"
         )
@@ -303,20 +385,14 @@ class RecordAccumulator:
                 return tail, False
             tail.closed = True
         batch_id = next(self._ids)
-        batch = ProducerBatch(batch_id, topic_partition, self._compression, now_ms)
+        # Callers on the per-record path may pass a plain (topic, partition) tuple (it hashes and
+        # compares equal to a TopicPartition, and is cheaper to make); batches keep the real one.
+        batch = ProducerBatch(batch_id, TopicPartition(*topic_partition), self._compression, now_ms)
         queue.append(batch)
         self._last_id = batch_id
         self._incomplete.add(batch_id)
         self._buffered_bytes += RECORD_BATCH_OVERHEAD
         return batch, True
-
-    def _discard_new_batch(self, batch: ProducerBatch) -> None:
-        assert batch.record_count == 0
-        queue = self._queues[batch.topic_partition]
-        assert queue[-1] is batch
-        queue.pop()
-        self._incomplete.discard(batch.batch_id)
-        self._buffered_bytes -= batch.size_bytes_bound
 
     def _is_ready(self, head: ProducerBatch, queued: int, now_ms: float) -> bool:
         return (

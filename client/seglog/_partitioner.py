@@ -60,6 +60,8 @@ class DefaultPartitioner:
         self._sticky: dict[str, tuple[int, int]] = {}
 
     def partition(self, topic: str, key: bytes | None, partition_count: int, record_bytes: int) -> int:
+        if partition_count == 1:  # nothing to choose: skip the hash (a few us per key in Python)
+            return 0
         if key is not None:
             return partition_for_key(key, partition_count)
         return self._sticky_partition(topic, partition_count, record_bytes)

@@ -16,7 +16,7 @@ import grpc
 
 from seglog import _sync
 from seglog.client import REQUEST_TIMEOUT_MS_DEFAULT, Transport
-from seglog.errors import ClientClosedError
+from seglog.errors import ClientClosedError, TopicExistsError
 from seglog.structs import (
     DEFAULT_SERVER,
     EARLIEST_TIMESTAMP,
@@ -83,15 +83,24 @@ class AsyncAdmin:
         configs: Mapping[str, str | int] | None = None,
         *,
         validate_only: bool = False,
+        exist_ok: bool = False,
     ) -> TopicInfo:
-        """Create a topic; returns it with every effective config. TopicExistsError if it exists."""
+        """Create a topic; returns it with every effective config. TopicExistsError if it exists,
+        unless ``exist_ok``: then the existing topic is returned as it is (its partition count
+        and configs may differ from the ones asked for; compare them if that matters)."""
         request = pb.CreateTopicRequest(
             topic=name,
             partitions=partitions,
             configs={k: str(v) for k, v in (configs or {}).items()},
             validate_only=validate_only,
         )
-        response = await (await self._connected()).create_topic(request)
+        try:
+            response = await (await self._connected()).create_topic(request)
+        except TopicExistsError:
+            if not exist_ok:
+                raise
+            existing = await self.describe_topic(name)
+            return TopicInfo(existing.topic, existing.partition_count, dict(existing.configs))
         return TopicInfo(response.topic, response.partitions, dict(response.configs))
 
     async def delete_topic(self, name: str) -> None:
@@ -209,8 +218,11 @@ class Admin(_sync.SyncFacade):
         configs: Mapping[str, str | int] | None = None,
         *,
         validate_only: bool = False,
+        exist_ok: bool = False,
     ) -> TopicInfo:
-        return self._portal.run(self._async.create_topic(name, partitions, configs, validate_only=validate_only))
+        return self._portal.run(
+            self._async.create_topic(name, partitions, configs, validate_only=validate_only, exist_ok=exist_ok)
+        )
 
     def delete_topic(self, name: str) -> None:
         self._portal.run(self._async.delete_topic(name))

@@ -14,18 +14,18 @@ value raises throughput for one partition at the cost of that guarantee when a r
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import functools
 import threading
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from time import monotonic as _monotonic
 from typing import Any
 
 import grpc
 
 from seglog import _sync
 from seglog._accumulator import BufferFullError, ProducerBatch, RecordAccumulator
+from seglog._delivery import BatchDelivery, DeliveryGroup, RecordFuture
 from seglog._partitioner import DefaultPartitioner
 from seglog._producer_config import (
     BATCH_SIZE_DEFAULT,
@@ -86,6 +86,21 @@ class ProducerStatistics:
     buffer_bytes_max: int
     metadata_requests: int
     closed: bool
+
+
+@dataclass
+class _ManyPlan:
+    """``send_many``'s records grouped by partition (positions: where each came from, or None
+    when all go to one partition in the order given)."""
+
+    groups: list[tuple[TopicPartition, list[bytes | None], list[bytes | None], list[int] | None]]
+    record_count: int
+
+    def group(self, spans: list[tuple[BatchDelivery, int, int]]) -> DeliveryGroup:
+        if len(self.groups) == 1:
+            return DeliveryGroup(spans, self.record_count)
+        order = [position for _, _, _, positions in self.groups for position in positions or ()]
+        return DeliveryGroup(spans, self.record_count, order)
 
 
 class AsyncProducer:
@@ -217,15 +232,21 @@ class AsyncProducer:
         partition: int | None = None,
         timestamp_ms: int | None = None,
         headers: HeadersLike | None = None,
-    ) -> asyncio.Future[RecordMetadata]:
-        """Queue one record; the returned future resolves to its RecordMetadata once appended.
+    ) -> RecordFuture:
+        """Queue one record; the returned RecordFuture resolves to its RecordMetadata once
+        appended (``await`` it, or ``result()`` once done). The metadata is computed only when
+        asked for: one future completes per batch, not per record.
 
         Waits (up to ``max_block_ms``) only for partition metadata or for buffer space.
         """
-        await self.start()
-        future: asyncio.Future[RecordMetadata] = asyncio.get_running_loop().create_future()
-        await self._append_waiting(topic, value, key, partition, timestamp_ms, headers, future)
-        return future
+        if self._transport is None:
+            await self.start()
+        if partition is None and topic not in self._partition_counts:
+            await self._partition_count(topic)
+        try:
+            return self._append_nowait(topic, value, key, partition, timestamp_ms, headers)
+        except BufferFullError:
+            return await self._append_waiting(topic, value, key, partition, timestamp_ms, headers)
 
     async def send_and_wait(
         self,
@@ -240,6 +261,40 @@ class AsyncProducer:
         future = await self.send(topic, value, key, partition, timestamp_ms, headers)
         await self.flush_soon()
         return await future
+
+    async def send_many(
+        self,
+        topic: str,
+        values: Sequence[bytes | None],
+        keys: Sequence[bytes | None] | None = None,
+        *,
+        partition: int | None = None,
+        timestamp_ms: int | None = None,
+    ) -> DeliveryGroup:
+        """Queue many records at once (no headers; one timestamp for all, the wall clock when
+        None): the bulk path, a few list appends per record and one lock hold per batch-full.
+
+        ``keys`` is None (null keys) or has one key per value. Without ``partition``, each record
+        goes where ``send`` would put it. Returns one DeliveryGroup (``await`` it or call
+        ``result()`` for every RecordMetadata in the order given; ``wait()`` just waits).
+        Waits (up to ``max_block_ms`` each time) for buffer space as records go in.
+        """
+        if self._transport is None:
+            await self.start()
+        if partition is None and topic not in self._partition_counts:
+            await self._partition_count(topic)
+        plan = self._plan_many(topic, values, keys, partition)
+        spans: list[tuple[BatchDelivery, int, int]] = []
+        for topic_partition, part_keys, part_values, _ in plan.groups:
+            start = 0
+            deadline = None
+            while start is not None:
+                start = self._append_many_step(topic_partition, part_keys, part_values, start, timestamp_ms, spans)
+                if start is not None:
+                    if deadline is None:
+                        deadline = self._now_ms() + self._config.max_block_ms
+                    await self._wait_for_space(deadline)
+        return plan.group(spans)
 
     async def send_batch(self, topic: str, partition: int, records: bytes) -> BatchMetadata:
         """Append one ready-made Kafka v2 record batch (base offset 0) as it is, bypassing batching."""
@@ -318,12 +373,11 @@ class AsyncProducer:
         partition: int | None,
         timestamp_ms: int | None,
         headers: HeadersLike | None,
-        future: Any,
-    ) -> None:
+    ) -> RecordFuture:
         """Append from any thread; the partition count must be cached when ``partition`` is None."""
         if self._closing:
             raise ClientClosedError("the producer is closed")
-        value_bytes = value if type(value) is bytes else as_bytes("value", value)
+        value_bytes = value if value is None or type(value) is bytes else as_bytes("value", value)
         key_bytes = key if key is None or type(key) is bytes else as_bytes("key", key)
         header_pairs = normalize_headers(headers) if headers else ()
         if partition is None:
@@ -333,11 +387,12 @@ class AsyncProducer:
             partition = self._partitioner.partition(topic, key_bytes, count, size)
         elif partition < 0:
             raise ValueError(f"partition must be >= 0, got {partition}")
-        result = self._accumulator.append(
-            TopicPartition(topic, partition), key_bytes, value_bytes, timestamp_ms, header_pairs, future, self._now_ms()
+        future, result = self._accumulator.append(
+            (topic, partition), key_bytes, value_bytes, timestamp_ms, header_pairs, _monotonic() * 1000
         )
         if result.new_batch or result.batch_full:
             self._wake()
+        return future
 
     async def _append_waiting(
         self,
@@ -347,8 +402,7 @@ class AsyncProducer:
         partition: int | None,
         timestamp_ms: int | None,
         headers: HeadersLike | None,
-        future: Any,
-    ) -> None:
+    ) -> RecordFuture:
         """Append on the loop, first loading metadata and waiting for buffer space if needed."""
         await self.start()
         if partition is None and topic not in self._partition_counts:
@@ -356,12 +410,69 @@ class AsyncProducer:
         deadline = None
         while True:
             try:
-                self._append_nowait(topic, value, key, partition, timestamp_ms, headers, future)
-                return
+                return self._append_nowait(topic, value, key, partition, timestamp_ms, headers)
             except BufferFullError:
                 if deadline is None:
                     deadline = self._now_ms() + self._config.max_block_ms
                 await self._wait_for_space(deadline)
+
+    def _plan_many(
+        self,
+        topic: str,
+        values: Sequence[bytes | None],
+        keys: Sequence[bytes | None] | None,
+        partition: int | None,
+    ) -> _ManyPlan:
+        if self._closing:
+            raise ClientClosedError("the producer is closed")
+        values = [v if v is None or type(v) is bytes else as_bytes("value", v) for v in values]
+        if keys is None:
+            keys = [None] * len(values)
+        else:
+            keys = [k if k is None or type(k) is bytes else as_bytes("key", k) for k in keys]
+            if len(keys) != len(values):
+                raise ValueError(f"send_many needs one key per value: {len(keys)} keys, {len(values)} values")
+        if partition is not None:
+            if partition < 0:
+                raise ValueError(f"partition must be >= 0, got {partition}")
+            return _ManyPlan([(TopicPartition(topic, partition), keys, values, None)], len(values))
+        count = self._partition_counts[topic]
+        chosen = [
+            self._partitioner.partition(topic, key, count, len(value or b"") + len(key or b""))
+            for key, value in zip(keys, values, strict=True)
+        ]
+        groups = []
+        for number in sorted(set(chosen)):
+            positions = [position for position, p in enumerate(chosen) if p == number]
+            groups.append(
+                (TopicPartition(topic, number), [keys[i] for i in positions], [values[i] for i in positions], positions)
+            )
+        return _ManyPlan(groups, len(values))
+
+    def _append_many_step(
+        self,
+        topic_partition: TopicPartition,
+        keys: list[bytes | None],
+        values: list[bytes | None],
+        start: int,
+        timestamp_ms: int | None,
+        spans: list[tuple[BatchDelivery, int, int]],
+    ) -> int | None:
+        """Append ``values[start:]``; returns None when all went in, else where to go on from
+        once buffer space is free."""
+        if start:
+            keys, values = keys[start:], values[start:]
+        try:
+            added, wake = self._accumulator.append_many(topic_partition, keys, values, timestamp_ms, self._now_ms())
+        except BufferFullError as full:
+            appended, added, _ = full.args
+            spans += added
+            self._wake()
+            return start + appended
+        spans += added
+        if wake:
+            self._wake()
+        return None
 
     # -- the sender ------------------------------------------------------------------------------
 
@@ -485,7 +596,9 @@ class AsyncProducer:
         self._abort(ClientClosedError("the producer was closed before these records were sent"))
 
     def _now_ms(self) -> float:
-        return self._loop.time() * 1000 if self._loop is not None else time.monotonic() * 1000
+        # time.monotonic, not loop.time(): appends from the caller's thread (the synchronous
+        # Producer) stamp batches with the same clock the sender reads on the loop.
+        return _monotonic() * 1000
 
     def _check_open(self) -> None:
         if self._closing or self._closed:
@@ -496,8 +609,9 @@ class Producer(_sync.SyncFacade):
     """A synchronous producer: the same options and methods as ``AsyncProducer``.
 
     ``send`` appends from the calling thread without a hop to the loop thread (except to load
-    metadata for a new topic or to wait for buffer space) and returns a
-    ``concurrent.futures.Future``; ``future.result(timeout)`` waits for the RecordMetadata.
+    metadata for a new topic or to wait for buffer space) and returns a ``RecordFuture``
+    (``concurrent.futures.Future``'s methods); ``future.result(timeout)`` waits for the
+    RecordMetadata.
     Usable from several threads.
     """
 
@@ -532,15 +646,13 @@ class Producer(_sync.SyncFacade):
         partition: int | None = None,
         timestamp_ms: int | None = None,
         headers: HeadersLike | None = None,
-    ) -> concurrent.futures.Future[RecordMetadata]:
-        future: concurrent.futures.Future[RecordMetadata] = concurrent.futures.Future()
+    ) -> RecordFuture:
         if partition is None and self._async._cached_partition_count(topic) is None:
             self._portal.run(self._async._partition_count(topic))
         try:
-            self._async._append_nowait(topic, value, key, partition, timestamp_ms, headers, future)
+            return self._async._append_nowait(topic, value, key, partition, timestamp_ms, headers)
         except BufferFullError:
-            self._portal.run(self._async._append_waiting(topic, value, key, partition, timestamp_ms, headers, future))
-        return future
+            return self._portal.run(self._async._append_waiting(topic, value, key, partition, timestamp_ms, headers))
 
     def send_and_wait(
         self,
@@ -552,6 +664,31 @@ class Producer(_sync.SyncFacade):
         headers: HeadersLike | None = None,
     ) -> RecordMetadata:
         return self._portal.run(self._async.send_and_wait(topic, value, key, partition, timestamp_ms, headers))
+
+    def send_many(
+        self,
+        topic: str,
+        values: Sequence[bytes | None],
+        keys: Sequence[bytes | None] | None = None,
+        *,
+        partition: int | None = None,
+        timestamp_ms: int | None = None,
+    ) -> DeliveryGroup:
+        producer = self._async
+        if partition is None and producer._cached_partition_count(topic) is None:
+            self._portal.run(producer._partition_count(topic))
+        plan = producer._plan_many(topic, values, keys, partition)
+        spans: list[tuple[BatchDelivery, int, int]] = []
+        for topic_partition, part_keys, part_values, _ in plan.groups:
+            start: int | None = 0
+            deadline = None
+            while start is not None:
+                start = producer._append_many_step(topic_partition, part_keys, part_values, start, timestamp_ms, spans)
+                if start is not None:
+                    if deadline is None:
+                        deadline = producer._now_ms() + producer._config.max_block_ms
+                    self._portal.run(producer._wait_for_space(deadline))
+        return plan.group(spans)
 
     def send_batch(self, topic: str, partition: int, records: bytes) -> BatchMetadata:
         return self._portal.run(self._async.send_batch(topic, partition, records))

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from importlib import metadata
 
 from seglog import SeglogError
-from seglog.cli import consume, dump, offsets, produce, serve, topic
+from seglog.cli import consume, delete_records, dump, offsets, produce, serve, topic
 from seglog.cli._common import CliError, add_server_option, epilog
 
 __all__ = ["EXIT_ERROR", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_USAGE", "build_parser", "main"]
@@ -44,6 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
               printf 'hello\\nworld\\n' | seglog produce events --partition 0
               seglog consume events --partition 0 --from-beginning
               seglog offsets events --time now-1h
+              seglog delete-records events --partition 0 --before 1200
               seglog dump data/events-0 --verify
 
             Every command that talks to the service takes --server HOST:PORT (default:
@@ -62,6 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
     produce.add_parser(commands, [with_server])
     consume.add_parser(commands, [with_server])
     offsets.add_parser(commands, [with_server])
+    delete_records.add_parser(commands, [with_server])
     dump.add_parser(commands, [])
     return parser
 
@@ -78,6 +80,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (SeglogError, CliError) as error:
         _print_error(str(error))
         return EXIT_ERROR
+    except ValueError as error:
+        # The public client checks its arguments (a negative partition, an offset below 0, ...)
+        # with ValueError; from the command line that is a usage error, said in one line.
+        _print_error(str(error))
+        return EXIT_USAGE
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
     except BrokenPipeError:

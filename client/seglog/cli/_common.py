@@ -61,6 +61,25 @@ def server_of(args: argparse.Namespace) -> str:
     return getattr(args, "server", None) or os.environ.get(SERVER_ENV) or DEFAULT_SERVER
 
 
+def non_negative_int(text: str) -> int:
+    """An argparse type: an integer >= 0 (partitions, offsets, counts), else a usage error."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
+    return value
+
+
+def positive_int(text: str) -> int:
+    """An argparse type: an integer >= 1 (sizes, partition counts), else a usage error."""
+    value = non_negative_int(text)
+    if value == 0:
+        raise argparse.ArgumentTypeError("must be >= 1, got 0")
+    return value
+
+
 def parse_key_value(text: str) -> tuple[str, str]:
     """``key=value`` (the value may contain '=' and may be empty)."""
     key, sep, value = text.partition("=")

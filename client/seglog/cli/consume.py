@@ -6,12 +6,15 @@ import argparse
 import signal
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
 from seglog import Consumer, ConsumerRecord
-from seglog.cli._common import epilog, parse_time_ms, record_to_json, server_of, text_of
+from seglog.cli._common import (
+    CliError, epilog, non_negative_int, parse_time_ms, record_to_json, server_of, text_of,
+)
 
 __all__ = ["add_parser"]
 
@@ -49,10 +52,10 @@ def add_parser(commands: Any, parents: list[argparse.ArgumentParser]) -> None:
     )
     parser.add_argument("topic", help="topic to read")
     parser.add_argument(
-        "--partition", type=int, action="append", metavar="N", help="partition to read (repeatable; default: all)"
+        "--partition", type=non_negative_int, action="append", metavar="N", help="partition to read (repeatable; default: all)"
     )
     start = parser.add_mutually_exclusive_group()
-    start.add_argument("--offset", type=int, metavar="N", help="start at this offset")
+    start.add_argument("--offset", type=non_negative_int, metavar="N", help="start at this offset")
     start.add_argument(
         "--from-timestamp", type=parse_time_ms, metavar="TIME",
         help="start at the first record at or after TIME: ms since the epoch, an ISO time "
@@ -60,7 +63,7 @@ def add_parser(commands: Any, parents: list[argparse.ArgumentParser]) -> None:
     )
     start.add_argument("--from-beginning", action="store_true", help="start at the log start offset (the default)")
     start.add_argument("--from-end", action="store_true", help="start at the log end: only records appended later")
-    parser.add_argument("--max-records", type=int, metavar="N", help="stop after N records")
+    parser.add_argument("--max-records", type=non_negative_int, metavar="N", help="stop after N records")
     parser.add_argument("--follow", "-f", action="store_true", help="keep waiting for new records (Ctrl-C stops)")
     parser.add_argument("--format", choices=["text", "json"], default="text", help="output format (default: text)")
     parser.add_argument(
@@ -119,6 +122,30 @@ def _interrupt_after_block() -> Iterator[None]:
         raise KeyboardInterrupt
 
 
+def _past_end(consumer: Consumer, offset: int) -> dict[int, int]:
+    """The partitions whose log end offset is below ``offset``, with those ends."""
+    return {p: end for p, end in sorted(consumer.end_offsets().items()) if end < offset}
+
+
+def _wait_for_offset(consumer: Consumer, args: argparse.Namespace) -> None:
+    """--offset past a partition's end: an error without --follow (there is nothing to print, and
+    silence would look like an empty topic); with --follow, wait until every partition has
+    reached it, saying so once on stderr."""
+    past = _past_end(consumer, args.offset)
+    if not past:
+        return
+    where = ", ".join(f"partition {p} ends at {end}" for p, end in past.items())
+    if not args.follow:
+        raise CliError(
+            f"--offset {args.offset} is past the log end of {args.topic} ({where}): nothing to read; "
+            f"add --follow to wait for offset {args.offset}"
+        )
+    print(f"waiting for {args.topic} to reach offset {args.offset} ({where})", file=sys.stderr)
+    while past:
+        time.sleep(POLL_TIMEOUT_MS / 1000)
+        past = _past_end(consumer, args.offset)
+
+
 def _run(args: argparse.Namespace) -> int:
     if args.max_records is not None and args.max_records <= 0:
         return 0
@@ -131,6 +158,8 @@ def _run(args: argparse.Namespace) -> int:
             consumer.seek_to_timestamp(args.from_timestamp)
         ends = None if args.follow else consumer.end_offsets()
         try:
+            if args.offset is not None:
+                _wait_for_offset(consumer, args)
             while ends is None or not _reached(consumer, ends):
                 remaining = None if args.max_records is None else args.max_records - count
                 records = consumer.poll(POLL_TIMEOUT_MS, max_records=remaining)

@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 from seglog import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP, Admin, TopicPartition
-from seglog.cli._common import epilog, parse_time_ms, server_of
+from seglog.cli._common import epilog, non_negative_int, parse_time_ms, server_of
 
 __all__ = ["add_parser"]
 
@@ -35,7 +35,7 @@ def add_parser(commands: Any, parents: list[argparse.ArgumentParser]) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("topic", help="topic")
-    parser.add_argument("--partition", type=int, action="append", metavar="N", help="partition (repeatable; default: all)")
+    parser.add_argument("--partition", type=non_negative_int, action="append", metavar="N", help="partition (repeatable; default: all)")
     target = parser.add_mutually_exclusive_group()
     target.add_argument("--earliest", action="store_const", dest="target", const=EARLIEST_TIMESTAMP, help="log start offsets")
     target.add_argument(

@@ -9,7 +9,9 @@ from collections.abc import Iterator
 from typing import Any, BinaryIO
 
 from seglog import Producer, RecordMetadata, SeglogError
-from seglog.cli._common import CliError, decode_record_json, epilog, parse_key_value, progress, server_of
+from seglog.cli._common import (
+    CliError, decode_record_json, epilog, non_negative_int, parse_key_value, positive_int, progress, server_of,
+)
 
 __all__ = ["add_parser"]
 
@@ -44,7 +46,7 @@ def add_parser(commands: Any, parents: list[argparse.ArgumentParser]) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("topic", help="topic to append to")
-    parser.add_argument("--partition", type=int, metavar="N", help="partition for every record (default: partitioner)")
+    parser.add_argument("--partition", type=non_negative_int, metavar="N", help="partition for every record (default: partitioner)")
     parser.add_argument("--key", help="key for every record (text lines)")
     parser.add_argument(
         "--key-separator", metavar="SEP", help="split each text line at the first SEP into key and value"
@@ -64,7 +66,7 @@ def add_parser(commands: Any, parents: list[argparse.ArgumentParser]) -> None:
         help="acknowledge after the write (default) or after fsync",
     )
     parser.add_argument("--linger-ms", type=float, default=5, metavar="MS", help="batching delay (default: 5)")
-    parser.add_argument("--batch-size", type=int, default=16384, metavar="BYTES", help="batch size (default: 16384)")
+    parser.add_argument("--batch-size", type=positive_int, default=16384, metavar="BYTES", help="batch size (default: 16384)")
     parser.add_argument("--print-metadata", action="store_true", help="print 'partition offset' for each record")
     parser.set_defaults(run=_run)
 

@@ -9,7 +9,7 @@ from dataclasses import asdict
 from typing import Any
 
 from seglog import Admin, TopicExistsError, TopicNotFoundError
-from seglog.cli._common import epilog, parse_key_value, server_of
+from seglog.cli._common import epilog, parse_key_value, positive_int, server_of
 
 __all__ = ["add_parser"]
 
@@ -70,7 +70,7 @@ def _add_create(actions: Any, parents: Parents) -> None:
         """,
     )
     parser.add_argument("name", help="topic name: 1-249 characters from [a-zA-Z0-9._-]")
-    parser.add_argument("--partitions", type=int, default=1, metavar="N", help="partition count (default: 1)")
+    parser.add_argument("--partitions", type=positive_int, default=1, metavar="N", help="partition count (default: 1)")
     parser.add_argument(
         "--config",
         type=parse_key_value,

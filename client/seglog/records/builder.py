@@ -221,6 +221,81 @@ class RecordBatchBuilder:
             self._max_timestamp = timestamp_ms
         return offset_delta
 
+    def extend(
+        self,
+        keys,
+        values,
+        timestamp_ms: int,
+        _encoded=ENCODED_VARINTS,
+        _encoded_after_attributes=_ENCODED_ATTRIBUTES_AND_VARINTS,
+        _varint_sizes=VARINT_SIZES,
+        _prefixed_sizes=PREFIXED_SIZES,
+        _null=ENCODED_NULL,
+        _no_headers=_NO_HEADERS,
+        _bytes=bytes,
+        _type=type,
+        _len=len,
+    ) -> None:
+        """Append one record per (key, value) pair, all with ``timestamp_ms`` and no headers:
+        the same bytes as calling ``append`` for each, at about half the cost (the bulk path of
+        the producer, where runs of records share a millisecond). Keys and values are bytes or
+        None here; anything else, or a run past the varint tables, goes record by record."""
+        count = _len(values)
+        if _len(keys) != count:
+            raise ValueError(f"extend needs one key per value: found {_len(keys)} keys and {count} values")
+        if not count:
+            return
+        first_delta = self._record_count
+        if first_delta == 0 or self._base_timestamp is None:
+            self.append(values[0], keys[0], timestamp_ms)  # sets (and checks) the base timestamp
+            self.extend(keys[1:], values[1:], timestamp_ms)
+            return
+        _check_timestamp(timestamp_ms)
+        timestamp_delta = timestamp_ms - self._base_timestamp
+        last_delta = first_delta + count - 1
+        if not 0 <= timestamp_delta < _len(_encoded) or last_delta >= _len(_encoded):
+            for key, value in zip(keys, values):
+                self.append(value, key, timestamp_ms)
+            return
+        attributes_and_timestamp = _encoded_after_attributes[timestamp_delta]
+        fixed_bytes = _BODY_FIXED_BYTES + _varint_sizes[timestamp_delta]
+        parts: list[bytes] = []
+        add = parts.extend
+        records_bytes = 0
+        offset_delta = first_delta
+        for key, value in zip(keys, values):
+            if _type(key) is _bytes:
+                key_size = _len(key)
+                key_field, key_data, key_bytes = _encoded[key_size], key, _prefixed_sizes[key_size]
+            elif key is None:
+                key_field, key_data, key_bytes = _null, b"", 1
+            else:
+                break
+            if _type(value) is _bytes:
+                value_size = _len(value)
+                value_field, value_data, value_bytes = _encoded[value_size], value, _prefixed_sizes[value_size]
+            elif value is None:
+                value_field, value_data, value_bytes = _null, b"", 1
+            else:
+                break
+            body = fixed_bytes + key_bytes + value_bytes + _varint_sizes[offset_delta]
+            try:
+                body_field = _encoded[body]
+            except IndexError:  # a record above the tables' 8 KiB
+                break
+            add((body_field, attributes_and_timestamp, _encoded[offset_delta], key_field, key_data,
+                 value_field, value_data, _no_headers))
+            records_bytes += body + _varint_sizes[body]
+            offset_delta += 1
+        done = offset_delta - first_delta
+        self._parts += parts
+        self._records_bytes += records_bytes
+        self._record_count = offset_delta
+        if done and timestamp_ms > self._max_timestamp:
+            self._max_timestamp = timestamp_ms
+        for key, value in zip(keys[done:], values[done:]):  # what the fast loop left: one by one
+            self.append(value, key, timestamp_ms)
+
     def _append_checked(self, offset_delta: int, timestamp_ms, key, value, headers) -> None:
         if offset_delta >= RECORDS_COUNT_MAX:
             raise ValueError(f"a batch holds at most {RECORDS_COUNT_MAX} records, found one more")

@@ -259,3 +259,60 @@ def test_follow_stops_cleanly_on_ctrl_c(seglog_service, make_topic):
             follower.kill()
     assert follower.returncode == 0, err
     assert "processed 1 record\n" in err and "Traceback" not in err
+
+
+def test_consume_offset_past_the_end_says_so_and_exits_1(run_cli, make_topic):
+    topic = make_topic()
+    assert run_cli("produce", topic, "--partition", "0", input="a\nb\n").returncode == 0
+    past = run_cli("consume", topic, "--partition", "0", "--offset", "5")
+    assert past.returncode == 1 and past.stdout == ""
+    assert past.stderr == (
+        f"seglog: error: --offset 5 is past the log end of {topic} (partition 0 ends at 2): "
+        "nothing to read; add --follow to wait for offset 5\n"
+    )
+    at_end = run_cli("consume", topic, "--partition", "0", "--offset", "2")
+    assert at_end.returncode == 0 and at_end.stdout == ""
+
+
+def test_consume_follow_waits_for_an_offset_past_the_end(seglog_service, make_topic):
+    topic = make_topic()
+    command = [sys.executable, "-m", "seglog.cli", "--server", seglog_service.address, "consume", topic,
+               "--partition", "0", "--offset", "3", "--follow", "--print-offset", "--max-records", "2"]
+    follower = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                env={k: v for k, v in os.environ.items() if not k.startswith("SEGLOG_")})
+    try:
+        assert follower.stderr.readline() == f"waiting for {topic} to reach offset 3 (partition 0 ends at 0)\n"
+        with Producer(seglog_service.address, linger_ms=0) as producer:
+            for value in (b"r0", b"r1", b"r2", b"r3", b"r4"):
+                producer.send(topic, value, partition=0).result()
+        out, err = follower.communicate(timeout=30)
+    finally:
+        follower.kill()
+    assert follower.returncode == 0, err
+    assert out == "3\tr3\n4\tr4\n"
+
+
+def test_delete_records_moves_the_log_start(run_cli, make_topic):
+    topic = make_topic(partitions=2)
+    for partition in ("0", "1"):
+        assert run_cli("produce", topic, "--partition", partition, input="a\nb\nc\nd\n").returncode == 0
+    deleted = run_cli("delete-records", topic, "--partition", "0", "--before", "3")
+    assert deleted.returncode == 0, deleted.stderr
+    assert deleted.stdout == f"{topic}:0:3\n"
+    assert run_cli("consume", topic, "--partition", "0", "--from-beginning").stdout == "d\n"
+    everything = run_cli("delete-records", topic, "--all", "--format", "json")
+    assert [json.loads(line) for line in everything.stdout.splitlines()] == [
+        {"topic": topic, "partition": 0, "log_start_offset": 4},
+        {"topic": topic, "partition": 1, "log_start_offset": 4},
+    ]
+    beyond = run_cli("delete-records", topic, "--partition", "1", "--before", "99")
+    assert beyond.returncode == 1 and "OUT_OF_RANGE" in beyond.stderr and "Traceback" not in beyond.stderr
+
+
+def test_create_topic_exist_ok_returns_the_existing_topic(seglog_service, make_topic):
+    topic = make_topic(partitions=2, configs={"retention.ms": "60000"})
+    with Admin(seglog_service.address) as admin:
+        again = admin.create_topic(topic, 5, exist_ok=True)
+        assert (again.topic, again.partitions, again.configs["retention.ms"]) == (topic, 2, "60000")
+        with pytest.raises(Exception, match="ALREADY_EXISTS|exists"):
+            admin.create_topic(topic, 2)

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from seglog._accumulator import (
     RECORD_OVERHEAD_BYTES_MAX,
@@ -13,7 +16,7 @@ from seglog._accumulator import (
     record_bytes_upper_bound,
 )
 from seglog.errors import ClientClosedError, RecordTooLargeError
-from seglog.records import RECORD_BATCH_OVERHEAD, Compression, RecordBatch
+from seglog.records import RECORD_BATCH_OVERHEAD, Compression, RecordBatch, RecordBatchBuilder
 from seglog.structs import RecordMetadata, TopicPartition
 
 TP0 = TopicPartition("t", 0)
@@ -33,9 +36,7 @@ def make(batch_bytes=1000, linger_ms=10, buffer_bytes=100_000, request_bytes_max
 
 
 def append(acc, tp=TP0, value=b"v" * 10, key=None, now_ms=0.0, timestamp_ms=None, headers=()):
-    future: concurrent.futures.Future[RecordMetadata] = concurrent.futures.Future()
-    result = acc.append(tp, key, value, timestamp_ms, headers, future, now_ms)
-    return future, result
+    return acc.append(tp, key, value, timestamp_ms, headers, now_ms)
 
 
 def always(_tp):
@@ -164,15 +165,45 @@ def test_log_append_time_replaces_the_record_timestamps():
     assert future.result().timestamp_ms == 999
 
 
-def test_fail_sets_the_error_on_every_unfinished_future():
+def test_fail_sets_the_error_on_every_record_of_the_batch():
     acc = make(linger_ms=0)
     futures = [append(acc)[0] for _ in range(3)]
-    futures[1].cancel()
+    assert not futures[1].cancel()  # a record cannot leave its batch
     [batch] = acc.drain(0, always, 10)[0]
     error = ClientClosedError("closed")
     batch.fail(error)
-    assert futures[0].exception() is error and futures[2].exception() is error
-    assert futures[1].cancelled()
+    assert all(f.exception() is error and f.done() and not f.cancelled() for f in futures)
+    with pytest.raises(ClientClosedError):
+        futures[0].result()
+
+
+def test_record_futures_share_one_future_per_batch():
+    acc = make(linger_ms=0)
+    first, _ = append(acc)
+    second, _ = append(acc)
+    assert first._delivery is second._delivery
+    assert not first.done()
+    with pytest.raises(concurrent.futures.TimeoutError):
+        first.result(timeout=0)
+    called = []
+    first.add_done_callback(called.append)
+    [batch] = acc.drain(0, always, 10)[0]
+    batch.succeed(base_offset=7, log_append_time_ms=-1)
+    assert called == [first]
+    assert second.result().offset == 8
+
+
+def test_record_future_is_awaitable_from_another_thread_completion():
+    acc = make(linger_ms=0)
+    future, _ = append(acc, timestamp_ms=5)
+    [batch] = acc.drain(0, always, 10)[0]
+
+    async def main():
+        loop = asyncio.get_running_loop()
+        loop.call_later(0.01, lambda: concurrent.futures.ThreadPoolExecutor(1).submit(batch.succeed, 3, -1))
+        return await future
+
+    assert asyncio.run(main()) == RecordMetadata("t", 0, 3, 5)
 
 
 def test_built_batch_decodes_to_the_appended_records():
@@ -208,3 +239,91 @@ def test_upper_bound_is_never_below_the_encoded_size():
         append(acc, key=b"k" * 200, value=value, headers=(("header", b"v" * 129),), timestamp_ms=2**40)
     [batch] = acc.drain(0, always, 10)[0]
     assert len(batch.build()) <= batch.size_bytes_bound
+
+
+def spans_metadata(spans):
+    return [(delivery, first, count) for delivery, first, count in spans]
+
+
+def test_append_many_fills_batches_in_order_and_reports_spans():
+    record = record_bytes_upper_bound(b"k", b"v" * 10, ())
+    acc = make(batch_bytes=RECORD_BATCH_OVERHEAD + 3 * record, linger_ms=1_000)
+    append(acc, key=b"k", timestamp_ms=1)  # an open batch with room for two more
+    spans, wake = acc.append_many(TP0, [b"k"] * 5, [b"v" * 10] * 5, 2, now_ms=0)
+    assert [(first, count) for _, first, count in spans] == [(1, 2), (0, 3)]
+    assert wake  # a batch filled (and another opened)
+    ready, _ = acc.drain(0, always, 10)
+    assert [b.record_count for b in ready] == [3]
+    ready[0].succeed(100, -1)
+    assert [spans[0][0].metadata(i).offset for i in (1, 2)] == [101, 102]
+    assert spans[0][0].metadata(1).timestamp_ms == 2 and spans[0][0].metadata(0).timestamp_ms == 1
+
+
+def test_append_many_stops_at_a_full_buffer_and_says_how_far_it_got():
+    record = record_bytes_upper_bound(None, b"v" * 10, ())
+    acc = make(batch_bytes=RECORD_BATCH_OVERHEAD + 2 * record, buffer_bytes=2 * (RECORD_BATCH_OVERHEAD + 2 * record))
+    with pytest.raises(BufferFullError) as full:
+        acc.append_many(TP0, [None] * 9, [b"v" * 10] * 9, None, now_ms=0)
+    appended, spans, _ = full.value.args
+    assert appended == 4 and sum(count for _, _, count in spans) == 4
+    assert acc.statistics().records_queued == 4
+
+
+def test_append_many_refuses_a_record_above_the_request_limit():
+    acc = make(request_bytes_max=100)
+    with pytest.raises(RecordTooLargeError, match="t-0"):
+        acc.append_many(TP0, [None], [b"x" * 100], None, now_ms=0)
+
+
+def test_a_bad_timestamp_is_refused_at_append_not_when_the_batch_is_sent():
+    acc = make()
+    with pytest.raises(ValueError, match="timestamp_ms"):
+        append(acc, timestamp_ms=-5)
+    with pytest.raises(ValueError, match="timestamp_ms"):
+        acc.append_many(TP0, [None], [b"v"], -5, now_ms=0)
+    assert acc.is_empty()
+
+
+record_values = st.one_of(st.none(), st.binary(max_size=300))
+
+
+@given(
+    st.lists(
+        st.tuples(record_values, record_values, st.integers(0, 3), st.booleans()),
+        min_size=1,
+        max_size=60,
+    ),
+    st.sampled_from([Compression.NONE, Compression.ZSTD]),
+)
+def test_built_batch_equals_the_codec_appending_record_by_record(records, compression):
+    """Whatever mix of single sends and same-millisecond runs, build() writes exactly the bytes a
+    RecordBatchBuilder writes when the records are appended one by one."""
+    acc = make(linger_ms=0, batch_bytes=10**7, buffer_bytes=10**8, compression=compression)
+    expected = RecordBatchBuilder(compression=compression)
+    for key, value, timestamp_ms, with_header in records:
+        headers = (("h", b"x"),) if with_header else ()
+        append(acc, key=key, value=value, timestamp_ms=timestamp_ms, headers=headers)
+        expected.append(value, key=key, timestamp_ms=timestamp_ms, headers=headers)
+    [batch] = acc.drain(0, always, 10)[0]
+    assert batch.build() == expected.build()
+
+
+@pytest.mark.parametrize("already", [0, 1, 8190], ids=["empty", "one", "at-the-table-bound"])
+@given(pairs=st.lists(st.tuples(record_values, record_values), min_size=1, max_size=40), timestamp_ms=st.integers(0, 9000))
+def test_extend_equals_append_one_by_one(already, pairs, timestamp_ms):
+    """The bulk encoder writes the same bytes as append, also where offset deltas or timestamp
+    deltas leave the varint tables (then it goes record by record)."""
+    keys = [key for key, _ in pairs]
+    values = [value for _, value in pairs]
+    by_one, in_bulk = RecordBatchBuilder(), RecordBatchBuilder()
+    for builder in (by_one, in_bulk):
+        builder.extend([None] * already, [b"x"] * already, 0)
+    for key, value in pairs:
+        by_one.append(value, key=key, timestamp_ms=timestamp_ms)
+    in_bulk.extend(keys, values, timestamp_ms)
+    assert in_bulk.build() == by_one.build()
+
+
+def test_extend_refuses_keys_and_values_of_different_lengths():
+    with pytest.raises(ValueError, match="one key per value"):
+        RecordBatchBuilder().extend([None], [b"a", b"b"], 0)

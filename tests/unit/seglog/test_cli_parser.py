@@ -20,6 +20,7 @@ SUBCOMMANDS = [
     ["produce"],
     ["consume"],
     ["offsets"],
+    ["delete-records"],
     ["dump"],
 ]
 
@@ -38,7 +39,7 @@ def test_top_level_help_lists_every_command_and_examples(capsys):
     with pytest.raises(SystemExit):
         main(["--help"])
     out = capsys.readouterr().out
-    for command in ("serve", "topic", "produce", "consume", "offsets", "dump"):
+    for command in ("serve", "topic", "produce", "consume", "offsets", "delete-records", "dump"):
         assert command in out
     assert "examples:" in out and "SEGLOG_SERVER" in out
 
@@ -205,3 +206,47 @@ def test_progress_draws_only_on_a_terminal():
     quiet.update(50)
     quiet.close()
     assert pipe.text == ""
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["consume", "t", "--partition", "-1"],
+        ["consume", "t", "--offset", "-5"],
+        ["consume", "t", "--max-records", "-1"],
+        ["produce", "t", "--partition", "-1"],
+        ["produce", "t", "--batch-size", "0"],
+        ["offsets", "t", "--partition", "-2"],
+        ["topic", "create", "t", "--partitions", "0"],
+        ["delete-records", "t", "--partition", "-1", "--before", "3"],
+        ["delete-records", "t", "--before", "-3"],
+        ["consume", "t", "--partition", "one"],
+    ],
+    ids=" ".join,
+)
+def test_negative_or_malformed_numbers_are_one_line_usage_errors(argv, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    assert err.strip().splitlines()[-1].startswith("seglog ")
+    assert "must be >= " in err or "expected an integer" in err
+
+
+def test_delete_records_needs_before_or_all(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["delete-records", "t"])
+    assert exit_info.value.code == 2
+    assert "--before" in capsys.readouterr().err
+
+
+def test_a_value_error_from_the_client_is_a_one_line_usage_error(monkeypatch, capsys):
+    from seglog.cli import offsets
+
+    def refuse(args):
+        raise ValueError("partition must be >= 0, got -1")
+
+    monkeypatch.setattr(offsets, "_run", refuse)
+    assert main(["offsets", "t"]) == 2
+    assert capsys.readouterr().err == "seglog: error: partition must be >= 0, got -1\n"
