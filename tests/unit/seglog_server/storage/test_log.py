@@ -820,7 +820,7 @@ def test_a_batch_with_a_valid_crc_over_a_garbage_records_area_is_refused_at_appe
     log = open_log(tmp_path, clock)
     garbage = with_second_record_running_past_the_batch(batch(b"a", b"b", b"c", timestamps=NOW_MS))
     first_batch(garbage).ensure_valid()
-    with pytest.raises(InvalidRecordError, match="expected record 1 .* found a length of 63"):
+    with pytest.raises(InvalidRecordError, match="Invalid record length of record 1 .* found 63"):
         log.append(garbage)
     assert log.log_end_offset == 0
     log.append(batch(b"a"))
