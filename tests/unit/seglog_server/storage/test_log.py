@@ -833,7 +833,7 @@ def test_a_record_count_mismatch_under_a_valid_crc_is_refused_at_append(tmp_path
     struct.pack_into(">i", good, RECORDS_COUNT_OFFSET, 4)
     struct.pack_into(">i", good, LAST_OFFSET_DELTA_OFFSET, 3)
     struct.pack_into(">I", good, CRC_OFFSET, crc32c(bytes(good[ATTRIBUTES_OFFSET:])))
-    with pytest.raises(InvalidRecordError, match="expected 4 records, found record 3"):
+    with pytest.raises(InvalidRecordError, match="expected 4 records, found 3"):
         log.append(bytes(good))
     assert log.log_end_offset == 0
 
