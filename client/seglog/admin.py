@@ -179,6 +179,20 @@ class AsyncAdmin:
             result[tp] = (await transport.delete_records(request)).log_start_offset
         return result
 
+    async def explain_lookup(
+        self, topic: str, partition: int, *, offset: int | None = None, timestamp_ms: int | None = None
+    ) -> pb.ExplainLookupResponse:
+        """The lookup path of one offset (a Fetch's) or timestamp (OffsetsForTimes'): segment,
+        index searches with their zone, probed slots and pages, bytes scanned, time taken."""
+        if (offset is None) == (timestamp_ms is None):
+            raise ValueError("explain_lookup needs exactly one of offset and timestamp_ms")
+        request = pb.ExplainLookupRequest(topic=topic, partition=partition)
+        if offset is not None:
+            request.offset = offset
+        else:
+            request.timestamp_ms = timestamp_ms  # type: ignore[assignment]
+        return await (await self._connected()).explain_lookup(request)
+
     async def _special_offsets(self, topic: str, partitions: Sequence[int] | None, target: int) -> dict[int, int]:
         partitions = await self._partitions_of(topic, partitions)
         found = await self.offsets_for_times({TopicPartition(topic, p): target for p in partitions})
@@ -249,3 +263,10 @@ class Admin(_sync.SyncFacade):
 
     def delete_records(self, offsets: Mapping[TopicPartition, int]) -> dict[TopicPartition, int]:
         return self._portal.run(self._async.delete_records(offsets))
+
+    def explain_lookup(
+        self, topic: str, partition: int, *, offset: int | None = None, timestamp_ms: int | None = None
+    ) -> pb.ExplainLookupResponse:
+        return self._portal.run(
+            self._async.explain_lookup(topic, partition, offset=offset, timestamp_ms=timestamp_ms)
+        )

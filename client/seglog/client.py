@@ -133,6 +133,10 @@ class Transport:
         response: pb.DeleteRecordsResponse = await self._unary(self._stub.DeleteRecords, request)
         return response
 
+    async def explain_lookup(self, request: pb.ExplainLookupRequest) -> pb.ExplainLookupResponse:
+        response: pb.ExplainLookupResponse = await self._unary(self._stub.ExplainLookup, request)
+        return response
+
     # -- streaming -------------------------------------------------------------------------------
 
     async def consume(self, request: pb.ConsumeRequest) -> AsyncIterator[pb.FetchResponse]:

@@ -2,8 +2,9 @@
 
 ``SeglogService`` owns the life cycle of one service process:
 
-start   LogManager.startup() on the pool (recovery can take a while) -> gRPC server with
-        LogService, grpc.health.v1 and reflection -> SERVING -> maintenance timer -> ready file.
+start   storage observer installed (metrics on) -> LogManager.startup() on the pool (recovery
+        can take a while) -> gRPC server with LogService, grpc.health.v1 and reflection ->
+        SERVING -> maintenance timer -> /metrics endpoint (metrics ready file) -> ready file.
 stop    (SIGTERM / SIGINT) NOT_SERVING -> long polls answer, Consume streams end UNAVAILABLE ->
         the gRPC server stops accepting and gives in-flight RPCs ``shutdown_grace_ms`` ->
         maintenance finishes its pass -> LogManager.shutdown() (flush, checkpoints, clean-shutdown
@@ -26,11 +27,14 @@ from grpc_reflection.v1alpha import reflection
 
 from seglog.v1 import log_service_pb2 as pb
 from seglog_server.config import ServiceConfig
+from seglog_server.metrics import Metrics
+from seglog_server.metrics_server import MetricsServer
 from seglog_server.rpc.log_service import LogServicer, LogServicerLimits
 from seglog_server.rpc.registration import add_log_service
 from seglog_server.rpc.storage_calls import StorageCalls
 from seglog_server.storage.errors import StorageError
 from seglog_server.storage.log_manager import LogManager
+from seglog_server.storage import install_observer
 
 __all__ = ["LOG_SERVICE_NAME", "SeglogService", "StartupError", "run"]
 
@@ -65,17 +69,27 @@ class SeglogService:
         self._stopping = asyncio.Event()
         self._stopped = False
         self.address: str | None = None
+        self.metrics_address: str | None = None
+        self._metrics: Metrics | None = None
+        self._metrics_server: MetricsServer | None = None
+        if config.metrics_listen is not None:
+            self._metrics = Metrics(
+                partition_series_max=config.metrics_partition_series_max,
+                residency_interval_s=config.metrics_residency_interval_ms / 1000,
+            )
 
     # -- start --------------------------------------------------------------------------------
     async def start(self) -> str:
         """Loads the storage and starts serving; returns the bound ``host:port``."""
+        if self._metrics is not None:
+            install_observer(self._metrics.observer)
         try:
             manager = self._manager_factory(self._config)
             await self._calls.blocking(manager.startup)
         except StorageError as exc:
             raise StartupError(f"storage failed to start: {exc}") from exc
         self._manager = manager
-        self._servicer = LogServicer(manager, self._calls, self._limits())
+        self._servicer = LogServicer(manager, self._calls, self._limits(), metrics=self._metrics)
         server = grpc.aio.server(
             options=self._server_options(),
             maximum_concurrent_rpcs=self._config.rpc_concurrency_max,
@@ -93,6 +107,7 @@ class SeglogService:
         self._maintenance = asyncio.create_task(self._maintain(), name="seglog-maintenance")
         host = self._config.listen_host
         self.address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+        self._start_metrics(manager)
         self._write_ready_file()
         _log.info(
             "seglog serving %s on %s (data dirs: %s)",
@@ -126,15 +141,25 @@ class SeglogService:
             raise StartupError(f"cannot listen on {self._config.listen}")
         return port
 
-    def _write_ready_file(self) -> None:
-        path = self._config.ready_file
-        if path is None:
+    def _start_metrics(self, manager: Any) -> None:
+        """Serves /metrics. A port that cannot be bound is logged, not fatal: the data plane
+        matters more than its view (Prometheus then shows the target down)."""
+        if self._metrics is None or self._config.metrics_listen is None:
             return
-        # Written aside and renamed, so a reader polling for the file never sees half an address.
-        temporary = f"{path}.tmp"
-        with open(temporary, "w", encoding="ascii") as file:
-            file.write(f"{self.address}\n")
-        os.replace(temporary, path)
+        self._metrics.manager = manager
+        self._metrics.servicer = self._servicer
+        try:
+            self._metrics_server = MetricsServer.start(self._config.metrics_listen, self._metrics)
+        except OSError as exc:
+            _log.error("metrics endpoint off: cannot listen on %s: %s",
+                       self._config.metrics_listen, exc)
+            return
+        self.metrics_address = self._metrics_server.address
+        _write_atomically(self._config.metrics_ready_file, self.metrics_address)
+        _log.info("seglog metrics on http://%s/metrics", self.metrics_address)
+
+    def _write_ready_file(self) -> None:
+        _write_atomically(self._config.ready_file, self.address)
 
     async def _maintain(self) -> None:
         """LogManager.run_maintenance() every maintenance_interval_ms, on the pool."""
@@ -178,14 +203,35 @@ class SeglogService:
         if self._manager is not None:
             await self._calls.blocking(self._manager.shutdown)
         self._calls.shutdown()
-        if self._config.ready_file is not None:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(self._config.ready_file)
-        _log.info("seglog stopped cleanly")
+        if self._metrics_server is not None:
+            self._metrics_server.stop()
+        if self._metrics is not None:
+            install_observer(None)
+        for path in (self._config.ready_file, self._config.metrics_ready_file):
+            if path is not None:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(path)
+        if self._manager is not None and not self._manager.stopped_cleanly:
+            _log.warning(
+                "seglog stopped, but without a clean-shutdown marker in %s: those directories "
+                "recover at the next start", ", ".join(self._manager.unclean_dirs))
+        else:
+            _log.info("seglog stopped cleanly")
 
     @property
     def servicer(self) -> LogServicer | None:
         return self._servicer
+
+
+def _write_atomically(path: str | None, address: str | None) -> None:
+    """Writes ``address`` and a newline to ``path``, aside then renamed, so a reader polling for
+    the file never sees half an address."""
+    if path is None:
+        return
+    temporary = f"{path}.tmp"
+    with open(temporary, "w", encoding="ascii") as file:
+        file.write(f"{address}\n")
+    os.replace(temporary, path)
 
 
 async def serve(config: ServiceConfig) -> int:

@@ -114,6 +114,20 @@ class ServiceConfig:
     # Period of LogManager.run_maintenance() (retention, flush.ms, checkpoints, delayed
     # deletes). 1 s: the pass itself applies Kafka's intervals; this is only how often it looks.
     maintenance_interval_ms: int = 1000
+    # Prometheus endpoint (HTTP, text format) or None ("none" turns it off). Loopback by default,
+    # like the gRPC listener; 9551 is free in Prometheus's list of exporter default ports. A busy
+    # port does not stop the service: the error is logged and the data plane keeps serving.
+    metrics_listen: str | None = "127.0.0.1:9551"
+    # File that receives the metrics endpoint's host:port once it serves (port 0 picks one).
+    metrics_ready_file: str | None = None
+    # Partitions with their own series (offsets, size, segments, residency). 1000: a scrape of
+    # that many partitions stays small (about 6,000 series); beyond it series are omitted, the
+    # omission counted. 0 turns per-partition series off.
+    metrics_partition_series_max: int = 1000
+    # Index residency (mincore) is sampled at most this often; scrapes in between reuse the
+    # sample. 10 s: a sample maps up to 2,000 index files (about 20 us each here), so even a
+    # 1 s scrape interval spends under 1 % of a core on it.
+    metrics_residency_interval_ms: int = 10_000
     topic_defaults: Mapping[str, str] = field(default_factory=dict)
     log_config: LogConfig = field(default_factory=LogConfig)
 
@@ -197,6 +211,14 @@ def _parse_log_level(value: Any) -> str:
     return level
 
 
+def _parse_optional_listen(value: Any) -> str | None:
+    text = str(value).strip()
+    if text.lower() == "none":
+        return None
+    parse_listen_address(text)
+    return text
+
+
 def parse_listen_address(text: str) -> tuple[str, int]:
     """``HOST:PORT`` or ``[IPv6]:PORT`` -> (host, port); port 0 asks for any free port."""
     text = text.strip()
@@ -248,6 +270,14 @@ _SETTINGS: tuple[_Setting, ...] = (
     _Setting("inline_io_bytes_max", _non_negative_int, "inline I/O bound, bytes", "limits"),
     _Setting("shutdown_grace_ms", _non_negative_int, "in-flight grace at shutdown, ms", "limits"),
     _Setting("maintenance_interval_ms", _positive_int, "retention/flush pass period, ms", "limits"),
+    _Setting("metrics_listen", _parse_optional_listen,
+             "Prometheus /metrics address HOST:PORT, or none (port 0: any free port)"),
+    _Setting("metrics_ready_file", _parse_optional_path,
+             "file that receives the metrics host:port once serving"),
+    _Setting("metrics_partition_series_max", _non_negative_int,
+             "partitions with their own metric series, count (0: none)", "limits"),
+    _Setting("metrics_residency_interval_ms", _positive_int,
+             "shortest time between two index residency samples, ms", "limits"),
 )
 _BY_NAME = {setting.name: setting for setting in _SETTINGS}
 _BY_ENV = {setting.env: setting for setting in _SETTINGS}

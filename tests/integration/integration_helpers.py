@@ -44,6 +44,8 @@ class ServiceProcess:
         self.workdir = workdir
         self.data_dirs = data_dirs
         self.ready_file = workdir / "ready"
+        self.metrics_ready_file = workdir / "metrics-ready"
+        self.metrics_address: str | None = None
         self.log_path = workdir / "service.log"
         self.args = args
         self.env = service_environment(env)
@@ -54,12 +56,15 @@ class ServiceProcess:
 
     def command(self) -> list[str]:
         dirs = ",".join(str(d) for d in self.data_dirs)
+        # Metrics on a free port (services run side by side); a test's own --metrics-listen wins.
         return [sys.executable, "-m", "seglog_server", "--listen", "127.0.0.1:0",
-                "--ready-file", str(self.ready_file), "--data-dir", dirs, *self.args]
+                "--ready-file", str(self.ready_file), "--metrics-listen", "127.0.0.1:0",
+                "--metrics-ready-file", str(self.metrics_ready_file), "--data-dir", dirs, *self.args]
 
     def start(self) -> ServiceProcess:
-        with contextlib.suppress(FileNotFoundError):
-            self.ready_file.unlink()
+        for path in (self.ready_file, self.metrics_ready_file):
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
         log = open(self.log_path, "ab")
         self.process = subprocess.Popen(self.command(), stdout=log, stderr=log, env=self.env,
                                         cwd=self.workdir)
@@ -72,6 +77,9 @@ class ServiceProcess:
                 raise AssertionError(f"service not ready after {START_TIMEOUT_S} s:\n{self.log()}")
             time.sleep(READY_POLL_S)
         self.address = self.ready_file.read_text().strip()
+        # Written before the ready file, so it is there now (unless metrics are off).
+        if self.metrics_ready_file.exists():
+            self.metrics_address = self.metrics_ready_file.read_text().strip()
         self.channel = grpc.insecure_channel(self.address, options=CHANNEL_OPTIONS)
         self.stub = pb_grpc.LogServiceStub(self.channel)
         return self

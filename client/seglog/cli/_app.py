@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from importlib import metadata
 
 from seglog import SeglogError
-from seglog.cli import consume, delete_records, dump, offsets, produce, serve, topic
+from seglog.cli import consume, delete_records, dump, explain, offsets, produce, serve, topic
 from seglog.cli._common import CliError, add_server_option, epilog
 
 __all__ = ["EXIT_ERROR", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_USAGE", "build_parser", "main"]
@@ -63,6 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
     produce.add_parser(commands, [with_server])
     consume.add_parser(commands, [with_server])
     offsets.add_parser(commands, [with_server])
+    explain.add_parser(commands, [with_server])
     delete_records.add_parser(commands, [with_server])
     dump.add_parser(commands, [])
     return parser

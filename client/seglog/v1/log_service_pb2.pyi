@@ -325,3 +325,55 @@ class DeleteRecordsResponse(_message.Message):
     LOG_START_OFFSET_FIELD_NUMBER: _ClassVar[int]
     log_start_offset: int
     def __init__(self, log_start_offset: _Optional[int] = ...) -> None: ...
+
+class ExplainLookupRequest(_message.Message):
+    __slots__ = ("topic", "partition", "offset", "timestamp_ms")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
+    TIMESTAMP_MS_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    partition: int
+    offset: int
+    timestamp_ms: int
+    def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., offset: _Optional[int] = ..., timestamp_ms: _Optional[int] = ...) -> None: ...
+
+class ExplainLookupResponse(_message.Message):
+    __slots__ = ("segment_count", "segment_base_offset", "searches", "index_position", "found_offset", "found_position", "scanned_bytes", "duration_us")
+    SEGMENT_COUNT_FIELD_NUMBER: _ClassVar[int]
+    SEGMENT_BASE_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    SEARCHES_FIELD_NUMBER: _ClassVar[int]
+    INDEX_POSITION_FIELD_NUMBER: _ClassVar[int]
+    FOUND_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    FOUND_POSITION_FIELD_NUMBER: _ClassVar[int]
+    SCANNED_BYTES_FIELD_NUMBER: _ClassVar[int]
+    DURATION_US_FIELD_NUMBER: _ClassVar[int]
+    segment_count: int
+    segment_base_offset: int
+    searches: _containers.RepeatedCompositeFieldContainer[IndexSearch]
+    index_position: int
+    found_offset: int
+    found_position: int
+    scanned_bytes: int
+    duration_us: int
+    def __init__(self, segment_count: _Optional[int] = ..., segment_base_offset: _Optional[int] = ..., searches: _Optional[_Iterable[_Union[IndexSearch, _Mapping]]] = ..., index_position: _Optional[int] = ..., found_offset: _Optional[int] = ..., found_position: _Optional[int] = ..., scanned_bytes: _Optional[int] = ..., duration_us: _Optional[int] = ...) -> None: ...
+
+class IndexSearch(_message.Message):
+    __slots__ = ("index", "path", "entry_count", "zone", "slot", "probed_slots", "pages", "pages_resident")
+    INDEX_FIELD_NUMBER: _ClassVar[int]
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    ENTRY_COUNT_FIELD_NUMBER: _ClassVar[int]
+    ZONE_FIELD_NUMBER: _ClassVar[int]
+    SLOT_FIELD_NUMBER: _ClassVar[int]
+    PROBED_SLOTS_FIELD_NUMBER: _ClassVar[int]
+    PAGES_FIELD_NUMBER: _ClassVar[int]
+    PAGES_RESIDENT_FIELD_NUMBER: _ClassVar[int]
+    index: str
+    path: str
+    entry_count: int
+    zone: str
+    slot: int
+    probed_slots: _containers.RepeatedScalarFieldContainer[int]
+    pages: _containers.RepeatedScalarFieldContainer[int]
+    pages_resident: _containers.RepeatedScalarFieldContainer[bool]
+    def __init__(self, index: _Optional[str] = ..., path: _Optional[str] = ..., entry_count: _Optional[int] = ..., zone: _Optional[str] = ..., slot: _Optional[int] = ..., probed_slots: _Optional[_Iterable[int]] = ..., pages: _Optional[_Iterable[int]] = ..., pages_resident: _Optional[_Iterable[bool]] = ...) -> None: ...

@@ -79,6 +79,11 @@ class LogServiceStub:
                 request_serializer=seglog_dot_v1_dot_log__service__pb2.DeleteRecordsRequest.SerializeToString,
                 response_deserializer=seglog_dot_v1_dot_log__service__pb2.DeleteRecordsResponse.FromString,
                 _registered_method=True)
+        self.ExplainLookup = channel.unary_unary(
+                '/seglog.v1.LogService/ExplainLookup',
+                request_serializer=seglog_dot_v1_dot_log__service__pb2.ExplainLookupRequest.SerializeToString,
+                response_deserializer=seglog_dot_v1_dot_log__service__pb2.ExplainLookupResponse.FromString,
+                _registered_method=True)
 
 
 class LogServiceServicer:
@@ -149,6 +154,15 @@ class LogServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ExplainLookup(self, request, context):
+        """Lays out the lookup path of one offset or timestamp: the segment the segment map chose, each
+        index searched (zone, slots probed, pages touched and whether they were resident), the bytes
+        scanned in the log after the index hit, and the time it took. Reads no records.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_LogServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -196,6 +210,11 @@ def add_LogServiceServicer_to_server(servicer, server):
                     servicer.DeleteRecords,
                     request_deserializer=seglog_dot_v1_dot_log__service__pb2.DeleteRecordsRequest.FromString,
                     response_serializer=seglog_dot_v1_dot_log__service__pb2.DeleteRecordsResponse.SerializeToString,
+            ),
+            'ExplainLookup': grpc.unary_unary_rpc_method_handler(
+                    servicer.ExplainLookup,
+                    request_deserializer=seglog_dot_v1_dot_log__service__pb2.ExplainLookupRequest.FromString,
+                    response_serializer=seglog_dot_v1_dot_log__service__pb2.ExplainLookupResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -441,6 +460,33 @@ class LogService:
             '/seglog.v1.LogService/DeleteRecords',
             seglog_dot_v1_dot_log__service__pb2.DeleteRecordsRequest.SerializeToString,
             seglog_dot_v1_dot_log__service__pb2.DeleteRecordsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ExplainLookup(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/seglog.v1.LogService/ExplainLookup',
+            seglog_dot_v1_dot_log__service__pb2.ExplainLookupRequest.SerializeToString,
+            seglog_dot_v1_dot_log__service__pb2.ExplainLookupResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -28,6 +28,7 @@ class AppendWaitersStatistics:
     notify_count: int
     wake_count: int  # notifies that completed a ticket somebody held
     closed: bool
+    waiting_count: int = 0  # long polls and streams waiting in wait_ticket now
 
 
 class AppendWaiters:
@@ -36,6 +37,7 @@ class AppendWaiters:
         self._closed = False
         self._notify_count = 0
         self._wake_count = 0
+        self._waiting_count = 0
 
     @property
     def closed(self) -> bool:
@@ -84,14 +86,17 @@ class AppendWaiters:
         for future in tickets.values():
             future.set_result(None)
 
-    @staticmethod
-    async def wait_ticket(ticket: asyncio.Future[None], timeout_s: float | None) -> bool:
+    async def wait_ticket(self, ticket: asyncio.Future[None], timeout_s: float | None) -> bool:
         """Waits until the ticket completes or ``timeout_s`` passes; True if it completed."""
         if ticket.done():
             return True
         if timeout_s is not None and timeout_s <= 0:
             return False
-        done, _ = await asyncio.wait((ticket,), timeout=timeout_s)
+        self._waiting_count += 1
+        try:
+            done, _ = await asyncio.wait((ticket,), timeout=timeout_s)
+        finally:
+            self._waiting_count -= 1
         return bool(done)
 
     def statistics(self) -> AppendWaitersStatistics:
@@ -100,4 +105,5 @@ class AppendWaiters:
             notify_count=self._notify_count,
             wake_count=self._wake_count,
             closed=self._closed,
+            waiting_count=self._waiting_count,
         )

@@ -77,6 +77,15 @@ async def _abort(
     await context.abort(status.code, status.message, trailing_metadata=status.trailing_metadata)
 
 
+def _finished(servicer: Any, name: str, code: str, started_ns: int) -> int:
+    """Reports the call's latency to the servicer's metrics hook (if any); returns it in ns."""
+    elapsed_ns = time.perf_counter_ns() - started_ns
+    hook = getattr(servicer, "metrics", None)
+    if hook is not None:
+        hook.rpc_finished(name, code, elapsed_ns / 1e9)
+    return elapsed_ns
+
+
 def unary_rpc(method: _Handler) -> _Handler:
     name = method.__name__
 
@@ -86,14 +95,18 @@ def unary_rpc(method: _Handler) -> _Handler:
         self.counters.calls[name] += 1
         try:
             response = await method(self, request, context)
-        except (asyncio.CancelledError, grpc.aio.AbortError):
+        except asyncio.CancelledError:
+            _finished(self, name, "CANCELLED", started_ns)
+            raise
+        except grpc.aio.AbortError:
             raise
         except Exception as exc:  # noqa: BLE001 - the boundary: every error becomes a status
+            _finished(self, name, status_for(exc).code.name, started_ns)
             await _abort(self, name, exc, context)
             raise AssertionError("context.abort returned") from exc  # pragma: no cover
+        elapsed_ns = _finished(self, name, "OK", started_ns)
         if _wants_timing(context):
-            elapsed_us = (time.perf_counter_ns() - started_ns) // 1000
-            context.set_trailing_metadata(((SERVER_TIME_METADATA_KEY, str(elapsed_us)),))
+            context.set_trailing_metadata(((SERVER_TIME_METADATA_KEY, str(elapsed_ns // 1000)),))
         return response
 
     return handler  # type: ignore[return-value]

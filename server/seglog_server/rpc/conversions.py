@@ -23,6 +23,7 @@ __all__ = [
     "create_topic_response",
     "decode_batches",
     "describe_topic_response",
+    "explain_lookup_response",
     "fetch_response_wire",
     "holds_compressed",
     "is_compressed",
@@ -260,4 +261,30 @@ def describe_topic_response(description: Any) -> pb.DescribeTopicResponse:
             )
             for p in description.partitions
         ],
+    )
+
+
+def explain_lookup_response(explanation: Any) -> pb.ExplainLookupResponse:
+    """A storage LookupExplanation as the ExplainLookup answer."""
+    return pb.ExplainLookupResponse(
+        segment_count=explanation.segment_count,
+        segment_base_offset=explanation.segment_base_offset,
+        searches=[
+            pb.IndexSearch(
+                index=search.index,
+                path=search.path,
+                entry_count=search.entry_count,
+                zone=search.zone.value,
+                slot=search.slot,
+                probed_slots=search.probed_slots,
+                pages=search.pages,
+                pages_resident=search.pages_resident,
+            )
+            for search in explanation.searches
+        ],
+        index_position=explanation.index_position,
+        found_offset=explanation.found_offset,
+        found_position=explanation.found_position,
+        scanned_bytes=explanation.scanned_bytes,
+        duration_us=round(explanation.duration_seconds * 1_000_000),
     )

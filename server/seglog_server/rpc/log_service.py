@@ -17,6 +17,7 @@ from typing import Any
 from seglog.v1 import log_service_pb2 as pb
 from seglog.v1 import log_service_pb2_grpc as pb_grpc
 from seglog_server.config import RESPONSE_OVERHEAD_BYTES
+from seglog_server.page_residency import resident_pages
 from seglog_server.storage.errors import LogDirOfflineError
 from seglog_server.storage.log_config import LONG_MAX
 
@@ -61,8 +62,11 @@ class LogServicerStatistics:
 
 class LogServicer(pb_grpc.LogServiceServicer):
     def __init__(
-        self, manager: Any, calls: StorageCalls, limits: LogServicerLimits
+        self, manager: Any, calls: StorageCalls, limits: LogServicerLimits, *, metrics: Any = None
     ) -> None:
+        # ``metrics``: rpc_finished(method, code, seconds) after each unary call (boundary.py)
+        # and fetched(topic, records, bytes) per response sent; None when metrics are off.
+        self.metrics = metrics
         self._manager = manager
         self._calls = calls
         self._limits = limits
@@ -300,6 +304,9 @@ class LogServicer(pb_grpc.LogServiceServicer):
         ``inline_io_bytes_max`` raw bytes, or for any compressed batch (a few KiB may expand to
         the decompression cap), it runs on the pool, not on the event loop.
         """
+        if self.metrics is not None and data.records:
+            next_offset = conversions.next_offset_after(data.records, offset)
+            self.metrics.fetched(topic, next_offset - offset, len(data.records))
         if not decode:
             return conversions.fetch_response_wire(topic, partition, offset, data)
         budget_bytes = self._limits.response_bytes_max - RESPONSE_OVERHEAD_BYTES
@@ -346,6 +353,28 @@ class LogServicer(pb_grpc.LogServiceServicer):
         log_start_offset = await self._log_call(log, 0, log.delete_records, offset)
         self._waiters.notify(topic, partition)
         return pb.DeleteRecordsResponse(log_start_offset=log_start_offset)
+
+    # -- explain ------------------------------------------------------------------------------
+    @unary_rpc
+    async def ExplainLookup(self, request: pb.ExplainLookupRequest, context: Any) -> Any:
+        topic, partition = validation.check_partition_ref(request.topic, request.partition)
+        target = request.WhichOneof("target")
+        if target is None:
+            raise InvalidRequestError("set offset or timestamp_ms")
+        log = self._manager.get_log(topic, partition)
+        if target == "offset":
+            explanation = await self._log_call(
+                log, _BLOCKING, log.explain_offset, request.offset, resident_pages
+            )
+        else:
+            if request.timestamp_ms < 0:
+                raise InvalidRequestError(
+                    f"timestamp_ms must be >= 0, found {request.timestamp_ms}"
+                )
+            explanation = await self._log_call(
+                log, _BLOCKING, log.explain_timestamp, request.timestamp_ms, resident_pages
+            )
+        return conversions.explain_lookup_response(explanation)
 
 
 # _log_call's io_bytes for calls that always go to the pool (fsync).

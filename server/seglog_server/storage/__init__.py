@@ -11,6 +11,8 @@ from .log import Log
 from .log_config import LogConfig
 from .log_manager import LogManager, MaintenanceIntervals, PartitionDescription, TopicDescription
 from .log_results import AppendInfo, FetchData, LogStatistics, TimestampAndOffset
+from .lookup_explain import LookupExplanation
+from .observer import StorageObserver, install_observer
 
 __all__ = [
     "REAL_FS",
@@ -24,8 +26,11 @@ __all__ = [
     "LogConfig",
     "LogManager",
     "LogStatistics",
+    "LookupExplanation",
     "MaintenanceIntervals",
     "PartitionDescription",
+    "StorageObserver",
     "TimestampAndOffset",
     "TopicDescription",
+    "install_observer",
 ]

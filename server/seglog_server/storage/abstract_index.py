@@ -39,9 +39,25 @@ from typing import ClassVar
 
 from seglog_server.storage.errors import OffsetOverflowError
 from seglog_server.storage.fs import REAL_FS, FileSystem
-from seglog_server.storage.index_search import Buffer, EntryLayout, Zone
+from seglog_server.storage.index_search import (
+    LARGEST_LOWER_BOUND,
+    Bound,
+    Buffer,
+    EntryField,
+    EntryLayout,
+    Zone,
+    recording,
+    slot_and_zone_for,
+)
+from seglog_server.storage.observer import OBSERVER, page_of
 
-__all__ = ["DEFAULT_MAX_INDEX_BYTES", "RELATIVE_OFFSET_MAX", "AbstractIndex", "IndexStatistics"]
+__all__ = [
+    "DEFAULT_MAX_INDEX_BYTES",
+    "RELATIVE_OFFSET_MAX",
+    "AbstractIndex",
+    "IndexSearchExplanation",
+    "IndexStatistics",
+]
 
 DEFAULT_MAX_INDEX_BYTES = 10 * 1024 * 1024
 """Kafka's ``segment.index.bytes`` default: 1,310,720 offset entries, 873,813 time entries."""
@@ -71,12 +87,27 @@ class IndexStatistics:
     cold_lookup_count: int  # lookups that fell back to the cold section
 
 
+@dataclass(frozen=True, slots=True)
+class IndexSearchExplanation:
+    """The path of one index search, for ExplainLookup."""
+
+    path: str
+    index: str  # "offset" | "time"
+    entry_count: int
+    zone: Zone
+    slot: int  # the answer (NO_SLOT: none)
+    probed_slots: tuple[int, ...]  # in probe order
+    pages: tuple[int, ...]  # distinct file pages the probes read, in first-touch order
+    pages_resident: tuple[bool, ...] = ()  # per page: in the page cache before the search
+
+
 class AbstractIndex:
     """Generic mmap'd index of fixed-size entries; subclasses declare ``ENTRY`` and ``LAYOUT``."""
 
     ENTRY: ClassVar[struct.Struct]
     LAYOUT: ClassVar[EntryLayout]
     KIND: ClassVar[str] = "index"  # names the index in messages ("offset index", "time index")
+    LABEL: ClassVar[str] = "index"  # the observer's ``index`` label ("offset", "time")
 
     def __init__(
         self,
@@ -101,6 +132,8 @@ class AbstractIndex:
         self._entry_count = 0
         self._max_entry_count = 0
         self._lookup_counts = {Zone.WARM: 0, Zone.COLD: 0}  # subclasses count each lookup's zone
+        # field name -> (recording copy of the field, its probe list): made on first observed use
+        self._recorders: dict[str, tuple[EntryField, list[int]]] | None = None
         self._after_entries_changed_locked()  # subclasses' caches start as "empty index"
 
     # -- what every index answers without opening its file ------------------------------------
@@ -270,6 +303,53 @@ class AbstractIndex:
         return f"{type(self).__name__}({self._path!r}, base_offset={self._base_offset}, state={self._state.value})"
 
     # -- for subclasses (caller holds the lock) ----------------------------------------------
+    def _search_locked(self, target: int, field: EntryField, bound: Bound) -> tuple[int, Zone]:
+        """The warm/cold search over the mapping, counted by zone; with an observer installed,
+        also the distinct pages its probes read (the caller counts page faults around it)."""
+        observer = OBSERVER.current
+        if not observer.enabled:
+            slot, zone = slot_and_zone_for(self._buffer, self._entry_count, target, field, bound)
+            self._lookup_counts[zone] += 1
+            return slot, zone
+        slot, zone, probed_slots = self._recorded_search_locked(target, field, bound)
+        self._lookup_counts[zone] += 1
+        observer.index_lookup(self.LABEL, zone.value, len(self._pages_of(probed_slots, field)))
+        return slot, zone
+
+    def _recorded_search_locked(
+        self, target: int, field: EntryField, bound: Bound
+    ) -> tuple[int, Zone, list[int]]:
+        """The same search, returning the slots it probed. The recording copy of ``field`` and
+        its list are made once per index and reused (the caller holds the lock)."""
+        recorders = self._recorders
+        if recorders is None:
+            recorders = self._recorders = {}
+        recorder = recorders.get(field.name)
+        if recorder is None:
+            probed: list[int] = []
+            recorder = recorders[field.name] = (recording(field, probed), probed)
+        recording_field, probed_slots = recorder
+        probed_slots.clear()
+        slot, zone = slot_and_zone_for(self._buffer, self._entry_count, target, recording_field, bound)
+        return slot, zone, probed_slots
+
+    def _explain_locked(self, target: int, field: EntryField) -> IndexSearchExplanation:
+        slot, zone, probed_slots = self._recorded_search_locked(target, field, LARGEST_LOWER_BOUND)
+        self._lookup_counts[zone] += 1
+        pages = self._pages_of(probed_slots, field)
+        observer = OBSERVER.current
+        if observer.enabled:
+            observer.index_lookup(self.LABEL, zone.value, len(pages))
+        return IndexSearchExplanation(
+            self._path, self.LABEL, self._entry_count, zone, slot, tuple(probed_slots), tuple(pages)
+        )
+
+    @staticmethod
+    def _pages_of(probed_slots: list[int], field: EntryField) -> list[int]:
+        """The distinct index pages the probes read, in first-touch order."""
+        entry_bytes, at = field.entry_bytes, field.field_offset
+        return list(dict.fromkeys([page_of(slot * entry_bytes + at) for slot in probed_slots]))
+
     def _open_locked(self) -> None:
         """Materialises on first use; raises on a closed index. Cheap when already open."""
         if self._state is _State.OPEN:

@@ -50,6 +50,15 @@ from .log_retention import (
 )
 from .log_segments import LogSegments
 from .log_validator import LogValidator
+from .lookup_explain import (
+    LookupExplanation,
+    ResidentPages,
+    explain_offset,
+    explain_timestamp,
+    no_residency,
+)
+from .lookup_explain import nothing_found as explain_offset_none
+from .observer import OBSERVER, stopwatch
 from .open_segments import DEFAULT_OPEN_SEGMENTS_MAX, OpenSegments
 from .segment_timestamps import SegmentTimestamps
 
@@ -239,6 +248,16 @@ class Log:
         return len(self._segments)
 
     @property
+    def loaded_recovered_segment_count(self) -> int:
+        """Segments that loading recovered (rebuilt indexes, CRC-checked, torn tail cut)."""
+        return self._loaded_recovered_segment_count
+
+    @property
+    def loaded_truncated_bytes(self) -> int:
+        """Bytes that loading cut from torn or corrupt segment tails."""
+        return self._loaded_truncated_bytes
+
+    @property
     def is_offline(self) -> bool:
         return self._offline_cause is not None
 
@@ -263,9 +282,11 @@ class Log:
         """Validates one produced batch, assigns it offsets from the log end offset and appends
         it (rolling first when the active segment says so)."""
         now_ms = self._clock.time_ms()
+        watch = stopwatch("produce")
         batch, size, last_offset_delta, record_count, max_timestamp_ms, append_time_ms = self._validator.validate(
             records, now_ms
         )
+        watch.lap("validation")
         with self._lock:
             if self._closed or self._offline_cause is not None:
                 self._check_usable()
@@ -283,7 +304,10 @@ class Log:
                 )
                 if reason is not None:
                     segment = self._roll(base_offset, reason)
+                watch.mark_faults()
                 segment.append_batch(batch, base_offset, last_offset, max_timestamp_ms)
+                watch.lap("append")
+                watch.faults("append")
             except OSError as exc:
                 raise self._offline("appending to", exc) from exc
             self._log_end_offset = last_offset + 1
@@ -402,9 +426,11 @@ class Log:
 
     def _read_segments(self, offset: int, max_bytes: int, min_one_batch: bool) -> bytes:
         segments = self._segments
+        watch = stopwatch("fetch")
         segment = segments.floor(offset)
         if segment is None:  # below the first segment (a log start offset inside a gap)
             segment = segments.first
+        watch.lap("segment_lookup")
         while segment is not None:
             self._touch(segment)
             following = segments.higher(segment.base_offset)
@@ -415,12 +441,20 @@ class Log:
             limit = None if following is None else following.base_offset
             data = segment.read(offset, max_bytes, None, min_one_batch, limit)
             if data is not None:
+                if OBSERVER.current.enabled:
+                    self._observe_read_age(offset, segment)
                 return data
             segment = following
         return b""
 
     def _corrupt(self, what: str, exc: Exception) -> CorruptSegmentError:
         return CorruptSegmentError(f"partition {self._name}: stored data is corrupt where {what} looked: {exc}")
+
+    def _observe_read_age(self, offset: int, segment: LogSegment) -> None:
+        """How far behind the log end this read starts: offsets, and bytes of log after it."""
+        later_bytes = sum(s.size_in_bytes for s in self._segments.higher_segments(segment.base_offset))
+        behind_bytes = segment.size_in_bytes - segment.last_read_position + later_bytes
+        OBSERVER.current.read_age(self._log_end_offset - offset, behind_bytes)
 
     def position_of(self, offset: int) -> tuple[int, int] | None:
         """(segment base offset, byte position) of the batch holding ``offset`` or, in a gap,
@@ -469,8 +503,10 @@ class Log:
         if self._log_start_offset == self._log_end_offset:
             return None
         segments = self._segments
+        watch = stopwatch("offsets_for_times")
         reaching = self._timestamps.first_slot_reaching(segments, timestamp_ms)
         slot = max(reaching, segments.floor_slot(self._log_start_offset))
+        watch.lap("segment_lookup")
         # Kafka searches only the first segment whose largest timestamp reaches the target; the
         # search goes on to later ones when every match there sits below the log start offset.
         for index in range(slot, len(segments)):
@@ -482,6 +518,33 @@ class Log:
             if found is not None:
                 return found
         return None
+
+    # -- ExplainLookup ---------------------------------------------------------------------------
+    def explain_offset(self, offset: int, residency: ResidentPages | None = None) -> LookupExplanation:
+        """The path of a read at ``offset``: segment, index searches, scan (lookup_explain.py)."""
+        with self._lock:
+            self._check_usable()
+            if not self._log_start_offset <= offset < self._log_end_offset:
+                raise OffsetOutOfRangeError(
+                    f"{self._name}: offset {offset} is outside the log's records "
+                    f"[{self._log_start_offset}, {self._log_end_offset})"
+                )
+            return explain_offset(self._segments, offset, residency or no_residency)
+
+    def explain_timestamp(self, timestamp_ms: int, residency: ResidentPages | None = None) -> LookupExplanation:
+        """The path of OffsetsForTimes for ``timestamp_ms`` (>= 0)."""
+        if timestamp_ms < 0:
+            raise ValueError(f"{self._name}: explain needs a timestamp >= 0, found {timestamp_ms}")
+        with self._lock:
+            self._check_usable()
+            segments = self._segments
+            reaching = self._timestamps.first_slot_reaching(segments, timestamp_ms)
+            if self._log_start_offset == self._log_end_offset or reaching >= len(segments):
+                return explain_offset_none(segments)
+            slot = max(reaching, segments.floor_slot(self._log_start_offset))
+            return explain_timestamp(
+                segments, slot, timestamp_ms, self._log_start_offset, residency or no_residency
+            )
 
     def _offset_of_max_timestamp(self) -> TimestampAndOffset | None:
         if self._log_start_offset == self._log_end_offset:
@@ -519,11 +582,13 @@ class Log:
                 # crash anyway: only its log needs the fsync, not its indexes. Not so for a
                 # whole-log flush: a clean shutdown marker may follow, and with it no reindexing.
                 holding_target = None if offset is None else self._segments.floor(target)
+            watch = stopwatch("flush")
             try:
                 for segment in segments:
                     self._sync_segment(segment, with_indexes=segment is not holding_target)
                 if new_files:
                     self._fs.fsync_dir(self._dir)
+                watch.lap("fsync")
             except OSError as exc:
                 with self._lock:
                     raise self._offline("flushing", exc) from exc
@@ -767,10 +832,17 @@ class Log:
             if self._closed:
                 return
             self._closed = True
+            failure: BaseException | None = None
             for segment in self._segments.values():
-                segment.close()
+                try:
+                    segment.close()
+                except Exception as exc:  # close the others, then say the log did not close
+                    failure = failure or exc
+                    segment.close_handlers()
             for _, segment in self._pending_deletes:
                 segment.close_handlers()
+            if failure is not None:
+                raise failure
 
     def close_handlers(self) -> None:
         """Closes descriptors and mappings without writing anything: for a failed disk, or to

@@ -8,6 +8,11 @@
    offset) is a replaced original and is deleted, then each ``.swap`` takes its final name.
 3. Segments: index files without a ``.log`` are deleted; every ``.log`` becomes a lazy segment
    (nothing opened or mapped); a segment missing an index file is recovered (reindexed) now.
+   Every segment that recovery will not rebuild anyway has its index files sanity-checked by
+   their tails and its ``.log`` walked from the last index entry to the end of the file
+   (``segment_check.py``): the last segment now, the others on first use; a segment whose
+   files disagree is recovered. The marker
+   never lets a log start whose next offset already exists in a file.
 4. After an unclean shutdown, segments from the one holding the recovery point on are recovered
    in order; the first that loses bytes to a torn or corrupt tail ends the log: every later
    segment is deleted.
@@ -15,8 +20,8 @@
    gets a first segment at the log start offset.
 6. The active segment's indexes get their full ``segment.index.bytes`` back (trimmed at close).
 
-So a clean shutdown costs one directory listing and one object per segment, plus a scan of the
-active segment's tail (from its last index entry) to find the log end offset.
+So a clean shutdown costs one directory listing and one object per segment, plus three small
+reads of the last segment (its index tails and a CRC walk of the log from its last index entry).
 """
 
 from __future__ import annotations
@@ -28,12 +33,15 @@ from dataclasses import dataclass
 
 from . import file_names as names
 from .clock import Clock
-from .errors import InvalidOffsetError
+from seglog.records import RECORD_BATCH_OVERHEAD
+
+from .errors import CorruptRecordError, InvalidOffsetError
 from .file_records import FileRecords, HeaderField
 from .fs import FileSystem
 from .log_config import LogConfig
 from .log_segment import LogSegment
 from .log_segments import LogSegments
+from .segment_check import check_indexes, check_tail
 
 __all__ = ["LoadedLog", "LogLoader"]
 
@@ -81,11 +89,20 @@ class LogLoader:
         self._truncated_bytes = 0
 
     def load(self) -> LoadedLog:
+        try:
+            return self._load()
+        except BaseException:
+            for segment in self._segments.values():  # a failed load keeps no descriptor or mapping
+                segment.close_handlers()
+            raise
+
+    def _load(self) -> LoadedLog:
         self._fs.makedirs(self._dir)
         swaps = self._remove_temp_files_and_collect_swaps()
         if swaps:
             self._complete_swaps(swaps)
         self._load_segment_files()
+        self._check_segments()
         recovery_point, log_end_offset = self._recover_log()
         self._segments.active.resize_indexes(self._config.segment_index_bytes)
         for slot in range(len(self._segments) - 1):
@@ -163,6 +180,13 @@ class LogLoader:
         for name in listing:
             if not _has_offset(name):
                 continue
+            if names.offset_from_name(name) > _OFFSET_MAX:
+                # Not a file seglog (or Kafka) wrote; serving it would hand out offsets no
+                # checkpoint, index or client can hold. The partition stays offline, untouched.
+                raise CorruptRecordError(
+                    f"{os.path.join(self._dir, name)}: the file name names offset "
+                    f"{names.offset_from_name(name)}, above the largest offset {_OFFSET_MAX}"
+                )
             prefix = names.filename_prefix(names.offset_from_name(name))
             if names.is_index_file(name):
                 if prefix + names.LOG_SUFFIX not in present:
@@ -173,6 +197,33 @@ class LogLoader:
                 if prefix + names.INDEX_SUFFIX not in present or prefix + names.TIME_INDEX_SUFFIX not in present:
                     self._recover_segment(segment)
                 self._segments.add(segment)
+
+    def _check_segments(self) -> None:
+        """The last segment's files are checked now (its tail sets the log end offset, so it
+        must agree before any offset is handed out); every other trusted segment is checked on
+        first use (``LogSegment.defer_check``). A segment whose files disagree is recovered.
+        Segments that recovery after an unclean shutdown rebuilds anyway are not checked."""
+        segments = self._segments.values()
+        to_recover = set()
+        if not self._had_clean_shutdown:
+            to_recover = {s.base_offset for s in self._segments.values(self._recovery_point, _OFFSET_MAX)}
+        for slot, segment in enumerate(segments):
+            if segment.base_offset in self._recovered or segment.base_offset in to_recover:
+                continue
+            if slot < len(segments) - 1:
+                segment.defer_check(segments[slot + 1].base_offset, self._tail_bytes_max())
+                continue
+            problem = check_indexes(segment, self._fs, None)
+            if problem is None:
+                problem, _ = check_tail(segment, self._fs, self._tail_bytes_max())
+            if problem is not None:
+                _LOG.warning("%s: recovering %s although its files were trusted: %s", self._dir, segment, problem)
+                self._recover_segment(segment)
+
+    def _tail_bytes_max(self) -> int:
+        # What may follow the last offset-index entry: the indexed batch, up to one index
+        # interval of further batches, and the batch that crossed the interval.
+        return self._config.index_interval_bytes + 2 * (self._config.max_message_bytes + RECORD_BATCH_OVERHEAD)
 
     def _open_segment(self, base_offset: int, *, create: bool = False) -> LogSegment:
         return LogSegment.open(

@@ -128,6 +128,8 @@ class LogManager:
         self._counters = LogManagerCounters()
         self._schedule: MaintenanceSchedule | None = None
         self._flush_pool: ThreadPoolExecutor | None = None
+        # Directories whose clean-shutdown marker the last shutdown() did not write.
+        self._unclean_dirs: list[str] = []
 
     # ---------------------------------------------------------------------------------------
     # life cycle
@@ -151,6 +153,7 @@ class LogManager:
                 self._registry,
                 self._counters,
                 fs=self._fs,
+                clock=self._clock,
                 open_log=self._open_log,
                 create_partitions=self._create_partitions,
             )
@@ -179,14 +182,26 @@ class LogManager:
             was_started = self._state != _NEW
             self._state = _STOPPING
             self._stop_flush_pool(wait=True)
+            self._unclean_dirs = [d.path for d in self._dirs if not d.online]
             if was_started:
                 for log_dir in self._dirs:
-                    if log_dir.online:
-                        self._shut_down_dir(log_dir)
+                    if log_dir.online and not self._shut_down_dir_safely(log_dir):
+                        self._unclean_dirs.append(log_dir.path)
             for log_dir in self._dirs:
                 log_dir.unlock()
             self._registry.clear_partitions()
             self._state = _STOPPED
+
+    @property
+    def stopped_cleanly(self) -> bool:
+        """After shutdown(): whether every directory got its clean-shutdown marker (a directory
+        without one is recovered from its recovery points at the next start)."""
+        return self._state == _STOPPED and not self._unclean_dirs
+
+    @property
+    def unclean_dirs(self) -> list[str]:
+        """After shutdown(): the directories left without a clean-shutdown marker."""
+        return list(self._unclean_dirs)
 
     def halt(self) -> None:
         """Stops serving at once, leaving the directories as a crash would: no flush, no
@@ -572,7 +587,19 @@ class LogManager:
     # ---------------------------------------------------------------------------------------
     # shutdown and failures
     # ---------------------------------------------------------------------------------------
-    def _shut_down_dir(self, log_dir: LogDir) -> None:
+    def _shut_down_dir_safely(self, log_dir: LogDir) -> bool:
+        """One directory's failure of any kind stops neither the others' shutdown nor the
+        release of the locks; that directory just gets no marker."""
+        try:
+            return self._shut_down_dir(log_dir)
+        except Exception:
+            _log.exception("shutting down %s failed: no clean-shutdown marker", log_dir.path)
+            return False
+
+    def _shut_down_dir(self, log_dir: LogDir) -> bool:
+        """Flushes and closes every log of ``log_dir``, writes the checkpoints and then the
+        marker. True when the marker was written: never when a log failed to flush or close
+        (Kafka's rule), so the next start recovers the directory instead of trusting it."""
         partitions = self._registry.partitions_in(log_dir)
         recovery_points: dict[TopicPartition, int] = {}
         log_start_offsets: dict[TopicPartition, int] = {}
@@ -585,21 +612,27 @@ class LogManager:
                 partition.log.close()
             except IO_ERRORS as exc:
                 reason = f"flushing {partition.path} at shutdown failed: {exc}"
+                _log.error("%s; no clean-shutdown marker for %s", reason, log_dir.path)
                 self._take_dir_offline(log_dir, reason)
-                return
+                return False
             except Exception:
                 _log.exception("closing %s at shutdown failed", partition.path)
                 close_quietly(partition.log)
                 all_closed = False
         if not all_closed:
-            return  # Kafka's rule: no checkpoints and no marker unless every log closed
+            _log.error("not every log of %s closed: no clean-shutdown marker, it recovers at the next start", log_dir.path)
+            return False  # Kafka's rule: no checkpoints and no marker unless every log closed
         try:
             self._write_recovery_points(log_dir, recovery_points)
             self._write_log_start_offsets(log_dir, log_start_offsets)
             if log_dir.had_clean_shutdown or log_dir.load_completed:
                 log_dir.marker.write(self._broker_epoch)
+                return True
+            _log.warning("%s: no clean-shutdown marker: not every partition loaded at start", log_dir.path)
+            return False
         except OSError as exc:
             self._take_dir_offline(log_dir, f"writing checkpoints at shutdown failed: {exc}")
+            return False
 
     def handle_log_dir_failure(self, log_dir: str, cause: BaseException | str) -> None:
         """Takes ``log_dir`` offline after an I/O error seen outside the manager (for example

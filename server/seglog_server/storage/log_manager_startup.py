@@ -11,7 +11,13 @@
    too, so a topic never comes back half-deleted.
 4. Load each partition with ``Log.load`` and the checkpointed values. Unreadable
    ``topic.properties`` keeps just that partition offline; an I/O error takes the whole directory
-   offline (Kafka's rule: the disk is suspect).
+   offline (Kafka's rule: the disk is suspect). Any other failure (bytes that break a rule the
+   loader relies on) is that partition's alone: it is loaded again as after a crash (recovery
+   from its recovery point) and, should that fail too, kept offline by itself while every other
+   partition serves. Kafka stops the broker on such a load error; one bad partition should not
+   take every topic down.
+   Each directory logs whether its clean-shutdown marker was found and what recovery did
+   (logs, segments, bytes cut, duration); ``RecoveryStatistics`` keeps the same figures.
 5. With every directory online, create the partitions a topic's metadata promises but no
    directory holds (a crash inside CreateTopic).
 """
@@ -26,7 +32,8 @@ from typing import Any
 from .errors import InvalidConfigError, LogDirOfflineError
 from .fs import FileSystem
 from .log_dir import DirScan, LogDir
-from .log_manager_statistics import LogManagerCounters
+from .clock import Clock
+from .log_manager_statistics import LogManagerCounters, RecoveryStatistics
 from .topic_metadata import CorruptTopicMetadataError, read_topic_metadata
 from .topic_partition import TopicPartition, delete_dir_name
 from .topic_registry import IO_ERRORS, PartitionEntry, TopicEntry, TopicRegistry, drop_quietly
@@ -55,9 +62,11 @@ class StartupLoader:
         counters: LogManagerCounters,
         *,
         fs: FileSystem,
+        clock: Clock,
         open_log: OpenLog,
         create_partitions: CreatePartitions,
     ) -> None:
+        self._clock = clock
         self._dirs = log_dirs
         self._registry = registry
         self._counters = counters
@@ -108,12 +117,15 @@ class StartupLoader:
 
     # -- partitions ----------------------------------------------------------------------------
     def _load_dir(self, log_dir: LogDir, scan: DirScan) -> None:
+        _log_marker(log_dir, len(scan.partitions))
+        started_ns = self._clock.monotonic_ns()
+        tally = _RecoveryTally()
         loaded: list[tuple[TopicPartition, PartitionEntry]] = []
         unloaded = 0
         remaining = len(scan.partitions)
         try:
             for tp, path in scan.partitions.items():
-                outcome = self._load_partition(log_dir, tp, path)
+                outcome = self._load_partition(log_dir, tp, path, tally)
                 remaining -= 1
                 self._counters.remaining_logs_to_load -= 1
                 if outcome is _DELETED:
@@ -121,6 +133,7 @@ class StartupLoader:
                 if outcome is None:
                     unloaded += 1
                     continue
+                tally.add(outcome)
                 loaded.append((tp, PartitionEntry(outcome, log_dir, path)))
         except IO_ERRORS as exc:
             self._counters.remaining_logs_to_load -= remaining  # none of them will load now
@@ -136,10 +149,14 @@ class StartupLoader:
         self._counters.logs_loaded += len(loaded)
         if not log_dir.had_clean_shutdown:
             self._counters.logs_recovered += len(loaded)
+        duration_s = (self._clock.monotonic_ns() - started_ns) / 1e9
+        figures = tally.figures(log_dir.had_clean_shutdown, len(loaded), duration_s)
+        self._counters.recovery_by_dir[log_dir.path] = figures
+        _log_recovery(log_dir, figures)
 
-    def _load_partition(self, log_dir: LogDir, tp: TopicPartition, path: str) -> Any:
-        """The loaded Log; None when its metadata keeps it offline (the directory is fine);
-        _DELETED when it belonged to an interrupted deletion, now finished."""
+    def _load_partition(self, log_dir: LogDir, tp: TopicPartition, path: str, tally: _RecoveryTally) -> Any:
+        """The loaded Log; None when it stays offline (the directory is fine); _DELETED when it
+        belonged to an interrupted deletion, now finished."""
         try:
             metadata = read_topic_metadata(path, fs=self._fs)
             if metadata is not None and metadata.topic_id in self._deleting_topic_ids:
@@ -150,14 +167,39 @@ class StartupLoader:
             _log.error("partition %s stays offline: %s", tp, exc)
             self._registry.mark_offline([tp], log_dir, f"unreadable topic metadata: {exc}")
             return None
-        return self._open_log(
-            path,
-            tp,
-            topic.config,
-            had_clean_shutdown=log_dir.had_clean_shutdown,
-            recovery_point=log_dir.recovery_points.get(tp, 0),
-            log_start_offset=log_dir.log_start_offsets.get(tp, 0),
+        recovery_point = log_dir.recovery_points.get(tp, 0)
+        log_start_offset = log_dir.log_start_offsets.get(tp, 0)
+        try:
+            return self._open_log(
+                path,
+                tp,
+                topic.config,
+                had_clean_shutdown=log_dir.had_clean_shutdown,
+                recovery_point=recovery_point,
+                log_start_offset=log_start_offset,
+            )
+        except IO_ERRORS:
+            raise
+        except Exception as exc:  # noqa: BLE001 - any bad byte of one partition stays in it
+            first_failure = exc
+        _log.error(
+            "partition %s failed to load (%s: %s); loading it again with recovery from offset %d",
+            tp, type(first_failure).__name__, first_failure, recovery_point,
         )
+        tally.retried += 1
+        try:
+            return self._open_log(
+                path, tp, topic.config, had_clean_shutdown=False,
+                recovery_point=recovery_point, log_start_offset=log_start_offset,
+            )
+        except IO_ERRORS:
+            raise
+        except Exception as exc:  # noqa: BLE001
+            reason = f"cannot load its files even with recovery: {type(exc).__name__}: {exc}"
+            _log.error("partition %s stays offline, every other partition serves: %s", tp, reason)
+            self._registry.mark_offline([tp], log_dir, reason)
+            tally.offline += 1
+            return None
 
     def _finish_interrupted_delete(self, log_dir: LogDir, tp: TopicPartition, path: str) -> None:
         _log.warning("finishing the interrupted deletion of %s (%s)", tp, path)
@@ -185,6 +227,65 @@ class StartupLoader:
                 _log.error("could not complete topic %s: %s", topic.name, exc)
                 continue
             self._counters.logs_created_on_startup += len(missing)
+
+
+class _RecoveryTally:
+    """What recovery did to the logs of one directory while they loaded."""
+
+    def __init__(self) -> None:
+        self.logs_recovered = 0
+        self.segments_recovered = 0
+        self.bytes_truncated = 0
+        self.retried = 0
+        self.offline = 0
+
+    def add(self, log: Any) -> None:
+        segments = log.loaded_recovered_segment_count
+        if segments:
+            self.logs_recovered += 1
+            self.segments_recovered += segments
+            self.bytes_truncated += log.loaded_truncated_bytes
+
+    def figures(self, marker_found: bool, logs_loaded: int, duration_s: float) -> RecoveryStatistics:
+        return RecoveryStatistics(
+            marker_found=marker_found,
+            logs_loaded=logs_loaded,
+            logs_recovered=self.logs_recovered,
+            segments_recovered=self.segments_recovered,
+            bytes_truncated=self.bytes_truncated,
+            logs_reloaded_with_recovery=self.retried,
+            logs_offline=self.offline,
+            duration_s=duration_s,
+        )
+
+
+def _log_marker(log_dir: LogDir, partition_count: int) -> None:
+    if partition_count == 0:
+        _log.info("log directory %s: no logs to load (clean-shutdown marker %s)",
+                  log_dir.path, "found" if log_dir.had_clean_shutdown else "absent")
+    elif log_dir.had_clean_shutdown:
+        _log.info(
+            "log directory %s: clean-shutdown marker found; loading %d logs without recovery "
+            "(each log's index files and active-segment tail are still checked)",
+            log_dir.path, partition_count,
+        )
+    else:
+        _log.warning(
+            "log directory %s: no clean-shutdown marker; recovering %d logs from their recovery points",
+            log_dir.path, partition_count,
+        )
+
+
+def _log_recovery(log_dir: LogDir, figures: RecoveryStatistics) -> None:
+    level = logging.WARNING if figures.logs_recovered or figures.logs_offline else logging.INFO
+    _log.log(
+        level,
+        "log directory %s: loaded %d logs in %.3f s; recovery ran on %d logs (%d segments, %d bytes cut), "
+        "%d logs loaded again with recovery, %d kept offline",
+        log_dir.path, figures.logs_loaded, figures.duration_s, figures.logs_recovered,
+        figures.segments_recovered, figures.bytes_truncated, figures.logs_reloaded_with_recovery,
+        figures.logs_offline,
+    )
 
 
 # _load_partition's answer for a partition of an interrupted deletion (not loaded, not offline).

@@ -7,7 +7,7 @@ into Prometheus series at scrape time (STYLE rule 12).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .log_config import LogConfig
@@ -23,6 +23,7 @@ __all__ = [
     "LogManagerStatistics",
     "PartitionDescription",
     "PartitionStatistics",
+    "RecoveryStatistics",
     "TopicDescription",
     "build_statistics",
 ]
@@ -54,6 +55,38 @@ class TopicDescription:
 
 
 @dataclass(frozen=True)
+class RecoveryStatistics:
+    """What loading did to the logs of a directory (or, summed, of all of them) at start-up."""
+
+    marker_found: bool  # the clean-shutdown marker was there (for the sum: in every directory)
+    logs_loaded: int
+    logs_recovered: int  # logs in which at least one segment was recovered
+    segments_recovered: int  # segments whose indexes were rebuilt from the .log, CRCs checked
+    bytes_truncated: int  # bytes cut from torn or corrupt segment tails
+    logs_reloaded_with_recovery: int  # logs that failed to load and were loaded again with recovery
+    logs_offline: int  # logs kept offline alone: not loadable even with recovery
+    duration_s: float  # wall time of loading the directory's logs
+
+
+NO_RECOVERY = RecoveryStatistics(False, 0, 0, 0, 0, 0, 0, 0.0)
+
+
+def sum_recovery(figures: Sequence[RecoveryStatistics]) -> RecoveryStatistics:
+    if not figures:
+        return NO_RECOVERY
+    return RecoveryStatistics(
+        marker_found=all(f.marker_found for f in figures),
+        logs_loaded=sum(f.logs_loaded for f in figures),
+        logs_recovered=sum(f.logs_recovered for f in figures),
+        segments_recovered=sum(f.segments_recovered for f in figures),
+        bytes_truncated=sum(f.bytes_truncated for f in figures),
+        logs_reloaded_with_recovery=sum(f.logs_reloaded_with_recovery for f in figures),
+        logs_offline=sum(f.logs_offline for f in figures),
+        duration_s=sum(f.duration_s for f in figures),
+    )
+
+
+@dataclass(frozen=True)
 class LogDirStatistics:
     path: str
     online: bool
@@ -67,6 +100,7 @@ class LogDirStatistics:
     pending_delete_dir_count: int  # "-delete" directories not removed yet
     ignored_entry_count: int  # entries that are not seglog partitions (left alone)
     checkpoint_read_error_count: int  # corrupt checkpoint files read as empty
+    recovery: RecoveryStatistics  # what loading did here at start-up (NO_RECOVERY if not loaded)
 
 
 @dataclass(frozen=True)
@@ -96,6 +130,7 @@ class LogManagerStatistics:
     logs_created_on_startup_count: int  # partitions of an interrupted CreateTopic, completed
     interrupted_deletes_completed_count: int  # partitions of an interrupted DeleteTopic, deleted
     remaining_logs_to_load: int
+    recovery: RecoveryStatistics  # summed over the directories that loaded
     # maintenance
     maintenance_pass_count: int
     maintenance_error_count: int
@@ -134,6 +169,7 @@ class LogManagerCounters:
     topics_created: int = 0
     topics_deleted: int = 0
     delete_dirs_removed: int = 0
+    recovery_by_dir: dict[str, RecoveryStatistics] = field(default_factory=dict)
 
 
 def build_statistics(
@@ -150,7 +186,7 @@ def build_statistics(
     )
     sizes = {tp: (p.log.size_in_bytes, p.log.segment_count) for tp, p in partitions}
     dirs = tuple(
-        _dir_statistics(d, partitions, sizes, offline_by_dir.get(d, 0)) for d in log_dirs
+        _dir_statistics(d, partitions, sizes, offline_by_dir.get(d, 0), counters) for d in log_dirs
     )
     c = counters
     return LogManagerStatistics(
@@ -169,6 +205,7 @@ def build_statistics(
         logs_created_on_startup_count=c.logs_created_on_startup,
         interrupted_deletes_completed_count=c.interrupted_deletes_completed,
         remaining_logs_to_load=c.remaining_logs_to_load,
+        recovery=sum_recovery(list(c.recovery_by_dir.values())),
         maintenance_pass_count=c.maintenance_passes,
         maintenance_error_count=c.maintenance_errors,
         last_maintenance_duration_ms=c.last_maintenance_duration_ms,
@@ -189,6 +226,7 @@ def _dir_statistics(
     partitions: list[tuple[TopicPartition, PartitionEntry]],
     sizes: dict[TopicPartition, tuple[int, int]],
     offline_count: int,
+    counters: LogManagerCounters,
 ) -> LogDirStatistics:
     mine = [tp for tp, p in partitions if p.log_dir is log_dir]
     return LogDirStatistics(
@@ -204,4 +242,5 @@ def _dir_statistics(
         pending_delete_dir_count=len(log_dir.pending_delete_dirs),
         ignored_entry_count=len(log_dir.ignored_entries),
         checkpoint_read_error_count=log_dir.checkpoint_read_error_count,
+        recovery=counters.recovery_by_dir.get(log_dir.path, NO_RECOVERY),
     )

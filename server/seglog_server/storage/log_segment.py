@@ -17,6 +17,7 @@ Not thread-safe; the owning ``Log`` serialises calls with its lock.
 from __future__ import annotations
 
 import enum
+import logging
 import os
 import struct
 from collections.abc import Iterator
@@ -32,13 +33,17 @@ from .errors import CorruptRecordError, OffsetOverflowError
 from .file_records import BatchHeader, FileRecords, HeaderField, OffsetBounds, TimestampAndOffset
 from .fs import REAL_FS, FileSystem
 from .log_config import LogConfig
+from .observer import stopwatch
 from .offset_index import OffsetIndex, OffsetPosition
 from .record_timestamps import first_record_at_or_after, offsets_and_timestamps
+from .segment_check import check_indexes, check_tail
 from .segment_recovery import RecoveryScan
 from .time_index import ENTRY as TIME_INDEX_ENTRY
 from .time_index import TimeIndex, TimestampOffset
 
 __all__ = ["LogSegment", "RollReason", "SegmentStatistics"]
+
+_LOG = logging.getLogger(__name__)
 
 _BASE_OFFSET = struct.Struct(">q")  # the batch's first field, rewritten when offsets are assigned
 # No next segment: every int64 offset is below this.
@@ -108,9 +113,14 @@ class LogSegment:
         self._bytes_since_last_index_entry: int | None = None
         # Which index is full (a roll reason) or None; _UNKNOWN after anything that may change it.
         self._index_full_reason: object = _UNKNOWN
+        # (next segment's base offset, tail bytes max) while the files, loaded without recovery,
+        # are still to be checked against each other on first use (segment_check.py).
+        self._pending_check: tuple[int, int] | None = None
+        self.repaired_on_first_use = False
         # Lookup counts of index objects dropped by release_handles, kept for statistics.
         self._retired_warm_lookup_count = 0
         self._retired_cold_lookup_count = 0
+        self.last_read_position = 0  # where the last read() started (under the Log's lock)
 
     @classmethod
     def open(
@@ -187,8 +197,36 @@ class LogSegment:
                 f"offset {self._base_offset}: expected at most {self._base_offset + RELATIVE_OFFSET_MAX}"
             )
 
+    # -- deferred load check ----------------------------------------------------------------
+    def defer_check(self, next_offset_max: int, tail_bytes_max: int) -> None:
+        """An inactive segment loaded without recovery: its index tails and log tail are checked
+        (and the segment recovered if they disagree) on first use, not at start-up, so a clean
+        start of many segments stays one object per segment."""
+        self._pending_check = (next_offset_max, tail_bytes_max)
+
+    def _check_once(self) -> None:
+        pending, self._pending_check = self._pending_check, None
+        if pending is None:
+            return
+        next_offset_max, tail_bytes_max = pending
+        problem = check_indexes(self, self._fs, next_offset_max)
+        if problem is None:
+            problem, _ = check_tail(self, self._fs, tail_bytes_max, next_offset_max)
+        if problem is None:
+            return
+        _LOG.warning("%s: recovering on first use, its files disagree: %s", self, problem)
+        sealed = self._log.is_sealed
+        truncated = self.recover()
+        if sealed:
+            self._log.seal()
+        self.repaired_on_first_use = True
+        if truncated:
+            _LOG.warning("%s: cut %d invalid bytes from its end", self, truncated)
+
     # -- timestamps -------------------------------------------------------------------------
     def _load_max_timestamp(self) -> None:
+        if self._pending_check is not None:
+            self._check_once()
         if not self._max_timestamp_known:
             last = self._last_time_index_entry()
             self._max_timestamp_ms, self._offset_of_max_timestamp = last.timestamp_ms, last.offset
@@ -364,6 +402,8 @@ class LogSegment:
     ) -> BatchHeader | None:
         """The first batch whose last offset is >= ``offset`` (index lookup, then a header scan
         that checks every batch it passes against the segment's offsets)."""
+        if self._pending_check is not None:
+            self._check_once()
         position = self._offset_index.lookup(offset).position
         return self._log.search_for_offset_with_size(
             offset, max(position, starting_position), self._scan_bytes, self.offset_bounds(offset_limit)
@@ -387,15 +427,25 @@ class LogSegment:
         if max_bytes < 0:
             raise ValueError(f"invalid max_bytes {max_bytes} for a read of {self._log.path}")
         bounds = self.offset_bounds(offset_limit)
-        first = self.translate_offset(start_offset, offset_limit=bounds.offset_limit)
+        watch = stopwatch("fetch")
+        watch.mark_faults()
+        position = self._offset_index.lookup(start_offset).position
+        watch.lap("index_search")
+        watch.faults("index_lookup")
+        first = self._log.search_for_offset_with_size(start_offset, position, self._scan_bytes, bounds)
+        watch.lap("log_scan")
         if first is None:
             return None
+        # Where this read starts: Log.read turns it into the read's age in bytes.
+        self.last_read_position = first.position
         limit = max(max_bytes, first.size_in_bytes) if min_one_batch else max_bytes
         end = self._log.size_in_bytes if max_position is None else max_position
         fetch_bytes = min(end - first.position, limit)
         if fetch_bytes <= 0:
             return b""
         data = self._log.read(first.position, fetch_bytes)
+        watch.lap("log_read")
+        watch.faults("log_read")
         whole = self._whole_checked_batches(data, first, end - first.position, bounds)
         return data if whole == len(data) else data[:whole]
 
@@ -417,6 +467,8 @@ class LogSegment:
 
     def read_next_offset(self) -> int:
         """The offset the next batch appended here would get (scans from the last index entry)."""
+        if self._pending_check is not None:
+            self._check_once()
         entry_count = self._offset_index.entry_count
         position = self._offset_index.entry(entry_count - 1).position if entry_count else 0
         next_offset = self._base_offset
@@ -427,26 +479,38 @@ class LogSegment:
     def find_offset_by_timestamp(self, timestamp_ms: int, starting_offset: int) -> TimestampAndOffset | None:
         """The first record (in log order) with a timestamp >= ``timestamp_ms`` and an offset >=
         ``starting_offset``, or None."""
+        if self._pending_check is not None:
+            self._check_once()
+        watch = stopwatch("offsets_for_times")
+        watch.mark_faults()
         entry = self._time_index.lookup(timestamp_ms)
         position = self._offset_index.lookup(max(entry.offset, starting_offset)).position
+        watch.lap("index_search")
+        watch.faults("index_lookup")
         scan_bytes = self._scan_bytes
-        while True:
-            found = self._log.search_for_timestamp(
-                timestamp_ms, position, starting_offset, scan_bytes, self.offset_bounds()
-            )
-            if found is None:
-                return None
-            header, data = found
-            try:
-                match = first_record_at_or_after(data, timestamp_ms, starting_offset)
-            except _CodecError as exc:
-                raise self._undecodable(header, exc) from exc
-            if match is not None:
-                return TimestampAndOffset(match[1], match[0])
-            position = header.position + header.size_in_bytes  # the match was below starting_offset
+        try:
+            while True:
+                found = self._log.search_for_timestamp(
+                    timestamp_ms, position, starting_offset, scan_bytes, self.offset_bounds()
+                )
+                if found is None:
+                    return None
+                header, data = found
+                try:
+                    match = first_record_at_or_after(data, timestamp_ms, starting_offset)
+                except _CodecError as exc:
+                    raise self._undecodable(header, exc) from exc
+                if match is not None:
+                    return TimestampAndOffset(match[1], match[0])
+                position = header.position + header.size_in_bytes  # the match was below starting_offset
+        finally:
+            watch.lap("log_scan")
+            watch.faults("log_read")
 
     def offset_of_max_timestamp(self) -> TimestampAndOffset | None:
         """The segment's greatest timestamp and the first record offset carrying it."""
+        if self._pending_check is not None:
+            self._check_once()
         max_timestamp, offset = self.max_timestamp_and_offset_so_far()
         if max_timestamp < 0:
             return None
@@ -498,6 +562,8 @@ class LogSegment:
     def truncate_to(self, offset: int) -> int:
         """Drops every batch holding an offset >= ``offset`` (the whole batch, so a cut inside a
         batch or inside an offset gap removes that next batch). Returns the bytes removed."""
+        if self._pending_check is not None:
+            self._check_once()
         first_cut = self.translate_offset(offset)
         self._log.unseal()  # the segment may take appends again
         self._offset_index.truncate_to(offset)

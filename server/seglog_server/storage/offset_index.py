@@ -22,7 +22,7 @@ import functools
 import struct
 from typing import NamedTuple
 
-from seglog_server.storage.abstract_index import AbstractIndex
+from seglog_server.storage.abstract_index import AbstractIndex, IndexSearchExplanation
 from seglog_server.storage.errors import CorruptIndexError, IndexFullError, InvalidOffsetError
 from seglog_server.storage.index_search import (
     LARGEST_LOWER_BOUND,
@@ -30,7 +30,6 @@ from seglog_server.storage.index_search import (
     SMALLEST_UPPER_BOUND,
     Buffer,
     EntryLayout,
-    slot_and_zone_for,
     slot_range_for,
 )
 
@@ -64,6 +63,7 @@ class OffsetIndex(AbstractIndex):
     ENTRY = ENTRY
     LAYOUT = LAYOUT
     KIND = "offset index"
+    LABEL = "offset"
 
     _last_offset: int
 
@@ -79,13 +79,19 @@ class OffsetIndex(AbstractIndex):
         with self._lock:
             self._open_locked()
             buffer = self._buffer
-            slot, zone = slot_and_zone_for(
-                buffer, self._entry_count, offset - self._base_offset, LAYOUT.key, LARGEST_LOWER_BOUND
-            )
-            self._lookup_counts[zone] += 1
+            slot, zone = self._search_locked(offset - self._base_offset, LAYOUT.key, LARGEST_LOWER_BOUND)
             if slot == NO_SLOT:
                 return OffsetPosition(self._base_offset, 0)
             return self._parse_locked(buffer, slot)
+
+    def explain_lookup(self, offset: int) -> tuple[IndexSearchExplanation, OffsetPosition]:
+        """``lookup`` with the search's path laid out (ExplainLookup); counted like a lookup."""
+        with self._lock:
+            self._open_locked()
+            explanation = self._explain_locked(offset - self._base_offset, LAYOUT.key)
+            if explanation.slot == NO_SLOT:
+                return explanation, OffsetPosition(self._base_offset, 0)
+            return explanation, self._parse_locked(self._buffer, explanation.slot)
 
     def entry(self, slot: int) -> OffsetPosition:
         with self._lock:
@@ -102,10 +108,7 @@ class OffsetIndex(AbstractIndex):
         with self._lock:
             self._open_locked()
             buffer = self._buffer
-            slot, zone = slot_and_zone_for(
-                buffer, self._entry_count, start.position + fetch_bytes, LAYOUT.value, SMALLEST_UPPER_BOUND
-            )
-            self._lookup_counts[zone] += 1
+            slot, zone = self._search_locked(start.position + fetch_bytes, LAYOUT.value, SMALLEST_UPPER_BOUND)
             if slot == NO_SLOT:
                 return None
             return self._parse_locked(buffer, slot)

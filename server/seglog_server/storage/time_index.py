@@ -28,14 +28,13 @@ import struct
 from typing import NamedTuple
 
 from seglog.records import NO_TIMESTAMP  # the empty index's last-entry timestamp
-from seglog_server.storage.abstract_index import AbstractIndex
+from seglog_server.storage.abstract_index import AbstractIndex, IndexSearchExplanation
 from seglog_server.storage.errors import CorruptIndexError, IndexFullError, InvalidOffsetError
 from seglog_server.storage.index_search import (
     LARGEST_LOWER_BOUND,
     NO_SLOT,
     Buffer,
     EntryLayout,
-    slot_and_zone_for,
     slot_range_for,
 )
 
@@ -66,6 +65,7 @@ class TimeIndex(AbstractIndex):
     ENTRY = ENTRY
     LAYOUT = LAYOUT
     KIND = "time index"
+    LABEL = "time"
 
     _last_entry: TimestampOffset
 
@@ -82,11 +82,19 @@ class TimeIndex(AbstractIndex):
         with self._lock:
             self._open_locked()
             buffer = self._buffer
-            slot, zone = slot_and_zone_for(buffer, self._entry_count, timestamp_ms, LAYOUT.key, LARGEST_LOWER_BOUND)
-            self._lookup_counts[zone] += 1
+            slot, zone = self._search_locked(timestamp_ms, LAYOUT.key, LARGEST_LOWER_BOUND)
             if slot == NO_SLOT:
                 return TimestampOffset(NO_TIMESTAMP, self._base_offset)
             return self._parse_locked(buffer, slot)
+
+    def explain_lookup(self, timestamp_ms: int) -> tuple[IndexSearchExplanation, TimestampOffset]:
+        """``lookup`` with the search's path laid out (ExplainLookup); counted like a lookup."""
+        with self._lock:
+            self._open_locked()
+            explanation = self._explain_locked(timestamp_ms, LAYOUT.key)
+            if explanation.slot == NO_SLOT:
+                return explanation, TimestampOffset(NO_TIMESTAMP, self._base_offset)
+            return explanation, self._parse_locked(self._buffer, explanation.slot)
 
     def entry(self, slot: int) -> TimestampOffset:
         with self._lock:

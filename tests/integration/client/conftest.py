@@ -49,8 +49,9 @@ def start_service(workdir: Path, *extra_args: str) -> RunningService:
     data_dir = workdir / "data"
     ready = workdir / "ready"
     log_path = workdir / "service.log"
+    # Metrics on a free port too: services run side by side here (and on colleagues' runs).
     command = [sys.executable, "-m", "seglog_server", "--listen", "127.0.0.1:0", "--ready-file", str(ready),
-               "--data-dir", str(data_dir), *extra_args]
+               "--metrics-listen", "127.0.0.1:0", "--data-dir", str(data_dir), *extra_args]
     with open(log_path, "ab") as log:
         process = subprocess.Popen(command, stdout=log, stderr=log, env=_environment(), cwd=workdir)
     deadline = time.monotonic() + SERVICE_START_TIMEOUT_S

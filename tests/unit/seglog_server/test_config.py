@@ -148,3 +148,14 @@ def test_other_programs_seglog_variables_are_ignored():
 )
 def test_listen_address_parses_hosts_and_ports(text, expected):
     assert parse_listen_address(text) == expected
+
+
+def test_metrics_listen_defaults_to_loopback_9551_and_none_turns_it_off():
+    assert load_config([], environ={}).metrics_listen == "127.0.0.1:9551"
+    assert load_config(["--metrics-listen", "none"], environ={}).metrics_listen is None
+    assert load_config([], environ={"SEGLOG_METRICS_LISTEN": "0.0.0.0:0"}).metrics_listen == "0.0.0.0:0"
+
+
+def test_a_malformed_metrics_listen_names_the_setting():
+    with pytest.raises(ConfigError, match="metrics_listen"):
+        load_config(["--metrics-listen", "9551"], environ={})

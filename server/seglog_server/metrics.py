@@ -1,0 +1,556 @@
+"""Every Prometheus metric seglog exports, declared in this one module.
+
+Two kinds of figures, one collector (``SeglogCollector``), one registry per service:
+
+- **Read at scrape time** from ``statistics()`` snapshots (STYLE rule 12): partition offsets,
+  sizes and segment counts, log directories, recovery at start, flushes, long-poll waiters and
+  streams, storage-call placement, bytes and records appended per topic. Nothing is kept twice.
+- **Observed per operation**, for figures no running total can give: RPC latency (``boundary.py``
+  calls ``rpc_finished``), the storage's per-phase timings, index lookups by zone, pages touched
+  per lookup, page faults and read age (the storage calls ``MetricsObserver``, an implementation
+  of ``storage.observer.StorageObserver``: the storage imports no Prometheus code).
+
+The per-operation instruments are ``_Histogram`` and plain dict counters rather than
+prometheus_client's own: on the fetch path about eight observations are made per request, and a
+bisect plus a list increment costs a fraction of a locked ``Histogram.labels(...).observe``
+(bench/bench_metrics_cost.py measures the whole cost against metrics off). They take no lock:
+under the GIL two threads incrementing the same bucket at the same instant can, very rarely, lose
+one count; a count never goes backwards.
+
+Bounded label sets: method x code, operation x phase, index x zone, path x kind are fixed sets.
+Per-partition series (offsets, size, segments, residency) are exported for at most
+``partition_series_max`` partitions (in topic, partition order; 0 turns them off); the rest are
+counted in ``seglog_partition_series_omitted``. Per-topic series are capped the same way, the
+remainder summed under ``topic="_other"``.
+
+Families waiting for other parts of the service (hooks below, exported when the statistics exist):
+descriptors in use against the budget (``descriptor_statistics()`` on the manager) and the offline
+cleaner's figures (``cleaner_statistics()``). Each hook reads only attributes that exist, so this
+module works before and after those land.
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
+from prometheus_client.registry import Collector, CollectorRegistry
+
+from seglog_server.page_residency import PAGE_BYTES, resident_pages
+from seglog_server.storage import StorageObserver
+
+__all__ = [
+    "FAMILIES",
+    "LATENCY_BUCKETS_SECONDS",
+    "Metrics",
+    "MetricsObserver",
+    "SeglogCollector",
+]
+
+# Latency buckets from 50 us (an inline page-cache read) to 10 s (a long poll, a slow fsync).
+LATENCY_BUCKETS_SECONDS = (
+    0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
+    1.0, 2.5, 5.0, 10.0,
+)
+# Phases are shorter than whole RPCs: from 5 us (a warm index search) to 1 s.
+PHASE_BUCKETS_SECONDS = (
+    0.000005, 0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01,
+    0.025, 0.1, 1.0,
+)
+# A warm lookup touches at most 3 pages (index_search.WARM_SECTION_BYTES); a cold binary search
+# over a full 10 MiB index about log2(2560) + 1 = 12.
+PAGES_BUCKETS = (1, 2, 3, 4, 5, 6, 8, 10, 12, 16)
+# Read age: 0 is a tail read; powers of 16 up to a terabyte / 2^40 offsets behind.
+READ_AGE_BUCKETS = (0, 16, 256, 4096, 65536, 1 << 20, 1 << 24, 1 << 28, 1 << 32, 1 << 36, 1 << 40)
+
+PARTITION_SERIES_MAX_DEFAULT = 1000
+# How often index residency is re-sampled with mincore (scrapes in between reuse the sample), and
+# how many index files one sample may map: about 20 us per file here, so a sample stays < 50 ms.
+RESIDENCY_INTERVAL_S = 10.0
+RESIDENCY_FILES_MAX = 2000
+OTHER_TOPIC = "_other"
+
+# name -> (type, labels, help). The one list of what seglog exports; tests and the dashboard
+# checks read it. Counters are listed by their family name (without ``_total``).
+FAMILIES: dict[str, tuple[str, tuple[str, ...], str]] = {
+    # -- latency ----------------------------------------------------------------------------
+    "seglog_rpc_duration_seconds": (
+        "histogram", ("method", "code"), "Unary RPC latency, server side, by method and status code."),
+    "seglog_storage_phase_duration_seconds": (
+        "histogram", ("operation", "phase"),
+        "Time of each storage phase inside Produce, Fetch, OffsetsForTimes and flushes."),
+    # -- traffic ----------------------------------------------------------------------------
+    "seglog_produced_bytes": ("counter", ("topic",), "Bytes of record batches appended, by topic."),
+    "seglog_produced_records": ("counter", ("topic",), "Records appended, by topic."),
+    "seglog_fetched_bytes": (
+        "counter", ("topic",), "Bytes of record batches sent by Fetch and Consume, by topic."),
+    "seglog_fetched_records": (
+        "counter", ("topic",), "Offsets delivered by Fetch and Consume, by topic."),
+    # -- the page cache ----------------------------------------------------------------------
+    "seglog_index_lookups": (
+        "counter", ("index", "zone"),
+        "Index searches by index (offset, time) and zone (warm: newest 8 KiB; cold: the rest)."),
+    "seglog_index_lookup_pages": (
+        "histogram", ("index",), "Distinct index pages one search probed."),
+    "seglog_page_faults": (
+        "counter", ("path", "kind"),
+        "Page faults taken by the storage thread around index lookups, log reads and appends."),
+    "seglog_index_resident_ratio": (
+        "gauge", ("topic", "partition", "index"),
+        "Share of a partition's index pages (valid entries) in the page cache (mincore sample)."),
+    "seglog_index_residency_sample_age_seconds": (
+        "gauge", (), "Age of the residency sample the ratio series come from."),
+    "seglog_fetch_read_age_bytes": (
+        "histogram", (), "Bytes of log between where a read starts and the log end."),
+    "seglog_fetch_read_age_offsets": (
+        "histogram", (), "Offsets between where a read starts and the log end."),
+    # -- partitions and directories ----------------------------------------------------------
+    "seglog_log_start_offset": ("gauge", ("topic", "partition"), "First readable offset."),
+    "seglog_log_end_offset": ("gauge", ("topic", "partition"), "Offset the next record gets."),
+    "seglog_log_size_bytes": ("gauge", ("topic", "partition"), "Bytes of the partition's log."),
+    "seglog_log_segments": ("gauge", ("topic", "partition"), "Segments of the partition's log."),
+    "seglog_log_unflushed_records": (
+        "gauge", ("topic", "partition"), "Offsets above the recovery point (not yet fsynced)."),
+    "seglog_partitions": ("gauge", (), "Online partitions."),
+    "seglog_offline_partitions": ("gauge", (), "Partitions that exist but cannot be served."),
+    "seglog_partition_series_omitted": (
+        "gauge", (), "Partitions beyond partition_series_max, left out of per-partition series."),
+    "seglog_log_dir_online": ("gauge", ("dir",), "1 while the log directory is online."),
+    "seglog_log_dir_size_bytes": ("gauge", ("dir",), "Bytes of logs in the directory."),
+    "seglog_log_dir_partitions": ("gauge", ("dir",), "Online partitions in the directory."),
+    "seglog_log_flushes": ("counter", (), "Log flushes (fsync passes) since start."),
+    # -- start-up and recovery ---------------------------------------------------------------
+    "seglog_log_dir_clean_shutdown": (
+        "gauge", ("dir",), "1 when the clean-shutdown marker was found at start."),
+    "seglog_recovery_ran": (
+        "gauge", (), "1 when start-up recovered a log (its directory had no clean-shutdown marker)."),
+    "seglog_recovery_logs_recovered": ("gauge", (), "Logs loaded through recovery at start."),
+    "seglog_recovery_segments_recovered": (
+        "gauge", (), "Segments CRC-checked and reindexed by recovery (online partitions)."),
+    "seglog_recovery_truncated_bytes": (
+        "gauge", (), "Bytes cut from torn or corrupt tails by recovery (online partitions)."),
+    "seglog_recovery_logs_reloaded": (
+        "gauge", (), "Logs whose load failed and that were loaded again with recovery at start."),
+    "seglog_recovery_logs_offline": (
+        "gauge", (), "Logs kept offline alone at start: not loadable even with recovery."),
+    "seglog_startup_duration_seconds": ("gauge", (), "Time the storage took to load at start."),
+    # -- the service -------------------------------------------------------------------------
+    "seglog_fetch_waiters": ("gauge", (), "Long polls and streams waiting for an append."),
+    "seglog_consume_streams": ("gauge", (), "Open Consume streams."),
+    "seglog_storage_calls": (
+        "counter", ("placement",), "Storage calls by where they ran (inline, pooled, busy)."),
+    "seglog_rpc_internal_errors": ("counter", (), "RPCs that failed with an unexpected error."),
+    # -- hooks: exported once the statistics exist -------------------------------------------
+    "seglog_descriptors_in_use": ("gauge", (), "File descriptors held by the storage."),
+    "seglog_descriptors_budget": ("gauge", (), "File descriptors the storage may hold."),
+    "seglog_cleaner_dirty_ratio": ("gauge", ("topic", "partition"), "Cleanable share of a log."),
+    "seglog_cleaner_bytes_reclaimed": ("counter", (), "Bytes the cleaner reclaimed."),
+    "seglog_cleaner_last_run_timestamp_seconds": ("gauge", (), "When the cleaner last committed."),
+    "seglog_cleaner_offset_map_utilization_ratio": ("gauge", (), "Offset map fill of the last run."),
+    "seglog_cleaner_offset_map_collision_ratio": ("gauge", (), "Digest collisions of the last run."),
+}
+
+
+class _Histogram:
+    """Cumulative-bucket histogram without a lock (see the module docstring)."""
+
+    __slots__ = ("bounds", "counts", "total")
+
+    def __init__(self, bounds: Sequence[float]) -> None:
+        self.bounds = tuple(bounds)
+        self.counts = [0] * (len(self.bounds) + 1)  # the last is +Inf
+        self.total = 0.0
+
+    def observe(self, value: float) -> None:
+        self.counts[bisect.bisect_left(self.bounds, value)] += 1
+        self.total += value
+
+    def buckets(self) -> list[tuple[str, int]]:
+        running, out = 0, []
+        for bound, count in zip((*self.bounds, float("inf")), list(self.counts), strict=True):
+            running += count
+            out.append(("+Inf" if bound == float("inf") else repr(float(bound)), running))
+        return out
+
+
+class _Histograms:
+    """Histograms by label values, created on first use (label sets are fixed and small)."""
+
+    def __init__(self, bounds: Sequence[float]) -> None:
+        self._bounds = tuple(bounds)
+        self.by_labels: dict[tuple[str, ...], _Histogram] = {}
+        self._create_lock = threading.Lock()
+
+    def child(self, *labels: str) -> _Histogram:
+        histogram = self.by_labels.get(labels)
+        if histogram is None:
+            with self._create_lock:
+                histogram = self.by_labels.setdefault(labels, _Histogram(self._bounds))
+        return histogram
+
+
+class MetricsObserver(StorageObserver):
+    """The storage's per-operation figures, kept for the collector."""
+
+    enabled = True
+
+    def __init__(self) -> None:
+        self.phases = _Histograms(PHASE_BUCKETS_SECONDS)
+        self.lookup_pages = _Histograms(PAGES_BUCKETS)
+        self.lookups: dict[tuple[str, str], int] = {
+            (index, zone): 0 for index in ("offset", "time") for zone in ("warm", "cold")
+        }
+        self.faults: dict[tuple[str, str], int] = {
+            (path, kind): 0 for path in ("index_lookup", "log_read", "append")
+            for kind in ("minor", "major")
+        }
+        self.read_age_bytes = _Histogram(READ_AGE_BUCKETS)
+        self.read_age_offsets = _Histogram(READ_AGE_BUCKETS)
+
+    # Each method observes inline (no further calls): they run several times per request.
+    def index_lookup(self, index: str, zone: str, pages: int) -> None:
+        self.lookups[index, zone] += 1
+        histogram = self.lookup_pages.by_labels.get((index,)) or self.lookup_pages.child(index)
+        histogram.counts[bisect.bisect_left(histogram.bounds, pages)] += 1
+        histogram.total += pages
+
+    def phase(self, operation: str, phase: str, seconds: float) -> None:
+        histogram = self.phases.by_labels.get((operation, phase)) or self.phases.child(operation, phase)
+        histogram.counts[bisect.bisect_left(histogram.bounds, seconds)] += 1
+        histogram.total += seconds
+
+    def page_faults(self, path: str, minor: int, major: int) -> None:
+        if minor:
+            self.faults[path, "minor"] += minor
+        if major:
+            self.faults[path, "major"] += major
+
+    def read_age(self, offsets: int, bytes_behind: int) -> None:
+        histogram = self.read_age_offsets
+        histogram.counts[bisect.bisect_left(histogram.bounds, offsets)] += 1
+        histogram.total += offsets
+        histogram = self.read_age_bytes
+        histogram.counts[bisect.bisect_left(histogram.bounds, bytes_behind)] += 1
+        histogram.total += bytes_behind
+
+
+class _TopicTraffic:
+    """Bytes and records sent per topic (what the storage's statistics do not know: a read
+    the service probes and then repeats on the pool is one response)."""
+
+    def __init__(self) -> None:
+        self.fetched_bytes: dict[str, int] = {}
+        self.fetched_records: dict[str, int] = {}
+
+    def fetched(self, topic: str, records: int, size_bytes: int) -> None:
+        self.fetched_bytes[topic] = self.fetched_bytes.get(topic, 0) + size_bytes
+        self.fetched_records[topic] = self.fetched_records.get(topic, 0) + records
+
+
+@dataclass
+class _ResidencySample:
+    taken_at: float = float("-inf")
+    ratios: dict[tuple[str, int, str], float] | None = None
+
+
+class Metrics:
+    """The service's metrics: the observer the storage reports to, the RPC hook, the registry."""
+
+    def __init__(
+        self,
+        *,
+        partition_series_max: int = PARTITION_SERIES_MAX_DEFAULT,
+        residency_interval_s: float = RESIDENCY_INTERVAL_S,
+        residency_files_max: int = RESIDENCY_FILES_MAX,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        assert partition_series_max >= 0
+        self.observer = MetricsObserver()
+        self.rpc_durations = _Histograms(LATENCY_BUCKETS_SECONDS)
+        self.traffic = _TopicTraffic()
+        self.partition_series_max = partition_series_max
+        self.residency_interval_s = residency_interval_s
+        self.residency_files_max = residency_files_max
+        self._clock = clock
+        self._residency = _ResidencySample()
+        self._residency_lock = threading.Lock()
+        self.manager: Any = None  # the LogManager, once started
+        self.servicer: Any = None  # the LogServicer, once serving
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.registry.register(SeglogCollector(self))
+
+    def rpc_finished(self, method: str, code: str, seconds: float) -> None:
+        histogram = self.rpc_durations.by_labels.get((method, code)) or self.rpc_durations.child(method, code)
+        histogram.counts[bisect.bisect_left(histogram.bounds, seconds)] += 1
+        histogram.total += seconds
+
+    def fetched(self, topic: str, records: int, size_bytes: int) -> None:
+        self.traffic.fetched(topic, records, size_bytes)
+
+    # -- residency: sampled with mincore at most every residency_interval_s --------------------
+    def residency(self, partitions: Sequence[Any]) -> tuple[dict[tuple[str, int, str], float], float]:
+        """Ratios by (topic, partition, index) and the sample's age in seconds."""
+        with self._residency_lock:
+            now = self._clock()
+            sample = self._residency
+            if sample.ratios is None or now - sample.taken_at >= self.residency_interval_s:
+                sample.ratios = self._sample_residency(partitions)
+                sample.taken_at = now
+            return sample.ratios, now - sample.taken_at
+
+    def _sample_residency(self, partitions: Sequence[Any]) -> dict[tuple[str, int, str], float]:
+        ratios: dict[tuple[str, int, str], float] = {}
+        files_left = self.residency_files_max
+        for stats in partitions:
+            if files_left <= 0:
+                break
+            log = self._log_of(stats.topic, stats.partition)
+            if log is None:
+                continue
+            pages = {"offset": [0, 0], "time": [0, 0]}
+            for segment in log.segments_snapshot():
+                for label, index in (("offset", segment.offset_index), ("time", segment.time_index)):
+                    files_left -= _add_residency(index, pages[label])
+            for label, (resident, total) in pages.items():
+                if total:
+                    ratios[stats.topic, stats.partition, label] = resident / total
+        return ratios
+
+    def _log_of(self, topic: str, partition: int) -> Any:
+        try:
+            return self.manager.get_log(topic, partition)
+        except Exception:  # noqa: BLE001 - deleted or offline since the statistics were taken
+            return None
+
+
+def _add_residency(index: Any, pages: list[int]) -> int:
+    """Adds (resident, total) pages of ``index``'s valid entries; returns files mapped (0 or 1).
+
+    An index the storage has not opened (an inactive segment nobody read since the start) is not
+    opened here either: its file was trimmed to its entries when it was closed, so its length is
+    its valid size, and mincore tells whether those pages are cached all the same."""
+    stats = index.statistics()  # no file is opened for an index never used
+    size_bytes = stats.size_in_bytes
+    if not stats.is_materialized:
+        try:
+            size_bytes = os.stat(stats.path).st_size
+        except OSError:
+            return 0
+    if size_bytes == 0:
+        return 0
+    valid_pages = (size_bytes + PAGE_BYTES - 1) // PAGE_BYTES
+    vector = resident_pages(stats.path)[:valid_pages]
+    pages[0] += sum(vector)
+    pages[1] += valid_pages
+    return 1
+
+
+class SeglogCollector(Collector):
+    """Builds every family at scrape time from statistics and the observed instruments."""
+
+    def __init__(self, metrics: Metrics) -> None:
+        self._metrics = metrics
+
+    def collect(self) -> Iterator[Metric]:
+        m = self._metrics
+        yield from _rpc_families(m)
+        yield from _observer_families(m.observer)
+        if m.servicer is not None:
+            yield from _servicer_families(m.servicer.statistics(), m)
+        if m.manager is not None:
+            stats = m.manager.statistics()
+            yield from _manager_families(stats)
+            yield from _partition_families(stats, m)
+            yield from _recovery_families(stats)
+            yield from _descriptor_families(m.manager)
+            yield from _cleaner_families(m.manager)
+
+
+# -- families --------------------------------------------------------------------------------
+
+
+def _family(name: str, labels: Sequence[str] | None = None) -> Any:
+    kind, declared, text = FAMILIES[name]
+    labels = declared if labels is None else labels
+    if kind == "counter":
+        return CounterMetricFamily(name, text, labels=labels)
+    if kind == "gauge":
+        return GaugeMetricFamily(name, text, labels=labels)
+    return HistogramMetricFamily(name, text, labels=labels)
+
+
+def _histogram_family(name: str, histograms: dict[tuple[str, ...], _Histogram]) -> Metric:
+    family = _family(name)
+    for labels, histogram in sorted(histograms.items()):
+        family.add_metric(list(labels), histogram.buckets(), histogram.total)
+    return family
+
+
+def _rpc_families(m: Metrics) -> Iterator[Metric]:
+    yield _histogram_family("seglog_rpc_duration_seconds", m.rpc_durations.by_labels)
+
+
+def _observer_families(observer: MetricsObserver) -> Iterator[Metric]:
+    yield _histogram_family("seglog_storage_phase_duration_seconds", observer.phases.by_labels)
+    lookups = _family("seglog_index_lookups")
+    for (index, zone), count in sorted(observer.lookups.items()):
+        lookups.add_metric([index, zone], count)
+    yield lookups
+    yield _histogram_family("seglog_index_lookup_pages", observer.lookup_pages.by_labels)
+    faults = _family("seglog_page_faults")
+    for (path, kind), count in sorted(observer.faults.items()):
+        faults.add_metric([path, kind], count)
+    yield faults
+    for name, histogram in (("seglog_fetch_read_age_bytes", observer.read_age_bytes),
+                            ("seglog_fetch_read_age_offsets", observer.read_age_offsets)):
+        yield _histogram_family(name, {(): histogram})
+
+
+def _servicer_families(stats: Any, m: Metrics) -> Iterator[Metric]:
+    waiters = _family("seglog_fetch_waiters")
+    waiters.add_metric([], stats.waiters.waiting_count)
+    yield waiters
+    streams = _family("seglog_consume_streams")
+    streams.add_metric([], stats.consume_stream_count)
+    yield streams
+    calls = _family("seglog_storage_calls")
+    calls.add_metric(["inline"], stats.storage_calls.inline_count)
+    calls.add_metric(["pooled"], stats.storage_calls.pooled_count)
+    calls.add_metric(["busy_fallback"], stats.storage_calls.busy_fallback_count)
+    yield calls
+    internal = _family("seglog_rpc_internal_errors")
+    internal.add_metric([], stats.rpc.internal_error_count)
+    yield internal
+    cap = m.partition_series_max
+    yield _per_topic("seglog_fetched_bytes", m.traffic.fetched_bytes, cap)
+    yield _per_topic("seglog_fetched_records", m.traffic.fetched_records, cap)
+
+
+def _per_topic(name: str, values: dict[str, int], cap: int) -> Metric:
+    family = _family(name)
+    topics = sorted(values)
+    for topic in topics[:cap]:
+        family.add_metric([topic], values[topic])
+    if len(topics) > cap:
+        family.add_metric([OTHER_TOPIC], sum(values[topic] for topic in topics[cap:]))
+    return family
+
+
+def _gauge(name: str, value: float) -> Metric:
+    family = _family(name)
+    family.add_metric([], value)
+    return family
+
+
+def _manager_families(stats: Any) -> Iterator[Metric]:
+    yield _gauge("seglog_partitions", stats.partition_count)
+    yield _gauge("seglog_offline_partitions", stats.offline_partition_count)
+    online, size, partitions = (_family(n) for n in (
+        "seglog_log_dir_online", "seglog_log_dir_size_bytes", "seglog_log_dir_partitions"))
+    for log_dir in stats.log_dirs:
+        online.add_metric([log_dir.path], 1 if log_dir.online else 0)
+        size.add_metric([log_dir.path], log_dir.size_bytes)
+        partitions.add_metric([log_dir.path], log_dir.partition_count)
+    yield from (online, size, partitions)
+    flushes = _family("seglog_log_flushes")
+    flushes.add_metric([], sum(p.log.flush_count for p in stats.partitions))
+    yield flushes
+
+
+def _partition_families(stats: Any, m: Metrics) -> Iterator[Metric]:
+    cap = m.partition_series_max
+    shown = stats.partitions[:cap]
+    yield _gauge("seglog_partition_series_omitted", len(stats.partitions) - len(shown))
+    names = ("seglog_log_start_offset", "seglog_log_end_offset", "seglog_log_size_bytes",
+             "seglog_log_segments", "seglog_log_unflushed_records")
+    families = [_family(name) for name in names]
+    produced_bytes: dict[str, int] = {}
+    produced_records: dict[str, int] = {}
+    for p in stats.partitions:
+        produced_bytes[p.topic] = produced_bytes.get(p.topic, 0) + p.log.appended_bytes
+        produced_records[p.topic] = produced_records.get(p.topic, 0) + p.log.appended_record_count
+    for p in shown:
+        labels = [p.topic, str(p.partition)]
+        log = p.log
+        for family, value in zip(families, (
+            log.log_start_offset, log.log_end_offset, log.size_bytes, log.segment_count,
+            log.unflushed_record_count,
+        ), strict=True):
+            family.add_metric(labels, value)
+    yield from families
+    yield _per_topic("seglog_produced_bytes", produced_bytes, cap)
+    yield _per_topic("seglog_produced_records", produced_records, cap)
+    ratios, age = m.residency(shown) if shown else ({}, 0.0)
+    resident = _family("seglog_index_resident_ratio")
+    for (topic, partition, index), ratio in sorted(ratios.items()):
+        resident.add_metric([topic, str(partition), index], ratio)
+    yield resident
+    yield _gauge("seglog_index_residency_sample_age_seconds", age)
+
+
+def _recovery_families(stats: Any) -> Iterator[Metric]:
+    """Recovery at start: the figures the log manager's loading recorded (``stats.recovery``,
+    summed over the directories that loaded)."""
+    marker = _family("seglog_log_dir_clean_shutdown")
+    for log_dir in stats.log_dirs:
+        marker.add_metric([log_dir.path], 1 if log_dir.had_clean_shutdown else 0)
+    yield marker
+    recovery = stats.recovery
+    ran = recovery.logs_recovered > 0 or recovery.logs_reloaded_with_recovery > 0 or recovery.logs_offline > 0
+    yield _gauge("seglog_recovery_ran", 1 if ran else 0)
+    yield _gauge("seglog_recovery_logs_recovered", recovery.logs_recovered)
+    yield _gauge("seglog_recovery_segments_recovered", recovery.segments_recovered)
+    yield _gauge("seglog_recovery_truncated_bytes", recovery.bytes_truncated)
+    yield _gauge("seglog_recovery_logs_reloaded", recovery.logs_reloaded_with_recovery)
+    yield _gauge("seglog_recovery_logs_offline", recovery.logs_offline)
+    yield _gauge("seglog_startup_duration_seconds", stats.startup_duration_ms / 1000)
+
+
+def _descriptor_families(manager: Any) -> Iterator[Metric]:
+    """Hook for the descriptor budget: ``manager.descriptor_statistics()`` with ``in_use`` and
+    ``budget`` (counts). Nothing is exported until the manager offers it."""
+    method = getattr(manager, "descriptor_statistics", None)
+    if method is None:
+        return
+    stats = method()
+    yield _gauge("seglog_descriptors_in_use", stats.in_use)
+    yield _gauge("seglog_descriptors_budget", stats.budget)
+
+
+def _cleaner_families(manager: Any) -> Iterator[Metric]:
+    """Hook for the offline cleaner: ``manager.cleaner_statistics()`` with ``dirty_ratios``
+    ({(topic, partition): ratio}), ``bytes_reclaimed_total``, ``last_commit_time_ms``,
+    ``offset_map_utilization`` and ``offset_map_collision_ratio``. Exported when offered."""
+    method = getattr(manager, "cleaner_statistics", None)
+    if method is None:
+        return
+    stats = method()
+    dirty = _family("seglog_cleaner_dirty_ratio")
+    for (topic, partition), ratio in sorted(getattr(stats, "dirty_ratios", {}).items()):
+        dirty.add_metric([topic, str(partition)], ratio)
+    yield dirty
+    reclaimed = _family("seglog_cleaner_bytes_reclaimed")
+    reclaimed.add_metric([], getattr(stats, "bytes_reclaimed_total", 0))
+    yield reclaimed
+    yield _gauge("seglog_cleaner_last_run_timestamp_seconds",
+                 getattr(stats, "last_commit_time_ms", 0) / 1000)
+    yield _gauge("seglog_cleaner_offset_map_utilization_ratio",
+                 getattr(stats, "offset_map_utilization", 0.0))
+    yield _gauge("seglog_cleaner_offset_map_collision_ratio",
+                 getattr(stats, "offset_map_collision_ratio", 0.0))
+
+
+def family_names(families: Iterable[str] = FAMILIES) -> list[str]:
+    """Sample names as they appear on /metrics (counters with ``_total``)."""
+    return [f"{name}_total" if FAMILIES[name][0] == "counter" else name for name in families]

@@ -1,0 +1,152 @@
+"""What the storage tells an observer about its hot paths: index lookups, phase timings, faults.
+
+The storage keeps no Prometheus code (import-linter checks it). Figures that are running totals of
+one object live in that object's ``statistics()``; figures that describe single operations (how
+many index pages one lookup touched, how long one index search took, how many page faults one
+read caused) are handed, as plain numbers, to the one process-wide ``StorageObserver`` installed
+with ``install_observer``. ``metrics.py`` implements it; by default a ``StorageObserver`` that
+ignores everything is installed and ``enabled`` is False, so the hot paths skip even the clock
+reads and ``getrusage`` calls (a benchmark of the bare storage pays nothing).
+
+Why one process-wide observer rather than one handed down through LogManager -> Log ->
+LogSegment -> index: the observer is a sink with no state the storage depends on, the indexes are
+constructed in a dozen places (load, roll, recovery, cleaning), and every hot path reads it once
+per operation (``OBSERVER.current``), which costs one attribute read.
+
+Labels used by the storage (fixed sets, so every series is bounded):
+
+    index       "offset" | "time"
+    zone        index_search.Zone values: "warm" | "cold"
+    operation   "produce" | "fetch" | "offsets_for_times" | "flush"
+    phase       "segment_lookup" | "index_search" | "log_scan" | "log_read" | "validation"
+                | "append" | "fsync"
+    path        (page faults) "index_lookup" | "log_read" | "append"
+"""
+
+from __future__ import annotations
+
+import resource
+import time
+
+__all__ = [
+    "OBSERVER",
+    "Stopwatch",
+    "StorageObserver",
+    "install_observer",
+    "page_faults",
+    "page_of",
+    "stopwatch",
+]
+
+PAGE_BYTES = resource.getpagesize()
+
+
+class StorageObserver:
+    """Receives single-operation figures. This base ignores them; subclasses count them.
+
+    ``enabled`` False tells the storage not to measure at all. Methods are called on the storage
+    threads (the event loop for inline calls, pool threads otherwise), so implementations must be
+    cheap and thread-safe for the counters they touch.
+    """
+
+    enabled: bool = False
+
+    def index_lookup(self, index: str, zone: str, pages: int) -> None:
+        """One search of an index: its kind, the zone it ran in, distinct pages it probed."""
+
+    def phase(self, operation: str, phase: str, seconds: float) -> None:
+        """Time one phase of a storage operation took."""
+
+    def page_faults(self, path: str, minor: int, major: int) -> None:
+        """Page faults this thread took on ``path`` (may be 0, 0)."""
+
+    def read_age(self, offsets: int, bytes_behind: int) -> None:
+        """How far behind the log end a read started, in offsets and bytes."""
+
+
+class _Current:
+    """Holder of the installed observer, so hot paths read ``OBSERVER.current``."""
+
+    __slots__ = ("current",)
+
+    def __init__(self) -> None:
+        self.current: StorageObserver = StorageObserver()
+
+
+OBSERVER = _Current()
+
+
+def install_observer(observer: StorageObserver | None) -> StorageObserver:
+    """Installs ``observer`` (None: the ignoring default); returns the previous one."""
+    previous = OBSERVER.current
+    OBSERVER.current = observer if observer is not None else StorageObserver()
+    return previous
+
+
+class Stopwatch:
+    """Times the phases of one storage operation and counts its page faults, for the observer.
+
+    ``lap(phase)`` reports the time since the previous lap (or the start) as ``phase``;
+    ``mark_faults()`` then ``faults(path)`` report the faults taken in between, and a further
+    ``faults(other_path)`` those since. getrusage costs 2-3 us here: one call per boundary.
+    """
+
+    __slots__ = ("_faults", "_last", "_observer", "_operation")
+
+    def __init__(self, observer: StorageObserver, operation: str) -> None:
+        self._observer = observer
+        self._operation = operation
+        self._faults = (0, 0)
+        self._last = time.perf_counter()
+
+    def lap(self, phase: str) -> None:
+        now = time.perf_counter()
+        self._observer.phase(self._operation, phase, now - self._last)
+        self._last = now
+
+    def mark_faults(self) -> None:
+        self._faults = page_faults()
+
+    def faults(self, path: str) -> None:
+        """Reports the faults since ``mark_faults`` (or the previous ``faults``) as ``path``."""
+        minor, major = page_faults()
+        self._observer.page_faults(path, minor - self._faults[0], major - self._faults[1])
+        self._faults = (minor, major)
+
+
+class _IdleStopwatch:
+    """What ``stopwatch`` returns while no observer listens: every call does nothing."""
+
+    __slots__ = ()
+
+    def lap(self, phase: str) -> None:
+        pass
+
+    def mark_faults(self) -> None:
+        pass
+
+    def faults(self, path: str) -> None:
+        pass
+
+
+_IDLE = _IdleStopwatch()
+
+
+def stopwatch(operation: str) -> Stopwatch | _IdleStopwatch:
+    """A Stopwatch for ``operation`` reporting to the installed observer (an idle one if none)."""
+    observer = OBSERVER.current
+    return Stopwatch(observer, operation) if observer.enabled else _IDLE
+
+
+def page_faults() -> tuple[int, int]:
+    """(minor, major) page faults of the calling thread so far (Linux RUSAGE_THREAD)."""
+    usage = resource.getrusage(_RUSAGE_THREAD)
+    return usage.ru_minflt, usage.ru_majflt
+
+
+def page_of(byte_position: int) -> int:
+    return byte_position // PAGE_BYTES
+
+
+# RUSAGE_THREAD is Linux's; elsewhere the process figures stand in (they include other threads).
+_RUSAGE_THREAD = getattr(resource, "RUSAGE_THREAD", resource.RUSAGE_SELF)

@@ -1,0 +1,177 @@
+"""/metrics of a running service after real traffic: every family with its documented labels,
+moving the right way (a read far behind the tail is a cold-zone lookup with a large read age, a
+tail read a warm one), and ExplainLookup / ``seglog explain`` laying out the same paths."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import urllib.request
+
+import grpc
+import pytest
+from integration_helpers import make_batch
+from prometheus_client.parser import text_string_to_metric_families
+
+from seglog.v1 import log_service_pb2 as pb
+from seglog_server.metrics import FAMILIES
+
+pytestmark = pytest.mark.integration
+
+# The offset index's warm section holds 1024 entries (8 KiB); with an entry per batch, 2500
+# batches put the first ~1475 offsets (about three pages of entries) in the cold section.
+BATCH_COUNT = 2500
+HOOK_FAMILIES = {name for name in FAMILIES if name.startswith(("seglog_descriptors_", "seglog_cleaner_"))}
+
+
+def scrape(address: str) -> dict[str, dict[tuple, float]]:
+    """name -> {sorted label items: value} for every sample on /metrics."""
+    with urllib.request.urlopen(f"http://{address}/metrics", timeout=10) as response:
+        text = response.read().decode()
+    samples: dict[str, dict[tuple, float]] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            samples.setdefault(sample.name, {})[tuple(sorted(sample.labels.items()))] = sample.value
+    return samples
+
+
+def value(samples, name: str, **labels) -> float:
+    return samples.get(name, {}).get(tuple(sorted(labels.items())), 0.0)
+
+
+@pytest.fixture(scope="module")
+def loaded(tmp_path_factory):
+    """A service with one partition holding BATCH_COUNT one-record batches, each indexed."""
+    from integration_helpers import ServiceProcess
+
+    workdir = tmp_path_factory.mktemp("metrics-service")
+    service = ServiceProcess(workdir, [workdir / "data"], []).start()
+    service.stub.CreateTopic(pb.CreateTopicRequest(
+        topic="paged", partitions=1, configs={"index.interval.bytes": "1"}), timeout=10)
+    for number in range(BATCH_COUNT):
+        service.stub.Produce(pb.ProduceRequest(
+            topic="paged", partition=0, records=make_batch([b"v%05d" % number])), timeout=10)
+    yield service
+    assert service.stop() == 0, service.log()
+
+
+def fetch(service, offset: int) -> None:
+    service.stub.Fetch(pb.FetchRequest(topic="paged", partition=0, offset=offset, max_bytes=1), timeout=10)
+
+
+def test_a_read_far_behind_the_tail_is_a_cold_lookup_with_a_large_read_age(loaded):
+    before = scrape(loaded.metrics_address)
+    fetch(loaded, 10)
+    after = scrape(loaded.metrics_address)
+    cold = "seglog_index_lookups_total"
+    assert value(after, cold, index="offset", zone="cold") > value(before, cold, index="offset", zone="cold")
+    assert value(after, cold, index="offset", zone="warm") == value(before, cold, index="offset", zone="warm")
+    age = value(after, "seglog_fetch_read_age_offsets_sum") - value(before, "seglog_fetch_read_age_offsets_sum")
+    assert age == BATCH_COUNT - 10
+    age_bytes = value(after, "seglog_fetch_read_age_bytes_sum") - value(before, "seglog_fetch_read_age_bytes_sum")
+    assert age_bytes > 1000 * (BATCH_COUNT - 10) / 100  # tens of bytes per batch, behind
+    pages = value(after, "seglog_index_lookup_pages_sum", index="offset") - value(
+        before, "seglog_index_lookup_pages_sum", index="offset")
+    assert pages >= 2  # a cold binary search over 12 KiB of entries crosses pages
+
+
+def test_a_tail_read_is_a_warm_lookup_with_a_small_read_age(loaded):
+    before = scrape(loaded.metrics_address)
+    fetch(loaded, BATCH_COUNT - 1)
+    after = scrape(loaded.metrics_address)
+    lookups = "seglog_index_lookups_total"
+    assert value(after, lookups, index="offset", zone="warm") > value(before, lookups, index="offset", zone="warm")
+    assert value(after, lookups, index="offset", zone="cold") == value(before, lookups, index="offset", zone="cold")
+    age = value(after, "seglog_fetch_read_age_offsets_sum") - value(before, "seglog_fetch_read_age_offsets_sum")
+    assert age == 1
+    pages_count = value(after, "seglog_index_lookup_pages_count", index="offset") - value(
+        before, "seglog_index_lookup_pages_count", index="offset")
+    pages = value(after, "seglog_index_lookup_pages_sum", index="offset") - value(
+        before, "seglog_index_lookup_pages_sum", index="offset")
+    assert pages_count >= 1 and pages <= 3 * pages_count  # the warm section spans <= 3 pages
+
+
+def test_every_family_appears_with_its_documented_labels(loaded):
+    stub = loaded.stub
+    stub.OffsetsForTimes(pb.OffsetsForTimesRequest(partitions=[
+        pb.PartitionTimestamp(topic="paged", partition=0, timestamp_ms=0)]), timeout=10)
+    stub.Produce(pb.ProduceRequest(topic="paged", partition=0, records=make_batch([b"x"]),
+                                   acks=pb.ACKS_FSYNCED), timeout=10)
+    fetch(loaded, 0)
+    with pytest.raises(grpc.RpcError):
+        stub.Fetch(pb.FetchRequest(topic="no-such-topic", partition=0, offset=0), timeout=10)
+    samples = scrape(loaded.metrics_address)
+    for name, (kind, labels, _) in FAMILIES.items():
+        if name in HOOK_FAMILIES:
+            continue
+        sample = {"counter": f"{name}_total", "histogram": f"{name}_count"}.get(kind, name)
+        assert sample in samples, f"{sample} missing from /metrics"
+        for label_items in samples[sample]:
+            assert {key for key, _ in label_items} == set(labels) | ({"le"} if kind == "histogram" and sample.endswith("_bucket") else set()), (name, label_items)
+    codes = {dict(items)["code"] for items in samples["seglog_rpc_duration_seconds_count"]}
+    assert {"OK", "NOT_FOUND"} <= codes
+    phases = {(dict(i)["operation"], dict(i)["phase"]) for i in samples["seglog_storage_phase_duration_seconds_count"]}
+    assert {("produce", "validation"), ("produce", "append"), ("flush", "fsync"), ("fetch", "segment_lookup"),
+            ("fetch", "index_search"), ("fetch", "log_scan"), ("fetch", "log_read"),
+            ("offsets_for_times", "index_search"), ("offsets_for_times", "log_scan")} <= phases
+    assert value(samples, "seglog_log_end_offset", topic="paged", partition="0") >= BATCH_COUNT + 1
+    assert value(samples, "seglog_produced_records_total", topic="paged") >= BATCH_COUNT + 1
+    assert value(samples, "seglog_fetched_records_total", topic="paged") >= 1
+    ratio = value(samples, "seglog_index_resident_ratio", topic="paged", partition="0", index="offset")
+    assert 0.0 < ratio <= 1.0  # just written and searched: resident
+    assert value(samples, "seglog_log_dir_online", dir=str(loaded.data_dirs[0])) == 1
+    assert {dict(items)["path"] for items in samples["seglog_page_faults_total"]} == {
+        "index_lookup", "log_read", "append"}
+
+
+def test_explain_lookup_lays_out_a_cold_and_a_warm_path(loaded):
+    cold = loaded.stub.ExplainLookup(pb.ExplainLookupRequest(topic="paged", partition=0, offset=10), timeout=10)
+    assert cold.segment_base_offset == 0 and cold.segment_count == 1
+    (search,) = cold.searches
+    assert search.index == "offset" and search.zone == "cold" and search.entry_count >= BATCH_COUNT - 1
+    assert len(search.probed_slots) >= 2 and len(search.pages) >= 2
+    assert len(search.pages_resident) == len(search.pages) and all(search.pages_resident)
+    assert cold.found_offset == 10 and cold.found_position >= cold.index_position
+    assert cold.scanned_bytes == cold.found_position - cold.index_position
+    warm = loaded.stub.ExplainLookup(
+        pb.ExplainLookupRequest(topic="paged", partition=0, offset=BATCH_COUNT - 1), timeout=10)
+    assert warm.searches[0].zone == "warm" and len(warm.searches[0].pages) <= 3
+    by_time = loaded.stub.ExplainLookup(
+        pb.ExplainLookupRequest(topic="paged", partition=0, timestamp_ms=0), timeout=10)
+    assert [s.index for s in by_time.searches] == ["time", "offset"]
+    assert by_time.found_offset == 0
+
+
+def test_explain_lookup_refuses_a_missing_target_and_an_offset_out_of_range(loaded):
+    with pytest.raises(grpc.RpcError) as info:
+        loaded.stub.ExplainLookup(pb.ExplainLookupRequest(topic="paged", partition=0), timeout=10)
+    assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    with pytest.raises(grpc.RpcError) as info:
+        loaded.stub.ExplainLookup(pb.ExplainLookupRequest(topic="paged", partition=0, offset=10**9), timeout=10)
+    assert info.value.code() == grpc.StatusCode.OUT_OF_RANGE
+    loaded.stub.ListTopics(pb.ListTopicsRequest(), timeout=10)
+
+
+def test_seglog_explain_prints_the_path(loaded):
+    command = [sys.executable, "-m", "seglog.cli", "--server", loaded.address, "explain", "paged",
+               "--partition", "0", "--offset", "10"]
+    text = subprocess.run(command, capture_output=True, text=True, check=True, timeout=60).stdout
+    assert "segment map: 1 segments -> segment 0" in text
+    assert "offset index:" in text and "zone cold" in text and "bytes scanned" in text
+    row = json.loads(subprocess.run([*command, "--format", "json"], capture_output=True, text=True,
+                                    check=True, timeout=60).stdout)
+    assert row["searches"][0]["zone"] == "cold" and int(row["found_offset"]) == 10
+
+
+def test_metrics_none_serves_no_endpoint(start_service):
+    service = start_service(["--metrics-listen", "none"])
+    assert service.metrics_address is None
+    service.stub.ListTopics(pb.ListTopicsRequest(), timeout=10)
+
+
+def test_a_busy_metrics_port_does_not_stop_the_service(loaded, start_service):
+    service = start_service(["--metrics-listen", loaded.metrics_address])
+    service.stub.ListTopics(pb.ListTopicsRequest(), timeout=10)
+    assert service.metrics_address is None
+    assert "metrics endpoint off" in service.log()

@@ -1,0 +1,100 @@
+"""The storage observer: index lookups report their zone and the distinct pages their probes read,
+checked against the recording search (the oracle) over random indexes, and nothing is measured
+while no observer listens."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from seglog_server.storage.index_search import LARGEST_LOWER_BOUND, recording, slot_and_zone_for
+from seglog_server.storage.observer import PAGE_BYTES, StorageObserver, install_observer, stopwatch
+from seglog_server.storage.offset_index import LAYOUT, OffsetIndex
+
+
+class Recorder(StorageObserver):
+    """Keeps what the storage reports (faults are reported by segment reads, not by indexes)."""
+
+    enabled = True
+
+    def __init__(self) -> None:
+        self.lookups: list[tuple[str, str, int]] = []
+        self.phases: list[tuple[str, str, float]] = []
+        self.faults: list[tuple[str, int, int]] = []
+
+    def index_lookup(self, index, zone, pages):
+        self.lookups.append((index, zone, pages))
+
+    def phase(self, operation, phase, seconds):
+        self.phases.append((operation, phase, seconds))
+
+    def page_faults(self, path, minor, major):
+        self.faults.append((path, minor, major))
+
+
+def filled_index(tmp_path, entry_count: int) -> OffsetIndex:
+    index = OffsetIndex(str(tmp_path / "00000000000000000000.index"), 0, max_index_bytes=8 * 3_000)
+    for number in range(entry_count):
+        index.append(number * 3, number * 100)
+    return index
+
+
+@settings(max_examples=40, deadline=None)
+@given(entry_count=st.integers(1, 3000), target=st.integers(0, 10_000))
+def test_lookup_reports_its_zone_and_the_distinct_pages_its_probes_read(tmp_path_factory, entry_count, target):
+    index = filled_index(tmp_path_factory.mktemp("index"), entry_count)
+    recorder = Recorder()
+    previous = install_observer(recorder)
+    try:
+        index.lookup(target)
+    finally:
+        install_observer(previous)
+        probes: list[int] = []
+        with open(index.path, "rb") as file:
+            buffer = file.read()
+        _, zone = slot_and_zone_for(buffer, entry_count, target, recording(LAYOUT.key, probes), LARGEST_LOWER_BOUND)
+        index.close()
+    expected_pages = len({slot * LAYOUT.entry_bytes // PAGE_BYTES for slot in probes})
+    assert recorder.lookups == [("offset", zone.value, expected_pages)]
+    if zone.value == "warm":
+        assert expected_pages <= 3  # the warm section spans at most three pages
+
+
+def test_explain_lookup_lists_probes_and_pages_and_counts_as_a_lookup(tmp_path):
+    index = filled_index(tmp_path, 3000)  # 24,000 bytes: the cold section spans pages 0-3
+    explanation, entry = index.explain_lookup(30)
+    assert explanation.zone.value == "cold" and entry.offset == 30
+    assert explanation.pages == tuple(dict.fromkeys(s * 8 // PAGE_BYTES for s in explanation.probed_slots))
+    assert index.statistics().cold_lookup_count == 1
+    index.close()
+
+
+def test_nothing_is_measured_while_no_observer_listens(tmp_path):
+    index = filled_index(tmp_path, 10)
+    recorder = Recorder()
+    recorder.enabled = False
+    previous = install_observer(recorder)
+    try:
+        index.lookup(5)
+        watch = stopwatch("fetch")
+        watch.lap("log_read")
+        watch.mark_faults()
+        watch.faults("log_read")
+    finally:
+        install_observer(previous)
+    assert recorder.lookups == [] and recorder.phases == [] and recorder.faults == []
+    assert index.statistics().warm_lookup_count == 1  # the statistics count regardless
+    index.close()
+
+
+def test_stopwatch_reports_laps_in_order(tmp_path):
+    recorder = Recorder()
+    previous = install_observer(recorder)
+    try:
+        watch = stopwatch("produce")
+        watch.lap("validation")
+        watch.lap("append")
+    finally:
+        install_observer(previous)
+    assert [(op, phase) for op, phase, _ in recorder.phases] == [("produce", "validation"), ("produce", "append")]
+    assert all(seconds >= 0 for _, _, seconds in recorder.phases)
