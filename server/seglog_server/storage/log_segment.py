@@ -462,6 +462,8 @@ class LogSegment:
                 if position + fields[HeaderField.LENGTH] + LOG_OVERHEAD > size:
                     return position  # cut by max_bytes: the batch is whole in the segment
         except _CodecError as exc:
+            if walk.position > 0:
+                return walk.position  # serve the good batches; the next read starts at the bad one
             raise CorruptRecordError(f"{self._log.path}: {exc}") from exc
         return walk.position
 

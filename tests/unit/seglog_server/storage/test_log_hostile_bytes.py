@@ -20,6 +20,7 @@ from log_test_support import NOW_MS, batch, config, open_log
 
 from seglog.records import (
     LENGTH_OFFSET,
+    CodecError,
     RECORDS_OFFSET,
     RecordBatch,
     RecordBatchBuilder,
@@ -133,7 +134,9 @@ def test_a_consumer_sees_every_offset_once_in_order_or_data_loss(tmp_path_factor
         poke(path, position, _INT64, value)
     try:
         seen = consume_all(log)
-    except CorruptSegmentError:
+    except (CorruptSegmentError, CodecError):
+        # The read refused the lie (DATA_LOSS), or served the batches before it and the
+        # consumer's decode of a batch cut short by its own length refused it: never a gap.
         return
     assert seen == expected  # the lie was harmless (the value it already had): nothing skipped
 
