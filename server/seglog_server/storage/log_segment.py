@@ -426,6 +426,8 @@ class LogSegment:
         batch's, magic 2): ``CorruptRecordError`` otherwise, never a shorter answer."""
         if max_bytes < 0:
             raise ValueError(f"invalid max_bytes {max_bytes} for a read of {self._log.path}")
+        if self._pending_check is not None:
+            self._check_once()
         bounds = self.offset_bounds(offset_limit)
         watch = stopwatch("fetch")
         watch.mark_faults()
