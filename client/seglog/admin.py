@@ -15,8 +15,10 @@ from typing import Any
 import grpc
 
 from seglog import _sync
+from seglog._security import ConnectionSecurity, PemSource
+from seglog.cleaning import CleanablePartition, CleaningCommit, SnapshotInfo
 from seglog.client import REQUEST_TIMEOUT_MS_DEFAULT, Transport
-from seglog.errors import ClientClosedError, TopicExistsError
+from seglog.errors import ClientClosedError, TopicExistsError, raise_partition_errors
 from seglog.structs import (
     DEFAULT_SERVER,
     EARLIEST_TIMESTAMP,
@@ -46,6 +48,11 @@ class AsyncAdmin:
         request_timeout_ms: int = REQUEST_TIMEOUT_MS_DEFAULT,
         credentials: grpc.ChannelCredentials | None = None,
         channel_options: Sequence[tuple[str, Any]] = (),
+        tls: bool | None = None,
+        tls_ca: PemSource | None = None,
+        tls_cert: PemSource | None = None,
+        tls_key: PemSource | None = None,
+        token: str | None = None,
     ) -> None:
         # Connecting needs the running loop (a grpc.aio rule), so it waits for start().
         self._connect = functools.partial(
@@ -54,6 +61,9 @@ class AsyncAdmin:
             request_timeout_ms=request_timeout_ms,
             credentials=credentials,
             channel_options=channel_options,
+            security=ConnectionSecurity.resolve(
+                tls=tls, tls_ca=tls_ca, tls_cert=tls_cert, tls_key=tls_key, token=token
+            ),
         )
         self._transport: Transport | None = None
         self._closed = False
@@ -148,6 +158,7 @@ class AsyncAdmin:
             ]
         )
         response = await (await self._connected()).offsets_for_times(request)
+        raise_partition_errors(response.results)
         return {
             TopicPartition(r.topic, r.partition): (OffsetAndTimestamp(r.offset, r.timestamp_ms) if r.offset >= 0 else None)
             for r in response.results
@@ -179,6 +190,37 @@ class AsyncAdmin:
             result[tp] = (await transport.delete_records(request)).log_start_offset
         return result
 
+    # -- offline cleaning (compacted topics) -------------------------------------------------------
+
+    async def list_cleanable(self, topic: str | None = None) -> list[CleanablePartition]:
+        """Every compacted partition (of ``topic``) with its dirty ratio, eligible and dirtiest first."""
+        response = await (await self._connected()).list_cleanable(pb.ListCleanableRequest(topic=topic or ""))
+        return [_cleanable(p) for p in response.partitions]
+
+    async def create_snapshot(self, topic: str, partition: int, *, include_local_path: bool = False) -> SnapshotInfo:
+        """Snapshot a compacted partition's cleanable segments for a cleaning job.
+        FailedPreconditionError when the topic is not compacted or nothing is cleanable."""
+        request = pb.CreateSnapshotRequest(topic=topic, partition=partition, include_local_path=include_local_path)
+        r = await (await self._connected()).create_snapshot(request)
+        return SnapshotInfo(
+            r.snapshot_id, r.log_dir, r.relative_path, r.local_path or None, r.manifest_json,
+            r.segment_count, r.size_bytes, r.first_dirty_offset, r.first_uncleanable_offset,
+        )
+
+    async def commit_cleaned(self, snapshot_id: str) -> CleaningCommit:
+        """Install a snapshot's cleaning result. FailedPreconditionError (with what changed) when
+        the result is stale or damaged; nothing is installed then."""
+        r = await (await self._connected()).commit_cleaned(pb.CommitCleanedRequest(snapshot_id=snapshot_id))
+        return CleaningCommit(
+            r.topic, r.partition, r.replaced_segment_count, r.installed_segment_count,
+            r.bytes_before, r.bytes_after, r.cleaned_up_to_offset,
+        )
+
+    async def drop_snapshot(self, snapshot_id: str) -> bool:
+        """Remove a snapshot that will not be committed; False when there was none."""
+        response = await (await self._connected()).drop_snapshot(pb.DropSnapshotRequest(snapshot_id=snapshot_id))
+        return response.dropped
+
     async def explain_lookup(
         self, topic: str, partition: int, *, offset: int | None = None, timestamp_ms: int | None = None
     ) -> pb.ExplainLookupResponse:
@@ -209,6 +251,26 @@ class AsyncAdmin:
         return self._transport
 
 
+def _cleanable(p: pb.CleanablePartition) -> CleanablePartition:
+    return CleanablePartition(
+        topic=p.topic,
+        partition=p.partition,
+        log_dir=p.log_dir,
+        dirty_ratio=p.dirty_ratio,
+        min_cleanable_dirty_ratio=p.min_cleanable_dirty_ratio,
+        cleanable_bytes=p.cleanable_bytes,
+        clean_bytes=p.clean_bytes,
+        first_dirty_offset=p.first_dirty_offset,
+        first_uncleanable_offset=p.first_uncleanable_offset,
+        log_start_offset=p.log_start_offset,
+        log_end_offset=p.log_end_offset,
+        compaction_delay_ms=p.compaction_delay_ms,
+        must_clean=p.must_clean,
+        eligible=p.eligible,
+        open_snapshot_ids=tuple(p.open_snapshot_ids),
+    )
+
+
 class Admin(_sync.SyncFacade):
     """A synchronous admin client: the same methods as ``AsyncAdmin``."""
 
@@ -219,6 +281,11 @@ class Admin(_sync.SyncFacade):
         request_timeout_ms: int = REQUEST_TIMEOUT_MS_DEFAULT,
         credentials: grpc.ChannelCredentials | None = None,
         channel_options: Sequence[tuple[str, Any]] = (),
+        tls: bool | None = None,
+        tls_ca: PemSource | None = None,
+        tls_cert: PemSource | None = None,
+        tls_key: PemSource | None = None,
+        token: str | None = None,
     ) -> None:
         options = dict(locals())
         del options["self"]
@@ -263,6 +330,18 @@ class Admin(_sync.SyncFacade):
 
     def delete_records(self, offsets: Mapping[TopicPartition, int]) -> dict[TopicPartition, int]:
         return self._portal.run(self._async.delete_records(offsets))
+
+    def list_cleanable(self, topic: str | None = None) -> list[CleanablePartition]:
+        return self._portal.run(self._async.list_cleanable(topic))
+
+    def create_snapshot(self, topic: str, partition: int, *, include_local_path: bool = False) -> SnapshotInfo:
+        return self._portal.run(self._async.create_snapshot(topic, partition, include_local_path=include_local_path))
+
+    def commit_cleaned(self, snapshot_id: str) -> CleaningCommit:
+        return self._portal.run(self._async.commit_cleaned(snapshot_id))
+
+    def drop_snapshot(self, snapshot_id: str) -> bool:
+        return self._portal.run(self._async.drop_snapshot(snapshot_id))
 
     def explain_lookup(
         self, topic: str, partition: int, *, offset: int | None = None, timestamp_ms: int | None = None

@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 import grpc
 import grpc.aio
 
+from seglog._security import ConnectionSecurity
 from seglog.errors import ClientClosedError, SeglogError, translate_rpc_errors
 from seglog.v1 import log_service_pb2 as pb
 from seglog.v1 import log_service_pb2_grpc as pb_grpc
@@ -54,7 +55,14 @@ class Transport:
         request_timeout_ms: int = REQUEST_TIMEOUT_MS_DEFAULT,
         credentials: grpc.ChannelCredentials | None = None,
         channel_options: Sequence[tuple[str, Any]] = (),
+        security: ConnectionSecurity | None = None,
     ) -> None:
+        """``credentials`` (ready gRPC credentials) wins over ``security``'s TLS settings; the
+        token of ``security`` is sent with every call either way."""
+        security = security or ConnectionSecurity()
+        if credentials is None:
+            credentials = security.channel_credentials()
+        self._metadata = security.call_metadata()
         if not server or not isinstance(server, str):
             raise ValueError(f"server must be 'host:port', got {server!r}")
         if request_timeout_ms <= 0:
@@ -133,6 +141,22 @@ class Transport:
         response: pb.DeleteRecordsResponse = await self._unary(self._stub.DeleteRecords, request)
         return response
 
+    async def list_cleanable(self, request: pb.ListCleanableRequest) -> pb.ListCleanableResponse:
+        response: pb.ListCleanableResponse = await self._unary(self._stub.ListCleanable, request)
+        return response
+
+    async def create_snapshot(self, request: pb.CreateSnapshotRequest) -> pb.CreateSnapshotResponse:
+        response: pb.CreateSnapshotResponse = await self._unary(self._stub.CreateSnapshot, request)
+        return response
+
+    async def commit_cleaned(self, request: pb.CommitCleanedRequest) -> pb.CommitCleanedResponse:
+        response: pb.CommitCleanedResponse = await self._unary(self._stub.CommitCleaned, request)
+        return response
+
+    async def drop_snapshot(self, request: pb.DropSnapshotRequest) -> pb.DropSnapshotResponse:
+        response: pb.DropSnapshotResponse = await self._unary(self._stub.DropSnapshot, request)
+        return response
+
     async def explain_lookup(self, request: pb.ExplainLookupRequest) -> pb.ExplainLookupResponse:
         response: pb.ExplainLookupResponse = await self._unary(self._stub.ExplainLookup, request)
         return response
@@ -143,7 +167,7 @@ class Transport:
         """Responses of a Consume stream until the caller stops iterating (which cancels it)."""
         self._check_open()
         self._streams_opened += 1
-        call = self._stub.Consume(request)  # no deadline: a tail stream lives until cancelled
+        call = self._stub.Consume(request, metadata=self._metadata)  # no deadline: a tail stream lives until cancelled
         try:
             with translate_rpc_errors():
                 async for response in call:
@@ -158,7 +182,9 @@ class Transport:
         self._requests_sent += 1
         try:
             with translate_rpc_errors():
-                return await rpc(request, timeout=self._request_timeout_s + extra_ms / 1000)
+                return await rpc(
+                    request, timeout=self._request_timeout_s + extra_ms / 1000, metadata=self._metadata
+                )
         except SeglogError:
             self._requests_failed += 1
             raise

@@ -29,9 +29,17 @@ from typing import Any, Literal
 import grpc
 
 from seglog import _sync
+from seglog._security import ConnectionSecurity, PemSource
 from seglog._fetch_state import PartitionState, StartPosition, decode_fetched, parse_start
 from seglog.client import REQUEST_TIMEOUT_MS_DEFAULT, Transport
-from seglog.errors import ClientClosedError, OffsetOutOfRangeError, SeglogError, ServiceError
+from seglog.errors import (
+    ClientClosedError,
+    OffsetOutOfRangeError,
+    QuotaExceededError,
+    SeglogError,
+    ServiceError,
+    raise_partition_errors,
+)
 from seglog.structs import (
     DEFAULT_SERVER,
     EARLIEST_TIMESTAMP,
@@ -43,6 +51,9 @@ from seglog.structs import (
 from seglog.v1 import log_service_pb2 as pb
 
 __all__ = ["AsyncConsumer", "Consumer", "ConsumerStatistics"]
+
+# A quota refusal without a retry-after hint (an older service) is retried after this long.
+QUOTA_RETRY_MS_DEFAULT = 100
 
 # Kafka's consumer defaults: max.partition.fetch.bytes 1 MiB, fetch.max.wait.ms 500,
 # fetch.min.bytes 1, max.poll.records 500.
@@ -65,6 +76,7 @@ class ConsumerStatistics:
     empty_fetches: int
     streams_opened: int
     records_buffered: int
+    quota_waits: int  # fetches refused by a quota and retried after the service's hint
     # partition -> offset of the next record poll returns (None before the start is resolved)
     positions: dict[int, int | None]
     # partition -> high watermark - position, as of the last response (None before one)
@@ -125,6 +137,11 @@ class AsyncConsumer:
         request_timeout_ms: int = REQUEST_TIMEOUT_MS_DEFAULT,
         credentials: grpc.ChannelCredentials | None = None,
         channel_options: Sequence[tuple[str, Any]] = (),
+        tls: bool | None = None,
+        tls_ca: PemSource | None = None,
+        tls_cert: PemSource | None = None,
+        tls_key: PemSource | None = None,
+        token: str | None = None,
     ) -> None:
         if not topic:
             raise ValueError("a topic is required")
@@ -148,6 +165,9 @@ class AsyncConsumer:
             request_timeout_ms=request_timeout_ms,
             credentials=credentials,
             channel_options=channel_options,
+            security=ConnectionSecurity.resolve(
+                tls=tls, tls_ca=tls_ca, tls_cert=tls_cert, tls_key=tls_key, token=token
+            ),
         )
         self._transport: Transport | None = None
         self._states: dict[int, PartitionState] = {}
@@ -162,6 +182,7 @@ class AsyncConsumer:
             "fetch_requests": 0,
             "empty_fetches": 0,
             "streams_opened": 0,
+            "quota_waits": 0,
         }
 
     # -- lifecycle -------------------------------------------------------------------------------
@@ -322,7 +343,7 @@ class AsyncConsumer:
         )
         try:
             self._stats["fetch_requests"] += 1
-            response = await self._transport.fetch(request)
+            response = await self._fetch_within_quota(request, state, epoch)
             if state.epoch == epoch:
                 self._absorb(state, response, offset)
         except SeglogError as error:
@@ -335,6 +356,20 @@ class AsyncConsumer:
             if state.epoch == epoch:
                 state.task = None
             self._notify()
+
+    async def _fetch_within_quota(
+        self, request: pb.FetchRequest, state: PartitionState, epoch: int
+    ) -> pb.FetchResponse:
+        """A Fetch; a quota refusal is waited out (its retry-after hint), not surfaced."""
+        assert self._transport is not None
+        while True:
+            try:
+                return await self._transport.fetch(request)
+            except QuotaExceededError as error:
+                if state.epoch != epoch or self._closed:
+                    raise
+                self._stats["quota_waits"] += 1
+                await asyncio.sleep((error.retry_after_ms or QUOTA_RETRY_MS_DEFAULT) / 1000)
 
     async def _stream(self, state: PartitionState, epoch: int, offset: int) -> None:
         assert self._transport is not None
@@ -432,6 +467,7 @@ class AsyncConsumer:
             ]
         )
         response = await self._transport.offsets_for_times(request)
+        raise_partition_errors(response.results)
         return {
             r.partition: (OffsetAndTimestamp(r.offset, r.timestamp_ms) if r.offset >= 0 else None)
             for r in response.results
@@ -519,6 +555,11 @@ class Consumer(_sync.SyncFacade):
         request_timeout_ms: int = REQUEST_TIMEOUT_MS_DEFAULT,
         credentials: grpc.ChannelCredentials | None = None,
         channel_options: Sequence[tuple[str, Any]] = (),
+        tls: bool | None = None,
+        tls_ca: PemSource | None = None,
+        tls_cert: PemSource | None = None,
+        tls_key: PemSource | None = None,
+        token: str | None = None,
     ) -> None:
         options = dict(locals())
         del options["self"]

@@ -16,21 +16,28 @@ through ``_CODEC_TO_ERROR``. The original exception is always chained as ``__cau
     ├── AuthenticationError           UNAUTHENTICATED
     ├── AuthorizationError            PERMISSION_DENIED
     ├── ServiceUnavailableError       UNAVAILABLE: service down, stopping, or log dir offline (retriable)
-    │   └── ServiceOverloadedError    any other RESOURCE_EXHAUSTED: gRPC's own limits (max concurrent
-    │                                 RPCs, message size), no ``seglog-error`` metadata (retriable)
+    │   ├── ServiceOverloadedError    any other RESOURCE_EXHAUSTED: gRPC's own limits (max concurrent
+    │   │   │                         RPCs, message size), no ``seglog-error`` metadata, or the
+    │   │   │                         service's OverloadedError (a named limit is full) (retriable)
+    │   │   └── QuotaExceededError    RESOURCE_EXHAUSTED from a per-principal quota or cap; its
+    │   │                             ``retry_after_ms`` (from ``retry-after-ms``) says when (retriable)
+    │   └── ServiceResourceExhaustedError  RESOURCE_EXHAUSTED for a full disk or no descriptors
+    │                                 left on the service (retriable once space is freed)
     ├── RequestTimeoutError           DEADLINE_EXCEEDED, or a local wait ran out (retriable; also a
     │                                 builtin TimeoutError)
     ├── ServiceError                  any other status: INTERNAL, UNKNOWN, UNIMPLEMENTED, ...
     └── ClientClosedError             the producer, consumer or admin was already closed
 
-``retriable`` says whether repeating the same request may succeed without changing it.
+``retriable`` says whether repeating the same request may succeed without changing it;
+``retry_after_ms`` is the service's hint of when (None when it gave none). The producer's and
+consumer's retries wait at least that long.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import grpc
 
@@ -44,16 +51,21 @@ __all__ = [
     "FailedPreconditionError",
     "InvalidRequestError",
     "OffsetOutOfRangeError",
+    "QuotaExceededError",
     "RecordTooLargeError",
     "RequestTimeoutError",
     "SeglogError",
     "ServiceError",
     "ServiceOverloadedError",
+    "ServiceResourceExhaustedError",
     "ServiceUnavailableError",
     "TopicExistsError",
     "TopicNotFoundError",
     "error_from_codec",
+    "error_from_partition",
     "error_from_rpc",
+    "error_from_status",
+    "raise_partition_errors",
     "translate_codec_errors",
     "translate_rpc_errors",
 ]
@@ -65,11 +77,13 @@ class SeglogError(Exception):
     retriable: ClassVar[bool] = False
 
     def __init__(
-        self, message: str, *, code: grpc.StatusCode | None = None, service_error: str | None = None
+        self, message: str, *, code: grpc.StatusCode | None = None, service_error: str | None = None,
+        retry_after_ms: int | None = None,
     ) -> None:
         super().__init__(message)
         self.message = message
         self.code = code
+        self.retry_after_ms = retry_after_ms
         # The service's own name for the failure (its ``seglog-error`` trailing metadata), e.g.
         # "RecordBatchTooLargeError" under RESOURCE_EXHAUSTED; None when it sent none.
         self.service_error = service_error
@@ -124,6 +138,21 @@ class ServiceOverloadedError(ServiceUnavailableError):
     """RESOURCE_EXHAUSTED from gRPC itself (too many concurrent RPCs, a message size limit)."""
 
 
+class QuotaExceededError(ServiceOverloadedError):
+    """The caller's principal is over a byte-rate quota or a concurrency cap; wait
+    ``retry_after_ms`` and try again."""
+
+
+class ServiceResourceExhaustedError(ServiceUnavailableError):
+    """RESOURCE_EXHAUSTED because the service's disk is full or it ran out of descriptors
+    (``seglog-error`` LogDirFullError or TooManyOpenFilesError): retriable once space or
+    descriptors are back; reads and deletions still work meanwhile."""
+
+
+# The service's names (``seglog-error``) of RESOURCE_EXHAUSTED answers that pass with time.
+_RETRIABLE_EXHAUSTION = frozenset({"LogDirFullError", "TooManyOpenFilesError", "ResourceExhaustedError"})
+
+
 class RequestTimeoutError(SeglogError, TimeoutError):
     retriable = True
 
@@ -138,6 +167,12 @@ class ClientClosedError(SeglogError):
 
 # Trailing metadata entry in which the service names its error class.
 SERVICE_ERROR_METADATA_KEY = "seglog-error"
+# Trailing metadata entry with the service's retry hint, in milliseconds.
+RETRY_AFTER_METADATA_KEY = "retry-after-ms"
+# Longest retry hint honoured: a hint from a confused or hostile service must not park a client.
+RETRY_AFTER_MS_MAX = 60_000
+# The service's class for a full concurrency limit (rpc/errors.py): retriable, like gRPC's own.
+_OVERLOADED = "OverloadedError"
 
 # The one place a gRPC status becomes a client exception. Codes missing here become ServiceError.
 _STATUS_TO_ERROR: dict[grpc.StatusCode, type[SeglogError]] = {
@@ -152,6 +187,14 @@ _STATUS_TO_ERROR: dict[grpc.StatusCode, type[SeglogError]] = {
     grpc.StatusCode.PERMISSION_DENIED: AuthorizationError,
     grpc.StatusCode.UNAVAILABLE: ServiceUnavailableError,
     grpc.StatusCode.DEADLINE_EXCEEDED: RequestTimeoutError,
+}
+
+
+# Service error classes (``seglog-error``) that refine the code's class: quota refusals are
+# RESOURCE_EXHAUSTED like size errors, but retriable after the hint.
+_SERVICE_ERROR_TO_ERROR: dict[str, type[SeglogError]] = {
+    "QuotaExceededError": QuotaExceededError,
+    "PrincipalLimitError": QuotaExceededError,
 }
 
 
@@ -170,27 +213,72 @@ def error_from_rpc(error: grpc.RpcError) -> SeglogError:
     details = error.details() if callable(getattr(error, "details", None)) else None
     if not isinstance(code, grpc.StatusCode):
         return ServiceError(f"RPC failed without a status: {error!r}")
+    trailing = _trailing_metadata(error)
+    return error_from_status(
+        code, details, trailing.get(SERVICE_ERROR_METADATA_KEY),
+        _retry_after_ms(trailing.get(RETRY_AFTER_METADATA_KEY)),
+    )
+
+
+def raise_partition_errors(results: Any) -> None:
+    """Raises the first failed partition's error of a multi-partition answer (OffsetsForTimes
+    answers each partition on its own; the client's calls promise all of them or an error)."""
+    for result in results:
+        if result.HasField("error"):
+            raise error_from_partition(result.error, f"{result.topic}-{result.partition}")
+
+
+def error_from_partition(error: Any, where: str = "") -> SeglogError:
+    """The client exception for one failed partition of a multi-partition answer (a
+    ``PartitionError``: a status code number, a message and the service's error class)."""
+    codes = {code.value[0]: code for code in grpc.StatusCode}
+    code = codes.get(error.code, grpc.StatusCode.UNKNOWN)
+    message = f"{where}: {error.message}" if where else error.message
+    return error_from_status(code, message, error.error_class or None)
+
+
+def error_from_status(
+    code: grpc.StatusCode, details: str | None, service_error: str | None,
+    retry_after_ms: int | None = None,
+) -> SeglogError:
+    """The one mapping from a status (code, details, ``seglog-error`` class, retry hint) to an
+    exception."""
     cls = _STATUS_TO_ERROR.get(code, ServiceError)
-    service_error = _service_error_name(error)
-    if code is grpc.StatusCode.RESOURCE_EXHAUSTED and service_error is None:
+    if service_error in _SERVICE_ERROR_TO_ERROR:
+        cls = _SERVICE_ERROR_TO_ERROR[service_error]
+    elif code is grpc.StatusCode.RESOURCE_EXHAUSTED and service_error in _RETRIABLE_EXHAUSTION:
+        cls = ServiceResourceExhaustedError
+    elif code is grpc.StatusCode.RESOURCE_EXHAUSTED and service_error in (None, _OVERLOADED):
         # The service names its own size errors (RecordTooLargeError, RecordBatchTooLargeError,
         # ResponseTooLargeError) in ``seglog-error``; without it the code came from gRPC itself:
-        # max concurrent RPCs or a message size limit. Retriable.
+        # max concurrent RPCs or a message size limit. Retriable. So is the service's own
+        # OverloadedError (a request, long-poll waiter or stream limit is full).
         cls = ServiceOverloadedError
     message = details or f"the service answered {code.name} without details"
-    return cls(message, code=code, service_error=service_error)
+    return cls(message, code=code, service_error=service_error, retry_after_ms=retry_after_ms)
 
 
-def _service_error_name(error: grpc.RpcError) -> str | None:
+def _trailing_metadata(error: grpc.RpcError) -> dict[str, str]:
     trailing = getattr(error, "trailing_metadata", None)
     try:
         pairs = trailing() if callable(trailing) else None
     except Exception:  # a call object in a state without metadata
-        return None
+        return {}
+    found: dict[str, str] = {}
     for key, value in pairs or ():
-        if key == SERVICE_ERROR_METADATA_KEY:
-            return value if isinstance(value, str) else bytes(value).decode("utf-8", "replace")
-    return None
+        if key in (SERVICE_ERROR_METADATA_KEY, RETRY_AFTER_METADATA_KEY) and key not in found:
+            found[key] = value if isinstance(value, str) else bytes(value).decode("utf-8", "replace")
+    return found
+
+
+def _retry_after_ms(text: str | None) -> int | None:
+    if text is None:
+        return None
+    try:
+        value = int(text)
+    except ValueError:
+        return None
+    return min(max(value, 0), RETRY_AFTER_MS_MAX)
 
 
 def error_from_codec(error: codec_errors.CodecError) -> SeglogError:

@@ -24,6 +24,7 @@ from typing import Any
 import grpc
 
 from seglog import _sync
+from seglog._security import ConnectionSecurity, PemSource
 from seglog._accumulator import BufferFullError, ProducerBatch, RecordAccumulator
 from seglog._delivery import BatchDelivery, DeliveryGroup, RecordFuture
 from seglog._partitioner import DefaultPartitioner
@@ -128,6 +129,11 @@ class AsyncProducer:
         request_timeout_ms: int = REQUEST_TIMEOUT_MS_DEFAULT,
         credentials: grpc.ChannelCredentials | None = None,
         channel_options: Sequence[tuple[str, Any]] = (),
+        tls: bool | None = None,
+        tls_ca: PemSource | None = None,
+        tls_cert: PemSource | None = None,
+        tls_key: PemSource | None = None,
+        token: str | None = None,
     ) -> None:
         self._config = ProducerConfig(
             acks=parse_acks(acks),
@@ -150,6 +156,9 @@ class AsyncProducer:
             request_timeout_ms=request_timeout_ms,
             credentials=credentials,
             channel_options=channel_options,
+            security=ConnectionSecurity.resolve(
+                tls=tls, tls_ca=tls_ca, tls_cert=tls_cert, tls_key=tls_key, token=token
+            ),
         )
         self._accumulator = RecordAccumulator(
             batch_bytes=batch_size,
@@ -551,9 +560,11 @@ class AsyncProducer:
             except SeglogError as error:
                 if not error.retriable or attempt >= self._config.retries or self._closed:
                     raise
+                # The service's retry-after hint (quotas) wins over a shorter backoff.
+                backoff_ms = max(self._config.retry_backoff_ms, error.retry_after_ms or 0)
             attempt += 1
             self._stats["retries"] += 1
-            await asyncio.sleep(self._config.retry_backoff_ms / 1000)
+            await asyncio.sleep(backoff_ms / 1000)
 
     # -- helpers ---------------------------------------------------------------------------------
 
@@ -633,6 +644,11 @@ class Producer(_sync.SyncFacade):
         request_timeout_ms: int = REQUEST_TIMEOUT_MS_DEFAULT,
         credentials: grpc.ChannelCredentials | None = None,
         channel_options: Sequence[tuple[str, Any]] = (),
+        tls: bool | None = None,
+        tls_ca: PemSource | None = None,
+        tls_cert: PemSource | None = None,
+        tls_key: PemSource | None = None,
+        token: str | None = None,
     ) -> None:
         options = dict(locals())
         del options["self"]

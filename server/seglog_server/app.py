@@ -3,10 +3,14 @@
 ``SeglogService`` owns the life cycle of one service process:
 
 start   storage observer installed (metrics on) -> LogManager.startup() on the pool (recovery
-        can take a while) -> gRPC server with LogService, grpc.health.v1 and reflection ->
-        SERVING -> maintenance timer -> /metrics endpoint (metrics ready file) -> ready file.
-stop    (SIGTERM / SIGINT) NOT_SERVING -> long polls answer, Consume streams end UNAVAILABLE ->
-        the gRPC server stops accepting and gives in-flight RPCs ``shutdown_grace_ms`` ->
+        can take a while) -> security policy (TLS, tokens, ACL, quotas: docs/security.md) ->
+        gRPC server with LogService behind the call gate, grpc.health.v1 and reflection (both
+        open) -> SERVING -> maintenance timer -> /metrics endpoint (metrics ready file) -> ready
+        file -> a warning if the port is reachable from other machines without TLS or tokens.
+SIGHUP  the security files are read again; new connections use the new certificates.
+stop    (SIGTERM / SIGINT) NOT_SERVING -> long polls answer, Consume streams end UNAVAILABLE,
+        new calls are answered UNAVAILABLE, in-flight RPCs get ``shutdown_grace_ms`` and any
+        still running after it are cut with UNAVAILABLE (retriable) -> the gRPC server stops ->
         maintenance finishes its pass -> LogManager.shutdown() (flush, checkpoints, clean-shutdown
         marker) -> thread pool joined -> ready file removed. Exit code 0.
 """
@@ -23,15 +27,21 @@ from typing import Any
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
-from grpc_reflection.v1alpha import reflection
 
 from seglog.v1 import log_service_pb2 as pb
-from seglog_server.config import ServiceConfig
+from seglog_server.config import ServiceConfig, security_policy
 from seglog_server.metrics import Metrics
 from seglog_server.metrics_server import MetricsServer
+from seglog_server.rpc.admission import AdmissionLimits
+from seglog_server.rpc.call_gate import CallGate
+from seglog_server.rpc.log_dir_names import LogDirNames
+from seglog_server.resource_limits import open_segments_budget
 from seglog_server.rpc.log_service import LogServicer, LogServicerLimits
+from seglog_server.rpc.reflection import enable_reflection
 from seglog_server.rpc.registration import add_log_service
 from seglog_server.rpc.storage_calls import StorageCalls
+from seglog_server.rpc.tls_credentials import ReloadableTlsCredentials
+from seglog_server.security import SecurityError, SecurityPolicy
 from seglog_server.storage.errors import StorageError
 from seglog_server.storage.log_manager import LogManager
 from seglog_server.storage import install_observer
@@ -42,13 +52,22 @@ LOG_SERVICE_NAME = pb.DESCRIPTOR.services_by_name["LogService"].full_name
 
 _log = logging.getLogger("seglog_server")
 
+# After the servicer has drained, how long gRPC's own calls get before the server stops. 1 s: a
+# call that arrived during the drain is answered UNAVAILABLE within microseconds.
+_SERVER_STOP_GRACE_S = 1.0
+
 
 class StartupError(Exception):
     """The service could not start (port in use, storage failed to load)."""
 
 
 def _default_manager_factory(config: ServiceConfig) -> Any:
-    return LogManager(list(config.data_dirs), default_config=config.log_config)
+    return LogManager(
+        list(config.data_dirs),
+        default_config=config.log_config,
+        open_segments_max=open_segments_budget(config.open_segments_max),
+        snapshot_ttl_ms=config.snapshot_ttl_ms,
+    )
 
 
 class SeglogService:
@@ -68,6 +87,10 @@ class SeglogService:
         self._maintenance: asyncio.Task[None] | None = None
         self._stopping = asyncio.Event()
         self._stopped = False
+        self._policy: SecurityPolicy | None = None
+        self._gate: CallGate | None = None
+        self._tls: ReloadableTlsCredentials | None = None
+        self._serving = True
         self.address: str | None = None
         self.metrics_address: str | None = None
         self._metrics: Metrics | None = None
@@ -89,16 +112,27 @@ class SeglogService:
         except StorageError as exc:
             raise StartupError(f"storage failed to start: {exc}") from exc
         self._manager = manager
-        self._servicer = LogServicer(manager, self._calls, self._limits(), metrics=self._metrics)
+        try:
+            self._policy = security_policy(self._config)
+        except SecurityError as exc:
+            raise StartupError(f"security settings: {exc}") from exc
+        if self._policy.tls is not None:
+            self._tls = ReloadableTlsCredentials(self._policy.tls)
+        self._gate = CallGate(self._policy)
+        admission = self._admission_limits()
+        self._servicer = LogServicer(manager, self._calls, self._limits(), admission,
+                                     LogDirNames(self._config.data_dirs), gate=self._gate,
+                                     metrics=self._metrics)
         server = grpc.aio.server(
             options=self._server_options(),
-            maximum_concurrent_rpcs=self._config.rpc_concurrency_max,
+            # A backstop only: the servicer admits requests, waiters and streams by their own
+            # limits (rpc/admission.py). Room above their sum for health checks, reflection and
+            # calls on their way to being refused with a clear message.
+            maximum_concurrent_rpcs=admission.total_max + self._config.rpc_concurrency_max,
         )
         add_log_service(self._servicer, server)
         health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
-        reflection.enable_server_reflection(
-            (LOG_SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME), server
-        )
+        enable_reflection((LOG_SERVICE_NAME, health.SERVICE_NAME), server)
         port = self._bind(server)
         self._server = server
         await server.start()
@@ -110,10 +144,46 @@ class SeglogService:
         self._start_metrics(manager)
         self._write_ready_file()
         _log.info(
-            "seglog serving %s on %s (data dirs: %s)",
-            LOG_SERVICE_NAME, self.address, ", ".join(self._config.data_dirs),
+            "seglog serving %s on %s (data dirs: %s; %s)",
+            LOG_SERVICE_NAME, self.address, ", ".join(self._config.data_dirs), self._security_summary(),
         )
+        self._warn_if_exposed()
         return self.address
+
+    def _security_summary(self) -> str:
+        policy = self._policy
+        assert policy is not None
+        transport = "mutual TLS" if policy.mutual_tls else "TLS" if policy.tls else "plaintext"
+        tokens = "tokens" if policy.tokens is not None else "no tokens"
+        acl = f"ACL of {policy.acl.rule_count} rules" if policy.acl is not None else "no ACL"
+        return f"{transport}, {tokens}, {acl}"
+
+    def _warn_if_exposed(self) -> None:
+        """A port other machines can reach, with neither encryption nor credentials."""
+        policy = self._policy
+        assert policy is not None
+        if self._config.listens_on_loopback or policy.tls is not None or policy.tokens is not None:
+            return
+        _log.warning(
+            "listening on %s without TLS or tokens: anyone who can reach the port can read, "
+            "write and delete every topic. Set --tls-cert/--tls-key and --auth-tokens (and --acl), "
+            "or listen on 127.0.0.1. See docs/security.md.", self._config.listen,
+        )
+
+    def reload_security(self) -> bool:
+        """SIGHUP: reads the TLS, token, ACL and quota files again. On any error nothing changes
+        (the old files stay in force) and the error is logged. Established streams are kept."""
+        if self._policy is None:
+            return False
+        try:
+            material = self._policy.reload()
+        except SecurityError as exc:
+            _log.error("SIGHUP: security files not reloaded, the previous ones stay: %s", exc)
+            return False
+        if self._tls is not None and material is not None:
+            self._tls.replace(material)
+        _log.info("SIGHUP: security files reloaded (%s)", self._security_summary())
+        return True
 
     def _limits(self) -> LogServicerLimits:
         return LogServicerLimits(
@@ -121,6 +191,16 @@ class SeglogService:
             fetch_wait_ms_max=self._config.fetch_wait_ms_max,
             response_bytes_max=self._config.response_bytes_max,
             message_bytes_max=self._config.message_bytes_max,
+        )
+
+    def _admission_limits(self) -> AdmissionLimits:
+        config = self._config
+        return AdmissionLimits(
+            request_max=config.rpc_concurrency_max,
+            waiter_max=config.long_poll_waiters_max,
+            waiter_per_client_max=config.long_poll_waiters_per_client_max,
+            stream_max=config.consume_streams_max,
+            stream_per_client_max=config.consume_streams_per_client_max,
         )
 
     def _server_options(self) -> list[tuple[str, int]]:
@@ -134,7 +214,10 @@ class SeglogService:
 
     def _bind(self, server: grpc.aio.Server) -> int:
         try:
-            port = server.add_insecure_port(self._config.listen)
+            if self._tls is not None:
+                port = server.add_secure_port(self._config.listen, self._tls.server_credentials)
+            else:
+                port = server.add_insecure_port(self._config.listen)
         except RuntimeError as exc:
             raise StartupError(f"cannot listen on {self._config.listen}: {exc}") from exc
         if port == 0:
@@ -173,6 +256,20 @@ class SeglogService:
                 await self._calls.blocking(self._manager.run_maintenance)
             except Exception:  # noqa: BLE001 - one failed pass must not stop the next ones
                 _log.exception("maintenance pass failed")
+            await self._update_health()
+
+    async def _update_health(self) -> None:
+        """NOT_SERVING only when nothing can be served (every log directory offline); a full
+        disk or a single offline directory leaves the rest serving, so health says SERVING."""
+        can_serve = getattr(self._manager, "can_serve", None)
+        serving = can_serve() if can_serve is not None else True
+        if serving == self._serving or self._stopping.is_set():
+            return
+        self._serving = serving
+        status = health_pb2.HealthCheckResponse.SERVING if serving else health_pb2.HealthCheckResponse.NOT_SERVING
+        for name in ("", LOG_SERVICE_NAME):
+            await self._health.set(name, status)
+        _log.warning("health: %s", "SERVING again" if serving else "NOT_SERVING: no log directory is online")
 
     # -- stop ---------------------------------------------------------------------------------
     def request_stop(self, reason: str = "requested") -> None:
@@ -194,10 +291,18 @@ class SeglogService:
         _log.info("seglog stopping: grace %d ms for in-flight requests",
                   self._config.shutdown_grace_ms)
         await self._health.enter_graceful_shutdown()
+        grace_s = self._config.shutdown_grace_ms / 1000
         if self._servicer is not None:
-            self._servicer.begin_shutdown()
+            # Our calls finish (or are cut with UNAVAILABLE) while gRPC still serves normally:
+            # stopping the server under them would answer CANCELLED, which clients do not retry.
+            cut_count = await self._servicer.drain(grace_s)
+            if cut_count:
+                _log.warning("%d calls were still running after the grace period: answered "
+                             "UNAVAILABLE", cut_count)
         if self._server is not None:
-            await self._server.stop(self._config.shutdown_grace_ms / 1000)
+            # What is left is gRPC's own (health watches, reflection) and calls arriving now,
+            # which the servicer answers UNAVAILABLE at once.
+            await self._server.stop(min(grace_s, _SERVER_STOP_GRACE_S))
         if self._maintenance is not None:
             await self._maintenance
         if self._manager is not None:
@@ -207,6 +312,8 @@ class SeglogService:
             self._metrics_server.stop()
         if self._metrics is not None:
             install_observer(None)
+        if self._gate is not None:
+            self._gate.close()
         for path in (self._config.ready_file, self._config.metrics_ready_file):
             if path is not None:
                 with contextlib.suppress(FileNotFoundError):
@@ -240,6 +347,7 @@ async def serve(config: ServiceConfig) -> int:
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, service.request_stop, signal.Signals(signum).name)
+    loop.add_signal_handler(signal.SIGHUP, service.reload_security)
     try:
         try:
             await service.start()

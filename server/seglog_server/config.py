@@ -30,6 +30,7 @@ A settings file::
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import os
 import tomllib
 from collections.abc import Callable, Mapping, Sequence
@@ -48,6 +49,7 @@ __all__ = [
     "build_arg_parser",
     "load_config",
     "parse_listen_address",
+    "security_policy",
 ]
 
 ENV_PREFIX = "SEGLOG_"
@@ -95,9 +97,21 @@ class ServiceConfig:
     # above any useful long poll (Kafka consumers use 500 ms), short enough that a forgotten
     # request does not hold its slot for ever.
     fetch_wait_ms_max: int = 300_000
-    # Concurrent RPCs (Consume streams and waiting Fetches included) before gRPC answers
-    # RESOURCE_EXHAUSTED. 1000: each costs a coroutine and at most one response buffer.
+    # Concurrent RPCs *doing work* before the service answers RESOURCE_EXHAUSTED. A Fetch waiting
+    # at the tail and a Consume stream do not count here: they have their own limits below, so
+    # idle long polls can never lock Produce and admin calls out. 1000: each costs a coroutine
+    # and at most one request or response buffer.
     rpc_concurrency_max: int = 1000
+    # Fetches waiting at the tail of a log (long polls), service-wide. 10,000: an idle waiter is
+    # a coroutine, a gRPC call and a share of one future per partition, about 20 KB here
+    # (measured by tests/integration/test_service_admission.py's RSS figure), so 200 MB at most.
+    long_poll_waiters_max: int = 10_000
+    # ... and per client (the peer's host address; a principal once authentication exists). 2,000:
+    # one misbehaving client host can take a fifth of the waiters, never all of them.
+    long_poll_waiters_per_client_max: int = 2_000
+    # Consume streams open at once, service-wide and per client: the same costs and reasoning.
+    consume_streams_max: int = 10_000
+    consume_streams_per_client_max: int = 2_000
     # Threads for storage calls that block (fsync, large reads and appends, topic creation and
     # deletion, maintenance). 4: fsyncs wait in the kernel, so a few overlap usefully; more
     # threads than that only contend for the GIL on two cores.
@@ -114,6 +128,10 @@ class ServiceConfig:
     # Period of LogManager.run_maintenance() (retention, flush.ms, checkpoints, delayed
     # deletes). 1 s: the pass itself applies Kafka's intervals; this is only how often it looks.
     maintenance_interval_ms: int = 1000
+    # Age at which a cleaning snapshot nobody committed or dropped is removed by maintenance. 6 h:
+    # a cleaning job reads tens of MB/s, so even a partition of hundreds of GiB finishes well
+    # within it; an abandoned snapshot pins the disk space of the segments it links that long.
+    snapshot_ttl_ms: int = 6 * 3600 * 1000
     # Prometheus endpoint (HTTP, text format) or None ("none" turns it off). Loopback by default,
     # like the gRPC listener; 9551 is free in Prometheus's list of exporter default ports. A busy
     # port does not stop the service: the error is logged and the data plane keeps serving.
@@ -128,6 +146,37 @@ class ServiceConfig:
     # sample. 10 s: a sample maps up to 2,000 index files (about 20 us each here), so even a
     # 1 s scrape interval spends under 1 % of a core on it.
     metrics_residency_interval_ms: int = 10_000
+    # -- security (docs/security.md). Every file is read at start and again on SIGHUP. ---------
+    tls_cert: str | None = None  # PEM chain: serve gRPC over TLS (with tls_key)
+    tls_key: str | None = None
+    tls_client_ca: str | None = None  # PEM CAs: require client certificates (mutual TLS)
+    auth_tokens: str | None = None  # token file: every call needs a token or client certificate
+    acl: str | None = None  # ACL file: deny by default, allow rules per principal
+    quotas: str | None = None  # per-principal overrides of the quota_* and principal_* limits
+    # Per-principal produce and fetch byte rates; 0 is unlimited (Kafka's default too).
+    quota_produce_bytes_per_s: int = 0
+    quota_fetch_bytes_per_s: int = 0
+    # Credit a principal can bank while idle: a burst of rate x 1 s passes at once (Kafka
+    # measures rates over 1 s samples for the same reason: smooth over single large requests).
+    quota_window_ms: int = 1000
+    # Longest a response is held back for a principal over its rate; past it, calls are refused
+    # with RESOURCE_EXHAUSTED and retry-after-ms. 1 s: well inside any client deadline (30 s by
+    # default), and a refused call costs the service nothing while the client waits.
+    quota_delay_ms_max: int = 1000
+    # Concurrent calls per principal (unary requests, Fetch long polls, Consume streams); 0 is
+    # no cap beyond rpc_concurrency_max. Off by default: without credentials every caller is the
+    # one principal ANONYMOUS, and a cap would be a second global limit.
+    principal_requests_max: int = 0
+    principal_waiters_max: int = 0
+    principal_streams_max: int = 0
+    # Verified tokens remembered (by keyed digest) so the slow hash runs once per token. 4096:
+    # ~100 bytes each; far more distinct tokens than a deployment has clients.
+    auth_token_cache_max: int = 4096
+    # Segments (of every partition together) that may hold descriptors at once; 0 derives it
+    # from RLIMIT_NOFILE (raised to its hard limit at start) and vm.max_map_count: a quarter of
+    # the descriptors (at least 256) stay for sockets and short-lived files, and a segment holds
+    # up to 4 (storage/open_segments.py). Beyond it the least recently used segment closes.
+    open_segments_max: int = 0
     topic_defaults: Mapping[str, str] = field(default_factory=dict)
     log_config: LogConfig = field(default_factory=LogConfig)
 
@@ -138,6 +187,17 @@ class ServiceConfig:
     @property
     def listen_port(self) -> int:
         return parse_listen_address(self.listen)[1]
+
+    @property
+    def listens_on_loopback(self) -> bool:
+        """Whether only this machine can reach the port (127.0.0.0/8, ::1 or localhost)."""
+        host = self.listen_host
+        if host == "localhost":
+            return True
+        try:
+            return ipaddress.ip_address(host).is_loopback
+        except ValueError:
+            return False  # a name: it may resolve to anything
 
     @property
     def message_bytes_max(self) -> int:
@@ -246,6 +306,12 @@ class _Setting:
     section: str = ""  # TOML table holding it ("" is the top level)
 
     @property
+    def toml_types(self) -> tuple[type, ...]:
+        """The TOML value types this setting accepts (a file says what it means: ``data_dirs =
+        5`` or ``fetch_bytes_max = "2M"`` is a mistake, not a directory named 5 or a number)."""
+        return _TOML_TYPES[self.parse]
+
+    @property
     def env(self) -> str:
         return ENV_PREFIX + self.name.upper()
 
@@ -253,6 +319,19 @@ class _Setting:
     def flag(self) -> str:
         return "--" + self.name.replace("_", "-")
 
+
+_TOML_TYPES: Mapping[Callable[[Any], Any], tuple[type, ...]] = {
+    _parse_dirs: (list, str),
+    _parse_listen: (str,),
+    _parse_optional_listen: (str,),
+    _parse_optional_path: (str,),
+    _parse_log_level: (str,),
+    _parse_bool: (bool,),
+    _positive_int: (int,),
+    _non_negative_int: (int,),
+}
+_TOML_TYPE_NAMES = {list: "an array of strings", str: "a string", bool: "true or false",
+                    int: "an integer"}
 
 # Defaults live on ServiceConfig (with the reason for each); this table says how to read them.
 _SETTINGS: tuple[_Setting, ...] = (
@@ -265,11 +344,18 @@ _SETTINGS: tuple[_Setting, ...] = (
     _Setting("response_bytes_max", _positive_int, "largest gRPC response, bytes", "limits"),
     _Setting("fetch_bytes_max", _positive_int, "largest records per response, bytes", "limits"),
     _Setting("fetch_wait_ms_max", _non_negative_int, "longest long-poll wait, ms", "limits"),
-    _Setting("rpc_concurrency_max", _positive_int, "concurrent RPCs, count", "limits"),
+    _Setting("rpc_concurrency_max", _positive_int, "concurrent working RPCs, count", "limits"),
+    _Setting("long_poll_waiters_max", _positive_int, "waiting Fetches, count", "limits"),
+    _Setting("long_poll_waiters_per_client_max", _positive_int,
+             "waiting Fetches per client host, count", "limits"),
+    _Setting("consume_streams_max", _positive_int, "open Consume streams, count", "limits"),
+    _Setting("consume_streams_per_client_max", _positive_int,
+             "open Consume streams per client host, count", "limits"),
     _Setting("storage_threads", _positive_int, "storage thread pool size, count", "limits"),
     _Setting("inline_io_bytes_max", _non_negative_int, "inline I/O bound, bytes", "limits"),
     _Setting("shutdown_grace_ms", _non_negative_int, "in-flight grace at shutdown, ms", "limits"),
     _Setting("maintenance_interval_ms", _positive_int, "retention/flush pass period, ms", "limits"),
+    _Setting("snapshot_ttl_ms", _positive_int, "age at which a cleaning snapshot is removed, ms", "limits"),
     _Setting("metrics_listen", _parse_optional_listen,
              "Prometheus /metrics address HOST:PORT, or none (port 0: any free port)"),
     _Setting("metrics_ready_file", _parse_optional_path,
@@ -278,6 +364,23 @@ _SETTINGS: tuple[_Setting, ...] = (
              "partitions with their own metric series, count (0: none)", "limits"),
     _Setting("metrics_residency_interval_ms", _positive_int,
              "shortest time between two index residency samples, ms", "limits"),
+    _Setting("tls_cert", _parse_optional_path, "PEM certificate chain: serve TLS (with --tls-key)"),
+    _Setting("tls_key", _parse_optional_path, "PEM private key of --tls-cert"),
+    _Setting("tls_client_ca", _parse_optional_path, "PEM CA(s): require client certificates"),
+    _Setting("auth_tokens", _parse_optional_path, "token file (seglog token create NAME --file F)"),
+    _Setting("acl", _parse_optional_path, "ACL file (TOML [[allow]] rules; deny by default)"),
+    _Setting("quotas", _parse_optional_path, "per-principal quota overrides (TOML)"),
+    _Setting("quota_produce_bytes_per_s", _non_negative_int, "produce rate per principal, bytes/s",
+             "limits"),
+    _Setting("quota_fetch_bytes_per_s", _non_negative_int, "fetch rate per principal, bytes/s",
+             "limits"),
+    _Setting("quota_window_ms", _positive_int, "quota burst window, ms", "limits"),
+    _Setting("quota_delay_ms_max", _non_negative_int, "longest quota delay, ms", "limits"),
+    _Setting("principal_requests_max", _non_negative_int, "concurrent calls per principal", "limits"),
+    _Setting("principal_waiters_max", _non_negative_int, "long polls per principal", "limits"),
+    _Setting("principal_streams_max", _non_negative_int, "streams per principal", "limits"),
+    _Setting("auth_token_cache_max", _positive_int, "verified tokens cached, count", "limits"),
+    _Setting("open_segments_max", _non_negative_int, "segments holding descriptors, count (0: from RLIMIT_NOFILE)", "limits"),
 )
 _BY_NAME = {setting.name: setting for setting in _SETTINGS}
 _BY_ENV = {setting.env: setting for setting in _SETTINGS}
@@ -348,6 +451,7 @@ def load_config(
     log_config = _parse_topic_defaults(topic_values)
     config = ServiceConfig(**parsed, topic_defaults=topic_defaults, log_config=log_config)
     _check_limits(config, values, topic_values)
+    _check_security(config, values)
     return config
 
 
@@ -375,6 +479,13 @@ def _set_file_value(path: str, section: str, key: str, raw: Any, values: dict[st
     setting = _BY_NAME.get(key)
     if setting is None or setting.section != section:
         raise ConfigError(f"unknown setting {where} in {path}")
+    expected = setting.toml_types
+    wrong_type = not isinstance(raw, expected) or (isinstance(raw, bool) and bool not in expected)
+    if isinstance(raw, list) and not wrong_type:
+        wrong_type = not all(isinstance(item, str) for item in raw)
+    if wrong_type:
+        names = " or ".join(_TOML_TYPE_NAMES[t] for t in expected)
+        raise ConfigError(f"invalid {where} in {path}: must be {names}, found {raw!r}")
     values[key] = _Value(raw, f"{where} in {path}")
 
 
@@ -459,8 +570,17 @@ def _check_limits(
         fail("fetch_bytes_max", "<=", f"response_bytes_max - {RESPONSE_OVERHEAD_BYTES} = "
              f"{config.response_bytes_max - RESPONSE_OVERHEAD_BYTES} "
              f"(from {_origin(values, 'response_bytes_max')})")
+    for name in ("long_poll_waiters", "consume_streams"):
+        per_client, total = f"{name}_per_client_max", f"{name}_max"
+        if getattr(config, per_client) > getattr(config, total):
+            fail(per_client, "<=", f"{total}={getattr(config, total)} "
+                 f"(from {_origin(values, total)})")
     if config.request_bytes_max <= REQUEST_OVERHEAD_BYTES:
         fail("request_bytes_max", ">", f"the request overhead {REQUEST_OVERHEAD_BYTES}")
+    # Expiry runs in the maintenance pass: a limit below its period could not be honoured.
+    if config.snapshot_ttl_ms < config.maintenance_interval_ms:
+        fail("snapshot_ttl_ms", ">=", f"maintenance_interval_ms={config.maintenance_interval_ms} "
+             f"(from {_origin(values, 'maintenance_interval_ms')})")
     message_bytes = config.log_config.max_message_bytes
     if message_bytes > config.message_bytes_max:
         origin = topic_values["max.message.bytes"].origin if "max.message.bytes" in topic_values \
@@ -470,3 +590,52 @@ def _check_limits(
             f"request_bytes_max - {REQUEST_OVERHEAD_BYTES} = {config.message_bytes_max} (from "
             f"{_origin(values, 'request_bytes_max')}), or Produce could not carry such a batch"
         )
+
+
+def _check_security(config: ServiceConfig, values: Mapping[str, _Value]) -> None:
+    """TLS settings come in pairs, per-principal caps fit the global one, and every security file
+    loads (read again by the service; here so a bad file stops it with a one-line message)."""
+    if bool(config.tls_cert) != bool(config.tls_key):
+        given, missing = ("tls_cert", "tls_key") if config.tls_cert else ("tls_key", "tls_cert")
+        raise ConfigError(f"{given} (from {_origin(values, given)}) requires {missing}")
+    if config.tls_client_ca and not config.tls_cert:
+        raise ConfigError(
+            f"tls_client_ca (from {_origin(values, 'tls_client_ca')}) requires tls_cert and "
+            "tls_key: client certificates are only asked for over TLS"
+        )
+    # A per-principal cap above the service-wide limit of its kind could never be reached.
+    for name, limit in (("principal_requests_max", "rpc_concurrency_max"),
+                        ("principal_waiters_max", "long_poll_waiters_max"),
+                        ("principal_streams_max", "consume_streams_max")):
+        if getattr(config, name) > getattr(config, limit):
+            raise ConfigError(
+                f"invalid {name}={getattr(config, name)} (from {_origin(values, name)}): must be "
+                f"<= {limit}={getattr(config, limit)} (from {_origin(values, limit)})"
+            )
+    from seglog_server.security import SecurityError
+
+    try:
+        security_policy(config)
+    except SecurityError as exc:
+        raise ConfigError(f"invalid security file: {exc}") from None
+
+
+def security_policy(config: ServiceConfig) -> Any:
+    """The SecurityPolicy the settings describe (reads every file they name)."""
+    from seglog_server.security import PrincipalQuota, SecurityPaths, SecurityPolicy
+
+    paths = SecurityPaths(
+        tls_cert=config.tls_cert, tls_key=config.tls_key, tls_client_ca=config.tls_client_ca,
+        auth_tokens=config.auth_tokens, acl=config.acl, quotas=config.quotas,
+    )
+    defaults = PrincipalQuota(
+        produce_bytes_per_s=config.quota_produce_bytes_per_s,
+        fetch_bytes_per_s=config.quota_fetch_bytes_per_s,
+        requests_max=config.principal_requests_max,
+        waiters_max=config.principal_waiters_max,
+        streams_max=config.principal_streams_max,
+    )
+    return SecurityPolicy(
+        paths, defaults, token_cache_max=config.auth_token_cache_max,
+        quota_window_ms=config.quota_window_ms, quota_delay_ms_max=config.quota_delay_ms_max,
+    )

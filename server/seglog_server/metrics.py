@@ -23,10 +23,8 @@ Per-partition series (offsets, size, segments, residency) are exported for at mo
 counted in ``seglog_partition_series_omitted``. Per-topic series are capped the same way, the
 remainder summed under ``topic="_other"``.
 
-Families waiting for other parts of the service (hooks below, exported when the statistics exist):
-descriptors in use against the budget (``descriptor_statistics()`` on the manager) and the offline
-cleaner's figures (``cleaner_statistics()``). Each hook reads only attributes that exist, so this
-module works before and after those land.
+The offline cleaner's figures come through a hook (``cleaner_statistics()`` on the manager),
+exported when the manager offers it.
 """
 
 from __future__ import annotations
@@ -152,8 +150,11 @@ FAMILIES: dict[str, tuple[str, tuple[str, ...], str]] = {
         "counter", ("placement",), "Storage calls by where they ran (inline, pooled, busy)."),
     "seglog_rpc_internal_errors": ("counter", (), "RPCs that failed with an unexpected error."),
     # -- hooks: exported once the statistics exist -------------------------------------------
-    "seglog_descriptors_in_use": ("gauge", (), "File descriptors held by the storage."),
-    "seglog_descriptors_budget": ("gauge", (), "File descriptors the storage may hold."),
+    "seglog_descriptors_in_use": ("gauge", (), "File descriptors the process holds (/proc/self/fd)."),
+    "seglog_descriptors_budget": ("gauge", (), "The process's descriptor limit (RLIMIT_NOFILE, soft)."),
+    "seglog_open_segments": ("gauge", (), "Segments holding descriptors and mappings now."),
+    "seglog_open_segments_max": (
+        "gauge", (), "Segments that may hold descriptors at once (one budget for every log)."),
     "seglog_cleaner_dirty_ratio": ("gauge", ("topic", "partition"), "Cleanable share of a log."),
     "seglog_cleaner_bytes_reclaimed": ("counter", (), "Bytes the cleaner reclaimed."),
     "seglog_cleaner_last_run_timestamp_seconds": ("gauge", (), "When the cleaner last committed."),
@@ -373,7 +374,7 @@ class SeglogCollector(Collector):
             yield from _manager_families(stats)
             yield from _partition_families(stats, m)
             yield from _recovery_families(stats)
-            yield from _descriptor_families(m.manager)
+            yield from _descriptor_families(stats)
             yield from _cleaner_families(m.manager)
 
 
@@ -517,15 +518,15 @@ def _recovery_families(stats: Any) -> Iterator[Metric]:
     yield _gauge("seglog_startup_duration_seconds", stats.startup_duration_ms / 1000)
 
 
-def _descriptor_families(manager: Any) -> Iterator[Metric]:
-    """Hook for the descriptor budget: ``manager.descriptor_statistics()`` with ``in_use`` and
-    ``budget`` (counts). Nothing is exported until the manager offers it."""
-    method = getattr(manager, "descriptor_statistics", None)
-    if method is None:
-        return
-    stats = method()
-    yield _gauge("seglog_descriptors_in_use", stats.in_use)
-    yield _gauge("seglog_descriptors_budget", stats.budget)
+def _descriptor_families(stats: Any) -> Iterator[Metric]:
+    """The process's descriptors against its limit (RLIMIT_NOFILE, raised to the hard limit at
+    start), and the storage's one open-segment budget (storage/open_segments.py)."""
+    if stats.descriptors_in_use >= 0:
+        yield _gauge("seglog_descriptors_in_use", stats.descriptors_in_use)
+    if stats.descriptor_limit > 0:
+        yield _gauge("seglog_descriptors_budget", stats.descriptor_limit)
+    yield _gauge("seglog_open_segments", stats.open_segment_count)
+    yield _gauge("seglog_open_segments_max", stats.open_segments_max)
 
 
 def _cleaner_families(manager: Any) -> Iterator[Metric]:

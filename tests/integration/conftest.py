@@ -18,17 +18,19 @@ from seglog.v1 import log_service_pb2 as pb
 
 @pytest.fixture
 def start_service(tmp_path):
-    """Factory: start_service(args=[...], data_dir_count=1, env={}) -> ServiceProcess."""
+    """Factory: start_service(args=[...], data_dir_count=1, env={}, credentials=None) ->
+    ServiceProcess (credentials: the test channel's, for a TLS service)."""
     started: list[ServiceProcess] = []
     counter = itertools.count()
 
     def start(args: list[str] | None = None, data_dir_count: int = 1,
               env: dict[str, str] | None = None, data_dirs: list[pathlib.Path] | None = None,
-              workdir: pathlib.Path | None = None) -> ServiceProcess:
+              workdir: pathlib.Path | None = None,
+              credentials=None) -> ServiceProcess:
         workdir = workdir or tmp_path / f"service{next(counter)}"
         workdir.mkdir(exist_ok=True)
         dirs = data_dirs or [workdir / f"data{i}" for i in range(data_dir_count)]
-        service = ServiceProcess(workdir, dirs, list(args or ()), env)
+        service = ServiceProcess(workdir, dirs, list(args or ()), env, credentials)
         started.append(service)
         return service.start()
 

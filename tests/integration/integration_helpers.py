@@ -40,7 +40,9 @@ class ServiceProcess:
     """One service process: start, talk, signal, wait."""
 
     def __init__(self, workdir: pathlib.Path, data_dirs: list[pathlib.Path], args: list[str],
-                 env: dict[str, str] | None = None) -> None:
+                 env: dict[str, str] | None = None,
+                 credentials: grpc.ChannelCredentials | None = None) -> None:
+        self.credentials = credentials  # for a TLS service: the test channel's credentials
         self.workdir = workdir
         self.data_dirs = data_dirs
         self.ready_file = workdir / "ready"
@@ -80,7 +82,10 @@ class ServiceProcess:
         # Written before the ready file, so it is there now (unless metrics are off).
         if self.metrics_ready_file.exists():
             self.metrics_address = self.metrics_ready_file.read_text().strip()
-        self.channel = grpc.insecure_channel(self.address, options=CHANNEL_OPTIONS)
+        if self.credentials is None:
+            self.channel = grpc.insecure_channel(self.address, options=CHANNEL_OPTIONS)
+        else:
+            self.channel = grpc.secure_channel(self.address, self.credentials, options=CHANNEL_OPTIONS)
         self.stub = pb_grpc.LogServiceStub(self.channel)
         return self
 

@@ -56,8 +56,11 @@ def test_offsets_for_times_of_nothing_is_empty(stub):
 
 
 def test_offsets_for_times_below_the_specials_is_invalid_argument(stub, topic):
-    rpc_error(stub.OffsetsForTimes, pb.OffsetsForTimesRequest(partitions=[
-        pb.PartitionTimestamp(topic=topic, timestamp_ms=-4)]), Code.INVALID_ARGUMENT, "-4")
+    [result] = stub.OffsetsForTimes(pb.OffsetsForTimesRequest(partitions=[
+        pb.PartitionTimestamp(topic=topic, timestamp_ms=-4)])).results
+    assert result.error.code == Code.INVALID_ARGUMENT.value[0]
+    assert "-4" in result.error.message
+    assert (result.offset, result.timestamp_ms) == (-1, -1)
     assert_serving(stub)
 
 

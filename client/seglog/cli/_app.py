@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from importlib import metadata
 
 from seglog import SeglogError
-from seglog.cli import consume, delete_records, dump, explain, offsets, produce, serve, topic
+from seglog.cli import cleaner, consume, delete_records, dump, explain, offsets, produce, serve, token, topic
 from seglog.cli._common import CliError, add_server_option, epilog
 
 __all__ = ["EXIT_ERROR", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_USAGE", "build_parser", "main"]
@@ -46,6 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
               seglog offsets events --time now-1h
               seglog delete-records events --partition 0 --before 1200
               seglog dump data/events-0 --verify
+              seglog cleaner run --once                           # clean compacted topics
 
             Every command that talks to the service takes --server HOST:PORT (default:
             $SEGLOG_SERVER, else 127.0.0.1:50551). `seglog COMMAND --help` shows more examples.
@@ -66,6 +67,8 @@ def build_parser() -> argparse.ArgumentParser:
     explain.add_parser(commands, [with_server])
     delete_records.add_parser(commands, [with_server])
     dump.add_parser(commands, [])
+    cleaner.add_parser(commands, [with_server])
+    token.add_parser(commands, [])
     return parser
 
 

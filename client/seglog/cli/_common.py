@@ -26,6 +26,7 @@ __all__ = [
     "parse_time_ms",
     "progress",
     "record_to_json",
+    "security_of",
     "server_of",
     "text_of",
 ]
@@ -55,10 +56,39 @@ def add_server_option(parser: argparse.ArgumentParser) -> None:
         default=argparse.SUPPRESS,
         help=f"the seglog service (default: ${SERVER_ENV} or {DEFAULT_SERVER})",
     )
+    parser.add_argument("--tls", action="store_true", default=argparse.SUPPRESS,
+                        help="use TLS, verifying the service against the system's CAs [$SEGLOG_TLS]")
+    parser.add_argument("--tls-ca", metavar="FILE", default=argparse.SUPPRESS,
+                        help="use TLS, verifying the service against these PEM CAs [$SEGLOG_TLS_CA]")
+    parser.add_argument("--tls-cert", metavar="FILE", default=argparse.SUPPRESS,
+                        help="client certificate for mutual TLS [$SEGLOG_TLS_CLIENT_CERT]")
+    parser.add_argument("--tls-key", metavar="FILE", default=argparse.SUPPRESS,
+                        help="private key of --tls-cert [$SEGLOG_TLS_CLIENT_KEY]")
+    parser.add_argument("--token", metavar="TOKEN", default=argparse.SUPPRESS,
+                        help="bearer token (prefer $SEGLOG_TOKEN: arguments show in ps)")
 
 
 def server_of(args: argparse.Namespace) -> str:
     return getattr(args, "server", None) or os.environ.get(SERVER_ENV) or DEFAULT_SERVER
+
+
+def security_of(args: argparse.Namespace) -> dict[str, Any]:
+    """The client's TLS and token options from the flags (unset ones fall back to SEGLOG_*);
+    options that do not fit together are a one-line CliError here, before connecting."""
+    from seglog._security import ConnectionSecurity
+
+    options = {
+        "tls": True if getattr(args, "tls", False) else None,
+        "tls_ca": getattr(args, "tls_ca", None),
+        "tls_cert": getattr(args, "tls_cert", None),
+        "tls_key": getattr(args, "tls_key", None),
+        "token": getattr(args, "token", None),
+    }
+    try:
+        ConnectionSecurity.resolve(**options)
+    except ValueError as error:
+        raise CliError(str(error)) from None
+    return options
 
 
 def non_negative_int(text: str) -> int:

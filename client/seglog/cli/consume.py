@@ -13,7 +13,8 @@ from typing import Any
 
 from seglog import Consumer, ConsumerRecord
 from seglog.cli._common import (
-    CliError, epilog, non_negative_int, parse_time_ms, record_to_json, server_of, text_of,
+    CliError, epilog, non_negative_int, parse_time_ms, record_to_json, security_of, server_of,
+    text_of,
 )
 
 __all__ = ["add_parser"]
@@ -152,7 +153,8 @@ def _run(args: argparse.Namespace) -> int:
     count = 0
     out = sys.stdout
     with Consumer(
-        server_of(args), args.topic, args.partition, start=_start_of(args), mode=args.mode
+        server_of(args), args.topic, args.partition, start=_start_of(args), mode=args.mode,
+        **security_of(args),
     ) as consumer:
         if args.from_timestamp is not None:
             consumer.seek_to_timestamp(args.from_timestamp)

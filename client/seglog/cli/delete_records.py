@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 from seglog import Admin, TopicPartition
-from seglog.cli._common import epilog, non_negative_int, server_of
+from seglog.cli._common import epilog, non_negative_int, security_of, server_of
 
 __all__ = ["DELETE_ALL", "add_parser"]
 
@@ -49,7 +49,7 @@ def add_parser(commands: Any, parents: list[argparse.ArgumentParser]) -> None:
 
 def _run(args: argparse.Namespace) -> int:
     offset = DELETE_ALL if args.all else args.before
-    with Admin(server_of(args)) as admin:
+    with Admin(server_of(args), **security_of(args)) as admin:
         partitions = args.partition
         if partitions is None:
             partitions = [p.partition for p in admin.describe_topic(args.topic).partitions]

@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 from seglog import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP, Admin, TopicPartition
-from seglog.cli._common import epilog, non_negative_int, parse_time_ms, server_of
+from seglog.cli._common import epilog, non_negative_int, parse_time_ms, security_of, server_of
 
 __all__ = ["add_parser"]
 
@@ -57,7 +57,7 @@ def add_parser(commands: Any, parents: list[argparse.ArgumentParser]) -> None:
 def _run(args: argparse.Namespace) -> int:
     target = args.time if args.time is not None else args.target
     with_timestamp = args.time is not None or target == MAX_TIMESTAMP
-    with Admin(server_of(args)) as admin:
+    with Admin(server_of(args), **security_of(args)) as admin:
         partitions = args.partition
         if partitions is None:
             partitions = [p.partition for p in admin.describe_topic(args.topic).partitions]

@@ -10,7 +10,8 @@ from typing import Any, BinaryIO
 
 from seglog import Producer, RecordMetadata, SeglogError
 from seglog.cli._common import (
-    CliError, decode_record_json, epilog, non_negative_int, parse_key_value, positive_int, progress, server_of,
+    CliError, decode_record_json, epilog, non_negative_int, parse_key_value, positive_int, progress, security_of,
+    server_of,
 )
 
 __all__ = ["add_parser"]
@@ -144,6 +145,7 @@ def _run(args: argparse.Namespace) -> int:
     try:
         with Producer(
             server_of(args),
+            **security_of(args),
             acks=args.acks,
             compression=args.compression,
             linger_ms=args.linger_ms,

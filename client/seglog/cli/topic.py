@@ -9,7 +9,7 @@ from dataclasses import asdict
 from typing import Any
 
 from seglog import Admin, TopicExistsError, TopicNotFoundError
-from seglog.cli._common import epilog, parse_key_value, positive_int, server_of
+from seglog.cli._common import epilog, parse_key_value, positive_int, security_of, server_of
 
 __all__ = ["add_parser"]
 
@@ -137,7 +137,7 @@ def _add_delete(actions: Any, parents: Parents) -> None:
 
 
 def _with_admin(args: argparse.Namespace, action: Callable[[Admin], int]) -> int:
-    with Admin(server_of(args)) as admin:
+    with Admin(server_of(args), **security_of(args)) as admin:
         return action(admin)
 
 

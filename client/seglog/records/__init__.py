@@ -1,6 +1,8 @@
 """seglog.records: the Kafka v2 record-batch codec (pure: bytes in, bytes out, no I/O).
 
-- RecordBatchBuilder writes a batch as a Kafka producer does (all five codecs).
+- RecordBatchBuilder writes a batch as a Kafka producer does (all five codecs); append_at and
+  build(last_offset_delta=) keep the offsets of a compacted batch; build_empty_batch writes
+  the empty batch the log cleaner keeps.
 - RecordBatch is a zero-copy view of one batch in bytes/bytearray/memoryview/mmap;
   iter_batches walks a buffer of batches by Kafka's file-reading rules.
 - BatchWalk and walk_records are the bounded walkers every layer steps through bytes with.
@@ -12,7 +14,7 @@
 
 from .attributes import Compression, TimestampType
 from .batch import RecordBatch, iter_batches
-from .builder import RecordBatchBuilder
+from .builder import RecordBatchBuilder, build_empty_batch
 from .crc import crc32c
 from .compression import DECOMPRESSED_BYTES_MAX
 from .errors import (
@@ -88,6 +90,7 @@ __all__ = [
     "RecordBatchBuilder",
     "TimestampType",
     "UnsupportedCompressionError",
+    "build_empty_batch",
     "crc32c",
     "iter_batches",
     "set_max_timestamp",

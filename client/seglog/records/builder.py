@@ -95,6 +95,7 @@ class RecordBatchBuilder:
         "_record_count",
         "_records_bytes",
         "_parts",
+        "_last_offset_delta",
     )
 
     def __init__(
@@ -134,6 +135,8 @@ class RecordBatchBuilder:
         self._record_count = 0
         self._records_bytes = 0
         self._parts: list[bytes] = []
+        # The largest offset delta given to append_at(); -1 while only append() was used.
+        self._last_offset_delta = -1
 
     @property
     def record_count(self) -> int:
@@ -310,10 +313,45 @@ class RecordBatchBuilder:
         self._parts.append(record)
         self._records_bytes += len(record)
 
-    def build(self) -> bytes:
-        """The batch: header, CRC-32C and the (possibly compressed) records."""
+    def append_at(self, offset_delta: int, value, key=None, timestamp_ms: int | None = None, headers=()) -> int:
+        """Add a record at a given offset delta (a compacted batch keeps its records' offsets,
+        so deltas may skip numbers); deltas must increase from call to call.  Use either
+        append() or append_at() on one builder, not both.  Returns `offset_delta`."""
+        _check_range("offset_delta", offset_delta, 0, INT32_MAX)
+        if offset_delta <= self._last_offset_delta or offset_delta < self._record_count:
+            raise ValueError(
+                f"offset deltas must increase: expected more than {max(self._last_offset_delta, self._record_count - 1)}, "
+                f"found {offset_delta}"
+            )
+        if timestamp_ms is None:
+            timestamp_ms = _now_ms()
+        if self._base_timestamp is None:
+            self._base_timestamp = _check_timestamp(timestamp_ms)
+        try:
+            self._append_checked(offset_delta, timestamp_ms, key, value, headers)
+        except BaseException:
+            if not self._record_count:
+                self._base_timestamp = self._delete_horizon_ms
+            raise
+        self._record_count += 1
+        self._last_offset_delta = offset_delta
+        if timestamp_ms > self._max_timestamp:
+            self._max_timestamp = timestamp_ms
+        return offset_delta
+
+    def build(self, *, last_offset_delta: int | None = None) -> bytes:
+        """The batch: header, CRC-32C and the (possibly compressed) records.
+
+        `last_offset_delta` overrides the header's lastOffsetDelta (Kafka's overrideLastOffset:
+        a cleaned batch keeps its original last offset even when its last records are gone);
+        it may not be below the last record's delta."""
         if not self._record_count:
             raise ValueError("a record batch needs at least one record: expected an append() before build(), found none")
+        natural_last = max(self._record_count - 1, self._last_offset_delta)
+        if last_offset_delta is None:
+            last_offset_delta = natural_last
+        elif not natural_last <= last_offset_delta <= INT32_MAX:
+            raise ValueError(f"last_offset_delta must be in [{natural_last}, {INT32_MAX}], found {last_offset_delta}")
         records = b"".join(self._parts)
         assert len(records) == self._records_bytes, (len(records), self._records_bytes)
         if self._compression is not Compression.NONE:
@@ -325,7 +363,7 @@ class RecordBatchBuilder:
             MAGIC,
             0,  # crc: computed over the packed header below, then written in
             self._attributes,
-            self._record_count - 1,
+            last_offset_delta,
             self._base_timestamp,
             self._max_timestamp,
             self._producer_id,
@@ -336,3 +374,46 @@ class RecordBatchBuilder:
         unsigned = HEADER.pack(*fields)
         fields[4] = crc32c(records, crc32c(unsigned[ATTRIBUTES_OFFSET:]))
         return HEADER.pack(*fields) + records
+
+
+def build_empty_batch(
+    *,
+    base_offset: int,
+    last_offset_delta: int,
+    max_timestamp_ms: int,
+    timestamp_type: int = TimestampType.CREATE_TIME,
+    partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
+    producer_id: int = NO_PRODUCER_ID,
+    producer_epoch: int = NO_PRODUCER_EPOCH,
+    base_sequence: int = NO_SEQUENCE,
+    is_transactional: bool = False,
+    is_control: bool = False,
+) -> bytes:
+    """A batch with no records that keeps an offset range (Kafka's DefaultRecordBatch.
+    writeEmptyHeader): 61 bytes, no compression, baseTimestamp NO_TIMESTAMP, the given
+    maxTimestamp, no delete horizon.  The log cleaner writes one where every record of a batch
+    it must retain was removed, so that the log's last offset never moves backwards."""
+    attributes = make_attributes(
+        Compression.NONE,
+        TimestampType(timestamp_type),
+        is_transactional=bool(is_transactional),
+        is_control=bool(is_control),
+    )
+    fields = [
+        _check_range("base_offset", base_offset, INT64_MIN, INT64_MAX),
+        RECORD_BATCH_OVERHEAD - LOG_OVERHEAD,
+        _check_range("partition_leader_epoch", partition_leader_epoch, INT32_MIN, INT32_MAX),
+        MAGIC,
+        0,
+        attributes,
+        _check_range("last_offset_delta", last_offset_delta, 0, INT32_MAX),
+        NO_TIMESTAMP,
+        _check_range("max_timestamp_ms", max_timestamp_ms, INT64_MIN, INT64_MAX),
+        _check_range("producer_id", producer_id, INT64_MIN, INT64_MAX),
+        _check_range("producer_epoch", producer_epoch, INT16_MIN, INT16_MAX),
+        _check_range("base_sequence", base_sequence, INT32_MIN, INT32_MAX),
+        0,
+    ]
+    unsigned = HEADER.pack(*fields)
+    fields[4] = crc32c(unsigned[ATTRIBUTES_OFFSET:])
+    return HEADER.pack(*fields)

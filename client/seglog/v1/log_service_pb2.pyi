@@ -299,16 +299,28 @@ class OffsetsForTimesResponse(_message.Message):
     def __init__(self, results: _Optional[_Iterable[_Union[PartitionOffset, _Mapping]]] = ...) -> None: ...
 
 class PartitionOffset(_message.Message):
-    __slots__ = ("topic", "partition", "offset", "timestamp_ms")
+    __slots__ = ("topic", "partition", "offset", "timestamp_ms", "error")
     TOPIC_FIELD_NUMBER: _ClassVar[int]
     PARTITION_FIELD_NUMBER: _ClassVar[int]
     OFFSET_FIELD_NUMBER: _ClassVar[int]
     TIMESTAMP_MS_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
     topic: str
     partition: int
     offset: int
     timestamp_ms: int
-    def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., offset: _Optional[int] = ..., timestamp_ms: _Optional[int] = ...) -> None: ...
+    error: PartitionError
+    def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., offset: _Optional[int] = ..., timestamp_ms: _Optional[int] = ..., error: _Optional[_Union[PartitionError, _Mapping]] = ...) -> None: ...
+
+class PartitionError(_message.Message):
+    __slots__ = ("code", "message", "error_class")
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_CLASS_FIELD_NUMBER: _ClassVar[int]
+    code: int
+    message: str
+    error_class: str
+    def __init__(self, code: _Optional[int] = ..., message: _Optional[str] = ..., error_class: _Optional[str] = ...) -> None: ...
 
 class DeleteRecordsRequest(_message.Message):
     __slots__ = ("topic", "partition", "offset")
@@ -325,6 +337,120 @@ class DeleteRecordsResponse(_message.Message):
     LOG_START_OFFSET_FIELD_NUMBER: _ClassVar[int]
     log_start_offset: int
     def __init__(self, log_start_offset: _Optional[int] = ...) -> None: ...
+
+class ListCleanableRequest(_message.Message):
+    __slots__ = ("topic",)
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    def __init__(self, topic: _Optional[str] = ...) -> None: ...
+
+class ListCleanableResponse(_message.Message):
+    __slots__ = ("partitions",)
+    PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    partitions: _containers.RepeatedCompositeFieldContainer[CleanablePartition]
+    def __init__(self, partitions: _Optional[_Iterable[_Union[CleanablePartition, _Mapping]]] = ...) -> None: ...
+
+class CleanablePartition(_message.Message):
+    __slots__ = ("topic", "partition", "log_dir", "dirty_ratio", "min_cleanable_dirty_ratio", "cleanable_bytes", "clean_bytes", "first_dirty_offset", "first_uncleanable_offset", "log_start_offset", "log_end_offset", "compaction_delay_ms", "must_clean", "eligible", "open_snapshot_ids")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    LOG_DIR_FIELD_NUMBER: _ClassVar[int]
+    DIRTY_RATIO_FIELD_NUMBER: _ClassVar[int]
+    MIN_CLEANABLE_DIRTY_RATIO_FIELD_NUMBER: _ClassVar[int]
+    CLEANABLE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    CLEAN_BYTES_FIELD_NUMBER: _ClassVar[int]
+    FIRST_DIRTY_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    FIRST_UNCLEANABLE_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    LOG_START_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    LOG_END_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    COMPACTION_DELAY_MS_FIELD_NUMBER: _ClassVar[int]
+    MUST_CLEAN_FIELD_NUMBER: _ClassVar[int]
+    ELIGIBLE_FIELD_NUMBER: _ClassVar[int]
+    OPEN_SNAPSHOT_IDS_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    partition: int
+    log_dir: str
+    dirty_ratio: float
+    min_cleanable_dirty_ratio: float
+    cleanable_bytes: int
+    clean_bytes: int
+    first_dirty_offset: int
+    first_uncleanable_offset: int
+    log_start_offset: int
+    log_end_offset: int
+    compaction_delay_ms: int
+    must_clean: bool
+    eligible: bool
+    open_snapshot_ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., log_dir: _Optional[str] = ..., dirty_ratio: _Optional[float] = ..., min_cleanable_dirty_ratio: _Optional[float] = ..., cleanable_bytes: _Optional[int] = ..., clean_bytes: _Optional[int] = ..., first_dirty_offset: _Optional[int] = ..., first_uncleanable_offset: _Optional[int] = ..., log_start_offset: _Optional[int] = ..., log_end_offset: _Optional[int] = ..., compaction_delay_ms: _Optional[int] = ..., must_clean: _Optional[bool] = ..., eligible: _Optional[bool] = ..., open_snapshot_ids: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class CreateSnapshotRequest(_message.Message):
+    __slots__ = ("topic", "partition", "include_local_path")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    INCLUDE_LOCAL_PATH_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    partition: int
+    include_local_path: bool
+    def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., include_local_path: _Optional[bool] = ...) -> None: ...
+
+class CreateSnapshotResponse(_message.Message):
+    __slots__ = ("snapshot_id", "log_dir", "relative_path", "local_path", "manifest_json", "segment_count", "size_bytes", "first_dirty_offset", "first_uncleanable_offset")
+    SNAPSHOT_ID_FIELD_NUMBER: _ClassVar[int]
+    LOG_DIR_FIELD_NUMBER: _ClassVar[int]
+    RELATIVE_PATH_FIELD_NUMBER: _ClassVar[int]
+    LOCAL_PATH_FIELD_NUMBER: _ClassVar[int]
+    MANIFEST_JSON_FIELD_NUMBER: _ClassVar[int]
+    SEGMENT_COUNT_FIELD_NUMBER: _ClassVar[int]
+    SIZE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    FIRST_DIRTY_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    FIRST_UNCLEANABLE_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    snapshot_id: str
+    log_dir: str
+    relative_path: str
+    local_path: str
+    manifest_json: str
+    segment_count: int
+    size_bytes: int
+    first_dirty_offset: int
+    first_uncleanable_offset: int
+    def __init__(self, snapshot_id: _Optional[str] = ..., log_dir: _Optional[str] = ..., relative_path: _Optional[str] = ..., local_path: _Optional[str] = ..., manifest_json: _Optional[str] = ..., segment_count: _Optional[int] = ..., size_bytes: _Optional[int] = ..., first_dirty_offset: _Optional[int] = ..., first_uncleanable_offset: _Optional[int] = ...) -> None: ...
+
+class CommitCleanedRequest(_message.Message):
+    __slots__ = ("snapshot_id",)
+    SNAPSHOT_ID_FIELD_NUMBER: _ClassVar[int]
+    snapshot_id: str
+    def __init__(self, snapshot_id: _Optional[str] = ...) -> None: ...
+
+class CommitCleanedResponse(_message.Message):
+    __slots__ = ("topic", "partition", "replaced_segment_count", "installed_segment_count", "bytes_before", "bytes_after", "cleaned_up_to_offset")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    REPLACED_SEGMENT_COUNT_FIELD_NUMBER: _ClassVar[int]
+    INSTALLED_SEGMENT_COUNT_FIELD_NUMBER: _ClassVar[int]
+    BYTES_BEFORE_FIELD_NUMBER: _ClassVar[int]
+    BYTES_AFTER_FIELD_NUMBER: _ClassVar[int]
+    CLEANED_UP_TO_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    partition: int
+    replaced_segment_count: int
+    installed_segment_count: int
+    bytes_before: int
+    bytes_after: int
+    cleaned_up_to_offset: int
+    def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., replaced_segment_count: _Optional[int] = ..., installed_segment_count: _Optional[int] = ..., bytes_before: _Optional[int] = ..., bytes_after: _Optional[int] = ..., cleaned_up_to_offset: _Optional[int] = ...) -> None: ...
+
+class DropSnapshotRequest(_message.Message):
+    __slots__ = ("snapshot_id",)
+    SNAPSHOT_ID_FIELD_NUMBER: _ClassVar[int]
+    snapshot_id: str
+    def __init__(self, snapshot_id: _Optional[str] = ...) -> None: ...
+
+class DropSnapshotResponse(_message.Message):
+    __slots__ = ("dropped",)
+    DROPPED_FIELD_NUMBER: _ClassVar[int]
+    dropped: bool
+    def __init__(self, dropped: _Optional[bool] = ...) -> None: ...
 
 class ExplainLookupRequest(_message.Message):
     __slots__ = ("topic", "partition", "offset", "timestamp_ms")

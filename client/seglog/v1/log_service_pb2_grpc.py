@@ -79,6 +79,26 @@ class LogServiceStub:
                 request_serializer=seglog_dot_v1_dot_log__service__pb2.DeleteRecordsRequest.SerializeToString,
                 response_deserializer=seglog_dot_v1_dot_log__service__pb2.DeleteRecordsResponse.FromString,
                 _registered_method=True)
+        self.ListCleanable = channel.unary_unary(
+                '/seglog.v1.LogService/ListCleanable',
+                request_serializer=seglog_dot_v1_dot_log__service__pb2.ListCleanableRequest.SerializeToString,
+                response_deserializer=seglog_dot_v1_dot_log__service__pb2.ListCleanableResponse.FromString,
+                _registered_method=True)
+        self.CreateSnapshot = channel.unary_unary(
+                '/seglog.v1.LogService/CreateSnapshot',
+                request_serializer=seglog_dot_v1_dot_log__service__pb2.CreateSnapshotRequest.SerializeToString,
+                response_deserializer=seglog_dot_v1_dot_log__service__pb2.CreateSnapshotResponse.FromString,
+                _registered_method=True)
+        self.CommitCleaned = channel.unary_unary(
+                '/seglog.v1.LogService/CommitCleaned',
+                request_serializer=seglog_dot_v1_dot_log__service__pb2.CommitCleanedRequest.SerializeToString,
+                response_deserializer=seglog_dot_v1_dot_log__service__pb2.CommitCleanedResponse.FromString,
+                _registered_method=True)
+        self.DropSnapshot = channel.unary_unary(
+                '/seglog.v1.LogService/DropSnapshot',
+                request_serializer=seglog_dot_v1_dot_log__service__pb2.DropSnapshotRequest.SerializeToString,
+                response_deserializer=seglog_dot_v1_dot_log__service__pb2.DropSnapshotResponse.FromString,
+                _registered_method=True)
         self.ExplainLookup = channel.unary_unary(
                 '/seglog.v1.LogService/ExplainLookup',
                 request_serializer=seglog_dot_v1_dot_log__service__pb2.ExplainLookupRequest.SerializeToString,
@@ -154,6 +174,39 @@ class LogServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListCleanable(self, request, context):
+        """Offline cleaning (compaction) of topics with cleanup.policy=compact: the service snapshots,
+        a job (Spark or the single-process baseline) cleans the snapshot, the service installs it.
+        Lists each compacted partition's cleanable range and dirty ratio, dirtiest first.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CreateSnapshot(self, request, context):
+        """Hard-links a compacted partition's cleanable closed segments into a snapshot directory
+        with a manifest. FAILED_PRECONDITION when the topic is not compacted or nothing is cleanable.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CommitCleaned(self, request, context):
+        """Checks the snapshot's cleaning result against the live log and installs it crash-safely,
+        then advances the partition's cleaner checkpoint and removes the snapshot.
+        FAILED_PRECONDITION when the result is stale (the log changed) or damaged: nothing changes.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DropSnapshot(self, request, context):
+        """Removes a snapshot that will not be committed (idempotent).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def ExplainLookup(self, request, context):
         """Lays out the lookup path of one offset or timestamp: the segment the segment map chose, each
         index searched (zone, slots probed, pages touched and whether they were resident), the bytes
@@ -210,6 +263,26 @@ def add_LogServiceServicer_to_server(servicer, server):
                     servicer.DeleteRecords,
                     request_deserializer=seglog_dot_v1_dot_log__service__pb2.DeleteRecordsRequest.FromString,
                     response_serializer=seglog_dot_v1_dot_log__service__pb2.DeleteRecordsResponse.SerializeToString,
+            ),
+            'ListCleanable': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListCleanable,
+                    request_deserializer=seglog_dot_v1_dot_log__service__pb2.ListCleanableRequest.FromString,
+                    response_serializer=seglog_dot_v1_dot_log__service__pb2.ListCleanableResponse.SerializeToString,
+            ),
+            'CreateSnapshot': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreateSnapshot,
+                    request_deserializer=seglog_dot_v1_dot_log__service__pb2.CreateSnapshotRequest.FromString,
+                    response_serializer=seglog_dot_v1_dot_log__service__pb2.CreateSnapshotResponse.SerializeToString,
+            ),
+            'CommitCleaned': grpc.unary_unary_rpc_method_handler(
+                    servicer.CommitCleaned,
+                    request_deserializer=seglog_dot_v1_dot_log__service__pb2.CommitCleanedRequest.FromString,
+                    response_serializer=seglog_dot_v1_dot_log__service__pb2.CommitCleanedResponse.SerializeToString,
+            ),
+            'DropSnapshot': grpc.unary_unary_rpc_method_handler(
+                    servicer.DropSnapshot,
+                    request_deserializer=seglog_dot_v1_dot_log__service__pb2.DropSnapshotRequest.FromString,
+                    response_serializer=seglog_dot_v1_dot_log__service__pb2.DropSnapshotResponse.SerializeToString,
             ),
             'ExplainLookup': grpc.unary_unary_rpc_method_handler(
                     servicer.ExplainLookup,
@@ -460,6 +533,114 @@ class LogService:
             '/seglog.v1.LogService/DeleteRecords',
             seglog_dot_v1_dot_log__service__pb2.DeleteRecordsRequest.SerializeToString,
             seglog_dot_v1_dot_log__service__pb2.DeleteRecordsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListCleanable(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/seglog.v1.LogService/ListCleanable',
+            seglog_dot_v1_dot_log__service__pb2.ListCleanableRequest.SerializeToString,
+            seglog_dot_v1_dot_log__service__pb2.ListCleanableResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreateSnapshot(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/seglog.v1.LogService/CreateSnapshot',
+            seglog_dot_v1_dot_log__service__pb2.CreateSnapshotRequest.SerializeToString,
+            seglog_dot_v1_dot_log__service__pb2.CreateSnapshotResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CommitCleaned(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/seglog.v1.LogService/CommitCleaned',
+            seglog_dot_v1_dot_log__service__pb2.CommitCleanedRequest.SerializeToString,
+            seglog_dot_v1_dot_log__service__pb2.CommitCleanedResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DropSnapshot(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/seglog.v1.LogService/DropSnapshot',
+            seglog_dot_v1_dot_log__service__pb2.DropSnapshotRequest.SerializeToString,
+            seglog_dot_v1_dot_log__service__pb2.DropSnapshotResponse.FromString,
             options,
             channel_credentials,
             insecure,

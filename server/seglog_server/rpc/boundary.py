@@ -1,10 +1,13 @@
-"""The edge of every RPC: exceptions become statuses (via ``status.py``), calls are counted,
-and server-side time is reported when a client asks for it.
+"""The edge of every RPC: the call gate admits it (``call_gate.py``: who, may they, within
+their quotas), exceptions become statuses (via ``status.py``), calls are counted, and server-side
+time is reported when a client asks for it.
 
-``@unary_rpc`` and ``@stream_rpc`` wrap the servicer's methods. An exception with a row in the
-status table is an expected outcome (logged at DEBUG); any other exception is a bug: INTERNAL, and
+``@unary_rpc`` and ``@stream_rpc`` wrap the servicer's methods. Each call is admitted first
+(``servicer.admission``, see admission.py): a unary call as a request, a stream as a stream; and
+passes the call gate (``servicer.gate``): its principal, the ACL, per-principal quotas and caps.
+An exception with a row in the status table is an expected outcome (logged at DEBUG); any other exception is a bug: INTERNAL, and
 its traceback is logged. Either way the service keeps serving. Cancellation (the client went
-away) passes through untouched.
+away) passes through untouched, except a handler cut by the shutdown: it answers UNAVAILABLE.
 
 Server timing (for benchmarks and debugging): a request carrying the metadata entry
 ``seglog-debug-timing: 1`` gets the time spent inside the servicer, in microseconds, back in the
@@ -24,7 +27,10 @@ from typing import Any, TypeVar
 
 import grpc
 
-from .status import status_for
+from .admission import client_of
+from .errors import InvalidRequestError, ServiceStoppingError
+from .registration import UnparseableRequest
+from .status import ERROR_CLASS_METADATA_KEY, status_for
 
 __all__ = [
     "DEBUG_TIMING_METADATA_KEY",
@@ -69,12 +75,38 @@ async def _abort(
 ) -> None:
     status = status_for(exc)
     servicer.counters.errors[status.code.name] += 1
+    message = servicer.log_dir_names.redact(status.message)  # no server paths leave the service
     if status.expected:
         _log.debug("%s -> %s: %s", name, status.code.name, status.message)
     else:
         servicer.counters.internal_errors += 1
         _log.error("%s failed unexpectedly", name, exc_info=exc)
-    await context.abort(status.code, status.message, trailing_metadata=status.trailing_metadata)
+    await context.abort(status.code, message, trailing_metadata=status.trailing_metadata)
+
+
+def _check_parsed(request: Any) -> None:
+    if isinstance(request, UnparseableRequest):
+        raise InvalidRequestError(
+            f"the request is not a valid {request.message_name}: {request.reason}"
+        )
+
+
+async def _answer_if_cut(servicer: Any, name: str, context: grpc.aio.ServicerContext) -> None:
+    """A handler cancelled by the shutdown (not by its client) answers UNAVAILABLE: retriable,
+    where the CANCELLED gRPC would send is not. Otherwise the cancellation goes on untouched."""
+    if not servicer.admission.was_cut():
+        return
+    task = asyncio.current_task()
+    if task is not None:
+        task.uncancel()
+    servicer.counters.errors[grpc.StatusCode.UNAVAILABLE.name] += 1
+    _log.info("%s cut by the shutdown after the grace period", name)
+    await context.abort(
+        grpc.StatusCode.UNAVAILABLE,
+        "seglog stopped before this call finished (the shutdown grace period ran out); it may or "
+        "may not have taken effect: retry on a running service",
+        trailing_metadata=((ERROR_CLASS_METADATA_KEY, ServiceStoppingError.__name__),),
+    )
 
 
 def _finished(servicer: Any, name: str, code: str, started_ns: int) -> int:
@@ -93,10 +125,16 @@ def unary_rpc(method: _Handler) -> _Handler:
     async def handler(self: Any, request: Any, context: grpc.aio.ServicerContext) -> Any:
         started_ns = time.perf_counter_ns()
         self.counters.calls[name] += 1
+        call = None
         try:
-            response = await method(self, request, context)
+            with self.admission.request():
+                _check_parsed(request)
+                call = await self.gate.admit(name, request, context)
+                response = await method(self, request, context)
+                await call.before_response(response)
         except asyncio.CancelledError:
             _finished(self, name, "CANCELLED", started_ns)
+            await _answer_if_cut(self, name, context)
             raise
         except grpc.aio.AbortError:
             raise
@@ -104,6 +142,9 @@ def unary_rpc(method: _Handler) -> _Handler:
             _finished(self, name, status_for(exc).code.name, started_ns)
             await _abort(self, name, exc, context)
             raise AssertionError("context.abort returned") from exc  # pragma: no cover
+        finally:
+            if call is not None:
+                call.release()
         elapsed_ns = _finished(self, name, "OK", started_ns)
         if _wants_timing(context):
             context.set_trailing_metadata(((SERVER_TIME_METADATA_KEY, str(elapsed_ns // 1000)),))
@@ -119,11 +160,22 @@ def stream_rpc(method: _Handler) -> _Handler:
     @functools.wraps(method)
     async def handler(self: Any, request: Any, context: grpc.aio.ServicerContext) -> None:
         self.counters.calls[name] += 1
+        call = None
         try:
-            await method(self, request, context)
-        except (asyncio.CancelledError, grpc.aio.AbortError):
+            _check_parsed(request)
+            # Admitted by the gate first, so the stream counts against its principal (client_of).
+            call = await self.gate.admit(name, request, context)
+            with self.admission.stream(client_of(context)):
+                await method(self, request, context)
+        except asyncio.CancelledError:
+            await _answer_if_cut(self, name, context)
+            raise
+        except grpc.aio.AbortError:
             raise
         except Exception as exc:  # noqa: BLE001 - the boundary: every error becomes a status
             await _abort(self, name, exc, context)
+        finally:
+            if call is not None:
+                call.release()
 
     return handler  # type: ignore[return-value]

@@ -8,7 +8,7 @@ here is (a) building one batch from ``plain_records`` with ``seglog.records.Reco
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from seglog import records as codec
@@ -65,19 +65,27 @@ def batch_from_plain_records(
 ) -> bytes:
     """One v2 batch with base offset 0 holding ``plain_records`` (timestamp 0 means now)."""
     builder = codec.RecordBatchBuilder(compression=compression)
-    for plain in plain_records:
-        builder.append(
-            plain.value if plain.HasField("value") else None,
-            key=plain.key if plain.HasField("key") else None,
-            timestamp_ms=plain.timestamp_ms or None,
-            headers=tuple(
-                (header.key, header.value if header.HasField("value") else None)
-                for header in plain.headers
-            ),
-        )
+    for index, plain in enumerate(plain_records):
+        try:
+            builder.append(
+                plain.value if plain.HasField("value") else None,
+                key=plain.key if plain.HasField("key") else None,
+                timestamp_ms=plain.timestamp_ms or None,
+                headers=tuple(
+                    (header.key, header.value if header.HasField("value") else None)
+                    for header in plain.headers
+                ),
+            )
+        except ValueError as exc:
+            # The builder refuses values it cannot encode (negative timestamps, too many
+            # records, lengths out of range): the request's fault, said with the record's index.
+            raise InvalidRequestError(f"plain_records[{index}]: {exc}") from exc
     if builder.record_count == 0:
         raise InvalidRequestError("ProduceRequest has no records: set records or plain_records")
-    return builder.build()
+    try:
+        return builder.build()
+    except ValueError as exc:
+        raise InvalidRequestError(f"plain_records: {exc}") from exc
 
 
 def is_compressed(batch: bytes | memoryview) -> bool:
@@ -227,6 +235,17 @@ def partition_offset(topic: str, partition: int, found: Any) -> pb.PartitionOffs
     )
 
 
+def partition_offset_error(
+    target: pb.PartitionTimestamp, status: Any, message: str
+) -> pb.PartitionOffset:
+    """A partition OffsetsForTimes could not answer (``status``: a status.ErrorStatus)."""
+    return pb.PartitionOffset(
+        topic=target.topic, partition=target.partition, offset=-1, timestamp_ms=-1,
+        error=pb.PartitionError(code=status.code.value[0], message=message,
+                                error_class=status.error_class),
+    )
+
+
 # -- admin --------------------------------------------------------------------------------------
 
 
@@ -242,7 +261,10 @@ def list_topics_response(topics: Iterable[tuple[str, int]]) -> pb.ListTopicsResp
     )
 
 
-def describe_topic_response(description: Any) -> pb.DescribeTopicResponse:
+def describe_topic_response(
+    description: Any, log_dir_label: Callable[[str], str]
+) -> pb.DescribeTopicResponse:
+    """``log_dir_label`` names a partition's directory without its server path."""
     configs: Mapping[str, str] = description.config.to_properties()
     return pb.DescribeTopicResponse(
         topic=description.topic,
@@ -256,7 +278,7 @@ def describe_topic_response(description: Any) -> pb.DescribeTopicResponse:
                 high_watermark=p.high_watermark,
                 size_bytes=p.size_bytes,
                 segment_count=p.segment_count,
-                log_dir=str(p.log_dir),
+                log_dir=log_dir_label(str(p.log_dir)),
                 configs=configs,
             )
             for p in description.partitions

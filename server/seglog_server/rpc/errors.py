@@ -7,13 +7,17 @@ directly. These cover what only the adapter knows::
     ├── InvalidRequestError        a request field is missing or out of range   INVALID_ARGUMENT
     ├── ResponseTooLargeError      a response would exceed response_bytes_max   RESOURCE_EXHAUSTED
     ├── StoredBatchCorruptError    a stored batch failed to decode (decode=true) DATA_LOSS
-    └── ServiceStoppingError       the service is shutting down                 UNAVAILABLE
+    ├── ServiceStoppingError       the service is shutting down                 UNAVAILABLE
+    ├── FlushIncompleteError       an fsynced produce could not be made durable UNAVAILABLE
+    └── OverloadedError            a named concurrency limit is full            RESOURCE_EXHAUSTED
 """
 
 from __future__ import annotations
 
 __all__ = [
+    "FlushIncompleteError",
     "InvalidRequestError",
+    "OverloadedError",
     "ResponseTooLargeError",
     "ServiceError",
     "ServiceStoppingError",
@@ -39,3 +43,12 @@ class StoredBatchCorruptError(ServiceError):
 
 class ServiceStoppingError(ServiceError):
     pass
+
+
+class FlushIncompleteError(ServiceError):
+    pass
+
+
+class OverloadedError(ServiceError):
+    """A named limit (requests, long-poll waiters, streams; service-wide or per client) is full.
+    Retriable: the same request succeeds once others finish."""

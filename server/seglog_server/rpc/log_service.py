@@ -18,13 +18,20 @@ from seglog.v1 import log_service_pb2 as pb
 from seglog.v1 import log_service_pb2_grpc as pb_grpc
 from seglog_server.config import RESPONSE_OVERHEAD_BYTES
 from seglog_server.page_residency import resident_pages
+from seglog_server.security import Operation
 from seglog_server.storage.errors import LogDirOfflineError
 from seglog_server.storage.log_config import LONG_MAX
 
 from . import conversions, validation
+from .admission import Admission, AdmissionLimits, AdmissionStatistics, client_of
 from .append_waiters import AppendWaiters, AppendWaitersStatistics
 from .boundary import RpcCounters, RpcStatistics, stream_rpc, unary_rpc
+from .call_gate import CallGate, current_call
+from .cleaning_rpcs import CleaningRpcs
 from .errors import InvalidRequestError, ServiceStoppingError
+from .log_dir_names import LogDirNames
+from .group_commit import GroupCommit, GroupCommitStatistics
+from .status import status_for
 from .storage_calls import StorageCalls, StorageCallsStatistics
 
 __all__ = [
@@ -51,26 +58,44 @@ class LogServicerLimits:
         assert self.message_bytes_max > 0
 
 
+# The service's defaults (config.py); app.py passes the configured ones.
+_DEFAULT_ADMISSION = AdmissionLimits(
+    request_max=1000, waiter_max=10_000, waiter_per_client_max=2_000,
+    stream_max=10_000, stream_per_client_max=2_000,
+)
+
+
 @dataclass(frozen=True)
 class LogServicerStatistics:
     rpc: RpcStatistics
     waiters: AppendWaitersStatistics
     storage_calls: StorageCallsStatistics
+    group_commit: GroupCommitStatistics
+    admission: AdmissionStatistics
     consume_stream_count: int
     stopping: bool
 
 
-class LogServicer(pb_grpc.LogServiceServicer):
+class LogServicer(CleaningRpcs, pb_grpc.LogServiceServicer):
     def __init__(
-        self, manager: Any, calls: StorageCalls, limits: LogServicerLimits, *, metrics: Any = None
+        self, manager: Any, calls: StorageCalls, limits: LogServicerLimits,
+        admission: AdmissionLimits = _DEFAULT_ADMISSION,
+        log_dir_names: LogDirNames | None = None,
+        gate: CallGate | None = None,
+        *,
+        metrics: Any = None,
     ) -> None:
         # ``metrics``: rpc_finished(method, code, seconds) after each unary call (boundary.py)
         # and fetched(topic, records, bytes) per response sent; None when metrics are off.
         self.metrics = metrics
+        self.gate = gate if gate is not None else CallGate()
         self._manager = manager
+        self.admission = Admission(admission)
+        self.log_dir_names = log_dir_names if log_dir_names is not None else LogDirNames(())
         self._calls = calls
         self._limits = limits
         self._waiters = AppendWaiters()
+        self._group_commit = GroupCommit(calls)
         self._consume_stream_count = 0
         self.counters = RpcCounters()
 
@@ -83,11 +108,19 @@ class LogServicer(pb_grpc.LogServiceServicer):
         """Long polls answer now with what they have; Consume streams end with UNAVAILABLE."""
         self._waiters.close()
 
+    async def drain(self, grace_s: float) -> int:
+        """Shutdown: new calls answer UNAVAILABLE, calls in progress get ``grace_s`` to finish,
+        the rest are cut with UNAVAILABLE (admission.py). Returns the count cut."""
+        self.begin_shutdown()
+        return await self.admission.drain(grace_s)
+
     def statistics(self) -> LogServicerStatistics:
         return LogServicerStatistics(
             rpc=self.counters.snapshot(),
             waiters=self._waiters.statistics(),
             storage_calls=self._calls.statistics(),
+            group_commit=self._group_commit.statistics(),
+            admission=self.admission.statistics(),
             consume_stream_count=self._consume_stream_count,
             stopping=self.stopping,
         )
@@ -117,14 +150,18 @@ class LogServicer(pb_grpc.LogServiceServicer):
 
     @unary_rpc
     async def ListTopics(self, request: pb.ListTopicsRequest, context: Any) -> Any:
-        return conversions.list_topics_response(self._manager.list_topics())
+        topics = self._manager.list_topics()
+        call = current_call()
+        if call is not None:  # only what the caller may describe
+            topics = [entry for entry in topics if call.may(Operation.DESCRIBE, entry[0])]
+        return conversions.list_topics_response(topics)
 
     @unary_rpc
     async def DescribeTopic(self, request: pb.DescribeTopicRequest, context: Any) -> Any:
         if not request.topic:
             raise InvalidRequestError("topic is empty")
         description = await self._calls.blocking(self._manager.describe_topic, request.topic)
-        return conversions.describe_topic_response(description)
+        return conversions.describe_topic_response(description, self.log_dir_names.label)
 
     def _check_message_bytes(self, configs: dict[str, str]) -> None:
         """A topic's batches must fit one gRPC request; the storage does not know that limit."""
@@ -157,8 +194,16 @@ class LogServicer(pb_grpc.LogServiceServicer):
         info = await self._log_call(log, io_bytes, log.append, batch)
         self._waiters.notify(topic, partition)
         if acks == pb.ACKS_FSYNCED:
-            await self._log_call(log, _BLOCKING, log.flush)
+            await self._durable(log, info.last_offset + 1)
         return conversions.produce_response(info)
+
+    async def _durable(self, log: Any, end_offset: int) -> None:
+        """Group commit (group_commit.py), with _log_call's offline-directory handling."""
+        try:
+            await self._group_commit.wait_durable(log, end_offset)
+        except LogDirOfflineError as exc:
+            await self._calls.blocking(self._manager.handle_log_dir_failure, _dir_of(log), exc)
+            raise
 
     @staticmethod
     def _produced_batch(request: pb.ProduceRequest) -> bytes:
@@ -185,7 +230,10 @@ class LogServicer(pb_grpc.LogServiceServicer):
             data = await self._ticketed_read(ticket, topic, partition, request.offset, max_bytes)
             if ticket is None or _enough(data, min_bytes, max_bytes) or self.stopping:
                 break
-            if not await self._waiters.wait_ticket(ticket, deadline - loop.time()):
+            # Waiting holds a waiter slot, not a request slot (admission.py).
+            with self.admission.waiting(client_of(context)):
+                woken = await self._waiters.wait_ticket(ticket, deadline - loop.time())
+            if not woken:
                 break
         response = await self._fetch_response(topic, partition, request.offset, data, request.decode)
         return response[0]
@@ -199,6 +247,7 @@ class LogServicer(pb_grpc.LogServiceServicer):
         offset = await self._start_offset(topic, partition, request)
         # The client learns where the stream starts before any data (and that it has started).
         await context.send_initial_metadata(((START_OFFSET_METADATA_KEY, str(offset)),))
+        call = current_call()
         self._consume_stream_count += 1
         try:
             while True:
@@ -206,6 +255,8 @@ class LogServicer(pb_grpc.LogServiceServicer):
                 response, offset = await self._fetch_response(
                     topic, partition, offset, data, request.decode
                 )
+                if call is not None:  # the principal's fetch quota paces the stream
+                    await call.before_stream_write(len(response))
                 # Flow control: the next read waits until the client has taken this response.
                 await context.write(response)
         finally:
@@ -291,8 +342,7 @@ class LogServicer(pb_grpc.LogServiceServicer):
                 return await self._calls.blocking(method, *args)
             return await self._calls.sized(io_bytes, method, *args, lock=log_lock(log))
         except LogDirOfflineError as exc:
-            log_dir = os.path.dirname(os.path.abspath(log.dir))
-            await self._calls.blocking(self._manager.handle_log_dir_failure, log_dir, exc)
+            await self._calls.blocking(self._manager.handle_log_dir_failure, _dir_of(log), exc)
             raise
 
     async def _fetch_response(
@@ -334,12 +384,22 @@ class LogServicer(pb_grpc.LogServiceServicer):
     async def OffsetsForTimes(self, request: pb.OffsetsForTimesRequest, context: Any) -> Any:
         results = []
         for target in request.partitions:
-            topic, partition = validation.check_partition_ref(target.topic, target.partition)
-            timestamp_ms = validation.check_target_timestamp(target.timestamp_ms)
-            log = self._manager.get_log(topic, partition)
-            found = await self._log_call(log, 0, log.offset_for_timestamp, timestamp_ms)
-            results.append(conversions.partition_offset(topic, partition, found))
+            try:
+                results.append(await self._offset_for_time(target))
+            except Exception as exc:  # noqa: BLE001 - answered per partition, as Kafka does
+                status = status_for(exc)
+                if not status.expected:
+                    raise  # a bug: the boundary answers INTERNAL and logs it
+                message = self.log_dir_names.redact(status.message)
+                results.append(conversions.partition_offset_error(target, status, message))
         return pb.OffsetsForTimesResponse(results=results)
+
+    async def _offset_for_time(self, target: pb.PartitionTimestamp) -> pb.PartitionOffset:
+        topic, partition = validation.check_partition_ref(target.topic, target.partition)
+        timestamp_ms = validation.check_target_timestamp(target.timestamp_ms)
+        log = self._manager.get_log(topic, partition)
+        found = await self._log_call(log, 0, log.offset_for_timestamp, timestamp_ms)
+        return conversions.partition_offset(topic, partition, found)
 
     @unary_rpc
     async def DeleteRecords(self, request: pb.DeleteRecordsRequest, context: Any) -> Any:
@@ -379,6 +439,10 @@ class LogServicer(pb_grpc.LogServiceServicer):
 
 # _log_call's io_bytes for calls that always go to the pool (fsync).
 _BLOCKING = -1
+
+
+def _dir_of(log: Any) -> str:
+    return os.path.dirname(os.path.abspath(log.dir))
 
 
 def log_lock(log: Any) -> Any:

@@ -16,10 +16,13 @@ from collections.abc import Callable
 from typing import Any
 
 import grpc
+from google.protobuf.message import DecodeError
 
 from seglog.v1 import log_service_pb2 as pb
 
-__all__ = ["SERVICE_NAME", "add_log_service", "method_handlers"]
+from .operations import OPERATIONS
+
+__all__ = ["SERVICE_NAME", "UnparseableRequest", "add_log_service", "method_handlers"]
 
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["LogService"].full_name
 _SERVICE = pb.DESCRIPTOR.services_by_name["LogService"]
@@ -37,17 +40,41 @@ def _serializer(message_class: Any) -> Callable[[Any], bytes]:
     return message_class.SerializeToString
 
 
+class UnparseableRequest:
+    """What a request that is not a valid message deserializes to. gRPC would answer such a
+    request UNKNOWN or INTERNAL on its own; the boundary answers INVALID_ARGUMENT instead
+    (boundary.py), saying which message failed to parse and why."""
+
+    def __init__(self, message_name: str, reason: str) -> None:
+        self.message_name = message_name
+        self.reason = reason
+
+
+def _deserializer(message_class: Any) -> Callable[[bytes], Any]:
+    name = message_class.DESCRIPTOR.full_name
+
+    def parse(data: bytes) -> Any:
+        try:
+            return message_class.FromString(data)
+        except DecodeError as exc:
+            return UnparseableRequest(name, str(exc))
+
+    return parse
+
+
 def method_handlers(servicer: Any) -> dict[str, grpc.RpcMethodHandler]:
     handlers = {}
     for method in _SERVICE.methods:
         request_class = getattr(pb, method.input_type.name)
         response_class = getattr(pb, method.output_type.name)
         assert not method.client_streaming, f"{method.name}: client streaming is not served"
+        if method.name not in OPERATIONS:  # fail closed: no ACL operation, not served
+            raise LookupError(f"{method.name} has no row in rpc/operations.py OPERATIONS")
         factory = (grpc.unary_stream_rpc_method_handler if method.server_streaming
                    else grpc.unary_unary_rpc_method_handler)
         handlers[method.name] = factory(
             getattr(servicer, method.name),
-            request_deserializer=request_class.FromString,
+            request_deserializer=_deserializer(request_class),
             response_serializer=_serializer(response_class),
         )
     return handlers

@@ -18,13 +18,22 @@ from dataclasses import dataclass
 import grpc
 
 from seglog import records as codec
+from seglog_server import security
 from seglog_server.storage import errors as storage
 
 from . import errors as service
 
-__all__ = ["ERROR_CLASS_METADATA_KEY", "STATUS_BY_ERROR", "ErrorStatus", "status_for"]
+__all__ = [
+    "ERROR_CLASS_METADATA_KEY",
+    "RETRY_AFTER_METADATA_KEY",
+    "STATUS_BY_ERROR",
+    "ErrorStatus",
+    "status_for",
+]
 
 ERROR_CLASS_METADATA_KEY = "seglog-error"
+# Quota refusals say when to come back, in milliseconds (the client's retries wait that long).
+RETRY_AFTER_METADATA_KEY = "retry-after-ms"
 
 _Code = grpc.StatusCode
 
@@ -46,10 +55,22 @@ STATUS_BY_ERROR: Mapping[type[BaseException], grpc.StatusCode] = {
     # The batch is valid but this log cannot take its offsets (relative offsets overflow).
     storage.OffsetOverflowError: _Code.FAILED_PRECONDITION,
     storage.LogDirOfflineError: _Code.UNAVAILABLE,
+    # Disk full or out of descriptors: retriable, the directory stays online (io_errors.py).
+    storage.ResourceExhaustedError: _Code.RESOURCE_EXHAUSTED,
+    storage.LogDirFullError: _Code.RESOURCE_EXHAUSTED,
+    storage.TooManyOpenFilesError: _Code.RESOURCE_EXHAUSTED,
     # The directories are locked by another process or hold one partition twice.
     storage.LogDirStateError: _Code.FAILED_PRECONDITION,
     # A partition's topic.properties cannot be read: its settings are lost.
     storage.CorruptTopicMetadataError: _Code.DATA_LOSS,
+    # -- storage: offline cleaning -------------------------------------------------------------
+    storage.InvalidSnapshotIdError: _Code.INVALID_ARGUMENT,
+    storage.SnapshotNotFoundError: _Code.NOT_FOUND,
+    # The topic is not compacted, or nothing is cleanable yet: the log's state refuses it.
+    storage.NotCleanableError: _Code.FAILED_PRECONDITION,
+    # The log changed since the snapshot, or the job's output is damaged: nothing is installed.
+    storage.StaleCleaningResultError: _Code.FAILED_PRECONDITION,
+    storage.InvalidCleaningResultError: _Code.FAILED_PRECONDITION,
     # -- storage: its own invariants (indexes are caches; these are bugs, not bad requests) ----
     storage.CorruptIndexError: _Code.INTERNAL,
     storage.InvalidOffsetError: _Code.INTERNAL,
@@ -67,7 +88,17 @@ STATUS_BY_ERROR: Mapping[type[BaseException], grpc.StatusCode] = {
     service.ResponseTooLargeError: _Code.RESOURCE_EXHAUSTED,
     service.StoredBatchCorruptError: _Code.DATA_LOSS,
     service.ServiceStoppingError: _Code.UNAVAILABLE,
+    service.FlushIncompleteError: _Code.UNAVAILABLE,
+    service.OverloadedError: _Code.RESOURCE_EXHAUSTED,
     service.ServiceError: _Code.INTERNAL,
+    # -- security: never a path or a credential in the message -----------------------------------
+    security.AuthenticationFailedError: _Code.UNAUTHENTICATED,
+    security.PermissionDeniedError: _Code.PERMISSION_DENIED,
+    security.QuotaExceededError: _Code.RESOURCE_EXHAUSTED,  # with retry-after-ms
+    security.PrincipalLimitError: _Code.RESOURCE_EXHAUSTED,  # with retry-after-ms
+    # File errors happen at start and on SIGHUP, never inside a call: a bug if one gets here.
+    security.SecurityFileError: _Code.INTERNAL,
+    security.SecurityError: _Code.INTERNAL,
 }
 
 
@@ -77,10 +108,16 @@ class ErrorStatus:
     message: str
     error_class: str
     expected: bool  # False: no row matched, a bug; the caller logs the traceback
+    retry_after_ms: int | None = None
 
     @property
     def trailing_metadata(self) -> tuple[tuple[str, str], ...]:
-        return ((ERROR_CLASS_METADATA_KEY, self.error_class),)
+        if self.retry_after_ms is None:
+            return ((ERROR_CLASS_METADATA_KEY, self.error_class),)
+        return (
+            (ERROR_CLASS_METADATA_KEY, self.error_class),
+            (RETRY_AFTER_METADATA_KEY, str(self.retry_after_ms)),
+        )
 
 
 def status_for(exc: BaseException) -> ErrorStatus:
@@ -90,5 +127,6 @@ def status_for(exc: BaseException) -> ErrorStatus:
     for cls in type(exc).__mro__:
         code = STATUS_BY_ERROR.get(cls)
         if code is not None:
-            return ErrorStatus(code, text, name, expected=True)
+            retry_after_ms = getattr(exc, "retry_after_ms", None)
+            return ErrorStatus(code, text, name, expected=True, retry_after_ms=retry_after_ms)
     return ErrorStatus(_Code.INTERNAL, f"internal error ({name}): {text}", name, expected=False)

@@ -9,11 +9,27 @@ everything else:
   and creates nothing (KAFKA-7283, KAFKA-9373: brokers with tens of thousands of segments spent
   start-up and shutdown in mmap calls).
 - **Preallocation.** A new file is sized to ``max_index_bytes`` rounded down to whole entries, so
-  appends are stores into the mapping. ``trim_to_valid_size`` (on roll and close) cuts it back to
+  appends are stores into the mapping. The size is sparse (``ftruncate``): a new partition's two
+  indexes hold no blocks, so 10,000 empty partitions do not hold 200 GB of disk.
+- **Space before stores.** A store into a hole of a mapped file allocates the block at page-fault
+  time; on a full disk that fault is SIGBUS, which kills the process with nothing logged (Kafka
+  has the same gap: its MappedByteBuffer stores fault the JVM). So before an entry is stored, the
+  free slots under it are written with zeros through ``pwrite`` (``RESERVE_AHEAD_BYTES`` at a
+  time, just ahead of the write position, never the whole preallocated size): the file system
+  reserves the blocks in that call, so a full disk is an ``OSError`` raised before anything
+  changed, and the stores that follow land on pages that already have their space. Zeros rather
+  than ``posix_fallocate``: fallocated blocks are *unwritten* extents that ext4 converts at
+  writeback, and a flush of a freshly written index cost about twice as much that way
+  (bench/bench_index_append.py, which also measures writing every entry with ``pwrite``).
+  Copy-on-write file systems (btrfs) allocate again at writeback and stay exposed; seglog's
+  directories belong on ext4, xfs or tmpfs. ``trim_to_valid_size`` (on roll and close) cuts it back to
   the valid entries, because on reopening **every full slot of an existing file is an entry**: an
   untrimmed file after a crash reads as full of zero entries, which is why indexes above the
   recovery point are rebuilt from the log.
 - **Resizing** (``resize``, ``reset``), flushing (msync), closing and unmapping.
+- **Releasing** (``release_mapping``): the mapping (and the descriptor CPython's mmap keeps for it)
+  is given back while the entry counts are kept, so even an active segment's index can leave the
+  process-wide descriptor budget and be mapped again on its next use.
 
 Thread safety: every public method holds the index's lock, lookups included. Kafka lets lookups
 run lock-free on Linux against a duplicate of the mapping; in CPython that buys no parallelism (the
@@ -62,6 +78,13 @@ __all__ = [
 DEFAULT_MAX_INDEX_BYTES = 10 * 1024 * 1024
 """Kafka's ``segment.index.bytes`` default: 1,310,720 offset entries, 873,813 time entries."""
 
+RESERVE_AHEAD_BYTES = 16 * 1024
+"""Bytes of free slots backed with real blocks at a time: four pages, 2,048 offset entries (about
+8 MiB of log at the default index.interval.bytes), so the extra open + pwrite + close is paid once
+per thousands of appends while a new index holds at most 20 KiB it does not use yet."""
+
+_ZEROS = bytes(RESERVE_AHEAD_BYTES + mmap.PAGESIZE)  # what a reservation writes: never more
+
 RELATIVE_OFFSET_MAX = 2**31 - 1
 """Relative offsets are stored as int32 and must not be negative (Kafka's ``Integer.MAX_VALUE``)."""
 
@@ -69,6 +92,7 @@ RELATIVE_OFFSET_MAX = 2**31 - 1
 class _State(enum.Enum):
     UNMATERIALIZED = "unmaterialized"  # only a path: nothing opened, created or mapped yet
     OPEN = "open"  # file mapped (or known to be 0 bytes long, which mmap cannot map)
+    RELEASED = "released"  # unmapped by release_mapping(); counts kept, mapped again on next use
     CLOSED = "closed"  # unmapped by close(), close_handler() or delete_if_exists(); unusable
 
 
@@ -129,6 +153,7 @@ class AbstractIndex:
         self._mmap: mmap.mmap | None = None  # None while unmaterialised, closed, or 0 bytes long
         self._buffer: Buffer = b""  # what searches read: the mapping, or b"" when there is none
         self._file_bytes = 0
+        self._reserved_bytes = 0  # bytes from the file's start known to be backed by blocks
         self._entry_count = 0
         self._max_entry_count = 0
         self._lookup_counts = {Zone.WARM: 0, Zone.COLD: 0}  # subclasses count each lookup's zone
@@ -158,6 +183,11 @@ class AbstractIndex:
     def is_closed(self) -> bool:
         return self._state is _State.CLOSED
 
+    @property
+    def is_released(self) -> bool:
+        """True after ``release_mapping`` until the next use maps the file again."""
+        return self._state is _State.RELEASED
+
     def can_append_offset(self, offset: int) -> bool:
         """Whether ``offset`` is representable relative to this index's base offset."""
         return 0 <= offset - self._base_offset <= RELATIVE_OFFSET_MAX
@@ -175,32 +205,32 @@ class AbstractIndex:
     @property
     def entry_count(self) -> int:
         with self._lock:
-            self._open_locked()
+            self._open_for_counts_locked()
             return self._entry_count
 
     @property
     def max_entry_count(self) -> int:
         with self._lock:
-            self._open_locked()
+            self._open_for_counts_locked()
             return self._max_entry_count
 
     @property
     def size_in_bytes(self) -> int:
         """Bytes of valid entries (not the preallocated file length)."""
         with self._lock:
-            self._open_locked()
+            self._open_for_counts_locked()
             return self._entry_count * self.LAYOUT.entry_bytes
 
     @property
     def file_bytes(self) -> int:
         """The file's current length, preallocated slots included (Kafka's ``length()``)."""
         with self._lock:
-            self._open_locked()
+            self._open_for_counts_locked()
             return self._file_bytes
 
     def is_full(self) -> bool:
         with self._lock:
-            self._open_locked()
+            self._open_for_counts_locked()
             return self._is_full_locked()
 
     def statistics(self) -> IndexStatistics:
@@ -245,15 +275,39 @@ class AbstractIndex:
             self._truncate_to_entries_locked(0)
 
     def flush(self) -> None:
-        """msync the mapping. Opens (and so creates) the file first, as Kafka's does."""
+        """msync the mapping. Opens (and so creates) the file first, as Kafka's does. A released
+        index has no mapping to sync: munmap kept its dirty pages in the page cache, where an
+        fsync of the file finds them; mapping it again here would hold a descriptor the budget
+        does not know of."""
         with self._lock:
+            if self._state is _State.RELEASED:
+                return
             self._open_locked()
             if self._mmap is not None:
                 self._mmap.flush()
 
+    def reserve_next_entry(self) -> None:
+        """Backs the next free slot with blocks now (OSError on a full disk), so that the store
+        a later append makes cannot fault. A full index reserves nothing."""
+        with self._lock:
+            self._open_locked()
+            if self._writable and not self._is_full_locked():
+                self._reserve_locked((self._entry_count + 1) * self.LAYOUT.entry_bytes)
+
+    def release_mapping(self) -> None:
+        """Unmaps (giving back the mapping's descriptor) but keeps the entry counts; the next use
+        maps the file again. Unlike ``close`` nothing is trimmed, so an active segment's index
+        keeps its free slots."""
+        with self._lock:
+            if self._state is _State.OPEN:
+                self._unmap_mapping()
+                self._state = _State.RELEASED
+
     def close(self) -> None:
         """Trims to the valid entries and unmaps. A never-used index stays untouched on disk."""
         with self._lock:
+            if self._state is _State.RELEASED and self._writable:
+                self._open_locked()  # map again to trim: reopening must find only entries
             try:
                 if self._state is _State.OPEN and self._writable:
                     self._resize_locked(self._entry_count * self.LAYOUT.entry_bytes)
@@ -356,15 +410,51 @@ class AbstractIndex:
             return
         if self._state is _State.CLOSED:
             raise ValueError(f"{self.KIND} {self._path} is closed")
+        if self._state is _State.RELEASED:
+            self._remap_locked()
+            self._state = _State.OPEN
+            return
         self._materialize_locked()
         self._state = _State.OPEN
         self._after_entries_changed_locked()
 
-    def _writable_buffer_locked(self) -> mmap.mmap:
+    def _open_for_counts_locked(self) -> None:
+        """For questions the entry counts answer: a released index answers from memory instead
+        of mapping its file again (retention and roll checks ask them of every segment, and a
+        mapping made there would hold a descriptor outside the open-segment budget)."""
+        if self._state is not _State.RELEASED:
+            self._open_locked()
+
+    def _writable_buffer_locked(self, end_bytes: int) -> mmap.mmap:
+        """The mapping, with ``[0, end_bytes)`` backed by blocks: stores below ``end_bytes``
+        cannot fault on a full disk (the reservation raises OSError first)."""
         if not self._writable:
             raise io.UnsupportedOperation(f"{self.KIND} {self._path} was opened read-only")
         assert self._mmap is not None, "a writable index with a free slot has a mapping"
+        if end_bytes > self._reserved_bytes:
+            self._reserve_locked(end_bytes)
         return self._mmap
+
+    def _reserve_locked(self, end_bytes: int) -> None:
+        assert end_bytes <= self._file_bytes, (end_bytes, self._file_bytes)
+        if end_bytes <= self._reserved_bytes:
+            return
+        # Zeros over free slots only (from the end of the valid entries, which are never
+        # rewritten), up to RESERVE_AHEAD_BYTES past the write position, page-aligned, never past
+        # the file's end (a write there would grow the file, and every full slot of a file reads
+        # as an entry on reopening).
+        start = max(self._reserved_bytes, self._entry_count * self.LAYOUT.entry_bytes)
+        stop = min(self._file_bytes, _round_up(end_bytes + RESERVE_AHEAD_BYTES, mmap.PAGESIZE))
+        assert stop - start <= len(_ZEROS), (start, stop)
+        zeros = memoryview(_ZEROS)
+        fd = self._fs.open(self._path, os.O_RDWR)
+        try:
+            position = start
+            while position < stop:  # pwrite may write less than asked; ENOSPC raises here
+                position += self._fs.pwrite(fd, zeros[: stop - position], position)
+        finally:
+            self._fs.close(fd)
+        self._reserved_bytes = stop
 
     def _is_full_locked(self) -> bool:
         return self._entry_count >= self._max_entry_count
@@ -404,6 +494,9 @@ class AbstractIndex:
         finally:
             self._fs.close(fd)
         self._max_entry_count = self._file_bytes // entry_bytes
+        # Which pages of an existing file are holes is not known: the first store reserves (its
+        # zeros go only over free slots, past the valid entries).
+        self._reserved_bytes = 0
         # A new file has no entries; in an existing one every full slot is an entry.
         self._entry_count = 0 if newly_created else self._max_entry_count
 
@@ -414,6 +507,19 @@ class AbstractIndex:
             return self._fs.open(self._path, os.O_RDWR | os.O_CREAT | os.O_EXCL), True
         except FileExistsError:
             return self._fs.open(self._path, os.O_RDWR), False
+
+    def _remap_locked(self) -> None:
+        """Maps a released index again. A file whose length changed meanwhile (nothing in seglog
+        does that) is read afresh, as on first use."""
+        fd = self._fs.open(self._path, os.O_RDWR if self._writable else os.O_RDONLY)
+        try:
+            if self._fs.fsize(fd) == self._file_bytes:
+                self._set_mapping(self._map(fd, self._file_bytes))
+                return
+        finally:
+            self._fs.close(fd)
+        self._materialize_locked()
+        self._after_entries_changed_locked()
 
     def _remove_quietly(self) -> None:
         try:
@@ -441,6 +547,7 @@ class AbstractIndex:
         try:
             self._fs.ftruncate(fd, rounded)  # if this fails, nothing has changed
             self._file_bytes = rounded
+            self._reserved_bytes = min(self._reserved_bytes, rounded)  # a cut frees the blocks
             # Should mapping fail, the old mapping stays: only slots inside both it and the
             # resized file may be written (past the file's end a store is SIGBUS).
             self._max_entry_count = min(self._max_entry_count, rounded // entry_bytes)
@@ -467,6 +574,11 @@ class AbstractIndex:
         mapping, self._mmap, self._buffer = self._mmap, None, b""
         if mapping is not None:
             mapping.close()
+
+
+def _round_up(number: int, factor: int) -> int:
+    """The least multiple of ``factor`` not below ``number`` (67, 8 -> 72)."""
+    return -factor * (-number // factor)
 
 
 def _round_down(number: int, factor: int) -> int:

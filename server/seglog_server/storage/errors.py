@@ -21,10 +21,21 @@ class to a status code once, in ``seglog_server.rpc.status``; nothing else inspe
     ├── IndexFullError                  append to an index with no free slot
     ├── OffsetOverflowError             an offset not representable relative to a base offset
     ├── LogDirOfflineError              the log directory failed and was taken offline
+    ├── ResourceExhaustedError          retriable: the resource comes back, nothing failed
+    │   ├── LogDirFullError             ENOSPC/EDQUOT: the directory's file system is full
+    │   └── TooManyOpenFilesError       EMFILE/ENFILE/ENOMEM on open or mmap: descriptors ran out
     ├── LogDirStateError                log dirs seglog refuses to serve (locked elsewhere, a
     │                                   partition in two dirs)
     ├── CorruptCheckpointError          a checkpoint file breaks Kafka's text format
-    └── CorruptTopicMetadataError       a topic.properties file cannot be parsed or contradicts its dir
+    ├── CorruptTopicMetadataError       a topic.properties file cannot be parsed or contradicts its dir
+    ├── InvalidSnapshotIdError          a cleaning snapshot id that cannot name a snapshot directory
+    ├── SnapshotNotFoundError           no such cleaning snapshot (committed, dropped or expired)
+    ├── NotCleanableError               CreateSnapshot of a partition that is not compacted or has
+    │                                   nothing cleanable
+    ├── StaleCleaningResultError        the live log changed since the snapshot (retention,
+    │                                   DeleteRecords, another cleaning): the result no longer applies
+    └── InvalidCleaningResultError      a cleaning result that is incomplete, damaged or breaks the
+                                        cleaning contract (CLEANING-CONTRACT: result.json, outputs)
 
 Messages say what was expected and what was found, and name the file where there is one.
 """
@@ -38,18 +49,26 @@ __all__ = [
     "CorruptSegmentError",
     "CorruptTopicMetadataError",
     "IndexFullError",
+    "InvalidCleaningResultError",
     "InvalidConfigError",
     "InvalidOffsetError",
     "InvalidRecordError",
+    "InvalidSnapshotIdError",
     "InvalidTimestampError",
     "InvalidTopicError",
+    "LogDirFullError",
     "LogDirOfflineError",
     "LogDirStateError",
+    "NotCleanableError",
     "OffsetOutOfRangeError",
     "OffsetOverflowError",
     "RecordBatchTooLargeError",
     "RecordTooLargeError",
+    "ResourceExhaustedError",
+    "SnapshotNotFoundError",
+    "StaleCleaningResultError",
     "StorageError",
+    "TooManyOpenFilesError",
     "TopicExistsError",
     "UnknownTopicOrPartitionError",
 ]
@@ -125,6 +144,20 @@ class LogDirOfflineError(StorageError):
     pass
 
 
+class ResourceExhaustedError(StorageError):
+    """A resource ran out that comes back by itself or by an operator's action (disk space,
+    descriptors). Nothing failed: the log and its directory stay online, and the same request
+    may succeed later. Kafka treats both as a failed log directory; seglog does not."""
+
+
+class LogDirFullError(ResourceExhaustedError):
+    """The file system of a log directory is full (ENOSPC, EDQUOT); nothing was written."""
+
+
+class TooManyOpenFilesError(ResourceExhaustedError):
+    """The process ran out of descriptors or mappings (EMFILE, ENFILE, ENOMEM)."""
+
+
 class LogDirStateError(StorageError):
     """The log directories are in a state seglog refuses to serve: locked by another process,
     or the same partition found in two directories."""
@@ -136,3 +169,23 @@ class CorruptCheckpointError(StorageError):
 
 class CorruptTopicMetadataError(StorageError):
     """A topic.properties file cannot be parsed or contradicts its directory."""
+
+
+class InvalidSnapshotIdError(StorageError):
+    """A snapshot id that is empty, too long, or not a plain directory name."""
+
+
+class SnapshotNotFoundError(StorageError):
+    """No cleaning snapshot with that id (never made, committed, dropped or expired)."""
+
+
+class NotCleanableError(StorageError):
+    """The partition is not compacted, or holds no closed segment the cleaner may rewrite."""
+
+
+class StaleCleaningResultError(StorageError):
+    """The live log no longer holds what the snapshot saw; the message says what changed."""
+
+
+class InvalidCleaningResultError(StorageError):
+    """A cleaning result that is missing, damaged or inconsistent; the message says where."""

@@ -220,9 +220,13 @@ class FileRecords:
                 f"{self._path}: appending {total} bytes at {position} would pass the 2 GiB "
                 f"segment limit"
             )
-        written = self._fs.pwritev(fd, buffers, position)
-        if written != total:  # a short write (disk full, signal): finish or fail loudly
-            self._finish_short_write(fd, buffers, position, written, total)
+        try:
+            written = self._fs.pwritev(fd, buffers, position)
+            if written != total:  # a short write (disk full, signal): finish or fail loudly
+                self._finish_short_write(fd, buffers, position, written, total)
+        except OSError:
+            self._cut_failed_write(fd, position)
+            raise
         self._size = position + total
         return total
 
@@ -237,9 +241,13 @@ class FileRecords:
                 f"{self._path}: appending {total} bytes at {position} would pass the 2 GiB "
                 f"segment limit"
             )
-        written = self._fs.pwritev(fd, (head, rest), position)
-        if written != total:
-            self._finish_short_write(fd, (head, rest), position, written, total)
+        try:
+            written = self._fs.pwritev(fd, (head, rest), position)
+            if written != total:
+                self._finish_short_write(fd, (head, rest), position, written, total)
+        except OSError:
+            self._cut_failed_write(fd, position)
+            raise
         self._size = position + total
         return total
 
@@ -250,6 +258,15 @@ class FileRecords:
             if count <= 0:
                 raise OSError(f"{self._path}: write made no progress at {position + written}")
             written += count
+
+    def _cut_failed_write(self, fd: int, position: int) -> None:
+        """After a failed append (ENOSPC half-way): the bytes that did land go, so the file ends
+        where the batches end and a restart never reads half a batch as the log's tail."""
+        try:
+            if self._fs.fsize(fd) > position:
+                self._fs.ftruncate(fd, position)
+        except OSError:
+            pass  # the write's own error is the one to report; recovery cuts a torn tail anyway
 
     def truncate_to(self, size_in_bytes: int) -> int:
         """Cuts the file to ``size_in_bytes``; returns the bytes removed."""

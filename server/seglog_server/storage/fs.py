@@ -79,6 +79,10 @@ class FileSystem:
     def replace(self, src: str, dst: str) -> None:
         os.replace(src, dst)
 
+    def link(self, src: str, dst: str) -> None:
+        """A hard link ``dst`` to ``src`` (same filesystem): snapshots and cleaned segments."""
+        os.link(src, dst)
+
     def unlink(self, path: str) -> None:
         os.unlink(path)
 
@@ -106,13 +110,21 @@ class FileSystem:
         tmp = path + ".tmp"
         fd = self.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
         try:
-            view = memoryview(data)
-            written = 0
-            while written < len(view):
-                written += self.pwrite(fd, view[written:], written)
-            self.fsync(fd)
-        finally:
-            self.close(fd)
+            try:
+                view = memoryview(data)
+                written = 0
+                while written < len(view):
+                    written += self.pwrite(fd, view[written:], written)
+                self.fsync(fd)
+            finally:
+                self.close(fd)
+        except BaseException:
+            # On a full disk the half-written tmp file would hold blocks nobody frees.
+            try:
+                self.unlink(tmp)
+            except OSError:
+                pass
+            raise
         self.replace(tmp, path)
         self.fsync_dir(os.path.dirname(os.path.abspath(path)))
 

@@ -10,7 +10,12 @@ does not stall appends and concurrent flushes coalesce.
 
 File I/O errors (``OSError``) from an append, read, roll or flush surface as
 ``LogDirOfflineError`` and leave the log offline: every later call raises the same error, and the
-log manager takes the directory offline.
+log manager takes the directory offline. Except an exhausted resource (a full disk, no descriptors
+left; ``io_errors.py``): a retriable ``ResourceExhaustedError``, and the log stays online, since
+every write path fails before it changes anything.
+
+Descriptors: every segment used (active or not) is reported to an ``OpenSegments`` budget, shared
+by all logs of a log manager, which releases the least recently used segments' handles.
 """
 
 from __future__ import annotations
@@ -22,12 +27,14 @@ import threading
 from collections import Counter
 from collections.abc import Callable
 from types import MappingProxyType
+from typing import TypeVar
 
 from . import file_names
 from .clock import SYSTEM_CLOCK, Clock
 from .errors import CorruptRecordError, CorruptSegmentError, LogDirOfflineError, OffsetOutOfRangeError, StorageError
 from .file_records import TimestampAndOffset
 from .fs import REAL_FS, FileSystem
+from .io_errors import exhaustion_error
 from .log_config import LogConfig
 from .log_loader import LogLoader
 from .log_results import (
@@ -68,6 +75,8 @@ _LOG = logging.getLogger(__name__)
 # DeleteRecords' "up to the high watermark" (Kafka's DeleteRecordsRequest.HIGH_WATERMARK).
 _DELETE_TO_HIGH_WATERMARK = -1
 
+_T = TypeVar("_T")
+
 FlushScheduler = Callable[[Callable[[], None]], None]
 """Runs a background flush (Kafka's scheduler.scheduleOnce("flush-log")): after a roll, the
 segments below the new one are fsynced off the append path, advancing the recovery point."""
@@ -103,6 +112,7 @@ class Log:
         rng: random.Random | None = None,
         flush_scheduler: FlushScheduler = _flush_in_thread,
         open_segments_max: int = DEFAULT_OPEN_SEGMENTS_MAX,
+        open_segments: OpenSegments | None = None,
         loaded_recovered_segment_count: int = 0,
         loaded_truncated_bytes: int = 0,
     ) -> None:
@@ -127,11 +137,16 @@ class Log:
         # the lock) leaves the recovery point alone, since offsets it meant to cover were cut
         # and may have been written again, unsynced.
         self._truncation_epoch = 0
+        # What the last whole-log flush made durable (``_files_state``): a whole-log flush that
+        # finds the same state has nothing new to sync and returns without a single fdatasync.
+        self._fully_synced_state: tuple[int, int, int, int] | None = None
         self._closed = False
         self._offline_cause: BaseException | None = None
+        self._exhausted = False  # a resource ran out (disk, descriptors) and no append succeeded since
         self._timestamps = SegmentTimestamps()
         self._pending_deletes: list[tuple[int, LogSegment]] = []  # (due time ms, segment)
-        self._open_segments = OpenSegments(open_segments_max)
+        # The process-wide descriptor budget when the log manager gives one; else a private one.
+        self._open_segments = open_segments if open_segments is not None else OpenSegments(open_segments_max)
         self._apply_config(config)
         # statistics
         self._appended_batch_count = 0
@@ -146,6 +161,10 @@ class Log:
         self._retired_cold_lookups = 0
         self._loaded_recovered_segment_count = loaded_recovered_segment_count
         self._loaded_truncated_bytes = loaded_truncated_bytes
+        with self._lock:
+            for segment in segments.values():
+                if segment.holds_handles:  # loading (or creating) opened it: count it
+                    self._open_segments.touch(segment, self)
 
     @classmethod
     def load(
@@ -163,6 +182,7 @@ class Log:
         rng: random.Random | None = None,
         flush_scheduler: FlushScheduler = _flush_in_thread,
         open_segments_max: int = DEFAULT_OPEN_SEGMENTS_MAX,
+        open_segments: OpenSegments | None = None,
     ) -> Log:
         """Opens (or creates) the partition directory ``dir`` with Kafka's load passes."""
         rng = rng if rng is not None else random.Random()
@@ -190,6 +210,7 @@ class Log:
             rng=rng,
             flush_scheduler=flush_scheduler,
             open_segments_max=open_segments_max,
+            open_segments=open_segments,
             loaded_recovered_segment_count=loaded.recovered_segment_count,
             loaded_truncated_bytes=loaded.truncated_bytes,
         )
@@ -273,7 +294,17 @@ class Log:
         if self._closed:
             raise StorageError(f"log {self._name} in {self._dir} is closed")
 
-    def _offline(self, action: str, exc: OSError) -> LogDirOfflineError:
+    def _io_error(self, action: str, exc: OSError, *, sync: bool = False) -> StorageError:
+        """The error to raise for ``exc``: a retriable ``ResourceExhaustedError`` when the disk
+        is full or descriptors ran out (the log stays online: each write path fails before it
+        changes anything), else ``LogDirOfflineError``, and the log goes offline. A failed
+        fsync (``sync``) is a failure even on ENOSPC: the kernel may have dropped the pages."""
+        exhausted = exhaustion_error(exc, f"{action} partition {self._name}")
+        if exhausted is not None and not (sync and isinstance(exhausted, LogDirFullError)):
+            if not self._exhausted:  # once per episode, not once per refused request
+                self._exhausted = True
+                _LOG.warning("%s: %s", self._name, exhausted)
+            return exhausted
         self._offline_cause = exc
         return LogDirOfflineError(f"I/O error while {action} log {self._name} in {self._dir}: {exc}")
 
@@ -305,12 +336,16 @@ class Log:
                 if reason is not None:
                     segment = self._roll(base_offset, reason)
                 watch.mark_faults()
+                self._open_segments.touch(segment, self)
                 segment.append_batch(batch, base_offset, last_offset, max_timestamp_ms)
                 watch.lap("append")
                 watch.faults("append")
             except OSError as exc:
-                raise self._offline("appending to", exc) from exc
+                raise self._io_error("appending to", exc) from exc
             self._log_end_offset = last_offset + 1
+            if self._exhausted:
+                self._exhausted = False
+                _LOG.info("%s: appends succeed again", self._name)
             self._appended_batch_count += 1
             self._appended_record_count += record_count
             self._appended_bytes += size
@@ -330,7 +365,7 @@ class Log:
             try:
                 return self._roll(self._log_end_offset, reason).base_offset
             except OSError as exc:
-                raise self._offline("rolling", exc) from exc
+                raise self._io_error("rolling", exc) from exc
 
     def _roll(self, expected_next_offset: int, reason: RollReason) -> LogSegment:
         new_offset = max(expected_next_offset, self._log_end_offset)
@@ -349,8 +384,15 @@ class Log:
                 f"base offset {active.base_offset}"
             )
         else:
-            active.on_become_inactive_segment()
-            new_segment = self._segments.add(self._open_segment(new_offset))
+            # The new segment's files first: if they cannot be created (a full disk), the active
+            # segment has not been sealed and trimmed yet and takes the next append as before.
+            new_segment = self._open_segment(new_offset)
+            try:
+                active.on_become_inactive_segment()
+            except BaseException:
+                new_segment.delete_if_exists()
+                raise
+            self._segments.add(new_segment)
             self._touch(active)
         self._roll_counts[reason.value] += 1
         self._timestamps.invalidate()
@@ -394,11 +436,22 @@ class Log:
 
     # -- descriptors of inactive segments ------------------------------------------------------
     def _touch(self, segment: LogSegment) -> None:
-        if segment is not self._segments.last:
-            self._open_segments.touch(segment)
+        self._open_segments.touch(segment, self)
 
     def _forget(self, segment: LogSegment) -> None:
         self._open_segments.forget(segment)
+
+    def try_release_handles(self, segment: LogSegment) -> bool:
+        """For the descriptor budget: releases ``segment``'s handles unless this log is busy in
+        another thread (then False; the budget tries another time)."""
+        if not self._lock.acquire(blocking=False):
+            return False
+        try:
+            if not self._closed:
+                segment.release_handles()
+            return True
+        finally:
+            self._lock.release()
 
     # -- read -----------------------------------------------------------------------------------
     def read(self, offset: int, max_bytes: int, *, min_one_batch: bool = True) -> FetchData:
@@ -417,7 +470,7 @@ class Log:
                 try:
                     records = self._read_segments(offset, max_bytes, min_one_batch)
                 except OSError as exc:
-                    raise self._offline("reading", exc) from exc
+                    raise self._io_error("reading", exc) from exc
                 except CorruptRecordError as exc:
                     raise self._corrupt(f"a read at offset {offset}", exc) from exc
             self._read_count += 1
@@ -488,7 +541,7 @@ class Log:
                 if timestamp_ms == MAX_TIMESTAMP:
                     return self._offset_of_max_timestamp()
             except OSError as exc:
-                raise self._offline("searching", exc) from exc
+                raise self._io_error("searching", exc) from exc
             except CorruptRecordError as exc:
                 raise self._corrupt(f"a search for timestamp {timestamp_ms}", exc) from exc
             if timestamp_ms == LATEST_TIMESTAMP:
@@ -575,6 +628,9 @@ class Log:
                 old_recovery_point = self._recovery_point
                 if flush_to <= old_recovery_point:
                     return
+                files_state = self._files_state()
+                if offset is None and files_state == self._fully_synced_state:
+                    return  # nothing appended, rolled or cut since the last whole-log flush
                 truncation_epoch = self._truncation_epoch
                 segments = self._segments.values(old_recovery_point, flush_to)
                 new_files = any(segment.base_offset >= old_recovery_point for segment in segments)
@@ -591,12 +647,20 @@ class Log:
                 watch.lap("fsync")
             except OSError as exc:
                 with self._lock:
-                    raise self._offline("flushing", exc) from exc
+                    raise self._io_error("flushing", exc, sync=True) from exc
             with self._lock:
                 if target > self._recovery_point and self._truncation_epoch == truncation_epoch:
                     self._recovery_point = min(target, self._log_end_offset)
                     self._last_flush_time_ms = self._clock.time_ms()
+                if offset is None and self._truncation_epoch == truncation_epoch:
+                    self._fully_synced_state = files_state
                 self._flush_count += 1
+
+    def _files_state(self) -> tuple[int, int, int, int]:
+        """Changes whenever a whole-log flush would have something new to sync: an append (log
+        end offset), a roll (active segment), a truncation or a swap (epoch, segment count)."""
+        return (self._truncation_epoch, self._log_end_offset,
+                self._segments.active.base_offset, len(self._segments))
 
     def _sync_segment(self, segment: LogSegment, *, with_indexes: bool) -> None:
         with self._lock:
@@ -645,7 +709,7 @@ class Log:
                     deleted += self._delete_while(older_than_retention_ms(now_ms, self._config.retention_ms))
                 return deleted
             except OSError as exc:
-                raise self._offline("deleting old segments of", exc) from exc
+                raise self._io_error("deleting old segments of", exc) from exc
 
     def _delete_while(self, predicate: Predicate | None) -> int:
         if predicate is None:
@@ -736,7 +800,7 @@ class Log:
                 self._log_start_offset = min(self._log_start_offset, target_offset)
                 self._recovery_point = min(self._recovery_point, target_offset)
             except OSError as exc:
-                raise self._offline("truncating", exc) from exc
+                raise self._io_error("truncating", exc) from exc
             return True
 
     def truncate_fully_and_start_at(self, new_offset: int) -> None:
@@ -748,7 +812,7 @@ class Log:
             try:
                 self._truncate_fully_and_start_at(new_offset)
             except OSError as exc:
-                raise self._offline("truncating", exc) from exc
+                raise self._io_error("truncating", exc) from exc
 
     def _truncate_fully_and_start_at(self, new_offset: int) -> None:
         self._truncation_epoch += 1
@@ -820,9 +884,10 @@ class Log:
                     self._touch(segment)
                 self._fs.fsync_dir(self._dir)
             except OSError as exc:
-                raise self._offline("replacing segments of", exc) from exc
+                raise self._io_error("replacing segments of", exc) from exc
             finally:
                 self._timestamps.invalidate()
+                self._fully_synced_state = None
 
     # -- life cycle -----------------------------------------------------------------------------
     def close(self) -> None:
@@ -834,6 +899,7 @@ class Log:
             self._closed = True
             failure: BaseException | None = None
             for segment in self._segments.values():
+                self._forget(segment)
                 try:
                     segment.close()
                 except Exception as exc:  # close the others, then say the log did not close
@@ -850,6 +916,7 @@ class Log:
         with self._lock:
             self._closed = True
             for segment in self._segments.values():
+                self._forget(segment)
                 segment.close_handlers()
             for _, segment in self._pending_deletes:
                 segment.close_handlers()
@@ -892,6 +959,17 @@ class Log:
                 loaded_recovered_segment_count=self._loaded_recovered_segment_count,
                 loaded_truncated_bytes=self._loaded_truncated_bytes,
             )
+
+    def run_locked(self, action: Callable[[LogSegments[LogSegment]], _T]) -> _T:
+        """``action(segments)`` under the log's lock, for the cleaner's snapshot and install
+        steps, which must see the segment map and the offsets hold still. Keep it short: appends
+        wait. An OSError inside takes the log offline."""
+        with self._lock:
+            self._check_usable()
+            try:
+                return action(self._segments)
+            except OSError as exc:
+                raise self._offline("snapshotting or installing segments of", exc) from exc
 
     def segments_snapshot(self) -> list[LogSegment]:
         """The segments in offset order (for snapshots, the cleaner and tests)."""

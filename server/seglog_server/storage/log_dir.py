@@ -10,6 +10,7 @@ Layout (Kafka's, kafka-storage.md 1.1)::
       cleaner-offset-checkpoint          per compacted partition: first dirty offset (the cleaner)
       <topic>-<partition>/               a partition (topic.properties + segments)
       <topic>-<partition>.<uuid32hex>-delete/   a partition whose deletion was interrupted
+      .seglog-snapshots/<snapshot id>/   cleaning snapshots (log_snapshot.py); not scanned here
 
 ``LogDir`` does the file work; the log manager decides when. A directory is *online* until the
 first ``OSError`` the manager sees on it; from then on nothing is written to it (no checkpoint, no
@@ -36,6 +37,10 @@ from .clean_shutdown import CLEAN_SHUTDOWN_FILE_NAME, CleanShutdownFile
 from .errors import LogDirStateError, StorageError
 from .fs import REAL_FS, FileSystem
 from .topic_partition import DirKind, TopicPartition, parse_log_dir_name
+
+# Cleaning snapshots (log_snapshot.py) live here; never a partition (a leading dot is not a
+# legal topic name start seglog creates, and the name has no partition number).
+SNAPSHOTS_DIR_NAME = ".seglog-snapshots"
 
 __all__ = ["LOCK_FILE_NAME", "DirScan", "LogDir", "LogDirStateError", "remove_tree"]
 
@@ -156,7 +161,7 @@ class LogDir:
         """Classifies the entries of the directory; raises OSError if it cannot be listed."""
         scan = DirScan()
         for name in sorted(self._fs.listdir(self.path)):
-            if name in _KNOWN_FILES or name.endswith(".tmp"):
+            if name in _KNOWN_FILES or name.endswith(".tmp") or name == SNAPSHOTS_DIR_NAME:
                 continue
             path = os.path.join(self.path, name)
             if not os.path.isdir(path):

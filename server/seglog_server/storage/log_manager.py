@@ -20,6 +20,11 @@ segments.
 - **Failures**: an ``OSError`` the manager sees (or one the service reports through
   ``handle_log_dir_failure``) takes the whole directory offline: its partitions raise
   ``LogDirOfflineError``, nothing more is written there, and the next start-up recovers it.
+  Except an exhausted resource (``io_errors.py``): a full disk or running out of descriptors
+  answers a retriable ``ResourceExhaustedError`` and the directory stays online, so reads go on,
+  DeleteTopic frees space, and writes resume by themselves once the resource is back.
+- **Descriptors**: one ``OpenSegments`` budget (``open_segments_max`` segments) for every log of
+  every directory, so the process stays below its RLIMIT_NOFILE whatever the partition count.
 
 Roll flushes: when a log rolls, it asks for the segments below the new one to be fsynced in the
 background (Kafka's scheduler task "flush-log"). The manager runs those on its own small pool, one
@@ -47,14 +52,25 @@ from .clock import SYSTEM_CLOCK, Clock
 from .errors import (
     InvalidConfigError,
     LogDirOfflineError,
+    ResourceExhaustedError,
     TopicExistsError,
     UnknownTopicOrPartitionError,
 )
 from .fs import REAL_FS, FileSystem
+from .io_errors import exhaustion_error, is_exhaustion
 from .log import Log
 from .log_config import LogConfig
+from .log_cleaner_manager import (
+    DEFAULT_SNAPSHOT_TTL_MS,
+    CleanableLog,
+    CleanerStatistics,
+    CommitOutcome,
+    LogCleanerManager,
+)
 from .log_dir import LogDir, LogDirStateError, remove_tree
+from .log_snapshot import TakenSnapshot
 from .log_maintenance import MaintenanceIntervals, MaintenanceSchedule
+from .open_segments import DEFAULT_OPEN_SEGMENTS_MAX, OpenSegments
 from .log_manager_startup import StartupLoader, check_some_dir_online
 from .log_manager_statistics import (
     LogManagerCounters,
@@ -110,6 +126,8 @@ class LogManager:
         fs: FileSystem = REAL_FS,
         intervals: MaintenanceIntervals = MaintenanceIntervals(),
         broker_epoch: int = NO_BROKER_EPOCH,
+        open_segments_max: int = DEFAULT_OPEN_SEGMENTS_MAX,
+        snapshot_ttl_ms: int = DEFAULT_SNAPSHOT_TTL_MS,
     ) -> None:
         if isinstance(log_dirs, str) or not log_dirs:
             raise InvalidConfigError(
@@ -117,6 +135,7 @@ class LogManager:
             )
         _check_no_duplicate_dirs(log_dirs)
         self._dirs = [LogDir(path, fs=fs) for path in log_dirs]
+        self._configured_names = {log_dir.path: str(path) for log_dir, path in zip(self._dirs, log_dirs)}
         self._default_config = default_config
         self._clock = clock
         self._fs = fs
@@ -128,8 +147,18 @@ class LogManager:
         self._counters = LogManagerCounters()
         self._schedule: MaintenanceSchedule | None = None
         self._flush_pool: ThreadPoolExecutor | None = None
+        self._open_segments = OpenSegments(open_segments_max)
         # Directories whose clean-shutdown marker the last shutdown() did not write.
         self._unclean_dirs: list[str] = []
+        self._cleaner = LogCleanerManager(
+            fs=fs,
+            clock=clock,
+            snapshot_ttl_ms=snapshot_ttl_ms,
+            find_partition=self._registry.find,
+            missing_error=self._registry.missing_error,
+            all_partitions=self._online_partitions,
+            take_dir_offline=self._take_dir_offline,
+        )
 
     # ---------------------------------------------------------------------------------------
     # life cycle
@@ -159,6 +188,7 @@ class LogManager:
             )
             try:
                 loader.run()
+                self._cleaner.load_snapshots(self._dirs)
                 self._remove_delete_dirs()
                 check_some_dir_online(self._dirs)
             except BaseException:
@@ -243,6 +273,7 @@ class LogManager:
             recovery_point=recovery_point,
             log_start_offset=log_start_offset,
             flush_scheduler=self._submit_flush,
+            open_segments=self._open_segments,
         )
 
     def _submit_flush(self, task: Callable[[], None]) -> None:
@@ -315,6 +346,9 @@ class LogManager:
                 self._fs.fsync_dir(log_dir.path)
         except BaseException as exc:
             self._roll_back(created)
+            exhausted = exhaustion_error(exc, f"creating topic {topic.name!r}")
+            if exhausted is not None:
+                raise exhausted from exc  # nothing of the topic is left; the directory is fine
             if isinstance(exc, IO_ERRORS) and current is not None:
                 self._take_dir_offline(current, f"creating topic {topic.name!r} failed: {exc}")
                 raise LogDirOfflineError(
@@ -380,6 +414,8 @@ class LogManager:
             self._registry.check_all_partitions_online(entry, some_dir_offline)
             partitions = self._registry.remove_topic(topic)
             failures = self._rename_for_deletion(partitions)
+            # Their links would keep the deleted segments' disk space until snapshot_ttl_ms.
+            self._cleaner.drop_snapshots_of(topic)
             self._counters.topics_deleted += 1
             _log.info("deleted topic %s", topic)
             if failures:
@@ -407,16 +443,24 @@ class LogManager:
             try:
                 self._fs.fsync_dir(log_dir.path)
             except OSError as exc:
+                if is_exhaustion(exc):  # no descriptor for the directory: the next fsync covers it
+                    _log.warning("deleting partitions in %s: %s", log_dir.path, exc)
+                    continue
                 failures[log_dir] = exc
                 del renamed[log_dir]
         for log_dir, paths in renamed.items():
             gone = [tp for tp, p in partitions if p.log_dir is log_dir]
+            # Removal first: on a full disk this is what frees space, and the checkpoints
+            # (which need a block or two) can only be written after it.
+            log_dir.schedule_delete_dirs(paths)
             try:
+                self._counters.delete_dirs_removed += log_dir.remove_pending_delete_dirs()
                 self._write_checkpoints(log_dir)
                 self._drop_cleaner_offsets(log_dir, gone)
-                log_dir.schedule_delete_dirs(paths)
-                self._counters.delete_dirs_removed += log_dir.remove_pending_delete_dirs()
             except OSError as exc:
+                if is_exhaustion(exc):
+                    _log.warning("after deleting partitions of %s: %s (retried by maintenance)", log_dir.path, exc)
+                    continue
                 failures[log_dir] = exc
         for log_dir, exc in failures.items():
             self._take_dir_offline(log_dir, f"deleting a partition failed: {exc}")
@@ -464,15 +508,14 @@ class LogManager:
         try:
             directory.cleaner_offset_file.write(offsets)
         except OSError as exc:
+            exhausted = exhaustion_error(exc, f"writing the cleaner checkpoint of {directory.path}")
+            if exhausted is not None:
+                raise exhausted from exc
             self._take_dir_offline(directory, f"writing the cleaner checkpoint failed: {exc}")
             raise LogDirOfflineError(f"log directory {directory.path} failed: {exc}") from exc
 
     def _drop_cleaner_offsets(self, directory: LogDir, gone: list[TopicPartition]) -> None:
-        offsets = self._read_cleaner_offsets(directory)
-        if any(tp in offsets for tp in gone):
-            directory.cleaner_offset_file.write(
-                {tp: offset for tp, offset in offsets.items() if tp not in gone}
-            )
+        self._cleaner.drop_checkpoints(directory, gone)
 
     def _read_cleaner_offsets(self, directory: LogDir) -> dict[TopicPartition, int]:
         try:
@@ -480,6 +523,43 @@ class LogManager:
         except CorruptCheckpointError as exc:
             _log.warning("%s; treating it as empty", exc)
             return {}
+
+    # ---------------------------------------------------------------------------------------
+    # offline cleaning (log_cleaner_manager.py)
+    # ---------------------------------------------------------------------------------------
+    def create_snapshot(self, topic: str, partition: int) -> TakenSnapshot:
+        """Hard-links the partition's cleanable segments into a new cleaning snapshot."""
+        self._check_running()
+        return self._cleaner.create_snapshot(topic, partition)
+
+    def list_cleanable(self, topic: str | None = None) -> list[CleanableLog]:
+        """Every online compacted partition with its cleanable range, dirtiest first."""
+        self._check_running()
+        return self._cleaner.list_cleanable(topic)
+
+    def commit_cleaned(self, snapshot_id: str) -> CommitOutcome:
+        """Checks a snapshot's cleaning result against the live log and installs it."""
+        self._check_running()
+        return self._cleaner.commit(snapshot_id)
+
+    def drop_snapshot(self, snapshot_id: str) -> bool:
+        """Removes a cleaning snapshot; False when there was none."""
+        self._check_running()
+        return self._cleaner.drop_snapshot(snapshot_id)
+
+    def snapshot_path(self, snapshot_id: str) -> str:
+        """The absolute path of an open cleaning snapshot."""
+        return self._cleaner.snapshot_path(snapshot_id)
+
+    def configured_dir_name(self, path: str) -> str:
+        """A log directory's path as the service was configured with it (absolute ``path`` in)."""
+        return self._configured_names.get(path, path)
+
+    def cleaner_statistics(self) -> CleanerStatistics:
+        return self._cleaner.statistics()
+
+    def _online_partitions(self) -> list[tuple[TopicPartition, PartitionEntry]]:
+        return [(tp, p) for tp, p in self._registry.all_partitions() if p.log_dir.online]
 
     # ---------------------------------------------------------------------------------------
     # maintenance
@@ -499,6 +579,7 @@ class LogManager:
                 self._for_each_log(self._flush_if_due)
             self._for_each_log(self._delete_due_files)
             self._remove_delete_dirs()
+            self._cleaner.expire_snapshots()
             if jobs.RECOVERY_POINTS in due:
                 self._for_each_online_dir(self._checkpoint_recovery_points)
             if jobs.LOG_START_OFFSETS in due:
@@ -530,7 +611,12 @@ class LogManager:
                     raise LogDirOfflineError(f"log {partition.path} failed earlier")
                 job(partition)
             except IO_ERRORS as exc:
+                if is_exhaustion(exc):
+                    _log.warning("maintenance of %s: %s", partition.path, exc)
+                    continue
                 self._take_dir_offline(partition.log_dir, f"I/O error on {partition.path}: {exc}")
+            except ResourceExhaustedError as exc:
+                _log.warning("maintenance of %s: %s", partition.path, exc)
             except Exception:
                 self._counters.maintenance_errors += 1
                 _log.exception("maintenance of %s failed", partition.path)
@@ -540,6 +626,9 @@ class LogManager:
             try:
                 job(log_dir)
             except OSError as exc:
+                if is_exhaustion(exc):  # kept in memory; written once there is space again
+                    _log.warning("writing a checkpoint in %s: %s (retried next pass)", log_dir.path, exc)
+                    continue
                 self._take_dir_offline(log_dir, f"writing a checkpoint failed: {exc}")
 
     def _remove_delete_dirs(self) -> None:
@@ -549,6 +638,8 @@ class LogManager:
             try:
                 self._counters.delete_dirs_removed += log_dir.remove_pending_delete_dirs()
             except OSError as exc:
+                if is_exhaustion(exc):
+                    continue
                 self._take_dir_offline(log_dir, f"removing deleted partitions failed: {exc}")
 
     # ---------------------------------------------------------------------------------------
@@ -647,7 +738,14 @@ class LogManager:
     # reporting and helpers
     # ---------------------------------------------------------------------------------------
     def statistics(self) -> LogManagerStatistics:
-        return build_statistics(self._state, self._dirs, self._registry, self._counters)
+        return build_statistics(
+            self._state, self._dirs, self._registry, self._counters, self._open_segments.statistics()
+        )
+
+    def can_serve(self) -> bool:
+        """Whether anything can be served: running with at least one directory online. Cheap
+        (no per-partition work), for the health check."""
+        return self._state == _RUNNING and any(log_dir.online for log_dir in self._dirs)
 
     @property
     def log_dirs(self) -> list[str]:

@@ -6,11 +6,14 @@ into Prometheus series at scrape time (STYLE rule 12).
 
 from __future__ import annotations
 
+import os
+import resource
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .log_config import LogConfig
+from .open_segments import OpenSegmentsStatistics
 
 if TYPE_CHECKING:
     from .log_dir import LogDir
@@ -145,6 +148,13 @@ class LogManagerStatistics:
     topics_created_total: int
     topics_deleted_total: int
     delete_dirs_removed_total: int
+    # descriptors (the process-wide open-segment budget, open_segments.py)
+    open_segment_count: int = 0  # segments that may hold descriptors now
+    open_segments_max: int = 0  # the budget, in segments
+    descriptor_budget: int = 0  # descriptors the budget allows segments: open_segments_max * 4
+    released_segment_total: int = 0  # segments made to give back their handles
+    descriptors_in_use: int = -1  # the process's open descriptors (/proc/self/fd), -1: unknown
+    descriptor_limit: int = -1  # RLIMIT_NOFILE (soft), -1: unlimited
 
 
 @dataclass
@@ -177,6 +187,7 @@ def build_statistics(
     log_dirs: Sequence[LogDir],
     registry: TopicRegistry,
     counters: LogManagerCounters,
+    open_segments: OpenSegmentsStatistics | None = None,
 ) -> LogManagerStatistics:
     partitions = sorted(registry.all_partitions(), key=lambda item: item[0])
     topic_count, offline_count, offline_by_dir = registry.counts()
@@ -218,7 +229,33 @@ def build_statistics(
         topics_created_total=c.topics_created,
         topics_deleted_total=c.topics_deleted,
         delete_dirs_removed_total=c.delete_dirs_removed,
+        **_descriptor_fields(open_segments),
     )
+
+
+def _descriptor_fields(open_segments: OpenSegmentsStatistics | None) -> dict[str, int]:
+    fields = {"descriptors_in_use": descriptors_in_use(), "descriptor_limit": descriptor_limit()}
+    if open_segments is not None:
+        fields.update(
+            open_segment_count=open_segments.segment_count,
+            open_segments_max=open_segments.segment_count_max,
+            descriptor_budget=open_segments.descriptor_count_max,
+            released_segment_total=open_segments.released_count,
+        )
+    return fields
+
+
+def descriptors_in_use() -> int:
+    """The process's open descriptors, counted in /proc/self/fd (-1 where there is none)."""
+    try:
+        return len(os.listdir("/proc/self/fd")) - 1  # minus the one listdir itself holds
+    except OSError:
+        return -1
+
+
+def descriptor_limit() -> int:
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    return -1 if soft == resource.RLIM_INFINITY else soft
 
 
 def _dir_statistics(

@@ -238,8 +238,8 @@ class LogSegment:
         without an mmap, which holds a file descriptor for as long as it lives. Retention and
         lookups by time ask this of every segment."""
         index = self._time_index
-        if index.is_materialized:
-            return index.last_entry
+        if index.is_materialized or index.is_released:
+            return index.last_entry  # a released index keeps its count; its file may be preallocated
         try:
             fd = self._fs.open(index.path, os.O_RDONLY)
         except FileNotFoundError:
@@ -346,11 +346,23 @@ class LogSegment:
             self._ensure_offset_in_range(last_offset)
         log = self._log
         position = log.size_in_bytes
+        self._reserve_index_entry_if_due(position)  # before the write: a full disk changes nothing
+        size = log.append_patched(_BASE_OFFSET.pack(base_offset), batch[8:])
         if position == 0:
             self._rolling_based_timestamp = max_timestamp_ms
-        size = log.append_patched(_BASE_OFFSET.pack(base_offset), batch[8:])
         self._index_batch(position, last_offset, max_timestamp_ms, size)
         return position
+
+    def _reserve_index_entry_if_due(self, position: int) -> None:
+        """Backs the slots the coming batch's index entries will take with blocks, so that on a
+        full disk the append fails (OSError) before its batch is written, never half-way with a
+        batch in the log and no offsets handed out for it."""
+        since = self._bytes_since_last_index_entry
+        if since is None:
+            since = self._bytes_since_last_index_entry = self._bytes_since_index_entry_on_disk(position)
+        if since > self._index_interval_bytes:
+            self._offset_index.reserve_next_entry()
+            self._time_index.reserve_next_entry()
 
     def append(self, records: bytes | bytearray | memoryview) -> int:
         """Appends batches that already carry their offsets; returns the position of the first.
@@ -625,7 +637,7 @@ class LogSegment:
         segment's unmapped indexes are synced by path, not mapped again."""
         paths = [self._log.path]
         for index in (self._offset_index, self._time_index):
-            if not self._log.is_sealed and not index.is_materialized:
+            if not self._log.is_sealed and not index.is_materialized and not index.is_released:
                 index.flush()  # creates the (empty, preallocated) file
             if index.is_materialized or self._fs.exists(index.path):
                 paths.append(index.path)
@@ -679,23 +691,10 @@ class LogSegment:
         reopen on next use. Each mapping holds a descriptor (CPython's mmap dups it), so a log
         of thousands of segments keeps only its recently used ones open (see ``Log``)."""
         self._log.close_handler()
-        offset_index, time_index = self._offset_index, self._time_index
-        if offset_index.is_materialized:
-            self._retire_lookup_counts(offset_index)
-            offset_index.close()
-            self._offset_index = OffsetIndex(
-                offset_index.path, self._base_offset, offset_index.max_index_bytes, fs=self._fs
-            )
-        if time_index.is_materialized:
-            self._retire_lookup_counts(time_index)
-            time_index.close()
-            self._time_index = TimeIndex(time_index.path, self._base_offset, time_index.max_index_bytes, fs=self._fs)
-        self._index_full_reason = _UNKNOWN
-
-    def _retire_lookup_counts(self, index: OffsetIndex | TimeIndex) -> None:
-        stats = index.statistics()
-        self._retired_warm_lookup_count += stats.warm_lookup_count
-        self._retired_cold_lookup_count += stats.cold_lookup_count
+        # Released, not closed: the counts stay (an active segment's index keeps its free slots
+        # and is not trimmed), so the segment can be released whether it is active or not.
+        self._offset_index.release_mapping()
+        self._time_index.release_mapping()
 
     @property
     def holds_handles(self) -> bool:
@@ -707,7 +706,7 @@ class LogSegment:
         opened has answered no lookup, so it is not asked (its statistics() takes its lock)."""
         warm, cold = self._retired_warm_lookup_count, self._retired_cold_lookup_count
         for index in (self._offset_index, self._time_index):
-            if index.is_materialized or index.is_closed:
+            if index.is_materialized or index.is_closed or index.is_released:
                 stats = index.statistics()
                 warm += stats.warm_lookup_count
                 cold += stats.cold_lookup_count

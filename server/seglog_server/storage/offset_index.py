@@ -71,7 +71,7 @@ class OffsetIndex(AbstractIndex):
     def last_offset(self) -> int:
         """The offset of the last entry, or the base offset when the index is empty."""
         with self._lock:
-            self._open_locked()
+            self._open_for_counts_locked()
             return self._last_offset
 
     def lookup(self, offset: int) -> OffsetPosition:
@@ -130,7 +130,9 @@ class OffsetIndex(AbstractIndex):
                     f"{self._path}: expected an offset above the last one, {self._last_offset}"
                 )
             relative = self.relative_offset(offset)
-            ENTRY.pack_into(self._writable_buffer_locked(), self._entry_count * ENTRY.size, relative, position)
+            position_in_file = self._entry_count * ENTRY.size
+            buffer = self._writable_buffer_locked(position_in_file + ENTRY.size)  # may raise ENOSPC
+            ENTRY.pack_into(buffer, position_in_file, relative, position)
             self._entry_appended_locked()
             self._last_offset = offset
 

@@ -73,7 +73,7 @@ class TimeIndex(AbstractIndex):
     def last_entry(self) -> TimestampOffset:
         """The last entry, or ``(NO_TIMESTAMP, base_offset)`` when the index is empty."""
         with self._lock:
-            self._open_locked()
+            self._open_for_counts_locked()
             return self._last_entry
 
     def lookup(self, timestamp_ms: int) -> TimestampOffset:
@@ -135,7 +135,9 @@ class TimeIndex(AbstractIndex):
                         f"no slot left in {self.KIND} {self._path} ({self._entry_count} entries)"
                     )
                 relative = self.relative_offset(offset)
-                ENTRY.pack_into(self._writable_buffer_locked(), self._entry_count * ENTRY.size, timestamp_ms, relative)
+                position = self._entry_count * ENTRY.size
+                buffer = self._writable_buffer_locked(position + ENTRY.size)  # may raise ENOSPC
+                ENTRY.pack_into(buffer, position, timestamp_ms, relative)
                 self._entry_appended_locked()
                 self._last_entry = TimestampOffset(timestamp_ms, offset)
 

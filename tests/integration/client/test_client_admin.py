@@ -28,7 +28,9 @@ def test_create_list_describe_delete(seglog_service):
         description = admin.describe_topic("admin-events")
         assert [p.partition for p in description.partitions] == [0, 1, 2]
         assert all(p.log_end_offset == 0 and p.segment_count >= 1 for p in description.partitions)
-        assert description.partitions[0].log_dir == str(seglog_service.data_dir)
+        # Named by its place in data_dirs and its own name, never by its server path.
+        name = seglog_service.data_dir.name
+        assert description.partitions[0].log_dir == f"log dir #0 ({name})"
         assert description.configs["retention.ms"] == "86400000"
         admin.delete_topic("admin-events")
         assert "admin-events" not in {t.topic for t in admin.list_topics()}

@@ -6,7 +6,7 @@ import asyncio
 import concurrent.futures
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from seglog._accumulator import (
@@ -287,6 +287,7 @@ def test_a_bad_timestamp_is_refused_at_append_not_when_the_batch_is_sent():
 record_values = st.one_of(st.none(), st.binary(max_size=300))
 
 
+@settings(deadline=None)  # encodes up to 60 records with zstd: slow only on a loaded machine
 @given(
     st.lists(
         st.tuples(record_values, record_values, st.integers(0, 3), st.booleans()),
@@ -309,6 +310,7 @@ def test_built_batch_equals_the_codec_appending_record_by_record(records, compre
 
 
 @pytest.mark.parametrize("already", [0, 1, 8190], ids=["empty", "one", "at-the-table-bound"])
+@settings(deadline=None)  # 8,190 records before the examples: slow only on a loaded machine
 @given(pairs=st.lists(st.tuples(record_values, record_values), min_size=1, max_size=40), timestamp_ms=st.integers(0, 9000))
 def test_extend_equals_append_one_by_one(already, pairs, timestamp_ms):
     """The bulk encoder writes the same bytes as append, also where offset deltas or timestamp

@@ -142,3 +142,23 @@ def test_the_module_docstring_draws_every_error_class():
     classes = [name for name in errors.__all__ if name.endswith("Error")]
     for name in classes:
         assert name in errors.__doc__, name
+
+
+@pytest.mark.parametrize("service_error", ["QuotaExceededError", "PrincipalLimitError"])
+def test_quota_refusals_are_retriable_and_carry_the_retry_hint(service_error):
+    error = errors.error_from_rpc(FakeRpcError(
+        grpc.StatusCode.RESOURCE_EXHAUSTED, "over quota",
+        (("seglog-error", service_error), ("retry-after-ms", "250")),
+    ))
+    assert type(error) is errors.QuotaExceededError
+    assert error.retriable and isinstance(error, errors.ServiceOverloadedError)
+    assert error.retry_after_ms == 250
+
+
+@pytest.mark.parametrize(("text", "expected"), [("-5", 0), ("abc", None), ("999999999", 60_000)])
+def test_retry_hints_are_bounded_and_bad_ones_ignored(text, expected):
+    error = errors.error_from_rpc(FakeRpcError(
+        grpc.StatusCode.RESOURCE_EXHAUSTED, "over quota",
+        (("seglog-error", "QuotaExceededError"), ("retry-after-ms", text)),
+    ))
+    assert error.retry_after_ms == expected

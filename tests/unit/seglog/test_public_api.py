@@ -27,7 +27,8 @@ def test_every_name_in_all_resolves():
 
 def test_every_public_name_of_the_client_modules_is_exported():
     modules = [seglog.admin, seglog.consumer, seglog.errors, seglog.producer, seglog.structs]
-    internal_helpers = {"error_from_codec", "error_from_rpc", "translate_codec_errors", "translate_rpc_errors",
+    internal_helpers = {"error_from_codec", "error_from_rpc", "error_from_partition", "error_from_status",
+                        "raise_partition_errors", "translate_codec_errors", "translate_rpc_errors",
                         "normalize_headers", "Header", "HeadersLike"}
     for module in modules:
         for name in module.__all__:

@@ -150,6 +150,15 @@ def test_listen_address_parses_hosts_and_ports(text, expected):
     assert parse_listen_address(text) == expected
 
 
+def test_snapshot_ttl_is_a_named_limit_checked_against_the_maintenance_period():
+    assert load_config(["--snapshot-ttl-ms", "60000"], environ={}).snapshot_ttl_ms == 60_000
+    assert load_config([], environ={"SEGLOG_SNAPSHOT_TTL_MS": "5000"}).snapshot_ttl_ms == 5000
+    with pytest.raises(ConfigError, match="snapshot_ttl_ms=500 .*must be >= maintenance_interval_ms=1000"):
+        load_config(["--snapshot-ttl-ms", "500"], environ={})
+    with pytest.raises(ConfigError, match="snapshot_ttl_ms"):
+        load_config(["--snapshot-ttl-ms", "0"], environ={})
+
+
 def test_metrics_listen_defaults_to_loopback_9551_and_none_turns_it_off():
     assert load_config([], environ={}).metrics_listen == "127.0.0.1:9551"
     assert load_config(["--metrics-listen", "none"], environ={}).metrics_listen is None
@@ -159,3 +168,72 @@ def test_metrics_listen_defaults_to_loopback_9551_and_none_turns_it_off():
 def test_a_malformed_metrics_listen_names_the_setting():
     with pytest.raises(ConfigError, match="metrics_listen"):
         load_config(["--metrics-listen", "9551"], environ={})
+# -- security settings --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("argv", "pattern"),
+    [
+        (["--tls-cert", "c.pem"], "tls_cert .* requires tls_key"),
+        (["--tls-key", "k.pem"], "tls_key .* requires tls_cert"),
+        (["--tls-client-ca", "ca.pem"], "tls_client_ca .* requires tls_cert and tls_key"),
+        (["--principal-requests-max", "2000"], "principal_requests_max=2000 .* rpc_concurrency_max"),
+        (["--principal-streams-max", "20000"], "principal_streams_max=20000 .* consume_streams_max"),
+    ],
+)
+def test_security_settings_are_checked_together(argv, pattern):
+    with pytest.raises(ConfigError, match=pattern):
+        load_config(argv, environ={})
+
+
+def test_a_bad_security_file_stops_the_start_naming_the_setting(tmp_path):
+    acl = tmp_path / "acl.toml"
+    acl.write_text("[[allow]]\nprincipals = ['a']\n")
+    with pytest.raises(ConfigError, match="security file: ACL rule 1"):
+        load_config(["--acl", str(acl)], environ={})
+    with pytest.raises(ConfigError, match="auth_tokens: cannot read"):
+        load_config(["--auth-tokens", str(tmp_path / "missing")], environ={})
+
+
+@pytest.mark.parametrize(
+    ("listen", "loopback"),
+    [("127.0.0.1:1", True), ("[::1]:1", True), ("localhost:1", True), ("0.0.0.0:1", False),
+     ("[::]:1", False), ("10.1.2.3:1", False), ("example.com:1", False)],
+)
+def test_loopback_listen_addresses(listen, loopback):
+    assert load_config(["--listen", listen], environ={}).listens_on_loopback is loopback
+
+
+@pytest.mark.parametrize("line, message", [
+    ("data_dirs = 5", r"data_dirs in .*: must be an array of strings or a string, found 5"),
+    ("data_dirs = [1, 2]", r"data_dirs in .*: must be an array of strings"),
+    ("listen = 50551", r"listen in .*: must be a string, found 50551"),
+    ("malloc_tuning = \"yes\"", r"malloc_tuning in .*: must be true or false"),
+    ("log_level = 3", r"log_level in .*: must be a string"),
+    ("ready_file = false", r"ready_file in .*: must be a string"),
+    ("[limits]\nfetch_bytes_max = \"2M\"", r"limits.fetch_bytes_max in .*: must be an integer"),
+    ("[limits]\nrpc_concurrency_max = true", r"limits.rpc_concurrency_max in .*: must be an integer"),
+    ("[limits]\nshutdown_grace_ms = 1.5", r"limits.shutdown_grace_ms in .*: must be an integer"),
+])
+def test_a_toml_value_of_the_wrong_type_is_refused_naming_the_setting(tmp_path, line, message):
+    path = _write(tmp_path, line + "\n")
+    with pytest.raises(ConfigError, match=message):
+        load_config(["--config", path], environ={})
+
+
+def test_every_setting_declares_its_toml_types():
+    from seglog_server.config import _SETTINGS
+
+    for setting in _SETTINGS:
+        assert setting.toml_types, setting.name
+
+
+def test_per_client_waiter_and_stream_limits_fit_the_service_wide_ones():
+    with pytest.raises(ConfigError, match=r"long_poll_waiters_per_client_max=50 .* <= long_poll_waiters_max=10"):
+        load_config(["--long-poll-waiters-max", "10", "--long-poll-waiters-per-client-max", "50"],
+                    environ={})
+    with pytest.raises(ConfigError, match=r"consume_streams_per_client_max=20000 .* <= consume_streams_max"):
+        load_config(["--consume-streams-per-client-max", "20000"], environ={})
+    config = load_config(["--long-poll-waiters-max", "10", "--long-poll-waiters-per-client-max", "10"],
+                         environ={})
+    assert config.long_poll_waiters_per_client_max == 10

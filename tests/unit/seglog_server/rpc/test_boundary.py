@@ -1,8 +1,11 @@
+import asyncio
 import logging
 
 import grpc
 import pytest
 
+from seglog_server.rpc.admission import Admission, AdmissionLimits
+from seglog_server.rpc.log_dir_names import LogDirNames
 from seglog_server.rpc.boundary import (
     DEBUG_TIMING_METADATA_KEY,
     SERVER_TIME_METADATA_KEY,
@@ -36,9 +39,26 @@ class RecordingContext:
         raise Aborted()
 
 
+class _AdmitEverything:
+    """A call gate that lets every call through (the gate itself is tested in test_call_gate)."""
+
+    class _Call:
+        async def before_response(self, response):
+            pass
+
+        def release(self):
+            pass
+
+    async def admit(self, method, request, context):
+        return self._Call()
+
+
 class Servicer:
     def __init__(self):
         self.counters = RpcCounters()
+        self.gate = _AdmitEverything()
+        self.admission = Admission(AdmissionLimits(10, 10, 10, 10, 10))
+        self.log_dir_names = LogDirNames(["/srv/seglog/data0"])
 
     @unary_rpc
     async def Fine(self, request, context):
@@ -96,3 +116,81 @@ async def test_server_time_is_returned_only_when_asked_for():
     await servicer.Fine(None, asking)
     assert int(asking.trailing[SERVER_TIME_METADATA_KEY]) >= 0
     assert servicer.counters.snapshot().calls_by_method == {"Fine": 2}
+
+
+class SlowServicer(Servicer):
+    def __init__(self):
+        super().__init__()
+        self.started = asyncio.Event()
+
+    @unary_rpc
+    async def Slow(self, request, context):
+        self.started.set()
+        await asyncio.sleep(3600)
+
+    @stream_rpc
+    async def SlowStream(self, request, context):
+        self.started.set()
+        await asyncio.sleep(3600)
+
+
+@pytest.mark.parametrize("method", ["Slow", "SlowStream"])
+async def test_a_call_still_running_after_the_grace_is_cut_with_unavailable(method):
+    servicer = SlowServicer()
+    context = RecordingContext()
+    call = asyncio.ensure_future(getattr(servicer, method)(None, context))
+    await servicer.started.wait()
+    assert await servicer.admission.drain(grace_s=0.01) == 1
+    with pytest.raises(Aborted):
+        await call
+    code, details, trailing = context.aborted
+    assert code == grpc.StatusCode.UNAVAILABLE
+    assert "grace period ran out" in details
+    assert trailing == {"seglog-error": "ServiceStoppingError"}
+
+
+async def test_calls_arriving_during_the_drain_are_refused_unavailable_and_the_rest_finish():
+    release = asyncio.Event()
+
+    class Finishing(Servicer):
+        @unary_rpc
+        async def Wait(self, request, context):
+            await release.wait()
+            return "done"
+
+    servicer = Finishing()
+    first = asyncio.ensure_future(servicer.Wait(None, RecordingContext()))
+    await asyncio.sleep(0)
+    drain = asyncio.ensure_future(servicer.admission.drain(grace_s=30))
+    await asyncio.sleep(0)
+    late = RecordingContext()
+    with pytest.raises(Aborted):
+        await servicer.Fine(None, late)
+    assert late.aborted[0] == grpc.StatusCode.UNAVAILABLE
+    release.set()
+    assert await first == "done"  # in flight before the drain: it finishes
+    assert await drain == 0
+
+
+async def test_a_client_cancellation_passes_through_untouched():
+    servicer = SlowServicer()
+    context = RecordingContext()
+    call = asyncio.ensure_future(servicer.Slow(None, context))
+    await servicer.started.wait()
+    call.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await call
+    assert context.aborted is None
+
+
+class PathServicer(Servicer):
+    @unary_rpc
+    async def Corrupt(self, request, context):
+        raise OffsetOutOfRangeError("/srv/seglog/data0/t-0/00000000000000000000.log: offset 9")
+
+
+async def test_error_messages_name_the_log_dir_not_its_server_path():
+    context = RecordingContext()
+    with pytest.raises(Aborted):
+        await PathServicer().Corrupt(None, context)
+    assert context.aborted[1] == "log dir #0 (data0)/t-0/00000000000000000000.log: offset 9"

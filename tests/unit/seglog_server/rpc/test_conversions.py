@@ -7,6 +7,7 @@ from hypothesis import strategies as st
 from seglog import records as codec
 from seglog.v1 import log_service_pb2 as pb
 from seglog_server.rpc import conversions
+from seglog_server.rpc.log_dir_names import LogDirNames
 from seglog_server.rpc.errors import (
     InvalidRequestError,
     ResponseTooLargeError,
@@ -193,14 +194,14 @@ def test_describe_repeats_the_topic_configs_per_partition():
         offline_partitions: dict
 
     description = Description(
-        "t", LogConfig(), [Partition(0, 1, 9, 9, 500, 2, "/d")], {1: "log dir /e is offline"}
+        "t", LogConfig(), [Partition(0, 1, 9, 9, 500, 2, "/srv/d")], {1: "log dir /e is offline"}
     )
-    response = conversions.describe_topic_response(description)
+    response = conversions.describe_topic_response(description, LogDirNames(["/srv/d"]).label)
     # The offline partition is absent from partitions but counted in partition_count.
     assert response.partition_count == 2
     (partition,) = response.partitions
     assert (partition.log_start_offset, partition.log_end_offset, partition.size_bytes) == (1, 9, 500)
-    assert partition.log_dir == "/d" and partition.segment_count == 2
+    assert partition.log_dir == "log dir #0 (d)" and partition.segment_count == 2
     assert dict(partition.configs) == dict(response.configs) == LogConfig().to_properties()
 
 
@@ -215,3 +216,27 @@ def test_next_offset_agrees_with_the_codecs_batch_walk(counts, cut):
     whole = list(codec.iter_batches(truncated))
     expected = whole[-1].next_offset if whole else -7
     assert conversions.next_offset_after(truncated, default=-7) == expected
+
+
+_INT64 = st.one_of(st.sampled_from([0, -1, -2, -5, 2**63 - 1, -(2**63)]),
+                   st.integers(-(2**63), 2**63 - 1))
+
+
+@given(st.lists(st.builds(
+    pb.PlainRecord,
+    key=st.one_of(st.none(), st.binary(max_size=20)),
+    value=st.one_of(st.none(), st.binary(max_size=20)),
+    timestamp_ms=_INT64,
+    headers=st.lists(st.builds(pb.RecordHeader, key=st.text(max_size=10),
+                               value=st.one_of(st.none(), st.binary(max_size=10))), max_size=2),
+), max_size=5), st.sampled_from(list(codec.Compression)))
+def test_plain_records_become_a_batch_or_an_invalid_request_never_anything_else(plain, compression):
+    try:
+        batch = conversions.batch_from_plain_records(plain, compression)
+    except InvalidRequestError as exc:
+        assert "plain_records" in str(exc) or "no records" in str(exc)
+        return
+    [decoded] = list(codec.iter_batches(batch))
+    decoded.ensure_valid()
+    assert [r.value for r in decoded.records()] == [
+        p.value if p.HasField("value") else None for p in plain]

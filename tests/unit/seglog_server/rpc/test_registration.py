@@ -20,8 +20,11 @@ class RecordingServer:
 
 
 def _shape(handler):
+    # The deserializer is ours (unparseable requests become UnparseableRequest), but it parses
+    # a valid request into the same message as the generated one.
+    probe = handler.request_deserializer(b"")
     return (handler.request_streaming, handler.response_streaming,
-            handler.request_deserializer, handler.unary_unary is not None,
+            type(probe), handler.unary_unary is not None,
             handler.unary_stream is not None)
 
 
@@ -52,3 +55,14 @@ def test_other_responses_use_their_own_message_serializer():
     response = pb.ProduceResponse(base_offset=4)
     assert handlers["Produce"].response_serializer(response) == response.SerializeToString()
     assert isinstance(handlers["Consume"], grpc.RpcMethodHandler)
+
+
+def test_a_request_that_does_not_parse_becomes_an_unparseable_request():
+    from seglog_server.rpc.registration import UnparseableRequest
+
+    handlers = method_handlers(pb_grpc.LogServiceServicer())
+    parsed = handlers["Fetch"].request_deserializer(b"\x00")
+    assert isinstance(parsed, UnparseableRequest)
+    assert parsed.message_name == "seglog.v1.FetchRequest"
+    valid = pb.FetchRequest(topic="t", offset=5)
+    assert handlers["Fetch"].request_deserializer(valid.SerializeToString()) == valid

@@ -7,8 +7,14 @@ import pytest
 import seglog_server.storage
 
 from seglog import records as codec
+from seglog_server import security
 from seglog_server.rpc import errors as service
-from seglog_server.rpc.status import ERROR_CLASS_METADATA_KEY, STATUS_BY_ERROR, status_for
+from seglog_server.rpc.status import (
+    ERROR_CLASS_METADATA_KEY,
+    RETRY_AFTER_METADATA_KEY,
+    STATUS_BY_ERROR,
+    status_for,
+)
 from seglog_server.storage import errors as storage
 from seglog_server.storage.checkpoint import CorruptCheckpointError
 from seglog_server.storage.log_dir import LogDirStateError
@@ -31,6 +37,9 @@ PROMISED = {
     storage.RecordBatchTooLargeError: Code.RESOURCE_EXHAUSTED,
     storage.OffsetOverflowError: Code.FAILED_PRECONDITION,
     storage.LogDirOfflineError: Code.UNAVAILABLE,
+    storage.ResourceExhaustedError: Code.RESOURCE_EXHAUSTED,
+    storage.LogDirFullError: Code.RESOURCE_EXHAUSTED,
+    storage.TooManyOpenFilesError: Code.RESOURCE_EXHAUSTED,
     LogDirStateError: Code.FAILED_PRECONDITION,
     CorruptTopicMetadataError: Code.DATA_LOSS,
     CorruptCheckpointError: Code.INTERNAL,
@@ -38,6 +47,11 @@ PROMISED = {
     storage.InvalidOffsetError: Code.INTERNAL,
     storage.IndexFullError: Code.INTERNAL,
     storage.StorageError: Code.INTERNAL,
+    storage.InvalidSnapshotIdError: Code.INVALID_ARGUMENT,
+    storage.SnapshotNotFoundError: Code.NOT_FOUND,
+    storage.NotCleanableError: Code.FAILED_PRECONDITION,
+    storage.StaleCleaningResultError: Code.FAILED_PRECONDITION,
+    storage.InvalidCleaningResultError: Code.FAILED_PRECONDITION,
     codec.InvalidCrcError: Code.DATA_LOSS,
     codec.DecompressionLimitError: Code.RESOURCE_EXHAUSTED,
     codec.CorruptRecordError: Code.INVALID_ARGUMENT,
@@ -47,17 +61,53 @@ PROMISED = {
     service.ResponseTooLargeError: Code.RESOURCE_EXHAUSTED,
     service.StoredBatchCorruptError: Code.DATA_LOSS,
     service.ServiceStoppingError: Code.UNAVAILABLE,
+    service.FlushIncompleteError: Code.UNAVAILABLE,
+    service.OverloadedError: Code.RESOURCE_EXHAUSTED,
     service.ServiceError: Code.INTERNAL,
+    security.AuthenticationFailedError: Code.UNAUTHENTICATED,
+    security.PermissionDeniedError: Code.PERMISSION_DENIED,
+    security.QuotaExceededError: Code.RESOURCE_EXHAUSTED,
+    security.PrincipalLimitError: Code.RESOURCE_EXHAUSTED,
+    security.SecurityFileError: Code.INTERNAL,
+    security.SecurityError: Code.INTERNAL,
 }
+
+# Security errors build their own messages from their fields (never a path or a credential).
+_EXAMPLES = {
+    security.AuthenticationFailedError: lambda: security.AuthenticationFailedError(),
+    security.PermissionDeniedError: lambda: security.PermissionDeniedError("bob", "write", "events"),
+    security.QuotaExceededError: lambda: security.QuotaExceededError("over quota", 250),
+    security.PrincipalLimitError: lambda: security.PrincipalLimitError("too many", 100),
+}
+
+
+def _example(error_class):
+    return _EXAMPLES.get(error_class, lambda: error_class("what was wrong"))()
 
 
 @pytest.mark.parametrize("error_class", list(STATUS_BY_ERROR), ids=lambda cls: cls.__name__)
 def test_every_row_maps_its_class_to_the_promised_code_with_the_message(error_class):
-    status = status_for(error_class("what was wrong"))
+    error = _example(error_class)
+    status = status_for(error)
     assert status.code == PROMISED[error_class]
-    assert status.message == "what was wrong"
+    assert status.message == str(error)
     assert status.expected
-    assert status.trailing_metadata == ((ERROR_CLASS_METADATA_KEY, error_class.__name__),)
+    metadata = ((ERROR_CLASS_METADATA_KEY, error_class.__name__),)
+    if isinstance(error, security.QuotaExceededError):
+        metadata += ((RETRY_AFTER_METADATA_KEY, str(error.retry_after_ms)),)
+    assert status.trailing_metadata == metadata
+
+
+def test_authentication_failure_says_nothing_about_which_part_was_wrong():
+    status = status_for(security.AuthenticationFailedError())
+    assert status.code == Code.UNAUTHENTICATED
+    assert "token" in status.message and "certificate" in status.message
+    assert not any(word in status.message for word in ("unknown", "wrong", "expired", "missing"))
+
+
+def test_permission_denied_names_the_principal_operation_and_topic():
+    message = status_for(security.PermissionDeniedError("bob", "write", "events")).message
+    assert "'bob'" in message and "write" in message and "'events'" in message
 
 
 def test_table_has_exactly_the_promised_rows():
@@ -66,8 +116,9 @@ def test_table_has_exactly_the_promised_rows():
 
 @pytest.mark.parametrize(
     ("module", "root"),
-    [(storage, storage.StorageError), (codec, codec.CodecError), (service, service.ServiceError)],
-    ids=["storage", "codec", "service"],
+    [(storage, storage.StorageError), (codec, codec.CodecError), (service, service.ServiceError),
+     (security, security.SecurityError)],
+    ids=["storage", "codec", "service", "security"],
 )
 def test_every_exported_error_class_has_its_own_row(module, root):
     exported = [getattr(module, name) for name in module.__all__]

@@ -43,6 +43,7 @@ from seglog_server.storage.errors import (
     CorruptRecordError,
     CorruptSegmentError,
     InvalidRecordError,
+    LogDirFullError,
     LogDirOfflineError,
     OffsetOutOfRangeError,
     RecordBatchTooLargeError,
@@ -614,6 +615,37 @@ def test_a_whole_log_flush_syncs_the_active_segments_indexes(tmp_path, clock):
     assert log.recovery_point == log.log_end_offset == 3
 
 
+def test_a_whole_log_flush_with_nothing_new_syncs_nothing(tmp_path, clock):
+    fs = SyncRecordingFS()
+    log = open_log(tmp_path, clock, config(index_interval_bytes=1), fs=fs)
+    log.append(batch(b"a"))
+    log.flush()
+    assert fs.synced  # the first flush had data to sync
+    fs.synced.clear()
+    log.flush()
+    log.flush()
+    assert fs.synced == []
+
+
+def test_a_whole_log_flush_syncs_again_after_an_append_a_roll_or_a_truncation(tmp_path, clock):
+    fs = SyncRecordingFS()
+    log = open_log(tmp_path, clock, config(index_interval_bytes=1), fs=fs)
+    log.append(batch(b"a"))
+    log.flush()
+    fs.synced.clear()
+    log.append(batch(b"b"))
+    log.flush()
+    assert "00000000000000000000.log" in fs.synced
+    fs.synced.clear()
+    log.roll()  # no new offsets, but a new active segment whose files were never synced
+    log.flush()
+    assert "00000000000000000002.index" in fs.synced
+    fs.synced.clear()
+    log.truncate_to(1)
+    log.flush()
+    assert fs.synced
+
+
 def test_a_flush_to_an_offset_inside_the_active_segment_syncs_only_its_log(tmp_path, clock):
     # A crash reindexes the segment holding the recovery point: its indexes need no fsync.
     fs = SyncRecordingFS()
@@ -779,13 +811,14 @@ def test_truncating_into_an_inactive_segment_makes_it_appendable_again(tmp_path,
 
 
 class FailingWritesFS(FileSystem):
-    """Fails every pwritev once armed, as a full or failed disk would."""
+    """Fails every pwritev once armed with ``error`` (EIO: a failed disk; ENOSPC: a full one)."""
 
     armed = False
+    error = errno.EIO
 
     def pwritev(self, fd, buffers, position):
         if self.armed:
-            raise OSError(errno.ENOSPC, "injected: no space left on device")
+            raise OSError(self.error, f"injected: {os.strerror(self.error)}")
         return super().pwritev(fd, buffers, position)
 
 
@@ -794,7 +827,7 @@ def test_an_io_error_takes_the_log_offline_and_a_reload_recovers_what_was_writte
     log = open_log(tmp_path, clock, fs=fs)
     log.append(batch(b"a"))
     fs.armed = True
-    with pytest.raises(LogDirOfflineError, match="no space left"):
+    with pytest.raises(LogDirOfflineError, match="Input/output error"):
         log.append(batch(b"b"))
     assert log.is_offline
     with pytest.raises(LogDirOfflineError):
@@ -803,6 +836,24 @@ def test_an_io_error_takes_the_log_offline_and_a_reload_recovers_what_was_writte
     reloaded = open_log(tmp_path, clock, had_clean_shutdown=False)
     assert all_offsets(reloaded) == [0]
     assert reloaded.append(batch(b"c")).base_offset == 1
+
+
+@pytest.mark.parametrize("error", [errno.ENOSPC, errno.EDQUOT])
+def test_a_full_disk_refuses_the_append_keeps_the_log_online_and_resumes_when_space_is_back(
+    tmp_path, clock, error
+):
+    fs = FailingWritesFS()
+    fs.error = error
+    log = open_log(tmp_path, clock, fs=fs)
+    log.append(batch(b"a"))
+    fs.armed = True
+    with pytest.raises(LogDirFullError, match="no space left .* partition topic-0"):
+        log.append(batch(b"b"))
+    assert not log.is_offline and log.log_end_offset == 1
+    assert all_offsets(log) == [0]  # reads go on
+    fs.armed = False
+    assert log.append(batch(b"c")).base_offset == 1  # the refused batch took no offset
+    assert all_offsets(log) == [0, 1]
 
 
 def test_tiered_storage_targets_answer_as_kafka_does_without_tiering(tmp_path, clock):

@@ -1,0 +1,361 @@
+"""``seglog cleaner run`` (and ``list``): the offline cleaner's scheduler (Kafka's LogCleaner loop, outside the
+service).
+
+Each round: ``ListCleanable``; for each eligible partition, dirtiest first (max.compaction.lag.ms
+"must clean" ones are eligible whatever their ratio): ``CreateSnapshot`` -> the cleaning job on
+the snapshot directory (shared filesystem: the service returns the snapshot's local path) ->
+``CommitCleaned`` (the service records the job's figures for its metrics and removes the
+snapshot). A failed job or a refused commit drops the snapshot. ``--dry-run`` runs the job without
+writing and drops the snapshot: the figures say what cleaning would reclaim.
+
+Engines: ``spark`` (default) runs the PySpark job (``seglog_spark.job``) on an in-process
+SparkSession for ``local[...]`` masters, or through ``spark-submit`` for a cluster
+(``--master spark://host:7077``); ``python`` runs the single-process baseline
+(``seglog_spark.cleaner_local``), no Java needed. Built only on the public client.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import logging
+import os
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Any, TextIO
+
+from seglog import Admin, FailedPreconditionError, SeglogError, TopicNotFoundError
+from seglog.cleaning import CleanablePartition
+from seglog.cli._common import CliError, epilog, progress, server_of
+
+__all__ = ["add_parser", "run_round"]
+
+_log = logging.getLogger("seglog.cli.cleaner")
+
+# Seconds between rounds when --interval is not given: a minute keeps the dirty ratio near its
+# threshold on busy topics while an idle service sees one ListCleanable call a minute.
+INTERVAL_S_DEFAULT = 60.0
+JAVA_MISSING = (
+    "java not found: the Spark engine needs Java 17 (apt-get install openjdk-17-jre-headless; "
+    "scripts/bootstrap installs it when run as root), or use --engine python"
+)
+
+
+def add_parser(commands: Any, parents: list[argparse.ArgumentParser]) -> None:
+    parser = commands.add_parser(
+        "cleaner",
+        help="clean compacted topics offline (snapshot, cleaning job, commit)",
+        description="Clean compacted topics (cleanup.policy=compact) offline, as Kafka's log cleaner would.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
+    run = actions.add_parser(
+        "run",
+        parents=parents,
+        help="run cleaning rounds: once, or every --interval seconds",
+        description="Snapshot the dirtiest compacted partitions, clean them with Spark (or the "
+        "single-process baseline) and commit the results to the service.",
+        epilog=epilog(
+            """
+            examples:
+              seglog cleaner run --once                              # one round, local Spark
+              seglog cleaner run --interval 300                      # a round every 5 minutes
+              seglog cleaner run --once --engine python              # no Spark, no Java
+              seglog cleaner run --master spark://10.0.0.5:7077      # on a Spark cluster
+              seglog cleaner run --once --dry-run                    # what would be reclaimed
+
+            The cleaner must share the service's filesystem (it reads the snapshot where the
+            service wrote it). Each round prints one line of figures; the service exports the
+            figures of each installed cleaning as metrics.
+            """
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    run.add_argument("--once", action="store_true", help="run one round and exit")
+    run.add_argument("--interval", type=float, default=INTERVAL_S_DEFAULT, metavar="S",
+                     help=f"seconds between rounds (default: {INTERVAL_S_DEFAULT:g})")
+    run.add_argument("--master", default="local[*]", metavar="URL",
+                     help="Spark master: local[N] (in-process, default local[*]) or spark://HOST:PORT")
+    run.add_argument("--engine", choices=("spark", "python"), default="spark",
+                     help="spark (default) or python: the single-process baseline cleaner")
+    run.add_argument("--map-bytes", type=int, default=None, metavar="N",
+                     help="memory of each offset map (Kafka's dedupe buffer), bytes")
+    run.add_argument("--dry-run", action="store_true", help="report what cleaning would reclaim; change nothing")
+    run.add_argument("--topic", default=None, help="only this topic's partitions")
+    run.add_argument("--max-partitions", type=int, default=0, metavar="N",
+                     help="at most N partitions per round (default: every eligible one)")
+    run.set_defaults(run=_run)
+    listing = actions.add_parser(
+        "list",
+        parents=parents,
+        help="list compacted partitions with their dirty ratios (what the next round would pick)",
+        description="List every compacted partition: dirty ratio against min.cleanable.dirty.ratio, "
+        "cleanable bytes, first dirty offset (the cleaner checkpoint), must-clean (max.compaction.lag.ms).",
+        epilog=epilog(
+            """
+            examples:
+              seglog cleaner list
+              seglog cleaner list --topic users --format json
+            """
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    listing.add_argument("--topic", default=None, help="only this topic's partitions")
+    listing.add_argument("--format", choices=("text", "json"), default="text", help="output format")
+    listing.set_defaults(run=_list)
+
+
+def _list(args: argparse.Namespace) -> int:
+    with Admin(server_of(args)) as admin:
+        found = admin.list_cleanable(args.topic)
+    if args.format == "json":
+        for partition in found:
+            print(json.dumps(dataclasses.asdict(partition)))
+        return 0
+    print(f"{'TOPIC':<24} {'PART':>4} {'DIRTY':>6} {'MIN':>5} {'CLEANABLE_BYTES':>16} {'FIRST_DIRTY':>12} "
+          f"{'MUST':>4} {'ELIGIBLE':>8} SNAPSHOTS")
+    for p in found:
+        print(f"{p.topic:<24} {p.partition:>4} {p.dirty_ratio:>6.3f} {p.min_cleanable_dirty_ratio:>5.2f} "
+              f"{p.cleanable_bytes:>16} {p.first_dirty_offset:>12} {'yes' if p.must_clean else 'no':>4} "
+              f"{'yes' if p.eligible else 'no':>8} {len(p.open_snapshot_ids)}")
+    return 0
+
+
+@dataclass
+class RoundFigures:
+    """What one round did; printed as one line."""
+
+    number: int
+    partitions_cleaned: int = 0
+    partitions_refused: int = 0
+    partitions_failed: int = 0
+    records_read: int = 0
+    records_kept: int = 0
+    bytes_read: int = 0
+    bytes_written: int = 0
+    bytes_reclaimed: int = 0
+    duration_s: float = 0.0
+    problems: list[str] = field(default_factory=list)
+
+    def line(self, dry_run: bool) -> str:
+        verb = "would reclaim" if dry_run else "reclaimed"
+        return (
+            f"cleaner round {self.number}: {self.partitions_cleaned} cleaned, {self.partitions_refused} refused, "
+            f"{self.partitions_failed} failed; {self.records_read} records read, {self.records_kept} kept; "
+            f"{self.bytes_read} bytes read, {self.bytes_written} written, {verb} {self.bytes_reclaimed}; "
+            f"{self.duration_s:.2f} s"
+        )
+
+
+def _run(args: argparse.Namespace) -> int:
+    if args.interval <= 0:
+        raise CliError(f"--interval must be > 0 seconds, got {args.interval:g}")
+    if args.map_bytes is not None and args.map_bytes < 24:
+        raise CliError(f"--map-bytes must hold at least one 24-byte entry, got {args.map_bytes}")
+    job = make_job(args.engine, args.master)
+    number = 0
+    failed = False
+    with Admin(server_of(args)) as admin:
+        try:
+            while True:
+                number += 1
+                figures = run_round(admin, job, number, args=args, out=sys.stdout)
+                print(figures.line(args.dry_run), flush=True)
+                for problem in figures.problems:
+                    print(f"  {problem}", file=sys.stderr, flush=True)
+                failed = failed or figures.partitions_failed > 0
+                if args.once:
+                    break
+                time.sleep(args.interval)
+        finally:
+            job.close()
+    return 1 if failed else 0
+
+
+def run_round(admin: Admin, job: Any, number: int, *, args: argparse.Namespace, out: TextIO) -> RoundFigures:
+    """One round over the eligible partitions; returns its figures."""
+    started = time.monotonic()
+    figures = RoundFigures(number)
+    chosen = [c for c in admin.list_cleanable(args.topic) if c.eligible]
+    if args.max_partitions > 0:
+        chosen = chosen[: args.max_partitions]
+    bar = progress(total=len(chosen), desc=f"cleaning round {number}", unit="partition", stream=out)
+    try:
+        for cleanable in chosen:
+            _clean_one(admin, job, cleanable, args, figures)
+            bar.update(1)
+    finally:
+        bar.close()
+    figures.duration_s = time.monotonic() - started
+    return figures
+
+
+def _clean_one(admin: Admin, job: Any, cleanable: CleanablePartition, args: argparse.Namespace,
+               figures: RoundFigures) -> None:
+    name = f"{cleanable.topic}-{cleanable.partition}"
+    try:
+        snapshot = admin.create_snapshot(cleanable.topic, cleanable.partition, include_local_path=True)
+    except (FailedPreconditionError, TopicNotFoundError) as error:
+        figures.partitions_refused += 1
+        figures.problems.append(f"{name}: not snapshotted: {error}")
+        return
+    try:
+        if snapshot.local_path is None or not os.path.isdir(snapshot.local_path):
+            raise CliError(
+                f"snapshot {snapshot.snapshot_id} is not at {snapshot.local_path!r} here: the cleaner must "
+                f"share the service's filesystem"
+            )
+        result = job.clean(snapshot.local_path, map_bytes=args.map_bytes, dry_run=args.dry_run)
+    except Exception as error:  # noqa: BLE001 - a failed job drops its snapshot; the round goes on
+        figures.partitions_failed += 1
+        figures.problems.append(f"{name}: cleaning job failed: {type(error).__name__}: {error}")
+        _drop(admin, snapshot.snapshot_id)
+        return
+    stats = result.get("stats", {})
+    if args.dry_run:
+        _drop(admin, snapshot.snapshot_id)
+        reclaimed = int(stats.get("bytes_read", 0)) - int(stats.get("bytes_written", 0))
+    else:
+        try:
+            commit = admin.commit_cleaned(snapshot.snapshot_id)
+        except FailedPreconditionError as error:
+            figures.partitions_refused += 1
+            figures.problems.append(f"{name}: result refused: {error}")
+            _drop(admin, snapshot.snapshot_id)
+            return
+        reclaimed = commit.bytes_before - commit.bytes_after
+    figures.partitions_cleaned += 1
+    figures.records_read += int(stats.get("records_read", 0))
+    figures.records_kept += int(stats.get("records_kept", 0))
+    figures.bytes_read += int(stats.get("bytes_read", 0))
+    figures.bytes_written += int(stats.get("bytes_written", 0))
+    figures.bytes_reclaimed += max(0, reclaimed)
+
+
+def _drop(admin: Admin, snapshot_id: str) -> None:
+    try:
+        admin.drop_snapshot(snapshot_id)
+    except SeglogError as error:  # expiry (snapshot_ttl_ms) removes it later anyway
+        _log.warning("could not drop snapshot %s: %s", snapshot_id, error)
+
+
+# -- cleaning engines ----------------------------------------------------------------------------
+
+
+def make_job(engine: str, master: str) -> Any:
+    _spark_environment(master)
+    if engine == "python":
+        return PythonJob()
+    if not _java_available():
+        raise CliError(JAVA_MISSING)
+    if master.startswith("local"):
+        return SparkLocalJob(master)
+    return SparkSubmitJob(master)
+
+
+def _spark_environment(master: str) -> None:
+    """What Spark needs on this machine, set before any JVM starts: workers run this Python, and
+    a local master binds to loopback (a machine's hostname may not resolve)."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    if master.startswith("local") or "://127." in master or "://localhost" in master:
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+
+
+def _java_available() -> bool:
+    java_home = os.environ.get("JAVA_HOME")
+    if java_home and os.access(os.path.join(java_home, "bin", "java"), os.X_OK):
+        return True
+    return shutil.which("java") is not None
+
+
+class PythonJob:
+    """The single-process baseline (no Spark, no Java)."""
+
+    def clean(self, snapshot_dir: str, *, map_bytes: int | None, dry_run: bool) -> dict[str, Any]:
+        from seglog_spark import cleaner_local
+
+        options = {} if map_bytes is None else {"map_bytes": map_bytes}
+        return dict(cleaner_local.clean_snapshot(snapshot_dir, dry_run=dry_run, **options))
+
+    def close(self) -> None:
+        pass
+
+
+class SparkLocalJob:
+    """The PySpark job on one in-process SparkSession, kept across rounds."""
+
+    def __init__(self, master: str) -> None:
+        self._master = master
+        self._spark: Any = None
+
+    def clean(self, snapshot_dir: str, *, map_bytes: int | None, dry_run: bool) -> dict[str, Any]:
+        from seglog_spark import job
+
+        if self._spark is None:
+            from seglog_spark.session import build_session
+
+            self._spark = build_session(self._master, app_name="seglog-cleaner")
+        options = {} if map_bytes is None else {"map_bytes": map_bytes}
+        return dict(job.clean_snapshot(self._spark, snapshot_dir, dry_run=dry_run, **options))
+
+    def close(self) -> None:
+        if self._spark is not None:
+            self._spark.stop()
+            self._spark = None
+
+
+class SparkSubmitJob:
+    """``spark-submit`` of the job's entry point to a cluster; the result is read back from the
+    snapshot's result.json (the job writes it last, atomically)."""
+
+    def __init__(self, master: str) -> None:
+        self._master = master
+
+    def clean(self, snapshot_dir: str, *, map_bytes: int | None, dry_run: bool) -> dict[str, Any]:
+        import seglog_spark
+
+        entry = os.path.join(os.path.dirname(seglog_spark.__file__), "__main__.py")
+        command = [_spark_submit(), "--master", self._master, entry, snapshot_dir, "--master", self._master]
+        if dry_run:
+            command.append("--dry-run")
+        if map_bytes is not None:
+            command += ["--map-bytes", str(map_bytes)]
+        finished = subprocess.run(command, capture_output=True, text=True, check=False)
+        if finished.returncode != 0:
+            tail = " | ".join(finished.stderr.strip().splitlines()[-3:])
+            raise RuntimeError(f"spark-submit exited {finished.returncode}: {tail}")
+        return _result_from_stdout(finished.stdout)
+
+    def close(self) -> None:
+        pass
+
+
+def _result_from_stdout(stdout: str) -> dict[str, Any]:
+    """The job prints its result JSON on stdout (the last JSON object there; Spark may print
+    other lines before it)."""
+    try:
+        return dict(json.loads(stdout))
+    except ValueError:
+        pass
+    for line in reversed(stdout.strip().splitlines()):
+        try:
+            found = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(found, dict):
+            return found
+    raise RuntimeError(f"the cleaning job printed no result JSON (stdout: {stdout[-200:]!r})")
+
+
+def _spark_submit() -> str:
+    from pyspark.find_spark_home import _find_spark_home
+
+    path = os.path.join(_find_spark_home(), "bin", "spark-submit")
+    if not os.access(path, os.X_OK):
+        raise RuntimeError(f"spark-submit not found at {path}")
+    return path

@@ -1,0 +1,92 @@
+"""The offline-cleaning RPCs of seglog.v1.LogService: ListCleanable, CreateSnapshot, CommitCleaned
+and DropSnapshot. Each is convert -> one storage call (on the pool: they read, link, checksum and
+rename files) -> convert; errors go through ``status.py`` like every other RPC's.
+
+A mixin of ``LogServicer`` (it uses the servicer's ``_manager`` and ``_calls``), kept in its own
+module so the data-plane servicer does not grow with the cleaning loop.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from seglog.v1 import log_service_pb2 as pb
+
+from . import validation
+from .boundary import unary_rpc
+from .errors import InvalidRequestError
+
+__all__ = ["CleaningRpcs"]
+
+
+class CleaningRpcs:
+    _manager: Any
+    _calls: Any
+
+    @unary_rpc
+    async def ListCleanable(self, request: pb.ListCleanableRequest, context: Any) -> Any:
+        found = await self._calls.blocking(self._manager.list_cleanable, request.topic or None)
+        return pb.ListCleanableResponse(partitions=[_cleanable_partition(self._manager, c) for c in found])
+
+    @unary_rpc
+    async def CreateSnapshot(self, request: pb.CreateSnapshotRequest, context: Any) -> Any:
+        topic, partition = validation.check_partition_ref(request.topic, request.partition)
+        taken = await self._calls.blocking(self._manager.create_snapshot, topic, partition)
+        manifest = taken.manifest
+        return pb.CreateSnapshotResponse(
+            snapshot_id=manifest.snapshot_id,
+            log_dir=self._manager.configured_dir_name(taken.log_dir),
+            relative_path=os.path.relpath(taken.path, taken.log_dir),
+            local_path=taken.path if request.include_local_path else "",
+            manifest_json=manifest.to_json_bytes().decode("utf-8"),
+            segment_count=len(manifest.segments),
+            size_bytes=manifest.size_bytes,
+            first_dirty_offset=manifest.first_dirty_offset,
+            first_uncleanable_offset=manifest.first_uncleanable_offset,
+        )
+
+    @unary_rpc
+    async def CommitCleaned(self, request: pb.CommitCleanedRequest, context: Any) -> Any:
+        outcome = await self._calls.blocking(self._manager.commit_cleaned, _snapshot_id(request.snapshot_id))
+        return pb.CommitCleanedResponse(
+            topic=outcome.topic,
+            partition=outcome.partition,
+            replaced_segment_count=outcome.replaced_segment_count,
+            installed_segment_count=outcome.installed_segment_count,
+            bytes_before=outcome.bytes_before,
+            bytes_after=outcome.bytes_after,
+            cleaned_up_to_offset=outcome.cleaned_up_to_offset,
+        )
+
+    @unary_rpc
+    async def DropSnapshot(self, request: pb.DropSnapshotRequest, context: Any) -> Any:
+        dropped = await self._calls.blocking(self._manager.drop_snapshot, _snapshot_id(request.snapshot_id))
+        return pb.DropSnapshotResponse(dropped=dropped)
+
+
+def _snapshot_id(value: str) -> str:
+    if not value:
+        raise InvalidRequestError("snapshot_id is empty")
+    return value
+
+
+def _cleanable_partition(manager: Any, cleanable: Any) -> pb.CleanablePartition:
+    to_clean = cleanable.to_clean
+    return pb.CleanablePartition(
+        topic=cleanable.topic,
+        partition=cleanable.partition,
+        log_dir=manager.configured_dir_name(cleanable.log_dir),
+        dirty_ratio=to_clean.dirty_ratio,
+        min_cleanable_dirty_ratio=to_clean.min_cleanable_dirty_ratio,
+        cleanable_bytes=to_clean.cleanable_bytes,
+        clean_bytes=to_clean.clean_bytes,
+        first_dirty_offset=to_clean.first_dirty_offset,
+        first_uncleanable_offset=to_clean.first_uncleanable_offset,
+        log_start_offset=to_clean.log_start_offset,
+        log_end_offset=to_clean.log_end_offset,
+        compaction_delay_ms=to_clean.compaction_delay_ms,
+        must_clean=to_clean.must_clean,
+        eligible=to_clean.eligible,
+        open_snapshot_ids=list(cleanable.open_snapshot_ids),
+    )

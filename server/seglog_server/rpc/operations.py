@@ -1,0 +1,107 @@
+"""The one table from RPC method to what it does: its ACL operation, the topics it touches, the
+kind of concurrency slot it holds, and the byte quota it uses.
+
+Every method of seglog.v1.LogService must have a row: ``registration.method_handlers`` refuses
+to serve a method without one, and a test walks the service descriptor, so a new RPC cannot be
+served unclassified. Rows for methods the .proto does not (yet) declare are harmless.
+
+``topics(request)`` returns the topic names the ACL checks; ``None`` among them stands for
+"every topic" (a call by snapshot id, or ListCleanable without a topic): it needs a rule for "*".
+With ``FILTERED`` nothing is checked up front: the servicer shows only what the caller may see
+(ListTopics).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from seglog_server.security import CallKind, Operation
+
+__all__ = ["OPERATIONS", "Quota", "RpcOperation", "Scope", "operation_of"]
+
+
+class Scope(enum.Enum):
+    TOPICS = "topics"  # checked on each topic the request names (None: every topic)
+    FILTERED = "filtered"  # the response shows only what the caller may see
+
+
+class Quota(enum.Enum):
+    NONE = "none"
+    PRODUCE = "produce"  # charged the request's bytes before it runs
+    FETCH = "fetch"  # charged each response's bytes before it is sent
+
+
+@dataclass(frozen=True)
+class RpcOperation:
+    operation: Operation
+    scope: Scope
+    topics: Callable[[Any], tuple[str | None, ...]]
+    kind: Callable[[Any], CallKind]
+    quota: Quota = Quota.NONE
+
+
+def _topic(request: Any) -> tuple[str, ...]:
+    return (request.topic,)
+
+
+def _no_topic(request: Any) -> tuple[str | None, ...]:
+    return ()
+
+
+def _every_topic(request: Any) -> tuple[str | None, ...]:
+    return (None,)
+
+
+def _topic_or_every(request: Any) -> tuple[str | None, ...]:
+    return (request.topic,) if request.topic else (None,)
+
+
+def _partition_topics(request: Any) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(target.topic for target in request.partitions))
+
+
+def _request(request: Any) -> CallKind:
+    return CallKind.REQUEST
+
+
+def _fetch_kind(request: Any) -> CallKind:
+    # A Fetch that may wait at the tail is a long-poll waiter; one that answers at once is not.
+    return CallKind.WAITER if request.max_wait_ms > 0 else CallKind.REQUEST
+
+
+def _stream(request: Any) -> CallKind:
+    return CallKind.STREAM
+
+
+_READ, _WRITE, _ADMIN, _DESCRIBE = Operation.READ, Operation.WRITE, Operation.ADMIN, Operation.DESCRIBE
+
+OPERATIONS: Mapping[str, RpcOperation] = {
+    # -- admin ------------------------------------------------------------------------------
+    "CreateTopic": RpcOperation(_ADMIN, Scope.TOPICS, _topic, _request),
+    "DeleteTopic": RpcOperation(_ADMIN, Scope.TOPICS, _topic, _request),
+    "ListTopics": RpcOperation(_DESCRIBE, Scope.FILTERED, _no_topic, _request),
+    "DescribeTopic": RpcOperation(_DESCRIBE, Scope.TOPICS, _topic, _request),
+    # -- data -------------------------------------------------------------------------------
+    "Produce": RpcOperation(_WRITE, Scope.TOPICS, _topic, _request, Quota.PRODUCE),
+    "Fetch": RpcOperation(_READ, Scope.TOPICS, _topic, _fetch_kind, Quota.FETCH),
+    "Consume": RpcOperation(_READ, Scope.TOPICS, _topic, _stream, Quota.FETCH),
+    # Offsets are metadata (Kafka's ListOffsets needs DESCRIBE on the topic).
+    "OffsetsForTimes": RpcOperation(_DESCRIBE, Scope.TOPICS, _partition_topics, _request),
+    "DeleteRecords": RpcOperation(_ADMIN, Scope.TOPICS, _topic, _request),
+    # An index lookup's path (segments, index slots, positions): metadata, not record content.
+    "ExplainLookup": RpcOperation(_DESCRIBE, Scope.TOPICS, _topic, _request),
+    # -- offline cleaning (admin: they replace a partition's segments) ---------------------------
+    "CreateSnapshot": RpcOperation(_ADMIN, Scope.TOPICS, _topic, _request),
+    "ListCleanable": RpcOperation(_ADMIN, Scope.TOPICS, _topic_or_every, _request),
+    # By snapshot id: the topic is not in the request, so these need admin on every topic.
+    "CommitCleaned": RpcOperation(_ADMIN, Scope.TOPICS, _every_topic, _request),
+    "DropSnapshot": RpcOperation(_ADMIN, Scope.TOPICS, _every_topic, _request),
+}
+
+
+def operation_of(method: str) -> RpcOperation:
+    """The row of ``method``; KeyError for an unclassified method (it must not be served)."""
+    return OPERATIONS[method]

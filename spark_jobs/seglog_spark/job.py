@@ -1,0 +1,112 @@
+"""The PySpark job: the steps of cleaning.py spread over Spark tasks (DESIGN.md section 5).
+
+    ranges  --scan (one task per byte range)-->  (shard, packed entries)
+            --partitionBy(shard)-->  one task per key shard: bounded offset map, bitmaps
+            --collect-->  driver: which segments are replaced, merged bitmaps, groups
+    ranges of replaced segments + their bitmaps --rewrite (one task per range)--> part files
+    groups --assemble (one task per group)--> cleaned/<base>.log, .index, .timeindex
+    driver: result.json, last
+
+So one large segment spreads over every core (its ranges are scanned and rewritten in
+parallel), and keys, not partitions, are what the map memory is divided by.  Part files and
+outputs go to the snapshot directory, which every executor must see (the service and the
+cleaner share a filesystem; on a cluster, a shared mount).
+"""
+
+from __future__ import annotations
+
+import resource
+
+from .cleaning import (
+    DEFAULT_MAP_BYTES,
+    DEFAULT_RANGE_BYTES,
+    DEFAULT_SHARD_COUNT,
+    Plan,
+    assemble_group,
+    choose_replaced,
+    finish,
+    merge_shard_bitmaps,
+    part_path,
+    plan_cleaning,
+    prepare_output,
+    replaced_ranges,
+)
+from .key_scan import scan_range
+from .key_shard import decide_shard
+from .rewrite import rewrite_range
+
+__all__ = ["clean_snapshot"]
+
+
+def _peak_rss_bytes() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux reports KiB
+
+
+def _scan_task(plan: Plan):
+    def scan(byte_range):
+        found = scan_range(plan.snapshot, byte_range, plan.shard_count)
+        for shard, packed in found.entries.items():
+            yield shard, (found.range_id, found.record_count, packed)
+
+    return scan
+
+
+def _decide_task(plan: Plan):
+    def decide(shard, pairs):
+        result = decide_shard(
+            shard,
+            [chunk for _, chunk in pairs],
+            first_dirty_offset=plan.snapshot.first_dirty_offset,
+            map_bytes=plan.map_bytes,
+            load_factor=plan.load_factor,
+        )
+        yield result, _peak_rss_bytes()
+
+    return decide
+
+
+def _rewrite_task(plan: Plan, upper_bound: int, dry_run: bool):
+    def rewrite(item):
+        byte_range, bitmap = item
+        out = None if dry_run else part_path(plan.snapshot, byte_range.range_id)
+        return rewrite_range(plan.snapshot, byte_range, bitmap, upper_bound, out), _peak_rss_bytes()
+
+    return rewrite
+
+
+def clean_snapshot(
+    spark,
+    snapshot_dir: str,
+    *,
+    map_bytes: int = DEFAULT_MAP_BYTES,
+    dry_run: bool = False,
+    shard_count: int = DEFAULT_SHARD_COUNT,
+    range_bytes: int = DEFAULT_RANGE_BYTES,
+) -> dict:
+    """Clean the snapshot at `snapshot_dir` with `spark`; returns the result document (also
+    written as result.json unless `dry_run`).  Same bytes as cleaner_local.clean_snapshot."""
+    plan = plan_cleaning(snapshot_dir, map_bytes=map_bytes, shard_count=shard_count, range_bytes=range_bytes)
+    sc = spark.sparkContext
+    ranges = list(plan.ranges)
+    decided = []
+    if ranges:
+        entries = sc.parallelize(ranges, len(ranges)).flatMap(_scan_task(plan))
+        by_shard = entries.partitionBy(shard_count, lambda shard: shard)
+        decided = by_shard.mapPartitionsWithIndex(_decide_task(plan)).collect()
+    shard_results = [result for result, _ in decided]
+    choice = choose_replaced(plan, shard_results, merge_shard_bitmaps(shard_results))
+    if not dry_run:
+        prepare_output(plan.snapshot)
+    work = [(r, choice.bitmaps.get(r.range_id)) for r in replaced_ranges(plan, choice)]
+    rewritten = sc.parallelize(work, len(work)).map(_rewrite_task(plan, choice.upper_bound, dry_run)).collect() if work else []
+    outputs = [output for output, _ in rewritten]
+    segments = []
+    if not dry_run and choice.groups:
+        groups = list(choice.groups)
+        assembled = sc.parallelize(groups, len(groups)).map(lambda group: assemble_group(plan, group)).collect()
+        segments = [segment for segment in assembled if segment is not None]
+    peak_rss = max([rss for _, rss in decided] + [rss for _, rss in rewritten], default=0)
+    return finish(
+        plan, choice, shard_results, outputs, segments, engine=f"spark {sc.master}", dry_run=dry_run,
+        extra_stats={"task_peak_rss_bytes": peak_rss},
+    )

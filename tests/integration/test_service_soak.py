@@ -1,0 +1,119 @@
+"""The soak: mixed load from several processes against one service for SEGLOG_SOAK_SECONDS
+(default 150 s; docs/reliability.md reports a 600 s run), marked slow.
+
+Load (each a separate process running soak_load.py): 3 producers (one partition each, batches of
+50 x 100 B, every fourth call acks fsynced), 2 long-poll fetchers and 1 Consume stream following
+the tails, 1 admin process (OffsetsForTimes, ListTopics, DescribeTopic, topics created and
+deleted). Printed: throughput, p50/p99 latency per role, and the service's RSS and open
+descriptors sampled every SAMPLE_S from start to end. Checked: every process succeeded; after the
+load every acknowledged record is stored once, in order, CRC-valid; the service is SERVING; its
+descriptors are what its open segments hold (nothing leaks per call) and its RSS stayed bounded.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import time
+
+import psutil
+import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from integration_helpers import records_of, service_environment
+
+from seglog.v1 import log_service_pb2 as pb
+from seglog_server.storage.open_segments import DEFAULT_OPEN_SEGMENTS_MAX
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+SOAK_SECONDS = float(os.environ.get("SEGLOG_SOAK_SECONDS", "150"))
+SAMPLE_S = 10.0
+# Bounds, not timings. Descriptors: a segment holds its .log, and its .index and .timeindex
+# (each open while mapped), plus one during a flush: 4. Slack of 32 for the scratch topics'
+# segments and gRPC's connections. RSS: the allocator may keep up to 512 MiB of freed heap
+# (MALLOC_TRIM_THRESHOLD_); 1 GiB means something grows without bound.
+FDS_PER_SEGMENT = 4
+FD_SLACK = 32
+RSS_CAP_MIB = 1024
+ROLES = [("producer", 0), ("producer", 1), ("producer", 2), ("fetcher", 0), ("fetcher", 1),
+         ("streamer", 2), ("admin", 0)]
+
+
+def _sample(process: psutil.Process, started: float) -> tuple[float, float, int]:
+    return time.monotonic() - started, process.memory_info().rss / (1 << 20), process.num_fds()
+
+
+def _stored(stub, partition: int) -> list:
+    records, offset = [], 0
+    while True:
+        batch = records_of(stub.Fetch(pb.FetchRequest(topic="soak", partition=partition,
+                                                      offset=offset), timeout=60))
+        if not batch:
+            return records
+        records.extend(batch)
+        offset = batch[-1].offset + 1
+
+
+@pytest.mark.timeout(SOAK_SECONDS + 300)
+def test_soak_mixed_load_from_several_processes(start_service, tmp_path):
+    # Segments of 8 MiB: a few rolls per partition during the run, so rolling is soaked too.
+    service = start_service(["--topic-default", "segment.bytes=8388608"])
+    service.stub.CreateTopic(pb.CreateTopicRequest(topic="soak", partitions=3))
+    server = psutil.Process(service.process.pid)
+    started = time.monotonic()
+    samples = [_sample(server, started)]
+    load = pathlib.Path(__file__).with_name("soak_load.py")
+    outputs = [(tmp_path / f"{role}{index}.out", tmp_path / f"{role}{index}.err")
+               for role, index in ROLES]
+    workers = [subprocess.Popen(
+        [sys.executable, str(load), role, service.address, "soak", str(SOAK_SECONDS), str(index)],
+        stdout=open(out, "wb"), stderr=open(err, "wb"), env=service_environment())
+        for (role, index), (out, err) in zip(ROLES, outputs, strict=True)]
+    while any(worker.poll() is None for worker in workers):
+        time.sleep(SAMPLE_S)  # the sampling period: what the curves are made of
+        samples.append(_sample(server, started))
+    results = []
+    for worker, (out, err) in zip(workers, outputs, strict=True):
+        assert worker.returncode == 0, err.read_text()[-3000:]
+        results.append(json.loads(out.read_text().strip().splitlines()[-1]))
+    elapsed = time.monotonic() - started
+    samples.append(_sample(server, started))
+
+    print(f"\nsoak: {SOAK_SECONDS:.0f} s of load, {elapsed:.0f} s in all, {len(ROLES)} processes")
+    print("| role | index | records | records/s | calls | p50 ms | p99 ms |")
+    print("|---|---|---|---|---|---|---|")
+    for result in results:
+        print(f"| {result['role']} | {result['index']} | {result['records']:,} | "
+              f"{result['records'] / SOAK_SECONDS:,.0f} | {result['call_count']:,} | "
+              f"{result['p50_ms']:.2f} | {result['p99_ms']:.2f} |")
+    print("| t s | RSS MiB | open fds |")
+    print("|---|---|---|")
+    for t, rss, fds in samples:
+        print(f"| {t:.0f} | {rss:.0f} | {fds} |")
+
+    # Every acknowledged record is stored once, in order, CRC-valid (records_of checks CRCs).
+    for result in results:
+        if result["role"] != "producer":
+            continue
+        stored = _stored(service.stub, result["index"])
+        assert [r.offset for r in stored] == list(range(result["records"]))
+        assert [r.value[:8] for r in stored] == [b"%08d" % i for i in range(result["records"])]
+    assert all(r["records"] > 0 for r in results if r["role"] != "admin")
+    health = health_pb2_grpc.HealthStub(service.channel)
+    assert health.Check(health_pb2.HealthCheckRequest(), timeout=10).status == \
+        health_pb2.HealthCheckResponse.SERVING
+    # Descriptors: what the open segments hold (each log keeps at most its open-segment budget of
+    # segments open, each ~FDS_PER_SEGMENT descriptors) plus slack; a leak per call would be
+    # hundreds of thousands.
+    described = service.stub.DescribeTopic(pb.DescribeTopicRequest(topic="soak"), timeout=30)
+    open_segments = sum(min(p.segment_count, DEFAULT_OPEN_SEGMENTS_MAX)
+                        for p in described.partitions)
+    start_fds, end_fds = samples[0][2], samples[-1][2]
+    print(f"descriptors: {start_fds} at the start, {end_fds} at the end, "
+          f"{sum(p.segment_count for p in described.partitions)} segments "
+          f"({open_segments} within the open-segment budgets)")
+    assert end_fds <= start_fds + open_segments * FDS_PER_SEGMENT + FD_SLACK, samples
+    assert max(rss for _, rss, _ in samples) < RSS_CAP_MIB, samples

@@ -1,0 +1,61 @@
+"""Every LogService method is classified in the one operations table, so none is served
+unchecked: this walks the service descriptor, as generated from the .proto."""
+
+import pytest
+
+from seglog.v1 import log_service_pb2 as pb
+from seglog_server.rpc.operations import OPERATIONS, Scope
+from seglog_server.rpc.registration import method_handlers
+from seglog_server.security import CallKind, Operation
+
+_SERVICE = pb.DESCRIPTOR.services_by_name["LogService"]
+_METHODS = list(_SERVICE.methods)
+
+
+def test_every_method_of_the_service_has_a_row():
+    missing = [m.name for m in _METHODS if m.name not in OPERATIONS]
+    assert not missing, f"classify {missing} in server/seglog_server/rpc/operations.py"
+
+
+@pytest.mark.parametrize("method", _METHODS, ids=lambda m: m.name)
+def test_each_row_reads_its_topics_from_fields_the_request_has(method):
+    row = OPERATIONS[method.name]
+    request = getattr(pb, method.input_type.name)()
+    if "topic" in request.DESCRIPTOR.fields_by_name:
+        request.topic = "t"
+    if method.name == "OffsetsForTimes":
+        request.partitions.add(topic="t", partition=0)
+        request.partitions.add(topic="t", partition=1)
+    topics = row.topics(request)
+    if row.scope is Scope.FILTERED:
+        assert topics == ()
+    elif "topic" in request.DESCRIPTOR.fields_by_name or method.name == "OffsetsForTimes":
+        assert topics == ("t",)
+    else:  # named by something else (a snapshot id): every topic
+        assert topics == (None,)
+    assert isinstance(row.kind(request), CallKind)
+
+
+def test_the_admin_operations_are_the_ones_that_change_or_remove_data_outside_produce():
+    admin = {name for name, row in OPERATIONS.items() if row.operation is Operation.ADMIN}
+    assert admin == {"CreateTopic", "DeleteTopic", "DeleteRecords", "CreateSnapshot",
+                     "ListCleanable", "CommitCleaned", "DropSnapshot"}
+
+
+def test_streams_and_long_polls_hold_their_own_kind_of_slot():
+    assert OPERATIONS["Consume"].kind(pb.ConsumeRequest()) is CallKind.STREAM
+    assert OPERATIONS["Fetch"].kind(pb.FetchRequest(max_wait_ms=500)) is CallKind.WAITER
+    assert OPERATIONS["Fetch"].kind(pb.FetchRequest()) is CallKind.REQUEST
+
+
+def test_registration_refuses_a_method_without_a_row(monkeypatch):
+    from seglog_server.rpc import registration
+
+    class Servicer:
+        def __getattr__(self, name):
+            return lambda request, context: None
+
+    monkeypatch.setattr(registration, "OPERATIONS", {k: v for k, v in OPERATIONS.items()
+                                                     if k != "Produce"})
+    with pytest.raises(LookupError, match="Produce"):
+        method_handlers(Servicer())
