@@ -5,16 +5,25 @@
   the empty batch the log cleaner keeps.
 - RecordBatch is a zero-copy view of one batch in bytes/bytearray/memoryview/mmap;
   iter_batches walks a buffer of batches by Kafka's file-reading rules.
+- BatchWalk and walk_records are the bounded walkers every layer steps through bytes with.
 - set_max_timestamp / set_partition_leader_epoch patch headers in place for the broker.
 - HEADER and the *_OFFSET constants give the header layout (header.py).
-- Errors: CodecError > CorruptRecordError > InvalidCrcError; UnsupportedCompressionError.
+- Errors: CodecError > CorruptRecordError > InvalidCrcError; DecompressionLimitError;
+  UnsupportedCompressionError.
 """
 
 from .attributes import Compression, TimestampType
 from .batch import RecordBatch, iter_batches
 from .builder import RecordBatchBuilder, build_empty_batch
 from .crc import crc32c
-from .errors import CodecError, CorruptRecordError, InvalidCrcError, UnsupportedCompressionError
+from .compression import DECOMPRESSED_BYTES_MAX
+from .errors import (
+    CodecError,
+    CorruptRecordError,
+    DecompressionLimitError,
+    InvalidCrcError,
+    UnsupportedCompressionError,
+)
 from .header import (
     ATTRIBUTES_OFFSET,
     BASE_OFFSET_OFFSET,
@@ -42,16 +51,21 @@ from .header import (
 )
 from .header_patch import set_max_timestamp, set_partition_leader_epoch
 from .record import Record
+from .walk import BatchStop, BatchWalk, walk_records
 
 __all__ = [
     "ATTRIBUTES_OFFSET",
     "BASE_OFFSET_OFFSET",
     "BASE_SEQUENCE_OFFSET",
     "BASE_TIMESTAMP_OFFSET",
+    "BatchStop",
+    "BatchWalk",
     "CRC_OFFSET",
     "CodecError",
     "Compression",
     "CorruptRecordError",
+    "DECOMPRESSED_BYTES_MAX",
+    "DecompressionLimitError",
     "HEADER",
     "InvalidCrcError",
     "LAST_OFFSET_DELTA_OFFSET",
@@ -81,4 +95,5 @@ __all__ = [
     "iter_batches",
     "set_max_timestamp",
     "set_partition_leader_epoch",
+    "walk_records",
 ]

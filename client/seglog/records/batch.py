@@ -22,7 +22,7 @@ from .attributes import (
     Compression,
     TimestampType,
 )
-from .compression import check_compression, decompress
+from .compression import DECOMPRESSED_BYTES_MAX, check_compression, decompress
 from .crc import crc32c
 from .errors import CorruptRecordError, InvalidCrcError
 from .header import (
@@ -31,13 +31,10 @@ from .header import (
     BASE_OFFSET_FIELD,
     BASE_SEQUENCE_FIELD,
     BASE_TIMESTAMP_FIELD,
-    BATCH_LENGTH_MIN,
     CRC_FIELD,
     HEADER,
-    HEADER_BYTES_UP_TO_MAGIC,
     LAST_OFFSET_DELTA_FIELD,
     LENGTH_FIELD,
-    LENGTH_OFFSET,
     LOG_OVERHEAD,
     MAGIC,
     MAGIC_FIELD,
@@ -51,8 +48,10 @@ from .header import (
 )
 from .record import Record
 from .record_codec import decode_records
+from .walk import BatchWalk
 
 _unpack_header = HEADER.unpack_from
+_new_batch = object.__new__
 _COMPRESSIONS = tuple(Compression)  # indexed by codec id: faster than calling the enum
 _TIMESTAMP_TYPES = tuple(TimestampType)
 
@@ -257,10 +256,11 @@ class RecordBatch:
 
     # -- records -------------------------------------------------------------------------
 
-    def records(self) -> list[Record]:
-        """The batch's records, decompressed and decoded, with absolute offsets and
-        timestamps (every record of a LogAppendTime batch reads maxTimestamp).  The CRC is
-        not checked here (call ensure_valid() first for untrusted bytes)."""
+    def records(self, decompressed_bytes_max: int = DECOMPRESSED_BYTES_MAX) -> list[Record]:
+        """The batch's records, decompressed (DecompressionLimitError past
+        ``decompressed_bytes_max``) and decoded, with absolute offsets and timestamps (every
+        record of a LogAppendTime batch reads maxTimestamp).  The CRC is not checked here (call
+        ensure_valid() first for untrusted bytes)."""
         self._check_complete()
         self._check_magic()
         header = self._header
@@ -270,7 +270,7 @@ class RecordBatch:
         buffer = self._buffer
         # Byte positions in decoding errors count from the start of `area`.
         if compression is not Compression.NONE:
-            buffer = decompress(compression, memoryview(buffer)[start:end])
+            buffer = decompress(compression, memoryview(buffer)[start:end], decompressed_bytes_max)
             start, end, area = 0, len(buffer), "decompressed records area"
         elif type(buffer) is bytes:  # decoded in place
             area = "buffer"
@@ -296,21 +296,12 @@ class RecordBatch:
 
 
 def iter_batches(buffer, position: int = 0, end: int | None = None) -> Iterator[RecordBatch]:
-    """The batches in buffer[position:end], by Kafka's FileLogInputStream rules: stop quietly
-    when 17 or fewer bytes remain or the next batch does not fit before `end` (a partial
-    trailing batch); CorruptRecordError when a length field is below 14.  No CRC check and
-    no magic check here: call ensure_valid() on each batch for that."""
-    end = len(buffer) if end is None else min(end, len(buffer))
-    while end - position > HEADER_BYTES_UP_TO_MAGIC:
-        batch = RecordBatch(buffer, position)
-        length = batch._header[LENGTH_FIELD]
-        if length < BATCH_LENGTH_MIN:
-            raise CorruptRecordError(
-                f"Found record size {length} smaller than minimum record overhead "
-                f"({BATCH_LENGTH_MIN}) in the length field at byte {position + LENGTH_OFFSET}"
-            )
-        next_position = position + LOG_OVERHEAD + length
-        if next_position > end:
-            return
+    """The batches in buffer[position:end], walked by the bounded BatchWalk (walk.py): stop
+    quietly when 17 or fewer bytes remain or the next batch does not fit before `end` (a partial
+    trailing batch); CorruptRecordError when a length field is below 14, or below the 49 bytes
+    of a v2 header in a batch that fits.  No CRC check and no magic check here: call
+    ensure_valid() on each batch for that."""
+    for batch_position, fields in BatchWalk(buffer, position, end):
+        batch = _new_batch(RecordBatch)
+        batch._buffer, batch.position, batch._header = buffer, batch_position, fields
         yield batch
-        position = next_position

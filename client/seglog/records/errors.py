@@ -6,6 +6,7 @@ The tree (catch `CodecError` to catch everything the codec raises about its inpu
     ├── CorruptRecordError            malformed bytes: bad length, bad varint, trailing bytes,
     │   │                             count mismatch, truncated batch or record, bad magic
     │   └── InvalidCrcError           the stored CRC-32C does not match the computed one
+    ├── DecompressionLimitError       records that decompress past the output cap (a bomb)
     └── UnsupportedCompressionError   a compression codec id outside 0..4
 
 Every message names what was expected and what was found, and where (batch position and
@@ -16,7 +17,13 @@ the calling code, not bad data.
 
 from __future__ import annotations
 
-__all__ = ["CodecError", "CorruptRecordError", "InvalidCrcError", "UnsupportedCompressionError"]
+__all__ = [
+    "CodecError",
+    "CorruptRecordError",
+    "DecompressionLimitError",
+    "InvalidCrcError",
+    "UnsupportedCompressionError",
+]
 
 
 class CodecError(Exception):
@@ -30,6 +37,11 @@ class CorruptRecordError(CodecError):
 
 class InvalidCrcError(CorruptRecordError):
     """A batch's stored CRC-32C differs from the CRC-32C of its attributes..end bytes."""
+
+
+class DecompressionLimitError(CodecError):
+    """A compressed records area expands past the caller's output cap (decompressed_bytes_max):
+    refused before the output is allocated, as a possible decompression bomb."""
 
 
 class UnsupportedCompressionError(CodecError):

@@ -54,15 +54,31 @@ def is_framed(data) -> bool:
     return len(data) >= XERIAL_HEADER.size and bytes(data[: len(XERIAL_MAGIC)]) == XERIAL_MAGIC
 
 
-def unframe(data) -> bytes:
-    """Uncompress xerial-framed snappy, or a raw snappy block.  Raises ValueError (framing)
-    or cramjam's error (block contents) on malformed input."""
+def _raw(block, output_bytes_max: int, too_large, cap: int) -> bytes:
+    """One raw snappy block, its stated uncompressed length (the leading varint of the raw
+    format) checked against ``output_bytes_max`` before anything is allocated."""
+    stated = 0
+    for shift, byte in zip(range(0, 35, 7), bytes(block[:5])):
+        stated |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            break
+    if stated > output_bytes_max:
+        raise too_large("snappy", cap)
+    return bytes(cramjam.snappy.decompress_raw(block))
+
+
+def unframe(data, output_bytes_max: int | None = None, too_large=None) -> bytes:
+    """Uncompress xerial-framed snappy, or a raw snappy block, at most ``output_bytes_max``
+    bytes (``too_large(name, cap)`` is raised past it).  Raises ValueError (framing) or
+    cramjam's error (block contents) on malformed input."""
+    cap = (1 << 62) if output_bytes_max is None else output_bytes_max
     view = memoryview(data)
     if not is_framed(view):
-        return bytes(cramjam.snappy.decompress_raw(view))
+        return _raw(view, cap, too_large, cap)
     # The version fields are not checked: only version 1 exists, and some producers
     # (redpanda) are known to write them little-endian.
     parts = []
+    produced = 0
     position = XERIAL_HEADER.size
     while position < len(view):
         if position + XERIAL_BLOCK_LENGTH.size > len(view):
@@ -77,6 +93,8 @@ def unframe(data) -> bytes:
                 f"bad xerial block length at byte {position - XERIAL_BLOCK_LENGTH.size}: expected "
                 f"0..{len(view) - position}, found {block_bytes}"
             )
-        parts.append(bytes(cramjam.snappy.decompress_raw(view[position : position + block_bytes])))
+        block = _raw(view[position : position + block_bytes], cap - produced, too_large, cap)
+        produced += len(block)
+        parts.append(block)
         position += block_bytes
     return b"".join(parts)

@@ -8,7 +8,6 @@ here is (a) building one batch from ``plain_records`` with ``seglog.records.Reco
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -26,6 +25,8 @@ __all__ = [
     "describe_topic_response",
     "explain_lookup_response",
     "fetch_response_wire",
+    "holds_compressed",
+    "is_compressed",
     "list_topics_response",
     "next_offset_after",
     "partition_offset",
@@ -39,9 +40,14 @@ DECODED_RECORD_OVERHEAD_BYTES = 48
 # FetchResponse.records on the wire: field 1, wire type 2 (length-delimited): (1 << 3) | 2.
 _RECORDS_TAG = bytes([(pb.FetchResponse.RECORDS_FIELD_NUMBER << 3) | 2])
 
-# The two header fields the next-offset walk needs, read without building a RecordBatch.
-_INT32 = struct.Struct(">i")
-_INT64 = struct.Struct(">q")
+# Where the next-offset walk finds baseOffset, attributes and lastOffsetDelta in a HEADER tuple.
+_BASE_OFFSET_FIELD = 0
+_ATTRIBUTES_FIELD = 5
+_LAST_OFFSET_DELTA_FIELD = 6
+# The attributes are a big-endian int16: the compression bits sit in its second byte.
+_ATTRIBUTES_LOW_BYTE = codec.ATTRIBUTES_OFFSET + 1
+_COMPRESSION_MASK = 0x07
+assert codec.HEADER.unpack(bytes(range(61)))[_LAST_OFFSET_DELTA_FIELD] == int.from_bytes(bytes(range(23, 27)), "big")
 
 
 # -- produce ------------------------------------------------------------------------------------
@@ -82,6 +88,20 @@ def batch_from_plain_records(
         raise InvalidRequestError(f"plain_records: {exc}") from exc
 
 
+def is_compressed(batch: bytes | memoryview) -> bool:
+    """Whether a produced batch's attributes name a compression codec (its records must then be
+    decompressed to be validated: CPU work up to the topic's decompressed_bytes_max)."""
+    return len(batch) > _ATTRIBUTES_LOW_BYTE and batch[_ATTRIBUTES_LOW_BYTE] & _COMPRESSION_MASK != 0
+
+
+def holds_compressed(records: bytes | memoryview) -> bool:
+    """Whether any whole batch in fetched ``records`` is compressed (a header walk, no decoding)."""
+    try:
+        return any(fields[_ATTRIBUTES_FIELD] & _COMPRESSION_MASK for _, fields in codec.BatchWalk(records))
+    except codec.CodecError:
+        return True  # the decode that follows says what is wrong; off the loop like the rest
+
+
 def produce_response(info: Any) -> pb.ProduceResponse:
     return pb.ProduceResponse(
         base_offset=info.base_offset,
@@ -95,24 +115,17 @@ def produce_response(info: Any) -> pb.ProduceResponse:
 
 
 def next_offset_after(records: bytes | memoryview, default: int) -> int:
-    """One past the last whole batch in ``records``, or ``default`` when it holds none."""
-    last_position = -1
-    position = 0
-    size = len(records)
-    # Walk the length fields only; read the offsets of the last whole batch once.
-    while position + codec.RECORD_BATCH_OVERHEAD <= size:
-        end = position + codec.LOG_OVERHEAD + _INT32.unpack_from(
-            records, position + codec.LENGTH_OFFSET
-        )[0]
-        if end > size:
-            break
-        last_position = position
-        position = end
-    if last_position < 0:
+    """One past the last whole batch in ``records``, or ``default`` when it holds none. The
+    codec's bounded walk: a length that lies is StoredBatchCorruptError, never a loop."""
+    last_fields = None
+    try:
+        for _, last_fields in codec.BatchWalk(records):
+            pass
+    except codec.CodecError as exc:
+        raise StoredBatchCorruptError(f"stored batch failed to decode: {exc}") from exc
+    if last_fields is None:
         return default
-    base_offset = _INT64.unpack_from(records, last_position + codec.BASE_OFFSET_OFFSET)[0]
-    last_delta = _INT32.unpack_from(records, last_position + codec.LAST_OFFSET_DELTA_OFFSET)[0]
-    return base_offset + last_delta + 1
+    return last_fields[_BASE_OFFSET_FIELD] + last_fields[_LAST_OFFSET_DELTA_FIELD] + 1
 
 
 def decode_batches(

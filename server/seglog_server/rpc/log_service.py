@@ -185,8 +185,12 @@ class LogServicer(CleaningRpcs, pb_grpc.LogServiceServicer):
         acks = validation.check_acks(request.acks)
         batch = self._produced_batch(request)
         log = self._manager.get_log(topic, partition)
-        # A topic with a flush.messages policy may fsync inside append: never on the event loop.
-        io_bytes = len(batch) if log.config.flush_messages == LONG_MAX else _BLOCKING
+        # A topic with a flush.messages policy may fsync inside append, and a compressed batch is
+        # decompressed (up to the topic's decompressed_bytes_max) to be validated: never on the
+        # event loop.
+        io_bytes = len(batch)
+        if log.config.flush_messages != LONG_MAX or conversions.is_compressed(batch):
+            io_bytes = _BLOCKING
         info = await self._log_call(log, io_bytes, log.append, batch)
         self._waiters.notify(topic, partition)
         if acks == pb.ACKS_FSYNCED:
@@ -347,7 +351,8 @@ class LogServicer(CleaningRpcs, pb_grpc.LogServiceServicer):
         """The serialized FetchResponse (sent as is, see registration.py) and its next offset.
 
         Decoding (decompression included) is CPU work proportional to the records: above
-        ``inline_io_bytes_max`` raw bytes it runs on the pool, not on the event loop.
+        ``inline_io_bytes_max`` raw bytes, or for any compressed batch (a few KiB may expand to
+        the decompression cap), it runs on the pool, not on the event loop.
         """
         if self.metrics is not None and data.records:
             next_offset = conversions.next_offset_after(data.records, offset)
@@ -355,7 +360,7 @@ class LogServicer(CleaningRpcs, pb_grpc.LogServiceServicer):
         if not decode:
             return conversions.fetch_response_wire(topic, partition, offset, data)
         budget_bytes = self._limits.response_bytes_max - RESPONSE_OVERHEAD_BYTES
-        if len(data.records) > self._calls.inline_io_bytes_max:
+        if len(data.records) > self._calls.inline_io_bytes_max or conversions.holds_compressed(data.records):
             decoded, kept_bytes = await self._calls.blocking(
                 conversions.decode_batches, data.records, offset, budget_bytes
             )

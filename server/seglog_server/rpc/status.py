@@ -48,6 +48,8 @@ STATUS_BY_ERROR: Mapping[type[BaseException], grpc.StatusCode] = {
     storage.OffsetOutOfRangeError: _Code.OUT_OF_RANGE,
     # A produced batch whose CRC does not match its bytes (or a stored one that fails a check).
     storage.CorruptRecordError: _Code.DATA_LOSS,
+    # Stored bytes that fail a read's checks: never skipped, never served as offsets.
+    storage.CorruptSegmentError: _Code.DATA_LOSS,
     storage.RecordTooLargeError: _Code.RESOURCE_EXHAUSTED,
     storage.RecordBatchTooLargeError: _Code.RESOURCE_EXHAUSTED,
     # The batch is valid but this log cannot take its offsets (relative offsets overflow).
@@ -77,6 +79,7 @@ STATUS_BY_ERROR: Mapping[type[BaseException], grpc.StatusCode] = {
     storage.StorageError: _Code.INTERNAL,
     # -- codec: bytes a producer sent (stored bytes that fail are StoredBatchCorruptError) ------
     codec.InvalidCrcError: _Code.DATA_LOSS,
+    codec.DecompressionLimitError: _Code.RESOURCE_EXHAUSTED,
     codec.CorruptRecordError: _Code.INVALID_ARGUMENT,
     codec.UnsupportedCompressionError: _Code.INVALID_ARGUMENT,
     codec.CodecError: _Code.INVALID_ARGUMENT,

@@ -12,6 +12,8 @@ class to a status code once, in ``seglog_server.rpc.status``; nothing else inspe
     ├── InvalidRecordError              a produced batch breaks a rule (count, base offset, null key ...)
     │   └── InvalidTimestampError       record timestamp outside the accepted window
     ├── CorruptRecordError              CRC mismatch or unreadable batch bytes
+    ├── CorruptSegmentError             a stored batch fails a read's checks (length, offsets):
+    │                                   names the partition and the offset asked for
     ├── RecordTooLargeError             a batch above max.message.bytes
     ├── RecordBatchTooLargeError        a produced set above segment.bytes
     ├── CorruptIndexError               an index file contradicts itself or its log
@@ -44,6 +46,7 @@ __all__ = [
     "CorruptCheckpointError",
     "CorruptIndexError",
     "CorruptRecordError",
+    "CorruptSegmentError",
     "CorruptTopicMetadataError",
     "IndexFullError",
     "InvalidCleaningResultError",
@@ -105,6 +108,12 @@ class InvalidTimestampError(InvalidRecordError):
 
 class CorruptRecordError(StorageError):
     pass
+
+
+class CorruptSegmentError(StorageError):
+    """A batch a read was about to hand out disagrees with where it came from: its length runs
+    past its segment, its base offset is outside the segment's range or not above the previous
+    batch's, or its bytes do not parse. The read fails instead of skipping or inventing offsets."""
 
 
 class RecordTooLargeError(StorageError):

@@ -2,12 +2,14 @@
 
 A thin shell around one file descriptor (opened lazily, so a log of thousands of segments opens
 none of them until they are read) and the ``fs`` seam. It appends with one ``pwritev``, reads
-byte ranges with one ``pread``, and walks batch headers the way Kafka's ``FileLogInputStream``
-does (section 2.7 of the storage spec):
+byte ranges with one ``pread``, and walks batch headers with the codec's bounded ``BatchWalk``
+(Kafka's ``FileLogInputStream`` rules, section 2.7 of the storage spec, plus the v2 minimum):
 
 - at most ``HEADER_SIZE_UP_TO_MAGIC`` (17) bytes left -> stop silently;
-- a length field below ``MIN_LENGTH`` (14) -> ``CorruptRecordError``;
-- a batch running past the end -> stop silently (a torn tail is not an error while reading).
+- a length field below ``MIN_LENGTH`` (14), or below a v2 header in a batch that fits ->
+  ``CorruptRecordError``;
+- a batch running past the end -> stop silently in ``raw_headers`` (the loader's walk: a torn
+  tail is for recovery to cut), ``CorruptRecordError`` in the searches reads use.
 
 The batch layout itself is declared once, in ``seglog.records`` (``HEADER``); walks here unpack
 that struct and name the fields they use through ``HeaderField``.
@@ -15,21 +17,22 @@ that struct and name the fields they use through ``HeaderField``.
 
 from __future__ import annotations
 
+import contextlib
 import mmap
 import os
-import struct
 from collections.abc import Iterator, Sequence
 from typing import NamedTuple
 
 from seglog.records import (
     BASE_OFFSET_OFFSET,
     HEADER,
-    LAST_OFFSET_DELTA_OFFSET,
     LENGTH_OFFSET,
     LOG_OVERHEAD,
     MAGIC_OFFSET,
-    MAX_TIMESTAMP_OFFSET,
     RECORD_BATCH_OVERHEAD,
+    BatchStop,
+    BatchWalk,
+    CodecError,
 )
 
 from .errors import CorruptRecordError
@@ -41,6 +44,7 @@ __all__ = [
     "BatchHeader",
     "FileRecords",
     "HeaderField",
+    "OffsetBounds",
     "TimestampAndOffset",
 ]
 
@@ -85,16 +89,6 @@ assert HEADER.size == RECORD_BATCH_OVERHEAD and LOG_OVERHEAD == LENGTH_OFFSET + 
 assert BASE_OFFSET_OFFSET == 0
 
 
-# The four header fields a lookup scan compares, unpacked in one call without building the other
-# nine: baseOffset, length, lastOffsetDelta, maxTimestamp. Derived from HEADER's offsets.
-_SCAN_HEADER = struct.Struct(
-    ">qi"  # baseOffset, length
-    f"{LAST_OFFSET_DELTA_OFFSET - LOG_OVERHEAD}x"  # partitionLeaderEpoch, magic, crc, attributes
-    "i"  # lastOffsetDelta
-    f"{MAX_TIMESTAMP_OFFSET - LAST_OFFSET_DELTA_OFFSET - 4}x"  # baseTimestamp
-    "q"  # maxTimestamp
-)
-assert _SCAN_HEADER.size == MAX_TIMESTAMP_OFFSET + 8 <= RECORD_BATCH_OVERHEAD
 
 
 class BatchHeader(NamedTuple):
@@ -109,6 +103,18 @@ class BatchHeader(NamedTuple):
     @property
     def next_offset(self) -> int:
         return self.last_offset + 1
+
+
+class OffsetBounds(NamedTuple):
+    """The offsets a segment's batches may hold: from its base offset (inclusive) to the next
+    segment's base offset (exclusive)."""
+
+    base_offset: int
+    offset_limit: int
+
+
+# No next segment: any int64 offset is below this.
+_OFFSET_LIMIT = 2**63 - 1
 
 
 class TimestampAndOffset(NamedTuple):
@@ -320,59 +326,56 @@ class FileRecords:
             yield _header_at(fields, position)
 
     def raw_headers(self, start_position: int = 0) -> Iterator[tuple[int, tuple]]:
-        """(position, unpacked ``HEADER`` tuple) of each complete batch from ``start_position``."""
+        """(position, unpacked ``HEADER`` tuple) of each complete batch from ``start_position``:
+        the codec's bounded ``BatchWalk`` over 16 KiB preads (a batch longer than a read needs
+        only its header inside it). A partial trailing batch stops the walk quietly (Kafka's
+        FileLogInputStream); a length no batch can have raises ``CorruptRecordError``."""
         end = self.size_in_bytes
         position = start_position
-        chunk = b""
-        chunk_start = 0
-        while end - position > HEADER_SIZE_UP_TO_MAGIC:
-            offset_in_chunk = position - chunk_start
-            if offset_in_chunk < 0 or offset_in_chunk + RECORD_BATCH_OVERHEAD > len(chunk):
-                chunk = self.read(position, _SCAN_CHUNK_BYTES)
-                chunk_start, offset_in_chunk = position, 0
-            if offset_in_chunk + RECORD_BATCH_OVERHEAD > len(chunk):
-                # Fewer than 61 bytes left in the file: a torn tail, or garbage.
-                length = int.from_bytes(chunk[LENGTH_OFFSET:LOG_OVERHEAD], "big", signed=True)
-                self._check_length(length, position, end)
+        while True:
+            chunk = self.read(position, _SCAN_CHUNK_BYTES)
+            walk = BatchWalk(chunk, region_end=end - position, origin=position)
+            with self._corruption_named():
+                for offset_in_chunk, fields in walk:
+                    yield position + offset_in_chunk, fields
+            if walk.stop is not BatchStop.NEED_BYTES:
                 return
-            fields = HEADER.unpack_from(chunk, offset_in_chunk)
-            length = fields[HeaderField.LENGTH]
-            self._check_length(length, position, end)
-            size = length + LOG_OVERHEAD
-            if position + size > end:
-                return  # a partial trailing batch
-            yield position, fields
-            position += size
+            position += walk.position
 
-    def _check_length(self, length: int, position: int, end: int) -> None:
-        if length < MIN_LENGTH:
-            raise CorruptRecordError(
-                f"{self._path}: batch at position {position} has length {length}, "
-                f"expected at least {MIN_LENGTH}"
-            )
-        if length < RECORD_BATCH_OVERHEAD - LOG_OVERHEAD and position + LOG_OVERHEAD + length <= end:
-            raise CorruptRecordError(
-                f"{self._path}: batch at position {position} has length {length}, below the "
-                f"{RECORD_BATCH_OVERHEAD - LOG_OVERHEAD} bytes of a v2 batch header"
-            )
+    @contextlib.contextmanager
+    def _corruption_named(self) -> Iterator[None]:
+        """The codec's error about these bytes, as the storage's, naming the file."""
+        try:
+            yield
+        except CodecError as exc:
+            raise CorruptRecordError(f"{self._path}: {exc}") from exc
 
     # -- searches ---------------------------------------------------------------------------
     def search_for_offset_with_size(
-        self, target_offset: int, start_position: int, scan_bytes: int = _SCAN_CHUNK_BYTES
+        self,
+        target_offset: int,
+        start_position: int,
+        scan_bytes: int = _SCAN_CHUNK_BYTES,
+        bounds: OffsetBounds | None = None,
     ) -> BatchHeader | None:
         """The first batch from ``start_position`` whose last offset is >= ``target_offset``.
         The hot half of every offset lookup; ``scan_bytes`` sizes the first read (about the
         index interval, where the batch sought usually is)."""
-        found = self._scan(start_position, scan_bytes, target_offset, _NO_TIMESTAMP_TARGET)
+        found = self._scan(start_position, scan_bytes, target_offset, _NO_TIMESTAMP_TARGET, bounds)
         return None if found is None else found[0]
 
     def search_for_timestamp(
-        self, timestamp_ms: int, start_position: int, starting_offset: int, scan_bytes: int = _SCAN_CHUNK_BYTES
+        self,
+        timestamp_ms: int,
+        start_position: int,
+        starting_offset: int,
+        scan_bytes: int = _SCAN_CHUNK_BYTES,
+        bounds: OffsetBounds | None = None,
     ) -> tuple[BatchHeader, bytes] | None:
         """The first batch from ``start_position`` with a max timestamp >= ``timestamp_ms`` and a
         last offset >= ``starting_offset``, with its bytes (a view of the read chunk when the
         batch lies inside it, else one more pread)."""
-        found = self._scan(start_position, scan_bytes, starting_offset, timestamp_ms)
+        found = self._scan(start_position, scan_bytes, starting_offset, timestamp_ms, bounds)
         if found is None:
             return None
         header, chunk, offset_in_chunk = found
@@ -382,52 +385,54 @@ class FileRecords:
         return header, self.read(header.position, header.size_in_bytes)
 
     def _scan(
-        self, start_position: int, scan_bytes: int, target_offset: int, target_timestamp: int
+        self,
+        start_position: int,
+        scan_bytes: int,
+        target_offset: int,
+        target_timestamp: int,
+        bounds: OffsetBounds | None = None,
     ) -> tuple[BatchHeader, bytes, int] | None:
         """The first batch from ``start_position`` with a last offset >= ``target_offset`` and a
-        max timestamp >= ``target_timestamp``; with the chunk holding its header. Walks the
-        headers of each pread chunk in a plain loop (``raw_headers`` is the general walk, used
-        here only where a torn tail or garbage needs its rules)."""
+        max timestamp >= ``target_timestamp``; with the chunk holding its header. The codec's
+        bounded ``BatchWalk`` over each pread chunk (or over the whole mapping of a sealed
+        file). The batches before the end of the file must be whole: a length running past it
+        is ``CorruptRecordError`` here, never a quiet stop that would send a read on to the next
+        segment. With ``bounds``, every batch walked must also have offsets inside them."""
         end = self.size_in_bytes
-        unpack = _SCAN_HEADER.unpack_from
         mapping = self._mapping if self._mapping is not None else self._mapped()
-        if mapping is not None:  # sealed: the whole file is one chunk, no read needed
-            chunk, chunk_start, chunk_bytes = mapping, 0, end
-        else:
-            chunk, chunk_start, chunk_bytes = b"", start_position, 0
-            fd = self._fd if self._fd is not None else self._open()
-            pread = self._fs.pread
-        offset_in_chunk = start_position - chunk_start
+        offset_min, offset_limit = (None, _OFFSET_LIMIT) if bounds is None else bounds
+        position = start_position
+        f_base, f_delta, f_max_timestamp, f_length = (
+            HeaderField.BASE_OFFSET, HeaderField.LAST_OFFSET_DELTA, HeaderField.MAX_TIMESTAMP, HeaderField.LENGTH,
+        )
         while True:
-            while chunk_bytes - offset_in_chunk >= RECORD_BATCH_OVERHEAD:
-                base_offset, length, last_offset_delta, max_timestamp = unpack(chunk, offset_in_chunk)
-                size = length + LOG_OVERHEAD
-                if size < RECORD_BATCH_OVERHEAD or chunk_start + offset_in_chunk + size > end:
-                    return self._scan_slowly(chunk_start + offset_in_chunk, target_offset, target_timestamp)
-                if base_offset + last_offset_delta >= target_offset and max_timestamp >= target_timestamp:
-                    header = BatchHeader(
-                        chunk_start + offset_in_chunk, base_offset, size, base_offset + last_offset_delta, max_timestamp
-                    )
-                    return header, chunk, offset_in_chunk
-                offset_in_chunk += size
-            position = chunk_start + offset_in_chunk
-            if mapping is not None or end - position < RECORD_BATCH_OVERHEAD:
-                return self._scan_slowly(position, target_offset, target_timestamp)
-            chunk = pread(fd, min(scan_bytes, end - position), position)
-            chunk_start, chunk_bytes, offset_in_chunk = position, len(chunk), 0
+            if mapping is not None:  # sealed: the whole file is one chunk, no read needed
+                chunk, chunk_start = mapping, 0
+            else:
+                fd = self._fd if self._fd is not None else self._open()
+                chunk, chunk_start = self._fs.pread(fd, min(scan_bytes, end - position), position), position
+            walk = BatchWalk(
+                chunk, position - chunk_start, end - chunk_start, region_end=end - chunk_start, origin=chunk_start,
+                torn_tail_ok=False, offset_min=offset_min, offset_limit=offset_limit,
+            )
+            with self._corruption_named():
+                for offset_in_chunk, fields in walk:
+                    last_offset = fields[f_base] + fields[f_delta]
+                    if last_offset >= target_offset and fields[f_max_timestamp] >= target_timestamp:
+                        header = BatchHeader(
+                            chunk_start + offset_in_chunk,
+                            fields[f_base],
+                            fields[f_length] + LOG_OVERHEAD,
+                            last_offset,
+                            fields[f_max_timestamp],
+                        )
+                        return header, chunk, offset_in_chunk
+            if walk.stop is not BatchStop.NEED_BYTES:
+                return None
+            position = chunk_start + walk.position
+            if offset_min is not None:
+                offset_min = walk.last_offset + 1
             scan_bytes = _SCAN_CHUNK_BYTES
-
-    def _scan_slowly(
-        self, position: int, target_offset: int, target_timestamp: int
-    ) -> tuple[BatchHeader, bytes, int] | None:
-        for header_position, fields in self.raw_headers(position):
-            if (
-                fields[HeaderField.BASE_OFFSET] + fields[HeaderField.LAST_OFFSET_DELTA] >= target_offset
-                and fields[HeaderField.MAX_TIMESTAMP] >= target_timestamp
-            ):
-                header = _header_at(fields, header_position)
-                return header, self.read(header_position, RECORD_BATCH_OVERHEAD), 0
-        return None
 
     def largest_timestamp_after(self, start_position: int) -> TimestampAndOffset:
         """The largest batch max timestamp from ``start_position`` on and that batch's last offset."""

@@ -31,7 +31,7 @@ from typing import TypeVar
 
 from . import file_names
 from .clock import SYSTEM_CLOCK, Clock
-from .errors import LogDirFullError, LogDirOfflineError, OffsetOutOfRangeError, StorageError
+from .errors import CorruptRecordError, CorruptSegmentError, LogDirOfflineError, OffsetOutOfRangeError, StorageError
 from .file_records import TimestampAndOffset
 from .fs import REAL_FS, FileSystem
 from .io_errors import exhaustion_error
@@ -471,6 +471,8 @@ class Log:
                     records = self._read_segments(offset, max_bytes, min_one_batch)
                 except OSError as exc:
                     raise self._io_error("reading", exc) from exc
+                except CorruptRecordError as exc:
+                    raise self._corrupt(f"a read at offset {offset}", exc) from exc
             self._read_count += 1
             self._read_bytes += len(records)
             return FetchData(records, high_watermark, log_start, high_watermark)
@@ -484,15 +486,22 @@ class Log:
         watch.lap("segment_lookup")
         while segment is not None:
             self._touch(segment)
+            following = segments.higher(segment.base_offset)
             # Every batch in the segments is below the high watermark (= log end offset), so
-            # each segment may be read to its end.
-            data = segment.read(offset, max_bytes, None, min_one_batch)
+            # each segment may be read to its end. The read checks each batch against the
+            # segment's offsets: None means the segment was walked whole and holds nothing at
+            # or above ``offset`` (a gap compaction left), never that a length lied.
+            limit = None if following is None else following.base_offset
+            data = segment.read(offset, max_bytes, None, min_one_batch, limit)
             if data is not None:
                 if OBSERVER.current.enabled:
                     self._observe_read_age(offset, segment)
                 return data
-            segment = segments.higher(segment.base_offset)  # an offset gap: try the next one
+            segment = following
         return b""
+
+    def _corrupt(self, what: str, exc: Exception) -> CorruptSegmentError:
+        return CorruptSegmentError(f"partition {self._name}: stored data is corrupt where {what} looked: {exc}")
 
     def _observe_read_age(self, offset: int, segment: LogSegment) -> None:
         """How far behind the log end this read starts: offsets, and bytes of log after it."""
@@ -508,10 +517,15 @@ class Log:
             segment = self._segments.floor(offset)
             while segment is not None:
                 self._touch(segment)
-                header = segment.translate_offset(offset)
+                following = self._segments.higher(segment.base_offset)
+                limit = None if following is None else following.base_offset
+                try:
+                    header = segment.translate_offset(offset, offset_limit=limit)
+                except CorruptRecordError as exc:
+                    raise self._corrupt(f"a lookup of offset {offset}", exc) from exc
                 if header is not None:
                     return segment.base_offset, header.position
-                segment = self._segments.higher(segment.base_offset)
+                segment = following
             return None
 
     # -- offsets by timestamp -------------------------------------------------------------------
@@ -528,6 +542,8 @@ class Log:
                     return self._offset_of_max_timestamp()
             except OSError as exc:
                 raise self._io_error("searching", exc) from exc
+            except CorruptRecordError as exc:
+                raise self._corrupt(f"a search for timestamp {timestamp_ms}", exc) from exc
             if timestamp_ms == LATEST_TIMESTAMP:
                 return TimestampAndOffset(-1, self._log_end_offset)
             if timestamp_ms == EARLIEST_TIMESTAMP or timestamp_ms == EARLIEST_LOCAL_TIMESTAMP:

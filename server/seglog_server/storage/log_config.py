@@ -21,6 +21,11 @@ __all__ = ["LONG_MAX", "LogConfig"]
 
 # Kafka's "no limit" for long settings (Long.MAX_VALUE).
 LONG_MAX = 2**63 - 1
+# A produced batch may decompress to at most this many times max.message.bytes (16 MiB at the
+# default): producers' codecs reach 2-10x on real records; beyond 16x a batch is a bomb or a test.
+DECOMPRESSION_RATIO_MAX = 16
+# ... and at least this much, so a topic with a tiny max.message.bytes still takes normal batches.
+DECOMPRESSED_BYTES_MIN = 1024 * 1024
 # Segment files and positions are signed int32 in Kafka's format (FileRecords refuses larger files).
 INT_MAX = 2**31 - 1
 
@@ -114,6 +119,14 @@ class LogConfig:
             )
 
     # -- derived ----------------------------------------------------------------------------
+    @property
+    def decompressed_bytes_max(self) -> int:
+        """The most a produced compressed batch may decompress to: ``max.message.bytes`` times
+        DECOMPRESSION_RATIO_MAX, at least DECOMPRESSED_BYTES_MIN. Kafka has no such cap (a
+        zstd batch of a few KiB can make its broker allocate gigabytes); seglog refuses the
+        batch before allocating more."""
+        return max(self.max_message_bytes * DECOMPRESSION_RATIO_MAX, DECOMPRESSED_BYTES_MIN)
+
     @property
     def is_compacted(self) -> bool:
         return CLEANUP_COMPACT in self.cleanup_policy

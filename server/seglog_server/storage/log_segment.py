@@ -23,14 +23,14 @@ import struct
 from collections.abc import Iterator
 from typing import NamedTuple
 
-from seglog.records import HEADER, LOG_OVERHEAD
+from seglog.records import LOG_OVERHEAD, BatchWalk
 from seglog.records import CodecError as _CodecError
 
 from . import file_names
 from .abstract_index import RELATIVE_OFFSET_MAX
 from .clock import Clock
 from .errors import CorruptRecordError, OffsetOverflowError
-from .file_records import BatchHeader, FileRecords, HeaderField, TimestampAndOffset
+from .file_records import BatchHeader, FileRecords, HeaderField, OffsetBounds, TimestampAndOffset
 from .fs import REAL_FS, FileSystem
 from .log_config import LogConfig
 from .observer import stopwatch
@@ -46,13 +46,12 @@ __all__ = ["LogSegment", "RollReason", "SegmentStatistics"]
 _LOG = logging.getLogger(__name__)
 
 _BASE_OFFSET = struct.Struct(">q")  # the batch's first field, rewritten when offsets are assigned
-_LENGTH = struct.Struct(">i")  # the batch's second field
+# No next segment: every int64 offset is below this.
+_OFFSET_LIMIT = 2**63 - 1
 _NO_TIMESTAMP = -1
 _UNKNOWN = object()  # a cached answer not computed yet
 _SCAN_SLACK_BYTES = 2048  # room for the batch straddling the interval's end and its header
 _SCAN_BYTES_MAX = 64 * 1024
-# Reads longer than this many index intervals find their last whole batch through the index.
-_INDEXED_TRIM_MIN_INTERVALS = 4
 
 
 class RollReason(enum.Enum):
@@ -405,12 +404,22 @@ class LogSegment:
         return end_position - last_position
 
     # -- reads ------------------------------------------------------------------------------
-    def translate_offset(self, offset: int, starting_position: int = 0) -> BatchHeader | None:
-        """The first batch whose last offset is >= ``offset`` (index lookup, then a header scan)."""
+    def offset_bounds(self, offset_limit: int | None = None) -> OffsetBounds:
+        """The offsets this segment's batches may hold: [base offset, ``offset_limit``), the
+        next segment's base offset (no upper bound for the last segment)."""
+        return OffsetBounds(self._base_offset, _OFFSET_LIMIT if offset_limit is None else offset_limit)
+
+    def translate_offset(
+        self, offset: int, starting_position: int = 0, offset_limit: int | None = None
+    ) -> BatchHeader | None:
+        """The first batch whose last offset is >= ``offset`` (index lookup, then a header scan
+        that checks every batch it passes against the segment's offsets)."""
         if self._pending_check is not None:
             self._check_once()
         position = self._offset_index.lookup(offset).position
-        return self._log.search_for_offset_with_size(offset, max(position, starting_position), self._scan_bytes)
+        return self._log.search_for_offset_with_size(
+            offset, max(position, starting_position), self._scan_bytes, self.offset_bounds(offset_limit)
+        )
 
     def read(
         self,
@@ -418,20 +427,26 @@ class LogSegment:
         max_bytes: int,
         max_position: int | None = None,
         min_one_batch: bool = False,
+        offset_limit: int | None = None,
     ) -> bytes | None:
         """Whole batches from the one holding ``start_offset``, at most ``max_bytes`` of them (or
         the first batch whatever its size, with ``min_one_batch``) and none at or past
-        ``max_position``. None when no batch in this segment reaches ``start_offset``."""
+        ``max_position``. None when no batch in this segment reaches ``start_offset``.
+
+        Every batch handed out is checked against where it came from (its length inside the
+        segment, its offsets inside [base offset, ``offset_limit``) and above the previous
+        batch's, magic 2): ``CorruptRecordError`` otherwise, never a shorter answer."""
         if max_bytes < 0:
             raise ValueError(f"invalid max_bytes {max_bytes} for a read of {self._log.path}")
         if self._pending_check is not None:
             self._check_once()
+        bounds = self.offset_bounds(offset_limit)
         watch = stopwatch("fetch")
         watch.mark_faults()
         position = self._offset_index.lookup(start_offset).position
         watch.lap("index_search")
         watch.faults("index_lookup")
-        first = self._log.search_for_offset_with_size(start_offset, position, self._scan_bytes)
+        first = self._log.search_for_offset_with_size(start_offset, position, self._scan_bytes, bounds)
         watch.lap("log_scan")
         if first is None:
             return None
@@ -445,29 +460,26 @@ class LogSegment:
         data = self._log.read(first.position, fetch_bytes)
         watch.lap("log_read")
         watch.faults("log_read")
-        if first.position + len(data) == end or len(data) == first.size_in_bytes:
-            return data  # up to a batch boundary: the segment's end, the caller's bound, one batch
-        # Cut the partial batch off the end. A long read starts the walk at the last indexed
-        # batch inside it rather than walking a thousand headers from the start.
-        walk_from = 0
-        if fetch_bytes > _INDEXED_TRIM_MIN_INTERVALS * max(self._index_interval_bytes, 1):
-            walk_from = self._indexed_batch_start_before(first, first.position + len(data)) - first.position
-        whole = walk_from + whole_batches_length(memoryview(data)[walk_from:])
+        whole = self._whole_checked_batches(data, first, end - first.position, bounds)
         return data if whole == len(data) else data[:whole]
 
-    def _indexed_batch_start_before(self, first: BatchHeader, limit_position: int) -> int:
-        """The position of an indexed batch starting in [first.position, limit_position]
-        (first.position when the index knows none)."""
-        index = self._offset_index
-        above = index.fetch_upper_bound_offset(
-            OffsetPosition(first.last_offset, first.position), limit_position - first.position
+    def _whole_checked_batches(self, data: bytes, first: BatchHeader, region_bytes: int, bounds: OffsetBounds) -> int:
+        """The length of the whole batches at the start of ``data`` (read from ``first.position``,
+        ``region_bytes`` before the end of the segment), each checked by the bounded walk."""
+        walk = BatchWalk(
+            data, region_end=region_bytes, origin=first.position, torn_tail_ok=False,
+            offset_min=first.base_offset, offset_limit=bounds.offset_limit,
         )
-        if above is None:
-            entry_count = index.entry_count
-            position = index.entry(entry_count - 1).position if entry_count else first.position
-        else:
-            position = index.lookup(above.offset - 1).position
-        return position if first.position <= position <= limit_position else first.position
+        size = len(data)
+        try:
+            for position, fields in walk:
+                if position + fields[HeaderField.LENGTH] + LOG_OVERHEAD > size:
+                    return position  # cut by max_bytes: the batch is whole in the segment
+        except _CodecError as exc:
+            if walk.position > 0:
+                return walk.position  # serve the good batches; the next read starts at the bad one
+            raise CorruptRecordError(f"{self._log.path}: {exc}") from exc
+        return walk.position
 
     def read_next_offset(self) -> int:
         """The offset the next batch appended here would get (scans from the last index entry)."""
@@ -494,7 +506,9 @@ class LogSegment:
         scan_bytes = self._scan_bytes
         try:
             while True:
-                found = self._log.search_for_timestamp(timestamp_ms, position, starting_offset, scan_bytes)
+                found = self._log.search_for_timestamp(
+                    timestamp_ms, position, starting_offset, scan_bytes, self.offset_bounds()
+                )
                 if found is None:
                     return None
                 header, data = found
@@ -708,38 +722,23 @@ class LogSegment:
         return f"LogSegment(base_offset={self._base_offset}, size={self._log.size_in_bytes}, path={self._log.path!r})"
 
 
-def whole_batches_length(data: bytes | memoryview) -> int:
-    """The length of the longest prefix of ``data`` made of complete batches."""
-    end = len(data)
-    position = 0
-    unpack_length = _LENGTH.unpack_from
-    while end - position >= LOG_OVERHEAD:
-        batch_bytes = unpack_length(data, position + 8)[0] + LOG_OVERHEAD
-        if batch_bytes <= LOG_OVERHEAD or position + batch_bytes > end:
-            break
-        position += batch_bytes
-    return position
-
-
 def _headers_of(view: memoryview) -> list[BatchHeader]:
     """Headers of the batches in an in-memory buffer, which must hold complete batches only."""
     headers = []
-    position = 0
-    while position < len(view):
-        if len(view) - position < HEADER.size:
-            raise CorruptRecordError(f"{len(view) - position} trailing bytes after the batch at {position}")
-        fields = HEADER.unpack_from(view, position)
-        size = fields[HeaderField.LENGTH] + LOG_OVERHEAD
-        if size < HEADER.size or position + size > len(view):
-            raise CorruptRecordError(f"batch at {position} declares {size} bytes, {len(view) - position} remain")
-        headers.append(
-            BatchHeader(
-                position,
-                fields[HeaderField.BASE_OFFSET],
-                size,
-                fields[HeaderField.BASE_OFFSET] + fields[HeaderField.LAST_OFFSET_DELTA],
-                fields[HeaderField.MAX_TIMESTAMP],
+    walk = BatchWalk(view, torn_tail_ok=False)
+    try:
+        for position, fields in walk:
+            headers.append(
+                BatchHeader(
+                    position,
+                    fields[HeaderField.BASE_OFFSET],
+                    fields[HeaderField.LENGTH] + LOG_OVERHEAD,
+                    fields[HeaderField.BASE_OFFSET] + fields[HeaderField.LAST_OFFSET_DELTA],
+                    fields[HeaderField.MAX_TIMESTAMP],
+                )
             )
-        )
-        position += size
+    except _CodecError as exc:
+        raise CorruptRecordError(f"appended bytes: {exc}") from exc
+    if walk.position != len(view):
+        raise CorruptRecordError(f"{len(view) - walk.position} trailing bytes after the batch at {walk.position}")
     return headers

@@ -18,18 +18,24 @@ run in Kafka's order and the first one broken raises:
 10. size <= ``segment.bytes`` (RecordBatchTooLargeError)
 
 Records are decoded only where a rule needs them: on compacted topics (keys) and when a timestamp
-window is configured under CreateTime. Otherwise the header's maxTimestamp is trusted (Kafka
-decodes every batch and recomputes it; see ``ValidatedBatch``) and an uncompressed batch's records
-area is only walked for its framing (InvalidRecordError): each record's length keeps it inside
-the area, exactly recordsCount records fill it with no byte left over, and the offset deltas run
-0..recordsCount-1 in order (Kafka's condition for assigning offsets in place). A compressed batch
-is decompressed and decoded, with the same count and offset-delta checks. A CRC only proves the
-bytes arrived as the producer sent them, not that they parse: without the walk a garbage records
-area would be stored and fail later, at the first read that decodes it.
+window is configured under CreateTime. Otherwise an uncompressed batch's records area is walked by
+the codec's bounded ``walk_records`` (InvalidRecordError naming the record): each record's length
+keeps it inside the area, its key, value and header lengths keep them inside the record, no
+varint runs past 5 (varlong 10) bytes, exactly recordsCount records fill the area with no byte
+left over, and the offset deltas run 0..recordsCount-1 in order (Kafka's condition for assigning
+offsets in place). A compressed batch is decompressed (with an output cap) and decoded, with the
+same checks. A CRC only proves the bytes arrived as the producer sent them, not that they parse:
+without the walk a poison batch would be stored and fail every later read.
+
+Under CreateTime the batch's maxTimestamp is recomputed from the records on every path, the fast
+one included, as Kafka's LogValidator does: a header claiming less than its largest record makes
+lookups by time miss records, one claiming more pins time retention. A header that disagrees is
+rewritten (a copy of the batch, maxTimestamp patched and the CRC recomputed).
 
 The result says how the log must rewrite the header: only the base offset (the common case, no
 copy, CRC untouched), or also the timestamp type and maxTimestamp (a copy and a new CRC) when the
-topic uses LogAppendTime or a CreateTime topic receives a batch claiming LogAppendTime.
+topic uses LogAppendTime, a CreateTime topic receives a batch claiming LogAppendTime, or the
+header's maxTimestamp is not its records' largest timestamp.
 """
 
 from __future__ import annotations
@@ -46,12 +52,13 @@ from seglog.records import (
     RECORDS_OFFSET,
     CodecError,
     Compression,
+    DecompressionLimitError,
     RecordBatch,
     TimestampType,
     crc32c,
     set_max_timestamp,
+    walk_records,
 )
-from seglog.records.varint import ZIGZAG_DECODE, decode_varint, decode_varlong
 
 from .errors import (
     CorruptRecordError,
@@ -74,13 +81,8 @@ _COMPRESSION_MAX = max(Compression)
 # LogAppendTime, or a compression id above 3 (4, zstd, is legal and rechecked by the rules).
 _FAST_PATH_ATTRIBUTE_MASK = _CONTROL_BIT | _TIMESTAMP_TYPE_BIT | 0x04
 assert _COMPRESSION_MAX == 4
-# A record's smallest body: attributes, timestampDelta, offsetDelta, key length, value length and
-# header count, one byte each (kafka-storage.md 2.3).
-_RECORD_BODY_MIN = 6
-# Offset deltas 0..8191 are one or two varint bytes each (zigzag 2i < 2^14).
-_TWO_BYTE_OFFSET_DELTAS = 8192
-# What follows a record's offsetDelta: key length, value length and header count, a byte each.
-_RECORD_TAIL_MIN = 3
+# Below every timestampDelta a varlong can hold: the running maximum starts here.
+_DELTA_MIN = -(2**63)
 # Kafka lists at most this many failing records in one error message.
 _RECORD_ERRORS_SHOWN_MAX = 3
 
@@ -111,6 +113,7 @@ class LogValidator:
         # The header alone decides when no record has to be decoded and no timestamp stamped.
         self._header_only = not (self._compacted or self._has_window or self._log_append_time)
         self._size_max = min(self._max_message_bytes, self._segment_bytes)
+        self._decompressed_bytes_max = config.decompressed_bytes_max
 
     def validate(self, records: bytes | bytearray | memoryview, now_ms: int) -> ValidatedBatch:
         """The batch, checked by every rule; raises the error of the first rule it breaks."""
@@ -133,8 +136,10 @@ class LogValidator:
                 and (fields[HeaderField.PRODUCER_ID] < 0 or fields[HeaderField.BASE_SEQUENCE] >= 0)
                 and crc32c(view[ATTRIBUTES_OFFSET:]) == fields[HeaderField.CRC]
             ):
-                self._check_framing(view, fields)
-                return ValidatedBatch(view, size, count - 1, count, fields[HeaderField.MAX_TIMESTAMP], NO_TIMESTAMP)
+                max_timestamp = self._check_framing(view, fields)
+                if max_timestamp == fields[HeaderField.MAX_TIMESTAMP]:
+                    return ValidatedBatch(view, size, count - 1, count, max_timestamp, NO_TIMESTAMP)
+                return self._stamp(view, fields, size, max_timestamp, now_ms)
         return self._validate_in_order(view, now_ms)
 
     def _validate_in_order(self, view: memoryview, now_ms: int) -> ValidatedBatch:
@@ -221,10 +226,11 @@ class LogValidator:
         count = fields[HeaderField.RECORDS_COUNT]
         needs_window = self._has_window and not self._log_append_time and not claims_log_append_time
         if not (self._compacted or needs_window):
-            self._check_framing(view, fields)
+            max_timestamp = self._check_framing(view, fields)
             if claims_log_append_time:
                 self._check_claimed_log_append_time(header_max, count, now_ms)
-            return header_max
+                return header_max
+            return max_timestamp
         errors: list[tuple[int, str, bool]] = []  # (record index, message, is a timestamp error)
         max_timestamp = NO_TIMESTAMP
         for index, record in enumerate(self._decode(view)):
@@ -267,24 +273,38 @@ class LogValidator:
             raise InvalidTimestampError(text)
         raise InvalidRecordError(text)
 
-    def _check_framing(self, view: memoryview, fields: tuple) -> None:
-        """The records area parses: the cheap framing walk for uncompressed batches, a full
-        decode (with the offset-delta check) for compressed ones."""
+    def _check_framing(self, view: memoryview, fields: tuple) -> int:
+        """The records area parses, every record's key, value and header lengths inside it, and
+        the offset deltas run 0..count-1; returns the largest record timestamp (Kafka's
+        LogValidator recomputes maxTimestamp: the header's claim is not trusted). Uncompressed
+        batches go through the codec's bounded ``walk_records`` (no key or value is copied);
+        compressed ones are decompressed (capped) and decoded."""
         count = fields[HeaderField.RECORDS_COUNT]
         if fields[HeaderField.ATTRIBUTES] & _COMPRESSION_MASK:
-            self._decode(view)
-            return
+            return max(record.timestamp_ms for record in self._decode(view))
         size = fields[HeaderField.LENGTH] + LOG_OVERHEAD
         data = bytes(view[RECORDS_OFFSET:size])
-        if _framing_is_common_and_valid(data, count):
-            return
-        message = _framing_error(data, count)
-        if message is not None:
-            raise InvalidRecordError(f"{self._name}: malformed records area of a {count}-record batch: {message}")
+        index = 0
+        max_delta = _DELTA_MIN
+        try:
+            for timestamp_delta, offset_delta in walk_records(data, 0, len(data), count):
+                if offset_delta != index:
+                    raise InvalidRecordError(
+                        f"{self._name}: malformed records area of a {count}-record batch: expected "
+                        f"record {index} to have offset delta {index}, found {offset_delta}"
+                    )
+                if timestamp_delta > max_delta:
+                    max_delta = timestamp_delta
+                index += 1
+        except CodecError as exc:
+            raise InvalidRecordError(f"{self._name}: malformed records area of a {count}-record batch: {exc}") from exc
+        return fields[HeaderField.BASE_TIMESTAMP] + max_delta
 
     def _decode(self, view: memoryview) -> list:
         try:
-            records = RecordBatch(view).records()
+            records = RecordBatch(view).records(self._decompressed_bytes_max)
+        except DecompressionLimitError as exc:
+            raise InvalidRecordError(f"{self._name}: {exc}") from exc
         except CodecError as exc:
             raise InvalidRecordError(f"{self._name}: the batch's records cannot be decoded: {exc}") from exc
         for index, record in enumerate(records):
@@ -309,79 +329,3 @@ class LogValidator:
             set_max_timestamp(copy, TimestampType.CREATE_TIME, max_timestamp)
             return ValidatedBatch(memoryview(copy), size, last_offset_delta, count, max_timestamp, NO_TIMESTAMP)
         return ValidatedBatch(view, size, last_offset_delta, count, max_timestamp, NO_TIMESTAMP)
-
-
-def _framing_is_common_and_valid(data: bytes, count: int) -> bool:
-    """True when the ``count`` records filling ``data`` are framed right and common: lengths of
-    one or two varint bytes and offset deltas of one or two (up to 8,192 records). False says
-    only "not shown here": ``_framing_error`` then looks at every case. This loop runs on every
-    produced uncompressed batch, hence its shape: the offset delta's zigzag bytes are compared
-    with 2i instead of decoded, and the timestampDelta is skipped, not decoded."""
-    if count > _TWO_BYTE_OFFSET_DELTAS:
-        return False
-    table = ZIGZAG_DECODE
-    position = 0
-    try:
-        for zigzag in range(0, count << 1, 2):  # the zigzag value of offset delta i is 2i
-            first = data[position]
-            if first < 0x80:
-                body = position + 1
-                position = body + table[first]
-            else:  # a third length byte (>= 0x80) makes the index run past the table
-                body = position + 2
-                position = body + table[first + (data[position + 1] << 7)]
-            cursor = body + 2  # past the attributes byte and the timestampDelta's first byte
-            while data[cursor - 1] >= 0x80:  # a longer timestampDelta
-                cursor += 1
-            if zigzag < 0x80:
-                if data[cursor] != zigzag:
-                    return False
-                cursor += 1
-            else:
-                if data[cursor] != (zigzag & 0x7F) | 0x80 or data[cursor + 1] != zigzag >> 7:
-                    return False
-                cursor += 2
-            # key length, value length and header count: at least a byte each
-            if position < cursor + _RECORD_TAIL_MIN:
-                return False
-    except IndexError:  # a record running past the area: the next read fails, or the last
-        return False  # record leaves ``position`` beyond the end
-    return position == len(data)
-
-
-def _framing_error(data: bytes, count: int) -> str | None:
-    """What is wrong with the framing of the ``count`` uncompressed records filling ``data`` (a
-    batch's records area), or None. Reads each record's length, skips its attributes and
-    timestampDelta, reads its offsetDelta and jumps to the next record: keys, values and headers
-    are not looked at. One- and two-byte varints are read inline (nearly all of them here)."""
-    table = ZIGZAG_DECODE
-    end = len(data)
-    position = index = 0
-    try:
-        for index in range(count):
-            first = data[position]
-            if first < 0x80:
-                length, body = table[first], position + 1
-            elif data[position + 1] < 0x80:
-                length, body = table[first + (data[position + 1] << 7)], position + 2
-            else:
-                length, body = decode_varint(data, position)
-            record_end = body + length
-            if length < _RECORD_BODY_MIN or record_end > end:
-                return (
-                    f"expected record {index} (at byte {position}) to hold {_RECORD_BODY_MIN} to "
-                    f"{end - body} bytes, found a length of {length}"
-                )
-            after = body + 2  # past the attributes byte and a one-byte timestampDelta
-            if data[body + 1] >= 0x80:
-                after = decode_varlong(data, body + 1)[1]
-            first = data[after]
-            offset_delta = table[first] if first < 0x80 else decode_varint(data, after)[0]
-            if offset_delta != index:
-                return f"expected record {index} to have offset delta {index}, found {offset_delta}"
-            position = record_end
-    except (IndexError, CodecError) as exc:  # a varint running past the area
-        return f"expected {count} records, found record {index} (at byte {position}) unreadable: {exc or 'truncated'}"
-    if position != end:
-        return f"expected {count} records to fill the {end}-byte area, found {end - position} bytes left over"
-    return None

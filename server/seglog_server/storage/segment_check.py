@@ -38,7 +38,7 @@ import os
 import struct
 from typing import TYPE_CHECKING
 
-from seglog.records import ATTRIBUTES_OFFSET, HEADER, LOG_OVERHEAD, MAGIC, RECORD_BATCH_OVERHEAD, crc32c
+from seglog.records import ATTRIBUTES_OFFSET, LOG_OVERHEAD, BatchWalk, CodecError, crc32c
 
 from .abstract_index import RELATIVE_OFFSET_MAX
 from .file_records import HeaderField
@@ -70,31 +70,25 @@ def whole_valid_batches(view: memoryview, base_offset: int, next_offset: int) ->
     is *rotten*: the walk stops there if it is the last batch (a torn write), and otherwise steps
     over it and names it, because cutting there would throw away the good batches after it (the
     read path answers DATA_LOSS for the rotten one). The same framing rules as the recovery
-    scan; the one bounded batch walker of the codec replaces this loop when it lands."""
+    scan, walked by the codec's bounded ``BatchWalk``."""
     consumed, size, first_last_offset = 0, len(view), -1
     rotten: list[int] = []
-    while size - consumed >= RECORD_BATCH_OVERHEAD:
-        fields = HEADER.unpack_from(view, consumed)
-        batch_bytes = fields[HeaderField.LENGTH] + LOG_OVERHEAD
-        if batch_bytes < RECORD_BATCH_OVERHEAD or consumed + batch_bytes > size:
-            break
-        batch_base = fields[HeaderField.BASE_OFFSET]
-        last = batch_base + fields[HeaderField.LAST_OFFSET_DELTA]
-        if (
-            fields[HeaderField.MAGIC] != MAGIC
-            or last < batch_base
-            or batch_base < next_offset
-            or last - base_offset > RELATIVE_OFFSET_MAX
-        ):
-            break
-        if crc32c(view[consumed + ATTRIBUTES_OFFSET : consumed + batch_bytes]) != fields[HeaderField.CRC]:
-            if consumed + batch_bytes == size:
-                break
-            rotten.append(consumed)
-        if first_last_offset < 0:
-            first_last_offset = last
-        consumed += batch_bytes
-        next_offset = last + 1
+    walk = BatchWalk(view, offset_min=next_offset, offset_limit=base_offset + RELATIVE_OFFSET_MAX + 1)
+    try:
+        for consumed, fields in walk:
+            batch_bytes = fields[HeaderField.LENGTH] + LOG_OVERHEAD
+            last = fields[HeaderField.BASE_OFFSET] + fields[HeaderField.LAST_OFFSET_DELTA]
+            if crc32c(view[consumed + ATTRIBUTES_OFFSET : consumed + batch_bytes]) != fields[HeaderField.CRC]:
+                if consumed + batch_bytes == size:
+                    break
+                rotten.append(consumed)
+            if first_last_offset < 0:
+                first_last_offset = last
+            next_offset = last + 1
+        else:
+            consumed = walk.position
+    except CodecError:  # a length, magic or offset no valid batch has: the walk stops there
+        consumed = walk.position
     return consumed, next_offset, first_last_offset, rotten
 
 

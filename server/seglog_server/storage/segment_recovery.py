@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from seglog.records import ATTRIBUTES_OFFSET, HEADER, LENGTH_OFFSET, LOG_OVERHEAD, MAGIC, RECORD_BATCH_OVERHEAD, crc32c
+from seglog.records import ATTRIBUTES_OFFSET, LENGTH_OFFSET, LOG_OVERHEAD, BatchStop, BatchWalk, CodecError, crc32c
 
 from .abstract_index import RELATIVE_OFFSET_MAX
 from .file_records import HeaderField
@@ -52,58 +52,61 @@ class RecoveryScan:
         while self.valid_bytes < end and not self.stopped:
             position = self.valid_bytes
             filled = log.read_into(buffer, position)
-            if self._scan(memoryview(buffer)[:filled], position) > 0:
+            if self._scan(memoryview(buffer)[:filled], position, end) > 0:
                 continue
             if self.stopped or filled < LOG_OVERHEAD:
                 return
+            # Nothing whole in the chunk: the first batch is longer than the buffer. The walk
+            # checked its length against the file's end (a torn or lying length stopped it), so
+            # growing to it allocates at most the file's size.
             batch_bytes = int.from_bytes(buffer[LENGTH_OFFSET:LOG_OVERHEAD], "big", signed=True) + LOG_OVERHEAD
             if batch_bytes <= len(buffer) or position + batch_bytes > end:
-                return  # a torn tail: the batch runs past the end of the file
-            buffer = bytearray(batch_bytes)  # one batch larger than the chunk: grow, read again
+                return
+            buffer = bytearray(batch_bytes)
 
-    def _scan(self, view: memoryview, chunk_position: int) -> int:
-        """Checks the complete batches at the start of ``view``; returns the bytes they cover.
+    def _scan(self, view: memoryview, chunk_position: int, end: int) -> int:
+        """Checks the complete batches at the start of ``view`` with the codec's bounded
+        ``BatchWalk`` (lengths against the file's end, magic, offsets increasing and
+        representable relative to the base offset) and each CRC; returns the bytes they cover.
         The recovery rate is this loop's cost per batch, so the state lives in locals (stored
         back at the end) and header fields are read by local index constants."""
         segment = self._segment
         interval = segment.index_interval_bytes
         offset_index, time_index = segment.offset_index, segment.time_index
-        base = segment.base_offset
-        unpack, crc_offset = HEADER.unpack_from, ATTRIBUTES_OFFSET
-        f_base, f_length, f_magic, f_crc = HeaderField.BASE_OFFSET, HeaderField.LENGTH, HeaderField.MAGIC, HeaderField.CRC
-        f_delta, f_max_timestamp = HeaderField.LAST_OFFSET_DELTA, HeaderField.MAX_TIMESTAMP
-        next_offset, last_entry_position = self._next_offset, self.last_index_entry_position
+        crc_offset = ATTRIBUTES_OFFSET
+        f_length, f_crc = HeaderField.LENGTH, HeaderField.CRC
+        f_base, f_delta, f_max_timestamp = HeaderField.BASE_OFFSET, HeaderField.LAST_OFFSET_DELTA, HeaderField.MAX_TIMESTAMP
+        last_entry_position = self.last_index_entry_position
         max_timestamp_ms, offset_of_max_timestamp = self.max_timestamp_ms, self.offset_of_max_timestamp
         consumed, size = 0, len(view)
-        while size - consumed >= RECORD_BATCH_OVERHEAD:
-            fields = unpack(view, consumed)
-            batch_bytes = fields[f_length] + LOG_OVERHEAD
-            if batch_bytes < RECORD_BATCH_OVERHEAD:
-                self.stopped = True
-                break
-            if consumed + batch_bytes > size:
-                break
-            batch_base = fields[f_base]
-            last = batch_base + fields[f_delta]
-            if (
-                fields[f_magic] != MAGIC
-                or last < batch_base
-                or batch_base < next_offset
-                or last - base > RELATIVE_OFFSET_MAX
-                or crc32c(view[consumed + crc_offset : consumed + batch_bytes]) != fields[f_crc]
-            ):
-                self.stopped = True
-                break
-            if fields[f_max_timestamp] > max_timestamp_ms:
-                max_timestamp_ms, offset_of_max_timestamp = fields[f_max_timestamp], last
-            position = chunk_position + consumed
-            if position - last_entry_position > interval:
-                offset_index.append(last, position)
-                time_index.maybe_append(max_timestamp_ms, offset_of_max_timestamp)
-                last_entry_position = position
-            consumed += batch_bytes
-            next_offset = last + 1
+        walk = BatchWalk(
+            view, region_end=end - chunk_position, origin=chunk_position, torn_tail_ok=True,
+            offset_min=self._next_offset, offset_limit=segment.base_offset + RELATIVE_OFFSET_MAX + 1,
+        )
+        try:
+            for consumed, fields in walk:
+                batch_bytes = fields[f_length] + LOG_OVERHEAD
+                if consumed + batch_bytes > size:
+                    break  # whole in the file, not in this chunk: read on from here
+                if crc32c(view[consumed + crc_offset : consumed + batch_bytes]) != fields[f_crc]:
+                    self.stopped = True
+                    break
+                last = fields[f_base] + fields[f_delta]
+                if fields[f_max_timestamp] > max_timestamp_ms:
+                    max_timestamp_ms, offset_of_max_timestamp = fields[f_max_timestamp], last
+                position = chunk_position + consumed
+                if position - last_entry_position > interval:
+                    offset_index.append(last, position)
+                    time_index.maybe_append(max_timestamp_ms, offset_of_max_timestamp)
+                    last_entry_position = position
+                self._next_offset = last + 1
+            else:
+                consumed = walk.position
+                self.stopped = walk.stop is BatchStop.TORN_TAIL
+        except CodecError:  # a length, magic or offset no valid batch has: cut here
+            consumed = walk.position
+            self.stopped = True
         self.valid_bytes = chunk_position + consumed
-        self._next_offset, self.last_index_entry_position = next_offset, last_entry_position
+        self.last_index_entry_position = last_entry_position
         self.max_timestamp_ms, self.offset_of_max_timestamp = max_timestamp_ms, offset_of_max_timestamp
         return consumed

@@ -41,6 +41,7 @@ from seglog_server.storage.clock import FakeClock
 from seglog_server.storage.fs import FileSystem
 from seglog_server.storage.errors import (
     CorruptRecordError,
+    CorruptSegmentError,
     InvalidRecordError,
     LogDirFullError,
     LogDirOfflineError,
@@ -870,7 +871,7 @@ def test_a_batch_with_a_valid_crc_over_a_garbage_records_area_is_refused_at_appe
     log = open_log(tmp_path, clock)
     garbage = with_second_record_running_past_the_batch(batch(b"a", b"b", b"c", timestamps=NOW_MS))
     first_batch(garbage).ensure_valid()
-    with pytest.raises(InvalidRecordError, match="expected record 1 .* found a length of 63"):
+    with pytest.raises(InvalidRecordError, match="Invalid record length of record 1 .* found 63"):
         log.append(garbage)
     assert log.log_end_offset == 0
     log.append(batch(b"a"))
@@ -883,7 +884,7 @@ def test_a_record_count_mismatch_under_a_valid_crc_is_refused_at_append(tmp_path
     struct.pack_into(">i", good, RECORDS_COUNT_OFFSET, 4)
     struct.pack_into(">i", good, LAST_OFFSET_DELTA_OFFSET, 3)
     struct.pack_into(">I", good, CRC_OFFSET, crc32c(bytes(good[ATTRIBUTES_OFFSET:])))
-    with pytest.raises(InvalidRecordError, match="expected 4 records, found record 3"):
+    with pytest.raises(InvalidRecordError, match="expected 4 records, found 3"):
         log.append(bytes(good))
     assert log.log_end_offset == 0
 
@@ -904,5 +905,5 @@ def test_offset_for_timestamp_over_a_batch_corrupted_on_disk_raises_the_corrupt_
         os.close(fd)
     with pytest.raises(StorageError) as raised:
         log.offset_for_timestamp(target)
-    assert isinstance(raised.value, CorruptRecordError)
+    assert isinstance(raised.value, CorruptSegmentError) and "partition topic-0" in str(raised.value)
     assert "cannot decode the batch at position 0" in str(raised.value)

@@ -64,7 +64,7 @@ def test_log_append_time_batches_read_the_batch_max_timestamp():
 
 def test_a_walk_past_the_end_of_the_batch_raises_the_codecs_corrupt_record_error():
     data = with_second_record_running_past_the_batch(built([NOW_MS, NOW_MS, NOW_MS + 5], value_bytes=1))
-    with pytest.raises(CorruptRecordError, match="running past its end"):
+    with pytest.raises(CorruptRecordError, match="Invalid record length of record 1"):
         first_record_at_or_after(data, NOW_MS + 5, 0)
-    with pytest.raises(CorruptRecordError, match="running past its end"):
+    with pytest.raises(CorruptRecordError, match="Invalid record length of record 1"):
         list(offsets_and_timestamps(data))

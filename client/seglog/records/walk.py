@@ -1,0 +1,312 @@
+"""The bounded walkers: the one way any layer of seglog steps through batches or records.
+
+Every byte a walker reads may lie: a producer's request, a segment read back after a crash, a
+file a disk rotted.  So each walker checks every length it reads against the bytes that remain
+and against the region it came from *before* it moves, and every loop is bounded by the bytes
+it walks (each step moves forward by at least one whole header or one byte of record), never by
+a count read from the bytes.  A lie is a ``CorruptRecordError`` naming where it was found; no
+walker raises anything else about its input, loops, or allocates more than the bytes it was
+given.
+
+BatchWalk: batches, by Kafka's FileLogInputStream rules plus the v2 minimum::
+
+    at most 17 bytes left (HEADER_BYTES_UP_TO_MAGIC)    stop quietly: nothing more to read
+    length < 14 (BATCH_LENGTH_MIN)                      CorruptRecordError
+    length < 49 (V2 minimum) and the batch fits         CorruptRecordError (no v2 batch is so short)
+    the batch runs past the region's end                a torn tail: stop quietly, or
+                                                        CorruptRecordError with torn_tail_ok=False
+    the header runs past the buffer, not the region     stop with NEED_BYTES (a chunked reader
+                                                        reads on from ``position``)
+
+With ``offset_min`` given (reads that hand batches out), each batch must also have magic 2, a
+lastOffsetDelta >= 0, a base offset >= ``offset_min`` and above the previous batch's last
+offset, and a last offset below ``offset_limit``: a base offset is not covered by the CRC, so
+this is the only check that catches one that rotted.
+
+walk_records: the records area of one uncompressed (or decompressed) batch, yielding each
+record's (timestampDelta, offsetDelta) after checking that its key, value and header lengths
+stay inside the record, that its varints end within 5 (10) bytes, and that the fields fill the
+record exactly; after ``count`` records no byte may remain.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterator
+
+from .errors import CorruptRecordError
+from .header import (
+    BATCH_LENGTH_MIN,
+    HEADER,
+    HEADER_BYTES_UP_TO_MAGIC,
+    LAST_OFFSET_DELTA_FIELD,
+    LENGTH_FIELD,
+    LENGTH_OFFSET,
+    LOG_OVERHEAD,
+    MAGIC,
+    MAGIC_FIELD,
+    BASE_OFFSET_FIELD,
+    RECORD_BATCH_OVERHEAD,
+    V2_BATCH_LENGTH_MIN,
+)
+from .varint import ZIGZAG_DECODE, decode_varint, decode_varlong
+
+__all__ = ["BatchStop", "BatchWalk", "walk_records"]
+
+_unpack = HEADER.unpack_from
+_INT64_MAX = (1 << 63) - 1
+
+
+class BatchStop(enum.Enum):
+    """Why a BatchWalk ended (``BatchWalk.stop`` once the iteration is over)."""
+
+    END = "end"  # at most 17 bytes left in the region: nothing more to read
+    TORN_TAIL = "torn_tail"  # a batch runs past the region's end (stopped quietly)
+    NEED_BYTES = "need_bytes"  # the next header runs past the buffer but not the region
+
+
+class BatchWalk:
+    """The batches in ``buffer[position:end]``, as (position, HEADER fields) pairs.
+
+    ``region_end`` (default ``end``) is where the bytes the buffer was read from end: a batch
+    must fit before it, while only its header must be inside the buffer (so a chunked reader can
+    walk headers of batches longer than its chunk).  ``origin`` is added to positions in error
+    messages (the buffer's place in its file).  After iteration ``position`` is where the walk
+    stopped (the end of the last batch yielded) and ``stop`` says why.
+    """
+
+    __slots__ = ("_buffer", "_end", "_region_end", "_origin", "_torn_tail_ok", "_offset_min", "_offset_limit",
+                 "position", "stop", "last_offset")
+
+    def __init__(
+        self,
+        buffer,
+        position: int = 0,
+        end: int | None = None,
+        *,
+        region_end: int | None = None,
+        origin: int = 0,
+        torn_tail_ok: bool = True,
+        offset_min: int | None = None,
+        offset_limit: int = _INT64_MAX,
+    ) -> None:
+        if position < 0:  # struct counts a negative position from the end
+            raise ValueError(f"a walk must start at a position >= 0, found {position}")
+        self._buffer = buffer
+        self._end = len(buffer) if end is None else min(end, len(buffer))
+        self._region_end = self._end if region_end is None else region_end
+        assert self._region_end >= self._end, "the buffer holds part of the region, not more"
+        self._origin = origin
+        self._torn_tail_ok = torn_tail_ok
+        self._offset_min = offset_min
+        self._offset_limit = offset_limit
+        self.position = position
+        self.stop = BatchStop.END
+        self.last_offset = -1 if offset_min is None else offset_min - 1  # of the last batch yielded
+
+    def __iter__(self) -> Iterator[tuple[int, tuple]]:
+        buffer, end, region_end = self._buffer, self._end, self._region_end
+        check_offsets = self._offset_min is not None
+        next_offset, offset_limit = self.last_offset + 1, self._offset_limit
+        position = self.position
+        unpack, header_bytes, overhead, v2_min = _unpack, RECORD_BATCH_OVERHEAD, LOG_OVERHEAD, V2_BATCH_LENGTH_MIN
+        try:
+            while region_end - position > HEADER_BYTES_UP_TO_MAGIC:
+                if end - position < header_bytes:
+                    if region_end > end:  # the header continues past the buffer: read on
+                        self.stop = BatchStop.NEED_BYTES
+                        return
+                    self._short_tail(position)
+                    return
+                fields = unpack(buffer, position)
+                length = fields[LENGTH_FIELD]
+                batch_end = position + overhead + length
+                if length < v2_min or batch_end > region_end:
+                    if self._bad_length(length, position, batch_end):
+                        return  # a torn tail
+                if check_offsets:
+                    base_offset = fields[BASE_OFFSET_FIELD]
+                    last_offset = base_offset + fields[LAST_OFFSET_DELTA_FIELD]
+                    if (
+                        fields[MAGIC_FIELD] != MAGIC
+                        or base_offset < next_offset
+                        or last_offset < base_offset
+                        or last_offset >= offset_limit
+                    ):
+                        self._bad_offsets(fields, position, next_offset)
+                    next_offset = last_offset + 1
+                yield position, fields
+                position = batch_end
+        finally:
+            self.position = position
+            if check_offsets:
+                self.last_offset = next_offset - 1
+
+    def _where(self, position: int) -> str:
+        return f"the batch at position {self._origin + position}"
+
+    def _short_tail(self, position: int) -> None:
+        """Fewer bytes than a header left in the region: a torn tail unless its length lies."""
+        length = int.from_bytes(bytes(self._buffer[position + LENGTH_OFFSET : position + LOG_OVERHEAD]), "big", signed=True)
+        self._bad_length(length, position, position + LOG_OVERHEAD + length)
+
+    def _bad_length(self, length: int, position: int, batch_end: int) -> bool:
+        """Raise for a length no batch can have; True (stop) for a batch past the region's end."""
+        if length < BATCH_LENGTH_MIN or (length < V2_BATCH_LENGTH_MIN and batch_end <= self._region_end):
+            raise CorruptRecordError(
+                f"Found record size {length} in the length field of {self._where(position)}: expected at "
+                f"least {V2_BATCH_LENGTH_MIN} (a v2 batch header after baseOffset and length)"
+            )
+        if batch_end <= self._region_end:
+            return False
+        if self._torn_tail_ok:
+            self.stop = BatchStop.TORN_TAIL
+            return True
+        raise CorruptRecordError(
+            f"Truncated {self._where(position)}: its length field declares {length + LOG_OVERHEAD} bytes, "
+            f"but only {self._region_end - position} remain in the region it was read from"
+        )
+
+    def _bad_offsets(self, fields: tuple, position: int, next_offset: int) -> None:
+        base_offset, delta = fields[BASE_OFFSET_FIELD], fields[LAST_OFFSET_DELTA_FIELD]
+        if fields[MAGIC_FIELD] != MAGIC:
+            found = f"magic {fields[MAGIC_FIELD]}, expected {MAGIC}"
+        elif base_offset < next_offset:
+            found = f"base offset {base_offset}, expected at least {next_offset}"
+        elif delta < 0:
+            found = f"lastOffsetDelta {delta}, expected >= 0"
+        else:
+            found = f"last offset {base_offset + delta}, expected below {self._offset_limit}"
+        raise CorruptRecordError(f"Corrupt header of {self._where(position)}: {found}")
+
+
+# -- records --------------------------------------------------------------------------------
+
+_CONTINUATION = 0x80
+_NULL_LENGTH = -1
+
+
+def _overrun(index: int, position: int, what: str, size: int, room: int) -> CorruptRecordError:
+    if what == "record length":
+        return CorruptRecordError(
+            f"Invalid record length of record {index} at byte {position}: expected 1..{room} "
+            f"(the bytes left in the records area), found {size}"
+        )
+    if room < 0:
+        return CorruptRecordError(
+            f"Invalid record {index}: its fields run {-room} bytes past its declared length before its {what} "
+            f"(at byte {position})"
+        )
+    return CorruptRecordError(
+        f"Invalid {what} of record {index} at byte {position}: {size} bytes declared, "
+        f"expected -1..{room} (the bytes left in the record)"
+    )
+
+
+def walk_records(data, position: int, end: int, count: int) -> Iterator[tuple[int, int]]:
+    """(timestampDelta, offsetDelta) of each of the ``count`` records in ``data[position:end]``
+    (bytes: the fastest indexing Python has), every field checked against its record and the
+    record against the area; CorruptRecordError on the first lie.  One- and two-byte varints
+    are read from the codec's table inline, longer ones by decode_varint (5-byte limit)."""
+    if count < 0:
+        raise CorruptRecordError(f"Found invalid record count: expected >= 0, found {count}")
+    if end > len(data) or position < 0 or position > end:
+        raise CorruptRecordError(f"Records area [{position}, {end}) is outside the {len(data)} bytes given")
+    table, more = ZIGZAG_DECODE, _CONTINUATION
+    index = 0
+    try:
+        # Each record is at least 2 bytes and stays inside [position, end): at most
+        # (end - position) // 2 iterations whatever ``count`` claims.
+        for index in range(count):
+            if position >= end:
+                raise CorruptRecordError(
+                    f"Incorrect declared batch size, premature EOF reached: expected {count} records, "
+                    f"found {index} before the end of the records area"
+                )
+            first = data[position]
+            if first < more:
+                length, p = table[first], position + 1
+            elif data[position + 1] < more:
+                length, p = table[first + (data[position + 1] << 7)], position + 2
+            else:
+                length, p = decode_varint(data, position)
+            record_end = p + length
+            if length <= 0 or record_end > end:
+                raise _overrun(index, position, "record length", length, end - p)
+            p += 1  # attributes: unused
+            first = data[p]
+            if first < more:
+                timestamp_delta, p = table[first], p + 1
+            elif data[p + 1] < more:
+                timestamp_delta, p = table[first + (data[p + 1] << 7)], p + 2
+            else:
+                timestamp_delta, p = decode_varlong(data, p)
+            first = data[p]
+            if first < more:
+                offset_delta, p = table[first], p + 1
+            else:
+                offset_delta, p = decode_varint(data, p)
+            first = data[p]  # keyLength
+            if first < more:
+                size, p = table[first], p + 1
+            elif data[p + 1] < more:
+                size, p = table[first + (data[p + 1] << 7)], p + 2
+            else:
+                size, p = decode_varint(data, p)
+            if size > 0:
+                p += size
+            if p > record_end or size < _NULL_LENGTH:
+                raise _overrun(index, p - max(size, 0), "key length", size, record_end - p + max(size, 0))
+            first = data[p]  # valueLength
+            if first < more:
+                size, p = table[first], p + 1
+            elif data[p + 1] < more:
+                size, p = table[first + (data[p + 1] << 7)], p + 2
+            else:
+                size, p = decode_varint(data, p)
+            if size > 0:
+                p += size
+            if p > record_end or size < _NULL_LENGTH:
+                raise _overrun(index, p - max(size, 0), "value length", size, record_end - p + max(size, 0))
+            first = data[p]
+            if first:  # headers: rare, so the careful path
+                p = _skip_headers(data, p, record_end, index)
+            else:
+                p += 1
+            if p != record_end:
+                raise CorruptRecordError(
+                    f"Invalid record size of record {index} at byte {position}: expected its fields to fill "
+                    f"{length} bytes, found them ending {p - record_end:+d} bytes from there"
+                )
+            yield timestamp_delta, offset_delta
+            position = record_end
+    except IndexError:  # a varint or field running past the end of ``data``
+        raise CorruptRecordError(
+            f"Truncated record {index} at byte {position}: a field runs past the end of the data"
+        ) from None
+    if position != end:
+        raise CorruptRecordError(
+            f"Incorrect declared batch size, records still remaining: expected the records area to end "
+            f"after {count} records at byte {position}, found {end - position} more bytes"
+        )
+
+
+def _skip_headers(data, p: int, record_end: int, index: int) -> int:
+    header_count, p = decode_varint(data, p)
+    # Each header is at least two bytes (key length 0 and value length -1).
+    if header_count < 0 or 2 * header_count > record_end - p:
+        raise CorruptRecordError(
+            f"Found invalid number of record headers in record {index}: expected 0..{(record_end - p) // 2}, "
+            f"found {header_count}"
+        )
+    for _ in range(header_count):
+        size, p = decode_varint(data, p)
+        if size < 0 or p + size > record_end:
+            raise _overrun(index, p, "header key length", size, record_end - p)
+        p += size
+        size, p = decode_varint(data, p)
+        if size < _NULL_LENGTH or p + size > record_end:
+            raise _overrun(index, p, "header value length", size, record_end - p)
+        if size > 0:
+            p += size
+    return p
