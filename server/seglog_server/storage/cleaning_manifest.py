@@ -170,11 +170,17 @@ class SnapshotManifest:
         return manifest
 
 
-def _snapshot_segment(doc: _Doc) -> SnapshotSegment:
+def _named_segment(doc: _Doc) -> tuple[int, str]:
+    """A segment entry's base offset and its ``file``, which must be Kafka's name for that base."""
     base = doc.int("base_offset", 0, _INT64_MAX)
     name = doc.get("file", str)
     if name != file_names.filename_prefix(base) + file_names.LOG_SUFFIX:
         doc.fail("file", f"expected the Kafka name of base offset {base}, found {name!r}")
+    return base, name
+
+
+def _snapshot_segment(doc: _Doc) -> SnapshotSegment:
+    base, name = _named_segment(doc)
     return SnapshotSegment(
         base_offset=base,
         file=name,
@@ -275,10 +281,7 @@ def _input_segment(doc: _Doc) -> tuple[int, int, int]:
 
 
 def _output_segment(doc: _Doc) -> OutputSegment:
-    base = doc.int("base_offset", 0, _INT64_MAX)
-    name = doc.get("file", str)
-    if name != file_names.filename_prefix(base) + file_names.LOG_SUFFIX:
-        doc.fail("file", f"expected the Kafka name of base offset {base}, found {name!r}")
+    base, name = _named_segment(doc)
     return OutputSegment(
         base_offset=base,
         file=name,
