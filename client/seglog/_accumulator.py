@@ -251,7 +251,15 @@ class RecordAccumulator:
             timestamp_ms = self._wall_clock_ms()
         else:
             check_timestamp(timestamp_ms)
-        limit = self._record_bytes_limit - RECORD_BATCH_OVERHEAD
+        # Every size first: a record that can never be sent refuses the whole call before any
+        # record is queued (else the caller would see an error for records that still go out).
+        sizes = [
+            RECORD_OVERHEAD_BYTES_MAX + (len(key) if key else 0) + (len(value) if value else 0)
+            for key, value in zip(keys, values, strict=True)
+        ]
+        largest = max(sizes, default=0)
+        if largest + RECORD_BATCH_OVERHEAD > self._record_bytes_limit:
+            self._refuse_too_large(topic_partition, largest)
         spans: list[tuple[BatchDelivery, int, int]] = []
         wake = False
         with self._lock:
@@ -259,9 +267,7 @@ class RecordAccumulator:
             first = 0
             for position, value in enumerate(values):
                 key = keys[position]
-                record_bytes = RECORD_OVERHEAD_BYTES_MAX + (len(key) if key else 0) + (len(value) if value else 0)
-                if record_bytes > limit:
-                    self._refuse_too_large(topic_partition, record_bytes)
+                record_bytes = sizes[position]
                 if batch is None or batch.closed or batch.size_bytes_bound + record_bytes > self._batch_bytes:
                     if self._buffered_bytes > 0 and (
                         self._buffered_bytes + record_bytes + RECORD_BATCH_OVERHEAD > self._buffer_bytes

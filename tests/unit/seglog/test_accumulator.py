@@ -275,6 +275,13 @@ def test_append_many_refuses_a_record_above_the_request_limit():
         acc.append_many(TP0, [None], [b"x" * 100], None, now_ms=0)
 
 
+def test_append_many_queues_nothing_when_one_record_is_too_large():
+    acc = make(request_bytes_max=200)
+    with pytest.raises(RecordTooLargeError, match="t-0"):
+        acc.append_many(TP0, [None] * 3, [b"ok", b"fine", b"x" * 300], None, now_ms=0)
+    assert acc.is_empty() and acc.statistics().records_queued == 0
+
+
 def test_a_bad_timestamp_is_refused_at_append_not_when_the_batch_is_sent():
     acc = make()
     with pytest.raises(ValueError, match="timestamp_ms"):
