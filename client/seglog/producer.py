@@ -450,12 +450,13 @@ class AsyncProducer:
             self._partitioner.partition(topic, key, count, len(value or b"") + len(key or b""))
             for key, value in zip(keys, values, strict=True)
         ]
-        groups = []
-        for number in sorted(set(chosen)):
-            positions = [position for position, p in enumerate(chosen) if p == number]
-            groups.append(
-                (TopicPartition(topic, number), [keys[i] for i in positions], [values[i] for i in positions], positions)
-            )
+        by_partition: dict[int, list[int]] = {}
+        for position, number in enumerate(chosen):  # one pass, whatever the partition count
+            by_partition.setdefault(number, []).append(position)
+        groups = [
+            (TopicPartition(topic, number), [keys[i] for i in positions], [values[i] for i in positions], positions)
+            for number, positions in sorted(by_partition.items())
+        ]
         return _ManyPlan(groups, len(values))
 
     def _append_many_step(
