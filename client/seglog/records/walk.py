@@ -303,6 +303,12 @@ def _skip_headers(data, p: int, record_end: int, index: int) -> int:
         size, p = decode_varint(data, p)
         if size < 0 or p + size > record_end:
             raise _overrun(index, p, "header key length", size, record_end - p)
+        # Header keys are strings (Kafka's Header.key()): the decoder refuses a key that is not
+        # UTF-8, so the walk refuses it too, or produce would store a record no consumer can read.
+        try:
+            bytes(data[p : p + size]).decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise CorruptRecordError(f"Invalid header key in record {index}: expected UTF-8, found {exc}") from None
         p += size
         size, p = decode_varint(data, p)
         if size < _NULL_LENGTH or p + size > record_end:

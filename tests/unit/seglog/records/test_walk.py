@@ -269,3 +269,13 @@ def test_a_decompression_bomb_is_refused_without_allocating_its_size(compression
     finally:
         tracemalloc.stop()
     assert peak < 8 * 1024 * 1024 + 2 * len(data)
+
+
+def test_record_walk_refuses_a_header_key_that_is_not_utf8_as_the_decoder_does():
+    # Found by the property above: one record whose header key byte became 0x80.
+    area = bytearray(_area(batch_bytes(1, value=b"", headers=(("h", b"x"), ("n", None)))))
+    area[area.index(b"h"[0], 8)] = 0x80
+    area = bytes(area)
+    assert _decoded_or_error(area, 1) is None
+    with pytest.raises(CodecError, match="header key .* expected UTF-8"):
+        list(walk_records(area, 0, len(area), 1))
