@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import functools
 import json
 import pathlib
 import shlex
@@ -13,7 +14,7 @@ import sys
 import tempfile
 import time
 
-from bench.peers import limits, machine, plot, workloads
+from bench.peers import limits, machine, plot, seglog_system, workloads
 from bench.peers.common import workload
 from bench.peers.figures import BY_KEY, advantage
 from bench.peers.proc import LoadSampler
@@ -38,6 +39,8 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
                         help="where the servers keep their data (default: a temporary directory)")
     parser.add_argument("--limits-disk-mib", type=int, default=limits.DISK_MIB_DEFAULT)
     parser.add_argument("--limits-calls", type=int, default=limits.EMPTY_CALLS_DEFAULT)
+    parser.add_argument("--seglog-batch-bytes", type=int, default=seglog_system.PRODUCE_BATCH_BYTES,
+                        help="the seglog producer's batch_size in the produce workload")
     parser.add_argument("--no-plot", action="store_true", help="skip the PNG")
     arguments = parser.parse_args(argv)
     arguments.command = "python -m bench.peers " + shlex.join(argv if argv is not None else sys.argv[1:])
@@ -59,6 +62,7 @@ def _ratios(medians: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]
 
 
 def run(arguments: argparse.Namespace, data_dir: pathlib.Path) -> dict[str, object]:
+    factories = {**SYSTEMS, "seglog": functools.partial(SYSTEMS["seglog"], batch_bytes=arguments.seglog_batch_bytes)}
     names, skipped = available(arguments.systems.split(","))
     for name, reason in skipped.items():
         print(f"skipping {name}: {reason}", file=sys.stderr)
@@ -80,7 +84,7 @@ def run(arguments: argparse.Namespace, data_dir: pathlib.Path) -> dict[str, obje
                 shutil.rmtree(system_root, ignore_errors=True)
                 system_root.mkdir()
                 sample, disk[name] = workloads.run_system(
-                    SYSTEMS[name], system_root, keys, values, arguments.latency_records, arguments.lookups)
+                    factories[name], system_root, keys, values, arguments.latency_records, arguments.lookups)
                 samples[name].append(sample)
                 shutil.rmtree(system_root, ignore_errors=True)
             shutil.rmtree(root, ignore_errors=True)
@@ -94,6 +98,7 @@ def run(arguments: argparse.Namespace, data_dir: pathlib.Path) -> dict[str, obje
         "repeats": arguments.repeats,
         "latency_records": arguments.latency_records,
         "lookups": arguments.lookups,
+        "seglog_batch_bytes": arguments.seglog_batch_bytes,
         "machine": {**machine.describe(), "load_1min": load.summary()},
         "systems": {name: SYSTEMS[name].description for name in names},
         "skipped": skipped,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import argparse
+import json
 import pathlib
 
 from bench.peers.figures import BY_KEY, FIGURES
@@ -10,6 +12,8 @@ PANELS = (
     "produce_records_per_s", "read_records_per_s", "disk_bytes_per_record", "server_rss_mb",
     "lookup_p50_ms", "batched_lookups_per_s", "latency_p50_ms", "produce_client_cpu_s",
 )
+# Panels whose systems differ by orders of magnitude: drawn on a log scale.
+LOG_SCALE = {"lookup_p50_ms", "batched_lookups_per_s", "latency_p50_ms"}
 COLORS = {"seglog": "#2a6fdb", "redis": "#d9534f", "nats": "#5cb85c"}
 
 
@@ -22,6 +26,9 @@ def _bars(axis, report: dict, key: str) -> None:
     axis.set_title(f"{figure.label}, {figure.unit}\n({better} is better)", fontsize=9)
     axis.bar_label(bars, labels=[f"{h:,.3g}" for h in heights], fontsize=8)
     axis.tick_params(labelsize=8)
+    if key in LOG_SCALE and all(h > 0 for h in heights):
+        axis.set_yscale("log")
+        axis.set_title(axis.get_title() + ", log scale", fontsize=9)
 
 
 def _advantage(axis, report: dict) -> None:
@@ -63,3 +70,15 @@ def draw(report: dict, path: pathlib.Path) -> None:
     figure.tight_layout()
     figure.savefig(path, dpi=80)
     plt.close(figure)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """python -m bench.peers.plot results.json: redraw the PNG beside the JSON."""
+    parser = argparse.ArgumentParser(prog="python -m bench.peers.plot", description=main.__doc__)
+    parser.add_argument("results", type=pathlib.Path)
+    arguments = parser.parse_args(argv)
+    draw(json.loads(arguments.results.read_text()), arguments.results.with_suffix(".png"))
+
+
+if __name__ == "__main__":
+    main()

@@ -250,6 +250,8 @@ def _systems(report: dict) -> list[str]:
              "|---|---|---|---|---|---|---|"]
     for name, text in report["systems"].items():
         cells = [text[key] for key in ("server", "durability", "client", "lookup", "batched lookup", "latency")]
+        if name == BASELINE and "seglog_batch_bytes" in report:
+            cells[2] += f"; this run: batch_size {report['seglog_batch_bytes']:,} bytes"
         lines.append(f"| {NAMES.get(name, name)} | " + " | ".join(cells) + " |")
     return lines + [""]
 

@@ -35,7 +35,8 @@ _RECORDS_COUNT_AT = 57
 DESCRIPTION = {
     "server": "python -m seglog_server (this checkout)",
     "durability": "topic flush.ms=1000: fdatasync at most 1 s after a write",
-    "client": "seglog Producer.send_many (batch_size 512 KiB, linger_ms 5), Consumer.poll, Admin",
+    "client": f"seglog Producer.send_many (batch_size {PRODUCE_BATCH_BYTES:,} bytes unless --seglog-batch-bytes "
+              f"says otherwise, linger_ms {PRODUCE_LINGER_MS}), Consumer.poll, Admin",
     "lookup": "Admin.offsets_for_times, one call per lookup",
     "batched lookup": f"OffsetsForTimes with {LOOKUP_BATCH} timestamps per call (generated stub)",
     "latency": "Producer(linger_ms=0).send per record, Consumer mode=stream",
@@ -47,7 +48,8 @@ class SeglogSystem:
     binary = None
     description = DESCRIPTION
 
-    def __init__(self, root: pathlib.Path) -> None:
+    def __init__(self, root: pathlib.Path, batch_bytes: int = PRODUCE_BATCH_BYTES) -> None:
+        self._batch_bytes = batch_bytes
         self.service = bench_service.Service(root, "seglog", ["--topic-default", "flush.ms=1000"])
         self.address = self.service.address
         self.pid = self.service.process.pid
@@ -58,7 +60,7 @@ class SeglogSystem:
 
     def produce(self, keys: list[bytes], values: list[bytes]) -> None:
         first_ms = int(time.time() * 1000)
-        with Producer(self.address, linger_ms=PRODUCE_LINGER_MS, batch_size=PRODUCE_BATCH_BYTES) as producer:
+        with Producer(self.address, linger_ms=PRODUCE_LINGER_MS, batch_size=self._batch_bytes) as producer:
             for start in range(0, len(values), SEND_SLICE):
                 end = start + SEND_SLICE
                 producer.send_many(TOPIC, values[start:end], keys[start:end], partition=0)

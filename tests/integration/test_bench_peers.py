@@ -55,6 +55,7 @@ def test_seglog_alone_end_to_end_writes_the_json_the_plot_and_a_page(tmp_path):
     for key in ("empty_grpc_call_p50_ms", "disk_write_fsync_mb_s", "disk_read_mb_s", "crc32c_mb_s"):
         assert result["limits"][key] > 0, key
     assert ".log" in result["disk_by_kind_last_repeat"]["seglog"]
+    assert result["median"]["seglog"]["records_per_batch"] > 100  # the 512 KiB batches of the bulk producer
     assert (tmp_path / "results" / "peers.png").read_bytes().startswith(b"\x89PNG")
 
     page = report.render(result)
@@ -65,9 +66,12 @@ def test_seglog_alone_end_to_end_writes_the_json_the_plot_and_a_page(tmp_path):
 
 def test_an_absent_peer_is_skipped_with_its_reason(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", str(tmp_path / "empty-bin"))  # no redis-server on this PATH
-    result = _run(tmp_path, "seglog,redis", "--no-plot")
+    result = _run(tmp_path, "seglog,redis", "--no-plot", "--seglog-batch-bytes", "16384")
 
     assert list(result["median"]) == ["seglog"]
+    # The producer's batch size reached the log: a 16 KiB batch holds at most 141 such records.
+    assert 1 < result["median"]["seglog"]["records_per_batch"] <= 16384 // (KEY_BYTES + VALUE_BYTES)
+    assert not (tmp_path / "results" / "peers.png").exists()
     assert "redis-server" in result["skipped"]["redis"]
     assert "scripts/peers-setup" in result["skipped"]["redis"]
     assert "Redis Streams skipped:" in report.render(result)
