@@ -88,7 +88,7 @@ def disk_breakdown(figures: dict, kinds: dict[str, int], records: int) -> str:
 
 def memory_breakdown(figures: dict) -> str:
     grown = figures["server_rss_mb"] - figures["server_rss_idle_mb"]
-    return (f"idle {figures['server_rss_idle_mb']:.1f} MB, {grown:+.1f} MB after the workloads, "
+    return (f"idle {figures['server_rss_idle_mb']:.1f} MB, {grown:+.1f} MB after produce, read and lookups, "
             f"peak {figures['server_peak_rss_mb']:.1f} MB")
 
 

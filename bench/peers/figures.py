@@ -25,11 +25,11 @@ FIGURES = (
     Figure("latency_p99_ms", "produce->consume p99 at 2,000/s", "ms", False),
     Figure("latency_max_ms", "produce->consume max at 2,000/s", "ms", False),
     Figure("disk_bytes_per_record", "disk bytes per record", "bytes", False, goal=True),
-    Figure("server_rss_mb", "server RSS after the workloads", "MB", False, goal=True),
+    Figure("server_rss_mb", "server RSS after produce, read, lookups", "MB", False, goal=True),
     Figure("server_peak_rss_mb", "server peak RSS", "MB", False),
     Figure("produce_server_cpu_s", "server CPU, produce", "s", False),
     Figure("read_server_cpu_s", "server CPU, catch-up read", "s", False),
-    Figure("server_cpu_s", "server CPU, all workloads", "s", False),
+    Figure("server_cpu_s", "server CPU, produce + read + lookups", "s", False),
     Figure("produce_client_cpu_s", "client CPU, produce", "s", False),
     Figure("read_client_cpu_s", "client CPU, catch-up read", "s", False),
 )

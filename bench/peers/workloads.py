@@ -22,16 +22,20 @@ def _phase(name: str, text: str) -> None:
 
 def run_system(factory: Any, root: pathlib.Path, keys: list[bytes], values: list[bytes],
                latency_records: int, lookups: int = LOOKUPS) -> tuple[dict[str, float], dict[str, int]]:
-    """Start the system under ``root``, run every workload, stop it; the figures and the bytes
-    it left on disk per file kind."""
-    system = factory(root)
+    """One sample of every figure, and the bytes per file kind the produced records took.
+
+    The produce, read and lookups run against one fresh server, stopped afterwards so that what
+    is on disk is exactly those records as the server keeps them; the latency workload gets a
+    second fresh server, so its records stay out of the disk figures."""
     sample: dict[str, float] = {"load_1min_start": os.getloadavg()[0]}
+    (root / "bulk").mkdir()
+    (root / "latency").mkdir()
+    system = factory(root / "bulk")
     server_cpu_at_start = proc.server_cpu_s(system.pid)
     try:
         sample["server_rss_idle_mb"] = proc.rss_mb(system.pid)
         _produce_and_read(system, keys, values, sample)
         _lookups(system, lookups, sample)
-        _latency(system, latency_records, sample)
         sample["server_rss_mb"] = proc.rss_mb(system.pid)
         sample["server_peak_rss_mb"] = proc.peak_rss_mb(system.pid)
         sample["server_cpu_s"] = proc.server_cpu_s(system.pid) - server_cpu_at_start
@@ -42,6 +46,11 @@ def run_system(factory: Any, root: pathlib.Path, keys: list[bytes], values: list
     disk = disk_bytes_by_kind(system.data)
     sample["disk_bytes"] = sum(disk.values())
     sample["disk_bytes_per_record"] = sample["disk_bytes"] / len(values)
+    system = factory(root / "latency")
+    try:
+        _latency(system, latency_records, sample)
+    finally:
+        system.stop()
     sample["load_1min_end"] = os.getloadavg()[0]
     return sample, disk
 
