@@ -17,22 +17,30 @@ def _us_per_record(seconds: float, records: int) -> float:
     return seconds * 1e6 / records
 
 
-def throughput_bound(figures: dict, phase: str, records: int, limits: dict) -> tuple[str, str]:
-    """(the bound's name, a sentence with the shares) of the produce or read phase."""
+def throughput_bound(figures: dict, phase: str, records: int, limits: dict,
+                     oversubscribed: bool = False) -> tuple[str, str]:
+    """(the bound's name, a sentence with the shares) of the produce or read phase.
+
+    When neither side was busy for half the wall time: on an oversubscribed machine (load
+    average above the CPU count) the processes were waiting for a CPU, and the side that spent
+    more CPU per record is named as the one that bounds it there; otherwise the run waited on
+    round trips."""
     wall = figures[f"{phase}_wall_s"]
-    shares = {
-        "client CPU": figures[f"{phase}_client_cpu_s"] / wall,
-        "server CPU": figures[f"{phase}_server_cpu_s"] / wall,
-    }
+    client_s, server_s = figures[f"{phase}_client_cpu_s"], figures[f"{phase}_server_cpu_s"]
+    shares = {"client CPU": client_s / wall, "server CPU": server_s / wall}
     if phase == "produce" and limits.get("disk_write_fsync_mb_s"):
         shares["disk"] = figures["disk_bytes"] / 1e6 / wall / limits["disk_write_fsync_mb_s"]
     bound = max(shares, key=shares.get)
     detail = ", ".join(f"{name} {share:.0%}" for name, share in shares.items())
-    costs = (f"client {_us_per_record(figures[f'{phase}_client_cpu_s'], records):.2f} µs/record, "
-             f"server {_us_per_record(figures[f'{phase}_server_cpu_s'], records):.2f} µs/record")
-    if shares[bound] < BUSY_SHARE:
-        return "waiting", f"of the wall time: {detail} ({costs}); neither side busy: round trips or a shared CPU"
-    return bound, f"of the wall time: {detail} ({costs})"
+    costs = (f"client {_us_per_record(client_s, records):.2f} µs/record, "
+             f"server {_us_per_record(server_s, records):.2f} µs/record")
+    if shares[bound] >= BUSY_SHARE:
+        return bound, f"of the wall time: {detail} ({costs})"
+    if oversubscribed:
+        heavier = "client CPU" if client_s >= server_s else "server CPU"
+        return heavier, (f"of the wall time: {detail} ({costs}); the machine was oversubscribed, so both "
+                         f"waited for a CPU, and the {heavier.split()[0]} spent the most CPU per record")
+    return "waiting", f"of the wall time: {detail} ({costs}); neither side busy: round trips"
 
 
 def lookup_bound(figures: dict, lookups: int, limits: dict) -> tuple[str, str]:

@@ -39,12 +39,12 @@ MOVES = {
     ("produce_records_per_s", "client CPU"): "less client CPU per record on the send path (issue 10's producer speed: "
     "one future per batch, per-record metadata computed lazily)",
     ("produce_records_per_s", "server CPU"): "less server CPU per record on the append path (validation walks, the copy into the segment)",
-    ("produce_records_per_s", "waiting"): "more produce requests in flight per partition, or a quieter machine",
+    ("produce_records_per_s", "waiting"): "more produce requests in flight per partition",
     ("produce_records_per_s", "disk"): "fewer bytes per record (compression)",
     ("read_records_per_s", "client CPU"): "less client CPU per record when decoding (issue 10's consumer speed: lazy "
     "fields or a batch-level view)",
     ("read_records_per_s", "server CPU"): "less server CPU per fetched batch",
-    ("read_records_per_s", "waiting"): "fetches kept in flight (the Consumer's stream mode), or a quieter machine",
+    ("read_records_per_s", "waiting"): "fetches kept in flight (the Consumer's stream mode)",
 }
 
 
@@ -60,6 +60,11 @@ def _ratio(value: float | None) -> str:
     if value is None:
         return "-"
     return f"**{value:.2f}x**" if value >= 1 else f"{value:.2f}x"
+
+
+def _oversubscribed(report: dict) -> bool:
+    """More runnable work than CPUs for most of the run (the load average's median)."""
+    return report["machine"]["load_1min"]["median"] > report["machine"]["nproc"]
 
 
 def preliminary(report: dict) -> list[str]:
@@ -171,7 +176,7 @@ def _bounds(report: dict) -> list[str]:
         lines.append(f"### {title}")
         lines.append("")
         for phase, label in (("produce", "produce"), ("read", "catch-up read")):
-            bound, detail = bounds.throughput_bound(figures, phase, records, limits)
+            bound, detail = bounds.throughput_bound(figures, phase, records, limits, _oversubscribed(report))
             lines.append(f"- {label}: **{bound}**, {detail}.")
         if name == BASELINE:
             bound, detail = bounds.lookup_bound(figures, lookups, limits)
@@ -202,7 +207,7 @@ def _moves(report: dict) -> list[str]:
         against = " and ".join(NAMES.get(p, p) for p in behind)
         if figure.key in ("produce_records_per_s", "read_records_per_s"):
             phase = figure.key.split("_")[0]
-            bound, detail = bounds.throughput_bound(seglog, phase, records, report["limits"])
+            bound, detail = bounds.throughput_bound(seglog, phase, records, report["limits"], _oversubscribed(report))
             move = MOVES[(figure.key, bound)]
             lines.append(f"- {figure.label}, behind {against}: bounded by {bound} ({detail}). Would move it: {move}.")
         elif figure.key == "disk_bytes_per_record":

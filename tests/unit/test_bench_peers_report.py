@@ -133,8 +133,12 @@ def test_throughput_bounds_name_the_busiest_side_or_waiting():
     # 130 MB in 1 s against a 100 MB/s disk: the disk.
     disk = _figures(produce_wall_s=1.0, produce_client_cpu_s=0.2, produce_server_cpu_s=0.2)
     assert bounds.throughput_bound(disk, "produce", RECORDS, limits)[0] == "disk"
-    idle = _figures(produce_client_cpu_s=1.0, produce_server_cpu_s=1.0)
+    idle = _figures(produce_client_cpu_s=1.0, produce_server_cpu_s=2.0)
     assert bounds.throughput_bound(idle, "produce", RECORDS, {})[0] == "waiting"
+    # Idle on an oversubscribed machine: waiting for a CPU; the side spending more CPU bounds it.
+    bound, text = bounds.throughput_bound(idle, "produce", RECORDS, {}, oversubscribed=True)
+    assert bound == "server CPU"
+    assert "oversubscribed" in text
 
 
 def test_seglog_lookup_is_read_against_the_empty_grpc_call():
