@@ -12,7 +12,7 @@ users reach for:
 |---|---|---|---|
 | seglog | ``python -m seglog_server`` | ``flush.ms=1000`` (fdatasync at most 1 s after a write) | ``seglog`` (Producer.send_many, Consumer, Admin) |
 | Redis Streams | Debian ``redis-server`` | AOF, ``appendfsync everysec`` | ``redis`` with ``hiredis``, pipelined |
-| NATS JetStream | Debian ``nats-server -js`` | file storage (2.9 has no ``sync_interval`` setting: its own schedule) | ``nats-py``, ``publish_async`` |
+| NATS JetStream | Debian ``nats-server -js`` | file storage (fsync every 2 min by default; 2.9 cannot shorten it) | ``nats-py``, ``publish_async`` |
 
 A system whose server binary is missing is skipped with a message (``scripts/peers-setup``
 installs both Debian packages as root). Within each repeat the systems take turns (the order

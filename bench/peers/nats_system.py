@@ -23,7 +23,8 @@ LATENCY_JOIN_TIMEOUT_S = 60
 
 DESCRIPTION = {
     "server": "nats-server -js (Debian package), one stream, subjects peers.<key hex>",
-    "durability": "file storage; nats-server 2.9 has no sync_interval setting (2.10 added it): it syncs on its own schedule",
+    "durability": "file storage; its file store fsyncs every 2 minutes by default, and 2.9 has no setting to "
+                  "shorten that (sync_interval came later): a weaker promise than the others' 1 s",
     "client": f"nats-py publish_async with at most {PENDING_ACKS_MAX} pending acks (its default), "
               f"pull consumer fetching {READ_PAGE} at a time without acks",
     "lookup": "binary search over sequences with direct gets (2.9's message get has no start_time; "
