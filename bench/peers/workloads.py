@@ -1,0 +1,106 @@
+"""The workloads, run in turn against one freshly started system: one sample of every figure."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import random
+import sys
+import time
+from typing import Any
+
+from bench.peers import proc
+from bench.peers.common import disk_bytes_by_kind, percentile
+
+# The issue's count of single lookups (p50/p99) and of lookups in the batched-rate workload.
+LOOKUPS = 1000
+
+
+def _phase(name: str, text: str) -> None:
+    print(f"  {name}: {text}", file=sys.stderr, flush=True)
+
+
+def run_system(factory: Any, root: pathlib.Path, keys: list[bytes], values: list[bytes],
+               latency_records: int, lookups: int = LOOKUPS) -> tuple[dict[str, float], dict[str, int]]:
+    """One sample of every figure, and the bytes per file kind the produced records took.
+
+    The produce, read and lookups run against one fresh server, stopped afterwards so that what
+    is on disk is exactly those records as the server keeps them; the latency workload gets a
+    second fresh server, so its records stay out of the disk figures."""
+    sample: dict[str, float] = {"load_1min_start": os.getloadavg()[0]}
+    (root / "bulk").mkdir()
+    (root / "latency").mkdir()
+    system = factory(root / "bulk")
+    server_cpu_at_start = proc.server_cpu_s(system.pid)
+    try:
+        sample["server_rss_idle_mb"] = proc.rss_mb(system.pid)
+        _produce_and_read(system, keys, values, sample)
+        _lookups(system, lookups, sample)
+        sample["server_rss_mb"] = proc.rss_mb(system.pid)
+        sample["server_peak_rss_mb"] = proc.peak_rss_mb(system.pid)
+        sample["server_cpu_s"] = proc.server_cpu_s(system.pid) - server_cpu_at_start
+    finally:
+        system.stop()  # servers close their files cleanly: what is left is what they keep
+    if hasattr(system, "on_disk"):
+        sample.update(system.on_disk())
+    disk = disk_bytes_by_kind(system.data)
+    sample["disk_bytes"] = sum(disk.values())
+    sample["disk_bytes_per_record"] = sample["disk_bytes"] / len(values)
+    system = factory(root / "latency")
+    try:
+        _latency(system, latency_records, sample)
+    finally:
+        system.stop()
+    sample["load_1min_end"] = os.getloadavg()[0]
+    return sample, disk
+
+
+def _produce_and_read(system: Any, keys: list[bytes], values: list[bytes], sample: dict[str, float]) -> None:
+    _phase(system.name, f"produce {len(values):,}")
+    with proc.Measured(system.pid) as produced:
+        system.produce(keys, values)
+    _phase(system.name, "catch-up read")
+    with proc.Measured(system.pid) as read:
+        count = system.read_all(len(values))
+    if count < len(values):
+        raise RuntimeError(f"{system.name} read back {count:,} of {len(values):,} records")
+    for name, measured in (("produce", produced), ("read", read)):
+        sample[f"{name}_records_per_s"] = len(values) / measured.wall_s
+        sample[f"{name}_wall_s"] = measured.wall_s
+        sample[f"{name}_server_cpu_s"] = measured.server_cpu_s
+        sample[f"{name}_client_cpu_s"] = measured.client_cpu_s
+
+
+def _lookups(system: Any, count: int, sample: dict[str, float]) -> None:
+    _phase(system.name, f"{count:,} time lookups")
+    first, last = system.time_range()
+    rng = random.Random(11)
+    times_ms = [rng.randint(first, last) for _ in range(count)]
+    with proc.Measured(system.pid) as single:
+        latencies = system.lookups(times_ms)
+    sample["lookup_p50_ms"] = percentile(latencies, 50)
+    sample["lookup_p99_ms"] = percentile(latencies, 99)
+    sample["lookups_wall_s"] = single.wall_s
+    sample["lookups_server_cpu_s"] = single.server_cpu_s
+    sample["lookups_client_cpu_s"] = single.client_cpu_s
+    _phase(system.name, "batched time lookups")
+    with proc.Measured(system.pid) as batched:
+        system.batched_lookups(times_ms)
+    sample["batched_lookups_per_s"] = count / batched.wall_s
+    sample["batched_lookups_server_cpu_s"] = batched.server_cpu_s
+    sample["batched_lookups_client_cpu_s"] = batched.client_cpu_s
+
+
+def _latency(system: Any, count: int, sample: dict[str, float]) -> None:
+    _phase(system.name, f"produce -> consume latency, {count:,} records at 2,000/s")
+    started = time.monotonic()
+    latencies, acks, rate = system.latency(count)
+    if len(latencies) < count:
+        raise RuntimeError(f"{system.name} delivered {len(latencies):,} of {count:,} latency records "
+                           f"in {time.monotonic() - started:.0f} s")
+    sample["latency_p50_ms"] = percentile(latencies, 50)
+    sample["latency_p99_ms"] = percentile(latencies, 99)
+    sample["latency_max_ms"] = max(latencies)
+    sample["latency_ack_p50_ms"] = percentile(acks, 50)
+    sample["latency_send_rate_per_s"] = rate
+    sample["latency_received"] = len(latencies)
