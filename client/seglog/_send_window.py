@@ -87,7 +87,26 @@ class SendWindow(Generic[_Item]):
         again: list[WindowEntry[_Item]] = []
         if self._holding and self._in_flight_count == 0:
             again = [e for e in self._entries if e.state is _State.RETRY]
+            self._holding = bool(again)  # a hold with nothing to retry (``hold``) just ends
         return complete, again
+
+    @property
+    def holding(self) -> bool:
+        return self._holding
+
+    def hold(self) -> None:
+        """Send nothing new until what is in flight is answered (the connection broke: the
+        answers of everything in flight are failing, but have not arrived yet)."""
+        if self._in_flight_count:
+            self._holding = True
+
+    def sent_while_holding(self, entry: WindowEntry[_Item], outcome: Any) -> tuple[
+        list[WindowEntry[_Item]], list[WindowEntry[_Item]]
+    ]:
+        """``entry`` was about to be sent when the hold began: it was not sent, and is sent
+        again with the retries, in its place."""
+        assert self._holding
+        return self.answered(entry, outcome, failed=True, retry=True)
 
     def resending(self, entries: list[WindowEntry[_Item]]) -> None:
         """The entries ``answered`` returned are sent again now (the hold ends)."""

@@ -69,6 +69,9 @@ class RequestStream:
         self.confirmed = False
         self.in_flight_max: int | None = None  # the service's read-ahead bound, once known
         self.opened_count = 0
+        # Called at once (before any owed answer fails) when a stream ends with requests owed:
+        # the producer holds its partitions before anything new is sent on the next stream.
+        self.on_break: Callable[[SeglogError], None] | None = None
 
     @property
     def owed_count(self) -> int:
@@ -180,6 +183,8 @@ class RequestStream:
         self._call = None
         call.cancel()
         owed, self._owed = self._owed, deque()
+        if owed and self.on_break is not None:
+            self.on_break(error)
         for _, answer in owed:
             if not answer.done():
                 answer.set_exception(error)

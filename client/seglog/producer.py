@@ -54,6 +54,7 @@ from seglog.errors import (
     RequestTimeoutError,
     SeglogError,
     ServiceError,
+    ServiceUnavailableError,
     TopicNotFoundError,
     translate_codec_errors,
 )
@@ -547,6 +548,11 @@ class AsyncProducer:
         """One attempt of one batch; its answer goes to the partition's window, which says what
         completes and what is sent again."""
         records = entry.item[1]
+        window = self._windows[tp]
+        if window.holding:  # a retry is due: sending this now would land it before the retry
+            not_sent = ServiceUnavailableError("not sent: an earlier batch of its partition is retried first")
+            self._settle(tp, window, *window.sent_while_holding(entry, not_sent))
+            return
         failed = True
         outcome: Any
         try:
@@ -562,8 +568,13 @@ class AsyncProducer:
             failed and isinstance(outcome, SeglogError) and outcome.retriable
             and entry.attempt < self._config.retries and not self._closed
         )
-        window = self._windows[tp]
-        complete, again = window.answered(entry, outcome, failed=failed, retry=retry)
+        self._settle(tp, window, *window.answered(entry, outcome, failed=failed, retry=retry))
+
+    def _settle(
+        self, tp: TopicPartition, window: SendWindow[tuple[ProducerBatch, bytes]],
+        complete: list[WindowEntry[tuple[ProducerBatch, bytes]]],
+        again: list[WindowEntry[tuple[ProducerBatch, bytes]]],
+    ) -> None:
         for done in complete:
             self._complete_entry(done)
         if again:
@@ -628,6 +639,12 @@ class AsyncProducer:
             self._stats["retries"] += 1
             await asyncio.sleep(backoff_ms / 1000)
 
+    def _on_stream_break(self, error: SeglogError) -> None:
+        """The stream ended with batches owed: every partition with batches in flight holds
+        (sends nothing new) until their failures are in and their retries are sent, in order."""
+        for window in self._windows.values():
+            window.hold()
+
     async def _produce_once(self, topic: str, partition: int, records: bytes) -> pb.ProduceResponse:
         """One Produce: on the connection's ProduceStream, or unary where it is not served."""
         assert self._transport is not None
@@ -636,6 +653,7 @@ class AsyncProducer:
         )
         if self._streaming is not False:
             stream = self._transport.produce_stream()
+            stream.on_break = self._on_stream_break
             try:
                 response: pb.ProduceResponse = await stream.request(request, self._transport.request_timeout_s)
             except ServiceError as error:
