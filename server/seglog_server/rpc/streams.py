@@ -73,7 +73,8 @@ class OrderedReplies:
         self._write = write
         self._in_flight_max = in_flight_max
         self._pending: deque[_Reply] = deque()
-        self._drainer: asyncio.Task[None] | None = None
+        self._drainer: asyncio.Task[None] | None = None  # None whenever it is not running
+        self._failure: BaseException | None = None  # what stopped the drainer
         self._room = asyncio.Event()
         self.in_flight_high = 0  # the most answers ever owed at once (statistics, tests)
 
@@ -94,6 +95,7 @@ class OrderedReplies:
         if not self._pending and not isinstance(reply, asyncio.Future):
             await self._write(reply)
             return
+        self._raise_if_failed()
         self._pending.append(reply)
         self.in_flight_high = max(self.in_flight_high, len(self._pending))
         if self._drainer is None:
@@ -102,7 +104,8 @@ class OrderedReplies:
     async def finish(self) -> None:
         """Waits until every owed answer was written (raises what stopped the drainer)."""
         if self._drainer is not None:
-            await self._drainer
+            await asyncio.shield(self._drainer)
+        self._raise_if_failed()
 
     def cancel(self) -> None:
         """The stream ends without answering: drop what is owed."""
@@ -121,14 +124,17 @@ class OrderedReplies:
                 await self._write(message)
                 self._pending.popleft()
                 self._room.set()
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - handed to the reader, which ends the stream
+            self._failure = exc
         finally:
+            self._drainer = None
             self._room.set()  # a reader waiting for room learns of the failure
 
     def _raise_if_failed(self) -> None:
-        drainer = self._drainer
-        if drainer is not None and drainer.done():
-            self._drainer = None
-            drainer.result()  # raises the drainer's exception, if any
+        if self._failure is not None:
+            raise self._failure
 
 
 class _Session:
