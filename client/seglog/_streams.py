@@ -105,14 +105,18 @@ class RequestStream:
         that never comes holds up every later one) with RequestTimeoutError."""
         if timeout_s is None or answer.done():
             return await answer
+        # One timer handle, not wait_for's task and shield: this is on every request's path.
+        timer = asyncio.get_running_loop().call_later(timeout_s, self._time_out, answer, self._call, timeout_s)
         try:
-            return await asyncio.wait_for(asyncio.shield(answer), timeout_s)
-        except TimeoutError:
-            if self._call is not None:
-                self._end(self._call, RequestTimeoutError(
-                    f"no answer on the stream within {timeout_s * 1000:.0f} ms; the stream was reset"
-                ))
             return await answer
+        finally:
+            timer.cancel()
+
+    def _time_out(self, answer: asyncio.Future[Any], call: Any, timeout_s: float) -> None:
+        if not answer.done() and call is not None and self._call is call:
+            self._end(call, RequestTimeoutError(
+                f"no answer on the stream within {timeout_s * 1000:.0f} ms; the stream was reset"
+            ))
 
     async def close(self) -> None:
         self._closed = True
