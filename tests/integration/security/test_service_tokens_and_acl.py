@@ -261,3 +261,29 @@ def _wait_for_log(service, text: str, timeout_s: float = 20.0) -> None:
     while text not in service.log():
         assert time.monotonic() < deadline, f"{text!r} not logged:\n{service.log()}"
         time.sleep(0.05)
+
+
+def test_streams_authenticate_once_at_open_and_check_each_message_against_the_acl(secured):
+    """A stream without a valid token ends UNAUTHENTICATED before any answer; an authenticated
+    stream answers each message as its principal may: denied ones refused, the stream going on."""
+    lookup = pb.OffsetsForTimesRequest(partitions=[pb.PartitionTimestamp(topic="shared.events", timestamp_ms=-1)])
+    message = pb.LookupStreamRequest(correlation_id=1, offsets_for_times=lookup)
+    for metadata in ((), _bearer("not-a-token")):
+        with pytest.raises(grpc.RpcError) as info:
+            list(secured.stub.LookupStream(iter([message]), timeout=10, metadata=metadata))
+        assert info.value.code() == grpc.StatusCode.UNAUTHENTICATED
+    reader = _bearer(secured.tokens["reader"])
+    denied_lookup = pb.OffsetsForTimesRequest(partitions=[pb.PartitionTimestamp(topic="acl-topic", timestamp_ms=-1)])
+    answers = list(secured.stub.LookupStream(iter([
+        message,
+        pb.LookupStreamRequest(correlation_id=2, offsets_for_times=denied_lookup),
+        pb.LookupStreamRequest(correlation_id=3, offsets_for_times=lookup),
+    ]), timeout=10, metadata=reader))
+    assert [a.correlation_id for a in answers] == [1, 2, 3]
+    assert not answers[0].HasField("error") and not answers[2].HasField("error")
+    assert answers[1].error.code == grpc.StatusCode.PERMISSION_DENIED.value[0]
+    assert "'reader'" in answers[1].error.message and "'acl-topic'" in answers[1].error.message
+    produced = list(secured.stub.ProduceStream(iter([pb.ProduceStreamRequest(
+        correlation_id=4, produce=pb.ProduceRequest(topic="shared.events", records=make_batch([b"no"])),
+    )]), timeout=10, metadata=reader))
+    assert produced[0].error.code == grpc.StatusCode.PERMISSION_DENIED.value[0]  # read, not write
