@@ -191,10 +191,10 @@ async def _consume_latencies(address: str, topic: str, expected: int, connection
     return latencies
 
 
-async def _produce_paced(address: str, topic: str, total: int, streaming: bool) -> None:
+async def _produce_paced(address: str, topic: str, total: int, streaming: bool, in_flight: int) -> None:
     interval_ns = 1_000_000_000 // LATENCY_RATE_PER_S
     padding = b"." * (100 - _SEND_TIME.size)
-    async with AsyncProducer(address, linger_ms=0) as producer:
+    async with AsyncProducer(address, linger_ms=0, max_in_flight_per_partition=in_flight) as producer:
         if not streaming:
             producer._streaming = False  # the unary path, as against a service without the stream
         await (await producer.send(topic, b"warm-up", partition=1))  # the stream is open and confirmed
@@ -210,7 +210,9 @@ async def _produce_paced(address: str, topic: str, total: int, streaming: bool) 
             await future
 
 
-def produce_consume_latency(address: str, topic: str, seconds: float, streaming: bool) -> tuple[float, float]:
+def produce_consume_latency(
+    address: str, topic: str, seconds: float, streaming: bool, in_flight: int = 5
+) -> tuple[float, float]:
     import uvloop
 
     total = int(LATENCY_RATE_PER_S * seconds)
@@ -219,7 +221,7 @@ def produce_consume_latency(address: str, topic: str, seconds: float, streaming:
     consumer = context.Process(target=_latency_consumer, args=(address, topic, total, child))
     consumer.start()
     assert parent.poll(60) and parent.recv() == "ready"
-    uvloop.run(_produce_paced(address, topic, total, streaming))
+    uvloop.run(_produce_paced(address, topic, total, streaming, in_flight))
     assert parent.poll(120), "the consumer did not finish"
     latencies = sorted(parent.recv())
     consumer.join(30)
@@ -292,6 +294,8 @@ def run(address: str, base_ms: int, args: argparse.Namespace, uvloop) -> list[di
         row = uvloop.run(one_repeat(address, base_ms, args, repeat))
         row["produce_consume_stream_p50_ms"], row["produce_consume_stream_p99_ms"] = produce_consume_latency(
             address, "latency", args.seconds, streaming=True)
+        row["produce_consume_stream1_p50_ms"], row["produce_consume_stream1_p99_ms"] = produce_consume_latency(
+            address, "latency", args.seconds, streaming=True, in_flight=1)
         row["produce_consume_unary_p50_ms"], row["produce_consume_unary_p99_ms"] = produce_consume_latency(
             address, "latency", args.seconds, streaming=False)
         print(f"repeat {repeat + 1}/{args.repeats}: " + ", ".join(f"{k}={v:.1f}" for k, v in row.items()), flush=True)
@@ -315,6 +319,8 @@ def report(rows: list[dict[str, float]], args: argparse.Namespace) -> None:
         ("single time lookup p50, client AsyncAdmin", f"{median('lookup_client_p50_us'):.0f} us", ratio("lookup_client_p50_us"), ""),
         ("produce->consume p50 @2,000/s, ProduceStream", f"{median('produce_consume_stream_p50_ms'):.3f} ms", ratio("produce_consume_stream_p50_ms", 1000), "<= 1.2"),
         ("produce->consume p99 @2,000/s, ProduceStream", f"{median('produce_consume_stream_p99_ms'):.3f} ms", ratio("produce_consume_stream_p99_ms", 1000), ""),
+        ("produce->consume p50 @2,000/s, stream, 1 in flight", f"{median('produce_consume_stream1_p50_ms'):.3f} ms", ratio("produce_consume_stream1_p50_ms", 1000), ""),
+        ("produce->consume p99 @2,000/s, stream, 1 in flight", f"{median('produce_consume_stream1_p99_ms'):.3f} ms", ratio("produce_consume_stream1_p99_ms", 1000), ""),
         ("produce->consume p50 @2,000/s, unary Produce", f"{median('produce_consume_unary_p50_ms'):.3f} ms", ratio("produce_consume_unary_p50_ms", 1000), ""),
         ("produce->consume p99 @2,000/s, unary Produce", f"{median('produce_consume_unary_p99_ms'):.3f} ms", ratio("produce_consume_unary_p99_ms", 1000), ""),
     ]
