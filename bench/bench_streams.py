@@ -13,8 +13,9 @@ repeats, and each row's ratio to the same repeat's empty unary p50:
   produce->consume p50/p99     AsyncProducer(linger_ms=0) at a steady 2,000 records/s, one record
                                per send(); a consumer process (a bare Consume stream: the
                                cheapest reader) stamps each arrival; latency = arrival -
-                               creation (monotonic clock, shared by the processes). Once on ProduceStream (window 5
-                               per partition) and once with the unary path (one in flight).
+                               creation (monotonic clock, shared by the processes). On
+                               ProduceStream with 5 and with 1 batch in flight per partition,
+                               and on the unary path (one in flight).
   batched lookups/s            OffsetsForTimes of 4 partitions x 250 timestamps (1,000 lookups
                                per request): unary one request at a time, and on LookupStream
                                with 4 requests in flight
