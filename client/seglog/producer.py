@@ -657,12 +657,14 @@ class AsyncProducer:
             try:
                 response: pb.ProduceResponse = await stream.request(request, self._transport.request_timeout_s)
             except ServiceError as error:
-                if error.code is not grpc.StatusCode.UNIMPLEMENTED:
+                if error.code is not grpc.StatusCode.UNIMPLEMENTED or stream.confirmed:
                     raise
                 self._streaming = False  # an older service: unary from now on
             else:
-                self._streaming = True
                 return response
+            finally:
+                if stream.confirmed:  # the service answered the open: it serves the stream
+                    self._streaming = True
         return await self._transport.produce(request)
 
     # -- helpers ---------------------------------------------------------------------------------

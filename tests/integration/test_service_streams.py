@@ -223,3 +223,53 @@ def test_the_service_reads_at_most_the_bound_ahead_of_its_answers():
 
     with tempfile.TemporaryDirectory() as directory:
         asyncio.run(run(directory))
+
+
+def test_a_request_unanswered_within_its_timeout_resets_the_clients_stream():
+    """In-process (to hold the group commit): the client's RequestStream fails the request with
+    RequestTimeoutError and ends the stream; the next request opens a new one and is answered."""
+    from seglog._security import ConnectionSecurity
+    from seglog.client import Transport
+    from seglog.errors import RequestTimeoutError
+    from seglog_server.rpc.log_service import LogServicer, LogServicerLimits
+    from seglog_server.rpc.registration import add_log_service
+    from seglog_server.rpc.storage_calls import StorageCalls
+    from seglog_server.storage.log_manager import LogManager
+
+    async def run(directory: str) -> None:
+        manager = LogManager([directory])
+        manager.startup()
+        manager.create_topic("t", 1, {})
+        calls = StorageCalls(2, 65536)
+        servicer = LogServicer(manager, calls, LogServicerLimits(1 << 20, 1000, 4 << 20, 1 << 20))
+        release = asyncio.Event()
+        real_durable = servicer._durable
+
+        async def held_durable(log, end_offset):
+            await release.wait()
+            await real_durable(log, end_offset)
+
+        servicer._durable = held_durable
+        server = grpc.aio.server()
+        add_log_service(servicer, server)
+        port = server.add_insecure_port("127.0.0.1:0")
+        await server.start()
+        transport = Transport(f"127.0.0.1:{port}", security=ConnectionSecurity())
+        try:
+            stream = transport.produce_stream()
+            fsynced = _produce(0, "t", 0, b"held", pb.ACKS_FSYNCED).produce
+            with pytest.raises(RequestTimeoutError, match="stream was reset"):
+                await stream.request(fsynced, timeout_s=0.3)
+            release.set()
+            written = _produce(0, "t", 0, b"after", pb.ACKS_WRITTEN).produce
+            answer = await stream.request(written, timeout_s=30)
+            assert answer.base_offset == 1  # the held one was appended before its fsync wait
+            assert stream.opened_count == 2
+        finally:
+            await transport.close()
+            await server.stop(None)
+            manager.shutdown()
+            calls.shutdown()
+
+    with tempfile.TemporaryDirectory() as directory:
+        asyncio.run(run(directory))
