@@ -18,7 +18,10 @@ repeats, and each row's ratio to the same repeat's empty unary p50:
                                and on the unary path (one in flight).
   batched lookups/s            OffsetsForTimes of 4 partitions x 250 timestamps (1,000 lookups
                                per request): unary one request at a time, and on LookupStream
-                               with 4 requests in flight
+                               with every request written ahead (the service reads 64 ahead)
+  produce cost                 4,000 one-record Produce requests, unary with 5 in flight and on
+                               one ProduceStream: the service process's CPU time per request
+                               (/proc utime+stime) and requests/s
 
 Goals (issue 10): lookup stream p50 <= 0.7x; produce->consume p50 at 2,000/s <= 1.2x; batched
 lookups >= 50,000/s. ``--json`` writes every sample.
@@ -55,8 +58,8 @@ LOOKUP_PARTITIONS = 4
 # 20,000 records per partition, 10 to a batch, 1 ms apart: a few segments' worth of index entries.
 LOOKUP_RECORDS = 20_000
 BATCH_TIMESTAMPS_PER_PARTITION = 250
-BATCH_IN_FLIGHT = 4
 LATENCY_RATE_PER_S = 2_000
+PRODUCE_COST_IN_FLIGHT = 5  # unary calls in flight for the per-request cost rows
 _SEND_TIME = struct.Struct(">q")
 
 
@@ -164,6 +167,49 @@ async def stream_batched_rate(stub: pb_grpc.LogServiceStub, base_ms: int, reques
     return requests * LOOKUP_PARTITIONS * BATCH_TIMESTAMPS_PER_PARTITION / (time.perf_counter() - started)
 
 
+def _process_cpu_s(pid: int) -> float:
+    fields = pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
+
+
+def _one_record_batch() -> bytes:
+    builder = codec.RecordBatchBuilder()
+    builder.append(b"v" * 100, key=b"k" * 16)
+    return builder.build()
+
+
+async def unary_produce_cost(stub: pb_grpc.LogServiceStub, pid: int, count: int) -> tuple[float, float]:
+    """(service CPU us per request, requests/s): one-record Produce calls, 5 in flight."""
+    request = pb.ProduceRequest(topic="cost", partition=0, records=_one_record_batch())
+    slots = asyncio.Semaphore(PRODUCE_COST_IN_FLIGHT)
+
+    async def one() -> None:
+        async with slots:
+            await stub.Produce(request)
+
+    cpu_s, started = _process_cpu_s(pid), time.perf_counter()
+    await asyncio.gather(*(one() for _ in range(count)))
+    return (_process_cpu_s(pid) - cpu_s) / count * 1e6, count / (time.perf_counter() - started)
+
+
+async def stream_produce_cost(stub: pb_grpc.LogServiceStub, pid: int, count: int) -> tuple[float, float]:
+    """(service CPU us per request, requests/s): the same requests on one ProduceStream."""
+    request = pb.ProduceRequest(topic="cost", partition=0, records=_one_record_batch())
+    call = stub.ProduceStream()
+    cpu_s, started = _process_cpu_s(pid), time.perf_counter()
+
+    async def write_all() -> None:
+        for i in range(count):
+            await call.write(pb.ProduceStreamRequest(correlation_id=i, produce=request))
+        await call.done_writing()
+
+    writer = asyncio.ensure_future(write_all())
+    answered = sum([1 async for answer in call if not answer.HasField("error")])
+    await writer
+    assert answered == count
+    return (_process_cpu_s(pid) - cpu_s) / count * 1e6, count / (time.perf_counter() - started)
+
+
 def _latency_consumer(address: str, topic: str, expected: int, connection) -> None:
     import uvloop
 
@@ -232,7 +278,7 @@ def produce_consume_latency(
 # -- the run ------------------------------------------------------------------------------------------
 
 
-async def one_repeat(address: str, base_ms: int, args: argparse.Namespace, repeat: int) -> dict[str, float]:
+async def one_repeat(address: str, pid: int, base_ms: int, args: argparse.Namespace, repeat: int) -> dict[str, float]:
     row: dict[str, float] = {}
     async with grpc.aio.insecure_channel(address, options=CHANNEL_OPTIONS) as channel:
         stub = pb_grpc.LogServiceStub(channel)
@@ -258,6 +304,8 @@ async def one_repeat(address: str, base_ms: int, args: argparse.Namespace, repea
             row["lookup_client_p50_us"] = await p50_us(client_lookup, args.calls)
         row["batched_unary_lookups_per_s"] = await unary_batched_rate(stub, base_ms, args.batched_requests)
         row["batched_stream_lookups_per_s"] = await stream_batched_rate(stub, base_ms, args.batched_requests)
+        row["produce_unary_cpu_us"], row["produce_unary_per_s"] = await unary_produce_cost(stub, pid, args.cost_requests)
+        row["produce_stream_cpu_us"], row["produce_stream_per_s"] = await stream_produce_cost(stub, pid, args.cost_requests)
     return row
 
 
@@ -267,6 +315,7 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=2000, help="calls per p50")
     parser.add_argument("--batched-requests", type=int, default=40, help="1,000-lookup requests per rate")
     parser.add_argument("--seconds", type=float, default=3.0, help="per produce->consume latency run")
+    parser.add_argument("--cost-requests", type=int, default=4000, help="one-record produces per cost row")
     parser.add_argument("--json", type=pathlib.Path)
     args = parser.parse_args()
     import uvloop
@@ -276,23 +325,24 @@ def main() -> None:
         try:
             # An hour ago: well inside the default retention (7 days), which would empty the log.
             base_ms = int(time.time() * 1000) - 3_600_000
-            rows = run(service.address, base_ms, args, uvloop)
+            rows = run(service.address, service.process.pid, base_ms, args, uvloop)
         finally:
             service.stop()
     report(rows, args)
 
 
-def run(address: str, base_ms: int, args: argparse.Namespace, uvloop) -> list[dict[str, float]]:
+def run(address: str, pid: int, base_ms: int, args: argparse.Namespace, uvloop) -> list[dict[str, float]]:
     async def setup() -> None:
         async with grpc.aio.insecure_channel(address, options=CHANNEL_OPTIONS) as channel:
             stub = pb_grpc.LogServiceStub(channel)
             await load_lookup_topic(stub, base_ms)
             await stub.CreateTopic(pb.CreateTopicRequest(topic="latency", partitions=2))
+            await stub.CreateTopic(pb.CreateTopicRequest(topic="cost", partitions=1))
 
     uvloop.run(setup())
     rows = []
     for repeat in range(args.repeats):
-        row = uvloop.run(one_repeat(address, base_ms, args, repeat))
+        row = uvloop.run(one_repeat(address, pid, base_ms, args, repeat))
         row["produce_consume_stream_p50_ms"], row["produce_consume_stream_p99_ms"] = produce_consume_latency(
             address, "latency", args.seconds, streaming=True)
         row["produce_consume_stream1_p50_ms"], row["produce_consume_stream1_p99_ms"] = produce_consume_latency(
@@ -329,6 +379,10 @@ def report(rows: list[dict[str, float]], args: argparse.Namespace) -> None:
         print(f"{name:<48} {value:>12} {r:>6.2f}x  {goal}")
     print(f"{'batched OffsetsForTimes, unary (lookups/s)':<48} {median('batched_unary_lookups_per_s'):>12,.0f}")
     print(f"{'batched OffsetsForTimes, LookupStream (lookups/s)':<48} {median('batched_stream_lookups_per_s'):>12,.0f}  goal >= 50,000")
+    print(f"{'one-record produce, unary (5 in flight): service CPU':<48} {median('produce_unary_cpu_us'):>9.0f} us  "
+          f"{median('produce_unary_per_s'):,.0f}/s")
+    print(f"{'one-record produce, ProduceStream: service CPU':<48} {median('produce_stream_cpu_us'):>9.0f} us  "
+          f"{median('produce_stream_per_s'):,.0f}/s")
     if args.json:
         args.json.write_text(json.dumps({"rows": rows}, indent=1))
 
