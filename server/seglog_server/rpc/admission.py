@@ -236,7 +236,7 @@ class Admission:
     @contextlib.contextmanager
     def stream(self, client: str) -> Iterator[None]:
         with self._handler():
-            self._streams.take(client, "open Consume streams", self._rejected)
+            self._streams.take(client, "open streams (Consume, ProduceStream, LookupStream)", self._rejected)
             try:
                 yield
             finally:
