@@ -6,9 +6,14 @@ aiokafka, confluent-kafka): ``send`` returns a future of ``RecordMetadata``; rec
 ``linger_ms`` to share a batch of at most ``batch_size`` bytes; ``flush`` sends everything now and
 waits; ``close`` flushes and disconnects.
 
-Ordering: with ``max_in_flight_per_partition=1`` (the default) one partition has at most one
-request in flight, so batches are appended in the order they were filled, retries included. A higher
-value raises throughput for one partition at the cost of that guarantee when a request fails.
+Sending: batches go out on the connection's ProduceStream (one open bidirectional call, no new
+HTTP/2 stream per batch; the unary Produce on a service without it). Up to
+``max_in_flight_per_partition`` batches of one partition are in flight at once (default 5, Kafka's
+``max.in.flight.requests.per.connection``), so ``linger_ms=0`` keeps up a rate well above one
+round trip per record. Ordering is kept: the stream appends in the order sent, a partition's
+futures complete in send order, and a retriable failure sends the failed batch and every later one
+that did not succeed again, in order (``_send_window``). On the unary path separate calls may be
+appended in any order, so there one batch per partition is in flight.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from seglog import _sync
 from seglog._security import ConnectionSecurity, PemSource
 from seglog._accumulator import BufferFullError, ProducerBatch, RecordAccumulator
 from seglog._delivery import BatchDelivery, DeliveryGroup, RecordFuture
+from seglog._send_window import SendWindow, WindowEntry
 from seglog._partitioner import DefaultPartitioner
 from seglog._producer_config import (
     BATCH_SIZE_DEFAULT,
@@ -47,6 +53,8 @@ from seglog.errors import (
     ClientClosedError,
     RequestTimeoutError,
     SeglogError,
+    ServiceError,
+    ServiceUnavailableError,
     TopicNotFoundError,
     translate_codec_errors,
 )
@@ -122,7 +130,7 @@ class AsyncProducer:
         buffer_bytes: int = BUFFER_BYTES_DEFAULT,
         max_request_bytes: int = MAX_REQUEST_BYTES_DEFAULT,
         max_in_flight_requests: int = MAX_IN_FLIGHT_REQUESTS_DEFAULT,
-        max_in_flight_per_partition: int = 1,
+        max_in_flight_per_partition: int = MAX_IN_FLIGHT_REQUESTS_DEFAULT,
         max_block_ms: int = MAX_BLOCK_MS_DEFAULT,
         retries: int = 0,
         retry_backoff_ms: int = RETRY_BACKOFF_MS_DEFAULT,
@@ -175,7 +183,9 @@ class AsyncProducer:
         self._loop_thread_id: int | None = None
         self._sender: asyncio.Task[None] | None = None
         self._requests: set[asyncio.Task[None]] = set()
-        self._in_flight: dict[TopicPartition, int] = {}
+        self._windows: dict[TopicPartition, SendWindow[tuple[ProducerBatch, bytes]]] = {}
+        # None until the service answered a ProduceStream (True) or does not serve it (False).
+        self._streaming: bool | None = None
         self._wakeup: asyncio.Event | None = None
         self._progress: asyncio.Event | None = None
         self._closing = False
@@ -505,41 +515,106 @@ class AsyncProducer:
                 timer.cancel()
 
     def _can_send(self, topic_partition: TopicPartition) -> bool:
-        return self._in_flight.get(topic_partition, 0) < self._config.max_in_flight_per_partition
+        window = self._windows.get(topic_partition)
+        return window is None or window.can_send(self._in_flight_max())
+
+    def _in_flight_max(self) -> int:
+        """Batches per partition in flight: the configured window on a stream the service
+        confirmed; one until then and on the unary path (separate calls may land in any order)."""
+        if self._streaming:
+            return self._config.max_in_flight_per_partition
+        return 1
 
     def _start_request(self, batch: ProducerBatch) -> None:
-        tp = batch.topic_partition
-        self._in_flight[tp] = self._in_flight.get(tp, 0) + 1
-        task = asyncio.create_task(self._send_batch_request(batch))
-        self._requests.add(task)
-        task.add_done_callback(self._requests.discard)
-
-    async def _send_batch_request(self, batch: ProducerBatch) -> None:
         tp = batch.topic_partition
         try:
             with translate_codec_errors():
                 records = batch.build()
-            response = await self._produce(tp.topic, tp.partition, records)
+        except Exception as error:  # noqa: BLE001 - the batch fails, the others go on
+            self._record_failure(batch, error)
+            self._finish(batch)
+            return
+        window = self._windows.get(tp)
+        if window is None:
+            window = self._windows[tp] = SendWindow()
+        self._send_entry(tp, window.sent((batch, records)))
+
+    def _send_entry(self, tp: TopicPartition, entry: WindowEntry[tuple[ProducerBatch, bytes]]) -> None:
+        task = asyncio.create_task(self._send_batch_request(tp, entry))
+        self._requests.add(task)
+        task.add_done_callback(self._requests.discard)
+
+    async def _send_batch_request(self, tp: TopicPartition, entry: WindowEntry[tuple[ProducerBatch, bytes]]) -> None:
+        """One attempt of one batch; its answer goes to the partition's window, which says what
+        completes and what is sent again."""
+        records = entry.item[1]
+        window = self._windows[tp]
+        if window.holding:  # a retry is due: sending this now would land it before the retry
+            not_sent = ServiceUnavailableError("not sent: an earlier batch of its partition is retried first")
+            self._settle(tp, window, *window.sent_while_holding(entry, not_sent))
+            return
+        failed = True
+        outcome: Any
+        try:
+            outcome = await self._produce_once(tp.topic, tp.partition, records)
+            failed = False
         except SeglogError as error:
-            self._record_failure(batch, error)
+            outcome = error
         except asyncio.CancelledError:
-            self._record_failure(batch, ClientClosedError("the producer was closed while this batch was in flight"))
-            raise
-        except Exception as error:  # a bug or an unexpected failure: still complete every future
-            self._record_failure(batch, error)
-        else:
+            raise  # closing: _stop_tasks completes what the windows still hold
+        except Exception as error:  # noqa: BLE001 - a bug or an unexpected failure: still complete it
+            outcome = error
+        retry = (
+            failed and isinstance(outcome, SeglogError) and outcome.retriable
+            and entry.attempt < self._config.retries and not self._closed
+        )
+        self._settle(tp, window, *window.answered(entry, outcome, failed=failed, retry=retry))
+
+    def _settle(
+        self, tp: TopicPartition, window: SendWindow[tuple[ProducerBatch, bytes]],
+        complete: list[WindowEntry[tuple[ProducerBatch, bytes]]],
+        again: list[WindowEntry[tuple[ProducerBatch, bytes]]],
+    ) -> None:
+        for done in complete:
+            self._complete_entry(done)
+        if again:
+            task = asyncio.create_task(self._resend(tp, window, again))
+            self._requests.add(task)
+            task.add_done_callback(self._requests.discard)
+        if window.is_empty() and self._windows.get(tp) is window:
+            del self._windows[tp]
+        self._wake()
+
+    async def _resend(
+        self, tp: TopicPartition, window: SendWindow[tuple[ProducerBatch, bytes]],
+        entries: list[WindowEntry[tuple[ProducerBatch, bytes]]],
+    ) -> None:
+        """After the backoff (the service's retry-after hint wins over a shorter one), the
+        failed batches of a held partition go out again, oldest first, before anything new."""
+        hints = [e.outcome.retry_after_ms or 0 for e in entries if isinstance(e.outcome, SeglogError)]
+        await asyncio.sleep(max(self._config.retry_backoff_ms, *hints) / 1000)
+        window.resending(entries)
+        self._stats["retries"] += len(entries)
+        for entry in entries:
+            self._send_entry(tp, entry)
+        self._wake()
+
+    def _complete_entry(self, entry: WindowEntry[tuple[ProducerBatch, bytes]]) -> None:
+        batch, records = entry.item
+        if SendWindow.succeeded(entry):
+            response = entry.outcome
             batch.succeed(response.base_offset, response.log_append_time_ms)
             self._stats["records_sent"] += batch.record_count
             self._stats["batches_sent"] += 1
             self._stats["bytes_sent"] += len(records)
-        finally:
-            self._in_flight[tp] -= 1
-            if not self._in_flight[tp]:
-                del self._in_flight[tp]
-            self._accumulator.complete(batch)
-            assert self._progress is not None
-            self._progress.set()
-            self._wake()
+        else:
+            self._record_failure(batch, entry.outcome)
+        self._finish(batch)
+
+    def _finish(self, batch: ProducerBatch) -> None:
+        self._accumulator.complete(batch)
+        assert self._progress is not None
+        self._progress.set()
 
     def _record_failure(self, batch: ProducerBatch, error: BaseException) -> None:
         if isinstance(error, TopicNotFoundError):
@@ -550,14 +625,11 @@ class AsyncProducer:
         self._stats["batches_failed"] += 1
 
     async def _produce(self, topic: str, partition: int, records: bytes) -> pb.ProduceResponse:
-        assert self._transport is not None
-        request = pb.ProduceRequest(
-            topic=topic, partition=partition, records=records, acks=_ACKS_TO_PROTO[self._config.acks]
-        )
+        """One batch outside the windows (``send_batch``), with its own retries."""
         attempt = 0
         while True:
             try:
-                return await self._transport.produce(request)
+                return await self._produce_once(topic, partition, records)
             except SeglogError as error:
                 if not error.retriable or attempt >= self._config.retries or self._closed:
                     raise
@@ -566,6 +638,34 @@ class AsyncProducer:
             attempt += 1
             self._stats["retries"] += 1
             await asyncio.sleep(backoff_ms / 1000)
+
+    def _on_stream_break(self, error: SeglogError) -> None:
+        """The stream ended with batches owed: every partition with batches in flight holds
+        (sends nothing new) until their failures are in and their retries are sent, in order."""
+        for window in self._windows.values():
+            window.hold()
+
+    async def _produce_once(self, topic: str, partition: int, records: bytes) -> pb.ProduceResponse:
+        """One Produce: on the connection's ProduceStream, or unary where it is not served."""
+        assert self._transport is not None
+        request = pb.ProduceRequest(
+            topic=topic, partition=partition, records=records, acks=_ACKS_TO_PROTO[self._config.acks]
+        )
+        if self._streaming is not False:
+            stream = self._transport.produce_stream()
+            stream.on_break = self._on_stream_break
+            try:
+                response: pb.ProduceResponse = await stream.request(request, self._transport.request_timeout_s)
+            except ServiceError as error:
+                if error.code is not grpc.StatusCode.UNIMPLEMENTED or stream.confirmed:
+                    raise
+                self._streaming = False  # an older service: unary from now on
+            else:
+                return response
+            finally:
+                if stream.confirmed:  # the service answered the open: it serves the stream
+                    self._streaming = True
+        return await self._transport.produce(request)
 
     # -- helpers ---------------------------------------------------------------------------------
 
@@ -604,6 +704,15 @@ class AsyncProducer:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        # Batches still in the windows: in flight when cancelled, or answered and waiting for an
+        # earlier one. Completed in order; what was never answered fails.
+        closed = ClientClosedError("the producer was closed while this batch was in flight")
+        for window in self._windows.values():
+            for entry in window.abandon():
+                if not SendWindow.succeeded(entry):
+                    entry.outcome = closed
+                self._complete_entry(entry)
+        self._windows.clear()
         # Whatever never reached a request (cancelled before drain) fails instead of hanging.
         self._abort(ClientClosedError("the producer was closed before these records were sent"))
 
@@ -638,7 +747,7 @@ class Producer(_sync.SyncFacade):
         buffer_bytes: int = BUFFER_BYTES_DEFAULT,
         max_request_bytes: int = MAX_REQUEST_BYTES_DEFAULT,
         max_in_flight_requests: int = MAX_IN_FLIGHT_REQUESTS_DEFAULT,
-        max_in_flight_per_partition: int = 1,
+        max_in_flight_per_partition: int = MAX_IN_FLIGHT_REQUESTS_DEFAULT,
         max_block_ms: int = MAX_BLOCK_MS_DEFAULT,
         retries: int = 0,
         retry_backoff_ms: int = RETRY_BACKOFF_MS_DEFAULT,

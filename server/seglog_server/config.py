@@ -109,7 +109,8 @@ class ServiceConfig:
     # ... and per client (the peer's host address; a principal once authentication exists). 2,000:
     # one misbehaving client host can take a fifth of the waiters, never all of them.
     long_poll_waiters_per_client_max: int = 2_000
-    # Consume streams open at once, service-wide and per client: the same costs and reasoning.
+    # Streams open at once (Consume, ProduceStream, LookupStream), service-wide and per client:
+    # the same costs and reasoning.
     consume_streams_max: int = 10_000
     consume_streams_per_client_max: int = 2_000
     # Threads for storage calls that block (fsync, large reads and appends, topic creation and
@@ -351,9 +352,9 @@ _SETTINGS: tuple[_Setting, ...] = (
     _Setting("long_poll_waiters_max", _positive_int, "waiting Fetches, count", "limits"),
     _Setting("long_poll_waiters_per_client_max", _positive_int,
              "waiting Fetches per client host, count", "limits"),
-    _Setting("consume_streams_max", _positive_int, "open Consume streams, count", "limits"),
+    _Setting("consume_streams_max", _positive_int, "open streams (Consume, ProduceStream, LookupStream), count", "limits"),
     _Setting("consume_streams_per_client_max", _positive_int,
-             "open Consume streams per client host, count", "limits"),
+             "open streams per client host, count", "limits"),
     _Setting("storage_threads", _positive_int, "storage thread pool size, count", "limits"),
     _Setting("inline_io_bytes_max", _non_negative_int, "inline I/O bound, bytes", "limits"),
     _Setting("shutdown_grace_ms", _non_negative_int, "in-flight grace at shutdown, ms", "limits"),

@@ -175,3 +175,20 @@ def test_a_busy_metrics_port_does_not_stop_the_service(loaded, start_service):
     service.stub.ListTopics(pb.ListTopicsRequest(), timeout=10)
     assert service.metrics_address is None
     assert "metrics endpoint off" in service.log()
+
+
+def test_each_stream_message_is_one_rpc_duration_observation_under_the_stream_and_its_code(loaded):
+    before = scrape(loaded.metrics_address)
+    requests = [
+        pb.ProduceStreamRequest(correlation_id=i, produce=pb.ProduceRequest(
+            topic="paged" if i != 1 else "no-such-topic", partition=0, records=make_batch([b"s%d" % i]),
+        )) for i in range(3)
+    ]
+    answers = list(loaded.stub.ProduceStream(iter(requests), timeout=30))
+    assert [a.HasField("error") for a in answers] == [False, True, False]
+    after = scrape(loaded.metrics_address)
+    count = "seglog_rpc_duration_seconds_count"
+    ok = value(after, count, method="ProduceStream", code="OK") - value(before, count, method="ProduceStream", code="OK")
+    missing = (value(after, count, method="ProduceStream", code="NOT_FOUND")
+               - value(before, count, method="ProduceStream", code="NOT_FOUND"))
+    assert (ok, missing) == (2, 1)

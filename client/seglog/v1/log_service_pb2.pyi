@@ -503,3 +503,51 @@ class IndexSearch(_message.Message):
     pages: _containers.RepeatedScalarFieldContainer[int]
     pages_resident: _containers.RepeatedScalarFieldContainer[bool]
     def __init__(self, index: _Optional[str] = ..., path: _Optional[str] = ..., entry_count: _Optional[int] = ..., zone: _Optional[str] = ..., slot: _Optional[int] = ..., probed_slots: _Optional[_Iterable[int]] = ..., pages: _Optional[_Iterable[int]] = ..., pages_resident: _Optional[_Iterable[bool]] = ...) -> None: ...
+
+class ProduceStreamRequest(_message.Message):
+    __slots__ = ("correlation_id", "produce")
+    CORRELATION_ID_FIELD_NUMBER: _ClassVar[int]
+    PRODUCE_FIELD_NUMBER: _ClassVar[int]
+    correlation_id: int
+    produce: ProduceRequest
+    def __init__(self, correlation_id: _Optional[int] = ..., produce: _Optional[_Union[ProduceRequest, _Mapping]] = ...) -> None: ...
+
+class ProduceStreamResponse(_message.Message):
+    __slots__ = ("correlation_id", "produce", "error")
+    CORRELATION_ID_FIELD_NUMBER: _ClassVar[int]
+    PRODUCE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    correlation_id: int
+    produce: ProduceResponse
+    error: StreamError
+    def __init__(self, correlation_id: _Optional[int] = ..., produce: _Optional[_Union[ProduceResponse, _Mapping]] = ..., error: _Optional[_Union[StreamError, _Mapping]] = ...) -> None: ...
+
+class LookupStreamRequest(_message.Message):
+    __slots__ = ("correlation_id", "offsets_for_times")
+    CORRELATION_ID_FIELD_NUMBER: _ClassVar[int]
+    OFFSETS_FOR_TIMES_FIELD_NUMBER: _ClassVar[int]
+    correlation_id: int
+    offsets_for_times: OffsetsForTimesRequest
+    def __init__(self, correlation_id: _Optional[int] = ..., offsets_for_times: _Optional[_Union[OffsetsForTimesRequest, _Mapping]] = ...) -> None: ...
+
+class LookupStreamResponse(_message.Message):
+    __slots__ = ("correlation_id", "offsets_for_times", "error")
+    CORRELATION_ID_FIELD_NUMBER: _ClassVar[int]
+    OFFSETS_FOR_TIMES_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    correlation_id: int
+    offsets_for_times: OffsetsForTimesResponse
+    error: StreamError
+    def __init__(self, correlation_id: _Optional[int] = ..., offsets_for_times: _Optional[_Union[OffsetsForTimesResponse, _Mapping]] = ..., error: _Optional[_Union[StreamError, _Mapping]] = ...) -> None: ...
+
+class StreamError(_message.Message):
+    __slots__ = ("code", "message", "error_class", "retry_after_ms")
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_CLASS_FIELD_NUMBER: _ClassVar[int]
+    RETRY_AFTER_MS_FIELD_NUMBER: _ClassVar[int]
+    code: int
+    message: str
+    error_class: str
+    retry_after_ms: int
+    def __init__(self, code: _Optional[int] = ..., message: _Optional[str] = ..., error_class: _Optional[str] = ..., retry_after_ms: _Optional[int] = ...) -> None: ...

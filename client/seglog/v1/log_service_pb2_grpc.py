@@ -104,6 +104,16 @@ class LogServiceStub:
                 request_serializer=seglog_dot_v1_dot_log__service__pb2.ExplainLookupRequest.SerializeToString,
                 response_deserializer=seglog_dot_v1_dot_log__service__pb2.ExplainLookupResponse.FromString,
                 _registered_method=True)
+        self.ProduceStream = channel.stream_stream(
+                '/seglog.v1.LogService/ProduceStream',
+                request_serializer=seglog_dot_v1_dot_log__service__pb2.ProduceStreamRequest.SerializeToString,
+                response_deserializer=seglog_dot_v1_dot_log__service__pb2.ProduceStreamResponse.FromString,
+                _registered_method=True)
+        self.LookupStream = channel.stream_stream(
+                '/seglog.v1.LogService/LookupStream',
+                request_serializer=seglog_dot_v1_dot_log__service__pb2.LookupStreamRequest.SerializeToString,
+                response_deserializer=seglog_dot_v1_dot_log__service__pb2.LookupStreamResponse.FromString,
+                _registered_method=True)
 
 
 class LogServiceServicer:
@@ -216,6 +226,30 @@ class LogServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ProduceStream(self, request_iterator, context):
+        """Hot paths on one open stream (no new HTTP/2 stream per call). Each request carries a
+        client-chosen correlation_id; the service answers every request once, in request order,
+        with the same correlation_id. A request the unary call would refuse gets a response whose
+        `error` is set and the stream goes on; the stream itself ends only for a message that does
+        not parse (INVALID_ARGUMENT), a failed authentication (UNAUTHENTICATED, at open), the
+        service stopping (UNAVAILABLE) or an internal error. Each message passes the same checks
+        as its unary twin (ACL, quotas, validation). The service reads at most
+        `seglog-stream-in-flight-max` (initial metadata) requests ahead of its answers.
+
+        Produce: batches in, acknowledgements out. Batches are appended in request order.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def LookupStream(self, request_iterator, context):
+        """Lookups: OffsetsForTimes requests in (timestamps, and the offset targets -1 LATEST,
+        -2 EARLIEST, -3 MAX_TIMESTAMP), their answers out.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_LogServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -288,6 +322,16 @@ def add_LogServiceServicer_to_server(servicer, server):
                     servicer.ExplainLookup,
                     request_deserializer=seglog_dot_v1_dot_log__service__pb2.ExplainLookupRequest.FromString,
                     response_serializer=seglog_dot_v1_dot_log__service__pb2.ExplainLookupResponse.SerializeToString,
+            ),
+            'ProduceStream': grpc.stream_stream_rpc_method_handler(
+                    servicer.ProduceStream,
+                    request_deserializer=seglog_dot_v1_dot_log__service__pb2.ProduceStreamRequest.FromString,
+                    response_serializer=seglog_dot_v1_dot_log__service__pb2.ProduceStreamResponse.SerializeToString,
+            ),
+            'LookupStream': grpc.stream_stream_rpc_method_handler(
+                    servicer.LookupStream,
+                    request_deserializer=seglog_dot_v1_dot_log__service__pb2.LookupStreamRequest.FromString,
+                    response_serializer=seglog_dot_v1_dot_log__service__pb2.LookupStreamResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -668,6 +712,60 @@ class LogService:
             '/seglog.v1.LogService/ExplainLookup',
             seglog_dot_v1_dot_log__service__pb2.ExplainLookupRequest.SerializeToString,
             seglog_dot_v1_dot_log__service__pb2.ExplainLookupResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ProduceStream(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_stream(
+            request_iterator,
+            target,
+            '/seglog.v1.LogService/ProduceStream',
+            seglog_dot_v1_dot_log__service__pb2.ProduceStreamRequest.SerializeToString,
+            seglog_dot_v1_dot_log__service__pb2.ProduceStreamResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def LookupStream(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_stream(
+            request_iterator,
+            target,
+            '/seglog.v1.LogService/LookupStream',
+            seglog_dot_v1_dot_log__service__pb2.LookupStreamRequest.SerializeToString,
+            seglog_dot_v1_dot_log__service__pb2.LookupStreamResponse.FromString,
             options,
             channel_credentials,
             insecure,

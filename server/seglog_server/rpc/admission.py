@@ -8,7 +8,9 @@ Three kinds of call hold the service's resources very differently:
               of one future, nothing else. ``long_poll_waiters_max`` service-wide,
               ``long_poll_waiters_per_client_max`` per client.
     stream    an open Consume stream (reading or parked): ``consume_streams_max`` and
-              ``consume_streams_per_client_max``.
+              ``consume_streams_per_client_max``. An open ProduceStream or LookupStream is a
+              stream too, and each of its messages holds a request slot while it is worked on
+              (``message``), as its unary twin would.
 
 A unary call is admitted as a request; a Fetch that has to wait trades its request slot for a
 waiter slot while it waits (``waiting``) and takes it back, unconditionally, to read what woke it
@@ -214,6 +216,13 @@ class Admission:
             self._request_count -= 1
 
     @contextlib.contextmanager
+    def message(self) -> Iterator[None]:
+        """One message of a bidirectional stream being worked on: a request slot, as the unary
+        call it stands for (the stream's own slot is taken by ``stream``)."""
+        with self._counted_request():
+            yield
+
+    @contextlib.contextmanager
     def waiting(self, client: str) -> Iterator[None]:
         """Inside ``request``: hands the request slot back for a waiter slot while waiting."""
         self._waiters.take(client, "waiting Fetches (long polls)", self._rejected)
@@ -227,7 +236,7 @@ class Admission:
     @contextlib.contextmanager
     def stream(self, client: str) -> Iterator[None]:
         with self._handler():
-            self._streams.take(client, "open Consume streams", self._rejected)
+            self._streams.take(client, "open streams (Consume, ProduceStream, LookupStream)", self._rejected)
             try:
                 yield
             finally:

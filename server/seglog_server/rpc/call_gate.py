@@ -7,6 +7,11 @@
     admit          per-principal caps on concurrent requests, long-poll waiters and streams, and
                    the byte-rate quotas (refuse when the debt is above the delay bound)
 
+A bidirectional stream (``operations.Scope.MESSAGES``) is authenticated once, at open
+(``admit_stream``: the credentials travel with the stream), and takes a stream slot; each of its
+messages then passes ``message``: the ACL, the principal's request cap and byte quota of the
+unary call it stands for, exactly as that call would.
+
 The admitted call is the *principal layer* other per-client limits key on: ``current_call()``
 (a ContextVar, one value per RPC task) gives its principal, kind and row to any code that runs
 inside the handler. ``release`` frees its slot when the handler ends. Health and reflection are
@@ -16,9 +21,10 @@ other services and never meet the gate.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -154,6 +160,36 @@ class CallGate:
         _CURRENT.set(call)
         return call
 
+    async def admit_stream(self, method: str, context: Any) -> AdmittedCall:
+        """Opens a bidirectional stream: its credentials, and a stream slot of its principal."""
+        row = operation_of(method)
+        assert row.scope is Scope.MESSAGES and row.message_method is not None, method
+        principal = await self._authenticate(method, context)
+        self.quotas.acquire(principal, CallKind.STREAM)
+        call = AdmittedCall(principal, method, row, CallKind.STREAM, self)
+        _CURRENT.set(call)
+        return call
+
+    @contextlib.contextmanager
+    def message(self, call: AdmittedCall, request: Any) -> Iterator[float]:
+        """One message of ``call``'s stream, admitted as its unary twin: the ACL on its topics,
+        a request slot of the principal's, the byte quota (refused above the delay bound, else
+        charged). Yields the delay its answer owes the produce quota, in seconds."""
+        assert call.row.message_method is not None, call.method
+        row = operation_of(call.row.message_method)
+        self._authorize(call.principal, row, request)
+        direction = _DIRECTIONS[row.quota]
+        if direction is not None:
+            self.quotas.admit_bytes(call.principal, direction)
+        self.quotas.acquire(call.principal, CallKind.REQUEST)
+        try:
+            delay_s = 0.0
+            if row.quota is Quota.PRODUCE and self.quotas.limits_bytes(call.principal):
+                delay_s = self.quotas.charge_bytes(call.principal, "produce", _produce_bytes(request))
+            yield delay_s
+        finally:
+            self.quotas.release(call.principal, CallKind.REQUEST)
+
     def allows(self, principal: str, operation: Operation, topic: str | None) -> bool:
         acl = self._policy.acl if self._policy is not None else None
         return acl is None or acl.allows(principal, operation, topic)
@@ -190,7 +226,7 @@ class CallGate:
         return await asyncio.get_running_loop().run_in_executor(self._verifier, tokens.verify, token)
 
     def _authorize(self, principal: str, row: RpcOperation, request: Any) -> None:
-        if self._policy is None or self._policy.acl is None or row.scope is Scope.FILTERED:
+        if self._policy is None or self._policy.acl is None or row.scope is not Scope.TOPICS:
             return
         for topic in row.topics(request):
             if not self._policy.acl.allows(principal, row.operation, topic):

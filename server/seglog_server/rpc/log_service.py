@@ -33,6 +33,7 @@ from .log_dir_names import LogDirNames
 from .group_commit import GroupCommit, GroupCommitStatistics
 from .status import status_for
 from .storage_calls import StorageCalls, StorageCallsStatistics
+from .streams import StreamRpcs
 
 __all__ = [
     "START_OFFSET_METADATA_KEY",
@@ -76,7 +77,7 @@ class LogServicerStatistics:
     stopping: bool
 
 
-class LogServicer(CleaningRpcs, pb_grpc.LogServiceServicer):
+class LogServicer(CleaningRpcs, StreamRpcs, pb_grpc.LogServiceServicer):
     def __init__(
         self, manager: Any, calls: StorageCalls, limits: LogServicerLimits,
         admission: AdmissionLimits = _DEFAULT_ADMISSION,
@@ -98,6 +99,7 @@ class LogServicer(CleaningRpcs, pb_grpc.LogServiceServicer):
         self._group_commit = GroupCommit(calls)
         self._consume_stream_count = 0
         self.counters = RpcCounters()
+        self.init_streams()
 
     # -- life cycle ---------------------------------------------------------------------------
     @property
@@ -105,8 +107,10 @@ class LogServicer(CleaningRpcs, pb_grpc.LogServiceServicer):
         return self._waiters.closed
 
     def begin_shutdown(self) -> None:
-        """Long polls answer now with what they have; Consume streams end with UNAVAILABLE."""
+        """Long polls answer now with what they have; Consume streams end with UNAVAILABLE;
+        produce and lookup streams answer what they read, then end with UNAVAILABLE."""
         self._waiters.close()
+        self.stop_streams()
 
     async def drain(self, grace_s: float) -> int:
         """Shutdown: new calls answer UNAVAILABLE, calls in progress get ``grace_s`` to finish,
@@ -181,6 +185,13 @@ class LogServicer(CleaningRpcs, pb_grpc.LogServiceServicer):
     # -- produce ------------------------------------------------------------------------------
     @unary_rpc
     async def Produce(self, request: pb.ProduceRequest, context: Any) -> Any:
+        log, info, acks = await self._append(request)
+        if acks == pb.ACKS_FSYNCED:
+            await self._durable(log, info.last_offset + 1)
+        return conversions.produce_response(info)
+
+    async def _append(self, request: pb.ProduceRequest) -> tuple[Any, Any, int]:
+        """Produce's append (ProduceStream's too): the log, the append's info and the acks."""
         topic, partition = validation.check_partition_ref(request.topic, request.partition)
         acks = validation.check_acks(request.acks)
         batch = self._produced_batch(request)
@@ -193,9 +204,7 @@ class LogServicer(CleaningRpcs, pb_grpc.LogServiceServicer):
             io_bytes = _BLOCKING
         info = await self._log_call(log, io_bytes, log.append, batch)
         self._waiters.notify(topic, partition)
-        if acks == pb.ACKS_FSYNCED:
-            await self._durable(log, info.last_offset + 1)
-        return conversions.produce_response(info)
+        return log, info, acks
 
     async def _durable(self, log: Any, end_offset: int) -> None:
         """Group commit (group_commit.py), with _log_call's offline-directory handling."""
@@ -382,7 +391,15 @@ class LogServicer(CleaningRpcs, pb_grpc.LogServiceServicer):
     # -- offsets ------------------------------------------------------------------------------
     @unary_rpc
     async def OffsetsForTimes(self, request: pb.OffsetsForTimesRequest, context: Any) -> Any:
-        results = []
+        return await self._offsets_for_times(request)
+
+    async def _offsets_for_times(
+        self, request: pb.OffsetsForTimesRequest, response: pb.OffsetsForTimesResponse | None = None
+    ) -> pb.OffsetsForTimesResponse:
+        """OffsetsForTimes's answer, built in ``response`` when given (LookupStream's)."""
+        if response is None:
+            response = pb.OffsetsForTimesResponse()
+        results = response.results
         for target in request.partitions:
             try:
                 results.append(await self._offset_for_time(target))
@@ -392,7 +409,7 @@ class LogServicer(CleaningRpcs, pb_grpc.LogServiceServicer):
                     raise  # a bug: the boundary answers INTERNAL and logs it
                 message = self.log_dir_names.redact(status.message)
                 results.append(conversions.partition_offset_error(target, status, message))
-        return pb.OffsetsForTimesResponse(results=results)
+        return response
 
     async def _offset_for_time(self, target: pb.PartitionTimestamp) -> pb.PartitionOffset:
         topic, partition = validation.check_partition_ref(target.topic, target.partition)

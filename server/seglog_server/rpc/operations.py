@@ -26,6 +26,9 @@ __all__ = ["OPERATIONS", "Quota", "RpcOperation", "Scope", "operation_of"]
 class Scope(enum.Enum):
     TOPICS = "topics"  # checked on each topic the request names (None: every topic)
     FILTERED = "filtered"  # the response shows only what the caller may see
+    # A bidirectional stream: nothing is checked at open but the credentials; each message is
+    # checked against the row of its unary twin (``message_method``), as that call would be.
+    MESSAGES = "messages"
 
 
 class Quota(enum.Enum):
@@ -41,6 +44,7 @@ class RpcOperation:
     topics: Callable[[Any], tuple[str | None, ...]]
     kind: Callable[[Any], CallKind]
     quota: Quota = Quota.NONE
+    message_method: str | None = None  # Scope.MESSAGES: each message is checked as this call
 
 
 def _topic(request: Any) -> tuple[str, ...]:
@@ -99,6 +103,11 @@ OPERATIONS: Mapping[str, RpcOperation] = {
     # By snapshot id: the topic is not in the request, so these need admin on every topic.
     "CommitCleaned": RpcOperation(_ADMIN, Scope.TOPICS, _every_topic, _request),
     "DropSnapshot": RpcOperation(_ADMIN, Scope.TOPICS, _every_topic, _request),
+    # -- streams (rpc/streams.py): a stream slot at open, each message checked as its twin -------
+    "ProduceStream": RpcOperation(_WRITE, Scope.MESSAGES, _no_topic, _stream, message_method="Produce"),
+    "LookupStream": RpcOperation(
+        _DESCRIBE, Scope.MESSAGES, _no_topic, _stream, message_method="OffsetsForTimes"
+    ),
 }
 
 

@@ -67,17 +67,25 @@ def method_handlers(servicer: Any) -> dict[str, grpc.RpcMethodHandler]:
     for method in _SERVICE.methods:
         request_class = getattr(pb, method.input_type.name)
         response_class = getattr(pb, method.output_type.name)
-        assert not method.client_streaming, f"{method.name}: client streaming is not served"
+        assert method.server_streaming or not method.client_streaming, (
+            f"{method.name}: client streaming without server streaming is not served"
+        )
         if method.name not in OPERATIONS:  # fail closed: no ACL operation, not served
             raise LookupError(f"{method.name} has no row in rpc/operations.py OPERATIONS")
-        factory = (grpc.unary_stream_rpc_method_handler if method.server_streaming
-                   else grpc.unary_unary_rpc_method_handler)
+        factory = _FACTORIES[method.client_streaming, method.server_streaming]
         handlers[method.name] = factory(
             getattr(servicer, method.name),
             request_deserializer=_deserializer(request_class),
             response_serializer=_serializer(response_class),
         )
     return handlers
+
+
+_FACTORIES = {
+    (False, False): grpc.unary_unary_rpc_method_handler,
+    (False, True): grpc.unary_stream_rpc_method_handler,
+    (True, True): grpc.stream_stream_rpc_method_handler,
+}
 
 
 def add_log_service(servicer: Any, server: grpc.aio.Server) -> None:

@@ -160,3 +160,35 @@ def test_the_consumer_waits_out_fetch_quota_refusals_and_reads_everything(tmp_pa
         assert [r.offset for r in records] == list(range(4 * 64))
     finally:
         assert service.stop() == 0, service.log()
+
+
+def test_a_produce_stream_message_over_the_quota_is_refused_with_a_hint_and_the_stream_goes_on(tmp_path):
+    service = _start(tmp_path, ["bursty"], "[principals.bursty]\nproduce_bytes_per_s = 100000\n",
+                     ["--quota-delay-ms-max", "0"])
+    try:
+        md = _md(service, "bursty")
+        service.stub.CreateTopic(pb.CreateTopicRequest(topic="burst", partitions=1), timeout=10, metadata=md)
+        produce = pb.ProduceRequest(topic="burst", partition=0, records=make_batch([b"b" * 1000] * 150))
+        answers: list = []
+        hint: list[float] = []
+
+        def messages():
+            yield pb.ProduceStreamRequest(correlation_id=1, produce=produce)  # the burst credit
+            yield pb.ProduceStreamRequest(correlation_id=2, produce=produce)  # then debt: refused
+            while len(answers) < 2:
+                time.sleep(0.01)
+            time.sleep(hint[0] / 1000 + 0.05)  # waits out the hint, on the same stream
+            yield pb.ProduceStreamRequest(correlation_id=3, produce=produce)
+
+        for answer in service.stub.ProduceStream(messages(), timeout=60, metadata=md):
+            answers.append(answer)
+            if answer.HasField("error"):
+                hint.append(answer.error.retry_after_ms)
+        assert [a.correlation_id for a in answers] == [1, 2, 3]
+        refused = answers[1].error
+        assert refused.code == grpc.StatusCode.RESOURCE_EXHAUSTED.value[0]
+        assert refused.error_class == "QuotaExceededError" and refused.retry_after_ms > 0
+        assert not answers[0].HasField("error") and not answers[2].HasField("error")
+        assert answers[2].produce.base_offset == 150
+    finally:
+        assert service.stop() == 0, service.log()

@@ -146,7 +146,10 @@ def test_token_create_command_appends_a_hash_that_sighup_loads(tmp_path, start_s
 
 def _request(method, topic: str):
     """A request for ``method`` naming ``topic`` wherever it has a topic (built from the
-    descriptor, so RPCs added later are covered without editing this test)."""
+    descriptor, so RPCs added later are covered without editing this test). For a stream: the
+    request of its unary twin, which ``_call`` sends as the stream's one message."""
+    if method.client_streaming:
+        return _request(_twin(method), topic)
     request = getattr(pb, method.input_type.name)()
     fields = request.DESCRIPTOR.fields_by_name
     if "topic" in fields:
@@ -164,8 +167,39 @@ def _request(method, topic: str):
     return request
 
 
+def _twin(method):
+    from seglog_server.rpc.operations import OPERATIONS
+
+    return _SERVICE.methods_by_name[OPERATIONS[method.name].message_method]
+
+
+class _StreamRefusal(grpc.RpcError):
+    """A request a bidirectional stream refused (its StreamError), shaped as a failed call."""
+
+    def __init__(self, error):
+        self._error = error
+
+    def code(self):
+        return {c.value[0]: c for c in grpc.StatusCode}[self._error.code]
+
+    def details(self):
+        return self._error.message
+
+    def trailing_metadata(self):
+        return (("seglog-error", self._error.error_class),)
+
+
 def _call(stub, method, request, token):
     rpc = getattr(stub, method.name)
+    if method.client_streaming:  # a stream: one message holding its unary twin's request
+        message = getattr(pb, method.input_type.name)(correlation_id=7)
+        field = {"Produce": "produce", "OffsetsForTimes": "offsets_for_times"}[_twin(method).name]
+        getattr(message, field).CopyFrom(request)
+        answer = next(rpc(iter([message]), timeout=10, metadata=_bearer(token)))
+        assert answer.correlation_id == 7
+        if answer.HasField("error"):
+            raise _StreamRefusal(answer.error)
+        return answer
     if method.server_streaming:
         stream = rpc(request, timeout=3, metadata=_bearer(token))
         return next(stream)
@@ -196,6 +230,8 @@ def test_every_rpc_is_denied_without_a_rule(secured, method):
 
     row = OPERATIONS[method.name]
     request = _request(method, "acl-topic")
+    if row.scope is Scope.MESSAGES:  # each message is refused as its twin would be
+        row = OPERATIONS[row.message_method]
     if row.scope is Scope.FILTERED:  # ListTopics: allowed, but shows only what may be described
         response = _call(secured.stub, method, request, secured.tokens["nobody"])
         assert [t.topic for t in response.topics] == ["unrelated"]
@@ -225,3 +261,29 @@ def _wait_for_log(service, text: str, timeout_s: float = 20.0) -> None:
     while text not in service.log():
         assert time.monotonic() < deadline, f"{text!r} not logged:\n{service.log()}"
         time.sleep(0.05)
+
+
+def test_streams_authenticate_once_at_open_and_check_each_message_against_the_acl(secured):
+    """A stream without a valid token ends UNAUTHENTICATED before any answer; an authenticated
+    stream answers each message as its principal may: denied ones refused, the stream going on."""
+    lookup = pb.OffsetsForTimesRequest(partitions=[pb.PartitionTimestamp(topic="shared.events", timestamp_ms=-1)])
+    message = pb.LookupStreamRequest(correlation_id=1, offsets_for_times=lookup)
+    for metadata in ((), _bearer("not-a-token")):
+        with pytest.raises(grpc.RpcError) as info:
+            list(secured.stub.LookupStream(iter([message]), timeout=10, metadata=metadata))
+        assert info.value.code() == grpc.StatusCode.UNAUTHENTICATED
+    reader = _bearer(secured.tokens["reader"])
+    denied_lookup = pb.OffsetsForTimesRequest(partitions=[pb.PartitionTimestamp(topic="acl-topic", timestamp_ms=-1)])
+    answers = list(secured.stub.LookupStream(iter([
+        message,
+        pb.LookupStreamRequest(correlation_id=2, offsets_for_times=denied_lookup),
+        pb.LookupStreamRequest(correlation_id=3, offsets_for_times=lookup),
+    ]), timeout=10, metadata=reader))
+    assert [a.correlation_id for a in answers] == [1, 2, 3]
+    assert not answers[0].HasField("error") and not answers[2].HasField("error")
+    assert answers[1].error.code == grpc.StatusCode.PERMISSION_DENIED.value[0]
+    assert "'reader'" in answers[1].error.message and "'acl-topic'" in answers[1].error.message
+    produced = list(secured.stub.ProduceStream(iter([pb.ProduceStreamRequest(
+        correlation_id=4, produce=pb.ProduceRequest(topic="shared.events", records=make_batch([b"no"])),
+    )]), timeout=10, metadata=reader))
+    assert produced[0].error.code == grpc.StatusCode.PERMISSION_DENIED.value[0]  # read, not write

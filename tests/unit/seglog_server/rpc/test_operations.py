@@ -27,7 +27,12 @@ def test_each_row_reads_its_topics_from_fields_the_request_has(method):
         request.partitions.add(topic="t", partition=0)
         request.partitions.add(topic="t", partition=1)
     topics = row.topics(request)
-    if row.scope is Scope.FILTERED:
+    if row.scope is Scope.MESSAGES:  # a stream: each message is checked as its unary twin
+        assert topics == ()
+        assert OPERATIONS[row.message_method].scope is Scope.TOPICS
+        twin = _SERVICE.methods_by_name[row.message_method]
+        assert not twin.client_streaming and not twin.server_streaming
+    elif row.scope is Scope.FILTERED:
         assert topics == ()
     elif "topic" in request.DESCRIPTOR.fields_by_name or method.name == "OffsetsForTimes":
         assert topics == ("t",)
@@ -44,6 +49,8 @@ def test_the_admin_operations_are_the_ones_that_change_or_remove_data_outside_pr
 
 def test_streams_and_long_polls_hold_their_own_kind_of_slot():
     assert OPERATIONS["Consume"].kind(pb.ConsumeRequest()) is CallKind.STREAM
+    assert OPERATIONS["ProduceStream"].kind(pb.ProduceStreamRequest()) is CallKind.STREAM
+    assert OPERATIONS["LookupStream"].kind(pb.LookupStreamRequest()) is CallKind.STREAM
     assert OPERATIONS["Fetch"].kind(pb.FetchRequest(max_wait_ms=500)) is CallKind.WAITER
     assert OPERATIONS["Fetch"].kind(pb.FetchRequest()) is CallKind.REQUEST
 

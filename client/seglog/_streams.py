@@ -1,0 +1,201 @@
+"""The client's side of the service's bidirectional streams (ProduceStream, LookupStream).
+
+A ``RequestStream`` is one open call: ``send(request)`` writes the request with the next
+correlation id and returns a future of its answer. The service answers in request order, so one
+reader task matches each answer to the oldest request still owed (and checks its correlation id).
+A request the service refused carries a ``StreamError``: its future fails with the same exception
+the unary call would have raised (``errors.error_from_status``); the stream goes on. When the
+stream itself ends (the service stopping, the connection lost, a timeout), every request still
+owed fails with that error and the next ``send`` opens a new stream: whether an owed request took
+effect is unknown, as for a unary call that timed out.
+
+Like ``Transport``, this module is a place where gRPC errors leave gRPC.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+import grpc
+import grpc.aio
+
+from seglog.errors import (
+    ClientClosedError,
+    RequestTimeoutError,
+    SeglogError,
+    ServiceError,
+    ServiceUnavailableError,
+    error_from_rpc,
+    error_from_status,
+)
+
+__all__ = ["IN_FLIGHT_METADATA_KEY", "RequestStream", "error_from_stream"]
+
+# The service's initial metadata entry: how many requests it reads ahead of its answers.
+IN_FLIGHT_METADATA_KEY = "seglog-stream-in-flight-max"
+_CODES = {code.value[0]: code for code in grpc.StatusCode}
+
+
+def error_from_stream(error: Any) -> SeglogError:
+    """The exception for a request a stream refused (its ``StreamError``)."""
+    code = _CODES.get(error.code, grpc.StatusCode.UNKNOWN)
+    return error_from_status(code, error.message, error.error_class or None, error.retry_after_ms or None)
+
+
+class RequestStream:
+    """One bidirectional call at a time, reopened after it ends. Use on one event loop."""
+
+    def __init__(
+        self,
+        open_call: Callable[[], grpc.aio.StreamStreamCall],
+        wrap: Callable[[int, Any], Any],
+        answer_field: str,
+    ) -> None:
+        """``open_call()`` starts the RPC; ``wrap(correlation_id, request)`` builds a stream
+        request; ``answer_field`` names the response's field holding a successful answer."""
+        self._open_call = open_call
+        self._wrap = wrap
+        self._answer_field = answer_field
+        self._call: grpc.aio.StreamStreamCall | None = None
+        self._reader: asyncio.Task[None] | None = None
+        self._owed: deque[tuple[int, asyncio.Future[Any]]] = deque()
+        self._write_lock = asyncio.Lock()
+        self._next_id = 1
+        self._closed = False
+        # Set once the service answered the open (initial metadata): it serves this stream.
+        self.confirmed = False
+        self.in_flight_max: int | None = None  # the service's read-ahead bound, once known
+        self.opened_count = 0
+        # Called at once (before any owed answer fails) when a stream ends with requests owed:
+        # the producer holds its partitions before anything new is sent on the next stream.
+        self.on_break: Callable[[SeglogError], None] | None = None
+
+    @property
+    def owed_count(self) -> int:
+        return len(self._owed)
+
+    async def request(self, request: Any, timeout_s: float | None = None) -> Any:
+        """Send ``request`` and wait for its answer (``timeout_s``: fail the stream after it)."""
+        return await self.wait(await self.send(request), timeout_s)
+
+    async def send(self, request: Any) -> asyncio.Future[Any]:
+        """Writes ``request``; returns the future of its answer. Requests are written (and so
+        answered) in the order ``send`` was called."""
+        if self._closed:
+            raise ClientClosedError("the stream is closed")
+        call = self._call or self._open()
+        correlation_id = self._next_id
+        self._next_id += 1
+        answer: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._owed.append((correlation_id, answer))  # before any await: the order of calls
+        try:
+            async with self._write_lock:  # grpc.aio allows one write at a time
+                await call.write(self._wrap(correlation_id, request))
+        except (grpc.RpcError, asyncio.InvalidStateError) as error:
+            # The stream ended under us; its reader fails what it owed (ours too, if it still
+            # holds it), and the next send opens a new one.
+            self._end(call, _stream_ended(error))
+        return answer
+
+    async def wait(self, answer: asyncio.Future[Any], timeout_s: float | None) -> Any:
+        """The answer; after ``timeout_s`` the whole stream fails (answers are ordered: one
+        that never comes holds up every later one) with RequestTimeoutError."""
+        if timeout_s is None or answer.done():
+            return await answer
+        # One timer handle, not wait_for's task and shield: this is on every request's path.
+        timer = asyncio.get_running_loop().call_later(timeout_s, self._time_out, answer, self._call, timeout_s)
+        try:
+            return await answer
+        finally:
+            timer.cancel()
+
+    def _time_out(self, answer: asyncio.Future[Any], call: Any, timeout_s: float) -> None:
+        if not answer.done() and call is not None and self._call is call:
+            self._end(call, RequestTimeoutError(
+                f"no answer on the stream within {timeout_s * 1000:.0f} ms; the stream was reset"
+            ))
+
+    async def close(self) -> None:
+        self._closed = True
+        if self._call is not None:
+            self._end(self._call, ClientClosedError("the stream was closed before this request was answered"))
+        if self._reader is not None:
+            await asyncio.gather(self._reader, return_exceptions=True)
+
+    # -- helpers ---------------------------------------------------------------------------------
+
+    def _open(self) -> grpc.aio.StreamStreamCall:
+        call = self._open_call()
+        self._call = call
+        self.opened_count += 1
+        self._reader = asyncio.ensure_future(self._read_answers(call))
+        return call
+
+    async def _read_answers(self, call: grpc.aio.StreamStreamCall) -> None:
+        error: SeglogError
+        try:
+            metadata = await call.initial_metadata()
+            self._note_metadata(metadata)
+            while True:
+                response = await call.read()
+                if response is grpc.aio.EOF:
+                    error = ServiceUnavailableError("the service ended the stream")
+                    break
+                if self._call is not call:
+                    return  # ended by _end: what it owed has failed already
+                self._answer(response)
+        except grpc.RpcError as rpc_error:
+            error = error_from_rpc(rpc_error)
+        except asyncio.CancelledError:
+            error = ClientClosedError("the stream was closed before this request was answered")
+        except SeglogError as protocol_error:
+            error = protocol_error
+        self._end(call, error)
+
+    def _note_metadata(self, metadata: Any) -> None:
+        for key, value in metadata or ():
+            if key == IN_FLIGHT_METADATA_KEY:
+                try:
+                    self.in_flight_max = int(value)
+                except ValueError:
+                    pass
+        self.confirmed = True
+
+    def _answer(self, response: Any) -> None:
+        if not self._owed:
+            raise ServiceError(f"the stream answered correlation id {response.correlation_id}, never sent")
+        correlation_id, answer = self._owed.popleft()
+        if response.correlation_id != correlation_id:
+            raise ServiceError(
+                f"the stream answered correlation id {response.correlation_id} where "
+                f"{correlation_id} was owed (answers must come in request order)"
+            )
+        if answer.done():
+            return  # its caller gave up (timed out, cancelled)
+        if response.HasField("error"):
+            answer.set_exception(error_from_stream(response.error))
+        else:
+            answer.set_result(getattr(response, self._answer_field))
+
+    def _end(self, call: grpc.aio.StreamStreamCall, error: SeglogError) -> None:
+        """``call`` is over: every request it owes fails with ``error``."""
+        if self._call is not call:
+            return
+        self._call = None
+        call.cancel()
+        owed, self._owed = self._owed, deque()
+        if owed and self.on_break is not None:
+            self.on_break(error)
+        for _, answer in owed:
+            if not answer.done():
+                answer.set_exception(error)
+                answer.exception()  # retrieved: a caller that gave up must not warn
+
+
+def _stream_ended(error: BaseException) -> SeglogError:
+    if isinstance(error, grpc.RpcError):
+        return error_from_rpc(error)
+    return ServiceUnavailableError(f"the stream ended: {error}")

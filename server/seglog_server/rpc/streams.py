@@ -1,0 +1,330 @@
+"""The bidirectional streams of seglog.v1.LogService: ProduceStream and LookupStream.
+
+Every unary call opens an HTTP/2 stream of its own, and that is most of a small call's cost
+(bench/bench_streams.py measures an empty unary call against a request on an open stream). On an
+open stream a request costs one message each way. The shape of one stream (``_serve``):
+
+    open      the call gate authenticates the stream's credentials once and takes a stream slot
+              of its principal (``CallGate.admit_stream``); admission counts it as a stream
+              (``consume_streams_max``, per client too); the initial metadata entry
+              ``seglog-stream-in-flight-max`` says how far ahead of its answers the service reads.
+    each      read one request; admit it as its unary twin would be (a request slot,
+    message   ``Admission.message``; the ACL, the principal's request cap and byte quota,
+              ``CallGate.message``); do the twin's work (``LogServicer._append``,
+              ``_offsets_for_times``); answer it. Requests are worked on one at a time, in the
+              order read, so a stream's batches are appended in the order sent. An answer that
+              must wait (ACKS_FSYNCED's group commit, a produce quota's delay) waits in
+              ``OrderedReplies`` while the next requests are read and worked on; answers leave in
+              request order, each with its request's correlation id.
+    refusal   a request the twin would refuse is answered with ``error`` set (the twin's status
+              code, message, error class and retry hint); the stream goes on.
+    end       the client half-closes: the answers still owed are sent, then OK. Or the stream
+              ends with a status: a message that does not parse (INVALID_ARGUMENT: no
+              correlation id to answer), the service stopping (UNAVAILABLE, after every request
+              read was answered), an internal error (INTERNAL), the client cancelling.
+
+Metrics: each message is one observation of ``seglog_rpc_duration_seconds`` under the stream's
+method name and the message's own status code; the stream itself counts one call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import grpc
+
+from seglog.v1 import log_service_pb2 as pb
+
+from . import conversions
+from .admission import client_of
+from .boundary import _abort, _answer_if_cut, _check_parsed
+from .errors import ServiceStoppingError
+from .status import status_for
+
+__all__ = ["IN_FLIGHT_METADATA_KEY", "STREAM_IN_FLIGHT_MAX", "OrderedReplies", "StreamRpcs"]
+
+# Requests a stream may have read and not yet answered. The batch of a produce request is
+# appended before the next request is read, so what waits is only answers (behind group commit
+# or a quota delay): small. 64: a producer keeps 5 batches in flight per partition, so one
+# stream carries a dozen partitions' windows at full depth, and 64 fsynced batches share one or
+# two fdatasyncs (group_commit.py). Beyond it the service stops reading, and HTTP/2 flow control
+# holds the client back.
+STREAM_IN_FLIGHT_MAX = 64
+IN_FLIGHT_METADATA_KEY = "seglog-stream-in-flight-max"
+
+_Reply = Any  # a response message, or a future of one (an answer that must wait)
+
+
+class OrderedReplies:
+    """Writes a stream's answers in request order, with at most ``in_flight_max`` unanswered.
+
+    A ready answer with nothing owed before it is written at once (the common case: no task,
+    no queue); otherwise it queues behind the answers owed, and one drainer task writes them as
+    they become ready. A write blocks while the client does not read: the reader then stops
+    reading too.
+    """
+
+    def __init__(self, write: Callable[[Any], Awaitable[None]], in_flight_max: int) -> None:
+        assert in_flight_max >= 1
+        self._write = write
+        self._in_flight_max = in_flight_max
+        self._pending: deque[_Reply] = deque()
+        self._drainer: asyncio.Task[None] | None = None  # None whenever it is not running
+        self._failure: BaseException | None = None  # what stopped the drainer
+        self._room = asyncio.Event()
+        self.in_flight_high = 0  # the most answers ever owed at once (statistics, tests)
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._pending)
+
+    async def wait_for_room(self) -> None:
+        """Returns once fewer than ``in_flight_max`` answers are owed."""
+        while len(self._pending) >= self._in_flight_max:
+            self._raise_if_failed()
+            self._room.clear()
+            await self._room.wait()
+        self._raise_if_failed()
+
+    async def send(self, reply: _Reply) -> None:
+        """The answer to the next request in order (a message, or a future of one)."""
+        if not self._pending and not isinstance(reply, asyncio.Future):
+            await self._write(reply)
+            return
+        self._raise_if_failed()
+        self._pending.append(reply)
+        self.in_flight_high = max(self.in_flight_high, len(self._pending))
+        if self._drainer is None:
+            self._drainer = asyncio.ensure_future(self._drain())
+
+    async def finish(self) -> None:
+        """Waits until every owed answer was written (raises what stopped the drainer)."""
+        if self._drainer is not None:
+            await asyncio.shield(self._drainer)
+        self._raise_if_failed()
+
+    def cancel(self) -> None:
+        """The stream ends without answering: drop what is owed."""
+        for reply in self._pending:
+            if isinstance(reply, asyncio.Future):
+                reply.cancel()
+        self._pending.clear()
+        if self._drainer is not None:
+            self._drainer.cancel()
+
+    async def _drain(self) -> None:
+        try:
+            while self._pending:
+                head = self._pending[0]
+                message = (await head) if isinstance(head, asyncio.Future) else head
+                await self._write(message)
+                self._pending.popleft()
+                self._room.set()
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - handed to the reader, which ends the stream
+            self._failure = exc
+        finally:
+            self._drainer = None
+            self._room.set()  # a reader waiting for room learns of the failure
+
+    def _raise_if_failed(self) -> None:
+        if self._failure is not None:
+            raise self._failure
+
+
+class _Session:
+    """One open stream, as the shutdown sees it: stop reading, answer what was read."""
+
+    __slots__ = ("reading", "stopping", "task")
+
+    def __init__(self, stopping: bool) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self.task = task
+        self.reading = False
+        self.stopping = stopping
+
+    def stop(self) -> None:
+        self.stopping = True
+        if self.reading:  # parked in a read: nothing to finish but the owed answers
+            self.task.cancel()
+
+
+class _Stopped(Exception):
+    """Internal: the shutdown stopped the stream's reading."""
+
+
+class StreamRpcs:
+    """A mixin of ``LogServicer``: the two bidirectional streams (see the module docstring)."""
+
+    counters: Any
+    gate: Any
+    admission: Any
+    metrics: Any
+    log_dir_names: Any
+    stopping: bool
+    _append: Callable[..., Awaitable[Any]]
+    _durable: Callable[..., Awaitable[None]]
+    _offsets_for_times: Callable[..., Awaitable[Any]]
+
+    def init_streams(self) -> None:
+        self._stream_sessions: set[_Session] = set()
+        self.stream_in_flight_high = 0
+
+    def stop_streams(self) -> None:
+        """The shutdown: every open stream stops reading, answers what it read, and ends
+        UNAVAILABLE (the client sends the rest on a running service)."""
+        for session in list(self._stream_sessions):
+            session.stop()
+
+    @property
+    def open_stream_count(self) -> int:
+        return len(self._stream_sessions)
+
+    # -- the RPCs ---------------------------------------------------------------------------------
+    async def ProduceStream(self, requests: Any, context: Any) -> None:
+        await self._serve("ProduceStream", context, self._produce_message)
+
+    async def LookupStream(self, requests: Any, context: Any) -> None:
+        await self._serve("LookupStream", context, self._lookup_message)
+
+    # -- one stream -------------------------------------------------------------------------------
+    async def _serve(
+        self, name: str, context: Any, handle: Callable[[str, Any, Any], Awaitable[_Reply]]
+    ) -> None:
+        self.counters.calls[name] += 1
+        call = None
+        replies: OrderedReplies | None = None
+        try:
+            call = await self.gate.admit_stream(name, context)
+            with self.admission.stream(client_of(context)):
+                await context.send_initial_metadata(((IN_FLIGHT_METADATA_KEY, str(STREAM_IN_FLIGHT_MAX)),))
+                replies = OrderedReplies(context.write, STREAM_IN_FLIGHT_MAX)
+                session = _Session(self.stopping)
+                self._stream_sessions.add(session)
+                try:
+                    await self._read_loop(name, session, call, replies, context, handle)
+                finally:
+                    self._stream_sessions.discard(session)
+                    self.stream_in_flight_high = max(self.stream_in_flight_high, replies.in_flight_high)
+        except asyncio.CancelledError:
+            if replies is not None:
+                replies.cancel()
+            await _answer_if_cut(self, name, context)
+            raise
+        except grpc.aio.AbortError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - the boundary: every error becomes a status
+            if replies is not None:
+                replies.cancel()
+            await _abort(self, name, exc, context)
+        finally:
+            if call is not None:
+                call.release()
+
+    async def _read_loop(
+        self, name: str, session: _Session, call: Any, replies: OrderedReplies, context: Any,
+        handle: Callable[[str, Any, Any], Awaitable[_Reply]],
+    ) -> None:
+        try:
+            while True:
+                await replies.wait_for_room()
+                request = await _next_request(session, context)
+                if request is None:
+                    break
+                _check_parsed(request)  # no correlation id to answer: the stream ends
+                await replies.send(await handle(name, call, request))
+        except _Stopped:
+            await replies.finish()
+            raise ServiceStoppingError(
+                "seglog is shutting down: every request read on this stream was answered; "
+                "send the rest on a running service"
+            ) from None
+        await replies.finish()
+
+    # -- one message ------------------------------------------------------------------------------
+    async def _produce_message(self, name: str, call: Any, request: pb.ProduceStreamRequest) -> _Reply:
+        started_ns = time.perf_counter_ns()
+        correlation_id = request.correlation_id
+        try:
+            with self.admission.message(), self.gate.message(call, request.produce) as delay_s:
+                log, info, acks = await self._append(request.produce)
+        except Exception as exc:  # noqa: BLE001 - answered on the stream (or raised: a bug)
+            return self._refused(pb.ProduceStreamResponse, name, correlation_id, exc, started_ns)
+        if acks != pb.ACKS_FSYNCED and delay_s <= 0:
+            self._message_finished(name, "OK", started_ns)
+            return pb.ProduceStreamResponse(
+                correlation_id=correlation_id, produce=conversions.produce_response(info)
+            )
+        return asyncio.ensure_future(
+            self._produce_answer_later(name, correlation_id, log, info, acks, delay_s, started_ns)
+        )
+
+    async def _produce_answer_later(
+        self, name: str, correlation_id: int, log: Any, info: Any, acks: int, delay_s: float,
+        started_ns: int,
+    ) -> pb.ProduceStreamResponse:
+        try:
+            if acks == pb.ACKS_FSYNCED:
+                await self._durable(log, info.last_offset + 1)
+        except Exception as exc:  # noqa: BLE001 - answered on the stream (or raised: a bug)
+            return self._refused(pb.ProduceStreamResponse, name, correlation_id, exc, started_ns)
+        if delay_s > 0:
+            await asyncio.sleep(delay_s)
+        self._message_finished(name, "OK", started_ns)
+        return pb.ProduceStreamResponse(correlation_id=correlation_id, produce=conversions.produce_response(info))
+
+    async def _lookup_message(self, name: str, call: Any, request: pb.LookupStreamRequest) -> _Reply:
+        started_ns = time.perf_counter_ns()
+        correlation_id = request.correlation_id
+        reply = pb.LookupStreamResponse(correlation_id=correlation_id)
+        try:
+            with self.admission.message(), self.gate.message(call, request.offsets_for_times):
+                await self._offsets_for_times(request.offsets_for_times, reply.offsets_for_times)
+        except Exception as exc:  # noqa: BLE001 - answered on the stream (or raised: a bug)
+            return self._refused(pb.LookupStreamResponse, name, correlation_id, exc, started_ns)
+        self._message_finished(name, "OK", started_ns)
+        return reply
+
+    def _refused(
+        self, response_class: Any, name: str, correlation_id: int, exc: Exception, started_ns: int
+    ) -> Any:
+        """The answer to a request its unary twin would have refused with ``exc``'s status."""
+        status = status_for(exc)
+        if not status.expected:
+            raise exc  # a bug: the stream ends INTERNAL and the traceback is logged (boundary)
+        self.counters.errors[status.code.name] += 1
+        self._message_finished(name, status.code.name, started_ns)
+        error = pb.StreamError(
+            code=status.code.value[0], message=self.log_dir_names.redact(status.message),
+            error_class=status.error_class, retry_after_ms=status.retry_after_ms or 0,
+        )
+        return response_class(correlation_id=correlation_id, error=error)
+
+    def _message_finished(self, name: str, code: str, started_ns: int) -> None:
+        if self.metrics is not None:
+            self.metrics.rpc_finished(name, code, (time.perf_counter_ns() - started_ns) / 1e9)
+
+
+async def _next_request(session: _Session, context: Any) -> Any:
+    """The next request, or None when the client half-closed; ``_Stopped`` on shutdown."""
+    if session.stopping:
+        raise _Stopped()
+    session.reading = True
+    try:
+        request = await context.read()
+    except asyncio.CancelledError:
+        if not session.stopping:
+            raise  # the client went away, or the drain cut the stream
+        task = asyncio.current_task()
+        assert task is not None
+        task.uncancel()
+        raise _Stopped() from None
+    finally:
+        session.reading = False
+    return None if request is grpc.aio.EOF else request

@@ -1,0 +1,166 @@
+"""The client on the service's streams: the producer's in-flight window on ProduceStream (order
+kept, retries in order after injected stream failures, the unary fallback), lookups on
+LookupStream."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+
+import grpc
+import pytest
+
+from seglog import Admin, AsyncProducer, Consumer, TopicPartition
+from seglog._streams import RequestStream
+from seglog.errors import ServiceUnavailableError
+from seglog.v1 import log_service_pb2 as pb
+
+pytestmark = pytest.mark.integration
+
+
+def _values(address: str, topic: str, partition: int, count: int | None = None) -> list[bytes]:
+    """The partition's values (``count``: that many; None: all up to the log end offset)."""
+    if count is None:
+        with Admin(address) as admin:
+            count = admin.latest_offsets(topic, [partition])[partition]
+    with Consumer(address, topic, partition, start="earliest") as consumer:
+        seen: list[bytes] = []
+        while len(seen) < count:
+            batch = consumer.poll(timeout_ms=2000)
+            assert batch, f"only {len(seen)} of {count} records came back"
+            seen += [record.value for record in batch]
+        return seen
+
+
+def test_linger_zero_sends_several_batches_per_partition_on_one_stream_in_order(seglog_service, make_topic):
+    topic = make_topic(partitions=2)
+
+    async def run() -> None:
+        async with AsyncProducer(seglog_service.address, linger_ms=0, max_in_flight_per_partition=5) as producer:
+            # Until the service has answered on the stream the window is one batch deep.
+            await (await producer.send(topic, b"warm-up", partition=1))
+            deepest = 0
+            futures = []
+            for i in range(600):
+                futures.append(await producer.send(topic, b"%d" % i, partition=i % 2))
+                for _ in range(3):
+                    await asyncio.sleep(0)  # the sender runs, as between an application's sends
+                window = producer._windows.get(TopicPartition(topic, i % 2))
+                deepest = max(deepest, window.in_flight_count if window else 0)
+            metadata = [await future for future in futures]
+            transport = producer._transport.statistics()
+        for partition in range(2):
+            offsets = [m.offset for m in metadata if m.partition == partition]
+            assert offsets == list(range(partition, 300 + partition))
+        assert deepest > 1, "never more than one batch in flight for a partition"
+        assert transport.streams_opened == 1 and transport.requests_sent == 0  # no unary Produce
+
+    asyncio.run(run())
+    for partition in range(2):
+        expected = [b"%d" % i for i in range(partition, 600, 2)]
+        assert _values(seglog_service.address, topic, partition, 300 + partition)[partition:] == expected
+
+
+def test_stream_failures_are_retried_in_order(seglog_service, make_topic, monkeypatch):
+    """About one request in seven on the stream ends it right after the write (as a lost connection
+    would): every request it owed fails retriably, whether or not the service appended it. The
+    window sends them again in order, so the log's first occurrences keep the send order (without
+    idempotence a request appended before the break may be there twice) and every future resolves
+    to an offset holding its own record."""
+    topic = make_topic(partitions=2)
+    real_send = RequestStream.send
+    sends = 0
+    rng = random.Random(5)
+
+    async def flaky_send(self, request):
+        nonlocal sends
+        sends += 1
+        answer = await real_send(self, request)
+        if self._answer_field != "produce":
+            return answer  # the consumer's lookups below
+        if rng.random() < 0.15:
+            broke = ServiceUnavailableError("injected: the stream broke")
+            if self._call is not None:
+                self._end(self._call, broke)  # everything it owed fails
+            if answer.done():  # answered already: the answer is lost all the same
+                answer = asyncio.get_running_loop().create_future()
+                answer.set_exception(broke)
+        return answer
+
+    monkeypatch.setattr(RequestStream, "send", flaky_send)
+    count = 600
+
+    async def run() -> list:
+        async with AsyncProducer(
+            seglog_service.address, linger_ms=0, max_in_flight_per_partition=5, retries=50,
+            retry_backoff_ms=1,
+        ) as producer:
+            # Until the service has answered on the stream the window is one batch deep.
+            await (await producer.send(topic, b"warm-up", partition=1))
+            futures = []
+            done_order: list[int] = []
+            for i in range(count):
+                future = await producer.send(topic, b"%d" % i, partition=0)
+                future.add_done_callback(lambda _, index=i: done_order.append(index))
+                futures.append(future)
+                for _ in range(3):
+                    await asyncio.sleep(0)
+            metadata = [await future for future in futures]
+            assert producer.statistics().retries > 0
+            assert done_order == sorted(done_order)  # completions in send order
+            return metadata
+
+    metadata = asyncio.run(run())
+    assert sends >= 20  # several injected breaks
+    stored = _values(seglog_service.address, topic, 0)
+    firsts = list(dict.fromkeys(stored))
+    assert firsts == [b"%d" % i for i in range(count)]
+    for i, meta in enumerate(metadata):
+        assert stored[meta.offset] == b"%d" % i
+
+
+def test_a_service_without_the_stream_gets_unary_produce_one_batch_per_partition(seglog_service, make_topic, monkeypatch):
+    topic = make_topic(partitions=1)
+    from seglog.client import Transport
+
+    real = Transport._stream_call
+
+    def missing_method(self, rpc):  # a method the service does not serve: UNIMPLEMENTED
+        return real(self, self._channel.stream_stream(
+            "/seglog.v1.LogService/NoSuchStream",
+            request_serializer=pb.ProduceStreamRequest.SerializeToString,
+            response_deserializer=pb.ProduceStreamResponse.FromString,
+        ))
+
+    monkeypatch.setattr(Transport, "_stream_call", missing_method)
+
+    async def run() -> None:
+        async with AsyncProducer(seglog_service.address, linger_ms=0, max_in_flight_per_partition=5) as producer:
+            futures = [await producer.send(topic, b"%d" % i, partition=0) for i in range(50)]
+            metadata = [await future for future in futures]
+            assert producer._streaming is False
+            assert producer._in_flight_max() == 1
+            assert producer._transport.statistics().requests_sent >= 1
+        assert [m.offset for m in metadata] == list(range(50))
+
+    asyncio.run(run())
+
+
+def test_lookups_go_on_the_lookup_stream_and_match_the_unary_answer(seglog_service, make_topic):
+    topic = make_topic(partitions=3)
+    with Admin(seglog_service.address) as admin:
+        targets = {TopicPartition(topic, p): ts for p, ts in enumerate([-2, -1, 0])}
+        streamed = admin.offsets_for_times(targets)
+        statistics = admin._async._transport.statistics()
+        assert statistics.streams_opened == 1
+        assert admin.offsets_for_times(targets) == streamed
+        assert admin._async._transport.statistics().streams_opened == 1  # the same stream
+    from seglog.v1 import log_service_pb2_grpc as pb_grpc
+
+    with grpc.insecure_channel(seglog_service.address) as channel:
+        unary = pb_grpc.LogServiceStub(channel).OffsetsForTimes(pb.OffsetsForTimesRequest(partitions=[
+            pb.PartitionTimestamp(topic=tp.topic, partition=tp.partition, timestamp_ms=ts) for tp, ts in targets.items()
+        ]))
+    assert {TopicPartition(r.topic, r.partition): r.offset for r in unary.results} == {
+        tp: (hit.offset if hit else -1) for tp, hit in streamed.items()
+    }

@@ -1,0 +1,118 @@
+"""The producer's per-partition in-flight window (``seglog._send_window``) against a model of the
+service, driven by Hypothesis: several batches in flight, answers in any order, injected
+retriable failures before and after the append.
+
+The service model is idempotent, as Kafka's (and seglog's with producer ids): it appends a batch
+only when its sequence is the next one expected, answers a duplicate with the original offset,
+and refuses a batch after a gap (an out-of-order sequence) with a retriable error. Under it, the
+window's rules (hold on a retriable failure, wait for what is in flight, send again every failed
+batch from the first one on, in order) must give: every batch in the log exactly once, in send
+order, and every batch's completion in send order.
+"""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from seglog._send_window import SendWindow
+
+
+class _Retriable(Exception):
+    pass
+
+
+class _IdempotentLog:
+    def __init__(self) -> None:
+        self.records: list[int] = []
+
+    def produce(self, sequence: int, fault: str) -> tuple[bool, object]:
+        """(failed, outcome) of one batch numbered ``sequence``; ``fault`` is injected."""
+        if fault == "before":
+            return True, _Retriable("refused before the append")
+        if sequence < len(self.records):
+            return False, sequence  # a duplicate: the original offset
+        if sequence > len(self.records):
+            return True, _Retriable("out-of-order sequence")
+        self.records.append(sequence)
+        if fault == "after":
+            return True, _Retriable("appended, answer lost")
+        return False, sequence
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    batch_count=st.integers(1, 12),
+    in_flight_max=st.integers(1, 5),
+    faults=st.lists(st.sampled_from(["none", "none", "none", "before", "after"]), max_size=200),
+    answer_order=st.lists(st.integers(0, 10), max_size=400),
+    in_order_answers=st.booleans(),
+)
+def test_retries_keep_every_batch_once_and_in_order(
+    batch_count, in_flight_max, faults, answer_order, in_order_answers
+):
+    log = _IdempotentLog()
+    window: SendWindow[int] = SendWindow()
+    in_flight = []  # (entry, sent in this order)
+    completed: list[tuple[int, bool]] = []
+    next_batch = 0
+    fault_at = iter(faults)
+    choices = iter(answer_order)
+    retries_max = len(faults) + batch_count  # enough: every injected fault is retried
+    pending_resend = []
+    for _ in range(10_000):
+        if pending_resend:
+            window.resending(pending_resend)
+            in_flight.extend(pending_resend)
+            pending_resend = []
+        while next_batch < batch_count and window.can_send(in_flight_max):
+            in_flight.append(window.sent(next_batch))
+            next_batch += 1
+        if not in_flight:
+            break
+        # A stream answers in order; separate unary calls may answer in any order.
+        index = 0 if in_order_answers else next(choices, 0) % len(in_flight)
+        # The service sees requests in the order sent (one stream), so it works on the oldest.
+        entry = in_flight.pop(0 if in_order_answers else index)
+        failed, outcome = log.produce(entry.item, next(fault_at, "none"))
+        retry = failed and entry.attempt < retries_max
+        complete, again = window.answered(entry, outcome, failed=failed, retry=retry)
+        completed += [(e.item, SendWindow.succeeded(e)) for e in complete]
+        pending_resend = again
+    assert window.is_empty()
+    assert [item for item, _ in completed] == list(range(batch_count))  # completion in order
+    if in_order_answers:
+        assert all(ok for _, ok in completed)
+        assert log.records == list(range(batch_count))  # once each, in order
+    else:
+        # Answers out of order model unary calls, whose service may also *append* them out of
+        # order; the model still appends in sequence order, and nothing is appended twice.
+        assert log.records == sorted(set(log.records))
+
+
+def test_a_retriable_failure_holds_the_partition_until_what_is_in_flight_is_answered():
+    window: SendWindow[str] = SendWindow()
+    first, second, third = (window.sent(name) for name in "abc")
+    assert not window.can_send(3)
+    complete, again = window.answered(first, _Retriable(), failed=True, retry=True)
+    assert (complete, again) == ([], [])
+    assert not window.can_send(5)  # held: nothing new before the retry
+    complete, again = window.answered(second, "b-ok", failed=False, retry=False)
+    assert (complete, again) == ([], [])  # b waits for a: completion in send order
+    complete, again = window.answered(third, _Retriable(), failed=True, retry=True)
+    assert complete == [] and [e.item for e in again] == ["a", "c"]
+    window.resending(again)
+    assert window.can_send(5) and window.in_flight_count == 2
+    complete, _ = window.answered(again[0], "a-ok", failed=False, retry=False)
+    assert [e.item for e in complete] == ["a", "b"]
+    complete, _ = window.answered(again[1], "c-ok", failed=False, retry=False)
+    assert [e.item for e in complete] == ["c"] and window.is_empty()
+
+
+def test_a_final_failure_completes_in_order_without_holding():
+    window: SendWindow[str] = SendWindow()
+    first, second = window.sent("a"), window.sent("b")
+    complete, again = window.answered(second, ValueError("bad"), failed=True, retry=False)
+    assert complete == [] and again == [] and window.can_send(2)
+    complete, _ = window.answered(first, "a-ok", failed=False, retry=False)
+    assert [(e.item, SendWindow.succeeded(e)) for e in complete] == [("a", True), ("b", False)]

@@ -1,0 +1,88 @@
+"""OrderedReplies: a stream's answers leave in request order, ready or late, and no more than the
+bound is ever owed (Hypothesis over which answers are ready and when late ones resolve)."""
+
+from __future__ import annotations
+
+import asyncio
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from seglog_server.rpc.streams import OrderedReplies
+
+
+async def _run(in_flight_max: int, late: list[bool], resolve_order: list[int]) -> tuple[list[int], int]:
+    written: list[int] = []
+    owed_high = 0
+    replies = OrderedReplies(_writer(written), in_flight_max)
+    futures: list[asyncio.Future[int]] = []
+    choices = iter(resolve_order)
+    for number, is_late in enumerate(late):
+        waiting = asyncio.ensure_future(replies.wait_for_room())
+        for _ in range(3):
+            await asyncio.sleep(0)
+        while not waiting.done():  # resolve late answers, in any order, until there is room
+            open_futures = [f for f in futures if not f.done()]
+            pick = open_futures[next(choices, 0) % len(open_futures)]
+            pick.set_result(futures.index(pick))
+            for _ in range(3):
+                await asyncio.sleep(0)
+        await waiting
+        owed_high = max(owed_high, replies.in_flight + 1)
+        if is_late:
+            future = asyncio.get_running_loop().create_future()
+            futures.append(future)
+            await replies.send(future)
+        else:
+            futures.append(_done(number))
+            await replies.send(number)
+    for number, future in enumerate(futures):
+        if not future.done():
+            future.set_result(number)
+    await replies.finish()
+    return written, max(owed_high, replies.in_flight_high)
+
+
+def _writer(written: list[int]):
+    async def write(message: int) -> None:
+        await asyncio.sleep(0)
+        written.append(message)
+
+    return write
+
+
+def _done(value: int) -> asyncio.Future[int]:
+    future = asyncio.get_running_loop().create_future()
+    future.set_result(value)
+    return future
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    in_flight_max=st.integers(1, 6),
+    late=st.lists(st.booleans(), max_size=40),
+    resolve_order=st.lists(st.integers(0, 50), max_size=80),
+)
+def test_answers_leave_in_request_order_and_the_owed_count_stays_bounded(in_flight_max, late, resolve_order):
+    written, owed_high = asyncio.run(_run(in_flight_max, late, resolve_order))
+    assert written == list(range(len(late)))
+    assert owed_high <= in_flight_max + 1  # the bound, plus the one request being worked on
+
+
+def test_a_failed_write_reaches_the_reader():
+    async def run() -> None:
+        async def broken(message: int) -> None:
+            raise ConnectionError("client gone")
+
+        replies = OrderedReplies(broken, 2)
+        late = asyncio.get_running_loop().create_future()
+        await replies.send(late)
+        late.set_result(1)
+        await asyncio.sleep(0.01)
+        try:
+            await replies.wait_for_room()
+        except ConnectionError:
+            return
+        raise AssertionError("the drainer's failure was not raised")
+
+    asyncio.run(run())
