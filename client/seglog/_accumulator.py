@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import itertools
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -27,6 +28,7 @@ from seglog.errors import RecordTooLargeError
 from seglog.records import RECORD_BATCH_OVERHEAD, Compression, RecordBatchBuilder
 from seglog.records.builder import _check_timestamp as check_timestamp
 from seglog._delivery import BatchDelivery, RecordFuture
+from seglog._producer_config import wall_clock_ms as default_wall_clock_ms
 from seglog.structs import Header, TopicPartition
 
 __all__ = [
@@ -183,8 +185,18 @@ class RecordAccumulator:
         self._flush_through_id = 0
         self._incomplete: set[int] = set()
         self._buffered_bytes = 0
-        self._records_queued = 0
         self._space_waiters = 0
+        # The open (tail) batch of each partition, for ``append_plain``: a cache, an entry is
+        # used only while its batch is not closed.
+        self._open: dict[TopicPartition | tuple[str, int], ProducerBatch] = {}
+        # Called (from the appending thread) when ``append_plain`` closes a full batch: the
+        # producer wakes its sender there. Set by the producer.
+        self.on_batch_full: Callable[[], None] = _nothing
+        # append_plain checks a record against its batch's room only: that is enough when a
+        # batch never exceeds what a request and the buffer may carry.
+        # The wall clock is read inline there (time.time_ns), so a clock given by a test turns
+        # it off too.
+        self._plain_ok = batch_bytes <= self._record_bytes_limit and wall_clock_ms is default_wall_clock_ms
 
     def append(
         self,
@@ -229,11 +241,55 @@ class RecordAccumulator:
                 batch.append_headers(index, headers)
             size = batch.size_bytes_bound = batch.size_bytes_bound + record_bytes
             self._buffered_bytes += record_bytes
-            self._records_queued += 1
             batch_full = size >= self._batch_bytes
             if batch_full:
                 batch.closed = True
             return RecordFuture(batch.delivery, index), _APPEND_RESULTS[new_batch, batch_full]
+
+    def append_plain(
+        self,
+        topic_partition: TopicPartition | tuple[str, int],
+        key: bytes | None,
+        value: bytes | None,
+        _time_ns: Callable[[], int] = time.time_ns,
+        _len: Callable[[bytes], int] = len,
+    ) -> RecordFuture | None:
+        """``send``'s common case in one call: a record without headers or a timestamp of its own
+        (it gets the wall clock now), key and value bytes or None (the caller checked), going
+        into the open batch of its partition. Returns None, having changed nothing, when that
+        batch does not exist, is closed or has no room, or the buffer is full: the caller then
+        goes through ``append``, which handles every case. Same bookkeeping as ``append``, minus
+        the checks that cannot fail here (``_plain_ok``)."""
+        record_bytes = RECORD_OVERHEAD_BYTES_MAX + (_len(key) if key else 0) + (_len(value) if value else 0)
+        # acquire/release rather than ``with``: half the cost of the lock here (try/finally is
+        # free in CPython 3.11).
+        lock = self._lock
+        lock.acquire()
+        try:
+            batch = self._open.get(topic_partition)
+            if (
+                batch is None
+                or batch.closed
+                or not self._plain_ok
+                or batch.size_bytes_bound + record_bytes > self._batch_bytes
+                or self._buffered_bytes + record_bytes > self._buffer_bytes
+            ):
+                return None
+            values = batch.values
+            index = _len(values)
+            values.append(value)
+            batch.keys.append(key)
+            batch.timestamps_ms.append(_time_ns() // 1_000_000)
+            if batch.headers is not None:
+                batch.headers.append(())
+            size = batch.size_bytes_bound = batch.size_bytes_bound + record_bytes
+            self._buffered_bytes += record_bytes
+            if size >= self._batch_bytes:
+                batch.closed = True
+                self.on_batch_full()
+            return RecordFuture(batch.delivery, index)
+        finally:
+            lock.release()
 
     def append_many(
         self,
@@ -290,7 +346,6 @@ class RecordAccumulator:
                     batch.headers.append(())
                 batch.size_bytes_bound += record_bytes
                 self._buffered_bytes += record_bytes
-                self._records_queued += 1
                 if batch.size_bytes_bound >= self._batch_bytes:
                     batch.closed = True
                     wake = True
@@ -315,7 +370,6 @@ class RecordAccumulator:
                 elif len(ready) < batch_count_max and can_send(topic_partition):
                     queue.popleft()
                     head.closed = True
-                    self._records_queued -= head.record_count
                     ready.append(head)
             self._drop_empty_queues()
         return ready, next_due_ms
@@ -343,7 +397,7 @@ class RecordAccumulator:
         with self._lock:
             batches = [batch for queue in self._queues.values() for batch in queue]
             self._queues.clear()
-            self._records_queued = 0
+            self._open.clear()
         for batch in batches:
             batch.fail(error)
             self.complete(batch)
@@ -362,7 +416,7 @@ class RecordAccumulator:
         with self._lock:
             return AccumulatorStatistics(
                 batches_queued=sum(len(queue) for queue in self._queues.values()),
-                records_queued=self._records_queued,
+                records_queued=sum(batch.record_count for queue in self._queues.values() for batch in queue),
                 buffered_bytes=self._buffered_bytes,
                 buffer_bytes_max=self._buffer_bytes,
             )
@@ -395,6 +449,7 @@ class RecordAccumulator:
         # compares equal to a TopicPartition, and is cheaper to make); batches keep the real one.
         batch = ProducerBatch(batch_id, TopicPartition(*topic_partition), self._compression, now_ms)
         queue.append(batch)
+        self._open[topic_partition] = batch
         self._last_id = batch_id
         self._incomplete.add(batch_id)
         self._buffered_bytes += RECORD_BATCH_OVERHEAD
@@ -412,3 +467,8 @@ class RecordAccumulator:
     def _drop_empty_queues(self) -> None:
         for topic_partition in [tp for tp, queue in self._queues.items() if not queue]:
             del self._queues[topic_partition]
+            self._open.pop(topic_partition, None)
+
+
+def _nothing() -> None:
+    pass

@@ -168,6 +168,7 @@ class AsyncProducer:
             request_bytes_max=max_request_bytes,
             wall_clock_ms=wall_clock_ms,
         )
+        self._accumulator.on_batch_full = self._wake
         self._partitioner = DefaultPartitioner(sticky_bytes=batch_size)
         self._partition_counts: dict[str, int] = {}
         self._transport: Transport | None = None
@@ -386,14 +387,22 @@ class AsyncProducer:
         """Append from any thread; the partition count must be cached when ``partition`` is None."""
         if self._closing:
             raise ClientClosedError("the producer is closed")
+        if (
+            timestamp_ms is None
+            and headers is None
+            and (value is None or type(value) is bytes)
+            and (key is None or type(key) is bytes)
+        ):
+            future = self._accumulator.append_plain(
+                (topic, partition if partition is not None else self._choose_partition(topic, key, value)), key, value
+            )
+            if future is not None:
+                return future
         value_bytes = value if value is None or type(value) is bytes else as_bytes("value", value)
         key_bytes = key if key is None or type(key) is bytes else as_bytes("key", key)
         header_pairs = normalize_headers(headers) if headers else ()
         if partition is None:
-            count = self._partition_counts.get(topic)
-            assert count is not None, f"partition count of {topic!r} not loaded"
-            size = len(value_bytes or b"") + len(key_bytes or b"")
-            partition = self._partitioner.partition(topic, key_bytes, count, size)
+            partition = self._choose_partition(topic, key_bytes, value_bytes)
         elif partition < 0:
             raise ValueError(f"partition must be >= 0, got {partition}")
         future, result = self._accumulator.append(
@@ -402,6 +411,13 @@ class AsyncProducer:
         if result.new_batch or result.batch_full:
             self._wake()
         return future
+
+    def _choose_partition(self, topic: str, key: bytes | None, value: bytes | None) -> int:
+        count = self._partition_counts.get(topic)
+        assert count is not None, f"partition count of {topic!r} not loaded"
+        if count == 1:
+            return 0
+        return self._partitioner.partition(topic, key, count, (len(value) if value else 0) + (len(key) if key else 0))
 
     async def _append_waiting(
         self,
@@ -664,10 +680,22 @@ class Producer(_sync.SyncFacade):
         timestamp_ms: int | None = None,
         headers: HeadersLike | None = None,
     ) -> RecordFuture:
-        if partition is None and self._async._cached_partition_count(topic) is None:
-            self._portal.run(self._async._partition_count(topic))
+        producer = self._async
+        if (  # the common case in one call; anything else (or no room) takes the general path
+            partition is not None
+            and timestamp_ms is None
+            and headers is None
+            and type(value) is bytes
+            and (key is None or type(key) is bytes)
+            and not producer._closing
+        ):
+            future = producer._accumulator.append_plain((topic, partition), key, value)
+            if future is not None:
+                return future
+        if partition is None and producer._cached_partition_count(topic) is None:
+            self._portal.run(producer._partition_count(topic))
         try:
-            return self._async._append_nowait(topic, value, key, partition, timestamp_ms, headers)
+            return producer._append_nowait(topic, value, key, partition, timestamp_ms, headers)
         except BufferFullError:
             return self._portal.run(self._async._append_waiting(topic, value, key, partition, timestamp_ms, headers))
 
