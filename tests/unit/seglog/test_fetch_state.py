@@ -8,7 +8,7 @@ import pytest
 
 from seglog._fetch_state import PartitionState, StartPosition, decode_fetched, parse_start
 from seglog.errors import CorruptRecordError
-from seglog.records import BASE_OFFSET_OFFSET, RecordBatchBuilder
+from seglog.records import BASE_OFFSET_OFFSET, RecordBatch, RecordBatchBuilder
 from seglog.structs import ConsumerRecord
 
 BASE_OFFSET_FIELD = BASE_OFFSET_OFFSET
@@ -92,14 +92,18 @@ def test_parse_start_refuses_anything_else(start):
         parse_start(start)
 
 
-def _record(offset: int) -> ConsumerRecord:
-    return ConsumerRecord("t", 0, offset, 0, None, b"", ())
+def _batch_at(base_offset: int, *deltas: int) -> RecordBatch:
+    """A batch holding records at base_offset + each delta (gaps as after compaction)."""
+    builder = RecordBatchBuilder(base_offset=base_offset)
+    for delta in deltas:
+        builder.append_at(delta, b"", None, 0)
+    return RecordBatch(builder.build())
 
 
 def test_position_is_the_next_buffered_record_else_the_fetch_offset():
     state = PartitionState(0, StartPosition("offset", 5))
     assert state.position == 5 and state.start is None  # an offset start needs no look-up
-    state.buffer.extend([_record(5), _record(7)])
+    state.buffer.add(_batch_at(5, 0, 2), 5)
     state.fetch_offset = 8
     assert state.take(1)[0].offset == 5 and state.position == 7
     state.take(10)
@@ -109,7 +113,7 @@ def test_position_is_the_next_buffered_record_else_the_fetch_offset():
 def test_seek_drops_the_buffer_and_bumps_the_epoch():
     state = PartitionState(0, StartPosition("earliest"))
     assert state.position is None and state.start == StartPosition("earliest")
-    state.buffer.append(_record(1))
+    state.buffer.add(_batch_at(1, 0), 1)
     epoch = state.epoch
     state.seek(StartPosition("offset", 100))
     assert state.epoch == epoch + 1 and not state.buffer and state.position == 100 and state.start is None
