@@ -16,6 +16,7 @@ synchronous producer appends from the caller's thread); one lock guards the stat
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import threading
 import time
@@ -318,11 +319,15 @@ class RecordAccumulator:
             self._refuse_too_large(topic_partition, largest)
         spans: list[tuple[BatchDelivery, int, int]] = []
         wake = False
+        # Running totals of the sizes: how many records from a position fit the room left is one
+        # bisect, and they go in with a few list extends (no Python step per record).
+        totals = list(itertools.accumulate(sizes))
+        count = len(sizes)
         with self._lock:
             batch: ProducerBatch | None = None
             first = 0
-            for position, value in enumerate(values):
-                key = keys[position]
+            position = 0
+            while position < count:
                 record_bytes = sizes[position]
                 if batch is None or batch.closed or batch.size_bytes_bound + record_bytes > self._batch_bytes:
                     if self._buffered_bytes > 0 and (
@@ -339,16 +344,22 @@ class RecordAccumulator:
                 elif self._buffered_bytes + record_bytes > self._buffer_bytes:
                     spans.append((batch.delivery, first, len(batch.values) - first))
                     raise BufferFullError(position, spans, wake)
-                batch.keys.append(key)
-                batch.values.append(value)
-                batch.timestamps_ms.append(timestamp_ms)
+                # This record fits (checked above); so do the ones after it up to ``stop``.
+                before = totals[position - 1] if position else 0
+                room = min(self._batch_bytes - batch.size_bytes_bound, self._buffer_bytes - self._buffered_bytes)
+                stop = max(bisect.bisect_right(totals, before + room, position, count), position + 1)
+                added = totals[stop - 1] - before
+                batch.keys += keys[position:stop]
+                batch.values += values[position:stop]
+                batch.timestamps_ms += [timestamp_ms] * (stop - position)
                 if batch.headers is not None:
-                    batch.headers.append(())
-                batch.size_bytes_bound += record_bytes
-                self._buffered_bytes += record_bytes
+                    batch.headers += [()] * (stop - position)
+                batch.size_bytes_bound += added
+                self._buffered_bytes += added
                 if batch.size_bytes_bound >= self._batch_bytes:
                     batch.closed = True
                     wake = True
+                position = stop
             if batch is not None:
                 spans.append((batch.delivery, first, len(batch.values) - first))
         return spans, wake
