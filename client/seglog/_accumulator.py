@@ -18,9 +18,11 @@ from __future__ import annotations
 
 import bisect
 import itertools
+import operator
 import threading
 import time
 from collections import deque
+from itertools import repeat
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import NoReturn
@@ -310,10 +312,7 @@ class RecordAccumulator:
             check_timestamp(timestamp_ms)
         # Every size first: a record that can never be sent refuses the whole call before any
         # record is queued (else the caller would see an error for records that still go out).
-        sizes = [
-            RECORD_OVERHEAD_BYTES_MAX + (len(key) if key else 0) + (len(value) if value else 0)
-            for key, value in zip(keys, values, strict=True)
-        ]
+        sizes = _record_sizes(keys, values)
         largest = max(sizes, default=0)
         if largest + RECORD_BATCH_OVERHEAD > self._record_bytes_limit:
             self._refuse_too_large(topic_partition, largest)
@@ -483,3 +482,20 @@ class RecordAccumulator:
 
 def _nothing() -> None:
     pass
+
+
+def _record_sizes(keys: Sequence[bytes | None], values: Sequence[bytes | None]) -> list[int]:
+    """Each record's upper bound (no headers); C-level passes when no value is None."""
+    if len(keys) != len(values):
+        raise ValueError(f"one key per value: found {len(keys)} keys and {len(values)} values")
+    if None not in values:
+        value_sizes = map(len, values)
+        if keys.count(None) == len(keys):
+            return list(map(operator.add, value_sizes, repeat(RECORD_OVERHEAD_BYTES_MAX)))
+        if None not in keys:
+            return list(map(operator.add, map(operator.add, value_sizes, map(len, keys)),
+                            repeat(RECORD_OVERHEAD_BYTES_MAX)))
+    return [
+        RECORD_OVERHEAD_BYTES_MAX + (len(key) if key else 0) + (len(value) if value else 0)
+        for key, value in zip(keys, values)
+    ]

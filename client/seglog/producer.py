@@ -104,6 +104,17 @@ class _ManyPlan:
         return DeliveryGroup(spans, self.record_count, order)
 
 
+_BYTES_OR_NONE = {bytes, type(None)}
+
+
+def _as_bytes_list(name: str, items: Sequence[bytes | str | None]) -> list[bytes | None]:
+    """``items`` as a list of bytes or None (str and bytes-likes converted as ``send`` does);
+    a list of bytes and None already is passed as it is (one C-level pass over its types)."""
+    if type(items) is list and set(map(type, items)) <= _BYTES_OR_NONE:
+        return items
+    return [item if item is None or type(item) is bytes else as_bytes(name, item) for item in items]
+
+
 class AsyncProducer:
     """An asyncio producer (the implementation behind ``Producer``).
 
@@ -450,11 +461,11 @@ class AsyncProducer:
     ) -> _ManyPlan:
         if self._closing:
             raise ClientClosedError("the producer is closed")
-        values = [v if v is None or type(v) is bytes else as_bytes("value", v) for v in values]
+        values = _as_bytes_list("value", values)
         if keys is None:
             keys = [None] * len(values)
         else:
-            keys = [k if k is None or type(k) is bytes else as_bytes("key", k) for k in keys]
+            keys = _as_bytes_list("key", keys)
             if len(keys) != len(values):
                 raise ValueError(f"send_many needs one key per value: {len(keys)} keys, {len(values)} values")
         if partition is not None:
