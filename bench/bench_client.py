@@ -12,7 +12,9 @@ produce (end to end), divided by the first row:
   requests in flight (``bench_service.produce_throughput``): the service's own pace;
 - ``Producer.send`` per record (the synchronous client, linger 5 ms, 512 KiB batches);
 - ``Producer.send_many`` in slices of 10,000 records (the bulk path);
-- ``AsyncProducer.send`` per record (``await producer.send(...)``).
+- ``AsyncProducer.send`` per record (``await producer.send(...)``);
+- ``Producer.send`` and ``send_many`` again with ``max_in_flight_per_partition=4`` (the bare
+  stubs' four requests in flight; the default 1 waits for each acknowledgement).
 
 consume (end to end, reading a partition the produce section wrote), divided by the first row:
 
@@ -84,8 +86,8 @@ def _workload(count: int) -> tuple[list[bytes], list[bytes]]:
     return [keys[i % len(keys)] for i in range(count)], [values[i % len(values)] for i in range(count)]
 
 
-def producer_send(address: str, topic: str, keys: list[bytes], values: list[bytes]) -> int:
-    with Producer(address, linger_ms=5, batch_size=512 * 1024) as producer:
+def producer_send(address: str, topic: str, keys: list[bytes], values: list[bytes], in_flight: int = 1) -> int:
+    with Producer(address, linger_ms=5, batch_size=512 * 1024, max_in_flight_per_partition=in_flight) as producer:
         send = producer.send
         for key, value in zip(keys, values):
             send(topic, value, key, 0)
@@ -93,8 +95,8 @@ def producer_send(address: str, topic: str, keys: list[bytes], values: list[byte
     return len(values)
 
 
-def producer_send_many(address: str, topic: str, keys: list[bytes], values: list[bytes]) -> int:
-    with Producer(address, linger_ms=5, batch_size=512 * 1024) as producer:
+def producer_send_many(address: str, topic: str, keys: list[bytes], values: list[bytes], in_flight: int = 1) -> int:
+    with Producer(address, linger_ms=5, batch_size=512 * 1024, max_in_flight_per_partition=in_flight) as producer:
         for start in range(0, len(values), SLICE):
             producer.send_many(topic, values[start : start + SLICE], keys[start : start + SLICE], partition=0)
         producer.flush()
@@ -284,7 +286,7 @@ def main() -> None:
         try:
             with Admin(service.address) as admin:
                 for run in range(args.runs):
-                    for name in ("stubs", "send", "send_many", "async_send"):
+                    for name in ("stubs", "send", "send_many", "async_send", "send4", "send_many4"):
                         admin.create_topic(f"{name}-{run}", 1)
                     measures: dict[str, Callable[[], int]] = {
                         "bare stubs (baseline)": lambda: (
@@ -296,6 +298,15 @@ def main() -> None:
                     if hasattr(Producer, "send_many"):
                         measures["Producer.send_many"] = lambda: producer_send_many(
                             service.address, f"send_many-{run}", keys, values
+                        )
+                    # Four requests in flight per partition, as the bare stubs have: what the
+                    # wait for each acknowledgement costs the rows above.
+                    measures["Producer.send, 4 in flight"] = lambda: producer_send(
+                        service.address, f"send4-{run}", keys, values, in_flight=4
+                    )
+                    if hasattr(Producer, "send_many"):
+                        measures["Producer.send_many, 4 in flight"] = lambda: producer_send_many(
+                            service.address, f"send_many4-{run}", keys, values, in_flight=4
                         )
                     for name, measure in measures.items():
                         produce_rows.setdefault(name, []).append(_measure(measure))
