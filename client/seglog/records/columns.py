@@ -36,6 +36,9 @@ __all__ = ["RecordColumns", "decode_columns"]
 # Records whose next run is shorter than this are decoded one by one (a run costs a few
 # strided slices whatever its length).
 _RUN_MIN = 4
+# After this many records in a row that start no run, the rest of the area is decoded record by
+# record (decode_records' own fast loop): varied shapes cost one template each otherwise.
+_MISSES_MAX = 8
 # offsetDelta encodings of consecutive deltas: one byte below 64, two bytes from 64 to 8191
 # (zigzag(d) = 2d for d >= 0). Indexed by the delta.
 _ONE_BYTE_DELTAS = 64
@@ -114,7 +117,20 @@ def _decode_runs(
     decode = ZIGZAG_DECODE
     done = 0
     scratch: list = []
+    misses = 0  # records in a row that started no run
     while done < count:
+        if misses >= _MISSES_MAX:
+            # Records of varied shapes: the rest goes through the per-record decoder's fast loop.
+            rest = decode_records(data, pos, end, count - done, base_offset, base_timestamp)
+            if rest:
+                rest_offsets, rest_timestamps, rest_keys, rest_values, rest_headers = zip(*rest)
+                offsets += rest_offsets
+                timestamps += rest_timestamps
+                keys += rest_keys
+                values += rest_values
+                headers += rest_headers
+            return columns
+        misses += 1
         start = pos
         pos = _decode_record(data, pos, end, scratch, count, base_offset, base_timestamp)
         record = scratch.pop()
@@ -168,6 +184,7 @@ def _decode_runs(
         )
         if run < _RUN_MIN:
             continue
+        misses = 0
         stop = pos + run * stride
         offsets += range(base_offset + offset_delta, base_offset + offset_delta + run)
         if timestamp_width == 1:
@@ -234,10 +251,14 @@ def _run_length(
                 return False
         return data[pos + at_headers:stop:stride] == bytes(run)
 
-    if matches(run_max):
-        return run_max
-    # The longest matching prefix: matching is monotone in the run length.
-    low, high = 0, run_max  # matches(low) holds (vacuously for 0), matches(high) does not
+    # Galloping: a run that breaks early costs little, a long one about twice its length.
+    # Matching is monotone in the run length.
+    low = 0  # matches(low) holds (vacuously for 0)
+    high = min(_RUN_MIN, run_max)
+    while matches(high):
+        if high == run_max:
+            return run_max
+        low, high = high, min(2 * high, run_max)
     while high - low > 1:
         middle = (low + high) // 2
         if matches(middle):

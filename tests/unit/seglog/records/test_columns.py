@@ -105,8 +105,23 @@ def test_a_long_uniform_batch_crosses_the_offset_delta_widths(monkeypatch):
     )
     assert _as_rows(decode_columns(*area)) == [tuple(r) for r in decode_records(*area)]
     # Cut in runs: the first record and the first of two-byte deltas start runs; three-byte
-    # deltas (8192 and up) go record by record.
-    assert len(one_by_one) == 2 + (9000 - 8192)
+    # deltas (8192 and up) start none, and after _MISSES_MAX of them the rest goes to the
+    # per-record decoder's own loop.
+    assert len(one_by_one) == 2 + columns_module._MISSES_MAX
+
+
+def test_records_of_varied_shapes_give_up_runs_and_decode_alike(monkeypatch):
+    builder = RecordBatchBuilder()
+    for index in range(500):
+        builder.append(b"v" * (index % 13), b"k" * (index % 5), BASE_TIMESTAMP)
+    area = _area(builder.build())
+    templates = []
+    reference_decode_record = columns_module._decode_record
+    monkeypatch.setattr(
+        columns_module, "_decode_record", lambda *args: templates.append(1) or reference_decode_record(*args)
+    )
+    assert _as_rows(decode_columns(*area)) == [tuple(r) for r in decode_records(*area)]
+    assert len(templates) == columns_module._MISSES_MAX
 
 
 @pytest.mark.parametrize("count", [0, 1, 3])
