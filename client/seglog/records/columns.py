@@ -26,6 +26,7 @@ not try).
 from __future__ import annotations
 
 from itertools import repeat
+from typing import NamedTuple
 
 from .errors import CorruptRecordError
 from .record_codec import _decode_record, decode_records
@@ -65,6 +66,36 @@ class RecordColumns:
 
     def __len__(self) -> int:
         return len(self.offsets)
+
+    def extend_records(self, records: list) -> None:
+        """Append decoded Records (or 5-tuples of their fields)."""
+        if records:
+            offsets, timestamps, keys, values, headers = zip(*records)
+            self.offsets += offsets
+            self.timestamps_ms += timestamps
+            self.keys += keys
+            self.values += values
+            self.headers += headers
+
+    def add_run(self, data: bytes, pos: int, shape: _Shape, run: int, first_offset: int, base_timestamp: int) -> None:
+        """Append the ``run`` records of ``shape`` from ``pos`` (checked by ``_run_length``):
+        each field of all of them with a few C-level passes over strided slices."""
+        stride = shape.stride
+        stop = pos + run * stride
+        self.offsets += range(first_offset, first_offset + run)
+        at = pos + shape.at_timestamp
+        if shape.timestamp_width == 1:  # one table lookup per record: base + delta by the delta's byte
+            by_byte = [base_timestamp + delta for delta in ZIGZAG_DECODE[:0x80]]
+            self.timestamps_ms += map(by_byte.__getitem__, data[at:stop:stride])
+        else:
+            decode = ZIGZAG_DECODE
+            self.timestamps_ms += [
+                base_timestamp + decode[low + (high << 7)]  # varint.py's two-byte index
+                for low, high in zip(data[at:stop:stride], data[at + 1:stop:stride])
+            ]
+        self.keys += _cut(data, pos + shape.at_key, stop, stride, shape.key_size, run)
+        self.values += _cut(data, pos + shape.at_value, stop, stride, shape.value_size, run)
+        self.headers += repeat(_NO_HEADERS, run)
 
 
 def _varint_at(data: bytes, at: int) -> tuple[int, int]:
@@ -106,102 +137,110 @@ def decode_columns(
     return columns
 
 
+class _Shape(NamedTuple):
+    """Where each framing field of a record sits, relative to its first byte (a run's template)."""
+
+    stride: int  # bytes of the whole record, length field included
+    length_width: int
+    timestamp_width: int
+    offset_width: int
+    key_size: int  # -1: null
+    key_width: int
+    value_size: int  # -1: null
+    value_width: int
+
+    @property
+    def at_timestamp(self) -> int:
+        return self.length_width + 1  # after the length and the attributes byte
+
+    @property
+    def at_offset(self) -> int:
+        return self.at_timestamp + self.timestamp_width
+
+    @property
+    def at_key_size(self) -> int:
+        return self.at_offset + self.offset_width
+
+    @property
+    def at_key(self) -> int:
+        return self.at_key_size + self.key_width
+
+    @property
+    def at_value_size(self) -> int:
+        return self.at_key + max(self.key_size, 0)
+
+    @property
+    def at_value(self) -> int:
+        return self.at_value_size + self.value_width
+
+    @property
+    def at_headers(self) -> int:
+        return self.at_value + max(self.value_size, 0)
+
+
+def _shape_at(data: bytes, start: int, stride: int) -> _Shape | None:
+    """The shape of the headerless record at ``start`` (``stride`` bytes long, decoded already),
+    read from its bytes (an encoding need not be the shortest one); None when a framing varint
+    is longer than two bytes."""
+    _, length_width = _varint_at(data, start)
+    at = start + length_width + 1
+    _, timestamp_width = _varint_at(data, at)
+    at += timestamp_width
+    _, offset_width = _varint_at(data, at)
+    at += offset_width
+    key_size, key_width = _varint_at(data, at)
+    at += key_width + max(key_size, 0)
+    value_size, value_width = _varint_at(data, at)
+    if not (length_width and timestamp_width and offset_width and key_width and value_width):
+        return None
+    shape = _Shape(stride, length_width, timestamp_width, offset_width, key_size, key_width, value_size, value_width)
+    return shape if shape.at_headers + 1 == stride else None
+
+
+def _next_deltas(offset_delta: int, offset_width: int) -> int:
+    """How many consecutive offset deltas from ``offset_delta`` keep a varint of
+    ``offset_width`` bytes (0: none, the width differs or is three bytes)."""
+    if 1 <= offset_delta < _ONE_BYTE_DELTAS:
+        return _ONE_BYTE_DELTAS - offset_delta if offset_width == 1 else 0
+    if _ONE_BYTE_DELTAS <= offset_delta < _TWO_BYTE_DELTAS:
+        return _TWO_BYTE_DELTAS - offset_delta if offset_width == 2 else 0
+    return 0
+
+
 def _decode_runs(
     data: bytes, pos: int, end: int, count: int, base_offset: int, base_timestamp: int
 ) -> RecordColumns | None:
     columns = RecordColumns()
-    offsets, timestamps, keys, values, headers = (
-        columns.offsets, columns.timestamps_ms, columns.keys, columns.values, columns.headers,
-    )
-    one_byte_timestamps: list[int] | None = None  # base_timestamp + delta, by the delta's byte
-    decode = ZIGZAG_DECODE
     done = 0
     scratch: list = []
     misses = 0  # records in a row that started no run
     while done < count:
         if misses >= _MISSES_MAX:
             # Records of varied shapes: the rest goes through the per-record decoder's fast loop.
-            rest = decode_records(data, pos, end, count - done, base_offset, base_timestamp)
-            if rest:
-                rest_offsets, rest_timestamps, rest_keys, rest_values, rest_headers = zip(*rest)
-                offsets += rest_offsets
-                timestamps += rest_timestamps
-                keys += rest_keys
-                values += rest_values
-                headers += rest_headers
+            columns.extend_records(decode_records(data, pos, end, count - done, base_offset, base_timestamp))
             return columns
         misses += 1
         start = pos
         pos = _decode_record(data, pos, end, scratch, count, base_offset, base_timestamp)
+        columns.extend_records(scratch)
         record = scratch.pop()
-        offsets.append(record[0])
-        timestamps.append(record[1])
-        keys.append(record[2])
-        values.append(record[3])
-        headers.append(record[4])
         done += 1
         left = count - done
         if left < _RUN_MIN or record[4]:
             continue
-        # The template: where each framing field of the record just decoded sits, read from
-        # its bytes (an encoding need not be the shortest one).
-        stride = pos - start
-        _, length_width = _varint_at(data, start)
-        at_timestamp = length_width + 1
-        _, timestamp_width = _varint_at(data, start + at_timestamp)
-        at_offset = at_timestamp + timestamp_width
-        _, template_offset_width = _varint_at(data, start + at_offset)
-        at_key_size = at_offset + template_offset_width
-        key_size, key_width = _varint_at(data, start + at_key_size)
-        at_key = at_key_size + key_width
-        at_value_size = at_key + max(key_size, 0)
-        value_size, value_width = _varint_at(data, start + at_value_size)
-        at_value = at_value_size + value_width
-        at_headers = at_value + max(value_size, 0)
-        if not (length_width and timestamp_width and template_offset_width and key_width and value_width):
-            continue
-        if at_headers + 1 != stride:
+        shape = _shape_at(data, start, pos - start)
+        if shape is None:
             continue
         offset_delta = record[0] - base_offset + 1  # the next record's, if consecutive
-        if offset_delta < 1:
-            continue
-        if offset_delta < _ONE_BYTE_DELTAS:
-            offset_width, run_max = 1, _ONE_BYTE_DELTAS - offset_delta
-        elif offset_delta < _TWO_BYTE_DELTAS:
-            offset_width, run_max = 2, _TWO_BYTE_DELTAS - offset_delta
-        else:
-            continue
-        if offset_width != template_offset_width:  # the deltas widen here: the next run starts below
-            continue
-        run_max = min(run_max, left, (end - pos) // stride)
+        run_max = min(_next_deltas(offset_delta, shape.offset_width), left, (end - pos) // shape.stride)
         if run_max < _RUN_MIN:
             continue
-        template = data[start:start + stride]
-        run = _run_length(
-            data, pos, stride, run_max, template, offset_delta, offset_width,
-            at_timestamp, timestamp_width, at_offset, at_key_size, key_width, at_value_size, value_width,
-            at_headers,
-        )
+        run = _run_length(data, pos, shape, data[start:pos], offset_delta, run_max)
         if run < _RUN_MIN:
             continue
         misses = 0
-        stop = pos + run * stride
-        offsets += range(base_offset + offset_delta, base_offset + offset_delta + run)
-        if timestamp_width == 1:
-            if one_byte_timestamps is None:
-                one_byte_timestamps = [base_timestamp + decode[b] for b in range(0x80)]
-            timestamps += map(one_byte_timestamps.__getitem__, data[pos + at_timestamp:stop:stride])
-        else:
-            timestamps += [
-                base_timestamp + decode[low + (high << 7)]
-                for low, high in zip(
-                    data[pos + at_timestamp:stop:stride], data[pos + at_timestamp + 1:stop:stride]
-                )
-            ]
-        keys += _cut(data, pos + at_key, stop, stride, key_size, run)
-        values += _cut(data, pos + at_value, stop, stride, value_size, run)
-        headers += repeat(_NO_HEADERS, run)
-        pos = stop
+        columns.add_run(data, pos, shape, run, base_offset + offset_delta, base_timestamp)
+        pos += run * shape.stride
         done += run
     if pos != end:
         return None
@@ -217,25 +256,31 @@ def _cut(data: bytes, first: int, stop: int, stride: int, size: int, run: int):
     return map(data.__getitem__, map(slice, range(first, stop, stride), range(first + size, stop + size, stride)))
 
 
-def _run_length(
-    data: bytes, pos: int, stride: int, run_max: int, template: bytes, offset_delta: int, offset_width: int,
-    at_timestamp: int, timestamp_width: int, at_offset: int, at_key_size: int, key_width: int,
-    at_value_size: int, value_width: int, at_headers: int,
-) -> int:
-    """How many records from ``pos`` (at most ``run_max``) match the template's framing."""
+def _run_length(data: bytes, pos: int, shape: _Shape, template: bytes, offset_delta: int, run_max: int) -> int:
+    """How many records from ``pos`` (at most ``run_max``) have the template's framing bytes
+    and consecutive offset deltas from ``offset_delta``."""
+    stride = shape.stride
+    at_timestamp, at_offset = shape.at_timestamp, shape.at_offset
+    # Framing bytes that repeat the template's: the length, the key length, the value length.
+    repeated = [
+        *range(0, shape.length_width),
+        *range(shape.at_key_size, shape.at_key_size + shape.key_width),
+        *range(shape.at_value_size, shape.at_value_size + shape.value_width),
+    ]
+    at_headers = shape.at_headers
 
     def matches(run: int) -> bool:
         stop = pos + run * stride
-        for at in range(0, at_timestamp - 1):  # the length field
+        for at in repeated:
             if data[pos + at:stop:stride] != template[at:at + 1] * run:
                 return False
-        if timestamp_width == 1:
+        if shape.timestamp_width == 1:
             if max(data[pos + at_timestamp:stop:stride]) >= 0x80:
                 return False
         elif min(data[pos + at_timestamp:stop:stride]) < 0x80 or max(data[pos + at_timestamp + 1:stop:stride]) >= 0x80:
             return False
         last = offset_delta + run
-        if offset_width == 1:
+        if shape.offset_width == 1:
             if data[pos + at_offset:stop:stride] != _OFFSET_BYTE[offset_delta:last]:
                 return False
         elif (
@@ -243,12 +288,6 @@ def _run_length(
             or data[pos + at_offset + 1:stop:stride] != _OFFSET_HIGH[offset_delta:last]
         ):
             return False
-        for at in range(at_key_size, at_key_size + key_width):
-            if data[pos + at:stop:stride] != template[at:at + 1] * run:
-                return False
-        for at in range(at_value_size, at_value_size + value_width):
-            if data[pos + at:stop:stride] != template[at:at + 1] * run:
-                return False
         return data[pos + at_headers:stop:stride] == bytes(run)
 
     # Galloping: a run that breaks early costs little, a long one about twice its length.
