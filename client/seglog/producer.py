@@ -260,6 +260,18 @@ class AsyncProducer:
 
         Waits (up to ``max_block_ms``) only for partition metadata or for buffer space.
         """
+        if (  # the common case in one call, as in Producer.send
+            partition is not None
+            and timestamp_ms is None
+            and headers is None
+            and type(value) is bytes
+            and (key is None or type(key) is bytes)
+            and self._transport is not None
+            and not self._closing
+        ):
+            future = self._accumulator.append_plain((topic, partition), key, value)
+            if future is not None:
+                return future
         if self._transport is None:
             await self.start()
         if partition is None and topic not in self._partition_counts:
