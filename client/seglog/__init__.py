@@ -46,6 +46,8 @@ __all__ = [
     "Producer",
     "ProducerStatistics",
     "QuotaExceededError",
+    "RawBatch",
+    "RecordBatchView",
     "RecordFuture",
     "RecordMetadata",
     "RecordTooLargeError",
@@ -91,6 +93,8 @@ _LOCATIONS = {
     "Producer": "seglog.producer",
     "ProducerStatistics": "seglog.producer",
     "QuotaExceededError": "seglog.errors",
+    "RawBatch": "seglog.consumer",
+    "RecordBatchView": "seglog.consumer",
     "RecordFuture": "seglog._delivery",
     "RecordMetadata": "seglog.structs",
     "RecordTooLargeError": "seglog.errors",
@@ -126,7 +130,7 @@ if TYPE_CHECKING:
     from seglog._delivery import DeliveryGroup, RecordFuture
     from seglog._partitioner import partition_for_key
     from seglog.admin import Admin, AsyncAdmin
-    from seglog.consumer import AsyncConsumer, Consumer, ConsumerStatistics
+    from seglog.consumer import AsyncConsumer, Consumer, ConsumerStatistics, RawBatch, RecordBatchView
     from seglog.errors import (
         AuthenticationError,
         AuthorizationError,

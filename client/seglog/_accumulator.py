@@ -16,9 +16,13 @@ synchronous producer appends from the caller's thread); one lock guards the stat
 
 from __future__ import annotations
 
+import bisect
 import itertools
+import operator
 import threading
+import time
 from collections import deque
+from itertools import repeat
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import NoReturn
@@ -27,6 +31,7 @@ from seglog.errors import RecordTooLargeError
 from seglog.records import RECORD_BATCH_OVERHEAD, Compression, RecordBatchBuilder
 from seglog.records.builder import _check_timestamp as check_timestamp
 from seglog._delivery import BatchDelivery, RecordFuture
+from seglog._producer_config import wall_clock_ms as default_wall_clock_ms
 from seglog.structs import Header, TopicPartition
 
 __all__ = [
@@ -183,8 +188,18 @@ class RecordAccumulator:
         self._flush_through_id = 0
         self._incomplete: set[int] = set()
         self._buffered_bytes = 0
-        self._records_queued = 0
         self._space_waiters = 0
+        # The open (tail) batch of each partition, for ``append_plain``: a cache, an entry is
+        # used only while its batch is not closed.
+        self._open: dict[TopicPartition | tuple[str, int], ProducerBatch] = {}
+        # Called (from the appending thread) when ``append_plain`` closes a full batch: the
+        # producer wakes its sender there. Set by the producer.
+        self.on_batch_full: Callable[[], None] = _nothing
+        # append_plain checks a record against its batch's room only: that is enough when a
+        # batch never exceeds what a request and the buffer may carry.
+        # The wall clock is read inline there (time.time_ns), so a clock given by a test turns
+        # it off too.
+        self._plain_ok = batch_bytes <= self._record_bytes_limit and wall_clock_ms is default_wall_clock_ms
 
     def append(
         self,
@@ -229,11 +244,55 @@ class RecordAccumulator:
                 batch.append_headers(index, headers)
             size = batch.size_bytes_bound = batch.size_bytes_bound + record_bytes
             self._buffered_bytes += record_bytes
-            self._records_queued += 1
             batch_full = size >= self._batch_bytes
             if batch_full:
                 batch.closed = True
             return RecordFuture(batch.delivery, index), _APPEND_RESULTS[new_batch, batch_full]
+
+    def append_plain(
+        self,
+        topic_partition: TopicPartition | tuple[str, int],
+        key: bytes | None,
+        value: bytes | None,
+        _time_ns: Callable[[], int] = time.time_ns,
+        _len: Callable[[bytes], int] = len,
+    ) -> RecordFuture | None:
+        """``send``'s common case in one call: a record without headers or a timestamp of its own
+        (it gets the wall clock now), key and value bytes or None (the caller checked), going
+        into the open batch of its partition. Returns None, having changed nothing, when that
+        batch does not exist, is closed or has no room, or the buffer is full: the caller then
+        goes through ``append``, which handles every case. Same bookkeeping as ``append``, minus
+        the checks that cannot fail here (``_plain_ok``)."""
+        record_bytes = RECORD_OVERHEAD_BYTES_MAX + (_len(key) if key else 0) + (_len(value) if value else 0)
+        # acquire/release rather than ``with``: half the cost of the lock here (try/finally is
+        # free in CPython 3.11).
+        lock = self._lock
+        lock.acquire()
+        try:
+            batch = self._open.get(topic_partition)
+            if (
+                batch is None
+                or batch.closed
+                or not self._plain_ok
+                or batch.size_bytes_bound + record_bytes > self._batch_bytes
+                or self._buffered_bytes + record_bytes > self._buffer_bytes
+            ):
+                return None
+            values = batch.values
+            index = _len(values)
+            values.append(value)
+            batch.keys.append(key)
+            batch.timestamps_ms.append(_time_ns() // 1_000_000)
+            if batch.headers is not None:
+                batch.headers.append(())
+            size = batch.size_bytes_bound = batch.size_bytes_bound + record_bytes
+            self._buffered_bytes += record_bytes
+            if size >= self._batch_bytes:
+                batch.closed = True
+                self.on_batch_full()
+            return RecordFuture(batch.delivery, index)
+        finally:
+            lock.release()
 
     def append_many(
         self,
@@ -253,20 +312,21 @@ class RecordAccumulator:
             check_timestamp(timestamp_ms)
         # Every size first: a record that can never be sent refuses the whole call before any
         # record is queued (else the caller would see an error for records that still go out).
-        sizes = [
-            RECORD_OVERHEAD_BYTES_MAX + (len(key) if key else 0) + (len(value) if value else 0)
-            for key, value in zip(keys, values, strict=True)
-        ]
+        sizes = _record_sizes(keys, values)
         largest = max(sizes, default=0)
         if largest + RECORD_BATCH_OVERHEAD > self._record_bytes_limit:
             self._refuse_too_large(topic_partition, largest)
         spans: list[tuple[BatchDelivery, int, int]] = []
         wake = False
+        # Running totals of the sizes: how many records from a position fit the room left is one
+        # bisect, and they go in with a few list extends (no Python step per record).
+        totals = list(itertools.accumulate(sizes))
+        count = len(sizes)
         with self._lock:
             batch: ProducerBatch | None = None
             first = 0
-            for position, value in enumerate(values):
-                key = keys[position]
+            position = 0
+            while position < count:
                 record_bytes = sizes[position]
                 if batch is None or batch.closed or batch.size_bytes_bound + record_bytes > self._batch_bytes:
                     if self._buffered_bytes > 0 and (
@@ -283,17 +343,22 @@ class RecordAccumulator:
                 elif self._buffered_bytes + record_bytes > self._buffer_bytes:
                     spans.append((batch.delivery, first, len(batch.values) - first))
                     raise BufferFullError(position, spans, wake)
-                batch.keys.append(key)
-                batch.values.append(value)
-                batch.timestamps_ms.append(timestamp_ms)
+                # This record fits (checked above); so do the ones after it up to ``stop``.
+                before = totals[position - 1] if position else 0
+                room = min(self._batch_bytes - batch.size_bytes_bound, self._buffer_bytes - self._buffered_bytes)
+                stop = max(bisect.bisect_right(totals, before + room, position, count), position + 1)
+                added = totals[stop - 1] - before
+                batch.keys += keys[position:stop]
+                batch.values += values[position:stop]
+                batch.timestamps_ms += [timestamp_ms] * (stop - position)
                 if batch.headers is not None:
-                    batch.headers.append(())
-                batch.size_bytes_bound += record_bytes
-                self._buffered_bytes += record_bytes
-                self._records_queued += 1
+                    batch.headers += [()] * (stop - position)
+                batch.size_bytes_bound += added
+                self._buffered_bytes += added
                 if batch.size_bytes_bound >= self._batch_bytes:
                     batch.closed = True
                     wake = True
+                position = stop
             if batch is not None:
                 spans.append((batch.delivery, first, len(batch.values) - first))
         return spans, wake
@@ -315,7 +380,6 @@ class RecordAccumulator:
                 elif len(ready) < batch_count_max and can_send(topic_partition):
                     queue.popleft()
                     head.closed = True
-                    self._records_queued -= head.record_count
                     ready.append(head)
             self._drop_empty_queues()
         return ready, next_due_ms
@@ -343,7 +407,7 @@ class RecordAccumulator:
         with self._lock:
             batches = [batch for queue in self._queues.values() for batch in queue]
             self._queues.clear()
-            self._records_queued = 0
+            self._open.clear()
         for batch in batches:
             batch.fail(error)
             self.complete(batch)
@@ -362,7 +426,7 @@ class RecordAccumulator:
         with self._lock:
             return AccumulatorStatistics(
                 batches_queued=sum(len(queue) for queue in self._queues.values()),
-                records_queued=self._records_queued,
+                records_queued=sum(batch.record_count for queue in self._queues.values() for batch in queue),
                 buffered_bytes=self._buffered_bytes,
                 buffer_bytes_max=self._buffer_bytes,
             )
@@ -395,6 +459,7 @@ class RecordAccumulator:
         # compares equal to a TopicPartition, and is cheaper to make); batches keep the real one.
         batch = ProducerBatch(batch_id, TopicPartition(*topic_partition), self._compression, now_ms)
         queue.append(batch)
+        self._open[topic_partition] = batch
         self._last_id = batch_id
         self._incomplete.add(batch_id)
         self._buffered_bytes += RECORD_BATCH_OVERHEAD
@@ -412,3 +477,25 @@ class RecordAccumulator:
     def _drop_empty_queues(self) -> None:
         for topic_partition in [tp for tp, queue in self._queues.items() if not queue]:
             del self._queues[topic_partition]
+            self._open.pop(topic_partition, None)
+
+
+def _nothing() -> None:
+    pass
+
+
+def _record_sizes(keys: Sequence[bytes | None], values: Sequence[bytes | None]) -> list[int]:
+    """Each record's upper bound (no headers); C-level passes when no value is None."""
+    if len(keys) != len(values):
+        raise ValueError(f"one key per value: found {len(keys)} keys and {len(values)} values")
+    if None not in values:
+        value_sizes = map(len, values)
+        if keys.count(None) == len(keys):
+            return list(map(operator.add, value_sizes, repeat(RECORD_OVERHEAD_BYTES_MAX)))
+        if None not in keys:
+            return list(map(operator.add, map(operator.add, value_sizes, map(len, keys)),
+                            repeat(RECORD_OVERHEAD_BYTES_MAX)))
+    return [
+        RECORD_OVERHEAD_BYTES_MAX + (len(key) if key else 0) + (len(value) if value else 0)
+        for key, value in zip(keys, values)
+    ]

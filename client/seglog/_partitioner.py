@@ -58,12 +58,22 @@ class DefaultPartitioner:
         self._rng = rng or random.Random()
         # topic -> (current sticky partition, bytes sent to it since it was chosen)
         self._sticky: dict[str, tuple[int, int]] = {}
+        # (key, partition count) -> partition: murmur2 in Python costs a few us per key, and
+        # keys repeat (customers, devices...). Bounded: emptied when it reaches KEY_CACHE_SIZE.
+        self._by_key: dict[tuple[bytes, int], int] = {}
+
+    KEY_CACHE_SIZE = 1 << 16
 
     def partition(self, topic: str, key: bytes | None, partition_count: int, record_bytes: int) -> int:
         if partition_count == 1:  # nothing to choose: skip the hash (a few us per key in Python)
             return 0
         if key is not None:
-            return partition_for_key(key, partition_count)
+            cached = self._by_key.get((key, partition_count))
+            if cached is None:
+                if len(self._by_key) >= self.KEY_CACHE_SIZE:
+                    self._by_key.clear()
+                cached = self._by_key[key, partition_count] = partition_for_key(key, partition_count)
+            return cached
         return self._sticky_partition(topic, partition_count, record_bytes)
 
     def _sticky_partition(self, topic: str, partition_count: int, record_bytes: int) -> int:

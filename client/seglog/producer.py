@@ -112,6 +112,17 @@ class _ManyPlan:
         return DeliveryGroup(spans, self.record_count, order)
 
 
+_BYTES_OR_NONE = {bytes, type(None)}
+
+
+def _as_bytes_list(name: str, items: Sequence[bytes | str | None]) -> list[bytes | None]:
+    """``items`` as a list of bytes or None (str and bytes-likes converted as ``send`` does);
+    a list of bytes and None already is passed as it is (one C-level pass over its types)."""
+    if type(items) is list and set(map(type, items)) <= _BYTES_OR_NONE:
+        return items
+    return [item if item is None or type(item) is bytes else as_bytes(name, item) for item in items]
+
+
 class AsyncProducer:
     """An asyncio producer (the implementation behind ``Producer``).
 
@@ -176,6 +187,7 @@ class AsyncProducer:
             request_bytes_max=max_request_bytes,
             wall_clock_ms=wall_clock_ms,
         )
+        self._accumulator.on_batch_full = self._wake
         self._partitioner = DefaultPartitioner(sticky_bytes=batch_size)
         self._partition_counts: dict[str, int] = {}
         self._transport: Transport | None = None
@@ -258,6 +270,18 @@ class AsyncProducer:
 
         Waits (up to ``max_block_ms``) only for partition metadata or for buffer space.
         """
+        if (  # the common case in one call, as in Producer.send
+            partition is not None
+            and timestamp_ms is None
+            and headers is None
+            and type(value) is bytes
+            and (key is None or type(key) is bytes)
+            and self._transport is not None
+            and not self._closing
+        ):
+            future = self._accumulator.append_plain((topic, partition), key, value)
+            if future is not None:
+                return future
         if self._transport is None:
             await self.start()
         if partition is None and topic not in self._partition_counts:
@@ -396,14 +420,22 @@ class AsyncProducer:
         """Append from any thread; the partition count must be cached when ``partition`` is None."""
         if self._closing:
             raise ClientClosedError("the producer is closed")
+        if (
+            timestamp_ms is None
+            and headers is None
+            and (value is None or type(value) is bytes)
+            and (key is None or type(key) is bytes)
+        ):
+            future = self._accumulator.append_plain(
+                (topic, partition if partition is not None else self._choose_partition(topic, key, value)), key, value
+            )
+            if future is not None:
+                return future
         value_bytes = value if value is None or type(value) is bytes else as_bytes("value", value)
         key_bytes = key if key is None or type(key) is bytes else as_bytes("key", key)
         header_pairs = normalize_headers(headers) if headers else ()
         if partition is None:
-            count = self._partition_counts.get(topic)
-            assert count is not None, f"partition count of {topic!r} not loaded"
-            size = len(value_bytes or b"") + len(key_bytes or b"")
-            partition = self._partitioner.partition(topic, key_bytes, count, size)
+            partition = self._choose_partition(topic, key_bytes, value_bytes)
         elif partition < 0:
             raise ValueError(f"partition must be >= 0, got {partition}")
         future, result = self._accumulator.append(
@@ -412,6 +444,13 @@ class AsyncProducer:
         if result.new_batch or result.batch_full:
             self._wake()
         return future
+
+    def _choose_partition(self, topic: str, key: bytes | None, value: bytes | None) -> int:
+        count = self._partition_counts.get(topic)
+        assert count is not None, f"partition count of {topic!r} not loaded"
+        if count == 1:
+            return 0
+        return self._partitioner.partition(topic, key, count, (len(value) if value else 0) + (len(key) if key else 0))
 
     async def _append_waiting(
         self,
@@ -444,11 +483,11 @@ class AsyncProducer:
     ) -> _ManyPlan:
         if self._closing:
             raise ClientClosedError("the producer is closed")
-        values = [v if v is None or type(v) is bytes else as_bytes("value", v) for v in values]
+        values = _as_bytes_list("value", values)
         if keys is None:
             keys = [None] * len(values)
         else:
-            keys = [k if k is None or type(k) is bytes else as_bytes("key", k) for k in keys]
+            keys = _as_bytes_list("key", keys)
             if len(keys) != len(values):
                 raise ValueError(f"send_many needs one key per value: {len(keys)} keys, {len(values)} values")
         if partition is not None:
@@ -773,10 +812,22 @@ class Producer(_sync.SyncFacade):
         timestamp_ms: int | None = None,
         headers: HeadersLike | None = None,
     ) -> RecordFuture:
-        if partition is None and self._async._cached_partition_count(topic) is None:
-            self._portal.run(self._async._partition_count(topic))
+        producer = self._async
+        if (  # the common case in one call; anything else (or no room) takes the general path
+            partition is not None
+            and timestamp_ms is None
+            and headers is None
+            and type(value) is bytes
+            and (key is None or type(key) is bytes)
+            and not producer._closing
+        ):
+            future = producer._accumulator.append_plain((topic, partition), key, value)
+            if future is not None:
+                return future
+        if partition is None and producer._cached_partition_count(topic) is None:
+            self._portal.run(producer._partition_count(topic))
         try:
-            return self._async._append_nowait(topic, value, key, partition, timestamp_ms, headers)
+            return producer._append_nowait(topic, value, key, partition, timestamp_ms, headers)
         except BufferFullError:
             return self._portal.run(self._async._append_waiting(topic, value, key, partition, timestamp_ms, headers))
 

@@ -47,6 +47,7 @@ from .header import (
     RECORDS_OFFSET,
 )
 from .record import Record
+from .columns import RecordColumns, decode_columns
 from .record_codec import decode_records
 from .walk import BatchWalk
 
@@ -261,6 +262,15 @@ class RecordBatch:
         ``decompressed_bytes_max``) and decoded, with absolute offsets and timestamps (every
         record of a LogAppendTime batch reads maxTimestamp).  The CRC is not checked here (call
         ensure_valid() first for untrusted bytes)."""
+        return self._decode(decode_records, decompressed_bytes_max)
+
+    def columns(self, decompressed_bytes_max: int = DECOMPRESSED_BYTES_MAX) -> RecordColumns:
+        """The same records as ``records()``, as columns (offsets, timestamps_ms, keys, values,
+        headers lists): several times cheaper per record for batches of like-shaped records
+        (columns.py)."""
+        return self._decode(decode_columns, decompressed_bytes_max)
+
+    def _decode(self, decoder, decompressed_bytes_max: int):
         self._check_complete()
         self._check_magic()
         header = self._header
@@ -279,7 +289,7 @@ class RecordBatch:
             start, end, area = 0, len(buffer), "records area"
         log_append_time_ms = header[MAX_TIMESTAMP_FIELD] if header[ATTRIBUTES_FIELD] & TIMESTAMP_TYPE_MASK else None
         try:
-            return decode_records(
+            return decoder(
                 buffer,
                 start,
                 end,

@@ -8,6 +8,7 @@ once, compresses the records area if asked, and writes the header and its CRC.
 from __future__ import annotations
 
 import time
+from itertools import chain, repeat
 
 from .attributes import Compression, TimestampType, make_attributes
 from .compression import check_compression, compress
@@ -48,6 +49,14 @@ _NO_HEADERS = b"\x00"  # headersCount 0
 assert len(ENCODED_NULL) == 1  # the fast path counts a null key or value as one byte
 # A record's body always has the attributes byte and at least a one-byte headersCount.
 _BODY_FIXED_BYTES = len(_ATTRIBUTES) + len(_NO_HEADERS)
+
+
+# extend encodes runs at least this long with _extend_uniform (its checks cost a few passes).
+_UNIFORM_RUN_MIN = 16
+_BYTES_ONLY = {bytes}
+_LISTS = (list, tuple)
+# The offset deltas where a zigzag varint grows a byte (inside the encoding tables).
+_DELTA_WIDTH_STEPS = (64,)
 
 
 def _now_ms() -> int:
@@ -262,6 +271,10 @@ class RecordBatchBuilder:
             return
         attributes_and_timestamp = _encoded_after_attributes[timestamp_delta]
         fixed_bytes = _BODY_FIXED_BYTES + _varint_sizes[timestamp_delta]
+        if count >= _UNIFORM_RUN_MIN and type(keys) in _LISTS and type(values) in _LISTS and self._extend_uniform(keys, values, first_delta, fixed_bytes, attributes_and_timestamp):
+            if timestamp_ms > self._max_timestamp:
+                self._max_timestamp = timestamp_ms
+            return
         parts: list[bytes] = []
         add = parts.extend
         records_bytes = 0
@@ -298,6 +311,54 @@ class RecordBatchBuilder:
             self._max_timestamp = timestamp_ms
         for key, value in zip(keys[done:], values[done:]):  # what the fast loop left: one by one
             self.append(value, key, timestamp_ms)
+
+    def _extend_uniform(self, keys, values, first_delta: int, fixed_bytes: int, attributes_and_timestamp: bytes) -> bool:
+        """``extend``'s records when every key is bytes of one length (or every key None) and so
+        is every value: their framing differs only in offsetDelta, so the parts are interleaved
+        by C-level iterators (zip/chain) instead of a Python step per record. Returns False,
+        having done nothing, for any other records."""
+        count = len(values)
+        fields = []
+        for column in (keys, values):
+            if column.count(None) == count:
+                fields.append((ENCODED_NULL, None, 1))
+                continue
+            if set(map(type, column)) != _BYTES_ONLY or len(set(map(len, column))) != 1:
+                return False
+            size = len(column[0])
+            if size >= len(ENCODED_VARINTS):
+                return False
+            fields.append((ENCODED_VARINTS[size], column, PREFIXED_SIZES[size]))
+        (key_field, key_data, key_bytes), (value_field, value_data, value_bytes) = fields
+        last_delta = first_delta + count  # exclusive
+        # offsetDelta's varint widens at these deltas: one constant record prefix per stretch.
+        bounds = [first_delta] + [d for d in _DELTA_WIDTH_STEPS if first_delta < d < last_delta] + [last_delta]
+        parts: list[bytes] = []
+        records_bytes = 0
+        done = 0
+        for low, high in zip(bounds, bounds[1:]):
+            body = fixed_bytes + key_bytes + value_bytes + VARINT_SIZES[low]
+            if body >= len(ENCODED_VARINTS) or high > len(ENCODED_VARINTS):
+                return False
+            run = high - low
+            columns = [
+                repeat(ENCODED_VARINTS[body] + attributes_and_timestamp, run),
+                ENCODED_VARINTS[low:high],
+                repeat(key_field, run),
+            ]
+            if key_data is not None:
+                columns.append(key_data[done : done + run])
+            columns.append(repeat(value_field, run))
+            if value_data is not None:
+                columns.append(value_data[done : done + run])
+            columns.append(repeat(_NO_HEADERS, run))
+            parts += chain.from_iterable(zip(*columns))
+            records_bytes += run * (body + VARINT_SIZES[body])
+            done += run
+        self._parts += parts
+        self._records_bytes += records_bytes
+        self._record_count = last_delta
+        return True
 
     def _append_checked(self, offset_delta: int, timestamp_ms, key, value, headers) -> None:
         if offset_delta >= RECORDS_COUNT_MAX:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from seglog import Admin, Consumer, ConsumerRecord, Producer, RecordMetadata, partition_for_key
+from seglog.records import RecordBatch
 
 pytestmark = pytest.mark.integration
 
@@ -238,3 +239,44 @@ def test_several_threads_share_one_sync_producer(seglog_service, make_topic):
     for n in range(4):  # each thread's records stay in its send order
         mine = [v for v in values if v.startswith(f"{n}-")]
         assert mine == [f"{n}-{i}" for i in range(100)]
+
+
+def _produce_in_batches(address: str, topic: str, batches: int, per_batch: int) -> None:
+    with Producer(address, linger_ms=1000) as producer:
+        for b in range(batches):
+            for i in range(per_batch):
+                producer.send(topic, f"v{b}-{i}".encode(), key=f"k{i}".encode(), partition=0,
+                              headers={"b": str(b)} if i == 0 else None)
+            producer.flush()  # one batch per flush
+
+
+@pytest.mark.parametrize("mode", ["fetch", "stream"])
+def test_poll_batches_reads_the_same_records_as_poll_as_columns(seglog_service, make_topic, mode):
+    topic = make_topic()
+    _produce_in_batches(seglog_service.address, topic, batches=4, per_batch=25)
+    expected = consume_all(seglog_service.address, topic)
+    with Consumer(seglog_service.address, topic, 0, start=3, mode=mode, max_poll_records=30) as consumer:
+        views = []
+        while sum(len(view) for view in views) < 97:
+            views += consumer.poll_batches(timeout_ms=5000)
+        assert consumer.position() == 100
+    assert all(len(view) <= 30 for view in views)
+    assert [record for view in views for record in view] == expected[3:]
+    first = views[0]
+    assert first.offsets[0] == 3 and first.values[0] == b"v0-3" and first.keys[0] == b"k3"
+    assert [o for view in views for o in view.offsets] == list(range(3, 100))
+    assert [h for view in views for h in view.headers][22] == (("b", b"1"),)  # offset 25 opens batch 1
+
+
+def test_poll_raw_returns_whole_batches_undecoded_with_the_position_inside(seglog_service, make_topic):
+    topic = make_topic()
+    _produce_in_batches(seglog_service.address, topic, batches=3, per_batch=10)
+    with Consumer(seglog_service.address, topic, 0, start=4) as consumer:
+        assert [r.offset for r in consumer.poll(timeout_ms=5000, max_records=2)] == [4, 5]
+        raw = []
+        while not raw or raw[-1].last_offset < 29:
+            raw += consumer.poll_raw(timeout_ms=5000)
+        assert consumer.position() == 30
+    assert [(b.base_offset, b.last_offset, b.position) for b in raw] == [(0, 9, 6), (10, 19, 10), (20, 29, 20)]
+    decoded = [r for b in raw for r in RecordBatch(b.records).records() if r.offset >= b.position]
+    assert [(r.offset, r.value) for r in decoded] == [(i, f"v{i // 10}-{i % 10}".encode()) for i in range(6, 30)]

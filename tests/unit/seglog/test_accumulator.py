@@ -336,3 +336,128 @@ def test_extend_equals_append_one_by_one(already, pairs, timestamp_ms):
 def test_extend_refuses_keys_and_values_of_different_lengths():
     with pytest.raises(ValueError, match="one key per value"):
         RecordBatchBuilder().extend([None], [b"a", b"b"], 0)
+
+
+def make_wall_clock(**options):
+    """An accumulator on the real wall clock: the one append_plain serves."""
+    from seglog._producer_config import wall_clock_ms
+
+    defaults = dict(batch_bytes=1000, linger_ms=10, buffer_bytes=100_000, request_bytes_max=1_000_000,
+                    compression=Compression.NONE)
+    defaults.update(options)
+    return RecordAccumulator(wall_clock_ms=wall_clock_ms, **defaults)
+
+
+@settings(deadline=None)
+@given(
+    st.lists(st.tuples(st.sampled_from([TP0, TP1]), record_values, record_values, st.booleans()), min_size=1, max_size=80),
+    st.integers(200, 3000),
+    st.integers(3000, 20_000),
+)
+def test_append_plain_fills_batches_as_append_does(records, batch_bytes, buffer_bytes):
+    """Records sent through append_plain (falling back to append where it declines, as send does)
+    land in the same batches, in the same order, with the same buffer accounting and encoding as
+    records sent through append alone; only the timestamps are the clock's."""
+    plain = make_wall_clock(batch_bytes=batch_bytes, buffer_bytes=buffer_bytes)
+    general = make_wall_clock(batch_bytes=batch_bytes, buffer_bytes=buffer_bytes)
+    for tp, key, value, with_header in records:
+        headers = (("h", b"x"),) if with_header else ()
+        outcomes = []
+        for acc, use_plain in ((plain, True), (general, False)):
+            try:
+                future = acc.append_plain(tp, key, value) if use_plain and not headers else None
+                if future is None:
+                    future = acc.append(tp, key, value, None, headers, 0)[0]
+                outcomes.append(("ok", future._index))
+            except BufferFullError:
+                outcomes.append(("full", None))
+        assert outcomes[0] == outcomes[1]
+        assert plain.statistics() == general.statistics()
+    drained = [acc.drain(1e9, always, 1000)[0] for acc in (plain, general)]
+    while drained[0] or drained[1]:
+        for ours, theirs in zip(*drained, strict=True):
+            assert (ours.topic_partition, ours.keys, ours.values, ours.headers) == (
+                theirs.topic_partition, theirs.keys, theirs.values, theirs.headers)
+            expected = RecordBatchBuilder()
+            for index, (key, value) in enumerate(zip(ours.keys, ours.values)):
+                expected.append(value, key, ours.timestamps_ms[index], ours.headers[index] if ours.headers else ())
+            assert ours.build() == expected.build()
+        drained = [acc.drain(1e9, always, 1000)[0] for acc in (plain, general)]
+
+
+def test_append_plain_declines_with_an_injected_clock_and_after_a_full_batch_wakes_the_sender():
+    assert make().append_plain(TP0, None, b"v") is None  # the test clock: append handles it
+    acc = make_wall_clock(batch_bytes=RECORD_BATCH_OVERHEAD + 2 * (RECORD_OVERHEAD_BYTES_MAX + 10))
+    woken = []
+    acc.on_batch_full = lambda: woken.append(True)
+    assert acc.append_plain(TP0, None, b"v" * 10) is None  # no open batch yet
+    acc.append(TP0, None, b"v" * 10, None, (), 0)
+    assert acc.append_plain(TP0, None, b"v" * 10) is not None and woken == [True]
+    assert acc.append_plain(TP0, None, b"v" * 10) is None  # the batch is closed
+
+
+@settings(deadline=None)
+@given(
+    st.lists(st.tuples(record_values, record_values), min_size=1, max_size=120),
+    st.integers(0, 4),
+    st.integers(150, 3000),
+    st.integers(3000, 30_000),
+)
+def test_append_many_fills_batches_as_appending_one_by_one_does(pairs, sent_before, batch_bytes, buffer_bytes):
+    """The bulk append (bisecting running totals) stops, fills and closes batches exactly where
+    one append per record would, buffer-full point included."""
+    keys = [key for key, _ in pairs]
+    values = [value for _, value in pairs]
+    bulk = make(batch_bytes=batch_bytes, buffer_bytes=buffer_bytes, request_bytes_max=10**6)
+    single = make(batch_bytes=batch_bytes, buffer_bytes=buffer_bytes, request_bytes_max=10**6)
+    for acc in (bulk, single):
+        for _ in range(sent_before):
+            append(acc, value=b"x" * 50, timestamp_ms=7)
+    try:
+        spans, _ = bulk.append_many(TP0, keys, values, 7, now_ms=0)
+        appended = len(values)
+    except BufferFullError as full:
+        appended, spans, _ = full.args
+    except RecordTooLargeError:
+        return  # refused before anything is queued (its own test above)
+    for key, value in zip(keys[:appended], values[:appended]):
+        append(single, key=key, value=value, timestamp_ms=7)
+    if appended < len(values):
+        with pytest.raises(BufferFullError):
+            append(single, key=keys[appended], value=values[appended], timestamp_ms=7)
+    assert bulk.statistics() == single.statistics()
+    assert sum(count for _, _, count in spans) == appended
+    drained = [acc.drain(1e9, always, 1000)[0] for acc in (bulk, single)]
+    for ours, theirs in zip(*drained, strict=True):
+        assert (ours.keys, ours.values, ours.timestamps_ms, ours.size_bytes_bound, ours.closed) == (
+            theirs.keys, theirs.values, theirs.timestamps_ms, theirs.size_bytes_bound, theirs.closed)
+
+
+@pytest.mark.parametrize("already", [0, 1, 50, 8150], ids=["empty", "one", "below-the-width-step", "near-the-table-bound"])
+@settings(deadline=None)
+@given(
+    key_size=st.sampled_from([None, 0, 1, 16, 200]),
+    value_size=st.sampled_from([None, 0, 5, 100, 8000]),
+    count=st.integers(1, 120),
+    odd_one=st.one_of(st.none(), st.integers(0, 119)),
+    timestamp_ms=st.integers(0, 9000),
+    data=st.data(),
+)
+def test_extend_of_uniform_records_equals_append_one_by_one(already, key_size, value_size, count, odd_one, timestamp_ms, data):
+    """extend's uniform path (keys of one size, values of one size, interleaved by zip/chain)
+    writes the same bytes as append; one record of another shape sends the run the other way."""
+    def payload(size):
+        return None if size is None else data.draw(st.binary(min_size=size, max_size=size))
+
+    keys = [payload(key_size) for _ in range(count)]
+    values = [payload(value_size) for _ in range(count)]
+    if odd_one is not None and odd_one < count:
+        values[odd_one] = b"odd"
+    by_one, in_bulk = RecordBatchBuilder(), RecordBatchBuilder()
+    for builder in (by_one, in_bulk):
+        builder.extend([None] * already, [b"x"] * already, 0)
+    for key, value in zip(keys, values):
+        by_one.append(value, key=key, timestamp_ms=timestamp_ms)
+    in_bulk.extend(keys, values, timestamp_ms)
+    assert in_bulk.build() == by_one.build()
+    assert in_bulk.estimated_size_in_bytes == by_one.estimated_size_in_bytes

@@ -6,9 +6,12 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from seglog._fetch_state import PartitionState, StartPosition, decode_fetched, parse_start
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from seglog._fetch_state import PartitionState, StartPosition, decode_fetched, fetched_batches, parse_start
 from seglog.errors import CorruptRecordError
-from seglog.records import BASE_OFFSET_OFFSET, RecordBatchBuilder
+from seglog.records import BASE_OFFSET_OFFSET, RecordBatch, RecordBatchBuilder, iter_batches
 from seglog.structs import ConsumerRecord
 
 BASE_OFFSET_FIELD = BASE_OFFSET_OFFSET
@@ -92,14 +95,18 @@ def test_parse_start_refuses_anything_else(start):
         parse_start(start)
 
 
-def _record(offset: int) -> ConsumerRecord:
-    return ConsumerRecord("t", 0, offset, 0, None, b"", ())
+def _batch_at(base_offset: int, *deltas: int) -> RecordBatch:
+    """A batch holding records at base_offset + each delta (gaps as after compaction)."""
+    builder = RecordBatchBuilder(base_offset=base_offset)
+    for delta in deltas:
+        builder.append_at(delta, b"", None, 0)
+    return RecordBatch(builder.build())
 
 
 def test_position_is_the_next_buffered_record_else_the_fetch_offset():
     state = PartitionState(0, StartPosition("offset", 5))
     assert state.position == 5 and state.start is None  # an offset start needs no look-up
-    state.buffer.extend([_record(5), _record(7)])
+    state.buffer.add(_batch_at(5, 0, 2), 5)
     state.fetch_offset = 8
     assert state.take(1)[0].offset == 5 and state.position == 7
     state.take(10)
@@ -109,9 +116,66 @@ def test_position_is_the_next_buffered_record_else_the_fetch_offset():
 def test_seek_drops_the_buffer_and_bumps_the_epoch():
     state = PartitionState(0, StartPosition("earliest"))
     assert state.position is None and state.start == StartPosition("earliest")
-    state.buffer.append(_record(1))
+    state.buffer.add(_batch_at(1, 0), 1)
     epoch = state.epoch
     state.seek(StartPosition("offset", 100))
     assert state.epoch == epoch + 1 and not state.buffer and state.position == 100 and state.start is None
     state.seek(StartPosition("latest"))
     assert state.position is None and state.start == StartPosition("latest")
+
+
+@st.composite
+def fetched(draw):
+    """Fetched bytes: consecutive batches (some control, some with headers, gaps inside some)."""
+    parts, offset = [], draw(st.integers(0, 1000))
+    first = offset
+    for _ in range(draw(st.integers(1, 5))):
+        builder = RecordBatchBuilder(base_offset=offset, is_control=draw(st.booleans()) and draw(st.booleans()))
+        delta = -1
+        for _ in range(draw(st.integers(1, 40))):
+            delta += draw(st.sampled_from([1, 1, 1, 2]))
+            value = draw(st.one_of(st.none(), st.binary(max_size=3), st.just(b"v" * 20)))
+            headers = draw(st.sampled_from([(), (), (("h", b"1"),)]))
+            builder.append_at(delta, value, draw(st.sampled_from([None, b"key"])), 5000 + delta, headers)
+        parts.append(builder.build())
+        offset += delta + 1
+    return b"".join(parts), draw(st.integers(first, offset))
+
+
+@settings(max_examples=200, deadline=None)
+@given(fetched(), st.lists(st.tuples(st.sampled_from(["records", "views", "raw"]), st.integers(1, 50)), min_size=1))
+def test_the_buffer_returns_each_record_at_or_after_the_start_once_in_order(data_and_start, takes):
+    """Whatever mix of take / take_views / take_raw and sizes: every non-control record at or
+    after the start offset, once, in order (raw batches counted from their position), and the
+    position is always the next record's offset."""
+    data, start = data_and_start
+    expected = [
+        ConsumerRecord("t", 2, r.offset, r.timestamp_ms, r.key, r.value, tuple(r.headers))
+        for b in iter_batches(data) if not b.is_control for r in b.records() if r.offset >= start
+    ]
+    state = PartitionState(2, StartPosition("offset", start), "t")
+    batches, next_offset, _ = fetched_batches(data, start, check_crcs=True)
+    for batch in batches:
+        state.buffer.add(batch, start)
+    state.fetch_offset = next_offset
+    got: list[ConsumerRecord] = []
+    for kind, size in takes * 100:
+        if not state.buffer:
+            break
+        position = state.position
+        assert position == expected[len(got)].offset
+        before = len(state.buffer)
+        if kind == "records":
+            taken = state.take(size)
+        elif kind == "views":
+            taken = [record for view in state.take_views(size) for record in view]
+        else:
+            taken = [
+                ConsumerRecord("t", 2, r.offset, r.timestamp_ms, r.key, r.value, tuple(r.headers))
+                for raw in state.take_raw(size) for r in RecordBatch(raw.records).records() if r.offset >= raw.position
+            ]
+        assert len(taken) == before - len(state.buffer)
+        got += taken
+    assert got == expected
+    assert state.position == next_offset
+    assert state.drained.is_set() or not expected  # set by the take that emptied the buffer

@@ -69,3 +69,13 @@ def test_keyless_records_spread_over_every_partition_in_the_long_run():
     partitioner = DefaultPartitioner(sticky_bytes=10, rng=random.Random(11))
     seen = {partitioner.partition("t", None, 3, 10) for _ in range(200)}
     assert seen == {0, 1, 2}
+
+
+@given(st.lists(st.tuples(st.binary(max_size=6), st.integers(1, 5)), max_size=200), st.integers(1, 8))
+def test_cached_key_partitions_are_kafkas_whatever_the_cache_holds(keys, cache_size):
+    """The key cache (tiny here, so it empties often) never changes where a key goes."""
+    partitioner = DefaultPartitioner(sticky_bytes=100)
+    partitioner.KEY_CACHE_SIZE = cache_size
+    for key, count in keys:
+        assert partitioner.partition("t", key, count, 10) == (0 if count == 1 else partition_for_key(key, count))
+    assert len(partitioner._by_key) <= cache_size
