@@ -503,3 +503,17 @@ class IndexSearch(_message.Message):
     pages: _containers.RepeatedScalarFieldContainer[int]
     pages_resident: _containers.RepeatedScalarFieldContainer[bool]
     def __init__(self, index: _Optional[str] = ..., path: _Optional[str] = ..., entry_count: _Optional[int] = ..., zone: _Optional[str] = ..., slot: _Optional[int] = ..., probed_slots: _Optional[_Iterable[int]] = ..., pages: _Optional[_Iterable[int]] = ..., pages_resident: _Optional[_Iterable[bool]] = ...) -> None: ...
+
+class InitProducerIdRequest(_message.Message):
+    __slots__ = ("transactional_id",)
+    TRANSACTIONAL_ID_FIELD_NUMBER: _ClassVar[int]
+    transactional_id: str
+    def __init__(self, transactional_id: _Optional[str] = ...) -> None: ...
+
+class InitProducerIdResponse(_message.Message):
+    __slots__ = ("producer_id", "producer_epoch")
+    PRODUCER_ID_FIELD_NUMBER: _ClassVar[int]
+    PRODUCER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    producer_id: int
+    producer_epoch: int
+    def __init__(self, producer_id: _Optional[int] = ..., producer_epoch: _Optional[int] = ...) -> None: ...

@@ -29,6 +29,7 @@ from .boundary import RpcCounters, RpcStatistics, stream_rpc, unary_rpc
 from .call_gate import CallGate, current_call
 from .cleaning_rpcs import CleaningRpcs
 from .errors import InvalidRequestError, ServiceStoppingError
+from .fault_seams import AfterAppendFault
 from .log_dir_names import LogDirNames
 from .group_commit import GroupCommit, GroupCommitStatistics
 from .status import status_for
@@ -98,6 +99,7 @@ class LogServicer(CleaningRpcs, pb_grpc.LogServiceServicer):
         self._group_commit = GroupCommit(calls)
         self._consume_stream_count = 0
         self.counters = RpcCounters()
+        self._after_append = AfterAppendFault.from_environ()  # tests only (fault_seams.py)
 
     # -- life cycle ---------------------------------------------------------------------------
     @property
@@ -193,6 +195,8 @@ class LogServicer(CleaningRpcs, pb_grpc.LogServiceServicer):
             io_bytes = _BLOCKING
         info = await self._log_call(log, io_bytes, log.append, batch)
         self._waiters.notify(topic, partition)
+        if self._after_append.active:
+            await self._after_append.after_append()
         if acks == pb.ACKS_FSYNCED:
             await self._durable(log, info.last_offset + 1)
         return conversions.produce_response(info)
@@ -413,6 +417,17 @@ class LogServicer(CleaningRpcs, pb_grpc.LogServiceServicer):
         log_start_offset = await self._log_call(log, 0, log.delete_records, offset)
         self._waiters.notify(topic, partition)
         return pb.DeleteRecordsResponse(log_start_offset=log_start_offset)
+
+    # -- idempotent producers -------------------------------------------------------------------
+    @unary_rpc
+    async def InitProducerId(self, request: pb.InitProducerIdRequest, context: Any) -> Any:
+        if request.transactional_id:
+            raise InvalidRequestError(
+                f"transactional_id {request.transactional_id!r}: seglog has no transactions yet; "
+                "leave it empty for an idempotent producer"
+            )
+        producer_id, epoch = await self._calls.blocking(self._manager.init_producer_id)
+        return pb.InitProducerIdResponse(producer_id=producer_id, producer_epoch=epoch)
 
     # -- explain ------------------------------------------------------------------------------
     @unary_rpc

@@ -93,6 +93,10 @@ OPERATIONS: Mapping[str, RpcOperation] = {
     "DeleteRecords": RpcOperation(_ADMIN, Scope.TOPICS, _topic, _request),
     # An index lookup's path (segments, index slots, positions): metadata, not record content.
     "ExplainLookup": RpcOperation(_DESCRIBE, Scope.TOPICS, _topic, _request),
+    # A producer id grants nothing by itself (each Produce is still checked for write on its
+    # topic), so any caller that passed authentication may have one (Kafka since KIP-679
+    # asks for write on some topic; seglog checks it where it matters, at Produce).
+    "InitProducerId": RpcOperation(_WRITE, Scope.TOPICS, _no_topic, _request),
     # -- offline cleaning (admin: they replace a partition's segments) ---------------------------
     "CreateSnapshot": RpcOperation(_ADMIN, Scope.TOPICS, _topic, _request),
     "ListCleanable": RpcOperation(_ADMIN, Scope.TOPICS, _topic_or_every, _request),
