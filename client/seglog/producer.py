@@ -27,6 +27,7 @@ from seglog import _sync
 from seglog._security import ConnectionSecurity, PemSource
 from seglog._accumulator import BufferFullError, ProducerBatch, RecordAccumulator
 from seglog._delivery import BatchDelivery, DeliveryGroup, RecordFuture
+from seglog._idempotence import NO_PRODUCER_FIELDS, Idempotence
 from seglog._partitioner import DefaultPartitioner
 from seglog._producer_config import (
     BATCH_SIZE_DEFAULT,
@@ -134,6 +135,7 @@ class AsyncProducer:
         tls_cert: PemSource | None = None,
         tls_key: PemSource | None = None,
         token: str | None = None,
+        enable_idempotence: bool = True,
     ) -> None:
         self._config = ProducerConfig(
             acks=parse_acks(acks),
@@ -169,6 +171,9 @@ class AsyncProducer:
             wall_clock_ms=wall_clock_ms,
         )
         self._partitioner = DefaultPartitioner(sticky_bytes=batch_size)
+        # The producer id and per-partition sequences (_idempotence.py): a retried batch is
+        # never written twice. On by default, as in Kafka since 3.0.
+        self._idempotence = Idempotence(enable_idempotence, self._init_producer_id)
         self._partition_counts: dict[str, int] = {}
         self._transport: Transport | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -516,16 +521,21 @@ class AsyncProducer:
 
     async def _send_batch_request(self, batch: ProducerBatch) -> None:
         tp = batch.topic_partition
+        fields = NO_PRODUCER_FIELDS
         try:
+            fields = await self._idempotence.fields_for(tp, batch.record_count)
             with translate_codec_errors():
-                records = batch.build()
+                records = batch.build(*fields)
             response = await self._produce(tp.topic, tp.partition, records)
         except SeglogError as error:
+            self._idempotence.batch_failed(fields)
             self._record_failure(batch, error)
         except asyncio.CancelledError:
+            self._idempotence.batch_failed(fields)
             self._record_failure(batch, ClientClosedError("the producer was closed while this batch was in flight"))
             raise
         except Exception as error:  # a bug or an unexpected failure: still complete every future
+            self._idempotence.batch_failed(fields)
             self._record_failure(batch, error)
         else:
             batch.succeed(response.base_offset, response.log_append_time_ms)
@@ -562,6 +572,21 @@ class AsyncProducer:
                 if not error.retriable or attempt >= self._config.retries or self._closed:
                     raise
                 # The service's retry-after hint (quotas) wins over a shorter backoff.
+                backoff_ms = max(self._config.retry_backoff_ms, error.retry_after_ms or 0)
+            attempt += 1
+            self._stats["retries"] += 1
+            await asyncio.sleep(backoff_ms / 1000)
+
+    async def _init_producer_id(self, request: pb.InitProducerIdRequest) -> pb.InitProducerIdResponse:
+        """InitProducerId with the same retries as a Produce."""
+        assert self._transport is not None
+        attempt = 0
+        while True:
+            try:
+                return await self._transport.init_producer_id(request)
+            except SeglogError as error:
+                if not error.retriable or attempt >= self._config.retries or self._closed:
+                    raise
                 backoff_ms = max(self._config.retry_backoff_ms, error.retry_after_ms or 0)
             attempt += 1
             self._stats["retries"] += 1
@@ -650,6 +675,7 @@ class Producer(_sync.SyncFacade):
         tls_cert: PemSource | None = None,
         tls_key: PemSource | None = None,
         token: str | None = None,
+        enable_idempotence: bool = True,
     ) -> None:
         options = dict(locals())
         del options["self"]

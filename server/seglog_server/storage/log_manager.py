@@ -614,7 +614,7 @@ class LogManager:
         self._counters.segments_deleted += partition.log.delete_old_segments()
 
     def _expire_producers(self, partition: PartitionEntry) -> None:
-        self._counters.producers_expired += partition.log.remove_expired_producers()
+        partition.log.remove_expired_producers()
 
     def _flush_if_due(self, partition: PartitionEntry) -> None:
         log = partition.log

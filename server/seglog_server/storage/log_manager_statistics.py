@@ -179,7 +179,6 @@ class LogManagerCounters:
     topics_created: int = 0
     topics_deleted: int = 0
     delete_dirs_removed: int = 0
-    producers_expired: int = 0
     recovery_by_dir: dict[str, RecoveryStatistics] = field(default_factory=dict)
 
 
