@@ -9,6 +9,10 @@ waits; ``close`` flushes and disconnects.
 Ordering: with ``max_in_flight_per_partition=1`` (the default) one partition has at most one
 request in flight, so batches are appended in the order they were filled, retries included. A higher
 value raises throughput for one partition at the cost of that guarantee when a request fails.
+
+Idempotence (``enable_idempotence=True``, the default): each batch carries the producer id and
+its partition's sequence, given once when the batch is first sent (``_idempotence.py``), so the
+service writes a retried batch only once and answers the retry with the original offsets.
 """
 
 from __future__ import annotations

@@ -372,7 +372,7 @@ class Log:
                 raise self._io_error("appending to", exc) from exc
             self._log_end_offset = last_offset + 1
             if pending is not None:
-                self._producers.complete(pending, base_offset, last_offset, max_timestamp_ms)
+                self._producers.complete(pending, base_offset, last_offset, max_timestamp_ms, now_ms)
             if self._exhausted:
                 self._exhausted = False
                 _LOG.info("%s: appends succeed again", self._name)
@@ -969,8 +969,13 @@ class Log:
             self._closed = True
             failure: BaseException | None = None
             if self._offline_cause is None:
-                try:  # Kafka's UnifiedLog.close: the state at the log end, durable for the next start
-                    self._snapshot_producers(self._log_end_offset, sync=True)
+                # Kafka's UnifiedLog.close: the state at the log end for the next start. Synced
+                # only when it holds producers: a lost empty snapshot loses nothing (the load
+                # falls back to an older one, or to no state when none is left), and a shutdown
+                # of thousands of idle partitions then costs no fsync per partition.
+                try:
+                    has_producers = self._producers.statistics().producer_count > 0
+                    self._snapshot_producers(self._log_end_offset, sync=has_producers)
                 except Exception as exc:  # close the segments, then say the log did not close
                     failure = exc
             for segment in self._segments.values():

@@ -12,7 +12,8 @@ Byte for byte Kafka's ``ProducerSnapshot`` message, version 1 (``ProducerStateMa
         int32   lastSequence         of the producer's last batch (-1: none)
         int64   lastOffset           of that batch (-1: no batch; only the epoch is known)
         int32   offsetDelta          lastSequence - firstSequence of that batch
-        int64   timestamp            that batch's max timestamp (the producer's last activity)
+        int64   timestamp            the producer's last activity (Kafka: its last batch's max
+                                     timestamp; seglog: the service's time it arrived)
         int32   coordinatorEpoch     -1 here: seglog has no transaction coordinator
         int64   currentTxnFirstOffset  -1: no open transaction (seglog refuses transactions)
 

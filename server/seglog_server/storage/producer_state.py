@@ -126,6 +126,8 @@ class ProducerStateEntry:
     """One producer id on one partition: its epoch, last activity and last batches."""
 
     __slots__ = ("producer_id", "epoch", "last_timestamp_ms", "batches")
+    # last_timestamp_ms: the service's time of the producer's last batch (what expiry measures;
+    # the snapshot's Timestamp field).
 
     def __init__(self, producer_id: int, epoch: int = NO_PRODUCER_EPOCH, last_timestamp_ms: int = -1) -> None:
         self.producer_id = producer_id
@@ -137,12 +139,12 @@ class ProducerStateEntry:
     def last_sequence(self) -> int:
         return self.batches[-1].last_sequence if self.batches else NO_SEQUENCE
 
-    def add_batch(self, epoch: int, batch: BatchMetadata) -> None:
+    def add_batch(self, epoch: int, batch: BatchMetadata, activity_ms: int) -> None:
         if epoch != self.epoch:  # a new epoch forgets the old one's batches
             self.batches.clear()
             self.epoch = epoch
         self.batches.append(batch)
-        self.last_timestamp_ms = batch.timestamp_ms
+        self.last_timestamp_ms = activity_ms
 
     def find_duplicate(self, epoch: int, first_sequence: int, last_sequence: int) -> BatchMetadata | None:
         if epoch != self.epoch:
@@ -253,26 +255,32 @@ class ProducerStateManager:
                 f"sequence {last}): a batch before it is missing or was sent out of order"
             )
 
-    def complete(self, pending: PendingAppend, first_offset: int, last_offset: int, timestamp_ms: int) -> None:
-        """Records the batch ``check`` passed, now written at [first_offset, last_offset]."""
-        self._apply(pending.producer_id, pending.epoch, pending.last_sequence, first_offset, last_offset, timestamp_ms)
+    def complete(
+        self, pending: PendingAppend, first_offset: int, last_offset: int, timestamp_ms: int, now_ms: int
+    ) -> None:
+        """Records the batch ``check`` passed, now written at [first_offset, last_offset] with
+        max timestamp ``timestamp_ms``, at the service's time ``now_ms``."""
+        self._apply(pending.producer_id, pending.epoch, pending.last_sequence, first_offset, last_offset,
+                    timestamp_ms, now_ms)
         self.map_end_offset = last_offset + 1
 
     def _apply(self, producer_id: int, epoch: int, last_sequence: int, first_offset: int, last_offset: int,
-               timestamp_ms: int) -> None:
+               timestamp_ms: int, activity_ms: int) -> None:
         entry = self._producers.get(producer_id)
         if entry is None:
             entry = self._producers[producer_id] = ProducerStateEntry(producer_id)
-        entry.add_batch(epoch, BatchMetadata(last_sequence, last_offset, last_offset - first_offset, timestamp_ms))
+        batch = BatchMetadata(last_sequence, last_offset, last_offset - first_offset, timestamp_ms)
+        entry.add_batch(epoch, batch, activity_ms)
 
     # -- rebuilding --------------------------------------------------------------------------
-    def replay(self, fields: ProducerFields, base_offset: int, max_timestamp_ms: int) -> None:
+    def replay(self, fields: ProducerFields, base_offset: int, max_timestamp_ms: int, now_ms: int) -> None:
         """Applies a stored batch without judging it (Kafka's replication origin): the log is
-        the truth, the state follows it."""
+        the truth, the state follows it. When the batch arrived is not stored, so its producer
+        counts as active at ``now_ms`` (the load): expiry may come later, never sooner."""
         last_offset = base_offset + fields.last_offset_delta
         if fields.producer_id >= 0 and fields.first_sequence >= 0:
             self._apply(fields.producer_id, fields.epoch, fields.last_sequence, base_offset, last_offset,
-                        max_timestamp_ms)
+                        max_timestamp_ms, now_ms)
         self.map_end_offset = max(self.map_end_offset, last_offset + 1)
 
     def load(self, entries: list[SnapshotEntry], snapshot_offset: int, now_ms: int, expiration_ms: int) -> None:
@@ -293,7 +301,10 @@ class ProducerStateManager:
 
     # -- expiry and introspection ----------------------------------------------------------------
     def remove_expired(self, now_ms: int, expiration_ms: int) -> int:
-        """Forgets producers idle for ``expiration_ms`` or longer (producer.id.expiration.ms)."""
+        """Forgets producers idle for ``expiration_ms`` or longer (producer.id.expiration.ms).
+        Idle by the service's clock: Kafka measures from the batch's max timestamp, which a
+        producer sets (records stamped in 1970 would expire their producer at the next check,
+        and a retry after that could be written twice); seglog from when the batch arrived."""
         expired = [pid for pid, entry in self._producers.items() if now_ms - entry.last_timestamp_ms >= expiration_ms]
         for pid in expired:
             del self._producers[pid]

@@ -104,11 +104,13 @@ def load_producer_state(
             manager.reset(log_end_offset)
             return manager
         manager.reset(log_start_offset)
-    replay(manager, segments, manager.map_end_offset, log_end_offset)
+    replay(manager, segments, manager.map_end_offset, log_end_offset, now_ms)
     return manager
 
 
-def replay(manager: ProducerStateManager, segments: Sequence[LogSegment], from_offset: int, to_offset: int) -> int:
+def replay(
+    manager: ProducerStateManager, segments: Sequence[LogSegment], from_offset: int, to_offset: int, now_ms: int
+) -> int:
     """Applies the headers of the stored batches in [from_offset, to_offset); returns how many."""
     if from_offset >= to_offset:
         return 0
@@ -121,7 +123,7 @@ def replay(manager: ProducerStateManager, segments: Sequence[LogSegment], from_o
             break
         held = segment.holds_handles
         try:
-            count += _replay_segment(manager, segment, from_offset, to_offset)
+            count += _replay_segment(manager, segment, from_offset, to_offset, now_ms)
         except CorruptRecordError as exc:
             # Reads of these bytes fail the same way; the state keeps what came before them.
             _LOG.warning("%s: producer state replay stopped at damaged bytes: %s", segment, exc)
@@ -132,7 +134,9 @@ def replay(manager: ProducerStateManager, segments: Sequence[LogSegment], from_o
     return count
 
 
-def _replay_segment(manager: ProducerStateManager, segment: LogSegment, from_offset: int, to_offset: int) -> int:
+def _replay_segment(
+    manager: ProducerStateManager, segment: LogSegment, from_offset: int, to_offset: int, now_ms: int
+) -> int:
     count = 0
     for _, fields in segment.log.raw_headers(0):
         base_offset = fields[HeaderField.BASE_OFFSET]
@@ -154,6 +158,7 @@ def _replay_segment(manager: ProducerStateManager, segment: LogSegment, from_off
             ),
             base_offset,
             fields[HeaderField.MAX_TIMESTAMP],
+            now_ms,
         )
         count += 1
     return count

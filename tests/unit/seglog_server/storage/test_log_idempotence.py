@@ -263,3 +263,11 @@ def test_any_interleaving_of_resends_writes_each_record_once_in_order(tmp_path_f
         stored += values_of(log.read(len(stored), 10_000_000).records)
     assert stored == expected
     log.close()
+
+
+def test_expiry_measures_idleness_by_the_service_clock_not_record_timestamps(tmp_path, clock):
+    # Records stamped in 1970 (CreateTime): Kafka would expire their producer at the next check.
+    log = open_log(tmp_path, clock, config(producer_id_expiration_ms=1000))
+    log.append(batch(b"old", timestamps=5, producer_id=PID, producer_epoch=0, base_sequence=0))
+    assert log.remove_expired_producers() == 0
+    assert log.append(batch(b"old", timestamps=5, producer_id=PID, producer_epoch=0, base_sequence=0)).record_count == 0

@@ -39,7 +39,7 @@ class Partition:
             return result.first_offset, result.last_offset
         first, last = self.end_offset, self.end_offset + count - 1
         if isinstance(result, PendingAppend):
-            self.state.complete(result, first, last, 5)
+            self.state.complete(result, first, last, 5, 5)
         self.end_offset = last + 1
         return first, last
 
@@ -168,15 +168,15 @@ def test_replay_applies_stored_batches_without_judging_them():
     # testNoValidationOnFirstEntryWhenLoadingLog: the log is the truth.
     state = ProducerStateManager("t-0")
     for base_offset, sequence in ((0, 5), (1, 9)):
-        state.replay(producer_fields(batch(b"v", producer_id=PID, producer_epoch=0, base_sequence=sequence)), base_offset, 5)
+        state.replay(producer_fields(batch(b"v", producer_id=PID, producer_epoch=0, base_sequence=sequence)), base_offset, 5, 5)
     assert state.entry(PID).last_sequence == 9
     assert state.map_end_offset == 2
 
 
 def test_expiry_forgets_producers_idle_for_the_expiration_time():
     state = ProducerStateManager("t-0")
-    state.complete(PendingAppend(1, 0, 0), 0, 0, 1_000)
-    state.complete(PendingAppend(2, 0, 0), 1, 1, 5_000)
+    state.complete(PendingAppend(1, 0, 0), 0, 0, timestamp_ms=0, now_ms=1_000)
+    state.complete(PendingAppend(2, 0, 0), 1, 1, timestamp_ms=0, now_ms=5_000)
     assert state.remove_expired(now_ms=10_999, expiration_ms=10_000) == 0
     assert state.remove_expired(now_ms=11_000, expiration_ms=10_000) == 1
     assert state.entry(1) is None and state.entry(2) is not None
