@@ -191,7 +191,8 @@ def test_snapshot_entries_round_trip_the_last_batch_per_producer():
     restored.load(entries, partition.end_offset, now_ms=5, expiration_ms=10)
     entry = restored.entry(PID)
     assert (entry.epoch, entry.last_sequence, list(entry.batches)) == (0, 4, [BatchMetadata(4, 4, 2, 5)])
-    assert entry.find_duplicate(0, 2, 4) == BatchMetadata(4, 4, 2, 5)
+    resent = batch(b"v", b"v", b"v", producer_id=PID, producer_epoch=0, base_sequence=2)
+    assert restored.check(resent) == BatchMetadata(4, 4, 2, 5)
 
 
 def test_loading_a_snapshot_leaves_out_expired_producers():
