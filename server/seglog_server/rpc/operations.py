@@ -26,6 +26,7 @@ __all__ = ["OPERATIONS", "Quota", "RpcOperation", "Scope", "operation_of"]
 class Scope(enum.Enum):
     TOPICS = "topics"  # checked on each topic the request names (None: every topic)
     FILTERED = "filtered"  # the response shows only what the caller may see
+    SOME_TOPIC = "some_topic"  # allowed when the operation is granted on at least one topic
 
 
 class Quota(enum.Enum):
@@ -93,10 +94,9 @@ OPERATIONS: Mapping[str, RpcOperation] = {
     "DeleteRecords": RpcOperation(_ADMIN, Scope.TOPICS, _topic, _request),
     # An index lookup's path (segments, index slots, positions): metadata, not record content.
     "ExplainLookup": RpcOperation(_DESCRIBE, Scope.TOPICS, _topic, _request),
-    # A producer id grants nothing by itself (each Produce is still checked for write on its
-    # topic), so any caller that passed authentication may have one (Kafka since KIP-679
-    # asks for write on some topic; seglog checks it where it matters, at Produce).
-    "InitProducerId": RpcOperation(_WRITE, Scope.TOPICS, _no_topic, _request),
+    # A producer id grants nothing by itself (each Produce is checked for write on its topic);
+    # as in Kafka since KIP-679, a caller allowed to write to some topic may have one.
+    "InitProducerId": RpcOperation(_WRITE, Scope.SOME_TOPIC, _no_topic, _request),
     # -- offline cleaning (admin: they replace a partition's segments) ---------------------------
     "CreateSnapshot": RpcOperation(_ADMIN, Scope.TOPICS, _topic, _request),
     "ListCleanable": RpcOperation(_ADMIN, Scope.TOPICS, _topic_or_every, _request),
