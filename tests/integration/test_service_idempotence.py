@@ -125,12 +125,13 @@ def test_the_producer_numbers_its_batches_by_default(start_service):
 
 @pytest.mark.parametrize("idempotent", [True, False])
 def test_a_deadline_exceeded_retry_of_a_written_batch_is_not_written_twice(start_service, idempotent):
-    # The first appended batch's answer is held 3 s; the client gives up after 1 s and resends.
-    service = start_service(env={FAULT_ENV: "delay_ms:3000:1"})
+    # The first appended batch's answer is held 6 s; the client gives up after 2.5 s and resends
+    # (wide margins: the append itself must land before the deadline on a loaded machine).
+    service = start_service(env={FAULT_ENV: "delay_ms:6000:1"})
     service.stub.CreateTopic(pb.CreateTopicRequest(topic="t", partitions=1), timeout=10)
     values = [b"r%d" % i for i in range(5)]
     offsets, stats = asyncio.run(_produce_all(
-        service.address, "t", values, request_timeout_ms=1000, retries=5, retry_backoff_ms=50,
+        service.address, "t", values, request_timeout_ms=2500, retries=5, retry_backoff_ms=50,
         enable_idempotence=idempotent,
     ))
     assert stats.retries >= 1  # the fault did make the producer resend
