@@ -797,7 +797,7 @@ class Log:
         assert following is not None
         self._log_start_offset = max(self._log_start_offset, following.base_offset)
         self._remove_and_delete(deletable)
-        delete_snapshots_below(self._fs, self._dir, following.base_offset)
+        delete_snapshots_below(self._producers, self._fs, self._dir, following.base_offset)
 
     def _remove_and_delete(self, segments: list[LogSegment]) -> None:
         for segment in segments:

@@ -188,6 +188,9 @@ class ProducerStateManager:
         self._producers: dict[int, ProducerStateEntry] = {}
         # The offset up to which (exclusive) every batch has been applied.
         self.map_end_offset = 0
+        # The offsets of the snapshot files on disk, ascending (Kafka's ``snapshots`` map): kept
+        # here so a roll needs no directory listing (producer_state_loader.py maintains it).
+        self.snapshot_offsets: list[int] = []
         self._duplicate_count = 0
         self._out_of_order_count = 0
         self._fenced_count = 0

@@ -58,15 +58,18 @@ def take_snapshot(
     """Writes the state at ``offset`` (= the log end offset) and drops the oldest snapshots."""
     assert manager.map_end_offset <= offset, (manager.map_end_offset, offset)
     write_snapshot(fs, directory, offset, manager.snapshot_entries(), sync=sync)
-    offsets = list_snapshot_offsets(fs, directory)
-    for old in offsets[:-SNAPSHOTS_RETAINED]:
-        _unlink(fs, directory, old)
+    offsets = manager.snapshot_offsets
+    if offset not in offsets:
+        offsets.append(offset)
+        offsets.sort()  # (appended in order but for a roll back to an empty active segment)
+    while len(offsets) > SNAPSHOTS_RETAINED:
+        _unlink(fs, directory, offsets.pop(0))
 
 
-def delete_snapshots_below(fs: FileSystem, directory: str, offset: int) -> None:
-    for old in list_snapshot_offsets(fs, directory):
-        if old < offset:
-            _unlink(fs, directory, old)
+def delete_snapshots_below(manager: ProducerStateManager, fs: FileSystem, directory: str, offset: int) -> None:
+    offsets = manager.snapshot_offsets
+    while offsets and offsets[0] < offset:
+        _unlink(fs, directory, offsets.pop(0))
 
 
 def load_producer_state(
@@ -90,16 +93,20 @@ def load_producer_state(
             _unlink(fs, directory, offset)
         else:
             usable.append(offset)
-    for offset in reversed(usable):
+    loaded = False
+    for offset in reversed(list(usable)):
         try:
             entries = read_snapshot(fs, snapshot_path(directory, offset), offset)
         except CorruptProducerSnapshotError as exc:
             _LOG.warning("%s: %s; deleting it and trying an older one", name, exc)
             _unlink(fs, directory, offset)
+            usable.remove(offset)
             continue
         manager.load(entries, offset, now_ms, expiration_ms)
+        loaded = True
         break
-    else:
+    manager.snapshot_offsets = usable
+    if not loaded:
         if had_clean_shutdown and not offsets:
             manager.reset(log_end_offset)
             return manager

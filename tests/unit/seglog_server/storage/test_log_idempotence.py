@@ -14,7 +14,7 @@ from log_test_support import NOW_MS, batch, config, open_log, values_of
 
 from seglog_server.storage.clock import FakeClock
 from seglog_server.storage.errors import OutOfOrderSequenceError
-from seglog_server.storage.fs import REAL_FS
+from seglog_server.storage.fs import REAL_FS, FileSystem
 from seglog_server.storage.log import Log
 from seglog_server.storage.producer_snapshot import read_snapshot, snapshot_path
 from seglog_server.storage.producer_state_loader import SNAPSHOTS_RETAINED, list_snapshot_offsets
@@ -271,3 +271,27 @@ def test_expiry_measures_idleness_by_the_service_clock_not_record_timestamps(tmp
     log.append(batch(b"old", timestamps=5, producer_id=PID, producer_epoch=0, base_sequence=0))
     assert log.remove_expired_producers() == 0
     assert log.append(batch(b"old", timestamps=5, producer_id=PID, producer_epoch=0, base_sequence=0)).record_count == 0
+
+
+class _CountingFs(FileSystem):
+    def __init__(self) -> None:
+        self.listdir_count = 0
+
+    def listdir(self, path: str) -> list[str]:
+        self.listdir_count += 1
+        return super().listdir(path)
+
+
+def test_rolls_and_retention_keep_snapshots_without_listing_the_directory(tmp_path, clock):
+    # A listing per roll grows with the directory: 10,000 tiny segments made start-up benches
+    # quadratic. The snapshot offsets are kept in memory instead.
+    fs = _CountingFs()
+    log = open_log(tmp_path, clock, fs=fs)
+    listed = fs.listdir_count
+    for sequence in range(20):
+        log.append(idem(sequence))
+        log.roll()
+    log.delete_records(18)
+    log.delete_old_segments()
+    assert fs.listdir_count == listed
+    assert snapshots(log) == [18, 19, 20]
