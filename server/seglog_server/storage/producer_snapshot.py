@@ -51,6 +51,7 @@ __all__ = [
     "is_snapshot_file",
     "read_snapshot",
     "snapshot_path",
+    "sync_snapshot",
     "write_snapshot",
 ]
 
@@ -169,6 +170,16 @@ def write_snapshot(fs: FileSystem, directory: str, offset: int, entries: list[Sn
     if sync:
         fs.fsync_dir(directory)
     return path
+
+
+def sync_snapshot(fs: FileSystem, directory: str, offset: int) -> None:
+    """Makes an existing ``<offset>.snapshot`` durable (its data and its name)."""
+    fd = fs.open(snapshot_path(directory, offset), os.O_RDONLY)
+    try:
+        fs.fdatasync(fd)
+    finally:
+        fs.close(fd)
+    fs.fsync_dir(directory)
 
 
 def read_snapshot(fs: FileSystem, path: str, offset: int) -> list[SnapshotEntry]:
