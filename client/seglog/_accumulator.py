@@ -133,9 +133,15 @@ class ProducerBatch:
             self.headers = [()] * index
         self.headers.append(headers)
 
-    def build(self) -> bytes:
-        """Encode the batch (base offset 0; the service assigns the real one)."""
-        builder = RecordBatchBuilder(compression=self._compression)
+    def build(self, producer_id: int = -1, producer_epoch: int = -1, base_sequence: int = -1) -> bytes:
+        """Encode the batch (base offset 0; the service assigns the real one), with the
+        idempotent producer's fields when given (``_idempotence.py``)."""
+        builder = RecordBatchBuilder(
+            compression=self._compression,
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            base_sequence=base_sequence,
+        )
         append = builder.append
         if self.headers is None:
             # Records sent within the same millisecond share a timestamp: encode each such run

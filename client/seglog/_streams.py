@@ -156,13 +156,15 @@ class RequestStream:
         self._end(call, error)
 
     def _note_metadata(self, metadata: Any) -> None:
+        # Only seglog's stream handler sends its read-ahead bound at open; a server without the
+        # method may still hand back (empty) initial metadata before its UNIMPLEMENTED status.
         for key, value in metadata or ():
             if key == IN_FLIGHT_METADATA_KEY:
                 try:
                     self.in_flight_max = int(value)
                 except ValueError:
                     pass
-        self.confirmed = True
+                self.confirmed = True
 
     def _answer(self, response: Any) -> None:
         if not self._owed:

@@ -188,6 +188,10 @@ class Transport:
         response: pb.ExplainLookupResponse = await self._unary(self._stub.ExplainLookup, request)
         return response
 
+    async def init_producer_id(self, request: pb.InitProducerIdRequest) -> pb.InitProducerIdResponse:
+        response: pb.InitProducerIdResponse = await self._unary(self._stub.InitProducerId, request)
+        return response
+
     # -- streaming -------------------------------------------------------------------------------
 
     async def consume(self, request: pb.ConsumeRequest) -> AsyncIterator[pb.FetchResponse]:

@@ -13,6 +13,9 @@ through ``_CODEC_TO_ERROR``. The original exception is always chained as ``__cau
     ├── RecordTooLargeError           RESOURCE_EXHAUSTED with ``seglog-error`` metadata (the service's
     │                                 own size errors); also a record above max_request_bytes
     ├── FailedPreconditionError       FAILED_PRECONDITION: valid request the log's state refuses
+    │   ├── OutOfOrderSequenceError   an idempotent batch whose sequence does not follow its
+    │   │                             producer's last one on the partition (nothing written)
+    │   └── InvalidProducerEpochError an idempotent batch from a fenced (older) producer epoch
     ├── AuthenticationError           UNAUTHENTICATED
     ├── AuthorizationError            PERMISSION_DENIED
     ├── ServiceUnavailableError       UNAVAILABLE: service down, stopping, or log dir offline (retriable)
@@ -49,8 +52,10 @@ __all__ = [
     "ClientClosedError",
     "CorruptRecordError",
     "FailedPreconditionError",
+    "InvalidProducerEpochError",
     "InvalidRequestError",
     "OffsetOutOfRangeError",
+    "OutOfOrderSequenceError",
     "QuotaExceededError",
     "RecordTooLargeError",
     "RequestTimeoutError",
@@ -120,6 +125,16 @@ class RecordTooLargeError(SeglogError):
 
 class FailedPreconditionError(SeglogError):
     pass
+
+
+class OutOfOrderSequenceError(FailedPreconditionError):
+    """The service refused an idempotent batch: a batch before it on its partition is missing
+    (it failed) or the batches arrived out of order. Nothing of it was written."""
+
+
+class InvalidProducerEpochError(FailedPreconditionError):
+    """The service refused an idempotent batch whose producer epoch is older than the one its
+    producer id last wrote with on the partition. Nothing of it was written."""
 
 
 class AuthenticationError(SeglogError):
@@ -195,6 +210,8 @@ _STATUS_TO_ERROR: dict[grpc.StatusCode, type[SeglogError]] = {
 _SERVICE_ERROR_TO_ERROR: dict[str, type[SeglogError]] = {
     "QuotaExceededError": QuotaExceededError,
     "PrincipalLimitError": QuotaExceededError,
+    "OutOfOrderSequenceError": OutOfOrderSequenceError,
+    "InvalidProducerEpochError": InvalidProducerEpochError,
 }
 
 

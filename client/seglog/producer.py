@@ -14,6 +14,10 @@ round trip per record. Ordering is kept: the stream appends in the order sent, a
 futures complete in send order, and a retriable failure sends the failed batch and every later one
 that did not succeed again, in order (``_send_window``). On the unary path separate calls may be
 appended in any order, so there one batch per partition is in flight.
+
+Idempotence (``enable_idempotence=True``, the default): each batch carries the producer id and
+its partition's sequence, given once when the batch is first sent (``_idempotence.py``), so the
+service writes a retried batch only once and answers the retry with the original offsets.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from seglog._security import ConnectionSecurity, PemSource
 from seglog._accumulator import BufferFullError, ProducerBatch, RecordAccumulator
 from seglog._delivery import BatchDelivery, DeliveryGroup, RecordFuture
 from seglog._send_window import SendWindow, WindowEntry
+from seglog._idempotence import Idempotence, ProducerFields
 from seglog._partitioner import DefaultPartitioner
 from seglog._producer_config import (
     BATCH_SIZE_DEFAULT,
@@ -51,6 +56,7 @@ from seglog._producer_config import (
 from seglog.client import REQUEST_TIMEOUT_MS_DEFAULT, Transport
 from seglog.errors import (
     ClientClosedError,
+    OutOfOrderSequenceError,
     RequestTimeoutError,
     SeglogError,
     ServiceError,
@@ -61,6 +67,9 @@ from seglog.errors import (
 from seglog.records import Compression
 from seglog.structs import DEFAULT_SERVER, Acks, HeadersLike, RecordMetadata, TopicPartition, normalize_headers
 from seglog.v1 import log_service_pb2 as pb
+
+# A batch in a partition's send window: the batch, its bytes and its producer fields.
+_Sent = tuple[ProducerBatch, bytes, ProducerFields]
 
 __all__ = ["AsyncProducer", "BatchMetadata", "Producer", "ProducerStatistics"]
 
@@ -153,6 +162,7 @@ class AsyncProducer:
         tls_cert: PemSource | None = None,
         tls_key: PemSource | None = None,
         token: str | None = None,
+        enable_idempotence: bool = True,
     ) -> None:
         self._config = ProducerConfig(
             acks=parse_acks(acks),
@@ -189,13 +199,16 @@ class AsyncProducer:
         )
         self._accumulator.on_batch_full = self._wake
         self._partitioner = DefaultPartitioner(sticky_bytes=batch_size)
+        # The producer id and per-partition sequences (_idempotence.py): a retried batch is
+        # never written twice. On by default, as in Kafka since 3.0.
+        self._idempotence = Idempotence(enable_idempotence, self._init_producer_id)
         self._partition_counts: dict[str, int] = {}
         self._transport: Transport | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread_id: int | None = None
         self._sender: asyncio.Task[None] | None = None
         self._requests: set[asyncio.Task[None]] = set()
-        self._windows: dict[TopicPartition, SendWindow[tuple[ProducerBatch, bytes]]] = {}
+        self._windows: dict[TopicPartition, SendWindow[_Sent]] = {}
         # None until the service answered a ProduceStream (True) or does not serve it (False).
         self._streaming: bool | None = None
         self._wakeup: asyncio.Event | None = None
@@ -543,6 +556,8 @@ class AsyncProducer:
             room = self._config.max_in_flight_requests - len(self._requests)
             batches, next_due_ms = self._accumulator.drain(now, self._can_send, room)
             for batch in batches:
+                if self._idempotence.needs_producer_id and not await self._producer_id_for(batch):
+                    continue
                 self._start_request(batch)
             if self._closing and self._accumulator.is_empty():
                 return
@@ -564,26 +579,42 @@ class AsyncProducer:
             return self._config.max_in_flight_per_partition
         return 1
 
+    async def _producer_id_for(self, batch: ProducerBatch) -> bool:
+        """Before the first batch (and after a retired id) the idempotent producer asks for a
+        producer id; the sender waits for it, so batches keep the order they were drained in.
+        If it cannot be had, the batch fails with the reason and the next one asks again."""
+        try:
+            await self._idempotence.ensure_producer_id()
+        except Exception as error:  # noqa: BLE001 - the batch fails, the producer goes on
+            self._record_failure(batch, error)
+            self._finish(batch)
+            return False
+        return True
+
     def _start_request(self, batch: ProducerBatch) -> None:
         tp = batch.topic_partition
+        # The producer id and this partition's next sequence, given once: a retry resends the
+        # same bytes, so the service can answer it with the offsets it got the first time.
+        fields = self._idempotence.fields_now(tp, batch.record_count)
         try:
             with translate_codec_errors():
-                records = batch.build()
+                records = batch.build(*fields)
         except Exception as error:  # noqa: BLE001 - the batch fails, the others go on
+            self._idempotence.batch_failed(fields)
             self._record_failure(batch, error)
             self._finish(batch)
             return
         window = self._windows.get(tp)
         if window is None:
             window = self._windows[tp] = SendWindow()
-        self._send_entry(tp, window.sent((batch, records)))
+        self._send_entry(tp, window.sent((batch, records, fields)))
 
-    def _send_entry(self, tp: TopicPartition, entry: WindowEntry[tuple[ProducerBatch, bytes]]) -> None:
+    def _send_entry(self, tp: TopicPartition, entry: WindowEntry[_Sent]) -> None:
         task = asyncio.create_task(self._send_batch_request(tp, entry))
         self._requests.add(task)
         task.add_done_callback(self._requests.discard)
 
-    async def _send_batch_request(self, tp: TopicPartition, entry: WindowEntry[tuple[ProducerBatch, bytes]]) -> None:
+    async def _send_batch_request(self, tp: TopicPartition, entry: WindowEntry[_Sent]) -> None:
         """One attempt of one batch; its answer goes to the partition's window, which says what
         completes and what is sent again."""
         records = entry.item[1]
@@ -603,16 +634,18 @@ class AsyncProducer:
             raise  # closing: _stop_tasks completes what the windows still hold
         except Exception as error:  # noqa: BLE001 - a bug or an unexpected failure: still complete it
             outcome = error
-        retry = (
-            failed and isinstance(outcome, SeglogError) and outcome.retriable
-            and entry.attempt < self._config.retries and not self._closed
+        # With idempotence, a batch sent after one that failed is refused as out of order (the
+        # service never wrote the one before it): it is retried with that one, in order.
+        retriable = isinstance(outcome, SeglogError) and (
+            outcome.retriable or (isinstance(outcome, OutOfOrderSequenceError) and window.holding)
         )
+        retry = failed and retriable and entry.attempt < self._config.retries and not self._closed
         self._settle(tp, window, *window.answered(entry, outcome, failed=failed, retry=retry))
 
     def _settle(
-        self, tp: TopicPartition, window: SendWindow[tuple[ProducerBatch, bytes]],
-        complete: list[WindowEntry[tuple[ProducerBatch, bytes]]],
-        again: list[WindowEntry[tuple[ProducerBatch, bytes]]],
+        self, tp: TopicPartition, window: SendWindow[_Sent],
+        complete: list[WindowEntry[_Sent]],
+        again: list[WindowEntry[_Sent]],
     ) -> None:
         for done in complete:
             self._complete_entry(done)
@@ -625,8 +658,8 @@ class AsyncProducer:
         self._wake()
 
     async def _resend(
-        self, tp: TopicPartition, window: SendWindow[tuple[ProducerBatch, bytes]],
-        entries: list[WindowEntry[tuple[ProducerBatch, bytes]]],
+        self, tp: TopicPartition, window: SendWindow[_Sent],
+        entries: list[WindowEntry[_Sent]],
     ) -> None:
         """After the backoff (the service's retry-after hint wins over a shorter one), the
         failed batches of a held partition go out again, oldest first, before anything new."""
@@ -638,8 +671,8 @@ class AsyncProducer:
             self._send_entry(tp, entry)
         self._wake()
 
-    def _complete_entry(self, entry: WindowEntry[tuple[ProducerBatch, bytes]]) -> None:
-        batch, records = entry.item
+    def _complete_entry(self, entry: WindowEntry[_Sent]) -> None:
+        batch, records, fields = entry.item
         if SendWindow.succeeded(entry):
             response = entry.outcome
             batch.succeed(response.base_offset, response.log_append_time_ms)
@@ -647,6 +680,7 @@ class AsyncProducer:
             self._stats["batches_sent"] += 1
             self._stats["bytes_sent"] += len(records)
         else:
+            self._idempotence.batch_failed(fields)  # its sequences left a gap: a new producer id
             self._record_failure(batch, entry.outcome)
         self._finish(batch)
 
@@ -705,6 +739,21 @@ class AsyncProducer:
                 if stream.confirmed:  # the service answered the open: it serves the stream
                     self._streaming = True
         return await self._transport.produce(request)
+
+    async def _init_producer_id(self, request: pb.InitProducerIdRequest) -> pb.InitProducerIdResponse:
+        """InitProducerId with the same retries as a Produce."""
+        assert self._transport is not None
+        attempt = 0
+        while True:
+            try:
+                return await self._transport.init_producer_id(request)
+            except SeglogError as error:
+                if not error.retriable or attempt >= self._config.retries or self._closed:
+                    raise
+                backoff_ms = max(self._config.retry_backoff_ms, error.retry_after_ms or 0)
+            attempt += 1
+            self._stats["retries"] += 1
+            await asyncio.sleep(backoff_ms / 1000)
 
     # -- helpers ---------------------------------------------------------------------------------
 
@@ -798,6 +847,7 @@ class Producer(_sync.SyncFacade):
         tls_cert: PemSource | None = None,
         tls_key: PemSource | None = None,
         token: str | None = None,
+        enable_idempotence: bool = True,
     ) -> None:
         options = dict(locals())
         del options["self"]

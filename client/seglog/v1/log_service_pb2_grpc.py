@@ -114,6 +114,11 @@ class LogServiceStub:
                 request_serializer=seglog_dot_v1_dot_log__service__pb2.LookupStreamRequest.SerializeToString,
                 response_deserializer=seglog_dot_v1_dot_log__service__pb2.LookupStreamResponse.FromString,
                 _registered_method=True)
+        self.InitProducerId = channel.unary_unary(
+                '/seglog.v1.LogService/InitProducerId',
+                request_serializer=seglog_dot_v1_dot_log__service__pb2.InitProducerIdRequest.SerializeToString,
+                response_deserializer=seglog_dot_v1_dot_log__service__pb2.InitProducerIdResponse.FromString,
+                _registered_method=True)
 
 
 class LogServiceServicer:
@@ -250,6 +255,21 @@ class LogServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def InitProducerId(self, request, context):
+        """Gives an idempotent producer a producer id, unique across restarts, at epoch 0 (Kafka's
+        InitProducerId without transactions). The producer writes it, the epoch and a per-partition
+        sequence (from 0, one per record) into each batch header; the service then appends a
+        batch once however often it is resent: a retry of one of the producer's last five batches
+        on a partition is answered with the offsets it got the first time. Produce refuses a
+        sequence that does not follow the last one with FAILED_PRECONDITION (seglog-error
+        OutOfOrderSequenceError) and an epoch older than the last one with FAILED_PRECONDITION
+        (InvalidProducerEpochError); transactional batches are refused with INVALID_ARGUMENT
+        (TransactionsNotSupportedError).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_LogServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -332,6 +352,11 @@ def add_LogServiceServicer_to_server(servicer, server):
                     servicer.LookupStream,
                     request_deserializer=seglog_dot_v1_dot_log__service__pb2.LookupStreamRequest.FromString,
                     response_serializer=seglog_dot_v1_dot_log__service__pb2.LookupStreamResponse.SerializeToString,
+            ),
+            'InitProducerId': grpc.unary_unary_rpc_method_handler(
+                    servicer.InitProducerId,
+                    request_deserializer=seglog_dot_v1_dot_log__service__pb2.InitProducerIdRequest.FromString,
+                    response_serializer=seglog_dot_v1_dot_log__service__pb2.InitProducerIdResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -766,6 +791,33 @@ class LogService:
             '/seglog.v1.LogService/LookupStream',
             seglog_dot_v1_dot_log__service__pb2.LookupStreamRequest.SerializeToString,
             seglog_dot_v1_dot_log__service__pb2.LookupStreamResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def InitProducerId(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/seglog.v1.LogService/InitProducerId',
+            seglog_dot_v1_dot_log__service__pb2.InitProducerIdRequest.SerializeToString,
+            seglog_dot_v1_dot_log__service__pb2.InitProducerIdResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -228,6 +228,12 @@ class CallGate:
     def _authorize(self, principal: str, row: RpcOperation, request: Any) -> None:
         if self._policy is None or self._policy.acl is None or row.scope is not Scope.TOPICS:
             return
+        if row.scope is Scope.SOME_TOPIC:
+            if not self._policy.acl.allows_on_some_topic(principal, row.operation):
+                self.denied_count += 1
+                _log.info("denied: %s may not %s any topic", principal, row.operation.value)
+                raise PermissionDeniedError(principal, row.operation.value, None, any_topic=True)
+            return
         for topic in row.topics(request):
             if not self._policy.acl.allows(principal, row.operation, topic):
                 self.denied_count += 1

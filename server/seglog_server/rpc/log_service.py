@@ -29,6 +29,7 @@ from .boundary import RpcCounters, RpcStatistics, stream_rpc, unary_rpc
 from .call_gate import CallGate, current_call
 from .cleaning_rpcs import CleaningRpcs
 from .errors import InvalidRequestError, ServiceStoppingError
+from .fault_seams import AfterAppendFault
 from .log_dir_names import LogDirNames
 from .group_commit import GroupCommit, GroupCommitStatistics
 from .status import status_for
@@ -100,6 +101,7 @@ class LogServicer(CleaningRpcs, StreamRpcs, pb_grpc.LogServiceServicer):
         self._consume_stream_count = 0
         self.counters = RpcCounters()
         self.init_streams()
+        self._after_append = AfterAppendFault.from_environ()  # tests only (fault_seams.py)
 
     # -- life cycle ---------------------------------------------------------------------------
     @property
@@ -204,6 +206,8 @@ class LogServicer(CleaningRpcs, StreamRpcs, pb_grpc.LogServiceServicer):
             io_bytes = _BLOCKING
         info = await self._log_call(log, io_bytes, log.append, batch)
         self._waiters.notify(topic, partition)
+        if self._after_append.active:  # tests only: a fault between the write and the ack
+            await self._after_append.after_append()
         return log, info, acks
 
     async def _durable(self, log: Any, end_offset: int) -> None:
@@ -430,6 +434,17 @@ class LogServicer(CleaningRpcs, StreamRpcs, pb_grpc.LogServiceServicer):
         log_start_offset = await self._log_call(log, 0, log.delete_records, offset)
         self._waiters.notify(topic, partition)
         return pb.DeleteRecordsResponse(log_start_offset=log_start_offset)
+
+    # -- idempotent producers -------------------------------------------------------------------
+    @unary_rpc
+    async def InitProducerId(self, request: pb.InitProducerIdRequest, context: Any) -> Any:
+        if request.transactional_id:
+            raise InvalidRequestError(
+                f"transactional_id {request.transactional_id!r}: seglog has no transactions yet; "
+                "leave it empty for an idempotent producer"
+            )
+        producer_id, epoch = await self._calls.blocking(self._manager.init_producer_id)
+        return pb.InitProducerIdResponse(producer_id=producer_id, producer_epoch=epoch)
 
     # -- explain ------------------------------------------------------------------------------
     @unary_rpc

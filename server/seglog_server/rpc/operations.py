@@ -29,6 +29,7 @@ class Scope(enum.Enum):
     # A bidirectional stream: nothing is checked at open but the credentials; each message is
     # checked against the row of its unary twin (``message_method``), as that call would be.
     MESSAGES = "messages"
+    SOME_TOPIC = "some_topic"  # allowed when the operation is granted on at least one topic
 
 
 class Quota(enum.Enum):
@@ -97,6 +98,9 @@ OPERATIONS: Mapping[str, RpcOperation] = {
     "DeleteRecords": RpcOperation(_ADMIN, Scope.TOPICS, _topic, _request),
     # An index lookup's path (segments, index slots, positions): metadata, not record content.
     "ExplainLookup": RpcOperation(_DESCRIBE, Scope.TOPICS, _topic, _request),
+    # A producer id grants nothing by itself (each Produce is checked for write on its topic);
+    # as in Kafka since KIP-679, a caller allowed to write to some topic may have one.
+    "InitProducerId": RpcOperation(_WRITE, Scope.SOME_TOPIC, _no_topic, _request),
     # -- offline cleaning (admin: they replace a partition's segments) ---------------------------
     "CreateSnapshot": RpcOperation(_ADMIN, Scope.TOPICS, _topic, _request),
     "ListCleanable": RpcOperation(_ADMIN, Scope.TOPICS, _topic_or_every, _request),

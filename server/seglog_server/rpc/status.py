@@ -43,6 +43,11 @@ STATUS_BY_ERROR: Mapping[type[BaseException], grpc.StatusCode] = {
     storage.InvalidConfigError: _Code.INVALID_ARGUMENT,
     storage.InvalidRecordError: _Code.INVALID_ARGUMENT,
     storage.InvalidTimestampError: _Code.INVALID_ARGUMENT,
+    storage.TransactionsNotSupportedError: _Code.INVALID_ARGUMENT,
+    # Idempotent produce: the batch is well formed but the producer's state on this partition
+    # refuses it (a sequence gap or reorder; a fenced older epoch). Nothing was written.
+    storage.OutOfOrderSequenceError: _Code.FAILED_PRECONDITION,
+    storage.InvalidProducerEpochError: _Code.FAILED_PRECONDITION,
     storage.UnknownTopicOrPartitionError: _Code.NOT_FOUND,
     storage.TopicExistsError: _Code.ALREADY_EXISTS,
     storage.OffsetOutOfRangeError: _Code.OUT_OF_RANGE,
@@ -75,7 +80,8 @@ STATUS_BY_ERROR: Mapping[type[BaseException], grpc.StatusCode] = {
     storage.CorruptIndexError: _Code.INTERNAL,
     storage.InvalidOffsetError: _Code.INTERNAL,
     storage.IndexFullError: _Code.INTERNAL,
-    storage.CorruptCheckpointError: _Code.INTERNAL,  # read as empty by the storage; never expected here
+    storage.CorruptCheckpointError: _Code.INTERNAL,
+    storage.CorruptProducerSnapshotError: _Code.INTERNAL,  # caught on load: rebuilt from the log  # read as empty by the storage; never expected here
     storage.StorageError: _Code.INTERNAL,
     # -- codec: bytes a producer sent (stored bytes that fail are StoredBatchCorruptError) ------
     codec.InvalidCrcError: _Code.DATA_LOSS,

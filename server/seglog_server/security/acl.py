@@ -13,7 +13,7 @@ given, a call is allowed only if a rule allows it. The file is TOML::
 Operations (``operations.py`` maps every RPC to one):
 
     read      Fetch, Consume
-    write     Produce
+    write     Produce; InitProducerId needs write on at least one topic (Kafka's KIP-679)
     admin     CreateTopic, DeleteTopic, DeleteRecords, snapshots and cleaning commits
     describe  DescribeTopic, OffsetsForTimes, and which topics ListTopics shows
 
@@ -88,6 +88,14 @@ class Acl:
         return any(
             operation in rule.operations and rule.matches_principal(principal)
             and rule.matches_topic(topic)
+            for rule in self._rules
+        )
+
+    def allows_on_some_topic(self, principal: str, operation: Operation) -> bool:
+        """Whether some rule grants ``operation`` on at least one topic (InitProducerId)."""
+        return any(
+            operation in rule.operations and rule.matches_principal(principal)
+            and bool(rule.topics or rule.prefixes)
             for rule in self._rules
         )
 

@@ -40,8 +40,11 @@ class AuthenticationFailedError(SecurityError):
 
 
 class PermissionDeniedError(SecurityError):
-    def __init__(self, principal: str, operation: str, topic: str | None) -> None:
-        target = f"topic {topic!r}" if topic is not None else "every topic (cluster-wide call)"
+    def __init__(self, principal: str, operation: str, topic: str | None, *, any_topic: bool = False) -> None:
+        if any_topic:
+            target = "any topic (the call needs the operation on at least one)"
+        else:
+            target = f"topic {topic!r}" if topic is not None else "every topic (cluster-wide call)"
         super().__init__(f"principal {principal!r} is not allowed to {operation} {target}")
         self.principal = principal
         self.operation = operation

@@ -10,7 +10,13 @@ class to a status code once, in ``seglog_server.rpc.status``; nothing else inspe
     ├── InvalidConfigError              unknown topic config or a value out of range
     ├── OffsetOutOfRangeError           offset outside [log start offset, log end offset]
     ├── InvalidRecordError              a produced batch breaks a rule (count, base offset, null key ...)
-    │   └── InvalidTimestampError       record timestamp outside the accepted window
+    │   ├── InvalidTimestampError       record timestamp outside the accepted window
+    │   └── TransactionsNotSupportedError  a transactional batch: seglog has no transactions yet
+    ├── OutOfOrderSequenceError         an idempotent batch whose sequence does not follow the
+    │                                   producer's last one on this partition (a gap or a reorder)
+    ├── InvalidProducerEpochError       an idempotent batch from an older epoch of its producer id
+    ├── CorruptProducerSnapshotError    a .snapshot file fails its checks (never leaves the storage:
+    │                                   the state is rebuilt from the log instead)
     ├── CorruptRecordError              CRC mismatch or unreadable batch bytes
     ├── CorruptSegmentError             a stored batch fails a read's checks (length, offsets):
     │                                   names the partition and the offset asked for
@@ -45,6 +51,7 @@ from __future__ import annotations
 __all__ = [
     "CorruptCheckpointError",
     "CorruptIndexError",
+    "CorruptProducerSnapshotError",
     "CorruptRecordError",
     "CorruptSegmentError",
     "CorruptTopicMetadataError",
@@ -52,6 +59,7 @@ __all__ = [
     "InvalidCleaningResultError",
     "InvalidConfigError",
     "InvalidOffsetError",
+    "InvalidProducerEpochError",
     "InvalidRecordError",
     "InvalidSnapshotIdError",
     "InvalidTimestampError",
@@ -62,6 +70,7 @@ __all__ = [
     "NotCleanableError",
     "OffsetOutOfRangeError",
     "OffsetOverflowError",
+    "OutOfOrderSequenceError",
     "RecordBatchTooLargeError",
     "RecordTooLargeError",
     "ResourceExhaustedError",
@@ -70,6 +79,7 @@ __all__ = [
     "StorageError",
     "TooManyOpenFilesError",
     "TopicExistsError",
+    "TransactionsNotSupportedError",
     "UnknownTopicOrPartitionError",
 ]
 
@@ -104,6 +114,24 @@ class InvalidRecordError(StorageError):
 
 class InvalidTimestampError(InvalidRecordError):
     pass
+
+
+class TransactionsNotSupportedError(InvalidRecordError):
+    """A batch with the transactional attribute: refused until seglog has transactions."""
+
+
+class OutOfOrderSequenceError(StorageError):
+    """An idempotent batch whose first sequence is not the one after its producer's last batch
+    on this partition (Kafka's OUT_OF_ORDER_SEQUENCE_NUMBER). Nothing was written."""
+
+
+class InvalidProducerEpochError(StorageError):
+    """An idempotent batch carrying an epoch below the one its producer id last wrote with
+    (Kafka's INVALID_PRODUCER_EPOCH): a fenced, older incarnation. Nothing was written."""
+
+
+class CorruptProducerSnapshotError(StorageError):
+    """A producer-state snapshot file breaks the format (version, CRC, sizes, offsets)."""
 
 
 class CorruptRecordError(StorageError):

@@ -29,6 +29,8 @@ from collections.abc import Callable
 from types import MappingProxyType
 from typing import TypeVar
 
+from seglog.records import NO_TIMESTAMP, TimestampType
+
 from . import file_names
 from .clock import SYSTEM_CLOCK, Clock
 from .errors import CorruptRecordError, CorruptSegmentError, LogDirOfflineError, OffsetOutOfRangeError, StorageError
@@ -67,6 +69,8 @@ from .lookup_explain import (
 from .lookup_explain import nothing_found as explain_offset_none
 from .observer import OBSERVER, stopwatch
 from .open_segments import DEFAULT_OPEN_SEGMENTS_MAX, OpenSegments
+from .producer_state import BatchMetadata, ProducerStateManager, ProducerStateStatistics
+from .producer_state_loader import delete_snapshots_below, load_producer_state, take_snapshot
 from .segment_timestamps import SegmentTimestamps
 
 __all__ = ["FlushScheduler", "Log"]
@@ -115,6 +119,7 @@ class Log:
         open_segments: OpenSegments | None = None,
         loaded_recovered_segment_count: int = 0,
         loaded_truncated_bytes: int = 0,
+        producer_state: ProducerStateManager | None = None,
     ) -> None:
         assert segments, "a log always has an active segment"
         assert log_start_offset <= log_end_offset and recovery_point <= log_end_offset
@@ -148,6 +153,12 @@ class Log:
         # The process-wide descriptor budget when the log manager gives one; else a private one.
         self._open_segments = open_segments if open_segments is not None else OpenSegments(open_segments_max)
         self._apply_config(config)
+        # Idempotent producers' state (producer_state.py); Log.load rebuilds it from the
+        # snapshots and the log. A log built directly starts with none, at its log end offset.
+        if producer_state is None:
+            producer_state = ProducerStateManager(self._name)
+            producer_state.reset(log_end_offset)
+        self._producers = producer_state
         # statistics
         self._appended_batch_count = 0
         self._appended_record_count = 0
@@ -196,6 +207,19 @@ class Log:
             log_start_offset=log_start_offset,
             roll_jitter_ms=lambda: roll_jitter_ms(config, rng),
         ).load()
+        try:
+            producers = load_producer_state(
+                os.path.basename(dir), fs, dir, loaded.segments.values(),
+                log_start_offset=loaded.log_start_offset,
+                log_end_offset=loaded.log_end_offset,
+                had_clean_shutdown=had_clean_shutdown,
+                now_ms=clock.time_ms(),
+                expiration_ms=config.producer_id_expiration_ms,
+            )
+        except BaseException:
+            for segment in loaded.segments.values():
+                segment.close_handlers()
+            raise
         return cls(
             dir,
             topic,
@@ -213,6 +237,7 @@ class Log:
             open_segments=open_segments,
             loaded_recovered_segment_count=loaded.recovered_segment_count,
             loaded_truncated_bytes=loaded.truncated_bytes,
+            producer_state=producers,
         )
 
     def _apply_config(self, config: LogConfig) -> None:
@@ -321,6 +346,9 @@ class Log:
         with self._lock:
             if self._closed or self._offline_cause is not None:
                 self._check_usable()
+            pending = self._producers.check(batch)
+            if pending is not None and type(pending) is BatchMetadata:
+                return self._duplicate(pending)
             base_offset = self._log_end_offset
             last_offset = base_offset + last_offset_delta
             try:
@@ -343,6 +371,8 @@ class Log:
             except OSError as exc:
                 raise self._io_error("appending to", exc) from exc
             self._log_end_offset = last_offset + 1
+            if pending is not None:
+                self._producers.complete(pending, base_offset, last_offset, max_timestamp_ms, now_ms)
             if self._exhausted:
                 self._exhausted = False
                 _LOG.info("%s: appends succeed again", self._name)
@@ -355,6 +385,40 @@ class Log:
             self.flush()
         return AppendInfo(
             base_offset, last_offset, append_time_ms, log_start_offset, max_timestamp_ms, record_count, size
+        )
+
+    def _duplicate(self, original: BatchMetadata) -> AppendInfo:
+        """The answer to a retried batch already written: its original offsets, nothing new."""
+        log_append_time = self._config.message_timestamp_type == TimestampType.LOG_APPEND_TIME
+        append_time_ms = original.timestamp_ms if log_append_time else NO_TIMESTAMP
+        return AppendInfo(
+            original.first_offset, original.last_offset, append_time_ms, self._log_start_offset,
+            original.timestamp_ms, 0, 0,
+        )
+
+    # -- idempotent producers -----------------------------------------------------------------
+    def remove_expired_producers(self) -> int:
+        """Forgets producers idle for producer.id.expiration.ms; returns how many."""
+        with self._lock:
+            return self._producers.remove_expired(self._clock.time_ms(), self._config.producer_id_expiration_ms)
+
+    def producer_state_statistics(self) -> ProducerStateStatistics:
+        with self._lock:
+            return self._producers.statistics()
+
+    def _snapshot_producers(self, offset: int, *, sync: bool = False) -> None:
+        self._producers.map_end_offset = offset
+        take_snapshot(self._producers, self._fs, self._dir, offset, sync=sync)
+
+    def _reload_producers(self) -> None:
+        """After a truncation: the state at the new log end, from the snapshots and the log."""
+        self._producers = load_producer_state(
+            self._name, self._fs, self._dir, self._segments.values(),
+            log_start_offset=self._log_start_offset,
+            log_end_offset=self._log_end_offset,
+            had_clean_shutdown=False,
+            now_ms=self._clock.time_ms(),
+            expiration_ms=self._config.producer_id_expiration_ms,
         )
 
     # -- roll -----------------------------------------------------------------------------------
@@ -396,6 +460,9 @@ class Log:
             self._touch(active)
         self._roll_counts[reason.value] += 1
         self._timestamps.invalidate()
+        # Kafka's UnifiedLog.roll: the producer state at the new segment's base offset, so a
+        # restart replays at most the active segment.
+        self._snapshot_producers(new_offset)
         self._flush_scheduler(lambda: self._flush_quietly(new_offset))
         return new_segment
 
@@ -730,6 +797,7 @@ class Log:
         assert following is not None
         self._log_start_offset = max(self._log_start_offset, following.base_offset)
         self._remove_and_delete(deletable)
+        delete_snapshots_below(self._producers, self._fs, self._dir, following.base_offset)
 
     def _remove_and_delete(self, segments: list[LogSegment]) -> None:
         for segment in segments:
@@ -799,6 +867,7 @@ class Log:
                 self._log_end_offset = target_offset
                 self._log_start_offset = min(self._log_start_offset, target_offset)
                 self._recovery_point = min(self._recovery_point, target_offset)
+                self._reload_producers()
             except OSError as exc:
                 raise self._io_error("truncating", exc) from exc
             return True
@@ -822,6 +891,7 @@ class Log:
         self._timestamps.invalidate()
         self._log_end_offset = self._log_start_offset = new_offset
         self._recovery_point = min(self._recovery_point, new_offset)
+        self._reload_producers()
 
     # -- replacing segments (compaction) ------------------------------------------------------
     def open_cleaned_segment(self, base_offset: int, *, create: bool = False) -> LogSegment:
@@ -898,6 +968,16 @@ class Log:
                 return
             self._closed = True
             failure: BaseException | None = None
+            if self._offline_cause is None:
+                # Kafka's UnifiedLog.close: the state at the log end for the next start. Synced
+                # only when it holds producers: a lost empty snapshot loses nothing (the load
+                # falls back to an older one, or to no state when none is left), and a shutdown
+                # of thousands of idle partitions then costs no fsync per partition.
+                try:
+                    has_producers = self._producers.statistics().producer_count > 0
+                    self._snapshot_producers(self._log_end_offset, sync=has_producers)
+                except Exception as exc:  # close the segments, then say the log did not close
+                    failure = exc
             for segment in self._segments.values():
                 self._forget(segment)
                 try:

@@ -70,6 +70,8 @@ _SPECS: dict[str, _Spec] = {
     "flush.ms": _Spec("flush_ms", "int", 0, LONG_MAX),
     "file.delete.delay.ms": _Spec("file_delete_delay_ms", "int", 0, LONG_MAX),
     "preallocate": _Spec("preallocate", "bool"),
+    # A broker setting in Kafka; per topic here too, so a test or a busy topic can shorten it.
+    "producer.id.expiration.ms": _Spec("producer_id_expiration_ms", "int", 1, LONG_MAX),
 }
 
 
@@ -106,6 +108,9 @@ class LogConfig:
     # 1 minute between renaming a segment to .deleted and unlinking it, so in-flight reads finish.
     file_delete_delay_ms: int = 60_000
     preallocate: bool = False
+    # 1 day (Kafka's default): an idle idempotent producer's state on a partition is forgotten
+    # after this long without a batch; its next batch may then start at any sequence.
+    producer_id_expiration_ms: int = 86_400_000
 
     def __post_init__(self) -> None:
         if self.min_compaction_lag_ms > self.max_compaction_lag_ms:

@@ -36,6 +36,7 @@ from .checkpoint import (
 from .clean_shutdown import CLEAN_SHUTDOWN_FILE_NAME, CleanShutdownFile
 from .errors import LogDirStateError, StorageError
 from .fs import REAL_FS, FileSystem
+from .producer_ids import PRODUCER_ID_BLOCK_FILE
 from .topic_partition import DirKind, TopicPartition, parse_log_dir_name
 
 # Cleaning snapshots (log_snapshot.py) live here; never a partition (a leading dot is not a
@@ -57,6 +58,7 @@ _KNOWN_FILES = frozenset(
         CLEANER_OFFSET_CHECKPOINT,
         "replication-offset-checkpoint",  # Kafka's high watermarks, if a Kafka dir is reused
         "meta.properties",  # Kafka's broker identity, likewise
+        PRODUCER_ID_BLOCK_FILE,  # the producer ids reserved so far (producer_ids.py)
     }
 )
 

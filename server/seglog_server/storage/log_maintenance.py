@@ -17,6 +17,7 @@ RETENTION = "retention"
 FLUSH = "flush"
 RECOVERY_POINTS = "recovery_points"
 LOG_START_OFFSETS = "log_start_offsets"
+PRODUCER_EXPIRY = "producer_expiry"
 
 
 @dataclass(frozen=True)
@@ -35,6 +36,9 @@ class MaintenanceIntervals:
     recovery_point_checkpoint_ms: int = 60_000
     # log.flush.start.offset.checkpoint.interval.ms.
     log_start_offset_checkpoint_ms: int = 60_000
+    # producer.id.expiration.check.interval.ms (Kafka: 10 minutes): expiry is a memory bound,
+    # not a promise; a producer lives at most this long past producer.id.expiration.ms.
+    producer_expiry_check_ms: int = 600_000
 
     def __post_init__(self) -> None:
         for item in fields(self):
@@ -65,6 +69,7 @@ class MaintenanceSchedule:
             FLUSH: _PeriodicJob(intervals.flush_check_ms, start_ms),
             RECOVERY_POINTS: _PeriodicJob(intervals.recovery_point_checkpoint_ms, first_ms),
             LOG_START_OFFSETS: _PeriodicJob(intervals.log_start_offset_checkpoint_ms, first_ms),
+            PRODUCER_EXPIRY: _PeriodicJob(intervals.producer_expiry_check_ms, first_ms),
         }
 
     def due(self, now_ms: int) -> frozenset[str]:

@@ -71,6 +71,7 @@ from .log_dir import LogDir, LogDirStateError, remove_tree
 from .log_snapshot import TakenSnapshot
 from .log_maintenance import MaintenanceIntervals, MaintenanceSchedule
 from .open_segments import DEFAULT_OPEN_SEGMENTS_MAX, OpenSegments
+from .producer_ids import ProducerIdManager
 from .log_manager_startup import StartupLoader, check_some_dir_online
 from .log_manager_statistics import (
     LogManagerCounters,
@@ -148,6 +149,7 @@ class LogManager:
         self._schedule: MaintenanceSchedule | None = None
         self._flush_pool: ThreadPoolExecutor | None = None
         self._open_segments = OpenSegments(open_segments_max)
+        self._producer_ids: ProducerIdManager | None = None
         # Directories whose clean-shutdown marker the last shutdown() did not write.
         self._unclean_dirs: list[str] = []
         self._cleaner = LogCleanerManager(
@@ -188,6 +190,9 @@ class LogManager:
             )
             try:
                 loader.run()
+                self._producer_ids = ProducerIdManager(
+                    self._fs, lambda: [d.path for d in self._online_dirs()], self._clock.time_ms
+                )
                 self._cleaner.load_snapshots(self._dirs)
                 self._remove_delete_dirs()
                 check_some_dir_online(self._dirs)
@@ -558,6 +563,21 @@ class LogManager:
     def cleaner_statistics(self) -> CleanerStatistics:
         return self._cleaner.statistics()
 
+    # ---------------------------------------------------------------------------------------
+    # idempotent producers
+    # ---------------------------------------------------------------------------------------
+    def init_producer_id(self) -> tuple[int, int]:
+        """(producer id, epoch 0) for a new idempotent producer (producer_ids.py)."""
+        self._check_running()
+        assert self._producer_ids is not None
+        try:
+            return self._producer_ids.next_id(), 0
+        except OSError as exc:
+            exhausted = exhaustion_error(exc, "reserving producer ids")
+            if exhausted is not None:
+                raise exhausted from exc
+            raise LogDirOfflineError(f"reserving a block of producer ids failed: {exc}") from exc
+
     def _online_partitions(self) -> list[tuple[TopicPartition, PartitionEntry]]:
         return [(tp, p) for tp, p in self._registry.all_partitions() if p.log_dir.online]
 
@@ -577,6 +597,8 @@ class LogManager:
                 self._for_each_log(self._apply_retention)
             if jobs.FLUSH in due:
                 self._for_each_log(self._flush_if_due)
+            if jobs.PRODUCER_EXPIRY in due:
+                self._for_each_log(self._expire_producers)
             self._for_each_log(self._delete_due_files)
             self._remove_delete_dirs()
             self._cleaner.expire_snapshots()
@@ -590,6 +612,9 @@ class LogManager:
 
     def _apply_retention(self, partition: PartitionEntry) -> None:
         self._counters.segments_deleted += partition.log.delete_old_segments()
+
+    def _expire_producers(self, partition: PartitionEntry) -> None:
+        partition.log.remove_expired_producers()
 
     def _flush_if_due(self, partition: PartitionEntry) -> None:
         log = partition.log

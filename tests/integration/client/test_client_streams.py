@@ -53,7 +53,9 @@ def test_linger_zero_sends_several_batches_per_partition_on_one_stream_in_order(
             offsets = [m.offset for m in metadata if m.partition == partition]
             assert offsets == list(range(partition, 300 + partition))
         assert deepest > 1, "never more than one batch in flight for a partition"
-        assert transport.streams_opened == 1 and transport.requests_sent == 0  # no unary Produce
+        # No unary Produce: the one unary call is the idempotent producer's InitProducerId.
+        assert transport.streams_opened == 1 and transport.requests_sent == 1
+        assert producer._idempotence.producer_ids_received == 1
 
     asyncio.run(run())
     for partition in range(2):

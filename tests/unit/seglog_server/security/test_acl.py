@@ -48,6 +48,19 @@ def test_rules(acl, principal, operation, topic, allowed):
     assert acl.allows(principal, operation, topic) is allowed
 
 
+@pytest.mark.parametrize(
+    ("principal", "operation", "allowed"),
+    [
+        ("alice", Operation.WRITE, True),  # write on orders: may get a producer id
+        ("bob", Operation.WRITE, False),
+        ("ops", Operation.WRITE, False),  # admin is not write
+        (ANONYMOUS, Operation.DESCRIBE, True),
+    ],
+)
+def test_an_operation_on_some_topic(acl, principal, operation, allowed):
+    assert acl.allows_on_some_topic(principal, operation) is allowed
+
+
 def test_an_empty_file_denies_everything():
     assert not parse_acl("").allows("root", Operation.DESCRIBE, "x")
 

@@ -134,7 +134,8 @@ def values_of(records: bytes) -> list[bytes | None]:
 
 
 def segment_files(directory: os.PathLike | str) -> list[str]:
-    return sorted(name for name in os.listdir(directory) if name[:1].isdigit())
+    # (producer-state .snapshot files share the digits but are not a segment's files)
+    return sorted(name for name in os.listdir(directory) if name[:1].isdigit() and not name.endswith(".snapshot"))
 
 
 def all_offsets(log: Log) -> list[int]:

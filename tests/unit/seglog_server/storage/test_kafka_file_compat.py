@@ -28,6 +28,8 @@ BATCH_PREFIX = struct.Struct(">qi")  # baseOffset int64, batchLength int32 (byte
 OFFSET_INDEX_ENTRY = struct.Struct(">ii")  # relativeOffset int32, position int32
 TIME_INDEX_ENTRY = struct.Struct(">qi")  # timestamp int64, relativeOffset int32
 SEGMENT_FILE = re.compile(r"(\d{20})\.(log|index|timeindex)")
+# Kafka's producer-state snapshots (ProducerSnapshot v1), one per roll and one at shutdown.
+SNAPSHOT_FILE = re.compile(r"\d{20}\.snapshot")
 
 SEGMENT_BYTES = 4096  # several batches per segment, dozens of segments
 INDEX_INTERVAL_BYTES = 256  # an index entry every couple of batches
@@ -123,7 +125,7 @@ def segment_bases(partition_dir: str) -> list[int]:
         match = SEGMENT_FILE.fullmatch(name)
         if match:
             bases.add(int(match.group(1)))
-        else:
+        elif not SNAPSHOT_FILE.fullmatch(name):
             assert name == "topic.properties" or not name.startswith("0"), name
     return sorted(bases)
 
