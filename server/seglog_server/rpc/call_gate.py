@@ -226,7 +226,7 @@ class CallGate:
         return await asyncio.get_running_loop().run_in_executor(self._verifier, tokens.verify, token)
 
     def _authorize(self, principal: str, row: RpcOperation, request: Any) -> None:
-        if self._policy is None or self._policy.acl is None or row.scope is not Scope.TOPICS:
+        if self._policy is None or self._policy.acl is None or row.scope not in (Scope.TOPICS, Scope.SOME_TOPIC):
             return
         if row.scope is Scope.SOME_TOPIC:
             if not self._policy.acl.allows_on_some_topic(principal, row.operation):
