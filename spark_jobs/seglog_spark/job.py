@@ -16,6 +16,7 @@ cleaner share a filesystem; on a cluster, a shared mount).
 from __future__ import annotations
 
 import resource
+import time
 
 from .cleaning import (
     DEFAULT_MAP_BYTES,
@@ -74,6 +75,12 @@ def _rewrite_task(plan: Plan, upper_bound: int, dry_run: bool):
     return rewrite
 
 
+def _lap(stages: dict, name: str, since: float) -> float:
+    now = time.perf_counter()
+    stages[name] = now - since
+    return now
+
+
 def clean_snapshot(
     spark,
     snapshot_dir: str,
@@ -86,6 +93,8 @@ def clean_snapshot(
     """Clean the snapshot at `snapshot_dir` with `spark`; returns the result document (also
     written as result.json unless `dry_run`).  Same bytes as cleaner_local.clean_snapshot."""
     plan = plan_cleaning(snapshot_dir, map_bytes=map_bytes, shard_count=shard_count, range_bytes=range_bytes)
+    stages = {"plan": time.perf_counter() - plan.started}
+    mark = time.perf_counter()
     sc = spark.sparkContext
     ranges = list(plan.ranges)
     decided = []
@@ -95,18 +104,21 @@ def clean_snapshot(
         decided = by_shard.mapPartitionsWithIndex(_decide_task(plan)).collect()
     shard_results = [result for result, _ in decided]
     choice = choose_replaced(plan, shard_results, merge_shard_bitmaps(shard_results))
+    mark = _lap(stages, "scan_decide", mark)
     if not dry_run:
         prepare_output(plan.snapshot)
     work = [(r, choice.bitmaps.get(r.range_id)) for r in replaced_ranges(plan, choice)]
     rewritten = sc.parallelize(work, len(work)).map(_rewrite_task(plan, choice.upper_bound, dry_run)).collect() if work else []
     outputs = [output for output, _ in rewritten]
+    mark = _lap(stages, "rewrite", mark)
     segments = []
     if not dry_run and choice.groups:
         groups = list(choice.groups)
         assembled = sc.parallelize(groups, len(groups)).map(lambda group: assemble_group(plan, group)).collect()
         segments = [segment for segment in assembled if segment is not None]
+    _lap(stages, "assemble", mark)
     peak_rss = max([rss for _, rss in decided] + [rss for _, rss in rewritten], default=0)
     return finish(
         plan, choice, shard_results, outputs, segments, engine=f"spark {sc.master}", dry_run=dry_run,
-        extra_stats={"task_peak_rss_bytes": peak_rss},
+        extra_stats={"task_peak_rss_bytes": peak_rss, "stage_seconds": {k: round(v, 3) for k, v in stages.items()}},
     )
