@@ -43,36 +43,54 @@ def _peak_rss_bytes() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux reports KiB
 
 
-def _scan_task(plan: Plan):
+def _scan_task(plan: Plan, cpu):
     def scan(byte_range):
+        started = time.process_time()
         found = scan_range(plan.snapshot, byte_range, plan.shard_count)
+        cpu.add(time.process_time() - started)
         for shard, packed in found.entries.items():
             yield shard, (found.range_id, found.record_count, packed)
 
     return scan
 
 
-def _decide_task(plan: Plan):
+def _decide_task(plan: Plan, cpu):
     def decide(shard, pairs):
+        chunks = [chunk for _, chunk in pairs]
+        started = time.process_time()
         result = decide_shard(
             shard,
-            [chunk for _, chunk in pairs],
+            chunks,
             first_dirty_offset=plan.snapshot.first_dirty_offset,
             map_bytes=plan.map_bytes,
             load_factor=plan.load_factor,
         )
+        cpu.add(time.process_time() - started)
         yield result, _peak_rss_bytes()
 
     return decide
 
 
-def _rewrite_task(plan: Plan, upper_bound: int, dry_run: bool):
+def _rewrite_task(plan: Plan, upper_bound: int, dry_run: bool, cpu):
     def rewrite(item):
         byte_range, bitmap = item
         out = None if dry_run else part_path(plan.snapshot, byte_range.range_id)
-        return rewrite_range(plan.snapshot, byte_range, bitmap, upper_bound, out), _peak_rss_bytes()
+        started = time.process_time()
+        output = rewrite_range(plan.snapshot, byte_range, bitmap, upper_bound, out)
+        cpu.add(time.process_time() - started)
+        return output, _peak_rss_bytes()
 
     return rewrite
+
+
+def _assemble_task(plan: Plan, cpu):
+    def assemble(group):
+        started = time.process_time()
+        segment = assemble_group(plan, group)
+        cpu.add(time.process_time() - started)
+        return segment
+
+    return assemble
 
 
 def _lap(stages: dict, name: str, since: float) -> float:
@@ -96,29 +114,31 @@ def clean_snapshot(
     stages = {"plan": time.perf_counter() - plan.started}
     mark = time.perf_counter()
     sc = spark.sparkContext
+    task_cpu = {name: sc.accumulator(0.0) for name in ("scan", "decide", "rewrite", "assemble")}
     ranges = list(plan.ranges)
     decided = []
     if ranges:
-        entries = sc.parallelize(ranges, len(ranges)).flatMap(_scan_task(plan))
+        entries = sc.parallelize(ranges, len(ranges)).flatMap(_scan_task(plan, task_cpu["scan"]))
         by_shard = entries.partitionBy(shard_count, lambda shard: shard)
-        decided = by_shard.mapPartitionsWithIndex(_decide_task(plan)).collect()
+        decided = by_shard.mapPartitionsWithIndex(_decide_task(plan, task_cpu["decide"])).collect()
     shard_results = [result for result, _ in decided]
     choice = choose_replaced(plan, shard_results, merge_shard_bitmaps(shard_results))
     mark = _lap(stages, "scan_decide", mark)
     if not dry_run:
         prepare_output(plan.snapshot)
     work = [(r, choice.bitmaps.get(r.range_id)) for r in replaced_ranges(plan, choice)]
-    rewritten = sc.parallelize(work, len(work)).map(_rewrite_task(plan, choice.upper_bound, dry_run)).collect() if work else []
+    rewritten = sc.parallelize(work, len(work)).map(_rewrite_task(plan, choice.upper_bound, dry_run, task_cpu["rewrite"])).collect() if work else []
     outputs = [output for output, _ in rewritten]
     mark = _lap(stages, "rewrite", mark)
     segments = []
     if not dry_run and choice.groups:
         groups = list(choice.groups)
-        assembled = sc.parallelize(groups, len(groups)).map(lambda group: assemble_group(plan, group)).collect()
+        assembled = sc.parallelize(groups, len(groups)).map(_assemble_task(plan, task_cpu["assemble"])).collect()
         segments = [segment for segment in assembled if segment is not None]
     _lap(stages, "assemble", mark)
     peak_rss = max([rss for _, rss in decided] + [rss for _, rss in rewritten], default=0)
     return finish(
         plan, choice, shard_results, outputs, segments, engine=f"spark {sc.master}", dry_run=dry_run,
-        extra_stats={"task_peak_rss_bytes": peak_rss, "stage_seconds": {k: round(v, 3) for k, v in stages.items()}},
+        extra_stats={"task_peak_rss_bytes": peak_rss, "stage_seconds": {k: round(v, 3) for k, v in stages.items()},
+                     "task_cpu_seconds": {k: round(v.value, 3) for k, v in task_cpu.items()}},
     )
