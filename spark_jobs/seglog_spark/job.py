@@ -1,16 +1,19 @@
 """The PySpark job: the steps of cleaning.py spread over Spark tasks (DESIGN.md section 5).
 
-    ranges  --scan (one task per byte range)-->  (shard, packed entries)
-            --partitionBy(shard)-->  one task per key shard: bounded offset map, bitmaps
+    ranges  --scan (one task per byte range)-->  .parts/<range>.keys: packed entries by shard
+            --(file positions)-->  one task per key shard: bounded offset map, bitmaps
             --collect-->  driver: which segments are replaced, merged bitmaps, groups
     ranges of replaced segments + their bitmaps --rewrite (one task per range)--> part files
     groups --assemble (one task per group)--> cleaned/<base>.log, .index, .timeindex
     driver: result.json, last
 
 So one large segment spreads over every core (its ranges are scanned and rewritten in
-parallel), and keys, not partitions, are what the map memory is divided by.  Part files and
-outputs go to the snapshot directory, which every executor must see (the service and the
-cleaner share a filesystem; on a cluster, a shared mount).
+parallel), and keys, not partitions, are what the map memory is divided by.  Key files, part
+files and outputs go to the snapshot directory, which every executor must see (the service and
+the cleaner share a filesystem; on a cluster, a shared mount).  The scanned entries (28 bytes a
+keyed record) pass between tasks as files there rather than through Spark's shuffle: the
+shuffle cost more CPU in the JVM and in pickling than the shard steps themselves (bench/
+README.md).  A dry run, which writes nothing, shuffles them instead.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from .cleaning import (
     assemble_group,
     choose_replaced,
     finish,
+    keys_path,
     merge_shard_bitmaps,
     part_path,
     plan_cleaning,
@@ -52,6 +56,44 @@ def _scan_task(plan: Plan, cpu):
             yield shard, (found.range_id, found.record_count, packed)
 
     return scan
+
+
+def _scan_to_file_task(plan: Plan, cpu):
+    def scan(byte_range):
+        started = time.process_time()
+        found = scan_range(plan.snapshot, byte_range, plan.shard_count)
+        bounds = [0]
+        with open(keys_path(plan.snapshot, byte_range.range_id), "wb") as f:
+            for shard in range(plan.shard_count):
+                packed = found.entries.get(shard, b"")
+                f.write(packed)
+                bounds.append(bounds[-1] + len(packed))
+        cpu.add(time.process_time() - started)
+        return found.range_id, found.record_count, bounds
+
+    return scan
+
+
+def _decide_from_files_task(plan: Plan, scanned, cpu):
+    def decide(shard):
+        started = time.process_time()
+        chunks = []
+        for range_id, record_count, bounds in scanned:
+            if bounds[shard + 1] > bounds[shard]:
+                with open(keys_path(plan.snapshot, range_id), "rb") as f:
+                    f.seek(bounds[shard])
+                    chunks.append((range_id, record_count, f.read(bounds[shard + 1] - bounds[shard])))
+        result = decide_shard(
+            shard,
+            chunks,
+            first_dirty_offset=plan.snapshot.first_dirty_offset,
+            map_bytes=plan.map_bytes,
+            load_factor=plan.load_factor,
+        )
+        cpu.add(time.process_time() - started)
+        return result, _peak_rss_bytes()
+
+    return decide
 
 
 def _decide_task(plan: Plan, cpu):
@@ -117,15 +159,25 @@ def clean_snapshot(
     task_cpu = {name: sc.accumulator(0.0) for name in ("scan", "decide", "rewrite", "assemble")}
     ranges = list(plan.ranges)
     decided = []
-    if ranges:
+    if not dry_run:
+        prepare_output(plan.snapshot)
+    if ranges and not dry_run:
+        # Each scan task writes its range's entries, grouped by shard, to a file beside the
+        # part files; each shard task reads its slice of every range's file.  Only file
+        # positions pass through Spark.
+        scanned = sc.parallelize(ranges, len(ranges)).map(_scan_to_file_task(plan, task_cpu["scan"])).collect()
+        decided = (
+            sc.parallelize(range(shard_count), shard_count)
+            .map(_decide_from_files_task(plan, scanned, task_cpu["decide"]))
+            .collect()
+        )
+    elif ranges:  # a dry run writes nothing, so its entries go through Spark's shuffle
         entries = sc.parallelize(ranges, len(ranges)).flatMap(_scan_task(plan, task_cpu["scan"]))
         by_shard = entries.partitionBy(shard_count, lambda shard: shard)
         decided = by_shard.mapPartitionsWithIndex(_decide_task(plan, task_cpu["decide"])).collect()
     shard_results = [result for result, _ in decided]
     choice = choose_replaced(plan, shard_results, merge_shard_bitmaps(shard_results))
     mark = _lap(stages, "scan_decide", mark)
-    if not dry_run:
-        prepare_output(plan.snapshot)
     work = [(r, choice.bitmaps.get(r.range_id)) for r in replaced_ranges(plan, choice)]
     rewritten = sc.parallelize(work, len(work)).map(_rewrite_task(plan, choice.upper_bound, dry_run, task_cpu["rewrite"])).collect() if work else []
     outputs = [output for output, _ in rewritten]
