@@ -14,9 +14,10 @@ session's start is not timed), then run in turn, A B C A B C ..., `--runs` times
 2. Spark local[1], and the speed-up local[1] -> local[2] (goal >= 1.7x);
 3. the single-process baseline (cleaner_local: the same steps, no Spark), and its ratio.
 
-Every figure is a median; each run's wall time, CPU time (the baseline's; Spark's is spread
-over its JVM and Python workers) and the 1-minute load average before it are printed, because
-the machine may be shared.  Peak memory: the largest RSS any Spark Python worker reached (each
+Every figure is a median; each run's wall time, the CPU time of the engine's whole process tree
+(Spark: its driver, JVM and Python workers) and the 1-minute load average before it are
+printed, because the machine may be shared: CPU time per byte is what contention does not
+change.  Peak memory: the largest RSS any Spark Python worker reached (each
 task holds at most one offset map of --map-bytes), and the baseline process's.  `--profile`
 prints a cProfile (process time) of one baseline run instead.
 """
@@ -105,11 +106,28 @@ def child(engine: str, path: str, map_bytes: int) -> None:
             return clean_snapshot(spark, path, map_bytes=map_bytes)
     print(json.dumps({"ready": engine}), flush=True)
     for _ in sys.stdin:
-        started, cpu = time.perf_counter(), time.process_time()
+        started, cpu, tree = time.perf_counter(), time.process_time(), _tree_cpu_seconds()
         result = clean()
-        seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
+        seconds, cpu, tree = time.perf_counter() - started, time.process_time() - cpu, _tree_cpu_seconds() - tree
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-        print(json.dumps({"seconds": seconds, "cpu_seconds": cpu, "process_peak_rss_bytes": peak, "stats": result["stats"]}), flush=True)
+        print(json.dumps({"seconds": seconds, "cpu_seconds": cpu, "tree_cpu_seconds": tree, "process_peak_rss_bytes": peak,
+                          "stats": result["stats"]}), flush=True)
+
+
+def _tree_cpu_seconds() -> float:
+    """CPU time of this process and all its descendants (Spark's JVM and Python workers),
+    those already reaped included."""
+    import psutil
+
+    total = 0.0
+    me = psutil.Process()
+    for process in [me, *me.children(recursive=True)]:
+        try:
+            times = process.cpu_times()
+        except psutil.Error:
+            continue
+        total += times.user + times.system + times.children_user + times.children_system
+    return total
 
 
 class Engine:
@@ -175,7 +193,7 @@ def main() -> None:
             for engine in engines:
                 r = engine.run()
                 print(f"run {i + 1} {engine.name:>16}: {r['seconds']:7.2f} s  {input_bytes / r['seconds'] / 1e6:7.1f} MB/s"
-                      f"  (cpu of the driver process {r['cpu_seconds']:.2f} s, load {r['load']:.2f})", flush=True)
+                      f"  (CPU of all its processes {r['tree_cpu_seconds']:.2f} s, load {r['load']:.2f})", flush=True)
     finally:
         for engine in engines:
             engine.close()
@@ -188,6 +206,10 @@ def main() -> None:
         runs = ", ".join(f"{r['seconds']:.2f}" for r in engine.results)
         print(f"{engine.name:>16}: median {seconds:7.2f} s  {input_bytes / seconds / 1e6:7.1f} MB/s of input  "
               f"(runs: {runs}; load {loads})")
+    for engine in engines:
+        cpu = statistics.median(r["tree_cpu_seconds"] for r in engine.results)
+        print(f"{engine.name:>16}: median CPU of all its processes {cpu:7.2f} s = {input_bytes / cpu / 1e6:6.1f} MB per "
+              f"CPU-second (Spark: driver, JVM and Python workers)")
     two, one, base = (medians.get(n) for n in ("spark local[2]", "spark local[1]", "python baseline"))
     if two and one:
         print(f"speed-up local[1] -> local[2]: {one / two:.2f}x (goal >= 1.7x)")

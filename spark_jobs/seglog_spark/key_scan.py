@@ -28,7 +28,17 @@ from .layout import ByteRange, walk_headers
 from .record_walk import RangeWalk, walk_range_records
 from .snapshot import Snapshot
 
-__all__ = ["ENTRY", "ENTRY_DTYPE", "RangeKeys", "range_batches", "range_keys", "read_range", "scan_range", "shard_of"]
+__all__ = [
+    "ENTRY",
+    "ENTRY_DTYPE",
+    "RangeKeys",
+    "range_batches",
+    "range_digests",
+    "range_keys",
+    "read_range",
+    "scan_range",
+    "shard_of",
+]
 
 ENTRY = struct.Struct(
     ">"
@@ -112,17 +122,31 @@ def range_keys(walk: RangeWalk, data: bytes) -> tuple[np.ndarray, list]:
     return offsets, ordinals, keys
 
 
+def range_digests(walk: RangeWalk, data: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(offset per record ordinal, ordinals of the keyed records, their keys' MD5 digests as
+    an (n, 16) uint8 array)."""
+    md5 = _md5
+    if walk.decoded:
+        offsets, ordinals, keys = range_keys(walk, data)
+        digests = b"".join([md5(key).digest() for key in keys])
+    else:  # every batch walked in bulk: digest the keys straight from their positions
+        offsets = walk.offset
+        ordinals = np.flatnonzero(walk.key_length >= 0)
+        starts = walk.key_start[ordinals]
+        ends = starts + walk.key_length[ordinals]
+        digests = b"".join([md5(data[start:end]).digest() for start, end in zip(starts.tolist(), ends.tolist())])
+    return offsets, ordinals, np.frombuffer(digests, dtype=np.uint8).reshape(-1, 16)
+
+
 def scan_range(snapshot: Snapshot, byte_range: ByteRange, shard_count: int) -> RangeKeys:
     data = read_range(snapshot, byte_range)
     walk = walk_range_records(data, range_batches(snapshot, byte_range, data))
-    offsets, ordinals, keys = range_keys(walk, data)
-    md5 = _md5
-    digests = np.frombuffer(b"".join([md5(key).digest() for key in keys]), dtype=np.uint8).reshape(-1, 16)
-    entries = np.empty(len(keys), dtype=ENTRY_DTYPE)
+    offsets, ordinals, digests = range_digests(walk, data)
+    entries = np.empty(len(ordinals), dtype=ENTRY_DTYPE)
     entries["digest"] = digests.view("V16").reshape(-1)
     entries["offset"] = offsets[ordinals]
     entries["ordinal"] = ordinals
-    shards = digests[:, SHARD_BYTE] % shard_count if len(keys) else np.zeros(0, dtype=np.uint8)
+    shards = digests[:, SHARD_BYTE] % shard_count
     order = np.argsort(shards, kind="stable")
     bounds = np.searchsorted(shards[order], np.arange(shard_count + 1))
     grouped = entries[order]

@@ -371,11 +371,11 @@ def unique_digests(digests: np.ndarray):
         ranked = digests[order]
         same = (ranked[1:] == ranked[:-1]).all(axis=1)
     group = np.concatenate(([0], np.cumsum(~same)))
-    starts = np.flatnonzero(np.concatenate(([True], ~same)))
-    group_first = order[starts]
-    by_first = np.argsort(group_first)
-    rank = np.empty(len(starts), dtype=np.int64)
-    rank[by_first] = np.arange(len(starts))
+    group_first = order[np.flatnonzero(np.concatenate(([True], ~same)))]
+    # Groups in first-occurrence order without another sort: mark each group's first row.
+    is_first = np.zeros(count, dtype=bool)
+    is_first[group_first] = True
+    rank = np.cumsum(is_first)[group_first] - 1
     inverse = np.empty(count, dtype=np.int64)
     inverse[order] = rank[group]
-    return group_first[by_first], inverse
+    return np.flatnonzero(is_first), inverse

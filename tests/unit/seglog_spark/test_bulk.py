@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from seglog.records import Compression, RecordBatch, RecordBatchBuilder, TimestampType
 from seglog_spark.cleaning import plan_cleaning
-from seglog_spark.key_scan import ENTRY, range_batches, range_keys, read_range
+from seglog_spark.key_scan import ENTRY, range_batches, range_digests, range_keys, read_range
 from seglog_spark.key_shard import decide_shard
 from seglog_spark.offset_map import SkimpyOffsetMap, unique_digests
 from seglog_spark.record_walk import walk_range_records
@@ -155,6 +155,9 @@ def test_the_bulk_walk_reads_the_codecs_offsets_and_keys(tmp_path_factory, specs
     assert offsets.tolist() == [o for o, _ in expected]
     assert [bytes(k) for k in keys] == [k for _, k in expected if k is not None]
     assert ordinals.tolist() == [i for i, (_, k) in enumerate(expected) if k is not None]
+    digest_offsets, digest_ordinals, digested = range_digests(walk, data)
+    assert digest_offsets.tolist() == offsets.tolist() and digest_ordinals.tolist() == ordinals.tolist()
+    assert digested.tobytes() == b"".join(hashlib.md5(k).digest() for _, k in expected if k is not None)
     # Uncompressed CreateTime batches without headers are walked in bulk, the rest by the codec.
     plain = [c == Compression.NONE and t == TimestampType.CREATE_TIME and all(not h for *_, h in r)
              for r, c, t, _, _ in specs]
