@@ -12,7 +12,7 @@ refuse, and a record it accepts re-encodes to the same bytes.
 
 Positions are into the range's bytes; record arrays are indexed by the record's ordinal in the
 range (batch b's records are first[b] .. first[b] + count[b] - 1), and hold garbage for the
-records of irregular batches.
+records of irregular batches, whose codec records are in `decoded[b]`.
 """
 
 from __future__ import annotations
