@@ -224,7 +224,8 @@ def main() -> None:
         else:
             stats = engine.results[-1]["stats"]
             print(f"{engine.name}: peak RSS of a Python worker (task) {stats['task_peak_rss_bytes'] / 2**20:.0f} MiB, "
-                  f"{stats['range_count']} ranges, {stats['shard_count']} key shards of {stats['map_bytes'] / 2**20:.0f} MiB maps")
+                  f"{stats['range_count']} ranges, {stats['shard_count']} key shards of {stats['map_bytes'] / 2**20:.0f} MiB maps; "
+                  f"last run: task CPU seconds {stats['task_cpu_seconds']}, stage wall seconds {stats['stage_seconds']}")
     stats = engines[-1].results[-1]["stats"]
     print(f"records read {stats['records_read']}, kept {stats['records_kept']}, distinct keys {stats['distinct_keys']}, "
           f"map utilization {stats['map_utilization']:.3f}, collision rate {stats['collision_rate']:.3f}; "
