@@ -239,8 +239,8 @@ class SkimpyOffsetMap:
 
         Returns (consumed, positions): how many were put, and the byte position of each one's
         entry, as put_digest returns it.  `digests` is an (n, hash_bytes) uint8 array.
-        A put that would find the map full raises ValueError, as put_digest does, but before
-        anything is stored.
+        A put that would find the map full raises ValueError, as put_digest does (in bulk,
+        before anything of the call is stored).
 
         Bulk probing gives the sequential result: a digest already in the map is found by
         probing the current buffer; each new one takes, in first-put order, the first slot of
