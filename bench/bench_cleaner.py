@@ -1,20 +1,25 @@
 """The offline cleaner: throughput of the PySpark job and of the single-process baseline.
 
     .venv/bin/python bench/bench_cleaner.py [--size-mib 1024] [--keys 1000000] [--overwrites 10]
-                                            [--runs 3] [--dir DIR] [--profile]
+                                            [--runs 3] [--cache-dir DIR] [--map-bytes N] [--profile]
 
 One compacted partition of `--size-mib` MiB (`--keys` distinct keys, each written
 `--overwrites` times in random order, values sized to fill the snapshot, 100 records per batch,
-128 MiB segments: one large partition) is written as a snapshot once, then cleaned `--runs`
-times by each engine; every figure is a median.  Rows:
+uncompressed, 128 MiB segments: one large partition) is written as a snapshot once and kept in
+`--cache-dir` (default: the system temp dir), named by its parameters, so that later runs reuse
+it.  Three engines, each a long-lived child process started before the timed runs (a Spark
+session's start is not timed), then run in turn, A B C A B C ..., `--runs` times:
 
-1. Spark local[2]: MB/s of input (goal >= 50 MB/s at 1 GiB, 1,000,000 keys, 10 overwrites).
-2. Spark local[1], and the speed-up local[1] -> local[2] (goal >= 1.7x).
-3. The single-process baseline (cleaner_local), and its ratio to local[2].
-4. Peak RSS of a Python task process (offset map bounded by --map-bytes per key shard) and of
-   the baseline process.
-Each Spark engine runs in its own process (a SparkContext's master is fixed); the session start
-is not timed.  `--profile` prints a cProfile of one baseline run instead.
+1. Spark local[2]: MB/s of input (goal >= 50 MB/s at 1 GiB, 1,000,000 keys, 10 overwrites);
+2. Spark local[1], and the speed-up local[1] -> local[2] (goal >= 1.7x);
+3. the single-process baseline (cleaner_local: the same steps, no Spark), and its ratio.
+
+Every figure is a median; each run's wall time, the CPU time of the engine's whole process tree
+(Spark: its driver, JVM and Python workers) and the 1-minute load average before it are
+printed, because the machine may be shared: CPU time per byte is what contention does not
+change.  Peak memory: the largest RSS any Spark Python worker reached (each
+task holds at most one offset map of --map-bytes), and the baseline process's.  `--profile`
+prints a cProfile (process time) of one baseline run instead.
 """
 
 from __future__ import annotations
@@ -24,9 +29,7 @@ import cProfile
 import json
 import os
 import pstats
-import random
 import resource
-import shutil
 import statistics
 import subprocess
 import sys
@@ -35,6 +38,8 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "spark_jobs"))
 
+import numpy as np  # noqa: E402
+
 from seglog.records import RecordBatchBuilder  # noqa: E402
 from seglog_spark.cleaning import DEFAULT_MAP_BYTES  # noqa: E402
 from seglog_spark.snapshot_writer import write_snapshot  # noqa: E402
@@ -42,63 +47,116 @@ from seglog_spark.snapshot_writer import write_snapshot  # noqa: E402
 RECORDS_PER_BATCH = 100
 SEGMENT_BYTES = 128 * 1024 * 1024
 BASE_TIME_MS = 1_700_000_000_000
+ENGINES = ("local[2]", "local[1]", "python")
 
 
-def build(path: str, size_mib: int, keys: int, overwrites: int, seed: int = 7) -> None:
+def _segments(size_mib: int, keys: int, overwrites: int, seed: int):
+    """Segments (generators of batches) of the workload, built as they are written."""
     records = keys * overwrites
     key_bytes = len(b"key-%09d" % 0)
     per_record = size_mib * 1024 * 1024 // records
-    value_bytes = max(1, per_record - key_bytes - 10 - 61 // RECORDS_PER_BATCH)
-    order = [k for k in range(keys) for _ in range(overwrites)]
-    random.Random(seed).shuffle(order)
-    value = b"v" * value_bytes
-    segments, batches, segment_size = [], [], 0
-    for start in range(0, records, RECORDS_PER_BATCH):
-        builder = RecordBatchBuilder(base_offset=start)
-        for i, k in enumerate(order[start : start + RECORDS_PER_BATCH]):
-            builder.append(value, b"key-%09d" % k, BASE_TIME_MS + start + i)
-        batch = builder.build()
-        if segment_size + len(batch) > SEGMENT_BYTES:
-            segments.append(batches)
-            batches, segment_size = [], 0
-        batches.append(batch)
-        segment_size += len(batch)
-    segments.append(batches)
-    write_snapshot(path, segments, cleaning_time_ms=BASE_TIME_MS + records, configs={"segment.bytes": 1 << 30})
+    value = b"v" * max(1, per_record - key_bytes - 10 - 61 // RECORDS_PER_BATCH)
+    order = np.random.default_rng(seed).permutation(np.repeat(np.arange(keys), overwrites)).tolist()
+    start = 0
+
+    def segment():
+        nonlocal start
+        size = 0
+        while start < records:
+            builder = RecordBatchBuilder(base_offset=start)
+            for i, k in enumerate(order[start : start + RECORDS_PER_BATCH]):
+                builder.append(value, b"key-%09d" % k, BASE_TIME_MS + start + i)
+            batch = builder.build()
+            if size and size + len(batch) > SEGMENT_BYTES:
+                return  # this batch is rebuilt as the next segment's first
+            yield batch
+            size += len(batch)
+            start += RECORDS_PER_BATCH
+
+    while start < records:
+        yield segment()
 
 
-def run_spark(master: str, path: str, runs: int, map_bytes: int) -> None:
-    """In a child process: one session, `runs` cleanings; prints one JSON line per run."""
-    from seglog_spark.job import clean_snapshot
-    from seglog_spark.session import build_session
-
-    spark = build_session(master, tmp_dir=os.path.join(tempfile.gettempdir(), "seglog-bench-spark"))
-    try:
-        for _ in range(runs):
-            started = time.perf_counter()
-            result = clean_snapshot(spark, path, map_bytes=map_bytes)
-            print(json.dumps({"seconds": time.perf_counter() - started, "stats": result["stats"]}), flush=True)
-    finally:
-        spark.stop()
+def cached_snapshot(cache_dir: str, size_mib: int, keys: int, overwrites: int, seed: int = 7) -> str:
+    path = os.path.join(cache_dir, f"seglog-bench-cleaner-{size_mib}mib-{keys}keys-{overwrites}x-seed{seed}")
+    if os.path.exists(os.path.join(path, "manifest.json")):
+        print(f"reusing the snapshot in {path}")
+        return path
+    started = time.perf_counter()
+    write_snapshot(path, _segments(size_mib, keys, overwrites, seed), cleaning_time_ms=BASE_TIME_MS + keys * overwrites,
+                   configs={"segment.bytes": 1 << 30})
+    print(f"built {size_mib} MiB, {keys} keys x {overwrites} in {time.perf_counter() - started:.1f} s: {path}")
+    return path
 
 
-def spark_runs(master: str, path: str, runs: int, map_bytes: int) -> list[dict]:
-    out = subprocess.run(
-        [sys.executable, __file__, "--child", master, "--dir", path, "--runs", str(runs), "--map-bytes", str(map_bytes)],
-        capture_output=True, text=True, check=True,
-    ).stdout
-    return [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+def child(engine: str, path: str, map_bytes: int) -> None:
+    """One engine, one cleaning per line read on stdin; one JSON line per cleaning on stdout."""
+    if engine == "python":
+        from seglog_spark.cleaner_local import clean_snapshot as clean_local
+
+        def clean():
+            return clean_local(path, map_bytes=map_bytes)
+    else:
+        from seglog_spark.job import clean_snapshot
+        from seglog_spark.session import build_session
+
+        spark = build_session(engine, tmp_dir=os.path.join(tempfile.gettempdir(), "seglog-bench-spark"))
+
+        def clean():
+            return clean_snapshot(spark, path, map_bytes=map_bytes)
+    print(json.dumps({"ready": engine}), flush=True)
+    for _ in sys.stdin:
+        started, cpu, tree = time.perf_counter(), time.process_time(), _tree_cpu_seconds()
+        result = clean()
+        seconds, cpu, tree = time.perf_counter() - started, time.process_time() - cpu, _tree_cpu_seconds() - tree
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+        print(json.dumps({"seconds": seconds, "cpu_seconds": cpu, "tree_cpu_seconds": tree, "process_peak_rss_bytes": peak,
+                          "stats": result["stats"]}), flush=True)
 
 
-def local_runs(path: str, runs: int, map_bytes: int) -> list[dict]:
-    from seglog_spark.cleaner_local import clean_snapshot
+def _tree_cpu_seconds() -> float:
+    """CPU time of this process and all its descendants (Spark's JVM and Python workers),
+    those already reaped included."""
+    import psutil
 
-    results = []
-    for _ in range(runs):
-        started, cpu = time.perf_counter(), time.process_time()
-        result = clean_snapshot(path, map_bytes=map_bytes)
-        results.append({"seconds": time.perf_counter() - started, "cpu_seconds": time.process_time() - cpu, "stats": result["stats"]})
-    return results
+    total = 0.0
+    me = psutil.Process()
+    for process in [me, *me.children(recursive=True)]:
+        try:
+            times = process.cpu_times()
+        except psutil.Error:
+            continue
+        total += times.user + times.system + times.children_user + times.children_system
+    return total
+
+
+class Engine:
+    def __init__(self, engine: str, path: str, map_bytes: int) -> None:
+        self.name = "python baseline" if engine == "python" else f"spark {engine}"
+        self.process = subprocess.Popen(
+            [sys.executable, __file__, "--child", engine, "--dir", path, "--map-bytes", str(map_bytes)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        )
+        self._read()  # ready
+        self.results: list[dict] = []
+
+    def _read(self) -> dict:
+        for line in self.process.stdout:
+            if line.startswith("{"):
+                return json.loads(line)
+        raise RuntimeError(f"{self.name}: the child exited with status {self.process.wait()}")
+
+    def run(self) -> dict:
+        load = os.getloadavg()[0]
+        self.process.stdin.write("run\n")
+        self.process.stdin.flush()
+        result = self._read() | {"load": load}
+        self.results.append(result)
+        return result
+
+    def close(self) -> None:
+        self.process.stdin.close()
+        self.process.wait()
 
 
 def main() -> None:
@@ -108,51 +166,70 @@ def main() -> None:
     parser.add_argument("--overwrites", type=int, default=10)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--map-bytes", type=int, default=DEFAULT_MAP_BYTES)
-    parser.add_argument("--dir", help="snapshot directory to build (or reuse, if it has a manifest)")
+    parser.add_argument("--cache-dir", default=tempfile.gettempdir(), help="where the snapshot is built once and reused")
+    parser.add_argument("--engines", default=",".join(ENGINES), help="comma-separated subset of " + ",".join(ENGINES))
     parser.add_argument("--profile", action="store_true")
     parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--dir", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        run_spark(args.child, args.dir, args.runs, args.map_bytes)
+        child(args.child, args.dir, args.map_bytes)
         return
-    path = args.dir or tempfile.mkdtemp(prefix="seglog-bench-cleaner-")
-    if not os.path.exists(os.path.join(path, "manifest.json")):
-        started = time.perf_counter()
-        build(path, args.size_mib, args.keys, args.overwrites)
-        print(f"built {args.size_mib} MiB, {args.keys} keys x {args.overwrites} in {time.perf_counter() - started:.1f} s: {path}")
+    path = cached_snapshot(args.cache_dir, args.size_mib, args.keys, args.overwrites)
     manifest = json.load(open(os.path.join(path, "manifest.json")))
     input_bytes = sum(s["size_bytes"] for s in manifest["segments"])
     if args.profile:
         from seglog_spark.cleaner_local import clean_snapshot
 
-        profiler = cProfile.Profile()
+        profiler = cProfile.Profile(time.process_time)
         profiler.runcall(clean_snapshot, path, map_bytes=args.map_bytes)
-        pstats.Stats(profiler).sort_stats("cumulative").print_stats(25)
+        pstats.Stats(profiler).sort_stats("tottime").print_stats(30)
         return
-
-    def report(name, results):
-        seconds = statistics.median(r["seconds"] for r in results)
-        runs = ", ".join(f"{r['seconds']:.2f}" for r in results)
-        print(f"{name:>16}: median {seconds:7.2f} s  {input_bytes / seconds / 1e6:7.1f} MB/s of input  (runs: {runs})")
-        return seconds
-
-    print(f"input {input_bytes / 1e6:.1f} MB in {len(manifest['segments'])} segments; map {args.map_bytes} bytes per shard")
-    two = report("spark local[2]", spark_runs("local[2]", path, args.runs, args.map_bytes))
-    one = report("spark local[1]", spark_runs("local[1]", path, args.runs, args.map_bytes))
-    local = local_runs(path, args.runs, args.map_bytes)
-    base = report("python baseline", local)
-    cpu = statistics.median(r["cpu_seconds"] for r in local)
-    print(f"baseline CPU time: median {cpu:.2f} s = {input_bytes / cpu / 1e6:.1f} MB/s per core "
-          f"(wall/CPU {base / cpu:.1f}: above 1 means the machine was busy with other work)")
-    last = spark_runs("local[2]", path, 1, args.map_bytes)[0]["stats"]
-    print(f"speed-up local[1] -> local[2]: {one / two:.2f}x (goal >= 1.7x)")
-    print(f"baseline / local[2] time: {base / two:.2f}x")
-    print(f"peak RSS of a Spark Python task process: {last['task_peak_rss_bytes'] / 2**20:.0f} MiB; "
-          f"baseline process: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")
-    print(f"records read {last['records_read']}, kept {last['records_kept']}, distinct keys {last['distinct_keys']}, "
-          f"map utilization {last['map_utilization']:.3f}, collision rate {last['collision_rate']:.3f}")
-    if not args.dir:
-        shutil.rmtree(path)
+    print(f"input {input_bytes / 1e6:.1f} MB in {len(manifest['segments'])} segments; map {args.map_bytes} bytes "
+          f"per key shard; {os.cpu_count()} CPUs; load average {os.getloadavg()[0]:.2f} at the start")
+    engines = [Engine(name, path, args.map_bytes) for name in args.engines.split(",")]
+    try:
+        for i in range(args.runs):
+            for engine in engines:
+                r = engine.run()
+                print(f"run {i + 1} {engine.name:>16}: {r['seconds']:7.2f} s  {input_bytes / r['seconds'] / 1e6:7.1f} MB/s"
+                      f"  (CPU of all its processes {r['tree_cpu_seconds']:.2f} s, load {r['load']:.2f})", flush=True)
+    finally:
+        for engine in engines:
+            engine.close()
+    print()
+    medians = {}
+    for engine in engines:
+        seconds = statistics.median(r["seconds"] for r in engine.results)
+        medians[engine.name] = seconds
+        loads = ", ".join(f"{r['load']:.1f}" for r in engine.results)
+        runs = ", ".join(f"{r['seconds']:.2f}" for r in engine.results)
+        print(f"{engine.name:>16}: median {seconds:7.2f} s  {input_bytes / seconds / 1e6:7.1f} MB/s of input  "
+              f"(runs: {runs}; load {loads})")
+    for engine in engines:
+        cpu = statistics.median(r["tree_cpu_seconds"] for r in engine.results)
+        print(f"{engine.name:>16}: median CPU of all its processes {cpu:7.2f} s = {input_bytes / cpu / 1e6:6.1f} MB per "
+              f"CPU-second (Spark: driver, JVM and Python workers)")
+    two, one, base = (medians.get(n) for n in ("spark local[2]", "spark local[1]", "python baseline"))
+    if two and one:
+        print(f"speed-up local[1] -> local[2]: {one / two:.2f}x (goal >= 1.7x)")
+    if two and base:
+        print(f"baseline time / local[2] time: {base / two:.2f}x")
+    for engine in engines:
+        if engine.name == "python baseline":
+            cpu = statistics.median(r["cpu_seconds"] for r in engine.results)
+            print(f"baseline CPU time: median {cpu:.2f} s = {input_bytes / cpu / 1e6:.1f} MB/s per core "
+                  f"(wall/CPU {medians[engine.name] / cpu:.2f}: above 1 means the CPU was shared with other work); "
+                  f"peak RSS of the baseline process {max(r['process_peak_rss_bytes'] for r in engine.results) / 2**20:.0f} MiB")
+        else:
+            stats = engine.results[-1]["stats"]
+            print(f"{engine.name}: peak RSS of a Python worker (task) {stats['task_peak_rss_bytes'] / 2**20:.0f} MiB, "
+                  f"{stats['range_count']} ranges, {stats['shard_count']} key shards of {stats['map_bytes'] / 2**20:.0f} MiB maps; "
+                  f"last run: task CPU seconds {stats['task_cpu_seconds']}, stage wall seconds {stats['stage_seconds']}")
+    stats = engines[-1].results[-1]["stats"]
+    print(f"records read {stats['records_read']}, kept {stats['records_kept']}, distinct keys {stats['distinct_keys']}, "
+          f"map utilization {stats['map_utilization']:.3f}, collision rate {stats['collision_rate']:.3f}; "
+          f"load average {os.getloadavg()[0]:.2f} at the end")
 
 
 if __name__ == "__main__":

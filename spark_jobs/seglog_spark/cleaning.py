@@ -46,6 +46,7 @@ __all__ = [
     "assemble_group",
     "choose_replaced",
     "finish",
+    "keys_path",
     "merge_shard_bitmaps",
     "part_path",
     "plan_cleaning",
@@ -164,6 +165,11 @@ def prepare_output(snapshot: Snapshot) -> None:
 
 def part_path(snapshot: Snapshot, range_id: int) -> str:
     return os.path.join(snapshot.cleaned_dir, _PARTS_DIR, f"{range_id:08d}.part")
+
+
+def keys_path(snapshot: Snapshot, range_id: int) -> str:
+    """Where the Spark job keeps a range's scanned entries between its scan and shard steps."""
+    return os.path.join(snapshot.cleaned_dir, _PARTS_DIR, f"{range_id:08d}.keys")
 
 
 def _fsync_write(path: str, data: bytes) -> None:

@@ -1,21 +1,25 @@
 """The PySpark job: the steps of cleaning.py spread over Spark tasks (DESIGN.md section 5).
 
-    ranges  --scan (one task per byte range)-->  (shard, packed entries)
-            --partitionBy(shard)-->  one task per key shard: bounded offset map, bitmaps
+    ranges  --scan (one task per byte range)-->  .parts/<range>.keys: packed entries by shard
+            --(file positions)-->  one task per key shard: bounded offset map, bitmaps
             --collect-->  driver: which segments are replaced, merged bitmaps, groups
     ranges of replaced segments + their bitmaps --rewrite (one task per range)--> part files
     groups --assemble (one task per group)--> cleaned/<base>.log, .index, .timeindex
     driver: result.json, last
 
 So one large segment spreads over every core (its ranges are scanned and rewritten in
-parallel), and keys, not partitions, are what the map memory is divided by.  Part files and
-outputs go to the snapshot directory, which every executor must see (the service and the
-cleaner share a filesystem; on a cluster, a shared mount).
+parallel), and keys, not partitions, are what the map memory is divided by.  Key files, part
+files and outputs go to the snapshot directory, which every executor must see (the service and
+the cleaner share a filesystem; on a cluster, a shared mount).  The scanned entries (28 bytes a
+keyed record) pass between tasks as files there rather than through Spark's shuffle: the
+shuffle cost more CPU in the JVM and in pickling than the shard steps themselves (bench/
+README.md).  A dry run, which writes nothing, shuffles them instead.
 """
 
 from __future__ import annotations
 
 import resource
+import time
 
 from .cleaning import (
     DEFAULT_MAP_BYTES,
@@ -25,6 +29,7 @@ from .cleaning import (
     assemble_group,
     choose_replaced,
     finish,
+    keys_path,
     merge_shard_bitmaps,
     part_path,
     plan_cleaning,
@@ -37,41 +42,112 @@ from .rewrite import rewrite_range
 
 __all__ = ["clean_snapshot"]
 
+TASKS_PER_CORE = 4  # scan and rewrite tasks per core of the master (see _slices)
+
 
 def _peak_rss_bytes() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux reports KiB
 
 
-def _scan_task(plan: Plan):
+def _scan_task(plan: Plan, cpu):
     def scan(byte_range):
+        started = time.process_time()
         found = scan_range(plan.snapshot, byte_range, plan.shard_count)
+        cpu.add(time.process_time() - started)
         for shard, packed in found.entries.items():
             yield shard, (found.range_id, found.record_count, packed)
 
     return scan
 
 
-def _decide_task(plan: Plan):
-    def decide(shard, pairs):
+def _scan_to_file_task(plan: Plan, cpu):
+    def scan(byte_range):
+        started = time.process_time()
+        found = scan_range(plan.snapshot, byte_range, plan.shard_count)
+        bounds = [0]
+        with open(keys_path(plan.snapshot, byte_range.range_id), "wb") as f:
+            for shard in range(plan.shard_count):
+                packed = found.entries.get(shard, b"")
+                f.write(packed)
+                bounds.append(bounds[-1] + len(packed))
+        cpu.add(time.process_time() - started)
+        return found.range_id, found.record_count, bounds
+
+    return scan
+
+
+def _decide_from_files_task(plan: Plan, scanned, cpu):
+    def decide(shard):
+        started = time.process_time()
+        chunks = []
+        for range_id, record_count, bounds in scanned:
+            if bounds[shard + 1] > bounds[shard]:
+                with open(keys_path(plan.snapshot, range_id), "rb") as f:
+                    f.seek(bounds[shard])
+                    chunks.append((range_id, record_count, f.read(bounds[shard + 1] - bounds[shard])))
         result = decide_shard(
             shard,
-            [chunk for _, chunk in pairs],
+            chunks,
             first_dirty_offset=plan.snapshot.first_dirty_offset,
             map_bytes=plan.map_bytes,
             load_factor=plan.load_factor,
         )
+        cpu.add(time.process_time() - started)
+        return result, _peak_rss_bytes()
+
+    return decide
+
+
+def _decide_task(plan: Plan, cpu):
+    def decide(shard, pairs):
+        chunks = [chunk for _, chunk in pairs]
+        started = time.process_time()
+        result = decide_shard(
+            shard,
+            chunks,
+            first_dirty_offset=plan.snapshot.first_dirty_offset,
+            map_bytes=plan.map_bytes,
+            load_factor=plan.load_factor,
+        )
+        cpu.add(time.process_time() - started)
         yield result, _peak_rss_bytes()
 
     return decide
 
 
-def _rewrite_task(plan: Plan, upper_bound: int, dry_run: bool):
+def _rewrite_task(plan: Plan, upper_bound: int, dry_run: bool, cpu):
     def rewrite(item):
         byte_range, bitmap = item
         out = None if dry_run else part_path(plan.snapshot, byte_range.range_id)
-        return rewrite_range(plan.snapshot, byte_range, bitmap, upper_bound, out), _peak_rss_bytes()
+        started = time.process_time()
+        output = rewrite_range(plan.snapshot, byte_range, bitmap, upper_bound, out)
+        cpu.add(time.process_time() - started)
+        return output, _peak_rss_bytes()
 
     return rewrite
+
+
+def _assemble_task(plan: Plan, cpu):
+    def assemble(group):
+        started = time.process_time()
+        segment = assemble_group(plan, group)
+        cpu.add(time.process_time() - started)
+        return segment
+
+    return assemble
+
+
+def _slices(sc, items: int) -> int:
+    """Tasks for `items` ranges: a few per core, not one per range.  Every task costs a Python
+    worker about 20 ms of CPU beyond its work (measured: 2.9 s per GiB at one 16 MiB range per
+    task), while a few tasks per core still let a fast core take over a slow one's share."""
+    return max(1, min(items, TASKS_PER_CORE * sc.defaultParallelism))
+
+
+def _lap(stages: dict, name: str, since: float) -> float:
+    now = time.perf_counter()
+    stages[name] = now - since
+    return now
 
 
 def clean_snapshot(
@@ -86,27 +162,44 @@ def clean_snapshot(
     """Clean the snapshot at `snapshot_dir` with `spark`; returns the result document (also
     written as result.json unless `dry_run`).  Same bytes as cleaner_local.clean_snapshot."""
     plan = plan_cleaning(snapshot_dir, map_bytes=map_bytes, shard_count=shard_count, range_bytes=range_bytes)
+    stages = {"plan": time.perf_counter() - plan.started}
+    mark = time.perf_counter()
     sc = spark.sparkContext
+    task_cpu = {name: sc.accumulator(0.0) for name in ("scan", "decide", "rewrite", "assemble")}
     ranges = list(plan.ranges)
     decided = []
-    if ranges:
-        entries = sc.parallelize(ranges, len(ranges)).flatMap(_scan_task(plan))
-        by_shard = entries.partitionBy(shard_count, lambda shard: shard)
-        decided = by_shard.mapPartitionsWithIndex(_decide_task(plan)).collect()
-    shard_results = [result for result, _ in decided]
-    choice = choose_replaced(plan, shard_results, merge_shard_bitmaps(shard_results))
     if not dry_run:
         prepare_output(plan.snapshot)
+    if ranges and not dry_run:
+        # Each scan task writes its range's entries, grouped by shard, to a file beside the
+        # part files; each shard task reads its slice of every range's file.  Only file
+        # positions pass through Spark.
+        scanned = sc.parallelize(ranges, _slices(sc, len(ranges))).map(_scan_to_file_task(plan, task_cpu["scan"])).collect()
+        decided = (
+            sc.parallelize(range(shard_count), shard_count)
+            .map(_decide_from_files_task(plan, scanned, task_cpu["decide"]))
+            .collect()
+        )
+    elif ranges:  # a dry run writes nothing, so its entries go through Spark's shuffle
+        entries = sc.parallelize(ranges, _slices(sc, len(ranges))).flatMap(_scan_task(plan, task_cpu["scan"]))
+        by_shard = entries.partitionBy(shard_count, lambda shard: shard)
+        decided = by_shard.mapPartitionsWithIndex(_decide_task(plan, task_cpu["decide"])).collect()
+    shard_results = [result for result, _ in decided]
+    choice = choose_replaced(plan, shard_results, merge_shard_bitmaps(shard_results))
+    mark = _lap(stages, "scan_decide", mark)
     work = [(r, choice.bitmaps.get(r.range_id)) for r in replaced_ranges(plan, choice)]
-    rewritten = sc.parallelize(work, len(work)).map(_rewrite_task(plan, choice.upper_bound, dry_run)).collect() if work else []
+    rewritten = sc.parallelize(work, _slices(sc, len(work))).map(_rewrite_task(plan, choice.upper_bound, dry_run, task_cpu["rewrite"])).collect() if work else []
     outputs = [output for output, _ in rewritten]
+    mark = _lap(stages, "rewrite", mark)
     segments = []
     if not dry_run and choice.groups:
         groups = list(choice.groups)
-        assembled = sc.parallelize(groups, len(groups)).map(lambda group: assemble_group(plan, group)).collect()
+        assembled = sc.parallelize(groups, len(groups)).map(_assemble_task(plan, task_cpu["assemble"])).collect()
         segments = [segment for segment in assembled if segment is not None]
+    _lap(stages, "assemble", mark)
     peak_rss = max([rss for _, rss in decided] + [rss for _, rss in rewritten], default=0)
     return finish(
         plan, choice, shard_results, outputs, segments, engine=f"spark {sc.master}", dry_run=dry_run,
-        extra_stats={"task_peak_rss_bytes": peak_rss},
+        extra_stats={"task_peak_rss_bytes": peak_rss, "stage_seconds": {k: round(v, 3) for k, v in stages.items()},
+                     "task_cpu_seconds": {k: round(v.value, 3) for k, v in task_cpu.items()}},
     )

@@ -1,8 +1,10 @@
 """Step 1 of a cleaning: decode one byte range's records into (digest, offset, ordinal)
 entries, bucketed by the key shard that owns each digest.
 
-An entry is packed as ENTRY (28 bytes) so that a range ships as one bytes object per shard
-rather than one Python object per record (Spark pickles each object it shuffles).  The
+The records are walked in bulk (record_walk.py; the codec decodes what the bulk walk does not
+take), keys are digested with hashlib, and entries are packed with numpy as ENTRY (28 bytes) so
+that a range ships as one bytes object per shard rather than one Python object per record
+(Spark pickles each object it shuffles).  The
 `ordinal` is the record's position among all the range's records (keyless ones included): the
 shard answers "superseded" as one bit per ordinal, and the rewrite walks the same records in
 the same order.
@@ -11,16 +13,32 @@ the same order.
 from __future__ import annotations
 
 import hashlib
-import mmap
 import struct
 
-from seglog.records import RECORDS_OFFSET, RecordBatch
-from seglog.records.varint import ZIGZAG_DECODE
+try:  # CPython's built-in MD5: the same digests as hashlib's, at about half the cost per short key
+    from _md5 import md5 as _md5
+except ImportError:  # pragma: no cover - an interpreter without it
+    _md5 = hashlib.md5
+
+import numpy as np
+
+from seglog.records import RecordBatch
 
 from .layout import ByteRange, walk_headers
+from .record_walk import RangeWalk, walk_range_records
 from .snapshot import Snapshot
 
-__all__ = ["ENTRY", "RangeKeys", "read_range", "scan_range", "shard_of"]
+__all__ = [
+    "ENTRY",
+    "ENTRY_DTYPE",
+    "RangeKeys",
+    "range_batches",
+    "range_digests",
+    "range_keys",
+    "read_range",
+    "scan_range",
+    "shard_of",
+]
 
 ENTRY = struct.Struct(
     ">"
@@ -69,93 +87,72 @@ class RangeKeys:
         self.entries = entries
 
 
-_CONTINUATION = 0x80
+ENTRY_DTYPE = np.dtype([("digest", "V16"), ("offset", ">i8"), ("ordinal", ">i4")])  # ENTRY, as numpy reads it
+assert ENTRY_DTYPE.itemsize == ENTRY.size
 
 
-def _keys_fast(data: bytes, position: int, end: int, count: int, base_offset: int):
-    """(offset, key) of each record of an uncompressed records area, reading only lengths,
-    the offset delta and the key (values and headers are skipped by their lengths); None when
-    a record has a varint longer than two bytes or the lengths do not land exactly on `end`,
-    and the caller decodes the batch the careful way instead."""
-    D, C = ZIGZAG_DECODE, _CONTINUATION
-    out = []
-    pos = position
-    try:
-        for _ in range(count):
-            b = data[pos]
-            if b < C:
-                p, record_end = pos + 1, pos + 1 + D[b]
-            else:
-                b1 = data[pos + 1]
-                if b1 >= C:
-                    return None
-                p = pos + 2
-                record_end = p + D[b + (b1 << 7)]
-            p += 1  # attributes
-            b = data[p]  # timestampDelta: skipped
-            if b < C:
-                p += 1
-            elif data[p + 1] < C:
-                p += 2
-            else:
-                return None
-            b = data[p]
-            if b < C:
-                offset_delta = D[b]
-                p += 1
-            else:
-                b1 = data[p + 1]
-                if b1 >= C:
-                    return None
-                offset_delta = D[b + (b1 << 7)]
-                p += 2
-            b = data[p]
-            if b < C:
-                size = D[b]
-                p += 1
-            else:
-                b1 = data[p + 1]
-                if b1 >= C:
-                    return None
-                size = D[b + (b1 << 7)]
-                p += 2
-            if size >= 0:
-                key = data[p : p + size]
-                if p + size > record_end:
-                    return None
-            elif size == -1:
-                key = None
-            else:
-                return None
-            if record_end > end or record_end <= p:
-                return None
-            out.append((base_offset + offset_delta, key))
-            pos = record_end
-    except IndexError:
-        return None
-    return out if pos == end else None
+def range_batches(snapshot: Snapshot, byte_range: ByteRange, data: bytes) -> np.ndarray:
+    """Positions of the range's batches, each CRC-checked (iter_range_batches)."""
+    return np.fromiter((batch.position for batch in iter_range_batches(snapshot, byte_range, data)), dtype=np.int64)
 
 
-def batch_keys(batch: RecordBatch, data: bytes):
-    """(offset, key) of each record of the batch (a view over `data`)."""
-    if batch.compression == 0 and batch.records_count >= 0:
-        start = batch.position + RECORDS_OFFSET
-        found = _keys_fast(data, start, batch.position + batch.size_in_bytes, batch.records_count, batch.base_offset)
-        if found is not None:
-            return found
-    return [(record[0], record[2]) for record in batch.records()]
+def range_keys(walk: RangeWalk, data: bytes) -> tuple[np.ndarray, list]:
+    """(offset per record ordinal, the keys of the keyed records in ordinal order)."""
+    offsets = walk.offset
+    keyed = walk.key_length >= 0
+    if walk.decoded:
+        for b, records in walk.decoded.items():
+            first = int(walk.first[b])
+            span = slice(first, first + len(records))
+            offsets[span] = [record[0] for record in records]
+            keyed[span] = [record[2] is not None for record in records]
+    ordinals = np.flatnonzero(keyed)
+    if not walk.decoded:
+        starts = walk.key_start[ordinals]
+        keys = list(map(data.__getitem__, map(slice, starts.tolist(), (starts + walk.key_length[ordinals]).tolist())))
+        return offsets, ordinals, keys
+    keys = []
+    batch_of = walk.batch_of_records()[ordinals]
+    for ordinal, b in zip(ordinals.tolist(), batch_of.tolist()):
+        if b in walk.decoded:
+            keys.append(walk.decoded[b][ordinal - int(walk.first[b])][2])
+        else:
+            start = int(walk.key_start[ordinal])
+            keys.append(data[start : start + int(walk.key_length[ordinal])])
+    return offsets, ordinals, keys
+
+
+def range_digests(walk: RangeWalk, data: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(offset per record ordinal, ordinals of the keyed records, their keys' MD5 digests as
+    an (n, 16) uint8 array)."""
+    md5 = _md5
+    if walk.decoded:
+        offsets, ordinals, keys = range_keys(walk, data)
+        digests = b"".join([md5(key).digest() for key in keys])
+    else:  # every batch walked in bulk: digest the keys straight from their positions
+        offsets = walk.offset
+        ordinals = np.flatnonzero(walk.key_length >= 0)
+        starts = walk.key_start[ordinals]
+        ends = starts + walk.key_length[ordinals]
+        digests = b"".join([md5(data[start:end]).digest() for start, end in zip(starts.tolist(), ends.tolist())])
+    return offsets, ordinals, np.frombuffer(digests, dtype=np.uint8).reshape(-1, 16)
 
 
 def scan_range(snapshot: Snapshot, byte_range: ByteRange, shard_count: int) -> RangeKeys:
     data = read_range(snapshot, byte_range)
-    buckets = [bytearray() for _ in range(shard_count)]
-    pack, md5, shard_byte = ENTRY.pack, hashlib.md5, SHARD_BYTE
-    ordinal = 0
-    for batch in iter_range_batches(snapshot, byte_range, data):
-        for offset, key in batch_keys(batch, data):
-            if key is not None:
-                digest = md5(key).digest()
-                buckets[digest[shard_byte] % shard_count] += pack(digest, offset, ordinal)
-            ordinal += 1
-    entries = {shard: bytes(bucket) for shard, bucket in enumerate(buckets) if bucket}
-    return RangeKeys(byte_range.range_id, ordinal, entries)
+    walk = walk_range_records(data, range_batches(snapshot, byte_range, data))
+    offsets, ordinals, digests = range_digests(walk, data)
+    entries = np.empty(len(ordinals), dtype=ENTRY_DTYPE)
+    entries["digest"] = digests.view("V16").reshape(-1)
+    entries["offset"] = offsets[ordinals]
+    entries["ordinal"] = ordinals
+    shards = digests[:, SHARD_BYTE] % shard_count
+    order = np.argsort(shards, kind="stable")
+    bounds = np.searchsorted(shards[order], np.arange(shard_count + 1))
+    grouped = entries[order]
+    packed = {
+        shard: grouped[bounds[shard] : bounds[shard + 1]].tobytes()
+        for shard in range(shard_count)
+        if bounds[shard + 1] > bounds[shard]
+    }
+    return RangeKeys(byte_range.range_id, walk.record_count, packed)

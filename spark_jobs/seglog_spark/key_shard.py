@@ -16,10 +16,11 @@ every shard's `full_at`.
 
 from __future__ import annotations
 
-from array import array
 from dataclasses import dataclass
 
-from .key_scan import ENTRY
+import numpy as np
+
+from .key_scan import ENTRY_DTYPE
 from .offset_map import SkimpyOffsetMap
 
 __all__ = ["DEFAULT_LOAD_FACTOR", "ShardResult", "decide_shard", "or_bitmaps"]
@@ -48,52 +49,51 @@ def decide_shard(
     map_bytes: int,
     load_factor: float = DEFAULT_LOAD_FACTOR,
 ) -> ShardResult:
-    """`chunks`: (range_id, record_count, packed entries) of this shard, in any order."""
+    """`chunks`: (range_id, record_count, packed entries) of this shard, in any order.  The map
+    is filled and read in bulk (SkimpyOffsetMap.put_digests/get_digests), one range at a time."""
     chunks = sorted(chunks, key=lambda chunk: chunk[0])
     offset_map = SkimpyOffsetMap(map_bytes)
     capacity = int(offset_map.slots * load_factor)
-    positions = array("q")
-    full_at = _build_map(offset_map, chunks, first_dirty_offset, capacity, positions)
+    entries = [np.frombuffer(packed, dtype=ENTRY_DTYPE) for _, _, packed in chunks]
+    full_at = None
+    put_positions = []
+    for found in entries:  # 1: the dirty entries into the map, in offset order, until it is full
+        dirty = found[found["offset"] >= first_dirty_offset]
+        if full_at is not None or not len(dirty):
+            put_positions.append(np.zeros(0, dtype=np.int64))
+            continue
+        consumed, positions = offset_map.put_digests(_digests(dirty), dirty["offset"].astype(np.int64), capacity)
+        put_positions.append(positions)
+        if consumed < len(dirty):
+            full_at = int(dirty["offset"][consumed])
     bitmaps: dict[int, bytes] = {}
-    get, offset_at, iter_unpack = offset_map.get_digest, offset_map.offset_at, ENTRY.iter_unpack
     records = 0
-    put_index = 0
-    for range_id, record_count, packed in chunks:
-        bitmap = bytearray((record_count + 7) >> 3)
-        marked = False
-        for digest, offset, ordinal in iter_unpack(packed):
-            if full_at is not None and offset >= full_at:
-                break
-            records += 1
-            if offset >= first_dirty_offset:
-                latest = offset_at(positions[put_index])
-                put_index += 1
-            else:
-                latest = get(digest)
-            if offset < latest:
-                bitmap[ordinal >> 3] |= 1 << (ordinal & 7)
-                marked = True
-        if marked:
-            bitmaps[range_id] = bytes(bitmap)
+    for (range_id, record_count, _), found, positions in zip(chunks, entries, put_positions):
+        if full_at is not None:  # 2: decide every entry below where the map filled
+            found = found[found["offset"] < full_at]
+        if not len(found):
+            continue
+        records += len(found)
+        offsets = found["offset"].astype(np.int64)
+        latest = np.empty(len(found), dtype=np.int64)
+        dirty = offsets >= first_dirty_offset
+        latest[dirty] = offset_map.offsets_at(positions[: int(dirty.sum())])
+        latest[~dirty] = offset_map.get_digests(_digests(found[~dirty]))
+        superseded = found["ordinal"][offsets < latest].astype(np.int64)
+        if superseded.size:
+            bits = np.zeros(record_count, dtype=bool)
+            bits[superseded] = True
+            bitmaps[range_id] = np.packbits(bits, bitorder="little").tobytes()
     return ShardResult(
         shard, bitmaps, full_at, offset_map.size, offset_map.slots, offset_map.lookups, offset_map.probes, records
     )
 
 
-def _build_map(offset_map: SkimpyOffsetMap, chunks, first_dirty_offset: int, capacity: int, positions) -> int | None:
-    """Put the dirty entries in offset order; `positions` gets each put's entry position."""
-    put, keep = offset_map.put_digest, positions.append
-    for _, _, packed in chunks:
-        for digest, offset, _ in ENTRY.iter_unpack(packed):
-            if offset < first_dirty_offset:
-                continue
-            if offset_map.size >= capacity:
-                return offset
-            keep(put(digest, offset))
-    return None
+def _digests(entries: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(entries["digest"]).view(np.uint8).reshape(-1, 16)
 
 
 def or_bitmaps(first: bytes, second: bytes) -> bytes:
     """Bitwise OR of two bitmaps of the same range (shards own disjoint records)."""
     assert len(first) == len(second), (len(first), len(second))
-    return (int.from_bytes(first, "little") | int.from_bytes(second, "little")).to_bytes(len(first), "little")
+    return np.bitwise_or(np.frombuffer(first, dtype=np.uint8), np.frombuffer(second, dtype=np.uint8)).tobytes()

@@ -14,6 +14,10 @@ Per batch:
   (attribute bit 6, baseTimestamp; record timestamp deltas rebased);
 - nothing kept: dropped, except the batch that ends the cleaned range, which stays as an empty
   61-byte batch so the log's last offset never moves backwards.
+
+The regular batches of a range (record_walk.py) are filtered in bulk (rewrite_bulk.py); the
+others go record by record through the codec and RecordBatchBuilder (`_filter_batch`, the
+reference the bulk path is tested against).
 """
 
 from __future__ import annotations
@@ -21,10 +25,11 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-from seglog.records import RecordBatchBuilder, build_empty_batch
+from seglog.records import RecordBatch, RecordBatchBuilder, build_empty_batch
 
-from .key_scan import iter_range_batches, read_range
+from .key_scan import range_batches, read_range
 from .layout import ByteRange
+from .rewrite_bulk import filter_bulk
 from .snapshot import Snapshot
 
 __all__ = ["RangeOutput", "rewrite_range"]
@@ -80,57 +85,82 @@ def _empty(batch) -> bytes:
     )
 
 
-def filter_range(snapshot: Snapshot, byte_range: ByteRange, bitmap: bytes | None, upper_bound: int):
-    """Yield the output bytes of each batch of the range that survives; fills `stats`."""
+def _filter_batch(batch, records, ordinal: int, bitmap, now: int, new_horizon: int, upper_bound: int, stats: RangeOutput):
+    """The output bytes of one batch (None: dropped), record by record: the reference filter,
+    used for every batch the bulk path does not take."""
+    horizon = batch.delete_horizon_ms
+    tombstones_expire = horizon is not None and now >= horizon
+    kept = []
+    kept_tombstone = False
+    for record in records:
+        if record[2] is None:
+            stats.keyless_dropped += 1
+        elif bitmap is not None and bitmap[ordinal >> 3] >> (ordinal & 7) & 1:
+            stats.records_superseded += 1
+        elif record[3] is None:
+            if tombstones_expire:
+                stats.tombstones_dropped += 1
+            else:
+                kept.append(record)
+                kept_tombstone = True
+        else:
+            kept.append(record)
+        ordinal += 1
+    stats.records_read += len(records)
+    stats.records_kept += len(kept)
+    set_horizon = kept_tombstone and horizon is None
+    if kept and len(kept) == len(records) and not set_horizon:
+        return bytes(batch.view)
+    if kept:
+        stats.batches_rebuilt += 1
+        return _rebuild(batch, kept, new_horizon if set_horizon else horizon)
+    if batch.next_offset == upper_bound:
+        return _empty(batch)
+    return None
+
+
+def filter_range(snapshot: Snapshot, byte_range: ByteRange, bitmap: bytes | None, upper_bound: int, *, bulk: bool = True):
+    """(output bytes of the range's surviving batches, stats).  `bulk` False filters every
+    batch record by record (the reference the bulk path is tested against)."""
     stats = RangeOutput(byte_range.range_id)
     data = read_range(snapshot, byte_range)
     stats.bytes_read = len(data)
     now = snapshot.cleaning_time_ms
     new_horizon = min(INT64_MAX, now + snapshot.settings.delete_retention_ms)
-    ordinal = 0
-    parts: list = []
-    for batch in iter_range_batches(snapshot, byte_range, data):
-        records = batch.records()
-        horizon = batch.delete_horizon_ms
-        tombstones_expire = horizon is not None and now >= horizon
-        kept = []
-        kept_tombstone = False
-        for record in records:
-            if record[2] is None:
-                stats.keyless_dropped += 1
-            elif bitmap is not None and bitmap[ordinal >> 3] >> (ordinal & 7) & 1:
-                stats.records_superseded += 1
-            elif record[3] is None:
-                if tombstones_expire:
-                    stats.tombstones_dropped += 1
-                else:
-                    kept.append(record)
-                    kept_tombstone = True
-            else:
-                kept.append(record)
-            ordinal += 1
-        stats.records_read += len(records)
-        stats.records_kept += len(kept)
-        set_horizon = kept_tombstone and horizon is None
-        if kept and len(kept) == len(records) and not set_horizon:
-            parts.append(bytes(batch.view))
-        elif kept:
-            stats.batches_rebuilt += 1
-            parts.append(_rebuild(batch, kept, new_horizon if set_horizon else horizon))
-        elif batch.next_offset == upper_bound:
-            parts.append(_empty(batch))
-    stats.bytes_written = sum(map(len, parts))
-    return parts, stats
+    positions = range_batches(snapshot, byte_range, data)
+    if not bulk:
+        parts, ordinal = [], 0
+        for position in positions.tolist():
+            batch = RecordBatch(data, position)
+            records = batch.records()
+            part = _filter_batch(batch, records, ordinal, bitmap, now, new_horizon, upper_bound, stats)
+            ordinal += len(records)
+            if part is not None:
+                parts.append(part)
+        output = b"".join(parts)
+    else:
+
+        def filter_one(walk, b):
+            batch = RecordBatch(data, int(positions[b]))
+            records = walk.decoded[b] if b in walk.decoded else batch.records()
+            return _filter_batch(batch, records, int(walk.first[b]), bitmap, now, new_horizon, upper_bound, stats)
+
+        def empty(b):
+            return _empty(RecordBatch(data, int(positions[b])))
+
+        output = filter_bulk(data, positions, bitmap, now, new_horizon, upper_bound, stats, filter_one, empty)
+    stats.bytes_written = len(output)
+    return output, stats
 
 
 def rewrite_range(
     snapshot: Snapshot, byte_range: ByteRange, bitmap: bytes | None, upper_bound: int, out_path: str | None
 ) -> RangeOutput:
     """Filter the range; write its surviving batches to `out_path` (None: a dry run)."""
-    parts, stats = filter_range(snapshot, byte_range, bitmap, upper_bound)
+    output, stats = filter_range(snapshot, byte_range, bitmap, upper_bound)
     if out_path is not None:
         with open(out_path, "wb") as f:
-            f.write(b"".join(parts))
+            f.write(output)
             f.flush()
             os.fsync(f.fileno())
     return stats

@@ -320,22 +320,3 @@ def test_result_json_follows_the_contract(tmp_path):
                                     "duration_s", "engine"}
     assert sorted(os.listdir(tmp_path / "cleaned")) == sorted(
         f"{o['file'][:-4]}{suffix}" for o in result["output_segments"] for suffix in (".log", ".index", ".timeindex"))
-
-
-@settings(max_examples=80, deadline=None)
-@given(
-    records=st.lists(
-        st.tuples(st.one_of(st.none(), st.binary(max_size=300)), st.one_of(st.none(), st.binary(max_size=300)),
-                  st.integers(0, 10**6), st.lists(st.tuples(st.text(max_size=3), st.none()), max_size=2)),
-        min_size=1, max_size=20),
-    base=st.integers(0, 2**40),
-)
-def test_the_key_walk_agrees_with_the_codec(records, base):
-    from seglog_spark.key_scan import batch_keys
-
-    builder = RecordBatchBuilder(base_offset=base)
-    for key, value, delta, headers in records:
-        builder.append(value, key, BASE_TIME_MS + delta, headers)
-    data = builder.build()
-    batch = RecordBatch(data)
-    assert batch_keys(batch, data) == [(r.offset, r.key) for r in batch.records()]
