@@ -15,6 +15,7 @@ __all__ = [
     "MAX_BLOCK_MS_DEFAULT",
     "MAX_IN_FLIGHT_REQUESTS_DEFAULT",
     "MAX_REQUEST_BYTES_DEFAULT",
+    "RETRIES_DEFAULT",
     "RETRY_BACKOFF_MS_DEFAULT",
     "ProducerConfig",
     "as_bytes",
@@ -33,6 +34,11 @@ MAX_REQUEST_BYTES_DEFAULT = 1024 * 1024
 MAX_IN_FLIGHT_REQUESTS_DEFAULT = 5
 MAX_BLOCK_MS_DEFAULT = 60_000
 RETRY_BACKOFF_MS_DEFAULT = 100
+# Retriable failures (the service restarting, a timeout, a full limit) are sent again this many
+# times. Safe by default because the producer is idempotent by default: a resent batch the
+# service already wrote is answered with its first offsets, never written twice. Kafka retries
+# without a count, bounded by delivery.timeout.ms; a count keeps a dead service's failure prompt.
+RETRIES_DEFAULT = 5
 
 
 @dataclass(frozen=True)
