@@ -46,6 +46,7 @@ from .log_results import (
     AppendInfo,
     FetchData,
     LogStatistics,
+    LogSummary,
 )
 from .log_segment import LogSegment, RollReason
 from .log_retention import (
@@ -958,6 +959,20 @@ class Log:
                 index_cold_lookup_count=cold,
                 loaded_recovered_segment_count=self._loaded_recovered_segment_count,
                 loaded_truncated_bytes=self._loaded_truncated_bytes,
+            )
+
+    def summary(self) -> LogSummary:
+        """The running figures a scrape reads per partition (no per-segment statistics)."""
+        with self._lock:
+            return LogSummary(
+                self._log_start_offset,
+                self._log_end_offset,
+                self._segments.size_in_bytes,
+                len(self._segments),
+                self._log_end_offset - self._recovery_point,
+                self._appended_bytes,
+                self._appended_record_count,
+                self._flush_count,
             )
 
     def run_locked(self, action: Callable[[LogSegments[LogSegment]], _T]) -> _T:
