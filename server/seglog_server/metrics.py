@@ -21,7 +21,10 @@ Bounded label sets: method x code, operation x phase, index x zone, path x kind 
 Per-partition series (offsets, size, segments, residency) are exported for at most
 ``partition_series_max`` partitions (in topic, partition order; 0 turns them off); the rest are
 counted in ``seglog_partition_series_omitted``. Per-topic series are capped the same way, the
-remainder summed under ``topic="_other"``.
+remainder summed under ``topic="_other"``. The per-partition figures come from the manager's
+``partition_summaries`` (``Log.summary()``: no per-segment work) and go out as ``GaugeBlock``s
+(metrics_text.py), which write their own exposition lines: a 10,000-partition scrape with every
+series costs about 100 ms (bench/bench_metrics_scrape.py).
 
 The offline cleaner's figures come through a hook (``cleaner_statistics()`` on the manager),
 exported when the manager offers it.

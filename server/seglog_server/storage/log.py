@@ -506,7 +506,9 @@ class Log:
 
     def _observe_read_age(self, offset: int, segment: LogSegment) -> None:
         """How far behind the log end this read starts: offsets, and bytes of log after it."""
-        later_bytes = sum(s.size_in_bytes for s in self._segments.higher_segments(segment.base_offset))
+        segments = self._segments
+        later_bytes = 0 if segment is segments.active else sum(
+            s.size_in_bytes for s in segments.higher_segments(segment.base_offset))
         behind_bytes = segment.size_in_bytes - segment.last_read_position + later_bytes
         OBSERVER.current.read_age(self._log_end_offset - offset, behind_bytes)
 
