@@ -118,16 +118,20 @@ def main() -> int:
             sizes: dict[int, int] = {}
             for _ in range(args.runs):
                 for cap, (metrics, server) in servers.items():
-                    address = server.address
-                    times[cap]["scrape"].append(timed(lambda: sizes.__setitem__(cap, scrape(address)), cpu[cap]["scrape"]))  # noqa: B023
-                    times[cap]["in-process"].append(timed(lambda: exposition(metrics.registry, PROMETHEUS_ACCEPT), cpu[cap]["in-process"]))  # noqa: B023
-                    times[cap]["before"].append(timed(lambda: before(metrics), cpu[cap]["before"]))  # noqa: B023
+                    actions = {  # each called at once, inside this iteration
+                        "scrape": lambda: sizes.__setitem__(cap, scrape(server.address)),  # noqa: B023
+                        "in-process": lambda: exposition(metrics.registry, PROMETHEUS_ACCEPT),  # noqa: B023
+                        "before": lambda: before(metrics),  # noqa: B023
+                    }
+                    for what, action in actions.items():
+                        times[cap][what].append(timed(action, cpu[cap][what]))
             load = os.getloadavg()
             for cap, figures in times.items():
                 shown = min(cap, args.partitions)
                 scrape_ms = statistics.median(figures["scrape"])
                 ratio = statistics.median(figures["before"]) / scrape_ms
-                print(f"per-partition series for {shown:>6} of {args.partitions} partitions ({sizes[cap] / 1024:.0f} KiB gzip):")
+                print(f"per-partition series for {shown:>6} of {args.partitions} partitions "
+                      f"({sizes[cap] / 1024:.0f} KiB gzip):")
                 print(f"    scrape     {summary(figures['scrape'])}, CPU {summary(cpu[cap]['scrape'])}  goal <= "
                       f"{GOAL_MS} ms: {'met' if scrape_ms <= GOAL_MS else 'NOT met'}")
                 print(f"    in-process {summary(figures['in-process'])}, CPU {summary(cpu[cap]['in-process'])}")
