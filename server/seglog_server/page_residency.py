@@ -43,9 +43,15 @@ def _load_libc() -> ctypes.CDLL | None:
 _LIBC = _load_libc()
 
 
-def resident_pages(path: str) -> bytes:
-    """One byte per page of ``path``: 1 when the page is in the page cache. Empty when the file
-    is empty, missing, or mincore is unavailable."""
+# mincore's vector byte -> its residency bit (the other bits are reserved), for bytes.translate.
+_RESIDENT_BIT = bytes(byte & 1 for byte in range(256))
+
+
+def resident_pages(path: str, bytes_max: int | None = None) -> bytes:
+    """One byte per page of ``path`` (of its first ``bytes_max`` bytes, when given): 1 when the
+    page is in the page cache. Empty when the file is empty, missing, or mincore is unavailable.
+    ``bytes_max`` keeps a preallocated index (10 MiB, a few entries used) to the pages asked
+    about: the mapping and the vector then cover those pages only."""
     if _LIBC is None:
         return b""
     try:
@@ -54,6 +60,8 @@ def resident_pages(path: str) -> bytes:
         return b""
     try:
         length = os.fstat(fd).st_size
+        if bytes_max is not None:
+            length = min(length, bytes_max)
         if length == 0:
             return b""
         address = _LIBC.mmap(None, length, _PROT_READ, _MAP_SHARED, fd, 0)
@@ -63,7 +71,7 @@ def resident_pages(path: str) -> bytes:
             vector = ctypes.create_string_buffer((length + PAGE_BYTES - 1) // PAGE_BYTES)
             if _LIBC.mincore(address, length, vector) != 0:
                 return b""
-            return bytes(byte & 1 for byte in vector.raw)
+            return vector.raw.translate(_RESIDENT_BIT)
         finally:
             _LIBC.munmap(address, length)
     finally:

@@ -367,11 +367,9 @@ class LogServicer(CleaningRpcs, StreamRpcs, pb_grpc.LogServiceServicer):
         ``inline_io_bytes_max`` raw bytes, or for any compressed batch (a few KiB may expand to
         the decompression cap), it runs on the pool, not on the event loop.
         """
-        if self.metrics is not None and data.records:
-            next_offset = conversions.next_offset_after(data.records, offset)
-            self.metrics.fetched(topic, next_offset - offset, len(data.records))
         if not decode:
-            return conversions.fetch_response_wire(topic, partition, offset, data)
+            return self._fetched(topic, offset, conversions.fetch_response_wire(topic, partition, offset, data),
+                                 len(data.records))
         budget_bytes = self._limits.response_bytes_max - RESPONSE_OVERHEAD_BYTES
         if len(data.records) > self._calls.inline_io_bytes_max or conversions.holds_compressed(data.records):
             decoded, kept_bytes = await self._calls.blocking(
@@ -380,7 +378,15 @@ class LogServicer(CleaningRpcs, StreamRpcs, pb_grpc.LogServiceServicer):
         else:
             decoded, kept_bytes = conversions.decode_batches(data.records, offset, budget_bytes)
         records = memoryview(data.records)[:kept_bytes]
-        return conversions.fetch_response_wire(topic, partition, offset, data, records, decoded)
+        return self._fetched(topic, offset, conversions.fetch_response_wire(
+            topic, partition, offset, data, records, decoded), kept_bytes)
+
+    def _fetched(self, topic: str, offset: int, response: tuple[bytes, int], size_bytes: int) -> tuple[bytes, int]:
+        """Counts the records a response sends, from the next offset it carries (one walk of
+        the batches for the response and the metrics both)."""
+        if self.metrics is not None and size_bytes:
+            self.metrics.fetched(topic, response[1] - offset, size_bytes)
+        return response
 
     def _fetch_bytes(self, max_bytes: int) -> int:
         validation.check_non_negative("max_bytes", max_bytes)

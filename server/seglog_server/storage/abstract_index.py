@@ -65,7 +65,7 @@ from seglog_server.storage.index_search import (
     recording,
     slot_and_zone_for,
 )
-from seglog_server.storage.observer import OBSERVER, page_of
+from seglog_server.storage.observer import OBSERVER, PAGE_BYTES, page_of
 
 __all__ = [
     "DEFAULT_MAX_INDEX_BYTES",
@@ -367,7 +367,8 @@ class AbstractIndex:
             return slot, zone
         slot, zone, probed_slots = self._recorded_search_locked(target, field, bound)
         self._lookup_counts[zone] += 1
-        observer.index_lookup(self.LABEL, zone.value, len(self._pages_of(probed_slots, field)))
+        # ``_value_``: an Enum's ``value`` is a Python-level property, hashing one a Python call.
+        observer.index_lookup(self.LABEL, zone._value_, self._page_count(probed_slots, field))
         return slot, zone
 
     def _recorded_search_locked(
@@ -397,6 +398,13 @@ class AbstractIndex:
         return IndexSearchExplanation(
             self._path, self.LABEL, self._entry_count, zone, slot, tuple(probed_slots), tuple(pages)
         )
+
+    @staticmethod
+    def _page_count(probed_slots: list[int], field: EntryField) -> int:
+        """How many distinct index pages the probes read (what the observer counts on every
+        observed lookup: one set, no call per probe)."""
+        entry_bytes, at = field.entry_bytes, field.field_offset
+        return len({(slot * entry_bytes + at) // PAGE_BYTES for slot in probed_slots})
 
     @staticmethod
     def _pages_of(probed_slots: list[int], field: EntryField) -> list[int]:

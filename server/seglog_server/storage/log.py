@@ -48,6 +48,7 @@ from .log_results import (
     AppendInfo,
     FetchData,
     LogStatistics,
+    LogSummary,
 )
 from .log_segment import LogSegment, RollReason
 from .log_retention import (
@@ -572,7 +573,9 @@ class Log:
 
     def _observe_read_age(self, offset: int, segment: LogSegment) -> None:
         """How far behind the log end this read starts: offsets, and bytes of log after it."""
-        later_bytes = sum(s.size_in_bytes for s in self._segments.higher_segments(segment.base_offset))
+        segments = self._segments
+        later_bytes = 0 if segment is segments.active else sum(
+            s.size_in_bytes for s in segments.higher_segments(segment.base_offset))
         behind_bytes = segment.size_in_bytes - segment.last_read_position + later_bytes
         OBSERVER.current.read_age(self._log_end_offset - offset, behind_bytes)
 
@@ -1038,6 +1041,20 @@ class Log:
                 index_cold_lookup_count=cold,
                 loaded_recovered_segment_count=self._loaded_recovered_segment_count,
                 loaded_truncated_bytes=self._loaded_truncated_bytes,
+            )
+
+    def summary(self) -> LogSummary:
+        """The running figures a scrape reads per partition (no per-segment statistics)."""
+        with self._lock:
+            return LogSummary(
+                self._log_start_offset,
+                self._log_end_offset,
+                self._segments.size_in_bytes,
+                len(self._segments),
+                self._log_end_offset - self._recovery_point,
+                self._appended_bytes,
+                self._appended_record_count,
+                self._flush_count,
             )
 
     def run_locked(self, action: Callable[[LogSegments[LogSegment]], _T]) -> _T:

@@ -10,7 +10,7 @@ import os
 import resource
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .log_config import LogConfig
 from .open_segments import OpenSegmentsStatistics
@@ -26,6 +26,7 @@ __all__ = [
     "LogManagerStatistics",
     "PartitionDescription",
     "PartitionStatistics",
+    "PartitionSummary",
     "RecoveryStatistics",
     "TopicDescription",
     "build_statistics",
@@ -114,10 +115,30 @@ class PartitionStatistics:
     log: Any  # the Log's own LogStatistics
 
 
+class PartitionSummary(NamedTuple):
+    """One online partition's ``Log.summary()`` (``LogSummary``'s fields, after its name and
+    directory): what a scrape reads per partition. One flat tuple: a scrape holds 10,000 of
+    these at once, and every container alive across it brings the next full GC nearer."""
+
+    topic: str
+    partition: int
+    log_dir: str
+    log_start_offset: int
+    log_end_offset: int
+    size_bytes: int
+    segment_count: int
+    unflushed_record_count: int
+    appended_bytes: int
+    appended_record_count: int
+    flush_count: int
+
+
 @dataclass(frozen=True)
 class LogManagerStatistics:
     state: str  # "new", "starting", "running", "stopping", "stopped", "halted"
     log_dirs: tuple[LogDirStatistics, ...]
+    # Every online partition's full statistics, by (topic, partition); empty when asked for
+    # without them (``statistics(partition_detail=False)``, what /metrics reads).
     partitions: tuple[PartitionStatistics, ...]
     # totals
     topic_count: int
@@ -155,6 +176,8 @@ class LogManagerStatistics:
     released_segment_total: int = 0  # segments made to give back their handles
     descriptors_in_use: int = -1  # the process's open descriptors (/proc/self/fd), -1: unknown
     descriptor_limit: int = -1  # RLIMIT_NOFILE (soft), -1: unlimited
+    # Every online partition's running figures, by (topic, partition): always there and cheap.
+    partition_summaries: tuple[PartitionSummary, ...] = ()
 
 
 @dataclass
@@ -188,16 +211,20 @@ def build_statistics(
     registry: TopicRegistry,
     counters: LogManagerCounters,
     open_segments: OpenSegmentsStatistics | None = None,
+    *,
+    partition_detail: bool = True,
 ) -> LogManagerStatistics:
-    partitions = sorted(registry.all_partitions(), key=lambda item: item[0])
+    partitions = sorted(registry.all_partitions(), key=_by_topic_partition)
     topic_count, offline_count, offline_by_dir = registry.counts()
+    summaries = tuple(
+        PartitionSummary(tp.topic, tp.partition, p.log_dir.path, *p.log.summary()) for tp, p in partitions
+    )
     per_partition = tuple(
         PartitionStatistics(tp.topic, tp.partition, p.log_dir.path, p.log.statistics())
         for tp, p in partitions
-    )
-    sizes = {tp: (p.log.size_in_bytes, p.log.segment_count) for tp, p in partitions}
+    ) if partition_detail else ()
     dirs = tuple(
-        _dir_statistics(d, partitions, sizes, offline_by_dir.get(d, 0), counters) for d in log_dirs
+        _dir_statistics(d, summaries, offline_by_dir.get(d, 0), counters) for d in log_dirs
     )
     c = counters
     return LogManagerStatistics(
@@ -208,8 +235,8 @@ def build_statistics(
         partition_count=len(partitions),
         offline_partition_count=offline_count,
         offline_log_dir_count=sum(1 for d in log_dirs if not d.online),
-        size_bytes=sum(size for size, _ in sizes.values()),
-        segment_count=sum(count for _, count in sizes.values()),
+        size_bytes=sum(s.size_bytes for s in summaries),
+        segment_count=sum(s.segment_count for s in summaries),
         startup_duration_ms=c.startup_duration_ms,
         logs_loaded_count=c.logs_loaded,
         logs_recovered_count=c.logs_recovered,
@@ -230,7 +257,12 @@ def build_statistics(
         topics_deleted_total=c.topics_deleted,
         delete_dirs_removed_total=c.delete_dirs_removed,
         **_descriptor_fields(open_segments),
+        partition_summaries=summaries,
     )
+
+
+def _by_topic_partition(item: tuple[TopicPartition, PartitionEntry]) -> TopicPartition:
+    return item[0]
 
 
 def _descriptor_fields(open_segments: OpenSegmentsStatistics | None) -> dict[str, int]:
@@ -260,12 +292,12 @@ def descriptor_limit() -> int:
 
 def _dir_statistics(
     log_dir: LogDir,
-    partitions: list[tuple[TopicPartition, PartitionEntry]],
-    sizes: dict[TopicPartition, tuple[int, int]],
+    summaries: Sequence[PartitionSummary],
     offline_count: int,
     counters: LogManagerCounters,
 ) -> LogDirStatistics:
-    mine = [tp for tp, p in partitions if p.log_dir is log_dir]
+    path = log_dir.path  # unique among the manager's directories (checked at construction)
+    mine = [s for s in summaries if s.log_dir == path]
     return LogDirStatistics(
         path=log_dir.path,
         online=log_dir.online,
@@ -274,8 +306,8 @@ def _dir_statistics(
         load_completed=log_dir.load_completed,
         partition_count=len(mine),
         offline_partition_count=offline_count,
-        size_bytes=sum(sizes[tp][0] for tp in mine),
-        segment_count=sum(sizes[tp][1] for tp in mine),
+        size_bytes=sum(s.size_bytes for s in mine),
+        segment_count=sum(s.segment_count for s in mine),
         pending_delete_dir_count=len(log_dir.pending_delete_dirs),
         ignored_entry_count=len(log_dir.ignored_entries),
         checkpoint_read_error_count=log_dir.checkpoint_read_error_count,

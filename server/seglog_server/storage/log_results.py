@@ -17,6 +17,7 @@ __all__ = [
     "AppendInfo",
     "FetchData",
     "LogStatistics",
+    "LogSummary",
     "TimestampAndOffset",
 ]
 
@@ -46,6 +47,25 @@ class FetchData(NamedTuple):
     high_watermark: int
     log_start_offset: int
     log_end_offset: int
+
+
+class LogSummary(NamedTuple):
+    """The few running figures of one log a /metrics scrape reads for every partition.
+
+    ``Log.statistics()`` asks every segment and both its indexes for their statistics and builds
+    a 25-field frozen dataclass, about 25 us a log: a scrape of 10,000 partitions cannot afford
+    that. These come from counters the log keeps as it appends, flushes and deletes, and from the
+    sizes its segments cache, so reading them is one lock and one tuple (a microsecond or two).
+    A NamedTuple for the same reason as ``AppendInfo``."""
+
+    log_start_offset: int
+    log_end_offset: int
+    size_bytes: int
+    segment_count: int
+    unflushed_record_count: int  # log end offset - recovery point
+    appended_bytes: int
+    appended_record_count: int
+    flush_count: int
 
 
 @dataclass(frozen=True)

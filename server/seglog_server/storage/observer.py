@@ -105,13 +105,18 @@ class Stopwatch:
         self._last = now
 
     def mark_faults(self) -> None:
-        self._faults = page_faults()
+        usage = _getrusage(_RUSAGE_THREAD)
+        self._faults = (usage.ru_minflt, usage.ru_majflt)
 
     def faults(self, path: str) -> None:
-        """Reports the faults since ``mark_faults`` (or the previous ``faults``) as ``path``."""
-        minor, major = page_faults()
-        self._observer.page_faults(path, minor - self._faults[0], major - self._faults[1])
-        self._faults = (minor, major)
+        """Reports the faults since ``mark_faults`` (or the previous ``faults``) as ``path``;
+        nothing when there were none (most operations: the observer call is saved)."""
+        usage = _getrusage(_RUSAGE_THREAD)
+        minor, major = usage.ru_minflt, usage.ru_majflt
+        last_minor, last_major = self._faults
+        if minor != last_minor or major != last_major:
+            self._observer.page_faults(path, minor - last_minor, major - last_major)
+            self._faults = (minor, major)
 
 
 class _IdleStopwatch:
@@ -150,3 +155,4 @@ def page_of(byte_position: int) -> int:
 
 # RUSAGE_THREAD is Linux's; elsewhere the process figures stand in (they include other threads).
 _RUSAGE_THREAD = getattr(resource, "RUSAGE_THREAD", resource.RUSAGE_SELF)
+_getrusage = resource.getrusage

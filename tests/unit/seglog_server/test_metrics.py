@@ -90,7 +90,9 @@ def test_residency_is_sampled_at_most_once_per_interval(tmp_path):
         now[0] = 5.0
         age = samples_of(metrics)["seglog_index_residency_sample_age_seconds"][0].value
         assert age == 5.0  # the same sample, five seconds old
-        now[0] = 11.0
+        now[0] = 11.0  # stale: this scrape answers with the old sample and starts a new one
+        assert samples_of(metrics)["seglog_index_residency_sample_age_seconds"][0].value == 11.0
+        metrics.wait_residency_sampled(timeout_s=30)
         assert samples_of(metrics)["seglog_index_residency_sample_age_seconds"][0].value == 0.0
     finally:
         manager.shutdown()
