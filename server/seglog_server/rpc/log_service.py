@@ -322,7 +322,7 @@ class LogServicer(CleaningRpcs, pb_grpc.LogServiceServicer):
         if max_bytes <= probe_bytes or probe_bytes == 0:
             return await self._log_call(log, max_bytes, log.read, offset, max_bytes)
         data = await self._log_call(log, 0, self._probe, log, offset, probe_bytes)
-        if conversions.next_offset_after(data.records, offset) >= data.high_watermark:
+        if conversions.fetch_next_offset(data, offset) >= data.high_watermark:
             return data
         return await self._log_call(log, _BLOCKING, log.read, offset, max_bytes)
 
@@ -355,7 +355,7 @@ class LogServicer(CleaningRpcs, pb_grpc.LogServiceServicer):
         the decompression cap), it runs on the pool, not on the event loop.
         """
         if self.metrics is not None and data.records:
-            next_offset = conversions.next_offset_after(data.records, offset)
+            next_offset = conversions.fetch_next_offset(data, offset)
             self.metrics.fetched(topic, next_offset - offset, len(data.records))
         if not decode:
             return conversions.fetch_response_wire(topic, partition, offset, data)

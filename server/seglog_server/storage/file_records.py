@@ -415,8 +415,20 @@ class FileRecords:
                 chunk, position - chunk_start, end - chunk_start, region_end=end - chunk_start, origin=chunk_start,
                 torn_tail_ok=False, offset_min=offset_min, offset_limit=offset_limit,
             )
+            if offset_min is not None:  # the common case: one tight loop (the rules' fast path)
+                found = walk.seek(target_offset, target_timestamp)
+                if found >= 0:
+                    fields = HEADER.unpack_from(chunk, found)
+                    header = BatchHeader(
+                        chunk_start + found,
+                        fields[f_base],
+                        fields[f_length] + LOG_OVERHEAD,
+                        fields[f_base] + fields[f_delta],
+                        fields[f_max_timestamp],
+                    )
+                    return header, chunk, found
             with self._corruption_named():
-                for offset_in_chunk, fields in walk:
+                for offset_in_chunk, fields in walk:  # from where seek stopped: the rules
                     last_offset = fields[f_base] + fields[f_delta]
                     if last_offset >= target_offset and fields[f_max_timestamp] >= target_timestamp:
                         header = BatchHeader(
