@@ -27,6 +27,9 @@ The cases (what produce, Fetch and the lookups cost per call):
 - ``position_of``: ``Log.position_of`` of a random offset (two-level offset lookup)
 - ``offset_for_time``: ``Log.offset_for_timestamp`` of a random timestamp
 - ``next_offset_1mib``: ``rpc.conversions.next_offset_after`` over a 1 MiB read (Fetch's walk)
+- ``fetch_1mib``: what a Fetch of 1 MiB costs past the RPC layer: ``Log.read`` and
+  ``rpc.conversions.fetch_response_wire`` (the next offset: walked again in the old tree, taken
+  from the read's checking walk in the new one)
 - ``recover_4mib``: ``LogSegment.recover`` of a 4 MiB segment (CRC and index rebuild)
 """
 
@@ -57,9 +60,12 @@ LOOPS = {
     "position_of": 2000,
     "offset_for_time": 1000,
     "next_offset_1mib": 50,
+    "fetch_1mib": 30,
     "recover_4mib": 1,
 }
 CASES = tuple(LOOPS)
+# Instruction counts need fewer calls: callgrind runs some 50 times slower.
+CALLGRIND_DEFAULT = "validate_10,validate_1000,append_10,read_16kib,read_1mib,position_of,offset_for_time,fetch_1mib"
 
 
 # -- the worker: runs in the tree under test ---------------------------------------------------
@@ -83,7 +89,8 @@ class Worker:
         self._small = self._batch(10, 80, 0)
         self._big = self._batch(1000, 100, 0)
         self._log = None
-        if {"append_10", "read_1mib", "read_16kib", "position_of", "offset_for_time", "next_offset_1mib"} & set(cases):
+        if {"append_10", "read_1mib", "read_16kib", "position_of", "offset_for_time", "next_offset_1mib",
+                "fetch_1mib"} & set(cases):
             self._log = self._open_log("read")
             for index in range(LOG_BATCHES):
                 self._log.append(self._batch(10, 80, index * 10))
@@ -130,6 +137,14 @@ class Worker:
             from seglog_server.rpc import conversions
 
             return lambda: conversions.next_offset_after(self._one_mib, 0)
+        if case == "fetch_1mib":
+            from seglog_server.rpc import conversions
+
+            def fetch():
+                offset = self._next(self._offsets)
+                return conversions.fetch_response_wire("t", 0, offset, log.read(offset, 1024 * 1024))
+
+            return fetch
         if case == "recover_4mib":
             return self._sealed.recover
         raise ValueError(f"unknown case {case}")
@@ -144,21 +159,33 @@ class Worker:
         return (time.process_time() - start) / loops * 1e6
 
 
+    def close(self) -> None:
+        if self._log is not None:
+            self._log.close()
+        shutil.rmtree(self._tmp, ignore_errors=True)
+
+
 def worker_main(cases: list[str]) -> None:
     """Answers ``case loops`` lines on stdin with µs per call, one line each."""
     worker = Worker(cases)
-    print("ready", flush=True)
-    for line in sys.stdin:
-        case, loops = line.split()
-        print(f"{worker.run(case, int(loops)):.4f}", flush=True)
+    try:
+        print("ready", flush=True)
+        for line in sys.stdin:
+            case, loops = line.split()
+            print(f"{worker.run(case, int(loops)):.4f}", flush=True)
+    finally:
+        worker.close()
 
 
 def oneshot_main(case: str, loops: int) -> None:
     """Set-up, then ``loops`` calls of ``case`` (for callgrind: no timing, no warm-up call)."""
     worker = Worker([case])
-    fn = worker.call(case)
-    for _ in range(loops):
-        fn()
+    try:
+        fn = worker.call(case)
+        for _ in range(loops):
+            fn()
+    finally:
+        worker.close()
 
 
 # -- the driver --------------------------------------------------------------------------------
@@ -211,11 +238,13 @@ def interleaved(old_tree: str, new_tree: str, cases: list[str], rounds: int, sca
 def _instructions(tree: str, case: str, loops: int) -> int:
     with tempfile.TemporaryDirectory() as out:
         path = os.path.join(out, "callgrind.out")
-        subprocess.run(
+        done = subprocess.run(
             ["valgrind", "--tool=callgrind", f"--callgrind-out-file={path}", sys.executable,
              os.path.abspath(__file__), "--oneshot", case, str(loops)],
-            env=_tree_env(tree), cwd=tree, check=True, capture_output=True,
+            env=dict(_tree_env(tree), PYTHONHASHSEED="0"), cwd=tree, capture_output=True, text=True,
         )
+        if done.returncode != 0:
+            raise RuntimeError(f"callgrind run of {case} in {tree} failed: {done.stderr[-2000:]}")
         with open(path) as file:
             for line in file:
                 if line.startswith("summary:") or line.startswith("totals:"):
@@ -243,6 +272,7 @@ def main() -> None:
     parser.add_argument("--scale", type=float, default=1.0, help="multiplies the calls per timing")
     parser.add_argument("--cases", default=",".join(CASES))
     parser.add_argument("--callgrind", action="store_true", help="also count instructions per call")
+    parser.add_argument("--callgrind-cases", default=CALLGRIND_DEFAULT)
     parser.add_argument("--callgrind-scale", type=float, default=0.1)
     parser.add_argument("--json", help="write the raw figures here")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
@@ -256,7 +286,8 @@ def main() -> None:
     old_tree = args.old_tree or _export(args.old_commit)
     try:
         times = interleaved(old_tree, ROOT, cases, args.rounds, args.scale)
-        counts = callgrind(old_tree, ROOT, cases, args.callgrind_scale) if args.callgrind else {}
+        counted = [case for case in args.callgrind_cases.split(",") if case in cases]
+        counts = callgrind(old_tree, ROOT, counted, args.callgrind_scale) if args.callgrind else {}
     finally:
         if args.old_tree is None:
             shutil.rmtree(old_tree, ignore_errors=True)

@@ -53,7 +53,7 @@ from .header import (
 )
 from .header_patch import set_max_timestamp, set_partition_leader_epoch
 from .record import Record
-from .walk import BatchStop, BatchWalk, walk_records
+from .walk import BatchStop, BatchWalk, vouch_batches, walk_records
 from .walk_fast import NONE_REACHING, first_record_reaching, records_max_timestamp_delta
 
 __all__ = [
@@ -101,5 +101,6 @@ __all__ = [
     "records_max_timestamp_delta",
     "set_max_timestamp",
     "set_partition_leader_epoch",
+    "vouch_batches",
     "walk_records",
 ]

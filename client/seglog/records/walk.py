@@ -55,7 +55,7 @@ from .header import (
 )
 from .varint import ZIGZAG_DECODE, decode_varint, decode_varlong
 
-__all__ = ["BatchStop", "BatchWalk", "walk_records"]
+__all__ = ["BatchStop", "BatchWalk", "vouch_batches", "walk_records"]
 
 _unpack = HEADER.unpack_from
 _INT64_MAX = (1 << 63) - 1
@@ -177,31 +177,13 @@ class BatchWalk:
         return self._vouch(self._region_end, target_offset, target_timestamp)
 
     def _vouch(self, batch_end_max: int, target_offset: int, target_timestamp: int) -> int:
-        """skip and seek: the header checks of ``__iter__`` in one tight loop. The offset limit
-        is checked once, after the loop (last offsets only grow): when the last batch passed
-        breaks it, the walk does not move at all and the iteration finds the first that does."""
+        """skip and seek: ``vouch_batches`` from where the walk stands."""
         assert self._offset_min is not None, "the fast loops check offsets: give offset_min"
         assert batch_end_max <= self._region_end
-        buffer, unpack, v2_min, overhead = self._buffer, _CHECKED.unpack_from, V2_BATCH_LENGTH_MIN, LOG_OVERHEAD
-        position = self.position
-        next_offset = self.last_offset + 1
-        header_last = min(self._end, batch_end_max) - RECORD_BATCH_OVERHEAD  # the last header start
-        found = -1
-        while position <= header_last:
-            base_offset, length, magic, delta, max_timestamp = unpack(buffer, position)
-            batch_end = position + overhead + length
-            last_offset = base_offset + delta
-            if length < v2_min or batch_end > batch_end_max or magic != MAGIC or base_offset < next_offset or delta < 0:
-                break
-            if last_offset >= target_offset and max_timestamp >= target_timestamp:
-                if last_offset >= self._offset_limit:
-                    return -1
-                found = position
-                break
-            next_offset = last_offset + 1
-            position = batch_end
-        if next_offset > self._offset_limit:  # some batch passed ends at or past the limit
-            return -1
+        found, position, next_offset, _ = vouch_batches(
+            self._buffer, self.position, min(self._end, batch_end_max), batch_end_max, self.last_offset + 1,
+            self._offset_limit, target_offset, target_timestamp,
+        )
         self.position, self.last_offset = position, next_offset - 1
         return found
 
@@ -241,6 +223,49 @@ class BatchWalk:
         else:
             found = f"last offset {base_offset + delta}, expected below {self._offset_limit}"
         raise CorruptRecordError(f"Corrupt header of {self._where(position)}: {found}")
+
+
+def vouch_batches(
+    buffer,
+    position: int,
+    end: int,
+    batch_end_max: int,
+    next_offset: int,
+    offset_limit: int,
+    target_offset: int = _NEVER,
+    target_timestamp: int = _NEVER,
+) -> tuple[int, int, int, tuple | None]:
+    """The header checks of an offset-checked ``BatchWalk`` iteration in one tight loop, from
+    ``position`` over the batches whose headers lie before ``end`` (in the buffer) and which
+    end at or before ``batch_end_max`` (in the region), up to the first with a last offset >=
+    ``target_offset`` and a maxTimestamp >= ``target_timestamp``.
+
+    Returns (found, position, next_offset, fields): ``found`` the position of that batch (-1
+    when the loop stopped first: at a batch it cannot vouch for, or at ``end``), ``position``
+    and ``next_offset`` where an iteration goes on from (``BatchWalk(..., position,
+    offset_min=next_offset)``), and the found batch's (baseOffset, length, magic,
+    lastOffsetDelta, maxTimestamp). The offset limit is checked once, after the loop (last
+    offsets only grow): when a batch passed breaks it, nothing is vouched for (the iteration
+    from the start finds the first that does)."""
+    start, start_next_offset = position, next_offset
+    unpack, v2_min, overhead = _CHECKED.unpack_from, V2_BATCH_LENGTH_MIN, LOG_OVERHEAD
+    header_last = end - RECORD_BATCH_OVERHEAD  # the last position a header may start at
+    while position <= header_last:
+        fields = unpack(buffer, position)
+        base_offset, length, magic, delta, max_timestamp = fields
+        batch_end = position + overhead + length
+        last_offset = base_offset + delta
+        if length < v2_min or batch_end > batch_end_max or magic != MAGIC or base_offset < next_offset or delta < 0:
+            break
+        if last_offset >= target_offset and max_timestamp >= target_timestamp:
+            if last_offset >= offset_limit:
+                return -1, start, start_next_offset, None
+            return position, position, next_offset, fields
+        next_offset = last_offset + 1
+        position = batch_end
+    if next_offset > offset_limit:  # some batch passed ends at or past the limit
+        return -1, start, start_next_offset, None
+    return -1, position, next_offset, None
 
 
 # -- records --------------------------------------------------------------------------------

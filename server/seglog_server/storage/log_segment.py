@@ -48,6 +48,7 @@ _LOG = logging.getLogger(__name__)
 _BASE_OFFSET = struct.Struct(">q")  # the batch's first field, rewritten when offsets are assigned
 # No next segment: every int64 offset is below this.
 _OFFSET_LIMIT = 2**63 - 1
+_new_tuple = tuple.__new__
 _NO_TIMESTAMP = -1
 _UNKNOWN = object()  # a cached answer not computed yet
 _SCAN_SLACK_BYTES = 2048  # room for the batch straddling the interval's end and its header
@@ -407,7 +408,8 @@ class LogSegment:
     def offset_bounds(self, offset_limit: int | None = None) -> OffsetBounds:
         """The offsets this segment's batches may hold: [base offset, ``offset_limit``), the
         next segment's base offset (no upper bound for the last segment)."""
-        return OffsetBounds(self._base_offset, _OFFSET_LIMIT if offset_limit is None else offset_limit)
+        # tuple.__new__: OffsetBounds(...) without its Python-level __new__ (once per read and lookup)
+        return _new_tuple(OffsetBounds, (self._base_offset, _OFFSET_LIMIT if offset_limit is None else offset_limit))
 
     def translate_offset(
         self, offset: int, starting_position: int = 0, offset_limit: int | None = None
