@@ -350,3 +350,14 @@ def test_skip_and_seek_vouch_for_a_sound_log(log):
     assert _walk(data, len(data), 0, 2**63 - 1).seek(last[0] + last[6], 0) == _iterate(
         _walk(data, len(data), 0, 2**63 - 1)
     )[0][-1]
+
+
+def test_skip_stops_at_a_negative_last_offset_delta_and_the_iteration_names_it():
+    data = bytearray(log_of([3, 4, 5], [0]))
+    second = HEADER.unpack_from(data, 0)[1] + LOG_OVERHEAD
+    struct.pack_into(">i", data, second + 23, -1)  # lastOffsetDelta of the second batch
+    walk = _walk(bytes(data), len(data), 0, 2**63 - 1)
+    walk.skip()
+    assert walk.position == second
+    positions, outcome, _, _ = _iterate(walk)
+    assert positions == [] and "lastOffsetDelta -1" in outcome
