@@ -366,7 +366,8 @@ class LogServicer(CleaningRpcs, pb_grpc.LogServiceServicer):
             )
         else:
             decoded, kept_bytes = conversions.decode_batches(data.records, offset, budget_bytes)
-        records = memoryview(data.records)[:kept_bytes]
+        # All of the read kept: its next offset is the one the read's checking walk found.
+        records = None if kept_bytes == len(data.records) else memoryview(data.records)[:kept_bytes]
         return conversions.fetch_response_wire(topic, partition, offset, data, records, decoded)
 
     def _fetch_bytes(self, max_bytes: int) -> int:
