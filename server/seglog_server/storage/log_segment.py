@@ -23,7 +23,7 @@ import struct
 from collections.abc import Iterator
 from typing import NamedTuple
 
-from seglog.records import LOG_OVERHEAD, BatchWalk
+from seglog.records import LOG_OVERHEAD, BatchWalk, vouch_batches
 from seglog.records import CodecError as _CodecError
 
 from . import file_names
@@ -486,13 +486,20 @@ class LogSegment:
         """The length of the whole batches at the start of ``data`` (read from ``first.position``,
         ``region_bytes`` before the end of the segment), each checked by the bounded walk, and
         the offset after the last of them."""
+        size, offset_limit = len(data), bounds.offset_limit
+        # The batches whole in ``data``, in one tight loop; then the common end: one batch cut
+        # by max_bytes whose header passes and whose length stays inside the segment.
+        _, position, next_offset, _ = vouch_batches(data, 0, size, size, first.base_offset, offset_limit)
+        if position == size:
+            return size, next_offset
+        _, beyond, _, _ = vouch_batches(data, position, size, region_bytes, next_offset, offset_limit)
+        if beyond > size:
+            return position, next_offset
+        # Anything else (a lie, a header cut short) by the rules, from there.
         walk = BatchWalk(
-            data, region_end=region_bytes, origin=first.position, torn_tail_ok=False,
-            offset_min=first.base_offset, offset_limit=bounds.offset_limit,
+            data, position, region_end=region_bytes, origin=first.position, torn_tail_ok=False,
+            offset_min=next_offset, offset_limit=offset_limit,
         )
-        size = len(data)
-        walk.skip(size)  # the batches whole in ``data``, in one tight loop
-        next_offset = walk.last_offset + 1
         try:
             for position, fields in walk:  # the rest by the rules: a batch cut by max_bytes, or a lie
                 if position + fields[HeaderField.LENGTH] + LOG_OVERHEAD > size:
