@@ -506,10 +506,27 @@ class LogSegment:
                     return position, next_offset  # cut by max_bytes: the batch is whole in the segment
                 next_offset = fields[HeaderField.BASE_OFFSET] + fields[HeaderField.LAST_OFFSET_DELTA] + 1
         except _CodecError as exc:
-            if walk.position > 0:
-                return walk.position, next_offset  # serve the good batches; the next read starts at the bad one
+            served = walk.position
+            if 0 < served and served + 8 <= size and _BASE_OFFSET.unpack_from(data, served)[0] < next_offset:
+                # Offsets that do not rise: this batch or the one before it lies (the CRC does not
+                # cover the base offset), and which one cannot be told. Serving the one before
+                # could skip offsets (a first batch rotted upwards claims the next one's offsets),
+                # so it is held back too: the read that starts at it answers DATA_LOSS.
+                served, next_offset = self._without_last_batch(data, served, first)
+            if served > 0:
+                return served, next_offset  # serve the good batches; the next read starts at the bad one
             raise CorruptRecordError(f"{self._log.path}: {exc}") from exc
         return walk.position, next_offset
+
+    @staticmethod
+    def _without_last_batch(data: bytes, served: int, first: BatchHeader) -> tuple[int, int]:
+        """The length of the batches of ``data[:served]`` (already checked) before its last one,
+        and the offset after them."""
+        last_start, before_last, next_offset = 0, first.base_offset, first.base_offset
+        for position, fields in BatchWalk(data, 0, served, torn_tail_ok=False):
+            last_start, before_last = position, next_offset
+            next_offset = fields[HeaderField.BASE_OFFSET] + fields[HeaderField.LAST_OFFSET_DELTA] + 1
+        return last_start, before_last
 
     def read_next_offset(self) -> int:
         """The offset the next batch appended here would get (scans from the last index entry)."""

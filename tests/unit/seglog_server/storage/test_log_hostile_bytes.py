@@ -14,7 +14,7 @@ import os
 import struct
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import example, HealthCheck, given, settings
 from hypothesis import strategies as st
 from log_test_support import NOW_MS, batch, config, open_log
 
@@ -121,6 +121,9 @@ def test_a_rotted_base_offset_is_data_loss_not_served(tmp_path, clock, rotted):
     field=st.sampled_from(["length", "base_offset"]),
     value=st.one_of(st.integers(-(2**31), 2**31 - 1), st.sampled_from([-12, 0, 49, 61, 2**31 - 1])),
 )
+# Found in CI: the first batch of a segment rotted to claim a higher base offset (inside the
+# segment's range, overlapping the next batch) was served, and the offsets below it skipped.
+@example(victim=0, field="base_offset", value=5)
 def test_a_consumer_sees_every_offset_once_in_order_or_data_loss(tmp_path_factory, victim, field, value):
     directory = tmp_path_factory.mktemp("hostile")
     log = filled_log(directory, FakeClock(NOW_MS), batch_count=30)
