@@ -117,8 +117,9 @@ class Stopwatch:
     ``phase``: one clock read per phase boundary, shared by the phases either side of it.
     ``mark_faults()`` (or ``restart(mark_faults=True)``) then ``faults(path)`` report the faults
     taken in between, and a further ``faults(other_path)`` those since; ``lap_faults(phase,
-    path)`` is ``lap`` then ``faults`` in one call. getrusage costs 2-3 us here: one call per
-    boundary. With the observer's ``phase_histograms`` a lap is counted inline (no call).
+    path)`` is ``lap`` then ``faults`` in one call. getrusage costs about 0.3 us of CPU here (a
+    system call and a 16-field result): one call per boundary, never skipped, so the fault counts
+    stay exact. With the observer's ``phase_histograms`` a lap is counted inline (no call).
     """
 
     __slots__ = ("_histograms", "_last", "_major", "_minor", "_observer", "_operation")
