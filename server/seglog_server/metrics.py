@@ -13,7 +13,10 @@ Two kinds of figures, one collector (``SeglogCollector``), one registry per serv
 The per-operation instruments are ``_Histogram`` and plain dict counters rather than
 prometheus_client's own: on the fetch path about eight observations are made per request, and a
 bisect plus a list increment costs a fraction of a locked ``Histogram.labels(...).observe``
-(bench/bench_metrics_cost.py measures the whole cost against metrics off). They take no lock:
+(bench/bench_metrics_cost.py measures the whole cost against metrics off). The storage's
+stopwatches count their laps straight into the phase histograms (``phase_histograms``, one dict
+lookup a lap, no call), and children are found by plain string keys, never by a tuple built per
+observation. They take no lock:
 under the GIL two threads incrementing the same bucket at the same instant can, very rarely, lose
 one count; a count never goes backwards.
 
