@@ -157,6 +157,12 @@ def _run(args: argparse.Namespace) -> int:
     if args.map_bytes is not None and args.map_bytes < 24:
         raise CliError(f"--map-bytes must hold at least one 24-byte entry, got {args.map_bytes}")
     job = make_job(args.engine, args.master)
+    # An in-process Spark starts its JVM (a fork and exec) before any gRPC channel exists: a fork
+    # while gRPC's threads run skips gRPC's fork handlers, and the JVM launch failed that way
+    # under load (JAVA_GATEWAY_EXITED).
+    start = getattr(job, "start", None)
+    if start is not None:
+        start()
     number = 0
     failed = False
     with Admin(server_of(args)) as admin:
@@ -293,13 +299,16 @@ class SparkLocalJob:
         self._master = master
         self._spark: Any = None
 
-    def clean(self, snapshot_dir: str, *, map_bytes: int | None, dry_run: bool) -> dict[str, Any]:
-        from seglog_spark import job
-
+    def start(self) -> None:
         if self._spark is None:
             from seglog_spark.session import build_session
 
             self._spark = build_session(self._master, app_name="seglog-cleaner")
+
+    def clean(self, snapshot_dir: str, *, map_bytes: int | None, dry_run: bool) -> dict[str, Any]:
+        from seglog_spark import job
+
+        self.start()
         options = {} if map_bytes is None else {"map_bytes": map_bytes}
         return dict(job.clean_snapshot(self._spark, snapshot_dir, dry_run=dry_run, **options))
 

@@ -5,7 +5,9 @@
   the empty batch the log cleaner keeps.
 - RecordBatch is a zero-copy view of one batch in bytes/bytearray/memoryview/mmap;
   iter_batches walks a buffer of batches by Kafka's file-reading rules.
-- BatchWalk and walk_records are the bounded walkers every layer steps through bytes with.
+- BatchWalk and walk_records are the bounded walkers every layer steps through bytes with;
+  records_max_timestamp_delta and first_record_reaching their fast paths for common records
+  (walk_fast.py), BatchWalk.skip/seek the fast path of offset-checked batch walks.
 - set_max_timestamp / set_partition_leader_epoch patch headers in place for the broker.
 - HEADER and the *_OFFSET constants give the header layout (header.py).
 - Errors: CodecError > CorruptRecordError > InvalidCrcError; DecompressionLimitError;
@@ -51,7 +53,8 @@ from .header import (
 )
 from .header_patch import set_max_timestamp, set_partition_leader_epoch
 from .record import Record
-from .walk import BatchStop, BatchWalk, walk_records
+from .walk import BatchStop, BatchWalk, vouch_batches, walk_records
+from .walk_fast import NONE_REACHING, first_record_reaching, records_max_timestamp_delta
 
 __all__ = [
     "ATTRIBUTES_OFFSET",
@@ -74,6 +77,7 @@ __all__ = [
     "MAGIC",
     "MAGIC_OFFSET",
     "MAX_TIMESTAMP_OFFSET",
+    "NONE_REACHING",
     "NO_PARTITION_LEADER_EPOCH",
     "NO_PRODUCER_EPOCH",
     "NO_PRODUCER_ID",
@@ -92,8 +96,11 @@ __all__ = [
     "UnsupportedCompressionError",
     "build_empty_batch",
     "crc32c",
+    "first_record_reaching",
     "iter_batches",
+    "records_max_timestamp_delta",
     "set_max_timestamp",
     "set_partition_leader_epoch",
+    "vouch_batches",
     "walk_records",
 ]

@@ -32,6 +32,7 @@ record exactly; after ``count`` records no byte may remain.
 from __future__ import annotations
 
 import enum
+import struct
 from collections.abc import Iterator
 
 from .errors import CorruptRecordError
@@ -40,21 +41,41 @@ from .header import (
     HEADER,
     HEADER_BYTES_UP_TO_MAGIC,
     LAST_OFFSET_DELTA_FIELD,
+    LAST_OFFSET_DELTA_OFFSET,
     LENGTH_FIELD,
     LENGTH_OFFSET,
     LOG_OVERHEAD,
     MAGIC,
     MAGIC_FIELD,
+    MAGIC_OFFSET,
+    MAX_TIMESTAMP_OFFSET,
     BASE_OFFSET_FIELD,
     RECORD_BATCH_OVERHEAD,
     V2_BATCH_LENGTH_MIN,
 )
 from .varint import ZIGZAG_DECODE, decode_varint, decode_varlong
 
-__all__ = ["BatchStop", "BatchWalk", "walk_records"]
+__all__ = ["BatchStop", "BatchWalk", "vouch_batches", "walk_records"]
 
 _unpack = HEADER.unpack_from
 _INT64_MAX = (1 << 63) - 1
+# The five header fields the checked fast loops (BatchWalk.skip and seek) read, in one unpack
+# instead of HEADER's thirteen: derived from HEADER's offsets.
+_CHECKED = struct.Struct(
+    ">qi"  # baseOffset, length
+    f"{MAGIC_OFFSET - LOG_OVERHEAD}x"  # partitionLeaderEpoch
+    "b"  # magic
+    f"{LAST_OFFSET_DELTA_OFFSET - MAGIC_OFFSET - 1}x"  # crc, attributes
+    "i"  # lastOffsetDelta
+    f"{MAX_TIMESTAMP_OFFSET - LAST_OFFSET_DELTA_OFFSET - 4}x"  # baseTimestamp
+    "q"  # maxTimestamp
+)
+assert _CHECKED.size == MAX_TIMESTAMP_OFFSET + 8 <= RECORD_BATCH_OVERHEAD
+# The four a skip reads: _CHECKED without maxTimestamp.
+_SKIPPED = struct.Struct(_CHECKED.format[: -len(f"{MAX_TIMESTAMP_OFFSET - LAST_OFFSET_DELTA_OFFSET - 4}xq")])
+assert _SKIPPED.size == LAST_OFFSET_DELTA_OFFSET + 4
+# A target no batch reaches: seek() with it only skips.
+_NEVER = 1 << 64
 
 
 class BatchStop(enum.Enum):
@@ -142,6 +163,33 @@ class BatchWalk:
             if check_offsets:
                 self.last_offset = next_offset - 1
 
+    # -- the checked fast loops: offset-checked walks (``offset_min`` given) only ---------------
+    def skip(self, batch_end_max: int | None = None) -> None:
+        """Moves over the batches that end at or before ``batch_end_max`` (at most the region's
+        end; default the buffer's end) that the iteration would yield, without yielding them:
+        afterwards ``position`` and ``last_offset`` are as if they had been.  It stops before the
+        first batch it cannot vouch for, so iterating on from there applies the walk's rules,
+        and names what is wrong, to the rest."""
+        self._vouch(self._end if batch_end_max is None else batch_end_max, _NEVER, _NEVER)
+
+    def seek(self, target_offset: int, target_timestamp: int) -> int:
+        """The position of the first batch from here that the iteration would yield with a last
+        offset >= ``target_offset`` and a maxTimestamp >= ``target_timestamp``, having moved
+        over (and checked) the ones before it; -1 when the fast loop stopped before finding it
+        (iterate on from ``position`` for the rest and the rules)."""
+        return self._vouch(self._region_end, target_offset, target_timestamp)
+
+    def _vouch(self, batch_end_max: int, target_offset: int, target_timestamp: int) -> int:
+        """skip and seek: ``vouch_batches`` from where the walk stands."""
+        assert self._offset_min is not None, "the fast loops check offsets: give offset_min"
+        assert batch_end_max <= self._region_end
+        found, position, next_offset, _ = vouch_batches(
+            self._buffer, self.position, min(self._end, batch_end_max), batch_end_max, self.last_offset + 1,
+            self._offset_limit, target_offset, target_timestamp,
+        )
+        self.position, self.last_offset = position, next_offset - 1
+        return found
+
     def _where(self, position: int) -> str:
         return f"the batch at position {self._origin + position}"
 
@@ -178,6 +226,62 @@ class BatchWalk:
         else:
             found = f"last offset {base_offset + delta}, expected below {self._offset_limit}"
         raise CorruptRecordError(f"Corrupt header of {self._where(position)}: {found}")
+
+
+def vouch_batches(
+    buffer,
+    position: int,
+    end: int,
+    batch_end_max: int,
+    next_offset: int,
+    offset_limit: int,
+    target_offset: int = _NEVER,
+    target_timestamp: int = _NEVER,
+) -> tuple[int, int, int, tuple | None]:
+    """The header checks of an offset-checked ``BatchWalk`` iteration in one tight loop, from
+    ``position`` over the batches whose headers lie before ``end`` (in the buffer) and which
+    end at or before ``batch_end_max`` (in the region), up to the first with a last offset >=
+    ``target_offset`` and a maxTimestamp >= ``target_timestamp``.
+
+    Returns (found, position, next_offset, fields): ``found`` the position of that batch (-1
+    when the loop stopped first: at a batch it cannot vouch for, or at ``end``), ``position``
+    and ``next_offset`` where an iteration goes on from (``BatchWalk(..., position,
+    offset_min=next_offset)``), and the found batch's (baseOffset, length, magic,
+    lastOffsetDelta, maxTimestamp). The offset limit is checked once, after the loop (last
+    offsets only grow): when a batch passed breaks it, nothing is vouched for (the iteration
+    from the start finds the first that does)."""
+    start, start_next_offset = position, next_offset
+    v2_min, overhead = V2_BATCH_LENGTH_MIN, LOG_OVERHEAD
+    header_last = end - RECORD_BATCH_OVERHEAD  # the last position a header may start at
+    if target_offset == _NEVER:  # a skip (a read's whole walk): the same loop, one field fewer
+        unpack = _SKIPPED.unpack_from
+        while position <= header_last:
+            base_offset, length, magic, delta = unpack(buffer, position)
+            batch_end = position + overhead + length
+            if length < v2_min or batch_end > batch_end_max or magic != MAGIC or base_offset < next_offset or delta < 0:
+                break
+            next_offset = base_offset + delta + 1
+            position = batch_end
+        if next_offset > offset_limit:
+            return -1, start, start_next_offset, None
+        return -1, position, next_offset, None
+    unpack = _CHECKED.unpack_from
+    while position <= header_last:
+        fields = unpack(buffer, position)
+        base_offset, length, magic, delta, max_timestamp = fields
+        batch_end = position + overhead + length
+        last_offset = base_offset + delta
+        if length < v2_min or batch_end > batch_end_max or magic != MAGIC or base_offset < next_offset or delta < 0:
+            break
+        if last_offset >= target_offset and max_timestamp >= target_timestamp:
+            if last_offset >= offset_limit:
+                return -1, start, start_next_offset, None
+            return position, position, next_offset, fields
+        next_offset = last_offset + 1
+        position = batch_end
+    if next_offset > offset_limit:  # some batch passed ends at or past the limit
+        return -1, start, start_next_offset, None
+    return -1, position, next_offset, None
 
 
 # -- records --------------------------------------------------------------------------------

@@ -24,6 +24,7 @@ __all__ = [
     "decode_batches",
     "describe_topic_response",
     "explain_lookup_response",
+    "fetch_next_offset",
     "fetch_response_wire",
     "holds_compressed",
     "is_compressed",
@@ -128,6 +129,13 @@ def next_offset_after(records: bytes | memoryview, default: int) -> int:
     return last_fields[_BASE_OFFSET_FIELD] + last_fields[_LAST_OFFSET_DELTA_FIELD] + 1
 
 
+def fetch_next_offset(data: Any, requested_offset: int) -> int:
+    """The next offset of a storage FetchData: the one the read's checking walk found, or (when
+    the data does not carry one) ``next_offset_after`` its records."""
+    next_offset = getattr(data, "next_offset", -1)
+    return next_offset if next_offset >= 0 else next_offset_after(data.records, requested_offset)
+
+
 def decode_batches(
     records: bytes | memoryview, from_offset: int, budget_bytes: int
 ) -> tuple[list[pb.DecodedRecord], int]:
@@ -197,8 +205,10 @@ def fetch_response_wire(
     ``records`` field is appended as tag, length and the bytes themselves, one copy in all (see
     ``registration.py`` for why and how it is sent as is).
     """
-    payload = data.records if records is None else records
-    next_offset = next_offset_after(payload, requested_offset)
+    if records is None:
+        payload, next_offset = data.records, fetch_next_offset(data, requested_offset)
+    else:
+        payload, next_offset = records, next_offset_after(records, requested_offset)
     fields = pb.FetchResponse(
         high_watermark=data.high_watermark,
         log_start_offset=data.log_start_offset,

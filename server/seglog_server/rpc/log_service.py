@@ -335,7 +335,7 @@ class LogServicer(CleaningRpcs, StreamRpcs, pb_grpc.LogServiceServicer):
         if max_bytes <= probe_bytes or probe_bytes == 0:
             return await self._log_call(log, max_bytes, log.read, offset, max_bytes)
         data = await self._log_call(log, 0, self._probe, log, offset, probe_bytes)
-        if conversions.next_offset_after(data.records, offset) >= data.high_watermark:
+        if conversions.fetch_next_offset(data, offset) >= data.high_watermark:
             return data
         return await self._log_call(log, _BLOCKING, log.read, offset, max_bytes)
 
@@ -377,7 +377,8 @@ class LogServicer(CleaningRpcs, StreamRpcs, pb_grpc.LogServiceServicer):
             )
         else:
             decoded, kept_bytes = conversions.decode_batches(data.records, offset, budget_bytes)
-        records = memoryview(data.records)[:kept_bytes]
+        # All of the read kept: its next offset is the one the read's checking walk found.
+        records = None if kept_bytes == len(data.records) else memoryview(data.records)[:kept_bytes]
         return self._fetched(topic, offset, conversions.fetch_response_wire(
             topic, partition, offset, data, records, decoded), kept_bytes)
 

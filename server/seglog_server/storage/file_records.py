@@ -33,6 +33,7 @@ from seglog.records import (
     BatchStop,
     BatchWalk,
     CodecError,
+    vouch_batches,
 )
 
 from .errors import CorruptRecordError
@@ -115,6 +116,7 @@ class OffsetBounds(NamedTuple):
 
 # No next segment: any int64 offset is below this.
 _OFFSET_LIMIT = 2**63 - 1
+_new_tuple = tuple.__new__
 
 
 class TimestampAndOffset(NamedTuple):
@@ -411,12 +413,25 @@ class FileRecords:
             else:
                 fd = self._fd if self._fd is not None else self._open()
                 chunk, chunk_start = self._fs.pread(fd, min(scan_bytes, end - position), position), position
+            in_chunk = position - chunk_start
+            if offset_min is not None:  # the common case: one tight loop (the rules' fast path)
+                found, in_chunk, offset_min, checked = vouch_batches(
+                    chunk, in_chunk, min(len(chunk), end - chunk_start), end - chunk_start, offset_min,
+                    offset_limit, target_offset, target_timestamp,
+                )
+                if found >= 0:
+                    base_offset, length, _, delta, max_timestamp = checked
+                    header = _new_tuple(  # BatchHeader(...) without its Python-level __new__
+                        BatchHeader,
+                        (chunk_start + found, base_offset, length + LOG_OVERHEAD, base_offset + delta, max_timestamp),
+                    )
+                    return header, chunk, found
             walk = BatchWalk(
-                chunk, position - chunk_start, end - chunk_start, region_end=end - chunk_start, origin=chunk_start,
+                chunk, in_chunk, end - chunk_start, region_end=end - chunk_start, origin=chunk_start,
                 torn_tail_ok=False, offset_min=offset_min, offset_limit=offset_limit,
             )
             with self._corruption_named():
-                for offset_in_chunk, fields in walk:
+                for offset_in_chunk, fields in walk:  # from where seek stopped: the rules
                     last_offset = fields[f_base] + fields[f_delta]
                     if last_offset >= target_offset and fields[f_max_timestamp] >= target_timestamp:
                         header = BatchHeader(

@@ -532,19 +532,19 @@ class Log:
                     f"{self._name}: offset {offset} is outside the log's range "
                     f"[{log_start}, {high_watermark}] (log start offset, log end offset)"
                 )
-            records = b""
+            records, next_offset = b"", offset
             if offset < high_watermark:
                 try:
-                    records = self._read_segments(offset, max_bytes, min_one_batch)
+                    records, next_offset = self._read_segments(offset, max_bytes, min_one_batch)
                 except OSError as exc:
                     raise self._io_error("reading", exc) from exc
                 except CorruptRecordError as exc:
                     raise self._corrupt(f"a read at offset {offset}", exc) from exc
             self._read_count += 1
             self._read_bytes += len(records)
-            return FetchData(records, high_watermark, log_start, high_watermark)
+            return FetchData(records, high_watermark, log_start, high_watermark, next_offset)
 
-    def _read_segments(self, offset: int, max_bytes: int, min_one_batch: bool) -> bytes:
+    def _read_segments(self, offset: int, max_bytes: int, min_one_batch: bool) -> tuple[bytes, int]:
         segments = self._segments
         watch = stopwatch("fetch")
         segment = segments.floor(offset)
@@ -559,8 +559,8 @@ class Log:
             # segment's offsets: None means the segment was walked whole and holds nothing at
             # or above ``offset`` (a gap compaction left), never that a length lied.
             limit = None if following is None else following.base_offset
-            data = segment.read(offset, max_bytes, None, min_one_batch, limit, watch)
-            if data is not None:
+            found = segment.read_with_next_offset(offset, max_bytes, None, min_one_batch, limit, watch)
+            if found is not None:
                 if watch.observing:
                     # How far behind the log end this read starts: offsets, and bytes of log
                     # after it (the rest of its segment, read to its end, and every later one).
@@ -568,9 +568,9 @@ class Log:
                     if following is not None:
                         behind_bytes += sum(s.size_in_bytes for s in segments.higher_segments(segment.base_offset))
                     OBSERVER.current.read_age(self._log_end_offset - offset, behind_bytes)
-                return data
+                return found
             segment = following
-        return b""
+        return b"", offset
 
     def _corrupt(self, what: str, exc: Exception) -> CorruptSegmentError:
         return CorruptSegmentError(f"partition {self._name}: stored data is corrupt where {what} looked: {exc}")

@@ -11,7 +11,9 @@
    too, so a topic never comes back half-deleted.
 4. Load each partition with ``Log.load`` and the checkpointed values. Unreadable
    ``topic.properties`` keeps just that partition offline; an I/O error takes the whole directory
-   offline (Kafka's rule: the disk is suspect). Any other failure (bytes that break a rule the
+   offline (Kafka's rule: the disk is suspect), except running out of descriptors or space
+   (EMFILE, ENFILE, ENOSPC, EDQUOT: io_errors.py), which keeps just that partition offline until
+   the next start (Kafka takes the directory offline then too). Any other failure (bytes that break a rule the
    loader relies on) is that partition's alone: it is loaded again as after a crash (recovery
    from its recovery point) and, should that fail too, kept offline by itself while every other
    partition serves. Kafka stops the broker on such a load error; one bad partition should not
@@ -31,6 +33,7 @@ from typing import Any
 
 from .errors import InvalidConfigError, LogDirOfflineError
 from .fs import FileSystem
+from .io_errors import is_exhaustion
 from .log_dir import DirScan, LogDir
 from .clock import Clock
 from .log_manager_statistics import LogManagerCounters, RecoveryStatistics
@@ -157,6 +160,22 @@ class StartupLoader:
     def _load_partition(self, log_dir: LogDir, tp: TopicPartition, path: str, tally: _RecoveryTally) -> Any:
         """The loaded Log; None when it stays offline (the directory is fine); _DELETED when it
         belonged to an interrupted deletion, now finished."""
+        try:
+            return self._load_partition_files(log_dir, tp, path, tally)
+        except IO_ERRORS as exc:
+            if not is_exhaustion(exc):
+                raise  # the disk is suspect: the directory goes offline (Kafka's rule)
+            # Out of descriptors or space is not a failed disk (io_errors.py): this partition
+            # stays offline alone, the directory and every other partition serve, and the
+            # next start loads it once the resource is back. Kafka takes the directory offline.
+            reason = f"ran out of a resource while loading ({exc}); it loads at the next start once the resource is back"
+            _log.error("partition %s stays offline, every other partition serves: %s", tp, reason)
+            self._registry.mark_offline([tp], log_dir, reason)
+            tally.offline += 1
+            return None
+
+    def _load_partition_files(self, log_dir: LogDir, tp: TopicPartition, path: str, tally: _RecoveryTally) -> Any:
+        """_load_partition, I/O errors propagating."""
         try:
             metadata = read_topic_metadata(path, fs=self._fs)
             if metadata is not None and metadata.topic_id in self._deleting_topic_ids:

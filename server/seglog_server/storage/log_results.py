@@ -47,6 +47,9 @@ class FetchData(NamedTuple):
     high_watermark: int
     log_start_offset: int
     log_end_offset: int
+    # One past the last batch in ``records`` (the offset read at when there is none), from the
+    # walk that checked them: Fetch answers it without walking the batches again. -1: unknown.
+    next_offset: int = -1
 
 
 class LogSummary(NamedTuple):

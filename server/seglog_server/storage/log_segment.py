@@ -23,7 +23,7 @@ import struct
 from collections.abc import Iterator
 from typing import NamedTuple
 
-from seglog.records import LOG_OVERHEAD, BatchWalk
+from seglog.records import LOG_OVERHEAD, BatchWalk, vouch_batches
 from seglog.records import CodecError as _CodecError
 
 from . import file_names
@@ -48,6 +48,7 @@ _LOG = logging.getLogger(__name__)
 _BASE_OFFSET = struct.Struct(">q")  # the batch's first field, rewritten when offsets are assigned
 # No next segment: every int64 offset is below this.
 _OFFSET_LIMIT = 2**63 - 1
+_new_tuple = tuple.__new__
 _NO_TIMESTAMP = -1
 _UNKNOWN = object()  # a cached answer not computed yet
 _SCAN_SLACK_BYTES = 2048  # room for the batch straddling the interval's end and its header
@@ -408,7 +409,8 @@ class LogSegment:
     def offset_bounds(self, offset_limit: int | None = None) -> OffsetBounds:
         """The offsets this segment's batches may hold: [base offset, ``offset_limit``), the
         next segment's base offset (no upper bound for the last segment)."""
-        return OffsetBounds(self._base_offset, _OFFSET_LIMIT if offset_limit is None else offset_limit)
+        # tuple.__new__: OffsetBounds(...) without its Python-level __new__ (once per read and lookup)
+        return _new_tuple(OffsetBounds, (self._base_offset, _OFFSET_LIMIT if offset_limit is None else offset_limit))
 
     def translate_offset(
         self, offset: int, starting_position: int = 0, offset_limit: int | None = None
@@ -439,6 +441,20 @@ class LogSegment:
         Every batch handed out is checked against where it came from (its length inside the
         segment, its offsets inside [base offset, ``offset_limit``) and above the previous
         batch's, magic 2): ``CorruptRecordError`` otherwise, never a shorter answer."""
+        found = self.read_with_next_offset(start_offset, max_bytes, max_position, min_one_batch, offset_limit, watch)
+        return None if found is None else found[0]
+
+    def read_with_next_offset(
+        self,
+        start_offset: int,
+        max_bytes: int,
+        max_position: int | None = None,
+        min_one_batch: bool = False,
+        offset_limit: int | None = None,
+        watch: PhaseTimer | None = None,
+    ) -> tuple[bytes, int] | None:
+        """``read``, with the offset after the last batch read (``start_offset`` when none):
+        the walk that checked the batches knows it, so Fetch need not walk them again."""
         if max_bytes < 0:
             raise ValueError(f"invalid max_bytes {max_bytes} for a read of {self._log.path}")
         if self._pending_check is not None:
@@ -463,29 +479,44 @@ class LogSegment:
         end = size_bytes if max_position is None else max_position
         fetch_bytes = min(end - first.position, limit)
         if fetch_bytes <= 0:
-            return b""
+            return b"", start_offset
         data = self._log.read(first.position, fetch_bytes)
         watch.lap_faults("log_read", "log_read")
-        whole = self._whole_checked_batches(data, first, end - first.position, bounds)
-        return data if whole == len(data) else data[:whole]
+        whole, next_offset = self._whole_checked_batches(data, first, end - first.position, bounds)
+        if whole == 0:
+            return b"", start_offset
+        return (data if whole == len(data) else data[:whole]), next_offset
 
-    def _whole_checked_batches(self, data: bytes, first: BatchHeader, region_bytes: int, bounds: OffsetBounds) -> int:
+    def _whole_checked_batches(
+        self, data: bytes, first: BatchHeader, region_bytes: int, bounds: OffsetBounds
+    ) -> tuple[int, int]:
         """The length of the whole batches at the start of ``data`` (read from ``first.position``,
-        ``region_bytes`` before the end of the segment), each checked by the bounded walk."""
+        ``region_bytes`` before the end of the segment), each checked by the bounded walk, and
+        the offset after the last of them."""
+        size, offset_limit = len(data), bounds.offset_limit
+        # The batches whole in ``data``, in one tight loop; then the common end: one batch cut
+        # by max_bytes whose header passes and whose length stays inside the segment.
+        _, position, next_offset, _ = vouch_batches(data, 0, size, size, first.base_offset, offset_limit)
+        if position == size:
+            return size, next_offset
+        _, beyond, _, _ = vouch_batches(data, position, size, region_bytes, next_offset, offset_limit)
+        if beyond > size:
+            return position, next_offset
+        # Anything else (a lie, a header cut short) by the rules, from there.
         walk = BatchWalk(
-            data, region_end=region_bytes, origin=first.position, torn_tail_ok=False,
-            offset_min=first.base_offset, offset_limit=bounds.offset_limit,
+            data, position, region_end=region_bytes, origin=first.position, torn_tail_ok=False,
+            offset_min=next_offset, offset_limit=offset_limit,
         )
-        size = len(data)
         try:
-            for position, fields in walk:
+            for position, fields in walk:  # the rest by the rules: a batch cut by max_bytes, or a lie
                 if position + fields[HeaderField.LENGTH] + LOG_OVERHEAD > size:
-                    return position  # cut by max_bytes: the batch is whole in the segment
+                    return position, next_offset  # cut by max_bytes: the batch is whole in the segment
+                next_offset = fields[HeaderField.BASE_OFFSET] + fields[HeaderField.LAST_OFFSET_DELTA] + 1
         except _CodecError as exc:
             if walk.position > 0:
-                return walk.position  # serve the good batches; the next read starts at the bad one
+                return walk.position, next_offset  # serve the good batches; the next read starts at the bad one
             raise CorruptRecordError(f"{self._log.path}: {exc}") from exc
-        return walk.position
+        return walk.position, next_offset
 
     def read_next_offset(self) -> int:
         """The offset the next batch appended here would get (scans from the last index entry)."""

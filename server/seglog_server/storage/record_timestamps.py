@@ -26,7 +26,16 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from seglog.records import HEADER, LOG_OVERHEAD, RECORDS_OFFSET, Compression, RecordBatch, walk_records
+from seglog.records import (
+    HEADER,
+    LOG_OVERHEAD,
+    NONE_REACHING,
+    RECORDS_OFFSET,
+    Compression,
+    RecordBatch,
+    first_record_reaching,
+    walk_records,
+)
 
 from .file_records import HeaderField
 
@@ -59,7 +68,19 @@ def first_record_at_or_after(
 ) -> tuple[int, int] | None:
     """(offset, timestamp_ms) of the first record with a timestamp >= ``timestamp_ms`` and an
     offset >= ``starting_offset``, or None. Stops at the first match: the records after it are
-    not walked."""
+    not walked. The common records of an uncompressed CreateTime batch go through the codec's
+    fast loop (``first_record_reaching``); whatever it cannot vouch for, the reference walk."""
+    fields = HEADER.unpack_from(batch, 0)
+    if not fields[HeaderField.ATTRIBUTES] & (_COMPRESSION_MASK | _TIMESTAMP_TYPE_BIT) and type(batch) is bytes:
+        base_offset, base_timestamp = fields[HeaderField.BASE_OFFSET], fields[HeaderField.BASE_TIMESTAMP]
+        found = first_record_reaching(
+            batch, RECORDS_OFFSET, fields[HeaderField.LENGTH] + LOG_OVERHEAD, fields[HeaderField.RECORDS_COUNT],
+            base_timestamp, timestamp_ms, starting_offset - base_offset,
+        )
+        if found is NONE_REACHING:
+            return None
+        if found is not None:
+            return base_offset + found[0], base_timestamp + found[1]
     for offset, timestamp in offsets_and_timestamps(batch):
         if timestamp >= timestamp_ms and offset >= starting_offset:
             return offset, timestamp

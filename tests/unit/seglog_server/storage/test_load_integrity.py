@@ -4,6 +4,7 @@ tmp_path, a LogManager, damage done with plain file operations."""
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import struct
@@ -179,6 +180,22 @@ class FailingLoadFs(FileSystem):
         return super().listdir(path)
 
 
+class ExhaustedLoadFs(FileSystem):
+    """Runs out of a resource (``error``: EMFILE, ENOSPC) whenever a directory under ``poison``
+    is listed: the descriptors or the space one partition's load needs."""
+
+    def __init__(self, poison: str, error: int) -> None:
+        self.poison = poison
+        self.error = error
+        self.failures = 0
+
+    def listdir(self, path):
+        if path.startswith(self.poison):
+            self.failures += 1
+            raise OSError(self.error, f"injected: {os.strerror(self.error)}")
+        return super().listdir(path)
+
+
 def _three_partitions(dirs) -> tuple[str, list[str]]:
     manager = start(dirs)
     manager.create_topic("t", 3)
@@ -276,4 +293,29 @@ def test_start_up_logs_say_whether_the_marker_was_found_and_what_recovery_did(tm
     manager = restart(manager, dirs)
     assert "clean-shutdown marker found; loading 1 logs without recovery" in caplog.text
     assert "recovery ran on 0 logs (0 segments, 0 bytes cut)" in caplog.text
+    manager.shutdown()
+
+
+@pytest.mark.parametrize("error", [errno.EMFILE, errno.ENFILE, errno.ENOSPC, errno.EDQUOT])
+def test_a_resource_running_out_while_loading_keeps_only_that_partition_offline(tmp_path, caplog, error):
+    """Out of descriptors or space is not a failed disk: the directory stays online and every
+    other partition serves; the partition loads at the next start, once the resource is back."""
+    dirs = [str(tmp_path / "d0")]
+    bad, _ = _three_partitions(dirs)
+    fs = ExhaustedLoadFs(bad, error)
+    manager = start(dirs, fs=fs)
+    assert fs.failures >= 1
+    for partition in (0, 2):
+        assert len(read_values(manager.get_log("t", partition))) == 100
+        produce(manager.get_log("t", partition), 100, 1)
+    with pytest.raises(LogDirOfflineError, match="t-1 is offline"):
+        manager.get_log("t", 1)
+    statistics = manager.statistics()
+    assert statistics.log_dirs[0].online and statistics.offline_log_dir_count == 0
+    assert statistics.log_dirs[0].recovery.logs_offline == 1
+    assert os.strerror(error) in caplog.text and "ran out" in caplog.text
+    manager.shutdown()
+
+    manager = start(dirs)
+    assert [len(read_values(manager.get_log("t", partition))) for partition in range(3)] == [101, 100, 101]
     manager.shutdown()
