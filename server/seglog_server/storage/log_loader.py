@@ -14,8 +14,11 @@
    files disagree is recovered. The marker
    never lets a log start whose next offset already exists in a file.
 4. After an unclean shutdown, segments from the one holding the recovery point on are recovered
-   in order; the first that loses bytes to a torn or corrupt tail ends the log: every later
-   segment is deleted.
+   in order, each cut at its first torn or corrupt batch or at the first batch reaching the next
+   segment's base offset. A cut does not end the log: the later segments are recovered too and
+   kept. (Kafka deletes every segment after the first cut and lets the follower fetch them again
+   from the leader; seglog has no replica, so that would delete acknowledged, CRC-valid records
+   and then hand their offsets out again. The cut leaves a gap of offsets, never a reused one.)
 5. A log whose end is below the checkpointed log start offset is emptied; an empty directory
    gets a first segment at the log start offset.
 6. The active segment's indexes get their full ``segment.index.bytes`` back (trimmed at close).
@@ -177,6 +180,7 @@ class LogLoader:
     def _load_segment_files(self) -> None:
         listing = sorted(self._fs.listdir(self._dir))
         present = set(listing)
+        missing_index: list[LogSegment] = []
         for name in listing:
             if not _has_offset(name):
                 continue
@@ -195,8 +199,10 @@ class LogLoader:
             elif names.is_log_file(name):
                 segment = self._open_segment(names.offset_from_name(name))
                 if prefix + names.INDEX_SUFFIX not in present or prefix + names.TIME_INDEX_SUFFIX not in present:
-                    self._recover_segment(segment)
+                    missing_index.append(segment)
                 self._segments.add(segment)
+        for segment in missing_index:  # once every segment is known: each is bounded by the next
+            self._recover_segment(segment)
 
     def _check_segments(self) -> None:
         """The last segment's files are checked now (its tail sets the log end offset, so it
@@ -237,7 +243,7 @@ class LogLoader:
         )
 
     def _recover_segment(self, segment: LogSegment) -> int:
-        truncated = segment.recover()
+        truncated = segment.recover(self._next_base_offset(segment))
         segment.release_handles()  # thousands may be recovered: keep no descriptor per segment
         self._recovered[segment.base_offset] = self._recovered.get(segment.base_offset, 0) + truncated
         self._truncated_bytes += truncated
@@ -260,25 +266,25 @@ class LogLoader:
         return min(self._recovery_point, log_end_offset), log_end_offset
 
     def _recover_unflushed(self) -> None:
+        """Recovers every segment from the one holding the recovery point on. A segment cut
+        short keeps the segments after it (see pass 4 in the module docstring): their batches
+        were stored, acknowledged and are checked by their own recovery, and their offsets lie
+        above everything left in the cut segment."""
         unflushed = self._segments.values(self._recovery_point, _OFFSET_MAX)
-        for slot, segment in enumerate(unflushed):
+        for segment in unflushed:
             if segment.base_offset in self._recovered:
-                truncated = self._recovered[segment.base_offset]  # reindexed in pass 3 already
-            else:
-                try:
-                    truncated = self._recover_segment(segment)
-                except InvalidOffsetError:
-                    _LOG.warning("%s: invalid offsets in %s; emptying it", self._dir, segment)
-                    truncated = segment.truncate_to(segment.base_offset)
-                    self._truncated_bytes += truncated
-            if truncated > 0:
-                later = unflushed[slot + 1 :]
-                if later:
-                    _LOG.warning(
-                        "%s: corruption in %s: deleting the %d segments after it", self._dir, segment, len(later)
-                    )
-                self._delete_segments(later)
-                return
+                continue  # reindexed in pass 3 already
+            try:
+                self._recover_segment(segment)
+            except InvalidOffsetError:
+                _LOG.warning("%s: invalid offsets in %s; emptying it", self._dir, segment)
+                self._truncated_bytes += segment.truncate_to(segment.base_offset)
+
+    def _next_base_offset(self, segment: LogSegment) -> int | None:
+        """The base offset of the segment after ``segment`` (None for the last one): the offsets
+        recovery may leave in ``segment`` stay below it."""
+        later = self._segments.higher(segment.base_offset)
+        return None if later is None else later.base_offset
 
     def _delete_segments_if_log_start_above_log_end(self) -> int | None:
         if not self._segments:

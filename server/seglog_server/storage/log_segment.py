@@ -218,7 +218,7 @@ class LogSegment:
             return
         _LOG.warning("%s: recovering on first use, its files disagree: %s", self, problem)
         sealed = self._log.is_sealed
-        truncated = self.recover()
+        truncated = self.recover(next_offset_max)
         if sealed:
             self._log.seal()
         self.repaired_on_first_use = True
@@ -587,14 +587,15 @@ class LogSegment:
         )
 
     # -- recovery and truncation ------------------------------------------------------------
-    def recover(self) -> int:
+    def recover(self, next_offset_max: int | None = None) -> int:
         """Rebuilds both indexes from the log, checking every batch's CRC, and cuts the log at the
-        first torn, corrupt or out-of-order batch. Returns the bytes cut."""
+        first torn, corrupt or out-of-order batch (or, given the next segment's base offset
+        ``next_offset_max``, the first batch reaching it). Returns the bytes cut."""
         self._log.unseal()
         self._offset_index.reset()
         self._time_index.reset()
         self._index_full_reason = _UNKNOWN
-        scan = RecoveryScan(self)
+        scan = RecoveryScan(self, next_offset_max)
         scan.run()
         truncated = self._log.size_in_bytes - scan.valid_bytes
         self._log.truncate_to(scan.valid_bytes)

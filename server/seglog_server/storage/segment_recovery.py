@@ -31,13 +31,18 @@ class RecoveryScan:
     reused buffer, each CRC checked from a memoryview, index entries added by the per-batch rule.
 
     A batch is valid when it is complete, has magic 2, a non-negative last offset delta, offsets
-    above the previous batch's and representable relative to the base offset, and a matching CRC.
+    above the previous batch's, representable relative to the base offset and below the next
+    segment's base offset (when given: a flipped bit in a base offset, which the CRC does not
+    cover, must not give this segment offsets the next one holds), and a matching CRC.
     The scan stops at the first batch that is not; ``valid_bytes`` is then where the log is cut.
     (Kafka empties the whole segment when an index append meets an offset that does not increase;
     cutting at that batch keeps the valid prefix.)"""
 
-    def __init__(self, segment: "LogSegment") -> None:
+    def __init__(self, segment: "LogSegment", next_offset_max: int | None = None) -> None:
         self._segment = segment
+        self._offset_limit = segment.base_offset + RELATIVE_OFFSET_MAX + 1
+        if next_offset_max is not None:
+            self._offset_limit = min(self._offset_limit, next_offset_max)
         self._next_offset = segment.base_offset  # the lowest base offset the next batch may have
         self.valid_bytes = 0
         self.last_index_entry_position = 0
@@ -81,7 +86,7 @@ class RecoveryScan:
         consumed, size = 0, len(view)
         walk = BatchWalk(
             view, region_end=end - chunk_position, origin=chunk_position, torn_tail_ok=True,
-            offset_min=self._next_offset, offset_limit=segment.base_offset + RELATIVE_OFFSET_MAX + 1,
+            offset_min=self._next_offset, offset_limit=self._offset_limit,
         )
         try:
             for consumed, fields in walk:

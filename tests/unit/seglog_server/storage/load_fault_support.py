@@ -53,11 +53,12 @@ def produce(log, first: int, count: int, per_batch: int = 7) -> list[int]:
     return offsets
 
 
-def read_values(log) -> list[tuple[int, bytes]]:
-    """(offset, value) of every record the log serves, in order, CRC-checked; stops at the first
-    read that fails (a corrupt batch reported as an error is not a silent loss)."""
+def read_values(log, start: int | None = None) -> list[tuple[int, bytes]]:
+    """(offset, value) of every record the log serves from ``start`` (default: the log start
+    offset), in order, CRC-checked; stops at the first read that fails (a corrupt batch reported
+    as an error is not a silent loss)."""
     out: list[tuple[int, bytes]] = []
-    offset = log.log_start_offset
+    offset = log.log_start_offset if start is None else max(start, log.log_start_offset)
     while offset < log.log_end_offset:
         try:
             data = log.read(offset, 1 << 20).records

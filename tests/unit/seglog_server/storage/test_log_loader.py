@@ -201,7 +201,10 @@ def test_garbage_appended_to_log_and_index_is_cut(tmp_path, clock):
     assert values_of(reopened.read(0, 2**20).records) + values_of(reopened.read(50, 2**20).records) == expected
 
 
-def test_a_corrupt_batch_in_a_middle_segment_drops_it_and_every_later_segment(tmp_path, clock):
+def test_a_corrupt_batch_in_a_middle_segment_cuts_that_segment_and_keeps_every_later_one(tmp_path, clock):
+    # Kafka deletes every segment after the cut (a follower fetches them again from the leader);
+    # seglog has no replica, so the later segments' acknowledged records stay, and their offsets
+    # are never handed out again. Offsets 12..14 (the cut batch and the rest of its segment) go.
     log = write_segments(tmp_path, clock, 25)  # segments at 0, 5, 10, 15, 20
     segments = log.segments_snapshot()
     target = segments[2]
@@ -209,10 +212,28 @@ def test_a_corrupt_batch_in_a_middle_segment_drops_it_and_every_later_segment(tm
     crash(log)
     flip_byte(target.log.path, position)
     reopened = open_log(tmp_path, clock, log.config, had_clean_shutdown=False, recovery_point=0)
-    assert reopened.log_end_offset == 12
-    assert all_offsets(reopened) == list(range(12))
-    assert [s.base_offset for s in reopened.segments_snapshot()] == [0, 5, 10]
-    assert segment_files(tmp_path)[-1].startswith("00000000000000000010")
+    assert reopened.log_end_offset == 25
+    assert all_offsets(reopened) == list(range(12)) + list(range(15, 25))
+    assert [s.base_offset for s in reopened.segments_snapshot()] == [0, 5, 10, 15, 20]
+    assert values_of(reopened.read(12, 2**20).records)[0] == b"v015" + b"x" * 36  # past the gap
+    assert reopened.append(batch(b"next")).base_offset == 25
+
+
+def test_recovery_keeps_each_segment_below_the_next_ones_base_offset(tmp_path, clock):
+    # A base offset is not covered by the CRC: a flipped bit that moves a batch into the next
+    # segment's range must cut it, or two segments would serve the same offsets.
+    log = write_segments(tmp_path, clock, 25)  # segments at 0, 5, 10, 15, 20
+    target = log.segments_snapshot()[1]
+    position = target.log.search_for_offset_with_size(8, 0).position
+    crash(log)
+    with open(target.log.path, "r+b") as f:
+        f.seek(position + 7)  # the base offset's lowest byte: 8 -> 8 + 16 = 24
+        byte = f.read(1)[0]
+        f.seek(position + 7)
+        f.write(bytes([byte ^ 0x10]))
+    reopened = open_log(tmp_path, clock, log.config, had_clean_shutdown=False, recovery_point=0)
+    assert all_offsets(reopened) == list(range(8)) + list(range(10, 25))
+    assert reopened.log_end_offset == 25
 
 
 def test_segments_below_the_recovery_point_are_not_checked(tmp_path, clock):
@@ -227,7 +248,10 @@ def test_segments_below_the_recovery_point_are_not_checked(tmp_path, clock):
     assert reopened.statistics().loaded_recovered_segment_count == 1
 
 
-def test_corruption_below_the_log_start_offset_empties_the_log_at_the_log_start_offset(tmp_path, clock):
+def test_corruption_below_the_log_start_offset_keeps_the_records_above_it(tmp_path, clock):
+    # Kafka deletes every segment after the corrupt one, finds the log end (1) below the log start
+    # offset (4) and empties the log; seglog keeps the later segments, so record 4 (acknowledged,
+    # CRC-valid, above the log start offset) is still served and offset 4 is not handed out again.
     log = open_log(tmp_path, clock)
     for offset in range(5):
         log.append(batch(b"%d" % offset))
@@ -239,13 +263,9 @@ def test_corruption_below_the_log_start_offset_empties_the_log_at_the_log_start_
     with open(second.log.path, "wb") as f:
         f.write(b"corruptRecord")
     reopened = open_log(tmp_path, clock, log.config, had_clean_shutdown=False, log_start_offset=4)
-    assert reopened.segment_count == 1
-    assert (reopened.log_start_offset, reopened.log_end_offset) == (4, 4)
-    assert segment_files(tmp_path) == [
-        "00000000000000000004.index",
-        "00000000000000000004.log",
-        "00000000000000000004.timeindex",
-    ]
+    assert (reopened.log_start_offset, reopened.log_end_offset) == (4, 5)
+    assert values_of(reopened.read(4, 2**20).records) == [b"4"]
+    assert reopened.append(batch(b"5")).base_offset == 5
 
 
 def test_an_empty_active_segment_without_index_files_loads(tmp_path, clock):
