@@ -13,7 +13,10 @@ Two kinds of figures, one collector (``SeglogCollector``), one registry per serv
 The per-operation instruments are ``_Histogram`` and plain dict counters rather than
 prometheus_client's own: on the fetch path about eight observations are made per request, and a
 bisect plus a list increment costs a fraction of a locked ``Histogram.labels(...).observe``
-(bench/bench_metrics_cost.py measures the whole cost against metrics off). They take no lock:
+(bench/bench_metrics_cost.py measures the whole cost against metrics off). The storage's
+stopwatches count their laps straight into the phase histograms (``phase_histograms``, one dict
+lookup a lap, no call), and children are found by plain string keys, never by a tuple built per
+observation. They take no lock:
 under the GIL two threads incrementing the same bucket at the same instant can, very rarely, lose
 one count; a count never goes backwards.
 
@@ -51,6 +54,7 @@ from prometheus_client.registry import Collector, CollectorRegistry
 from seglog_server.metrics_text import GaugeBlock, label_block
 from seglog_server.page_residency import PAGE_BYTES, resident_pages
 from seglog_server.storage import StorageObserver
+from seglog_server.storage.observer import BucketCounts
 
 __all__ = [
     "FAMILIES",
@@ -59,6 +63,8 @@ __all__ = [
     "MetricsObserver",
     "SeglogCollector",
 ]
+
+_bisect_left = bisect.bisect_left
 
 # Latency buckets from 50 us (an inline page-cache read) to 10 s (a long poll, a slow fsync).
 LATENCY_BUCKETS_SECONDS = (
@@ -167,19 +173,10 @@ FAMILIES: dict[str, tuple[str, tuple[str, ...], str]] = {
 }
 
 
-class _Histogram:
+class _Histogram(BucketCounts):
     """Cumulative-bucket histogram without a lock (see the module docstring)."""
 
-    __slots__ = ("bounds", "counts", "total")
-
-    def __init__(self, bounds: Sequence[float]) -> None:
-        self.bounds = tuple(bounds)
-        self.counts = [0] * (len(self.bounds) + 1)  # the last is +Inf
-        self.total = 0.0
-
-    def observe(self, value: float) -> None:
-        self.counts[bisect.bisect_left(self.bounds, value)] += 1
-        self.total += value
+    __slots__ = ()
 
     def buckets(self) -> list[tuple[str, int]]:
         running, out = 0, []
@@ -205,6 +202,45 @@ class _Histograms:
         return histogram
 
 
+class _ChildrenByLabel(dict[str, _Histogram]):
+    """label value -> the child of a one-label ``_Histograms``, created on first use."""
+
+    def __init__(self, histograms: _Histograms) -> None:
+        super().__init__()
+        self._histograms = histograms
+
+    def __missing__(self, label: str) -> _Histogram:
+        histogram = self[label] = self._histograms.child(label)
+        return histogram
+
+
+class _Row(dict[str, _Histogram]):
+    """second label value -> the child of a two-label ``_Histograms`` whose first label is
+    ``first``, created there on first use."""
+
+    def __init__(self, histograms: _Histograms, first: str) -> None:
+        super().__init__()
+        self._histograms = histograms
+        self._first = first
+
+    def __missing__(self, second: str) -> _Histogram:
+        histogram = self[second] = self._histograms.child(self._first, second)
+        return histogram
+
+
+class _RowsByLabel(dict[str, _Row]):
+    """first label value -> its ``_Row``: ``rows[a][b]`` is ``histograms.child(a, b)`` at the
+    cost of two dict lookups (the observer's ``phase_histograms`` is one, storage/observer.py)."""
+
+    def __init__(self, histograms: _Histograms) -> None:
+        super().__init__()
+        self._histograms = histograms
+
+    def __missing__(self, first: str) -> _Row:
+        row = self[first] = _Row(self._histograms, first)
+        return row
+
+
 class MetricsObserver(StorageObserver):
     """The storage's per-operation figures, kept for the collector."""
 
@@ -212,7 +248,10 @@ class MetricsObserver(StorageObserver):
 
     def __init__(self) -> None:
         self.phases = _Histograms(PHASE_BUCKETS_SECONDS)
+        # The storage's stopwatches count laps straight into these (the same histograms).
+        self.phase_histograms = _RowsByLabel(self.phases)
         self.lookup_pages = _Histograms(PAGES_BUCKETS)
+        self._pages_by_index = _ChildrenByLabel(self.lookup_pages)
         self.lookups: dict[tuple[str, str], int] = {
             (index, zone): 0 for index in ("offset", "time") for zone in ("warm", "cold")
         }
@@ -226,13 +265,13 @@ class MetricsObserver(StorageObserver):
     # Each method observes inline (no further calls): they run several times per request.
     def index_lookup(self, index: str, zone: str, pages: int) -> None:
         self.lookups[index, zone] += 1
-        histogram = self.lookup_pages.by_labels.get((index,)) or self.lookup_pages.child(index)
-        histogram.counts[bisect.bisect_left(histogram.bounds, pages)] += 1
+        histogram = self._pages_by_index[index]
+        histogram.counts[_bisect_left(histogram.bounds, pages)] += 1
         histogram.total += pages
 
     def phase(self, operation: str, phase: str, seconds: float) -> None:
-        histogram = self.phases.by_labels.get((operation, phase)) or self.phases.child(operation, phase)
-        histogram.counts[bisect.bisect_left(histogram.bounds, seconds)] += 1
+        histogram = self.phase_histograms[operation][phase]
+        histogram.counts[_bisect_left(histogram.bounds, seconds)] += 1
         histogram.total += seconds
 
     def page_faults(self, path: str, minor: int, major: int) -> None:
@@ -243,10 +282,10 @@ class MetricsObserver(StorageObserver):
 
     def read_age(self, offsets: int, bytes_behind: int) -> None:
         histogram = self.read_age_offsets
-        histogram.counts[bisect.bisect_left(histogram.bounds, offsets)] += 1
+        histogram.counts[_bisect_left(histogram.bounds, offsets)] += 1
         histogram.total += offsets
         histogram = self.read_age_bytes
-        histogram.counts[bisect.bisect_left(histogram.bounds, bytes_behind)] += 1
+        histogram.counts[_bisect_left(histogram.bounds, bytes_behind)] += 1
         histogram.total += bytes_behind
 
 
@@ -283,6 +322,7 @@ class Metrics:
         assert partition_series_max >= 0
         self.observer = MetricsObserver()
         self.rpc_durations = _Histograms(LATENCY_BUCKETS_SECONDS)
+        self._rpc_by_method = _RowsByLabel(self.rpc_durations)
         self.traffic = _TopicTraffic()
         self.partition_series_max = partition_series_max
         self.residency_interval_s = residency_interval_s
@@ -299,12 +339,15 @@ class Metrics:
         self.registry.register(SeglogCollector(self))
 
     def rpc_finished(self, method: str, code: str, seconds: float) -> None:
-        histogram = self.rpc_durations.by_labels.get((method, code)) or self.rpc_durations.child(method, code)
-        histogram.counts[bisect.bisect_left(histogram.bounds, seconds)] += 1
+        histogram = self._rpc_by_method[method][code]  # str keys: no tuple built per call
+        histogram.counts[_bisect_left(histogram.bounds, seconds)] += 1
         histogram.total += seconds
 
     def fetched(self, topic: str, records: int, size_bytes: int) -> None:
-        self.traffic.fetched(topic, records, size_bytes)
+        traffic = self.traffic  # _TopicTraffic.fetched, inline: once per Fetch response
+        fetched_bytes, fetched_records = traffic.fetched_bytes, traffic.fetched_records
+        fetched_bytes[topic] = fetched_bytes.get(topic, 0) + size_bytes
+        fetched_records[topic] = fetched_records.get(topic, 0) + records
 
     # -- residency: sampled with mincore at most every residency_interval_s --------------------
     def residency(self, partitions: Sequence[Any]) -> tuple[dict[tuple[str, int, str], float], float]:

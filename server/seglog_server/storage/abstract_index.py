@@ -64,6 +64,7 @@ from seglog_server.storage.index_search import (
     Zone,
     recording,
     slot_and_zone_for,
+    slot_zone_and_pages_for,
 )
 from seglog_server.storage.observer import OBSERVER, PAGE_BYTES, page_of
 
@@ -365,10 +366,10 @@ class AbstractIndex:
             slot, zone = slot_and_zone_for(self._buffer, self._entry_count, target, field, bound)
             self._lookup_counts[zone] += 1
             return slot, zone
-        slot, zone, probed_slots = self._recorded_search_locked(target, field, bound)
+        slot, zone, pages = slot_zone_and_pages_for(self._buffer, self._entry_count, target, field, bound, PAGE_BYTES)
         self._lookup_counts[zone] += 1
         # ``_value_``: an Enum's ``value`` is a Python-level property, hashing one a Python call.
-        observer.index_lookup(self.LABEL, zone._value_, self._page_count(probed_slots, field))
+        observer.index_lookup(self.LABEL, zone._value_, pages)
         return slot, zone
 
     def _recorded_search_locked(
@@ -398,13 +399,6 @@ class AbstractIndex:
         return IndexSearchExplanation(
             self._path, self.LABEL, self._entry_count, zone, slot, tuple(probed_slots), tuple(pages)
         )
-
-    @staticmethod
-    def _page_count(probed_slots: list[int], field: EntryField) -> int:
-        """How many distinct index pages the probes read (what the observer counts on every
-        observed lookup: one set, no call per probe)."""
-        entry_bytes, at = field.entry_bytes, field.field_offset
-        return len({(slot * entry_bytes + at) // PAGE_BYTES for slot in probed_slots})
 
     @staticmethod
     def _pages_of(probed_slots: list[int], field: EntryField) -> list[int]:

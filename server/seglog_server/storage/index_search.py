@@ -42,6 +42,7 @@ __all__ = [
     "plain_slot_range_for",
     "recording",
     "slot_and_zone_for",
+    "slot_zone_and_pages_for",
     "slot_range_for",
     "smallest_upper_bound_slot_for",
 ]
@@ -174,6 +175,35 @@ def slot_and_zone_for(
     return _binary_search(buffer, target, unpack, entry_bytes, at, bound, 0, first_hot, entry_count - 1), Zone.COLD
 
 
+def slot_zone_and_pages_for(
+    buffer: Buffer, entry_count: int, target: int, field: EntryField, bound: Bound, page_bytes: int
+) -> tuple[int, Zone, int]:
+    """``slot_and_zone_for`` plus how many distinct pages of ``page_bytes`` its probes read.
+
+    The same probes, decision for decision (a property test holds it to the ``recording`` search);
+    each probe's page goes into a set inline, so an observed lookup pays one ``set.add`` a probe
+    rather than a Python call through a recording field."""
+    if entry_count == 0:
+        return NO_SLOT, Zone.COLD, 0
+    unpack, entry_bytes, at = field.unpack_from, field.entry_bytes, field.field_offset
+    first_hot = entry_count - 1 - field.warm_entry_count
+    if first_hot < 0:
+        first_hot = 0
+    position = first_hot * entry_bytes + at
+    pages = {position // page_bytes}
+    if unpack(buffer, position)[0] < target:
+        last = entry_count - 1
+        slot = _binary_search_paged(buffer, target, unpack, entry_bytes, at, bound, first_hot, last, last,
+                                    pages, page_bytes)
+        return slot, Zone.WARM, len(pages)
+    pages.add(at // page_bytes)
+    if unpack(buffer, at)[0] > target:
+        return (NO_SLOT if bound is LARGEST_LOWER_BOUND else 0), Zone.COLD, len(pages)
+    slot = _binary_search_paged(buffer, target, unpack, entry_bytes, at, bound, 0, first_hot, entry_count - 1,
+                                pages, page_bytes)
+    return slot, Zone.COLD, len(pages)
+
+
 def largest_lower_bound_slot_for(buffer: Buffer, entry_count: int, target: int, field: EntryField) -> int:
     """The slot of the greatest entry <= target; ``NO_SLOT`` if empty or target < entry 0."""
     return slot_range_for(buffer, entry_count, target, field, LARGEST_LOWER_BOUND)
@@ -232,6 +262,38 @@ def _binary_search(
     while lo < hi:
         mid = (lo + hi + 1) >> 1  # the upper middle: never equals lo, hence the documented quirk
         found = unpack(buffer, mid * entry_bytes + at)[0]
+        if found > target:
+            hi = mid - 1
+        elif found < target:
+            lo = mid
+        else:
+            return mid
+    if bound is LARGEST_LOWER_BOUND:
+        return lo
+    return NO_SLOT if lo == last_slot else lo + 1
+
+
+def _binary_search_paged(
+    buffer: Buffer,
+    target: int,
+    unpack: Callable[[Buffer, int], tuple[int]],
+    entry_bytes: int,
+    at: int,
+    bound: Bound,
+    lo: int,
+    hi: int,
+    last_slot: int,
+    pages: set[int],
+    page_bytes: int,
+) -> int:
+    """``_binary_search`` adding each probe's page to ``pages`` (kept separate so the unobserved
+    search pays nothing for it)."""
+    add = pages.add
+    while lo < hi:
+        mid = (lo + hi + 1) >> 1
+        position = mid * entry_bytes + at
+        add(position // page_bytes)
+        found = unpack(buffer, position)[0]
         if found > target:
             hi = mid - 1
         elif found < target:

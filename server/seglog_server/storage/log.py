@@ -367,8 +367,7 @@ class Log:
                 watch.mark_faults()
                 self._open_segments.touch(segment, self)
                 segment.append_batch(batch, base_offset, last_offset, max_timestamp_ms)
-                watch.lap("append")
-                watch.faults("append")
+                watch.lap_faults("append", "append")
             except OSError as exc:
                 raise self._io_error("appending to", exc) from exc
             self._log_end_offset = last_offset + 1
@@ -560,24 +559,21 @@ class Log:
             # segment's offsets: None means the segment was walked whole and holds nothing at
             # or above ``offset`` (a gap compaction left), never that a length lied.
             limit = None if following is None else following.base_offset
-            found = segment.read_with_next_offset(offset, max_bytes, None, min_one_batch, limit)
+            found = segment.read_with_next_offset(offset, max_bytes, None, min_one_batch, limit, watch)
             if found is not None:
-                if OBSERVER.current.enabled:
-                    self._observe_read_age(offset, segment)
+                if watch.observing:
+                    # How far behind the log end this read starts: offsets, and bytes of log
+                    # after it (the rest of its segment, read to its end, and every later one).
+                    behind_bytes = segment.last_read_rest_bytes
+                    if following is not None:
+                        behind_bytes += sum(s.size_in_bytes for s in segments.higher_segments(segment.base_offset))
+                    OBSERVER.current.read_age(self._log_end_offset - offset, behind_bytes)
                 return found
             segment = following
         return b"", offset
 
     def _corrupt(self, what: str, exc: Exception) -> CorruptSegmentError:
         return CorruptSegmentError(f"partition {self._name}: stored data is corrupt where {what} looked: {exc}")
-
-    def _observe_read_age(self, offset: int, segment: LogSegment) -> None:
-        """How far behind the log end this read starts: offsets, and bytes of log after it."""
-        segments = self._segments
-        later_bytes = 0 if segment is segments.active else sum(
-            s.size_in_bytes for s in segments.higher_segments(segment.base_offset))
-        behind_bytes = segment.size_in_bytes - segment.last_read_position + later_bytes
-        OBSERVER.current.read_age(self._log_end_offset - offset, behind_bytes)
 
     def position_of(self, offset: int) -> tuple[int, int] | None:
         """(segment base offset, byte position) of the batch holding ``offset`` or, in a gap,

@@ -33,7 +33,7 @@ from .errors import CorruptRecordError, OffsetOverflowError
 from .file_records import BatchHeader, FileRecords, HeaderField, OffsetBounds, TimestampAndOffset
 from .fs import REAL_FS, FileSystem
 from .log_config import LogConfig
-from .observer import stopwatch
+from .observer import PhaseTimer, stopwatch
 from .offset_index import OffsetIndex, OffsetPosition
 from .record_timestamps import first_record_at_or_after, offsets_and_timestamps
 from .segment_check import check_indexes, check_tail
@@ -122,6 +122,7 @@ class LogSegment:
         self._retired_warm_lookup_count = 0
         self._retired_cold_lookup_count = 0
         self.last_read_position = 0  # where the last read() started (under the Log's lock)
+        self.last_read_rest_bytes = 0  # bytes from there to the segment's end at the time
 
     @classmethod
     def open(
@@ -430,15 +431,17 @@ class LogSegment:
         max_position: int | None = None,
         min_one_batch: bool = False,
         offset_limit: int | None = None,
+        watch: PhaseTimer | None = None,
     ) -> bytes | None:
         """Whole batches from the one holding ``start_offset``, at most ``max_bytes`` of them (or
         the first batch whatever its size, with ``min_one_batch``) and none at or past
         ``max_position``. None when no batch in this segment reaches ``start_offset``.
+        ``watch``: the caller's fetch stopwatch, restarted here (else one of its own).
 
         Every batch handed out is checked against where it came from (its length inside the
         segment, its offsets inside [base offset, ``offset_limit``) and above the previous
         batch's, magic 2): ``CorruptRecordError`` otherwise, never a shorter answer."""
-        found = self.read_with_next_offset(start_offset, max_bytes, max_position, min_one_batch, offset_limit)
+        found = self.read_with_next_offset(start_offset, max_bytes, max_position, min_one_batch, offset_limit, watch)
         return None if found is None else found[0]
 
     def read_with_next_offset(
@@ -448,6 +451,7 @@ class LogSegment:
         max_position: int | None = None,
         min_one_batch: bool = False,
         offset_limit: int | None = None,
+        watch: PhaseTimer | None = None,
     ) -> tuple[bytes, int] | None:
         """``read``, with the offset after the last batch read (``start_offset`` when none):
         the walk that checked the batches knows it, so Fetch need not walk them again."""
@@ -456,25 +460,28 @@ class LogSegment:
         if self._pending_check is not None:
             self._check_once()
         bounds = self.offset_bounds(offset_limit)
-        watch = stopwatch("fetch")
-        watch.mark_faults()
+        if watch is None:
+            watch = stopwatch("fetch", mark_faults=True)
+        else:
+            watch.restart(mark_faults=True)
         position = self._offset_index.lookup(start_offset).position
-        watch.lap("index_search")
-        watch.faults("index_lookup")
+        watch.lap_faults("index_search", "index_lookup")
         first = self._log.search_for_offset_with_size(start_offset, position, self._scan_bytes, bounds)
         watch.lap("log_scan")
         if first is None:
             return None
-        # Where this read starts: Log.read turns it into the read's age in bytes.
+        # Where this read starts, and the bytes from there to the segment's end: Log.read turns
+        # them into the read's age in bytes.
         self.last_read_position = first.position
         limit = max(max_bytes, first.size_in_bytes) if min_one_batch else max_bytes
-        end = self._log.size_in_bytes if max_position is None else max_position
+        size_bytes = self._log.size_in_bytes
+        self.last_read_rest_bytes = size_bytes - first.position
+        end = size_bytes if max_position is None else max_position
         fetch_bytes = min(end - first.position, limit)
         if fetch_bytes <= 0:
             return b"", start_offset
         data = self._log.read(first.position, fetch_bytes)
-        watch.lap("log_read")
-        watch.faults("log_read")
+        watch.lap_faults("log_read", "log_read")
         whole, next_offset = self._whole_checked_batches(data, first, end - first.position, bounds)
         if whole == 0:
             return b"", start_offset
@@ -544,12 +551,10 @@ class LogSegment:
         ``starting_offset``, or None."""
         if self._pending_check is not None:
             self._check_once()
-        watch = stopwatch("offsets_for_times")
-        watch.mark_faults()
+        watch = stopwatch("offsets_for_times", mark_faults=True)
         entry = self._time_index.lookup(timestamp_ms)
         position = self._offset_index.lookup(max(entry.offset, starting_offset)).position
-        watch.lap("index_search")
-        watch.faults("index_lookup")
+        watch.lap_faults("index_search", "index_lookup")
         scan_bytes = self._scan_bytes
         try:
             while True:
@@ -567,8 +572,7 @@ class LogSegment:
                     return TimestampAndOffset(match[1], match[0])
                 position = header.position + header.size_in_bytes  # the match was below starting_offset
         finally:
-            watch.lap("log_scan")
-            watch.faults("log_read")
+            watch.lap_faults("log_scan", "log_read")
 
     def offset_of_max_timestamp(self) -> TimestampAndOffset | None:
         """The segment's greatest timestamp and the first record offset carrying it."""

@@ -96,3 +96,38 @@ def test_residency_is_sampled_at_most_once_per_interval(tmp_path):
         assert samples_of(metrics)["seglog_index_residency_sample_age_seconds"][0].value == 0.0
     finally:
         manager.shutdown()
+
+
+def test_stopwatch_counts_laps_and_faults_into_the_metrics_observer():
+    """The stopwatch's inline path (the observer's phase_histograms) lands every lap in the
+    same histogram the collector exports, and lap_faults reports exactly the faults getrusage saw
+    between its marks, to the path named."""
+    import mmap
+    import resource
+
+    from seglog_server.metrics import MetricsObserver
+    from seglog_server.storage.observer import install_observer, stopwatch
+
+    observer = MetricsObserver()
+    previous = install_observer(observer)
+    pages = 64
+    region = mmap.mmap(-1, pages * mmap.PAGESIZE)  # anonymous: first touches are minor faults
+    try:
+        watch = stopwatch("fetch", mark_faults=True)
+        before = resource.getrusage(resource.RUSAGE_THREAD).ru_minflt
+        for page in range(pages):
+            region[page * mmap.PAGESIZE] = 1
+        after = resource.getrusage(resource.RUSAGE_THREAD).ru_minflt
+        watch.lap_faults("index_search", "index_lookup")
+        watch.lap("log_scan")
+        watch.restart(mark_faults=True)
+        watch.lap_faults("log_read", "log_read")
+    finally:
+        install_observer(previous)
+        region.close()
+    by_labels = observer.phases.by_labels
+    assert sorted(by_labels) == [("fetch", "index_search"), ("fetch", "log_read"), ("fetch", "log_scan")]
+    assert all(sum(histogram.counts) == 1 for histogram in by_labels.values())
+    assert all(histogram.total >= 0 for histogram in by_labels.values())
+    # at least the faults seen around the touches; the getrusage calls' own result objects may add
+    assert observer.faults["index_lookup", "minor"] >= after - before >= pages

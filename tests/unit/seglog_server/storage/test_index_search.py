@@ -26,6 +26,7 @@ from seglog_server.storage.index_search import (
     recording,
     slot_and_zone_for,
     slot_range_for,
+    slot_zone_and_pages_for,
     smallest_upper_bound_slot_for,
 )
 
@@ -340,3 +341,27 @@ def test_strictly_increasing_fields_give_bisect_answers_except_the_quirk(entry_c
             assert upper == (1 if entry_count > 1 else NO_SLOT)  # the quirk: never slot 0
         else:
             assert upper == (ideal_upper if ideal_upper < entry_count else NO_SLOT)
+
+
+@settings(max_examples=120, deadline=None)
+@given(
+    entry_count=st.one_of(st.integers(0, 3000), st.sampled_from([1023, 1024, 1025, 1026, 681, 682, 683, 684])),
+    rng=st.randoms(use_true_random=False),
+    bound=st.sampled_from(list(Bound)),
+    page_bytes=st.sampled_from([4096, 16384, 65536]),
+)
+def test_paged_search_answers_and_counts_pages_as_the_recorded_search(entry_count, rng, bound, page_bytes):
+    """What the observer is told per lookup (slot_zone_and_pages_for) is what the recording
+    search probes: the same slot and zone, and the distinct pages of exactly its probes."""
+    for layout, strictly in ((OFFSET, True), (TIME, False)):
+        keys = random_sorted(rng, entry_count, strictly=True, start=rng.randint(-10, 10))
+        values = random_sorted(rng, entry_count, strictly=strictly, start=0)
+        entry = offset_index.ENTRY if layout is OFFSET else time_index.ENTRY
+        buffer = build(entry, list(zip(keys, values, strict=True)))
+        for field, sorted_values in ((layout.key, keys), (layout.value, values)):
+            for target in targets_around(rng, sorted_values, layout.warm_entry_count):
+                probed: list[int] = []
+                slot, zone = slot_and_zone_for(buffer, entry_count, target, recording(field, probed), bound)
+                pages = len({(s * field.entry_bytes + field.field_offset) // page_bytes for s in probed})
+                assert slot_zone_and_pages_for(buffer, entry_count, target, field, bound, page_bytes) == (
+                    slot, zone, pages)
