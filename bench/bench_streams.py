@@ -11,7 +11,8 @@ repeats, and each row's ratio to the same repeat's empty unary p50:
   lookup p50, stream           the same request on an open LookupStream (raw stub)
   lookup p50, client           AsyncAdmin.offsets_for_times (the client, on its LookupStream)
   produce->consume p50/p99     AsyncProducer(linger_ms=0) at a steady 2,000 records/s, one record
-                               per send(); a consumer process (a bare Consume stream: the
+                               per send() (paced by a thread: bench.peers.common.steady_ticks, as
+                               the loop's timers round to 1 ms); a consumer process (a bare Consume stream: the
                                cheapest reader) stamps each arrival; latency = arrival -
                                creation (monotonic clock, shared by the processes). On
                                ProduceStream with 5 and with 1 batch in flight per partition,
@@ -51,6 +52,9 @@ from seglog import AsyncAdmin, AsyncProducer, TopicPartition
 from seglog import records as codec
 from seglog.v1 import log_service_pb2 as pb
 from seglog.v1 import log_service_pb2_grpc as pb_grpc
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # the repository root: bench.peers
+from bench.peers.common import steady_ticks  # noqa: E402 - after the path it needs
 
 CHANNEL_OPTIONS = [("grpc.max_receive_message_length", 64 << 20), ("grpc.max_send_message_length", 64 << 20)]
 LOOKUP_TOPIC = "lookups"
@@ -239,20 +243,14 @@ async def _consume_latencies(address: str, topic: str, expected: int, connection
 
 
 async def _produce_paced(address: str, topic: str, total: int, streaming: bool, in_flight: int) -> None:
-    interval_ns = 1_000_000_000 // LATENCY_RATE_PER_S
     padding = b"." * (100 - _SEND_TIME.size)
     async with AsyncProducer(address, linger_ms=0, max_in_flight_per_partition=in_flight) as producer:
         if not streaming:
             producer._streaming = False  # the unary path, as against a service without the stream
         await (await producer.send(topic, b"warm-up", partition=1))  # the stream is open and confirmed
         futures = []
-        next_ns = time.monotonic_ns()
-        for _ in range(total):
-            delay_ns = next_ns - time.monotonic_ns()
-            if delay_ns > 0:
-                await asyncio.sleep(delay_ns / 1e9)
+        async for _ in steady_ticks(total, LATENCY_RATE_PER_S):
             futures.append(await producer.send(topic, _SEND_TIME.pack(time.monotonic_ns()) + padding, partition=0))
-            next_ns += interval_ns
         for future in futures:
             await future
 

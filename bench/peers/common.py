@@ -1,14 +1,16 @@
-"""What every system's driver shares: the records, the paced sender, ports, disk usage, percentiles."""
+"""What every system's driver shares: the records, the paced senders, ports, disk usage, percentiles."""
 
 from __future__ import annotations
 
+import asyncio
 import pathlib
 import random
 import socket
 import struct
 import subprocess
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 
 # The issue's record shape: 100-byte values and 16-byte keys, as in bench/bench_service.py.
 VALUE_BYTES = 100
@@ -51,6 +53,39 @@ def paced(count: int, send: Callable[[bytes], object]) -> float:
             time.sleep(min(wait, 0.0005))
         send(stamped_payload())
     return count / (time.monotonic() - started)
+
+
+async def steady_ticks(count: int, rate_per_s: float = LATENCY_RATE_PER_S) -> AsyncIterator[int]:
+    """Yields 0, 1, ... ``count - 1`` at ``rate_per_s``, on an event loop, on schedule.
+
+    The loop's own timers cannot pace 2,000 a second: uvloop and asyncio both round a timer to
+    whole milliseconds, so ``asyncio.sleep(0.0004)`` wakes after about 1.1 ms and the sender then
+    catches up with a second record at once: pairs of records every millisecond, not one every
+    0.5 ms (half the gaps measured under 0.1 ms). A thread sleeps to each due time instead
+    (``time.sleep`` is precise to tens of microseconds here: gaps p10/p50/p90 489/499/511 us) and
+    hands each tick to the loop. Ticks that fall due while the loop is busy wait for it, as a
+    steady source's records would.
+    """
+    loop = asyncio.get_running_loop()
+    ticks: asyncio.Queue[int] = asyncio.Queue()
+    stop = threading.Event()
+
+    def run() -> None:
+        due = time.monotonic()
+        for index in range(count):
+            if stop.wait(max(0.0, due - time.monotonic())):
+                return
+            loop.call_soon_threadsafe(ticks.put_nowait, index)
+            due += 1 / rate_per_s
+
+    thread = threading.Thread(target=run, name="steady-ticks", daemon=True)
+    thread.start()
+    try:
+        for _ in range(count):
+            yield await ticks.get()
+    finally:
+        stop.set()
+        thread.join()
 
 
 def percentile(values: list[float], percent: float) -> float:

@@ -7,7 +7,15 @@ import pathlib
 import subprocess
 import time
 
-from bench.peers.common import LATENCY_RATE_PER_S, free_port, latency_ms, stamped_payload, stop_process, wait_port
+from bench.peers.common import (
+    LATENCY_RATE_PER_S,
+    free_port,
+    latency_ms,
+    stamped_payload,
+    steady_ticks,
+    stop_process,
+    wait_port,
+)
 
 STREAM = "peers"
 # publish_async keeps at most this many publishes waiting for their ack (nats-py's default,
@@ -147,10 +155,7 @@ class NatsSystem:
 
             subscription = await self._js.subscribe(subject, cb=take, ordered_consumer=True)
             started = time.monotonic()
-            for index in range(count):
-                due = started + index / LATENCY_RATE_PER_S
-                if (wait := due - time.monotonic()) > 0:
-                    await asyncio.sleep(wait)
+            async for _ in steady_ticks(count, LATENCY_RATE_PER_S):
                 sent = time.perf_counter()
                 await self._js.publish(subject, stamped_payload())
                 acks.append((time.perf_counter() - sent) * 1000)
