@@ -16,7 +16,10 @@ repeats, and each row's ratio to the same repeat's empty unary p50:
                                cheapest reader) stamps each arrival; latency = arrival -
                                creation (monotonic clock, shared by the processes). On
                                ProduceStream with 5 and with 1 batch in flight per partition,
-                               and on the unary path (one in flight).
+                               and on the unary path (one in flight). With each, the CPU time
+                               per record of the producer, the service and the consumer: at
+                               2,000/s they share two cores, and what one spends the others wait
+                               for.
   batched lookups/s            OffsetsForTimes of 4 partitions x 250 timestamps (1,000 lookups
                                per request): unary one request at a time, and on LookupStream
                                with every request written ahead (the service reads 64 ahead)
@@ -38,6 +41,7 @@ import json
 import multiprocessing
 import os
 import pathlib
+import resource
 import statistics
 import struct
 import subprocess
@@ -214,10 +218,18 @@ async def stream_produce_cost(stub: pb_grpc.LogServiceStub, pid: int, count: int
     return (_process_cpu_s(pid) - cpu_s) / count * 1e6, count / (time.perf_counter() - started)
 
 
+def _cpu_s() -> float:
+    """This process's CPU time (every thread: gRPC's pollers too)."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
 def _latency_consumer(address: str, topic: str, expected: int, connection) -> None:
     import uvloop
 
-    connection.send(uvloop.run(_consume_latencies(address, topic, expected, connection)))
+    cpu_s = _cpu_s()
+    latencies = uvloop.run(_consume_latencies(address, topic, expected, connection))
+    connection.send((latencies, _cpu_s() - cpu_s))
 
 
 async def _consume_latencies(address: str, topic: str, expected: int, connection) -> list[int]:
@@ -256,8 +268,10 @@ async def _produce_paced(address: str, topic: str, total: int, streaming: bool, 
 
 
 def produce_consume_latency(
-    address: str, topic: str, seconds: float, streaming: bool, in_flight: int = 5
-) -> tuple[float, float]:
+    address: str, pid: int, topic: str, seconds: float, streaming: bool, in_flight: int = 5
+) -> dict[str, float]:
+    """p50 and p99 in ms, and the CPU microseconds each process spent per record: producer,
+    service, consumer (what the 2,000 records/s cost the machine's two cores)."""
     import uvloop
 
     total = int(LATENCY_RATE_PER_S * seconds)
@@ -266,11 +280,20 @@ def produce_consume_latency(
     consumer = context.Process(target=_latency_consumer, args=(address, topic, total, child))
     consumer.start()
     assert parent.poll(60) and parent.recv() == "ready"
+    producer_cpu_s, service_cpu_s = _cpu_s(), _process_cpu_s(pid)
     uvloop.run(_produce_paced(address, topic, total, streaming, in_flight))
+    producer_cpu_s, service_cpu_s = _cpu_s() - producer_cpu_s, _process_cpu_s(pid) - service_cpu_s
     assert parent.poll(120), "the consumer did not finish"
-    latencies = sorted(parent.recv())
+    latencies, consumer_cpu_s = parent.recv()
+    latencies.sort()
     consumer.join(30)
-    return latencies[len(latencies) // 2] / 1e6, latencies[int(len(latencies) * 0.99)] / 1e6
+    return {
+        "p50_ms": latencies[len(latencies) // 2] / 1e6,
+        "p99_ms": latencies[int(len(latencies) * 0.99)] / 1e6,
+        "producer_cpu_us": producer_cpu_s / total * 1e6,
+        "service_cpu_us": service_cpu_s / total * 1e6,
+        "consumer_cpu_us": consumer_cpu_s / total * 1e6,
+    }
 
 
 # -- the run ------------------------------------------------------------------------------------------
@@ -341,12 +364,9 @@ def run(address: str, pid: int, base_ms: int, args: argparse.Namespace, uvloop) 
     rows = []
     for repeat in range(args.repeats):
         row = uvloop.run(one_repeat(address, pid, base_ms, args, repeat))
-        row["produce_consume_stream_p50_ms"], row["produce_consume_stream_p99_ms"] = produce_consume_latency(
-            address, "latency", args.seconds, streaming=True)
-        row["produce_consume_stream1_p50_ms"], row["produce_consume_stream1_p99_ms"] = produce_consume_latency(
-            address, "latency", args.seconds, streaming=True, in_flight=1)
-        row["produce_consume_unary_p50_ms"], row["produce_consume_unary_p99_ms"] = produce_consume_latency(
-            address, "latency", args.seconds, streaming=False)
+        for name, streaming, in_flight in (("stream", True, 5), ("stream1", True, 1), ("unary", False, 1)):
+            figures = produce_consume_latency(address, pid, "latency", args.seconds, streaming, in_flight)
+            row.update({f"produce_consume_{name}_{key}": value for key, value in figures.items()})
         print(f"repeat {repeat + 1}/{args.repeats}: " + ", ".join(f"{k}={v:.1f}" for k, v in row.items()), flush=True)
         rows.append(row)
     return rows
@@ -375,6 +395,11 @@ def report(rows: list[dict[str, float]], args: argparse.Namespace) -> None:
     ]
     for name, value, r, goal in lines:
         print(f"{name:<48} {value:>12} {r:>6.2f}x  {goal}")
+    cpu_us = {who: median(f"produce_consume_stream_{who}_cpu_us") for who in ("producer", "service", "consumer")}
+    print(f"{'produce->consume, ProduceStream: CPU per record':<48} " + ", ".join(
+        f"{who} {us:.0f} us" for who, us in cpu_us.items()
+    ) + f" = {sum(cpu_us.values()) * LATENCY_RATE_PER_S / 1e6 / (os.cpu_count() or 1):.0%} of the machine's "
+        f"{os.cpu_count()} cores at {LATENCY_RATE_PER_S:,}/s")
     print(f"{'batched OffsetsForTimes, unary (lookups/s)':<48} {median('batched_unary_lookups_per_s'):>12,.0f}")
     print(f"{'batched OffsetsForTimes, LookupStream (lookups/s)':<48} {median('batched_stream_lookups_per_s'):>12,.0f}  goal >= 50,000")
     print(f"{'one-record produce, unary (5 in flight): service CPU':<48} {median('produce_unary_cpu_us'):>9.0f} us  "
