@@ -242,8 +242,9 @@ def plain_slot_range_for(buffer: Buffer, entry_count: int, target: int, field: E
 SPAN_PER_TARGET_MAX = 32
 """Entries decoded per target, at most, when the targets between two known slots are answered
 from the entries between them (``slots_between``). Decoding one entry and checking its order costs
-about 0.06 us here, one binary search about 1.6 us (ten probes, each a Python-level unpack and
-compare): past about 25 entries a target, searching each target costs less than decoding."""
+about 0.065 us here, one binary search about 1.7 us (a dozen probes, each a Python-level unpack
+and compare): break-even near 26 entries a target; 32 because each search also pays its shell
+(the index's counts, the observer), which the decoded run does not."""
 
 
 def slots_between(
