@@ -3,7 +3,9 @@
 ``AsyncAdmin`` is the implementation; ``Admin`` is its synchronous facade (see ``seglog._sync``).
 Names follow Kafka's admin clients: ``create_topic`` takes Kafka's topic config names
 (``retention.ms``, ``cleanup.policy``, ...); ``offsets_for_times`` and ``delete_records`` take a
-mapping keyed by ``TopicPartition`` and answer with one, like kafka-python's.
+mapping keyed by ``TopicPartition`` and answer with one, like kafka-python's;
+``offsets_for_times_many`` takes a sequence of ``(TopicPartition, timestamp_ms)`` targets, any
+number per partition, and answers a list in the same order.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from seglog import _sync
 from seglog._security import ConnectionSecurity, PemSource
 from seglog.cleaning import CleanablePartition, CleaningCommit, SnapshotInfo
 from seglog.client import REQUEST_TIMEOUT_MS_DEFAULT, Transport
-from seglog.errors import ClientClosedError, TopicExistsError, raise_partition_errors
+from seglog.errors import ClientClosedError, ServiceError, TopicExistsError, raise_partition_errors
 from seglog.structs import (
     DEFAULT_SERVER,
     EARLIEST_TIMESTAMP,
@@ -163,6 +165,32 @@ class AsyncAdmin:
             TopicPartition(r.topic, r.partition): (OffsetAndTimestamp(r.offset, r.timestamp_ms) if r.offset >= 0 else None)
             for r in response.results
         }
+
+    async def offsets_for_times_many(
+        self, targets: Sequence[tuple[TopicPartition, int]]
+    ) -> list[OffsetAndTimestamp | None]:
+        """For each ``(partition, timestamp_ms)`` target, in order, the first record with a
+        timestamp >= it, or None when there is none: ``offsets_for_times`` with any number of
+        timestamps per partition (a mapping holds one), all in one request.
+
+        One request, on the connection's LookupStream like ``offsets_for_times``: the per-call
+        cost is shared by every target, and the service searches a partition's targets together
+        (thousands of lookups per call answer far faster than one call each). Targets may repeat
+        and may be EARLIEST_TIMESTAMP, LATEST_TIMESTAMP or MAX_TIMESTAMP. When any target fails,
+        the first failure is raised (as ``offsets_for_times`` raises), naming its partition.
+        """
+        request = pb.OffsetsForTimesRequest(
+            partitions=[
+                pb.PartitionTimestamp(topic=tp.topic, partition=tp.partition, timestamp_ms=ts)
+                for tp, ts in targets
+            ]
+        )
+        response = await (await self._connected()).offsets_for_times(request)
+        raise_partition_errors(response.results)
+        results = response.results
+        if len(results) != len(targets):
+            raise ServiceError(f"OffsetsForTimes answered {len(results)} results for {len(targets)} targets")
+        return [OffsetAndTimestamp(r.offset, r.timestamp_ms) if r.offset >= 0 else None for r in results]
 
     async def earliest_offsets(self, topic: str, partitions: Sequence[int] | None = None) -> dict[int, int]:
         """Per partition, the log start offset."""
@@ -316,6 +344,9 @@ class Admin(_sync.SyncFacade):
 
     def offsets_for_times(self, timestamps: Mapping[TopicPartition, int]) -> dict[TopicPartition, OffsetAndTimestamp | None]:
         return self._portal.run(self._async.offsets_for_times(timestamps))
+
+    def offsets_for_times_many(self, targets: Sequence[tuple[TopicPartition, int]]) -> list[OffsetAndTimestamp | None]:
+        return self._portal.run(self._async.offsets_for_times_many(targets))
 
     def earliest_offsets(self, topic: str, partitions: Sequence[int] | None = None) -> dict[int, int]:
         return self._portal.run(self._async.earliest_offsets(topic, partitions))

@@ -96,6 +96,34 @@ def test_a_rotted_older_segment_answers_data_loss_on_fetch_consume_and_the_cli(s
     assert_serving(service.stub)
 
 
+def test_a_rotted_batch_fails_only_the_time_lookups_whose_scan_reaches_it(start_service):
+    """OffsetsForTimes with many targets of one partition searches them together; when that
+    search meets a rotted batch, each target is answered as if asked alone: DATA_LOSS for the
+    targets whose scan reaches the batch, their offsets for the others."""
+    service = start_service()
+    topic = "rotted-lookups"
+    service.stub.CreateTopic(pb.CreateTopicRequest(topic=topic, partitions=1, configs={"segment.bytes": "2048"}))
+    for index in range(40):
+        batch = make_batch([b"a" * 30, b"b" * 30, b"c" * 30], timestamps=[1000 + 3 * index + i for i in range(3)])
+        service.stub.Produce(pb.ProduceRequest(topic=topic, partition=0, records=batch))
+    path = _segment_of(service, topic)
+    _poke(path, _third_batch_position(path) + codec.LENGTH_OFFSET, _INT32.pack(100_000))
+    timestamps = [1000 + step for step in range(0, 125, 4)]
+
+    def answers(targets):
+        request = pb.OffsetsForTimesRequest(partitions=[
+            pb.PartitionTimestamp(topic=topic, partition=0, timestamp_ms=t) for t in targets])
+        return [(r.offset, r.error.code, r.error.error_class)
+                for r in service.stub.OffsetsForTimes(request, timeout=10).results]
+
+    together = answers(timestamps)
+    assert together == [answers([t])[0] for t in timestamps]
+    codes = {code for _, code, _ in together}
+    assert codes == {0, grpc.StatusCode.DATA_LOSS.value[0]}  # some answered, some refused
+    assert {error for _, code, error in together if code} == {"CorruptSegmentError"}
+    assert_serving(service.stub)
+
+
 # -- decompression bombs -------------------------------------------------------------------------
 
 BOMB_VALUE_BYTES = 256 * 1024 * 1024

@@ -85,3 +85,63 @@ def test_delete_records_above_the_high_watermark_is_out_of_range(stub, timed_top
     rpc_error(stub.DeleteRecords, pb.DeleteRecordsRequest(topic=timed_topic, offset=-2),
               Code.INVALID_ARGUMENT, "offset")
     assert_serving(stub)
+
+
+# -- several timestamps per partition in one request -------------------------------------------------
+
+
+def _results(stub, targets):
+    request = pb.OffsetsForTimesRequest(partitions=[
+        pb.PartitionTimestamp(topic=topic, partition=partition, timestamp_ms=timestamp_ms)
+        for topic, partition, timestamp_ms in targets])
+    return [(r.topic, r.partition, r.offset, r.timestamp_ms, r.error.code, r.error.message)
+            for r in stub.OffsetsForTimes(request, timeout=10).results]
+
+
+def _one_at_a_time(stub, targets):
+    return [_results(stub, [target])[0] for target in targets]
+
+
+@pytest.fixture
+def many_segments_topic(stub, topic):
+    """A second topic of two partitions over several segments: partition 0 holds offsets 0..119
+    with timestamps 1000 + 10 x offset, every fifth batch a step back in time; partition 1 is
+    empty; partition 0's log start offset is raised to 7."""
+    name = topic + "-two"
+    stub.CreateTopic(pb.CreateTopicRequest(topic=name, partitions=2, configs={
+        "segment.bytes": "1024", "index.interval.bytes": "100"}))
+    for first in range(0, 120, 4):
+        timestamps = [1000 + 10 * offset - (500 if first % 20 == 0 else 0) for offset in range(first, first + 4)]
+        stub.Produce(pb.ProduceRequest(topic=name, partition=0, records=make_batch(
+            [b"x" * 40] * 4, timestamps=timestamps)))
+    stub.DeleteRecords(pb.DeleteRecordsRequest(topic=name, partition=0, offset=7))
+    return name
+
+
+def test_several_timestamps_per_partition_answer_in_order_as_one_at_a_time(stub, many_segments_topic):
+    t = many_segments_topic
+    targets = [(t, 0, 2190), (t, 1, 1500), (t, 0, 1000), (t, 0, -7), (t, 0, 1555), (t, 0, 1555),
+               (t, 9, 1500), (t, 0, LATEST), ("", 0, 1500), (t, 0, 1001), (t, 0, MAX_TIMESTAMP),
+               (t, 0, 5000), (t, 1, EARLIEST), (t, 0, 1700), (t, -1, 1500), (t, 0, EARLIEST), (t, 0, 0)]
+    together = _results(stub, targets)
+    assert together == _one_at_a_time(stub, targets)
+    assert [(r[0], r[1]) for r in together] == [(topic, partition) for topic, partition, _ in targets]
+    assert together[0][2:4] == (119, 2190) and together[2][2] == 7  # the log start offset bounds it
+    assert together[4] == together[5] and together[4][2:4] == (56, 1560)
+    assert together[3][4] == together[14][4] == together[8][4] == Code.INVALID_ARGUMENT.value[0]
+    assert together[6][4] == Code.NOT_FOUND.value[0]
+    assert together[1][2:5] == (-1, -1, 0)  # the empty partition: no record, no error
+    assert_serving(stub)
+
+
+def test_several_timestamps_per_partition_on_the_lookup_stream_answer_as_unary(stub, many_segments_topic):
+    t = many_segments_topic
+    targets = [(t, 0, 1000 + step) for step in range(0, 1300, 37)] + [(t, 0, -9), (t, 3, 1200)]
+    request = pb.OffsetsForTimesRequest(partitions=[
+        pb.PartitionTimestamp(topic=topic, partition=partition, timestamp_ms=timestamp_ms)
+        for topic, partition, timestamp_ms in targets])
+    [answer] = list(stub.LookupStream(iter([pb.LookupStreamRequest(correlation_id=1, offsets_for_times=request)]),
+                                      timeout=10))
+    streamed = [(r.topic, r.partition, r.offset, r.timestamp_ms, r.error.code, r.error.message)
+                for r in answer.offsets_for_times.results]
+    assert streamed == _results(stub, targets) == _one_at_a_time(stub, targets)

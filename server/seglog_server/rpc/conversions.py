@@ -245,6 +245,19 @@ def partition_offset(topic: str, partition: int, found: Any) -> pb.PartitionOffs
     )
 
 
+def add_partition_offset(results: Any, topic: str, partition: int, found: Any) -> None:
+    """``partition_offset`` added to a response's repeated ``results`` in place (building the
+    message and appending it would copy it: OffsetsForTimes adds thousands per request)."""
+    result = results.add()
+    result.topic = topic
+    result.partition = partition
+    if found is None:
+        result.offset = result.timestamp_ms = -1
+    else:
+        result.offset = found.offset
+        result.timestamp_ms = found.timestamp_ms
+
+
 def partition_offset_error(
     target: pb.PartitionTimestamp, status: Any, message: str
 ) -> pb.PartitionOffset:

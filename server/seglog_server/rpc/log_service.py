@@ -407,27 +407,83 @@ class LogServicer(CleaningRpcs, StreamRpcs, pb_grpc.LogServiceServicer):
     async def _offsets_for_times(
         self, request: pb.OffsetsForTimesRequest, response: pb.OffsetsForTimesResponse | None = None
     ) -> pb.OffsetsForTimesResponse:
-        """OffsetsForTimes's answer, built in ``response`` when given (LookupStream's)."""
+        """OffsetsForTimes's answer, built in ``response`` when given (LookupStream's).
+
+        The targets are grouped by partition: one ``get_log`` and one storage call (one take of
+        the log's lock, the targets searched together: ``Log.offsets_for_timestamps``) a
+        partition, the answers in the request's order. Each target keeps its own outcome, as
+        Kafka answers per partition: a bad partition or timestamp, an unknown partition, or a
+        storage error answers only the targets it concerns. When a partition's lookup fails, its
+        targets are asked again one by one (``_offset_for_time``), so each gets the error or the
+        answer its own search gives: a corrupt batch fails only the targets whose scan reaches
+        it. (After an I/O error the log is offline, and each target is told so.)
+        """
         if response is None:
             response = pb.OffsetsForTimesResponse()
+        targets = request.partitions
+        answers: list[Any] = [None] * len(targets)  # a storage TimestampAndOffset, None, or an error
+        by_partition: dict[tuple[str, int], list[int]] = {}
+        for number, target in enumerate(targets):
+            key = (target.topic, target.partition)
+            numbers = by_partition.get(key)
+            if numbers is None:
+                by_partition[key] = [number]
+            else:
+                numbers.append(number)
+        for (topic, partition), numbers in by_partition.items():
+            await self._partition_offsets_for_times(topic, partition, targets, numbers, answers)
         results = response.results
-        for target in request.partitions:
-            try:
-                results.append(await self._offset_for_time(target))
-            except Exception as exc:  # noqa: BLE001 - answered per partition, as Kafka does
-                status = status_for(exc)
+        for target, answer in zip(targets, answers):
+            if isinstance(answer, Exception):
+                status = status_for(answer)
                 if not status.expected:
-                    raise  # a bug: the boundary answers INTERNAL and logs it
+                    raise answer  # a bug: the boundary answers INTERNAL and logs it
                 message = self.log_dir_names.redact(status.message)
                 results.append(conversions.partition_offset_error(target, status, message))
+            else:
+                conversions.add_partition_offset(results, target.topic, target.partition, answer)
         return response
 
-    async def _offset_for_time(self, target: pb.PartitionTimestamp) -> pb.PartitionOffset:
-        topic, partition = validation.check_partition_ref(target.topic, target.partition)
-        timestamp_ms = validation.check_target_timestamp(target.timestamp_ms)
-        log = self._manager.get_log(topic, partition)
-        found = await self._log_call(log, 0, log.offset_for_timestamp, timestamp_ms)
-        return conversions.partition_offset(topic, partition, found)
+    async def _partition_offsets_for_times(
+        self, topic: str, partition: int, targets: Any, numbers: list[int], answers: list[Any]
+    ) -> None:
+        """Answers ``targets[n]`` for each of ``numbers`` (all of partition ``topic``-``partition``)
+        into ``answers[n]``: a storage answer, or the error that target meets."""
+        try:
+            validation.check_partition_ref(topic, partition)
+        except InvalidRequestError as exc:
+            for number in numbers:
+                answers[number] = exc
+            return
+        searched = []
+        for number in numbers:
+            try:
+                validation.check_target_timestamp(targets[number].timestamp_ms)
+                searched.append(number)
+            except InvalidRequestError as exc:
+                answers[number] = exc
+        if not searched:
+            return
+        try:
+            log = self._manager.get_log(topic, partition)
+            found = await self._log_call(
+                log, 0, log.offsets_for_timestamps, [targets[number].timestamp_ms for number in searched]
+            )
+        except Exception as exc:  # noqa: BLE001 - answered per target, as Kafka does
+            if len(searched) == 1 or not status_for(exc).expected:
+                found = [exc] * len(searched)
+            else:
+                found = [await self._offset_for_time(topic, partition, targets[number]) for number in searched]
+        for number, answer in zip(searched, found):
+            answers[number] = answer
+
+    async def _offset_for_time(self, topic: str, partition: int, target: pb.PartitionTimestamp) -> Any:
+        """One target by the per-target path (a storage answer), or the error it meets."""
+        try:
+            log = self._manager.get_log(topic, partition)
+            return await self._log_call(log, 0, log.offset_for_timestamp, target.timestamp_ms)
+        except Exception as exc:  # noqa: BLE001 - answered per target
+            return exc
 
     @unary_rpc
     async def DeleteRecords(self, request: pb.DeleteRecordsRequest, context: Any) -> Any:

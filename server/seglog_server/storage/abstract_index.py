@@ -44,12 +44,15 @@ so a fault injector can hand out a wrapped mapping to fail flushes.
 
 from __future__ import annotations
 
+import bisect
 import enum
 import io
 import mmap
+import operator
 import os
 import struct
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -62,9 +65,11 @@ from seglog_server.storage.index_search import (
     EntryField,
     EntryLayout,
     Zone,
+    first_hot_slot,
     recording,
     slot_and_zone_for,
     slot_zone_and_pages_for,
+    slots_between,
 )
 from seglog_server.storage.observer import OBSERVER, PAGE_BYTES, page_of
 
@@ -371,6 +376,50 @@ class AbstractIndex:
         # ``_value_``: an Enum's ``value`` is a Python-level property, hashing one a Python call.
         observer.index_lookup(self.LABEL, zone._value_, pages)
         return slot, zone
+
+    def _sorted_search_locked(self, targets: Sequence[int], field: EntryField) -> list[int]:
+        """The LARGEST_LOWER_BOUND slot of each of ``targets`` (ascending): the first and the
+        last searched as ``_search_locked`` does, the ones between answered from the entries
+        between those two slots, decoded once (``slots_between``); target by target when that
+        run is long, its keys out of order, or the targets not ascending.
+
+        Counted as one lookup a target, each in the zone its own search would have run in. With
+        an observer, each target is one ``index_lookup``: the first and the last with the pages
+        their searches probed, the first of those between with the pages of the decoded run and
+        the rest with none (they read no index page), so the pages' sum is what the lookups read.
+        """
+        count = len(targets)
+        if count < 3 or not all(map(operator.le, targets, targets[1:])):
+            return [self._search_locked(target, field, LARGEST_LOWER_BOUND)[0] for target in targets]
+        first = self._search_locked(targets[0], field, LARGEST_LOWER_BOUND)[0]
+        last = self._search_locked(targets[-1], field, LARGEST_LOWER_BOUND)[0]
+        between = targets[1:-1]
+        slots = slots_between(self._buffer, first, last, between, field)
+        if slots is None:
+            slots = [self._search_locked(target, field, LARGEST_LOWER_BOUND)[0] for target in between]
+        else:
+            self._count_between_locked(between, field, max(first, 0), last)
+        slots.insert(0, first)
+        slots.append(last)
+        return slots
+
+    def _count_between_locked(self, targets: Sequence[int], field: EntryField, low: int, high: int) -> None:
+        """Counts ``targets`` (ascending), answered from the decoded slots [low, high], by zone:
+        warm when the warm section's first entry is below the target (``slot_and_zone_for``)."""
+        entry_count = self._entry_count
+        cold_count = len(targets)
+        if entry_count > 0:
+            at = first_hot_slot(entry_count, field) * field.entry_bytes + field.field_offset
+            cold_count = bisect.bisect_right(targets, field.unpack_from(self._buffer, at)[0])
+        self._lookup_counts[Zone.COLD] += cold_count
+        self._lookup_counts[Zone.WARM] += len(targets) - cold_count
+        observer = OBSERVER.current
+        if observer.enabled and targets:
+            entry_bytes = field.entry_bytes
+            pages = page_of((high + 1) * entry_bytes - 1) - page_of(low * entry_bytes) + 1
+            for number in range(len(targets)):
+                zone = Zone.COLD if number < cold_count else Zone.WARM
+                observer.index_lookup(self.LABEL, zone._value_, pages if number == 0 else 0)
 
     def _recorded_search_locked(
         self, target: int, field: EntryField, bound: Bound

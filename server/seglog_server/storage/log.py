@@ -25,7 +25,7 @@ import os
 import random
 import threading
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from types import MappingProxyType
 from typing import TypeVar
 
@@ -73,6 +73,7 @@ from .open_segments import DEFAULT_OPEN_SEGMENTS_MAX, OpenSegments
 from .producer_state import BatchMetadata, ProducerStateManager, ProducerStateStatistics
 from .producer_state_loader import delete_snapshots_below, load_producer_state, take_snapshot
 from .segment_timestamps import SegmentTimestamps
+from .timestamp_lookups import search_timestamps
 
 __all__ = ["FlushScheduler", "Log"]
 
@@ -82,9 +83,20 @@ _DELETE_TO_HIGH_WATERMARK = -1
 
 _T = TypeVar("_T")
 
+_SPECIAL_TIMESTAMPS = frozenset(
+    (LATEST_TIMESTAMP, EARLIEST_TIMESTAMP, MAX_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP, LATEST_TIERED_TIMESTAMP)
+)
+
 FlushScheduler = Callable[[Callable[[], None]], None]
 """Runs a background flush (Kafka's scheduler.scheduleOnce("flush-log")): after a roll, the
 segments below the new one are fsynced off the append path, advancing the recovery point."""
+
+
+def _targets_text(timestamps_ms: Sequence[int]) -> str:
+    """The targets for an error message: all of a few, or how many and their range."""
+    if len(timestamps_ms) <= 4:
+        return ", ".join(map(str, timestamps_ms))
+    return f"{min(timestamps_ms)}..{max(timestamps_ms)} ({len(timestamps_ms)} targets)"
 
 
 def _flush_in_thread(task: Callable[[], None]) -> None:
@@ -617,6 +629,36 @@ class Log:
             if timestamp_ms == LATEST_TIERED_TIMESTAMP:
                 return TimestampAndOffset(-1, -1)
             raise ValueError(f"{self._name}: unknown special timestamp {timestamp_ms}")
+
+    def offsets_for_timestamps(self, timestamps_ms: Sequence[int]) -> list[TimestampAndOffset | None]:
+        """``offset_for_timestamp`` of each of ``timestamps_ms``, in their order, under one
+        acquisition of the lock: the targets >= 0 searched together in ascending order
+        (timestamp_lookups.py), each distinct special target answered once. A target that
+        would raise raises for the call (the first found: an unknown special target before any
+        search)."""
+        for timestamp_ms in timestamps_ms:
+            if timestamp_ms < 0 and timestamp_ms not in _SPECIAL_TIMESTAMPS:
+                raise ValueError(f"{self._name}: unknown special timestamp {timestamp_ms}")
+        with self._lock:
+            if self._closed or self._offline_cause is not None:
+                self._check_usable()
+            searched = sorted({timestamp_ms for timestamp_ms in timestamps_ms if timestamp_ms >= 0})
+            try:
+                found: dict[int, TimestampAndOffset | None] = {}
+                if searched and self._log_start_offset != self._log_end_offset:
+                    found.update(search_timestamps(
+                        self._segments, self._timestamps, searched, self._log_start_offset, self._touch
+                    ))
+                if MAX_TIMESTAMP in timestamps_ms:
+                    found[MAX_TIMESTAMP] = self._offset_of_max_timestamp()
+            except OSError as exc:
+                raise self._io_error("searching", exc) from exc
+            except CorruptRecordError as exc:
+                raise self._corrupt(f"a search for the timestamps {_targets_text(timestamps_ms)}", exc) from exc
+            found[LATEST_TIMESTAMP] = TimestampAndOffset(-1, self._log_end_offset)
+            found[EARLIEST_TIMESTAMP] = found[EARLIEST_LOCAL_TIMESTAMP] = TimestampAndOffset(-1, self._log_start_offset)
+            found[LATEST_TIERED_TIMESTAMP] = TimestampAndOffset(-1, -1)
+            return [found.get(timestamp_ms) for timestamp_ms in timestamps_ms]
 
     def _search_timestamp(self, timestamp_ms: int) -> TimestampAndOffset | None:
         if self._log_start_offset == self._log_end_offset:

@@ -20,7 +20,7 @@ import enum
 import logging
 import os
 import struct
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import NamedTuple
 
 from seglog.records import LOG_OVERHEAD, BatchWalk, vouch_batches
@@ -555,24 +555,77 @@ class LogSegment:
         entry = self._time_index.lookup(timestamp_ms)
         position = self._offset_index.lookup(max(entry.offset, starting_offset)).position
         watch.lap_faults("index_search", "index_lookup")
-        scan_bytes = self._scan_bytes
         try:
-            while True:
-                found = self._log.search_for_timestamp(
-                    timestamp_ms, position, starting_offset, scan_bytes, self.offset_bounds()
-                )
-                if found is None:
-                    return None
-                header, data = found
-                try:
-                    match = first_record_at_or_after(data, timestamp_ms, starting_offset)
-                except _CodecError as exc:
-                    raise self._undecodable(header, exc) from exc
-                if match is not None:
-                    return TimestampAndOffset(match[1], match[0])
-                position = header.position + header.size_in_bytes  # the match was below starting_offset
+            return self._scan_for_timestamp(timestamp_ms, position, starting_offset, _UNKNOWN)[0]
         finally:
             watch.lap_faults("log_scan", "log_read")
+
+    def find_offsets_by_timestamps(
+        self, timestamps_ms: Sequence[int], starting_offset: int
+    ) -> list[TimestampAndOffset | None]:
+        """``find_offset_by_timestamp`` for each of ``timestamps_ms`` (ascending), with the same
+        answers: the index searches of all the targets run together, and a target whose scan
+        would start where the previous target's did, when the batch that scan found first
+        reaches it (or it found none), starts from that batch without walking to it again.
+
+        Why that batch is the answer: the targets ascend, and every batch the previous scan
+        passed had a max timestamp below the previous target (or offsets below
+        ``starting_offset``): below this one too. Only walks the per-target path would make too
+        are made, so a damaged file raises the same errors."""
+        if self._pending_check is not None:
+            self._check_once()
+        count = len(timestamps_ms)
+        watch = stopwatch("offsets_for_times", mark_faults=True)
+        entry_offsets = self._time_index.lookup_offsets(timestamps_ms)
+        positions = self._offset_index.lookup_positions(
+            [offset if offset > starting_offset else starting_offset for offset in entry_offsets]
+        )
+        watch.lap_each("index_search", count)
+        watch.faults("index_lookup")
+        results: list[TimestampAndOffset | None] = []
+        scan_position, first = -1, _UNKNOWN  # where the last scan started, and what it found first
+        scanned = 0
+        try:
+            for timestamp_ms, position in zip(timestamps_ms, positions):
+                known = _UNKNOWN
+                if position == scan_position and (first is None or first[0].max_timestamp >= timestamp_ms):
+                    known = first
+                scanned += 1
+                found, found_first = self._scan_for_timestamp(timestamp_ms, position, starting_offset, known)
+                if known is _UNKNOWN:
+                    scan_position, first = position, found_first
+                results.append(found)
+        finally:
+            watch.lap_each("log_scan", scanned)
+            watch.faults("log_read")
+        return results
+
+    def _scan_for_timestamp(
+        self, timestamp_ms: int, position: int, starting_offset: int, first: object
+    ) -> tuple[TimestampAndOffset | None, tuple[BatchHeader, bytes] | None]:
+        """The lookup's scan from ``position``: the first batch with a max timestamp >=
+        ``timestamp_ms`` and a last offset >= ``starting_offset``, then its first such record, on
+        to the next batch when the record's offset is below ``starting_offset``. Also returns
+        what the first step found (``first``: that step's answer when already known)."""
+        scan_bytes = self._scan_bytes
+        if first is _UNKNOWN:
+            first = self._log.search_for_timestamp(
+                timestamp_ms, position, starting_offset, scan_bytes, self.offset_bounds()
+            )
+        found = first
+        while found is not None:
+            header, data = found  # type: ignore[misc]
+            try:
+                match = first_record_at_or_after(data, timestamp_ms, starting_offset)
+            except _CodecError as exc:
+                raise self._undecodable(header, exc) from exc
+            if match is not None:
+                return TimestampAndOffset(match[1], match[0]), first  # type: ignore[return-value]
+            found = self._log.search_for_timestamp(  # the match was below starting_offset
+                timestamp_ms, header.position + header.size_in_bytes, starting_offset, scan_bytes,
+                self.offset_bounds(),
+            )
+        return None, first  # type: ignore[return-value]
 
     def offset_of_max_timestamp(self) -> TimestampAndOffset | None:
         """The segment's greatest timestamp and the first record offset carrying it."""

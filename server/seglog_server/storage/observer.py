@@ -156,6 +156,23 @@ class Stopwatch:
         histogram.counts[_bisect_left(histogram.bounds, seconds)] += 1
         histogram.total += seconds
 
+    def lap_each(self, phase: str, count: int) -> None:
+        """``lap(phase)`` for a phase done for ``count`` operations at once (OffsetsForTimes's
+        targets, searched together): ``count`` observations of the mean, so the histogram's
+        count and sum are those of ``count`` laps (none when ``count`` is 0)."""
+        now = _perf_counter()
+        seconds = (now - self._last) / count if count else 0.0
+        self._last = now
+        histograms = self._histograms
+        if histograms is None:
+            for _ in range(count):
+                self._observer.phase(self._operation, phase, seconds)
+            return
+        if count:
+            histogram = histograms[phase]
+            histogram.counts[_bisect_left(histogram.bounds, seconds)] += count
+            histogram.total += seconds * count
+
     def mark_faults(self) -> None:
         usage = _getrusage(_RUSAGE_THREAD)
         self._minor, self._major = usage.ru_minflt, usage.ru_majflt
@@ -199,6 +216,9 @@ class _IdleStopwatch:
         pass
 
     def lap(self, phase: str) -> None:
+        pass
+
+    def lap_each(self, phase: str, count: int) -> None:
         pass
 
     def mark_faults(self) -> None:

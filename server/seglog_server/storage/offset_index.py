@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import functools
 import struct
+from collections.abc import Sequence
 from typing import NamedTuple
 
 from seglog_server.storage.abstract_index import AbstractIndex, IndexSearchExplanation
@@ -83,6 +84,15 @@ class OffsetIndex(AbstractIndex):
             if slot == NO_SLOT:
                 return OffsetPosition(self._base_offset, 0)
             return self._parse_locked(buffer, slot)
+
+    def lookup_positions(self, offsets: Sequence[int]) -> list[int]:
+        """``lookup(o).position`` for each of ``offsets`` (ascending), searched together
+        (``_sorted_search_locked``): OffsetsForTimes with many targets in one segment."""
+        with self._lock:
+            self._open_locked()
+            buffer, base_offset, unpack = self._buffer, self._base_offset, ENTRY.unpack_from
+            slots = self._sorted_search_locked([offset - base_offset for offset in offsets], LAYOUT.key)
+            return [0 if slot == NO_SLOT else unpack(buffer, slot * ENTRY.size)[1] for slot in slots]
 
     def explain_lookup(self, offset: int) -> tuple[IndexSearchExplanation, OffsetPosition]:
         """``lookup`` with the search's path laid out (ExplainLookup); counted like a lookup."""

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import functools
 import struct
+from collections.abc import Sequence
 from typing import NamedTuple
 
 from seglog.records import NO_TIMESTAMP  # the empty index's last-entry timestamp
@@ -86,6 +87,18 @@ class TimeIndex(AbstractIndex):
             if slot == NO_SLOT:
                 return TimestampOffset(NO_TIMESTAMP, self._base_offset)
             return self._parse_locked(buffer, slot)
+
+    def lookup_offsets(self, timestamps_ms: Sequence[int]) -> list[int]:
+        """``lookup(t).offset`` for each of ``timestamps_ms`` (ascending), searched together
+        (``_sorted_search_locked``): OffsetsForTimes with many targets in one segment."""
+        with self._lock:
+            self._open_locked()
+            buffer, base_offset, unpack = self._buffer, self._base_offset, ENTRY.unpack_from
+            slots = self._sorted_search_locked(timestamps_ms, LAYOUT.key)
+            return [
+                base_offset if slot == NO_SLOT else base_offset + unpack(buffer, slot * ENTRY.size)[1]
+                for slot in slots
+            ]
 
     def explain_lookup(self, timestamp_ms: int) -> tuple[IndexSearchExplanation, TimestampOffset]:
         """``lookup`` with the search's path laid out (ExplainLookup); counted like a lookup."""

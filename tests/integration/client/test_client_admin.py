@@ -13,6 +13,7 @@ from seglog import (
     Producer,
     TopicPartition,
 )
+from seglog.errors import InvalidRequestError, TopicNotFoundError
 
 pytestmark = pytest.mark.integration
 
@@ -78,6 +79,27 @@ def test_offsets_for_times_and_the_special_targets(seglog_service, make_topic):
         assert admin.earliest_offsets(topic) == {0: 0, 1: 0}
         assert admin.latest_offsets(topic, [0]) == {0: 3}
         assert admin.max_timestamp_offsets(topic) == {0: OffsetAndTimestamp(1, 3000), 1: None}
+
+
+def test_offsets_for_times_many_answers_several_timestamps_per_partition_in_order(seglog_service, make_topic):
+    topic = make_topic(partitions=2)
+    with Producer(seglog_service.address) as producer:
+        for ts in (1000, 3000, 2000, 4000):
+            producer.send(topic, str(ts).encode(), partition=0, timestamp_ms=ts).result()
+    tp0, tp1 = TopicPartition(topic, 0), TopicPartition(topic, 1)
+    targets = [(tp0, 2500), (tp1, 0), (tp0, 500), (tp0, 2500), (tp0, 4001), (tp0, MAX_TIMESTAMP),
+               (tp0, LATEST_TIMESTAMP), (tp1, EARLIEST_TIMESTAMP), (tp0, 3500)]
+    with Admin(seglog_service.address) as admin:
+        found = admin.offsets_for_times_many(targets)
+        assert found == [OffsetAndTimestamp(1, 3000), None, OffsetAndTimestamp(0, 1000), OffsetAndTimestamp(1, 3000),
+                         None, OffsetAndTimestamp(3, 4000), OffsetAndTimestamp(4, -1), OffsetAndTimestamp(0, -1),
+                         OffsetAndTimestamp(3, 4000)]
+        assert found == [admin.offsets_for_times({tp: ts})[tp] for tp, ts in targets]
+        assert admin.offsets_for_times_many([]) == []
+        with pytest.raises(InvalidRequestError, match=f"{topic}-0: .*-7"):
+            admin.offsets_for_times_many([(tp1, 0), (tp0, -7), (TopicPartition(topic, 5), 0)])
+        with pytest.raises(TopicNotFoundError, match=f"{topic}-5"):
+            admin.offsets_for_times_many([(tp1, 0), (TopicPartition(topic, 5), 0), (tp0, 0)])
 
 
 def test_delete_records_moves_the_log_start_offset(seglog_service, make_topic):

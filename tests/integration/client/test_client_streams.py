@@ -166,3 +166,15 @@ def test_lookups_go_on_the_lookup_stream_and_match_the_unary_answer(seglog_servi
     assert {TopicPartition(r.topic, r.partition): r.offset for r in unary.results} == {
         tp: (hit.offset if hit else -1) for tp, hit in streamed.items()
     }
+
+
+def test_many_timestamps_per_partition_go_on_the_lookup_stream_in_one_request(seglog_service, make_topic):
+    topic = make_topic(partitions=2)
+    tp0, tp1 = TopicPartition(topic, 0), TopicPartition(topic, 1)
+    targets = [(tp, ts) for ts in (-3, -2, -1, 0, 5) for tp in (tp0, tp1)]
+    with Admin(seglog_service.address) as admin:
+        found = admin.offsets_for_times_many(targets)
+        statistics = admin._async._transport.statistics()
+        assert statistics.streams_opened == 1 and statistics.requests_sent == 1
+        assert found == [admin.offsets_for_times({tp: ts})[tp] for tp, ts in targets]
+        assert admin._async._transport.statistics().streams_opened == 1  # the same stream

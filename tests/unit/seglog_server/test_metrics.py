@@ -131,3 +131,20 @@ def test_stopwatch_counts_laps_and_faults_into_the_metrics_observer():
     assert all(histogram.total >= 0 for histogram in by_labels.values())
     # at least the faults seen around the touches; the getrusage calls' own result objects may add
     assert observer.faults["index_lookup", "minor"] >= after - before >= pages
+
+
+def test_a_shared_lap_counts_one_observation_a_target_into_the_metrics_observer():
+    """Batched OffsetsForTimes times its index searches and scans once for all targets: the
+    histogram still counts one observation a target, and its sum is the time taken."""
+    from seglog_server.metrics import MetricsObserver
+    from seglog_server.storage.observer import install_observer, stopwatch
+
+    observer = MetricsObserver()
+    previous = install_observer(observer)
+    try:
+        watch = stopwatch("offsets_for_times")
+        watch.lap_each("index_search", 250)
+    finally:
+        install_observer(previous)
+    histogram = observer.phases.by_labels["offsets_for_times", "index_search"]
+    assert sum(histogram.counts) == 250 and histogram.total >= 0

@@ -16,6 +16,7 @@ from seglog_server.storage.index_search import (
     LARGEST_LOWER_BOUND,
     NO_SLOT,
     SMALLEST_UPPER_BOUND,
+    SPAN_PER_TARGET_MAX,
     WARM_SECTION_BYTES,
     Bound,
     EntryLayout,
@@ -27,6 +28,7 @@ from seglog_server.storage.index_search import (
     slot_and_zone_for,
     slot_range_for,
     slot_zone_and_pages_for,
+    slots_between,
     smallest_upper_bound_slot_for,
 )
 
@@ -365,3 +367,48 @@ def test_paged_search_answers_and_counts_pages_as_the_recorded_search(entry_coun
                 pages = len({(s * field.entry_bytes + field.field_offset) // page_bytes for s in probed})
                 assert slot_zone_and_pages_for(buffer, entry_count, target, field, bound, page_bytes) == (
                     slot, zone, pages)
+
+
+# -- many ascending targets at once (slots_between) -------------------------------------------------
+
+
+@settings(max_examples=120, deadline=None)
+@given(
+    entry_count=st.one_of(st.integers(0, 3000), st.sampled_from([681, 682, 683, 684, 1024, 1025])),
+    rng=st.randoms(use_true_random=False),
+    target_count=st.integers(1, 80),
+)
+def test_slots_between_equals_the_search_of_each_target(entry_count, rng, target_count):
+    """Between the searched slots of the smallest and the greatest target, each target's slot is
+    a bisect of the decoded entries: Kafka's search answers the same for strictly rising keys."""
+    for layout, entry in ((OFFSET, offset_index.ENTRY), (TIME, time_index.ENTRY)):
+        keys = random_sorted(rng, entry_count, strictly=True, start=rng.randint(-10, 10))
+        buffer = build(entry, [(key, slot) for slot, key in enumerate(keys)])
+        low, high = (keys[0] - 3, keys[-1] + 3) if keys else (-5, 5)
+        span = rng.randint(0, high - low)
+        start = rng.randint(low, high - span)
+        targets = sorted(rng.randint(start, start + span) for _ in range(target_count))
+        expected = [slot_range_for(buffer, entry_count, t, layout.key, LARGEST_LOWER_BOUND) for t in targets]
+        found = slots_between(buffer, expected[0], expected[-1], targets[1:-1], layout.key)
+        if found is None:  # a run longer than the bound: the caller searches each target
+            assert expected[-1] - max(expected[0], 0) >= SPAN_PER_TARGET_MAX * max(target_count - 2, 1)
+        else:
+            assert found == expected[1:-1]
+
+
+def test_slots_between_refuses_keys_out_of_order():
+    buffer = offset_buffer([0, 10, 20, 15, 40, 50])  # a damaged index: 20 then 15
+    assert slots_between(buffer, 0, 5, [12, 30], OFFSET.key) is None
+    assert slots_between(buffer, 3, 5, [41, 45], OFFSET.key) == [4, 4]  # the run 15, 40, 50 rises
+
+
+def test_slots_between_targets_below_the_first_entry_have_no_slot():
+    buffer = offset_buffer([10, 20, 30])
+    assert slots_between(buffer, NO_SLOT, 1, [5, 9, 10, 19, 20], OFFSET.key) == [NO_SLOT, NO_SLOT, 0, 0, 1]
+
+
+def test_slots_between_refuses_a_run_too_long_for_its_targets():
+    keys = list(range(0, 10 * SPAN_PER_TARGET_MAX * 3, 10))
+    buffer = offset_buffer(keys)
+    assert slots_between(buffer, 0, len(keys) - 1, [5, 15], OFFSET.key) is None
+    assert slots_between(buffer, 0, len(keys) - 1, [5, 15, 25], OFFSET.key) == [0, 1, 2]

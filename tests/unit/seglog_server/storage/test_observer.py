@@ -98,3 +98,18 @@ def test_stopwatch_reports_laps_in_order(tmp_path):
         install_observer(previous)
     assert [(op, phase) for op, phase, _ in recorder.phases] == [("produce", "validation"), ("produce", "append")]
     assert all(seconds >= 0 for _, _, seconds in recorder.phases)
+
+
+def test_a_lap_shared_by_several_operations_is_one_observation_of_the_mean_each(tmp_path):
+    recorder = Recorder()
+    previous = install_observer(recorder)
+    try:
+        watch = stopwatch("offsets_for_times")
+        watch.lap_each("index_search", 4)
+        watch.lap_each("log_scan", 0)  # nothing done: no observation
+        watch.lap("log_scan")
+    finally:
+        install_observer(previous)
+    assert [(op, phase) for op, phase, _ in recorder.phases] == [("offsets_for_times", "index_search")] * 4 + [
+        ("offsets_for_times", "log_scan")]
+    assert len({seconds for _, phase, seconds in recorder.phases if phase == "index_search"}) == 1

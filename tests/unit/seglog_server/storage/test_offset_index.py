@@ -675,3 +675,33 @@ def test_random_operations_agree_with_a_list_model(tmp_path_factory, rng):
         assert idx.entry_count == len(model)
         assert idx.last_offset == (model[-1][0] if model else 100)
     idx.close()
+
+
+# -- many ascending offsets at once (OffsetsForTimes' targets) -------------------------------------
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    entry_count=st.integers(0, 2500),
+    offsets=st.lists(st.integers(-5, 26_000), max_size=120),
+)
+def test_lookup_positions_equals_a_lookup_per_offset_and_counts_each_in_its_zone(tmp_path_factory, entry_count, offsets):
+    path = str(tmp_path_factory.mktemp("positions") / "00000000000000000000.index")
+    one_by_one = OffsetIndex(path, 0, 2500 * ENTRY_BYTES)
+    fill(one_by_one, ((i * 10, i * 7) for i in range(entry_count)))
+    one_by_one.flush()
+    offsets = sorted(offsets)
+    expected = [one_by_one.lookup(offset).position for offset in offsets]
+    alone = one_by_one.statistics()
+    one_by_one.close()
+    together = OffsetIndex(path, 0, 2500 * ENTRY_BYTES)
+    assert together.lookup_positions(offsets) == expected
+    both = together.statistics()
+    assert (both.warm_lookup_count, both.cold_lookup_count) == (alone.warm_lookup_count, alone.cold_lookup_count)
+    together.close()
+
+
+def test_lookup_positions_of_unsorted_offsets_searches_each(index):
+    fill(index, ((BASE_OFFSET + i * 10, i * 100) for i in range(10)))
+    offsets = [BASE_OFFSET + 55, BASE_OFFSET, BASE_OFFSET + 91, BASE_OFFSET + 12]
+    assert index.lookup_positions(offsets) == [index.lookup(offset).position for offset in offsets]

@@ -403,3 +403,30 @@ def test_random_operations_agree_with_a_list_model(tmp_path_factory, rng):
         assert idx.entry_count == len(model)
         assert idx.last_entry == (model[-1] if model else (NO_TIMESTAMP, 100))
     idx.close()
+
+
+# -- many ascending timestamps at once (OffsetsForTimes' targets) -----------------------------------
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    entry_count=st.integers(0, 1500),
+    timestamps=st.lists(st.integers(-5, 16_000), max_size=120),
+)
+def test_lookup_offsets_equals_a_lookup_per_timestamp_and_counts_each_in_its_zone(
+    tmp_path_factory, entry_count, timestamps
+):
+    path = str(tmp_path_factory.mktemp("offsets") / "00000000000000000045.timeindex")
+    one_by_one = TimeIndex(path, BASE_OFFSET, (1500 + 1) * ENTRY_BYTES)
+    for i in range(entry_count):
+        one_by_one.maybe_append(i * 10 + 3, BASE_OFFSET + i // 2)  # two entries an offset
+    one_by_one.flush()
+    timestamps = sorted(timestamps)
+    expected = [one_by_one.lookup(timestamp).offset for timestamp in timestamps]
+    alone = one_by_one.statistics()
+    one_by_one.close()
+    together = TimeIndex(path, BASE_OFFSET, (1500 + 1) * ENTRY_BYTES)
+    assert together.lookup_offsets(timestamps) == expected
+    both = together.statistics()
+    assert (both.warm_lookup_count, both.cold_lookup_count) == (alone.warm_lookup_count, alone.cold_lookup_count)
+    together.close()
