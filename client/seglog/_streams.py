@@ -53,9 +53,11 @@ class RequestStream:
         open_call: Callable[[], grpc.aio.StreamStreamCall],
         wrap: Callable[[int, Any], Any],
         answer_field: str,
+        open_timeout_s: float | None = None,
     ) -> None:
         """``open_call()`` starts the RPC; ``wrap(correlation_id, request)`` builds a stream
-        request; ``answer_field`` names the response's field holding a successful answer."""
+        request; ``answer_field`` names the response's field holding a successful answer;
+        ``open_timeout_s`` bounds the wait for the service to answer the open (see ``_open``)."""
         self._open_call = open_call
         self._wrap = wrap
         self._answer_field = answer_field
@@ -63,6 +65,8 @@ class RequestStream:
         self._reader: asyncio.Task[None] | None = None
         self._owed: deque[tuple[int, asyncio.Future[Any]]] = deque()
         self._write_lock = asyncio.Lock()
+        self._open_timeout_s = open_timeout_s
+        self._open_answered: asyncio.Future[None] | None = None  # the current call's (_open)
         self._next_id = 1
         self._closed = False
         # Set once the service answered the open (initial metadata): it serves this stream.
@@ -87,12 +91,18 @@ class RequestStream:
         if self._closed:
             raise ClientClosedError("the stream is closed")
         call = self._call or self._open()
+        opened = self._open_answered
+        assert opened is not None
         correlation_id = self._next_id
         self._next_id += 1
         answer: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._owed.append((correlation_id, answer))  # before any await: the order of calls
         try:
             async with self._write_lock:  # grpc.aio allows one write at a time
+                if not opened.done():
+                    await self._wait_for_open(call, opened)
+                if self._call is not call:
+                    return answer  # the stream ended before the open was answered: failed by _end
                 await call.write(self._wrap(correlation_id, request))
         except (grpc.RpcError, asyncio.InvalidStateError) as error:
             # The stream ended under us; its reader fails what it owed (ours too, if it still
@@ -128,8 +138,14 @@ class RequestStream:
     # -- helpers ---------------------------------------------------------------------------------
 
     def _open(self) -> grpc.aio.StreamStreamCall:
+        """Starts the call. Nothing is written on it before the service answers the open (its
+        initial metadata), once per stream: a write racing the end of a call the service refuses
+        (a service without the method answers UNIMPLEMENTED at once) makes grpc.aio end the call
+        INTERNAL "Internal error from Core" instead, and the producer could not tell that it
+        must fall back to unary calls."""
         call = self._open_call()
         self._call = call
+        self._open_answered = asyncio.get_running_loop().create_future()
         self.opened_count += 1
         self._reader = asyncio.ensure_future(self._read_answers(call))
         return call
@@ -138,7 +154,8 @@ class RequestStream:
         error: SeglogError
         try:
             metadata = await call.initial_metadata()
-            self._note_metadata(metadata)
+            if self._note_metadata(metadata) and self._call is call and not self._open_answered.done():
+                self._open_answered.set_result(None)  # seglog's stream handler: writes may go
             while True:
                 response = await call.read()
                 if response is grpc.aio.EOF:
@@ -155,7 +172,8 @@ class RequestStream:
             error = protocol_error
         self._end(call, error)
 
-    def _note_metadata(self, metadata: Any) -> None:
+    def _note_metadata(self, metadata: Any) -> bool:
+        """True when the open was answered by seglog's stream handler."""
         # Only seglog's stream handler sends its read-ahead bound at open; a server without the
         # method may still hand back (empty) initial metadata before its UNIMPLEMENTED status.
         for key, value in metadata or ():
@@ -165,6 +183,8 @@ class RequestStream:
                 except ValueError:
                     pass
                 self.confirmed = True
+                return True
+        return False
 
     def _answer(self, response: Any) -> None:
         if not self._owed:
@@ -182,12 +202,22 @@ class RequestStream:
         else:
             answer.set_result(getattr(response, self._answer_field))
 
+    async def _wait_for_open(self, call: grpc.aio.StreamStreamCall, answered: asyncio.Future[None]) -> None:
+        await asyncio.wait((answered,), timeout=self._open_timeout_s)
+        if not answered.done():
+            self._end(call, RequestTimeoutError(
+                f"the service did not answer the stream's open within {self._open_timeout_s * 1000:.0f} ms; "
+                "the stream was reset"
+            ))
+
     def _end(self, call: grpc.aio.StreamStreamCall, error: SeglogError) -> None:
         """``call`` is over: every request it owes fails with ``error``."""
         if self._call is not call:
             return
         self._call = None
         call.cancel()
+        if self._open_answered is not None and not self._open_answered.done():
+            self._open_answered.set_result(None)  # writers waiting on the open see it ended
         owed, self._owed = self._owed, deque()
         if owed and self.on_break is not None:
             self.on_break(error)

@@ -217,6 +217,7 @@ class Transport:
                     correlation_id=correlation_id, produce=request
                 ),
                 "produce",
+                open_timeout_s=self.request_timeout_s,
             )
         return self._produce_stream
 
@@ -230,6 +231,7 @@ class Transport:
                     correlation_id=correlation_id, offsets_for_times=request
                 ),
                 "offsets_for_times",
+                open_timeout_s=self.request_timeout_s,
             )
         return self._lookup_stream
 

@@ -5,14 +5,13 @@ LookupStream."""
 from __future__ import annotations
 
 import asyncio
-import random
 
 import grpc
 import pytest
 
 from seglog import Admin, AsyncProducer, Consumer, TopicPartition
 from seglog._streams import RequestStream
-from seglog.errors import ServiceUnavailableError
+from seglog.errors import RequestTimeoutError, ServiceUnavailableError
 from seglog.v1 import log_service_pb2 as pb
 
 pytestmark = pytest.mark.integration
@@ -64,23 +63,23 @@ def test_linger_zero_sends_several_batches_per_partition_on_one_stream_in_order(
 
 
 def test_stream_failures_are_retried_in_order(seglog_service, make_topic, monkeypatch):
-    """About one request in seven on the stream ends it right after the write (as a lost connection
-    would): every request it owed fails retriably, whether or not the service appended it. The
-    window sends them again in order, so the log's first occurrences keep the send order (without
-    idempotence a request appended before the break may be there twice) and every future resolves
-    to an offset holding its own record."""
+    """Every fourth produce request on the stream (eight times) ends it right after the write (as
+    a lost connection would): every request it owed fails retriably, whether or not the service
+    appended it. The window sends them again in order, so the log's first occurrences keep the
+    send order (without idempotence a request appended before the break may be there twice) and
+    every future resolves to an offset holding its own record."""
     topic = make_topic(partitions=2)
     real_send = RequestStream.send
-    sends = 0
-    rng = random.Random(5)
+    sends = breaks = 0
 
     async def flaky_send(self, request):
-        nonlocal sends
-        sends += 1
+        nonlocal sends, breaks
         answer = await real_send(self, request)
         if self._answer_field != "produce":
             return answer  # the consumer's lookups below
-        if rng.random() < 0.15:
+        sends += 1
+        if sends % 4 == 0 and breaks < 8:
+            breaks += 1
             broke = ServiceUnavailableError("injected: the stream broke")
             if self._call is not None:
                 self._end(self._call, broke)  # everything it owed fails
@@ -113,7 +112,7 @@ def test_stream_failures_are_retried_in_order(seglog_service, make_topic, monkey
             return metadata
 
     metadata = asyncio.run(run())
-    assert sends >= 20  # several injected breaks
+    assert breaks >= 3, f"only {breaks} breaks in {sends} produce requests"
     stored = _values(seglog_service.address, topic, 0)
     firsts = list(dict.fromkeys(stored))
     assert firsts == [b"%d" % i for i in range(count)]
@@ -178,3 +177,42 @@ def test_many_timestamps_per_partition_go_on_the_lookup_stream_in_one_request(se
         assert statistics.streams_opened == 1 and statistics.requests_sent == 1
         assert found == [admin.offsets_for_times({tp: ts})[tp] for tp, ts in targets]
         assert admin._async._transport.statistics().streams_opened == 1  # the same stream
+
+
+async def test_nothing_is_written_before_the_open_is_answered_and_an_unanswered_open_times_out():
+    """A real gRPC server whose stream handler never answers the open (no initial metadata):
+    the request is not written, and it fails RequestTimeoutError after ``open_timeout_s``."""
+    received: list[object] = []
+
+    async def silent(request_iterator, context):
+        async for request in request_iterator:
+            received.append(request)
+
+    server = grpc.aio.server()
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(
+        "test.Silent", {"Stream": grpc.stream_stream_rpc_method_handler(
+            silent, request_deserializer=pb.ProduceStreamRequest.FromString,
+            response_serializer=pb.ProduceStreamResponse.SerializeToString,
+        )},
+    ),))
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    try:
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+            open_call = channel.stream_stream(
+                "/test.Silent/Stream", request_serializer=pb.ProduceStreamRequest.SerializeToString,
+                response_deserializer=pb.ProduceStreamResponse.FromString,
+            )
+            stream = RequestStream(
+                open_call,
+                lambda correlation_id, request: pb.ProduceStreamRequest(correlation_id=correlation_id, produce=request),
+                "produce",
+                open_timeout_s=0.3,
+            )
+            with pytest.raises(RequestTimeoutError, match="did not answer the stream's open"):
+                await stream.request(pb.ProduceRequest(topic="t", partition=0), timeout_s=10)
+            assert not stream.confirmed
+            await stream.close()
+        assert received == []
+    finally:
+        await server.stop(0)
