@@ -37,6 +37,8 @@ __all__ = ["IN_FLIGHT_METADATA_KEY", "RequestStream", "error_from_stream"]
 # The service's initial metadata entry: how many requests it reads ahead of its answers.
 IN_FLIGHT_METADATA_KEY = "seglog-stream-in-flight-max"
 _CODES = {code.value[0]: code for code in grpc.StatusCode}
+# The details grpc.aio gives a call whose write failed in the core (see _stream_ended).
+_FAILED_WRITE_DETAILS = "Internal error from Core"
 
 
 def error_from_stream(error: Any) -> SeglogError:
@@ -165,7 +167,7 @@ class RequestStream:
                     return  # ended by _end: what it owed has failed already
                 self._answer(response)
         except grpc.RpcError as rpc_error:
-            error = error_from_rpc(rpc_error)
+            error = _stream_ended(rpc_error)
         except asyncio.CancelledError:
             error = ClientClosedError("the stream was closed before this request was answered")
         except SeglogError as protocol_error:
@@ -228,6 +230,17 @@ class RequestStream:
 
 
 def _stream_ended(error: BaseException) -> SeglogError:
+    """Why a stream ended, from the error its read or a write raised."""
     if isinstance(error, grpc.RpcError):
+        if error.code() is grpc.StatusCode.INTERNAL and error.details() == _FAILED_WRITE_DETAILS:
+            # Not the service's status (its INTERNAL answers carry their own message): grpc.aio
+            # sets this one on a call whose write failed in the core, the call having ended on
+            # the wire (a service stopping, a connection lost), and the real status is lost. A
+            # request that was not written is safe to send again; those owed are as for any
+            # broken stream: retried (idempotence keeps them from landing twice).
+            return ServiceUnavailableError(
+                "the stream ended while a request was being written (gRPC's 'Internal error from "
+                "Core'; the service's own status was not received)"
+            )
         return error_from_rpc(error)
     return ServiceUnavailableError(f"the stream ended: {error}")

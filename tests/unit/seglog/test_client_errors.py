@@ -162,3 +162,19 @@ def test_retry_hints_are_bounded_and_bad_ones_ignored(text, expected):
         (("seglog-error", "QuotaExceededError"), ("retry-after-ms", text)),
     ))
     assert error.retry_after_ms == expected
+
+
+def test_a_stream_ended_by_a_failed_write_is_a_retriable_break_but_the_services_internal_is_not():
+    """grpc.aio replaces the status of a call whose write failed in the core with INTERNAL
+    "Internal error from Core"; the stream's requests are then retried like any broken stream's.
+    An INTERNAL the service sent (its own message) stays what it is."""
+    from seglog._streams import _stream_ended
+
+    def rpc_error(details: str) -> grpc.aio.AioRpcError:
+        return grpc.aio.AioRpcError(grpc.StatusCode.INTERNAL, grpc.aio.Metadata(), grpc.aio.Metadata(), details)
+
+    broken = _stream_ended(rpc_error("Internal error from Core"))
+    assert isinstance(broken, errors.ServiceUnavailableError) and broken.retriable
+    service = _stream_ended(rpc_error("seglog: an internal error; the service logged it"))
+    assert not isinstance(service, errors.ServiceUnavailableError) and not service.retriable
+    assert service.code is grpc.StatusCode.INTERNAL
