@@ -178,3 +178,11 @@ def with_second_record_running_past_the_batch(data: bytes) -> bytes:
     struct.pack_into(">I", buf, CRC_OFFSET, crc32c(bytes(buf[ATTRIBUTES_OFFSET:])))
     return bytes(buf)
 
+
+def poke(path: str, position: int, packer: struct.Struct, value: int) -> None:
+    """Overwrite ``packer.pack(value)`` at ``position`` of the file at ``path`` (damage, in place)."""
+    fd = os.open(path, os.O_WRONLY)
+    try:
+        os.pwrite(fd, packer.pack(value), position)
+    finally:
+        os.close(fd)

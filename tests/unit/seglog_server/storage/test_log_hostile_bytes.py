@@ -16,7 +16,7 @@ import struct
 import pytest
 from hypothesis import example, HealthCheck, given, settings
 from hypothesis import strategies as st
-from log_test_support import NOW_MS, batch, config, open_log
+from log_test_support import NOW_MS, batch, config, open_log, poke
 
 from seglog.records import (
     LENGTH_OFFSET,
@@ -50,14 +50,6 @@ def filled_log(directory, clock, batch_count: int = 60):
 
 def first_segment_path(directory) -> str:
     return os.path.join(directory, "00000000000000000000.log")
-
-
-def poke(path: str, position: int, packer: struct.Struct, value: int) -> None:
-    fd = os.open(path, os.O_WRONLY)
-    try:
-        os.pwrite(fd, packer.pack(value), position)
-    finally:
-        os.close(fd)
 
 
 def batch_positions(path: str) -> list[tuple[int, RecordBatch]]:

@@ -10,7 +10,7 @@ import struct
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from log_test_support import NOW_MS, batch, config, open_log
+from log_test_support import NOW_MS, batch, config, open_log, poke
 
 from seglog.records import LENGTH_OFFSET, Compression, TimestampType, iter_batches
 from seglog_server.storage.clock import FakeClock
@@ -115,14 +115,6 @@ def test_a_closed_log_refuses_the_call(tmp_path, clock):
 def batch_positions(path: str) -> list[int]:
     with open(path, "rb") as file:
         return [one.position for one in iter_batches(file.read())]
-
-
-def poke(path: str, position: int, packer: struct.Struct, value: int) -> None:
-    fd = os.open(path, os.O_WRONLY)
-    try:
-        os.pwrite(fd, packer.pack(value), position)
-    finally:
-        os.close(fd)
 
 
 def outcome(call):
