@@ -192,3 +192,31 @@ def test_each_stream_message_is_one_rpc_duration_observation_under_the_stream_an
     missing = (value(after, count, method="ProduceStream", code="NOT_FOUND")
                - value(before, count, method="ProduceStream", code="NOT_FOUND"))
     assert (ok, missing) == (2, 1)
+
+
+def test_many_lookups_of_one_partition_go_to_the_storage_pool_a_few_stay_inline(loaded):
+    """A request's lookups of one partition run inline on the event loop up to 64 of them; more
+    go to the storage pool (one call), so a request of thousands cannot hold the loop."""
+    base = [1_700_000_000_000 + number for number in range(65)]  # below every record's time
+
+    def lookups(count: int) -> None:
+        response = loaded.stub.OffsetsForTimes(pb.OffsetsForTimesRequest(partitions=[
+            pb.PartitionTimestamp(topic="paged", partition=0, timestamp_ms=timestamp_ms)
+            for timestamp_ms in base[:count]
+        ]), timeout=10)
+        assert [result.offset for result in response.results] == [0] * count
+
+    def calls(count: int) -> dict[str, float]:
+        """The storage calls, by placement, of a request of ``count`` lookups."""
+        before = scrape(loaded.metrics_address)
+        lookups(count)
+        after = scrape(loaded.metrics_address)
+        return {
+            placement: value(after, "seglog_storage_calls_total", placement=placement)
+            - value(before, "seglog_storage_calls_total", placement=placement)
+            for placement in ("inline", "pooled")
+        }
+
+    few, many = calls(64), calls(65)
+    assert few["inline"] >= 1 and few["pooled"] == 0
+    assert many["pooled"] >= 1

@@ -466,8 +466,11 @@ class LogServicer(CleaningRpcs, StreamRpcs, pb_grpc.LogServiceServicer):
             return
         try:
             log = self._manager.get_log(topic, partition)
+            # A handful of lookups runs inline (microseconds each); more go to the pool, or one
+            # request of a few MiB of targets would hold the event loop for seconds.
+            io_bytes = 0 if len(searched) <= _INLINE_LOOKUPS_MAX else _BLOCKING
             found = await self._log_call(
-                log, 0, log.offsets_for_timestamps, [targets[number].timestamp_ms for number in searched]
+                log, io_bytes, log.offsets_for_timestamps, [targets[number].timestamp_ms for number in searched]
             )
         except Exception as exc:  # noqa: BLE001 - answered per target, as Kafka does
             if len(searched) == 1 or not status_for(exc).expected:
@@ -534,6 +537,9 @@ class LogServicer(CleaningRpcs, StreamRpcs, pb_grpc.LogServiceServicer):
 
 # _log_call's io_bytes for calls that always go to the pool (fsync).
 _BLOCKING = -1
+# The most time lookups of one partition answered on the event loop (about 8-20 us each): more
+# than that hold it for a millisecond or more, and go to the storage pool.
+_INLINE_LOOKUPS_MAX = 64
 
 
 def _dir_of(log: Any) -> str:
