@@ -11,9 +11,9 @@ repeats, and each row's ratio to the same repeat's empty unary p50:
   lookup p50, stream           the same request on an open LookupStream (raw stub)
   lookup p50, client           AsyncAdmin.offsets_for_times (the client, on its LookupStream)
   produce->consume p50/p99     AsyncProducer(linger_ms=0) at a steady 2,000 records/s, one record
-                               per send() (paced by a thread: bench.peers.common.steady_ticks, as
-                               the loop's timers round to 1 ms); a consumer process (a bare Consume stream: the
-                               cheapest reader) stamps each arrival; latency = arrival -
+                               per send() (paced by a thread, bench.peers.common.steady_ticks: the
+                               loop's timers round to 1 ms); a consumer process (a bare Consume
+                               stream: the cheapest reader) stamps each arrival; latency = arrival -
                                creation (monotonic clock, shared by the processes). On
                                ProduceStream with 5 and with 1 batch in flight per partition,
                                and on the unary path (one in flight). With each, the CPU time

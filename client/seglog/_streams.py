@@ -104,7 +104,7 @@ class RequestStream:
                 if not opened.done():
                     await self._wait_for_open(call, opened)
                 if self._call is not call:
-                    return answer  # the stream ended before the open was answered: failed by _end
+                    return answer  # the stream ended before this request was written: _end failed it
                 await call.write(self._wrap(correlation_id, request))
         except (grpc.RpcError, asyncio.InvalidStateError) as error:
             # The stream ended under us; its reader fails what it owed (ours too, if it still
