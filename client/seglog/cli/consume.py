@@ -109,8 +109,9 @@ def _reached(consumer: Consumer, ends: dict[int, int]) -> bool:
 @contextmanager
 def _interrupt_after_block() -> Iterator[None]:
     """Hold a Ctrl-C that arrives inside the block until it ends, so a record is never printed
-    without being counted (or counted without being printed)."""
-    if threading.current_thread() is not threading.main_thread():
+    without being counted (or counted without being printed). Where SIGINT is ignored (a
+    background job of a non-interactive shell), it stays ignored."""
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         yield
         return
     pending: list[int] = []

@@ -250,10 +250,14 @@ def test_follow_stops_cleanly_on_ctrl_c(seglog_service, make_topic):
     with Producer(seglog_service.address) as producer:
         producer.send_and_wait(topic, b"first", partition=0)
     env = {k: v for k, v in os.environ.items() if not k.startswith("SEGLOG_")}
+    # As a terminal's foreground job gets it: Ctrl-C live. A test run started in the background
+    # of a non-interactive shell inherits SIGINT ignored, and so would the CLI (an ignored
+    # signal stays ignored across exec): the interrupt below would be lost.
     follower = subprocess.Popen(
         [sys.executable, "-m", "seglog.cli", "--server", seglog_service.address, "consume", topic,
          "--from-beginning", "--follow"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     try:
         assert follower.stdout.readline() == "first\n"  # it is following now
