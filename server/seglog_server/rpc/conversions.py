@@ -30,7 +30,7 @@ __all__ = [
     "is_compressed",
     "list_topics_response",
     "next_offset_after",
-    "partition_offset",
+    "add_partition_offset",
     "produce_response",
 ]
 
@@ -236,18 +236,10 @@ def _varint(value: int) -> bytes:
 # -- offsets ------------------------------------------------------------------------------------
 
 
-def partition_offset(topic: str, partition: int, found: Any) -> pb.PartitionOffset:
-    """``found`` is a storage TimestampAndOffset, or None: offset -1 and timestamp -1."""
-    if found is None:
-        return pb.PartitionOffset(topic=topic, partition=partition, offset=-1, timestamp_ms=-1)
-    return pb.PartitionOffset(
-        topic=topic, partition=partition, offset=found.offset, timestamp_ms=found.timestamp_ms
-    )
-
-
 def add_partition_offset(results: Any, topic: str, partition: int, found: Any) -> None:
-    """``partition_offset`` added to a response's repeated ``results`` in place (building the
-    message and appending it would copy it: OffsetsForTimes adds thousands per request)."""
+    """A PartitionOffset added to a response's repeated ``results`` in place (building the
+    message and appending it would copy it: OffsetsForTimes adds thousands per request).
+    ``found`` is a storage TimestampAndOffset, or None: offset -1 and timestamp -1."""
     result = results.add()
     result.topic = topic
     result.partition = partition

@@ -160,9 +160,11 @@ class TimestampAndOffset:
 
 
 def test_partition_offset_found_and_not_found():
-    found = conversions.partition_offset("t", 0, TimestampAndOffset(1234, 17))
+    results = pb.OffsetsForTimesResponse().results
+    conversions.add_partition_offset(results, "t", 0, TimestampAndOffset(1234, 17))
+    conversions.add_partition_offset(results, "t", 1, None)
+    found, none = results
     assert (found.offset, found.timestamp_ms) == (17, 1234)
-    none = conversions.partition_offset("t", 1, None)
     assert (none.topic, none.partition, none.offset, none.timestamp_ms) == ("t", 1, -1, -1)
 
 
