@@ -143,7 +143,9 @@ class ProducerBatch:
             base_sequence=base_sequence,
         )
         append = builder.append
-        if self.headers is None:
+        if len(self.values) == 1 and self.headers is None:  # linger_ms=0's usual batch
+            append(self.values[0], self.keys[0], self.timestamps_ms[0])
+        elif self.headers is None:
             # Records sent within the same millisecond share a timestamp: encode each such run
             # with one extend (send_many's records are one run).
             keys, values, timestamps = self.keys, self.values, self.timestamps_ms

@@ -208,6 +208,7 @@ class AsyncProducer:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread_id: int | None = None
         self._sender: asyncio.Task[None] | None = None
+        self._sender_parked = False  # the sender waits for a wake-up (nothing of its own under way)
         self._requests: set[asyncio.Task[None]] = set()
         self._windows: dict[TopicPartition, SendWindow[_Sent]] = {}
         # None until the service answered a ProduceStream (True) or does not serve it (False).
@@ -455,7 +456,7 @@ class AsyncProducer:
         future, result = self._accumulator.append(
             (topic, partition), key_bytes, value_bytes, timestamp_ms, header_pairs, _monotonic() * 1000
         )
-        if result.new_batch or result.batch_full:
+        if (result.new_batch or result.batch_full) and not self._start_ready_now():
             self._wake()
         return future
 
@@ -565,9 +566,32 @@ class AsyncProducer:
             timer = None
             if next_due_ms is not None:
                 timer = self._loop.call_later(max(0.0, next_due_ms - now) / 1000, self._wakeup.set)
-            await self._wakeup.wait()
+            self._sender_parked = True
+            try:
+                await self._wakeup.wait()
+            finally:
+                self._sender_parked = False
             if timer is not None:
                 timer.cancel()
+
+    def _start_ready_now(self) -> bool:
+        """At ``linger_ms=0``, what the sender would start on waking is started by the append
+        itself: a record reaches the wire one loop turn sooner. Only on the loop's thread and
+        while the sender is parked with a producer id in hand, so batches still start in the
+        order they were drained; otherwise (False) the sender is woken as before."""
+        if (
+            self._config.linger_ms != 0
+            or not self._sender_parked
+            or self._closing
+            or self._idempotence.needs_producer_id
+            or threading.get_ident() != self._loop_thread_id
+        ):
+            return False
+        room = self._config.max_in_flight_requests - len(self._requests)
+        batches, _ = self._accumulator.drain(self._now_ms(), self._can_send, room)
+        for batch in batches:
+            self._start_request(batch)
+        return True
 
     def _can_send(self, topic_partition: TopicPartition) -> bool:
         window = self._windows.get(topic_partition)

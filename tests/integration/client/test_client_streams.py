@@ -62,6 +62,33 @@ def test_linger_zero_sends_several_batches_per_partition_on_one_stream_in_order(
         assert _values(seglog_service.address, topic, partition, 300 + partition)[partition:] == expected
 
 
+def test_at_linger_zero_the_send_itself_starts_its_batch(seglog_service, make_topic):
+    """linger_ms=0: the record's request is under way when send() returns (no turn of the loop
+    waiting for the sender); with a linger it waits in the queue, and so does a record whose
+    partition's window is full."""
+    topic = make_topic(partitions=2)
+
+    async def run() -> None:
+        async with AsyncProducer(seglog_service.address, linger_ms=0, max_in_flight_per_partition=1) as producer:
+            await (await producer.send(topic, b"warm-up", partition=1))  # the producer id is in hand
+            first = await producer.send(topic, b"a", partition=0)
+            statistics = producer.statistics()
+            assert (statistics.requests_in_flight, statistics.batches_queued) == (1, 0)
+            second = await producer.send(topic, b"b", partition=0)  # the window (1) is full
+            statistics = producer.statistics()
+            assert (statistics.requests_in_flight, statistics.batches_queued) == (1, 1)
+            assert [(await first).offset, (await second).offset] == [0, 1]
+        async with AsyncProducer(seglog_service.address, linger_ms=50) as producer:
+            await (await producer.send(topic, b"warm-up", partition=1))
+            lingering = await producer.send(topic, b"c", partition=0)
+            statistics = producer.statistics()
+            assert (statistics.requests_in_flight, statistics.batches_queued) == (0, 1)
+            assert (await lingering).offset == 2
+
+    asyncio.run(run())
+    assert _values(seglog_service.address, topic, 0) == [b"a", b"b", b"c"]
+
+
 def test_stream_failures_are_retried_in_order(seglog_service, make_topic, monkeypatch):
     """Every fourth produce request on the stream (eight times) ends it right after the write (as
     a lost connection would): every request it owed fails retriably, whether or not the service
