@@ -147,8 +147,10 @@ class Transport:
             self._check_open()
             self._requests_sent += 1
             try:
+                message = pb.LookupStreamRequest()
+                message.offsets_for_times.CopyFrom(request)
                 response: pb.OffsetsForTimesResponse = await self.lookup_stream().request(
-                    request, self._request_timeout_s
+                    message, self._request_timeout_s
                 )
             except ServiceError as error:
                 if error.code is not grpc.StatusCode.UNIMPLEMENTED:
@@ -208,28 +210,23 @@ class Transport:
 
     def produce_stream(self) -> RequestStream:
         """The connection's ProduceStream (opened on its first request, reopened after it
-        ends): ``send(ProduceRequest)`` -> future of its ProduceResponse, answers in order."""
+        ends): ``send(ProduceStreamRequest)`` -> future of its ProduceResponse, answers in order."""
         self._check_open()
         if self._produce_stream is None:
             self._produce_stream = RequestStream(
                 lambda: self._stream_call(self._stub.ProduceStream),
-                lambda correlation_id, request: pb.ProduceStreamRequest(
-                    correlation_id=correlation_id, produce=request
-                ),
                 "produce",
                 open_timeout_s=self.request_timeout_s,
             )
         return self._produce_stream
 
     def lookup_stream(self) -> RequestStream:
-        """The connection's LookupStream: ``request(OffsetsForTimesRequest)`` -> its response."""
+        """The connection's LookupStream: ``request(LookupStreamRequest)`` -> its
+        OffsetsForTimesResponse."""
         self._check_open()
         if self._lookup_stream is None:
             self._lookup_stream = RequestStream(
                 lambda: self._stream_call(self._stub.LookupStream),
-                lambda correlation_id, request: pb.LookupStreamRequest(
-                    correlation_id=correlation_id, offsets_for_times=request
-                ),
                 "offsets_for_times",
                 open_timeout_s=self.request_timeout_s,
             )

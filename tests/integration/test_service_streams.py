@@ -257,11 +257,11 @@ def test_a_request_unanswered_within_its_timeout_resets_the_clients_stream():
         transport = Transport(f"127.0.0.1:{port}", security=ConnectionSecurity())
         try:
             stream = transport.produce_stream()
-            fsynced = _produce(0, "t", 0, b"held", pb.ACKS_FSYNCED).produce
+            fsynced = _produce(0, "t", 0, b"held", pb.ACKS_FSYNCED)
             with pytest.raises(RequestTimeoutError, match="stream was reset"):
                 await stream.request(fsynced, timeout_s=0.3)
             release.set()
-            written = _produce(0, "t", 0, b"after", pb.ACKS_WRITTEN).produce
+            written = _produce(0, "t", 0, b"after", pb.ACKS_WRITTEN)
             answer = await stream.request(written, timeout_s=30)
             assert answer.base_offset == 1  # the held one was appended before its fsync wait
             assert stream.opened_count == 2

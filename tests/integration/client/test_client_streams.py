@@ -230,14 +230,9 @@ async def test_nothing_is_written_before_the_open_is_answered_and_an_unanswered_
                 "/test.Silent/Stream", request_serializer=pb.ProduceStreamRequest.SerializeToString,
                 response_deserializer=pb.ProduceStreamResponse.FromString,
             )
-            stream = RequestStream(
-                open_call,
-                lambda correlation_id, request: pb.ProduceStreamRequest(correlation_id=correlation_id, produce=request),
-                "produce",
-                open_timeout_s=0.3,
-            )
+            stream = RequestStream(open_call, "produce", open_timeout_s=0.3)
             with pytest.raises(RequestTimeoutError, match="did not answer the stream's open"):
-                await stream.request(pb.ProduceRequest(topic="t", partition=0), timeout_s=10)
+                await stream.request(pb.ProduceStreamRequest(produce=pb.ProduceRequest(topic="t", partition=0)), timeout_s=10)
             assert not stream.confirmed
             await stream.close()
         assert received == []
