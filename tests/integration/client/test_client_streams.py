@@ -8,6 +8,8 @@ import asyncio
 
 import grpc
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from seglog import Admin, AsyncProducer, Consumer, TopicPartition
 from seglog._streams import RequestStream
@@ -87,6 +89,36 @@ def test_at_linger_zero_the_send_itself_starts_its_batch(seglog_service, make_to
 
     asyncio.run(run())
     assert _values(seglog_service.address, topic, 0) == [b"a", b"b", b"c"]
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    window=st.integers(1, 5),
+    linger_ms=st.sampled_from([0, 0, 1]),
+    sends=st.lists(st.tuples(st.integers(0, 2), st.integers(0, 3)), min_size=1, max_size=60),
+)
+def test_any_mix_of_sends_and_loop_turns_lands_in_send_order(seglog_service, make_topic, window, linger_ms, sends):
+    """Whoever starts a batch (the send itself at linger 0 with room in the window, or the sender
+    when it was busy, the window full or a linger due), each partition's records land in the
+    order they were sent and each future answers its own record's offset. ``sends``: (partition,
+    loop turns before the next send)."""
+    topic = make_topic(partitions=3)
+
+    async def run() -> list:
+        async with AsyncProducer(seglog_service.address, linger_ms=linger_ms, max_in_flight_per_partition=window) as producer:
+            futures = []
+            for number, (partition, turns) in enumerate(sends):
+                futures.append((partition, number, await producer.send(topic, b"%d" % number, partition=partition)))
+                for _ in range(turns):
+                    await asyncio.sleep(0)
+            return [(partition, number, (await future).offset) for partition, number, future in futures]
+
+    landed = asyncio.run(run())
+    for partition in range(3):
+        mine = [(number, offset) for p, number, offset in landed if p == partition]
+        assert [offset for _, offset in mine] == list(range(len(mine)))
+        if mine:
+            assert _values(seglog_service.address, topic, partition) == [b"%d" % number for number, _ in mine]
 
 
 def test_stream_failures_are_retried_in_order(seglog_service, make_topic, monkeypatch):
