@@ -28,9 +28,11 @@ repeats, and each row's ratio to the same repeat's empty unary p50:
                                (/proc utime+stime) and requests/s
 
 Goals (issue 10): lookup stream p50 <= 0.7x; produce->consume p50 at 2,000/s <= 1.2x; batched
-lookups >= 50,000/s. ``--json`` writes every sample.
+lookups >= 50,000/s. ``--json`` writes every sample. The service runs with its metrics off unless
+``--metrics`` turns them on (bench/README.md has figures both ways; what they add to one call in
+process: bench_metrics_cost.py).
 
-    .venv/bin/python bench/bench_streams.py [--repeats 5] [--calls 2000] [--seconds 3]
+    .venv/bin/python bench/bench_streams.py [--repeats 5] [--calls 2000] [--seconds 3] [--metrics]
 """
 
 from __future__ import annotations
@@ -72,10 +74,10 @@ _SEND_TIME = struct.Struct(">q")
 
 
 class Service:
-    def __init__(self, root: pathlib.Path) -> None:
+    def __init__(self, root: pathlib.Path, metrics: bool = False) -> None:
         ready = root / "ready"
         command = [sys.executable, "-m", "seglog_server", "--listen", "127.0.0.1:0", "--ready-file", str(ready),
-                   "--metrics-listen", "none", "--data-dir", str(root / "data")]
+                   "--metrics-listen", "127.0.0.1:0" if metrics else "none", "--data-dir", str(root / "data")]
         environ = {k: v for k, v in os.environ.items() if not k.startswith("SEGLOG_")}
         self.log = open(root / "service.log", "wb")
         self.process = subprocess.Popen(command, stdout=self.log, stderr=self.log, env=environ)
@@ -338,11 +340,13 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=3.0, help="per produce->consume latency run")
     parser.add_argument("--cost-requests", type=int, default=4000, help="one-record produces per cost row")
     parser.add_argument("--json", type=pathlib.Path)
+    parser.add_argument("--metrics", action="store_true",
+                        help="the service with its metrics on (a /metrics endpoint on loopback); default off")
     args = parser.parse_args()
     import uvloop
 
     with tempfile.TemporaryDirectory(prefix="bench-streams-") as tmp:
-        service = Service(pathlib.Path(tmp))
+        service = Service(pathlib.Path(tmp), metrics=args.metrics)
         try:
             # An hour ago: well inside the default retention (7 days), which would empty the log.
             base_ms = int(time.time() * 1000) - 3_600_000
