@@ -7,9 +7,13 @@ That order closes the race: an append that the read missed completes after the t
 so its ``notify`` completes the ticket. No polling loop, no timer per partition.
 
 One future per partition is shared by all its waiters and replaced at each notify; waiting never
-cancels it (``asyncio.wait`` with a timeout, not ``wait_for``), so one waiter's timeout or
-cancellation does not disturb the others. ``close`` completes every ticket, present and future,
-so waiters wake up and see that the service is stopping. Everything here runs on the event loop.
+cancels it, so one waiter's timeout or cancellation does not disturb the others. A wait with a
+timeout (Fetch's long poll) goes through ``asyncio.wait``; a wait without one (a Consume stream at
+the tail, once per record it delivers) parks a future of its own, which the notify completes
+directly: the waiter runs one turn of the loop after the append, not two (a callback on the
+shared future, then the wake-up), and without ``asyncio.wait``'s set and callbacks. ``close``
+completes every ticket, present and future, so waiters wake up and see that the service is
+stopping. Everything here runs on the event loop.
 """
 
 from __future__ import annotations
@@ -34,6 +38,8 @@ class AppendWaitersStatistics:
 class AppendWaiters:
     def __init__(self) -> None:
         self._tickets: dict[_Key, asyncio.Future[None]] = {}
+        # Waiters without a timeout, by the ticket they wait on (see the module docstring).
+        self._parked: dict[asyncio.Future[None], list[asyncio.Future[None]]] = {}
         self._closed = False
         self._notify_count = 0
         self._wake_count = 0
@@ -61,7 +67,7 @@ class AppendWaiters:
         future = self._tickets.pop((topic, partition), None)
         if future is not None:
             self._wake_count += 1
-            future.set_result(None)
+            self._complete(future)
 
     def discard(self, topic: str, partition: int) -> None:
         """Drops the partition's ticket after a read that failed (unknown topic, offline dir).
@@ -72,7 +78,7 @@ class AppendWaiters:
         """
         future = self._tickets.pop((topic, partition), None)
         if future is not None:
-            future.set_result(None)
+            self._complete(future)
 
     def notify_topic(self, topic: str) -> None:
         """The whole topic changed (deleted): wake the waiters of each of its partitions."""
@@ -84,7 +90,7 @@ class AppendWaiters:
         self._closed = True
         tickets, self._tickets = self._tickets, {}
         for future in tickets.values():
-            future.set_result(None)
+            self._complete(future)
 
     async def wait_ticket(self, ticket: asyncio.Future[None], timeout_s: float | None) -> bool:
         """Waits until the ticket completes or ``timeout_s`` passes; True if it completed."""
@@ -94,10 +100,39 @@ class AppendWaiters:
             return False
         self._waiting_count += 1
         try:
+            if timeout_s is None:
+                await self._park(ticket)
+                return True
             done, _ = await asyncio.wait((ticket,), timeout=timeout_s)
         finally:
             self._waiting_count -= 1
         return bool(done)
+
+    async def _park(self, ticket: asyncio.Future[None]) -> None:
+        """Waits for ``ticket`` on a future of this waiter's own; cancelling the waiter cancels
+        only that future and takes it off the ticket's list."""
+        mine = ticket.get_loop().create_future()
+        parked = self._parked.get(ticket)
+        if parked is None:
+            self._parked[ticket] = [mine]
+        else:
+            parked.append(mine)
+        try:
+            await mine
+        finally:
+            if not mine.done() or mine.cancelled():  # not woken by _complete: still listed
+                parked = self._parked.get(ticket)
+                if parked is not None:
+                    parked.remove(mine)
+                    if not parked:
+                        del self._parked[ticket]
+
+    def _complete(self, ticket: asyncio.Future[None]) -> None:
+        """Completes ``ticket`` and, at once, every waiter parked on it."""
+        ticket.set_result(None)
+        for mine in self._parked.pop(ticket, ()):
+            if not mine.done():
+                mine.set_result(None)
 
     def statistics(self) -> AppendWaitersStatistics:
         return AppendWaitersStatistics(

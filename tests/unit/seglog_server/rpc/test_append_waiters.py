@@ -1,5 +1,8 @@
 import asyncio
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from seglog_server.rpc.append_waiters import AppendWaiters
 
 
@@ -63,3 +66,111 @@ async def test_statistics_count_notifies_and_wakes():
     waiters.notify("t", 0)
     stats = waiters.statistics()
     assert (stats.notify_count, stats.wake_count, stats.watched_partition_count) == (2, 1, 0)
+
+
+async def test_a_wait_without_timeout_resumes_one_loop_turn_after_the_notify():
+    """The notify completes a parked waiter's own future itself: the waiter runs on the next turn
+    (through a callback on the shared ticket it would take two)."""
+    waiters = AppendWaiters()
+    ticket = waiters.ticket("t", 0)
+    woken = []
+
+    async def consume() -> None:
+        await waiters.wait_ticket(ticket, None)
+        woken.append(True)
+
+    task = asyncio.create_task(consume())
+    await asyncio.sleep(0)
+    waiters.notify("t", 0)
+    await asyncio.sleep(0)
+    assert woken == [True]
+    await task
+
+
+async def test_cancelled_and_timed_out_waiters_leave_nothing_parked():
+    waiters = AppendWaiters()
+    ticket = waiters.ticket("t", 0)
+    parked = [asyncio.create_task(waiters.wait_ticket(ticket, None)) for _ in range(3)]
+    await asyncio.sleep(0)
+    assert waiters.statistics().waiting_count == 3
+    for task in parked:
+        task.cancel()
+    await asyncio.gather(*parked, return_exceptions=True)
+    assert waiters._parked == {} and waiters.statistics().waiting_count == 0
+    assert not await waiters.wait_ticket(ticket, timeout_s=0.001)
+    assert not ticket.done()  # cancelling its waiters never touches the shared ticket
+    survivor = asyncio.create_task(waiters.wait_ticket(ticket, None))
+    await asyncio.sleep(0)
+    waiters.discard("t", 0)  # a failed read elsewhere: everyone re-reads
+    assert await survivor and waiters._parked == {}
+
+
+async def test_close_wakes_parked_waiters():
+    waiters = AppendWaiters()
+    parked = [asyncio.create_task(waiters.wait_ticket(waiters.ticket("t", p), None)) for p in range(2)]
+    await asyncio.sleep(0)
+    waiters.close()
+    assert await asyncio.gather(*parked) == [True, True]
+    assert waiters._parked == {}
+
+
+_OPERATIONS = st.lists(
+    st.tuples(st.sampled_from(["wait", "wait", "wait_timeout", "cancel", "notify", "discard"]), st.integers(0, 2)),
+    max_size=40,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(operations=_OPERATIONS, close_at_end=st.booleans())
+def test_any_mix_of_waits_cancels_and_wake_ups(operations, close_at_end):
+    """Waiters with and without a timeout, cancelled or not, on three partitions: a waiter wakes
+    exactly when its partition was notified (or discarded, or everything closed) after it took
+    its ticket; cancelling waiters never completes a ticket; nothing stays parked for a ticket
+    that completed or lost its waiters."""
+
+    async def run() -> None:
+        waiters = AppendWaiters()
+        live: list[tuple[int, int, asyncio.Task]] = []  # (partition, wake-ups seen when it took its ticket, task)
+        wake_ups = [0, 0, 0]
+        cancelled: set[asyncio.Task] = set()
+        untimed: set[asyncio.Task] = set()  # the waits without a timeout: parked
+        for kind, partition in operations:
+            if kind in ("wait", "wait_timeout"):
+                ticket = waiters.ticket("t", partition)
+                timeout_s = None if kind == "wait" else 60.0
+                task = asyncio.create_task(waiters.wait_ticket(ticket, timeout_s))
+                live.append((partition, wake_ups[partition], task))
+                if timeout_s is None:
+                    untimed.add(task)
+            elif kind == "cancel":
+                for _, _, task in live:
+                    if not task.done() and task not in cancelled:
+                        task.cancel()
+                        cancelled.add(task)
+                        break
+            else:
+                getattr(waiters, kind)("t", partition)
+                wake_ups[partition] += 1
+            await asyncio.sleep(0)
+            await asyncio.sleep(0)
+            for waited_on, seen, task in live:
+                if task in cancelled:
+                    continue
+                assert task.done() == (wake_ups[waited_on] > seen)
+                if task.done():
+                    assert task.result() is True
+            parked = waiters._parked
+            assert all(not ticket.done() and futures for ticket, futures in parked.items())
+            waiting = [task for _, _, task in live if task in untimed and not task.done()]
+            assert sum(len(futures) for futures in parked.values()) == len(waiting)
+        if close_at_end:
+            waiters.close()
+        else:
+            for partition in range(3):
+                waiters.notify("t", partition)
+        results = await asyncio.gather(*(task for _, _, task in live), return_exceptions=True)
+        for (_, _, task), result in zip(live, results):
+            assert isinstance(result, asyncio.CancelledError) if task in cancelled else result is True
+        assert waiters._parked == {} and waiters.statistics().waiting_count == 0
+
+    asyncio.run(run())
