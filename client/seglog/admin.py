@@ -153,18 +153,8 @@ class AsyncAdmin:
 
         Targets may be EARLIEST_TIMESTAMP, LATEST_TIMESTAMP or MAX_TIMESTAMP (seglog.structs).
         """
-        request = pb.OffsetsForTimesRequest(
-            partitions=[
-                pb.PartitionTimestamp(topic=tp.topic, partition=tp.partition, timestamp_ms=ts)
-                for tp, ts in timestamps.items()
-            ]
-        )
-        response = await (await self._connected()).offsets_for_times(request)
-        raise_partition_errors(response.results)
-        return {
-            TopicPartition(r.topic, r.partition): (OffsetAndTimestamp(r.offset, r.timestamp_ms) if r.offset >= 0 else None)
-            for r in response.results
-        }
+        found = await self.offsets_for_times_many(list(timestamps.items()))
+        return dict(zip(timestamps, found))
 
     async def offsets_for_times_many(
         self, targets: Sequence[tuple[TopicPartition, int]]

@@ -555,8 +555,7 @@ class AsyncProducer:
         while True:
             self._wakeup.clear()
             now = self._now_ms()
-            room = self._config.max_in_flight_requests - len(self._requests)
-            batches, next_due_ms = self._accumulator.drain(now, self._can_send, room)
+            batches, next_due_ms = self._drain(now)
             for batch in batches:
                 if self._idempotence.needs_producer_id and not await self._producer_id_for(batch):
                     continue
@@ -587,11 +586,15 @@ class AsyncProducer:
             or threading.get_ident() != self._loop_thread_id
         ):
             return False
-        room = self._config.max_in_flight_requests - len(self._requests)
-        batches, _ = self._accumulator.drain(self._now_ms(), self._can_send, room)
-        for batch in batches:
+        for batch in self._drain(self._now_ms())[0]:
             self._start_request(batch)
         return True
+
+    def _drain(self, now_ms: float) -> tuple[list[ProducerBatch], float | None]:
+        """The batches ready to start now, as many as there is room in flight for (one per
+        partition with room in its window), and the next linger deadline."""
+        room = self._config.max_in_flight_requests - len(self._requests)
+        return self._accumulator.drain(now_ms, self._can_send, room)
 
     def _can_send(self, topic_partition: TopicPartition) -> bool:
         window = self._windows.get(topic_partition)
