@@ -30,6 +30,8 @@ Workloads (per-request paths, where a fixed cost per request weighs most):
   produce small   one 1-record batch per Produce
   fetch tail      Fetch of the last offset, one batch (a warm index lookup)
   fetch behind    Fetch of 64 KiB from 60 % into a 20,000-record partition (a cold lookup)
+  time lookup     OffsetsForTimes of one timestamp in a partition laid out as bench_streams.py's
+                  lookup topic (1,000 records, batches of 10, the default index interval)
 """
 
 from __future__ import annotations

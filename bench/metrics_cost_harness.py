@@ -26,6 +26,11 @@ from seglog_server.storage import LogManager, install_observer
 # of the offset index (one index entry per batch).
 BEHIND_RECORDS = 20_000
 BEHIND_BATCH_RECORDS = 20
+# The "lookups" partition, laid out as bench_streams.py lays out its lookup topic: 1,000 records
+# of 100-byte values in batches of 10, a millisecond apart, the default index interval.
+LOOKUP_RECORDS = 1_000
+LOOKUP_BATCH_RECORDS = 10
+LOOKUP_BASE_MS = 1_700_000_000_000
 
 
 class _Context:
@@ -55,7 +60,7 @@ def _batch(count: int, value_bytes: int = 100) -> bytes:
 
 
 class Harness:
-    WORKLOADS = ("produce small", "fetch tail", "fetch behind")
+    WORKLOADS = ("produce small", "fetch tail", "fetch behind", "time lookup")
 
     def __init__(self) -> None:
         self._directory = tempfile.TemporaryDirectory(prefix="seglog-bench-metrics-cost-")
@@ -76,6 +81,15 @@ class Harness:
         behind = self.manager.get_log("behind", 0)
         for _ in range(BEHIND_RECORDS // BEHIND_BATCH_RECORDS):
             behind.append(_batch(BEHIND_BATCH_RECORDS))
+        self.manager.create_topic("lookups", 1, {})
+        lookups = self.manager.get_log("lookups", 0)
+        for first in range(0, LOOKUP_RECORDS, LOOKUP_BATCH_RECORDS):
+            builder = codec.RecordBatchBuilder()
+            for number in range(first, first + LOOKUP_BATCH_RECORDS):
+                builder.append(b"v" * 100, key=b"k%d" % number, timestamp_ms=LOOKUP_BASE_MS + number)
+            lookups.append(builder.build())
+        self._lookup = pb.OffsetsForTimesRequest(partitions=[pb.PartitionTimestamp(topic="lookups")])
+        self._lookup_number = 0
         self._produce = pb.ProduceRequest(topic="small", records=_batch(1))
         self.run("produce small", 10)
         self._fetch_tail = pb.FetchRequest(topic="small", offset=0, max_bytes=1)
@@ -92,10 +106,18 @@ class Harness:
             self._fetch_tail.offset = self.manager.get_log("small", 0).log_end_offset - 1
             return servicer.Fetch(self._fetch_tail, context)
 
+        def time_lookup() -> Any:
+            # One target a call, spread over the partition as bench_streams.py spreads them.
+            self._lookup_number += 1
+            target = self._lookup.partitions[0]
+            target.timestamp_ms = LOOKUP_BASE_MS + (self._lookup_number * 7919) % LOOKUP_RECORDS
+            return servicer.OffsetsForTimes(self._lookup, context)
+
         return {
             "produce small": lambda: servicer.Produce(self._produce, context),
             "fetch tail": fetch_tail,
             "fetch behind": lambda: servicer.Fetch(self._fetch_behind, context),
+            "time lookup": time_lookup,
         }
 
     def run(self, workload: str, count: int) -> None:

@@ -1,5 +1,7 @@
 import grpc
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from integration_helpers import assert_serving, make_batch, rpc_error
 
 from seglog.v1 import log_service_pb2 as pb
@@ -132,6 +134,22 @@ def test_several_timestamps_per_partition_answer_in_order_as_one_at_a_time(stub,
     assert together[6][4] == Code.NOT_FOUND.value[0]
     assert together[1][2:5] == (-1, -1, 0)  # the empty partition: no record, no error
     assert_serving(stub)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(picks=st.lists(st.tuples(
+    st.sampled_from(["the topic", "", "no-such-topic"]),
+    st.integers(-1, 3),
+    st.one_of(st.integers(-9, 0), st.integers(400, 2400)),
+), min_size=2, max_size=6))
+def test_any_target_answers_alone_as_it_does_among_others(stub, many_segments_topic, picks):
+    """A request of one target takes a path of its own (no grouping by partition): whatever the
+    target (bad topic or partition, unknown partition, special or invalid timestamp, below the
+    log start offset, past the end), its answer alone is its answer among others, error message
+    included. The lookups leave the fixture as it was, so every example may share it."""
+    targets = [(many_segments_topic if topic == "the topic" else topic, partition, timestamp_ms)
+               for topic, partition, timestamp_ms in picks]
+    assert _one_at_a_time(stub, targets) == _results(stub, targets)
 
 
 def test_several_timestamps_per_partition_on_the_lookup_stream_answer_as_unary(stub, many_segments_topic):

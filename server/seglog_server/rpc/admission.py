@@ -203,6 +203,16 @@ class Admission:
 
     @contextlib.contextmanager
     def _counted_request(self) -> Iterator[None]:
+        self.take_request_slot()
+        try:
+            yield
+        finally:
+            self._request_count -= 1
+
+    def take_request_slot(self) -> None:
+        """A request slot for one message of a bidirectional stream, as the unary call it stands
+        for (the stream's own slot is taken by ``stream``); ``give_back_request_slot`` once its
+        answer is made. Plain calls, not a context manager: they run once per stream message."""
         if self._request_count >= self._limits.request_max:
             self._rejected["rpc_concurrency_max"] += 1
             raise OverloadedError(
@@ -210,17 +220,9 @@ class Admission:
                 f"rpc_concurrency_max={self._limits.request_max}; retry later"
             )
         self._request_count += 1
-        try:
-            yield
-        finally:
-            self._request_count -= 1
 
-    @contextlib.contextmanager
-    def message(self) -> Iterator[None]:
-        """One message of a bidirectional stream being worked on: a request slot, as the unary
-        call it stands for (the stream's own slot is taken by ``stream``)."""
-        with self._counted_request():
-            yield
+    def give_back_request_slot(self) -> None:
+        self._request_count -= 1
 
     @contextlib.contextmanager
     def waiting(self, client: str) -> Iterator[None]:

@@ -9,7 +9,7 @@
 
 A bidirectional stream (``operations.Scope.MESSAGES``) is authenticated once, at open
 (``admit_stream``: the credentials travel with the stream), and takes a stream slot; each of its
-messages then passes ``message``: the ACL, the principal's request cap and byte quota of the
+messages then passes ``begin_message`` (and ``end_message`` once answered): the ACL, the principal's request cap and byte quota of the
 unary call it stands for, exactly as that call would.
 
 The admitted call is the *principal layer* other per-client limits key on: ``current_call()``
@@ -21,10 +21,9 @@ other services and never meet the gate.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import contextvars
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -91,6 +90,8 @@ class AdmittedCall:
     kind: CallKind
     gate: CallGate
     response_delay_s: float = 0.0  # a produce quota's delay, applied before the response
+    # A stream's: the row of the unary call each of its messages stands for (``begin_message``).
+    message_row: RpcOperation | None = None
     _released: bool = field(default=False, repr=False)
 
     def may(self, operation: Operation, topic: str) -> bool:
@@ -166,29 +167,34 @@ class CallGate:
         assert row.scope is Scope.MESSAGES and row.message_method is not None, method
         principal = await self._authenticate(method, context)
         self.quotas.acquire(principal, CallKind.STREAM)
-        call = AdmittedCall(principal, method, row, CallKind.STREAM, self)
+        call = AdmittedCall(principal, method, row, CallKind.STREAM, self, message_row=operation_of(row.message_method))
         _CURRENT.set(call)
         return call
 
-    @contextlib.contextmanager
-    def message(self, call: AdmittedCall, request: Any) -> Iterator[float]:
+    def begin_message(self, call: AdmittedCall, request: Any) -> float:
         """One message of ``call``'s stream, admitted as its unary twin: the ACL on its topics,
         a request slot of the principal's, the byte quota (refused above the delay bound, else
-        charged). Yields the delay its answer owes the produce quota, in seconds."""
-        assert call.row.message_method is not None, call.method
-        row = operation_of(call.row.message_method)
-        self._authorize(call.principal, row, request)
+        charged). Returns the delay its answer owes the produce quota, in seconds. Once this
+        returns, ``end_message(call)`` must follow when the message is answered. Plain calls, not
+        a context manager: they run once per stream message."""
+        row = call.message_row
+        assert row is not None, call.method
+        principal = call.principal
+        self._authorize(principal, row, request)
         direction = _DIRECTIONS[row.quota]
         if direction is not None:
-            self.quotas.admit_bytes(call.principal, direction)
-        self.quotas.acquire(call.principal, CallKind.REQUEST)
+            self.quotas.admit_bytes(principal, direction)
+        self.quotas.acquire(principal, CallKind.REQUEST)
+        if row.quota is not Quota.PRODUCE or not self.quotas.limits_bytes(principal):
+            return 0.0
         try:
-            delay_s = 0.0
-            if row.quota is Quota.PRODUCE and self.quotas.limits_bytes(call.principal):
-                delay_s = self.quotas.charge_bytes(call.principal, "produce", _produce_bytes(request))
-            yield delay_s
-        finally:
-            self.quotas.release(call.principal, CallKind.REQUEST)
+            return self.quotas.charge_bytes(principal, "produce", _produce_bytes(request))
+        except BaseException:
+            self.quotas.release(principal, CallKind.REQUEST)
+            raise
+
+    def end_message(self, call: AdmittedCall) -> None:
+        self.quotas.release(call.principal, CallKind.REQUEST)
 
     def allows(self, principal: str, operation: Operation, topic: str | None) -> bool:
         acl = self._policy.acl if self._policy is not None else None

@@ -421,17 +421,20 @@ class LogServicer(CleaningRpcs, StreamRpcs, pb_grpc.LogServiceServicer):
         if response is None:
             response = pb.OffsetsForTimesResponse()
         targets = request.partitions
-        answers: list[Any] = [None] * len(targets)  # a storage TimestampAndOffset, None, or an error
-        by_partition: dict[tuple[str, int], list[int]] = {}
-        for number, target in enumerate(targets):
-            key = (target.topic, target.partition)
-            numbers = by_partition.get(key)
-            if numbers is None:
-                by_partition[key] = [number]
-            else:
-                numbers.append(number)
-        for (topic, partition), numbers in by_partition.items():
-            await self._partition_offsets_for_times(topic, partition, targets, numbers, answers)
+        if len(targets) == 1:  # the single lookup: the same answer, without the grouping
+            answers: list[Any] = [await self._one_offset_for_time(targets[0])]
+        else:
+            answers = [None] * len(targets)  # a storage TimestampAndOffset, None, or an error
+            by_partition: dict[tuple[str, int], list[int]] = {}
+            for number, target in enumerate(targets):
+                key = (target.topic, target.partition)
+                numbers = by_partition.get(key)
+                if numbers is None:
+                    by_partition[key] = [number]
+                else:
+                    numbers.append(number)
+            for (topic, partition), numbers in by_partition.items():
+                await self._partition_offsets_for_times(topic, partition, targets, numbers, answers)
         results = response.results
         for target, answer in zip(targets, answers):
             if isinstance(answer, Exception):
@@ -479,6 +482,17 @@ class LogServicer(CleaningRpcs, StreamRpcs, pb_grpc.LogServiceServicer):
                 found = [await self._offset_for_time(topic, partition, targets[number]) for number in searched]
         for number, answer in zip(searched, found):
             answers[number] = answer
+
+    async def _one_offset_for_time(self, target: pb.PartitionTimestamp) -> Any:
+        """A request's only target: what ``_partition_offsets_for_times`` answers for a
+        partition with one target (its checks, then the per-target search), with none of the
+        grouping a request of many needs."""
+        try:
+            topic, partition = validation.check_partition_ref(target.topic, target.partition)
+            validation.check_target_timestamp(target.timestamp_ms)
+        except InvalidRequestError as exc:
+            return exc
+        return await self._offset_for_time(topic, partition, target)
 
     async def _offset_for_time(self, topic: str, partition: int, target: pb.PartitionTimestamp) -> Any:
         """One target by the per-target path (a storage answer), or the error it meets."""

@@ -252,8 +252,11 @@ class StreamRpcs:
         started_ns = time.perf_counter_ns()
         correlation_id = request.correlation_id
         try:
-            with self.admission.message(), self.gate.message(call, request.produce) as delay_s:
+            delay_s = self._begin_message(call, request.produce)
+            try:
                 log, info, acks = await self._append(request.produce)
+            finally:
+                self._end_message(call)
         except Exception as exc:  # noqa: BLE001 - answered on the stream (or raised: a bug)
             return self._refused(pb.ProduceStreamResponse, name, correlation_id, exc, started_ns)
         if acks != pb.ACKS_FSYNCED and delay_s <= 0:
@@ -284,12 +287,29 @@ class StreamRpcs:
         correlation_id = request.correlation_id
         reply = pb.LookupStreamResponse(correlation_id=correlation_id)
         try:
-            with self.admission.message(), self.gate.message(call, request.offsets_for_times):
+            self._begin_message(call, request.offsets_for_times)
+            try:
                 await self._offsets_for_times(request.offsets_for_times, reply.offsets_for_times)
+            finally:
+                self._end_message(call)
         except Exception as exc:  # noqa: BLE001 - answered on the stream (or raised: a bug)
             return self._refused(pb.LookupStreamResponse, name, correlation_id, exc, started_ns)
         self._message_finished(name, "OK", started_ns)
         return reply
+
+    def _begin_message(self, call: Any, request: Any) -> float:
+        """Admits one message as its unary twin: a request slot (admission) and the gate's
+        checks; returns the produce quota's delay. ``_end_message`` once it is answered."""
+        self.admission.take_request_slot()
+        try:
+            return self.gate.begin_message(call, request)
+        except BaseException:
+            self.admission.give_back_request_slot()
+            raise
+
+    def _end_message(self, call: Any) -> None:
+        self.gate.end_message(call)
+        self.admission.give_back_request_slot()
 
     def _refused(
         self, response_class: Any, name: str, correlation_id: int, exc: Exception, started_ns: int

@@ -83,8 +83,9 @@ LARGEST_LOWER_BOUND = Bound.LARGEST_LOWER_BOUND
 SMALLEST_UPPER_BOUND = Bound.SMALLEST_UPPER_BOUND
 
 
-class Zone(enum.Enum):
-    """Which section of the index a search ran in; counted by the indexes' statistics()."""
+class Zone(enum.StrEnum):
+    """Which section of the index a search ran in; counted by the indexes' statistics().
+    A StrEnum: it keys a dict on every lookup, and a plain Enum hashes through a Python call."""
 
     WARM = "warm"
     COLD = "cold"

@@ -667,7 +667,10 @@ class Log:
         if self._log_start_offset == self._log_end_offset:
             return None
         segments = self._segments
-        watch = stopwatch("offsets_for_times")
+        # One stopwatch for the whole lookup, handed to each segment searched: its fault count
+        # starts here, so the segment map's in-memory steps count with the index search's faults
+        # (and opening a further segment's files with that segment's).
+        watch = stopwatch("offsets_for_times", mark_faults=True)
         reaching = self._timestamps.first_slot_reaching(segments, timestamp_ms)
         slot = max(reaching, segments.floor_slot(self._log_start_offset))
         watch.lap("segment_lookup")
@@ -678,7 +681,7 @@ class Log:
             if index != reaching and segment.largest_timestamp() < timestamp_ms:
                 continue  # (the running max vouches for the first segment reaching it)
             self._touch(segment)
-            found = segment.find_offset_by_timestamp(timestamp_ms, self._log_start_offset)
+            found = segment.find_offset_by_timestamp(timestamp_ms, self._log_start_offset, watch)
             if found is not None:
                 return found
         return None

@@ -546,12 +546,16 @@ class LogSegment:
             next_offset = fields[HeaderField.BASE_OFFSET] + fields[HeaderField.LAST_OFFSET_DELTA] + 1
         return next_offset
 
-    def find_offset_by_timestamp(self, timestamp_ms: int, starting_offset: int) -> TimestampAndOffset | None:
+    def find_offset_by_timestamp(
+        self, timestamp_ms: int, starting_offset: int, watch: PhaseTimer | None = None
+    ) -> TimestampAndOffset | None:
         """The first record (in log order) with a timestamp >= ``timestamp_ms`` and an offset >=
-        ``starting_offset``, or None."""
+        ``starting_offset``, or None. ``watch``: the caller's offsets_for_times stopwatch, its
+        fault count already running (else one of its own)."""
         if self._pending_check is not None:
             self._check_once()
-        watch = stopwatch("offsets_for_times", mark_faults=True)
+        if watch is None:
+            watch = stopwatch("offsets_for_times", mark_faults=True)
         entry = self._time_index.lookup(timestamp_ms)
         position = self._offset_index.lookup(max(entry.offset, starting_offset)).position
         watch.lap_faults("index_search", "index_lookup")

@@ -46,6 +46,18 @@ async def test_requests_beyond_the_budget_are_refused_naming_the_setting():
         assert admission.statistics().request_count == 1
 
 
+async def test_a_stream_message_takes_a_request_slot_from_the_same_budget_and_gives_it_back():
+    admission = _admission()
+    admission.take_request_slot()
+    with admission.request():
+        with pytest.raises(OverloadedError, match="rpc_concurrency_max=2"):
+            admission.take_request_slot()
+        assert admission.statistics().request_count == 2  # the refusal took nothing
+    admission.give_back_request_slot()
+    assert admission.statistics().request_count == 0
+    assert admission.statistics().rejected_by_limit == {"rpc_concurrency_max": 1}
+
+
 async def test_a_waiting_fetch_gives_its_request_slot_back_while_it_waits():
     admission = _admission()
     with contextlib.ExitStack() as stack:

@@ -10,7 +10,9 @@ from seglog_server.security import (
     ANONYMOUS,
     AuthenticationFailedError,
     PermissionDeniedError,
+    PrincipalLimitError,
     PrincipalQuota,
+    QuotaBook,
     SecurityPaths,
     SecurityPolicy,
 )
@@ -122,3 +124,35 @@ async def test_statistics_count_failures_and_denials_and_the_bearer_hook_checks_
     assert policy.verify_bearer("Bearer wrong") is None
     assert policy.verify_bearer(None) is None
     gate.close()
+
+
+async def test_each_stream_message_holds_a_request_slot_of_its_principal_until_it_ends():
+    gate = CallGate(quotas=QuotaBook(PrincipalQuota(requests_max=1), {}, window_ms=1000, delay_ms_max=0))
+    stream = await gate.admit_stream("LookupStream", Context())
+    lookup = pb.OffsetsForTimesRequest()
+    lookup.partitions.add(topic="a", partition=0)
+
+    def in_use() -> dict[str, int]:
+        return gate.quotas.statistics().in_use_by_principal[ANONYMOUS]
+
+    assert gate.begin_message(stream, lookup) == 0.0
+    assert in_use() == {"requests": 1, "waiters": 0, "streams": 1}
+    with pytest.raises(PrincipalLimitError, match="1 requests in progress"):
+        gate.begin_message(stream, lookup)
+    assert in_use()["requests"] == 1  # the refused message holds nothing
+    gate.end_message(stream)
+    assert in_use()["requests"] == 0
+    stream.release()
+    assert in_use() == {"requests": 0, "waiters": 0, "streams": 0}
+
+
+async def test_a_stream_message_on_a_topic_the_acl_denies_is_refused_holding_nothing(tmp_path):
+    gate = CallGate(_policy(tmp_path, acl='[[allow]]\nprincipals = ["*"]\noperations = ["describe"]\n'
+                                          'topics = ["a"]\n'))
+    stream = await gate.admit_stream("LookupStream", Context())
+    lookup = pb.OffsetsForTimesRequest()
+    lookup.partitions.add(topic="b", partition=0)
+    with pytest.raises(PermissionDeniedError, match="'ANONYMOUS' is not allowed to describe topic 'b'"):
+        gate.begin_message(stream, lookup)
+    assert gate.quotas.statistics().in_use_by_principal[ANONYMOUS]["requests"] == 0
+    stream.release()

@@ -86,3 +86,63 @@ def test_a_failed_write_reaches_the_reader():
         raise AssertionError("the drainer's failure was not raised")
 
     asyncio.run(run())
+
+
+# -- one message's admission: a request slot (Admission) and the gate's checks ----------------------
+
+
+class _NoTopics:
+    def get_log(self, topic, partition):
+        from seglog_server.storage.errors import UnknownTopicOrPartitionError
+
+        raise UnknownTopicOrPartitionError(f"unknown topic {topic!r}")
+
+
+class _Context:
+    def invocation_metadata(self):
+        return ()
+
+    def peer(self):
+        return "ipv4:127.0.0.1:1"
+
+
+async def test_a_stream_message_the_gate_refuses_gives_its_request_slot_back(tmp_path):
+    from seglog.v1 import log_service_pb2 as pb
+    from seglog_server.rpc.admission import AdmissionLimits
+    from seglog_server.rpc.call_gate import CallGate
+    from seglog_server.rpc.log_service import LogServicer, LogServicerLimits
+    from seglog_server.rpc.storage_calls import StorageCalls
+    from seglog_server.security import ANONYMOUS, PrincipalQuota, SecurityPaths, SecurityPolicy
+
+    (tmp_path / "acl.toml").write_text('[[allow]]\nprincipals = ["*"]\noperations = ["describe"]\ntopics = ["a"]\n')
+    policy = SecurityPolicy(SecurityPaths(acl=str(tmp_path / "acl.toml")), PrincipalQuota(), token_cache_max=16,
+                            quota_window_ms=1000, quota_delay_ms_max=1000)
+    calls = StorageCalls(thread_count=1, inline_io_bytes_max=1024)
+    servicer = LogServicer(
+        _NoTopics(), calls,
+        LogServicerLimits(fetch_bytes_max=1 << 20, fetch_wait_ms_max=1000, response_bytes_max=4 << 20,
+                          message_bytes_max=1 << 20),
+        AdmissionLimits(request_max=1, waiter_max=1, waiter_per_client_max=1, stream_max=1, stream_per_client_max=1),
+        gate=CallGate(policy),
+    )
+    try:
+        stream = await servicer.gate.admit_stream("LookupStream", _Context())
+
+        def lookup(topic: str, correlation_id: int) -> pb.LookupStreamRequest:
+            request = pb.LookupStreamRequest(correlation_id=correlation_id)
+            request.offsets_for_times.partitions.add(topic=topic, partition=0, timestamp_ms=5)
+            return request
+
+        denied = await servicer._lookup_message("LookupStream", stream, lookup("b", 1))
+        assert denied.error.error_class == "PermissionDeniedError" and "topic 'b'" in denied.error.message
+        assert servicer.admission.statistics().request_count == 0
+        assert servicer.gate.quotas.statistics().in_use_by_principal[ANONYMOUS]["requests"] == 0
+        # The one request slot is free: the next message is worked on (its topic is unknown).
+        answered = await servicer._lookup_message("LookupStream", stream, lookup("a", 2))
+        assert answered.correlation_id == 2 and not answered.HasField("error")
+        assert [result.error.error_class for result in answered.offsets_for_times.results] == [
+            "UnknownTopicOrPartitionError"]
+        assert servicer.admission.statistics().request_count == 0
+        stream.release()
+    finally:
+        calls.shutdown()
