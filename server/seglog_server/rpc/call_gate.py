@@ -9,8 +9,9 @@
 
 A bidirectional stream (``operations.Scope.MESSAGES``) is authenticated once, at open
 (``admit_stream``: the credentials travel with the stream), and takes a stream slot; each of its
-messages then passes ``begin_message`` (and ``end_message`` once answered): the ACL, the principal's request cap and byte quota of the
-unary call it stands for, exactly as that call would.
+messages then passes ``begin_message`` (and ``end_message`` once answered): the ACL, the
+principal's request cap and byte quota of the unary call it stands for, exactly as that call
+would.
 
 The admitted call is the *principal layer* other per-client limits key on: ``current_call()``
 (a ContextVar, one value per RPC task) gives its principal, kind and row to any code that runs
@@ -167,7 +168,9 @@ class CallGate:
         assert row.scope is Scope.MESSAGES and row.message_method is not None, method
         principal = await self._authenticate(method, context)
         self.quotas.acquire(principal, CallKind.STREAM)
-        call = AdmittedCall(principal, method, row, CallKind.STREAM, self, message_row=operation_of(row.message_method))
+        call = AdmittedCall(
+            principal, method, row, CallKind.STREAM, self, message_row=operation_of(row.message_method)
+        )
         _CURRENT.set(call)
         return call
 
