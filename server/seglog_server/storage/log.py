@@ -667,10 +667,9 @@ class Log:
         if self._log_start_offset == self._log_end_offset:
             return None
         segments = self._segments
-        # One stopwatch for the whole lookup, handed to each segment searched: its fault count
-        # starts here, so the segment map's in-memory steps count with the index search's faults
-        # (and opening a further segment's files with that segment's).
-        watch = stopwatch("offsets_for_times", mark_faults=True)
+        # One stopwatch for the whole lookup, handed to each segment searched (which restarts it
+        # with its fault count, after its first-use check): one object, not one a segment.
+        watch = stopwatch("offsets_for_times")
         reaching = self._timestamps.first_slot_reaching(segments, timestamp_ms)
         slot = max(reaching, segments.floor_slot(self._log_start_offset))
         watch.lap("segment_lookup")

@@ -550,12 +550,15 @@ class LogSegment:
         self, timestamp_ms: int, starting_offset: int, watch: PhaseTimer | None = None
     ) -> TimestampAndOffset | None:
         """The first record (in log order) with a timestamp >= ``timestamp_ms`` and an offset >=
-        ``starting_offset``, or None. ``watch``: the caller's offsets_for_times stopwatch, its
-        fault count already running (else one of its own)."""
+        ``starting_offset``, or None. ``watch``: the caller's offsets_for_times stopwatch,
+        restarted here (else one of its own), so the index search's lap and faults leave out the
+        segment's first-use check, as a fetch's do."""
         if self._pending_check is not None:
             self._check_once()
         if watch is None:
             watch = stopwatch("offsets_for_times", mark_faults=True)
+        else:
+            watch.restart(mark_faults=True)
         entry = self._time_index.lookup(timestamp_ms)
         position = self._offset_index.lookup(max(entry.offset, starting_offset)).position
         watch.lap_faults("index_search", "index_lookup")

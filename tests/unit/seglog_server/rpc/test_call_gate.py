@@ -156,3 +156,25 @@ async def test_a_stream_message_on_a_topic_the_acl_denies_is_refused_holding_not
         gate.begin_message(stream, lookup)
     assert gate.quotas.statistics().in_use_by_principal[ANONYMOUS]["requests"] == 0
     stream.release()
+
+
+async def test_a_produce_stream_message_is_charged_its_bytes_and_refused_holding_nothing_past_the_bound():
+    """The produce quota on a ProduceStream message, as on a Produce call: the bytes charged and
+    the answer's delay returned; past the delay bound, refused before any slot is taken."""
+    from seglog_server.security import QuotaExceededError
+
+    book = QuotaBook(PrincipalQuota(produce_bytes_per_s=1000), {}, window_ms=1000, delay_ms_max=2000,
+                     clock=lambda: 0.0)
+    gate = CallGate(quotas=book)
+    stream = await gate.admit_stream("ProduceStream", Context())
+    produce = pb.ProduceRequest(topic="t", records=b"x" * 3000)
+    delay_s = gate.begin_message(stream, produce)
+    assert 0 < delay_s <= 2.0
+    assert book.statistics().in_use_by_principal[ANONYMOUS]["requests"] == 1
+    gate.end_message(stream)
+    gate.begin_message(stream, pb.ProduceRequest(topic="t", records=b"x" * 100_000))
+    gate.end_message(stream)
+    with pytest.raises(QuotaExceededError, match="over its produce quota of 1000 bytes/s"):
+        gate.begin_message(stream, produce)
+    assert book.statistics().in_use_by_principal[ANONYMOUS]["requests"] == 0
+    stream.release()

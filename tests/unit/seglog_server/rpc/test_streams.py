@@ -1,10 +1,12 @@
 """OrderedReplies: a stream's answers leave in request order, ready or late, and no more than the
-bound is ever owed (Hypothesis over which answers are ready and when late ones resolve)."""
+bound is ever owed (Hypothesis over which answers are ready and when late ones resolve). And one
+message's admission: its request slot and its principal's slot come back however it ends."""
 
 from __future__ import annotations
 
 import asyncio
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -106,13 +108,13 @@ class _Context:
         return "ipv4:127.0.0.1:1"
 
 
-async def test_a_stream_message_the_gate_refuses_gives_its_request_slot_back(tmp_path):
-    from seglog.v1 import log_service_pb2 as pb
+def _servicer(tmp_path):
+    """A servicer of one request slot, behind a gate whose ACL allows describing topic "a" only."""
     from seglog_server.rpc.admission import AdmissionLimits
     from seglog_server.rpc.call_gate import CallGate
     from seglog_server.rpc.log_service import LogServicer, LogServicerLimits
     from seglog_server.rpc.storage_calls import StorageCalls
-    from seglog_server.security import ANONYMOUS, PrincipalQuota, SecurityPaths, SecurityPolicy
+    from seglog_server.security import PrincipalQuota, SecurityPaths, SecurityPolicy
 
     (tmp_path / "acl.toml").write_text('[[allow]]\nprincipals = ["*"]\noperations = ["describe"]\ntopics = ["a"]\n')
     policy = SecurityPolicy(SecurityPaths(acl=str(tmp_path / "acl.toml")), PrincipalQuota(), token_cache_max=16,
@@ -125,24 +127,65 @@ async def test_a_stream_message_the_gate_refuses_gives_its_request_slot_back(tmp
         AdmissionLimits(request_max=1, waiter_max=1, waiter_per_client_max=1, stream_max=1, stream_per_client_max=1),
         gate=CallGate(policy),
     )
+    return servicer, calls
+
+
+def _lookup(topic: str, correlation_id: int):
+    from seglog.v1 import log_service_pb2 as pb
+
+    request = pb.LookupStreamRequest(correlation_id=correlation_id)
+    request.offsets_for_times.partitions.add(topic=topic, partition=0, timestamp_ms=5)
+    return request
+
+
+async def test_a_stream_message_the_gate_refuses_gives_its_request_slot_back(tmp_path):
+    from seglog_server.security import ANONYMOUS
+
+    servicer, calls = _servicer(tmp_path)
     try:
         stream = await servicer.gate.admit_stream("LookupStream", _Context())
-
-        def lookup(topic: str, correlation_id: int) -> pb.LookupStreamRequest:
-            request = pb.LookupStreamRequest(correlation_id=correlation_id)
-            request.offsets_for_times.partitions.add(topic=topic, partition=0, timestamp_ms=5)
-            return request
-
-        denied = await servicer._lookup_message("LookupStream", stream, lookup("b", 1))
+        denied = await servicer._lookup_message("LookupStream", stream, _lookup("b", 1))
         assert denied.error.error_class == "PermissionDeniedError" and "topic 'b'" in denied.error.message
         assert servicer.admission.statistics().request_count == 0
         assert servicer.gate.quotas.statistics().in_use_by_principal[ANONYMOUS]["requests"] == 0
         # The one request slot is free: the next message is worked on (its topic is unknown).
-        answered = await servicer._lookup_message("LookupStream", stream, lookup("a", 2))
+        answered = await servicer._lookup_message("LookupStream", stream, _lookup("a", 2))
         assert answered.correlation_id == 2 and not answered.HasField("error")
         assert [result.error.error_class for result in answered.offsets_for_times.results] == [
             "UnknownTopicOrPartitionError"]
         assert servicer.admission.statistics().request_count == 0
+        stream.release()
+    finally:
+        calls.shutdown()
+
+
+async def test_a_stream_message_cancelled_mid_way_gives_its_slots_back(tmp_path, monkeypatch):
+    """The stream ends (the client went away, or the drain cut it) while a message is worked on:
+    its request slot and its principal's slot come back."""
+    from seglog_server.security import ANONYMOUS
+
+    servicer, calls = _servicer(tmp_path)
+    started, never = asyncio.Event(), asyncio.Event()
+
+    async def stuck(request, response=None):
+        started.set()
+        await never.wait()
+
+    monkeypatch.setattr(servicer, "_offsets_for_times", stuck)
+    try:
+        stream = await servicer.gate.admit_stream("LookupStream", _Context())
+        task = asyncio.ensure_future(servicer._lookup_message("LookupStream", stream, _lookup("a", 1)))
+        await started.wait()
+
+        def held() -> tuple[int, int]:
+            in_use = servicer.gate.quotas.statistics().in_use_by_principal[ANONYMOUS]["requests"]
+            return servicer.admission.statistics().request_count, in_use
+
+        assert held() == (1, 1)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert held() == (0, 0)
         stream.release()
     finally:
         calls.shutdown()

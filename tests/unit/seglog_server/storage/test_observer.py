@@ -113,3 +113,39 @@ def test_a_lap_shared_by_several_operations_is_one_observation_of_the_mean_each(
     assert [(op, phase) for op, phase, _ in recorder.phases] == [("offsets_for_times", "index_search")] * 4 + [
         ("offsets_for_times", "log_scan")]
     assert len({seconds for _, phase, seconds in recorder.phases if phase == "index_search"}) == 1
+
+
+def test_a_segment_restarts_the_callers_stopwatch_after_its_first_use_check(tmp_path, monkeypatch):
+    """A time lookup's one stopwatch (the log's) is handed to the segment searched, which restarts
+    it after its first-use check: a check that takes long (it may recover the segment) is in no
+    phase and its faults in no path, as a fetch's first use is not. The clock is a fake one that
+    only the check moves."""
+    from log_test_support import batch, open_log
+
+    from seglog_server.storage import observer as observer_module
+    from seglog_server.storage.clock import FakeClock
+
+    log = open_log(tmp_path, FakeClock(1_700_000_000_000))
+    log.append(batch(b"a", b"b", b"c", timestamps=[100, 200, 300]))
+    segment = log._segments.active
+    now = [0.0]
+    monkeypatch.setattr(observer_module, "_perf_counter", lambda: now[0])
+    checked = []
+
+    def slow_check() -> None:
+        segment._pending_check = None
+        now[0] += 1000.0  # a first-use check (a recovery, say) that took 1,000 s
+        checked.append(True)
+
+    segment._pending_check = (None, 0)
+    monkeypatch.setattr(segment, "_check_once", slow_check)
+    recorder = Recorder()
+    previous = install_observer(recorder)
+    try:
+        watch = stopwatch("offsets_for_times")  # the caller's, as Log._search_timestamp makes it
+        found = segment.find_offset_by_timestamp(150, 0, watch)
+    finally:
+        install_observer(previous)
+        log.close()
+    assert checked and (found.offset, found.timestamp_ms) == (1, 200)
+    assert recorder.phases == [("offsets_for_times", "index_search", 0.0), ("offsets_for_times", "log_scan", 0.0)]
