@@ -207,12 +207,13 @@ class Admission:
         try:
             yield
         finally:
-            self._request_count -= 1
+            self.give_back_request_slot()
 
     def take_request_slot(self) -> None:
-        """A request slot for one message of a bidirectional stream, as the unary call it stands
-        for (the stream's own slot is taken by ``stream``); ``give_back_request_slot`` once its
-        answer is made. Plain calls, not a context manager: they run once per stream message."""
+        """A request slot: a unary call's (``request``), or one stream message's, as the unary
+        call it stands for (the stream's own slot is taken by ``stream``);
+        ``give_back_request_slot`` once its answer is made. A stream message calls the pair
+        directly, not through a context manager: they run once per message."""
         if self._request_count >= self._limits.request_max:
             self._rejected["rpc_concurrency_max"] += 1
             raise OverloadedError(
