@@ -32,7 +32,6 @@ from certificate_authority import TestCA  # noqa: E402
 from integration_helpers import ServiceProcess, make_batch  # noqa: E402
 
 from seglog.v1 import log_service_pb2 as pb  # noqa: E402
-from seglog.v1 import log_service_pb2_grpc as pb_grpc  # noqa: E402
 from seglog_server.security.token_file import create_token, format_entry  # noqa: E402
 
 BATCH = make_batch([b"q" * 1000] * 64)

@@ -9,6 +9,7 @@ tests about the process itself (shutdown, restart, bad settings) start their own
 from __future__ import annotations
 
 import itertools
+import pathlib
 
 import pytest
 from integration_helpers import ServiceProcess

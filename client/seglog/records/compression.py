@@ -31,7 +31,6 @@ import zstandard
 from . import xerial
 from .attributes import Compression
 from .errors import CorruptRecordError, DecompressionLimitError, UnsupportedCompressionError
-from .varint import decode_varint
 
 GZIP_LEVEL = 6  # java.util.zip.Deflater.DEFAULT_COMPRESSION, what Kafka's gzip uses by default
 _GZIP_WBITS = 16 + zlib.MAX_WBITS  # 16 + window bits: zlib writes a gzip header and trailer

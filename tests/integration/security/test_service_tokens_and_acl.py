@@ -15,7 +15,6 @@ from integration_helpers import ServiceProcess, make_batch
 from seglog import Admin, Consumer, Producer
 from seglog.errors import AuthenticationError, AuthorizationError
 from seglog.v1 import log_service_pb2 as pb
-from seglog.v1 import log_service_pb2_grpc as pb_grpc
 from seglog_server.security.token_file import create_token, format_entry
 
 pytestmark = pytest.mark.integration

@@ -3,14 +3,13 @@ steps; test_job.py checks it writes the same bytes)."""
 
 import json
 import os
-import struct
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kafka.record.memory_records import MemoryRecords
 
-from seglog.records import RecordBatch, RecordBatchBuilder, iter_batches
+from seglog.records import RecordBatchBuilder, iter_batches
 from seglog_spark import CleanerError, SnapshotError, UnsupportedBatchError
 from seglog_spark.cleaner_local import clean_snapshot
 from seglog_spark.index_writer import OFFSET_INDEX_ENTRY, TIME_INDEX_ENTRY
@@ -22,7 +21,6 @@ from cleaning_support import (
     latest_values,
     make_snapshot,
     ops_strategy,
-    read_records,
     snapshot_records,
 )
 

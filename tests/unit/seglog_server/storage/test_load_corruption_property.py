@@ -19,7 +19,6 @@ The fast run tries ``FAST_EXAMPLES`` cases; ``-m slow`` runs ``SLOW_EXAMPLES``.
 from __future__ import annotations
 
 import os
-import struct
 import tempfile
 from collections import Counter
 from dataclasses import dataclass

@@ -307,7 +307,7 @@ def test_a_batch_claiming_log_append_time_has_its_records_area_walked_too():
 
 
 # -- the records walk on the fast path ---------------------------------------------------------
-from seglog.records import RECORDS_OFFSET, RecordBatchBuilder  # noqa: E402
+from seglog.records import RecordBatchBuilder  # noqa: E402
 
 
 def _large_batch(count: int, timestamp_step_ms: int, value_bytes: int) -> bytes:
