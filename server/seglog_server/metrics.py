@@ -108,7 +108,8 @@ FAMILIES: dict[str, tuple[str, tuple[str, ...], str]] = {
     # -- the page cache ----------------------------------------------------------------------
     "seglog_index_lookups": (
         "counter", ("index", "zone"),
-        "Index searches by index (offset, time) and zone (warm: newest 8 KiB; cold: the rest)."),
+        "Index lookups by index (offset, time) and zone (warm: newest 8 KiB; cold: the rest; "
+        "none: no section searched, the index empty or the target below its first entry)."),
     "seglog_index_lookup_pages": (
         "histogram", ("index",), "Distinct index pages one search probed."),
     "seglog_page_faults": (
@@ -253,7 +254,7 @@ class MetricsObserver(StorageObserver):
         self.lookup_pages = _Histograms(PAGES_BUCKETS)
         self._pages_by_index = _ChildrenByLabel(self.lookup_pages)
         self.lookups: dict[tuple[str, str], int] = {
-            (index, zone): 0 for index in ("offset", "time") for zone in ("warm", "cold")
+            (index, zone): 0 for index in ("offset", "time") for zone in ("warm", "cold", "none")
         }
         self.faults: dict[tuple[str, str], int] = {
             (path, kind): 0 for path in ("index_lookup", "log_read", "append")

@@ -96,6 +96,23 @@ def test_a_tail_read_is_a_warm_lookup_with_a_small_read_age(loaded):
     assert pages_count >= 1 and pages <= 3 * pages_count  # the warm section spans <= 3 pages
 
 
+def test_reads_of_a_young_partition_are_lookups_in_no_zone_not_cold(loaded):
+    """A partition smaller than index.interval.bytes has an empty index: its reads search no
+    section, so a small setup does not read 100 % cold (and the cold-lookup alert stays quiet)."""
+    loaded.stub.CreateTopic(pb.CreateTopicRequest(topic="young", partitions=1), timeout=10)
+    for number in range(3):
+        loaded.stub.Produce(pb.ProduceRequest(
+            topic="young", partition=0, records=make_batch([b"y%d" % number])), timeout=10)
+    before = scrape(loaded.metrics_address)
+    for offset in range(3):
+        loaded.stub.Fetch(pb.FetchRequest(topic="young", partition=0, offset=offset), timeout=10)
+    after = scrape(loaded.metrics_address)
+    lookups = "seglog_index_lookups_total"
+    assert value(after, lookups, index="offset", zone="none") >= value(before, lookups, index="offset", zone="none") + 3
+    for zone in ("warm", "cold"):
+        assert value(after, lookups, index="offset", zone=zone) == value(before, lookups, index="offset", zone=zone)
+
+
 def test_every_family_appears_with_its_documented_labels(loaded):
     stub = loaded.stub
     stub.OffsetsForTimes(pb.OffsetsForTimesRequest(partitions=[

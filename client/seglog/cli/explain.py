@@ -22,7 +22,8 @@ def add_parser(commands: Any, parents: list[argparse.ArgumentParser]) -> None:
         description=(
             "Ask the service (ExplainLookup) how it finds one offset (the path of a Fetch) or one "
             "time (the path of OffsetsForTimes): the segment the segment map chose, each index "
-            "searched with its zone (warm: the newest 8 KiB of entries; cold: the rest), the slots "
+            "searched with its zone (warm: the newest 8 KiB of entries; cold: the rest; none: no "
+            "section searched, the index empty or the target below its first entry), the slots "
             "probed, the index pages touched and whether they were in the page cache, the bytes "
             "scanned in the log after the index hit, and the time taken."
         ),

@@ -114,7 +114,7 @@ class IndexStatistics:
     size_in_bytes: int  # bytes of valid entries: entry_count * entry size
     file_bytes: int  # current file length, preallocation included
     warm_lookup_count: int  # lookups answered in the warm section (the newest 8 KiB)
-    cold_lookup_count: int  # lookups that fell back to the cold section
+    cold_lookup_count: int  # lookups that fell back to the cold section (Zone.NONE: in neither)
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,7 +162,7 @@ class AbstractIndex:
         self._reserved_bytes = 0  # bytes from the file's start known to be backed by blocks
         self._entry_count = 0
         self._max_entry_count = 0
-        self._lookup_counts = {Zone.WARM: 0, Zone.COLD: 0}  # subclasses count each lookup's zone
+        self._lookup_counts = dict.fromkeys(Zone, 0)  # subclasses count each lookup's zone
         # field name -> (recording copy of the field, its probe list): made on first observed use
         self._recorders: dict[str, tuple[EntryField, list[int]]] | None = None
         self._after_entries_changed_locked()  # subclasses' caches start as "empty index"
@@ -404,21 +404,24 @@ class AbstractIndex:
         return slots
 
     def _count_between_locked(self, targets: Sequence[int], field: EntryField, low: int, high: int) -> None:
-        """Counts ``targets`` (ascending), answered from the decoded slots [low, high], by zone:
-        warm when the warm section's first entry is below the target (``slot_and_zone_for``)."""
+        """Counts ``targets`` (ascending), answered from the decoded slots [low, high], by zone,
+        as ``slot_and_zone_for`` would: none below the first entry (or all, in an empty index),
+        warm above the warm section's first entry, cold between."""
         entry_count = self._entry_count
-        cold_count = len(targets)
+        none_count = cold_count = len(targets)  # none_count: targets below the first entry
         if entry_count > 0:
             at = first_hot_slot(entry_count, field) * field.entry_bytes + field.field_offset
             cold_count = bisect.bisect_right(targets, field.unpack_from(self._buffer, at)[0])
-        self._lookup_counts[Zone.COLD] += cold_count
+            none_count = bisect.bisect_left(targets, field.unpack_from(self._buffer, field.field_offset)[0])
+        self._lookup_counts[Zone.NONE] += none_count
+        self._lookup_counts[Zone.COLD] += cold_count - none_count
         self._lookup_counts[Zone.WARM] += len(targets) - cold_count
         observer = OBSERVER.current
         if observer.enabled and targets:
             entry_bytes = field.entry_bytes
             pages = page_of((high + 1) * entry_bytes - 1) - page_of(low * entry_bytes) + 1
             for number in range(len(targets)):
-                zone = Zone.COLD if number < cold_count else Zone.WARM
+                zone = Zone.NONE if number < none_count else Zone.COLD if number < cold_count else Zone.WARM
                 observer.index_lookup(self.LABEL, zone._value_, pages if number == 0 else 0)
 
     def _recorded_search_locked(

@@ -85,10 +85,18 @@ SMALLEST_UPPER_BOUND = Bound.SMALLEST_UPPER_BOUND
 
 class Zone(enum.StrEnum):
     """Which section of the index a search ran in; counted by the indexes' statistics().
-    A StrEnum: it keys a dict on every lookup, and a plain Enum hashes through a Python call."""
+    A StrEnum: it keys a dict on every lookup, and a plain Enum hashes through a Python call.
+
+    ``NONE``: the lookup searched no section. The index was empty, or the target lies below its
+    first entry (answered by comparing with that entry, as Kafka does, before any binary search).
+    Both are the common case of a small or young log: a segment's first index entry is written
+    only after ``index.interval.bytes`` of records, so every lookup into a fresh segment is one.
+    Counting them as cold made a small setup read 100 % cold; they read at most the first page,
+    which is no sign of a consumer far behind the tail."""
 
     WARM = "warm"
     COLD = "cold"
+    NONE = "none"
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,7 +170,9 @@ def slot_range_for(buffer: Buffer, entry_count: int, target: int, field: EntryFi
 def slot_and_zone_for(
     buffer: Buffer, entry_count: int, target: int, field: EntryField, bound: Bound
 ) -> tuple[int, Zone]:
-    """``slot_range_for`` plus the section it searched, for the indexes' warm/cold statistics.
+    """``slot_range_for`` plus the section it searched, for the indexes' warm/cold statistics:
+    WARM when the warm section's first entry is below the target, NONE when the index is empty
+    or its first entry above the target (no section searched), COLD otherwise.
 
     Quirk kept for bit-exactness with Kafka: the search never probes the first slot of its range
     (``mid`` rounds up, so it never equals ``lo``). The warm range starts at an entry strictly below
@@ -172,7 +182,7 @@ def slot_and_zone_for(
     range, not the smallest one, so the answer stays safe.
     """
     if entry_count == 0:
-        return NO_SLOT, Zone.COLD
+        return NO_SLOT, Zone.NONE
     unpack, entry_bytes, at = field.unpack_from, field.entry_bytes, field.field_offset
     first_hot = entry_count - 1 - field.warm_entry_count  # first_hot_slot(), inlined: hot path
     if first_hot < 0:
@@ -181,7 +191,7 @@ def slot_and_zone_for(
         last = entry_count - 1
         return _binary_search(buffer, target, unpack, entry_bytes, at, bound, first_hot, last, last), Zone.WARM
     if unpack(buffer, at)[0] > target:
-        return (NO_SLOT if bound is LARGEST_LOWER_BOUND else 0), Zone.COLD
+        return (NO_SLOT if bound is LARGEST_LOWER_BOUND else 0), Zone.NONE
     return _binary_search(buffer, target, unpack, entry_bytes, at, bound, 0, first_hot, entry_count - 1), Zone.COLD
 
 
@@ -194,7 +204,7 @@ def slot_zone_and_pages_for(
     each probe's page goes into a set inline, so an observed lookup pays one ``set.add`` a probe
     rather than a Python call through a recording field."""
     if entry_count == 0:
-        return NO_SLOT, Zone.COLD, 0
+        return NO_SLOT, Zone.NONE, 0
     unpack, entry_bytes, at = field.unpack_from, field.entry_bytes, field.field_offset
     first_hot = entry_count - 1 - field.warm_entry_count
     if first_hot < 0:
@@ -208,7 +218,7 @@ def slot_zone_and_pages_for(
         return slot, Zone.WARM, len(pages)
     pages.add(at // page_bytes)
     if unpack(buffer, at)[0] > target:
-        return (NO_SLOT if bound is LARGEST_LOWER_BOUND else 0), Zone.COLD, len(pages)
+        return (NO_SLOT if bound is LARGEST_LOWER_BOUND else 0), Zone.NONE, len(pages)
     slot = _binary_search_paged(buffer, target, unpack, entry_bytes, at, bound, 0, first_hot, entry_count - 1,
                                 pages, page_bytes)
     return slot, Zone.COLD, len(pages)

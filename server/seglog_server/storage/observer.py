@@ -16,7 +16,7 @@ per operation (``OBSERVER.current``), which costs one attribute read.
 Labels used by the storage (fixed sets, so every series is bounded):
 
     index       "offset" | "time"
-    zone        index_search.Zone values: "warm" | "cold"
+    zone        index_search.Zone values: "warm" | "cold" | "none" (no section searched)
     operation   "produce" | "fetch" | "offsets_for_times" | "flush"
     phase       "segment_lookup" | "index_search" | "log_scan" | "log_read" | "validation"
                 | "append" | "fsync"

@@ -68,6 +68,14 @@ def kafka_oracle(values: list[int], target: int, bound: Bound) -> set[int]:
     return equal_slots
 
 
+def zone_oracle(keys: list[int], target: int, field) -> Zone:
+    """The section a search of sorted ``keys`` runs in: none when it needs no search (empty, or
+    below the first entry), warm above the warm section's first entry, cold otherwise."""
+    if not keys or target < keys[0]:
+        return Zone.NONE
+    return Zone.WARM if target > keys[first_hot_slot(len(keys), field)] else Zone.COLD
+
+
 # -- the layouts ------------------------------------------------------------------------------
 def test_layouts_derive_field_offsets_from_the_entry_struct():
     assert (OFFSET.entry_bytes, OFFSET.key.field_offset, OFFSET.value.field_offset) == (8, 0, 4)
@@ -97,13 +105,28 @@ def test_layout_of_a_custom_entry_struct_locates_both_fields():
 @pytest.mark.parametrize("bound", list(Bound))
 def test_empty_index_has_no_slot(bound):
     assert slot_range_for(b"", 0, 5, OFFSET.key, bound) == NO_SLOT
-    assert slot_and_zone_for(b"", 0, 5, OFFSET.key, bound) == (NO_SLOT, Zone.COLD)
+    assert slot_and_zone_for(b"", 0, 5, OFFSET.key, bound) == (NO_SLOT, Zone.NONE)
+    assert slot_zone_and_pages_for(b"", 0, 5, OFFSET.key, bound, PAGE_BYTES) == (NO_SLOT, Zone.NONE, 0)
 
 
 def test_target_below_first_entry_has_no_lower_bound_and_upper_bound_slot_0():
     buffer = offset_buffer([10, 20, 30])
     assert largest_lower_bound_slot_for(buffer, 3, 9, OFFSET.key) == NO_SLOT
     assert smallest_upper_bound_slot_for(buffer, 3, 9, OFFSET.key) == 0
+
+
+@pytest.mark.parametrize("entry_count", [3, 1026, 5000])
+@pytest.mark.parametrize("bound", list(Bound))
+def test_target_below_first_entry_searches_no_zone(entry_count, bound):
+    """Answered by the first entry's comparison alone: neither warm nor cold (a young segment's
+    lookups are all of this kind, and counting them cold made a small setup read 100 % cold)."""
+    keys = list(range(10, 10 + 2 * entry_count, 2))
+    buffer = offset_buffer(keys)
+    expected_slot = NO_SLOT if bound is LARGEST_LOWER_BOUND else 0
+    assert slot_and_zone_for(buffer, entry_count, 9, OFFSET.key, bound) == (expected_slot, Zone.NONE)
+    assert slot_zone_and_pages_for(buffer, entry_count, 9, OFFSET.key, bound, PAGE_BYTES)[:2] == (
+        expected_slot, Zone.NONE)
+    assert slot_and_zone_for(buffer, entry_count, 10, OFFSET.key, bound)[1] is Zone.COLD  # searched
 
 
 @pytest.mark.parametrize("bound", list(Bound))
@@ -197,13 +220,12 @@ def test_every_entry_is_found_around_the_warm_boundary(layout, entry_count, boun
     keys = list(range(3, 3 + 4 * entry_count, 4))
     entry = offset_index.ENTRY if layout is OFFSET else time_index.ENTRY
     buffer = build(entry, [(key, slot) for slot, key in enumerate(keys)])
-    hot = first_hot_slot(entry_count, layout.key)
     for slot, key in enumerate(keys):
         for target in (key - 1, key, key + 1):
             expected = kafka_oracle(keys, target, bound)
             found, zone = slot_and_zone_for(buffer, entry_count, target, layout.key, bound)
             assert found in expected, (slot, target)
-            assert zone is (Zone.WARM if target > keys[hot] else Zone.COLD)
+            assert zone is zone_oracle(keys, target, layout.key)
 
 
 def test_target_equal_to_first_hot_entry_searches_the_cold_section():
@@ -343,6 +365,26 @@ def test_strictly_increasing_fields_give_bisect_answers_except_the_quirk(entry_c
             assert upper == (1 if entry_count > 1 else NO_SLOT)  # the quirk: never slot 0
         else:
             assert upper == (ideal_upper if ideal_upper < entry_count else NO_SLOT)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    entry_count=st.one_of(st.integers(0, 3000), st.sampled_from([0, 1, 2, 1023, 1024, 1025, 1026, 681, 682, 683])),
+    rng=st.randoms(use_true_random=False),
+    bound=st.sampled_from(list(Bound)),
+)
+def test_every_search_runs_in_the_zone_of_the_oracle(entry_count, rng, bound):
+    """Any index, any target, either field: none exactly when no section is searched (empty, or
+    below the first entry), warm and cold as before otherwise."""
+    for layout, strictly in ((OFFSET, True), (TIME, False)):
+        keys = random_sorted(rng, entry_count, strictly=True, start=rng.randint(-10, 10))
+        values = random_sorted(rng, entry_count, strictly=strictly, start=0)
+        entry = offset_index.ENTRY if layout is OFFSET else time_index.ENTRY
+        buffer = build(entry, list(zip(keys, values, strict=True)))
+        for field, sorted_values in ((layout.key, keys), (layout.value, values)):
+            for target in targets_around(rng, sorted_values, layout.warm_entry_count):
+                zone = slot_and_zone_for(buffer, entry_count, target, field, bound)[1]
+                assert zone is zone_oracle(sorted_values, target, field), (entry_count, target)
 
 
 @settings(max_examples=120, deadline=None)

@@ -4,12 +4,15 @@ while no observer listens."""
 
 from __future__ import annotations
 
+from collections import Counter
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from seglog_server.storage.index_search import LARGEST_LOWER_BOUND, recording, slot_and_zone_for
+from seglog_server.storage.index_search import LARGEST_LOWER_BOUND, Zone, recording, slot_and_zone_for
 from seglog_server.storage.observer import PAGE_BYTES, StorageObserver, install_observer, stopwatch
 from seglog_server.storage.offset_index import LAYOUT, OffsetIndex
+from seglog_server.storage.time_index import TimeIndex
 
 
 class Recorder(StorageObserver):
@@ -67,6 +70,64 @@ def test_explain_lookup_lists_probes_and_pages_and_counts_as_a_lookup(tmp_path):
     assert explanation.pages == tuple(dict.fromkeys(s * 8 // PAGE_BYTES for s in explanation.probed_slots))
     assert index.statistics().cold_lookup_count == 1
     index.close()
+
+
+def test_lookups_that_search_no_section_report_zone_none_and_count_neither_warm_nor_cold(tmp_path):
+    """An empty index, or a target below the first entry (every lookup into a young segment):
+    zone "none", so a small setup does not read as all cold. Searched lookups keep their zone."""
+    empty = OffsetIndex(str(tmp_path / "00000000000000000100.index"), 100, max_index_bytes=8 * 100)
+    offsets = OffsetIndex(str(tmp_path / "00000000000000000200.index"), 200, max_index_bytes=8 * 3_000)
+    for number in range(2_000):
+        offsets.append(210 + number, number * 10)
+    times = TimeIndex(str(tmp_path / "00000000000000000200.timeindex"), 200, max_index_bytes=12 * 100)
+    times.maybe_append(1_000, 210)
+    recorder = Recorder()
+    previous = install_observer(recorder)
+    try:
+        empty.lookup(150)
+        offsets.lookup(205)  # below the first entry (210)
+        times.lookup(999)  # below the first timestamp
+        offsets.lookup(211)  # cold: the first entry of many is not in the warm section
+        offsets.lookup(2_100)  # warm
+        explanation, _ = offsets.explain_lookup(201)
+    finally:
+        install_observer(previous)
+    assert [(index, zone) for index, zone, _ in recorder.lookups] == [
+        ("offset", "none"), ("offset", "none"), ("time", "none"), ("offset", "cold"), ("offset", "warm"),
+        ("offset", "none")]
+    assert explanation.zone is Zone.NONE
+    statistics = [index.statistics() for index in (empty, offsets, times)]
+    assert [(s.warm_lookup_count, s.cold_lookup_count) for s in statistics] == [(0, 0), (1, 1), (0, 0)]
+    for index in (empty, offsets, times):
+        index.close()
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    entry_count=st.sampled_from([0, 1, 5, 1026, 2000]),
+    offsets=st.lists(st.integers(0, 4_500), min_size=3, max_size=40),
+)
+def test_lookups_searched_together_report_the_zones_of_lookups_one_by_one(tmp_path_factory, entry_count, offsets):
+    """``lookup_positions`` answers the targets between its first and last from one decoded run:
+    each still reports the zone its own search would have (none, cold or warm)."""
+    index = OffsetIndex(str(tmp_path_factory.mktemp("zones") / "00000000000000000000.index"), 0,
+                        max_index_bytes=8 * 3_000)
+    for number in range(entry_count):
+        index.append(100 + 2 * number, number * 10)
+    offsets = sorted(offsets)
+    one_by_one, together = Recorder(), Recorder()
+    previous = install_observer(one_by_one)
+    try:
+        for offset in offsets:
+            index.lookup(offset)
+        install_observer(together)
+        index.lookup_positions(offsets)
+    finally:
+        install_observer(previous)
+        index.close()
+    zones = Counter(zone for _, zone, _ in one_by_one.lookups)
+    assert Counter(zone for _, zone, _ in together.lookups) == zones
+    assert zones["none"] == sum(1 for offset in offsets if entry_count == 0 or offset < 100)
 
 
 def test_nothing_is_measured_while_no_observer_listens(tmp_path):
