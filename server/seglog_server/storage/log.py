@@ -36,7 +36,7 @@ from .clock import SYSTEM_CLOCK, Clock
 from .errors import CorruptRecordError, CorruptSegmentError, LogDirOfflineError, OffsetOutOfRangeError, StorageError
 from .file_records import TimestampAndOffset
 from .fs import REAL_FS, FileSystem
-from .io_errors import exhaustion_error
+from .io_errors import exhaustion_error, is_exhaustion
 from .log_config import LogConfig
 from .log_loader import LogLoader
 from .log_results import (
@@ -336,9 +336,10 @@ class Log:
         """The error to raise for ``exc``: a retriable ``ResourceExhaustedError`` when the disk
         is full or descriptors ran out (the log stays online: each write path fails before it
         changes anything), else ``LogDirOfflineError``, and the log goes offline. A failed
-        fsync (``sync``) is a failure even on ENOSPC: the kernel may have dropped the pages."""
-        exhausted = exhaustion_error(exc, f"{action} partition {self._name}")
-        if exhausted is not None and not (sync and isinstance(exhausted, LogDirFullError)):
+        fsync (``sync``) is a failure even on ENOSPC: the kernel may have dropped the pages; only
+        EMFILE/ENFILE (from the open before a sync, io_errors.py) stays retriable there."""
+        exhausted = exhaustion_error(exc, f"{action} partition {self._name}", sync=sync)
+        if exhausted is not None:
             if not self._exhausted:  # once per episode, not once per refused request
                 self._exhausted = True
                 _LOG.warning("%s: %s", self._name, exhausted)
@@ -472,11 +473,23 @@ class Log:
             self._touch(active)
         self._roll_counts[reason.value] += 1
         self._timestamps.invalidate()
-        # Kafka's UnifiedLog.roll: the producer state at the new segment's base offset, so a
-        # restart replays at most the active segment.
-        self._snapshot_producers(new_offset)
+        self._snapshot_at_roll(new_offset)
         self._flush_scheduler(lambda: self._flush_quietly(new_offset))
         return new_segment
+
+    def _snapshot_at_roll(self, offset: int) -> None:
+        """Kafka's UnifiedLog.roll: the producer state at the new segment's base offset, so a
+        restart replays at most the active segment. The roll has happened by now, so a full
+        disk (or no descriptor) must not undo it nor skip its flush: the snapshot only shortens
+        the next load's replay, which starts from an older snapshot instead (the torn file is
+        removed by ``write_snapshot``)."""
+        try:
+            self._snapshot_producers(offset)
+        except OSError as exc:
+            if not is_exhaustion(exc):
+                raise
+            _LOG.warning("%s: no producer snapshot at the roll to %d (%s); the next load replays from an "
+                         "older one", self._name, offset, exc)
 
     def _open_segment(self, base_offset: int) -> LogSegment:
         self._delete_stale_files(base_offset)
@@ -758,7 +771,7 @@ class Log:
                 if new_files:
                     self._fs.fsync_dir(self._dir)
                 watch.lap("fsync")
-            except OSError as exc:
+            except OSError as exc:  # from a sync: an open's failures were raised as StorageError
                 with self._lock:
                     raise self._io_error("flushing", exc, sync=True) from exc
             with self._lock:
@@ -786,9 +799,13 @@ class Log:
                     paths = paths[:1]
                 for path in paths:
                     descriptors.append(self._fs.open(path, os.O_RDONLY))
-            except BaseException:
+            except BaseException as exc:
                 for fd in descriptors:
                     self._fs.close(fd)
+                if isinstance(exc, OSError):
+                    # Nothing was synced yet, so nothing can have been lost: a full disk (an
+                    # index file to create) or no descriptor left is retriable, like an append.
+                    raise self._io_error("opening files to flush", exc) from exc
                 raise
         try:
             for fd in descriptors:
@@ -801,11 +818,20 @@ class Log:
                 self._fs.close(fd)
 
     def _flush_quietly(self, offset: int) -> None:
+        """A roll's background flush: nobody waits for it, so it says itself how it failed.
+        A failed sync has already taken the log offline (the log manager then takes the
+        directory offline at its next pass); a retriable failure leaves the recovery point
+        where it was, and the next flush covers these offsets."""
         try:
             self.flush(offset)
-        except StorageError as exc:
+        except LogDirOfflineError as exc:
             if not self._closed:  # a log closed meanwhile has nothing left to flush
+                _LOG.error("%s: background flush to %d failed, the log is offline: %s", self._name, offset, exc)
+        except StorageError as exc:
+            if not self._closed:
                 _LOG.warning("%s: background flush to %d failed: %s", self._name, offset, exc)
+        except Exception:  # a bug: never lost in a pool's future nobody reads
+            _LOG.exception("%s: background flush to %d failed", self._name, offset)
 
     # -- retention ------------------------------------------------------------------------------
     def delete_old_segments(self) -> int:

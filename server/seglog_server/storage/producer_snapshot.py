@@ -159,14 +159,23 @@ def write_snapshot(fs: FileSystem, directory: str, offset: int, entries: list[Sn
     data = encode_snapshot(entries)
     fd = fs.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
     try:
-        view = memoryview(data)
-        written = 0
-        while written < len(view):
-            written += fs.pwrite(fd, view[written:], written)
-        if sync:
-            fs.fdatasync(fd)
-    finally:
-        fs.close(fd)
+        try:
+            view = memoryview(data)
+            written = 0
+            while written < len(view):
+                written += fs.pwrite(fd, view[written:], written)
+            if sync:
+                fs.fdatasync(fd)
+        finally:
+            fs.close(fd)
+    except BaseException:
+        # A torn file would fail its CRC at the next load anyway; on a full disk it would also
+        # hold blocks that nothing frees (it is not among the snapshots the state knows).
+        try:
+            fs.unlink(path)
+        except OSError:
+            pass
+        raise
     if sync:
         fs.fsync_dir(directory)
     return path
