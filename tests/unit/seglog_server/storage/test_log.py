@@ -786,7 +786,9 @@ def test_inactive_segments_beyond_the_budget_release_their_descriptors(tmp_path,
     holding = [s.base_offset for s in reopened.segments_snapshot()[:-1] if s.holds_handles]
     assert len(holding) <= 3
     assert all_offsets(reopened) == list(range(20))
-    assert reopened.statistics().index_warm_lookup_count + reopened.statistics().index_cold_lookup_count > 20
+    # Counted across the releases: the 20 time lookups (a one-entry time index each); the reads
+    # search empty offset indexes (one batch a segment), zone "none", in neither count.
+    assert reopened.statistics().index_warm_lookup_count + reopened.statistics().index_cold_lookup_count >= 20
     reopened.close()
     recovered = Log.load(  # recovers (and releases) every segment: a flush then syncs them all
         str(tmp_path), "topic", 0, log.config, clock=clock, had_clean_shutdown=False,
