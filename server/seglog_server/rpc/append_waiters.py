@@ -1,10 +1,13 @@
 """Per-partition wake-ups for long polls: Fetch and Consume wait here at the tail of a log.
 
-Every append goes through the service, so the service knows when a partition grows: after each
-successful Produce it calls ``notify``. A waiter takes a *ticket* (a future for the partition's
-next append) BEFORE it reads the log, then waits on the ticket only if the read came back short.
-That order closes the race: an append that the read missed completes after the ticket was taken,
-so its ``notify`` completes the ticket. No polling loop, no timer per partition.
+The storage announces every change of a partition itself (an append, a truncation, DeleteRecords,
+the topic's deletion: ``storage.log.ChangeListener``), on whatever thread made it, and
+``storage_changed`` turns that into a ``notify`` on the event loop. The storage, not the RPC that
+asked for the append, announces it: a Produce cancelled while its append runs on a pool thread
+still lands its batch, and the announcement with it. A waiter takes a *ticket* (a future for the
+partition's next change) BEFORE it reads the log, then waits on the ticket only if the read came
+back short. That order closes the race: a change the read missed is announced after the ticket
+was taken, so its ``notify`` completes the ticket. No polling loop, no timer per partition.
 
 One future per partition is shared by all its waiters and replaced at each notify; waiting never
 cancels it, so one waiter's timeout or cancellation does not disturb the others. A wait with a
@@ -13,7 +16,8 @@ the tail, once per record it delivers) parks a future of its own, which the noti
 directly: the waiter runs one turn of the loop after the append, not two (a callback on the
 shared future, then the wake-up), and without ``asyncio.wait``'s set and callbacks. ``close``
 completes every ticket, present and future, so waiters wake up and see that the service is
-stopping. Everything here runs on the event loop.
+stopping. Everything here runs on the event loop, except ``storage_changed``, which may be called
+from any thread.
 """
 
 from __future__ import annotations
@@ -37,6 +41,12 @@ class AppendWaitersStatistics:
 
 class AppendWaiters:
     def __init__(self) -> None:
+        # The loop the tickets belong to: known at construction in the service (built on it),
+        # else from the first ticket; before any ticket there is nobody to wake.
+        try:
+            self._loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            self._loop = None
         self._tickets: dict[_Key, asyncio.Future[None]] = {}
         # Waiters without a timeout, by the ticket they wait on (see the module docstring).
         self._parked: dict[asyncio.Future[None], list[asyncio.Future[None]]] = {}
@@ -54,7 +64,10 @@ class AppendWaiters:
         key = (topic, partition)
         future = self._tickets.get(key)
         if future is None:
-            future = asyncio.get_running_loop().create_future()
+            loop = asyncio.get_running_loop()
+            if self._loop is None:
+                self._loop = loop
+            future = loop.create_future()
             if self._closed:
                 future.set_result(None)
             else:
@@ -69,6 +82,24 @@ class AppendWaiters:
             self._wake_count += 1
             self._complete(future)
 
+    def storage_changed(self, topic: str, partition: int) -> None:
+        """The storage's change listener (``storage.log.ChangeListener``), callable from any
+        thread: ``notify`` at once on the waiters' loop, else handed to that loop."""
+        loop = self._loop
+        if loop is None:
+            return  # no ticket was ever taken: nobody to wake
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is loop:
+            self.notify(topic, partition)
+            return
+        try:
+            loop.call_soon_threadsafe(self.notify, topic, partition)
+        except RuntimeError:
+            pass  # the loop is closed: the service has stopped, nobody waits any more
+
     def discard(self, topic: str, partition: int) -> None:
         """Drops the partition's ticket after a read that failed (unknown topic, offline dir).
 
@@ -79,11 +110,6 @@ class AppendWaiters:
         future = self._tickets.pop((topic, partition), None)
         if future is not None:
             self._complete(future)
-
-    def notify_topic(self, topic: str) -> None:
-        """The whole topic changed (deleted): wake the waiters of each of its partitions."""
-        for key in [key for key in self._tickets if key[0] == topic]:
-            self.notify(*key)
 
     def close(self) -> None:
         """Wake every waiter now and make every later ticket complete at once."""

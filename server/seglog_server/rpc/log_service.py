@@ -1,9 +1,9 @@
 """The seglog.v1.LogService servicer: each RPC is convert -> one storage call -> convert.
 
 Errors are not handled here: they propagate to ``boundary.py``, which maps them through the one
-table in ``status.py``. Long polls wait on ``AppendWaiters``; Produce notifies it after every
-successful append. Where each storage call runs (inline or on the pool) is ``StorageCalls``'s
-decision, by the bytes the call moves.
+table in ``status.py``. Long polls wait on ``AppendWaiters``, which the storage tells of every
+append, truncation and deletion itself (the manager's change listener). Where each storage call
+runs (inline or on the pool) is ``StorageCalls``'s decision, by the bytes the call moves.
 """
 
 from __future__ import annotations
@@ -97,6 +97,7 @@ class LogServicer(CleaningRpcs, StreamRpcs, pb_grpc.LogServiceServicer):
         self._calls = calls
         self._limits = limits
         self._waiters = AppendWaiters()
+        manager.set_change_listener(self._waiters.storage_changed)
         self._group_commit = GroupCommit(calls)
         self._consume_stream_count = 0
         self.counters = RpcCounters()
@@ -151,7 +152,6 @@ class LogServicer(CleaningRpcs, StreamRpcs, pb_grpc.LogServiceServicer):
         if not request.topic:
             raise InvalidRequestError("topic is empty")
         await self._calls.blocking(self._manager.delete_topic, request.topic)
-        self._waiters.notify_topic(request.topic)
         return pb.DeleteTopicResponse()
 
     @unary_rpc
@@ -205,7 +205,6 @@ class LogServicer(CleaningRpcs, StreamRpcs, pb_grpc.LogServiceServicer):
         if log.config.flush_messages != LONG_MAX or conversions.is_compressed(batch):
             io_bytes = _BLOCKING
         info = await self._log_call(log, io_bytes, log.append, batch)
-        self._waiters.notify(topic, partition)
         if self._after_append.active:  # tests only: a fault between the write and the ack
             await self._after_append.after_append()
         return log, info, acks
@@ -512,7 +511,6 @@ class LogServicer(CleaningRpcs, StreamRpcs, pb_grpc.LogServiceServicer):
         if offset == validation.HIGH_WATERMARK_OFFSET:
             offset = log.high_watermark
         log_start_offset = await self._log_call(log, 0, log.delete_records, offset)
-        self._waiters.notify(topic, partition)
         return pb.DeleteRecordsResponse(log_start_offset=log_start_offset)
 
     # -- idempotent producers -------------------------------------------------------------------

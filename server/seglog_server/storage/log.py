@@ -75,7 +75,7 @@ from .producer_state_loader import delete_snapshots_below, load_producer_state, 
 from .segment_timestamps import SegmentTimestamps
 from .timestamp_lookups import search_timestamps
 
-__all__ = ["FlushScheduler", "Log"]
+__all__ = ["ChangeListener", "FlushScheduler", "Log"]
 
 _LOG = logging.getLogger(__name__)
 # DeleteRecords' "up to the high watermark" (Kafka's DeleteRecordsRequest.HIGH_WATERMARK).
@@ -90,6 +90,14 @@ _SPECIAL_TIMESTAMPS = frozenset(
 FlushScheduler = Callable[[Callable[[], None]], None]
 """Runs a background flush (Kafka's scheduler.scheduleOnce("flush-log")): after a roll, the
 segments below the new one are fsynced off the append path, advancing the recovery point."""
+
+ChangeListener = Callable[[str, int], None]
+"""Told ``(topic, partition)`` after a log's offsets moved: an append moved the log end offset,
+a truncation moved it back, or DeleteRecords moved the log start offset. Long polls at the tail
+wait on it (the rpc layer's AppendWaiters): the log announces its own changes, so an append
+whose caller went away (a cancelled call, its append still running on a pool thread) wakes them
+all the same. Called outside the log's lock, on whatever thread made the change; it must be
+quick and thread-safe, and what it raises is logged, never the change's caller's failure."""
 
 
 def _targets_text(timestamps_ms: Sequence[int]) -> str:
@@ -163,6 +171,7 @@ class Log:
         self._exhausted = False  # a resource ran out (disk, descriptors) and no append succeeded since
         self._timestamps = SegmentTimestamps()
         self._pending_deletes: list[tuple[int, LogSegment]] = []  # (due time ms, segment)
+        self._change_listener: ChangeListener | None = None
         # The process-wide descriptor budget when the log manager gives one; else a private one.
         self._open_segments = open_segments if open_segments is not None else OpenSegments(open_segments_max)
         self._apply_config(config)
@@ -320,6 +329,19 @@ class Log:
     def is_offline(self) -> bool:
         return self._offline_cause is not None
 
+    def set_change_listener(self, listener: ChangeListener | None) -> None:
+        """Who is told of this log's changes from now on (``ChangeListener``); None: nobody."""
+        self._change_listener = listener
+
+    def _announce_change(self) -> None:
+        listener = self._change_listener
+        if listener is None:
+            return
+        try:
+            listener(self._topic, self._partition)
+        except Exception:  # a bug in the listener: the change itself stands
+            _LOG.exception("%s: the change listener failed", self._name)
+
     def update_config(self, config: LogConfig) -> None:
         with self._lock:
             self._apply_config(config)
@@ -394,6 +416,7 @@ class Log:
             self._appended_bytes += size
             flush_due = last_offset + 1 - self._recovery_point >= self._flush_messages
             log_start_offset = self._log_start_offset
+        self._announce_change()  # readable now; the flush below only makes it durable
         if flush_due:
             self.flush()
         return AppendInfo(
@@ -913,9 +936,13 @@ class Log:
                     f"{self._name}: cannot delete records before offset {offset}: expected an offset "
                     f"in [0, {self.high_watermark}] (the high watermark)"
                 )
-            if offset > self._log_start_offset:
+            moved = offset > self._log_start_offset
+            if moved:
                 self._log_start_offset = offset
-            return self._log_start_offset
+            log_start_offset = self._log_start_offset
+        if moved:  # a reader waiting below the new start learns it is out of range
+            self._announce_change()
+        return log_start_offset
 
     # -- truncation -----------------------------------------------------------------------------
     def truncate_to(self, target_offset: int) -> bool:
@@ -931,18 +958,22 @@ class Log:
             try:
                 if self._segments.at(0).base_offset > target_offset:
                     self._truncate_fully_and_start_at(target_offset)
-                    return True
-                self._remove_and_delete(self._segments.higher_segments(target_offset))
-                self._forget(self._segments.active)  # inactive until now: active again
-                self._segments.active.truncate_to(target_offset)
-                self._timestamps.invalidate()
-                self._log_end_offset = target_offset
-                self._log_start_offset = min(self._log_start_offset, target_offset)
-                self._recovery_point = min(self._recovery_point, target_offset)
-                self._reload_producers()
+                else:
+                    self._truncate_segments_to(target_offset)
             except OSError as exc:
                 raise self._io_error("truncating", exc) from exc
-            return True
+        self._announce_change()
+        return True
+
+    def _truncate_segments_to(self, target_offset: int) -> None:
+        self._remove_and_delete(self._segments.higher_segments(target_offset))
+        self._forget(self._segments.active)  # inactive until now: active again
+        self._segments.active.truncate_to(target_offset)
+        self._timestamps.invalidate()
+        self._log_end_offset = target_offset
+        self._log_start_offset = min(self._log_start_offset, target_offset)
+        self._recovery_point = min(self._recovery_point, target_offset)
+        self._reload_producers()
 
     def truncate_fully_and_start_at(self, new_offset: int) -> None:
         """Deletes every record and restarts the log, empty, at ``new_offset``."""
@@ -954,6 +985,7 @@ class Log:
                 self._truncate_fully_and_start_at(new_offset)
             except OSError as exc:
                 raise self._io_error("truncating", exc) from exc
+        self._announce_change()
 
     def _truncate_fully_and_start_at(self, new_offset: int) -> None:
         self._truncation_epoch += 1

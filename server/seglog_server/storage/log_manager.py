@@ -58,7 +58,7 @@ from .errors import (
 )
 from .fs import REAL_FS, FileSystem
 from .io_errors import exhaustion_error, is_exhaustion
-from .log import Log
+from .log import ChangeListener, Log
 from .log_config import LogConfig
 from .log_cleaner_manager import (
     DEFAULT_SNAPSHOT_TTL_MS,
@@ -150,6 +150,7 @@ class LogManager:
         self._flush_pool: ThreadPoolExecutor | None = None
         self._open_segments = OpenSegments(open_segments_max)
         self._producer_ids: ProducerIdManager | None = None
+        self._change_listener: ChangeListener | None = None
         # Directories whose clean-shutdown marker the last shutdown() did not write.
         self._unclean_dirs: list[str] = []
         self._cleaner = LogCleanerManager(
@@ -267,7 +268,7 @@ class LogManager:
         recovery_point: int,
         log_start_offset: int,
     ) -> Log:
-        return Log.load(
+        log = Log.load(
             path,
             tp.topic,
             tp.partition,
@@ -280,6 +281,20 @@ class LogManager:
             flush_scheduler=self._submit_flush,
             open_segments=self._open_segments,
         )
+        log.set_change_listener(self._announce_change)
+        return log
+
+    def set_change_listener(self, listener: ChangeListener | None) -> None:
+        """Who is told (``(topic, partition)``, from any thread) after a partition's offsets
+        moved (an append, a truncation, DeleteRecords) or it was deleted: the service's long
+        polls wait on it (``log.ChangeListener``). One listener for every log, present and
+        future."""
+        self._change_listener = listener
+
+    def _announce_change(self, topic: str, partition: int) -> None:
+        listener = self._change_listener
+        if listener is not None:
+            listener(topic, partition)
 
     def _submit_flush(self, task: Callable[[], None]) -> None:
         """The Logs' FlushScheduler: runs a roll's background flush on the manager's pool."""
@@ -419,6 +434,8 @@ class LogManager:
             self._registry.check_all_partitions_online(entry, some_dir_offline)
             partitions = self._registry.remove_topic(topic)
             failures = self._rename_for_deletion(partitions)
+            for tp, _ in partitions:  # waiters on them wake up and find the topic gone
+                self._announce_change(tp.topic, tp.partition)
             # Their links would keep the deleted segments' disk space until snapshot_ttl_ms.
             self._cleaner.drop_snapshots_of(topic)
             self._counters.topics_deleted += 1

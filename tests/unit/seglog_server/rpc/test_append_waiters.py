@@ -44,11 +44,32 @@ async def test_cancelling_one_waiter_does_not_disturb_the_others():
     assert first.cancelled()
 
 
-async def test_notify_topic_wakes_every_partition_of_that_topic_only():
+async def test_storage_changed_on_the_loop_completes_the_ticket_at_once():
     waiters = AppendWaiters()
-    tickets = [waiters.ticket("t", 0), waiters.ticket("t", 5), waiters.ticket("u", 0)]
-    waiters.notify_topic("t")
-    assert [t.done() for t in tickets] == [True, True, False]
+    tickets = [waiters.ticket("t", 0), waiters.ticket("t", 5)]
+    waiters.storage_changed("t", 0)
+    assert [t.done() for t in tickets] == [True, False]
+
+
+async def test_storage_changed_from_a_pool_thread_wakes_a_parked_waiter():
+    waiters = AppendWaiters()
+    ticket = waiters.ticket("t", 0)
+    parked = asyncio.create_task(waiters.wait_ticket(ticket, None))
+    await asyncio.sleep(0)
+    await asyncio.get_running_loop().run_in_executor(None, waiters.storage_changed, "t", 0)
+    assert await asyncio.wait_for(parked, timeout=10)  # a bound on a hang, not on speed
+    assert waiters.statistics().wake_count == 1
+
+
+def test_storage_changed_after_the_loop_closed_is_dropped_quietly():
+    async def take_ticket() -> AppendWaiters:
+        waiters = AppendWaiters()
+        waiters.ticket("t", 0)
+        return waiters
+
+    waiters = asyncio.run(take_ticket())  # asyncio.run closes its loop
+    waiters.storage_changed("t", 0)
+    assert waiters.statistics().notify_count == 0
 
 
 async def test_close_wakes_everyone_and_later_tickets_are_already_complete():

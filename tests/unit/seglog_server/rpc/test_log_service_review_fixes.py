@@ -40,6 +40,9 @@ class FlakyManager:
     def __init__(self, ok_calls: int) -> None:
         self.ok_calls = ok_calls
 
+    def set_change_listener(self, listener):
+        pass  # nothing here ever changes
+
     def get_log(self, topic, partition):
         if self.ok_calls <= 0:
             raise UnknownTopicOrPartitionError(f"unknown topic {topic!r}")

@@ -94,6 +94,9 @@ def test_a_failed_write_reaches_the_reader():
 
 
 class _NoTopics:
+    def set_change_listener(self, listener):
+        pass  # nothing here ever changes
+
     def get_log(self, topic, partition):
         from seglog_server.storage.errors import UnknownTopicOrPartitionError
 
