@@ -12,8 +12,11 @@ Per batch:
   base offset, last offset, producer fields, epoch and compression; the first time a kept
   tombstone is rewritten the batch's horizon becomes cleaning time + delete.retention.ms
   (attribute bit 6, baseTimestamp; record timestamp deltas rebased);
-- nothing kept: dropped, except the batch that ends the cleaned range, which stays as an empty
-  61-byte batch so the log's last offset never moves backwards.
+- nothing kept: dropped, except two kinds of batch that stay as empty 61-byte batches (Kafka's
+  RETAIN_EMPTY, with their offsets, producer id, epoch and base sequence): the batch that ends
+  the cleaned range, so the log's last offset never moves backwards, and the last batch of each
+  producer the manifest names, so producer state rebuilt from the log still knows the
+  producer's last sequence and epoch (a late retry of it stays a duplicate).
 
 The regular batches of a range (record_walk.py) are filtered in bulk (rewrite_bulk.py); the
 others go record by record through the codec and RecordBatchBuilder (`_filter_batch`, the
@@ -85,7 +88,15 @@ def _empty(batch) -> bytes:
     )
 
 
-def _filter_batch(batch, records, ordinal: int, bitmap, now: int, new_horizon: int, upper_bound: int, stats: RangeOutput):
+def _retains_empty(batch, upper_bound: int, last_batches: dict[int, int]) -> bool:
+    """Kafka's RETAIN_EMPTY: the batch ending the cleaned range, or a producer's last batch."""
+    if batch.next_offset == upper_bound:
+        return True
+    return batch.producer_id >= 0 and last_batches.get(batch.last_offset) == batch.producer_id
+
+
+def _filter_batch(batch, records, ordinal: int, bitmap, now: int, new_horizon: int, upper_bound: int, stats: RangeOutput,
+                  last_batches: dict[int, int]):
     """The output bytes of one batch (None: dropped), record by record: the reference filter,
     used for every batch the bulk path does not take."""
     horizon = batch.delete_horizon_ms
@@ -114,7 +125,7 @@ def _filter_batch(batch, records, ordinal: int, bitmap, now: int, new_horizon: i
     if kept:
         stats.batches_rebuilt += 1
         return _rebuild(batch, kept, new_horizon if set_horizon else horizon)
-    if batch.next_offset == upper_bound:
+    if _retains_empty(batch, upper_bound, last_batches):
         return _empty(batch)
     return None
 
@@ -128,12 +139,13 @@ def filter_range(snapshot: Snapshot, byte_range: ByteRange, bitmap: bytes | None
     now = snapshot.cleaning_time_ms
     new_horizon = min(INT64_MAX, now + snapshot.settings.delete_retention_ms)
     positions = range_batches(snapshot, byte_range, data)
+    last_batches = snapshot.producer_last_batches
     if not bulk:
         parts, ordinal = [], 0
         for position in positions.tolist():
             batch = RecordBatch(data, position)
             records = batch.records()
-            part = _filter_batch(batch, records, ordinal, bitmap, now, new_horizon, upper_bound, stats)
+            part = _filter_batch(batch, records, ordinal, bitmap, now, new_horizon, upper_bound, stats, last_batches)
             ordinal += len(records)
             if part is not None:
                 parts.append(part)
@@ -143,12 +155,14 @@ def filter_range(snapshot: Snapshot, byte_range: ByteRange, bitmap: bytes | None
         def filter_one(walk, b):
             batch = RecordBatch(data, int(positions[b]))
             records = walk.decoded[b] if b in walk.decoded else batch.records()
-            return _filter_batch(batch, records, int(walk.first[b]), bitmap, now, new_horizon, upper_bound, stats)
+            return _filter_batch(batch, records, int(walk.first[b]), bitmap, now, new_horizon, upper_bound, stats,
+                                 last_batches)
 
         def empty(b):
             return _empty(RecordBatch(data, int(positions[b])))
 
-        output = filter_bulk(data, positions, bitmap, now, new_horizon, upper_bound, stats, filter_one, empty)
+        output = filter_bulk(data, positions, bitmap, now, new_horizon, upper_bound, last_batches, stats, filter_one,
+                             empty)
     stats.bytes_written = len(output)
     return output, stats
 

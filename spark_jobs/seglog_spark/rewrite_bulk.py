@@ -187,10 +187,24 @@ def _write_headers(out: bytearray, walk: RangeWalk, decision: _Decision, records
         _CRC.pack_into(out, at + CRC_OFFSET, crc32c(view[at + ATTRIBUTES_OFFSET : end]))
 
 
-def filter_bulk(data: bytes, positions: np.ndarray, bitmap, now: int, new_horizon: int, upper_bound: int, stats,
-                filter_one, empty) -> bytes:
+def _retained_empty(headers, upper_bound: int, last_batches: dict[int, int]) -> np.ndarray:
+    """Per batch, whether it stays even with no record left (rewrite._retains_empty): it ends
+    the cleaned range, or it is the last batch of the producer the manifest names for it."""
+    last_offset = headers["base_offset"].astype(np.int64) + headers["last_offset_delta"]
+    retained = last_offset + 1 == upper_bound
+    if last_batches:
+        named = np.isin(last_offset, np.fromiter(last_batches, dtype=np.int64, count=len(last_batches)))
+        producer_ids = headers["producer_id"]
+        for b in np.flatnonzero(named).tolist():
+            retained[b] |= last_batches[int(last_offset[b])] == int(producer_ids[b])
+    return retained
+
+
+def filter_bulk(data: bytes, positions: np.ndarray, bitmap, now: int, new_horizon: int, upper_bound: int,
+                last_batches: dict[int, int], stats, filter_one, empty) -> bytes:
     """The range's output.  `filter_one(walk, b)` filters batch b the reference way (bytes or
-    None); `empty(b)` is batch b as the empty batch that ends the cleaned range."""
+    None); `empty(b)` is batch b as an empty batch (one that ends the cleaned range, or a
+    producer's last batch in `last_batches`: last offset -> producer id)."""
     walk = walk_range_records(data, positions)
     decision = _decide(walk, bitmap, now, new_horizon)
     _count(walk, decision, stats)
@@ -200,8 +214,8 @@ def filter_bulk(data: bytes, positions: np.ndarray, bitmap, now: int, new_horizo
     placed = {}  # batch -> bytes written by the reference filter or as an empty batch
     for b in np.flatnonzero(~decision.bulk).tolist():
         placed[b] = filter_one(walk, b)
-    next_offset = headers["base_offset"].astype(np.int64) + headers["last_offset_delta"] + 1
-    for b in np.flatnonzero(decision.bulk & (decision.kept_count == 0) & (next_offset == upper_bound)).tolist():
+    retained = _retained_empty(headers, upper_bound, last_batches)
+    for b in np.flatnonzero(decision.bulk & (decision.kept_count == 0) & retained).tolist():
         placed[b] = empty(b)
     placed = {b: part for b, part in placed.items() if part is not None}
     for b, part in placed.items():

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from seglog.records import crc32c as _crc32c_function
 
@@ -81,6 +81,9 @@ class Snapshot:
     first_uncleanable_offset: int
     segments: tuple[Segment, ...]
     settings: TopicSettings
+    # last offset -> producer id: each idempotent producer's last batch, which the cleaning
+    # keeps (empty of records if need be) so producer state can be rebuilt from the log.
+    producer_last_batches: dict[int, int] = field(default_factory=dict)
 
     def segment_path(self, segment: Segment) -> str:
         return os.path.join(self.path, segment.file)
@@ -137,6 +140,27 @@ def _segment(entry) -> Segment:
     return Segment(base, file, _int(entry, "size_bytes", 0, INT32_MAX), crc, next_offset)
 
 
+def _producer_last_batches(entries, segments: tuple[Segment, ...]) -> dict[int, int]:
+    """The manifest's ``producers`` (absent from an older service's: none) as last offset ->
+    producer id; each must end inside the segments, each offset named once."""
+    if not isinstance(entries, list):
+        raise SnapshotError(f"manifest field 'producers': expected a list, found {entries!r}")
+    start = segments[0].base_offset if segments else 0
+    end = segments[-1].next_offset if segments else 0
+    out: dict[int, int] = {}
+    for entry in entries:
+        if not isinstance(entry, dict):
+            raise SnapshotError(f"manifest producer: expected an object, found {entry!r}")
+        producer_id, last_offset = _int(entry, "producer_id"), _int(entry, "last_offset")
+        if not start <= last_offset < end or last_offset in out:
+            raise SnapshotError(
+                f"manifest producer {producer_id}: last_offset {last_offset} is outside the segments "
+                f"[{start}, {end}) or named twice"
+            )
+        out[last_offset] = producer_id
+    return out
+
+
 def read_snapshot(path: str) -> Snapshot:
     """The snapshot at `path`, its manifest checked field by field (SnapshotError names the
     first bad one).  Segment files are checked by verify_segments()."""
@@ -169,6 +193,7 @@ def read_snapshot(path: str) -> Snapshot:
         first_uncleanable_offset=_int(document, "first_uncleanable_offset"),
         segments=segments,
         settings=_settings(document.get("configs", {})),
+        producer_last_batches=_producer_last_batches(document.get("producers", []), segments),
     )
     _check_ranges(snapshot)
     return snapshot

@@ -38,9 +38,11 @@ def write_snapshot(
     topic: str = "events",
     partition: int = 0,
     snapshot_id: str = "events-0-test",
+    producers: Sequence[tuple[int, int]] = (),
 ) -> dict:
-    """`segments`: each an iterable of whole batches (bytes), in offset order.  Returns the
-    manifest written."""
+    """`segments`: each an iterable of whole batches (bytes), in offset order; `producers`:
+    (producer id, last offset of its last batch) pairs, the batches the cleaning keeps.
+    Returns the manifest written."""
     os.makedirs(path, exist_ok=True)
     entries = []
     for batches in segments:
@@ -77,6 +79,7 @@ def write_snapshot(
         "first_uncleanable_offset": end if first_uncleanable_offset is None else first_uncleanable_offset,
         "segments": entries,
         "configs": {**KAFKA_DEFAULT_CONFIGS, **(configs or {})},
+        "producers": [{"producer_id": pid, "last_offset": offset} for pid, offset in producers],
     }
     write_json_atomically(os.path.join(path, MANIFEST_FILE), manifest)
     return manifest

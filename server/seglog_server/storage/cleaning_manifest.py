@@ -9,7 +9,14 @@
      "segments": [{"base_offset": 0, "file": "00000000000000000000.log", "size_bytes": 65493,
                    "crc32c": "1a2b3c4d", "next_offset": 2650,
                    "largest_timestamp_ms": ..., "last_modified_ms": ...}],
-     "configs": {"delete.retention.ms": 86400000, ...}}
+     "configs": {"delete.retention.ms": 86400000, ...},
+     "producers": [{"producer_id": 4000, "last_offset": 1}]}
+
+``producers`` names, for each idempotent producer the service knows whose last batch lies in the
+segments, that batch's last offset: the cleaning keeps that batch (empty of records if they are
+all superseded), as Kafka's cleaner keeps an active producer's last batch, so that producer state
+rebuilt from the cleaned log still knows the producer's last sequence and epoch. A manifest
+without the field (an older service) keeps none.
 
 ``result.json`` (format 1) names the input segments (copied from the manifest), the base offsets
 of the ``replaced_segments`` (a prefix of the manifest's), the ``output_segments`` in
@@ -36,6 +43,7 @@ __all__ = [
     "MANIFEST_BYTES_MAX",
     "MANIFEST_FORMAT",
     "RESULT_BYTES_MAX",
+    "ProducerLastBatch",
     "CleaningResult",
     "OutputSegment",
     "SnapshotManifest",
@@ -47,7 +55,8 @@ __all__ = [
 
 MANIFEST_FORMAT = 1
 # A manifest lists each segment in ~250 bytes: 4 MiB holds ~16,000 segments (16 TiB of 1 GiB
-# segments), far beyond one partition; anything larger is not ours.
+# segments), far beyond one partition, beside the ~50 bytes of each producer it names;
+# anything larger is not ours.
 MANIFEST_BYTES_MAX = 4 * 1024 * 1024
 # A result lists inputs and outputs (~150 bytes each) plus stats: the same bound.
 RESULT_BYTES_MAX = 4 * 1024 * 1024
@@ -93,6 +102,17 @@ def manifest_configs(properties: Mapping[str, str]) -> dict[str, Any]:
 
 
 @dataclass(frozen=True)
+class ProducerLastBatch:
+    """An idempotent producer's last batch, named by its last offset (unique in a log)."""
+
+    producer_id: int
+    last_offset: int
+
+    def to_json(self) -> dict[str, int]:
+        return {"producer_id": self.producer_id, "last_offset": self.last_offset}
+
+
+@dataclass(frozen=True)
 class SnapshotSegment:
     base_offset: int
     file: str
@@ -126,6 +146,7 @@ class SnapshotManifest:
     first_uncleanable_offset: int
     segments: tuple[SnapshotSegment, ...]
     configs: Mapping[str, Any] = field(default_factory=dict)
+    producers: tuple[ProducerLastBatch, ...] = ()
 
     @property
     def size_bytes(self) -> int:
@@ -144,6 +165,7 @@ class SnapshotManifest:
             "first_uncleanable_offset": self.first_uncleanable_offset,
             "segments": [segment.to_json() for segment in self.segments],
             "configs": dict(self.configs),
+            "producers": [producer.to_json() for producer in self.producers],
         }
         return (json.dumps(document, indent=1) + "\n").encode("utf-8")
 
@@ -165,8 +187,13 @@ class SnapshotManifest:
             first_uncleanable_offset=doc.int("first_uncleanable_offset", 0, _INT64_MAX),
             segments=segments,
             configs=configs,
+            producers=tuple(
+                _producer(_Doc(item, f"{location} producers[{slot}]"))
+                for slot, item in enumerate(doc.list("producers") if "producers" in doc.data else ())
+            ),
         )
         _check_segment_chain(manifest, location)
+        _check_producers(manifest, location)
         return manifest
 
 
@@ -190,6 +217,24 @@ def _snapshot_segment(doc: _Doc) -> SnapshotSegment:
         largest_timestamp_ms=doc.int("largest_timestamp_ms", -1, _INT64_MAX),
         last_modified_ms=doc.int("last_modified_ms", 0, _INT64_MAX),
     )
+
+
+def _producer(doc: _Doc) -> ProducerLastBatch:
+    return ProducerLastBatch(doc.int("producer_id", 0, _INT64_MAX), doc.int("last_offset", 0, _INT64_MAX))
+
+
+def _check_producers(manifest: SnapshotManifest, location: str) -> None:
+    """Each named batch ends inside the snapshot's segments, each offset named once."""
+    start = manifest.segments[0].base_offset if manifest.segments else 0
+    end = manifest.segments[-1].next_offset if manifest.segments else 0
+    seen: set[int] = set()
+    for producer in manifest.producers:
+        if not start <= producer.last_offset < end or producer.last_offset in seen:
+            raise InvalidCleaningResultError(
+                f"{location}: producer {producer.producer_id}'s last offset {producer.last_offset} is "
+                f"outside the segments [{start}, {end}) or named twice"
+            )
+        seen.add(producer.last_offset)
 
 
 def _check_segment_chain(manifest: SnapshotManifest, location: str) -> None:

@@ -442,6 +442,11 @@ class Log:
         with self._lock:
             return self._producers.statistics()
 
+    def producer_last_offsets(self) -> dict[int, int]:
+        """Producer id -> the last offset of its last batch (for a cleaning snapshot)."""
+        with self._lock:
+            return self._producers.last_offsets()
+
     def _snapshot_producers(self, offset: int, *, sync: bool = False) -> None:
         self._producers.map_end_offset = offset
         take_snapshot(self._producers, self._fs, self._dir, offset, sync=sync)

@@ -27,7 +27,13 @@ from dataclasses import dataclass
 from seglog.records import crc32c
 
 from . import file_names
-from .cleaning_manifest import MANIFEST_BYTES_MAX, SnapshotManifest, SnapshotSegment, manifest_configs
+from .cleaning_manifest import (
+    MANIFEST_BYTES_MAX,
+    ProducerLastBatch,
+    SnapshotManifest,
+    SnapshotSegment,
+    manifest_configs,
+)
 from .errors import InvalidCleaningResultError, InvalidSnapshotIdError, NotCleanableError
 from .fs import FileSystem
 from .log import Log
@@ -119,8 +125,8 @@ def take_snapshot(
     path = snapshot_path(log_dir, snapshot_id)
     fs.makedirs(path)
     try:
-        to_clean, segments, linked = log.run_locked(
-            lambda live: _link_cleanable(log, live, path, checkpoint, now_ms, fs)
+        to_clean, segments, linked, last_offsets = log.run_locked(
+            lambda live: (*_link_cleanable(log, live, path, checkpoint, now_ms, fs), log.producer_last_offsets())
         )
         described = [
             log.run_locked(lambda _live, segment=segment, name=name, size=size: _describe(segment, name, size))
@@ -141,6 +147,7 @@ def take_snapshot(
             first_uncleanable_offset=to_clean.first_uncleanable_offset,
             segments=entries,
             configs=manifest_configs(log.config.to_properties()),
+            producers=_producers_within(last_offsets, described),
         )
         fs.write_atomically(os.path.join(path, MANIFEST_FILE_NAME), manifest.to_json_bytes())
         fs.fsync_dir(snapshots_root(log_dir))
@@ -160,6 +167,18 @@ class _Described:
     next_offset: int
     largest_timestamp_ms: int
     last_modified_ms: int
+
+
+def _producers_within(last_offsets: dict[int, int], described: list[_Described]) -> tuple[ProducerLastBatch, ...]:
+    """The producers whose last batch ends in the linked segments: the batches the cleaning
+    must keep. Taken under the same lock as the links: a producer that writes after it only
+    adds a batch past these segments, and the one kept here is then merely one batch more."""
+    start, end = described[0].base_offset, described[-1].next_offset
+    return tuple(
+        ProducerLastBatch(pid, offset)
+        for offset, pid in sorted((offset, pid) for pid, offset in last_offsets.items())
+        if start <= offset < end
+    )
 
 
 def _fields(entry: _Described) -> dict[str, int | str]:

@@ -296,6 +296,12 @@ class ProducerStateManager:
         self._producers = {}
         self.map_end_offset = offset
 
+    def last_offsets(self) -> dict[int, int]:
+        """The last offset of each known producer's last batch: the batches a cleaning keeps
+        (Kafka's ``lastRecordsOfActiveProducers``), so that this state can be rebuilt from the
+        cleaned log."""
+        return {pid: entry.batches[-1].last_offset for pid, entry in self._producers.items() if entry.batches}
+
     def snapshot_entries(self) -> list[SnapshotEntry]:
         return [self._producers[pid].to_snapshot() for pid in sorted(self._producers)]
 

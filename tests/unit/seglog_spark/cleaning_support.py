@@ -7,17 +7,27 @@ import json
 
 from hypothesis import strategies as st
 
-from seglog.records import RecordBatchBuilder, iter_batches
+from seglog.records import RecordBatch, RecordBatchBuilder, iter_batches
 from seglog_spark.snapshot_writer import write_snapshot
 
 BASE_TIME_MS = 1_700_000_000_000
 
 
-def build_segments(ops, batch_size: int, segment_batches: int):
-    """ops: (key or None, value or None) in offset order -> list of segments (lists of batches)."""
+PRODUCER_IDS = (900, 901, 902)
+
+
+def build_segments(ops, batch_size: int, segment_batches: int, *, idempotent: bool = False):
+    """ops: (key or None, value or None) in offset order -> list of segments (lists of batches).
+    ``idempotent``: the batches take turns among PRODUCER_IDS, each numbering its records."""
     segments, batches = [], []
+    sequences = dict.fromkeys(PRODUCER_IDS, 0)
     for start in range(0, len(ops), batch_size):
-        builder = RecordBatchBuilder(base_offset=start)
+        producer = {}
+        if idempotent:
+            pid = PRODUCER_IDS[(start // batch_size) % len(PRODUCER_IDS)]
+            producer = {"producer_id": pid, "producer_epoch": 0, "base_sequence": sequences[pid]}
+            sequences[pid] += len(ops[start : start + batch_size])
+        builder = RecordBatchBuilder(base_offset=start, **producer)
         for i, (key, value) in enumerate(ops[start : start + batch_size]):
             builder.append(value, key, BASE_TIME_MS + start + i)
         batches.append(builder.build())
@@ -29,8 +39,15 @@ def build_segments(ops, batch_size: int, segment_batches: int):
     return segments
 
 
-def make_snapshot(path, ops, *, batch_size=5, segment_batches=4, **kwargs):
-    return write_snapshot(path, build_segments(ops, batch_size, segment_batches), **kwargs)
+def make_snapshot(path, ops, *, batch_size=5, segment_batches=4, idempotent=False, **kwargs):
+    """``idempotent``: batches of PRODUCER_IDS, and the manifest names each one's last batch."""
+    segments = build_segments(ops, batch_size, segment_batches, idempotent=idempotent)
+    if idempotent:
+        last = {}
+        for one in (RecordBatch(b) for segment in segments for b in segment):
+            last[one.producer_id] = one.last_offset
+        kwargs["producers"] = [(pid, offset) for pid, offset in last.items()]
+    return write_snapshot(path, segments, **kwargs)
 
 
 def read_records(path):

@@ -127,18 +127,21 @@ batch_st = st.tuples(
     st.sampled_from([TimestampType.CREATE_TIME] * 3 + [TimestampType.LOG_APPEND_TIME]),
     st.sampled_from([None, None, BASE_TIME_MS, BASE_TIME_MS + 10**9]),  # delete horizon
     st.integers(0, 3),  # offsets skipped after the last record (a cleaned batch keeps its last offset)
+    st.sampled_from([-1, -1, 7, 8]),  # producer id (idempotent: epoch 2, base sequence 40)
 )
 
 
 def build_batches(specs):
     batches, offset = [], 0
-    for records, compression, timestamp_type, horizon, gap in specs:
+    for records, compression, timestamp_type, horizon, gap, producer_id in specs:
+        producer = {"producer_id": producer_id, "producer_epoch": 2, "base_sequence": 40} if producer_id >= 0 else {}
         if not records:
-            batches.append(build_empty_batch(base_offset=offset, last_offset_delta=gap, max_timestamp_ms=BASE_TIME_MS))
+            batches.append(build_empty_batch(base_offset=offset, last_offset_delta=gap, max_timestamp_ms=BASE_TIME_MS,
+                                             **producer))
             offset += gap + 1
             continue
         builder = RecordBatchBuilder(base_offset=offset, compression=compression, timestamp_type=timestamp_type,
-                                     delete_horizon_ms=horizon)
+                                     delete_horizon_ms=horizon, **producer)
         for key, value, delta, headers in records:
             builder.append(value, key, BASE_TIME_MS + delta if delta >= 0 else -1, headers)
         batches.append(builder.build(last_offset_delta=len(records) - 1 + gap))
@@ -164,7 +167,7 @@ def test_the_bulk_walk_reads_the_codecs_offsets_and_keys(tmp_path_factory, specs
     assert digested.tobytes() == b"".join(hashlib.md5(k).digest() for _, k in expected if k is not None)
     # Uncompressed CreateTime batches without headers are walked in bulk, the rest by the codec.
     plain = [not r or c == Compression.NONE and t == TimestampType.CREATE_TIME and all(not h for *_, h in r)
-             for r, c, t, _, _ in specs]
+             for r, c, t, *_ in specs]
     assert walk.regular.tolist() == plain
 
 
@@ -183,7 +186,10 @@ def test_the_bulk_rewrite_writes_the_reference_filters_bytes(tmp_path_factory, s
     for segment in segments:
         grouped.append(batches[cut : cut + len(segment)])
         cut += len(segment)
-    write_snapshot(path, grouped, cleaning_time_ms=BASE_TIME_MS + now_delta)
+    # Some producers' last batches named (some with another producer's id: not theirs to keep).
+    named = [RecordBatch(b) for b in batches if RecordBatch(b).producer_id >= 0 and bits.random() < 0.6]
+    producers = [(b.producer_id + (100 if bits.random() < 0.2 else 0), b.last_offset) for b in named]
+    write_snapshot(path, grouped, cleaning_time_ms=BASE_TIME_MS + now_delta, producers=producers)
     plan = plan_cleaning(path, range_bytes=range_bytes)
     for byte_range in plan.ranges:
         data = read_range(plan.snapshot, byte_range)

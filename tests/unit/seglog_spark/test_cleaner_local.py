@@ -150,9 +150,33 @@ def test_an_emptied_last_batch_is_written_as_61_bytes(tmp_path):
     assert batches[-1].records_count == 0 and batches[-1].last_offset == 1
 
 
-def test_cleaned_segments_read_back_with_kafka_python(tmp_path):
+def test_a_named_producers_superseded_last_batch_stays_empty_with_its_producer_fields(tmp_path):
+    idempotent = RecordBatchBuilder(base_offset=0, producer_id=77, producer_epoch=4, base_sequence=12)
+    idempotent.append(b"old", b"k", BASE_TIME_MS)
+    idempotent.append(b"old", b"j", BASE_TIME_MS)
+    other = RecordBatchBuilder(base_offset=2, producer_id=78, producer_epoch=0, base_sequence=0)
+    other.append(b"old", b"k", BASE_TIME_MS)  # named with the wrong producer id: not kept
+    newer = RecordBatchBuilder(base_offset=3)
+    for key in (b"k", b"j", b"z"):
+        newer.append(b"new", key, BASE_TIME_MS)
+    write_snapshot(str(tmp_path), [[idempotent.build(), other.build(), newer.build()]], producers=[(77, 1), (1, 2)])
+    result = clean_snapshot(str(tmp_path), map_bytes=SMALL_MAP)
+    data = open(tmp_path / "cleaned" / result["output_segments"][0]["file"], "rb").read()
+    batches = list(iter_batches(data))
+    kept = batches[0]
+    kept.ensure_valid()
+    theirs = MemoryRecords(data).next_batch()  # Kafka's reader takes the empty batch too
+    assert theirs.validate_crc() and list(theirs) == [] and theirs.producer_id == 77
+    assert [(b.base_offset, b.last_offset, b.records_count) for b in batches] == [(0, 1, 0), (3, 5, 3)]
+    assert (kept.size_in_bytes, kept.producer_id, kept.producer_epoch, kept.base_sequence) == (61, 77, 4, 12)
+    assert kept.max_timestamp == BASE_TIME_MS
+
+
+@pytest.mark.parametrize("idempotent", [False, True])  # with producers' kept (possibly empty) last batches
+def test_cleaned_segments_read_back_with_kafka_python(tmp_path, idempotent):
     ops = [(b"k%d" % (i % 9), b"value-%d" % i if i % 13 else None) for i in range(200)]
-    make_snapshot(str(tmp_path), ops, batch_size=7, segment_batches=5, cleaning_time_ms=BASE_TIME_MS + 10)
+    make_snapshot(str(tmp_path), ops, batch_size=7, segment_batches=5, cleaning_time_ms=BASE_TIME_MS + 10,
+                  idempotent=idempotent)
     result = clean_snapshot(str(tmp_path), map_bytes=SMALL_MAP)
     ours = cleaned_log_records(str(tmp_path), result)
     theirs = []
@@ -296,6 +320,10 @@ def test_a_segment_that_changed_since_the_manifest_is_refused(tmp_path):
     (lambda m: m["segments"][0].update(crc32c="XYZ"), "crc32c"),
     (lambda m: m.update(first_uncleanable_offset=3), "past first_uncleanable_offset"),
     (lambda m: m.update(format=2), "format 1"),
+    (lambda m: m.update(producers={}), "'producers': expected a list"),
+    (lambda m: m.update(producers=[{"producer_id": 1}]), "'last_offset'"),
+    (lambda m: m.update(producers=[{"producer_id": 1, "last_offset": 10}]), r"outside the segments \[0, 10\)"),
+    (lambda m: m.update(producers=[{"producer_id": 1, "last_offset": 4}] * 2), "named twice"),
 ])
 def test_a_malformed_manifest_is_refused_by_field(tmp_path, edit, message):
     make_snapshot(str(tmp_path), [(b"k", b"v")] * 10)

@@ -39,10 +39,13 @@ def without_timing(result):
     segment_batches=st.integers(1, 4),
     map_slots=st.sampled_from([4, 8, 682]),
     range_bytes=st.sampled_from([1, 200, 1 << 20]),
+    idempotent=st.booleans(),
 )
-def test_spark_writes_the_baselines_bytes(spark, tmp_path_factory, ops, batch_size, segment_batches, map_slots, range_bytes):
+def test_spark_writes_the_baselines_bytes(spark, tmp_path_factory, ops, batch_size, segment_batches, map_slots, range_bytes,
+                                          idempotent):
     baseline = str(tmp_path_factory.mktemp("baseline"))
-    make_snapshot(baseline, ops, batch_size=batch_size, segment_batches=segment_batches, cleaning_time_ms=BASE_TIME_MS + 50)
+    make_snapshot(baseline, ops, batch_size=batch_size, segment_batches=segment_batches, cleaning_time_ms=BASE_TIME_MS + 50,
+                  idempotent=idempotent)
     on_spark = str(tmp_path_factory.mktemp("spark"))
     shutil.copytree(baseline, on_spark, dirs_exist_ok=True)
     options = {"map_bytes": 24 * map_slots, "shard_count": 2}

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from seglog_server.storage.cleaning_manifest import (
     RESULT_BYTES_MAX,
+    ProducerLastBatch,
     SnapshotManifest,
     SnapshotSegment,
     parse_result,
@@ -26,6 +27,7 @@ MANIFEST = SnapshotManifest(
         SnapshotSegment(10, "00000000000000000010.log", 200, 0x0BADBEEF, 20, 6, 6),
     ),
     configs={"delete.retention.ms": 1},
+    producers=(ProducerLastBatch(4000, 3), ProducerLastBatch(4001, 19)),
 )
 RESULT = {
     "format": 1, "snapshot_id": "t-0-1-abcd", "topic": "t", "partition": 0,
@@ -73,6 +75,25 @@ def test_the_valid_result_parses():
 
 def test_the_manifest_round_trips():
     assert SnapshotManifest.parse(MANIFEST.to_json_bytes(), "m") == MANIFEST
+
+
+def test_a_manifest_without_producers_names_none():
+    document = json.loads(MANIFEST.to_json_bytes())
+    del document["producers"]
+    assert SnapshotManifest.parse(json.dumps(document).encode(), "m").producers == ()
+
+
+@pytest.mark.parametrize("producers, message", [
+    ([{"producer_id": 1, "last_offset": 20}], r"outside the segments \[0, 20\)"),
+    ([{"producer_id": 1, "last_offset": 3}, {"producer_id": 2, "last_offset": 3}], "named twice"),
+    ([{"producer_id": -1, "last_offset": 3}], "producer_id"),
+    ({"producer_id": 1}, "expected list"),
+])
+def test_a_manifest_naming_a_producer_badly_is_refused_by_name(producers, message):
+    document = json.loads(MANIFEST.to_json_bytes())
+    document["producers"] = producers
+    with pytest.raises(InvalidCleaningResultError, match=message):
+        SnapshotManifest.parse(json.dumps(document).encode(), "m")
 
 
 @settings(max_examples=150, deadline=None)
