@@ -210,6 +210,8 @@ _STATUS_TO_ERROR: dict[grpc.StatusCode, type[SeglogError]] = {
 _SERVICE_ERROR_TO_ERROR: dict[str, type[SeglogError]] = {
     "QuotaExceededError": QuotaExceededError,
     "PrincipalLimitError": QuotaExceededError,
+    # The service's queue of new tokens to check is full: not yet authenticated, retry later.
+    "AuthenticationBusyError": QuotaExceededError,
     "OutOfOrderSequenceError": OutOfOrderSequenceError,
     "InvalidProducerEpochError": InvalidProducerEpochError,
 }

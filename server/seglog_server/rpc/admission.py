@@ -15,7 +15,9 @@ Three kinds of call hold the service's resources very differently:
 A unary call is admitted as a request; a Fetch that has to wait trades its request slot for a
 waiter slot while it waits (``waiting``) and takes it back, unconditionally, to read what woke it
 (it was admitted once; waking it must not fail it). So a thousand idle long polls hold no request
-slot, and Produce and ListTopics keep being served. gRPC's own ``maximum_concurrent_rpcs`` stays
+slot, and Produce and ListTopics keep being served. A call takes its request slot only after the
+call gate has authenticated it (``handler``, then ``request_slot``): callers with wrong or slow-to-
+check credentials never hold the slots authenticated callers need. gRPC's own ``maximum_concurrent_rpcs`` stays
 as a backstop above the sum of the three (app.py).
 
 Shutdown (``drain``): new calls are answered UNAVAILABLE at once, calls in progress get the grace
@@ -181,7 +183,10 @@ class Admission:
         return task is not None and task in self._cut
 
     @contextlib.contextmanager
-    def _handler(self) -> Iterator[None]:
+    def handler(self) -> Iterator[None]:
+        """A call in progress, as the drain counts it (refused once the drain began). It holds
+        no slot: a unary call takes its request slot (``request_slot``) only once it has been
+        authenticated, so callers still proving who they are never hold one (boundary.py)."""
         self._last_arrival = asyncio.get_running_loop().time()
         if self._draining:
             raise ServiceStoppingError("seglog is shutting down; retry on a running service")
@@ -198,11 +203,13 @@ class Admission:
     # -- admission ----------------------------------------------------------------------------
     @contextlib.contextmanager
     def request(self) -> Iterator[None]:
-        with self._handler(), self._counted_request():
+        """``handler`` and ``request_slot`` at once (for a call with nothing to check first)."""
+        with self.handler(), self.request_slot():
             yield
 
     @contextlib.contextmanager
-    def _counted_request(self) -> Iterator[None]:
+    def request_slot(self) -> Iterator[None]:
+        """A unary call's request slot, inside its ``handler``."""
         self.take_request_slot()
         try:
             yield
@@ -238,7 +245,7 @@ class Admission:
 
     @contextlib.contextmanager
     def stream(self, client: str) -> Iterator[None]:
-        with self._handler():
+        with self.handler():
             self._streams.take(client, "open streams (Consume, ProduceStream, LookupStream)", self._rejected)
             try:
                 yield

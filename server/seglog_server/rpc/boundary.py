@@ -127,11 +127,14 @@ def unary_rpc(method: _Handler) -> _Handler:
         self.counters.calls[name] += 1
         call = None
         try:
-            with self.admission.request():
+            with self.admission.handler():
                 _check_parsed(request)
+                # Authenticated before it takes a request slot: a caller whose credentials are
+                # wrong, or still being checked, never holds a slot others need (admission.py).
                 call = await self.gate.admit(name, request, context)
-                response = await method(self, request, context)
-                await call.before_response(response)
+                with self.admission.request_slot():
+                    response = await method(self, request, context)
+                    await call.before_response(response)
         except asyncio.CancelledError:
             _finished(self, name, "CANCELLED", started_ns)
             await _answer_if_cut(self, name, context)

@@ -13,6 +13,20 @@ messages then passes ``begin_message`` (and ``end_message`` once answered): the 
 principal's request cap and byte quota of the unary call it stands for, exactly as that call
 would.
 
+Revocation reaches open streams: every stream message, and every response a Consume stream is
+about to write (``before_stream_write``), passes ``recheck`` first. It compares the policy's
+generation (moved on by each SIGHUP reload) with the one the call was last checked under: equal,
+and that is all it costs; otherwise the token the call authenticated with must still be a line of
+the token file (UNAUTHENTICATED, the stream ends) and the ACL must still allow the stream's
+topics (PERMISSION_DENIED).
+
+Token checks, cheapest first: a cached answer (a digest); a token that is malformed or names an
+unknown key id, refused at once (``TokenStore.precheck``); only then a slow hash, on
+``_VERIFIER_THREADS`` threads behind a queue of at most ``_VERIFIER_QUEUE_MAX`` checks. A full
+queue refuses the new caller (``AuthenticationBusyError``, RESOURCE_EXHAUSTED with a retry hint);
+callers whose token is cached never wait in it. The same token presented by many calls at once
+is hashed once (they share the check).
+
 The admitted call is the *principal layer* other per-client limits key on: ``current_call()``
 (a ContextVar, one value per RPC task) gives its principal, kind and row to any code that runs
 inside the handler. ``release`` frees its slot when the handler ends. Health and reflection are
@@ -31,6 +45,7 @@ from typing import Any
 
 from seglog_server.security import (
     ANONYMOUS,
+    AuthenticationBusyError,
     AuthenticationFailedError,
     CallKind,
     Operation,
@@ -41,6 +56,7 @@ from seglog_server.security import (
 )
 from seglog_server.security.policy import bearer_token
 from seglog_server.security.quotas import QuotaStatistics
+from seglog_server.security.token_file import TokenEntry
 from seglog_server.security.token_store import TokenStoreStatistics
 
 from .operations import Quota, RpcOperation, Scope, operation_of
@@ -58,6 +74,12 @@ AUTHORIZATION_METADATA_KEY = "authorization"
 # Slow hashes run here, off the event loop. Two threads: the machine kind has two cores, and
 # hashlib.scrypt releases the GIL, so two checks overlap; more would only queue on the CPUs.
 _VERIFIER_THREADS = 2
+# Slow checks queued or running at once; beyond it, a new token is refused before any hash. 16:
+# at ~0.15 s a hash on two threads the last one waits about 1.2 s, a patient client's timeout
+# at most; a larger queue only makes every new caller wait longer behind a flood.
+_VERIFIER_QUEUE_MAX = 16
+# The hint a refused new caller gets: about the time the full queue takes to drain.
+_VERIFIER_BUSY_RETRY_MS = 1000
 
 _log = logging.getLogger("seglog_server.security")
 _CURRENT: contextvars.ContextVar[AdmittedCall | None] = contextvars.ContextVar(
@@ -81,6 +103,8 @@ class CallGateStatistics:
     permission_denied_count: int
     quotas: QuotaStatistics
     tokens: TokenStoreStatistics | None  # None without a token file
+    verifier_busy_count: int = 0  # new tokens refused because the check queue was full
+    revoked_stream_count: int = 0  # open streams refused after a reload took their rights
 
 
 @dataclass
@@ -93,6 +117,12 @@ class AdmittedCall:
     response_delay_s: float = 0.0  # a produce quota's delay, applied before the response
     # A stream's: the row of the unary call each of its messages stands for (``begin_message``).
     message_row: RpcOperation | None = None
+    # What ``recheck`` needs after a reload: the token file entry the call authenticated with
+    # (None for a certificate or ANONYMOUS), the request whose topics it was allowed (a
+    # server stream's), and the policy generation it was last checked under.
+    token_entry: TokenEntry | None = field(default=None, repr=False)
+    request: Any = field(default=None, repr=False)
+    generation: int = 0
     _released: bool = field(default=False, repr=False)
 
     def may(self, operation: Operation, topic: str) -> bool:
@@ -108,7 +138,11 @@ class AdmittedCall:
             await asyncio.sleep(delay_s)
 
     async def before_stream_write(self, response_bytes: int) -> None:
-        """A stream is never refused mid-way: it waits out its debt, then takes the bytes."""
+        """Before each response of a server stream: ``recheck`` (a reload may have revoked the
+        principal's token or its ACL rule: the stream ends UNAUTHENTICATED or
+        PERMISSION_DENIED), then the fetch quota: a stream is never refused mid-way for its
+        rate, it waits out its debt, then takes the bytes."""
+        self.gate.recheck(self)
         delay_s = self.gate.quotas.stream_delay(self.principal, response_bytes)
         if delay_s > 0:
             await asyncio.sleep(delay_s)
@@ -129,14 +163,18 @@ class CallGate:
         else:
             self.quotas = quotas or QuotaBook(PrincipalQuota(), {}, window_ms=1000, delay_ms_max=0)
         self._verifier: ThreadPoolExecutor | None = None
+        self._checks: dict[str, asyncio.Future[TokenEntry | None]] = {}  # slow checks under way
         self.auth_failure_count = 0
         self.denied_count = 0
+        self.verifier_busy_count = 0
+        self.revoked_stream_count = 0
 
     def statistics(self) -> CallGateStatistics:
         tokens = self._policy.tokens if self._policy is not None else None
         return CallGateStatistics(
             self.auth_failure_count, self.denied_count, self.quotas.statistics(),
             tokens.statistics() if tokens is not None else None,
+            self.verifier_busy_count, self.revoked_stream_count,
         )
 
     def close(self) -> None:
@@ -146,14 +184,17 @@ class CallGate:
     # -- the gate --------------------------------------------------------------------------------
     async def admit(self, method: str, request: Any, context: Any) -> AdmittedCall:
         row = operation_of(method)
-        principal = await self._authenticate(method, context)
+        generation = self.generation
+        principal, entry = await self._authenticate(method, context)
         self._authorize(principal, row, request)
         kind = row.kind(request)
         quota_direction = _DIRECTIONS[row.quota]
         if quota_direction is not None and kind is not CallKind.STREAM:
             self.quotas.admit_bytes(principal, quota_direction)
         self.quotas.acquire(principal, kind)
-        call = AdmittedCall(principal, method, row, kind, self)
+        call = AdmittedCall(principal, method, row, kind, self, token_entry=entry,
+                            request=request if kind is CallKind.STREAM else None,
+                            generation=generation)
         if row.quota is Quota.PRODUCE:
             call.response_delay_s = self.quotas.charge_bytes(
                 principal, "produce", _produce_bytes(request) if self.quotas.limits_bytes(principal)
@@ -166,10 +207,12 @@ class CallGate:
         """Opens a bidirectional stream: its credentials, and a stream slot of its principal."""
         row = operation_of(method)
         assert row.scope is Scope.MESSAGES and row.message_method is not None, method
-        principal = await self._authenticate(method, context)
+        generation = self.generation
+        principal, entry = await self._authenticate(method, context)
         self.quotas.acquire(principal, CallKind.STREAM)
         call = AdmittedCall(
-            principal, method, row, CallKind.STREAM, self, message_row=operation_of(row.message_method)
+            principal, method, row, CallKind.STREAM, self, message_row=operation_of(row.message_method),
+            token_entry=entry, generation=generation,
         )
         _CURRENT.set(call)
         return call
@@ -183,6 +226,7 @@ class CallGate:
         row = call.message_row
         assert row is not None, call.method
         principal = call.principal
+        self.recheck(call)  # the token still in the file (the ACL is checked just below)
         self._authorize(principal, row, request)
         direction = _DIRECTIONS[row.quota]
         if direction is not None:
@@ -199,40 +243,89 @@ class CallGate:
     def end_message(self, call: AdmittedCall) -> None:
         self.quotas.release(call.principal, CallKind.REQUEST)
 
+    @property
+    def generation(self) -> int:
+        """The policy's reload count (0 without a policy)."""
+        return self._policy.generation if self._policy is not None else 0
+
+    def recheck(self, call: AdmittedCall) -> None:
+        """An open stream's rights, again, if the policy was reloaded since they were last
+        checked: the token it authenticated with must still be in the file, and its request's
+        topics still allowed by the ACL. One integer comparison when nothing was reloaded."""
+        generation = self.generation
+        if call.generation == generation:
+            return
+        tokens = self._policy.tokens if self._policy is not None else None
+        if call.token_entry is not None and (tokens is None or not tokens.still_valid(call.token_entry)):
+            self.revoked_stream_count += 1
+            self.auth_failure_count += 1
+            _log.warning("authentication revoked: %s's open %s ends", call.principal, call.method)
+            raise AuthenticationFailedError("the token this stream authenticated with was revoked")
+        if call.request is not None:
+            try:
+                self._authorize(call.principal, call.row, call.request)
+            except PermissionDeniedError:
+                self.revoked_stream_count += 1
+                raise
+        call.generation = generation
+
     def allows(self, principal: str, operation: Operation, topic: str | None) -> bool:
         acl = self._policy.acl if self._policy is not None else None
         return acl is None or acl.allows(principal, operation, topic)
 
     # -- steps -----------------------------------------------------------------------------------
-    async def _authenticate(self, method: str, context: Any) -> str:
+    async def _authenticate(self, method: str, context: Any) -> tuple[str, TokenEntry | None]:
+        """(principal, the token file entry when a token authenticated it)."""
         policy = self._policy
         if policy is None or not policy.authenticates:
-            return ANONYMOUS
+            return ANONYMOUS, None
         header = _authorization_header(context)
-        principal: str | None
-        if header is not None and policy.tokens is not None:
-            principal = await self._check_token(header)
-        elif policy.mutual_tls:
-            principal = _certificate_principal(context)
-        else:
-            principal = None
-        if principal is None:
+        entry: TokenEntry | None = None
+        principal: str | None = None
+        try:
+            if header is not None and policy.tokens is not None:
+                entry = await self._check_token(header)
+                principal = entry.principal if entry is not None else None
+            elif policy.mutual_tls:
+                principal = _certificate_principal(context)
+            if principal is None:
+                raise AuthenticationFailedError()
+        except AuthenticationFailedError:
             self.auth_failure_count += 1
             _log.warning("authentication failed: %s from %s", method, _peer(context))
-            raise AuthenticationFailedError()
-        return principal
+            raise
+        return principal, entry
 
-    async def _check_token(self, header: str) -> str | None:
+    async def _check_token(self, header: str) -> TokenEntry | None:
+        """The token's file entry, or None. Cheap answers on the event loop; a slow hash only for
+        a well-formed token with a known key id not seen before, behind a bounded queue."""
         token = bearer_token(header)
         if token is None:
             return None
         tokens = self._policy.tokens  # type: ignore[union-attr]
-        known, principal = tokens.cached(token)
-        if known:
-            return principal
+        entry = tokens.cached_entry(token)
+        if entry is not None:
+            return entry
+        if tokens.cached_refusal(token) or not tokens.precheck(token):
+            return None
+        check = self._checks.get(token)
+        if check is None:
+            check = self._start_check(tokens, token)
+        return await asyncio.shield(check)
+
+    def _start_check(self, tokens: Any, token: str) -> asyncio.Future[TokenEntry | None]:
+        if len(self._checks) >= _VERIFIER_QUEUE_MAX:
+            self.verifier_busy_count += 1
+            raise AuthenticationBusyError(
+                f"too many new credentials being checked ({_VERIFIER_QUEUE_MAX} at once)",
+                _VERIFIER_BUSY_RETRY_MS,
+            )
         if self._verifier is None:
             self._verifier = ThreadPoolExecutor(_VERIFIER_THREADS, thread_name_prefix="seglog-auth")
-        return await asyncio.get_running_loop().run_in_executor(self._verifier, tokens.verify, token)
+        check = asyncio.get_running_loop().run_in_executor(self._verifier, tokens.verify_entry, token)
+        self._checks[token] = check
+        check.add_done_callback(lambda _: self._checks.pop(token, None))
+        return check
 
     def _authorize(self, principal: str, row: RpcOperation, request: Any) -> None:
         if self._policy is None or self._policy.acl is None or row.scope not in (Scope.TOPICS, Scope.SOME_TOPIC):
@@ -266,13 +359,19 @@ def _authorization_header(context: Any) -> str | None:
 
 
 def _certificate_principal(context: Any) -> str | None:
-    """The verified client certificate's common name, else its whole subject (RFC 2253 text)."""
+    """The verified client certificate's subject common name; None without a certificate.
+    A certificate without a CN (or an empty one) is refused with that reason: its principal
+    would be the empty name, which no ACL rule means to grant."""
     auth = context.auth_context() or {}
-    for key in ("x509_common_name", "x509_subject"):
-        values = auth.get(key)
-        if values:
-            return bytes(values[0]).decode("utf-8", "replace")
-    return None
+    if not auth.get("x509_pem_cert") and not auth.get("x509_subject"):
+        return None  # no client certificate at all
+    names = [bytes(value).decode("utf-8", "replace").strip() for value in auth.get("x509_common_name") or ()]
+    if not names or not names[0]:
+        raise AuthenticationFailedError(
+            "the client certificate has no subject common name (CN); seglog takes the principal "
+            "from it: issue the certificate with a CN"
+        )
+    return names[0]
 
 
 def _peer(context: Any) -> str:

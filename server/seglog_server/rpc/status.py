@@ -102,6 +102,8 @@ STATUS_BY_ERROR: Mapping[type[BaseException], grpc.StatusCode] = {
     security.PermissionDeniedError: _Code.PERMISSION_DENIED,
     security.QuotaExceededError: _Code.RESOURCE_EXHAUSTED,  # with retry-after-ms
     security.PrincipalLimitError: _Code.RESOURCE_EXHAUSTED,  # with retry-after-ms
+    # The bounded queue of slow token checks is full: the caller retries after the hint.
+    security.AuthenticationBusyError: _Code.RESOURCE_EXHAUSTED,  # with retry-after-ms
     # File errors happen at start and on SIGHUP, never inside a call: a bug if one gets here.
     security.SecurityFileError: _Code.INTERNAL,
     security.SecurityError: _Code.INTERNAL,

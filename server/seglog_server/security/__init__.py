@@ -3,6 +3,7 @@ files, and the policy that loads them all (the gRPC side is ``seglog_server.rpc.
 
 from .acl import ANONYMOUS, ANY_PRINCIPAL, Acl, AclRule, Operation, parse_acl
 from .errors import (
+    AuthenticationBusyError,
     AuthenticationFailedError,
     PermissionDeniedError,
     PrincipalLimitError,
@@ -20,6 +21,7 @@ __all__ = [
     "ANY_PRINCIPAL",
     "Acl",
     "AclRule",
+    "AuthenticationBusyError",
     "AuthenticationFailedError",
     "ByteRate",
     "CallKind",

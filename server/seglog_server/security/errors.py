@@ -10,13 +10,16 @@ clients. ``rpc/status.py`` maps each to its gRPC status::
     │                                                                      PERMISSION_DENIED
     ├── QuotaExceededError           a byte rate is used up for longer than the delay bound;
     │   │                            ``retry_after_ms`` says when to try again RESOURCE_EXHAUSTED
-    │   └── PrincipalLimitError      too many concurrent requests, waiters or streams
+    │   ├── PrincipalLimitError      too many concurrent requests, waiters or streams
+    │   └── AuthenticationBusyError  too many new tokens being checked at once (the caller
+    │                                is not authenticated yet: retry after the hint)
     └── SecurityFileError            a token, ACL or quota file is malformed (start, SIGHUP)
 """
 
 from __future__ import annotations
 
 __all__ = [
+    "AuthenticationBusyError",
     "AuthenticationFailedError",
     "PermissionDeniedError",
     "PrincipalLimitError",
@@ -35,8 +38,10 @@ class AuthenticationFailedError(SecurityError):
     # the caller learns nothing about which part was wrong.
     MESSAGE = "authentication failed: present a valid token or client certificate"
 
-    def __init__(self) -> None:
-        super().__init__(self.MESSAGE)
+    def __init__(self, reason: str | None = None) -> None:
+        # ``reason`` only where it tells the caller nothing about a secret (a certificate
+        # without a common name); wrong tokens always get the one MESSAGE.
+        super().__init__(self.MESSAGE if reason is None else f"authentication failed: {reason}")
 
 
 class PermissionDeniedError(SecurityError):
@@ -60,6 +65,10 @@ class QuotaExceededError(SecurityError):
 
 class PrincipalLimitError(QuotaExceededError):
     pass
+
+
+class AuthenticationBusyError(QuotaExceededError):
+    """The bounded queue of slow token checks is full: the caller is refused before any hash."""
 
 
 class SecurityFileError(SecurityError):

@@ -59,6 +59,9 @@ class SecurityPolicy:
                        if loaded.token_entries is not None else None)
         self.quotas = QuotaBook(quota_defaults, loaded.quota_overrides, window_ms=quota_window_ms,
                                 delay_ms_max=quota_delay_ms_max)
+        # Moves on at every successful reload: an open stream's cached "allowed" is good only
+        # for the generation it was decided under (call_gate.CallGate.recheck).
+        self.generation = 0
 
     @property
     def mutual_tls(self) -> bool:
@@ -88,6 +91,7 @@ class SecurityPolicy:
         if self.tokens is not None and loaded.token_entries is not None:
             self.tokens.replace_entries(loaded.token_entries)
         self.quotas.replace_overrides(loaded.quota_overrides)
+        self.generation += 1
         return loaded.tls
 
     def _load_all(self) -> _Loaded:

@@ -1,15 +1,26 @@
-"""Checks bearer tokens against the token file's hashes, with a bounded cache of the results.
+"""Checks bearer tokens against the token file's hashes, with bounded caches of the results.
 
 A slow hash on every call would cost 0.1-0.2 s of CPU per RPC. So each presented token is first
 reduced to a fast keyed digest (HMAC-SHA256 under a random key made at process start, never
 stored), and the result of the slow check (the principal, or "no") is remembered under that
-digest. The key makes the digest useless outside this process, and the cache never holds a token.
-The cache is an LRU bounded by ``cache_max`` entries, so a client sending endless random tokens
-evicts its own entries rather than growing memory; each of those still costs one slow hash, on
-the verifier's own thread (``verify`` is blocking; the gate runs it off the event loop).
+digest. The key makes the digest useless outside this process, and the caches never hold a token.
 
-Unknown key ids cost one hash too (against a fixed dummy hash), so timing does not tell a
-well-formed token with an unknown id from one with a wrong secret.
+The cheap checks come first (``precheck``): a token that is not well formed, or whose key id
+names no line of the file, is refused at once, without a hash. Key ids are not secret (they name
+a line, like a user name), so answering an unknown one faster than a wrong secret tells a caller
+nothing it could not read off any token; and it means a flood of made-up tokens costs a regex
+and a dict lookup each, not a slow hash. Only a token with a known key id and a secret not seen
+before is hashed, on the verifier's own thread (``verify`` is blocking; the gate runs it off the
+event loop, with a bounded queue).
+
+Accepted and refused answers are cached apart, each an LRU of ``cache_max`` entries: wrong
+secrets sent in bulk evict each other, never a valid token's entry, so a caller whose token is
+cached keeps costing a digest per call whatever else arrives.
+
+A reload (``replace_entries``) forgets every answer and moves ``generation`` on. A check that was
+hashing when the reload landed is not cached and is decided again against the new entries, so a
+token removed by SIGHUP is never remembered as valid (``verify``). ``still_valid`` answers, for an
+open stream, whether the entry it authenticated with is still in the file.
 """
 
 from __future__ import annotations
@@ -22,20 +33,25 @@ from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from .token_file import TOKEN_PREFIX, TokenEntry, hash_token, key_id_of, verify_token_hash
+from .token_file import TokenEntry, key_id_of, verify_token_hash
 
 __all__ = ["TokenStore", "TokenStoreStatistics"]
 
 # Bearer values longer than this are refused without hashing (a real token is 63 characters).
 TOKEN_CHARS_MAX = 256
+# A reload during a slow check sends it round again; more reloads than this during one check
+# (each a SIGHUP) answer "no": the caller retries against a settled file.
+_RELOAD_RETRIES_MAX = 3
 
 
 @dataclass(frozen=True)
 class TokenStoreStatistics:
     token_count: int
-    cached_count: int
+    cached_count: int  # accepted and refused answers held
     cache_hit_count: int
     slow_check_count: int
+    refused_without_hash_count: int = 0  # malformed tokens, unknown key ids
+    generation: int = 0  # reloads so far
 
 
 class TokenStore:
@@ -43,62 +59,114 @@ class TokenStore:
         assert cache_max >= 1
         self._entries = dict(entries)
         self._cache_max = cache_max
-        self._cache: OrderedDict[bytes, str | None] = OrderedDict()
+        self._accepted: OrderedDict[bytes, TokenEntry] = OrderedDict()
+        self._refused: OrderedDict[bytes, None] = OrderedDict()
         self._cache_key = secrets.token_bytes(32)
-        self._lock = threading.Lock()  # the cache is touched from the verifier threads
-        self._dummy_hash: str | None = None  # made at the first unknown key id
+        self._lock = threading.Lock()  # the caches are touched from the verifier threads
+        self._generation = 0
         self._hit_count = 0
         self._slow_count = 0
+        self._refused_cheaply_count = 0
+
+    @property
+    def generation(self) -> int:
+        """Moves on at every reload: an answer given under an older one may be out of date."""
+        return self._generation
 
     def replace_entries(self, entries: Mapping[str, TokenEntry]) -> None:
-        """A reloaded file: new entries, and a cache that forgets every earlier answer."""
+        """A reloaded file: new entries, and caches that forget every earlier answer."""
         with self._lock:
             self._entries = dict(entries)
-            self._cache.clear()
+            self._accepted.clear()
+            self._refused.clear()
+            self._generation += 1
 
     def cached(self, token: str) -> tuple[bool, str | None]:
         """(known, principal): the remembered answer, without a slow hash; (False, None) if none."""
+        entry = self.cached_entry(token)
+        if entry is None:
+            return (True, None) if self.cached_refusal(token) else (False, None)
+        return True, entry.principal
+
+    def cached_entry(self, token: str) -> TokenEntry | None:
+        """The file entry a cached, accepted ``token`` matched; None if not cached as accepted."""
         digest = self._digest(token)
         with self._lock:
-            if digest in self._cache:
-                self._cache.move_to_end(digest)
+            entry = self._accepted.get(digest)
+            if entry is not None:
+                self._accepted.move_to_end(digest)
                 self._hit_count += 1
-                return True, self._cache[digest]
-        return False, None
+            return entry
+
+    def precheck(self, token: str) -> bool:
+        """Whether ``token`` could be valid at all: well formed, with a key id in the file. No
+        hash; False means refuse now."""
+        key_id = key_id_of(token) if len(token) <= TOKEN_CHARS_MAX else None
+        if key_id is not None and key_id in self._entries:
+            return True
+        with self._lock:
+            self._refused_cheaply_count += 1
+        return False
 
     def verify(self, token: str) -> str | None:
         """The principal ``token`` authenticates as, or None. Blocking (one slow hash at most)."""
-        known, principal = self.cached(token)
-        if known:
-            return principal
-        principal = self._slow_check(token)
+        entry = self.verify_entry(token)
+        return entry.principal if entry is not None else None
+
+    def verify_entry(self, token: str) -> TokenEntry | None:
+        """The file entry ``token`` matches, or None. Blocking (one slow hash at most, more only
+        if the file is reloaded while it runs)."""
+        entry = self.cached_entry(token)
+        if entry is not None or self.cached_refusal(token) or not self.precheck(token):
+            return entry
         digest = self._digest(token)
-        with self._lock:
-            self._cache[digest] = principal
-            self._cache.move_to_end(digest)
-            while len(self._cache) > self._cache_max:
-                self._cache.popitem(last=False)
-        return principal
+        for _ in range(_RELOAD_RETRIES_MAX):
+            generation = self._generation
+            matched = self._slow_check(token)
+            with self._lock:
+                if generation != self._generation:
+                    continue  # reloaded meanwhile: decide again against the new entries
+                self._remember(digest, matched)
+            return matched
+        return None
+
+    def still_valid(self, entry: TokenEntry) -> bool:
+        """Whether ``entry`` (one ``verify_entry`` returned) is still a line of the file."""
+        return self._entries.get(entry.key_id) == entry
 
     def statistics(self) -> TokenStoreStatistics:
         with self._lock:
             return TokenStoreStatistics(
-                len(self._entries), len(self._cache), self._hit_count, self._slow_count
+                len(self._entries), len(self._accepted) + len(self._refused), self._hit_count,
+                self._slow_count, self._refused_cheaply_count, self._generation,
             )
 
-    def _slow_check(self, token: str) -> str | None:
-        if len(token) > TOKEN_CHARS_MAX:
-            return None
+    def cached_refusal(self, token: str) -> bool:
+        """Whether ``token`` was checked and refused before (and not forgotten since)."""
+        digest = self._digest(token)
+        with self._lock:
+            if digest not in self._refused:
+                return False
+            self._refused.move_to_end(digest)
+            self._hit_count += 1
+            return True
+
+    def _remember(self, digest: bytes, entry: TokenEntry | None) -> None:
+        """Under the lock: the answer into its own LRU (refusals never evict acceptances)."""
+        cache: OrderedDict = self._accepted if entry is not None else self._refused
+        cache[digest] = entry
+        cache.move_to_end(digest)
+        while len(cache) > self._cache_max:
+            cache.popitem(last=False)
+
+    def _slow_check(self, token: str) -> TokenEntry | None:
         key_id = key_id_of(token)
         entry = self._entries.get(key_id) if key_id is not None else None
         with self._lock:
             self._slow_count += 1
-        if entry is None:
-            if self._dummy_hash is None:
-                self._dummy_hash = hash_token(TOKEN_PREFIX + "0" * 12 + "_" + "0" * 43)
-            verify_token_hash(token, self._dummy_hash)  # same cost as a real check
+        if entry is None:  # removed by a reload since ``precheck``
             return None
-        return entry.principal if verify_token_hash(token, entry.hash_text) else None
+        return entry if verify_token_hash(token, entry.hash_text) else None
 
     def _digest(self, token: str) -> bytes:
         return hmac.new(self._cache_key, token.encode("utf-8", "surrogateescape"), hashlib.sha256).digest()

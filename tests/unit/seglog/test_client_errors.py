@@ -144,7 +144,7 @@ def test_the_module_docstring_draws_every_error_class():
         assert name in errors.__doc__, name
 
 
-@pytest.mark.parametrize("service_error", ["QuotaExceededError", "PrincipalLimitError"])
+@pytest.mark.parametrize("service_error", ["QuotaExceededError", "PrincipalLimitError", "AuthenticationBusyError"])
 def test_quota_refusals_are_retriable_and_carry_the_retry_hint(service_error):
     error = errors.error_from_rpc(FakeRpcError(
         grpc.StatusCode.RESOURCE_EXHAUSTED, "over quota",

@@ -8,6 +8,7 @@ from seglog.v1 import log_service_pb2 as pb
 from seglog_server.rpc.call_gate import CallGate, current_principal
 from seglog_server.security import (
     ANONYMOUS,
+    AuthenticationBusyError,
     AuthenticationFailedError,
     PermissionDeniedError,
     PrincipalLimitError,
@@ -16,7 +17,7 @@ from seglog_server.security import (
     SecurityPaths,
     SecurityPolicy,
 )
-from seglog_server.security.token_file import create_token, format_entry
+from seglog_server.security.token_file import TOKEN_PREFIX, TokenEntry, create_token, format_entry, hash_token
 
 
 class Context:
@@ -67,14 +68,19 @@ async def test_a_token_names_the_principal_and_anything_else_fails_alike(tmp_pat
     gate.close()
 
 
-async def test_a_certificate_principal_is_its_common_name_else_its_subject(tmp_path):
+async def test_a_certificate_principal_is_its_common_name_and_one_without_a_cn_is_refused(tmp_path):
     policy = _policy(tmp_path)
     policy.tls = type("Tls", (), {"mutual": True})()  # as if --tls-client-ca were given
     gate = CallGate(policy)
     by_cn = Context(auth={"x509_common_name": [b"alice"], "x509_subject": [b"CN=alice,O=x"]})
-    by_subject = Context(auth={"x509_subject": [b"O=no-cn"]})
     assert (await gate.admit("ListTopics", pb.ListTopicsRequest(), by_cn)).principal == "alice"
-    assert (await gate.admit("ListTopics", pb.ListTopicsRequest(), by_subject)).principal == "O=no-cn"
+    for auth in ({"x509_subject": [b"O=no-cn"]}, {"x509_subject": [b""], "x509_pem_cert": [b"-"]},
+                 {"x509_common_name": [b""], "x509_subject": [b"CN="]}):
+        with pytest.raises(AuthenticationFailedError, match="no subject common name"):
+            await gate.admit("ListTopics", pb.ListTopicsRequest(), Context(auth=auth))
+    with pytest.raises(AuthenticationFailedError, match="valid token or client certificate"):
+        await gate.admit("ListTopics", pb.ListTopicsRequest(), Context())  # no certificate
+    assert gate.statistics().authentication_failure_count == 4
 
 
 async def test_the_acl_is_checked_on_every_topic_a_request_names(tmp_path):
@@ -178,3 +184,123 @@ async def test_a_produce_stream_message_is_charged_its_bytes_and_refused_holding
         gate.begin_message(stream, produce)
     assert book.statistics().in_use_by_principal[ANONYMOUS]["requests"] == 0
     stream.release()
+
+
+# -- the cheap checks first, a bounded queue for the slow one --------------------------------------
+
+
+def _cheap_token(principal: str, key_id: str) -> tuple[str, str]:
+    """A token and its file line hashed with scrypt's smallest cost (n=2): the gate's queue is
+    under test here, not the hash."""
+    token = f"{TOKEN_PREFIX}{key_id}_{'s' * 43}"
+    return token, format_entry(TokenEntry(principal, key_id, hash_token(token, n=2)))
+
+
+def _bearer_context(token: str) -> Context:
+    return Context([("authorization", f"Bearer {token}")])
+
+
+async def test_unknown_key_ids_are_refused_at_once_without_a_slow_check(tmp_path):
+    token, entry = create_token("alice")
+    gate = CallGate(_policy(tmp_path, tokens=[format_entry(entry)]))
+    for _ in range(50):
+        unknown, _ = create_token("mallory")
+        with pytest.raises(AuthenticationFailedError):
+            await gate.admit("ListTopics", pb.ListTopicsRequest(), _bearer_context(unknown))
+    stats = gate.statistics().tokens
+    assert (stats.slow_check_count, stats.refused_without_hash_count) == (0, 50)
+    gate.close()
+
+
+async def test_a_full_verifier_queue_refuses_new_tokens_and_never_a_cached_one(tmp_path):
+    import asyncio
+
+    from seglog_server.rpc.call_gate import _VERIFIER_QUEUE_MAX
+
+    known, line = _cheap_token("alice", "a" * 12)
+    gate = CallGate(_policy(tmp_path, tokens=[line]))
+    (await gate.admit("ListTopics", pb.ListTopicsRequest(), _bearer_context(known))).release()
+    wrong = [f"{TOKEN_PREFIX}{'a' * 12}_{index:043d}" for index in range(_VERIFIER_QUEUE_MAX + 5)]
+
+    async def admit(token):
+        call = await gate.admit("ListTopics", pb.ListTopicsRequest(), _bearer_context(token))
+        call.release()
+        return call.principal
+
+    # All start in one loop turn: the first _VERIFIER_QUEUE_MAX are queued, the rest refused.
+    outcomes = await asyncio.gather(*(admit(t) for t in wrong), admit(known), return_exceptions=True)
+    assert outcomes[-1] == "alice"
+    busy = [o for o in outcomes if isinstance(o, AuthenticationBusyError)]
+    failed = [o for o in outcomes if isinstance(o, AuthenticationFailedError)]
+    assert (len(failed), len(busy)) == (_VERIFIER_QUEUE_MAX, 5)
+    assert all(o.retry_after_ms > 0 for o in busy)
+    assert gate.statistics().verifier_busy_count == 5
+    # Once the queue drained, a new token is checked again.
+    with pytest.raises(AuthenticationFailedError):
+        await admit(f"{TOKEN_PREFIX}{'a' * 12}_{'z' * 43}")
+    gate.close()
+
+
+async def test_one_new_token_presented_by_many_calls_at_once_is_hashed_once(tmp_path):
+    import asyncio
+
+    token, line = _cheap_token("alice", "b" * 12)
+    gate = CallGate(_policy(tmp_path, tokens=[line]))
+    calls = await asyncio.gather(*(gate.admit("ListTopics", pb.ListTopicsRequest(), _bearer_context(token))
+                                   for _ in range(40)))
+    assert {call.principal for call in calls} == {"alice"}
+    assert gate.statistics().tokens.slow_check_count == 1
+    gate.close()
+
+
+# -- revocation reaches open streams ---------------------------------------------------------------
+
+_ACL_ALICE = '[[allow]]\nprincipals = ["alice"]\noperations = ["read", "write"]\ntopics = ["t"]\n'
+
+
+def _reload(policy, tmp_path, *, tokens=None, acl=None):
+    if tokens is not None:
+        (tmp_path / "tokens").write_text("".join(tokens))
+    if acl is not None:
+        (tmp_path / "acl.toml").write_text(acl)
+    policy.reload()
+
+
+async def test_a_stream_message_after_its_token_is_removed_is_refused_unauthenticated(tmp_path):
+    token, entry = create_token("alice")
+    _, other = create_token("bob")
+    policy = _policy(tmp_path, tokens=[format_entry(entry), format_entry(other)], acl=_ACL_ALICE)
+    gate = CallGate(policy)
+    stream = await gate.admit_stream("ProduceStream", _bearer_context(token))
+    produce = pb.ProduceRequest(topic="t", records=b"x")
+    gate.begin_message(stream, produce)
+    gate.end_message(stream)
+    _reload(policy, tmp_path, tokens=[format_entry(entry), format_entry(other)])  # nothing revoked
+    gate.begin_message(stream, produce)
+    gate.end_message(stream)
+    _reload(policy, tmp_path, tokens=[format_entry(other)])
+    with pytest.raises(AuthenticationFailedError, match="revoked"):
+        gate.begin_message(stream, produce)
+    assert gate.quotas.statistics().in_use_by_principal["alice"]["requests"] == 0
+    assert gate.statistics().revoked_stream_count == 1
+    stream.release()
+    gate.close()
+
+
+async def test_a_server_stream_checks_its_rights_again_before_each_write_after_a_reload(tmp_path):
+    token, entry = create_token("alice")
+    policy = _policy(tmp_path, tokens=[format_entry(entry)], acl=_ACL_ALICE)
+    gate = CallGate(policy)
+    consume = await gate.admit("Consume", pb.ConsumeRequest(topic="t"), _bearer_context(token))
+    await consume.before_stream_write(10)
+    _reload(policy, tmp_path, acl='[[allow]]\nprincipals = ["alice"]\noperations = ["read"]\n'
+                                  'topics = ["other"]\n')
+    with pytest.raises(PermissionDeniedError, match="'alice' is not allowed to read topic 't'"):
+        await consume.before_stream_write(10)
+    consume.release()
+    consume = await gate.admit("Consume", pb.ConsumeRequest(topic="other"), _bearer_context(token))
+    _reload(policy, tmp_path, tokens=[])
+    with pytest.raises(AuthenticationFailedError, match="revoked"):
+        await consume.before_stream_write(10)
+    consume.release()
+    gate.close()

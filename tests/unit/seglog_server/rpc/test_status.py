@@ -72,6 +72,7 @@ PROMISED = {
     security.PermissionDeniedError: Code.PERMISSION_DENIED,
     security.QuotaExceededError: Code.RESOURCE_EXHAUSTED,
     security.PrincipalLimitError: Code.RESOURCE_EXHAUSTED,
+    security.AuthenticationBusyError: Code.RESOURCE_EXHAUSTED,
     security.SecurityFileError: Code.INTERNAL,
     security.SecurityError: Code.INTERNAL,
 }
@@ -82,6 +83,7 @@ _EXAMPLES = {
     security.PermissionDeniedError: lambda: security.PermissionDeniedError("bob", "write", "events"),
     security.QuotaExceededError: lambda: security.QuotaExceededError("over quota", 250),
     security.PrincipalLimitError: lambda: security.PrincipalLimitError("too many", 100),
+    security.AuthenticationBusyError: lambda: security.AuthenticationBusyError("too many checks", 1000),
 }
 
 

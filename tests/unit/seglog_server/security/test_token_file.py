@@ -83,18 +83,66 @@ def test_store_hashes_each_token_once_and_caches_both_answers():
     assert store.statistics().slow_check_count == 2
 
 
-def test_store_cache_is_bounded_and_forgets_everything_on_reload():
+def test_store_caches_are_bounded_and_refusals_never_evict_an_accepted_token():
     token, entry = create_token("alice")
     store = TokenStore({entry.key_id: entry}, cache_max=2)
     store.verify(token)
-    for index in range(3):
-        store.verify(f"not-a-token-{index}")
-    assert store.statistics().cached_count == 2
-    assert store.cached(token) == (False, None)  # evicted first
-    store.verify(token)
+    key_part = token.rpartition("_")[0]
+    for index in range(3):  # the known key id with wrong secrets: hashed and refused
+        assert store.verify(f"{key_part}_{'A' * 40}{index:03d}") is None
+    assert store.statistics().cached_count == 3  # one accepted, two refused (bounded)
+    assert store.cached(token) == (True, "alice")
     store.replace_entries({})
     assert store.cached(token) == (False, None)
     assert store.verify(token) is None  # the line is gone from the file
+
+
+def test_unknown_key_ids_and_malformed_tokens_are_refused_without_a_hash():
+    token, entry = create_token("alice")
+    store = TokenStore({entry.key_id: entry}, cache_max=4)
+    other, _ = create_token("bob")  # well formed, but its key id is in no line
+    for presented in (other, "not-a-token", "seglog_" + "x" * 300):
+        assert not store.precheck(presented)
+        assert store.verify(presented) is None
+    assert store.statistics().slow_check_count == 0
+    assert store.statistics().refused_without_hash_count == 6
+    assert store.precheck(token)
+
+
+class _ReloadedDuringCheck(TokenStore):
+    """The interleaving under test, made certain: a SIGHUP lands while the slow hash runs."""
+
+    def __init__(self, entries, cache_max, reload_to):
+        super().__init__(entries, cache_max)
+        self._reload_to = reload_to
+
+    def _slow_check(self, token):
+        matched = super()._slow_check(token)
+        if self._reload_to is not None:
+            reload_to, self._reload_to = self._reload_to, None
+            self.replace_entries(reload_to)
+        return matched
+
+
+def test_a_token_revoked_while_its_first_check_runs_is_neither_accepted_nor_cached():
+    token, entry = create_token("alice")
+    store = _ReloadedDuringCheck({entry.key_id: entry}, 4, reload_to={})
+    assert store.verify(token) is None
+    assert store.cached(token) == (True, None)  # remembered as refused, under the new file
+    assert store.cached_entry(token) is None
+
+
+def test_a_check_across_an_unrelated_reload_is_decided_again_and_accepted():
+    token, entry = create_token("alice")
+    _, other = create_token("bob")
+    store = _ReloadedDuringCheck({entry.key_id: entry}, 4,
+                                 reload_to={entry.key_id: entry, other.key_id: other})
+    assert store.verify(token) == "alice"
+    assert store.statistics().slow_check_count == 2  # once per generation
+    assert store.cached(token) == (True, "alice")
+    assert store.still_valid(entry)
+    store.replace_entries({other.key_id: other})
+    assert not store.still_valid(entry)
 
 
 def test_unknown_key_ids_and_oversized_values_verify_to_none():
