@@ -469,11 +469,11 @@ class LogServicer(CleaningRpcs, StreamRpcs, pb_grpc.LogServiceServicer):
         try:
             log = self._manager.get_log(topic, partition)
             # A handful of lookups runs inline (microseconds each); more go to the pool, or one
-            # request of a few MiB of targets would hold the event loop for seconds.
-            io_bytes = 0 if len(searched) <= _INLINE_LOOKUPS_MAX else _BLOCKING
-            found = await self._log_call(
-                log, io_bytes, log.offsets_for_timestamps, [targets[number].timestamp_ms for number in searched]
-            )
+            # request of a few MiB of targets would hold the event loop for seconds. So does a
+            # log's first lookup by time after a restart: it checks every segment on first use.
+            timestamps_ms = [targets[number].timestamp_ms for number in searched]
+            inline = len(searched) <= _INLINE_LOOKUPS_MAX and not _checks_segments(log, timestamps_ms)
+            found = await self._log_call(log, 0 if inline else _BLOCKING, log.offsets_for_timestamps, timestamps_ms)
         except Exception as exc:  # noqa: BLE001 - answered per target, as Kafka does
             if len(searched) == 1 or not status_for(exc).expected:
                 found = [exc] * len(searched)
@@ -497,7 +497,8 @@ class LogServicer(CleaningRpcs, StreamRpcs, pb_grpc.LogServiceServicer):
         """One target by the per-target path (a storage answer), or the error it meets."""
         try:
             log = self._manager.get_log(topic, partition)
-            return await self._log_call(log, 0, log.offset_for_timestamp, target.timestamp_ms)
+            io_bytes = _BLOCKING if _checks_segments(log, (target.timestamp_ms,)) else 0
+            return await self._log_call(log, io_bytes, log.offset_for_timestamp, target.timestamp_ms)
         except Exception as exc:  # noqa: BLE001 - answered per target
             return exc
 
@@ -554,6 +555,17 @@ _BLOCKING = -1
 _INLINE_LOOKUPS_MAX = 64
 
 
+def _checks_segments(log: Any, timestamps_ms: Any) -> bool:
+    """Whether looking ``timestamps_ms`` up in ``log`` may read every segment of it: a log's
+    first search by time (or MAX_TIMESTAMP) after a restart runs each inactive segment's
+    deferred first-use check (three small reads a segment; a recovery when they disagree).
+    That runs on the pool, not the event loop; the special targets read no segment."""
+    if log.timestamps_loaded:
+        return False
+    return any(timestamp_ms >= 0 or timestamp_ms == validation.MAX_TIMESTAMP for timestamp_ms in timestamps_ms)
+
+
+
 def _dir_of(log: Any) -> str:
     return os.path.dirname(os.path.abspath(log.dir))
 
@@ -570,4 +582,3 @@ def log_lock(log: Any) -> Any:
 def _enough(data: Any, min_bytes: int, max_bytes: int) -> bool:
     """min_bytes 0 or 1: any batch; never more than max_bytes could ever bring."""
     return len(data.records) >= max(1, min(min_bytes, max_bytes))
-

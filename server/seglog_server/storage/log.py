@@ -753,9 +753,17 @@ class Log:
                 segments, slot, timestamp_ms, self._log_start_offset, residency or no_residency
             )
 
+    @property
+    def timestamps_loaded(self) -> bool:
+        """False until a lookup by time has asked every segment its largest timestamp once:
+        after a restart that first lookup runs each inactive segment's deferred first-use
+        check, three small reads a segment, so it belongs on a thread, not the event loop."""
+        return self._timestamps.loaded
+
     def _offset_of_max_timestamp(self) -> TimestampAndOffset | None:
         if self._log_start_offset == self._log_end_offset:
             return None
+        self._timestamps.load(self._segments)  # asks every segment (and says so: loaded)
         best = max(self._segments.values(), key=lambda segment: segment.max_timestamp_so_far)
         self._touch(best)
         return best.offset_of_max_timestamp()

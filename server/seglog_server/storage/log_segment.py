@@ -16,6 +16,7 @@ Not thread-safe; the owning ``Log`` serialises calls with its lock.
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import logging
 import os
@@ -34,7 +35,7 @@ from .file_records import BatchHeader, FileRecords, HeaderField, OffsetBounds, T
 from .fs import REAL_FS, FileSystem
 from .log_config import LogConfig
 from .observer import PhaseTimer, stopwatch
-from .offset_index import OffsetIndex, OffsetPosition
+from .offset_index import OffsetIndex
 from .record_timestamps import first_record_at_or_after, offsets_and_timestamps
 from .segment_check import check_indexes, check_tail
 from .segment_recovery import RecoveryScan
@@ -206,11 +207,35 @@ class LogSegment:
         start of many segments stays one object per segment."""
         self._pending_check = (next_offset_max, tail_bytes_max)
 
+    @contextlib.contextmanager
+    def handles_as_found(self) -> Iterator[None]:
+        """Around a question asked of a segment that is not being *used* (its largest timestamp
+        for retention or for the first level of a lookup by time, a first-use check, an
+        explanation): a segment that held no descriptor before holds none after. Only a use the
+        ``Log`` reports to the open-segment budget (``OpenSegments.touch``) may leave descriptors
+        open; anything else opened here would sit outside the budget until the process runs
+        out (a lookup by time after a restart once asked every segment of every log)."""
+        held = self.holds_handles
+        try:
+            yield
+        finally:
+            if not held:
+                self.release_handles()
+
     def _check_once(self) -> None:
         pending, self._pending_check = self._pending_check, None
         if pending is None:
             return
-        next_offset_max, tail_bytes_max = pending
+        try:
+            with self.handles_as_found():
+                self._check(*pending)
+        except OSError:
+            # Not checked: a later use checks again (a descriptor shortage, EMFILE, passes; a
+            # failed disk fails again, as the use itself would).
+            self._pending_check = pending
+            raise
+
+    def _check(self, next_offset_max: int, tail_bytes_max: int) -> None:
         problem = check_indexes(self, self._fs, next_offset_max)
         if problem is None:
             problem, _ = check_tail(self, self._fs, tail_bytes_max, next_offset_max)
@@ -230,7 +255,8 @@ class LogSegment:
         if self._pending_check is not None:
             self._check_once()
         if not self._max_timestamp_known:
-            last = self._last_time_index_entry()
+            with self.handles_as_found():  # a question: retention and lookups ask every segment
+                last = self._last_time_index_entry()
             self._max_timestamp_ms, self._offset_of_max_timestamp = last.timestamp_ms, last.offset
             self._max_timestamp_known = True
 
@@ -279,9 +305,10 @@ class LogSegment:
 
     def _load_first_batch_timestamp(self) -> None:
         if self._rolling_based_timestamp is None:
-            for header in self._log.batch_headers(0):
-                self._rolling_based_timestamp = header.max_timestamp
-                break
+            with self.handles_as_found():  # a question (the cleaner asks every segment)
+                for header in self._log.batch_headers(0):
+                    self._rolling_based_timestamp = header.max_timestamp
+                    break
 
     def time_waited_for_roll(self, now_ms: int, message_timestamp_ms: int) -> int:
         """Record time since the first batch when it has a timestamp, else wall time since the

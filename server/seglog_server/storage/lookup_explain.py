@@ -68,9 +68,10 @@ def explain_offset(
     segment = segments.floor(offset) or segments.first
     searches: list[IndexSearchExplanation] = []
     while segment is not None:
-        search, entry = _search(segment.offset_index, offset, residency)
-        searches.append(search)
-        header = segment.log.search_for_offset_with_size(offset, entry.position)
+        with segment.handles_as_found():  # explained, not used: no descriptor outside the budget
+            search, entry = _search(segment.offset_index, offset, residency)
+            searches.append(search)
+            header = segment.log.search_for_offset_with_size(offset, entry.position)
         if header is not None:
             return LookupExplanation(
                 len(segments), segment.base_offset, tuple(searches), entry.position,
@@ -95,14 +96,17 @@ def explain_timestamp(
         segment = segments.at(slot)
         if slot != first_slot and segment.largest_timestamp() < timestamp_ms:
             continue
-        time_search, entry = _search(segment.time_index, timestamp_ms, residency)
-        offset_search, position = _search(
-            segment.offset_index, max(entry.offset, log_start_offset), residency  # type: ignore[attr-defined]
-        )
-        searches += (time_search, offset_search)
-        found = segment.find_offset_by_timestamp(timestamp_ms, log_start_offset)
+        with segment.handles_as_found():  # explained, not used: no descriptor outside the budget
+            time_search, entry = _search(segment.time_index, timestamp_ms, residency)
+            offset_search, position = _search(
+                segment.offset_index, max(entry.offset, log_start_offset), residency  # type: ignore[attr-defined]
+            )
+            searches += (time_search, offset_search)
+            found = segment.find_offset_by_timestamp(timestamp_ms, log_start_offset)
+            header = None
+            if found is not None:
+                header = segment.log.search_for_offset_with_size(found.offset, position.position)
         if found is not None:
-            header = segment.log.search_for_offset_with_size(found.offset, position.position)
             found_position = position.position if header is None else header.position
             return LookupExplanation(
                 len(segments), segment.base_offset, tuple(searches), position.position,

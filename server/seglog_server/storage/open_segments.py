@@ -7,8 +7,11 @@ descriptors. So every ``Log`` of a ``LogManager`` reports each use of a segment,
 to one shared ``OpenSegments``; beyond ``max_count`` the least recently used segment gives its
 handles back (``LogSegment.release_handles``: the ``.log`` closes, the index mappings are
 released with their entry counts kept) and maps them again on its next use, tens of microseconds
-later. Kafka has no such budget (a broker needs ``ulimit -n`` above its segment count times
-three); seglog serves 10,000 partitions under ``ulimit -n 1024``.
+later. A segment only *asked* something (its largest timestamp, its first-use check, an
+explanation) is not used: the question leaves it holding what it held before
+(``LogSegment.handles_as_found``), so no segment descriptor is open outside the budget. Kafka
+has no such budget (a broker needs ``ulimit -n`` above its segment count times three); seglog
+serves 10,000 partitions under ``ulimit -n 1024``.
 
 ``max_count`` comes from the process's RLIMIT_NOFILE (``open_segments_max_for``), keeping
 headroom for what is not a segment: client sockets, the event loop's epoll and eventfds, the

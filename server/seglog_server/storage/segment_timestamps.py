@@ -26,9 +26,28 @@ class SegmentTimestamps:
 
     def __init__(self) -> None:
         self._running_max: list[int] | None = None
+        # Whether the running maximum was ever built: every inactive segment has then answered
+        # its largest timestamp once, which ran its deferred first-use check (LogSegment.
+        # defer_check). Segments added later (rolls, cleaned segments) are never deferred, so
+        # this stays true.
+        self._loaded = False
+
+    @property
+    def loaded(self) -> bool:
+        """True once every inactive segment's largest timestamp was read (and so each was
+        checked): until then, a lookup by time may read three small pieces of every segment
+        of the log, milliseconds of disk for a log of thousands (the caller runs it off the
+        event loop)."""
+        return self._loaded
 
     def invalidate(self) -> None:
         self._running_max = None
+
+    def load(self, segments: LogSegments[LogSegment]) -> None:
+        """Builds the running maximum now if it is not built."""
+        if self._running_max is None:
+            self._running_max = _running_max(segments)
+            self._loaded = True
 
     def first_slot_reaching(self, segments: LogSegments[LogSegment], timestamp_ms: int) -> int:
         """The position of the first segment whose largest timestamp is >= ``timestamp_ms``,
@@ -36,6 +55,7 @@ class SegmentTimestamps:
         running_max = self._running_max
         if running_max is None:
             running_max = self._running_max = _running_max(segments)
+            self._loaded = True
         slot = bisect.bisect_left(running_max, timestamp_ms)
         if slot < len(running_max):
             return slot

@@ -1,0 +1,78 @@
+"""Where a lookup by time runs: a log's first one after a restart (it runs every inactive
+segment's deferred first-use check: three reads a segment, a recovery when they disagree) on the
+storage pool, not the event loop; the ones after it inline, as before. A real LogManager on
+tmp_path behind the LogServicer."""
+
+from __future__ import annotations
+
+import pytest
+
+from seglog import records as codec
+from seglog.v1 import log_service_pb2 as pb
+from seglog_server.rpc.log_service import LogServicer, LogServicerLimits
+from seglog_server.rpc.storage_calls import StorageCalls
+from seglog_server.storage.log_manager import LogManager
+
+FIRST_MS = 1_700_000_000_000
+SEGMENT_COUNT = 6
+
+
+class Context:
+    def invocation_metadata(self):
+        return ()
+
+    def set_trailing_metadata(self, metadata):
+        pass
+
+    async def abort(self, code, message, trailing_metadata=()):
+        raise AssertionError(f"aborted {code}: {message}")
+
+
+def _batch(timestamp_ms: int) -> bytes:
+    builder = codec.RecordBatchBuilder()
+    builder.append(b"v" * 40, timestamp_ms=timestamp_ms)
+    return builder.build()
+
+
+@pytest.fixture
+def restarted(tmp_path):
+    """A manager over a partition of SEGMENT_COUNT one-batch segments, stopped and started."""
+    manager = LogManager([str(tmp_path)])
+    manager.startup()
+    manager.create_topic("t", 1, {"segment.bytes": str(len(_batch(FIRST_MS)))})
+    for number in range(SEGMENT_COUNT):
+        manager.get_log("t", 0).append(_batch(FIRST_MS + number * 1000))
+    manager.shutdown()
+    manager = LogManager([str(tmp_path)])
+    manager.startup()
+    calls = StorageCalls(thread_count=1, inline_io_bytes_max=1024)
+    limits = LogServicerLimits(fetch_bytes_max=1 << 20, fetch_wait_ms_max=1000,
+                               response_bytes_max=4 << 20, message_bytes_max=1 << 20)
+    yield LogServicer(manager, calls, limits), calls
+    calls.shutdown()
+    manager.shutdown()
+
+
+def _request(*timestamps_ms: int) -> pb.OffsetsForTimesRequest:
+    return pb.OffsetsForTimesRequest(partitions=[
+        pb.PartitionTimestamp(topic="t", partition=0, timestamp_ms=timestamp_ms) for timestamp_ms in timestamps_ms
+    ])
+
+
+@pytest.mark.parametrize("first", [(FIRST_MS + 3000,), (-3,), (FIRST_MS + 1000, FIRST_MS + 4000)],
+                         ids=["one_target", "max_timestamp", "two_targets"])
+async def test_the_first_lookup_by_time_after_a_restart_runs_on_the_pool_and_later_ones_inline(restarted, first):
+    servicer, calls = restarted
+    response = await servicer.OffsetsForTimes(_request(*first), Context())
+    assert all(result.offset >= 0 and not result.error.code for result in response.results)
+    assert (calls.statistics().pooled_count, calls.statistics().inline_count) == (1, 0)
+    response = await servicer.OffsetsForTimes(_request(FIRST_MS + 2000), Context())
+    assert [result.offset for result in response.results] == [2]
+    assert (calls.statistics().pooled_count, calls.statistics().inline_count) == (1, 1)
+
+
+async def test_special_targets_that_read_no_segment_stay_inline_after_a_restart(restarted):
+    servicer, calls = restarted
+    response = await servicer.OffsetsForTimes(_request(-1, -2), Context())  # latest, earliest
+    assert [result.offset for result in response.results] == [SEGMENT_COUNT, 0]
+    assert (calls.statistics().pooled_count, calls.statistics().inline_count) == (0, 1)
