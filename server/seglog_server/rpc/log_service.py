@@ -565,7 +565,6 @@ def _checks_segments(log: Any, timestamps_ms: Any) -> bool:
     return any(timestamp_ms >= 0 or timestamp_ms == validation.MAX_TIMESTAMP for timestamp_ms in timestamps_ms)
 
 
-
 def _dir_of(log: Any) -> str:
     return os.path.dirname(os.path.abspath(log.dir))
 
