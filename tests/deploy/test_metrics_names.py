@@ -1,0 +1,98 @@
+"""The names the deployment files and the README use, checked against the one declaration of what
+seglog exports (``FAMILIES`` in server/seglog_server/metrics.py), without a running service: the
+README's metrics table lists every family, and the dashboard and the alert rules name only
+declared series. (tests/integration/test_prometheus.py checks the same expressions with promtool
+and against a running service's /metrics.)"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import pathlib
+import re
+
+from seglog_server.metrics import FAMILIES
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+README = ROOT / "README.md"
+DASHBOARD = ROOT / "deploy" / "grafana" / "dashboards" / "seglog.json"
+RULES = ROOT / "deploy" / "prometheus" / "rules.yml"
+METRIC_NAME = re.compile(r"\bseglog_[a-z0-9_]+")
+# What Prometheus appends to a family's name: counters' _total, histograms' series.
+SUFFIXES = ("", "_total", "_bucket", "_count", "_sum")
+TABLE_HEADER = "| family | labels | what it shows |"
+
+
+def expand_braces(text: str) -> list[str]:
+    """``seglog_log_{start,end}_offset`` -> both names (shell-style, one or more groups)."""
+    parts = re.split(r"\{([^{}]*)\}", text)
+    choices = [[part] if number % 2 == 0 else part.split(",") for number, part in enumerate(parts)]
+    return ["".join(combination) for combination in itertools.product(*choices)]
+
+
+def readme_table_names() -> set[str]:
+    """Every name in the first column of the README's metrics table."""
+    lines = README.read_text().splitlines()
+    assert TABLE_HEADER in lines, f"the README's metrics table ({TABLE_HEADER}) is missing"
+    names: set[str] = set()
+    for line in itertools.takewhile(lambda text: text.startswith("|"), lines[lines.index(TABLE_HEADER) + 2:]):
+        first_column = line.split("|")[1]
+        for quoted in re.findall(r"`([^`]+)`", first_column):
+            names.update(expand_braces(quoted))
+    return names
+
+
+def declared_series() -> set[str]:
+    return {f"{name}{suffix}" for name in FAMILIES for suffix in SUFFIXES}
+
+
+def test_brace_expansion_reads_the_readme_shorthand():
+    assert expand_braces("seglog_log_{start,end}_offset") == ["seglog_log_start_offset", "seglog_log_end_offset"]
+    assert expand_braces("a_{b,c}_{d,e}") == ["a_b_d", "a_b_e", "a_c_d", "a_c_e"]
+    assert expand_braces("seglog_partitions") == ["seglog_partitions"]
+
+
+def test_the_readme_table_lists_every_declared_family():
+    listed = readme_table_names()
+    missing = [name for name in FAMILIES if not {name, f"{name}_total"} & listed]
+    assert missing == [], f"add these families to the README's metrics table: {missing}"
+
+
+def test_the_readme_table_names_only_declared_families():
+    unknown = sorted(readme_table_names() - declared_series())
+    assert unknown == [], f"the README's metrics table names series seglog does not declare: {unknown}"
+
+
+def test_the_dashboard_names_only_declared_series():
+    dashboard = json.loads(DASHBOARD.read_text())
+    exprs = [target["expr"] for panel in dashboard["panels"] for target in panel.get("targets", ())]
+    named = {name for expr in exprs for name in METRIC_NAME.findall(expr)}
+    assert named, "the dashboard names no seglog series"
+    assert sorted(named - declared_series()) == []
+
+
+def test_the_dashboard_shows_the_health_panels():
+    """Offline partitions, internal errors, descriptors and the cleaner each have a panel."""
+    dashboard = json.loads(DASHBOARD.read_text())
+    named = {name for panel in dashboard["panels"] for target in panel.get("targets", ())
+             for name in METRIC_NAME.findall(target["expr"])}
+    wanted = {"seglog_offline_partitions", "seglog_rpc_internal_errors_total", "seglog_descriptors_in_use",
+              "seglog_descriptors_budget", "seglog_cleaner_dirty_ratio", "seglog_cleaner_bytes_reclaimed_total",
+              "seglog_cleaner_last_run_timestamp_seconds"}
+    assert sorted(wanted - named) == []
+
+
+def test_a_panel_titled_p99_plots_p99_only():
+    dashboard = json.loads(DASHBOARD.read_text())
+    for panel in dashboard["panels"]:
+        if "p99" not in panel["title"]:
+            continue
+        quantiles = {quantile for target in panel["targets"]
+                     for quantile in re.findall(r"histogram_quantile\(\s*([0-9.]+)", target["expr"])}
+        assert quantiles == {"0.99"}, (panel["title"], quantiles)
+
+
+def test_the_alert_rules_name_only_declared_series():
+    text = "\n".join(line for line in RULES.read_text().splitlines() if not line.lstrip().startswith("#"))
+    named = set(METRIC_NAME.findall(text))
+    assert named and sorted(named - declared_series()) == []
