@@ -23,6 +23,10 @@ RUN groupadd --system --gid 10001 seglog \
  && chown seglog:seglog /var/lib/seglog
 VOLUME ["/var/lib/seglog"]
 
+# Both ports bind 0.0.0.0: inside a container that is the container's own network (compose
+# publishes them on the host's 127.0.0.1 only, and Prometheus scrapes seglog:9551 over the compose
+# network). Without TLS, tokens or --metrics-require-token the service says so at start, one
+# warning per open port: give it credentials before publishing either port beyond the host.
 # glibc allocator thresholds for large gRPC messages (about 3x for 1 MiB messages on the
 # measured machine; see seglog_server.__main__): set here so the service does not re-execute.
 ENV MALLOC_MMAP_THRESHOLD_=33554432 \

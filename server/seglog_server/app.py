@@ -29,7 +29,7 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from seglog.v1 import log_service_pb2 as pb
-from seglog_server.config import ServiceConfig, security_policy
+from seglog_server.config import ServiceConfig, parse_listen_address, security_policy
 from seglog_server.metrics import Metrics
 from seglog_server.metrics_server import MetricsServer
 from seglog_server.rpc.admission import AdmissionLimits
@@ -42,6 +42,7 @@ from seglog_server.rpc.registration import add_log_service
 from seglog_server.rpc.storage_calls import StorageCalls
 from seglog_server.rpc.tls_credentials import ReloadableTlsCredentials
 from seglog_server.security import SecurityError, SecurityPolicy
+from seglog_server.security.exposure import ExposedSettings, exposure_warnings
 from seglog_server.storage.errors import StorageError
 from seglog_server.storage.log_manager import LogManager
 from seglog_server.storage import install_observer
@@ -142,12 +143,13 @@ class SeglogService:
         host = self._config.listen_host
         self.address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
         self._start_metrics(manager)
-        self._write_ready_file()
         _log.info(
             "seglog serving %s on %s (data dirs: %s; %s)",
             LOG_SERVICE_NAME, self.address, ", ".join(self._config.data_dirs), self._security_summary(),
         )
         self._warn_if_exposed()
+        # Last: whoever waits for the ready file finds the start's log lines already written.
+        self._write_ready_file()
         return self.address
 
     def _security_summary(self) -> str:
@@ -159,16 +161,18 @@ class SeglogService:
         return f"{transport}, {tokens}, {acl}"
 
     def _warn_if_exposed(self) -> None:
-        """A port other machines can reach, with neither encryption nor credentials."""
+        """Ports other machines can reach without encryption or credentials (security/exposure.py)."""
         policy = self._policy
         assert policy is not None
-        if self._config.listens_on_loopback or policy.tls is not None or policy.tokens is not None:
-            return
-        _log.warning(
-            "listening on %s without TLS or tokens: anyone who can reach the port can read, "
-            "write and delete every topic. Set --tls-cert/--tls-key and --auth-tokens (and --acl), "
-            "or listen on 127.0.0.1. See docs/security.md.", self._config.listen,
-        )
+        config = self._config
+        metrics_host = parse_listen_address(config.metrics_listen)[0] if config.metrics_listen else None
+        for warning in exposure_warnings(ExposedSettings(
+            listen=config.listen, listen_host=config.listen_host, tls=policy.tls is not None,
+            mutual_tls=policy.mutual_tls, tokens=policy.tokens is not None,
+            metrics_listen=config.metrics_listen, metrics_host=metrics_host,
+            metrics_require_token=config.metrics_require_token,
+        )):
+            _log.warning("%s", warning)
 
     def reload_security(self) -> bool:
         """SIGHUP: reads the TLS, token, ACL and quota files again. On any error nothing changes

@@ -24,3 +24,14 @@ def test_loopback_or_tokens_start_quietly(start_service, tmp_path):
     tokens.write_text(format_entry(entry))
     service = start_service(args=["--listen", "0.0.0.0:0", "--auth-tokens", str(tokens)])
     assert WARNING not in service.log()
+
+
+def test_tokens_over_plaintext_and_open_metrics_beyond_loopback_are_announced(start_service, tmp_path):
+    _, entry = create_token("ops")
+    tokens = tmp_path / "tokens"
+    tokens.write_text(format_entry(entry))
+    service = start_service(args=["--listen", "0.0.0.0:0", "--auth-tokens", str(tokens),
+                                  "--metrics-listen", "0.0.0.0:0"])
+    log = service.log()
+    assert "with tokens over plaintext" in log
+    assert "without a token: anyone who can reach the port reads every topic" in log
