@@ -36,6 +36,7 @@ exported when the manager offers it.
 from __future__ import annotations
 
 import bisect
+import logging
 import os
 import threading
 import time
@@ -63,6 +64,8 @@ __all__ = [
     "MetricsObserver",
     "SeglogCollector",
 ]
+
+_LOG = logging.getLogger(__name__)
 
 _bisect_left = bisect.bisect_left
 
@@ -160,6 +163,10 @@ FAMILIES: dict[str, tuple[str, tuple[str, ...], str]] = {
     "seglog_storage_calls": (
         "counter", ("placement",), "Storage calls by where they ran (inline, pooled, busy)."),
     "seglog_rpc_internal_errors": ("counter", (), "RPCs that failed with an unexpected error."),
+    "seglog_partitions_skipped": (
+        "gauge", (), "Partitions whose figures this scrape could not read (an error, logged)."),
+    "seglog_metrics_collect_errors": (
+        "counter", (), "Parts of /metrics scrapes left out because building them raised (logged)."),
     # -- hooks: exported once the statistics exist -------------------------------------------
     "seglog_descriptors_in_use": ("gauge", (), "File descriptors the process holds (/proc/self/fd)."),
     "seglog_descriptors_budget": ("gauge", (), "The process's descriptor limit (RLIMIT_NOFILE, soft)."),
@@ -171,6 +178,8 @@ FAMILIES: dict[str, tuple[str, tuple[str, ...], str]] = {
     "seglog_cleaner_last_run_timestamp_seconds": ("gauge", (), "When the cleaner last committed."),
     "seglog_cleaner_offset_map_utilization_ratio": ("gauge", (), "Offset map fill of the last run."),
     "seglog_cleaner_offset_map_collision_ratio": ("gauge", (), "Digest collisions of the last run."),
+    "seglog_cleaner_partitions_skipped": (
+        "gauge", (), "Compacted partitions this scrape could not describe (an error, logged)."),
 }
 
 
@@ -436,24 +445,49 @@ def _add_residency(index: Any, pages: list[int]) -> int:
 
 
 class SeglogCollector(Collector):
-    """Builds every family at scrape time from statistics and the observed instruments."""
+    """Builds every family at scrape time from statistics and the observed instruments.
+
+    Each section is built whole before any of it goes out, and a section that raises is left
+    out of that scrape, logged and counted (``seglog_metrics_collect_errors``): one partition or
+    one statistics hook in trouble must not cost the operator every other figure, nor turn the
+    scrape into an error that alerting reads as "the service is down"."""
 
     def __init__(self, metrics: Metrics) -> None:
         self._metrics = metrics
+        self._error_count = 0
 
     def collect(self) -> Iterator[Metric]:
         m = self._metrics
-        yield from _rpc_families(m)
-        yield from _observer_families(m.observer)
+        sections: list[tuple[str, Callable[[], Iterable[Metric]]]] = [
+            ("rpc", lambda: _rpc_families(m)),
+            ("observer", lambda: _observer_families(m.observer)),
+        ]
         if m.servicer is not None:
-            yield from _servicer_families(m.servicer.statistics(), m)
+            sections.append(("servicer", lambda: _servicer_families(m.servicer.statistics(), m)))
         if m.manager is not None:
-            stats = m.manager.statistics(partition_detail=False)
-            yield from _manager_families(stats)
-            yield from _partition_families(stats, m)
-            yield from _recovery_families(stats)
-            yield from _descriptor_families(stats)
-            yield from _cleaner_families(m.manager)
+            sections.append(("storage", lambda: _storage_families(m)))
+            sections.append(("cleaner", lambda: _cleaner_families(m.manager)))
+        for name, build in sections:
+            yield from self._section(name, build)
+        errors = _family("seglog_metrics_collect_errors")
+        errors.add_metric([], self._error_count)
+        yield errors
+
+    def _section(self, name: str, build: Callable[[], Iterable[Metric]]) -> list[Metric]:
+        try:
+            return list(build())
+        except Exception:
+            self._error_count += 1
+            _LOG.exception("/metrics: the %s figures are left out of this scrape", name)
+            return []
+
+
+def _storage_families(m: Metrics) -> Iterator[Metric]:
+    stats = m.manager.statistics(partition_detail=False)
+    yield from _manager_families(stats)
+    yield from _partition_families(stats, m)
+    yield from _recovery_families(stats)
+    yield from _descriptor_families(stats)
 
 
 # -- families --------------------------------------------------------------------------------
@@ -535,6 +569,7 @@ def _gauge(name: str, value: float) -> Metric:
 def _manager_families(stats: Any) -> Iterator[Metric]:
     yield _gauge("seglog_partitions", stats.partition_count)
     yield _gauge("seglog_offline_partitions", stats.offline_partition_count)
+    yield _gauge("seglog_partitions_skipped", getattr(stats, "skipped_partition_count", 0))
     online, size, partitions = (_family(n) for n in (
         "seglog_log_dir_online", "seglog_log_dir_size_bytes", "seglog_log_dir_partitions"))
     for log_dir in stats.log_dirs:
@@ -675,6 +710,7 @@ def _cleaner_families(manager: Any) -> Iterator[Metric]:
                  getattr(stats, "offset_map_utilization", 0.0))
     yield _gauge("seglog_cleaner_offset_map_collision_ratio",
                  getattr(stats, "offset_map_collision_ratio", 0.0))
+    yield _gauge("seglog_cleaner_partitions_skipped", getattr(stats, "skipped_partition_count", 0))
 
 
 def family_names(families: Iterable[str] = FAMILIES) -> list[str]:

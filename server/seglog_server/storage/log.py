@@ -1180,7 +1180,7 @@ class Log:
             try:
                 return action(self._segments)
             except OSError as exc:
-                raise self._offline("snapshotting or installing segments of", exc) from exc
+                raise self._io_error("snapshotting or installing segments of", exc) from exc
 
     def segments_snapshot(self) -> list[LogSegment]:
         """The segments in offset order (for snapshots, the cleaner and tests)."""

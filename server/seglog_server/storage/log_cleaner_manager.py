@@ -39,6 +39,7 @@ from .errors import (
     StorageError,
 )
 from .fs import FileSystem
+from .io_errors import exhaustion_error
 from .log_cleaning_install import InstallOutcome, install_cleaned
 from .log_dir import LogDir
 from .log_snapshot import (
@@ -136,6 +137,9 @@ class CleanerStatistics:
     incomplete_snapshots_removed_count: int
     commits_refused_count: int
     partitions: tuple[PartitionCleanerStatistics, ...]
+    # Compacted partitions left out of ``partitions`` because describing them raised (logged):
+    # one partition's error must not cost the whole /metrics scrape.
+    skipped_partition_count: int = 0
 
     # Service-wide views (the metrics module's cleaner hook reads these names).
     @property
@@ -389,7 +393,7 @@ class LogCleanerManager:
         except IO_ERRORS as exc:
             self._release(entry)
             raise self._dir_failed(entry.log_dir, f"installing cleaning {snapshot_id}", exc) from exc
-        except StorageError as exc:
+        except StorageError:
             self._release(entry)
             self._note_refusal(tp)
             raise
@@ -425,7 +429,7 @@ class LogCleanerManager:
 
     # -- the cleaner checkpoint ----------------------------------------------------------------
     def _checkpoint(self, log_dir: LogDir, tp: TopicPartition) -> int | None:
-        return self._read_checkpoints(log_dir).get(tp)
+        return self._read_checkpoints_or_raise(log_dir).get(tp)
 
     def _read_checkpoints(self, log_dir: LogDir) -> dict[TopicPartition, int]:
         try:
@@ -433,6 +437,17 @@ class LogCleanerManager:
         except CorruptCheckpointError as exc:
             _log.warning("%s; treating it as empty (every compacted log is dirty from its start)", exc)
             return {}
+
+    def _read_checkpoints_or_raise(self, log_dir: LogDir) -> dict[TopicPartition, int]:
+        """``_read_checkpoints`` with its OSError translated (io_errors.py): a retriable error
+        when a resource ran out, else the directory goes offline."""
+        try:
+            return self._read_checkpoints(log_dir)
+        except OSError as exc:
+            exhausted = exhaustion_error(exc, f"reading the cleaner checkpoint of {log_dir.path}")
+            if exhausted is not None:
+                raise exhausted from exc
+            raise self._dir_failed(log_dir, "reading the cleaner checkpoint", exc) from exc
 
     def _advance_checkpoint(self, log_dir: LogDir, tp: TopicPartition, offset: int) -> None:
         with self._checkpoint_lock:
@@ -450,7 +465,15 @@ class LogCleanerManager:
 
     # -- choosing ------------------------------------------------------------------------------
     def list_cleanable(self, topic: str | None = None) -> list[CleanableLog]:
-        """Every online compacted partition (of ``topic``, if given), dirtiest first."""
+        """Every online compacted partition (of ``topic``, if given), dirtiest first. A partition
+        that went offline meanwhile is left out; another error is the call's (a retriable
+        ResourceExhaustedError when descriptors ran out)."""
+        found, _ = self._list_cleanable(topic, skip_failures=False)
+        return found
+
+    def _list_cleanable(self, topic: str | None, *, skip_failures: bool) -> tuple[list[CleanableLog], int]:
+        """``list_cleanable``; with ``skip_failures``, a partition whose description raises is
+        logged and counted (the second value) instead, for the figures of a scrape."""
         now_ms = self._clock.time_ms()
         checkpoints: dict[str, dict[TopicPartition, int]] = {}
         with self._lock:
@@ -458,12 +481,13 @@ class LogCleanerManager:
             for snapshot_id, entry in self._snapshots.items():
                 open_ids.setdefault(TopicPartition(entry.manifest.topic, entry.manifest.partition), []).append(snapshot_id)
         found = []
+        skipped = 0
         for tp, partition in self._all_partitions():
             log = partition.log
             if (topic is not None and tp.topic != topic) or not log.config.is_compacted or log.is_offline:
                 continue
             if partition.log_dir.path not in checkpoints:
-                checkpoints[partition.log_dir.path] = self._read_checkpoints(partition.log_dir)
+                checkpoints[partition.log_dir.path] = self._read_checkpoints_or_raise(partition.log_dir)
             checkpoint = checkpoints[partition.log_dir.path].get(tp)
             try:
                 to_clean = log.run_locked(
@@ -473,11 +497,17 @@ class LogCleanerManager:
                     )
                 )
             except LogDirOfflineError:
+                continue  # (the log manager's next pass takes its directory offline)
+            except Exception as exc:
+                if not skip_failures:
+                    raise
+                skipped += 1
+                _log.warning("cleaner figures: partition %s left out: %s", tp, exc)
                 continue
             found.append(CleanableLog(tp.topic, tp.partition, partition.log_dir.path, to_clean,
                                       tuple(sorted(open_ids.get(tp, ())))))
         found.sort(key=lambda c: (not c.to_clean.eligible, -c.to_clean.dirty_ratio, c.topic, c.partition))
-        return found
+        return found, skipped
 
     # -- figures -------------------------------------------------------------------------------
     def _note_refusal(self, tp: TopicPartition) -> None:
@@ -503,7 +533,8 @@ class LogCleanerManager:
 
     def statistics(self) -> CleanerStatistics:
         partitions = []
-        for cleanable in self.list_cleanable():
+        cleanables, skipped = self._list_cleanable(None, skip_failures=True)
+        for cleanable in cleanables:
             tp = TopicPartition(cleanable.topic, cleanable.partition)
             with self._lock:
                 figures = self._figures.get(tp, _RunFigures())
@@ -546,6 +577,7 @@ class LogCleanerManager:
                 incomplete_snapshots_removed_count=self._incomplete_removed_count,
                 commits_refused_count=self._refused_count,
                 partitions=tuple(partitions),
+                skipped_partition_count=skipped,
             )
 
     # -- helpers -------------------------------------------------------------------------------

@@ -6,6 +6,7 @@ into Prometheus series at scrape time (STYLE rule 12).
 
 from __future__ import annotations
 
+import logging
 import os
 import resource
 from collections.abc import Sequence
@@ -14,6 +15,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .log_config import LogConfig
 from .open_segments import OpenSegmentsStatistics
+
+_log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from .log_dir import LogDir
@@ -178,6 +181,9 @@ class LogManagerStatistics:
     descriptor_limit: int = -1  # RLIMIT_NOFILE (soft), -1: unlimited
     # Every online partition's running figures, by (topic, partition): always there and cheap.
     partition_summaries: tuple[PartitionSummary, ...] = ()
+    # Partitions left out of ``partition_summaries`` because reading their figures raised (a
+    # segment's size read on first use after a restart may meet EMFILE or EIO; logged).
+    skipped_partition_count: int = 0
 
 
 @dataclass
@@ -216,9 +222,7 @@ def build_statistics(
 ) -> LogManagerStatistics:
     partitions = sorted(registry.all_partitions(), key=_by_topic_partition)
     topic_count, offline_count, offline_by_dir = registry.counts()
-    summaries = tuple(
-        PartitionSummary(tp.topic, tp.partition, p.log_dir.path, *p.log.summary()) for tp, p in partitions
-    )
+    summaries = _summaries(partitions)
     per_partition = tuple(
         PartitionStatistics(tp.topic, tp.partition, p.log_dir.path, p.log.statistics())
         for tp, p in partitions
@@ -258,7 +262,20 @@ def build_statistics(
         delete_dirs_removed_total=c.delete_dirs_removed,
         **_descriptor_fields(open_segments),
         partition_summaries=summaries,
+        skipped_partition_count=len(partitions) - len(summaries),
     )
+
+
+def _summaries(partitions: Sequence[tuple[Any, Any]]) -> tuple[PartitionSummary, ...]:
+    """Each partition's summary; one whose figures cannot be read is left out and logged, so
+    one partition in trouble never costs a scrape every other figure."""
+    summaries = []
+    for tp, p in partitions:
+        try:
+            summaries.append(PartitionSummary(tp.topic, tp.partition, p.log_dir.path, *p.log.summary()))
+        except Exception as exc:
+            _log.warning("statistics: partition %s left out: %s", tp, exc)
+    return tuple(summaries)
 
 
 def _by_topic_partition(item: tuple[TopicPartition, PartitionEntry]) -> TopicPartition:
