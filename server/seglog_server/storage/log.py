@@ -915,12 +915,20 @@ class Log:
 
     def _schedule_delete(self, segments: list[LogSegment]) -> None:
         """Renames the segments' files to ``.deleted``; ``delete_due_files`` unlinks them once
-        file.delete.delay.ms has passed."""
+        file.delete.delay.ms has passed. Their descriptors close now, as Kafka closes a
+        segment's handles when it schedules the deletion: out of the map they are out of the
+        open-segment budget too, and a minute of them (two cleanings and a read sweep) ran the
+        process out of descriptors. A read of the log from now on never reaches them (the log
+        start offset moved, or the segment was replaced); one holding the segment already (a
+        cleaning snapshot describing it) reopens the renamed files on its next use."""
         due_ms = self._clock.time_ms() + self._config.file_delete_delay_ms
         for segment in segments:
             self._forget(segment)
-            if not segment.has_suffix(file_names.DELETED_SUFFIX):
-                segment.change_file_suffixes("", file_names.DELETED_SUFFIX)
+            try:
+                if not segment.has_suffix(file_names.DELETED_SUFFIX):
+                    segment.change_file_suffixes("", file_names.DELETED_SUFFIX)
+            finally:
+                segment.release_handles()
             self._pending_deletes.append((due_ms, segment))
             self._deleted_segment_count += 1
 

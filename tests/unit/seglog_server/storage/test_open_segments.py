@@ -16,14 +16,15 @@ import errno
 import os
 import random
 import shutil
+import threading
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from log_test_support import NOW_MS, batch, config, open_log, run_now
+from log_test_support import NOW_MS, batch, config, offsets_of, open_log, run_now
 
 from seglog_server.storage.clock import FakeClock
-from seglog_server.storage.errors import ResourceExhaustedError
+from seglog_server.storage.errors import OffsetOutOfRangeError, ResourceExhaustedError
 from seglog_server.storage.fs import REAL_FS, FileSystem
 from seglog_server.storage.log import Log
 from seglog_server.storage.open_segments import DESCRIPTORS_PER_SEGMENT_MAX, OpenSegments
@@ -196,5 +197,98 @@ def test_any_mix_of_uses_and_questions_after_a_reload_stays_within_the_budget(
             _ask(log, question)
             holding = _holding(log)
             assert len(holding) <= budget_count + 1, (question, holding)
+    finally:
+        log.close()
+
+
+# -- segments scheduled for deletion ------------------------------------------------------------
+def _open_deleted_files() -> list[str]:
+    """Paths of this process's open descriptors that name a ``.deleted`` file."""
+    found = []
+    for name in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{name}")
+        except OSError:
+            continue  # closed since the listing
+        if ".deleted" in target:
+            found.append(target)
+    return found
+
+
+def _delayed_delete_log(directory: str, clock: FakeClock) -> Log:
+    log = _reload(directory, clock, OpenSegments(SEGMENT_COUNT * 2))  # room for every segment
+    log.update_config(config(segment_bytes=1024, retention_ms=-1, file_delete_delay_ms=60_000))
+    return log
+
+
+def test_segments_renamed_deleted_close_their_descriptors_at_once(laid_out, clock):
+    log = _delayed_delete_log(laid_out, clock)
+    try:
+        for offset in range(SEGMENT_COUNT):  # a read sweep: every segment holds its descriptors
+            log.read(offset, 1)
+        assert len(_holding(log)) == SEGMENT_COUNT
+        log.delete_records(SEGMENT_COUNT - 1)
+        assert log.delete_old_segments() == SEGMENT_COUNT - 1  # renamed .deleted, unlinked in 60 s
+        assert sorted(name for name in os.listdir(laid_out) if name.endswith(".log.deleted"))
+        assert _open_deleted_files() == []
+        assert _holding(log) == [SEGMENT_COUNT - 1]
+    finally:
+        log.close()
+
+
+def test_a_holder_of_a_deleted_segment_reads_it_from_its_renamed_file(laid_out, clock):
+    log = _delayed_delete_log(laid_out, clock)
+    try:
+        first = log.segments_snapshot()[0]
+        expected = log.read(0, 1).records
+        log.delete_records(1)
+        assert log.delete_old_segments() == 1
+        assert not first.holds_handles and first.log.path.endswith(".log.deleted")
+        with first.handles_as_found():  # as a cleaning snapshot describing it does
+            assert first.log.read(0, first.size_in_bytes) == expected
+            assert first.read_next_offset() == 1
+        assert not first.holds_handles
+    finally:
+        log.close()
+
+
+def test_reads_racing_retention_get_the_records_or_an_out_of_range_answer(laid_out, clock):
+    """A reader thread against a thread deleting every segment below the last: each read either
+    finds its record or is told the offset is below the log start (OUT_OF_RANGE, after which a
+    consumer seeks to the start); never an error from a closed descriptor."""
+    log = _delayed_delete_log(laid_out, clock)
+    outcomes: list[str] = []
+    errors: list[BaseException] = []
+    stop = threading.Event()
+
+    def reader() -> None:
+        rng = random.Random(3)
+        while not stop.is_set() and len(outcomes) < 5000:
+            offset = rng.randrange(SEGMENT_COUNT)
+            try:
+                found = offsets_of(log.read(offset, 1).records)
+            except OffsetOutOfRangeError:
+                outcomes.append("out_of_range")
+                continue
+            except BaseException as exc:  # noqa: BLE001 - reported by the test thread
+                errors.append(exc)
+                return
+            outcomes.append("read" if found == [offset] else f"read {found} at {offset}")
+
+    thread = threading.Thread(target=reader)
+    thread.start()
+    try:
+        for start in range(1, SEGMENT_COUNT):
+            log.delete_records(start)
+            log.delete_old_segments()
+    finally:
+        stop.set()
+        thread.join(30)
+    try:
+        assert not thread.is_alive()
+        assert errors == []
+        assert set(outcomes) <= {"read", "out_of_range"} and "read" in outcomes
+        assert log.read(SEGMENT_COUNT - 1, 1).records
+        assert _open_deleted_files() == []
     finally:
         log.close()
