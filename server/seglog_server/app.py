@@ -214,6 +214,10 @@ class SeglogService:
             # gRPC sets SO_REUSEPORT by default: a second service on the same port would bind
             # "successfully" and steal half the connections. One port, one service.
             ("grpc.so_reuseport", 0),
+            # Connections that never finish their handshake, or sit idle, give their descriptor
+            # back (config.py says why each value).
+            ("grpc.server_handshake_timeout_ms", self._config.handshake_timeout_ms),
+            ("grpc.max_connection_idle_ms", self._config.connection_idle_ms),
         ]
 
     def _bind(self, server: grpc.aio.Server) -> int:

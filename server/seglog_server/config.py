@@ -122,6 +122,18 @@ class ServiceConfig:
     # through the pool; at 500 KB the two placements give the same throughput, and the pool keeps
     # the loop free during the copy.
     inline_io_bytes_max: int = 65536
+    # A connection that has not completed its handshake this long after it was accepted (TLS,
+    # then the client's HTTP/2 preface and SETTINGS) is closed: gRPC's
+    # grpc.server_handshake_timeout_ms. 10 s: a client on any network finishes it in well under
+    # a second; gRPC's own 120 s let sockets that never speak hold a descriptor each for two
+    # minutes (1,100 of them at a 1,024 limit refused every storage call for lack of descriptors).
+    handshake_timeout_ms: int = 10_000
+    # A connection with no call in flight for this long is closed with a GOAWAY; a client's
+    # channel reconnects on its next call: gRPC's grpc.max_connection_idle_ms. 5 min: a client
+    # that calls at least that often keeps its connection (an open stream or long poll is a call
+    # in flight), while clients that went quiet give their descriptor back. (gRPC has no
+    # per-peer connection cap: connections are accepted in its core, below any Python hook.)
+    connection_idle_ms: int = 300_000
     # Time in-flight RPCs get to finish once SIGTERM arrives. 5 s: an fsync or a large fetch
     # finishes well within it, and container stop timeouts (Docker: 10 s) leave room for the
     # storage shutdown after it.
@@ -359,6 +371,10 @@ _SETTINGS: tuple[_Setting, ...] = (
              "open streams per client host, count", "limits"),
     _Setting("storage_threads", _positive_int, "storage thread pool size, count", "limits"),
     _Setting("inline_io_bytes_max", _non_negative_int, "inline I/O bound, bytes", "limits"),
+    _Setting("handshake_timeout_ms", _positive_int,
+             "close a connection whose TLS/HTTP/2 handshake is unfinished after this long, ms", "limits"),
+    _Setting("connection_idle_ms", _positive_int,
+             "close a connection with no call in flight for this long, ms", "limits"),
     _Setting("shutdown_grace_ms", _non_negative_int, "in-flight grace at shutdown, ms", "limits"),
     _Setting("maintenance_interval_ms", _positive_int, "retention/flush pass period, ms", "limits"),
     _Setting("snapshot_ttl_ms", _positive_int, "age at which a cleaning snapshot is removed, ms", "limits"),
