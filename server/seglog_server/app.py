@@ -30,6 +30,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from seglog.v1 import log_service_pb2 as pb
 from seglog_server.config import ServiceConfig, parse_listen_address, security_policy
+from seglog_server.listen_check import GRPC_LISTEN_FLAG, METRICS_LISTEN_FLAG, bind_problem, describe_bind_error
 from seglog_server.metrics import Metrics
 from seglog_server.metrics_server import MetricsServer
 from seglog_server.rpc.admission import AdmissionLimits
@@ -221,15 +222,19 @@ class SeglogService:
         ]
 
     def _bind(self, server: grpc.aio.Server) -> int:
+        problem = bind_problem(self._config.listen, GRPC_LISTEN_FLAG)  # why, and the flag (listen_check)
+        if problem is not None:
+            raise StartupError(problem)
         try:
             if self._tls is not None:
                 port = server.add_secure_port(self._config.listen, self._tls.server_credentials)
             else:
                 port = server.add_insecure_port(self._config.listen)
         except RuntimeError as exc:
-            raise StartupError(f"cannot listen on {self._config.listen}: {exc}") from exc
+            raise StartupError(
+                f"cannot listen on {self._config.listen}: {exc}; choose another with {GRPC_LISTEN_FLAG}") from exc
         if port == 0:
-            raise StartupError(f"cannot listen on {self._config.listen}")
+            raise StartupError(f"cannot listen on {self._config.listen}; choose another with {GRPC_LISTEN_FLAG}")
         return port
 
     def _start_metrics(self, manager: Any) -> None:
@@ -243,8 +248,8 @@ class SeglogService:
             verify = self._policy.verify_bearer if self._config.metrics_require_token and self._policy else None
             self._metrics_server = MetricsServer.start(self._config.metrics_listen, self._metrics, verify)
         except OSError as exc:
-            _log.error("metrics endpoint off: cannot listen on %s: %s",
-                       self._config.metrics_listen, exc)
+            _log.error("metrics endpoint off: %s",
+                       describe_bind_error(self._config.metrics_listen, exc, METRICS_LISTEN_FLAG))
             return
         self.metrics_address = self._metrics_server.address
         _write_atomically(self._config.metrics_ready_file, self.metrics_address)

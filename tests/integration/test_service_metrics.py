@@ -195,7 +195,8 @@ def test_a_busy_metrics_port_does_not_stop_the_service(loaded, start_service):
     service = start_service(["--metrics-listen", loaded.metrics_address])
     service.stub.ListTopics(pb.ListTopicsRequest(), timeout=10)
     assert service.metrics_address is None
-    assert "metrics endpoint off" in service.log()
+    assert (f"metrics endpoint off: cannot listen on {loaded.metrics_address}: the port is in use" in service.log())
+    assert "choose another with --metrics-listen HOST:PORT" in service.log()
 
 
 def test_each_stream_message_is_one_rpc_duration_observation_under_the_stream_and_its_code(loaded):

@@ -148,11 +148,15 @@ def test_invalid_settings_exit_2_with_one_line_naming_the_setting(args, env, nam
     assert names in lines[0]
 
 
-def test_a_port_in_use_exits_1_with_a_message(start_service, tmp_path):
+def test_a_port_in_use_exits_1_with_one_line_naming_the_flag_that_moves_it(start_service, tmp_path):
     service = start_service()
     completed = _run_to_exit(["--listen", service.address, "--data-dir", str(tmp_path / "other")])
     assert completed.returncode == 1
-    assert f"cannot listen on {service.address}" in completed.stderr
+    errors = [line for line in completed.stderr.splitlines() if " ERROR " in line or line.startswith("E")]
+    assert len(errors) == 1, completed.stderr  # no gRPC core line beside it
+    assert f"cannot listen on {service.address}: the port is in use" in errors[0]
+    assert "choose another with --listen HOST:PORT" in errors[0]
+    assert "Traceback" not in completed.stderr
 
 
 def test_help_lists_the_settings():
