@@ -196,6 +196,7 @@ class SeglogService:
             fetch_wait_ms_max=self._config.fetch_wait_ms_max,
             response_bytes_max=self._config.response_bytes_max,
             message_bytes_max=self._config.message_bytes_max,
+            batch_records_max=self._config.batch_records_max,
         )
 
     def _admission_limits(self) -> AdmissionLimits:

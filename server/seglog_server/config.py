@@ -41,6 +41,7 @@ from seglog_server.storage.errors import InvalidConfigError
 from seglog_server.storage.log_config import LogConfig
 
 __all__ = [
+    "DECODED_RECORD_OVERHEAD_BYTES",
     "ENV_PREFIX",
     "REQUEST_OVERHEAD_BYTES",
     "RESPONSE_OVERHEAD_BYTES",
@@ -61,6 +62,9 @@ TOPIC_DEFAULT_ENV_PREFIX = "SEGLOG_TOPIC_DEFAULT_"
 REQUEST_OVERHEAD_BYTES = 1024
 # A FetchResponse around its records: topic, partition, four int64 offsets, tags and framing.
 RESPONSE_OVERHEAD_BYTES = 1024
+# Protobuf bytes of one DecodedRecord (decode=true) beyond its key, value and header bytes: field
+# tags, length prefixes, and the offset and timestamp varints (up to 10 bytes each for an int64).
+DECODED_RECORD_OVERHEAD_BYTES = 48
 
 MIB = 1024 * 1024
 
@@ -89,6 +93,13 @@ class ServiceConfig:
     # request_bytes_max (any accepted batch must be fetchable alone) and room for decode=true,
     # whose decoded copy of the records roughly doubles a response.
     response_bytes_max: int = 16 * MIB
+    # Most records one produced batch may declare (its header's recordCount), checked before any
+    # of its records is decompressed or decoded. 131,072: above the ~118,000 smallest records
+    # (7-9 bytes each) an uncompressed batch of Kafka's default max.message.bytes (1 MiB) holds,
+    # so no batch of that size is refused for its count; a compressed batch can claim no more,
+    # which bounds the per-record work its validation and a decode=true fetch do (1.2 M empty
+    # records in 1 MB of zstd took 4.4 s to validate; this many take a tenth of that).
+    batch_records_max: int = 131_072
     # Largest `records` of one Fetch/Consume response (a request's max_bytes 0 means this).
     # 2 MiB: a response this size stays in a core's L2 cache (2 MiB here) through its copies;
     # measured with bench_service-style catch-up: 1-4 MiB best, 8 MiB 15-35 % slower.
@@ -360,6 +371,7 @@ _SETTINGS: tuple[_Setting, ...] = (
     _Setting("malloc_tuning", _parse_bool, "set glibc MALLOC_* thresholds (re-exec once)"),
     _Setting("request_bytes_max", _positive_int, "largest gRPC request, bytes", "limits"),
     _Setting("response_bytes_max", _positive_int, "largest gRPC response, bytes", "limits"),
+    _Setting("batch_records_max", _positive_int, "most records in one produced batch, count", "limits"),
     _Setting("fetch_bytes_max", _positive_int, "largest records per response, bytes", "limits"),
     _Setting("fetch_wait_ms_max", _non_negative_int, "longest long-poll wait, ms", "limits"),
     _Setting("rpc_concurrency_max", _positive_int, "concurrent working RPCs, count", "limits"),
@@ -593,6 +605,16 @@ def _check_limits(
         fail("fetch_bytes_max", "<=", f"response_bytes_max - {RESPONSE_OVERHEAD_BYTES} = "
              f"{config.response_bytes_max - RESPONSE_OVERHEAD_BYTES} "
              f"(from {_origin(values, 'response_bytes_max')})")
+    # A batch of that many records (the smallest ones, a few bytes each) must come back from a
+    # decode=true Fetch alone: its decoded records' overhead fits the room the response limit
+    # keeps above the request limit.
+    decoded_overhead_bytes = config.batch_records_max * DECODED_RECORD_OVERHEAD_BYTES
+    if decoded_overhead_bytes > config.response_bytes_max - config.request_bytes_max:
+        fail("batch_records_max", "<=", f"(response_bytes_max - request_bytes_max) / "
+             f"{DECODED_RECORD_OVERHEAD_BYTES} = "
+             f"{(config.response_bytes_max - config.request_bytes_max) // DECODED_RECORD_OVERHEAD_BYTES} "
+             f"(from {_origin(values, 'response_bytes_max')} and {_origin(values, 'request_bytes_max')}): "
+             "a batch of that many records could not be fetched decoded")
     for name in ("long_poll_waiters", "consume_streams"):
         per_client, total = f"{name}_per_client_max", f"{name}_max"
         if getattr(config, per_client) > getattr(config, total):

@@ -18,7 +18,7 @@ from .attributes import Compression, TimestampType
 from .batch import RecordBatch, iter_batches
 from .builder import RecordBatchBuilder, build_empty_batch
 from .crc import crc32c
-from .compression import DECOMPRESSED_BYTES_MAX
+from .compression import DECOMPRESSED_BYTES_MAX, decompress
 from .errors import (
     CodecError,
     CorruptRecordError,
@@ -96,6 +96,7 @@ __all__ = [
     "UnsupportedCompressionError",
     "build_empty_batch",
     "crc32c",
+    "decompress",
     "first_record_reaching",
     "iter_batches",
     "records_max_timestamp_delta",

@@ -8,19 +8,23 @@ here is (a) building one batch from ``plain_records`` with ``seglog.records.Reco
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from seglog import records as codec
 from seglog.v1 import log_service_pb2 as pb
 
-from .errors import InvalidRequestError, ResponseTooLargeError, StoredBatchCorruptError
+from seglog_server.config import DECODED_RECORD_OVERHEAD_BYTES
+
+from .errors import InvalidRequestError, RecordCountTooLargeError, ResponseTooLargeError, StoredBatchCorruptError
 
 __all__ = [
     "DECODED_RECORD_OVERHEAD_BYTES",
     "batch_from_plain_records",
     "compression_from_proto",
     "create_topic_response",
+    "declared_record_count",
     "decode_batches",
     "describe_topic_response",
     "explain_lookup_response",
@@ -31,12 +35,9 @@ __all__ = [
     "list_topics_response",
     "next_offset_after",
     "add_partition_offset",
+    "check_record_count",
     "produce_response",
 ]
-
-# Protobuf bytes of one DecodedRecord beyond its key, value and header bytes: field tags, length
-# prefixes, and the offset and timestamp varints (up to 10 bytes each for an int64).
-DECODED_RECORD_OVERHEAD_BYTES = 48
 
 # FetchResponse.records on the wire: field 1, wire type 2 (length-delimited): (1 << 3) | 2.
 _RECORDS_TAG = bytes([(pb.FetchResponse.RECORDS_FIELD_NUMBER << 3) | 2])
@@ -45,10 +46,14 @@ _RECORDS_TAG = bytes([(pb.FetchResponse.RECORDS_FIELD_NUMBER << 3) | 2])
 _BASE_OFFSET_FIELD = 0
 _ATTRIBUTES_FIELD = 5
 _LAST_OFFSET_DELTA_FIELD = 6
+_RECORDS_COUNT_FIELD = 12
 # The attributes are a big-endian int16: the compression bits sit in its second byte.
 _ATTRIBUTES_LOW_BYTE = codec.ATTRIBUTES_OFFSET + 1
 _COMPRESSION_MASK = 0x07
 assert codec.HEADER.unpack(bytes(range(61)))[_LAST_OFFSET_DELTA_FIELD] == int.from_bytes(bytes(range(23, 27)), "big")
+assert codec.HEADER.unpack(bytes(range(61)))[_RECORDS_COUNT_FIELD] == int.from_bytes(bytes(range(57, 61)), "big")
+_RECORDS_COUNT = struct.Struct(">i")  # recordsCount, the header's last field
+assert codec.RECORDS_COUNT_OFFSET + _RECORDS_COUNT.size == codec.RECORD_BATCH_OVERHEAD
 
 
 # -- produce ------------------------------------------------------------------------------------
@@ -87,6 +92,23 @@ def batch_from_plain_records(
         return builder.build()
     except ValueError as exc:
         raise InvalidRequestError(f"plain_records: {exc}") from exc
+
+
+def check_record_count(record_count: int, records_max: int) -> None:
+    """RecordCountTooLargeError when a produced batch declares more than ``records_max`` records."""
+    if record_count > records_max:
+        raise RecordCountTooLargeError(
+            f"the batch declares {record_count} records, above batch_records_max ({records_max}): "
+            "send fewer records per batch"
+        )
+
+
+def declared_record_count(batch: bytes | memoryview) -> int:
+    """A produced batch's recordsCount, read from its header alone (0 when the bytes are too
+    short to hold one: the storage's validation then says what is wrong)."""
+    if len(batch) < codec.RECORD_BATCH_OVERHEAD:
+        return 0
+    return _RECORDS_COUNT.unpack_from(batch, codec.RECORDS_COUNT_OFFSET)[0]
 
 
 def is_compressed(batch: bytes | memoryview) -> bool:
@@ -145,6 +167,12 @@ def decode_batches(
     kept (the caller trims ``records`` to it so both fields describe the same batches). The first
     batch is always kept; if it alone does not fit, ResponseTooLargeError. Stored bytes that fail
     to parse or whose CRC does not match raise StoredBatchCorruptError.
+
+    The work is bounded by the budget before it is done: a batch whose header's recordsCount
+    alone (DECODED_RECORD_OVERHEAD_BYTES a record) cannot fit is never decompressed, and a
+    compressed one is decompressed only up to the room left (its records decode to at least
+    their framed bytes, so a larger area could not fit either). A record-count bomb (a million
+    empty records in a few KiB of zstd) is refused from its 61-byte header.
     """
     decoded: list[pb.DecodedRecord] = []
     used_bytes = 0
@@ -152,17 +180,24 @@ def decode_batches(
     try:
         for batch in codec.iter_batches(records):
             batch.ensure_valid()
-            # Sized from the decompressed records before any protobuf message is built: a
-            # batch that does not fit is never turned into a (possibly huge) list of messages.
-            batch_records = [r for r in batch.records() if r.offset >= from_offset]
+            room_bytes = budget_bytes - used_bytes - batch.size_in_bytes
+            if batch.records_count * DECODED_RECORD_OVERHEAD_BYTES > room_bytes:
+                if kept_bytes == 0:
+                    raise _decodes_too_large(batch, f"{batch.records_count} records", budget_bytes)
+                break
+            try:
+                all_records = batch.records(max(room_bytes, 0))
+            except codec.DecompressionLimitError:
+                if kept_bytes == 0:
+                    raise _decodes_too_large(batch, f"records of more than {room_bytes} bytes", budget_bytes) from None
+                break
+            # Sized before any protobuf message is built: a batch that does not fit is never
+            # turned into a list of messages.
+            batch_records = [r for r in all_records if r.offset >= from_offset]
             batch_bytes = batch.size_in_bytes + sum(_record_size(r) for r in batch_records)
             if used_bytes + batch_bytes > budget_bytes:
                 if kept_bytes == 0:
-                    raise ResponseTooLargeError(
-                        f"the batch at offset {batch.base_offset} decodes to {batch_bytes} bytes, "
-                        f"above the {budget_bytes} bytes a response can carry; fetch it without "
-                        "decode"
-                    )
+                    raise _decodes_too_large(batch, f"{batch_bytes} bytes", budget_bytes)
                 break
             decoded.extend(_decoded(r) for r in batch_records)
             used_bytes += batch_bytes
@@ -170,6 +205,13 @@ def decode_batches(
     except codec.CodecError as exc:
         raise StoredBatchCorruptError(f"stored batch failed to decode: {exc}") from exc
     return decoded, kept_bytes
+
+
+def _decodes_too_large(batch: Any, what: str, budget_bytes: int) -> ResponseTooLargeError:
+    return ResponseTooLargeError(
+        f"the batch at offset {batch.base_offset} decodes to {what}, above the {budget_bytes} "
+        "bytes a response can carry (response_bytes_max); fetch it without decode"
+    )
 
 
 def _decoded(record: Any) -> pb.DecodedRecord:

@@ -6,6 +6,7 @@ directly. These cover what only the adapter knows::
     ServiceError
     ├── InvalidRequestError        a request field is missing or out of range   INVALID_ARGUMENT
     ├── ResponseTooLargeError      a response would exceed response_bytes_max   RESOURCE_EXHAUSTED
+    ├── RecordCountTooLargeError   a batch declares more than batch_records_max RESOURCE_EXHAUSTED
     ├── StoredBatchCorruptError    a stored batch failed to decode (decode=true) DATA_LOSS
     ├── ServiceStoppingError       the service is shutting down                 UNAVAILABLE
     ├── FlushIncompleteError       an fsynced produce could not be made durable UNAVAILABLE
@@ -18,6 +19,7 @@ __all__ = [
     "FlushIncompleteError",
     "InvalidRequestError",
     "OverloadedError",
+    "RecordCountTooLargeError",
     "ResponseTooLargeError",
     "ServiceError",
     "ServiceStoppingError",
@@ -35,6 +37,11 @@ class InvalidRequestError(ServiceError):
 
 class ResponseTooLargeError(ServiceError):
     pass
+
+
+class RecordCountTooLargeError(ServiceError):
+    """A produced batch declares more records than ``batch_records_max``: refused from its header,
+    before any record is decompressed or decoded. Not retriable (the batch must be split)."""
 
 
 class StoredBatchCorruptError(ServiceError):

@@ -53,9 +53,11 @@ class LogServicerLimits:
     fetch_wait_ms_max: int  # longer max_wait_ms are cut to this
     response_bytes_max: int  # the gRPC send limit, for decoded responses
     message_bytes_max: int  # the largest max.message.bytes a topic may have
+    batch_records_max: int = 131_072  # most records a produced batch may declare (config.py)
 
     def __post_init__(self) -> None:
         assert 0 < self.fetch_bytes_max < self.response_bytes_max
+        assert self.batch_records_max > 0
         assert self.fetch_wait_ms_max >= 0
         assert self.message_bytes_max > 0
 
@@ -197,6 +199,8 @@ class LogServicer(CleaningRpcs, StreamRpcs, pb_grpc.LogServiceServicer):
         topic, partition = validation.check_partition_ref(request.topic, request.partition)
         acks = validation.check_acks(request.acks)
         batch = self._produced_batch(request)
+        # From the header alone, before any record is decompressed or decoded (config.py).
+        conversions.check_record_count(conversions.declared_record_count(batch), self._limits.batch_records_max)
         log = self._manager.get_log(topic, partition)
         # A topic with a flush.messages policy may fsync inside append, and a compressed batch is
         # decompressed (up to the topic's decompressed_bytes_max) to be validated: never on the
@@ -217,12 +221,12 @@ class LogServicer(CleaningRpcs, StreamRpcs, pb_grpc.LogServiceServicer):
             await self._calls.blocking(self._manager.handle_log_dir_failure, _dir_of(log), exc)
             raise
 
-    @staticmethod
-    def _produced_batch(request: pb.ProduceRequest) -> bytes:
+    def _produced_batch(self, request: pb.ProduceRequest) -> bytes:
         if request.records:
             if len(request.plain_records):
                 raise InvalidRequestError("set records or plain_records, not both")
             return request.records
+        conversions.check_record_count(len(request.plain_records), self._limits.batch_records_max)
         compression = conversions.compression_from_proto(request.compression)
         return conversions.batch_from_plain_records(request.plain_records, compression)
 

@@ -92,6 +92,7 @@ STATUS_BY_ERROR: Mapping[type[BaseException], grpc.StatusCode] = {
     # -- the adapter ---------------------------------------------------------------------------
     service.InvalidRequestError: _Code.INVALID_ARGUMENT,
     service.ResponseTooLargeError: _Code.RESOURCE_EXHAUSTED,
+    service.RecordCountTooLargeError: _Code.RESOURCE_EXHAUSTED,  # as RecordTooLargeError
     service.StoredBatchCorruptError: _Code.DATA_LOSS,
     service.ServiceStoppingError: _Code.UNAVAILABLE,
     service.FlushIncompleteError: _Code.UNAVAILABLE,

@@ -23,9 +23,9 @@ the codec's bounded ``walk_records`` (InvalidRecordError naming the record): eac
 keeps it inside the area, its key, value and header lengths keep them inside the record, no
 varint runs past 5 (varlong 10) bytes, exactly recordsCount records fill the area with no byte
 left over, and the offset deltas run 0..recordsCount-1 in order (Kafka's condition for assigning
-offsets in place). A compressed batch is decompressed (with an output cap) and decoded, with the
-same checks. A CRC only proves the bytes arrived as the producer sent them, not that they parse:
-without the walk a poison batch would be stored and fail every later read.
+offsets in place). A compressed batch is decompressed (with an output cap) and walked the same
+way. A CRC only proves the bytes arrived as the producer sent them, not that they parse: without
+the walk a poison batch would be stored and fail every later read.
 
 Under CreateTime the batch's maxTimestamp is recomputed from the records on every path, the fast
 one included, as Kafka's LogValidator does: a header claiming less than its largest record makes
@@ -56,6 +56,7 @@ from seglog.records import (
     RecordBatch,
     TimestampType,
     crc32c,
+    decompress,
     set_max_timestamp,
     records_max_timestamp_delta,
     walk_records,
@@ -294,14 +295,17 @@ class LogValidator:
     def _check_framing(self, view: memoryview, fields: tuple) -> int:
         """The records area parses, every record's key, value and header lengths inside it, and
         the offset deltas run 0..count-1; returns the largest record timestamp (Kafka's
-        LogValidator recomputes maxTimestamp: the header's claim is not trusted). Uncompressed
-        batches go through the codec's bounded ``walk_records`` (no key or value is copied);
-        compressed ones are decompressed (capped) and decoded."""
+        LogValidator recomputes maxTimestamp: the header's claim is not trusted). The area, or
+        for a compressed batch the area decompressed (capped), goes through the codec's bounded
+        ``walk_records``: no record is built and no key or value copied, so the work per record
+        is a few varints, and the records are at most the header's count (which the service
+        caps, batch_records_max) and at most a third of the bytes."""
         count = fields[HeaderField.RECORDS_COUNT]
-        if fields[HeaderField.ATTRIBUTES] & _COMPRESSION_MASK:
-            return max(record.timestamp_ms for record in self._decode(view))
         size = fields[HeaderField.LENGTH] + LOG_OVERHEAD
-        data = bytes(view[RECORDS_OFFSET:size])
+        if fields[HeaderField.ATTRIBUTES] & _COMPRESSION_MASK:
+            data = self._decompressed(view, fields, size)
+        else:
+            data = bytes(view[RECORDS_OFFSET:size])
         max_delta = records_max_timestamp_delta(data, 0, len(data), count)
         if max_delta is not None:  # the common records, checked in one tight loop
             return fields[HeaderField.BASE_TIMESTAMP] + max_delta
@@ -320,6 +324,15 @@ class LogValidator:
         except CodecError as exc:
             raise InvalidRecordError(f"{self._name}: malformed records area of a {count}-record batch: {exc}") from exc
         return fields[HeaderField.BASE_TIMESTAMP] + max_delta
+
+    def _decompressed(self, view: memoryview, fields: tuple, size: int) -> bytes:
+        compression = fields[HeaderField.ATTRIBUTES] & _COMPRESSION_MASK
+        try:
+            return decompress(compression, view[RECORDS_OFFSET:size], self._decompressed_bytes_max)
+        except DecompressionLimitError as exc:
+            raise InvalidRecordError(f"{self._name}: {exc}") from exc
+        except CodecError as exc:
+            raise InvalidRecordError(f"{self._name}: the batch's records cannot be decoded: {exc}") from exc
 
     def _decode(self, view: memoryview) -> list:
         try:

@@ -237,3 +237,12 @@ def test_per_client_waiter_and_stream_limits_fit_the_service_wide_ones():
     config = load_config(["--long-poll-waiters-max", "10", "--long-poll-waiters-per-client-max", "10"],
                          environ={})
     assert config.long_poll_waiters_per_client_max == 10
+
+
+def test_batch_records_max_must_leave_room_to_fetch_such_a_batch_decoded():
+    assert load_config([], environ={}).batch_records_max == 131_072
+    # 8 MiB between the limits holds the decoded overhead of 174,762 records, not of 200,000.
+    with pytest.raises(ConfigError, match=r"batch_records_max=200000 \(from SEGLOG_BATCH_RECORDS_MAX\).*"
+                                          r"fetched decoded"):
+        load_config([], environ={"SEGLOG_BATCH_RECORDS_MAX": "200000"})
+    assert load_config(["--batch-records-max", "174762"], environ={}).batch_records_max == 174_762

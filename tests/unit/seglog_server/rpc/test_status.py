@@ -63,6 +63,7 @@ PROMISED = {
     codec.CodecError: Code.INVALID_ARGUMENT,
     service.InvalidRequestError: Code.INVALID_ARGUMENT,
     service.ResponseTooLargeError: Code.RESOURCE_EXHAUSTED,
+    service.RecordCountTooLargeError: Code.RESOURCE_EXHAUSTED,
     service.StoredBatchCorruptError: Code.DATA_LOSS,
     service.ServiceStoppingError: Code.UNAVAILABLE,
     service.FlushIncompleteError: Code.UNAVAILABLE,
