@@ -20,6 +20,7 @@ import grpc
 from seglog import records as codec
 from seglog_server import security
 from seglog_server.storage import errors as storage
+from seglog_server.storage.io_errors import exhaustion_error
 
 from . import errors as service
 
@@ -138,4 +139,10 @@ def status_for(exc: BaseException) -> ErrorStatus:
         if code is not None:
             retry_after_ms = getattr(exc, "retry_after_ms", None)
             return ErrorStatus(code, text, name, expected=True, retry_after_ms=retry_after_ms)
+    # An exhausted resource (no descriptor, a full disk) is the world, not a bug, wherever the
+    # OSError came from: it answers as the storage's own error for it would (retriable), with
+    # no path in the message.
+    exhausted = exhaustion_error(exc, "serving this call") if isinstance(exc, OSError) else None
+    if exhausted is not None:
+        return status_for(exhausted)
     return ErrorStatus(_Code.INTERNAL, f"internal error ({name}): {text}", name, expected=False)

@@ -1,4 +1,6 @@
+import errno
 import importlib
+import os
 import pkgutil
 
 import grpc
@@ -173,3 +175,20 @@ def test_unknown_exception_is_internal_and_marked_unexpected():
 
 def test_empty_message_falls_back_to_the_class_name():
     assert status_for(storage.TopicExistsError()).message == "TopicExistsError"
+
+
+@pytest.mark.parametrize(("number", "error_class"), [
+    (errno.EMFILE, "TooManyOpenFilesError"),
+    (errno.ENFILE, "TooManyOpenFilesError"),
+    (errno.ENOSPC, "LogDirFullError"),
+    (errno.EDQUOT, "LogDirFullError"),
+])
+def test_a_raw_oserror_of_an_exhausted_resource_answers_resource_exhausted_without_its_path(number, error_class):
+    status = status_for(OSError(number, os.strerror(number), "/srv/seglog/data/t-0/00000000000000000000.log"))
+    assert (status.code, status.error_class, status.expected) == (Code.RESOURCE_EXHAUSTED, error_class, True)
+    assert "/srv/seglog" not in status.message
+
+
+def test_any_other_raw_oserror_is_still_a_bug():
+    status = status_for(OSError(errno.EIO, "Input/output error"))
+    assert (status.code, status.expected) == (Code.INTERNAL, False)
