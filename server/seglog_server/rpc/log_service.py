@@ -28,7 +28,7 @@ from .append_waiters import AppendWaiters, AppendWaitersStatistics
 from .boundary import RpcCounters, RpcStatistics, stream_rpc, unary_rpc
 from .call_gate import CallGate, current_call
 from .cleaning_rpcs import CleaningRpcs
-from .errors import InvalidRequestError, ServiceStoppingError
+from .errors import InvalidRequestError, ResponseTooLargeError, ServiceStoppingError
 from .fault_seams import AfterAppendFault
 from .log_dir_names import LogDirNames
 from .group_commit import GroupCommit, GroupCommitStatistics
@@ -448,6 +448,13 @@ class LogServicer(CleaningRpcs, StreamRpcs, pb_grpc.LogServiceServicer):
                 results.append(conversions.partition_offset_error(target, status, message))
             else:
                 conversions.add_partition_offset(results, target.topic, target.partition, answer)
+        # Many targets (each answer may carry an error message) can make an answer larger than
+        # gRPC may send: refused here with the limit named, not failed inside gRPC.
+        if len(targets) > _INLINE_LOOKUPS_MAX and response.ByteSize() > self._limits.response_bytes_max:
+            raise ResponseTooLargeError(
+                f"the answer to {len(targets)} targets is {response.ByteSize()} bytes, above "
+                f"response_bytes_max ({self._limits.response_bytes_max}): ask for fewer targets per request"
+            )
         return response
 
     async def _partition_offsets_for_times(
