@@ -247,7 +247,9 @@ class SeglogService:
         self._metrics.servicer = self._servicer
         try:
             verify = self._policy.verify_bearer if self._config.metrics_require_token and self._policy else None
-            self._metrics_server = MetricsServer.start(self._config.metrics_listen, self._metrics, verify)
+            topics = self._policy.describable_topics if verify is not None and self._policy else None
+            self._metrics_server = MetricsServer.start(self._config.metrics_listen, self._metrics,
+                                                       verify, topics)
         except OSError as exc:
             _log.error("metrics endpoint off: %s",
                        describe_bind_error(self._config.metrics_listen, exc, METRICS_LISTEN_FLAG))

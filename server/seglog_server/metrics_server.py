@@ -30,16 +30,19 @@ class MetricsServer:
 
     @classmethod
     def start(
-        cls, listen: str, metrics: Any, verify_bearer: Callable[[str | None], str | None] | None = None
+        cls, listen: str, metrics: Any, verify_bearer: Callable[[str | None], str | None] | None = None,
+        topic_filter: Callable[[str], Callable[[str], bool] | None] | None = None,
     ) -> MetricsServer:
         """Binds ``listen`` (HOST:PORT, port 0 for any) and serves ``metrics.registry``; with
         ``verify_bearer``, only to requests whose ``Authorization: Bearer`` token it accepts
-        (401 otherwise). The same server prometheus_client's ``start_http_server`` builds: a
-        threading WSGI server, quiet request log, on a daemon thread."""
+        (401 otherwise), and with ``topic_filter`` only the series of topics the token's
+        principal may describe (security/http_bearer.py). The same server prometheus_client's
+        ``start_http_server`` builds: a threading WSGI server, quiet request log, on a daemon
+        thread."""
         host, port = parse_listen_address(listen)
         app = make_wsgi_app(metrics.registry)
         if verify_bearer is not None:
-            app = require_bearer(app, verify_bearer)
+            app = require_bearer(app, verify_bearer, topic_filter)
         httpd = make_server(host, port, app, ThreadingWSGIServer, handler_class=_SilentHandler)
         thread = threading.Thread(target=httpd.serve_forever, name="seglog-metrics", daemon=True)
         thread.start()

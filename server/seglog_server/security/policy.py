@@ -12,9 +12,10 @@ Each part is None when its setting is not given:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
-from .acl import Acl, parse_acl
+from .acl import Acl, Operation, parse_acl
 from .errors import SecurityFileError
 from .quotas import PrincipalQuota, QuotaBook, parse_quota_file
 from .tls_files import TlsMaterial, load_tls_material
@@ -81,6 +82,14 @@ class SecurityPolicy:
         if token is None or self.tokens is None:
             return None
         return self.tokens.verify(token)
+
+    def describable_topics(self, principal: str) -> Callable[[str], bool] | None:
+        """Which topics ``principal`` may describe, for views that list topics outside gRPC
+        (the metrics port): None when it may describe every topic (or no ACL is set)."""
+        acl = self.acl
+        if acl is None or acl.allows(principal, Operation.DESCRIBE, None):
+            return None
+        return lambda topic: acl.allows(principal, Operation.DESCRIBE, topic)
 
     def reload(self) -> TlsMaterial | None:
         """Reads every file again; on success swaps them in and returns the TLS material (for
