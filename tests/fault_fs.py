@@ -6,7 +6,7 @@ happened. A rule names the operation (the seam method's name: ``open``, ``fdatas
 ``replace``, ``link``, ``fsync_dir`` ...), optionally a path test (a string: the path's suffix,
 part of its file name or one of its directories; or a predicate) matched against the path (for
 fd-based calls the path the descriptor was opened with; a ``replace`` or ``link`` matches on
-either name), how many matching calls to let through first and how many to fail (``None``:
+its source), how many matching calls to let through first and how many to fail (``None``:
 every one until healed)::
 
     fs = FaultFs()
@@ -50,12 +50,11 @@ class FaultRule:
             return False
         if self.path is None:
             return True
+        path = paths[0] if paths else ""
         if callable(self.path):
-            return any(self.path(p) for p in paths)
+            return self.path(path)
         part = self.path
-        return any(
-            p.endswith(part) or part in os.path.basename(p) or f"{os.sep}{part}{os.sep}" in p for p in paths
-        )
+        return path.endswith(part) or part in os.path.basename(path) or f"{os.sep}{part}{os.sep}" in path
 
     @property
     def spent(self) -> bool:

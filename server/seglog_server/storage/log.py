@@ -1079,10 +1079,27 @@ class Log:
                     self._touch(segment)
                 self._fs.fsync_dir(self._dir)
             except OSError as exc:
-                raise self._io_error("replacing segments of", exc) from exc
+                if all(segment.has_suffix(file_names.CLEANED_SUFFIX) for segment in ordered_new):
+                    # The first rename failed: nothing was swapped, a full disk is retriable.
+                    raise self._io_error("replacing segments of", exc) from exc
+                raise self._swap_failed(exc) from exc
             finally:
                 self._timestamps.invalidate()
                 self._fully_synced_state = None
+
+    def _swap_failed(self, exc: OSError) -> LogDirOfflineError:
+        """A swap that failed half done, whatever the errno: the segment map and the files
+        hold old and new segments side by side (overlapping offsets a read would answer as
+        DATA_LOSS), and only the loader's swap recovery (6.6) sorts that out. So the log goes
+        offline, as Kafka's does on any IOException, and the next start completes the swap
+        (``.swap`` files below the lowest ``.cleaned``) or rolls it back."""
+        self._offline_cause = exc
+        _LOG.error("%s: replacing segments failed half done (%s); the log is offline until a restart "
+                   "completes or rolls back the swap", self._name, exc)
+        return LogDirOfflineError(
+            f"I/O error while replacing segments of log {self._name} in {self._dir}, half done: {exc}; "
+            f"the next start completes or rolls back the swap"
+        )
 
     # -- life cycle -----------------------------------------------------------------------------
     def close(self) -> None:

@@ -22,8 +22,10 @@ with Kafka's crash-safe protocol (kafka-storage.md 6.6, ``Log.replace_segments``
 5. Under the lock again: step 2's checks, then ``.cleaned`` -> ``.swap`` (highest base first),
    old -> ``.deleted``, ``.swap`` -> final names, directory fsync.
 
-A refusal before step 5 removes the ``.cleaned`` files it made and changes nothing else. The
-caller then advances the cleaner checkpoint and removes the snapshot.
+A refusal or failure before step 5's first rename removes the ``.cleaned`` files it made and
+changes nothing else (a full disk there is retriable). A failure after it, whatever the errno,
+takes the log offline (``Log.replace_segments``): the next start completes or rolls back the swap.
+On success the caller advances the cleaner checkpoint and removes the snapshot.
 """
 
 from __future__ import annotations
@@ -87,8 +89,11 @@ def install_cleaned(
     cleaned = _build_cleaned_segments(log, snapshot_dir, result, replaced, range_end, fs)
     try:
         log.run_locked(lambda segments: _swap(log, segments, manifest, replaced, range_end, live, cleaned))
-    except (StaleCleaningResultError, InvalidCleaningResultError):
-        _discard(cleaned)
+    except BaseException:
+        if log.is_offline:  # half swapped: the next load completes or rolls back; files stay
+            _close_quietly(cleaned)
+        else:  # refused, or failed before the first rename (a full disk): nothing was swapped
+            _discard(cleaned)
         raise
     return InstallOutcome(
         result=result,
@@ -314,6 +319,14 @@ def _seal(segment: LogSegment, mtime_ms: int) -> None:
     segment.on_become_inactive_segment()
     segment.flush()
     segment.set_last_modified_ms(mtime_ms)
+
+
+def _close_quietly(segments: Sequence[LogSegment]) -> None:
+    for segment in segments:
+        try:
+            segment.close_handlers()
+        except OSError:
+            pass
 
 
 def _discard(segments: Sequence[LogSegment]) -> None:
