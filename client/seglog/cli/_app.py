@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 from collections.abc import Sequence
 from importlib import metadata
 
-from seglog import SeglogError
+from seglog import SeglogError, ServiceUnavailableError
 from seglog.cli import cleaner, consume, delete_records, dump, explain, offsets, produce, serve, token, topic
-from seglog.cli._common import CliError, add_server_option, epilog
+from seglog.cli._common import CliError, add_server_option, epilog, server_of
 
 __all__ = ["EXIT_ERROR", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_USAGE", "build_parser", "main"]
 
@@ -81,6 +82,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if extra:
             parser.error(f"unrecognized arguments: {' '.join(extra)}")
         return int(args.run(args))
+    except ServiceUnavailableError as error:
+        _print_error(_unreachable(error, server_of(args)) or str(error))
+        return EXIT_ERROR
     except (SeglogError, CliError) as error:
         _print_error(str(error))
         return EXIT_ERROR
@@ -96,6 +100,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())  # so the final flush at exit does not fail again
         return EXIT_OK
+
+
+def _unreachable(error: ServiceUnavailableError, server: str) -> str | None:
+    """For a service that cannot be reached at all (nothing listens, the host does not resolve),
+    the one thing to check and the flag that changes it; None for an UNAVAILABLE the service
+    itself answered (stopping, a log directory offline), whose own message says more."""
+    message = str(error)
+    if type(error) is not ServiceUnavailableError or not _TRANSPORT_FAILURE.search(message):
+        return None
+    reason = _TRANSPORT_REASON.search(message)
+    why = f" ({reason.group(0).rstrip('. ')})" if reason else ""
+    return f"cannot connect to {server}{why}: is the service running at {server}? (--server)"
+
+
+# gRPC's words for a channel that never connected, and for why.
+_TRANSPORT_FAILURE = re.compile(r"failed to connect to all addresses|errors resolving|DNS resolution failed")
+_TRANSPORT_REASON = re.compile(
+    r"Connection refused|Connection timed out|No route to host|Network is unreachable|Domain name not found"
+)
 
 
 def _print_error(message: str) -> None:

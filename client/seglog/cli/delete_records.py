@@ -24,7 +24,8 @@ def add_parser(commands: Any, parents: list[argparse.ArgumentParser]) -> None:
             "Delete every record below --before (or all records stored so far, with --all) in the "
             "chosen partitions, as Kafka's DeleteRecords does: the log start offset moves up, "
             "reads below it answer OUT_OF_RANGE, and whole segments below it are removed by the "
-            "next retention pass. Offsets are never reused. Prints TOPIC:PARTITION:LOG_START_OFFSET."
+            "next retention pass. Offsets are never reused. Prints 'TOPIC:PARTITION log start offset N' "
+            "for each partition (--format json: one object a line)."
         ),
         epilog=epilog(
             """
@@ -58,5 +59,5 @@ def _run(args: argparse.Namespace) -> int:
         if args.format == "json":
             print(json.dumps({"topic": tp.topic, "partition": tp.partition, "log_start_offset": start}))
         else:
-            print(f"{tp.topic}:{tp.partition}:{start}")
+            print(f"{tp.topic}:{tp.partition} log start offset {start}")
     return 0

@@ -9,7 +9,7 @@ from typing import Any
 from google.protobuf import json_format
 
 from seglog import Admin
-from seglog.cli._common import epilog, parse_time_ms, server_of
+from seglog.cli._common import epilog, non_negative_int, parse_time_ms, security_of, server_of
 
 __all__ = ["add_parser"]
 
@@ -37,9 +37,9 @@ def add_parser(commands: Any, parents: list[argparse.ArgumentParser]) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("topic", help="topic")
-    parser.add_argument("--partition", type=int, default=0, metavar="N", help="partition (default 0)")
+    parser.add_argument("--partition", type=non_negative_int, default=0, metavar="N", help="partition (default 0)")
     target = parser.add_mutually_exclusive_group(required=True)
-    target.add_argument("--offset", type=int, metavar="O", help="a record offset")
+    target.add_argument("--offset", type=non_negative_int, metavar="O", help="a record offset (>= 0)")
     target.add_argument(
         "--time", type=parse_time_ms, dest="time", metavar="TIME",
         help="ms since the epoch, an ISO time, or relative like now-15m",
@@ -49,14 +49,17 @@ def add_parser(commands: Any, parents: list[argparse.ArgumentParser]) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    with Admin(server_of(args)) as admin:
+    with Admin(server_of(args), **security_of(args)) as admin:
         response = admin.explain_lookup(
             args.topic, args.partition, offset=args.offset, timestamp_ms=args.time
         )
     if args.format == "json":
-        print(json.dumps(json_format.MessageToDict(
+        answer = json_format.MessageToDict(
             response, preserving_proto_field_name=True, always_print_fields_with_no_presence=True
-        )))
+        )
+        for search in answer.get("searches", ()):
+            search.pop("path", None)  # the service's file system is not the caller's business
+        print(json.dumps(answer))
         return 0
     for line in _text_lines(args, response):
         print(line)
@@ -79,11 +82,14 @@ def _text_lines(args: argparse.Namespace, response: Any) -> list[str]:
             f"{search.slot}, probed slots {list(search.probed_slots)}, pages {list(search.pages)} "
             f"({resident}/{len(search.pages)} resident)"
         )
-        lines.append(f"  file {search.path}")
     if response.segment_base_offset >= 0:
+        # For an offset the service answers the base offset of the batch that holds it (a Fetch
+        # starts there); for a time, the offset of the first record at or after it.
+        found = (f"batch at offset {response.found_offset} holding the target" if args.offset is not None
+                 else f"record at offset {response.found_offset}, the first at or after the time")
         lines.append(
             f"log scan: from position {response.index_position} to {response.found_position} "
-            f"({response.scanned_bytes} bytes scanned) -> offset {response.found_offset}"
+            f"({response.scanned_bytes} bytes scanned) -> {found}"
         )
     lines.append(f"time: {response.duration_us} us")
     return lines

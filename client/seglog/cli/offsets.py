@@ -18,9 +18,11 @@ def add_parser(commands: Any, parents: list[argparse.ArgumentParser]) -> None:
         parents=parents,
         help="look up offsets: earliest, latest, max timestamp, or the first at a time",
         description=(
-            "Print one line per partition, TOPIC:PARTITION:OFFSET, with :TIMESTAMP_MS added for "
-            "--time and --max-timestamp; OFFSET is 'none' when no record has a timestamp at or "
-            "after --time (or the partition is empty, for --max-timestamp)."
+            "Print one line per partition, labelled: 'TOPIC:PARTITION end offset N' (--latest, "
+            "the default), 'start offset N' (--earliest), 'offset N timestamp_ms T' (--time, "
+            "--max-timestamp), or 'offset none' and why when no record has a timestamp at or after "
+            "--time (or the partition is empty, for --max-timestamp). --format json prints the "
+            "same as one object a line."
         ),
         epilog=epilog(
             """
@@ -68,10 +70,16 @@ def _run(args: argparse.Namespace) -> int:
             if with_timestamp:
                 row["timestamp_ms"] = hit.timestamp_ms if hit else None
             print(json.dumps(row))
-        elif hit is None:
-            print(f"{tp.topic}:{tp.partition}:none")
-        elif with_timestamp:
-            print(f"{tp.topic}:{tp.partition}:{hit.offset}:{hit.timestamp_ms}")
         else:
-            print(f"{tp.topic}:{tp.partition}:{hit.offset}")
+            print(f"{tp.topic}:{tp.partition} {_labelled(target, hit, with_timestamp)}")
     return 0
+
+
+def _labelled(target: int, hit: Any, with_timestamp: bool) -> str:
+    """What one partition's answer is, in words: which offset, and its timestamp where asked."""
+    if hit is None:
+        why = "the partition holds no records" if target == MAX_TIMESTAMP else "no record at or after the time"
+        return f"offset none ({why})"
+    if with_timestamp:
+        return f"offset {hit.offset} timestamp_ms {hit.timestamp_ms}"
+    return f"{'start' if target == EARLIEST_TIMESTAMP else 'end'} offset {hit.offset}"

@@ -153,10 +153,12 @@ def test_offsets_earliest_latest_by_time_and_max_timestamp(run_cli, seglog_servi
     with Producer(seglog_service.address) as producer:
         for ts in (1_000, 5_000, 3_000):
             producer.send(topic, b"x", partition=0, timestamp_ms=ts).result()
-    assert run_cli("offsets", topic).stdout == f"{topic}:0:3\n{topic}:1:0\n"
-    assert run_cli("offsets", topic, "--partition", "0", "--earliest").stdout == f"{topic}:0:0\n"
-    assert run_cli("offsets", topic, "--time", "2000").stdout == f"{topic}:0:1:5000\n{topic}:1:none\n"
-    assert run_cli("offsets", topic, "--max-timestamp", "--partition", "0").stdout == f"{topic}:0:1:5000\n"
+    assert run_cli("offsets", topic).stdout == f"{topic}:0 end offset 3\n{topic}:1 end offset 0\n"
+    assert run_cli("offsets", topic, "--partition", "0", "--earliest").stdout == f"{topic}:0 start offset 0\n"
+    assert run_cli("offsets", topic, "--time", "2000").stdout == (
+        f"{topic}:0 offset 1 timestamp_ms 5000\n{topic}:1 offset none (no record at or after the time)\n")
+    assert run_cli("offsets", topic, "--max-timestamp").stdout == (
+        f"{topic}:0 offset 1 timestamp_ms 5000\n{topic}:1 offset none (the partition holds no records)\n")
     rows = [json.loads(line) for line in run_cli("offsets", topic, "--latest", "--format", "json").stdout.splitlines()]
     assert rows == [{"topic": topic, "partition": 0, "offset": 3}, {"topic": topic, "partition": 1, "offset": 0}]
 
@@ -307,7 +309,7 @@ def test_delete_records_moves_the_log_start(run_cli, make_topic):
         assert run_cli("produce", topic, "--partition", partition, input="a\nb\nc\nd\n").returncode == 0
     deleted = run_cli("delete-records", topic, "--partition", "0", "--before", "3")
     assert deleted.returncode == 0, deleted.stderr
-    assert deleted.stdout == f"{topic}:0:3\n"
+    assert deleted.stdout == f"{topic}:0 log start offset 3\n"
     assert run_cli("consume", topic, "--partition", "0", "--from-beginning").stdout == "d\n"
     everything = run_cli("delete-records", topic, "--all", "--format", "json")
     assert [json.loads(line) for line in everything.stdout.splitlines()] == [
@@ -325,3 +327,42 @@ def test_create_topic_exist_ok_returns_the_existing_topic(seglog_service, make_t
         assert (again.topic, again.partitions, again.configs["retention.ms"]) == (topic, 2, "60000")
         with pytest.raises(Exception, match="ALREADY_EXISTS|exists"):
             admin.create_topic(topic, 2)
+
+
+def test_a_service_that_is_not_running_is_named_with_the_flag_that_changes_it(run_cli):
+    """Connection refused, for every command that talks to the service: one line, exit 1."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        address = f"127.0.0.1:{sock.getsockname()[1]}"  # bound, never listening: refused
+        for command in (["topic", "list"], ["offsets", "events"], ["explain", "events", "--offset", "0"],
+                        ["delete-records", "events", "--all"], ["consume", "events"]):
+            result = run_cli("--server", address, *command, server=False)
+            assert (result.returncode, result.stdout) == (1, ""), (command, result.stderr)
+            assert result.stderr == (f"seglog: error: cannot connect to {address} (Connection refused): "
+                                     f"is the service running at {address}? (--server)\n"), command
+
+
+def test_explain_names_the_batch_holding_the_target_and_no_server_path(run_cli, seglog_service, make_topic):
+    topic = make_topic(configs={"index.interval.bytes": "1"})
+    assert run_cli("produce", topic, "--partition", "0", input="a\nb\nc\n").returncode == 0
+    with Producer(seglog_service.address) as producer:
+        producer.send_many(topic, [b"d", b"e", b"f"], partition=0).result()  # one batch: offsets 3-5
+    text = run_cli("explain", topic, "--partition", "0", "--offset", "4")
+    assert text.returncode == 0, text.stderr
+    assert "-> batch at offset 3 holding the target" in text.stdout
+    by_time = run_cli("explain", topic, "--partition", "0", "--time", "0")
+    assert "-> record at offset 0, the first at or after the time" in by_time.stdout
+    as_json = run_cli("explain", topic, "--partition", "0", "--offset", "4", "--format", "json")
+    answer = json.loads(as_json.stdout)
+    assert int(answer["found_offset"]) == 3 and all("path" not in search for search in answer["searches"])
+    for output in (text.stdout, by_time.stdout, as_json.stdout):
+        assert str(seglog_service.data_dir) not in output and ".index" not in output
+
+
+@pytest.mark.parametrize("command", [["explain", "events", "--offset", "-1"], ["consume", "events", "--offset", "-1"],
+                                     ["explain", "events", "--offset", "0", "--partition", "-1"]])
+def test_a_negative_offset_or_partition_is_a_usage_error_before_any_call(run_cli, command):
+    result = run_cli("--server", "127.0.0.1:1", *command, server=False)  # refused before connecting
+    assert result.returncode == 2 and "must be >= 0, got -1" in result.stderr, result.stderr

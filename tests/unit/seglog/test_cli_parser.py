@@ -7,8 +7,11 @@ import json
 
 import pytest
 
+import grpc
+
+from seglog import ServiceOverloadedError, ServiceUnavailableError
 from seglog.cli import _common, main
-from seglog.cli._app import build_parser
+from seglog.cli._app import _unreachable, build_parser
 from seglog.structs import ConsumerRecord
 
 SUBCOMMANDS = [
@@ -102,7 +105,7 @@ def test_offsets_default_to_the_log_end():
 def test_a_service_that_cannot_be_reached_is_one_line_and_exit_1(capsys):
     assert main(["--server", "127.0.0.1:1", "topic", "list"]) == 1
     err = capsys.readouterr().err
-    assert err.startswith("seglog: error:") and "UNAVAILABLE" in err
+    assert err.startswith("seglog: error: cannot connect to 127.0.0.1:1") and "(--server)" in err
     assert err.count("\n") == 1 and "Traceback" not in err
 
 
@@ -250,3 +253,22 @@ def test_a_value_error_from_the_client_is_a_one_line_usage_error(monkeypatch, ca
     monkeypatch.setattr(offsets, "_run", refuse)
     assert main(["offsets", "t"]) == 2
     assert capsys.readouterr().err == "seglog: error: partition must be >= 0, got -1\n"
+
+
+@pytest.mark.parametrize(
+    ("error", "hint"),
+    [
+        (ServiceUnavailableError("failed to connect to all addresses; last error: UNKNOWN: ipv4:127.0.0.1:1: "
+                                 "Failed to connect to remote host: Connection refused",
+                                 code=grpc.StatusCode.UNAVAILABLE),
+         "cannot connect to 127.0.0.1:1 (Connection refused): is the service running at 127.0.0.1:1? (--server)"),
+        # The service's own UNAVAILABLE (a log directory offline, a stop under way) says more itself.
+        (ServiceUnavailableError("log directory /data is offline", code=grpc.StatusCode.UNAVAILABLE), None),
+        (ServiceUnavailableError("the service is stopping", code=grpc.StatusCode.UNAVAILABLE), None),
+        # Overload is not "not running", whatever its text.
+        (ServiceOverloadedError("failed to connect to all addresses", code=grpc.StatusCode.RESOURCE_EXHAUSTED), None),
+    ],
+    ids=["refused", "log-dir-offline", "stopping", "overloaded"],
+)
+def test_only_a_channel_that_never_connected_gets_the_server_hint(error, hint):
+    assert _unreachable(error, "127.0.0.1:1") == hint
