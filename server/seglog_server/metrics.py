@@ -134,6 +134,9 @@ FAMILIES: dict[str, tuple[str, tuple[str, ...], str]] = {
     "seglog_log_segments": ("gauge", ("topic", "partition"), "Segments of the partition's log."),
     "seglog_log_unflushed_records": (
         "gauge", ("topic", "partition"), "Offsets above the recovery point (not yet fsynced)."),
+    "seglog_log_lost_offsets": (
+        "gauge", ("topic", "partition"),
+        "Offsets recovery cut from damaged closed segments, at or above the log start: reads there answer DATA_LOSS."),
     "seglog_partitions": ("gauge", (), "Online partitions."),
     "seglog_offline_partitions": ("gauge", (), "Partitions that exist but cannot be served."),
     "seglog_partition_series_omitted": (
@@ -650,6 +653,7 @@ _PARTITION_GAUGES = (
     ("seglog_log_size_bytes", "size_bytes"),
     ("seglog_log_segments", "segment_count"),
     ("seglog_log_unflushed_records", "unflushed_record_count"),
+    ("seglog_log_lost_offsets", "lost_offset_count"),
 )
 
 

@@ -56,6 +56,7 @@ STATUS_BY_ERROR: Mapping[type[BaseException], grpc.StatusCode] = {
     storage.CorruptRecordError: _Code.DATA_LOSS,
     # Stored bytes that fail a read's checks: never skipped, never served as offsets.
     storage.CorruptSegmentError: _Code.DATA_LOSS,
+    storage.OffsetsLostError: _Code.DATA_LOSS,  # names the lost range
     storage.RecordTooLargeError: _Code.RESOURCE_EXHAUSTED,
     storage.RecordBatchTooLargeError: _Code.RESOURCE_EXHAUSTED,
     # The batch is valid but this log cannot take its offsets (relative offsets overflow).

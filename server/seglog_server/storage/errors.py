@@ -19,7 +19,9 @@ class to a status code once, in ``seglog_server.rpc.status``; nothing else inspe
     │                                   the state is rebuilt from the log instead)
     ├── CorruptRecordError              CRC mismatch or unreadable batch bytes
     ├── CorruptSegmentError             a stored batch fails a read's checks (length, offsets):
-    │                                   names the partition and the offset asked for
+    │   │                               names the partition and the offset asked for
+    │   └── OffsetsLostError            a read at offsets recovery cut from a closed segment
+    │                                   (lost_offsets.py): names the lost range
     ├── RecordTooLargeError             a batch above max.message.bytes
     ├── RecordBatchTooLargeError        a produced set above segment.bytes
     ├── CorruptIndexError               an index file contradicts itself or its log
@@ -70,6 +72,7 @@ __all__ = [
     "NotCleanableError",
     "OffsetOutOfRangeError",
     "OffsetOverflowError",
+    "OffsetsLostError",
     "OutOfOrderSequenceError",
     "RecordBatchTooLargeError",
     "RecordTooLargeError",
@@ -142,6 +145,16 @@ class CorruptSegmentError(StorageError):
     """A batch a read was about to hand out disagrees with where it came from: its length runs
     past its segment, its base offset is outside the segment's range or not above the previous
     batch's, or its bytes do not parse. The read fails instead of skipping or inventing offsets."""
+
+
+class OffsetsLostError(CorruptSegmentError):
+    """A read at offsets that damage cut from a closed segment (lost_offsets.py). ``start`` and
+    ``end`` bound the lost range [start, end); reads below and from ``end`` on still work."""
+
+    def __init__(self, message: str = "", start: int = 0, end: int = 0) -> None:
+        super().__init__(message)
+        self.start = start
+        self.end = end
 
 
 class RecordTooLargeError(StorageError):

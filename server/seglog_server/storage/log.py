@@ -70,6 +70,7 @@ from .lookup_explain import (
 from .lookup_explain import nothing_found as explain_offset_none
 from .observer import OBSERVER, stopwatch
 from .open_segments import DEFAULT_OPEN_SEGMENTS_MAX, OpenSegments
+from .lost_offsets import LostOffsets
 from .producer_state import BatchMetadata, ProducerStateManager, ProducerStateStatistics
 from .producer_state_loader import delete_snapshots_below, load_producer_state, take_snapshot
 from .segment_timestamps import SegmentTimestamps
@@ -141,6 +142,7 @@ class Log:
         loaded_recovered_segment_count: int = 0,
         loaded_truncated_bytes: int = 0,
         producer_state: ProducerStateManager | None = None,
+        lost_offsets: LostOffsets | None = None,
     ) -> None:
         assert segments, "a log always has an active segment"
         assert log_start_offset <= log_end_offset and recovery_point <= log_end_offset
@@ -181,6 +183,8 @@ class Log:
             producer_state = ProducerStateManager(self._name)
             producer_state.reset(log_end_offset)
         self._producers = producer_state
+        # Offsets damage cut from closed segments (lost_offsets.py): reads there answer DATA_LOSS.
+        self._lost_offsets = lost_offsets if lost_offsets is not None else LostOffsets(directory, fs)
         # statistics
         self._appended_batch_count = 0
         self._appended_record_count = 0
@@ -260,6 +264,7 @@ class Log:
             loaded_recovered_segment_count=loaded.recovered_segment_count,
             loaded_truncated_bytes=loaded.truncated_bytes,
             producer_state=producers,
+            lost_offsets=loaded.lost_offsets,
         )
 
     def _apply_config(self, config: LogConfig) -> None:
@@ -599,6 +604,8 @@ class Log:
 
     def _read_segments(self, offset: int, max_bytes: int, min_one_batch: bool) -> tuple[bytes, int]:
         segments = self._segments
+        lost = self._lost_offsets
+        lost.check(offset, self._log_start_offset, self._name)  # never step over lost offsets
         watch = stopwatch("fetch")
         segment = segments.floor(offset)
         if segment is None:  # below the first segment (a log start offset inside a gap)
@@ -613,6 +620,12 @@ class Log:
             # or above ``offset`` (a gap compaction left), never that a length lied.
             limit = None if following is None else following.base_offset
             found = segment.read_with_next_offset(offset, max_bytes, None, min_one_batch, limit, watch)
+            if segment.cut_on_first_use_bytes and following is not None:
+                # Its first-use check cut its tail just now: the offsets up to the next segment
+                # are lost, as if the load had cut them (lost_offsets.py).
+                segment.cut_on_first_use_bytes = 0
+                lost.note_cut(segment.read_next_offset(), following.base_offset, self._log_start_offset, str(segment))
+                lost.check(offset, self._log_start_offset, self._name)
             if found is not None:
                 if watch.observing:
                     # How far behind the log end this read starts: offsets, and bytes of log
@@ -1194,6 +1207,7 @@ class Log:
                 self._appended_bytes,
                 self._appended_record_count,
                 self._flush_count,
+                self._lost_offsets.offset_count(self._log_start_offset),
             )
 
     def run_locked(self, action: Callable[[LogSegments[LogSegment]], _T]) -> _T:

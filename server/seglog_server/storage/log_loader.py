@@ -19,6 +19,8 @@
    kept. (Kafka deletes every segment after the first cut and lets the follower fetch them again
    from the leader; seglog has no replica, so that would delete acknowledged, CRC-valid records
    and then hand their offsets out again. The cut leaves a gap of offsets, never a reused one.)
+   The gap is written down at once (lost_offsets.py): reads in it answer DATA_LOSS naming it,
+   this load's and every later one's, until the log start offset moves past it.
 5. A log whose end is below the checkpointed log start offset is emptied; an empty directory
    gets a first segment at the log start offset.
 6. The active segment's indexes get their full ``segment.index.bytes`` back (trimmed at close).
@@ -44,6 +46,7 @@ from .fs import FileSystem
 from .log_config import LogConfig
 from .log_segment import LogSegment
 from .log_segments import LogSegments
+from .lost_offsets import LostOffsets
 from .segment_check import check_indexes, check_tail
 
 __all__ = ["LoadedLog", "LogLoader"]
@@ -62,6 +65,7 @@ class LoadedLog:
     log_end_offset: int
     recovered_segment_count: int
     truncated_bytes: int
+    lost_offsets: LostOffsets
 
 
 class LogLoader:
@@ -90,6 +94,7 @@ class LogLoader:
         self._segments: LogSegments[LogSegment] = LogSegments()
         self._recovered: dict[int, int] = {}  # base offset -> bytes truncated, for segments recovered
         self._truncated_bytes = 0
+        self._lost: LostOffsets | None = None
 
     def load(self) -> LoadedLog:
         try:
@@ -101,6 +106,7 @@ class LogLoader:
 
     def _load(self) -> LoadedLog:
         self._fs.makedirs(self._dir)
+        self._lost = LostOffsets.read(self._dir, self._fs)
         swaps = self._remove_temp_files_and_collect_swaps()
         if swaps:
             self._complete_swaps(swaps)
@@ -118,6 +124,7 @@ class LogLoader:
             log_end_offset=log_end_offset,
             recovered_segment_count=len(self._recovered),
             truncated_bytes=self._truncated_bytes,
+            lost_offsets=self._lost,
         )
 
     # -- pass 1: temporary files ------------------------------------------------------------
@@ -243,7 +250,9 @@ class LogLoader:
         )
 
     def _recover_segment(self, segment: LogSegment) -> int:
-        truncated = segment.recover(self._next_base_offset(segment))
+        following = self._next_base_offset(segment)
+        before_cut = None if following is None else lambda end: self._note_lost(end, following, segment)
+        truncated = segment.recover(following, before_cut)
         segment.release_handles()  # thousands may be recovered: keep no descriptor per segment
         self._recovered[segment.base_offset] = self._recovered.get(segment.base_offset, 0) + truncated
         self._truncated_bytes += truncated
@@ -279,6 +288,14 @@ class LogLoader:
             except InvalidOffsetError:
                 _LOG.warning("%s: invalid offsets in %s; emptying it", self._dir, segment)
                 self._truncated_bytes += segment.truncate_to(segment.base_offset)
+                following = self._next_base_offset(segment)
+                if following is not None:
+                    self._note_lost(segment.base_offset, following, segment)
+
+    def _note_lost(self, start: int, end: int, segment: LogSegment) -> None:
+        """[start, end): what a cut took from a segment that is not the last (lost_offsets.py)."""
+        assert self._lost is not None
+        self._lost.note_cut(start, end, self._log_start_offset, str(segment))
 
     def _next_base_offset(self, segment: LogSegment) -> int | None:
         """The base offset of the segment after ``segment`` (None for the last one): the offsets

@@ -134,6 +134,7 @@ class PartitionSummary(NamedTuple):
     appended_bytes: int
     appended_record_count: int
     flush_count: int
+    lost_offset_count: int
 
 
 @dataclass(frozen=True)

@@ -69,6 +69,7 @@ class LogSummary(NamedTuple):
     appended_bytes: int
     appended_record_count: int
     flush_count: int
+    lost_offset_count: int  # offsets at or above the log start that damage cut (lost_offsets.py)
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ import enum
 import logging
 import os
 import struct
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import NamedTuple
 
 from seglog.records import LOG_OVERHEAD, BatchWalk, vouch_batches
@@ -119,6 +119,8 @@ class LogSegment:
         # are still to be checked against each other on first use (segment_check.py).
         self._pending_check: tuple[int, int] | None = None
         self.repaired_on_first_use = False
+        # Bytes the first-use check cut from the end (the log notes the offsets it lost).
+        self.cut_on_first_use_bytes = 0
         # Lookup counts of index objects dropped by release_handles, kept for statistics.
         self._retired_warm_lookup_count = 0
         self._retired_cold_lookup_count = 0
@@ -248,6 +250,7 @@ class LogSegment:
             self._log.seal()
         self.repaired_on_first_use = True
         if truncated:
+            self.cut_on_first_use_bytes += truncated
             _LOG.warning("%s: cut %d invalid bytes from its end", self, truncated)
 
     # -- timestamps -------------------------------------------------------------------------
@@ -691,10 +694,12 @@ class LogSegment:
         )
 
     # -- recovery and truncation ------------------------------------------------------------
-    def recover(self, next_offset_max: int | None = None) -> int:
+    def recover(self, next_offset_max: int | None = None, before_cut: Callable[[int], None] | None = None) -> int:
         """Rebuilds both indexes from the log, checking every batch's CRC, and cuts the log at the
         first torn, corrupt or out-of-order batch (or, given the next segment's base offset
-        ``next_offset_max``, the first batch reaching it). Returns the bytes cut."""
+        ``next_offset_max``, the first batch reaching it). Returns the bytes cut.
+        ``before_cut(new next offset)`` runs before a cut is made (the loader writes down the
+        offsets it loses first: if that fails, the files are as they were)."""
         self._log.unseal()
         self._offset_index.reset()
         self._time_index.reset()
@@ -702,6 +707,8 @@ class LogSegment:
         scan = RecoveryScan(self, next_offset_max)
         scan.run()
         truncated = self._log.size_in_bytes - scan.valid_bytes
+        if truncated and before_cut is not None:
+            before_cut(scan.next_offset)
         self._log.truncate_to(scan.valid_bytes)
         self._offset_index.trim_to_valid_size()
         self._max_timestamp_ms, self._offset_of_max_timestamp = scan.max_timestamp_ms, scan.offset_of_max_timestamp

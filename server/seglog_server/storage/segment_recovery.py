@@ -50,6 +50,11 @@ class RecoveryScan:
         self.offset_of_max_timestamp = segment.base_offset
         self.stopped = False
 
+    @property
+    def next_offset(self) -> int:
+        """The offset after the last valid batch (the segment's base offset if none is)."""
+        return self._next_offset
+
     def run(self) -> None:
         log = self._segment.log
         end = log.size_in_bytes

@@ -39,6 +39,7 @@ PROMISED = {
     storage.OffsetOutOfRangeError: Code.OUT_OF_RANGE,
     storage.CorruptRecordError: Code.DATA_LOSS,
     storage.CorruptSegmentError: Code.DATA_LOSS,
+    storage.OffsetsLostError: Code.DATA_LOSS,
     storage.RecordTooLargeError: Code.RESOURCE_EXHAUSTED,
     storage.RecordBatchTooLargeError: Code.RESOURCE_EXHAUSTED,
     storage.OffsetOverflowError: Code.FAILED_PRECONDITION,
