@@ -35,7 +35,7 @@ class CleanablePartition:
 @dataclass(frozen=True)
 class SnapshotInfo:
     snapshot_id: str
-    log_dir: str  # the service's log directory, as configured there
+    log_dir: str  # the service's log directory by its label ("log dir #0 (data)"), not a path
     relative_path: str  # the snapshot directory relative to log_dir
     local_path: str | None  # the absolute path on the service's machine, when asked for
     manifest_json: str

@@ -99,7 +99,7 @@ def test_snapshots_taken_while_producers_append_are_consistent(stub, service):
         manifest = json.loads(response.manifest_json)
         assert manifest == json.loads(open(os.path.join(response.local_path, "manifest.json")).read())
         assert response.relative_path == f".seglog-snapshots/{response.snapshot_id}"
-        assert os.path.join(response.log_dir, response.relative_path) == response.local_path
+        assert response.local_path.endswith(os.sep + response.relative_path)  # log_dir is a label
         segments = manifest["segments"]
         assert segments and segments[0]["base_offset"] == manifest["log_start_offset"] == 0
         for segment, following in zip(segments, segments[1:] + [None]):

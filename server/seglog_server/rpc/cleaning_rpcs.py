@@ -23,11 +23,13 @@ __all__ = ["CleaningRpcs"]
 class CleaningRpcs:
     _manager: Any
     _calls: Any
+    log_dir_names: Any  # LogDirNames: log directories as labels, never server paths
 
     @unary_rpc
     async def ListCleanable(self, request: pb.ListCleanableRequest, context: Any) -> Any:
         found = await self._calls.blocking(self._manager.list_cleanable, request.topic or None)
-        return pb.ListCleanableResponse(partitions=[_cleanable_partition(self._manager, c) for c in found])
+        label = self.log_dir_names.label
+        return pb.ListCleanableResponse(partitions=[_cleanable_partition(label, c) for c in found])
 
     @unary_rpc
     async def CreateSnapshot(self, request: pb.CreateSnapshotRequest, context: Any) -> Any:
@@ -36,7 +38,9 @@ class CleaningRpcs:
         manifest = taken.manifest
         return pb.CreateSnapshotResponse(
             snapshot_id=manifest.snapshot_id,
-            log_dir=self._manager.configured_dir_name(taken.log_dir),
+            # Its log dir's label, never a server path; the one absolute path is local_path,
+            # only when asked for (a cleaner sharing the service's filesystem needs it).
+            log_dir=self.log_dir_names.label(taken.log_dir),
             relative_path=os.path.relpath(taken.path, taken.log_dir),
             local_path=taken.path if request.include_local_path else "",
             manifest_json=manifest.to_json_bytes().decode("utf-8"),
@@ -71,12 +75,12 @@ def _snapshot_id(value: str) -> str:
     return value
 
 
-def _cleanable_partition(manager: Any, cleanable: Any) -> pb.CleanablePartition:
+def _cleanable_partition(log_dir_label: Any, cleanable: Any) -> pb.CleanablePartition:
     to_clean = cleanable.to_clean
     return pb.CleanablePartition(
         topic=cleanable.topic,
         partition=cleanable.partition,
-        log_dir=manager.configured_dir_name(cleanable.log_dir),
+        log_dir=log_dir_label(cleanable.log_dir),
         dirty_ratio=to_clean.dirty_ratio,
         min_cleanable_dirty_ratio=to_clean.min_cleanable_dirty_ratio,
         cleanable_bytes=to_clean.cleanable_bytes,

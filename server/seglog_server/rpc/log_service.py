@@ -556,7 +556,10 @@ class LogServicer(CleaningRpcs, StreamRpcs, pb_grpc.LogServiceServicer):
             explanation = await self._log_call(
                 log, _BLOCKING, log.explain_timestamp, request.timestamp_ms, resident_pages
             )
-        return conversions.explain_lookup_response(explanation)
+        response = conversions.explain_lookup_response(explanation)
+        for search in response.searches:  # the file by its log dir's label: no server path
+            search.path = self.log_dir_names.label(search.path)
+        return response
 
 
 # _log_call's io_bytes for calls that always go to the pool (fsync).
