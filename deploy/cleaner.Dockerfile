@@ -29,15 +29,23 @@ RUN pip install --no-cache-dir --disable-pip-version-check --no-deps .
 # readable and the cleaned segments the job writes there are the service's to install.
 RUN groupadd --system --gid 10001 seglog \
  && useradd --system --uid 10001 --gid 10001 --create-home --home-dir /home/seglog --shell /usr/sbin/nologin seglog \
- && mkdir -p /var/lib/seglog /tmp/spark \
- && chown seglog:seglog /var/lib/seglog /tmp/spark
+ && mkdir -p /var/lib/seglog /tmp/spark/work /tmp/spark/local /tmp/spark/logs \
+ && chown -R seglog:seglog /var/lib/seglog /tmp/spark
 
 # PySpark's workers must run this Python (not whatever python3 is first on PATH), and Spark
-# keeps its scratch files in one place the container can lose.
+# keeps every file it writes in one place uid 10001 owns and the container can lose: SPARK_HOME
+# is inside site-packages (root's), so a worker's default work folder ($SPARK_HOME/work) cannot
+# be created there. Work folders of executors (SPARK_WORKER_DIR), shuffle and block scratch
+# (SPARK_LOCAL_DIRS, spark.local.dir), the daemons' logs (SPARK_LOG_DIR), the cleaner driver's
+# own log (SPARK_LOG_FILE) and Ivy's cache (under HOME).
 ENV PYSPARK_PYTHON=/usr/local/bin/python \
     PYSPARK_DRIVER_PYTHON=/usr/local/bin/python \
     SPARK_HOME=/usr/local/lib/python3.11/site-packages/pyspark \
-    SPARK_LOCAL_DIRS=/tmp/spark \
+    SPARK_WORKER_DIR=/tmp/spark/work \
+    SPARK_LOCAL_DIRS=/tmp/spark/local \
+    SPARK_LOG_DIR=/tmp/spark/logs \
+    SPARK_LOG_FILE=/tmp/spark/logs/cleaner-driver.log \
+    HOME=/home/seglog \
     SPARK_NO_DAEMONIZE=1 \
     PYTHONUNBUFFERED=1
 ENV PATH="${SPARK_HOME}/bin:${SPARK_HOME}/sbin:${PATH}"

@@ -3,7 +3,8 @@ the commands it gives them, on loopback.
 
 No container runtime runs on these machines, so this starts what the compose file would start,
 reading the commands from the file itself (through a real Compose implementation's normalised
-config): a seglog service, a real Prometheus with deploy/prometheus mounted (its scrape target
+config) and running the images' processes as the images' uid 10001 with the images' environment
+(compose_processes.py): a seglog service, a real Prometheus with deploy/prometheus mounted (its scrape target
 pointed at the service), a standalone Spark master and worker from the installed PySpark
 distribution, and the cleaner's own command with ``--once`` instead of ``--interval``. It checks a
 cleaned segment (superseded records gone, the latest value of each key kept at its offset) and a
@@ -19,13 +20,20 @@ import random
 import shutil
 import socket
 import subprocess
-import sys
 import time
 import urllib.parse
 import urllib.request
 
 import pytest
-from integration_helpers import service_environment
+from compose_processes import (
+    ImageRoot,
+    ImageService,
+    Processes,
+    SparkCluster,
+    cleaner_command,
+    compose_services,
+    needs_root,
+)
 
 from seglog.records import RecordBatchBuilder, iter_batches
 from seglog.v1 import log_service_pb2 as pb
@@ -46,26 +54,6 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-def _compose() -> dict:
-    result = subprocess.run(
-        [str(pathlib.Path(sys.executable).parent / "docker-compose"), "-f", str(ROOT / "docker-compose.yml"),
-         "config", "--format", "json"],
-        capture_output=True, text=True, cwd=ROOT, env={"PATH": "/usr/bin:/bin"}, timeout=60,
-    )
-    assert result.returncode == 0, result.stderr
-    return json.loads(result.stdout)["services"]
-
-
-def _replace(words: list[str], old: str, new: str) -> list[str]:
-    return [new if word == old else word for word in words]
-
-
-def _wait_for(path: pathlib.Path, text: bytes, process: subprocess.Popen, deadline: float) -> None:
-    while text not in path.read_bytes():
-        assert process.poll() is None and time.monotonic() < deadline, path.read_text(errors="replace")
-        time.sleep(0.5)
-
-
 def _get_json(url: str) -> dict:
     with urllib.request.urlopen(url, timeout=10) as response:
         return json.loads(response.read())
@@ -82,33 +70,22 @@ def _read_all(stub) -> list[tuple[int, bytes | None, bytes | None]]:
         offset = response.next_offset
 
 
-class Processes:
-    def __init__(self, workdir: pathlib.Path) -> None:
-        self.workdir = workdir
-        self.running: list[tuple[subprocess.Popen, object]] = []
-
-    def start(self, name: str, command: list[str], env: dict[str, str]) -> tuple[subprocess.Popen, pathlib.Path]:
-        log_path = self.workdir / f"{name}.log"
-        log = open(log_path, "wb")
-        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=self.workdir)
-        self.running.append((process, log))
-        return process, log_path
-
-    def stop(self) -> None:
-        for process, log in reversed(self.running):
-            process.terminate()
-            try:
-                process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
-            log.close()
-
-
 @pytest.mark.timeout(1500)
-def test_the_compose_topology_cleans_a_topic_and_prometheus_sees_the_cleaner(start_service, tmp_path):
-    services = _compose()
-    service = start_service()
+@needs_root
+def test_the_compose_topology_cleans_a_topic_and_prometheus_sees_the_cleaner(tmp_path):
+    services = compose_services()
+    image = ImageRoot()
+    processes = Processes(image.path)
+    service = ImageService(image, services).start()
+    try:
+        _clean_and_scrape(tmp_path, services, image, processes, service)
+    finally:
+        processes.stop()
+        service.stop()
+        image.remove()
+
+
+def _clean_and_scrape(tmp_path, services, image, processes, service) -> None:
     stub = service.stub
     stub.CreateTopic(pb.CreateTopicRequest(topic=TOPIC, partitions=1, configs={
         "cleanup.policy": "compact", "segment.bytes": "4096", "file.delete.delay.ms": "0"}), timeout=30)
@@ -123,79 +100,53 @@ def test_the_compose_topology_cleans_a_topic_and_prometheus_sees_the_cleaner(sta
         latest[key] = (offset, value)
     before = _read_all(stub)
 
-    processes = Processes(tmp_path)
-    try:
-        # Prometheus, as compose runs it: deploy/prometheus mounted, the target pointed here.
-        config = (ROOT / "deploy" / "prometheus" / "prometheus.yml").read_text()
-        config = config.replace('"seglog:9551"', f'"{service.metrics_address}"').replace(
-            "scrape_interval: 15s", "scrape_interval: 1s").replace("scrape_timeout: 10s", "scrape_timeout: 1s")
-        prometheus_dir = tmp_path / "prometheus"
-        prometheus_dir.mkdir()
-        (prometheus_dir / "prometheus.yml").write_text(config)
-        shutil.copy(ROOT / "deploy" / "prometheus" / "rules.yml", prometheus_dir / "rules.yml")
-        prometheus_port = _free_port()
-        mounts = {"--config.file=/etc/prometheus/": f"--config.file={prometheus_dir}/",
-                  "--storage.tsdb.path=/prometheus": f"--storage.tsdb.path={tmp_path / 'tsdb'}",
-                  "--web.listen-address=0.0.0.0:9090": f"--web.listen-address=127.0.0.1:{prometheus_port}"}
-        command = [shutil.which("prometheus") or "prometheus"]
-        for arg in services["prometheus"]["command"]:
-            for old, new in mounts.items():
-                arg = arg.replace(old, new)
-            command.append(arg)
-        assert str(prometheus_dir) in " ".join(command) and str(prometheus_port) in " ".join(command)
-        processes.start("prometheus", command, dict(os.environ))
+    # Prometheus, as compose runs it: deploy/prometheus mounted, the target pointed here.
+    config = (ROOT / "deploy" / "prometheus" / "prometheus.yml").read_text()
+    config = config.replace('"seglog:9551"', f'"{service.metrics_address}"').replace(
+        "scrape_interval: 15s", "scrape_interval: 1s").replace("scrape_timeout: 10s", "scrape_timeout: 1s")
+    prometheus_dir = tmp_path / "prometheus"
+    prometheus_dir.mkdir()
+    (prometheus_dir / "prometheus.yml").write_text(config)
+    shutil.copy(ROOT / "deploy" / "prometheus" / "rules.yml", prometheus_dir / "rules.yml")
+    prometheus_port = _free_port()
+    mounts = {"--config.file=/etc/prometheus/": f"--config.file={prometheus_dir}/",
+              "--storage.tsdb.path=/prometheus": f"--storage.tsdb.path={tmp_path / 'tsdb'}",
+              "--web.listen-address=0.0.0.0:9090": f"--web.listen-address=127.0.0.1:{prometheus_port}"}
+    command = [shutil.which("prometheus") or "prometheus"]
+    for arg in services["prometheus"]["command"]:
+        for old, new in mounts.items():
+            arg = arg.replace(old, new)
+        command.append(arg)
+    assert str(prometheus_dir) in " ".join(command) and str(prometheus_port) in " ".join(command)
+    processes.start("prometheus", command, dict(os.environ))
 
-        # The Spark master and worker, with compose's commands on loopback ports.
-        from pyspark.find_spark_home import _find_spark_home
+    # The Spark master, worker and cleaner: compose's commands and the image's environment,
+    # as the images' uid 10001 (compose_processes.py); nothing set here that the image lacks.
+    cluster = SparkCluster(image, processes, services).start()
+    # The cleaner: compose's command, one round instead of a schedule.
+    finished = subprocess.run(
+        image.as_service("cleaner", cleaner_command(services, cluster.master_url, service.address, once=True)),
+        capture_output=True, text=True, env=image.environment(services["cleaner"].get("environment")),
+        timeout=SPARK_START_S + 300, cwd=image.path)
+    assert finished.returncode == 0, finished.stdout + finished.stderr
+    assert "1 cleaned" in finished.stdout, finished.stdout + finished.stderr
 
-        spark_bin = pathlib.Path(_find_spark_home()) / "bin"
-        spark_env = service_environment({"SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable,
-                                         "SPARK_LOG_DIR": str(tmp_path), "SPARK_WORKER_DIR": str(tmp_path / "work")})
-        master_port, master_ui = _free_port(), _free_port()
-        master_command = services["spark-master"]["command"]
-        assert master_command[0] == "spark-class"
-        master_command = _replace(_replace(_replace(master_command, "spark-master", "127.0.0.1"),
-                                           "7077", str(master_port)), "8080", str(master_ui))
-        master, master_log = processes.start("master", [str(spark_bin / "spark-class"), *master_command[1:]], spark_env)
-        deadline = time.monotonic() + SPARK_START_S
-        _wait_for(master_log, b"I have been elected leader", master, deadline)
-        master_url = f"spark://127.0.0.1:{master_port}"
-        worker_command = _replace(services["spark-worker"]["command"], "spark://spark-master:7077", master_url)
-        worker_command = _replace(worker_command, "2g", "1g")
-        worker, worker_log = processes.start(
-            "worker", [str(spark_bin / "spark-class"), *worker_command[1:], "--host", "127.0.0.1",
-                       "--webui-port", str(_free_port())], spark_env)
-        _wait_for(worker_log, b"Successfully registered with master", worker, deadline)
+    after = _read_all(stub)
+    assert len(after) < len(before)
+    kept = {key: (offset, value) for offset, key, value in after}
+    assert kept == latest  # each key's latest record, at its own offset
+    assert [record for record in before if record in after] == after  # offsets and bytes kept
 
-        # The cleaner: compose's command, one round instead of a schedule.
-        cleaner = services["cleaner"]["command"]
-        at = cleaner.index("--interval")
-        cleaner = cleaner[:at] + ["--once"] + cleaner[at + 2:]
-        cleaner = _replace(_replace(cleaner, "seglog:50551", service.address), "spark://spark-master:7077", master_url)
-        assert cleaner[0] == "seglog"
-        finished = subprocess.run([sys.executable, "-m", "seglog.cli", *cleaner[1:]], capture_output=True,
-                                  text=True, env=spark_env, timeout=SPARK_START_S + 300, cwd=tmp_path)
-        assert finished.returncode == 0, finished.stdout + finished.stderr
-        assert "1 cleaned" in finished.stdout, finished.stdout + finished.stderr
-
-        after = _read_all(stub)
-        assert len(after) < len(before)
-        kept = {key: (offset, value) for offset, key, value in after}
-        assert kept == latest  # each key's latest record, at its own offset
-        assert [record for record in before if record in after] == after  # offsets and bytes kept
-
-        # Prometheus scraped the cleaner's figures from the service.
-        query = urllib.parse.urlencode({"query": "seglog_cleaner_bytes_reclaimed_total"})
-        deadline = time.monotonic() + PROMETHEUS_S
-        reclaimed = 0.0
-        while reclaimed <= 0:
-            assert time.monotonic() < deadline, (tmp_path / "prometheus.log").read_text()
-            time.sleep(0.5)
-            try:
-                result = _get_json(f"http://127.0.0.1:{prometheus_port}/api/v1/query?{query}")["data"]["result"]
-            except OSError:
-                continue
-            reclaimed = float(result[0]["value"][1]) if result else 0.0
-        assert reclaimed > 0
-    finally:
-        processes.stop()
+    # Prometheus scraped the cleaner's figures from the service.
+    query = urllib.parse.urlencode({"query": "seglog_cleaner_bytes_reclaimed_total"})
+    deadline = time.monotonic() + PROMETHEUS_S
+    reclaimed = 0.0
+    while reclaimed <= 0:
+        assert time.monotonic() < deadline, (tmp_path / "prometheus.log").read_text()
+        time.sleep(0.5)
+        try:
+            result = _get_json(f"http://127.0.0.1:{prometheus_port}/api/v1/query?{query}")["data"]["result"]
+        except OSError:
+            continue
+        reclaimed = float(result[0]["value"][1]) if result else 0.0
+    assert reclaimed > 0
