@@ -22,7 +22,10 @@ everything else:
   writeback, and a flush of a freshly written index cost about twice as much that way
   (bench/bench_index_append.py, which also measures writing every entry with ``pwrite``).
   Copy-on-write file systems (btrfs) allocate again at writeback and stay exposed; seglog's
-  directories belong on ext4, xfs or tmpfs. ``trim_to_valid_size`` (on roll and close) cuts it back to
+  directories belong on ext4, xfs or tmpfs. **Reads** fault too where the file system allocates
+  on a read of a hole (tmpfs does): so an existing file is mapped only once its holes have blocks
+  (``_back_holes_locked``: posix_fallocate, an OSError naming the file when the disk is full), and
+  ``reset`` (recovery) empties a file before mapping it. ``trim_to_valid_size`` (on roll and close) cuts it back to
   the valid entries, because on reopening **every full slot of an existing file is an entry**: an
   untrimmed file after a crash reads as full of zero entries, which is why indexes above the
   recovery point are rebuilt from the log.
@@ -56,7 +59,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
-from seglog_server.storage.errors import OffsetOverflowError
+from seglog_server.storage.errors import CorruptIndexError, OffsetOverflowError
 from seglog_server.storage.fs import REAL_FS, FileSystem
 from seglog_server.storage.index_search import (
     LARGEST_LOWER_BOUND,
@@ -268,8 +271,17 @@ class AbstractIndex:
             return self._resize_locked(self._entry_count * self.LAYOUT.entry_bytes)
 
     def reset(self) -> None:
-        """Drops every entry and regrows the file to ``max_index_bytes``."""
+        """Drops every entry and regrows the file to ``max_index_bytes``. An index not mapped
+        yet (recovery's case) empties its file before mapping it: the old entries are not
+        wanted, and after a crash the file may be a preallocated, sparse one whose holes a
+        mapping must never touch (see ``_back_holes_locked``)."""
         with self._lock:
+            if self._state is _State.UNMATERIALIZED or self._state is _State.RELEASED:
+                self._unmap_mapping()
+                self._materialize_locked(discard=True)
+                self._state = _State.OPEN
+                self._after_entries_changed_locked()
+                return
             self._open_locked()
             self._truncate_to_entries_locked(0)
             self._resize_locked(self._max_index_bytes)
@@ -527,10 +539,14 @@ class AbstractIndex:
         """Hook: refresh whatever the subclass caches about its last entry."""
 
     # -- the file -------------------------------------------------------------------------------
-    def _materialize_locked(self) -> None:
+    def _materialize_locked(self, *, discard: bool = False) -> None:
+        """Opens and maps the file (creating it if missing); ``discard``: emptied first, as new."""
         entry_bytes = self.LAYOUT.entry_bytes
         fd, newly_created = self._open_file()
         try:
+            if discard and not newly_created:
+                self._fs.ftruncate(fd, 0)  # frees its blocks too: room for the rebuilt entries
+                newly_created = True
             if newly_created:
                 if self._max_index_bytes < entry_bytes:
                     raise ValueError(
@@ -539,6 +555,8 @@ class AbstractIndex:
                     )
                 self._fs.ftruncate(fd, _round_down(self._max_index_bytes, entry_bytes))
             self._file_bytes = self._fs.fsize(fd)
+            if not newly_created:
+                self._back_holes_locked(fd)
             self._set_mapping(self._map(fd, self._file_bytes))
         except BaseException:
             if newly_created:
@@ -553,6 +571,30 @@ class AbstractIndex:
         self._reserved_bytes = 0
         # A new file has no entries; in an existing one every full slot is an entry.
         self._entry_count = 0 if newly_created else self._max_entry_count
+
+    def _back_holes_locked(self, fd: int) -> None:
+        """An existing file is read through its mapping wherever it has entries, and in an
+        existing file every slot is an entry. A hole (a file preallocated and never trimmed: a
+        crash) has no page behind it; on tmpfs even a *read* of a hole allocates one, so on a
+        full file system the first lookup or the last-entry read was SIGBUS, killing the
+        process in recovery. So the holes get blocks first (posix_fallocate), which fails with
+        an OSError naming the file instead; a read-only index refuses the file. Recovery never
+        gets here (``reset`` empties the file unmapped); the sanity checks read with pread."""
+        hole = self._fs.data_end(fd, self._file_bytes)
+        if hole >= self._file_bytes:
+            return
+        if not self._writable:
+            raise CorruptIndexError(
+                f"{self.KIND} {self._path}: a hole from byte {hole} of {self._file_bytes} (preallocated, "
+                f"never trimmed: rebuild it from the log)"
+            )
+        try:
+            self._fs.fallocate(fd, hole, self._file_bytes - hole)
+        except OSError as exc:
+            raise OSError(
+                exc.errno, f"{exc.strerror} (backing the holes of {self.KIND} {self._path} before mapping it)",
+                self._path,
+            ) from exc
 
     def _open_file(self) -> tuple[int, bool]:
         if not self._writable:

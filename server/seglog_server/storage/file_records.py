@@ -147,6 +147,7 @@ class FileRecords:
         # a read-only mapping of it instead of issuing a pread per chunk.
         self._sealed = False
         self._mapping: mmap.mmap | None = None
+        self._unmappable = False  # a hole below the end: read with preads only (see _mapped)
 
     @classmethod
     def create(cls, path: str, *, fs: FileSystem = REAL_FS, preallocate_bytes: int = 0) -> FileRecords:
@@ -177,12 +178,18 @@ class FileRecords:
     def unseal(self) -> None:
         """Before an append or a truncation: drops the read mapping."""
         self._sealed = False
+        self._unmappable = False  # looked at again when sealed again
         self._drop_mapping()
 
     def _mapped(self) -> mmap.mmap | None:
-        """The read-only mapping of a sealed, non-empty file (made on first use)."""
-        if self._mapping is None and self._sealed and self.size_in_bytes > 0:
+        """The read-only mapping of a sealed, non-empty file (made on first use). A file with a
+        hole below its end is never mapped (scans pread it): on tmpfs a read of a hole through
+        a mapping allocates a page, and on a full file system that is SIGBUS, not an error."""
+        if self._mapping is None and self._sealed and not self._unmappable and self.size_in_bytes > 0:
             fd = self._fd if self._fd is not None else self._open()
+            if self._fs.data_end(fd, self.size_in_bytes) < self.size_in_bytes:
+                self._unmappable = True
+                return None
             self._mapping = self._fs.mmap(fd, self.size_in_bytes, False)
         return self._mapping
 

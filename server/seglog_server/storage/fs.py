@@ -66,6 +66,19 @@ class FileSystem:
         access = mmap.ACCESS_WRITE if writable else mmap.ACCESS_READ
         return mmap.mmap(fd, length, access=access)
 
+    def data_end(self, fd: int, size: int) -> int:
+        """Where the first hole in the file's first ``size`` bytes starts, or ``size`` when they
+        have none (lseek SEEK_HOLE). A file system without hole support reports none."""
+        try:
+            return min(os.lseek(fd, 0, os.SEEK_HOLE), size)
+        except OSError:  # ENXIO: an empty file; EINVAL: SEEK_HOLE not supported
+            return size
+
+    def fallocate(self, fd: int, position: int, size: int) -> None:
+        """Backs ``size`` bytes from ``position`` with blocks (posix_fallocate): ENOSPC here,
+        as an OSError, instead of SIGBUS when a mapping touches the range on a full disk."""
+        os.posix_fallocate(fd, position, size)
+
     # -- names ------------------------------------------------------------------------------
     def exists(self, path: str) -> bool:
         return os.path.exists(path)

@@ -202,15 +202,16 @@ def test_any_mix_of_uses_and_questions_after_a_reload_stays_within_the_budget(
 
 
 # -- segments scheduled for deletion ------------------------------------------------------------
-def _open_deleted_files() -> list[str]:
-    """Paths of this process's open descriptors that name a ``.deleted`` file."""
+def _open_deleted_files(directory: str) -> list[str]:
+    """Paths of this process's open descriptors that name a ``.deleted`` file in ``directory``
+    (other tests' logs in this process are none of this test's business)."""
     found = []
     for name in os.listdir("/proc/self/fd"):
         try:
             target = os.readlink(f"/proc/self/fd/{name}")
         except OSError:
             continue  # closed since the listing
-        if ".deleted" in target:
+        if target.startswith(directory + os.sep) and ".deleted" in target:
             found.append(target)
     return found
 
@@ -230,7 +231,7 @@ def test_segments_renamed_deleted_close_their_descriptors_at_once(laid_out, cloc
         log.delete_records(SEGMENT_COUNT - 1)
         assert log.delete_old_segments() == SEGMENT_COUNT - 1  # renamed .deleted, unlinked in 60 s
         assert sorted(name for name in os.listdir(laid_out) if name.endswith(".log.deleted"))
-        assert _open_deleted_files() == []
+        assert _open_deleted_files(laid_out) == []
         assert _holding(log) == [SEGMENT_COUNT - 1]
     finally:
         log.close()
@@ -289,6 +290,6 @@ def test_reads_racing_retention_get_the_records_or_an_out_of_range_answer(laid_o
         assert errors == []
         assert set(outcomes) <= {"read", "out_of_range"} and "read" in outcomes
         assert log.read(SEGMENT_COUNT - 1, 1).records
-        assert _open_deleted_files() == []
+        assert _open_deleted_files(laid_out) == []
     finally:
         log.close()
