@@ -18,7 +18,10 @@ service installs the result. This class owns everything of that loop that lives 
 A snapshot is worked on by one call at a time (commit, drop or expiry claim it); commits of one
 partition are serialised, so two results can never both be checked against the same log state.
 An I/O error in the log directory takes it offline (the manager's rule, through
-``take_dir_offline``).
+``take_dir_offline``), except an exhausted resource (a full disk, no descriptors): the snapshot or
+commit that met it removes what it made and fails alone with a retriable ResourceExhaustedError,
+and the directory keeps serving (DeleteTopic frees space). A swap that fails half done takes its
+log offline whatever the errno (``Log.replace_segments``).
 """
 
 from __future__ import annotations
@@ -34,12 +37,13 @@ from .checkpoint import CorruptCheckpointError
 from .clock import Clock
 from .errors import (
     LogDirOfflineError,
+    ResourceExhaustedError,
     SnapshotNotFoundError,
     StaleCleaningResultError,
     StorageError,
 )
 from .fs import FileSystem
-from .io_errors import exhaustion_error
+from .io_errors import exhaustion_error, is_exhaustion
 from .log_cleaning_install import InstallOutcome, install_cleaned
 from .log_dir import LogDir
 from .log_snapshot import (
@@ -273,7 +277,8 @@ class LogCleanerManager:
                 entry.log, entry.log_dir.path, checkpoint=checkpoint, now_ms=now_ms, snapshot_id=snapshot_id, fs=self._fs
             )
         except IO_ERRORS as exc:
-            raise self._dir_failed(entry.log_dir, f"taking cleaning snapshot {snapshot_id}", exc) from exc
+            # take_snapshot removed what it made: a full disk fails this snapshot alone.
+            raise self._failed(entry.log_dir, f"taking cleaning snapshot {snapshot_id}", exc) from exc
         with self._lock:
             self._snapshots[snapshot_id] = _OpenSnapshot(taken.manifest, entry.log_dir, taken.path, taken.segments)
             self._created_count += 1
@@ -389,10 +394,15 @@ class LogCleanerManager:
                 )
             with self._partition_lock(tp):
                 outcome = self._install(entry, partition)
-                self._advance_checkpoint(entry.log_dir, tp, outcome.result.cleaned_up_to_offset)
+                self._advance_checkpoint_or_warn(entry.log_dir, tp, outcome.result.cleaned_up_to_offset)
         except IO_ERRORS as exc:
+            # install_cleaned removed the .cleaned files it made (or, half swapped, took the log
+            # offline, which LogDirOfflineError reports): a full disk fails this commit alone.
             self._release(entry)
-            raise self._dir_failed(entry.log_dir, f"installing cleaning {snapshot_id}", exc) from exc
+            raise self._failed(entry.log_dir, f"installing cleaning {snapshot_id}", exc) from exc
+        except ResourceExhaustedError:
+            self._release(entry)  # not a refusal: the same result may be committed again
+            raise
         except StorageError:
             self._release(entry)
             self._note_refusal(tp)
@@ -448,6 +458,17 @@ class LogCleanerManager:
             if exhausted is not None:
                 raise exhausted from exc
             raise self._dir_failed(log_dir, "reading the cleaner checkpoint", exc) from exc
+
+    def _advance_checkpoint_or_warn(self, log_dir: LogDir, tp: TopicPartition, offset: int) -> None:
+        """After an install: on a full disk the checkpoint stays behind (the next round finds
+        the cleaned range dirty again and recopies it, losing nothing); a commit that is in the
+        log is not reported failed for it."""
+        try:
+            self._advance_checkpoint(log_dir, tp, offset)
+        except OSError as exc:
+            if not is_exhaustion(exc):
+                raise
+            _log.warning("cleaner checkpoint of %s not advanced to %d: %s (retried by the next commit)", tp, offset, exc)
 
     def _advance_checkpoint(self, log_dir: LogDir, tp: TopicPartition, offset: int) -> None:
         with self._checkpoint_lock:
@@ -586,6 +607,15 @@ class LogCleanerManager:
         if entry is None or entry.log.is_offline:
             raise self._missing_error(tp)
         return entry
+
+    def _failed(self, log_dir: LogDir, action: str, exc: BaseException) -> StorageError:
+        """A cleaning step's I/O error: retriable when a resource ran out (the step cleaned up
+        after itself, the directory keeps serving; io_errors.py), else the directory failed."""
+        exhausted = exhaustion_error(exc, action)
+        if exhausted is not None:
+            _log.warning("%s: %s", action, exhausted)
+            return exhausted
+        return self._dir_failed(log_dir, action, exc)
 
     def _dir_failed(self, log_dir: LogDir, action: str, exc: BaseException) -> LogDirOfflineError:
         self._take_dir_offline(log_dir, f"{action} failed: {exc}")

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from . import file_names
@@ -238,7 +238,7 @@ def _build_cleaned_segments(
     try:
         outputs = result.output_segments
         if not outputs or outputs[0].base_offset != replaced[0].base_offset:
-            cleaned.append(_empty_segment(log, replaced[0].base_offset, replaced))
+            cleaned.append(_empty_segment(log, replaced[0].base_offset, replaced, fs))
         next_offset = replaced[0].base_offset
         for output in outputs:
             segment = _link_output(log, os.path.join(snapshot_dir, CLEANED_DIR_NAME, output.file), output.base_offset, fs)
@@ -259,33 +259,65 @@ def _build_cleaned_segments(
     return cleaned
 
 
-def _empty_segment(log: Log, base_offset: int, replaced: Sequence[SnapshotSegment]) -> LogSegment:
+def _empty_segment(log: Log, base_offset: int, replaced: Sequence[SnapshotSegment], fs: FileSystem) -> LogSegment:
+    return _built(log, base_offset, fs, lambda: _sealed_empty(log, base_offset, replaced))
+
+
+def _sealed_empty(log: Log, base_offset: int, replaced: Sequence[SnapshotSegment]) -> LogSegment:
     segment = log.open_cleaned_segment(base_offset, create=True)
-    _seal(segment, replaced[0].last_modified_ms)
+    try:
+        _seal(segment, replaced[0].last_modified_ms)
+    except BaseException:
+        segment.close_handlers()
+        raise
     return segment
 
 
 def _link_output(log: Log, source: str, base_offset: int, fs: FileSystem) -> LogSegment:
-    target = file_names.log_path(log.dir, base_offset, file_names.CLEANED_SUFFIX)
-    for stale in (
-        target,
+    _remove_cleaned_files(log, base_offset, fs)
+    return _built(log, base_offset, fs, lambda: _linked(log, source, base_offset, fs))
+
+
+def _linked(log: Log, source: str, base_offset: int, fs: FileSystem) -> LogSegment:
+    fs.link(source, file_names.log_path(log.dir, base_offset, file_names.CLEANED_SUFFIX))
+    segment = log.open_cleaned_segment(base_offset)
+    try:
+        truncated = segment.recover()
+        if truncated:
+            size = segment.size_in_bytes + truncated
+            raise InvalidCleaningResultError(
+                f"output segment {base_offset}: the last {truncated} of its {size} bytes are not valid batches "
+                f"(torn, bad CRC, offsets not increasing or beyond the segment's relative-offset range)"
+            )
+    except BaseException:
+        segment.close_handlers()  # (its descriptors and mappings: the caller never sees it)
+        raise
+    return segment
+
+
+def _built(log: Log, base_offset: int, fs: FileSystem, build: Callable[[], LogSegment]) -> LogSegment:
+    """``build()`` of one ``.cleaned`` segment; on any failure its files go too (a link, an index
+    created before a later step failed): on a full disk they would hold blocks nobody frees."""
+    try:
+        return build()
+    except BaseException:
+        try:
+            _remove_cleaned_files(log, base_offset, fs)
+        except OSError:
+            pass  # the disk failed: the loader deletes .cleaned files at start
+        raise
+
+
+def _remove_cleaned_files(log: Log, base_offset: int, fs: FileSystem) -> None:
+    for path in (
+        file_names.log_path(log.dir, base_offset, file_names.CLEANED_SUFFIX),
         file_names.offset_index_path(log.dir, base_offset, file_names.CLEANED_SUFFIX),
         file_names.time_index_path(log.dir, base_offset, file_names.CLEANED_SUFFIX),
     ):
         try:
-            fs.unlink(stale)
+            fs.unlink(path)
         except FileNotFoundError:
             pass
-    fs.link(source, target)
-    segment = log.open_cleaned_segment(base_offset)
-    truncated = segment.recover()
-    if truncated:
-        size = segment.size_in_bytes + truncated
-        raise InvalidCleaningResultError(
-            f"output segment {base_offset}: the last {truncated} of its {size} bytes are not valid batches "
-            f"(torn, bad CRC, offsets not increasing or beyond the segment's relative-offset range)"
-        )
-    return segment
 
 
 def _check_offsets(segment: LogSegment, lowest: int, range_end: int) -> int:
