@@ -27,7 +27,6 @@ from .key_shard import DEFAULT_LOAD_FACTOR, ShardResult, or_bitmaps
 from .layout import ByteRange, SegmentLayout, read_layout
 from .rewrite import RangeOutput
 from .snapshot import (
-    CLEANED_DIR,
     RESULT_FILE,
     Snapshot,
     file_crc32c,

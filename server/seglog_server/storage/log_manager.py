@@ -43,7 +43,6 @@ import os
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
 
 from . import log_maintenance as jobs
 from .checkpoint import CorruptCheckpointError
