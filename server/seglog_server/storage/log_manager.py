@@ -45,7 +45,6 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 from . import log_maintenance as jobs
-from .checkpoint import CorruptCheckpointError
 from .clean_shutdown import NO_BROKER_EPOCH
 from .clock import SYSTEM_CLOCK, Clock
 from .errors import (
@@ -515,35 +514,10 @@ class LogManager:
         raise self._registry.missing_error(tp)
 
     # ---------------------------------------------------------------------------------------
-    # cleaner checkpoint (for the offline cleaner)
+    # cleaner checkpoint: written by one writer, the cleaner manager (under its checkpoint lock)
     # ---------------------------------------------------------------------------------------
-    def cleaner_offsets(self, log_dir: str) -> dict[TopicPartition, int]:
-        """The cleaner-offset-checkpoint of ``log_dir`` (empty if absent or corrupt)."""
-        return self._read_cleaner_offsets(self._dir_by_path(log_dir))
-
-    def write_cleaner_offsets(self, log_dir: str, offsets: Mapping[TopicPartition, int]) -> None:
-        """Replaces the cleaner-offset-checkpoint of ``log_dir`` atomically."""
-        directory = self._dir_by_path(log_dir)
-        if not directory.online:
-            raise LogDirOfflineError(f"log directory {directory.path} is offline")
-        try:
-            directory.cleaner_offset_file.write(offsets)
-        except OSError as exc:
-            exhausted = exhaustion_error(exc, f"writing the cleaner checkpoint of {directory.path}")
-            if exhausted is not None:
-                raise exhausted from exc
-            self._take_dir_offline(directory, f"writing the cleaner checkpoint failed: {exc}")
-            raise LogDirOfflineError(f"log directory {directory.path} failed: {exc}") from exc
-
     def _drop_cleaner_offsets(self, directory: LogDir, gone: list[TopicPartition]) -> None:
         self._cleaner.drop_checkpoints(directory, gone)
-
-    def _read_cleaner_offsets(self, directory: LogDir) -> dict[TopicPartition, int]:
-        try:
-            return directory.cleaner_offset_file.read()
-        except CorruptCheckpointError as exc:
-            _log.warning("%s; treating it as empty", exc)
-            return {}
 
     # ---------------------------------------------------------------------------------------
     # offline cleaning (log_cleaner_manager.py)

@@ -928,21 +928,28 @@ def test_roll_flushes_run_on_the_managers_pool_and_shutdown_drains_it(dirs, cloc
         assert f.read() == "0\n1\nt 0 20\n"
 
 
-def test_cleaner_offsets_round_trip_and_go_with_a_deleted_topic(dirs, clock):
+def test_commits_write_the_cleaner_checkpoint_and_a_deleted_topic_leaves_it(dirs, clock):
+    from seglog_server.storage.checkpoint import CLEANER_OFFSET_CHECKPOINT, OffsetCheckpointFile
     from seglog_server.storage.topic_partition import TopicPartition
 
+    from tests.cleaning_support import hand_clean
+
     manager = start(dirs[:1], clock)
-    manager.create_topic("a", 1, {"cleanup.policy": "compact"})
-    manager.create_topic("b", 1, {"cleanup.policy": "compact"})
-    assert manager.cleaner_offsets(dirs[0]) == {}
-    offsets = {TopicPartition("a", 0): 10, TopicPartition("b", 0): 20}
-    manager.write_cleaner_offsets(dirs[0], offsets)
-    with open(os.path.join(dirs[0], "cleaner-offset-checkpoint")) as f:
-        assert f.read() == "0\n2\na 0 10\nb 0 20\n"
+    checkpoint = OffsetCheckpointFile(os.path.join(dirs[0], CLEANER_OFFSET_CHECKPOINT))
+    for topic in ("a", "b"):
+        manager.create_topic(topic, 1, {"cleanup.policy": "compact"})
+        log = manager.get_log(topic, 0)
+        for n in range(3):
+            log.append(batch(b"v%d" % n, key=b"k", timestamp_ms=clock.time_ms()))
+            log.roll()
+    assert checkpoint.read() == {}
+    for topic in ("a", "b"):  # the one writer: CommitCleaned, through the cleaner manager
+        taken = manager.create_snapshot(topic, 0)
+        hand_clean(taken.path)
+        manager.commit_cleaned(taken.manifest.snapshot_id)
+    assert checkpoint.read() == {TopicPartition("a", 0): 3, TopicPartition("b", 0): 3}
     manager.delete_topic("a")
-    assert manager.cleaner_offsets(dirs[0]) == {TopicPartition("b", 0): 20}
-    with pytest.raises(ValueError, match="not one of the log directories"):
-        manager.cleaner_offsets("/elsewhere")
+    assert checkpoint.read() == {TopicPartition("b", 0): 3}
     manager.shutdown()
 
 
