@@ -190,7 +190,10 @@ class LogManager:
             try:
                 loader.run()
                 self._producer_ids = ProducerIdManager(
-                    self._fs, lambda: [d.path for d in self._online_dirs()], self._clock.time_ms
+                    self._fs,
+                    lambda: [d.path for d in self._online_dirs()],
+                    self._clock.time_ms,
+                    on_dir_error=self._producer_id_write_failed,
                 )
                 self._cleaner.load_snapshots(self._dirs)
                 self._remove_delete_dirs()
@@ -567,6 +570,12 @@ class LogManager:
             if exhausted is not None:
                 raise exhausted from exc
             raise LogDirOfflineError(f"reserving a block of producer ids failed: {exc}") from exc
+
+    def _producer_id_write_failed(self, path: str, exc: OSError) -> None:
+        """A producer-id block write failed in ``path``: the directory is taken offline unless
+        a resource was exhausted (it stays online, left out of the block's holders)."""
+        if not is_exhaustion(exc):
+            self._take_dir_offline(self._dir_by_path(path), f"reserving producer ids failed: {exc}")
 
     def _online_partitions(self) -> list[tuple[TopicPartition, PartitionEntry]]:
         return [(tp, p) for tp, p in self._registry.all_partitions() if p.log_dir.online]
