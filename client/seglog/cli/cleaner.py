@@ -39,6 +39,8 @@ _log = logging.getLogger("seglog.cli.cleaner")
 # Seconds between rounds when --interval is not given: a minute keeps the dirty ratio near its
 # threshold on busy topics while an idle service sees one ListCleanable call a minute.
 INTERVAL_S_DEFAULT = 60.0
+# Stale snapshot ids named in the start-up line; the count says the rest.
+_STALE_SHOWN_MAX = 3
 JAVA_MISSING = (
     "java not found: the Spark engine needs Java 17 (apt-get install openjdk-17-jre-headless; "
     "scripts/bootstrap installs it when run as root), or use --engine python"
@@ -167,6 +169,8 @@ def _run(args: argparse.Namespace) -> int:
     failed = False
     with Admin(server_of(args)) as admin:
         try:
+            if not args.dry_run:
+                _drop_stale_snapshots(admin, args.topic)
             while True:
                 number += 1
                 figures = run_round(admin, job, number, args=args, out=sys.stdout)
@@ -180,6 +184,25 @@ def _run(args: argparse.Namespace) -> int:
         finally:
             job.close()
     return 1 if failed else 0
+
+
+def _drop_stale_snapshots(admin: Admin, topic: str | None) -> list[str]:
+    """Drop the snapshots open when this cleaner starts, and say so in one line.
+
+    A cleaner drops or commits every snapshot it takes before its round ends, so one still open
+    at start was left by a cleaner that was killed mid-round (kill -9, OOM, a container
+    restart); it would pin the segments it links, and their disk space, until the service's
+    snapshot time limit (6 h by default). One scheduled cleaner runs per service (compose's
+    ``cleaner``): a second one started beside it would drop the first's snapshot too, and the
+    first's commit is then refused (harmless: its next round snapshots again). A dry run
+    changes nothing, so it leaves them.
+    """
+    stale = [snapshot for partition in admin.list_cleanable(topic) for snapshot in partition.open_snapshot_ids]
+    dropped = [snapshot for snapshot in stale if _drop(admin, snapshot)]
+    if dropped:
+        shown = ", ".join(dropped[:_STALE_SHOWN_MAX]) + (", ..." if len(dropped) > _STALE_SHOWN_MAX else "")
+        print(f"cleaner: dropped {len(dropped)} snapshot(s) left open by an earlier cleaner: {shown}", flush=True)
+    return dropped
 
 
 def run_round(admin: Admin, job: Any, number: int, *, args: argparse.Namespace, out: TextIO) -> RoundFigures:
@@ -228,7 +251,8 @@ def _clean_one(admin: Admin, job: Any, cleanable: CleanablePartition, args: argp
     else:
         try:
             commit = admin.commit_cleaned(snapshot.snapshot_id)
-        except FailedPreconditionError as error:
+        except (FailedPreconditionError, TopicNotFoundError) as error:
+            # NOT_FOUND: the topic was deleted, or another cleaner's start dropped the snapshot.
             figures.partitions_refused += 1
             figures.problems.append(f"{name}: result refused: {error}")
             _drop(admin, snapshot.snapshot_id)
@@ -242,11 +266,12 @@ def _clean_one(admin: Admin, job: Any, cleanable: CleanablePartition, args: argp
     figures.bytes_reclaimed += max(0, reclaimed)
 
 
-def _drop(admin: Admin, snapshot_id: str) -> None:
+def _drop(admin: Admin, snapshot_id: str) -> bool:
     try:
-        admin.drop_snapshot(snapshot_id)
+        return admin.drop_snapshot(snapshot_id)
     except SeglogError as error:  # expiry (snapshot_ttl_ms) removes it later anyway
         _log.warning("could not drop snapshot %s: %s", snapshot_id, error)
+        return False
 
 
 # -- cleaning engines ----------------------------------------------------------------------------
@@ -334,7 +359,7 @@ class SparkSubmitJob:
             command.append("--dry-run")
         if map_bytes is not None:
             command += ["--map-bytes", str(map_bytes)]
-        finished = subprocess.run(command, capture_output=True, text=True, check=False)
+        finished = subprocess.run(_dies_with_this_process() + command, capture_output=True, text=True, check=False)
         if finished.returncode != 0:
             tail = " | ".join(finished.stderr.strip().splitlines()[-3:])
             raise RuntimeError(f"spark-submit exited {finished.returncode}: {tail}")
@@ -342,6 +367,24 @@ class SparkSubmitJob:
 
     def close(self) -> None:
         pass
+
+
+def _dies_with_this_process() -> list[str]:
+    """A prefix that makes a child end when this process dies, however it dies.
+
+    spark-submit's JVM is the job's driver and, unlike the gateway of an in-process session
+    (which exits when its stdin closes), outlives a cleaner killed with SIGKILL: it would go on
+    cleaning a snapshot nobody will commit, holding the cluster's cores. ``setpriv --pdeathsig``
+    (util-linux, in every Debian image) asks the kernel to send it SIGTERM when its parent dies;
+    the signal survives spark-submit's exec of java, and SIGTERM lets Spark's shutdown hooks stop
+    the application on the cluster. A preexec_fn would do the same from Python, but Python code
+    in a child forked while gRPC's threads run is not safe. Spawned from the main thread: the
+    kernel sends the signal when the spawning thread ends."""
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        _log.warning("setpriv not found: a cleaner killed mid-round leaves its spark-submit running")
+        return []
+    return [setpriv, "--pdeathsig", "TERM", "--"]
 
 
 def _result_from_stdout(stdout: str) -> dict[str, Any]:

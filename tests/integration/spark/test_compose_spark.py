@@ -13,10 +13,13 @@ from __future__ import annotations
 import os
 import pathlib
 import random
+import signal
 import subprocess
 import sys
 import textwrap
+import time
 
+import psutil
 import pytest
 from compose_processes import (
     ImageRoot,
@@ -79,6 +82,19 @@ def fill_compacted_topic(stub, topic: str, count: int = 400) -> dict[bytes, tupl
     return latest
 
 
+def latest_records(stub, topic: str) -> dict[bytes, tuple[int, bytes]]:
+    """Each key's last record (offset, value) as the service serves the partition now."""
+    kept, offset = {}, 0
+    while True:
+        response = stub.Fetch(pb.FetchRequest(topic=topic, partition=0, offset=offset, max_wait_ms=0, decode=True),
+                              timeout=30)
+        if not response.decoded_records:
+            return kept
+        for record in response.decoded_records:
+            kept[record.key] = (record.offset, record.value)
+        offset = response.next_offset
+
+
 def open_snapshots(stub, topic: str) -> list[str]:
     response = stub.ListCleanable(pb.ListCleanableRequest(topic=topic), timeout=30)
     return [snapshot for partition in response.partitions for snapshot in partition.open_snapshot_ids]
@@ -95,17 +111,7 @@ def test_the_cleaner_service_cleans_on_the_worker_as_the_image_user(image, servi
     work = pathlib.Path(image.environment()["SPARK_WORKER_DIR"])
     applications = list(work.iterdir())
     assert applications and all(path.stat().st_uid == 10001 for path in applications)
-    kept = {}
-    offset = 0
-    while True:
-        response = seglog.stub.Fetch(pb.FetchRequest(topic="compose-round", partition=0, offset=offset,
-                                                     max_wait_ms=0, decode=True), timeout=30)
-        if not response.decoded_records:
-            break
-        for record in response.decoded_records:
-            kept[record.key] = (record.offset, record.value)
-        offset = response.next_offset
-    assert kept == latest
+    assert latest_records(seglog.stub, "compose-round") == latest
 
 
 # -- the driver's address, from another network namespace --------------------------------------
@@ -188,3 +194,53 @@ def test_the_cleaners_driver_address_is_reachable_from_another_network_namespace
         except subprocess.TimeoutExpired:
             driver.kill()
             driver.wait()
+
+
+# -- a cleaner killed mid-round ------------------------------------------------------------------
+
+KILL_WAIT_S = 120  # a bound, not a speed: Spark's shutdown hooks stop the application first
+
+
+def test_a_cleaner_killed_mid_round_leaves_no_spark_process_and_its_restart_drops_its_snapshot(
+        image, services, cluster, seglog):
+    topic = "compose-killed"
+    latest = fill_compacted_topic(seglog.stub, topic)
+    env = image.environment(services["cleaner"].get("environment"))
+    command = image.as_service("cleaner", cleaner_command(services, cluster.master_url, seglog.address, once=True))
+    with open(image.path / "killed-cleaner.log", "wb") as log:
+        cleaner = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=image.path)
+    try:
+        # Mid-round: the snapshot is taken and the job's JVM runs.
+        deadline = time.monotonic() + ROUND_TIMEOUT_S
+        while not (open_snapshots(seglog.stub, topic) and spark_processes(cleaner.pid)):
+            assert cleaner.poll() is None and time.monotonic() < deadline, (image.path / "killed-cleaner.log").read_text()
+            time.sleep(0.2)
+        [stale] = open_snapshots(seglog.stub, topic)
+        children = psutil.Process(cleaner.pid).children(recursive=True)
+        os.kill(cleaner.pid, signal.SIGKILL)
+        cleaner.wait()
+    finally:
+        if cleaner.poll() is None:
+            cleaner.kill()
+            cleaner.wait()
+    _, alive = psutil.wait_procs(children, timeout=KILL_WAIT_S)
+    assert alive == [], [(process.pid, process.name()) for process in alive]
+    # They ended with the cleaner, not by finishing a job nobody would commit (an orphaned
+    # spark-submit cleans the snapshot to the end and writes its result last).
+    snapshot = pathlib.Path(image.translate("/var/lib/seglog")) / ".seglog-snapshots" / stale
+    assert snapshot.is_dir() and not (snapshot / "result.json").exists()
+
+    finished = subprocess.run(command, capture_output=True, text=True, env=env, timeout=ROUND_TIMEOUT_S,
+                              cwd=image.path)
+    assert finished.returncode == 0, finished.stdout + finished.stderr
+    assert f"dropped 1 snapshot(s) left open by an earlier cleaner: {stale}" in finished.stdout, finished.stdout
+    assert "1 cleaned" in finished.stdout, finished.stdout + finished.stderr
+    assert open_snapshots(seglog.stub, topic) == []
+    assert latest_records(seglog.stub, topic) == latest
+
+
+def spark_processes(pid: int) -> list[psutil.Process]:
+    try:
+        return [child for child in psutil.Process(pid).children(recursive=True) if child.name() == "java"]
+    except psutil.NoSuchProcess:
+        return []
