@@ -197,6 +197,8 @@ class SeglogService:
             response_bytes_max=self._config.response_bytes_max,
             message_bytes_max=self._config.message_bytes_max,
             batch_records_max=self._config.batch_records_max,
+            consume_buffer_bytes_max=self._config.consume_buffer_bytes_max,
+            consume_response_bytes_min=self._config.consume_response_bytes_min,
         )
 
     def _admission_limits(self) -> AdmissionLimits:

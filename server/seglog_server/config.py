@@ -124,6 +124,18 @@ class ServiceConfig:
     # the same costs and reasoning.
     consume_streams_max: int = 10_000
     consume_streams_per_client_max: int = 2_000
+    # Bytes of Consume responses the service holds at once, over all streams: read, built, or
+    # written and waiting for the client's HTTP/2 window (rpc/consume_buffer.py). A client that
+    # never reads parks one response in gRPC's transport until its stream ends; before this
+    # budget 500 such streams held 4.5 GB. 256 MiB: 128 streams catching up at fetch_bytes_max
+    # at once (more than two cores can fill), about 0.5 GiB of memory at most (each held byte is
+    # the response and gRPC's copy of it). When it is spent, responses shrink, streams go on.
+    consume_buffer_bytes_max: int = 256 * MIB
+    # The size a Consume response is cut to when that budget is spent (still at least one whole
+    # batch). 64 KiB: HTTP/2's initial stream window, so a stream of a client that reads keeps
+    # going at a useful rate, while 10,000 streams (consume_streams_max) at this size add at
+    # most 640 MiB to the budget.
+    consume_response_bytes_min: int = 64 * 1024
     # Threads for storage calls that block (fsync, large reads and appends, topic creation and
     # deletion, maintenance). 4: fsyncs wait in the kernel, so a few overlap usefully; more
     # threads than that only contend for the GIL on two cores.
@@ -381,6 +393,10 @@ _SETTINGS: tuple[_Setting, ...] = (
     _Setting("consume_streams_max", _positive_int, "open streams (Consume, ProduceStream, LookupStream), count", "limits"),
     _Setting("consume_streams_per_client_max", _positive_int,
              "open streams per client host, count", "limits"),
+    _Setting("consume_buffer_bytes_max", _positive_int,
+             "Consume response bytes held at once, all streams, bytes", "limits"),
+    _Setting("consume_response_bytes_min", _positive_int,
+             "a Consume response's size when that budget is spent, bytes", "limits"),
     _Setting("storage_threads", _positive_int, "storage thread pool size, count", "limits"),
     _Setting("inline_io_bytes_max", _non_negative_int, "inline I/O bound, bytes", "limits"),
     _Setting("handshake_timeout_ms", _positive_int,
@@ -620,6 +636,14 @@ def _check_limits(
         if getattr(config, per_client) > getattr(config, total):
             fail(per_client, "<=", f"{total}={getattr(config, total)} "
                  f"(from {_origin(values, total)})")
+    # A budget below one full response would cut every stream's responses, and a minimum above
+    # the budget would be no budget (a minimum above fetch_bytes_max is simply never reached).
+    if config.consume_response_bytes_min > config.consume_buffer_bytes_max:
+        fail("consume_response_bytes_min", "<=", f"consume_buffer_bytes_max={config.consume_buffer_bytes_max} "
+             f"(from {_origin(values, 'consume_buffer_bytes_max')})")
+    if config.consume_buffer_bytes_max < config.fetch_bytes_max:
+        fail("consume_buffer_bytes_max", ">=", f"fetch_bytes_max={config.fetch_bytes_max} "
+             f"(from {_origin(values, 'fetch_bytes_max')})")
     if config.request_bytes_max <= REQUEST_OVERHEAD_BYTES:
         fail("request_bytes_max", ">", f"the request overhead {REQUEST_OVERHEAD_BYTES}")
     # Expiry runs in the maintenance pass: a limit below its period could not be honoured.

@@ -163,6 +163,12 @@ FAMILIES: dict[str, tuple[str, tuple[str, ...], str]] = {
     # -- the service -------------------------------------------------------------------------
     "seglog_fetch_waiters": ("gauge", (), "Long polls and streams waiting for an append."),
     "seglog_consume_streams": ("gauge", (), "Open Consume streams."),
+    "seglog_consume_buffered_bytes": (
+        "gauge", (), "Bytes of Consume responses held: read, built, or waiting for the client's "
+        "flow-control window (budget consume_buffer_bytes_max)."),
+    "seglog_consume_buffer_bytes_max": ("gauge", (), "The budget of Consume response bytes."),
+    "seglog_consume_responses_shrunk": (
+        "counter", (), "Consume responses made smaller than asked because the budget was spent."),
     "seglog_storage_calls": (
         "counter", ("placement",), "Storage calls by where they ran (inline, pooled, busy)."),
     "seglog_rpc_internal_errors": ("counter", (), "RPCs that failed with an unexpected error."),
@@ -540,6 +546,12 @@ def _servicer_families(stats: Any, m: Metrics) -> Iterator[Metric]:
     streams = _family("seglog_consume_streams")
     streams.add_metric([], stats.consume_stream_count)
     yield streams
+    buffer = stats.consume_buffer
+    yield _gauge("seglog_consume_buffered_bytes", buffer.held_bytes)
+    yield _gauge("seglog_consume_buffer_bytes_max", buffer.bytes_max)
+    shrunk = _family("seglog_consume_responses_shrunk")
+    shrunk.add_metric([], buffer.shrunk_count)
+    yield shrunk
     calls = _family("seglog_storage_calls")
     calls.add_metric(["inline"], stats.storage_calls.inline_count)
     calls.add_metric(["pooled"], stats.storage_calls.pooled_count)

@@ -28,6 +28,7 @@ from .append_waiters import AppendWaiters, AppendWaitersStatistics
 from .boundary import RpcCounters, RpcStatistics, stream_rpc, unary_rpc
 from .call_gate import CallGate, current_call
 from .cleaning_rpcs import CleaningRpcs
+from .consume_buffer import ConsumeBuffer, ConsumeBufferStatistics, Reservation
 from .errors import InvalidRequestError, ResponseTooLargeError, ServiceStoppingError
 from .fault_seams import AfterAppendFault
 from .log_dir_names import LogDirNames
@@ -54,9 +55,12 @@ class LogServicerLimits:
     response_bytes_max: int  # the gRPC send limit, for decoded responses
     message_bytes_max: int  # the largest max.message.bytes a topic may have
     batch_records_max: int = 131_072  # most records a produced batch may declare (config.py)
+    consume_buffer_bytes_max: int = 256 * 1024 * 1024  # Consume responses held, all streams (config.py)
+    consume_response_bytes_min: int = 64 * 1024  # a Consume response when that budget is short
 
     def __post_init__(self) -> None:
         assert 0 < self.fetch_bytes_max < self.response_bytes_max
+        assert 0 < self.consume_response_bytes_min <= self.consume_buffer_bytes_max
         assert self.batch_records_max > 0
         assert self.fetch_wait_ms_max >= 0
         assert self.message_bytes_max > 0
@@ -77,6 +81,7 @@ class LogServicerStatistics:
     group_commit: GroupCommitStatistics
     admission: AdmissionStatistics
     consume_stream_count: int
+    consume_buffer: ConsumeBufferStatistics
     stopping: bool
 
 
@@ -102,6 +107,7 @@ class LogServicer(CleaningRpcs, StreamRpcs, pb_grpc.LogServiceServicer):
         manager.set_change_listener(self._waiters.storage_changed)
         self._group_commit = GroupCommit(calls)
         self._consume_stream_count = 0
+        self.consume_buffer = ConsumeBuffer(limits.consume_buffer_bytes_max, limits.consume_response_bytes_min)
         self.counters = RpcCounters()
         self.init_streams()
         self._after_append = AfterAppendFault.from_environ()  # tests only (fault_seams.py)
@@ -131,6 +137,7 @@ class LogServicer(CleaningRpcs, StreamRpcs, pb_grpc.LogServiceServicer):
             group_commit=self._group_commit.statistics(),
             admission=self.admission.statistics(),
             consume_stream_count=self._consume_stream_count,
+            consume_buffer=self.consume_buffer.statistics(),
             stopping=self.stopping,
         )
 
@@ -267,22 +274,43 @@ class LogServicer(CleaningRpcs, StreamRpcs, pb_grpc.LogServiceServicer):
         self._consume_stream_count += 1
         try:
             while True:
-                data = await self._next_chunk(topic, partition, offset, max_bytes, min_bytes, wait_s)
-                response, offset = await self._fetch_response(
-                    topic, partition, offset, data, request.decode
+                # No local keeps the chunk: _send_chunk drops the records once they are copied.
+                offset = await self._send_chunk(
+                    topic, partition, offset,
+                    await self._next_chunk(topic, partition, offset, max_bytes, min_bytes, wait_s),
+                    request.decode, call, context,
                 )
-                if call is not None:  # the principal's fetch quota paces the stream
-                    await call.before_stream_write(len(response))
-                # Flow control: the next read waits until the client has taken this response.
-                await context.write(response)
         finally:
             self._consume_stream_count -= 1
+
+    async def _send_chunk(
+        self, topic: str, partition: int, offset: int, chunk: tuple[Any, Reservation], decode: bool,
+        call: Any, context: Any,
+    ) -> int:
+        """Builds and writes one Consume response; returns its next offset. Flow control: the
+        write returns once the transport took the response (the client's HTTP/2 window), and
+        only then is the next chunk read; until then the response holds its reservation of the
+        consume buffer (consume_buffer.py), and nothing else of it stays referenced."""
+        data, reservation = chunk
+        del chunk
+        try:
+            response, offset = await self._fetch_response(topic, partition, offset, data, decode)
+            del data  # the records are copied into the response: keep one copy while it waits
+            reservation.resize(len(response))
+            if call is not None:  # the principal's fetch quota paces the stream
+                await call.before_stream_write(len(response))
+            await context.write(response)
+        finally:
+            reservation.release()
+        return offset
 
     async def _next_chunk(
         self, topic: str, partition: int, offset: int, max_bytes: int, min_bytes: int,
         wait_s: float,
-    ) -> Any:
-        """The next non-empty read: min_bytes or more, or less once ``wait_s`` has passed."""
+    ) -> tuple[Any, Reservation]:
+        """The next non-empty read: min_bytes or more, or less once ``wait_s`` has passed; with
+        its reservation of the consume buffer (at most ``max_bytes``, less when the service's
+        budget is short). A stream waiting at the tail holds no reservation."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + wait_s
         while True:
@@ -290,10 +318,17 @@ class LogServicer(CleaningRpcs, StreamRpcs, pb_grpc.LogServiceServicer):
                 raise ServiceStoppingError("seglog is shutting down; reconnect to resume")
             self._manager.get_log(topic, partition)  # NOT_FOUND before taking a ticket
             ticket = self._waiters.ticket(topic, partition)
-            data = await self._ticketed_read(ticket, topic, partition, offset, max_bytes)
+            reservation = self.consume_buffer.reserve(max_bytes)
+            try:
+                data = await self._ticketed_read(ticket, topic, partition, offset, reservation.size_bytes)
+            except BaseException:
+                reservation.release()
+                raise
             remaining_s = deadline - loop.time()
-            if data.records and (_enough(data, min_bytes, max_bytes) or remaining_s <= 0):
-                return data
+            if data.records and (_enough(data, min_bytes, reservation.size_bytes) or remaining_s <= 0):
+                reservation.resize(len(data.records))  # a whole batch may exceed the grant
+                return data, reservation
+            reservation.release()
             # Nothing at all: wait for the next append however long it takes (until cancelled).
             timeout_s = remaining_s if data.records else None
             await self._waiters.wait_ticket(ticket, timeout_s)

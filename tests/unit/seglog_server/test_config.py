@@ -246,3 +246,14 @@ def test_batch_records_max_must_leave_room_to_fetch_such_a_batch_decoded():
                                           r"fetched decoded"):
         load_config([], environ={"SEGLOG_BATCH_RECORDS_MAX": "200000"})
     assert load_config(["--batch-records-max", "174762"], environ={}).batch_records_max == 174_762
+
+
+def test_the_consume_buffer_is_checked_against_the_fetch_limit_and_its_minimum():
+    with pytest.raises(ConfigError, match=r"consume_buffer_bytes_max=1000000 \(from --consume-buffer"
+                                          r".* >= fetch_bytes_max=2097152"):
+        load_config(["--consume-buffer-bytes-max", "1000000"], environ={})
+    with pytest.raises(ConfigError, match=r"consume_response_bytes_min=4194304 .* <= consume_buffer_bytes_max=2097152"):
+        load_config(["--consume-buffer-bytes-max", str(2 * 1024 * 1024),
+                     "--consume-response-bytes-min", str(4 * 1024 * 1024)], environ={})
+    config = load_config(["--consume-buffer-bytes-max", str(16 * 1024 * 1024)], environ={})
+    assert (config.consume_buffer_bytes_max, config.consume_response_bytes_min) == (16 * 1024 * 1024, 65536)
