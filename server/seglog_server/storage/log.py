@@ -169,6 +169,10 @@ class Log:
         # finds the same state has nothing new to sync and returns without a single fdatasync.
         self._fully_synced_state: tuple[int, int, int, int] | None = None
         self._closed = False
+        # Set by stop_changes() before the final flush: nothing may change the log after the
+        # flush a shutdown relies on (an append there would be acknowledged yet unsynced under
+        # a clean-shutdown marker). Reads and the flush go on; close() follows.
+        self._closing = False
         self._offline_cause: BaseException | None = None
         self._exhausted = False  # a resource ran out (disk, descriptors) and no append succeeded since
         self._timestamps = SegmentTimestamps()
@@ -359,6 +363,22 @@ class Log:
         if self._closed:
             raise StorageError(f"log {self._name} in {self._dir} is closed")
 
+    def _check_changeable(self) -> None:
+        self._check_usable()
+        if self._closing:
+            raise LogDirOfflineError(
+                f"log {self._name} is shutting down: nothing more is written to it; retry on a "
+                f"running service"
+            )
+
+    def stop_changes(self) -> None:
+        """Refuses every change from now on (appends, rolls, truncations, DeleteRecords,
+        retention, cleaning) with LogDirOfflineError "shutting down", once the change under way
+        (holding the log lock) is done: what the next flush makes durable is then everything the
+        log ever acknowledged. Reads and flush() go on; close() follows. Idempotent."""
+        with self._lock:
+            self._closing = True
+
     def _io_error(self, action: str, exc: OSError, *, sync: bool = False) -> StorageError:
         """The error to raise for ``exc``: a retriable ``ResourceExhaustedError`` when the disk
         is full or descriptors ran out (the log stays online: each write path fails before it
@@ -385,8 +405,8 @@ class Log:
         )
         watch.lap("validation")
         with self._lock:
-            if self._closed or self._offline_cause is not None:
-                self._check_usable()
+            if self._closed or self._closing or self._offline_cause is not None:
+                self._check_changeable()
             pending = self._producers.check(batch)
             if pending is not None and type(pending) is BatchMetadata:
                 return self._duplicate(pending)
@@ -471,7 +491,7 @@ class Log:
     def roll(self, reason: RollReason = RollReason.REQUESTED) -> int:
         """Starts a new active segment at the log end offset; returns its base offset."""
         with self._lock:
-            self._check_usable()
+            self._check_changeable()
             try:
                 return self._roll(self._log_end_offset, reason).base_offset
             except OSError as exc:
@@ -887,7 +907,7 @@ class Log:
         """One retention pass (5.7): segments below the log start offset and, when the cleanup
         policy includes delete, beyond retention.bytes and retention.ms. Returns the count."""
         with self._lock:
-            self._check_usable()
+            self._check_changeable()
             try:
                 deleted = self._delete_while(below_log_start_offset(self._log_start_offset))
                 if self._config.is_delete:
@@ -962,7 +982,7 @@ class Log:
         """Moves the log start offset up to ``offset`` (-1: the high watermark); returns it.
         Segments wholly below it go in the next retention pass."""
         with self._lock:
-            self._check_usable()
+            self._check_changeable()
             if offset == _DELETE_TO_HIGH_WATERMARK:
                 offset = self.high_watermark
             if offset < 0 or offset > self.high_watermark:
@@ -985,7 +1005,7 @@ class Log:
         if target_offset < 0:
             raise ValueError(f"{self._name}: cannot truncate to a negative offset ({target_offset})")
         with self._lock:
-            self._check_usable()
+            self._check_changeable()
             if target_offset >= self._log_end_offset:
                 return False
             self._truncation_epoch += 1
@@ -1014,7 +1034,7 @@ class Log:
         if new_offset < 0:
             raise ValueError(f"{self._name}: cannot start the log at a negative offset ({new_offset})")
         with self._lock:
-            self._check_usable()
+            self._check_changeable()
             try:
                 self._truncate_fully_and_start_at(new_offset)
             except OSError as exc:
@@ -1064,7 +1084,7 @@ class Log:
         if not new_segments:
             raise ValueError(f"{self._name}: replace_segments needs at least one new segment")
         with self._lock:
-            self._check_usable()
+            self._check_changeable()
             active = self._segments.active
             if any(segment is active for segment in old_segments) or any(
                 segment.base_offset >= active.base_offset for segment in new_segments

@@ -212,7 +212,8 @@ class LogManager:
             )
 
     def shutdown(self) -> None:
-        """Flushes and closes every log, writes checkpoints and markers; idempotent."""
+        """Stops changes to, flushes and closes every log (Log.stop_changes: a change still
+        arriving answers "shutting down"), writes checkpoints and markers; idempotent."""
         with self._admin_lock:
             if self._state in (_STOPPED, _HALTED):
                 return
@@ -721,6 +722,9 @@ class LogManager:
         all_closed = True
         for tp, partition in partitions:
             try:
+                # A call cut by the drain may still run on the pool: from here on it is refused
+                # ("shutting down"), so the flush covers every record the log acknowledged.
+                partition.log.stop_changes()
                 partition.log.flush()
                 recovery_points[tp] = partition.log.recovery_point
                 log_start_offsets.update(_log_start_offsets_to_keep([(tp, partition)]))
