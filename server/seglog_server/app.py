@@ -127,10 +127,7 @@ class SeglogService:
                                      metrics=self._metrics)
         server = grpc.aio.server(
             options=self._server_options(),
-            # A backstop only: the servicer admits requests, waiters and streams by their own
-            # limits (rpc/admission.py). Room above their sum for health checks, reflection and
-            # calls on their way to being refused with a clear message.
-            maximum_concurrent_rpcs=admission.total_max + self._config.rpc_concurrency_max,
+            maximum_concurrent_rpcs=self._concurrent_rpcs_max(),  # a backstop only
         )
         add_log_service(self._servicer, server)
         health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
@@ -222,7 +219,20 @@ class SeglogService:
             # back (config.py says why each value).
             ("grpc.server_handshake_timeout_ms", self._config.handshake_timeout_ms),
             ("grpc.max_connection_idle_ms", self._config.connection_idle_ms),
+            # Calls that arrived but the server has not yet taken up wait in gRPC core's queue;
+            # past its defaults (1,000, hard limit 3,000) core cancels them itself: a burst of
+            # 3,000 Produces got ~500 CANCELLED without a seglog trailer, which clients do not
+            # retry. Sized like the backstop, every call within the service's limits reaches
+            # admission, which answers the ones over a limit RESOURCE_EXHAUSTED (retriable).
+            ("grpc.server.max_pending_requests", self._concurrent_rpcs_max()),
+            ("grpc.server.max_pending_requests_hard_limit", self._concurrent_rpcs_max()),
         ]
+
+    def _concurrent_rpcs_max(self) -> int:
+        """gRPC's backstop: the servicer admits requests, waiters and streams by their own limits
+        (rpc/admission.py); room above their sum for health checks, reflection and calls on
+        their way to being refused with a clear message."""
+        return self._admission_limits().total_max + self._config.rpc_concurrency_max
 
     def _bind(self, server: grpc.aio.Server) -> int:
         problem = bind_problem(self._config.listen, GRPC_LISTEN_FLAG)  # why, and the flag (listen_check)
