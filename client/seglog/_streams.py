@@ -11,7 +11,9 @@ A request the service refused carries a ``StreamError``: its future fails with t
 the unary call would have raised (``errors.error_from_status``); the stream goes on. When the
 stream itself ends (the service stopping, the connection lost, a timeout), every request still
 owed fails with that error and the next ``send`` opens a new stream: whether an owed request took
-effect is unknown, as for a unary call that timed out.
+effect is unknown, as for a unary call that timed out. A ``send`` cancelled before its request
+was written withdraws it and leaves the stream alone; one cancelled later still writes it (see
+``send``).
 
 Like ``Transport``, this module is a place where gRPC errors leave gRPC.
 """
@@ -92,7 +94,15 @@ class RequestStream:
     async def send(self, message: Any) -> asyncio.Future[Any]:
         """Writes ``message`` (a stream request; its correlation id is set here, so a retry may
         send the same message again); returns the future of its answer. Messages are written
-        (and so answered) in the order ``send`` was called."""
+        (and so answered) in the order ``send`` was called.
+
+        Cancelling a ``send``: before its message is written (while it waits for an earlier
+        write or for the service to answer the open) it is withdrawn; nothing is sent and the
+        stream, the other sends in flight and later ones go on. Once its write has begun, the
+        message is written all the same (the write finishes on its own, later writes waiting
+        for it) and its answer, when it comes, is dropped: like a unary call cancelled after
+        its request left, it may take effect. (A grpc.aio write interrupted midway would leave
+        unknown whether the service got the message, and with it which answer is whose.)"""
         if self._closed:
             raise ClientClosedError("the stream is closed")
         call = self._call or self._open()
@@ -101,20 +111,59 @@ class RequestStream:
         correlation_id = self._next_id
         self._next_id += 1
         answer: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self._owed.append((correlation_id, answer))  # before any await: the order of calls
+        owed = (correlation_id, answer)
+        self._owed.append(owed)  # before any await: the order of calls
+        write = await self._start_write(call, opened, owed, message)
+        if write is None:
+            return answer  # the stream ended before this request was written: _end failed it
         try:
-            async with self._write_lock:  # grpc.aio allows one write at a time
-                if not opened.done():
-                    await self._wait_for_open(call, opened)
-                if self._call is not call:
-                    return answer  # the stream ended before this request was written: _end failed it
-                message.correlation_id = correlation_id
-                await call.write(message)
+            await asyncio.shield(write)
         except (grpc.RpcError, asyncio.InvalidStateError) as error:
-            # The stream ended under us; its reader fails what it owed (ours too, if it still
-            # holds it), and the next send opens a new one.
-            self._end(call, _stream_ended(error))
+            self._end(call, _stream_ended(error))  # as _written did already
         return answer
+
+    async def _start_write(
+        self, call: grpc.aio.StreamStreamCall, opened: asyncio.Future[None], owed: tuple[int, Any], message: Any
+    ) -> asyncio.Future[None] | None:
+        """The write of ``message`` under way, holding the write lock until it is done (grpc.aio
+        allows one write at a time); None when the call ended first. Cancelled before that,
+        ``owed`` is withdrawn."""
+        try:
+            await self._write_lock.acquire()
+        except asyncio.CancelledError:
+            self._withdraw(owed)
+            raise
+        try:
+            if not opened.done():
+                await self._wait_for_open(call, opened)
+        except BaseException:
+            self._write_lock.release()
+            self._withdraw(owed)
+            raise
+        if self._call is not call:
+            self._write_lock.release()
+            return None
+        message.correlation_id = owed[0]
+        write = asyncio.ensure_future(call.write(message))
+        write.add_done_callback(lambda done: self._written(call, done))
+        return write
+
+    def _written(self, call: grpc.aio.StreamStreamCall, write: asyncio.Future[None]) -> None:
+        """A write finished (its sender may have been cancelled meanwhile): the next may go."""
+        self._write_lock.release()
+        error = None if write.cancelled() else write.exception()
+        if isinstance(error, (grpc.RpcError, asyncio.InvalidStateError)):
+            # The stream ended under us; what it owed fails (ours too), and the next send opens
+            # a new one.
+            self._end(call, _stream_ended(error))
+
+    def _withdraw(self, owed: tuple[int, Any]) -> None:
+        """A request that was never written leaves the answers owed (if the stream still owes it)."""
+        try:
+            self._owed.remove(owed)
+        except ValueError:
+            pass  # the stream ended meanwhile: _end failed it
+        owed[1].cancel()
 
     async def wait(self, answer: asyncio.Future[Any], timeout_s: float | None) -> Any:
         """The answer; after ``timeout_s`` the whole stream fails (answers are ordered: one

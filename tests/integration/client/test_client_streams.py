@@ -270,3 +270,71 @@ async def test_nothing_is_written_before_the_open_is_answered_and_an_unanswered_
         assert received == []
     finally:
         await server.stop(0)
+
+
+# -- a send cancelled before or after its write ------------------------------------------------
+def _produce(topic: str, value: bytes) -> pb.ProduceStreamRequest:
+    from seglog.records import RecordBatchBuilder
+
+    builder = RecordBatchBuilder()
+    builder.append(value, timestamp_ms=1_700_000_000_000)
+    message = pb.ProduceStreamRequest()
+    message.produce.topic, message.produce.partition = topic, 0
+    message.produce.records = builder.build()
+    return message
+
+
+async def _cancel_some_sends(address: str, topic: str, cancelled: list[bool]) -> tuple[list[int], int]:
+    """Sends one request per entry of ``cancelled`` at once, on a stream not yet open (each
+    waits for the open or an earlier write), cancels those marked before they are written, then
+    sends one more: (the offsets answered, streams opened)."""
+    from seglog.v1 import log_service_pb2_grpc as pb_grpc
+
+    async with grpc.aio.insecure_channel(address) as channel:
+        stream = RequestStream(pb_grpc.LogServiceStub(channel).ProduceStream, "produce", open_timeout_s=30)
+        sends = [asyncio.ensure_future(stream.send(_produce(topic, b"%d" % i))) for i in range(len(cancelled))]
+        await asyncio.sleep(0)  # each send is waiting: the first for the open, the others for the lock
+        for send, cancel in zip(sends, cancelled):
+            if cancel:
+                send.cancel()
+        answers = [await send for send, cancel in zip(sends, cancelled) if not cancel]
+        answers.append(await stream.send(_produce(topic, b"later")))
+        offsets = [(await answer).base_offset for answer in answers]
+        opened = stream.opened_count
+        await stream.close()
+    return offsets, opened
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(cancelled=st.lists(st.booleans(), min_size=1, max_size=8))
+def test_a_send_cancelled_before_its_write_leaves_the_stream_to_the_others(seglog_service, make_topic, cancelled):
+    topic = make_topic(partitions=1)
+    offsets, opened = asyncio.run(_cancel_some_sends(seglog_service.address, topic, cancelled))
+    kept = cancelled.count(False)
+    assert offsets == list(range(kept + 1))  # in order, nothing of the cancelled ones
+    assert opened == 1  # the stream was never reset
+    expected = [b"%d" % i for i, cancel in enumerate(cancelled) if not cancel] + [b"later"]
+    assert _values(seglog_service.address, topic, 0) == expected
+
+
+def test_a_send_cancelled_during_its_write_is_written_and_its_answer_dropped(seglog_service, make_topic):
+    topic = make_topic(partitions=1)
+    from seglog.v1 import log_service_pb2_grpc as pb_grpc
+
+    async def run() -> tuple[list[int], int]:
+        async with grpc.aio.insecure_channel(seglog_service.address) as channel:
+            stream = RequestStream(pb_grpc.LogServiceStub(channel).ProduceStream, "produce", open_timeout_s=30)
+            first = await stream.request(_produce(topic, b"first"))  # the stream is open
+            send = asyncio.ensure_future(stream.send(_produce(topic, b"cancelled")))
+            await asyncio.sleep(0)  # the send took the free lock and its write began
+            send.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await send
+            later = await stream.request(_produce(topic, b"later"))
+            opened = stream.opened_count
+            await stream.close()
+        return [first.base_offset, later.base_offset], opened
+
+    offsets, opened = asyncio.run(run())
+    assert (offsets, opened) == ([0, 2], 1)
+    assert _values(seglog_service.address, topic, 0) == [b"first", b"cancelled", b"later"]
