@@ -232,7 +232,7 @@ _operations = st.lists(
 )
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(operations=_operations)
 def test_no_id_is_handed_out_twice_whatever_directories_fail(tmp_path_factory, operations):
     root = tmp_path_factory.mktemp("jbod")
