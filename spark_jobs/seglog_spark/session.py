@@ -10,8 +10,10 @@
   SPARK_LOCAL_HOSTNAME (what compose sets to the cleaner's service name), else a non-loopback
   SPARK_LOCAL_IP, else this machine's hostname. Never 127.0.0.1: that is the executor's own
   loopback;
-- the JVM logs WARN and above to a file, nothing to the terminal (``log4j2.properties`` beside
-  this module); no UI port, no console progress bars; scratch files under `tmp_dir` when given.
+- the JVM is ours (driver_jvm.py): its output, log4j at WARN (``log4j2.properties`` beside this
+  module) and the JVM's own lines, goes to a log file (SPARK_LOG_FILE, default
+  $TMPDIR/seglog-cleaner-spark.log), nothing to the terminal, and it exits when this process
+  dies; no UI port, no console progress bars; scratch files under `tmp_dir` when given.
 """
 
 from __future__ import annotations
@@ -31,15 +33,20 @@ __all__ = [
     "configure_environment",
     "driver_address",
     "driver_java_options",
+    "driver_log_file",
     "is_local_master",
+    "session_conf",
 ]
 
 DRIVER_MEMORY = "1g"  # the driver only plans and collects bitmaps; the work is in Python workers
 LOOPBACK = "127.0.0.1"
 EVERY_INTERFACE = "0.0.0.0"
 LOG4J_CONFIG = os.path.join(os.path.dirname(os.path.abspath(__file__)), "log4j2.properties")
-# Where the JVM's log goes (log4j2.properties reads it as a system property); SPARK_LOG_FILE moves it.
+# Where the in-process driver JVM's output goes; SPARK_LOG_FILE moves it.
 LOG_FILE_DEFAULT = os.path.join(tempfile.gettempdir(), "seglog-cleaner-spark.log")
+# The JVM this process started for its sessions (pyspark reuses one gateway across sessions); held
+# here because its stdin pipe is what keeps it alive.
+_driver_jvm = None
 
 
 @dataclass(frozen=True)
@@ -91,37 +98,60 @@ def configure_environment(master: str = "local[*]") -> None:
         os.environ.setdefault("SPARK_LOCAL_IP", LOOPBACK)
 
 
+def driver_log_file() -> str:
+    return os.environ.get("SPARK_LOG_FILE") or LOG_FILE_DEFAULT
+
+
 def driver_java_options(tmp_dir: str | None = None) -> str:
-    """The driver JVM's options: our log4j2 configuration (WARN and above to a file, nothing on
-    the terminal) and no perf-data file in /tmp."""
-    log_file = os.environ.get("SPARK_LOG_FILE") or LOG_FILE_DEFAULT
-    options = f"-XX:-UsePerfData -Dlog4j.configurationFile=file:{LOG4J_CONFIG} -Dseglog.spark.log.file={log_file}"
+    """The driver JVM's options: our log4j2 configuration (WARN and above) and no perf-data
+    file in /tmp."""
+    options = f"-XX:-UsePerfData -Dlog4j.configurationFile=file:{LOG4J_CONFIG}"
     if tmp_dir is not None:
         options += f" -Djava.io.tmpdir={tmp_dir}"
     return options
 
 
+def session_conf(master: str, app_name: str, tmp_dir: str | None = None) -> dict[str, str]:
+    """The session's Spark configuration (also the driver JVM's command line)."""
+    address = driver_address(master)
+    conf = {
+        "spark.master": master,
+        "spark.app.name": app_name,
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.driver.memory": DRIVER_MEMORY,
+        "spark.pyspark.python": os.environ["PYSPARK_PYTHON"],
+        "spark.driver.bindAddress": address.bind,
+        "spark.driver.host": address.host,
+        # The job passes its own partition counts everywhere; this only bounds stray shuffles.
+        "spark.sql.shuffle.partitions": "8",
+        "spark.driver.extraJavaOptions": driver_java_options(tmp_dir),
+    }
+    if tmp_dir is not None:
+        conf["spark.local.dir"] = tmp_dir
+    return conf
+
+
 def build_session(master: str = "local[*]", *, app_name: str = "seglog-cleaner", tmp_dir: str | None = None):
+    """A SparkSession for `master`. Outside spark-submit, on a JVM of our own (driver_jvm.py)."""
+    global _driver_jvm
     configure_environment(master)
+    from pyspark import SparkContext
     from pyspark.sql import SparkSession
 
-    address = driver_address(master)
-    builder = (
-        SparkSession.builder.master(master)
-        .appName(app_name)
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.driver.memory", DRIVER_MEMORY)
-        .config("spark.pyspark.python", os.environ["PYSPARK_PYTHON"])
-        .config("spark.driver.bindAddress", address.bind)
-        .config("spark.driver.host", address.host)
-        # The job passes its own partition counts everywhere; this only bounds stray shuffles.
-        .config("spark.sql.shuffle.partitions", "8")
-    )
     if tmp_dir is not None:
         os.makedirs(tmp_dir, exist_ok=True)
-        builder = builder.config("spark.local.dir", tmp_dir)
-    builder = builder.config("spark.driver.extraJavaOptions", driver_java_options(tmp_dir))
-    spark = builder.getOrCreate()
+    conf = session_conf(master, app_name, tmp_dir)
+    builder = SparkSession.builder
+    for name, value in conf.items():
+        builder = builder.config(name, value)
+    if SparkContext._gateway is None and "PYSPARK_GATEWAY_PORT" not in os.environ:
+        from .driver_jvm import start_driver_jvm
+
+        _driver_jvm = start_driver_jvm(conf, driver_log_file())
+        with _driver_jvm.connected():
+            spark = builder.getOrCreate()
+    else:  # under spark-submit, or a JVM this process started before
+        spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import importlib
 import json
 import logging
 import os
@@ -39,6 +40,9 @@ _log = logging.getLogger("seglog.cli.cleaner")
 # Seconds between rounds when --interval is not given: a minute keeps the dirty ratio near its
 # threshold on busy topics while an idle service sees one ListCleanable call a minute.
 INTERVAL_S_DEFAULT = 60.0
+# A round longer than this prints a progress line after each partition (when not on a terminal):
+# short rounds say everything in their one closing line.
+PROGRESS_AFTER_S = 30.0
 # Stale snapshot ids named in the start-up line; the count says the rest.
 _STALE_SHOWN_MAX = 3
 JAVA_MISSING = (
@@ -142,8 +146,14 @@ class RoundFigures:
     bytes_reclaimed: int = 0
     duration_s: float = 0.0
     problems: list[str] = field(default_factory=list)
+    # Compacted partitions listed, and how many of them were eligible.
+    partitions_listed: int = 0
+    partitions_eligible: int = 0
 
     def line(self, dry_run: bool) -> str:
+        if self.partitions_eligible == 0:
+            return (f"cleaner round {self.number}: nothing to clean ({self.partitions_listed} compacted "
+                    f"partitions, none eligible); Spark not used")
         verb = "would reclaim" if dry_run else "reclaimed"
         return (
             f"cleaner round {self.number}: {self.partitions_cleaned} cleaned, {self.partitions_refused} refused, "
@@ -158,13 +168,10 @@ def _run(args: argparse.Namespace) -> int:
         raise CliError(f"--interval must be > 0 seconds, got {args.interval:g}")
     if args.map_bytes is not None and args.map_bytes < 24:
         raise CliError(f"--map-bytes must hold at least one 24-byte entry, got {args.map_bytes}")
+    # The engine's JVM starts with the first partition to clean, not before: a round with
+    # nothing eligible never starts one. (Started by seglog_spark.driver_jvm, with no Python code
+    # between fork and exec, so it is safe while gRPC's threads run.)
     job = make_job(args.engine, args.master)
-    # An in-process Spark starts its JVM (a fork and exec) before any gRPC channel exists: a fork
-    # while gRPC's threads run skips gRPC's fork handlers, and the JVM launch failed that way
-    # under load (JAVA_GATEWAY_EXITED).
-    start = getattr(job, "start", None)
-    if start is not None:
-        start()
     number = 0
     failed = False
     with Admin(server_of(args)) as admin:
@@ -209,14 +216,22 @@ def run_round(admin: Admin, job: Any, number: int, *, args: argparse.Namespace, 
     """One round over the eligible partitions; returns its figures."""
     started = time.monotonic()
     figures = RoundFigures(number)
-    chosen = [c for c in admin.list_cleanable(args.topic) if c.eligible]
+    listed = admin.list_cleanable(args.topic)
+    chosen = [c for c in listed if c.eligible]
     if args.max_partitions > 0:
         chosen = chosen[: args.max_partitions]
-    bar = progress(total=len(chosen), desc=f"cleaning round {number}", unit="partition", stream=out)
+    figures.partitions_listed, figures.partitions_eligible = len(listed), len(chosen)
+    total_bytes = sum(c.cleanable_bytes for c in chosen)
+    # On a terminal a bar in bytes; in a log (compose), a line per partition once a round is long.
+    bar = progress(total=total_bytes, desc=f"cleaning round {number}", unit="B", stream=out)
+    lines = not out.isatty()
     try:
-        for cleanable in chosen:
+        for done, cleanable in enumerate(chosen, start=1):
             _clean_one(admin, job, cleanable, args, figures)
-            bar.update(1)
+            bar.update(cleanable.cleanable_bytes)
+            if lines and done < len(chosen) and time.monotonic() - started >= PROGRESS_AFTER_S:
+                print(f"cleaner round {number}: {done}/{len(chosen)} partitions, {figures.records_read} records "
+                      f"read, {figures.bytes_read} of {total_bytes} cleanable bytes", file=out, flush=True)
     finally:
         bar.close()
     figures.duration_s = time.monotonic() - started
@@ -278,6 +293,7 @@ def _drop(admin: Admin, snapshot_id: str) -> bool:
 
 
 def make_job(engine: str, master: str) -> Any:
+    _check_dependencies(engine)
     _spark_environment(master)
     if engine == "python":
         return PythonJob()
@@ -286,6 +302,25 @@ def make_job(engine: str, master: str) -> Any:
     if master.startswith("local"):
         return SparkLocalJob(master)
     return SparkSubmitJob(master)
+
+
+SPARK_EXTRA = "pip install 'seglog[spark]'"
+
+
+def _check_dependencies(engine: str) -> None:
+    """One line naming the extra when the engine's packages are missing (a client-only install):
+    the Spark engine needs pyspark and numpy; the single-process engine shares the job's code,
+    which needs numpy (not pyspark, not Java)."""
+    needed = ("pyspark", "numpy") if engine == "spark" else ("numpy",)
+    missing = []
+    for name in needed:
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            missing.append(name)
+    if missing:
+        raise CliError(f"the cleaner's {engine} engine needs {' and '.join(missing)}, which a client-only install "
+                       f"lacks: {SPARK_EXTRA}")
 
 
 def _spark_environment(master: str) -> None:
@@ -354,7 +389,10 @@ class SparkSubmitJob:
         import seglog_spark
 
         entry = os.path.join(os.path.dirname(seglog_spark.__file__), "__main__.py")
-        command = [_spark_submit(), "--master", self._master, entry, snapshot_dir, "--master", self._master]
+        from seglog_spark.session import driver_java_options
+
+        command = [_spark_submit(), "--master", self._master, "--driver-java-options", driver_java_options(),
+                   entry, snapshot_dir, "--master", self._master]
         if dry_run:
             command.append("--dry-run")
         if map_bytes is not None:

@@ -8,10 +8,9 @@ import argparse
 import io
 
 import pytest
-from test_cleaner_cli import compacted, run_cleaner, workload
-
 from seglog import Admin
 from seglog.cli.cleaner import PythonJob, run_round
+from test_cleaner_cli import compacted, run_cleaner, workload
 
 pytestmark = pytest.mark.integration
 
