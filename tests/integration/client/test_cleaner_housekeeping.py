@@ -9,6 +9,7 @@ import io
 
 import pytest
 from seglog import Admin
+from seglog.cli import cleaner as cleaner_cli
 from seglog.cli.cleaner import PythonJob, run_round
 from test_cleaner_cli import compacted, run_cleaner, workload
 
@@ -64,3 +65,23 @@ def test_a_commit_whose_snapshot_was_dropped_meanwhile_is_refused(start_service)
         assert (figures.partitions_cleaned, figures.partitions_refused, figures.partitions_failed) == (0, 1, 0)
         assert "result refused" in figures.problems[0]
         assert open_snapshots(admin, "dropped-meanwhile") == []
+
+
+def test_a_long_round_reports_progress_in_records_and_bytes(start_service, monkeypatch):
+    service = start_service()
+    for topic in ("progress-a", "progress-b"):
+        compacted(service.stub, topic)
+        workload(service.stub, topic, seed=7)
+    # Every round counts as long: a line after each partition but the last.
+    monkeypatch.setattr(cleaner_cli, "PROGRESS_AFTER_S", 0.0)
+    args = argparse.Namespace(topic=None, max_partitions=0, map_bytes=None, dry_run=True)
+    out = io.StringIO()
+    with Admin(service.address) as admin:
+        eligible = [c for c in admin.list_cleanable() if c.eligible]
+        figures = run_round(admin, PythonJob(), 1, args=args, out=out)
+    assert figures.partitions_cleaned == len(eligible) >= 2
+    lines = out.getvalue().splitlines()
+    assert len(lines) == len(eligible) - 1
+    total = sum(c.cleanable_bytes for c in eligible)
+    assert lines[0].startswith("cleaner round 1: 1/%d partitions, " % len(eligible))
+    assert lines[0].endswith(f" of {total} cleanable bytes") and " records read, " in lines[0]
