@@ -25,7 +25,8 @@ unknown key id, refused at once (``TokenStore.precheck``); only then a slow hash
 ``_VERIFIER_THREADS`` threads behind a queue of at most ``_VERIFIER_QUEUE_MAX`` checks. A full
 queue refuses the new caller (``AuthenticationBusyError``, RESOURCE_EXHAUSTED with a retry hint);
 callers whose token is cached never wait in it. The same token presented by many calls at once
-is hashed once (they share the check).
+is hashed once (they share the check, within one token-file generation); an acceptance a reload
+made stale before it reached the loop is not delivered, the token is decided again.
 
 The admitted call is the *principal layer* other per-client limits key on: ``current_call()``
 (a ContextVar, one value per RPC task) gives its principal, kind and row to any code that runs
@@ -80,6 +81,9 @@ _VERIFIER_THREADS = 2
 _VERIFIER_QUEUE_MAX = 16
 # The hint a refused new caller gets: about the time the full queue takes to drain.
 _VERIFIER_BUSY_RETRY_MS = 1000
+# Rounds of a token check whose acceptance a reload made stale before it was delivered; each
+# takes a SIGHUP landing inside a slow hash, so more than this means a file still being edited.
+_STALE_ANSWER_ROUNDS_MAX = 3
 
 _log = logging.getLogger("seglog_server.security")
 _CURRENT: contextvars.ContextVar[AdmittedCall | None] = contextvars.ContextVar(
@@ -163,7 +167,8 @@ class CallGate:
         else:
             self.quotas = quotas or QuotaBook(PrincipalQuota(), {}, window_ms=1000, delay_ms_max=0)
         self._verifier: ThreadPoolExecutor | None = None
-        self._checks: dict[str, asyncio.Future[TokenEntry | None]] = {}  # slow checks under way
+        # Slow checks under way, by (token store generation, token).
+        self._checks: dict[tuple[int, str], asyncio.Future[TokenEntry | None]] = {}
         self.auth_failure_count = 0
         self.denied_count = 0
         self.verifier_busy_count = 0
@@ -184,8 +189,8 @@ class CallGate:
     # -- the gate --------------------------------------------------------------------------------
     async def admit(self, method: str, request: Any, context: Any) -> AdmittedCall:
         row = operation_of(method)
-        generation = self.generation
         principal, entry = await self._authenticate(method, context)
+        generation = self.generation  # the entry is valid under this one (``_check_token``)
         self._authorize(principal, row, request)
         kind = row.kind(request)
         quota_direction = _DIRECTIONS[row.quota]
@@ -207,8 +212,8 @@ class CallGate:
         """Opens a bidirectional stream: its credentials, and a stream slot of its principal."""
         row = operation_of(method)
         assert row.scope is Scope.MESSAGES and row.message_method is not None, method
-        generation = self.generation
         principal, entry = await self._authenticate(method, context)
+        generation = self.generation  # the entry is valid under this one (``_check_token``)
         self.quotas.acquire(principal, CallKind.STREAM)
         call = AdmittedCall(
             principal, method, row, CallKind.STREAM, self, message_row=operation_of(row.message_method),
@@ -298,22 +303,33 @@ class CallGate:
 
     async def _check_token(self, header: str) -> TokenEntry | None:
         """The token's file entry, or None. Cheap answers on the event loop; a slow hash only for
-        a well-formed token with a known key id not seen before, behind a bounded queue."""
+        a well-formed token with a known key id not seen before, behind a bounded queue.
+
+        A check's answer reaches the loop a moment after its thread gave it, and a SIGHUP may
+        land in between: an acceptance is delivered only while the token store still holds the
+        entry it matched (``still_valid``), else the token is decided again against the new
+        file. Checks are shared per (generation, token), so a caller that arrives after a reload
+        never joins a check begun under the entries it replaced."""
         token = bearer_token(header)
         if token is None:
             return None
         tokens = self._policy.tokens  # type: ignore[union-attr]
-        entry = tokens.cached_entry(token)
-        if entry is not None:
-            return entry
-        if tokens.cached_refusal(token) or not tokens.precheck(token):
-            return None
-        check = self._checks.get(token)
-        if check is None:
-            check = self._start_check(tokens, token)
-        return await asyncio.shield(check)
+        for _ in range(_STALE_ANSWER_ROUNDS_MAX):
+            entry = tokens.cached_entry(token)
+            if entry is not None:
+                return entry
+            if tokens.cached_refusal(token) or not tokens.precheck(token):
+                return None
+            key = (tokens.generation, token)
+            check = self._checks.get(key)
+            if check is None:
+                check = self._start_check(tokens, key)
+            entry = await asyncio.shield(check)
+            if entry is None or tokens.still_valid(entry):
+                return entry
+        return None  # reloaded during every round: the caller retries against a settled file
 
-    def _start_check(self, tokens: Any, token: str) -> asyncio.Future[TokenEntry | None]:
+    def _start_check(self, tokens: Any, key: tuple[int, str]) -> asyncio.Future[TokenEntry | None]:
         if len(self._checks) >= _VERIFIER_QUEUE_MAX:
             self.verifier_busy_count += 1
             raise AuthenticationBusyError(
@@ -322,9 +338,9 @@ class CallGate:
             )
         if self._verifier is None:
             self._verifier = ThreadPoolExecutor(_VERIFIER_THREADS, thread_name_prefix="seglog-auth")
-        check = asyncio.get_running_loop().run_in_executor(self._verifier, tokens.verify_entry, token)
-        self._checks[token] = check
-        check.add_done_callback(lambda _: self._checks.pop(token, None))
+        check = asyncio.get_running_loop().run_in_executor(self._verifier, tokens.verify_entry, key[1])
+        self._checks[key] = check
+        check.add_done_callback(lambda _: self._checks.pop(key, None))
         return check
 
     def _authorize(self, principal: str, row: RpcOperation, request: Any) -> None:

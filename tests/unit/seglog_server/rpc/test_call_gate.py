@@ -304,3 +304,68 @@ async def test_a_server_stream_checks_its_rights_again_before_each_write_after_a
         await consume.before_stream_write(10)
     consume.release()
     gate.close()
+
+
+# -- a reload between a slow check's answer and its delivery ---------------------------------------
+
+
+class _PausingStore:
+    """A token store whose first slow check, once answered (and cached), waits for the test
+    before handing its answer back: a reload can land between the two, as a SIGHUP can."""
+
+    @staticmethod
+    def install(policy):
+        import threading
+
+        from seglog_server.security.token_store import TokenStore
+
+        class Pausing(TokenStore):
+            answered = threading.Event()
+            deliver = threading.Event()
+
+            def verify_entry(self, token):
+                entry = super().verify_entry(token)
+                if not self.deliver.is_set():
+                    self.answered.set()
+                    self.deliver.wait(10)
+                return entry
+
+        store = Pausing(policy.tokens._entries, 16)
+        policy.tokens = store
+        return store
+
+
+@pytest.mark.parametrize("opens", ["unary", "stream"])
+async def test_a_check_answered_before_a_reload_admits_no_caller_with_the_rotated_secret(tmp_path, opens):
+    """alice's secret is rotated (same key id, new hash) while the first check of her old token
+    is answered but not yet delivered. Neither the caller that started the check nor one that
+    joins it after the reload may be admitted with the old secret."""
+    import asyncio
+
+    old, line = _cheap_token("alice", "e" * 12)
+    policy = _policy(tmp_path, tokens=[line])
+    store = _PausingStore.install(policy)
+    gate = CallGate(policy)
+
+    async def admit():
+        if opens == "unary":
+            return await gate.admit("ListTopics", pb.ListTopicsRequest(), _bearer_context(old))
+        return await gate.admit_stream("ProduceStream", _bearer_context(old))
+
+    first = asyncio.ensure_future(admit())
+    await asyncio.get_running_loop().run_in_executor(None, store.answered.wait, 10)
+    rotated = f"{TOKEN_PREFIX}{'e' * 12}_{'n' * 43}"
+    _reload(policy, tmp_path, tokens=[format_entry(TokenEntry("alice", "e" * 12, hash_token(rotated, n=2)))])
+    joined = asyncio.ensure_future(admit())
+    for _ in range(3):
+        await asyncio.sleep(0)  # the new caller reaches the check in flight
+    store.deliver.set()
+    outcomes = await asyncio.gather(first, joined, return_exceptions=True)
+    assert [type(o) for o in outcomes] == [AuthenticationFailedError] * 2, outcomes
+    # The rotated secret is admitted, and the old one stays refused, cached.
+    call = await gate.admit("ListTopics", pb.ListTopicsRequest(), _bearer_context(rotated))
+    assert call.principal == "alice"
+    call.release()
+    with pytest.raises(AuthenticationFailedError):
+        await admit()
+    gate.close()
