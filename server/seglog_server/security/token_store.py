@@ -17,7 +17,8 @@ Accepted and refused answers are cached apart, each an LRU of ``cache_max`` entr
 secrets sent in bulk evict each other, never a valid token's entry, so a caller whose token is
 cached keeps costing a digest per call whatever else arrives.
 
-A reload (``replace_entries``) forgets every answer and moves ``generation`` on. A check that was
+A reload (``replace_entries``) keeps the acceptances whose line is unchanged, forgets the rest and
+every refusal, and moves ``generation`` on. A check that was
 hashing when the reload landed is not cached and is decided again against the new entries, so a
 token removed by SIGHUP is never remembered as valid (``verify``). ``still_valid`` answers, for an
 open stream, whether the entry it authenticated with is still in the file.
@@ -74,10 +75,16 @@ class TokenStore:
         return self._generation
 
     def replace_entries(self, entries: Mapping[str, TokenEntry]) -> None:
-        """A reloaded file: new entries, and caches that forget every earlier answer."""
+        """A reloaded file: new entries. An acceptance is kept while its line is unchanged (the
+        same principal, key id and hash: the same answer), so a reload costs known callers no
+        slow check; one whose line changed or went is forgotten, and so is every refusal (a
+        refused token may have become valid)."""
         with self._lock:
             self._entries = dict(entries)
-            self._accepted.clear()
+            stale = [digest for digest, entry in self._accepted.items()
+                     if self._entries.get(entry.key_id) != entry]
+            for digest in stale:
+                del self._accepted[digest]
             self._refused.clear()
             self._generation += 1
 
