@@ -29,11 +29,11 @@ import tempfile
 import time
 
 from seglog.records import RecordBatchBuilder
-from seglog_server.storage.log import Log
-from seglog_server.storage.log_config import LogConfig
-from seglog_server.storage.producer_state_loader import list_snapshot_offsets
-from seglog_server.storage.producer_snapshot import snapshot_path
-from seglog_server.storage.fs import REAL_FS
+from seglog_server.storage.log.log import Log
+from seglog_server.storage.base.log_config import LogConfig
+from seglog_server.storage.producers.producer_state_loader import list_snapshot_offsets
+from seglog_server.storage.producers.producer_snapshot import snapshot_path
+from seglog_server.storage.base.fs import REAL_FS
 
 VALUE = b"x" * 100
 

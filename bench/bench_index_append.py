@@ -32,8 +32,8 @@ import tempfile
 import time
 from collections.abc import Callable
 
-from seglog_server.storage.abstract_index import RESERVE_AHEAD_BYTES
-from seglog_server.storage.offset_index import OffsetIndex
+from seglog_server.storage.format.abstract_index import RESERVE_AHEAD_BYTES
+from seglog_server.storage.format.offset_index import OffsetIndex
 
 ENTRY = struct.Struct(">ii")
 INDEX_BYTES = 10 * 1024 * 1024

@@ -29,10 +29,10 @@ import tempfile
 import time
 from collections.abc import Callable, Sequence
 
-from seglog_server.storage import offset_index, time_index
-from seglog_server.storage.index_search import LARGEST_LOWER_BOUND, plain_slot_range_for, slot_range_for
-from seglog_server.storage.offset_index import OffsetIndex
-from seglog_server.storage.time_index import TimeIndex
+from seglog_server.storage.format import offset_index, time_index
+from seglog_server.storage.format.index_search import LARGEST_LOWER_BOUND, plain_slot_range_for, slot_range_for
+from seglog_server.storage.format.offset_index import OffsetIndex
+from seglog_server.storage.format.time_index import TimeIndex
 
 TAIL_GOAL_US = 5.0
 TAIL_SPREAD = 64  # tail targets fall among the newest 64 entries

@@ -45,8 +45,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from seglog_server.storage import offset_index
-from seglog_server.storage.index_search import (
+from seglog_server.storage.format import offset_index
+from seglog_server.storage.format.index_search import (
     LARGEST_LOWER_BOUND,
     Bound,
     EntryField,
@@ -54,7 +54,7 @@ from seglog_server.storage.index_search import (
     recording,
     slot_range_for,
 )
-from seglog_server.storage.offset_index import OffsetIndex, OffsetPosition
+from seglog_server.storage.format.offset_index import OffsetIndex, OffsetPosition
 
 ENTRY = offset_index.ENTRY
 KEY = offset_index.LAYOUT.key

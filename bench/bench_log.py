@@ -44,9 +44,9 @@ from seglog.records import (
     RecordBatchBuilder,
     crc32c,
 )
-from seglog_server.storage.log import Log
-from seglog_server.storage.log_config import LogConfig
-from seglog_server.storage.log_validator import LogValidator
+from seglog_server.storage.log.log import Log
+from seglog_server.storage.base.log_config import LogConfig
+from seglog_server.storage.log.log_validator import LogValidator
 
 MIB = 1024 * 1024
 BASE_TIMESTAMP_MS = 1_700_000_000_000

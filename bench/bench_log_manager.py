@@ -29,9 +29,9 @@ import tempfile
 import time
 
 from seglog.records import RecordBatchBuilder
-from seglog_server.storage.clean_shutdown import CLEAN_SHUTDOWN_FILE_NAME
-from seglog_server.storage.errors import StorageError
-from seglog_server.storage.log_manager import LogManager
+from seglog_server.storage.format.clean_shutdown import CLEAN_SHUTDOWN_FILE_NAME
+from seglog_server.storage.base.errors import StorageError
+from seglog_server.storage.manager.log_manager import LogManager
 
 CLEAN_GOAL_S = 1.0
 # 120 bytes holds exactly one of the batches below (61-byte header + one ~40-byte record), so

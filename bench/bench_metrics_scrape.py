@@ -43,7 +43,7 @@ from seglog_server.metrics import PARTITION_SERIES_MAX_DEFAULT, Metrics
 from seglog_server.metrics_server import MetricsServer
 from seglog_server.metrics_text import exposition
 from seglog_server.storage import LogManager
-from seglog_server.storage.open_segments import open_segments_max_for
+from seglog_server.storage.segment.open_segments import open_segments_max_for
 
 GOAL_MS = 250
 TOPICS = 100

@@ -6,7 +6,8 @@
     .venv/bin/python bench/bench_walkers.py --callgrind          # + instruction counts per call
 
 Two worker processes, one importing this tree's ``seglog`` / ``seglog_server`` and one the old
-tree's (``PYTHONPATH`` = its ``client``, ``server`` and storage test-support directories), each
+tree's (``PYTHONPATH`` = its ``client``, ``server``, its root for ``tests.support`` and, for trees
+from before ``tests/support/``, the storage tests' directory), each
 build the same inputs once. The driver then asks them to time each case in turn, A,B,B,A,...
 (the order flips every round), so both trees meet the same load: the shared machine moves single
 runs by 30-50 %. A timing is CPU time per call (``process_time``) over a fixed number of calls.
@@ -76,9 +77,14 @@ class Worker:
         import random
 
         from seglog.records import RecordBatchBuilder
-        from seglog_server.storage.clock import FakeClock
-        from seglog_server.storage.log_config import LogConfig
-        from seglog_server.storage.log_validator import LogValidator
+        try:  # storage in folders by concern; an older tree has them flat
+            from seglog_server.storage.base.clock import FakeClock
+            from seglog_server.storage.base.log_config import LogConfig
+            from seglog_server.storage.log.log_validator import LogValidator
+        except ImportError:
+            from seglog_server.storage.clock import FakeClock
+            from seglog_server.storage.log_config import LogConfig
+            from seglog_server.storage.log_validator import LogValidator
 
         self._builder = RecordBatchBuilder
         self._rng = random.Random(1)
@@ -108,7 +114,10 @@ class Worker:
         return builder.build()
 
     def _open_log(self, name: str):
-        from log_test_support import open_log  # tests/unit/seglog_server/storage, on PYTHONPATH
+        try:  # the tree's root is on PYTHONPATH (tests.support); an older tree keeps it beside its tests
+            from tests.support.log_test_support import open_log
+        except ImportError:
+            from log_test_support import open_log  # tests/unit/seglog_server/storage, on PYTHONPATH
 
         return open_log(os.path.join(self._tmp, name), self._clock, self._config)
 
@@ -191,7 +200,8 @@ def oneshot_main(case: str, loops: int) -> None:
 # -- the driver --------------------------------------------------------------------------------
 def _tree_env(tree: str) -> dict[str, str]:
     env = dict(os.environ)
-    paths = [os.path.join(tree, "client"), os.path.join(tree, "server"), os.path.join(tree, "tests/unit/seglog_server/storage")]
+    paths = [os.path.join(tree, "client"), os.path.join(tree, "server"), tree,
+             os.path.join(tree, "tests/unit/seglog_server/storage")]  # tests.support, or an older tree's
     env["PYTHONPATH"] = os.pathsep.join(paths)
     return env
 

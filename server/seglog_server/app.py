@@ -44,8 +44,8 @@ from seglog_server.rpc.storage_calls import StorageCalls
 from seglog_server.rpc.tls_credentials import ReloadableTlsCredentials
 from seglog_server.security import SecurityError, SecurityPolicy
 from seglog_server.security.exposure import ExposedSettings, exposure_warnings
-from seglog_server.storage.errors import StorageError
-from seglog_server.storage.log_manager import LogManager
+from seglog_server.storage.base.errors import StorageError
+from seglog_server.storage.manager.log_manager import LogManager
 from seglog_server.storage import install_observer
 
 __all__ = ["LOG_SERVICE_NAME", "SeglogService", "StartupError", "run"]

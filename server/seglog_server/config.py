@@ -37,8 +37,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from seglog_server.storage.errors import InvalidConfigError
-from seglog_server.storage.log_config import LogConfig
+from seglog_server.storage.base.errors import InvalidConfigError
+from seglog_server.storage.base.log_config import LogConfig
 
 __all__ = [
     "DECODED_RECORD_OVERHEAD_BYTES",
@@ -216,7 +216,7 @@ class ServiceConfig:
     # Segments (of every partition together) that may hold descriptors at once; 0 derives it
     # from RLIMIT_NOFILE (raised to its hard limit at start) and vm.max_map_count: a quarter of
     # the descriptors (at least 256) stay for sockets and short-lived files, and a segment holds
-    # up to 4 (storage/open_segments.py). Beyond it the least recently used segment closes.
+    # up to 4 (storage/segment/open_segments.py). Beyond it the least recently used segment closes.
     open_segments_max: int = 0
     topic_defaults: Mapping[str, str] = field(default_factory=dict)
     log_config: LogConfig = field(default_factory=LogConfig)

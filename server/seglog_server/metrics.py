@@ -8,7 +8,7 @@ Two kinds of figures, one collector (``SeglogCollector``), one registry per serv
 - **Observed per operation**, for figures no running total can give: RPC latency (``boundary.py``
   calls ``rpc_finished``), the storage's per-phase timings, index lookups by zone, pages touched
   per lookup, page faults and read age (the storage calls ``MetricsObserver``, an implementation
-  of ``storage.observer.StorageObserver``: the storage imports no Prometheus code).
+  of ``storage.base.observer.StorageObserver``: the storage imports no Prometheus code).
 
 The per-operation instruments are ``_Histogram`` and plain dict counters rather than
 prometheus_client's own: on the fetch path about eight observations are made per request, and a
@@ -55,7 +55,7 @@ from prometheus_client.registry import Collector, CollectorRegistry
 from seglog_server.metrics_text import GaugeBlock, label_block
 from seglog_server.page_residency import PAGE_BYTES, resident_pages
 from seglog_server.storage import StorageObserver
-from seglog_server.storage.observer import BucketCounts
+from seglog_server.storage.base.observer import BucketCounts
 
 __all__ = [
     "FAMILIES",
@@ -249,7 +249,7 @@ class _Row(dict[str, _Histogram]):
 
 class _RowsByLabel(dict[str, _Row]):
     """first label value -> its ``_Row``: ``rows[a][b]`` is ``histograms.child(a, b)`` at the
-    cost of two dict lookups (the observer's ``phase_histograms`` is one, storage/observer.py)."""
+    cost of two dict lookups (the observer's ``phase_histograms`` is one, storage/base/observer.py)."""
 
     def __init__(self, histograms: _Histograms) -> None:
         super().__init__()
@@ -696,7 +696,7 @@ def _recovery_families(stats: Any) -> Iterator[Metric]:
 
 def _descriptor_families(stats: Any) -> Iterator[Metric]:
     """The process's descriptors against its limit (RLIMIT_NOFILE, raised to the hard limit at
-    start), and the storage's one open-segment budget (storage/open_segments.py)."""
+    start), and the storage's one open-segment budget (storage/segment/open_segments.py)."""
     if stats.descriptors_in_use >= 0:
         yield _gauge("seglog_descriptors_in_use", stats.descriptors_in_use)
     if stats.descriptor_limit > 0:

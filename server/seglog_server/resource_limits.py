@@ -3,7 +3,7 @@
 The soft RLIMIT_NOFILE is often 1024 while the hard one is far higher (systemd's default is
 1024:524288, Docker's 1048576:1048576); a process may raise its soft limit to the hard one without
 privileges, as Kafka's packaging asks operators to. seglog raises it itself at start and logs
-both values, then sizes the open-segment budget from what it got (storage/open_segments.py).
+both values, then sizes the open-segment budget from what it got (storage/segment/open_segments.py).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import resource
 
-from seglog_server.storage.open_segments import open_segments_max_for
+from seglog_server.storage.segment.open_segments import open_segments_max_for
 
 __all__ = ["MAX_MAP_COUNT_PATH", "open_segments_budget", "raise_descriptor_limit", "read_max_map_count"]
 

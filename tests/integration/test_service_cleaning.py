@@ -1,7 +1,7 @@
 """Offline cleaning through a real service process: snapshots taken while producers keep
 appending, ListCleanable, CommitCleaned's refusals of stale and damaged results, and reads
 (Fetch, OffsetsForTimes) across the offset gaps a cleaning leaves. Results here are written by
-the codec-based hand cleaner (tests/cleaning_support.py); the end-to-end runs with the real
+the codec-based hand cleaner (tests/support/cleaning_support.py); the end-to-end runs with the real
 cleaning job are in test_cleaner_cli.py."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from integration_helpers import make_batch, records_of, rpc_error
 
 from seglog.records import crc32c
 from seglog.v1 import log_service_pb2 as pb
-from tests.cleaning_support import hand_clean, write_result
+from tests.support.cleaning_support import hand_clean, write_result
 
 pytestmark = pytest.mark.integration
 

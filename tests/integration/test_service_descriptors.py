@@ -27,9 +27,9 @@ import integration_helpers
 from integration_helpers import START_TIMEOUT_S, STOP_TIMEOUT_S, ServiceProcess, make_batch, records_of
 
 from seglog.v1 import log_service_pb2 as pb
-from seglog_server.storage.fs import FileSystem
-from seglog_server.storage.log_manager import LogManager
-from seglog_server.storage.topic_metadata import TopicMetadata, new_topic_id, write_topic_metadata
+from seglog_server.storage.base.fs import FileSystem
+from seglog_server.storage.manager.log_manager import LogManager
+from seglog_server.storage.format.topic_metadata import TopicMetadata, new_topic_id, write_topic_metadata
 
 PARTITIONS_PER_TOPIC = 1000
 IN_FLIGHT = 8  # concurrent RPCs while touching every partition

@@ -167,7 +167,7 @@ def test_a_full_disk_refuses_writes_serves_reads_and_recovers_after_delete_topic
 # -- without the service: the mechanism itself on a real full file system ------------------------
 _INDEX_ON_A_FULL_DISK = """
 import errno, os, sys
-from seglog_server.storage.offset_index import OffsetIndex
+from seglog_server.storage.format.offset_index import OffsetIndex
 directory = sys.argv[1]
 with open(os.path.join(directory, "ballast"), "wb") as ballast:
     try:

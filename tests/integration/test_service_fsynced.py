@@ -16,8 +16,8 @@ from seglog.v1 import log_service_pb2 as pb
 from seglog.v1 import log_service_pb2_grpc as pb_grpc
 from seglog_server.app import SeglogService
 from seglog_server.config import ServiceConfig
-from seglog_server.storage.fs import FileSystem
-from seglog_server.storage.log_manager import LogManager
+from seglog_server.storage.base.fs import FileSystem
+from seglog_server.storage.manager.log_manager import LogManager
 
 pytestmark = pytest.mark.integration
 

@@ -25,7 +25,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from integration_helpers import records_of, service_environment
 
 from seglog.v1 import log_service_pb2 as pb
-from seglog_server.storage.open_segments import DEFAULT_OPEN_SEGMENTS_MAX
+from seglog_server.storage.segment.open_segments import DEFAULT_OPEN_SEGMENTS_MAX
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

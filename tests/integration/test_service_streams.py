@@ -167,7 +167,7 @@ def test_the_service_reads_at_most_the_bound_ahead_of_its_answers():
     from seglog_server.rpc.registration import add_log_service
     from seglog_server.rpc.storage_calls import StorageCalls
     from seglog_server.rpc.streams import STREAM_IN_FLIGHT_MAX
-    from seglog_server.storage.log_manager import LogManager
+    from seglog_server.storage.manager.log_manager import LogManager
 
     async def run(directory: str) -> None:
         manager = LogManager([directory])
@@ -234,7 +234,7 @@ def test_a_request_unanswered_within_its_timeout_resets_the_clients_stream():
     from seglog_server.rpc.log_service import LogServicer, LogServicerLimits
     from seglog_server.rpc.registration import add_log_service
     from seglog_server.rpc.storage_calls import StorageCalls
-    from seglog_server.storage.log_manager import LogManager
+    from seglog_server.storage.manager.log_manager import LogManager
 
     async def run(directory: str) -> None:
         manager = LogManager([directory])

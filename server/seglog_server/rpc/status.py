@@ -19,8 +19,8 @@ import grpc
 
 from seglog import records as codec
 from seglog_server import security
-from seglog_server.storage import errors as storage
-from seglog_server.storage.io_errors import exhaustion_error
+from seglog_server.storage.base import errors as storage
+from seglog_server.storage.base.io_errors import exhaustion_error
 
 from . import errors as service
 

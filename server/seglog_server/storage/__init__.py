@@ -2,17 +2,17 @@
 
 Imports only the standard library, small well-kept helpers and ``seglog.records``; never gRPC,
 protobuf or Prometheus (checked by import-linter, see pyproject.toml). The names below are the
-surface the service uses; errors live in ``seglog_server.storage.errors``.
+surface the service uses; errors live in ``seglog_server.storage.base.errors``.
 """
 
-from .clock import SYSTEM_CLOCK, Clock, FakeClock
-from .fs import REAL_FS, FileSystem
-from .log import Log
-from .log_config import LogConfig
-from .log_manager import LogManager, MaintenanceIntervals, PartitionDescription, TopicDescription
-from .log_results import AppendInfo, FetchData, LogStatistics, TimestampAndOffset
-from .lookup_explain import LookupExplanation
-from .observer import StorageObserver, install_observer
+from .base.clock import SYSTEM_CLOCK, Clock, FakeClock
+from .base.fs import REAL_FS, FileSystem
+from .base.log_config import LogConfig
+from .base.observer import StorageObserver, install_observer
+from .log.log import Log
+from .log.log_results import AppendInfo, FetchData, LogStatistics, TimestampAndOffset
+from .log.lookup_explain import LookupExplanation
+from .manager.log_manager import LogManager, MaintenanceIntervals, PartitionDescription, TopicDescription
 
 __all__ = [
     "REAL_FS",

@@ -17,7 +17,7 @@ from integration_helpers import service_environment
 
 from seglog import Admin, Producer
 from seglog.cli.cleaner import JAVA_MISSING, run_round
-from tests.cleaning_support import hand_clean
+from tests.support.cleaning_support import hand_clean
 
 pytestmark = pytest.mark.integration
 

@@ -106,7 +106,7 @@ def test_stopwatch_counts_laps_and_faults_into_the_metrics_observer():
     import resource
 
     from seglog_server.metrics import MetricsObserver
-    from seglog_server.storage.observer import install_observer, stopwatch
+    from seglog_server.storage.base.observer import install_observer, stopwatch
 
     observer = MetricsObserver()
     previous = install_observer(observer)
@@ -137,7 +137,7 @@ def test_a_shared_lap_counts_one_observation_a_target_into_the_metrics_observer(
     """Batched OffsetsForTimes times its index searches and scans once for all targets: the
     histogram still counts one observation a target, and its sum is the time taken."""
     from seglog_server.metrics import MetricsObserver
-    from seglog_server.storage.observer import install_observer, stopwatch
+    from seglog_server.storage.base.observer import install_observer, stopwatch
 
     observer = MetricsObserver()
     previous = install_observer(observer)

@@ -7,14 +7,14 @@ from __future__ import annotations
 import errno
 
 import pytest
-from fault_fs import FaultFs
+from tests.support.fault_fs import FaultFs
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from seglog.records import RecordBatchBuilder
 from seglog_server.metrics import Metrics
 from seglog_server.storage import FakeClock, LogManager
-from seglog_server.storage.checkpoint import CLEANER_OFFSET_CHECKPOINT
+from seglog_server.storage.format.checkpoint import CLEANER_OFFSET_CHECKPOINT
 
 NOW_MS = 1_700_000_000_000
 COMPACT = {"cleanup.policy": "compact", "min.compaction.lag.ms": "1"}

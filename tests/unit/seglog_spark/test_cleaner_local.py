@@ -216,7 +216,7 @@ def test_indexes_point_at_the_batches_of_the_cleaned_log(tmp_path):
 
 
 def test_index_entry_formats_match_the_servers():
-    from seglog_server.storage import offset_index, time_index
+    from seglog_server.storage.format import offset_index, time_index
 
     assert OFFSET_INDEX_ENTRY.format == offset_index.ENTRY.format
     assert TIME_INDEX_ENTRY.format == time_index.ENTRY.format
@@ -235,9 +235,9 @@ def test_indexes_match_what_the_server_rebuilds(tmp_path):
 def _server_recovered_indexes(directory, log_path, base_offset, interval):
     import shutil
 
-    from seglog_server.storage.clock import SystemClock
-    from seglog_server.storage.log_config import LogConfig
-    from seglog_server.storage.log_segment import LogSegment
+    from seglog_server.storage.base.clock import SystemClock
+    from seglog_server.storage.base.log_config import LogConfig
+    from seglog_server.storage.segment.log_segment import LogSegment
 
     os.makedirs(directory)
     target = os.path.join(directory, os.path.basename(log_path))

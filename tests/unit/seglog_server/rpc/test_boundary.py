@@ -13,7 +13,7 @@ from seglog_server.rpc.boundary import (
     stream_rpc,
     unary_rpc,
 )
-from seglog_server.storage.errors import OffsetOutOfRangeError
+from seglog_server.storage.base.errors import OffsetOutOfRangeError
 
 
 class Aborted(Exception):

@@ -13,7 +13,7 @@ from seglog_server.rpc.errors import (
     ResponseTooLargeError,
     StoredBatchCorruptError,
 )
-from seglog_server.storage.log_config import LogConfig
+from seglog_server.storage.base.log_config import LogConfig
 
 
 @dataclass(frozen=True)

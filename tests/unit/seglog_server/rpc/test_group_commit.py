@@ -17,10 +17,10 @@ from seglog.records import RecordBatchBuilder
 from seglog_server.rpc.errors import FlushIncompleteError
 from seglog_server.rpc.group_commit import GroupCommit
 from seglog_server.rpc.storage_calls import StorageCalls
-from seglog_server.storage.clock import FakeClock
-from seglog_server.storage.fs import FileSystem
-from seglog_server.storage.log import Log
-from seglog_server.storage.log_config import LogConfig
+from seglog_server.storage.base.clock import FakeClock
+from seglog_server.storage.base.fs import FileSystem
+from seglog_server.storage.log.log import Log
+from seglog_server.storage.base.log_config import LogConfig
 
 
 class CountingFS(FileSystem):

@@ -14,7 +14,7 @@ from seglog_server.rpc import conversions
 from seglog_server.rpc.errors import ResponseTooLargeError
 from seglog_server.rpc.log_service import LogServicer, LogServicerLimits
 from seglog_server.rpc.storage_calls import StorageCalls
-from seglog_server.storage.errors import UnknownTopicOrPartitionError
+from seglog_server.storage.base.errors import UnknownTopicOrPartitionError
 
 
 class _Aborted(Exception):

@@ -11,7 +11,7 @@ from seglog import records as codec
 from seglog.v1 import log_service_pb2 as pb
 from seglog_server.rpc.log_service import LogServicer, LogServicerLimits
 from seglog_server.rpc.storage_calls import StorageCalls
-from seglog_server.storage.log_manager import LogManager
+from seglog_server.storage.manager.log_manager import LogManager
 
 FIRST_MS = 1_700_000_000_000
 SEGMENT_COUNT = 6

@@ -17,10 +17,10 @@ from seglog_server.rpc.status import (
     STATUS_BY_ERROR,
     status_for,
 )
-from seglog_server.storage import errors as storage
-from seglog_server.storage.checkpoint import CorruptCheckpointError
-from seglog_server.storage.log_dir import LogDirStateError
-from seglog_server.storage.topic_metadata import CorruptTopicMetadataError
+from seglog_server.storage.base import errors as storage
+from seglog_server.storage.format.checkpoint import CorruptCheckpointError
+from seglog_server.storage.dirs.log_dir import LogDirStateError
+from seglog_server.storage.format.topic_metadata import CorruptTopicMetadataError
 
 Code = grpc.StatusCode
 

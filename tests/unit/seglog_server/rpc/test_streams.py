@@ -98,7 +98,7 @@ class _NoTopics:
         pass  # nothing here ever changes
 
     def get_log(self, topic, partition):
-        from seglog_server.storage.errors import UnknownTopicOrPartitionError
+        from seglog_server.storage.base.errors import UnknownTopicOrPartitionError
 
         raise UnknownTopicOrPartitionError(f"unknown topic {topic!r}")
 

@@ -1,5 +1,5 @@
 import seglog_server.storage as storage
-from seglog_server.storage import errors
+from seglog_server.storage.base import errors
 
 
 def test_storage_all_is_sorted_and_every_name_resolves():

@@ -11,25 +11,25 @@ import os
 import threading
 
 import pytest
-from log_test_support import NOW_MS, all_offsets, batch, config, open_log, sized_batch
+from tests.support.log_test_support import NOW_MS, all_offsets, batch, config, open_log, sized_batch
 
-from seglog_server.storage.abstract_index import RESERVE_AHEAD_BYTES
-from seglog_server.storage.clock import FakeClock
-from seglog_server.storage.errors import (
+from seglog_server.storage.format.abstract_index import RESERVE_AHEAD_BYTES
+from seglog_server.storage.base.clock import FakeClock
+from seglog_server.storage.base.errors import (
     LogDirFullError,
     LogDirOfflineError,
     TooManyOpenFilesError,
 )
-from seglog_server.storage.fs import FileSystem
-from seglog_server.storage.log_manager import LogManager, MaintenanceIntervals
-from seglog_server.storage.offset_index import OffsetIndex
-from seglog_server.storage.open_segments import (
+from seglog_server.storage.base.fs import FileSystem
+from seglog_server.storage.manager.log_manager import LogManager, MaintenanceIntervals
+from seglog_server.storage.format.offset_index import OffsetIndex
+from seglog_server.storage.segment.open_segments import (
     DESCRIPTOR_HEADROOM_MIN,
     OPEN_SEGMENTS_MIN,
     OpenSegments,
     open_segments_max_for,
 )
-from seglog_server.storage.time_index import TimeIndex
+from seglog_server.storage.format.time_index import TimeIndex
 
 EVERY_PASS = MaintenanceIntervals(
     initial_delay_ms=0,

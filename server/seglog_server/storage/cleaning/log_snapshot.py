@@ -1,0 +1,293 @@
+"""Cleaning snapshots: hard links of a compacted log's cleanable segments plus a manifest
+(CLEANING-CONTRACT.md), the input of the offline cleaner.
+
+Layout, inside the log directory holding the partition (hard links need one filesystem)::
+
+    <log dir>/.seglog-snapshots/<snapshot id>/
+        00000000000000000000.log        hard links of the cleanable closed segments' .log files
+        00000000000000002650.log
+        manifest.json                   written last, atomically: its presence means complete
+        cleaned/ ... result.json        written by the cleaning job (read by the install)
+
+Taking one (``take_snapshot``) holds the log's lock only to choose the segments and link them
+(one ``link`` per segment: ~0.5 ms for 32 segments here), then once per segment for a few
+microseconds to read its next offset and times, so appends never wait long. Closed segments never change in place (a
+cleaning or retention replaces or renames them; the link keeps the old inode), so the checksums
+are computed afterwards, off the lock, from the links. The log loader never looks here (it is
+not a partition directory); a snapshot without ``manifest.json`` is removed at start-up.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import secrets
+from dataclasses import dataclass
+
+from seglog.records import crc32c
+
+from ..base import file_names
+from .cleaning_manifest import (
+    MANIFEST_BYTES_MAX,
+    ProducerLastBatch,
+    SnapshotManifest,
+    SnapshotSegment,
+    manifest_configs,
+)
+from ..base.errors import InvalidCleaningResultError, InvalidSnapshotIdError, NotCleanableError
+from ..base.fs import FileSystem
+from ..log.log import Log
+from ..dirs.log_dir import SNAPSHOTS_DIR_NAME, remove_tree
+from ..segment.log_segment import LogSegment
+from ..segment.log_segments import LogSegments
+from .log_to_clean import LogToClean, cleanable_segments, log_to_clean
+
+__all__ = [
+    "CLEANED_DIR_NAME",
+    "MANIFEST_FILE_NAME",
+    "RESULT_FILE_NAME",
+    "SNAPSHOTS_DIR_NAME",
+    "TakenSnapshot",
+    "check_snapshot_id",
+    "file_crc32c",
+    "new_snapshot_id",
+    "read_capped",
+    "read_manifest",
+    "remove_snapshot",
+    "snapshot_path",
+    "snapshots_root",
+    "take_snapshot",
+]
+
+MANIFEST_FILE_NAME = "manifest.json"
+RESULT_FILE_NAME = "result.json"
+CLEANED_DIR_NAME = "cleaned"
+
+# Snapshot ids name directories: a plain name well under the 255-byte file-name limit.
+_SNAPSHOT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")
+# The topic part of a new id: ids stay below 200 bytes with the partition, time and random tail.
+_ID_TOPIC_CHARS_MAX = 160
+# Checksums read files in pieces this large: big enough that a syscall per piece is noise.
+_READ_CHUNK_BYTES = 4 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class TakenSnapshot:
+    manifest: SnapshotManifest
+    log_dir: str
+    path: str
+    # The live segments that were linked, so a commit in this process can check that the very
+    # same segment objects are still in the log (besides sizes and checksums).
+    segments: tuple[LogSegment, ...]
+
+
+def snapshots_root(log_dir: str) -> str:
+    return os.path.join(log_dir, SNAPSHOTS_DIR_NAME)
+
+
+def snapshot_path(log_dir: str, snapshot_id: str) -> str:
+    return os.path.join(snapshots_root(log_dir), check_snapshot_id(snapshot_id))
+
+
+def check_snapshot_id(snapshot_id: str) -> str:
+    if not isinstance(snapshot_id, str) or not _SNAPSHOT_ID.fullmatch(snapshot_id) or ".." in snapshot_id:
+        raise InvalidSnapshotIdError(
+            f"invalid snapshot id {str(snapshot_id)[:60]!r}: expected 1-200 characters from "
+            f"[A-Za-z0-9._-], starting with a letter or digit, as CreateSnapshot returns them"
+        )
+    return snapshot_id
+
+
+def new_snapshot_id(topic: str, partition: int, now_ms: int) -> str:
+    """``<topic>-<partition>-<created ms>-<4 hex>`` (the contract's example form)."""
+    return check_snapshot_id(f"{topic[:_ID_TOPIC_CHARS_MAX]}-{partition}-{now_ms}-{secrets.token_hex(2)}")
+
+
+def take_snapshot(
+    log: Log,
+    log_dir: str,
+    *,
+    checkpoint: int | None,
+    now_ms: int,
+    snapshot_id: str,
+    fs: FileSystem,
+) -> TakenSnapshot:
+    """Links the cleanable segments of ``log`` into a new snapshot and writes its manifest.
+
+    Raises NotCleanableError when the topic is not compacted or nothing is cleanable, and
+    OSError when the disk fails (the caller takes the directory offline). A failure leaves no
+    snapshot directory behind (best effort: start-up removes incomplete ones anyway)."""
+    if not log.config.is_compacted:
+        raise NotCleanableError(
+            f"{log.topic}-{log.partition} is not compacted (cleanup.policy="
+            f"{','.join(sorted(log.config.cleanup_policy))}); only compacted topics are cleaned"
+        )
+    path = snapshot_path(log_dir, snapshot_id)
+    fs.makedirs(path)
+    try:
+        to_clean, segments, linked, last_offsets = log.run_locked(
+            lambda live: (*_link_cleanable(log, live, path, checkpoint, now_ms, fs), log.producer_last_offsets())
+        )
+        described = [
+            log.run_locked(lambda _live, segment=segment, name=name, size=size: _describe(segment, name, size))
+            for segment, (name, size) in zip(segments, linked)
+        ]
+        entries = tuple(
+            SnapshotSegment(crc32c=file_crc32c(os.path.join(path, entry.file), entry.size_bytes, fs), **_fields(entry))
+            for entry in described
+        )
+        manifest = SnapshotManifest(
+            snapshot_id=snapshot_id,
+            topic=log.topic,
+            partition=log.partition,
+            created_ms=now_ms,
+            cleaning_time_ms=now_ms,
+            log_start_offset=to_clean.log_start_offset,
+            first_dirty_offset=to_clean.first_dirty_offset,
+            first_uncleanable_offset=to_clean.first_uncleanable_offset,
+            segments=entries,
+            configs=manifest_configs(log.config.to_properties()),
+            producers=_producers_within(last_offsets, described),
+        )
+        fs.write_atomically(os.path.join(path, MANIFEST_FILE_NAME), manifest.to_json_bytes())
+        fs.fsync_dir(snapshots_root(log_dir))
+    except BaseException:
+        _remove_quietly(path, fs)
+        raise
+    return TakenSnapshot(manifest, log_dir, path, tuple(segments))
+
+
+@dataclass(frozen=True)
+class _Described:
+    """A linked segment as the lock saw it (its checksum comes later, off the lock)."""
+
+    base_offset: int
+    file: str
+    size_bytes: int
+    next_offset: int
+    largest_timestamp_ms: int
+    last_modified_ms: int
+
+
+def _producers_within(last_offsets: dict[int, int], described: list[_Described]) -> tuple[ProducerLastBatch, ...]:
+    """The producers whose last batch ends in the linked segments: the batches the cleaning
+    must keep. Taken under the same lock as the links: a producer that writes after it only
+    adds a batch past these segments, and the one kept here is then merely one batch more."""
+    start, end = described[0].base_offset, described[-1].next_offset
+    return tuple(
+        ProducerLastBatch(pid, offset)
+        for offset, pid in sorted((offset, pid) for pid, offset in last_offsets.items())
+        if start <= offset < end
+    )
+
+
+def _fields(entry: _Described) -> dict[str, int | str]:
+    return {
+        "base_offset": entry.base_offset,
+        "file": entry.file,
+        "size_bytes": entry.size_bytes,
+        "next_offset": entry.next_offset,
+        "largest_timestamp_ms": entry.largest_timestamp_ms,
+        "last_modified_ms": entry.last_modified_ms,
+    }
+
+
+def _link_cleanable(
+    log: Log, live: LogSegments[LogSegment], path: str, checkpoint: int | None, now_ms: int, fs: FileSystem
+) -> tuple[LogToClean, list[LogSegment], list[tuple[str, int]]]:
+    """Under the log's lock: the range, the segments and one hard link each (a few syscalls per
+    segment; what else the manifest says is read afterwards, see ``_describe``)."""
+    to_clean = log_to_clean(
+        live,
+        log_start_offset=log.log_start_offset,
+        log_end_offset=log.log_end_offset,
+        config=log.config,
+        checkpoint=checkpoint,
+        now_ms=now_ms,
+    )
+    chosen = cleanable_segments(live, to_clean)
+    if not chosen or to_clean.cleanable_bytes == 0:
+        raise NotCleanableError(
+            f"{log.topic}-{log.partition} has nothing to clean: first dirty offset "
+            f"{to_clean.first_dirty_offset}, first uncleanable offset {to_clean.first_uncleanable_offset} "
+            f"(the active segment and segments younger than min.compaction.lag.ms are never cleaned)"
+        )
+    linked = []
+    for segment in chosen:
+        name = os.path.basename(segment.log.path)
+        assert name == file_names.filename_prefix(segment.base_offset) + file_names.LOG_SUFFIX, name
+        fs.link(segment.log.path, os.path.join(path, name))
+        linked.append((name, segment.size_in_bytes))
+    return to_clean, chosen, linked
+
+
+def _describe(segment: LogSegment, name: str, size_bytes: int) -> _Described:
+    """One linked segment's offsets and times, under the log's lock again but one segment at a
+    time, so appends interleave. The segment is closed: what it says cannot change, and a
+    segment replaced or deleted meanwhile still reads from its renamed files."""
+    held = segment.holds_handles
+    try:
+        return _Described(
+            base_offset=segment.base_offset,
+            file=name,
+            size_bytes=size_bytes,
+            next_offset=segment.read_next_offset(),
+            largest_timestamp_ms=segment.largest_timestamp(),
+            last_modified_ms=segment.last_modified_ms(),
+        )
+    finally:
+        if not held:
+            segment.release_handles()  # looked at once: keep no descriptor for it
+
+
+def file_crc32c(path: str, size_bytes: int, fs: FileSystem) -> int:
+    """CRC-32C of the first ``size_bytes`` of ``path``; the file must be exactly that long."""
+    fd = fs.open(path, os.O_RDONLY)
+    try:
+        found = fs.fsize(fd)
+        if found != size_bytes:
+            raise InvalidCleaningResultError(f"{path} is {found} bytes, expected {size_bytes}")
+        buffer = bytearray(min(_READ_CHUNK_BYTES, max(size_bytes, 1)))
+        value = 0
+        position = 0
+        while position < size_bytes:
+            want = min(len(buffer), size_bytes - position)
+            got = fs.preadinto(fd, memoryview(buffer)[:want], position)
+            if got == 0:
+                raise InvalidCleaningResultError(f"{path} ended at {position} bytes, expected {size_bytes}")
+            value = crc32c(memoryview(buffer)[:got], value)
+            position += got
+        return value
+    finally:
+        fs.close(fd)
+
+
+def read_capped(path: str, bytes_max: int, fs: FileSystem) -> bytes:
+    """A small file's bytes; InvalidCleaningResultError when it is larger than ``bytes_max``."""
+    fd = fs.open(path, os.O_RDONLY)
+    try:
+        size = fs.fsize(fd)
+        if size > bytes_max:
+            raise InvalidCleaningResultError(f"{path} is {size} bytes, above the {bytes_max}-byte limit")
+        buffer = bytearray(size)
+        got = fs.preadinto(fd, buffer, 0)
+        return bytes(buffer[:got])
+    finally:
+        fs.close(fd)
+
+
+def read_manifest(path: str, fs: FileSystem) -> SnapshotManifest:
+    location = os.path.join(path, MANIFEST_FILE_NAME)
+    return SnapshotManifest.parse(read_capped(location, MANIFEST_BYTES_MAX, fs), location)
+
+
+def remove_snapshot(path: str, fs: FileSystem) -> None:
+    """Removes a snapshot directory and everything in it (links, the job's output)."""
+    remove_tree(path, fs)
+
+
+def _remove_quietly(path: str, fs: FileSystem) -> None:
+    try:
+        remove_tree(path, fs)
+    except OSError:
+        pass

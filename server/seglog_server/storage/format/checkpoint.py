@@ -1,0 +1,176 @@
+"""Offset checkpoint files in Kafka's text format (``CheckpointFile`` + ``OffsetCheckpointFile``).
+
+Layout (UTF-8 text, one item per line, ``\\n`` line ends)::
+
+    0                   version; offset checkpoints only know version 0
+    3                   number of entry lines that follow
+    my-topic 0 1234     "<topic> <partition> <offset>": single spaces on write,
+    my-topic 1 77       any whitespace run on read; exactly three fields
+    other 0 5
+
+Reading is as lenient as Kafka's and no more: an empty file, or one that stops after the version
+line, is an empty map; a malformed line, an unknown version or a count that does not match the
+lines raises ``CorruptCheckpointError`` (the log manager logs it and proceeds as if the file were
+empty, which only costs a longer recovery). Writing is atomic: tmp + fsync + rename + directory
+fsync, so a crash leaves the old file or the new one, never a torn one.
+
+The same module serves ``recovery-point-offset-checkpoint``, ``log-start-offset-checkpoint`` and
+``cleaner-offset-checkpoint``; the files differ only in what the offsets mean.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+
+from ..base.errors import CorruptCheckpointError
+from ..base.fs import REAL_FS, FileSystem
+from ..base.topic_partition import TopicPartition
+
+__all__ = [
+    "CHECKPOINT_VERSION",
+    "CLEANER_OFFSET_CHECKPOINT",
+    "LOG_START_OFFSET_CHECKPOINT",
+    "RECOVERY_POINT_CHECKPOINT",
+    "CorruptCheckpointError",
+    "OffsetCheckpointFile",
+    "format_offsets",
+    "parse_offsets",
+]
+
+RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
+LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
+CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
+
+CHECKPOINT_VERSION = 0
+
+# Java's Integer/Long.parseInt alphabet (optional sign, ASCII digits). Python's int() would also
+# accept surrounding spaces and '_' separators, which Kafka rejects.
+_DECIMAL = re.compile(r"[+-]?[0-9]+")
+_LINE_END = re.compile(r"\r\n|\r|\n")
+# Java's \s: ASCII whitespace only.
+_WHITESPACE = re.compile(r"[ \t\n\x0b\f\r]+")
+_INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+
+
+
+def format_offsets(offsets: Mapping[TopicPartition, int]) -> bytes:
+    """The file content for ``offsets``, entries sorted so equal maps give equal bytes."""
+    lines = [str(CHECKPOINT_VERSION), str(len(offsets))]
+    for tp in sorted(offsets):
+        offset = offsets[tp]
+        assert " " not in tp.topic and tp.topic, tp
+        assert _INT64_MIN <= offset <= _INT64_MAX, offset
+        lines.append(f"{tp.topic} {tp.partition} {offset}")
+    return ("\n".join(lines) + "\n").encode("utf-8")
+
+
+def parse_offsets(text: str, location: str = "<checkpoint>") -> dict[TopicPartition, int]:
+    """Parses checkpoint text; raises CorruptCheckpointError naming ``location`` and the line."""
+    lines = _read_lines(text)
+    if not lines:
+        return {}
+    version = _parse_int(lines[0], location, _INT32_MIN, _INT32_MAX)
+    if version != CHECKPOINT_VERSION:
+        raise CorruptCheckpointError(
+            f"unrecognised version {version} in checkpoint file {location}, "
+            f"expected {CHECKPOINT_VERSION}"
+        )
+    if len(lines) == 1:
+        return {}
+    expected_count = _parse_int(lines[1], location, _INT32_MIN, _INT32_MAX)
+    offsets: dict[TopicPartition, int] = {}
+    entry_lines = lines[2:]
+    for line in entry_lines:
+        tp, offset = _parse_entry(line, location)
+        offsets[tp] = offset
+    if len(entry_lines) != expected_count:
+        raise CorruptCheckpointError(
+            f"expected {expected_count} entries in checkpoint file {location}, "
+            f"found {len(entry_lines)}"
+        )
+    return offsets
+
+
+def _read_lines(text: str) -> list[str]:
+    """Lines as Java's ``BufferedReader.readLine`` sees them (ends: \\n, \\r or \\r\\n)."""
+    lines = _LINE_END.split(text)
+    if lines[-1] == "":
+        lines.pop()  # the terminator of the last line does not start another one
+    return lines
+
+
+def _parse_entry(line: str, location: str) -> tuple[TopicPartition, int]:
+    fields = _WHITESPACE.split(line)
+    while fields and fields[-1] == "":
+        fields.pop()  # Java's String.split drops trailing empty fields, keeps leading ones
+    if len(fields) != 3:
+        raise _malformed(line, location)
+    topic, partition_text, offset_text = fields
+    partition = _parse_int(partition_text, location, _INT32_MIN, _INT32_MAX, line)
+    offset = _parse_int(offset_text, location, _INT64_MIN, _INT64_MAX, line)
+    return TopicPartition(topic, partition), offset
+
+
+def _parse_int(text: str, location: str, low: int, high: int, line: str | None = None) -> int:
+    if not _DECIMAL.fullmatch(text):
+        raise _malformed(text if line is None else line, location)
+    value = int(text)
+    if not low <= value <= high:
+        raise _malformed(text if line is None else line, location)
+    return value
+
+
+def _malformed(line: str, location: str) -> CorruptCheckpointError:
+    return CorruptCheckpointError(f"malformed line in checkpoint file {location}: {line!r}")
+
+
+class OffsetCheckpointFile:
+    """One checkpoint file; ``read`` and ``write`` go through the injected file system."""
+
+    def __init__(self, path: str, *, fs: FileSystem = REAL_FS) -> None:
+        self._path = path
+        self._fs = fs
+
+    @property
+    def path(self) -> str:
+        return self._path
+
+    def read(self) -> dict[TopicPartition, int]:
+        """The stored offsets; a missing file is an empty map.
+
+        Raises CorruptCheckpointError for bad content and OSError when the disk fails.
+        """
+        data = self._read_bytes()
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise CorruptCheckpointError(
+                f"checkpoint file {self._path} is not UTF-8 text: {exc}"
+            ) from None
+        return parse_offsets(text, self._path)
+
+    def write(self, offsets: Mapping[TopicPartition, int]) -> None:
+        """Replaces the file atomically with ``offsets``."""
+        self._fs.write_atomically(self._path, format_offsets(offsets))
+
+    def _read_bytes(self) -> bytes:
+        try:
+            fd = self._fs.open(self._path, os.O_RDONLY)
+        except FileNotFoundError:
+            return b""
+        try:
+            size = self._fs.fsize(fd)
+            chunks = []
+            position = 0
+            while position < size:
+                chunk = self._fs.pread(fd, size - position, position)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                position += len(chunk)
+            return b"".join(chunks)
+        finally:
+            self._fs.close(fd)

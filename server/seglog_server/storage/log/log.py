@@ -1,0 +1,1253 @@
+"""Log: one partition, an ordered set of segments (Kafka's UnifiedLog + LocalLog, section 5).
+
+Offsets: ``log_start_offset`` (first offset clients may read; moved by retention and
+DeleteRecords), ``log_end_offset`` (next offset to assign), ``high_watermark`` (equal to the log
+end offset: seglog has one replica) and ``recovery_point`` (first offset not known to be fsynced).
+
+Every public method is thread-safe: a per-log re-entrant lock serialises appends, reads, rolls,
+retention and truncation. fsync runs outside that lock (under a separate flush lock), so a flush
+does not stall appends and concurrent flushes coalesce.
+
+File I/O errors (``OSError``) from an append, read, roll or flush surface as
+``LogDirOfflineError`` and leave the log offline: every later call raises the same error, and the
+log manager takes the directory offline. Except an exhausted resource (a full disk, no descriptors
+left; ``io_errors.py``): a retriable ``ResourceExhaustedError``, and the log stays online, since
+every write path fails before it changes anything.
+
+Descriptors: every segment used (active or not) is reported to an ``OpenSegments`` budget, shared
+by all logs of a log manager, which releases the least recently used segments' handles.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import threading
+from collections import Counter
+from collections.abc import Callable, Sequence
+from types import MappingProxyType
+from typing import TypeVar
+
+from seglog.records import NO_TIMESTAMP, TimestampType
+
+from ..base import file_names
+from ..base.clock import SYSTEM_CLOCK, Clock
+from ..base.errors import CorruptRecordError, CorruptSegmentError, LogDirOfflineError, OffsetOutOfRangeError, StorageError
+from ..format.file_records import TimestampAndOffset
+from ..base.fs import REAL_FS, FileSystem
+from ..base.io_errors import exhaustion_error, is_exhaustion
+from ..base.log_config import LogConfig
+from .log_loader import LogLoader
+from .log_results import (
+    EARLIEST_LOCAL_TIMESTAMP,
+    EARLIEST_TIMESTAMP,
+    LATEST_TIERED_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    MAX_TIMESTAMP,
+    AppendInfo,
+    FetchData,
+    LogStatistics,
+    LogSummary,
+)
+from ..segment.log_segment import LogSegment, RollReason
+from .log_retention import (
+    Predicate,
+    below_log_start_offset,
+    beyond_retention_bytes,
+    deletable_prefix,
+    older_than_retention_ms,
+)
+from ..segment.log_segments import LogSegments
+from .log_validator import LogValidator
+from .lookup_explain import (
+    LookupExplanation,
+    ResidentPages,
+    explain_offset,
+    explain_timestamp,
+    no_residency,
+)
+from .lookup_explain import nothing_found as explain_offset_none
+from ..base.observer import OBSERVER, stopwatch
+from ..segment.open_segments import DEFAULT_OPEN_SEGMENTS_MAX, OpenSegments
+from ..format.lost_offsets import LostOffsets
+from ..producers.producer_state import BatchMetadata, ProducerStateManager, ProducerStateStatistics
+from ..producers.producer_state_loader import delete_snapshots_below, load_producer_state, take_snapshot
+from ..segment.segment_timestamps import SegmentTimestamps
+from .timestamp_lookups import search_timestamps
+
+__all__ = ["ChangeListener", "FlushScheduler", "Log"]
+
+_LOG = logging.getLogger(__name__)
+# DeleteRecords' "up to the high watermark" (Kafka's DeleteRecordsRequest.HIGH_WATERMARK).
+_DELETE_TO_HIGH_WATERMARK = -1
+
+_T = TypeVar("_T")
+
+_SPECIAL_TIMESTAMPS = frozenset(
+    (LATEST_TIMESTAMP, EARLIEST_TIMESTAMP, MAX_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP, LATEST_TIERED_TIMESTAMP)
+)
+
+FlushScheduler = Callable[[Callable[[], None]], None]
+"""Runs a background flush (Kafka's scheduler.scheduleOnce("flush-log")): after a roll, the
+segments below the new one are fsynced off the append path, advancing the recovery point."""
+
+ChangeListener = Callable[[str, int], None]
+"""Told ``(topic, partition)`` after a log's offsets moved: an append moved the log end offset,
+a truncation moved it back, or DeleteRecords moved the log start offset. Long polls at the tail
+wait on it (the rpc layer's AppendWaiters): the log announces its own changes, so an append
+whose caller went away (a cancelled call, its append still running on a pool thread) wakes them
+all the same. Called outside the log's lock, on whatever thread made the change; it must be
+quick and thread-safe, and what it raises is logged, never the change's caller's failure."""
+
+
+def _targets_text(timestamps_ms: Sequence[int]) -> str:
+    """The targets for an error message: all of a few, or how many and their range."""
+    if len(timestamps_ms) <= 4:
+        return ", ".join(map(str, timestamps_ms))
+    return f"{min(timestamps_ms)}..{max(timestamps_ms)} ({len(timestamps_ms)} targets)"
+
+
+def _flush_in_thread(task: Callable[[], None]) -> None:
+    threading.Thread(target=task, name="seglog-roll-flush", daemon=True).start()
+
+
+def roll_jitter_ms(config: LogConfig, rng: random.Random) -> int:
+    """Kafka's randomSegmentJitter: uniform in [0, min(segment.jitter.ms, segment.ms))."""
+    if config.segment_jitter_ms <= 0:
+        return 0
+    return rng.randrange(min(config.segment_jitter_ms, config.segment_ms))
+
+
+class Log:
+    """One partition's log. Build with ``Log.load``."""
+
+    def __init__(
+        self,
+        directory: str,
+        topic: str,
+        partition: int,
+        config: LogConfig,
+        *,
+        segments: LogSegments[LogSegment],
+        log_start_offset: int,
+        recovery_point: int,
+        log_end_offset: int,
+        clock: Clock = SYSTEM_CLOCK,
+        fs: FileSystem = REAL_FS,
+        rng: random.Random | None = None,
+        flush_scheduler: FlushScheduler = _flush_in_thread,
+        open_segments_max: int = DEFAULT_OPEN_SEGMENTS_MAX,
+        open_segments: OpenSegments | None = None,
+        loaded_recovered_segment_count: int = 0,
+        loaded_truncated_bytes: int = 0,
+        producer_state: ProducerStateManager | None = None,
+        lost_offsets: LostOffsets | None = None,
+    ) -> None:
+        assert segments, "a log always has an active segment"
+        assert log_start_offset <= log_end_offset and recovery_point <= log_end_offset
+        self._dir = directory
+        self._topic = topic
+        self._partition = partition
+        self._name = f"{topic}-{partition}"
+        self._clock = clock
+        self._fs = fs
+        self._rng = rng if rng is not None else random.Random()
+        self._flush_scheduler = flush_scheduler
+        self._segments = segments
+        self._log_start_offset = log_start_offset
+        self._log_end_offset = log_end_offset
+        self._recovery_point = recovery_point
+        self._last_flush_time_ms = clock.time_ms()
+        self._lock = threading.RLock()
+        self._flush_lock = threading.Lock()
+        # Bumped by every truncation: a flush that saw it change while its fsyncs ran (outside
+        # the lock) leaves the recovery point alone, since offsets it meant to cover were cut
+        # and may have been written again, unsynced.
+        self._truncation_epoch = 0
+        # What the last whole-log flush made durable (``_files_state``): a whole-log flush that
+        # finds the same state has nothing new to sync and returns without a single fdatasync.
+        self._fully_synced_state: tuple[int, int, int, int] | None = None
+        self._closed = False
+        # Set by stop_changes() before the final flush: nothing may change the log after the
+        # flush a shutdown relies on (an append there would be acknowledged yet unsynced under
+        # a clean-shutdown marker). Reads and the flush go on; close() follows.
+        self._closing = False
+        self._offline_cause: BaseException | None = None
+        self._exhausted = False  # a resource ran out (disk, descriptors) and no append succeeded since
+        self._timestamps = SegmentTimestamps()
+        self._pending_deletes: list[tuple[int, LogSegment]] = []  # (due time ms, segment)
+        self._change_listener: ChangeListener | None = None
+        # The process-wide descriptor budget when the log manager gives one; else a private one.
+        self._open_segments = open_segments if open_segments is not None else OpenSegments(open_segments_max)
+        self._apply_config(config)
+        # Idempotent producers' state (producer_state.py); Log.load rebuilds it from the
+        # snapshots and the log. A log built directly starts with none, at its log end offset.
+        if producer_state is None:
+            producer_state = ProducerStateManager(self._name)
+            producer_state.reset(log_end_offset)
+        self._producers = producer_state
+        # Offsets damage cut from closed segments (lost_offsets.py): reads there answer DATA_LOSS.
+        self._lost_offsets = lost_offsets if lost_offsets is not None else LostOffsets(directory, fs)
+        # statistics
+        self._appended_batch_count = 0
+        self._appended_record_count = 0
+        self._appended_bytes = 0
+        self._read_count = 0
+        self._read_bytes = 0
+        self._roll_counts: Counter[str] = Counter()
+        self._deleted_segment_count = 0
+        self._flush_count = 0
+        self._retired_warm_lookups = 0
+        self._retired_cold_lookups = 0
+        self._loaded_recovered_segment_count = loaded_recovered_segment_count
+        self._loaded_truncated_bytes = loaded_truncated_bytes
+        with self._lock:
+            for segment in segments.values():
+                if segment.holds_handles:  # loading (or creating) opened it: count it
+                    self._open_segments.touch(segment, self)
+
+    @classmethod
+    def load(
+        cls,
+        dir: str,  # noqa: A002 - the contract's name
+        topic: str,
+        partition: int,
+        config: LogConfig,
+        *,
+        clock: Clock = SYSTEM_CLOCK,
+        fs: FileSystem = REAL_FS,
+        had_clean_shutdown: bool,
+        recovery_point: int = 0,
+        log_start_offset: int = 0,
+        rng: random.Random | None = None,
+        flush_scheduler: FlushScheduler = _flush_in_thread,
+        open_segments_max: int = DEFAULT_OPEN_SEGMENTS_MAX,
+        open_segments: OpenSegments | None = None,
+    ) -> Log:
+        """Opens (or creates) the partition directory ``dir`` with Kafka's load passes."""
+        rng = rng if rng is not None else random.Random()
+        loaded = LogLoader(
+            dir,
+            config,
+            clock=clock,
+            fs=fs,
+            had_clean_shutdown=had_clean_shutdown,
+            recovery_point=recovery_point,
+            log_start_offset=log_start_offset,
+            roll_jitter_ms=lambda: roll_jitter_ms(config, rng),
+        ).load()
+        try:
+            producers = load_producer_state(
+                os.path.basename(dir), fs, dir, loaded.segments.values(),
+                log_start_offset=loaded.log_start_offset,
+                log_end_offset=loaded.log_end_offset,
+                had_clean_shutdown=had_clean_shutdown,
+                now_ms=clock.time_ms(),
+                expiration_ms=config.producer_id_expiration_ms,
+            )
+        except BaseException:
+            for segment in loaded.segments.values():
+                segment.close_handlers()
+            raise
+        return cls(
+            dir,
+            topic,
+            partition,
+            config,
+            segments=loaded.segments,
+            log_start_offset=loaded.log_start_offset,
+            recovery_point=loaded.recovery_point,
+            log_end_offset=loaded.log_end_offset,
+            clock=clock,
+            fs=fs,
+            rng=rng,
+            flush_scheduler=flush_scheduler,
+            open_segments_max=open_segments_max,
+            open_segments=open_segments,
+            loaded_recovered_segment_count=loaded.recovered_segment_count,
+            loaded_truncated_bytes=loaded.truncated_bytes,
+            producer_state=producers,
+            lost_offsets=loaded.lost_offsets,
+        )
+
+    def _apply_config(self, config: LogConfig) -> None:
+        self._config = config
+        self._validator = LogValidator(config, self._name)
+        self._segment_bytes = config.segment_bytes
+        self._roll_ms = config.roll_ms
+        self._flush_messages = config.flush_messages
+
+    # -- identity and offsets -------------------------------------------------------------------
+    @property
+    def topic(self) -> str:
+        return self._topic
+
+    @property
+    def partition(self) -> int:
+        return self._partition
+
+    @property
+    def dir(self) -> str:
+        return self._dir
+
+    @property
+    def config(self) -> LogConfig:
+        return self._config
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._log_start_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._log_end_offset
+
+    @property
+    def high_watermark(self) -> int:
+        return self._log_end_offset
+
+    @property
+    def recovery_point(self) -> int:
+        return self._recovery_point
+
+    @property
+    def last_flush_time_ms(self) -> int:
+        return self._last_flush_time_ms
+
+    @property
+    def size_in_bytes(self) -> int:
+        with self._lock:
+            return self._segments.size_in_bytes
+
+    @property
+    def segment_count(self) -> int:
+        return len(self._segments)
+
+    @property
+    def loaded_recovered_segment_count(self) -> int:
+        """Segments that loading recovered (rebuilt indexes, CRC-checked, torn tail cut)."""
+        return self._loaded_recovered_segment_count
+
+    @property
+    def loaded_truncated_bytes(self) -> int:
+        """Bytes that loading cut from torn or corrupt segment tails."""
+        return self._loaded_truncated_bytes
+
+    @property
+    def is_offline(self) -> bool:
+        return self._offline_cause is not None
+
+    def set_change_listener(self, listener: ChangeListener | None) -> None:
+        """Who is told of this log's changes from now on (``ChangeListener``); None: nobody."""
+        self._change_listener = listener
+
+    def _announce_change(self) -> None:
+        listener = self._change_listener
+        if listener is None:
+            return
+        try:
+            listener(self._topic, self._partition)
+        except Exception:  # a bug in the listener: the change itself stands
+            _LOG.exception("%s: the change listener failed", self._name)
+
+    def update_config(self, config: LogConfig) -> None:
+        with self._lock:
+            self._apply_config(config)
+
+    def _check_usable(self) -> None:
+        if self._offline_cause is not None:
+            raise LogDirOfflineError(
+                f"log {self._name} in {self._dir} is offline after an I/O error: {self._offline_cause}"
+            )
+        if self._closed:
+            raise StorageError(f"log {self._name} in {self._dir} is closed")
+
+    def _check_changeable(self) -> None:
+        self._check_usable()
+        if self._closing:
+            raise LogDirOfflineError(
+                f"log {self._name} is shutting down: nothing more is written to it; retry on a "
+                f"running service"
+            )
+
+    def stop_changes(self) -> None:
+        """Refuses every change from now on (appends, rolls, truncations, DeleteRecords,
+        retention, cleaning) with LogDirOfflineError "shutting down", once the change under way
+        (holding the log lock) is done: what the next flush makes durable is then everything the
+        log ever acknowledged. Reads and flush() go on; close() follows. Idempotent."""
+        with self._lock:
+            self._closing = True
+
+    def _io_error(self, action: str, exc: OSError, *, sync: bool = False) -> StorageError:
+        """The error to raise for ``exc``: a retriable ``ResourceExhaustedError`` when the disk
+        is full or descriptors ran out (the log stays online: each write path fails before it
+        changes anything), else ``LogDirOfflineError``, and the log goes offline. A failed
+        fsync (``sync``) is a failure even on ENOSPC: the kernel may have dropped the pages; only
+        EMFILE/ENFILE (from the open before a sync, io_errors.py) stays retriable there."""
+        exhausted = exhaustion_error(exc, f"{action} partition {self._name}", sync=sync)
+        if exhausted is not None:
+            if not self._exhausted:  # once per episode, not once per refused request
+                self._exhausted = True
+                _LOG.warning("%s: %s", self._name, exhausted)
+            return exhausted
+        self._offline_cause = exc
+        return LogDirOfflineError(f"I/O error while {action} log {self._name} in {self._dir}: {exc}")
+
+    # -- append ---------------------------------------------------------------------------------
+    def append(self, records: bytes | bytearray | memoryview) -> AppendInfo:
+        """Validates one produced batch, assigns it offsets from the log end offset and appends
+        it (rolling first when the active segment says so)."""
+        now_ms = self._clock.time_ms()
+        watch = stopwatch("produce")
+        batch, size, last_offset_delta, record_count, max_timestamp_ms, append_time_ms = self._validator.validate(
+            records, now_ms
+        )
+        watch.lap("validation")
+        with self._lock:
+            if self._closed or self._closing or self._offline_cause is not None:
+                self._check_changeable()
+            pending = self._producers.check(batch)
+            if pending is not None and type(pending) is BatchMetadata:
+                return self._duplicate(pending)
+            base_offset = self._log_end_offset
+            last_offset = base_offset + last_offset_delta
+            try:
+                segment = self._segments.active
+                reason = segment.should_roll(
+                    max_segment_bytes=self._segment_bytes,
+                    max_segment_ms=self._roll_ms,
+                    messages_bytes=size,
+                    max_timestamp_ms=max_timestamp_ms,
+                    last_offset=last_offset,
+                    now_ms=now_ms,
+                )
+                if reason is not None:
+                    segment = self._roll(base_offset, reason)
+                watch.mark_faults()
+                self._open_segments.touch(segment, self)
+                segment.append_batch(batch, base_offset, last_offset, max_timestamp_ms)
+                watch.lap_faults("append", "append")
+            except OSError as exc:
+                raise self._io_error("appending to", exc) from exc
+            self._log_end_offset = last_offset + 1
+            if pending is not None:
+                self._producers.complete(pending, base_offset, last_offset, max_timestamp_ms, now_ms)
+            if self._exhausted:
+                self._exhausted = False
+                _LOG.info("%s: appends succeed again", self._name)
+            self._appended_batch_count += 1
+            self._appended_record_count += record_count
+            self._appended_bytes += size
+            flush_due = last_offset + 1 - self._recovery_point >= self._flush_messages
+            log_start_offset = self._log_start_offset
+        self._announce_change()  # readable now; the flush below only makes it durable
+        if flush_due:
+            self.flush()
+        return AppendInfo(
+            base_offset, last_offset, append_time_ms, log_start_offset, max_timestamp_ms, record_count, size
+        )
+
+    def _duplicate(self, original: BatchMetadata) -> AppendInfo:
+        """The answer to a retried batch already written: its original offsets, nothing new."""
+        log_append_time = self._config.message_timestamp_type == TimestampType.LOG_APPEND_TIME
+        append_time_ms = original.timestamp_ms if log_append_time else NO_TIMESTAMP
+        return AppendInfo(
+            original.first_offset, original.last_offset, append_time_ms, self._log_start_offset,
+            original.timestamp_ms, 0, 0,
+        )
+
+    # -- idempotent producers -----------------------------------------------------------------
+    def remove_expired_producers(self) -> int:
+        """Forgets producers idle for producer.id.expiration.ms; returns how many."""
+        with self._lock:
+            return self._producers.remove_expired(self._clock.time_ms(), self._config.producer_id_expiration_ms)
+
+    def producer_state_statistics(self) -> ProducerStateStatistics:
+        with self._lock:
+            return self._producers.statistics()
+
+    def producer_last_offsets(self) -> dict[int, int]:
+        """Producer id -> the last offset of its last batch (for a cleaning snapshot)."""
+        with self._lock:
+            return self._producers.last_offsets()
+
+    def _snapshot_producers(self, offset: int, *, sync: bool = False) -> None:
+        self._producers.map_end_offset = offset
+        take_snapshot(self._producers, self._fs, self._dir, offset, sync=sync)
+
+    def _reload_producers(self) -> None:
+        """After a truncation: the state at the new log end, from the snapshots and the log."""
+        self._producers = load_producer_state(
+            self._name, self._fs, self._dir, self._segments.values(),
+            log_start_offset=self._log_start_offset,
+            log_end_offset=self._log_end_offset,
+            had_clean_shutdown=False,
+            now_ms=self._clock.time_ms(),
+            expiration_ms=self._config.producer_id_expiration_ms,
+        )
+
+    # -- roll -----------------------------------------------------------------------------------
+    def roll(self, reason: RollReason = RollReason.REQUESTED) -> int:
+        """Starts a new active segment at the log end offset; returns its base offset."""
+        with self._lock:
+            self._check_changeable()
+            try:
+                return self._roll(self._log_end_offset, reason).base_offset
+            except OSError as exc:
+                raise self._io_error("rolling", exc) from exc
+
+    def _roll(self, expected_next_offset: int, reason: RollReason) -> LogSegment:
+        new_offset = max(expected_next_offset, self._log_end_offset)
+        active = self._segments.active
+        if new_offset in self._segments:
+            if active.base_offset != new_offset or active.size_in_bytes != 0:
+                raise StorageError(
+                    f"{self._name}: cannot roll to a new segment at {new_offset}: a segment with "
+                    f"that base offset already exists"
+                )
+            # KAFKA-6388: an empty active segment reported an index full; replace it.
+            new_segment = self._create_and_delete_segment(new_offset, active)
+        elif new_offset < active.base_offset:
+            raise StorageError(
+                f"{self._name}: cannot roll to offset {new_offset}, below the active segment's "
+                f"base offset {active.base_offset}"
+            )
+        else:
+            # The new segment's files first: if they cannot be created (a full disk), the active
+            # segment has not been sealed and trimmed yet and takes the next append as before.
+            new_segment = self._open_segment(new_offset)
+            try:
+                active.on_become_inactive_segment()
+            except BaseException:
+                new_segment.delete_if_exists()
+                raise
+            self._segments.add(new_segment)
+            self._touch(active)
+        self._roll_counts[reason.value] += 1
+        self._timestamps.invalidate()
+        self._snapshot_at_roll(new_offset)
+        self._flush_scheduler(lambda: self._flush_quietly(new_offset))
+        return new_segment
+
+    def _snapshot_at_roll(self, offset: int) -> None:
+        """Kafka's UnifiedLog.roll: the producer state at the new segment's base offset, so a
+        restart replays at most the active segment. The roll has happened by now, so a full
+        disk (or no descriptor) must not undo it nor skip its flush: the snapshot only shortens
+        the next load's replay, which starts from an older snapshot instead (the torn file is
+        removed by ``write_snapshot``)."""
+        try:
+            self._snapshot_producers(offset)
+        except OSError as exc:
+            if not is_exhaustion(exc):
+                raise
+            _LOG.warning("%s: no producer snapshot at the roll to %d (%s); the next load replays from an "
+                         "older one", self._name, offset, exc)
+
+    def _open_segment(self, base_offset: int) -> LogSegment:
+        self._delete_stale_files(base_offset)
+        return LogSegment.open(
+            self._dir,
+            base_offset,
+            self._config,
+            clock=self._clock,
+            fs=self._fs,
+            create=True,
+            roll_jitter_ms=roll_jitter_ms(self._config, self._rng),
+        )
+
+    def _delete_stale_files(self, base_offset: int) -> None:
+        for path in (
+            file_names.log_path(self._dir, base_offset),
+            file_names.offset_index_path(self._dir, base_offset),
+            file_names.time_index_path(self._dir, base_offset),
+        ):
+            try:
+                self._fs.unlink(path)
+                _LOG.warning("%s: deleted stale file %s before rolling", self._name, path)
+            except FileNotFoundError:
+                pass
+
+    def _create_and_delete_segment(self, new_offset: int, old: LogSegment) -> LogSegment:
+        """Replaces ``old`` with a new empty segment at ``new_offset`` (created first, so the
+        log is never without an active segment)."""
+        if new_offset == old.base_offset:
+            old.change_file_suffixes("", file_names.DELETED_SUFFIX)
+        new_segment = self._segments.add(self._open_segment(new_offset))
+        if new_offset != old.base_offset:
+            self._segments.remove(old.base_offset)
+        self._schedule_delete([old])
+        return new_segment
+
+    # -- descriptors of inactive segments ------------------------------------------------------
+    def _touch(self, segment: LogSegment) -> None:
+        self._open_segments.touch(segment, self)
+
+    def _forget(self, segment: LogSegment) -> None:
+        self._open_segments.forget(segment)
+
+    def try_release_handles(self, segment: LogSegment) -> bool:
+        """For the descriptor budget: releases ``segment``'s handles unless this log is busy in
+        another thread (then False; the budget tries another time)."""
+        if not self._lock.acquire(blocking=False):
+            return False
+        try:
+            if not self._closed:
+                segment.release_handles()
+            return True
+        finally:
+            self._lock.release()
+
+    # -- read -----------------------------------------------------------------------------------
+    def read(self, offset: int, max_bytes: int, *, min_one_batch: bool = True) -> FetchData:
+        """Whole batches from the one holding ``offset``, at most ``max_bytes`` (at least one
+        batch with ``min_one_batch``), none past the high watermark."""
+        with self._lock:
+            self._check_usable()
+            log_start, high_watermark = self._log_start_offset, self._log_end_offset
+            if offset < log_start or offset > high_watermark:
+                raise OffsetOutOfRangeError(
+                    f"{self._name}: offset {offset} is outside the log's range "
+                    f"[{log_start}, {high_watermark}] (log start offset, log end offset)"
+                )
+            records, next_offset = b"", offset
+            if offset < high_watermark:
+                try:
+                    records, next_offset = self._read_segments(offset, max_bytes, min_one_batch)
+                except OSError as exc:
+                    raise self._io_error("reading", exc) from exc
+                except CorruptRecordError as exc:
+                    raise self._corrupt(f"a read at offset {offset}", exc) from exc
+            self._read_count += 1
+            self._read_bytes += len(records)
+            return FetchData(records, high_watermark, log_start, high_watermark, next_offset)
+
+    def _read_segments(self, offset: int, max_bytes: int, min_one_batch: bool) -> tuple[bytes, int]:
+        segments = self._segments
+        lost = self._lost_offsets
+        lost.check(offset, self._log_start_offset, self._name)  # never step over lost offsets
+        watch = stopwatch("fetch")
+        segment = segments.floor(offset)
+        if segment is None:  # below the first segment (a log start offset inside a gap)
+            segment = segments.first
+        watch.lap("segment_lookup")
+        while segment is not None:
+            self._touch(segment)
+            following = segments.higher(segment.base_offset)
+            # Every batch in the segments is below the high watermark (= log end offset), so
+            # each segment may be read to its end. The read checks each batch against the
+            # segment's offsets: None means the segment was walked whole and holds nothing at
+            # or above ``offset`` (a gap compaction left), never that a length lied.
+            limit = None if following is None else following.base_offset
+            found = segment.read_with_next_offset(offset, max_bytes, None, min_one_batch, limit, watch)
+            if segment.cut_on_first_use_bytes and following is not None:
+                # Its first-use check cut its tail just now: the offsets up to the next segment
+                # are lost, as if the load had cut them (lost_offsets.py).
+                segment.cut_on_first_use_bytes = 0
+                lost.note_cut(segment.read_next_offset(), following.base_offset, self._log_start_offset, str(segment))
+                lost.check(offset, self._log_start_offset, self._name)
+            if found is not None:
+                if watch.observing:
+                    # How far behind the log end this read starts: offsets, and bytes of log
+                    # after it (the rest of its segment, read to its end, and every later one).
+                    behind_bytes = segment.last_read_rest_bytes
+                    if following is not None:
+                        behind_bytes += sum(s.size_in_bytes for s in segments.higher_segments(segment.base_offset))
+                    OBSERVER.current.read_age(self._log_end_offset - offset, behind_bytes)
+                return found
+            segment = following
+        return b"", offset
+
+    def _corrupt(self, what: str, exc: Exception) -> CorruptSegmentError:
+        return CorruptSegmentError(f"partition {self._name}: stored data is corrupt where {what} looked: {exc}")
+
+    def position_of(self, offset: int) -> tuple[int, int] | None:
+        """(segment base offset, byte position) of the batch holding ``offset`` or, in a gap,
+        the next batch; None past the last batch. Both lookup levels, no data read."""
+        with self._lock:
+            self._check_usable()
+            segment = self._segments.floor(offset)
+            while segment is not None:
+                self._touch(segment)
+                following = self._segments.higher(segment.base_offset)
+                limit = None if following is None else following.base_offset
+                try:
+                    header = segment.translate_offset(offset, offset_limit=limit)
+                except CorruptRecordError as exc:
+                    raise self._corrupt(f"a lookup of offset {offset}", exc) from exc
+                if header is not None:
+                    return segment.base_offset, header.position
+                segment = following
+            return None
+
+    # -- offsets by timestamp -------------------------------------------------------------------
+    def offset_for_timestamp(self, timestamp_ms: int) -> TimestampAndOffset | None:
+        """The first record with a timestamp >= ``timestamp_ms`` at or above the log start
+        offset, or a special target: LATEST (-1), EARLIEST (-2), MAX_TIMESTAMP (-3)."""
+        with self._lock:
+            if self._closed or self._offline_cause is not None:
+                self._check_usable()
+            try:
+                if timestamp_ms >= 0:
+                    return self._search_timestamp(timestamp_ms)
+                if timestamp_ms == MAX_TIMESTAMP:
+                    return self._offset_of_max_timestamp()
+            except OSError as exc:
+                raise self._io_error("searching", exc) from exc
+            except CorruptRecordError as exc:
+                raise self._corrupt(f"a search for timestamp {timestamp_ms}", exc) from exc
+            if timestamp_ms == LATEST_TIMESTAMP:
+                return TimestampAndOffset(-1, self._log_end_offset)
+            if timestamp_ms == EARLIEST_TIMESTAMP or timestamp_ms == EARLIEST_LOCAL_TIMESTAMP:
+                return TimestampAndOffset(-1, self._log_start_offset)
+            if timestamp_ms == LATEST_TIERED_TIMESTAMP:
+                return TimestampAndOffset(-1, -1)
+            raise ValueError(f"{self._name}: unknown special timestamp {timestamp_ms}")
+
+    def offsets_for_timestamps(self, timestamps_ms: Sequence[int]) -> list[TimestampAndOffset | None]:
+        """``offset_for_timestamp`` of each of ``timestamps_ms``, in their order, under one
+        acquisition of the lock: the targets >= 0 searched together in ascending order
+        (timestamp_lookups.py), each distinct special target answered once. A target that
+        would raise raises for the call (the first found: an unknown special target before any
+        search). One target takes the single path: the shared search's set-up (sorting, runs,
+        ranges of index entries) costs more than it saves there (30 against 20 us a lookup)."""
+        if len(timestamps_ms) == 1:
+            return [self.offset_for_timestamp(timestamps_ms[0])]
+        for timestamp_ms in timestamps_ms:
+            if timestamp_ms < 0 and timestamp_ms not in _SPECIAL_TIMESTAMPS:
+                raise ValueError(f"{self._name}: unknown special timestamp {timestamp_ms}")
+        with self._lock:
+            if self._closed or self._offline_cause is not None:
+                self._check_usable()
+            searched = sorted({timestamp_ms for timestamp_ms in timestamps_ms if timestamp_ms >= 0})
+            try:
+                found: dict[int, TimestampAndOffset | None] = {}
+                if searched and self._log_start_offset != self._log_end_offset:
+                    found.update(search_timestamps(
+                        self._segments, self._timestamps, searched, self._log_start_offset, self._touch
+                    ))
+                if MAX_TIMESTAMP in timestamps_ms:
+                    found[MAX_TIMESTAMP] = self._offset_of_max_timestamp()
+            except OSError as exc:
+                raise self._io_error("searching", exc) from exc
+            except CorruptRecordError as exc:
+                raise self._corrupt(f"a search for the timestamps {_targets_text(timestamps_ms)}", exc) from exc
+            found[LATEST_TIMESTAMP] = TimestampAndOffset(-1, self._log_end_offset)
+            found[EARLIEST_TIMESTAMP] = found[EARLIEST_LOCAL_TIMESTAMP] = TimestampAndOffset(-1, self._log_start_offset)
+            found[LATEST_TIERED_TIMESTAMP] = TimestampAndOffset(-1, -1)
+            return [found.get(timestamp_ms) for timestamp_ms in timestamps_ms]
+
+    def _search_timestamp(self, timestamp_ms: int) -> TimestampAndOffset | None:
+        if self._log_start_offset == self._log_end_offset:
+            return None
+        segments = self._segments
+        # One stopwatch for the whole lookup, handed to each segment searched (which restarts it
+        # with its fault count, after its first-use check): one object, not one a segment.
+        watch = stopwatch("offsets_for_times")
+        reaching = self._timestamps.first_slot_reaching(segments, timestamp_ms)
+        slot = max(reaching, segments.floor_slot(self._log_start_offset))
+        watch.lap("segment_lookup")
+        # Kafka searches only the first segment whose largest timestamp reaches the target; the
+        # search goes on to later ones when every match there sits below the log start offset.
+        for index in range(slot, len(segments)):
+            segment = segments.at(index)
+            if index != reaching and segment.largest_timestamp() < timestamp_ms:
+                continue  # (the running max vouches for the first segment reaching it)
+            self._touch(segment)
+            found = segment.find_offset_by_timestamp(timestamp_ms, self._log_start_offset, watch)
+            if found is not None:
+                return found
+        return None
+
+    # -- ExplainLookup ---------------------------------------------------------------------------
+    def explain_offset(self, offset: int, residency: ResidentPages | None = None) -> LookupExplanation:
+        """The path of a read at ``offset``: segment, index searches, scan (lookup_explain.py)."""
+        with self._lock:
+            self._check_usable()
+            if not self._log_start_offset <= offset < self._log_end_offset:
+                raise OffsetOutOfRangeError(
+                    f"{self._name}: offset {offset} is outside the log's records "
+                    f"[{self._log_start_offset}, {self._log_end_offset})"
+                )
+            return explain_offset(self._segments, offset, residency or no_residency)
+
+    def explain_timestamp(self, timestamp_ms: int, residency: ResidentPages | None = None) -> LookupExplanation:
+        """The path of OffsetsForTimes for ``timestamp_ms`` (>= 0)."""
+        if timestamp_ms < 0:
+            raise ValueError(f"{self._name}: explain needs a timestamp >= 0, found {timestamp_ms}")
+        with self._lock:
+            self._check_usable()
+            segments = self._segments
+            reaching = self._timestamps.first_slot_reaching(segments, timestamp_ms)
+            if self._log_start_offset == self._log_end_offset or reaching >= len(segments):
+                return explain_offset_none(segments)
+            slot = max(reaching, segments.floor_slot(self._log_start_offset))
+            return explain_timestamp(
+                segments, slot, timestamp_ms, self._log_start_offset, residency or no_residency
+            )
+
+    @property
+    def timestamps_loaded(self) -> bool:
+        """False until a lookup by time has asked every segment its largest timestamp once:
+        after a restart that first lookup runs each inactive segment's deferred first-use
+        check, three small reads a segment, so it belongs on a thread, not the event loop."""
+        return self._timestamps.loaded
+
+    def _offset_of_max_timestamp(self) -> TimestampAndOffset | None:
+        if self._log_start_offset == self._log_end_offset:
+            return None
+        self._timestamps.load(self._segments)  # asks every segment (and says so: loaded)
+        best = max(self._segments.values(), key=lambda segment: segment.max_timestamp_so_far)
+        self._touch(best)
+        return best.offset_of_max_timestamp()
+
+    # -- flush ----------------------------------------------------------------------------------
+    def flush(self, offset: int | None = None) -> None:
+        """fsyncs every segment holding offsets below ``offset`` (default: everything, the
+        active segment included even when empty) and advances the recovery point to it.
+
+        The fsyncs run outside the log lock, so appends go on meanwhile and concurrent flushes
+        coalesce (the second finds the recovery point already past its offset). Each file is
+        synced (fdatasync) through a descriptor opened for the purpose under the lock: a
+        segment's own descriptor may be released (or its number reused) while the sync runs.
+        A flush to ``offset`` syncs only the log of the segment holding the new recovery point:
+        recovery after a crash rebuilds that segment's indexes anyway. A whole-log flush (no
+        ``offset``, as at shutdown) syncs every segment's indexes, the active one's included:
+        its recovery point is the log end offset, and after a clean shutdown the next load
+        trusts the index files below it without rebuilding them."""
+        with self._flush_lock:
+            with self._lock:
+                self._check_usable()
+                target = self._log_end_offset if offset is None else min(offset, self._log_end_offset)
+                flush_to = target + 1 if offset is None else target
+                old_recovery_point = self._recovery_point
+                if flush_to <= old_recovery_point:
+                    return
+                files_state = self._files_state()
+                if offset is None and files_state == self._fully_synced_state:
+                    return  # nothing appended, rolled or cut since the last whole-log flush
+                truncation_epoch = self._truncation_epoch
+                segments = self._segments.values(old_recovery_point, flush_to)
+                new_files = any(segment.base_offset >= old_recovery_point for segment in segments)
+                # The segment holding the new recovery point is recovered (reindexed) after a
+                # crash anyway: only its log needs the fsync, not its indexes. Not so for a
+                # whole-log flush: a clean shutdown marker may follow, and with it no reindexing.
+                holding_target = None if offset is None else self._segments.floor(target)
+            watch = stopwatch("flush")
+            try:
+                for segment in segments:
+                    self._sync_segment(segment, with_indexes=segment is not holding_target)
+                if new_files:
+                    self._fs.fsync_dir(self._dir)
+                watch.lap("fsync")
+            except OSError as exc:  # from a sync: an open's failures were raised as StorageError
+                with self._lock:
+                    raise self._io_error("flushing", exc, sync=True) from exc
+            with self._lock:
+                if target > self._recovery_point and self._truncation_epoch == truncation_epoch:
+                    self._recovery_point = min(target, self._log_end_offset)
+                    self._last_flush_time_ms = self._clock.time_ms()
+                if offset is None and self._truncation_epoch == truncation_epoch:
+                    self._fully_synced_state = files_state
+                self._flush_count += 1
+
+    def _files_state(self) -> tuple[int, int, int, int]:
+        """Changes whenever a whole-log flush would have something new to sync: an append (log
+        end offset), a roll (active segment), a truncation or a swap (epoch, segment count)."""
+        return (self._truncation_epoch, self._log_end_offset,
+                self._segments.active.base_offset, len(self._segments))
+
+    def _sync_segment(self, segment: LogSegment, *, with_indexes: bool) -> None:
+        with self._lock:
+            if self._segments.get(segment.base_offset) is not segment:
+                return  # deleted or replaced meanwhile: nothing of it is left to make durable
+            descriptors = []
+            try:
+                paths = segment.files_to_sync()  # (creates an active segment's index files)
+                if not with_indexes:
+                    paths = paths[:1]
+                for path in paths:
+                    descriptors.append(self._fs.open(path, os.O_RDONLY))
+            except BaseException as exc:
+                for fd in descriptors:
+                    self._fs.close(fd)
+                if isinstance(exc, OSError):
+                    # Nothing was synced yet, so nothing can have been lost: a full disk (an
+                    # index file to create) or no descriptor left is retriable, like an append.
+                    raise self._io_error("opening files to flush", exc) from exc
+                raise
+        try:
+            for fd in descriptors:
+                # fdatasync: the data and the size needed to read it back, not the mtime (a log
+                # append changes both; skipping the mtime saves a journal commit per flush here).
+                # It also writes back pages dirtied through an index mapping.
+                self._fs.fdatasync(fd)
+        finally:
+            for fd in descriptors:
+                self._fs.close(fd)
+
+    def _flush_quietly(self, offset: int) -> None:
+        """A roll's background flush: nobody waits for it, so it says itself how it failed.
+        A failed sync has already taken the log offline (the log manager then takes the
+        directory offline at its next pass); a retriable failure leaves the recovery point
+        where it was, and the next flush covers these offsets."""
+        try:
+            self.flush(offset)
+        except LogDirOfflineError as exc:
+            if not self._closed:  # a log closed meanwhile has nothing left to flush
+                _LOG.error("%s: background flush to %d failed, the log is offline: %s", self._name, offset, exc)
+        except StorageError as exc:
+            if not self._closed:
+                _LOG.warning("%s: background flush to %d failed: %s", self._name, offset, exc)
+        except Exception:  # a bug: never lost in a pool's future nobody reads
+            _LOG.exception("%s: background flush to %d failed", self._name, offset)
+
+    # -- retention ------------------------------------------------------------------------------
+    def delete_old_segments(self) -> int:
+        """One retention pass (5.7): segments below the log start offset and, when the cleanup
+        policy includes delete, beyond retention.bytes and retention.ms. Returns the count."""
+        with self._lock:
+            self._check_changeable()
+            try:
+                deleted = self._delete_while(below_log_start_offset(self._log_start_offset))
+                if self._config.is_delete:
+                    size = self._segments.size_in_bytes
+                    deleted += self._delete_while(beyond_retention_bytes(size, self._config.retention_bytes))
+                    now_ms = self._clock.time_ms()
+                    deleted += self._delete_while(older_than_retention_ms(now_ms, self._config.retention_ms))
+                return deleted
+            except OSError as exc:
+                raise self._io_error("deleting old segments of", exc) from exc
+
+    def _delete_while(self, predicate: Predicate | None) -> int:
+        if predicate is None:
+            return 0
+        deletable = deletable_prefix(self._segments.values(), self.high_watermark, self._log_end_offset, predicate)
+        if deletable:
+            self._delete_segments(deletable)
+        return len(deletable)
+
+    def _delete_segments(self, deletable: list[LogSegment]) -> None:
+        if len(deletable) == len(self._segments):
+            new_segment = self._roll(self._log_end_offset, RollReason.RETENTION)
+            if deletable[-1].base_offset == new_segment.base_offset:
+                deletable = deletable[:-1]  # the empty active segment was recreated by the roll
+        if not deletable:
+            return
+        following = self._segments.higher(deletable[-1].base_offset)
+        assert following is not None
+        self._log_start_offset = max(self._log_start_offset, following.base_offset)
+        self._remove_and_delete(deletable)
+        delete_snapshots_below(self._producers, self._fs, self._dir, following.base_offset)
+
+    def _remove_and_delete(self, segments: list[LogSegment]) -> None:
+        for segment in segments:
+            self._segments.remove(segment.base_offset)
+        self._schedule_delete(segments)
+        self._timestamps.invalidate()
+
+    def _schedule_delete(self, segments: list[LogSegment]) -> None:
+        """Renames the segments' files to ``.deleted``; ``delete_due_files`` unlinks them once
+        file.delete.delay.ms has passed. Their descriptors close now, as Kafka closes a
+        segment's handles when it schedules the deletion: out of the map they are out of the
+        open-segment budget too, and a minute of them (two cleanings and a read sweep) ran the
+        process out of descriptors. A read of the log from now on never reaches them (the log
+        start offset moved, or the segment was replaced); one holding the segment already (a
+        cleaning snapshot describing it) reopens the renamed files on its next use."""
+        due_ms = self._clock.time_ms() + self._config.file_delete_delay_ms
+        for segment in segments:
+            self._forget(segment)
+            try:
+                if not segment.has_suffix(file_names.DELETED_SUFFIX):
+                    segment.change_file_suffixes("", file_names.DELETED_SUFFIX)
+            finally:
+                segment.release_handles()
+            self._pending_deletes.append((due_ms, segment))
+            self._deleted_segment_count += 1
+
+    def delete_due_files(self) -> int:
+        """Unlinks the ``.deleted`` segments whose delay has passed; returns how many."""
+        with self._lock:
+            now_ms = self._clock.time_ms()
+            due = [segment for due_ms, segment in self._pending_deletes if due_ms <= now_ms]
+            self._pending_deletes = [(due_ms, s) for due_ms, s in self._pending_deletes if due_ms > now_ms]
+            for segment in due:
+                stats = segment.statistics()
+                self._retired_warm_lookups += stats.warm_lookup_count
+                self._retired_cold_lookups += stats.cold_lookup_count
+                segment.delete_if_exists()
+            return len(due)
+
+    def delete_records(self, offset: int) -> int:
+        """Moves the log start offset up to ``offset`` (-1: the high watermark); returns it.
+        Segments wholly below it go in the next retention pass."""
+        with self._lock:
+            self._check_changeable()
+            if offset == _DELETE_TO_HIGH_WATERMARK:
+                offset = self.high_watermark
+            if offset < 0 or offset > self.high_watermark:
+                raise OffsetOutOfRangeError(
+                    f"{self._name}: cannot delete records before offset {offset}: expected an offset "
+                    f"in [0, {self.high_watermark}] (the high watermark)"
+                )
+            moved = offset > self._log_start_offset
+            if moved:
+                self._log_start_offset = offset
+            log_start_offset = self._log_start_offset
+        if moved:  # a reader waiting below the new start learns it is out of range
+            self._announce_change()
+        return log_start_offset
+
+    # -- truncation -----------------------------------------------------------------------------
+    def truncate_to(self, target_offset: int) -> bool:
+        """Removes every record at or above ``target_offset`` (whole batches: a cut inside a
+        batch or a gap removes that batch). False when there was nothing to remove."""
+        if target_offset < 0:
+            raise ValueError(f"{self._name}: cannot truncate to a negative offset ({target_offset})")
+        with self._lock:
+            self._check_changeable()
+            if target_offset >= self._log_end_offset:
+                return False
+            self._truncation_epoch += 1
+            try:
+                if self._segments.at(0).base_offset > target_offset:
+                    self._truncate_fully_and_start_at(target_offset)
+                else:
+                    self._truncate_segments_to(target_offset)
+            except OSError as exc:
+                raise self._io_error("truncating", exc) from exc
+        self._announce_change()
+        return True
+
+    def _truncate_segments_to(self, target_offset: int) -> None:
+        self._remove_and_delete(self._segments.higher_segments(target_offset))
+        self._forget(self._segments.active)  # inactive until now: active again
+        self._segments.active.truncate_to(target_offset)
+        self._timestamps.invalidate()
+        self._log_end_offset = target_offset
+        self._log_start_offset = min(self._log_start_offset, target_offset)
+        self._recovery_point = min(self._recovery_point, target_offset)
+        self._reload_producers()
+
+    def truncate_fully_and_start_at(self, new_offset: int) -> None:
+        """Deletes every record and restarts the log, empty, at ``new_offset``."""
+        if new_offset < 0:
+            raise ValueError(f"{self._name}: cannot start the log at a negative offset ({new_offset})")
+        with self._lock:
+            self._check_changeable()
+            try:
+                self._truncate_fully_and_start_at(new_offset)
+            except OSError as exc:
+                raise self._io_error("truncating", exc) from exc
+        self._announce_change()
+
+    def _truncate_fully_and_start_at(self, new_offset: int) -> None:
+        self._truncation_epoch += 1
+        segments = self._segments.values()
+        self._remove_and_delete(segments[:-1])
+        self._create_and_delete_segment(new_offset, segments[-1])
+        self._timestamps.invalidate()
+        self._log_end_offset = self._log_start_offset = new_offset
+        self._recovery_point = min(self._recovery_point, new_offset)
+        self._reload_producers()
+
+    # -- replacing segments (compaction) ------------------------------------------------------
+    def open_cleaned_segment(self, base_offset: int, *, create: bool = False) -> LogSegment:
+        """A segment over ``<base>.log.cleaned`` and its indexes in this log's directory; with
+        ``create``, new empty files (stale ``.cleaned`` files of that base are replaced)."""
+        if create:
+            for path in (
+                file_names.log_path(self._dir, base_offset, file_names.CLEANED_SUFFIX),
+                file_names.offset_index_path(self._dir, base_offset, file_names.CLEANED_SUFFIX),
+                file_names.time_index_path(self._dir, base_offset, file_names.CLEANED_SUFFIX),
+            ):
+                try:
+                    self._fs.unlink(path)
+                except FileNotFoundError:
+                    pass
+        return LogSegment.open(
+            self._dir,
+            base_offset,
+            self._config,
+            clock=self._clock,
+            fs=self._fs,
+            suffix=file_names.CLEANED_SUFFIX,
+            create=create,
+        )
+
+    def replace_segments(self, new_segments: list[LogSegment], old_segments: list[LogSegment]) -> None:
+        """Swaps ``new_segments`` (complete and flushed ``.cleaned`` segments) in for
+        ``old_segments`` with Kafka's crash-safe protocol (6.6): rename the new ones
+        ``.cleaned`` -> ``.swap`` from the highest base offset down, rename the old ones
+        ``.deleted``, then ``.swap`` -> final names and fsync the directory. A crash at any point
+        is rolled back or forward by the next load."""
+        if not new_segments:
+            raise ValueError(f"{self._name}: replace_segments needs at least one new segment")
+        with self._lock:
+            self._check_changeable()
+            active = self._segments.active
+            if any(segment is active for segment in old_segments) or any(
+                segment.base_offset >= active.base_offset for segment in new_segments
+            ):
+                raise StorageError(
+                    f"{self._name}: the active segment (base offset {active.base_offset}) cannot be "
+                    f"replaced; replacements must lie below it"
+                )
+            ordered_new = sorted(new_segments, key=lambda segment: segment.base_offset)
+            ordered_old = sorted(
+                (s for s in old_segments if self._segments.get(s.base_offset) is s),
+                key=lambda segment: segment.base_offset,
+            )
+            try:
+                for segment in reversed(ordered_new):
+                    segment.change_file_suffixes(file_names.CLEANED_SUFFIX, file_names.SWAP_SUFFIX)
+                    self._segments.add(segment)
+                for segment in ordered_old:
+                    if segment.base_offset != ordered_new[0].base_offset:
+                        if self._segments.get(segment.base_offset) is segment:
+                            self._segments.remove(segment.base_offset)
+                    self._schedule_delete([segment])
+                for segment in ordered_new:
+                    segment.change_file_suffixes(file_names.SWAP_SUFFIX, "")
+                    self._touch(segment)
+                self._fs.fsync_dir(self._dir)
+            except OSError as exc:
+                if all(segment.has_suffix(file_names.CLEANED_SUFFIX) for segment in ordered_new):
+                    # The first rename failed: nothing was swapped, a full disk is retriable.
+                    raise self._io_error("replacing segments of", exc) from exc
+                raise self._swap_failed(exc) from exc
+            finally:
+                self._timestamps.invalidate()
+                self._fully_synced_state = None
+
+    def _swap_failed(self, exc: OSError) -> LogDirOfflineError:
+        """A swap that failed half done, whatever the errno: the segment map and the files
+        hold old and new segments side by side (overlapping offsets a read would answer as
+        DATA_LOSS), and only the loader's swap recovery (6.6) sorts that out. So the log goes
+        offline, as Kafka's does on any IOException, and the next start completes the swap
+        (``.swap`` files below the lowest ``.cleaned``) or rolls it back."""
+        self._offline_cause = exc
+        _LOG.error("%s: replacing segments failed half done (%s); the log is offline until a restart "
+                   "completes or rolls back the swap", self._name, exc)
+        return LogDirOfflineError(
+            f"I/O error while replacing segments of log {self._name} in {self._dir}, half done: {exc}; "
+            f"the next start completes or rolls back the swap"
+        )
+
+    # -- life cycle -----------------------------------------------------------------------------
+    def close(self) -> None:
+        """Writes each segment's final time-index entry, trims and unmaps the indexes and closes
+        the files. No fsync: the log manager flushes first. Idempotent."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            failure: BaseException | None = None
+            if self._offline_cause is None:
+                # Kafka's UnifiedLog.close: the state at the log end for the next start. Synced
+                # only when it holds producers: a lost empty snapshot loses nothing (the load
+                # falls back to an older one, or to no state when none is left), and a shutdown
+                # of thousands of idle partitions then costs no fsync per partition.
+                try:
+                    has_producers = self._producers.statistics().producer_count > 0
+                    self._snapshot_producers(self._log_end_offset, sync=has_producers)
+                except Exception as exc:  # close the segments, then say the log did not close
+                    failure = exc
+            for segment in self._segments.values():
+                self._forget(segment)
+                try:
+                    segment.close()
+                except Exception as exc:  # close the others, then say the log did not close
+                    failure = failure or exc
+                    segment.close_handlers()
+            for _, segment in self._pending_deletes:
+                segment.close_handlers()
+            if failure is not None:
+                raise failure
+
+    def close_handlers(self) -> None:
+        """Closes descriptors and mappings without writing anything: for a failed disk, or to
+        drop a log as a crash would."""
+        with self._lock:
+            self._closed = True
+            for segment in self._segments.values():
+                self._forget(segment)
+                segment.close_handlers()
+            for _, segment in self._pending_deletes:
+                segment.close_handlers()
+
+    # -- statistics -----------------------------------------------------------------------------
+    def statistics(self) -> LogStatistics:
+        with self._lock:
+            segments = self._segments.values()
+            warm, cold = self._retired_warm_lookups, self._retired_cold_lookups
+            for segment in segments:
+                stats = segment.statistics()
+                warm += stats.warm_lookup_count
+                cold += stats.cold_lookup_count
+            active = segments[-1]
+            return LogStatistics(
+                topic=self._topic,
+                partition=self._partition,
+                dir=self._dir,
+                log_start_offset=self._log_start_offset,
+                log_end_offset=self._log_end_offset,
+                high_watermark=self.high_watermark,
+                recovery_point=self._recovery_point,
+                unflushed_record_count=self._log_end_offset - self._recovery_point,
+                size_bytes=sum(segment.size_in_bytes for segment in segments),
+                segment_count=len(segments),
+                active_segment_base_offset=active.base_offset,
+                active_segment_bytes=active.size_in_bytes,
+                appended_batch_count=self._appended_batch_count,
+                appended_record_count=self._appended_record_count,
+                appended_bytes=self._appended_bytes,
+                read_count=self._read_count,
+                read_bytes=self._read_bytes,
+                roll_counts=MappingProxyType(dict(self._roll_counts)),
+                deleted_segment_count=self._deleted_segment_count,
+                pending_delete_file_count=len(self._pending_deletes),
+                flush_count=self._flush_count,
+                last_flush_time_ms=self._last_flush_time_ms,
+                index_warm_lookup_count=warm,
+                index_cold_lookup_count=cold,
+                loaded_recovered_segment_count=self._loaded_recovered_segment_count,
+                loaded_truncated_bytes=self._loaded_truncated_bytes,
+            )
+
+    def summary(self) -> LogSummary:
+        """The running figures a scrape reads per partition (no per-segment statistics)."""
+        with self._lock:
+            return LogSummary(
+                self._log_start_offset,
+                self._log_end_offset,
+                self._segments.size_in_bytes,
+                len(self._segments),
+                self._log_end_offset - self._recovery_point,
+                self._appended_bytes,
+                self._appended_record_count,
+                self._flush_count,
+                self._lost_offsets.offset_count(self._log_start_offset),
+            )
+
+    def run_locked(self, action: Callable[[LogSegments[LogSegment]], _T]) -> _T:
+        """``action(segments)`` under the log's lock, for the cleaner's snapshot and install
+        steps, which must see the segment map and the offsets hold still. Keep it short: appends
+        wait. An OSError inside takes the log offline."""
+        with self._lock:
+            self._check_usable()
+            try:
+                return action(self._segments)
+            except OSError as exc:
+                raise self._io_error("snapshotting or installing segments of", exc) from exc
+
+    def segments_snapshot(self) -> list[LogSegment]:
+        """The segments in offset order (for snapshots, the cleaner and tests)."""
+        with self._lock:
+            return self._segments.values()
+
+    def __repr__(self) -> str:
+        return (
+            f"Log({self._name}, dir={self._dir!r}, start={self._log_start_offset}, "
+            f"end={self._log_end_offset}, segments={len(self._segments)})"
+        )

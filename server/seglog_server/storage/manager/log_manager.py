@@ -1,0 +1,852 @@
+"""The log manager: every partition of every topic across several log directories (JBOD).
+
+Kafka's ``LogManager`` without replication. It owns the directories (naming, placement, locks,
+checkpoints, the clean-shutdown marker, topic deletion) and the topic map; each ``Log`` owns its
+segments.
+
+- **Start-up** (``startup``, passes in ``log_manager_startup.py``): per directory, lock it,
+  consume ``.kafka_cleanshutdown`` (deleted before anything is loaded, KAFKA-10471), read the
+  checkpoints, then ``Log.load`` every partition with those values; finish interrupted deletions
+  and creations. An ``OSError`` takes the directory offline; the others keep serving.
+- **Placement**: a new partition goes to the online directory with the fewest partitions, ties
+  broken by the configured order (Kafka's ``nextLogDirs``).
+- **Topic configs** survive restarts in ``topic.properties`` inside each partition directory
+  (``topic_metadata.py``): overrides only, applied over the manager's defaults.
+- **Maintenance** (``run_maintenance``, called by the service about once a second): retention,
+  flush.ms, physical deletion of ``.deleted`` files and ``-delete`` directories, and checkpoint
+  writes, each at Kafka's interval on the injected clock (``log_maintenance.py``).
+- **Shutdown**: per directory, flush and close every log, write both checkpoints, then the marker
+  -- only if the directory was clean last time or all its logs loaded in this run (KAFKA-15375).
+- **Failures**: an ``OSError`` the manager sees (or one the service reports through
+  ``handle_log_dir_failure``) takes the whole directory offline: its partitions raise
+  ``LogDirOfflineError``, nothing more is written there, and the next start-up recovers it.
+  Except an exhausted resource (``io_errors.py``): a full disk or running out of descriptors
+  answers a retriable ``ResourceExhaustedError`` and the directory stays online, so reads go on,
+  DeleteTopic frees space, and writes resume by themselves once the resource is back.
+- **Descriptors**: one ``OpenSegments`` budget (``open_segments_max`` segments) for every log of
+  every directory, so the process stays below its RLIMIT_NOFILE whatever the partition count.
+
+Roll flushes: when a log rolls, it asks for the segments below the new one to be fsynced in the
+background (Kafka's scheduler task "flush-log"). The manager runs those on its own small pool, one
+thread per log directory (each directory is typically its own disk), and drains the pool at
+shutdown before any log is closed, so no background flush races a close.
+
+Locking: ``_admin_lock`` serialises what changes the set of logs (start-up, create, delete,
+maintenance, shutdown); the topic map (``topic_registry.py``) has its own lock, held only for
+dictionary work, so ``get_log`` on the request path never waits for disk I/O.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+
+from . import log_maintenance as jobs
+from ..format.clean_shutdown import NO_BROKER_EPOCH
+from ..base.clock import SYSTEM_CLOCK, Clock
+from ..base.errors import (
+    InvalidConfigError,
+    LogDirOfflineError,
+    ResourceExhaustedError,
+    TopicExistsError,
+    UnknownTopicOrPartitionError,
+)
+from ..base.fs import REAL_FS, FileSystem
+from ..base.io_errors import exhaustion_error, is_exhaustion
+from ..log.log import ChangeListener, Log
+from ..base.log_config import LogConfig
+from ..cleaning.log_cleaner_manager import (
+    DEFAULT_SNAPSHOT_TTL_MS,
+    CleanableLog,
+    CleanerStatistics,
+    CommitOutcome,
+    LogCleanerManager,
+)
+from ..dirs.log_dir import LogDir, LogDirStateError, remove_tree
+from ..cleaning.log_snapshot import TakenSnapshot
+from .log_maintenance import MaintenanceIntervals, MaintenanceSchedule
+from ..segment.open_segments import DEFAULT_OPEN_SEGMENTS_MAX, OpenSegments
+from ..producers.producer_ids import ProducerIdManager
+from .log_manager_startup import StartupLoader, check_some_dir_online
+from .log_manager_statistics import (
+    LogManagerCounters,
+    LogManagerStatistics,
+    PartitionDescription,
+    TopicDescription,
+    build_statistics,
+)
+from ..format.topic_metadata import TopicMetadata, new_topic_id, write_topic_metadata
+from ..base.topic_partition import (
+    PARTITION_COUNT_MAX,
+    TopicPartition,
+    delete_dir_name,
+    partition_path,
+    validate_topic,
+)
+from ..dirs.topic_registry import (
+    IO_ERRORS,
+    PartitionEntry,
+    TopicEntry,
+    TopicRegistry,
+    close_quietly,
+    drop_quietly,
+)
+
+__all__ = [
+    "LogDirStateError",
+    "LogManager",
+    "MaintenanceIntervals",
+    "PartitionDescription",
+    "TopicDescription",
+]
+
+_log = logging.getLogger(__name__)
+
+_NEW, _STARTING, _RUNNING, _STOPPING, _STOPPED, _HALTED = (
+    "new",
+    "starting",
+    "running",
+    "stopping",
+    "stopped",
+    "halted",
+)
+
+
+class LogManager:
+    def __init__(
+        self,
+        log_dirs: Sequence[str],
+        *,
+        default_config: LogConfig = LogConfig(),
+        clock: Clock = SYSTEM_CLOCK,
+        fs: FileSystem = REAL_FS,
+        intervals: MaintenanceIntervals = MaintenanceIntervals(),
+        broker_epoch: int = NO_BROKER_EPOCH,
+        open_segments_max: int = DEFAULT_OPEN_SEGMENTS_MAX,
+        snapshot_ttl_ms: int = DEFAULT_SNAPSHOT_TTL_MS,
+    ) -> None:
+        if isinstance(log_dirs, str) or not log_dirs:
+            raise InvalidConfigError(
+                f"log_dirs must be a non-empty list of paths, found {log_dirs!r}"
+            )
+        _check_no_duplicate_dirs(log_dirs)
+        self._dirs = [LogDir(path, fs=fs) for path in log_dirs]
+        self._configured_names = {log_dir.path: str(path) for log_dir, path in zip(self._dirs, log_dirs)}
+        self._default_config = default_config
+        self._clock = clock
+        self._fs = fs
+        self._intervals = intervals
+        self._broker_epoch = broker_epoch
+        self._admin_lock = threading.RLock()
+        self._state = _NEW
+        self._registry = TopicRegistry(default_config)
+        self._counters = LogManagerCounters()
+        self._schedule: MaintenanceSchedule | None = None
+        self._flush_pool: ThreadPoolExecutor | None = None
+        self._open_segments = OpenSegments(open_segments_max)
+        self._producer_ids: ProducerIdManager | None = None
+        self._change_listener: ChangeListener | None = None
+        # Directories whose clean-shutdown marker the last shutdown() did not write.
+        self._unclean_dirs: list[str] = []
+        self._cleaner = LogCleanerManager(
+            fs=fs,
+            clock=clock,
+            snapshot_ttl_ms=snapshot_ttl_ms,
+            find_partition=self._registry.find,
+            missing_error=self._registry.missing_error,
+            all_partitions=self._online_partitions,
+            take_dir_offline=self._take_dir_offline,
+        )
+
+    # ---------------------------------------------------------------------------------------
+    # life cycle
+    # ---------------------------------------------------------------------------------------
+    def startup(self) -> None:
+        """Opens every directory and loads every partition (see log_manager_startup.py).
+
+        Raises LogDirOfflineError when no directory is usable and LogDirStateError when a
+        directory is locked by another process or a partition exists in two directories.
+        """
+        with self._admin_lock:
+            if self._state != _NEW:
+                raise RuntimeError(f"startup() called on a log manager that is {self._state}")
+            self._state = _STARTING
+            started_ns = self._clock.monotonic_ns()
+            self._flush_pool = ThreadPoolExecutor(
+                max_workers=len(self._dirs), thread_name_prefix="seglog-roll-flush"
+            )
+            loader = StartupLoader(
+                self._dirs,
+                self._registry,
+                self._counters,
+                fs=self._fs,
+                clock=self._clock,
+                open_log=self._open_log,
+                create_partitions=self._create_partitions,
+            )
+            try:
+                loader.run()
+                self._producer_ids = ProducerIdManager(
+                    self._fs,
+                    lambda: [d.path for d in self._online_dirs()],
+                    self._clock.time_ms,
+                    on_dir_error=self._producer_id_write_failed,
+                )
+                self._cleaner.load_snapshots(self._dirs)
+                self._remove_delete_dirs()
+                check_some_dir_online(self._dirs)
+            except BaseException:
+                self._abandon()
+                raise
+            self._counters.startup_duration_ms = (self._clock.monotonic_ns() - started_ns) / 1e6
+            self._schedule = MaintenanceSchedule(self._intervals, self._now_ms())
+            self._state = _RUNNING
+            _log.info(
+                "loaded %d logs from %d log directories in %.1f ms",
+                self._counters.logs_loaded,
+                len(self._dirs),
+                self._counters.startup_duration_ms,
+            )
+
+    def shutdown(self) -> None:
+        """Stops changes to, flushes and closes every log (Log.stop_changes: a change still
+        arriving answers "shutting down"), writes checkpoints and markers; idempotent."""
+        with self._admin_lock:
+            if self._state in (_STOPPED, _HALTED):
+                return
+            was_started = self._state != _NEW
+            self._state = _STOPPING
+            self._stop_flush_pool(wait=True)
+            self._unclean_dirs = [d.path for d in self._dirs if not d.online]
+            if was_started:
+                for log_dir in self._dirs:
+                    if log_dir.online and not self._shut_down_dir_safely(log_dir):
+                        self._unclean_dirs.append(log_dir.path)
+            for log_dir in self._dirs:
+                log_dir.unlock()
+            self._registry.clear_partitions()
+            self._state = _STOPPED
+
+    @property
+    def stopped_cleanly(self) -> bool:
+        """After shutdown(): whether every directory got its clean-shutdown marker (a directory
+        without one is recovered from its recovery points at the next start)."""
+        return self._state == _STOPPED and not self._unclean_dirs
+
+    @property
+    def unclean_dirs(self) -> list[str]:
+        """After shutdown(): the directories left without a clean-shutdown marker."""
+        return list(self._unclean_dirs)
+
+    def halt(self) -> None:
+        """Stops serving at once, leaving the directories as a crash would: no flush, no
+        checkpoint, no marker (the next start-up recovers). Releases the directory locks."""
+        self._state = _HALTED
+        self._stop_flush_pool(wait=False)
+        for partition in self._registry.clear_partitions():
+            drop_quietly(partition.log)
+        for log_dir in self._dirs:
+            log_dir.unlock()
+
+    def _abandon(self) -> None:
+        """Undoes a failed start-up: closes what was loaded, releases the locks."""
+        self._state = _HALTED
+        self._stop_flush_pool(wait=True)
+        for partition in self._registry.clear_partitions():
+            close_quietly(partition.log)
+        for log_dir in self._dirs:
+            log_dir.unlock()
+
+    def _open_log(
+        self,
+        path: str,
+        tp: TopicPartition,
+        config: LogConfig,
+        *,
+        had_clean_shutdown: bool,
+        recovery_point: int,
+        log_start_offset: int,
+    ) -> Log:
+        log = Log.load(
+            path,
+            tp.topic,
+            tp.partition,
+            config,
+            clock=self._clock,
+            fs=self._fs,
+            had_clean_shutdown=had_clean_shutdown,
+            recovery_point=recovery_point,
+            log_start_offset=log_start_offset,
+            flush_scheduler=self._submit_flush,
+            open_segments=self._open_segments,
+        )
+        log.set_change_listener(self._announce_change)
+        return log
+
+    def set_change_listener(self, listener: ChangeListener | None) -> None:
+        """Who is told (``(topic, partition)``, from any thread) after a partition's offsets
+        moved (an append, a truncation, DeleteRecords) or it was deleted: the service's long
+        polls wait on it (``log.ChangeListener``). One listener for every log, present and
+        future."""
+        self._change_listener = listener
+
+    def _announce_change(self, topic: str, partition: int) -> None:
+        listener = self._change_listener
+        if listener is not None:
+            listener(topic, partition)
+
+    def _submit_flush(self, task: Callable[[], None]) -> None:
+        """The Logs' FlushScheduler: runs a roll's background flush on the manager's pool."""
+        pool = self._flush_pool
+        if pool is None:
+            return  # stopped: the shutdown flush (or the next recovery) covers it
+        try:
+            pool.submit(task)
+        except RuntimeError:
+            pass  # the pool is shutting down, same as above
+
+    def _stop_flush_pool(self, *, wait: bool) -> None:
+        pool, self._flush_pool = self._flush_pool, None
+        if pool is not None:
+            pool.shutdown(wait=wait, cancel_futures=not wait)
+
+    # ---------------------------------------------------------------------------------------
+    # topics
+    # ---------------------------------------------------------------------------------------
+    def create_topic(
+        self,
+        topic: str,
+        partition_count: int,
+        configs: Mapping[str, str] | None = None,
+        *,
+        validate_only: bool = False,
+    ) -> LogConfig:
+        """Creates ``partition_count`` empty partitions; returns the topic's effective config.
+
+        Raises InvalidTopicError (bad or colliding name), InvalidConfigError (bad config or
+        partition count), TopicExistsError, LogDirOfflineError (no usable directory, or one
+        failed while creating: nothing of the topic is left behind).
+        """
+        validate_topic(topic)
+        _check_partition_count(partition_count)
+        configs = dict(configs or {})
+        config = LogConfig.from_properties(configs, self._default_config)
+        canonical = config.to_properties()
+        overrides = {name: canonical[name] for name in configs}
+        with self._admin_lock:
+            self._check_running()
+            self._registry.check_new_topic_name(topic)
+            if not self._online_dirs():
+                raise LogDirOfflineError("no log directory is online to hold a new topic")
+            if validate_only:
+                return config
+            entry = TopicEntry(topic, new_topic_id(), config, overrides, partition_count)
+            self._create_partitions(entry, entry.partitions())
+            self._counters.topics_created += 1
+            _log.info(
+                "created topic %s with %d partitions, overrides %s",
+                topic,
+                partition_count,
+                overrides,
+            )
+            return config
+
+    def _create_partitions(self, topic: TopicEntry, partitions: list[TopicPartition]) -> None:
+        """Creates the partitions and registers them (with the topic) only if all succeed."""
+        placement = self._place(len(partitions))
+        created: list[tuple[TopicPartition, PartitionEntry]] = []
+        current: LogDir | None = None
+        try:
+            for tp, log_dir in zip(partitions, placement):
+                current = log_dir
+                created.append((tp, self._create_partition(log_dir, tp, topic)))
+            for log_dir in dict.fromkeys(placement):
+                current = log_dir
+                self._fs.fsync_dir(log_dir.path)
+        except BaseException as exc:
+            self._roll_back(created)
+            exhausted = exhaustion_error(exc, f"creating topic {topic.name!r}")
+            if exhausted is not None:
+                raise exhausted from exc  # nothing of the topic is left; the directory is fine
+            if isinstance(exc, IO_ERRORS) and current is not None:
+                self._take_dir_offline(current, f"creating topic {topic.name!r} failed: {exc}")
+                raise LogDirOfflineError(
+                    f"log directory {current.path} failed while creating topic "
+                    f"{topic.name!r}: {exc}"
+                ) from exc
+            raise
+        self._registry.add(topic, created)
+
+    def _place(self, partition_count: int) -> list[LogDir]:
+        """Kafka's placement: each partition to the online dir with the fewest partitions."""
+        online = self._online_dirs()
+        if not online:
+            raise LogDirOfflineError("no log directory is online to hold a new partition")
+        counts = self._registry.partition_counts(online)
+        placement = []
+        for _ in range(partition_count):
+            # min() keeps the first of equal counts, i.e. the configured order breaks ties.
+            chosen = min(online, key=lambda log_dir: counts[log_dir])
+            counts[chosen] += 1
+            placement.append(chosen)
+        return placement
+
+    def _create_partition(
+        self, log_dir: LogDir, tp: TopicPartition, topic: TopicEntry
+    ) -> PartitionEntry:
+        path = partition_path(log_dir.path, tp)
+        if self._fs.exists(path):
+            raise TopicExistsError(f"partition directory {path} already exists")
+        self._fs.makedirs(path)
+        assert topic.topic_id is not None
+        metadata = TopicMetadata(
+            topic.name, topic.topic_id, topic.partition_count, topic.overrides
+        )
+        write_topic_metadata(path, metadata, fs=self._fs)
+        log = self._open_log(
+            path, tp, topic.config, had_clean_shutdown=True, recovery_point=0, log_start_offset=0
+        )
+        return PartitionEntry(log, log_dir, path)
+
+    def _roll_back(self, created: list[tuple[TopicPartition, PartitionEntry]]) -> None:
+        for _, partition in created:
+            close_quietly(partition.log)
+            try:
+                remove_tree(partition.path, self._fs)
+            except OSError as exc:
+                _log.warning("could not remove %s of a failed creation: %s", partition.path, exc)
+
+    def delete_topic(self, topic: str) -> None:
+        """Closes the topic's logs, renames each partition directory to
+        ``<topic>-<p>.<uuid32hex>-delete`` and removes it (retried by maintenance and at
+        start-up if removal fails).
+
+        Raises UnknownTopicOrPartitionError, and LogDirOfflineError when a partition lives on an
+        offline directory (nothing is deleted then) or a directory fails during the deletion.
+        """
+        with self._admin_lock:
+            self._check_running()
+            entry = self._registry.topic(topic)
+            if entry is None:
+                raise UnknownTopicOrPartitionError(f"topic {topic!r} does not exist")
+            some_dir_offline = any(not log_dir.online for log_dir in self._dirs)
+            self._registry.check_all_partitions_online(entry, some_dir_offline)
+            partitions = self._registry.remove_topic(topic)
+            failures = self._rename_for_deletion(partitions)
+            for tp, _ in partitions:  # waiters on them wake up and find the topic gone
+                self._announce_change(tp.topic, tp.partition)
+            # Their links would keep the deleted segments' disk space until snapshot_ttl_ms.
+            self._cleaner.drop_snapshots_of(topic)
+            self._counters.topics_deleted += 1
+            _log.info("deleted topic %s", topic)
+            if failures:
+                where = "; ".join(f"{d.path}: {exc}" for d, exc in failures.items())
+                raise LogDirOfflineError(f"deleting topic {topic!r} failed on {where}")
+
+    def _rename_for_deletion(
+        self, partitions: list[tuple[TopicPartition, PartitionEntry]]
+    ) -> dict[LogDir, BaseException]:
+        """Renames every partition first and makes the renames durable in every directory before
+        anything is removed: after a crash, any surviving "-delete" directory tells start-up to
+        finish the job (same topic.id), so the topic cannot come back half-deleted."""
+        renamed: dict[LogDir, list[str]] = {}
+        failures: dict[LogDir, BaseException] = {}
+        for tp, partition in partitions:
+            close_quietly(partition.log)
+            target = os.path.join(partition.log_dir.path, delete_dir_name(tp))
+            try:
+                self._fs.replace(partition.path, target)
+            except OSError as exc:
+                failures[partition.log_dir] = exc
+                continue
+            renamed.setdefault(partition.log_dir, []).append(target)
+        for log_dir in list(renamed):
+            try:
+                self._fs.fsync_dir(log_dir.path)
+            except OSError as exc:
+                if is_exhaustion(exc):  # no descriptor for the directory: the next fsync covers it
+                    _log.warning("deleting partitions in %s: %s", log_dir.path, exc)
+                    continue
+                failures[log_dir] = exc
+                del renamed[log_dir]
+        for log_dir, paths in renamed.items():
+            gone = [tp for tp, p in partitions if p.log_dir is log_dir]
+            # Removal first: on a full disk this is what frees space, and the checkpoints
+            # (which need a block or two) can only be written after it.
+            log_dir.schedule_delete_dirs(paths)
+            try:
+                self._counters.delete_dirs_removed += log_dir.remove_pending_delete_dirs()
+                self._write_checkpoints(log_dir)
+                self._drop_cleaner_offsets(log_dir, gone)
+            except OSError as exc:
+                if is_exhaustion(exc):
+                    _log.warning("after deleting partitions of %s: %s (retried by maintenance)", log_dir.path, exc)
+                    continue
+                failures[log_dir] = exc
+        for log_dir, exc in failures.items():
+            self._take_dir_offline(log_dir, f"deleting a partition failed: {exc}")
+        return failures
+
+    def list_topics(self) -> list[tuple[str, int]]:
+        """(topic, partition count) for every topic, sorted by name."""
+        return self._registry.list_topics()
+
+    def describe_topic(self, topic: str) -> TopicDescription:
+        """Raises UnknownTopicOrPartitionError."""
+        entry, online, offline = self._registry.describe(topic)
+        return TopicDescription(
+            topic=topic,
+            config=entry.config,
+            partitions=[_describe_partition(p, partition) for p, partition in online],
+            offline_partitions=offline,
+        )
+
+    def get_log(self, topic: str, partition: int) -> Log:
+        """The partition's log. Raises UnknownTopicOrPartitionError or LogDirOfflineError."""
+        tp = TopicPartition(topic, partition)
+        found = self._registry.find(tp)
+        if found is not None:
+            if not found.log.is_offline:
+                return found.log
+            # An append or read hit an I/O error: the whole directory goes (Kafka's rule).
+            self._take_dir_offline(found.log_dir, f"I/O error on {found.path}")
+        if self._state != _RUNNING:
+            raise LogDirOfflineError(f"the log manager is {self._state}, not serving {tp}")
+        raise self._registry.missing_error(tp)
+
+    # ---------------------------------------------------------------------------------------
+    # cleaner checkpoint: written by one writer, the cleaner manager (under its checkpoint lock)
+    # ---------------------------------------------------------------------------------------
+    def _drop_cleaner_offsets(self, directory: LogDir, gone: list[TopicPartition]) -> None:
+        self._cleaner.drop_checkpoints(directory, gone)
+
+    # ---------------------------------------------------------------------------------------
+    # offline cleaning (log_cleaner_manager.py)
+    # ---------------------------------------------------------------------------------------
+    def create_snapshot(self, topic: str, partition: int) -> TakenSnapshot:
+        """Hard-links the partition's cleanable segments into a new cleaning snapshot."""
+        self._check_running()
+        return self._cleaner.create_snapshot(topic, partition)
+
+    def list_cleanable(self, topic: str | None = None) -> list[CleanableLog]:
+        """Every online compacted partition with its cleanable range, dirtiest first."""
+        self._check_running()
+        return self._cleaner.list_cleanable(topic)
+
+    def commit_cleaned(self, snapshot_id: str) -> CommitOutcome:
+        """Checks a snapshot's cleaning result against the live log and installs it."""
+        self._check_running()
+        return self._cleaner.commit(snapshot_id)
+
+    def drop_snapshot(self, snapshot_id: str) -> bool:
+        """Removes a cleaning snapshot; False when there was none."""
+        self._check_running()
+        return self._cleaner.drop_snapshot(snapshot_id)
+
+    def snapshot_path(self, snapshot_id: str) -> str:
+        """The absolute path of an open cleaning snapshot."""
+        return self._cleaner.snapshot_path(snapshot_id)
+
+    def configured_dir_name(self, path: str) -> str:
+        """A log directory's path as the service was configured with it (absolute ``path`` in)."""
+        return self._configured_names.get(path, path)
+
+    def cleaner_statistics(self) -> CleanerStatistics:
+        return self._cleaner.statistics()
+
+    # ---------------------------------------------------------------------------------------
+    # idempotent producers
+    # ---------------------------------------------------------------------------------------
+    def init_producer_id(self) -> tuple[int, int]:
+        """(producer id, epoch 0) for a new idempotent producer (producer_ids.py)."""
+        self._check_running()
+        assert self._producer_ids is not None
+        try:
+            return self._producer_ids.next_id(), 0
+        except OSError as exc:
+            exhausted = exhaustion_error(exc, "reserving producer ids")
+            if exhausted is not None:
+                raise exhausted from exc
+            raise LogDirOfflineError(f"reserving a block of producer ids failed: {exc}") from exc
+
+    def _producer_id_write_failed(self, path: str, exc: OSError) -> None:
+        """A producer-id block write failed in ``path``: the directory is taken offline unless
+        a resource was exhausted (it stays online, left out of the block's holders)."""
+        if not is_exhaustion(exc):
+            self._take_dir_offline(self._dir_by_path(path), f"reserving producer ids failed: {exc}")
+
+    def _online_partitions(self) -> list[tuple[TopicPartition, PartitionEntry]]:
+        return [(tp, p) for tp, p in self._registry.all_partitions() if p.log_dir.online]
+
+    # ---------------------------------------------------------------------------------------
+    # maintenance
+    # ---------------------------------------------------------------------------------------
+    def run_maintenance(self) -> None:
+        """One pass of the periodic jobs that are due (see MaintenanceIntervals)."""
+        with self._admin_lock:
+            if self._state != _RUNNING:
+                return
+            assert self._schedule is not None
+            started_ns = self._clock.monotonic_ns()
+            due = self._schedule.due(self._now_ms())
+            if jobs.RETENTION in due:
+                self._counters.retention_checks += 1
+                self._for_each_log(self._apply_retention)
+            if jobs.FLUSH in due:
+                self._for_each_log(self._flush_if_due)
+            if jobs.PRODUCER_EXPIRY in due:
+                self._for_each_log(self._expire_producers)
+            self._for_each_log(self._delete_due_files)
+            self._remove_delete_dirs()
+            self._cleaner.expire_snapshots()
+            if jobs.RECOVERY_POINTS in due:
+                self._for_each_online_dir(self._checkpoint_recovery_points)
+            if jobs.LOG_START_OFFSETS in due:
+                self._for_each_online_dir(self._checkpoint_log_start_offsets)
+            self._counters.maintenance_passes += 1
+            elapsed_ns = self._clock.monotonic_ns() - started_ns
+            self._counters.last_maintenance_duration_ms = elapsed_ns / 1e6
+
+    def _apply_retention(self, partition: PartitionEntry) -> None:
+        self._counters.segments_deleted += partition.log.delete_old_segments()
+
+    def _expire_producers(self, partition: PartitionEntry) -> None:
+        partition.log.remove_expired_producers()
+
+    def _flush_if_due(self, partition: PartitionEntry) -> None:
+        log = partition.log
+        if self._clock.time_ms() - log.last_flush_time_ms >= log.config.flush_ms:
+            log.flush()
+            self._counters.flushes_by_time += 1
+
+    def _delete_due_files(self, partition: PartitionEntry) -> None:
+        self._counters.files_deleted += partition.log.delete_due_files()
+
+    def _for_each_log(self, job: Callable[[PartitionEntry], None]) -> None:
+        """Runs ``job`` on every online partition; an I/O error takes its directory offline,
+        any other error is logged and counted so one bad log cannot stop maintenance."""
+        for _, partition in self._registry.all_partitions():
+            if not partition.log_dir.online:
+                continue
+            try:
+                if partition.log.is_offline:
+                    raise LogDirOfflineError(f"log {partition.path} failed earlier")
+                job(partition)
+            except IO_ERRORS as exc:
+                if is_exhaustion(exc):
+                    _log.warning("maintenance of %s: %s", partition.path, exc)
+                    continue
+                self._take_dir_offline(partition.log_dir, f"I/O error on {partition.path}: {exc}")
+            except ResourceExhaustedError as exc:
+                _log.warning("maintenance of %s: %s", partition.path, exc)
+            except Exception:
+                self._counters.maintenance_errors += 1
+                _log.exception("maintenance of %s failed", partition.path)
+
+    def _for_each_online_dir(self, job: Callable[[LogDir], None]) -> None:
+        for log_dir in self._online_dirs():
+            try:
+                job(log_dir)
+            except OSError as exc:
+                if is_exhaustion(exc):  # kept in memory; written once there is space again
+                    _log.warning("writing a checkpoint in %s: %s (retried next pass)", log_dir.path, exc)
+                    continue
+                self._take_dir_offline(log_dir, f"writing a checkpoint failed: {exc}")
+
+    def _remove_delete_dirs(self) -> None:
+        for log_dir in self._online_dirs():
+            if not log_dir.pending_delete_dirs:
+                continue
+            try:
+                self._counters.delete_dirs_removed += log_dir.remove_pending_delete_dirs()
+            except OSError as exc:
+                if is_exhaustion(exc):
+                    continue
+                self._take_dir_offline(log_dir, f"removing deleted partitions failed: {exc}")
+
+    # ---------------------------------------------------------------------------------------
+    # checkpoints
+    # ---------------------------------------------------------------------------------------
+    def _checkpoint_recovery_points(self, log_dir: LogDir) -> None:
+        partitions = self._registry.partitions_in(log_dir)
+        self._write_recovery_points(log_dir, {tp: p.log.recovery_point for tp, p in partitions})
+
+    def _checkpoint_log_start_offsets(self, log_dir: LogDir) -> None:
+        partitions = self._registry.partitions_in(log_dir)
+        self._write_log_start_offsets(log_dir, _log_start_offsets_to_keep(partitions))
+
+    def _write_checkpoints(self, log_dir: LogDir) -> None:
+        self._checkpoint_recovery_points(log_dir)
+        self._checkpoint_log_start_offsets(log_dir)
+
+    def _write_recovery_points(self, log_dir: LogDir, offsets: dict[TopicPartition, int]) -> None:
+        # Partitions of this directory that are not loaded keep their last known value, so
+        # their recovery does not restart from 0.
+        for tp in self._registry.unloaded_in(log_dir):
+            if tp in log_dir.recovery_points:
+                offsets.setdefault(tp, log_dir.recovery_points[tp])
+        log_dir.write_recovery_points(offsets)
+        self._counters.recovery_point_checkpoints += 1
+
+    def _write_log_start_offsets(
+        self, log_dir: LogDir, offsets: dict[TopicPartition, int]
+    ) -> None:
+        for tp in self._registry.unloaded_in(log_dir):
+            if tp in log_dir.log_start_offsets:
+                offsets.setdefault(tp, log_dir.log_start_offsets[tp])
+        log_dir.write_log_start_offsets(offsets)
+        self._counters.log_start_offset_checkpoints += 1
+
+    # ---------------------------------------------------------------------------------------
+    # shutdown and failures
+    # ---------------------------------------------------------------------------------------
+    def _shut_down_dir_safely(self, log_dir: LogDir) -> bool:
+        """One directory's failure of any kind stops neither the others' shutdown nor the
+        release of the locks; that directory just gets no marker."""
+        try:
+            return self._shut_down_dir(log_dir)
+        except Exception:
+            _log.exception("shutting down %s failed: no clean-shutdown marker", log_dir.path)
+            return False
+
+    def _shut_down_dir(self, log_dir: LogDir) -> bool:
+        """Flushes and closes every log of ``log_dir``, writes the checkpoints and then the
+        marker. True when the marker was written: never when a log failed to flush or close
+        (Kafka's rule), so the next start recovers the directory instead of trusting it."""
+        partitions = self._registry.partitions_in(log_dir)
+        recovery_points: dict[TopicPartition, int] = {}
+        log_start_offsets: dict[TopicPartition, int] = {}
+        all_closed = True
+        for tp, partition in partitions:
+            try:
+                # A call cut by the drain may still run on the pool: from here on it is refused
+                # ("shutting down"), so the flush covers every record the log acknowledged.
+                partition.log.stop_changes()
+                partition.log.flush()
+                recovery_points[tp] = partition.log.recovery_point
+                log_start_offsets.update(_log_start_offsets_to_keep([(tp, partition)]))
+                partition.log.close()
+            except IO_ERRORS as exc:
+                reason = f"flushing {partition.path} at shutdown failed: {exc}"
+                _log.error("%s; no clean-shutdown marker for %s", reason, log_dir.path)
+                self._take_dir_offline(log_dir, reason)
+                return False
+            except Exception:
+                _log.exception("closing %s at shutdown failed", partition.path)
+                close_quietly(partition.log)
+                all_closed = False
+        if not all_closed:
+            _log.error("not every log of %s closed: no clean-shutdown marker, it recovers at the next start", log_dir.path)
+            return False  # Kafka's rule: no checkpoints and no marker unless every log closed
+        try:
+            self._write_recovery_points(log_dir, recovery_points)
+            self._write_log_start_offsets(log_dir, log_start_offsets)
+            if log_dir.had_clean_shutdown or log_dir.load_completed:
+                log_dir.marker.write(self._broker_epoch)
+                return True
+            _log.warning("%s: no clean-shutdown marker: not every partition loaded at start", log_dir.path)
+            return False
+        except OSError as exc:
+            self._take_dir_offline(log_dir, f"writing checkpoints at shutdown failed: {exc}")
+            return False
+
+    def handle_log_dir_failure(self, log_dir: str, cause: BaseException | str) -> None:
+        """Takes ``log_dir`` offline after an I/O error seen outside the manager (for example
+        a LogDirOfflineError from ``Log.append`` in the service). Idempotent."""
+        self._take_dir_offline(self._dir_by_path(log_dir), str(cause))
+
+    def _take_dir_offline(self, log_dir: LogDir, reason: str) -> None:
+        for partition in self._registry.take_dir_offline(log_dir, reason):
+            drop_quietly(partition.log)
+
+    # ---------------------------------------------------------------------------------------
+    # reporting and helpers
+    # ---------------------------------------------------------------------------------------
+    def statistics(self, *, partition_detail: bool = True) -> LogManagerStatistics:
+        """The manager's figures. ``partition_detail`` False leaves out each partition's full
+        ``Log.statistics()`` (``partitions`` is empty) and keeps only ``partition_summaries``:
+        what /metrics reads, cheap enough for 10,000 partitions per scrape."""
+        return build_statistics(
+            self._state, self._dirs, self._registry, self._counters, self._open_segments.statistics(),
+            partition_detail=partition_detail,
+        )
+
+    def can_serve(self) -> bool:
+        """Whether anything can be served: running with at least one directory online. Cheap
+        (no per-partition work), for the health check."""
+        return self._state == _RUNNING and any(log_dir.online for log_dir in self._dirs)
+
+    @property
+    def log_dirs(self) -> list[str]:
+        return [log_dir.path for log_dir in self._dirs]
+
+    @property
+    def default_config(self) -> LogConfig:
+        return self._default_config
+
+    def _online_dirs(self) -> list[LogDir]:
+        return [log_dir for log_dir in self._dirs if log_dir.online]
+
+    def _dir_by_path(self, path: str) -> LogDir:
+        wanted = os.path.realpath(path)
+        for log_dir in self._dirs:
+            if os.path.realpath(log_dir.path) == wanted:
+                return log_dir
+        raise ValueError(f"{path!r} is not one of the log directories {self.log_dirs}")
+
+    def _check_running(self) -> None:
+        if self._state != _RUNNING:
+            raise LogDirOfflineError(f"the log manager is {self._state}, not running")
+
+    def _now_ms(self) -> int:
+        return self._clock.monotonic_ns() // 1_000_000
+
+
+def _check_no_duplicate_dirs(log_dirs: Iterable[str]) -> None:
+    seen: dict[str, str] = {}
+    for path in log_dirs:
+        real = os.path.realpath(path)
+        if real in seen:
+            raise InvalidConfigError(f"duplicate log directory: {path!r} and {seen[real]!r}")
+        seen[real] = path
+
+
+def _check_partition_count(partition_count: object) -> None:
+    if isinstance(partition_count, bool) or not isinstance(partition_count, int):
+        raise InvalidConfigError(
+            f"partition count must be an integer, found {partition_count!r}"
+        )
+    if not 1 <= partition_count <= PARTITION_COUNT_MAX:
+        raise InvalidConfigError(
+            f"partition count must be in [1, {PARTITION_COUNT_MAX}], found {partition_count}"
+        )
+
+
+def _log_start_offsets_to_keep(
+    partitions: Iterable[tuple[TopicPartition, PartitionEntry]],
+) -> dict[TopicPartition, int]:
+    """Kafka checkpoints a log start offset only where it is above the first segment's base
+    offset; elsewhere loading derives it from the files."""
+    kept = {}
+    for tp, partition in partitions:
+        log = partition.log
+        first_base_offset = log.segments_snapshot()[0].base_offset
+        if log.log_start_offset > first_base_offset:
+            kept[tp] = log.log_start_offset
+    return kept
+
+
+def _describe_partition(number: int, partition: PartitionEntry) -> PartitionDescription:
+    log = partition.log
+    return PartitionDescription(
+        partition=number,
+        log_start_offset=log.log_start_offset,
+        log_end_offset=log.log_end_offset,
+        high_watermark=log.high_watermark,
+        size_bytes=log.size_in_bytes,
+        segment_count=log.segment_count,
+        log_dir=partition.log_dir.path,
+    )

@@ -1,0 +1,225 @@
+"""Log.offsets_for_timestamps: many targets under one lock, worked in ascending order, answering
+exactly what Log.offset_for_timestamp answers target by target (the oracle), on sound logs and on
+damaged ones alike."""
+
+from __future__ import annotations
+
+import os
+import struct
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from tests.support.log_test_support import NOW_MS, batch, config, open_log, poke
+
+from seglog.records import LENGTH_OFFSET, Compression, TimestampType, iter_batches
+from seglog_server.storage.base.clock import FakeClock
+from seglog_server.storage.base.errors import CorruptSegmentError, StorageError
+from seglog_server.storage.base.fs import FileSystem
+from seglog_server.storage.log.log_results import (
+    EARLIEST_LOCAL_TIMESTAMP,
+    EARLIEST_TIMESTAMP,
+    LATEST_TIERED_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    MAX_TIMESTAMP,
+)
+from seglog_server.storage.base.observer import StorageObserver, install_observer
+
+SPECIALS = [LATEST_TIMESTAMP, EARLIEST_TIMESTAMP, MAX_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP, LATEST_TIERED_TIMESTAMP]
+_INT32 = struct.Struct(">i")
+_INT64 = struct.Struct(">q")
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock(NOW_MS)
+
+
+def per_target(log, targets):
+    return [log.offset_for_timestamp(target) for target in targets]
+
+
+# -- the batched call equals the per-target calls (Hypothesis) ------------------------------------
+
+batch_timestamps = st.lists(st.integers(0, 300), min_size=1, max_size=6)  # offsets from NOW_MS, any order
+targets_strategy = st.lists(
+    st.one_of(st.integers(NOW_MS - 5, NOW_MS + 310), st.sampled_from(SPECIALS)), max_size=60
+)
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(
+    batches=st.lists(st.tuples(batch_timestamps, st.booleans()), max_size=40),
+    segment_bytes=st.sampled_from([400, 900, 4096, 1 << 20]),
+    index_interval_bytes=st.sampled_from([1, 100, 4096]),
+    delete_fraction=st.one_of(st.none(), st.floats(0, 1)),
+    delete_segments=st.booleans(),
+    targets=targets_strategy,
+)
+def test_the_batched_lookup_equals_a_lookup_per_target(
+    tmp_path_factory, batches, segment_bytes, index_interval_bytes, delete_fraction, delete_segments, targets
+):
+    log = open_log(tmp_path_factory.mktemp("batched"), FakeClock(NOW_MS),
+                   config(segment_bytes=segment_bytes, index_interval_bytes=index_interval_bytes))
+    for deltas, compressed in batches:
+        values = [b"v%d" % delta for delta in deltas]
+        log.append(batch(*values, timestamps=[NOW_MS + delta for delta in deltas],
+                         compression=Compression.GZIP if compressed else Compression.NONE))
+    if delete_fraction is not None:
+        log.delete_records(int(log.log_end_offset * delete_fraction))
+        if delete_segments:
+            log.delete_old_segments()
+    # every distinct batch-found target, and the neighbours of each record's timestamp
+    targets = targets + [NOW_MS + delta + step for deltas, _ in batches[:5] for delta in deltas for step in (-1, 0, 1)]
+    assert log.offsets_for_timestamps(targets) == per_target(log, targets)
+    assert log.offsets_for_timestamps(sorted(targets, reverse=True)) == per_target(log, sorted(targets, reverse=True))
+
+
+def test_an_empty_log_answers_none_and_the_specials(tmp_path, clock):
+    log = open_log(tmp_path, clock)
+    targets = [NOW_MS, 0, *SPECIALS, NOW_MS]
+    assert log.offsets_for_timestamps(targets) == per_target(log, targets)
+    assert log.offsets_for_timestamps(targets)[:2] == [None, None]
+
+
+def test_no_targets_is_an_empty_answer(tmp_path, clock):
+    assert open_log(tmp_path, clock).offsets_for_timestamps([]) == []
+
+
+def test_log_append_time_batches_answer_as_per_target(tmp_path, clock):
+    log = open_log(tmp_path, clock, config(message_timestamp_type=TimestampType.LOG_APPEND_TIME, segment_bytes=400))
+    for step in range(30):
+        clock.advance(step % 3)
+        log.append(batch(b"a", b"b", timestamps=NOW_MS))
+    targets = [NOW_MS + delta for delta in range(-1, 40)]
+    assert log.offsets_for_timestamps(targets) == per_target(log, targets)
+
+
+def test_an_unknown_special_target_is_value_error_before_any_search(tmp_path, clock):
+    log = open_log(tmp_path, clock)
+    log.append(batch(b"a"))
+    with pytest.raises(ValueError, match="-6"):
+        log.offsets_for_timestamps([NOW_MS, -6])
+
+
+def test_a_closed_log_refuses_the_call(tmp_path, clock):
+    log = open_log(tmp_path, clock)
+    log.close()
+    with pytest.raises(StorageError, match="closed"):
+        log.offsets_for_timestamps([NOW_MS])
+
+
+# -- damaged files: the same errors as the per-target path (Hypothesis) ---------------------------
+
+
+def batch_positions(path: str) -> list[int]:
+    with open(path, "rb") as file:
+        return [one.position for one in iter_batches(file.read())]
+
+
+def outcome(call):
+    try:
+        return call()
+    except CorruptSegmentError:
+        return CorruptSegmentError
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(
+    victim=st.integers(0, 1000),
+    field=st.sampled_from(["length", "base_offset", "max_timestamp", "record"]),
+    value=st.integers(-(2**31), 2**31 - 1),
+    targets=st.lists(st.one_of(st.integers(NOW_MS - 2, NOW_MS + 65), st.sampled_from(SPECIALS)), min_size=1, max_size=30),
+)
+def test_a_damaged_log_fails_the_batched_lookup_exactly_when_a_target_fails_alone(
+    tmp_path_factory, victim, field, value, targets
+):
+    directory = tmp_path_factory.mktemp("damaged")
+    log = open_log(directory, FakeClock(NOW_MS), config(segment_bytes=2048, index_interval_bytes=200))
+    for index in range(60):
+        log.append(batch(b"a" * 30, b"b" * 30, timestamps=[NOW_MS + index, NOW_MS + index - 3]))
+    path = os.path.join(directory, "00000000000000000000.log")
+    positions = batch_positions(path)
+    position = positions[victim % len(positions)]
+    at = {"length": (LENGTH_OFFSET, _INT32), "base_offset": (0, _INT64), "max_timestamp": (35, _INT64),
+          "record": (61 + victim % 40, _INT32)}[field]
+    poke(path, position + at[0], at[1], value)
+    alone = [outcome(lambda target=target: log.offset_for_timestamp(target)) for target in targets]
+    together = outcome(lambda: log.offsets_for_timestamps(targets))
+    if CorruptSegmentError in alone:
+        assert together is CorruptSegmentError
+    else:
+        assert together == alone
+
+
+# -- the work shared ------------------------------------------------------------------------------
+
+
+class CountingFs(FileSystem):
+    def __init__(self) -> None:
+        self.preads = 0
+
+    def pread(self, fd: int, size: int, position: int) -> bytes:
+        self.preads += 1
+        return super().pread(fd, size, position)
+
+
+def test_targets_landing_in_one_batch_share_its_scan(tmp_path, clock):
+    fs = CountingFs()
+    log = open_log(tmp_path, clock, config(index_interval_bytes=1 << 20), fs=fs)  # one index entry: none
+    for first in range(0, 200, 10):
+        log.append(batch(*[b"v"] * 10, timestamps=[NOW_MS + first + i for i in range(10)]))
+    targets = [NOW_MS + 150 + i for i in range(10)]  # all in the batch of offsets 150..159
+    fs.preads = 0
+    assert [found.offset for found in log.offsets_for_timestamps(targets)] == list(range(150, 160))
+    assert fs.preads == 1
+    fs.preads = 0
+    per_target(log, targets)
+    assert fs.preads == 10
+
+
+class CountingObserver(StorageObserver):
+    enabled = True
+
+    def __init__(self) -> None:
+        self.lookups: dict[tuple[str, str], int] = {}
+        self.pages: dict[str, int] = {}
+        self.phases: dict[tuple[str, str], int] = {}
+
+    def index_lookup(self, index: str, zone: str, pages: int) -> None:
+        self.lookups[index, zone] = self.lookups.get((index, zone), 0) + 1
+        self.pages[index] = self.pages.get(index, 0) + pages
+
+    def phase(self, operation: str, phase: str, seconds: float) -> None:
+        self.phases[operation, phase] = self.phases.get((operation, phase), 0) + 1
+
+
+def test_every_target_is_counted_as_one_lookup_in_its_own_zone_and_phases(tmp_path, clock):
+    log = open_log(tmp_path, clock, config(index_interval_bytes=1))
+    for index in range(3000):  # an index entry a batch: 3000 entries, a cold section
+        log.append(batch(b"v", timestamps=NOW_MS + index))
+    targets = [NOW_MS + index for index in range(0, 3000, 7)]
+    observed = {}
+    for name, call in (("alone", lambda: per_target(log, targets)),
+                       ("together", lambda: log.offsets_for_timestamps(targets))):
+        observer = CountingObserver()
+        previous = install_observer(observer)
+        try:
+            before = log.statistics()
+            call()
+            after = log.statistics()
+        finally:
+            install_observer(previous)
+        counts = (after.index_warm_lookup_count - before.index_warm_lookup_count,
+                  after.index_cold_lookup_count - before.index_cold_lookup_count)
+        observed[name] = (counts, observer)
+    (alone_counts, alone), (together_counts, together) = observed["alone"], observed["together"]
+    # The statistics count warm and cold; a target below an index's first entry searches neither.
+    unsearched = sum(count for (_, zone), count in alone.lookups.items() if zone == "none")
+    assert together_counts == alone_counts and sum(alone_counts) + unsearched == 2 * len(targets)
+    assert together.lookups == alone.lookups
+    assert set(together.lookups) >= {("time", "warm"), ("time", "cold"), ("offset", "cold")}
+    for phase in ("segment_lookup", "index_search", "log_scan"):
+        assert together.phases["offsets_for_times", phase] == len(targets)
+    # the pages the batched search read: the decoded run of entries, each page once
+    assert 0 < together.pages["offset"] <= alone.pages["offset"]
