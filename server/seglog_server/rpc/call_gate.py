@@ -22,8 +22,8 @@ topics (PERMISSION_DENIED).
 
 Token checks, cheapest first: a cached answer (a digest); a token that is malformed or names an
 unknown key id, refused at once (``TokenStore.precheck``); only then a slow hash, on
-``_VERIFIER_THREADS`` threads behind a queue of at most ``_VERIFIER_QUEUE_MAX`` checks. A full
-queue refuses the new caller (``AuthenticationBusyError``, RESOURCE_EXHAUSTED with a retry hint);
+``_VERIFIER_THREADS`` threads, at most ``TokenStore.slow_checks_max`` checks running or queued
+(a bound the metrics endpoint's checks share). A full bound refuses the new caller (``AuthenticationBusyError``, RESOURCE_EXHAUSTED with a retry hint);
 callers whose token is cached never wait in it. The same token presented by many calls at once
 is hashed once (they share the check, within one token-file generation); an acceptance a reload
 made stale before it reached the loop is not delivered, the token is decided again.
@@ -58,7 +58,7 @@ from seglog_server.security import (
 from seglog_server.security.policy import bearer_token
 from seglog_server.security.quotas import QuotaStatistics
 from seglog_server.security.token_file import TokenEntry
-from seglog_server.security.token_store import TokenStoreStatistics
+from seglog_server.security.token_store import SLOW_CHECKS_BUSY_RETRY_MS, TokenStoreStatistics
 
 from .operations import Quota, RpcOperation, Scope, operation_of
 
@@ -75,12 +75,6 @@ AUTHORIZATION_METADATA_KEY = "authorization"
 # Slow hashes run here, off the event loop. Two threads: the machine kind has two cores, and
 # hashlib.scrypt releases the GIL, so two checks overlap; more would only queue on the CPUs.
 _VERIFIER_THREADS = 2
-# Slow checks queued or running at once; beyond it, a new token is refused before any hash. 16:
-# at ~0.15 s a hash on two threads the last one waits about 1.2 s, a patient client's timeout
-# at most; a larger queue only makes every new caller wait longer behind a flood.
-_VERIFIER_QUEUE_MAX = 16
-# The hint a refused new caller gets: about the time the full queue takes to drain.
-_VERIFIER_BUSY_RETRY_MS = 1000
 # Rounds of a token check whose acceptance a reload made stale before it was delivered; each
 # takes a SIGHUP landing inside a slow hash, so more than this means a file still being edited.
 _STALE_ANSWER_ROUNDS_MAX = 3
@@ -330,17 +324,27 @@ class CallGate:
         return None  # reloaded during every round: the caller retries against a settled file
 
     def _start_check(self, tokens: Any, key: tuple[int, str]) -> asyncio.Future[TokenEntry | None]:
-        if len(self._checks) >= _VERIFIER_QUEUE_MAX:
+        """A slow check within the token store's bound (shared with the metrics endpoint)."""
+        if not tokens.begin_slow_check():
             self.verifier_busy_count += 1
             raise AuthenticationBusyError(
-                f"too many new credentials being checked ({_VERIFIER_QUEUE_MAX} at once)",
-                _VERIFIER_BUSY_RETRY_MS,
+                f"too many new credentials being checked ({tokens.slow_checks_max} at once)",
+                SLOW_CHECKS_BUSY_RETRY_MS,
             )
-        if self._verifier is None:
-            self._verifier = ThreadPoolExecutor(_VERIFIER_THREADS, thread_name_prefix="seglog-auth")
-        check = asyncio.get_running_loop().run_in_executor(self._verifier, tokens.verify_entry, key[1])
+        try:
+            if self._verifier is None:
+                self._verifier = ThreadPoolExecutor(_VERIFIER_THREADS, thread_name_prefix="seglog-auth")
+            check = asyncio.get_running_loop().run_in_executor(self._verifier, tokens.verify_entry, key[1])
+        except BaseException:
+            tokens.end_slow_check()
+            raise
         self._checks[key] = check
-        check.add_done_callback(lambda _: self._checks.pop(key, None))
+
+        def checked(_: object) -> None:
+            self._checks.pop(key, None)
+            tokens.end_slow_check()
+
+        check.add_done_callback(checked)
         return check
 
     def _authorize(self, principal: str, row: RpcOperation, request: Any) -> None:

@@ -4,7 +4,8 @@
 the request's ``Authorization: Bearer <token>`` names a principal in the service's token file (the
 same file and cache as gRPC calls). The message is the same whatever was wrong. WSGI servers run
 each request on a worker thread, so the slow hash of a token not seen before blocks only that
-thread. Wiring, where the metrics server builds its app::
+thread; such hashes count against the bound the gRPC gate's share (``TokenStore``), and a request
+that finds it full is answered 503 with ``Retry-After`` (a cached token never is). Wiring, where the metrics server builds its app::
 
     app = make_wsgi_app(registry)
     if require_token:
@@ -18,13 +19,17 @@ filtered as plain text (the request's ``Accept-Encoding`` is dropped, so it is n
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from .errors import AuthenticationBusyError
+
 __all__ = ["filter_topic_series", "require_bearer"]
 
 _UNAUTHORIZED = b"authentication failed: send Authorization: Bearer <token>\n"
+_BUSY = b"too many new credentials being checked: retry after Retry-After seconds\n"
 # A sample line's topic label: ``name{topic="orders",...} 1`` or ``name{...,topic="orders"} 1``.
 # Topic names are [A-Za-z0-9._-] (storage checks them), so the value holds no escapes.
 _TOPIC_LABEL = re.compile(rb'[{,]topic="([^"\\]*)"')
@@ -36,7 +41,15 @@ def require_bearer(app: Callable[..., Iterable[bytes]],
                    verify: Callable[[str | None], str | None],
                    topic_filter: TopicFilter | None = None) -> Callable[..., Iterable[bytes]]:
     def guarded(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
-        principal = verify(environ.get("HTTP_AUTHORIZATION"))
+        try:
+            principal = verify(environ.get("HTTP_AUTHORIZATION"))
+        except AuthenticationBusyError as busy:
+            start_response("503 Service Unavailable", [
+                ("Retry-After", str(max(1, math.ceil(busy.retry_after_ms / 1000)))),
+                ("Content-Type", "text/plain; charset=utf-8"),
+                ("Content-Length", str(len(_BUSY))),
+            ])
+            return [_BUSY]
         if principal is None:
             start_response("401 Unauthorized", [
                 ("WWW-Authenticate", 'Bearer realm="seglog"'),

@@ -16,11 +16,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from .acl import Acl, Operation, parse_acl
-from .errors import SecurityFileError
+from .errors import AuthenticationBusyError, SecurityFileError
 from .quotas import PrincipalQuota, QuotaBook, parse_quota_file
 from .tls_files import TlsMaterial, load_tls_material
 from .token_file import parse_token_file
-from .token_store import TokenStore
+from .token_store import SLOW_CHECKS_BUSY_RETRY_MS, SLOW_CHECKS_MAX, TokenStore
 
 __all__ = ["SecurityPaths", "SecurityPolicy", "bearer_token"]
 
@@ -49,14 +49,14 @@ class _Loaded:
 class SecurityPolicy:
     def __init__(
         self, paths: SecurityPaths, quota_defaults: PrincipalQuota, *, token_cache_max: int,
-        quota_window_ms: int, quota_delay_ms_max: int,
+        quota_window_ms: int, quota_delay_ms_max: int, slow_checks_max: int = SLOW_CHECKS_MAX,
     ) -> None:
         self.paths = paths
         self._quota_defaults = quota_defaults
         loaded = self._load_all()
         self.tls = loaded.tls
         self.acl = loaded.acl
-        self.tokens = (TokenStore(loaded.token_entries, token_cache_max)
+        self.tokens = (TokenStore(loaded.token_entries, token_cache_max, slow_checks_max)
                        if loaded.token_entries is not None else None)
         self.quotas = QuotaBook(quota_defaults, loaded.quota_overrides, window_ms=quota_window_ms,
                                 delay_ms_max=quota_delay_ms_max)
@@ -75,13 +75,28 @@ class SecurityPolicy:
 
     def verify_bearer(self, header: str | None) -> str | None:
         """The principal an ``Authorization: Bearer <token>`` value authenticates as, or None.
-        Blocking (one slow hash for a token not seen before): for callers on their own thread,
-        such as an HTTP endpoint (the metrics port's hook for requiring a token); None when no
-        token file is configured."""
+        For callers on their own thread, such as an HTTP endpoint (the metrics port's hook for
+        requiring a token); None when no token file is configured. The cheap answers first (a
+        cached one, a malformed token or unknown key id); a slow hash only within the bound the
+        gRPC gate shares, else AuthenticationBusyError (a cached token is never refused so)."""
+        tokens = self.tokens
         token = bearer_token(header)
-        if token is None or self.tokens is None:
+        if token is None or tokens is None:
             return None
-        return self.tokens.verify(token)
+        entry = tokens.cached_entry(token)
+        if entry is not None:
+            return entry.principal
+        if tokens.cached_refusal(token) or not tokens.precheck(token):
+            return None
+        if not tokens.begin_slow_check():
+            raise AuthenticationBusyError(
+                f"too many new credentials being checked ({tokens.slow_checks_max} at once)",
+                SLOW_CHECKS_BUSY_RETRY_MS,
+            )
+        try:
+            return tokens.verify(token)
+        finally:
+            tokens.end_slow_check()
 
     def describable_topics(self, principal: str) -> Callable[[str], bool] | None:
         """Which topics ``principal`` may describe, for views that list topics outside gRPC

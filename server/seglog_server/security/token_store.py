@@ -36,10 +36,17 @@ from dataclasses import dataclass
 
 from .token_file import TokenEntry, key_id_of, verify_token_hash
 
-__all__ = ["TokenStore", "TokenStoreStatistics"]
+__all__ = ["SLOW_CHECKS_BUSY_RETRY_MS", "SLOW_CHECKS_MAX", "TokenStore", "TokenStoreStatistics"]
 
 # Bearer values longer than this are refused without hashing (a real token is 63 characters).
 TOKEN_CHARS_MAX = 256
+# Slow checks running or queued at once, across every port that checks tokens (gRPC's call gate
+# and the metrics endpoint share this bound); beyond it, a new token is refused before any hash.
+# 16: at ~0.15 s a hash on two threads the last one waits about 1.2 s, a patient client's timeout
+# at most; a larger bound only makes every new caller wait longer behind a flood.
+SLOW_CHECKS_MAX = 16
+# The hint a caller refused for a full bound gets: about the time the full bound takes to drain.
+SLOW_CHECKS_BUSY_RETRY_MS = 1000
 # A reload during a slow check sends it round again; more reloads than this during one check
 # (each a SIGHUP) answer "no": the caller retries against a settled file.
 _RELOAD_RETRIES_MAX = 3
@@ -56,8 +63,13 @@ class TokenStoreStatistics:
 
 
 class TokenStore:
-    def __init__(self, entries: Mapping[str, TokenEntry], cache_max: int) -> None:
-        assert cache_max >= 1
+    def __init__(self, entries: Mapping[str, TokenEntry], cache_max: int,
+                 slow_checks_max: int = SLOW_CHECKS_MAX) -> None:
+        assert cache_max >= 1 and slow_checks_max >= 1
+        # The bound on slow checks, taken without waiting (``begin_slow_check``) from the event
+        # loop and from the metrics endpoint's threads alike.
+        self._slow_slots = threading.BoundedSemaphore(slow_checks_max)
+        self.slow_checks_max = slow_checks_max
         self._entries = dict(entries)
         self._cache_max = cache_max
         self._accepted: OrderedDict[bytes, TokenEntry] = OrderedDict()
@@ -136,6 +148,15 @@ class TokenStore:
                 self._remember(digest, matched)
             return matched
         return None
+
+    def begin_slow_check(self) -> bool:
+        """Takes one of the ``slow_checks_max`` slot for a slow check, without waiting; False when
+        all are taken (refuse the new token: ``AuthenticationBusyError``). ``end_slow_check``
+        gives it back once the check answered."""
+        return self._slow_slots.acquire(blocking=False)
+
+    def end_slow_check(self) -> None:
+        self._slow_slots.release()
 
     def still_valid(self, entry: TokenEntry) -> bool:
         """Whether ``entry`` (one ``verify_entry`` returned) is still a line of the file."""

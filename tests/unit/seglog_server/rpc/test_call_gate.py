@@ -215,7 +215,7 @@ async def test_unknown_key_ids_are_refused_at_once_without_a_slow_check(tmp_path
 async def test_a_full_verifier_queue_refuses_new_tokens_and_never_a_cached_one(tmp_path):
     import asyncio
 
-    from seglog_server.rpc.call_gate import _VERIFIER_QUEUE_MAX
+    from seglog_server.security.token_store import SLOW_CHECKS_MAX as _VERIFIER_QUEUE_MAX
 
     known, line = _cheap_token("alice", "a" * 12)
     gate = CallGate(_policy(tmp_path, tokens=[line]))

@@ -94,3 +94,63 @@ def test_a_principal_limited_by_the_acl_gets_only_its_topics_series_over_http(tm
     finally:
         server.shutdown()
         server.server_close()
+
+
+# -- the metrics port shares the gate's bound on slow checks ---------------------------------------
+
+
+def _cheap_line(principal: str, key_id: str, secret: str):
+    """A token and its entry hashed with scrypt's smallest cost (n=2): the bound is under test."""
+    from seglog_server.security.token_file import TOKEN_PREFIX, TokenEntry, hash_token
+
+    token = f"{TOKEN_PREFIX}{key_id}_{secret * 43}"
+    return token, TokenEntry(principal, key_id, hash_token(token, n=2))
+
+
+def test_a_full_slow_check_bound_answers_503_to_a_new_token_and_200_to_a_cached_one(tmp_path):
+    """/metrics through the real metrics server, the bound at 1: while one slow check is held in
+    flight, a second token not seen before is answered 503 with Retry-After (no hash, no thread
+    waiting for one), and a token already verified is served."""
+    from seglog_server.metrics import Metrics
+    from seglog_server.metrics_server import MetricsServer
+    from seglog_server.security.token_store import TokenStore
+
+    (cached, first), (held, second), (new, third) = (
+        _cheap_line(name, f"{index:012x}", "s") for index, name in enumerate(("a", "b", "c"), start=1))
+    (tmp_path / "tokens").write_text("".join(format_entry(e) for e in (first, second, third)))
+    policy = SecurityPolicy(SecurityPaths(auth_tokens=str(tmp_path / "tokens")), PrincipalQuota(),
+                            token_cache_max=8, quota_window_ms=1000, quota_delay_ms_max=0,
+                            slow_checks_max=1)
+
+    class Holding(TokenStore):
+        """The slow check of ``held`` waits for the test once it is under way."""
+        started, finish = threading.Event(), threading.Event()
+
+        def verify_entry(self, token):
+            if token == held:
+                self.started.set()
+                self.finish.wait(10)
+            return super().verify_entry(token)
+
+    policy.tokens = Holding({e.key_id: e for e in (first, second, third)}, 8, slow_checks_max=1)
+    server = MetricsServer.start("127.0.0.1:0", Metrics(), policy.verify_bearer)
+    url = f"http://{server.address}/metrics"
+    try:
+        assert _get(url, f"Bearer {cached}")[0] == 200  # verified once: cached from now on
+        answers = []
+        waiting = threading.Thread(target=lambda: answers.append(_get(url, f"Bearer {held}")[0]))
+        waiting.start()
+        assert Holding.started.wait(10)
+        with pytest.raises(urllib.error.HTTPError) as info:
+            _get(url, f"Bearer {new}")
+        assert info.value.code == 503
+        assert int(info.value.headers["Retry-After"]) >= 1
+        assert _get(url, f"Bearer {cached}")[0] == 200
+        Holding.finish.set()
+        waiting.join(10)
+        assert answers == [200]
+        assert _get(url, f"Bearer {new}")[0] == 200  # the bound is free again
+        assert policy.tokens.statistics().slow_check_count == 3
+    finally:
+        Holding.finish.set()
+        server.stop()
