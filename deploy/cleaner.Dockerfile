@@ -22,6 +22,7 @@ RUN python print_requirements.py requirements.txt pyproject.toml spark > /tmp/pi
 COPY README.md ./
 COPY client ./client
 COPY server ./server
+COPY cli ./cli
 COPY spark_jobs ./spark_jobs
 RUN pip install --no-cache-dir --disable-pip-version-check --no-deps .
 

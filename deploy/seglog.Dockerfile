@@ -14,6 +14,7 @@ RUN python print_requirements.py requirements.txt pyproject.toml > /tmp/pins.txt
 COPY README.md ./
 COPY client ./client
 COPY server ./server
+COPY cli ./cli
 RUN pip install --no-cache-dir --disable-pip-version-check --no-deps .
 
 # A user of its own, owning only the data directory.

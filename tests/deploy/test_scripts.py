@@ -62,6 +62,6 @@ def test_scripts_test_says_up_front_what_it_will_install():
 
 def test_scripts_test_runs_the_linter_before_the_tests_and_ruff_is_pinned():
     text = (ROOT / "scripts" / "test").read_text()
-    lint = text.index(".venv/bin/ruff check --select F server client spark_jobs tests bench")
+    lint = text.index(".venv/bin/ruff check --select F server client cli spark_jobs tests bench")
     assert lint < text.index(".venv/bin/lint-imports") < text.index(".venv/bin/python -m pytest")
     assert re.search(r"^ruff==\d+\.\d+\.\d+$", (ROOT / "requirements.txt").read_text(), re.M)

@@ -296,4 +296,4 @@ def cleaner_command(services: dict, master_url: str, server_address: str, *, onc
         command = command[:at] + ["--once"] + command[at + 2:]
     port = server_address.rsplit(":", 1)[1]
     command = replace(replace(command, "seglog:50551", f"seglog:{port}"), "spark://spark-master:7077", master_url)
-    return [sys.executable, "-m", "seglog.cli", *command[1:]]
+    return [sys.executable, "-m", "seglog_cli", *command[1:]]

@@ -87,7 +87,7 @@ def test_a_rotted_older_segment_answers_data_loss_on_fetch_consume_and_the_cli(s
     assert raised.value.code() == grpc.StatusCode.DATA_LOSS
 
     cli = subprocess.run(
-        [sys.executable, "-m", "seglog.cli", "--server", service.address, "consume", topic, "--from-beginning"],
+        [sys.executable, "-m", "seglog_cli", "--server", service.address, "consume", topic, "--from-beginning"],
         capture_output=True, text=True, timeout=60, env=service_environment(),
     )
     assert cli.returncode != 0

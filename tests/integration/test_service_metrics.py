@@ -175,7 +175,7 @@ def test_explain_lookup_refuses_a_missing_target_and_an_offset_out_of_range(load
 
 
 def test_seglog_explain_prints_the_path(loaded):
-    command = [sys.executable, "-m", "seglog.cli", "--server", loaded.address, "explain", "paged",
+    command = [sys.executable, "-m", "seglog_cli", "--server", loaded.address, "explain", "paged",
                "--partition", "0", "--offset", "10"]
     text = subprocess.run(command, capture_output=True, text=True, check=True, timeout=60).stdout
     assert "segment map: 1 segments -> segment 0" in text

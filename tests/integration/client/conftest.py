@@ -1,7 +1,7 @@
 """Fixtures for the client's end-to-end tests: a real ``python -m seglog_server`` on loopback.
 
 One service per test module (tests use their own topics); the CLI runs as a subprocess
-(``python -m seglog.cli``) against it.
+(``python -m seglog_cli``) against it.
 """
 
 from __future__ import annotations
@@ -105,10 +105,10 @@ class CliResult:
 
 @pytest.fixture
 def run_cli(seglog_service: RunningService) -> Callable[..., CliResult]:
-    """run_cli(*args, input=None, server=True) -> CliResult of ``python -m seglog.cli``."""
+    """run_cli(*args, input=None, server=True) -> CliResult of ``python -m seglog_cli``."""
 
     def run(*args: str, input: str | None = None, server: bool = True) -> CliResult:
-        command = [sys.executable, "-m", "seglog.cli", *args]
+        command = [sys.executable, "-m", "seglog_cli", *args]
         if server:
             command[3:3] = ["--server", seglog_service.address]
         done = subprocess.run(command, input=input, capture_output=True, text=True, timeout=CLI_TIMEOUT_S,

@@ -80,7 +80,7 @@ def latest(records) -> dict:
 
 def run_cleaner(service, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "seglog.cli", "cleaner", "run", "--once", "--server", service.address, *args],
+        [sys.executable, "-m", "seglog_cli", "cleaner", "run", "--once", "--server", service.address, *args],
         capture_output=True, text=True, env=service_environment(), timeout=600,
     )
 

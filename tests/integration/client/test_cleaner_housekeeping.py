@@ -9,8 +9,8 @@ import io
 
 import pytest
 from seglog import Admin
-from seglog.cli import cleaner as cleaner_cli
-from seglog.cli.cleaner import PythonJob, run_round
+from seglog_cli import cleaner as cleaner_cli
+from seglog_cli.cleaner import PythonJob, run_round
 from test_cleaner_cli import compacted, run_cleaner, workload
 
 pytestmark = pytest.mark.integration

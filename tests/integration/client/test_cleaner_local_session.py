@@ -23,7 +23,7 @@ KILL_WAIT_S = 60  # a bound, not a speed: the JVM exits when its stdin closes
 
 
 def command(service, topic: str) -> list[str]:
-    return [sys.executable, "-m", "seglog.cli", "cleaner", "run", "--once", "--server", service.address,
+    return [sys.executable, "-m", "seglog_cli", "cleaner", "run", "--once", "--server", service.address,
             "--master", "local[1]", "--topic", topic]
 
 

@@ -16,7 +16,7 @@ import pytest
 from integration_helpers import service_environment
 
 from seglog import Admin, Producer
-from seglog.cli.cleaner import JAVA_MISSING, run_round
+from seglog_cli.cleaner import JAVA_MISSING, run_round
 from tests.support.cleaning_support import hand_clean
 
 pytestmark = pytest.mark.integration
@@ -110,7 +110,7 @@ def test_the_command_says_so_in_one_line_when_java_is_missing(service):
     environ = service_environment({"PATH": os.path.dirname(sys.executable)})
     environ.pop("JAVA_HOME", None)
     finished = subprocess.run(
-        [sys.executable, "-m", "seglog.cli", "cleaner", "run", "--once", "--server", service.address],
+        [sys.executable, "-m", "seglog_cli", "cleaner", "run", "--once", "--server", service.address],
         capture_output=True, text=True, env=environ, timeout=60,
     )
     assert finished.returncode == 1
@@ -122,7 +122,7 @@ def test_cleaner_list_shows_the_dirty_ratios(service):
     with Admin(server) as admin:
         admin.create_topic("sched-list", 1, COMPACT)
     fill(server, "sched-list")
-    run = [sys.executable, "-m", "seglog.cli", "cleaner", "list", "--server", server, "--topic", "sched-list"]
+    run = [sys.executable, "-m", "seglog_cli", "cleaner", "list", "--server", server, "--topic", "sched-list"]
     text = subprocess.run(run, capture_output=True, text=True, env=service_environment(), timeout=60)
     assert text.returncode == 0, text.stderr
     header, row = text.stdout.strip().splitlines()

@@ -30,7 +30,7 @@ WITHOUT_SPARK_EXTRA = textwrap.dedent("""
 
 
 def cleaner(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "seglog.cli", "cleaner", "run", "--once", *args],
+    return subprocess.run([sys.executable, "-m", "seglog_cli", "cleaner", "run", "--once", *args],
                           capture_output=True, text=True, env=env, timeout=120)
 
 

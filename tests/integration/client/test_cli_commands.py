@@ -121,7 +121,7 @@ def test_consume_follow_prints_records_appended_later(run_cli, seglog_service, m
     topic = make_topic()
     env = {k: v for k, v in os.environ.items() if not k.startswith("SEGLOG_")}
     follower = subprocess.Popen(
-        [sys.executable, "-m", "seglog.cli", "--server", seglog_service.address, "consume", topic, "--from-end",
+        [sys.executable, "-m", "seglog_cli", "--server", seglog_service.address, "consume", topic, "--from-end",
          "--follow", "--max-records", "2", "--mode", "stream"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
     )
@@ -220,7 +220,7 @@ def test_serve_runs_the_service_with_its_own_flags(tmp_path):
     ready = tmp_path / "ready"
     env = {k: v for k, v in os.environ.items() if not k.startswith("SEGLOG_")}
     service = subprocess.Popen(
-        [sys.executable, "-m", "seglog.cli", "serve", "--listen", "127.0.0.1:0", "--ready-file", str(ready),
+        [sys.executable, "-m", "seglog_cli", "serve", "--listen", "127.0.0.1:0", "--ready-file", str(ready),
          "--data-dir", str(tmp_path / "data")],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
     )
@@ -256,7 +256,7 @@ def test_follow_stops_cleanly_on_ctrl_c(seglog_service, make_topic):
     # of a non-interactive shell inherits SIGINT ignored, and so would the CLI (an ignored
     # signal stays ignored across exec): the interrupt below would be lost.
     follower = subprocess.Popen(
-        [sys.executable, "-m", "seglog.cli", "--server", seglog_service.address, "consume", topic,
+        [sys.executable, "-m", "seglog_cli", "--server", seglog_service.address, "consume", topic,
          "--from-beginning", "--follow"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
@@ -287,7 +287,7 @@ def test_consume_offset_past_the_end_says_so_and_exits_1(run_cli, make_topic):
 
 def test_consume_follow_waits_for_an_offset_past_the_end(seglog_service, make_topic):
     topic = make_topic()
-    command = [sys.executable, "-m", "seglog.cli", "--server", seglog_service.address, "consume", topic,
+    command = [sys.executable, "-m", "seglog_cli", "--server", seglog_service.address, "consume", topic,
                "--partition", "0", "--offset", "3", "--follow", "--print-offset", "--max-records", "2"]
     follower = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                 env={k: v for k, v in os.environ.items() if not k.startswith("SEGLOG_")})

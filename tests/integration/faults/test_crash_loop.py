@@ -161,7 +161,7 @@ def run_crash_loop(tmp_path, iterations: int, seed: int) -> dict:
         assert service.stop() == 0, service.log()
     for partition in range(PARTITION_COUNT):
         verify = subprocess.run(
-            [sys.executable, "-m", "seglog.cli", "dump", str(workdir / "data0" / f"crash-{partition}"), "--verify"],
+            [sys.executable, "-m", "seglog_cli", "dump", str(workdir / "data0" / f"crash-{partition}"), "--verify"],
             capture_output=True, text=True, env=service_environment(), timeout=120,
         )
         assert verify.returncode == 0, verify.stdout + verify.stderr

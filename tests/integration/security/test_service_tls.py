@@ -191,7 +191,7 @@ def test_cli_takes_tls_and_token_flags_and_environment(ca, start_service, tmp_pa
     def cli(*args, env=None):
         environ = {k: v for k, v in os.environ.items() if not k.startswith("SEGLOG_")}
         environ.update(env or {})
-        return subprocess.run([sys.executable, "-m", "seglog.cli", *args], capture_output=True,
+        return subprocess.run([sys.executable, "-m", "seglog_cli", *args], capture_output=True,
                               text=True, timeout=60, env=environ)
 
     created = cli("topic", "create", "cli-tls", "--server", service.address,

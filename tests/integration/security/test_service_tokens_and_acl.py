@@ -126,7 +126,7 @@ def test_token_create_command_appends_a_hash_that_sighup_loads(tmp_path, start_s
     tokens.write_text("")
     service = start_service(args=["--auth-tokens", str(tokens)])
     created = subprocess.run(
-        [sys.executable, "-m", "seglog.cli", "token", "create", "ci-bot", "--file", str(tokens)],
+        [sys.executable, "-m", "seglog_cli", "token", "create", "ci-bot", "--file", str(tokens)],
         capture_output=True, text=True, timeout=60, check=True,
     )
     token = created.stdout.strip()

@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 from seglog import Admin, TopicPartition
-from seglog.cli._common import epilog, non_negative_int, security_of, server_of
+from seglog_cli._common import epilog, non_negative_int, security_of, server_of
 
 __all__ = ["DELETE_ALL", "add_parser"]
 

@@ -10,9 +10,9 @@ import pytest
 import grpc
 
 from seglog import ServiceOverloadedError, ServiceUnavailableError
-from seglog.cli import _common, main
-from seglog.cli._app import _unreachable, build_parser
 from seglog.structs import ConsumerRecord
+from seglog_cli import _common, main
+from seglog_cli._app import _unreachable, build_parser
 
 SUBCOMMANDS = [
     ["topic"],
@@ -245,7 +245,7 @@ def test_delete_records_needs_before_or_all(capsys):
 
 
 def test_a_value_error_from_the_client_is_a_one_line_usage_error(monkeypatch, capsys):
-    from seglog.cli import offsets
+    from seglog_cli import offsets
 
     def refuse(args):
         raise ValueError("partition must be >= 0, got -1")

@@ -9,7 +9,7 @@ from typing import Any
 from google.protobuf import json_format
 
 from seglog import Admin
-from seglog.cli._common import epilog, non_negative_int, parse_time_ms, security_of, server_of
+from seglog_cli._common import epilog, non_negative_int, parse_time_ms, security_of, server_of
 
 __all__ = ["add_parser"]
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import importlib
+import importlib.util
 import json
 import logging
 import os
@@ -31,11 +32,11 @@ from typing import Any, TextIO
 
 from seglog import Admin, FailedPreconditionError, SeglogError, TopicNotFoundError
 from seglog.cleaning import CleanablePartition
-from seglog.cli._common import CliError, epilog, progress, server_of
+from seglog_cli._common import CliError, epilog, progress, server_of
 
 __all__ = ["add_parser", "run_round"]
 
-_log = logging.getLogger("seglog.cli.cleaner")
+_log = logging.getLogger("seglog_cli.cleaner")
 
 # Seconds between rounds when --interval is not given: a minute keeps the dirty ratio near its
 # threshold on busy topics while an idle service sees one ListCleanable call a minute.
@@ -309,10 +310,10 @@ SPARK_EXTRA = "pip install 'seglog[spark]'"
 
 def _check_dependencies(engine: str) -> None:
     """One line naming the extra when the engine's packages are missing (a client-only install):
-    the Spark engine needs pyspark and numpy; the single-process engine shares the job's code,
-    which needs numpy (not pyspark, not Java)."""
+    both engines run the cleaning job's code (seglog_spark), which needs numpy; the Spark engine
+    needs pyspark too (the single-process one needs neither pyspark nor Java)."""
     needed = ("pyspark", "numpy") if engine == "spark" else ("numpy",)
-    missing = []
+    missing = [] if _job_code_present() else ["seglog_spark"]
     for name in needed:
         try:
             importlib.import_module(name)
@@ -321,6 +322,15 @@ def _check_dependencies(engine: str) -> None:
     if missing:
         raise CliError(f"the cleaner's {engine} engine needs {' and '.join(missing)}, which a client-only install "
                        f"lacks: {SPARK_EXTRA}")
+
+
+def _job_code_present() -> bool:
+    """Whether the cleaning job's package is installed; found, not imported (importing it needs
+    numpy, which the caller names on its own)."""
+    try:
+        return importlib.util.find_spec("seglog_spark") is not None
+    except ImportError:
+        return False
 
 
 def _spark_environment(master: str) -> None:

@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 from seglog import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP, Admin, TopicPartition
-from seglog.cli._common import epilog, non_negative_int, parse_time_ms, security_of, server_of
+from seglog_cli._common import epilog, non_negative_int, parse_time_ms, security_of, server_of
 
 __all__ = ["add_parser"]
 

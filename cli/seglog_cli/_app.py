@@ -15,8 +15,8 @@ from collections.abc import Sequence
 from importlib import metadata
 
 from seglog import SeglogError, ServiceUnavailableError
-from seglog.cli import cleaner, consume, delete_records, dump, explain, offsets, produce, serve, token, topic
-from seglog.cli._common import CliError, add_server_option, epilog, server_of
+from seglog_cli import cleaner, consume, delete_records, dump, explain, offsets, produce, serve, token, topic
+from seglog_cli._common import CliError, add_server_option, epilog, server_of
 
 __all__ = ["EXIT_ERROR", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_USAGE", "build_parser", "main"]
 

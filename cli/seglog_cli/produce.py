@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from typing import Any, BinaryIO
 
 from seglog import Producer, RecordMetadata, SeglogError
-from seglog.cli._common import (
+from seglog_cli._common import (
     CliError, decode_record_json, epilog, non_negative_int, parse_key_value, positive_int, progress, security_of,
     server_of,
 )

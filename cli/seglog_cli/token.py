@@ -12,7 +12,7 @@ import os
 import sys
 from typing import Any
 
-from seglog.cli._common import CliError, epilog
+from seglog_cli._common import CliError, epilog, server_missing
 
 __all__ = ["add_parser"]
 
@@ -49,7 +49,7 @@ def _create(args: argparse.Namespace) -> int:
         from seglog_server.security import SecurityFileError
         from seglog_server.security.token_file import create_token, format_entry, parse_token_file
     except ImportError as error:
-        raise CliError(f"the seglog service is not installed in this environment ({error})") from None
+        raise server_missing("seglog token", error) from None
     try:
         token, entry = create_token(args.name)
     except ValueError as error:

@@ -9,7 +9,7 @@ from dataclasses import asdict
 from typing import Any
 
 from seglog import Admin, TopicExistsError, TopicNotFoundError
-from seglog.cli._common import epilog, parse_key_value, positive_int, security_of, server_of
+from seglog_cli._common import epilog, parse_key_value, positive_int, security_of, server_of
 
 __all__ = ["add_parser"]
 

@@ -9,9 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from seglog.cli import main
-from seglog.cli import _segment_files as files
 from seglog.records import BASE_OFFSET_OFFSET, CRC_OFFSET, Compression, RecordBatchBuilder
+from seglog_cli import _segment_files as files, main
 
 SEGMENT_BASE = 100
 OFFSET_ENTRY = struct.Struct(">ii")

@@ -17,6 +17,7 @@ from seglog import DEFAULT_SERVER, ConsumerRecord
 
 __all__ = [
     "SERVER_ENV",
+    "SERVER_EXTRA",
     "CliError",
     "Progress",
     "add_server_option",
@@ -27,11 +28,15 @@ __all__ = [
     "progress",
     "record_to_json",
     "security_of",
+    "server_missing",
     "server_of",
     "text_of",
 ]
 
 SERVER_ENV = "SEGLOG_SERVER"
+# What a client-only install lacks for `seglog serve` and `seglog token` (the `server` extra of
+# pyproject.toml); the cleaner's engines name `seglog[spark]` (cleaner.SPARK_EXTRA).
+SERVER_EXTRA = "pip install 'seglog[server]'"
 
 _DURATION_UNITS_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 # "now-15m" (or "-15m", which argparse only accepts attached: --time=-15m)
@@ -40,6 +45,11 @@ _RELATIVE_TIME = re.compile(r"^(?:now)?-(\d+)(ms|s|m|h|d)$")
 
 class CliError(Exception):
     """An expected failure the command reports in one line (bad input, missing file, ...)."""
+
+
+def server_missing(command: str, error: ImportError) -> CliError:
+    """The one line for a command of the service's run where the service cannot be imported."""
+    return CliError(f"{command} needs the seglog service, which this install lacks ({error}): {SERVER_EXTRA}")
 
 
 def epilog(text: str) -> str:

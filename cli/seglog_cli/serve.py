@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import Any
 
-from seglog.cli._common import CliError, epilog
+from seglog_cli._common import epilog, server_missing
 
 __all__ = ["add_parser", "run_server"]
 
@@ -34,7 +34,7 @@ def run_server(server_args: list[str]) -> int:
     try:
         from seglog_server.__main__ import main as server_main
     except ImportError as error:
-        raise CliError(f"the seglog service is not installed in this environment ({error})") from None
+        raise server_missing("seglog serve", error) from None
     # A real process start: the service may re-execute itself once to apply its allocator
     # settings, which it only does when it reads its arguments from sys.argv.
     sys.argv = ["seglog-server", *server_args]

@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from seglog import Consumer, ConsumerRecord
-from seglog.cli._common import (
+from seglog_cli._common import (
     CliError, epilog, non_negative_int, parse_time_ms, record_to_json, security_of, server_of,
     text_of,
 )

@@ -10,8 +10,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from seglog.cli import _segment_files as files
-from seglog.cli._common import CliError, Progress, epilog, progress, text_of
+from seglog_cli import _segment_files as files
+from seglog_cli._common import CliError, Progress, epilog, progress, text_of
 from seglog.records import Compression, RecordBatch, TimestampType
 
 __all__ = ["add_parser"]

@@ -1,6 +1,6 @@
 """The ``seglog`` command line, built only on the public client (``seglog``) and codec.
 
-Entry point ``seglog.cli:main`` (the ``seglog`` script); also ``python -m seglog.cli``.
+Entry point ``seglog_cli:main`` (the ``seglog`` script); also ``python -m seglog_cli``.
 """
 
 from __future__ import annotations
@@ -11,6 +11,6 @@ __all__ = ["main"]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from seglog.cli._app import main as app_main
+    from seglog_cli._app import main as app_main
 
     return app_main(argv)
