@@ -226,9 +226,9 @@ class LogLoader:
             if slot < len(segments) - 1:
                 segment.defer_check(segments[slot + 1].base_offset, self._tail_bytes_max())
                 continue
-            problem = check_indexes(segment, self._fs, None)
+            problem = check_indexes(segment.files, self._fs, None)
             if problem is None:
-                problem, _ = check_tail(segment, self._fs, self._tail_bytes_max())
+                problem, _ = check_tail(segment.files, self._fs, self._tail_bytes_max())
             if problem is not None:
                 _LOG.warning("%s: recovering %s although its files were trusted: %s", self._dir, segment, problem)
                 self._recover_segment(segment)

@@ -38,6 +38,7 @@ from ..base.observer import PhaseTimer, stopwatch
 from ..format.offset_index import OffsetIndex
 from ..format.record_timestamps import first_record_at_or_after, offsets_and_timestamps
 from .segment_check import check_indexes, check_tail
+from .segment_files import SegmentFiles
 from .segment_recovery import RecoveryScan
 from ..format.time_index import ENTRY as TIME_INDEX_ENTRY
 from ..format.time_index import TimeIndex, TimestampOffset
@@ -177,6 +178,11 @@ class LogSegment:
         return self._time_index
 
     @property
+    def files(self) -> SegmentFiles:
+        """The three files as they are now (the checks and the recovery scan take this)."""
+        return SegmentFiles(self._base_offset, self._log, self._offset_index, self._time_index)
+
+    @property
     def size_in_bytes(self) -> int:
         return self._log.size_in_bytes
 
@@ -238,9 +244,9 @@ class LogSegment:
             raise
 
     def _check(self, next_offset_max: int, tail_bytes_max: int) -> None:
-        problem = check_indexes(self, self._fs, next_offset_max)
+        problem = check_indexes(self.files, self._fs, next_offset_max)
         if problem is None:
-            problem, _ = check_tail(self, self._fs, tail_bytes_max, next_offset_max)
+            problem, _ = check_tail(self.files, self._fs, tail_bytes_max, next_offset_max)
         if problem is None:
             return
         _LOG.warning("%s: recovering on first use, its files disagree: %s", self, problem)
@@ -704,7 +710,7 @@ class LogSegment:
         self._offset_index.reset()
         self._time_index.reset()
         self._index_full_reason = _UNKNOWN
-        scan = RecoveryScan(self, next_offset_max)
+        scan = RecoveryScan(self.files, self._index_interval_bytes, next_offset_max)
         scan.run()
         truncated = self._log.size_in_bytes - scan.valid_bytes
         if truncated and before_cut is not None:

@@ -36,8 +36,6 @@ from __future__ import annotations
 import logging
 import os
 import struct
-from typing import TYPE_CHECKING
-
 from seglog.records import ATTRIBUTES_OFFSET, LOG_OVERHEAD, BatchWalk, CodecError, crc32c
 
 from ..format.abstract_index import RELATIVE_OFFSET_MAX
@@ -45,9 +43,7 @@ from ..format.file_records import HeaderField
 from ..base.fs import FileSystem
 from ..format.offset_index import ENTRY as OFFSET_ENTRY
 from ..format.time_index import ENTRY as TIME_ENTRY
-
-if TYPE_CHECKING:
-    from .log_segment import LogSegment
+from .segment_files import SegmentFiles
 
 __all__ = ["TAIL_ENTRY_COUNT", "check_indexes", "check_tail", "whole_valid_batches"]
 
@@ -92,38 +88,38 @@ def whole_valid_batches(view: memoryview, base_offset: int, next_offset: int) ->
     return consumed, next_offset, first_last_offset, rotten
 
 
-def check_indexes(segment: LogSegment, fs: FileSystem, next_offset_max: int | None) -> str | None:
+def check_indexes(files: SegmentFiles, fs: FileSystem, next_offset_max: int | None) -> str | None:
     """What is wrong with the segment's index files, or None. ``next_offset_max``: no entry may
     name an offset at or above it (the next segment's base offset; None for the active one)."""
-    log_bytes = segment.log.size_in_bytes
-    base = segment.base_offset
-    problem = _check_offset_index(segment.offset_index.path, fs, base, log_bytes, next_offset_max)
-    return problem or _check_time_index(segment.time_index.path, fs, base, next_offset_max)
+    log_bytes = files.log.size_in_bytes
+    base = files.base_offset
+    problem = _check_offset_index(files.offset_index.path, fs, base, log_bytes, next_offset_max)
+    return problem or _check_time_index(files.time_index.path, fs, base, next_offset_max)
 
 
 def check_tail(
-    segment: LogSegment, fs: FileSystem, tail_bytes_max: int, next_offset_max: int | None = None
+    files: SegmentFiles, fs: FileSystem, tail_bytes_max: int, next_offset_max: int | None = None
 ) -> tuple[str | None, int]:
     """(what is wrong with the segment's tail or None, its next offset). ``next_offset_max``:
     the next segment's base offset, which the tail's offsets must stay below."""
-    entry = _last_offset_entry(segment.offset_index.path, fs, segment.base_offset)
+    entry = _last_offset_entry(files.offset_index.path, fs, files.base_offset)
     position, entry_offset = (0, None) if entry is None else (entry[1], entry[0])
-    log_bytes = segment.log.size_in_bytes
+    log_bytes = files.log.size_in_bytes
     if log_bytes - position > tail_bytes_max:
         return (
             f"{log_bytes - position} bytes follow the last offset-index entry, expected at most "
             f"{tail_bytes_max} (one index interval and one batch)",
             -1,
         )
-    data = segment.log.read(position, log_bytes - position)
+    data = files.log.read(position, log_bytes - position)
     covered, next_offset, first_last, rotten = whole_valid_batches(
-        memoryview(data), segment.base_offset, segment.base_offset
+        memoryview(data), files.base_offset, files.base_offset
     )
     for at in rotten:
         _LOG.error(
             "%s: the batch at position %d fails its CRC; left in place (reads of it answer "
             "DATA_LOSS), the batches after it are intact",
-            segment.log.path, position + at,
+            files.log.path, position + at,
         )
     if entry_offset is not None and covered and first_last != entry_offset:
         return f"the last offset-index entry names offset {entry_offset}, the batch at {position} ends at {first_last}", -1
@@ -135,7 +131,7 @@ def check_tail(
         )
     if next_offset_max is not None and next_offset > next_offset_max:
         return f"the last batch ends at offset {next_offset - 1}, inside the next segment (base {next_offset_max})", -1
-    problem = _check_time_index(segment.time_index.path, fs, segment.base_offset, next_offset)
+    problem = _check_time_index(files.time_index.path, fs, files.base_offset, next_offset)
     return problem, next_offset
 
 

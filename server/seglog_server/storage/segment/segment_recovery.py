@@ -8,15 +8,11 @@ appends, so a recovered segment has exactly the indexes its appends built.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from seglog.records import ATTRIBUTES_OFFSET, LENGTH_OFFSET, LOG_OVERHEAD, BatchStop, BatchWalk, CodecError, crc32c
 
 from ..format.abstract_index import RELATIVE_OFFSET_MAX
 from ..format.file_records import HeaderField
-
-if TYPE_CHECKING:
-    from .log_segment import LogSegment
+from .segment_files import SegmentFiles
 
 __all__ = ["RecoveryScan"]
 
@@ -38,16 +34,17 @@ class RecoveryScan:
     (Kafka empties the whole segment when an index append meets an offset that does not increase;
     cutting at that batch keeps the valid prefix.)"""
 
-    def __init__(self, segment: "LogSegment", next_offset_max: int | None = None) -> None:
-        self._segment = segment
-        self._offset_limit = segment.base_offset + RELATIVE_OFFSET_MAX + 1
+    def __init__(self, files: SegmentFiles, index_interval_bytes: int, next_offset_max: int | None = None) -> None:
+        self._files = files
+        self._index_interval_bytes = index_interval_bytes
+        self._offset_limit = files.base_offset + RELATIVE_OFFSET_MAX + 1
         if next_offset_max is not None:
             self._offset_limit = min(self._offset_limit, next_offset_max)
-        self._next_offset = segment.base_offset  # the lowest base offset the next batch may have
+        self._next_offset = files.base_offset  # the lowest base offset the next batch may have
         self.valid_bytes = 0
         self.last_index_entry_position = 0
         self.max_timestamp_ms = _NO_TIMESTAMP
-        self.offset_of_max_timestamp = segment.base_offset
+        self.offset_of_max_timestamp = files.base_offset
         self.stopped = False
 
     @property
@@ -56,7 +53,7 @@ class RecoveryScan:
         return self._next_offset
 
     def run(self) -> None:
-        log = self._segment.log
+        log = self._files.log
         end = log.size_in_bytes
         buffer = bytearray(max(1, min(_RECOVERY_CHUNK_BYTES, end)))
         while self.valid_bytes < end and not self.stopped:
@@ -80,9 +77,9 @@ class RecoveryScan:
         representable relative to the base offset) and each CRC; returns the bytes they cover.
         The recovery rate is this loop's cost per batch, so the state lives in locals (stored
         back at the end) and header fields are read by local index constants."""
-        segment = self._segment
-        interval = segment.index_interval_bytes
-        offset_index, time_index = segment.offset_index, segment.time_index
+        files = self._files
+        interval = self._index_interval_bytes
+        offset_index, time_index = files.offset_index, files.time_index
         crc_offset = ATTRIBUTES_OFFSET
         f_length, f_crc = HeaderField.LENGTH, HeaderField.CRC
         f_base, f_delta, f_max_timestamp = HeaderField.BASE_OFFSET, HeaderField.LAST_OFFSET_DELTA, HeaderField.MAX_TIMESTAMP
