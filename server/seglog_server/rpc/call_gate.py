@@ -13,12 +13,13 @@ messages then passes ``begin_message`` (and ``end_message`` once answered): the 
 principal's request cap and byte quota of the unary call it stands for, exactly as that call
 would.
 
-Revocation reaches open streams: every stream message, and every response a Consume stream is
-about to write (``before_stream_write``), passes ``recheck`` first. It compares the policy's
-generation (moved on by each SIGHUP reload) with the one the call was last checked under: equal,
-and that is all it costs; otherwise the token the call authenticated with must still be a line of
-the token file (UNAUTHENTICATED, the stream ends) and the ACL must still allow the stream's
-topics (PERMISSION_DENIED).
+Revocation reaches open streams: every stream message, every response a Consume stream is about
+to write (``before_stream_write``), and a Consume parked at the tail when a reload lands
+(``AdmittedCall.park``) pass ``recheck`` first. It compares the policy's generation (moved on by
+each SIGHUP reload) with the one the call was last checked under: equal, and that is all it
+costs; otherwise the token the call authenticated with must still be a line of the token file
+(UNAUTHENTICATED) and the ACL must still allow the stream's topics (PERMISSION_DENIED). A failed
+recheck ends the stream with that status (logged and counted once: the call remembers it).
 
 Token checks, cheapest first: a cached answer (a digest); a token that is malformed or names an
 unknown key id, refused at once (``TokenStore.precheck``); only then a slow hash, on
@@ -39,10 +40,10 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from seglog_server.security import (
     ANONYMOUS,
@@ -79,6 +80,7 @@ _VERIFIER_THREADS = 2
 # takes a SIGHUP landing inside a slow hash, so more than this means a file still being edited.
 _STALE_ANSWER_ROUNDS_MAX = 3
 
+_T = TypeVar("_T")
 _log = logging.getLogger("seglog_server.security")
 _CURRENT: contextvars.ContextVar[AdmittedCall | None] = contextvars.ContextVar(
     "seglog_current_call", default=None
@@ -121,6 +123,9 @@ class AdmittedCall:
     token_entry: TokenEntry | None = field(default=None, repr=False)
     request: Any = field(default=None, repr=False)
     generation: int = 0
+    # What a failed ``recheck`` raised: the stream is over, and later rechecks raise it again
+    # without a second log line or count.
+    revoked: Exception | None = field(default=None, repr=False)
     _released: bool = field(default=False, repr=False)
 
     def may(self, operation: Operation, topic: str) -> bool:
@@ -145,6 +150,21 @@ class AdmittedCall:
         if delay_s > 0:
             await asyncio.sleep(delay_s)
 
+    async def park(self, wait: Awaitable[_T]) -> _T:
+        """Awaits ``wait`` (a server stream parked at the tail until the next append); a reload
+        meanwhile rechecks the stream's rights at once, so a revoked stream ends then (``recheck``
+        raises) rather than at the next write to an idle topic."""
+        waiting = asyncio.ensure_future(wait)
+        try:
+            while True:
+                reloaded = self.gate.next_reload()
+                await asyncio.wait((waiting, reloaded), return_when=asyncio.FIRST_COMPLETED)
+                if waiting.done():
+                    return waiting.result()
+                self.gate.recheck(self)
+        finally:
+            waiting.cancel()  # a no-op once it is done
+
     def release(self) -> None:
         if not self._released:
             self._released = True
@@ -167,6 +187,9 @@ class CallGate:
         self.denied_count = 0
         self.verifier_busy_count = 0
         self.revoked_stream_count = 0
+        self._reload_future: asyncio.Future[None] | None = None  # completed by the next reload
+        if policy is not None:
+            policy.add_reload_listener(self._policy_reloaded)
 
     def statistics(self) -> CallGateStatistics:
         tokens = self._policy.tokens if self._policy is not None else None
@@ -250,23 +273,52 @@ class CallGate:
     def recheck(self, call: AdmittedCall) -> None:
         """An open stream's rights, again, if the policy was reloaded since they were last
         checked: the token it authenticated with must still be in the file, and its request's
-        topics still allowed by the ACL. One integer comparison when nothing was reloaded."""
+        topics still allowed by the ACL. One integer comparison when nothing was reloaded. A
+        failure is the stream's end: remembered on the call, logged and counted once."""
         generation = self.generation
         if call.generation == generation:
             return
+        if call.revoked is not None:
+            raise call.revoked
         tokens = self._policy.tokens if self._policy is not None else None
         if call.token_entry is not None and (tokens is None or not tokens.still_valid(call.token_entry)):
             self.revoked_stream_count += 1
             self.auth_failure_count += 1
             _log.warning("authentication revoked: %s's open %s ends", call.principal, call.method)
-            raise AuthenticationFailedError("the token this stream authenticated with was revoked")
+            call.revoked = AuthenticationFailedError("the token this stream authenticated with was revoked")
+            raise call.revoked
         if call.request is not None:
             try:
                 self._authorize(call.principal, call.row, call.request)
-            except PermissionDeniedError:
+            except PermissionDeniedError as exc:
                 self.revoked_stream_count += 1
+                call.revoked = exc
                 raise
         call.generation = generation
+
+    def next_reload(self) -> asyncio.Future[None]:
+        """A future the next policy reload completes (``AdmittedCall.park`` waits on it)."""
+        if self._reload_future is None or self._reload_future.done():
+            self._reload_future = asyncio.get_running_loop().create_future()
+        return self._reload_future
+
+    def _policy_reloaded(self) -> None:
+        """The policy's reload listener: wakes the streams parked on ``next_reload``, on their
+        loop (a reload from another thread hands the wake-up over)."""
+        future, self._reload_future = self._reload_future, None
+        if future is None or future.done():
+            return
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is future.get_loop():
+            future.set_result(None)
+            return
+        try:
+            future.get_loop().call_soon_threadsafe(_complete, future)
+        except RuntimeError:
+            pass  # the loop is closed: nobody is parked any more
 
     def allows(self, principal: str, operation: Operation, topic: str | None) -> bool:
         acl = self._policy.acl if self._policy is not None else None
@@ -362,6 +414,11 @@ class CallGate:
                 _log.info("denied: %s may not %s %s", principal, row.operation.value,
                           "every topic" if topic is None else repr(topic))
                 raise PermissionDeniedError(principal, row.operation.value, topic)
+
+
+def _complete(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
 
 
 _DIRECTIONS: dict[Quota, str | None] = {Quota.NONE: None, Quota.PRODUCE: "produce", Quota.FETCH: "fetch"}

@@ -329,9 +329,12 @@ class LogServicer(CleaningRpcs, StreamRpcs, pb_grpc.LogServiceServicer):
                 reservation.resize(len(data.records))  # a whole batch may exceed the grant
                 return data, reservation
             reservation.release()
-            # Nothing at all: wait for the next append however long it takes (until cancelled).
+            # Nothing at all: wait for the next append however long it takes (until cancelled,
+            # or a reload revokes the stream's rights: CallGate.recheck, via AdmittedCall.park).
             timeout_s = remaining_s if data.records else None
-            await self._waiters.wait_ticket(ticket, timeout_s)
+            wait = self._waiters.wait_ticket(ticket, timeout_s)
+            call = current_call()
+            await (call.park(wait) if call is not None else wait)
 
     async def _ticketed_read(
         self, ticket: Any, topic: str, partition: int, offset: int, max_bytes: int

@@ -17,7 +17,9 @@ open stream a request costs one message each way. The shape of one stream (``_se
               ``OrderedReplies`` while the next requests are read and worked on; answers leave in
               request order, each with its request's correlation id.
     refusal   a request the twin would refuse is answered with ``error`` set (the twin's status
-              code, message, error class and retry hint); the stream goes on.
+              code, message, error class and retry hint); the stream goes on. Not so a stream
+              whose rights a reload revoked (``CallGate.recheck``, run before each message takes
+              anything): it ends UNAUTHENTICATED or PERMISSION_DENIED.
     end       the client half-closes: the answers still owed are sent, then OK. Or the stream
               ends with a status: a message that does not parse (INVALID_ARGUMENT: no
               correlation id to answer), the service stopping (UNAVAILABLE, after every request
@@ -238,6 +240,7 @@ class StreamRpcs:
                 if request is None:
                     break
                 _check_parsed(request)  # no correlation id to answer: the stream ends
+                await self._recheck(call, replies)
                 await replies.send(await handle(name, call, request))
         except _Stopped:
             await replies.finish()
@@ -246,6 +249,17 @@ class StreamRpcs:
                 "send the rest on a running service"
             ) from None
         await replies.finish()
+
+    async def _recheck(self, call: Any, replies: OrderedReplies) -> None:
+        """Before a message takes anything (a request slot included): the stream's rights again
+        after a reload (``CallGate.recheck``). Revoked, the stream ends with that status
+        (UNAUTHENTICATED or PERMISSION_DENIED and the seglog trailer) once the answers owed to
+        the messages admitted before were sent."""
+        try:
+            self.gate.recheck(call)
+        except Exception:
+            await replies.finish()
+            raise
 
     # -- one message ------------------------------------------------------------------------------
     async def _produce_message(self, name: str, call: Any, request: pb.ProduceStreamRequest) -> _Reply:

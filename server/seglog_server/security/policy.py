@@ -63,6 +63,12 @@ class SecurityPolicy:
         # Moves on at every successful reload: an open stream's cached "allowed" is good only
         # for the generation it was decided under (call_gate.CallGate.recheck).
         self.generation = 0
+        self._reload_listeners: list[Callable[[], None]] = []
+
+    def add_reload_listener(self, listener: Callable[[], None]) -> None:
+        """``listener()`` runs after each successful reload, on the thread that reloaded (the
+        event loop's, for SIGHUP): the call gate wakes streams parked at the tail with it."""
+        self._reload_listeners.append(listener)
 
     @property
     def mutual_tls(self) -> bool:
@@ -116,6 +122,8 @@ class SecurityPolicy:
             self.tokens.replace_entries(loaded.token_entries)
         self.quotas.replace_overrides(loaded.quota_overrides)
         self.generation += 1
+        for listener in self._reload_listeners:
+            listener()
         return loaded.tls
 
     def _load_all(self) -> _Loaded:

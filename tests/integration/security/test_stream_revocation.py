@@ -1,5 +1,7 @@
 """Revocation reaches open streams: a real service, its token file and ACL edited, SIGHUP, and
-the Consume and ProduceStream calls that were open before it."""
+the Consume and ProduceStream calls that were open before it end with the status (a Consume
+parked at the tail of an idle topic at the reload itself, the others at their next message or
+response)."""
 
 from __future__ import annotations
 
@@ -17,10 +19,12 @@ from seglog_server.security.token_file import create_token, format_entry
 pytestmark = pytest.mark.integration
 
 TOPIC = "revocable"
+IDLE_TOPIC = "idle"  # nothing is written to it: its Consume streams stay parked at the tail
 
 
 def _rule(principal: str, operations: str) -> str:
-    return f'[[allow]]\nprincipals = ["{principal}"]\noperations = [{operations}]\ntopics = ["{TOPIC}"]\n'
+    return (f'[[allow]]\nprincipals = ["{principal}"]\noperations = [{operations}]\n'
+            f'topics = ["{TOPIC}", "{IDLE_TOPIC}"]\n')
 
 
 def _bearer(token: str) -> tuple[tuple[str, str], ...]:
@@ -55,7 +59,7 @@ class _OpenProduceStream:
             pass
 
 
-def test_open_streams_of_a_revoked_principal_stop_at_their_next_message(tmp_path):
+def test_open_streams_of_a_revoked_principal_end_with_the_status(tmp_path):
     tokens = {}
     entries = {}
     for name in ("root", "alice", "bob"):
@@ -69,9 +73,10 @@ def test_open_streams_of_a_revoked_principal_stop_at_their_next_message(tmp_path
         "--auth-tokens", str(token_file), "--acl", str(acl_file)]).start()
     try:
         stub = service.stub
-        stub.CreateTopic(pb.CreateTopicRequest(topic=TOPIC, partitions=1), timeout=10,
-                         metadata=_bearer(tokens["root"]))
-        consumes, producers = {}, {}
+        for topic in (TOPIC, IDLE_TOPIC):
+            stub.CreateTopic(pb.CreateTopicRequest(topic=topic, partitions=1), timeout=10,
+                             metadata=_bearer(tokens["root"]))
+        consumes, producers, parked = {}, {}, {}
         for name in ("alice", "bob"):
             producers[name] = _OpenProduceStream(stub, tokens[name])
             assert not producers[name].send(b"before " + name.encode()).HasField("error")
@@ -79,6 +84,10 @@ def test_open_streams_of_a_revoked_principal_stop_at_their_next_message(tmp_path
                 topic=TOPIC, partition=0, position=pb.START_POSITION_EARLIEST), timeout=60,
                 metadata=_bearer(tokens[name]))
             next(consumes[name])  # the stream delivers while allowed
+            parked[name] = stub.Consume(pb.ConsumeRequest(
+                topic=IDLE_TOPIC, partition=0, position=pb.START_POSITION_LATEST), timeout=30,
+                metadata=_bearer(tokens[name]))
+            parked[name].initial_metadata()  # open, and parked at the tail: nothing to read
         # alice loses her token line and her rule; bob keeps his token but loses his rule.
         token_file.write_text(format_entry(entries["root"]) + format_entry(entries["bob"]))
         acl_file.write_text(_rule("root", '"admin", "read", "write"'))
@@ -89,9 +98,21 @@ def test_open_streams_of_a_revoked_principal_stop_at_their_next_message(tmp_path
 
         expected = {"alice": grpc.StatusCode.UNAUTHENTICATED, "bob": grpc.StatusCode.PERMISSION_DENIED}
         for name, code in expected.items():
-            answer = producers[name].send(b"after " + name.encode())
-            assert answer.error.code == code.value[0], (name, answer)
-            producers[name].close()
+            # The parked Consume ends at the reload, without any write to its topic.
+            with pytest.raises(grpc.RpcError) as info:
+                next(parked[name])
+            assert info.value.code() == code, (name, info.value)
+            assert dict(info.value.trailing_metadata()).get("seglog-error"), info.value
+        # alice's ProduceStream: its next message ends the stream UNAUTHENTICATED, unwritten.
+        with pytest.raises(grpc.RpcError) as info:
+            producers["alice"].send(b"after alice")
+        assert info.value.code() == grpc.StatusCode.UNAUTHENTICATED, info.value
+        assert dict(info.value.trailing_metadata()).get("seglog-error"), info.value
+        # bob's token stands: each message is authorized as its unary twin (a bidirectional
+        # stream names its topics per message), so it is refused PERMISSION_DENIED, unwritten.
+        answer = producers["bob"].send(b"after bob")
+        assert answer.error.code == grpc.StatusCode.PERMISSION_DENIED.value[0], answer
+        producers["bob"].close()
         stub.Produce(pb.ProduceRequest(topic=TOPIC, partition=0, records=make_batch([b"new"])),
                      timeout=10, metadata=_bearer(tokens["root"]))
         for name, code in expected.items():
@@ -102,6 +123,7 @@ def test_open_streams_of_a_revoked_principal_stop_at_their_next_message(tmp_path
         end_after = stub.Fetch(pb.FetchRequest(topic=TOPIC, partition=0, offset=0), timeout=10,
                                metadata=_bearer(tokens["root"])).high_watermark
         assert end_after == end_before + 1  # root's record only: no stream wrote after the reload
-        assert "authentication revoked" in service.log()
+        # alice's three streams each log their end once.
+        assert service.log().count("authentication revoked") == 3, service.log()
     finally:
         assert service.stop() == 0, service.log()

@@ -369,3 +369,39 @@ async def test_a_check_answered_before_a_reload_admits_no_caller_with_the_rotate
     with pytest.raises(AuthenticationFailedError):
         await admit()
     gate.close()
+
+
+async def test_a_failed_recheck_is_the_streams_end_logged_and_counted_once(tmp_path, caplog):
+    token, entry = create_token("alice")
+    policy = _policy(tmp_path, tokens=[format_entry(entry)], acl=_ACL_ALICE)
+    gate = CallGate(policy)
+    stream = await gate.admit_stream("ProduceStream", _bearer_context(token))
+    _reload(policy, tmp_path, tokens=[])
+    for _ in range(3):
+        with pytest.raises(AuthenticationFailedError, match="revoked"):
+            gate.recheck(stream)
+    stats = gate.statistics()
+    assert (stats.revoked_stream_count, stats.authentication_failure_count) == (1, 1)
+    assert sum("authentication revoked" in r.message for r in caplog.records) == 1
+    stream.release()
+    gate.close()
+
+
+async def test_a_stream_parked_at_the_tail_ends_at_the_reload_that_revokes_it(tmp_path):
+    import asyncio
+
+    token, entry = create_token("alice")
+    policy = _policy(tmp_path, tokens=[format_entry(entry)], acl=_ACL_ALICE)
+    gate = CallGate(policy)
+    consume = await gate.admit("Consume", pb.ConsumeRequest(topic="t"), _bearer_context(token))
+    append = asyncio.get_running_loop().create_future()  # no append ever comes
+    parked = asyncio.ensure_future(consume.park(append))
+    await asyncio.sleep(0)
+    _reload(policy, tmp_path, acl=_ACL_ALICE)  # nothing revoked: it stays parked
+    await asyncio.sleep(0)
+    assert not parked.done()
+    _reload(policy, tmp_path, tokens=[])
+    with pytest.raises(AuthenticationFailedError, match="revoked"):
+        await parked
+    consume.release()
+    gate.close()
