@@ -12,7 +12,7 @@ Per cap on per-partition series (the default 1,000, all of them, and 0: off), in
 by round, it reports the median, min and max of:
 
   scrape      the HTTP scrape, client side: what Prometheus waits for (goal: <= 250 ms)
-  in-process  ``metrics_text.exposition`` alone (collect + text, no HTTP, no gzip)
+  in-process  ``metrics.text.exposition`` alone (collect + text, no HTTP, no gzip)
   before      the same registry through prometheus_client's ``generate_latest`` and gzip level 9:
               what the endpoint did before the fast path (the baseline, same process, same run)
 
@@ -40,8 +40,8 @@ from prometheus_client import generate_latest
 
 from seglog.records import RecordBatchBuilder
 from seglog_server.metrics import PARTITION_SERIES_MAX_DEFAULT, Metrics
-from seglog_server.metrics_server import MetricsServer
-from seglog_server.metrics_text import exposition
+from seglog_server.metrics.server import MetricsServer
+from seglog_server.metrics.text import exposition
 from seglog_server.storage import LogManager
 from seglog_server.storage.segment.open_segments import open_segments_max_for
 
@@ -140,7 +140,7 @@ def main() -> int:
             print(f"load average after: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
             metrics = servers[args.partitions][0]
             partitions = manager.statistics(partition_detail=False).partition_summaries
-            sample_ms = [timed(lambda: metrics._sample_residency(partitions)) for _ in range(3)]  # noqa: SLF001
+            sample_ms = [timed(lambda: metrics.residency_sampler.sample(partitions)) for _ in range(3)]
             print(f"residency sample (own thread, at most every metrics_residency_interval_ms): {summary(sample_ms)}")
         finally:
             for _, server in servers.values():

@@ -42,7 +42,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from seglog import records as codec
 from seglog.v1 import log_service_pb2 as pb
 from seglog.v1 import log_service_pb2_grpc as pb_grpc
-from seglog_server.page_residency import residency_counts
+from seglog_server.metrics.page_residency import residency_counts
 from seglog_server.storage import LogManager
 
 TOPIC = "pages"

@@ -32,7 +32,7 @@ from seglog.v1 import log_service_pb2 as pb
 from seglog_server.config import ServiceConfig, parse_listen_address, security_policy
 from seglog_server.listen_check import GRPC_LISTEN_FLAG, METRICS_LISTEN_FLAG, bind_problem, describe_bind_error
 from seglog_server.metrics import Metrics
-from seglog_server.metrics_server import MetricsServer
+from seglog_server.metrics.server import MetricsServer
 from seglog_server.rpc.admission import AdmissionLimits
 from seglog_server.rpc.call_gate import CallGate
 from seglog_server.rpc.log_dir_names import LogDirNames

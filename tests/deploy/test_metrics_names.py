@@ -1,5 +1,5 @@
 """The names the deployment files and the README use, checked against the one declaration of what
-seglog exports (``FAMILIES`` in server/seglog_server/metrics.py), without a running service: the
+seglog exports (``FAMILIES`` in server/seglog_server/metrics/families.py), without a running service: the
 README's metrics table lists every family, and the dashboard and the alert rules name only
 declared series. (tests/integration/test_prometheus.py checks the same expressions with promtool
 and against a running service's /metrics.)"""

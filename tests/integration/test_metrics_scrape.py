@@ -14,7 +14,7 @@ from prometheus_client.parser import text_string_to_metric_families as parse_tex
 
 from seglog.records import RecordBatchBuilder
 from seglog_server.metrics import PARTITION_SERIES_MAX_DEFAULT, Metrics
-from seglog_server.metrics_server import MetricsServer
+from seglog_server.metrics.server import MetricsServer
 from seglog_server.storage import LogManager
 from seglog_server.storage.segment.open_segments import open_segments_max_for
 

@@ -17,7 +17,7 @@ from typing import Any
 from seglog.v1 import log_service_pb2 as pb
 from seglog.v1 import log_service_pb2_grpc as pb_grpc
 from seglog_server.config import RESPONSE_OVERHEAD_BYTES
-from seglog_server.page_residency import resident_pages
+from seglog_server.metrics.page_residency import resident_pages
 from seglog_server.security import Operation
 from seglog_server.storage.base.errors import LogDirOfflineError
 from seglog_server.storage.base.log_config import LONG_MAX

@@ -112,7 +112,7 @@ def test_a_full_slow_check_bound_answers_503_to_a_new_token_and_200_to_a_cached_
     flight, a second token not seen before is answered 503 with Retry-After (no hash, no thread
     waiting for one), and a token already verified is served."""
     from seglog_server.metrics import Metrics
-    from seglog_server.metrics_server import MetricsServer
+    from seglog_server.metrics.server import MetricsServer
     from seglog_server.security.token_store import TokenStore
 
     (cached, first), (held, second), (new, third) = (

@@ -1,4 +1,4 @@
-"""metrics_text.py: the fast per-partition text says exactly what prometheus_client's own encoders
+"""text.py: the fast per-partition text says exactly what prometheus_client's own encoders
 say for the same series, in Prometheus's text format and in OpenMetrics, as both parsers read it."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from prometheus_client.parser import text_string_to_metric_families as parse_tex
 
 from seglog.records import RecordBatchBuilder
 from seglog_server.metrics import Metrics
-from seglog_server.metrics_text import GaugeBlock, exposition, label_block, make_wsgi_app
+from seglog_server.metrics.text import GaugeBlock, exposition, label_block, make_wsgi_app
 from seglog_server.storage import FakeClock, LogManager
 
 OPENMETRICS_ACCEPT = "application/openmetrics-text;version=1.0.0,text/plain;version=0.0.4;q=0.5"

@@ -17,7 +17,7 @@ from prometheus_client.exposition import ThreadingWSGIServer, _SilentHandler
 from seglog_server.security.http_bearer import require_bearer
 
 from seglog_server.config import parse_listen_address
-from seglog_server.metrics_text import make_wsgi_app
+from seglog_server.metrics.text import make_wsgi_app
 
 __all__ = ["MetricsServer"]
 

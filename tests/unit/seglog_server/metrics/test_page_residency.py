@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from seglog_server.page_residency import PAGE_BYTES, resident_pages, residency_counts
+from seglog_server.metrics.page_residency import PAGE_BYTES, resident_pages, residency_counts
 
 
 def test_evicted_pages_are_not_resident_and_a_read_page_is(tmp_path):

@@ -1,0 +1,134 @@
+"""The one table of what seglog exports: every Prometheus family, its type, labels and help.
+
+Tests, the dashboard checks (tests/deploy/test_metrics_names.py) and the collector read it; a
+family not declared here cannot be built (``new_family`` looks the name up), so every metric name
+lives in this one module (STYLE rule 12).
+
+Bounded label sets: method x code, operation x phase, index x zone, path x kind are fixed sets;
+per-partition and per-topic series are capped by the collector (collector.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+
+__all__ = ["FAMILIES", "family_names", "new_family"]
+
+# name -> (type, labels, help). The one list of what seglog exports; tests and the dashboard
+# checks read it. Counters are listed by their family name (without ``_total``).
+FAMILIES: dict[str, tuple[str, tuple[str, ...], str]] = {
+    # -- latency ----------------------------------------------------------------------------
+    "seglog_rpc_duration_seconds": (
+        "histogram", ("method", "code"), "Unary RPC latency, server side, by method and status code."),
+    "seglog_storage_phase_duration_seconds": (
+        "histogram", ("operation", "phase"),
+        "Time of each storage phase inside Produce, Fetch, OffsetsForTimes and flushes."),
+    # -- traffic ----------------------------------------------------------------------------
+    "seglog_produced_bytes": ("counter", ("topic",), "Bytes of record batches appended, by topic."),
+    "seglog_produced_records": ("counter", ("topic",), "Records appended, by topic."),
+    "seglog_fetched_bytes": (
+        "counter", ("topic",), "Bytes of record batches sent by Fetch and Consume, by topic."),
+    "seglog_fetched_records": (
+        "counter", ("topic",), "Offsets delivered by Fetch and Consume, by topic."),
+    # -- the page cache ----------------------------------------------------------------------
+    "seglog_index_lookups": (
+        "counter", ("index", "zone"),
+        "Index lookups by index (offset, time) and zone (warm: newest 8 KiB; cold: the rest; "
+        "none: no section searched, the index empty or the target below its first entry)."),
+    "seglog_index_lookup_pages": (
+        "histogram", ("index",), "Distinct index pages one search probed."),
+    "seglog_page_faults": (
+        "counter", ("path", "kind"),
+        "Page faults taken by the storage thread around index lookups, log reads and appends."),
+    "seglog_index_resident_ratio": (
+        "gauge", ("topic", "partition", "index"),
+        "Share of a partition's index pages (valid entries) in the page cache (mincore sample)."),
+    "seglog_index_residency_sample_age_seconds": (
+        "gauge", (), "Age of the residency sample the ratio series come from."),
+    "seglog_fetch_read_age_bytes": (
+        "histogram", (), "Bytes of log between where a read starts and the log end."),
+    "seglog_fetch_read_age_offsets": (
+        "histogram", (), "Offsets between where a read starts and the log end."),
+    # -- partitions and directories ----------------------------------------------------------
+    "seglog_log_start_offset": ("gauge", ("topic", "partition"), "First readable offset."),
+    "seglog_log_end_offset": ("gauge", ("topic", "partition"), "Offset the next record gets."),
+    "seglog_log_size_bytes": ("gauge", ("topic", "partition"), "Bytes of the partition's log."),
+    "seglog_log_segments": ("gauge", ("topic", "partition"), "Segments of the partition's log."),
+    "seglog_log_unflushed_records": (
+        "gauge", ("topic", "partition"), "Offsets above the recovery point (not yet fsynced)."),
+    "seglog_log_lost_offsets": (
+        "gauge", ("topic", "partition"),
+        "Offsets recovery cut from damaged closed segments, at or above the log start: reads there answer DATA_LOSS."),
+    "seglog_partitions": ("gauge", (), "Online partitions."),
+    "seglog_offline_partitions": ("gauge", (), "Partitions that exist but cannot be served."),
+    "seglog_partition_series_omitted": (
+        "gauge", (), "Partitions beyond partition_series_max, left out of per-partition series."),
+    "seglog_log_dir_online": ("gauge", ("dir",), "1 while the log directory is online."),
+    "seglog_log_dir_size_bytes": ("gauge", ("dir",), "Bytes of logs in the directory."),
+    "seglog_log_dir_partitions": ("gauge", ("dir",), "Online partitions in the directory."),
+    "seglog_log_flushes": ("counter", (), "Log flushes (fsync passes) since start."),
+    # -- start-up and recovery ---------------------------------------------------------------
+    "seglog_log_dir_clean_shutdown": (
+        "gauge", ("dir",), "1 when the clean-shutdown marker was found at start."),
+    "seglog_recovery_ran": (
+        "gauge", (), "1 when start-up recovered a log (its directory had no clean-shutdown marker)."),
+    "seglog_recovery_logs_recovered": ("gauge", (), "Logs loaded through recovery at start."),
+    "seglog_recovery_segments_recovered": (
+        "gauge", (), "Segments CRC-checked and reindexed by recovery (online partitions)."),
+    "seglog_recovery_truncated_bytes": (
+        "gauge", (), "Bytes cut from torn or corrupt tails by recovery (online partitions)."),
+    "seglog_recovery_logs_reloaded": (
+        "gauge", (), "Logs whose load failed and that were loaded again with recovery at start."),
+    "seglog_recovery_logs_offline": (
+        "gauge", (), "Logs kept offline alone at start: not loadable even with recovery."),
+    "seglog_startup_duration_seconds": ("gauge", (), "Time the storage took to load at start."),
+    # -- the service -------------------------------------------------------------------------
+    "seglog_fetch_waiters": ("gauge", (), "Long polls and streams waiting for an append."),
+    "seglog_consume_streams": ("gauge", (), "Open Consume streams."),
+    "seglog_consume_buffered_bytes": (
+        "gauge", (), "Bytes of Consume responses held: read, built, or waiting for the client's "
+        "flow-control window (budget consume_buffer_bytes_max)."),
+    "seglog_consume_buffer_bytes_max": ("gauge", (), "The budget of Consume response bytes."),
+    "seglog_consume_responses_shrunk": (
+        "counter", (), "Consume responses made smaller than asked because the budget was spent."),
+    "seglog_storage_calls": (
+        "counter", ("placement",), "Storage calls by where they ran (inline, pooled, busy)."),
+    "seglog_rpc_internal_errors": ("counter", (), "RPCs that failed with an unexpected error."),
+    "seglog_partitions_skipped": (
+        "gauge", (), "Partitions whose figures this scrape could not read (an error, logged)."),
+    "seglog_metrics_collect_errors": (
+        "counter", (), "Parts of /metrics scrapes left out because building them raised (logged)."),
+    # -- hooks: exported once the statistics exist -------------------------------------------
+    "seglog_descriptors_in_use": ("gauge", (), "File descriptors the process holds (/proc/self/fd)."),
+    "seglog_descriptors_budget": ("gauge", (), "The process's descriptor limit (RLIMIT_NOFILE, soft)."),
+    "seglog_open_segments": ("gauge", (), "Segments holding descriptors and mappings now."),
+    "seglog_open_segments_max": (
+        "gauge", (), "Segments that may hold descriptors at once (one budget for every log)."),
+    "seglog_cleaner_dirty_ratio": ("gauge", ("topic", "partition"), "Cleanable share of a log."),
+    "seglog_cleaner_bytes_reclaimed": ("counter", (), "Bytes the cleaner reclaimed."),
+    "seglog_cleaner_last_run_timestamp_seconds": ("gauge", (), "When the cleaner last committed."),
+    "seglog_cleaner_offset_map_utilization_ratio": ("gauge", (), "Offset map fill of the last run."),
+    "seglog_cleaner_offset_map_collision_ratio": ("gauge", (), "Digest collisions of the last run."),
+    "seglog_cleaner_partitions_skipped": (
+        "gauge", (), "Compacted partitions this scrape could not describe (an error, logged)."),
+}
+
+
+def new_family(name: str, labels: Sequence[str] | None = None) -> Any:
+    """An empty family of the declared ``name`` (its declared labels unless ``labels``)."""
+    kind, declared, text = FAMILIES[name]
+    labels = declared if labels is None else labels
+    if kind == "counter":
+        return CounterMetricFamily(name, text, labels=labels)
+    if kind == "gauge":
+        return GaugeMetricFamily(name, text, labels=labels)
+    return HistogramMetricFamily(name, text, labels=labels)
+
+
+def family_names(families: Iterable[str] = FAMILIES) -> list[str]:
+    """Sample names as they appear on /metrics (counters with ``_total``)."""
+    return [f"{name}_total" if FAMILIES[name][0] == "counter" else name for name in families]
+
