@@ -29,7 +29,7 @@ import tempfile
 import time
 
 from seglog.records import RecordBatchBuilder
-from seglog_server.storage.log.log import Log
+from seglog_server.storage.log.unified_log import Log
 from seglog_server.storage.base.log_config import LogConfig
 from seglog_server.storage.producers.producer_state_loader import list_snapshot_offsets
 from seglog_server.storage.producers.producer_snapshot import snapshot_path

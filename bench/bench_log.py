@@ -44,7 +44,7 @@ from seglog.records import (
     RecordBatchBuilder,
     crc32c,
 )
-from seglog_server.storage.log.log import Log
+from seglog_server.storage.log.unified_log import Log
 from seglog_server.storage.base.log_config import LogConfig
 from seglog_server.storage.log.log_validator import LogValidator
 

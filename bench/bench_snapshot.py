@@ -26,7 +26,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 from seglog.records import RecordBatchBuilder  # noqa: E402
 from seglog_server.storage.base.clock import SYSTEM_CLOCK  # noqa: E402
 from seglog_server.storage.base.fs import REAL_FS  # noqa: E402
-from seglog_server.storage.log.log import Log  # noqa: E402
+from seglog_server.storage.log.unified_log import Log  # noqa: E402
 from seglog_server.storage.cleaning.log_cleaning_install import install_cleaned  # noqa: E402
 from seglog_server.storage.base.log_config import LogConfig  # noqa: E402
 from seglog_server.storage.cleaning.log_snapshot import remove_snapshot, take_snapshot  # noqa: E402

@@ -15,7 +15,7 @@ import sys
 import tempfile
 
 from seglog.records import RecordBatchBuilder
-from seglog_server.storage.log.log import Log
+from seglog_server.storage.log.unified_log import Log
 from seglog_server.storage.base.log_config import LogConfig
 
 mode, count = sys.argv[1], int(sys.argv[2])

@@ -21,7 +21,7 @@ from seglog.records import (
 )
 from seglog_server.storage.base.clock import FakeClock
 from seglog_server.storage.base.fs import REAL_FS, FileSystem
-from seglog_server.storage.log.log import Log
+from seglog_server.storage.log.unified_log import Log
 from seglog_server.storage.base.log_config import LogConfig
 from seglog_server.storage.segment.log_segment import LogSegment
 

@@ -1,7 +1,7 @@
 """Per-partition wake-ups for long polls: Fetch and Consume wait here at the tail of a log.
 
 The storage announces every change of a partition itself (an append, a truncation, DeleteRecords,
-the topic's deletion: ``storage.log.log.ChangeListener``), on whatever thread made it, and
+the topic's deletion: ``storage.log.unified_log.ChangeListener``), on whatever thread made it, and
 ``storage_changed`` turns that into a ``notify`` on the event loop. The storage, not the RPC that
 asked for the append, announces it: a Produce cancelled while its append runs on a pool thread
 still lands its batch, and the announcement with it. A waiter takes a *ticket* (a future for the
@@ -83,7 +83,7 @@ class AppendWaiters:
             self._complete(future)
 
     def storage_changed(self, topic: str, partition: int) -> None:
-        """The storage's change listener (``storage.log.log.ChangeListener``), callable from any
+        """The storage's change listener (``storage.log.unified_log.ChangeListener``), callable from any
         thread: ``notify`` at once on the waiters' loop, else handed to that loop."""
         loop = self._loop
         if loop is None:

@@ -9,7 +9,7 @@ from .base.clock import SYSTEM_CLOCK, Clock, FakeClock
 from .base.fs import REAL_FS, FileSystem
 from .base.log_config import LogConfig
 from .base.observer import StorageObserver, install_observer
-from .log.log import Log
+from .log.unified_log import Log
 from .log.log_results import AppendInfo, FetchData, LogStatistics, TimestampAndOffset
 from .log.lookup_explain import LookupExplanation
 from .manager.log_manager import LogManager, MaintenanceIntervals, PartitionDescription, TopicDescription

@@ -39,7 +39,7 @@ from ..base import file_names
 from .cleaning_manifest import RESULT_BYTES_MAX, CleaningResult, SnapshotManifest, SnapshotSegment, parse_result
 from ..base.errors import InvalidCleaningResultError, StaleCleaningResultError
 from ..base.fs import FileSystem
-from ..log.log import Log
+from ..log.unified_log import Log
 from ..segment.log_segment import LogSegment
 from ..segment.log_segments import LogSegments
 from .log_snapshot import CLEANED_DIR_NAME, RESULT_FILE_NAME, file_crc32c, read_capped

@@ -36,7 +36,7 @@ from .cleaning_manifest import (
 )
 from ..base.errors import InvalidCleaningResultError, InvalidSnapshotIdError, NotCleanableError
 from ..base.fs import FileSystem
-from ..log.log import Log
+from ..log.unified_log import Log
 from ..dirs.log_dir import SNAPSHOTS_DIR_NAME, remove_tree
 from ..segment.log_segment import LogSegment
 from ..segment.log_segments import LogSegments

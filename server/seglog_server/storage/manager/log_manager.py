@@ -56,7 +56,7 @@ from ..base.errors import (
 )
 from ..base.fs import REAL_FS, FileSystem
 from ..base.io_errors import exhaustion_error, is_exhaustion
-from ..log.log import ChangeListener, Log
+from ..log.unified_log import ChangeListener, Log
 from ..base.log_config import LogConfig
 from ..cleaning.log_cleaner_manager import (
     DEFAULT_SNAPSHOT_TTL_MS,

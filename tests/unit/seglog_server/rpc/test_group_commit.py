@@ -19,7 +19,7 @@ from seglog_server.rpc.group_commit import GroupCommit
 from seglog_server.rpc.storage_calls import StorageCalls
 from seglog_server.storage.base.clock import FakeClock
 from seglog_server.storage.base.fs import FileSystem
-from seglog_server.storage.log.log import Log
+from seglog_server.storage.log.unified_log import Log
 from seglog_server.storage.base.log_config import LogConfig
 
 

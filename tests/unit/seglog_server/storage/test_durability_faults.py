@@ -132,7 +132,7 @@ def test_a_failed_roll_flush_is_logged_and_takes_the_log_offline(tmp_path, clock
     with_records(log)
     log.roll()
     fs.fail("fdatasync", error)
-    with caplog.at_level(logging.ERROR, logger="seglog_server.storage.log.log"):
+    with caplog.at_level(logging.ERROR, logger="seglog_server.storage.log.unified_log"):
         for task in tasks:
             task()  # a pool's task: must not raise into a future nobody reads
     assert log.is_offline and log.recovery_point == 0
@@ -147,7 +147,7 @@ def test_a_roll_flush_short_of_descriptors_is_logged_and_the_next_flush_covers_i
     with_records(log)
     log.roll()
     fs.fail("open", errno.EMFILE)
-    with caplog.at_level(logging.WARNING, logger="seglog_server.storage.log.log"):
+    with caplog.at_level(logging.WARNING, logger="seglog_server.storage.log.unified_log"):
         tasks.pop()()
     assert "background flush to 3 failed" in caplog.text
     assert not log.is_offline and log.recovery_point == 0
@@ -162,7 +162,7 @@ def test_a_roll_flush_failing_in_the_managers_pool_takes_the_directory_offline(t
     manager.create_topic("t", 1)
     log = with_records(manager.get_log("t", 0))
     fs.fail("fdatasync", errno.ENOSPC, path=".log")
-    with caplog.at_level(logging.ERROR, logger="seglog_server.storage.log.log"):
+    with caplog.at_level(logging.ERROR, logger="seglog_server.storage.log.unified_log"):
         log.roll()  # its flush runs on the manager's pool
         for _ in range(5000):  # waits for the pool's thread (not a timing assertion)
             if log.is_offline:

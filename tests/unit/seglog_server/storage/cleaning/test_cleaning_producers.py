@@ -18,7 +18,7 @@ from tests.support.log_test_support import NOW_MS, batch, config, open_log
 from seglog.records import iter_batches
 from seglog_server.storage.base.clock import FakeClock
 from seglog_server.storage.base.fs import REAL_FS
-from seglog_server.storage.log.log import Log
+from seglog_server.storage.log.unified_log import Log
 from seglog_server.storage.cleaning.log_cleaning_install import install_cleaned
 from seglog_server.storage.cleaning.log_snapshot import take_snapshot
 from seglog_server.storage.producers.producer_snapshot import snapshot_path

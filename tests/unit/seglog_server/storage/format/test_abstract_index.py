@@ -66,7 +66,7 @@ _CHILD = textwrap.dedent("""
     sys.path[:0] = {paths!r}
     from tests.support.log_test_support import NOW_MS, batch, config
     from seglog_server.storage.base.clock import FakeClock
-    from seglog_server.storage.log.log import Log
+    from seglog_server.storage.log.unified_log import Log
     from seglog_server.storage.format.offset_index import OffsetIndex
 
     directory, stage = sys.argv[1], sys.argv[2]

@@ -17,7 +17,7 @@ from seglog_server.rpc.status import status_for
 from seglog_server.storage.base.clock import FakeClock
 from seglog_server.storage.base.errors import CorruptCheckpointError, OffsetsLostError
 from seglog_server.storage.base.fs import REAL_FS
-from seglog_server.storage.log.log import Log
+from seglog_server.storage.log.unified_log import Log
 from seglog_server.storage.format.lost_offsets import LOST_OFFSETS_FILE, LostOffsets
 from tests.support.fault_fs import FaultFs
 

@@ -774,7 +774,7 @@ def test_inactive_segments_beyond_the_budget_release_their_descriptors(tmp_path,
         log.append(one)
     log.close()
     from tests.support.log_test_support import run_now
-    from seglog_server.storage.log.log import Log
+    from seglog_server.storage.log.unified_log import Log
 
     reopened = Log.load(
         str(tmp_path), "topic", 0, log.config, clock=clock, had_clean_shutdown=True,

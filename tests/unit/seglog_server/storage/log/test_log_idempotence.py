@@ -15,7 +15,7 @@ from tests.support.log_test_support import NOW_MS, batch, config, open_log, valu
 from seglog_server.storage.base.clock import FakeClock
 from seglog_server.storage.base.errors import OutOfOrderSequenceError
 from seglog_server.storage.base.fs import REAL_FS, FileSystem
-from seglog_server.storage.log.log import Log
+from seglog_server.storage.log.unified_log import Log
 from seglog_server.storage.producers.producer_snapshot import read_snapshot, snapshot_path
 from seglog_server.storage.producers.producer_state_loader import SNAPSHOTS_RETAINED, list_snapshot_offsets
 

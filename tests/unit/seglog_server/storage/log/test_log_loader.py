@@ -23,7 +23,7 @@ from tests.support.log_test_support import (
 from seglog_server.storage.base.clock import FakeClock
 from seglog_server.storage.base.errors import LogDirOfflineError, OffsetsLostError, StorageError
 from seglog_server.storage.base.fs import FileSystem
-from seglog_server.storage.log.log import Log
+from seglog_server.storage.log.unified_log import Log
 
 HOUR_MS = 3_600_000
 

@@ -26,7 +26,7 @@ from tests.support.log_test_support import NOW_MS, batch, config, offsets_of, op
 from seglog_server.storage.base.clock import FakeClock
 from seglog_server.storage.base.errors import OffsetOutOfRangeError, ResourceExhaustedError
 from seglog_server.storage.base.fs import REAL_FS, FileSystem
-from seglog_server.storage.log.log import Log
+from seglog_server.storage.log.unified_log import Log
 from seglog_server.storage.segment.open_segments import DESCRIPTORS_PER_SEGMENT_MAX, OpenSegments
 
 SEGMENT_COUNT = 24

@@ -1,4 +1,9 @@
-"""Log: one partition, an ordered set of segments (Kafka's UnifiedLog + LocalLog, section 5).
+"""UnifiedLog: one partition's log over its ``LocalLog`` (Kafka's UnifiedLog, section 5).
+
+The offsets and the policies: validation and offsets of appends, idempotent producers, the
+flush and recovery point, retention and DeleteRecords, truncation, lookups by time, statistics.
+The segments and their files (roll mechanics, reads, syncs, delayed deletion, the compaction
+swap, close, the offline state) are the ``LocalLog``'s (local_log.py), under the same lock.
 
 Offsets: ``log_start_offset`` (first offset clients may read; moved by retention and
 DeleteRecords), ``log_end_offset`` (next offset to assign), ``high_watermark`` (equal to the log
@@ -24,20 +29,19 @@ import logging
 import os
 import random
 import threading
-from collections import Counter
 from collections.abc import Callable, Sequence
 from types import MappingProxyType
 from typing import TypeVar
 
 from seglog.records import NO_TIMESTAMP, TimestampType
 
-from ..base import file_names
 from ..base.clock import SYSTEM_CLOCK, Clock
-from ..base.errors import CorruptRecordError, CorruptSegmentError, LogDirOfflineError, OffsetOutOfRangeError, StorageError
+from ..base.errors import CorruptRecordError, LogDirOfflineError, OffsetOutOfRangeError, StorageError
 from ..format.file_records import TimestampAndOffset
 from ..base.fs import REAL_FS, FileSystem
-from ..base.io_errors import exhaustion_error, is_exhaustion
+from ..base.io_errors import is_exhaustion
 from ..base.log_config import LogConfig
+from .local_log import LocalLog, roll_jitter_ms
 from .log_loader import LogLoader
 from .log_results import (
     EARLIEST_LOCAL_TIMESTAMP,
@@ -68,15 +72,14 @@ from .lookup_explain import (
     no_residency,
 )
 from .lookup_explain import nothing_found as explain_offset_none
-from ..base.observer import OBSERVER, stopwatch
+from ..base.observer import stopwatch
 from ..segment.open_segments import DEFAULT_OPEN_SEGMENTS_MAX, OpenSegments
 from ..format.lost_offsets import LostOffsets
 from ..producers.producer_state import BatchMetadata, ProducerStateManager, ProducerStateStatistics
 from ..producers.producer_state_loader import delete_snapshots_below, load_producer_state, take_snapshot
-from ..segment.segment_timestamps import SegmentTimestamps
 from .timestamp_lookups import search_timestamps
 
-__all__ = ["ChangeListener", "FlushScheduler", "Log"]
+__all__ = ["ChangeListener", "FlushScheduler", "Log", "UnifiedLog", "roll_jitter_ms"]
 
 _LOG = logging.getLogger(__name__)
 # DeleteRecords' "up to the high watermark" (Kafka's DeleteRecordsRequest.HIGH_WATERMARK).
@@ -112,15 +115,9 @@ def _flush_in_thread(task: Callable[[], None]) -> None:
     threading.Thread(target=task, name="seglog-roll-flush", daemon=True).start()
 
 
-def roll_jitter_ms(config: LogConfig, rng: random.Random) -> int:
-    """Kafka's randomSegmentJitter: uniform in [0, min(segment.jitter.ms, segment.ms))."""
-    if config.segment_jitter_ms <= 0:
-        return 0
-    return rng.randrange(min(config.segment_jitter_ms, config.segment_ms))
 
-
-class Log:
-    """One partition's log. Build with ``Log.load``."""
+class UnifiedLog:
+    """One partition's log. Build with ``UnifiedLog.load``."""
 
     def __init__(
         self,
@@ -152,14 +149,20 @@ class Log:
         self._name = f"{topic}-{partition}"
         self._clock = clock
         self._fs = fs
-        self._rng = rng if rng is not None else random.Random()
         self._flush_scheduler = flush_scheduler
+        # The process-wide descriptor budget when the log manager gives one; else a private one.
+        self._local = LocalLog(
+            directory, self._name, config, segments, clock=clock, fs=fs,
+            rng=rng if rng is not None else random.Random(),
+            open_segments=open_segments if open_segments is not None else OpenSegments(open_segments_max),
+            lost_offsets=lost_offsets if lost_offsets is not None else LostOffsets(directory, fs),
+        )
         self._segments = segments
+        self._lock = self._local.lock  # the one lock: the LocalLog's, taken by every public method
         self._log_start_offset = log_start_offset
         self._log_end_offset = log_end_offset
         self._recovery_point = recovery_point
         self._last_flush_time_ms = clock.time_ms()
-        self._lock = threading.RLock()
         self._flush_lock = threading.Lock()
         # Bumped by every truncation: a flush that saw it change while its fsyncs ran (outside
         # the lock) leaves the recovery point alone, since offsets it meant to cover were cut
@@ -168,44 +171,25 @@ class Log:
         # What the last whole-log flush made durable (``_files_state``): a whole-log flush that
         # finds the same state has nothing new to sync and returns without a single fdatasync.
         self._fully_synced_state: tuple[int, int, int, int] | None = None
-        self._closed = False
-        # Set by stop_changes() before the final flush: nothing may change the log after the
-        # flush a shutdown relies on (an append there would be acknowledged yet unsynced under
-        # a clean-shutdown marker). Reads and the flush go on; close() follows.
-        self._closing = False
-        self._offline_cause: BaseException | None = None
-        self._exhausted = False  # a resource ran out (disk, descriptors) and no append succeeded since
-        self._timestamps = SegmentTimestamps()
-        self._pending_deletes: list[tuple[int, LogSegment]] = []  # (due time ms, segment)
         self._change_listener: ChangeListener | None = None
-        # The process-wide descriptor budget when the log manager gives one; else a private one.
-        self._open_segments = open_segments if open_segments is not None else OpenSegments(open_segments_max)
         self._apply_config(config)
-        # Idempotent producers' state (producer_state.py); Log.load rebuilds it from the
+        # Idempotent producers' state (producer_state.py); UnifiedLog.load rebuilds it from the
         # snapshots and the log. A log built directly starts with none, at its log end offset.
         if producer_state is None:
             producer_state = ProducerStateManager(self._name)
             producer_state.reset(log_end_offset)
         self._producers = producer_state
-        # Offsets damage cut from closed segments (lost_offsets.py): reads there answer DATA_LOSS.
-        self._lost_offsets = lost_offsets if lost_offsets is not None else LostOffsets(directory, fs)
         # statistics
         self._appended_batch_count = 0
         self._appended_record_count = 0
         self._appended_bytes = 0
-        self._read_count = 0
-        self._read_bytes = 0
-        self._roll_counts: Counter[str] = Counter()
-        self._deleted_segment_count = 0
         self._flush_count = 0
-        self._retired_warm_lookups = 0
-        self._retired_cold_lookups = 0
         self._loaded_recovered_segment_count = loaded_recovered_segment_count
         self._loaded_truncated_bytes = loaded_truncated_bytes
         with self._lock:
             for segment in segments.values():
                 if segment.holds_handles:  # loading (or creating) opened it: count it
-                    self._open_segments.touch(segment, self)
+                    self._local.touch(segment)
 
     @classmethod
     def load(
@@ -224,7 +208,7 @@ class Log:
         flush_scheduler: FlushScheduler = _flush_in_thread,
         open_segments_max: int = DEFAULT_OPEN_SEGMENTS_MAX,
         open_segments: OpenSegments | None = None,
-    ) -> Log:
+    ) -> UnifiedLog:
         """Opens (or creates) the partition directory ``dir`` with Kafka's load passes."""
         rng = rng if rng is not None else random.Random()
         loaded = LogLoader(
@@ -273,6 +257,7 @@ class Log:
 
     def _apply_config(self, config: LogConfig) -> None:
         self._config = config
+        self._local.config = config
         self._validator = LogValidator(config, self._name)
         self._segment_bytes = config.segment_bytes
         self._roll_ms = config.roll_ms
@@ -336,7 +321,7 @@ class Log:
 
     @property
     def is_offline(self) -> bool:
-        return self._offline_cause is not None
+        return self._local.offline_cause is not None
 
     def set_change_listener(self, listener: ChangeListener | None) -> None:
         """Who is told of this log's changes from now on (``ChangeListener``); None: nobody."""
@@ -355,44 +340,13 @@ class Log:
         with self._lock:
             self._apply_config(config)
 
-    def _check_usable(self) -> None:
-        if self._offline_cause is not None:
-            raise LogDirOfflineError(
-                f"log {self._name} in {self._dir} is offline after an I/O error: {self._offline_cause}"
-            )
-        if self._closed:
-            raise StorageError(f"log {self._name} in {self._dir} is closed")
-
-    def _check_changeable(self) -> None:
-        self._check_usable()
-        if self._closing:
-            raise LogDirOfflineError(
-                f"log {self._name} is shutting down: nothing more is written to it; retry on a "
-                f"running service"
-            )
-
     def stop_changes(self) -> None:
         """Refuses every change from now on (appends, rolls, truncations, DeleteRecords,
         retention, cleaning) with LogDirOfflineError "shutting down", once the change under way
         (holding the log lock) is done: what the next flush makes durable is then everything the
         log ever acknowledged. Reads and flush() go on; close() follows. Idempotent."""
         with self._lock:
-            self._closing = True
-
-    def _io_error(self, action: str, exc: OSError, *, sync: bool = False) -> StorageError:
-        """The error to raise for ``exc``: a retriable ``ResourceExhaustedError`` when the disk
-        is full or descriptors ran out (the log stays online: each write path fails before it
-        changes anything), else ``LogDirOfflineError``, and the log goes offline. A failed
-        fsync (``sync``) is a failure even on ENOSPC: the kernel may have dropped the pages; only
-        EMFILE/ENFILE (from the open before a sync, io_errors.py) stays retriable there."""
-        exhausted = exhaustion_error(exc, f"{action} partition {self._name}", sync=sync)
-        if exhausted is not None:
-            if not self._exhausted:  # once per episode, not once per refused request
-                self._exhausted = True
-                _LOG.warning("%s: %s", self._name, exhausted)
-            return exhausted
-        self._offline_cause = exc
-        return LogDirOfflineError(f"I/O error while {action} log {self._name} in {self._dir}: {exc}")
+            self._local.closing = True
 
     # -- append ---------------------------------------------------------------------------------
     def append(self, records: bytes | bytearray | memoryview) -> AppendInfo:
@@ -404,9 +358,10 @@ class Log:
             records, now_ms
         )
         watch.lap("validation")
+        local = self._local
         with self._lock:
-            if self._closed or self._closing or self._offline_cause is not None:
-                self._check_changeable()
+            if local.closed or local.closing or local.offline_cause is not None:
+                local.check_changeable()
             pending = self._producers.check(batch)
             if pending is not None and type(pending) is BatchMetadata:
                 return self._duplicate(pending)
@@ -425,16 +380,16 @@ class Log:
                 if reason is not None:
                     segment = self._roll(base_offset, reason)
                 watch.mark_faults()
-                self._open_segments.touch(segment, self)
+                local.touch(segment)
                 segment.append_batch(batch, base_offset, last_offset, max_timestamp_ms)
                 watch.lap_faults("append", "append")
             except OSError as exc:
-                raise self._io_error("appending to", exc) from exc
+                raise local.io_error("appending to", exc) from exc
             self._log_end_offset = last_offset + 1
             if pending is not None:
                 self._producers.complete(pending, base_offset, last_offset, max_timestamp_ms, now_ms)
-            if self._exhausted:
-                self._exhausted = False
+            if local.exhausted:
+                local.exhausted = False
                 _LOG.info("%s: appends succeed again", self._name)
             self._appended_batch_count += 1
             self._appended_record_count += record_count
@@ -491,41 +446,15 @@ class Log:
     def roll(self, reason: RollReason = RollReason.REQUESTED) -> int:
         """Starts a new active segment at the log end offset; returns its base offset."""
         with self._lock:
-            self._check_changeable()
+            self._local.check_changeable()
             try:
                 return self._roll(self._log_end_offset, reason).base_offset
             except OSError as exc:
-                raise self._io_error("rolling", exc) from exc
+                raise self._local.io_error("rolling", exc) from exc
 
     def _roll(self, expected_next_offset: int, reason: RollReason) -> LogSegment:
         new_offset = max(expected_next_offset, self._log_end_offset)
-        active = self._segments.active
-        if new_offset in self._segments:
-            if active.base_offset != new_offset or active.size_in_bytes != 0:
-                raise StorageError(
-                    f"{self._name}: cannot roll to a new segment at {new_offset}: a segment with "
-                    f"that base offset already exists"
-                )
-            # KAFKA-6388: an empty active segment reported an index full; replace it.
-            new_segment = self._create_and_delete_segment(new_offset, active)
-        elif new_offset < active.base_offset:
-            raise StorageError(
-                f"{self._name}: cannot roll to offset {new_offset}, below the active segment's "
-                f"base offset {active.base_offset}"
-            )
-        else:
-            # The new segment's files first: if they cannot be created (a full disk), the active
-            # segment has not been sealed and trimmed yet and takes the next append as before.
-            new_segment = self._open_segment(new_offset)
-            try:
-                active.on_become_inactive_segment()
-            except BaseException:
-                new_segment.delete_if_exists()
-                raise
-            self._segments.add(new_segment)
-            self._touch(active)
-        self._roll_counts[reason.value] += 1
-        self._timestamps.invalidate()
+        new_segment = self._local.roll(new_offset, reason.value)
         self._snapshot_at_roll(new_offset)
         self._flush_scheduler(lambda: self._flush_quietly(new_offset))
         return new_segment
@@ -544,66 +473,17 @@ class Log:
             _LOG.warning("%s: no producer snapshot at the roll to %d (%s); the next load replays from an "
                          "older one", self._name, offset, exc)
 
-    def _open_segment(self, base_offset: int) -> LogSegment:
-        self._delete_stale_files(base_offset)
-        return LogSegment.open(
-            self._dir,
-            base_offset,
-            self._config,
-            clock=self._clock,
-            fs=self._fs,
-            create=True,
-            roll_jitter_ms=roll_jitter_ms(self._config, self._rng),
-        )
-
-    def _delete_stale_files(self, base_offset: int) -> None:
-        for path in (
-            file_names.log_path(self._dir, base_offset),
-            file_names.offset_index_path(self._dir, base_offset),
-            file_names.time_index_path(self._dir, base_offset),
-        ):
-            try:
-                self._fs.unlink(path)
-                _LOG.warning("%s: deleted stale file %s before rolling", self._name, path)
-            except FileNotFoundError:
-                pass
-
-    def _create_and_delete_segment(self, new_offset: int, old: LogSegment) -> LogSegment:
-        """Replaces ``old`` with a new empty segment at ``new_offset`` (created first, so the
-        log is never without an active segment)."""
-        if new_offset == old.base_offset:
-            old.change_file_suffixes("", file_names.DELETED_SUFFIX)
-        new_segment = self._segments.add(self._open_segment(new_offset))
-        if new_offset != old.base_offset:
-            self._segments.remove(old.base_offset)
-        self._schedule_delete([old])
-        return new_segment
-
-    # -- descriptors of inactive segments ------------------------------------------------------
-    def _touch(self, segment: LogSegment) -> None:
-        self._open_segments.touch(segment, self)
-
-    def _forget(self, segment: LogSegment) -> None:
-        self._open_segments.forget(segment)
-
     def try_release_handles(self, segment: LogSegment) -> bool:
         """For the descriptor budget: releases ``segment``'s handles unless this log is busy in
         another thread (then False; the budget tries another time)."""
-        if not self._lock.acquire(blocking=False):
-            return False
-        try:
-            if not self._closed:
-                segment.release_handles()
-            return True
-        finally:
-            self._lock.release()
+        return self._local.try_release_handles(segment)
 
     # -- read -----------------------------------------------------------------------------------
     def read(self, offset: int, max_bytes: int, *, min_one_batch: bool = True) -> FetchData:
         """Whole batches from the one holding ``offset``, at most ``max_bytes`` (at least one
         batch with ``min_one_batch``), none past the high watermark."""
         with self._lock:
-            self._check_usable()
+            self._local.check_usable()
             log_start, high_watermark = self._log_start_offset, self._log_end_offset
             if offset < log_start or offset > high_watermark:
                 raise OffsetOutOfRangeError(
@@ -612,90 +492,35 @@ class Log:
                 )
             records, next_offset = b"", offset
             if offset < high_watermark:
-                try:
-                    records, next_offset = self._read_segments(offset, max_bytes, min_one_batch)
-                except OSError as exc:
-                    raise self._io_error("reading", exc) from exc
-                except CorruptRecordError as exc:
-                    raise self._corrupt(f"a read at offset {offset}", exc) from exc
-            self._read_count += 1
-            self._read_bytes += len(records)
+                records, next_offset = self._local.read(offset, max_bytes, min_one_batch, log_start, high_watermark)
+            else:
+                self._local.read_count += 1
             return FetchData(records, high_watermark, log_start, high_watermark, next_offset)
-
-    def _read_segments(self, offset: int, max_bytes: int, min_one_batch: bool) -> tuple[bytes, int]:
-        segments = self._segments
-        lost = self._lost_offsets
-        lost.check(offset, self._log_start_offset, self._name)  # never step over lost offsets
-        watch = stopwatch("fetch")
-        segment = segments.floor(offset)
-        if segment is None:  # below the first segment (a log start offset inside a gap)
-            segment = segments.first
-        watch.lap("segment_lookup")
-        while segment is not None:
-            self._touch(segment)
-            following = segments.higher(segment.base_offset)
-            # Every batch in the segments is below the high watermark (= log end offset), so
-            # each segment may be read to its end. The read checks each batch against the
-            # segment's offsets: None means the segment was walked whole and holds nothing at
-            # or above ``offset`` (a gap compaction left), never that a length lied.
-            limit = None if following is None else following.base_offset
-            found = segment.read_with_next_offset(offset, max_bytes, None, min_one_batch, limit, watch)
-            if segment.cut_on_first_use_bytes and following is not None:
-                # Its first-use check cut its tail just now: the offsets up to the next segment
-                # are lost, as if the load had cut them (lost_offsets.py).
-                segment.cut_on_first_use_bytes = 0
-                lost.note_cut(segment.read_next_offset(), following.base_offset, self._log_start_offset, str(segment))
-                lost.check(offset, self._log_start_offset, self._name)
-            if found is not None:
-                if watch.observing:
-                    # How far behind the log end this read starts: offsets, and bytes of log
-                    # after it (the rest of its segment, read to its end, and every later one).
-                    behind_bytes = segment.last_read_rest_bytes
-                    if following is not None:
-                        behind_bytes += sum(s.size_in_bytes for s in segments.higher_segments(segment.base_offset))
-                    OBSERVER.current.read_age(self._log_end_offset - offset, behind_bytes)
-                return found
-            segment = following
-        return b"", offset
-
-    def _corrupt(self, what: str, exc: Exception) -> CorruptSegmentError:
-        return CorruptSegmentError(f"partition {self._name}: stored data is corrupt where {what} looked: {exc}")
 
     def position_of(self, offset: int) -> tuple[int, int] | None:
         """(segment base offset, byte position) of the batch holding ``offset`` or, in a gap,
         the next batch; None past the last batch. Both lookup levels, no data read."""
         with self._lock:
-            self._check_usable()
-            segment = self._segments.floor(offset)
-            while segment is not None:
-                self._touch(segment)
-                following = self._segments.higher(segment.base_offset)
-                limit = None if following is None else following.base_offset
-                try:
-                    header = segment.translate_offset(offset, offset_limit=limit)
-                except CorruptRecordError as exc:
-                    raise self._corrupt(f"a lookup of offset {offset}", exc) from exc
-                if header is not None:
-                    return segment.base_offset, header.position
-                segment = following
-            return None
+            self._local.check_usable()
+            return self._local.position_of(offset)
 
     # -- offsets by timestamp -------------------------------------------------------------------
     def offset_for_timestamp(self, timestamp_ms: int) -> TimestampAndOffset | None:
         """The first record with a timestamp >= ``timestamp_ms`` at or above the log start
         offset, or a special target: LATEST (-1), EARLIEST (-2), MAX_TIMESTAMP (-3)."""
+        local = self._local
         with self._lock:
-            if self._closed or self._offline_cause is not None:
-                self._check_usable()
+            if local.closed or local.offline_cause is not None:
+                local.check_usable()
             try:
                 if timestamp_ms >= 0:
                     return self._search_timestamp(timestamp_ms)
                 if timestamp_ms == MAX_TIMESTAMP:
                     return self._offset_of_max_timestamp()
             except OSError as exc:
-                raise self._io_error("searching", exc) from exc
+                raise local.io_error("searching", exc) from exc
             except CorruptRecordError as exc:
-                raise self._corrupt(f"a search for timestamp {timestamp_ms}", exc) from exc
+                raise local.corrupt(f"a search for timestamp {timestamp_ms}", exc) from exc
             if timestamp_ms == LATEST_TIMESTAMP:
                 return TimestampAndOffset(-1, self._log_end_offset)
             if timestamp_ms == EARLIEST_TIMESTAMP or timestamp_ms == EARLIEST_LOCAL_TIMESTAMP:
@@ -716,22 +541,23 @@ class Log:
         for timestamp_ms in timestamps_ms:
             if timestamp_ms < 0 and timestamp_ms not in _SPECIAL_TIMESTAMPS:
                 raise ValueError(f"{self._name}: unknown special timestamp {timestamp_ms}")
+        local = self._local
         with self._lock:
-            if self._closed or self._offline_cause is not None:
-                self._check_usable()
+            if local.closed or local.offline_cause is not None:
+                local.check_usable()
             searched = sorted({timestamp_ms for timestamp_ms in timestamps_ms if timestamp_ms >= 0})
             try:
                 found: dict[int, TimestampAndOffset | None] = {}
                 if searched and self._log_start_offset != self._log_end_offset:
                     found.update(search_timestamps(
-                        self._segments, self._timestamps, searched, self._log_start_offset, self._touch
+                        self._segments, local.timestamps, searched, self._log_start_offset, local.touch
                     ))
                 if MAX_TIMESTAMP in timestamps_ms:
                     found[MAX_TIMESTAMP] = self._offset_of_max_timestamp()
             except OSError as exc:
-                raise self._io_error("searching", exc) from exc
+                raise local.io_error("searching", exc) from exc
             except CorruptRecordError as exc:
-                raise self._corrupt(f"a search for the timestamps {_targets_text(timestamps_ms)}", exc) from exc
+                raise local.corrupt(f"a search for the timestamps {_targets_text(timestamps_ms)}", exc) from exc
             found[LATEST_TIMESTAMP] = TimestampAndOffset(-1, self._log_end_offset)
             found[EARLIEST_TIMESTAMP] = found[EARLIEST_LOCAL_TIMESTAMP] = TimestampAndOffset(-1, self._log_start_offset)
             found[LATEST_TIERED_TIMESTAMP] = TimestampAndOffset(-1, -1)
@@ -741,10 +567,11 @@ class Log:
         if self._log_start_offset == self._log_end_offset:
             return None
         segments = self._segments
+        touch = self._local.touch
         # One stopwatch for the whole lookup, handed to each segment searched (which restarts it
         # with its fault count, after its first-use check): one object, not one a segment.
         watch = stopwatch("offsets_for_times")
-        reaching = self._timestamps.first_slot_reaching(segments, timestamp_ms)
+        reaching = self._local.timestamps.first_slot_reaching(segments, timestamp_ms)
         slot = max(reaching, segments.floor_slot(self._log_start_offset))
         watch.lap("segment_lookup")
         # Kafka searches only the first segment whose largest timestamp reaches the target; the
@@ -753,7 +580,7 @@ class Log:
             segment = segments.at(index)
             if index != reaching and segment.largest_timestamp() < timestamp_ms:
                 continue  # (the running max vouches for the first segment reaching it)
-            self._touch(segment)
+            touch(segment)
             found = segment.find_offset_by_timestamp(timestamp_ms, self._log_start_offset, watch)
             if found is not None:
                 return found
@@ -763,7 +590,7 @@ class Log:
     def explain_offset(self, offset: int, residency: ResidentPages | None = None) -> LookupExplanation:
         """The path of a read at ``offset``: segment, index searches, scan (lookup_explain.py)."""
         with self._lock:
-            self._check_usable()
+            self._local.check_usable()
             if not self._log_start_offset <= offset < self._log_end_offset:
                 raise OffsetOutOfRangeError(
                     f"{self._name}: offset {offset} is outside the log's records "
@@ -776,9 +603,9 @@ class Log:
         if timestamp_ms < 0:
             raise ValueError(f"{self._name}: explain needs a timestamp >= 0, found {timestamp_ms}")
         with self._lock:
-            self._check_usable()
+            self._local.check_usable()
             segments = self._segments
-            reaching = self._timestamps.first_slot_reaching(segments, timestamp_ms)
+            reaching = self._local.timestamps.first_slot_reaching(segments, timestamp_ms)
             if self._log_start_offset == self._log_end_offset or reaching >= len(segments):
                 return explain_offset_none(segments)
             slot = max(reaching, segments.floor_slot(self._log_start_offset))
@@ -791,14 +618,14 @@ class Log:
         """False until a lookup by time has asked every segment its largest timestamp once:
         after a restart that first lookup runs each inactive segment's deferred first-use
         check, three small reads a segment, so it belongs on a thread, not the event loop."""
-        return self._timestamps.loaded
+        return self._local.timestamps.loaded
 
     def _offset_of_max_timestamp(self) -> TimestampAndOffset | None:
         if self._log_start_offset == self._log_end_offset:
             return None
-        self._timestamps.load(self._segments)  # asks every segment (and says so: loaded)
+        self._local.timestamps.load(self._segments)  # asks every segment (and says so: loaded)
         best = max(self._segments.values(), key=lambda segment: segment.max_timestamp_so_far)
-        self._touch(best)
+        self._local.touch(best)
         return best.offset_of_max_timestamp()
 
     # -- flush ----------------------------------------------------------------------------------
@@ -808,16 +635,16 @@ class Log:
 
         The fsyncs run outside the log lock, so appends go on meanwhile and concurrent flushes
         coalesce (the second finds the recovery point already past its offset). Each file is
-        synced (fdatasync) through a descriptor opened for the purpose under the lock: a
-        segment's own descriptor may be released (or its number reused) while the sync runs.
-        A flush to ``offset`` syncs only the log of the segment holding the new recovery point:
-        recovery after a crash rebuilds that segment's indexes anyway. A whole-log flush (no
-        ``offset``, as at shutdown) syncs every segment's indexes, the active one's included:
-        its recovery point is the log end offset, and after a clean shutdown the next load
-        trusts the index files below it without rebuilding them."""
+        synced (fdatasync) through a descriptor opened for the purpose under the lock
+        (``LocalLog.sync_segment``). A flush to ``offset`` syncs only the log of the segment
+        holding the new recovery point: recovery after a crash rebuilds that segment's indexes
+        anyway. A whole-log flush (no ``offset``, as at shutdown) syncs every segment's indexes,
+        the active one's included: its recovery point is the log end offset, and after a clean
+        shutdown the next load trusts the index files below it without rebuilding them."""
+        local = self._local
         with self._flush_lock:
             with self._lock:
-                self._check_usable()
+                local.check_usable()
                 target = self._log_end_offset if offset is None else min(offset, self._log_end_offset)
                 flush_to = target + 1 if offset is None else target
                 old_recovery_point = self._recovery_point
@@ -836,13 +663,13 @@ class Log:
             watch = stopwatch("flush")
             try:
                 for segment in segments:
-                    self._sync_segment(segment, with_indexes=segment is not holding_target)
+                    local.sync_segment(segment, with_indexes=segment is not holding_target)
                 if new_files:
-                    self._fs.fsync_dir(self._dir)
+                    local.sync_dir()
                 watch.lap("fsync")
             except OSError as exc:  # from a sync: an open's failures were raised as StorageError
                 with self._lock:
-                    raise self._io_error("flushing", exc, sync=True) from exc
+                    raise local.io_error("flushing", exc, sync=True) from exc
             with self._lock:
                 if target > self._recovery_point and self._truncation_epoch == truncation_epoch:
                     self._recovery_point = min(target, self._log_end_offset)
@@ -857,35 +684,6 @@ class Log:
         return (self._truncation_epoch, self._log_end_offset,
                 self._segments.active.base_offset, len(self._segments))
 
-    def _sync_segment(self, segment: LogSegment, *, with_indexes: bool) -> None:
-        with self._lock:
-            if self._segments.get(segment.base_offset) is not segment:
-                return  # deleted or replaced meanwhile: nothing of it is left to make durable
-            descriptors = []
-            try:
-                paths = segment.files_to_sync()  # (creates an active segment's index files)
-                if not with_indexes:
-                    paths = paths[:1]
-                for path in paths:
-                    descriptors.append(self._fs.open(path, os.O_RDONLY))
-            except BaseException as exc:
-                for fd in descriptors:
-                    self._fs.close(fd)
-                if isinstance(exc, OSError):
-                    # Nothing was synced yet, so nothing can have been lost: a full disk (an
-                    # index file to create) or no descriptor left is retriable, like an append.
-                    raise self._io_error("opening files to flush", exc) from exc
-                raise
-        try:
-            for fd in descriptors:
-                # fdatasync: the data and the size needed to read it back, not the mtime (a log
-                # append changes both; skipping the mtime saves a journal commit per flush here).
-                # It also writes back pages dirtied through an index mapping.
-                self._fs.fdatasync(fd)
-        finally:
-            for fd in descriptors:
-                self._fs.close(fd)
-
     def _flush_quietly(self, offset: int) -> None:
         """A roll's background flush: nobody waits for it, so it says itself how it failed.
         A failed sync has already taken the log offline (the log manager then takes the
@@ -894,10 +692,10 @@ class Log:
         try:
             self.flush(offset)
         except LogDirOfflineError as exc:
-            if not self._closed:  # a log closed meanwhile has nothing left to flush
+            if not self._local.closed:  # a log closed meanwhile has nothing left to flush
                 _LOG.error("%s: background flush to %d failed, the log is offline: %s", self._name, offset, exc)
         except StorageError as exc:
-            if not self._closed:
+            if not self._local.closed:
                 _LOG.warning("%s: background flush to %d failed: %s", self._name, offset, exc)
         except Exception:  # a bug: never lost in a pool's future nobody reads
             _LOG.exception("%s: background flush to %d failed", self._name, offset)
@@ -907,7 +705,7 @@ class Log:
         """One retention pass (5.7): segments below the log start offset and, when the cleanup
         policy includes delete, beyond retention.bytes and retention.ms. Returns the count."""
         with self._lock:
-            self._check_changeable()
+            self._local.check_changeable()
             try:
                 deleted = self._delete_while(below_log_start_offset(self._log_start_offset))
                 if self._config.is_delete:
@@ -917,7 +715,7 @@ class Log:
                     deleted += self._delete_while(older_than_retention_ms(now_ms, self._config.retention_ms))
                 return deleted
             except OSError as exc:
-                raise self._io_error("deleting old segments of", exc) from exc
+                raise self._local.io_error("deleting old segments of", exc) from exc
 
     def _delete_while(self, predicate: Predicate | None) -> int:
         if predicate is None:
@@ -937,52 +735,19 @@ class Log:
         following = self._segments.higher(deletable[-1].base_offset)
         assert following is not None
         self._log_start_offset = max(self._log_start_offset, following.base_offset)
-        self._remove_and_delete(deletable)
+        self._local.remove_and_delete(deletable)
         delete_snapshots_below(self._producers, self._fs, self._dir, following.base_offset)
-
-    def _remove_and_delete(self, segments: list[LogSegment]) -> None:
-        for segment in segments:
-            self._segments.remove(segment.base_offset)
-        self._schedule_delete(segments)
-        self._timestamps.invalidate()
-
-    def _schedule_delete(self, segments: list[LogSegment]) -> None:
-        """Renames the segments' files to ``.deleted``; ``delete_due_files`` unlinks them once
-        file.delete.delay.ms has passed. Their descriptors close now, as Kafka closes a
-        segment's handles when it schedules the deletion: out of the map they are out of the
-        open-segment budget too, and a minute of them (two cleanings and a read sweep) ran the
-        process out of descriptors. A read of the log from now on never reaches them (the log
-        start offset moved, or the segment was replaced); one holding the segment already (a
-        cleaning snapshot describing it) reopens the renamed files on its next use."""
-        due_ms = self._clock.time_ms() + self._config.file_delete_delay_ms
-        for segment in segments:
-            self._forget(segment)
-            try:
-                if not segment.has_suffix(file_names.DELETED_SUFFIX):
-                    segment.change_file_suffixes("", file_names.DELETED_SUFFIX)
-            finally:
-                segment.release_handles()
-            self._pending_deletes.append((due_ms, segment))
-            self._deleted_segment_count += 1
 
     def delete_due_files(self) -> int:
         """Unlinks the ``.deleted`` segments whose delay has passed; returns how many."""
         with self._lock:
-            now_ms = self._clock.time_ms()
-            due = [segment for due_ms, segment in self._pending_deletes if due_ms <= now_ms]
-            self._pending_deletes = [(due_ms, s) for due_ms, s in self._pending_deletes if due_ms > now_ms]
-            for segment in due:
-                stats = segment.statistics()
-                self._retired_warm_lookups += stats.warm_lookup_count
-                self._retired_cold_lookups += stats.cold_lookup_count
-                segment.delete_if_exists()
-            return len(due)
+            return self._local.delete_due_files()
 
     def delete_records(self, offset: int) -> int:
         """Moves the log start offset up to ``offset`` (-1: the high watermark); returns it.
         Segments wholly below it go in the next retention pass."""
         with self._lock:
-            self._check_changeable()
+            self._local.check_changeable()
             if offset == _DELETE_TO_HIGH_WATERMARK:
                 offset = self.high_watermark
             if offset < 0 or offset > self.high_watermark:
@@ -1005,7 +770,7 @@ class Log:
         if target_offset < 0:
             raise ValueError(f"{self._name}: cannot truncate to a negative offset ({target_offset})")
         with self._lock:
-            self._check_changeable()
+            self._local.check_changeable()
             if target_offset >= self._log_end_offset:
                 return False
             self._truncation_epoch += 1
@@ -1015,15 +780,16 @@ class Log:
                 else:
                     self._truncate_segments_to(target_offset)
             except OSError as exc:
-                raise self._io_error("truncating", exc) from exc
+                raise self._local.io_error("truncating", exc) from exc
         self._announce_change()
         return True
 
     def _truncate_segments_to(self, target_offset: int) -> None:
-        self._remove_and_delete(self._segments.higher_segments(target_offset))
-        self._forget(self._segments.active)  # inactive until now: active again
+        local = self._local
+        local.remove_and_delete(self._segments.higher_segments(target_offset))
+        local.forget(self._segments.active)  # inactive until now: active again
         self._segments.active.truncate_to(target_offset)
-        self._timestamps.invalidate()
+        local.timestamps.invalidate()
         self._log_end_offset = target_offset
         self._log_start_offset = min(self._log_start_offset, target_offset)
         self._recovery_point = min(self._recovery_point, target_offset)
@@ -1034,19 +800,20 @@ class Log:
         if new_offset < 0:
             raise ValueError(f"{self._name}: cannot start the log at a negative offset ({new_offset})")
         with self._lock:
-            self._check_changeable()
+            self._local.check_changeable()
             try:
                 self._truncate_fully_and_start_at(new_offset)
             except OSError as exc:
-                raise self._io_error("truncating", exc) from exc
+                raise self._local.io_error("truncating", exc) from exc
         self._announce_change()
 
     def _truncate_fully_and_start_at(self, new_offset: int) -> None:
+        local = self._local
         self._truncation_epoch += 1
         segments = self._segments.values()
-        self._remove_and_delete(segments[:-1])
-        self._create_and_delete_segment(new_offset, segments[-1])
-        self._timestamps.invalidate()
+        local.remove_and_delete(segments[:-1])
+        local.create_and_delete_segment(new_offset, segments[-1])
+        local.timestamps.invalidate()
         self._log_end_offset = self._log_start_offset = new_offset
         self._recovery_point = min(self._recovery_point, new_offset)
         self._reload_producers()
@@ -1055,95 +822,27 @@ class Log:
     def open_cleaned_segment(self, base_offset: int, *, create: bool = False) -> LogSegment:
         """A segment over ``<base>.log.cleaned`` and its indexes in this log's directory; with
         ``create``, new empty files (stale ``.cleaned`` files of that base are replaced)."""
-        if create:
-            for path in (
-                file_names.log_path(self._dir, base_offset, file_names.CLEANED_SUFFIX),
-                file_names.offset_index_path(self._dir, base_offset, file_names.CLEANED_SUFFIX),
-                file_names.time_index_path(self._dir, base_offset, file_names.CLEANED_SUFFIX),
-            ):
-                try:
-                    self._fs.unlink(path)
-                except FileNotFoundError:
-                    pass
-        return LogSegment.open(
-            self._dir,
-            base_offset,
-            self._config,
-            clock=self._clock,
-            fs=self._fs,
-            suffix=file_names.CLEANED_SUFFIX,
-            create=create,
-        )
+        return self._local.open_cleaned_segment(base_offset, create=create)
 
     def replace_segments(self, new_segments: list[LogSegment], old_segments: list[LogSegment]) -> None:
-        """Swaps ``new_segments`` (complete and flushed ``.cleaned`` segments) in for
-        ``old_segments`` with Kafka's crash-safe protocol (6.6): rename the new ones
-        ``.cleaned`` -> ``.swap`` from the highest base offset down, rename the old ones
-        ``.deleted``, then ``.swap`` -> final names and fsync the directory. A crash at any point
-        is rolled back or forward by the next load."""
-        if not new_segments:
-            raise ValueError(f"{self._name}: replace_segments needs at least one new segment")
-        with self._lock:
-            self._check_changeable()
-            active = self._segments.active
-            if any(segment is active for segment in old_segments) or any(
-                segment.base_offset >= active.base_offset for segment in new_segments
-            ):
-                raise StorageError(
-                    f"{self._name}: the active segment (base offset {active.base_offset}) cannot be "
-                    f"replaced; replacements must lie below it"
-                )
-            ordered_new = sorted(new_segments, key=lambda segment: segment.base_offset)
-            ordered_old = sorted(
-                (s for s in old_segments if self._segments.get(s.base_offset) is s),
-                key=lambda segment: segment.base_offset,
-            )
-            try:
-                for segment in reversed(ordered_new):
-                    segment.change_file_suffixes(file_names.CLEANED_SUFFIX, file_names.SWAP_SUFFIX)
-                    self._segments.add(segment)
-                for segment in ordered_old:
-                    if segment.base_offset != ordered_new[0].base_offset:
-                        if self._segments.get(segment.base_offset) is segment:
-                            self._segments.remove(segment.base_offset)
-                    self._schedule_delete([segment])
-                for segment in ordered_new:
-                    segment.change_file_suffixes(file_names.SWAP_SUFFIX, "")
-                    self._touch(segment)
-                self._fs.fsync_dir(self._dir)
-            except OSError as exc:
-                if all(segment.has_suffix(file_names.CLEANED_SUFFIX) for segment in ordered_new):
-                    # The first rename failed: nothing was swapped, a full disk is retriable.
-                    raise self._io_error("replacing segments of", exc) from exc
-                raise self._swap_failed(exc) from exc
-            finally:
-                self._timestamps.invalidate()
-                self._fully_synced_state = None
-
-    def _swap_failed(self, exc: OSError) -> LogDirOfflineError:
-        """A swap that failed half done, whatever the errno: the segment map and the files
-        hold old and new segments side by side (overlapping offsets a read would answer as
-        DATA_LOSS), and only the loader's swap recovery (6.6) sorts that out. So the log goes
-        offline, as Kafka's does on any IOException, and the next start completes the swap
-        (``.swap`` files below the lowest ``.cleaned``) or rolls it back."""
-        self._offline_cause = exc
-        _LOG.error("%s: replacing segments failed half done (%s); the log is offline until a restart "
-                   "completes or rolls back the swap", self._name, exc)
-        return LogDirOfflineError(
-            f"I/O error while replacing segments of log {self._name} in {self._dir}, half done: {exc}; "
-            f"the next start completes or rolls back the swap"
-        )
+        """Swaps ``new_segments`` in for ``old_segments`` (``LocalLog.swap_segments``: Kafka's
+        crash-safe protocol, 6.6); a whole-log flush after it syncs every file again."""
+        try:
+            self._local.swap_segments(new_segments, old_segments)
+        finally:
+            self._fully_synced_state = None
 
     # -- life cycle -----------------------------------------------------------------------------
     def close(self) -> None:
         """Writes each segment's final time-index entry, trims and unmaps the indexes and closes
         the files. No fsync: the log manager flushes first. Idempotent."""
+        local = self._local
         with self._lock:
-            if self._closed:
+            if local.closed:
                 return
-            self._closed = True
+            local.closed = True
             failure: BaseException | None = None
-            if self._offline_cause is None:
+            if local.offline_cause is None:
                 # Kafka's UnifiedLog.close: the state at the log end for the next start. Synced
                 # only when it holds producers: a lost empty snapshot loses nothing (the load
                 # falls back to an older one, or to no state when none is left), and a shutdown
@@ -1153,34 +852,20 @@ class Log:
                     self._snapshot_producers(self._log_end_offset, sync=has_producers)
                 except Exception as exc:  # close the segments, then say the log did not close
                     failure = exc
-            for segment in self._segments.values():
-                self._forget(segment)
-                try:
-                    segment.close()
-                except Exception as exc:  # close the others, then say the log did not close
-                    failure = failure or exc
-                    segment.close_handlers()
-            for _, segment in self._pending_deletes:
-                segment.close_handlers()
-            if failure is not None:
-                raise failure
+            local.close(failure)
 
     def close_handlers(self) -> None:
         """Closes descriptors and mappings without writing anything: for a failed disk, or to
         drop a log as a crash would."""
         with self._lock:
-            self._closed = True
-            for segment in self._segments.values():
-                self._forget(segment)
-                segment.close_handlers()
-            for _, segment in self._pending_deletes:
-                segment.close_handlers()
+            self._local.close_handlers()
 
     # -- statistics -----------------------------------------------------------------------------
     def statistics(self) -> LogStatistics:
+        local = self._local
         with self._lock:
             segments = self._segments.values()
-            warm, cold = self._retired_warm_lookups, self._retired_cold_lookups
+            warm, cold = local.retired_warm_lookups, local.retired_cold_lookups
             for segment in segments:
                 stats = segment.statistics()
                 warm += stats.warm_lookup_count
@@ -1202,11 +887,11 @@ class Log:
                 appended_batch_count=self._appended_batch_count,
                 appended_record_count=self._appended_record_count,
                 appended_bytes=self._appended_bytes,
-                read_count=self._read_count,
-                read_bytes=self._read_bytes,
-                roll_counts=MappingProxyType(dict(self._roll_counts)),
-                deleted_segment_count=self._deleted_segment_count,
-                pending_delete_file_count=len(self._pending_deletes),
+                read_count=local.read_count,
+                read_bytes=local.read_bytes,
+                roll_counts=MappingProxyType(dict(local.roll_counts)),
+                deleted_segment_count=local.deleted_segment_count,
+                pending_delete_file_count=local.pending_delete_count,
                 flush_count=self._flush_count,
                 last_flush_time_ms=self._last_flush_time_ms,
                 index_warm_lookup_count=warm,
@@ -1227,7 +912,7 @@ class Log:
                 self._appended_bytes,
                 self._appended_record_count,
                 self._flush_count,
-                self._lost_offsets.offset_count(self._log_start_offset),
+                self._local.lost_offsets.offset_count(self._log_start_offset),
             )
 
     def run_locked(self, action: Callable[[LogSegments[LogSegment]], _T]) -> _T:
@@ -1235,11 +920,11 @@ class Log:
         steps, which must see the segment map and the offsets hold still. Keep it short: appends
         wait. An OSError inside takes the log offline."""
         with self._lock:
-            self._check_usable()
+            self._local.check_usable()
             try:
                 return action(self._segments)
             except OSError as exc:
-                raise self._io_error("snapshotting or installing segments of", exc) from exc
+                raise self._local.io_error("snapshotting or installing segments of", exc) from exc
 
     def segments_snapshot(self) -> list[LogSegment]:
         """The segments in offset order (for snapshots, the cleaner and tests)."""
@@ -1251,3 +936,7 @@ class Log:
             f"Log({self._name}, dir={self._dir!r}, start={self._log_start_offset}, "
             f"end={self._log_end_offset}, segments={len(self._segments)})"
         )
+
+
+Log = UnifiedLog
+"""The name the service and the tests know the unified log by (``seglog_server.storage.Log``)."""
