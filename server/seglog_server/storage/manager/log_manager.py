@@ -43,6 +43,10 @@ import os
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from seglog.records import ATTRIBUTES_OFFSET
+from seglog.records.attributes import COMPRESSION_MASK
 
 from . import log_maintenance as jobs
 from ..format.clean_shutdown import NO_BROKER_EPOCH
@@ -56,8 +60,9 @@ from ..base.errors import (
 )
 from ..base.fs import REAL_FS, FileSystem
 from ..base.io_errors import exhaustion_error, is_exhaustion
+from ..log.log_results import MAX_TIMESTAMP
 from ..log.unified_log import ChangeListener, Log
-from ..base.log_config import LogConfig
+from ..base.log_config import LONG_MAX, LogConfig
 from ..cleaning.log_cleaner_manager import (
     DEFAULT_SNAPSHOT_TTL_MS,
     CleanableLog,
@@ -104,6 +109,9 @@ __all__ = [
 ]
 
 _log = logging.getLogger(__name__)
+
+# A v2 batch's attributes are a big-endian int16: its low byte holds the compression codec.
+_ATTRIBUTES_LOW_BYTE = ATTRIBUTES_OFFSET + 1
 
 _NEW, _STARTING, _RUNNING, _STOPPING, _STOPPED, _HALTED = (
     "new",
@@ -757,6 +765,38 @@ class LogManager:
         """Takes ``log_dir`` offline after an I/O error seen outside the manager (for example
         a LogDirOfflineError from ``Log.append`` in the service). Idempotent."""
         self._take_dir_offline(self._dir_by_path(log_dir), str(cause))
+
+    # ---------------------------------------------------------------------------------------
+    # the adapter's questions about a log (rpc/storage_port.py): asked on its event loop,
+    # answered from the log's public state, no I/O
+    # ---------------------------------------------------------------------------------------
+    def inline_lock(self, log: Log) -> Any:
+        """The re-entrant lock every operation of ``log`` takes. A caller on an event loop runs
+        an operation inline only if it takes this lock without waiting (and holds it while the
+        operation re-enters it): a pool thread may hold it for milliseconds of disk I/O."""
+        return log._lock  # noqa: SLF001 - the storage answering for its own log
+
+    def append_may_block(self, log: Log, batch: bytes | bytearray | memoryview) -> bool:
+        """Whether ``log.append(batch)`` may block for I/O or CPU: a ``flush.messages`` policy
+        fsyncs inside the append, and a compressed batch is decompressed (up to the topic's
+        decompressed_bytes_max) to be validated."""
+        if log.config.flush_messages != LONG_MAX:
+            return True
+        return len(batch) > _ATTRIBUTES_LOW_BYTE and batch[_ATTRIBUTES_LOW_BYTE] & COMPRESSION_MASK != 0
+
+    def timestamp_lookup_may_block(self, log: Log, timestamps_ms: Sequence[int]) -> bool:
+        """Whether looking ``timestamps_ms`` up may read every segment of ``log``: a log's first
+        search by time (or MAX_TIMESTAMP) after a restart runs each inactive segment's deferred
+        first-use check (three small reads a segment; a recovery when they disagree). The
+        special targets EARLIEST and LATEST read no segment."""
+        if log.timestamps_loaded:
+            return False
+        return any(timestamp_ms >= 0 or timestamp_ms == MAX_TIMESTAMP for timestamp_ms in timestamps_ms)
+
+    def handle_log_failure(self, log: Log, cause: BaseException | str) -> None:
+        """``handle_log_dir_failure`` for the directory holding ``log`` (an I/O error met by a
+        caller, for example LogDirOfflineError from ``Log.append``). Idempotent."""
+        self.handle_log_dir_failure(os.path.dirname(os.path.abspath(log.dir)), cause)
 
     def _take_dir_offline(self, log_dir: LogDir, reason: str) -> None:
         for partition in self._registry.take_dir_offline(log_dir, reason):
