@@ -16,13 +16,15 @@ from seglog.v1 import log_service_pb2 as pb
 from . import validation
 from .boundary import unary_rpc
 from .errors import InvalidRequestError
+from .storage_calls import StorageCalls
+from .storage_port import StoragePort
 
 __all__ = ["CleaningRpcs"]
 
 
 class CleaningRpcs:
-    _manager: Any
-    _calls: Any
+    _manager: StoragePort
+    _calls: StorageCalls
     log_dir_names: Any  # LogDirNames: log directories as labels, never server paths
 
     @unary_rpc

@@ -31,7 +31,6 @@ __all__ = [
     "fetch_next_offset",
     "fetch_response_wire",
     "holds_compressed",
-    "is_compressed",
     "list_topics_response",
     "next_offset_after",
     "add_partition_offset",
@@ -47,8 +46,6 @@ _BASE_OFFSET_FIELD = 0
 _ATTRIBUTES_FIELD = 5
 _LAST_OFFSET_DELTA_FIELD = 6
 _RECORDS_COUNT_FIELD = 12
-# The attributes are a big-endian int16: the compression bits sit in its second byte.
-_ATTRIBUTES_LOW_BYTE = codec.ATTRIBUTES_OFFSET + 1
 _COMPRESSION_MASK = 0x07
 assert codec.HEADER.unpack(bytes(range(61)))[_LAST_OFFSET_DELTA_FIELD] == int.from_bytes(bytes(range(23, 27)), "big")
 assert codec.HEADER.unpack(bytes(range(61)))[_RECORDS_COUNT_FIELD] == int.from_bytes(bytes(range(57, 61)), "big")
@@ -109,12 +106,6 @@ def declared_record_count(batch: bytes | memoryview) -> int:
     if len(batch) < codec.RECORD_BATCH_OVERHEAD:
         return 0
     return _RECORDS_COUNT.unpack_from(batch, codec.RECORDS_COUNT_OFFSET)[0]
-
-
-def is_compressed(batch: bytes | memoryview) -> bool:
-    """Whether a produced batch's attributes name a compression codec (its records must then be
-    decompressed to be validated: CPU work up to the topic's decompressed_bytes_max)."""
-    return len(batch) > _ATTRIBUTES_LOW_BYTE and batch[_ATTRIBUTES_LOW_BYTE] & _COMPRESSION_MASK != 0
 
 
 def holds_compressed(records: bytes | memoryview) -> bool:

@@ -21,10 +21,9 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
-from typing import Any
-
 from .errors import FlushIncompleteError
 from .storage_calls import StorageCalls
+from .storage_port import PartitionLog
 
 __all__ = ["GroupCommit", "GroupCommitStatistics"]
 
@@ -39,12 +38,12 @@ class GroupCommitStatistics:
 class GroupCommit:
     def __init__(self, calls: StorageCalls) -> None:
         self._calls = calls
-        self._running: dict[Any, asyncio.Future[None]] = {}
+        self._running: dict[PartitionLog, asyncio.Future[None]] = {}
         self._flush_count = 0
         self._wait_count = 0
         self._already_durable_count = 0
 
-    async def wait_durable(self, log: Any, end_offset: int) -> None:
+    async def wait_durable(self, log: PartitionLog, end_offset: int) -> None:
         """Returns once every offset below ``end_offset`` of ``log`` has been fsynced."""
         self._wait_count += 1
         if log.recovery_point >= end_offset:
@@ -69,7 +68,7 @@ class GroupCommit:
                 f"(recovery point {log.recovery_point}); the log changed during the flush"
             )
 
-    def _start_flush(self, log: Any) -> asyncio.Future[None]:
+    def _start_flush(self, log: PartitionLog) -> asyncio.Future[None]:
         self._flush_count += 1
         # The target is read here, on the loop, after the appends of everyone now waiting.
         task = asyncio.ensure_future(self._calls.blocking(log.flush, log.log_end_offset))
@@ -77,7 +76,7 @@ class GroupCommit:
         task.add_done_callback(lambda done: self._forget(log, done))
         return task
 
-    def _forget(self, log: Any, task: asyncio.Future[None]) -> None:
+    def _forget(self, log: PartitionLog, task: asyncio.Future[None]) -> None:
         if self._running.get(log) is task:
             del self._running[log]
         if not task.cancelled():

@@ -9,7 +9,6 @@ runs (inline or on the pool) is ``StorageCalls``'s decision, by the bytes the ca
 from __future__ import annotations
 
 import asyncio
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -20,7 +19,6 @@ from seglog_server.config import RESPONSE_OVERHEAD_BYTES
 from seglog_server.metrics.page_residency import resident_pages
 from seglog_server.security import Operation
 from seglog_server.storage.base.errors import LogDirOfflineError
-from seglog_server.storage.base.log_config import LONG_MAX
 
 from . import conversions, validation
 from .admission import Admission, AdmissionLimits, AdmissionStatistics, client_of
@@ -35,6 +33,7 @@ from .log_dir_names import LogDirNames
 from .group_commit import GroupCommit, GroupCommitStatistics
 from .status import status_for
 from .storage_calls import StorageCalls, StorageCallsStatistics
+from .storage_port import PartitionLog, StoragePort
 from .streams import StreamRpcs
 
 __all__ = [
@@ -87,7 +86,7 @@ class LogServicerStatistics:
 
 class LogServicer(CleaningRpcs, StreamRpcs, pb_grpc.LogServiceServicer):
     def __init__(
-        self, manager: Any, calls: StorageCalls, limits: LogServicerLimits,
+        self, manager: StoragePort, calls: StorageCalls, limits: LogServicerLimits,
         admission: AdmissionLimits = _DEFAULT_ADMISSION,
         log_dir_names: LogDirNames | None = None,
         gate: CallGate | None = None,
@@ -201,7 +200,7 @@ class LogServicer(CleaningRpcs, StreamRpcs, pb_grpc.LogServiceServicer):
             await self._durable(log, info.last_offset + 1)
         return conversions.produce_response(info)
 
-    async def _append(self, request: pb.ProduceRequest) -> tuple[Any, Any, int]:
+    async def _append(self, request: pb.ProduceRequest) -> tuple[PartitionLog, Any, int]:
         """Produce's append (ProduceStream's too): the log, the append's info and the acks."""
         topic, partition = validation.check_partition_ref(request.topic, request.partition)
         acks = validation.check_acks(request.acks)
@@ -209,23 +208,19 @@ class LogServicer(CleaningRpcs, StreamRpcs, pb_grpc.LogServiceServicer):
         # From the header alone, before any record is decompressed or decoded (config.py).
         conversions.check_record_count(conversions.declared_record_count(batch), self._limits.batch_records_max)
         log = self._manager.get_log(topic, partition)
-        # A topic with a flush.messages policy may fsync inside append, and a compressed batch is
-        # decompressed (up to the topic's decompressed_bytes_max) to be validated: never on the
-        # event loop.
-        io_bytes = len(batch)
-        if log.config.flush_messages != LONG_MAX or conversions.is_compressed(batch):
-            io_bytes = _BLOCKING
+        # An append that may fsync (flush.messages) or decompress to validate: never on the loop.
+        io_bytes = _BLOCKING if self._manager.append_may_block(log, batch) else len(batch)
         info = await self._log_call(log, io_bytes, log.append, batch)
         if self._after_append.active:  # tests only: a fault between the write and the ack
             await self._after_append.after_append()
         return log, info, acks
 
-    async def _durable(self, log: Any, end_offset: int) -> None:
+    async def _durable(self, log: PartitionLog, end_offset: int) -> None:
         """Group commit (group_commit.py), with _log_call's offline-directory handling."""
         try:
             await self._group_commit.wait_durable(log, end_offset)
         except LogDirOfflineError as exc:
-            await self._calls.blocking(self._manager.handle_log_dir_failure, _dir_of(log), exc)
+            await self._calls.blocking(self._manager.handle_log_failure, log, exc)
             raise
 
     def _produced_batch(self, request: pb.ProduceRequest) -> bytes:
@@ -381,11 +376,11 @@ class LogServicer(CleaningRpcs, StreamRpcs, pb_grpc.LogServiceServicer):
         return await self._log_call(log, _BLOCKING, log.read, offset, max_bytes)
 
     @staticmethod
-    def _probe(log: Any, offset: int, probe_bytes: int) -> Any:
+    def _probe(log: PartitionLog, offset: int, probe_bytes: int) -> Any:
         # Not even one batch above probe_bytes: a large first batch means a large answer.
         return log.read(offset, probe_bytes, min_one_batch=False)
 
-    async def _log_call(self, log: Any, io_bytes: int, method: Callable[..., Any], *args: Any) -> Any:
+    async def _log_call(self, log: PartitionLog, io_bytes: int, method: Callable[..., Any], *args: Any) -> Any:
         """One call of a Log method, inline or pooled by ``io_bytes`` (``_BLOCKING``: pooled).
 
         A Log that meets an I/O error raises LogDirOfflineError; the whole directory is then
@@ -394,9 +389,9 @@ class LogServicer(CleaningRpcs, StreamRpcs, pb_grpc.LogServiceServicer):
         try:
             if io_bytes == _BLOCKING:
                 return await self._calls.blocking(method, *args)
-            return await self._calls.sized(io_bytes, method, *args, lock=log_lock(log))
+            return await self._calls.sized(io_bytes, method, *args, lock=self._manager.inline_lock(log))
         except LogDirOfflineError as exc:
-            await self._calls.blocking(self._manager.handle_log_dir_failure, _dir_of(log), exc)
+            await self._calls.blocking(self._manager.handle_log_failure, log, exc)
             raise
 
     async def _fetch_response(
@@ -521,7 +516,8 @@ class LogServicer(CleaningRpcs, StreamRpcs, pb_grpc.LogServiceServicer):
             # request of a few MiB of targets would hold the event loop for seconds. So does a
             # log's first lookup by time after a restart: it checks every segment on first use.
             timestamps_ms = [targets[number].timestamp_ms for number in searched]
-            inline = len(searched) <= _INLINE_LOOKUPS_MAX and not _checks_segments(log, timestamps_ms)
+            inline = len(searched) <= _INLINE_LOOKUPS_MAX and not self._manager.timestamp_lookup_may_block(
+                log, timestamps_ms)
             found = await self._log_call(log, 0 if inline else _BLOCKING, log.offsets_for_timestamps, timestamps_ms)
         except Exception as exc:  # noqa: BLE001 - answered per target, as Kafka does
             if len(searched) == 1 or not status_for(exc).expected:
@@ -546,7 +542,7 @@ class LogServicer(CleaningRpcs, StreamRpcs, pb_grpc.LogServiceServicer):
         """One target by the per-target path (a storage answer), or the error it meets."""
         try:
             log = self._manager.get_log(topic, partition)
-            io_bytes = _BLOCKING if _checks_segments(log, (target.timestamp_ms,)) else 0
+            io_bytes = _BLOCKING if self._manager.timestamp_lookup_may_block(log, (target.timestamp_ms,)) else 0
             return await self._log_call(log, io_bytes, log.offset_for_timestamp, target.timestamp_ms)
         except Exception as exc:  # noqa: BLE001 - answered per target
             return exc
@@ -605,29 +601,6 @@ _BLOCKING = -1
 # The most time lookups of one partition answered on the event loop (about 8-20 us each): more
 # than that hold it for a millisecond or more, and go to the storage pool.
 _INLINE_LOOKUPS_MAX = 64
-
-
-def _checks_segments(log: Any, timestamps_ms: Any) -> bool:
-    """Whether looking ``timestamps_ms`` up in ``log`` may read every segment of it: a log's
-    first search by time (or MAX_TIMESTAMP) after a restart runs each inactive segment's
-    deferred first-use check (three small reads a segment; a recovery when they disagree).
-    That runs on the pool, not the event loop; the special targets read no segment."""
-    if log.timestamps_loaded:
-        return False
-    return any(timestamp_ms >= 0 or timestamp_ms == validation.MAX_TIMESTAMP for timestamp_ms in timestamps_ms)
-
-
-def _dir_of(log: Any) -> str:
-    return os.path.dirname(os.path.abspath(log.dir))
-
-
-def log_lock(log: Any) -> Any:
-    """The storage Log's threading RLock (its private ``_lock``), or None if it has none.
-
-    The one place the service reaches into a Log's internals: StorageCalls runs an inline call
-    only if this lock is free, so the event loop never blocks behind a pool thread's disk I/O.
-    """
-    return getattr(log, "_lock", None)
 
 
 def _enough(data: Any, min_bytes: int, max_bytes: int) -> bool:

@@ -49,6 +49,9 @@ class FlakyManager:
         self.ok_calls -= 1
         return FakeLog()
 
+    def inline_lock(self, log):
+        return None  # the fake log takes no lock: StorageCalls runs its read inline
+
 
 class FakeLog:
     dir = "/tmp/none/t-0"
