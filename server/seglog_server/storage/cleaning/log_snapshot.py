@@ -214,6 +214,11 @@ def _link_cleanable(
         )
     linked = []
     for segment in chosen:
+        # A segment not checked since a clean start is checked before its files are linked:
+        # the check may cut its tail (and record the lost range), and a link made before would
+        # describe the segment as it was.
+        with segment.handles_as_found():
+            segment.ensure_checked()
         name = os.path.basename(segment.log.path)
         assert name == file_names.filename_prefix(segment.base_offset) + file_names.LOG_SUFFIX, name
         fs.link(segment.log.path, os.path.join(path, name))

@@ -250,11 +250,10 @@ class LocalLog:
             # or above ``offset`` (a gap compaction left), never that a length lied.
             limit = None if following is None else following.base_offset
             found = segment.read_with_next_offset(offset, max_bytes, None, min_one_batch, limit, watch)
-            if segment.cut_on_first_use_bytes and following is not None:
-                # Its first-use check cut its tail just now: the offsets up to the next segment
-                # are lost, as if the load had cut them (lost_offsets.py).
-                segment.cut_on_first_use_bytes = 0
-                lost.note_cut(segment.read_next_offset(), following.base_offset, log_start_offset, str(segment))
+            if segment.cut_on_first_use_bytes:
+                # Its first-use check (this read, or an earlier use) cut its tail, and wrote the
+                # offsets up to the next segment down before the cut (LogSegment.defer_check):
+                # never step over them.
                 lost.check(offset, log_start_offset, self.name)
             if found is not None:
                 if watch.observing:

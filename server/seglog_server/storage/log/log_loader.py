@@ -224,7 +224,8 @@ class LogLoader:
             if segment.base_offset in self._recovered or segment.base_offset in to_recover:
                 continue
             if slot < len(segments) - 1:
-                segment.defer_check(segments[slot + 1].base_offset, self._tail_bytes_max())
+                following = segments[slot + 1].base_offset
+                segment.defer_check(following, self._tail_bytes_max(), self._lost_recorder(following, segment))
                 continue
             problem = check_indexes(segment.files, self._fs, None)
             if problem is None:
@@ -296,6 +297,19 @@ class LogLoader:
         """[start, end): what a cut took from a segment that is not the last (lost_offsets.py)."""
         assert self._lost is not None
         self._lost.note_cut(start, end, self._log_start_offset, str(segment))
+
+    def _lost_recorder(self, following: int, segment: LogSegment) -> Callable[[int], None]:
+        """The ``before_cut`` of a segment checked on first use: a cut found then loses the
+        offsets up to ``following`` just as one found now. The log start offset is the load's
+        (a later DeleteRecords only makes part of the range an accepted loss, which the reads
+        and the figures leave out and the file's next write drops)."""
+        lost, log_start_offset = self._lost, self._log_start_offset
+        assert lost is not None
+
+        def record(start: int) -> None:
+            lost.note_cut(start, following, log_start_offset, str(segment))
+
+        return record
 
     def _next_base_offset(self, segment: LogSegment) -> int | None:
         """The base offset of the segment after ``segment`` (None for the last one): the offsets

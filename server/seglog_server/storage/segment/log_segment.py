@@ -116,11 +116,13 @@ class LogSegment:
         self._bytes_since_last_index_entry: int | None = None
         # Which index is full (a roll reason) or None; _UNKNOWN after anything that may change it.
         self._index_full_reason: object = _UNKNOWN
-        # (next segment's base offset, tail bytes max) while the files, loaded without recovery,
-        # are still to be checked against each other on first use (segment_check.py).
-        self._pending_check: tuple[int, int] | None = None
+        # (next segment's base offset, tail bytes max, before_cut) while the files, loaded
+        # without recovery, are still to be checked against each other on first use
+        # (segment_check.py).
+        self._pending_check: tuple[int, int, Callable[[int], None] | None] | None = None
         self.repaired_on_first_use = False
-        # Bytes the first-use check cut from the end (the log notes the offsets it lost).
+        # Bytes the first-use check cut from the end (statistics; the range it lost was written
+        # down by the check's ``before_cut`` before the cut).
         self.cut_on_first_use_bytes = 0
         # Lookup counts of index objects dropped by release_handles, kept for statistics.
         self._retired_warm_lookup_count = 0
@@ -209,11 +211,19 @@ class LogSegment:
             )
 
     # -- deferred load check ----------------------------------------------------------------
-    def defer_check(self, next_offset_max: int, tail_bytes_max: int) -> None:
+    def defer_check(
+        self, next_offset_max: int, tail_bytes_max: int, before_cut: Callable[[int], None] | None = None
+    ) -> None:
         """An inactive segment loaded without recovery: its index tails and log tail are checked
         (and the segment recovered if they disagree) on first use, not at start-up, so a clean
-        start of many segments stays one object per segment."""
-        self._pending_check = (next_offset_max, tail_bytes_max)
+        start of many segments stays one object per segment.
+
+        ``before_cut(new next offset)`` runs before the recovery a failed check makes cuts the
+        log, as the loader's recovery does (``recover``): the offsets up to ``next_offset_max``
+        are written down there, whichever use finds the damage (a read, a lookup by time asking
+        the largest timestamp, retention, the cleaner), since once cut the segment looks whole
+        to every later check. If it raises, nothing was cut and the check stays pending."""
+        self._pending_check = (next_offset_max, tail_bytes_max, before_cut)
 
     @contextlib.contextmanager
     def handles_as_found(self) -> Iterator[None]:
@@ -230,6 +240,12 @@ class LogSegment:
             if not held:
                 self.release_handles()
 
+    def ensure_checked(self) -> None:
+        """Runs the deferred first-use check now if it is pending (for a use that reaches the
+        files without asking the segment, as the cleaner's hard link does)."""
+        if self._pending_check is not None:
+            self._check_once()
+
     def _check_once(self) -> None:
         pending, self._pending_check = self._pending_check, None
         if pending is None:
@@ -243,7 +259,7 @@ class LogSegment:
             self._pending_check = pending
             raise
 
-    def _check(self, next_offset_max: int, tail_bytes_max: int) -> None:
+    def _check(self, next_offset_max: int, tail_bytes_max: int, before_cut: Callable[[int], None] | None) -> None:
         problem = check_indexes(self.files, self._fs, next_offset_max)
         if problem is None:
             problem, _ = check_tail(self.files, self._fs, tail_bytes_max, next_offset_max)
@@ -251,9 +267,11 @@ class LogSegment:
             return
         _LOG.warning("%s: recovering on first use, its files disagree: %s", self, problem)
         sealed = self._log.is_sealed
-        truncated = self.recover(next_offset_max)
-        if sealed:
-            self._log.seal()
+        try:
+            truncated = self.recover(next_offset_max, before_cut)
+        finally:
+            if sealed:
+                self._log.seal()
         self.repaired_on_first_use = True
         if truncated:
             self.cut_on_first_use_bytes += truncated

@@ -11,7 +11,7 @@ import errno
 import os
 
 import pytest
-from tests.support.log_test_support import NOW_MS, batch, open_log, values_of
+from tests.support.log_test_support import NOW_MS, batch, config, open_log, values_of
 
 from seglog_server.rpc.status import status_for
 from seglog_server.storage.base.clock import FakeClock
@@ -22,16 +22,18 @@ from seglog_server.storage.format.lost_offsets import LOST_OFFSETS_FILE, LostOff
 from tests.support.fault_fs import FaultFs
 
 RECORDS_PER_SEGMENT = 100
+HOUR_MS = 3_600_000
 
 
-def three_segments(directory, clock: FakeClock) -> Log:
-    """Offsets [0, 100), [100, 200), [200, 300) in three segments, one record per batch."""
+def three_segments(directory, clock: FakeClock, *, spacing_ms: int = 0) -> Log:
+    """Offsets [0, 100), [100, 200), [200, 300) in three segments, one record per batch; the
+    records of segment k timestamped ``NOW_MS + k * spacing_ms``."""
     log = open_log(directory, clock)
     for segment in range(3):
         if segment:
             log.roll()
         for offset in range(segment * RECORDS_PER_SEGMENT, (segment + 1) * RECORDS_PER_SEGMENT):
-            log.append(batch(b"v%d" % offset))
+            log.append(batch(b"v%d" % offset, timestamps=NOW_MS + segment * spacing_ms))
     return log
 
 
@@ -160,3 +162,87 @@ def test_a_damaged_record_is_refused_by_name(tmp_path, text):
     (tmp_path / LOST_OFFSETS_FILE).write_bytes(text.encode("latin-1"))
     with pytest.raises(CorruptCheckpointError, match=LOST_OFFSETS_FILE):
         LostOffsets.read(str(tmp_path), REAL_FS)
+
+
+# -- a cut found on first use, by any path ---------------------------------------------------
+# After a clean stop the closed segments are checked on first use (LogSegment.defer_check), and
+# many first uses read nothing: a lookup by time asks every segment its largest timestamp, so
+# do MAX_TIMESTAMP and retention. Whichever use finds the cut, the range is written down before
+# the segment is cut, so a later restart, which finds the segment whole, still knows it.
+
+FIRST_USES = {
+    "lookup-by-time": lambda log: log.offsets_for_timestamps([0]),
+    "one-lookup-by-time": lambda log: log.offset_for_timestamp(NOW_MS + 1),
+    "max-timestamp": lambda log: log.offset_for_timestamp(-3),
+    # Segment 0 is past retention.ms, so the pass asks segment 100 its largest timestamp too.
+    "retention": lambda log: log.delete_old_segments() == 1,
+    "read-before-the-range": lambda log: log.read(100, 10),
+    "read-in-the-range": lambda log: pytest.raises(OffsetsLostError, log.read, 150, 1 << 20),
+}
+
+
+@pytest.mark.parametrize("first_use", list(FIRST_USES))
+def test_a_cut_found_on_first_use_is_recorded_by_every_path_and_survives_a_clean_restart(tmp_path, first_use):
+    clock = FakeClock(NOW_MS)
+    log = three_segments(tmp_path, clock, spacing_ms=HOUR_MS)
+    cut_middle_segment_at(log, 150, clean=True)
+    clock.advance(2 * HOUR_MS)
+    log = open_log(log.dir, clock, config(retention_ms=3 * HOUR_MS // 2), recovery_point=300)
+    assert FIRST_USES[first_use](log) is not False
+    assert log.summary().lost_offset_count == 50
+    log.flush()
+    log.close()
+    log = reload(log, clock, clean=True)  # the segment looks whole now: only the record knows
+    with pytest.raises(OffsetsLostError, match=r"offsets \[150, 200\) were lost"):
+        log.read(150, 1 << 20)
+    assert log.summary().lost_offset_count == 50
+    log.close()
+
+
+@pytest.mark.parametrize("first_use", ["lookup-by-time", "read-in-the-range"])
+def test_a_full_disk_while_recording_a_cut_found_on_first_use_loses_nothing(tmp_path, first_use):
+    """The record is written before the cut: when its write fails (ENOSPC), the segment is left
+    as it was and still unchecked, the use fails retriably, and the next use finds the damage
+    again and writes the range down; no read steps over it meanwhile."""
+    clock = FakeClock(NOW_MS)
+    log = three_segments(tmp_path, clock)
+    cut_middle_segment_at(log, 150, clean=True)
+    fs = FaultFs()
+    log = reload(log, clock, clean=True, fs=fs)
+    rule = fs.fail("open", errno.ENOSPC, path=LOST_OFFSETS_FILE + ".tmp", times=None)
+    for _ in range(2):  # and again: the failed check is not forgotten
+        with pytest.raises(Exception) as caught:
+            FIRST_USES[first_use](log)
+        assert isinstance(caught.value, OSError) or status_for(caught.value).code.name == "RESOURCE_EXHAUSTED"
+        with pytest.raises(Exception) as caught:
+            log.read(150, 1 << 20)  # never the record at 200
+        assert not isinstance(caught.value, OffsetsLostError)
+    assert rule.hits >= 4 and not log.is_offline
+    assert not os.path.exists(os.path.join(log.dir, LOST_OFFSETS_FILE))
+    fs.heal()
+    with pytest.raises(OffsetsLostError, match=r"\[150, 200\)"):
+        log.read(150, 1 << 20)
+    assert log.summary().lost_offset_count == 50
+    log.flush()
+    log.close()
+    log = reload(log, clock, clean=True)
+    with pytest.raises(OffsetsLostError, match=r"\[150, 200\)"):
+        log.read(150, 1 << 20)
+    log.close()
+
+
+def test_a_cut_found_by_the_cleaners_snapshot_is_recorded(tmp_path):
+    """The cleaner's snapshot asks each linked segment its next offset and largest timestamp:
+    a first use that reads no record."""
+    from seglog_server.storage.cleaning.log_snapshot import take_snapshot
+
+    clock = FakeClock(NOW_MS)
+    log = three_segments(tmp_path / "topic-0", clock)
+    cut_middle_segment_at(log, 150, clean=True)
+    log = open_log(log.dir, clock, config(cleanup_policy=frozenset({"compact"})), recovery_point=300)
+    taken = take_snapshot(log, str(tmp_path), checkpoint=None, now_ms=NOW_MS, snapshot_id="topic-0-1-abcd", fs=REAL_FS)
+    assert [segment.next_offset for segment in taken.manifest.segments] == [100, 150]
+    assert log.summary().lost_offset_count == 50
+    with pytest.raises(OffsetsLostError, match=r"\[150, 200\)"):
+        log.read(150, 1 << 20)
+    log.close()
