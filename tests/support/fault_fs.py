@@ -44,6 +44,9 @@ class FaultRule:
     hits: int = 0  # failures raised so far
     seen: int = 0  # matching calls so far
     paths: list[str] = field(default_factory=list)  # the paths of the failed calls
+    # Raised instead of OSError(error): a failure that is no I/O error (a BufferError from an
+    # mmap close, a ValueError, a bug), for the paths that must survive anything.
+    raises: BaseException | None = None
 
     def matches(self, operation: str, paths: tuple[str, ...]) -> bool:
         if operation != self.operation:
@@ -74,11 +77,12 @@ class FaultFs(FileSystem):
 
     # -- rules --------------------------------------------------------------------------------
     def fail(
-        self, operation: str, error: int, *, path: PathTest = None, skip: int = 0, times: int | None = 1
+        self, operation: str, error: int, *, path: PathTest = None, skip: int = 0, times: int | None = 1,
+        raises: BaseException | None = None,
     ) -> FaultRule:
         if not hasattr(FileSystem, operation):
             raise AssertionError(f"the fs seam has no operation {operation!r}")
-        rule = FaultRule(operation, error, path, skip, times)
+        rule = FaultRule(operation, error, path, skip, times, raises=raises)
         with self._lock:
             self.rules.append(rule)
         return rule
@@ -105,6 +109,8 @@ class FaultFs(FileSystem):
                     continue
                 rule.hits += 1
                 rule.paths.append(paths[0] if paths else "")
+                if rule.raises is not None:
+                    raise rule.raises
                 raise OSError(rule.error, f"injected {operation}: {os.strerror(rule.error)}", *paths[:1])
 
     def _path_of(self, fd: int) -> str:

@@ -23,8 +23,8 @@ with Kafka's crash-safe protocol (kafka-storage.md 6.6, ``Log.replace_segments``
    old -> ``.deleted``, ``.swap`` -> final names, directory fsync.
 
 A refusal or failure before step 5's first rename removes the ``.cleaned`` files it made and
-changes nothing else (a full disk there is retriable). A failure after it, whatever the errno,
-takes the log offline (``Log.replace_segments``): the next start completes or rolls back the swap.
+changes nothing else (a full disk there is retriable). A failure after it, whatever it is (an
+OSError of any errno or any other exception), takes the log offline and deletes no file (``Log.replace_segments``): the next start completes or rolls back the swap.
 On success the caller advances the cleaner checkpoint and removes the snapshot.
 """
 
@@ -90,10 +90,7 @@ def install_cleaned(
     try:
         log.run_locked(lambda segments: _swap(log, segments, manifest, replaced, range_end, live, cleaned))
     except BaseException:
-        if log.is_offline:  # half swapped: the next load completes or rolls back; files stay
-            _close_quietly(cleaned)
-        else:  # refused, or failed before the first rename (a full disk): nothing was swapped
-            _discard(cleaned)
+        _abandon(cleaned)
         raise
     return InstallOutcome(
         result=result,
@@ -359,6 +356,18 @@ def _close_quietly(segments: Sequence[LogSegment]) -> None:
             segment.close_handlers()
         except OSError:
             pass
+
+
+def _abandon(cleaned: Sequence[LogSegment]) -> None:
+    """After a refused or failed swap, decided by the files themselves, not by the log's state:
+    while every built segment still carries ``.cleaned`` nothing was swapped and they are
+    deleted; once one was renamed the swap began, and every file stays (under ``.swap`` or its
+    live name) for the next start to complete or roll back (kafka-storage.md 6.6), the
+    descriptors closed."""
+    if all(segment.has_suffix(file_names.CLEANED_SUFFIX) for segment in cleaned):
+        _discard(cleaned)
+    else:
+        _close_quietly(cleaned)
 
 
 def _discard(segments: Sequence[LogSegment]) -> None:

@@ -431,25 +431,33 @@ class LocalLog:
                     segment.change_file_suffixes(file_names.SWAP_SUFFIX, "")
                     self.touch(segment)
                 self._fs.fsync_dir(self.dir)
-            except OSError as exc:
+            except BaseException as exc:
                 if all(segment.has_suffix(file_names.CLEANED_SUFFIX) for segment in ordered_new):
                     # The first rename failed: nothing was swapped, a full disk is retriable.
-                    raise self.io_error("replacing segments of", exc) from exc
-                raise self._swap_failed(exc) from exc
+                    if isinstance(exc, OSError):
+                        raise self.io_error("replacing segments of", exc) from exc
+                    raise
+                offline = self._swap_failed(exc)
+                if not isinstance(exc, Exception):
+                    raise  # (a KeyboardInterrupt, a cancellation: the log is offline all the same)
+                raise offline from exc
             finally:
                 self.timestamps.invalidate()
 
-    def _swap_failed(self, exc: OSError) -> LogDirOfflineError:
-        """A swap that failed half done, whatever the errno: the segment map and the files
-        hold old and new segments side by side (overlapping offsets a read would answer as
-        DATA_LOSS), and only the loader's swap recovery (6.6) sorts that out. So the log goes
-        offline, as Kafka's does on any IOException, and the next start completes the swap
-        (``.swap`` files below the lowest ``.cleaned``) or rolls it back."""
+    def _swap_failed(self, exc: BaseException) -> LogDirOfflineError:
+        """A swap that failed half done, whatever the failure (an OSError of any errno, or
+        anything else once the first rename is done: a BufferError from an mmap close while the
+        old segments are scheduled for deletion, a bug): the segment map and the files hold old
+        and new segments side by side (overlapping offsets a read would answer as DATA_LOSS),
+        and only the loader's swap recovery (6.6) sorts that out. So the log goes offline, as
+        Kafka's does on any IOException, and the next start completes the swap (``.swap``
+        files below the lowest ``.cleaned``) or rolls it back."""
         self.offline_cause = exc
-        _LOG.error("%s: replacing segments failed half done (%s); the log is offline until a restart "
-                   "completes or rolls back the swap", self.name, exc)
+        what = "I/O error" if isinstance(exc, OSError) else f"{type(exc).__name__}"
+        _LOG.error("%s: replacing segments failed half done (%s: %s); the log is offline until a restart "
+                   "completes or rolls back the swap", self.name, what, exc)
         return LogDirOfflineError(
-            f"I/O error while replacing segments of log {self.name} in {self.dir}, half done: {exc}; "
+            f"{what} while replacing segments of log {self.name} in {self.dir}, half done: {exc}; "
             f"the next start completes or rolls back the swap"
         )
 

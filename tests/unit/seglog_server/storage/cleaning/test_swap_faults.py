@@ -133,3 +133,40 @@ def test_a_swap_failing_at_any_step_completes_or_goes_offline_and_a_restart_reco
         assert recovered in (before, after), (index, operation, reference)
         assert leftovers(data) == [], (index, operation, reference)
         restarted.shutdown()
+
+
+def live_files(data) -> list[str]:
+    return sorted(n for n in os.listdir(data / "c-0") if n.endswith((".log", ".index", ".timeindex")))
+
+
+@pytest.mark.parametrize("where", ["second-segment-rename", "directory-sync"])
+def test_a_non_io_error_after_the_first_rename_takes_the_log_offline_and_deletes_no_live_file(tmp_path, where):
+    """Not only OSError can fail a swap half done (a BufferError from an mmap close while the
+    old segments are scheduled for deletion, a ValueError from the descriptor budget): any
+    failure after the first rename leaves old and new segments side by side, so the log goes
+    offline and the files stay for the next start to complete or roll back. The built segments
+    are deleted only while they still carry ``.cleaned`` (nothing swapped yet): after the
+    directory sync they are live under their final names."""
+    steps, before, after = swap_steps(tmp_path / "reference")
+    fs = FaultFs()
+    data = tmp_path / "data"
+    manager, log, snapshot_id = cleaned_round(data, fs)
+    if where == "directory-sync":  # the swap's own sync, after every rename
+        operation, _, seen = steps[-1]
+        assert operation == "fsync_dir"
+        rule = fs.fail("fsync_dir", 0, path=lambda p: p.endswith("c-0"), skip=seen, raises=ValueError("injected: not I/O"))
+    else:  # the first segment's three renames done
+        rule = fs.fail("replace", 0, path=lambda p: "c-0" in p, skip=3, raises=BufferError("injected: not I/O"))
+    with pytest.raises(LogDirOfflineError, match="half done"):
+        manager.commit_cleaned(snapshot_id)
+    assert rule.hits == 1 and log.is_offline
+    fs.heal()
+    if where == "directory-sync":  # swapped whole: the new segments' files are the live ones
+        assert leftovers(data) == []
+        assert len(live_files(data)) == 3 * 3  # 2 cleaned segments and the active one
+    manager.shutdown()
+    restarted = start(data, fs)
+    recovered = records(restarted.get_log("c", 0))
+    assert recovered in ((after,) if where == "directory-sync" else (before, after))
+    assert leftovers(data) == []
+    restarted.shutdown()
