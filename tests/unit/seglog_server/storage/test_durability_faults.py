@@ -164,8 +164,11 @@ def test_a_roll_flush_failing_in_the_managers_pool_takes_the_directory_offline(t
     fs.fail("fdatasync", errno.ENOSPC, path=".log")
     with caplog.at_level(logging.ERROR, logger="seglog_server.storage.log.unified_log"):
         log.roll()  # its flush runs on the manager's pool
-        for _ in range(5000):  # waits for the pool's thread (not a timing assertion)
-            if log.is_offline:
+        # Waits for the pool's thread (not a timing assertion) until it has done both: the
+        # flush sets the offline flag before its caller logs the failure, so the flag alone
+        # can be seen while the line is not written yet.
+        for _ in range(5000):
+            if log.is_offline and "background flush to 3 failed" in caplog.text:
                 break
             time.sleep(0.001)
     assert log.is_offline and log.recovery_point == 0
