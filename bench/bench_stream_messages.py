@@ -8,7 +8,7 @@ with protobuf's Python API (upb):
 - nested: ``ProduceStreamRequest(correlation_id=n, produce=ProduceRequest(..., records=batch))``,
   what the client did until 2026-11-26: the constructor copies the finished ProduceRequest in;
 - in place: ``message = ProduceStreamRequest(); message.produce.records = batch; ...``, what
-  ``AsyncProducer._produce_once`` does now: the batch is copied once, into the message.
+  ``Sender.produce_once`` (seglog._sender) does now: the batch is copied once, into the message.
 
 And the same for a LookupStream request of 1,000 targets against ``CopyFrom`` (what
 ``Transport.offsets_for_times`` does with the request it is given). No network, no service: the

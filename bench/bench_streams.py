@@ -260,7 +260,7 @@ async def _produce_paced(address: str, topic: str, total: int, streaming: bool, 
     padding = b"." * (100 - _SEND_TIME.size)
     async with AsyncProducer(address, linger_ms=0, max_in_flight_per_partition=in_flight) as producer:
         if not streaming:
-            producer._streaming = False  # the unary path, as against a service without the stream
+            producer._sender.streaming = False  # the unary path, as against a service without the stream
         await (await producer.send(topic, b"warm-up", partition=1))  # the stream is open and confirmed
         futures = []
         async for _ in steady_ticks(total, LATENCY_RATE_PER_S):

@@ -14,6 +14,7 @@ would wait on itself forever; ``run`` refuses it with a RuntimeError instead.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import threading
 from collections.abc import Callable, Coroutine
 from typing import Any, Self, TypeVar
@@ -115,10 +116,20 @@ def release_loop_thread(loop_thread: LoopThread) -> None:
 
 class SyncFacade:
     """The synchronous side of one asyncio client (Producer, Consumer, Admin): starts it on the
-    shared loop thread, runs its calls there, and closes it exactly once."""
+    shared loop thread, runs its calls there, and closes it exactly once.
+
+    ``class Producer(SyncFacade, implementation=AsyncProducer)`` gives the facade a constructor
+    that takes exactly the asyncio class's arguments and builds one with them (in the caller's
+    thread, so bad options fail there): the options are declared once, on the asyncio class, and
+    ``inspect.signature``/``help()`` show them on both (the signature is copied, not retyped)."""
 
     _async: Any
     _portal: LoopThread
+
+    def __init_subclass__(cls, *, implementation: type | None = None, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if implementation is not None:
+            cls.__init__ = _forwarding_init(cls, implementation)  # type: ignore[method-assign]
 
     def _start(self, async_client: Any) -> None:
         self._async = async_client
@@ -148,3 +159,14 @@ class SyncFacade:
 
     def close(self) -> None:
         self._close()
+
+
+def _forwarding_init(facade: type, implementation: type) -> Callable[..., None]:
+    def __init__(self: SyncFacade, *args: Any, **kwargs: Any) -> None:
+        self._start(implementation(*args, **kwargs))
+
+    __init__.__qualname__ = f"{facade.__qualname__}.__init__"
+    __init__.__module__ = facade.__module__
+    __init__.__doc__ = f"Takes the arguments of ``{implementation.__name__}`` (its signature, copied)."
+    __init__.__signature__ = inspect.signature(implementation.__init__)  # type: ignore[attr-defined]
+    return __init__

@@ -10,14 +10,14 @@ number per partition, and answers a list in the same order.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import grpc
 
 from seglog import _sync
-from seglog._security import ConnectionSecurity, PemSource
+from seglog._connection import ConnectionOptions
+from seglog._security import PemSource
 from seglog.cleaning import CleanablePartition, CleaningCommit, SnapshotInfo
 from seglog.client import REQUEST_TIMEOUT_MS_DEFAULT, Transport
 from seglog.errors import ClientClosedError, ServiceError, TopicExistsError, raise_partition_errors
@@ -57,15 +57,9 @@ class AsyncAdmin:
         token: str | None = None,
     ) -> None:
         # Connecting needs the running loop (a grpc.aio rule), so it waits for start().
-        self._connect = functools.partial(
-            Transport,
-            server,
-            request_timeout_ms=request_timeout_ms,
-            credentials=credentials,
-            channel_options=channel_options,
-            security=ConnectionSecurity.resolve(
-                tls=tls, tls_ca=tls_ca, tls_cert=tls_cert, tls_key=tls_key, token=token
-            ),
+        self._connection = ConnectionOptions.resolve(
+            server, request_timeout_ms=request_timeout_ms, credentials=credentials, channel_options=channel_options,
+            tls=tls, tls_ca=tls_ca, tls_cert=tls_cert, tls_key=tls_key, token=token,
         )
         self._transport: Transport | None = None
         self._closed = False
@@ -74,7 +68,7 @@ class AsyncAdmin:
         if self._closed:
             raise ClientClosedError("the admin client is closed")
         if self._transport is None:
-            self._transport = self._connect()
+            self._transport = self._connection.connect()
 
     async def __aenter__(self) -> AsyncAdmin:
         await self.start()
@@ -289,26 +283,8 @@ def _cleanable(p: pb.CleanablePartition) -> CleanablePartition:
     )
 
 
-class Admin(_sync.SyncFacade):
+class Admin(_sync.SyncFacade, implementation=AsyncAdmin):
     """A synchronous admin client: the same methods as ``AsyncAdmin``."""
-
-    def __init__(
-        self,
-        server: str = DEFAULT_SERVER,
-        *,
-        request_timeout_ms: int = REQUEST_TIMEOUT_MS_DEFAULT,
-        credentials: grpc.ChannelCredentials | None = None,
-        channel_options: Sequence[tuple[str, Any]] = (),
-        tls: bool | None = None,
-        tls_ca: PemSource | None = None,
-        tls_cert: PemSource | None = None,
-        tls_key: PemSource | None = None,
-        token: str | None = None,
-    ) -> None:
-        options = dict(locals())
-        del options["self"]
-        self._start(AsyncAdmin(**options))
-
 
     def create_topic(
         self,

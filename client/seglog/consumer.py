@@ -19,7 +19,6 @@ Two ways to read, same records:
 from __future__ import annotations
 
 import asyncio
-import functools
 import itertools
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -29,7 +28,8 @@ from typing import Any, Literal, TypeVar
 import grpc
 
 from seglog import _sync
-from seglog._security import ConnectionSecurity, PemSource
+from seglog._connection import ConnectionOptions
+from seglog._security import PemSource
 from seglog._fetch_state import PartitionState, RawBatch, RecordBatchView, StartPosition, fetched_batches, parse_start
 from seglog.client import REQUEST_TIMEOUT_MS_DEFAULT, Transport
 from seglog.errors import (
@@ -162,15 +162,9 @@ class AsyncConsumer:
         self._requested_partitions = _parse_partitions(partition)
         self._start = parse_start(start)
         # Connecting needs the running loop (a grpc.aio rule), so it waits for start().
-        self._connect = functools.partial(
-            Transport,
-            server,
-            request_timeout_ms=request_timeout_ms,
-            credentials=credentials,
-            channel_options=channel_options,
-            security=ConnectionSecurity.resolve(
-                tls=tls, tls_ca=tls_ca, tls_cert=tls_cert, tls_key=tls_key, token=token
-            ),
+        self._connection = ConnectionOptions.resolve(
+            server, request_timeout_ms=request_timeout_ms, credentials=credentials, channel_options=channel_options,
+            tls=tls, tls_ca=tls_ca, tls_cert=tls_cert, tls_key=tls_key, token=token,
         )
         self._transport: Transport | None = None
         self._states: dict[int, PartitionState] = {}
@@ -197,7 +191,7 @@ class AsyncConsumer:
         self._check_open()
         self._data_ready = asyncio.Event()
         self._resolve_lock = asyncio.Lock()
-        self._transport = self._connect()
+        self._transport = self._connection.connect()
         partitions = self._requested_partitions
         if partitions is None:
             response = await self._transport.describe_topic(pb.DescribeTopicRequest(topic=self._topic))
@@ -560,41 +554,12 @@ def _lookup_target(start: StartPosition) -> int:
     return start.value
 
 
-class Consumer(_sync.SyncFacade):
+class Consumer(_sync.SyncFacade, implementation=AsyncConsumer):
     """A synchronous consumer: the same options and methods as ``AsyncConsumer``.
 
     Iterating yields records one by one, polling ``max_poll_records`` at a time underneath, and
     stops after ``consumer_timeout_ms`` without a record (never when it is None).
     """
-
-    def __init__(
-        self,
-        server: str = DEFAULT_SERVER,
-        topic: str = "",
-        partition: int | Sequence[int] | None = None,
-        *,
-        start: int | str | datetime = "latest",
-        mode: Mode = "fetch",
-        fetch_max_bytes: int = FETCH_MAX_BYTES_DEFAULT,
-        fetch_max_wait_ms: int = FETCH_MAX_WAIT_MS_DEFAULT,
-        fetch_min_bytes: int = FETCH_MIN_BYTES_DEFAULT,
-        max_poll_records: int = MAX_POLL_RECORDS_DEFAULT,
-        check_crcs: bool = True,
-        auto_offset_reset: OffsetReset = "none",
-        consumer_timeout_ms: float | None = None,
-        request_timeout_ms: int = REQUEST_TIMEOUT_MS_DEFAULT,
-        credentials: grpc.ChannelCredentials | None = None,
-        channel_options: Sequence[tuple[str, Any]] = (),
-        tls: bool | None = None,
-        tls_ca: PemSource | None = None,
-        tls_cert: PemSource | None = None,
-        tls_key: PemSource | None = None,
-        token: str | None = None,
-    ) -> None:
-        options = dict(locals())
-        del options["self"]
-        self._start(AsyncConsumer(**options))
-
 
     def poll(self, timeout_ms: float | None = 0, max_records: int | None = None) -> list[ConsumerRecord]:
         return self._portal.run(self._async.poll(timeout_ms, max_records))

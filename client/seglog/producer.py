@@ -6,7 +6,8 @@ aiokafka, confluent-kafka): ``send`` returns a future of ``RecordMetadata``; rec
 ``linger_ms`` to share a batch of at most ``batch_size`` bytes; ``flush`` sends everything now and
 waits; ``close`` flushes and disconnects.
 
-Sending: batches go out on the connection's ProduceStream (one open bidirectional call, no new
+Sending (the sender, ``_sender.py``, apart from this module's API as in Kafka's and aiokafka's
+producers): batches go out on the connection's ProduceStream (one open bidirectional call, no new
 HTTP/2 stream per batch; the unary Produce on a service without it). Up to
 ``max_in_flight_per_partition`` batches of one partition are in flight at once (default 5, Kafka's
 ``max.in.flight.requests.per.connection``), so ``linger_ms=0`` keeps up a rate well above one
@@ -23,8 +24,6 @@ service writes a retried batch only once and answers the retry with the original
 from __future__ import annotations
 
 import asyncio
-import functools
-import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from time import monotonic as _monotonic
@@ -33,11 +32,11 @@ from typing import Any
 import grpc
 
 from seglog import _sync
-from seglog._security import ConnectionSecurity, PemSource
-from seglog._accumulator import BufferFullError, ProducerBatch, RecordAccumulator
+from seglog._connection import ConnectionOptions
+from seglog._security import PemSource
+from seglog._accumulator import BufferFullError, RecordAccumulator
 from seglog._delivery import BatchDelivery, DeliveryGroup, RecordFuture
-from seglog._send_window import SendWindow, WindowEntry
-from seglog._idempotence import Idempotence, ProducerFields
+from seglog._sender import Sender
 from seglog._partitioner import DefaultPartitioner
 from seglog._producer_config import (
     BATCH_SIZE_DEFAULT,
@@ -55,26 +54,12 @@ from seglog._producer_config import (
     wall_clock_ms,
 )
 from seglog.client import REQUEST_TIMEOUT_MS_DEFAULT, Transport
-from seglog.errors import (
-    ClientClosedError,
-    OutOfOrderSequenceError,
-    RequestTimeoutError,
-    SeglogError,
-    ServiceError,
-    ServiceUnavailableError,
-    TopicNotFoundError,
-    translate_codec_errors,
-)
+from seglog.errors import ClientClosedError, RequestTimeoutError
 from seglog.records import Compression
 from seglog.structs import DEFAULT_SERVER, Acks, HeadersLike, RecordMetadata, TopicPartition, normalize_headers
 from seglog.v1 import log_service_pb2 as pb
 
-# A batch in a partition's send window: the batch, its bytes and its producer fields.
-_Sent = tuple[ProducerBatch, bytes, ProducerFields]
-
 __all__ = ["AsyncProducer", "BatchMetadata", "Producer", "ProducerStatistics"]
-
-_ACKS_TO_PROTO = {Acks.WRITTEN: pb.ACKS_WRITTEN, Acks.FSYNCED: pb.ACKS_FSYNCED}
 
 
 @dataclass(frozen=True)
@@ -180,15 +165,9 @@ class AsyncProducer:
             request_timeout_ms=request_timeout_ms,
         )
         # Connecting needs the running loop (a grpc.aio rule), so it waits for start().
-        self._connect = functools.partial(
-            Transport,
-            server,
-            request_timeout_ms=request_timeout_ms,
-            credentials=credentials,
-            channel_options=channel_options,
-            security=ConnectionSecurity.resolve(
-                tls=tls, tls_ca=tls_ca, tls_cert=tls_cert, tls_key=tls_key, token=token
-            ),
+        self._connection = ConnectionOptions.resolve(
+            server, request_timeout_ms=request_timeout_ms, credentials=credentials, channel_options=channel_options,
+            tls=tls, tls_ca=tls_ca, tls_cert=tls_cert, tls_key=tls_key, token=token,
         )
         self._accumulator = RecordAccumulator(
             batch_bytes=batch_size,
@@ -198,25 +177,8 @@ class AsyncProducer:
             request_bytes_max=max_request_bytes,
             wall_clock_ms=wall_clock_ms,
         )
-        self._accumulator.on_batch_full = self._wake
         self._partitioner = DefaultPartitioner(sticky_bytes=batch_size)
-        # The producer id and per-partition sequences (_idempotence.py): a retried batch is
-        # never written twice. On by default, as in Kafka since 3.0.
-        self._idempotence = Idempotence(enable_idempotence, self._init_producer_id)
         self._partition_counts: dict[str, int] = {}
-        self._transport: Transport | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._loop_thread_id: int | None = None
-        self._sender: asyncio.Task[None] | None = None
-        self._sender_parked = False  # the sender waits for a wake-up (nothing of its own under way)
-        self._requests: set[asyncio.Task[None]] = set()
-        self._windows: dict[TopicPartition, SendWindow[_Sent]] = {}
-        # None until the service answered a ProduceStream (True) or does not serve it (False).
-        self._streaming: bool | None = None
-        self._wakeup: asyncio.Event | None = None
-        self._progress: asyncio.Event | None = None
-        self._closing = False
-        self._closed = False
         self._stats = {
             "records_sent": 0,
             "records_failed": 0,
@@ -226,6 +188,18 @@ class AsyncProducer:
             "retries": 0,
             "metadata_requests": 0,
         }
+        # Everything after the append (_sender.py): drains the accumulator onto the transport.
+        self._sender = Sender(
+            self._config,
+            self._accumulator,
+            enable_idempotence=enable_idempotence,
+            partition_counts=self._partition_counts,
+            stats=self._stats,
+        )
+        self._accumulator.on_batch_full = self._sender.wake
+        self._transport: Transport | None = None
+        self._closing = False
+        self._closed = False
 
     # -- lifecycle -------------------------------------------------------------------------------
 
@@ -234,12 +208,8 @@ class AsyncProducer:
         if self._transport is not None:
             return
         self._check_open()
-        self._loop = asyncio.get_running_loop()
-        self._loop_thread_id = threading.get_ident()
-        self._wakeup = asyncio.Event()
-        self._progress = asyncio.Event()
-        self._transport = self._connect()
-        self._sender = asyncio.create_task(self._run_sender(), name="seglog-producer-sender")
+        self._transport = self._connection.connect()
+        self._sender.start(self._transport)
 
     async def __aenter__(self) -> AsyncProducer:
         await self.start()
@@ -255,17 +225,17 @@ class AsyncProducer:
         """
         if self._closed:
             return
-        self._closing = True
+        self._closing = self._sender.closing = True
         if self._transport is None:
-            self._closed = True
+            self._closed = self._sender.closed = True
             return
         try:
             await self.flush(timeout_ms)
         except RequestTimeoutError:
-            self._abort(ClientClosedError("the producer was closed before these records were sent"))
+            self._sender.abort(ClientClosedError("the producer was closed before these records were sent"))
         finally:
-            self._closed = True
-            await self._stop_tasks()
+            self._closed = self._sender.closed = True
+            await self._sender.stop()
             await self._transport.close()
 
     # -- sending ---------------------------------------------------------------------------------
@@ -357,7 +327,7 @@ class AsyncProducer:
     async def send_batch(self, topic: str, partition: int, records: bytes) -> BatchMetadata:
         """Append one ready-made Kafka v2 record batch (base offset 0) as it is, bypassing batching."""
         await self.start()
-        response = await self._produce(topic, partition, records)
+        response = await self._sender.produce(topic, partition, records)
         return BatchMetadata(
             topic=topic,
             partition=partition,
@@ -377,14 +347,15 @@ class AsyncProducer:
         if self._transport is None:
             return
         target = self._accumulator.begin_flush()
-        self._wake()
+        self._sender.wake()
         deadline = None if timeout_ms is None else self._now_ms() + timeout_ms
-        assert self._progress is not None
+        progress = self._sender.progress
+        assert progress is not None
         while not self._accumulator.flushed_through(target):
-            self._progress.clear()
+            progress.clear()
             remaining_s = None if deadline is None else max(0.0, (deadline - self._now_ms()) / 1000)
             try:
-                await asyncio.wait_for(self._progress.wait(), remaining_s)
+                await asyncio.wait_for(progress.wait(), remaining_s)
             except TimeoutError:
                 raise RequestTimeoutError(f"flush did not complete within {timeout_ms} ms") from None
 
@@ -392,13 +363,13 @@ class AsyncProducer:
         """Make queued records ready now without waiting for them (linger ends early)."""
         if self._transport is not None:
             self._accumulator.begin_flush()
-            self._wake()
+            self._sender.wake()
 
     def statistics(self) -> ProducerStatistics:
         accumulated = self._accumulator.statistics()
         return ProducerStatistics(
             **self._stats,
-            requests_in_flight=len(self._requests),
+            requests_in_flight=len(self._sender.requests),
             batches_queued=accumulated.batches_queued,
             records_queued=accumulated.records_queued,
             buffered_bytes=accumulated.buffered_bytes,
@@ -456,8 +427,8 @@ class AsyncProducer:
         future, result = self._accumulator.append(
             (topic, partition), key_bytes, value_bytes, timestamp_ms, header_pairs, _monotonic() * 1000
         )
-        if (result.new_batch or result.batch_full) and not self._start_ready_now():
-            self._wake()
+        if (result.new_batch or result.batch_full) and not self._sender.start_ready_now():
+            self._sender.wake()
         return future
 
     def _choose_partition(self, topic: str, key: bytes | None, value: bytes | None) -> int:
@@ -541,257 +512,18 @@ class AsyncProducer:
         except BufferFullError as full:
             appended, added, _ = full.args
             spans += added
-            self._wake()
+            self._sender.wake()
             return start + appended
         spans += added
         if wake:
-            self._wake()
+            self._sender.wake()
         return None
-
-    # -- the sender ------------------------------------------------------------------------------
-
-    async def _run_sender(self) -> None:
-        assert self._wakeup is not None and self._loop is not None
-        while True:
-            self._wakeup.clear()
-            now = self._now_ms()
-            batches, next_due_ms = self._drain(now)
-            for batch in batches:
-                if self._idempotence.needs_producer_id and not await self._producer_id_for(batch):
-                    continue
-                self._start_request(batch)
-            if self._closing and self._accumulator.is_empty():
-                return
-            timer = None
-            if next_due_ms is not None:
-                timer = self._loop.call_later(max(0.0, next_due_ms - now) / 1000, self._wakeup.set)
-            self._sender_parked = True
-            try:
-                await self._wakeup.wait()
-            finally:
-                self._sender_parked = False
-            if timer is not None:
-                timer.cancel()
-
-    def _start_ready_now(self) -> bool:
-        """At ``linger_ms=0``, what the sender would start on waking is started by the append
-        itself: a record reaches the wire one loop turn sooner. Only on the loop's thread and
-        while the sender is parked with a producer id in hand, so batches still start in the
-        order they were drained; otherwise (False) the sender is woken as before."""
-        if (
-            self._config.linger_ms != 0
-            or not self._sender_parked
-            or self._closing
-            or self._idempotence.needs_producer_id
-            or threading.get_ident() != self._loop_thread_id
-        ):
-            return False
-        for batch in self._drain(self._now_ms())[0]:
-            self._start_request(batch)
-        return True
-
-    def _drain(self, now_ms: float) -> tuple[list[ProducerBatch], float | None]:
-        """The batches ready to start now, as many as there is room in flight for (one per
-        partition with room in its window), and the next linger deadline."""
-        room = self._config.max_in_flight_requests - len(self._requests)
-        return self._accumulator.drain(now_ms, self._can_send, room)
-
-    def _can_send(self, topic_partition: TopicPartition) -> bool:
-        window = self._windows.get(topic_partition)
-        return window is None or window.can_send(self._in_flight_max())
-
-    def _in_flight_max(self) -> int:
-        """Batches per partition in flight: the configured window on a stream the service
-        confirmed; one until then and on the unary path (separate calls may land in any order)."""
-        if self._streaming:
-            return self._config.max_in_flight_per_partition
-        return 1
-
-    async def _producer_id_for(self, batch: ProducerBatch) -> bool:
-        """Before the first batch (and after a retired id) the idempotent producer asks for a
-        producer id; the sender waits for it, so batches keep the order they were drained in.
-        If it cannot be had, the batch fails with the reason and the next one asks again."""
-        try:
-            await self._idempotence.ensure_producer_id()
-        except Exception as error:  # noqa: BLE001 - the batch fails, the producer goes on
-            self._record_failure(batch, error)
-            self._finish(batch)
-            return False
-        return True
-
-    def _start_request(self, batch: ProducerBatch) -> None:
-        tp = batch.topic_partition
-        # The producer id and this partition's next sequence, given once: a retry resends the
-        # same bytes, so the service can answer it with the offsets it got the first time.
-        fields = self._idempotence.fields_now(tp, batch.record_count)
-        try:
-            with translate_codec_errors():
-                records = batch.build(*fields)
-        except Exception as error:  # noqa: BLE001 - the batch fails, the others go on
-            self._idempotence.batch_failed(fields)
-            self._record_failure(batch, error)
-            self._finish(batch)
-            return
-        window = self._windows.get(tp)
-        if window is None:
-            window = self._windows[tp] = SendWindow()
-        self._send_entry(tp, window.sent((batch, records, fields)))
-
-    def _send_entry(self, tp: TopicPartition, entry: WindowEntry[_Sent]) -> None:
-        task = asyncio.create_task(self._send_batch_request(tp, entry))
-        self._requests.add(task)
-        task.add_done_callback(self._requests.discard)
-
-    async def _send_batch_request(self, tp: TopicPartition, entry: WindowEntry[_Sent]) -> None:
-        """One attempt of one batch; its answer goes to the partition's window, which says what
-        completes and what is sent again."""
-        records = entry.item[1]
-        window = self._windows[tp]
-        if window.holding:  # a retry is due: sending this now would land it before the retry
-            not_sent = ServiceUnavailableError("not sent: an earlier batch of its partition is retried first")
-            self._settle(tp, window, *window.sent_while_holding(entry, not_sent))
-            return
-        failed = True
-        outcome: Any
-        try:
-            outcome = await self._produce_once(tp.topic, tp.partition, records)
-            failed = False
-        except SeglogError as error:
-            outcome = error
-        except asyncio.CancelledError:
-            raise  # closing: _stop_tasks completes what the windows still hold
-        except Exception as error:  # noqa: BLE001 - a bug or an unexpected failure: still complete it
-            outcome = error
-        # With idempotence, a batch sent after one that failed is refused as out of order (the
-        # service never wrote the one before it): it is retried with that one, in order.
-        retriable = isinstance(outcome, SeglogError) and (
-            outcome.retriable or (isinstance(outcome, OutOfOrderSequenceError) and window.holding)
-        )
-        retry = failed and retriable and entry.attempt < self._config.retries and not self._closed
-        self._settle(tp, window, *window.answered(entry, outcome, failed=failed, retry=retry))
-
-    def _settle(
-        self, tp: TopicPartition, window: SendWindow[_Sent],
-        complete: list[WindowEntry[_Sent]],
-        again: list[WindowEntry[_Sent]],
-    ) -> None:
-        for done in complete:
-            self._complete_entry(done)
-        if again:
-            task = asyncio.create_task(self._resend(tp, window, again))
-            self._requests.add(task)
-            task.add_done_callback(self._requests.discard)
-        if window.is_empty() and self._windows.get(tp) is window:
-            del self._windows[tp]
-        self._wake()
-
-    async def _resend(
-        self, tp: TopicPartition, window: SendWindow[_Sent],
-        entries: list[WindowEntry[_Sent]],
-    ) -> None:
-        """After the backoff (the service's retry-after hint wins over a shorter one), the
-        failed batches of a held partition go out again, oldest first, before anything new."""
-        hints = [e.outcome.retry_after_ms or 0 for e in entries if isinstance(e.outcome, SeglogError)]
-        await asyncio.sleep(max(self._config.retry_backoff_ms, *hints) / 1000)
-        window.resending(entries)
-        self._stats["retries"] += len(entries)
-        for entry in entries:
-            self._send_entry(tp, entry)
-        self._wake()
-
-    def _complete_entry(self, entry: WindowEntry[_Sent]) -> None:
-        batch, records, fields = entry.item
-        if SendWindow.succeeded(entry):
-            response = entry.outcome
-            batch.succeed(response.base_offset, response.log_append_time_ms)
-            self._stats["records_sent"] += batch.record_count
-            self._stats["batches_sent"] += 1
-            self._stats["bytes_sent"] += len(records)
-        else:
-            self._idempotence.batch_failed(fields)  # its sequences left a gap: a new producer id
-            self._record_failure(batch, entry.outcome)
-        self._finish(batch)
-
-    def _finish(self, batch: ProducerBatch) -> None:
-        self._accumulator.complete(batch)
-        assert self._progress is not None
-        self._progress.set()
-
-    def _record_failure(self, batch: ProducerBatch, error: BaseException) -> None:
-        if isinstance(error, TopicNotFoundError):
-            # The topic may have been deleted or re-created with another partition count.
-            self._partition_counts.pop(batch.topic_partition.topic, None)
-        batch.fail(error)
-        self._stats["records_failed"] += batch.record_count
-        self._stats["batches_failed"] += 1
-
-    async def _produce(self, topic: str, partition: int, records: bytes) -> pb.ProduceResponse:
-        """One batch outside the windows (``send_batch``), with its own retries."""
-        attempt = 0
-        while True:
-            try:
-                return await self._produce_once(topic, partition, records)
-            except SeglogError as error:
-                if not error.retriable or attempt >= self._config.retries or self._closed:
-                    raise
-                # The service's retry-after hint (quotas) wins over a shorter backoff.
-                backoff_ms = max(self._config.retry_backoff_ms, error.retry_after_ms or 0)
-            attempt += 1
-            self._stats["retries"] += 1
-            await asyncio.sleep(backoff_ms / 1000)
-
-    def _on_stream_break(self, error: SeglogError) -> None:
-        """The stream ended with batches owed: every partition with batches in flight holds
-        (sends nothing new) until their failures are in and their retries are sent, in order."""
-        for window in self._windows.values():
-            window.hold()
-
-    async def _produce_once(self, topic: str, partition: int, records: bytes) -> pb.ProduceResponse:
-        """One Produce: on the connection's ProduceStream, or unary where it is not served."""
-        assert self._transport is not None
-        # Built in place inside the stream's message: handing it a built ProduceRequest would
-        # copy the batch (590 us for 512 KiB against 12; bench/bench_stream_messages.py).
-        message = pb.ProduceStreamRequest() if self._streaming is not False else None
-        request = message.produce if message is not None else pb.ProduceRequest()
-        request.topic = topic
-        request.partition = partition
-        request.records = records
-        request.acks = _ACKS_TO_PROTO[self._config.acks]
-        if message is not None:
-            stream = self._transport.produce_stream()
-            stream.on_break = self._on_stream_break
-            try:
-                response: pb.ProduceResponse = await stream.request(message, self._transport.request_timeout_s)
-            except ServiceError as error:
-                if error.code is not grpc.StatusCode.UNIMPLEMENTED or stream.confirmed:
-                    raise
-                self._streaming = False  # an older service: unary from now on
-            else:
-                return response
-            finally:
-                if stream.confirmed:  # the service answered the open: it serves the stream
-                    self._streaming = True
-        return await self._transport.produce(request)
-
-    async def _init_producer_id(self, request: pb.InitProducerIdRequest) -> pb.InitProducerIdResponse:
-        """InitProducerId with the same retries as a Produce."""
-        assert self._transport is not None
-        attempt = 0
-        while True:
-            try:
-                return await self._transport.init_producer_id(request)
-            except SeglogError as error:
-                if not error.retriable or attempt >= self._config.retries or self._closed:
-                    raise
-                backoff_ms = max(self._config.retry_backoff_ms, error.retry_after_ms or 0)
-            attempt += 1
-            self._stats["retries"] += 1
-            await asyncio.sleep(backoff_ms / 1000)
 
     # -- helpers ---------------------------------------------------------------------------------
 
     async def _wait_for_space(self, deadline_ms: float) -> None:
-        assert self._progress is not None
+        progress = self._sender.progress
+        assert progress is not None
         remaining_ms = deadline_ms - self._now_ms()
         if remaining_ms <= 0:
             raise RequestTimeoutError(
@@ -799,43 +531,14 @@ class AsyncProducer:
                 f"(buffer_bytes={self._config.buffer_bytes}); the service may be slow or down"
             )
         self._accumulator.add_space_waiter(+1)
-        self._progress.clear()
-        self._wake()
+        progress.clear()
+        self._sender.wake()
         try:
-            await asyncio.wait_for(self._progress.wait(), remaining_ms / 1000)
+            await asyncio.wait_for(progress.wait(), remaining_ms / 1000)
         except TimeoutError:
             pass
         finally:
             self._accumulator.add_space_waiter(-1)
-
-    def _wake(self) -> None:
-        """Wake the sender; callable from any thread."""
-        if self._loop is None or self._wakeup is None:
-            return
-        if threading.get_ident() == self._loop_thread_id:
-            self._wakeup.set()
-        else:
-            self._loop.call_soon_threadsafe(self._wakeup.set)
-
-    def _abort(self, error: BaseException) -> None:
-        self._stats["records_failed"] += self._accumulator.abort_queued(error)
-
-    async def _stop_tasks(self) -> None:
-        tasks = [task for task in (self._sender, *self._requests) if task is not None and not task.done()]
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        # Batches still in the windows: in flight when cancelled, or answered and waiting for an
-        # earlier one. Completed in order; what was never answered fails.
-        closed = ClientClosedError("the producer was closed while this batch was in flight")
-        for window in self._windows.values():
-            for entry in window.abandon():
-                if not SendWindow.succeeded(entry):
-                    entry.outcome = closed
-                self._complete_entry(entry)
-        self._windows.clear()
-        # Whatever never reached a request (cancelled before drain) fails instead of hanging.
-        self._abort(ClientClosedError("the producer was closed before these records were sent"))
 
     def _now_ms(self) -> float:
         # time.monotonic, not loop.time(): appends from the caller's thread (the synchronous
@@ -847,7 +550,7 @@ class AsyncProducer:
             raise ClientClosedError("the producer is closed")
 
 
-class Producer(_sync.SyncFacade):
+class Producer(_sync.SyncFacade, implementation=AsyncProducer):
     """A synchronous producer: the same options and methods as ``AsyncProducer``.
 
     ``send`` appends from the calling thread without a hop to the loop thread (except to load
@@ -856,35 +559,6 @@ class Producer(_sync.SyncFacade):
     RecordMetadata.
     Usable from several threads.
     """
-
-    def __init__(
-        self,
-        server: str = DEFAULT_SERVER,
-        *,
-        acks: Acks | str = Acks.WRITTEN,
-        compression: Compression | str | None = Compression.NONE,
-        batch_size: int = BATCH_SIZE_DEFAULT,
-        linger_ms: float = LINGER_MS_DEFAULT,
-        buffer_bytes: int = BUFFER_BYTES_DEFAULT,
-        max_request_bytes: int = MAX_REQUEST_BYTES_DEFAULT,
-        max_in_flight_requests: int = MAX_IN_FLIGHT_REQUESTS_DEFAULT,
-        max_in_flight_per_partition: int = MAX_IN_FLIGHT_REQUESTS_DEFAULT,
-        max_block_ms: int = MAX_BLOCK_MS_DEFAULT,
-        retries: int = RETRIES_DEFAULT,
-        retry_backoff_ms: int = RETRY_BACKOFF_MS_DEFAULT,
-        request_timeout_ms: int = REQUEST_TIMEOUT_MS_DEFAULT,
-        credentials: grpc.ChannelCredentials | None = None,
-        channel_options: Sequence[tuple[str, Any]] = (),
-        tls: bool | None = None,
-        tls_ca: PemSource | None = None,
-        tls_cert: PemSource | None = None,
-        tls_key: PemSource | None = None,
-        token: str | None = None,
-        enable_idempotence: bool = True,
-    ) -> None:
-        options = dict(locals())
-        del options["self"]
-        self._start(AsyncProducer(**options))  # validates the options in the caller's thread
 
     def send(
         self,

@@ -197,13 +197,13 @@ def test_a_gap_after_a_failed_batch_is_refused_and_the_producer_recovers_with_a_
     async def scenario() -> None:
         async with AsyncProducer(service.address) as producer:
             await producer.send_and_wait("t", b"small", partition=0)
-            first_pid = producer._idempotence.producer_id
+            first_pid = producer._sender.idempotence.producer_id
             too_big = await producer.send("t", b"x" * 5000, partition=0)
             await producer.flush()
             with pytest.raises(RecordTooLargeError):
                 await too_big  # refused by the service: its sequence leaves a gap
             await producer.send_and_wait("t", b"next", partition=0)  # a new id, from sequence 0
-            assert producer._idempotence.producer_id not in (first_pid, -1)
+            assert producer._sender.idempotence.producer_id not in (first_pid, -1)
 
     asyncio.run(scenario())
     assert stored_values(service.stub, "t") == [b"small", b"next"]

@@ -46,7 +46,7 @@ def test_linger_zero_sends_several_batches_per_partition_on_one_stream_in_order(
                 futures.append(await producer.send(topic, b"%d" % i, partition=i % 2))
                 for _ in range(3):
                     await asyncio.sleep(0)  # the sender runs, as between an application's sends
-                window = producer._windows.get(TopicPartition(topic, i % 2))
+                window = producer._sender.windows.get(TopicPartition(topic, i % 2))
                 deepest = max(deepest, window.in_flight_count if window else 0)
             metadata = [await future for future in futures]
             transport = producer._transport.statistics()
@@ -56,7 +56,7 @@ def test_linger_zero_sends_several_batches_per_partition_on_one_stream_in_order(
         assert deepest > 1, "never more than one batch in flight for a partition"
         # No unary Produce: the one unary call is the idempotent producer's InitProducerId.
         assert transport.streams_opened == 1 and transport.requests_sent == 1
-        assert producer._idempotence.producer_ids_received == 1
+        assert producer._sender.idempotence.producer_ids_received == 1
 
     asyncio.run(run())
     for partition in range(2):
@@ -198,8 +198,8 @@ def test_a_service_without_the_stream_gets_unary_produce_one_batch_per_partition
         async with AsyncProducer(seglog_service.address, linger_ms=0, max_in_flight_per_partition=5) as producer:
             futures = [await producer.send(topic, b"%d" % i, partition=0) for i in range(50)]
             metadata = [await future for future in futures]
-            assert producer._streaming is False
-            assert producer._in_flight_max() == 1
+            assert producer._sender.streaming is False
+            assert producer._sender.in_flight_max() == 1
             assert producer._transport.statistics().requests_sent >= 1
         assert [m.offset for m in metadata] == list(range(50))
 
