@@ -177,7 +177,7 @@ def test_the_service_reads_at_most_the_bound_ahead_of_its_answers():
         servicer = LogServicer(manager, calls, LogServicerLimits(1 << 20, 1000, 4 << 20, 1 << 20))
         release = asyncio.Event()
         appended = 0
-        real_append, real_durable = servicer._append, servicer._durable
+        real_append, real_durable = servicer.produce.append, servicer.core.durable
 
         async def counting_append(request):
             nonlocal appended
@@ -188,7 +188,7 @@ def test_the_service_reads_at_most_the_bound_ahead_of_its_answers():
             await release.wait()
             await real_durable(log, end_offset)
 
-        servicer._append, servicer._durable = counting_append, held_durable
+        servicer.produce.append, servicer.core.durable = counting_append, held_durable
         server = grpc.aio.server()
         add_log_service(servicer, server)
         port = server.add_insecure_port("127.0.0.1:0")
@@ -243,13 +243,13 @@ def test_a_request_unanswered_within_its_timeout_resets_the_clients_stream():
         calls = StorageCalls(2, 65536)
         servicer = LogServicer(manager, calls, LogServicerLimits(1 << 20, 1000, 4 << 20, 1 << 20))
         release = asyncio.Event()
-        real_durable = servicer._durable
+        real_durable = servicer.core.durable
 
         async def held_durable(log, end_offset):
             await release.wait()
             await real_durable(log, end_offset)
 
-        servicer._durable = held_durable
+        servicer.core.durable = held_durable
         server = grpc.aio.server()
         add_log_service(servicer, server)
         port = server.add_insecure_port("127.0.0.1:0")

@@ -1,9 +1,12 @@
 """The gRPC adapter: seglog.v1.LogService on top of the storage engine.
 
 Thin by design: each RPC converts its request, makes one storage call and converts the result
-(``log_service``, ``conversions``); errors become statuses once, through the table in ``status``;
-long polls wait on per-partition append notifications (``append_waiters``); blocking storage calls
-run on a bounded thread pool (``storage_calls``).
+(``conversions``). The RPCs live in one module per family (``admin_rpcs``, ``produce_rpcs``,
+``fetch_rpcs``, ``lookup_rpcs``, ``cleaning_rpcs``, ``streams``), each over the one
+``service_core``; ``log_service`` builds them and routes each RPC. The storage is reached only
+through the declared port (``storage_port``); errors become statuses once, through the table in
+``status``; long polls wait on per-partition append notifications (``append_waiters``); blocking
+storage calls run on a bounded thread pool (``storage_calls``).
 """
 
 from .append_waiters import AppendWaiters

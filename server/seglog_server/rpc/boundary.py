@@ -2,9 +2,10 @@
 their quotas), exceptions become statuses (via ``status.py``), calls are counted, and server-side
 time is reported when a client asks for it.
 
-``@unary_rpc`` and ``@stream_rpc`` wrap the servicer's methods. Each call is admitted first
-(``servicer.admission``, see admission.py): a unary call as a request, a stream as a stream; and
-passes the call gate (``servicer.gate``): its principal, the ACL, per-principal quotas and caps.
+``@unary_rpc`` and ``@stream_rpc`` wrap the RPC methods of each family (admin_rpcs.py, ...); they
+read the family's ``core`` (service_core.py). Each call is admitted first (``core.admission``, see
+admission.py): a unary call as a request, a stream as a stream; and passes the call gate
+(``core.gate``): its principal, the ACL, per-principal quotas and caps.
 An exception with a row in the status table is an expected outcome (logged at DEBUG); any other exception is a bug: INTERNAL, and
 its traceback is logged. Either way the service keeps serving. Cancellation (the client went
 away) passes through untouched, except a handler cut by the shutdown: it answers UNAVAILABLE.
@@ -71,15 +72,15 @@ def _wants_timing(context: grpc.aio.ServicerContext) -> bool:
 
 
 async def _abort(
-    servicer: Any, name: str, exc: Exception, context: grpc.aio.ServicerContext
+    core: Any, name: str, exc: Exception, context: grpc.aio.ServicerContext
 ) -> None:
     status = status_for(exc)
-    servicer.counters.errors[status.code.name] += 1
-    message = servicer.log_dir_names.redact(status.message)  # no server paths leave the service
+    core.counters.errors[status.code.name] += 1
+    message = core.log_dir_names.redact(status.message)  # no server paths leave the service
     if status.expected:
         _log.debug("%s -> %s: %s", name, status.code.name, status.message)
     else:
-        servicer.counters.internal_errors += 1
+        core.counters.internal_errors += 1
         _log.error("%s failed unexpectedly", name, exc_info=exc)
     await context.abort(status.code, message, trailing_metadata=status.trailing_metadata)
 
@@ -91,15 +92,15 @@ def _check_parsed(request: Any) -> None:
         )
 
 
-async def _answer_if_cut(servicer: Any, name: str, context: grpc.aio.ServicerContext) -> None:
+async def _answer_if_cut(core: Any, name: str, context: grpc.aio.ServicerContext) -> None:
     """A handler cancelled by the shutdown (not by its client) answers UNAVAILABLE: retriable,
     where the CANCELLED gRPC would send is not. Otherwise the cancellation goes on untouched."""
-    if not servicer.admission.was_cut():
+    if not core.admission.was_cut():
         return
     task = asyncio.current_task()
     if task is not None:
         task.uncancel()
-    servicer.counters.errors[grpc.StatusCode.UNAVAILABLE.name] += 1
+    core.counters.errors[grpc.StatusCode.UNAVAILABLE.name] += 1
     _log.info("%s cut by the shutdown after the grace period", name)
     await context.abort(
         grpc.StatusCode.UNAVAILABLE,
@@ -109,10 +110,10 @@ async def _answer_if_cut(servicer: Any, name: str, context: grpc.aio.ServicerCon
     )
 
 
-def _finished(servicer: Any, name: str, code: str, started_ns: int) -> int:
-    """Reports the call's latency to the servicer's metrics hook (if any); returns it in ns."""
+def _finished(core: Any, name: str, code: str, started_ns: int) -> int:
+    """Reports the call's latency to the core's metrics hook (if any); returns it in ns."""
     elapsed_ns = time.perf_counter_ns() - started_ns
-    hook = getattr(servicer, "metrics", None)
+    hook = core.metrics
     if hook is not None:
         hook.rpc_finished(name, code, elapsed_ns / 1e9)
     return elapsed_ns
@@ -124,31 +125,32 @@ def unary_rpc(method: _Handler) -> _Handler:
     @functools.wraps(method)
     async def handler(self: Any, request: Any, context: grpc.aio.ServicerContext) -> Any:
         started_ns = time.perf_counter_ns()
-        self.counters.calls[name] += 1
+        core = self.core
+        core.counters.calls[name] += 1
         call = None
         try:
-            with self.admission.handler():
+            with core.admission.handler():
                 _check_parsed(request)
                 # Authenticated before it takes a request slot: a caller whose credentials are
                 # wrong, or still being checked, never holds a slot others need (admission.py).
-                call = await self.gate.admit(name, request, context)
-                with self.admission.request_slot():
+                call = await core.gate.admit(name, request, context)
+                with core.admission.request_slot():
                     response = await method(self, request, context)
                     await call.before_response(response)
         except asyncio.CancelledError:
-            _finished(self, name, "CANCELLED", started_ns)
-            await _answer_if_cut(self, name, context)
+            _finished(core, name, "CANCELLED", started_ns)
+            await _answer_if_cut(core, name, context)
             raise
         except grpc.aio.AbortError:
             raise
         except Exception as exc:  # noqa: BLE001 - the boundary: every error becomes a status
-            _finished(self, name, status_for(exc).code.name, started_ns)
-            await _abort(self, name, exc, context)
+            _finished(core, name, status_for(exc).code.name, started_ns)
+            await _abort(core, name, exc, context)
             raise AssertionError("context.abort returned") from exc  # pragma: no cover
         finally:
             if call is not None:
                 call.release()
-        elapsed_ns = _finished(self, name, "OK", started_ns)
+        elapsed_ns = _finished(core, name, "OK", started_ns)
         if _wants_timing(context):
             context.set_trailing_metadata(((SERVER_TIME_METADATA_KEY, str(elapsed_ns // 1000)),))
         return response
@@ -162,21 +164,22 @@ def stream_rpc(method: _Handler) -> _Handler:
 
     @functools.wraps(method)
     async def handler(self: Any, request: Any, context: grpc.aio.ServicerContext) -> None:
-        self.counters.calls[name] += 1
+        core = self.core
+        core.counters.calls[name] += 1
         call = None
         try:
             _check_parsed(request)
             # Admitted by the gate first, so the stream counts against its principal (client_of).
-            call = await self.gate.admit(name, request, context)
-            with self.admission.stream(client_of(context)):
+            call = await core.gate.admit(name, request, context)
+            with core.admission.stream(client_of(context)):
                 await method(self, request, context)
         except asyncio.CancelledError:
-            await _answer_if_cut(self, name, context)
+            await _answer_if_cut(core, name, context)
             raise
         except grpc.aio.AbortError:
             raise
         except Exception as exc:  # noqa: BLE001 - the boundary: every error becomes a status
-            await _abort(self, name, exc, context)
+            await _abort(core, name, exc, context)
         finally:
             if call is not None:
                 call.release()

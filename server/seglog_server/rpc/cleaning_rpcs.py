@@ -2,8 +2,8 @@
 and DropSnapshot. Each is convert -> one storage call (on the pool: they read, link, checksum and
 rename files) -> convert; errors go through ``status.py`` like every other RPC's.
 
-A mixin of ``LogServicer`` (it uses the servicer's ``_manager`` and ``_calls``), kept in its own
-module so the data-plane servicer does not grow with the cleaning loop.
+A family over the service core (service_core.py), kept apart so the data-plane families do not
+grow with the cleaning loop.
 """
 
 from __future__ import annotations
@@ -16,33 +16,33 @@ from seglog.v1 import log_service_pb2 as pb
 from . import validation
 from .boundary import unary_rpc
 from .errors import InvalidRequestError
-from .storage_calls import StorageCalls
-from .storage_port import StoragePort
+from .service_core import ServiceCore
 
 __all__ = ["CleaningRpcs"]
 
 
 class CleaningRpcs:
-    _manager: StoragePort
-    _calls: StorageCalls
-    log_dir_names: Any  # LogDirNames: log directories as labels, never server paths
+    def __init__(self, core: ServiceCore) -> None:
+        self.core = core
 
     @unary_rpc
     async def ListCleanable(self, request: pb.ListCleanableRequest, context: Any) -> Any:
-        found = await self._calls.blocking(self._manager.list_cleanable, request.topic or None)
-        label = self.log_dir_names.label
+        core = self.core
+        found = await core.calls.blocking(core.storage.list_cleanable, request.topic or None)
+        label = core.log_dir_names.label  # log directories as labels, never server paths
         return pb.ListCleanableResponse(partitions=[_cleanable_partition(label, c) for c in found])
 
     @unary_rpc
     async def CreateSnapshot(self, request: pb.CreateSnapshotRequest, context: Any) -> Any:
         topic, partition = validation.check_partition_ref(request.topic, request.partition)
-        taken = await self._calls.blocking(self._manager.create_snapshot, topic, partition)
+        core = self.core
+        taken = await core.calls.blocking(core.storage.create_snapshot, topic, partition)
         manifest = taken.manifest
         return pb.CreateSnapshotResponse(
             snapshot_id=manifest.snapshot_id,
             # Its log dir's label, never a server path; the one absolute path is local_path,
             # only when asked for (a cleaner sharing the service's filesystem needs it).
-            log_dir=self.log_dir_names.label(taken.log_dir),
+            log_dir=core.log_dir_names.label(taken.log_dir),
             relative_path=os.path.relpath(taken.path, taken.log_dir),
             local_path=taken.path if request.include_local_path else "",
             manifest_json=manifest.to_json_bytes().decode("utf-8"),
@@ -54,7 +54,8 @@ class CleaningRpcs:
 
     @unary_rpc
     async def CommitCleaned(self, request: pb.CommitCleanedRequest, context: Any) -> Any:
-        outcome = await self._calls.blocking(self._manager.commit_cleaned, _snapshot_id(request.snapshot_id))
+        core = self.core
+        outcome = await core.calls.blocking(core.storage.commit_cleaned, _snapshot_id(request.snapshot_id))
         return pb.CommitCleanedResponse(
             topic=outcome.topic,
             partition=outcome.partition,
@@ -67,7 +68,8 @@ class CleaningRpcs:
 
     @unary_rpc
     async def DropSnapshot(self, request: pb.DropSnapshotRequest, context: Any) -> Any:
-        dropped = await self._calls.blocking(self._manager.drop_snapshot, _snapshot_id(request.snapshot_id))
+        core = self.core
+        dropped = await core.calls.blocking(core.storage.drop_snapshot, _snapshot_id(request.snapshot_id))
         return pb.DropSnapshotResponse(dropped=dropped)
 
 

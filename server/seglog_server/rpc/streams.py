@@ -10,8 +10,8 @@ open stream a request costs one message each way. The shape of one stream (``_se
               ``seglog-stream-in-flight-max`` says how far ahead of its answers the service reads.
     each      read one request; admit it as its unary twin would be (a request slot,
     message   ``Admission.message``; the ACL, the principal's request cap and byte quota,
-              ``CallGate.message``); do the twin's work (``LogServicer._append``,
-              ``_offsets_for_times``); answer it. Requests are worked on one at a time, in the
+              ``CallGate.message``); do the twin's work (``ProduceRpcs.append``,
+              ``LookupRpcs.offsets_for_times``); answer it. Requests are worked on one at a time, in the
               order read, so a stream's batches are appended in the order sent. An answer that
               must wait (ACKS_FSYNCED's group commit, a produce quota's delay) waits in
               ``OrderedReplies`` while the next requests are read and worked on; answers leave in
@@ -45,6 +45,9 @@ from . import conversions
 from .admission import client_of
 from .boundary import _abort, _answer_if_cut, _check_parsed
 from .errors import ServiceStoppingError
+from .lookup_rpcs import LookupRpcs
+from .produce_rpcs import ProduceRpcs
+from .service_core import ServiceCore
 from .status import status_for
 
 __all__ = ["IN_FLIGHT_METADATA_KEY", "STREAM_IN_FLIGHT_MAX", "OrderedReplies", "StreamRpcs"]
@@ -162,19 +165,13 @@ class _Stopped(Exception):
 
 
 class StreamRpcs:
-    """A mixin of ``LogServicer``: the two bidirectional streams (see the module docstring)."""
+    """The two bidirectional streams (see the module docstring), over the service core; each
+    message does the work of its unary twin's family (``produce``, ``lookups``)."""
 
-    counters: Any
-    gate: Any
-    admission: Any
-    metrics: Any
-    log_dir_names: Any
-    stopping: bool
-    _append: Callable[..., Awaitable[Any]]
-    _durable: Callable[..., Awaitable[None]]
-    _offsets_for_times: Callable[..., Awaitable[Any]]
-
-    def init_streams(self) -> None:
+    def __init__(self, core: ServiceCore, produce: ProduceRpcs, lookups: LookupRpcs) -> None:
+        self.core = core
+        self._produce = produce
+        self._lookups = lookups
         self._stream_sessions: set[_Session] = set()
         self.stream_in_flight_high = 0
 
@@ -199,15 +196,16 @@ class StreamRpcs:
     async def _serve(
         self, name: str, context: Any, handle: Callable[[str, Any, Any], Awaitable[_Reply]]
     ) -> None:
-        self.counters.calls[name] += 1
+        core = self.core
+        core.counters.calls[name] += 1
         call = None
         replies: OrderedReplies | None = None
         try:
-            call = await self.gate.admit_stream(name, context)
-            with self.admission.stream(client_of(context)):
+            call = await core.gate.admit_stream(name, context)
+            with core.admission.stream(client_of(context)):
                 await context.send_initial_metadata(((IN_FLIGHT_METADATA_KEY, str(STREAM_IN_FLIGHT_MAX)),))
                 replies = OrderedReplies(context.write, STREAM_IN_FLIGHT_MAX)
-                session = _Session(self.stopping)
+                session = _Session(core.stopping)
                 self._stream_sessions.add(session)
                 try:
                     await self._read_loop(name, session, call, replies, context, handle)
@@ -217,14 +215,14 @@ class StreamRpcs:
         except asyncio.CancelledError:
             if replies is not None:
                 replies.cancel()
-            await _answer_if_cut(self, name, context)
+            await _answer_if_cut(core, name, context)
             raise
         except grpc.aio.AbortError:
             raise
         except Exception as exc:  # noqa: BLE001 - the boundary: every error becomes a status
             if replies is not None:
                 replies.cancel()
-            await _abort(self, name, exc, context)
+            await _abort(core, name, exc, context)
         finally:
             if call is not None:
                 call.release()
@@ -256,7 +254,7 @@ class StreamRpcs:
         (UNAUTHENTICATED or PERMISSION_DENIED and the seglog trailer) once the answers owed to
         the messages admitted before were sent."""
         try:
-            self.gate.recheck(call)
+            self.core.gate.recheck(call)
         except Exception:
             await replies.finish()
             raise
@@ -268,7 +266,7 @@ class StreamRpcs:
         try:
             delay_s = self._begin_message(call, request.produce)
             try:
-                log, info, acks = await self._append(request.produce)
+                log, info, acks = await self._produce.append(request.produce)
             finally:
                 self._end_message(call)
         except Exception as exc:  # noqa: BLE001 - answered on the stream (or raised: a bug)
@@ -288,7 +286,7 @@ class StreamRpcs:
     ) -> pb.ProduceStreamResponse:
         try:
             if acks == pb.ACKS_FSYNCED:
-                await self._durable(log, info.last_offset + 1)
+                await self.core.durable(log, info.last_offset + 1)
         except Exception as exc:  # noqa: BLE001 - answered on the stream (or raised: a bug)
             return self._refused(pb.ProduceStreamResponse, name, correlation_id, exc, started_ns)
         if delay_s > 0:
@@ -303,7 +301,7 @@ class StreamRpcs:
         try:
             self._begin_message(call, request.offsets_for_times)
             try:
-                await self._offsets_for_times(request.offsets_for_times, reply.offsets_for_times)
+                await self._lookups.offsets_for_times(request.offsets_for_times, reply.offsets_for_times)
             finally:
                 self._end_message(call)
         except Exception as exc:  # noqa: BLE001 - answered on the stream (or raised: a bug)
@@ -314,16 +312,17 @@ class StreamRpcs:
     def _begin_message(self, call: Any, request: Any) -> float:
         """Admits one message as its unary twin: a request slot (admission) and the gate's
         checks; returns the produce quota's delay. ``_end_message`` once it is answered."""
-        self.admission.take_request_slot()
+        core = self.core
+        core.admission.take_request_slot()
         try:
-            return self.gate.begin_message(call, request)
+            return core.gate.begin_message(call, request)
         except BaseException:
-            self.admission.give_back_request_slot()
+            core.admission.give_back_request_slot()
             raise
 
     def _end_message(self, call: Any) -> None:
-        self.gate.end_message(call)
-        self.admission.give_back_request_slot()
+        self.core.gate.end_message(call)
+        self.core.admission.give_back_request_slot()
 
     def _refused(
         self, response_class: Any, name: str, correlation_id: int, exc: Exception, started_ns: int
@@ -332,17 +331,18 @@ class StreamRpcs:
         status = status_for(exc)
         if not status.expected:
             raise exc  # a bug: the stream ends INTERNAL and the traceback is logged (boundary)
-        self.counters.errors[status.code.name] += 1
+        self.core.counters.errors[status.code.name] += 1
         self._message_finished(name, status.code.name, started_ns)
         error = pb.StreamError(
-            code=status.code.value[0], message=self.log_dir_names.redact(status.message),
+            code=status.code.value[0], message=self.core.log_dir_names.redact(status.message),
             error_class=status.error_class, retry_after_ms=status.retry_after_ms or 0,
         )
         return response_class(correlation_id=correlation_id, error=error)
 
     def _message_finished(self, name: str, code: str, started_ns: int) -> None:
-        if self.metrics is not None:
-            self.metrics.rpc_finished(name, code, (time.perf_counter_ns() - started_ns) / 1e9)
+        metrics = self.core.metrics
+        if metrics is not None:
+            metrics.rpc_finished(name, code, (time.perf_counter_ns() - started_ns) / 1e9)
 
 
 async def _next_request(session: _Session, context: Any) -> Any:

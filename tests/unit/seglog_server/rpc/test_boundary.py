@@ -53,12 +53,24 @@ class _AdmitEverything:
         return self._Call()
 
 
-class Servicer:
+class Core:
+    """The parts of a ServiceCore the boundary reads (service_core.py)."""
+
     def __init__(self):
         self.counters = RpcCounters()
         self.gate = _AdmitEverything()
         self.admission = Admission(AdmissionLimits(10, 10, 10, 10, 10))
         self.log_dir_names = LogDirNames(["/srv/seglog/data0"])
+        self.metrics = None
+
+
+class Servicer:
+    """An RPC family: its methods wrapped by the boundary, which reads ``self.core``."""
+
+    def __init__(self):
+        self.core = Core()
+        self.counters = self.core.counters
+        self.admission = self.core.admission
 
     @unary_rpc
     async def Fine(self, request, context):

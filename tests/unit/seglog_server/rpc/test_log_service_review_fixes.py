@@ -74,7 +74,7 @@ async def test_failing_long_polls_on_unknown_topics_leave_no_waiter(ok_calls):
     servicer, calls = _servicer(FlakyManager(0))
     try:
         for i in range(50):
-            servicer._manager = FlakyManager(ok_calls)
+            servicer.core.storage = FlakyManager(ok_calls)
             context = FakeContext()
             request = pb.FetchRequest(topic=f"gone-{i}", offset=0, max_wait_ms=10_000)
             with pytest.raises(_Aborted):

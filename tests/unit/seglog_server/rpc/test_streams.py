@@ -147,12 +147,12 @@ async def test_a_stream_message_the_gate_refuses_gives_its_request_slot_back(tmp
     servicer, calls = _servicer(tmp_path)
     try:
         stream = await servicer.gate.admit_stream("LookupStream", _Context())
-        denied = await servicer._lookup_message("LookupStream", stream, _lookup("b", 1))
+        denied = await servicer.streams._lookup_message("LookupStream", stream, _lookup("b", 1))
         assert denied.error.error_class == "PermissionDeniedError" and "topic 'b'" in denied.error.message
         assert servicer.admission.statistics().request_count == 0
         assert servicer.gate.quotas.statistics().in_use_by_principal[ANONYMOUS]["requests"] == 0
         # The one request slot is free: the next message is worked on (its topic is unknown).
-        answered = await servicer._lookup_message("LookupStream", stream, _lookup("a", 2))
+        answered = await servicer.streams._lookup_message("LookupStream", stream, _lookup("a", 2))
         assert answered.correlation_id == 2 and not answered.HasField("error")
         assert [result.error.error_class for result in answered.offsets_for_times.results] == [
             "UnknownTopicOrPartitionError"]
@@ -174,10 +174,10 @@ async def test_a_stream_message_cancelled_mid_way_gives_its_slots_back(tmp_path,
         started.set()
         await never.wait()
 
-    monkeypatch.setattr(servicer, "_offsets_for_times", stuck)
+    monkeypatch.setattr(servicer.lookups, "offsets_for_times", stuck)
     try:
         stream = await servicer.gate.admit_stream("LookupStream", _Context())
-        task = asyncio.ensure_future(servicer._lookup_message("LookupStream", stream, _lookup("a", 1)))
+        task = asyncio.ensure_future(servicer.streams._lookup_message("LookupStream", stream, _lookup("a", 1)))
         await started.wait()
 
         def held() -> tuple[int, int]:

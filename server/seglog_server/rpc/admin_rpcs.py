@@ -1,0 +1,101 @@
+"""The admin RPCs of seglog.v1.LogService: CreateTopic, DeleteTopic, ListTopics, DescribeTopic,
+DeleteRecords and InitProducerId. Each is convert -> one storage call -> convert; topic creation,
+deletion and producer-id blocks run on the pool (they create, rename and fsync files).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from seglog.v1 import log_service_pb2 as pb
+from seglog_server.security import Operation
+
+from . import conversions, validation
+from .boundary import unary_rpc
+from .call_gate import current_call
+from .errors import InvalidRequestError
+from .service_core import ServiceCore
+
+__all__ = ["AdminRpcs"]
+
+
+class AdminRpcs:
+    def __init__(self, core: ServiceCore) -> None:
+        self.core = core
+
+    @unary_rpc
+    async def CreateTopic(self, request: pb.CreateTopicRequest, context: Any) -> Any:
+        if not request.topic:
+            raise InvalidRequestError("topic is empty")
+        if request.partitions < 1:
+            raise InvalidRequestError(f"partitions must be >= 1, found {request.partitions}")
+        configs = dict(request.configs)
+        self._check_message_bytes(configs)
+        core = self.core
+        config = await core.calls.blocking(
+            core.storage.create_topic, request.topic, request.partitions, configs,
+            validate_only=request.validate_only,
+        )
+        return conversions.create_topic_response(request.topic, request.partitions, config)
+
+    @unary_rpc
+    async def DeleteTopic(self, request: pb.DeleteTopicRequest, context: Any) -> Any:
+        if not request.topic:
+            raise InvalidRequestError("topic is empty")
+        await self.core.calls.blocking(self.core.storage.delete_topic, request.topic)
+        return pb.DeleteTopicResponse()
+
+    @unary_rpc
+    async def ListTopics(self, request: pb.ListTopicsRequest, context: Any) -> Any:
+        topics = self.core.storage.list_topics()
+        call = current_call()
+        if call is not None:  # only what the caller may describe
+            topics = [entry for entry in topics if call.may(Operation.DESCRIBE, entry[0])]
+        return conversions.list_topics_response(topics)
+
+    @unary_rpc
+    async def DescribeTopic(self, request: pb.DescribeTopicRequest, context: Any) -> Any:
+        if not request.topic:
+            raise InvalidRequestError("topic is empty")
+        core = self.core
+        description = await core.calls.blocking(core.storage.describe_topic, request.topic)
+        return conversions.describe_topic_response(description, core.log_dir_names.label)
+
+    @unary_rpc
+    async def DeleteRecords(self, request: pb.DeleteRecordsRequest, context: Any) -> Any:
+        topic, partition = validation.check_partition_ref(request.topic, request.partition)
+        offset = request.offset
+        if offset < validation.HIGH_WATERMARK_OFFSET:
+            raise InvalidRequestError(f"offset must be >= 0 or -1 (high watermark), found {offset}")
+        core = self.core
+        log = core.storage.get_log(topic, partition)
+        if offset == validation.HIGH_WATERMARK_OFFSET:
+            offset = log.high_watermark
+        log_start_offset = await core.log_call(log, 0, log.delete_records, offset)
+        return pb.DeleteRecordsResponse(log_start_offset=log_start_offset)
+
+    @unary_rpc
+    async def InitProducerId(self, request: pb.InitProducerIdRequest, context: Any) -> Any:
+        if request.transactional_id:
+            raise InvalidRequestError(
+                f"transactional_id {request.transactional_id!r}: seglog has no transactions yet; "
+                "leave it empty for an idempotent producer"
+            )
+        producer_id, epoch = await self.core.calls.blocking(self.core.storage.init_producer_id)
+        return pb.InitProducerIdResponse(producer_id=producer_id, producer_epoch=epoch)
+
+    def _check_message_bytes(self, configs: dict[str, str]) -> None:
+        """A topic's batches must fit one gRPC request; the storage does not know that limit."""
+        text = configs.get("max.message.bytes")
+        if text is None:
+            return
+        try:
+            value = int(text)
+        except ValueError:
+            return  # the storage refuses it with a message naming the key and the value
+        message_bytes_max = self.core.limits.message_bytes_max
+        if value > message_bytes_max:
+            raise InvalidRequestError(
+                f"max.message.bytes {value} is above {message_bytes_max}, the "
+                "largest batch a ProduceRequest can carry (request_bytes_max minus overhead)"
+            )

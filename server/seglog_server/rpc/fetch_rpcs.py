@@ -1,0 +1,232 @@
+"""Fetch and Consume of seglog.v1.LogService: reads, long polls at the tail, and the Consume stream.
+
+A read is one storage call (``PartitionLog.read``), inline when its answer is small and pooled
+when it is large (``_read``: a small probe inline first, since most reads are at the tail). A
+long poll takes a ticket from the append waiters before it reads, so an append between the read
+and the wait is never missed; the storage announces every append itself. A Consume stream holds
+a reservation of the shared Consume buffer for each response until the transport took it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from seglog.v1 import log_service_pb2 as pb
+from seglog_server.config import RESPONSE_OVERHEAD_BYTES
+
+from . import conversions, validation
+from .admission import client_of
+from .boundary import stream_rpc, unary_rpc
+from .call_gate import current_call
+from .consume_buffer import Reservation
+from .errors import ServiceStoppingError
+from .service_core import BLOCKING, ServiceCore
+from .storage_port import PartitionLog
+
+__all__ = ["START_OFFSET_METADATA_KEY", "FetchRpcs"]
+
+# Initial metadata of a Consume stream: the offset it starts from, once resolved.
+START_OFFSET_METADATA_KEY = "seglog-start-offset"
+
+
+class FetchRpcs:
+    def __init__(self, core: ServiceCore) -> None:
+        self.core = core
+        self.consume_stream_count = 0
+
+    # -- fetch --------------------------------------------------------------------------------
+    @unary_rpc
+    async def Fetch(self, request: pb.FetchRequest, context: Any) -> Any:
+        topic, partition = validation.check_partition_ref(request.topic, request.partition)
+        max_bytes = self._fetch_bytes(request.max_bytes)
+        wait_s = self._wait_seconds(request.max_wait_ms)
+        min_bytes = validation.check_non_negative("min_bytes", request.min_bytes)
+        core = self.core
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + wait_s
+        # An unknown partition answers NOT_FOUND before any ticket is taken.
+        core.storage.get_log(topic, partition)
+        while True:
+            ticket = core.waiters.ticket(topic, partition) if wait_s > 0 else None
+            data = await self._ticketed_read(ticket, topic, partition, request.offset, max_bytes)
+            if ticket is None or _enough(data, min_bytes, max_bytes) or core.stopping:
+                break
+            # Waiting holds a waiter slot, not a request slot (admission.py).
+            with core.admission.waiting(client_of(context)):
+                woken = await core.waiters.wait_ticket(ticket, deadline - loop.time())
+            if not woken:
+                break
+        response = await self._fetch_response(topic, partition, request.offset, data, request.decode)
+        return response[0]
+
+    @stream_rpc
+    async def Consume(self, request: pb.ConsumeRequest, context: Any) -> None:
+        topic, partition = validation.check_partition_ref(request.topic, request.partition)
+        max_bytes = self._fetch_bytes(request.max_bytes)
+        wait_s = self._wait_seconds(request.max_wait_ms)
+        min_bytes = validation.check_non_negative("min_bytes", request.min_bytes)
+        offset = await self._start_offset(topic, partition, request)
+        # The client learns where the stream starts before any data (and that it has started).
+        await context.send_initial_metadata(((START_OFFSET_METADATA_KEY, str(offset)),))
+        call = current_call()
+        self.consume_stream_count += 1
+        try:
+            while True:
+                # No local keeps the chunk: _send_chunk drops the records once they are copied.
+                offset = await self._send_chunk(
+                    topic, partition, offset,
+                    await self._next_chunk(topic, partition, offset, max_bytes, min_bytes, wait_s),
+                    request.decode, call, context,
+                )
+        finally:
+            self.consume_stream_count -= 1
+
+    async def _send_chunk(
+        self, topic: str, partition: int, offset: int, chunk: tuple[Any, Reservation], decode: bool,
+        call: Any, context: Any,
+    ) -> int:
+        """Builds and writes one Consume response; returns its next offset. Flow control: the
+        write returns once the transport took the response (the client's HTTP/2 window), and
+        only then is the next chunk read; until then the response holds its reservation of the
+        consume buffer (consume_buffer.py), and nothing else of it stays referenced."""
+        data, reservation = chunk
+        del chunk
+        try:
+            response, offset = await self._fetch_response(topic, partition, offset, data, decode)
+            del data  # the records are copied into the response: keep one copy while it waits
+            reservation.resize(len(response))
+            if call is not None:  # the principal's fetch quota paces the stream
+                await call.before_stream_write(len(response))
+            await context.write(response)
+        finally:
+            reservation.release()
+        return offset
+
+    async def _next_chunk(
+        self, topic: str, partition: int, offset: int, max_bytes: int, min_bytes: int,
+        wait_s: float,
+    ) -> tuple[Any, Reservation]:
+        """The next non-empty read: min_bytes or more, or less once ``wait_s`` has passed; with
+        its reservation of the consume buffer (at most ``max_bytes``, less when the service's
+        budget is short). A stream waiting at the tail holds no reservation."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + wait_s
+        while True:
+            if self.core.stopping:
+                raise ServiceStoppingError("seglog is shutting down; reconnect to resume")
+            self.core.storage.get_log(topic, partition)  # NOT_FOUND before taking a ticket
+            ticket = self.core.waiters.ticket(topic, partition)
+            reservation = self.core.consume_buffer.reserve(max_bytes)
+            try:
+                data = await self._ticketed_read(ticket, topic, partition, offset, reservation.size_bytes)
+            except BaseException:
+                reservation.release()
+                raise
+            remaining_s = deadline - loop.time()
+            if data.records and (_enough(data, min_bytes, reservation.size_bytes) or remaining_s <= 0):
+                reservation.resize(len(data.records))  # a whole batch may exceed the grant
+                return data, reservation
+            reservation.release()
+            # Nothing at all: wait for the next append however long it takes (until cancelled,
+            # or a reload revokes the stream's rights: CallGate.recheck, via AdmittedCall.park).
+            timeout_s = remaining_s if data.records else None
+            wait = self.core.waiters.wait_ticket(ticket, timeout_s)
+            call = current_call()
+            await (call.park(wait) if call is not None else wait)
+
+    async def _ticketed_read(
+        self, ticket: Any, topic: str, partition: int, offset: int, max_bytes: int
+    ) -> Any:
+        """``_read`` after taking ``ticket`` (or None): a failed read leaves no ticket behind."""
+        try:
+            return await self._read(topic, partition, offset, max_bytes)
+        except Exception:
+            if ticket is not None:
+                self.core.waiters.discard(topic, partition)
+            raise
+
+    async def _start_offset(self, topic: str, partition: int, request: pb.ConsumeRequest) -> int:
+        position = validation.check_start_position(request.position)
+        log = self.core.storage.get_log(topic, partition)
+        if position == pb.START_POSITION_EARLIEST:
+            return log.log_start_offset
+        if position == pb.START_POSITION_LATEST:
+            return log.log_end_offset
+        if request.HasField("timestamp_ms"):
+            target = validation.check_target_timestamp(request.timestamp_ms)
+            # Index lookups: inline (microseconds), through _log_call for LogDirOfflineError.
+            found = await self.core.log_call(log, 0, log.offset_for_timestamp, target)
+            return log.log_end_offset if found is None else found.offset
+        return request.offset
+
+    async def _read(self, topic: str, partition: int, offset: int, max_bytes: int) -> Any:
+        """Reads inline when the answer is small, on the pool when it is large.
+
+        Most reads are at or near the tail (long polls, streams keeping up) and return a few
+        batches, whatever max_bytes says; a catch-up read returns max_bytes. So a read first
+        asks for at most ``inline_io_bytes_max`` inline; when that reaches the high watermark it
+        is the whole answer, otherwise the full read runs on the pool (re-reading at most the
+        probe's bytes: a few percent of a catch-up read).
+        """
+        # Looked up on each read: a topic deleted during a long poll answers NOT_FOUND.
+        core = self.core
+        log = core.storage.get_log(topic, partition)
+        probe_bytes = core.calls.inline_io_bytes_max
+        if max_bytes <= probe_bytes or probe_bytes == 0:
+            return await core.log_call(log, max_bytes, log.read, offset, max_bytes)
+        data = await core.log_call(log, 0, self._probe, log, offset, probe_bytes)
+        if conversions.fetch_next_offset(data, offset) >= data.high_watermark:
+            return data
+        return await core.log_call(log, BLOCKING, log.read, offset, max_bytes)
+
+    @staticmethod
+    def _probe(log: PartitionLog, offset: int, probe_bytes: int) -> Any:
+        # Not even one batch above probe_bytes: a large first batch means a large answer.
+        return log.read(offset, probe_bytes, min_one_batch=False)
+
+    async def _fetch_response(
+        self, topic: str, partition: int, offset: int, data: Any, decode: bool
+    ) -> tuple[bytes, int]:
+        """The serialized FetchResponse (sent as is, see registration.py) and its next offset.
+
+        Decoding (decompression included) is CPU work proportional to the records: above
+        ``inline_io_bytes_max`` raw bytes, or for any compressed batch (a few KiB may expand to
+        the decompression cap), it runs on the pool, not on the event loop.
+        """
+        if not decode:
+            return self._fetched(topic, offset, conversions.fetch_response_wire(topic, partition, offset, data),
+                                 len(data.records))
+        budget_bytes = self.core.limits.response_bytes_max - RESPONSE_OVERHEAD_BYTES
+        if len(data.records) > self.core.calls.inline_io_bytes_max or conversions.holds_compressed(data.records):
+            decoded, kept_bytes = await self.core.calls.blocking(
+                conversions.decode_batches, data.records, offset, budget_bytes
+            )
+        else:
+            decoded, kept_bytes = conversions.decode_batches(data.records, offset, budget_bytes)
+        # All of the read kept: its next offset is the one the read's checking walk found.
+        records = None if kept_bytes == len(data.records) else memoryview(data.records)[:kept_bytes]
+        return self._fetched(topic, offset, conversions.fetch_response_wire(
+            topic, partition, offset, data, records, decoded), kept_bytes)
+
+    def _fetched(self, topic: str, offset: int, response: tuple[bytes, int], size_bytes: int) -> tuple[bytes, int]:
+        """Counts the records a response sends, from the next offset it carries (one walk of
+        the batches for the response and the metrics both)."""
+        if self.core.metrics is not None and size_bytes:
+            self.core.metrics.fetched(topic, response[1] - offset, size_bytes)
+        return response
+
+    def _fetch_bytes(self, max_bytes: int) -> int:
+        validation.check_non_negative("max_bytes", max_bytes)
+        if max_bytes == 0:
+            return self.core.limits.fetch_bytes_max
+        return min(max_bytes, self.core.limits.fetch_bytes_max)
+
+    def _wait_seconds(self, max_wait_ms: int) -> float:
+        validation.check_non_negative("max_wait_ms", max_wait_ms)
+        return min(max_wait_ms, self.core.limits.fetch_wait_ms_max) / 1000
+
+
+def _enough(data: Any, min_bytes: int, max_bytes: int) -> bool:
+    """min_bytes 0 or 1: any batch; never more than max_bytes could ever bring."""
+    return len(data.records) >= max(1, min(min_bytes, max_bytes))

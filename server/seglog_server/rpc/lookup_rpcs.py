@@ -1,0 +1,166 @@
+"""The lookups of seglog.v1.LogService: OffsetsForTimes (and the answer LookupStream shares,
+streams.py) and ExplainLookup.
+
+Each target keeps its own outcome, as Kafka answers per partition. The targets of a partition are
+searched in one storage call (one take of the log's lock); a handful run inline, more (or a log's
+first lookup by time after a restart: ``StoragePort.timestamp_lookup_may_block``) on the pool.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from seglog.v1 import log_service_pb2 as pb
+from seglog_server.metrics.page_residency import resident_pages
+
+from . import conversions, validation
+from .boundary import unary_rpc
+from .errors import InvalidRequestError, ResponseTooLargeError
+from .service_core import BLOCKING, ServiceCore
+from .status import status_for
+
+__all__ = ["LookupRpcs"]
+
+# The most time lookups of one partition answered on the event loop (about 8-20 us each): more
+# than that hold it for a millisecond or more, and go to the storage pool.
+_INLINE_LOOKUPS_MAX = 64
+
+
+class LookupRpcs:
+    def __init__(self, core: ServiceCore) -> None:
+        self.core = core
+
+    @unary_rpc
+    async def OffsetsForTimes(self, request: pb.OffsetsForTimesRequest, context: Any) -> Any:
+        return await self.offsets_for_times(request)
+
+    async def offsets_for_times(
+        self, request: pb.OffsetsForTimesRequest, response: pb.OffsetsForTimesResponse | None = None
+    ) -> pb.OffsetsForTimesResponse:
+        """OffsetsForTimes's answer, built in ``response`` when given (LookupStream's).
+
+        The targets are grouped by partition: one ``get_log`` and one storage call (one take of
+        the log's lock, the targets searched together: ``Log.offsets_for_timestamps``) a
+        partition, the answers in the request's order. Each target keeps its own outcome, as
+        Kafka answers per partition: a bad partition or timestamp, an unknown partition, or a
+        storage error answers only the targets it concerns. When a partition's lookup fails, its
+        targets are asked again one by one (``_offset_for_time``), so each gets the error or the
+        answer its own search gives: a corrupt batch fails only the targets whose scan reaches
+        it. (After an I/O error the log is offline, and each target is told so.)
+        """
+        if response is None:
+            response = pb.OffsetsForTimesResponse()
+        targets = request.partitions
+        if len(targets) == 1:  # the single lookup: the same answer, without the grouping
+            answers: list[Any] = [await self._one_offset_for_time(targets[0])]
+        else:
+            answers = [None] * len(targets)  # a storage TimestampAndOffset, None, or an error
+            by_partition: dict[tuple[str, int], list[int]] = {}
+            for number, target in enumerate(targets):
+                key = (target.topic, target.partition)
+                numbers = by_partition.get(key)
+                if numbers is None:
+                    by_partition[key] = [number]
+                else:
+                    numbers.append(number)
+            for (topic, partition), numbers in by_partition.items():
+                await self._partition_offsets_for_times(topic, partition, targets, numbers, answers)
+        results = response.results
+        for target, answer in zip(targets, answers):
+            if isinstance(answer, Exception):
+                status = status_for(answer)
+                if not status.expected:
+                    raise answer  # a bug: the boundary answers INTERNAL and logs it
+                message = self.core.log_dir_names.redact(status.message)
+                results.append(conversions.partition_offset_error(target, status, message))
+            else:
+                conversions.add_partition_offset(results, target.topic, target.partition, answer)
+        # Many targets (each answer may carry an error message) can make an answer larger than
+        # gRPC may send: refused here with the limit named, not failed inside gRPC.
+        if len(targets) > _INLINE_LOOKUPS_MAX and response.ByteSize() > self.core.limits.response_bytes_max:
+            raise ResponseTooLargeError(
+                f"the answer to {len(targets)} targets is {response.ByteSize()} bytes, above "
+                f"response_bytes_max ({self.core.limits.response_bytes_max}): ask for fewer targets per request"
+            )
+        return response
+
+    async def _partition_offsets_for_times(
+        self, topic: str, partition: int, targets: Any, numbers: list[int], answers: list[Any]
+    ) -> None:
+        """Answers ``targets[n]`` for each of ``numbers`` (all of partition ``topic``-``partition``)
+        into ``answers[n]``: a storage answer, or the error that target meets."""
+        try:
+            validation.check_partition_ref(topic, partition)
+        except InvalidRequestError as exc:
+            for number in numbers:
+                answers[number] = exc
+            return
+        searched = []
+        for number in numbers:
+            try:
+                validation.check_target_timestamp(targets[number].timestamp_ms)
+                searched.append(number)
+            except InvalidRequestError as exc:
+                answers[number] = exc
+        if not searched:
+            return
+        try:
+            log = self.core.storage.get_log(topic, partition)
+            # A handful of lookups runs inline (microseconds each); more go to the pool, or one
+            # request of a few MiB of targets would hold the event loop for seconds. So does a
+            # log's first lookup by time after a restart: it checks every segment on first use.
+            timestamps_ms = [targets[number].timestamp_ms for number in searched]
+            inline = len(searched) <= _INLINE_LOOKUPS_MAX and not self.core.storage.timestamp_lookup_may_block(
+                log, timestamps_ms)
+            found = await self.core.log_call(log, 0 if inline else BLOCKING, log.offsets_for_timestamps, timestamps_ms)
+        except Exception as exc:  # noqa: BLE001 - answered per target, as Kafka does
+            if len(searched) == 1 or not status_for(exc).expected:
+                found = [exc] * len(searched)
+            else:
+                found = [await self._offset_for_time(topic, partition, targets[number]) for number in searched]
+        for number, answer in zip(searched, found):
+            answers[number] = answer
+
+    async def _one_offset_for_time(self, target: pb.PartitionTimestamp) -> Any:
+        """A request's only target: what ``_partition_offsets_for_times`` answers for a
+        partition with one target (its checks, then the per-target search), with none of the
+        grouping a request of many needs."""
+        try:
+            topic, partition = validation.check_partition_ref(target.topic, target.partition)
+            validation.check_target_timestamp(target.timestamp_ms)
+        except InvalidRequestError as exc:
+            return exc
+        return await self._offset_for_time(topic, partition, target)
+
+    async def _offset_for_time(self, topic: str, partition: int, target: pb.PartitionTimestamp) -> Any:
+        """One target by the per-target path (a storage answer), or the error it meets."""
+        try:
+            log = self.core.storage.get_log(topic, partition)
+            io_bytes = BLOCKING if self.core.storage.timestamp_lookup_may_block(log, (target.timestamp_ms,)) else 0
+            return await self.core.log_call(log, io_bytes, log.offset_for_timestamp, target.timestamp_ms)
+        except Exception as exc:  # noqa: BLE001 - answered per target
+            return exc
+
+    @unary_rpc
+    async def ExplainLookup(self, request: pb.ExplainLookupRequest, context: Any) -> Any:
+        topic, partition = validation.check_partition_ref(request.topic, request.partition)
+        target = request.WhichOneof("target")
+        if target is None:
+            raise InvalidRequestError("set offset or timestamp_ms")
+        log = self.core.storage.get_log(topic, partition)
+        if target == "offset":
+            explanation = await self.core.log_call(
+                log, BLOCKING, log.explain_offset, request.offset, resident_pages
+            )
+        else:
+            if request.timestamp_ms < 0:
+                raise InvalidRequestError(
+                    f"timestamp_ms must be >= 0, found {request.timestamp_ms}"
+                )
+            explanation = await self.core.log_call(
+                log, BLOCKING, log.explain_timestamp, request.timestamp_ms, resident_pages
+            )
+        response = conversions.explain_lookup_response(explanation)
+        for search in response.searches:  # the file by its log dir's label: no server path
+            search.path = self.core.log_dir_names.label(search.path)
+        return response
