@@ -1,30 +1,161 @@
-"""OffsetsForTimes with many targets in one log: the targets worked in ascending order.
+"""Lookups by time in one log (OffsetsForTimes): one implementation for one target or many,
+answering an outcome per target (its answer, or the error its own search meets).
 
-One target costs a segment choice (``SegmentTimestamps``), two index searches and a scan of batch
-headers from the index's position. A consumer group seeking every partition to a time, or a tool
-asking several times of one partition, sends many targets at once; searched one by one, each pays
-the log's lock, the segment choice and both index shells again (about 14 us a target here, most
-of it the same work repeated). Sorted, the targets that reach the same first segment form a run
-(the segment choice is monotonic in the target), the run's index searches run together
+``offset_for_timestamp`` answers one target: the special targets (LATEST -1, EARLIEST -2,
+MAX_TIMESTAMP -3, EARLIEST_LOCAL -4, LATEST_TIERED -5, answered in ``_special`` and
+``_offset_of_max_timestamp`` only) or the first record with a timestamp >= the target at or above
+the log start offset: Kafka's search of the first segment whose largest timestamp reaches it,
+going on to later segments when every match there sits below the log start offset.
+
+``lookup_timestamps`` answers many: a consumer group seeking every partition to a time, or a
+tool asking several times of one partition, sends many targets at once; searched one by one,
+each pays the segment choice and both index shells again (about 14 us a target here, most of it
+the same work repeated). Sorted, the targets that reach the same first segment form a run (the
+segment choice is monotonic in the target), the run's index searches run together
 (``LogSegment.find_offsets_by_timestamps``) and a scan is shared by targets landing in the same
-batch.
+batch (``search_timestamps``). Every answer is ``offset_for_timestamp``'s (a property test holds
+the two to each other). When the shared search meets damage or an I/O error, each target is
+searched alone, so each gets what its own search gives: a corrupt batch fails only the targets
+whose scan reaches it, as Kafka answers per partition. One target takes the single path: the
+shared search's set-up (sorting, runs, ranges of index entries) costs more than it saves there
+(30 against 20 us a lookup).
 
-Every answer is the per-target path's (``Log.offset_for_timestamp``): the same first segment,
-the same continuation to later segments when every match there sits below the log start offset,
-the same scans. A property test holds the two to each other.
+Every function here expects the log's lock held (``UnifiedLog`` takes it) and the log usable.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from ..base.errors import CorruptRecordError, StorageError
+from ..base.observer import stopwatch
 from ..format.file_records import TimestampAndOffset
 from ..segment.log_segment import LogSegment
 from ..segment.log_segments import LogSegments
-from ..base.observer import stopwatch
 from ..segment.segment_timestamps import SegmentTimestamps
+from .local_log import LocalLog
+from .log_results import (
+    EARLIEST_LOCAL_TIMESTAMP,
+    EARLIEST_TIMESTAMP,
+    LATEST_TIERED_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    MAX_TIMESTAMP,
+)
 
-__all__ = ["search_timestamps"]
+__all__ = ["SPECIAL_TIMESTAMPS", "LookupOutcome", "check_targets", "lookup_timestamps", "offset_for_timestamp",
+           "search_timestamps"]
+
+SPECIAL_TIMESTAMPS = frozenset(
+    (LATEST_TIMESTAMP, EARLIEST_TIMESTAMP, MAX_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP, LATEST_TIERED_TIMESTAMP)
+)
+
+LookupOutcome = TimestampAndOffset | None | StorageError
+"""One target's outcome: the record found, None (no record at or after the target), or the
+storage error its search met (``CorruptSegmentError``, ``LogDirOfflineError``,
+``ResourceExhaustedError``)."""
+
+
+def check_targets(timestamps_ms: Sequence[int], name: str) -> None:
+    """ValueError for a negative target that is no special one (the caller's bug: the adapter
+    refuses such targets with INVALID_ARGUMENT before it asks)."""
+    for timestamp_ms in timestamps_ms:
+        if timestamp_ms < 0 and timestamp_ms not in SPECIAL_TIMESTAMPS:
+            raise ValueError(f"{name}: unknown special timestamp {timestamp_ms}")
+
+
+def offset_for_timestamp(
+    local: LocalLog, timestamp_ms: int, log_start_offset: int, log_end_offset: int
+) -> TimestampAndOffset | None:
+    """One target's answer; raises the storage error its search meets (an OSError has taken
+    the log offline, or is a retriable exhaustion: ``LocalLog.io_error``)."""
+    try:
+        if timestamp_ms >= 0:
+            return _search_timestamp(local, timestamp_ms, log_start_offset, log_end_offset)
+        if timestamp_ms == MAX_TIMESTAMP:
+            return _offset_of_max_timestamp(local, log_start_offset, log_end_offset)
+    except OSError as exc:
+        raise local.io_error("searching", exc) from exc
+    except CorruptRecordError as exc:
+        raise local.corrupt(f"a search for timestamp {timestamp_ms}", exc) from exc
+    return _special(timestamp_ms, log_start_offset, log_end_offset, local.name)
+
+
+def lookup_timestamps(
+    local: LocalLog, timestamps_ms: Sequence[int], log_start_offset: int, log_end_offset: int
+) -> list[LookupOutcome]:
+    """The outcome of each of ``timestamps_ms``, in their order (see the module docstring);
+    ValueError before any search for a target ``check_targets`` refuses."""
+    if len(timestamps_ms) == 1:
+        return [_outcome_of_one(local, timestamps_ms[0], log_start_offset, log_end_offset)]
+    check_targets(timestamps_ms, local.name)
+    found: dict[int, LookupOutcome] = {}
+    searched = sorted({timestamp_ms for timestamp_ms in timestamps_ms if timestamp_ms >= 0})
+    if searched and log_start_offset != log_end_offset:
+        try:
+            found.update(search_timestamps(local.segments, local.timestamps, searched, log_start_offset, local.touch))
+        except (OSError, CorruptRecordError):
+            # Some run met damage or a failing disk: each target by its own search (the last
+            # one failing the same way may take the log offline; the targets after it say so).
+            found = {target: _outcome_of_one(local, target, log_start_offset, log_end_offset) for target in searched}
+    for special in SPECIAL_TIMESTAMPS.intersection(timestamps_ms):
+        found[special] = _outcome_of_one(local, special, log_start_offset, log_end_offset)
+    return [found.get(timestamp_ms) for timestamp_ms in timestamps_ms]
+
+
+def _outcome_of_one(local: LocalLog, timestamp_ms: int, log_start_offset: int, log_end_offset: int) -> LookupOutcome:
+    try:
+        if local.offline_cause is not None:  # an earlier target's search took the log offline
+            local.check_usable()
+        return offset_for_timestamp(local, timestamp_ms, log_start_offset, log_end_offset)
+    except StorageError as exc:
+        return exc
+
+
+def _special(timestamp_ms: int, log_start_offset: int, log_end_offset: int, name: str) -> TimestampAndOffset:
+    """The answer to a special target other than MAX_TIMESTAMP: no search, only the offsets."""
+    if timestamp_ms == LATEST_TIMESTAMP:
+        return TimestampAndOffset(-1, log_end_offset)
+    if timestamp_ms == EARLIEST_TIMESTAMP or timestamp_ms == EARLIEST_LOCAL_TIMESTAMP:
+        return TimestampAndOffset(-1, log_start_offset)
+    if timestamp_ms == LATEST_TIERED_TIMESTAMP:
+        return TimestampAndOffset(-1, -1)
+    raise ValueError(f"{name}: unknown special timestamp {timestamp_ms}")
+
+
+def _search_timestamp(
+    local: LocalLog, timestamp_ms: int, log_start_offset: int, log_end_offset: int
+) -> TimestampAndOffset | None:
+    if log_start_offset == log_end_offset:
+        return None
+    segments = local.segments
+    touch = local.touch
+    # One stopwatch for the whole lookup, handed to each segment searched (which restarts it
+    # with its fault count, after its first-use check): one object, not one a segment.
+    watch = stopwatch("offsets_for_times")
+    reaching = local.timestamps.first_slot_reaching(segments, timestamp_ms)
+    slot = max(reaching, segments.floor_slot(log_start_offset))
+    watch.lap("segment_lookup")
+    # Kafka searches only the first segment whose largest timestamp reaches the target; the
+    # search goes on to later ones when every match there sits below the log start offset.
+    for index in range(slot, len(segments)):
+        segment = segments.at(index)
+        if index != reaching and segment.largest_timestamp() < timestamp_ms:
+            continue  # (the running max vouches for the first segment reaching it)
+        touch(segment)
+        found = segment.find_offset_by_timestamp(timestamp_ms, log_start_offset, watch)
+        if found is not None:
+            return found
+    return None
+
+
+def _offset_of_max_timestamp(local: LocalLog, log_start_offset: int, log_end_offset: int) -> TimestampAndOffset | None:
+    if log_start_offset == log_end_offset:
+        return None
+    segments = local.segments
+    local.timestamps.load(segments)  # asks every segment (and says so: loaded)
+    best = max(segments.values(), key=lambda segment: segment.max_timestamp_so_far)
+    local.touch(best)
+    return best.offset_of_max_timestamp()
 
 
 def search_timestamps(
@@ -64,7 +195,7 @@ def _search_run(
     found: dict[int, TimestampAndOffset],
 ) -> None:
     """Searches ``targets``, which share their first reaching segment ``reaching``, as
-    ``Log._search_timestamp`` searches one: from the later of that segment and the one holding
+    ``_search_timestamp`` searches one: from the later of that segment and the one holding
     the log start offset, on through the later segments whose largest timestamp reaches a target
     still unanswered (a match below the log start offset is no match)."""
     pending = list(targets)

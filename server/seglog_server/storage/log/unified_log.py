@@ -36,7 +36,7 @@ from typing import TypeVar
 from seglog.records import NO_TIMESTAMP, TimestampType
 
 from ..base.clock import SYSTEM_CLOCK, Clock
-from ..base.errors import CorruptRecordError, LogDirOfflineError, OffsetOutOfRangeError, StorageError
+from ..base.errors import LogDirOfflineError, OffsetOutOfRangeError, StorageError
 from ..format.file_records import TimestampAndOffset
 from ..base.fs import REAL_FS, FileSystem
 from ..base.io_errors import is_exhaustion
@@ -44,11 +44,6 @@ from ..base.log_config import LogConfig
 from .local_log import LocalLog, roll_jitter_ms
 from .log_loader import LogLoader
 from .log_results import (
-    EARLIEST_LOCAL_TIMESTAMP,
-    EARLIEST_TIMESTAMP,
-    LATEST_TIERED_TIMESTAMP,
-    LATEST_TIMESTAMP,
-    MAX_TIMESTAMP,
     AppendInfo,
     FetchData,
     LogStatistics,
@@ -77,7 +72,7 @@ from ..segment.open_segments import DEFAULT_OPEN_SEGMENTS_MAX, OpenSegments
 from ..format.lost_offsets import LostOffsets
 from ..producers.producer_state import BatchMetadata, ProducerStateManager, ProducerStateStatistics
 from ..producers.producer_state_loader import delete_snapshots_below, load_producer_state, take_snapshot
-from .timestamp_lookups import search_timestamps
+from .timestamp_lookups import LookupOutcome, lookup_timestamps, offset_for_timestamp
 
 __all__ = ["ChangeListener", "FlushScheduler", "Log", "UnifiedLog", "roll_jitter_ms"]
 
@@ -86,10 +81,6 @@ _LOG = logging.getLogger(__name__)
 _DELETE_TO_HIGH_WATERMARK = -1
 
 _T = TypeVar("_T")
-
-_SPECIAL_TIMESTAMPS = frozenset(
-    (LATEST_TIMESTAMP, EARLIEST_TIMESTAMP, MAX_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP, LATEST_TIERED_TIMESTAMP)
-)
 
 FlushScheduler = Callable[[Callable[[], None]], None]
 """Runs a background flush (Kafka's scheduler.scheduleOnce("flush-log")): after a roll, the
@@ -102,13 +93,6 @@ wait on it (the rpc layer's AppendWaiters): the log announces its own changes, s
 whose caller went away (a cancelled call, its append still running on a pool thread) wakes them
 all the same. Called outside the log's lock, on whatever thread made the change; it must be
 quick and thread-safe, and what it raises is logged, never the change's caller's failure."""
-
-
-def _targets_text(timestamps_ms: Sequence[int]) -> str:
-    """The targets for an error message: all of a few, or how many and their range."""
-    if len(timestamps_ms) <= 4:
-        return ", ".join(map(str, timestamps_ms))
-    return f"{min(timestamps_ms)}..{max(timestamps_ms)} ({len(timestamps_ms)} targets)"
 
 
 def _flush_in_thread(task: Callable[[], None]) -> None:
@@ -504,87 +488,36 @@ class UnifiedLog:
             self._local.check_usable()
             return self._local.position_of(offset)
 
-    # -- offsets by timestamp -------------------------------------------------------------------
+    # -- offsets by timestamp (timestamp_lookups.py) --------------------------------------------
     def offset_for_timestamp(self, timestamp_ms: int) -> TimestampAndOffset | None:
         """The first record with a timestamp >= ``timestamp_ms`` at or above the log start
-        offset, or a special target: LATEST (-1), EARLIEST (-2), MAX_TIMESTAMP (-3)."""
+        offset, or a special target: LATEST (-1), EARLIEST (-2), MAX_TIMESTAMP (-3). Raises the
+        error its search meets."""
         local = self._local
         with self._lock:
             if local.closed or local.offline_cause is not None:
                 local.check_usable()
-            try:
-                if timestamp_ms >= 0:
-                    return self._search_timestamp(timestamp_ms)
-                if timestamp_ms == MAX_TIMESTAMP:
-                    return self._offset_of_max_timestamp()
-            except OSError as exc:
-                raise local.io_error("searching", exc) from exc
-            except CorruptRecordError as exc:
-                raise local.corrupt(f"a search for timestamp {timestamp_ms}", exc) from exc
-            if timestamp_ms == LATEST_TIMESTAMP:
-                return TimestampAndOffset(-1, self._log_end_offset)
-            if timestamp_ms == EARLIEST_TIMESTAMP or timestamp_ms == EARLIEST_LOCAL_TIMESTAMP:
-                return TimestampAndOffset(-1, self._log_start_offset)
-            if timestamp_ms == LATEST_TIERED_TIMESTAMP:
-                return TimestampAndOffset(-1, -1)
-            raise ValueError(f"{self._name}: unknown special timestamp {timestamp_ms}")
+            return offset_for_timestamp(local, timestamp_ms, self._log_start_offset, self._log_end_offset)
+
+    def lookup_timestamps(self, timestamps_ms: Sequence[int]) -> list[LookupOutcome]:
+        """The outcome of each of ``timestamps_ms``, in their order, under one acquisition of
+        the lock: the record found, None, or the storage error that target's own search meets
+        (``timestamp_lookups.lookup_timestamps``). Raises only for the call as a whole: the log
+        offline or closed, or ValueError for a negative target that is no special one."""
+        local = self._local
+        with self._lock:
+            if local.closed or local.offline_cause is not None:
+                local.check_usable()
+            return lookup_timestamps(local, timestamps_ms, self._log_start_offset, self._log_end_offset)
 
     def offsets_for_timestamps(self, timestamps_ms: Sequence[int]) -> list[TimestampAndOffset | None]:
-        """``offset_for_timestamp`` of each of ``timestamps_ms``, in their order, under one
-        acquisition of the lock: the targets >= 0 searched together in ascending order
-        (timestamp_lookups.py), each distinct special target answered once. A target that
-        would raise raises for the call (the first found: an unknown special target before any
-        search). One target takes the single path: the shared search's set-up (sorting, runs,
-        ranges of index entries) costs more than it saves there (30 against 20 us a lookup)."""
-        if len(timestamps_ms) == 1:
-            return [self.offset_for_timestamp(timestamps_ms[0])]
-        for timestamp_ms in timestamps_ms:
-            if timestamp_ms < 0 and timestamp_ms not in _SPECIAL_TIMESTAMPS:
-                raise ValueError(f"{self._name}: unknown special timestamp {timestamp_ms}")
-        local = self._local
-        with self._lock:
-            if local.closed or local.offline_cause is not None:
-                local.check_usable()
-            searched = sorted({timestamp_ms for timestamp_ms in timestamps_ms if timestamp_ms >= 0})
-            try:
-                found: dict[int, TimestampAndOffset | None] = {}
-                if searched and self._log_start_offset != self._log_end_offset:
-                    found.update(search_timestamps(
-                        self._segments, local.timestamps, searched, self._log_start_offset, local.touch
-                    ))
-                if MAX_TIMESTAMP in timestamps_ms:
-                    found[MAX_TIMESTAMP] = self._offset_of_max_timestamp()
-            except OSError as exc:
-                raise local.io_error("searching", exc) from exc
-            except CorruptRecordError as exc:
-                raise local.corrupt(f"a search for the timestamps {_targets_text(timestamps_ms)}", exc) from exc
-            found[LATEST_TIMESTAMP] = TimestampAndOffset(-1, self._log_end_offset)
-            found[EARLIEST_TIMESTAMP] = found[EARLIEST_LOCAL_TIMESTAMP] = TimestampAndOffset(-1, self._log_start_offset)
-            found[LATEST_TIERED_TIMESTAMP] = TimestampAndOffset(-1, -1)
-            return [found.get(timestamp_ms) for timestamp_ms in timestamps_ms]
-
-    def _search_timestamp(self, timestamp_ms: int) -> TimestampAndOffset | None:
-        if self._log_start_offset == self._log_end_offset:
-            return None
-        segments = self._segments
-        touch = self._local.touch
-        # One stopwatch for the whole lookup, handed to each segment searched (which restarts it
-        # with its fault count, after its first-use check): one object, not one a segment.
-        watch = stopwatch("offsets_for_times")
-        reaching = self._local.timestamps.first_slot_reaching(segments, timestamp_ms)
-        slot = max(reaching, segments.floor_slot(self._log_start_offset))
-        watch.lap("segment_lookup")
-        # Kafka searches only the first segment whose largest timestamp reaches the target; the
-        # search goes on to later ones when every match there sits below the log start offset.
-        for index in range(slot, len(segments)):
-            segment = segments.at(index)
-            if index != reaching and segment.largest_timestamp() < timestamp_ms:
-                continue  # (the running max vouches for the first segment reaching it)
-            touch(segment)
-            found = segment.find_offset_by_timestamp(timestamp_ms, self._log_start_offset, watch)
-            if found is not None:
-                return found
-        return None
+        """``lookup_timestamps`` for a caller that wants answers or an exception: the first
+        target's error (in the targets' order) is raised for the call."""
+        outcomes = self.lookup_timestamps(timestamps_ms)
+        for outcome in outcomes:
+            if isinstance(outcome, StorageError):
+                raise outcome
+        return outcomes  # type: ignore[return-value]  # (no error among them)
 
     # -- ExplainLookup ---------------------------------------------------------------------------
     def explain_offset(self, offset: int, residency: ResidentPages | None = None) -> LookupExplanation:
@@ -619,14 +552,6 @@ class UnifiedLog:
         after a restart that first lookup runs each inactive segment's deferred first-use
         check, three small reads a segment, so it belongs on a thread, not the event loop."""
         return self._local.timestamps.loaded
-
-    def _offset_of_max_timestamp(self) -> TimestampAndOffset | None:
-        if self._log_start_offset == self._log_end_offset:
-            return None
-        self._local.timestamps.load(self._segments)  # asks every segment (and says so: loaded)
-        best = max(self._segments.values(), key=lambda segment: segment.max_timestamp_so_far)
-        self._local.touch(best)
-        return best.offset_of_max_timestamp()
 
     # -- flush ----------------------------------------------------------------------------------
     def flush(self, offset: int | None = None) -> None:

@@ -150,6 +150,45 @@ def test_a_damaged_log_fails_the_batched_lookup_exactly_when_a_target_fails_alon
         assert together is CorruptSegmentError
     else:
         assert together == alone
+    # Per target: the answer, or the very error (type and message) its search alone meets.
+    assert [described(found) for found in log.lookup_timestamps(targets)] == [
+        described(found) for found in (answer_or_error(log, target) for target in targets)
+    ]
+
+
+def answer_or_error(log, target):
+    try:
+        return log.offset_for_timestamp(target)
+    except StorageError as exc:
+        return exc
+
+
+def described(found):
+    return (type(found), str(found)) if isinstance(found, Exception) else found
+
+
+def test_a_target_whose_search_meets_damage_fails_alone_among_many(tmp_path, clock):
+    """A corrupt batch in the first segment fails the targets whose scan reaches it; the
+    others (a later segment, the specials) are answered in the same call."""
+    log = open_log(tmp_path, clock, config(segment_bytes=2048, index_interval_bytes=1 << 20))
+    for index in range(60):
+        log.append(batch(b"a" * 30, timestamps=NOW_MS + index))
+    path = os.path.join(tmp_path, "00000000000000000000.log")
+    positions = batch_positions(path)
+    poke(path, positions[3] + LENGTH_OFFSET, _INT32, 5)  # the fourth batch's length: a lie
+    late = NOW_MS + 59
+    outcomes = log.lookup_timestamps([NOW_MS + 5, late, LATEST_TIMESTAMP, NOW_MS + 6])
+    assert isinstance(outcomes[0], CorruptSegmentError) and isinstance(outcomes[3], CorruptSegmentError)
+    assert f"a search for timestamp {NOW_MS + 5}" in str(outcomes[0])
+    assert outcomes[1] == log.offset_for_timestamp(late) and outcomes[1].offset == 59
+    assert outcomes[2].offset == 60 and not log.is_offline
+
+
+def test_an_offline_or_closed_log_refuses_the_whole_call(tmp_path, clock):
+    log = open_log(tmp_path, clock)
+    log.close()
+    with pytest.raises(StorageError, match="closed"):
+        log.lookup_timestamps([NOW_MS, LATEST_TIMESTAMP])
 
 
 # -- the work shared ------------------------------------------------------------------------------
