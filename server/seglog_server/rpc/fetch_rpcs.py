@@ -155,7 +155,7 @@ class FetchRpcs:
             return log.log_end_offset
         if request.HasField("timestamp_ms"):
             target = validation.check_target_timestamp(request.timestamp_ms)
-            # Index lookups: inline (microseconds), through _log_call for LogDirOfflineError.
+            # Index lookups: inline (microseconds), through core.log_call for LogDirOfflineError.
             found = await self.core.log_call(log, 0, log.offset_for_timestamp, target)
             return log.log_end_offset if found is None else found.offset
         return request.offset
