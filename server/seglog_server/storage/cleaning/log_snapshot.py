@@ -67,6 +67,7 @@ CLEANED_DIR_NAME = "cleaned"
 _SNAPSHOT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")
 # The topic part of a new id: ids stay below 200 bytes with the partition, time and random tail.
 _ID_TOPIC_CHARS_MAX = 160
+_DOT_RUN = re.compile(r"\.{2,}")
 # Checksums read files in pieces this large: big enough that a syscall per piece is noise.
 _READ_CHUNK_BYTES = 4 * 1024 * 1024
 
@@ -99,8 +100,14 @@ def check_snapshot_id(snapshot_id: str) -> str:
 
 
 def new_snapshot_id(topic: str, partition: int, now_ms: int) -> str:
-    """``<topic>-<partition>-<created ms>-<4 hex>`` (the contract's example form)."""
-    return check_snapshot_id(f"{topic[:_ID_TOPIC_CHARS_MAX]}-{partition}-{now_ms}-{secrets.token_hex(2)}")
+    """``<topic>-<partition>-<created ms>-<4 hex>`` (the contract's example form).
+
+    Every legal topic name gives a valid id: Kafka allows a name that starts with ``.``, ``_`` or
+    ``-`` (``__consumer_offsets``) or holds ``..``, which an id may not (it names a directory), so
+    those leading characters are dropped and dot runs squeezed; the id only has to be unique and
+    readable, the manifest names the topic exactly."""
+    readable = _DOT_RUN.sub(".", topic[:_ID_TOPIC_CHARS_MAX]).lstrip("._-") or "topic"
+    return check_snapshot_id(f"{readable}-{partition}-{now_ms}-{secrets.token_hex(2)}")
 
 
 def take_snapshot(
