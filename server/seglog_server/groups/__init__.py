@@ -1,0 +1,40 @@
+"""The consumer groups' core: Kafka's ``__consumer_offsets`` records, the group's offsets
+partition, the committed-offsets map rebuilt by replaying the topic through the storage engine,
+and server-side assignment in KIP-848's shape (docs/architecture.md, "Consumer groups").
+
+Imports the storage's public surface (``seglog_server.storage``) and ``seglog.records`` only; no
+gRPC (checked by import-linter). The service wires it in later.
+"""
+
+from .errors import CorruptGroupRecordError, FencedMemberError, GroupError, UnknownGroupRecordError, UnknownMemberError
+from .partitioning import OFFSETS_TOPIC_PARTITIONS, partition_for
+from .records import (
+    GroupMetadataKey,
+    GroupMetadataValue,
+    MemberMetadata,
+    OffsetCommitKey,
+    OffsetCommitValue,
+    decode_key,
+    decode_value,
+    encode_key,
+    encode_value,
+)
+
+__all__ = [
+    "OFFSETS_TOPIC_PARTITIONS",
+    "CorruptGroupRecordError",
+    "FencedMemberError",
+    "GroupError",
+    "GroupMetadataKey",
+    "GroupMetadataValue",
+    "MemberMetadata",
+    "OffsetCommitKey",
+    "OffsetCommitValue",
+    "UnknownGroupRecordError",
+    "UnknownMemberError",
+    "decode_key",
+    "decode_value",
+    "encode_key",
+    "encode_value",
+    "partition_for",
+]

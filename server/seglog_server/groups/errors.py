@@ -1,0 +1,33 @@
+"""Errors of the consumer groups' core.
+
+    GroupError
+    ├── CorruptGroupRecordError      bytes of a __consumer_offsets key or value do not parse
+    │   └── UnknownGroupRecordError  a key type or value version this core does not read
+    └── FencedMemberError            a heartbeat or ack carries a member epoch that moved on
+        └── UnknownMemberError       the member is not (or no longer) in the group
+"""
+
+from __future__ import annotations
+
+__all__ = ["CorruptGroupRecordError", "FencedMemberError", "GroupError", "UnknownGroupRecordError", "UnknownMemberError"]
+
+
+class GroupError(Exception):
+    """The root of the groups' errors."""
+
+
+class CorruptGroupRecordError(GroupError):
+    """A key or value of the offsets topic is truncated, too long or malformed."""
+
+
+class UnknownGroupRecordError(CorruptGroupRecordError):
+    """A key type (its int16 prefix) or value version this core cannot read. Replay skips such
+    keys, as Kafka's loader skips record types it does not know (KIP-848's records, say)."""
+
+
+class FencedMemberError(GroupError):
+    """Kafka's FENCED_MEMBER_EPOCH: the member's epoch is not the coordinator's."""
+
+
+class UnknownMemberError(FencedMemberError):
+    """Kafka's UNKNOWN_MEMBER_ID: the member left, timed out or never joined."""

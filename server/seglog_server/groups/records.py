@@ -1,0 +1,279 @@
+"""The records of the ``__consumer_offsets`` topic, in Kafka's own key and value schemas, so the
+topic's files read as Kafka's (group-coordinator's OffsetCommitKey/Value and GroupMetadataKey/Value).
+
+Every key and value starts with an int16: for a key, the record type (0 and 1: an offset commit,
+2: a group's metadata; KIP-848's records use 3 and above); for a value, the schema version. Then
+the fields, big-endian, with no length framing of their own (the record's key/value length frames
+them). A null value is a tombstone: the key's offset or group is deleted.
+
+    OffsetCommitKey (type 0 or 1; Kafka writes 1)
+        group      STRING
+        topic      STRING
+        partition  INT32
+
+    OffsetCommitValue                     versions    this core writes
+        offset           INT64            0+          3, or 1 when an expire timestamp is set,
+        leaderEpoch      INT32            3+          as Kafka 3.x does (4 is flexible: compact
+        metadata         STRING           0+          strings and tagged fields; read, written
+        commitTimestamp  INT64            0+          only when asked)
+        expireTimestamp  INT64            1 only
+
+    GroupMetadataKey (type 2)
+        group      STRING
+
+    GroupMetadataValue                    versions    this core writes 3 (Kafka 3.x's)
+        protocolType           STRING           0+
+        generation             INT32            0+
+        protocol               nullable STRING  0+
+        leader                 nullable STRING  0+
+        currentStateTimestamp  INT64            2+
+        members                [MemberMetadata] 0+
+          memberId         STRING              0+
+          groupInstanceId  nullable STRING     3+
+          clientId         STRING              0+
+          clientHost       STRING              0+
+          rebalanceTimeout INT32               1+
+          sessionTimeout   INT32               0+
+          subscription     BYTES               0+
+          assignment       BYTES               0+
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from . import _wire
+from .errors import UnknownGroupRecordError
+
+__all__ = [
+    "GROUP_METADATA_KEY_TYPE",
+    "OFFSET_COMMIT_KEY_TYPE",
+    "GroupMetadataKey",
+    "GroupMetadataValue",
+    "MemberMetadata",
+    "OffsetCommitKey",
+    "OffsetCommitValue",
+    "decode_key",
+    "decode_value",
+    "encode_key",
+    "encode_value",
+]
+
+OFFSET_COMMIT_KEY_TYPE = 1  # Kafka writes 1; 0 is the same layout from before 0.10 and is read too
+_OFFSET_COMMIT_KEY_TYPES = (0, 1)
+GROUP_METADATA_KEY_TYPE = 2
+
+NO_LEADER_EPOCH = -1
+NO_TIMESTAMP = -1
+OFFSET_COMMIT_VALUE_VERSIONS = range(0, 5)
+GROUP_METADATA_VALUE_VERSIONS = range(0, 5)
+_FLEXIBLE_FROM = 4  # both values: version 4 is the first flexible version (KIP-915)
+_OFFSET_COMMIT_VALUE_VERSION = 3  # what Kafka 3.x writes when no expire timestamp is set
+_OFFSET_COMMIT_VALUE_VERSION_EXPIRING = 1  # the only version with an expireTimestamp
+_GROUP_METADATA_VALUE_VERSION = 3  # Kafka 3.x's (IBP 2.3+): static members' groupInstanceId
+
+
+class OffsetCommitKey(NamedTuple):
+    group: str
+    topic: str
+    partition: int
+
+
+class GroupMetadataKey(NamedTuple):
+    group: str
+
+
+class OffsetCommitValue(NamedTuple):
+    offset: int
+    commit_timestamp_ms: int
+    metadata: str = ""
+    leader_epoch: int = NO_LEADER_EPOCH
+    expire_timestamp_ms: int = NO_TIMESTAMP
+
+
+class MemberMetadata(NamedTuple):
+    member_id: str
+    client_id: str
+    client_host: str
+    session_timeout_ms: int
+    rebalance_timeout_ms: int = -1  # version 1+; a version-0 record reads it as sessionTimeout
+    group_instance_id: str | None = None
+    subscription: bytes = b""
+    assignment: bytes = b""
+
+
+class GroupMetadataValue(NamedTuple):
+    protocol_type: str
+    generation: int
+    protocol: str | None = None
+    leader: str | None = None
+    current_state_timestamp_ms: int = NO_TIMESTAMP
+    members: tuple[MemberMetadata, ...] = ()
+
+
+Key = OffsetCommitKey | GroupMetadataKey
+Value = OffsetCommitValue | GroupMetadataValue
+
+
+# -- keys ---------------------------------------------------------------------------------------
+def encode_key(key: Key) -> bytes:
+    if isinstance(key, OffsetCommitKey):
+        return b"".join((
+            _wire.INT16.pack(OFFSET_COMMIT_KEY_TYPE),
+            _wire.string(key.group, compact=False),
+            _wire.string(key.topic, compact=False),
+            _wire.INT32.pack(key.partition),
+        ))
+    return _wire.INT16.pack(GROUP_METADATA_KEY_TYPE) + _wire.string(key.group, compact=False)
+
+
+def decode_key(data: bytes | memoryview) -> Key:
+    """Raises UnknownGroupRecordError for a type this core does not read, CorruptGroupRecordError
+    for anything malformed."""
+    reader = _wire.Reader(data, "__consumer_offsets key")
+    key_type = reader.int16("key type")
+    if key_type in _OFFSET_COMMIT_KEY_TYPES:
+        key: Key = OffsetCommitKey(
+            reader.string("group", compact=False), reader.string("topic", compact=False), reader.int32("partition")
+        )
+    elif key_type == GROUP_METADATA_KEY_TYPE:
+        key = GroupMetadataKey(reader.string("group", compact=False))
+    else:
+        raise UnknownGroupRecordError(f"__consumer_offsets key: unknown key type {key_type}")
+    reader.finish()
+    return key
+
+
+# -- values -------------------------------------------------------------------------------------
+def encode_value(value: Value, version: int | None = None) -> bytes:
+    """``value`` in ``version`` (by default the one Kafka 3.x writes for it)."""
+    if isinstance(value, OffsetCommitValue):
+        return _encode_offset_commit(value, _offset_commit_version(value) if version is None else version)
+    return _encode_group_metadata(value, _GROUP_METADATA_VALUE_VERSION if version is None else version)
+
+
+def decode_value(key: Key, data: bytes | memoryview) -> Value:
+    """The value of ``key``'s type. Raises UnknownGroupRecordError for a version past 4,
+    CorruptGroupRecordError for anything malformed."""
+    if isinstance(key, OffsetCommitKey):
+        reader = _wire.Reader(data, f"offset commit value of {key}")
+        value: Value = _decode_offset_commit(reader, _version(reader, OFFSET_COMMIT_VALUE_VERSIONS))
+    else:
+        reader = _wire.Reader(data, f"group metadata value of {key}")
+        value = _decode_group_metadata(reader, _version(reader, GROUP_METADATA_VALUE_VERSIONS))
+    reader.finish()
+    return value
+
+
+def _version(reader: _wire.Reader, known: range) -> int:
+    version = reader.int16("value version")
+    if version not in known:
+        raise UnknownGroupRecordError(f"value version {version}, this core reads {known.start}-{known.stop - 1}")
+    return version
+
+
+def _offset_commit_version(value: OffsetCommitValue) -> int:
+    if value.expire_timestamp_ms != NO_TIMESTAMP:
+        return _OFFSET_COMMIT_VALUE_VERSION_EXPIRING
+    return _OFFSET_COMMIT_VALUE_VERSION
+
+
+def _encode_offset_commit(value: OffsetCommitValue, version: int) -> bytes:
+    assert version in OFFSET_COMMIT_VALUE_VERSIONS, version
+    flexible = version >= _FLEXIBLE_FROM
+    parts = [_wire.INT16.pack(version), _wire.INT64.pack(value.offset)]
+    if version >= 3:
+        parts.append(_wire.INT32.pack(value.leader_epoch))
+    parts += [_wire.string(value.metadata, compact=flexible), _wire.INT64.pack(value.commit_timestamp_ms)]
+    if version == 1:
+        parts.append(_wire.INT64.pack(value.expire_timestamp_ms))
+    if flexible:
+        parts.append(_wire.NO_TAGGED_FIELDS)
+    return b"".join(parts)
+
+
+def _decode_offset_commit(reader: _wire.Reader, version: int) -> OffsetCommitValue:
+    flexible = version >= _FLEXIBLE_FROM
+    offset = reader.int64("offset")
+    leader_epoch = reader.int32("leaderEpoch") if version >= 3 else NO_LEADER_EPOCH
+    metadata = reader.string("metadata", compact=flexible)
+    assert metadata is not None
+    commit_timestamp_ms = reader.int64("commitTimestamp")
+    expire_timestamp_ms = reader.int64("expireTimestamp") if version == 1 else NO_TIMESTAMP
+    if flexible:
+        reader.skip_tagged_fields("OffsetCommitValue")
+    return OffsetCommitValue(offset, commit_timestamp_ms, metadata, leader_epoch, expire_timestamp_ms)
+
+
+def _encode_group_metadata(value: GroupMetadataValue, version: int) -> bytes:
+    assert version in GROUP_METADATA_VALUE_VERSIONS, version
+    flexible = version >= _FLEXIBLE_FROM
+    parts = [
+        _wire.INT16.pack(version),
+        _wire.string(value.protocol_type, compact=flexible),
+        _wire.INT32.pack(value.generation),
+        _wire.string(value.protocol, compact=flexible),
+        _wire.string(value.leader, compact=flexible),
+    ]
+    if version >= 2:
+        parts.append(_wire.INT64.pack(value.current_state_timestamp_ms))
+    parts.append(_wire.count(len(value.members), compact=flexible))
+    parts += [_encode_member(member, version) for member in value.members]
+    if flexible:
+        parts.append(_wire.NO_TAGGED_FIELDS)
+    return b"".join(parts)
+
+
+def _encode_member(member: MemberMetadata, version: int) -> bytes:
+    flexible = version >= _FLEXIBLE_FROM
+    parts = [_wire.string(member.member_id, compact=flexible)]
+    if version >= 3:
+        parts.append(_wire.string(member.group_instance_id, compact=flexible))
+    parts += [_wire.string(member.client_id, compact=flexible), _wire.string(member.client_host, compact=flexible)]
+    if version >= 1:
+        parts.append(_wire.INT32.pack(member.rebalance_timeout_ms))
+    parts += [
+        _wire.INT32.pack(member.session_timeout_ms),
+        _wire.bytes_(member.subscription, compact=flexible),
+        _wire.bytes_(member.assignment, compact=flexible),
+    ]
+    if flexible:
+        parts.append(_wire.NO_TAGGED_FIELDS)
+    return b"".join(parts)
+
+
+def _decode_group_metadata(reader: _wire.Reader, version: int) -> GroupMetadataValue:
+    flexible = version >= _FLEXIBLE_FROM
+    protocol_type = reader.string("protocolType", compact=flexible)
+    assert protocol_type is not None
+    generation = reader.int32("generation")
+    protocol = reader.string("protocol", compact=flexible, nullable=True)
+    leader = reader.string("leader", compact=flexible, nullable=True)
+    current_state_timestamp_ms = reader.int64("currentStateTimestamp") if version >= 2 else NO_TIMESTAMP
+    count = reader.count("members", compact=flexible, element_bytes_min=1)
+    members = tuple(_decode_member(reader, version) for _ in range(count))
+    if flexible:
+        reader.skip_tagged_fields("GroupMetadataValue")
+    return GroupMetadataValue(protocol_type, generation, protocol, leader, current_state_timestamp_ms, members)
+
+
+def _decode_member(reader: _wire.Reader, version: int) -> MemberMetadata:
+    flexible = version >= _FLEXIBLE_FROM
+    member_id = reader.string("memberId", compact=flexible)
+    group_instance_id = reader.string("groupInstanceId", compact=flexible, nullable=True) if version >= 3 else None
+    client_id = reader.string("clientId", compact=flexible)
+    client_host = reader.string("clientHost", compact=flexible)
+    rebalance_timeout_ms = reader.int32("rebalanceTimeout") if version >= 1 else None
+    session_timeout_ms = reader.int32("sessionTimeout")
+    subscription = reader.bytes_("subscription", compact=flexible)
+    assignment = reader.bytes_("assignment", compact=flexible)
+    if flexible:
+        reader.skip_tagged_fields("MemberMetadata")
+    assert member_id is not None and client_id is not None and client_host is not None
+    return MemberMetadata(
+        member_id, client_id, client_host, session_timeout_ms,
+        session_timeout_ms if rebalance_timeout_ms is None else rebalance_timeout_ms,
+        group_instance_id, subscription, assignment,
+    )
+
+
