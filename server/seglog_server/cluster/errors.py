@@ -1,0 +1,45 @@
+"""Errors of the cluster metadata core, under one root.
+
+    ClusterError
+    ├── ClusterConfigError        a cluster setting is wrong (one line naming the setting)
+    ├── EtcdUnavailableError      no etcd endpoint answered (the cause chained)
+    ├── InstanceIdInUseError      another live process holds this instance id's registration
+    ├── NoLiveInstanceError       placement found no live instance to place partitions on
+    ├── TopicExistsError          the topic is already in etcd (a create lost to another)
+    ├── UnknownPartitionError     etcd holds no owner for the partition
+    └── OwnershipConflictError    the owner changed since it was read (a concurrent change won)
+"""
+
+from __future__ import annotations
+
+
+class ClusterError(Exception):
+    """Root of the cluster core's errors."""
+
+
+class ClusterConfigError(ClusterError, ValueError):
+    """A cluster setting is invalid; the message is one line naming it."""
+
+
+class EtcdUnavailableError(ClusterError):
+    """No etcd endpoint answered the request."""
+
+
+class InstanceIdInUseError(ClusterError):
+    """The instance key exists under another lease: a second process claims this instance id."""
+
+
+class NoLiveInstanceError(ClusterError):
+    """Placement was asked to place partitions with no live instance."""
+
+
+class TopicExistsError(ClusterError):
+    """The topic key already exists in etcd."""
+
+
+class UnknownPartitionError(ClusterError):
+    """No ownership record exists for the partition."""
+
+
+class OwnershipConflictError(ClusterError):
+    """The ownership record changed between the read and the transaction."""

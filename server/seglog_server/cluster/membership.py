@@ -1,0 +1,159 @@
+"""Membership: this instance's registration under an etcd lease, and the fencing clock.
+
+A thread registers ``<name>/instances/<id>`` under a lease of ``lease_ttl_s`` and renews it every
+``keepalive_interval_s``. ``may_acknowledge()`` is a pure function of the clock: True while the last
+successful renewal (timed from when its request was *sent*) is younger than ``fence_after_s``, which
+is shorter than the TTL (config.py says by how much and why). So an instance that can no longer
+renew stops acknowledging produces before etcd can expire its lease and let another instance take
+its partitions, whatever its threads are doing: no thread has to notice the failure in time.
+
+When etcd says the lease is gone (expired or revoked), the instance is fenced at once and registers
+again under a new lease. Registration is create-if-absent: an instance key held under another lease
+means another live process claims this id (InstanceIdInUseError, logged; retried each interval, so
+a restart within the old lease's TTL registers once it expires).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+from .config import ClusterConfig
+from .errors import ClusterError, InstanceIdInUseError
+from .etcd_gateway import EtcdGateway, b64
+from .keys import ClusterKeys
+
+_log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Capacity:
+    partition_count: int
+    bytes: int
+    disk_free_bytes: int
+
+
+@dataclass(frozen=True)
+class MembershipStatistics:
+    registered: bool
+    lease: int
+    renewed_at: float | None  # clock() when the last successful renewal's request was sent
+    registration_count: int
+    renewal_failure_count: int
+    fenced: bool
+
+
+class Membership:
+    def __init__(self, config: ClusterConfig, gateway: EtcdGateway, capacity: Callable[[], Capacity],
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self._config = config
+        self._gateway = gateway
+        self._capacity = capacity
+        self._clock = clock
+        self._key = ClusterKeys(config.cluster_name).instance(config.instance_id)
+        self._lock = threading.Lock()
+        self._stopping = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._lease = 0
+        self._renewed_at: float | None = None
+        self._registration_count = 0
+        self._renewal_failure_count = 0
+        self._last_error = ""
+
+    # -- the fencing question, answered from memory ----------------------------------------------
+    def may_acknowledge(self) -> bool:
+        with self._lock:
+            renewed_at = self._renewed_at
+        return renewed_at is not None and self._clock() - renewed_at < self._config.fence_after_s
+
+    def statistics(self) -> MembershipStatistics:
+        with self._lock:
+            return MembershipStatistics(registered=self._lease != 0, lease=self._lease, renewed_at=self._renewed_at,
+                                        registration_count=self._registration_count,
+                                        renewal_failure_count=self._renewal_failure_count,
+                                        fenced=not self.may_acknowledge())
+
+    # -- the thread ---------------------------------------------------------------------------
+    def start(self) -> None:
+        assert self._thread is None, "started twice"
+        self._thread = threading.Thread(target=self._run, name=f"seglog-membership-{self._config.instance_id}",
+                                        daemon=True)
+        self._thread.start()
+
+    def stop(self, revoke: bool = True) -> None:
+        """Stops renewing; with ``revoke`` the lease (and the instance key) goes at once."""
+        self._stopping.set()
+        if self._thread is not None:
+            self._thread.join()
+        with self._lock:
+            lease, self._lease, self._renewed_at = self._lease, 0, None
+        if revoke and lease:
+            try:
+                self._gateway.revoke(lease)
+            except ClusterError as exc:
+                _log.warning("instance %s: lease not revoked (%s); it expires in %s s",
+                             self._config.instance_id, exc, self._config.lease_ttl_s)
+
+    def _run(self) -> None:
+        while not self._stopping.is_set():
+            self._step()
+            self._stopping.wait(self._config.keepalive_interval_s)
+
+    def _step(self) -> None:
+        sent_at = self._clock()
+        try:
+            if self._lease == 0:
+                self._register(sent_at)
+            elif self._gateway.keepalive(self._lease) > 0:
+                self._renewed(sent_at)
+            else:
+                self._lost_lease()
+        except ClusterError as exc:
+            self._failed(exc)
+
+    def _register(self, sent_at: float) -> None:
+        lease = self._gateway.grant(self._config.lease_ttl_s)
+        put = {"request_put": {"key": b64(self._key), "value": b64(self._record()), "lease": lease}}
+        absent = {"key": b64(self._key), "result": "EQUAL", "target": "CREATE", "create_revision": 0}
+        succeeded, _ = self._gateway.txn([absent], [put])
+        if not succeeded:
+            self._gateway.revoke(lease)
+            raise InstanceIdInUseError(f"instance id {self._config.instance_id!r} is registered by another "
+                                       f"process (key {self._key}); waiting for its lease to expire")
+        with self._lock:
+            self._lease = lease
+            self._registration_count += 1
+        _log.info("instance %s registered at %s under lease %x", self._config.instance_id,
+                  self._config.advertise, lease)
+        self._renewed(sent_at)
+
+    def _record(self) -> str:
+        capacity = self._capacity()
+        return json.dumps({"id": self._config.instance_id, "address": self._config.advertise,
+                           "data_dirs": list(self._config.data_dirs),
+                           "capacity": {"partition_count": capacity.partition_count, "bytes": capacity.bytes,
+                                        "disk_free_bytes": capacity.disk_free_bytes}}, sort_keys=True)
+
+    def _renewed(self, sent_at: float) -> None:
+        with self._lock:
+            self._renewed_at = sent_at
+        if self._last_error:
+            _log.warning("instance %s: lease renewed again after: %s", self._config.instance_id, self._last_error)
+            self._last_error = ""
+
+    def _lost_lease(self) -> None:
+        with self._lock:
+            lease, self._lease, self._renewed_at = self._lease, 0, None
+        _log.error("instance %s: etcd no longer has lease %x: fenced, registering again",
+                   self._config.instance_id, lease)
+
+    def _failed(self, exc: ClusterError) -> None:
+        with self._lock:
+            self._renewal_failure_count += 1
+        if str(exc) != self._last_error:
+            _log.warning("instance %s: %s", self._config.instance_id, exc)
+            self._last_error = str(exc)

@@ -1,0 +1,212 @@
+"""MetadataCache: the cluster's instances and partition owners, in memory, kept current by a watch.
+
+A thread loads everything under the cluster's prefix at one revision, then watches the prefix from
+the next revision and applies each event. When the stream fails (etcd stopped, paused past the read
+timeout, restarted, or the history compacted past our revision) it reloads in full and watches
+again, retrying every ``retry_interval_s``; an idle stream is reopened from the revision it reached.
+``owner_of`` and ``instances`` answer from memory and never block on etcd; ``connected`` says
+whether the answers are being kept current.
+
+Instances are remembered once seen, alive or not: an instance whose key went (lease expired) stays
+known with ``alive=False`` and the wall time it was seen gone, so routing can say since when a
+partition's owner is down. Owners naming an instance never seen are known as not alive too.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from dataclasses import dataclass, replace
+from typing import Callable
+
+from .errors import ClusterError
+from .etcd_gateway import EtcdGateway, KeyValue, WatchEvent
+from .keys import ClusterKeys
+from .ownership import PartitionOwner, parse_owner
+
+_log = logging.getLogger(__name__)
+# An idle watch is reopened after this long without a byte; a paused etcd is noticed as soon.
+WATCH_READ_TIMEOUT_S = 5.0
+
+
+@dataclass(frozen=True)
+class InstanceInfo:
+    instance_id: str
+    address: str  # "" when never seen registered
+    alive: bool
+    gone_since_ms: int | None = None  # wall time the cache saw it go
+    data_dirs: tuple[str, ...] = ()
+    partition_count: int = 0
+    bytes: int = 0
+
+
+@dataclass(frozen=True)
+class CacheStatistics:
+    connected: bool
+    revision: int
+    reload_count: int
+    event_count: int
+
+
+class MetadataCache:
+    def __init__(self, gateway: EtcdGateway, keys: ClusterKeys, *, retry_interval_s: float = 0.5,
+                 read_timeout_s: float = WATCH_READ_TIMEOUT_S, wall_clock_ms: Callable[[], int] | None = None) -> None:
+        self._gateway = gateway
+        self._keys = keys
+        self._retry_interval_s = retry_interval_s
+        self._read_timeout_s = read_timeout_s
+        self._wall_clock_ms = wall_clock_ms or (lambda: int(time.time() * 1000))
+        self._changed = threading.Condition()
+        self._stopping = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._instances: dict[str, InstanceInfo] = {}
+        self._owners: dict[tuple[str, int], PartitionOwner] = {}
+        self._topics: dict[str, int] = {}
+        self._revision = 0
+        self._connected = False
+        self._reload_count = 0
+        self._event_count = 0
+
+    # -- answers from memory ------------------------------------------------------------------
+    def owner_of(self, topic: str, partition: int) -> PartitionOwner | None:
+        with self._changed:
+            return self._owners.get((topic, partition))
+
+    def instances(self) -> dict[str, InstanceInfo]:
+        with self._changed:
+            known = dict(self._instances)
+            for owner in self._owners.values():
+                known.setdefault(owner.owner, InstanceInfo(owner.owner, "", alive=False))
+            return known
+
+    def topics(self) -> dict[str, int]:
+        with self._changed:
+            return dict(self._topics)
+
+    def statistics(self) -> CacheStatistics:
+        with self._changed:
+            return CacheStatistics(self._connected, self._revision, self._reload_count, self._event_count)
+
+    def wait_until(self, predicate: Callable[["MetadataCache"], bool], timeout_s: float) -> bool:
+        """Waits until ``predicate(self)`` holds after a change (True) or ``timeout_s`` passes (False)."""
+        deadline = time.monotonic() + timeout_s
+        with self._changed:
+            while True:
+                # The predicate reads through the public methods, which take the (reentrant-free)
+                # condition's lock: evaluate it with the lock released.
+                self._changed.release()
+                try:
+                    if predicate(self):
+                        return True
+                finally:
+                    self._changed.acquire()
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._changed.wait(left)
+
+    # -- the thread ---------------------------------------------------------------------------
+    def start(self) -> None:
+        assert self._thread is None, "started twice"
+        self._thread = threading.Thread(target=self._run, name="seglog-metadata-cache", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stopping.set()
+        self._gateway.close()  # ends a stream being read
+        if self._thread is not None:
+            self._thread.join()
+
+    def _run(self) -> None:
+        while not self._stopping.is_set():
+            try:
+                self._reload()
+                self._follow()
+            except ClusterError as exc:
+                self._disconnected(exc)
+            self._stopping.wait(self._retry_interval_s)
+
+    def _reload(self) -> None:
+        revision, kvs = self._gateway.range_prefix(self._keys.prefix)
+        now_ms = self._wall_clock_ms()
+        with self._changed:
+            previous = self._instances
+            self._instances, self._owners, self._topics = {}, {}, {}
+            for kv in kvs:
+                self._apply_put(kv)
+            for instance_id, info in previous.items():
+                if instance_id not in self._instances:
+                    self._instances[instance_id] = self._gone(info, now_ms)
+            self._revision = revision
+            self._connected = True
+            self._reload_count += 1
+            self._changed.notify_all()
+
+    def _follow(self) -> None:
+        """Applies watch events until the stream fails; an idle stream is reopened where it was."""
+        while not self._stopping.is_set():
+            try:
+                for events in self._gateway.watch_prefix(self._keys.prefix, self._revision + 1, self._read_timeout_s):
+                    self._apply(events)
+            except ClusterError:
+                if self._stopping.is_set():
+                    return
+                # A read timeout on a healthy idle stream and a dead etcd look alike here: ask.
+                self._gateway.range_prefix(self._keys.owners_of("\x00"))
+                _log.debug("watch reopened at revision %d", self._revision + 1)
+
+    def _apply(self, events: list[WatchEvent]) -> None:
+        now_ms = self._wall_clock_ms()
+        with self._changed:
+            for event in events:
+                if event.kind == "DELETE":
+                    self._apply_delete(event.kv, now_ms)
+                else:
+                    self._apply_put(event.kv)
+                self._revision = max(self._revision, event.kv.mod_revision)
+                self._event_count += 1
+            self._changed.notify_all()
+
+    def _apply_put(self, kv: KeyValue) -> None:
+        parsed = self._keys.parse(kv.key)
+        try:
+            if parsed is None:
+                return
+            kind, name, partition = parsed
+            if kind == "instance":
+                record = json.loads(kv.value)
+                capacity = record.get("capacity", {})
+                self._instances[name] = InstanceInfo(
+                    name, str(record["address"]), alive=True, data_dirs=tuple(record.get("data_dirs", ())),
+                    partition_count=int(capacity.get("partition_count", 0)), bytes=int(capacity.get("bytes", 0)))
+            elif kind == "topic":
+                self._topics[name] = int(json.loads(kv.value)["partitions"])
+            else:
+                self._owners[(name, partition)] = parse_owner(kv.value, kv.mod_revision)
+        except (ValueError, KeyError, TypeError) as exc:
+            _log.error("ignoring malformed cluster record %s: %s", kv.key, exc)
+
+    def _apply_delete(self, kv: KeyValue, now_ms: int) -> None:
+        parsed = self._keys.parse(kv.key)
+        if parsed is None:
+            return
+        kind, name, partition = parsed
+        if kind == "instance" and name in self._instances:
+            self._instances[name] = self._gone(self._instances[name], now_ms)
+        elif kind == "topic":
+            self._topics.pop(name, None)
+        elif kind == "owner":
+            self._owners.pop((name, partition), None)
+
+    @staticmethod
+    def _gone(info: InstanceInfo, now_ms: int) -> InstanceInfo:
+        return info if not info.alive else replace(info, alive=False, gone_since_ms=now_ms)
+
+    def _disconnected(self, exc: ClusterError) -> None:
+        with self._changed:
+            was_connected, self._connected = self._connected, False
+            self._changed.notify_all()
+        if was_connected and not self._stopping.is_set():
+            _log.warning("cluster metadata no longer current (%s); reloading when etcd answers", exc)

@@ -1,0 +1,86 @@
+"""Ownership with epochs: per partition ``{owner, epoch}`` in etcd, changed only by transaction.
+
+- Creating a topic writes the topic key and every partition's ``{owner, epoch: 0}`` in one
+  transaction that compares the topic key absent: two creates of one name, one wins, the other gets
+  TopicExistsError, and no half-created topic is ever visible.
+- Changing an owner writes ``{new owner, epoch + 1}`` in one transaction compared on the record's
+  mod revision as read: a concurrent change (another mover, an unclean takeover) makes it fail
+  cleanly with OwnershipConflictError, and epochs only ever increase. The new owner must be
+  registered (its instance key exists) in the same transaction.
+
+The epoch is Kafka's leader epoch: the owner stamps it into each batch it appends and refuses to
+append once the cluster's epoch moved past its own (the wiring, not this module, does that).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Mapping, Sequence
+
+from .errors import OwnershipConflictError, TopicExistsError, UnknownPartitionError
+from .etcd_gateway import EtcdGateway, b64
+from .keys import ClusterKeys
+
+INITIAL_EPOCH = 0
+
+
+@dataclass(frozen=True)
+class PartitionOwner:
+    owner: str
+    epoch: int
+    mod_revision: int  # etcd's revision of the record; what a change compares on
+
+
+def owner_value(owner: str, epoch: int) -> bytes:
+    return json.dumps({"owner": owner, "epoch": epoch}, sort_keys=True).encode()
+
+
+def parse_owner(value: bytes, mod_revision: int) -> PartitionOwner:
+    record = json.loads(value)
+    return PartitionOwner(owner=str(record["owner"]), epoch=int(record["epoch"]), mod_revision=mod_revision)
+
+
+def _put(key: str, value: bytes) -> dict:
+    return {"request_put": {"key": b64(key), "value": b64(value)}}
+
+
+def _absent(key: str) -> dict:
+    return {"key": b64(key), "result": "EQUAL", "target": "CREATE", "create_revision": 0}
+
+
+def create_topic(gateway: EtcdGateway, keys: ClusterKeys, topic: str, owners: Sequence[str],
+                 configs: Mapping[str, str] | None = None) -> int:
+    """Writes the topic and its partitions' owners at epoch 0; the revision written at."""
+    assert owners, "a topic has at least one partition"
+    topic_value = json.dumps({"partitions": len(owners), "configs": dict(configs or {})}, sort_keys=True).encode()
+    puts = [_put(keys.topic(topic), topic_value)]
+    puts += [_put(keys.owner(topic, partition), owner_value(owner, INITIAL_EPOCH))
+             for partition, owner in enumerate(owners)]
+    succeeded, revision = gateway.txn([_absent(keys.topic(topic))], puts)
+    if not succeeded:
+        raise TopicExistsError(f"topic {topic!r} already exists in the cluster")
+    return revision
+
+
+def read_owner(gateway: EtcdGateway, keys: ClusterKeys, topic: str, partition: int) -> PartitionOwner:
+    kv = gateway.get(keys.owner(topic, partition))
+    if kv is None:
+        raise UnknownPartitionError(f"no owner recorded for {topic}-{partition}")
+    return parse_owner(kv.value, kv.mod_revision)
+
+
+def change_owner(gateway: EtcdGateway, keys: ClusterKeys, topic: str, partition: int, new_owner: str,
+                 expected: PartitionOwner) -> PartitionOwner:
+    """``{new_owner, expected.epoch + 1}`` if the record is still ``expected`` and new_owner is registered."""
+    key = keys.owner(topic, partition)
+    epoch = expected.epoch + 1
+    unchanged = {"key": b64(key), "result": "EQUAL", "target": "MOD", "mod_revision": expected.mod_revision}
+    registered = {"key": b64(keys.instance(new_owner)), "result": "GREATER", "target": "CREATE",
+                  "create_revision": 0}
+    succeeded, revision = gateway.txn([unchanged, registered], [_put(key, owner_value(new_owner, epoch))])
+    if not succeeded:
+        raise OwnershipConflictError(
+            f"{topic}-{partition}: owner not changed to {new_owner!r}: the record changed since epoch "
+            f"{expected.epoch} (revision {expected.mod_revision}) or {new_owner!r} is not registered")
+    return PartitionOwner(owner=new_owner, epoch=epoch, mod_revision=revision)

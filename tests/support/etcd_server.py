@@ -1,0 +1,102 @@
+"""A real etcd (Debian's etcd-server) on free loopback ports in a temporary directory.
+
+``EtcdServer.start(directory)`` returns once etcd answers /health; ``stop()`` ends it (SIGTERM, then
+SIGKILL) and leaves nothing running; ``pause()``/``resume()`` are SIGSTOP/SIGCONT, the fault tests'
+frozen coordinator. ``require_etcd()`` finds the binary: scripts/test installs etcd-server when
+missing and running as root, so a missing binary skips (saying why) only where it cannot be
+installed, and fails where it should have been.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+import urllib.request
+from dataclasses import dataclass
+
+import pytest
+
+START_TIMEOUT_S = 20.0
+
+
+def require_etcd() -> str:
+    path = shutil.which("etcd")
+    if path:
+        return path
+    if os.geteuid() != 0:
+        pytest.skip("etcd is not installed and cannot be without root: apt-get install etcd-server")
+    pytest.fail("etcd is not installed: scripts/test installs Debian's etcd-server when running as root")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@dataclass
+class EtcdServer:
+    directory: str
+    client_port: int
+    process: subprocess.Popen | None = None
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.client_port}"
+
+    @classmethod
+    def start(cls, directory: str) -> "EtcdServer":
+        server = cls(directory, free_port())
+        server.launch()
+        return server
+
+    def launch(self) -> None:
+        """Starts (or starts again, with the same data) the etcd process."""
+        assert self.process is None
+        peer = f"http://127.0.0.1:{free_port()}"
+        client = self.endpoint
+        log = open(os.path.join(self.directory, "etcd.log"), "ab")
+        self.process = subprocess.Popen(
+            [require_etcd(), "--name", "seglog-test", "--data-dir", os.path.join(self.directory, "etcd-data"),
+             "--listen-client-urls", client, "--advertise-client-urls", client,
+             "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
+             "--initial-cluster", f"seglog-test={peer}", "--log-level", "warn"],
+            stdout=log, stderr=subprocess.STDOUT)
+        log.close()
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while not self.healthy():
+            assert self.process.poll() is None, f"etcd exited with {self.process.returncode}: see {self.directory}"
+            assert time.monotonic() < deadline, f"etcd did not become healthy in {START_TIMEOUT_S} s"
+            time.sleep(0.05)
+
+    def healthy(self) -> bool:
+        try:
+            with urllib.request.urlopen(self.endpoint + "/health", timeout=1) as response:
+                return json.loads(response.read()).get("health") == "true"
+        except (OSError, ValueError):
+            return False
+
+    def pause(self) -> None:
+        assert self.process is not None
+        self.process.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        assert self.process is not None
+        self.process.send_signal(signal.SIGCONT)
+
+    def stop(self) -> None:
+        if self.process is None:
+            return
+        self.process.send_signal(signal.SIGCONT)  # a paused etcd cannot act on SIGTERM
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait(timeout=10)
+        self.process = None
