@@ -1,0 +1,149 @@
+"""The committed offsets kept in the compacted ``__consumer_offsets`` topic of the storage engine,
+served from one OffsetsState per partition.
+
+A write builds one record batch (Kafka writes a group's commit of many partitions as one batch, so
+it is all-or-nothing), appends it to the group's partition (``partition_for``), and only then
+applies the same records to the map: a failed append changes nothing. ``load`` replays every
+partition from its log start to its end through the same ``apply``; it never depends on the
+cleaner having run. The coordinator (later: the owner of the partition in cluster mode) calls
+``load_partition`` when it takes a partition and ``unload_partition`` when it loses it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Set
+
+from seglog.records import RecordBatchBuilder, iter_batches
+from seglog_server.storage import Clock, LogManager
+from seglog_server.storage.base.errors import UnknownTopicOrPartitionError
+
+from .offsets_state import OFFSETS_RETENTION_MS, OffsetsState
+from .partitioning import OFFSETS_TOPIC_PARTITIONS, partition_for
+from .records import GroupMetadataKey, GroupMetadataValue, OffsetCommitKey, OffsetCommitValue, encode_key, encode_value
+
+__all__ = ["OFFSETS_TOPIC", "OFFSETS_TOPIC_CONFIG", "OffsetsLog"]
+
+OFFSETS_TOPIC = "__consumer_offsets"
+OFFSETS_TOPIC_CONFIG = {
+    "cleanup.policy": "compact",
+    # Kafka's offsets.topic.segment.bytes: small segments so the cleaner can reach commits soon
+    # (the active segment is never cleaned) and a replay at load reads little.
+    "segment.bytes": str(100 * 1024 * 1024),
+}
+# One replay read: large enough that a partition of a few MB loads in a handful of reads.
+_REPLAY_READ_BYTES = 1024 * 1024
+
+
+class OffsetsLog:
+    def __init__(self, manager: LogManager, clock: Clock, *, partitions: int = OFFSETS_TOPIC_PARTITIONS,
+                 retention_ms: int = OFFSETS_RETENTION_MS) -> None:
+        assert partitions > 0 and retention_ms > 0
+        self._manager = manager
+        self._clock = clock
+        self._partition_count = partitions
+        self._retention_ms = retention_ms
+        self._states: dict[int, OffsetsState] = {}
+
+    @property
+    def partition_count(self) -> int:
+        return self._partition_count
+
+    def ensure_topic(self) -> None:
+        """Creates the compacted topic when missing; refuses one with another partition count
+        (every group would move partition and lose its offsets)."""
+        try:
+            described = self._manager.describe_topic(OFFSETS_TOPIC)
+        except UnknownTopicOrPartitionError:
+            self._manager.create_topic(OFFSETS_TOPIC, self._partition_count, OFFSETS_TOPIC_CONFIG)
+            return
+        found = len(described.partitions) + len(described.offline_partitions)
+        if found != self._partition_count:
+            raise ValueError(f"{OFFSETS_TOPIC} has {found} partitions, the coordinator expects {self._partition_count}")
+
+    # -- loading ------------------------------------------------------------------------------
+    def load(self) -> None:
+        for partition in range(self._partition_count):
+            self.load_partition(partition)
+
+    def load_partition(self, partition: int) -> OffsetsState:
+        """Replays the partition's log into a new state (replacing any loaded one)."""
+        state = OffsetsState()
+        for offset, key, value in self._records(partition):
+            state.apply(key, value, offset=offset)
+        self._states[partition] = state
+        return state
+
+    def unload_partition(self, partition: int) -> None:
+        self._states.pop(partition, None)
+
+    def _records(self, partition: int) -> Iterable[tuple[int, bytes | None, bytes | None]]:
+        log = self._manager.get_log(OFFSETS_TOPIC, partition)
+        offset, end = log.log_start_offset, log.log_end_offset
+        while offset < end:
+            fetched = log.read(offset, _REPLAY_READ_BYTES)
+            next_offset = offset
+            for batch in iter_batches(fetched.records):
+                next_offset = batch.next_offset
+                if batch.is_control:
+                    continue
+                for record in batch.records():
+                    if record.offset >= offset:
+                        yield record.offset, record.key, record.value
+            if next_offset <= offset:
+                break  # nothing readable below the end: a gap the log reports no batch for
+            offset = next_offset
+
+    # -- reads --------------------------------------------------------------------------------
+    def state_of(self, group: str) -> OffsetsState:
+        """The loaded state holding ``group``. Raises KeyError when its partition is not loaded."""
+        return self._states[partition_for(group, self._partition_count)]
+
+    def state(self, partition: int) -> OffsetsState:
+        return self._states[partition]
+
+    def committed(self, group: str, topic: str, partition: int) -> OffsetCommitValue | None:
+        return self.state_of(group).committed(group, topic, partition)
+
+    # -- writes -------------------------------------------------------------------------------
+    def commit(self, group: str, offsets: Mapping[tuple[str, int], int | OffsetCommitValue]) -> None:
+        """Commits ``offsets`` ((topic, partition) -> offset or a full value) as one batch."""
+        now_ms = self._clock.time_ms()
+        records = [
+            (OffsetCommitKey(group, topic, partition),
+             value if isinstance(value, OffsetCommitValue) else OffsetCommitValue(value, now_ms))
+            for (topic, partition), value in offsets.items()
+        ]
+        self._write(group, [(encode_key(k), encode_value(v)) for k, v in records])
+
+    def delete_offsets(self, group: str, topic_partitions: Iterable[tuple[str, int]]) -> None:
+        self._write(group, [(encode_key(OffsetCommitKey(group, t, p)), None) for t, p in topic_partitions])
+
+    def store_group(self, group: str, value: GroupMetadataValue | None) -> None:
+        """Writes the group's metadata (None: its tombstone)."""
+        self._write(group, [(encode_key(GroupMetadataKey(group)), None if value is None else encode_value(value))])
+
+    def expire(self, live_groups: Set[str] = frozenset()) -> int:
+        """Tombstones every expired offset (and dead empty group) of the loaded partitions;
+        returns the number of tombstones written."""
+        now_ms = self._clock.time_ms()
+        written = 0
+        for partition, state in sorted(self._states.items()):
+            keys = state.expired_keys(now_ms, self._retention_ms, live_groups)
+            if keys:
+                self._append(partition, [(key, None) for key in keys])
+                written += len(keys)
+        return written
+
+    def _write(self, group: str, records: list[tuple[bytes, bytes | None]]) -> None:
+        if records:
+            self._append(partition_for(group, self._partition_count), records)
+
+    def _append(self, partition: int, records: list[tuple[bytes, bytes | None]]) -> None:
+        state = self._states[partition]  # a partition this coordinator has not loaded: KeyError
+        now_ms = self._clock.time_ms()
+        builder = RecordBatchBuilder()
+        for key, value in records:
+            builder.append(value, key=key, timestamp_ms=now_ms)
+        info = self._manager.get_log(OFFSETS_TOPIC, partition).append(builder.build())
+        for index, (key, value) in enumerate(records):
+            state.apply(key, value, offset=info.base_offset + index)
