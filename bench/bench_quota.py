@@ -25,11 +25,10 @@ import time
 
 import grpc
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "tests" / "integration"))
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "tests" / "integration" / "security"))
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # the repository root: tests.support
 
-from certificate_authority import TestCA  # noqa: E402
-from integration_helpers import ServiceProcess, make_batch  # noqa: E402
+from tests.support.certificate_authority import TestCA  # noqa: E402
+from tests.support.integration_helpers import ServiceProcess, make_batch  # noqa: E402
 
 from seglog.v1 import log_service_pb2 as pb  # noqa: E402
 from seglog_server.security.token_file import create_token, format_entry  # noqa: E402

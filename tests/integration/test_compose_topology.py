@@ -4,7 +4,7 @@ the commands it gives them, on loopback.
 No container runtime runs on these machines, so this starts what the compose file would start,
 reading the commands from the file itself (through a real Compose implementation's normalised
 config) and running the images' processes as the images' uid 10001 with the images' environment
-(compose_processes.py): a seglog service, a real Prometheus with deploy/prometheus mounted (its scrape target
+(tests/support/compose_processes.py): a seglog service, a real Prometheus with deploy/prometheus mounted (its scrape target
 pointed at the service), a standalone Spark master and worker from the installed PySpark
 distribution, and the cleaner's own command with ``--once`` instead of ``--interval``. It checks a
 cleaned segment (superseded records gone, the latest value of each key kept at its offset) and a
@@ -25,7 +25,7 @@ import urllib.parse
 import urllib.request
 
 import pytest
-from compose_processes import (
+from tests.support.compose_processes import (
     ImageRoot,
     ImageService,
     Processes,
@@ -121,7 +121,7 @@ def _clean_and_scrape(tmp_path, services, image, processes, service) -> None:
     processes.start("prometheus", command, dict(os.environ))
 
     # The Spark master, worker and cleaner: compose's commands and the image's environment,
-    # as the images' uid 10001 (compose_processes.py); nothing set here that the image lacks.
+    # as the images' uid 10001 (tests/support/compose_processes.py); nothing set here that the image lacks.
     cluster = SparkCluster(image, processes, services).start()
     # The cleaner: compose's command, one round instead of a schedule.
     finished = subprocess.run(

@@ -1,7 +1,7 @@
 """The soak: mixed load from several processes against one service for SEGLOG_SOAK_SECONDS
 (default 150 s; docs/reliability.md reports a 600 s run), marked slow.
 
-Load (each a separate process running soak_load.py): 3 producers (one partition each, batches of
+Load (each a separate process running tests/support/soak_load.py): 3 producers (one partition each, batches of
 50 x 100 B, every fourth call acks fsynced), 2 long-poll fetchers and 1 Consume stream following
 the tails, 1 admin process (OffsetsForTimes, ListTopics, DescribeTopic, topics created and
 deleted). Printed: throughput, p50/p99 latency per role, and the service's RSS and open
@@ -22,7 +22,7 @@ import time
 import psutil
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
-from integration_helpers import records_of, service_environment
+from tests.support.integration_helpers import records_of, service_environment
 
 from seglog.v1 import log_service_pb2 as pb
 from seglog_server.storage.segment.open_segments import DEFAULT_OPEN_SEGMENTS_MAX
@@ -65,7 +65,7 @@ def test_soak_mixed_load_from_several_processes(start_service, tmp_path):
     server = psutil.Process(service.process.pid)
     started = time.monotonic()
     samples = [_sample(server, started)]
-    load = pathlib.Path(__file__).with_name("soak_load.py")
+    load = pathlib.Path(__file__).resolve().parents[1] / "support" / "soak_load.py"
     outputs = [(tmp_path / f"{role}{index}.out", tmp_path / f"{role}{index}.err")
                for role, index in ROLES]
     workers = [subprocess.Popen(

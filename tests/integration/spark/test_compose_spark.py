@@ -1,6 +1,6 @@
 """compose's Spark cluster as it ships: the spark-master, spark-worker and cleaner services' own
 commands and environment (docker-compose.yml, deploy/cleaner.Dockerfile), each run as the
-images' uid 10001 in its own hostname and mount namespace (../compose_processes.py), against a
+images' uid 10001 in its own hostname and mount namespace (tests/support/compose_processes.py), against a
 seglog service run as 10001 too (the data volume is 10001's in every container).
 
 Nothing here sets a Spark directory or address itself: what the image and compose give is what
@@ -21,7 +21,7 @@ import time
 
 import psutil
 import pytest
-from compose_processes import (
+from tests.support.compose_processes import (
     ImageRoot,
     ImageService,
     Processes,

@@ -15,8 +15,7 @@ import pytest
 
 from seglog_spark import cleaner_local
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "unit", "seglog_spark"))
-from cleaning_support import BASE_TIME_MS, make_snapshot  # noqa: E402
+from tests.support.snapshot_workloads import BASE_TIME_MS, make_snapshot
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration, pytest.mark.timeout(1200)]
 

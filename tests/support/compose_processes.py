@@ -34,7 +34,7 @@ import tempfile
 import time
 
 import pytest
-from integration_helpers import ServiceProcess
+from tests.support.integration_helpers import ServiceProcess
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 DOCKERFILE = ROOT / "deploy" / "cleaner.Dockerfile"
