@@ -12,7 +12,7 @@ import itertools
 import pathlib
 
 import pytest
-from integration_helpers import ServiceProcess
+from tests.support.integration_helpers import ServiceProcess
 
 from seglog.v1 import log_service_pb2 as pb
 

@@ -15,7 +15,7 @@ import urllib.parse
 import urllib.request
 
 import pytest
-from integration_helpers import make_batch
+from tests.support.integration_helpers import make_batch
 
 from seglog.v1 import log_service_pb2 as pb
 from seglog_server.metrics import FAMILIES

@@ -11,7 +11,7 @@ import collections
 
 import grpc
 import pytest
-from integration_helpers import make_batch
+from tests.support.integration_helpers import make_batch
 
 from seglog.errors import ServiceOverloadedError, error_from_rpc
 from seglog.v1 import log_service_pb2 as pb

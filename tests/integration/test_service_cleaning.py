@@ -12,7 +12,7 @@ import threading
 
 import grpc
 import pytest
-from integration_helpers import make_batch, records_of, rpc_error
+from tests.support.integration_helpers import make_batch, records_of, rpc_error
 
 from seglog.records import crc32c
 from seglog.v1 import log_service_pb2 as pb

@@ -16,7 +16,7 @@ import threading
 import time
 
 import grpc
-from integration_helpers import assert_serving
+from tests.support.integration_helpers import assert_serving
 
 from seglog.v1 import log_service_pb2_grpc as pb_grpc
 

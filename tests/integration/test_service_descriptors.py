@@ -23,8 +23,8 @@ import subprocess
 import sys
 
 import pytest
-import integration_helpers
-from integration_helpers import START_TIMEOUT_S, STOP_TIMEOUT_S, ServiceProcess, make_batch, records_of
+from tests.support import integration_helpers
+from tests.support.integration_helpers import START_TIMEOUT_S, STOP_TIMEOUT_S, ServiceProcess, make_batch, records_of
 
 from seglog.v1 import log_service_pb2 as pb
 from seglog_server.storage.base.fs import FileSystem

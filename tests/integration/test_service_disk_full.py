@@ -21,7 +21,7 @@ import sys
 import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
-from integration_helpers import error_class, make_batch, records_of
+from tests.support.integration_helpers import error_class, make_batch, records_of
 
 from seglog.v1 import log_service_pb2 as pb
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import grpc
 import pytest
 from grpc_reflection.v1alpha import reflection_pb2
-from integration_helpers import rpc_error
+from tests.support.integration_helpers import rpc_error
 
 from seglog.v1 import log_service_pb2 as pb
 
@@ -86,7 +86,7 @@ def test_scripts_serve_resolves_relative_paths_against_the_callers_directory(tmp
     import subprocess
     import time
 
-    from integration_helpers import READY_POLL_S, START_TIMEOUT_S, service_environment
+    from tests.support.integration_helpers import READY_POLL_S, START_TIMEOUT_S, service_environment
 
     serve = pathlib.Path(__file__).resolve().parents[2] / "scripts" / "serve"
     (tmp_path / "seglog.toml").write_text('[limits]\nshutdown_grace_ms = 100\n')

@@ -10,7 +10,7 @@ import errno
 import grpc
 import pytest
 from tests.support.fault_fs import FaultFs
-from integration_helpers import make_batch
+from tests.support.integration_helpers import make_batch
 
 from seglog.v1 import log_service_pb2 as pb
 from seglog.v1 import log_service_pb2_grpc as pb_grpc

@@ -26,7 +26,7 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
-from integration_helpers import ServiceProcess, make_batch
+from tests.support.integration_helpers import ServiceProcess, make_batch
 
 from seglog import records as codec
 from seglog.v1 import log_service_pb2 as pb

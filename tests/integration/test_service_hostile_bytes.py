@@ -16,7 +16,7 @@ import grpc
 import psutil
 import pytest
 import zstandard
-from integration_helpers import assert_serving, error_class, make_batch, rpc_error, service_environment
+from tests.support.integration_helpers import assert_serving, error_class, make_batch, rpc_error, service_environment
 
 from seglog import records as codec
 from seglog.records.varint import encode_varint, encode_varlong

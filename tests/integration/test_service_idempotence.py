@@ -20,7 +20,7 @@ import time
 
 import grpc
 import pytest
-from integration_helpers import rpc_error
+from tests.support.integration_helpers import rpc_error
 
 from seglog import AsyncProducer, RecordTooLargeError
 from seglog.records import iter_batches

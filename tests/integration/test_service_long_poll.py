@@ -6,7 +6,7 @@ import time
 
 import grpc
 import pytest
-from integration_helpers import assert_serving, make_batch, records_of, rpc_error
+from tests.support.integration_helpers import assert_serving, make_batch, records_of, rpc_error
 
 from seglog.v1 import log_service_pb2 as pb
 

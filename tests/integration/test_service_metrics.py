@@ -11,7 +11,7 @@ import urllib.request
 
 import grpc
 import pytest
-from integration_helpers import make_batch
+from tests.support.integration_helpers import make_batch
 from prometheus_client.parser import text_string_to_metric_families
 
 from seglog.v1 import log_service_pb2 as pb
@@ -43,7 +43,7 @@ def value(samples, name: str, **labels) -> float:
 @pytest.fixture(scope="module")
 def loaded(tmp_path_factory):
     """A service with one partition holding BATCH_COUNT one-record batches, each indexed."""
-    from integration_helpers import ServiceProcess
+    from tests.support.integration_helpers import ServiceProcess
 
     workdir = tmp_path_factory.mktemp("metrics-service")
     # No maintenance pass during the module: a pass is a pooled storage call of its own, and the

@@ -2,7 +2,7 @@ import grpc
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from integration_helpers import assert_serving, make_batch, rpc_error
+from tests.support.integration_helpers import assert_serving, make_batch, rpc_error
 
 from seglog.v1 import log_service_pb2 as pb
 

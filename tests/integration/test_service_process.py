@@ -11,7 +11,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha.proto_reflection_descriptor_database import (
     ProtoReflectionDescriptorDatabase,
 )
-from integration_helpers import make_batch, records_of, service_environment
+from tests.support.integration_helpers import make_batch, records_of, service_environment
 
 from seglog.v1 import log_service_pb2 as pb
 

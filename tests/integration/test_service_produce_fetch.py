@@ -1,6 +1,6 @@
 import grpc
 import pytest
-from integration_helpers import assert_serving, error_class, make_batch, records_of, rpc_error
+from tests.support.integration_helpers import assert_serving, error_class, make_batch, records_of, rpc_error
 
 from seglog import records as codec
 from seglog.v1 import log_service_pb2 as pb

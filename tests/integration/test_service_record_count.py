@@ -13,7 +13,7 @@ import grpc
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from integration_helpers import assert_serving, error_class, rpc_error
+from tests.support.integration_helpers import assert_serving, error_class, rpc_error
 
 from seglog.records import (
     ATTRIBUTES_OFFSET,
@@ -67,7 +67,7 @@ def _varint(value: int) -> bytes:
 
 @pytest.fixture(scope="module")
 def capped(tmp_path_factory):
-    from integration_helpers import ServiceProcess
+    from tests.support.integration_helpers import ServiceProcess
 
     workdir = tmp_path_factory.mktemp("capped")
     process = ServiceProcess(workdir, [workdir / "data"], ["--batch-records-max", str(RECORDS_MAX)], None, None)

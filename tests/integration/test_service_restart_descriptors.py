@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import signal
 
-from integration_helpers import make_batch
+from tests.support.integration_helpers import make_batch
 from test_service_descriptors import LimitedService
 
 from seglog.v1 import log_service_pb2 as pb

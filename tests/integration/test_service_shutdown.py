@@ -7,7 +7,7 @@ import asyncio
 import signal
 
 import grpc
-from integration_helpers import make_batch, records_of
+from tests.support.integration_helpers import make_batch, records_of
 
 from seglog.v1 import log_service_pb2 as pb
 from seglog.v1 import log_service_pb2_grpc as pb_grpc

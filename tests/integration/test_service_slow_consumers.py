@@ -20,7 +20,7 @@ import urllib.request
 import grpc
 import psutil
 import pytest
-from integration_helpers import make_batch
+from tests.support.integration_helpers import make_batch
 from prometheus_client.parser import text_string_to_metric_families
 
 from seglog.v1 import log_service_pb2 as pb

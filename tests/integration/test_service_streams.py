@@ -11,7 +11,7 @@ import tempfile
 
 import grpc
 import pytest
-from integration_helpers import CHANNEL_OPTIONS, make_batch, records_of
+from tests.support.integration_helpers import CHANNEL_OPTIONS, make_batch, records_of
 
 from seglog.v1 import log_service_pb2 as pb
 from seglog.v1 import log_service_pb2_grpc as pb_grpc

@@ -12,7 +12,7 @@ import threading
 
 import grpc
 import pytest
-from integration_helpers import records_of
+from tests.support.integration_helpers import records_of
 
 from seglog.records import Compression, RecordBatchBuilder
 from seglog.v1 import log_service_pb2 as pb

@@ -12,7 +12,7 @@ import subprocess
 import sys
 
 import pytest
-from integration_helpers import records_of, service_environment
+from tests.support.integration_helpers import records_of, service_environment
 
 from seglog import Admin, TopicPartition
 from seglog.records import RecordBatchBuilder

@@ -12,7 +12,7 @@ import time
 
 import psutil
 import pytest
-from integration_helpers import service_environment
+from tests.support.integration_helpers import service_environment
 from seglog import Admin
 from test_cleaner_cli import compacted, workload
 

@@ -13,7 +13,7 @@ import subprocess
 import sys
 
 import pytest
-from integration_helpers import service_environment
+from tests.support.integration_helpers import service_environment
 
 from seglog import Admin, Producer
 from seglog_cli.cleaner import JAVA_MISSING, run_round

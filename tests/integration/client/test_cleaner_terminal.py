@@ -10,7 +10,7 @@ import sys
 import textwrap
 
 import pytest
-from integration_helpers import service_environment
+from tests.support.integration_helpers import service_environment
 from seglog.v1 import log_service_pb2 as pb
 
 pytestmark = pytest.mark.integration

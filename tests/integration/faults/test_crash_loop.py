@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 import grpc
 import pytest
-from integration_helpers import ServiceProcess, make_batch, records_of, service_environment
+from tests.support.integration_helpers import ServiceProcess, make_batch, records_of, service_environment
 
 from seglog.v1 import log_service_pb2 as pb
 

@@ -10,7 +10,7 @@ import struct
 
 import grpc
 import pytest
-from integration_helpers import make_batch, records_of, rpc_error
+from tests.support.integration_helpers import make_batch, records_of, rpc_error
 
 from seglog.v1 import log_service_pb2 as pb
 

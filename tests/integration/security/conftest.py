@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from certificate_authority import TestCA
+from tests.support.certificate_authority import TestCA
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,7 @@ import urllib.error
 import urllib.request
 
 import pytest
-from integration_helpers import ServiceProcess, make_batch
+from tests.support.integration_helpers import ServiceProcess, make_batch
 
 from seglog.v1 import log_service_pb2 as pb
 

@@ -5,7 +5,7 @@ CreateSnapshot's ``local_path``, sent only when asked for (the cleaner sharing t
 from __future__ import annotations
 
 import pytest
-from integration_helpers import make_batch
+from tests.support.integration_helpers import make_batch
 
 from seglog.v1 import log_service_pb2 as pb
 

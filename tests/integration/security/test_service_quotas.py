@@ -8,7 +8,7 @@ import time
 
 import grpc
 import pytest
-from integration_helpers import ServiceProcess, make_batch
+from tests.support.integration_helpers import ServiceProcess, make_batch
 
 from seglog import Producer
 from seglog.v1 import log_service_pb2 as pb

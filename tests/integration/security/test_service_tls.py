@@ -9,8 +9,8 @@ import time
 
 import grpc
 import pytest
-from certificate_authority import common_name_of
-from integration_helpers import CHANNEL_OPTIONS, make_batch, records_of
+from tests.support.certificate_authority import common_name_of
+from tests.support.integration_helpers import CHANNEL_OPTIONS, make_batch, records_of
 
 from seglog import Admin, Producer
 from seglog.errors import AuthorizationError, ServiceUnavailableError

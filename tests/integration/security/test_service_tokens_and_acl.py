@@ -10,7 +10,7 @@ import time
 
 import grpc
 import pytest
-from integration_helpers import ServiceProcess, make_batch
+from tests.support.integration_helpers import ServiceProcess, make_batch
 
 from seglog import Admin, Consumer, Producer
 from seglog.errors import AuthenticationError, AuthorizationError

@@ -11,7 +11,7 @@ import time
 
 import grpc
 import pytest
-from integration_helpers import ServiceProcess, make_batch
+from tests.support.integration_helpers import ServiceProcess, make_batch
 
 from seglog.v1 import log_service_pb2 as pb
 from seglog_server.security.token_file import create_token, format_entry

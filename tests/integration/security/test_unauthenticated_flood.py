@@ -8,7 +8,7 @@ import secrets
 
 import grpc
 import pytest
-from integration_helpers import CHANNEL_OPTIONS, make_batch
+from tests.support.integration_helpers import CHANNEL_OPTIONS, make_batch
 
 from seglog.v1 import log_service_pb2 as pb
 from seglog.v1 import log_service_pb2_grpc as pb_grpc
@@ -97,7 +97,7 @@ async def _run(address: str, token: str, topic: str, make_token) -> tuple[list, 
 
 @pytest.fixture(scope="module")
 def tokened(tmp_path_factory):
-    from integration_helpers import ServiceProcess
+    from tests.support.integration_helpers import ServiceProcess
 
     workdir = tmp_path_factory.mktemp("flood")
     token, entry = create_token("writer")

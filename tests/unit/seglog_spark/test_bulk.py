@@ -20,7 +20,7 @@ from seglog_spark.record_walk import walk_range_records
 from seglog_spark.rewrite import filter_range
 from seglog_spark.snapshot_writer import write_snapshot
 
-from cleaning_support import BASE_TIME_MS
+from tests.support.snapshot_workloads import BASE_TIME_MS
 
 # Digests that hit the probing scheme's corners: a first window of Integer.MIN_VALUE, zeros,
 # shared prefixes (equal first 8 bytes), and the all-zero digest (an entry that reads empty).

@@ -15,7 +15,7 @@ from seglog_spark.cleaner_local import clean_snapshot
 from seglog_spark.index_writer import OFFSET_INDEX_ENTRY, TIME_INDEX_ENTRY
 from seglog_spark.snapshot_writer import write_snapshot
 
-from cleaning_support import (
+from tests.support.snapshot_workloads import (
     BASE_TIME_MS,
     cleaned_log_records,
     latest_values,

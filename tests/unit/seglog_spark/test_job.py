@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from seglog_spark import cleaner_local, job
 
-from cleaning_support import BASE_TIME_MS, make_snapshot, ops_strategy
+from tests.support.snapshot_workloads import BASE_TIME_MS, make_snapshot, ops_strategy
 from test_cleaner_local import check_compaction_invariant
 
 pytestmark = pytest.mark.slow

@@ -4,7 +4,7 @@ import json
 import subprocess
 import sys
 
-from cleaning_support import make_snapshot
+from tests.support.snapshot_workloads import make_snapshot
 
 
 def run(*args):
