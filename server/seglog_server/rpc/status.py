@@ -78,6 +78,12 @@ STATUS_BY_ERROR: Mapping[type[BaseException], grpc.StatusCode] = {
     # The log changed since the snapshot, or the job's output is damaged: nothing is installed.
     storage.StaleCleaningResultError: _Code.FAILED_PRECONDITION,
     storage.InvalidCleaningResultError: _Code.FAILED_PRECONDITION,
+    # -- storage: the remote tier (object store) ----------------------------------------------
+    # A store down, slow past its deadline or answering 5xx: retriable, as Kafka's remote reads.
+    storage.RemoteStorageUnavailableError: _Code.UNAVAILABLE,
+    storage.RemoteResourceNotFoundError: _Code.NOT_FOUND,
+    storage.CorruptRemoteObjectError: _Code.DATA_LOSS,
+    storage.RemoteStorageError: _Code.INTERNAL,  # Kafka: KAFKA_STORAGE_ERROR
     # -- storage: its own invariants (indexes are caches; these are bugs, not bad requests) ----
     storage.CorruptIndexError: _Code.INTERNAL,
     storage.InvalidOffsetError: _Code.INTERNAL,

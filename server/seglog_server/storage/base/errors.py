@@ -42,8 +42,13 @@ class to a status code once, in ``seglog_server.rpc.status``; nothing else inspe
     │                                   nothing cleanable
     ├── StaleCleaningResultError        the live log changed since the snapshot (retention,
     │                                   DeleteRecords, another cleaning): the result no longer applies
-    └── InvalidCleaningResultError      a cleaning result that is incomplete, damaged or breaks the
-                                        cleaning contract (CLEANING-CONTRACT: result.json, outputs)
+    ├── InvalidCleaningResultError      a cleaning result that is incomplete, damaged or breaks the
+    │                                   cleaning contract (CLEANING-CONTRACT: result.json, outputs)
+    └── RemoteStorageError              the object store (storage/remote) refused or failed a call
+        ├── RemoteStorageUnavailableError  retriable: the store is down, slow past its deadline or
+        │                                  answered 5xx; names the endpoint
+        ├── RemoteResourceNotFoundError    an object (or the bucket) the call needs is not there
+        └── CorruptRemoteObjectError       an object whose size or content breaks its format
 
 Messages say what was expected and what was found, and name the file where there is one.
 """
@@ -54,6 +59,7 @@ __all__ = [
     "CorruptCheckpointError",
     "CorruptIndexError",
     "CorruptProducerSnapshotError",
+    "CorruptRemoteObjectError",
     "CorruptRecordError",
     "CorruptSegmentError",
     "CorruptTopicMetadataError",
@@ -76,6 +82,9 @@ __all__ = [
     "OutOfOrderSequenceError",
     "RecordBatchTooLargeError",
     "RecordTooLargeError",
+    "RemoteResourceNotFoundError",
+    "RemoteStorageError",
+    "RemoteStorageUnavailableError",
     "ResourceExhaustedError",
     "SnapshotNotFoundError",
     "StaleCleaningResultError",
@@ -230,3 +239,21 @@ class StaleCleaningResultError(StorageError):
 
 class InvalidCleaningResultError(StorageError):
     """A cleaning result that is missing, damaged or inconsistent; the message says where."""
+
+
+class RemoteStorageError(StorageError):
+    """The remote tier's object store refused or failed a call (Kafka's RemoteStorageException)."""
+
+
+class RemoteStorageUnavailableError(RemoteStorageError):
+    """Retriable: the store did not answer within its deadline, refused connections or answered
+    5xx. The message names the endpoint and the operation; nothing was half done that is read."""
+
+
+class RemoteResourceNotFoundError(RemoteStorageError):
+    """An object or bucket the call needs is absent (Kafka's RemoteResourceNotFoundException)."""
+
+
+class CorruptRemoteObjectError(RemoteStorageError):
+    """An object whose size or content breaks its format: the message names the key, the
+    expected and the found value."""

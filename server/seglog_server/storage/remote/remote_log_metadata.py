@@ -1,0 +1,95 @@
+"""Where a partition's remote segments are, read from their state records in the store (Kafka's
+``RemoteLogMetadataManager``, kept as objects beside the segments instead of in a topic).
+
+The object layout under the store's prefix (topic names are Kafka-legal: ``[a-zA-Z0-9._-]``)::
+
+    <topic>/<partition>/segments/<base offset, 20 digits>-<segment id>.log        (.index, ...)
+    <topic>/<partition>/metadata/<base offset, 20 digits>-<segment id>.json       state record
+
+A segment's keys carry its random id, so an upload never overwrites another's objects (the PUTs
+are conditional too). ``list`` returns what reads may use: records in COPY_SEGMENT_FINISHED, in
+offset order. ``orphans`` returns the rest (a copy or a deletion a crash interrupted, or a
+deletion that finished but whose record is still there), which cleanup deletes.
+
+The partition's owner is its only writer (as in Kafka, the leader), so a record rewritten at each
+state change needs no compare-and-swap; cleanup runs where no upload of the partition is in flight
+(at the owner's start, or with ``older_than_ms``).
+"""
+
+from __future__ import annotations
+
+from ..base.file_names import OFFSET_DIGITS, filename_prefix
+from .object_store import ObjectStore
+from .remote_segment_metadata import (
+    METADATA_BYTES_MAX,
+    RemoteLogSegmentMetadata,
+    RemoteLogSegmentState,
+)
+
+__all__ = ["RemoteLogMetadata", "metadata_key", "partition_prefix", "segment_object_key"]
+
+_RECORD_SUFFIX = ".json"
+
+
+def partition_prefix(topic: str, partition: int) -> str:
+    assert topic and "/" not in topic and partition >= 0, (topic, partition)
+    return f"{topic}/{partition}/"
+
+
+def segment_object_key(metadata: RemoteLogSegmentMetadata, kind: str) -> str:
+    stem = f"{filename_prefix(metadata.base_offset)}-{metadata.segment_id}"
+    return f"{partition_prefix(metadata.topic, metadata.partition)}segments/{stem}{kind}"
+
+
+def metadata_key(metadata: RemoteLogSegmentMetadata) -> str:
+    stem = f"{filename_prefix(metadata.base_offset)}-{metadata.segment_id}"
+    return f"{partition_prefix(metadata.topic, metadata.partition)}metadata/{stem}{_RECORD_SUFFIX}"
+
+
+class RemoteLogMetadata:
+    """The state records of the store's segments: write one, list the readable ones, the orphans."""
+
+    def __init__(self, store: ObjectStore) -> None:
+        self._store = store
+
+    def write(self, metadata: RemoteLogSegmentMetadata) -> None:
+        data = metadata.to_json()
+        assert len(data) <= METADATA_BYTES_MAX, len(data)
+        # The first record of a segment is a create-only PUT: a reused id fails instead of
+        # taking over another upload's record.
+        first = metadata.state is RemoteLogSegmentState.COPY_SEGMENT_STARTED
+        self._store.put(metadata_key(metadata), data, len(data), create_only=first)
+
+    def remove(self, metadata: RemoteLogSegmentMetadata) -> None:
+        self._store.delete([metadata_key(metadata)])
+
+    def records(self, topic: str, partition: int) -> list[RemoteLogSegmentMetadata]:
+        """Every record of the partition, in base offset order (the keys sort that way)."""
+        prefix = partition_prefix(topic, partition) + "metadata/"
+        found = []
+        for key in self._store.list(prefix):
+            if not _is_record_key(key[len(prefix):]):
+                continue  # not ours: left alone, never parsed
+            data = self._store.get(key, METADATA_BYTES_MAX)
+            found.append(RemoteLogSegmentMetadata.from_json(data, self._store.full_key(key)))
+        return found
+
+    def list(self, topic: str, partition: int) -> list[RemoteLogSegmentMetadata]:
+        """The segments reads may use: COPY_SEGMENT_FINISHED only, by base offset."""
+        return [m for m in self.records(topic, partition)
+                if m.state is RemoteLogSegmentState.COPY_SEGMENT_FINISHED]
+
+    def orphans(self, topic: str, partition: int, *, now_ms: int | None = None,
+                older_than_ms: int = 0) -> list[RemoteLogSegmentMetadata]:
+        """Records no read may use, for cleanup; with ``now_ms``, only those whose state was
+        written at least ``older_than_ms`` before it (leaves a copy in flight alone)."""
+        return [m for m in self.records(topic, partition)
+                if m.state is not RemoteLogSegmentState.COPY_SEGMENT_FINISHED
+                and (now_ms is None or now_ms - m.event_timestamp_ms >= older_than_ms)]
+
+
+def _is_record_key(name: str) -> bool:
+    stem, dot, suffix = name.partition(".")
+    offset, dash, segment_id = stem.partition("-")
+    return (dot == "." and "." + suffix == _RECORD_SUFFIX and dash == "-"
+            and len(offset) == OFFSET_DIGITS and offset.isdigit() and len(segment_id) == 32)

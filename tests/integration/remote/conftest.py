@@ -1,0 +1,82 @@
+"""Fixtures for the remote tier: one real S3-compatible server (weed) per module on loopback, a
+bucket, and per test its own key prefix and its own closed-segment files."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from dataclasses import dataclass
+
+import pytest
+from tests.support.s3_server import CREDENTIALS_ENV, FaultProxy, WeedServer
+
+from seglog_server.storage.remote import LogSegmentData, ObjectStore, ObjectStoreConfig
+
+BUCKET = "seglog-remote-test"
+
+
+@pytest.fixture(scope="module")
+def weed(tmp_path_factory):
+    with pytest.MonkeyPatch.context() as patch:
+        for name, value in CREDENTIALS_ENV.items():
+            patch.setenv(name, value)
+        server = WeedServer.start(str(tmp_path_factory.mktemp("weed")))
+        try:
+            ObjectStore(ObjectStoreConfig(bucket=BUCKET, endpoint_url=server.endpoint)).create_bucket()
+            yield server
+        finally:
+            server.stop()
+
+
+def store_config(endpoint: str, prefix: str, **limits) -> ObjectStoreConfig:
+    return ObjectStoreConfig(bucket=BUCKET, prefix=prefix, endpoint_url=endpoint, **limits)
+
+
+@pytest.fixture
+def prefix():
+    return f"t-{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture
+def store(weed, prefix):
+    return ObjectStore(store_config(weed.endpoint, prefix))
+
+
+@pytest.fixture
+def proxy(weed):
+    fault_proxy = FaultProxy(weed.s3_port)
+    yield fault_proxy
+    fault_proxy.close()
+
+
+@dataclass(frozen=True)
+class SegmentOnDisk:
+    data: LogSegmentData
+    contents: dict[str, bytes]
+
+
+@pytest.fixture
+def make_segment(tmp_path):
+    """make_segment(base_offset, log_bytes) -> a closed segment's files on disk (the remote tier
+    treats them as opaque bytes: their format is the segment layer's concern)."""
+    def make(base_offset: int = 100, log_bytes: int = 200_000, topic: str = "events",
+             partition: int = 0) -> SegmentOnDisk:
+        directory = tmp_path / f"{topic}-{partition}-{base_offset}-{uuid.uuid4().hex[:6]}"
+        directory.mkdir()
+        contents = {".log": os.urandom(log_bytes), ".index": os.urandom(8 * 64),
+                    ".timeindex": os.urandom(12 * 64), ".snapshot": os.urandom(97)}
+        paths = {}
+        for kind, data in contents.items():
+            paths[kind] = str(directory / f"{base_offset:020d}{kind}")
+            with open(paths[kind], "wb") as f:
+                f.write(data)
+        epochs = b"0\n1\n3 100\n"
+        contents[".leader-epoch-checkpoint"] = epochs
+        data = LogSegmentData(
+            topic=topic, partition=partition, base_offset=base_offset,
+            end_offset=base_offset + 99, max_timestamp_ms=1_700_000_000_000,
+            log_path=paths[".log"], offset_index_path=paths[".index"],
+            time_index_path=paths[".timeindex"], producer_snapshot_path=paths[".snapshot"],
+            leader_epoch_bytes=epochs, leader_epochs=((3, base_offset),))
+        return SegmentOnDisk(data, contents)
+    return make
