@@ -1,0 +1,135 @@
+"""Server-side assignment (uniform, sticky) and the revocation protocol with member epochs, over
+random joins, leaves, heartbeats, acknowledgements, zombies and session timeouts (Hypothesis)."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from seglog_server.groups.assignor import assign
+from seglog_server.groups.errors import FencedMemberError, UnknownMemberError
+from seglog_server.groups.reconciliation import JOIN_EPOCH, LEAVE_EPOCH, GroupReconciliation
+
+COUNTS = {"a": 6, "b": 3}
+
+
+def every(assignment) -> list:
+    return sorted(p for partitions in assignment.values() for p in partitions)
+
+
+def test_three_members_share_six_partitions_two_each():
+    result = assign({"m1": {"a"}, "m2": {"a"}, "m3": {"a"}}, {"a": 6})
+    assert every(result) == [("a", p) for p in range(6)] and {len(v) for v in result.values()} == {2}
+
+
+def test_a_member_joining_takes_partitions_only_from_those_above_their_share():
+    before = assign({"m1": {"a"}, "m2": {"a"}, "m3": {"a"}}, {"a": 6})
+    after = assign({"m1": {"a"}, "m2": {"a"}, "m3": {"a"}, "m4": {"a"}}, {"a": 6}, before)
+    moved = sum(len(before[m] - after[m]) for m in before)
+    assert moved == 1 and len(after["m4"]) == 1  # shares 2, 2, 1, 1: one partition moves, the fewest possible
+
+
+def test_a_partition_goes_only_to_a_subscriber_and_an_unknown_topic_is_ignored():
+    result = assign({"m1": {"a"}, "m2": {"b", "absent"}}, COUNTS)
+    assert result["m1"] == {("a", p) for p in range(6)} and result["m2"] == {("b", p) for p in range(3)}
+
+
+members = st.lists(st.sampled_from([f"m{i}" for i in range(6)]), min_size=1, max_size=6, unique=True)
+
+
+@settings(max_examples=200)
+@given(steps=st.lists(members, min_size=1, max_size=8), counts=st.fixed_dictionaries(
+    {"a": st.integers(0, 12), "b": st.integers(0, 5)}))
+def test_uniform_sticky_across_random_joins_and_leaves(steps, counts):
+    current: dict = {}
+    universe = [(t, p) for t, n in counts.items() for p in range(n)]
+    for group in steps:
+        result = assign({m: {"a", "b"} for m in group}, counts, current)
+        assert every(result) == sorted(universe)  # every partition exactly once
+        sizes = [len(v) for v in result.values()]
+        assert max(sizes) - min(sizes) <= 1  # balanced within one
+        for giver in set(current) & set(group):
+            kept = len(current[giver])
+            for taker in set(group) - {giver}:
+                moved = current[giver] & result[taker]
+                # sticky: a partition leaves a member that stays only when it held more than its share
+                assert not moved or kept > len(result[giver]), (giver, taker, moved)
+        current = result
+
+
+# -- the revocation protocol ---------------------------------------------------------------------
+
+def test_a_partition_moves_only_after_its_owner_acknowledged_the_revocation():
+    group = GroupReconciliation("g", {"a": 2})
+    first = group.heartbeat("m1", JOIN_EPOCH, 0, subscription={"a"})
+    assert first.assignment == {("a", 0), ("a", 1)}
+    second = group.heartbeat("m2", JOIN_EPOCH, 0, subscription={"a"})
+    assert second.assignment == frozenset()  # its target is still m1's
+    revoke = group.heartbeat("m1", first.member_epoch, 1, owned=first.assignment)
+    assert len(revoke.assignment) == 1 and revoke.member_epoch == first.member_epoch  # not yet reconciled
+    assert group.heartbeat("m2", second.member_epoch, 1).assignment == frozenset()
+    acked = group.heartbeat("m1", revoke.member_epoch, 2, owned=revoke.assignment)
+    assert acked.member_epoch == group.group_epoch
+    assert len(group.heartbeat("m2", second.member_epoch, 2).assignment) == 1
+
+
+def test_a_stale_epoch_is_fenced_and_a_removed_member_is_unknown():
+    group = GroupReconciliation("g", {"a": 2}, session_timeout_ms=100)
+    answer = group.heartbeat("m1", JOIN_EPOCH, 0, subscription={"a"})
+    with pytest.raises(FencedMemberError, match="sent epoch 7, its epoch is 1"):
+        group.check_commit("m1", 7)
+    assert group.expire_sessions(100) == ["m1"]
+    with pytest.raises(UnknownMemberError, match="not in group 'g'"):
+        group.heartbeat("m1", answer.member_epoch, 101, owned=answer.assignment)
+
+
+operation = st.one_of(
+    st.tuples(st.just("join"), st.integers(0, 4)),
+    st.tuples(st.just("ack"), st.integers(0, 4)),  # heartbeat reporting exactly its last answer
+    st.tuples(st.just("hold"), st.integers(0, 4)),  # heartbeat still reporting everything it had
+    st.tuples(st.just("leave"), st.integers(0, 4)),
+    st.tuples(st.just("zombie"), st.integers(0, 4)),  # a stale epoch: must be fenced
+    st.tuples(st.just("time"), st.integers(0, 60_000)),
+)
+
+
+@settings(max_examples=300)
+@given(operations=st.lists(operation, max_size=40))
+def test_no_partition_is_ever_owned_by_two_members_and_acks_converge(operations):
+    group = GroupReconciliation("g", COUNTS, session_timeout_ms=30_000)
+    now = 0
+    clients: dict[str, tuple[int, frozenset]] = {}  # member -> (epoch, what it may own)
+    old_epochs: dict[str, int] = {}
+    for kind, argument in operations:
+        member = f"m{argument}"
+        if kind == "time":
+            now += argument
+            for gone in group.expire_sessions(now):
+                clients.pop(gone, None)
+        elif kind == "join" and member not in clients:
+            answer = group.heartbeat(member, JOIN_EPOCH, now, subscription={"a", "b"})
+            clients[member] = (answer.member_epoch, answer.assignment)
+        elif kind in ("ack", "hold") and member in clients:
+            epoch, owned = clients[member]
+            reported = owned if kind == "ack" else group.owners()[member]
+            answer = group.heartbeat(member, epoch, now, owned=reported)
+            old_epochs[member] = epoch
+            clients[member] = (answer.member_epoch, answer.assignment)
+        elif kind == "leave" and member in clients:
+            group.heartbeat(member, LEAVE_EPOCH, now)
+            del clients[member]
+        elif kind == "zombie" and member in clients and old_epochs.get(member, clients[member][0]) != clients[member][0]:
+            with pytest.raises(FencedMemberError):
+                group.heartbeat(member, old_epochs[member], now)
+        owners = group.owners()
+        assert sum(len(v) for v in owners.values()) == len(set().union(*owners.values())) if owners else True
+        for member_id, (_, may_own) in clients.items():
+            assert may_own <= owners[member_id]  # what a member was told it may own, the coordinator holds it owns
+    for _ in range(3):  # every member acknowledges in turn: the group reaches its target
+        for member_id in sorted(clients):
+            epoch, owned = clients[member_id]
+            answer = group.heartbeat(member_id, epoch, now, owned=owned)
+            clients[member_id] = (answer.member_epoch, answer.assignment)
+    assert group.owners() == group.target()
+    assert all(epoch == group.group_epoch for epoch, _ in clients.values())
