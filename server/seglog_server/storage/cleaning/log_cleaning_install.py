@@ -1,7 +1,7 @@
 """Installing an offline cleaning's result into the live log (CommitCleaned).
 
 The job's output is checked against the snapshot, the files and the live log, then swapped in
-with Kafka's crash-safe protocol (kafka-storage.md 6.6, ``Log.replace_segments``):
+with Kafka's crash-safe protocol (kafka-storage.md 6.6, ``Log.swap_segments``):
 
 1. ``result.json``: parsed and checked against the manifest (``cleaning_manifest.parse_result``);
    a dry run is refused; every output file matches its CRC-32C in the result.
@@ -24,7 +24,7 @@ with Kafka's crash-safe protocol (kafka-storage.md 6.6, ``Log.replace_segments``
 
 A refusal or failure before step 5's first rename removes the ``.cleaned`` files it made and
 changes nothing else (a full disk there is retriable). A failure after it, whatever it is (an
-OSError of any errno or any other exception), takes the log offline and deletes no file (``Log.replace_segments``): the next start completes or rolls back the swap.
+OSError of any errno or any other exception), takes the log offline and deletes no file (``Log.swap_segments``): the next start completes or rolls back the swap.
 On success the caller advances the cleaner checkpoint and removes the snapshot.
 """
 
@@ -88,7 +88,7 @@ def install_cleaned(
     _check_live_checksums(live, replaced, fs)
     cleaned = _build_cleaned_segments(log, snapshot_dir, result, replaced, range_end, fs)
     try:
-        log.run_locked(lambda segments: _swap(log, segments, manifest, replaced, range_end, live, cleaned))
+        log.swap_segments(live, cleaned, log_start_offset=manifest.log_start_offset)
     except BaseException:
         _abandon(cleaned)
         raise
@@ -377,19 +377,3 @@ def _discard(segments: Sequence[LogSegment]) -> None:
             segment.delete_if_exists()
         except OSError:
             pass  # the disk failed: the loader deletes .cleaned files at start
-
-
-# -- step 5: the swap --------------------------------------------------------------------------
-
-
-def _swap(
-    log: Log,
-    segments: LogSegments[LogSegment],
-    manifest: SnapshotManifest,
-    replaced: Sequence[SnapshotSegment],
-    range_end: int,
-    live: Sequence[LogSegment],
-    cleaned: list[LogSegment],
-) -> None:
-    _check_live(log, segments, manifest, replaced, range_end, live)
-    log.replace_segments(cleaned, list(live))

@@ -21,11 +21,17 @@ import os
 import random
 import threading
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from ..base import file_names
 from ..base.clock import Clock
-from ..base.errors import CorruptRecordError, CorruptSegmentError, LogDirOfflineError, StorageError
+from ..base.errors import (
+    CorruptRecordError,
+    CorruptSegmentError,
+    LogDirOfflineError,
+    StaleCleaningResultError,
+    StorageError,
+)
 from ..base.fs import FileSystem
 from ..base.io_errors import exhaustion_error
 from ..base.log_config import LogConfig
@@ -386,27 +392,22 @@ class LocalLog:
             create=create,
         )
 
-    def swap_segments(
-        self,
-        new_segments: Sequence[LogSegment],
-        old_segments: Sequence[LogSegment],
-        check: Callable[[], None] | None = None,
-    ) -> None:
+    def swap_segments(self, expected_old: Sequence[LogSegment], new_segments: Sequence[LogSegment]) -> None:
         """Swaps ``new_segments`` (complete and flushed ``.cleaned`` segments) in for
-        ``old_segments`` with Kafka's crash-safe protocol (6.6): rename the new ones
+        ``expected_old`` with Kafka's crash-safe protocol (6.6): rename the new ones
         ``.cleaned`` -> ``.swap`` from the highest base offset down, rename the old ones
         ``.deleted``, then ``.swap`` -> final names and fsync the directory. A crash at any point
-        is rolled back or forward by the next load; an OSError once the first rename is done
-        takes the log offline. ``check`` runs first, under the same lock: it raises when the
-        expected old segments are no longer the log's."""
-        if not new_segments:
-            raise ValueError(f"{self.name}: replace_segments needs at least one new segment")
+        is rolled back or forward by the next load; any failure once the first rename is done
+        takes the log offline. First, under the same acquisition of the lock: the expected
+        segments must still be the live ones of their range (the very objects, in offset order,
+        none added between them), else StaleCleaningResultError and nothing changes."""
+        if not new_segments or not expected_old:
+            raise ValueError(f"{self.name}: a swap needs at least one old and one new segment")
         with self.lock:
             self.check_changeable()
-            if check is not None:
-                check()
+            self._check_live(expected_old)
             active = self.segments.active
-            if any(segment is active for segment in old_segments) or any(
+            if any(segment is active for segment in expected_old) or any(
                 segment.base_offset >= active.base_offset for segment in new_segments
             ):
                 raise StorageError(
@@ -414,10 +415,7 @@ class LocalLog:
                     f"replaced; replacements must lie below it"
                 )
             ordered_new = sorted(new_segments, key=lambda segment: segment.base_offset)
-            ordered_old = sorted(
-                (s for s in old_segments if self.segments.get(s.base_offset) is s),
-                key=lambda segment: segment.base_offset,
-            )
+            ordered_old = sorted(expected_old, key=lambda segment: segment.base_offset)
             try:
                 for segment in reversed(ordered_new):
                     segment.change_file_suffixes(file_names.CLEANED_SUFFIX, file_names.SWAP_SUFFIX)
@@ -443,6 +441,20 @@ class LocalLog:
                 raise offline from exc
             finally:
                 self.timestamps.invalidate()
+
+    def _check_live(self, expected_old: Sequence[LogSegment]) -> None:
+        """StaleCleaningResultError unless ``expected_old`` are exactly the live segments from
+        the first one's base offset to the last one's (a retention pass, a truncation or
+        another swap since they were chosen replaced or removed some)."""
+        ordered = sorted(expected_old, key=lambda segment: segment.base_offset)
+        live = self.segments.values(ordered[0].base_offset, ordered[-1].base_offset + 1)
+        if len(live) != len(ordered) or any(a is not b for a, b in zip(live, ordered)):
+            changed = next((e.base_offset for e in ordered if self.segments.get(e.base_offset) is not e),
+                           ordered[0].base_offset)
+            raise StaleCleaningResultError(
+                f"{self.name}: the segments to replace are no longer the live ones: segment {changed} was "
+                f"deleted or replaced since they were chosen (retention, a truncation or another cleaning)"
+            )
 
     def _swap_failed(self, exc: BaseException) -> LogDirOfflineError:
         """A swap that failed half done, whatever the failure (an OSError of any errno, or

@@ -36,7 +36,7 @@ from typing import TypeVar
 from seglog.records import NO_TIMESTAMP, TimestampType
 
 from ..base.clock import SYSTEM_CLOCK, Clock
-from ..base.errors import LogDirOfflineError, OffsetOutOfRangeError, StorageError
+from ..base.errors import LogDirOfflineError, OffsetOutOfRangeError, StaleCleaningResultError, StorageError
 from ..format.file_records import TimestampAndOffset
 from ..base.fs import REAL_FS, FileSystem
 from ..base.io_errors import is_exhaustion
@@ -749,13 +749,27 @@ class UnifiedLog:
         ``create``, new empty files (stale ``.cleaned`` files of that base are replaced)."""
         return self._local.open_cleaned_segment(base_offset, create=create)
 
-    def replace_segments(self, new_segments: list[LogSegment], old_segments: list[LogSegment]) -> None:
-        """Swaps ``new_segments`` in for ``old_segments`` (``LocalLog.swap_segments``: Kafka's
-        crash-safe protocol, 6.6); a whole-log flush after it syncs every file again."""
-        try:
-            self._local.swap_segments(new_segments, old_segments)
-        finally:
-            self._fully_synced_state = None
+    def swap_segments(
+        self, expected_old: Sequence[LogSegment], new_segments: Sequence[LogSegment], *,
+        log_start_offset: int | None = None,
+    ) -> None:
+        """The compaction's swap, one explicit operation under one acquisition of the lock:
+        refused with StaleCleaningResultError (nothing changed) when the log start offset is no
+        longer ``log_start_offset`` (when given: DeleteRecords or retention since the snapshot)
+        or ``expected_old`` are no longer the live segments of their range; then ``new_segments``
+        swapped in with Kafka's crash-safe protocol (``LocalLog.swap_segments``, 6.6), the log
+        offline on any failure after the first rename. A whole-log flush after it syncs every
+        file again."""
+        with self._lock:
+            if log_start_offset is not None and log_start_offset != self._log_start_offset:
+                raise StaleCleaningResultError(
+                    f"{self._name}: the log start offset moved from {log_start_offset} to "
+                    f"{self._log_start_offset} since the snapshot (DeleteRecords or retention)"
+                )
+            try:
+                self._local.swap_segments(expected_old, new_segments)
+            finally:
+                self._fully_synced_state = None
 
     # -- life cycle -----------------------------------------------------------------------------
     def close(self) -> None:

@@ -1,4 +1,4 @@
-"""The compaction swap (CommitCleaned's step 5, ``Log.replace_segments``) failing at each of its
+"""The compaction swap (CommitCleaned's step 5, ``Log.swap_segments``) failing at each of its
 renames and at its directory sync, with ENOSPC (a rename may need a new directory block) and EIO.
 
 A swap either completes or takes the log offline: while online, reads never meet old and new

@@ -333,7 +333,7 @@ def install_cleaned_segment(log: Log) -> None:
         cleaned.append(batch(b"v%d" % offset, keys=[b"k%d" % (offset % 4)], base_offset=offset))
     cleaned.on_become_inactive_segment()
     cleaned.flush()
-    log.replace_segments([cleaned], log.segments_snapshot()[:2])
+    log.swap_segments(log.segments_snapshot()[:2], [cleaned])
 
 
 def readable(log: Log) -> list[tuple[int, bytes]]:
@@ -441,5 +441,43 @@ def test_the_active_segment_cannot_be_replaced(tmp_path, clock):
     log = log_to_clean(tmp_path, clock, FileSystem())
     cleaned = log.open_cleaned_segment(10, create=True)
     with pytest.raises(StorageError, match="active segment"):
-        log.replace_segments([cleaned], [log.segments_snapshot()[-1]])
+        log.swap_segments([log.segments_snapshot()[-1]], [cleaned])
     assert readable(log) == ORIGINAL
+
+
+def cleaned_first_segment(log: Log):
+    cleaned = log.open_cleaned_segment(0, create=True)
+    for offset in KEPT_OFFSETS:
+        if offset < 5:
+            cleaned.append(batch(b"v%d" % offset, keys=[b"k%d" % (offset % 4)], base_offset=offset))
+    cleaned.on_become_inactive_segment()
+    cleaned.flush()
+    return cleaned
+
+
+@pytest.mark.parametrize("change", ["retention", "another-swap", "log-start-moved"])
+def test_a_swap_whose_expected_segments_are_no_longer_live_is_refused_stale_and_changes_nothing(tmp_path, clock, change):
+    """swap_segments checks under its own take of the lock that the segments it replaces are the
+    live ones (and the log start offset the snapshot's): a change between the snapshot and the
+    swap refuses it with the stale-result error, the log online and its records as they were."""
+    from seglog_server.storage.base.errors import StaleCleaningResultError
+
+    log = log_to_clean(tmp_path, clock, FileSystem())
+    expected = log.segments_snapshot()[:2]
+    log_start_offset = log.log_start_offset
+    if change == "retention":
+        log.delete_records(5)
+        log.delete_old_segments()  # segment 0 goes
+        log_start_offset = log.log_start_offset
+    elif change == "another-swap":
+        log.swap_segments(expected[:1], [cleaned_first_segment(log)])
+    else:
+        log.delete_records(2)
+    before = readable(log)
+    cleaned = log.open_cleaned_segment(0, create=True)  # (replaced by this base's .cleaned files)
+    cleaned.on_become_inactive_segment()
+    with pytest.raises(StaleCleaningResultError, match="log start offset moved" if change == "log-start-moved" else "no longer the live ones"):
+        log.swap_segments(expected, [cleaned], log_start_offset=log_start_offset if change != "log-start-moved" else 0)
+    assert not log.is_offline and readable(log) == before
+    cleaned.close_handlers()
+    log.close()
