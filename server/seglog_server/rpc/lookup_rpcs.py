@@ -12,6 +12,7 @@ from typing import Any
 
 from seglog.v1 import log_service_pb2 as pb
 from seglog_server.metrics.page_residency import resident_pages
+from seglog_server.storage.base.errors import LogDirOfflineError
 
 from . import conversions, validation
 from .boundary import unary_rpc
@@ -39,32 +40,27 @@ class LookupRpcs:
     ) -> pb.OffsetsForTimesResponse:
         """OffsetsForTimes's answer, built in ``response`` when given (LookupStream's).
 
-        The targets are grouped by partition: one ``get_log`` and one storage call (one take of
-        the log's lock, the targets searched together: ``Log.offsets_for_timestamps``) a
-        partition, the answers in the request's order. Each target keeps its own outcome, as
-        Kafka answers per partition: a bad partition or timestamp, an unknown partition, or a
-        storage error answers only the targets it concerns. When a partition's lookup fails, its
-        targets are asked again one by one (``_offset_for_time``), so each gets the error or the
-        answer its own search gives: a corrupt batch fails only the targets whose scan reaches
-        it. (After an I/O error the log is offline, and each target is told so.)
+        The targets are grouped by partition: one ``get_log`` and one storage call a partition
+        (``PartitionLog.lookup_timestamps``: one take of the log's lock), whose outcome per
+        target (an answer, or the error that target's own search met) is converted, the answers
+        in the request's order. Each target keeps its own outcome, as Kafka answers per
+        partition: a bad partition or timestamp, an unknown partition, or a storage error
+        answers only the targets it concerns.
         """
         if response is None:
             response = pb.OffsetsForTimesResponse()
         targets = request.partitions
-        if len(targets) == 1:  # the single lookup: the same answer, without the grouping
-            answers: list[Any] = [await self._one_offset_for_time(targets[0])]
-        else:
-            answers = [None] * len(targets)  # a storage TimestampAndOffset, None, or an error
-            by_partition: dict[tuple[str, int], list[int]] = {}
-            for number, target in enumerate(targets):
-                key = (target.topic, target.partition)
-                numbers = by_partition.get(key)
-                if numbers is None:
-                    by_partition[key] = [number]
-                else:
-                    numbers.append(number)
-            for (topic, partition), numbers in by_partition.items():
-                await self._partition_offsets_for_times(topic, partition, targets, numbers, answers)
+        answers: list[Any] = [None] * len(targets)  # a storage TimestampAndOffset, None, or an error
+        by_partition: dict[tuple[str, int], list[int]] = {}
+        for number, target in enumerate(targets):
+            key = (target.topic, target.partition)
+            numbers = by_partition.get(key)
+            if numbers is None:
+                by_partition[key] = [number]
+            else:
+                numbers.append(number)
+        for (topic, partition), numbers in by_partition.items():
+            await self._partition_offsets_for_times(topic, partition, targets, numbers, answers)
         results = response.results
         for target, answer in zip(targets, answers):
             if isinstance(answer, Exception):
@@ -88,7 +84,8 @@ class LookupRpcs:
         self, topic: str, partition: int, targets: Any, numbers: list[int], answers: list[Any]
     ) -> None:
         """Answers ``targets[n]`` for each of ``numbers`` (all of partition ``topic``-``partition``)
-        into ``answers[n]``: a storage answer, or the error that target meets."""
+        into ``answers[n]``: a storage outcome (an answer or the error that target met), or the
+        error the request's check or the whole call met."""
         try:
             validation.check_partition_ref(topic, partition)
         except InvalidRequestError as exc:
@@ -112,34 +109,15 @@ class LookupRpcs:
             timestamps_ms = [targets[number].timestamp_ms for number in searched]
             inline = len(searched) <= _INLINE_LOOKUPS_MAX and not self.core.storage.timestamp_lookup_may_block(
                 log, timestamps_ms)
-            found = await self.core.log_call(log, 0 if inline else BLOCKING, log.offsets_for_timestamps, timestamps_ms)
-        except Exception as exc:  # noqa: BLE001 - answered per target, as Kafka does
-            if len(searched) == 1 or not status_for(exc).expected:
-                found = [exc] * len(searched)
-            else:
-                found = [await self._offset_for_time(topic, partition, targets[number]) for number in searched]
+            found: list[Any] = await self.core.log_call(log, 0 if inline else BLOCKING, log.lookup_timestamps, timestamps_ms)
+        except Exception as exc:  # noqa: BLE001 - the whole call's error is each target's
+            found = [exc] * len(searched)
+        else:
+            offline = next((answer for answer in found if isinstance(answer, LogDirOfflineError)), None)
+            if offline is not None:  # a target's search took the log offline: as log_call does
+                await self.core.calls.blocking(self.core.storage.handle_log_failure, log, offline)
         for number, answer in zip(searched, found):
             answers[number] = answer
-
-    async def _one_offset_for_time(self, target: pb.PartitionTimestamp) -> Any:
-        """A request's only target: what ``_partition_offsets_for_times`` answers for a
-        partition with one target (its checks, then the per-target search), with none of the
-        grouping a request of many needs."""
-        try:
-            topic, partition = validation.check_partition_ref(target.topic, target.partition)
-            validation.check_target_timestamp(target.timestamp_ms)
-        except InvalidRequestError as exc:
-            return exc
-        return await self._offset_for_time(topic, partition, target)
-
-    async def _offset_for_time(self, topic: str, partition: int, target: pb.PartitionTimestamp) -> Any:
-        """One target by the per-target path (a storage answer), or the error it meets."""
-        try:
-            log = self.core.storage.get_log(topic, partition)
-            io_bytes = BLOCKING if self.core.storage.timestamp_lookup_may_block(log, (target.timestamp_ms,)) else 0
-            return await self.core.log_call(log, io_bytes, log.offset_for_timestamp, target.timestamp_ms)
-        except Exception as exc:  # noqa: BLE001 - answered per target
-            return exc
 
     @unary_rpc
     async def ExplainLookup(self, request: pb.ExplainLookupRequest, context: Any) -> Any:

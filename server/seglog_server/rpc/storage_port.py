@@ -43,6 +43,7 @@ from seglog_server.storage import (
     TimestampAndOffset,
     TopicDescription,
 )
+from seglog_server.storage.base.errors import StorageError
 
 __all__ = ["InlineLock", "PartitionLog", "StoragePort"]
 
@@ -90,7 +91,7 @@ class PartitionLog(Protocol):
     # -- lookups ------------------------------------------------------------------------------
     def offset_for_timestamp(self, timestamp_ms: int) -> TimestampAndOffset | None: ...
 
-    def offsets_for_timestamps(self, timestamps_ms: Sequence[int]) -> list[TimestampAndOffset | None]: ...
+    def lookup_timestamps(self, timestamps_ms: Sequence[int]) -> list[TimestampAndOffset | None | StorageError]: ...
 
     def explain_offset(self, offset: int, residency: ResidentPages | None = None) -> LookupExplanation: ...
 
