@@ -8,7 +8,7 @@ from __future__ import annotations
 import grimp
 
 STORAGE = "seglog_server.storage"
-FOLDERS = {"base", "format", "segment", "producers", "log", "dirs", "cleaning", "manager"}
+FOLDERS = {"base", "format", "segment", "producers", "remote", "log", "dirs", "cleaning", "manager"}
 
 
 def _storage_graph() -> dict[str, set[str]]:
