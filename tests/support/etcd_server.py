@@ -43,6 +43,7 @@ def free_port() -> int:
 class EtcdServer:
     directory: str
     client_port: int
+    peer_port: int = 0
     process: subprocess.Popen | None = None
 
     @property
@@ -51,14 +52,14 @@ class EtcdServer:
 
     @classmethod
     def start(cls, directory: str) -> "EtcdServer":
-        server = cls(directory, free_port())
+        server = cls(directory, free_port(), free_port())
         server.launch()
         return server
 
     def launch(self) -> None:
         """Starts (or starts again, with the same data) the etcd process."""
         assert self.process is None
-        peer = f"http://127.0.0.1:{free_port()}"
+        peer = f"http://127.0.0.1:{self.peer_port}"
         client = self.endpoint
         log = open(os.path.join(self.directory, "etcd.log"), "ab")
         self.process = subprocess.Popen(

@@ -27,8 +27,9 @@ from .errors import EtcdUnavailableError
 # The gateway path of etcd >= 3.4 (etcd3gw would otherwise ask /version first, one more round trip
 # and one more way to fail).
 API_PATH = "/v3/"
-_UNREACHABLE = (etcd_exceptions.ConnectionFailedError, etcd_exceptions.ConnectionTimeoutError,
-                etcd_exceptions.InternalServerError, requests.RequestException)
+# Every etcd3gw failure (an HTTP error answer included) and every transport error is one
+# EtcdUnavailableError to the callers: they retry or fence, whatever the cause.
+_UNREACHABLE = (etcd_exceptions.Etcd3Exception, requests.RequestException)
 
 
 @dataclass(frozen=True)

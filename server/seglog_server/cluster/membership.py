@@ -71,11 +71,11 @@ class Membership:
         return renewed_at is not None and self._clock() - renewed_at < self._config.fence_after_s
 
     def statistics(self) -> MembershipStatistics:
+        fenced = not self.may_acknowledge()
         with self._lock:
             return MembershipStatistics(registered=self._lease != 0, lease=self._lease, renewed_at=self._renewed_at,
                                         registration_count=self._registration_count,
-                                        renewal_failure_count=self._renewal_failure_count,
-                                        fenced=not self.may_acknowledge())
+                                        renewal_failure_count=self._renewal_failure_count, fenced=fenced)
 
     # -- the thread ---------------------------------------------------------------------------
     def start(self) -> None:

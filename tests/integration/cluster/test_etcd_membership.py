@@ -1,0 +1,102 @@
+"""Membership against a real etcd: registration under a lease, and fencing. With etcd frozen
+(SIGSTOP) the instance stops acknowledging strictly before its lease could expire at etcd; when
+etcd resumes, or the lease is lost, it registers again by itself."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from seglog_server.cluster import Capacity, ClusterConfig, ClusterKeys, EtcdGateway, Membership
+
+pytestmark = pytest.mark.integration
+# etcd's shortest lease: keepalive every 0.4 s, fenced 1.0 s after the last renewal was sent.
+TTL_S = 2
+WAIT_S = 15.0
+
+
+@pytest.fixture
+def make_member(etcd, request):
+    started = []
+
+    def make(instance_id="i-1", cluster_name=None):
+        config = ClusterConfig(etcd_endpoints=(etcd.endpoint,), advertise="127.0.0.1:50551", instance_id=instance_id,
+                               data_dirs=("/data/a",), cluster_name=cluster_name or f"m-{request.node.name[:40]}",
+                               lease_ttl_s=TTL_S)
+        gateway = EtcdGateway(config.etcd_endpoints, timeout_s=config.keepalive_interval_s)
+        member = Membership(config, gateway, lambda: Capacity(partition_count=3, bytes=4096, disk_free_bytes=1 << 30))
+        started.append((member, gateway))
+        return member, config
+
+    yield make
+    etcd.resume()
+    for member, gateway in started:
+        member.stop()
+        gateway.close()
+
+
+def wait_for(condition, timeout_s=WAIT_S, poll_s=0.01):
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, "condition not reached in time"
+        time.sleep(poll_s)
+
+
+def test_a_member_registers_its_record_under_a_lease(etcd, make_member):
+    member, config = make_member()
+    assert not member.may_acknowledge()  # nothing acknowledged before the first registration
+    member.start()
+    wait_for(member.may_acknowledge)
+    reader = EtcdGateway((etcd.endpoint,), timeout_s=5)
+    kv = reader.get(ClusterKeys(config.cluster_name).instance("i-1"))
+    reader.close()
+    assert kv is not None and kv.lease == member.statistics().lease
+    assert json.loads(kv.value) == {"id": "i-1", "address": "127.0.0.1:50551", "data_dirs": ["/data/a"],
+                                    "capacity": {"partition_count": 3, "bytes": 4096, "disk_free_bytes": 1 << 30}}
+
+
+def test_a_frozen_etcd_fences_the_member_before_its_lease_can_expire_and_it_resumes(etcd, make_member):
+    member, config = make_member()
+    member.start()
+    wait_for(member.may_acknowledge)
+    etcd.pause()
+    # The instant it is seen fenced, etcd's expiry (at least TTL after the last renewal was sent) is
+    # still ahead: the takeover that expiry allows can only come after this instance stopped.
+    wait_for(lambda: not member.may_acknowledge())
+    seen_fenced_at = time.monotonic()
+    renewed_at = member.statistics().renewed_at
+    assert renewed_at is not None and seen_fenced_at < renewed_at + config.lease_ttl_s
+    assert seen_fenced_at >= renewed_at + config.fence_after_s
+    etcd.resume()
+    wait_for(member.may_acknowledge)
+    reader = EtcdGateway((etcd.endpoint,), timeout_s=5)
+    assert reader.get(ClusterKeys(config.cluster_name).instance("i-1")) is not None
+    reader.close()
+
+
+def test_a_lost_lease_fences_at_once_and_the_member_registers_again(etcd, make_member):
+    member, config = make_member()
+    member.start()
+    wait_for(member.may_acknowledge)
+    first = member.statistics().lease
+    other = EtcdGateway((etcd.endpoint,), timeout_s=5)
+    other.revoke(first)  # as etcd does when a lease expires: the key goes with it
+    wait_for(lambda: member.statistics().registration_count == 2)
+    wait_for(member.may_acknowledge)
+    kv = other.get(ClusterKeys(config.cluster_name).instance("i-1"))
+    other.close()
+    assert member.statistics().lease != first and kv is not None and kv.lease == member.statistics().lease
+
+
+def test_a_second_process_with_the_same_id_waits_until_the_first_is_gone(make_member):
+    first, config = make_member()
+    second, _ = make_member(cluster_name=config.cluster_name)
+    first.start()
+    wait_for(first.may_acknowledge)
+    second.start()
+    wait_for(lambda: second.statistics().renewal_failure_count >= 2)  # InstanceIdInUseError, twice
+    assert not second.may_acknowledge() and second.statistics().registration_count == 0
+    first.stop()  # revokes: the id is free
+    wait_for(second.may_acknowledge)
