@@ -30,7 +30,9 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from seglog.v1 import log_service_pb2 as pb
 from seglog_server.config import ServiceConfig, parse_listen_address, security_policy
+from seglog_server.groups.coordinator import GroupCoordinator
 from seglog_server.listen_check import GRPC_LISTEN_FLAG, METRICS_LISTEN_FLAG, bind_problem, describe_bind_error
+from seglog_server.groups import GroupError
 from seglog_server.metrics import Metrics
 from seglog_server.metrics.server import MetricsServer
 from seglog_server.rpc.admission import AdmissionLimits
@@ -46,7 +48,7 @@ from seglog_server.security import SecurityError, SecurityPolicy
 from seglog_server.security.exposure import ExposedSettings, exposure_warnings
 from seglog_server.storage.base.errors import StorageError
 from seglog_server.storage.manager.log_manager import LogManager
-from seglog_server.storage import install_observer
+from seglog_server.storage import SYSTEM_CLOCK, install_observer
 
 __all__ = ["LOG_SERVICE_NAME", "SeglogService", "StartupError", "run"]
 
@@ -87,6 +89,8 @@ class SeglogService:
         self._servicer: LogServicer | None = None
         self._health = health.aio.HealthServicer()
         self._maintenance: asyncio.Task[None] | None = None
+        self._sessions: asyncio.Task[None] | None = None
+        self._coordinator: GroupCoordinator | None = None
         self._stopping = asyncio.Event()
         self._stopped = False
         self._policy: SecurityPolicy | None = None
@@ -114,6 +118,7 @@ class SeglogService:
         except StorageError as exc:
             raise StartupError(f"storage failed to start: {exc}") from exc
         self._manager = manager
+        self._coordinator = await self._start_coordinator(manager)
         try:
             self._policy = security_policy(self._config)
         except SecurityError as exc:
@@ -124,7 +129,7 @@ class SeglogService:
         admission = self._admission_limits()
         self._servicer = LogServicer(manager, self._calls, self._limits(), admission,
                                      LogDirNames(self._config.data_dirs), gate=self._gate,
-                                     metrics=self._metrics)
+                                     metrics=self._metrics, coordinator=self._coordinator)
         server = grpc.aio.server(
             options=self._server_options(),
             maximum_concurrent_rpcs=self._concurrent_rpcs_max(),  # a backstop only
@@ -138,6 +143,7 @@ class SeglogService:
         for name in ("", LOG_SERVICE_NAME):
             await self._health.set(name, health_pb2.HealthCheckResponse.SERVING)
         self._maintenance = asyncio.create_task(self._maintain(), name="seglog-maintenance")
+        self._sessions = asyncio.create_task(self._expire_group_sessions(), name="seglog-group-sessions")
         host = self._config.listen_host
         self.address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
         self._start_metrics(manager)
@@ -149,6 +155,39 @@ class SeglogService:
         # Last: whoever waits for the ready file finds the start's log lines already written.
         self._write_ready_file()
         return self.address
+
+    async def _start_coordinator(self, manager: Any) -> GroupCoordinator:
+        """The group coordinator: __consumer_offsets created when missing, every partition
+        replayed into memory before the service answers a call."""
+        config = self._config
+        coordinator = GroupCoordinator(
+            manager, SYSTEM_CLOCK, partitions=config.offsets_topic_partitions,
+            session_timeout_ms=config.group_session_timeout_ms,
+            heartbeat_interval_ms=config.group_heartbeat_interval_ms,
+            retention_ms=config.offsets_retention_minutes * 60_000,
+        )
+        try:
+            await self._calls.blocking(coordinator.start)
+        except (StorageError, GroupError, ValueError) as exc:
+            await self._calls.blocking(manager.shutdown)
+            raise StartupError(f"group coordinator failed to start: {exc}") from exc
+        return coordinator
+
+    async def _expire_group_sessions(self) -> None:
+        """Removes group members whose session ran out, a tenth of the timeout after at most."""
+        coordinator = self._coordinator
+        assert coordinator is not None
+        interval_s = min(1.0, coordinator.session_timeout_ms / 10_000)
+        while not self._stopping.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stopping.wait(), interval_s)
+            if self._stopping.is_set():
+                return
+            try:
+                for group, member in await self._calls.blocking(coordinator.expire_sessions):
+                    _log.info("group %r: member %s removed, its session timed out", group, member)
+            except Exception:  # noqa: BLE001 - one failed pass must not stop the next ones
+                _log.exception("group session expiry failed")
 
     def _security_summary(self) -> str:
         policy = self._policy
@@ -286,6 +325,11 @@ class SeglogService:
                 await self._calls.blocking(self._manager.run_maintenance)
             except Exception:  # noqa: BLE001 - one failed pass must not stop the next ones
                 _log.exception("maintenance pass failed")
+            if self._coordinator is not None:
+                try:  # offsets of groups without members, after offsets_retention_minutes
+                    await self._calls.blocking(self._coordinator.expire_offsets)
+                except Exception:  # noqa: BLE001 - as above
+                    _log.exception("committed offsets expiry failed")
             await self._update_health()
 
     async def _update_health(self) -> None:
@@ -335,6 +379,8 @@ class SeglogService:
             await self._server.stop(min(grace_s, _SERVER_STOP_GRACE_S))
         if self._maintenance is not None:
             await self._maintenance
+        if self._sessions is not None:
+            await self._sessions
         if self._manager is not None:
             await self._calls.blocking(self._manager.shutdown)
         self._calls.shutdown()

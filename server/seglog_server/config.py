@@ -168,6 +168,16 @@ class ServiceConfig:
     # a cleaning job reads tens of MB/s, so even a partition of hundreds of GiB finishes well
     # within it; an abandoned snapshot pins the disk space of the segments it links that long.
     snapshot_ttl_ms: int = 6 * 3600 * 1000
+    # -- consumer groups (docs/consumer-groups.md), Kafka's defaults and names. -----------------
+    # Partitions of __consumer_offsets (offsets.topic.num.partitions): fixed once the topic
+    # exists (a group's partition is hash(group) % this); a start with another count fails.
+    offsets_topic_partitions: int = 50
+    # A member that sends no heartbeat for this long leaves its group (group.consumer.session.timeout.ms).
+    group_session_timeout_ms: int = 45_000
+    # How often members heartbeat, told in each answer (group.consumer.heartbeat.interval.ms).
+    group_heartbeat_interval_ms: int = 5_000
+    # Offsets of a group without members expire this long after it became empty (7 days).
+    offsets_retention_minutes: int = 7 * 24 * 60
     # Prometheus endpoint (HTTP, text format) or None ("none" turns it off). Loopback by default,
     # like the gRPC listener; 9551 is free in Prometheus's list of exporter default ports. A busy
     # port does not stop the service: the error is logged and the data plane keeps serving.
@@ -406,6 +416,10 @@ _SETTINGS: tuple[_Setting, ...] = (
     _Setting("shutdown_grace_ms", _non_negative_int, "in-flight grace at shutdown, ms", "limits"),
     _Setting("maintenance_interval_ms", _positive_int, "retention/flush pass period, ms", "limits"),
     _Setting("snapshot_ttl_ms", _positive_int, "age at which a cleaning snapshot is removed, ms", "limits"),
+    _Setting("offsets_topic_partitions", _positive_int, "partitions of __consumer_offsets, count (fixed once created)"),
+    _Setting("group_session_timeout_ms", _positive_int, "a silent group member is removed after this, ms"),
+    _Setting("group_heartbeat_interval_ms", _positive_int, "how often group members heartbeat, ms"),
+    _Setting("offsets_retention_minutes", _positive_int, "committed offsets of an empty group expire after, minutes"),
     _Setting("metrics_listen", _parse_optional_listen,
              "Prometheus /metrics address HOST:PORT, or none (port 0: any free port)"),
     _Setting("metrics_ready_file", _parse_optional_path,
@@ -650,6 +664,10 @@ def _check_limits(
     if config.snapshot_ttl_ms < config.maintenance_interval_ms:
         fail("snapshot_ttl_ms", ">=", f"maintenance_interval_ms={config.maintenance_interval_ms} "
              f"(from {_origin(values, 'maintenance_interval_ms')})")
+    # A member heartbeats every interval; one at or above the session timeout would be removed.
+    if config.group_heartbeat_interval_ms >= config.group_session_timeout_ms:
+        fail("group_heartbeat_interval_ms", "<", f"group_session_timeout_ms={config.group_session_timeout_ms} "
+             f"(from {_origin(values, 'group_session_timeout_ms')})")
     message_bytes = config.log_config.max_message_bytes
     if message_bytes > config.message_bytes_max:
         origin = topic_values["max.message.bytes"].origin if "max.message.bytes" in topic_values \

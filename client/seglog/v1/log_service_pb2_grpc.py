@@ -119,6 +119,21 @@ class LogServiceStub:
                 request_serializer=seglog_dot_v1_dot_log__service__pb2.InitProducerIdRequest.SerializeToString,
                 response_deserializer=seglog_dot_v1_dot_log__service__pb2.InitProducerIdResponse.FromString,
                 _registered_method=True)
+        self.CommitOffsets = channel.unary_unary(
+                '/seglog.v1.LogService/CommitOffsets',
+                request_serializer=seglog_dot_v1_dot_log__service__pb2.CommitOffsetsRequest.SerializeToString,
+                response_deserializer=seglog_dot_v1_dot_log__service__pb2.CommitOffsetsResponse.FromString,
+                _registered_method=True)
+        self.FetchOffsets = channel.unary_unary(
+                '/seglog.v1.LogService/FetchOffsets',
+                request_serializer=seglog_dot_v1_dot_log__service__pb2.FetchOffsetsRequest.SerializeToString,
+                response_deserializer=seglog_dot_v1_dot_log__service__pb2.FetchOffsetsResponse.FromString,
+                _registered_method=True)
+        self.Heartbeat = channel.unary_unary(
+                '/seglog.v1.LogService/Heartbeat',
+                request_serializer=seglog_dot_v1_dot_log__service__pb2.HeartbeatRequest.SerializeToString,
+                response_deserializer=seglog_dot_v1_dot_log__service__pb2.HeartbeatResponse.FromString,
+                _registered_method=True)
 
 
 class LogServiceServicer:
@@ -270,6 +285,39 @@ class LogServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CommitOffsets(self, request, context):
+        """Consumer groups (docs/consumer-groups.md). Kafka serves these from the same brokers as the
+        data (OffsetCommit, OffsetFetch, ConsumerGroupHeartbeat), so they sit here: one service, one
+        call gate, ACL table, admission and client stub. The group's offsets live in the compacted
+        internal topic __consumer_offsets, in Kafka's own record schemas.
+
+        Commits offsets for a group, all or nothing (one record batch). A member commits with its
+        member id and current epoch: a fenced epoch is FAILED_PRECONDITION (FencedMemberError), an
+        unknown member NOT_FOUND (UnknownMemberError). An empty member_id is a simple commit outside
+        group membership (Kafka's generation -1), refused with FAILED_PRECONDITION while the group
+        has members. Needs read on every topic named.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def FetchOffsets(self, request, context):
+        """The group's committed offsets (offset -1 where none); needs describe on the topics named.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Heartbeat(self, request, context):
+        """Joins (member_epoch 0), keeps, or leaves (member_epoch -1) a group, in the shape of Kafka's
+        ConsumerGroupHeartbeat (KIP-848): the service computes the assignment; a partition goes to
+        its new owner only once its previous owner reported it no longer owns it. Needs read on the
+        subscribed topics.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_LogServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -357,6 +405,21 @@ def add_LogServiceServicer_to_server(servicer, server):
                     servicer.InitProducerId,
                     request_deserializer=seglog_dot_v1_dot_log__service__pb2.InitProducerIdRequest.FromString,
                     response_serializer=seglog_dot_v1_dot_log__service__pb2.InitProducerIdResponse.SerializeToString,
+            ),
+            'CommitOffsets': grpc.unary_unary_rpc_method_handler(
+                    servicer.CommitOffsets,
+                    request_deserializer=seglog_dot_v1_dot_log__service__pb2.CommitOffsetsRequest.FromString,
+                    response_serializer=seglog_dot_v1_dot_log__service__pb2.CommitOffsetsResponse.SerializeToString,
+            ),
+            'FetchOffsets': grpc.unary_unary_rpc_method_handler(
+                    servicer.FetchOffsets,
+                    request_deserializer=seglog_dot_v1_dot_log__service__pb2.FetchOffsetsRequest.FromString,
+                    response_serializer=seglog_dot_v1_dot_log__service__pb2.FetchOffsetsResponse.SerializeToString,
+            ),
+            'Heartbeat': grpc.unary_unary_rpc_method_handler(
+                    servicer.Heartbeat,
+                    request_deserializer=seglog_dot_v1_dot_log__service__pb2.HeartbeatRequest.FromString,
+                    response_serializer=seglog_dot_v1_dot_log__service__pb2.HeartbeatResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -818,6 +881,87 @@ class LogService:
             '/seglog.v1.LogService/InitProducerId',
             seglog_dot_v1_dot_log__service__pb2.InitProducerIdRequest.SerializeToString,
             seglog_dot_v1_dot_log__service__pb2.InitProducerIdResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CommitOffsets(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/seglog.v1.LogService/CommitOffsets',
+            seglog_dot_v1_dot_log__service__pb2.CommitOffsetsRequest.SerializeToString,
+            seglog_dot_v1_dot_log__service__pb2.CommitOffsetsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def FetchOffsets(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/seglog.v1.LogService/FetchOffsets',
+            seglog_dot_v1_dot_log__service__pb2.FetchOffsetsRequest.SerializeToString,
+            seglog_dot_v1_dot_log__service__pb2.FetchOffsetsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Heartbeat(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/seglog.v1.LogService/Heartbeat',
+            seglog_dot_v1_dot_log__service__pb2.HeartbeatRequest.SerializeToString,
+            seglog_dot_v1_dot_log__service__pb2.HeartbeatResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -3,10 +3,19 @@ partition, the committed-offsets map rebuilt by replaying the topic through the 
 and server-side assignment in KIP-848's shape (docs/architecture.md, "Consumer groups").
 
 Imports the storage's public surface (``seglog_server.storage``) and ``seglog.records`` only; no
-gRPC (checked by import-linter). The service wires it in later.
+gRPC (checked by import-linter). ``coordinator.GroupCoordinator`` is what the service composes
+(app.py) and rpc/group_rpcs.py calls.
 """
 
-from .errors import CorruptGroupRecordError, FencedMemberError, GroupError, UnknownGroupRecordError, UnknownMemberError
+from .errors import (
+    CorruptGroupRecordError,
+    FencedMemberError,
+    GroupError,
+    GroupNotEmptyError,
+    InvalidGroupRequestError,
+    UnknownGroupRecordError,
+    UnknownMemberError,
+)
 from .partitioning import OFFSETS_TOPIC_PARTITIONS, partition_for
 from .records import (
     GroupMetadataKey,
@@ -26,6 +35,8 @@ __all__ = [
     "FencedMemberError",
     "GroupError",
     "GroupMetadataKey",
+    "GroupNotEmptyError",
+    "InvalidGroupRequestError",
     "GroupMetadataValue",
     "MemberMetadata",
     "OffsetCommitKey",

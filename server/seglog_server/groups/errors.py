@@ -3,13 +3,18 @@
     GroupError
     ├── CorruptGroupRecordError      bytes of a __consumer_offsets key or value do not parse
     │   └── UnknownGroupRecordError  a key type or value version this core does not read
-    └── FencedMemberError            a heartbeat or ack carries a member epoch that moved on
-        └── UnknownMemberError       the member is not (or no longer) in the group
+    ├── FencedMemberError            a heartbeat or ack carries a member epoch that moved on
+    │   └── UnknownMemberError       the member is not (or no longer) in the group
+    ├── GroupNotEmptyError           a simple commit (no member id) to a group with members
+    └── InvalidGroupRequestError     an empty group id, a negative offset, no such member epoch
 """
 
 from __future__ import annotations
 
-__all__ = ["CorruptGroupRecordError", "FencedMemberError", "GroupError", "UnknownGroupRecordError", "UnknownMemberError"]
+__all__ = [
+    "CorruptGroupRecordError", "FencedMemberError", "GroupError", "GroupNotEmptyError", "InvalidGroupRequestError",
+    "UnknownGroupRecordError", "UnknownMemberError",
+]
 
 
 class GroupError(Exception):
@@ -31,3 +36,12 @@ class FencedMemberError(GroupError):
 
 class UnknownMemberError(FencedMemberError):
     """Kafka's UNKNOWN_MEMBER_ID: the member left, timed out or never joined."""
+
+
+class GroupNotEmptyError(GroupError):
+    """Kafka's UNKNOWN_MEMBER_ID for a commit without a member id to a group with members: only
+    its members commit while it has some."""
+
+
+class InvalidGroupRequestError(GroupError):
+    """Kafka's INVALID_GROUP_ID / INVALID_REQUEST: the request is wrong whatever the state."""

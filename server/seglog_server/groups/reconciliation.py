@@ -84,7 +84,20 @@ class GroupReconciliation:
             self._remove(member_id)
         return gone
 
+    def set_partition_counts(self, partition_counts: Mapping[str, int]) -> None:
+        """Topics created, deleted or grown since the last call: the targets follow."""
+        counts = dict(partition_counts)
+        if counts != self._partition_counts:
+            self._partition_counts = counts
+            self._retarget()
+
     # -- reads ---------------------------------------------------------------------------------
+    def members(self) -> list[str]:
+        return sorted(self._members)
+
+    def subscriptions(self) -> dict[str, frozenset[str]]:
+        return {member_id: member.subscription for member_id, member in self._members.items()}
+
     def owners(self) -> dict[str, frozenset[TopicPartition]]:
         """member -> what the coordinator holds it owns (pairwise disjoint, always)."""
         return {member_id: frozenset(member.owned) for member_id, member in self._members.items()}

@@ -29,6 +29,7 @@ class AdminRpcs:
             raise InvalidRequestError("topic is empty")
         if request.partitions < 1:
             raise InvalidRequestError(f"partitions must be >= 1, found {request.partitions}")
+        self.core.check_user_may_change("create", request.topic)
         configs = dict(request.configs)
         self._check_message_bytes(configs)
         core = self.core
@@ -42,16 +43,19 @@ class AdminRpcs:
     async def DeleteTopic(self, request: pb.DeleteTopicRequest, context: Any) -> Any:
         if not request.topic:
             raise InvalidRequestError("topic is empty")
+        self.core.check_user_may_change("delete", request.topic)
         await self.core.calls.blocking(self.core.storage.delete_topic, request.topic)
         return pb.DeleteTopicResponse()
 
     @unary_rpc
     async def ListTopics(self, request: pb.ListTopicsRequest, context: Any) -> Any:
-        topics = self.core.storage.list_topics()
+        internal = self.core.internal_topics
+        topics = [entry for entry in self.core.storage.list_topics()
+                  if request.include_internal or entry[0] not in internal]
         call = current_call()
         if call is not None:  # only what the caller may describe
             topics = [entry for entry in topics if call.may(Operation.DESCRIBE, entry[0])]
-        return conversions.list_topics_response(topics)
+        return conversions.list_topics_response(topics, internal)
 
     @unary_rpc
     async def DescribeTopic(self, request: pb.DescribeTopicRequest, context: Any) -> Any:
@@ -64,6 +68,7 @@ class AdminRpcs:
     @unary_rpc
     async def DeleteRecords(self, request: pb.DeleteRecordsRequest, context: Any) -> Any:
         topic, partition = validation.check_partition_ref(request.topic, request.partition)
+        self.core.check_user_may_change("delete records of", topic)
         offset = request.offset
         if offset < validation.HIGH_WATERMARK_OFFSET:
             raise InvalidRequestError(f"offset must be >= 0 or -1 (high watermark), found {offset}")

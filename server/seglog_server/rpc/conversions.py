@@ -303,10 +303,11 @@ def create_topic_response(topic: str, partitions: int, config: Any) -> pb.Create
     )
 
 
-def list_topics_response(topics: Iterable[tuple[str, int]]) -> pb.ListTopicsResponse:
-    return pb.ListTopicsResponse(
-        topics=[pb.TopicSummary(topic=topic, partitions=count) for topic, count in topics]
-    )
+def list_topics_response(topics: Iterable[tuple[str, int]],
+                         internal: frozenset[str] = frozenset()) -> pb.ListTopicsResponse:
+    return pb.ListTopicsResponse(topics=[
+        pb.TopicSummary(topic=topic, partitions=count, internal=topic in internal) for topic, count in topics
+    ])
 
 
 def describe_topic_response(

@@ -10,13 +10,17 @@ directly. These cover what only the adapter knows::
     ├── StoredBatchCorruptError    a stored batch failed to decode (decode=true) DATA_LOSS
     ├── ServiceStoppingError       the service is shutting down                 UNAVAILABLE
     ├── FlushIncompleteError       an fsynced produce could not be made durable UNAVAILABLE
-    └── OverloadedError            a named concurrency limit is full            RESOURCE_EXHAUSTED
+    ├── OverloadedError            a named concurrency limit is full            RESOURCE_EXHAUSTED
+    ├── InternalTopicError         a user write or delete of __consumer_offsets PERMISSION_DENIED
+    └── CoordinatorNotAvailableError  no group coordinator runs here            UNAVAILABLE
 """
 
 from __future__ import annotations
 
 __all__ = [
+    "CoordinatorNotAvailableError",
     "FlushIncompleteError",
+    "InternalTopicError",
     "InvalidRequestError",
     "OverloadedError",
     "RecordCountTooLargeError",
@@ -59,3 +63,18 @@ class FlushIncompleteError(ServiceError):
 class OverloadedError(ServiceError):
     """A named limit (requests, long-poll waiters, streams; service-wide or per client) is full.
     Retriable: the same request succeeds once others finish."""
+
+
+class InternalTopicError(ServiceError):
+    """Produce, DeleteTopic, DeleteRecords or CreateTopic of an internal topic by a user: the
+    service alone writes __consumer_offsets (Kafka refuses these as INVALID_TOPIC_EXCEPTION /
+    TOPIC_AUTHORIZATION_FAILED). Not retriable."""
+
+    def __init__(self, action: str, topic: str) -> None:
+        super().__init__(f"{topic!r} is an internal topic of the service (the consumer groups' committed "
+                         f"offsets): users may read it, not {action} it; commit offsets with CommitOffsets")
+        self.topic = topic
+
+
+class CoordinatorNotAvailableError(ServiceError):
+    """Kafka's COORDINATOR_NOT_AVAILABLE: no group coordinator serves here (yet)."""

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from seglog.v1 import log_service_pb2_grpc as pb_grpc
+from seglog_server.groups.coordinator import INTERNAL_TOPICS, GroupCoordinator
 
 from .admin_rpcs import AdminRpcs
 from .admission import Admission, AdmissionLimits, AdmissionStatistics
@@ -35,6 +36,7 @@ from .cleaning_rpcs import CleaningRpcs
 from .consume_buffer import ConsumeBufferStatistics
 from .fetch_rpcs import START_OFFSET_METADATA_KEY, FetchRpcs
 from .group_commit import GroupCommitStatistics
+from .group_rpcs import GroupRpcs
 from .log_dir_names import LogDirNames
 from .lookup_rpcs import LookupRpcs
 from .produce_rpcs import ProduceRpcs
@@ -77,6 +79,9 @@ ROUTES: dict[str, str] = {
     "DropSnapshot": "cleaning",
     "ProduceStream": "streams",
     "LookupStream": "streams",
+    "CommitOffsets": "groups",
+    "FetchOffsets": "groups",
+    "Heartbeat": "groups",
 }
 
 
@@ -100,12 +105,14 @@ class LogServicer(pb_grpc.LogServiceServicer):
         gate: CallGate | None = None,
         *,
         metrics: Any = None,
+        coordinator: GroupCoordinator | None = None,
     ) -> None:
         self.core = core = ServiceCore(
             manager, calls, limits, Admission(admission),
             gate if gate is not None else CallGate(),
             log_dir_names if log_dir_names is not None else LogDirNames(()),
             metrics=metrics,
+            internal_topics=INTERNAL_TOPICS if coordinator is not None else frozenset(),
         )
         # The core's parts the app, the metrics and the tests read.
         self.admission = core.admission
@@ -119,6 +126,7 @@ class LogServicer(pb_grpc.LogServiceServicer):
         self.lookups = LookupRpcs(core)
         self.cleaning = CleaningRpcs(core)
         self.streams = StreamRpcs(core, self.produce, self.lookups)
+        self.groups = GroupRpcs(core, coordinator)
         self._route()
 
     def _route(self) -> None:

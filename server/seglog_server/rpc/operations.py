@@ -68,6 +68,14 @@ def _partition_topics(request: Any) -> tuple[str, ...]:
     return tuple(dict.fromkeys(target.topic for target in request.partitions))
 
 
+def _offset_topics(request: Any) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(entry.topic for entry in request.offsets))
+
+
+def _subscribed_topics(request: Any) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(request.subscribed_topics))
+
+
 def _request(request: Any) -> CallKind:
     return CallKind.REQUEST
 
@@ -101,6 +109,13 @@ OPERATIONS: Mapping[str, RpcOperation] = {
     # A producer id grants nothing by itself (each Produce is checked for write on its topic);
     # as in Kafka since KIP-679, a caller allowed to write to some topic may have one.
     "InitProducerId": RpcOperation(_WRITE, Scope.SOME_TOPIC, _no_topic, _request),
+    # -- consumer groups (group_rpcs.py). The ACL has topics only, no group resource: a commit
+    # needs read on each topic it commits (Kafka: READ on the group and the topic), a fetch of
+    # offsets describe on the topics named (without names the answer shows only the topics the
+    # caller may describe), a heartbeat read on the subscribed topics.
+    "CommitOffsets": RpcOperation(_READ, Scope.TOPICS, _offset_topics, _request),
+    "FetchOffsets": RpcOperation(_DESCRIBE, Scope.TOPICS, _partition_topics, _request),
+    "Heartbeat": RpcOperation(_READ, Scope.TOPICS, _subscribed_topics, _request),
     # -- offline cleaning (admin: they replace a partition's segments) ---------------------------
     "CreateSnapshot": RpcOperation(_ADMIN, Scope.TOPICS, _topic, _request),
     "ListCleanable": RpcOperation(_ADMIN, Scope.TOPICS, _topic_or_every, _request),

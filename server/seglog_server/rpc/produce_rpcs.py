@@ -37,6 +37,7 @@ class ProduceRpcs:
         """Produce's append (ProduceStream's too): the log, the append's info and the acks."""
         core = self.core
         topic, partition = validation.check_partition_ref(request.topic, request.partition)
+        core.check_user_may_change("produce to", topic)
         acks = validation.check_acks(request.acks)
         batch = self._produced_batch(request)
         # From the header alone, before any record is decompressed or decoded (config.py).

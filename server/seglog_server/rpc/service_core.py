@@ -27,6 +27,7 @@ from .append_waiters import AppendWaiters
 from .boundary import RpcCounters
 from .call_gate import CallGate
 from .consume_buffer import ConsumeBuffer
+from .errors import InternalTopicError
 from .fault_seams import AfterAppendFault
 from .group_commit import GroupCommit
 from .log_dir_names import LogDirNames
@@ -63,6 +64,7 @@ class ServiceCore:
     def __init__(
         self, storage: StoragePort, calls: StorageCalls, limits: LogServicerLimits,
         admission: Admission, gate: CallGate, log_dir_names: LogDirNames, *, metrics: Any = None,
+        internal_topics: frozenset[str] = frozenset(),
     ) -> None:
         self.storage = storage
         self.calls = calls
@@ -79,6 +81,14 @@ class ServiceCore:
         self.group_commit = GroupCommit(calls)
         self.consume_buffer = ConsumeBuffer(limits.consume_buffer_bytes_max, limits.consume_response_bytes_min)
         self.after_append = AfterAppendFault.from_environ()  # tests only (fault_seams.py)
+        # Topics only the service writes (the group coordinator's __consumer_offsets): users read
+        # them; produce, delete and create are refused (``check_user_may_change``).
+        self.internal_topics = internal_topics
+
+    def check_user_may_change(self, action: str, topic: str) -> None:
+        """Raises InternalTopicError when ``topic`` is internal (PERMISSION_DENIED)."""
+        if topic in self.internal_topics:
+            raise InternalTopicError(action, topic)
 
     @property
     def stopping(self) -> bool:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import grpc
 
 from seglog import records as codec
-from seglog_server import security
+from seglog_server import groups, security
 from seglog_server.storage.base import errors as storage
 from seglog_server.storage.base.io_errors import exhaustion_error
 
@@ -105,7 +105,18 @@ STATUS_BY_ERROR: Mapping[type[BaseException], grpc.StatusCode] = {
     service.ServiceStoppingError: _Code.UNAVAILABLE,
     service.FlushIncompleteError: _Code.UNAVAILABLE,
     service.OverloadedError: _Code.RESOURCE_EXHAUSTED,
+    service.InternalTopicError: _Code.PERMISSION_DENIED,
+    service.CoordinatorNotAvailableError: _Code.UNAVAILABLE,
     service.ServiceError: _Code.INTERNAL,
+    # -- consumer groups (groups/errors.py) --------------------------------------------------------
+    # A member whose epoch moved on (a zombie after a rebalance or a session timeout): it must
+    # rejoin (Kafka's FENCED_MEMBER_EPOCH); the message names the epochs.
+    groups.FencedMemberError: _Code.FAILED_PRECONDITION,
+    groups.UnknownMemberError: _Code.NOT_FOUND,  # Kafka's UNKNOWN_MEMBER_ID
+    groups.GroupNotEmptyError: _Code.FAILED_PRECONDITION,
+    groups.InvalidGroupRequestError: _Code.INVALID_ARGUMENT,
+    groups.CorruptGroupRecordError: _Code.DATA_LOSS,
+    groups.GroupError: _Code.INTERNAL,
     # -- security: never a path or a credential in the message -----------------------------------
     security.AuthenticationFailedError: _Code.UNAUTHENTICATED,
     security.PermissionDeniedError: _Code.PERMISSION_DENIED,

@@ -157,6 +157,14 @@ def _request(method, topic: str):
         request.records = make_batch([b"acl"])
     if "partitions" in fields and method.name == "OffsetsForTimes":
         request.partitions.add(topic=topic, partition=0, timestamp_ms=-1)
+    elif "group" in fields:  # the consumer-group RPCs name their topics in lists
+        request.group = "acl-group"
+        if "partitions" in fields:
+            request.partitions.add(topic=topic, partition=0)
+        if "offsets" in fields:
+            request.offsets.add(topic=topic, partition=0, offset=1)
+        if "subscribed_topics" in fields:
+            request.subscribed_topics.append(topic)
     elif "partitions" in fields:
         request.partitions = 1
     if "position" in fields:

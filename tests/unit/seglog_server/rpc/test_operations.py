@@ -23,9 +23,13 @@ def test_each_row_reads_its_topics_from_fields_the_request_has(method):
     request = getattr(pb, method.input_type.name)()
     if "topic" in request.DESCRIPTOR.fields_by_name:
         request.topic = "t"
-    if method.name == "OffsetsForTimes":
-        request.partitions.add(topic="t", partition=0)
-        request.partitions.add(topic="t", partition=1)
+    # Calls naming their topics in a list: each topic once (the group RPCs, OffsetsForTimes).
+    by_list = {"OffsetsForTimes": "partitions", "FetchOffsets": "partitions", "CommitOffsets": "offsets"}
+    if method.name in by_list:
+        getattr(request, by_list[method.name]).add(topic="t", partition=0)
+        getattr(request, by_list[method.name]).add(topic="t", partition=1)
+    if method.name == "Heartbeat":
+        request.subscribed_topics.extend(["t", "t"])
     topics = row.topics(request)
     if row.scope is Scope.MESSAGES:  # a stream: each message is checked as its unary twin
         assert topics == ()
@@ -34,7 +38,7 @@ def test_each_row_reads_its_topics_from_fields_the_request_has(method):
         assert not twin.client_streaming and not twin.server_streaming
     elif row.scope in (Scope.FILTERED, Scope.SOME_TOPIC):
         assert topics == ()
-    elif "topic" in request.DESCRIPTOR.fields_by_name or method.name == "OffsetsForTimes":
+    elif "topic" in request.DESCRIPTOR.fields_by_name or method.name in by_list or method.name == "Heartbeat":
         assert topics == ("t",)
     else:  # named by something else (a snapshot id): every topic
         assert topics == (None,)

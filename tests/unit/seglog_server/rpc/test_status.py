@@ -9,7 +9,7 @@ import pytest
 import seglog_server.storage
 
 from seglog import records as codec
-from seglog_server import security
+from seglog_server import groups, security
 from seglog_server.rpc import errors as service
 from seglog_server.rpc.status import (
     ERROR_CLASS_METADATA_KEY,
@@ -75,7 +75,15 @@ PROMISED = {
     service.ServiceStoppingError: Code.UNAVAILABLE,
     service.FlushIncompleteError: Code.UNAVAILABLE,
     service.OverloadedError: Code.RESOURCE_EXHAUSTED,
+    service.InternalTopicError: Code.PERMISSION_DENIED,
+    service.CoordinatorNotAvailableError: Code.UNAVAILABLE,
     service.ServiceError: Code.INTERNAL,
+    groups.FencedMemberError: Code.FAILED_PRECONDITION,
+    groups.UnknownMemberError: Code.NOT_FOUND,
+    groups.GroupNotEmptyError: Code.FAILED_PRECONDITION,
+    groups.InvalidGroupRequestError: Code.INVALID_ARGUMENT,
+    groups.CorruptGroupRecordError: Code.DATA_LOSS,
+    groups.GroupError: Code.INTERNAL,
     security.AuthenticationFailedError: Code.UNAUTHENTICATED,
     security.PermissionDeniedError: Code.PERMISSION_DENIED,
     security.QuotaExceededError: Code.RESOURCE_EXHAUSTED,
@@ -88,6 +96,7 @@ PROMISED = {
 # Security errors build their own messages from their fields (never a path or a credential).
 _EXAMPLES = {
     security.AuthenticationFailedError: lambda: security.AuthenticationFailedError(),
+    service.InternalTopicError: lambda: service.InternalTopicError("produce to", "__consumer_offsets"),
     security.PermissionDeniedError: lambda: security.PermissionDeniedError("bob", "write", "events"),
     security.QuotaExceededError: lambda: security.QuotaExceededError("over quota", 250),
     security.PrincipalLimitError: lambda: security.PrincipalLimitError("too many", 100),

@@ -1,0 +1,215 @@
+"""The group coordinator of one service: the committed offsets (``OffsetsLog`` over the internal
+``__consumer_offsets`` topic) and the membership of each group (``GroupReconciliation``).
+
+``start`` creates the compacted topic when missing and replays each partition into memory.
+A commit is checked against the group's membership (a fenced or unknown member is refused),
+appended as one batch to the group's offsets partition and applied to the map after the append;
+a fetch reads the map only. A heartbeat joins, keeps or leaves a member; the assignment follows
+the subscribed topics' partition counts as they are now. ``expire_sessions`` (the service's
+timer) removes members whose session ran out, ``expire_offsets`` (maintenance) tombstones the
+offsets of groups without members after offsets.retention.minutes.
+
+Every call holds one lock: calls arrive on the service's storage threads, and a commit's
+membership check, append and apply must not interleave with a heartbeat fencing the member.
+No gRPC here: the rpc layer (rpc/group_rpcs.py) converts requests and maps errors.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Iterable, Sequence, Set
+from dataclasses import dataclass
+
+from seglog_server.storage import Clock, LogManager
+from seglog_server.storage.base.errors import UnknownTopicOrPartitionError
+
+from .assignor import TopicPartition
+from .errors import GroupNotEmptyError, InvalidGroupRequestError, UnknownMemberError
+from .offsets_log import OFFSETS_TOPIC, OffsetsLog
+from .offsets_state import OFFSETS_RETENTION_MS
+from .partitioning import OFFSETS_TOPIC_PARTITIONS
+from .reconciliation import JOIN_EPOCH, LEAVE_EPOCH, GroupReconciliation, HeartbeatAnswer
+from .records import NO_LEADER_EPOCH, OffsetCommitValue
+
+__all__ = [
+    "INTERNAL_TOPICS",
+    "SESSION_TIMEOUT_MS",
+    "HEARTBEAT_INTERVAL_MS",
+    "GroupCoordinator",
+    "GroupDescription",
+    "OffsetCommit",
+]
+
+INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC})
+# Kafka's group.consumer.session.timeout.ms and group.consumer.heartbeat.interval.ms defaults.
+SESSION_TIMEOUT_MS = 45_000
+HEARTBEAT_INTERVAL_MS = 5_000
+# Kafka's metadata string limit (offset.metadata.max.bytes).
+METADATA_BYTES_MAX = 4096
+
+
+@dataclass(frozen=True)
+class OffsetCommit:
+    topic: str
+    partition: int
+    offset: int
+    leader_epoch: int = NO_LEADER_EPOCH
+    metadata: str = ""
+
+
+@dataclass(frozen=True)
+class GroupDescription:
+    group: str
+    group_epoch: int
+    members: dict[str, frozenset[TopicPartition]]  # member -> what it owns now
+    subscriptions: dict[str, frozenset[str]]
+    offsets: dict[TopicPartition, OffsetCommitValue]
+
+
+class GroupCoordinator:
+    def __init__(self, manager: LogManager, clock: Clock, *, partitions: int = OFFSETS_TOPIC_PARTITIONS,
+                 session_timeout_ms: int = SESSION_TIMEOUT_MS, heartbeat_interval_ms: int = HEARTBEAT_INTERVAL_MS,
+                 retention_ms: int = OFFSETS_RETENTION_MS) -> None:
+        assert session_timeout_ms > 0 and heartbeat_interval_ms > 0
+        self._manager = manager
+        self._clock = clock
+        self._offsets = OffsetsLog(manager, clock, partitions=partitions, retention_ms=retention_ms)
+        self._session_timeout_ms = session_timeout_ms
+        self.heartbeat_interval_ms = heartbeat_interval_ms
+        self._groups: dict[str, GroupReconciliation] = {}
+        self._lock = threading.Lock()
+
+    @property
+    def session_timeout_ms(self) -> int:
+        return self._session_timeout_ms
+
+    def start(self) -> None:
+        """Creates the internal topic when missing and loads every partition by replay."""
+        with self._lock:
+            self._offsets.ensure_topic()
+            self._offsets.load()
+
+    # -- offsets ------------------------------------------------------------------------------
+    def commit(self, group: str, member_id: str, member_epoch: int, offsets: Sequence[OffsetCommit]) -> None:
+        _check_group(group)
+        for commit in offsets:
+            if commit.offset < 0:
+                raise InvalidGroupRequestError(
+                    f"offset {commit.offset} for {commit.topic}-{commit.partition}: a committed offset is >= 0")
+            if len(commit.metadata.encode()) > METADATA_BYTES_MAX:
+                raise InvalidGroupRequestError(
+                    f"metadata for {commit.topic}-{commit.partition} is above {METADATA_BYTES_MAX} bytes")
+            self._check_partition(commit.topic, commit.partition)
+        with self._lock:
+            members = self._groups.get(group)
+            if member_id:
+                if members is None:
+                    raise UnknownMemberError(f"member {member_id!r} is not in group {group!r}")
+                members.check_commit(member_id, member_epoch)
+            elif members is not None and members.members():
+                raise GroupNotEmptyError(
+                    f"group {group!r} has {len(members.members())} members: only they commit (send the "
+                    "member id and epoch), a commit without a member id is for groups without members")
+            now_ms = self._clock.time_ms()
+            self._offsets.commit(group, {
+                (c.topic, c.partition): OffsetCommitValue(c.offset, now_ms, c.metadata, c.leader_epoch)
+                for c in offsets
+            })
+
+    def fetch(self, group: str, partitions: Iterable[TopicPartition] | None = None
+              ) -> list[tuple[TopicPartition, OffsetCommitValue | None]]:
+        """The committed value of each partition asked for (None where none), or every partition
+        the group has an offset for, sorted."""
+        _check_group(group)
+        with self._lock:
+            state = self._offsets.state_of(group)
+            if partitions is None:
+                return sorted(state.group_offsets(group).items())
+            return [((topic, partition), state.committed(group, topic, partition)) for topic, partition in partitions]
+
+    def expire_offsets(self) -> int:
+        with self._lock:
+            live = {group for group, members in self._groups.items() if members.members()}
+            return self._offsets.expire(live)
+
+    # -- membership ---------------------------------------------------------------------------
+    def heartbeat(self, group: str, member_id: str, member_epoch: int, *, subscription: Set[str] | None,
+                  owned: Set[TopicPartition] = frozenset()) -> HeartbeatAnswer:
+        _check_group(group)
+        if member_epoch < LEAVE_EPOCH:
+            raise InvalidGroupRequestError(f"member epoch {member_epoch}: 0 joins, -1 leaves, else the last answer's")
+        if member_epoch == JOIN_EPOCH:
+            if not subscription:
+                raise InvalidGroupRequestError("a member joins with at least one subscribed topic")
+            member_id = member_id or str(uuid.uuid4())
+        elif not member_id:
+            raise InvalidGroupRequestError("member id is empty: only a join (member epoch 0) may leave it out")
+        topics = set(subscription or ())
+        with self._lock:
+            members = self._groups.get(group)
+            if members is None:
+                if member_epoch == LEAVE_EPOCH:
+                    return HeartbeatAnswer(member_id, LEAVE_EPOCH, frozenset())
+                if member_epoch != JOIN_EPOCH:
+                    raise UnknownMemberError(f"member {member_id!r} is not in group {group!r}")
+                members = self._groups[group] = GroupReconciliation(
+                    group, {}, session_timeout_ms=self._session_timeout_ms)
+            if member_epoch != LEAVE_EPOCH:
+                topics |= set().union(*members.subscriptions().values())
+                members.set_partition_counts(self._partition_counts(topics))
+            answer = members.heartbeat(member_id, member_epoch, self._clock.time_ms(),
+                                       subscription=subscription or None, owned=owned)
+            if not members.members():
+                del self._groups[group]
+            return answer
+
+    def expire_sessions(self) -> list[tuple[str, str]]:
+        """Removes members whose session timed out; returns (group, member) of each."""
+        now_ms = self._clock.time_ms()
+        gone: list[tuple[str, str]] = []
+        with self._lock:
+            for group, members in list(self._groups.items()):
+                gone += [(group, member) for member in members.expire_sessions(now_ms)]
+                if not members.members():
+                    del self._groups[group]
+        return gone
+
+    # -- operators ----------------------------------------------------------------------------
+    def list_groups(self) -> list[str]:
+        with self._lock:
+            names = set(self._groups)
+            for partition in range(self._offsets.partition_count):
+                names.update(self._offsets.state(partition).groups())
+            return sorted(names)
+
+    def describe(self, group: str) -> GroupDescription:
+        _check_group(group)
+        with self._lock:
+            members = self._groups.get(group)
+            offsets = self._offsets.state_of(group).group_offsets(group)
+            return GroupDescription(
+                group=group,
+                group_epoch=members.group_epoch if members else 0,
+                members=members.owners() if members else {},
+                subscriptions=members.subscriptions() if members else {},
+                offsets=offsets,
+            )
+
+    def _partition_counts(self, topics: Iterable[str]) -> dict[str, int]:
+        counts = {}
+        for topic in topics:
+            try:
+                described = self._manager.describe_topic(topic)
+            except UnknownTopicOrPartitionError:
+                continue  # not created yet: assigned once it is
+            counts[topic] = len(described.partitions) + len(described.offline_partitions)
+        return counts
+
+    def _check_partition(self, topic: str, partition: int) -> None:
+        self._manager.get_log(topic, partition)  # UnknownTopicOrPartitionError when missing
+
+
+def _check_group(group: str) -> None:
+    if not group:
+        raise InvalidGroupRequestError("group id is empty")

@@ -1,0 +1,77 @@
+"""The consumer-group RPCs of seglog.v1.LogService: CommitOffsets, FetchOffsets and Heartbeat.
+
+Each is convert -> one call of the group coordinator (groups/coordinator.py) on the pool (a
+commit appends to __consumer_offsets; the coordinator's lock may be held by one) -> convert. The
+coordinator's errors reach the boundary and answer through status.py's table. A servicer built
+without a coordinator (unit tests of other families) answers UNAVAILABLE, as Kafka's
+COORDINATOR_NOT_AVAILABLE.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from seglog.v1 import log_service_pb2 as pb
+from seglog_server.groups.coordinator import GroupCoordinator, OffsetCommit
+from seglog_server.security import Operation
+
+from . import validation
+from .boundary import unary_rpc
+from .call_gate import current_call
+from .errors import CoordinatorNotAvailableError
+from .service_core import ServiceCore
+
+__all__ = ["GroupRpcs"]
+
+_NO_OFFSET = -1
+
+
+class GroupRpcs:
+    def __init__(self, core: ServiceCore, coordinator: GroupCoordinator | None) -> None:
+        self.core = core
+        self._coordinator = coordinator
+
+    @property
+    def coordinator(self) -> GroupCoordinator:
+        if self._coordinator is None:
+            raise CoordinatorNotAvailableError("this service runs no group coordinator")
+        return self._coordinator
+
+    @unary_rpc
+    async def CommitOffsets(self, request: pb.CommitOffsetsRequest, context: Any) -> Any:
+        offsets = [
+            OffsetCommit(*validation.check_partition_ref(o.topic, o.partition), o.offset, o.leader_epoch, o.metadata)
+            for o in request.offsets
+        ]
+        await self.core.calls.blocking(
+            self.coordinator.commit, request.group, request.member_id, request.member_epoch, offsets)
+        return pb.CommitOffsetsResponse()
+
+    @unary_rpc
+    async def FetchOffsets(self, request: pb.FetchOffsetsRequest, context: Any) -> Any:
+        partitions = [validation.check_partition_ref(p.topic, p.partition) for p in request.partitions] or None
+        found = await self.core.calls.blocking(self.coordinator.fetch, request.group, partitions)
+        call = current_call()
+        if partitions is None and call is not None:  # every partition: only the topics the caller may describe
+            found = [entry for entry in found if call.may(Operation.DESCRIBE, entry[0][0])]
+        return pb.FetchOffsetsResponse(offsets=[
+            pb.CommittedOffset(topic=topic, partition=partition, offset=_NO_OFFSET, leader_epoch=-1)
+            if value is None else
+            pb.CommittedOffset(topic=topic, partition=partition, offset=value.offset,
+                               leader_epoch=value.leader_epoch, metadata=value.metadata)
+            for (topic, partition), value in found
+        ])
+
+    @unary_rpc
+    async def Heartbeat(self, request: pb.HeartbeatRequest, context: Any) -> Any:
+        owned = {validation.check_partition_ref(p.topic, p.partition) for p in request.owned_partitions}
+        coordinator = self.coordinator
+        answer = await self.core.calls.blocking(
+            lambda: coordinator.heartbeat(
+                request.group, request.member_id, request.member_epoch,
+                subscription=set(request.subscribed_topics) or None, owned=owned))
+        return pb.HeartbeatResponse(
+            member_id=answer.member_id, member_epoch=answer.member_epoch,
+            assignment=[pb.GroupPartition(topic=t, partition=p) for t, p in sorted(answer.assignment)],
+            heartbeat_interval_ms=coordinator.heartbeat_interval_ms,
+        )

@@ -1,0 +1,175 @@
+"""Consumer groups through a real service process: committed offsets in __consumer_offsets
+(commit, fetch, kept across a restart by replay), the internal topic protected from users, the
+ACL on commits, and membership by Heartbeat (the assignment split and handed over, zombies and
+departed members refused)."""
+
+from __future__ import annotations
+
+import grpc
+import pytest
+from tests.support.integration_helpers import make_batch, rpc_error
+
+from seglog.v1 import log_service_pb2 as pb
+from seglog_server.security.token_file import create_token, format_entry
+
+pytestmark = pytest.mark.integration
+Code = grpc.StatusCode
+OFFSETS_TOPIC = "__consumer_offsets"
+FEW_PARTITIONS = ["--offsets-topic-partitions", "3"]
+
+
+def commit(stub, group, *offsets, member_id="", member_epoch=-1, **kwargs):
+    stub.CommitOffsets(pb.CommitOffsetsRequest(group=group, member_id=member_id, member_epoch=member_epoch, offsets=[
+        pb.OffsetToCommit(topic=t, partition=p, offset=o, leader_epoch=e, metadata=m) for t, p, o, e, m in offsets
+    ]), timeout=10, **kwargs)
+
+
+def fetched(stub, group, *partitions, **kwargs):
+    response = stub.FetchOffsets(pb.FetchOffsetsRequest(group=group, partitions=[
+        pb.GroupPartition(topic=t, partition=p) for t, p in partitions]), timeout=10, **kwargs)
+    return [(o.topic, o.partition, o.offset, o.leader_epoch, o.metadata) for o in response.offsets]
+
+
+def heartbeat(stub, group, member_id="", epoch=0, topics=(), owned=()):
+    answer = stub.Heartbeat(pb.HeartbeatRequest(
+        group=group, member_id=member_id, member_epoch=epoch, subscribed_topics=list(topics),
+        owned_partitions=[pb.GroupPartition(topic=t, partition=p) for t, p in owned]), timeout=10)
+    return answer.member_id, answer.member_epoch, {(a.topic, a.partition) for a in answer.assignment}
+
+
+# -- committed offsets ------------------------------------------------------------------------------
+
+
+def test_commit_then_fetch_answers_offset_epoch_and_metadata(stub):
+    stub.CreateTopic(pb.CreateTopicRequest(topic="orders-g1", partitions=2))
+    commit(stub, "g1", ("orders-g1", 0, 42, 3, "host-a"), ("orders-g1", 1, 7, -1, ""))
+    assert fetched(stub, "g1", ("orders-g1", 0), ("orders-g1", 1)) == [
+        ("orders-g1", 0, 42, 3, "host-a"), ("orders-g1", 1, 7, -1, "")]
+    commit(stub, "g1", ("orders-g1", 0, 50, 3, ""))
+    assert fetched(stub, "g1") == [("orders-g1", 0, 50, 3, ""), ("orders-g1", 1, 7, -1, "")]
+    assert fetched(stub, "other-group", ("orders-g1", 0)) == [("orders-g1", 0, -1, -1, "")]
+
+
+def test_bad_commits_are_refused_and_change_nothing(stub):
+    stub.CreateTopic(pb.CreateTopicRequest(topic="orders-bad", partitions=1))
+    rpc_error(stub.CommitOffsets, pb.CommitOffsetsRequest(group="", offsets=[
+        pb.OffsetToCommit(topic="orders-bad", partition=0, offset=1)]), Code.INVALID_ARGUMENT, "group id is empty")
+    rpc_error(stub.CommitOffsets, pb.CommitOffsetsRequest(group="gb", offsets=[
+        pb.OffsetToCommit(topic="orders-bad", partition=0, offset=-5)]), Code.INVALID_ARGUMENT, "offset -5")
+    # All or nothing: one unknown partition refuses the whole commit.
+    rpc_error(stub.CommitOffsets, pb.CommitOffsetsRequest(group="gb", offsets=[
+        pb.OffsetToCommit(topic="orders-bad", partition=0, offset=1),
+        pb.OffsetToCommit(topic="orders-bad", partition=9, offset=1)]), Code.NOT_FOUND)
+    assert fetched(stub, "gb") == []
+
+
+def test_commits_survive_a_restart_by_replay(start_service, tmp_path):
+    service = start_service(FEW_PARTITIONS, workdir=tmp_path / "kept")
+    service.stub.CreateTopic(pb.CreateTopicRequest(topic="kept", partitions=3))
+    for group in ("a", "b", "c", "d"):
+        commit(service.stub, group, ("kept", 0, 1, -1, ""), ("kept", 2, 9, 1, group))
+    commit(service.stub, "a", ("kept", 0, 5, 2, "later"))
+    assert service.stop() == 0
+    again = start_service(FEW_PARTITIONS, workdir=tmp_path / "kept")
+    assert fetched(again.stub, "a") == [("kept", 0, 5, 2, "later"), ("kept", 2, 9, 1, "a")]
+    for group in ("b", "c", "d"):
+        assert fetched(again.stub, group) == [("kept", 0, 1, -1, ""), ("kept", 2, 9, 1, group)]
+
+
+def test_another_partition_count_of_an_existing_offsets_topic_stops_the_start(start_service, tmp_path):
+    service = start_service(FEW_PARTITIONS, workdir=tmp_path / "count")
+    assert service.stop() == 0
+    with pytest.raises(AssertionError, match="__consumer_offsets has 3 partitions, the coordinator expects 4"):
+        start_service(["--offsets-topic-partitions", "4"], workdir=tmp_path / "count")
+
+
+# -- the internal topic ---------------------------------------------------------------------------
+
+
+def test_users_may_not_produce_to_delete_or_create_the_internal_topic(stub):
+    error = rpc_error(stub.Produce, pb.ProduceRequest(topic=OFFSETS_TOPIC, partition=0, records=make_batch([b"x"])),
+                      Code.PERMISSION_DENIED, "internal topic")
+    assert "not produce to it" in error.details()
+    rpc_error(stub.DeleteTopic, pb.DeleteTopicRequest(topic=OFFSETS_TOPIC), Code.PERMISSION_DENIED, "not delete it")
+    rpc_error(stub.DeleteRecords, pb.DeleteRecordsRequest(topic=OFFSETS_TOPIC, partition=0, offset=-1),
+              Code.PERMISSION_DENIED, "not delete records of it")
+    rpc_error(stub.CreateTopic, pb.CreateTopicRequest(topic=OFFSETS_TOPIC, partitions=1), Code.PERMISSION_DENIED)
+    # ProduceStream shares Produce's append: refused per message, the stream goes on.
+    answer = next(stub.ProduceStream(iter([pb.ProduceStreamRequest(correlation_id=1, produce=pb.ProduceRequest(
+        topic=OFFSETS_TOPIC, partition=0, records=make_batch([b"x"])))]), timeout=10))
+    assert answer.error.code == Code.PERMISSION_DENIED.value[0]
+    # Readable and described as internal; ListTopics shows it only when asked (Kafka's listInternal).
+    assert OFFSETS_TOPIC not in [t.topic for t in stub.ListTopics(pb.ListTopicsRequest()).topics]
+    listed = {t.topic: t for t in stub.ListTopics(pb.ListTopicsRequest(include_internal=True)).topics}
+    assert listed[OFFSETS_TOPIC].internal and listed[OFFSETS_TOPIC].partitions == 50
+    described = stub.DescribeTopic(pb.DescribeTopicRequest(topic=OFFSETS_TOPIC))
+    assert described.configs["cleanup.policy"] == "compact"
+
+
+def test_the_internal_topic_holds_kafka_records_of_the_commit(stub):
+    from seglog_server.groups import OffsetCommitKey, decode_key, decode_value, partition_for
+
+    stub.CreateTopic(pb.CreateTopicRequest(topic="kafka-bytes", partitions=1))
+    commit(stub, "bytes-group", ("kafka-bytes", 0, 11, -1, "m"))
+    partition = partition_for("bytes-group")
+    response = stub.Fetch(pb.FetchRequest(topic=OFFSETS_TOPIC, partition=partition, offset=0, decode=True))
+    keys = [decode_key(r.key) for r in response.decoded_records]
+    assert OffsetCommitKey("bytes-group", "kafka-bytes", 0) in keys
+    record = response.decoded_records[keys.index(OffsetCommitKey("bytes-group", "kafka-bytes", 0))]
+    value = decode_value(OffsetCommitKey("bytes-group", "kafka-bytes", 0), record.value)
+    assert (value.offset, value.metadata) == (11, "m")
+
+
+# -- ACL: the model has topics only, so a commit needs read on each topic it commits ---------------
+
+ACL = """
+[[allow]]
+principals = ["root"]
+operations = ["read", "write", "admin"]
+topics = ["*"]
+
+[[allow]]
+principals = ["consumer"]
+operations = ["read"]
+topics = ["readable"]
+
+[[allow]]
+principals = ["viewer"]
+operations = ["describe"]
+topics = ["readable"]
+"""
+
+
+def test_commit_needs_read_on_each_topic_and_fetch_describe(start_service, tmp_path):
+    workdir = tmp_path / "acl"
+    workdir.mkdir()
+    tokens, lines = {}, []
+    for name in ("root", "consumer", "viewer"):
+        tokens[name], entry = create_token(name)
+        lines.append(format_entry(entry))
+    (workdir / "tokens").write_text("".join(lines))
+    (workdir / "acl.toml").write_text(ACL)
+    service = start_service(FEW_PARTITIONS + ["--auth-tokens", str(workdir / "tokens"), "--acl",
+                                              str(workdir / "acl.toml")], workdir=workdir)
+
+    def as_(name):
+        return {"metadata": (("authorization", f"Bearer {tokens[name]}"),)}
+
+    stub = service.stub
+    for topic in ("readable", "secret"):
+        stub.CreateTopic(pb.CreateTopicRequest(topic=topic, partitions=1), timeout=10, **as_("root"))
+    commit(stub, "g", ("readable", 0, 3, -1, ""), **as_("consumer"))
+    commit(stub, "g", ("secret", 0, 8, -1, ""), **as_("root"))
+    with pytest.raises(grpc.RpcError) as denied:
+        commit(stub, "g", ("readable", 0, 4, -1, ""), ("secret", 0, 9, -1, ""), **as_("consumer"))
+    assert denied.value.code() == Code.PERMISSION_DENIED and "'secret'" in denied.value.details()
+    with pytest.raises(grpc.RpcError) as denied:
+        commit(stub, "g", ("readable", 0, 4, -1, ""), **as_("viewer"))  # describe is not read
+    assert denied.value.code() == Code.PERMISSION_DENIED
+    # Fetching needs describe; without partitions named, only the topics the caller may describe.
+    assert fetched(stub, "g", ("readable", 0), **as_("viewer")) == [("readable", 0, 3, -1, "")]
+    assert fetched(stub, "g", **as_("viewer")) == [("readable", 0, 3, -1, "")]
+    assert fetched(stub, "g", **as_("root")) == [("readable", 0, 3, -1, ""), ("secret", 0, 8, -1, "")]
+    with pytest.raises(grpc.RpcError) as denied:
+        fetched(stub, "g", ("secret", 0), **as_("viewer"))
+    assert denied.value.code() == Code.PERMISSION_DENIED
