@@ -173,3 +173,74 @@ def test_commit_needs_read_on_each_topic_and_fetch_describe(start_service, tmp_p
     with pytest.raises(grpc.RpcError) as denied:
         fetched(stub, "g", ("secret", 0), **as_("viewer"))
     assert denied.value.code() == Code.PERMISSION_DENIED
+
+
+# -- membership (Heartbeat, KIP-848's shape) -------------------------------------------------------
+
+
+def test_two_members_split_the_partitions_and_one_gets_all_after_the_other_leaves(stub):
+    stub.CreateTopic(pb.CreateTopicRequest(topic="split", partitions=4))
+    a, a_epoch, a_owns = heartbeat(stub, "hb", topics=["split"])
+    assert a and a_owns == {("split", p) for p in range(4)}
+    b, b_epoch, b_owns = heartbeat(stub, "hb", topics=["split"])
+    assert b != a and b_owns == set()  # all four are a's until a gives two up
+    # a's answer shrinks to its target; what it leaves out it must revoke.
+    a, a_epoch, a_owns = heartbeat(stub, "hb", a, a_epoch, ["split"], owned=a_owns)
+    assert len(a_owns) == 2
+    b, b_epoch, b_owns = heartbeat(stub, "hb", b, b_epoch, ["split"])
+    assert b_owns == set()  # a has not reported the revocation yet: never two owners
+    a, a_epoch, a_owns = heartbeat(stub, "hb", a, a_epoch, ["split"], owned=a_owns)  # revoked
+    b, b_epoch, b_owns = heartbeat(stub, "hb", b, b_epoch, ["split"])
+    assert len(b_owns) == 2 and not a_owns & b_owns and a_owns | b_owns == {("split", p) for p in range(4)}
+    # a commits as a member; b leaves; a gets all four.
+    commit(stub, "hb", ("split", sorted(a_owns)[0][1], 5, -1, ""), member_id=a, member_epoch=a_epoch)
+    assert heartbeat(stub, "hb", b, -1)[1] == -1
+    a, a_epoch, a_owns = heartbeat(stub, "hb", a, a_epoch, ["split"], owned=a_owns)
+    assert a_owns == {("split", p) for p in range(4)}
+
+
+def test_a_fenced_or_departed_member_commit_is_refused(stub):
+    stub.CreateTopic(pb.CreateTopicRequest(topic="zombies", partitions=2))
+    a, a_epoch, a_owns = heartbeat(stub, "zg", topics=["zombies"])
+    b, b_epoch, _ = heartbeat(stub, "zg", topics=["zombies"])
+    a, new_epoch, a_owns = heartbeat(stub, "zg", a, a_epoch, ["zombies"], owned=a_owns)
+    a, new_epoch, a_owns = heartbeat(stub, "zg", a, new_epoch, ["zombies"], owned=a_owns)
+    assert new_epoch != a_epoch
+    request = pb.CommitOffsetsRequest(group="zg", member_id=a, member_epoch=a_epoch, offsets=[
+        pb.OffsetToCommit(topic="zombies", partition=0, offset=3)])
+    error = rpc_error(stub.CommitOffsets, request, Code.FAILED_PRECONDITION, f"sent epoch {a_epoch}")
+    assert dict(error.trailing_metadata())["seglog-error"] == "FencedMemberError"
+    request.member_id = "never-joined"
+    rpc_error(stub.CommitOffsets, request, Code.NOT_FOUND, "is not in group 'zg'")
+    # A simple commit (no member id) is refused while the group has members.
+    request.member_id = ""
+    rpc_error(stub.CommitOffsets, request, Code.FAILED_PRECONDITION, "has 2 members")
+    rpc_error(stub.Heartbeat, pb.HeartbeatRequest(group="zg", member_id=b, member_epoch=b_epoch + 7,
+                                                  subscribed_topics=["zombies"]), Code.FAILED_PRECONDITION)
+    assert fetched(stub, "zg") == []
+
+
+def test_a_silent_member_is_removed_after_the_session_timeout(start_service, tmp_path):
+    import time
+
+    service = start_service(FEW_PARTITIONS + ["--group-session-timeout-ms", "1500",
+                                              "--group-heartbeat-interval-ms", "500"])
+    stub = service.stub
+    stub.CreateTopic(pb.CreateTopicRequest(topic="silent", partitions=2))
+    a, a_epoch, a_owns = heartbeat(stub, "sg", topics=["silent"])
+    b, b_epoch, _ = heartbeat(stub, "sg", topics=["silent"])
+    answer = stub.Heartbeat(pb.HeartbeatRequest(group="sg", member_id=b, member_epoch=b_epoch,
+                                                subscribed_topics=["silent"]), timeout=10)
+    assert answer.heartbeat_interval_ms == 500
+    # b keeps heartbeating; a stops. Once a's session ran out b owns both partitions.
+    deadline = time.monotonic() + 20  # a bound on a hang, not a speed assertion
+    b_owns: set = set()
+    while True:
+        b, b_epoch, b_owns = heartbeat(stub, "sg", b, b_epoch, ["silent"], owned=b_owns)
+        if b_owns == {("silent", 0), ("silent", 1)}:
+            break
+        assert time.monotonic() < deadline, "a's session never expired"
+        time.sleep(0.3)
+    rpc_error(stub.CommitOffsets, pb.CommitOffsetsRequest(group="sg", member_id=a, member_epoch=a_epoch, offsets=[
+        pb.OffsetToCommit(topic="silent", partition=0, offset=1)]), Code.NOT_FOUND)
+    assert "session timed out" in service.log()
