@@ -511,12 +511,8 @@ class LogCleanerManager:
                 checkpoints[partition.log_dir.path] = self._read_checkpoints_or_raise(partition.log_dir)
             checkpoint = checkpoints[partition.log_dir.path].get(tp)
             try:
-                to_clean = log.run_locked(
-                    lambda segments, log=log, checkpoint=checkpoint: log_to_clean(
-                        segments, log_start_offset=log.log_start_offset, log_end_offset=log.log_end_offset,
-                        config=log.config, checkpoint=checkpoint, now_ms=now_ms,
-                    )
-                )
+                view = log.cleanable_view(timestamps_from=checkpoint)
+                to_clean = log_to_clean(view, checkpoint=checkpoint, now_ms=now_ms)
             except LogDirOfflineError:
                 continue  # (the log manager's next pass takes its directory offline)
             except Exception as exc:

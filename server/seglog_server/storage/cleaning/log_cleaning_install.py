@@ -5,8 +5,8 @@ with Kafka's crash-safe protocol (kafka-storage.md 6.6, ``Log.swap_segments``):
 
 1. ``result.json``: parsed and checked against the manifest (``cleaning_manifest.parse_result``);
    a dry run is refused; every output file matches its CRC-32C in the result.
-2. The live log, under its lock: the log start offset has not moved (DeleteRecords, retention),
-   and the segments between the first replaced base offset and the end of the replaced range are
+2. The live log, as one acquisition of its lock saw it (``Log.segments_in_range``): the log
+   start offset has not moved (DeleteRecords, retention), and the segments between the first replaced base offset and the end of the replaced range are
    exactly the replaced ones, closed, with the manifest's sizes (and, for a snapshot taken by this
    process, the very same segment objects: no other cleaning was installed meanwhile).
 3. Off the lock: each replaced live segment's bytes still have the manifest's CRC-32C.
@@ -39,9 +39,9 @@ from ..base import file_names
 from .cleaning_manifest import RESULT_BYTES_MAX, CleaningResult, SnapshotManifest, SnapshotSegment, parse_result
 from ..base.errors import InvalidCleaningResultError, StaleCleaningResultError
 from ..base.fs import FileSystem
+from ..log.segment_views import SegmentRange
 from ..log.unified_log import Log
 from ..segment.log_segment import LogSegment
-from ..segment.log_segments import LogSegments
 from .log_snapshot import CLEANED_DIR_NAME, RESULT_FILE_NAME, file_crc32c, read_capped
 
 __all__ = ["InstallOutcome", "install_cleaned", "read_result"]
@@ -84,7 +84,7 @@ def install_cleaned(
     replaced = manifest.segments[: len(result.replaced_segments)]
     range_end = _replaced_range_end(manifest, len(replaced))
     expected = None if expected_segments is None else list(expected_segments[: len(replaced)])
-    live = log.run_locked(lambda segments: _check_live(log, segments, manifest, replaced, range_end, expected))
+    live = _check_live(log, log.segments_in_range(replaced[0].base_offset, range_end), manifest, replaced, range_end, expected)
     _check_live_checksums(live, replaced, fs)
     cleaned = _build_cleaned_segments(log, snapshot_dir, result, replaced, range_end, fs)
     try:
@@ -169,37 +169,38 @@ def _size_of(path: str, fs: FileSystem) -> int:
 
 def _check_live(
     log: Log,
-    segments: LogSegments[LogSegment],
+    now: SegmentRange,
     manifest: SnapshotManifest,
     replaced: Sequence[SnapshotSegment],
     range_end: int,
     expected: Sequence[LogSegment] | None,
 ) -> list[LogSegment]:
-    """Under the lock: the replaced segments as the log holds them now, or StaleCleaningResultError."""
+    """The replaced segments as the log held them in ``now`` (one acquisition of its lock,
+    ``segments_in_range``), or StaleCleaningResultError."""
     name = f"{log.topic}-{log.partition}"
 
     def stale(what: str) -> StaleCleaningResultError:
         return StaleCleaningResultError(f"snapshot {manifest.snapshot_id} of {name} is stale: {what}")
 
-    if log.log_start_offset != manifest.log_start_offset:
+    if now.log_start_offset != manifest.log_start_offset:
         raise stale(
-            f"the log start offset moved from {manifest.log_start_offset} to {log.log_start_offset} "
+            f"the log start offset moved from {manifest.log_start_offset} to {now.log_start_offset} "
             f"since the snapshot (DeleteRecords or retention)"
         )
-    active = segments.active
+    by_base = {segment.base_offset: segment for segment in now.segments}
     live = []
     for slot, entry in enumerate(replaced):
-        segment = segments.get(entry.base_offset)
+        segment = by_base.get(entry.base_offset)
         if segment is None:
             raise stale(f"segment {entry.base_offset} is gone (deleted by retention or replaced by another cleaning)")
-        if segment is active:
+        if segment is now.active:
             raise stale(f"segment {entry.base_offset} is the active segment now (the log was truncated)")
         if segment.size_in_bytes != entry.size_bytes:
             raise stale(f"segment {entry.base_offset} is {segment.size_in_bytes} bytes now, {entry.size_bytes} in the snapshot")
         if expected is not None and segment is not expected[slot]:
             raise stale(f"segment {entry.base_offset} was replaced since the snapshot (another cleaning was installed)")
         live.append(segment)
-    in_range = [s.base_offset for s in segments.values(replaced[0].base_offset, range_end)]
+    in_range = [segment.base_offset for segment in now.segments]
     if in_range != [entry.base_offset for entry in replaced]:
         raise stale(f"the segments in [{replaced[0].base_offset}, {range_end}) are {in_range[:8]} now, not the snapshot's")
     return live

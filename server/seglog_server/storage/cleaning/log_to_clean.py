@@ -1,7 +1,7 @@
 """What the cleaner may rewrite in one compacted log, and how dirty it is (Kafka's
 ``LogCleanerManager.cleanableOffsets`` and ``LogToClean``, kafka-storage.md 6.2).
 
-Pure rules over a log's segments, evaluated under the log's lock:
+Pure rules over the facts the log answers under its lock (``UnifiedLog.cleanable_view``):
 
 - **first dirty offset**: the cleaner-offset-checkpoint entry, or the log start offset when there
   is none or it lies outside [log start offset, log end offset] (then the checkpoint is stale and
@@ -22,17 +22,14 @@ Pure rules over a log's segments, evaluated under the log's lock:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TypeVar
 
 from ..base.log_config import LogConfig
-from ..segment.log_segment import LogSegment
+from ..log.segment_views import CleanableView, SegmentFacts
 from ..segment.log_segments import LogSegments
 
-__all__ = ["LogToClean", "cleanable_segments", "log_to_clean"]
-
-_T = TypeVar("_T")
+__all__ = ["LogToClean", "log_to_clean"]
 
 
 @dataclass(frozen=True)
@@ -70,20 +67,16 @@ class LogToClean:
         return self.must_clean or (self.total_bytes > 0 and self.dirty_ratio > self.min_cleanable_dirty_ratio)
 
 
-def log_to_clean(
-    segments: LogSegments[LogSegment],
-    *,
-    log_start_offset: int,
-    log_end_offset: int,
-    config: LogConfig,
-    checkpoint: int | None,
-    now_ms: int,
-) -> LogToClean:
-    """The range and ratio of one log (call under its lock: segments are read)."""
+def log_to_clean(view: CleanableView, *, checkpoint: int | None, now_ms: int) -> LogToClean:
+    """The range and ratio of one log. ``view`` must carry the timestamps from the first dirty
+    offset: ask ``cleanable_view(timestamps_from=checkpoint)``."""
+    log_start_offset, log_end_offset, config = view.log_start_offset, view.log_end_offset, view.config
     first_dirty = log_start_offset if checkpoint is None else checkpoint
     reset = checkpoint is not None and not log_start_offset <= checkpoint <= log_end_offset
     if reset:
         first_dirty = log_start_offset
+    assert view.timestamps_from == first_dirty, (view.timestamps_from, first_dirty)
+    segments = LogSegments(view.segments)
     active = segments.active
     # The high watermark equals the log end offset here (one replica, no transactions).
     candidates = [log_end_offset, active.base_offset]
@@ -108,40 +101,16 @@ def log_to_clean(
     )
 
 
-def cleanable_segments(segments: LogSegments[LogSegment], to_clean: LogToClean) -> list[LogSegment]:
-    """The closed segments one cleaning rewrites: from the one holding the log start offset up to
-    the first uncleanable offset. The clean head is recopied too (Kafka groups from offset 0):
-    dirty records supersede clean ones there. Segments wholly below the log start offset are
-    left to retention, which deletes them anyway."""
-    if to_clean.log_start_offset >= to_clean.first_uncleanable_offset:
-        return []
-    chosen = segments.values(to_clean.log_start_offset, to_clean.first_uncleanable_offset)
-    active = segments.active
-    assert all(segment is not active for segment in chosen), "the active segment is never cleaned"
-    return chosen
-
-
-def _first_too_young(dirty_closed: Sequence[LogSegment], newest_cleanable_ms: int) -> int | None:
+def _first_too_young(dirty_closed: Sequence[SegmentFacts], newest_cleanable_ms: int) -> int | None:
     """Base offset of the first segment holding a record younger than min.compaction.lag.ms."""
     for segment in dirty_closed:
-        if _peek(segment, segment.largest_timestamp) > newest_cleanable_ms:
+        assert segment.largest_timestamp_ms is not None, segment
+        if segment.largest_timestamp_ms > newest_cleanable_ms:
             return segment.base_offset
     return None
 
 
-def _peek(segment: LogSegment, read: Callable[[], _T]) -> _T:
-    """``read()`` of a closed segment, leaving it without descriptors if it had none: a log of
-    thousands of segments must not keep one open per segment for the cleaner's sake (the
-    answers are cached by the segment)."""
-    held = segment.holds_handles
-    try:
-        return read()
-    finally:
-        if not held:
-            segment.release_handles()
-
-
-def _aligned_end(segments: LogSegments[LogSegment], uncleanable: int) -> int:
+def _aligned_end(segments: LogSegments[SegmentFacts], uncleanable: int) -> int:
     """Kafka's firstUncleanableSegment: the closed segment holding ``uncleanable``, else the
     active one; its base offset ends the range."""
     holding = segments.floor(uncleanable)
@@ -152,7 +121,7 @@ def _aligned_end(segments: LogSegments[LogSegment], uncleanable: int) -> int:
 
 
 def _compaction_delay_ms(
-    segments: LogSegments[LogSegment], first_dirty: int, config: LogConfig, now_ms: int
+    segments: LogSegments[SegmentFacts], first_dirty: int, config: LogConfig, now_ms: int
 ) -> int:
     """Kafka's maxCompactionDelay: 0 unless a dirty closed segment's first batch is older than
     max.compaction.lag.ms."""
@@ -161,7 +130,7 @@ def _compaction_delay_ms(
         return 0  # the default (Long.MAX) lag: no record is ever overdue
     earliest: int | None = None
     for segment in segments.non_active_from(first_dirty):
-        first = _peek(segment, segment.first_batch_timestamp)
+        first = segment.first_batch_timestamp_ms
         if first is not None and first > 0 and (earliest is None or first < earliest):
             earliest = first
     if earliest is None or earliest >= clean_until_ms:
@@ -169,5 +138,5 @@ def _compaction_delay_ms(
     return clean_until_ms - earliest
 
 
-def _bytes(segments: Sequence[LogSegment]) -> int:
+def _bytes(segments: Sequence[SegmentFacts]) -> int:
     return sum(segment.size_in_bytes for segment in segments)

@@ -31,7 +31,6 @@ import random
 import threading
 from collections.abc import Callable, Sequence
 from types import MappingProxyType
-from typing import TypeVar
 
 from seglog.records import NO_TIMESTAMP, TimestampType
 
@@ -72,6 +71,15 @@ from ..segment.open_segments import DEFAULT_OPEN_SEGMENTS_MAX, OpenSegments
 from ..format.lost_offsets import LostOffsets
 from ..producers.producer_state import BatchMetadata, ProducerStateManager, ProducerStateStatistics
 from ..producers.producer_state_loader import delete_snapshots_below, load_producer_state, take_snapshot
+from .segment_views import (
+    CleanableView,
+    SegmentDescription,
+    SegmentRange,
+    SegmentsSnapshot,
+    cleanable_view,
+    describe_segment,
+    link_segments,
+)
 from .timestamp_lookups import LookupOutcome, lookup_timestamps, offset_for_timestamp
 
 __all__ = ["ChangeListener", "FlushScheduler", "Log", "UnifiedLog", "roll_jitter_ms"]
@@ -79,8 +87,6 @@ __all__ = ["ChangeListener", "FlushScheduler", "Log", "UnifiedLog", "roll_jitter
 _LOG = logging.getLogger(__name__)
 # DeleteRecords' "up to the high watermark" (Kafka's DeleteRecordsRequest.HIGH_WATERMARK).
 _DELETE_TO_HIGH_WATERMARK = -1
-
-_T = TypeVar("_T")
 
 FlushScheduler = Callable[[Callable[[], None]], None]
 """Runs a background flush (Kafka's scheduler.scheduleOnce("flush-log")): after a roll, the
@@ -854,16 +860,59 @@ class UnifiedLog:
                 self._local.lost_offsets.offset_count(self._log_start_offset),
             )
 
-    def run_locked(self, action: Callable[[LogSegments[LogSegment]], _T]) -> _T:
-        """``action(segments)`` under the log's lock, for the cleaner's snapshot and install
-        steps, which must see the segment map and the offsets hold still. Keep it short: appends
-        wait. An OSError inside takes the log offline."""
+    # -- what the cleaner asks (segment_views.py) -----------------------------------------------
+    def cleanable_view(self, *, timestamps_from: int | None = None) -> CleanableView:
+        """The offsets, the config and every segment's size (and, where the compaction lags
+        need them, the closed segments' timestamps from the one holding ``timestamps_from``),
+        under one acquisition of the lock: the input of the cleaner's choice."""
         with self._lock:
             self._local.check_usable()
             try:
-                return action(self._segments)
+                return cleanable_view(self._segments, log_start_offset=self._log_start_offset,
+                                      log_end_offset=self._log_end_offset, config=self._config,
+                                      timestamps_from=timestamps_from)
             except OSError as exc:
-                raise self._local.io_error("snapshotting or installing segments of", exc) from exc
+                raise self._local.io_error("reading the cleanable segments of", exc) from exc
+
+    def snapshot_segments(self, up_to_offset: int, *, link_into: str, log_start_offset: int | None = None) -> SegmentsSnapshot:
+        """Hard-links into ``link_into`` the live segments holding offsets from the log start
+        offset up to ``up_to_offset`` (a segment's base offset, at most the active one's), each
+        checked first, and takes the producers' last offsets, under one acquisition of the lock:
+        linking under the lock keeps a retention rename from racing a link (whose OSError would
+        take the directory offline). StaleCleaningResultError, nothing linked, when the log
+        start offset is no longer ``log_start_offset`` (when given) or ``up_to_offset`` no longer
+        a segment boundary. An OSError takes the log offline (a full disk: retriable)."""
+        with self._lock:
+            self._local.check_usable()
+            if log_start_offset is not None and log_start_offset != self._log_start_offset:
+                raise StaleCleaningResultError(
+                    f"{self._name}: the log start offset moved from {log_start_offset} to "
+                    f"{self._log_start_offset} since the range was chosen (DeleteRecords or retention)"
+                )
+            try:
+                linked = link_segments(self._segments, up_to_offset, link_into, self._fs,
+                                       log_start_offset=self._log_start_offset, name=self._name)
+            except OSError as exc:
+                raise self._local.io_error("linking segments of", exc) from exc
+            return SegmentsSnapshot(self._log_start_offset, linked, self._producers.last_offsets())
+
+    def describe_segment(self, segment: LogSegment) -> SegmentDescription:
+        """A closed segment's next offset, largest timestamp and mtime (for a snapshot's
+        manifest), under the lock for one segment only, so appends interleave."""
+        with self._lock:
+            self._local.check_usable()
+            try:
+                return describe_segment(segment)
+            except OSError as exc:
+                raise self._local.io_error("describing a segment of", exc) from exc
+
+    def segments_in_range(self, from_offset: int, to_offset: int) -> SegmentRange:
+        """The live segments holding offsets in [``from_offset``, ``to_offset``), the active
+        segment and the log start offset, as one acquisition of the lock saw them."""
+        with self._lock:
+            self._local.check_usable()
+            return SegmentRange(self._log_start_offset, tuple(self._segments.values(from_offset, to_offset)),
+                                self._segments.active)
 
     def segments_snapshot(self) -> list[LogSegment]:
         """The segments in offset order (for snapshots, the cleaner and tests)."""

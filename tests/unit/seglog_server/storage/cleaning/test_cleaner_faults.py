@@ -1,8 +1,9 @@
 """The cleaner's steps in the service under injected faults (fault_fs.FaultFs): ListCleanable,
 CreateSnapshot and CommitCleaned.
 
-- an I/O error inside the log's locked steps (``Log.run_locked``) takes that log offline with a
-  LogDirOfflineError (it used to be an AttributeError answered INTERNAL);
+- an I/O error inside the log's locked steps (``Log.snapshot_segments``, ``describe_segment``)
+  takes that log offline with a LogDirOfflineError (it used to be an AttributeError answered
+  INTERNAL);
 - a full disk or no descriptors fails the cleaning alone, with a retriable
   ResourceExhaustedError: its partial snapshot or ``.cleaned`` files are removed, the directory
   keeps serving (reads, produce, DeleteTopic), nothing is lost, and a later round succeeds.

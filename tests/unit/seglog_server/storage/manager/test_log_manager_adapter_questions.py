@@ -12,6 +12,7 @@ import pytest
 from seglog.records import Compression, RecordBatchBuilder
 from seglog_server.storage.base.clock import FakeClock
 from seglog_server.storage.base.errors import LogDirOfflineError
+from seglog_server.storage.base.fs import FileSystem
 from seglog_server.storage.log.log_results import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP
 from seglog_server.storage.manager.log_manager import LogManager
 
@@ -73,24 +74,43 @@ def test_the_first_lookup_by_time_after_a_restart_may_block_and_the_special_targ
         manager.shutdown()
 
 
-def test_the_inline_lock_is_the_one_a_log_operation_holds(manager):
-    manager.create_topic("t", 1)
-    log = manager.get_log("t", 0)
-    lock = manager.inline_lock(log)
-    entered, leave = threading.Event(), threading.Event()
+class _LinkHeldFs(FileSystem):
+    """The real file system, whose ``link`` waits (inside the log operation that calls it)
+    until the test lets it go."""
 
-    def hold(_segments):
-        entered.set()
-        leave.wait()
+    def __init__(self) -> None:
+        self.entered, self.leave = threading.Event(), threading.Event()
 
-    worker = threading.Thread(target=log.run_locked, args=(hold,))
-    worker.start()
+    def link(self, src, dst):
+        self.entered.set()
+        self.leave.wait(30)
+        super().link(src, dst)
+
+
+def test_the_inline_lock_is_the_one_a_log_operation_holds(tmp_path):
+    fs = _LinkHeldFs()
+    manager = LogManager([str(tmp_path / "d")], clock=FakeClock(), fs=fs)
+    manager.startup()
     try:
-        assert entered.wait(30)
-        assert lock.acquire(blocking=False) is False  # busy: an event loop sends the call to the pool
+        manager.create_topic("t", 1)
+        log = manager.get_log("t", 0)
+        log.append(batch(b"v"))
+        up_to = log.roll()
+        lock = manager.inline_lock(log)
+        worker = threading.Thread(target=log.snapshot_segments, args=(up_to,), kwargs={"link_into": str(tmp_path)})
+        worker.start()
+        try:
+            assert fs.entered.wait(30)  # the snapshot is linking, under the log's lock
+            assert lock.acquire(blocking=False) is False  # busy: an event loop sends the call to the pool
+        finally:
+            fs.leave.set()
+            worker.join(30)
+        _the_free_lock_is_reentered(log, lock)
     finally:
-        leave.set()
-        worker.join(30)
+        manager.shutdown()
+
+
+def _the_free_lock_is_reentered(log, lock) -> None:
     assert lock.acquire(blocking=False) is True
     try:  # held, a call on this thread re-enters it (StorageCalls runs the call while holding it)
         log.append(batch(b"v"))
