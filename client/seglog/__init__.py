@@ -24,6 +24,7 @@ __all__ = [
     "Admin",
     "AsyncAdmin",
     "AsyncConsumer",
+    "AsyncGroupConsumer",
     "AsyncProducer",
     "AuthenticationError",
     "AuthorizationError",
@@ -37,10 +38,12 @@ __all__ = [
     "DeliveryGroup",
     "EARLIEST_TIMESTAMP",
     "FailedPreconditionError",
+    "GroupConsumer",
     "InvalidProducerEpochError",
     "InvalidRequestError",
     "LATEST_TIMESTAMP",
     "MAX_TIMESTAMP",
+    "NoOffsetForPartitionError",
     "OffsetAndTimestamp",
     "OffsetOutOfRangeError",
     "OutOfOrderSequenceError",
@@ -77,6 +80,9 @@ _LOCATIONS = {
     "Admin": "seglog.admin",
     "AsyncAdmin": "seglog.admin",
     "AsyncConsumer": "seglog.consumer",
+    "AsyncGroupConsumer": "seglog.group_consumer",
+    "GroupConsumer": "seglog.group_consumer",
+    "NoOffsetForPartitionError": "seglog.group_consumer",
     "AsyncProducer": "seglog.producer",
     "AuthenticationError": "seglog.errors",
     "AuthorizationError": "seglog.errors",
@@ -135,6 +141,7 @@ if TYPE_CHECKING:
     from seglog._partitioner import partition_for_key
     from seglog.admin import Admin, AsyncAdmin
     from seglog.consumer import AsyncConsumer, Consumer, ConsumerStatistics, RawBatch, RecordBatchView
+    from seglog.group_consumer import AsyncGroupConsumer, GroupConsumer, NoOffsetForPartitionError
     from seglog.errors import (
         AuthenticationError,
         AuthorizationError,

@@ -190,6 +190,18 @@ class Transport:
         response: pb.ExplainLookupResponse = await self._unary(self._stub.ExplainLookup, request)
         return response
 
+    async def commit_offsets(self, request: pb.CommitOffsetsRequest) -> pb.CommitOffsetsResponse:
+        response: pb.CommitOffsetsResponse = await self._unary(self._stub.CommitOffsets, request)
+        return response
+
+    async def fetch_offsets(self, request: pb.FetchOffsetsRequest) -> pb.FetchOffsetsResponse:
+        response: pb.FetchOffsetsResponse = await self._unary(self._stub.FetchOffsets, request)
+        return response
+
+    async def heartbeat(self, request: pb.HeartbeatRequest) -> pb.HeartbeatResponse:
+        response: pb.HeartbeatResponse = await self._unary(self._stub.Heartbeat, request)
+        return response
+
     async def init_producer_id(self, request: pb.InitProducerIdRequest) -> pb.InitProducerIdResponse:
         response: pb.InitProducerIdResponse = await self._unary(self._stub.InitProducerId, request)
         return response

@@ -1,0 +1,309 @@
+"""Group consumers: members of a consumer group that read the partitions the service assigns
+them (KIP-848's shape: the service computes the assignment, the member only heartbeats) and
+commit their positions to the group (docs/consumer-groups.md).
+
+``AsyncGroupConsumer`` heartbeats in the background every interval the service asks for. Each
+answer is the member's assignment: partitions it no longer gets are revoked (positions committed
+when auto-commit is on, ``on_revoke`` called, reading stopped) and reported gone on the next
+heartbeat, which is what lets the service hand them to another member; new partitions start at
+the group's committed offset (``auto_offset_reset`` where it has none) after ``on_assign``.
+Reading reuses one ``AsyncConsumer`` per topic over the owned partitions. Heartbeats and commits
+take one lock, so a commit always carries the member epoch of the last answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable, Sequence
+from typing import Any, Literal
+
+import grpc
+
+from seglog import _sync
+from seglog._connection import ConnectionOptions
+from seglog.client import Transport
+from seglog.consumer import AsyncConsumer
+from seglog.errors import SeglogError
+from seglog.structs import DEFAULT_SERVER, ConsumerRecord, TopicPartition
+from seglog.v1 import log_service_pb2 as pb
+
+__all__ = ["AsyncGroupConsumer", "GroupConsumer", "NoOffsetForPartitionError"]
+
+Callback = Callable[[list[TopicPartition]], Any]
+_JOIN, _LEAVE = 0, -1
+_IDLE_POLL_S = 0.02
+
+
+class NoOffsetForPartitionError(SeglogError):
+    """auto_offset_reset="none" and the group has no committed offset for a partition."""
+
+
+class AsyncGroupConsumer:
+    def __init__(
+        self,
+        server: str = DEFAULT_SERVER,
+        *,
+        group_id: str,
+        topics: Sequence[str],
+        enable_auto_commit: bool = True,
+        auto_commit_interval_ms: int = 5000,
+        auto_offset_reset: Literal["earliest", "latest", "none"] = "latest",
+        on_assign: Callback | None = None,
+        on_revoke: Callback | None = None,
+        **options: Any,
+    ) -> None:
+        if not group_id:
+            raise ValueError("group_id is required")
+        if not topics:
+            raise ValueError("subscribe to at least one topic")
+        if auto_offset_reset not in ("earliest", "latest", "none"):
+            raise ValueError(f"auto_offset_reset must be 'earliest', 'latest' or 'none', got {auto_offset_reset!r}")
+        if auto_commit_interval_ms <= 0:
+            raise ValueError(f"auto_commit_interval_ms must be > 0, got {auto_commit_interval_ms}")
+        self.group_id = group_id
+        self._topics = list(dict.fromkeys(topics))
+        self._auto_commit = enable_auto_commit
+        self._auto_commit_s = auto_commit_interval_ms / 1000
+        self._reset = auto_offset_reset
+        self._on_assign, self._on_revoke = on_assign, on_revoke
+        self._server = server
+        self._options = options  # the AsyncConsumer's own (connection, fetch sizes, mode)
+        connection_keys = {"request_timeout_ms", "credentials", "channel_options", "tls", "tls_ca", "tls_cert",
+                           "tls_key", "token"}
+        self._connection = ConnectionOptions.resolve(server, **{k: v for k, v in options.items() if k in connection_keys})
+        self._transport: Transport | None = None
+        self.member_id = ""
+        self.member_epoch = _JOIN
+        self._owned: set[tuple[str, int]] = set()
+        self._readers: dict[str, AsyncConsumer] = {}
+        self._lock: asyncio.Lock | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._error: BaseException | None = None
+        self._closed = False
+
+    # -- lifecycle -------------------------------------------------------------------------------
+    async def start(self) -> None:
+        if self._transport is not None:
+            return
+        self._transport = self._connection.connect()
+        self._lock = asyncio.Lock()
+        interval_s = await self._heartbeat()  # joined, with a first assignment, before start returns
+        self._task = asyncio.create_task(self._run(interval_s), name=f"seglog-group-{self.group_id}")
+
+    async def __aenter__(self) -> AsyncGroupConsumer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        """Commits (with auto-commit), revokes, leaves the group and closes."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._task
+        if self._transport is None:
+            return
+        assert self._lock is not None
+        async with self._lock:
+            try:
+                if self._auto_commit and self.member_epoch > 0:
+                    await self._commit_locked()
+                await self._revoke(set(self._owned))
+                if self.member_id:
+                    await self._transport.heartbeat(pb.HeartbeatRequest(
+                        group=self.group_id, member_id=self.member_id, member_epoch=_LEAVE))
+            finally:
+                for reader in self._readers.values():
+                    await reader.close()
+                self._readers.clear()
+                await self._transport.close()
+
+    # -- reading ---------------------------------------------------------------------------------
+    async def poll(self, timeout_ms: float | None = 0, max_records: int | None = None) -> list[ConsumerRecord]:
+        """Records of the owned partitions, waiting up to ``timeout_ms`` for some."""
+        await self.start()
+        assert self._lock is not None
+        loop = asyncio.get_running_loop()
+        deadline = None if timeout_ms is None else loop.time() + timeout_ms / 1000
+        while True:
+            if self._error is not None:
+                error, self._error = self._error, None
+                raise error
+            async with self._lock:
+                for reader in list(self._readers.values()):
+                    records = await reader.poll(0, max_records)
+                    if records:
+                        return records
+            if deadline is not None and loop.time() >= deadline:
+                return []
+            await asyncio.sleep(_IDLE_POLL_S if deadline is None else max(0.0, min(_IDLE_POLL_S, deadline - loop.time())))
+
+    def assignment(self) -> list[TopicPartition]:
+        return [TopicPartition(t, p) for t, p in sorted(self._owned)]
+
+    async def position(self, topic: str, partition: int) -> int:
+        return await self._readers[topic].position(partition)
+
+    async def seek(self, topic: str, partition: int, offset: int) -> None:
+        await self._readers[topic].seek(offset, partition)
+
+    # -- offsets ---------------------------------------------------------------------------------
+    async def commit(self, offsets: dict[TopicPartition, int] | None = None) -> None:
+        """Commits ``offsets`` (the next offset to read, per partition), or every owned
+        partition's position."""
+        await self.start()
+        assert self._lock is not None
+        async with self._lock:
+            await self._commit_locked(offsets)
+
+    async def committed(self, partitions: Sequence[TopicPartition] | None = None) -> dict[TopicPartition, int | None]:
+        await self.start()
+        assert self._transport is not None
+        wanted = list(partitions) if partitions is not None else self.assignment()
+        response = await self._transport.fetch_offsets(pb.FetchOffsetsRequest(group=self.group_id, partitions=[
+            pb.GroupPartition(topic=tp.topic, partition=tp.partition) for tp in wanted]))
+        return {TopicPartition(o.topic, o.partition): (o.offset if o.offset >= 0 else None) for o in response.offsets}
+
+    async def _commit_locked(self, offsets: dict[TopicPartition, int] | None = None) -> None:
+        assert self._transport is not None
+        if offsets is None:
+            offsets = {}
+            for topic, partition in sorted(self._owned):
+                offsets[TopicPartition(topic, partition)] = await self._readers[topic].position(partition)
+        if not offsets:
+            return
+        await self._transport.commit_offsets(pb.CommitOffsetsRequest(
+            group=self.group_id, member_id=self.member_id, member_epoch=self.member_epoch, offsets=[
+                pb.OffsetToCommit(topic=tp.topic, partition=tp.partition, offset=offset, leader_epoch=-1)
+                for tp, offset in offsets.items()]))
+
+    # -- membership ------------------------------------------------------------------------------
+    async def _run(self, interval_s: float) -> None:
+        loop = asyncio.get_running_loop()
+        next_commit = loop.time() + self._auto_commit_s
+        while True:
+            await asyncio.sleep(interval_s)
+            try:
+                if self._auto_commit and loop.time() >= next_commit:
+                    await self.commit()
+                    next_commit = loop.time() + self._auto_commit_s
+                interval_s = await self._heartbeat()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - fenced: rejoin; else handed to the next poll
+                if getattr(exc, "code", None) in (grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.NOT_FOUND):
+                    await self._rejoin()
+                    interval_s = 0.0
+                else:
+                    self._error = exc
+
+    async def _rejoin(self) -> None:
+        """Fenced or unknown (the session ran out): give everything up, uncommitted (another
+        member may own it already), and join again, as Kafka's consumer does."""
+        assert self._lock is not None
+        async with self._lock:
+            await self._revoke(set(self._owned))
+            self.member_epoch = _JOIN
+
+    async def _heartbeat(self) -> float:
+        """One heartbeat and what its answer asks: returns the wait before the next one (0 when
+        a revocation must be reported now)."""
+        assert self._transport is not None and self._lock is not None
+        async with self._lock:
+            answer = await self._transport.heartbeat(pb.HeartbeatRequest(
+                group=self.group_id, member_id=self.member_id, member_epoch=self.member_epoch,
+                subscribed_topics=self._topics,
+                owned_partitions=[pb.GroupPartition(topic=t, partition=p) for t, p in sorted(self._owned)]))
+            self.member_id, self.member_epoch = answer.member_id, answer.member_epoch
+            assignment = {(a.topic, a.partition) for a in answer.assignment}
+            revoked, added = self._owned - assignment, assignment - self._owned
+            if revoked:
+                if self._auto_commit:
+                    await self._commit_locked({TopicPartition(t, p): await self._readers[t].position(p)
+                                               for t, p in sorted(revoked)})
+                await self._revoke(revoked)
+            if added:
+                await self._assign(added)
+            return 0.0 if revoked else answer.heartbeat_interval_ms / 1000
+
+    async def _revoke(self, revoked: set[tuple[str, int]]) -> None:
+        if not revoked:
+            return
+        if self._on_revoke is not None:
+            self._on_revoke([TopicPartition(t, p) for t, p in sorted(revoked)])
+        self._owned -= revoked
+        await self._rebuild({t for t, _ in revoked})
+
+    async def _assign(self, added: set[tuple[str, int]]) -> None:
+        assert self._transport is not None
+        response = await self._transport.fetch_offsets(pb.FetchOffsetsRequest(group=self.group_id, partitions=[
+            pb.GroupPartition(topic=t, partition=p) for t, p in sorted(added)]))
+        starts: dict[tuple[str, int], int | str] = {}
+        for offset in response.offsets:
+            if offset.offset >= 0:
+                starts[offset.topic, offset.partition] = offset.offset
+            elif self._reset == "none":
+                self._error = NoOffsetForPartitionError(
+                    f"group {self.group_id!r} has no committed offset for {offset.topic}-{offset.partition} and "
+                    "auto_offset_reset is 'none'")
+            else:
+                starts[offset.topic, offset.partition] = self._reset
+        if self._on_assign is not None:
+            self._on_assign([TopicPartition(t, p) for t, p in sorted(added)])
+        self._owned |= set(starts)
+        await self._rebuild({t for t, _ in starts}, starts)
+
+    async def _rebuild(self, topics: set[str], starts: dict[tuple[str, int], int | str] | None = None) -> None:
+        """One reader per topic over the owned partitions: kept partitions resume at their
+        position, new ones at ``starts``."""
+        starts = dict(starts or {})
+        for topic in topics:
+            old = self._readers.pop(topic, None)
+            if old is not None:
+                for partition in sorted(p for t, p in self._owned if t == topic and (t, p) not in starts):
+                    starts[topic, partition] = await old.position(partition)
+                await old.close()
+            partitions = sorted(p for t, p in self._owned if t == topic)
+            if not partitions:
+                continue
+            reader = AsyncConsumer(self._server, topic, partitions, start="latest",
+                                   auto_offset_reset=self._reset, **self._options)
+            await reader.start()
+            for partition in partitions:
+                await reader.seek(starts[topic, partition], partition)  # type: ignore[arg-type]
+            self._readers[topic] = reader
+
+
+class GroupConsumer(_sync.SyncFacade, implementation=AsyncGroupConsumer):
+    """The synchronous group consumer: the same options and methods as ``AsyncGroupConsumer``
+    (callbacks run on the client's loop thread)."""
+
+    def poll(self, timeout_ms: float | None = 0, max_records: int | None = None) -> list[ConsumerRecord]:
+        return self._portal.run(self._async.poll(timeout_ms, max_records))
+
+    def assignment(self) -> list[TopicPartition]:
+        return self._async.assignment()
+
+    def position(self, topic: str, partition: int) -> int:
+        return self._portal.run(self._async.position(topic, partition))
+
+    def seek(self, topic: str, partition: int, offset: int) -> None:
+        self._portal.run(self._async.seek(topic, partition, offset))
+
+    def commit(self, offsets: dict[TopicPartition, int] | None = None) -> None:
+        self._portal.run(self._async.commit(offsets))
+
+    def committed(self, partitions: Sequence[TopicPartition] | None = None) -> dict[TopicPartition, int | None]:
+        return self._portal.run(self._async.committed(partitions))
+
+    def close(self) -> None:
+        self._close()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
