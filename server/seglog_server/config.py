@@ -228,6 +228,20 @@ class ServiceConfig:
     # the descriptors (at least 256) stay for sockets and short-lived files, and a segment holds
     # up to 4 (storage/segment/open_segments.py). Beyond it the least recently used segment closes.
     open_segments_max: int = 0
+    # -- cluster mode (docs/cluster.md): off unless etcd endpoints are given ------------------
+    # etcd v3 endpoints (http://HOST:PORT); none: one process owning every partition, as always.
+    etcd: tuple[str, ...] = ()
+    # The etcd key prefix: several clusters may share one etcd.
+    cluster_name: str = "seglog"
+    # None: the id recorded in the first data dir's instance.id (written there the first time),
+    # so a restart with the same data is the same instance.
+    instance_id: str | None = None
+    # HOST:PORT clients dial for this instance; None: the bound listen address.
+    advertise: str | None = None
+    # etcd lease of the instance's registration. 10 s: a dead instance's partitions answer
+    # UNAVAILABLE within 10 s, while an etcd fsync stall of a second or two fences nothing; produce
+    # is refused from TTL - 2 x TTL/5 - TTL/10 (5 s) without a renewal (cluster/config.py).
+    lease_ttl_ms: int = 10_000
     topic_defaults: Mapping[str, str] = field(default_factory=dict)
     log_config: LogConfig = field(default_factory=LogConfig)
 
@@ -330,6 +344,23 @@ def _parse_optional_listen(value: Any) -> str | None:
     return text
 
 
+def _parse_endpoints(value: Any) -> tuple[str, ...]:
+    items = value if isinstance(value, list | tuple) else [value]
+    return tuple(part.strip() for item in items for part in str(item).split(",") if part.strip())
+
+
+def _parse_optional_text(value: Any) -> str | None:
+    text = str(value).strip()
+    return text or None
+
+
+def _parse_text(value: Any) -> str:
+    text = str(value).strip()
+    if not text:
+        raise ValueError("must not be empty")
+    return text
+
+
 def parse_listen_address(text: str) -> tuple[str, int]:
     """``HOST:PORT`` or ``[IPv6]:PORT`` -> (host, port); port 0 asks for any free port."""
     text = text.strip()
@@ -380,6 +411,9 @@ _TOML_TYPES: Mapping[Callable[[Any], Any], tuple[type, ...]] = {
     _parse_bool: (bool,),
     _positive_int: (int,),
     _non_negative_int: (int,),
+    _parse_endpoints: (list, str),
+    _parse_optional_text: (str,),
+    _parse_text: (str,),
 }
 _TOML_TYPE_NAMES = {list: "an array of strings", str: "a string", bool: "true or false",
                     int: "an integer"}
@@ -445,6 +479,11 @@ _SETTINGS: tuple[_Setting, ...] = (
     _Setting("principal_waiters_max", _non_negative_int, "long polls per principal", "limits"),
     _Setting("principal_streams_max", _non_negative_int, "streams per principal", "limits"),
     _Setting("auth_token_cache_max", _positive_int, "verified tokens cached, count", "limits"),
+    _Setting("etcd", _parse_endpoints, "etcd endpoints URL[,URL...]: cluster mode (off without)"),
+    _Setting("cluster_name", _parse_text, "cluster name, the etcd key prefix (with --etcd)"),
+    _Setting("instance_id", _parse_optional_text, "this instance's id (with --etcd; default: recorded in the first data dir)"),
+    _Setting("advertise", _parse_optional_text, "HOST:PORT clients dial (with --etcd; default: the bound listen address)"),
+    _Setting("lease_ttl_ms", _positive_int, "etcd lease of the registration, whole seconds in ms (with --etcd)"),
     _Setting("open_segments_max", _non_negative_int, "segments holding descriptors, count (0: from RLIMIT_NOFILE)", "limits"),
 )
 _BY_NAME = {setting.name: setting for setting in _SETTINGS}
@@ -517,6 +556,7 @@ def load_config(
     config = ServiceConfig(**parsed, topic_defaults=topic_defaults, log_config=log_config)
     _check_limits(config, values, topic_values)
     _check_security(config, values)
+    _check_cluster(config, values)
     return config
 
 
@@ -710,6 +750,32 @@ def _check_security(config: ServiceConfig, values: Mapping[str, _Value]) -> None
         security_policy(config)
     except SecurityError as exc:
         raise ConfigError(f"invalid security file: {exc}") from None
+
+
+_CLUSTER_SETTINGS = ("cluster_name", "instance_id", "advertise", "lease_ttl_ms")
+
+
+def _check_cluster(config: ServiceConfig, values: Mapping[str, _Value]) -> None:
+    """Cluster settings need --etcd; with it, they are checked as the cluster core will use them
+    (cluster/config.py), so a wrong one stops the start with one line naming it."""
+    if not config.etcd:
+        for name in _CLUSTER_SETTINGS:
+            if name in values:
+                raise ConfigError(f"{name} (from {_origin(values, name)}) requires etcd: cluster mode is "
+                                  "off without --etcd URL[,URL...]")
+        return
+    if config.lease_ttl_ms % 1000:
+        raise ConfigError(f"invalid lease_ttl_ms={config.lease_ttl_ms} (from {_origin(values, 'lease_ttl_ms')}): "
+                          "must be whole seconds (etcd leases are granted in seconds)")
+    from seglog_server.cluster.config import ClusterConfig
+    from seglog_server.cluster.errors import ClusterConfigError
+
+    try:  # the placeholders stand for what only the start knows (the recorded id, the bound port)
+        ClusterConfig(config.etcd, config.advertise or "127.0.0.1:1", instance_id=config.instance_id or "unset",
+                      cluster_name=config.cluster_name, lease_ttl_s=config.lease_ttl_ms // 1000)
+    except ClusterConfigError as exc:
+        setting = str(exc).split(":", 1)[0].replace("-", "_").replace("lease_ttl", "lease_ttl_ms")
+        raise ConfigError(f"invalid cluster setting (from {_origin(values, setting)}): {exc}") from None
 
 
 def security_policy(config: ServiceConfig) -> Any:

@@ -8,6 +8,7 @@ Layout (Kafka's, kafka-storage.md 1.1)::
       recovery-point-offset-checkpoint   per partition: first offset not known to be fsynced
       log-start-offset-checkpoint        per partition: log start offset, when above the first segment
       cleaner-offset-checkpoint          per compacted partition: first dirty offset (the cleaner)
+      instance.id                        cluster mode: this instance's id (cluster/instance_identity.py)
       <topic>-<partition>/               a partition (topic.properties + segments)
       <topic>-<partition>.<uuid32hex>-delete/   a partition whose deletion was interrupted
       .seglog-snapshots/<snapshot id>/   cleaning snapshots (log_snapshot.py); not scanned here
@@ -58,6 +59,7 @@ _KNOWN_FILES = frozenset(
         CLEANER_OFFSET_CHECKPOINT,
         "replication-offset-checkpoint",  # Kafka's high watermarks, if a Kafka dir is reused
         "meta.properties",  # Kafka's broker identity, likewise
+        "instance.id",  # the cluster instance's id, written in cluster mode (cluster/instance_identity.py)
         PRODUCER_ID_BLOCK_FILE,  # the producer ids reserved so far (producer_ids.py)
     }
 )

@@ -68,7 +68,7 @@ def test_scan_classifies_entries(tmp_path):
     for name in ["orders-0", "orders-1", "my-topic-12", "t-3.0123456789abcdef0123456789abcdef-delete",
                  "t-4.abc-future", "lost+found", "not_a_partition", "t-007"]:
         (tmp_path / name).mkdir()
-    for name in ["recovery-point-offset-checkpoint", "meta.properties", "stray.txt", "x-1"]:
+    for name in ["recovery-point-offset-checkpoint", "meta.properties", "instance.id", "stray.txt", "x-1"]:
         (tmp_path / name).write_text("")
     log_dir = LogDir(str(tmp_path))
     scan = log_dir.scan()
