@@ -30,7 +30,6 @@ import os
 import random
 import threading
 from collections.abc import Callable, Sequence
-from types import MappingProxyType
 
 from seglog.records import NO_TIMESTAMP, TimestampType
 
@@ -42,6 +41,7 @@ from ..base.io_errors import is_exhaustion
 from ..base.log_config import LogConfig
 from .local_log import LocalLog, roll_jitter_ms
 from .log_loader import LogLoader
+from .log_statistics import LogCounters, log_statistics, log_summary
 from .log_results import (
     AppendInfo,
     FetchData,
@@ -169,13 +169,9 @@ class UnifiedLog:
             producer_state = ProducerStateManager(self._name)
             producer_state.reset(log_end_offset)
         self._producers = producer_state
-        # statistics
-        self._appended_batch_count = 0
-        self._appended_record_count = 0
-        self._appended_bytes = 0
-        self._flush_count = 0
-        self._loaded_recovered_segment_count = loaded_recovered_segment_count
-        self._loaded_truncated_bytes = loaded_truncated_bytes
+        self._counters = LogCounters(
+            loaded_recovered_segment_count=loaded_recovered_segment_count, loaded_truncated_bytes=loaded_truncated_bytes
+        )
         with self._lock:
             for segment in segments.values():
                 if segment.holds_handles:  # loading (or creating) opened it: count it
@@ -302,12 +298,12 @@ class UnifiedLog:
     @property
     def loaded_recovered_segment_count(self) -> int:
         """Segments that loading recovered (rebuilt indexes, CRC-checked, torn tail cut)."""
-        return self._loaded_recovered_segment_count
+        return self._counters.loaded_recovered_segment_count
 
     @property
     def loaded_truncated_bytes(self) -> int:
         """Bytes that loading cut from torn or corrupt segment tails."""
-        return self._loaded_truncated_bytes
+        return self._counters.loaded_truncated_bytes
 
     @property
     def is_offline(self) -> bool:
@@ -381,9 +377,7 @@ class UnifiedLog:
             if local.exhausted:
                 local.exhausted = False
                 _LOG.info("%s: appends succeed again", self._name)
-            self._appended_batch_count += 1
-            self._appended_record_count += record_count
-            self._appended_bytes += size
+            self._counters.count_append(record_count, size)
             flush_due = last_offset + 1 - self._recovery_point >= self._flush_messages
             log_start_offset = self._log_start_offset
         self._announce_change()  # readable now; the flush below only makes it durable
@@ -607,7 +601,7 @@ class UnifiedLog:
                     self._last_flush_time_ms = self._clock.time_ms()
                 if offset is None and self._truncation_epoch == truncation_epoch:
                     self._fully_synced_state = files_state
-                self._flush_count += 1
+                self._counters.flush_count += 1
 
     def _files_state(self) -> tuple[int, int, int, int]:
         """Changes whenever a whole-log flush would have something new to sync: an append (log
@@ -805,60 +799,20 @@ class UnifiedLog:
         with self._lock:
             self._local.close_handlers()
 
-    # -- statistics -----------------------------------------------------------------------------
+    # -- statistics (log_statistics.py) ---------------------------------------------------------
     def statistics(self) -> LogStatistics:
-        local = self._local
         with self._lock:
-            segments = self._segments.values()
-            warm, cold = local.retired_warm_lookups, local.retired_cold_lookups
-            for segment in segments:
-                stats = segment.statistics()
-                warm += stats.warm_lookup_count
-                cold += stats.cold_lookup_count
-            active = segments[-1]
-            return LogStatistics(
-                topic=self._topic,
-                partition=self._partition,
-                dir=self._dir,
-                log_start_offset=self._log_start_offset,
-                log_end_offset=self._log_end_offset,
-                high_watermark=self.high_watermark,
-                recovery_point=self._recovery_point,
-                unflushed_record_count=self._log_end_offset - self._recovery_point,
-                size_bytes=sum(segment.size_in_bytes for segment in segments),
-                segment_count=len(segments),
-                active_segment_base_offset=active.base_offset,
-                active_segment_bytes=active.size_in_bytes,
-                appended_batch_count=self._appended_batch_count,
-                appended_record_count=self._appended_record_count,
-                appended_bytes=self._appended_bytes,
-                read_count=local.read_count,
-                read_bytes=local.read_bytes,
-                roll_counts=MappingProxyType(dict(local.roll_counts)),
-                deleted_segment_count=local.deleted_segment_count,
-                pending_delete_file_count=local.pending_delete_count,
-                flush_count=self._flush_count,
-                last_flush_time_ms=self._last_flush_time_ms,
-                index_warm_lookup_count=warm,
-                index_cold_lookup_count=cold,
-                loaded_recovered_segment_count=self._loaded_recovered_segment_count,
-                loaded_truncated_bytes=self._loaded_truncated_bytes,
+            return log_statistics(
+                self._local, self._counters, topic=self._topic, partition=self._partition,
+                log_start_offset=self._log_start_offset, log_end_offset=self._log_end_offset,
+                recovery_point=self._recovery_point, last_flush_time_ms=self._last_flush_time_ms,
             )
 
     def summary(self) -> LogSummary:
         """The running figures a scrape reads per partition (no per-segment statistics)."""
         with self._lock:
-            return LogSummary(
-                self._log_start_offset,
-                self._log_end_offset,
-                self._segments.size_in_bytes,
-                len(self._segments),
-                self._log_end_offset - self._recovery_point,
-                self._appended_bytes,
-                self._appended_record_count,
-                self._flush_count,
-                self._local.lost_offsets.offset_count(self._log_start_offset),
-            )
+            return log_summary(self._local, self._counters, log_start_offset=self._log_start_offset,
+                               log_end_offset=self._log_end_offset, recovery_point=self._recovery_point)
 
     # -- what the cleaner asks (segment_views.py) -----------------------------------------------
     def cleanable_view(self, *, timestamps_from: int | None = None) -> CleanableView:
