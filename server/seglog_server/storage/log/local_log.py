@@ -8,10 +8,10 @@ offline state an I/O error leaves. ``UnifiedLog`` (unified_log.py) holds the off
 policies (validation, producer state, retention, DeleteRecords, truncation, flush) and calls in
 here under the same lock.
 
-The compaction swap is two operations: ``snapshot_segments`` (the segments in offset order, and
-the offsets they cover, as one lock saw them) and ``swap_segments`` (the expected old segments
-for the new ones, checked and swapped under one acquisition of the lock; any OSError once the
-first rename is done takes the log offline).
+The compaction swap is two explicit operations of ``UnifiedLog``: ``snapshot_segments`` (the
+range's segments checked and hard-linked under one lock, segment_views.py) and
+``swap_segments`` (here: the expected old segments for the new ones, checked and swapped under
+one acquisition of the lock; any failure once the first rename is done takes the log offline).
 """
 
 from __future__ import annotations
