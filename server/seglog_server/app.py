@@ -37,6 +37,7 @@ from seglog_server.metrics import Metrics
 from seglog_server.metrics.server import MetricsServer
 from seglog_server.rpc.admission import AdmissionLimits
 from seglog_server.rpc.call_gate import CallGate
+from seglog_server.rpc.cluster_rpcs import CLUSTER_SERVICE_NAME, ClusterRpcs, add_cluster_service
 from seglog_server.rpc.log_dir_names import LogDirNames
 from seglog_server.resource_limits import open_segments_budget
 from seglog_server.rpc.log_service import LogServicer, LogServicerLimits
@@ -91,6 +92,7 @@ class SeglogService:
         self._maintenance: asyncio.Task[None] | None = None
         self._sessions: asyncio.Task[None] | None = None
         self._coordinator: GroupCoordinator | None = None
+        self._cluster: Any = None  # cluster_node.ClusterNode with --etcd
         self._stopping = asyncio.Event()
         self._stopped = False
         self._policy: SecurityPolicy | None = None
@@ -135,10 +137,16 @@ class SeglogService:
             maximum_concurrent_rpcs=self._concurrent_rpcs_max(),  # a backstop only
         )
         add_log_service(self._servicer, server)
+        cluster_rpcs = ClusterRpcs(self._servicer.core)  # Metadata, with or without --etcd
+        add_cluster_service(cluster_rpcs, server)
         health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
-        enable_reflection((LOG_SERVICE_NAME, health.SERVICE_NAME), server)
+        enable_reflection((LOG_SERVICE_NAME, CLUSTER_SERVICE_NAME, health.SERVICE_NAME), server)
         port = self._bind(server)
         self._server = server
+        host = self._config.listen_host
+        cluster_rpcs.address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+        if self._config.etcd:  # before the first call: produce is fenced and routed from the start
+            await self._start_cluster(manager, cluster_rpcs.address)
         await server.start()
         for name in ("", LOG_SERVICE_NAME):
             await self._health.set(name, health_pb2.HealthCheckResponse.SERVING)
@@ -155,6 +163,22 @@ class SeglogService:
         # Last: whoever waits for the ready file finds the start's log lines already written.
         self._write_ready_file()
         return self.address
+
+    async def _start_cluster(self, manager: Any, bound_address: str) -> None:
+        """Cluster mode (docs/cluster.md): registered under a lease, the metadata cache watched,
+        the service core routing and fencing through them. Imported only here: a single
+        process loads no etcd code."""
+        from seglog_server.cluster import ClusterError
+        from seglog_server.cluster_node import ClusterNode
+
+        try:
+            node = ClusterNode.from_service_config(self._config, bound_address, manager, self._calls)
+        except ClusterError as exc:
+            raise StartupError(f"cluster settings: {exc}") from exc
+        self._cluster = node
+        await node.start()
+        assert self._servicer is not None
+        self._servicer.core.cluster = node.routing
 
     async def _start_coordinator(self, manager: Any) -> GroupCoordinator:
         """The group coordinator: __consumer_offsets created when missing, every partition
@@ -381,6 +405,8 @@ class SeglogService:
             await self._maintenance
         if self._sessions is not None:
             await self._sessions
+        if self._cluster is not None:  # the lease revoked: the others see this instance go now
+            await self._cluster.stop()
         if self._manager is not None:
             await self._calls.blocking(self._manager.shutdown)
         self._calls.shutdown()

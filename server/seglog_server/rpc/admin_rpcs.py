@@ -33,10 +33,15 @@ class AdminRpcs:
         configs = dict(request.configs)
         self._check_message_bytes(configs)
         core = self.core
+        cluster = core.cluster
         config = await core.calls.blocking(
             core.storage.create_topic, request.topic, request.partitions, configs,
-            validate_only=request.validate_only,
+            validate_only=request.validate_only or cluster is not None,
         )
+        if cluster is not None and not request.validate_only:
+            # Checked here first (name, configs); then placed over the live instances in etcd, in
+            # one transaction, and held locally; the other instances follow from their caches.
+            await core.calls.blocking(cluster.create_topic, request.topic, request.partitions, configs)
         return conversions.create_topic_response(request.topic, request.partitions, config)
 
     @unary_rpc

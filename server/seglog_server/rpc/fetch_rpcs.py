@@ -39,6 +39,8 @@ class FetchRpcs:
     @unary_rpc
     async def Fetch(self, request: pb.FetchRequest, context: Any) -> Any:
         topic, partition = validation.check_partition_ref(request.topic, request.partition)
+        if self.core.cluster is not None:  # another instance's partition: refused with its owner
+            self.core.cluster.check_owner(topic, partition)
         max_bytes = self._fetch_bytes(request.max_bytes)
         wait_s = self._wait_seconds(request.max_wait_ms)
         min_bytes = validation.check_non_negative("min_bytes", request.min_bytes)
@@ -63,6 +65,8 @@ class FetchRpcs:
     @stream_rpc
     async def Consume(self, request: pb.ConsumeRequest, context: Any) -> None:
         topic, partition = validation.check_partition_ref(request.topic, request.partition)
+        if self.core.cluster is not None:  # another instance's partition: refused with its owner
+            self.core.cluster.check_owner(topic, partition)
         max_bytes = self._fetch_bytes(request.max_bytes)
         wait_s = self._wait_seconds(request.max_wait_ms)
         min_bytes = validation.check_non_negative("min_bytes", request.min_bytes)

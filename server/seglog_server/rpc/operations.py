@@ -116,6 +116,8 @@ OPERATIONS: Mapping[str, RpcOperation] = {
     "CommitOffsets": RpcOperation(_READ, Scope.TOPICS, _offset_topics, _request),
     "FetchOffsets": RpcOperation(_DESCRIBE, Scope.TOPICS, _partition_topics, _request),
     "Heartbeat": RpcOperation(_READ, Scope.TOPICS, _subscribed_topics, _request),
+    # -- seglog.v1.ClusterService (cluster_rpcs.py): the answer shows only describable topics -----
+    "Metadata": RpcOperation(_DESCRIBE, Scope.FILTERED, _no_topic, _request),
     # -- offline cleaning (admin: they replace a partition's segments) ---------------------------
     "CreateSnapshot": RpcOperation(_ADMIN, Scope.TOPICS, _topic, _request),
     "ListCleanable": RpcOperation(_ADMIN, Scope.TOPICS, _topic_or_every, _request),

@@ -38,6 +38,8 @@ class ProduceRpcs:
         core = self.core
         topic, partition = validation.check_partition_ref(request.topic, request.partition)
         core.check_user_may_change("produce to", topic)
+        if core.cluster is not None:  # fenced (lease) or not the owner: refused, never forwarded
+            core.cluster.check_produce(topic, partition)
         acks = validation.check_acks(request.acks)
         batch = self._produced_batch(request)
         # From the header alone, before any record is decompressed or decoded (config.py).

@@ -84,6 +84,9 @@ class ServiceCore:
         # Topics only the service writes (the group coordinator's __consumer_offsets): users read
         # them; produce, delete and create are refused (``check_user_may_change``).
         self.internal_topics = internal_topics
+        # Cluster mode's routing (cluster_routing.ClusterRouting), set by app.py with --etcd; None
+        # in a single process, where no handler asks anything.
+        self.cluster: Any = None
 
     def check_user_may_change(self, action: str, topic: str) -> None:
         """Raises InternalTopicError when ``topic`` is internal (PERMISSION_DENIED)."""

@@ -22,6 +22,7 @@ from seglog_server import groups, security
 from seglog_server.storage.base import errors as storage
 from seglog_server.storage.base.io_errors import exhaustion_error
 
+from . import cluster_routing as cluster
 from . import errors as service
 
 __all__ = [
@@ -108,6 +109,12 @@ STATUS_BY_ERROR: Mapping[type[BaseException], grpc.StatusCode] = {
     service.InternalTopicError: _Code.PERMISSION_DENIED,
     service.CoordinatorNotAvailableError: _Code.UNAVAILABLE,
     service.ServiceError: _Code.INTERNAL,
+    # -- cluster mode (cluster_routing.py): the owner hint rides in trailing metadata -----------
+    cluster.InstanceFencedError: _Code.UNAVAILABLE,  # no lease renewal in time: retriable
+    cluster.NotPartitionOwnerError: _Code.FAILED_PRECONDITION,  # ask the owner named
+    cluster.PartitionOwnerGoneError: _Code.UNAVAILABLE,  # its owner is down: offline until back
+    cluster.ClusterUnavailableError: _Code.UNAVAILABLE,  # etcd did not answer a change
+    cluster.NoLiveInstanceError: _Code.UNAVAILABLE,
     # -- consumer groups (groups/errors.py) --------------------------------------------------------
     # A member whose epoch moved on (a zombie after a rebalance or a session timeout): it must
     # rejoin (Kafka's FENCED_MEMBER_EPOCH); the message names the epochs.
@@ -137,14 +144,16 @@ class ErrorStatus:
     error_class: str
     expected: bool  # False: no row matched, a bug; the caller logs the traceback
     retry_after_ms: int | None = None
+    extra_metadata: tuple[tuple[str, str], ...] = ()  # an error's own ``status_metadata``
 
     @property
     def trailing_metadata(self) -> tuple[tuple[str, str], ...]:
         if self.retry_after_ms is None:
-            return ((ERROR_CLASS_METADATA_KEY, self.error_class),)
+            return ((ERROR_CLASS_METADATA_KEY, self.error_class), *self.extra_metadata)
         return (
             (ERROR_CLASS_METADATA_KEY, self.error_class),
             (RETRY_AFTER_METADATA_KEY, str(self.retry_after_ms)),
+            *self.extra_metadata,
         )
 
 
@@ -156,7 +165,8 @@ def status_for(exc: BaseException) -> ErrorStatus:
         code = STATUS_BY_ERROR.get(cls)
         if code is not None:
             retry_after_ms = getattr(exc, "retry_after_ms", None)
-            return ErrorStatus(code, text, name, expected=True, retry_after_ms=retry_after_ms)
+            return ErrorStatus(code, text, name, expected=True, retry_after_ms=retry_after_ms,
+                               extra_metadata=tuple(getattr(exc, "status_metadata", ())))
     # An exhausted resource (no descriptor, a full disk) is the world, not a bug, wherever the
     # OSError came from: it answers as the storage's own error for it would (retriable), with
     # no path in the message.

@@ -10,6 +10,7 @@ import seglog_server.storage
 
 from seglog import records as codec
 from seglog_server import groups, security
+from seglog_server.rpc import cluster_routing as cluster
 from seglog_server.rpc import errors as service
 from seglog_server.rpc.status import (
     ERROR_CLASS_METADATA_KEY,
@@ -78,6 +79,12 @@ PROMISED = {
     service.InternalTopicError: Code.PERMISSION_DENIED,
     service.CoordinatorNotAvailableError: Code.UNAVAILABLE,
     service.ServiceError: Code.INTERNAL,
+    # proto/seglog/v1/cluster.proto's header comment.
+    cluster.InstanceFencedError: Code.UNAVAILABLE,
+    cluster.NotPartitionOwnerError: Code.FAILED_PRECONDITION,
+    cluster.PartitionOwnerGoneError: Code.UNAVAILABLE,
+    cluster.ClusterUnavailableError: Code.UNAVAILABLE,
+    cluster.NoLiveInstanceError: Code.UNAVAILABLE,
     groups.FencedMemberError: Code.FAILED_PRECONDITION,
     groups.UnknownMemberError: Code.NOT_FOUND,
     groups.GroupNotEmptyError: Code.FAILED_PRECONDITION,
@@ -101,6 +108,8 @@ _EXAMPLES = {
     security.QuotaExceededError: lambda: security.QuotaExceededError("over quota", 250),
     security.PrincipalLimitError: lambda: security.PrincipalLimitError("too many", 100),
     security.AuthenticationBusyError: lambda: security.AuthenticationBusyError("too many checks", 1000),
+    cluster.NotPartitionOwnerError: lambda: cluster.NotPartitionOwnerError("owned by b", "b", "h:1", 3),
+    cluster.PartitionOwnerGoneError: lambda: cluster.PartitionOwnerGoneError("b is gone", "b", "h:1", 3),
 }
 
 
@@ -118,6 +127,9 @@ def test_every_row_maps_its_class_to_the_promised_code_with_the_message(error_cl
     metadata = ((ERROR_CLASS_METADATA_KEY, error_class.__name__),)
     if isinstance(error, security.QuotaExceededError):
         metadata += ((RETRY_AFTER_METADATA_KEY, str(error.retry_after_ms)),)
+    if isinstance(error, (cluster.NotPartitionOwnerError, cluster.PartitionOwnerGoneError)):
+        metadata += ((cluster.OWNER_ID_METADATA_KEY, "b"), (cluster.OWNER_ADDRESS_METADATA_KEY, "h:1"),
+                     (cluster.EPOCH_METADATA_KEY, "3"))
     assert status.trailing_metadata == metadata
 
 

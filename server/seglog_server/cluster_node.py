@@ -1,0 +1,180 @@
+"""Cluster mode in the service (``--etcd``): the cluster core composed for one running instance.
+
+``ClusterNode.start`` records or reads the instance id, registers the instance under its lease
+(``Membership``: id, advertised address, data dirs, capacity), starts the watched
+``MetadataCache``, and keeps every topic etcd knows held locally (a task that creates, with the
+topic's configs from etcd, any topic the cache shows and the storage lacks: an instance holds each
+topic's partitions, and serves only those it owns). ``routing`` is what the service core asks on
+the request path (rpc/cluster_routing.py). ``stop`` revokes the lease, so the other instances see
+this one go at once rather than a TTL later.
+
+This module is the boundary between the cluster core (which knows nothing of gRPC) and the
+adapter: the core's errors are translated here, once, into the adapter's and the storage's.
+Nothing here is imported without ``--etcd``: a single process loads no etcd code.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import shutil
+import threading
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from seglog_server.cluster import (
+    Capacity,
+    ClusterConfig,
+    ClusterError,
+    ClusterKeys,
+    EtcdGateway,
+    EtcdUnavailableError,
+    InstanceLoad,
+    Membership,
+    MetadataCache,
+    NoLiveInstanceError,
+    TopicExistsError,
+    create_topic,
+    place_partitions,
+)
+from seglog_server.config import ServiceConfig
+from seglog_server.rpc import cluster_routing
+from seglog_server.rpc.cluster_routing import ClusterRouting
+from seglog_server.storage.base import errors as storage_errors
+
+__all__ = ["ClusterNode"]
+
+_log = logging.getLogger("seglog_server.cluster")
+# How often the local copy of etcd's topics is compared with the storage's (a dict compare).
+_MATERIALIZE_INTERVAL_S = 0.2
+
+
+class ClusterNode:
+    def __init__(self, config: ClusterConfig, manager: Any, calls: Any) -> None:
+        self.config = config
+        self._manager = manager
+        self._calls = calls
+        self._keys = ClusterKeys(config.cluster_name)
+        # One gateway per thread (etcd3gw's session is not shared): membership's, the cache's, and
+        # one per pool thread for CreateTopic.
+        self._membership = Membership(config, self._gateway(), self._capacity)
+        self._cache = MetadataCache(self._gateway(), self._keys)
+        self._local = threading.local()
+        self._materialize_lock = threading.Lock()
+        self._materializer: asyncio.Task[None] | None = None
+        self.routing = ClusterRouting(config.cluster_name, config.instance_id, config.advertise, self._membership,
+                                      self._cache, config.fence_after_s, create_topic=self.create_topic)
+
+    @classmethod
+    def from_service_config(cls, config: ServiceConfig, bound_address: str, manager: Any,
+                            calls: Any) -> ClusterNode:
+        cluster_config = ClusterConfig(
+            config.etcd, config.advertise or bound_address, data_dirs=config.data_dirs,
+            instance_id=config.instance_id or "", cluster_name=config.cluster_name,
+            lease_ttl_s=config.lease_ttl_ms // 1000)
+        return cls(cluster_config, manager, calls)
+
+    def _gateway(self) -> EtcdGateway:
+        return EtcdGateway(self.config.etcd_endpoints, timeout_s=self.config.keepalive_interval_s)
+
+    # -- life cycle ---------------------------------------------------------------------------
+    async def start(self) -> None:
+        """Registers and loads the cache, waiting up to one lease TTL for both: an instance that
+        cannot reach etcd still starts (reads are served), fenced until it registers."""
+        self._membership.start()
+        self._cache.start()
+        ready = await asyncio.to_thread(self._wait_ready, self.config.lease_ttl_s)
+        if not ready:
+            _log.warning("instance %s: etcd %s not reached yet; produce is refused until it registers",
+                         self.config.instance_id, ",".join(self.config.etcd_endpoints))
+        self._materializer = asyncio.create_task(self._materialize(), name="seglog-cluster-topics")
+        _log.info("cluster %r: instance %s at %s (lease %d s, produce fenced after %.1f s without renewal)",
+                  self.config.cluster_name, self.config.instance_id, self.config.advertise,
+                  self.config.lease_ttl_s, self.config.fence_after_s)
+
+    def _wait_ready(self, timeout_s: float) -> bool:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self._membership.may_acknowledge() and self._cache.wait_until(
+                    lambda cache: self.config.instance_id in cache.instances()
+                    and cache.instances()[self.config.instance_id].alive, 0.1):
+                return True
+            time.sleep(0.05)
+        return False
+
+    async def stop(self) -> None:
+        if self._materializer is not None:
+            self._materializer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._materializer
+        # Revoked: the instance key goes now, and the others see this instance gone at once.
+        await asyncio.to_thread(self._membership.stop, True)
+        await asyncio.to_thread(self._cache.stop)
+
+    # -- CreateTopic ----------------------------------------------------------------------------
+    def create_topic(self, topic: str, partition_count: int, configs: Mapping[str, str]) -> None:
+        """Blocking. Places the partitions over the live instances (fewest partitions, then bytes)
+        and writes topic and owners at epoch 0 in one etcd transaction; then holds it locally."""
+        try:
+            owners = place_partitions(partition_count, self._loads())
+            create_topic(self._thread_gateway(), self._keys, topic, owners, configs)
+        except TopicExistsError as exc:
+            raise storage_errors.TopicExistsError(str(exc)) from exc
+        except NoLiveInstanceError as exc:
+            raise cluster_routing.NoLiveInstanceError(str(exc)) from exc
+        except EtcdUnavailableError as exc:
+            raise cluster_routing.ClusterUnavailableError(f"topic {topic!r} not created: {exc}") from exc
+        _log.info("topic %s: %d partitions placed on %s", topic, partition_count, ", ".join(owners))
+        self._hold_locally(topic, partition_count, configs)
+
+    def _loads(self) -> list[InstanceLoad]:
+        counts: dict[str, int] = {}
+        for topic, partition_count in self._cache.topics().items():
+            for partition in range(partition_count):
+                owner = self._cache.owner_of(topic, partition)
+                if owner is not None:
+                    counts[owner.owner] = counts.get(owner.owner, 0) + 1
+        return [InstanceLoad(info.instance_id, info.alive, counts.get(info.instance_id, 0), info.bytes)
+                for info in self._cache.instances().values()]
+
+    def _thread_gateway(self) -> EtcdGateway:
+        gateway = getattr(self._local, "gateway", None)
+        if gateway is None:
+            gateway = self._local.gateway = self._gateway()
+        return gateway
+
+    def _hold_locally(self, topic: str, partition_count: int, configs: Mapping[str, str]) -> None:
+        with self._materialize_lock:
+            if topic in dict(self._manager.list_topics()):
+                return
+            self._manager.create_topic(topic, partition_count, dict(configs))
+
+    # -- the other instances' topics --------------------------------------------------------------
+    async def _materialize(self) -> None:
+        while True:
+            await asyncio.sleep(_MATERIALIZE_INTERVAL_S)
+            local = dict(self._manager.list_topics())
+            for topic, partition_count in self._cache.topics().items():
+                if topic not in local:
+                    try:
+                        await self._calls.blocking(self._materialize_topic, topic, partition_count)
+                    except (ClusterError, storage_errors.StorageError) as exc:
+                        _log.warning("topic %s from etcd not held locally yet: %s", topic, exc)
+
+    def _materialize_topic(self, topic: str, partition_count: int) -> None:
+        kv = self._thread_gateway().get(self._keys.topic(topic))
+        if kv is None:
+            return  # deleted meanwhile
+        configs = json.loads(kv.value).get("configs", {})
+        self._hold_locally(topic, partition_count, configs)
+        _log.info("topic %s (%d partitions) held locally, as etcd has it", topic, partition_count)
+
+    def _capacity(self) -> Capacity:
+        topics = self._manager.list_topics()
+        free = 0
+        with contextlib.suppress(OSError):
+            free = shutil.disk_usage(self.config.data_dirs[0]).free
+        return Capacity(partition_count=sum(count for _, count in topics), bytes=0, disk_free_bytes=free)

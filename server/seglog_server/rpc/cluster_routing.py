@@ -1,0 +1,150 @@
+"""Cluster mode's questions on the request path: may this instance acknowledge a produce, and does
+it own the partition a request names (docs/cluster.md).
+
+``ClusterRouting`` answers from memory only (a clock read for the lease, a dict look-up in the
+watched cache): the handlers ask it on every Produce, ProduceStream message, Fetch and Consume, so
+it never waits on etcd. It holds the cluster core's objects by duck type and imports nothing of it,
+so a single process (no ``--etcd``) loads no etcd code at all; the service core's ``cluster`` is
+then None and no handler asks anything.
+
+The rules, in order:
+
+- a produce while ``may_acknowledge()`` is False (no lease renewal within the fencing deadline,
+  shorter than the lease TTL) is refused UNAVAILABLE: another instance may take the partition
+  once the lease expires, and this one must not acknowledge a write it might no longer own;
+- a partition with no owner record in etcd (a topic created before cluster mode, the internal
+  __consumer_offsets each instance keeps for its own groups) is served locally, as before;
+- a partition owned by another live instance is refused FAILED_PRECONDITION with the owner's id,
+  address and epoch in trailing metadata (``seglog-owner-id``, ``seglog-owner-address``,
+  ``seglog-epoch``): the client asks that owner, the service never forwards;
+- a partition whose owner is gone (its lease expired) is refused UNAVAILABLE naming the owner and
+  since when, with the same hint: nothing moves its partitions but an operator.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from .errors import ServiceError
+
+__all__ = [
+    "EPOCH_METADATA_KEY",
+    "OWNER_ADDRESS_METADATA_KEY",
+    "OWNER_ID_METADATA_KEY",
+    "ClusterRouting",
+    "ClusterUnavailableError",
+    "InstanceFencedError",
+    "NoLiveInstanceError",
+    "NotPartitionOwnerError",
+    "PartitionOwnerGoneError",
+]
+
+OWNER_ID_METADATA_KEY = "seglog-owner-id"
+OWNER_ADDRESS_METADATA_KEY = "seglog-owner-address"
+EPOCH_METADATA_KEY = "seglog-epoch"
+
+
+class InstanceFencedError(ServiceError):
+    """This instance could not renew its etcd lease within the fencing deadline (UNAVAILABLE)."""
+
+
+class _OwnerHintError(ServiceError):
+    """Refusals that name the partition's owner in trailing metadata (status.py sends
+    ``status_metadata`` after the error class)."""
+
+    def __init__(self, message: str, owner_id: str, owner_address: str, epoch: int) -> None:
+        super().__init__(message)
+        self.status_metadata = ((OWNER_ID_METADATA_KEY, owner_id), (OWNER_ADDRESS_METADATA_KEY, owner_address),
+                                (EPOCH_METADATA_KEY, str(epoch)))
+
+
+class NotPartitionOwnerError(_OwnerHintError):
+    """Another live instance owns the partition: ask it (FAILED_PRECONDITION, with the hint)."""
+
+
+class PartitionOwnerGoneError(_OwnerHintError):
+    """The partition's owner is not registered (dead or cut off): UNAVAILABLE, with the hint."""
+
+
+@dataclass(frozen=True)
+class _Owner:
+    instance_id: str
+    address: str
+    epoch: int
+    alive: bool
+    gone_since_ms: int | None
+
+
+class ClusterRouting:
+    """``membership``: a cluster.Membership (``may_acknowledge``, ``statistics``); ``cache``: a
+    cluster.MetadataCache (``owner_of``, ``instances``, ``topics``, ``statistics``)."""
+
+    def __init__(self, cluster_name: str, instance_id: str, address: str, membership: Any, cache: Any,
+                 fence_after_s: float, create_topic: Any = None, wall_clock: Any = time.time,
+                 monotonic: Any = time.monotonic) -> None:
+        self.cluster_name = cluster_name
+        self.instance_id = instance_id
+        # (topic, partition count, configs) -> None, blocking: places the partitions over the live
+        # instances and writes them to etcd in one transaction, then holds the topic locally
+        # (cluster_node.py, which translates the core's errors into this module's and storage's).
+        self.create_topic = create_topic
+        self.address = address
+        self.membership = membership
+        self.cache = cache
+        self._fence_after_s = fence_after_s
+        self._wall_clock = wall_clock
+        self._monotonic = monotonic
+
+    def check_produce(self, topic: str, partition: int) -> None:
+        if not self.membership.may_acknowledge():
+            raise InstanceFencedError(self._fenced_message())
+        self.check_owner(topic, partition)
+
+    def check_owner(self, topic: str, partition: int) -> None:
+        owner = self._owner(topic, partition)
+        if owner is None or owner.instance_id == self.instance_id:
+            return
+        where = f"{topic}-{partition} is owned by instance {owner.instance_id!r}"
+        if owner.alive:
+            raise NotPartitionOwnerError(
+                f"{where} at {owner.address} (epoch {owner.epoch}), not by {self.instance_id!r}: send it there "
+                "(trailing metadata seglog-owner-address)", owner.instance_id, owner.address, owner.epoch)
+        since = "" if owner.gone_since_ms is None else " since " + _utc(owner.gone_since_ms / 1000)
+        raise PartitionOwnerGoneError(
+            f"{where}, which is not registered{since}: the partition is offline until it returns "
+            "(or an operator moves it)", owner.instance_id, owner.address, owner.epoch)
+
+    def _owner(self, topic: str, partition: int) -> _Owner | None:
+        record = self.cache.owner_of(topic, partition)
+        if record is None:
+            return None
+        if record.owner == self.instance_id:
+            return _Owner(record.owner, self.address, record.epoch, True, None)
+        info = self.cache.instances().get(record.owner)
+        if info is None:
+            return _Owner(record.owner, "", record.epoch, False, None)
+        return _Owner(record.owner, info.address, record.epoch, info.alive, info.gone_since_ms)
+
+    def _fenced_message(self) -> str:
+        renewed_at = self.membership.statistics().renewed_at
+        if renewed_at is None:
+            since = "this instance is not registered in etcd (yet)"
+        else:
+            since = "lease not renewed since " + _utc(self._wall_clock() - (self._monotonic() - renewed_at))
+        return (f"instance fenced: {since}; produce is refused after {self._fence_after_s:.1f} s without a "
+                "renewal, before etcd could give its partitions to another instance. Retry: it resumes "
+                "once etcd answers")
+
+
+def _utc(seconds: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds)) + f".{int(seconds * 1000) % 1000:03d}Z"
+
+
+class ClusterUnavailableError(ServiceError):
+    """etcd did not answer a cluster change (CreateTopic's placement): UNAVAILABLE, retriable."""
+
+
+class NoLiveInstanceError(ServiceError):
+    """No live instance to place a new topic's partitions on (UNAVAILABLE)."""
