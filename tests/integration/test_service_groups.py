@@ -76,8 +76,61 @@ def test_commits_survive_a_restart_by_replay(start_service, tmp_path):
         assert fetched(again.stub, group) == [("kept", 0, 1, -1, ""), ("kept", 2, 9, 1, group)]
 
 
+def offsets_partition_dirs(service):
+    return sorted(p.name for d in service.data_dirs if d.exists() for p in d.iterdir()
+                  if p.name.startswith(OFFSETS_TOPIC + "-"))
+
+
+def test_the_offsets_topic_is_created_on_the_first_commit_only(start_service, tmp_path):
+    service = start_service(FEW_PARTITIONS, workdir=tmp_path / "lazy")
+    stub = service.stub
+    stub.CreateTopic(pb.CreateTopicRequest(topic="lazy", partitions=1))
+    assert offsets_partition_dirs(service) == []
+    # A fetch before any commit answers no offset and creates nothing; a restart creates nothing.
+    assert fetched(stub, "g", ("lazy", 0)) == [("lazy", 0, -1, -1, "")]
+    assert fetched(stub, "g") == []
+    assert OFFSETS_TOPIC not in [t.topic for t in stub.ListTopics(pb.ListTopicsRequest(include_internal=True)).topics]
+    # Absent, the name stays the service's: a user cannot create or produce to it.
+    rpc_error(stub.CreateTopic, pb.CreateTopicRequest(topic=OFFSETS_TOPIC, partitions=1), Code.PERMISSION_DENIED)
+    rpc_error(stub.Produce, pb.ProduceRequest(topic=OFFSETS_TOPIC, partition=0, records=make_batch([b"x"])),
+              Code.PERMISSION_DENIED, "internal topic")
+    assert service.stop() == 0
+    service = start_service(FEW_PARTITIONS, workdir=tmp_path / "lazy")
+    assert offsets_partition_dirs(service) == []
+    commit(service.stub, "g", ("lazy", 0, 4, -1, ""))
+    assert offsets_partition_dirs(service) == [f"{OFFSETS_TOPIC}-{p}" for p in range(3)]
+    assert fetched(service.stub, "g") == [("lazy", 0, 4, -1, "")]
+
+
+def test_a_first_join_creates_the_offsets_topic(start_service):
+    service = start_service(FEW_PARTITIONS)
+    service.stub.CreateTopic(pb.CreateTopicRequest(topic="joined", partitions=1))
+    heartbeat(service.stub, "j", topics=["joined"])
+    assert offsets_partition_dirs(service) == [f"{OFFSETS_TOPIC}-{p}" for p in range(3)]
+
+
+def test_concurrent_first_commits_all_succeed_and_create_the_topic_once(start_service, tmp_path):
+    from concurrent.futures import ThreadPoolExecutor
+
+    service = start_service(FEW_PARTITIONS + ["--storage-threads", "8"], workdir=tmp_path / "race")
+    stub = service.stub
+    stub.CreateTopic(pb.CreateTopicRequest(topic="race", partitions=1))
+    groups = [f"racer-{i}" for i in range(8)]
+    with ThreadPoolExecutor(len(groups)) as pool:
+        list(pool.map(lambda g: commit(stub, g, ("race", 0, len(g), -1, g)), groups))
+    assert offsets_partition_dirs(service) == [f"{OFFSETS_TOPIC}-{p}" for p in range(3)]
+    for group in groups:
+        assert fetched(stub, group) == [("race", 0, len(group), -1, group)]
+    assert service.stop() == 0
+    again = start_service(FEW_PARTITIONS, workdir=tmp_path / "race")  # replayed at start
+    for group in groups:
+        assert fetched(again.stub, group) == [("race", 0, len(group), -1, group)]
+
+
 def test_another_partition_count_of_an_existing_offsets_topic_stops_the_start(start_service, tmp_path):
     service = start_service(FEW_PARTITIONS, workdir=tmp_path / "count")
+    service.stub.CreateTopic(pb.CreateTopicRequest(topic="count", partitions=1))
+    commit(service.stub, "g", ("count", 0, 1, -1, ""))  # the topic exists from the first commit
     assert service.stop() == 0
     with pytest.raises(AssertionError, match="__consumer_offsets has 3 partitions, the coordinator expects 4"):
         start_service(["--offsets-topic-partitions", "4"], workdir=tmp_path / "count")
@@ -87,6 +140,8 @@ def test_another_partition_count_of_an_existing_offsets_topic_stops_the_start(st
 
 
 def test_users_may_not_produce_to_delete_or_create_the_internal_topic(stub):
+    stub.CreateTopic(pb.CreateTopicRequest(topic="internal-check", partitions=1))
+    commit(stub, "internal-check", ("internal-check", 0, 1, -1, ""))  # the topic exists from a commit on
     error = rpc_error(stub.Produce, pb.ProduceRequest(topic=OFFSETS_TOPIC, partition=0, records=make_batch([b"x"])),
                       Code.PERMISSION_DENIED, "internal topic")
     assert "not produce to it" in error.details()

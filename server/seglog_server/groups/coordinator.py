@@ -1,7 +1,10 @@
 """The group coordinator of one service: the committed offsets (``OffsetsLog`` over the internal
 ``__consumer_offsets`` topic) and the membership of each group (``GroupReconciliation``).
 
-``start`` creates the compacted topic when missing and replays each partition into memory.
+``start`` replays each partition of the compacted topic into memory when the topic exists and
+creates nothing otherwise: the topic is created on the first commit or join (as Kafka creates it
+on the first FindCoordinator), once among concurrent first callers and outside the coordinator's
+lock; until then a fetch answers no offset.
 A commit is checked against the group's membership (a fenced or unknown member is refused),
 appended as one batch to the group's offsets partition and applied to the map after the append;
 a fetch reads the map only. A heartbeat joins, keeps or leaves a member; the assignment follows
@@ -85,10 +88,14 @@ class GroupCoordinator:
         return self._session_timeout_ms
 
     def start(self) -> None:
-        """Creates the internal topic when missing and loads every partition by replay."""
+        """Loads every partition of the internal topic by replay when it exists (refused with
+        another partition count); creates nothing."""
         with self._lock:
-            self._offsets.ensure_topic()
-            self._offsets.load()
+            self._offsets.open()
+
+    @property
+    def offsets_topic_created(self) -> bool:
+        return self._offsets.created
 
     # -- offsets ------------------------------------------------------------------------------
     def commit(self, group: str, member_id: str, member_epoch: int, offsets: Sequence[OffsetCommit]) -> None:
@@ -101,6 +108,7 @@ class GroupCoordinator:
                 raise InvalidGroupRequestError(
                     f"metadata for {commit.topic}-{commit.partition} is above {METADATA_BYTES_MAX} bytes")
             self._check_partition(commit.topic, commit.partition)
+        self._offsets.ensure_created()
         with self._lock:
             members = self._groups.get(group)
             if member_id:
@@ -143,6 +151,7 @@ class GroupCoordinator:
             if not subscription:
                 raise InvalidGroupRequestError("a member joins with at least one subscribed topic")
             member_id = member_id or str(uuid.uuid4())
+            self._offsets.ensure_created()  # a group is born: its commits follow
         elif not member_id:
             raise InvalidGroupRequestError("member id is empty: only a join (member epoch 0) may leave it out")
         topics = set(subscription or ())

@@ -7,15 +7,21 @@ applies the same records to the map: a failed append changes nothing. ``load`` r
 partition from its log start to its end through the same ``apply``; it never depends on the
 cleaner having run. The coordinator (later: the owner of the partition in cluster mode) calls
 ``load_partition`` when it takes a partition and ``unload_partition`` when it loses it.
+
+The topic is created lazily, as Kafka creates it on the first FindCoordinator: ``open`` replays it
+when it exists and otherwise starts every partition empty without creating anything;
+``ensure_created`` (the first group write, or any append) creates it once under its own lock, so
+concurrent first writers create it once and the others wait for it.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable, Mapping, Set
 
 from seglog.records import RecordBatchBuilder, iter_batches
 from seglog_server.storage import Clock, LogManager
-from seglog_server.storage.base.errors import UnknownTopicOrPartitionError
+from seglog_server.storage.base.errors import TopicExistsError, UnknownTopicOrPartitionError
 
 from .offsets_state import OFFSETS_RETENTION_MS, OffsetsState
 from .partitioning import OFFSETS_TOPIC_PARTITIONS, partition_for
@@ -43,22 +49,54 @@ class OffsetsLog:
         self._partition_count = partitions
         self._retention_ms = retention_ms
         self._states: dict[int, OffsetsState] = {}
+        self._created = False  # the topic is known to exist with the right partition count
+        self._create_lock = threading.Lock()
 
     @property
     def partition_count(self) -> int:
         return self._partition_count
 
+    @property
+    def created(self) -> bool:
+        return self._created
+
+    def open(self) -> bool:
+        """Replays the topic when it exists (refused with another partition count), else starts
+        every partition empty and creates nothing; returns whether it existed."""
+        if not self._exists():
+            self._states = {partition: OffsetsState() for partition in range(self._partition_count)}
+            return False
+        self.load()
+        return True
+
+    def ensure_created(self) -> None:
+        """Creates the compacted topic if absent, once among concurrent callers."""
+        if self._created:
+            return
+        with self._create_lock:
+            if not self._created:
+                self.ensure_topic()
+
     def ensure_topic(self) -> None:
         """Creates the compacted topic when missing; refuses one with another partition count
         (every group would move partition and lose its offsets)."""
+        if not self._exists():
+            try:
+                self._manager.create_topic(OFFSETS_TOPIC, self._partition_count, OFFSETS_TOPIC_CONFIG)
+            except TopicExistsError:
+                self._exists()  # created by another caller meanwhile: its partition count checked
+        self._created = True
+
+    def _exists(self) -> bool:
         try:
             described = self._manager.describe_topic(OFFSETS_TOPIC)
         except UnknownTopicOrPartitionError:
-            self._manager.create_topic(OFFSETS_TOPIC, self._partition_count, OFFSETS_TOPIC_CONFIG)
-            return
+            return False
         found = len(described.partitions) + len(described.offline_partitions)
         if found != self._partition_count:
             raise ValueError(f"{OFFSETS_TOPIC} has {found} partitions, the coordinator expects {self._partition_count}")
+        self._created = True
+        return True
 
     # -- loading ------------------------------------------------------------------------------
     def load(self) -> None:
@@ -140,6 +178,7 @@ class OffsetsLog:
 
     def _append(self, partition: int, records: list[tuple[bytes, bytes | None]]) -> None:
         state = self._states[partition]  # a partition this coordinator has not loaded: KeyError
+        self.ensure_created()
         now_ms = self._clock.time_ms()
         builder = RecordBatchBuilder()
         for key, value in records:

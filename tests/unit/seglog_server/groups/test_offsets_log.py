@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import contextlib
 import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -15,7 +17,7 @@ from hypothesis import strategies as st
 from seglog.records import iter_batches
 from seglog_server.groups.errors import CorruptGroupRecordError
 from seglog_server.groups.offsets_log import OFFSETS_TOPIC, OffsetsLog
-from seglog_server.groups.offsets_state import OFFSETS_RETENTION_MS
+from seglog_server.groups.offsets_state import OFFSETS_RETENTION_MS, OffsetsState
 from seglog_server.groups.partitioning import partition_for
 from seglog_server.groups.records import (
     GroupMetadataValue,
@@ -270,3 +272,66 @@ def test_cleaning_shrinks_the_log_and_keeps_the_map(tmp_path):
         assert clean_all(manager) == 1
         assert record_count(manager) < before
         assert everything(loaded(manager, clock)) == live
+
+
+# -- created lazily, once -------------------------------------------------------------------------
+
+
+class CountingManager(LogManager):
+    """The real engine, whose topic creations are counted and slowed so that racers overlap."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.created: list[str] = []
+
+    def create_topic(self, topic, *args, **kwargs):
+        self.created.append(topic)
+        time.sleep(0.2)  # every racer reaches its check while the first creation runs
+        return super().create_topic(topic, *args, **kwargs)
+
+
+def test_open_creates_nothing_and_the_first_commit_creates_the_topic(tmp_path):
+    clock = FakeClock(1_000_000)
+    with running(str(tmp_path), clock) as manager:
+        offsets = OffsetsLog(manager, clock, partitions=PARTITIONS)
+        assert offsets.open() is False and not offsets.created
+        assert OFFSETS_TOPIC not in [name for name, _ in manager.list_topics()]
+        assert offsets.committed("g", "t", 0) is None and everything(offsets) == [OffsetsState().as_dict()] * PARTITIONS
+        offsets.commit("g", {("t", 0): 5})
+        assert offsets.created and len(manager.describe_topic(OFFSETS_TOPIC).partitions) == PARTITIONS
+    with running(str(tmp_path), clock) as manager:
+        again = OffsetsLog(manager, clock, partitions=PARTITIONS)
+        assert again.open() is True and again.committed("g", "t", 0).offset == 5
+
+
+def test_concurrent_first_creators_create_the_topic_once(tmp_path):
+    racers = 6
+    clock = FakeClock(1_000_000)
+    manager = CountingManager([str(tmp_path)], clock=clock)
+    manager.startup()
+    try:
+        offsets = OffsetsLog(manager, clock, partitions=PARTITIONS)
+        offsets.open()
+        with ThreadPoolExecutor(racers) as pool:
+            list(pool.map(lambda i: offsets.commit(f"g{i}", {("t", 0): i}), range(racers)))
+        assert manager.created == [OFFSETS_TOPIC]
+        assert [offsets.committed(f"g{i}", "t", 0).offset for i in range(racers)] == list(range(racers))
+    finally:
+        manager.shutdown()
+
+
+def test_a_topic_created_meanwhile_by_another_coordinator_is_taken_when_its_count_matches(tmp_path):
+    clock = FakeClock(1_000_000)
+    manager = CountingManager([str(tmp_path)], clock=clock)
+    manager.startup()
+    try:
+        both = [OffsetsLog(manager, clock, partitions=PARTITIONS) for _ in range(2)]
+        for offsets in both:
+            offsets.open()
+        with ThreadPoolExecutor(2) as pool:  # both create; the later one finds TopicExistsError
+            list(pool.map(lambda o: o.commit("g", {("t", 0): 1}), both))
+        assert manager.created == [OFFSETS_TOPIC] * 2 and all(o.created for o in both)
+        with pytest.raises(ValueError, match="has 3 partitions, the coordinator expects 4"):
+            OffsetsLog(manager, clock, partitions=PARTITIONS + 1).open()
+    finally:
+        manager.shutdown()
