@@ -47,6 +47,15 @@ def _produce(service: ServiceProcess, topic: str, partition: int, value: bytes =
                                 timeout=10)
 
 
+def _stream_produce(service: ServiceProcess, topic: str, partition: int) -> pb.ProduceStreamResponse:
+    """One ProduceStream message and its answer."""
+    request = pb.ProduceStreamRequest(correlation_id=7, produce=pb.ProduceRequest(
+        topic=topic, partition=partition, records=make_batch([b"s"])))
+    (response,) = list(service.stub.ProduceStream(iter([request]), timeout=10))
+    assert response.correlation_id == 7
+    return response
+
+
 def _until(predicate, timeout_s: float = PROPAGATION_TIMEOUT_S, what: str = "the condition"):
     deadline = time.monotonic() + timeout_s
     while True:
@@ -107,6 +116,10 @@ def test_a_frozen_etcd_fences_produce_before_the_lease_can_expire_and_produce_re
         # Before etcd could have expired the lease (its TTL counts from the last renewal, which is
         # no later than the pause): no other instance could yet have been given the partition.
         assert refused_by < LEASE_TTL_MS / 1000, refused_by
+        streamed = _stream_produce(service, "t", 0)  # ProduceStream's messages likewise
+        assert (streamed.error.code, streamed.error.error_class) == \
+            (grpc.StatusCode.UNAVAILABLE.value[0], "InstanceFencedError"), streamed
+        assert streamed.error.message.startswith("instance fenced: lease not renewed since ")
         # Reads go on while fenced.
         fetched = service.stub.Fetch(pb.FetchRequest(topic="t", partition=0, offset=0), timeout=10)
         assert fetched.high_watermark == len(acknowledged) and acknowledged == list(range(len(acknowledged)))
@@ -155,6 +168,10 @@ def test_two_instances_place_a_topic_agree_on_metadata_and_refuse_the_others_par
     hint = dict(error.trailing_metadata())
     assert (hint["seglog-owner-id"], hint["seglog-owner-address"], hint["seglog-epoch"]) == ("b", b.address, "0")
     assert error_class(error) == "NotPartitionOwnerError" and "'b'" in error.details()
+    streamed = _stream_produce(a, "orders", 1)
+    assert (streamed.error.code, streamed.error.error_class) == \
+        (grpc.StatusCode.FAILED_PRECONDITION.value[0], "NotPartitionOwnerError"), streamed
+    assert b.address in streamed.error.message
     with pytest.raises(grpc.RpcError) as fetch:
         a.stub.Fetch(pb.FetchRequest(topic="orders", partition=1, offset=0), timeout=10)
     assert fetch.value.code() == grpc.StatusCode.FAILED_PRECONDITION
