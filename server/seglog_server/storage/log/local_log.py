@@ -2,11 +2,12 @@
 
 What the files need, and nothing of offsets' meaning: the segment map and the one re-entrant
 lock guarding it, roll mechanics (open the new segment's files, seal the old), reads and the
-two-level offset lookup across segments, the sync of a segment's files, delayed deletion
-(``.deleted`` files unlinked after file.delete.delay.ms), the compaction swap, close, and the
-offline state an I/O error leaves. ``UnifiedLog`` (unified_log.py) holds the offsets and the
-policies (validation, producer state, retention, DeleteRecords, truncation, flush) and calls in
-here under the same lock.
+two-level offset lookup across segments, the flush (which segments, their fdatasyncs outside
+the lock, the directory), truncation of the segment map, delayed deletion (``.deleted`` files
+unlinked after file.delete.delay.ms), the compaction swap, close, and the offline state an I/O
+error leaves. ``UnifiedLog`` (unified_log.py) holds the offsets and the policies (validation,
+producer state, when to flush and the recovery point, retention, DeleteRecords, the offsets of
+a truncation) and calls in here under the same lock.
 
 The compaction swap is two explicit operations of ``UnifiedLog``: ``snapshot_segments`` (the
 range's segments checked and hard-linked under one lock, segment_views.py) and
@@ -22,6 +23,7 @@ import random
 import threading
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from ..base import file_names
 from ..base.clock import Clock
@@ -42,7 +44,7 @@ from ..segment.log_segments import LogSegments
 from ..segment.open_segments import OpenSegments
 from ..segment.segment_timestamps import SegmentTimestamps
 
-__all__ = ["LocalLog", "roll_jitter_ms"]
+__all__ = ["FlushPlan", "LocalLog", "roll_jitter_ms"]
 
 _LOG = logging.getLogger(__name__)
 
@@ -52,6 +54,16 @@ def roll_jitter_ms(config: LogConfig, rng: random.Random) -> int:
     if config.segment_jitter_ms <= 0:
         return 0
     return rng.randrange(min(config.segment_jitter_ms, config.segment_ms))
+
+
+@dataclass(frozen=True)
+class FlushPlan:
+    """What one flush syncs (``LocalLog.plan_flush``), chosen under the lock."""
+
+    segments: list[LogSegment]
+    log_only: LogSegment | None  # holds the new recovery point: its log synced, not its indexes
+    new_files: bool  # a segment begins at or above the recovery point: sync the directory too
+    truncation_epoch: int  # as the plan saw it: a truncation since leaves the recovery point
 
 
 class LocalLog:
@@ -91,6 +103,13 @@ class LocalLog:
         # a clean-shutdown marker). Reads and the flush go on; close() follows.
         self.closing = False
         self.offline_cause: BaseException | None = None
+        # Bumped by every truncation: a flush that saw it change while its fsyncs ran (outside
+        # the lock) leaves the recovery point alone, since offsets it meant to cover were cut
+        # and may have been written again, unsynced.
+        self.truncation_epoch = 0
+        # What the last whole-log flush made durable (``files_state``): a whole-log flush that
+        # finds the same state has nothing new to sync and returns without a single fdatasync.
+        self.fully_synced_state: tuple[int, int, int, int] | None = None
         self.exhausted = False  # a resource ran out (disk, descriptors) and no append succeeded since
         # statistics
         self.read_count = 0
@@ -99,6 +118,10 @@ class LocalLog:
         self.deleted_segment_count = 0
         self.retired_warm_lookups = 0
         self.retired_cold_lookups = 0
+
+    @property
+    def fs(self) -> FileSystem:
+        return self._fs
 
     # -- the offline state --------------------------------------------------------------------
     def check_usable(self) -> None:
@@ -290,7 +313,41 @@ class LocalLog:
             segment = following
         return None
 
-    # -- sync -----------------------------------------------------------------------------------
+    # -- flush (UnifiedLog decides when, and the recovery point) --------------------------------
+    def files_state(self, log_end_offset: int) -> tuple[int, int, int, int]:
+        """Changes whenever a whole-log flush would have something new to sync: an append (log
+        end offset), a roll (active segment), a truncation or a swap (epoch, segment count)."""
+        return (self.truncation_epoch, log_end_offset, self.segments.active.base_offset, len(self.segments))
+
+    def plan_flush(self, recovery_point: int, flush_to: int, *, holding_offset: int | None) -> FlushPlan:
+        """The segments holding offsets in [``recovery_point``, ``flush_to``), chosen under the
+        lock. The segment holding ``holding_offset`` (the new recovery point) is recovered
+        (reindexed) after a crash anyway: only its log needs the fsync, not its indexes. None (a
+        whole-log flush): every index, since a clean shutdown marker may follow, and with it no
+        reindexing."""
+        segments = self.segments.values(recovery_point, flush_to)
+        return FlushPlan(
+            segments=segments,
+            log_only=None if holding_offset is None else self.segments.floor(holding_offset),
+            new_files=any(segment.base_offset >= recovery_point for segment in segments),
+            truncation_epoch=self.truncation_epoch,
+        )
+
+    def flush(self, plan: FlushPlan) -> None:
+        """Kafka's LocalLog.flush, outside the lock (appends go on meanwhile): fdatasyncs each
+        planned segment's files (``sync_segment``), then the directory when files are new since
+        the recovery point. A failed sync takes the log offline (``io_error(sync=True)``)."""
+        watch = stopwatch("flush")
+        try:
+            for segment in plan.segments:
+                self.sync_segment(segment, with_indexes=segment is not plan.log_only)
+            if plan.new_files:
+                self.sync_dir()
+            watch.lap("fsync")
+        except OSError as exc:  # from a sync: an open's failures were raised as StorageError
+            with self.lock:
+                raise self.io_error("flushing", exc, sync=True) from exc
+
     def sync_segment(self, segment: LogSegment, *, with_indexes: bool) -> None:
         """fdatasyncs the segment's files (its log only, without ``with_indexes``) through
         descriptors opened for the purpose under the lock: the segment's own may be released
@@ -325,6 +382,25 @@ class LocalLog:
 
     def sync_dir(self) -> None:
         self._fs.fsync_dir(self.dir)
+
+    # -- truncation (UnifiedLog moves the offsets and the producer state) -----------------------
+    def truncate_to(self, target_offset: int) -> None:
+        """Kafka's LocalLog.truncateTo: the segments above ``target_offset`` deleted, the one
+        holding it cut there and active again. The caller checked that a segment holds it."""
+        self.truncation_epoch += 1
+        self.remove_and_delete(self.segments.higher_segments(target_offset))
+        self.forget(self.segments.active)  # inactive until now: active again
+        self.segments.active.truncate_to(target_offset)
+        self.timestamps.invalidate()
+
+    def truncate_fully_and_start_at(self, new_offset: int) -> None:
+        """Every segment deleted and one new empty segment at ``new_offset`` (created before the
+        last old one goes, so the log is never without an active segment)."""
+        self.truncation_epoch += 1
+        segments = self.segments.values()
+        self.remove_and_delete(segments[:-1])
+        self.create_and_delete_segment(new_offset, segments[-1])
+        self.timestamps.invalidate()
 
     # -- delayed deletion -----------------------------------------------------------------------
     def remove_and_delete(self, segments: Sequence[LogSegment]) -> None:
@@ -441,6 +517,7 @@ class LocalLog:
                 raise offline from exc
             finally:
                 self.timestamps.invalidate()
+                self.fully_synced_state = None  # a whole-log flush after it syncs every file again
 
     def _check_live(self, expected_old: Sequence[LogSegment]) -> None:
         """StaleCleaningResultError unless ``expected_old`` are exactly the live segments from

@@ -10,22 +10,35 @@ segment that is empty. Three predicates run in Kafka's order:
    no record has one) is more than that far in the past. A single record from the future keeps
    its segment and every later one (Kafka's behaviour; KIP-937 limits such timestamps).
 
-The ``Log`` deletes what these return (rolling first when every segment is due).
+``retention_pass`` runs them in that order over the live segments, handing each prefix to the
+log's deletion (``UnifiedLog``: it rolls first when every segment is due, moves the log start
+offset and deletes through the ``LocalLog``) before the next predicate looks.
+``delete_records_offset`` is DeleteRecords' rule: the offset the log start offset may move to.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from ..base.clock import Clock
+from ..base.errors import OffsetOutOfRangeError
+from ..base.log_config import LogConfig
 from ..segment.log_segment import LogSegment
+from ..segment.log_segments import LogSegments
 
 __all__ = [
+    "DELETE_TO_HIGH_WATERMARK",
     "Predicate",
     "below_log_start_offset",
     "beyond_retention_bytes",
     "deletable_prefix",
+    "delete_records_offset",
     "older_than_retention_ms",
+    "retention_pass",
 ]
+
+# DeleteRecords' "up to the high watermark" (Kafka's DeleteRecordsRequest.HIGH_WATERMARK).
+DELETE_TO_HIGH_WATERMARK = -1
 
 Predicate = Callable[[LogSegment, "LogSegment | None"], bool]
 """(segment, the segment after it or None) -> whether the segment may go."""
@@ -79,3 +92,40 @@ def older_than_retention_ms(now_ms: int, retention_ms: int) -> Predicate | None:
         return now_ms - segment.largest_timestamp() > retention_ms
 
     return predicate
+
+
+def retention_pass(
+    segments: LogSegments[LogSegment], config: LogConfig, clock: Clock, *, log_start_offset: int,
+    high_watermark: int, log_end_offset: int, delete: Callable[[list[LogSegment]], None],
+) -> int:
+    """One retention pass (5.7) over the live ``segments``, under the log's lock: below the log
+    start offset and, when the cleanup policy includes delete, beyond retention.bytes and
+    retention.ms. Each deletable prefix goes to ``delete`` (which removes it from ``segments``)
+    before the next predicate measures what is left. Returns how many segments went."""
+
+    def delete_while(predicate: Predicate | None) -> int:
+        if predicate is None:
+            return 0
+        deletable = deletable_prefix(segments.values(), high_watermark, log_end_offset, predicate)
+        if deletable:
+            delete(deletable)
+        return len(deletable)
+
+    deleted = delete_while(below_log_start_offset(log_start_offset))
+    if config.is_delete:
+        deleted += delete_while(beyond_retention_bytes(segments.size_in_bytes, config.retention_bytes))
+        deleted += delete_while(older_than_retention_ms(clock.time_ms(), config.retention_ms))
+    return deleted
+
+
+def delete_records_offset(offset: int, high_watermark: int, name: str) -> int:
+    """DeleteRecords' new log start offset for ``offset`` (``DELETE_TO_HIGH_WATERMARK``: the high
+    watermark); OffsetOutOfRangeError outside [0, high watermark]."""
+    if offset == DELETE_TO_HIGH_WATERMARK:
+        offset = high_watermark
+    if offset < 0 or offset > high_watermark:
+        raise OffsetOutOfRangeError(
+            f"{name}: cannot delete records before offset {offset}: expected an offset "
+            f"in [0, {high_watermark}] (the high watermark)"
+        )
+    return offset

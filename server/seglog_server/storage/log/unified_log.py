@@ -49,13 +49,7 @@ from .log_results import (
     LogSummary,
 )
 from ..segment.log_segment import LogSegment, RollReason
-from .log_retention import (
-    Predicate,
-    below_log_start_offset,
-    beyond_retention_bytes,
-    deletable_prefix,
-    older_than_retention_ms,
-)
+from .log_retention import delete_records_offset, retention_pass
 from ..segment.log_segments import LogSegments
 from .log_validator import LogValidator
 from .lookup_explain import (
@@ -78,15 +72,14 @@ from .segment_views import (
     SegmentsSnapshot,
     cleanable_view,
     describe_segment,
-    link_segments,
+    segments_in_range,
+    snapshot_segments,
 )
 from .timestamp_lookups import LookupOutcome, lookup_timestamps, offset_for_timestamp
 
 __all__ = ["ChangeListener", "FlushScheduler", "Log", "UnifiedLog", "roll_jitter_ms"]
 
 _LOG = logging.getLogger(__name__)
-# DeleteRecords' "up to the high watermark" (Kafka's DeleteRecordsRequest.HIGH_WATERMARK).
-_DELETE_TO_HIGH_WATERMARK = -1
 
 FlushScheduler = Callable[[Callable[[], None]], None]
 """Runs a background flush (Kafka's scheduler.scheduleOnce("flush-log")): after a roll, the
@@ -154,13 +147,6 @@ class UnifiedLog:
         self._recovery_point = recovery_point
         self._last_flush_time_ms = clock.time_ms()
         self._flush_lock = threading.Lock()
-        # Bumped by every truncation: a flush that saw it change while its fsyncs ran (outside
-        # the lock) leaves the recovery point alone, since offsets it meant to cover were cut
-        # and may have been written again, unsynced.
-        self._truncation_epoch = 0
-        # What the last whole-log flush made durable (``_files_state``): a whole-log flush that
-        # finds the same state has nothing new to sync and returns without a single fdatasync.
-        self._fully_synced_state: tuple[int, int, int, int] | None = None
         self._change_listener: ChangeListener | None = None
         self._apply_config(config)
         # Idempotent producers' state (producer_state.py); UnifiedLog.load rebuilds it from the
@@ -553,61 +539,38 @@ class UnifiedLog:
         check, three small reads a segment, so it belongs on a thread, not the event loop."""
         return self._local.timestamps.loaded
 
-    # -- flush ----------------------------------------------------------------------------------
+    # -- flush (the mechanics: LocalLog.plan_flush and LocalLog.flush) ---------------------------
     def flush(self, offset: int | None = None) -> None:
         """fsyncs every segment holding offsets below ``offset`` (default: everything, the
         active segment included even when empty) and advances the recovery point to it.
 
-        The fsyncs run outside the log lock, so appends go on meanwhile and concurrent flushes
-        coalesce (the second finds the recovery point already past its offset). Each file is
-        synced (fdatasync) through a descriptor opened for the purpose under the lock
-        (``LocalLog.sync_segment``). A flush to ``offset`` syncs only the log of the segment
-        holding the new recovery point: recovery after a crash rebuilds that segment's indexes
-        anyway. A whole-log flush (no ``offset``, as at shutdown) syncs every segment's indexes,
-        the active one's included: its recovery point is the log end offset, and after a clean
-        shutdown the next load trusts the index files below it without rebuilding them."""
+        The fsyncs run outside the log lock (``LocalLog.flush``), so appends go on meanwhile and
+        concurrent flushes coalesce (the second finds the recovery point already past its
+        offset). A flush to ``offset`` syncs only the log of the segment holding the new recovery
+        point; a whole-log flush (no ``offset``, as at shutdown) syncs every segment's indexes,
+        the active one's included: after a clean shutdown the next load trusts them."""
         local = self._local
         with self._flush_lock:
             with self._lock:
                 local.check_usable()
                 target = self._log_end_offset if offset is None else min(offset, self._log_end_offset)
                 flush_to = target + 1 if offset is None else target
-                old_recovery_point = self._recovery_point
-                if flush_to <= old_recovery_point:
+                if flush_to <= self._recovery_point:
                     return
-                files_state = self._files_state()
-                if offset is None and files_state == self._fully_synced_state:
+                files_state = local.files_state(self._log_end_offset)
+                if offset is None and files_state == local.fully_synced_state:
                     return  # nothing appended, rolled or cut since the last whole-log flush
-                truncation_epoch = self._truncation_epoch
-                segments = self._segments.values(old_recovery_point, flush_to)
-                new_files = any(segment.base_offset >= old_recovery_point for segment in segments)
-                # The segment holding the new recovery point is recovered (reindexed) after a
-                # crash anyway: only its log needs the fsync, not its indexes. Not so for a
-                # whole-log flush: a clean shutdown marker may follow, and with it no reindexing.
-                holding_target = None if offset is None else self._segments.floor(target)
-            watch = stopwatch("flush")
-            try:
-                for segment in segments:
-                    local.sync_segment(segment, with_indexes=segment is not holding_target)
-                if new_files:
-                    local.sync_dir()
-                watch.lap("fsync")
-            except OSError as exc:  # from a sync: an open's failures were raised as StorageError
-                with self._lock:
-                    raise local.io_error("flushing", exc, sync=True) from exc
+                plan = local.plan_flush(self._recovery_point, flush_to,
+                                        holding_offset=None if offset is None else target)
+            local.flush(plan)
             with self._lock:
-                if target > self._recovery_point and self._truncation_epoch == truncation_epoch:
-                    self._recovery_point = min(target, self._log_end_offset)
-                    self._last_flush_time_ms = self._clock.time_ms()
-                if offset is None and self._truncation_epoch == truncation_epoch:
-                    self._fully_synced_state = files_state
+                if local.truncation_epoch == plan.truncation_epoch:  # else offsets it covered were cut
+                    if target > self._recovery_point:
+                        self._recovery_point = min(target, self._log_end_offset)
+                        self._last_flush_time_ms = self._clock.time_ms()
+                    if offset is None:
+                        local.fully_synced_state = files_state
                 self._counters.flush_count += 1
-
-    def _files_state(self) -> tuple[int, int, int, int]:
-        """Changes whenever a whole-log flush would have something new to sync: an append (log
-        end offset), a roll (active segment), a truncation or a swap (epoch, segment count)."""
-        return (self._truncation_epoch, self._log_end_offset,
-                self._segments.active.base_offset, len(self._segments))
 
     def _flush_quietly(self, offset: int) -> None:
         """A roll's background flush: nobody waits for it, so it says itself how it failed.
@@ -625,32 +588,21 @@ class UnifiedLog:
         except Exception:  # a bug: never lost in a pool's future nobody reads
             _LOG.exception("%s: background flush to %d failed", self._name, offset)
 
-    # -- retention ------------------------------------------------------------------------------
+    # -- retention and DeleteRecords (the rules: log_retention.py) -----------------------------
     def delete_old_segments(self) -> int:
-        """One retention pass (5.7): segments below the log start offset and, when the cleanup
-        policy includes delete, beyond retention.bytes and retention.ms. Returns the count."""
+        """One retention pass (``log_retention.retention_pass``); returns the count deleted."""
         with self._lock:
             self._local.check_changeable()
             try:
-                deleted = self._delete_while(below_log_start_offset(self._log_start_offset))
-                if self._config.is_delete:
-                    size = self._segments.size_in_bytes
-                    deleted += self._delete_while(beyond_retention_bytes(size, self._config.retention_bytes))
-                    now_ms = self._clock.time_ms()
-                    deleted += self._delete_while(older_than_retention_ms(now_ms, self._config.retention_ms))
-                return deleted
+                return retention_pass(self._segments, self._config, self._clock,
+                                      log_start_offset=self._log_start_offset, high_watermark=self.high_watermark,
+                                      log_end_offset=self._log_end_offset, delete=self._delete_segments)
             except OSError as exc:
                 raise self._local.io_error("deleting old segments of", exc) from exc
 
-    def _delete_while(self, predicate: Predicate | None) -> int:
-        if predicate is None:
-            return 0
-        deletable = deletable_prefix(self._segments.values(), self.high_watermark, self._log_end_offset, predicate)
-        if deletable:
-            self._delete_segments(deletable)
-        return len(deletable)
-
     def _delete_segments(self, deletable: list[LogSegment]) -> None:
+        """Kafka's deleteSegments: a roll first when every segment goes, then the log start
+        offset moved to the first segment kept, the files and the producer snapshots below it."""
         if len(deletable) == len(self._segments):
             new_segment = self._roll(self._log_end_offset, RollReason.RETENTION)
             if deletable[-1].base_offset == new_segment.base_offset:
@@ -673,13 +625,7 @@ class UnifiedLog:
         Segments wholly below it go in the next retention pass."""
         with self._lock:
             self._local.check_changeable()
-            if offset == _DELETE_TO_HIGH_WATERMARK:
-                offset = self.high_watermark
-            if offset < 0 or offset > self.high_watermark:
-                raise OffsetOutOfRangeError(
-                    f"{self._name}: cannot delete records before offset {offset}: expected an offset "
-                    f"in [0, {self.high_watermark}] (the high watermark)"
-                )
+            offset = delete_records_offset(offset, self.high_watermark, self._name)
             moved = offset > self._log_start_offset
             if moved:
                 self._log_start_offset = offset
@@ -688,7 +634,7 @@ class UnifiedLog:
             self._announce_change()
         return log_start_offset
 
-    # -- truncation -----------------------------------------------------------------------------
+    # -- truncation (of the segment map: LocalLog.truncate_to, truncate_fully_and_start_at) -----
     def truncate_to(self, target_offset: int) -> bool:
         """Removes every record at or above ``target_offset`` (whole batches: a cut inside a
         batch or a gap removes that batch). False when there was nothing to remove."""
@@ -698,27 +644,17 @@ class UnifiedLog:
             self._local.check_changeable()
             if target_offset >= self._log_end_offset:
                 return False
-            self._truncation_epoch += 1
             try:
                 if self._segments.at(0).base_offset > target_offset:
-                    self._truncate_fully_and_start_at(target_offset)
+                    self._local.truncate_fully_and_start_at(target_offset)
+                    self._truncated(target_offset, target_offset)
                 else:
-                    self._truncate_segments_to(target_offset)
+                    self._local.truncate_to(target_offset)
+                    self._truncated(target_offset, min(self._log_start_offset, target_offset))
             except OSError as exc:
                 raise self._local.io_error("truncating", exc) from exc
         self._announce_change()
         return True
-
-    def _truncate_segments_to(self, target_offset: int) -> None:
-        local = self._local
-        local.remove_and_delete(self._segments.higher_segments(target_offset))
-        local.forget(self._segments.active)  # inactive until now: active again
-        self._segments.active.truncate_to(target_offset)
-        local.timestamps.invalidate()
-        self._log_end_offset = target_offset
-        self._log_start_offset = min(self._log_start_offset, target_offset)
-        self._recovery_point = min(self._recovery_point, target_offset)
-        self._reload_producers()
 
     def truncate_fully_and_start_at(self, new_offset: int) -> None:
         """Deletes every record and restarts the log, empty, at ``new_offset``."""
@@ -727,20 +663,17 @@ class UnifiedLog:
         with self._lock:
             self._local.check_changeable()
             try:
-                self._truncate_fully_and_start_at(new_offset)
+                self._local.truncate_fully_and_start_at(new_offset)
+                self._truncated(new_offset, new_offset)
             except OSError as exc:
                 raise self._local.io_error("truncating", exc) from exc
         self._announce_change()
 
-    def _truncate_fully_and_start_at(self, new_offset: int) -> None:
-        local = self._local
-        self._truncation_epoch += 1
-        segments = self._segments.values()
-        local.remove_and_delete(segments[:-1])
-        local.create_and_delete_segment(new_offset, segments[-1])
-        local.timestamps.invalidate()
-        self._log_end_offset = self._log_start_offset = new_offset
-        self._recovery_point = min(self._recovery_point, new_offset)
+    def _truncated(self, log_end_offset: int, log_start_offset: int) -> None:
+        """The offsets after the segments were cut, and the producers' state at the new end."""
+        self._log_end_offset = log_end_offset
+        self._log_start_offset = log_start_offset
+        self._recovery_point = min(self._recovery_point, log_end_offset)
         self._reload_producers()
 
     # -- replacing segments (compaction) ------------------------------------------------------
@@ -766,10 +699,7 @@ class UnifiedLog:
                     f"{self._name}: the log start offset moved from {log_start_offset} to "
                     f"{self._log_start_offset} since the snapshot (DeleteRecords or retention)"
                 )
-            try:
-                self._local.swap_segments(expected_old, new_segments)
-            finally:
-                self._fully_synced_state = None
+            self._local.swap_segments(expected_old, new_segments)
 
     # -- life cycle -----------------------------------------------------------------------------
     def close(self) -> None:
@@ -814,59 +744,30 @@ class UnifiedLog:
             return log_summary(self._local, self._counters, log_start_offset=self._log_start_offset,
                                log_end_offset=self._log_end_offset, recovery_point=self._recovery_point)
 
-    # -- what the cleaner asks (segment_views.py) -----------------------------------------------
+    # -- what the cleaner asks (the operations: segment_views.py) -------------------------------
     def cleanable_view(self, *, timestamps_from: int | None = None) -> CleanableView:
-        """The offsets, the config and every segment's size (and, where the compaction lags
-        need them, the closed segments' timestamps from the one holding ``timestamps_from``),
-        under one acquisition of the lock: the input of the cleaner's choice."""
+        """The input of the cleaner's choice (``segment_views.cleanable_view``), under the lock."""
         with self._lock:
-            self._local.check_usable()
-            try:
-                return cleanable_view(self._segments, log_start_offset=self._log_start_offset,
-                                      log_end_offset=self._log_end_offset, config=self._config,
-                                      timestamps_from=timestamps_from)
-            except OSError as exc:
-                raise self._local.io_error("reading the cleanable segments of", exc) from exc
+            return cleanable_view(self._local, log_start_offset=self._log_start_offset,
+                                  log_end_offset=self._log_end_offset, timestamps_from=timestamps_from)
 
     def snapshot_segments(self, up_to_offset: int, *, link_into: str, log_start_offset: int | None = None) -> SegmentsSnapshot:
-        """Hard-links into ``link_into`` the live segments holding offsets from the log start
-        offset up to ``up_to_offset`` (a segment's base offset, at most the active one's), each
-        checked first, and takes the producers' last offsets, under one acquisition of the lock:
-        linking under the lock keeps a retention rename from racing a link (whose OSError would
-        take the directory offline). StaleCleaningResultError, nothing linked, when the log
-        start offset is no longer ``log_start_offset`` (when given) or ``up_to_offset`` no longer
-        a segment boundary. An OSError takes the log offline (a full disk: retriable)."""
+        """The range's segments checked and hard-linked into ``link_into``, and the producers'
+        last offsets, under one acquisition of the lock (``segment_views.snapshot_segments``)."""
         with self._lock:
-            self._local.check_usable()
-            if log_start_offset is not None and log_start_offset != self._log_start_offset:
-                raise StaleCleaningResultError(
-                    f"{self._name}: the log start offset moved from {log_start_offset} to "
-                    f"{self._log_start_offset} since the range was chosen (DeleteRecords or retention)"
-                )
-            try:
-                linked = link_segments(self._segments, up_to_offset, link_into, self._fs,
-                                       log_start_offset=self._log_start_offset, name=self._name)
-            except OSError as exc:
-                raise self._local.io_error("linking segments of", exc) from exc
-            return SegmentsSnapshot(self._log_start_offset, linked, self._producers.last_offsets())
+            return snapshot_segments(self._local, self._producers, up_to_offset, link_into,
+                                     log_start_offset=self._log_start_offset, expected_log_start_offset=log_start_offset)
 
     def describe_segment(self, segment: LogSegment) -> SegmentDescription:
-        """A closed segment's next offset, largest timestamp and mtime (for a snapshot's
-        manifest), under the lock for one segment only, so appends interleave."""
+        """A closed segment's offsets and times, under the lock for it alone (segment_views.py)."""
         with self._lock:
-            self._local.check_usable()
-            try:
-                return describe_segment(segment)
-            except OSError as exc:
-                raise self._local.io_error("describing a segment of", exc) from exc
+            return describe_segment(self._local, segment)
 
     def segments_in_range(self, from_offset: int, to_offset: int) -> SegmentRange:
-        """The live segments holding offsets in [``from_offset``, ``to_offset``), the active
-        segment and the log start offset, as one acquisition of the lock saw them."""
+        """The live segments of [``from_offset``, ``to_offset``), the active one and the log
+        start offset, as one acquisition of the lock saw them (segment_views.py)."""
         with self._lock:
-            self._local.check_usable()
-            return SegmentRange(self._log_start_offset, tuple(self._segments.values(from_offset, to_offset)),
-                                self._segments.active)
+            return segments_in_range(self._local, from_offset, to_offset, log_start_offset=self._log_start_offset)
 
     def segments_snapshot(self) -> list[LogSegment]:
         """The segments in offset order (for snapshots, the cleaner and tests)."""
