@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from importlib import metadata
 
 from seglog import SeglogError, ServiceUnavailableError
-from seglog_cli import cleaner, consume, delete_records, dump, explain, offsets, produce, serve, token, topic
+from seglog_cli import cleaner, consume, delete_records, dump, explain, groups, offsets, produce, serve, token, topic
 from seglog_cli._common import CliError, add_server_option, epilog, server_of
 
 __all__ = ["EXIT_ERROR", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_USAGE", "build_parser", "main"]
@@ -45,6 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
               printf 'hello\\nworld\\n' | seglog produce events --partition 0
               seglog consume events --partition 0 --from-beginning
               seglog offsets events --time now-1h
+              seglog groups describe billing                      # members, offsets, lag
               seglog delete-records events --partition 0 --before 1200
               seglog dump data/events-0 --verify
               seglog cleaner run --once                           # clean compacted topics
@@ -65,6 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
     produce.add_parser(commands, [with_server])
     consume.add_parser(commands, [with_server])
     offsets.add_parser(commands, [with_server])
+    groups.add_parser(commands, [with_server])
     explain.add_parser(commands, [with_server])
     delete_records.add_parser(commands, [with_server])
     dump.add_parser(commands, [])

@@ -24,6 +24,10 @@ from seglog.errors import ClientClosedError, ServiceError, TopicExistsError, rai
 from seglog.structs import (
     DEFAULT_SERVER,
     EARLIEST_TIMESTAMP,
+    GroupDescription,
+    GroupListing,
+    GroupMemberDescription,
+    GroupPartitionLag,
     LATEST_TIMESTAMP,
     MAX_TIMESTAMP,
     OffsetAndTimestamp,
@@ -138,6 +142,35 @@ class AsyncAdmin:
             dict(response.configs),
             partitions,
             response.partition_count or len(partitions),
+        )
+
+    async def list_groups(self) -> list[GroupListing]:
+        """The consumer groups the service coordinates (with members or committed offsets), sorted."""
+        response = await (await self._connected()).list_groups(pb.ListGroupsRequest())
+        return [GroupListing(g.group, g.state, g.member_count) for g in response.groups]
+
+    async def describe_group(self, group: str) -> GroupDescription:
+        """A group's members and, per partition, its committed offset, log end offset and lag
+        (as ``kafka-consumer-groups --describe``). An unknown group is state "Dead", empty."""
+        if not group:
+            raise ValueError("group id is empty")
+        response = await (await self._connected()).describe_group(pb.DescribeGroupRequest(group=group))
+        return GroupDescription(
+            group=response.group,
+            state=response.state,
+            group_epoch=response.group_epoch,
+            members=tuple(
+                GroupMemberDescription(
+                    m.member_id, m.member_epoch, tuple(m.subscribed_topics),
+                    tuple(TopicPartition(p.topic, p.partition) for p in m.owned_partitions),
+                )
+                for m in response.members
+            ),
+            partitions=tuple(
+                GroupPartitionLag(p.topic, p.partition, p.committed_offset, p.log_end_offset, p.lag,
+                                  p.member_id, p.metadata)
+                for p in response.partitions
+            ),
         )
 
     async def offsets_for_times(
@@ -307,6 +340,12 @@ class Admin(_sync.SyncFacade, implementation=AsyncAdmin):
 
     def describe_topic(self, name: str) -> TopicDescription:
         return self._portal.run(self._async.describe_topic(name))
+
+    def list_groups(self) -> list[GroupListing]:
+        return self._portal.run(self._async.list_groups())
+
+    def describe_group(self, group: str) -> GroupDescription:
+        return self._portal.run(self._async.describe_group(group))
 
     def offsets_for_times(self, timestamps: Mapping[TopicPartition, int]) -> dict[TopicPartition, OffsetAndTimestamp | None]:
         return self._portal.run(self._async.offsets_for_times(timestamps))

@@ -202,6 +202,14 @@ class Transport:
         response: pb.HeartbeatResponse = await self._unary(self._stub.Heartbeat, request)
         return response
 
+    async def list_groups(self, request: pb.ListGroupsRequest) -> pb.ListGroupsResponse:
+        response: pb.ListGroupsResponse = await self._unary(self._stub.ListGroups, request)
+        return response
+
+    async def describe_group(self, request: pb.DescribeGroupRequest) -> pb.DescribeGroupResponse:
+        response: pb.DescribeGroupResponse = await self._unary(self._stub.DescribeGroup, request)
+        return response
+
     async def init_producer_id(self, request: pb.InitProducerIdRequest) -> pb.InitProducerIdResponse:
         response: pb.InitProducerIdResponse = await self._unary(self._stub.InitProducerId, request)
         return response

@@ -110,6 +110,46 @@ class TopicDescription:
     partition_count: int = 0
 
 
+@dataclass(frozen=True)
+class GroupListing:
+    """A consumer group as ListGroups reports it."""
+
+    group: str
+    state: str  # Kafka's: "Stable", "Reconciling", "Empty"
+    member_count: int
+
+
+@dataclass(frozen=True)
+class GroupMemberDescription:
+    member_id: str
+    member_epoch: int
+    subscribed_topics: tuple[str, ...]
+    owned_partitions: tuple[TopicPartition, ...]  # sorted
+
+
+@dataclass(frozen=True)
+class GroupPartitionLag:
+    """A partition's committed offset (-1: none), log end offset (-1: unknown) and lag (log end
+    minus committed; -1 when either is unknown), and its owner ("" when none)."""
+
+    topic: str
+    partition: int
+    committed_offset: int
+    log_end_offset: int
+    lag: int
+    member_id: str = ""
+    metadata: str = ""
+
+
+@dataclass(frozen=True)
+class GroupDescription:
+    group: str
+    state: str  # "Stable", "Reconciling", "Empty" or "Dead" (unknown to the service)
+    group_epoch: int
+    members: tuple[GroupMemberDescription, ...]
+    partitions: tuple[GroupPartitionLag, ...]  # sorted by topic and partition
+
+
 def normalize_headers(headers: HeadersLike | None) -> tuple[Header, ...]:
     """Headers as the codec wants them: (str key, bytes-or-None value) pairs, order kept."""
     if not headers:

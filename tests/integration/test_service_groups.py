@@ -228,6 +228,12 @@ def test_commit_needs_read_on_each_topic_and_fetch_describe(start_service, tmp_p
     with pytest.raises(grpc.RpcError) as denied:
         fetched(stub, "g", ("secret", 0), **as_("viewer"))
     assert denied.value.code() == Code.PERMISSION_DENIED
+    # The operators' views: every group's name, and in a description only describable topics.
+    assert [g.group for g in stub.ListGroups(pb.ListGroupsRequest(), timeout=10, **as_("viewer")).groups] == ["g"]
+    described = stub.DescribeGroup(pb.DescribeGroupRequest(group="g"), timeout=10, **as_("viewer"))
+    assert [(p.topic, p.committed_offset, p.log_end_offset) for p in described.partitions] == [("readable", 3, 0)]
+    assert [p.topic for p in stub.DescribeGroup(pb.DescribeGroupRequest(group="g"), timeout=10,
+                                                **as_("root")).partitions] == ["readable", "secret"]
 
 
 # -- membership (Heartbeat, KIP-848's shape) -------------------------------------------------------

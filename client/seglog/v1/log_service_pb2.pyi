@@ -665,3 +665,73 @@ class HeartbeatResponse(_message.Message):
     assignment: _containers.RepeatedCompositeFieldContainer[GroupPartition]
     heartbeat_interval_ms: int
     def __init__(self, member_id: _Optional[str] = ..., member_epoch: _Optional[int] = ..., assignment: _Optional[_Iterable[_Union[GroupPartition, _Mapping]]] = ..., heartbeat_interval_ms: _Optional[int] = ...) -> None: ...
+
+class ListGroupsRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ListedGroup(_message.Message):
+    __slots__ = ("group", "state", "member_count")
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    MEMBER_COUNT_FIELD_NUMBER: _ClassVar[int]
+    group: str
+    state: str
+    member_count: int
+    def __init__(self, group: _Optional[str] = ..., state: _Optional[str] = ..., member_count: _Optional[int] = ...) -> None: ...
+
+class ListGroupsResponse(_message.Message):
+    __slots__ = ("groups",)
+    GROUPS_FIELD_NUMBER: _ClassVar[int]
+    groups: _containers.RepeatedCompositeFieldContainer[ListedGroup]
+    def __init__(self, groups: _Optional[_Iterable[_Union[ListedGroup, _Mapping]]] = ...) -> None: ...
+
+class DescribeGroupRequest(_message.Message):
+    __slots__ = ("group",)
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    group: str
+    def __init__(self, group: _Optional[str] = ...) -> None: ...
+
+class GroupMemberDescription(_message.Message):
+    __slots__ = ("member_id", "member_epoch", "subscribed_topics", "owned_partitions")
+    MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
+    MEMBER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    SUBSCRIBED_TOPICS_FIELD_NUMBER: _ClassVar[int]
+    OWNED_PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    member_id: str
+    member_epoch: int
+    subscribed_topics: _containers.RepeatedScalarFieldContainer[str]
+    owned_partitions: _containers.RepeatedCompositeFieldContainer[GroupPartition]
+    def __init__(self, member_id: _Optional[str] = ..., member_epoch: _Optional[int] = ..., subscribed_topics: _Optional[_Iterable[str]] = ..., owned_partitions: _Optional[_Iterable[_Union[GroupPartition, _Mapping]]] = ...) -> None: ...
+
+class GroupPartitionLag(_message.Message):
+    __slots__ = ("topic", "partition", "committed_offset", "log_end_offset", "lag", "member_id", "metadata")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    COMMITTED_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    LOG_END_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    LAG_FIELD_NUMBER: _ClassVar[int]
+    MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    partition: int
+    committed_offset: int
+    log_end_offset: int
+    lag: int
+    member_id: str
+    metadata: str
+    def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., committed_offset: _Optional[int] = ..., log_end_offset: _Optional[int] = ..., lag: _Optional[int] = ..., member_id: _Optional[str] = ..., metadata: _Optional[str] = ...) -> None: ...
+
+class DescribeGroupResponse(_message.Message):
+    __slots__ = ("group", "state", "group_epoch", "members", "partitions")
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    GROUP_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    MEMBERS_FIELD_NUMBER: _ClassVar[int]
+    PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    group: str
+    state: str
+    group_epoch: int
+    members: _containers.RepeatedCompositeFieldContainer[GroupMemberDescription]
+    partitions: _containers.RepeatedCompositeFieldContainer[GroupPartitionLag]
+    def __init__(self, group: _Optional[str] = ..., state: _Optional[str] = ..., group_epoch: _Optional[int] = ..., members: _Optional[_Iterable[_Union[GroupMemberDescription, _Mapping]]] = ..., partitions: _Optional[_Iterable[_Union[GroupPartitionLag, _Mapping]]] = ...) -> None: ...

@@ -134,6 +134,16 @@ class LogServiceStub:
                 request_serializer=seglog_dot_v1_dot_log__service__pb2.HeartbeatRequest.SerializeToString,
                 response_deserializer=seglog_dot_v1_dot_log__service__pb2.HeartbeatResponse.FromString,
                 _registered_method=True)
+        self.ListGroups = channel.unary_unary(
+                '/seglog.v1.LogService/ListGroups',
+                request_serializer=seglog_dot_v1_dot_log__service__pb2.ListGroupsRequest.SerializeToString,
+                response_deserializer=seglog_dot_v1_dot_log__service__pb2.ListGroupsResponse.FromString,
+                _registered_method=True)
+        self.DescribeGroup = channel.unary_unary(
+                '/seglog.v1.LogService/DescribeGroup',
+                request_serializer=seglog_dot_v1_dot_log__service__pb2.DescribeGroupRequest.SerializeToString,
+                response_deserializer=seglog_dot_v1_dot_log__service__pb2.DescribeGroupResponse.FromString,
+                _registered_method=True)
 
 
 class LogServiceServicer:
@@ -318,6 +328,26 @@ class LogServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListGroups(self, request, context):
+        """The groups this service coordinates (those with members or committed offsets), sorted, with
+        their state and member count (Kafka's ListGroups). Group names are not filtered by the ACL
+        (it has no group resource); needs describe on some topic.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DescribeGroup(self, request, context):
+        """One group: its state, members (id, epoch, subscription, owned partitions) and, per partition
+        with a committed offset or an owner, the committed offset, the log end offset and the lag
+        (Kafka's DescribeGroups with OffsetFetch and ListOffsets, as kafka-consumer-groups
+        --describe). A group the service does not know is state "Dead", no members, no offsets.
+        Partitions of topics the caller may not describe are left out.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_LogServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -420,6 +450,16 @@ def add_LogServiceServicer_to_server(servicer, server):
                     servicer.Heartbeat,
                     request_deserializer=seglog_dot_v1_dot_log__service__pb2.HeartbeatRequest.FromString,
                     response_serializer=seglog_dot_v1_dot_log__service__pb2.HeartbeatResponse.SerializeToString,
+            ),
+            'ListGroups': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListGroups,
+                    request_deserializer=seglog_dot_v1_dot_log__service__pb2.ListGroupsRequest.FromString,
+                    response_serializer=seglog_dot_v1_dot_log__service__pb2.ListGroupsResponse.SerializeToString,
+            ),
+            'DescribeGroup': grpc.unary_unary_rpc_method_handler(
+                    servicer.DescribeGroup,
+                    request_deserializer=seglog_dot_v1_dot_log__service__pb2.DescribeGroupRequest.FromString,
+                    response_serializer=seglog_dot_v1_dot_log__service__pb2.DescribeGroupResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -962,6 +1002,60 @@ class LogService:
             '/seglog.v1.LogService/Heartbeat',
             seglog_dot_v1_dot_log__service__pb2.HeartbeatRequest.SerializeToString,
             seglog_dot_v1_dot_log__service__pb2.HeartbeatResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListGroups(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/seglog.v1.LogService/ListGroups',
+            seglog_dot_v1_dot_log__service__pb2.ListGroupsRequest.SerializeToString,
+            seglog_dot_v1_dot_log__service__pb2.ListGroupsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DescribeGroup(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/seglog.v1.LogService/DescribeGroup',
+            seglog_dot_v1_dot_log__service__pb2.DescribeGroupRequest.SerializeToString,
+            seglog_dot_v1_dot_log__service__pb2.DescribeGroupResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -22,10 +22,10 @@ from __future__ import annotations
 import threading
 import uuid
 from collections.abc import Iterable, Sequence, Set
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from seglog_server.storage import Clock, LogManager
-from seglog_server.storage.base.errors import UnknownTopicOrPartitionError
+from seglog_server.storage.base.errors import StorageError, UnknownTopicOrPartitionError
 
 from .assignor import TopicPartition
 from .errors import GroupNotEmptyError, InvalidGroupRequestError, UnknownMemberError
@@ -68,6 +68,10 @@ class GroupDescription:
     members: dict[str, frozenset[TopicPartition]]  # member -> what it owns now
     subscriptions: dict[str, frozenset[str]]
     offsets: dict[TopicPartition, OffsetCommitValue]
+    member_epochs: dict[str, int] = field(default_factory=dict)
+    # Kafka's consumer group states (KIP-848): Stable (every member owns its target), Reconciling,
+    # Empty (no members, offsets kept), Dead (nothing known of the group).
+    state: str = "Dead"
 
 
 class GroupCoordinator:
@@ -192,6 +196,24 @@ class GroupCoordinator:
                 names.update(self._offsets.state(partition).groups())
             return sorted(names)
 
+    def list_group_states(self) -> list[tuple[str, str, int]]:
+        """(group, state, member count) of every group, sorted by name."""
+        with self._lock:
+            names = set(self._groups)
+            for partition in range(self._offsets.partition_count):
+                names.update(self._offsets.state(partition).groups())
+            return [(name, self._state(name, has_offsets=True), len(self._members_of(name))) for name in sorted(names)]
+
+    def log_end_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int | None]:
+        """Each partition's log end offset, None where the partition is unknown or offline."""
+        ends: dict[TopicPartition, int | None] = {}
+        for topic, partition in partitions:
+            try:
+                ends[(topic, partition)] = self._manager.get_log(topic, partition).log_end_offset
+            except StorageError:
+                ends[(topic, partition)] = None
+        return ends
+
     def describe(self, group: str) -> GroupDescription:
         _check_group(group)
         with self._lock:
@@ -203,7 +225,21 @@ class GroupCoordinator:
                 members=members.owners() if members else {},
                 subscriptions=members.subscriptions() if members else {},
                 offsets=offsets,
+                member_epochs={m: members.member_epoch(m) for m in members.members()} if members else {},
+                state=self._state(group, has_offsets=bool(offsets)),
             )
+
+    def _members_of(self, group: str) -> list[str]:
+        members = self._groups.get(group)
+        return members.members() if members is not None else []
+
+    def _state(self, group: str, *, has_offsets: bool) -> str:
+        members = self._groups.get(group)
+        if members is None or not members.members():
+            return "Empty" if has_offsets else "Dead"
+        target = members.target()
+        settled = all(owned == target.get(member, frozenset()) for member, owned in members.owners().items())
+        return "Stable" if settled else "Reconciling"
 
     def _partition_counts(self, topics: Iterable[str]) -> dict[str, int]:
         counts = {}

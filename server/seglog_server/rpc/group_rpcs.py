@@ -1,4 +1,5 @@
-"""The consumer-group RPCs of seglog.v1.LogService: CommitOffsets, FetchOffsets and Heartbeat.
+"""The consumer-group RPCs of seglog.v1.LogService: CommitOffsets, FetchOffsets and Heartbeat,
+and the operators' ListGroups and DescribeGroup.
 
 Each is convert -> one call of the group coordinator (groups/coordinator.py) on the pool (a
 commit appends to __consumer_offsets; the coordinator's lock may be held by one) -> convert. The
@@ -74,4 +75,45 @@ class GroupRpcs:
             member_id=answer.member_id, member_epoch=answer.member_epoch,
             assignment=[pb.GroupPartition(topic=t, partition=p) for t, p in sorted(answer.assignment)],
             heartbeat_interval_ms=coordinator.heartbeat_interval_ms,
+        )
+
+    @unary_rpc
+    async def ListGroups(self, request: pb.ListGroupsRequest, context: Any) -> Any:
+        listed = await self.core.calls.blocking(self.coordinator.list_group_states)
+        return pb.ListGroupsResponse(groups=[
+            pb.ListedGroup(group=group, state=state, member_count=count) for group, state, count in listed])
+
+    @unary_rpc
+    async def DescribeGroup(self, request: pb.DescribeGroupRequest, context: Any) -> Any:
+        coordinator = self.coordinator
+        described = await self.core.calls.blocking(coordinator.describe, request.group)
+        call = current_call()
+
+        def visible(topic: str) -> bool:
+            return call is None or call.may(Operation.DESCRIBE, topic)
+
+        owner = {tp: member for member, owned in described.members.items() for tp in owned}
+        partitions = sorted(tp for tp in set(owner) | set(described.offsets) if visible(tp[0]))
+        ends = await self.core.calls.blocking(coordinator.log_end_offsets, partitions)
+        rows = []
+        for topic, partition in partitions:
+            value = described.offsets.get((topic, partition))
+            committed = value.offset if value is not None else _NO_OFFSET
+            end = ends[(topic, partition)]
+            rows.append(pb.GroupPartitionLag(
+                topic=topic, partition=partition, committed_offset=committed,
+                log_end_offset=_NO_OFFSET if end is None else end,
+                lag=_NO_OFFSET if end is None or value is None else end - committed,  # Kafka: may be < 0
+                member_id=owner.get((topic, partition), ""),
+                metadata=value.metadata if value is not None else ""))
+        return pb.DescribeGroupResponse(
+            group=described.group, state=described.state, group_epoch=described.group_epoch,
+            members=[
+                pb.GroupMemberDescription(
+                    member_id=member, member_epoch=described.member_epochs.get(member, 0),
+                    subscribed_topics=sorted(described.subscriptions.get(member, ())),
+                    owned_partitions=[pb.GroupPartition(topic=t, partition=p) for t, p in sorted(owned) if visible(t)])
+                for member, owned in sorted(described.members.items())
+            ],
+            partitions=rows,
         )

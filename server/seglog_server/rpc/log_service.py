@@ -82,6 +82,8 @@ ROUTES: dict[str, str] = {
     "CommitOffsets": "groups",
     "FetchOffsets": "groups",
     "Heartbeat": "groups",
+    "ListGroups": "groups",
+    "DescribeGroup": "groups",
 }
 
 

@@ -116,6 +116,10 @@ OPERATIONS: Mapping[str, RpcOperation] = {
     "CommitOffsets": RpcOperation(_READ, Scope.TOPICS, _offset_topics, _request),
     "FetchOffsets": RpcOperation(_DESCRIBE, Scope.TOPICS, _partition_topics, _request),
     "Heartbeat": RpcOperation(_READ, Scope.TOPICS, _subscribed_topics, _request),
+    # Operators' views: group names for a caller who may describe some topic; a group's
+    # description shows only the partitions of topics the caller may describe.
+    "ListGroups": RpcOperation(_DESCRIBE, Scope.SOME_TOPIC, _no_topic, _request),
+    "DescribeGroup": RpcOperation(_DESCRIBE, Scope.FILTERED, _no_topic, _request),
     # -- seglog.v1.ClusterService (cluster_rpcs.py): the answer shows only describable topics -----
     "Metadata": RpcOperation(_DESCRIBE, Scope.FILTERED, _no_topic, _request),
     # -- offline cleaning (admin: they replace a partition's segments) ---------------------------
