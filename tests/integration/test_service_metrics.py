@@ -122,6 +122,8 @@ def test_every_family_appears_with_its_documented_labels(loaded):
     fetch(loaded, 0)
     with pytest.raises(grpc.RpcError):
         stub.Fetch(pb.FetchRequest(topic="no-such-topic", partition=0, offset=0), timeout=10)
+    stub.CommitOffsets(pb.CommitOffsetsRequest(group="lagging", offsets=[
+        pb.OffsetToCommit(topic="paged", partition=0, offset=5)]), timeout=10)
     samples = scrape(loaded.metrics_address)
     for name, (kind, labels, _) in FAMILIES.items():
         if name in HOOK_FAMILIES:
@@ -138,6 +140,9 @@ def test_every_family_appears_with_its_documented_labels(loaded):
             ("offsets_for_times", "index_search"), ("offsets_for_times", "log_scan")} <= phases
     assert value(samples, "seglog_log_end_offset", topic="paged", partition="0") >= BATCH_COUNT + 1
     assert value(samples, "seglog_produced_records_total", topic="paged") >= BATCH_COUNT + 1
+    # Consumer lag: the log end minus the group's committed offset.
+    assert value(samples, "seglog_group_lag_records", group="lagging", topic="paged", partition="0") == (
+        value(samples, "seglog_log_end_offset", topic="paged", partition="0") - 5)
     assert value(samples, "seglog_fetched_records_total", topic="paged") >= 1
     ratio = value(samples, "seglog_index_resident_ratio", topic="paged", partition="0", index="offset")
     assert 0.0 < ratio <= 1.0  # just written and searched: resident

@@ -204,6 +204,21 @@ class GroupCoordinator:
                 names.update(self._offsets.state(partition).groups())
             return [(name, self._state(name, has_offsets=True), len(self._members_of(name))) for name in sorted(names)]
 
+    def lags(self) -> dict[tuple[str, str, int], int]:
+        """(group, topic, partition) -> log end offset minus committed offset, for every committed
+        offset whose partition is online (Kafka's consumer lag; below 0 when a commit is past the
+        log end). Read at scrape time: the map under the lock, the log ends outside it."""
+        with self._lock:
+            committed = {
+                (group, topic, partition): value.offset
+                for index in range(self._offsets.partition_count)
+                for group in self._offsets.state(index).groups()
+                for (topic, partition), value in self._offsets.state(index).group_offsets(group).items()
+            }
+        ends = self.log_end_offsets({(topic, partition) for _, topic, partition in committed})
+        return {key: end - offset for key, offset in sorted(committed.items())
+                if (end := ends[(key[1], key[2])]) is not None}
+
     def log_end_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int | None]:
         """Each partition's log end offset, None where the partition is unknown or offline."""
         ends: dict[TopicPartition, int | None] = {}

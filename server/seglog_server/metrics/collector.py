@@ -72,6 +72,7 @@ class SeglogCollector(Collector):
         ]
         if m.servicer is not None:
             sections.append(("servicer", lambda: _servicer_families(m.servicer.statistics(), m)))
+            sections.append(("groups", lambda: _group_families(m.servicer, m.partition_series_max)))
         if m.manager is not None:
             sections.append(("storage", lambda: _storage_families(m)))
             sections.append(("cleaner", lambda: _cleaner_families(m.manager)))
@@ -289,6 +290,18 @@ def _descriptor_families(stats: Any) -> Iterator[Metric]:
         yield _gauge("seglog_descriptors_budget", stats.descriptor_limit)
     yield _gauge("seglog_open_segments", stats.open_segment_count)
     yield _gauge("seglog_open_segments_max", stats.open_segments_max)
+
+
+def _group_families(servicer: Any, cap: int) -> Iterator[Metric]:
+    """Consumer lag per (group, topic, partition) committed, the first ``cap`` in name order
+    (``servicer.group_lags()``; exported when the servicer offers it)."""
+    method = getattr(servicer, "group_lags", None)
+    if method is None:
+        return
+    lag = new_family("seglog_group_lag_records")
+    for (group, topic, partition), value in list(method().items())[:cap]:
+        lag.add_metric([group, topic, str(partition)], value)
+    yield lag
 
 
 def _cleaner_families(manager: Any) -> Iterator[Metric]:

@@ -101,6 +101,11 @@ FAMILIES: dict[str, tuple[str, tuple[str, ...], str]] = {
         "gauge", (), "Partitions whose figures this scrape could not read (an error, logged)."),
     "seglog_metrics_collect_errors": (
         "counter", (), "Parts of /metrics scrapes left out because building them raised (logged)."),
+    # -- consumer groups ---------------------------------------------------------------------
+    "seglog_group_lag_records": (
+        "gauge", ("group", "topic", "partition"),
+        "Consumer lag: log end offset minus the group's committed offset, per committed partition "
+        "(at most partition_series_max series)."),
     # -- hooks: exported once the statistics exist -------------------------------------------
     "seglog_descriptors_in_use": ("gauge", (), "File descriptors the process holds (/proc/self/fd)."),
     "seglog_descriptors_budget": ("gauge", (), "The process's descriptor limit (RLIMIT_NOFILE, soft)."),

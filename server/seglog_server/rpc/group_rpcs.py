@@ -33,6 +33,10 @@ class GroupRpcs:
         self._coordinator = coordinator
 
     @property
+    def coordinator_or_none(self) -> GroupCoordinator | None:
+        return self._coordinator
+
+    @property
     def coordinator(self) -> GroupCoordinator:
         if self._coordinator is None:
             raise CoordinatorNotAvailableError("this service runs no group coordinator")

@@ -146,6 +146,12 @@ class LogServicer(pb_grpc.LogServiceServicer):
     def metrics(self, metrics: Any) -> None:
         self.core.metrics = metrics
 
+    def group_lags(self) -> dict[tuple[str, str, int], int]:
+        """(group, topic, partition) -> lag of every committed offset (the metrics' scrape);
+        empty without a group coordinator."""
+        coordinator = self.groups.coordinator_or_none
+        return coordinator.lags() if coordinator is not None else {}
+
     # -- life cycle ---------------------------------------------------------------------------
     @property
     def stopping(self) -> bool:
