@@ -141,7 +141,7 @@ def test_every_family_appears_with_its_documented_labels(loaded):
     assert value(samples, "seglog_log_end_offset", topic="paged", partition="0") >= BATCH_COUNT + 1
     assert value(samples, "seglog_produced_records_total", topic="paged") >= BATCH_COUNT + 1
     # Consumer lag: the log end minus the group's committed offset.
-    assert value(samples, "seglog_group_lag_records", group="lagging", topic="paged", partition="0") == (
+    assert value(samples, "seglog_consumer_group_lag", group="lagging", topic="paged", partition="0") == (
         value(samples, "seglog_log_end_offset", topic="paged", partition="0") - 5)
     assert value(samples, "seglog_fetched_records_total", topic="paged") >= 1
     ratio = value(samples, "seglog_index_resident_ratio", topic="paged", partition="0", index="offset")

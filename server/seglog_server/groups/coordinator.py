@@ -28,7 +28,8 @@ from seglog_server.storage import Clock, LogManager
 from seglog_server.storage.base.errors import StorageError, UnknownTopicOrPartitionError
 
 from .assignor import TopicPartition
-from .errors import GroupNotEmptyError, InvalidGroupRequestError, UnknownMemberError
+from .errors import GroupNotEmptyError, GroupNotFoundError, InvalidGroupRequestError, UnknownMemberError
+from .lag_age import BatchTimestamps
 from .offsets_log import OFFSETS_TOPIC, OffsetsLog
 from .offsets_state import OFFSETS_RETENTION_MS
 from .partitioning import OFFSETS_TOPIC_PARTITIONS
@@ -41,6 +42,7 @@ __all__ = [
     "HEARTBEAT_INTERVAL_MS",
     "GroupCoordinator",
     "GroupDescription",
+    "GroupMetrics",
     "OffsetCommit",
 ]
 
@@ -74,6 +76,17 @@ class GroupDescription:
     state: str = "Dead"
 
 
+@dataclass(frozen=True)
+class GroupMetrics:
+    """What a /metrics scrape shows of the groups, each family capped at ``cap`` series."""
+
+    lags: dict[tuple[str, str, int], int]  # (group, topic, partition) -> log end - committed
+    lag_seconds: dict[tuple[str, str, int], float]  # -> age of the first uncommitted record
+    members: dict[str, int]  # group -> member count
+    states: dict[str, str]  # group -> Stable, Reconciling, Empty
+    rebalances: dict[str, int]  # group -> group epoch bumps since this service started
+
+
 class GroupCoordinator:
     def __init__(self, manager: LogManager, clock: Clock, *, partitions: int = OFFSETS_TOPIC_PARTITIONS,
                  session_timeout_ms: int = SESSION_TIMEOUT_MS, heartbeat_interval_ms: int = HEARTBEAT_INTERVAL_MS,
@@ -85,6 +98,10 @@ class GroupCoordinator:
         self._session_timeout_ms = session_timeout_ms
         self.heartbeat_interval_ms = heartbeat_interval_ms
         self._groups: dict[str, GroupReconciliation] = {}
+        # Group epoch bumps (a member joined, left or timed out, a subscribed topic grew) per
+        # group since start: Kafka's rebalance count. Kept while the group is empty.
+        self._rebalances: dict[str, int] = {}
+        self._timestamps = BatchTimestamps(manager)
         self._lock = threading.Lock()
 
     @property
@@ -161,6 +178,7 @@ class GroupCoordinator:
         topics = set(subscription or ())
         with self._lock:
             members = self._groups.get(group)
+            created = members is None
             if members is None:
                 if member_epoch == LEAVE_EPOCH:
                     return HeartbeatAnswer(member_id, LEAVE_EPOCH, frozenset())
@@ -168,11 +186,17 @@ class GroupCoordinator:
                     raise UnknownMemberError(f"member {member_id!r} is not in group {group!r}")
                 members = self._groups[group] = GroupReconciliation(
                     group, {}, session_timeout_ms=self._session_timeout_ms)
-            if member_epoch != LEAVE_EPOCH:
-                topics |= set().union(*members.subscriptions().values())
-                members.set_partition_counts(self._partition_counts(topics))
-            answer = members.heartbeat(member_id, member_epoch, self._clock.time_ms(),
-                                       subscription=subscription or None, owned=owned)
+            epoch = members.group_epoch
+            try:
+                if member_epoch != LEAVE_EPOCH:
+                    topics |= set().union(*members.subscriptions().values())
+                    members.set_partition_counts(self._partition_counts(topics))
+                    if created:  # a new group learning its topics is not a rebalance; its first join is
+                        epoch = members.group_epoch
+                answer = members.heartbeat(member_id, member_epoch, self._clock.time_ms(),
+                                           subscription=subscription or None, owned=owned)
+            finally:
+                self._count_rebalances(group, members.group_epoch - epoch)
             if not members.members():
                 del self._groups[group]
             return answer
@@ -183,12 +207,72 @@ class GroupCoordinator:
         gone: list[tuple[str, str]] = []
         with self._lock:
             for group, members in list(self._groups.items()):
+                epoch = members.group_epoch
                 gone += [(group, member) for member in members.expire_sessions(now_ms)]
+                self._count_rebalances(group, members.group_epoch - epoch)
                 if not members.members():
                     del self._groups[group]
         return gone
 
+    def _count_rebalances(self, group: str, bumps: int) -> None:
+        if bumps > 0:
+            self._rebalances[group] = self._rebalances.get(group, 0) + bumps
+
     # -- operators ----------------------------------------------------------------------------
+    def delete_group(self, group: str) -> int:
+        """Deletes a group without members, as Kafka's DeleteGroups: tombstones for each of its
+        committed offsets (and its metadata record), in one batch. Refused with members
+        (GroupNotEmptyError, Kafka's NON_EMPTY_GROUP) and for a group the service does not know
+        (GroupNotFoundError, GROUP_ID_NOT_FOUND). Returns the offsets deleted."""
+        _check_group(group)
+        with self._lock:
+            members = self._members_of(group)
+            if members:
+                raise GroupNotEmptyError(
+                    f"group {group!r} has {len(members)} active members: only a group without members is "
+                    "deleted (stop its consumers, or wait for their sessions to time out)")
+            if not self._offsets.created:
+                raise GroupNotFoundError(f"group {group!r} does not exist")
+            state = self._offsets.state_of(group)
+            offsets = state.group_offsets(group)
+            if not offsets and state.group_metadata(group) is None:
+                raise GroupNotFoundError(f"group {group!r} does not exist")
+            self._offsets.delete_group(group, sorted(offsets))
+            self._rebalances.pop(group, None)
+            return len(offsets)
+
+    def metrics(self, cap: int) -> GroupMetrics:
+        """The groups' figures for one scrape, each family's first ``cap`` series in name order.
+
+        Lag in records is the map under the lock and the log ends outside it. Lag in seconds is
+        now minus the timestamp of the batch holding the first uncommitted record (lag_age.py):
+        one positioned read of the batch's 61-byte header per (partition, committed offset) not
+        seen at the previous scrape, at most ``cap`` a scrape; 0 with no lag."""
+        with self._lock:
+            committed = {
+                (group, topic, partition): value.offset
+                for index in range(self._offsets.partition_count)
+                for group in self._offsets.state(index).groups()
+                for (topic, partition), value in self._offsets.state(index).group_offsets(group).items()
+            }
+            names = sorted(set(self._groups) | {group for group, _, _ in committed})[:cap]
+            states = {name: self._state(name, has_offsets=True) for name in names}
+            members = {name: len(self._members_of(name)) for name in names}
+            rebalances = {name: self._rebalances.get(name, 0) for name in names}
+        committed = dict(sorted(committed.items())[:cap])
+        ends = self.log_end_offsets({(topic, partition) for _, topic, partition in committed})
+        lags = {key: end - offset for key, offset in committed.items()
+                if (end := ends[(key[1], key[2])]) is not None}
+        now_ms = self._clock.time_ms()
+        ages: dict[tuple[str, str, int], float] = {}
+        with self._timestamps.scrape() as timestamps:
+            for key, lag in lags.items():
+                if lag <= 0:
+                    ages[key] = 0.0
+                elif (stamp := timestamps.at(key[1], key[2], committed[key])) is not None:
+                    ages[key] = max(0, now_ms - stamp) / 1000
+        return GroupMetrics(lags, ages, members, states, rebalances)
+
     def list_groups(self) -> list[str]:
         with self._lock:
             names = set(self._groups)
@@ -203,21 +287,6 @@ class GroupCoordinator:
             for partition in range(self._offsets.partition_count):
                 names.update(self._offsets.state(partition).groups())
             return [(name, self._state(name, has_offsets=True), len(self._members_of(name))) for name in sorted(names)]
-
-    def lags(self) -> dict[tuple[str, str, int], int]:
-        """(group, topic, partition) -> log end offset minus committed offset, for every committed
-        offset whose partition is online (Kafka's consumer lag; below 0 when a commit is past the
-        log end). Read at scrape time: the map under the lock, the log ends outside it."""
-        with self._lock:
-            committed = {
-                (group, topic, partition): value.offset
-                for index in range(self._offsets.partition_count)
-                for group in self._offsets.state(index).groups()
-                for (topic, partition), value in self._offsets.state(index).group_offsets(group).items()
-            }
-        ends = self.log_end_offsets({(topic, partition) for _, topic, partition in committed})
-        return {key: end - offset for key, offset in sorted(committed.items())
-                if (end := ends[(key[1], key[2])]) is not None}
 
     def log_end_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int | None]:
         """Each partition's log end offset, None where the partition is unknown or offline."""

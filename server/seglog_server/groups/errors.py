@@ -5,14 +5,16 @@
     │   └── UnknownGroupRecordError  a key type or value version this core does not read
     ├── FencedMemberError            a heartbeat or ack carries a member epoch that moved on
     │   └── UnknownMemberError       the member is not (or no longer) in the group
-    ├── GroupNotEmptyError           a simple commit (no member id) to a group with members
+    ├── GroupNotEmptyError           a simple commit (no member id) or a deletion of a group with members
+    ├── GroupNotFoundError           a deletion of a group the service does not know
     └── InvalidGroupRequestError     an empty group id, a negative offset, no such member epoch
 """
 
 from __future__ import annotations
 
 __all__ = [
-    "CorruptGroupRecordError", "FencedMemberError", "GroupError", "GroupNotEmptyError", "InvalidGroupRequestError",
+    "CorruptGroupRecordError", "FencedMemberError", "GroupError", "GroupNotEmptyError", "GroupNotFoundError",
+    "InvalidGroupRequestError",
     "UnknownGroupRecordError", "UnknownMemberError",
 ]
 
@@ -41,6 +43,10 @@ class UnknownMemberError(FencedMemberError):
 class GroupNotEmptyError(GroupError):
     """Kafka's UNKNOWN_MEMBER_ID for a commit without a member id to a group with members: only
     its members commit while it has some."""
+
+
+class GroupNotFoundError(GroupError):
+    """Kafka's GROUP_ID_NOT_FOUND: a deletion of a group with neither members nor offsets."""
 
 
 class InvalidGroupRequestError(GroupError):

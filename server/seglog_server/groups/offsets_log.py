@@ -156,6 +156,11 @@ class OffsetsLog:
     def delete_offsets(self, group: str, topic_partitions: Iterable[tuple[str, int]]) -> None:
         self._write(group, [(encode_key(OffsetCommitKey(group, t, p)), None) for t, p in topic_partitions])
 
+    def delete_group(self, group: str, topic_partitions: Iterable[tuple[str, int]]) -> None:
+        """Tombstones for the group's offsets named and its metadata, in one batch."""
+        self._write(group, [(encode_key(OffsetCommitKey(group, t, p)), None) for t, p in topic_partitions]
+                    + [(encode_key(GroupMetadataKey(group)), None)])
+
     def store_group(self, group: str, value: GroupMetadataValue | None) -> None:
         """Writes the group's metadata (None: its tombstone)."""
         self._write(group, [(encode_key(GroupMetadataKey(group)), None if value is None else encode_value(value))])

@@ -292,16 +292,39 @@ def _descriptor_families(stats: Any) -> Iterator[Metric]:
     yield _gauge("seglog_open_segments_max", stats.open_segments_max)
 
 
+# The states a listed group may be in (groups/coordinator.py; "Dead" is never listed).
+_GROUP_STATES = ("Stable", "Reconciling", "Empty")
+
+
 def _group_families(servicer: Any, cap: int) -> Iterator[Metric]:
-    """Consumer lag per (group, topic, partition) committed, the first ``cap`` in name order
-    (``servicer.group_lags()``; exported when the servicer offers it)."""
-    method = getattr(servicer, "group_lags", None)
+    """The consumer groups (``servicer.group_metrics(cap)``, exported when the servicer offers
+    it): lag in records and in seconds per committed (group, topic, partition), members, state
+    and rebalances per group, each family the first ``cap`` series in name order."""
+    method = getattr(servicer, "group_metrics", None)
     if method is None:
         return
-    lag = new_family("seglog_group_lag_records")
-    for (group, topic, partition), value in list(method().items())[:cap]:
+    figures = method(cap)
+    lag = new_family("seglog_consumer_group_lag")
+    for (group, topic, partition), value in figures.lags.items():
         lag.add_metric([group, topic, str(partition)], value)
     yield lag
+    seconds = new_family("seglog_consumer_group_lag_seconds")
+    for (group, topic, partition), value in figures.lag_seconds.items():
+        seconds.add_metric([group, topic, str(partition)], value)
+    yield seconds
+    members = new_family("seglog_consumer_group_members")
+    for group, count in figures.members.items():
+        members.add_metric([group], count)
+    yield members
+    state = new_family("seglog_consumer_group_state")
+    for group, current in figures.states.items():
+        for name in _GROUP_STATES:
+            state.add_metric([group, name], 1 if name == current else 0)
+    yield state
+    rebalances = new_family("seglog_consumer_group_rebalances")
+    for group, count in figures.rebalances.items():
+        rebalances.add_metric([group], count)
+    yield rebalances
 
 
 def _cleaner_families(manager: Any) -> Iterator[Metric]:

@@ -102,10 +102,22 @@ FAMILIES: dict[str, tuple[str, tuple[str, ...], str]] = {
     "seglog_metrics_collect_errors": (
         "counter", (), "Parts of /metrics scrapes left out because building them raised (logged)."),
     # -- consumer groups ---------------------------------------------------------------------
-    "seglog_group_lag_records": (
+    "seglog_consumer_group_lag": (
         "gauge", ("group", "topic", "partition"),
-        "Consumer lag: log end offset minus the group's committed offset, per committed partition "
-        "(at most partition_series_max series)."),
+        "Consumer lag in records: log end offset minus the group's committed offset, per committed "
+        "partition (at most partition_series_max series)."),
+    "seglog_consumer_group_lag_seconds": (
+        "gauge", ("group", "topic", "partition"),
+        "Consumer lag in seconds: now minus the timestamp of the batch holding the first uncommitted "
+        "record (0 without lag; at most partition_series_max series)."),
+    "seglog_consumer_group_members": (
+        "gauge", ("group",), "Members of the group now (at most partition_series_max groups)."),
+    "seglog_consumer_group_state": (
+        "gauge", ("group", "state"),
+        "1 for the group's state now (Stable, Reconciling, Empty), 0 for the others."),
+    "seglog_consumer_group_rebalances": (
+        "counter", ("group",),
+        "Rebalances of the group (group epoch bumps: a member joined, left or timed out) since start."),
     # -- hooks: exported once the statistics exist -------------------------------------------
     "seglog_descriptors_in_use": ("gauge", (), "File descriptors the process holds (/proc/self/fd)."),
     "seglog_descriptors_budget": ("gauge", (), "The process's descriptor limit (RLIMIT_NOFILE, soft)."),

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from seglog.v1 import log_service_pb2_grpc as pb_grpc
-from seglog_server.groups.coordinator import INTERNAL_TOPICS, GroupCoordinator
+from seglog_server.groups.coordinator import INTERNAL_TOPICS, GroupCoordinator, GroupMetrics
 
 from .admin_rpcs import AdminRpcs
 from .admission import Admission, AdmissionLimits, AdmissionStatistics
@@ -146,11 +146,13 @@ class LogServicer(pb_grpc.LogServiceServicer):
     def metrics(self, metrics: Any) -> None:
         self.core.metrics = metrics
 
-    def group_lags(self) -> dict[tuple[str, str, int], int]:
-        """(group, topic, partition) -> lag of every committed offset (the metrics' scrape);
-        empty without a group coordinator."""
+    def group_metrics(self, cap: int) -> GroupMetrics:
+        """The groups' figures for the metrics' scrape (lag in records and seconds, members,
+        state, rebalances), each family capped at ``cap``; empty without a group coordinator."""
         coordinator = self.groups.coordinator_or_none
-        return coordinator.lags() if coordinator is not None else {}
+        if coordinator is None:
+            return GroupMetrics({}, {}, {}, {}, {})
+        return coordinator.metrics(cap)
 
     # -- life cycle ---------------------------------------------------------------------------
     @property

@@ -121,6 +121,7 @@ STATUS_BY_ERROR: Mapping[type[BaseException], grpc.StatusCode] = {
     groups.FencedMemberError: _Code.FAILED_PRECONDITION,
     groups.UnknownMemberError: _Code.NOT_FOUND,  # Kafka's UNKNOWN_MEMBER_ID
     groups.GroupNotEmptyError: _Code.FAILED_PRECONDITION,
+    groups.GroupNotFoundError: _Code.NOT_FOUND,  # Kafka's GROUP_ID_NOT_FOUND
     groups.InvalidGroupRequestError: _Code.INVALID_ARGUMENT,
     groups.CorruptGroupRecordError: _Code.DATA_LOSS,
     groups.GroupError: _Code.INTERNAL,

@@ -88,6 +88,7 @@ PROMISED = {
     groups.FencedMemberError: Code.FAILED_PRECONDITION,
     groups.UnknownMemberError: Code.NOT_FOUND,
     groups.GroupNotEmptyError: Code.FAILED_PRECONDITION,
+    groups.GroupNotFoundError: Code.NOT_FOUND,
     groups.InvalidGroupRequestError: Code.INVALID_ARGUMENT,
     groups.CorruptGroupRecordError: Code.DATA_LOSS,
     groups.GroupError: Code.INTERNAL,
