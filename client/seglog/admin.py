@@ -173,6 +173,62 @@ class AsyncAdmin:
             ),
         )
 
+    async def delete_group(self, group: str) -> int:
+        """Deletes a group without members and its committed offsets (``kafka-consumer-groups
+        --delete``); returns the offsets deleted. A group with members is refused
+        (``ServiceError`` FAILED_PRECONDITION), an unknown one NOT_FOUND."""
+        if not group:
+            raise ValueError("group id is empty")
+        response = await (await self._connected())._unary("DeleteGroup", pb.DeleteGroupRequest(group=group))
+        return int(response.deleted_offsets)
+
+    async def reset_offsets(
+        self, group: str, topic: str, partitions: Sequence[int] | None = None, *,
+        to_earliest: bool = False, to_latest: bool = False, to_offset: int | None = None,
+        to_datetime_ms: int | None = None, shift_by: int | None = None, execute: bool = False,
+    ) -> dict[TopicPartition, int]:
+        """The offsets ``kafka-consumer-groups --reset-offsets`` would commit for ``group`` on
+        ``topic``'s partitions (every one unless named), committed only with ``execute``: exactly
+        one of the earliest or latest offset, ``to_offset`` or the committed offset moved by
+        ``shift_by`` (both kept within [log start, log end]), or the first offset at or after
+        ``to_datetime_ms`` (the log end when none). Only for a group without members (state
+        Empty, or unknown); the service refuses the commit too if a member joined meanwhile."""
+        chosen = [to_earliest, to_latest, to_offset is not None, to_datetime_ms is not None, shift_by is not None]
+        if sum(chosen) != 1:
+            raise ValueError("choose exactly one of to_earliest, to_latest, to_offset, to_datetime_ms, shift_by")
+        description = await self.describe_group(group)
+        if description.state not in ("Empty", "Dead"):
+            raise ValueError(f"offsets can only be reset if the group {group!r} is inactive, but its state "
+                             f"is {description.state} with {len(description.members)} members")
+        starts = await self.earliest_offsets(topic, partitions)
+        ends = await self.latest_offsets(topic, partitions)
+        planned: dict[TopicPartition, int] = {}
+        if to_datetime_ms is not None:
+            found = await self.offsets_for_times({TopicPartition(topic, p): to_datetime_ms for p in sorted(starts)})
+            for tp, hit in found.items():
+                planned[tp] = ends[tp.partition] if hit is None else hit.offset
+        for partition in sorted(starts):
+            tp = TopicPartition(topic, partition)
+            low, high = starts[partition], ends[partition]
+            if to_earliest:
+                planned[tp] = low
+            elif to_latest:
+                planned[tp] = high
+            elif to_offset is not None:
+                planned[tp] = min(max(to_offset, low), high)
+            elif shift_by is not None:
+                current = next((p.committed_offset for p in description.partitions
+                                if (p.topic, p.partition) == (topic, partition) and p.committed_offset >= 0), None)
+                if current is None:
+                    raise ValueError(f"group {group!r} has no committed offset for {topic}-{partition} to shift")
+                planned[tp] = min(max(current + shift_by, low), high)
+        planned = dict(sorted(planned.items()))
+        if execute:
+            await (await self._connected()).commit_offsets(pb.CommitOffsetsRequest(group=group, offsets=[
+                pb.OffsetToCommit(topic=tp.topic, partition=tp.partition, offset=offset)
+                for tp, offset in planned.items()]))
+        return planned
+
     async def offsets_for_times(
         self, timestamps: Mapping[TopicPartition, int]
     ) -> dict[TopicPartition, OffsetAndTimestamp | None]:
@@ -346,6 +402,13 @@ class Admin(_sync.SyncFacade, implementation=AsyncAdmin):
 
     def describe_group(self, group: str) -> GroupDescription:
         return self._portal.run(self._async.describe_group(group))
+
+    def delete_group(self, group: str) -> int:
+        return self._portal.run(self._async.delete_group(group))
+
+    def reset_offsets(self, group: str, topic: str, partitions: Sequence[int] | None = None,
+                      **target: Any) -> dict[TopicPartition, int]:
+        return self._portal.run(self._async.reset_offsets(group, topic, partitions, **target))
 
     def offsets_for_times(self, timestamps: Mapping[TopicPartition, int]) -> dict[TopicPartition, OffsetAndTimestamp | None]:
         return self._portal.run(self._async.offsets_for_times(timestamps))

@@ -722,6 +722,18 @@ class GroupPartitionLag(_message.Message):
     metadata: str
     def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., committed_offset: _Optional[int] = ..., log_end_offset: _Optional[int] = ..., lag: _Optional[int] = ..., member_id: _Optional[str] = ..., metadata: _Optional[str] = ...) -> None: ...
 
+class DeleteGroupRequest(_message.Message):
+    __slots__ = ("group",)
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    group: str
+    def __init__(self, group: _Optional[str] = ...) -> None: ...
+
+class DeleteGroupResponse(_message.Message):
+    __slots__ = ("deleted_offsets",)
+    DELETED_OFFSETS_FIELD_NUMBER: _ClassVar[int]
+    deleted_offsets: int
+    def __init__(self, deleted_offsets: _Optional[int] = ...) -> None: ...
+
 class DescribeGroupResponse(_message.Message):
     __slots__ = ("group", "state", "group_epoch", "members", "partitions")
     GROUP_FIELD_NUMBER: _ClassVar[int]

@@ -144,6 +144,11 @@ class LogServiceStub:
                 request_serializer=seglog_dot_v1_dot_log__service__pb2.DescribeGroupRequest.SerializeToString,
                 response_deserializer=seglog_dot_v1_dot_log__service__pb2.DescribeGroupResponse.FromString,
                 _registered_method=True)
+        self.DeleteGroup = channel.unary_unary(
+                '/seglog.v1.LogService/DeleteGroup',
+                request_serializer=seglog_dot_v1_dot_log__service__pb2.DeleteGroupRequest.SerializeToString,
+                response_deserializer=seglog_dot_v1_dot_log__service__pb2.DeleteGroupResponse.FromString,
+                _registered_method=True)
 
 
 class LogServiceServicer:
@@ -348,6 +353,16 @@ class LogServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def DeleteGroup(self, request, context):
+        """Deletes a group without members (Kafka's DeleteGroups): tombstones for its committed offsets
+        and metadata. FAILED_PRECONDITION while it has members, NOT_FOUND for a group the service
+        does not know. Needs read on every topic the group has offsets on. (Resetting offsets is
+        CommitOffsets without a member id, which a group with members refuses.)
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_LogServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -460,6 +475,11 @@ def add_LogServiceServicer_to_server(servicer, server):
                     servicer.DescribeGroup,
                     request_deserializer=seglog_dot_v1_dot_log__service__pb2.DescribeGroupRequest.FromString,
                     response_serializer=seglog_dot_v1_dot_log__service__pb2.DescribeGroupResponse.SerializeToString,
+            ),
+            'DeleteGroup': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteGroup,
+                    request_deserializer=seglog_dot_v1_dot_log__service__pb2.DeleteGroupRequest.FromString,
+                    response_serializer=seglog_dot_v1_dot_log__service__pb2.DeleteGroupResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1056,6 +1076,33 @@ class LogService:
             '/seglog.v1.LogService/DescribeGroup',
             seglog_dot_v1_dot_log__service__pb2.DescribeGroupRequest.SerializeToString,
             seglog_dot_v1_dot_log__service__pb2.DescribeGroupResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteGroup(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/seglog.v1.LogService/DeleteGroup',
+            seglog_dot_v1_dot_log__service__pb2.DeleteGroupRequest.SerializeToString,
+            seglog_dot_v1_dot_log__service__pb2.DeleteGroupResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import threading
 import uuid
-from collections.abc import Iterable, Sequence, Set
+from collections.abc import Callable, Iterable, Sequence, Set
 from dataclasses import dataclass, field
 
 from seglog_server.storage import Clock, LogManager
@@ -219,11 +219,13 @@ class GroupCoordinator:
             self._rebalances[group] = self._rebalances.get(group, 0) + bumps
 
     # -- operators ----------------------------------------------------------------------------
-    def delete_group(self, group: str) -> int:
+    def delete_group(self, group: str, check_topics: Callable[[Set[str]], None] | None = None) -> int:
         """Deletes a group without members, as Kafka's DeleteGroups: tombstones for each of its
         committed offsets (and its metadata record), in one batch. Refused with members
         (GroupNotEmptyError, Kafka's NON_EMPTY_GROUP) and for a group the service does not know
-        (GroupNotFoundError, GROUP_ID_NOT_FOUND). Returns the offsets deleted."""
+        (GroupNotFoundError, GROUP_ID_NOT_FOUND). ``check_topics`` (the caller's ACL) sees the
+        topics of its offsets under the lock, before anything is written. Returns the offsets
+        deleted."""
         _check_group(group)
         with self._lock:
             members = self._members_of(group)
@@ -237,6 +239,8 @@ class GroupCoordinator:
             offsets = state.group_offsets(group)
             if not offsets and state.group_metadata(group) is None:
                 raise GroupNotFoundError(f"group {group!r} does not exist")
+            if check_topics is not None:
+                check_topics({topic for topic, _ in offsets})
             self._offsets.delete_group(group, sorted(offsets))
             self._rebalances.pop(group, None)
             return len(offsets)

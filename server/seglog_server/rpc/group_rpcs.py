@@ -1,5 +1,6 @@
 """The consumer-group RPCs of seglog.v1.LogService: CommitOffsets, FetchOffsets and Heartbeat,
-and the operators' ListGroups and DescribeGroup.
+and the operators' ListGroups, DescribeGroup and DeleteGroup (offsets are reset by CommitOffsets
+without a member id, which a group with members refuses, as Kafka's AlterConsumerGroupOffsets).
 
 Each is convert -> one call of the group coordinator (groups/coordinator.py) on the pool (a
 commit appends to __consumer_offsets; the coordinator's lock may be held by one) -> convert. The
@@ -10,11 +11,12 @@ COORDINATOR_NOT_AVAILABLE.
 
 from __future__ import annotations
 
+from collections.abc import Set
 from typing import Any
 
 from seglog.v1 import log_service_pb2 as pb
 from seglog_server.groups.coordinator import GroupCoordinator, OffsetCommit
-from seglog_server.security import Operation
+from seglog_server.security import Operation, PermissionDeniedError
 
 from . import validation
 from .boundary import unary_rpc
@@ -121,3 +123,15 @@ class GroupRpcs:
             ],
             partitions=rows,
         )
+
+    @unary_rpc
+    async def DeleteGroup(self, request: pb.DeleteGroupRequest, context: Any) -> Any:
+        call = current_call()
+
+        def readable(topics: Set[str]) -> None:
+            for topic in sorted(topics):
+                if call is not None and not call.may(Operation.READ, topic):
+                    raise PermissionDeniedError(call.principal, Operation.READ.value, topic)
+
+        deleted = await self.core.calls.blocking(self.coordinator.delete_group, request.group, readable)
+        return pb.DeleteGroupResponse(deleted_offsets=deleted)

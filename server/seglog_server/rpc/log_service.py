@@ -84,6 +84,7 @@ ROUTES: dict[str, str] = {
     "Heartbeat": "groups",
     "ListGroups": "groups",
     "DescribeGroup": "groups",
+    "DeleteGroup": "groups",
 }
 
 

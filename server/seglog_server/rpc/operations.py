@@ -120,6 +120,9 @@ OPERATIONS: Mapping[str, RpcOperation] = {
     # description shows only the partitions of topics the caller may describe.
     "ListGroups": RpcOperation(_DESCRIBE, Scope.SOME_TOPIC, _no_topic, _request),
     "DescribeGroup": RpcOperation(_DESCRIBE, Scope.FILTERED, _no_topic, _request),
+    # Deleting a group deletes its offsets: read on some topic at the gate, then read on every
+    # topic the group has offsets on (group_rpcs.py, under the coordinator's lock).
+    "DeleteGroup": RpcOperation(_READ, Scope.SOME_TOPIC, _no_topic, _request),
     # -- seglog.v1.ClusterService (cluster_rpcs.py): the answer shows only describable topics -----
     "Metadata": RpcOperation(_DESCRIBE, Scope.FILTERED, _no_topic, _request),
     # -- offline cleaning (admin: they replace a partition's segments) ---------------------------
