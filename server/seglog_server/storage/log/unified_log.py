@@ -1,9 +1,11 @@
 """UnifiedLog: one partition's log over its ``LocalLog`` (Kafka's UnifiedLog, section 5).
 
-The offsets and the policies: validation and offsets of appends, idempotent producers, the
-flush and recovery point, retention and DeleteRecords, truncation, lookups by time, statistics.
-The segments and their files (roll mechanics, reads, syncs, delayed deletion, the compaction
-swap, close, the offline state) are the ``LocalLog``'s (local_log.py), under the same lock.
+The offsets and the policies: validation and offsets of appends, idempotent producers, when
+to flush and the recovery point, retention and DeleteRecords (their rules and the retention
+pass: log_retention.py), the offsets of a truncation, lookups by time, statistics. The segments
+and their files (roll mechanics, reads, the flush's syncs, cutting the segment map, delayed
+deletion, the compaction swap, close, the offline state) are the ``LocalLog``'s (local_log.py),
+and what the cleaner asks is answered in segment_views.py, all under the same lock.
 
 Offsets: ``log_start_offset`` (first offset clients may read; moved by retention and
 DeleteRecords), ``log_end_offset`` (next offset to assign), ``high_watermark`` (equal to the log
