@@ -7,7 +7,9 @@
   iter_batches walks a buffer of batches by Kafka's file-reading rules.
 - BatchWalk and walk_records are the bounded walkers every layer steps through bytes with;
   records_max_timestamp_delta and first_record_reaching their fast paths for common records
-  (walk_fast.py), BatchWalk.skip/seek the fast path of offset-checked batch walks.
+  (walk_fast.py), BatchWalk.skip/seek the fast path of offset-checked batch walks;
+  seek_record the first record reaching a time target, compiled where the install built
+  _walk_c (walk_compiled.py), equal to walk_records.
 - set_max_timestamp / set_partition_leader_epoch patch headers in place for the broker.
 - HEADER and the *_OFFSET constants give the header layout (header.py).
 - Errors: CodecError > CorruptRecordError > InvalidCrcError; DecompressionLimitError;
@@ -55,6 +57,7 @@ from .header_patch import set_max_timestamp, set_partition_leader_epoch
 from .record import Record
 from .walk import BatchStop, BatchWalk, vouch_batches, walk_records
 from .walk_fast import NONE_REACHING, first_record_reaching, records_max_timestamp_delta
+from .walk_compiled import seek_record
 
 __all__ = [
     "ATTRIBUTES_OFFSET",
@@ -100,6 +103,7 @@ __all__ = [
     "first_record_reaching",
     "iter_batches",
     "records_max_timestamp_delta",
+    "seek_record",
     "set_max_timestamp",
     "set_partition_leader_epoch",
     "vouch_batches",

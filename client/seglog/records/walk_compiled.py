@@ -1,0 +1,66 @@
+"""The first record reaching a target, walked in compiled code where the install built it.
+
+A lookup by time ends inside one batch: the first record with timestamp >= T and offset >= S.
+On a batch ``send_many`` wrote (thousands of records) the walk to it is most of the lookup's
+CPU, about 0.1-0.3 µs a record in Python. ``_walk_c.c`` walks the same records area with every
+rule of the reference walker (``walk_records``, walk.py) at a few nanoseconds a record; the
+install compiles it when it can (an optional extension: a client-only install without a C
+compiler gets the Python walk below, with no warning).
+
+``seek_record`` is the one entry point; ``seek_record_reference`` is the reference it must
+equal (tests/unit/seglog/records/test_walk_compiled.py checks both ways, on valid and hostile
+bytes). When the compiled walk refuses an area, the reference walks it again for its precise
+message: refusals are rare, and one message per lie is what the layers above show.
+"""
+
+from __future__ import annotations
+
+from .errors import CorruptRecordError
+from .walk import walk_records
+from .walk_fast import NONE_REACHING, first_record_reaching
+
+try:
+    from ._walk_c import first_reaching as _compiled_first_reaching
+except ImportError:  # not built (no compiler at install): the Python walks below
+    _compiled_first_reaching = None
+
+__all__ = ["COMPILED", "seek_record", "seek_record_reference"]
+
+COMPILED = _compiled_first_reaching is not None
+
+
+def seek_record_reference(
+    data, position: int, end: int, count: int, target_delta: int, offset_delta_min: int
+) -> tuple[int, int] | None:
+    """(offsetDelta, timestampDelta) of the first of the ``count`` records in
+    ``data[position:end]`` with timestampDelta >= ``target_delta`` and offsetDelta >=
+    ``offset_delta_min``, every record up to it checked by ``walk_records``; None when every
+    record is checked and none reaches; CorruptRecordError at the first lie. Targets may lie
+    outside int64 (a target no record reaches, or one every record does)."""
+    for timestamp_delta, offset_delta in walk_records(data, position, end, count):
+        if timestamp_delta >= target_delta and offset_delta >= offset_delta_min:
+            return offset_delta, timestamp_delta
+    return None
+
+
+def _seek_record_python(data, position: int, end: int, count: int, target_delta: int, offset_delta_min: int):
+    """The Python walk: the fast loop for common records (bytes only), else the reference."""
+    if type(data) is bytes:
+        found = first_record_reaching(data, position, end, count, 0, target_delta, offset_delta_min)
+        if found is NONE_REACHING:
+            return None
+        if found is not None:
+            return found
+    return seek_record_reference(data, position, end, count, target_delta, offset_delta_min)
+
+
+def _seek_record_compiled(data, position: int, end: int, count: int, target_delta: int, offset_delta_min: int):
+    """The compiled walk; on a refusal, the reference's verdict and message."""
+    try:
+        return _compiled_first_reaching(data, position, end, count, target_delta, offset_delta_min)
+    except CorruptRecordError:
+        return seek_record_reference(data, position, end, count, target_delta, offset_delta_min)
+
+
+seek_record = _seek_record_compiled if COMPILED else _seek_record_python
+seek_record.__doc__ = seek_record_reference.__doc__

@@ -1,0 +1,278 @@
+"""The compiled lookup walk (_walk_c.c) against the reference walker, differentially.
+
+For valid records areas of up to a few thousand records (keys, values and headers of random
+sizes, timestamps in any order, offset deltas with gaps) and for hostile bytes (overwritten
+bytes near record boundaries and anywhere, cuts, extensions, inserted over-long varints, lying
+counts and areas, random bytes), the compiled walk and the reference give the same verdict:
+the same (offsetDelta, timestampDelta), the same None, or both a CorruptRecordError. The
+public ``seek_record`` also gives the reference's exact message, and the Python fallback (the
+walk of installs without a compiler) the same verdict.
+
+The committed settings run a few hundred examples; ``SEGLOG_WALK_EXAMPLES=20000`` runs more.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from seglog.records import CodecError, CorruptRecordError
+from seglog.records import walk_compiled
+from seglog.records.varint import encode_varint, encode_varlong
+from seglog.records.walk_compiled import seek_record, seek_record_reference
+
+EXAMPLES = int(os.environ.get("SEGLOG_WALK_EXAMPLES", "300"))
+FUZZ = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+compiled = walk_compiled._compiled_first_reaching
+
+
+def test_the_install_built_the_compiled_walk():
+    """scripts/bootstrap's editable install compiles _walk_c (gcc and Python.h are part of
+    the development machine); without it every other test here would test the fallback only."""
+    assert walk_compiled.COMPILED, "seglog.records._walk_c is not built: run scripts/bootstrap (needs a C compiler)"
+
+
+def verdict(walk, *args):
+    """What a walk concludes: its answer, or "refused" for a CorruptRecordError (any other
+    exception fails the test)."""
+    try:
+        return walk(*args)
+    except CorruptRecordError:
+        return "refused"
+
+
+def reference_and_message(*args):
+    try:
+        return seek_record_reference(*args), None
+    except CodecError as exc:
+        return "refused", (type(exc), str(exc))
+
+
+# -- valid areas -------------------------------------------------------------------------------
+
+
+def _field(size: int | None, fill: int) -> bytes:
+    return encode_varint(-1) if size is None else encode_varint(size) + bytes([fill]) * size
+
+
+def _record(timestamp_delta: int, offset_delta: int, key, value, headers) -> bytes:
+    body = b"\x00" + encode_varlong(timestamp_delta) + encode_varint(offset_delta) + key + value
+    body += encode_varint(len(headers)) + b"".join(headers)
+    return encode_varint(len(body)) + body
+
+
+def area_from_seed(seed: int, count: int, shape: dict) -> tuple[bytes, list[tuple[int, int]]]:
+    """A valid records area of ``count`` records drawn from ``seed`` (big areas cost Hypothesis
+    a few draws, not thousands), and each record's (timestampDelta, offsetDelta)."""
+    rng = random.Random(seed)
+    records, deltas, offset_delta = [], [], -1
+    for _ in range(count):
+        offset_delta += 1 if rng.random() > shape["gaps"] else rng.randrange(2, 300)
+        timestamp_delta = rng.randrange(-shape["spread"], shape["spread"] + 1) if shape["disorder"] else len(deltas)
+        sizes = (None, 0, 1, rng.randrange(60, 70), rng.randrange(0, shape["value_max"] + 1))
+        key, value = _field(rng.choice(sizes), 0x6B), _field(rng.choice(sizes), 0x76)
+        headers = []
+        if rng.random() < shape["headers"]:
+            for _ in range(rng.randrange(1, 4)):
+                name = rng.choice([b"", b"h", "é".encode(), b"trace-id"])
+                headers.append(encode_varint(len(name)) + name + _field(rng.choice(sizes[:4]), 0x68))
+        records.append(_record(timestamp_delta, offset_delta, key, value, headers))
+        deltas.append((timestamp_delta, offset_delta))
+    return b"".join(records), deltas
+
+
+shapes = st.fixed_dictionaries({
+    "gaps": st.sampled_from([0.0, 0.0, 0.1]),
+    "disorder": st.booleans(),
+    "spread": st.sampled_from([50, 9000, 2**40, 2**62]),
+    "value_max": st.sampled_from([0, 10, 200, 20_000]),
+    "headers": st.sampled_from([0.0, 0.0, 0.05, 1.0]),
+})
+counts = st.one_of(st.integers(0, 40), st.integers(0, 40), st.integers(40, 3500))
+valid_areas = st.builds(area_from_seed, st.integers(0, 2**32), counts, shapes)
+
+
+@st.composite
+def targets(draw, deltas):
+    """A timestamp target and an offset floor: often a record's own, sometimes outside int64."""
+    if deltas and draw(st.booleans()):
+        timestamp_delta, offset_delta = draw(st.sampled_from(deltas))
+        return timestamp_delta + draw(st.integers(-1, 1)), offset_delta + draw(st.integers(-1, 1))
+    huge = st.sampled_from([-(2**64), -(2**63), 2**63 - 1, 2**63, 2**64])
+    return draw(st.one_of(st.integers(-100, 4000), huge)), draw(st.one_of(st.integers(-2, 4000), huge))
+
+
+@FUZZ
+@given(data=st.data(), area=valid_areas, as_view=st.booleans())
+def test_the_compiled_walk_finds_what_the_reference_finds_in_valid_areas(data, area, as_view):
+    records, deltas = area
+    target_delta, offset_delta_min = data.draw(targets(deltas))
+    buffer = memoryview(records) if as_view else records
+    args = (buffer, 0, len(records), len(deltas), target_delta, offset_delta_min)
+    expected = next(((o, t) for t, o in deltas if t >= target_delta and o >= offset_delta_min), None)
+    assert seek_record_reference(*args) == expected
+    assert compiled(*args) == expected
+    assert seek_record(*args) == expected
+    assert walk_compiled._seek_record_python(*args) == expected
+
+
+# -- hostile areas -----------------------------------------------------------------------------
+
+
+def _starts(records: bytes, deltas) -> list[int]:
+    """Where each record of a valid area starts (and the area's end)."""
+    from seglog.records.varint import decode_varint
+
+    starts, position = [], 0
+    while position < len(records):
+        starts.append(position)
+        length, body = decode_varint(records, position)
+        position = body + length
+    return starts + [position]
+
+
+damage = st.fixed_dictionaries({
+    # (which record, where from its start (>= 0) or end (< 0), the byte written)
+    "edits": st.lists(st.tuples(st.integers(0, 10**6), st.integers(-4, 9),
+                                st.one_of(st.integers(0, 255), st.sampled_from([0, 1, 2, 3, 0x7F, 0x80, 0x81, 0xFF]))),
+                      max_size=3),
+    "anywhere": st.lists(st.tuples(st.integers(0, 10**7), st.integers(0, 255)), max_size=2),
+    # an over-long varint inserted where a field starts: the walk must not read it as a shorter one
+    "insert": st.one_of(st.none(), st.tuples(st.integers(0, 10**6), st.integers(0, 9), st.sampled_from(
+        [b"\x80", b"\x80\x00", b"\x80" * 4 + b"\x00", b"\x80" * 5 + b"\x00", b"\x80" * 9 + b"\x01",
+         b"\xff" * 10 + b"\x7f", b"\xff\xff\xff\xff\x0f", b"\xfe\xff\xff\xff\x0f"]))),
+    "cut": st.one_of(st.just(0), st.just(0), st.integers(1, 60)),
+    "extra": st.one_of(st.just(b""), st.just(b""), st.binary(min_size=1, max_size=8)),
+    "count": st.one_of(st.just(0), st.just(0), st.integers(-3, 3)),
+    "shrink": st.one_of(st.just(0), st.just(0), st.integers(1, 40)),  # area's end inside the bytes
+    "prefix": st.binary(max_size=4),
+})
+
+
+def mutated(records: bytes, deltas, harm: dict) -> tuple[bytes, int, int, int]:
+    starts = _starts(records, deltas)
+    data = bytearray(records)
+    if data:
+        for record, where, byte in harm["edits"]:
+            index = record % max(len(starts) - 1, 1)
+            position = starts[index] + where if where >= 0 else starts[min(index + 1, len(starts) - 1)] + where
+            data[position % len(data)] = byte
+        for position, byte in harm["anywhere"]:
+            data[position % len(data)] = byte
+    if harm["insert"] is not None:
+        record, where, varint = harm["insert"]
+        position = starts[record % len(starts)] + where
+        data[position:position] = varint
+    if harm["cut"] and data:
+        del data[len(data) - harm["cut"] % len(data) :]
+    data = harm["prefix"] + bytes(data) + harm["extra"]
+    end = max(len(harm["prefix"]), len(data) - harm["shrink"])
+    return data, len(harm["prefix"]), end, max(len(deltas) + harm["count"], -1)
+
+
+@FUZZ
+@given(data=st.data(), area=valid_areas, harm=damage)
+def test_the_compiled_walk_refuses_what_the_reference_refuses(data, area, harm):
+    records, deltas = area
+    buffer, position, end, count = mutated(records, deltas, harm)
+    target_delta, offset_delta_min = data.draw(targets(deltas))
+    args = (buffer, position, end, count, target_delta, offset_delta_min)
+    expected, message = reference_and_message(*args)
+    assert verdict(compiled, *args) == expected
+    assert verdict(walk_compiled._seek_record_python, *args) == expected
+    try:
+        answer = seek_record(*args)
+    except CodecError as exc:
+        assert (type(exc), str(exc)) == message  # the reference's own message
+    else:
+        assert message is None and answer == expected
+
+
+@FUZZ
+@given(data=st.binary(max_size=300), position=st.integers(-1, 6), shrink=st.integers(-2, 6),
+       count=st.integers(-2, 60), target_delta=st.integers(-5, 5), offset_delta_min=st.integers(-2, 5))
+def test_the_compiled_walk_over_random_bytes_agrees_with_the_reference(data, position, shrink, count, target_delta,
+                                                                       offset_delta_min):
+    args = (data, position, len(data) - shrink, count, target_delta, offset_delta_min)
+    assert verdict(compiled, *args) == reference_and_message(*args)[0]
+
+
+# -- named cases -------------------------------------------------------------------------------
+
+
+def _one(timestamp_field: bytes, *, offset_field: bytes = b"\x00", tail: bytes = b"\x01\x01\x00") -> bytes:
+    body = b"\x00" + timestamp_field + offset_field + tail
+    return encode_varint(len(body)) + body
+
+
+def test_varints_end_within_five_bytes_and_varlongs_within_ten_keeping_the_low_bits():
+    ten = _one(b"\xff" * 9 + b"\x7f")  # the 10th byte's high bits fall off: zigzag(2**64 - 1) = -2**63
+    assert compiled(ten, 0, len(ten), 1, -(2**63), 0) == (0, -(2**63)) == seek_record_reference(ten, 0, len(ten), 1, -(2**63), 0)
+    eleven = _one(b"\x80" * 10 + b"\x00")
+    assert verdict(compiled, eleven, 0, len(eleven), 1, 0, 0) == "refused" == reference_and_message(eleven, 0, len(eleven), 1, 0, 0)[0]
+    five = _one(b"\x00", offset_field=b"\xfe\xff\xff\xff\x7f")  # only the low 32 bits: zigzag(0xfffffffe) = 2**31 - 1
+    assert compiled(five, 0, len(five), 1, 0, 0) == (2**31 - 1, 0) == seek_record_reference(five, 0, len(five), 1, 0, 0)
+    six = _one(b"\x00", offset_field=b"\x80" * 5 + b"\x00")
+    assert verdict(compiled, six, 0, len(six), 1, 0, 0) == "refused" == reference_and_message(six, 0, len(six), 1, 0, 0)[0]
+
+
+def test_a_header_key_that_is_not_utf8_is_refused_as_the_decoder_refuses_it():
+    bad = _one(b"\x00", tail=b"\x01\x01" + encode_varint(1) + encode_varint(2) + b"\xc3\x28" + encode_varint(-1))
+    good = _one(b"\x00", tail=b"\x01\x01" + encode_varint(1) + encode_varint(2) + "é".encode() + encode_varint(-1))
+    assert compiled(good, 0, len(good), 1, 0, 0) == (0, 0)
+    assert verdict(compiled, bad, 0, len(bad), 1, 0, 0) == "refused" == reference_and_message(bad, 0, len(bad), 1, 0, 0)[0]
+
+
+def test_a_refusal_carries_the_reference_message():
+    area = _one(b"\x00") + _one(b"\x02", offset_field=b"\x02")
+    lying = area[:-1]  # the second record's last byte is gone
+    expected, message = reference_and_message(lying, 0, len(lying), 2, 1, 0)
+    assert expected == "refused" and "record 1" in message[1]
+    try:
+        seek_record(lying, 0, len(lying), 2, 1, 0)
+    except CorruptRecordError as exc:
+        assert str(exc) == message[1]
+    else:
+        raise AssertionError("the lying area was accepted")
+
+
+def test_the_walk_stops_at_the_match_and_checks_nothing_after_it_as_the_reference():
+    area = _one(b"\x00") + b"\xff" * 12  # garbage after the first record
+    assert compiled(area, 0, len(area), 5, 0, 0) == (0, 0) == seek_record_reference(area, 0, len(area), 5, 0, 0)
+    assert verdict(compiled, area, 0, len(area), 5, 1, 0) == "refused"
+
+
+def test_a_record_whose_fields_end_before_its_declared_length_is_refused():
+    body = b"\x00" + b"\x00\x00\x01\x01\x00" + b"\x00"  # one byte too many after the header count
+    area = encode_varint(len(body)) + body
+    assert verdict(compiled, area, 0, len(area), 1, 0, 0) == "refused" == reference_and_message(area, 0, len(area), 1, 0, 0)[0]
+
+
+def test_without_the_compiled_module_the_codec_walks_in_python_silently():
+    """A client-only install without a C compiler: the import falls back, no warning, the same
+    answers (a fresh interpreter in which _walk_c cannot be found, warnings as errors)."""
+    import subprocess
+    import sys
+
+    program = """
+import sys
+class NoCompiledWalk:
+    def find_spec(self, name, path=None, target=None):
+        if name == "seglog.records._walk_c":
+            raise ImportError("not built")
+sys.meta_path.insert(0, NoCompiledWalk())
+from seglog.records import walk_compiled
+from seglog.records.varint import encode_varint
+body = b"\\x00\\x04\\x00\\x01\\x01\\x00"
+area = encode_varint(len(body)) + body
+assert not walk_compiled.COMPILED
+assert walk_compiled.seek_record(area, 0, len(area), 1, 2, 0) == (0, 2)
+assert walk_compiled.seek_record(area, 0, len(area), 1, 3, 0) is None
+print("fallback")
+"""
+    done = subprocess.run([sys.executable, "-W", "error", "-c", program], capture_output=True, text=True,
+                          env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)))
+    assert (done.returncode, done.stdout, done.stderr) == (0, "fallback\n", "")
