@@ -406,9 +406,14 @@ class Admin(_sync.SyncFacade, implementation=AsyncAdmin):
     def delete_group(self, group: str) -> int:
         return self._portal.run(self._async.delete_group(group))
 
-    def reset_offsets(self, group: str, topic: str, partitions: Sequence[int] | None = None,
-                      **target: Any) -> dict[TopicPartition, int]:
-        return self._portal.run(self._async.reset_offsets(group, topic, partitions, **target))
+    def reset_offsets(
+        self, group: str, topic: str, partitions: Sequence[int] | None = None, *,
+        to_earliest: bool = False, to_latest: bool = False, to_offset: int | None = None,
+        to_datetime_ms: int | None = None, shift_by: int | None = None, execute: bool = False,
+    ) -> dict[TopicPartition, int]:
+        return self._portal.run(self._async.reset_offsets(
+            group, topic, partitions, to_earliest=to_earliest, to_latest=to_latest, to_offset=to_offset,
+            to_datetime_ms=to_datetime_ms, shift_by=shift_by, execute=execute))
 
     def offsets_for_times(self, timestamps: Mapping[TopicPartition, int]) -> dict[TopicPartition, OffsetAndTimestamp | None]:
         return self._portal.run(self._async.offsets_for_times(timestamps))
