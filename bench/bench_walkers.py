@@ -27,6 +27,9 @@ The cases (what produce, Fetch and the lookups cost per call):
 - ``read_16kib``: ``Log.read`` of 16 KiB at a random offset
 - ``position_of``: ``Log.position_of`` of a random offset (two-level offset lookup)
 - ``offset_for_time``: ``Log.offset_for_timestamp`` of a random timestamp
+- ``offset_for_time_big``: the same on a log of 3,436-record batches (as ``send_many`` writes
+  them): the walk inside the batch to the first record at or after the target is the lookup
+- ``offset_for_time_big_lz4``: the same, the batches LZ4-compressed (decompressed, then walked)
 - ``next_offset_1mib``: ``rpc.conversions.next_offset_after`` over a 1 MiB read (Fetch's walk)
 - ``fetch_1mib``: what a Fetch of 1 MiB costs past the RPC layer: ``Log.read`` and
   ``rpc.conversions.fetch_response_wire`` (the next offset: walked again in the old tree, taken
@@ -50,6 +53,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_OLD_COMMIT = "9e568bb"  # main before the bounded walkers were merged (f5ddf06)
 NOW = 1_700_000_000_000
 LOG_BATCHES = 8000  # ~8.6 MiB of 10-record batches: three 4 MiB segments, two of them sealed
+BIG_BATCH_RECORDS = 3436  # a batch of send_many's (issue figures: ~150 µs a lookup walking it in Python)
+BIG_LOG_BATCHES = 24  # ~11 MiB: three segments of 4 MiB
 
 # Calls per timing: each timing takes some 20-100 ms of CPU.
 LOOPS = {
@@ -60,6 +65,8 @@ LOOPS = {
     "read_16kib": 1000,
     "position_of": 2000,
     "offset_for_time": 1000,
+    "offset_for_time_big": 200,
+    "offset_for_time_big_lz4": 50,
     "next_offset_1mib": 50,
     "fetch_1mib": 30,
     "recover_4mib": 1,
@@ -95,6 +102,7 @@ class Worker:
         self._small = self._batch(10, 80, 0)
         self._big = self._batch(1000, 100, 0)
         self._log = None
+        self._cursor = 0
         if {"append_10", "read_1mib", "read_16kib", "position_of", "offset_for_time", "next_offset_1mib",
                 "fetch_1mib"} & set(cases):
             self._log = self._open_log("read")
@@ -104,11 +112,18 @@ class Worker:
             self._times = [NOW + self._rng.randrange(LOG_BATCHES * 10) for _ in range(4096)]
             self._cursor = 0
             self._one_mib = self._log.read(0, 1024 * 1024).records
+        for case, compression in (("offset_for_time_big", 0), ("offset_for_time_big_lz4", 3)):
+            if case in cases:
+                big = self._open_log(case)
+                for index in range(BIG_LOG_BATCHES):
+                    big.append(self._batch(BIG_BATCH_RECORDS, 100, index * BIG_BATCH_RECORDS, compression))
+                setattr(self, "_" + case, big)
+                self._big_times = [NOW + self._rng.randrange(BIG_LOG_BATCHES * BIG_BATCH_RECORDS) for _ in range(4096)]
         if "recover_4mib" in cases:
             self._sealed = self._log.segments_snapshot()[0] if self._log is not None else None
 
-    def _batch(self, count: int, value_bytes: int, first_timestamp_delta: int) -> bytes:
-        builder = self._builder()
+    def _batch(self, count: int, value_bytes: int, first_timestamp_delta: int, compression: int = 0) -> bytes:
+        builder = self._builder(compression=compression)
         for index in range(count):
             builder.append(os.urandom(value_bytes), key=b"k%d" % index, timestamp_ms=NOW + first_timestamp_delta + index)
         return builder.build()
@@ -142,6 +157,9 @@ class Worker:
             return lambda: log.position_of(self._next(self._offsets))
         if case == "offset_for_time":
             return lambda: log.offset_for_timestamp(self._next(self._times))
+        if case in ("offset_for_time_big", "offset_for_time_big_lz4"):
+            big = getattr(self, "_" + case)
+            return lambda: big.offset_for_timestamp(self._next(self._big_times))
         if case == "next_offset_1mib":
             from seglog_server.rpc import conversions
 
@@ -169,8 +187,9 @@ class Worker:
 
 
     def close(self) -> None:
-        if self._log is not None:
-            self._log.close()
+        for log in (self._log, getattr(self, "_offset_for_time_big", None), getattr(self, "_offset_for_time_big_lz4", None)):
+            if log is not None:
+                log.close()
         shutil.rmtree(self._tmp, ignore_errors=True)
 
 
