@@ -17,12 +17,14 @@ import grpc
 
 from seglog import _sync
 from seglog._connection import ConnectionOptions
+from seglog._routing import metadata_from
 from seglog._security import PemSource
 from seglog.cleaning import CleanablePartition, CleaningCommit, SnapshotInfo
 from seglog.client import REQUEST_TIMEOUT_MS_DEFAULT, Transport
 from seglog.errors import ClientClosedError, ServiceError, TopicExistsError, raise_partition_errors
 from seglog.structs import (
     DEFAULT_SERVER,
+    ClusterMetadata,
     EARLIEST_TIMESTAMP,
     GroupDescription,
     GroupListing,
@@ -36,6 +38,7 @@ from seglog.structs import (
     TopicInfo,
     TopicPartition,
 )
+from seglog.v1 import cluster_pb2 as cluster_pb
 from seglog.v1 import log_service_pb2 as pb
 
 __all__ = ["Admin", "AsyncAdmin"]
@@ -336,6 +339,13 @@ class AsyncAdmin:
             request.timestamp_ms = timestamp_ms  # type: ignore[assignment]
         return await (await self._connected()).explain_lookup(request)
 
+    async def metadata(self, topics: Sequence[str] = ()) -> ClusterMetadata:
+        """The cluster's instances and each partition's owner, address and epoch
+        (``ClusterService.Metadata``; ``topics`` narrows the partitions, empty: every topic). A
+        single process answers ``cluster_mode=False`` with itself the owner of everything."""
+        request = cluster_pb.MetadataRequest(topics=list(topics))
+        return metadata_from(await (await self._connected()).metadata(request))
+
     async def _special_offsets(self, topic: str, partitions: Sequence[int] | None, target: int) -> dict[int, int]:
         partitions = await self._partitions_of(topic, partitions)
         found = await self.offsets_for_times({TopicPartition(topic, p): target for p in partitions})
@@ -453,3 +463,6 @@ class Admin(_sync.SyncFacade, implementation=AsyncAdmin):
         return self._portal.run(
             self._async.explain_lookup(topic, partition, offset=offset, timestamp_ms=timestamp_ms)
         )
+
+    def metadata(self, topics: Sequence[str] = ()) -> ClusterMetadata:
+        return self._portal.run(self._async.metadata(topics))

@@ -28,17 +28,20 @@ from typing import Any, Literal, TypeVar
 import grpc
 
 from seglog import _sync
-from seglog._connection import ConnectionOptions
+from seglog._connection import ConnectionOptions, ServerList
+from seglog._routing import Router
 from seglog._security import PemSource
 from seglog._fetch_state import PartitionState, RawBatch, RecordBatchView, StartPosition, fetched_batches, parse_start
 from seglog.client import REQUEST_TIMEOUT_MS_DEFAULT, Transport
 from seglog.errors import (
     ClientClosedError,
     CorruptRecordError,
+    NotPartitionOwnerError,
     OffsetOutOfRangeError,
     QuotaExceededError,
     SeglogError,
     ServiceError,
+    ServiceUnavailableError,
     raise_partition_errors,
 )
 from seglog.structs import (
@@ -124,7 +127,7 @@ class AsyncConsumer:
 
     def __init__(
         self,
-        server: str = DEFAULT_SERVER,
+        server: ServerList = DEFAULT_SERVER,
         topic: str = "",
         partition: int | Sequence[int] | None = None,
         *,
@@ -167,6 +170,8 @@ class AsyncConsumer:
             tls=tls, tls_ca=tls_ca, tls_cert=tls_cert, tls_key=tls_key, token=token,
         )
         self._transport: Transport | None = None
+        # Each partition's reads go to its owner (_routing.py); the bootstrap channel otherwise.
+        self._router: Router | None = None
         self._states: dict[int, PartitionState] = {}
         self._round_robin: Iterator[int] = iter(())
         self._data_ready: asyncio.Event | None = None
@@ -192,6 +197,7 @@ class AsyncConsumer:
         self._data_ready = asyncio.Event()
         self._resolve_lock = asyncio.Lock()
         self._transport = self._connection.connect()
+        self._router = Router(self._connection, self._transport)
         partitions = self._requested_partitions
         if partitions is None:
             response = await self._transport.describe_topic(pb.DescribeTopicRequest(topic=self._topic))
@@ -219,6 +225,8 @@ class AsyncConsumer:
         for state in self._states.values():
             state.cancel_task()
         await asyncio.gather(*tasks, return_exceptions=True)
+        if self._router is not None:
+            await self._router.close()
         if self._transport is not None:
             await self._transport.close()
 
@@ -373,19 +381,44 @@ class AsyncConsumer:
     async def _fetch_within_quota(
         self, request: pb.FetchRequest, state: PartitionState, epoch: int
     ) -> pb.FetchResponse:
-        """A Fetch; a quota refusal is waited out (its retry-after hint), not surfaced."""
-        assert self._transport is not None
+        """A Fetch at the partition's owner; a quota refusal is waited out (its retry-after hint),
+        not surfaced; a refusal naming another owner is repeated once there."""
+        assert self._router is not None
+        followed = False
         while True:
+            transport = self._router.transport_for(request.topic, request.partition)
             try:
-                return await self._transport.fetch(request)
+                return await transport.fetch(request)
             except QuotaExceededError as error:
                 if state.epoch != epoch or self._closed:
                     raise
                 self._stats["quota_waits"] += 1
                 await asyncio.sleep((error.retry_after_ms or QUOTA_RETRY_MS_DEFAULT) / 1000)
+            except (NotPartitionOwnerError, ServiceUnavailableError) as error:
+                if followed or not await self._router.follow(request.topic, request.partition, error, transport):
+                    raise
+                followed = True
+
+    async def _consume_at_owner(self, request: pb.ConsumeRequest) -> AsyncIterator[pb.FetchResponse]:
+        """The partition owner's Consume stream; refused before its first answer for naming
+        another owner, it is opened once more there."""
+        assert self._router is not None
+        for attempt in range(2):
+            transport = self._router.transport_for(request.topic, request.partition)
+            self._stats["streams_opened"] += 1
+            answered = False
+            try:
+                async for response in transport.consume(request):
+                    answered = True
+                    yield response
+                return
+            except (NotPartitionOwnerError, ServiceUnavailableError) as error:
+                if answered or attempt or not await self._router.follow(
+                    request.topic, request.partition, error, transport
+                ):
+                    raise
 
     async def _stream(self, state: PartitionState, epoch: int, offset: int) -> None:
-        assert self._transport is not None
         request = pb.ConsumeRequest(
             topic=self._topic,
             partition=state.partition,
@@ -394,9 +427,8 @@ class AsyncConsumer:
             max_wait_ms=self._config.fetch_max_wait_ms,
             min_bytes=self._config.fetch_min_bytes,
         )
-        self._stats["streams_opened"] += 1
         try:
-            async for response in self._transport.consume(request):
+            async for response in self._consume_at_owner(request):
                 if state.epoch != epoch:
                     return
                 assert state.fetch_offset is not None

@@ -13,12 +13,15 @@ through ``_CODEC_TO_ERROR``. The original exception is always chained as ``__cau
     ├── RecordTooLargeError           RESOURCE_EXHAUSTED with ``seglog-error`` metadata (the service's
     │                                 own size errors); also a record above max_request_bytes
     ├── FailedPreconditionError       FAILED_PRECONDITION: valid request the log's state refuses
+    │   ├── NotPartitionOwnerError    cluster mode: another instance owns the partition; its id,
+    │   │                             address and epoch from ``seglog-owner-*`` (retriable there)
     │   ├── OutOfOrderSequenceError   an idempotent batch whose sequence does not follow its
     │   │                             producer's last one on the partition (nothing written)
     │   └── InvalidProducerEpochError an idempotent batch from a fenced (older) producer epoch
     ├── AuthenticationError           UNAUTHENTICATED
     ├── AuthorizationError            PERMISSION_DENIED
     ├── ServiceUnavailableError       UNAVAILABLE: service down, stopping, or log dir offline (retriable)
+    │   ├── OwnerUnavailableError     cluster mode: the partition's owner is gone (``seglog-owner-*``)
     │   ├── ServiceOverloadedError    any other RESOURCE_EXHAUSTED: gRPC's own limits (max concurrent
     │   │   │                         RPCs, message size), no ``seglog-error`` metadata, or the
     │   │   │                         service's OverloadedError (a named limit is full) (retriable)
@@ -54,8 +57,10 @@ __all__ = [
     "FailedPreconditionError",
     "InvalidProducerEpochError",
     "InvalidRequestError",
+    "NotPartitionOwnerError",
     "OffsetOutOfRangeError",
     "OutOfOrderSequenceError",
+    "OwnerUnavailableError",
     "QuotaExceededError",
     "RecordTooLargeError",
     "RequestTimeoutError",
@@ -132,6 +137,28 @@ class OutOfOrderSequenceError(FailedPreconditionError):
     (it failed) or the batches arrived out of order. Nothing of it was written."""
 
 
+class _OwnerHint:
+    """The partition's owner as a refusal named it (trailing ``seglog-owner-*``); None where the
+    service sent none (a ProduceStream message's refusal names the owner only in its text)."""
+
+    def __init__(
+        self, message: str, *, owner_id: str | None = None, owner_address: str | None = None,
+        epoch: int | None = None, **kwargs: Any,
+    ) -> None:
+        super().__init__(message, **kwargs)  # type: ignore[call-arg]
+        self.owner_id = owner_id
+        self.owner_address = owner_address or None
+        self.epoch = epoch
+
+
+class NotPartitionOwnerError(_OwnerHint, FailedPreconditionError):
+    """Cluster mode: the instance asked does not own the partition (docs/cluster.md). Retriable
+    as Kafka's NOT_LEADER_OR_FOLLOWER is: nothing was written, and the same request succeeds at
+    the owner. ``owner_id``, ``owner_address`` and ``epoch`` are the service's hint."""
+
+    retriable = True
+
+
 class InvalidProducerEpochError(FailedPreconditionError):
     """The service refused an idempotent batch whose producer epoch is older than the one its
     producer id last wrote with on the partition. Nothing of it was written."""
@@ -147,6 +174,11 @@ class AuthorizationError(SeglogError):
 
 class ServiceUnavailableError(SeglogError):
     retriable = True
+
+
+class OwnerUnavailableError(_OwnerHint, ServiceUnavailableError):
+    """Cluster mode: the partition's owner is not registered (dead or cut off from etcd); the
+    message says since when. Its partitions wait for it (or an operator's move)."""
 
 
 class ServiceOverloadedError(ServiceUnavailableError):
@@ -184,6 +216,12 @@ class ClientClosedError(SeglogError):
 SERVICE_ERROR_METADATA_KEY = "seglog-error"
 # Trailing metadata entry with the service's retry hint, in milliseconds.
 RETRY_AFTER_METADATA_KEY = "retry-after-ms"
+# Trailing metadata of a refusal naming the partition's owner (server rpc/cluster_routing.py).
+OWNER_ID_METADATA_KEY = "seglog-owner-id"
+OWNER_ADDRESS_METADATA_KEY = "seglog-owner-address"
+EPOCH_METADATA_KEY = "seglog-epoch"
+_KNOWN_METADATA_KEYS = (SERVICE_ERROR_METADATA_KEY, RETRY_AFTER_METADATA_KEY, OWNER_ID_METADATA_KEY,
+                        OWNER_ADDRESS_METADATA_KEY, EPOCH_METADATA_KEY)
 # Longest retry hint honoured: a hint from a confused or hostile service must not park a client.
 RETRY_AFTER_MS_MAX = 60_000
 # The service's class for a full concurrency limit (rpc/errors.py): retriable, like gRPC's own.
@@ -214,6 +252,14 @@ _SERVICE_ERROR_TO_ERROR: dict[str, type[SeglogError]] = {
     "AuthenticationBusyError": QuotaExceededError,
     "OutOfOrderSequenceError": OutOfOrderSequenceError,
     "InvalidProducerEpochError": InvalidProducerEpochError,
+    "NotPartitionOwnerError": NotPartitionOwnerError,
+}
+
+
+# Refusals that carry the owner's trailing metadata, by status code.
+_OWNER_HINT_ERRORS: dict[grpc.StatusCode, type[NotPartitionOwnerError | OwnerUnavailableError]] = {
+    grpc.StatusCode.FAILED_PRECONDITION: NotPartitionOwnerError,
+    grpc.StatusCode.UNAVAILABLE: OwnerUnavailableError,
 }
 
 
@@ -233,10 +279,19 @@ def error_from_rpc(error: grpc.RpcError) -> SeglogError:
     if not isinstance(code, grpc.StatusCode):
         return ServiceError(f"RPC failed without a status: {error!r}")
     trailing = _trailing_metadata(error)
-    return error_from_status(
+    translated = error_from_status(
         code, details, trailing.get(SERVICE_ERROR_METADATA_KEY),
         _retry_after_ms(trailing.get(RETRY_AFTER_METADATA_KEY)),
     )
+    owner_id = trailing.get(OWNER_ID_METADATA_KEY)
+    hinted = _OWNER_HINT_ERRORS.get(code)
+    if owner_id is not None and hinted is not None:
+        translated = hinted(
+            translated.message, code=code, service_error=translated.service_error,
+            owner_id=owner_id, owner_address=trailing.get(OWNER_ADDRESS_METADATA_KEY),
+            epoch=_epoch(trailing.get(EPOCH_METADATA_KEY)),
+        )
+    return translated
 
 
 def raise_partition_errors(results: Any) -> None:
@@ -285,7 +340,7 @@ def _trailing_metadata(error: grpc.RpcError) -> dict[str, str]:
         return {}
     found: dict[str, str] = {}
     for key, value in pairs or ():
-        if key in (SERVICE_ERROR_METADATA_KEY, RETRY_AFTER_METADATA_KEY) and key not in found:
+        if key in _KNOWN_METADATA_KEYS and key not in found:
             found[key] = value if isinstance(value, str) else bytes(value).decode("utf-8", "replace")
     return found
 
@@ -298,6 +353,13 @@ def _retry_after_ms(text: str | None) -> int | None:
     except ValueError:
         return None
     return min(max(value, 0), RETRY_AFTER_MS_MAX)
+
+
+def _epoch(text: str | None) -> int | None:
+    try:
+        return None if text is None else int(text)
+    except ValueError:
+        return None
 
 
 def error_from_codec(error: codec_errors.CodecError) -> SeglogError:

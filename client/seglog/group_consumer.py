@@ -21,7 +21,7 @@ from typing import Any, Literal
 import grpc
 
 from seglog import _sync
-from seglog._connection import ConnectionOptions
+from seglog._connection import ConnectionOptions, ServerList
 from seglog.client import Transport
 from seglog.consumer import AsyncConsumer
 from seglog.errors import SeglogError
@@ -42,7 +42,7 @@ class NoOffsetForPartitionError(SeglogError):
 class AsyncGroupConsumer:
     def __init__(
         self,
-        server: str = DEFAULT_SERVER,
+        server: ServerList = DEFAULT_SERVER,
         *,
         group_id: str,
         topics: Sequence[str],

@@ -32,7 +32,8 @@ from typing import Any
 import grpc
 
 from seglog import _sync
-from seglog._connection import ConnectionOptions
+from seglog._connection import ConnectionOptions, ServerList
+from seglog._routing import Router
 from seglog._security import PemSource
 from seglog._accumulator import BufferFullError, RecordAccumulator
 from seglog._delivery import BatchDelivery, DeliveryGroup, RecordFuture
@@ -127,7 +128,7 @@ class AsyncProducer:
 
     def __init__(
         self,
-        server: str = DEFAULT_SERVER,
+        server: ServerList = DEFAULT_SERVER,
         *,
         acks: Acks | str = Acks.WRITTEN,
         compression: Compression | str | None = Compression.NONE,
@@ -198,6 +199,7 @@ class AsyncProducer:
         )
         self._accumulator.on_batch_full = self._sender.wake
         self._transport: Transport | None = None
+        self._router: Router | None = None  # the partition owners' channels (_routing.py)
         self._closing = False
         self._closed = False
 
@@ -209,7 +211,8 @@ class AsyncProducer:
             return
         self._check_open()
         self._transport = self._connection.connect()
-        self._sender.start(self._transport)
+        self._router = Router(self._connection, self._transport)
+        self._sender.start(self._router)
 
     async def __aenter__(self) -> AsyncProducer:
         await self.start()
@@ -236,6 +239,8 @@ class AsyncProducer:
         finally:
             self._closed = self._sender.closed = True
             await self._sender.stop()
+            if self._router is not None:
+                await self._router.close()
             await self._transport.close()
 
     # -- sending ---------------------------------------------------------------------------------

@@ -17,6 +17,8 @@ __all__ = [
     "LATEST_TIMESTAMP",
     "MAX_TIMESTAMP",
     "Acks",
+    "ClusterInstance",
+    "ClusterMetadata",
     "ConsumerRecord",
     "GroupDescription",
     "GroupListing",
@@ -26,6 +28,7 @@ __all__ = [
     "HeadersLike",
     "OffsetAndTimestamp",
     "PartitionDescription",
+    "PartitionOwner",
     "RecordMetadata",
     "TopicDescription",
     "TopicInfo",
@@ -152,6 +155,45 @@ class GroupDescription:
     group_epoch: int
     members: tuple[GroupMemberDescription, ...]
     partitions: tuple[GroupPartitionLag, ...]  # sorted by topic and partition
+
+
+@dataclass(frozen=True)
+class ClusterInstance:
+    """One instance of a cluster as Metadata reports it."""
+
+    instance_id: str
+    address: str  # HOST:PORT clients dial (its --advertise)
+    alive: bool  # registered under a live etcd lease
+
+
+@dataclass(frozen=True)
+class PartitionOwner:
+    """Who serves one partition: the owning instance, where to dial it, the ownership epoch
+    (bumped each time the owner changes; 0 at creation) and whether the owner is alive."""
+
+    topic: str
+    partition: int
+    owner_id: str
+    address: str
+    epoch: int
+    owner_alive: bool = True
+
+
+@dataclass(frozen=True)
+class ClusterMetadata:
+    """``Admin.metadata()``: the instances and each partition's owner. A single process (no
+    ``--etcd``) answers ``cluster_mode=False`` with itself the owner of every partition."""
+
+    cluster_mode: bool
+    cluster_name: str
+    instance_id: str  # the instance that answered
+    instances: tuple[ClusterInstance, ...]
+    partitions: tuple[PartitionOwner, ...]  # sorted by topic and partition
+    # False when the answering instance could not keep its view of etcd current.
+    current: bool = True
+
+    def owner_of(self, topic: str, partition: int) -> PartitionOwner | None:
+        return next((p for p in self.partitions if p.topic == topic and p.partition == partition), None)
 
 
 def normalize_headers(headers: HeadersLike | None) -> tuple[Header, ...]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from seglog._fetch_state import PartitionState, parse_start
+from seglog._routing import Router
 from seglog.consumer import AsyncConsumer
 from seglog.errors import ServiceError
 
@@ -24,6 +25,7 @@ class BrokenTransport:
 async def _run(method_name: str) -> PartitionState:
     consumer = AsyncConsumer("localhost:1", topic="t", partition=0)
     consumer._transport = BrokenTransport()
+    consumer._router = Router(consumer._connection, consumer._transport)  # reads take its bootstrap channel
     consumer._data_ready = asyncio.Event()
     state = PartitionState(0, parse_start("earliest"))
     state.fetch_offset = 0

@@ -1,0 +1,172 @@
+"""Routing: which channel a partition's requests go to, and following the owner when it moves.
+
+In cluster mode (docs/cluster.md) a partition lives on one instance; another instance refuses it
+FAILED_PRECONDITION with the owner in trailing metadata (``NotPartitionOwnerError``), never
+forwarding. Kafka's clients keep a metadata cache and a connection per broker; so does the
+``Router`` of a Producer or Consumer:
+
+- ``transport_for(topic, partition)``: the owner's channel where the owner is known, else the
+  bootstrap channel. Until the first refusal nothing is known and nothing is asked: a single
+  process (no cluster) costs no Metadata call and no extra lookup beyond one empty-dict test.
+- ``follow(topic, partition, error, used)`` after a refusal: the hinted owner is routed at once
+  and ``ClusterService.Metadata`` is asked (once for all the partitions refused together), so the
+  other partitions of the cluster are routed right from then on. An ``OwnerUnavailableError`` or
+  a routed owner that no longer answers (UNAVAILABLE) refreshes the metadata too. True when the
+  partition now routes elsewhere: the caller repeats its request once there.
+
+Metadata is fetched lazily, only after such a refusal, whatever the length of the bootstrap list
+(a bootstrap list only says where to start). One channel per owner address, opened on first use
+with the client's connection settings and closed with the client.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+
+from seglog._connection import ConnectionOptions
+from seglog.client import Transport
+from seglog.errors import (
+    NotPartitionOwnerError,
+    OwnerUnavailableError,
+    SeglogError,
+    ServiceOverloadedError,
+    ServiceUnavailableError,
+)
+from seglog.structs import ClusterInstance, ClusterMetadata, PartitionOwner, TopicPartition
+from seglog.v1 import cluster_pb2 as cluster_pb
+
+__all__ = ["Router", "RouterStatistics", "metadata_from"]
+
+
+@dataclass(frozen=True)
+class RouterStatistics:
+    metadata_refreshes: int
+    metadata_failures: int
+    redirects: int  # requests repeated at another owner after a refusal
+    owner_channels: int  # channels open besides the bootstrap one
+
+
+class Router:
+    """The bootstrap channel, one channel per partition owner, and the owners' map."""
+
+    def __init__(self, connection: ConnectionOptions, bootstrap: Transport) -> None:
+        self._connection = connection
+        self.bootstrap = bootstrap
+        # Owner address per partition, from Metadata or a refusal's hint. Empty until the first
+        # refusal (and in a single process for good): every request takes the bootstrap channel.
+        self._routes: dict[TopicPartition, str] = {}
+        self._owners: dict[str, Transport] = {}
+        self._refresh_lock: asyncio.Lock | None = None
+        self._generation = 0  # Metadata answers applied
+        self.metadata: ClusterMetadata | None = None
+        self._refreshes = 0
+        self._failures = 0
+        self.redirects = 0
+
+    def transport_for(self, topic: str, partition: int) -> Transport:
+        if not self._routes:
+            return self.bootstrap
+        address = self._routes.get(TopicPartition(topic, partition))
+        if address is None or address == self.bootstrap.server:
+            return self.bootstrap
+        transport = self._owners.get(address)
+        if transport is None:
+            transport = self._owners[address] = self._connection.connect_to(address)
+        return transport
+
+    async def follow(self, topic: str, partition: int, error: SeglogError, used: Transport) -> bool:
+        """After ``error`` from ``used`` for this partition: learn where it lives now. True when
+        it routes to another channel, where the caller repeats the request once."""
+        if not _worth_following(error, used is not self.bootstrap):
+            return False
+        seen = self._generation
+        owner_address = getattr(error, "owner_address", None)
+        if isinstance(error, NotPartitionOwnerError) and owner_address:
+            self._routes[TopicPartition(topic, partition)] = owner_address
+        await self.refresh(seen)
+        moved = self.transport_for(topic, partition) is not used
+        self.redirects += moved
+        return moved
+
+    async def refresh(self, seen: int | None = None) -> ClusterMetadata | None:
+        """Ask Metadata (the bootstrap instance, then any other live one) and route by it; skipped
+        when another caller refreshed since generation ``seen``. None when no instance answered
+        (the routes stay as they were)."""
+        if self._refresh_lock is None:
+            self._refresh_lock = asyncio.Lock()
+        async with self._refresh_lock:
+            if seen is not None and seen != self._generation:
+                return self.metadata
+            for transport in self._metadata_sources():
+                try:
+                    response = await transport.metadata(cluster_pb.MetadataRequest())
+                except SeglogError:
+                    self._failures += 1
+                    continue
+                self._apply(metadata_from(response))
+                return self.metadata
+            return None
+
+    def _metadata_sources(self) -> list[Transport]:
+        sources = [self.bootstrap]
+        if self.metadata is not None:
+            for instance in self.metadata.instances:
+                if instance.alive and instance.address and instance.address != self.bootstrap.server:
+                    sources.append(self._owners.get(instance.address) or self._connection.connect_to(instance.address))
+                    self._owners.setdefault(instance.address, sources[-1])
+        return sources
+
+    def _apply(self, metadata: ClusterMetadata) -> None:
+        self._refreshes += 1
+        self._generation += 1
+        self.metadata = metadata
+        if not metadata.cluster_mode:
+            # A single process answers with its own listen address, which need not be the one
+            # this client dialled: everything stays on the bootstrap channel.
+            self._routes.clear()
+            return
+        self._routes = {
+            TopicPartition(p.topic, p.partition): p.address for p in metadata.partitions if p.address
+        }
+
+    async def close(self) -> None:
+        """Close the owners' channels (the bootstrap one is its client's)."""
+        owners, self._owners = list(self._owners.values()), {}
+        for transport in owners:
+            await transport.close()
+
+    def statistics(self) -> RouterStatistics:
+        return RouterStatistics(
+            metadata_refreshes=self._refreshes,
+            metadata_failures=self._failures,
+            redirects=self.redirects,
+            owner_channels=len(self._owners),
+        )
+
+
+def _worth_following(error: SeglogError, routed: bool) -> bool:
+    """A refusal naming the owner, or a routed owner's channel that no longer answers."""
+    if isinstance(error, NotPartitionOwnerError | OwnerUnavailableError):
+        return True
+    return routed and isinstance(error, ServiceUnavailableError) and not isinstance(error, ServiceOverloadedError)
+
+
+def metadata_from(response: cluster_pb.MetadataResponse) -> ClusterMetadata:
+    """``ClusterService.Metadata``'s answer as the client's frozen value."""
+    instances = tuple(
+        ClusterInstance(instance_id=i.instance_id, address=i.address, alive=i.alive) for i in response.instances
+    )
+    partitions = tuple(sorted(
+        (PartitionOwner(topic=p.topic, partition=p.partition, owner_id=p.owner_id, address=p.owner_address,
+                        epoch=p.epoch, owner_alive=p.owner_alive) for p in response.partitions),
+        key=lambda p: (p.topic, p.partition),
+    ))
+    return ClusterMetadata(
+        cluster_mode=response.cluster_mode,
+        cluster_name=response.cluster_name,
+        instance_id=response.instance_id,
+        instances=instances,
+        partitions=partitions,
+        current=response.current,
+    )
