@@ -40,8 +40,11 @@ def test_offsets_and_timestamps_match_the_codec(name, value_bytes, compression):
 
 @pytest.mark.parametrize("name", sorted(CASES))
 @pytest.mark.parametrize("value_bytes", [10, 100, 10_000])
-def test_first_record_at_or_after_matches_a_scan_of_the_decoded_records(name, value_bytes):
-    data = built(CASES[name], value_bytes=value_bytes)
+@pytest.mark.parametrize("compression", [Compression.NONE, Compression.LZ4])
+@pytest.mark.parametrize("timestamp_type", [TimestampType.CREATE_TIME, TimestampType.LOG_APPEND_TIME])
+def test_first_record_at_or_after_matches_a_scan_of_the_decoded_records(name, value_bytes, compression, timestamp_type):
+    """Compressed batches are decompressed and walked as uncompressed ones (no record decoded)."""
+    data = built(CASES[name], value_bytes=value_bytes, compression=compression, timestamp_type=timestamp_type)
     records = [(record.offset, record.timestamp_ms) for record in RecordBatch(data)]
     rng = random.Random(value_bytes)
     low, high = min(t for _, t in records), max(t for _, t in records)
