@@ -29,7 +29,7 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from seglog.v1 import log_service_pb2 as pb
-from seglog_server.config import ServiceConfig, parse_listen_address, security_policy
+from seglog_server.config import ServiceConfig, parse_listen_address, remote_storage_location, security_policy
 from seglog_server.groups.coordinator import GroupCoordinator
 from seglog_server.listen_check import GRPC_LISTEN_FLAG, METRICS_LISTEN_FLAG, bind_problem, describe_bind_error
 from seglog_server.groups import GroupError
@@ -72,7 +72,20 @@ def _default_manager_factory(config: ServiceConfig) -> Any:
         default_config=config.log_config,
         open_segments_max=open_segments_budget(config.open_segments_max),
         snapshot_ttl_ms=config.snapshot_ttl_ms,
+        remote_storage=_remote_storage(config),
     )
+
+
+def _remote_storage(config: ServiceConfig) -> Any:
+    """The tiered storage's RemoteStorageManager over ``--remote-storage`` (None without it).
+    boto3 is imported only here, so a service without the remote extra runs without it."""
+    location = remote_storage_location(config)
+    if location is None:
+        return None
+    from seglog_server.storage.remote import ObjectStore, ObjectStoreConfig, RemoteStorageManager
+
+    bucket, prefix = location
+    return RemoteStorageManager(ObjectStore(ObjectStoreConfig(bucket, prefix, endpoint_url=config.s3_endpoint)))
 
 
 class SeglogService:

@@ -50,6 +50,7 @@ __all__ = [
     "build_arg_parser",
     "load_config",
     "parse_listen_address",
+    "remote_storage_location",
     "security_policy",
 ]
 
@@ -242,6 +243,16 @@ class ServiceConfig:
     # UNAVAILABLE within 10 s, while an etcd fsync stall of a second or two fences nothing; produce
     # is refused from TTL - 2 x TTL/5 - TTL/10 (5 s) without a renewal (cluster/config.py).
     lease_ttl_ms: int = 10_000
+    # -- tiered storage (docs/tiered-storage.md): off unless a store is given -----------------
+    # s3://BUCKET[/PREFIX] of the object store closed segments of remote.storage.enable topics
+    # are copied to. Credentials come from the environment or a credentials file (boto3's chain),
+    # never from a setting, so never from a command line.
+    remote_storage: str | None = None
+    # The store's endpoint URL (an S3-compatible server); None: AWS S3 of the environment's region.
+    s3_endpoint: str | None = None
+    # Bytes of remote segments' chunks kept in memory for reads below the local log start.
+    # 64 MiB: 16 chunks of 4 MiB, a few consumers catching up at once, small beside the host.
+    remote_fetch_cache_bytes: int = 64 * MIB
     topic_defaults: Mapping[str, str] = field(default_factory=dict)
     log_config: LogConfig = field(default_factory=LogConfig)
 
@@ -402,6 +413,31 @@ class _Setting:
         return "--" + self.name.replace("_", "-")
 
 
+def _parse_remote_storage(value: Any) -> str | None:
+    text = str(value).strip()
+    if not text or text.lower() == "none":
+        return None
+    if not text.startswith("s3://"):
+        raise ValueError(f"must be s3://BUCKET[/PREFIX], found {text!r}")
+    bucket = text[len("s3://"):].partition("/")[0]
+    # S3's bucket rules: 3-63 lowercase letters, digits, dots and hyphens.
+    if not (3 <= len(bucket) <= 63 and all(c.islower() or c.isdigit() or c in ".-" for c in bucket)
+            and bucket[0].isalnum() and bucket[-1].isalnum()):
+        raise ValueError(f"the bucket must be 3-63 lowercase letters, digits, dots or hyphens, found {bucket!r}")
+    return text
+
+
+def _parse_optional_url(value: Any) -> str | None:
+    text = str(value).strip()
+    if not text or text.lower() == "none":
+        return None
+    if not (text.startswith("http://") or text.startswith("https://")) or len(text) <= len("https://"):
+        raise ValueError(f"must be an http:// or https:// URL, found {text!r}")
+    if "@" in text.split("/", 3)[2]:
+        raise ValueError("must not hold credentials: they come from the environment or a credentials file")
+    return text
+
+
 _TOML_TYPES: Mapping[Callable[[Any], Any], tuple[type, ...]] = {
     _parse_dirs: (list, str),
     _parse_listen: (str,),
@@ -414,6 +450,8 @@ _TOML_TYPES: Mapping[Callable[[Any], Any], tuple[type, ...]] = {
     _parse_endpoints: (list, str),
     _parse_optional_text: (str,),
     _parse_text: (str,),
+    _parse_remote_storage: (str,),
+    _parse_optional_url: (str,),
 }
 _TOML_TYPE_NAMES = {list: "an array of strings", str: "a string", bool: "true or false",
                     int: "an integer"}
@@ -484,6 +522,9 @@ _SETTINGS: tuple[_Setting, ...] = (
     _Setting("instance_id", _parse_optional_text, "this instance's id (with --etcd; default: recorded in the first data dir)"),
     _Setting("advertise", _parse_optional_text, "HOST:PORT clients dial (with --etcd; default: the bound listen address)"),
     _Setting("lease_ttl_ms", _positive_int, "etcd lease of the registration, whole seconds in ms (with --etcd)"),
+    _Setting("remote_storage", _parse_remote_storage, "s3://BUCKET[/PREFIX]: tiered storage (off without)"),
+    _Setting("s3_endpoint", _parse_optional_url, "object store endpoint URL (with --remote-storage)"),
+    _Setting("remote_fetch_cache_bytes", _positive_int, "cache of remote chunks, bytes (with --remote-storage)", "limits"),
     _Setting("open_segments_max", _non_negative_int, "segments holding descriptors, count (0: from RLIMIT_NOFILE)", "limits"),
 )
 _BY_NAME = {setting.name: setting for setting in _SETTINGS}
@@ -557,6 +598,7 @@ def load_config(
     _check_limits(config, values, topic_values)
     _check_security(config, values)
     _check_cluster(config, values)
+    _check_remote_storage(config, values, topic_values)
     return config
 
 
@@ -776,6 +818,33 @@ def _check_cluster(config: ServiceConfig, values: Mapping[str, _Value]) -> None:
     except ClusterConfigError as exc:
         setting = str(exc).split(":", 1)[0].replace("-", "_").replace("lease_ttl", "lease_ttl_ms")
         raise ConfigError(f"invalid cluster setting (from {_origin(values, setting)}): {exc}") from None
+
+
+_REMOTE_SETTINGS = ("s3_endpoint", "remote_fetch_cache_bytes")
+
+
+def _check_remote_storage(config: ServiceConfig, values: Mapping[str, _Value],
+                          topic_values: Mapping[str, _Value]) -> None:
+    """The store's settings need --remote-storage, and so does a topic default of
+    remote.storage.enable=true (a topic could not be tiered without a store)."""
+    if config.remote_storage:
+        return
+    for name in _REMOTE_SETTINGS:
+        if name in values:
+            raise ConfigError(f"{name} (from {_origin(values, name)}) requires remote_storage: tiered "
+                              "storage is off without --remote-storage s3://BUCKET[/PREFIX]")
+    if config.log_config.remote_storage_enable:
+        raise ConfigError(
+            f"topic default remote.storage.enable=true (from {topic_values['remote.storage.enable'].origin}) "
+            "requires remote_storage: tiered storage is off without --remote-storage s3://BUCKET[/PREFIX]")
+
+
+def remote_storage_location(config: ServiceConfig) -> tuple[str, str] | None:
+    """(bucket, prefix) of ``--remote-storage``, or None when tiered storage is off."""
+    if not config.remote_storage:
+        return None
+    bucket, _, prefix = config.remote_storage[len("s3://"):].partition("/")
+    return bucket, prefix.strip("/")
 
 
 def security_policy(config: ServiceConfig) -> Any:

@@ -17,7 +17,7 @@ from seglog.records import TimestampType
 
 from .errors import InvalidConfigError
 
-__all__ = ["LONG_MAX", "LogConfig"]
+__all__ = ["LOCAL_RETENTION_AS_RETENTION", "LONG_MAX", "LogConfig"]
 
 # Kafka's "no limit" for long settings (Long.MAX_VALUE).
 LONG_MAX = 2**63 - 1
@@ -72,7 +72,14 @@ _SPECS: dict[str, _Spec] = {
     "preallocate": _Spec("preallocate", "bool"),
     # A broker setting in Kafka; per topic here too, so a test or a busy topic can shorten it.
     "producer.id.expiration.ms": _Spec("producer_id_expiration_ms", "int", 1, LONG_MAX),
+    # Tiered storage (KIP-405, docs/tiered-storage.md): -2 means "as retention.ms/bytes".
+    "remote.storage.enable": _Spec("remote_storage_enable", "bool"),
+    "local.retention.ms": _Spec("local_retention_ms", "int", -2, LONG_MAX),
+    "local.retention.bytes": _Spec("local_retention_bytes", "int", -2, LONG_MAX),
 }
+
+# local.retention.*'s "the same as retention.*" (Kafka's default for both).
+LOCAL_RETENTION_AS_RETENTION = -2
 
 
 @dataclass(frozen=True)
@@ -111,6 +118,11 @@ class LogConfig:
     # 1 day (Kafka's default): an idle idempotent producer's state on a partition is forgotten
     # after this long without a batch; its next batch may then start at any sequence.
     producer_id_expiration_ms: int = 86_400_000
+    # Tiered storage: off by default (Kafka's default); closed segments are copied to the object
+    # store and the local copy kept for local.retention.* (-2: as long as retention.*).
+    remote_storage_enable: bool = False
+    local_retention_ms: int = -2
+    local_retention_bytes: int = -2
 
     def __post_init__(self) -> None:
         if self.min_compaction_lag_ms > self.max_compaction_lag_ms:
@@ -122,6 +134,22 @@ class LogConfig:
             raise InvalidConfigError(
                 f"cleanup.policy must be delete, compact or both, found {sorted(self.cleanup_policy)}"
             )
+        if self.remote_storage_enable and self.is_compacted:
+            # Kafka refuses it too: the cleaner rewrites local segments, remote ones never change.
+            raise InvalidConfigError(
+                "remote.storage.enable=true is not supported on a compacted topic "
+                f"(cleanup.policy={','.join(sorted(self.cleanup_policy))}): tiered storage needs "
+                "cleanup.policy=delete"
+            )
+        # Kafka's rule: local retention may not exceed the whole log's (-1 is unlimited).
+        for local, whole in (("ms", self.retention_ms), ("bytes", self.retention_bytes)):
+            local_value = getattr(self, f"local_retention_{local}")
+            if whole != -1 and local_value != LOCAL_RETENTION_AS_RETENTION and (
+                    local_value == -1 or local_value > whole):
+                raise InvalidConfigError(
+                    f"local.retention.{local} ({local_value}) must not exceed retention.{local} "
+                    f"({whole}): the local copy is part of the whole log"
+                )
 
     # -- derived ----------------------------------------------------------------------------
     @property
@@ -139,6 +167,20 @@ class LogConfig:
     @property
     def is_delete(self) -> bool:
         return CLEANUP_DELETE in self.cleanup_policy
+
+    @property
+    def local_retention_ms_effective(self) -> int:
+        """local.retention.ms, its -2 resolved to retention.ms."""
+        if self.local_retention_ms == LOCAL_RETENTION_AS_RETENTION:
+            return self.retention_ms
+        return self.local_retention_ms
+
+    @property
+    def local_retention_bytes_effective(self) -> int:
+        """local.retention.bytes, its -2 resolved to retention.bytes."""
+        if self.local_retention_bytes == LOCAL_RETENTION_AS_RETENTION:
+            return self.retention_bytes
+        return self.local_retention_bytes
 
     @property
     def roll_ms(self) -> int:

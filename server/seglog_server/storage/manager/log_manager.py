@@ -43,7 +43,7 @@ import os
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from seglog.records import ATTRIBUTES_OFFSET
 from seglog.records.attributes import COMPRESSION_MASK
@@ -100,6 +100,9 @@ from ..dirs.topic_registry import (
     drop_quietly,
 )
 
+if TYPE_CHECKING:  # boto3 is loaded only when a store is configured (the remote extra)
+    from ..remote.remote_storage_manager import RemoteStorageManager
+
 __all__ = [
     "LogDirStateError",
     "LogManager",
@@ -135,6 +138,7 @@ class LogManager:
         broker_epoch: int = NO_BROKER_EPOCH,
         open_segments_max: int = DEFAULT_OPEN_SEGMENTS_MAX,
         snapshot_ttl_ms: int = DEFAULT_SNAPSHOT_TTL_MS,
+        remote_storage: RemoteStorageManager | None = None,
     ) -> None:
         if isinstance(log_dirs, str) or not log_dirs:
             raise InvalidConfigError(
@@ -148,6 +152,8 @@ class LogManager:
         self._fs = fs
         self._intervals = intervals
         self._broker_epoch = broker_epoch
+        # The object store of tiered topics (remote.storage.enable); None: tiering is off.
+        self._remote_storage = remote_storage
         self._admin_lock = threading.RLock()
         self._state = _NEW
         self._registry = TopicRegistry(default_config)
@@ -342,6 +348,7 @@ class LogManager:
         _check_partition_count(partition_count)
         configs = dict(configs or {})
         config = LogConfig.from_properties(configs, self._default_config)
+        self._check_tiering(topic, config)
         canonical = config.to_properties()
         overrides = {name: canonical[name] for name in configs}
         with self._admin_lock:
@@ -361,6 +368,12 @@ class LogManager:
                 overrides,
             )
             return config
+
+    def _check_tiering(self, topic: str, config: LogConfig) -> None:
+        if config.remote_storage_enable and self._remote_storage is None:
+            raise InvalidConfigError(
+                f"topic {topic!r}: remote.storage.enable=true needs a service started with "
+                "--remote-storage s3://BUCKET[/PREFIX] (tiered storage is off)")
 
     def _create_partitions(self, topic: TopicEntry, partitions: list[TopicPartition]) -> None:
         """Creates the partitions and registers them (with the topic) only if all succeed."""
