@@ -73,6 +73,7 @@ def _default_manager_factory(config: ServiceConfig) -> Any:
         open_segments_max=open_segments_budget(config.open_segments_max),
         snapshot_ttl_ms=config.snapshot_ttl_ms,
         remote_storage=_remote_storage(config),
+        remote_fetch_cache_bytes=config.remote_fetch_cache_bytes,
     )
 
 

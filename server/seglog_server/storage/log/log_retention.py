@@ -35,6 +35,7 @@ __all__ = [
     "delete_records_offset",
     "older_than_retention_ms",
     "retention_pass",
+    "tiered_retention_pass",
 ]
 
 # DeleteRecords' "up to the high watermark" (Kafka's DeleteRecordsRequest.HIGH_WATERMARK).
@@ -115,6 +116,38 @@ def retention_pass(
     if config.is_delete:
         deleted += delete_while(beyond_retention_bytes(segments.size_in_bytes, config.retention_bytes))
         deleted += delete_while(older_than_retention_ms(clock.time_ms(), config.retention_ms))
+    return deleted
+
+
+def tiered_retention_pass(
+    segments: LogSegments[LogSegment], config: LogConfig, clock: Clock, *, log_start_offset: int,
+    high_watermark: int, log_end_offset: int, highest_uploaded_offset: int,
+    delete: Callable[[list[LogSegment]], None],
+) -> int:
+    """A tiered log's local pass (Kafka's with remote storage): a local segment goes only when
+    it is wholly uploaded (its last offset at most ``highest_uploaded_offset``) and it is below the
+    log start offset, beyond local.retention.bytes or older than local.retention.ms (-2: as
+    retention.*). ``delete`` removes local files only: the log start offset stays, the remote
+    copy still holds those offsets (the whole log's retention deletes it later)."""
+
+    def uploaded(segment: LogSegment, following: LogSegment | None) -> bool:
+        return following is not None and following.base_offset - 1 <= highest_uploaded_offset
+
+    def delete_while(predicate: Predicate | None) -> int:
+        if predicate is None:
+            return 0
+
+        def both(segment: LogSegment, following: LogSegment | None) -> bool:
+            return uploaded(segment, following) and predicate(segment, following)
+
+        deletable = deletable_prefix(segments.values(), high_watermark, log_end_offset, both)
+        if deletable:
+            delete(deletable)
+        return len(deletable)
+
+    deleted = delete_while(below_log_start_offset(log_start_offset))
+    deleted += delete_while(beyond_retention_bytes(segments.size_in_bytes, config.local_retention_bytes_effective))
+    deleted += delete_while(older_than_retention_ms(clock.time_ms(), config.local_retention_ms_effective))
     return deleted
 
 

@@ -32,6 +32,7 @@ import os
 import random
 import threading
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 from seglog.records import NO_TIMESTAMP, TimestampType
 
@@ -51,7 +52,7 @@ from .log_results import (
     LogSummary,
 )
 from ..segment.log_segment import LogSegment, RollReason
-from .log_retention import delete_records_offset, retention_pass
+from .log_retention import delete_records_offset, retention_pass, tiered_retention_pass
 from ..segment.log_segments import LogSegments
 from .log_validator import LogValidator
 from .lookup_explain import (
@@ -67,6 +68,8 @@ from ..segment.open_segments import DEFAULT_OPEN_SEGMENTS_MAX, OpenSegments
 from ..format.lost_offsets import LostOffsets
 from ..producers.producer_state import BatchMetadata, ProducerStateManager, ProducerStateStatistics
 from ..producers.producer_state_loader import delete_snapshots_below, load_producer_state, take_snapshot
+from ..producers.producer_snapshot import snapshot_path
+from ..base import file_names
 from .segment_views import (
     CleanableView,
     SegmentDescription,
@@ -77,6 +80,9 @@ from .segment_views import (
     segments_in_range,
     snapshot_segments,
 )
+if TYPE_CHECKING:  # boto3 (the remote extra) is loaded only where a store is configured
+    from ..remote.remote_storage_manager import LogSegmentData
+    from .remote_log_tier import RemoteLogTier
 from .timestamp_lookups import LookupOutcome, lookup_timestamps, offset_for_timestamp
 
 __all__ = ["ChangeListener", "FlushScheduler", "Log", "UnifiedLog", "roll_jitter_ms"]
@@ -94,6 +100,10 @@ wait on it (the rpc layer's AppendWaiters): the log announces its own changes, s
 whose caller went away (a cancelled call, its append still running on a pool thread) wakes them
 all the same. Called outside the log's lock, on whatever thread made the change; it must be
 quick and thread-safe, and what it raises is logged, never the change's caller's failure."""
+
+
+# A v2 batch's header up to and including lastOffsetDelta (bytes 23..27).
+BATCH_HEADER_PEEK = 27
 
 
 def _flush_in_thread(task: Callable[[], None]) -> None:
@@ -150,6 +160,7 @@ class UnifiedLog:
         self._last_flush_time_ms = clock.time_ms()
         self._flush_lock = threading.Lock()
         self._change_listener: ChangeListener | None = None
+        self._remote_tier: RemoteLogTier | None = None
         self._apply_config(config)
         # Idempotent producers' state (producer_state.py); UnifiedLog.load rebuilds it from the
         # snapshots and the log. A log built directly starts with none, at its log end offset.
@@ -462,12 +473,19 @@ class UnifiedLog:
                     f"{self._name}: offset {offset} is outside the log's range "
                     f"[{log_start}, {high_watermark}] (log start offset, log end offset)"
                 )
+            tier = self._remote_tier
+            below_local = tier is not None and offset < self._segments.first.base_offset
             records, next_offset = b"", offset
-            if offset < high_watermark:
+            if below_local:
+                pass  # read from the store below, outside the lock
+            elif offset < high_watermark:
                 records, next_offset = self._local.read(offset, max_bytes, min_one_batch, log_start, high_watermark)
             else:
                 self._local.read_count += 1
-            return FetchData(records, high_watermark, log_start, high_watermark, next_offset)
+            if not below_local:
+                return FetchData(records, high_watermark, log_start, high_watermark, next_offset)
+        assert tier is not None
+        return self._read_remote(tier, offset, max_bytes, min_one_batch, log_start, high_watermark)
 
     def position_of(self, offset: int) -> tuple[int, int] | None:
         """(segment base offset, byte position) of the batch holding ``offset`` or, in a gap,
@@ -592,9 +610,20 @@ class UnifiedLog:
 
     # -- retention and DeleteRecords (the rules: log_retention.py) -----------------------------
     def delete_old_segments(self) -> int:
-        """One retention pass (``log_retention.retention_pass``); returns the count deleted."""
+        """One retention pass (``log_retention.retention_pass``); returns the count deleted.
+        A tiered log deletes local segments only once uploaded, by local.retention.*
+        (``tiered_retention_pass``); the whole log's retention then runs over the remote ones."""
         with self._lock:
             self._local.check_changeable()
+            tier = self._remote_tier
+            if tier is not None and self._config.remote_storage_enable:
+                try:
+                    return tiered_retention_pass(
+                        self._segments, self._config, self._clock, log_start_offset=self._log_start_offset,
+                        high_watermark=self.high_watermark, log_end_offset=self._log_end_offset,
+                        highest_uploaded_offset=tier.highest_uploaded_offset, delete=self._delete_local_segments)
+                except OSError as exc:
+                    raise self._local.io_error("deleting old segments of", exc) from exc
             try:
                 return retention_pass(self._segments, self._config, self._clock,
                                       log_start_offset=self._log_start_offset, high_watermark=self.high_watermark,
@@ -616,6 +645,112 @@ class UnifiedLog:
         self._log_start_offset = max(self._log_start_offset, following.base_offset)
         self._local.remove_and_delete(deletable)
         delete_snapshots_below(self._producers, self._fs, self._dir, following.base_offset)
+
+    def _delete_local_segments(self, deletable: list[LogSegment]) -> None:
+        """A tiered log's local deletion: the segments are in the store, so the log start offset
+        stays (it covers the remote segments too); only the local files and snapshots go."""
+        following = self._segments.higher(deletable[-1].base_offset)
+        assert following is not None, "the active segment is never uploaded"
+        self._local.remove_and_delete(deletable)
+        delete_snapshots_below(self._producers, self._fs, self._dir, following.base_offset)
+
+    # -- the remote tier (remote_log_tier.py): wired by the log manager for tiered topics -------
+    def attach_remote_tier(self, tier: RemoteLogTier) -> None:
+        """Use ``tier`` for uploads, retention and reads below the local log start. A loaded tier
+        whose segments reach the local log makes the log start the earliest remote offset (the
+        loader only knew the local segments)."""
+        with self._lock:
+            self._remote_tier = tier
+            earliest = tier.earliest_offset
+            local_start = self._segments.first.base_offset
+            if earliest is not None and earliest < local_start and tier.highest_uploaded_offset >= local_start - 1:
+                self._log_start_offset = max(tier.checkpoint_log_start_offset, earliest)
+
+    @property
+    def remote_tier(self) -> RemoteLogTier | None:
+        return self._remote_tier
+
+    @property
+    def local_log_start_offset(self) -> int:
+        with self._lock:
+            return max(self._log_start_offset, self._segments.first.base_offset)
+
+    def upload_candidates(self, highest_uploaded_offset: int) -> list[LogSegmentData]:
+        """The closed segments above ``highest_uploaded_offset`` and below the high watermark,
+        oldest first, as the remote storage manager copies them."""
+        from ..remote.remote_storage_manager import LogSegmentData
+
+        with self._lock:
+            found: list[LogSegmentData] = []
+            segments = self._segments.values()
+            for segment, following in zip(segments, segments[1:]):
+                end_offset = following.base_offset - 1
+                if end_offset <= highest_uploaded_offset or following.base_offset > self.high_watermark:
+                    continue
+                if segment.size_in_bytes == 0:
+                    continue
+                snapshot = snapshot_path(self._dir, following.base_offset)
+                found.append(LogSegmentData(
+                    topic=self._topic, partition=self._partition, base_offset=segment.base_offset,
+                    end_offset=end_offset, max_timestamp_ms=segment.largest_timestamp(),
+                    log_path=file_names.log_path(self._dir, segment.base_offset),
+                    offset_index_path=file_names.offset_index_path(self._dir, segment.base_offset),
+                    time_index_path=file_names.time_index_path(self._dir, segment.base_offset),
+                    producer_snapshot_path=snapshot if self._fs.exists(snapshot) else None))
+            return found
+
+    def remote_retention_pass(self) -> int:
+        """The whole log's retention over the remote segments: the log start offset moves past
+        the doomed ones first, then they are deleted from the store (outside the lock)."""
+        tier = self._remote_tier
+        if tier is None or not self._config.remote_storage_enable:
+            return 0
+        with self._lock:
+            plan = tier.plan_retention(
+                log_start_offset=self._log_start_offset, local_start_offset=self._segments.first.base_offset,
+                local_bytes=self._segments.size_in_bytes, retention_ms=self._config.retention_ms if self._config.is_delete else -1,
+                retention_bytes=self._config.retention_bytes if self._config.is_delete else -1)
+            if plan is None:
+                return 0
+            moved = plan.new_log_start_offset > self._log_start_offset
+            self._log_start_offset = max(self._log_start_offset, plan.new_log_start_offset)
+        if moved:
+            self._announce_change()
+        return tier.delete(plan.segments)
+
+    def _read_remote(self, tier: RemoteLogTier, offset: int, max_bytes: int, min_one_batch: bool,
+                     log_start: int, high_watermark: int) -> FetchData:
+        """Whole batches from the remote segment holding ``offset`` (below the local log)."""
+        metadata = tier.segment_for(offset)
+        if metadata is None:
+            raise OffsetOutOfRangeError(
+                f"{self._name}: offset {offset} is below the local log and in no remote segment")
+        position = tier.position_for(metadata, offset)
+        while True:  # to the batch holding offset: 12 header bytes per batch
+            header = tier.read_bytes(metadata, position, BATCH_HEADER_PEEK)
+            if len(header) < BATCH_HEADER_PEEK:
+                raise OffsetOutOfRangeError(f"{self._name}: offset {offset} is not in remote segment "
+                                            f"{metadata.segment_id} (ends at {metadata.end_offset})")
+            base = int.from_bytes(header[0:8], "big")
+            length = int.from_bytes(header[8:12], "big", signed=True)
+            last = base + int.from_bytes(header[23:27], "big", signed=True)
+            if length <= 0:
+                raise OffsetOutOfRangeError(f"{self._name}: remote segment {metadata.segment_id} "
+                                            f"holds a batch of length {length} at {position}")
+            if last >= offset:
+                break
+            position += 12 + length
+        first_size = 12 + length
+        data = tier.read_bytes(metadata, position, max(max_bytes, first_size if min_one_batch else 0))
+        used, next_offset = 0, offset
+        while used + 12 <= len(data):
+            size = 12 + int.from_bytes(data[used + 8:used + 12], "big", signed=True)
+            if used + size > len(data) or size <= 12:
+                break
+            next_offset = int.from_bytes(data[used:used + 8], "big") + \
+                int.from_bytes(data[used + 23:used + 27], "big", signed=True) + 1
+            used += size
+        return FetchData(bytes(data[:used]), high_watermark, log_start, high_watermark, next_offset)
 
     def delete_due_files(self) -> int:
         """Unlinks the ``.deleted`` segments whose delay has passed; returns how many."""

@@ -139,6 +139,7 @@ class LogManager:
         open_segments_max: int = DEFAULT_OPEN_SEGMENTS_MAX,
         snapshot_ttl_ms: int = DEFAULT_SNAPSHOT_TTL_MS,
         remote_storage: RemoteStorageManager | None = None,
+        remote_fetch_cache_bytes: int = 64 * 1024 * 1024,
     ) -> None:
         if isinstance(log_dirs, str) or not log_dirs:
             raise InvalidConfigError(
@@ -154,6 +155,13 @@ class LogManager:
         self._broker_epoch = broker_epoch
         # The object store of tiered topics (remote.storage.enable); None: tiering is off.
         self._remote_storage = remote_storage
+        self._remote_cache: Any = None
+        if remote_storage is not None:
+            from ..remote.remote_chunk_cache import CHUNK_BYTES_DEFAULT, RemoteChunkCache
+
+            # A cache below one default chunk holds one smaller chunk instead.
+            self._remote_cache = RemoteChunkCache(
+                remote_fetch_cache_bytes, min(CHUNK_BYTES_DEFAULT, remote_fetch_cache_bytes))
         self._admin_lock = threading.RLock()
         self._state = _NEW
         self._registry = TopicRegistry(default_config)
@@ -298,6 +306,16 @@ class LogManager:
             open_segments=self._open_segments,
         )
         log.set_change_listener(self._announce_change)
+        if config.remote_storage_enable and self._remote_storage is not None:
+            from ..log.remote_log_tier import RemoteLogTier
+
+            tier = RemoteLogTier(self._remote_storage, tp.topic, tp.partition, self._clock, self._remote_cache,
+                                 checkpoint_log_start_offset=log_start_offset)
+            tier.load()  # the store down: retried by the next remote pass
+            log.attach_remote_tier(tier)
+        elif config.remote_storage_enable:
+            _log.warning("%s: remote.storage.enable=true but the service has no --remote-storage: "
+                         "its segments stay local", path)
         return log
 
     def set_change_listener(self, listener: ChangeListener | None) -> None:
@@ -630,6 +648,26 @@ class LogManager:
             self._counters.maintenance_passes += 1
             elapsed_ns = self._clock.monotonic_ns() - started_ns
             self._counters.last_maintenance_duration_ms = elapsed_ns / 1e6
+            tiered = [p.log for _, p in self._online_partitions() if p.log.remote_tier is not None]
+        # Outside the admin lock: a store call may take its whole deadline (object_store.py).
+        for log in tiered:
+            self._remote_pass(log)
+
+    def _remote_pass(self, log: Log) -> None:
+        """Copy the log's closed segments to the store, then the whole log's retention over the
+        remote ones. The store failing backs off in the tier; nothing here stops serving."""
+        tier = log.remote_tier
+        assert tier is not None
+        try:
+            if not tier.loaded and tier.load():
+                log.attach_remote_tier(tier)
+            if log.is_offline:
+                return
+            tier.upload_pass(log.upload_candidates)
+            log.remote_retention_pass()
+        except Exception:
+            self._counters.maintenance_errors += 1
+            _log.exception("remote pass of %r failed", log)
 
     def _apply_retention(self, partition: PartitionEntry) -> None:
         self._counters.segments_deleted += partition.log.delete_old_segments()

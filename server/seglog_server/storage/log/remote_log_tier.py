@@ -1,0 +1,222 @@
+"""A tiered log's remote side (Kafka's ``RemoteLogManager`` for one partition): which closed
+segments are in the object store, copying the next ones, and the whole log's retention over them.
+
+- **Upload** (``upload_pass``): closed segments above the highest uploaded offset, oldest first,
+  through ``RemoteStorageManager.copy_log_segment`` (state records, create-only objects). It runs
+  in the log manager's maintenance pass on the storage pool, outside the log's lock: a closed
+  segment's files never change, and a tiered log deletes a local segment only once it is
+  uploaded, so nothing removes a file being copied (a topic deletion may: the copy then fails and
+  leaves an orphan). The store failing (``RemoteStorageUnavailableError``) stops the pass and
+  backs off exponentially (1 s doubling to 60 s); produce and local reads never wait for it.
+- **The highest uploaded offset** is derived from ``RemoteLogMetadata.list()`` when the tier
+  loads (retried at each pass while the store is down), then kept in memory.
+- **Whole-log retention** (``retention_pass``): remote segments below the log start offset, or
+  beyond retention.bytes (remote bytes below the local log plus the local log), or older than
+  retention.ms go: the log start offset moves first (no read is answered from a segment about to
+  go), then DELETE_SEGMENT_STARTED -> objects -> DELETE_SEGMENT_FINISHED -> record removed.
+- **Reads** (``read``): the segment holding an offset, its offset index (whole, cached by segment
+  id), then the bytes by ranged GETs through the ``RemoteChunkCache``.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ..base.clock import Clock
+from ..base.errors import RemoteStorageError, RemoteStorageUnavailableError
+from ..remote.remote_chunk_cache import RemoteChunkCache
+from ..remote.remote_segment_metadata import RemoteLogSegmentMetadata
+from ..remote.remote_storage_manager import LogSegmentData, RemoteStorageManager
+
+__all__ = ["BACKOFF_INITIAL_MS", "BACKOFF_MAX_MS", "RemoteLogTier", "RemoteRetention"]
+
+_log = logging.getLogger(__name__)
+
+# Kafka's remote.log.manager.copier retry: 100 ms doubling to 30 s; here 1 s doubling to 60 s,
+# since a pass runs at the maintenance interval (about a second) anyway.
+BACKOFF_INITIAL_MS = 1_000
+BACKOFF_MAX_MS = 60_000
+
+
+@dataclass(frozen=True)
+class RemoteRetention:
+    """What a whole-log retention pass decided: the segments to delete and the new log start."""
+
+    segments: list[RemoteLogSegmentMetadata]
+    new_log_start_offset: int
+
+
+class RemoteLogTier:
+    def __init__(self, rsm: RemoteStorageManager, topic: str, partition: int, clock: Clock,
+                 cache: RemoteChunkCache | None = None, *, checkpoint_log_start_offset: int = 0) -> None:
+        self._rsm = rsm
+        self._topic, self._partition = topic, partition
+        self._clock = clock
+        self._cache = cache
+        # The log start offset of the checkpoint the log loaded with: the log start once the
+        # remote segments are known may be below the local log's (attach_remote_tier).
+        self.checkpoint_log_start_offset = checkpoint_log_start_offset
+        self._lock = threading.Lock()  # the remote segment list and the backoff
+        self._segments: list[RemoteLogSegmentMetadata] | None = None  # None: not loaded yet
+        self._failures = 0
+        self._next_attempt_ms = 0
+        self._indexes: dict[str, bytes] = {}  # segment id -> its offset index (small, immutable)
+        self.uploaded_segment_count = 0
+        self.uploaded_bytes = 0
+        self.last_error: str | None = None
+
+    # -- what is remote ---------------------------------------------------------------------------
+    def load(self) -> bool:
+        """Read the partition's COPY_SEGMENT_FINISHED records (once); False while the store is
+        down (the caller retries at its next pass)."""
+        with self._lock:
+            if self._segments is not None:
+                return True
+        try:
+            found = self._rsm.metadata.list(self._topic, self._partition)
+        except RemoteStorageError as exc:
+            self._failed(exc)
+            return False
+        with self._lock:
+            if self._segments is None:
+                self._segments = sorted(found, key=lambda m: m.base_offset)
+        return True
+
+    @property
+    def loaded(self) -> bool:
+        return self._segments is not None
+
+    def segments(self) -> list[RemoteLogSegmentMetadata]:
+        with self._lock:
+            return list(self._segments or ())
+
+    @property
+    def highest_uploaded_offset(self) -> int:
+        """The last offset of the newest uploaded segment; -1 when none (or not loaded)."""
+        with self._lock:
+            return self._segments[-1].end_offset if self._segments else -1
+
+    @property
+    def earliest_offset(self) -> int | None:
+        with self._lock:
+            return self._segments[0].base_offset if self._segments else None
+
+    # -- upload -----------------------------------------------------------------------------------
+    def backing_off(self) -> bool:
+        with self._lock:
+            return self._clock.time_ms() < self._next_attempt_ms
+
+    def _failed(self, exc: RemoteStorageError) -> None:
+        with self._lock:
+            self._failures += 1
+            delay = min(BACKOFF_INITIAL_MS * 2 ** (self._failures - 1), BACKOFF_MAX_MS)
+            self._next_attempt_ms = self._clock.time_ms() + delay
+            self.last_error = str(exc)
+        _log.warning("%s-%d: object store call failed, next attempt in %d ms: %s",
+                     self._topic, self._partition, delay, exc)
+
+    def upload_pass(self, candidates: Callable[[int], list[LogSegmentData]]) -> int:
+        """Copy the closed segments ``candidates(highest uploaded offset)`` names, oldest first;
+        returns how many were copied. Stops at the first failure and backs off."""
+        if self.backing_off() or not self.load():
+            return 0
+        copied = 0
+        for data in candidates(self.highest_uploaded_offset):
+            try:
+                metadata = self._rsm.copy_log_segment(data)
+            except (RemoteStorageError, OSError) as exc:
+                # OSError: the segment's files went (its topic was deleted): an orphan remains.
+                self._failed(exc if isinstance(exc, RemoteStorageError)
+                             else RemoteStorageUnavailableError(f"reading {data.log_path}: {exc}"))
+                break
+            with self._lock:
+                assert self._segments is not None
+                self._segments.append(metadata)
+                self._failures, self._next_attempt_ms, self.last_error = 0, 0, None
+            self.uploaded_segment_count += 1
+            self.uploaded_bytes += metadata.segment_bytes
+            copied += 1
+        return copied
+
+    # -- whole-log retention ----------------------------------------------------------------------
+    def plan_retention(self, *, log_start_offset: int, local_start_offset: int, local_bytes: int,
+                       retention_ms: int, retention_bytes: int) -> RemoteRetention | None:
+        """The oldest remote segments the whole log's retention deletes (wholly below the local
+        log, so a segment still held locally goes with the local one's own rules)."""
+        remote = [m for m in self.segments() if m.end_offset < local_start_offset] if self.loaded else []
+        if not remote:
+            return None
+        now_ms = self._clock.time_ms()
+        total = local_bytes + sum(m.segment_bytes for m in remote)
+        doomed: list[RemoteLogSegmentMetadata] = []
+        for metadata in remote:
+            below_start = metadata.end_offset < log_start_offset
+            beyond_bytes = retention_bytes >= 0 and total - metadata.segment_bytes >= retention_bytes
+            too_old = retention_ms >= 0 and now_ms - metadata.max_timestamp_ms > retention_ms
+            if not (below_start or beyond_bytes or too_old):
+                break
+            doomed.append(metadata)
+            total -= metadata.segment_bytes
+        if not doomed:
+            return None
+        following = remote[len(doomed)].base_offset if len(doomed) < len(remote) else local_start_offset
+        return RemoteRetention(doomed, max(log_start_offset, following))
+
+    def delete(self, segments: list[RemoteLogSegmentMetadata]) -> int:
+        """Delete ``segments`` (the log start already moved past them); returns how many went.
+        A failure leaves DELETE_SEGMENT_STARTED, an orphan ``cleanup_orphans`` removes."""
+        with self._lock:
+            gone = {m.segment_id for m in segments}
+            self._segments = [m for m in self._segments or () if m.segment_id not in gone]
+        deleted = 0
+        for metadata in segments:
+            self._indexes.pop(metadata.segment_id, None)
+            try:
+                self._rsm.delete_log_segment(metadata)
+            except RemoteStorageError as exc:
+                self._failed(exc)
+                break
+            deleted += 1
+        return deleted
+
+    # -- reads ------------------------------------------------------------------------------------
+    def segment_for(self, offset: int) -> RemoteLogSegmentMetadata | None:
+        with self._lock:
+            segments = self._segments or []
+            slot = bisect.bisect_right([m.base_offset for m in segments], offset) - 1
+            if slot >= 0 and segments[slot].base_offset <= offset <= segments[slot].end_offset:
+                return segments[slot]
+            return None
+
+    def position_for(self, metadata: RemoteLogSegmentMetadata, offset: int) -> int:
+        """The byte position in the segment's log of the last index entry at or below ``offset``
+        (0 when none): the remote offset index, read whole once per segment."""
+        index = self._indexes.get(metadata.segment_id)
+        if index is None:
+            index = self._rsm.fetch_index(metadata, ".index")
+            self._indexes[metadata.segment_id] = index
+        position = 0
+        relative = offset - metadata.base_offset
+        for entry in range(len(index) // 8):
+            entry_relative = int.from_bytes(index[entry * 8:entry * 8 + 4], "big")
+            entry_position = int.from_bytes(index[entry * 8 + 4:entry * 8 + 8], "big")
+            if entry_relative == 0 and entry_position == 0 and entry > 0:
+                break  # the preallocated tail
+            if entry_relative > relative:
+                break
+            position = entry_position
+        return position
+
+    def read_bytes(self, metadata: RemoteLogSegmentMetadata, position: int, size: int) -> bytes:
+        """``size`` bytes of the segment's log from ``position`` (clamped to its end)."""
+        end = min(position + size, metadata.segment_bytes)
+        if end <= position:
+            return b""
+        if self._cache is None:
+            return self._rsm.fetch_log_segment(metadata, position, end - position)
+        return self._cache.read(metadata.segment_id, metadata.segment_bytes, position, end - position,
+                                lambda first, last: self._rsm.fetch_log_segment(metadata, first, last - first + 1))
