@@ -151,3 +151,17 @@ def test_a_compacted_topic_cannot_be_tiered(weed, prefix, tmp_path):
         manager.shutdown()
 
 
+
+
+def test_a_tiered_logs_calls_never_run_on_the_event_loop(weed, prefix, tmp_path):
+    """A read below the local start is a store call: the storage makes the adapter pool it."""
+    manager, _ = manager_for(tmp_path, weed.endpoint, prefix, FakeClock())
+    try:
+        manager.create_topic("t", 1, TIERED)
+        manager.create_topic("plain", 1)
+        assert manager.inline_lock(manager.get_log("t", 0)).acquire(blocking=False) is False
+        plain = manager.inline_lock(manager.get_log("plain", 0))
+        assert plain.acquire(blocking=False) is True
+        plain.release()
+    finally:
+        manager.shutdown()

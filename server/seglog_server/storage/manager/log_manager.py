@@ -825,6 +825,10 @@ class LogManager:
         """The re-entrant lock every operation of ``log`` takes. A caller on an event loop runs
         an operation inline only if it takes this lock without waiting (and holds it while the
         operation re-enters it): a pool thread may hold it for milliseconds of disk I/O."""
+        if log.remote_tier is not None:
+            # A read below the local log start is a store call (seconds when the store is slow):
+            # a tiered log's calls never run on the event loop.
+            return _NEVER_INLINE
         return log._lock  # noqa: SLF001 - the storage answering for its own log
 
     def append_may_block(self, log: Log, batch: bytes | bytearray | memoryview) -> bool:
@@ -894,6 +898,20 @@ class LogManager:
 
     def _now_ms(self) -> int:
         return self._clock.monotonic_ns() // 1_000_000
+
+
+class _NeverInline:
+    """A lock that is never free without waiting: callers on an event loop take the pool."""
+
+    def acquire(self, blocking: bool = True) -> bool:
+        assert not blocking, "only ever tried without waiting"
+        return False
+
+    def release(self) -> None:  # never acquired
+        raise AssertionError("never acquired")
+
+
+_NEVER_INLINE = _NeverInline()
 
 
 def _check_no_duplicate_dirs(log_dirs: Iterable[str]) -> None:
