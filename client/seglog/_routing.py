@@ -14,6 +14,13 @@ forwarding. Kafka's clients keep a metadata cache and a connection per broker; s
   a routed owner that no longer answers (UNAVAILABLE) refreshes the metadata too. True when the
   partition now routes elsewhere: the caller repeats its request once there.
 
+The same holds for every request naming a partition (docs/cluster.md): ``at_owner`` sends one at
+the partition's owner and repeats it once where a refusal points (DeleteRecords, ExplainLookup);
+``offsets_for_times`` splits OffsetsForTimes by owner, and repeats once at its owner each target
+whose answer carries the owner's hint (the service answers those per target, as Kafka answers
+ListOffsets per partition), the answers in the request's order. Admin and the Consumer's start
+positions (``latest``, a timestamp) go through them, so neither reads another instance's empty copy.
+
 Metadata is fetched lazily, only after such a refusal, whatever the length of the bootstrap list
 (a bootstrap list only says where to start). One channel per owner address, opened on first use
 with the client's connection settings and closed with the client.
@@ -22,7 +29,9 @@ with the client's connection settings and closed with the client.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 from seglog._connection import ConnectionOptions
 from seglog.client import Transport
@@ -35,8 +44,11 @@ from seglog.errors import (
 )
 from seglog.structs import ClusterInstance, ClusterMetadata, PartitionOwner, TopicPartition
 from seglog.v1 import cluster_pb2 as cluster_pb
+from seglog.v1 import log_service_pb2 as pb
 
 __all__ = ["Router", "RouterStatistics", "metadata_from"]
+
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True)
@@ -88,6 +100,72 @@ class Router:
         moved = self.transport_for(topic, partition) is not used
         self.redirects += moved
         return moved
+
+    async def at_owner(self, topic: str, partition: int, send: Callable[[Transport], Awaitable[_T]]) -> _T:
+        """``send(transport)`` at the partition's owner; refused naming another owner (or by a
+        routed owner that no longer answers), repeated once where the refusal points."""
+        for attempt in range(2):
+            transport = self.transport_for(topic, partition)
+            try:
+                return await send(transport)
+            except (NotPartitionOwnerError, ServiceUnavailableError) as error:
+                if attempt or not await self.follow(topic, partition, error, transport):
+                    raise
+        raise AssertionError("unreachable: the second attempt returns or raises")  # pragma: no cover
+
+    async def offsets_for_times(self, request: pb.OffsetsForTimesRequest) -> pb.OffsetsForTimesResponse:
+        """OffsetsForTimes at each target's owner, answers in the request's order. The targets
+        go to their owners' channels together (one request per owner); a target answered with
+        an owner hint (its error's ``owner_id``) is routed there, Metadata refreshed once, and
+        asked once more at its owner; an owner's channel that no longer answers refreshes too.
+        A target still refused keeps its error (the caller raises it, naming the partition)."""
+        targets = list(request.partitions)
+        results: list[pb.PartitionOffset | None] = [None] * len(targets)
+        pending = list(range(len(targets)))
+        for attempt in range(2):
+            asked_on = {n: self.transport_for(targets[n].topic, targets[n].partition) for n in pending}
+            by_transport: dict[int, tuple[Transport, list[int]]] = {}
+            for number, transport in asked_on.items():
+                by_transport.setdefault(id(transport), (transport, []))[1].append(number)
+            seen = self._generation
+            retry = await asyncio.gather(*(
+                self._lookup_at(transport, targets, numbers, results, last=attempt == 1)
+                for transport, numbers in by_transport.values()))
+            refused = [number for numbers in retry for number in numbers]
+            if not refused:
+                break
+            await self.refresh(seen)
+            pending = [n for n in refused if self.transport_for(targets[n].topic, targets[n].partition)
+                       is not asked_on[n]]
+            self.redirects += len(pending)
+            if not pending:
+                break
+        response = pb.OffsetsForTimesResponse()
+        response.results.extend(r for r in results if r is not None)
+        assert len(response.results) == len(targets), "every target answered or refused"
+        return response
+
+    async def _lookup_at(self, transport: Transport, targets: list[pb.PartitionTimestamp], numbers: list[int],
+                         results: list[pb.PartitionOffset | None], *, last: bool) -> list[int]:
+        """Asks ``transport`` for ``targets[n]`` of ``numbers`` into ``results``; returns the
+        numbers worth asking again at another owner (never on the ``last`` attempt)."""
+        request = pb.OffsetsForTimesRequest(partitions=[targets[n] for n in numbers])
+        try:
+            response = await transport.offsets_for_times(request)
+        except ServiceUnavailableError as error:
+            if last or not _worth_following(error, transport is not self.bootstrap):
+                raise
+            return numbers
+        retry = []
+        for number, result in zip(numbers, response.results):
+            results[number] = result
+            if last or not result.HasField("error") or not result.error.owner_id:
+                continue
+            error = result.error
+            if error.owner_address and error.error_class == NotPartitionOwnerError.__name__:
+                self._routes[TopicPartition(result.topic, result.partition)] = error.owner_address
+            retry.append(number)
+        return retry
 
     async def refresh(self, seen: int | None = None) -> ClusterMetadata | None:
         """Ask Metadata (the bootstrap instance, then any other live one) and route by it; skipped

@@ -17,7 +17,7 @@ import grpc
 
 from seglog import _sync
 from seglog._connection import ConnectionOptions
-from seglog._routing import metadata_from
+from seglog._routing import Router, metadata_from
 from seglog._security import PemSource
 from seglog.cleaning import CleanablePartition, CleaningCommit, SnapshotInfo
 from seglog.client import REQUEST_TIMEOUT_MS_DEFAULT, Transport
@@ -69,6 +69,9 @@ class AsyncAdmin:
             tls=tls, tls_ca=tls_ca, tls_cert=tls_cert, tls_key=tls_key, token=token,
         )
         self._transport: Transport | None = None
+        # Requests naming a partition go to its owner (cluster mode, _routing.py): offsets for
+        # times, DeleteRecords, ExplainLookup; the bootstrap channel otherwise.
+        self._router: Router | None = None
         self._closed = False
 
     async def start(self) -> None:
@@ -76,6 +79,7 @@ class AsyncAdmin:
             raise ClientClosedError("the admin client is closed")
         if self._transport is None:
             self._transport = self._connection.connect()
+            self._router = Router(self._connection, self._transport)
 
     async def __aenter__(self) -> AsyncAdmin:
         await self.start()
@@ -86,6 +90,8 @@ class AsyncAdmin:
 
     async def close(self) -> None:
         self._closed = True
+        if self._router is not None:
+            await self._router.close()
         if self._transport is not None:
             await self._transport.close()
 
@@ -261,7 +267,9 @@ class AsyncAdmin:
                 for tp, ts in targets
             ]
         )
-        response = await (await self._connected()).offsets_for_times(request)
+        await self._connected()
+        assert self._router is not None
+        response = await self._router.offsets_for_times(request)  # each target at its owner
         raise_partition_errors(response.results)
         results = response.results
         if len(results) != len(targets):
@@ -286,12 +294,15 @@ class AsyncAdmin:
 
     async def delete_records(self, offsets: Mapping[TopicPartition, int]) -> dict[TopicPartition, int]:
         """Move each partition's log start offset up to the given offset (DELETE_ALL = -1: the
-        high watermark); returns the new log start offsets."""
-        transport = await self._connected()
+        high watermark); returns the new log start offsets. Each at the partition's owner."""
+        await self._connected()
+        router = self._router
+        assert router is not None
         result: dict[TopicPartition, int] = {}
         for tp, offset in offsets.items():
             request = pb.DeleteRecordsRequest(topic=tp.topic, partition=tp.partition, offset=offset)
-            result[tp] = (await transport.delete_records(request)).log_start_offset
+            answer = await router.at_owner(tp.topic, tp.partition, lambda t, r=request: t.delete_records(r))
+            result[tp] = answer.log_start_offset
         return result
 
     # -- offline cleaning (compacted topics) -------------------------------------------------------
@@ -337,7 +348,9 @@ class AsyncAdmin:
             request.offset = offset
         else:
             request.timestamp_ms = timestamp_ms  # type: ignore[assignment]
-        return await (await self._connected()).explain_lookup(request)
+        await self._connected()
+        assert self._router is not None  # the partition's owner explains its own lookup
+        return await self._router.at_owner(topic, partition, lambda transport: transport.explain_lookup(request))
 
     async def metadata(self, topics: Sequence[str] = ()) -> ClusterMetadata:
         """The cluster's instances and each partition's owner, address and epoch

@@ -516,13 +516,15 @@ class AsyncConsumer:
                     state.start, state.fetch_offset = None, hit.offset
 
     async def _lookup(self, targets: dict[int, int]) -> dict[int, OffsetAndTimestamp | None]:
-        assert self._transport is not None
+        assert self._router is not None
         request = pb.OffsetsForTimesRequest(
             partitions=[
                 pb.PartitionTimestamp(topic=self._topic, partition=p, timestamp_ms=ts) for p, ts in targets.items()
             ]
         )
-        response = await self._transport.offsets_for_times(request)
+        # At each partition's owner (cluster mode): a start at latest or at a time is the
+        # owner's end or record, never another instance's empty copy (offset 0).
+        response = await self._router.offsets_for_times(request)
         raise_partition_errors(response.results)
         return {
             r.partition: (OffsetAndTimestamp(r.offset, r.timestamp_ms) if r.offset >= 0 else None)

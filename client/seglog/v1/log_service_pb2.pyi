@@ -132,7 +132,7 @@ class DescribeTopicResponse(_message.Message):
     def __init__(self, topic: _Optional[str] = ..., configs: _Optional[_Mapping[str, str]] = ..., partitions: _Optional[_Iterable[_Union[PartitionDescription, _Mapping]]] = ..., partition_count: _Optional[int] = ...) -> None: ...
 
 class PartitionDescription(_message.Message):
-    __slots__ = ("partition", "log_start_offset", "log_end_offset", "high_watermark", "size_bytes", "segment_count", "log_dir", "configs")
+    __slots__ = ("partition", "log_start_offset", "log_end_offset", "high_watermark", "size_bytes", "segment_count", "log_dir", "configs", "owner_id", "owner_address", "owner_epoch", "owned_elsewhere")
     class ConfigsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -148,6 +148,10 @@ class PartitionDescription(_message.Message):
     SEGMENT_COUNT_FIELD_NUMBER: _ClassVar[int]
     LOG_DIR_FIELD_NUMBER: _ClassVar[int]
     CONFIGS_FIELD_NUMBER: _ClassVar[int]
+    OWNER_ID_FIELD_NUMBER: _ClassVar[int]
+    OWNER_ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    OWNER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    OWNED_ELSEWHERE_FIELD_NUMBER: _ClassVar[int]
     partition: int
     log_start_offset: int
     log_end_offset: int
@@ -156,7 +160,11 @@ class PartitionDescription(_message.Message):
     segment_count: int
     log_dir: str
     configs: _containers.ScalarMap[str, str]
-    def __init__(self, partition: _Optional[int] = ..., log_start_offset: _Optional[int] = ..., log_end_offset: _Optional[int] = ..., high_watermark: _Optional[int] = ..., size_bytes: _Optional[int] = ..., segment_count: _Optional[int] = ..., log_dir: _Optional[str] = ..., configs: _Optional[_Mapping[str, str]] = ...) -> None: ...
+    owner_id: str
+    owner_address: str
+    owner_epoch: int
+    owned_elsewhere: bool
+    def __init__(self, partition: _Optional[int] = ..., log_start_offset: _Optional[int] = ..., log_end_offset: _Optional[int] = ..., high_watermark: _Optional[int] = ..., size_bytes: _Optional[int] = ..., segment_count: _Optional[int] = ..., log_dir: _Optional[str] = ..., configs: _Optional[_Mapping[str, str]] = ..., owner_id: _Optional[str] = ..., owner_address: _Optional[str] = ..., owner_epoch: _Optional[int] = ..., owned_elsewhere: _Optional[bool] = ...) -> None: ...
 
 class ProduceRequest(_message.Message):
     __slots__ = ("topic", "partition", "records", "acks", "plain_records", "compression")
@@ -317,14 +325,20 @@ class PartitionOffset(_message.Message):
     def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., offset: _Optional[int] = ..., timestamp_ms: _Optional[int] = ..., error: _Optional[_Union[PartitionError, _Mapping]] = ...) -> None: ...
 
 class PartitionError(_message.Message):
-    __slots__ = ("code", "message", "error_class")
+    __slots__ = ("code", "message", "error_class", "owner_id", "owner_address", "owner_epoch")
     CODE_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
     ERROR_CLASS_FIELD_NUMBER: _ClassVar[int]
+    OWNER_ID_FIELD_NUMBER: _ClassVar[int]
+    OWNER_ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    OWNER_EPOCH_FIELD_NUMBER: _ClassVar[int]
     code: int
     message: str
     error_class: str
-    def __init__(self, code: _Optional[int] = ..., message: _Optional[str] = ..., error_class: _Optional[str] = ...) -> None: ...
+    owner_id: str
+    owner_address: str
+    owner_epoch: int
+    def __init__(self, code: _Optional[int] = ..., message: _Optional[str] = ..., error_class: _Optional[str] = ..., owner_id: _Optional[str] = ..., owner_address: _Optional[str] = ..., owner_epoch: _Optional[int] = ...) -> None: ...
 
 class DeleteRecordsRequest(_message.Message):
     __slots__ = ("topic", "partition", "offset")

@@ -245,13 +245,14 @@ class GroupCoordinator:
             self._rebalances.pop(group, None)
             return len(offsets)
 
-    def metrics(self, cap: int) -> GroupMetrics:
+    def metrics(self, cap: int, owns: Callable[[str, int], bool] | None = None) -> GroupMetrics:
         """The groups' figures for one scrape, each family's first ``cap`` series in name order.
 
         Lag in records is the map under the lock and the log ends outside it. Lag in seconds is
         now minus the timestamp of the batch holding the first uncommitted record (lag_age.py):
         one positioned read of the batch's 61-byte header per (partition, committed offset) not
-        seen at the previous scrape, at most ``cap`` a scrape; 0 with no lag."""
+        seen at the previous scrape, at most ``cap`` a scrape; 0 with no lag. ``owns``: as in
+        ``log_end_offsets`` (a partition another instance owns has no lag series here)."""
         with self._lock:
             committed = {
                 (group, topic, partition): value.offset
@@ -264,7 +265,7 @@ class GroupCoordinator:
             members = {name: len(self._members_of(name)) for name in names}
             rebalances = {name: self._rebalances.get(name, 0) for name in names}
         committed = dict(sorted(committed.items())[:cap])
-        ends = self.log_end_offsets({(topic, partition) for _, topic, partition in committed})
+        ends = self.log_end_offsets({(topic, partition) for _, topic, partition in committed}, owns)
         lags = {key: end - offset for key, offset in committed.items()
                 if (end := ends[(key[1], key[2])]) is not None}
         now_ms = self._clock.time_ms()
@@ -292,10 +293,16 @@ class GroupCoordinator:
                 names.update(self._offsets.state(partition).groups())
             return [(name, self._state(name, has_offsets=True), len(self._members_of(name))) for name in sorted(names)]
 
-    def log_end_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int | None]:
-        """Each partition's log end offset, None where the partition is unknown or offline."""
+    def log_end_offsets(self, partitions: Iterable[TopicPartition],
+                        owns: Callable[[str, int], bool] | None = None) -> dict[TopicPartition, int | None]:
+        """Each partition's log end offset, None where the partition is unknown or offline, or
+        where ``owns`` (cluster mode: rpc/cluster_routing.ClusterRouting.owns) says another
+        instance owns it: this instance's copy of it is empty, its end is the owner's to tell."""
         ends: dict[TopicPartition, int | None] = {}
         for topic, partition in partitions:
+            if owns is not None and not owns(topic, partition):
+                ends[(topic, partition)] = None
+                continue
             try:
                 ends[(topic, partition)] = self._manager.get_log(topic, partition).log_end_offset
             except StorageError:

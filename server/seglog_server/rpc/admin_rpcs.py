@@ -68,7 +68,10 @@ class AdminRpcs:
             raise InvalidRequestError("topic is empty")
         core = self.core
         description = await core.calls.blocking(core.storage.describe_topic, request.topic)
-        return conversions.describe_topic_response(description, core.log_dir_names.label)
+        response = conversions.describe_topic_response(description, core.log_dir_names.label)
+        if core.cluster is not None:
+            _describe_owners(core.cluster, response)
+        return response
 
     @unary_rpc
     async def DeleteRecords(self, request: pb.DeleteRecordsRequest, context: Any) -> Any:
@@ -109,3 +112,21 @@ class AdminRpcs:
                 f"max.message.bytes {value} is above {message_bytes_max}, the "
                 "largest batch a ProduceRequest can carry (request_bytes_max minus overhead)"
             )
+
+
+def _describe_owners(cluster: Any, response: pb.DescribeTopicResponse) -> None:
+    """Cluster mode: each partition's owner and epoch from the watched cache; a partition another
+    instance owns says so, its offsets, size and segments -1 (the owner's to tell), never this
+    instance's empty local copy. A partition etcd has no owner for is this instance's (epoch 0)."""
+    for description in response.partitions:
+        owner = cluster.partition_owner(response.topic, description.partition)
+        if owner is None:
+            description.owner_id, description.owner_address = cluster.instance_id, cluster.address
+            continue
+        description.owner_id, description.owner_address = owner.instance_id, owner.address
+        description.owner_epoch = owner.epoch
+        if owner.instance_id != cluster.instance_id:
+            description.owned_elsewhere = True
+            description.log_start_offset = description.log_end_offset = description.high_watermark = -1
+            description.size_bytes = description.segment_count = -1
+            description.log_dir = ""

@@ -5,7 +5,8 @@ time is reported when a client asks for it.
 ``@unary_rpc`` and ``@stream_rpc`` wrap the RPC methods of each family (admin_rpcs.py, ...); they
 read the family's ``core`` (service_core.py). Each call is admitted first (``core.admission``, see
 admission.py): a unary call as a request, a stream as a stream; and passes the call gate
-(``core.gate``): its principal, the ACL, per-principal quotas and caps.
+(``core.gate``): its principal, the ACL, per-principal quotas and caps. In cluster mode a call
+naming a partition another instance owns is then refused with the owner's hint (``_check_owner``).
 An exception with a row in the status table is an expected outcome (logged at DEBUG); any other exception is a bug: INTERNAL, and
 its traceback is logged. Either way the service keeps serving. Cancellation (the client went
 away) passes through untouched, except a handler cut by the shutdown: it answers UNAVAILABLE.
@@ -30,6 +31,7 @@ import grpc
 
 from .admission import client_of
 from .errors import InvalidRequestError, ServiceStoppingError
+from .operations import operation_of
 from .registration import UnparseableRequest
 from .status import ERROR_CLASS_METADATA_KEY, status_for
 
@@ -119,6 +121,15 @@ def _finished(core: Any, name: str, code: str, started_ns: int) -> int:
     return elapsed_ns
 
 
+def _check_owner(core: Any, name: str, request: Any) -> None:
+    """Cluster mode: a call naming a partition another instance owns is refused here, with the
+    owner's hint, whatever its handler (cluster_routing.ClusterRouting.check_request, by the
+    method's row). After the gate: a caller the ACL refuses learns no owner."""
+    cluster = core.cluster
+    if cluster is not None:
+        cluster.check_request(operation_of(name), request)
+
+
 def unary_rpc(method: _Handler) -> _Handler:
     name = method.__name__
 
@@ -134,6 +145,7 @@ def unary_rpc(method: _Handler) -> _Handler:
                 # Authenticated before it takes a request slot: a caller whose credentials are
                 # wrong, or still being checked, never holds a slot others need (admission.py).
                 call = await core.gate.admit(name, request, context)
+                _check_owner(core, name, request)
                 with core.admission.request_slot():
                     response = await method(self, request, context)
                     await call.before_response(response)
@@ -171,6 +183,7 @@ def stream_rpc(method: _Handler) -> _Handler:
             _check_parsed(request)
             # Admitted by the gate first, so the stream counts against its principal (client_of).
             call = await core.gate.admit(name, request, context)
+            _check_owner(core, name, request)
             with core.admission.stream(client_of(context)):
                 await method(self, request, context)
         except asyncio.CancelledError:

@@ -19,6 +19,12 @@ The rules, in order:
   ``seglog-epoch``): the client asks that owner, the service never forwards;
 - a partition whose owner is gone (its lease expired) is refused UNAVAILABLE naming the owner and
   since when, with the same hint: nothing moves its partitions but an operator.
+
+The same rule holds for every RPC that names a partition, as one class: the kind of each RPC is
+in its row of ``operations.OPERATIONS`` (``Owner``), and ``check_request`` applies the row at the
+boundary (boundary.py) before any handler runs. OffsetsForTimes (and LookupStream's messages)
+answers per target with ``owner_error`` as that target's error; DescribeTopic describes from
+``partition_owner``; the group coordinator reads only the log ends ``owns`` says are here.
 """
 
 from __future__ import annotations
@@ -28,12 +34,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from .errors import ServiceError
+from .operations import Owner, RpcOperation
 
 __all__ = [
     "EPOCH_METADATA_KEY",
     "OWNER_ADDRESS_METADATA_KEY",
     "OWNER_ID_METADATA_KEY",
     "ClusterRouting",
+    "PartitionOwner",
     "ClusterUnavailableError",
     "InstanceFencedError",
     "NoLiveInstanceError",
@@ -50,26 +58,29 @@ class InstanceFencedError(ServiceError):
     """This instance could not renew its etcd lease within the fencing deadline (UNAVAILABLE)."""
 
 
-class _OwnerHintError(ServiceError):
+class PartitionOwnerHintError(ServiceError):
     """Refusals that name the partition's owner in trailing metadata (status.py sends
     ``status_metadata`` after the error class)."""
 
     def __init__(self, message: str, owner_id: str, owner_address: str, epoch: int) -> None:
         super().__init__(message)
+        self.owner_id, self.owner_address, self.epoch = owner_id, owner_address, epoch
         self.status_metadata = ((OWNER_ID_METADATA_KEY, owner_id), (OWNER_ADDRESS_METADATA_KEY, owner_address),
                                 (EPOCH_METADATA_KEY, str(epoch)))
 
 
-class NotPartitionOwnerError(_OwnerHintError):
+class NotPartitionOwnerError(PartitionOwnerHintError):
     """Another live instance owns the partition: ask it (FAILED_PRECONDITION, with the hint)."""
 
 
-class PartitionOwnerGoneError(_OwnerHintError):
+class PartitionOwnerGoneError(PartitionOwnerHintError):
     """The partition's owner is not registered (dead or cut off): UNAVAILABLE, with the hint."""
 
 
 @dataclass(frozen=True)
-class _Owner:
+class PartitionOwner:
+    """A partition's owner as the watched cache knows it (``alive``: its lease is held)."""
+
     instance_id: str
     address: str
     epoch: int
@@ -102,30 +113,55 @@ class ClusterRouting:
             raise InstanceFencedError(self._fenced_message())
         self.check_owner(topic, partition)
 
+    def check_request(self, row: RpcOperation, request: Any) -> None:
+        """The owner check of an ``Owner.EACH`` call: every partition it names is this
+        instance's, or the whole call is refused with the first other owner's hint. Other kinds
+        are answered by their handlers (per target, from the cache, by the coordinator)."""
+        if row.owner is not Owner.EACH:
+            return
+        assert row.partitions is not None, row
+        for topic, partition in row.partitions(request):
+            self.check_owner(topic, partition)
+
     def check_owner(self, topic: str, partition: int) -> None:
+        error = self.owner_error(topic, partition)
+        if error is not None:
+            raise error
+
+    def owns(self, topic: str, partition: int) -> bool:
+        """True when this instance serves the partition (its own, or one etcd has no owner for)."""
+        owner = self.partition_owner(topic, partition)
+        return owner is None or owner.instance_id == self.instance_id
+
+    def partition_owner(self, topic: str, partition: int) -> PartitionOwner | None:
+        """The partition's owner in the cache; None when etcd has no owner record (served here)."""
+        return self._owner(topic, partition)
+
+    def owner_error(self, topic: str, partition: int) -> ServiceError | None:
+        """The refusal of a request for a partition owned elsewhere (with the hint), or None."""
         owner = self._owner(topic, partition)
         if owner is None or owner.instance_id == self.instance_id:
-            return
+            return None
         where = f"{topic}-{partition} is owned by instance {owner.instance_id!r}"
         if owner.alive:
-            raise NotPartitionOwnerError(
+            return NotPartitionOwnerError(
                 f"{where} at {owner.address} (epoch {owner.epoch}), not by {self.instance_id!r}: send it there "
                 "(trailing metadata seglog-owner-address)", owner.instance_id, owner.address, owner.epoch)
         since = "" if owner.gone_since_ms is None else " since " + _utc(owner.gone_since_ms / 1000)
-        raise PartitionOwnerGoneError(
+        return PartitionOwnerGoneError(
             f"{where}, which is not registered{since}: the partition is offline until it returns "
             "(or an operator moves it)", owner.instance_id, owner.address, owner.epoch)
 
-    def _owner(self, topic: str, partition: int) -> _Owner | None:
+    def _owner(self, topic: str, partition: int) -> PartitionOwner | None:
         record = self.cache.owner_of(topic, partition)
         if record is None:
             return None
         if record.owner == self.instance_id:
-            return _Owner(record.owner, self.address, record.epoch, True, None)
+            return PartitionOwner(record.owner, self.address, record.epoch, True, None)
         info = self.cache.instances().get(record.owner)
         if info is None:
-            return _Owner(record.owner, "", record.epoch, False, None)
-        return _Owner(record.owner, info.address, record.epoch, info.alive, info.gone_since_ms)
+            return PartitionOwner(record.owner, "", record.epoch, False, None)
+        return PartitionOwner(record.owner, info.address, record.epoch, info.alive, info.gone_since_ms)
 
     def _fenced_message(self) -> str:
         renewed_at = self.membership.statistics().renewed_at

@@ -284,13 +284,17 @@ def add_partition_offset(results: Any, topic: str, partition: int, found: Any) -
 
 
 def partition_offset_error(
-    target: pb.PartitionTimestamp, status: Any, message: str
+    target: pb.PartitionTimestamp, status: Any, message: str, error: Any = None
 ) -> pb.PartitionOffset:
-    """A partition OffsetsForTimes could not answer (``status``: a status.ErrorStatus)."""
+    """A partition OffsetsForTimes could not answer (``status``: a status.ErrorStatus); the owner's
+    hint when ``error`` is a cluster refusal (cluster_routing's, with ``owner_id``)."""
     return pb.PartitionOffset(
         topic=target.topic, partition=target.partition, offset=-1, timestamp_ms=-1,
         error=pb.PartitionError(code=status.code.value[0], message=message,
-                                error_class=status.error_class),
+                                error_class=status.error_class,
+                                owner_id=getattr(error, "owner_id", ""),
+                                owner_address=getattr(error, "owner_address", ""),
+                                owner_epoch=getattr(error, "epoch", 0)),
     )
 
 

@@ -153,7 +153,8 @@ class LogServicer(pb_grpc.LogServiceServicer):
         coordinator = self.groups.coordinator_or_none
         if coordinator is None:
             return GroupMetrics({}, {}, {}, {}, {})
-        return coordinator.metrics(cap)
+        cluster = self.core.cluster  # cluster mode: lag only of the partitions owned here
+        return coordinator.metrics(cap, None if cluster is None else cluster.owns)
 
     # -- life cycle ---------------------------------------------------------------------------
     @property

@@ -45,7 +45,10 @@ class LookupRpcs:
         target (an answer, or the error that target's own search met) is converted, the answers
         in the request's order. Each target keeps its own outcome, as Kafka answers per
         partition: a bad partition or timestamp, an unknown partition, or a storage error
-        answers only the targets it concerns.
+        answers only the targets it concerns. In cluster mode so does a partition another
+        instance owns: its targets' errors carry the owner's hint (owner_id, owner_address,
+        owner_epoch), as Kafka answers NOT_LEADER_OR_FOLLOWER per partition, and the other
+        targets are answered; the client asks each owner for its own targets.
         """
         if response is None:
             response = pb.OffsetsForTimesResponse()
@@ -68,7 +71,7 @@ class LookupRpcs:
                 if not status.expected:
                     raise answer  # a bug: the boundary answers INTERNAL and logs it
                 message = self.core.log_dir_names.redact(status.message)
-                results.append(conversions.partition_offset_error(target, status, message))
+                results.append(conversions.partition_offset_error(target, status, message, answer))
             else:
                 conversions.add_partition_offset(results, target.topic, target.partition, answer)
         # Many targets (each answer may carry an error message) can make an answer larger than
@@ -100,6 +103,12 @@ class LookupRpcs:
             except InvalidRequestError as exc:
                 answers[number] = exc
         if not searched:
+            return
+        cluster = self.core.cluster
+        refusal = None if cluster is None else cluster.owner_error(topic, partition)
+        if refusal is not None:  # owned elsewhere: each target's error names the owner
+            for number in searched:
+                answers[number] = refusal
             return
         try:
             log = self.core.storage.get_log(topic, partition)

@@ -9,6 +9,13 @@ served unclassified. Rows for methods the .proto does not (yet) declare are harm
 "every topic" (a call by snapshot id, or ListCleanable without a topic): it needs a rule for "*".
 With ``FILTERED`` nothing is checked up front: the servicer shows only what the caller may see
 (ListTopics).
+
+``owner`` says how cluster mode (cluster_routing.py) routes the call: a request that names a
+partition is answered only by that partition's owner, never from another instance's empty local
+copy. ``Owner.EACH`` rows are checked at the boundary (boundary.py) on every partition their
+``partitions(request)`` names, before the handler runs; the other kinds say where the handler
+answers instead. A test walks the .proto: every request naming a partition has a kind other than
+``Owner.NONE``, so a new RPC cannot be served from the wrong instance unclassified.
 """
 
 from __future__ import annotations
@@ -20,7 +27,7 @@ from typing import Any
 
 from seglog_server.security import CallKind, Operation
 
-__all__ = ["OPERATIONS", "Quota", "RpcOperation", "Scope", "operation_of"]
+__all__ = ["OPERATIONS", "Owner", "Quota", "RpcOperation", "Scope", "operation_of"]
 
 
 class Scope(enum.Enum):
@@ -30,6 +37,27 @@ class Scope(enum.Enum):
     # checked against the row of its unary twin (``message_method``), as that call would be.
     MESSAGES = "messages"
     SOME_TOPIC = "some_topic"  # allowed when the operation is granted on at least one topic
+
+
+class Owner(enum.Enum):
+    """Cluster mode: which instance may answer a call about a partition (docs/cluster.md)."""
+
+    NONE = "none"  # names no partition
+    # Every partition named must be this instance's: otherwise the whole call is refused with
+    # the owner's hint (FAILED_PRECONDITION, or UNAVAILABLE for a gone owner), at the boundary.
+    EACH = "each"
+    # Each target is answered on its own (OffsetsForTimes, as Kafka's ListOffsets answers per
+    # partition): a target owned elsewhere gets a per-target error carrying the owner's hint.
+    PER_TARGET = "per_target"
+    # A topic-wide description: each partition from the metadata cache (owner, epoch), and the
+    # offsets only of the partitions this instance owns.
+    DESCRIBE = "describe"
+    # The partitions name a consumer group's offsets, kept by this instance's own coordinator
+    # in its own __consumer_offsets (not the partition's log): answered here; the log ends it
+    # reads for lag are those of partitions this instance owns, unknown (-1) for the others.
+    COORDINATOR = "coordinator"
+    # A stream: each message is routed as its unary twin (``message_method``).
+    MESSAGES = "messages"
 
 
 class Quota(enum.StrEnum):  # StrEnum: a dict key on every call (hashed in C, not Python)
@@ -46,6 +74,9 @@ class RpcOperation:
     kind: Callable[[Any], CallKind]
     quota: Quota = Quota.NONE
     message_method: str | None = None  # Scope.MESSAGES: each message is checked as this call
+    owner: Owner = Owner.NONE
+    # Owner.EACH: the (topic, partition) pairs the request names.
+    partitions: Callable[[Any], tuple[tuple[str, int], ...]] | None = None
 
 
 def _topic(request: Any) -> tuple[str, ...]:
@@ -62,6 +93,10 @@ def _every_topic(request: Any) -> tuple[str | None, ...]:
 
 def _topic_or_every(request: Any) -> tuple[str | None, ...]:
     return (request.topic,) if request.topic else (None,)
+
+
+def _partition(request: Any) -> tuple[tuple[str, int], ...]:
+    return ((request.topic, request.partition),)
 
 
 def _partition_topics(request: Any) -> tuple[str, ...]:
@@ -90,22 +125,23 @@ def _stream(request: Any) -> CallKind:
 
 
 _READ, _WRITE, _ADMIN, _DESCRIBE = Operation.READ, Operation.WRITE, Operation.ADMIN, Operation.DESCRIBE
+_EACH, _COORDINATOR = Owner.EACH, Owner.COORDINATOR
 
 OPERATIONS: Mapping[str, RpcOperation] = {
     # -- admin ------------------------------------------------------------------------------
     "CreateTopic": RpcOperation(_ADMIN, Scope.TOPICS, _topic, _request),
     "DeleteTopic": RpcOperation(_ADMIN, Scope.TOPICS, _topic, _request),
     "ListTopics": RpcOperation(_DESCRIBE, Scope.FILTERED, _no_topic, _request),
-    "DescribeTopic": RpcOperation(_DESCRIBE, Scope.TOPICS, _topic, _request),
+    "DescribeTopic": RpcOperation(_DESCRIBE, Scope.TOPICS, _topic, _request, owner=Owner.DESCRIBE),
     # -- data -------------------------------------------------------------------------------
-    "Produce": RpcOperation(_WRITE, Scope.TOPICS, _topic, _request, Quota.PRODUCE),
-    "Fetch": RpcOperation(_READ, Scope.TOPICS, _topic, _fetch_kind, Quota.FETCH),
-    "Consume": RpcOperation(_READ, Scope.TOPICS, _topic, _stream, Quota.FETCH),
+    "Produce": RpcOperation(_WRITE, Scope.TOPICS, _topic, _request, Quota.PRODUCE, owner=_EACH, partitions=_partition),
+    "Fetch": RpcOperation(_READ, Scope.TOPICS, _topic, _fetch_kind, Quota.FETCH, owner=_EACH, partitions=_partition),
+    "Consume": RpcOperation(_READ, Scope.TOPICS, _topic, _stream, Quota.FETCH, owner=_EACH, partitions=_partition),
     # Offsets are metadata (Kafka's ListOffsets needs DESCRIBE on the topic).
-    "OffsetsForTimes": RpcOperation(_DESCRIBE, Scope.TOPICS, _partition_topics, _request),
-    "DeleteRecords": RpcOperation(_ADMIN, Scope.TOPICS, _topic, _request),
+    "OffsetsForTimes": RpcOperation(_DESCRIBE, Scope.TOPICS, _partition_topics, _request, owner=Owner.PER_TARGET),
+    "DeleteRecords": RpcOperation(_ADMIN, Scope.TOPICS, _topic, _request, owner=_EACH, partitions=_partition),
     # An index lookup's path (segments, index slots, positions): metadata, not record content.
-    "ExplainLookup": RpcOperation(_DESCRIBE, Scope.TOPICS, _topic, _request),
+    "ExplainLookup": RpcOperation(_DESCRIBE, Scope.TOPICS, _topic, _request, owner=_EACH, partitions=_partition),
     # A producer id grants nothing by itself (each Produce is checked for write on its topic);
     # as in Kafka since KIP-679, a caller allowed to write to some topic may have one.
     "InitProducerId": RpcOperation(_WRITE, Scope.SOME_TOPIC, _no_topic, _request),
@@ -113,28 +149,31 @@ OPERATIONS: Mapping[str, RpcOperation] = {
     # needs read on each topic it commits (Kafka: READ on the group and the topic), a fetch of
     # offsets describe on the topics named (without names the answer shows only the topics the
     # caller may describe), a heartbeat read on the subscribed topics.
-    "CommitOffsets": RpcOperation(_READ, Scope.TOPICS, _offset_topics, _request),
-    "FetchOffsets": RpcOperation(_DESCRIBE, Scope.TOPICS, _partition_topics, _request),
-    "Heartbeat": RpcOperation(_READ, Scope.TOPICS, _subscribed_topics, _request),
+    "CommitOffsets": RpcOperation(_READ, Scope.TOPICS, _offset_topics, _request, owner=_COORDINATOR),
+    "FetchOffsets": RpcOperation(_DESCRIBE, Scope.TOPICS, _partition_topics, _request, owner=_COORDINATOR),
+    "Heartbeat": RpcOperation(_READ, Scope.TOPICS, _subscribed_topics, _request, owner=_COORDINATOR),
     # Operators' views: group names for a caller who may describe some topic; a group's
     # description shows only the partitions of topics the caller may describe.
     "ListGroups": RpcOperation(_DESCRIBE, Scope.SOME_TOPIC, _no_topic, _request),
-    "DescribeGroup": RpcOperation(_DESCRIBE, Scope.FILTERED, _no_topic, _request),
+    "DescribeGroup": RpcOperation(_DESCRIBE, Scope.FILTERED, _no_topic, _request, owner=_COORDINATOR),
     # Deleting a group deletes its offsets: read on some topic at the gate, then read on every
     # topic the group has offsets on (group_rpcs.py, under the coordinator's lock).
     "DeleteGroup": RpcOperation(_READ, Scope.SOME_TOPIC, _no_topic, _request),
     # -- seglog.v1.ClusterService (cluster_rpcs.py): the answer shows only describable topics -----
     "Metadata": RpcOperation(_DESCRIBE, Scope.FILTERED, _no_topic, _request),
     # -- offline cleaning (admin: they replace a partition's segments) ---------------------------
-    "CreateSnapshot": RpcOperation(_ADMIN, Scope.TOPICS, _topic, _request),
+    "CreateSnapshot": RpcOperation(_ADMIN, Scope.TOPICS, _topic, _request, owner=_EACH, partitions=_partition),
     "ListCleanable": RpcOperation(_ADMIN, Scope.TOPICS, _topic_or_every, _request),
     # By snapshot id: the topic is not in the request, so these need admin on every topic.
     "CommitCleaned": RpcOperation(_ADMIN, Scope.TOPICS, _every_topic, _request),
     "DropSnapshot": RpcOperation(_ADMIN, Scope.TOPICS, _every_topic, _request),
     # -- streams (rpc/streams.py): a stream slot at open, each message checked as its twin -------
-    "ProduceStream": RpcOperation(_WRITE, Scope.MESSAGES, _no_topic, _stream, message_method="Produce"),
+    # Each ProduceStream message passes Produce's check in its handler (produce_rpcs.py: the
+    # fencing first); each LookupStream message is answered per target as OffsetsForTimes.
+    "ProduceStream": RpcOperation(_WRITE, Scope.MESSAGES, _no_topic, _stream, message_method="Produce",
+                                  owner=Owner.MESSAGES),
     "LookupStream": RpcOperation(
-        _DESCRIBE, Scope.MESSAGES, _no_topic, _stream, message_method="OffsetsForTimes"
+        _DESCRIBE, Scope.MESSAGES, _no_topic, _stream, message_method="OffsetsForTimes", owner=Owner.MESSAGES
     ),
 }
 

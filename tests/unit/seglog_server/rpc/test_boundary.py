@@ -62,6 +62,7 @@ class Core:
         self.admission = Admission(AdmissionLimits(10, 10, 10, 10, 10))
         self.log_dir_names = LogDirNames(["/srv/seglog/data0"])
         self.metrics = None
+        self.cluster = None  # a single process: no owner check
 
 
 class Servicer:

@@ -4,7 +4,7 @@ unchecked: this walks the service descriptor, as generated from the .proto."""
 import pytest
 
 from seglog.v1 import log_service_pb2 as pb
-from seglog_server.rpc.operations import OPERATIONS, Scope
+from seglog_server.rpc.operations import OPERATIONS, Owner, Scope
 from seglog_server.rpc.registration import method_handlers
 from seglog_server.security import CallKind, Operation
 
@@ -70,3 +70,45 @@ def test_registration_refuses_a_method_without_a_row(monkeypatch):
                                                      if k != "Produce"})
     with pytest.raises(LookupError, match="Produce"):
         method_handlers(Servicer())
+
+
+def _names_a_partition(message, seen=()) -> bool:
+    """True when the message type, or one nested in it, has a field named ``partition``."""
+    if message.full_name in seen:
+        return False
+    for field in message.fields:
+        if field.name == "partition":
+            return True
+        if field.message_type is not None and _names_a_partition(field.message_type, (*seen, message.full_name)):
+            return True
+    return False
+
+
+@pytest.mark.parametrize("method", _METHODS, ids=lambda m: m.name)
+def test_every_method_naming_a_partition_is_routed_to_its_owner_in_cluster_mode(method):
+    """Cluster mode answers a partition only where it lives: a method whose request names a
+    partition (at any depth) has an owner kind, and an Owner.EACH row reads every partition it
+    names, so the boundary's check (cluster_routing.check_request) cannot miss one."""
+    row = OPERATIONS[method.name]
+    if _names_a_partition(method.input_type):
+        assert row.owner is not Owner.NONE, (
+            f"{method.name} names a partition: give its row an Owner kind in rpc/operations.py")
+    if row.owner is Owner.EACH:
+        request = getattr(pb, method.input_type.name)(topic="t", partition=3)
+        assert row.partitions(request) == (("t", 3),)
+    else:
+        assert row.partitions is None
+    if row.owner is Owner.MESSAGES:
+        assert OPERATIONS[row.message_method].owner in (Owner.EACH, Owner.PER_TARGET)
+
+
+def test_the_routed_kinds_are_the_ones_the_cluster_docs_list():
+    kinds = {name: row.owner for name, row in OPERATIONS.items() if row.owner is not Owner.NONE}
+    assert kinds == {
+        "Produce": Owner.EACH, "Fetch": Owner.EACH, "Consume": Owner.EACH, "DeleteRecords": Owner.EACH,
+        "ExplainLookup": Owner.EACH, "CreateSnapshot": Owner.EACH,
+        "OffsetsForTimes": Owner.PER_TARGET, "DescribeTopic": Owner.DESCRIBE,
+        "CommitOffsets": Owner.COORDINATOR, "FetchOffsets": Owner.COORDINATOR, "Heartbeat": Owner.COORDINATOR,
+        "DescribeGroup": Owner.COORDINATOR,
+        "ProduceStream": Owner.MESSAGES, "LookupStream": Owner.MESSAGES,
+    }
