@@ -58,7 +58,7 @@ class InstanceFencedError(ServiceError):
     """This instance could not renew its etcd lease within the fencing deadline (UNAVAILABLE)."""
 
 
-class PartitionOwnerHintError(ServiceError):
+class _OwnerHintError(ServiceError):
     """Refusals that name the partition's owner in trailing metadata (status.py sends
     ``status_metadata`` after the error class)."""
 
@@ -69,11 +69,11 @@ class PartitionOwnerHintError(ServiceError):
                                 (EPOCH_METADATA_KEY, str(epoch)))
 
 
-class NotPartitionOwnerError(PartitionOwnerHintError):
+class NotPartitionOwnerError(_OwnerHintError):
     """Another live instance owns the partition: ask it (FAILED_PRECONDITION, with the hint)."""
 
 
-class PartitionOwnerGoneError(PartitionOwnerHintError):
+class PartitionOwnerGoneError(_OwnerHintError):
     """The partition's owner is not registered (dead or cut off): UNAVAILABLE, with the hint."""
 
 
