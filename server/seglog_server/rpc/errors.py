@@ -20,6 +20,7 @@ from __future__ import annotations
 __all__ = [
     "CoordinatorNotAvailableError",
     "FlushIncompleteError",
+    "GroupsNotInClusterError",
     "InternalTopicError",
     "InvalidRequestError",
     "OverloadedError",
@@ -78,3 +79,12 @@ class InternalTopicError(ServiceError):
 
 class CoordinatorNotAvailableError(ServiceError):
     """Kafka's COORDINATOR_NOT_AVAILABLE: no group coordinator serves here (yet)."""
+
+
+class GroupsNotInClusterError(ServiceError):
+    """A consumer-group RPC in cluster mode: each instance would run its own coordinator and its
+    own __consumer_offsets, so two members of one group bootstrapped at different instances would
+    each get every partition. Refused until groups are cluster-aware (FAILED_PRECONDITION)."""
+
+    def __init__(self) -> None:
+        super().__init__("consumer groups are not yet supported in cluster mode")

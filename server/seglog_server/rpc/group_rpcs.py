@@ -6,7 +6,9 @@ Each is convert -> one call of the group coordinator (groups/coordinator.py) on 
 commit appends to __consumer_offsets; the coordinator's lock may be held by one) -> convert. The
 coordinator's errors reach the boundary and answer through status.py's table. A servicer built
 without a coordinator (unit tests of other families) answers UNAVAILABLE, as Kafka's
-COORDINATOR_NOT_AVAILABLE.
+COORDINATOR_NOT_AVAILABLE. In cluster mode (``core.cluster`` set) every one of them answers
+FAILED_PRECONDITION (GroupsNotInClusterError): each instance would run its own coordinator over its
+own __consumer_offsets, so one group's members at two instances would each get every partition.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from seglog_server.security import Operation, PermissionDeniedError
 from . import validation
 from .boundary import unary_rpc
 from .call_gate import current_call
-from .errors import CoordinatorNotAvailableError
+from .errors import CoordinatorNotAvailableError, GroupsNotInClusterError
 from .service_core import ServiceCore
 
 __all__ = ["GroupRpcs"]
@@ -40,24 +42,29 @@ class GroupRpcs:
 
     @property
     def coordinator(self) -> GroupCoordinator:
+        """The coordinator every group RPC calls through (first thing, before any work)."""
+        if self.core.cluster is not None:
+            raise GroupsNotInClusterError()
         if self._coordinator is None:
             raise CoordinatorNotAvailableError("this service runs no group coordinator")
         return self._coordinator
 
     @unary_rpc
     async def CommitOffsets(self, request: pb.CommitOffsetsRequest, context: Any) -> Any:
+        coordinator = self.coordinator
         offsets = [
             OffsetCommit(*validation.check_partition_ref(o.topic, o.partition), o.offset, o.leader_epoch, o.metadata)
             for o in request.offsets
         ]
         await self.core.calls.blocking(
-            self.coordinator.commit, request.group, request.member_id, request.member_epoch, offsets)
+            coordinator.commit, request.group, request.member_id, request.member_epoch, offsets)
         return pb.CommitOffsetsResponse()
 
     @unary_rpc
     async def FetchOffsets(self, request: pb.FetchOffsetsRequest, context: Any) -> Any:
+        coordinator = self.coordinator
         partitions = [validation.check_partition_ref(p.topic, p.partition) for p in request.partitions] or None
-        found = await self.core.calls.blocking(self.coordinator.fetch, request.group, partitions)
+        found = await self.core.calls.blocking(coordinator.fetch, request.group, partitions)
         call = current_call()
         if partitions is None and call is not None:  # every partition: only the topics the caller may describe
             found = [entry for entry in found if call.may(Operation.DESCRIBE, entry[0][0])]
@@ -71,8 +78,8 @@ class GroupRpcs:
 
     @unary_rpc
     async def Heartbeat(self, request: pb.HeartbeatRequest, context: Any) -> Any:
-        owned = {validation.check_partition_ref(p.topic, p.partition) for p in request.owned_partitions}
         coordinator = self.coordinator
+        owned = {validation.check_partition_ref(p.topic, p.partition) for p in request.owned_partitions}
         answer = await self.core.calls.blocking(
             lambda: coordinator.heartbeat(
                 request.group, request.member_id, request.member_epoch,
@@ -100,9 +107,7 @@ class GroupRpcs:
 
         owner = {tp: member for member, owned in described.members.items() for tp in owned}
         partitions = sorted(tp for tp in set(owner) | set(described.offsets) if visible(tp[0]))
-        # Cluster mode: the ends of partitions owned here only; the others' lag is unknown (-1).
-        owns = None if self.core.cluster is None else self.core.cluster.owns
-        ends = await self.core.calls.blocking(coordinator.log_end_offsets, partitions, owns)
+        ends = await self.core.calls.blocking(coordinator.log_end_offsets, partitions)
         rows = []
         for topic, partition in partitions:
             value = described.offsets.get((topic, partition))
@@ -128,6 +133,7 @@ class GroupRpcs:
 
     @unary_rpc
     async def DeleteGroup(self, request: pb.DeleteGroupRequest, context: Any) -> Any:
+        coordinator = self.coordinator
         call = current_call()
 
         def readable(topics: Set[str]) -> None:
@@ -135,5 +141,5 @@ class GroupRpcs:
                 if call is not None and not call.may(Operation.READ, topic):
                     raise PermissionDeniedError(call.principal, Operation.READ.value, topic)
 
-        deleted = await self.core.calls.blocking(self.coordinator.delete_group, request.group, readable)
+        deleted = await self.core.calls.blocking(coordinator.delete_group, request.group, readable)
         return pb.DeleteGroupResponse(deleted_offsets=deleted)
