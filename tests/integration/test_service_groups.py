@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import grpc
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from tests.support.integration_helpers import make_batch, rpc_error
 
 from seglog.v1 import log_service_pb2 as pb
@@ -159,6 +161,46 @@ def test_users_may_not_produce_to_delete_or_create_the_internal_topic(stub):
     assert listed[OFFSETS_TOPIC].internal and listed[OFFSETS_TOPIC].partitions == 50
     described = stub.DescribeTopic(pb.DescribeTopicRequest(topic=OFFSETS_TOPIC))
     assert described.configs["cleanup.policy"] == "compact"
+
+
+# Every spelling of __consumer_offsets with '.' or '_' at each of its three separators.
+_COLLIDING = st.tuples(*[st.sampled_from("._")] * 3).map(lambda c: f"{c[0]}{c[1]}consumer{c[2]}offsets")
+_ANY_NAME = st.from_regex(r"[A-Za-z0-9._-]{1,40}", fullmatch=True).filter(
+    lambda name: name.replace(".", "_") != OFFSETS_TOPIC and name not in (".", ".."))
+
+
+@pytest.fixture(scope="module")
+def fresh_service(tmp_path_factory):
+    """A service whose __consumer_offsets does not exist yet (no commit, no join)."""
+    from tests.support.integration_helpers import ServiceProcess
+
+    workdir = tmp_path_factory.mktemp("collisions")
+    process = ServiceProcess(workdir, [workdir / "data0"], FEW_PARTITIONS).start()
+    process.stub.CreateTopic(pb.CreateTopicRequest(topic="after-collision", partitions=1), timeout=10)
+    yield process
+    assert process.stop() == 0, process.log()
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(name=_COLLIDING)
+def test_a_topic_colliding_with_the_internal_topic_is_refused_and_groups_still_work(fresh_service, name):
+    stub = fresh_service.stub
+    if name != OFFSETS_TOPIC:
+        error = rpc_error(stub.CreateTopic, pb.CreateTopicRequest(topic=name, partitions=1),
+                          Code.INVALID_ARGUMENT, "collides with the internal topic")
+        assert OFFSETS_TOPIC in error.details()
+    # The lazy creation of __consumer_offsets on the first commit is never blocked.
+    commit(stub, "collision-group", ("after-collision", 0, 3, -1, ""))
+    assert fetched(stub, "collision-group", ("after-collision", 0)) == [("after-collision", 0, 3, -1, "")]
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(name=_ANY_NAME)
+def test_names_not_colliding_with_an_internal_topic_are_not_refused_as_such(stub, name):
+    try:
+        stub.CreateTopic(pb.CreateTopicRequest(topic=name, partitions=1), timeout=10)
+    except grpc.RpcError as error:  # already there, or colliding with a user topic: the registry's answers
+        assert "internal topic" not in (error.details() or ""), (name, error.details())
 
 
 def test_the_internal_topic_holds_kafka_records_of_the_commit(stub):

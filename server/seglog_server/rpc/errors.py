@@ -21,6 +21,7 @@ __all__ = [
     "CoordinatorNotAvailableError",
     "FlushIncompleteError",
     "GroupsNotInClusterError",
+    "InternalTopicCollisionError",
     "InternalTopicError",
     "InvalidRequestError",
     "OverloadedError",
@@ -74,6 +75,17 @@ class InternalTopicError(ServiceError):
     def __init__(self, action: str, topic: str) -> None:
         super().__init__(f"{topic!r} is an internal topic of the service (the consumer groups' committed "
                          f"offsets): users may read it, not {action} it; commit offsets with CommitOffsets")
+        self.topic = topic
+
+
+class InternalTopicCollisionError(ServiceError):
+    """CreateTopic of a name that collides with an internal topic's ('.' and '_' are the same
+    character in metric names, Kafka's rule): refused (INVALID_ARGUMENT), else the service could
+    never create its internal topic. Not retriable."""
+
+    def __init__(self, topic: str, internal: str) -> None:
+        super().__init__(f"topic {topic!r} collides with the internal topic {internal!r} ('.' and '_' are the "
+                         "same character in metric names): choose another name")
         self.topic = topic
 
 

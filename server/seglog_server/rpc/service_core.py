@@ -21,13 +21,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from seglog_server.storage.base.errors import LogDirOfflineError
+from seglog_server.storage.base.topic_partition import unify_collision_chars
 
 from .admission import Admission
 from .append_waiters import AppendWaiters
 from .boundary import RpcCounters
 from .call_gate import CallGate
 from .consume_buffer import ConsumeBuffer
-from .errors import InternalTopicError
+from .errors import InternalTopicCollisionError, InternalTopicError
 from .fault_seams import AfterAppendFault
 from .group_commit import GroupCommit
 from .log_dir_names import LogDirNames
@@ -89,9 +90,18 @@ class ServiceCore:
         self.cluster: Any = None
 
     def check_user_may_change(self, action: str, topic: str) -> None:
-        """Raises InternalTopicError when ``topic`` is internal (PERMISSION_DENIED)."""
+        """Raises InternalTopicError when ``topic`` is internal (PERMISSION_DENIED). A topic to
+        create whose name collides with an internal topic's ('.' and '_' are one character, as
+        Kafka's collision rule in storage/dirs/topic_registry.py) is refused too
+        (InternalTopicCollisionError, INVALID_ARGUMENT): it would keep the service from ever
+        creating the internal topic (the groups' lazy creation of __consumer_offsets)."""
         if topic in self.internal_topics:
             raise InternalTopicError(action, topic)
+        if action == "create":
+            unified = unify_collision_chars(topic)
+            for internal in sorted(self.internal_topics):
+                if unify_collision_chars(internal) == unified:
+                    raise InternalTopicCollisionError(topic, internal)
 
     @property
     def stopping(self) -> bool:

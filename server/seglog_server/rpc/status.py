@@ -107,6 +107,7 @@ STATUS_BY_ERROR: Mapping[type[BaseException], grpc.StatusCode] = {
     service.FlushIncompleteError: _Code.UNAVAILABLE,
     service.OverloadedError: _Code.RESOURCE_EXHAUSTED,
     service.InternalTopicError: _Code.PERMISSION_DENIED,
+    service.InternalTopicCollisionError: _Code.INVALID_ARGUMENT,  # Kafka: INVALID_TOPIC_EXCEPTION
     service.CoordinatorNotAvailableError: _Code.UNAVAILABLE,
     service.GroupsNotInClusterError: _Code.FAILED_PRECONDITION,  # not retriable: the mode refuses
     service.ServiceError: _Code.INTERNAL,
