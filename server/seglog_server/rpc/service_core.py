@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from seglog_server.storage.base.errors import LogDirOfflineError
-from seglog_server.storage.base.topic_partition import unify_collision_chars
+from seglog_server.storage import unify_collision_chars
 
 from .admission import Admission
 from .append_waiters import AppendWaiters

@@ -9,6 +9,7 @@ from .base.clock import SYSTEM_CLOCK, Clock, FakeClock
 from .base.fs import REAL_FS, FileSystem
 from .base.log_config import LogConfig
 from .base.observer import StorageObserver, install_observer
+from .base.topic_partition import unify_collision_chars
 from .log.unified_log import Log
 from .log.log_results import AppendInfo, FetchData, LogStatistics, TimestampAndOffset
 from .log.lookup_explain import LookupExplanation
@@ -33,4 +34,5 @@ __all__ = [
     "TimestampAndOffset",
     "TopicDescription",
     "install_observer",
+    "unify_collision_chars",
 ]
