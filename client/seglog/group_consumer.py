@@ -18,13 +18,11 @@ import contextlib
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
-import grpc
-
 from seglog import _sync
 from seglog._connection import ConnectionOptions, ServerList
 from seglog.client import Transport
 from seglog.consumer import AsyncConsumer
-from seglog.errors import SeglogError
+from seglog.errors import SeglogError, TopicNotFoundError
 from seglog.structs import DEFAULT_SERVER, ConsumerRecord, TopicPartition
 from seglog.v1 import log_service_pb2 as pb
 
@@ -33,6 +31,10 @@ __all__ = ["AsyncGroupConsumer", "GroupConsumer", "NoOffsetForPartitionError"]
 Callback = Callable[[list[TopicPartition]], Any]
 _JOIN, _LEAVE = 0, -1
 _IDLE_POLL_S = 0.02
+# The service's error classes (``seglog-error`` trailer) that mean this member must rejoin (KIP-848's
+# UNKNOWN_MEMBER_ID and FENCED_MEMBER_EPOCH); other NOT_FOUND/FAILED_PRECONDITION answers (a topic
+# deleted under a commit, a refusal of the mode) leave the membership alone.
+_MEMBER_ERRORS = frozenset({"UnknownMemberError", "FencedMemberError"})
 
 
 class NoOffsetForPartitionError(SeglogError):
@@ -137,7 +139,10 @@ class AsyncGroupConsumer:
                 raise error
             async with self._lock:
                 for reader in list(self._readers.values()):
-                    records = await reader.poll(0, max_records)
+                    try:
+                        records = await reader.poll(0, max_records)
+                    except TopicNotFoundError:
+                        continue  # deleted: the next heartbeat's answer revokes its partitions
                     if records:
                         return records
             if deadline is not None and loop.time() >= deadline:
@@ -170,14 +175,31 @@ class AsyncGroupConsumer:
             pb.GroupPartition(topic=tp.topic, partition=tp.partition) for tp in wanted]))
         return {TopicPartition(o.topic, o.partition): (o.offset if o.offset >= 0 else None) for o in response.offsets}
 
-    async def _commit_locked(self, offsets: dict[TopicPartition, int] | None = None) -> None:
+    async def _commit_locked(self, offsets: dict[TopicPartition, int] | None = None, *,
+                             skip_deleted_topics: bool = False) -> None:
+        """Commits ``offsets``, or every owned partition's position. The service refuses a
+        commit naming a deleted topic as a whole; the member's own commits (positions of owned
+        or revoked partitions: ``offsets`` None or ``skip_deleted_topics``) then commit topic by
+        topic and leave the deleted topics out, a caller's explicit offsets raise."""
         assert self._transport is not None
         if offsets is None:
+            skip_deleted_topics = True
             offsets = {}
             for topic, partition in sorted(self._owned):
                 offsets[TopicPartition(topic, partition)] = await self._readers[topic].position(partition)
         if not offsets:
             return
+        try:
+            await self._send_commit(offsets)
+        except TopicNotFoundError:
+            if not skip_deleted_topics:
+                raise
+            for topic in sorted({tp.topic for tp in offsets}):
+                with contextlib.suppress(TopicNotFoundError):
+                    await self._send_commit({tp: offset for tp, offset in offsets.items() if tp.topic == topic})
+
+    async def _send_commit(self, offsets: dict[TopicPartition, int]) -> None:
+        assert self._transport is not None
         await self._transport.commit_offsets(pb.CommitOffsetsRequest(
             group=self.group_id, member_id=self.member_id, member_epoch=self.member_epoch, offsets=[
                 pb.OffsetToCommit(topic=tp.topic, partition=tp.partition, offset=offset, leader_epoch=-1)
@@ -197,7 +219,7 @@ class AsyncGroupConsumer:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # noqa: BLE001 - fenced: rejoin; else handed to the next poll
-                if getattr(exc, "code", None) in (grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.NOT_FOUND):
+                if getattr(exc, "service_error", None) in _MEMBER_ERRORS:
                     await self._rejoin()
                     interval_s = 0.0
                 else:
@@ -226,7 +248,7 @@ class AsyncGroupConsumer:
             if revoked:
                 if self._auto_commit:
                     await self._commit_locked({TopicPartition(t, p): await self._readers[t].position(p)
-                                               for t, p in sorted(revoked)})
+                                               for t, p in sorted(revoked)}, skip_deleted_topics=True)
                 await self._revoke(revoked)
             if added:
                 await self._assign(added)

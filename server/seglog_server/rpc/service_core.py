@@ -20,8 +20,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from seglog_server.storage.base.errors import LogDirOfflineError
 from seglog_server.storage import unify_collision_chars
+from seglog_server.storage.base.errors import LogDirOfflineError
 
 from .admission import Admission
 from .append_waiters import AppendWaiters

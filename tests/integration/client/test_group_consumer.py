@@ -66,3 +66,44 @@ def test_two_members_read_each_record_once_across_a_member_leaving(start_service
         assert again.committed([TopicPartition("work", p) for p in range(4)]) == {
             TopicPartition("work", p): 20 for p in range(4)}
         assert again.poll(timeout_ms=200) == []  # resumes after the commits: nothing new
+
+
+def test_a_deleted_topic_costs_the_member_only_its_partitions_not_its_others_or_commits(start_service):
+    service = start_service(GROUP_ARGS)
+    for topic, count in (("kept", 2), ("dropped", 2)):
+        service.stub.CreateTopic(pb.CreateTopicRequest(topic=topic, partitions=count), timeout=10)
+    with Producer(service.address) as producer:
+        for i in range(10):
+            producer.send("kept", b"k%d" % i, partition=i % 2)
+            producer.send("dropped", b"d%d" % i, partition=i % 2)
+        producer.flush()
+    revoked: list = []
+    member = GroupConsumer(service.address, group_id="deleted-topic", topics=["kept", "dropped"],
+                           auto_offset_reset="earliest", auto_commit_interval_ms=100,
+                           on_revoke=revoked.extend)
+    seen: list = []
+    try:
+        drain({"m": member}, seen, 20)
+        member.commit()
+        service.stub.DeleteTopic(pb.DeleteTopicRequest(topic="dropped"), timeout=10)
+        deadline = time.monotonic() + BOUND_S
+        while {tp.topic for tp in member.assignment()} != {"kept"}:  # the heartbeat revokes "dropped"
+            assert time.monotonic() < deadline, member.assignment()
+            member.poll(timeout_ms=50)
+        with Producer(service.address) as producer:
+            for i in range(10, 14):
+                producer.send("kept", b"k%d" % i, partition=i % 2)
+            producer.flush()
+        drain({"m": member}, seen, 24)
+        for _ in range(10):  # several heartbeats and auto-commits after the deletion
+            member.poll(timeout_ms=50)
+        member.commit()
+        # Only the deleted topic's partitions were revoked: no rejoin gave up (and re-read) "kept".
+        assert {tp.topic for tp in revoked} == {"dropped"}, revoked
+        assert sorted(member.assignment()) == [TopicPartition("kept", 0), TopicPartition("kept", 1)]
+        assert member.committed([TopicPartition("kept", p) for p in range(2)]) == {
+            TopicPartition("kept", p): 7 for p in range(2)}
+    finally:
+        member.close()
+    kept = [(p, o) for _, t, p, o, _ in seen if t == "kept"]
+    assert len(kept) == len(set(kept)) == 14  # no record of "kept" read twice
