@@ -13,6 +13,11 @@ Member epochs fence zombies: every answer carries the member's epoch, which move
 epoch once the member owns no partition outside its target; a heartbeat or a commit carrying
 another epoch is refused (FencedMemberError), as is one from a member removed after its session
 timeout or its leave (UnknownMemberError). Epoch 0 joins, -1 leaves, as in KIP-848.
+
+A lost answer does not fence a healthy member (KIP-848): a heartbeat carrying the member's
+previous epoch is accepted when the partitions it reports owning are a subset of what it owned at
+that epoch (what it reported in the heartbeat whose answer moved its epoch): the member never saw
+the new epoch and retries with the old one. Commits stay on the current epoch only.
 """
 
 from __future__ import annotations
@@ -42,6 +47,9 @@ class _Member:
     epoch: int
     session_deadline_ms: int
     owned: set[TopicPartition] = field(default_factory=set)
+    # The epoch before the last move and what the member owned at it (a lost answer's retry).
+    previous_epoch: int | None = None
+    previous_owned: frozenset[TopicPartition] = frozenset()
 
 
 class GroupReconciliation:
@@ -65,13 +73,13 @@ class GroupReconciliation:
         if member_epoch == JOIN_EPOCH:  # a known member joining again restarted: it owns nothing
             self._members.pop(member_id, None)
             self._join(member_id, frozenset(subscription or ()), now_ms)
-        member = self._check(member_id, member_epoch)
+        member = self._check(member_id, member_epoch, owned)
         member.session_deadline_ms = now_ms + self._session_timeout_ms
         if subscription is not None and frozenset(subscription) != member.subscription:
             member.subscription = frozenset(subscription)
             self._retarget()
         member.owned &= set(owned)  # what it no longer reports is acknowledged revoked
-        return self._answer(member_id, member)
+        return self._answer(member_id, member, frozenset(owned))
 
     def check_commit(self, member_id: str, member_epoch: int) -> None:
         """Refuses a commit from a fenced or unknown member (raises)."""
@@ -109,11 +117,15 @@ class GroupReconciliation:
         return self._members[member_id].epoch
 
     # -- the machine ---------------------------------------------------------------------------
-    def _check(self, member_id: str, member_epoch: int) -> _Member:
+    def _check(self, member_id: str, member_epoch: int, owned: Set[TopicPartition] | None = None) -> _Member:
+        """The member, when ``member_epoch`` is its epoch; a heartbeat (``owned`` given) may also
+        carry its previous epoch with what it owned at it or less (the answer was lost)."""
         member = self._members.get(member_id)
         if member is None:
             raise UnknownMemberError(f"member {member_id!r} is not in group {self.group!r}")
-        if member_epoch != member.epoch:
+        lost_answer = (owned is not None and member_epoch == member.previous_epoch
+                       and set(owned) <= member.previous_owned)
+        if member_epoch != member.epoch and not lost_answer:
             raise FencedMemberError(
                 f"member {member_id!r} of group {self.group!r} sent epoch {member_epoch}, its epoch is {member.epoch}"
             )
@@ -135,12 +147,15 @@ class GroupReconciliation:
             {m: member.owned for m, member in self._members.items()},
         )
 
-    def _answer(self, member_id: str, member: _Member) -> HeartbeatAnswer:
+    def _answer(self, member_id: str, member: _Member, reported: frozenset[TopicPartition]) -> HeartbeatAnswer:
         target = self._target.get(member_id, frozenset())
         owned_by_others = set().union(*(m.owned for other, m in self._members.items() if other != member_id))
         granted = {p for p in target if p not in owned_by_others}
         member.owned |= granted
         assert not member.owned & owned_by_others, (member_id, member.owned & owned_by_others)
-        if member.owned <= target:
-            member.epoch = self.group_epoch  # nothing left to revoke: the member reached the target
+        if member.owned <= target and member.epoch != self.group_epoch:
+            # Nothing left to revoke: the member reached the target. Should this answer be lost,
+            # its retry at the old epoch reporting at most ``reported`` is still this member.
+            member.previous_epoch, member.previous_owned = member.epoch, reported
+            member.epoch = self.group_epoch
         return HeartbeatAnswer(member_id, member.epoch, frozenset(member.owned & target))

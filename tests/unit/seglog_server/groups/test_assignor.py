@@ -84,7 +84,40 @@ def test_a_stale_epoch_is_fenced_and_a_removed_member_is_unknown():
         group.heartbeat("m1", answer.member_epoch, 101, owned=answer.assignment)
 
 
+def test_a_lost_answer_does_not_fence_the_member_its_retry_at_the_previous_epoch_is_accepted():
+    group = GroupReconciliation("g", {"a": 2})
+    first = group.heartbeat("m1", JOIN_EPOCH, 0, subscription={"a"})
+    group.heartbeat("m2", JOIN_EPOCH, 0, subscription={"a"})  # m1 must give one partition up
+    revoke = group.heartbeat("m1", first.member_epoch, 1, owned=first.assignment)
+    (kept,) = revoke.assignment
+    lost = group.heartbeat("m1", revoke.member_epoch, 2, owned={kept})  # acknowledged: the epoch moves ...
+    assert lost.member_epoch > revoke.member_epoch
+    # ... and that answer never arrived: the member retries with the epoch it knows.
+    retried = group.heartbeat("m1", revoke.member_epoch, 3, owned={kept})
+    assert (retried.member_epoch, retried.assignment) == (lost.member_epoch, lost.assignment)
+    group.check_commit("m1", retried.member_epoch)
+
+
+def test_a_previous_epoch_reporting_more_than_it_owned_then_or_an_older_epoch_is_fenced():
+    group = GroupReconciliation("g", {"a": 2})
+    first = group.heartbeat("m1", JOIN_EPOCH, 0, subscription={"a"})
+    group.heartbeat("m2", JOIN_EPOCH, 0, subscription={"a"})
+    revoke = group.heartbeat("m1", first.member_epoch, 1, owned=first.assignment)
+    moved = group.heartbeat("m1", revoke.member_epoch, 2, owned=revoke.assignment)
+    with pytest.raises(FencedMemberError):  # a zombie still holding what it gave up
+        group.heartbeat("m1", revoke.member_epoch, 3, owned=first.assignment)
+    group.heartbeat("m3", JOIN_EPOCH, 3, subscription={"a"})
+    again = group.heartbeat("m1", moved.member_epoch, 4, owned=moved.assignment)
+    newer = group.heartbeat("m1", again.member_epoch, 5, owned=again.assignment)
+    assert newer.member_epoch > moved.member_epoch > revoke.member_epoch
+    with pytest.raises(FencedMemberError):  # two epochs behind: never a lost answer
+        group.heartbeat("m1", revoke.member_epoch, 6, owned=frozenset())
+    with pytest.raises(FencedMemberError):  # commits: the current epoch only
+        group.check_commit("m1", revoke.member_epoch if newer.member_epoch != revoke.member_epoch else -5)
+
+
 operation = st.one_of(
+    st.tuples(st.just("lost"), st.integers(0, 4)),  # a heartbeat whose answer never arrives
     st.tuples(st.just("join"), st.integers(0, 4)),
     st.tuples(st.just("ack"), st.integers(0, 4)),  # heartbeat reporting exactly its last answer
     st.tuples(st.just("hold"), st.integers(0, 4)),  # heartbeat still reporting everything it had
@@ -94,6 +127,9 @@ operation = st.one_of(
 )
 
 
+ALL_PARTITIONS = frozenset((topic, p) for topic, count in COUNTS.items() for p in range(count))
+
+
 @settings(max_examples=300)
 @given(operations=st.lists(operation, max_size=40))
 def test_no_partition_is_ever_owned_by_two_members_and_acks_converge(operations):
@@ -101,6 +137,7 @@ def test_no_partition_is_ever_owned_by_two_members_and_acks_converge(operations)
     now = 0
     clients: dict[str, tuple[int, frozenset]] = {}  # member -> (epoch, what it may own)
     old_epochs: dict[str, int] = {}
+    unanswered: set[str] = set()  # members whose last heartbeat's answer was lost
     for kind, argument in operations:
         member = f"m{argument}"
         if kind == "time":
@@ -110,18 +147,25 @@ def test_no_partition_is_ever_owned_by_two_members_and_acks_converge(operations)
         elif kind == "join" and member not in clients:
             answer = group.heartbeat(member, JOIN_EPOCH, now, subscription={"a", "b"})
             clients[member] = (answer.member_epoch, answer.assignment)
+        elif kind == "lost" and member in clients:
+            epoch, owned = clients[member]
+            group.heartbeat(member, epoch, now, owned=owned)  # the member keeps its state: retries next
+            unanswered.add(member)
         elif kind in ("ack", "hold") and member in clients:
             epoch, owned = clients[member]
-            reported = owned if kind == "ack" else group.owners()[member]
+            # "hold" reports all it was handed; a lost answer handed it nothing it knows of.
+            reported = owned if kind == "ack" or member in unanswered else group.owners()[member]
             answer = group.heartbeat(member, epoch, now, owned=reported)
+            unanswered.discard(member)
             old_epochs[member] = epoch
             clients[member] = (answer.member_epoch, answer.assignment)
         elif kind == "leave" and member in clients:
             group.heartbeat(member, LEAVE_EPOCH, now)
             del clients[member]
+            unanswered.discard(member)
         elif kind == "zombie" and member in clients and old_epochs.get(member, clients[member][0]) != clients[member][0]:
-            with pytest.raises(FencedMemberError):
-                group.heartbeat(member, old_epochs[member], now)
+            with pytest.raises(FencedMemberError):  # an old epoch holding what it never owned at it
+                group.heartbeat(member, old_epochs[member], now, owned=ALL_PARTITIONS | {("gone", 0)})
         owners = group.owners()
         assert sum(len(v) for v in owners.values()) == len(set().union(*owners.values())) if owners else True
         for member_id, (_, may_own) in clients.items():
