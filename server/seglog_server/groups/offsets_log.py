@@ -17,11 +17,12 @@ concurrent first writers create it once and the others wait for it.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Mapping, Set
+from collections.abc import Callable, Iterable, Mapping, Set
+from typing import Any
 
 from seglog.records import RecordBatchBuilder, iter_batches
 from seglog_server.storage import Clock, LogManager
-from seglog_server.storage.base.errors import TopicExistsError, UnknownTopicOrPartitionError
+from seglog_server.storage.base.errors import LogDirOfflineError, TopicExistsError, UnknownTopicOrPartitionError
 
 from .offsets_state import OFFSETS_RETENTION_MS, OffsetsState
 from .partitioning import OFFSETS_TOPIC_PARTITIONS, partition_for
@@ -118,7 +119,7 @@ class OffsetsLog:
         log = self._manager.get_log(OFFSETS_TOPIC, partition)
         offset, end = log.log_start_offset, log.log_end_offset
         while offset < end:
-            fetched = log.read(offset, _REPLAY_READ_BYTES)
+            fetched = self._log_call(log, log.read, offset, _REPLAY_READ_BYTES)
             next_offset = offset
             for batch in iter_batches(fetched.records):
                 next_offset = batch.next_offset
@@ -188,6 +189,17 @@ class OffsetsLog:
         builder = RecordBatchBuilder()
         for key, value in records:
             builder.append(value, key=key, timestamp_ms=now_ms)
-        info = self._manager.get_log(OFFSETS_TOPIC, partition).append(builder.build())
+        log = self._manager.get_log(OFFSETS_TOPIC, partition)
+        info = self._log_call(log, log.append, builder.build())
         for index, (key, value) in enumerate(records):
             state.apply(key, value, offset=info.base_offset + index)
+
+    def _log_call(self, log: Any, method: Callable[..., Any], *args: Any) -> Any:
+        """One I/O call of an offsets partition's log, as rpc/service_core.log_call makes one of
+        any other partition's: an I/O error (LogDirOfflineError) takes the log's directory
+        offline through the storage (``handle_log_failure``) before it is raised."""
+        try:
+            return method(*args)
+        except LogDirOfflineError as exc:
+            self._manager.handle_log_failure(log, exc)
+            raise

@@ -6,6 +6,7 @@ offsets.retention.minutes (FakeClock), their metadata with them; a failed append
 from __future__ import annotations
 
 import contextlib
+import errno
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -28,8 +29,9 @@ from seglog_server.groups.records import (
     encode_key,
 )
 from seglog_server.storage import FakeClock, LogManager
-from seglog_server.storage.base.errors import NotCleanableError, StorageError
+from seglog_server.storage.base.errors import LogDirOfflineError, NotCleanableError, StorageError
 from seglog_spark.cleaner_local import clean_snapshot
+from tests.support.fault_fs import FaultFs
 
 PARTITIONS = 3  # few partitions keep each example fast; the rule is the same for 50
 MEMBER = MemberMetadata("m1", "client", "/127.0.0.1", 45000, 300000)
@@ -334,4 +336,35 @@ def test_a_topic_created_meanwhile_by_another_coordinator_is_taken_when_its_coun
         with pytest.raises(ValueError, match="has 3 partitions, the coordinator expects 4"):
             OffsetsLog(manager, clock, partitions=PARTITIONS + 1).open()
     finally:
+        manager.shutdown()
+
+
+@pytest.mark.parametrize("operation", ["pwritev", "pread"])
+def test_an_io_error_on_the_offsets_partition_takes_its_directory_offline(tmp_path, operation):
+    """As rpc/service_core.log_call does for any other partition: the commit (pwritev) or the
+    replay at load (pread) meeting EIO on __consumer_offsets tells the storage, whose directory
+    goes offline; the error is raised to the caller."""
+    clock = FakeClock()
+    fs = FaultFs()
+    directory = str(tmp_path / "d")
+    manager = LogManager([directory], clock=clock, fs=fs)
+    manager.startup()
+    try:
+        offsets = loaded(manager, clock)
+        offsets.commit("g", {("t", 0): 5})
+        partition = partition_for("g", PARTITIONS)
+        manager.get_log(OFFSETS_TOPIC, partition).roll()  # the replay reads a closed segment's file
+        rule = fs.fail(operation, errno.EIO, path=f"{OFFSETS_TOPIC}-{partition}", times=None)
+        with pytest.raises(LogDirOfflineError):
+            if operation == "pwritev":
+                offsets.commit("g", {("t", 0): 6})
+            else:
+                offsets.load_partition(partition)
+        assert rule.hits >= 1
+        [log_dir] = manager.statistics().log_dirs
+        assert not log_dir.online
+        with pytest.raises(StorageError):
+            manager.get_log("__consumer_offsets", (partition + 1) % PARTITIONS)  # the whole directory
+    finally:
+        fs.heal()
         manager.shutdown()
