@@ -83,6 +83,19 @@ def offsets_partition_dirs(service):
                   if p.name.startswith(OFFSETS_TOPIC + "-"))
 
 
+def test_answered_commits_survive_a_kill_9_of_the_service(start_service, tmp_path):
+    """A commit answers once fsynced (its recovery point past it): kill -9 and a restart that
+    recovers the directory keep every answered commit."""
+    service = start_service(FEW_PARTITIONS, workdir=tmp_path / "killed")
+    service.stub.CreateTopic(pb.CreateTopicRequest(topic="killed", partitions=2))
+    for offset in range(1, 6):
+        commit(service.stub, "k", ("killed", 0, offset, -1, ""), ("killed", 1, 10 * offset, -1, ""))
+    service.process.kill()
+    service.wait()
+    again = start_service(FEW_PARTITIONS, workdir=tmp_path / "killed")
+    assert fetched(again.stub, "k") == [("killed", 0, 5, -1, ""), ("killed", 1, 50, -1, "")]
+
+
 def test_the_offsets_topic_is_created_on_the_first_commit_only(start_service, tmp_path):
     service = start_service(FEW_PARTITIONS, workdir=tmp_path / "lazy")
     stub = service.stub

@@ -30,7 +30,7 @@ from seglog_server.storage.base.errors import StorageError, UnknownTopicOrPartit
 from .assignor import TopicPartition
 from .errors import GroupNotEmptyError, GroupNotFoundError, InvalidGroupRequestError, UnknownMemberError
 from .lag_age import BatchTimestamps
-from .offsets_log import OFFSETS_TOPIC, OffsetsLog
+from .offsets_log import OFFSETS_TOPIC, Appended, OffsetsLog
 from .offsets_state import OFFSETS_RETENTION_MS
 from .partitioning import OFFSETS_TOPIC_PARTITIONS
 from .reconciliation import JOIN_EPOCH, LEAVE_EPOCH, GroupReconciliation, HeartbeatAnswer
@@ -119,7 +119,10 @@ class GroupCoordinator:
         return self._offsets.created
 
     # -- offsets ------------------------------------------------------------------------------
-    def commit(self, group: str, member_id: str, member_epoch: int, offsets: Sequence[OffsetCommit]) -> None:
+    def commit(self, group: str, member_id: str, member_epoch: int, offsets: Sequence[OffsetCommit]
+               ) -> Appended | None:
+        """Checks and appends the commit; returns where it landed, for the caller to wait until it
+        is durable before answering (None: nothing written)."""
         _check_group(group)
         for commit in offsets:
             if commit.offset < 0:
@@ -141,7 +144,7 @@ class GroupCoordinator:
                     f"group {group!r} has {len(members.members())} members: only they commit (send the "
                     "member id and epoch), a commit without a member id is for groups without members")
             now_ms = self._clock.time_ms()
-            self._offsets.commit(group, {
+            return self._offsets.commit(group, {
                 (c.topic, c.partition): OffsetCommitValue(c.offset, now_ms, c.metadata, c.leader_epoch)
                 for c in offsets
             })

@@ -17,6 +17,7 @@ concurrent first writers create it once and the others wait for it.
 from __future__ import annotations
 
 import threading
+from dataclasses import dataclass
 from collections.abc import Callable, Iterable, Mapping, Set
 from typing import Any
 
@@ -28,7 +29,7 @@ from .offsets_state import OFFSETS_RETENTION_MS, OffsetsState
 from .partitioning import OFFSETS_TOPIC_PARTITIONS, partition_for
 from .records import GroupMetadataKey, GroupMetadataValue, OffsetCommitKey, OffsetCommitValue, encode_key, encode_value
 
-__all__ = ["OFFSETS_TOPIC", "OFFSETS_TOPIC_CONFIG", "OffsetsLog"]
+__all__ = ["OFFSETS_TOPIC", "OFFSETS_TOPIC_CONFIG", "Appended", "OffsetsLog"]
 
 OFFSETS_TOPIC = "__consumer_offsets"
 OFFSETS_TOPIC_CONFIG = {
@@ -39,6 +40,15 @@ OFFSETS_TOPIC_CONFIG = {
 }
 # One replay read: large enough that a partition of a few MB loads in a handful of reads.
 _REPLAY_READ_BYTES = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Appended:
+    """Where a write landed: its records are below ``end_offset`` of ``log``. A commit is
+    acknowledged only once they are durable (rpc/group_rpcs.py waits for the group commit)."""
+
+    log: Any  # the offsets partition's storage Log
+    end_offset: int
 
 
 class OffsetsLog:
@@ -144,15 +154,16 @@ class OffsetsLog:
         return self.state_of(group).committed(group, topic, partition)
 
     # -- writes -------------------------------------------------------------------------------
-    def commit(self, group: str, offsets: Mapping[tuple[str, int], int | OffsetCommitValue]) -> None:
-        """Commits ``offsets`` ((topic, partition) -> offset or a full value) as one batch."""
+    def commit(self, group: str, offsets: Mapping[tuple[str, int], int | OffsetCommitValue]) -> Appended | None:
+        """Commits ``offsets`` ((topic, partition) -> offset or a full value) as one batch;
+        returns where it landed (None: nothing to write). Not yet durable: see ``Appended``."""
         now_ms = self._clock.time_ms()
         records = [
             (OffsetCommitKey(group, topic, partition),
              value if isinstance(value, OffsetCommitValue) else OffsetCommitValue(value, now_ms))
             for (topic, partition), value in offsets.items()
         ]
-        self._write(group, [(encode_key(k), encode_value(v)) for k, v in records])
+        return self._write(group, [(encode_key(k), encode_value(v)) for k, v in records])
 
     def delete_offsets(self, group: str, topic_partitions: Iterable[tuple[str, int]]) -> None:
         self._write(group, [(encode_key(OffsetCommitKey(group, t, p)), None) for t, p in topic_partitions])
@@ -178,11 +189,12 @@ class OffsetsLog:
                 written += len(keys)
         return written
 
-    def _write(self, group: str, records: list[tuple[bytes, bytes | None]]) -> None:
-        if records:
-            self._append(partition_for(group, self._partition_count), records)
+    def _write(self, group: str, records: list[tuple[bytes, bytes | None]]) -> Appended | None:
+        if not records:
+            return None
+        return self._append(partition_for(group, self._partition_count), records)
 
-    def _append(self, partition: int, records: list[tuple[bytes, bytes | None]]) -> None:
+    def _append(self, partition: int, records: list[tuple[bytes, bytes | None]]) -> Appended:
         state = self._states[partition]  # a partition this coordinator has not loaded: KeyError
         self.ensure_created()
         now_ms = self._clock.time_ms()
@@ -193,6 +205,7 @@ class OffsetsLog:
         info = self._log_call(log, log.append, builder.build())
         for index, (key, value) in enumerate(records):
             state.apply(key, value, offset=info.base_offset + index)
+        return Appended(log, info.last_offset + 1)
 
     def _log_call(self, log: Any, method: Callable[..., Any], *args: Any) -> Any:
         """One I/O call of an offsets partition's log, as rpc/service_core.log_call makes one of

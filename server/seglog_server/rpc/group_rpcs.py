@@ -3,7 +3,9 @@ and the operators' ListGroups, DescribeGroup and DeleteGroup (offsets are reset 
 without a member id, which a group with members refuses, as Kafka's AlterConsumerGroupOffsets).
 
 Each is convert -> one call of the group coordinator (groups/coordinator.py) on the pool (a
-commit appends to __consumer_offsets; the coordinator's lock may be held by one) -> convert. The
+commit appends to __consumer_offsets; the coordinator's lock may be held by one) -> convert. A
+commit answers only once its records are fsynced (core.durable: the group commit of fsynced
+produces, one flush shared by the commits waiting on a partition). The
 coordinator's errors reach the boundary and answer through status.py's table. A servicer built
 without a coordinator (unit tests of other families) answers UNAVAILABLE, as Kafka's
 COORDINATOR_NOT_AVAILABLE. In cluster mode (``core.cluster`` set) every one of them answers
@@ -56,8 +58,12 @@ class GroupRpcs:
             OffsetCommit(*validation.check_partition_ref(o.topic, o.partition), o.offset, o.leader_epoch, o.metadata)
             for o in request.offsets
         ]
-        await self.core.calls.blocking(
+        appended = await self.core.calls.blocking(
             coordinator.commit, request.group, request.member_id, request.member_epoch, offsets)
+        if appended is not None:
+            # Answered only once on disk: the offsets partition flushed up to the commit on the
+            # pool, concurrent commits to one partition sharing a flush (group_commit.py).
+            await self.core.durable(appended.log, appended.end_offset)
         return pb.CommitOffsetsResponse()
 
     @unary_rpc
