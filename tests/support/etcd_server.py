@@ -45,14 +45,15 @@ class EtcdServer:
     client_port: int
     peer_port: int = 0
     process: subprocess.Popen | None = None
+    extra_args: tuple[str, ...] = ()  # more etcd flags (e.g. a short progress-notify interval)
 
     @property
     def endpoint(self) -> str:
         return f"http://127.0.0.1:{self.client_port}"
 
     @classmethod
-    def start(cls, directory: str) -> "EtcdServer":
-        server = cls(directory, free_port(), free_port())
+    def start(cls, directory: str, extra_args: tuple[str, ...] = ()) -> "EtcdServer":
+        server = cls(directory, free_port(), free_port(), extra_args=tuple(extra_args))
         server.launch()
         return server
 
@@ -66,7 +67,7 @@ class EtcdServer:
             [require_etcd(), "--name", "seglog-test", "--data-dir", os.path.join(self.directory, "etcd-data"),
              "--listen-client-urls", client, "--advertise-client-urls", client,
              "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
-             "--initial-cluster", f"seglog-test={peer}", "--log-level", "warn"],
+             "--initial-cluster", f"seglog-test={peer}", "--log-level", "warn", *self.extra_args],
             stdout=log, stderr=subprocess.STDOUT)
         log.close()
         deadline = time.monotonic() + START_TIMEOUT_S

@@ -16,6 +16,7 @@ from .errors import (
     OwnershipConflictError,
     TopicExistsError,
     UnknownPartitionError,
+    WatchCompactedError,
 )
 from .etcd_gateway import EtcdGateway
 from .instance_identity import instance_id_for
@@ -48,6 +49,7 @@ __all__ = [
     "PartitionOwner",
     "TopicExistsError",
     "UnknownPartitionError",
+    "WatchCompactedError",
     "change_owner",
     "create_topic",
     "instance_id_for",

@@ -3,6 +3,7 @@
     ClusterError
     ├── ClusterConfigError        a cluster setting is wrong (one line naming the setting)
     ├── EtcdUnavailableError      no etcd endpoint answered (the cause chained)
+    │   └── WatchCompactedError   etcd cancelled a watch: its history is compacted past the start
     ├── InstanceIdInUseError      another live process holds this instance id's registration
     ├── NoLiveInstanceError       placement found no live instance to place partitions on
     ├── TopicExistsError          the topic is already in etcd (a create lost to another)
@@ -23,6 +24,15 @@ class ClusterConfigError(ClusterError, ValueError):
 
 class EtcdUnavailableError(ClusterError):
     """No etcd endpoint answered the request."""
+
+
+class WatchCompactedError(EtcdUnavailableError):
+    """etcd cancelled a watch because the revision it starts from is compacted away: only a full
+    reload (a read at the current revision) can make a cache current again."""
+
+    def __init__(self, message: str, compact_revision: int) -> None:
+        super().__init__(message)
+        self.compact_revision = compact_revision
 
 
 class InstanceIdInUseError(ClusterError):

@@ -22,7 +22,7 @@ from etcd3gw import exceptions as etcd_exceptions
 from etcd3gw.client import Etcd3Client
 
 from .config import parse_endpoint
-from .errors import EtcdUnavailableError
+from .errors import EtcdUnavailableError, WatchCompactedError
 
 # The gateway path of etcd >= 3.4 (etcd3gw would otherwise ask /version first, one more round trip
 # and one more way to fail).
@@ -45,6 +45,15 @@ class KeyValue:
 class WatchEvent:
     kind: str  # "PUT" or "DELETE"
     kv: KeyValue
+
+
+@dataclass(frozen=True)
+class WatchBatch:
+    """One message of a watch stream: its events, and for a progress notification (no events,
+    etcd's ``progress_notify``) the store revision every event up to which has been sent, else 0."""
+
+    events: list[WatchEvent]
+    progress_revision: int = 0
 
 
 def b64(data: str | bytes) -> str:
@@ -115,6 +124,10 @@ class EtcdGateway:
     def delete(self, key: str) -> None:
         self._call("kv/deleterange", {"key": b64(key)})
 
+    def compact(self, revision: int) -> None:
+        """Discards the history before ``revision`` (etcd's compaction; operators and tests)."""
+        self._call("kv/compaction", {"revision": revision, "physical": True})
+
     # -- leases -------------------------------------------------------------------------------
     def grant(self, ttl_s: int) -> int:
         return _int(self._call("lease/grant", {"TTL": ttl_s, "ID": 0})["ID"])
@@ -129,14 +142,16 @@ class EtcdGateway:
         self._call("kv/lease/revoke", {"ID": lease})
 
     # -- watch --------------------------------------------------------------------------------
-    def watch_prefix(self, prefix: str, start_revision: int, read_timeout_s: float) -> Iterator[list[WatchEvent]]:
-        """Yields each batch of events under ``prefix`` from ``start_revision``.
+    def watch_prefix(self, prefix: str, start_revision: int, read_timeout_s: float) -> Iterator[WatchBatch]:
+        """Yields each batch of events under ``prefix`` from ``start_revision``, and each progress
+        notification (``progress_notify``: an idle watch learns the revision it has reached).
 
         etcd3gw's ``Watcher`` hands events to a callback from a pool thread and gives no sign when
         its stream ends, and it reads with no timeout: a paused or restarted etcd would leave a
         cache silently stale. This opens the same gateway stream (etcd3gw's session and URL) and
-        reads it here, so the end of the stream, a read timeout and a cancelled watch (history
-        compacted past ``start_revision``) all reach the caller as ``EtcdUnavailableError``.
+        reads it here, so the end of the stream and a read timeout reach the caller as
+        ``EtcdUnavailableError``, and a watch etcd cancelled because its history is compacted past
+        ``start_revision`` as ``WatchCompactedError`` (only a full reload helps then).
         """
         client = self._clients[self._current]
         request = {"create_request": {"key": b64(prefix), "range_end": b64(prefix_end(prefix)),
@@ -157,11 +172,19 @@ class EtcdGateway:
         raise EtcdUnavailableError("etcd watch stream ended")
 
     @staticmethod
-    def _watch_events(chunk: dict[str, Any]) -> list[WatchEvent]:
+    def _watch_events(chunk: dict[str, Any]) -> WatchBatch:
         if "error" in chunk:
             raise EtcdUnavailableError(f"etcd watch error: {chunk['error']}")
         result = chunk.get("result", {})
+        compact_revision = _int(result.get("compact_revision"))
+        if compact_revision:
+            raise WatchCompactedError(f"etcd cancelled the watch: history compacted to revision "
+                                      f"{compact_revision}", compact_revision)
         if result.get("canceled"):
-            raise EtcdUnavailableError(f"etcd cancelled the watch (compacted to "
-                                       f"{result.get('compact_revision')}): {result.get('cancel_reason', '')}")
-        return [WatchEvent(kind=raw.get("type", "PUT"), kv=_kv(raw["kv"])) for raw in result.get("events", ())]
+            raise EtcdUnavailableError(f"etcd cancelled the watch: {result.get('cancel_reason', '')}")
+        events = [WatchEvent(kind=raw.get("type", "PUT"), kv=_kv(raw["kv"])) for raw in result.get("events", ())]
+        # A message with no events that is not the creation answer is a progress notification: every
+        # event up to its header revision has been sent. (The creation answer's header revision is
+        # the store's, which events still to come may precede.)
+        progress = 0 if events or result.get("created") else _int(result.get("header", {}).get("revision"))
+        return WatchBatch(events, progress)

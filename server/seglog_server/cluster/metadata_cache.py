@@ -1,9 +1,14 @@
 """MetadataCache: the cluster's instances and partition owners, in memory, kept current by a watch.
 
 A thread loads everything under the cluster's prefix at one revision, then watches the prefix from
-the next revision and applies each event. When the stream fails (etcd stopped, paused past the read
-timeout, restarted, or the history compacted past our revision) it reloads in full and watches
-again, retrying every ``retry_interval_s``; an idle stream is reopened from the revision it reached.
+the next revision and applies each event. When etcd fails (stopped, paused past the read timeout,
+restarted) it reloads in full and watches again; an idle stream is reopened from the revision it
+reached. A watch etcd cancels because its history is compacted past our revision
+(``WatchCompactedError``) goes back to a full reload at once, without counting as disconnected.
+The watch asks for etcd's progress notifications, whose header revision the cache adopts, so an
+idle prefix in a busy etcd keeps its revision near the store's and is rarely compacted past.
+Attempts that end quickly without news (a reload or watch that fails, a stream cancelled at once)
+back off: ``retry_interval_s`` doubling up to ``max_backoff_s``; anything received resets it.
 ``owner_of`` and ``instances`` answer from memory and never block on etcd; ``connected`` says
 whether the answers are being kept current.
 
@@ -21,14 +26,16 @@ import time
 from dataclasses import dataclass, replace
 from typing import Callable
 
-from .errors import ClusterError
-from .etcd_gateway import EtcdGateway, KeyValue, WatchEvent
+from .errors import ClusterError, WatchCompactedError
+from .etcd_gateway import EtcdGateway, KeyValue, WatchBatch, WatchEvent
 from .keys import ClusterKeys
 from .ownership import PartitionOwner, parse_owner
 
 _log = logging.getLogger(__name__)
 # An idle watch is reopened after this long without a byte; a paused etcd is noticed as soon.
 WATCH_READ_TIMEOUT_S = 5.0
+# The longest wait between two failing attempts to reload or watch.
+MAX_BACKOFF_S = 5.0
 
 
 @dataclass(frozen=True)
@@ -48,15 +55,19 @@ class CacheStatistics:
     revision: int
     reload_count: int
     event_count: int
+    compacted_count: int = 0  # watches etcd cancelled as compacted (each followed by a reload)
 
 
 class MetadataCache:
     def __init__(self, gateway: EtcdGateway, keys: ClusterKeys, *, retry_interval_s: float = 0.5,
-                 read_timeout_s: float = WATCH_READ_TIMEOUT_S, wall_clock_ms: Callable[[], int] | None = None) -> None:
+                 read_timeout_s: float = WATCH_READ_TIMEOUT_S, max_backoff_s: float = MAX_BACKOFF_S,
+                 wall_clock_ms: Callable[[], int] | None = None) -> None:
         self._gateway = gateway
         self._keys = keys
         self._retry_interval_s = retry_interval_s
         self._read_timeout_s = read_timeout_s
+        self._max_backoff_s = max(max_backoff_s, retry_interval_s)
+        self._failures = 0  # attempts in a row that ended quickly with nothing received
         self._wall_clock_ms = wall_clock_ms or (lambda: int(time.time() * 1000))
         self._changed = threading.Condition()
         self._stopping = threading.Event()
@@ -68,6 +79,7 @@ class MetadataCache:
         self._connected = False
         self._reload_count = 0
         self._event_count = 0
+        self._compacted_count = 0
 
     # -- answers from memory ------------------------------------------------------------------
     def owner_of(self, topic: str, partition: int) -> PartitionOwner | None:
@@ -87,7 +99,8 @@ class MetadataCache:
 
     def statistics(self) -> CacheStatistics:
         with self._changed:
-            return CacheStatistics(self._connected, self._revision, self._reload_count, self._event_count)
+            return CacheStatistics(self._connected, self._revision, self._reload_count, self._event_count,
+                                   self._compacted_count)
 
     def wait_until(self, predicate: Callable[["MetadataCache"], bool], timeout_s: float) -> bool:
         """Waits until ``predicate(self)`` holds after a change (True) or ``timeout_s`` passes (False)."""
@@ -124,9 +137,22 @@ class MetadataCache:
             try:
                 self._reload()
                 self._follow()
+            except WatchCompactedError as exc:
+                self._failures += 1
+                with self._changed:
+                    self._compacted_count += 1
+                _log.info("cluster metadata watch at revision %d compacted (%s): reloading",
+                          self._revision + 1, exc)
             except ClusterError as exc:
+                self._failures += 1
                 self._disconnected(exc)
-            self._stopping.wait(self._retry_interval_s)
+            self._back_off()
+
+    def _back_off(self) -> None:
+        """Waits before the next attempt: ``retry_interval_s`` doubling per failure in a row (a
+        reload or watch that failed, a watch compacted or ended at once) up to ``max_backoff_s``."""
+        if self._failures:
+            self._stopping.wait(min(self._retry_interval_s * 2 ** (self._failures - 1), self._max_backoff_s))
 
     def _reload(self) -> None:
         revision, kvs = self._gateway.range_prefix(self._keys.prefix)
@@ -145,19 +171,36 @@ class MetadataCache:
             self._changed.notify_all()
 
     def _follow(self) -> None:
-        """Applies watch events until the stream fails; an idle stream is reopened where it was."""
+        """Applies watch events until the stream fails; an idle stream is reopened where it was.
+
+        Raises ``WatchCompactedError`` when etcd cancels the watch (the caller reloads), and any
+        other ``ClusterError`` when etcd does not answer."""
         while not self._stopping.is_set():
+            opened, received = time.monotonic(), False
             try:
-                for events in self._gateway.watch_prefix(self._keys.prefix, self._revision + 1, self._read_timeout_s):
-                    self._apply(events)
+                for batch in self._gateway.watch_prefix(self._keys.prefix, self._revision + 1, self._read_timeout_s):
+                    if self._stopping.is_set():
+                        return  # a stream kept busy (progress notifications) never times out
+                    received = received or bool(batch.events or batch.progress_revision)
+                    self._apply(batch)
+            except WatchCompactedError:
+                raise
             except ClusterError:
                 if self._stopping.is_set():
                     return
                 # A read timeout on a healthy idle stream and a dead etcd look alike here: ask.
                 self._gateway.range_prefix(self._keys.owners_of("\x00"))
                 _log.debug("watch reopened at revision %d", self._revision + 1)
+            # A healthy idle stream lasts its read timeout; one that ends sooner with nothing
+            # received is failing (an endpoint answering and closing at once): back off.
+            if received or time.monotonic() - opened >= self._read_timeout_s / 2:
+                self._failures = 0
+            else:
+                self._failures += 1
+                self._back_off()
 
-    def _apply(self, events: list[WatchEvent]) -> None:
+    def _apply(self, batch: WatchBatch) -> None:
+        events: list[WatchEvent] = batch.events
         now_ms = self._wall_clock_ms()
         with self._changed:
             for event in events:
@@ -167,6 +210,7 @@ class MetadataCache:
                     self._apply_put(event.kv)
                 self._revision = max(self._revision, event.kv.mod_revision)
                 self._event_count += 1
+            self._revision = max(self._revision, batch.progress_revision)
             self._changed.notify_all()
 
     def _apply_put(self, kv: KeyValue) -> None:
