@@ -9,12 +9,18 @@ heartbeat, which is what lets the service hand them to another member; new parti
 the group's committed offset (``auto_offset_reset`` where it has none) after ``on_assign``.
 Reading reuses one ``AsyncConsumer`` per topic over the owned partitions. Heartbeats and commits
 take one lock, so a commit always carries the member epoch of the last answer.
+
+The member id is the client's own (KIP-1082): a UUID made at construction, sent on the first join
+and kept for the consumer's life, rejoins included. A join whose answer was lost (a timeout, a
+dropped connection) is retried with the same id, which the service takes as the same member, so
+no phantom member holds partitions until its session runs out.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import uuid
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
@@ -75,7 +81,7 @@ class AsyncGroupConsumer:
                            "tls_key", "token"}
         self._connection = ConnectionOptions.resolve(server, **{k: v for k, v in options.items() if k in connection_keys})
         self._transport: Transport | None = None
-        self.member_id = ""
+        self.member_id = str(uuid.uuid4())  # the client's own, for the consumer's life (KIP-1082)
         self.member_epoch = _JOIN
         self._owned: set[tuple[str, int]] = set()
         self._readers: dict[str, AsyncConsumer] = {}
@@ -88,10 +94,20 @@ class AsyncGroupConsumer:
     async def start(self) -> None:
         if self._transport is not None:
             return
-        self._transport = self._connection.connect()
-        self._lock = asyncio.Lock()
-        interval_s = await self._heartbeat()  # joined, with a first assignment, before start returns
+        transport = self._open_transport()
+        self._transport, self._lock = transport, asyncio.Lock()
+        try:
+            interval_s = await self._heartbeat()  # joined, with a first assignment, before start returns
+        except BaseException:
+            # A later start() retries the join, with the same member id: the same member.
+            self._transport = None
+            await transport.close()
+            raise
         self._task = asyncio.create_task(self._run(interval_s), name=f"seglog-group-{self.group_id}")
+
+    def _open_transport(self) -> Transport:
+        """The consumer's channel to the service (a seam: tests wrap it to lose answers)."""
+        return self._connection.connect()
 
     async def __aenter__(self) -> AsyncGroupConsumer:
         await self.start()

@@ -315,6 +315,19 @@ def test_two_members_split_the_partitions_and_one_gets_all_after_the_other_leave
     assert a_owns == {("split", p) for p in range(4)}
 
 
+def test_the_same_join_sent_twice_is_one_member_holding_the_partitions(stub):
+    """A client-chosen member id (KIP-1082): a join retried after its answer was lost is the
+    same member, not a phantom besides it."""
+    stub.CreateTopic(pb.CreateTopicRequest(topic="rejoined", partitions=3))
+    chosen = "5f0c7a52-9a4e-4d0e-8f7e-2d6c1b1f6b11"
+    heartbeat(stub, "g-twice", chosen, 0, ["rejoined"])  # its answer lost
+    member, epoch, assignment = heartbeat(stub, "g-twice", chosen, 0, ["rejoined"])
+    assert member == chosen and assignment == {("rejoined", p) for p in range(3)}
+    heartbeat(stub, "g-twice", chosen, epoch, ["rejoined"], owned=assignment)
+    described = stub.DescribeGroup(pb.DescribeGroupRequest(group="g-twice"), timeout=10)
+    assert [(m.member_id, len(m.owned_partitions)) for m in described.members] == [(chosen, 3)]
+
+
 def test_a_fenced_or_departed_member_commit_is_refused(stub):
     stub.CreateTopic(pb.CreateTopicRequest(topic="zombies", partitions=2))
     a, a_epoch, a_owns = heartbeat(stub, "zg", topics=["zombies"])
