@@ -109,9 +109,14 @@ class ClusterRouting:
         self._monotonic = monotonic
 
     def check_produce(self, topic: str, partition: int) -> None:
+        self.check_fence()
+        self.check_owner(topic, partition)
+
+    def check_fence(self) -> None:
+        """Refuses (UNAVAILABLE) while fenced: before a produce's append and again right before
+        its OK, since the append, a group commit or a quota delay may outlast the deadline."""
         if not self.membership.may_acknowledge():
             raise InstanceFencedError(self._fenced_message())
-        self.check_owner(topic, partition)
 
     def check_request(self, row: RpcOperation, request: Any) -> None:
         """The owner check of an ``Owner.EACH`` call: every partition it names is this

@@ -31,7 +31,16 @@ class ProduceRpcs:
         log, info, acks = await self.append(request)
         if acks == pb.ACKS_FSYNCED:
             await self.core.durable(log, info.last_offset + 1)
+        self.check_may_acknowledge()
         return conversions.produce_response(info)
+
+    def check_may_acknowledge(self) -> None:
+        """Fencing again right before an OK: a produce admitted just before the fence may have
+        waited (the append, ACKS_FSYNCED's group commit, a quota delay) past the deadline, when
+        another instance could already own the partition. UNAVAILABLE then: the batch may be in the
+        log, and the producer's retry (same id and sequence) is deduplicated by its owner."""
+        if self.core.cluster is not None:
+            self.core.cluster.check_fence()
 
     async def append(self, request: pb.ProduceRequest) -> tuple[PartitionLog, Any, int]:
         """Produce's append (ProduceStream's too): the log, the append's info and the acks."""

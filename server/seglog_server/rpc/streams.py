@@ -272,6 +272,10 @@ class StreamRpcs:
         except Exception as exc:  # noqa: BLE001 - answered on the stream (or raised: a bug)
             return self._refused(pb.ProduceStreamResponse, name, correlation_id, exc, started_ns)
         if acks != pb.ACKS_FSYNCED and delay_s <= 0:
+            try:
+                self._produce.check_may_acknowledge()
+            except Exception as exc:  # noqa: BLE001 - answered on the stream (or raised: a bug)
+                return self._refused(pb.ProduceStreamResponse, name, correlation_id, exc, started_ns)
             self._message_finished(name, "OK", started_ns)
             return pb.ProduceStreamResponse(
                 correlation_id=correlation_id, produce=conversions.produce_response(info)
@@ -287,10 +291,11 @@ class StreamRpcs:
         try:
             if acks == pb.ACKS_FSYNCED:
                 await self.core.durable(log, info.last_offset + 1)
+            if delay_s > 0:
+                await asyncio.sleep(delay_s)
+            self._produce.check_may_acknowledge()
         except Exception as exc:  # noqa: BLE001 - answered on the stream (or raised: a bug)
             return self._refused(pb.ProduceStreamResponse, name, correlation_id, exc, started_ns)
-        if delay_s > 0:
-            await asyncio.sleep(delay_s)
         self._message_finished(name, "OK", started_ns)
         return pb.ProduceStreamResponse(correlation_id=correlation_id, produce=conversions.produce_response(info))
 
