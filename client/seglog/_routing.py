@@ -204,9 +204,12 @@ class Router:
             # this client dialled: everything stays on the bootstrap channel.
             self._routes.clear()
             return
-        self._routes = {
-            TopicPartition(p.topic, p.partition): p.address for p in metadata.partitions if p.address
-        }
+        routes = {TopicPartition(p.topic, p.partition): p.address for p in metadata.partitions if p.address}
+        if not metadata.current:
+            # The answering instance's view of etcd is stale: what this client already knows (an
+            # owner hint just taken from a refusal, above all) wins over it.
+            routes.update(self._routes)
+        self._routes = routes
 
     async def close(self) -> None:
         """Close the owners' channels (the bootstrap one is its client's)."""

@@ -96,3 +96,17 @@ def test_metadata_is_the_clients_frozen_value_sorted_by_partition():
     assert metadata.partitions == (PartitionOwner("t", 0, "a", "h:1", 0), PartitionOwner("t", 1, "a", "h:1", 1))
     with pytest.raises(AttributeError):
         metadata.cluster_mode = False  # type: ignore[misc]
+
+
+@pytest.mark.parametrize("current", [True, False])
+def test_a_metadata_answer_that_is_not_current_keeps_the_owner_hint_just_taken(current):
+    from seglog._routing import Router
+    from seglog.structs import ClusterMetadata, TopicPartition
+
+    router = Router(ConnectionOptions(server="a:1"), bootstrap=None)  # no call is made: routes only
+    hinted = TopicPartition("t", 0)
+    router._routes[hinted] = "b:2"  # the hint of a NotPartitionOwnerError
+    stale = (PartitionOwner("t", 0, "a", "a:1", 0), PartitionOwner("t", 1, "a", "a:1", 0))
+    router._apply(ClusterMetadata(True, "seglog", "a", (), stale, current=current))
+    assert router._routes[TopicPartition("t", 1)] == "a:1"
+    assert router._routes[hinted] == ("a:1" if current else "b:2")
