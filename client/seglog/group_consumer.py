@@ -14,6 +14,11 @@ The member id is the client's own (KIP-1082): a UUID made at construction, sent 
 and kept for the consumer's life, rejoins included. A join whose answer was lost (a timeout, a
 dropped connection) is retried with the same id, which the service takes as the same member, so
 no phantom member holds partitions until its session runs out.
+
+A member whose heartbeats fail for ``session_timeout_ms`` (the service's
+``group_session_timeout_ms``; 45 s, Kafka's default) has been removed by the service, which may
+have handed its partitions on: it revokes them itself (``on_revoke``, no commit, nothing more
+delivered from them) and rejoins, with the same member id, once a heartbeat gets through.
 """
 
 from __future__ import annotations
@@ -56,6 +61,7 @@ class AsyncGroupConsumer:
         topics: Sequence[str],
         enable_auto_commit: bool = True,
         auto_commit_interval_ms: int = 5000,
+        session_timeout_ms: int = 45000,
         auto_offset_reset: Literal["earliest", "latest", "none"] = "latest",
         on_assign: Callback | None = None,
         on_revoke: Callback | None = None,
@@ -69,6 +75,10 @@ class AsyncGroupConsumer:
             raise ValueError(f"auto_offset_reset must be 'earliest', 'latest' or 'none', got {auto_offset_reset!r}")
         if auto_commit_interval_ms <= 0:
             raise ValueError(f"auto_commit_interval_ms must be > 0, got {auto_commit_interval_ms}")
+        if session_timeout_ms <= 0:
+            raise ValueError(f"session_timeout_ms must be > 0, got {session_timeout_ms}")
+        self._session_s = session_timeout_ms / 1000
+        self._last_heartbeat_ok = 0.0  # loop time of the last answered heartbeat
         self.group_id = group_id
         self._topics = list(dict.fromkeys(topics))
         self._auto_commit = enable_auto_commit
@@ -154,6 +164,7 @@ class AsyncGroupConsumer:
                 error, self._error = self._error, None
                 raise error
             async with self._lock:
+                await self._lapse_if_cut_off()
                 for reader in list(self._readers.values()):
                     try:
                         records = await reader.poll(0, max_records)
@@ -240,6 +251,19 @@ class AsyncGroupConsumer:
                     interval_s = 0.0
                 else:
                     self._error = exc
+                    assert self._lock is not None
+                    async with self._lock:
+                        await self._lapse_if_cut_off()
+
+    async def _lapse_if_cut_off(self) -> None:
+        """Under the lock: no heartbeat answered for the session timeout, so the service has
+        removed this member and may have handed its partitions on. Give them up, uncommitted,
+        and let the next heartbeat rejoin (same member id)."""
+        if self.member_epoch == _JOIN:
+            return
+        if asyncio.get_running_loop().time() - self._last_heartbeat_ok >= self._session_s:
+            await self._revoke(set(self._owned))
+            self.member_epoch = _JOIN
 
     async def _rejoin(self) -> None:
         """Fenced or unknown (the session ran out): give everything up, uncommitted (another
@@ -258,6 +282,7 @@ class AsyncGroupConsumer:
                 group=self.group_id, member_id=self.member_id, member_epoch=self.member_epoch,
                 subscribed_topics=self._topics,
                 owned_partitions=[pb.GroupPartition(topic=t, partition=p) for t, p in sorted(self._owned)]))
+            self._last_heartbeat_ok = asyncio.get_running_loop().time()
             self.member_id, self.member_epoch = answer.member_id, answer.member_epoch
             assignment = {(a.topic, a.partition) for a in answer.assignment}
             revoked, added = self._owned - assignment, assignment - self._owned

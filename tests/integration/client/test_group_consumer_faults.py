@@ -12,6 +12,7 @@ import time
 
 import pytest
 
+from seglog import Producer
 from seglog.errors import ServiceUnavailableError
 from seglog.group_consumer import AsyncGroupConsumer
 from seglog.v1 import log_service_pb2 as pb
@@ -77,6 +78,62 @@ def test_a_join_whose_answer_was_lost_and_is_retried_is_one_member(start_service
                 assert time.monotonic() < deadline
                 await consumer.poll(timeout_ms=50)
             assert members(service.stub, "g-retry") == {chosen: {("retried", p) for p in range(4)}}
+        finally:
+            await consumer.close()
+
+    asyncio.run(run())
+
+
+def test_a_member_cut_off_from_heartbeats_stops_delivering_by_the_session_timeout_and_rejoins(start_service):
+    service = start_service(GROUP_ARGS)
+    service.stub.CreateTopic(pb.CreateTopicRequest(topic="cut", partitions=2), timeout=10)
+    faults: dict = {}
+    revoked: list = []
+
+    def produce(values):
+        with Producer(service.address) as producer:
+            for index, value in enumerate(values):
+                producer.send("cut", value, partition=index % 2)
+            producer.flush()
+
+    async def poll_some(consumer, seen):
+        try:
+            seen += [r.value for r in await consumer.poll(timeout_ms=50)]
+        except ServiceUnavailableError:
+            pass  # a failed heartbeat, handed to the poll
+
+    async def run() -> None:
+        consumer = FaultyConsumer(service.address, group_id="g-cut", topics=["cut"], faults=faults,
+                                  enable_auto_commit=False, auto_offset_reset="earliest",
+                                  session_timeout_ms=SESSION_MS, on_revoke=revoked.append)
+        await consumer.start()
+        try:
+            seen: list = []
+            deadline = time.monotonic() + BOUND_S
+            while len(consumer.assignment()) < 2:
+                assert time.monotonic() < deadline
+                await poll_some(consumer, seen)
+            faults["cut"] = True
+            cut_at = time.monotonic()
+            while not revoked:  # revoked by itself, heartbeats still failing
+                assert time.monotonic() < deadline
+                await poll_some(consumer, seen)
+            revoked_at = time.monotonic()
+            assert faults["cut"] and faults["refused"] >= 1
+            assert revoked_at - cut_at >= SESSION_MS / 1000 - 0.2  # not before its session could end
+            assert consumer.assignment() == [] and consumer.member_epoch == 0
+            await asyncio.to_thread(produce, [b"late%d" % i for i in range(6)])
+            late: list = []
+            for _ in range(20):  # the records are there; a revoked member delivers none of them
+                await poll_some(consumer, late)
+            assert late == []
+
+            faults["cut"] = False  # heartbeats get through: it rejoins, same id, and reads again
+            while len(late) < 6:
+                assert time.monotonic() < deadline
+                await poll_some(consumer, late)
+            assert sorted(late) == sorted(b"late%d" % i for i in range(6))
+            assert members(service.stub, "g-cut") == {consumer.member_id: {("cut", 0), ("cut", 1)}}
         finally:
             await consumer.close()
 
