@@ -39,11 +39,13 @@ from seglog_server.cluster import (
     TopicExistsError,
     create_topic,
     place_partitions,
+    reserve_producer_id_block,
 )
 from seglog_server.config import ServiceConfig
 from seglog_server.rpc import cluster_routing
 from seglog_server.rpc.cluster_routing import ClusterRouting
 from seglog_server.storage.base import errors as storage_errors
+from seglog_server.storage.producers.producer_ids import BLOCK_SIZE as PRODUCER_ID_BLOCK_SIZE
 
 __all__ = ["ClusterNode"]
 
@@ -84,6 +86,9 @@ class ClusterNode:
     async def start(self) -> None:
         """Registers and loads the cache, waiting up to one lease TTL for both: an instance that
         cannot reach etcd still starts (reads are served), fenced until it registers."""
+        # Producer ids from the cluster's counter, not this instance's files (whose floor is
+        # only its own clock: two instances would hand out overlapping ids).
+        self._manager.use_producer_id_blocks(self.reserve_producer_id_block)
         self._membership.start()
         self._cache.start()
         ready = await asyncio.to_thread(self._wait_ready, self.config.lease_ttl_s)
@@ -129,6 +134,16 @@ class ClusterNode:
             raise cluster_routing.ClusterUnavailableError(f"topic {topic!r} not created: {exc}") from exc
         _log.info("topic %s: %d partitions placed on %s", topic, partition_count, ", ".join(owners))
         self._hold_locally(topic, partition_count, configs)
+
+    # -- InitProducerId -------------------------------------------------------------------------
+    def reserve_producer_id_block(self) -> int:
+        """Blocking. The first id of a block no instance of the cluster got (an etcd counter,
+        cluster/producer_id_blocks.py); UNAVAILABLE (retriable) when etcd does not answer."""
+        try:
+            return reserve_producer_id_block(self._thread_gateway(), self._keys, PRODUCER_ID_BLOCK_SIZE,
+                                             lambda: time.time_ns() // 1_000_000)
+        except EtcdUnavailableError as exc:
+            raise cluster_routing.ClusterUnavailableError(f"no producer id reserved: {exc}") from exc
 
     def _loads(self) -> list[InstanceLoad]:
         counts: dict[str, int] = {}

@@ -25,6 +25,7 @@ from .membership import Capacity, Membership, MembershipStatistics
 from .metadata_cache import CacheStatistics, InstanceInfo, MetadataCache
 from .ownership import INITIAL_EPOCH, PartitionOwner, change_owner, create_topic, read_owner
 from .placement import InstanceLoad, place_partitions
+from .producer_id_blocks import ProducerIdBlockContentionError, reserve_producer_id_block
 
 __all__ = [
     "DEFAULT_CLUSTER_NAME",
@@ -47,6 +48,7 @@ __all__ = [
     "NoLiveInstanceError",
     "OwnershipConflictError",
     "PartitionOwner",
+    "ProducerIdBlockContentionError",
     "TopicExistsError",
     "UnknownPartitionError",
     "WatchCompactedError",
@@ -55,4 +57,5 @@ __all__ = [
     "instance_id_for",
     "place_partitions",
     "read_owner",
+    "reserve_producer_id_block",
 ]

@@ -6,6 +6,7 @@ may share one etcd:
     <name>/instances/<instance id>          JSON InstanceRecord, attached to the instance's lease
     <name>/topics/<topic>                   JSON {"partitions": N, "configs": {...}}
     <name>/owners/<topic>/<partition>       JSON {"owner": <instance id>, "epoch": E}
+    <name>/producer_id_block                the first producer id not yet reserved (decimal)
 
 Topic names never contain ``/`` (Kafka's legal characters are ``[a-zA-Z0-9._-]``), so the last
 ``/`` of an owners key separates the topic from the partition number.
@@ -18,6 +19,7 @@ from dataclasses import dataclass
 INSTANCES = "instances/"
 TOPICS = "topics/"
 OWNERS = "owners/"
+PRODUCER_ID_BLOCK = "producer_id_block"
 
 
 @dataclass(frozen=True)
@@ -40,6 +42,9 @@ class ClusterKeys:
 
     def owners_of(self, topic: str) -> str:
         return f"{self.prefix}{OWNERS}{topic}/"
+
+    def producer_id_block(self) -> str:
+        return self.prefix + PRODUCER_ID_BLOCK
 
     def parse(self, key: str) -> tuple[str, str, int | None] | None:
         """("instance", id, None), ("topic", name, None), ("owner", topic, partition) or None."""

@@ -184,7 +184,8 @@ def _utc(seconds: float) -> str:
 
 
 class ClusterUnavailableError(ServiceError):
-    """etcd did not answer a cluster change (CreateTopic's placement): UNAVAILABLE, retriable."""
+    """etcd did not answer a cluster change (CreateTopic's placement, InitProducerId's block of
+    ids): UNAVAILABLE, retriable."""
 
 
 class NoLiveInstanceError(ServiceError):

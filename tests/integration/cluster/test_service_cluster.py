@@ -198,3 +198,60 @@ def test_two_instances_place_a_topic_agree_on_metadata_and_refuse_the_others_par
     assert gone.value.code() == grpc.StatusCode.UNAVAILABLE, gone.value.details()
     assert "'b'" in gone.value.details() and "not registered since" in gone.value.details()
     assert [p.owner_id for p in _metadata(a, "orders").partitions] == ["a", "b", "a", "b"]
+
+
+def _start_seeded(tmp_path, name: str, args: list[str], producer_id_block: int) -> ServiceProcess:
+    """A service whose data dir already holds a producer-id-block file at ``producer_id_block``
+    (as two instances restored from one image or backup would)."""
+    workdir = tmp_path / name
+    data = workdir / "data"
+    data.mkdir(parents=True)
+    (data / "producer-id-block").write_text(f"1\n{producer_id_block}\n1\n{data}\n")
+    return ServiceProcess(workdir, [data], args).start()
+
+
+def _init_producer_id(service: ServiceProcess) -> int:
+    return service.stub.InitProducerId(pb.InitProducerIdRequest(), timeout=10).producer_id
+
+
+def test_two_instances_never_hand_out_one_producer_id(tmp_path, etcd, services):
+    # Local files would give both instances the same ids (same counter, every holder online);
+    # the cluster's etcd counter gives each its own blocks.
+    cluster = f"pids{next(_names)}"
+    seeded = 5_000_000
+    a = _start_seeded(tmp_path, "a", _cluster_args(etcd, cluster, "a"), seeded)
+    services.append(a)
+    b = _start_seeded(tmp_path, "b", _cluster_args(etcd, cluster, "b"), seeded)
+    services.append(b)
+    ids_a, ids_b = [], []
+    for _ in range(20):
+        ids_a.append(_init_producer_id(a))
+        ids_b.append(_init_producer_id(b))
+    assert len(set(ids_a)) == len(ids_a) and len(set(ids_b)) == len(ids_b)
+    assert not set(ids_a) & set(ids_b), sorted(set(ids_a) & set(ids_b))[:5]
+    # One block each from the one counter: the blocks are adjacent, [F, F + 1000) and the next.
+    assert {min(ids_a) // 1000, min(ids_b) // 1000} == {min(ids_a + ids_b) // 1000, min(ids_a + ids_b) // 1000 + 1}
+
+
+def test_init_producer_id_answers_unavailable_while_etcd_does_not_answer_and_resumes(tmp_path, etcd, services):
+    service = _start(tmp_path, "a", _cluster_args(etcd, f"pidsdown{next(_names)}", "a"))
+    services.append(service)
+    etcd.pause()
+    try:
+        with pytest.raises(grpc.RpcError) as refused:
+            _init_producer_id(service)
+    finally:
+        etcd.resume()
+    assert refused.value.code() == grpc.StatusCode.UNAVAILABLE, refused.value.details()
+    assert error_class(refused.value) == "ClusterUnavailableError"
+    assert "no producer id reserved: etcd unavailable at" in refused.value.details()
+    first = _until(lambda: _try_init_producer_id(service), what="InitProducerId after etcd returned")
+    assert _init_producer_id(service) == first + 1
+
+
+def _try_init_producer_id(service: ServiceProcess) -> int | None:
+    try:
+        return _init_producer_id(service)
+    except grpc.RpcError as error:
+        assert error.code() == grpc.StatusCode.UNAVAILABLE, error.details()
+        return None

@@ -74,7 +74,7 @@ from ..dirs.log_dir import LogDir, LogDirStateError, remove_tree
 from ..cleaning.log_snapshot import TakenSnapshot
 from .log_maintenance import MaintenanceIntervals, MaintenanceSchedule
 from ..segment.open_segments import DEFAULT_OPEN_SEGMENTS_MAX, OpenSegments
-from ..producers.producer_ids import ProducerIdManager
+from ..producers.producer_ids import AllocatedProducerIds, ProducerIdBlocks, ProducerIdManager
 from .log_manager_startup import StartupLoader, check_some_dir_online
 from .log_manager_statistics import (
     LogManagerCounters,
@@ -169,7 +169,7 @@ class LogManager:
         self._schedule: MaintenanceSchedule | None = None
         self._flush_pool: ThreadPoolExecutor | None = None
         self._open_segments = OpenSegments(open_segments_max)
-        self._producer_ids: ProducerIdManager | None = None
+        self._producer_ids: ProducerIdManager | AllocatedProducerIds | None = None
         self._change_listener: ChangeListener | None = None
         # Directories whose clean-shutdown marker the last shutdown() did not write.
         self._unclean_dirs: list[str] = []
@@ -610,6 +610,13 @@ class LogManager:
             if exhausted is not None:
                 raise exhausted from exc
             raise LogDirOfflineError(f"reserving a block of producer ids failed: {exc}") from exc
+
+    def use_producer_id_blocks(self, reserve_block: ProducerIdBlocks) -> None:
+        """From now on producer ids come from blocks ``reserve_block`` reserves (cluster mode: one
+        counter for the cluster, producer_ids.py) instead of the local producer-id-block files.
+        Called before the service answers its first call; its errors reach InitProducerId as
+        raised."""
+        self._producer_ids = AllocatedProducerIds(reserve_block)
 
     def _producer_id_write_failed(self, path: str, exc: OSError) -> None:
         """A producer-id block write failed in ``path``: the directory is taken offline unless

@@ -29,6 +29,13 @@ start whose only holders are gone or replaced by empty disks, so a first start's
 wall clock too (int64 ids leave room for that for some 290,000 years). The floor assumes a wall
 clock that does not step back across restarts.
 
+In cluster mode the ids come from one counter for the whole cluster instead (Kafka's controller
+block allocation; seglog_server/cluster/producer_id_blocks.py, a key in etcd): the service gives
+the storage a ``ProducerIdBlocks`` callable (``LogManager.use_producer_id_blocks``) and
+``AllocatedProducerIds`` serves ids from the blocks it returns, in place of the local files,
+which two instances would fill with overlapping ids (each floor is only its own wall clock). The
+storage never imports the cluster package: it knows only the callable.
+
 Reusing an id would be harmful: a partition that still remembers the old producer would refuse
 the new one's sequence 0 as out of order, or take it for a retry. Every producer id starts at
 epoch 0.
@@ -44,7 +51,7 @@ from dataclasses import dataclass
 
 from ..base.fs import FileSystem
 
-__all__ = ["BLOCK_SIZE", "PRODUCER_ID_BLOCK_FILE", "ProducerIdManager"]
+__all__ = ["BLOCK_SIZE", "PRODUCER_ID_BLOCK_FILE", "AllocatedProducerIds", "ProducerIdBlocks", "ProducerIdManager"]
 
 _LOG = logging.getLogger(__name__)
 
@@ -58,6 +65,9 @@ _ID_MAX = 2**63 - 1 - BLOCK_SIZE
 _FILE_BYTES_MAX = 256 * 1024
 
 DirError = Callable[[str, OSError], None]
+# Reserves a block of BLOCK_SIZE ids no other caller anywhere got and returns its first id; blocking;
+# raises (nothing reserved) when it cannot. Cluster mode: an etcd counter.
+ProducerIdBlocks = Callable[[], int]
 
 
 @dataclass(frozen=True)
@@ -187,6 +197,27 @@ class ProducerIdManager:
                 self._on_dir_error(directory, exc)
             return False
         return True
+
+
+class AllocatedProducerIds:
+    """Hands out producer ids from blocks reserved by ``reserve_block``; thread-safe. A failed
+    reservation raises what ``reserve_block`` raised, and the next call tries again."""
+
+    def __init__(self, reserve_block: ProducerIdBlocks) -> None:
+        self._reserve_block = reserve_block
+        self._lock = threading.Lock()
+        self._next_id = self._block_end = 0
+
+    def next_id(self) -> int:
+        with self._lock:
+            if self._next_id >= self._block_end:
+                start = self._reserve_block()
+                if not 0 <= start <= _ID_MAX:
+                    raise OverflowError(f"producer-id block at {start} is out of range")
+                self._next_id, self._block_end = start, start + BLOCK_SIZE
+            producer_id = self._next_id
+            self._next_id += 1
+            return producer_id
 
 
 def _read_text(fs: FileSystem, path: str) -> str:

@@ -271,3 +271,27 @@ def test_no_id_is_handed_out_twice_whatever_directories_fail(tmp_path_factory, o
             fs.heal()
             clock.advance(1)
             ids = restart(operation[1], operation[2])
+
+
+class _Unreachable(Exception):
+    pass
+
+
+def test_given_blocks_replace_the_local_files_and_a_failed_reservation_is_retried(tmp_path):
+    # Cluster mode: the blocks come from the service's allocator (an etcd counter), not the files.
+    manager = start([str(tmp_path)], FakeClock(NOW_MS))
+    answers: list[int | BaseException] = [_Unreachable("etcd down"), 7 * BLOCK_SIZE, 3 * BLOCK_SIZE]
+
+    def reserve_block() -> int:
+        answer = answers.pop(0)
+        if isinstance(answer, BaseException):
+            raise answer
+        return answer
+
+    manager.use_producer_id_blocks(reserve_block)
+    with pytest.raises(_Unreachable):  # as raised: the service maps it (UNAVAILABLE)
+        manager.init_producer_id()
+    given = [manager.init_producer_id()[0] for _ in range(BLOCK_SIZE + 2)]
+    assert given == [*range(7 * BLOCK_SIZE, 8 * BLOCK_SIZE), 3 * BLOCK_SIZE, 3 * BLOCK_SIZE + 1]
+    assert not (tmp_path / PRODUCER_ID_BLOCK_FILE).exists()
+    manager.shutdown()
