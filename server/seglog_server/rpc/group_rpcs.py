@@ -113,7 +113,9 @@ class GroupRpcs:
 
         owner = {tp: member for member, owned in described.members.items() for tp in owned}
         partitions = sorted(tp for tp in set(owner) | set(described.offsets) if visible(tp[0]))
-        ends = await self.core.calls.blocking(coordinator.log_end_offsets, partitions)
+        # Cluster mode: the ends of partitions owned here only; the others' lag is unknown (-1).
+        owns = None if self.core.cluster is None else self.core.cluster.owns
+        ends = await self.core.calls.blocking(coordinator.log_end_offsets, partitions, owns)
         rows = []
         for topic, partition in partitions:
             value = described.offsets.get((topic, partition))
