@@ -11,7 +11,7 @@ from seglog import Admin, Consumer, TopicPartition
 from seglog.structs import LATEST_TIMESTAMP
 from seglog.v1 import log_service_pb2 as pb
 from seglog_server.rpc.operations import OPERATIONS, Owner
-from tests.integration.cluster.test_client_routing import _holds
+from tests.integration.cluster.test_cluster_client_routing import _holds
 from tests.integration.cluster.test_service_cluster import _cluster_args, _names, _produce, _start, _until, services
 from tests.support.integration_helpers import make_batch
 
