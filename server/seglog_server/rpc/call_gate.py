@@ -157,6 +157,9 @@ class AdmittedCall:
         waiting = asyncio.ensure_future(wait)
         try:
             while True:
+                # A reload that landed after the stream's last check but before it parked would
+                # otherwise be missed: next_reload() waits for the one after it.
+                self.gate.recheck(self)
                 reloaded = self.gate.next_reload()
                 await asyncio.wait((waiting, reloaded), return_when=asyncio.FIRST_COMPLETED)
                 if waiting.done():

@@ -405,3 +405,20 @@ async def test_a_stream_parked_at_the_tail_ends_at_the_reload_that_revokes_it(tm
         await parked
     consume.release()
     gate.close()
+
+
+async def test_a_stream_revoked_by_a_reload_just_before_it_parks_ends_at_once(tmp_path):
+    # The reload lands between the stream's last check and its park (a Consume still building
+    # its first response, say): the park must not wait for the reload after that one.
+    import asyncio
+
+    token, entry = create_token("alice")
+    policy = _policy(tmp_path, tokens=[format_entry(entry)], acl=_ACL_ALICE)
+    gate = CallGate(policy)
+    consume = await gate.admit("Consume", pb.ConsumeRequest(topic="t"), _bearer_context(token))
+    _reload(policy, tmp_path, tokens=[])  # before the park: no future is waiting yet
+    append = asyncio.get_running_loop().create_future()  # no append ever comes
+    with pytest.raises(AuthenticationFailedError, match="revoked"):
+        await asyncio.wait_for(consume.park(append), timeout=10)
+    consume.release()
+    gate.close()
