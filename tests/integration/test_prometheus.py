@@ -59,7 +59,7 @@ def test_every_alert_has_a_unit_test_and_they_pass():
     # (No YAML parser among the pinned packages: the two keys are read by pattern.)
     alerts = set(re.findall(r"^\s*- alert: (\w+)$", (PROMETHEUS_DIR / "rules.yml").read_text(), re.M))
     tested = set(re.findall(r"^\s*alertname: (\w+)$", (PROMETHEUS_DIR / "rules_test.yml").read_text(), re.M))
-    assert len(alerts) == 8 and alerts == tested
+    assert len(alerts) == 10 and alerts == tested
     promtool("test", "rules", str(PROMETHEUS_DIR / "rules_test.yml"))
 
 
@@ -108,6 +108,13 @@ def seglog_with_traffic(start_service):
                      timeout=10)
     stub.Produce(pb.ProduceRequest(topic="compacted", partition=0, records=make_batch([b"v"], keys=[b"k"])),
                  timeout=10)
+    # A consumer group with a member and a commit, for the group series (the dashboard's group row).
+    joined = stub.Heartbeat(pb.HeartbeatRequest(group="watched", member_epoch=0, subscribed_topics=["scraped"]),
+                            timeout=10)
+    stub.CommitOffsets(pb.CommitOffsetsRequest(group="watched", member_id=joined.member_id,
+                                               member_epoch=joined.member_epoch,
+                                               offsets=[pb.OffsetToCommit(topic="scraped", partition=0, offset=10)]),
+                       timeout=10)
     return service
 
 
