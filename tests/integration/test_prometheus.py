@@ -59,7 +59,7 @@ def test_every_alert_has_a_unit_test_and_they_pass():
     # (No YAML parser among the pinned packages: the two keys are read by pattern.)
     alerts = set(re.findall(r"^\s*- alert: (\w+)$", (PROMETHEUS_DIR / "rules.yml").read_text(), re.M))
     tested = set(re.findall(r"^\s*alertname: (\w+)$", (PROMETHEUS_DIR / "rules_test.yml").read_text(), re.M))
-    assert len(alerts) == 10 and alerts == tested
+    assert len(alerts) >= 10 and alerts == tested
     promtool("test", "rules", str(PROMETHEUS_DIR / "rules_test.yml"))
 
 
