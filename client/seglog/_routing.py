@@ -21,6 +21,11 @@ whose answer carries the owner's hint (the service answers those per target, as 
 ListOffsets per partition), the answers in the request's order. Admin and the Consumer's start
 positions (``latest``, a timestamp) go through them, so neither reads another instance's empty copy.
 
+Consumer groups follow their coordinator the same way: ``at_coordinator(group, send)`` sends a
+group RPC to the instance a refusal's owner hint named for that group (the owner of the group's
+``__consumer_offsets`` partition), repeating once there; ``instances()`` lists a channel per live
+instance for ListGroups, which Kafka's admin asks of every broker and merges.
+
 Metadata is fetched lazily, only after such a refusal, whatever the length of the bootstrap list
 (a bootstrap list only says where to start). One channel per owner address, opened on first use
 with the client's connection settings and closed with the client.
@@ -31,7 +36,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from seglog._connection import ConnectionOptions
 from seglog.client import Transport
@@ -46,7 +51,7 @@ from seglog.structs import ClusterInstance, ClusterMetadata, PartitionOwner, Top
 from seglog.v1 import cluster_pb2 as cluster_pb
 from seglog.v1 import log_service_pb2 as pb
 
-__all__ = ["Router", "RouterStatistics", "metadata_from"]
+__all__ = ["CoordinatorTransport", "Router", "RouterStatistics", "metadata_from"]
 
 _T = TypeVar("_T")
 
@@ -69,6 +74,8 @@ class Router:
         # refusal (and in a single process for good): every request takes the bootstrap channel.
         self._routes: dict[TopicPartition, str] = {}
         self._owners: dict[str, Transport] = {}
+        # Each consumer group's coordinator address, from refusals' owner hints (at_coordinator).
+        self._coordinators: dict[str, str] = {}
         self._refresh_lock: asyncio.Lock | None = None
         self._generation = 0  # Metadata answers applied
         self.metadata: ClusterMetadata | None = None
@@ -82,10 +89,7 @@ class Router:
         address = self._routes.get(TopicPartition(topic, partition))
         if address is None or address == self.bootstrap.server:
             return self.bootstrap
-        transport = self._owners.get(address)
-        if transport is None:
-            transport = self._owners[address] = self._connection.connect_to(address)
-        return transport
+        return self._channel_to(address)
 
     async def follow(self, topic: str, partition: int, error: SeglogError, used: Transport) -> bool:
         """After ``error`` from ``used`` for this partition: learn where it lives now. True when
@@ -112,6 +116,53 @@ class Router:
                 if attempt or not await self.follow(topic, partition, error, transport):
                     raise
         raise AssertionError("unreachable: the second attempt returns or raises")  # pragma: no cover
+
+    async def at_coordinator(self, group: str, send: Callable[[Transport], Awaitable[_T]]) -> _T:
+        """``send(transport)`` at the group's coordinator (the owner of its offsets partition in
+        cluster mode): Heartbeat, CommitOffsets, FetchOffsets, DescribeGroup, DeleteGroup. The
+        coordinator's address is learnt from a refusal's owner hint (no Metadata call: the
+        offsets topic is internal) and kept per group; a refusal naming another coordinator is
+        repeated once there, and a routed coordinator that no longer answers (UNAVAILABLE) is
+        forgotten and the request repeated once at the bootstrap instance, which names the
+        current one. A single process never refuses: one dict look-up per call."""
+        for attempt in range(2):
+            address = self._coordinators.get(group)
+            transport = self.bootstrap if address is None else self._channel_to(address)
+            try:
+                return await send(transport)
+            except (NotPartitionOwnerError, ServiceUnavailableError) as error:
+                if attempt or not self._follow_coordinator(group, error, transport):
+                    raise
+                self.redirects += 1
+        raise AssertionError("unreachable: the second attempt returns or raises")  # pragma: no cover
+
+    def _follow_coordinator(self, group: str, error: SeglogError, used: Transport) -> bool:
+        """Learns the group's coordinator from ``error``; True when the next try goes elsewhere."""
+        owner_address = getattr(error, "owner_address", None)
+        if isinstance(error, NotPartitionOwnerError) and owner_address:
+            self._coordinators[group] = owner_address
+            return self._channel_to(owner_address) is not used
+        if used is not self.bootstrap and _worth_following(error, routed=True):
+            self._coordinators.pop(group, None)  # gone or moved: the bootstrap instance knows where
+            return True
+        return False
+
+    def _channel_to(self, address: str) -> Transport:
+        if address == self.bootstrap.server:
+            return self.bootstrap
+        transport = self._owners.get(address)
+        if transport is None:
+            transport = self._owners[address] = self._connection.connect_to(address)
+        return transport
+
+    async def instances(self) -> list[Transport]:
+        """A channel to every live instance of the cluster (Metadata asked once), or the
+        bootstrap channel alone for a single process: for calls Kafka's admin sends to every
+        broker (ListGroups)."""
+        metadata = await self.refresh()  # afresh: an instance may have joined since
+        if metadata is None or not metadata.cluster_mode:
+            return [self.bootstrap]
+        return [self._channel_to(i.address) for i in metadata.instances if i.alive and i.address]
 
     async def offsets_for_times(self, request: pb.OffsetsForTimesRequest) -> pb.OffsetsForTimesResponse:
         """OffsetsForTimes at each target's owner, answers in the request's order. The targets
@@ -224,6 +275,37 @@ class Router:
             redirects=self.redirects,
             owner_channels=len(self._owners),
         )
+
+
+class CoordinatorTransport:
+    """The bootstrap ``Transport`` with its group RPCs sent to each group's coordinator
+    (``Router.at_coordinator``): what a group consumer talks through, so a member bootstrapped at
+    any instance of a cluster heartbeats and commits at its group's coordinator. Every other
+    call is the bootstrap channel's; ``close`` closes the coordinators' channels too."""
+
+    def __init__(self, connection: ConnectionOptions, bootstrap: Transport) -> None:
+        self.router = Router(connection, bootstrap)
+
+    async def heartbeat(self, request: pb.HeartbeatRequest) -> pb.HeartbeatResponse:
+        return await self.router.at_coordinator(request.group, lambda t: t.heartbeat(request))
+
+    async def commit_offsets(self, request: pb.CommitOffsetsRequest) -> pb.CommitOffsetsResponse:
+        return await self.router.at_coordinator(request.group, lambda t: t.commit_offsets(request))
+
+    async def fetch_offsets(self, request: pb.FetchOffsetsRequest) -> pb.FetchOffsetsResponse:
+        return await self.router.at_coordinator(request.group, lambda t: t.fetch_offsets(request))
+
+    async def describe_group(self, request: pb.DescribeGroupRequest) -> pb.DescribeGroupResponse:
+        return await self.router.at_coordinator(request.group, lambda t: t.describe_group(request))
+
+    async def close(self) -> None:
+        try:
+            await self.router.close()
+        finally:
+            await self.router.bootstrap.close()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.router.bootstrap, name)
 
 
 def _worth_following(error: SeglogError, routed: bool) -> bool:

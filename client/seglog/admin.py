@@ -10,8 +10,8 @@ number per partition, and answers a list in the same order.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any, TypeVar
 
 import grpc
 
@@ -45,6 +45,7 @@ __all__ = ["Admin", "AsyncAdmin"]
 
 # DeleteRecords' "up to the high watermark": delete every record currently in the partition.
 DELETE_ALL = -1
+_T = TypeVar("_T")
 
 
 class AsyncAdmin:
@@ -154,16 +155,24 @@ class AsyncAdmin:
         )
 
     async def list_groups(self) -> list[GroupListing]:
-        """The consumer groups the service coordinates (with members or committed offsets), sorted."""
-        response = await (await self._connected()).list_groups(pb.ListGroupsRequest())
-        return [GroupListing(g.group, g.state, g.member_count) for g in response.groups]
+        """The consumer groups (with members or committed offsets), sorted. In cluster mode each
+        instance lists the groups it coordinates; as Kafka's admin client, this asks every live
+        instance (Metadata's list) and merges the answers."""
+        await self._connected()
+        assert self._router is not None
+        listed: dict[str, GroupListing] = {}
+        for transport in await self._router.instances():
+            response = await transport.list_groups(pb.ListGroupsRequest())
+            for g in response.groups:
+                listed.setdefault(g.group, GroupListing(g.group, g.state, g.member_count))
+        return [listed[name] for name in sorted(listed)]
 
     async def describe_group(self, group: str) -> GroupDescription:
         """A group's members and, per partition, its committed offset, log end offset and lag
         (as ``kafka-consumer-groups --describe``). An unknown group is state "Dead", empty."""
         if not group:
             raise ValueError("group id is empty")
-        response = await (await self._connected()).describe_group(pb.DescribeGroupRequest(group=group))
+        response = await self._at_coordinator(group, lambda t: t.describe_group(pb.DescribeGroupRequest(group=group)))
         return GroupDescription(
             group=response.group,
             state=response.state,
@@ -188,7 +197,7 @@ class AsyncAdmin:
         (``ServiceError`` FAILED_PRECONDITION), an unknown one NOT_FOUND."""
         if not group:
             raise ValueError("group id is empty")
-        response = await (await self._connected())._unary("DeleteGroup", pb.DeleteGroupRequest(group=group))
+        response = await self._at_coordinator(group, lambda t: t._unary("DeleteGroup", pb.DeleteGroupRequest(group=group)))
         return int(response.deleted_offsets)
 
     async def reset_offsets(
@@ -233,9 +242,10 @@ class AsyncAdmin:
                 planned[tp] = min(max(current + shift_by, low), high)
         planned = dict(sorted(planned.items()))
         if execute:
-            await (await self._connected()).commit_offsets(pb.CommitOffsetsRequest(group=group, offsets=[
+            request = pb.CommitOffsetsRequest(group=group, offsets=[
                 pb.OffsetToCommit(topic=tp.topic, partition=tp.partition, offset=offset)
-                for tp, offset in planned.items()]))
+                for tp, offset in planned.items()])
+            await self._at_coordinator(group, lambda t: t.commit_offsets(request))
         return planned
 
     async def offsets_for_times(
@@ -312,14 +322,20 @@ class AsyncAdmin:
         response = await (await self._connected()).list_cleanable(pb.ListCleanableRequest(topic=topic or ""))
         return [_cleanable(p) for p in response.partitions]
 
-    async def create_snapshot(self, topic: str, partition: int, *, include_local_path: bool = False) -> SnapshotInfo:
+    async def create_snapshot(self, topic: str, partition: int, *, include_local_path: bool = False,
+                              export_to_store: bool = False) -> SnapshotInfo:
         """Snapshot a compacted partition's cleanable segments for a cleaning job.
-        FailedPreconditionError when the topic is not compacted or nothing is cleanable."""
-        request = pb.CreateSnapshotRequest(topic=topic, partition=partition, include_local_path=include_local_path)
+        FailedPreconditionError when the topic is not compacted or nothing is cleanable.
+        ``export_to_store``: also copied to the service's object store (``store_url``), for a
+        cleaner without the service's disk; FailedPreconditionError on a service without a store,
+        ServiceUnavailableError when the store is down."""
+        request = pb.CreateSnapshotRequest(topic=topic, partition=partition, include_local_path=include_local_path,
+                                           export_to_store=export_to_store)
         r = await (await self._connected()).create_snapshot(request)
         return SnapshotInfo(
             r.snapshot_id, r.log_dir, r.relative_path, r.local_path or None, r.manifest_json,
             r.segment_count, r.size_bytes, r.first_dirty_offset, r.first_uncleanable_offset,
+            r.store_url or None,
         )
 
     async def commit_cleaned(self, snapshot_id: str) -> CleaningCommit:
@@ -373,6 +389,12 @@ class AsyncAdmin:
         await self.start()
         assert self._transport is not None
         return self._transport
+
+    async def _at_coordinator(self, group: str, send: Callable[[Transport], Awaitable[_T]]) -> _T:
+        """A group RPC at the group's coordinator (cluster mode: the instance a refusal names)."""
+        await self.start()
+        assert self._router is not None
+        return await self._router.at_coordinator(group, send)
 
 
 def _cleanable(p: pb.CleanablePartition) -> CleanablePartition:
@@ -461,8 +483,10 @@ class Admin(_sync.SyncFacade, implementation=AsyncAdmin):
     def list_cleanable(self, topic: str | None = None) -> list[CleanablePartition]:
         return self._portal.run(self._async.list_cleanable(topic))
 
-    def create_snapshot(self, topic: str, partition: int, *, include_local_path: bool = False) -> SnapshotInfo:
-        return self._portal.run(self._async.create_snapshot(topic, partition, include_local_path=include_local_path))
+    def create_snapshot(self, topic: str, partition: int, *, include_local_path: bool = False,
+                        export_to_store: bool = False) -> SnapshotInfo:
+        return self._portal.run(self._async.create_snapshot(
+            topic, partition, include_local_path=include_local_path, export_to_store=export_to_store))
 
     def commit_cleaned(self, snapshot_id: str) -> CleaningCommit:
         return self._portal.run(self._async.commit_cleaned(snapshot_id))

@@ -31,6 +31,7 @@ from typing import Any, Literal
 
 from seglog import _sync
 from seglog._connection import ConnectionOptions, ServerList
+from seglog._routing import CoordinatorTransport
 from seglog.client import Transport
 from seglog.consumer import AsyncConsumer
 from seglog.errors import SeglogError, TopicNotFoundError
@@ -116,8 +117,9 @@ class AsyncGroupConsumer:
         self._task = asyncio.create_task(self._run(interval_s), name=f"seglog-group-{self.group_id}")
 
     def _open_transport(self) -> Transport:
-        """The consumer's channel to the service (a seam: tests wrap it to lose answers)."""
-        return self._connection.connect()
+        """The consumer's channel to the service (a seam: tests wrap it to lose answers); its
+        group RPCs go to the group's coordinator, wherever the bootstrap instance points."""
+        return CoordinatorTransport(self._connection, self._connection.connect())  # type: ignore[return-value]
 
     async def __aenter__(self) -> AsyncGroupConsumer:
         await self.start()
