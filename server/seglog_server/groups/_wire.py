@@ -12,6 +12,7 @@ import struct
 
 from .errors import CorruptGroupRecordError
 
+INT8 = struct.Struct(">b")
 INT16 = struct.Struct(">h")
 INT32 = struct.Struct(">i")
 INT64 = struct.Struct(">q")
@@ -37,6 +38,12 @@ class Reader:
         start = self._position
         self._position += size
         return self._data[start : self._position]
+
+    def int8(self, field: str) -> int:
+        return INT8.unpack(self._take(1, field))[0]
+
+    def uuid(self, field: str) -> bytes:
+        return bytes(self._take(16, field))
 
     def int16(self, field: str) -> int:
         return INT16.unpack(self._take(2, field))[0]

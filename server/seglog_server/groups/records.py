@@ -36,16 +36,53 @@ them). A null value is a tombstone: the key's offset or group is deleted.
           sessionTimeout   INT32               0+
           subscription     BYTES               0+
           assignment       BYTES               0+
+
+KIP-848's consumer group records (group-coordinator's ConsumerGroup*Key/Value). Each key's int16
+is its type and the key holds its fields non-flexibly; each value is version 0 and flexible
+(compact strings and arrays, tagged fields closing every struct). A uuid is 16 raw bytes.
+
+    type  key fields           value fields
+    3     group                ConsumerGroupMetadata: epoch INT32
+    4     group                ConsumerGroupPartitionMetadata: topics [topicId UUID, topicName
+                               STRING, numPartitions INT32, partitionMetadata [partition INT32,
+                               racks [STRING]] (deprecated: written empty, read and dropped)]
+    5     group, memberId      ConsumerGroupMemberMetadata: instanceId nullable STRING, rackId
+                               nullable STRING, clientId STRING, clientHost STRING,
+                               subscribedTopicNames [STRING], subscribedTopicRegex nullable
+                               STRING, rebalanceTimeoutMs INT32, serverAssignor nullable STRING
+                               (tag 0, classic member metadata: skipped)
+    6     group                ConsumerGroupTargetAssignmentMetadata: assignmentEpoch INT32
+    7     group, memberId      ConsumerGroupTargetAssignmentMember: topicPartitions [topicId
+                               UUID, partitions [INT32]]
+    8     group, memberId      ConsumerGroupCurrentMemberAssignment: memberEpoch INT32,
+                               previousMemberEpoch INT32, state INT8, assignedPartitions
+                               [topicId UUID, partitions [INT32]], partitionsPendingRevocation
+                               (same)
 """
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from . import _wire
 from .errors import UnknownGroupRecordError
 
 __all__ = [
+    "CONSUMER_GROUP_KEYS",
+    "ConsumerGroupCurrentMemberAssignmentKey",
+    "ConsumerGroupCurrentMemberAssignmentValue",
+    "ConsumerGroupMemberMetadataKey",
+    "ConsumerGroupMemberMetadataValue",
+    "ConsumerGroupMetadataKey",
+    "ConsumerGroupMetadataValue",
+    "ConsumerGroupPartitionMetadataKey",
+    "ConsumerGroupPartitionMetadataValue",
+    "ConsumerGroupTargetAssignmentMemberKey",
+    "ConsumerGroupTargetAssignmentMemberValue",
+    "ConsumerGroupTargetAssignmentMetadataKey",
+    "ConsumerGroupTargetAssignmentMetadataValue",
+    "TopicMetadata",
+    "TopicPartitions",
     "GROUP_METADATA_KEY_TYPE",
     "OFFSET_COMMIT_KEY_TYPE",
     "GroupMetadataKey",
@@ -111,8 +148,101 @@ class GroupMetadataValue(NamedTuple):
     members: tuple[MemberMetadata, ...] = ()
 
 
-Key = OffsetCommitKey | GroupMetadataKey
-Value = OffsetCommitValue | GroupMetadataValue
+# -- KIP-848's records: every key has its type as KEY_TYPE, every value is version 0 -------------
+class ConsumerGroupMetadataKey(NamedTuple):
+    group: str
+    KEY_TYPE = 3
+
+
+class ConsumerGroupPartitionMetadataKey(NamedTuple):
+    group: str
+    KEY_TYPE = 4
+
+
+class ConsumerGroupMemberMetadataKey(NamedTuple):
+    group: str
+    member_id: str
+    KEY_TYPE = 5
+
+
+class ConsumerGroupTargetAssignmentMetadataKey(NamedTuple):
+    group: str
+    KEY_TYPE = 6
+
+
+class ConsumerGroupTargetAssignmentMemberKey(NamedTuple):
+    group: str
+    member_id: str
+    KEY_TYPE = 7
+
+
+class ConsumerGroupCurrentMemberAssignmentKey(NamedTuple):
+    group: str
+    member_id: str
+    KEY_TYPE = 8
+
+
+CONSUMER_GROUP_KEYS: dict[int, Any] = {key.KEY_TYPE: key for key in (
+    ConsumerGroupMetadataKey, ConsumerGroupPartitionMetadataKey, ConsumerGroupMemberMetadataKey,
+    ConsumerGroupTargetAssignmentMetadataKey, ConsumerGroupTargetAssignmentMemberKey,
+    ConsumerGroupCurrentMemberAssignmentKey,
+)}
+
+
+class ConsumerGroupMetadataValue(NamedTuple):
+    epoch: int
+
+
+class TopicMetadata(NamedTuple):
+    topic_id: bytes  # 16 bytes
+    name: str
+    partition_count: int
+
+
+class ConsumerGroupPartitionMetadataValue(NamedTuple):
+    topics: tuple[TopicMetadata, ...]
+
+
+class ConsumerGroupMemberMetadataValue(NamedTuple):
+    instance_id: str | None
+    rack_id: str | None
+    client_id: str
+    client_host: str
+    subscribed_topic_names: tuple[str, ...]
+    subscribed_topic_regex: str | None = None
+    rebalance_timeout_ms: int = -1
+    server_assignor: str | None = None
+
+
+class ConsumerGroupTargetAssignmentMetadataValue(NamedTuple):
+    assignment_epoch: int
+
+
+class TopicPartitions(NamedTuple):
+    topic_id: bytes  # 16 bytes
+    partitions: tuple[int, ...]
+
+
+class ConsumerGroupTargetAssignmentMemberValue(NamedTuple):
+    topic_partitions: tuple[TopicPartitions, ...]
+
+
+class ConsumerGroupCurrentMemberAssignmentValue(NamedTuple):
+    member_epoch: int
+    previous_member_epoch: int
+    state: int  # Kafka's MemberState: 0 stable, 1 unrevoked partitions, 2 unreleased partitions
+    assigned: tuple[TopicPartitions, ...]
+    pending_revocation: tuple[TopicPartitions, ...]
+
+
+ConsumerGroupKey = (ConsumerGroupMetadataKey | ConsumerGroupPartitionMetadataKey | ConsumerGroupMemberMetadataKey
+                    | ConsumerGroupTargetAssignmentMetadataKey | ConsumerGroupTargetAssignmentMemberKey
+                    | ConsumerGroupCurrentMemberAssignmentKey)
+ConsumerGroupValue = (ConsumerGroupMetadataValue | ConsumerGroupPartitionMetadataValue
+                      | ConsumerGroupMemberMetadataValue | ConsumerGroupTargetAssignmentMetadataValue
+                      | ConsumerGroupTargetAssignmentMemberValue | ConsumerGroupCurrentMemberAssignmentValue)
+Key = OffsetCommitKey | GroupMetadataKey | ConsumerGroupKey
+Value = OffsetCommitValue | GroupMetadataValue | ConsumerGroupValue
 
 
 # -- keys ---------------------------------------------------------------------------------------
@@ -124,7 +254,9 @@ def encode_key(key: Key) -> bytes:
             _wire.string(key.topic, compact=False),
             _wire.INT32.pack(key.partition),
         ))
-    return _wire.INT16.pack(GROUP_METADATA_KEY_TYPE) + _wire.string(key.group, compact=False)
+    if isinstance(key, GroupMetadataKey):
+        return _wire.INT16.pack(GROUP_METADATA_KEY_TYPE) + _wire.string(key.group, compact=False)
+    return _wire.INT16.pack(key.KEY_TYPE) + b"".join(_wire.string(field, compact=False) for field in key)
 
 
 def decode_key(data: bytes | memoryview) -> Key:
@@ -138,6 +270,8 @@ def decode_key(data: bytes | memoryview) -> Key:
         )
     elif key_type == GROUP_METADATA_KEY_TYPE:
         key = GroupMetadataKey(reader.string("group", compact=False))
+    elif (key_class := CONSUMER_GROUP_KEYS.get(key_type)) is not None:
+        key = key_class(*(reader.string(field, compact=False) for field in key_class._fields))
     else:
         raise UnknownGroupRecordError(f"__consumer_offsets key: unknown key type {key_type}")
     reader.finish()
@@ -149,6 +283,9 @@ def encode_value(value: Value, version: int | None = None) -> bytes:
     """``value`` in ``version`` (by default the one Kafka 3.x writes for it)."""
     if isinstance(value, OffsetCommitValue):
         return _encode_offset_commit(value, _offset_commit_version(value) if version is None else version)
+    if not isinstance(value, GroupMetadataValue):
+        assert version in (None, 0), version
+        return _wire.INT16.pack(0) + _CONSUMER_GROUP_ENCODERS[type(value)](value)
     return _encode_group_metadata(value, _GROUP_METADATA_VALUE_VERSION if version is None else version)
 
 
@@ -158,9 +295,13 @@ def decode_value(key: Key, data: bytes | memoryview) -> Value:
     if isinstance(key, OffsetCommitKey):
         reader = _wire.Reader(data, f"offset commit value of {key}")
         value: Value = _decode_offset_commit(reader, _version(reader, OFFSET_COMMIT_VALUE_VERSIONS))
-    else:
+    elif isinstance(key, GroupMetadataKey):
         reader = _wire.Reader(data, f"group metadata value of {key}")
         value = _decode_group_metadata(reader, _version(reader, GROUP_METADATA_VALUE_VERSIONS))
+    else:
+        reader = _wire.Reader(data, f"{type(key).__name__[:-3]} value of {key}")
+        _version(reader, _CONSUMER_GROUP_VALUE_VERSIONS)
+        value = _CONSUMER_GROUP_DECODERS[type(key)](reader)
     reader.finish()
     return value
 
@@ -277,3 +418,151 @@ def _decode_member(reader: _wire.Reader, version: int) -> MemberMetadata:
     )
 
 
+# -- KIP-848's values ---------------------------------------------------------------------------
+_CONSUMER_GROUP_VALUE_VERSIONS = range(0, 1)
+_TAGS = _wire.NO_TAGGED_FIELDS
+
+
+def _compact_array(items: list[bytes] | tuple[bytes, ...]) -> bytes:
+    return _wire.count(len(items), compact=True) + b"".join(items)
+
+
+def _encode_topic_partitions(entries: tuple[TopicPartitions, ...]) -> bytes:
+    return _compact_array([
+        _uuid(entry.topic_id) + _compact_array([_wire.INT32.pack(p) for p in entry.partitions]) + _TAGS
+        for entry in entries
+    ])
+
+
+def _uuid(topic_id: bytes) -> bytes:
+    assert len(topic_id) == 16, topic_id
+    return topic_id
+
+
+def _encode_partition_metadata(value: ConsumerGroupPartitionMetadataValue) -> bytes:
+    return _compact_array([
+        _uuid(t.topic_id) + _wire.string(t.name, compact=True) + _wire.INT32.pack(t.partition_count)
+        + _wire.count(0, compact=True) + _TAGS  # partitionMetadata: racks, deprecated, empty
+        for t in value.topics
+    ]) + _TAGS
+
+
+def _encode_member_metadata(value: ConsumerGroupMemberMetadataValue) -> bytes:
+    return b"".join((
+        _wire.string(value.instance_id, compact=True),
+        _wire.string(value.rack_id, compact=True),
+        _wire.string(value.client_id, compact=True),
+        _wire.string(value.client_host, compact=True),
+        _compact_array([_wire.string(name, compact=True) for name in value.subscribed_topic_names]),
+        _wire.string(value.subscribed_topic_regex, compact=True),
+        _wire.INT32.pack(value.rebalance_timeout_ms),
+        _wire.string(value.server_assignor, compact=True),
+        _TAGS,
+    ))
+
+
+def _encode_current_assignment(value: ConsumerGroupCurrentMemberAssignmentValue) -> bytes:
+    return b"".join((
+        _wire.INT32.pack(value.member_epoch),
+        _wire.INT32.pack(value.previous_member_epoch),
+        _wire.INT8.pack(value.state),
+        _encode_topic_partitions(value.assigned),
+        _encode_topic_partitions(value.pending_revocation),
+        _TAGS,
+    ))
+
+
+_CONSUMER_GROUP_ENCODERS: dict[type, Any] = {
+    ConsumerGroupMetadataValue: lambda v: _wire.INT32.pack(v.epoch) + _TAGS,
+    ConsumerGroupPartitionMetadataValue: _encode_partition_metadata,
+    ConsumerGroupMemberMetadataValue: _encode_member_metadata,
+    ConsumerGroupTargetAssignmentMetadataValue: lambda v: _wire.INT32.pack(v.assignment_epoch) + _TAGS,
+    ConsumerGroupTargetAssignmentMemberValue: lambda v: _encode_topic_partitions(v.topic_partitions) + _TAGS,
+    ConsumerGroupCurrentMemberAssignmentValue: _encode_current_assignment,
+}
+
+
+def _array(reader: _wire.Reader, field: str, element_bytes_min: int, read: Any) -> tuple:
+    count = reader.count(field, compact=True, element_bytes_min=element_bytes_min)
+    return tuple(read() for _ in range(count))
+
+
+def _string(reader: _wire.Reader, field: str) -> str:
+    value = reader.string(field, compact=True)
+    assert value is not None
+    return value
+
+
+def _decode_topic_partitions(reader: _wire.Reader, field: str) -> tuple[TopicPartitions, ...]:
+    def entry() -> TopicPartitions:
+        topic_id = reader.uuid("topicId")
+        partitions = _array(reader, "partitions", 4, lambda: reader.int32("partition"))
+        reader.skip_tagged_fields(field)
+        return TopicPartitions(topic_id, partitions)
+    return _array(reader, field, 18, entry)
+
+
+def _decode_partition_metadata(reader: _wire.Reader) -> ConsumerGroupPartitionMetadataValue:
+    def rack_entry() -> None:
+        reader.int32("partition")
+        _array(reader, "racks", 1, lambda: _string(reader, "rack"))
+        reader.skip_tagged_fields("PartitionMetadata")
+
+    def topic() -> TopicMetadata:
+        found = TopicMetadata(reader.uuid("topicId"), _string(reader, "topicName"), reader.int32("numPartitions"))
+        _array(reader, "partitionMetadata", 6, rack_entry)
+        reader.skip_tagged_fields("TopicMetadata")
+        return found
+    topics = _array(reader, "topics", 23, topic)
+    reader.skip_tagged_fields("ConsumerGroupPartitionMetadataValue")
+    return ConsumerGroupPartitionMetadataValue(topics)
+
+
+def _decode_member_metadata(reader: _wire.Reader) -> ConsumerGroupMemberMetadataValue:
+    value = ConsumerGroupMemberMetadataValue(
+        reader.string("instanceId", compact=True, nullable=True),
+        reader.string("rackId", compact=True, nullable=True),
+        _string(reader, "clientId"),
+        _string(reader, "clientHost"),
+        _array(reader, "subscribedTopicNames", 1, lambda: _string(reader, "subscribedTopicName")),
+        reader.string("subscribedTopicRegex", compact=True, nullable=True),
+        reader.int32("rebalanceTimeoutMs"),
+        reader.string("serverAssignor", compact=True, nullable=True),
+    )
+    reader.skip_tagged_fields("ConsumerGroupMemberMetadataValue")  # tag 0: classic members only
+    return value
+
+
+def _decode_int32_value(field: str, build: Any) -> Any:
+    def decode(reader: _wire.Reader) -> Any:
+        value = build(reader.int32(field))
+        reader.skip_tagged_fields(build.__name__)
+        return value
+    return decode
+
+
+def _decode_target_member(reader: _wire.Reader) -> ConsumerGroupTargetAssignmentMemberValue:
+    value = ConsumerGroupTargetAssignmentMemberValue(_decode_topic_partitions(reader, "topicPartitions"))
+    reader.skip_tagged_fields("ConsumerGroupTargetAssignmentMemberValue")
+    return value
+
+
+def _decode_current_assignment(reader: _wire.Reader) -> ConsumerGroupCurrentMemberAssignmentValue:
+    value = ConsumerGroupCurrentMemberAssignmentValue(
+        reader.int32("memberEpoch"), reader.int32("previousMemberEpoch"), reader.int8("state"),
+        _decode_topic_partitions(reader, "assignedPartitions"),
+        _decode_topic_partitions(reader, "partitionsPendingRevocation"),
+    )
+    reader.skip_tagged_fields("ConsumerGroupCurrentMemberAssignmentValue")
+    return value
+
+
+_CONSUMER_GROUP_DECODERS: dict[type, Any] = {
+    ConsumerGroupMetadataKey: _decode_int32_value("epoch", ConsumerGroupMetadataValue),
+    ConsumerGroupPartitionMetadataKey: _decode_partition_metadata,
+    ConsumerGroupMemberMetadataKey: _decode_member_metadata,
+    ConsumerGroupTargetAssignmentMetadataKey: _decode_int32_value(
+        "assignmentEpoch", ConsumerGroupTargetAssignmentMetadataValue),
+    ConsumerGroupTargetAssignmentMemberKey: _decode_target_member,
+    ConsumerGroupCurrentMemberAssignmentKey: _decode_current_assignment,
+}

@@ -198,7 +198,7 @@ def test_unknown_record_types_are_skipped_at_load(tmp_path):
     with running(str(tmp_path), clock) as manager:
         loaded(manager, clock)
         builder = RecordBatchBuilder()
-        builder.append(b"\x00\x00", key=b"\x00\x03\x00\x01g", timestamp_ms=1)  # KIP-848's type 3
+        builder.append(b"\x00\x00", key=b"\x00\x09\x00\x01g", timestamp_ms=1)  # a type past KIP-848's
         manager.get_log(OFFSETS_TOPIC, 0).append(builder.build())
         assert loaded(manager, clock).state(0).statistics().unknown_records_skipped == 1
 

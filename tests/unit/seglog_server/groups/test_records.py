@@ -106,8 +106,8 @@ def test_a_version_0_member_reads_its_rebalance_timeout_as_its_session_timeout()
 
 
 def test_an_unknown_key_type_is_its_own_error():
-    with pytest.raises(UnknownGroupRecordError, match="unknown key type 3"):
-        decode_key(H("0003") + GROUP_KEY_BYTES[2:])
+    with pytest.raises(UnknownGroupRecordError, match="unknown key type 9"):
+        decode_key(H("0009") + GROUP_KEY_BYTES[2:])
 
 
 def test_a_value_version_past_4_is_unknown():
