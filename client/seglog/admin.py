@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 import grpc
 
-from seglog import _sync
+from seglog import _moves, _sync
 from seglog._connection import ConnectionOptions
 from seglog._routing import Router, metadata_from
 from seglog._security import PemSource
@@ -375,6 +375,29 @@ class AsyncAdmin:
         request = cluster_pb.MetadataRequest(topics=list(topics))
         return metadata_from(await (await self._connected()).metadata(request))
 
+    async def move_partition(self, topic: str, partition: int, to: str, *, from_instance: str | None = None,
+                             timeout_s: float = _moves.MOVE_TIMEOUT_S_DEFAULT) -> _moves.PartitionMove:
+        """Moves the partition to instance ``to`` (cluster mode) and returns once the move
+        committed: the new owner holds the same offsets and bytes, producer state included, at
+        the epoch + 1. ``from_instance``: refused unless that instance owns it now. Fails with
+        the source still the owner (docs/cluster.md, "Moving a partition")."""
+        await self.start()
+        assert self._router is not None
+        return await _moves.move_partition(self._router, topic, partition, to, from_instance, timeout_s)
+
+    async def abort_move(self, topic: str, partition: int) -> bool:
+        """Ends a move in progress (one left by a crash): the owner stays. False: none was."""
+        await self.start()
+        return await _moves.abort_move(self._router, topic, partition, self._connection.request_timeout_ms / 1000)
+
+    async def take_over_partition(self, topic: str, partition: int, *, unclean: bool = False) -> _moves.PartitionTakeover:
+        """Unclean takeover, by the bootstrap instance, of a partition whose owner's lease is
+        gone: it starts empty at the offset etcd recorded for the last ownership change (0 if
+        none); every record the dead owner held is lost to readers. Refused unless ``unclean``."""
+        await self.start()
+        return await _moves.take_over_partition(self._router, topic, partition, unclean,
+                                                self._connection.request_timeout_ms / 1000)
+
     async def _special_offsets(self, topic: str, partitions: Sequence[int] | None, target: int) -> dict[int, int]:
         partitions = await self._partitions_of(topic, partitions)
         found = await self.offsets_for_times({TopicPartition(topic, p): target for p in partitions})
@@ -503,3 +526,14 @@ class Admin(_sync.SyncFacade, implementation=AsyncAdmin):
 
     def metadata(self, topics: Sequence[str] = ()) -> ClusterMetadata:
         return self._portal.run(self._async.metadata(topics))
+
+    def move_partition(self, topic: str, partition: int, to: str, *, from_instance: str | None = None,
+                       timeout_s: float = _moves.MOVE_TIMEOUT_S_DEFAULT) -> _moves.PartitionMove:
+        return self._portal.run(self._async.move_partition(topic, partition, to, from_instance=from_instance,
+                                                           timeout_s=timeout_s))
+
+    def abort_move(self, topic: str, partition: int) -> bool:
+        return self._portal.run(self._async.abort_move(topic, partition))
+
+    def take_over_partition(self, topic: str, partition: int, *, unclean: bool = False) -> _moves.PartitionTakeover:
+        return self._portal.run(self._async.take_over_partition(topic, partition, unclean=unclean))

@@ -38,6 +38,7 @@ from seglog_server.metrics.server import MetricsServer
 from seglog_server.rpc.admission import AdmissionLimits
 from seglog_server.rpc.call_gate import CallGate
 from seglog_server.rpc.cluster_rpcs import CLUSTER_SERVICE_NAME, ClusterRpcs, add_cluster_service
+from seglog_server.rpc.move_rpcs import PartitionMoveRpcs, add_move_service
 from seglog_server.rpc.log_dir_names import LogDirNames
 from seglog_server.resource_limits import open_segments_budget
 from seglog_server.rpc.log_service import LogServicer, LogServicerLimits
@@ -155,6 +156,7 @@ class SeglogService:
         add_cluster_service(cluster_rpcs, server)
         health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
         enable_reflection((LOG_SERVICE_NAME, CLUSTER_SERVICE_NAME, health.SERVICE_NAME), server)
+        add_move_service(PartitionMoveRpcs(self._servicer.core), server)  # refused without --etcd
         port = self._bind(server)
         self._server = server
         host = self._config.listen_host

@@ -69,6 +69,9 @@ class ClusterNode:
         self._materializer: asyncio.Task[None] | None = None
         self.routing = ClusterRouting(config.cluster_name, config.instance_id, config.advertise, self._membership,
                                       self._cache, config.fence_after_s, create_topic=self.create_topic)
+        from seglog_server.cluster.partition_moves import MoveStore
+
+        self.routing.moves = MoveStore(self._thread_gateway, self._keys, config.instance_id)
 
     @classmethod
     def from_service_config(cls, config: ServiceConfig, bound_address: str, manager: Any,

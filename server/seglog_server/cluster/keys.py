@@ -7,6 +7,7 @@ may share one etcd:
     <name>/topics/<topic>                   JSON {"partitions": N, "configs": {...}}
     <name>/owners/<topic>/<partition>       JSON {"owner": <instance id>, "epoch": E}
     <name>/producer_id_block                the first producer id not yet reserved (decimal)
+    <name>/moves/<topic>/<partition>        JSON move record of a partition move in progress
 
 Topic names never contain ``/`` (Kafka's legal characters are ``[a-zA-Z0-9._-]``), so the last
 ``/`` of an owners key separates the topic from the partition number.
@@ -20,6 +21,7 @@ INSTANCES = "instances/"
 TOPICS = "topics/"
 OWNERS = "owners/"
 PRODUCER_ID_BLOCK = "producer_id_block"
+MOVES = "moves/"
 
 
 @dataclass(frozen=True)
@@ -46,8 +48,13 @@ class ClusterKeys:
     def producer_id_block(self) -> str:
         return self.prefix + PRODUCER_ID_BLOCK
 
+    def move(self, topic: str, partition: int) -> str:
+        assert partition >= 0, partition
+        return f"{self.prefix}{MOVES}{topic}/{partition}"
+
     def parse(self, key: str) -> tuple[str, str, int | None] | None:
-        """("instance", id, None), ("topic", name, None), ("owner", topic, partition) or None."""
+        """("instance", id, None), ("topic", name, None), ("owner", topic, partition),
+        ("move", topic, partition) or None."""
         if not key.startswith(self.prefix):
             return None
         rest = key[len(self.prefix):]
@@ -59,4 +66,8 @@ class ClusterKeys:
             topic, _, partition = rest[len(OWNERS):].rpartition("/")
             if topic and partition.isdigit():
                 return ("owner", topic, int(partition))
+        if rest.startswith(MOVES):
+            topic, _, partition = rest[len(MOVES):].rpartition("/")
+            if topic and partition.isdigit():
+                return ("move", topic, int(partition))
         return None

@@ -75,6 +75,7 @@ class MetadataCache:
         self._instances: dict[str, InstanceInfo] = {}
         self._owners: dict[tuple[str, int], PartitionOwner] = {}
         self._topics: dict[str, int] = {}
+        self._moves: dict[tuple[str, int], dict] = {}  # partition moves in progress (partition_moves.py)
         self._revision = 0
         self._connected = False
         self._reload_count = 0
@@ -96,6 +97,15 @@ class MetadataCache:
     def topics(self) -> dict[str, int]:
         with self._changed:
             return dict(self._topics)
+
+    def move_of(self, topic: str, partition: int) -> dict | None:
+        """The partition's move record (JSON, with ``mod_revision`` added), or None."""
+        with self._changed:
+            return self._moves.get((topic, partition))
+
+    def moves(self) -> dict[tuple[str, int], dict]:
+        with self._changed:
+            return dict(self._moves)
 
     def statistics(self) -> CacheStatistics:
         with self._changed:
@@ -159,7 +169,7 @@ class MetadataCache:
         now_ms = self._wall_clock_ms()
         with self._changed:
             previous = self._instances
-            self._instances, self._owners, self._topics = {}, {}, {}
+            self._instances, self._owners, self._topics, self._moves = {}, {}, {}, {}
             for kv in kvs:
                 self._apply_put(kv)
             for instance_id, info in previous.items():
@@ -227,6 +237,8 @@ class MetadataCache:
                     partition_count=int(capacity.get("partition_count", 0)), bytes=int(capacity.get("bytes", 0)))
             elif kind == "topic":
                 self._topics[name] = int(json.loads(kv.value)["partitions"])
+            elif kind == "move":
+                self._moves[(name, partition)] = dict(json.loads(kv.value), mod_revision=kv.mod_revision)
             else:
                 self._owners[(name, partition)] = parse_owner(kv.value, kv.mod_revision)
         except (ValueError, KeyError, TypeError) as exc:
@@ -243,6 +255,8 @@ class MetadataCache:
             self._topics.pop(name, None)
         elif kind == "owner":
             self._owners.pop((name, partition), None)
+        elif kind == "move":
+            self._moves.pop((name, partition), None)
 
     @staticmethod
     def _gone(info: InstanceInfo, now_ms: int) -> InstanceInfo:

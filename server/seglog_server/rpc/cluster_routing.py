@@ -47,6 +47,7 @@ __all__ = [
     "NoLiveInstanceError",
     "NotPartitionOwnerError",
     "PartitionOwnerGoneError",
+    "PartitionMovingError",
 ]
 
 OWNER_ID_METADATA_KEY = "seglog-owner-id"
@@ -107,10 +108,31 @@ class ClusterRouting:
         self._fence_after_s = fence_after_s
         self._wall_clock = wall_clock
         self._monotonic = monotonic
+        # Partition moves (cluster/partition_moves.py MoveStore, set by cluster_node.py).
+        self.moves: Any = None
 
     def check_produce(self, topic: str, partition: int) -> None:
         self.check_fence()
         self.check_owner(topic, partition)
+        self.check_not_moving(topic, partition)
+
+    def check_acknowledge(self, topic: str, partition: int) -> None:
+        """Right before a produce's OK: fenced (lease), moved away meanwhile, or fenced for a
+        move's final catch-up since the append: UNAVAILABLE or the owner's hint, never OK (the
+        batch may be in this log; the producer's retry is deduplicated by the owner)."""
+        self.check_fence()
+        self.check_owner(topic, partition)
+        self.check_not_moving(topic, partition)
+
+    def check_not_moving(self, topic: str, partition: int) -> None:
+        """A partition whose move is in its final catch-up (the move record ``final`` in etcd,
+        naming this instance as the source) takes no produce here: UNAVAILABLE, retriable; the
+        producer's retry goes to the new owner once the move commits, or here after an abort."""
+        move = self.cache.move_of(topic, partition)
+        if move is not None and move.get("state") == "final" and move.get("source") == self.instance_id:
+            raise PartitionMovingError(
+                f"{topic}-{partition} is being moved to instance {move.get('target')!r}: produce is refused "
+                "during the final catch-up; retry (the client follows the new owner once the move commits)")
 
     def check_fence(self) -> None:
         """Refuses (UNAVAILABLE) while fenced: before a produce's append and again right before
@@ -181,6 +203,10 @@ class ClusterRouting:
 
 def _utc(seconds: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds)) + f".{int(seconds * 1000) % 1000:03d}Z"
+
+
+class PartitionMovingError(ServiceError):
+    """The partition's owner is fenced for a move's final catch-up (UNAVAILABLE, retriable)."""
 
 
 class ClusterUnavailableError(ServiceError):

@@ -174,7 +174,14 @@ OPERATIONS: Mapping[str, RpcOperation] = {
                                   owner=Owner.MESSAGES),
     "LookupStream": RpcOperation(
         _DESCRIBE, Scope.MESSAGES, _no_topic, _stream, message_method="OffsetsForTimes", owner=Owner.MESSAGES
-    ),
+    ),    # -- seglog.v1.PartitionMoveService (move_rpcs.py): admin on the topic, as the other changes of
+    # where and what a partition holds. The handlers route themselves: MovePartition runs at the
+    # target (another instance answers with its address), CopyPartition and TakeOverPartition
+    # check the owner record themselves.
+    "MovePartition": RpcOperation(_ADMIN, Scope.TOPICS, _topic, _request),
+    "CopyPartition": RpcOperation(_ADMIN, Scope.TOPICS, _topic, _stream),
+    "AbortMove": RpcOperation(_ADMIN, Scope.TOPICS, _topic, _request),
+    "TakeOverPartition": RpcOperation(_ADMIN, Scope.TOPICS, _topic, _request),
 }
 
 

@@ -31,16 +31,19 @@ class ProduceRpcs:
         log, info, acks = await self.append(request)
         if acks == pb.ACKS_FSYNCED:
             await self.core.durable(log, info.last_offset + 1)
-        self.check_may_acknowledge()
+        self.check_may_acknowledge(log)
         return conversions.produce_response(info)
 
-    def check_may_acknowledge(self) -> None:
+    def check_may_acknowledge(self, log: Any = None) -> None:
         """Fencing again right before an OK: a produce admitted just before the fence may have
         waited (the append, ACKS_FSYNCED's group commit, a quota delay) past the deadline, when
         another instance could already own the partition. UNAVAILABLE then: the batch may be in the
         log, and the producer's retry (same id and sequence) is deduplicated by its owner."""
         if self.core.cluster is not None:
-            self.core.cluster.check_fence()
+            if log is None:
+                self.core.cluster.check_fence()
+            else:  # and still this instance's, not fenced for a move since the append
+                self.core.cluster.check_acknowledge(log.topic, log.partition)
 
     async def append(self, request: pb.ProduceRequest) -> tuple[PartitionLog, Any, int]:
         """Produce's append (ProduceStream's too): the log, the append's info and the acks."""

@@ -24,6 +24,7 @@ from seglog_server.storage.base.io_errors import exhaustion_error
 
 from . import cluster_routing as cluster
 from . import errors as service
+from . import move_errors as moves
 
 __all__ = [
     "ERROR_CLASS_METADATA_KEY",
@@ -117,6 +118,12 @@ STATUS_BY_ERROR: Mapping[type[BaseException], grpc.StatusCode] = {
     cluster.PartitionOwnerGoneError: _Code.UNAVAILABLE,  # its owner is down: offline until back
     cluster.ClusterUnavailableError: _Code.UNAVAILABLE,  # etcd did not answer a change
     cluster.NoLiveInstanceError: _Code.UNAVAILABLE,
+    cluster.PartitionMovingError: _Code.UNAVAILABLE,  # fenced for a move's final catch-up: retriable
+    # -- partition moves (move_rpcs.py) ------------------------------------------------------------
+    moves.MoveRefusedError: _Code.FAILED_PRECONDITION,  # the message says why (dead target, not owner...)
+    moves.UnknownInstanceError: _Code.NOT_FOUND,
+    moves.MoveFailedError: _Code.ABORTED,  # begun, not committed: the source still owns it
+    moves.NotMoveTargetError: _Code.FAILED_PRECONDITION,  # ask the target (address in trailing metadata)
     # -- consumer groups (groups/errors.py) --------------------------------------------------------
     # A member whose epoch moved on (a zombie after a rebalance or a session timeout): it must
     # rejoin (Kafka's FENCED_MEMBER_EPOCH); the message names the epochs.

@@ -273,7 +273,7 @@ class StreamRpcs:
             return self._refused(pb.ProduceStreamResponse, name, correlation_id, exc, started_ns)
         if acks != pb.ACKS_FSYNCED and delay_s <= 0:
             try:
-                self._produce.check_may_acknowledge()
+                self._produce.check_may_acknowledge(log)
             except Exception as exc:  # noqa: BLE001 - answered on the stream (or raised: a bug)
                 return self._refused(pb.ProduceStreamResponse, name, correlation_id, exc, started_ns)
             self._message_finished(name, "OK", started_ns)
@@ -293,7 +293,7 @@ class StreamRpcs:
                 await self.core.durable(log, info.last_offset + 1)
             if delay_s > 0:
                 await asyncio.sleep(delay_s)
-            self._produce.check_may_acknowledge()
+            self._produce.check_may_acknowledge(log)
         except Exception as exc:  # noqa: BLE001 - answered on the stream (or raised: a bug)
             return self._refused(pb.ProduceStreamResponse, name, correlation_id, exc, started_ns)
         self._message_finished(name, "OK", started_ns)

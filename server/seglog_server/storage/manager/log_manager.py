@@ -83,7 +83,7 @@ from .log_manager_statistics import (
     TopicDescription,
     build_statistics,
 )
-from ..format.topic_metadata import TopicMetadata, new_topic_id, write_topic_metadata
+from ..format.topic_metadata import TOPIC_METADATA_FILE_NAME, TopicMetadata, new_topic_id, write_topic_metadata
 from ..base.topic_partition import (
     PARTITION_COUNT_MAX,
     TopicPartition,
@@ -528,6 +528,51 @@ class LogManager:
         for log_dir, exc in failures.items():
             self._take_dir_offline(log_dir, f"deleting a partition failed: {exc}")
         return failures
+
+    def partition_dir(self, topic: str, partition: int) -> str:
+        """The directory of a partition held here (a partition move stages its copy beside it).
+        Raises UnknownTopicOrPartitionError."""
+        tp = TopicPartition(topic, partition)
+        found = self._registry.find(tp)
+        if found is None:
+            raise self._registry.missing_error(tp)
+        return found.path
+
+    def install_partition(self, topic: str, partition: int, staged: str, log_start_offset: int) -> Log:
+        """Replaces a partition's log with the segment files in ``staged`` (a directory beside
+        the partition's, a partition move's copy): the current log is closed and its directory
+        renamed for deletion, ``staged`` takes its name (with the partition's own
+        ``topic.properties``), both renames made durable, and the log loaded as after an unclean
+        shutdown from offset 0: every batch's CRC walked, every index rebuilt, the producers'
+        state read from the copied snapshots and the batches after them. Raises
+        UnknownTopicOrPartitionError, and the load's errors (the directory is then taken
+        offline as for any failed load)."""
+        tp = TopicPartition(topic, partition)
+        with self._admin_lock:
+            self._check_running()
+            found = self._registry.find(tp)
+            if found is None:
+                raise self._registry.missing_error(tp)
+            properties = os.path.join(found.path, TOPIC_METADATA_FILE_NAME)
+            with open(properties, "rb") as source:
+                self._fs.write_atomically(os.path.join(staged, TOPIC_METADATA_FILE_NAME), source.read())
+            close_quietly(found.log)
+            retired = os.path.join(found.log_dir.path, delete_dir_name(tp))
+            try:
+                self._fs.replace(found.path, retired)
+                self._fs.replace(staged, found.path)
+                self._fs.fsync_dir(found.log_dir.path)
+                log = self._open_log(found.path, tp, found.log.config, had_clean_shutdown=False,
+                                     recovery_point=0, log_start_offset=log_start_offset)
+            except IO_ERRORS as exc:
+                self._take_dir_offline(found.log_dir, f"installing a copy of {tp} failed: {exc}")
+                raise LogDirOfflineError(f"installing a copy of {tp} in {found.log_dir.path} failed: {exc}") from exc
+            found.log = log
+            found.log_dir.schedule_delete_dirs([retired])
+            self._announce_change(topic, partition)
+            _log.info("partition %s installed from a copy: offsets %d..%d, %d segments", tp,
+                      log.log_start_offset, log.log_end_offset, log.segment_count)
+            return log
 
     def list_topics(self) -> list[tuple[str, int]]:
         """(topic, partition count) for every topic, sorted by name."""

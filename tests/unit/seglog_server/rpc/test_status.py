@@ -12,6 +12,7 @@ from seglog import records as codec
 from seglog_server import groups, security
 from seglog_server.rpc import cluster_routing as cluster
 from seglog_server.rpc import errors as service
+from seglog_server.rpc import move_errors as moves
 from seglog_server.rpc.status import (
     ERROR_CLASS_METADATA_KEY,
     RETRY_AFTER_METADATA_KEY,
@@ -87,6 +88,11 @@ PROMISED = {
     cluster.PartitionOwnerGoneError: Code.UNAVAILABLE,
     cluster.ClusterUnavailableError: Code.UNAVAILABLE,
     cluster.NoLiveInstanceError: Code.UNAVAILABLE,
+    cluster.PartitionMovingError: Code.UNAVAILABLE,
+    moves.MoveRefusedError: Code.FAILED_PRECONDITION,
+    moves.UnknownInstanceError: Code.NOT_FOUND,
+    moves.MoveFailedError: Code.ABORTED,
+    moves.NotMoveTargetError: Code.FAILED_PRECONDITION,
     groups.FencedMemberError: Code.FAILED_PRECONDITION,
     groups.UnknownMemberError: Code.NOT_FOUND,
     groups.GroupNotEmptyError: Code.FAILED_PRECONDITION,
@@ -116,6 +122,7 @@ _EXAMPLES = {
     security.AuthenticationBusyError: lambda: security.AuthenticationBusyError("too many checks", 1000),
     cluster.NotPartitionOwnerError: lambda: cluster.NotPartitionOwnerError("owned by b", "b", "h:1", 3),
     cluster.PartitionOwnerGoneError: lambda: cluster.PartitionOwnerGoneError("b is gone", "b", "h:1", 3),
+    moves.NotMoveTargetError: lambda: moves.NotMoveTargetError("run by its target b", "b", "h:1"),
 }
 
 
@@ -136,6 +143,8 @@ def test_every_row_maps_its_class_to_the_promised_code_with_the_message(error_cl
     if isinstance(error, (cluster.NotPartitionOwnerError, cluster.PartitionOwnerGoneError)):
         metadata += ((cluster.OWNER_ID_METADATA_KEY, "b"), (cluster.OWNER_ADDRESS_METADATA_KEY, "h:1"),
                      (cluster.EPOCH_METADATA_KEY, "3"))
+    if isinstance(error, moves.NotMoveTargetError):  # the target, where the client repeats the move
+        metadata += ((cluster.OWNER_ID_METADATA_KEY, "b"), (cluster.OWNER_ADDRESS_METADATA_KEY, "h:1"))
     assert status.trailing_metadata == metadata
 
 

@@ -1,0 +1,423 @@
+"""seglog.v1.PartitionMoveService (moves.proto): moving a partition to another instance, and the
+unclean takeover of a dead owner's partition (docs/cluster.md, "Moving a partition").
+
+MovePartition runs at the target (any other instance answers FAILED_PRECONDITION with the target's
+address in ``seglog-owner-address``, and the client asks it there):
+
+1. checks: cluster mode, the target known and alive, the partition's owner (etcd, not the cache)
+   alive, not the target, the one ``from_instance`` names if given; no other move in progress;
+2. the move record in etcd (``copying``, cluster/partition_moves.py), compared on the owner record;
+3. CopyPartition from the owner while produce goes on there: the closed segments, in chunks of at
+   most CHUNK_BYTES, each CRC-32C checked on arrival, written under a staging directory
+   ``<topic>-<partition>.<id>-future`` beside the partition's (Kafka's replica-move name, which
+   start-up leaves alone);
+4. the record goes ``final``: the owner refuses produce for the partition from the moment its
+   cache sees that (cluster_routing.check_not_moving, also right before each OK), and answers
+   the second CopyPartition only then: the rest of every segment file and the producer snapshots;
+5. the staging files are fsynced and installed as the partition's log, loaded as after an unclean
+   shutdown from offset 0 (every batch's CRC walked, indexes rebuilt, producer state from the
+   copied snapshots and the batches after them); a batch cut by that walk, or a log end below the
+   owner's, fails the move;
+6. the owner record ``{target, epoch + 1}`` and the move record's deletion in one transaction
+   compared on both. Until it commits the source owns the partition; a failure before it aborts
+   the record (the source serves produce again) and discards the copy.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import shutil
+import time
+import uuid
+from typing import Any
+
+import grpc
+
+from seglog.records import crc32c
+from seglog.v1 import moves_pb2 as mpb
+from seglog.v1 import moves_pb2_grpc as mpb_grpc
+
+from . import validation
+from .boundary import stream_rpc, unary_rpc
+from .cluster_routing import ClusterUnavailableError
+from .errors import ServiceError
+from .move_errors import MoveFailedError, MoveRefusedError, NotMoveTargetError, UnknownInstanceError
+from .service_core import ServiceCore
+
+__all__ = [
+    "CHUNK_BYTES",
+    "MOVE_SERVICE_NAME",
+    "MoveFailedError",
+    "MoveRefusedError",
+    "NotMoveTargetError",
+    "PartitionMoveRpcs",
+    "UnknownInstanceError",
+    "add_move_service",
+]
+
+_log = logging.getLogger("seglog_server.cluster.moves")
+
+MOVE_SERVICE_NAME = mpb.DESCRIPTOR.services_by_name["PartitionMoveService"].full_name
+# The largest data of one CopyPartition message (well below gRPC's 4 MiB default limit).
+CHUNK_BYTES = 1 << 20
+# How long the source waits for its cache to see the record "final" before it answers.
+FINAL_VIEW_TIMEOUT_S = 10.0
+_STAGING_SUFFIX = "-future"
+
+
+def _segment_file(name: str) -> bool:
+    stem, dot, suffix = name.partition(".")
+    return bool(dot) and stem.isdigit() and len(stem) == 20 and suffix in ("log", "snapshot")
+
+
+class PartitionMoveRpcs(mpb_grpc.PartitionMoveServiceServicer):
+    def __init__(self, core: ServiceCore) -> None:
+        self.core = core
+        self._running: set[tuple[str, int]] = set()
+
+    def _cluster(self, what: str) -> Any:
+        cluster = self.core.cluster
+        if cluster is None or getattr(cluster, "moves", None) is None:
+            raise MoveRefusedError(f"{what} needs cluster mode (--etcd): a single process owns every partition")
+        return cluster
+
+    # -- MovePartition (at the target) ------------------------------------------------------------
+    @unary_rpc
+    async def MovePartition(self, request: mpb.MovePartitionRequest, context: Any) -> Any:
+        cluster = self._cluster("moving a partition")
+        topic, partition = validation.check_partition_ref(request.topic, request.partition)
+        target = request.to_instance
+        if not target:
+            raise validation.InvalidRequestError("to_instance is required: the instance to move the partition to")
+        info = cluster.cache.instances().get(target)
+        if info is None:
+            raise UnknownInstanceError(f"instance {target!r} is not known to cluster {cluster.cluster_name!r}; "
+                                       "`seglog cluster status` lists the instances")
+        if not info.alive:
+            raise MoveRefusedError(f"instance {target!r} is not alive (its lease is gone): a partition is moved "
+                                   "only to a live instance")
+        if target != cluster.instance_id:
+            raise NotMoveTargetError(f"the move of {topic}-{partition} is run by its target {target!r} at "
+                                     f"{info.address}: send it there", target, info.address)
+        if (topic, partition) in self._running:
+            raise MoveRefusedError(f"{topic}-{partition}: a move to this instance is already running")
+        self._running.add((topic, partition))
+        try:
+            return await self._move(cluster, topic, partition, request.from_instance)
+        finally:
+            self._running.discard((topic, partition))
+
+    async def _move(self, cluster: Any, topic: str, partition: int, expected_source: str) -> Any:
+        from seglog_server.cluster import ClusterError, EtcdUnavailableError, UnknownPartitionError
+
+        moves, started = cluster.moves, time.monotonic()
+        try:
+            owner, _ = await asyncio.to_thread(moves.read_owner, topic, partition)
+            existing = await asyncio.to_thread(moves.read_move, topic, partition)
+        except UnknownPartitionError as exc:
+            raise MoveRefusedError(f"{exc}: only a partition placed in the cluster moves") from exc
+        except EtcdUnavailableError as exc:
+            raise ClusterUnavailableError(f"{topic}-{partition} not moved: {exc}") from exc
+        source = owner.owner
+        if expected_source and source != expected_source:
+            raise MoveRefusedError(f"{topic}-{partition} is owned by {source!r}, not by {expected_source!r}: "
+                                   "not moved")
+        if source == cluster.instance_id:
+            raise MoveRefusedError(f"{topic}-{partition} is already owned by {source!r}")
+        source_info = cluster.cache.instances().get(source)
+        if source_info is None or not source_info.alive:
+            raise MoveRefusedError(f"{topic}-{partition}: its owner {source!r} is not alive, so nothing can be "
+                                   "copied from it; an unclean takeover (TakeOverPartition, --unclean) is the "
+                                   "explicit way to give it another owner, losing its records")
+        if existing is not None and existing.target != cluster.instance_id:
+            raise MoveRefusedError(f"{topic}-{partition}: a move to {existing.target!r} is in progress (state "
+                                   f"{existing.state}); abort it first")
+        staging = None
+        try:
+            if existing is not None and existing.epoch == owner.epoch:
+                move = existing  # resumed: the copy starts again from nothing
+                _log.info("%s-%d: resuming the move from %s (state %s)", topic, partition, source, move.state)
+            else:
+                if existing is not None:  # a record of an older epoch: stale, ours
+                    await asyncio.to_thread(moves.abort, existing)
+                move = await asyncio.to_thread(moves.begin, topic, partition, owner, int(time.time() * 1000))
+            staging = await self.core.calls.blocking(self._new_staging, topic, partition)
+            copy = _Copy(staging)
+            channel = grpc.aio.insecure_channel(source_info.address, options=[
+                ("grpc.max_receive_message_length", 2 * CHUNK_BYTES + 65536)])
+            try:
+                stub = mpb_grpc.PartitionMoveServiceStub(channel)
+                await copy.pull(stub, topic, partition, owner.epoch, final=False, final_revision=0)
+                if move.state != "final":
+                    move = await asyncio.to_thread(moves.finalize, move)
+                fenced_at = time.monotonic()
+                summary = await copy.pull(stub, topic, partition, owner.epoch, final=True,
+                                          final_revision=move.mod_revision)
+            finally:
+                await channel.close(grace=None)
+            assert summary is not None
+            await self.core.calls.blocking(copy.finish, summary)
+            log = await self.core.calls.blocking(self.core.storage.install_partition, topic, partition, staging,
+                                                 summary.log_start_offset)
+            staging = None  # installed: it is the partition's directory now
+            self._check_installed(topic, partition, log, summary)
+        except (grpc.aio.AioRpcError, ServiceError, ClusterError, OSError) as exc:
+            await self._abandon(cluster, topic, partition, staging, exc)
+            if isinstance(exc, EtcdUnavailableError):
+                raise ClusterUnavailableError(f"{topic}-{partition} not moved: {exc}") from exc
+            if isinstance(exc, ServiceError):
+                raise
+            raise MoveFailedError(f"{topic}-{partition} not moved, {source!r} still owns it: "
+                                  f"{_describe(exc)}") from exc
+        try:
+            new_owner = await asyncio.to_thread(moves.commit, move, owner, summary.log_end_offset)
+        except EtcdUnavailableError as exc:
+            raise ClusterUnavailableError(
+                f"{topic}-{partition}: the commit's answer was lost ({exc}): the move may or may not have "
+                "committed; `seglog cluster status` shows the owner, and the move again (or --abort) settles it"
+            ) from exc
+        except ClusterError as exc:
+            await self._abandon(cluster, topic, partition, None, exc)
+            raise MoveFailedError(f"{topic}-{partition} not moved: {exc}") from exc
+        elapsed = time.monotonic() - started
+        _log.info("%s-%d moved from %s to %s at epoch %d: offsets %d..%d, %d bytes in %.1f s (fenced %.0f ms)",
+                  topic, partition, source, cluster.instance_id, new_owner.epoch, summary.log_start_offset,
+                  log.log_end_offset, copy.bytes, elapsed, (time.monotonic() - fenced_at) * 1000)
+        return mpb.MovePartitionResponse(
+            from_instance=source, to_instance=cluster.instance_id, epoch=new_owner.epoch,
+            log_start_offset=log.log_start_offset, log_end_offset=log.log_end_offset, bytes_copied=copy.bytes,
+            batch_count=copy.chunks, fenced_ms=int((time.monotonic() - fenced_at) * 1000),
+            elapsed_ms=int(elapsed * 1000))
+
+    @staticmethod
+    def _check_installed(topic: str, partition: int, log: Any, summary: Any) -> None:
+        if log.loaded_truncated_bytes:
+            raise MoveFailedError(f"{topic}-{partition}: {log.loaded_truncated_bytes} bytes of the copy failed "
+                                  "their batch checks when loaded: not moved")
+        if log.log_end_offset < summary.log_end_offset:
+            raise MoveFailedError(f"{topic}-{partition}: the copy ends at offset {log.log_end_offset}, the owner's "
+                                  f"log at {summary.log_end_offset}: not moved")
+
+    async def _abandon(self, cluster: Any, topic: str, partition: int, staging: str | None, cause: Exception) -> None:
+        """Aborts the move record (the source serves produce again) and discards the copy."""
+        from seglog_server.cluster import ClusterError
+
+        _log.warning("%s-%d: move to %s abandoned: %s", topic, partition, cluster.instance_id, _describe(cause))
+        try:
+            move = await asyncio.to_thread(cluster.moves.read_move, topic, partition)
+            if move is not None and move.target == cluster.instance_id:
+                await asyncio.to_thread(cluster.moves.abort, move)
+        except ClusterError as exc:
+            _log.warning("%s-%d: move record not aborted (%s): `seglog partition move --abort` ends it", topic,
+                         partition, exc)
+        if staging is not None:
+            await self.core.calls.blocking(shutil.rmtree, staging, True)
+        else:  # installed but not committed: the copy is not this instance's to serve
+            log = self.core.storage.get_log(topic, partition)
+            owner = cluster.cache.owner_of(topic, partition)
+            if owner is not None and owner.owner != cluster.instance_id and log.log_end_offset:
+                await self.core.calls.blocking(log.truncate_fully_and_start_at, 0)
+
+    def _new_staging(self, topic: str, partition: int) -> str:
+        home = os.path.dirname(self.core.storage.partition_dir(topic, partition))
+        prefix = f"{topic}-{partition}."
+        for name in os.listdir(home):  # an earlier attempt's copy (a crash mid-move): discarded
+            if name.startswith(prefix) and name.endswith(_STAGING_SUFFIX):
+                shutil.rmtree(os.path.join(home, name), ignore_errors=True)
+        path = os.path.join(home, f"{prefix}{uuid.uuid4().hex}{_STAGING_SUFFIX}")
+        os.makedirs(path)
+        return path
+
+    # -- CopyPartition (at the owner) ------------------------------------------------------------
+    @stream_rpc
+    async def CopyPartition(self, request: mpb.CopyPartitionRequest, context: Any) -> None:
+        cluster = self._cluster("copying a partition")
+        topic, partition = validation.check_partition_ref(request.topic, request.partition)
+        owner = cluster.cache.owner_of(topic, partition)
+        if owner is None or owner.owner != cluster.instance_id or owner.epoch != request.epoch:
+            raise MoveRefusedError(f"{topic}-{partition} is not owned by {cluster.instance_id!r} at epoch "
+                                   f"{request.epoch}: nothing to copy from here")
+        if request.final:
+            seen = await asyncio.to_thread(
+                cluster.cache.wait_until, lambda cache: cache.statistics().revision >= request.final_revision,
+                FINAL_VIEW_TIMEOUT_S)
+            move = cluster.cache.move_of(topic, partition)
+            if not seen or move is None or move.get("state") != "final" or move.get("source") != cluster.instance_id:
+                raise MoveRefusedError(f"{topic}-{partition}: no final move record from this instance seen: "
+                                       "the tail is copied only once produce is fenced here")
+        log = self.core.storage.get_log(topic, partition)
+        log_end_offset = log.log_end_offset  # before the files: every byte up to it is in them
+        files = await self.core.calls.blocking(_files_of, log, request.final)
+        copied = {c.name: c for c in request.copied}
+        for name, path, size, identity in files:
+            have = copied.get(name)
+            position = have.size if have is not None and have.identity == identity and have.size <= size else 0
+            with open(path, "rb") as source:
+                while position < size:
+                    data = await self.core.calls.blocking(os.pread, source.fileno(),
+                                                          min(CHUNK_BYTES, size - position), position)
+                    if not data:
+                        raise MoveFailedError(f"{path} ended at {position} of {size} bytes while copied")
+                    await context.write(mpb.CopyPartitionChunk(name=name, position=position, data=data,
+                                                               crc32c=crc32c(data), identity=identity))
+                    position += len(data)
+        if request.final:
+            await context.write(mpb.CopyPartitionChunk(
+                summary=True, log_start_offset=log.log_start_offset, log_end_offset=log_end_offset,
+                files=[mpb.CopiedFile(name=name, size=size, identity=identity) for name, _, size, identity in files]))
+
+    # -- AbortMove ---------------------------------------------------------------------------------
+    @unary_rpc
+    async def AbortMove(self, request: mpb.AbortMoveRequest, context: Any) -> Any:
+        from seglog_server.cluster import EtcdUnavailableError
+
+        cluster = self._cluster("aborting a move")
+        topic, partition = validation.check_partition_ref(request.topic, request.partition)
+        if (topic, partition) in self._running:
+            raise MoveRefusedError(f"{topic}-{partition}: the move is running on this instance; it aborts "
+                                   "itself if it fails")
+        try:
+            move = await asyncio.to_thread(cluster.moves.read_move, topic, partition)
+            if move is None:
+                return mpb.AbortMoveResponse(aborted=False)
+            aborted = await asyncio.to_thread(cluster.moves.abort, move)
+        except EtcdUnavailableError as exc:
+            raise ClusterUnavailableError(f"{topic}-{partition}: move not aborted: {exc}") from exc
+        _log.warning("%s-%d: move to %s aborted by request", topic, partition, move.target)
+        return mpb.AbortMoveResponse(aborted=aborted, to_instance=move.target)
+
+    # -- TakeOverPartition (at the new owner) ------------------------------------------------------
+    @unary_rpc
+    async def TakeOverPartition(self, request: mpb.TakeOverPartitionRequest, context: Any) -> Any:
+        from seglog_server.cluster import EtcdUnavailableError, UnknownPartitionError
+        from seglog_server.cluster.partition_moves import OwnerStillAliveError
+        from seglog_server.cluster import OwnershipConflictError
+
+        cluster = self._cluster("taking over a partition")
+        topic, partition = validation.check_partition_ref(request.topic, request.partition)
+        if not request.unclean:
+            raise MoveRefusedError(f"{topic}-{partition}: a takeover loses the records of the old owner; it is "
+                                   "done only when asked for as unclean (--unclean)")
+        try:
+            owner, start_offset = await asyncio.to_thread(cluster.moves.read_owner, topic, partition)
+            if owner.owner == cluster.instance_id:
+                raise MoveRefusedError(f"{topic}-{partition} is already owned by {owner.owner!r}")
+            # Empty at the offset etcd knows the last epoch started at, before anyone may route here.
+            log = self.core.storage.get_log(topic, partition)
+            await self.core.calls.blocking(log.truncate_fully_and_start_at, start_offset)
+            new_owner = await asyncio.to_thread(cluster.moves.take_over, topic, partition, owner, start_offset)
+        except UnknownPartitionError as exc:
+            raise MoveRefusedError(str(exc)) from exc
+        except OwnerStillAliveError as exc:
+            raise MoveRefusedError(str(exc)) from exc
+        except OwnershipConflictError as exc:
+            raise MoveFailedError(str(exc)) from exc
+        except EtcdUnavailableError as exc:
+            raise ClusterUnavailableError(f"{topic}-{partition} not taken over: {exc}") from exc
+        _log.warning("%s-%d: UNCLEAN takeover from %s (lease gone) at epoch %d, starting empty at offset %d: the "
+                     "records %s acknowledged after that offset are lost to readers", topic, partition, owner.owner,
+                     new_owner.epoch, start_offset, owner.owner)
+        return mpb.TakeOverPartitionResponse(from_instance=owner.owner, epoch=new_owner.epoch,
+                                             start_offset=start_offset)
+
+
+class _Copy:
+    """The target's side of CopyPartition: staged files, their sizes and identities."""
+
+    def __init__(self, staging: str) -> None:
+        self.staging = staging
+        self.files: dict[str, mpb.CopiedFile] = {}
+        self.bytes = 0
+        self.chunks = 0
+
+    async def pull(self, stub: Any, topic: str, partition: int, epoch: int, *, final: bool,
+                   final_revision: int) -> Any:
+        request = mpb.CopyPartitionRequest(topic=topic, partition=partition, epoch=epoch, final=final,
+                                           final_revision=final_revision, copied=list(self.files.values()))
+        summary = None
+        async for chunk in stub.CopyPartition(request):
+            if chunk.summary:
+                summary = chunk
+                continue
+            if crc32c(chunk.data) != chunk.crc32c:
+                raise MoveFailedError(f"chunk of {chunk.name} at {chunk.position}: CRC-32C mismatch "
+                                      f"({crc32c(chunk.data):#010x}, sent {chunk.crc32c:#010x})")
+            await asyncio.to_thread(self._write, chunk)
+        if final and summary is None:
+            raise MoveFailedError("the owner's copy ended without its summary")
+        return summary
+
+    def _write(self, chunk: Any) -> None:
+        if not _segment_file(chunk.name):
+            raise MoveFailedError(f"unexpected file name {chunk.name!r} in a partition copy")
+        have = self.files.get(chunk.name)
+        size = have.size if have is not None and have.identity == chunk.identity else 0
+        if chunk.position != size and chunk.position != 0:
+            raise MoveFailedError(f"{chunk.name}: chunk at {chunk.position}, the copy holds {size} bytes")
+        path = os.path.join(self.staging, chunk.name)
+        with open(path, "r+b" if chunk.position else "wb") as out:
+            out.truncate(chunk.position)
+            out.seek(chunk.position)
+            out.write(chunk.data)
+        self.files[chunk.name] = mpb.CopiedFile(name=chunk.name, size=chunk.position + len(chunk.data),
+                                                identity=chunk.identity)
+        self.bytes += len(chunk.data)
+        self.chunks += 1
+
+    def finish(self, summary: Any) -> None:
+        """Keeps exactly the owner's files at its sizes (a segment its retention deleted meanwhile
+        goes), fsyncs every file and the directory."""
+        wanted = {f.name: f.size for f in summary.files}
+        for name in os.listdir(self.staging):
+            path = os.path.join(self.staging, name)
+            if name not in wanted:
+                os.unlink(path)
+                continue
+            if os.path.getsize(path) != wanted[name]:
+                raise MoveFailedError(f"{name}: copied {os.path.getsize(path)} bytes, the owner has {wanted[name]}")
+            fd = os.open(path, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        for name, size in wanted.items():
+            if size and not os.path.exists(os.path.join(self.staging, name)):
+                raise MoveFailedError(f"{name} ({size} bytes) missing from the copy")
+            if not size:  # an empty active segment: created empty
+                open(os.path.join(self.staging, name), "ab").close()
+        fd = os.open(self.staging, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def _files_of(log: Any, final: bool) -> list[tuple[str, str, int, str]]:
+    """(name, path, size, identity) of the segment files to copy: the closed segments' logs, and for
+    the final copy every segment's log and the producer snapshots."""
+    segments = log.segments_snapshot()
+    if not final:
+        segments = segments[:-1]
+    files = []
+    for segment in segments:
+        path = segment.log.path
+        files.append((os.path.basename(path), path, segment.size_in_bytes, str(os.stat(path).st_ino)))
+    if final:
+        for name in sorted(os.listdir(log.dir)):
+            if name.endswith(".snapshot") and _segment_file(name):
+                path = os.path.join(log.dir, name)
+                stat = os.stat(path)
+                files.append((name, path, stat.st_size, str(stat.st_ino)))
+    return files
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, grpc.aio.AioRpcError):
+        return f"the owner answered {exc.code().name}: {exc.details()}"
+    return f"{type(exc).__name__}: {exc}"
+
+
+def add_move_service(servicer: PartitionMoveRpcs, server: grpc.aio.Server) -> None:
+    mpb_grpc.add_PartitionMoveServiceServicer_to_server(servicer, server)
