@@ -14,6 +14,7 @@ would wait on itself forever; ``run`` refuses it with a RuntimeError instead.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import inspect
 import threading
 from collections.abc import Callable, Coroutine
@@ -59,6 +60,16 @@ class LoopThread:
             future.cancel()
             raise
 
+    def submit(self, start: Callable[[], asyncio.Future[_T]]) -> concurrent.futures.Future[_T]:
+        """Calls ``start()`` on the loop (it must not block: it starts something and returns its
+        asyncio future) and returns a concurrent future that ends as that one does."""
+        async def started() -> concurrent.futures.Future[_T]:
+            outcome: concurrent.futures.Future[_T] = concurrent.futures.Future()
+            start().add_done_callback(lambda done: _settle(outcome, done))
+            return outcome
+
+        return self.run(started())
+
     def call_soon(self, callback: Callable[..., object], *args: object) -> None:
         """Schedule ``callback(*args)`` on the loop from any thread."""
         self._loop.call_soon_threadsafe(callback, *args)
@@ -85,6 +96,15 @@ class LoopThread:
         if tasks:
             self._loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
         self._loop.run_until_complete(self._loop.shutdown_asyncgens())
+
+
+def _settle(outcome: concurrent.futures.Future[_T], done: asyncio.Future[_T]) -> None:
+    if done.cancelled():
+        outcome.cancel()
+    elif done.exception() is not None:
+        outcome.set_exception(done.exception())
+    else:
+        outcome.set_result(done.result())
 
 
 _lock = threading.Lock()

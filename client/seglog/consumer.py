@@ -4,8 +4,14 @@
 ``seglog._sync``). Like Kafka's consumers: ``poll(timeout_ms, max_records)`` returns what is there
 (waiting up to the timeout for something), iteration yields records one by one, ``seek`` /
 ``seek_to_beginning`` / ``seek_to_end`` / ``seek_to_timestamp`` move a partition, ``position`` is
-the offset of the next record poll returns. There are no consumer groups: a consumer reads the
-partitions it is given (all of the topic's by default) and keeps its positions itself.
+the offset of the next record poll returns.
+
+Without a group, a consumer reads the partitions it is given (all of one topic's by default) and
+keeps its positions itself. With ``group_id=`` and ``topics=[...]`` it is a member of that
+consumer group (KafkaConsumer.subscribe): it reads the partitions the service assigns it, across
+its topics, and commits its positions to the group (``commit``, ``commit_async``, auto-commit on
+by default), composed over ``seglog.group_consumer.AsyncGroupConsumer``. Arguments of one kind
+given with the other's are refused at construction.
 
 Two ways to read, same records:
 
@@ -19,6 +25,7 @@ Two ways to read, same records:
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import itertools
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -67,6 +74,8 @@ FETCH_MAX_BYTES_DEFAULT = 1024 * 1024
 FETCH_MAX_WAIT_MS_DEFAULT = 500
 FETCH_MIN_BYTES_DEFAULT = 1
 MAX_POLL_RECORDS_DEFAULT = 500
+# Kafka's auto.commit.interval.ms.
+AUTO_COMMIT_INTERVAL_MS_DEFAULT = 5000
 
 Mode = Literal["fetch", "stream"]
 OffsetReset = Literal["earliest", "latest", "none"]
@@ -138,7 +147,7 @@ class AsyncConsumer:
         fetch_min_bytes: int = FETCH_MIN_BYTES_DEFAULT,
         max_poll_records: int = MAX_POLL_RECORDS_DEFAULT,
         check_crcs: bool = True,
-        auto_offset_reset: OffsetReset = "none",
+        auto_offset_reset: OffsetReset | None = None,
         consumer_timeout_ms: float | None = None,
         request_timeout_ms: int = REQUEST_TIMEOUT_MS_DEFAULT,
         credentials: grpc.ChannelCredentials | None = None,
@@ -148,9 +157,33 @@ class AsyncConsumer:
         tls_cert: PemSource | None = None,
         tls_key: PemSource | None = None,
         token: str | None = None,
+        group_id: str | None = None,
+        topics: Sequence[str] | None = None,
+        enable_auto_commit: bool | None = None,
+        auto_commit_interval_ms: int = AUTO_COMMIT_INTERVAL_MS_DEFAULT,
+        on_assign: Callable[[list[TopicPartition]], Any] | None = None,
+        on_revoke: Callable[[list[TopicPartition]], Any] | None = None,
+        group_instance_id: str | None = None,
     ) -> None:
-        if not topic:
-            raise ValueError("a topic is required")
+        _check_roles(group_id, topics, topic, partition, start, enable_auto_commit, auto_commit_interval_ms,
+                     on_assign=on_assign, on_revoke=on_revoke, group_instance_id=group_instance_id)
+        self.group_id = group_id
+        # Kafka's auto.offset.reset is "latest"; the released consumer without a group raises ("none").
+        reset: OffsetReset = auto_offset_reset or ("latest" if group_id is not None else "none")
+        self._group: Any = None
+        if group_id is not None:
+            from seglog.group_consumer import AsyncGroupConsumer  # it reads through AsyncConsumers
+
+            assert topics is not None
+            self._group = AsyncGroupConsumer(
+                server, group_id=group_id, topics=topics, enable_auto_commit=enable_auto_commit is not False,
+                auto_commit_interval_ms=auto_commit_interval_ms, auto_offset_reset=reset, on_assign=on_assign,
+                on_revoke=on_revoke, group_instance_id=group_instance_id, mode=mode, fetch_max_bytes=fetch_max_bytes,
+                fetch_max_wait_ms=fetch_max_wait_ms, fetch_min_bytes=fetch_min_bytes,
+                max_poll_records=max_poll_records, check_crcs=check_crcs, request_timeout_ms=request_timeout_ms,
+                credentials=credentials, channel_options=channel_options, tls=tls, tls_ca=tls_ca, tls_cert=tls_cert,
+                tls_key=tls_key, token=token)
+            topic = topics[0]  # the members' readers are the group's; this one's own stay unused
         self._config = _ConsumerConfig(
             mode=mode,
             fetch_max_bytes=fetch_max_bytes,
@@ -158,7 +191,7 @@ class AsyncConsumer:
             fetch_min_bytes=fetch_min_bytes,
             max_poll_records=max_poll_records,
             check_crcs=check_crcs,
-            auto_offset_reset=auto_offset_reset,
+            auto_offset_reset=reset,
             consumer_timeout_ms=consumer_timeout_ms,
         )
         self._topic = topic
@@ -191,6 +224,10 @@ class AsyncConsumer:
 
     async def start(self) -> None:
         """Connect and learn the assigned partitions (idempotent)."""
+        if self._group is not None:
+            self._check_open()
+            await self._group.start()
+            return
         if self._transport is not None:
             return
         self._check_open()
@@ -221,6 +258,9 @@ class AsyncConsumer:
         if self._closed:
             return
         self._closed = True
+        if self._group is not None:
+            await self._group.close()  # commits (with auto-commit) and leaves the group
+            return
         tasks = [s.task for s in self._states.values() if s.task is not None]
         for state in self._states.values():
             state.cancel_task()
@@ -237,11 +277,15 @@ class AsyncConsumer:
 
         Raises the error of a failed fetch (OffsetOutOfRangeError, CorruptRecordError, ...) once.
         """
+        if self._group is not None:
+            return await self._group.poll(timeout_ms, max_records)
         return await self._poll(PartitionState.take, timeout_ms, max_records)
 
     async def poll_batches(self, timeout_ms: float | None = 0, max_records: int | None = None) -> list[RecordBatchView]:
         """``poll``, with the records as one RecordBatchView per fetched batch (columns of offsets,
         timestamps, keys, values, headers) instead of a ConsumerRecord each: the fast way to read."""
+        if self._group is not None:
+            return await self._group.poll_batches(timeout_ms, max_records)
         return await self._poll(PartitionState.take_views, timeout_ms, max_records)
 
     async def poll_raw(self, timeout_ms: float | None = 0, max_records: int | None = None) -> list[RawBatch]:
@@ -249,6 +293,8 @@ class AsyncConsumer:
         ``check_crcs``). A batch may begin below the consumer's position: ``RawBatch.position``
         says where its new records start. At least one batch per partition that has one, even
         above ``max_records``."""
+        if self._group is not None:
+            return await self._group.poll_raw(timeout_ms, max_records)
         return await self._poll(PartitionState.take_raw, timeout_ms, max_records)
 
     async def _poll(self, take: Callable[[PartitionState, int], list[_T]], timeout_ms: float | None,
@@ -290,46 +336,81 @@ class AsyncConsumer:
     # -- positions -------------------------------------------------------------------------------
 
     def assignment(self) -> list[TopicPartition]:
+        """The partitions read now: a group member's follow the group's assignment."""
+        if self._group is not None:
+            return self._group.assignment()
         return [TopicPartition(self._topic, p) for p in sorted(self._states)]
 
-    async def position(self, partition: int | None = None) -> int:
-        """The offset of the next record poll returns for ``partition``."""
+    async def position(self, partition: int | TopicPartition | None = None) -> int:
+        """The offset of the next record poll returns for ``partition`` (a TopicPartition, or
+        its number when the consumer reads one topic)."""
+        if self._group is not None:
+            return await self._group.position(*self._member_partition(partition))
         await self.start()
         await self._resolve_starts()
         position = self._state(partition).position
         assert position is not None
         return position
 
-    def highwater(self, partition: int | None = None) -> int | None:
+    def highwater(self, partition: int | TopicPartition | None = None) -> int | None:
         """The partition's high watermark as of the last fetch (None before the first)."""
+        if self._group is not None:
+            return self._group.highwater(*self._member_partition(partition))
         return self._state(partition).high_watermark
 
-    async def seek(self, offset: int, partition: int | None = None) -> None:
+    def _position_now(self, partition: int) -> int | None:
+        """``position`` as known now, without a call: None while the start is unresolved."""
+        return self._state(partition).position
+
+    async def seek(self, offset: int, partition: int | TopicPartition | None = None) -> None:
+        if self._group is not None:
+            topic, number = self._member_partition(partition)
+            await self._group.seek(topic, number, offset)
+            return
         await self.start()
         self._state(partition).seek(parse_start(offset))
 
-    async def seek_to_beginning(self, *partitions: int) -> None:
+    async def seek_to_beginning(self, *partitions: int | TopicPartition) -> None:
+        if self._group is not None:
+            await self._group.seek_to_beginning(*self._member_partitions(partitions))
+            return
         await self._seek_all(StartPosition("earliest"), partitions)
 
-    async def seek_to_end(self, *partitions: int) -> None:
+    async def seek_to_end(self, *partitions: int | TopicPartition) -> None:
+        if self._group is not None:
+            await self._group.seek_to_end(*self._member_partitions(partitions))
+            return
         await self._seek_all(StartPosition("latest"), partitions)
 
-    async def seek_to_timestamp(self, timestamp_ms: int, *partitions: int) -> None:
+    async def seek_to_timestamp(self, timestamp_ms: int, *partitions: int | TopicPartition) -> None:
         """Move to the first record with timestamp >= ``timestamp_ms`` (the end when none)."""
+        if self._group is not None:
+            await self._group.seek_to_timestamp(timestamp_ms, *self._member_partitions(partitions))
+            return
         await self._seek_all(StartPosition("timestamp", timestamp_ms), partitions)
 
-    async def beginning_offsets(self) -> dict[int, int]:
+    # A group member's answers below are keyed by TopicPartition (its partitions span topics).
+    async def beginning_offsets(self) -> dict[Any, int]:
+        if self._group is not None:
+            return await self._group.beginning_offsets()
         return await self._offsets_at(EARLIEST_TIMESTAMP)
 
-    async def end_offsets(self) -> dict[int, int]:
+    async def end_offsets(self) -> dict[Any, int]:
+        if self._group is not None:
+            return await self._group.end_offsets()
         return await self._offsets_at(LATEST_TIMESTAMP)
 
-    async def offsets_for_times(self, timestamp_ms: int) -> dict[int, OffsetAndTimestamp | None]:
+    async def offsets_for_times(self, timestamp_ms: int) -> dict[Any, OffsetAndTimestamp | None]:
         """Per assigned partition, the first record with timestamp >= ``timestamp_ms`` (or None)."""
+        if self._group is not None:
+            return await self._group.offsets_for_times(timestamp_ms)
         await self.start()
         return await self._lookup({p: timestamp_ms for p in self._states})
 
     def statistics(self) -> ConsumerStatistics:
+        if self._group is not None:
+            raise ValueError("statistics() describes a consumer of one topic; a group member reads several "
+                             "(assignment(), position() and highwater() describe each partition)")
         positions = {p: s.position for p, s in sorted(self._states.items())}
         lag = {p: _lag(s.high_watermark, positions[p]) for p, s in sorted(self._states.items())}
         return ConsumerStatistics(
@@ -340,6 +421,47 @@ class AsyncConsumer:
             lag=lag,
             closed=self._closed,
         )
+
+    # -- the group's offsets (a group member only) ------------------------------------------------
+
+    async def commit(self, offsets: dict[TopicPartition, int] | None = None) -> None:
+        """Commits ``offsets`` (the next offset to read, per partition), or the position of every
+        partition the member owns, after its ``commit_async`` calls (Kafka's commitSync)."""
+        await self._member().commit(offsets)
+
+    def commit_async(self, offsets: dict[TopicPartition, int] | None = None,
+                     callback: Callable[[dict[TopicPartition, int], BaseException | None], Any] | None = None
+                     ) -> asyncio.Future[dict[TopicPartition, int]]:
+        """Commits ``offsets``, or the owned partitions' positions as they are at this call, in the
+        background and in call order (Kafka's commitAsync): a future of the offsets committed,
+        failed with the commit's error; ``callback(offsets, error)`` when it ends."""
+        return self._member().commit_async(offsets, callback)
+
+    async def committed(self, partitions: Sequence[TopicPartition] | None = None) -> dict[TopicPartition, int | None]:
+        """The group's committed offsets of ``partitions`` (the owned ones by default), None where none."""
+        return await self._member().committed(partitions)
+
+    def _member(self) -> Any:
+        if self._group is None:
+            raise ValueError("offsets are committed to a consumer group: construct the consumer with group_id= "
+                             "and topics=")
+        return self._group
+
+    def _member_partition(self, partition: int | TopicPartition | None) -> tuple[str, int]:
+        """A group member's (topic, partition) for ``partition``: a TopicPartition, or a number
+        when it subscribes to one topic, or None when it owns one partition."""
+        if isinstance(partition, TopicPartition):
+            return partition.topic, partition.partition
+        topics = self._group._topics
+        if partition is not None and len(topics) == 1:
+            return topics[0], partition
+        owned = self._group.assignment()
+        if partition is None and len(owned) == 1:
+            return owned[0].topic, owned[0].partition
+        raise ValueError(f"name a TopicPartition: this member subscribes to {topics} and owns {owned}")
+
+    def _member_partitions(self, partitions: Sequence[int | TopicPartition]) -> list[TopicPartition]:
+        return [TopicPartition(*self._member_partition(p)) for p in partitions]
 
     # -- fetching --------------------------------------------------------------------------------
 
@@ -536,14 +658,18 @@ class AsyncConsumer:
         found = await self._lookup({p: target for p in self._states})
         return {p: hit.offset for p, hit in found.items() if hit is not None}
 
-    async def _seek_all(self, start: StartPosition, partitions: Sequence[int]) -> None:
+    async def _seek_all(self, start: StartPosition, partitions: Sequence[int | TopicPartition]) -> None:
         await self.start()
         for partition in partitions or list(self._states):
             self._state(partition).seek(start)
 
     # -- helpers ---------------------------------------------------------------------------------
 
-    def _state(self, partition: int | None) -> PartitionState:
+    def _state(self, partition: int | TopicPartition | None) -> PartitionState:
+        if isinstance(partition, TopicPartition):
+            if partition.topic != self._topic:
+                raise ValueError(f"{partition.topic}-{partition.partition}: this consumer reads topic {self._topic!r}")
+            partition = partition.partition
         if partition is None:
             if len(self._states) != 1:
                 raise ValueError(f"name a partition: this consumer reads {sorted(self._states)}")
@@ -560,6 +686,42 @@ class AsyncConsumer:
     def _check_open(self) -> None:
         if self._closed:
             raise ClientClosedError("the consumer is closed")
+
+
+def _check_roles(group_id: str | None, topics: Sequence[str] | None, topic: str, partition: object, start: object,
+                 enable_auto_commit: bool | None, auto_commit_interval_ms: int, **group_options: object) -> None:
+    """Refuses arguments that contradict each other: a group member subscribes to ``topics``
+    and starts where the group committed; a consumer without a group reads ``topic`` (and the
+    ``partition`` it is given) from ``start`` and commits nothing."""
+    if group_id is None:
+        if topics is not None:
+            raise ValueError("topics= subscribes through a consumer group: give group_id= too (or read one topic "
+                             "without a group with topic=)")
+        if not topic:
+            raise ValueError("a topic is required (or group_id= and topics= to subscribe through a group)")
+        given = [name for name, value in group_options.items() if value is not None]
+        given += ["enable_auto_commit"] if enable_auto_commit else []
+        given += ["auto_commit_interval_ms"] if auto_commit_interval_ms != AUTO_COMMIT_INTERVAL_MS_DEFAULT else []
+        if given:
+            raise ValueError(f"{', '.join(given)} need a group: give group_id= and topics= (a consumer without a "
+                             "group commits nothing)")
+        return
+    if not group_id:
+        raise ValueError("group_id must not be empty")
+    if isinstance(topics, str):
+        raise ValueError(f"topics= is a list of topic names, got the string {topics!r}")
+    if not topics:
+        raise ValueError("a group member subscribes to at least one topic: give topics=[...]")
+    if topic or partition is not None:
+        raise ValueError("topic= and partition= assign partitions by hand, topics= subscribes through the group: "
+                         "give one or the other")
+    if start != "latest":
+        raise ValueError("a group member starts at the group's committed offset, else at auto_offset_reset: "
+                         "start= is for a consumer without a group (seek once assigned)")
+    if group_options.get("group_instance_id") == "":
+        raise ValueError("group_instance_id must not be empty (None: a dynamic member)")
+    if auto_commit_interval_ms <= 0:
+        raise ValueError(f"auto_commit_interval_ms must be > 0, got {auto_commit_interval_ms}")
 
 
 def _parse_partitions(partition: int | Sequence[int] | None) -> list[int] | None:
@@ -615,32 +777,46 @@ class Consumer(_sync.SyncFacade, implementation=AsyncConsumer):
     def assignment(self) -> list[TopicPartition]:
         return self._async.assignment()
 
-    def position(self, partition: int | None = None) -> int:
+    def position(self, partition: int | TopicPartition | None = None) -> int:
         return self._portal.run(self._async.position(partition))
 
-    def highwater(self, partition: int | None = None) -> int | None:
+    def highwater(self, partition: int | TopicPartition | None = None) -> int | None:
         return self._async.highwater(partition)
 
-    def seek(self, offset: int, partition: int | None = None) -> None:
+    def seek(self, offset: int, partition: int | TopicPartition | None = None) -> None:
         self._portal.run(self._async.seek(offset, partition))
 
-    def seek_to_beginning(self, *partitions: int) -> None:
+    def seek_to_beginning(self, *partitions: int | TopicPartition) -> None:
         self._portal.run(self._async.seek_to_beginning(*partitions))
 
-    def seek_to_end(self, *partitions: int) -> None:
+    def seek_to_end(self, *partitions: int | TopicPartition) -> None:
         self._portal.run(self._async.seek_to_end(*partitions))
 
-    def seek_to_timestamp(self, timestamp_ms: int, *partitions: int) -> None:
+    def seek_to_timestamp(self, timestamp_ms: int, *partitions: int | TopicPartition) -> None:
         self._portal.run(self._async.seek_to_timestamp(timestamp_ms, *partitions))
 
-    def beginning_offsets(self) -> dict[int, int]:
+    def beginning_offsets(self) -> dict[Any, int]:
         return self._portal.run(self._async.beginning_offsets())
 
-    def end_offsets(self) -> dict[int, int]:
+    def end_offsets(self) -> dict[Any, int]:
         return self._portal.run(self._async.end_offsets())
 
-    def offsets_for_times(self, timestamp_ms: int) -> dict[int, OffsetAndTimestamp | None]:
+    def offsets_for_times(self, timestamp_ms: int) -> dict[Any, OffsetAndTimestamp | None]:
         return self._portal.run(self._async.offsets_for_times(timestamp_ms))
+
+    def commit(self, offsets: dict[TopicPartition, int] | None = None) -> None:
+        self._portal.run(self._async.commit(offsets))
+
+    def commit_async(self, offsets: dict[TopicPartition, int] | None = None,
+                     callback: Callable[[dict[TopicPartition, int], BaseException | None], Any] | None = None
+                     ) -> concurrent.futures.Future[dict[TopicPartition, int]]:
+        """``AsyncConsumer.commit_async`` with a concurrent future (Kafka's commitAsync(callback));
+        ``callback`` runs on the client's loop thread, where this consumer's blocking methods
+        may not be called."""
+        return self._portal.submit(lambda: self._async.commit_async(offsets, callback))
+
+    def committed(self, partitions: Sequence[TopicPartition] | None = None) -> dict[TopicPartition, int | None]:
+        return self._portal.run(self._async.committed(partitions))
 
     def statistics(self) -> ConsumerStatistics:
         return self._async.statistics()

@@ -24,23 +24,28 @@ delivered from them) and rejoins, with the same member id, once a heartbeat gets
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
+import itertools
 import uuid
 from collections.abc import Callable, Sequence
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from seglog import _sync
 from seglog._connection import ConnectionOptions, ServerList
 from seglog._routing import CoordinatorTransport
 from seglog.client import Transport
-from seglog.consumer import AsyncConsumer
-from seglog.errors import SeglogError, TopicNotFoundError
-from seglog.structs import DEFAULT_SERVER, ConsumerRecord, TopicPartition
+from seglog.consumer import AsyncConsumer, RawBatch, RecordBatchView
+from seglog.errors import ClientClosedError, SeglogError, TopicNotFoundError
+from seglog.structs import DEFAULT_SERVER, ConsumerRecord, OffsetAndTimestamp, TopicPartition
 from seglog.v1 import log_service_pb2 as pb
 
 __all__ = ["AsyncGroupConsumer", "GroupConsumer", "NoOffsetForPartitionError"]
 
 Callback = Callable[[list[TopicPartition]], Any]
+# Kafka's OffsetCommitCallback.onComplete(offsets, exception): the exception is None on success.
+CommitCallback = Callable[[dict[TopicPartition, int], BaseException | None], Any]
+_T = TypeVar("_T")
 _JOIN, _LEAVE = 0, -1
 _IDLE_POLL_S = 0.02
 # The service's error classes (``seglog-error`` trailer) that mean this member must rejoin (KIP-848's
@@ -66,10 +71,13 @@ class AsyncGroupConsumer:
         auto_offset_reset: Literal["earliest", "latest", "none"] = "latest",
         on_assign: Callback | None = None,
         on_revoke: Callback | None = None,
+        group_instance_id: str | None = None,
         **options: Any,
     ) -> None:
         if not group_id:
             raise ValueError("group_id is required")
+        if group_instance_id == "":
+            raise ValueError("group_instance_id must not be empty (None: a dynamic member)")
         if not topics:
             raise ValueError("subscribe to at least one topic")
         if auto_offset_reset not in ("earliest", "latest", "none"):
@@ -81,6 +89,7 @@ class AsyncGroupConsumer:
         self._session_s = session_timeout_ms / 1000
         self._last_heartbeat_ok = 0.0  # loop time of the last answered heartbeat
         self.group_id = group_id
+        self.group_instance_id = group_instance_id  # Kafka's group.instance.id: a static member
         self._topics = list(dict.fromkeys(topics))
         self._auto_commit = enable_auto_commit
         self._auto_commit_s = auto_commit_interval_ms / 1000
@@ -100,6 +109,8 @@ class AsyncGroupConsumer:
         self._task: asyncio.Task[None] | None = None
         self._error: BaseException | None = None
         self._closed = False
+        self._turn = itertools.count()  # which owned topic a poll looks at first
+        self._commit_tail: asyncio.Future[Any] | None = None  # the last commit_async, which the next follows
 
     # -- lifecycle -------------------------------------------------------------------------------
     async def start(self) -> None:
@@ -139,6 +150,7 @@ class AsyncGroupConsumer:
                 await self._task
         if self._transport is None:
             return
+        await self._after_async_commits()
         assert self._lock is not None
         async with self._lock:
             try:
@@ -157,7 +169,22 @@ class AsyncGroupConsumer:
     # -- reading ---------------------------------------------------------------------------------
     async def poll(self, timeout_ms: float | None = 0, max_records: int | None = None) -> list[ConsumerRecord]:
         """Records of the owned partitions, waiting up to ``timeout_ms`` for some."""
+        return await self._poll(AsyncConsumer.poll, timeout_ms, max_records)
+
+    async def poll_batches(self, timeout_ms: float | None = 0, max_records: int | None = None) -> list[RecordBatchView]:
+        """``poll``, with one RecordBatchView (columns) per fetched batch (``AsyncConsumer.poll_batches``)."""
+        return await self._poll(AsyncConsumer.poll_batches, timeout_ms, max_records)
+
+    async def poll_raw(self, timeout_ms: float | None = 0, max_records: int | None = None) -> list[RawBatch]:
+        """``poll``, with whole fetched batches as bytes (``AsyncConsumer.poll_raw``)."""
+        return await self._poll(AsyncConsumer.poll_raw, timeout_ms, max_records)
+
+    async def _poll(self, take: Callable[[AsyncConsumer, float | None, int | None], Any], timeout_ms: float | None,
+                    max_records: int | None) -> list[_T]:
+        """What ``take`` gives from the first owned topic that has something, the topics taken in
+        turn from one call to the next (a busy topic does not starve the others)."""
         await self.start()
+        self._check_open()
         assert self._lock is not None
         loop = asyncio.get_running_loop()
         deadline = None if timeout_ms is None else loop.time() + timeout_ms / 1000
@@ -167,13 +194,15 @@ class AsyncGroupConsumer:
                 raise error
             async with self._lock:
                 await self._lapse_if_cut_off()
-                for reader in list(self._readers.values()):
+                readers = list(self._readers.values())
+                first = next(self._turn) % len(readers) if readers else 0
+                for reader in readers[first:] + readers[:first]:
                     try:
-                        records = await reader.poll(0, max_records)
+                        taken: list[_T] = await take(reader, 0, max_records)
                     except TopicNotFoundError:
                         continue  # deleted: the next heartbeat's answer revokes its partitions
-                    if records:
-                        return records
+                    if taken:
+                        return taken
             if deadline is not None and loop.time() >= deadline:
                 return []
             await asyncio.sleep(_IDLE_POLL_S if deadline is None else max(0.0, min(_IDLE_POLL_S, deadline - loop.time())))
@@ -182,19 +211,109 @@ class AsyncGroupConsumer:
         return [TopicPartition(t, p) for t, p in sorted(self._owned)]
 
     async def position(self, topic: str, partition: int) -> int:
-        return await self._readers[topic].position(partition)
+        return await self._reader(topic, partition).position(partition)
 
     async def seek(self, topic: str, partition: int, offset: int) -> None:
-        await self._readers[topic].seek(offset, partition)
+        await self._reader(topic, partition).seek(offset, partition)
+
+    def highwater(self, topic: str, partition: int) -> int | None:
+        return self._reader(topic, partition).highwater(partition)
+
+    async def seek_to_beginning(self, *partitions: TopicPartition) -> None:
+        for reader, numbers in self._by_reader(partitions):
+            await reader.seek_to_beginning(*numbers)
+
+    async def seek_to_end(self, *partitions: TopicPartition) -> None:
+        for reader, numbers in self._by_reader(partitions):
+            await reader.seek_to_end(*numbers)
+
+    async def seek_to_timestamp(self, timestamp_ms: int, *partitions: TopicPartition) -> None:
+        for reader, numbers in self._by_reader(partitions):
+            await reader.seek_to_timestamp(timestamp_ms, *numbers)
+
+    async def beginning_offsets(self) -> dict[TopicPartition, int]:
+        return {TopicPartition(topic, p): offset for topic, reader in sorted(self._readers.items())
+                for p, offset in (await reader.beginning_offsets()).items()}
+
+    async def end_offsets(self) -> dict[TopicPartition, int]:
+        return {TopicPartition(topic, p): offset for topic, reader in sorted(self._readers.items())
+                for p, offset in (await reader.end_offsets()).items()}
+
+    async def offsets_for_times(self, timestamp_ms: int) -> dict[TopicPartition, OffsetAndTimestamp | None]:
+        return {TopicPartition(topic, p): hit for topic, reader in sorted(self._readers.items())
+                for p, hit in (await reader.offsets_for_times(timestamp_ms)).items()}
+
+    def _reader(self, topic: str, partition: int) -> AsyncConsumer:
+        reader = self._readers.get(topic)
+        if reader is None or (topic, partition) not in self._owned:
+            raise ValueError(f"{topic}-{partition} is not assigned to this member (it owns {self.assignment()})")
+        return reader
+
+    def _by_reader(self, partitions: Sequence[TopicPartition]) -> list[tuple[AsyncConsumer, list[int]]]:
+        """The owned ``partitions`` (every owned one when none is named), per topic's reader."""
+        named = [(tp.topic, tp.partition) for tp in partitions] or sorted(self._owned)
+        for topic, partition in named:
+            self._reader(topic, partition)  # refuses one not owned, before any moves
+        return [(self._readers[topic], [p for t, p in named if t == topic]) for topic in sorted({t for t, _ in named})]
 
     # -- offsets ---------------------------------------------------------------------------------
     async def commit(self, offsets: dict[TopicPartition, int] | None = None) -> None:
         """Commits ``offsets`` (the next offset to read, per partition), or every owned
-        partition's position."""
+        partition's position, after every ``commit_async`` made before it (Kafka's commitSync)."""
+        self._check_open()
         await self.start()
+        await self._after_async_commits()
         assert self._lock is not None
         async with self._lock:
             await self._commit_locked(offsets)
+
+    def commit_async(self, offsets: dict[TopicPartition, int] | None = None,
+                     callback: CommitCallback | None = None) -> asyncio.Future[dict[TopicPartition, int]]:
+        """Commits ``offsets``, or the owned partitions' positions as they are at this call, in
+        the background (Kafka's commitAsync): returns a future of the offsets committed, failed
+        with the commit's error. Commits go out one at a time, in call order, so a later one never
+        lands under an earlier one. ``callback(offsets, error)`` (``error`` None on success) is
+        called when it ends; a failed commit nobody awaits nor calls back for is logged by asyncio
+        ("exception was never retrieved"). Positions of partitions revoked before it goes out are
+        left out (their revocation committed them)."""
+        self._check_open()
+        own = offsets is None
+        snapshot = self._positions_now() if offsets is None else dict(offsets)
+        task = asyncio.get_running_loop().create_task(self._commit_in_turn(self._commit_tail, snapshot, own))
+        self._commit_tail = task
+        if callback is not None:
+            task.add_done_callback(lambda done: _call_back(callback, snapshot, done))
+        return task
+
+    async def _commit_in_turn(self, previous: asyncio.Future[Any] | None, offsets: dict[TopicPartition, int],
+                              own: bool) -> dict[TopicPartition, int]:
+        if previous is not None:
+            await asyncio.wait([previous])  # its outcome belongs to its own future
+        await self.start()
+        assert self._lock is not None
+        async with self._lock:
+            if own:
+                offsets = {tp: o for tp, o in offsets.items() if (tp.topic, tp.partition) in self._owned}
+            await self._commit_locked(offsets, skip_deleted_topics=own)
+        return offsets
+
+    async def _after_async_commits(self) -> None:
+        if self._commit_tail is not None:
+            await asyncio.wait([self._commit_tail])
+
+    def _positions_now(self) -> dict[TopicPartition, int]:
+        """The owned partitions' positions as known now, without a call (one whose start is not
+        resolved yet has consumed nothing, so it has nothing to commit)."""
+        positions = {}
+        for topic, partition in sorted(self._owned):
+            position = self._readers[topic]._position_now(partition)
+            if position is not None:
+                positions[TopicPartition(topic, partition)] = position
+        return positions
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ClientClosedError("the consumer is closed")
 
     async def committed(self, partitions: Sequence[TopicPartition] | None = None) -> dict[TopicPartition, int | None]:
         await self.start()
@@ -345,12 +464,29 @@ class AsyncGroupConsumer:
             self._readers[topic] = reader
 
 
+def _call_back(callback: CommitCallback, offsets: dict[TopicPartition, int],
+               done: asyncio.Future[dict[TopicPartition, int]]) -> None:
+    if done.cancelled():
+        callback(offsets, asyncio.CancelledError("the commit was cancelled"))
+    elif done.exception() is not None:
+        callback(offsets, done.exception())
+    else:
+        callback(done.result(), None)
+
+
 class GroupConsumer(_sync.SyncFacade, implementation=AsyncGroupConsumer):
     """The synchronous group consumer: the same options and methods as ``AsyncGroupConsumer``
-    (callbacks run on the client's loop thread)."""
+    (callbacks run on the client's loop thread). ``Consumer(server, group_id=..., topics=[...])``
+    is the same member behind the one consumer class."""
 
     def poll(self, timeout_ms: float | None = 0, max_records: int | None = None) -> list[ConsumerRecord]:
         return self._portal.run(self._async.poll(timeout_ms, max_records))
+
+    def poll_batches(self, timeout_ms: float | None = 0, max_records: int | None = None) -> list[RecordBatchView]:
+        return self._portal.run(self._async.poll_batches(timeout_ms, max_records))
+
+    def poll_raw(self, timeout_ms: float | None = 0, max_records: int | None = None) -> list[RawBatch]:
+        return self._portal.run(self._async.poll_raw(timeout_ms, max_records))
 
     def assignment(self) -> list[TopicPartition]:
         return self._async.assignment()
@@ -361,8 +497,35 @@ class GroupConsumer(_sync.SyncFacade, implementation=AsyncGroupConsumer):
     def seek(self, topic: str, partition: int, offset: int) -> None:
         self._portal.run(self._async.seek(topic, partition, offset))
 
+    def highwater(self, topic: str, partition: int) -> int | None:
+        return self._async.highwater(topic, partition)
+
+    def seek_to_beginning(self, *partitions: TopicPartition) -> None:
+        self._portal.run(self._async.seek_to_beginning(*partitions))
+
+    def seek_to_end(self, *partitions: TopicPartition) -> None:
+        self._portal.run(self._async.seek_to_end(*partitions))
+
+    def seek_to_timestamp(self, timestamp_ms: int, *partitions: TopicPartition) -> None:
+        self._portal.run(self._async.seek_to_timestamp(timestamp_ms, *partitions))
+
+    def beginning_offsets(self) -> dict[TopicPartition, int]:
+        return self._portal.run(self._async.beginning_offsets())
+
+    def end_offsets(self) -> dict[TopicPartition, int]:
+        return self._portal.run(self._async.end_offsets())
+
+    def offsets_for_times(self, timestamp_ms: int) -> dict[TopicPartition, OffsetAndTimestamp | None]:
+        return self._portal.run(self._async.offsets_for_times(timestamp_ms))
+
     def commit(self, offsets: dict[TopicPartition, int] | None = None) -> None:
         self._portal.run(self._async.commit(offsets))
+
+    def commit_async(self, offsets: dict[TopicPartition, int] | None = None,
+                     callback: CommitCallback | None = None) -> concurrent.futures.Future[dict[TopicPartition, int]]:
+        """``AsyncGroupConsumer.commit_async``, its future a concurrent one; ``callback`` runs on
+        the client's loop thread (it may not call this consumer's blocking methods)."""
+        return self._portal.submit(lambda: self._async.commit_async(offsets, callback))
 
     def committed(self, partitions: Sequence[TopicPartition] | None = None) -> dict[TopicPartition, int | None]:
         return self._portal.run(self._async.committed(partitions))

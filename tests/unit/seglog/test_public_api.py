@@ -54,8 +54,9 @@ def test_importing_the_codec_does_not_import_grpc():
         (seglog.Producer, seglog.AsyncProducer),
         (seglog.Consumer, seglog.AsyncConsumer),
         (seglog.Admin, seglog.AsyncAdmin),
+        (seglog.GroupConsumer, seglog.AsyncGroupConsumer),
     ],
-    ids=["Producer", "Consumer", "Admin"],
+    ids=["Producer", "Consumer", "Admin", "GroupConsumer"],
 )
 def test_sync_facade_has_the_async_signature_for_every_public_method(sync_cls, async_cls):
     public = {n for n in dir(async_cls) if not n.startswith("_") and n not in ("start",)}
@@ -77,8 +78,11 @@ RELEASED_CONSTRUCTORS = {
     "Admin": [("server", "127.0.0.1:50551"), *_CONNECTION],
     "Consumer": [("server", "127.0.0.1:50551"), ("topic", ""), ("partition", None), ("start", "latest"),
                  ("mode", "fetch"), ("fetch_max_bytes", 1048576), ("fetch_max_wait_ms", 500), ("fetch_min_bytes", 1),
-                 ("max_poll_records", 500), ("check_crcs", True), ("auto_offset_reset", "none"),
-                 ("consumer_timeout_ms", None), *_CONNECTION],
+                 ("max_poll_records", 500), ("check_crcs", True), ("auto_offset_reset", None),
+                 ("consumer_timeout_ms", None), *_CONNECTION,
+                 # A group member (KafkaConsumer.subscribe), added after the release, keyword-only at the end.
+                 ("group_id", None), ("topics", None), ("enable_auto_commit", None), ("auto_commit_interval_ms", 5000),
+                 ("on_assign", None), ("on_revoke", None), ("group_instance_id", None)],
     "Producer": [("server", "127.0.0.1:50551"), ("acks", seglog.Acks.WRITTEN), ("compression", Compression.NONE),
                  ("batch_size", 16384), ("linger_ms", 5), ("buffer_bytes", 33554432), ("max_request_bytes", 1048576),
                  ("max_in_flight_requests", 5), ("max_in_flight_per_partition", 5), ("max_block_ms", 60000),
@@ -126,3 +130,10 @@ def test_a_sync_client_refuses_bad_connection_options_in_the_callers_thread(sync
     with pytest.raises(ValueError, match="tls_cert and tls_key go together"):
         sync_cls(tls_key=b"-----BEGIN PRIVATE KEY-----", **arguments)
     assert _sync._shared is None  # no loop thread was started for it
+
+
+def test_the_consumers_offset_reset_default_is_the_released_one_without_a_group_and_kafkas_with_one():
+    # auto_offset_reset's default became None when groups came: "none" (as released) without a
+    # group, Kafka's "latest" for a group member.
+    assert seglog.AsyncConsumer("127.0.0.1:1", "t")._config.auto_offset_reset == "none"
+    assert seglog.AsyncConsumer("127.0.0.1:1", group_id="g", topics=["t"])._group._reset == "latest"
