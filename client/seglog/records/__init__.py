@@ -9,7 +9,8 @@
   records_max_timestamp_delta and first_record_reaching their fast paths for common records
   (walk_fast.py), BatchWalk.skip/seek the fast path of offset-checked batch walks;
   seek_record the first record reaching a time target, compiled where the install built
-  _walk_c (walk_compiled.py), equal to walk_records.
+  _walk_c (walk_compiled.py), equal to walk_records; seek_records the same for several
+  ascending targets in one walk.
 - set_max_timestamp / set_partition_leader_epoch patch headers in place for the broker.
 - HEADER and the *_OFFSET constants give the header layout (header.py).
 - Errors: CodecError > CorruptRecordError > InvalidCrcError; DecompressionLimitError;
@@ -57,7 +58,7 @@ from .header_patch import set_max_timestamp, set_partition_leader_epoch
 from .record import Record
 from .walk import BatchStop, BatchWalk, vouch_batches, walk_records
 from .walk_fast import NONE_REACHING, first_record_reaching, records_max_timestamp_delta
-from .walk_compiled import seek_record
+from .walk_compiled import seek_record, seek_records
 
 __all__ = [
     "ATTRIBUTES_OFFSET",
@@ -104,6 +105,7 @@ __all__ = [
     "iter_batches",
     "records_max_timestamp_delta",
     "seek_record",
+    "seek_records",
     "set_max_timestamp",
     "set_partition_leader_epoch",
     "vouch_batches",

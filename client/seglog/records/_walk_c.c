@@ -24,6 +24,10 @@
  * reference refuses the record too: same verdict.  A refusal raises the codec's
  * CorruptRecordError naming the record, the byte and the rule; the Python wrapper
  * (walk_compiled.py) reruns the reference for its precise message.
+ * first_reaching_each answers several ascending targets in one walk (to the last one's record):
+ * the targets of a batched lookup that land in one large batch.  Its verdict is each target's
+ * own walk's: it refuses exactly when the walk of some target alone refuses (the last target's
+ * walk goes furthest).  One- and two-byte varints, nearly every field, are read inline.
  * Agreement with the reference is checked differentially (tests/unit/seglog/records/
  * test_walk_compiled.py, Hypothesis over valid and hostile areas).
  */
@@ -44,6 +48,19 @@ enum { OK = 0, REFUSED = -1, FAILED = -2 /* a Python error is set (not about the
 static inline int
 read_varint(const uint8_t *data, Py_ssize_t limit, Py_ssize_t *p, int bytes_max, int64_t *out)
 {
+    Py_ssize_t at = *p;
+    if (at + 1 < limit && data[at] < CONTINUATION) { /* one byte: the common field */
+        uint64_t small = data[at];
+        *out = (int64_t)((small >> 1) ^ (uint64_t)(-(int64_t)(small & 1)));
+        *p = at + 1;
+        return OK;
+    }
+    if (at + 2 < limit && data[at + 1] < CONTINUATION) { /* two bytes */
+        uint64_t small = (uint64_t)(data[at] & 0x7F) | ((uint64_t)data[at + 1] << 7);
+        *out = (int64_t)((small >> 1) ^ (uint64_t)(-(int64_t)(small & 1)));
+        *p = at + 2;
+        return OK;
+    }
     uint64_t unsigned_value = 0;
     int shift = 0;
     Py_ssize_t position = *p;
@@ -147,6 +164,74 @@ PyDoc_STRVAR(first_reaching_doc,
 "record up to it checked as walk_records checks it; None when every record is checked and\n"
 "none reaches; CorruptRecordError at the first lie.");
 
+/* One record at *position, every rule checked: OK with its deltas and *position at its end;
+ * REFUSED (CorruptRecordError set) or FAILED (another Python error set). */
+static inline int
+walk_one(const uint8_t *data, Py_ssize_t end, Py_ssize_t *position, Py_ssize_t index, int64_t *timestamp_delta,
+         int64_t *offset_delta)
+{
+    Py_ssize_t start = *position;
+    if (start >= end)
+        return refuse(index, start, "premature EOF (fewer records than the batch declares)");
+    Py_ssize_t p = start;
+    int64_t length, size;
+    if (read_varint(data, end, &p, VARINT_BYTES_MAX, &length) != OK || length <= 0 || length > end - p)
+        return refuse(index, start, "invalid record length");
+    Py_ssize_t record_end = p + (Py_ssize_t)length;
+    p += 1; /* attributes: unused */
+    if (read_varint(data, record_end, &p, VARLONG_BYTES_MAX, timestamp_delta) != OK ||
+        read_varint(data, record_end, &p, VARINT_BYTES_MAX, offset_delta) != OK)
+        return refuse(index, start, "its timestampDelta or offsetDelta runs past the record or is not a varint");
+    if (skip_field(data, record_end, &p, 1, &size) != OK)
+        return refuse(index, start, "invalid key length");
+    if (skip_field(data, record_end, &p, 1, &size) != OK)
+        return refuse(index, start, "invalid value length");
+    if (p < record_end && data[p] == 0) {
+        p += 1; /* no headers: the common record */
+    } else {
+        int status = skip_headers(data, record_end, &p, index);
+        if (status != OK)
+            return status;
+    }
+    if (p != record_end)
+        return refuse(index, start, "its fields do not fill its declared length");
+    *position = record_end;
+    return OK;
+}
+
+/* The area's arguments checked as walk_records checks them. */
+static int
+check_area(Py_ssize_t length, Py_ssize_t position, Py_ssize_t end, Py_ssize_t count)
+{
+    if (count < 0) {
+        PyErr_Format(corrupt_error, "Found invalid record count: expected >= 0, found %zd (the compiled walk)", count);
+        return REFUSED;
+    }
+    if (end > length || position < 0 || position > end) {
+        PyErr_Format(corrupt_error, "Records area [%zd, %zd) is outside the %zd bytes given", position, end, length);
+        return REFUSED;
+    }
+    return OK;
+}
+
+/* After ``count`` records at ``position``: the area must be filled exactly. */
+static int
+check_filled(Py_ssize_t position, Py_ssize_t end, Py_ssize_t count)
+{
+    if (position != end) {
+        PyErr_Format(corrupt_error, "Incorrect declared batch size, records still remaining: %zd more bytes after "
+                     "%zd records at byte %zd (the compiled walk)", end - position, count, position);
+        return REFUSED;
+    }
+    return OK;
+}
+
+static inline int
+reaches(int64_t value, int64_t target, int outside)
+{
+    return outside < 0 || (outside == 0 && value >= target);
+}
+
 static PyObject *
 first_reaching(PyObject *module, PyObject *args)
 {
@@ -163,72 +248,117 @@ first_reaching(PyObject *module, PyObject *args)
         as_target(offset_min_object, &offset_min, &offset_min_outside) != OK)
         goto done;
     const uint8_t *data = (const uint8_t *)view.buf;
-    if (count < 0) {
-        PyErr_Format(corrupt_error, "Found invalid record count: expected >= 0, found %zd (the compiled walk)", count);
+    if (check_area(view.len, position, end, count) != OK)
         goto done;
-    }
-    if (end > view.len || position < 0 || position > end) {
-        PyErr_Format(corrupt_error, "Records area [%zd, %zd) is outside the %zd bytes given", position, end, view.len);
-        goto done;
-    }
     for (Py_ssize_t index = 0; index < count; index++) {
-        if (position >= end) {
-            refuse(index, position, "premature EOF (fewer records than the batch declares)");
+        int64_t timestamp_delta, offset_delta;
+        if (walk_one(data, end, &position, index, &timestamp_delta, &offset_delta) != OK)
             goto done;
-        }
-        Py_ssize_t p = position;
-        int64_t length, timestamp_delta, offset_delta, size;
-        if (read_varint(data, end, &p, VARINT_BYTES_MAX, &length) != OK || length <= 0 || length > end - p) {
-            refuse(index, position, "invalid record length");
-            goto done;
-        }
-        Py_ssize_t record_end = p + (Py_ssize_t)length;
-        p += 1; /* attributes: unused */
-        if (read_varint(data, record_end, &p, VARLONG_BYTES_MAX, &timestamp_delta) != OK ||
-            read_varint(data, record_end, &p, VARINT_BYTES_MAX, &offset_delta) != OK) {
-            refuse(index, position, "its timestampDelta or offsetDelta runs past the record or is not a varint");
-            goto done;
-        }
-        if (skip_field(data, record_end, &p, 1, &size) != OK) {
-            refuse(index, position, "invalid key length");
-            goto done;
-        }
-        if (skip_field(data, record_end, &p, 1, &size) != OK) {
-            refuse(index, position, "invalid value length");
-            goto done;
-        }
-        if (p < record_end && data[p] == 0) {
-            p += 1; /* no headers: the common record */
-        } else {
-            int status = skip_headers(data, record_end, &p, index);
-            if (status != OK)
-                goto done;
-        }
-        if (p != record_end) {
-            refuse(index, position, "its fields do not fill its declared length");
-            goto done;
-        }
-        int time_reaches = target_outside < 0 || (target_outside == 0 && timestamp_delta >= target);
-        int offset_reaches = offset_min_outside < 0 || (offset_min_outside == 0 && offset_delta >= offset_min);
-        if (time_reaches && offset_reaches) {
+        if (reaches(timestamp_delta, target, target_outside) && reaches(offset_delta, offset_min, offset_min_outside)) {
             result = Py_BuildValue("(LL)", (long long)offset_delta, (long long)timestamp_delta);
             goto done;
         }
-        position = record_end;
     }
-    if (position != end) {
-        PyErr_Format(corrupt_error, "Incorrect declared batch size, records still remaining: %zd more bytes after "
-                     "%zd records at byte %zd (the compiled walk)", end - position, count, position);
+    if (check_filled(position, end, count) != OK)
         goto done;
-    }
     result = Py_NewRef(Py_None);
 done:
     PyBuffer_Release(&view);
     return result;
 }
 
+PyDoc_STRVAR(first_reaching_each_doc,
+"first_reaching_each(data, position, end, count, target_deltas, offset_delta_min)\n--\n\n"
+"first_reaching for each of ``target_deltas`` (a sequence of ints, ascending), in one walk:\n"
+"a list of (offsetDelta, timestampDelta) or None, one per target. CorruptRecordError when the\n"
+"walk of any target alone would raise (the walk of the last target goes furthest).");
+
+static PyObject *
+first_reaching_each(PyObject *module, PyObject *args)
+{
+    Py_buffer view;
+    Py_ssize_t position, end, count;
+    PyObject *targets_object, *offset_min_object;
+    if (!PyArg_ParseTuple(args, "y*nnnOO:first_reaching_each", &view, &position, &end, &count, &targets_object,
+                          &offset_min_object))
+        return NULL;
+    PyObject *result = NULL, *targets = NULL, *answers = NULL;
+    int64_t offset_min, target = 0;
+    int offset_min_outside, target_outside = 0;
+    if (as_target(offset_min_object, &offset_min, &offset_min_outside) != OK)
+        goto done;
+    targets = PySequence_Fast(targets_object, "target_deltas must be a sequence");
+    if (targets == NULL)
+        goto done;
+    Py_ssize_t wanted = PySequence_Fast_GET_SIZE(targets);
+    PyObject **items = PySequence_Fast_ITEMS(targets);
+    answers = PyList_New(wanted);
+    if (answers == NULL)
+        goto done;
+    for (Py_ssize_t k = 0; k < wanted; k++) {
+        if (!PyLong_Check(items[k])) {
+            PyErr_SetString(PyExc_TypeError, "target_deltas must hold ints");
+            goto done;
+        }
+        PyList_SET_ITEM(answers, k, Py_NewRef(Py_None));
+    }
+    if (wanted == 0) { /* no target: no walk (as no single walk is made) */
+        result = Py_NewRef(answers);
+        goto done;
+    }
+    for (Py_ssize_t k = 1; k < wanted; k++) {
+        int above = PyObject_RichCompareBool(items[k - 1], items[k], Py_GT);
+        if (above < 0)
+            goto done;
+        if (above) {
+            PyErr_SetString(PyExc_ValueError, "target_deltas must ascend");
+            goto done;
+        }
+    }
+    const uint8_t *data = (const uint8_t *)view.buf;
+    if (check_area(view.len, position, end, count) != OK)
+        goto done;
+    Py_ssize_t next = 0; /* the first target not yet answered */
+    if (wanted > 0 && as_target(items[0], &target, &target_outside) != OK)
+        goto done;
+    Py_ssize_t index = 0;
+    for (; index < count && next < wanted; index++) {
+        int64_t timestamp_delta, offset_delta;
+        if (walk_one(data, end, &position, index, &timestamp_delta, &offset_delta) != OK)
+            goto done;
+        if (!reaches(offset_delta, offset_min, offset_min_outside))
+            continue;
+        PyObject *found = NULL;
+        while (next < wanted && reaches(timestamp_delta, target, target_outside)) {
+            if (found == NULL) {
+                found = Py_BuildValue("(LL)", (long long)offset_delta, (long long)timestamp_delta);
+                if (found == NULL)
+                    goto done;
+            }
+            PyList_SetItem(answers, next, Py_NewRef(found)); /* drops the None */
+            next++;
+            if (next < wanted && as_target(items[next], &target, &target_outside) != OK) {
+                Py_DECREF(found);
+                goto done;
+            }
+        }
+        Py_XDECREF(found);
+    }
+    if (next < wanted) { /* some target reached by no record: every record checked, the area filled */
+        if (check_filled(position, end, count) != OK)
+            goto done;
+    }
+    result = Py_NewRef(answers);
+done:
+    Py_XDECREF(answers);
+    Py_XDECREF(targets);
+    PyBuffer_Release(&view);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"first_reaching", first_reaching, METH_VARARGS, first_reaching_doc},
+    {"first_reaching_each", first_reaching_each, METH_VARARGS, first_reaching_each_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -7,7 +7,9 @@ rule of the reference walker (``walk_records``, walk.py) at a few nanoseconds a 
 install compiles it when it can (an optional extension: a client-only install without a C
 compiler gets the Python walk below, with no warning).
 
-``seek_record`` is the one entry point; ``seek_record_reference`` is the reference it must
+``seek_record`` is the one entry point for one target, ``seek_records`` for several landing in
+one batch (one walk to the last one's record instead of one walk per target: a batched lookup
+sends many targets to each large batch); ``seek_record_reference`` is the reference both must
 equal (tests/unit/seglog/records/test_walk_compiled.py checks both ways, on valid and hostile
 bytes). When the compiled walk refuses an area, the reference walks it again for its precise
 message: refusals are rare, and one message per lie is what the layers above show.
@@ -21,10 +23,11 @@ from .walk_fast import NONE_REACHING, first_record_reaching
 
 try:
     from ._walk_c import first_reaching as _compiled_first_reaching
+    from ._walk_c import first_reaching_each as _compiled_first_reaching_each
 except ImportError:  # not built (no compiler at install): the Python walks below
-    _compiled_first_reaching = None
+    _compiled_first_reaching = _compiled_first_reaching_each = None
 
-__all__ = ["COMPILED", "seek_record", "seek_record_reference"]
+__all__ = ["COMPILED", "seek_record", "seek_record_reference", "seek_records", "seek_records_reference"]
 
 COMPILED = _compiled_first_reaching is not None
 
@@ -64,3 +67,44 @@ def _seek_record_compiled(data, position: int, end: int, count: int, target_delt
 
 seek_record = _seek_record_compiled if COMPILED else _seek_record_python
 seek_record.__doc__ = seek_record_reference.__doc__
+
+
+def seek_records_reference(
+    data, position: int, end: int, count: int, target_deltas, offset_delta_min: int
+) -> list[tuple[int, int] | None]:
+    """``seek_record_reference`` for each of ``target_deltas`` (ascending): CorruptRecordError
+    when any of their walks raises."""
+    return [seek_record_reference(data, position, end, count, target, offset_delta_min) for target in target_deltas]
+
+
+def _seek_records_python(data, position: int, end: int, count: int, target_deltas, offset_delta_min: int):
+    """One walk by ``walk_records`` for every target (ascending): each record is checked once."""
+    answers: list[tuple[int, int] | None] = [None] * len(target_deltas)
+    if not answers:
+        return answers
+    following = 0
+    target = target_deltas[0]
+    for timestamp_delta, offset_delta in walk_records(data, position, end, count):
+        if offset_delta < offset_delta_min:
+            continue
+        while timestamp_delta >= target:
+            answers[following] = (offset_delta, timestamp_delta)
+            following += 1
+            if following == len(answers):
+                return answers
+            target = target_deltas[following]
+    return answers
+
+
+def _seek_records_compiled(data, position: int, end: int, count: int, target_deltas, offset_delta_min: int):
+    """The compiled walk; on a refusal, the reference's verdict and message."""
+    try:
+        return _compiled_first_reaching_each(data, position, end, count, target_deltas, offset_delta_min)
+    except CorruptRecordError:
+        return seek_records_reference(data, position, end, count, target_deltas, offset_delta_min)
+
+
+seek_records = _seek_records_compiled if COMPILED else _seek_records_python
+seek_records.__doc__ = """``seek_record`` for each of ``target_deltas`` (ascending), in one walk: a list of
+(offsetDelta, timestampDelta) or None per target; CorruptRecordError (the reference's message)
+when the walk of any target alone would raise."""

@@ -38,12 +38,13 @@ from seglog.records import (
     Compression,
     decompress,
     seek_record,
+    seek_records,
     walk_records,
 )
 
 from .file_records import HeaderField
 
-__all__ = ["first_record_at_or_after", "offsets_and_timestamps"]
+__all__ = ["first_record_at_or_after", "first_records_at_or_after", "offsets_and_timestamps"]
 
 _COMPRESSION_MASK = 0x07
 _TIMESTAMP_TYPE_BIT = 0x08  # LogAppendTime: every record reads the batch maxTimestamp
@@ -100,3 +101,28 @@ def first_record_at_or_after(
     offset_delta, timestamp_delta = found
     timestamp = max_timestamp if log_append_time else base_timestamp + timestamp_delta
     return base_offset + offset_delta, timestamp
+
+
+def first_records_at_or_after(
+    batch: bytes | memoryview, timestamps_ms: list[int], starting_offset: int
+) -> list[tuple[int, int] | None]:
+    """``first_record_at_or_after`` for each of ``timestamps_ms`` (ascending), in one walk of
+    the batch's records (to the last target's record): a batched lookup sends many targets to
+    one large batch, and walking it once for all of them is what makes that cheap.
+    CorruptRecordError when the walk of any of them alone would raise."""
+    fields = HEADER.unpack_from(batch, 0)
+    base_offset, base_timestamp = fields[HeaderField.BASE_OFFSET], fields[HeaderField.BASE_TIMESTAMP]
+    data, start, end = _records_area(batch, fields)
+    log_append_time = fields[HeaderField.ATTRIBUTES] & _TIMESTAMP_TYPE_BIT
+    if log_append_time:
+        max_timestamp = fields[HeaderField.MAX_TIMESTAMP]
+        target_deltas = [_EVERY_RECORD if max_timestamp >= t else _NO_RECORD for t in timestamps_ms]
+    else:
+        target_deltas = [t - base_timestamp for t in timestamps_ms]
+    found = seek_records(data, start, end, fields[HeaderField.RECORDS_COUNT], target_deltas,
+                         starting_offset - base_offset)
+    return [
+        None if answer is None
+        else (base_offset + answer[0], max_timestamp if log_append_time else base_timestamp + answer[1])
+        for answer in found
+    ]

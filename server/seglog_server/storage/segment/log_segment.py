@@ -36,7 +36,7 @@ from ..base.fs import REAL_FS, FileSystem
 from ..base.log_config import LogConfig
 from ..base.observer import PhaseTimer, stopwatch
 from ..format.offset_index import OffsetIndex
-from ..format.record_timestamps import first_record_at_or_after, offsets_and_timestamps
+from ..format.record_timestamps import first_record_at_or_after, first_records_at_or_after, offsets_and_timestamps
 from .segment_check import check_indexes, check_tail
 from .segment_files import SegmentFiles
 from .segment_recovery import RecoveryScan
@@ -627,7 +627,9 @@ class LogSegment:
         """``find_offset_by_timestamp`` for each of ``timestamps_ms`` (ascending), with the same
         answers: the index searches of all the targets run together, and a target whose scan
         would start where the previous target's did, when the batch that scan found first
-        reaches it (or it found none), starts from that batch without walking to it again.
+        reaches it (or it found none), starts from that batch without walking to it again; the
+        targets landing in one batch are answered by one walk of its records
+        (``first_records_at_or_after``), not one walk each.
 
         Why that batch is the answer: the targets ascend, and every batch the previous scan
         passed had a max timestamp below the previous target (or offsets below
@@ -645,19 +647,37 @@ class LogSegment:
         watch.faults("index_lookup")
         results: list[TimestampAndOffset | None] = []
         scan_position, first = -1, _UNKNOWN  # where the last scan started, and what it found first
-        scanned = 0
+        number = 0
         try:
-            for timestamp_ms, position in zip(timestamps_ms, positions):
-                known = _UNKNOWN
-                if position == scan_position and (first is None or first[0].max_timestamp >= timestamp_ms):
-                    known = first
-                scanned += 1
-                found, found_first = self._scan_for_timestamp(timestamp_ms, position, starting_offset, known)
-                if known is _UNKNOWN:
-                    scan_position, first = position, found_first
-                results.append(found)
+            while number < count:
+                timestamp_ms, position = timestamps_ms[number], positions[number]
+                if not (position == scan_position and (first is None or first[0].max_timestamp >= timestamp_ms)):
+                    first = self._log.search_for_timestamp(
+                        timestamp_ms, position, starting_offset, self._scan_bytes, self.offset_bounds()
+                    )
+                    scan_position = position
+                if first is None:
+                    results.append(None)
+                    number += 1
+                    continue
+                # The targets after this one that start here and that the batch reaches land in it
+                # too: one walk of its records answers them all.
+                header, data = first
+                run_end, max_timestamp = number + 1, header.max_timestamp
+                while run_end < count and positions[run_end] == position and timestamps_ms[run_end] <= max_timestamp:
+                    run_end += 1
+                try:
+                    matches = first_records_at_or_after(data, timestamps_ms[number:run_end], starting_offset)
+                except _CodecError as exc:
+                    raise self._undecodable(header, exc) from exc
+                for target, match in zip(timestamps_ms[number:run_end], matches):
+                    if match is None:  # every match there sits below starting_offset: on to the next batches
+                        results.append(self._scan_for_timestamp(target, position, starting_offset, first)[0])
+                    else:
+                        results.append(TimestampAndOffset(match[1], match[0]))
+                number = run_end
         finally:
-            watch.lap_each("log_scan", scanned)
+            watch.lap_each("log_scan", number)
             watch.faults("log_read")
         return results
 

@@ -276,3 +276,86 @@ print("fallback")
     done = subprocess.run([sys.executable, "-W", "error", "-c", program], capture_output=True, text=True,
                           env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)))
     assert (done.returncode, done.stdout, done.stderr) == (0, "fallback\n", "")
+
+
+# -- several targets in one walk (seek_records) ------------------------------------------------
+
+compiled_each = walk_compiled._compiled_first_reaching_each
+
+
+def references_and_message(*args):
+    try:
+        return walk_compiled.seek_records_reference(*args), None
+    except CodecError as exc:
+        return "refused", (type(exc), str(exc))
+
+
+@st.composite
+def many_targets(draw, deltas):
+    """Ascending timestamp targets (records' own, near them, outside int64) and an offset floor."""
+    drawn = draw(st.lists(targets(deltas), max_size=12))
+    offset_delta_min = drawn[0][1] if drawn and draw(st.booleans()) else draw(st.integers(-2, 40))
+    return sorted(target for target, _ in drawn), offset_delta_min
+
+
+@FUZZ
+@given(data=st.data(), area=valid_areas, as_view=st.booleans())
+def test_one_walk_for_many_targets_finds_what_the_reference_finds_for_each(data, area, as_view):
+    records, deltas = area
+    target_deltas, offset_delta_min = data.draw(many_targets(deltas))
+    buffer = memoryview(records) if as_view else records
+    args = (buffer, 0, len(records), len(deltas), target_deltas, offset_delta_min)
+    expected = [next(((o, t) for t, o in deltas if t >= target and o >= offset_delta_min), None)
+                for target in target_deltas]
+    assert walk_compiled.seek_records_reference(*args) == expected
+    assert compiled_each(*args) == expected
+    assert walk_compiled.seek_records(*args) == expected
+    assert walk_compiled._seek_records_python(*args) == expected
+
+
+@FUZZ
+@given(data=st.data(), area=valid_areas, harm=damage)
+def test_one_walk_for_many_targets_refuses_when_any_target_s_own_walk_refuses(data, area, harm):
+    records, deltas = area
+    buffer, position, end, count = mutated(records, deltas, harm)
+    target_deltas, offset_delta_min = data.draw(many_targets(deltas))
+    args = (buffer, position, end, count, target_deltas, offset_delta_min)
+    expected, message = references_and_message(*args)
+    assert verdict(compiled_each, *args) == expected
+    assert verdict(walk_compiled._seek_records_python, *args) == expected
+    try:
+        answer = walk_compiled.seek_records(*args)
+    except CodecError as exc:
+        assert (type(exc), str(exc)) == message  # the reference's own message (and error class)
+    else:
+        assert message is None and answer == expected
+
+
+@FUZZ
+@given(data=st.binary(max_size=300), position=st.integers(-1, 6), shrink=st.integers(-2, 6),
+       count=st.integers(-2, 60), target_deltas=st.lists(st.integers(-5, 5), max_size=6),
+       offset_delta_min=st.integers(-2, 5))
+def test_one_walk_for_many_targets_over_random_bytes_agrees_with_the_reference(
+        data, position, shrink, count, target_deltas, offset_delta_min):
+    args = (data, position, len(data) - shrink, count, sorted(target_deltas), offset_delta_min)
+    assert verdict(compiled_each, *args) == references_and_message(*args)[0]
+    assert verdict(walk_compiled._seek_records_python, *args) == references_and_message(*args)[0]
+
+
+def test_one_walk_for_many_targets_refuses_targets_that_do_not_ascend_or_are_not_ints():
+    area = _one(b"\x00") + _one(b"\x02", offset_field=b"\x02")
+    assert compiled_each(area, 0, len(area), 2, [0, 1, 1, 2**70], 0) == [(0, 0), (1, 1), (1, 1), None]
+    for bad, error in (([1, 0], ValueError), ([0, 1.5], TypeError), (5, TypeError)):
+        try:
+            compiled_each(area, 0, len(area), 2, bad, 0)
+        except error:
+            continue
+        raise AssertionError(f"{bad!r} was accepted")
+
+
+def test_one_walk_for_many_targets_stops_at_the_last_target_s_record_as_its_own_walk_does():
+    area = _one(b"\x00") + _one(b"\x02", offset_field=b"\x02") + b"\xff" * 12  # garbage after two records
+    assert compiled_each(area, 0, len(area), 5, [0, 1], 0) == [(0, 0), (1, 1)]
+    assert verdict(compiled_each, area, 0, len(area), 5, [0, 2], 0) == "refused"
+    assert compiled_each(area, 0, len(area), -1, [], 0) == [] == walk_compiled.seek_records_reference(
+        area, 0, len(area), -1, [], 0)

@@ -262,3 +262,23 @@ def test_every_target_is_counted_as_one_lookup_in_its_own_zone_and_phases(tmp_pa
         assert together.phases["offsets_for_times", phase] == len(targets)
     # the pages the batched search read: the decoded run of entries, each page once
     assert 0 < together.pages["offset"] <= alone.pages["offset"]
+
+
+def test_targets_landing_in_one_batch_are_answered_by_one_walk_of_its_records(tmp_path, clock, monkeypatch):
+    """A batched lookup sends many targets to one large batch: its records are walked once for
+    all of them (seek_records), not once per target, with the per-target answers."""
+    from seglog_server.storage.format import record_timestamps
+
+    walks = []
+    real = record_timestamps.seek_records
+
+    def counted(data, position, end, count, target_deltas, offset_delta_min):
+        walks.append(len(target_deltas))
+        return real(data, position, end, count, target_deltas, offset_delta_min)
+
+    monkeypatch.setattr(record_timestamps, "seek_records", counted)
+    log = open_log(tmp_path, clock, config(index_interval_bytes=1 << 20))
+    log.append(batch(*[b"v"] * 3000, timestamps=[NOW_MS + 2 * i for i in range(3000)]))
+    targets = [NOW_MS + t for t in range(1, 6000, 97)]
+    assert log.offsets_for_timestamps(targets) == per_target(log, targets)
+    assert walks == [len(targets)]
