@@ -87,7 +87,9 @@ def _remote_storage(config: ServiceConfig) -> Any:
     from seglog_server.storage.remote import ObjectStore, ObjectStoreConfig, RemoteStorageManager
 
     bucket, prefix = location
-    return RemoteStorageManager(ObjectStore(ObjectStoreConfig(bucket, prefix, endpoint_url=config.s3_endpoint)))
+    store_config = ObjectStoreConfig(bucket, prefix, endpoint_url=config.s3_endpoint)
+    read_config = store_config.for_reads(config.remote_read_timeout_ms / 1000)
+    return RemoteStorageManager(ObjectStore(store_config), read_store=ObjectStore(read_config))
 
 
 class SeglogService:
@@ -167,6 +169,9 @@ class SeglogService:
         for name in ("", LOG_SERVICE_NAME):
             await self._health.set(name, health_pb2.HealthCheckResponse.SERVING)
         self._maintenance = asyncio.create_task(self._maintain(), name="seglog-maintenance")
+        start_uploader = getattr(manager, "start_remote_uploader", None)
+        if start_uploader is not None:  # uploads on a thread of their own, at the same period
+            start_uploader(self._config.maintenance_interval_ms)
         self._sessions = asyncio.create_task(self._expire_group_sessions(), name="seglog-group-sessions")
         host = self._config.listen_host
         self.address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"

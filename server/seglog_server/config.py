@@ -253,6 +253,10 @@ class ServiceConfig:
     # Bytes of remote segments' chunks kept in memory for reads below the local log start.
     # 64 MiB: 16 chunks of 4 MiB, a few consumers catching up at once, small beside the host.
     remote_fetch_cache_bytes: int = 64 * MIB
+    # How long one object-store call of a read below the local log start may take (one attempt:
+    # connecting and each silence), separate from the uploader's deadline (3 attempts of 2 + 10 s).
+    # 5 s: a healthy store answers a ranged GET in milliseconds, a consumer retries UNAVAILABLE.
+    remote_read_timeout_ms: int = 5_000
     topic_defaults: Mapping[str, str] = field(default_factory=dict)
     log_config: LogConfig = field(default_factory=LogConfig)
 
@@ -525,6 +529,7 @@ _SETTINGS: tuple[_Setting, ...] = (
     _Setting("remote_storage", _parse_remote_storage, "s3://BUCKET[/PREFIX]: tiered storage (off without)"),
     _Setting("s3_endpoint", _parse_optional_url, "object store endpoint URL (with --remote-storage)"),
     _Setting("remote_fetch_cache_bytes", _positive_int, "cache of remote chunks, bytes (with --remote-storage)", "limits"),
+    _Setting("remote_read_timeout_ms", _positive_int, "deadline of a remote read's store call, ms (with --remote-storage)", "limits"),
     _Setting("open_segments_max", _non_negative_int, "segments holding descriptors, count (0: from RLIMIT_NOFILE)", "limits"),
 )
 _BY_NAME = {setting.name: setting for setting in _SETTINGS}
@@ -820,7 +825,7 @@ def _check_cluster(config: ServiceConfig, values: Mapping[str, _Value]) -> None:
         raise ConfigError(f"invalid cluster setting (from {_origin(values, setting)}): {exc}") from None
 
 
-_REMOTE_SETTINGS = ("s3_endpoint", "remote_fetch_cache_bytes")
+_REMOTE_SETTINGS = ("s3_endpoint", "remote_fetch_cache_bytes", "remote_read_timeout_ms")
 
 
 def _check_remote_storage(config: ServiceConfig, values: Mapping[str, _Value],

@@ -30,6 +30,13 @@ def manager_for(tmp_path, endpoint, prefix, clock, **store_limits):
     return manager, rsm
 
 
+def run_passes(manager):
+    """The maintenance pass (retention, flush) and the remote tier's pass (its own thread in the
+    service), one after the other."""
+    manager.run_maintenance()
+    manager.run_remote_pass()
+
+
 def produce(log, clock, count, value=b"x" * 300):
     for _ in range(count):
         log.append(batch(value, timestamps=clock.time_ms()))
@@ -44,8 +51,8 @@ def test_closed_segments_are_uploaded_and_local_ones_deleted_only_once_uploaded(
         produce(log, clock, 12)
         assert log.segment_count > 2
         before = {offset: log.read(offset, 1 << 20) for offset in range(0, 12)}
-        manager.run_maintenance()  # uploads every closed segment (local retention needs them first)
-        manager.run_maintenance()  # then local.retention.bytes=1 deletes the uploaded local ones
+        run_passes(manager)  # uploads every closed segment (local retention needs them first)
+        run_passes(manager)  # then local.retention.bytes=1 deletes the uploaded local ones
         remote = rsm.metadata.list("t", 0)
         assert remote and all(m.state is RemoteLogSegmentState.COPY_SEGMENT_FINISHED for m in remote)
         assert [m.base_offset for m in remote] == sorted(m.base_offset for m in remote)
@@ -68,8 +75,8 @@ def test_a_restart_derives_the_uploaded_offset_and_log_start_from_the_store(weed
     manager, _ = manager_for(tmp_path, weed.endpoint, prefix, clock)
     manager.create_topic("t", 1, TIERED)
     produce(manager.get_log("t", 0), clock, 10)
-    manager.run_maintenance()
-    manager.run_maintenance()
+    run_passes(manager)
+    run_passes(manager)
     uploaded = manager.get_log("t", 0).remote_tier.highest_uploaded_offset
     local_start = manager.get_log("t", 0).local_log_start_offset
     assert local_start > 0
@@ -91,15 +98,15 @@ def test_whole_log_retention_deletes_remote_segments_and_moves_the_log_start(wee
         manager.create_topic("t", 1, {**TIERED, "retention.ms": "60000", "local.retention.ms": "1000"})
         log = manager.get_log("t", 0)
         produce(log, clock, 10)
-        manager.run_maintenance()
-        manager.run_maintenance()
+        run_passes(manager)
+        run_passes(manager)
         remote_before = rsm.metadata.list("t", 0)
         assert remote_before and log.log_start_offset == 0
         clock.advance(30_000)  # local retention passed, the whole log's not: nothing remote goes
-        manager.run_maintenance()
+        run_passes(manager)
         assert rsm.metadata.list("t", 0) == remote_before and log.log_start_offset == 0
         clock.advance(60_000)  # past retention.ms: remote segments below the local log go
-        manager.run_maintenance()
+        run_passes(manager)
         assert rsm.metadata.list("t", 0) == [] and rsm.metadata.orphans("t", 0) == []
         assert log.log_start_offset == log.local_log_start_offset > 0
         keys = list(rsm.store.list("t/0/"))
@@ -122,18 +129,18 @@ def test_a_stopped_store_stalls_nothing_and_uploads_resume_when_it_is_back(tmp_p
             log = manager.get_log("t", 0)
             server.stop()
             produce(log, clock, 8)
-            manager.run_maintenance()  # the copy fails (refused): nothing deleted locally
+            run_passes(manager)  # the copy fails (refused): nothing deleted locally
             assert log.remote_tier.last_error and "unavailable" in log.remote_tier.last_error
             assert log.remote_tier.backing_off()
             produce(log, clock, 2)  # produce and local reads go on
             assert log.read(0, 1 << 20).records and log.log_start_offset == 0
             segments_before = log.segment_count
-            manager.run_maintenance()
+            run_passes(manager)
             assert log.segment_count == segments_before  # nothing uploaded, nothing deleted
             server.launch()
             clock.advance(120_000)  # past the backoff
-            manager.run_maintenance()
-            manager.run_maintenance()
+            run_passes(manager)
+            run_passes(manager)
             assert rsm.metadata.list("t", 0) and log.segment_count == 1
             assert log.remote_tier.last_error is None
         finally:

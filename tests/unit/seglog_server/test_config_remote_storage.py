@@ -27,13 +27,26 @@ def test_flags_environment_and_file_spell_the_same_settings(tmp_path):
     flags = load_config(["--remote-storage", "s3://bucket-1"], environ={})
     assert remote_storage_location(flags) == ("bucket-1", "")
     text = build_arg_parser().format_help()
-    for flag in ("--remote-storage", "--s3-endpoint", "--remote-fetch-cache-bytes"):
+    for flag in ("--remote-storage", "--s3-endpoint", "--remote-fetch-cache-bytes", "--remote-read-timeout-ms"):
         assert flag in text
+
+
+def test_the_remote_read_deadline_is_its_own_one_attempt_bounded_by_it():
+    config = load_config(["--remote-storage", "s3://bucket", "--remote-read-timeout-ms", "1500"], environ={})
+    assert config.remote_read_timeout_ms == 1500 and ServiceConfig().remote_read_timeout_ms == 5000
+    from seglog_server.storage.remote import ObjectStoreConfig
+
+    uploads = ObjectStoreConfig("b")
+    reads = uploads.for_reads(config.remote_read_timeout_ms / 1000)
+    assert (reads.attempts_max, reads.read_timeout_s, reads.connect_timeout_s) == (1, 1.5, 1.5)
+    assert (uploads.attempts_max, uploads.read_timeout_s) == (3, 10.0)  # the uploader's stays
 
 
 @pytest.mark.parametrize("argv, pattern", [
     (["--s3-endpoint", "http://h:1"], r"^s3_endpoint \(from --s3-endpoint\) requires remote_storage"),
     (["--remote-fetch-cache-bytes", "5"], r"^remote_fetch_cache_bytes \(from .*\) requires remote_storage"),
+    (["--remote-read-timeout-ms", "5"], r"^remote_read_timeout_ms \(from .*\) requires remote_storage"),
+    (["--remote-storage", "s3://ok-bucket", "--remote-read-timeout-ms", "0"], r"remote_read_timeout_ms"),
     (["--remote-storage", "http://bucket"], r"invalid remote_storage .*must be s3://BUCKET"),
     (["--remote-storage", "s3://B_ad"], r"invalid remote_storage .*bucket must be"),
     (["--remote-storage", "s3://ok-bucket", "--s3-endpoint", "http://key:secret@h:1"],

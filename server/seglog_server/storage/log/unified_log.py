@@ -37,7 +37,13 @@ from typing import TYPE_CHECKING
 from seglog.records import NO_TIMESTAMP, TimestampType
 
 from ..base.clock import SYSTEM_CLOCK, Clock
-from ..base.errors import LogDirOfflineError, OffsetOutOfRangeError, StaleCleaningResultError, StorageError
+from ..base.errors import (
+    LogDirOfflineError,
+    OffsetOutOfRangeError,
+    RemoteStorageUnavailableError,
+    StaleCleaningResultError,
+    StorageError,
+)
 from ..format.file_records import TimestampAndOffset
 from ..base.fs import REAL_FS, FileSystem
 from ..base.io_errors import is_exhaustion
@@ -308,6 +314,11 @@ class UnifiedLog:
     def is_offline(self) -> bool:
         return self._local.offline_cause is not None
 
+    @property
+    def is_closed(self) -> bool:
+        """Closed by a deletion or the shutdown: no more changes, no more uploads."""
+        return self._local.closed
+
     def set_change_listener(self, listener: ChangeListener | None) -> None:
         """Who is told of this log's changes from now on (``ChangeListener``); None: nobody."""
         self._change_listener = listener
@@ -485,7 +496,12 @@ class UnifiedLog:
             if not below_local:
                 return FetchData(records, high_watermark, log_start, high_watermark, next_offset)
         assert tier is not None
-        return self._read_remote(tier, offset, max_bytes, min_one_batch, log_start, high_watermark)
+        try:
+            return self._read_remote(tier, offset, max_bytes, min_one_batch, log_start, high_watermark)
+        except RemoteStorageUnavailableError as exc:
+            raise RemoteStorageUnavailableError(
+                f"{self._name}: offset {offset} is below the local log start and the object store "
+                f"did not answer (retry later): {exc}") from exc
 
     def position_of(self, offset: int) -> tuple[int, int] | None:
         """(segment base offset, byte position) of the batch holding ``offset`` or, in a gap,

@@ -76,6 +76,7 @@ from .log_maintenance import MaintenanceIntervals, MaintenanceSchedule
 from ..segment.open_segments import DEFAULT_OPEN_SEGMENTS_MAX, OpenSegments
 from ..producers.producer_ids import AllocatedProducerIds, ProducerIdBlocks, ProducerIdManager
 from .log_manager_startup import StartupLoader, check_some_dir_online
+from .remote_uploader import RemoteUploader
 from .log_manager_statistics import (
     LogManagerCounters,
     LogManagerStatistics,
@@ -115,6 +116,10 @@ _log = logging.getLogger(__name__)
 
 # A v2 batch's attributes are a big-endian int16: its low byte holds the compression codec.
 _ATTRIBUTES_LOW_BYTE = ATTRIBUTES_OFFSET + 1
+# How long shutdown waits for the uploader's pass to end: one store call may take the store's
+# whole deadline (36 s), and a process stopping must not wait for a silent store; the copy it
+# interrupts is an orphan the next start removes.
+_UPLOADER_STOP_WAIT_S = 5.0
 
 _NEW, _STARTING, _RUNNING, _STOPPING, _STOPPED, _HALTED = (
     "new",
@@ -162,6 +167,7 @@ class LogManager:
             # A cache below one default chunk holds one smaller chunk instead.
             self._remote_cache = RemoteChunkCache(
                 remote_fetch_cache_bytes, min(CHUNK_BYTES_DEFAULT, remote_fetch_cache_bytes))
+        self._uploader: RemoteUploader | None = None
         self._admin_lock = threading.RLock()
         self._state = _NEW
         self._registry = TopicRegistry(default_config)
@@ -241,6 +247,7 @@ class LogManager:
                 return
             was_started = self._state != _NEW
             self._state = _STOPPING
+            self._stop_remote_uploader()
             self._stop_flush_pool(wait=True)
             self._unclean_dirs = [d.path for d in self._dirs if not d.online]
             if was_started:
@@ -267,6 +274,8 @@ class LogManager:
         """Stops serving at once, leaving the directories as a crash would: no flush, no
         checkpoint, no marker (the next start-up recovers). Releases the directory locks."""
         self._state = _HALTED
+        if self._uploader is not None:
+            self._uploader.stop(0)
         self._stop_flush_pool(wait=False)
         for partition in self._registry.clear_partitions():
             drop_quietly(partition.log)
@@ -700,9 +709,36 @@ class LogManager:
             self._counters.maintenance_passes += 1
             elapsed_ns = self._clock.monotonic_ns() - started_ns
             self._counters.last_maintenance_duration_ms = elapsed_ns / 1e6
+
+    def start_remote_uploader(self, interval_ms: int) -> None:
+        """Run ``run_remote_pass`` every ``interval_ms`` on a thread of its own until shutdown
+        (the service does; tests call ``run_remote_pass`` themselves). No store: nothing to do."""
+        with self._admin_lock:
+            self._check_running()
+            if self._remote_storage is None or self._uploader is not None:
+                return
+            self._uploader = RemoteUploader(self.run_remote_pass, interval_ms)
+            self._uploader.start()
+
+    def _stop_remote_uploader(self) -> None:
+        if self._uploader is not None and not self._uploader.stop(_UPLOADER_STOP_WAIT_S):
+            _log.warning("the remote uploader is still in a store call after %.0f s; shutting down "
+                         "without it (an interrupted copy is an orphan the next start removes)",
+                         _UPLOADER_STOP_WAIT_S)
+
+    def run_remote_pass(self) -> None:
+        """One pass of the remote tier over every tiered log: uploads, local retention right
+        after an upload (the uploaded segments are what it may now delete), the whole log's
+        retention over the remote segments. Runs on a thread of its own (the service's uploader),
+        never inside ``run_maintenance``: a store call may take its whole deadline
+        (object_store.py), and a silent store must not hold the other jobs back."""
+        with self._admin_lock:
+            if self._state != _RUNNING:
+                return
             tiered = [p.log for _, p in self._online_partitions() if p.log.remote_tier is not None]
-        # Outside the admin lock: a store call may take its whole deadline (object_store.py).
         for log in tiered:
+            if self._state != _RUNNING:
+                return  # shutting down: the next start picks up where this pass stopped
             self._remote_pass(log)
 
     def _remote_pass(self, log: Log) -> None:
@@ -713,9 +749,10 @@ class LogManager:
         try:
             if not tier.loaded and tier.load():
                 log.attach_remote_tier(tier)
-            if log.is_offline:
+            if log.is_offline or log.is_closed:
                 return
-            tier.upload_pass(log.upload_candidates)
+            if tier.upload_pass(log.upload_candidates):
+                self._counters.segments_deleted += log.delete_old_segments()
             log.remote_retention_pass()
         except Exception:
             self._counters.maintenance_errors += 1

@@ -17,6 +17,7 @@ a body above the caller's ``size_max`` (or a ranged answer of the wrong length) 
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -72,6 +73,14 @@ class ObjectStoreConfig:
         assert self.bucket, "a bucket is required"
         assert self.connect_timeout_s > 0 and self.read_timeout_s > 0
         assert self.attempts_max >= 1
+
+    def for_reads(self, deadline_s: float) -> ObjectStoreConfig:
+        """The same store for reads on the request path: one attempt, connecting and each silence
+        bounded by ``deadline_s`` (a consumer's retry is its own; the uploader's three attempts
+        would hold a Fetch up to 36 s)."""
+        assert deadline_s > 0, deadline_s
+        return dataclasses.replace(self, connect_timeout_s=min(self.connect_timeout_s, deadline_s),
+                                   read_timeout_s=deadline_s, attempts_max=1)
 
 
 class ObjectStore:

@@ -65,8 +65,13 @@ class LogSegmentData:
 
 class RemoteStorageManager:
     def __init__(self, store: ObjectStore, *, fs: FileSystem = REAL_FS, clock: Clock | None = None,
-                 step_hook: Callable[[str], None] | None = None) -> None:
+                 step_hook: Callable[[str], None] | None = None,
+                 read_store: ObjectStore | None = None) -> None:
         self.store = store
+        # Reads on the request path (fetch_log_segment, fetch_index) go through ``read_store``:
+        # the same bucket with a tighter deadline (one attempt, the read deadline), so a silent
+        # store answers a consumer UNAVAILABLE in seconds, not after the uploader's 36 s.
+        self.read_store = read_store or store
         self.metadata = RemoteLogMetadata(store)
         self._fs = fs
         self._clock = clock or SystemClock()
@@ -141,8 +146,8 @@ class RemoteStorageManager:
         last = min(position + size_bytes, segment_bytes) - 1
         if last < position:
             return b""
-        return self.store.get(segment_object_key(metadata, ".log"), last - position + 1,
-                              position, last)
+        return self.read_store.get(segment_object_key(metadata, ".log"), last - position + 1,
+                                   position, last)
 
     def fetch_index(self, metadata: RemoteLogSegmentMetadata, kind: str) -> bytes:
         """A whole index (or snapshot, or leader-epoch data) of the segment: ``.index``,
@@ -152,7 +157,7 @@ class RemoteStorageManager:
             raise RemoteStorageError(
                 f"segment {metadata.segment_id} has no {kind!r} object (it has {sorted(metadata.files)})")
         expected = metadata.files[kind]
-        data = self.store.get(segment_object_key(metadata, kind), expected)
+        data = self.read_store.get(segment_object_key(metadata, kind), expected)
         if len(data) != expected:
             raise CorruptRemoteObjectError(
                 f"{segment_object_key(metadata, kind)!r}: expected {expected} bytes (its record), "

@@ -1,0 +1,47 @@
+"""The remote tier's own thread (Kafka's RemoteLogManager copier threads, one here): calls
+``LogManager.run_remote_pass`` every ``interval_ms`` until stopped.
+
+Uploads are store calls of up to the store's deadline each; on a thread of their own, a silent
+store delays only the next upload, never the maintenance pass (retention, flush, checkpoints)
+nor a pool thread a request needs. The thread is a daemon: a process exiting while the store is
+silent does not wait for the call (the interrupted copy is an orphan the next start cleans up).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+
+__all__ = ["RemoteUploader"]
+
+_log = logging.getLogger(__name__)
+
+
+class RemoteUploader:
+    def __init__(self, run_pass: Callable[[], None], interval_ms: int) -> None:
+        assert interval_ms > 0, interval_ms
+        self._run_pass = run_pass
+        self._interval_s = interval_ms / 1000
+        self._stopping = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="seglog-remote-uploader", daemon=True)
+        self.pass_count = 0
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self, timeout_s: float) -> bool:
+        """Asks the thread to stop and waits up to ``timeout_s`` for its pass to end; False when
+        a store call outlasted it (the thread ends by itself once the call's deadline passes)."""
+        self._stopping.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout_s)
+        return not self._thread.is_alive()
+
+    def _run(self) -> None:
+        while not self._stopping.wait(self._interval_s):
+            try:
+                self._run_pass()
+            except Exception:  # noqa: BLE001 - a bug in one pass must not end the uploads
+                _log.exception("remote tier pass failed")
+            self.pass_count += 1

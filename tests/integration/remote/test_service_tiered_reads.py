@@ -1,0 +1,137 @@
+"""A real seglog service with --remote-storage against a real S3-compatible server (weed) on
+loopback, through gRPC: Fetch and Consume below the local log start answer the bytes they did
+while the segments were local; with the store frozen (SIGSTOP) a remote read answers UNAVAILABLE
+within the remote read deadline (not the uploader's), while produce and local reads go on; after
+SIGCONT reads and uploads resume."""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import grpc
+import pytest
+from tests.support.integration_helpers import ServiceProcess, make_batch, records_of
+from tests.support.s3_server import CREDENTIALS_ENV
+
+from seglog.v1 import log_service_pb2 as pb
+
+from tests.integration.remote.conftest import BUCKET
+
+pytestmark = pytest.mark.integration
+
+TIERED = {"remote.storage.enable": "true", "segment.bytes": "2048", "local.retention.bytes": "1"}
+# One store call of a remote read: 2 s, far below the uploader's 3 x (2 + 10) s, so an answer
+# within the test's call deadline shows the read deadline is the read's own.
+READ_TIMEOUT_MS = 2_000
+CALL_TIMEOUT_S = 15
+# How long the uploader thread may take to copy and delete on a loaded 2-core machine.
+SETTLE_S = 60.0
+
+
+def start_service(tmp_path, weed, *extra: str) -> ServiceProcess:
+    data = tmp_path / "data"
+    data.mkdir(exist_ok=True)
+    prefix = f"svc-{uuid.uuid4().hex[:10]}"
+    return ServiceProcess(tmp_path, [data], [
+        "--remote-storage", f"s3://{BUCKET}/{prefix}", "--s3-endpoint", weed.endpoint,
+        "--remote-read-timeout-ms", str(READ_TIMEOUT_MS), *extra], env=CREDENTIALS_ENV).start()
+
+
+def local_log_files(service: ServiceProcess, topic: str) -> list[str]:
+    return sorted(p.name for p in (service.data_dirs[0] / f"{topic}-0").glob("*.log"))
+
+
+def wait_until(condition, what: str) -> None:
+    deadline = time.monotonic() + SETTLE_S
+    while not condition():
+        assert time.monotonic() < deadline, f"not within {SETTLE_S} s: {what}"
+        time.sleep(0.1)
+
+
+def produce(stub, topic: str, count: int, start: int = 0) -> None:
+    for index in range(start, start + count):
+        stub.Produce(pb.ProduceRequest(topic=topic, records=make_batch(
+            [b"v%05d" % index + b"." * 400], keys=[b"k%d" % index])),
+            timeout=CALL_TIMEOUT_S)
+
+
+def fetch_each(stub, topic: str, offsets) -> dict[int, pb.FetchResponse]:
+    return {offset: stub.Fetch(pb.FetchRequest(topic=topic, offset=offset), timeout=CALL_TIMEOUT_S)
+            for offset in offsets}
+
+
+def consume_all(stub, topic: str, end: int) -> list[bytes]:
+    """Every Consume answer's raw batches from offset 0 up to ``end``."""
+    answers = []
+    stream = stub.Consume(pb.ConsumeRequest(topic=topic, offset=0), timeout=CALL_TIMEOUT_S)
+    for answer in stream:
+        if answer.records:
+            answers.append(answer.records)
+        if answer.next_offset >= end:
+            stream.cancel()
+            break
+    return answers
+
+
+def fully_tiered(service: ServiceProcess, topic: str) -> bool:
+    return len(local_log_files(service, topic)) == 1
+
+
+def test_fetch_and_consume_below_the_local_start_answer_the_bytes_of_the_local_log(weed, tmp_path):
+    service = start_service(tmp_path, weed)
+    topic = "tiered-reads"
+    try:
+        service.stub.CreateTopic(pb.CreateTopicRequest(topic=topic, partitions=1, configs=TIERED))
+        weed.pause()  # nothing uploads (so nothing local goes) while the local answers are taken
+        try:
+            produce(service.stub, topic, 30)
+            assert len(local_log_files(service, topic)) > 3
+            local = fetch_each(service.stub, topic, range(30))
+            local_consumed = consume_all(service.stub, topic, 30)
+        finally:
+            weed.resume()
+        wait_until(lambda: fully_tiered(service, topic), "closed segments uploaded and deleted locally")
+        remote = fetch_each(service.stub, topic, range(30))
+        first_local = min(int(name.split(".")[0]) for name in local_log_files(service, topic))
+        assert first_local > 20  # the answers below come from the store
+        for offset in range(30):
+            assert remote[offset].records == local[offset].records, offset
+            assert remote[offset].next_offset == local[offset].next_offset
+            assert remote[offset].log_start_offset == 0
+        assert consume_all(service.stub, topic, 30) == local_consumed
+        assert [r.offset for answer in local_consumed
+                for r in records_of(pb.FetchResponse(records=answer))] == list(range(30))
+    finally:
+        service.stop()
+
+
+def test_a_frozen_store_answers_remote_reads_unavailable_and_nothing_else_waits(weed, tmp_path):
+    service = start_service(tmp_path, weed)
+    topic = "tiered-frozen"
+    try:
+        service.stub.CreateTopic(pb.CreateTopicRequest(topic=topic, partitions=1, configs=TIERED))
+        produce(service.stub, topic, 20)
+        wait_until(lambda: fully_tiered(service, topic), "closed segments uploaded and deleted locally")
+        weed.pause()
+        try:
+            for call in (lambda: service.stub.Fetch(pb.FetchRequest(topic=topic, offset=0), timeout=CALL_TIMEOUT_S),
+                         lambda: next(iter(service.stub.Consume(pb.ConsumeRequest(topic=topic, offset=1),
+                                                                timeout=CALL_TIMEOUT_S)))):
+                with pytest.raises(grpc.RpcError) as info:
+                    call()
+                assert info.value.code() == grpc.StatusCode.UNAVAILABLE, info.value.details()
+                details = info.value.details()
+                assert "below the local log start" in details and "object store" in details, details
+            produce(service.stub, topic, 5, start=20)  # produce goes on
+            end = service.stub.Fetch(pb.FetchRequest(topic=topic, offset=24), timeout=CALL_TIMEOUT_S)
+            assert [r.offset for r in records_of(end)][-1] == 24  # and local reads
+        finally:
+            weed.resume()
+        again = service.stub.Fetch(pb.FetchRequest(topic=topic, offset=0), timeout=CALL_TIMEOUT_S)
+        assert records_of(again)[0].offset == 0 and records_of(again)[0].key == b"k0"
+        produce(service.stub, topic, 20, start=25)
+        wait_until(lambda: fully_tiered(service, topic) and int(local_log_files(service, topic)[0][:20]) > 30,
+                   "uploads resumed after the store came back")
+    finally:
+        service.stop()
