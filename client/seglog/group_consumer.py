@@ -19,6 +19,10 @@ A member whose heartbeats fail for ``session_timeout_ms`` (the service's
 ``group_session_timeout_ms``; 45 s, Kafka's default) has been removed by the service, which may
 have handed its partitions on: it revokes them itself (``on_revoke``, no commit, nothing more
 delivered from them) and rejoins, with the same member id, once a heartbeat gets through.
+
+``group_instance_id`` (Kafka's group.instance.id) makes the member static: every heartbeat names
+it, and ``close()`` leaves with epoch -2, so the service keeps its partitions for the session
+timeout and a restart with the same instance id (a new member id) takes them back.
 """
 
 from __future__ import annotations
@@ -47,6 +51,13 @@ Callback = Callable[[list[TopicPartition]], Any]
 CommitCallback = Callable[[dict[TopicPartition, int], BaseException | None], Any]
 _T = TypeVar("_T")
 _JOIN, _LEAVE = 0, -1
+# KIP-848's static leave: a static member (group_instance_id) going away for a while (a restart)
+# leaves with -2, and the service keeps its partitions for the session timeout instead of
+# reassigning them; a join with the same instance id within it takes them back.
+_LEAVE_STATIC = -2
+# What an older service (before static membership) answers a -2 leave; the member then leaves
+# with -1 (its partitions move at once, as a dynamic member's).
+_STATIC_LEAVE_REFUSED = "InvalidGroupRequestError"
 _IDLE_POLL_S = 0.02
 # The service's error classes (``seglog-error`` trailer) that mean this member must rejoin (KIP-848's
 # UNKNOWN_MEMBER_ID and FENCED_MEMBER_EPOCH); other NOT_FOUND/FAILED_PRECONDITION answers (a topic
@@ -158,13 +169,30 @@ class AsyncGroupConsumer:
                     await self._commit_locked()
                 await self._revoke(set(self._owned))
                 if self.member_id:
-                    await self._transport.heartbeat(pb.HeartbeatRequest(
-                        group=self.group_id, member_id=self.member_id, member_epoch=_LEAVE))
+                    await self._leave()
             finally:
                 for reader in self._readers.values():
                     await reader.close()
                 self._readers.clear()
                 await self._transport.close()
+
+    async def _leave(self) -> None:
+        """The last heartbeat: -1 for a dynamic member, -2 for a static one (its partitions wait
+        for it for the session timeout), -1 after all if the service does not know -2."""
+        assert self._transport is not None
+        if self.group_instance_id is not None:
+            try:
+                await self._transport.heartbeat(self._request(_LEAVE_STATIC))
+                return
+            except SeglogError as error:
+                if error.service_error != _STATIC_LEAVE_REFUSED:
+                    raise
+        await self._transport.heartbeat(self._request(_LEAVE))
+
+    def _request(self, member_epoch: int, **fields: Any) -> pb.HeartbeatRequest:
+        """A heartbeat of this member: every one names its instance id when it is static."""
+        return pb.HeartbeatRequest(group=self.group_id, member_id=self.member_id, member_epoch=member_epoch,
+                                   instance_id=self.group_instance_id or "", **fields)
 
     # -- reading ---------------------------------------------------------------------------------
     async def poll(self, timeout_ms: float | None = 0, max_records: int | None = None) -> list[ConsumerRecord]:
@@ -399,9 +427,8 @@ class AsyncGroupConsumer:
         a revocation must be reported now)."""
         assert self._transport is not None and self._lock is not None
         async with self._lock:
-            answer = await self._transport.heartbeat(pb.HeartbeatRequest(
-                group=self.group_id, member_id=self.member_id, member_epoch=self.member_epoch,
-                subscribed_topics=self._topics,
+            answer = await self._transport.heartbeat(self._request(
+                self.member_epoch, subscribed_topics=self._topics,
                 owned_partitions=[pb.GroupPartition(topic=t, partition=p) for t, p in sorted(self._owned)]))
             self._last_heartbeat_ok = asyncio.get_running_loop().time()
             self.member_id, self.member_epoch = answer.member_id, answer.member_epoch
