@@ -74,9 +74,14 @@ def add_parser(commands: Any, parents: list[argparse.ArgumentParser]) -> None:
               seglog cleaner run --once --engine python              # no Spark, no Java
               seglog cleaner run --master spark://10.0.0.5:7077      # on a Spark cluster
               seglog cleaner run --once --dry-run                    # what would be reclaimed
+              seglog cleaner run --snapshot-store s3://seglog/prod --s3-endpoint http://s3:8333
 
-            The cleaner must share the service's filesystem (it reads the snapshot where the
-            service wrote it). Each round prints one line of figures; the service exports the
+            Without --snapshot-store the cleaner must share the service's filesystem (it reads the
+            snapshot where the service wrote it). With it, the service (started with the same
+            --remote-storage) exports each snapshot to the object store, the job reads and writes
+            objects there, and the service fetches and checks the result: only the store is shared.
+            Credentials come from the environment (AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or
+            AWS_SHARED_CREDENTIALS_FILE), never from the command line. Each round prints one line of figures; the service exports the
             figures of each installed cleaning as metrics.
             """
         ),
@@ -93,6 +98,10 @@ def add_parser(commands: Any, parents: list[argparse.ArgumentParser]) -> None:
                      help="memory of each offset map (Kafka's dedupe buffer), bytes")
     run.add_argument("--dry-run", action="store_true", help="report what cleaning would reclaim; change nothing")
     run.add_argument("--topic", default=None, help="only this topic's partitions")
+    run.add_argument("--snapshot-store", default=None, metavar="s3://BUCKET[/PREFIX]",
+                     help="clean through the object store the service exports snapshots to (its --remote-storage)")
+    run.add_argument("--s3-endpoint", default=None, metavar="URL",
+                     help="the S3-compatible server of --snapshot-store (default: AWS S3)")
     run.add_argument("--max-partitions", type=int, default=0, metavar="N",
                      help="at most N partitions per round (default: every eligible one)")
     run.set_defaults(run=_run)
@@ -169,6 +178,7 @@ def _run(args: argparse.Namespace) -> int:
         raise CliError(f"--interval must be > 0 seconds, got {args.interval:g}")
     if args.map_bytes is not None and args.map_bytes < 24:
         raise CliError(f"--map-bytes must hold at least one 24-byte entry, got {args.map_bytes}")
+    _check_snapshot_store(args)
     # The engine's JVM starts with the first partition to clean, not before: a round with
     # nothing eligible never starts one. (Started by seglog_spark.driver_jvm, with no Python code
     # between fork and exec, so it is safe while gRPC's threads run.)
@@ -239,22 +249,50 @@ def run_round(admin: Admin, job: Any, number: int, *, args: argparse.Namespace, 
     return figures
 
 
+def _check_snapshot_store(args: argparse.Namespace) -> None:
+    store = getattr(args, "snapshot_store", None)
+    if store is None:
+        return
+    bucket = store[len("s3://"):].split("/", 1)[0] if store.startswith("s3://") else ""
+    if not bucket:
+        raise CliError(f"--snapshot-store must be s3://BUCKET[/PREFIX], got {store!r}")
+    if args.dry_run:
+        raise CliError("--dry-run works on a shared disk only: drop --snapshot-store for a dry run")
+
+
+def _store_prefix(store: str) -> str:
+    """``s3://BUCKET/PREFIX/`` with exactly one slash at the end."""
+    return store.rstrip("/") + "/"
+
+
 def _clean_one(admin: Admin, job: Any, cleanable: CleanablePartition, args: argparse.Namespace,
                figures: RoundFigures) -> None:
     name = f"{cleanable.topic}-{cleanable.partition}"
+    through_store = getattr(args, "snapshot_store", None) is not None
     try:
-        snapshot = admin.create_snapshot(cleanable.topic, cleanable.partition, include_local_path=True)
+        snapshot = admin.create_snapshot(cleanable.topic, cleanable.partition, include_local_path=not through_store,
+                                         export_to_store=through_store)
     except (FailedPreconditionError, TopicNotFoundError) as error:
         figures.partitions_refused += 1
         figures.problems.append(f"{name}: not snapshotted: {error}")
         return
+    except SeglogError as error:
+        if not through_store:
+            raise
+        # The store down or failing mid-export: the service removed the snapshot; nothing changed.
+        figures.partitions_failed += 1
+        figures.problems.append(f"{name}: not snapshotted: {type(error).__name__}: {error}")
+        return
     try:
-        if snapshot.local_path is None or not os.path.isdir(snapshot.local_path):
+        if through_store:
+            result = _clean_in_store(job, snapshot, args)
+        elif snapshot.local_path is None or not os.path.isdir(snapshot.local_path):
             raise CliError(
                 f"snapshot {snapshot.snapshot_id} is not at {snapshot.local_path!r} here: the cleaner must "
                 f"share the service's filesystem"
             )
-        result = job.clean(snapshot.local_path, map_bytes=args.map_bytes, dry_run=args.dry_run)
+        else:
+            result = job.clean(snapshot.local_path, map_bytes=args.map_bytes, dry_run=args.dry_run)
     except Exception as error:  # noqa: BLE001 - a failed job drops its snapshot; the round goes on
         figures.partitions_failed += 1
         figures.problems.append(f"{name}: cleaning job failed: {type(error).__name__}: {error}")
@@ -273,6 +311,14 @@ def _clean_one(admin: Admin, job: Any, cleanable: CleanablePartition, args: argp
             figures.problems.append(f"{name}: result refused: {error}")
             _drop(admin, snapshot.snapshot_id)
             return
+        except SeglogError as error:
+            if not through_store:
+                raise
+            # The store failed while the service fetched the result: nothing was installed.
+            figures.partitions_failed += 1
+            figures.problems.append(f"{name}: commit failed: {type(error).__name__}: {error}")
+            _drop(admin, snapshot.snapshot_id)
+            return
         reclaimed = commit.bytes_before - commit.bytes_after
     figures.partitions_cleaned += 1
     figures.records_read += int(stats.get("records_read", 0))
@@ -280,6 +326,16 @@ def _clean_one(admin: Admin, job: Any, cleanable: CleanablePartition, args: argp
     figures.bytes_read += int(stats.get("bytes_read", 0))
     figures.bytes_written += int(stats.get("bytes_written", 0))
     figures.bytes_reclaimed += max(0, reclaimed)
+
+
+def _clean_in_store(job: Any, snapshot: Any, args: argparse.Namespace) -> dict[str, Any]:
+    url = snapshot.store_url or ""
+    if not url.startswith(_store_prefix(args.snapshot_store)):
+        raise CliError(
+            f"snapshot {snapshot.snapshot_id} was exported to {url or 'nowhere'}, not under --snapshot-store "
+            f"{args.snapshot_store}: give the service's --remote-storage location"
+        )
+    return job.clean_store(url, args.s3_endpoint, map_bytes=args.map_bytes)
 
 
 def _drop(admin: Admin, snapshot_id: str) -> bool:
@@ -358,6 +414,13 @@ class PythonJob:
         options = {} if map_bytes is None else {"map_bytes": map_bytes}
         return dict(cleaner_local.clean_snapshot(snapshot_dir, dry_run=dry_run, **options))
 
+    def clean_store(self, url: str, endpoint: str | None, *, map_bytes: int | None) -> dict[str, Any]:
+        from seglog_spark import cleaner_local, object_io
+
+        options = {} if map_bytes is None else {"map_bytes": map_bytes}
+        store = object_io.StoreSnapshot.parse(url, endpoint)
+        return dict(object_io.clean_downloaded(store, cleaner_local.clean_snapshot, **options))
+
     def close(self) -> None:
         pass
 
@@ -382,6 +445,14 @@ class SparkLocalJob:
         options = {} if map_bytes is None else {"map_bytes": map_bytes}
         return dict(job.clean_snapshot(self._spark, snapshot_dir, dry_run=dry_run, **options))
 
+    def clean_store(self, url: str, endpoint: str | None, *, map_bytes: int | None) -> dict[str, Any]:
+        from seglog_spark import job_store, object_io
+
+        self.start()
+        options = {} if map_bytes is None else {"map_bytes": map_bytes}
+        store = object_io.StoreSnapshot.parse(url, endpoint)
+        return dict(job_store.clean_store_snapshot(self._spark, store, **options))
+
     def close(self) -> None:
         if self._spark is not None:
             self._spark.stop()
@@ -395,7 +466,13 @@ class SparkSubmitJob:
     def __init__(self, master: str) -> None:
         self._master = master
 
-    def clean(self, snapshot_dir: str, *, map_bytes: int | None, dry_run: bool) -> dict[str, Any]:
+    def clean_store(self, url: str, endpoint: str | None, *, map_bytes: int | None) -> dict[str, Any]:
+        # The driver and the executors take the store's credentials from their own environment.
+        return self.clean(url, map_bytes=map_bytes, dry_run=False,
+                          extra=[] if endpoint is None else ["--s3-endpoint", endpoint])
+
+    def clean(self, snapshot_dir: str, *, map_bytes: int | None, dry_run: bool,
+              extra: list[str] | None = None) -> dict[str, Any]:
         import seglog_spark
 
         entry = os.path.join(os.path.dirname(seglog_spark.__file__), "__main__.py")
@@ -407,6 +484,7 @@ class SparkSubmitJob:
             command.append("--dry-run")
         if map_bytes is not None:
             command += ["--map-bytes", str(map_bytes)]
+        command += extra or []
         finished = subprocess.run(_dies_with_this_process() + command, capture_output=True, text=True, check=False)
         if finished.returncode != 0:
             tail = " | ".join(finished.stderr.strip().splitlines()[-3:])

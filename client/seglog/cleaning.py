@@ -43,6 +43,8 @@ class SnapshotInfo:
     size_bytes: int
     first_dirty_offset: int
     first_uncleanable_offset: int
+    # "s3://BUCKET/.../cleaning-snapshots/<id>/" when exported to the service's object store
+    store_url: str | None = None
 
 
 @dataclass(frozen=True)

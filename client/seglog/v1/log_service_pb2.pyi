@@ -403,17 +403,19 @@ class CleanablePartition(_message.Message):
     def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., log_dir: _Optional[str] = ..., dirty_ratio: _Optional[float] = ..., min_cleanable_dirty_ratio: _Optional[float] = ..., cleanable_bytes: _Optional[int] = ..., clean_bytes: _Optional[int] = ..., first_dirty_offset: _Optional[int] = ..., first_uncleanable_offset: _Optional[int] = ..., log_start_offset: _Optional[int] = ..., log_end_offset: _Optional[int] = ..., compaction_delay_ms: _Optional[int] = ..., must_clean: _Optional[bool] = ..., eligible: _Optional[bool] = ..., open_snapshot_ids: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class CreateSnapshotRequest(_message.Message):
-    __slots__ = ("topic", "partition", "include_local_path")
+    __slots__ = ("topic", "partition", "include_local_path", "export_to_store")
     TOPIC_FIELD_NUMBER: _ClassVar[int]
     PARTITION_FIELD_NUMBER: _ClassVar[int]
     INCLUDE_LOCAL_PATH_FIELD_NUMBER: _ClassVar[int]
+    EXPORT_TO_STORE_FIELD_NUMBER: _ClassVar[int]
     topic: str
     partition: int
     include_local_path: bool
-    def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., include_local_path: _Optional[bool] = ...) -> None: ...
+    export_to_store: bool
+    def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., include_local_path: _Optional[bool] = ..., export_to_store: _Optional[bool] = ...) -> None: ...
 
 class CreateSnapshotResponse(_message.Message):
-    __slots__ = ("snapshot_id", "log_dir", "relative_path", "local_path", "manifest_json", "segment_count", "size_bytes", "first_dirty_offset", "first_uncleanable_offset")
+    __slots__ = ("snapshot_id", "log_dir", "relative_path", "local_path", "manifest_json", "segment_count", "size_bytes", "first_dirty_offset", "first_uncleanable_offset", "store_url")
     SNAPSHOT_ID_FIELD_NUMBER: _ClassVar[int]
     LOG_DIR_FIELD_NUMBER: _ClassVar[int]
     RELATIVE_PATH_FIELD_NUMBER: _ClassVar[int]
@@ -423,6 +425,7 @@ class CreateSnapshotResponse(_message.Message):
     SIZE_BYTES_FIELD_NUMBER: _ClassVar[int]
     FIRST_DIRTY_OFFSET_FIELD_NUMBER: _ClassVar[int]
     FIRST_UNCLEANABLE_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    STORE_URL_FIELD_NUMBER: _ClassVar[int]
     snapshot_id: str
     log_dir: str
     relative_path: str
@@ -432,7 +435,8 @@ class CreateSnapshotResponse(_message.Message):
     size_bytes: int
     first_dirty_offset: int
     first_uncleanable_offset: int
-    def __init__(self, snapshot_id: _Optional[str] = ..., log_dir: _Optional[str] = ..., relative_path: _Optional[str] = ..., local_path: _Optional[str] = ..., manifest_json: _Optional[str] = ..., segment_count: _Optional[int] = ..., size_bytes: _Optional[int] = ..., first_dirty_offset: _Optional[int] = ..., first_uncleanable_offset: _Optional[int] = ...) -> None: ...
+    store_url: str
+    def __init__(self, snapshot_id: _Optional[str] = ..., log_dir: _Optional[str] = ..., relative_path: _Optional[str] = ..., local_path: _Optional[str] = ..., manifest_json: _Optional[str] = ..., segment_count: _Optional[int] = ..., size_bytes: _Optional[int] = ..., first_dirty_offset: _Optional[int] = ..., first_uncleanable_offset: _Optional[int] = ..., store_url: _Optional[str] = ...) -> None: ...
 
 class CommitCleanedRequest(_message.Message):
     __slots__ = ("snapshot_id",)
@@ -669,16 +673,18 @@ class HeartbeatRequest(_message.Message):
     def __init__(self, group: _Optional[str] = ..., member_id: _Optional[str] = ..., member_epoch: _Optional[int] = ..., instance_id: _Optional[str] = ..., subscribed_topics: _Optional[_Iterable[str]] = ..., rebalance_timeout_ms: _Optional[int] = ..., owned_partitions: _Optional[_Iterable[_Union[GroupPartition, _Mapping]]] = ...) -> None: ...
 
 class HeartbeatResponse(_message.Message):
-    __slots__ = ("member_id", "member_epoch", "assignment", "heartbeat_interval_ms")
+    __slots__ = ("member_id", "member_epoch", "assignment", "heartbeat_interval_ms", "session_timeout_ms")
     MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
     MEMBER_EPOCH_FIELD_NUMBER: _ClassVar[int]
     ASSIGNMENT_FIELD_NUMBER: _ClassVar[int]
     HEARTBEAT_INTERVAL_MS_FIELD_NUMBER: _ClassVar[int]
+    SESSION_TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
     member_id: str
     member_epoch: int
     assignment: _containers.RepeatedCompositeFieldContainer[GroupPartition]
     heartbeat_interval_ms: int
-    def __init__(self, member_id: _Optional[str] = ..., member_epoch: _Optional[int] = ..., assignment: _Optional[_Iterable[_Union[GroupPartition, _Mapping]]] = ..., heartbeat_interval_ms: _Optional[int] = ...) -> None: ...
+    session_timeout_ms: int
+    def __init__(self, member_id: _Optional[str] = ..., member_epoch: _Optional[int] = ..., assignment: _Optional[_Iterable[_Union[GroupPartition, _Mapping]]] = ..., heartbeat_interval_ms: _Optional[int] = ..., session_timeout_ms: _Optional[int] = ...) -> None: ...
 
 class ListGroupsRequest(_message.Message):
     __slots__ = ()

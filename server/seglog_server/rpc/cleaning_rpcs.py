@@ -36,7 +36,10 @@ class CleaningRpcs:
     async def CreateSnapshot(self, request: pb.CreateSnapshotRequest, context: Any) -> Any:
         topic, partition = validation.check_partition_ref(request.topic, request.partition)
         core = self.core
-        taken = await core.calls.blocking(core.storage.create_snapshot, topic, partition)
+        # With export_to_store the segments are copied to the store too (on the pool, like the links).
+        export = request.export_to_store
+        taken = await core.calls.blocking(core.storage.create_snapshot, topic, partition, export=export)
+        store_url = core.storage.snapshot_store_url(taken.manifest.snapshot_id) if export else ""
         manifest = taken.manifest
         return pb.CreateSnapshotResponse(
             snapshot_id=manifest.snapshot_id,
@@ -50,6 +53,7 @@ class CleaningRpcs:
             size_bytes=manifest.size_bytes,
             first_dirty_offset=manifest.first_dirty_offset,
             first_uncleanable_offset=manifest.first_uncleanable_offset,
+            store_url=store_url,
         )
 
     @unary_rpc

@@ -32,11 +32,14 @@ import threading
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from ..format.checkpoint import CorruptCheckpointError
 from ..base.clock import Clock
 from ..base.errors import (
     LogDirOfflineError,
+    NotCleanableError,
+    RemoteStorageError,
     ResourceExhaustedError,
     SnapshotNotFoundError,
     StaleCleaningResultError,
@@ -60,6 +63,9 @@ from .cleaning_manifest import SnapshotManifest
 from .log_to_clean import LogToClean, log_to_clean
 from ..base.topic_partition import TopicPartition
 from ..dirs.topic_registry import IO_ERRORS, PartitionEntry
+
+if TYPE_CHECKING:
+    from .snapshot_store import SnapshotStore
 
 __all__ = [
     "DEFAULT_SNAPSHOT_TTL_MS",
@@ -203,8 +209,12 @@ class LogCleanerManager:
         missing_error: Callable[[TopicPartition], StorageError],
         all_partitions: Callable[[], list[tuple[TopicPartition, PartitionEntry]]],
         take_dir_offline: Callable[[LogDir, str], None],
+        snapshot_store: SnapshotStore | None = None,
     ) -> None:
         assert snapshot_ttl_ms >= 1
+        # Where snapshots are exported for a cleaner without the service's disk (the service's
+        # --remote-storage); None: only shared-disk snapshots.
+        self._snapshot_store = snapshot_store
         self._fs = fs
         self._clock = clock
         self._snapshot_ttl_ms = snapshot_ttl_ms
@@ -265,8 +275,13 @@ class LogCleanerManager:
         return manifest if manifest.snapshot_id == name else None
 
     # -- snapshots -----------------------------------------------------------------------------
-    def create_snapshot(self, topic: str, partition: int) -> TakenSnapshot:
-        """Raises UnknownTopicOrPartitionError, NotCleanableError, LogDirOfflineError."""
+    def create_snapshot(self, topic: str, partition: int, *, export: bool = False) -> TakenSnapshot:
+        """Raises UnknownTopicOrPartitionError, NotCleanableError, LogDirOfflineError; with
+        ``export`` (the snapshot copied to the object store) also RemoteStorageError."""
+        if export and self._snapshot_store is None:
+            raise NotCleanableError(
+                "this service has no object store (--remote-storage s3://BUCKET[/PREFIX]): a cleaning "
+                "snapshot cannot be exported to one; clean on a shared disk instead")
         tp = TopicPartition(topic, partition)
         entry = self._partition(tp)
         now_ms = self._clock.time_ms()
@@ -279,6 +294,8 @@ class LogCleanerManager:
         except IO_ERRORS as exc:
             # take_snapshot removed what it made: a full disk fails this snapshot alone.
             raise self._failed(entry.log_dir, f"taking cleaning snapshot {snapshot_id}", exc) from exc
+        if export:
+            self._export(entry.log_dir, taken)
         with self._lock:
             self._snapshots[snapshot_id] = _OpenSnapshot(taken.manifest, entry.log_dir, taken.path, taken.segments)
             self._created_count += 1
@@ -288,6 +305,28 @@ class LogCleanerManager:
             taken.manifest.log_start_offset, taken.manifest.first_uncleanable_offset, taken.manifest.first_dirty_offset,
         )
         return taken
+
+    def _export(self, log_dir: LogDir, taken: TakenSnapshot) -> None:
+        """Copies a taken snapshot to the store; on any failure the local snapshot goes too, so
+        a failed export leaves nothing behind but objects without a manifest (never read)."""
+        assert self._snapshot_store is not None
+        try:
+            self._snapshot_store.export(taken)
+        except BaseException:
+            try:
+                remove_snapshot(taken.path, self._fs)
+            except OSError as exc:
+                _log.warning("removing cleaning snapshot %s after a failed export: %s", taken.path, exc)
+            raise
+        _log.info("cleaning snapshot %s exported to %s", taken.manifest.snapshot_id,
+                  self._snapshot_store.url(taken.manifest.snapshot_id))
+
+    def store_url(self, snapshot_id: str) -> str:
+        """The object-store URL of an exported snapshot ("" when it was not exported)."""
+        store = self._snapshot_store
+        if store is None or not store.is_exported(self.snapshot_path(snapshot_id)):
+            return ""
+        return store.url(snapshot_id)
 
     def drop_snapshot(self, snapshot_id: str) -> bool:
         """Removes a snapshot; False when there was none (dropping is idempotent)."""
@@ -362,6 +401,8 @@ class LogCleanerManager:
             entry.busy = False
 
     def _remove(self, entry: _OpenSnapshot, snapshot_id: str) -> None:
+        store = self._snapshot_store
+        exported = store is not None and store.is_exported(entry.path)
         try:
             remove_snapshot(entry.path, self._fs)
             self._fs.fsync_dir(snapshots_root(entry.log_dir.path))
@@ -372,6 +413,9 @@ class LogCleanerManager:
             raise self._dir_failed(entry.log_dir, f"removing cleaning snapshot {snapshot_id}", exc) from exc
         with self._lock:
             self._snapshots.pop(snapshot_id, None)
+        if exported:
+            # Its objects too (a store that is down keeps them: see remove_quietly).
+            store.remove_quietly(snapshot_id)
 
     # -- commit --------------------------------------------------------------------------------
     def commit(self, snapshot_id: str) -> CommitOutcome:
@@ -400,7 +444,7 @@ class LogCleanerManager:
             # offline, which LogDirOfflineError reports): a full disk fails this commit alone.
             self._release(entry)
             raise self._failed(entry.log_dir, f"installing cleaning {snapshot_id}", exc) from exc
-        except ResourceExhaustedError:
+        except (ResourceExhaustedError, RemoteStorageError):
             self._release(entry)  # not a refusal: the same result may be committed again
             raise
         except StorageError:
@@ -429,6 +473,11 @@ class LogCleanerManager:
         )
 
     def _install(self, entry: _OpenSnapshot, partition: PartitionEntry) -> InstallOutcome:
+        store = self._snapshot_store
+        if store is not None and store.is_exported(entry.path):
+            # The job's output comes from the store into the snapshot directory; from there the
+            # install checks and swaps it exactly as a shared-disk result.
+            store.fetch_result(entry.path, entry.manifest)
         return install_cleaned(
             partition.log, entry.path, entry.manifest, expected_segments=entry.segments, fs=self._fs
         )

@@ -187,6 +187,7 @@ class LogManager:
             missing_error=self._registry.missing_error,
             all_partitions=self._online_partitions,
             take_dir_offline=self._take_dir_offline,
+            snapshot_store=_snapshot_store(remote_storage, fs),
         )
 
     # ---------------------------------------------------------------------------------------
@@ -619,10 +620,15 @@ class LogManager:
     # ---------------------------------------------------------------------------------------
     # offline cleaning (log_cleaner_manager.py)
     # ---------------------------------------------------------------------------------------
-    def create_snapshot(self, topic: str, partition: int) -> TakenSnapshot:
-        """Hard-links the partition's cleanable segments into a new cleaning snapshot."""
+    def create_snapshot(self, topic: str, partition: int, *, export: bool = False) -> TakenSnapshot:
+        """Hard-links the partition's cleanable segments into a new cleaning snapshot; with
+        ``export``, also copies it to the object store (snapshot_store.py)."""
         self._check_running()
-        return self._cleaner.create_snapshot(topic, partition)
+        return self._cleaner.create_snapshot(topic, partition, export=export)
+
+    def snapshot_store_url(self, snapshot_id: str) -> str:
+        """Where an exported snapshot lives in the object store ("" when it is not exported)."""
+        return self._cleaner.store_url(snapshot_id)
 
     def list_cleanable(self, topic: str | None = None) -> list[CleanableLog]:
         """Every online compacted partition with its cleanable range, dirtiest first."""
@@ -1001,6 +1007,15 @@ class _NeverInline:
 
 
 _NEVER_INLINE = _NeverInline()
+
+
+def _snapshot_store(remote_storage: RemoteStorageManager | None, fs: FileSystem) -> Any:
+    """Cleaning snapshots go to the tiered storage's store, under their own key prefix."""
+    if remote_storage is None:
+        return None
+    from ..cleaning.snapshot_store import SnapshotStore
+
+    return SnapshotStore(remote_storage.store, fs)
 
 
 def _check_no_duplicate_dirs(log_dirs: Iterable[str]) -> None:

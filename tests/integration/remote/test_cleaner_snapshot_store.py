@@ -1,0 +1,311 @@
+"""The offline cleaner through the object store: a real service with --remote-storage, a real
+S3-compatible server (weed) on loopback, the real cleaning job (the baseline here, PySpark local
+in the slow test) reading and writing only objects, CommitCleaned fetching and checking them.
+
+The compaction invariant after a round: the same latest value per key (tombstones kept, within
+delete.retention.ms), every kept record at its offset with its bytes, nothing past the cleaned
+range changed. Hostile objects (a truncated cleaned segment, a result naming offsets out of
+range, a batch with a bad CRC behind a matching file CRC) are refused with FAILED_PRECONDITION
+and nothing is installed; a store failing mid-export or mid-commit fails that call with
+UNAVAILABLE and leaves the partition as it was."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import uuid
+
+import boto3
+import grpc
+import pytest
+from tests.support.integration_helpers import ServiceProcess, records_of, service_environment
+from tests.support.s3_server import CREDENTIALS_ENV, FaultProxy, _forward, _read_head
+
+from seglog import Admin
+from seglog.records import RecordBatchBuilder, crc32c
+from seglog.v1 import log_service_pb2 as pb
+
+from tests.integration.remote.conftest import BUCKET
+
+pytestmark = pytest.mark.integration
+
+T0_MS = 1_760_000_000_000
+CALL_TIMEOUT_S = 60
+
+
+class FailingProxy(FaultProxy):
+    """FaultProxy that also answers ``503 Slow Down`` to requests whose request line holds
+    ``fail_matching`` (e.g. ``"PUT "`` + a key part): one operation of the store fails while
+    the others pass (a store failing mid-export or mid-commit)."""
+
+    fail_matching: tuple[str, ...] = ()
+
+    def _handle(self, client: socket.socket) -> None:
+        head = _read_head(client)
+        if head is None:
+            return
+        line = head.split(b"\r\n", 1)[0].decode("latin-1")
+        if any(all(part in line for part in rule.split("*")) for rule in self.fail_matching):
+            body = b"<Error><Code>SlowDown</Code><Message>injected by the test</Message></Error>"
+            client.sendall(b"HTTP/1.1 503 Slow Down\r\nContent-Type: application/xml\r\n"
+                           b"Content-Length: %d\r\nConnection: close\r\n\r\n%s" % (len(body), body))
+            return
+        _forward(client, head, self.target_port)
+
+
+@pytest.fixture
+def proxy(weed):
+    fault_proxy = FailingProxy(weed.s3_port)
+    yield fault_proxy
+    fault_proxy.close()
+
+
+@pytest.fixture
+def service(tmp_path, weed, proxy):
+    """A service whose store is reached through the proxy (so tests can fail its calls)."""
+    data = tmp_path / "data"
+    data.mkdir()
+    prefix = f"svc-{uuid.uuid4().hex[:10]}"
+    running = ServiceProcess(tmp_path, [data], [
+        "--remote-storage", f"s3://{BUCKET}/{prefix}", "--s3-endpoint", proxy.endpoint],
+        env=CREDENTIALS_ENV).start()
+    running.store_root = f"s3://{BUCKET}/{prefix}"
+    yield running
+    running.stop()
+
+
+def s3(weed):
+    return boto3.session.Session().client("s3", endpoint_url=weed.endpoint, region_name="us-east-1")
+
+
+def compacted_workload(stub, topic: str, seed: int, count: int = 400, keys: int = 30) -> None:
+    """Batches of 1-4 keyed records, about one tombstone in eight, over small segments."""
+    import random
+
+    stub.CreateTopic(pb.CreateTopicRequest(topic=topic, partitions=1, configs={
+        "cleanup.policy": "compact", "segment.bytes": "8192", "file.delete.delay.ms": "0"}))
+    rng = random.Random(seed)
+    n = 0
+    while n < count:
+        builder = RecordBatchBuilder()
+        for _ in range(rng.randint(1, 4)):
+            # key-000's last record is a tombstone in every workload (then 100 records of others),
+            # so the cleaned range always holds one the cleaning must keep.
+            last_part = n >= count - 100
+            key = b"key-%03d" % (rng.randrange(1, keys) if last_part else rng.randrange(keys))
+            tombstone = n == count - 101 or rng.random() < 0.125
+            if n == count - 101:
+                key = b"key-000"
+            value = None if tombstone else b"value-%d-" % n + b"p" * rng.randint(0, 150)
+            builder.append(value, key=key, timestamp_ms=T0_MS + n * 7)
+            n += 1
+        stub.Produce(pb.ProduceRequest(topic=topic, partition=0, records=builder.build()), timeout=10)
+
+
+def read_all(stub, topic: str) -> list[tuple[int, bytes, bytes | None, int]]:
+    out = []
+    offset = stub.DescribeTopic(pb.DescribeTopicRequest(topic=topic)).partitions[0].log_start_offset
+    while True:
+        response = stub.Fetch(pb.FetchRequest(topic=topic, partition=0, offset=offset), timeout=10)
+        records = [r for r in records_of(response) if r.offset >= offset]
+        if not records:
+            return out
+        out.extend((r.offset, r.key, r.value, r.timestamp_ms) for r in records)
+        offset = response.next_offset
+
+
+def latest(records) -> dict:
+    return {key: value for _, key, value, _ in records}
+
+
+def check_invariant(before, after, end: int) -> None:
+    assert latest(after) == latest(before)  # tombstoned keys still map to None: kept
+    assert latest(before)[b"key-000"] is None and any(r[1] == b"key-000" and r[0] < end for r in after)
+    assert set(after) <= set(before) and len(after) < len(before)  # offsets and bytes kept
+    assert [r for r in after if r[0] >= end] == [r for r in before if r[0] >= end]
+
+
+def run_cleaner(service, weed, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "seglog_cli", "cleaner", "run", "--once", "--server", service.address,
+         "--snapshot-store", service.store_root, "--s3-endpoint", weed.endpoint, *args],
+        capture_output=True, text=True, env=service_environment(CREDENTIALS_ENV), timeout=600)
+
+
+def keys_under(weed, url: str) -> list[str]:
+    bucket, _, prefix = url[len("s3://"):].partition("/")
+    pages = s3(weed).get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)
+    return [item["Key"][len(prefix):] for page in pages for item in page.get("Contents") or []]
+
+
+def local_snapshots(service) -> list[str]:
+    root = service.data_dirs[0] / ".seglog-snapshots"
+    return sorted(p.name for p in root.iterdir()) if root.exists() else []
+
+
+def clean_round(service, weed, topic: str, *engine: str) -> None:
+    before = read_all(service.stub, topic)
+    with Admin(service.address) as admin:
+        [listed] = admin.list_cleanable(topic)
+    assert listed.eligible
+    finished = run_cleaner(service, weed, "--topic", topic, *engine)
+    assert finished.returncode == 0, finished.stdout + finished.stderr
+    assert "cleaner round 1: 1 cleaned, 0 refused, 0 failed" in finished.stdout, finished.stdout + finished.stderr
+    check_invariant(before, read_all(service.stub, topic), listed.first_uncleanable_offset)
+    with Admin(service.address) as admin:
+        [after] = admin.list_cleanable(topic)
+    assert after.first_dirty_offset == listed.first_uncleanable_offset and after.open_snapshot_ids == ()
+    # The commit removed the snapshot, locally and in the store.
+    assert local_snapshots(service) == []
+    assert keys_under(weed, service.store_root + "/cleaning-snapshots/") == []
+
+
+def test_a_round_through_the_store_with_the_baseline_keeps_the_compaction_invariant(service, weed):
+    compacted_workload(service.stub, "via-store", seed=11)
+    clean_round(service, weed, "via-store", "--engine", "python")
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)  # a JVM and a Spark session on two shared cores
+def test_a_round_through_the_store_with_spark_local_mode(service, weed):
+    compacted_workload(service.stub, "via-store-spark", seed=12)
+    clean_round(service, weed, "via-store-spark", "--engine", "spark", "--master", "local[2]")
+
+
+# -- exported snapshots, hostile results ----------------------------------------------------------
+
+
+def exported_and_cleaned(service, weed, topic: str, seed: int):
+    """A snapshot exported to the store and cleaned there by the baseline (in this process)."""
+    from seglog_spark import cleaner_local, object_io
+
+    compacted_workload(service.stub, topic, seed=seed)
+    with Admin(service.address) as admin:
+        snapshot = admin.create_snapshot(topic, 0, export_to_store=True)
+    assert snapshot.store_url == f"{service.store_root}/cleaning-snapshots/{snapshot.snapshot_id}/"
+    names = keys_under(weed, snapshot.store_url)
+    assert "manifest.json" in names and sum(n.endswith(".log") for n in names) == snapshot.segment_count
+    store = object_io.StoreSnapshot.parse(snapshot.store_url, weed.endpoint)
+    result = object_io.clean_downloaded(store, cleaner_local.clean_snapshot)
+    return snapshot, store, result
+
+
+def commit_refused(service, snapshot_id: str) -> grpc.RpcError:
+    with pytest.raises(grpc.RpcError) as caught:
+        service.stub.CommitCleaned(pb.CommitCleanedRequest(snapshot_id=snapshot_id), timeout=CALL_TIMEOUT_S)
+    return caught.value
+
+
+def test_a_truncated_cleaned_segment_object_is_refused_and_nothing_installed(service, weed):
+    snapshot, store, result = exported_and_cleaned(service, weed, "hostile-truncated", seed=21)
+    before = read_all(service.stub, "hostile-truncated")
+    output = result["output_segments"][0]
+    data = store.get(f"cleaned/{output['file']}", size_max=1 << 30)
+    store.put(f"cleaned/{output['file']}", data[: len(data) // 2])
+    error = commit_refused(service, snapshot.snapshot_id)
+    assert error.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert f"{len(data) // 2} bytes; result.json says {len(data)}" in error.details()
+    assert read_all(service.stub, "hostile-truncated") == before
+    assert not list((service.data_dirs[0] / "hostile-truncated-0").glob("*.cleaned"))
+
+
+def test_a_result_naming_offsets_out_of_range_is_refused(service, weed):
+    snapshot, store, result = exported_and_cleaned(service, weed, "hostile-range", seed=22)
+    before = read_all(service.stub, "hostile-range")
+    manifest = json.loads(snapshot.manifest_json)
+    result["cleaned_up_to_offset"] = manifest["first_uncleanable_offset"] + 1000
+    store.put("result.json", json.dumps(result).encode())
+    error = commit_refused(service, snapshot.snapshot_id)
+    assert error.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert "cleaned_up_to_offset" in error.details()
+    assert read_all(service.stub, "hostile-range") == before
+
+
+def test_a_cleaned_batch_with_a_bad_crc_behind_a_matching_file_crc_is_refused(service, weed):
+    """The hostile job recomputes the file's CRC in result.json: the batch CRC still catches it."""
+    snapshot, store, result = exported_and_cleaned(service, weed, "hostile-crc", seed=23)
+    before = read_all(service.stub, "hostile-crc")
+    output = result["output_segments"][0]
+    data = bytearray(store.get(f"cleaned/{output['file']}", size_max=1 << 30))
+    data[80] ^= 0xFF  # inside the first batch's records: its CRC-32C no longer matches
+    store.put(f"cleaned/{output['file']}", bytes(data))
+    output["crc32c"] = f"{crc32c(bytes(data)):08x}"
+    store.put("result.json", json.dumps(result).encode())
+    error = commit_refused(service, snapshot.snapshot_id)
+    assert error.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert "crc" in error.details().lower()
+    assert read_all(service.stub, "hostile-crc") == before
+
+
+def test_a_commit_before_the_job_wrote_its_result_is_refused(service, weed):
+    compacted_workload(service.stub, "no-result", seed=24)
+    with Admin(service.address) as admin:
+        snapshot = admin.create_snapshot("no-result", 0, export_to_store=True)
+    error = commit_refused(service, snapshot.snapshot_id)
+    assert error.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert "the cleaning job has not finished" in error.details()
+
+
+def test_export_without_a_store_is_a_failed_precondition(tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    plain = ServiceProcess(tmp_path, [data], []).start()
+    try:
+        compacted_workload(plain.stub, "no-store", seed=25, count=200)
+        with pytest.raises(grpc.RpcError) as caught:
+            plain.stub.CreateSnapshot(pb.CreateSnapshotRequest(topic="no-store", partition=0, export_to_store=True),
+                                      timeout=CALL_TIMEOUT_S)
+        assert caught.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+        assert "has no object store" in caught.value.details()
+        assert local_snapshots(plain) == []
+    finally:
+        plain.stop()
+
+
+# -- the store failing ----------------------------------------------------------------------------
+
+
+def test_the_store_failing_mid_export_leaves_nothing_and_the_partition_as_it_was(service, weed, proxy):
+    compacted_workload(service.stub, "fail-export", seed=31)
+    before = read_all(service.stub, "fail-export")
+    proxy.fail_matching = ("PUT *manifest.json",)  # the segments go up, the manifest does not
+    with pytest.raises(grpc.RpcError) as caught:
+        service.stub.CreateSnapshot(pb.CreateSnapshotRequest(topic="fail-export", partition=0, export_to_store=True),
+                                    timeout=CALL_TIMEOUT_S)
+    assert caught.value.code() == grpc.StatusCode.UNAVAILABLE
+    assert "manifest.json" in caught.value.details()
+    assert local_snapshots(service) == []
+    assert keys_under(weed, service.store_root + "/cleaning-snapshots/") == []  # its segments removed
+    assert read_all(service.stub, "fail-export") == before
+    with Admin(service.address) as admin:
+        [listed] = admin.list_cleanable("fail-export")
+    assert listed.open_snapshot_ids == ()
+
+
+def test_the_store_failing_mid_commit_installs_nothing_and_a_retry_commits(service, weed, proxy):
+    snapshot, _, _ = exported_and_cleaned(service, weed, "fail-commit", seed=32)
+    before = read_all(service.stub, "fail-commit")
+    proxy.fail_matching = ("GET *cleaned/",)  # result.json is read, the cleaned segments are not
+    error = commit_refused(service, snapshot.snapshot_id)
+    assert error.code() == grpc.StatusCode.UNAVAILABLE
+    assert read_all(service.stub, "fail-commit") == before
+    snapshot_dir = service.data_dirs[0] / ".seglog-snapshots" / snapshot.snapshot_id
+    assert not (snapshot_dir / "cleaned").exists() and not (snapshot_dir / "result.json").exists()
+    proxy.fail_matching = ()
+    service.stub.CommitCleaned(pb.CommitCleanedRequest(snapshot_id=snapshot.snapshot_id), timeout=CALL_TIMEOUT_S)
+    manifest = json.loads(snapshot.manifest_json)
+    check_invariant(before, read_all(service.stub, "fail-commit"), manifest["first_uncleanable_offset"])
+
+
+def test_a_cleaner_run_with_the_store_refusing_writes_fails_cleanly(service, weed, proxy):
+    compacted_workload(service.stub, "fail-run", seed=33)
+    before = read_all(service.stub, "fail-run")
+    proxy.fail_matching = ("PUT ",)
+    finished = run_cleaner(service, weed, "--topic", "fail-run", "--engine", "python")
+    assert finished.returncode == 1, finished.stdout + finished.stderr
+    assert "0 cleaned, 0 refused, 1 failed" in finished.stdout
+    assert "not snapshotted" in finished.stderr and "ServiceUnavailableError" in finished.stderr
+    assert read_all(service.stub, "fail-run") == before
+    assert local_snapshots(service) == []
