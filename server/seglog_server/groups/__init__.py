@@ -9,6 +9,7 @@ gRPC (checked by import-linter). ``coordinator.GroupCoordinator`` is what the se
 
 from .errors import (
     CorruptGroupRecordError,
+    FencedInstanceIdError,
     FencedMemberError,
     GroupError,
     GroupNotEmptyError,
@@ -16,6 +17,7 @@ from .errors import (
     InvalidGroupRequestError,
     UnknownGroupRecordError,
     UnknownMemberError,
+    UnreleasedInstanceIdError,
 )
 from .partitioning import OFFSETS_TOPIC_PARTITIONS, partition_for
 from .records import (
@@ -33,6 +35,7 @@ from .records import (
 __all__ = [
     "OFFSETS_TOPIC_PARTITIONS",
     "CorruptGroupRecordError",
+    "FencedInstanceIdError",
     "FencedMemberError",
     "GroupError",
     "GroupMetadataKey",
@@ -45,6 +48,7 @@ __all__ = [
     "OffsetCommitValue",
     "UnknownGroupRecordError",
     "UnknownMemberError",
+    "UnreleasedInstanceIdError",
     "decode_key",
     "decode_value",
     "encode_key",

@@ -12,6 +12,14 @@ the subscribed topics' partition counts as they are now. ``expire_sessions`` (th
 timer) removes members whose session ran out, ``expire_offsets`` (maintenance) tombstones the
 offsets of groups without members after offsets.retention.minutes.
 
+Membership is written too, as KIP-848's records (membership_records.py): after each call that
+changes a group, the records that differ from the ones last written go to the group's offsets
+partition as one batch (a heartbeat answers once they are durable, as a commit does), and
+``start`` rebuilds each group with members from them, every session counted from the load: a
+member heartbeating with its epoch after a restart carries on, one that never comes back is
+removed a session timeout after the restart. Should that append fail (I/O error, UNAVAILABLE),
+the change stays in memory and the next write of the group carries it.
+
 Every call holds one lock: calls arrive on the service's storage threads, and a commit's
 membership check, append and apply must not interleave with a heartbeat fencing the member.
 No gRPC here: the rpc layer (rpc/group_rpcs.py) converts requests and maps errors.
@@ -19,6 +27,7 @@ No gRPC here: the rpc layer (rpc/group_rpcs.py) converts requests and maps error
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import uuid
 from collections.abc import Callable, Iterable, Sequence, Set
@@ -28,13 +37,21 @@ from seglog_server.storage import Clock, LogManager
 from seglog_server.storage.base.errors import StorageError, UnknownTopicOrPartitionError
 
 from .assignor import TopicPartition
+from . import membership_records
 from .errors import GroupNotEmptyError, GroupNotFoundError, InvalidGroupRequestError, UnknownMemberError
 from .lag_age import BatchTimestamps
 from .offsets_log import OFFSETS_TOPIC, Appended, OffsetsLog
 from .offsets_state import OFFSETS_RETENTION_MS
 from .partitioning import OFFSETS_TOPIC_PARTITIONS
-from .reconciliation import JOIN_EPOCH, LEAVE_EPOCH, GroupReconciliation, HeartbeatAnswer
-from .records import NO_LEADER_EPOCH, OffsetCommitValue
+from .reconciliation import (
+    JOIN_EPOCH,
+    LEAVE_EPOCH,
+    LEAVE_STATIC_EPOCH,
+    GroupReconciliation,
+    GroupSnapshot,
+    HeartbeatAnswer,
+)
+from .records import NO_LEADER_EPOCH, OffsetCommitValue, encode_key, encode_value
 
 __all__ = [
     "INTERNAL_TOPICS",
@@ -71,6 +88,7 @@ class GroupDescription:
     subscriptions: dict[str, frozenset[str]]
     offsets: dict[TopicPartition, OffsetCommitValue]
     member_epochs: dict[str, int] = field(default_factory=dict)
+    instance_ids: dict[str, str] = field(default_factory=dict)  # static members' group.instance.id
     # Kafka's consumer group states (KIP-848): Stable (every member owns its target), Reconciling,
     # Empty (no members, offsets kept), Dead (nothing known of the group).
     state: str = "Dead"
@@ -113,6 +131,30 @@ class GroupCoordinator:
         another partition count); creates nothing."""
         with self._lock:
             self._offsets.open()
+            for partition in range(self._offsets.partition_count):
+                self._restore_groups(partition)
+
+    def _restore_groups(self, partition: int) -> None:
+        """Rebuilds each group with members of a loaded offsets partition from its records."""
+        state = self._offsets.state(partition)
+        now_ms = self._clock.time_ms()
+        for group in state.consumer_groups():
+            snapshot = membership_records.snapshot_of(state.consumer_group_records(group))
+            if snapshot is not None:
+                self._groups[group] = GroupReconciliation.restore(
+                    group, snapshot, now_ms, session_timeout_ms=self._session_timeout_ms)
+
+    def _persist(self, group: str) -> Appended | None:
+        """Writes the group's membership records that changed since the last write, in one batch
+        (tombstones for the ones gone); None when nothing changed. Under the lock."""
+        members = self._groups.get(group)
+        wanted = membership_records.records_of(members.snapshot()) if members is not None else {}
+        written = self._offsets.state_of(group).consumer_group_records(group)
+        changes = [(encode_key(membership_records.key_of(group, slot)), encode_value(value))
+                   for slot, value in sorted(wanted.items()) if written.get(slot) != value]
+        changes += [(encode_key(membership_records.key_of(group, slot)), None)
+                    for slot in sorted(written.keys() - wanted.keys())]
+        return self._offsets.write(group, changes) if changes else None
 
     @property
     def offsets_topic_created(self) -> bool:
@@ -167,10 +209,18 @@ class GroupCoordinator:
 
     # -- membership ---------------------------------------------------------------------------
     def heartbeat(self, group: str, member_id: str, member_epoch: int, *, subscription: Set[str] | None,
-                  owned: Set[TopicPartition] = frozenset()) -> HeartbeatAnswer:
+                  owned: Set[TopicPartition] = frozenset(), instance_id: str | None = None,
+                  rebalance_timeout_ms: int | None = None) -> HeartbeatAnswer:
+        """Joins, keeps or leaves a member; the answer's ``written`` is where the change of the
+        group's records landed (None: nothing changed), for the caller to wait until durable."""
         _check_group(group)
-        if member_epoch < LEAVE_EPOCH:
-            raise InvalidGroupRequestError(f"member epoch {member_epoch}: 0 joins, -1 leaves, else the last answer's")
+        if member_epoch < LEAVE_STATIC_EPOCH:
+            raise InvalidGroupRequestError(
+                f"member epoch {member_epoch}: 0 joins, -1 leaves, -2 leaves a static member, else the last answer's")
+        if member_epoch == LEAVE_STATIC_EPOCH and not member_id:
+            raise InvalidGroupRequestError("member id is empty: only a join (member epoch 0) may leave it out")
+        if rebalance_timeout_ms is not None and rebalance_timeout_ms <= 0:
+            raise InvalidGroupRequestError(f"rebalance timeout {rebalance_timeout_ms} ms: it is > 0 (or unset)")
         if member_epoch == JOIN_EPOCH:
             if not subscription:
                 raise InvalidGroupRequestError("a member joins with at least one subscribed topic")
@@ -183,7 +233,7 @@ class GroupCoordinator:
             members = self._groups.get(group)
             created = members is None
             if members is None:
-                if member_epoch == LEAVE_EPOCH:
+                if member_epoch in (LEAVE_EPOCH, LEAVE_STATIC_EPOCH):
                     return HeartbeatAnswer(member_id, LEAVE_EPOCH, frozenset())
                 if member_epoch != JOIN_EPOCH:
                     raise UnknownMemberError(f"member {member_id!r} is not in group {group!r}")
@@ -191,18 +241,23 @@ class GroupCoordinator:
                     group, {}, session_timeout_ms=self._session_timeout_ms)
             epoch = members.group_epoch
             try:
-                if member_epoch != LEAVE_EPOCH:
+                if member_epoch not in (LEAVE_EPOCH, LEAVE_STATIC_EPOCH):
                     topics |= set().union(*members.subscriptions().values())
                     members.set_partition_counts(self._partition_counts(topics))
                     if created:  # a new group learning its topics is not a rebalance; its first join is
                         epoch = members.group_epoch
                 answer = members.heartbeat(member_id, member_epoch, self._clock.time_ms(),
-                                           subscription=subscription or None, owned=owned)
+                                           subscription=subscription or None, owned=owned,
+                                           instance_id=instance_id, rebalance_timeout_ms=rebalance_timeout_ms)
+            except Exception:
+                if created:
+                    del self._groups[group]
+                raise
             finally:
                 self._count_rebalances(group, members.group_epoch - epoch)
             if not members.members():
                 del self._groups[group]
-            return answer
+            return dataclasses.replace(answer, written=self._persist(group))
 
     def expire_sessions(self) -> list[tuple[str, str]]:
         """Removes members whose session timed out; returns (group, member) of each."""
@@ -211,10 +266,13 @@ class GroupCoordinator:
         with self._lock:
             for group, members in list(self._groups.items()):
                 epoch = members.group_epoch
-                gone += [(group, member) for member in members.expire_sessions(now_ms)]
+                expired = members.expire_sessions(now_ms)
+                gone += [(group, member) for member in expired]
                 self._count_rebalances(group, members.group_epoch - epoch)
                 if not members.members():
                     del self._groups[group]
+                if expired:
+                    self._persist(group)
         return gone
 
     def _count_rebalances(self, group: str, bumps: int) -> None:
@@ -240,11 +298,13 @@ class GroupCoordinator:
                 raise GroupNotFoundError(f"group {group!r} does not exist")
             state = self._offsets.state_of(group)
             offsets = state.group_offsets(group)
-            if not offsets and state.group_metadata(group) is None:
+            records = state.consumer_group_records(group)
+            if not offsets and state.group_metadata(group) is None and not records:
                 raise GroupNotFoundError(f"group {group!r} does not exist")
             if check_topics is not None:
                 check_topics({topic for topic, _ in offsets})
-            self._offsets.delete_group(group, sorted(offsets))
+            self._offsets.delete_group(group, sorted(offsets), [
+                encode_key(membership_records.key_of(group, slot)) for slot in sorted(records)])
             self._rebalances.pop(group, None)
             return len(offsets)
 
@@ -324,8 +384,15 @@ class GroupCoordinator:
                 subscriptions=members.subscriptions() if members else {},
                 offsets=offsets,
                 member_epochs={m: members.member_epoch(m) for m in members.members()} if members else {},
+                instance_ids=members.instance_ids() if members else {},
                 state=self._state(group, has_offsets=bool(offsets)),
             )
+
+    def group_snapshot(self, group: str) -> GroupSnapshot | None:
+        """Everything the coordinator holds of the group's membership (None: no members)."""
+        with self._lock:
+            members = self._groups.get(group)
+            return None if members is None else members.snapshot()
 
     def _members_of(self, group: str) -> list[str]:
         members = self._groups.get(group)
@@ -351,6 +418,7 @@ class GroupCoordinator:
 
     def _check_partition(self, topic: str, partition: int) -> None:
         self._manager.get_log(topic, partition)  # UnknownTopicOrPartitionError when missing
+
 
 
 def _check_group(group: str) -> None:

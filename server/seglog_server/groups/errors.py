@@ -5,6 +5,8 @@
     │   └── UnknownGroupRecordError  a key type or value version this core does not read
     ├── FencedMemberError            a heartbeat or ack carries a member epoch that moved on
     │   └── UnknownMemberError       the member is not (or no longer) in the group
+    ├── FencedInstanceIdError        a static member's instance id was taken over by another member id
+    ├── UnreleasedInstanceIdError    a join with an instance id a live member holds
     ├── GroupNotEmptyError           a simple commit (no member id) or a deletion of a group with members
     ├── GroupNotFoundError           a deletion of a group the service does not know
     └── InvalidGroupRequestError     an empty group id, a negative offset, no such member epoch
@@ -13,7 +15,7 @@
 from __future__ import annotations
 
 __all__ = [
-    "CorruptGroupRecordError", "FencedMemberError", "GroupError", "GroupNotEmptyError", "GroupNotFoundError",
+    "CorruptGroupRecordError", "FencedInstanceIdError", "FencedMemberError", "UnreleasedInstanceIdError", "GroupError", "GroupNotEmptyError", "GroupNotFoundError",
     "InvalidGroupRequestError",
     "UnknownGroupRecordError", "UnknownMemberError",
 ]
@@ -38,6 +40,17 @@ class FencedMemberError(GroupError):
 
 class UnknownMemberError(FencedMemberError):
     """Kafka's UNKNOWN_MEMBER_ID: the member left, timed out or never joined."""
+
+
+class FencedInstanceIdError(GroupError):
+    """Kafka's FENCED_INSTANCE_ID: the instance id (group.instance.id) is now held by another member
+    id, which took the static member over; this one is a zombie and must stop (not rejoin)."""
+
+
+class UnreleasedInstanceIdError(GroupError):
+    """Kafka's UNRELEASED_INSTANCE_ID: a join with an instance id that a live member holds (two
+    consumers configured with one group.instance.id); the holder must leave with epoch -2 or time
+    out first."""
 
 
 class GroupNotEmptyError(GroupError):

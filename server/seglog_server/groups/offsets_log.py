@@ -168,10 +168,17 @@ class OffsetsLog:
     def delete_offsets(self, group: str, topic_partitions: Iterable[tuple[str, int]]) -> None:
         self._write(group, [(encode_key(OffsetCommitKey(group, t, p)), None) for t, p in topic_partitions])
 
-    def delete_group(self, group: str, topic_partitions: Iterable[tuple[str, int]]) -> None:
-        """Tombstones for the group's offsets named and its metadata, in one batch."""
+    def delete_group(self, group: str, topic_partitions: Iterable[tuple[str, int]],
+                     other_keys: Iterable[bytes] = ()) -> None:
+        """Tombstones for the group's offsets named, its metadata and ``other_keys`` (encoded keys
+        of its KIP-848 records), in one batch."""
         self._write(group, [(encode_key(OffsetCommitKey(group, t, p)), None) for t, p in topic_partitions]
-                    + [(encode_key(GroupMetadataKey(group)), None)])
+                    + [(encode_key(GroupMetadataKey(group)), None)] + [(key, None) for key in other_keys])
+
+    def write(self, group: str, records: list[tuple[bytes, bytes | None]]) -> Appended | None:
+        """Appends encoded records (a None value: a tombstone) to the group's partition as one
+        batch and applies them; None when there is nothing to write."""
+        return self._write(group, records)
 
     def store_group(self, group: str, value: GroupMetadataValue | None) -> None:
         """Writes the group's metadata (None: its tombstone)."""

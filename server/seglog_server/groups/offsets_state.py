@@ -4,8 +4,11 @@ the same computation (a commit changes the map after its append succeeded, throu
 
 Compaction keeps the last record of each key, and a later record of a key replaces an earlier one
 here too, so replaying a cleaned log gives the same map as the live one; a tombstone (null value)
-deletes its key in both. Keys of record types this core does not read (KIP-848's, 3 and above)
-are skipped and counted, as Kafka's loader skips unknown record types.
+deletes its key in both. KIP-848's consumer group records (types 3 to 8: the group's epoch, its
+topics, its members, their target and current assignments) are kept per group as they are, keyed
+by (record type, member id), for the coordinator to rebuild the group's membership at load
+(membership_records.py). Keys of record types this core does not read (9 and above) are skipped
+and counted, as Kafka's loader skips unknown record types.
 
 Expiry is Kafka's (GroupMetadata.removeExpiredOffsets, offsets.retention.minutes): an offset of a
 group without members expires ``retention_ms`` after the group became empty (its metadata's
@@ -19,9 +22,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Set
 from dataclasses import dataclass
+from typing import Any
 
 from .errors import CorruptGroupRecordError, UnknownGroupRecordError
 from .records import (
+    CONSUMER_GROUP_KEYS,
     NO_TIMESTAMP,
     GroupMetadataKey,
     GroupMetadataValue,
@@ -51,6 +56,8 @@ class OffsetsState:
     def __init__(self) -> None:
         self._offsets: dict[str, dict[tuple[str, int], OffsetCommitValue]] = {}
         self._groups: dict[str, GroupMetadataValue] = {}
+        # group -> (record type, member id or "") -> the record's value (KIP-848's records)
+        self._consumer_groups: dict[str, dict[tuple[int, str], Any]] = {}
         self._records_applied = 0
         self._unknown_skipped = 0
 
@@ -68,6 +75,8 @@ class OffsetsState:
         self._records_applied += 1
         if isinstance(decoded, OffsetCommitKey):
             self._apply_offset(decoded, None if value is None else decode_value(decoded, value))
+        elif type(decoded) in CONSUMER_GROUP_KEYS.values():
+            self._apply_consumer_group(decoded, None if value is None else decode_value(decoded, value))
         else:
             self._apply_group(decoded, None if value is None else decode_value(decoded, value))
 
@@ -86,7 +95,24 @@ class OffsetsState:
         else:
             self._groups[key.group] = value
 
+    def _apply_consumer_group(self, key: Any, value: Any) -> None:
+        records = self._consumer_groups.setdefault(key.group, {})
+        slot = (key.KEY_TYPE, getattr(key, "member_id", ""))
+        if value is not None:
+            records[slot] = value
+            return
+        records.pop(slot, None)
+        if not records:
+            del self._consumer_groups[key.group]
+
     # -- reads -------------------------------------------------------------------------------
+    def consumer_group_records(self, group: str) -> dict[tuple[int, str], Any]:
+        """The group's KIP-848 records: (record type, member id or "") -> value."""
+        return dict(self._consumer_groups.get(group, {}))
+
+    def consumer_groups(self) -> list[str]:
+        return sorted(self._consumer_groups)
+
     def committed(self, group: str, topic: str, partition: int) -> OffsetCommitValue | None:
         return self._offsets.get(group, {}).get((topic, partition))
 
@@ -101,7 +127,8 @@ class OffsetsState:
 
     def as_dict(self) -> dict:
         """Everything the state holds, for comparing two states."""
-        return {"offsets": {g: dict(o) for g, o in self._offsets.items()}, "groups": dict(self._groups)}
+        return {"offsets": {g: dict(o) for g, o in self._offsets.items()}, "groups": dict(self._groups),
+                "consumer_groups": {g: dict(r) for g, r in self._consumer_groups.items()}}
 
     def statistics(self) -> OffsetsStateStatistics:
         return OffsetsStateStatistics(

@@ -15,9 +15,24 @@ another epoch is refused (FencedMemberError), as is one from a member removed af
 timeout or its leave (UnknownMemberError). Epoch 0 joins, -1 leaves, as in KIP-848.
 
 A lost answer does not fence a healthy member (KIP-848): a heartbeat carrying the member's
-previous epoch is accepted when the partitions it reports owning are a subset of what it owned at
-that epoch (what it reported in the heartbeat whose answer moved its epoch): the member never saw
-the new epoch and retries with the old one. Commits stay on the current epoch only.
+previous epoch is accepted when the partitions it reports owning are a subset of what the
+coordinator holds it owns (Kafka's rule): the member never saw the new epoch and retries with the
+old one. Commits stay on the current epoch only.
+
+Static membership (KIP-848's group.instance.id): a member joining with an instance id holds it
+alone; a second join with the same instance id while its holder is live is refused
+(UnreleasedInstanceIdError), a heartbeat from a member id no longer holding the instance id too
+(FencedInstanceIdError). Epoch -2 leaves but keeps the member and what it owns for its session
+timeout; a join with the same instance id (any member id) within it takes the member over, its
+partitions and epoch included, with no rebalance (unless its subscription differs). Once the
+session runs out the member is removed and its partitions move.
+
+Rebalance timeout (Kafka's rebalance.timeout.ms, the client's max.poll.interval.ms): a member
+told to revoke partitions that still owns any of them ``rebalance_timeout_ms`` after the first
+answer telling it is removed (``expire_sessions``), so the partitions can move.
+
+``snapshot`` is everything the group is, bar the deadlines (which restart at ``restore``: a
+member restored after a coordinator restart has a whole session timeout to come back).
 """
 
 from __future__ import annotations
@@ -26,12 +41,19 @@ from collections.abc import Mapping, Set
 from dataclasses import dataclass, field
 
 from .assignor import TopicPartition, assign
-from .errors import FencedMemberError, UnknownMemberError
+from .errors import FencedInstanceIdError, FencedMemberError, UnknownMemberError, UnreleasedInstanceIdError
 
-__all__ = ["JOIN_EPOCH", "LEAVE_EPOCH", "GroupReconciliation", "HeartbeatAnswer"]
+__all__ = [
+    "JOIN_EPOCH", "LEAVE_EPOCH", "LEAVE_STATIC_EPOCH", "NO_EPOCH", "REBALANCE_TIMEOUT_MS", "GroupReconciliation",
+    "GroupSnapshot", "HeartbeatAnswer", "MemberSnapshot",
+]
 
 JOIN_EPOCH = 0
 LEAVE_EPOCH = -1
+LEAVE_STATIC_EPOCH = -2  # KIP-848: a static member leaving for a while (a restart); keeps its partitions
+NO_EPOCH = -1  # a previous epoch never set
+# Kafka consumer's max.poll.interval.ms default, its rebalance timeout when the member names none.
+REBALANCE_TIMEOUT_MS = 300_000
 
 
 @dataclass(frozen=True)
@@ -39,6 +61,27 @@ class HeartbeatAnswer:
     member_id: str
     member_epoch: int
     assignment: frozenset[TopicPartition]  # what the member may own until its next heartbeat
+    # Where the coordinator wrote the change of membership (offsets_log.Appended), for the answer
+    # to wait until it is durable; None: nothing changed, nothing written.
+    written: object = None
+
+
+@dataclass(frozen=True)
+class MemberSnapshot:
+    subscription: frozenset[str]
+    epoch: int  # LEAVE_STATIC_EPOCH: a static member away, ``previous_epoch`` its epoch
+    previous_epoch: int
+    owned: frozenset[TopicPartition]
+    instance_id: str | None = None
+    rebalance_timeout_ms: int = REBALANCE_TIMEOUT_MS
+
+
+@dataclass(frozen=True)
+class GroupSnapshot:
+    group_epoch: int
+    partition_counts: dict[str, int]
+    members: dict[str, MemberSnapshot]
+    target: dict[str, frozenset[TopicPartition]]
 
 
 @dataclass
@@ -47,9 +90,14 @@ class _Member:
     epoch: int
     session_deadline_ms: int
     owned: set[TopicPartition] = field(default_factory=set)
-    # The epoch before the last move and what the member owned at it (a lost answer's retry).
-    previous_epoch: int | None = None
-    previous_owned: frozenset[TopicPartition] = frozenset()
+    previous_epoch: int = NO_EPOCH  # the epoch before the last move (a lost answer's retry)
+    instance_id: str | None = None
+    rebalance_timeout_ms: int = REBALANCE_TIMEOUT_MS
+    revocation_deadline_ms: int | None = None  # set while it owns partitions outside its target
+
+    def snapshot(self) -> MemberSnapshot:
+        return MemberSnapshot(self.subscription, self.epoch, self.previous_epoch, frozenset(self.owned),
+                              self.instance_id, self.rebalance_timeout_ms)
 
 
 class GroupReconciliation:
@@ -65,29 +113,40 @@ class GroupReconciliation:
     # -- heartbeats ----------------------------------------------------------------------------
     def heartbeat(self, member_id: str, member_epoch: int, now_ms: int, *,
                   subscription: Set[str] | None = None,
-                  owned: Set[TopicPartition] = frozenset()) -> HeartbeatAnswer:
-        """Joins (epoch 0, with a subscription), keeps or leaves (epoch -1) ``member_id``."""
-        if member_epoch == LEAVE_EPOCH:
+                  owned: Set[TopicPartition] = frozenset(), instance_id: str | None = None,
+                  rebalance_timeout_ms: int | None = None) -> HeartbeatAnswer:
+        """Joins (epoch 0, with a subscription), keeps or leaves (epoch -1; -2 for a static
+        member away for a while) ``member_id``."""
+        if instance_id is not None and member_epoch != JOIN_EPOCH:
+            self._check_instance(member_id, instance_id)
+        if member_epoch == LEAVE_EPOCH or (member_epoch == LEAVE_STATIC_EPOCH and instance_id is None):
             self._remove(member_id)
             return HeartbeatAnswer(member_id, LEAVE_EPOCH, frozenset())
-        if member_epoch == JOIN_EPOCH:  # a known member joining again restarted: it owns nothing
-            self._members.pop(member_id, None)
-            self._join(member_id, frozenset(subscription or ()), now_ms)
-        member = self._check(member_id, member_epoch, owned)
+        if member_epoch == LEAVE_STATIC_EPOCH:
+            return self._leave_static(member_id, now_ms)
+        if member_epoch == JOIN_EPOCH:  # a new member owns nothing; one taking over owns its partitions
+            self._join_member(member_id, instance_id, frozenset(subscription or ()), now_ms, rebalance_timeout_ms)
+            member = self._members[member_id]
+        else:
+            member = self._check(member_id, member_epoch, owned)
+            member.owned &= set(owned)  # what it no longer reports is acknowledged revoked
         member.session_deadline_ms = now_ms + self._session_timeout_ms
+        if rebalance_timeout_ms is not None:
+            member.rebalance_timeout_ms = rebalance_timeout_ms
         if subscription is not None and frozenset(subscription) != member.subscription:
             member.subscription = frozenset(subscription)
             self._retarget()
-        member.owned &= set(owned)  # what it no longer reports is acknowledged revoked
-        return self._answer(member_id, member, frozenset(owned))
+        return self._answer(member_id, member, now_ms)
 
     def check_commit(self, member_id: str, member_epoch: int) -> None:
         """Refuses a commit from a fenced or unknown member (raises)."""
         self._check(member_id, member_epoch)
 
     def expire_sessions(self, now_ms: int) -> list[str]:
-        """Removes the members whose session timed out; returns their ids."""
-        gone = sorted(m for m, member in self._members.items() if now_ms >= member.session_deadline_ms)
+        """Removes the members whose session timed out, or that still own partitions they were
+        told to revoke a rebalance timeout ago; returns their ids."""
+        gone = sorted(m for m, member in self._members.items() if now_ms >= member.session_deadline_ms
+                      or (member.revocation_deadline_ms is not None and now_ms >= member.revocation_deadline_ms))
         for member_id in gone:
             self._remove(member_id)
         return gone
@@ -116,6 +175,31 @@ class GroupReconciliation:
     def member_epoch(self, member_id: str) -> int:
         return self._members[member_id].epoch
 
+    def instance_ids(self) -> dict[str, str]:
+        """member -> its instance id, for the static members."""
+        return {m: member.instance_id for m, member in self._members.items() if member.instance_id is not None}
+
+    def snapshot(self) -> GroupSnapshot:
+        return GroupSnapshot(self.group_epoch, dict(self._partition_counts),
+                             {m: member.snapshot() for m, member in sorted(self._members.items())},
+                             {m: t for m, t in sorted(self._target.items())})
+
+    @classmethod
+    def restore(cls, group: str, snapshot: GroupSnapshot, now_ms: int, *,
+                session_timeout_ms: int = 45_000) -> GroupReconciliation:
+        """The group as ``snapshot`` holds it; every member's session (and a revoking member's
+        rebalance timeout) counted from ``now_ms``."""
+        restored = cls(group, snapshot.partition_counts, session_timeout_ms=session_timeout_ms)
+        restored.group_epoch = snapshot.group_epoch
+        restored._target = dict(snapshot.target)
+        for member_id, m in snapshot.members.items():
+            member = _Member(m.subscription, m.epoch, now_ms + session_timeout_ms, set(m.owned), m.previous_epoch,
+                             m.instance_id, m.rebalance_timeout_ms)
+            if m.epoch != LEAVE_STATIC_EPOCH and member.owned - snapshot.target.get(member_id, frozenset()):
+                member.revocation_deadline_ms = now_ms + member.rebalance_timeout_ms
+            restored._members[member_id] = member
+        return restored
+
     # -- the machine ---------------------------------------------------------------------------
     def _check(self, member_id: str, member_epoch: int, owned: Set[TopicPartition] | None = None) -> _Member:
         """The member, when ``member_epoch`` is its epoch; a heartbeat (``owned`` given) may also
@@ -123,17 +207,60 @@ class GroupReconciliation:
         member = self._members.get(member_id)
         if member is None:
             raise UnknownMemberError(f"member {member_id!r} is not in group {self.group!r}")
-        lost_answer = (owned is not None and member_epoch == member.previous_epoch
-                       and set(owned) <= member.previous_owned)
+        lost_answer = (owned is not None and member_epoch == member.previous_epoch != NO_EPOCH
+                       and member.epoch != LEAVE_STATIC_EPOCH and set(owned) <= member.owned)
         if member_epoch != member.epoch and not lost_answer:
             raise FencedMemberError(
                 f"member {member_id!r} of group {self.group!r} sent epoch {member_epoch}, its epoch is {member.epoch}"
             )
         return member
 
-    def _join(self, member_id: str, subscription: frozenset[str], now_ms: int) -> None:
-        self._members[member_id] = _Member(subscription, JOIN_EPOCH, now_ms + self._session_timeout_ms)
+    def _check_instance(self, member_id: str, instance_id: str) -> None:
+        holder = self._holder_of(instance_id)
+        if holder is not None and holder != member_id:
+            raise FencedInstanceIdError(
+                f"instance {instance_id!r} of group {self.group!r} is now member {holder!r}, not {member_id!r}")
+
+    def _holder_of(self, instance_id: str) -> str | None:
+        return next((m for m, member in self._members.items() if member.instance_id == instance_id), None)
+
+    def _join_member(self, member_id: str, instance_id: str | None, subscription: frozenset[str], now_ms: int,
+                     rebalance_timeout_ms: int | None) -> None:
+        holder = None if instance_id is None else self._holder_of(instance_id)
+        if holder is not None and self._members[holder].epoch == LEAVE_STATIC_EPOCH:
+            self._take_over(holder, member_id, subscription)
+            return
+        if holder is not None and holder != member_id:
+            raise UnreleasedInstanceIdError(
+                f"instance {instance_id!r} of group {self.group!r} is held by live member {holder!r}: it must "
+                "leave (epoch -2) or time out before another member joins with it")
+        self._members.pop(member_id, None)  # a known member joining again restarted: it owns nothing
+        self._members[member_id] = _Member(subscription, JOIN_EPOCH, now_ms + self._session_timeout_ms,
+                                           instance_id=instance_id,
+                                           rebalance_timeout_ms=rebalance_timeout_ms or REBALANCE_TIMEOUT_MS)
         self._retarget()
+
+    def _take_over(self, holder: str, member_id: str, subscription: frozenset[str]) -> None:
+        """``member_id`` becomes the static member ``holder`` left: its partitions, its epoch and
+        its target, with no rebalance."""
+        member = self._members.pop(holder)
+        member.epoch, member.previous_epoch = member.previous_epoch, NO_EPOCH
+        self._members[member_id] = member
+        if holder in self._target:
+            self._target[member_id] = self._target.pop(holder)
+        if subscription != member.subscription:
+            member.subscription = subscription
+            self._retarget()
+
+    def _leave_static(self, member_id: str, now_ms: int) -> HeartbeatAnswer:
+        member = self._members.get(member_id)
+        if member is None:
+            raise UnknownMemberError(f"member {member_id!r} is not in group {self.group!r}")
+        if member.epoch != LEAVE_STATIC_EPOCH:
+            member.epoch, member.previous_epoch = LEAVE_STATIC_EPOCH, member.epoch
+        member.session_deadline_ms = now_ms + self._session_timeout_ms
+        member.revocation_deadline_ms = None
+        return HeartbeatAnswer(member_id, LEAVE_STATIC_EPOCH, frozenset())
 
     def _remove(self, member_id: str) -> None:
         if self._members.pop(member_id, None) is not None:
@@ -147,15 +274,18 @@ class GroupReconciliation:
             {m: member.owned for m, member in self._members.items()},
         )
 
-    def _answer(self, member_id: str, member: _Member, reported: frozenset[TopicPartition]) -> HeartbeatAnswer:
+    def _answer(self, member_id: str, member: _Member, now_ms: int) -> HeartbeatAnswer:
         target = self._target.get(member_id, frozenset())
         owned_by_others = set().union(*(m.owned for other, m in self._members.items() if other != member_id))
         granted = {p for p in target if p not in owned_by_others}
         member.owned |= granted
         assert not member.owned & owned_by_others, (member_id, member.owned & owned_by_others)
-        if member.owned <= target and member.epoch != self.group_epoch:
-            # Nothing left to revoke: the member reached the target. Should this answer be lost,
-            # its retry at the old epoch reporting at most ``reported`` is still this member.
-            member.previous_epoch, member.previous_owned = member.epoch, reported
-            member.epoch = self.group_epoch
+        if member.owned <= target:
+            member.revocation_deadline_ms = None
+            if member.epoch != self.group_epoch:
+                # Nothing left to revoke: the member reached the target. Should this answer be
+                # lost, its retry at the old epoch reporting what it owns is still this member.
+                member.previous_epoch, member.epoch = member.epoch, self.group_epoch
+        elif member.revocation_deadline_ms is None:  # told to revoke now: it has a rebalance timeout
+            member.revocation_deadline_ms = now_ms + member.rebalance_timeout_ms
         return HeartbeatAnswer(member_id, member.epoch, frozenset(member.owned & target))

@@ -130,6 +130,11 @@ STATUS_BY_ERROR: Mapping[type[BaseException], grpc.StatusCode] = {
     groups.FencedMemberError: _Code.FAILED_PRECONDITION,
     groups.UnknownMemberError: _Code.NOT_FOUND,  # Kafka's UNKNOWN_MEMBER_ID
     groups.GroupNotEmptyError: _Code.FAILED_PRECONDITION,
+    # Static membership: the instance id moved to another member id (Kafka's FENCED_INSTANCE_ID:
+    # this one must stop, not rejoin), or a join names an instance id a live member holds
+    # (UNRELEASED_INSTANCE_ID: two consumers configured with one group.instance.id).
+    groups.FencedInstanceIdError: _Code.FAILED_PRECONDITION,
+    groups.UnreleasedInstanceIdError: _Code.ALREADY_EXISTS,
     groups.GroupNotFoundError: _Code.NOT_FOUND,  # Kafka's GROUP_ID_NOT_FOUND
     groups.InvalidGroupRequestError: _Code.INVALID_ARGUMENT,
     groups.CorruptGroupRecordError: _Code.DATA_LOSS,

@@ -96,6 +96,8 @@ PROMISED = {
     groups.FencedMemberError: Code.FAILED_PRECONDITION,
     groups.UnknownMemberError: Code.NOT_FOUND,
     groups.GroupNotEmptyError: Code.FAILED_PRECONDITION,
+    groups.FencedInstanceIdError: Code.FAILED_PRECONDITION,
+    groups.UnreleasedInstanceIdError: Code.ALREADY_EXISTS,
     groups.GroupNotFoundError: Code.NOT_FOUND,
     groups.InvalidGroupRequestError: Code.INVALID_ARGUMENT,
     groups.CorruptGroupRecordError: Code.DATA_LOSS,
