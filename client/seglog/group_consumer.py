@@ -15,8 +15,9 @@ and kept for the consumer's life, rejoins included. A join whose answer was lost
 dropped connection) is retried with the same id, which the service takes as the same member, so
 no phantom member holds partitions until its session runs out.
 
-A member whose heartbeats fail for ``session_timeout_ms`` (the service's
-``group_session_timeout_ms``; 45 s, Kafka's default) has been removed by the service, which may
+A member whose heartbeats fail for the session timeout (the service's ``group_session_timeout_ms``,
+told in every heartbeat answer; ``session_timeout_ms``, 45 s as Kafka's default, only until the
+first answer or with a service that does not tell it) has been removed by the service, which may
 have handed its partitions on: it revokes them itself (``on_revoke``, no commit, nothing more
 delivered from them) and rejoins, with the same member id, once a heartbeat gets through.
 
@@ -59,6 +60,8 @@ _LEAVE_STATIC = -2
 # with -1 (its partitions move at once, as a dynamic member's).
 _STATIC_LEAVE_REFUSED = "InvalidGroupRequestError"
 _IDLE_POLL_S = 0.02
+# Kafka's group.consumer.session.timeout.ms; the service's own replaces it from the first answer.
+SESSION_TIMEOUT_MS_DEFAULT = 45000
 # The service's error classes (``seglog-error`` trailer) that mean this member must rejoin (KIP-848's
 # UNKNOWN_MEMBER_ID and FENCED_MEMBER_EPOCH); other NOT_FOUND/FAILED_PRECONDITION answers (a topic
 # deleted under a commit, a refusal of the mode) leave the membership alone.
@@ -78,7 +81,7 @@ class AsyncGroupConsumer:
         topics: Sequence[str],
         enable_auto_commit: bool = True,
         auto_commit_interval_ms: int = 5000,
-        session_timeout_ms: int = 45000,
+        session_timeout_ms: int = SESSION_TIMEOUT_MS_DEFAULT,
         auto_offset_reset: Literal["earliest", "latest", "none"] = "latest",
         on_assign: Callback | None = None,
         on_revoke: Callback | None = None,
@@ -97,7 +100,8 @@ class AsyncGroupConsumer:
             raise ValueError(f"auto_commit_interval_ms must be > 0, got {auto_commit_interval_ms}")
         if session_timeout_ms <= 0:
             raise ValueError(f"session_timeout_ms must be > 0, got {session_timeout_ms}")
-        self._session_s = session_timeout_ms / 1000
+        # The session timeout the member keeps to: the service's once a heartbeat answer tells it.
+        self.session_timeout_ms = session_timeout_ms
         self._last_heartbeat_ok = 0.0  # loop time of the last answered heartbeat
         self.group_id = group_id
         self.group_instance_id = group_instance_id  # Kafka's group.instance.id: a static member
@@ -410,7 +414,7 @@ class AsyncGroupConsumer:
         and let the next heartbeat rejoin (same member id)."""
         if self.member_epoch == _JOIN:
             return
-        if asyncio.get_running_loop().time() - self._last_heartbeat_ok >= self._session_s:
+        if asyncio.get_running_loop().time() - self._last_heartbeat_ok >= self.session_timeout_ms / 1000:
             await self._revoke(set(self._owned))
             self.member_epoch = _JOIN
 
@@ -431,6 +435,8 @@ class AsyncGroupConsumer:
                 self.member_epoch, subscribed_topics=self._topics,
                 owned_partitions=[pb.GroupPartition(topic=t, partition=p) for t, p in sorted(self._owned)]))
             self._last_heartbeat_ok = asyncio.get_running_loop().time()
+            if answer.session_timeout_ms > 0:  # 0: a service that does not tell it
+                self.session_timeout_ms = answer.session_timeout_ms
             self.member_id, self.member_epoch = answer.member_id, answer.member_epoch
             assignment = {(a.topic, a.partition) for a in answer.assignment}
             revoked, added = self._owned - assignment, assignment - self._owned

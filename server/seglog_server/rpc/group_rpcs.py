@@ -94,6 +94,7 @@ class GroupRpcs:
             member_id=answer.member_id, member_epoch=answer.member_epoch,
             assignment=[pb.GroupPartition(topic=t, partition=p) for t, p in sorted(answer.assignment)],
             heartbeat_interval_ms=coordinator.heartbeat_interval_ms,
+            session_timeout_ms=coordinator.session_timeout_ms,
         )
 
     @unary_rpc

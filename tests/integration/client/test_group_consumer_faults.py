@@ -39,6 +39,8 @@ class FaultyTransport:
             self._faults["refused"] = self._faults.get("refused", 0) + 1
             raise ServiceUnavailableError("heartbeats cut off by the test")
         answer = await self._real.heartbeat(request)
+        if self._faults.get("untold"):  # an older service: no session timeout in the answer
+            answer.ClearField("session_timeout_ms")
         if self._faults.get("lose", 0) > 0:
             self._faults["lose"] -= 1
             raise ServiceUnavailableError("the answer was lost")
@@ -103,10 +105,12 @@ def test_a_member_cut_off_from_heartbeats_stops_delivering_by_the_session_timeou
             pass  # a failed heartbeat, handed to the poll
 
     async def run() -> None:
+        # Not told the session timeout: it learns the service's from the heartbeat answers (its
+        # default, 45 s, would outlast BOUND_S below).
         consumer = FaultyConsumer(service.address, group_id="g-cut", topics=["cut"], faults=faults,
-                                  enable_auto_commit=False, auto_offset_reset="earliest",
-                                  session_timeout_ms=SESSION_MS, on_revoke=revoked.append)
+                                  enable_auto_commit=False, auto_offset_reset="earliest", on_revoke=revoked.append)
         await consumer.start()
+        assert consumer.session_timeout_ms == SESSION_MS
         try:
             seen: list = []
             deadline = time.monotonic() + BOUND_S
@@ -138,3 +142,18 @@ def test_a_member_cut_off_from_heartbeats_stops_delivering_by_the_session_timeou
             await consumer.close()
 
     asyncio.run(run())
+
+
+def test_a_member_keeps_its_configured_session_timeout_when_the_service_does_not_tell_its_own(start_service):
+    service = start_service(GROUP_ARGS)
+    service.stub.CreateTopic(pb.CreateTopicRequest(topic="untold", partitions=1), timeout=10)
+
+    async def run() -> tuple[int, int]:
+        told = FaultyConsumer(service.address, group_id="g-told", topics=["untold"], faults={},
+                              session_timeout_ms=9000)
+        untold = FaultyConsumer(service.address, group_id="g-untold", topics=["untold"], faults={"untold": True},
+                                session_timeout_ms=9000)
+        async with told, untold:
+            return told.session_timeout_ms, untold.session_timeout_ms
+
+    assert asyncio.run(run()) == (SESSION_MS, 9000)  # the service's wins wherever it is told
