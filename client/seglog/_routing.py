@@ -54,6 +54,9 @@ from seglog.v1 import log_service_pb2 as pb
 __all__ = ["CoordinatorTransport", "Router", "RouterStatistics", "metadata_from"]
 
 _T = TypeVar("_T")
+# A group call's sends at most: a routed coordinator that is gone, the bootstrap instance, and the
+# coordinator that one names.
+_COORDINATOR_ATTEMPTS = 3
 
 
 @dataclass(frozen=True)
@@ -123,18 +126,20 @@ class Router:
         coordinator's address is learnt from a refusal's owner hint (no Metadata call: the
         offsets topic is internal) and kept per group; a refusal naming another coordinator is
         repeated once there, and a routed coordinator that no longer answers (UNAVAILABLE) is
-        forgotten and the request repeated once at the bootstrap instance, which names the
-        current one. A single process never refuses: one dict look-up per call."""
-        for attempt in range(2):
+        forgotten and the request repeated at the bootstrap instance, which names the current one
+        (at most three sends: the dead route, the bootstrap, the coordinator it names). A single
+        process never refuses: one dict look-up per call."""
+        for attempt in range(_COORDINATOR_ATTEMPTS):
             address = self._coordinators.get(group)
             transport = self.bootstrap if address is None else self._channel_to(address)
             try:
                 return await send(transport)
             except (NotPartitionOwnerError, ServiceUnavailableError) as error:
-                if attempt or not self._follow_coordinator(group, error, transport):
+                # The hint is learnt even on the last attempt: the caller's retry goes there.
+                if not self._follow_coordinator(group, error, transport) or attempt == _COORDINATOR_ATTEMPTS - 1:
                     raise
                 self.redirects += 1
-        raise AssertionError("unreachable: the second attempt returns or raises")  # pragma: no cover
+        raise AssertionError("unreachable: the last attempt returns or raises")  # pragma: no cover
 
     def _follow_coordinator(self, group: str, error: SeglogError, used: Transport) -> bool:
         """Learns the group's coordinator from ``error``; True when the next try goes elsewhere."""

@@ -233,6 +233,18 @@ class SeglogService:
                     _log.info("group %r: member %s removed, its session timed out", group, member)
             except Exception:  # noqa: BLE001 - one failed pass must not stop the next ones
                 _log.exception("group session expiry failed")
+            await self._sync_group_partitions()
+
+    async def _sync_group_partitions(self) -> None:
+        """Cluster mode: drops the offsets partitions (and their groups) this instance lost."""
+        routing = None if self._servicer is None else self._servicer.groups.routing
+        if routing is None:
+            return
+        try:
+            for partition in await self._calls.blocking(routing.sync):
+                _log.info("__consumer_offsets-%d is no longer coordinated here: its groups unloaded", partition)
+        except Exception:  # noqa: BLE001 - one failed pass must not stop the next ones
+            _log.exception("offsets partitions' ownership check failed")
 
     def _security_summary(self) -> str:
         policy = self._policy

@@ -42,7 +42,7 @@ from .errors import GroupNotEmptyError, GroupNotFoundError, InvalidGroupRequestE
 from .lag_age import BatchTimestamps
 from .offsets_log import OFFSETS_TOPIC, Appended, OffsetsLog
 from .offsets_state import OFFSETS_RETENTION_MS
-from .partitioning import OFFSETS_TOPIC_PARTITIONS
+from .partitioning import OFFSETS_TOPIC_PARTITIONS, partition_for
 from .reconciliation import (
     JOIN_EPOCH,
     LEAVE_EPOCH,
@@ -419,6 +419,34 @@ class GroupCoordinator:
     def _check_partition(self, topic: str, partition: int) -> None:
         self._manager.get_log(topic, partition)  # UnknownTopicOrPartitionError when missing
 
+    # -- cluster mode: the offsets partitions this instance coordinates (rpc/group_routing.py) ---
+    @property
+    def offsets_partition_count(self) -> int:
+        return self._offsets.partition_count
+
+    def offsets_partition_of(self, group: str) -> int:
+        return partition_for(group, self._offsets.partition_count)
+
+    def load_offsets_partition(self, partition: int) -> None:
+        """Gained ``partition``: replays its log into a fresh map; members held for its groups
+        from an earlier ownership are dropped (they rejoin). The topic is held locally first (the
+        cluster created it; this instance's copy may not be made yet)."""
+        self._offsets.ensure_created()
+        with self._lock:
+            self._offsets.load_partition(partition)
+            self._drop_groups_of(partition)
+
+    def unload_offsets_partition(self, partition: int) -> None:
+        """Lost ``partition``: its offsets leave the map and its groups' members are dropped (the
+        new owner coordinates them; refused calls here carry its hint)."""
+        with self._lock:
+            self._offsets.unload_partition(partition)
+            self._drop_groups_of(partition)
+
+    def _drop_groups_of(self, partition: int) -> None:
+        for group in [g for g in self._groups if partition_for(g, self._offsets.partition_count) == partition]:
+            del self._groups[group]
+            self._rebalances.pop(group, None)
 
 
 def _check_group(group: str) -> None:

@@ -5,8 +5,9 @@ A write builds one record batch (Kafka writes a group's commit of many partition
 it is all-or-nothing), appends it to the group's partition (``partition_for``), and only then
 applies the same records to the map: a failed append changes nothing. ``load`` replays every
 partition from its log start to its end through the same ``apply``; it never depends on the
-cleaner having run. The coordinator (later: the owner of the partition in cluster mode) calls
-``load_partition`` when it takes a partition and ``unload_partition`` when it loses it.
+cleaner having run. In cluster mode the coordinator is the partition's owner: it calls
+``load_partition`` when it gains a partition and ``unload_partition`` when it loses it
+(rpc/group_routing.py); a partition not loaded reads as empty and refuses writes.
 
 The topic is created lazily, as Kafka creates it on the first FindCoordinator: ``open`` replays it
 when it exists and otherwise starts every partition empty without creating anything;
@@ -144,11 +145,18 @@ class OffsetsLog:
 
     # -- reads --------------------------------------------------------------------------------
     def state_of(self, group: str) -> OffsetsState:
-        """The loaded state holding ``group``. Raises KeyError when its partition is not loaded."""
-        return self._states[partition_for(group, self._partition_count)]
+        """The loaded state holding ``group`` (an empty one when its partition is not loaded)."""
+        return self.state(partition_for(group, self._partition_count))
 
     def state(self, partition: int) -> OffsetsState:
-        return self._states[partition]
+        """The partition's loaded state. A partition not loaded (cluster mode: another instance
+        owns it) reads as a new empty state, never stored: writes to it still fail (``_append``)."""
+        assert 0 <= partition < self._partition_count, partition
+        state = self._states.get(partition)
+        return OffsetsState() if state is None else state
+
+    def loaded(self, partition: int) -> bool:
+        return partition in self._states
 
     def committed(self, group: str, topic: str, partition: int) -> OffsetCommitValue | None:
         return self.state_of(group).committed(group, topic, partition)
@@ -202,7 +210,9 @@ class OffsetsLog:
         return self._append(partition_for(group, self._partition_count), records)
 
     def _append(self, partition: int, records: list[tuple[bytes, bytes | None]]) -> Appended:
-        state = self._states[partition]  # a partition this coordinator has not loaded: KeyError
+        # A partition this coordinator has not loaded: KeyError (cluster mode: lost while the call
+        # ran; rpc/group_routing.py answers the new owner's hint instead).
+        state = self._states[partition]
         self.ensure_created()
         now_ms = self._clock.time_ms()
         builder = RecordBatchBuilder()

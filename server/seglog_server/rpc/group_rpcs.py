@@ -8,15 +8,20 @@ commit answers only once its records are fsynced (core.durable: the group commit
 produces, one flush shared by the commits waiting on a partition). The
 coordinator's errors reach the boundary and answer through status.py's table. A servicer built
 without a coordinator (unit tests of other families) answers UNAVAILABLE, as Kafka's
-COORDINATOR_NOT_AVAILABLE. In cluster mode (``core.cluster`` set) every one of them answers
-FAILED_PRECONDITION (GroupsNotInClusterError): each instance would run its own coordinator over its
-own __consumer_offsets, so one group's members at two instances would each get every partition.
+COORDINATOR_NOT_AVAILABLE.
+
+In cluster mode (``core.cluster`` set) a group is answered only by its coordinator, the owner of
+its __consumer_offsets partition (group_routing.py): elsewhere the call is refused with the
+owner's hint, as a partition request is. ``_at_coordinator`` runs each call between the routing's
+``before`` and ``after`` (a commit's ``after`` once it is durable), so nothing is acknowledged by
+an instance that lost the partition meanwhile. ListGroups lists the groups this instance
+coordinates; a client asks every instance and merges (Kafka's admin does the same).
 """
 
 from __future__ import annotations
 
-from collections.abc import Set
-from typing import Any
+from collections.abc import Awaitable, Callable, Set
+from typing import Any, TypeVar
 
 from seglog.v1 import log_service_pb2 as pb
 from seglog_server.groups.coordinator import GroupCoordinator, OffsetCommit
@@ -25,18 +30,21 @@ from seglog_server.security import Operation, PermissionDeniedError
 from . import validation
 from .boundary import unary_rpc
 from .call_gate import current_call
-from .errors import CoordinatorNotAvailableError, GroupsNotInClusterError
+from .errors import CoordinatorNotAvailableError
+from .group_routing import GroupRouting
 from .service_core import ServiceCore
 
 __all__ = ["GroupRpcs"]
 
 _NO_OFFSET = -1
+_T = TypeVar("_T")
 
 
 class GroupRpcs:
     def __init__(self, core: ServiceCore, coordinator: GroupCoordinator | None) -> None:
         self.core = core
         self._coordinator = coordinator
+        self._routing: GroupRouting | None = None  # cluster mode, made on first use
 
     @property
     def coordinator_or_none(self) -> GroupCoordinator | None:
@@ -45,11 +53,30 @@ class GroupRpcs:
     @property
     def coordinator(self) -> GroupCoordinator:
         """The coordinator every group RPC calls through (first thing, before any work)."""
-        if self.core.cluster is not None:
-            raise GroupsNotInClusterError()
         if self._coordinator is None:
             raise CoordinatorNotAvailableError("this service runs no group coordinator")
         return self._coordinator
+
+    @property
+    def routing(self) -> GroupRouting | None:
+        """Cluster mode's coordinator routing; None in a single process."""
+        if self._routing is None and self.core.cluster is not None and self._coordinator is not None:
+            self._routing = GroupRouting(self.core.cluster, self._coordinator)
+        return self._routing
+
+    async def _at_coordinator(self, group: str, work: Callable[[], Awaitable[_T]], *, write: bool = False) -> _T:
+        """``work()`` where this instance coordinates ``group`` (always in a single process)."""
+        routing = self.routing
+        if routing is None or not group:  # an empty group id: the coordinator's own refusal
+            return await work()
+        epoch = await self.core.calls.blocking(lambda: routing.before(group, write=write))
+        try:
+            answer = await work()
+        except Exception:
+            routing.after(group, epoch, write=write)  # lost meanwhile: the new owner's hint first
+            raise
+        routing.after(group, epoch, write=write)
+        return answer
 
     @unary_rpc
     async def CommitOffsets(self, request: pb.CommitOffsetsRequest, context: Any) -> Any:
@@ -58,19 +85,24 @@ class GroupRpcs:
             OffsetCommit(*validation.check_partition_ref(o.topic, o.partition), o.offset, o.leader_epoch, o.metadata)
             for o in request.offsets
         ]
-        appended = await self.core.calls.blocking(
-            coordinator.commit, request.group, request.member_id, request.member_epoch, offsets)
-        if appended is not None:
-            # Answered only once on disk: the offsets partition flushed up to the commit on the
-            # pool, concurrent commits to one partition sharing a flush (group_commit.py).
-            await self.core.durable(appended.log, appended.end_offset)
+
+        async def commit() -> None:
+            appended = await self.core.calls.blocking(
+                coordinator.commit, request.group, request.member_id, request.member_epoch, offsets)
+            if appended is not None:
+                # Answered only once on disk: the offsets partition flushed up to the commit on the
+                # pool, concurrent commits to one partition sharing a flush (group_commit.py).
+                await self.core.durable(appended.log, appended.end_offset)
+
+        await self._at_coordinator(request.group, commit, write=True)
         return pb.CommitOffsetsResponse()
 
     @unary_rpc
     async def FetchOffsets(self, request: pb.FetchOffsetsRequest, context: Any) -> Any:
         coordinator = self.coordinator
         partitions = [validation.check_partition_ref(p.topic, p.partition) for p in request.partitions] or None
-        found = await self.core.calls.blocking(coordinator.fetch, request.group, partitions)
+        found = await self._at_coordinator(
+            request.group, lambda: self.core.calls.blocking(coordinator.fetch, request.group, partitions))
         call = current_call()
         if partitions is None and call is not None:  # every partition: only the topics the caller may describe
             found = [entry for entry in found if call.may(Operation.DESCRIBE, entry[0][0])]
@@ -86,10 +118,18 @@ class GroupRpcs:
     async def Heartbeat(self, request: pb.HeartbeatRequest, context: Any) -> Any:
         coordinator = self.coordinator
         owned = {validation.check_partition_ref(p.topic, p.partition) for p in request.owned_partitions}
-        answer = await self.core.calls.blocking(
-            lambda: coordinator.heartbeat(
-                request.group, request.member_id, request.member_epoch,
-                subscription=set(request.subscribed_topics) or None, owned=owned))
+
+        async def beat() -> Any:
+            answer = await self.core.calls.blocking(
+                lambda: coordinator.heartbeat(
+                    request.group, request.member_id, request.member_epoch,
+                    subscription=set(request.subscribed_topics) or None, owned=owned,
+                    instance_id=request.instance_id or None, rebalance_timeout_ms=request.rebalance_timeout_ms or None))
+            if answer.written is not None:  # a change of membership answers once on disk, as a commit
+                await self.core.durable(answer.written.log, answer.written.end_offset)
+            return answer
+
+        answer = await self._at_coordinator(request.group, beat, write=True)
         return pb.HeartbeatResponse(
             member_id=answer.member_id, member_epoch=answer.member_epoch,
             assignment=[pb.GroupPartition(topic=t, partition=p) for t, p in sorted(answer.assignment)],
@@ -100,13 +140,17 @@ class GroupRpcs:
     @unary_rpc
     async def ListGroups(self, request: pb.ListGroupsRequest, context: Any) -> Any:
         listed = await self.core.calls.blocking(self.coordinator.list_group_states)
+        routing = self.routing
+        if routing is not None:  # the groups this instance coordinates; a client asks every instance
+            listed = [entry for entry in listed if routing.coordinates(entry[0])]
         return pb.ListGroupsResponse(groups=[
             pb.ListedGroup(group=group, state=state, member_count=count) for group, state, count in listed])
 
     @unary_rpc
     async def DescribeGroup(self, request: pb.DescribeGroupRequest, context: Any) -> Any:
         coordinator = self.coordinator
-        described = await self.core.calls.blocking(coordinator.describe, request.group)
+        described = await self._at_coordinator(
+            request.group, lambda: self.core.calls.blocking(coordinator.describe, request.group))
         call = current_call()
 
         def visible(topic: str) -> bool:
@@ -134,7 +178,8 @@ class GroupRpcs:
                 pb.GroupMemberDescription(
                     member_id=member, member_epoch=described.member_epochs.get(member, 0),
                     subscribed_topics=sorted(described.subscriptions.get(member, ())),
-                    owned_partitions=[pb.GroupPartition(topic=t, partition=p) for t, p in sorted(owned) if visible(t)])
+                    owned_partitions=[pb.GroupPartition(topic=t, partition=p) for t, p in sorted(owned) if visible(t)],
+                    instance_id=described.instance_ids.get(member, ""))
                 for member, owned in sorted(described.members.items())
             ],
             partitions=rows,
@@ -150,5 +195,7 @@ class GroupRpcs:
                 if call is not None and not call.may(Operation.READ, topic):
                     raise PermissionDeniedError(call.principal, Operation.READ.value, topic)
 
-        deleted = await self.core.calls.blocking(coordinator.delete_group, request.group, readable)
+        deleted = await self._at_coordinator(
+            request.group, lambda: self.core.calls.blocking(coordinator.delete_group, request.group, readable),
+            write=True)
         return pb.DeleteGroupResponse(deleted_offsets=deleted)

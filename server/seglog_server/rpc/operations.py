@@ -52,9 +52,12 @@ class Owner(enum.Enum):
     # A topic-wide description: each partition from the metadata cache (owner, epoch), and the
     # offsets only of the partitions this instance owns.
     DESCRIBE = "describe"
-    # The partitions name a consumer group's offsets, kept by this instance's own coordinator
-    # in its own __consumer_offsets (not the partition's log): answered here; the log ends it
-    # reads for lag are those of partitions this instance owns, unknown (-1) for the others.
+    # A consumer group's call: answered only by the group's coordinator, the owner of the
+    # group's __consumer_offsets partition (partition_for(group), rpc/group_routing.py), and
+    # refused elsewhere with that owner's hint, as EACH is; checked in the handler, which may
+    # first create the offsets topic in the cluster. The partitions the request names are of the
+    # group's offsets, not logs read here; the log ends the coordinator reads for lag are those
+    # of partitions this instance owns, unknown (-1) for the others.
     COORDINATOR = "coordinator"
     # A stream: each message is routed as its unary twin (``message_method``).
     MESSAGES = "messages"
@@ -152,13 +155,14 @@ OPERATIONS: Mapping[str, RpcOperation] = {
     "CommitOffsets": RpcOperation(_READ, Scope.TOPICS, _offset_topics, _request, owner=_COORDINATOR),
     "FetchOffsets": RpcOperation(_DESCRIBE, Scope.TOPICS, _partition_topics, _request, owner=_COORDINATOR),
     "Heartbeat": RpcOperation(_READ, Scope.TOPICS, _subscribed_topics, _request, owner=_COORDINATOR),
-    # Operators' views: group names for a caller who may describe some topic; a group's
-    # description shows only the partitions of topics the caller may describe.
+    # Operators' views: group names for a caller who may describe some topic (in cluster mode the
+    # groups this instance coordinates: a client asks every instance); a group's description
+    # shows only the partitions of topics the caller may describe.
     "ListGroups": RpcOperation(_DESCRIBE, Scope.SOME_TOPIC, _no_topic, _request),
     "DescribeGroup": RpcOperation(_DESCRIBE, Scope.FILTERED, _no_topic, _request, owner=_COORDINATOR),
     # Deleting a group deletes its offsets: read on some topic at the gate, then read on every
     # topic the group has offsets on (group_rpcs.py, under the coordinator's lock).
-    "DeleteGroup": RpcOperation(_READ, Scope.SOME_TOPIC, _no_topic, _request),
+    "DeleteGroup": RpcOperation(_READ, Scope.SOME_TOPIC, _no_topic, _request, owner=_COORDINATOR),
     # -- seglog.v1.ClusterService (cluster_rpcs.py): the answer shows only describable topics -----
     "Metadata": RpcOperation(_DESCRIBE, Scope.FILTERED, _no_topic, _request),
     # -- offline cleaning (admin: they replace a partition's segments) ---------------------------

@@ -104,6 +104,16 @@ def test_every_method_naming_a_partition_is_routed_to_its_owner_in_cluster_mode(
         assert OPERATIONS[row.message_method].owner in (Owner.EACH, Owner.PER_TARGET)
 
 
+@pytest.mark.parametrize("method", _METHODS, ids=lambda m: m.name)
+def test_every_method_naming_a_group_is_answered_by_the_groups_coordinator(method):
+    """A request with a ``group`` field is a group's call: cluster mode answers it only at the
+    group's coordinator (Owner.COORDINATOR, rpc/group_routing.py), so a new group RPC cannot be
+    served by an instance that does not hold the group's offsets."""
+    if "group" in method.input_type.fields_by_name:
+        assert OPERATIONS[method.name].owner is Owner.COORDINATOR, (
+            f"{method.name} names a group: give its row Owner.COORDINATOR and route it in group_rpcs.py")
+
+
 def test_the_routed_kinds_are_the_ones_the_cluster_docs_list():
     kinds = {name: row.owner for name, row in OPERATIONS.items() if row.owner is not Owner.NONE}
     assert kinds == {
@@ -111,6 +121,6 @@ def test_the_routed_kinds_are_the_ones_the_cluster_docs_list():
         "ExplainLookup": Owner.EACH, "CreateSnapshot": Owner.EACH,
         "OffsetsForTimes": Owner.PER_TARGET, "DescribeTopic": Owner.DESCRIBE,
         "CommitOffsets": Owner.COORDINATOR, "FetchOffsets": Owner.COORDINATOR, "Heartbeat": Owner.COORDINATOR,
-        "DescribeGroup": Owner.COORDINATOR,
+        "DescribeGroup": Owner.COORDINATOR, "DeleteGroup": Owner.COORDINATOR,
         "ProduceStream": Owner.MESSAGES, "LookupStream": Owner.MESSAGES,
     }
