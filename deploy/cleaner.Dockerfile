@@ -15,7 +15,7 @@ RUN apt-get update \
 
 WORKDIR /opt/seglog
 COPY requirements.txt pyproject.toml deploy/print_requirements.py ./
-RUN python print_requirements.py requirements.txt pyproject.toml spark > /tmp/pins.txt \
+RUN python print_requirements.py requirements.txt pyproject.toml spark remote > /tmp/pins.txt \
  && pip install --no-cache-dir --disable-pip-version-check -r /tmp/pins.txt \
  && rm /tmp/pins.txt
 

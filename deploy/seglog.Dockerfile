@@ -6,7 +6,7 @@ FROM python:3.11.13-slim-bookworm
 # Dependencies first, from the same pins CI tests, so code changes reuse this layer.
 WORKDIR /opt/seglog
 COPY requirements.txt pyproject.toml deploy/print_requirements.py ./
-RUN python print_requirements.py requirements.txt pyproject.toml > /tmp/pins.txt \
+RUN python print_requirements.py requirements.txt pyproject.toml remote > /tmp/pins.txt \
  && pip install --no-cache-dir --disable-pip-version-check -r /tmp/pins.txt \
  && rm /tmp/pins.txt
 
