@@ -373,3 +373,108 @@ def test_a_silent_member_is_removed_after_the_session_timeout(start_service, tmp
     rpc_error(stub.CommitOffsets, pb.CommitOffsetsRequest(group="sg", member_id=a, member_epoch=a_epoch, offsets=[
         pb.OffsetToCommit(topic="silent", partition=0, offset=1)]), Code.NOT_FOUND)
     assert "session timed out" in service.log()
+
+
+# -- membership kept in __consumer_offsets, static members, rebalance timeout ---------------------
+
+
+def beat(stub, group, member_id="", epoch=0, topics=(), owned=(), instance_id="", rebalance_timeout_ms=0):
+    answer = stub.Heartbeat(pb.HeartbeatRequest(
+        group=group, member_id=member_id, member_epoch=epoch, subscribed_topics=list(topics),
+        instance_id=instance_id, rebalance_timeout_ms=rebalance_timeout_ms,
+        owned_partitions=[pb.GroupPartition(topic=t, partition=p) for t, p in owned]), timeout=10)
+    return answer.member_id, answer.member_epoch, {(a.topic, a.partition) for a in answer.assignment}
+
+
+def settled(stub, group, members: dict, rounds=3):
+    """Heartbeats each member (member id -> (epoch, owned)) a few rounds, revoking as told."""
+    for _ in range(rounds):
+        for member, (epoch, owned) in list(members.items()):
+            _, epoch, owned = beat(stub, group, member, epoch, owned=owned)
+            members[member] = (epoch, owned)
+    return members
+
+
+def until(condition, what, bound_s=30):
+    import time
+
+    deadline = time.monotonic() + bound_s  # a bound on a hang, not a speed assertion
+    while not condition():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.2)
+
+
+def test_members_epochs_and_assignments_survive_a_kill_9_of_the_coordinator(start_service, tmp_path):
+    flags = FEW_PARTITIONS + ["--group-session-timeout-ms", "6000", "--group-heartbeat-interval-ms", "500"]
+    service = start_service(flags, workdir=tmp_path / "members")
+    service.stub.CreateTopic(pb.CreateTopicRequest(topic="kept-members", partitions=4))
+    a, a_epoch, _ = beat(service.stub, "km", "member-a", 0, ["kept-members"])
+    b, b_epoch, _ = beat(service.stub, "km", "member-b", 0, ["kept-members"])
+    members = settled(service.stub, "km", {a: (a_epoch, set()), b: (b_epoch, set())})
+    assert members[a][1] | members[b][1] == {("kept-members", p) for p in range(4)}
+    service.process.kill()
+    service.wait()
+    again = start_service(flags, workdir=tmp_path / "members")
+    # a carries on with its epoch and partitions, no rejoin.
+    epoch, owned = members[a]
+    assert beat(again.stub, "km", a, epoch, owned=owned) == (a, epoch, owned)
+    described = again.stub.DescribeGroup(pb.DescribeGroupRequest(group="km"), timeout=10)
+    assert sorted(m.member_id for m in described.members) == sorted([a, b])
+    # b never comes back: a session timeout after the restart, its partitions go to a.
+    state = {"epoch": epoch, "owned": owned}
+
+    def a_owns_all():
+        _, state["epoch"], state["owned"] = beat(again.stub, "km", a, state["epoch"], owned=state["owned"])
+        return state["owned"] == {("kept-members", p) for p in range(4)}
+
+    until(a_owns_all, "b was never removed after the restart")
+    assert [m.member_id for m in again.stub.DescribeGroup(pb.DescribeGroupRequest(group="km"), timeout=10).members] == [a]
+
+
+def test_a_static_member_rejoining_under_a_new_id_takes_its_partitions_with_no_rebalance(stub):
+    stub.CreateTopic(pb.CreateTopicRequest(topic="static-t", partitions=4))
+    a, a_epoch, _ = beat(stub, "st", "a-1", 0, ["static-t"], instance_id="host-a")
+    b, b_epoch, _ = beat(stub, "st", "b-1", 0, ["static-t"])
+    members = settled(stub, "st", {a: (a_epoch, set()), b: (b_epoch, set())})
+    described = stub.DescribeGroup(pb.DescribeGroupRequest(group="st"), timeout=10)
+    assert {m.member_id: m.instance_id for m in described.members} == {a: "host-a", b: ""}
+    # A second live member with host-a's instance id is refused.
+    error = rpc_error(stub.Heartbeat, pb.HeartbeatRequest(
+        group="st", member_id="a-2", member_epoch=0, subscribed_topics=["static-t"], instance_id="host-a"),
+        Code.ALREADY_EXISTS, "held by live member 'a-1'")
+    assert dict(error.trailing_metadata())["seglog-error"] == "UnreleasedInstanceIdError"
+    # a restarts: leaves with -2, keeps its partitions; the new process takes them over.
+    assert beat(stub, "st", a, -2, instance_id="host-a")[1] == -2
+    away = stub.DescribeGroup(pb.DescribeGroupRequest(group="st"), timeout=10)
+    assert {m.member_id: m.member_epoch for m in away.members}[a] == -2
+    settled(stub, "st", {b: members[b]})
+    new_id, new_epoch, new_owns = beat(stub, "st", "a-2", 0, ["static-t"], instance_id="host-a")
+    assert new_id == "a-2" and new_owns == members[a][1]
+    assert stub.DescribeGroup(pb.DescribeGroupRequest(group="st"), timeout=10).group_epoch == described.group_epoch
+    # The old process, still heartbeating, is fenced by its instance id.
+    error = rpc_error(stub.Heartbeat, pb.HeartbeatRequest(
+        group="st", member_id=a, member_epoch=members[a][0], instance_id="host-a"),
+        Code.FAILED_PRECONDITION, "is now member 'a-2'")
+    assert dict(error.trailing_metadata())["seglog-error"] == "FencedInstanceIdError"
+
+
+def test_a_member_not_revoking_within_its_rebalance_timeout_is_removed(stub):
+    stub.CreateTopic(pb.CreateTopicRequest(topic="slow-revoke", partitions=2))
+    a, a_epoch, a_owns = beat(stub, "rt", "", 0, ["slow-revoke"], rebalance_timeout_ms=1000)
+    assert a_owns == {("slow-revoke", 0), ("slow-revoke", 1)}
+    b, b_epoch, b_owns = beat(stub, "rt", "", 0, ["slow-revoke"])
+    # a keeps heartbeating (its session is fine) but never gives a partition up.
+    state = {"b": (b_epoch, b_owns)}
+
+    def b_owns_both():
+        try:
+            beat(stub, "rt", a, a_epoch, owned=a_owns)
+        except grpc.RpcError as error:
+            assert error.code() == Code.NOT_FOUND  # removed: its rebalance timeout ran out
+        _, epoch, owns = beat(stub, "rt", b, state["b"][0], owned=state["b"][1])
+        state["b"] = (epoch, owns)
+        return owns == {("slow-revoke", 0), ("slow-revoke", 1)}
+
+    until(b_owns_both, "the member holding on to its partitions was never removed")
+    rpc_error(stub.Heartbeat, pb.HeartbeatRequest(group="rt", member_id=a, member_epoch=a_epoch),
+              Code.NOT_FOUND, "is not in group 'rt'")

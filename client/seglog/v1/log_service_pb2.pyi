@@ -713,16 +713,18 @@ class DescribeGroupRequest(_message.Message):
     def __init__(self, group: _Optional[str] = ...) -> None: ...
 
 class GroupMemberDescription(_message.Message):
-    __slots__ = ("member_id", "member_epoch", "subscribed_topics", "owned_partitions")
+    __slots__ = ("member_id", "member_epoch", "subscribed_topics", "owned_partitions", "instance_id")
     MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
     MEMBER_EPOCH_FIELD_NUMBER: _ClassVar[int]
     SUBSCRIBED_TOPICS_FIELD_NUMBER: _ClassVar[int]
     OWNED_PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
     member_id: str
     member_epoch: int
     subscribed_topics: _containers.RepeatedScalarFieldContainer[str]
     owned_partitions: _containers.RepeatedCompositeFieldContainer[GroupPartition]
-    def __init__(self, member_id: _Optional[str] = ..., member_epoch: _Optional[int] = ..., subscribed_topics: _Optional[_Iterable[str]] = ..., owned_partitions: _Optional[_Iterable[_Union[GroupPartition, _Mapping]]] = ...) -> None: ...
+    instance_id: str
+    def __init__(self, member_id: _Optional[str] = ..., member_epoch: _Optional[int] = ..., subscribed_topics: _Optional[_Iterable[str]] = ..., owned_partitions: _Optional[_Iterable[_Union[GroupPartition, _Mapping]]] = ..., instance_id: _Optional[str] = ...) -> None: ...
 
 class GroupPartitionLag(_message.Message):
     __slots__ = ("topic", "partition", "committed_offset", "log_end_offset", "lag", "member_id", "metadata")
