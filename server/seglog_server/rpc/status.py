@@ -51,6 +51,9 @@ STATUS_BY_ERROR: Mapping[type[BaseException], grpc.StatusCode] = {
     # refuses it (a sequence gap or reorder; a fenced older epoch). Nothing was written.
     storage.OutOfOrderSequenceError: _Code.FAILED_PRECONDITION,
     storage.InvalidProducerEpochError: _Code.FAILED_PRECONDITION,
+    # Cluster mode: the append was admitted under an older ownership epoch (produce answers the
+    # owner's hint instead, cluster_routing.fenced_append_error); nothing was written.
+    storage.FencedLeaderEpochError: _Code.FAILED_PRECONDITION,
     storage.UnknownTopicOrPartitionError: _Code.NOT_FOUND,
     storage.TopicExistsError: _Code.ALREADY_EXISTS,
     storage.OffsetOutOfRangeError: _Code.OUT_OF_RANGE,

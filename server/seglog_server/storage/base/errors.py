@@ -15,6 +15,8 @@ class to a status code once, in ``seglog_server.rpc.status``; nothing else inspe
     ├── OutOfOrderSequenceError         an idempotent batch whose sequence does not follow the
     │                                   producer's last one on this partition (a gap or a reorder)
     ├── InvalidProducerEpochError       an idempotent batch from an older epoch of its producer id
+    ├── FencedLeaderEpochError          cluster mode: an append admitted under an ownership epoch
+    │                                   that is no longer the partition's current one
     ├── CorruptProducerSnapshotError    a .snapshot file fails its checks (never leaves the storage:
     │                                   the state is rebuilt from the log instead)
     ├── CorruptRecordError              CRC mismatch or unreadable batch bytes
@@ -63,6 +65,7 @@ __all__ = [
     "CorruptRemoteObjectError",
     "CorruptSegmentError",
     "CorruptTopicMetadataError",
+    "FencedLeaderEpochError",
     "IndexFullError",
     "InvalidCleaningResultError",
     "InvalidConfigError",
@@ -140,6 +143,17 @@ class OutOfOrderSequenceError(StorageError):
 class InvalidProducerEpochError(StorageError):
     """An idempotent batch carrying an epoch below the one its producer id last wrote with
     (Kafka's INVALID_PRODUCER_EPOCH): a fenced, older incarnation. Nothing was written."""
+
+
+class FencedLeaderEpochError(StorageError):
+    """Cluster mode: the append carries the ownership epoch its request was admitted under, and
+    the partition's current epoch moved past it (Kafka's FENCED_LEADER_EPOCH). Nothing was
+    written; the message names both epochs."""
+
+    def __init__(self, message: str, *, admitted_epoch: int = -1, current_epoch: int = -1) -> None:
+        super().__init__(message)
+        self.admitted_epoch = admitted_epoch
+        self.current_epoch = current_epoch
 
 
 class CorruptProducerSnapshotError(StorageError):

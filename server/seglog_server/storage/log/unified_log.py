@@ -38,6 +38,7 @@ from seglog.records import NO_TIMESTAMP, TimestampType
 
 from ..base.clock import SYSTEM_CLOCK, Clock
 from ..base.errors import (
+    FencedLeaderEpochError,
     LogDirOfflineError,
     OffsetOutOfRangeError,
     RemoteStorageUnavailableError,
@@ -49,6 +50,7 @@ from ..base.fs import REAL_FS, FileSystem
 from ..base.io_errors import is_exhaustion
 from ..base.log_config import LogConfig
 from .local_log import LocalLog, roll_jitter_ms
+from .leader_epoch_cache import EndOffset, EpochEntry, LeaderEpochCache, load_leader_epoch_cache
 from .log_loader import LogLoader
 from .log_statistics import LogCounters, log_statistics, log_summary
 from .log_results import (
@@ -71,6 +73,7 @@ from .lookup_explain import (
 from .lookup_explain import nothing_found as explain_offset_none
 from ..base.observer import stopwatch
 from ..segment.open_segments import DEFAULT_OPEN_SEGMENTS_MAX, OpenSegments
+from ..format.leader_epoch_checkpoint import LeaderEpochCheckpointFile
 from ..format.lost_offsets import LostOffsets
 from ..producers.producer_state import BatchMetadata, ProducerStateManager, ProducerStateStatistics
 from ..producers.producer_state_loader import delete_snapshots_below, load_producer_state, take_snapshot
@@ -141,6 +144,7 @@ class UnifiedLog:
         loaded_truncated_bytes: int = 0,
         producer_state: ProducerStateManager | None = None,
         lost_offsets: LostOffsets | None = None,
+        leader_epochs: LeaderEpochCache | None = None,
     ) -> None:
         assert segments, "a log always has an active segment"
         assert log_start_offset <= log_end_offset and recovery_point <= log_end_offset
@@ -174,6 +178,15 @@ class UnifiedLog:
             producer_state = ProducerStateManager(self._name)
             producer_state.reset(log_end_offset)
         self._producers = producer_state
+        # Cluster mode's ownership epochs (leader_epoch_cache.py). ``_leader_epoch`` is the
+        # partition's current epoch as this instance knows it; None in a single process, whose
+        # appends carry no epoch and are neither stamped nor fenced.
+        if leader_epochs is None:
+            leader_epochs = LeaderEpochCache(LeaderEpochCheckpointFile(directory, fs=fs))
+        self._leader_epochs = leader_epochs
+        # A loaded cache's latest epoch is the floor: an append admitted under an older one than
+        # the log already holds is refused, never allowed to cut the cache back.
+        self._leader_epoch: int | None = leader_epochs.latest_epoch
         self._counters = LogCounters(
             loaded_recovered_segment_count=loaded_recovered_segment_count, loaded_truncated_bytes=loaded_truncated_bytes
         )
@@ -221,6 +234,9 @@ class UnifiedLog:
                 now_ms=clock.time_ms(),
                 expiration_ms=config.producer_id_expiration_ms,
             )
+            leader_epochs = load_leader_epoch_cache(
+                dir, loaded.segments.values(), log_start_offset=loaded.log_start_offset,
+                log_end_offset=loaded.log_end_offset, fs=fs)
         except BaseException:
             for segment in loaded.segments.values():
                 segment.close_handlers()
@@ -244,6 +260,7 @@ class UnifiedLog:
             loaded_truncated_bytes=loaded.truncated_bytes,
             producer_state=producers,
             lost_offsets=loaded.lost_offsets,
+            leader_epochs=leader_epochs,
         )
 
     def _apply_config(self, config: LogConfig) -> None:
@@ -345,9 +362,16 @@ class UnifiedLog:
             self._local.closing = True
 
     # -- append ---------------------------------------------------------------------------------
-    def append(self, records: bytes | bytearray | memoryview) -> AppendInfo:
+    def append(self, records: bytes | bytearray | memoryview, *, leader_epoch: int | None = None) -> AppendInfo:
         """Validates one produced batch, assigns it offsets from the log end offset and appends
-        it (rolling first when the active segment says so)."""
+        it (rolling first when the active segment says so).
+
+        ``leader_epoch`` (cluster mode): the ownership epoch the request was admitted under. Under
+        the log's lock it must be the partition's current epoch (``advance_leader_epoch``), else
+        FencedLeaderEpochError and nothing is written; a newer one becomes the current epoch. It
+        is stamped into the batch's partitionLeaderEpoch, and the first append of an epoch
+        records it in the leader-epoch cache (and its checkpoint) before the batch is written.
+        Without it (a single process) the batch's bytes are written as sent."""
         now_ms = self._clock.time_ms()
         watch = stopwatch("produce")
         batch, size, last_offset_delta, record_count, max_timestamp_ms, append_time_ms = self._validator.validate(
@@ -358,6 +382,8 @@ class UnifiedLog:
         with self._lock:
             if local.closed or local.closing or local.offline_cause is not None:
                 local.check_changeable()
+            if leader_epoch is not None:
+                self._admit_epoch(leader_epoch)
             pending = self._producers.check(batch)
             if pending is not None and type(pending) is BatchMetadata:
                 return self._duplicate(pending)
@@ -377,7 +403,9 @@ class UnifiedLog:
                     segment = self._roll(base_offset, reason)
                 watch.mark_faults()
                 local.touch(segment)
-                segment.append_batch(batch, base_offset, last_offset, max_timestamp_ms)
+                if leader_epoch is not None and leader_epoch != self._leader_epochs.latest_epoch:
+                    self._leader_epochs.assign(leader_epoch, base_offset)
+                segment.append_batch(batch, base_offset, last_offset, max_timestamp_ms, leader_epoch)
                 watch.lap_faults("append", "append")
             except OSError as exc:
                 raise local.io_error("appending to", exc) from exc
@@ -396,6 +424,47 @@ class UnifiedLog:
         return AppendInfo(
             base_offset, last_offset, append_time_ms, log_start_offset, max_timestamp_ms, record_count, size
         )
+
+    def _admit_epoch(self, admitted_epoch: int) -> None:
+        """Under the lock: an append admitted under an epoch older than the current one is
+        refused; a newer one (the admission saw the cache move before the change reached the
+        log) becomes current, so every older one is refused from now on."""
+        current = self._leader_epoch
+        if current is None or admitted_epoch > current:
+            self._leader_epoch = admitted_epoch
+        elif admitted_epoch < current:
+            raise FencedLeaderEpochError(
+                f"{self._name}: append admitted under ownership epoch {admitted_epoch}, but the partition is "
+                f"at epoch {current} now: refused, nothing written",
+                admitted_epoch=admitted_epoch, current_epoch=current)
+
+    # -- ownership epochs (cluster mode) --------------------------------------------------------
+    def advance_leader_epoch(self, epoch: int) -> int:
+        """The partition's ownership changed (or was first seen) at ``epoch``: from the moment
+        this returns, no append admitted under an older epoch lands (the check runs under the
+        lock this takes, so one in progress finishes first). Epochs only increase: an older one
+        changes nothing. Returns the current epoch."""
+        if epoch < 0:
+            raise ValueError(f"{self._name}: an ownership epoch is >= 0, not {epoch}")
+        with self._lock:
+            if self._leader_epoch is None or epoch > self._leader_epoch:
+                self._leader_epoch = epoch
+            return self._leader_epoch
+
+    @property
+    def leader_epoch(self) -> int | None:
+        """The current ownership epoch this log knows; None in a single process."""
+        return self._leader_epoch
+
+    def leader_epoch_entries(self) -> list[EpochEntry]:
+        """The leader-epoch cache's (epoch, start offset) entries, in epoch order."""
+        with self._lock:
+            return self._leader_epochs.entries()
+
+    def end_offset_for_epoch(self, epoch: int) -> EndOffset:
+        """Kafka's OffsetsForLeaderEpoch answer: (epoch, where its records end)."""
+        with self._lock:
+            return self._leader_epochs.end_offset_for(epoch, self._log_end_offset)
 
     def _duplicate(self, original: BatchMetadata) -> AppendInfo:
         """The answer to a retried batch already written: its original offsets, nothing new."""
@@ -659,6 +728,7 @@ class UnifiedLog:
         following = self._segments.higher(deletable[-1].base_offset)
         assert following is not None
         self._log_start_offset = max(self._log_start_offset, following.base_offset)
+        self._epochs_from_start(self._log_start_offset)
         self._local.remove_and_delete(deletable)
         delete_snapshots_below(self._producers, self._fs, self._dir, following.base_offset)
 
@@ -782,6 +852,7 @@ class UnifiedLog:
             moved = offset > self._log_start_offset
             if moved:
                 self._log_start_offset = offset
+                self._epochs_from_start(offset)
             log_start_offset = self._log_start_offset
         if moved:  # a reader waiting below the new start learns it is out of range
             self._announce_change()
@@ -823,11 +894,25 @@ class UnifiedLog:
         self._announce_change()
 
     def _truncated(self, log_end_offset: int, log_start_offset: int) -> None:
-        """The offsets after the segments were cut, and the producers' state at the new end."""
+        """The offsets after the segments were cut, the producers' state at the new end, and
+        the leader epochs cut to the records left (all of them when none is left)."""
+        if log_end_offset == log_start_offset:
+            self._leader_epochs.clear()
+        else:
+            self._leader_epochs.truncate_from_end(log_end_offset)
         self._log_end_offset = log_end_offset
         self._log_start_offset = log_start_offset
         self._recovery_point = min(self._recovery_point, log_end_offset)
         self._reload_producers()
+
+    def _epochs_from_start(self, log_start_offset: int) -> None:
+        """The log start moved up: the leader epochs below it go. The log start is already in
+        memory; a failed write of the checkpoint only leaves older entries the next load cuts."""
+        try:
+            self._leader_epochs.truncate_from_start(log_start_offset)
+        except OSError as exc:
+            _LOG.warning("%s: leader-epoch checkpoint not rewritten for log start %d: %s", self._name,
+                         log_start_offset, exc)
 
     # -- replacing segments (compaction) ------------------------------------------------------
     def open_cleaned_segment(self, base_offset: int, *, create: bool = False) -> LogSegment:

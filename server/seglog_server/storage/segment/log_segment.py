@@ -48,6 +48,7 @@ __all__ = ["LogSegment", "RollReason", "SegmentStatistics"]
 _LOG = logging.getLogger(__name__)
 
 _BASE_OFFSET = struct.Struct(">q")  # the batch's first field, rewritten when offsets are assigned
+_LEADER_EPOCH = struct.Struct(">i")  # bytes 12..16, partitionLeaderEpoch: the owner's epoch in cluster mode
 # No next segment: every int64 offset is below this.
 _OFFSET_LIMIT = 2**63 - 1
 _new_tuple = tuple.__new__
@@ -393,17 +394,23 @@ class LogSegment:
         return None
 
     # -- appends ----------------------------------------------------------------------------
-    def append_batch(self, batch: memoryview, base_offset: int, last_offset: int, max_timestamp_ms: int) -> int:
-        """Appends one batch whose 8-byte base offset field is written as ``base_offset`` while
-        the rest of ``batch`` goes out untouched (the CRC does not cover the base offset).
-        Returns the position it was written at."""
+    def append_batch(self, batch: memoryview, base_offset: int, last_offset: int, max_timestamp_ms: int,
+                     leader_epoch: int | None = None) -> int:
+        """Appends one batch whose 8-byte base offset field is written as ``base_offset`` (and,
+        when given, its partitionLeaderEpoch as ``leader_epoch``) while the rest of ``batch``
+        goes out untouched: the CRC covers neither field (kafka-storage.md 2.1), so no byte is
+        copied nor checksummed again. Returns the position it was written at."""
         assert base_offset >= self._base_offset and last_offset >= base_offset
         if last_offset - self._base_offset > RELATIVE_OFFSET_MAX:
             self._ensure_offset_in_range(last_offset)
         log = self._log
         position = log.size_in_bytes
         self._reserve_index_entry_if_due(position)  # before the write: a full disk changes nothing
-        size = log.append_patched(_BASE_OFFSET.pack(base_offset), batch[8:])
+        if leader_epoch is None:
+            size = log.append_patched(_BASE_OFFSET.pack(base_offset), batch[8:])
+        else:  # baseOffset, the batch's own length, partitionLeaderEpoch; then magic onwards
+            head = _BASE_OFFSET.pack(base_offset) + bytes(batch[8:12]) + _LEADER_EPOCH.pack(leader_epoch)
+            size = log.append_patched(head, batch[16:])
         if position == 0:
             self._rolling_based_timestamp = max_timestamp_ms
         self._index_batch(position, last_offset, max_timestamp_ms, size)

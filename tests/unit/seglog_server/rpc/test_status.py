@@ -35,6 +35,7 @@ PROMISED = {
     storage.TransactionsNotSupportedError: Code.INVALID_ARGUMENT,
     storage.OutOfOrderSequenceError: Code.FAILED_PRECONDITION,
     storage.InvalidProducerEpochError: Code.FAILED_PRECONDITION,
+    storage.FencedLeaderEpochError: Code.FAILED_PRECONDITION,
     storage.CorruptProducerSnapshotError: Code.INTERNAL,
     storage.UnknownTopicOrPartitionError: Code.NOT_FOUND,
     storage.TopicExistsError: Code.ALREADY_EXISTS,

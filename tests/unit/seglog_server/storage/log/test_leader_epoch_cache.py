@@ -1,0 +1,214 @@
+"""LeaderEpochCache: Kafka's rules for (epoch, start offset) entries against a simple model, the
+file kept equal to the entries, and the load's checks: a bad file is reported and rebuilt from the
+partitionLeaderEpoch of the log's own batches."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from tests.support.log_test_support import NOW_MS, batch, open_log, reopen
+
+from seglog_server.storage.base.clock import FakeClock
+from seglog_server.storage.format.leader_epoch_checkpoint import (
+    LEADER_EPOCH_CHECKPOINT,
+    EpochEntry,
+    LeaderEpochCheckpointFile,
+    format_epochs,
+)
+from seglog_server.storage.log.leader_epoch_cache import (
+    UNDEFINED_EPOCH,
+    UNDEFINED_EPOCH_OFFSET,
+    LeaderEpochCache,
+)
+
+
+def _cache(tmp_path, entries=()) -> LeaderEpochCache:
+    return LeaderEpochCache(LeaderEpochCheckpointFile(str(tmp_path)), entries)
+
+
+# -- Kafka's rules, named ---------------------------------------------------------------------
+def test_assign_keeps_the_first_offset_of_an_epoch(tmp_path):
+    cache = _cache(tmp_path)
+    assert cache.assign(2, 10)
+    assert not cache.assign(2, 15)  # a later offset of the latest epoch changes nothing
+    assert cache.entries() == [EpochEntry(2, 10)]
+
+
+def test_assign_of_the_latest_epoch_at_a_lower_offset_moves_its_start(tmp_path):
+    cache = _cache(tmp_path, [EpochEntry(1, 0), EpochEntry(2, 10)])
+    assert cache.assign(2, 5)
+    assert cache.entries() == [EpochEntry(1, 0), EpochEntry(2, 5)]
+
+
+def test_assign_drops_the_entries_a_new_one_contradicts(tmp_path):
+    cache = _cache(tmp_path, [EpochEntry(1, 0), EpochEntry(3, 10), EpochEntry(5, 20)])
+    assert cache.assign(4, 15)  # epoch 5 at 20 contradicts it: dropped
+    assert cache.entries() == [EpochEntry(1, 0), EpochEntry(3, 10), EpochEntry(4, 15)]
+    assert cache.assign(6, 10)  # 3@10 and 4@15 start at or after it
+    assert cache.entries() == [EpochEntry(1, 0), EpochEntry(6, 10)]
+
+
+def test_assign_refuses_negative_values(tmp_path):
+    with pytest.raises(ValueError, match="must be >= 0"):
+        _cache(tmp_path).assign(-1, 0)
+
+
+def test_end_offset_for_follows_kafka(tmp_path):
+    cache = _cache(tmp_path, [EpochEntry(2, 6), EpochEntry(4, 10), EpochEntry(7, 30)])
+    assert cache.end_offset_for(7, 45) == (7, 45)  # the latest epoch ends at the log end
+    assert cache.end_offset_for(4, 45) == (4, 30)
+    assert cache.end_offset_for(5, 45) == (4, 30)  # an unknown epoch between: the floor's end
+    assert cache.end_offset_for(1, 45) == (1, 6)  # below every entry: the first start
+    assert cache.end_offset_for(8, 45) == (UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET)
+    assert cache.end_offset_for(UNDEFINED_EPOCH, 45) == (UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET)
+    assert _cache(tmp_path / "x").end_offset_for(1, 5) == (UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET)
+
+
+def test_truncate_from_start_keeps_an_entry_at_the_start(tmp_path):
+    cache = _cache(tmp_path, [EpochEntry(2, 6), EpochEntry(4, 10)])
+    assert not cache.truncate_from_start(6)
+    assert cache.truncate_from_start(12)
+    assert cache.entries() == [EpochEntry(4, 12)]
+
+
+# -- against a model ----------------------------------------------------------------------------
+class Model:
+    """Kafka's rules written as plainly as possible: a dict, whole-map filters."""
+
+    def __init__(self) -> None:
+        self.starts: dict[int, int] = {}
+
+    def assign(self, epoch: int, start: int) -> None:
+        if self.starts:
+            latest = max(self.starts)
+            if latest == epoch and start >= self.starts[latest]:
+                return
+        self.starts = {e: s for e, s in self.starts.items() if e < epoch and s < start}
+        self.starts[epoch] = start
+
+    def truncate_from_end(self, end: int) -> None:
+        self.starts = {e: s for e, s in self.starts.items() if s < end}
+
+    def truncate_from_start(self, start: int) -> None:
+        below = {e: s for e, s in self.starts.items() if s <= start}
+        if below:
+            self.starts = {e: s for e, s in self.starts.items() if s > start}
+            self.starts[max(below)] = start
+
+    def entries(self) -> list[EpochEntry]:
+        return [EpochEntry(e, self.starts[e]) for e in sorted(self.starts)]
+
+    def end_offset_for(self, epoch: int, log_end: int) -> tuple[int, int]:
+        if not self.starts or epoch == UNDEFINED_EPOCH or epoch > max(self.starts):
+            return (UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET)
+        if epoch == max(self.starts):
+            return (epoch, log_end)
+        higher = min(e for e in self.starts if e > epoch)
+        floor = [e for e in self.starts if e <= epoch]
+        return (max(floor) if floor else epoch, self.starts[higher])
+
+
+_operations = st.lists(st.one_of(
+    st.tuples(st.just("assign"), st.integers(0, 12), st.integers(0, 60)),
+    st.tuples(st.just("end"), st.integers(-1, 60)),
+    st.tuples(st.just("start"), st.integers(0, 60)),
+), max_size=25)
+
+
+@settings(max_examples=200, deadline=None)
+@given(_operations, st.integers(-1, 13))
+def test_the_cache_and_its_file_agree_with_the_model(tmp_path_factory, operations, asked_epoch):
+    directory = tmp_path_factory.mktemp("epochs")
+    cache, model = _cache(directory), Model()
+    for operation in operations:
+        if operation[0] == "assign":
+            cache.assign(operation[1], operation[2])
+            model.assign(operation[1], operation[2])
+        elif operation[0] == "end":
+            cache.truncate_from_end(operation[1])
+            if operation[1] >= 0:
+                model.truncate_from_end(operation[1])
+        else:
+            cache.truncate_from_start(operation[1])
+            model.truncate_from_start(operation[1])
+        assert cache.entries() == model.entries()
+    assert cache.end_offset_for(asked_epoch, 99) == model.end_offset_for(asked_epoch, 99)
+    written = LeaderEpochCheckpointFile(str(directory)).read()
+    # The file is written whenever the entries change; never written while they never did.
+    assert written == cache.entries() or (written == [] and not (directory / LEADER_EPOCH_CHECKPOINT).exists())
+
+
+# -- in the log: load, truncation, rebuild ----------------------------------------------------
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock(NOW_MS)
+
+
+def _stamped_log(tmp_path, clock):
+    log = open_log(tmp_path, clock)
+    for epoch, count in ((0, 3), (2, 2), (5, 4)):
+        for _ in range(count):
+            log.append(batch(b"a", b"b"), leader_epoch=epoch)
+    return log
+
+
+EXPECTED = [EpochEntry(0, 0), EpochEntry(2, 6), EpochEntry(5, 10)]
+
+
+def test_appends_record_each_epoch_once_in_the_file(tmp_path, clock):
+    log = _stamped_log(tmp_path, clock)
+    assert log.leader_epoch_entries() == EXPECTED
+    assert (tmp_path / LEADER_EPOCH_CHECKPOINT).read_bytes() == format_epochs(EXPECTED)
+    assert log.end_offset_for_epoch(2) == (2, 10)
+    assert reopen(log, clock).leader_epoch_entries() == EXPECTED
+
+
+@pytest.mark.parametrize("content", [
+    b"0\n5\n0 0\n",  # count says five
+    b"0\n2\n5 10\n2 6\n",  # out of order
+    b"garbage\x00\xff",
+    b"0\n1\n9 999999999999999999999999\n",
+])
+def test_a_bad_file_is_reported_and_rebuilt_from_the_batches(tmp_path, clock, caplog, content):
+    log = _stamped_log(tmp_path, clock)
+    log.flush()
+    log.close()
+    (tmp_path / LEADER_EPOCH_CHECKPOINT).write_bytes(content)
+    with caplog.at_level(logging.WARNING):
+        reloaded = open_log(tmp_path, clock)
+    assert reloaded.leader_epoch_entries() == EXPECTED
+    assert (tmp_path / LEADER_EPOCH_CHECKPOINT).read_bytes() == format_epochs(EXPECTED)
+    assert any("rebuilding it from the partitionLeaderEpoch" in r.getMessage() for r in caplog.records)
+
+
+def test_entries_past_the_log_end_are_cut_at_load(tmp_path, clock):
+    log = _stamped_log(tmp_path, clock)
+    log.flush()
+    log.close()
+    # A crash after the checkpoint of epoch 9 and before its first batch reached the log.
+    LeaderEpochCheckpointFile(str(tmp_path)).write(EXPECTED + [EpochEntry(9, 18)])
+    assert open_log(tmp_path, clock).leader_epoch_entries() == EXPECTED
+
+
+def test_truncation_and_delete_records_move_the_entries(tmp_path, clock):
+    log = _stamped_log(tmp_path, clock)
+    log.truncate_to(8)
+    assert log.leader_epoch_entries() == [EpochEntry(0, 0), EpochEntry(2, 6)]
+    log.delete_records(7)
+    assert log.leader_epoch_entries() == [EpochEntry(2, 7)]
+    assert LeaderEpochCheckpointFile(str(tmp_path)).read() == [EpochEntry(2, 7)]
+    log.truncate_fully_and_start_at(20)
+    assert log.leader_epoch_entries() == []
+
+
+def test_a_single_process_log_writes_no_checkpoint(tmp_path, clock):
+    log = open_log(tmp_path, clock)
+    log.append(batch(b"a"))
+    log.truncate_to(0)
+    log.append(batch(b"a"))
+    log.delete_records(1)
+    assert log.leader_epoch is None and log.leader_epoch_entries() == []
+    assert not (tmp_path / LEADER_EPOCH_CHECKPOINT).exists()
