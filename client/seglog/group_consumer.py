@@ -387,21 +387,32 @@ class AsyncGroupConsumer:
 
     # -- membership ------------------------------------------------------------------------------
     async def _run(self, interval_s: float) -> None:
+        # Two clocks: heartbeats at the interval the service asks for, auto-commits at their own
+        # interval (Kafka's auto.commit.interval.ms), whichever is due first wakes the loop.
         loop = asyncio.get_running_loop()
+        next_heartbeat = loop.time() + interval_s
         next_commit = loop.time() + self._auto_commit_s
         while True:
-            await asyncio.sleep(interval_s)
+            due = min(next_heartbeat, next_commit) if self._auto_commit else next_heartbeat
+            await asyncio.sleep(max(0.0, due - loop.time()))
             try:
                 if self._auto_commit and loop.time() >= next_commit:
-                    await self.commit()
+                    # Moved before the call: a failing commit is retried an interval later, not in a spin.
                     next_commit = loop.time() + self._auto_commit_s
-                interval_s = await self._heartbeat()
+                    if self.member_epoch > 0:
+                        await self.commit()
+                if loop.time() >= next_heartbeat:
+                    wait_s = await self._heartbeat()  # 0: a revocation to report now
+                    interval_s = wait_s or interval_s
+                    next_heartbeat = loop.time() + wait_s
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # noqa: BLE001 - fenced: rejoin; else handed to the next poll
+                if next_heartbeat <= loop.time():  # the heartbeat failed: try again an interval later
+                    next_heartbeat = loop.time() + interval_s
                 if getattr(exc, "service_error", None) in _MEMBER_ERRORS:
                     await self._rejoin()
-                    interval_s = 0.0
+                    next_heartbeat = loop.time()
                 else:
                     self._error = exc
                     assert self._lock is not None

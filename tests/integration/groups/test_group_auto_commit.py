@@ -15,10 +15,6 @@ HEARTBEAT_MS = 8000  # 80 auto-commit intervals
 AUTO_COMMIT_MS = 100
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "auto-commit runs only on heartbeat ticks: AsyncGroupConsumer._run (client/seglog/group_consumer.py) "
-    "sleeps the heartbeat interval, then commits if auto_commit_interval_ms has passed, so commits come "
-    "every max(auto_commit_interval_ms, heartbeat interval)"))
 def test_auto_commit_follows_its_own_interval_not_the_heartbeats(start_service):
     service = start_service(["--offsets-topic-partitions", "3", "--group-session-timeout-ms", "30000",
                              "--group-heartbeat-interval-ms", str(HEARTBEAT_MS)])
