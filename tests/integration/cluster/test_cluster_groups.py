@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import signal
+import urllib.request
 
 import grpc
 import pytest
@@ -16,6 +17,8 @@ from seglog import Admin, Producer
 from seglog.errors import ServiceUnavailableError
 from seglog.group_consumer import GroupConsumer
 from seglog.structs import TopicPartition
+from seglog_server.cluster import ClusterKeys, EtcdGateway
+from seglog_server.cluster.ownership import change_owner, read_owner
 from tests.integration.cluster.test_cluster_client_routing import _holds
 from tests.integration.cluster.test_service_cluster import _cluster_args, _start, _until, services
 from tests.support.integration_helpers import error_class
@@ -37,11 +40,11 @@ def _trailing(error: grpc.RpcError) -> dict[str, str]:
     return {key: value for key, value in (error.trailing_metadata() or ())}
 
 
-def _two_instances(tmp_path, etcd, services):
+def _two_instances(tmp_path, etcd, services, group_args=GROUP_ARGS):
     cluster = f"groups{next(_names)}"
-    a = _start(tmp_path, "a", _cluster_args(etcd, cluster, "a") + GROUP_ARGS)
+    a = _start(tmp_path, "a", _cluster_args(etcd, cluster, "a") + group_args)
     services.append(a)
-    b = _start(tmp_path, "b", _cluster_args(etcd, cluster, "b") + GROUP_ARGS)
+    b = _start(tmp_path, "b", _cluster_args(etcd, cluster, "b") + group_args)
     services.append(b)
     with Admin(a.address) as admin:
         _until(lambda: {i.instance_id for i in admin.metadata().instances if i.alive} == {"a", "b"}, what="a sees b")
@@ -191,3 +194,74 @@ def test_the_coordinator_restarting_keeps_the_commits_and_its_members_rejoin_the
         assert {TopicPartition(o.topic, o.partition): o.offset for o in stored.offsets} == committed
     finally:
         consumer.close()
+
+
+@pytest.mark.slow  # two service processes: ~15 s
+def test_an_offsets_partition_changing_hands_moves_its_groups_and_the_old_coordinator_refuses_them(
+        tmp_path, etcd, services):
+    """The owner record of the group's offsets partition changes from b to a in etcd (what a
+    partition move commits): b unloads the partition and refuses the group's calls, commits
+    included, with a's hint; a loads it and coordinates the group, where its member rejoins.
+    The services' session timeout is longer than the test waits: b drops the member because it
+    lost the partition, not because the member went silent."""
+    a, b = _two_instances(tmp_path, etcd, services, GROUP_ARGS[:-1] + ["120000"])
+    cluster = _cluster_name(a)
+    with Admin(a.address) as admin:
+        admin.create_topic("events", partitions=PARTITIONS)
+    _until(lambda: _holds(b, "events"), what="b holding the topic")
+    group, refusal = _group_coordinated_by(a, "b")
+    offsets_partition = int(refusal.details().split("__consumer_offsets-")[1].split(":")[0])
+    consumer = GroupConsumer(a.address, group_id=group, topics=["events"], auto_offset_reset="earliest",
+                             enable_auto_commit=False, session_timeout_ms=10_000)
+    try:
+        _until(lambda: not consumer.poll(timeout_ms=50) and len(consumer.assignment()) == PARTITIONS,
+               what="the one member owning every partition")
+        member = consumer._async.member_id
+        assert f'seglog_consumer_group_members{{group="{group}"}} 1' in _metrics(b)
+        keys, gateway = ClusterKeys(cluster), EtcdGateway((etcd.endpoint,), timeout_s=5)
+        change_owner(gateway, keys, "__consumer_offsets", offsets_partition, "a",
+                     read_owner(gateway, keys, "__consumer_offsets", offsets_partition))
+
+        def refused_with_a_hint() -> bool:
+            try:
+                b.stub.CommitOffsets(pb.CommitOffsetsRequest(group=group, offsets=[
+                    pb.OffsetToCommit(topic="events", partition=0, offset=1)]), timeout=10)
+            except grpc.RpcError as error:
+                assert error.code() == grpc.StatusCode.FAILED_PRECONDITION, error.details()
+                return _trailing(error).get("seglog-owner-id") == "a"
+            raise AssertionError("b acknowledged a commit of a group whose offsets partition it lost")
+
+        _until(refused_with_a_hint, what="b refusing the group with a's hint")
+        assert _trailing_of(b.stub.FetchOffsets, pb.FetchOffsetsRequest(group=group))["seglog-epoch"] == "1"
+        # b's timer unloaded the partition: the group and its member are gone from b's memory
+        # (no series of it in b's metrics), and it is not listed there.
+        _until(lambda: f'group="{group}"' not in _metrics(b), what="b dropping the group's member")
+        assert group not in {g.group for g in b.stub.ListGroups(pb.ListGroupsRequest(), timeout=10).groups}
+
+        # The member follows to a, its new coordinator (a's copy of the partition is empty: the
+        # owner record moved without the data, which a real move carries first).
+        def at_a() -> bool:
+            with contextlib.suppress(ServiceUnavailableError):
+                consumer.poll(timeout_ms=50)
+            described = a.stub.DescribeGroup(pb.DescribeGroupRequest(group=group), timeout=10)
+            return [m.member_id for m in described.members] == [member]
+
+        _until(at_a, what="the member rejoined at a")
+        assert group in {g.group for g in a.stub.ListGroups(pb.ListGroupsRequest(), timeout=10).groups}
+    finally:
+        consumer.close()
+
+
+def _metrics(service) -> str:
+    with urllib.request.urlopen(f"http://{service.metrics_address}/metrics", timeout=10) as answer:
+        return answer.read().decode()
+
+
+def _cluster_name(service) -> str:
+    return service.args[service.args.index("--cluster-name") + 1]
+
+
+def _trailing_of(method, request) -> dict[str, str]:
+    with pytest.raises(grpc.RpcError) as refused:
+        method(request, timeout=10)
+    return _trailing(refused.value)
