@@ -61,7 +61,7 @@ class LeaderEpochCache:
         self._checkpoint = checkpoint
         self._entries: list[EpochEntry] = []
         for entry in entries:
-            self._put(EpochEntry(*entry))
+            self._entries = _with_entry(self._entries, EpochEntry(*entry), self.path)
         # Why the load rebuilt the entries from the log (the file's fault); None when it did not.
         self.rebuilt_because = rebuilt_because
 
@@ -85,9 +85,10 @@ class LeaderEpochCache:
         changed. Returns whether it did."""
         if epoch < 0 or start_offset < 0:
             raise ValueError(f"invalid leader epoch entry ({epoch}, {start_offset}): both must be >= 0")
-        if not self._put(EpochEntry(epoch, start_offset)):
+        entries = _with_entry(self._entries, EpochEntry(epoch, start_offset), self.path)
+        if entries is self._entries:
             return False
-        self._write()
+        self._replace(entries)
         return True
 
     def truncate_from_end(self, end_offset: int) -> bool:
@@ -95,8 +96,7 @@ class LeaderEpochCache:
         kept = [entry for entry in self._entries if entry.start_offset < end_offset]
         if end_offset < 0 or len(kept) == len(self._entries):
             return False
-        self._entries = kept
-        self._write()
+        self._replace(kept)
         return True
 
     def truncate_from_start(self, start_offset: int) -> bool:
@@ -105,15 +105,13 @@ class LeaderEpochCache:
         below = [entry for entry in self._entries if entry.start_offset <= start_offset]
         if not below or (len(below) == 1 and below[0].start_offset == start_offset):
             return False
-        self._entries = [EpochEntry(below[-1].epoch, start_offset)] + self._entries[len(below):]
-        self._write()
+        self._replace([EpochEntry(below[-1].epoch, start_offset)] + self._entries[len(below):])
         return True
 
     def clear(self) -> bool:
         if not self._entries:
             return False
-        self._entries = []
-        self._write()
+        self._replace([])
         return True
 
     # -- questions ----------------------------------------------------------------------------
@@ -145,22 +143,25 @@ class LeaderEpochCache:
         return found
 
     # -- inside -------------------------------------------------------------------------------
-    def _put(self, entry: EpochEntry) -> bool:
-        """Kafka's assign without the write: drops the entries the new one contradicts."""
-        latest = self.latest_entry()
-        if latest is not None and latest.epoch == entry.epoch and entry.start_offset >= latest.start_offset:
-            return False
-        while self._entries and (self._entries[-1].epoch >= entry.epoch
-                                 or self._entries[-1].start_offset >= entry.start_offset):
-            dropped = self._entries.pop()
-            if dropped.start_offset != entry.start_offset:
-                _LOG.warning("%s: epoch entry %s replaces the conflicting entry %s", self.path, tuple(entry),
-                             tuple(dropped))
-        self._entries.append(entry)
-        return True
+    def _replace(self, entries: list[EpochEntry]) -> None:
+        """The file first, then memory: a failed write (OSError) leaves both as they were, so a
+        retried append assigns its epoch again instead of finding it in memory only."""
+        self._checkpoint.write(entries)
+        self._entries = entries
 
-    def _write(self) -> None:
-        self._checkpoint.write(self._entries)
+
+def _with_entry(entries: list[EpochEntry], entry: EpochEntry, path: str) -> list[EpochEntry]:
+    """Kafka's assign over a copy: ``entries`` itself when nothing changes, else a new list with
+    the entries the new one contradicts dropped (an epoch >= its, or a start offset >= its)."""
+    if entries and entries[-1].epoch == entry.epoch and entry.start_offset >= entries[-1].start_offset:
+        return entries
+    kept = list(entries)
+    while kept and (kept[-1].epoch >= entry.epoch or kept[-1].start_offset >= entry.start_offset):
+        dropped = kept.pop()
+        if dropped.start_offset != entry.start_offset:
+            _LOG.warning("%s: epoch entry %s replaces the conflicting entry %s", path, tuple(entry), tuple(dropped))
+    kept.append(entry)
+    return kept
 
 
 def load_leader_epoch_cache(directory: str, segments: Iterable[LogSegment], *, log_start_offset: int,
@@ -174,8 +175,9 @@ def load_leader_epoch_cache(directory: str, segments: Iterable[LogSegment], *, l
     except CorruptCheckpointError as exc:
         _LOG.warning("%s cannot be trusted (%s); rebuilding it from the partitionLeaderEpoch of the log's "
                      "batches", checkpoint.path, exc)
-        cache = LeaderEpochCache(checkpoint, epochs_from_batches(segments), rebuilt_because=str(exc))
-        cache._write()
+        entries = epochs_from_batches(segments)
+        checkpoint.write(entries)
+        cache = LeaderEpochCache(checkpoint, entries, rebuilt_because=str(exc))
     cache.truncate_from_end(log_end_offset)
     cache.truncate_from_start(log_start_offset)
     return cache

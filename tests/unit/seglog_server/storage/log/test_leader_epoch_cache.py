@@ -212,3 +212,103 @@ def test_a_single_process_log_writes_no_checkpoint(tmp_path, clock):
     log.delete_records(1)
     assert log.leader_epoch is None and log.leader_epoch_entries() == []
     assert not (tmp_path / LEADER_EPOCH_CHECKPOINT).exists()
+
+
+# -- the epoch rule in the append (cluster mode) -------------------------------------------------
+def _epochs_of_file(path) -> list[int]:
+    from seglog.records import iter_batches
+
+    return [b.partition_leader_epoch for b in iter_batches(path.read_bytes())]
+
+
+def test_the_append_stamps_its_epoch_outside_the_crc_and_single_process_bytes_are_unchanged(tmp_path, clock):
+    from seglog.records import iter_batches
+
+    sent = batch(b"a", b"b")
+    single = open_log(tmp_path / "single", clock)
+    single.append(sent)
+    stamped = open_log(tmp_path / "cluster", clock)
+    stamped.append(sent, leader_epoch=7)
+    single.flush()
+    stamped.flush()
+    segment = "00000000000000000000.log"
+    single_bytes = (tmp_path / "single" / segment).read_bytes()
+    stamped_bytes = (tmp_path / "cluster" / segment).read_bytes()
+    assert single_bytes == sent  # a single process writes the batch as sent (epoch -1 here)
+    assert stamped_bytes[:12] + stamped_bytes[16:] == sent[:12] + sent[16:]  # only bytes 12..16 differ
+    assert _epochs_of_file(tmp_path / "single" / segment) == [-1]
+    assert _epochs_of_file(tmp_path / "cluster" / segment) == [7]
+    for written in iter_batches(stamped_bytes):
+        written.ensure_valid()  # the CRC holds without a recompute
+
+
+def test_an_append_admitted_before_an_epoch_change_cannot_land_after_it(tmp_path, clock):
+    import threading
+
+    from seglog_server.storage.base.errors import FencedLeaderEpochError
+
+    log = open_log(tmp_path, clock)
+    log.append(batch(b"first"), leader_epoch=0)
+    outcome: list[object] = []
+
+    def stale_owner_append() -> None:  # admitted under epoch 0 (the owner check passed then)
+        try:
+            outcome.append(log.append(batch(b"stale"), leader_epoch=0))
+        except FencedLeaderEpochError as exc:
+            outcome.append(exc)
+
+    with log._lock:  # an append of epoch 0 queued behind the log's lock, then the epoch moves
+        appender = threading.Thread(target=stale_owner_append)
+        appender.start()
+        assert log.advance_leader_epoch(1) == 1
+    appender.join()
+    (refused,) = outcome
+    assert isinstance(refused, FencedLeaderEpochError)
+    assert (refused.admitted_epoch, refused.current_epoch) == (0, 1)
+    assert "epoch 0" in str(refused) and "epoch 1" in str(refused)
+    assert log.log_end_offset == 1  # nothing written
+    with pytest.raises(FencedLeaderEpochError):
+        log.append(batch(b"later"), leader_epoch=0)
+    assert log.append(batch(b"new owner"), leader_epoch=1).base_offset == 1
+    assert log.advance_leader_epoch(0) == 1  # epochs only increase
+    assert log.leader_epoch_entries() == [EpochEntry(0, 0), EpochEntry(1, 1)]
+
+
+def test_a_newer_epoch_admitted_first_fences_the_older_one(tmp_path, clock):
+    from seglog_server.storage.base.errors import FencedLeaderEpochError
+
+    log = open_log(tmp_path, clock)
+    log.append(batch(b"x"), leader_epoch=4)  # the cache moved before the push reached the log
+    assert log.leader_epoch == 4
+    with pytest.raises(FencedLeaderEpochError):
+        log.append(batch(b"y"), leader_epoch=3)
+
+
+def test_a_reloaded_log_refuses_an_epoch_below_the_one_it_holds(tmp_path, clock):
+    from seglog_server.storage.base.errors import FencedLeaderEpochError
+
+    log = _stamped_log(tmp_path, clock)
+    reloaded = reopen(log, clock)
+    assert reloaded.leader_epoch == 5
+    with pytest.raises(FencedLeaderEpochError):
+        reloaded.append(batch(b"z"), leader_epoch=2)
+    assert reloaded.leader_epoch_entries() == EXPECTED
+
+
+def test_a_failed_checkpoint_write_fails_the_append_before_its_batch(tmp_path, clock):
+    import errno
+
+    from tests.support.fault_fs import FaultFs
+
+    from seglog_server.storage.base.errors import LogDirFullError
+
+    fs = FaultFs()
+    log = open_log(tmp_path, clock, fs=fs)
+    log.append(batch(b"a"), leader_epoch=0)
+    fs.fail("pwrite", errno.ENOSPC, path=LEADER_EPOCH_CHECKPOINT + ".tmp")
+    with pytest.raises(LogDirFullError):
+        log.append(batch(b"b"), leader_epoch=1)
+    assert log.log_end_offset == 1 and log.leader_epoch_entries() == [EpochEntry(0, 0)]
+    fs.heal()
+    assert log.append(batch(b"b"), leader_epoch=1).base_offset == 1
+    assert LeaderEpochCheckpointFile(str(tmp_path)).read() == [EpochEntry(0, 0), EpochEntry(1, 1)]
