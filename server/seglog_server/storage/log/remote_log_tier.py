@@ -14,8 +14,9 @@ segments are in the object store, copying the next ones, and the whole log's ret
   beyond retention.bytes (remote bytes below the local log plus the local log), or older than
   retention.ms go: the log start offset moves first (no read is answered from a segment about to
   go), then DELETE_SEGMENT_STARTED -> objects -> DELETE_SEGMENT_FINISHED -> record removed.
-- **Reads** (``read``): the segment holding an offset, its offset index (whole, cached by segment
-  id), then the bytes by ranged GETs through the ``RemoteChunkCache``.
+- **Reads** (``read``): the segment holding an offset, its offset index (whole, through the chunk
+  cache), then the bytes by ranged GETs through the ``RemoteChunkCache``; lookups by time
+  (remote_timestamps.py) read the ``.timeindex`` the same way.
 """
 
 from __future__ import annotations
@@ -64,7 +65,6 @@ class RemoteLogTier:
         self._segments: list[RemoteLogSegmentMetadata] | None = None  # None: not loaded yet
         self._failures = 0
         self._next_attempt_ms = 0
-        self._indexes: dict[str, bytes] = {}  # segment id -> its offset index (small, immutable)
         self.uploaded_segment_count = 0
         self.uploaded_bytes = 0
         self.last_error: str | None = None
@@ -174,7 +174,9 @@ class RemoteLogTier:
             self._segments = [m for m in self._segments or () if m.segment_id not in gone]
         deleted = 0
         for metadata in segments:
-            self._indexes.pop(metadata.segment_id, None)
+            if self._cache is not None:
+                for kind in ("", ".index", ".timeindex"):
+                    self._cache.invalidate(metadata.segment_id + kind)
             try:
                 self._rsm.delete_log_segment(metadata)
             except RemoteStorageError as exc:
@@ -195,10 +197,7 @@ class RemoteLogTier:
     def position_for(self, metadata: RemoteLogSegmentMetadata, offset: int) -> int:
         """The byte position in the segment's log of the last index entry at or below ``offset``
         (0 when none): the remote offset index, read whole once per segment."""
-        index = self._indexes.get(metadata.segment_id)
-        if index is None:
-            index = self._rsm.fetch_index(metadata, ".index")
-            self._indexes[metadata.segment_id] = index
+        index = self.index_of(metadata, ".index")
         position = 0
         relative = offset - metadata.base_offset
         for entry in range(len(index) // 8):
@@ -210,6 +209,18 @@ class RemoteLogTier:
                 break
             position = entry_position
         return position
+
+    def index_of(self, metadata: RemoteLogSegmentMetadata, kind: str) -> bytes:
+        """The segment's whole ``.index`` or ``.timeindex``, through the chunk cache (under the
+        key ``<segment id><kind>``), so the indexes of many remote segments stay within the
+        cache's bound instead of piling up."""
+        size = metadata.files.get(kind, 0)
+        if size == 0:
+            return b""
+        if self._cache is None:
+            return self._rsm.fetch_index(metadata, kind)
+        return self._cache.read(metadata.segment_id + kind, size, 0, size,
+                                lambda first, last: self._rsm.fetch_index_range(metadata, kind, first, last))
 
     def read_bytes(self, metadata: RemoteLogSegmentMetadata, position: int, size: int) -> bytes:
         """``size`` bytes of the segment's log from ``position`` (clamped to its end)."""

@@ -31,6 +31,7 @@ import logging
 import os
 import random
 import threading
+from dataclasses import dataclass
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
@@ -54,6 +55,11 @@ from .leader_epoch_cache import EndOffset, EpochEntry, LeaderEpochCache, load_le
 from .log_loader import LogLoader
 from .log_statistics import LogCounters, log_statistics, log_summary
 from .log_results import (
+    EARLIEST_LOCAL_TIMESTAMP,
+    EARLIEST_TIMESTAMP,
+    LATEST_TIERED_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    MAX_TIMESTAMP,
     AppendInfo,
     FetchData,
     LogStatistics,
@@ -92,7 +98,8 @@ from .segment_views import (
 if TYPE_CHECKING:  # boto3 (the remote extra) is loaded only where a store is configured
     from ..remote.remote_storage_manager import LogSegmentData
     from .remote_log_tier import RemoteLogTier
-from .timestamp_lookups import LookupOutcome, lookup_timestamps, offset_for_timestamp
+from .remote_timestamps import remote_offset_for_timestamp, remote_offset_of_max_timestamp, remote_segments_below
+from .timestamp_lookups import LookupOutcome, check_targets, lookup_timestamps, offset_for_timestamp
 
 __all__ = ["ChangeListener", "FlushScheduler", "Log", "UnifiedLog", "roll_jitter_ms"]
 
@@ -118,6 +125,17 @@ BATCH_HEADER_PEEK = 27
 def _flush_in_thread(task: Callable[[], None]) -> None:
     threading.Thread(target=task, name="seglog-roll-flush", daemon=True).start()
 
+
+
+@dataclass(frozen=True)
+class _TieredView:
+    """What a lookup below the local log start took under the lock."""
+
+    tier: RemoteLogTier
+    segments: list  # the remote segments below the local log reaching the log start
+    log_start_offset: int
+    local_start_offset: int
+    log_end_offset: int
 
 
 class UnifiedLog:
@@ -583,12 +601,19 @@ class UnifiedLog:
     def offset_for_timestamp(self, timestamp_ms: int) -> TimestampAndOffset | None:
         """The first record with a timestamp >= ``timestamp_ms`` at or above the log start
         offset, or a special target: LATEST (-1), EARLIEST (-2), MAX_TIMESTAMP (-3). Raises the
-        error its search meets."""
+        error its search meets. Below the local log start, the remote segments answer first
+        (remote_timestamps.py), outside the lock."""
         local = self._local
         with self._lock:
             if local.closed or local.offline_cause is not None:
                 local.check_usable()
-            return offset_for_timestamp(local, timestamp_ms, self._log_start_offset, self._log_end_offset)
+            view = self._tiered_view()
+            if view is None:
+                return offset_for_timestamp(local, timestamp_ms, self._log_start_offset, self._log_end_offset)
+        outcome = self._tiered_lookups(view, [timestamp_ms])[0]
+        if isinstance(outcome, StorageError):
+            raise outcome
+        return outcome
 
     def lookup_timestamps(self, timestamps_ms: Sequence[int]) -> list[LookupOutcome]:
         """The outcome of each of ``timestamps_ms``, in their order, under one acquisition of
@@ -599,7 +624,57 @@ class UnifiedLog:
         with self._lock:
             if local.closed or local.offline_cause is not None:
                 local.check_usable()
-            return lookup_timestamps(local, timestamps_ms, self._log_start_offset, self._log_end_offset)
+            view = self._tiered_view()
+            if view is None:
+                return lookup_timestamps(local, timestamps_ms, self._log_start_offset, self._log_end_offset)
+        return self._tiered_lookups(view, timestamps_ms)
+
+    def _tiered_view(self) -> _TieredView | None:
+        """Under the lock: what a lookup below the local log start needs, or None when no remote
+        segment holds offsets the log still has (every answer is local)."""
+        tier = self._remote_tier
+        local_start = self._segments.first.base_offset
+        if tier is None or self._log_start_offset >= local_start:
+            return None
+        return _TieredView(tier, remote_segments_below(tier, self._log_start_offset, local_start),
+                           self._log_start_offset, local_start, self._log_end_offset)
+
+    def _tiered_lookups(self, view: _TieredView, timestamps_ms: Sequence[int]) -> list[LookupOutcome]:
+        """Each target over the remote segments first (outside the lock: store calls), then the
+        local log from its own start for the targets the remote ones do not answer."""
+        check_targets(timestamps_ms, self._name)
+        found: dict[int, LookupOutcome] = {}
+        for target in sorted(set(timestamps_ms)):
+            if target == EARLIEST_LOCAL_TIMESTAMP:  # Kafka: the local log's start
+                found[target] = TimestampAndOffset(-1, view.local_start_offset)
+            elif target == LATEST_TIERED_TIMESTAMP:  # Kafka: the highest offset in the store
+                found[target] = TimestampAndOffset(-1, view.tier.highest_uploaded_offset)
+            elif target in (LATEST_TIMESTAMP, EARLIEST_TIMESTAMP):
+                found[target] = TimestampAndOffset(
+                    -1, view.log_end_offset if target == LATEST_TIMESTAMP else view.log_start_offset)
+            elif target >= 0:
+                try:
+                    found[target] = remote_offset_for_timestamp(view.tier, view.segments, target,
+                                                                view.log_start_offset)
+                except StorageError as exc:
+                    found[target] = exc
+        local_targets = [t for t in sorted(set(timestamps_ms))
+                         if t == MAX_TIMESTAMP or (t >= 0 and found[t] is None)]
+        if local_targets:
+            with self._lock:
+                self._local.check_usable()
+                local = lookup_timestamps(self._local, local_targets, view.local_start_offset, self._log_end_offset)
+            found.update(zip(local_targets, local))
+        if MAX_TIMESTAMP in found and not isinstance(found[MAX_TIMESTAMP], StorageError):
+            local_best = found[MAX_TIMESTAMP]
+            try:
+                remote_best = remote_offset_of_max_timestamp(
+                    view.tier, view.segments, local_best.timestamp_ms if local_best is not None else -1)
+            except StorageError as exc:
+                remote_best = exc
+            if remote_best is not None:
+                found[MAX_TIMESTAMP] = remote_best
+        return [found[t] for t in timestamps_ms]
 
     def offsets_for_timestamps(self, timestamps_ms: Sequence[int]) -> list[TimestampAndOffset | None]:
         """``lookup_timestamps`` for a caller that wants answers or an exception: the first

@@ -149,6 +149,19 @@ class RemoteStorageManager:
         return self.read_store.get(segment_object_key(metadata, ".log"), last - position + 1,
                                    position, last)
 
+    def fetch_index_range(self, metadata: RemoteLogSegmentMetadata, kind: str, first: int, last: int) -> bytes:
+        """Bytes ``first..last`` (inclusive, within its recorded size) of one of the segment's
+        index objects, by one ranged GET: the chunk cache's fetch for indexes."""
+        _require_readable(metadata)
+        if kind == ".log" or kind not in metadata.files:
+            raise RemoteStorageError(
+                f"segment {metadata.segment_id} has no {kind!r} object (it has {sorted(metadata.files)})")
+        if not 0 <= first <= last < metadata.files[kind]:
+            raise CorruptRemoteObjectError(
+                f"range {first}..{last} is outside {kind} of segment {metadata.segment_id} "
+                f"({metadata.files[kind]} bytes)")
+        return self.read_store.get(segment_object_key(metadata, kind), last - first + 1, first, last)
+
     def fetch_index(self, metadata: RemoteLogSegmentMetadata, kind: str) -> bytes:
         """A whole index (or snapshot, or leader-epoch data) of the segment: ``.index``,
         ``.timeindex``, ``.snapshot``, ``.leader-epoch-checkpoint``."""
