@@ -58,7 +58,7 @@ from .header_patch import set_max_timestamp, set_partition_leader_epoch
 from .record import Record
 from .walk import BatchStop, BatchWalk, vouch_batches, walk_records
 from .walk_fast import NONE_REACHING, first_record_reaching, records_max_timestamp_delta
-from .walk_compiled import seek_record, seek_records
+from .walk_compiled import record_times, seek_record, seek_records
 
 __all__ = [
     "ATTRIBUTES_OFFSET",
@@ -103,6 +103,7 @@ __all__ = [
     "decompress",
     "first_record_reaching",
     "iter_batches",
+    "record_times",
     "records_max_timestamp_delta",
     "seek_record",
     "seek_records",

@@ -356,9 +356,61 @@ done:
     return result;
 }
 
+PyDoc_STRVAR(record_times_doc,
+"record_times(data, position, end, count)\n--\n\n"
+"The records area walked to its end with every rule of walk_records: (timestamp deltas,\n"
+"offset deltas, running maximum of the timestamp deltas) as bytes of native int64s, one of\n"
+"each per record; CorruptRecordError as the walk of a target no record reaches refuses.");
+
+static PyObject *
+record_times(PyObject *module, PyObject *args)
+{
+    Py_buffer view;
+    Py_ssize_t position, end, count;
+    if (!PyArg_ParseTuple(args, "y*nnn:record_times", &view, &position, &end, &count))
+        return NULL;
+    PyObject *result = NULL, *timestamps = NULL, *offsets = NULL, *reach = NULL;
+    const uint8_t *data = (const uint8_t *)view.buf;
+    if (check_area(view.len, position, end, count) != OK)
+        goto done;
+    if (count > (end - position) / 2) { /* each record is at least two bytes: the walk would refuse */
+        Py_ssize_t index = 0;
+        int64_t timestamp_delta, offset_delta;
+        for (; index < count; index++)
+            if (walk_one(data, end, &position, index, &timestamp_delta, &offset_delta) != OK)
+                goto done;
+        refuse(index, position, "premature EOF (fewer records than the batch declares)"); /* not reached */
+        goto done;
+    }
+    timestamps = PyBytes_FromStringAndSize(NULL, count * (Py_ssize_t)sizeof(int64_t));
+    offsets = PyBytes_FromStringAndSize(NULL, count * (Py_ssize_t)sizeof(int64_t));
+    reach = PyBytes_FromStringAndSize(NULL, count * (Py_ssize_t)sizeof(int64_t));
+    if (timestamps == NULL || offsets == NULL || reach == NULL)
+        goto done;
+    int64_t *timestamp_out = (int64_t *)PyBytes_AS_STRING(timestamps);
+    int64_t *offset_out = (int64_t *)PyBytes_AS_STRING(offsets);
+    int64_t *reach_out = (int64_t *)PyBytes_AS_STRING(reach);
+    for (Py_ssize_t index = 0; index < count; index++) {
+        if (walk_one(data, end, &position, index, &timestamp_out[index], &offset_out[index]) != OK)
+            goto done;
+        reach_out[index] = index > 0 && reach_out[index - 1] > timestamp_out[index] ? reach_out[index - 1]
+                                                                                     : timestamp_out[index];
+    }
+    if (check_filled(position, end, count) != OK)
+        goto done;
+    result = PyTuple_Pack(3, timestamps, offsets, reach);
+done:
+    Py_XDECREF(reach);
+    Py_XDECREF(timestamps);
+    Py_XDECREF(offsets);
+    PyBuffer_Release(&view);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"first_reaching", first_reaching, METH_VARARGS, first_reaching_doc},
     {"first_reaching_each", first_reaching_each, METH_VARARGS, first_reaching_each_doc},
+    {"record_times", record_times, METH_VARARGS, record_times_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -17,6 +17,8 @@ message: refusals are rare, and one message per lie is what the layers above sho
 
 from __future__ import annotations
 
+from array import array
+
 from .errors import CorruptRecordError
 from .walk import walk_records
 from .walk_fast import NONE_REACHING, first_record_reaching
@@ -24,10 +26,11 @@ from .walk_fast import NONE_REACHING, first_record_reaching
 try:
     from ._walk_c import first_reaching as _compiled_first_reaching
     from ._walk_c import first_reaching_each as _compiled_first_reaching_each
+    from ._walk_c import record_times as _compiled_record_times
 except ImportError:  # not built (no compiler at install): the Python walks below
-    _compiled_first_reaching = _compiled_first_reaching_each = None
+    _compiled_first_reaching = _compiled_first_reaching_each = _compiled_record_times = None
 
-__all__ = ["COMPILED", "seek_record", "seek_record_reference", "seek_records", "seek_records_reference"]
+__all__ = ["COMPILED", "record_times", "seek_record", "seek_record_reference", "seek_records", "seek_records_reference"]
 
 COMPILED = _compiled_first_reaching is not None
 
@@ -108,3 +111,28 @@ seek_records = _seek_records_compiled if COMPILED else _seek_records_python
 seek_records.__doc__ = """``seek_record`` for each of ``target_deltas`` (ascending), in one walk: a list of
 (offsetDelta, timestampDelta) or None per target; CorruptRecordError (the reference's message)
 when the walk of any target alone would raise."""
+
+
+def _record_times_python(data, position: int, end: int, count: int) -> tuple[array, array, array]:
+    timestamps, offsets, reach = array("q"), array("q"), array("q")
+    highest = None
+    for timestamp_delta, offset_delta in walk_records(data, position, end, count):
+        timestamps.append(timestamp_delta)
+        offsets.append(offset_delta)
+        highest = timestamp_delta if highest is None or timestamp_delta > highest else highest
+        reach.append(highest)
+    return timestamps, offsets, reach
+
+
+def _record_times_compiled(data, position: int, end: int, count: int) -> tuple[array, array, array]:
+    try:
+        timestamps, offsets, reach = _compiled_record_times(data, position, end, count)
+    except CorruptRecordError:
+        return _record_times_python(data, position, end, count)  # the reference's message
+    return array("q", timestamps), array("q", offsets), array("q", reach)
+
+
+record_times = _record_times_compiled if COMPILED else _record_times_python
+record_times.__doc__ = """(timestamp deltas, offset deltas, running maximum of the timestamp deltas)
+of every record of the area, as three ``array('q')``: the walk of ``walk_records`` to the area's
+end, every rule checked (CorruptRecordError with its message as it refuses)."""

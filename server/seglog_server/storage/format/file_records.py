@@ -384,14 +384,28 @@ class FileRecords:
         """The first batch from ``start_position`` with a max timestamp >= ``timestamp_ms`` and a
         last offset >= ``starting_offset``, with its bytes (a view of the read chunk when the
         batch lies inside it, else one more pread)."""
-        found = self._scan(start_position, scan_bytes, starting_offset, timestamp_ms, bounds)
-        if found is None:
-            return None
-        header, chunk, offset_in_chunk = found
+        found = self.find_batch_for_timestamp(timestamp_ms, start_position, starting_offset, scan_bytes, bounds)
+        return None if found is None else (found[0], self.batch_bytes(*found))
+
+    def find_batch_for_timestamp(
+        self,
+        timestamp_ms: int,
+        start_position: int,
+        starting_offset: int,
+        scan_bytes: int = _SCAN_CHUNK_BYTES,
+        bounds: OffsetBounds | None = None,
+    ) -> tuple[BatchHeader, bytes | mmap.mmap, int] | None:
+        """``search_for_timestamp``'s batch without its bytes: (header, the chunk holding at least
+        its header, where the batch starts in it). ``batch_bytes`` reads the rest when needed (a
+        lookup answered from the batch's table needs none)."""
+        return self._scan(start_position, scan_bytes, starting_offset, timestamp_ms, bounds)
+
+    def batch_bytes(self, header: BatchHeader, chunk: bytes | mmap.mmap, offset_in_chunk: int) -> bytes:
+        """The bytes of the batch ``find_batch_for_timestamp`` found."""
         if offset_in_chunk + header.size_in_bytes <= len(chunk):
             # a copy even from the mapping: no view may outlive it (closing would fail)
-            return header, chunk[offset_in_chunk : offset_in_chunk + header.size_in_bytes]
-        return header, self.read(header.position, header.size_in_bytes)
+            return chunk[offset_in_chunk : offset_in_chunk + header.size_in_bytes]
+        return self.read(header.position, header.size_in_bytes)
 
     def _scan(
         self,

@@ -28,15 +28,20 @@ the two leading fields a lookup needs::
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import threading
+from bisect import bisect_left
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
 
 from seglog.records import (
     DECOMPRESSED_BYTES_MAX,
+    CodecError,
     HEADER,
     LOG_OVERHEAD,
     RECORDS_OFFSET,
     Compression,
     decompress,
+    record_times,
     seek_record,
     seek_records,
     walk_records,
@@ -44,7 +49,8 @@ from seglog.records import (
 
 from .file_records import HeaderField
 
-__all__ = ["first_record_at_or_after", "first_records_at_or_after", "offsets_and_timestamps"]
+__all__ = ["RecordTimesCache", "TABLE_RECORDS_MIN", "first_record_at_or_after", "first_records_at_or_after",
+           "offsets_and_timestamps"]
 
 _COMPRESSION_MASK = 0x07
 _TIMESTAMP_TYPE_BIT = 0x08  # LogAppendTime: every record reads the batch maxTimestamp
@@ -126,3 +132,122 @@ def first_records_at_or_after(
         else (base_offset + answer[0], max_timestamp if log_append_time else base_timestamp + answer[1])
         for answer in found
     ]
+
+
+
+# -- per-batch record-time tables ---------------------------------------------------------------
+
+# Batches of fewer records are walked (a walk of a few hundred records costs a few microseconds);
+# from this many on, a lookup's first visit builds the batch's table and later ones bisect it.
+TABLE_RECORDS_MIN = 256
+# All tables together, over every log (24 bytes a record: a 4,000-record batch takes 96 KB).
+TABLES_BYTES_MAX = 32 * 1024 * 1024
+_HEADER_BYTES = RECORDS_OFFSET
+_RECORDS_COUNT_AT = RECORDS_OFFSET - 4
+
+
+class _RecordTimes:
+    """One batch's records as a table: timestamp and offset deltas and the running maximum of
+    the timestamps (the first record reaching a target is where the running maximum does)."""
+
+    __slots__ = ("header", "base_offset", "base_timestamp", "timestamps", "offsets", "reach", "offset_delta_min",
+                 "size")
+
+    def __init__(self, header: bytes, fields: tuple, columns: tuple) -> None:
+        self.header = header
+        self.base_offset = fields[HeaderField.BASE_OFFSET]
+        self.base_timestamp = fields[HeaderField.BASE_TIMESTAMP]
+        self.timestamps, self.offsets, self.reach = columns
+        self.offset_delta_min = min(self.offsets) if self.offsets else 0
+        self.size = 24 * len(self.offsets) + 200
+
+    def first_reaching(self, timestamps_ms: list[int], starting_offset: int) -> list[tuple[int, int] | None] | None:
+        """``first_records_at_or_after``'s answers, or None when ``starting_offset`` falls after
+        the batch's first offset (the walk answers those: rare, a log start inside the batch)."""
+        if starting_offset - self.base_offset > self.offset_delta_min:
+            return None
+        reach, offsets, timestamps, count = self.reach, self.offsets, self.timestamps, len(self.reach)
+        base_offset, base_timestamp = self.base_offset, self.base_timestamp
+        answers: list[tuple[int, int] | None] = []
+        for timestamp_ms in timestamps_ms:
+            index = bisect_left(reach, timestamp_ms - base_timestamp)
+            answers.append(None if index == count else (base_offset + offsets[index],
+                                                        base_timestamp + timestamps[index]))
+        return answers
+
+
+class RecordTimesCache:
+    """The tables of large batches, least recently used first out, within ``bytes_max``.
+
+    A table is keyed by the file and the batch's position, and kept with the batch's 61 header
+    bytes (base offset, length, CRC, record count, timestamps...): a lookup uses it only when the
+    batch now at that position has the same header, so a truncated and rewritten file, or a
+    reused name, builds a new one. A table is built only from a batch whose every record passes
+    the walk's checks (a damaged batch is walked, and refused, by every lookup); LogAppendTime
+    batches need none (every record has the batch's timestamp). Thread-safe: lookups of
+    different logs run on the storage pool's threads."""
+
+    def __init__(self, bytes_max: int = TABLES_BYTES_MAX, records_min: int = TABLE_RECORDS_MIN) -> None:
+        self.bytes_max = bytes_max
+        self.records_min = records_min
+        self.size = 0
+        self._tables: OrderedDict[tuple[str, int], _RecordTimes] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._tables)
+
+    def answers(
+        self,
+        path: str,
+        chunk: bytes | memoryview,
+        at: int,
+        position: int,
+        timestamps_ms: list[int],
+        starting_offset: int,
+        read_batch: Callable[[], bytes | memoryview],
+    ) -> list[tuple[int, int] | None] | None:
+        """The answers of ``first_records_at_or_after`` for the batch whose header is at ``at``
+        in ``chunk`` (at ``position`` in the file ``path``) from its table, built on first use
+        from ``read_batch()`` (its bytes); None when the walk must answer (a small, damaged or
+        LogAppendTime batch, or a starting offset inside it)."""
+        header = bytes(chunk[at : at + _HEADER_BYTES])
+        if len(header) < _HEADER_BYTES:
+            return None
+        key = (path, position)
+        with self._lock:
+            table = self._tables.get(key)
+            if table is not None:
+                if table.header == header:
+                    self._tables.move_to_end(key)
+                else:
+                    self._drop(key)
+                    table = None
+        if table is None:
+            fields = HEADER.unpack_from(header, 0)
+            if (fields[HeaderField.RECORDS_COUNT] < self.records_min
+                    or fields[HeaderField.ATTRIBUTES] & _TIMESTAMP_TYPE_BIT):
+                return None
+            batch = read_batch()
+            try:
+                data, start, end = _records_area(batch, fields)
+                columns = record_times(data, start, end, fields[HeaderField.RECORDS_COUNT])
+            except CodecError:
+                return None  # the walk answers, or refuses as each target's own walk does
+            table = _RecordTimes(header, fields, columns)
+            with self._lock:
+                self._drop(key)
+                self._tables[key] = table
+                self.size += table.size
+                while self.size > self.bytes_max and self._tables:
+                    self._drop(next(iter(self._tables)))
+        return table.first_reaching(timestamps_ms, starting_offset)
+
+    def _drop(self, key: tuple[str, int]) -> None:
+        table = self._tables.pop(key, None)
+        if table is not None:
+            self.size -= table.size
+
+
+RECORD_TIMES = RecordTimesCache()
+"""The process's tables (the storage's lookups share them)."""

@@ -36,7 +36,7 @@ from ..base.fs import REAL_FS, FileSystem
 from ..base.log_config import LogConfig
 from ..base.observer import PhaseTimer, stopwatch
 from ..format.offset_index import OffsetIndex
-from ..format.record_timestamps import first_record_at_or_after, first_records_at_or_after, offsets_and_timestamps
+from ..format.record_timestamps import RECORD_TIMES, first_records_at_or_after, offsets_and_timestamps
 from .segment_check import check_indexes, check_tail
 from .segment_files import SegmentFiles
 from .segment_recovery import RecoveryScan
@@ -659,7 +659,7 @@ class LogSegment:
             while number < count:
                 timestamp_ms, position = timestamps_ms[number], positions[number]
                 if not (position == scan_position and (first is None or first[0].max_timestamp >= timestamp_ms)):
-                    first = self._log.search_for_timestamp(
+                    first = self._log.find_batch_for_timestamp(
                         timestamp_ms, position, starting_offset, self._scan_bytes, self.offset_bounds()
                     )
                     scan_position = position
@@ -668,16 +668,12 @@ class LogSegment:
                     number += 1
                     continue
                 # The targets after this one that start here and that the batch reaches land in it
-                # too: one walk of its records answers them all.
-                header, data = first
-                run_end, max_timestamp = number + 1, header.max_timestamp
+                # too: one walk of its records (or one table) answers them all.
+                run_end, max_timestamp = number + 1, first[0].max_timestamp
                 while run_end < count and positions[run_end] == position and timestamps_ms[run_end] <= max_timestamp:
                     run_end += 1
-                try:
-                    matches = first_records_at_or_after(data, timestamps_ms[number:run_end], starting_offset)
-                except _CodecError as exc:
-                    raise self._undecodable(header, exc) from exc
-                for target, match in zip(timestamps_ms[number:run_end], matches):
+                run = timestamps_ms[number:run_end]
+                for target, match in zip(run, self._records_reaching(first, run, starting_offset)):
                     if match is None:  # every match there sits below starting_offset: on to the next batches
                         results.append(self._scan_for_timestamp(target, position, starting_offset, first)[0])
                     else:
@@ -688,28 +684,44 @@ class LogSegment:
             watch.faults("log_read")
         return results
 
+    def _records_reaching(
+        self, found: tuple[BatchHeader, bytes, int], timestamps_ms: list[int], starting_offset: int
+    ) -> list[tuple[int, int] | None]:
+        """(offset, timestamp) of the first record with a timestamp >= each of ``timestamps_ms``
+        (ascending) and an offset >= ``starting_offset`` in the batch ``found`` (header, chunk,
+        where it starts in the chunk), or None: from the batch's table when it has one (a large
+        batch: RECORD_TIMES), else by one walk of its records."""
+        header, chunk, at = found
+        answers = RECORD_TIMES.answers(
+            self._log.path, chunk, at, header.position, timestamps_ms, starting_offset,
+            lambda: self._log.batch_bytes(header, chunk, at),
+        )
+        if answers is not None:
+            return answers
+        try:
+            return first_records_at_or_after(self._log.batch_bytes(header, chunk, at), timestamps_ms, starting_offset)
+        except _CodecError as exc:
+            raise self._undecodable(header, exc) from exc
+
     def _scan_for_timestamp(
         self, timestamp_ms: int, position: int, starting_offset: int, first: object
-    ) -> tuple[TimestampAndOffset | None, tuple[BatchHeader, bytes] | None]:
+    ) -> tuple[TimestampAndOffset | None, tuple[BatchHeader, bytes, int] | None]:
         """The lookup's scan from ``position``: the first batch with a max timestamp >=
         ``timestamp_ms`` and a last offset >= ``starting_offset``, then its first such record, on
         to the next batch when the record's offset is below ``starting_offset``. Also returns
         what the first step found (``first``: that step's answer when already known)."""
         scan_bytes = self._scan_bytes
         if first is _UNKNOWN:
-            first = self._log.search_for_timestamp(
+            first = self._log.find_batch_for_timestamp(
                 timestamp_ms, position, starting_offset, scan_bytes, self.offset_bounds()
             )
         found = first
         while found is not None:
-            header, data = found  # type: ignore[misc]
-            try:
-                match = first_record_at_or_after(data, timestamp_ms, starting_offset)
-            except _CodecError as exc:
-                raise self._undecodable(header, exc) from exc
+            header = found[0]  # type: ignore[index]
+            match = self._records_reaching(found, [timestamp_ms], starting_offset)[0]  # type: ignore[arg-type]
             if match is not None:
                 return TimestampAndOffset(match[1], match[0]), first  # type: ignore[return-value]
-            found = self._log.search_for_timestamp(  # the match was below starting_offset
+            found = self._log.find_batch_for_timestamp(  # the match was below starting_offset
                 timestamp_ms, header.position + header.size_in_bytes, starting_offset, scan_bytes,
                 self.offset_bounds(),
             )

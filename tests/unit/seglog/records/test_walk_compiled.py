@@ -359,3 +359,51 @@ def test_one_walk_for_many_targets_stops_at_the_last_target_s_record_as_its_own_
     assert verdict(compiled_each, area, 0, len(area), 5, [0, 2], 0) == "refused"
     assert compiled_each(area, 0, len(area), -1, [], 0) == [] == walk_compiled.seek_records_reference(
         area, 0, len(area), -1, [], 0)
+
+
+# -- every record's times (record_times: the per-batch table's source) -------------------------
+
+compiled_times = walk_compiled._compiled_record_times
+
+
+def times_reference(data, position, end, count):
+    try:
+        pairs = list(walk_compiled.walk_records(data, position, end, count))
+    except CodecError as exc:
+        return "refused", (type(exc), str(exc))
+    timestamps = [t for t, _ in pairs]
+    return (timestamps, [o for _, o in pairs], [max(timestamps[: i + 1]) for i in range(len(timestamps))]), None
+
+
+def times_verdict(walk, *args):
+    try:
+        columns = walk(*args)
+    except CorruptRecordError:
+        return "refused"
+    from array import array
+
+    return tuple(list(array("q", column) if isinstance(column, bytes) else column) for column in columns)
+
+
+@FUZZ
+@given(area=valid_areas, harm=st.one_of(st.none(), damage))
+def test_every_record_s_times_are_the_reference_walk_s_or_both_refuse(area, harm):
+    records, deltas = area
+    args = (records, 0, len(records), len(deltas)) if harm is None else mutated(records, deltas, harm)
+    expected, message = times_reference(*args)
+    assert times_verdict(compiled_times, *args) == expected
+    assert times_verdict(walk_compiled._record_times_python, *args) == expected
+    try:
+        columns = walk_compiled.record_times(*args)
+    except CodecError as exc:
+        assert (type(exc), str(exc)) == message  # the reference's own message (and error class)
+    else:
+        assert message is None and tuple(list(column) for column in columns) == expected
+
+
+@FUZZ
+@given(data=st.binary(max_size=300), position=st.integers(-1, 6), shrink=st.integers(-2, 6),
+       count=st.one_of(st.integers(-2, 60), st.just(2**40)))
+def test_every_record_s_times_over_random_bytes_and_lying_counts_agree_with_the_reference(data, position, shrink, count):
+    args = (data, position, len(data) - shrink, count)
+    assert times_verdict(compiled_times, *args) == times_reference(*args)[0]

@@ -264,11 +264,13 @@ def test_every_target_is_counted_as_one_lookup_in_its_own_zone_and_phases(tmp_pa
     assert 0 < together.pages["offset"] <= alone.pages["offset"]
 
 
-def test_targets_landing_in_one_batch_are_answered_by_one_walk_of_its_records(tmp_path, clock, monkeypatch):
+def test_targets_landing_in_one_batch_are_answered_by_one_walk_of_its_records(tmp_path, clock, monkeypatch, tables):
     """A batched lookup sends many targets to one large batch: its records are walked once for
-    all of them (seek_records), not once per target, with the per-target answers."""
+    all of them (seek_records), not once per target, with the per-target answers (tables off:
+    the walk of a batch that has none)."""
     from seglog_server.storage.format import record_timestamps
 
+    tables(records_min=1 << 30)
     walks = []
     real = record_timestamps.seek_records
 
@@ -280,5 +282,96 @@ def test_targets_landing_in_one_batch_are_answered_by_one_walk_of_its_records(tm
     log = open_log(tmp_path, clock, config(index_interval_bytes=1 << 20))
     log.append(batch(*[b"v"] * 3000, timestamps=[NOW_MS + 2 * i for i in range(3000)]))
     targets = [NOW_MS + t for t in range(1, 6000, 97)]
-    assert log.offsets_for_timestamps(targets) == per_target(log, targets)
+    together = log.offsets_for_timestamps(targets)
     assert walks == [len(targets)]
+    assert together == per_target(log, targets)
+
+
+# -- per-batch record-time tables: the walk's answers, from a table (Hypothesis) ------------------
+
+
+@pytest.fixture
+def tables(monkeypatch):
+    """Swaps the process's table cache for one the test sets up: ``tables(records_min, bytes_max)``."""
+    from seglog_server.storage.format.record_timestamps import RecordTimesCache
+    from seglog_server.storage.segment import log_segment
+
+    def use(records_min: int, bytes_max: int = 1 << 30) -> RecordTimesCache:
+        cache = RecordTimesCache(bytes_max=bytes_max, records_min=records_min)
+        monkeypatch.setattr(log_segment, "RECORD_TIMES", cache)
+        return cache
+
+    return use
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(
+    batches=st.lists(st.tuples(st.lists(st.integers(0, 300), min_size=1, max_size=40),
+                               st.sampled_from(["plain", "gzip", "append-time"])), min_size=1, max_size=12),
+    delete_fraction=st.one_of(st.none(), st.floats(0, 1)),
+    bytes_max=st.sampled_from([1 << 30, 2000]),
+    targets=st.lists(st.integers(NOW_MS - 5, NOW_MS + 310), max_size=40),
+)
+def test_batches_answered_from_their_tables_answer_as_the_walk(
+    tmp_path_factory, tables, batches, delete_fraction, bytes_max, targets
+):
+    """Every batch gets a table (records_min 1), some evicted at once (bytes_max 2000): the
+    answers, one target at a time and together, first and second time, are the walk's."""
+    log = open_log(tmp_path_factory.mktemp("tables"), FakeClock(NOW_MS), config(index_interval_bytes=100))
+    for deltas, kind in batches:
+        log.append(batch(*[b"v%d" % delta for delta in deltas], timestamps=[NOW_MS + delta for delta in deltas],
+                         compression=Compression.GZIP if kind == "gzip" else Compression.NONE,
+                         timestamp_type=TimestampType.LOG_APPEND_TIME if kind == "append-time" else TimestampType.CREATE_TIME))
+    if delete_fraction is not None:
+        log.delete_records(int(log.log_end_offset * delete_fraction))  # a log start inside a batch
+    targets = targets + [NOW_MS + delta + step for deltas, _ in batches[:4] for delta in deltas for step in (-1, 0, 1)]
+    tables(records_min=1 << 30)  # no table: the walk
+    walked = per_target(log, targets)
+    cache = tables(records_min=1, bytes_max=bytes_max)
+    for _ in range(2):
+        assert per_target(log, targets) == walked
+        assert log.offsets_for_timestamps(targets) == walked
+    assert cache.size <= bytes_max
+
+
+def test_a_large_batch_is_walked_once_then_answered_from_its_table(tmp_path, clock, tables):
+    cache = tables(records_min=256)
+    log = open_log(tmp_path, clock, config())
+    log.append(batch(*[b"v"] * 3000, timestamps=[NOW_MS + 2 * i for i in range(3000)]))
+    log.append(batch(*[b"w"] * 10, timestamps=[NOW_MS + 6000 + i for i in range(10)]))  # small: walked
+    assert log.offset_for_timestamp(NOW_MS + 3).offset == 2
+    assert len(cache) == 1
+    assert [log.offset_for_timestamp(NOW_MS + t).offset for t in (0, 5998, 5999, 6005)] == [0, 2999, 3000, 3005]
+    assert len(cache) == 1
+
+
+def test_a_batch_rewritten_at_the_same_position_gets_a_new_table(tmp_path, clock, tables):
+    cache = tables(records_min=2)
+    log = open_log(tmp_path, clock, config())
+    log.append(batch(*[b"v"] * 300, timestamps=[NOW_MS + i for i in range(300)]))
+    assert log.offset_for_timestamp(NOW_MS + 100).offset == 100
+    log.truncate_to(0)
+    log.append(batch(*[b"v"] * 300, timestamps=[NOW_MS + 1000 + i for i in range(300)]))
+    assert log.offset_for_timestamp(NOW_MS + 100) == log.offset_for_timestamp(NOW_MS + 1000)
+    assert log.offset_for_timestamp(NOW_MS + 1100).offset == 100
+    assert len(cache) == 1
+
+
+def test_a_batch_damaged_after_its_first_records_gets_no_table_and_refuses_as_the_walk(tmp_path, clock, tables):
+    """A table is built only from a batch whose every record passes the walk's checks: a lie
+    after the first records leaves the early targets answered and the later ones refused, as
+    the walk does, and keeps no table."""
+    cache = tables(records_min=2)
+    log = open_log(tmp_path, clock, config())
+    log.append(batch(*[b"v"] * 300, timestamps=[NOW_MS + i for i in range(300)]))
+    path = os.path.join(tmp_path, "00000000000000000000.log")
+    size = os.path.getsize(path)
+    with open(path, "r+b") as file:  # the last record's header count (its last byte) now claims a header
+        file.seek(size - 1)
+        assert file.read(1) == b"\x00"
+        file.seek(size - 1)
+        file.write(b"\x02")
+    assert log.offset_for_timestamp(NOW_MS + 3).offset == 3
+    with pytest.raises(CorruptSegmentError):
+        log.offset_for_timestamp(NOW_MS + 299)
+    assert len(cache) == 0
