@@ -5,6 +5,8 @@ from __future__ import annotations
 import random
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.support.log_test_support import with_second_record_running_past_the_batch
 
@@ -71,3 +73,37 @@ def test_a_walk_past_the_end_of_the_batch_raises_the_codecs_corrupt_record_error
         first_record_at_or_after(data, NOW_MS + 5, 0)
     with pytest.raises(CorruptRecordError, match="Invalid record length of record 1"):
         list(offsets_and_timestamps(data))
+
+
+# -- per-batch tables against the walk (Hypothesis) ---------------------------------------------
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    records=st.lists(st.tuples(st.integers(1, 5), st.integers(-50, 400)), min_size=1, max_size=60),
+    base_offset=st.integers(0, 10**6),
+    starting_shift=st.integers(-3, 80),
+    targets=st.lists(st.integers(-60, 420), max_size=20),
+    compressed=st.booleans(),
+)
+def test_a_batch_s_table_answers_as_its_walk_with_offset_gaps(records, base_offset, starting_shift, targets, compressed):
+    """Compacted batches keep gaps between their offsets; the table keeps their offset deltas
+    (and none for a batch without gaps): every answer is the walk's, or the table declines."""
+    from seglog_server.storage.format.record_timestamps import RecordTimesCache, first_records_at_or_after
+
+    builder = RecordBatchBuilder(base_offset=base_offset,
+                                 compression=Compression.GZIP if compressed else Compression.NONE)
+    offset_delta = -1
+    for gap, timestamp in records:
+        offset_delta += gap
+        builder.append_at(offset_delta, b"v", timestamp_ms=NOW_MS + timestamp)
+    data = builder.build()
+    targets = sorted(NOW_MS + target for target in targets)
+    starting_offset = base_offset + starting_shift
+    cache = RecordTimesCache(records_min=1)
+    answers = cache.answers("f.log", data, 0, 0, targets, starting_offset, lambda: data)
+    walked = first_records_at_or_after(data, targets, starting_offset)
+    assert answers is None or answers == walked
+    if starting_shift <= records[0][0] - 1:  # every record at or after the starting offset
+        assert answers == walked
+    assert len(cache) == 1
