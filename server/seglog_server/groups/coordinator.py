@@ -428,13 +428,14 @@ class GroupCoordinator:
         return partition_for(group, self._offsets.partition_count)
 
     def load_offsets_partition(self, partition: int) -> None:
-        """Gained ``partition``: replays its log into a fresh map; members held for its groups
-        from an earlier ownership are dropped (they rejoin). The topic is held locally first (the
-        cluster created it; this instance's copy may not be made yet)."""
+        """Gained ``partition``: replays its log into a fresh map; its groups' members are
+        rebuilt from their membership records, not kept from an earlier ownership. The topic is
+        held locally first (the cluster created it; this instance's copy may not be made yet)."""
         self._offsets.ensure_created()
         with self._lock:
             self._offsets.load_partition(partition)
             self._drop_groups_of(partition)
+            self._restore_groups(partition)
 
     def unload_offsets_partition(self, partition: int) -> None:
         """Lost ``partition``: its offsets leave the map and its groups' members are dropped (the

@@ -144,12 +144,16 @@ def test_a_partition_that_left_and_came_back_is_reloaded_not_answered_from_the_o
     groups, coordinator, cache, _, _ = world
     group = _group_at(coordinator, 0)
     epoch = groups.before(group)
+    coordinator.commit(group, "", 0, [OffsetCommit("t", 0, 4)])
     coordinator.heartbeat(group, "m", 0, subscription={"t"})
+    coordinator.unload_offsets_partition(0)  # as the timer does once it sees the partition gone
     cache.place(0, HERE, epoch=2)  # away and back: a new ownership epoch
     with pytest.raises(CoordinatorNotAvailableError, match="changed ownership epoch"):
         groups.after(group, epoch)
-    assert groups.before(group) == 2
-    assert coordinator.describe(group).members == {}  # the member of the old term rejoins
+    assert coordinator.describe(group).members == {} and coordinator.fetch(group) == []
+    assert groups.before(group) == 2  # replayed: the offsets and the member back from the records
+    assert [(tp, value.offset) for tp, value in coordinator.fetch(group)] == [(("t", 0), 4)]
+    assert set(coordinator.describe(group).members) == {"m"}
 
 
 def test_a_write_is_refused_while_the_lease_is_not_renewed(world):
