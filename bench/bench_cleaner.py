@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/bench_cleaner.py [--size-mib 1024] [--keys 1000000] [--overwrites 10]
                                             [--runs 3] [--cache-dir DIR] [--map-bytes N] [--profile]
+                                            [--snapshot-store] [--engines local[2],store-local[2],...]
 
 One compacted partition of `--size-mib` MiB (`--keys` distinct keys, each written
 `--overwrites` times in random order, values sized to fill the snapshot, 100 records per batch,
@@ -20,6 +21,13 @@ printed, because the machine may be shared: CPU time per byte is what contention
 change.  Peak memory: the largest RSS any Spark Python worker reached (each
 task holds at most one offset map of --map-bytes), and the baseline process's.  `--profile`
 prints a cProfile (process time) of one baseline run instead.
+
+`--snapshot-store` adds the same engines cleaning through an object store (docs/tiered-storage.md):
+a real S3-compatible server (weed, tests/support/s3_server.py) on loopback holds the snapshot
+(uploaded once, not timed), and ``store-local[2]`` / ``store-python`` run the job as
+``seglog cleaner run --snapshot-store`` does (seglog_spark.job_store: ranged GETs on the executors,
+.keys/.part objects between tasks, cleaned/ and result.json written back; the baseline downloads,
+cleans and uploads). The fetch of the result by CommitCleaned is not part of it.
 """
 
 from __future__ import annotations
@@ -48,6 +56,8 @@ RECORDS_PER_BATCH = 100
 SEGMENT_BYTES = 128 * 1024 * 1024
 BASE_TIME_MS = 1_700_000_000_000
 ENGINES = ("local[2]", "local[1]", "python")
+STORE_ENGINES = ("store-local[2]", "store-python")
+STORE_BUCKET = "seglog-bench"
 
 
 def _segments(size_mib: int, keys: int, overwrites: int, seed: int):
@@ -91,7 +101,28 @@ def cached_snapshot(cache_dir: str, size_mib: int, keys: int, overwrites: int, s
 
 def child(engine: str, path: str, map_bytes: int) -> None:
     """One engine, one cleaning per line read on stdin; one JSON line per cleaning on stdout."""
-    if engine == "python":
+    if engine.startswith("store-"):
+        from seglog_spark.object_io import StoreSnapshot
+
+        store = StoreSnapshot.parse(path, os.environ["SEGLOG_BENCH_S3_ENDPOINT"])
+        engine = engine[len("store-"):]
+    else:
+        store = None
+    if engine == "python" and store is not None:
+        from seglog_spark.cleaner_local import clean_snapshot as clean_local
+        from seglog_spark.object_io import clean_downloaded
+
+        def clean():
+            return clean_downloaded(store, clean_local, map_bytes=map_bytes)
+    elif store is not None:
+        from seglog_spark.job_store import clean_store_snapshot
+        from seglog_spark.session import build_session
+
+        spark = build_session(engine, tmp_dir=os.path.join(tempfile.gettempdir(), "seglog-bench-spark"))
+
+        def clean():
+            return clean_store_snapshot(spark, store, map_bytes=map_bytes)
+    elif engine == "python":
         from seglog_spark.cleaner_local import clean_snapshot as clean_local
 
         def clean():
@@ -130,9 +161,40 @@ def _tree_cpu_seconds() -> float:
     return total
 
 
+def upload_snapshot(path: str, endpoint: str) -> str:
+    """The snapshot directory's manifest and segments as objects (the service's export); its URL."""
+    import boto3
+
+    client = boto3.session.Session().client("s3", endpoint_url=endpoint, region_name="us-east-1")
+    client.create_bucket(Bucket=STORE_BUCKET)
+    prefix = f"cleaning-snapshots/{os.path.basename(path)}/"
+    manifest = json.load(open(os.path.join(path, "manifest.json")))
+    for name in [segment["file"] for segment in manifest["segments"]] + ["manifest.json"]:
+        client.upload_file(os.path.join(path, name), STORE_BUCKET, prefix + name)
+    return f"s3://{STORE_BUCKET}/{prefix}"
+
+
+def start_store(cache_dir: str):
+    """A weed on loopback, credentials in this process's environment (children inherit them)."""
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+    from tests.support.s3_server import CREDENTIALS_ENV, WeedServer
+
+    os.environ.update(CREDENTIALS_ENV)
+    server = WeedServer.start(tempfile.mkdtemp(prefix="seglog-bench-weed-", dir=cache_dir))
+    os.environ["SEGLOG_BENCH_S3_ENDPOINT"] = server.endpoint
+    return server
+
+
+def _engine_name(engine: str) -> str:
+    store = engine.startswith("store-")
+    engine = engine[len("store-"):] if store else engine
+    name = "python baseline" if engine == "python" else f"spark {engine}"
+    return f"{name} via store" if store else name
+
+
 class Engine:
     def __init__(self, engine: str, path: str, map_bytes: int) -> None:
-        self.name = "python baseline" if engine == "python" else f"spark {engine}"
+        self.name = _engine_name(engine)
         self.process = subprocess.Popen(
             [sys.executable, __file__, "--child", engine, "--dir", path, "--map-bytes", str(map_bytes)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
@@ -169,6 +231,8 @@ def main() -> None:
     parser.add_argument("--cache-dir", default=tempfile.gettempdir(), help="where the snapshot is built once and reused")
     parser.add_argument("--engines", default=",".join(ENGINES), help="comma-separated subset of " + ",".join(ENGINES))
     parser.add_argument("--profile", action="store_true")
+    parser.add_argument("--snapshot-store", action="store_true",
+                        help="also clean through an object store (a weed on loopback): " + ",".join(STORE_ENGINES))
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--dir", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -187,7 +251,21 @@ def main() -> None:
         return
     print(f"input {input_bytes / 1e6:.1f} MB in {len(manifest['segments'])} segments; map {args.map_bytes} bytes "
           f"per key shard; {os.cpu_count()} CPUs; load average {os.getloadavg()[0]:.2f} at the start")
-    engines = [Engine(name, path, args.map_bytes) for name in args.engines.split(",")]
+    names = args.engines.split(",")
+    store_server, store_url = None, None
+    if args.snapshot_store or any(name.startswith("store-") for name in names):
+        if not any(name.startswith("store-") for name in names):
+            names = [n for pair in zip(names, [f"store-{n}" for n in names]) for n in pair
+                     if n.replace("store-", "") in ("local[2]", "python")]
+        store_server = start_store(args.cache_dir)
+        store_url = upload_snapshot(path, store_server.endpoint)
+        print(f"snapshot uploaded to {store_url} at {store_server.endpoint}")
+    try:
+        engines = [Engine(name, store_url if name.startswith("store-") else path, args.map_bytes) for name in names]
+    except BaseException:
+        if store_server is not None:
+            store_server.stop()
+        raise
     try:
         for i in range(args.runs):
             for engine in engines:
@@ -197,6 +275,8 @@ def main() -> None:
     finally:
         for engine in engines:
             engine.close()
+        if store_server is not None:
+            store_server.stop()
     print()
     medians = {}
     for engine in engines:
@@ -215,17 +295,21 @@ def main() -> None:
         print(f"speed-up local[1] -> local[2]: {one / two:.2f}x (goal >= 1.7x)")
     if two and base:
         print(f"baseline time / local[2] time: {base / two:.2f}x")
+    for name in ("spark local[2]", "python baseline"):
+        if medians.get(name) and medians.get(f"{name} via store"):
+            print(f"{name}: through the store {input_bytes / medians[name + ' via store'] / 1e6:.1f} MB/s, shared disk "
+                  f"{input_bytes / medians[name] / 1e6:.1f} MB/s: ratio {medians[name] / medians[name + ' via store']:.2f}")
     for engine in engines:
-        if engine.name == "python baseline":
+        if engine.name.startswith("python baseline"):
             cpu = statistics.median(r["cpu_seconds"] for r in engine.results)
             print(f"baseline CPU time: median {cpu:.2f} s = {input_bytes / cpu / 1e6:.1f} MB/s per core "
                   f"(wall/CPU {medians[engine.name] / cpu:.2f}: above 1 means the CPU was shared with other work); "
                   f"peak RSS of the baseline process {max(r['process_peak_rss_bytes'] for r in engine.results) / 2**20:.0f} MiB")
         else:
             stats = engine.results[-1]["stats"]
-            print(f"{engine.name}: peak RSS of a Python worker (task) {stats['task_peak_rss_bytes'] / 2**20:.0f} MiB, "
+            print(f"{engine.name}: peak RSS of a Python worker (task) {stats.get('task_peak_rss_bytes', 0) / 2**20:.0f} MiB, "
                   f"{stats['range_count']} ranges, {stats['shard_count']} key shards of {stats['map_bytes'] / 2**20:.0f} MiB maps; "
-                  f"last run: task CPU seconds {stats['task_cpu_seconds']}, stage wall seconds {stats['stage_seconds']}")
+                  f"last run: task CPU seconds {stats.get('task_cpu_seconds')}, stage wall seconds {stats['stage_seconds']}")
     stats = engines[-1].results[-1]["stats"]
     print(f"records read {stats['records_read']}, kept {stats['records_kept']}, distinct keys {stats['distinct_keys']}, "
           f"map utilization {stats['map_utilization']:.3f}, collision rate {stats['collision_rate']:.3f}; "
