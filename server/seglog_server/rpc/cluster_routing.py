@@ -12,8 +12,9 @@ The rules, in order:
 - a produce while ``may_acknowledge()`` is False (no lease renewal within the fencing deadline,
   shorter than the lease TTL) is refused UNAVAILABLE: another instance may take the partition
   once the lease expires, and this one must not acknowledge a write it might no longer own;
-- a partition with no owner record in etcd (a topic created before cluster mode, the internal
-  __consumer_offsets each instance keeps for its own groups) is served locally, as before;
+- a partition with no owner record in etcd (a topic created before cluster mode) is served
+  locally, as before (__consumer_offsets has owners: it is created cluster-wide on the first
+  group call, and a group is answered by its partition's owner, group_routing.py);
 - a partition owned by another live instance is refused FAILED_PRECONDITION with the owner's id,
   address and epoch in trailing metadata (``seglog-owner-id``, ``seglog-owner-address``,
   ``seglog-epoch``): the client asks that owner, the service never forwards;

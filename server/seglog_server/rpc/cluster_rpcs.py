@@ -5,8 +5,9 @@ from a call to etcd: the instances (alive or since when gone) and each partition
 address and epoch; a topic this instance holds with no owner record in etcd (created before
 cluster mode) is answered as this instance's, at epoch 0, as the produce path serves it. In a
 single process the answer is this instance owning every local partition at epoch 0, so a client
-can always ask. Internal topics are left out (each instance keeps its own __consumer_offsets);
-the caller sees only the topics it may describe.
+can always ask. Internal topics are left out (__consumer_offsets: a group's client finds its
+coordinator from a refusal's hint, rpc/group_routing.py); the caller sees only the topics it may
+describe.
 """
 
 from __future__ import annotations

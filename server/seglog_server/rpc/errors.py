@@ -20,7 +20,6 @@ from __future__ import annotations
 __all__ = [
     "CoordinatorNotAvailableError",
     "FlushIncompleteError",
-    "GroupsNotInClusterError",
     "InternalTopicCollisionError",
     "InternalTopicError",
     "InvalidRequestError",
@@ -90,13 +89,6 @@ class InternalTopicCollisionError(ServiceError):
 
 
 class CoordinatorNotAvailableError(ServiceError):
-    """Kafka's COORDINATOR_NOT_AVAILABLE: no group coordinator serves here (yet)."""
-
-
-class GroupsNotInClusterError(ServiceError):
-    """A consumer-group RPC in cluster mode: each instance would run its own coordinator and its
-    own __consumer_offsets, so two members of one group bootstrapped at different instances would
-    each get every partition. Refused until groups are cluster-aware (FAILED_PRECONDITION)."""
-
-    def __init__(self) -> None:
-        super().__init__("consumer groups are not yet supported in cluster mode")
+    """Kafka's COORDINATOR_NOT_AVAILABLE: no group coordinator serves here (yet); in cluster mode
+    also a group whose offsets partition has no owner in this instance's view yet, or changed
+    ownership epoch while the call ran (rpc/group_routing.py). Retriable."""

@@ -113,7 +113,6 @@ STATUS_BY_ERROR: Mapping[type[BaseException], grpc.StatusCode] = {
     service.InternalTopicError: _Code.PERMISSION_DENIED,
     service.InternalTopicCollisionError: _Code.INVALID_ARGUMENT,  # Kafka: INVALID_TOPIC_EXCEPTION
     service.CoordinatorNotAvailableError: _Code.UNAVAILABLE,
-    service.GroupsNotInClusterError: _Code.FAILED_PRECONDITION,  # not retriable: the mode refuses
     service.ServiceError: _Code.INTERNAL,
     # -- cluster mode (cluster_routing.py): the owner hint rides in trailing metadata -----------
     cluster.InstanceFencedError: _Code.UNAVAILABLE,  # no lease renewal in time: retriable

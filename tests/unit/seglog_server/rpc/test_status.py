@@ -81,7 +81,6 @@ PROMISED = {
     service.InternalTopicError: Code.PERMISSION_DENIED,
     service.CoordinatorNotAvailableError: Code.UNAVAILABLE,
     service.InternalTopicCollisionError: Code.INVALID_ARGUMENT,
-    service.GroupsNotInClusterError: Code.FAILED_PRECONDITION,
     service.ServiceError: Code.INTERNAL,
     # proto/seglog/v1/cluster.proto's header comment.
     cluster.InstanceFencedError: Code.UNAVAILABLE,
@@ -118,7 +117,6 @@ _EXAMPLES = {
     service.InternalTopicError: lambda: service.InternalTopicError("produce to", "__consumer_offsets"),
     service.InternalTopicCollisionError: lambda: service.InternalTopicCollisionError("__consumer.offsets",
                                                                                      "__consumer_offsets"),
-    service.GroupsNotInClusterError: lambda: service.GroupsNotInClusterError(),
     security.PermissionDeniedError: lambda: security.PermissionDeniedError("bob", "write", "events"),
     security.QuotaExceededError: lambda: security.QuotaExceededError("over quota", 250),
     security.PrincipalLimitError: lambda: security.PrincipalLimitError("too many", 100),
