@@ -75,6 +75,7 @@ def _default_manager_factory(config: ServiceConfig) -> Any:
         snapshot_ttl_ms=config.snapshot_ttl_ms,
         remote_storage=_remote_storage(config),
         remote_fetch_cache_bytes=config.remote_fetch_cache_bytes,
+        remote_orphan_grace_ms=config.remote_orphan_grace_ms,
     )
 
 

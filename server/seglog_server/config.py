@@ -257,6 +257,10 @@ class ServiceConfig:
     # connecting and each silence), separate from the uploader's deadline (3 attempts of 2 + 10 s).
     # 5 s: a healthy store answers a ranged GET in milliseconds, a consumer retries UNAVAILABLE.
     remote_read_timeout_ms: int = 5_000
+    # An orphan remote segment (a copy a crash interrupted) is deleted once its record is this
+    # old, at the first remote pass after a start and every 5 minutes. 10 minutes: no copy of a
+    # segment still in flight (a previous owner's, in a cluster) is that old.
+    remote_orphan_grace_ms: int = 600_000
     topic_defaults: Mapping[str, str] = field(default_factory=dict)
     log_config: LogConfig = field(default_factory=LogConfig)
 
@@ -530,6 +534,7 @@ _SETTINGS: tuple[_Setting, ...] = (
     _Setting("s3_endpoint", _parse_optional_url, "object store endpoint URL (with --remote-storage)"),
     _Setting("remote_fetch_cache_bytes", _positive_int, "cache of remote chunks, bytes (with --remote-storage)", "limits"),
     _Setting("remote_read_timeout_ms", _positive_int, "deadline of a remote read's store call, ms (with --remote-storage)", "limits"),
+    _Setting("remote_orphan_grace_ms", _positive_int, "age of an interrupted copy's record before it is deleted, ms (with --remote-storage)", "limits"),
     _Setting("open_segments_max", _non_negative_int, "segments holding descriptors, count (0: from RLIMIT_NOFILE)", "limits"),
 )
 _BY_NAME = {setting.name: setting for setting in _SETTINGS}
@@ -825,7 +830,7 @@ def _check_cluster(config: ServiceConfig, values: Mapping[str, _Value]) -> None:
         raise ConfigError(f"invalid cluster setting (from {_origin(values, setting)}): {exc}") from None
 
 
-_REMOTE_SETTINGS = ("s3_endpoint", "remote_fetch_cache_bytes", "remote_read_timeout_ms")
+_REMOTE_SETTINGS = ("s3_endpoint", "remote_fetch_cache_bytes", "remote_read_timeout_ms", "remote_orphan_grace_ms")
 
 
 def _check_remote_storage(config: ServiceConfig, values: Mapping[str, _Value],

@@ -46,6 +46,7 @@ def test_the_remote_read_deadline_is_its_own_one_attempt_bounded_by_it():
     (["--s3-endpoint", "http://h:1"], r"^s3_endpoint \(from --s3-endpoint\) requires remote_storage"),
     (["--remote-fetch-cache-bytes", "5"], r"^remote_fetch_cache_bytes \(from .*\) requires remote_storage"),
     (["--remote-read-timeout-ms", "5"], r"^remote_read_timeout_ms \(from .*\) requires remote_storage"),
+    (["--remote-orphan-grace-ms", "5"], r"^remote_orphan_grace_ms \(from .*\) requires remote_storage"),
     (["--remote-storage", "s3://ok-bucket", "--remote-read-timeout-ms", "0"], r"remote_read_timeout_ms"),
     (["--remote-storage", "http://bucket"], r"invalid remote_storage .*must be s3://BUCKET"),
     (["--remote-storage", "s3://B_ad"], r"invalid remote_storage .*bucket must be"),

@@ -120,6 +120,12 @@ _ATTRIBUTES_LOW_BYTE = ATTRIBUTES_OFFSET + 1
 # whole deadline (36 s), and a process stopping must not wait for a silent store; the copy it
 # interrupts is an orphan the next start removes.
 _UPLOADER_STOP_WAIT_S = 5.0
+# An orphan younger than 10 minutes may be a copy still in flight (a previous owner's, in a
+# cluster): past it, no copy of a 1 GiB segment at a few MB/s is still running.
+REMOTE_ORPHAN_GRACE_MS = 600_000
+# How often the remote pass looks for orphans besides its first pass (Kafka's RLM expiration
+# runs every 30 s; orphans are rare, a listing of every partition's records is not free).
+REMOTE_ORPHAN_CHECK_MS = 300_000
 
 _NEW, _STARTING, _RUNNING, _STOPPING, _STOPPED, _HALTED = (
     "new",
@@ -145,6 +151,7 @@ class LogManager:
         snapshot_ttl_ms: int = DEFAULT_SNAPSHOT_TTL_MS,
         remote_storage: RemoteStorageManager | None = None,
         remote_fetch_cache_bytes: int = 64 * 1024 * 1024,
+        remote_orphan_grace_ms: int = REMOTE_ORPHAN_GRACE_MS,
     ) -> None:
         if isinstance(log_dirs, str) or not log_dirs:
             raise InvalidConfigError(
@@ -168,6 +175,14 @@ class LogManager:
             self._remote_cache = RemoteChunkCache(
                 remote_fetch_cache_bytes, min(CHUNK_BYTES_DEFAULT, remote_fetch_cache_bytes))
         self._uploader: RemoteUploader | None = None
+        # Partitions of deleted tiered topics whose objects the next remote pass deletes (a
+        # topic of the same name is refused until then: its keys would find them).
+        self._remote_deletions: set[TopicPartition] = set()
+        # Orphans (a copy a crash interrupted) older than this go at the first remote pass and
+        # every REMOTE_ORPHAN_CHECK_MS; younger ones may be a copy still in flight elsewhere.
+        self._remote_orphan_grace_ms = remote_orphan_grace_ms
+        self._next_orphan_check_ms = 0
+        self.remote_orphans_deleted = 0
         self._admin_lock = threading.RLock()
         self._state = _NEW
         self._registry = TopicRegistry(default_config)
@@ -382,6 +397,12 @@ class LogManager:
         with self._admin_lock:
             self._check_running()
             self._registry.check_new_topic_name(topic)
+            if any(tp.topic == topic for tp in self._remote_deletions):
+                from ..base.errors import RemoteStorageUnavailableError
+
+                raise RemoteStorageUnavailableError(
+                    f"topic {topic!r}: the remote segments of the deleted topic of that name are not "
+                    "deleted yet (the object store is slow or down); retry once they are")
             if not self._online_dirs():
                 raise LogDirOfflineError("no log directory is online to hold a new topic")
             if validate_only:
@@ -484,6 +505,7 @@ class LogManager:
             some_dir_offline = any(not log_dir.online for log_dir in self._dirs)
             self._registry.check_all_partitions_online(entry, some_dir_offline)
             partitions = self._registry.remove_topic(topic)
+            self._remote_deletions.update(tp for tp, p in partitions if p.log.remote_tier is not None)
             failures = self._rename_for_deletion(partitions)
             for tp, _ in partitions:  # waiters on them wake up and find the topic gone
                 self._announce_change(tp.topic, tp.partition)
@@ -742,10 +764,46 @@ class LogManager:
             if self._state != _RUNNING:
                 return
             tiered = [p.log for _, p in self._online_partitions() if p.log.remote_tier is not None]
+            deleted = sorted(self._remote_deletions)
+            now_ms = self._now_ms()
+            check_orphans = now_ms >= self._next_orphan_check_ms
+            if check_orphans:
+                self._next_orphan_check_ms = now_ms + REMOTE_ORPHAN_CHECK_MS
+        for tp in deleted:
+            self._delete_remote_partition(tp)
         for log in tiered:
             if self._state != _RUNNING:
                 return  # shutting down: the next start picks up where this pass stopped
+            if check_orphans:
+                self._cleanup_orphans(log)
             self._remote_pass(log)
+
+    def _delete_remote_partition(self, tp: TopicPartition) -> None:
+        assert self._remote_storage is not None
+        try:
+            count = self._remote_storage.delete_partition(tp.topic, tp.partition)
+        except Exception as exc:  # noqa: BLE001 - kept for the next pass
+            _log.warning("deleting the remote segments of deleted %s failed (retried at the next pass): %s",
+                         tp, exc)
+            return
+        with self._admin_lock:
+            self._remote_deletions.discard(tp)
+        _log.info("deleted %d remote segments of deleted %s", count, tp)
+
+    def _cleanup_orphans(self, log: Log) -> None:
+        """Orphans of the log older than the grace: at the first pass after a start (a crash's
+        interrupted copy) and every REMOTE_ORPHAN_CHECK_MS."""
+        assert self._remote_storage is not None
+        try:
+            count = self._remote_storage.cleanup_orphans(log.topic, log.partition,
+                                                         older_than_ms=self._remote_orphan_grace_ms)
+        except Exception as exc:  # noqa: BLE001 - the next check retries
+            _log.warning("orphan cleanup of %r failed: %s", log, exc)
+            self._next_orphan_check_ms = 0
+            return
+        if count:
+            self.remote_orphans_deleted += count
+            _log.info("%r: deleted %d orphan remote segments (copies a crash interrupted)", log, count)
 
     def _remote_pass(self, log: Log) -> None:
         """Copy the log's closed segments to the store, then the whole log's retention over the

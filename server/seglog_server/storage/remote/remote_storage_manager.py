@@ -30,7 +30,7 @@ from ..base.clock import Clock, SystemClock
 from ..base.errors import CorruptRemoteObjectError, RemoteStorageError
 from ..base.fs import REAL_FS, FileSystem
 from .object_store import ObjectStore
-from .remote_log_metadata import RemoteLogMetadata, segment_object_key
+from .remote_log_metadata import RemoteLogMetadata, partition_prefix, segment_object_key
 from .remote_segment_metadata import (
     RemoteLogSegmentMetadata,
     RemoteLogSegmentState,
@@ -194,6 +194,17 @@ class RemoteStorageManager:
             self.store.delete([segment_object_key(metadata, kind) for kind in metadata.files])
         self.metadata.remove(metadata)
         self._step_hook("record_removed")
+
+    def delete_partition(self, topic: str, partition: int) -> int:
+        """Delete every segment of a deleted partition (any state, each through its deletion
+        states), then any object left under its prefix; returns how many segments went."""
+        records = self.metadata.records(topic, partition)
+        for metadata in records:
+            self.delete_log_segment(metadata)
+        leftover = list(self.store.list(partition_prefix(topic, partition)))
+        if leftover:
+            self.store.delete(leftover)
+        return len(records)
 
     def cleanup_orphans(self, topic: str, partition: int, *, older_than_ms: int = 0) -> int:
         """Delete every orphan of the partition (whose state is at least ``older_than_ms`` old);

@@ -1,0 +1,61 @@
+"""A service killed with -9 in the middle of an upload (the store holding the segment's PUT, a
+store gone silent mid-upload) leaves an orphan: a COPY_SEGMENT_STARTED record and maybe objects.
+The restarted service never reads it, copies the segment again under a new id and deletes the
+orphan at its first remote pass (its grace set to 1 ms here)."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from tests.support.integration_helpers import ServiceProcess, make_batch, records_of
+from tests.support.s3_server import CREDENTIALS_ENV
+
+from seglog.v1 import log_service_pb2 as pb
+from seglog_server.storage.remote import ObjectStore, RemoteLogSegmentState, RemoteStorageManager
+
+from tests.integration.remote.conftest import BUCKET, store_config
+from tests.integration.remote.test_service_tiered_reads import CALL_TIMEOUT_S, TIERED, wait_until
+
+pytestmark = pytest.mark.integration
+
+
+def service_at(tmp_path, endpoint: str, prefix: str) -> ServiceProcess:
+    data = tmp_path / "data"
+    data.mkdir(exist_ok=True)
+    return ServiceProcess(tmp_path, [data], [
+        "--remote-storage", f"s3://{BUCKET}/{prefix}", "--s3-endpoint", endpoint,
+        "--remote-orphan-grace-ms", "1"], env=CREDENTIALS_ENV)
+
+
+def test_kill_9_during_an_upload_leaves_an_orphan_the_restart_removes_unread(weed, proxy, tmp_path):
+    prefix = f"crash-{uuid.uuid4().hex[:10]}"
+    rsm = RemoteStorageManager(ObjectStore(store_config(weed.endpoint, prefix)))
+    proxy.stall_put_matching = "/segments/"  # the first object PUT of a copy is held, unanswered
+    service = service_at(tmp_path, proxy.endpoint, prefix).start()
+    try:
+        service.stub.CreateTopic(pb.CreateTopicRequest(topic="t", partitions=1, configs=TIERED))
+        for index in range(12):
+            service.stub.Produce(pb.ProduceRequest(topic="t", records=make_batch(
+                [b"v%05d" % index + b"." * 400], keys=[b"k%d" % index])), timeout=CALL_TIMEOUT_S)
+        assert proxy.stalled.wait(60), "the uploader never reached a segment's PUT"
+        service.process.kill()
+        service.process.wait()
+    finally:
+        service.stop()
+    orphans = rsm.metadata.orphans("t", 0)
+    assert [m.state for m in orphans] == [RemoteLogSegmentState.COPY_SEGMENT_STARTED]
+    assert rsm.metadata.list("t", 0) == []
+
+    restarted = service_at(tmp_path, weed.endpoint, prefix).start()
+    try:
+        wait_until(lambda: rsm.metadata.orphans("t", 0) == [] and rsm.metadata.list("t", 0),
+                   "the orphan deleted and the segment copied again")
+        assert not [key for key in rsm.store.list("t/0/") if orphans[0].segment_id in key]
+        assert orphans[0].segment_id not in {m.segment_id for m in rsm.metadata.list("t", 0)}
+        answer = restarted.stub.Fetch(pb.FetchRequest(topic="t", offset=0), timeout=CALL_TIMEOUT_S)
+        assert [r.key for r in records_of(answer)][:1] == [b"k0"]
+        ends = restarted.stub.Fetch(pb.FetchRequest(topic="t", offset=11), timeout=CALL_TIMEOUT_S)
+        assert records_of(ends)[-1].key == b"k11"  # nothing acknowledged lost
+    finally:
+        restarted.stop()
