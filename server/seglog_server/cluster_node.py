@@ -72,6 +72,10 @@ class ClusterNode:
         from seglog_server.cluster.partition_moves import MoveStore
 
         self.routing.moves = MoveStore(self._thread_gateway, self._keys, config.instance_id)
+        # Each partition's ownership epoch, pushed into its local log (``follow_epochs``).
+        self._epochs_stopping = threading.Event()
+        self._epochs_thread: threading.Thread | None = None
+        self._pushed_epochs: dict[tuple[str, int], int] = {}
 
     @classmethod
     def from_service_config(cls, config: ServiceConfig, bound_address: str, manager: Any,
@@ -99,6 +103,8 @@ class ClusterNode:
             _log.warning("instance %s: etcd %s not reached yet; produce is refused until it registers",
                          self.config.instance_id, ",".join(self.config.etcd_endpoints))
         self._materializer = asyncio.create_task(self._materialize(), name="seglog-cluster-topics")
+        self._epochs_thread = threading.Thread(target=self._follow_epochs, name="seglog-cluster-epochs", daemon=True)
+        self._epochs_thread.start()
         _log.info("cluster %r: instance %s at %s (lease %d s, produce fenced after %.1f s without renewal)",
                   self.config.cluster_name, self.config.instance_id, self.config.advertise,
                   self.config.lease_ttl_s, self.config.fence_after_s)
@@ -114,6 +120,7 @@ class ClusterNode:
         return False
 
     async def stop(self) -> None:
+        self._epochs_stopping.set()
         if self._materializer is not None:
             self._materializer.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -189,6 +196,40 @@ class ClusterNode:
         configs = json.loads(kv.value).get("configs", {})
         self._hold_locally(topic, partition_count, configs)
         _log.info("topic %s (%d partitions) held locally, as etcd has it", topic, partition_count)
+
+    # -- ownership epochs into the logs ---------------------------------------------------------
+    def _follow_epochs(self) -> None:
+        """Thread: after each change the cache sees (and every half second, for partitions held
+        locally only since), each local log is told its partition's epoch. From then on the log
+        refuses an append admitted under an older one, even one admitted before the change
+        (UnifiedLog.advance_leader_epoch takes the log's lock): the epoch rule in the append
+        itself, beside the owner checks at admission and before the OK."""
+        revision = -1
+        while not self._epochs_stopping.is_set():
+            self._cache.wait_until(lambda cache: cache.statistics().revision != revision, 0.5)
+            revision = self._cache.statistics().revision
+            try:
+                self.push_epochs()
+            except Exception:  # a bug: logged, and the next change tries again
+                _log.exception("ownership epochs not pushed into the logs")
+
+    def push_epochs(self) -> int:
+        """Blocking. Tells each locally held log whose epoch in the cache changed since the last
+        push; returns how many were told."""
+        told = 0
+        for topic, partition_count in self._cache.topics().items():
+            for partition in range(partition_count):
+                record = self._cache.owner_of(topic, partition)
+                if record is None or self._pushed_epochs.get((topic, partition)) == record.epoch:
+                    continue
+                try:
+                    log = self._manager.get_log(topic, partition)
+                except storage_errors.StorageError:
+                    continue  # not held here yet (materialize) or deleted meanwhile
+                log.advance_leader_epoch(record.epoch)
+                self._pushed_epochs[(topic, partition)] = record.epoch
+                told += 1
+        return told
 
     def _capacity(self) -> Capacity:
         topics = self._manager.list_topics()

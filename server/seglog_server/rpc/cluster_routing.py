@@ -112,10 +112,35 @@ class ClusterRouting:
         # Partition moves (cluster/partition_moves.py MoveStore, set by cluster_node.py).
         self.moves: Any = None
 
-    def check_produce(self, topic: str, partition: int) -> None:
+    def check_produce(self, topic: str, partition: int) -> int | None:
+        """Admits a produce: not fenced, owned here, not in a move's final catch-up. Returns the
+        ownership epoch it is admitted under (the append carries it: the log refuses it once the
+        partition's epoch moved on, and stamps it into the batch), or None for a partition etcd
+        has no owner record for (served as in a single process: no epoch, no stamp)."""
         self.check_fence()
+        record = self.cache.owner_of(topic, partition)
         self.check_owner(topic, partition)
         self.check_not_moving(topic, partition)
+        return None if record is None else record.epoch
+
+    def fenced_append_error(self, topic: str, partition: int, exc: Exception) -> Exception:
+        """The answer to an append the log refused because the partition's epoch moved past the
+        one it was admitted under (storage's FencedLeaderEpochError; nothing was written): the
+        owner's hint as the cache has it now, so the client asks the owner, or repeats here when
+        the newer epoch is this instance's. When the cache's epoch is not above the refused one
+        (the log holds a newer epoch than etcd: cluster metadata restored from an older copy),
+        the storage's error itself: FAILED_PRECONDITION, no hint to follow."""
+        error = self.owner_error(topic, partition)
+        if error is not None:
+            return error
+        owner = self._owner(topic, partition)
+        admitted = getattr(exc, "admitted_epoch", -1)
+        if owner is None or owner.epoch <= admitted:
+            return exc
+        return NotPartitionOwnerError(
+            f"{exc}; {topic}-{partition} is this instance's at epoch {owner.epoch}: retry here",
+            owner.instance_id, owner.address, owner.epoch)
+
 
     def check_acknowledge(self, topic: str, partition: int) -> None:
         """Right before a produce's OK: fenced (lease), moved away meanwhile, or fenced for a

@@ -9,9 +9,11 @@ commit (group_commit.py).
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from seglog.v1 import log_service_pb2 as pb
+from seglog_server.storage.base.errors import FencedLeaderEpochError
 
 from . import conversions, validation
 from .boundary import unary_rpc
@@ -50,8 +52,9 @@ class ProduceRpcs:
         core = self.core
         topic, partition = validation.check_partition_ref(request.topic, request.partition)
         core.check_user_may_change("produce to", topic)
+        epoch = None
         if core.cluster is not None:  # fenced (lease) or not the owner: refused, never forwarded
-            core.cluster.check_produce(topic, partition)
+            epoch = core.cluster.check_produce(topic, partition)
         acks = validation.check_acks(request.acks)
         batch = self._produced_batch(request)
         # From the header alone, before any record is decompressed or decoded (config.py).
@@ -60,7 +63,13 @@ class ProduceRpcs:
         log = storage.get_log(topic, partition)
         # An append that may fsync (flush.messages) or decompress to validate: never on the loop.
         io_bytes = BLOCKING if storage.append_may_block(log, batch) else len(batch)
-        info = await core.log_call(log, io_bytes, log.append, batch)
+        if epoch is None:
+            info = await core.log_call(log, io_bytes, log.append, batch)
+        else:  # cluster mode: the log refuses it once the partition's epoch moved past ``epoch``
+            try:
+                info = await core.log_call(log, io_bytes, functools.partial(log.append, leader_epoch=epoch), batch)
+            except FencedLeaderEpochError as exc:
+                raise core.cluster.fenced_append_error(topic, partition, exc) from exc
         if core.after_append.active:  # tests only: a fault between the write and the ack
             await core.after_append.after_append()
         return log, info, acks
