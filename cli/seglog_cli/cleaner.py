@@ -34,7 +34,7 @@ from seglog import Admin, FailedPreconditionError, SeglogError, TopicNotFoundErr
 from seglog.cleaning import CleanablePartition
 from seglog_cli._common import CliError, epilog, progress, server_of
 
-__all__ = ["add_parser", "run_round"]
+__all__ = ["add_parser", "run_round", "under_store"]
 
 _log = logging.getLogger("seglog_cli.cleaner")
 
@@ -260,9 +260,10 @@ def _check_snapshot_store(args: argparse.Namespace) -> None:
         raise CliError("--dry-run works on a shared disk only: drop --snapshot-store for a dry run")
 
 
-def _store_prefix(store: str) -> str:
-    """``s3://BUCKET/PREFIX/`` with exactly one slash at the end."""
-    return store.rstrip("/") + "/"
+def under_store(url: str, store: str) -> bool:
+    """Whether a snapshot's ``store_url`` lies in ``--snapshot-store`` (``s3://BUCKET[/PREFIX]``, a
+    trailing slash or not), at a key-path boundary: ``s3://b/pre`` does not hold ``s3://b/prefix/``."""
+    return url.startswith(store.rstrip("/") + "/")
 
 
 def _clean_one(admin: Admin, job: Any, cleanable: CleanablePartition, args: argparse.Namespace,
@@ -330,7 +331,7 @@ def _clean_one(admin: Admin, job: Any, cleanable: CleanablePartition, args: argp
 
 def _clean_in_store(job: Any, snapshot: Any, args: argparse.Namespace) -> dict[str, Any]:
     url = snapshot.store_url or ""
-    if not url.startswith(_store_prefix(args.snapshot_store)):
+    if not under_store(url, args.snapshot_store):
         raise CliError(
             f"snapshot {snapshot.snapshot_id} was exported to {url or 'nowhere'}, not under --snapshot-store "
             f"{args.snapshot_store}: give the service's --remote-storage location"
