@@ -17,9 +17,11 @@ import json
 import os
 import pathlib
 import random
+import shlex
 import shutil
 import socket
 import subprocess
+import sys
 import time
 import urllib.parse
 import urllib.request
@@ -32,6 +34,7 @@ from tests.support.compose_processes import (
     SparkCluster,
     cleaner_command,
     compose_services,
+    free_port,
     needs_root,
 )
 
@@ -150,3 +153,96 @@ def _clean_and_scrape(tmp_path, services, image, processes, service) -> None:
             continue
         reclaimed = float(result[0]["value"][1]) if result else 0.0
     assert reclaimed > 0
+
+
+# -- docker-compose.store.yml: the cleaner and the workers without the data volume ----------------
+
+STORE_FILES = ("docker-compose.yml", "docker-compose.store.yml")
+STORE_KEYS = {"S3_ACCESS_KEY": "topologyaccess", "S3_SECRET_KEY": "topologysecret"}
+
+
+def _s3_command(services: dict, data_dir: pathlib.Path, s3_port: int) -> list[str]:
+    """compose's s3 command (its identity file written from the environment, then weed mini),
+    with this machine's weed, a data directory here and free ports for every weed listener."""
+    from tests.support.s3_server import _PORT_FLAGS, require_weed
+
+    entrypoint, script = services["s3"]["entrypoint"], services["s3"]["command"][0]
+    assert entrypoint == ["/bin/sh", "-c"] and "exec weed mini" in script, (entrypoint, script)
+    ports = " ".join(f"-{flag}={free_port()}" for flag in _PORT_FLAGS)
+    script = (script.replace("$$", "$").replace("exec weed ", f"exec {shlex.quote(require_weed())} ")
+              .replace("-dir=/data", f"-dir={shlex.quote(str(data_dir))}")
+              .replace("/tmp/s3.json", shlex.quote(str(data_dir / "s3.json")))
+              .replace("-ip.bind=0.0.0.0", "-ip=127.0.0.1 -ip.bind=127.0.0.1")
+              .replace("-s3.port=8333", f"-s3.port={s3_port} {ports}"))
+    return [*entrypoint, script]
+
+
+@pytest.mark.timeout(1500)
+@needs_root
+def test_the_store_topology_cleans_through_the_object_store(tmp_path):
+    """docker-compose.store.yml as its processes: compose's s3 command (a real SeaweedFS with the
+    keys as its only identity), its bucket made by s3-init's command, the service exporting to it,
+    a Spark master and a worker with no data volume, and the cleaner's --snapshot-store command."""
+    services = compose_services(*STORE_FILES, env=STORE_KEYS)
+    assert services["cleaner"].get("volumes", []) == [] and services["spark-worker"].get("volumes", []) == []
+    s3_port = _free_port()
+    endpoint = f"http://s3:{s3_port}"
+    for name in ("s3", "s3-init", "seglog", "spark-worker", "cleaner"):
+        assert services[name]["environment"]["AWS_ACCESS_KEY_ID"] == STORE_KEYS["S3_ACCESS_KEY"], name
+    services["seglog"]["environment"]["SEGLOG_S3_ENDPOINT"] = endpoint
+    image = ImageRoot()
+    processes = Processes(image.path)
+    s3_dir = tmp_path / "s3-data"
+    s3_dir.mkdir()
+    try:
+        process, log = processes.start("s3", _s3_command(services, s3_dir, s3_port),
+                                       {**os.environ, **services["s3"]["environment"]})
+        deadline = time.monotonic() + PROMETHEUS_S
+        while True:
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{s3_port}/healthz", timeout=2).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline and process.poll() is None, log.read_text()
+                time.sleep(0.5)
+        init = [word.replace("http://s3:8333", f"http://127.0.0.1:{s3_port}") for word in services["s3-init"]["command"]]
+        made = subprocess.run([sys.executable, *init[1:]], capture_output=True, text=True, timeout=120,
+                              env={**os.environ, **services["s3-init"]["environment"]})
+        assert made.returncode == 0, made.stderr
+        service = ImageService(image, services).start()
+        try:
+            _clean_through_the_store(services, image, processes, service, endpoint)
+        finally:
+            service.stop()
+    finally:
+        processes.stop()
+        image.remove()
+
+
+def _clean_through_the_store(services, image, processes, service, endpoint) -> None:
+    stub = service.stub
+    stub.CreateTopic(pb.CreateTopicRequest(topic=TOPIC, partitions=1, configs={
+        "cleanup.policy": "compact", "segment.bytes": "4096", "file.delete.delay.ms": "0"}), timeout=30)
+    rng = random.Random(13)
+    latest: dict[bytes, tuple[int, bytes]] = {}
+    for number in range(400):
+        builder = RecordBatchBuilder()
+        key, value = b"key-%02d" % rng.randrange(KEYS), b"value-%d-" % number + b"x" * 40
+        builder.append(value, key=key)
+        offset = stub.Produce(pb.ProduceRequest(topic=TOPIC, partition=0, records=builder.build()),
+                              timeout=30).base_offset
+        latest[key] = (offset, value)
+    before = _read_all(stub)
+    cluster = SparkCluster(image, processes, services).start()
+    command = cleaner_command(services, cluster.master_url, service.address, once=True)
+    command = [word.replace("http://s3:8333", endpoint) for word in command]
+    assert "--snapshot-store" in command
+    finished = subprocess.run(
+        image.as_service("cleaner", command), capture_output=True, text=True,
+        env=image.environment(services["cleaner"].get("environment")), timeout=SPARK_START_S + 300, cwd=image.path)
+    assert finished.returncode == 0, finished.stdout + finished.stderr
+    assert "1 cleaned" in finished.stdout, finished.stdout + finished.stderr
+    after = _read_all(stub)
+    assert len(after) < len(before)
+    assert {key: (offset, value) for offset, key, value in after} == latest
+    assert [record for record in before if record in after] == after

@@ -41,7 +41,7 @@ DOCKERFILE = ROOT / "deploy" / "cleaner.Dockerfile"
 SEGLOG_DOCKERFILE = ROOT / "deploy" / "seglog.Dockerfile"
 IMAGE_UID = 10001
 IMAGE_USER = "seglog"
-SERVICE_NAMES = ("seglog", "prometheus", "grafana", "spark-master", "spark-worker", "cleaner")
+SERVICE_NAMES = ("seglog", "prometheus", "grafana", "spark-master", "spark-worker", "cleaner", "s3")
 # A JVM start on a loaded 2-core machine can take a minute; registration follows it.
 REGISTER_TIMEOUT_S = 120
 
@@ -57,13 +57,14 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def compose_services(*files: str) -> dict:
-    """The normalised services of docker-compose.yml (and overrides), as Compose reads them."""
+def compose_services(*files: str, env: dict[str, str] | None = None) -> dict:
+    """The normalised services of docker-compose.yml (and overrides), as Compose reads them
+    (``env``: the variables an override requires, as an ``.env`` file would give them)."""
     arguments = [str(pathlib.Path(sys.executable).parent / "docker-compose")]
     for name in files or ("docker-compose.yml",):
         arguments += ["-f", str(ROOT / name)]
     result = subprocess.run([*arguments, "config", "--format", "json"], capture_output=True, text=True,
-                            cwd=ROOT, env={"PATH": "/usr/bin:/bin"}, timeout=60)
+                            cwd=ROOT, env={"PATH": "/usr/bin:/bin", **(env or {})}, timeout=60)
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout)["services"]
 
