@@ -8,7 +8,13 @@ renew stops acknowledging produces before etcd can expire its lease and let anot
 its partitions, whatever its threads are doing: no thread has to notice the failure in time.
 
 When etcd says the lease is gone (expired or revoked), the instance is fenced at once and registers
-again under a new lease. Registration is create-if-absent: an instance key held under another lease
+again under a new lease. ``registration_revision()`` is the etcd revision that registration was
+written at: whatever changed while the lease was gone (an unclean takeover of its partitions) is
+below it, so the service acknowledges nothing until its watched cache has reached it
+(rpc/cluster_routing.py, ``check_fence``); a renewed lease alone says nothing of what the cache
+has seen, after a pause (SIGSTOP) or a cut longer than the TTL.
+
+Registration is create-if-absent: an instance key held under another lease
 means another live process claims this id (InstanceIdInUseError, logged; retried each interval, so
 a restart within the old lease's TTL registers once it expires).
 """
@@ -60,6 +66,7 @@ class Membership:
         self._thread: threading.Thread | None = None
         self._lease = 0
         self._renewed_at: float | None = None
+        self._registration_revision = 0
         self._registration_count = 0
         self._renewal_failure_count = 0
         self._last_error = ""
@@ -69,6 +76,12 @@ class Membership:
         with self._lock:
             renewed_at = self._renewed_at
         return renewed_at is not None and self._clock() - renewed_at < self._config.fence_after_s
+
+    def registration_revision(self) -> int:
+        """The etcd revision the current registration was written at (0 before the first): a view
+        of the cluster older than it may miss changes made while this instance's lease was gone."""
+        with self._lock:
+            return self._registration_revision
 
     def statistics(self) -> MembershipStatistics:
         fenced = not self.may_acknowledge()
@@ -119,13 +132,14 @@ class Membership:
         lease = self._gateway.grant(self._config.lease_ttl_s)
         put = {"request_put": {"key": b64(self._key), "value": b64(self._record()), "lease": lease}}
         absent = {"key": b64(self._key), "result": "EQUAL", "target": "CREATE", "create_revision": 0}
-        succeeded, _ = self._gateway.txn([absent], [put])
+        succeeded, revision = self._gateway.txn([absent], [put])
         if not succeeded:
             self._gateway.revoke(lease)
             raise InstanceIdInUseError(f"instance id {self._config.instance_id!r} is registered by another "
                                        f"process (key {self._key}); waiting for its lease to expire")
         with self._lock:
             self._lease = lease
+            self._registration_revision = revision
             self._registration_count += 1
         _log.info("instance %s registered at %s under lease %x", self._config.instance_id,
                   self._config.advertise, lease)

@@ -141,7 +141,6 @@ class ClusterRouting:
             f"{exc}; {topic}-{partition} is this instance's at epoch {owner.epoch}: retry here",
             owner.instance_id, owner.address, owner.epoch)
 
-
     def check_acknowledge(self, topic: str, partition: int) -> None:
         """Right before a produce's OK: fenced (lease), moved away meanwhile, or fenced for a
         move's final catch-up since the append: UNAVAILABLE or the owner's hint, never OK (the
@@ -165,6 +164,17 @@ class ClusterRouting:
         its OK, since the append, a group commit or a quota delay may outlast the deadline."""
         if not self.membership.may_acknowledge():
             raise InstanceFencedError(self._fenced_message())
+        # Registered again after a lapse (SIGSTOP, a cut longer than the TTL): the partitions may
+        # have been taken over meanwhile, below the new registration's revision. Nothing is
+        # acknowledged until the cache has applied everything up to it, so the owner checks that
+        # follow answer from a view that includes any such change.
+        registered_at = self.membership.registration_revision()
+        seen = self.cache.statistics().revision
+        if seen < registered_at:
+            raise InstanceFencedError(
+                f"instance fenced: registered in etcd at revision {registered_at}, its view of the cluster is at "
+                f"{seen}: nothing is acknowledged until the view includes every ownership change made while "
+                "its lease was gone. Retry: it resumes once the view catches up")
 
     def check_request(self, row: RpcOperation, request: Any) -> None:
         """The owner check of an ``Owner.EACH`` call: every partition it names is this

@@ -56,9 +56,13 @@ class Cache:
 class Membership:
     def __init__(self) -> None:
         self.renewed = True
+        self.registered_at = 1  # the Cache's revision: its view includes the registration
 
     def may_acknowledge(self) -> bool:
         return self.renewed
+
+    def registration_revision(self) -> int:
+        return self.registered_at
 
     def statistics(self):
         return type("Stats", (), {"renewed_at": None})()
