@@ -309,3 +309,18 @@ def test_a_cleaner_run_with_the_store_refusing_writes_fails_cleanly(service, wee
     assert "not snapshotted" in finished.stderr and "ServiceUnavailableError" in finished.stderr
     assert read_all(service.stub, "fail-run") == before
     assert local_snapshots(service) == []
+
+
+def test_the_store_stopped_before_a_commit_answers_unavailable_and_installs_nothing(service, weed, proxy):
+    """The store gone from the service's view (its endpoint refuses connections): UNAVAILABLE
+    naming the store, the partition as it was, the snapshot still open for a later commit."""
+    snapshot, _, _ = exported_and_cleaned(service, weed, "store-stopped", seed=34)
+    before = read_all(service.stub, "store-stopped")
+    proxy.close()
+    error = commit_refused(service, snapshot.snapshot_id)
+    assert error.code() == grpc.StatusCode.UNAVAILABLE
+    assert proxy.endpoint.removeprefix("http://") in error.details()
+    assert read_all(service.stub, "store-stopped") == before
+    with Admin(service.address) as admin:
+        [listed] = admin.list_cleanable("store-stopped")
+    assert listed.open_snapshot_ids == (snapshot.snapshot_id,)
