@@ -20,8 +20,11 @@ rotates from one repeat to the next), the machine's limits are measured at the s
 repeat, and every figure is the median over the repeats. Modules:
 
 - ``systems`` lists the systems; ``seglog_system``, ``redis_system``, ``nats_system`` drive them;
-- ``workloads`` runs the workloads against one system; ``limits`` measures the machine;
+- ``workloads`` runs the workloads against one system; ``limits`` measures the machine; ``floor``
+  the round trip of an empty message on an open grpc.aio bidi stream, which the single lookup's
+  and the produce -> consume latencies are read against (ratios per repeat);
 - ``proc`` reads CPU and memory from /proc and samples the load average;
 - ``figures`` names every figure, its unit and which way is better (shared by the report);
-- ``plot`` draws the PNG, ``report`` turns the JSON into docs/performance.md.
+- ``plot`` draws the PNGs (the figures; the latency CDFs beside the floor), ``report`` turns the
+  JSON into docs/performance.md.
 """

@@ -14,15 +14,23 @@ import sys
 import tempfile
 import time
 
-from bench.peers import limits, machine, plot, seglog_system, workloads
-from bench.peers.common import workload
+from bench.peers import floor, limits, machine, plot, seglog_system, workloads
+from bench.peers.common import percentile, quantiles, workload
 from bench.peers.figures import BY_KEY, advantage
 from bench.peers.proc import LoadSampler
 from bench.peers.systems import BASELINE, SYSTEMS, available
 
 OUT_DEFAULT = pathlib.Path(__file__).resolve().parent.parent / "results" / "peers.json"
 LATENCY_RECORDS_DEFAULT = 10_000
-SCHEMA = 1
+FLOOR_CALLS_DEFAULT = 5000
+SCHEMA = 2
+# Each system's latencies over the same repeat's floor (the bidi-stream ping-pong, p50 or p99).
+FLOOR_RATIOS = (
+    ("lookup_p50_over_floor", "lookup_p50_ms", "floor_p50_ms"),
+    ("lookup_p99_over_floor", "lookup_p99_ms", "floor_p99_ms"),
+    ("latency_p50_over_floor", "latency_p50_ms", "floor_p50_ms"),
+    ("latency_p99_over_floor", "latency_p99_ms", "floor_p99_ms"),
+)
 
 
 def _arguments(argv: list[str] | None) -> argparse.Namespace:
@@ -39,6 +47,8 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
                         help="where the servers keep their data (default: a temporary directory)")
     parser.add_argument("--limits-disk-mib", type=int, default=limits.DISK_MIB_DEFAULT)
     parser.add_argument("--limits-calls", type=int, default=limits.EMPTY_CALLS_DEFAULT)
+    parser.add_argument("--floor-calls", type=int, default=FLOOR_CALLS_DEFAULT,
+                        help="round trips of the bidi-stream ping-pong floor, each repeat")
     parser.add_argument("--seglog-batch-bytes", type=int, default=seglog_system.PRODUCE_BATCH_BYTES,
                         help="the seglog producer's batch_size in the produce workload")
     parser.add_argument("--no-plot", action="store_true", help="skip the PNG")
@@ -47,8 +57,22 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     return arguments
 
 
-def _medians(samples: list[dict[str, float]]) -> dict[str, float]:
-    return {key: statistics.median(sample[key] for sample in samples) for key in samples[0]}
+def _medians(samples: list[dict]) -> dict:
+    """Each figure's median over the repeats; a distribution's (a list of quantiles) point by point."""
+    medians: dict = {}
+    for key in samples[0]:
+        values = [sample[key] for sample in samples]
+        if isinstance(values[0], list):
+            medians[key] = [statistics.median(column) for column in zip(*values)]
+        else:
+            medians[key] = statistics.median(values)
+    return medians
+
+
+def _floor(calls: int) -> dict:
+    samples = floor.measure(calls)
+    return {"floor_p50_ms": percentile(samples, 50), "floor_p99_ms": percentile(samples, 99),
+            "distribution_floor_ms": quantiles(samples)}
 
 
 def _ratios(medians: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
@@ -77,6 +101,7 @@ def run(arguments: argparse.Namespace, data_dir: pathlib.Path) -> dict[str, obje
             root.mkdir(exist_ok=True)
             print(f"repeat {repeat + 1}/{arguments.repeats}: the machine's limits", file=sys.stderr, flush=True)
             limit_samples.append(limits.measure(root, disk_mib=arguments.limits_disk_mib, calls=arguments.limits_calls))
+            limit_samples[-1].update(_floor(arguments.floor_calls))
             order = names[repeat % len(names):] + names[: repeat % len(names)] if names else []
             for name in order:  # interleaved: every system once per repeat, the order rotating
                 print(f"repeat {repeat + 1}/{arguments.repeats}: {name}", file=sys.stderr, flush=True)
@@ -85,6 +110,8 @@ def run(arguments: argparse.Namespace, data_dir: pathlib.Path) -> dict[str, obje
                 system_root.mkdir()
                 sample, disk[name] = workloads.run_system(
                     factories[name], system_root, keys, values, arguments.latency_records, arguments.lookups)
+                for ratio, figure, limit in FLOOR_RATIOS:  # against this repeat's floor
+                    sample[ratio] = sample[figure] / limit_samples[-1][limit]
                 samples[name].append(sample)
                 shutil.rmtree(system_root, ignore_errors=True)
             shutil.rmtree(root, ignore_errors=True)
@@ -99,6 +126,7 @@ def run(arguments: argparse.Namespace, data_dir: pathlib.Path) -> dict[str, obje
         "latency_records": arguments.latency_records,
         "lookups": arguments.lookups,
         "seglog_batch_bytes": arguments.seglog_batch_bytes,
+        "floor_calls": arguments.floor_calls,
         "machine": {**machine.describe(), "load_1min": load.summary()},
         "systems": {name: SYSTEMS[name].description for name in names},
         "skipped": skipped,
@@ -126,6 +154,8 @@ def main(argv: list[str] | None = None) -> dict[str, object]:
         png = arguments.out.with_suffix(".png")
         plot.draw(report, png)
         print(f"wrote {png}", file=sys.stderr)
+        plot.draw_cdf(report, plot.cdf_path(arguments.out))
+        print(f"wrote {plot.cdf_path(arguments.out)}", file=sys.stderr)
     return report
 
 

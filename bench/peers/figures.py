@@ -44,7 +44,11 @@ SUPPORTING = (
     "batched_lookups_server_cpu_s", "batched_lookups_client_cpu_s", "latency_ack_p50_ms", "latency_send_rate_per_s",
     "latency_received", "server_rss_idle_mb", "disk_bytes",
     "log_batches", "records_per_batch",  # seglog only
+    "batched_lookups_small_batches_per_s", "batched_lookups_small_batches_server_cpu_s",  # seglog only
+    "lookup_p50_over_floor", "lookup_p99_over_floor", "latency_p50_over_floor", "latency_p99_over_floor",
 )
+# Latency distributions (201 quantiles each) the CDF plot draws; the floor's is in the limits.
+DISTRIBUTIONS = ("distribution_lookup_ms", "distribution_latency_ms")
 
 
 def advantage(figure: Figure, seglog: float, peer: float) -> float | None:

@@ -1,4 +1,5 @@
-"""The PNG people look at: the medians of the main figures, and seglog's advantage over each peer."""
+"""The PNGs people look at: the medians of the main figures and seglog's advantage over each peer
+(``peers.png``), and the latency distributions of every system beside the floor (``peers-cdf.png``)."""
 
 from __future__ import annotations
 
@@ -72,12 +73,61 @@ def draw(report: dict, path: pathlib.Path) -> None:
     plt.close(figure)
 
 
+CDF_PANELS = (
+    ("distribution_lookup_ms", "single time lookup"),
+    ("distribution_latency_ms", "produce -> consume at 2,000 records/s"),
+)
+FLOOR_COLOR = "black"
+
+
+def cdf_path(results: pathlib.Path) -> pathlib.Path:
+    return results.with_name(results.stem + "-cdf.png")
+
+
+def draw_cdf(report: dict, path: pathlib.Path) -> None:
+    """The distribution of each latency (medians of each percentile over the repeats) of every
+    system, and of the floor: the bidi-stream ping-pong of an empty handler, measured in the
+    same run. Log-scaled milliseconds across, the share of samples at or below up."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(1, len(CDF_PANELS), figsize=(14, 5.5))
+    floor = report["limits"].get("distribution_floor_ms")
+    for axis, (key, title) in zip(axes, CDF_PANELS):
+        lines = [(name, figures[key], COLORS.get(name, "grey"), "-") for name, figures in report["median"].items()
+                 if key in figures]
+        if floor:
+            lines.append(("floor: bidi ping-pong, empty handler", floor, FLOOR_COLOR, "--"))
+        for name, values, color, style in lines:
+            shares = [index / (len(values) - 1) for index in range(len(values))]
+            axis.step(values, shares, where="post", color=color, linestyle=style, label=name)
+        axis.set_xscale("log")
+        axis.set_xlabel("ms (log scale)", fontsize=9)
+        axis.set_ylabel("share of samples at or below", fontsize=9)
+        axis.set_title(title, fontsize=10)
+        axis.grid(True, which="both", alpha=0.3)
+        axis.legend(fontsize=8, loc="lower right")
+    load = report["machine"]["load_1min"]
+    figure.suptitle(
+        f"Latency distributions, medians of each percentile over {report['repeats']} repeats; "
+        f"{report['machine']['nproc']} CPUs, 1-min load {load['min']:.1f}-{load['max']:.1f}",
+        fontsize=11,
+    )
+    figure.tight_layout()
+    figure.savefig(path, dpi=80)
+    plt.close(figure)
+
+
 def main(argv: list[str] | None = None) -> None:
-    """python -m bench.peers.plot results.json: redraw the PNG beside the JSON."""
+    """python -m bench.peers.plot results.json: redraw the PNGs beside the JSON."""
     parser = argparse.ArgumentParser(prog="python -m bench.peers.plot", description=main.__doc__)
     parser.add_argument("results", type=pathlib.Path)
     arguments = parser.parse_args(argv)
-    draw(json.loads(arguments.results.read_text()), arguments.results.with_suffix(".png"))
+    report = json.loads(arguments.results.read_text())
+    draw(report, arguments.results.with_suffix(".png"))
+    draw_cdf(report, cdf_path(arguments.results))
 
 
 if __name__ == "__main__":

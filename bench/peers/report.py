@@ -33,7 +33,18 @@ LIMITS = (
     ("disk_read_mb_s", "sequential read, pages dropped from the cache first", "MB/s", 0),
     ("page_cache_read_mb_s", "sequential read from the page cache", "MB/s", 0),
     ("crc32c_mb_s", "crc32c (the `crc32c` package) over 64 MiB", "MB/s", 0),
+    ("floor_p50_ms", "the floor: round trip of an empty message on an open grpc.aio bidi stream (empty handler), p50",
+     "ms", 3),
+    ("floor_p99_ms", "the floor, p99", "ms", 3),
 )
+# The latency goals: (label, figure over the floor, the most it may be).
+FLOOR_GOALS = (
+    ("single time lookup p50", "lookup_p50_over_floor", 1.2),
+    ("single time lookup p99", "lookup_p99_over_floor", 2.0),
+    ("produce -> consume p50 at 2,000/s", "latency_p50_over_floor", 1.5),
+    ("produce -> consume p99 at 2,000/s", "latency_p99_over_floor", 3.0),
+)
+PEER = "redis"
 # What would move a goal figure seglog does not lead on, by what bounds it.
 MOVES = {
     ("produce_records_per_s", "client CPU"): "less client CPU per record on the send path (issue 10's producer speed: "
@@ -162,6 +173,51 @@ def _goals(report: dict) -> list[str]:
     return lines + [""]
 
 
+def _met(value: float | None, reached: bool) -> str:
+    return "-" if value is None else ("met" if reached else "**not met**")
+
+
+def _floor_goals(report: dict) -> list[str]:
+    """The lookups-and-latency goals, each met or not with its measured ratio and the command."""
+    seglog = report["median"].get(BASELINE)
+    if seglog is None or "lookup_p50_over_floor" not in seglog:
+        return []
+    peer = report["median"].get(PEER)
+    ratios = report["advantage"].get(PEER, {})
+    command = f"`.venv/bin/python -m {report['command'].removeprefix('python -m ')}`"
+    lines = ["## Lookups and latency at the floor", "",
+             "Each goal with the ratio measured in this run (medians over the repeats; a ratio to the floor is taken "
+             f"against the floor of its own repeat), all from {command}; the distributions below.", "",
+             "| goal | measured | |", "|---|---|---|"]
+    if peer is not None:
+        large = ratios.get("batched_lookups_per_s")
+        small = (seglog.get("batched_lookups_small_batches_per_s", 0) / peer["batched_lookups_per_s"]
+                 if peer.get("batched_lookups_per_s") else None)
+        lines.append(f"| 1. batched time lookups >= 2x Redis Streams' pipelined XRANGE, large batches "
+                     f"({seglog.get('records_per_batch', 0):,.0f} records a batch) | {_number(large)}x "
+                     f"({_number(seglog['batched_lookups_per_s'])} vs {_number(peer['batched_lookups_per_s'])} lookups/s) "
+                     f"| {_met(large, (large or 0) >= 2)} |")
+        if "batched_lookups_small_batches_per_s" in seglog:
+            lines.append(f"| 1. the same, small batches (about 100 records) | {_number(small)}x "
+                         f"({_number(seglog['batched_lookups_small_batches_per_s'])} lookups/s) "
+                         f"| {_met(small, (small or 0) >= 2)} |")
+    for label, key, most in FLOOR_GOALS:
+        number = "2" if key.startswith("lookup") else "3"
+        value = seglog.get(key)
+        lines.append(f"| {number}. {label} <= {most}x the floor | {_number(value)}x | {_met(value, (value or 1e9) <= most)} |")
+    if peer is not None:
+        for key, label, least in (("produce_records_per_s", "client produce", 3.0),
+                                  ("read_records_per_s", "catch-up read", 2.0)):
+            value = ratios.get(key)
+            lines.append(f"| 4. {label} >= {least:g}x Redis Streams | {_number(value)}x | {_met(value, (value or 0) >= least)} |")
+    floor = report["limits"]
+    lines += ["", f"The floor in this run: p50 {_number(floor['floor_p50_ms'], 3)} ms, p99 "
+              f"{_number(floor['floor_p99_ms'], 3)} ms ({report.get('floor_calls', 0):,} round trips a repeat, "
+              "`bench/peers/floor.py`).", "",
+              "![latency distributions of seglog, the floor and both peers](../bench/results/peers-cdf.png)", ""]
+    return lines
+
+
 def _bounds(report: dict) -> list[str]:
     records, lookups, limits = report["records"], report["lookups"], report["limits"]
     kinds = report.get("disk_by_kind_last_repeat", {})
@@ -262,7 +318,7 @@ def _systems(report: dict) -> list[str]:
 
 
 def render(report: dict) -> str:
-    sections = [_header(report), _run(report), _table(report), _goals(report), _moves(report),
+    sections = [_header(report), _run(report), _table(report), _goals(report), _floor_goals(report), _moves(report),
                 _bounds(report), _limits(report), _systems(report)]
     return "\n".join(line for section in sections for line in section).rstrip() + "\n"
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import pathlib
 import struct
 import threading
@@ -9,8 +10,7 @@ import time
 
 from bench import bench_service
 from bench.peers.common import latency_ms, paced
-from seglog import Admin, Consumer, Producer, TopicPartition
-from seglog.v1 import log_service_pb2 as pb
+from seglog import Admin, AsyncAdmin, Consumer, Producer, TopicPartition
 
 TOPIC = "peers"
 # send_many slices: how a bulk loader hands a list of records to the client.
@@ -21,9 +21,14 @@ PRODUCE_BATCH_BYTES = 512 * 1024
 PRODUCE_LINGER_MS = 5
 READ_FETCH_BYTES = 2 * 1024 * 1024
 READ_POLL_RECORDS = 100_000
-# Timestamps per OffsetsForTimes call in the batched-lookup workload. Admin.offsets_for_times
-# takes one timestamp per partition, so the batched form goes through the generated stub.
+# Timestamps per call in the batched-lookup workload (Admin.offsets_for_times_many), as Redis
+# pipelines 100 XRANGEs.
 LOOKUP_BATCH = 100
+# The small-batch log of the batched-lookup workload: a producer whose batch_size holds about 100
+# of these records (a Kafka producer's default 16 KiB holds about 120), beside the large batches
+# of the bulk producer (send_many with 512 KiB batches: about 3,400 records).
+SMALL_TOPIC = "peers-small"
+SMALL_BATCH_BYTES = 100 * 131
 POLL_TIMEOUT_MS = 2000
 LATENCY_JOIN_TIMEOUT_S = 60
 # Kafka's v2 batch header, only the fields counted here: baseOffset, batchLength (the bytes after
@@ -37,8 +42,9 @@ DESCRIPTION = {
     "durability": "topic flush.ms=1000: fdatasync at most 1 s after a write",
     "client": f"seglog Producer.send_many (batch_size {PRODUCE_BATCH_BYTES:,} bytes unless --seglog-batch-bytes "
               f"says otherwise, linger_ms {PRODUCE_LINGER_MS}), Consumer.poll, Admin",
-    "lookup": "Admin.offsets_for_times, one call per lookup",
-    "batched lookup": f"OffsetsForTimes with {LOOKUP_BATCH} timestamps per call (generated stub)",
+    "lookup": "AsyncAdmin.offsets_for_times, one call per lookup (one message on the open LookupStream)",
+    "batched lookup": f"Admin.offsets_for_times_many with {LOOKUP_BATCH} timestamps per call, on the bulk "
+                      f"producer's large batches and on a second topic of about 100-record batches",
     "latency": "Producer(linger_ms=0).send per record, Consumer mode=stream",
 }
 
@@ -54,20 +60,30 @@ class SeglogSystem:
         self.address = self.service.address
         self.pid = self.service.process.pid
         self.data = root / "seglog" / "data"
-        with Admin(self.address) as admin:
-            admin.create_topic(TOPIC, 1)
+        self._admin = Admin(self.address)  # kept open: the batched lookups' stream is warm
+        self._admin.create_topic(TOPIC, 1)
         self._time_range = (0, 0)
 
     def produce(self, keys: list[bytes], values: list[bytes]) -> None:
         first_ms = int(time.time() * 1000)
-        with Producer(self.address, linger_ms=PRODUCE_LINGER_MS, batch_size=self._batch_bytes) as producer:
+        self._produce(TOPIC, self._batch_bytes, keys, values)
+        newest = self._admin.max_timestamp_offsets(TOPIC)[0]
+        self._admin.offsets_for_times_many([(TopicPartition(TOPIC, 0), first_ms)])  # opens the LookupStream
+        self._time_range = (first_ms, newest.timestamp_ms)
+
+    def _produce(self, topic: str, batch_bytes: int, keys: list[bytes], values: list[bytes]) -> None:
+        with Producer(self.address, linger_ms=PRODUCE_LINGER_MS, batch_size=batch_bytes) as producer:
             for start in range(0, len(values), SEND_SLICE):
                 end = start + SEND_SLICE
-                producer.send_many(TOPIC, values[start:end], keys[start:end], partition=0)
+                producer.send_many(topic, values[start:end], keys[start:end], partition=0)
             producer.flush()
-        with Admin(self.address) as admin:
-            newest = admin.max_timestamp_offsets(TOPIC)[0]
-        self._time_range = (first_ms, newest.timestamp_ms)
+
+    def produce_small_batches(self, keys: list[bytes], values: list[bytes]) -> tuple[int, int]:
+        """The same records into a second topic in about 100-record batches; its time range."""
+        self._admin.create_topic(SMALL_TOPIC, 1)
+        first_ms = int(time.time() * 1000)
+        self._produce(SMALL_TOPIC, SMALL_BATCH_BYTES, keys, values)
+        return first_ms, self._admin.max_timestamp_offsets(SMALL_TOPIC)[0].timestamp_ms
 
     def read_all(self, count: int) -> int:
         read = 0
@@ -84,29 +100,32 @@ class SeglogSystem:
         return self._time_range
 
     def lookups(self, times_ms: list[int]) -> list[float]:
-        partition = TopicPartition(TOPIC, 0)
-        latencies = []
-        with Admin(self.address) as admin:
-            for timestamp_ms in times_ms:
-                started = time.perf_counter()
-                found = admin.offsets_for_times({partition: timestamp_ms})
-                latencies.append((time.perf_counter() - started) * 1000)
-                assert found[partition] is not None, timestamp_ms
-        return latencies
+        async def run() -> list[float]:
+            partition = TopicPartition(TOPIC, 0)
+            latencies = []
+            async with AsyncAdmin(self.address) as admin:
+                await admin.offsets_for_times({partition: times_ms[0]})  # the LookupStream opens
+                for timestamp_ms in times_ms:
+                    started = time.perf_counter()
+                    found = await admin.offsets_for_times({partition: timestamp_ms})
+                    latencies.append((time.perf_counter() - started) * 1000)
+                    assert found[partition] is not None, timestamp_ms
+            return latencies
 
-    def batched_lookups(self, times_ms: list[int]) -> None:
+        return asyncio.run(run())
+
+    def batched_lookups(self, times_ms: list[int], topic: str = TOPIC) -> None:
+        partition = TopicPartition(topic, 0)
         for start in range(0, len(times_ms), LOOKUP_BATCH):
-            request = pb.OffsetsForTimesRequest(partitions=[
-                pb.PartitionTimestamp(topic=TOPIC, partition=0, timestamp_ms=t)
-                for t in times_ms[start : start + LOOKUP_BATCH]
-            ])
-            response = self.service.stub.OffsetsForTimes(request)
-            assert all(result.offset >= 0 for result in response.results)
+            found = self._admin.offsets_for_times_many([(partition, t) for t in times_ms[start : start + LOOKUP_BATCH]])
+            assert all(one is not None for one in found)
+
+    def batched_lookups_small_batches(self, times_ms: list[int]) -> None:
+        self.batched_lookups(times_ms, SMALL_TOPIC)
 
     def latency(self, count: int) -> tuple[list[float], list[float], float]:
         topic = f"latency-{time.monotonic_ns()}"
-        with Admin(self.address) as admin:
-            admin.create_topic(topic, 1)
+        self._admin.create_topic(topic, 1)
         latencies: list[float] = []
         subscribed = threading.Event()
 
@@ -134,6 +153,7 @@ class SeglogSystem:
         return latencies, acks, rate
 
     def stop(self) -> None:
+        self._admin.close()
         self.service.stop()
 
     def on_disk(self) -> dict[str, float]:

@@ -19,7 +19,7 @@ RECORDS = 2000
 LATENCY_RECORDS = 100
 LOOKUPS = 50
 TINY = ["--records", str(RECORDS), "--repeats", "1", "--latency-records", str(LATENCY_RECORDS),
-        "--lookups", str(LOOKUPS), "--limits-disk-mib", "4", "--limits-calls", "20"]
+        "--lookups", str(LOOKUPS), "--limits-disk-mib", "4", "--limits-calls", "20", "--floor-calls", "20"]
 PEERS_MISSING = [binary for binary in ("redis-server", "nats-server") if shutil.which(binary) is None]
 
 
@@ -42,6 +42,11 @@ def _assert_measured(figures: dict) -> None:
     assert figures["latency_received"] == LATENCY_RECORDS
     # Every system keeps at least each record's key and value on disk, durably after its stop.
     assert figures["disk_bytes_per_record"] >= KEY_BYTES + VALUE_BYTES
+    # Each latency beside the same repeat's floor, and its distribution for the CDF plot.
+    for key in ("lookup_p50_over_floor", "lookup_p99_over_floor", "latency_p50_over_floor", "latency_p99_over_floor"):
+        assert figures[key] > 0, key
+    for key in ("distribution_lookup_ms", "distribution_latency_ms"):
+        assert len(figures[key]) == 201 and figures[key] == sorted(figures[key]), key
 
 
 def test_seglog_alone_end_to_end_writes_the_json_the_plot_and_a_page(tmp_path):
@@ -52,8 +57,13 @@ def test_seglog_alone_end_to_end_writes_the_json_the_plot_and_a_page(tmp_path):
     assert result["advantage"] == {}
     assert result["machine"]["nproc"] >= 1
     assert result["machine"]["load_1min"]["samples"] >= 1
-    for key in ("empty_grpc_call_p50_ms", "disk_write_fsync_mb_s", "disk_read_mb_s", "crc32c_mb_s"):
+    for key in ("empty_grpc_call_p50_ms", "disk_write_fsync_mb_s", "disk_read_mb_s", "crc32c_mb_s",
+                "floor_p50_ms", "floor_p99_ms"):
         assert result["limits"][key] > 0, key
+    assert len(result["limits"]["distribution_floor_ms"]) == 201
+    # The small-batch log of the batched lookups: measured, its batches about 100 records.
+    assert result["median"]["seglog"]["batched_lookups_small_batches_per_s"] > 0
+    assert (tmp_path / "results" / "peers-cdf.png").read_bytes().startswith(b"\x89PNG")
     assert ".log" in result["disk_by_kind_last_repeat"]["seglog"]
     assert result["median"]["seglog"]["records_per_batch"] > 100  # the 512 KiB batches of the bulk producer
     assert (tmp_path / "results" / "peers.png").read_bytes().startswith(b"\x89PNG")
@@ -92,5 +102,5 @@ def test_all_three_systems_end_to_end_with_ratios_to_seglog(tmp_path):
         redis["disk_bytes_per_record"] / seglog["disk_bytes_per_record"])
     assert result["skipped"] == {}
     page = report.render(result)
-    for title in ("### seglog", "### Redis Streams", "### NATS JetStream", "## Goals"):
+    for title in ("### seglog", "### Redis Streams", "### NATS JetStream", "## Goals", "## Lookups and latency at the floor"):
         assert title in page

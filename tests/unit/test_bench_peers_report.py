@@ -174,3 +174,30 @@ def test_the_command_line_renders_a_json_file(tmp_path, capsys):
     path.write_text(json.dumps(_report({"seglog": _figures(), "nats": _figures()})))
     report.main([str(path)])
     assert capsys.readouterr().out == report.render(json.loads(path.read_text()))
+
+
+def test_the_floor_goals_say_met_or_not_with_each_ratio_and_the_command():
+    seglog = _figures(batched_lookups_per_s=30_000.0, batched_lookups_small_batches_per_s=9_000.0,
+                      records_per_batch=3400.0, lookup_p50_over_floor=1.1, lookup_p99_over_floor=2.5,
+                      latency_p50_over_floor=1.4, latency_p99_over_floor=2.9)
+    redis = _figures(batched_lookups_per_s=10_000.0)
+    result = _report({"seglog": seglog, "redis": redis}, floor_calls=5000)
+    result["limits"].update(floor_p50_ms=0.07, floor_p99_ms=0.12)
+    page = report.render(result)
+    assert "## Lookups and latency at the floor" in page
+    assert "large batches (3,400 records a batch) | 3.00x (30,000 vs 10,000 lookups/s) | met |" in page
+    assert "small batches (about 100 records) | 0.900x (9,000 lookups/s) | **not met** |" in page
+    assert "| 2. single time lookup p50 <= 1.2x the floor | 1.10x | met |" in page
+    assert "| 2. single time lookup p99 <= 2.0x the floor | 2.50x | **not met** |" in page
+    assert "| 3. produce -> consume p99 at 2,000/s <= 3.0x the floor | 2.90x | met |" in page
+    assert "`.venv/bin/python -m bench.peers --records 1000000`" in page
+    assert "peers-cdf.png" in page
+
+
+def test_a_run_without_the_floor_has_no_floor_section():
+    page = report.render(_report({"seglog": _figures(), "redis": _figures()}))
+    assert "## Lookups and latency at the floor" not in page
+
+
+def test_distributions_are_medianed_point_by_point():
+    assert _medians([{"d": [1.0, 2.0, 9.0]}, {"d": [3.0, 4.0, 5.0]}, {"d": [2.0, 3.0, 4.0]}]) == {"d": [2.0, 3.0, 5.0]}
