@@ -73,9 +73,12 @@ class SeglogCollector(Collector):
         if m.servicer is not None:
             sections.append(("servicer", lambda: _servicer_families(m.servicer.statistics(), m)))
             sections.append(("groups", lambda: _group_families(m.servicer, m.partition_series_max)))
+            if getattr(m.servicer.core, "cluster", None) is not None:  # --etcd (cluster_metrics.py)
+                sections.append(("cluster", lambda: cluster_families(m.servicer.core.cluster)))
         if m.manager is not None:
             sections.append(("storage", lambda: _storage_families(m)))
             sections.append(("cleaner", lambda: _cleaner_families(m.manager)))
+            sections.append(("remote", lambda: _remote_families(m.manager)))
         for name, build in sections:
             yield from self._section(name, build)
         errors = new_family("seglog_metrics_collect_errors")
@@ -349,3 +352,31 @@ def _cleaner_families(manager: Any) -> Iterator[Metric]:
     yield _gauge("seglog_cleaner_offset_map_collision_ratio",
                  getattr(stats, "offset_map_collision_ratio", 0.0))
     yield _gauge("seglog_cleaner_partitions_skipped", getattr(stats, "skipped_partition_count", 0))
+
+
+def _remote_families(manager: Any) -> Iterator[Metric]:
+    """The remote tier: ``manager.remote_statistics()`` (zeros without a store), every store
+    operation with a series, so expressions over them always find one."""
+    method = getattr(manager, "remote_statistics", None)
+    if method is None:
+        return
+    stats = method()
+    for name, value in (
+        ("seglog_remote_uploaded_segments", stats.uploaded_segment_count),
+        ("seglog_remote_uploaded_bytes", stats.uploaded_bytes),
+        ("seglog_remote_fetches", stats.fetch_count),
+        ("seglog_remote_fetch_bytes", stats.fetch_bytes),
+        ("seglog_remote_fetch_seconds", stats.fetch_seconds),
+        ("seglog_remote_cache_hits", stats.cache_hit_count),
+        ("seglog_remote_cache_misses", stats.cache_miss_count),
+        ("seglog_remote_orphans_deleted", stats.orphans_deleted),
+    ):
+        family = new_family(name)
+        family.add_metric([], value)
+        yield family
+    yield _gauge("seglog_remote_upload_lag_bytes", stats.upload_lag_bytes)
+    yield _gauge("seglog_remote_upload_lag_seconds", stats.upload_lag_seconds)
+    errors = new_family("seglog_remote_store_errors")
+    for operation, count in sorted((stats.store_error_counts or {}).items()):
+        errors.add_metric([operation], count)
+    yield errors

@@ -131,6 +131,22 @@ FAMILIES: dict[str, tuple[str, tuple[str, ...], str]] = {
     "seglog_cleaner_offset_map_collision_ratio": ("gauge", (), "Digest collisions of the last run."),
     "seglog_cleaner_partitions_skipped": (
         "gauge", (), "Compacted partitions this scrape could not describe (an error, logged)."),
+    # -- the remote tier (docs/tiered-storage.md): zeros without --remote-storage -------------
+    "seglog_remote_uploaded_segments": ("counter", (), "Closed segments copied to the object store."),
+    "seglog_remote_uploaded_bytes": ("counter", (), "Bytes of segment logs copied to the object store."),
+    "seglog_remote_upload_lag_bytes": (
+        "gauge", (), "Bytes of closed segments not uploaded yet (local retention cannot delete them)."),
+    "seglog_remote_upload_lag_seconds": (
+        "gauge", (), "Age of the oldest closed segment not uploaded yet (now - its largest timestamp); 0 when none."),
+    "seglog_remote_fetches": ("counter", (), "Ranged GETs of remote reads (segment bytes and indexes)."),
+    "seglog_remote_fetch_bytes": ("counter", (), "Bytes remote reads fetched from the object store."),
+    "seglog_remote_fetch_seconds": (
+        "counter", (), "Time spent in remote reads' GETs (with seglog_remote_fetches: the mean latency)."),
+    "seglog_remote_cache_hits": ("counter", (), "Remote reads' chunks found in the chunk cache."),
+    "seglog_remote_cache_misses": ("counter", (), "Remote reads' chunks fetched from the object store."),
+    "seglog_remote_store_errors": ("counter", ("operation",), "Object store calls that failed, by operation."),
+    "seglog_remote_orphans_deleted": (
+        "counter", (), "Orphan remote segments (copies a crash interrupted) deleted."),
 }
 
 

@@ -6,7 +6,9 @@ SIGCONT reads and uploads resume."""
 
 from __future__ import annotations
 
+import re
 import time
+import urllib.request
 import uuid
 
 import grpc
@@ -74,6 +76,13 @@ def consume_all(stub, topic: str, end: int) -> list[bytes]:
     return answers
 
 
+def scrape(service: ServiceProcess) -> dict[str, float]:
+    """The service's /metrics as {series: value} (series with their labels)."""
+    with urllib.request.urlopen(f"http://{service.metrics_address}/metrics", timeout=CALL_TIMEOUT_S) as answer:
+        text = answer.read().decode()
+    return {m.group(1): float(m.group(2)) for m in re.finditer(r"^(seglog_remote_\S+) (\S+)$", text, re.M)}
+
+
 def fully_tiered(service: ServiceProcess, topic: str) -> bool:
     return len(local_log_files(service, topic)) == 1
 
@@ -100,6 +109,10 @@ def test_fetch_and_consume_below_the_local_start_answer_the_bytes_of_the_local_l
             assert remote[offset].next_offset == local[offset].next_offset
             assert remote[offset].log_start_offset == 0
         assert consume_all(service.stub, topic, 30) == local_consumed
+        figures = scrape(service)
+        assert figures["seglog_remote_fetches_total"] >= 1 and figures["seglog_remote_fetch_bytes_total"] > 0
+        assert figures["seglog_remote_cache_misses_total"] >= 1 and figures["seglog_remote_cache_hits_total"] >= 1
+        assert figures["seglog_remote_upload_lag_bytes"] == 0 and figures["seglog_remote_fetch_seconds_total"] > 0
         assert [r.offset for answer in local_consumed
                 for r in records_of(pb.FetchResponse(records=answer))] == list(range(30))
     finally:
@@ -123,6 +136,10 @@ def test_a_frozen_store_answers_remote_reads_unavailable_and_nothing_else_waits(
                 assert info.value.code() == grpc.StatusCode.UNAVAILABLE, info.value.details()
                 details = info.value.details()
                 assert "below the local log start" in details and "object store" in details, details
+            figures = scrape(service)  # the metrics say what failed, and what was done before
+            assert figures['seglog_remote_store_errors_total{operation="GET"}'] >= 1
+            assert figures["seglog_remote_uploaded_segments_total"] >= 1
+            assert figures["seglog_remote_uploaded_bytes_total"] > 0
             produce(service.stub, topic, 5, start=20)  # produce goes on
             end = service.stub.Fetch(pb.FetchRequest(topic=topic, offset=24), timeout=CALL_TIMEOUT_S)
             assert [r.offset for r in records_of(end)][-1] == 24  # and local reads

@@ -254,7 +254,8 @@ class UnifiedLog:
             )
             leader_epochs = load_leader_epoch_cache(
                 dir, loaded.segments.values(), log_start_offset=loaded.log_start_offset,
-                log_end_offset=loaded.log_end_offset, fs=fs)
+                log_end_offset=loaded.log_end_offset, fs=fs,
+                rebuild_if_missing=not had_clean_shutdown and recovery_point == 0)
         except BaseException:
             for segment in loaded.segments.values():
                 segment.close_handlers()
@@ -859,6 +860,21 @@ class UnifiedLog:
                     time_index_path=file_names.time_index_path(self._dir, segment.base_offset),
                     producer_snapshot_path=snapshot if self._fs.exists(snapshot) else None))
             return found
+
+    def upload_lag(self, highest_uploaded_offset: int) -> tuple[int, int]:
+        """(bytes, count) of the closed segments above ``highest_uploaded_offset`` and below the
+        high watermark not uploaded yet, and the oldest one's roll time (ms, -1 when none) as the
+        third figure's source: ``upload_lag_since_ms``."""
+        with self._lock:
+            lag_bytes, oldest_ms = 0, -1
+            segments = self._segments.values()
+            for segment, following in zip(segments, segments[1:]):
+                if following.base_offset - 1 <= highest_uploaded_offset or following.base_offset > self.high_watermark:
+                    continue
+                lag_bytes += segment.size_in_bytes
+                if oldest_ms < 0:
+                    oldest_ms = segment.largest_timestamp()
+            return lag_bytes, oldest_ms
 
     def remote_retention_pass(self) -> int:
         """The whole log's retention over the remote segments: the log start offset moves past

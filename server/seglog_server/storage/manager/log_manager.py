@@ -76,7 +76,8 @@ from .log_maintenance import MaintenanceIntervals, MaintenanceSchedule
 from ..segment.open_segments import DEFAULT_OPEN_SEGMENTS_MAX, OpenSegments
 from ..producers.producer_ids import AllocatedProducerIds, ProducerIdBlocks, ProducerIdManager
 from .log_manager_startup import StartupLoader, check_some_dir_online
-from .remote_uploader import RemoteUploader
+from .remote_uploader import STORE_OPERATIONS as REMOTE_STORE_OPERATIONS
+from .remote_uploader import RemoteTierStatistics, RemoteUploader
 from .log_manager_statistics import (
     LogManagerCounters,
     LogManagerStatistics,
@@ -183,6 +184,7 @@ class LogManager:
         self._remote_orphan_grace_ms = remote_orphan_grace_ms
         self._next_orphan_check_ms = 0
         self.remote_orphans_deleted = 0
+        self.remote_uploaded_segments = self.remote_uploaded_bytes = 0
         self._admin_lock = threading.RLock()
         self._state = _NEW
         self._registry = TopicRegistry(default_config)
@@ -778,6 +780,33 @@ class LogManager:
                 self._cleanup_orphans(log)
             self._remote_pass(log)
 
+    def remote_statistics(self) -> RemoteTierStatistics:
+        """The remote tier's figures (the metrics' remote section); zeros without a store."""
+        rsm = self._remote_storage
+        if rsm is None:
+            return RemoteTierStatistics(store_error_counts=dict.fromkeys(REMOTE_STORE_OPERATIONS, 0))
+        lag_bytes, oldest_ms = 0, -1
+        for _, partition in self._online_partitions():
+            tier = partition.log.remote_tier
+            if tier is None:
+                continue
+            log_bytes, log_oldest_ms = partition.log.upload_lag(tier.highest_uploaded_offset)
+            lag_bytes += log_bytes
+            if log_oldest_ms >= 0 and (oldest_ms < 0 or log_oldest_ms < oldest_ms):
+                oldest_ms = log_oldest_ms
+        cache = self._remote_cache.statistics()
+        errors = dict(rsm.store.error_counts)
+        if rsm.read_store is not rsm.store:
+            for op, count in rsm.read_store.error_counts.items():
+                errors[op] = errors.get(op, 0) + count
+        return RemoteTierStatistics(
+            uploaded_segment_count=self.remote_uploaded_segments, uploaded_bytes=self.remote_uploaded_bytes,
+            upload_lag_bytes=lag_bytes,
+            upload_lag_seconds=max(0.0, (self._clock.time_ms() - oldest_ms) / 1000) if oldest_ms >= 0 else 0.0,
+            fetch_count=rsm.fetch_count, fetch_bytes=rsm.fetch_bytes, fetch_seconds=rsm.fetch_seconds,
+            cache_hit_count=cache.hit_count, cache_miss_count=cache.miss_count,
+            store_error_counts=errors, orphans_deleted=self.remote_orphans_deleted)
+
     def _delete_remote_partition(self, tp: TopicPartition) -> None:
         assert self._remote_storage is not None
         try:
@@ -815,7 +844,11 @@ class LogManager:
                 log.attach_remote_tier(tier)
             if log.is_offline or log.is_closed:
                 return
-            if tier.upload_pass(log.upload_candidates):
+            bytes_before = tier.uploaded_bytes
+            copied = tier.upload_pass(log.upload_candidates)
+            self.remote_uploaded_segments += copied
+            self.remote_uploaded_bytes += tier.uploaded_bytes - bytes_before
+            if copied:
                 self._counters.segments_deleted += log.delete_old_segments()
             log.remote_retention_pass()
         except Exception:

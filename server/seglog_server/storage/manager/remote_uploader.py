@@ -11,11 +11,37 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 
-__all__ = ["RemoteUploader"]
+__all__ = ["RemoteTierStatistics", "RemoteUploader"]
 
 _log = logging.getLogger(__name__)
+
+
+# ObjectStore's operations (object_store.STORE_OPERATIONS, not imported: it loads boto3), so a
+# service without a store exports a zero series for each too.
+STORE_OPERATIONS = ("PUT", "GET", "HEAD", "LIST", "DELETE", "CREATE-BUCKET")
+
+
+@dataclass(frozen=True)
+class RemoteTierStatistics:
+    """The remote tier's figures for operators (metrics): zeros when tiering is off."""
+
+    uploaded_segment_count: int = 0
+    uploaded_bytes: int = 0
+    # Closed segments below the high watermark not uploaded yet, over every tiered log, and the
+    # age of the oldest one (now - its largest timestamp; 0 when none): local retention cannot
+    # delete them, so a growing lag is a disk filling up.
+    upload_lag_bytes: int = 0
+    upload_lag_seconds: float = 0.0
+    fetch_count: int = 0
+    fetch_bytes: int = 0
+    fetch_seconds: float = 0.0
+    cache_hit_count: int = 0
+    cache_miss_count: int = 0
+    store_error_counts: Mapping[str, int] = None  # type: ignore[assignment]
+    orphans_deleted: int = 0
 
 
 class RemoteUploader:

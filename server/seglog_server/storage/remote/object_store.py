@@ -34,7 +34,7 @@ from ..base.errors import (
     RemoteStorageUnavailableError,
 )
 
-__all__ = ["ObjectStore", "ObjectStoreConfig"]
+__all__ = ["STORE_OPERATIONS", "ObjectStore", "ObjectStoreConfig"]
 
 # Error codes an S3 store answers when it is overloaded or failing inside: the call may succeed
 # later, so they are retriable (AWS's own retry guidance names these; SeaweedFS uses the same).
@@ -43,6 +43,9 @@ _RETRIABLE_CODES = frozenset({
     "503", "500", "502", "504",
 })
 _NOT_FOUND_CODES = frozenset({"NoSuchKey", "NoSuchBucket", "NotFound", "404"})
+
+# The store calls ObjectStore makes, each counted in ``error_counts`` when it fails.
+STORE_OPERATIONS = ("PUT", "GET", "HEAD", "LIST", "DELETE", "CREATE-BUCKET")
 
 # A DeleteObjects request takes at most 1000 keys (the S3 API's limit).
 _DELETE_BATCH_MAX = 1000
@@ -90,6 +93,8 @@ class ObjectStore:
     def __init__(self, config: ObjectStoreConfig) -> None:
         self.config = config
         self._endpoint = config.endpoint_url or f"s3 in {config.region}"
+        # Failed calls by operation (PUT, GET, HEAD, LIST, DELETE, CREATE-BUCKET), for metrics.
+        self.error_counts: dict[str, int] = dict.fromkeys(STORE_OPERATIONS, 0)
         self._client = boto3.session.Session().client(
             "s3",
             endpoint_url=config.endpoint_url,
@@ -233,7 +238,11 @@ class _translated:
         return None
 
     def __exit__(self, kind, error, tb) -> bool:
-        if error is None or isinstance(error, RemoteStorageError):
+        if error is None:
+            return False
+        counts = self._store.error_counts
+        counts[self._op] = counts.get(self._op, 0) + 1  # one writer per key at a time is enough
+        if isinstance(error, RemoteStorageError):
             return False
         store, op, key = self._store, self._op, self._key
         where = f"{op} {store.full_key(key)!r} at {store.endpoint}"

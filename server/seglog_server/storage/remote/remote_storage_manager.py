@@ -23,6 +23,8 @@ every object was stored. What a crash leaves is an orphan for ``cleanup_orphans`
 from __future__ import annotations
 
 import os
+import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -72,6 +74,10 @@ class RemoteStorageManager:
         # the same bucket with a tighter deadline (one attempt, the read deadline), so a silent
         # store answers a consumer UNAVAILABLE in seconds, not after the uploader's 36 s.
         self.read_store = read_store or store
+        # Ranged GETs of remote reads (segment bytes and indexes): count, bytes, seconds.
+        self.fetch_count = self.fetch_bytes = 0
+        self.fetch_seconds = 0.0
+        self._fetch_lock = threading.Lock()
         self.metadata = RemoteLogMetadata(store)
         self._fs = fs
         self._clock = clock or SystemClock()
@@ -146,8 +152,7 @@ class RemoteStorageManager:
         last = min(position + size_bytes, segment_bytes) - 1
         if last < position:
             return b""
-        return self.read_store.get(segment_object_key(metadata, ".log"), last - position + 1,
-                                   position, last)
+        return self._timed_get(segment_object_key(metadata, ".log"), last - position + 1, position, last)
 
     def fetch_index_range(self, metadata: RemoteLogSegmentMetadata, kind: str, first: int, last: int) -> bytes:
         """Bytes ``first..last`` (inclusive, within its recorded size) of one of the segment's
@@ -160,7 +165,17 @@ class RemoteStorageManager:
             raise CorruptRemoteObjectError(
                 f"range {first}..{last} is outside {kind} of segment {metadata.segment_id} "
                 f"({metadata.files[kind]} bytes)")
-        return self.read_store.get(segment_object_key(metadata, kind), last - first + 1, first, last)
+        return self._timed_get(segment_object_key(metadata, kind), last - first + 1, first, last)
+
+    def _timed_get(self, key: str, size: int, first: int, last: int) -> bytes:
+        started = time.monotonic()
+        data = self.read_store.get(key, size, first, last)
+        elapsed = time.monotonic() - started
+        with self._fetch_lock:
+            self.fetch_count += 1
+            self.fetch_bytes += len(data)
+            self.fetch_seconds += elapsed
+        return data
 
     def fetch_index(self, metadata: RemoteLogSegmentMetadata, kind: str) -> bytes:
         """A whole index (or snapshot, or leader-epoch data) of the segment: ``.index``,
