@@ -42,8 +42,9 @@ from seglog_server.cluster import (
     reserve_producer_id_block,
 )
 from seglog_server.config import ServiceConfig
+from seglog_server.metrics.cluster_metrics import ClusterInstruments
 from seglog_server.rpc import cluster_routing
-from seglog_server.rpc.cluster_routing import ClusterRouting
+from seglog_server.rpc.cluster_routing import ClusterRouting, InstanceFencedError, PartitionMovingError
 from seglog_server.storage.base import errors as storage_errors
 from seglog_server.storage.producers.producer_ids import BLOCK_SIZE as PRODUCER_ID_BLOCK_SIZE
 
@@ -54,9 +55,36 @@ _log = logging.getLogger("seglog_server.cluster")
 _MATERIALIZE_INTERVAL_S = 0.2
 
 
+class _CountedRouting(ClusterRouting):
+    """The routing, with each fencing refusal counted by reason (seglog_cluster_fenced_appends_refused):
+    ``lease`` (produces and group commits of a fenced instance), ``moving``, ``epoch``."""
+
+    instruments: ClusterInstruments
+
+    def check_fence(self) -> None:
+        try:
+            super().check_fence()
+        except InstanceFencedError:
+            self.instruments.refused("lease")
+            raise
+
+    def check_not_moving(self, topic: str, partition: int) -> None:
+        try:
+            super().check_not_moving(topic, partition)
+        except PartitionMovingError:
+            self.instruments.refused("moving")
+            raise
+
+    def fenced_append_error(self, topic: str, partition: int, exc: Exception) -> Any:
+        self.instruments.refused("epoch")
+        return super().fenced_append_error(topic, partition, exc)
+
+
 class ClusterNode:
     def __init__(self, config: ClusterConfig, manager: Any, calls: Any) -> None:
         self.config = config
+        # etcd round trips and fencing refusals, counted for /metrics (metrics/cluster_metrics.py).
+        self.instruments = ClusterInstruments()
         self._manager = manager
         self._calls = calls
         self._keys = ClusterKeys(config.cluster_name)
@@ -67,8 +95,9 @@ class ClusterNode:
         self._local = threading.local()
         self._materialize_lock = threading.Lock()
         self._materializer: asyncio.Task[None] | None = None
-        self.routing = ClusterRouting(config.cluster_name, config.instance_id, config.advertise, self._membership,
-                                      self._cache, config.fence_after_s, create_topic=self.create_topic)
+        self.routing = _CountedRouting(config.cluster_name, config.instance_id, config.advertise, self._membership,
+                                       self._cache, config.fence_after_s, create_topic=self.create_topic)
+        self.routing.instruments = self.instruments
         from seglog_server.cluster.partition_moves import MoveStore
 
         self.routing.moves = MoveStore(self._thread_gateway, self._keys, config.instance_id)
@@ -87,7 +116,8 @@ class ClusterNode:
         return cls(cluster_config, manager, calls)
 
     def _gateway(self) -> EtcdGateway:
-        return EtcdGateway(self.config.etcd_endpoints, timeout_s=self.config.keepalive_interval_s)
+        return EtcdGateway(self.config.etcd_endpoints, timeout_s=self.config.keepalive_interval_s,
+                           observe=self.instruments.etcd_call)
 
     # -- life cycle ---------------------------------------------------------------------------
     async def start(self) -> None:

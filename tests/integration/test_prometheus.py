@@ -15,6 +15,7 @@ import urllib.parse
 import urllib.request
 
 import pytest
+from tests.support.etcd_server import EtcdServer
 from tests.support.integration_helpers import make_batch
 
 from seglog.v1 import log_service_pb2 as pb
@@ -118,12 +119,32 @@ def seglog_with_traffic(start_service):
     return service
 
 
-def test_dashboard_names_only_series_a_running_seglog_exports(seglog_with_traffic):
-    with urllib.request.urlopen(f"http://{seglog_with_traffic.metrics_address}/metrics", timeout=10) as response:
-        exported = {line.split("{")[0].split(" ")[0] for line in response.read().decode().splitlines()
-                    if line and not line.startswith("#")}
+@pytest.fixture
+def seglog_in_a_cluster(start_service, tmp_path):
+    """A cluster-mode seglog (a real etcd) with a topic: the Cluster row's series exist only with
+    --etcd (a single process exports none, so no cluster alert can fire on one)."""
+    etcd = EtcdServer.start(str(tmp_path))
+    try:
+        service = start_service(["--etcd", etcd.endpoint, "--instance-id", "scraped"])
+        service.stub.CreateTopic(pb.CreateTopicRequest(topic="placed", partitions=2), timeout=10)
+        yield service
+    finally:
+        etcd.stop()
+
+
+def _exported(service) -> set[str]:
+    with urllib.request.urlopen(f"http://{service.metrics_address}/metrics", timeout=10) as response:
+        return {line.split("{")[0].split(" ")[0] for line in response.read().decode().splitlines()
+                if line and not line.startswith("#")}
+
+
+def test_dashboard_names_only_series_a_running_seglog_exports(seglog_with_traffic, seglog_in_a_cluster):
+    single, clustered = _exported(seglog_with_traffic), _exported(seglog_in_a_cluster)
+    assert not {name for name in single if name.startswith("seglog_cluster_")}
     named = {name for expr in dashboard_expressions() for name in METRIC_NAME.findall(expr)}
-    assert named and named <= exported, sorted(named - exported)
+    cluster_named = {name for name in named if name.startswith("seglog_cluster_")}
+    assert cluster_named and cluster_named <= clustered, sorted(cluster_named - clustered)
+    assert named - cluster_named <= single, sorted(named - cluster_named - single)
 
 
 def test_a_real_prometheus_scrapes_seglog_and_serves_a_series_back(seglog_with_traffic, tmp_path):

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import base64
 import json
+import time
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import requests
 from etcd3gw import exceptions as etcd_exceptions
@@ -30,6 +31,11 @@ API_PATH = "/v3/"
 # Every etcd3gw failure (an HTTP error answer included) and every transport error is one
 # EtcdUnavailableError to the callers: they retry or fence, whatever the cause.
 _UNREACHABLE = (etcd_exceptions.Etcd3Exception, requests.RequestException)
+# The operation each unary call is observed as (seglog_cluster_etcd_* metrics): a fixed, small set.
+OPERATIONS = {"kv/range": "range", "kv/txn": "txn", "kv/deleterange": "delete", "kv/compaction": "compact",
+              "lease/grant": "grant", "lease/keepalive": "keepalive", "kv/lease/revoke": "revoke"}
+# (operation, seconds, succeeded) -> None: told of every unary call's round trip, failed or not.
+EtcdObserver = Callable[[str, float, bool], None]
 
 
 @dataclass(frozen=True)
@@ -79,10 +85,11 @@ def _kv(raw: dict[str, Any]) -> KeyValue:
 
 
 class EtcdGateway:
-    def __init__(self, endpoints: tuple[str, ...], timeout_s: float) -> None:
+    def __init__(self, endpoints: tuple[str, ...], timeout_s: float, observe: EtcdObserver | None = None) -> None:
         assert endpoints and timeout_s > 0
         self.endpoints = tuple(endpoints)
         self.timeout_s = timeout_s
+        self._observe = observe
         self._clients = [Etcd3Client(host=host, port=port, protocol=scheme, timeout=timeout_s, api_path=API_PATH)
                          for scheme, host, port in map(parse_endpoint, self.endpoints)]
         self._current = 0
@@ -92,6 +99,17 @@ class EtcdGateway:
             client.session.close()
 
     def _call(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        if self._observe is None:
+            return self._call_endpoints(path, body)
+        started, succeeded = time.monotonic(), False
+        try:
+            answer = self._call_endpoints(path, body)
+            succeeded = True
+            return answer
+        finally:
+            self._observe(OPERATIONS[path], time.monotonic() - started, succeeded)
+
+    def _call_endpoints(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         last: Exception | None = None
         for attempt in range(len(self._clients)):
             client = self._clients[(self._current + attempt) % len(self._clients)]

@@ -77,6 +77,15 @@ class Membership:
             renewed_at = self._renewed_at
         return renewed_at is not None and self._clock() - renewed_at < self._config.fence_after_s
 
+    def acknowledge_time_left_s(self) -> float:
+        """Seconds until this instance fences itself unless its lease is renewed (0 while fenced
+        or not registered): the local deadline ``may_acknowledge`` answers by, read by /metrics."""
+        with self._lock:
+            renewed_at = self._renewed_at
+        if renewed_at is None:
+            return 0.0
+        return max(0.0, self._config.fence_after_s - (self._clock() - renewed_at))
+
     def registration_revision(self) -> int:
         """The etcd revision the current registration was written at (0 before the first): a view
         of the cluster older than it may miss changes made while this instance's lease was gone."""

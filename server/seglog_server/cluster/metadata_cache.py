@@ -56,6 +56,7 @@ class CacheStatistics:
     reload_count: int
     event_count: int
     compacted_count: int = 0  # watches etcd cancelled as compacted (each followed by a reload)
+    epoch_change_count: int = 0  # owner records seen at another epoch than the one held before
 
 
 class MetadataCache:
@@ -81,6 +82,7 @@ class MetadataCache:
         self._reload_count = 0
         self._event_count = 0
         self._compacted_count = 0
+        self._epoch_change_count = 0
 
     # -- answers from memory ------------------------------------------------------------------
     def owner_of(self, topic: str, partition: int) -> PartitionOwner | None:
@@ -110,7 +112,7 @@ class MetadataCache:
     def statistics(self) -> CacheStatistics:
         with self._changed:
             return CacheStatistics(self._connected, self._revision, self._reload_count, self._event_count,
-                                   self._compacted_count)
+                                   self._compacted_count, self._epoch_change_count)
 
     def wait_until(self, predicate: Callable[["MetadataCache"], bool], timeout_s: float) -> bool:
         """Waits until ``predicate(self)`` holds after a change (True) or ``timeout_s`` passes (False)."""
@@ -168,10 +170,10 @@ class MetadataCache:
         revision, kvs = self._gateway.range_prefix(self._keys.prefix)
         now_ms = self._wall_clock_ms()
         with self._changed:
-            previous = self._instances
+            previous, previous_owners = self._instances, self._owners
             self._instances, self._owners, self._topics, self._moves = {}, {}, {}, {}
             for kv in kvs:
-                self._apply_put(kv)
+                self._apply_put(kv, previous_owners)
             for instance_id, info in previous.items():
                 if instance_id not in self._instances:
                     self._instances[instance_id] = self._gone(info, now_ms)
@@ -217,13 +219,16 @@ class MetadataCache:
                 if event.kind == "DELETE":
                     self._apply_delete(event.kv, now_ms)
                 else:
-                    self._apply_put(event.kv)
+                    self._apply_put(event.kv, self._owners)
                 self._revision = max(self._revision, event.kv.mod_revision)
                 self._event_count += 1
             self._revision = max(self._revision, batch.progress_revision)
             self._changed.notify_all()
 
-    def _apply_put(self, kv: KeyValue) -> None:
+    def _apply_put(self, kv: KeyValue, held: dict[tuple[str, int], PartitionOwner]) -> None:
+        """Applies one key; an owner record at another epoch than ``held``'s (the owners before
+        this reload or event) is an epoch change (a move or a takeover bumps it in one etcd
+        transaction); a new topic's records are not changes."""
         parsed = self._keys.parse(kv.key)
         try:
             if parsed is None:
@@ -240,7 +245,10 @@ class MetadataCache:
             elif kind == "move":
                 self._moves[(name, partition)] = dict(json.loads(kv.value), mod_revision=kv.mod_revision)
             else:
-                self._owners[(name, partition)] = parse_owner(kv.value, kv.mod_revision)
+                before = held.get((name, partition))  # read first: ``held`` may be ``_owners``
+                owner = self._owners[(name, partition)] = parse_owner(kv.value, kv.mod_revision)
+                if before is not None and before.epoch != owner.epoch:
+                    self._epoch_change_count += 1
         except (ValueError, KeyError, TypeError) as exc:
             _log.error("ignoring malformed cluster record %s: %s", kv.key, exc)
 

@@ -26,6 +26,7 @@ from typing import Any, Protocol
 from prometheus_client.core import Metric
 from prometheus_client.registry import Collector
 
+from seglog_server.metrics.cluster_metrics import cluster_families
 from seglog_server.metrics.families import FAMILIES, new_family
 from seglog_server.metrics.instruments import Histogram, Histograms, MetricsObserver, TopicTraffic
 from seglog_server.metrics.text import GaugeBlock, label_block
@@ -73,6 +74,8 @@ class SeglogCollector(Collector):
         if m.servicer is not None:
             sections.append(("servicer", lambda: _servicer_families(m.servicer.statistics(), m)))
             sections.append(("groups", lambda: _group_families(m.servicer, m.partition_series_max)))
+            if getattr(m.servicer.core, "cluster", None) is not None:  # --etcd (cluster_metrics.py)
+                sections.append(("cluster", lambda: cluster_families(m.servicer.core.cluster)))
         if m.manager is not None:
             sections.append(("storage", lambda: _storage_families(m)))
             sections.append(("cleaner", lambda: _cleaner_families(m.manager)))

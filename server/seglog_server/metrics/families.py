@@ -118,6 +118,29 @@ FAMILIES: dict[str, tuple[str, tuple[str, ...], str]] = {
     "seglog_consumer_group_rebalances": (
         "counter", ("group",),
         "Rebalances of the group (group epoch bumps: a member joined, left or timed out) since start."),
+    # -- cluster mode (--etcd only; cluster_metrics.py) ---------------------------------------
+    "seglog_cluster_owned_partitions": (
+        "gauge", (), "Partitions whose owner record in etcd names this instance."),
+    "seglog_cluster_offline_partitions": (
+        "gauge", (), "Partitions of the cluster whose owner is not registered (gone), as this instance sees "
+        "them: they answer UNAVAILABLE until the owner returns or an operator moves them."),
+    "seglog_cluster_instances_alive": (
+        "gauge", (), "Instances registered in etcd (live leases), as this instance's watched cache sees them."),
+    "seglog_cluster_metadata_current": (
+        "gauge", (), "1 while this instance's cache of the cluster's metadata is kept current by etcd."),
+    "seglog_cluster_lease_remaining_seconds": (
+        "gauge", (), "Seconds until this instance stops acknowledging produces unless etcd renews its lease "
+        "(the local deadline, shorter than the lease TTL); 0 while fenced."),
+    "seglog_cluster_epoch_changes": (
+        "counter", (), "Partition owner records seen at a new epoch (moves, takeovers) since start."),
+    "seglog_cluster_fenced_appends_refused": (
+        "counter", ("reason",),
+        "Produces and group commits refused by fencing: lease (not renewed in time), moving (a move's final "
+        "catch-up), epoch (the partition's epoch moved on under the append)."),
+    "seglog_cluster_etcd_request_duration_seconds": (
+        "histogram", ("operation",), "Round trip of each unary etcd call by operation, failed ones included."),
+    "seglog_cluster_etcd_errors": (
+        "counter", ("operation",), "etcd calls that failed at every endpoint, by operation."),
     # -- hooks: exported once the statistics exist -------------------------------------------
     "seglog_descriptors_in_use": ("gauge", (), "File descriptors the process holds (/proc/self/fd)."),
     "seglog_descriptors_budget": ("gauge", (), "The process's descriptor limit (RLIMIT_NOFILE, soft)."),

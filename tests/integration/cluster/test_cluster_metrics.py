@@ -1,0 +1,116 @@
+"""Cluster mode's /metrics in real service processes against a real etcd (conftest.py): partitions
+owned here, instances alive, partitions whose owner is gone, epoch changes, etcd round trips and
+errors by operation, the time left before the fence, fencing refusals by reason. A single process
+exports none of them (so no cluster alert can fire there)."""
+
+from __future__ import annotations
+
+import signal
+import urllib.request
+
+import grpc
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from seglog.v1 import log_service_pb2 as pb
+from seglog_server.cluster import ClusterKeys, EtcdGateway, change_owner, read_owner
+from seglog_server.metrics import FAMILIES
+from tests.integration.cluster.test_service_cluster import _cluster_args, _start, _until
+from tests.support.integration_helpers import make_batch
+
+pytestmark = pytest.mark.integration
+CLUSTER_FAMILIES = sorted(name for name in FAMILIES if name.startswith("seglog_cluster_"))
+
+
+def scrape(service) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """(sample name, sorted labels) -> value of every sample the service exports."""
+    with urllib.request.urlopen(f"http://{service.metrics_address}/metrics", timeout=10) as response:
+        text = response.read().decode()
+    return {(sample.name, tuple(sorted(sample.labels.items()))): sample.value
+            for family in text_string_to_metric_families(text) for sample in family.samples}
+
+
+def value(samples, name: str, **labels: str) -> float:
+    return samples[(name, tuple(sorted(labels.items())))]
+
+
+@pytest.fixture
+def services():
+    started: list = []
+    yield started
+    for service in started:
+        service.stop()
+
+
+def test_a_single_process_exports_no_cluster_series(tmp_path, services):
+    services.append(single := _start(tmp_path, "single", []))
+    names = {name for name, _ in scrape(single)}
+    assert "seglog_partitions" in names
+    assert not [name for name in names if name.startswith("seglog_cluster_")]
+
+
+def test_two_instances_export_ownership_liveness_epochs_and_etcd_round_trips(tmp_path, etcd, services):
+    services.append(a := _start(tmp_path, "a", _cluster_args(etcd, "metrics", "a")))
+    services.append(b := _start(tmp_path, "b", _cluster_args(etcd, "metrics", "b")))
+    a.stub.CreateTopic(pb.CreateTopicRequest(topic="m", partitions=4), timeout=10)
+    owned = lambda: (value(scrape(a), "seglog_cluster_owned_partitions"),  # noqa: E731
+                     value(scrape(b), "seglog_cluster_owned_partitions"))
+    assert _until(lambda: sum(owned()) == 4 and owned(), what="4 partitions owned") == (2, 2)
+    for service in (a, b):
+        samples = scrape(service)
+        exported = {name for name, _ in samples}
+        for family in CLUSTER_FAMILIES:  # every declared family, under its sample names
+            assert exported & {family, f"{family}_total", f"{family}_count"}, family
+        assert value(samples, "seglog_cluster_instances_alive") == 2
+        assert value(samples, "seglog_cluster_offline_partitions") == 0
+        assert value(samples, "seglog_cluster_metadata_current") == 1
+        assert 0 < value(samples, "seglog_cluster_lease_remaining_seconds") <= 2.0  # fence after 2 s (4 s TTL)
+        assert value(samples, "seglog_cluster_etcd_request_duration_seconds_count", operation="grant") >= 1  # registered
+        assert value(samples, "seglog_cluster_etcd_request_duration_seconds_count", operation="txn") >= 1
+        assert value(samples, "seglog_cluster_etcd_errors_total", operation="keepalive") == 0
+        assert value(samples, "seglog_cluster_epoch_changes_total") == 0
+
+    # An ownership change made in etcd (what a move's commit writes): both caches count the new epoch.
+    keys, writer = ClusterKeys("metrics"), EtcdGateway((etcd.endpoint,), timeout_s=5)
+    try:
+        moved = next(p for p in range(4) if read_owner(writer, keys, "m", p).owner == "a")
+        change_owner(writer, keys, "m", moved, "b", read_owner(writer, keys, "m", moved))
+    finally:
+        writer.close()
+    for service in (a, b):
+        _until(lambda: value(scrape(service), "seglog_cluster_epoch_changes_total") == 1, what="epoch change seen")
+    assert owned() == (1, 3)
+
+    # b killed: its lease expires, and a counts b's three partitions offline and one instance alive.
+    b.signal(signal.SIGKILL)
+    b.wait()
+    _until(lambda: value(scrape(a), "seglog_cluster_offline_partitions") == 3, what="b's partitions offline")
+    assert value(scrape(a), "seglog_cluster_instances_alive") == 1
+
+
+def test_a_frozen_etcd_shows_as_errors_no_time_left_and_refusals_for_the_lease(tmp_path, etcd, services):
+    services.append(a := _start(tmp_path, "a", _cluster_args(etcd, "frozen-metrics", "a")))
+    a.stub.CreateTopic(pb.CreateTopicRequest(topic="f", partitions=1), timeout=10)
+    produce = pb.ProduceRequest(topic="f", partition=0, records=make_batch([b"v"]))
+    a.stub.Produce(produce, timeout=10)
+    etcd.pause()
+    try:
+        def refused_for_the_lease():
+            try:
+                a.stub.Produce(produce, timeout=10)
+            except grpc.RpcError as exc:
+                return exc.code() == grpc.StatusCode.UNAVAILABLE and "fenced" in exc.details()
+            return False
+
+        _until(refused_for_the_lease, what="produce refused for the lease")
+        samples = scrape(a)
+        assert value(samples, "seglog_cluster_lease_remaining_seconds") == 0
+        assert value(samples, "seglog_cluster_fenced_appends_refused_total", reason="lease") >= 1
+        assert value(samples, "seglog_cluster_fenced_appends_refused_total", reason="moving") == 0
+        assert value(samples, "seglog_cluster_etcd_errors_total", operation="keepalive") >= 1
+        _until(lambda: value(scrape(a), "seglog_cluster_metadata_current") == 0, what="cache no longer current")
+    finally:
+        etcd.resume()
+    _until(lambda: value(scrape(a), "seglog_cluster_lease_remaining_seconds") > 0, what="lease renewed")
+    _until(lambda: value(scrape(a), "seglog_cluster_metadata_current") == 1, what="cache current again")
+    a.stub.Produce(produce, timeout=10)
