@@ -165,12 +165,21 @@ def _with_entry(entries: list[EpochEntry], entry: EpochEntry, path: str) -> list
 
 
 def load_leader_epoch_cache(directory: str, segments: Iterable[LogSegment], *, log_start_offset: int,
-                            log_end_offset: int, fs: FileSystem = REAL_FS) -> LeaderEpochCache:
+                            log_end_offset: int, fs: FileSystem = REAL_FS,
+                            rebuild_if_missing: bool = False) -> LeaderEpochCache:
     """The partition's cache as its file says, or rebuilt from ``segments`` when the file fails
     its checks; cut to ``[log_start_offset, log_end_offset)``. A missing file is an empty cache
-    (a single process never writes one). OSError from the disk propagates."""
+    (a single process never writes one), unless ``rebuild_if_missing``: a log recovered from
+    offset 0 (a partition a move installed from copied segments, a first load after a crash),
+    whose recovery walks every batch anyway; the file is then written only if some batch
+    carries an epoch. OSError from the disk propagates."""
     checkpoint = LeaderEpochCheckpointFile(directory, fs=fs)
     try:
+        if rebuild_if_missing and not checkpoint.exists():
+            entries = epochs_from_batches(segments)
+            if entries:
+                checkpoint.write(entries)
+            return _cut(LeaderEpochCache(checkpoint, entries), log_start_offset, log_end_offset)
         cache = LeaderEpochCache(checkpoint, checkpoint.read())
     except CorruptCheckpointError as exc:
         _LOG.warning("%s cannot be trusted (%s); rebuilding it from the partitionLeaderEpoch of the log's "
@@ -178,6 +187,10 @@ def load_leader_epoch_cache(directory: str, segments: Iterable[LogSegment], *, l
         entries = epochs_from_batches(segments)
         checkpoint.write(entries)
         cache = LeaderEpochCache(checkpoint, entries, rebuilt_because=str(exc))
+    return _cut(cache, log_start_offset, log_end_offset)
+
+
+def _cut(cache: LeaderEpochCache, log_start_offset: int, log_end_offset: int) -> LeaderEpochCache:
     cache.truncate_from_end(log_end_offset)
     cache.truncate_from_start(log_start_offset)
     return cache

@@ -312,3 +312,26 @@ def test_a_failed_checkpoint_write_fails_the_append_before_its_batch(tmp_path, c
     fs.heal()
     assert log.append(batch(b"b"), leader_epoch=1).base_offset == 1
     assert LeaderEpochCheckpointFile(str(tmp_path)).read() == [EpochEntry(0, 0), EpochEntry(1, 1)]
+
+
+def test_a_missing_file_is_rebuilt_only_by_a_load_that_recovers_from_offset_zero(tmp_path, clock):
+    # A move installs copied segments without the file and loads them from offset 0, unclean.
+    log = _stamped_log(tmp_path, clock)
+    log.flush()
+    log.close()
+    (tmp_path / LEADER_EPOCH_CHECKPOINT).unlink()
+    clean = open_log(tmp_path, clock, had_clean_shutdown=True, recovery_point=18)
+    assert clean.leader_epoch_entries() == []  # no walk of the log on a clean start
+    clean.close()
+    recovered = open_log(tmp_path, clock, had_clean_shutdown=False, recovery_point=0)
+    assert recovered.leader_epoch_entries() == EXPECTED
+    assert (tmp_path / LEADER_EPOCH_CHECKPOINT).read_bytes() == format_epochs(EXPECTED)
+
+
+def test_a_single_process_log_recovered_from_zero_writes_no_checkpoint(tmp_path, clock):
+    log = open_log(tmp_path, clock)
+    log.append(batch(b"a"))
+    log.flush()
+    log.close()
+    assert open_log(tmp_path, clock, had_clean_shutdown=False, recovery_point=0).leader_epoch_entries() == []
+    assert not (tmp_path / LEADER_EPOCH_CHECKPOINT).exists()
