@@ -12,6 +12,7 @@ UNAVAILABLE and leaves the partition as it was."""
 from __future__ import annotations
 
 import json
+import signal
 import socket
 import subprocess
 import sys
@@ -41,12 +42,17 @@ class FailingProxy(FaultProxy):
     the others pass (a store failing mid-export or mid-commit)."""
 
     fail_matching: tuple[str, ...] = ()
+    stall_matching: tuple[str, ...] = ()  # held silent until the proxy closes (sets ``stalled``)
 
     def _handle(self, client: socket.socket) -> None:
         head = _read_head(client)
         if head is None:
             return
         line = head.split(b"\r\n", 1)[0].decode("latin-1")
+        if any(all(part in line for part in rule.split("*")) for rule in self.stall_matching):
+            self.stalled.set()
+            self._release.wait()
+            return
         if any(all(part in line for part in rule.split("*")) for rule in self.fail_matching):
             body = b"<Error><Code>SlowDown</Code><Message>injected by the test</Message></Error>"
             client.sendall(b"HTTP/1.1 503 Slow Down\r\nContent-Type: application/xml\r\n"
@@ -324,3 +330,27 @@ def test_the_store_stopped_before_a_commit_answers_unavailable_and_installs_noth
     with Admin(service.address) as admin:
         [listed] = admin.list_cleanable("store-stopped")
     assert listed.open_snapshot_ids == (snapshot.snapshot_id,)
+
+
+def test_a_service_killed_while_fetching_a_result_commits_it_after_a_restart(service, weed, proxy):
+    """kill -9 while CommitCleaned downloads a cleaned segment (a partial file in the snapshot's
+    cleaned/): nothing was installed, the restarted service still has the snapshot, and a commit
+    then fetches afresh and installs."""
+    snapshot, _, _ = exported_and_cleaned(service, weed, "killed-commit", seed=35)
+    before = read_all(service.stub, "killed-commit")
+    proxy.stall_matching = ("GET *cleaned/",)
+    with pytest.raises(grpc.RpcError) as caught:
+        service.stub.CommitCleaned(pb.CommitCleanedRequest(snapshot_id=snapshot.snapshot_id), timeout=3)
+    assert caught.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+    assert proxy.stalled.wait(30)
+    service.signal(signal.SIGKILL)
+    service.wait()
+    snapshot_dir = service.data_dirs[0] / ".seglog-snapshots" / snapshot.snapshot_id
+    assert any((snapshot_dir / "cleaned").iterdir())  # the partial download the kill left
+    proxy.stall_matching = ()
+    service.start()
+    assert read_all(service.stub, "killed-commit") == before
+    service.stub.CommitCleaned(pb.CommitCleanedRequest(snapshot_id=snapshot.snapshot_id), timeout=CALL_TIMEOUT_S)
+    manifest = json.loads(snapshot.manifest_json)
+    check_invariant(before, read_all(service.stub, "killed-commit"), manifest["first_uncleanable_offset"])
+    assert local_snapshots(service) == [] and keys_under(weed, snapshot.store_url) == []
