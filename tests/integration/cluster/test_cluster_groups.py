@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import json
 import signal
+import subprocess
+import sys
 import urllib.request
 
 import grpc
@@ -21,7 +24,7 @@ from seglog_server.cluster import ClusterKeys, EtcdGateway
 from seglog_server.cluster.ownership import change_owner, read_owner
 from tests.integration.cluster.test_cluster_client_routing import _holds
 from tests.integration.cluster.test_service_cluster import _cluster_args, _start, _until, services
-from tests.support.integration_helpers import error_class
+from tests.support.integration_helpers import error_class, service_environment
 from seglog.v1 import log_service_pb2 as pb
 
 __all__ = ["services"]  # the fixture, shared with test_service_cluster.py
@@ -137,6 +140,12 @@ def test_a_group_whose_coordinator_is_b_works_through_a(tmp_path, etcd, services
             assert sorted((p.partition, p.committed_offset) for p in description.partitions) == \
                 [(p, RECORDS_PER_PARTITION) for p in range(PARTITIONS)]
             assert {g.group: g.member_count for g in admin.list_groups()} == {group: 2}
+        # The CLI, through the same client, bootstrapped at a.
+        assert [(g["group"], g["member_count"]) for g in json.loads(_cli(a, "groups", "list", "--format", "json"))] \
+            == [(group, 2)]
+        described = json.loads(_cli(a, "groups", "describe", group, "--format", "json"))
+        assert [(p["partition"], p["committed_offset"]) for p in described["partitions"]] == \
+            [(p, RECORDS_PER_PARTITION) for p in range(PARTITIONS)]
     finally:
         for consumer in consumers:
             consumer.close()
@@ -250,6 +259,13 @@ def test_an_offsets_partition_changing_hands_moves_its_groups_and_the_old_coordi
         assert group in {g.group for g in a.stub.ListGroups(pb.ListGroupsRequest(), timeout=10).groups}
     finally:
         consumer.close()
+
+
+def _cli(service, *args: str) -> str:
+    done = subprocess.run([sys.executable, "-m", "seglog_cli", "--server", service.address, *args],
+                          capture_output=True, text=True, timeout=60, env=service_environment())
+    assert done.returncode == 0, done.stderr
+    return done.stdout
 
 
 def _metrics(service) -> str:
