@@ -64,6 +64,9 @@ class LeaderEpochCache:
             self._entries = _with_entry(self._entries, EpochEntry(*entry), self.path)
         # Why the load rebuilt the entries from the log (the file's fault); None when it did not.
         self.rebuilt_because = rebuilt_because
+        # The last entry's epoch (None: no entry), a plain attribute: every cluster-mode append
+        # compares its epoch with it.
+        self.latest_epoch: int | None = self._entries[-1].epoch if self._entries else None
 
     @property
     def path(self) -> str:
@@ -75,9 +78,6 @@ class LeaderEpochCache:
     def latest_entry(self) -> EpochEntry | None:
         return self._entries[-1] if self._entries else None
 
-    @property
-    def latest_epoch(self) -> int | None:
-        return self._entries[-1].epoch if self._entries else None
 
     # -- changes ------------------------------------------------------------------------------
     def assign(self, epoch: int, start_offset: int) -> bool:
@@ -148,6 +148,7 @@ class LeaderEpochCache:
         retried append assigns its epoch again instead of finding it in memory only."""
         self._checkpoint.write(entries)
         self._entries = entries
+        self.latest_epoch = entries[-1].epoch if entries else None
 
 
 def _with_entry(entries: list[EpochEntry], entry: EpochEntry, path: str) -> list[EpochEntry]:

@@ -401,8 +401,8 @@ class UnifiedLog:
         with self._lock:
             if local.closed or local.closing or local.offline_cause is not None:
                 local.check_changeable()
-            if leader_epoch is not None:
-                self._admit_epoch(leader_epoch)
+            if leader_epoch is not None and leader_epoch != self._leader_epoch:
+                self._admit_epoch(leader_epoch)  # refused, or a newer epoch adopted
             pending = self._producers.check(batch)
             if pending is not None and type(pending) is BatchMetadata:
                 return self._duplicate(pending)

@@ -48,7 +48,9 @@ __all__ = ["LogSegment", "RollReason", "SegmentStatistics"]
 _LOG = logging.getLogger(__name__)
 
 _BASE_OFFSET = struct.Struct(">q")  # the batch's first field, rewritten when offsets are assigned
-_LEADER_EPOCH = struct.Struct(">i")  # bytes 12..16, partitionLeaderEpoch: the owner's epoch in cluster mode
+# baseOffset, length (the batch's own 4 bytes), partitionLeaderEpoch: a stamped batch's first 16
+# bytes, the owner's epoch in cluster mode written over the producer's.
+_STAMPED_HEAD = struct.Struct(">q4si")
 # No next segment: every int64 offset is below this.
 _OFFSET_LIMIT = 2**63 - 1
 _new_tuple = tuple.__new__
@@ -409,8 +411,7 @@ class LogSegment:
         if leader_epoch is None:
             size = log.append_patched(_BASE_OFFSET.pack(base_offset), batch[8:])
         else:  # baseOffset, the batch's own length, partitionLeaderEpoch; then magic onwards
-            head = _BASE_OFFSET.pack(base_offset) + bytes(batch[8:12]) + _LEADER_EPOCH.pack(leader_epoch)
-            size = log.append_patched(head, batch[16:])
+            size = log.append_patched(_STAMPED_HEAD.pack(base_offset, bytes(batch[8:12]), leader_epoch), batch[16:])
         if position == 0:
             self._rolling_based_timestamp = max_timestamp_ms
         self._index_batch(position, last_offset, max_timestamp_ms, size)
