@@ -56,13 +56,14 @@ def _part_name(range_id: int) -> str:
 
 
 def _with_range(store: StoreSnapshot, plan: Plan, byte_range, work):
-    """Runs ``work(local_snapshot)`` with the range's bytes fetched into this worker's scratch."""
+    """Runs ``work(local_snapshot)`` with the range's bytes fetched into this worker's scratch,
+    removed after (a worker runs its tasks one at a time; a long-lived worker keeps nothing)."""
     snapshot = local_view(plan.snapshot)
-    path = fetch_range(store, snapshot, byte_range.segment_index, byte_range.start, byte_range.end)
     try:
+        fetch_range(store, snapshot, byte_range.segment_index, byte_range.start, byte_range.end)
         return work(snapshot)
     finally:
-        os.unlink(path)
+        shutil.rmtree(snapshot.path, ignore_errors=True)
 
 
 def _scan_task(store: StoreSnapshot, plan: Plan):
@@ -108,25 +109,18 @@ def _assemble_task(store: StoreSnapshot, plan: Plan, part_sizes: dict[int, int])
         members = set(group)
         ranges = [r for r in plan.ranges if r.segment_index in members]
         os.makedirs(os.path.dirname(part_path(snapshot, 0)), exist_ok=True)
-        written = []
         try:
             for r in ranges:
-                path = part_path(snapshot, r.range_id)
-                written.append(path)
-                store.download(_part_name(r.range_id), path, part_sizes[r.range_id])
+                store.download(_part_name(r.range_id), part_path(snapshot, r.range_id), part_sizes[r.range_id])
             segment = assemble_group(local, group)
             if segment is not None:
                 base = segment["base_offset"]
                 for suffix in (".log", ".index", ".timeindex"):
                     name = segment_file_name(base, suffix)
-                    path = os.path.join(snapshot.cleaned_dir, name)
-                    written.append(path)
-                    store.put_file(f"{CLEANED_DIR}/{name}", path)
+                    store.put_file(f"{CLEANED_DIR}/{name}", os.path.join(snapshot.cleaned_dir, name))
             return segment
         finally:
-            for path in written:
-                if os.path.exists(path):
-                    os.unlink(path)
+            shutil.rmtree(snapshot.path, ignore_errors=True)
 
     return assemble
 

@@ -191,7 +191,7 @@ def local_view(snapshot: Snapshot) -> Snapshot:
 
 def fetch_range(store: StoreSnapshot, snapshot: Snapshot, segment_index: int, start: int, end: int) -> str:
     """Bytes [start, end) of a segment, by ranged GETs, written at their place in a sparse local
-    file of the segment's name; returns its path (the caller removes it when done)."""
+    file of the segment's name; returns its path (the caller removes the scratch when done)."""
     segment = snapshot.segments[segment_index]
     path = snapshot.segment_path(segment)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)

@@ -11,11 +11,14 @@ UNAVAILABLE and leaves the partition as it was."""
 
 from __future__ import annotations
 
+import glob
 import json
+import os
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import uuid
 
 import boto3
@@ -178,6 +181,8 @@ def test_a_round_through_the_store_with_the_baseline_keeps_the_compaction_invari
 def test_a_round_through_the_store_with_spark_local_mode(service, weed):
     compacted_workload(service.stub, "via-store-spark", seed=12)
     clean_round(service, weed, "via-store-spark", "--engine", "spark", "--master", "local[2]")
+    # Each Python worker's scratch (the ranges it fetched, the parts it assembled) went with its task.
+    assert glob.glob(os.path.join(tempfile.gettempdir(), "seglog-clean-via-store-spark-0-*")) == []
 
 
 # -- exported snapshots, hostile results ----------------------------------------------------------
