@@ -46,6 +46,8 @@ SUPPORTING = (
     "log_batches", "records_per_batch",  # seglog only
     "batched_lookups_small_batches_per_s", "batched_lookups_small_batches_server_cpu_s",  # seglog only
     "lookup_p50_over_floor", "lookup_p99_over_floor", "latency_p50_over_floor", "latency_p99_over_floor",
+    "produce_defaults_records_per_s", "produce_defaults_client_cpu_s", "produce_defaults_server_cpu_s",  # seglog only
+    "read_defaults_records_per_s", "read_defaults_client_cpu_s", "read_defaults_server_cpu_s",
 )
 # Latency distributions (201 quantiles each) the CDF plot draws; the floor's is in the limits.
 DISTRIBUTIONS = ("distribution_lookup_ms", "distribution_latency_ms")

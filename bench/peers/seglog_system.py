@@ -29,6 +29,8 @@ LOOKUP_BATCH = 100
 # of the bulk producer (send_many with 512 KiB batches: about 3,400 records).
 SMALL_TOPIC = "peers-small"
 SMALL_BATCH_BYTES = 100 * 131
+# Produce and read with the client's defaults (a harness that configures nothing).
+DEFAULTS_TOPIC = "peers-defaults"
 POLL_TIMEOUT_MS = 2000
 LATENCY_JOIN_TIMEOUT_S = 60
 # Kafka's v2 batch header, only the fields counted here: baseOffset, batchLength (the bytes after
@@ -87,6 +89,28 @@ class SeglogSystem:
         first_ms = int(time.time() * 1000)
         self._produce(SMALL_TOPIC, SMALL_BATCH_BYTES, keys, values)
         return first_ms, self._admin.max_timestamp_offsets(SMALL_TOPIC)[0].timestamp_ms
+
+    def produce_defaults(self, keys: list[bytes], values: list[bytes]) -> None:
+        """The same records through a Producer with every default (Kafka's batch.size, 16 KiB:
+        about 120 of these records a batch), as a harness that configures nothing writes them."""
+        self._admin.create_topic(DEFAULTS_TOPIC, 1)
+        with Producer(self.address) as producer:
+            for start in range(0, len(values), SEND_SLICE):
+                end = start + SEND_SLICE
+                producer.send_many(DEFAULTS_TOPIC, values[start:end], keys[start:end], partition=0)
+            producer.flush()
+
+    def read_defaults(self, count: int) -> int:
+        """That topic read back by a Consumer with every default, through poll_batches (the fast
+        way the client offers: one RecordBatchView per batch)."""
+        read = 0
+        with Consumer(self.address, DEFAULTS_TOPIC, partition=0, start="earliest") as consumer:
+            while read < count:
+                views = consumer.poll_batches(timeout_ms=POLL_TIMEOUT_MS)
+                if not views:
+                    break
+                read += sum(len(view) for view in views)
+        return read
 
     def read_all(self, count: int) -> int:
         read = 0

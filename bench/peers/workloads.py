@@ -50,6 +50,8 @@ def run_system(factory: Any, root: pathlib.Path, keys: list[bytes], values: list
     try:
         if hasattr(system, "produce_small_batches"):  # here: its records stay out of the disk figures
             _small_batch_lookups(system, keys, values, lookups, sample)
+        if hasattr(system, "produce_defaults"):
+            _defaults(system, keys, values, sample)
         _latency(system, latency_records, sample)
     finally:
         system.stop()
@@ -106,6 +108,24 @@ def _small_batch_lookups(system: Any, keys: list[bytes], values: list[bytes], co
         system.batched_lookups_small_batches(times_ms)
     sample["batched_lookups_small_batches_per_s"] = count / batched.wall_s
     sample["batched_lookups_small_batches_server_cpu_s"] = batched.server_cpu_s
+
+
+def _defaults(system: Any, keys: list[bytes], values: list[bytes], sample: dict[str, float]) -> None:
+    """Produce and catch-up read again with the client's defaults (seglog only: the peers' drivers
+    are their defaults already, but seglog's bulk figures use a tuned batch size)."""
+    _phase(system.name, f"produce {len(values):,} and read back with the client's defaults")
+    with proc.Measured(system.pid) as produced:
+        system.produce_defaults(keys, values)
+    with proc.Measured(system.pid) as read:
+        count = system.read_defaults(len(values))
+    if count < len(values):
+        raise RuntimeError(f"{system.name} read back {count:,} of {len(values):,} records with its defaults")
+    sample["produce_defaults_records_per_s"] = len(values) / produced.wall_s
+    sample["produce_defaults_client_cpu_s"] = produced.client_cpu_s
+    sample["produce_defaults_server_cpu_s"] = produced.server_cpu_s
+    sample["read_defaults_records_per_s"] = len(values) / read.wall_s
+    sample["read_defaults_client_cpu_s"] = read.client_cpu_s
+    sample["read_defaults_server_cpu_s"] = read.server_cpu_s
 
 
 def _latency(system: Any, count: int, sample: dict[str, float]) -> None:

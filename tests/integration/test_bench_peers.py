@@ -63,6 +63,9 @@ def test_seglog_alone_end_to_end_writes_the_json_the_plot_and_a_page(tmp_path):
     assert len(result["limits"]["distribution_floor_ms"]) == 201
     # The small-batch log of the batched lookups: measured, its batches about 100 records.
     assert result["median"]["seglog"]["batched_lookups_small_batches_per_s"] > 0
+    # Produce and read again with every client default (the 'any harness' figures).
+    for key in ("produce_defaults_records_per_s", "read_defaults_records_per_s"):
+        assert result["median"]["seglog"][key] > 0, key
     assert (tmp_path / "results" / "peers-cdf.png").read_bytes().startswith(b"\x89PNG")
     assert ".log" in result["disk_by_kind_last_repeat"]["seglog"]
     assert result["median"]["seglog"]["records_per_batch"] > 100  # the 512 KiB batches of the bulk producer
