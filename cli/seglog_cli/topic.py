@@ -184,10 +184,12 @@ def _describe(args: argparse.Namespace) -> int:
         print("configs:")
         for key, value in sorted(description.configs.items()):
             print(f"  {key}={value}")
-        rows = [["PARTITION", "LOG_START", "LOG_END", "HIGH_WATERMARK", "SIZE_BYTES", "SEGMENTS", "LOG_DIR"]]
+        rows = [["PARTITION", "LOG_START", "LOCAL_START", "LOG_END", "HIGH_WATERMARK", "LOCAL_SEGMENTS",
+                 "LOCAL_BYTES", "REMOTE_SEGMENTS", "REMOTE_BYTES", "LOG_DIR"]]
         rows += [
-            [str(p.partition), str(p.log_start_offset), str(p.log_end_offset), str(p.high_watermark),
-             str(p.size_bytes), str(p.segment_count), p.log_dir]
+            [str(p.partition), str(p.log_start_offset), str(p.local_log_start_offset), str(p.log_end_offset),
+             str(p.high_watermark), str(p.segment_count), str(p.size_bytes), str(p.remote_segment_count),
+             str(p.remote_size_bytes), p.log_dir]
             for p in description.partitions
         ]
         widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]

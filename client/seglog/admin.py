@@ -144,6 +144,9 @@ class AsyncAdmin:
                 size_bytes=p.size_bytes,
                 segment_count=p.segment_count,
                 log_dir=p.log_dir,
+                local_log_start_offset=p.local_log_start_offset,
+                remote_segment_count=p.remote_segment_count,
+                remote_size_bytes=p.remote_size_bytes,
             )
             for p in response.partitions
         )

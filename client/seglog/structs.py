@@ -106,6 +106,11 @@ class PartitionDescription:
     size_bytes: int
     segment_count: int
     log_dir: str
+    # Tiered storage: the first offset on the service's disk, and the segments copied to the
+    # object store (0 without one). size_bytes/segment_count are the local ones.
+    local_log_start_offset: int = 0
+    remote_segment_count: int = 0
+    remote_size_bytes: int = 0
 
 
 @dataclass(frozen=True)

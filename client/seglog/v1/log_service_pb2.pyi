@@ -132,7 +132,7 @@ class DescribeTopicResponse(_message.Message):
     def __init__(self, topic: _Optional[str] = ..., configs: _Optional[_Mapping[str, str]] = ..., partitions: _Optional[_Iterable[_Union[PartitionDescription, _Mapping]]] = ..., partition_count: _Optional[int] = ...) -> None: ...
 
 class PartitionDescription(_message.Message):
-    __slots__ = ("partition", "log_start_offset", "log_end_offset", "high_watermark", "size_bytes", "segment_count", "log_dir", "configs", "owner_id", "owner_address", "owner_epoch", "owned_elsewhere")
+    __slots__ = ("partition", "log_start_offset", "log_end_offset", "high_watermark", "size_bytes", "segment_count", "log_dir", "configs", "owner_id", "owner_address", "owner_epoch", "owned_elsewhere", "local_log_start_offset", "local_segment_count", "local_size_bytes", "remote_segment_count", "remote_size_bytes")
     class ConfigsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -152,6 +152,11 @@ class PartitionDescription(_message.Message):
     OWNER_ADDRESS_FIELD_NUMBER: _ClassVar[int]
     OWNER_EPOCH_FIELD_NUMBER: _ClassVar[int]
     OWNED_ELSEWHERE_FIELD_NUMBER: _ClassVar[int]
+    LOCAL_LOG_START_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    LOCAL_SEGMENT_COUNT_FIELD_NUMBER: _ClassVar[int]
+    LOCAL_SIZE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    REMOTE_SEGMENT_COUNT_FIELD_NUMBER: _ClassVar[int]
+    REMOTE_SIZE_BYTES_FIELD_NUMBER: _ClassVar[int]
     partition: int
     log_start_offset: int
     log_end_offset: int
@@ -164,7 +169,12 @@ class PartitionDescription(_message.Message):
     owner_address: str
     owner_epoch: int
     owned_elsewhere: bool
-    def __init__(self, partition: _Optional[int] = ..., log_start_offset: _Optional[int] = ..., log_end_offset: _Optional[int] = ..., high_watermark: _Optional[int] = ..., size_bytes: _Optional[int] = ..., segment_count: _Optional[int] = ..., log_dir: _Optional[str] = ..., configs: _Optional[_Mapping[str, str]] = ..., owner_id: _Optional[str] = ..., owner_address: _Optional[str] = ..., owner_epoch: _Optional[int] = ..., owned_elsewhere: _Optional[bool] = ...) -> None: ...
+    local_log_start_offset: int
+    local_segment_count: int
+    local_size_bytes: int
+    remote_segment_count: int
+    remote_size_bytes: int
+    def __init__(self, partition: _Optional[int] = ..., log_start_offset: _Optional[int] = ..., log_end_offset: _Optional[int] = ..., high_watermark: _Optional[int] = ..., size_bytes: _Optional[int] = ..., segment_count: _Optional[int] = ..., log_dir: _Optional[str] = ..., configs: _Optional[_Mapping[str, str]] = ..., owner_id: _Optional[str] = ..., owner_address: _Optional[str] = ..., owner_epoch: _Optional[int] = ..., owned_elsewhere: _Optional[bool] = ..., local_log_start_offset: _Optional[int] = ..., local_segment_count: _Optional[int] = ..., local_size_bytes: _Optional[int] = ..., remote_segment_count: _Optional[int] = ..., remote_size_bytes: _Optional[int] = ...) -> None: ...
 
 class ProduceRequest(_message.Message):
     __slots__ = ("topic", "partition", "records", "acks", "plain_records", "compression")

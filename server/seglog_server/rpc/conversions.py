@@ -333,6 +333,11 @@ def describe_topic_response(
                 segment_count=p.segment_count,
                 log_dir=log_dir_label(str(p.log_dir)),
                 configs=configs,
+                local_log_start_offset=p.local_log_start_offset,
+                local_segment_count=p.segment_count,
+                local_size_bytes=p.size_bytes,
+                remote_segment_count=p.remote_segment_count,
+                remote_size_bytes=p.remote_size_bytes,
             )
             for p in description.partitions
         ],

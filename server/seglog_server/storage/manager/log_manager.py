@@ -1145,6 +1145,8 @@ def _log_start_offsets_to_keep(
 
 def _describe_partition(number: int, partition: PartitionEntry) -> PartitionDescription:
     log = partition.log
+    tier = log.remote_tier
+    remote = tier.segments() if tier is not None else []
     return PartitionDescription(
         partition=number,
         log_start_offset=log.log_start_offset,
@@ -1153,4 +1155,7 @@ def _describe_partition(number: int, partition: PartitionEntry) -> PartitionDesc
         size_bytes=log.size_in_bytes,
         segment_count=log.segment_count,
         log_dir=partition.log_dir.path,
+        local_log_start_offset=log.local_log_start_offset,
+        remote_segment_count=len(remote),
+        remote_size_bytes=sum(m.segment_bytes for m in remote),
     )

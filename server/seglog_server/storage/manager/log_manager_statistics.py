@@ -45,6 +45,10 @@ class PartitionDescription:
     size_bytes: int
     segment_count: int
     log_dir: str
+    # Tiered storage: the local log's first offset, and the segments in the object store.
+    local_log_start_offset: int = 0
+    remote_segment_count: int = 0
+    remote_size_bytes: int = 0
 
 
 @dataclass(frozen=True)

@@ -187,6 +187,9 @@ def test_describe_repeats_the_topic_configs_per_partition():
         size_bytes: int
         segment_count: int
         log_dir: str
+        local_log_start_offset: int
+        remote_segment_count: int
+        remote_size_bytes: int
 
     @dataclass(frozen=True)
     class Description:
@@ -196,7 +199,7 @@ def test_describe_repeats_the_topic_configs_per_partition():
         offline_partitions: dict
 
     description = Description(
-        "t", LogConfig(), [Partition(0, 1, 9, 9, 500, 2, "/srv/d")], {1: "log dir /e is offline"}
+        "t", LogConfig(), [Partition(0, 1, 9, 9, 500, 2, "/srv/d", 5, 3, 700)], {1: "log dir /e is offline"}
     )
     response = conversions.describe_topic_response(description, LogDirNames(["/srv/d"]).label)
     # The offline partition is absent from partitions but counted in partition_count.
@@ -204,6 +207,9 @@ def test_describe_repeats_the_topic_configs_per_partition():
     (partition,) = response.partitions
     assert (partition.log_start_offset, partition.log_end_offset, partition.size_bytes) == (1, 9, 500)
     assert partition.log_dir == "log dir #0 (d)" and partition.segment_count == 2
+    # Tiered storage's extents: the local ones are segment_count and size_bytes again.
+    assert (partition.local_log_start_offset, partition.local_segment_count, partition.local_size_bytes,
+            partition.remote_segment_count, partition.remote_size_bytes) == (5, 2, 500, 3, 700)
     assert dict(partition.configs) == dict(response.configs) == LogConfig().to_properties()
 
 
