@@ -1,4 +1,5 @@
-"""A service killed with -9 in the middle of an upload (the store holding the segment's PUT, a
+"""A service killed with -9 right after DeleteTopic: the restart deletes the topic's objects.
+A service killed with -9 in the middle of an upload (the store holding the segment's PUT, a
 store gone silent mid-upload) leaves an orphan: a COPY_SEGMENT_STARTED record and maybe objects.
 The restarted service never reads it, copies the segment again under a new id and deletes the
 orphan at its first remote pass (its grace set to 1 ms here)."""
@@ -57,5 +58,38 @@ def test_kill_9_during_an_upload_leaves_an_orphan_the_restart_removes_unread(wee
         assert [r.key for r in records_of(answer)][:1] == [b"k0"]
         ends = restarted.stub.Fetch(pb.FetchRequest(topic="t", offset=11), timeout=CALL_TIMEOUT_S)
         assert records_of(ends)[-1].key == b"k11"  # nothing acknowledged lost
+    finally:
+        restarted.stop()
+
+
+def test_kill_9_right_after_delete_topic_the_restart_deletes_its_objects(weed, proxy, tmp_path):
+    # The store refuses (503) from the DeleteTopic on, so no remote pass of the first process can
+    # delete anything; it is killed right after the answer. The restart finds the pending deletion
+    # in remote-deletion-checkpoint and deletes every object of the topic.
+    prefix = f"deleted-{uuid.uuid4().hex[:10]}"
+    store = ObjectStore(store_config(weed.endpoint, prefix))
+    rsm = RemoteStorageManager(store)
+    service = service_at(tmp_path, proxy.endpoint, prefix).start()
+    try:
+        service.stub.CreateTopic(pb.CreateTopicRequest(topic="t", partitions=1, configs=TIERED))
+        for index in range(12):
+            service.stub.Produce(pb.ProduceRequest(topic="t", records=make_batch(
+                [b"v%05d" % index + b"." * 400], keys=[b"k%d" % index])), timeout=CALL_TIMEOUT_S)
+        wait_until(lambda: len(rsm.metadata.list("t", 0)) >= 2, "two segments uploaded")
+        proxy.mode = "503"
+        service.stub.DeleteTopic(pb.DeleteTopicRequest(topic="t"), timeout=CALL_TIMEOUT_S)
+        service.process.kill()
+        service.process.wait()
+    finally:
+        service.stop()
+    assert list(store.list("t/"))  # the objects outlived the process
+
+    restarted = service_at(tmp_path, weed.endpoint, prefix).start()
+    try:
+        wait_until(lambda: list(store.list("t/")) == [], "the deleted topic's objects gone")
+        restarted.stub.CreateTopic(pb.CreateTopicRequest(topic="t", partitions=1, configs=TIERED),
+                                   timeout=CALL_TIMEOUT_S)
+        answer = restarted.stub.Fetch(pb.FetchRequest(topic="t", offset=0), timeout=CALL_TIMEOUT_S)
+        assert records_of(answer) == []  # the new topic of that name starts empty
     finally:
         restarted.stop()

@@ -1,14 +1,19 @@
 """What leaves the store, against a real weed: a deleted topic's objects and state records (at
 the next remote pass, a topic of the same name refused until then, a store answering 503 retried),
 remote segments below a DeleteRecords log start (at the next remote pass), and orphans of an
-interrupted copy (once older than the grace, never read before)."""
+interrupted copy (once older than the grace, never read before); the pending deletions of deleted
+topics kept in remote-deletion-checkpoint across a restart."""
 
 from __future__ import annotations
 
+import errno
+
 import pytest
+from tests.support.fault_fs import FaultFs
 
 from seglog_server.storage.base.clock import FakeClock
-from seglog_server.storage.base.errors import RemoteStorageUnavailableError
+from seglog_server.storage.base.errors import LogDirOfflineError, RemoteStorageUnavailableError
+from seglog_server.storage.format.checkpoint import REMOTE_DELETION_CHECKPOINT
 from seglog_server.storage.manager.log_manager import LogManager
 from seglog_server.storage.remote import ObjectStore, RemoteLogSegmentState, RemoteStorageManager
 
@@ -103,3 +108,63 @@ def test_an_interrupted_copy_is_never_read_and_goes_once_older_than_the_grace(we
         assert rsm.metadata.list("t", 0)  # the segment itself was copied again, under a new id
     finally:
         manager.shutdown()
+
+
+def test_a_failed_record_of_the_remote_deletion_deletes_nothing(weed, prefix, tmp_path):
+    # The record goes to disk before anything is deleted: when it cannot be written (the fs seam
+    # fails its rename), DeleteTopic fails whole and the topic, its files and its objects stay.
+    clock, fs = FakeClock(), FaultFs()
+    rsm = RemoteStorageManager(ObjectStore(store_config(weed.endpoint, prefix)), clock=clock)
+    manager = LogManager([str(tmp_path / "data")], clock=clock, intervals=EVERY_PASS, remote_storage=rsm,
+                         remote_fetch_cache_bytes=1 << 20, fs=fs)
+    manager.startup()
+    try:
+        manager.create_topic("t", 1, TIERED)
+        produce(manager.get_log("t", 0), clock, 8)
+        manager.run_remote_pass()
+        remote = rsm.metadata.list("t", 0)
+        assert remote
+        fs.fail("replace", errno.EIO, path=REMOTE_DELETION_CHECKPOINT)
+        with pytest.raises(LogDirOfflineError, match="recording its remote segments for deletion"):
+            manager.delete_topic("t")
+        assert manager.get_log("t", 0).log_end_offset == 8
+        manager.run_remote_pass()
+        assert rsm.metadata.list("t", 0) == remote
+        manager.delete_topic("t")  # the disk is back (the rule failed once): now it goes
+        assert (tmp_path / "data" / REMOTE_DELETION_CHECKPOINT).read_text().startswith("0\n1\nt 0 ")
+        manager.run_remote_pass()
+        assert list(rsm.store.list("t/")) == []
+        assert (tmp_path / "data" / REMOTE_DELETION_CHECKPOINT).read_text() == "0\n0\n"
+    finally:
+        manager.shutdown()
+
+
+def test_pending_deletions_outlive_a_restart_and_a_live_partitions_entry_is_dropped(weed, prefix, tmp_path):
+    clock = FakeClock()
+    manager, rsm = manager_at(tmp_path, weed.endpoint, prefix, clock)
+    try:
+        for topic in ("gone", "kept"):
+            manager.create_topic(topic, 1, TIERED)
+            produce(manager.get_log(topic, 0), clock, 8)
+        manager.run_remote_pass()
+        kept = rsm.metadata.list("kept", 0)
+        assert kept and rsm.metadata.list("gone", 0)
+        manager.delete_topic("gone")  # no remote pass before the shutdown
+    finally:
+        manager.shutdown()
+    # A crash between the record and the rename leaves a live partition recorded: DeleteTopic never
+    # answered for it, so the next start must not delete its objects.
+    checkpoint = tmp_path / "data" / REMOTE_DELETION_CHECKPOINT
+    lines = checkpoint.read_text().splitlines()
+    checkpoint.write_text("\n".join(["0", "2", *lines[2:], "kept 0 1"]) + "\n")
+    restarted, rsm = manager_at(tmp_path, weed.endpoint, prefix, clock)
+    try:
+        with pytest.raises(RemoteStorageUnavailableError, match="not deleted yet"):
+            restarted.create_topic("gone", 1, TIERED)
+        restarted.run_remote_pass()
+        assert list(rsm.store.list("gone/")) == []
+        assert rsm.metadata.list("kept", 0)[:len(kept)] == kept
+        assert checkpoint.read_text() == "0\n0\n"
+        restarted.create_topic("gone", 1, TIERED)
+    finally:
+        restarted.shutdown()

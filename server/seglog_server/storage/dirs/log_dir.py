@@ -8,6 +8,7 @@ Layout (Kafka's, kafka-storage.md 1.1)::
       recovery-point-offset-checkpoint   per partition: first offset not known to be fsynced
       log-start-offset-checkpoint        per partition: log start offset, when above the first segment
       cleaner-offset-checkpoint          per compacted partition: first dirty offset (the cleaner)
+      remote-deletion-checkpoint         per deleted tiered partition: objects still in the store
       instance.id                        cluster mode: this instance's id (cluster/instance_identity.py)
       <topic>-<partition>/               a partition (topic.properties + segments)
       <topic>-<partition>.<uuid32hex>-delete/   a partition whose deletion was interrupted
@@ -31,6 +32,7 @@ from ..format.checkpoint import (
     CLEANER_OFFSET_CHECKPOINT,
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
+    REMOTE_DELETION_CHECKPOINT,
     CorruptCheckpointError,
     OffsetCheckpointFile,
 )
@@ -57,6 +59,7 @@ _KNOWN_FILES = frozenset(
         RECOVERY_POINT_CHECKPOINT,
         LOG_START_OFFSET_CHECKPOINT,
         CLEANER_OFFSET_CHECKPOINT,
+        REMOTE_DELETION_CHECKPOINT,
         "replication-offset-checkpoint",  # Kafka's high watermarks, if a Kafka dir is reused
         "meta.properties",  # Kafka's broker identity, likewise
         "instance.id",  # the cluster instance's id, written in cluster mode (cluster/instance_identity.py)
@@ -88,6 +91,8 @@ class LogDir:
         self.ignored_entries: list[str] = []
         self.recovery_points: dict[TopicPartition, int] = {}
         self.log_start_offsets: dict[TopicPartition, int] = {}
+        # Partitions of deleted tiered topics whose objects the store still holds -> deletion time.
+        self.remote_deletions: dict[TopicPartition, int] = {}
         self.marker = CleanShutdownFile(self.path, fs=fs)
         self._recovery_point_file = OffsetCheckpointFile(
             os.path.join(self.path, RECOVERY_POINT_CHECKPOINT), fs=fs
@@ -97,6 +102,9 @@ class LogDir:
         )
         self.cleaner_offset_file = OffsetCheckpointFile(
             os.path.join(self.path, CLEANER_OFFSET_CHECKPOINT), fs=fs
+        )
+        self._remote_deletion_file = OffsetCheckpointFile(
+            os.path.join(self.path, REMOTE_DELETION_CHECKPOINT), fs=fs
         )
         self._lock_fd: int | None = None
 
@@ -118,6 +126,7 @@ class LogDir:
         self.had_clean_shutdown = self.marker.delete()
         self.recovery_points = self._read_checkpoint(self._recovery_point_file)
         self.log_start_offsets = self._read_checkpoint(self._log_start_offset_file)
+        self.remote_deletions = self._read_checkpoint(self._remote_deletion_file)
 
     def _create(self) -> None:
         if self._fs.exists(self.path):
@@ -202,6 +211,11 @@ class LogDir:
 
     def write_log_start_offsets(self, offsets: Mapping[TopicPartition, int]) -> None:
         self._log_start_offset_file.write(offsets)
+
+    def write_remote_deletions(self, deletions: Mapping[TopicPartition, int]) -> None:
+        """Replaces the pending remote deletions (atomically: the old list or the new one)."""
+        self._remote_deletion_file.write(deletions)
+        self.remote_deletions = dict(deletions)
 
     def remove_pending_delete_dirs(self) -> int:
         """Removes "-delete" directories; those that fail stay pending. Returns how many went."""

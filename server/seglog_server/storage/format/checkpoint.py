@@ -14,8 +14,10 @@ lines raises ``CorruptCheckpointError`` (the log manager logs it and proceeds as
 empty, which only costs a longer recovery). Writing is atomic: tmp + fsync + rename + directory
 fsync, so a crash leaves the old file or the new one, never a torn one.
 
-The same module serves ``recovery-point-offset-checkpoint``, ``log-start-offset-checkpoint`` and
-``cleaner-offset-checkpoint``; the files differ only in what the offsets mean.
+The same module serves ``recovery-point-offset-checkpoint``, ``log-start-offset-checkpoint``,
+``cleaner-offset-checkpoint`` and ``remote-deletion-checkpoint`` (partitions of deleted tiered
+topics whose objects are still to delete, the offset column their deletion time in ms); the files
+differ only in what the offsets mean.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ __all__ = [
     "CLEANER_OFFSET_CHECKPOINT",
     "LOG_START_OFFSET_CHECKPOINT",
     "RECOVERY_POINT_CHECKPOINT",
+    "REMOTE_DELETION_CHECKPOINT",
     "CorruptCheckpointError",
     "OffsetCheckpointFile",
     "format_offsets",
@@ -42,6 +45,7 @@ __all__ = [
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
 CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
+REMOTE_DELETION_CHECKPOINT = "remote-deletion-checkpoint"
 
 CHECKPOINT_VERSION = 0
 

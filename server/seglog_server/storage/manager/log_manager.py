@@ -177,8 +177,9 @@ class LogManager:
                 remote_fetch_cache_bytes, min(CHUNK_BYTES_DEFAULT, remote_fetch_cache_bytes))
         self._uploader: RemoteUploader | None = None
         # Partitions of deleted tiered topics whose objects the next remote pass deletes (a
-        # topic of the same name is refused until then: its keys would find them).
-        self._remote_deletions: set[TopicPartition] = set()
+        # topic of the same name is refused until then: its keys would find them), with the log
+        # directory whose remote-deletion-checkpoint records them (so a crash forgets none).
+        self._remote_deletions: dict[TopicPartition, LogDir] = {}
         # Orphans (a copy a crash interrupted) older than this go at the first remote pass and
         # every REMOTE_ORPHAN_CHECK_MS; younger ones may be a copy still in flight elsewhere.
         self._remote_orphan_grace_ms = remote_orphan_grace_ms
@@ -242,6 +243,7 @@ class LogManager:
                     on_dir_error=self._producer_id_write_failed,
                 )
                 self._cleaner.load_snapshots(self._dirs)
+                self._resume_remote_deletions()
                 self._remove_delete_dirs()
                 check_some_dir_online(self._dirs)
             except BaseException:
@@ -506,8 +508,8 @@ class LogManager:
                 raise UnknownTopicOrPartitionError(f"topic {topic!r} does not exist")
             some_dir_offline = any(not log_dir.online for log_dir in self._dirs)
             self._registry.check_all_partitions_online(entry, some_dir_offline)
+            self._record_remote_deletions(entry)
             partitions = self._registry.remove_topic(topic)
-            self._remote_deletions.update(tp for tp, p in partitions if p.log.remote_tier is not None)
             failures = self._rename_for_deletion(partitions)
             for tp, _ in partitions:  # waiters on them wake up and find the topic gone
                 self._announce_change(tp.topic, tp.partition)
@@ -518,6 +520,44 @@ class LogManager:
             if failures:
                 where = "; ".join(f"{d.path}: {exc}" for d, exc in failures.items())
                 raise LogDirOfflineError(f"deleting topic {topic!r} failed on {where}")
+
+    def _record_remote_deletions(self, entry: TopicEntry) -> None:
+        """Write the tiered partitions of a topic about to go into their directories'
+        remote-deletion-checkpoint before anything is deleted: DeleteTopic answers only once a
+        crash can no longer forget the objects (a local file, not a marker in the store: the
+        answer must not wait for a store that may be down). A failed write deletes nothing."""
+        served = [(tp, self._registry.find(tp)) for tp in entry.partitions()]
+        tiered = [(tp, p.log_dir) for tp, p in served if p is not None and p.log.remote_tier is not None]
+        now_ms = self._now_ms()
+        for log_dir in {id(d): d for _, d in tiered}.values():
+            recorded = dict(log_dir.remote_deletions)
+            recorded.update((tp, now_ms) for tp, d in tiered if d is log_dir)
+            try:
+                log_dir.write_remote_deletions(recorded)
+            except OSError as exc:
+                raise LogDirOfflineError(
+                    f"deleting topic {entry.name!r}: recording its remote segments for deletion in "
+                    f"{log_dir.path} failed, nothing was deleted: {exc}") from exc
+        self._remote_deletions.update(tiered)
+
+    def _resume_remote_deletions(self) -> None:
+        """At start: the deletions a crash or a shutdown left pending go at the first remote pass.
+        A partition that is still loaded never had its deletion answered (the crash came between
+        the record and the rename): its entry is dropped. Without a store they wait in the file."""
+        if self._remote_storage is None:
+            return
+        for log_dir in self._online_dirs():
+            live = {tp for tp in log_dir.remote_deletions if self._registry.topic(tp.topic) is not None}
+            self._remote_deletions.update((tp, log_dir) for tp in log_dir.remote_deletions if tp not in live)
+            if live:
+                kept = {tp: ms for tp, ms in log_dir.remote_deletions.items() if tp not in live}
+                try:
+                    log_dir.write_remote_deletions(kept)
+                except OSError as exc:
+                    _log.warning("dropping the remote deletions of live %s from %s failed: %s",
+                                 sorted(live), log_dir.path, exc)
+        if self._remote_deletions:
+            _log.info("resuming the remote deletion of %d partitions of deleted topics", len(self._remote_deletions))
 
     def _rename_for_deletion(
         self, partitions: list[tuple[TopicPartition, PartitionEntry]]
@@ -816,7 +856,13 @@ class LogManager:
                          tp, exc)
             return
         with self._admin_lock:
-            self._remote_deletions.discard(tp)
+            log_dir = self._remote_deletions.pop(tp, None)
+            if log_dir is not None and log_dir.online and tp in log_dir.remote_deletions:
+                kept = {other: ms for other, ms in log_dir.remote_deletions.items() if other != tp}
+                try:
+                    log_dir.write_remote_deletions(kept)
+                except OSError as exc:  # the next start deletes an empty prefix again: harmless
+                    _log.warning("recording the remote deletion of %s in %s failed: %s", tp, log_dir.path, exc)
         _log.info("deleted %d remote segments of deleted %s", count, tp)
 
     def _cleanup_orphans(self, log: Log) -> None:
