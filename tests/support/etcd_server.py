@@ -46,6 +46,8 @@ class EtcdServer:
     peer_port: int = 0
     process: subprocess.Popen | None = None
     extra_args: tuple[str, ...] = ()  # more etcd flags (e.g. a short progress-notify interval)
+    name: str = "seglog-test"
+    initial_cluster: str = ""  # "name=peer-url,..." of every member (EtcdCluster); "" for one member
 
     @property
     def endpoint(self) -> str:
@@ -57,19 +59,32 @@ class EtcdServer:
         server.launch()
         return server
 
+    @property
+    def peer_url(self) -> str:
+        return f"http://127.0.0.1:{self.peer_port}"
+
     def launch(self) -> None:
         """Starts (or starts again, with the same data) the etcd process."""
+        self.spawn()
+        self.wait_healthy()
+
+    def spawn(self) -> None:
+        """Starts the process without waiting: a member of several is healthy only once a quorum runs."""
         assert self.process is None
-        peer = f"http://127.0.0.1:{self.peer_port}"
+        peer = self.peer_url
         client = self.endpoint
-        log = open(os.path.join(self.directory, "etcd.log"), "ab")
+        log = open(os.path.join(self.directory, f"{self.name}.log"), "ab")
         self.process = subprocess.Popen(
-            [require_etcd(), "--name", "seglog-test", "--data-dir", os.path.join(self.directory, "etcd-data"),
+            [require_etcd(), "--name", self.name, "--data-dir", os.path.join(self.directory, f"{self.name}-data"),
              "--listen-client-urls", client, "--advertise-client-urls", client,
              "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
-             "--initial-cluster", f"seglog-test={peer}", "--log-level", "warn", *self.extra_args],
+             "--initial-cluster", self.initial_cluster or f"{self.name}={peer}", "--log-level", "warn",
+             *self.extra_args],
             stdout=log, stderr=subprocess.STDOUT)
         log.close()
+
+    def wait_healthy(self) -> None:
+        assert self.process is not None
         deadline = time.monotonic() + START_TIMEOUT_S
         while not self.healthy():
             assert self.process.poll() is None, f"etcd exited with {self.process.returncode}: see {self.directory}"
@@ -102,3 +117,48 @@ class EtcdServer:
             self.process.kill()
             self.process.wait(timeout=10)
         self.process = None
+
+
+@dataclass
+class EtcdCluster:
+    """Several etcd members on loopback, one etcd cluster: where quorum matters (a majority must run).
+
+    ``stop_member(i)`` / ``start_member(i)`` stop one member and start it again with its data."""
+
+    members: list[EtcdServer]
+
+    @classmethod
+    def start(cls, directory: str, size: int = 3) -> "EtcdCluster":
+        members = [EtcdServer(directory, free_port(), free_port(), name=f"member{i}") for i in range(size)]
+        initial = ",".join(f"{member.name}={member.peer_url}" for member in members)
+        cluster = cls(members)
+        try:
+            for member in members:
+                member.initial_cluster = initial
+                member.extra_args = ("--initial-cluster-token", f"seglog-{os.path.basename(directory)}")
+                member.spawn()
+            for member in members:
+                member.wait_healthy()
+        except BaseException:
+            cluster.stop()
+            raise
+        return cluster
+
+    @property
+    def endpoints(self) -> list[str]:
+        return [member.endpoint for member in self.members]
+
+    def stop_member(self, index: int) -> None:
+        self.members[index].stop()
+
+    def start_member(self, index: int) -> None:
+        self.members[index].spawn()
+
+    def wait_healthy(self) -> None:
+        for member in self.members:
+            if member.process is not None:
+                member.wait_healthy()
+
+    def stop(self) -> None:
+        for member in self.members:
+            member.stop()
