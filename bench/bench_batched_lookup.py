@@ -2,6 +2,12 @@
 
     .venv/bin/python bench/bench_batched_lookup.py [--records 200000] [--lookups 20000]
         [--per-request 1000] [--runs 3] [--profile lookups.txt]
+    .venv/bin/python bench/bench_batched_lookup.py --storage
+
+``--storage`` measures the storage alone, in this process (thread CPU per lookup, the least of
+three runs, on a log of 50 batches of 4,000 records and one of 2,000 batches of 100): single
+lookups and batched ones, each with the record-time tables, without them (one walk of a batch
+for the targets landing in it), and with one walk per target (the walk before either).
 
 Starts a service (``python -m seglog_server``, fresh data directory), produces ``--records``
 records twice (100-byte values, 16-byte keys): once with ``Producer.send_many`` and a 512 KiB
@@ -84,6 +90,56 @@ def _lookups(address: str, topic: str, times: list[int], per_request: int) -> fl
         return len(times) / (time.perf_counter() - started)
 
 
+def storage_costs() -> None:
+    import tempfile
+
+    from seglog.records import seek_record
+    from seglog_server.storage.base.clock import FakeClock
+    from seglog_server.storage.format import record_timestamps
+    from seglog_server.storage.segment import log_segment
+    from tests.support.log_test_support import NOW_MS, batch, config, open_log
+
+    walk_all = record_timestamps.seek_records
+
+    def walk_each(data, position, end, count, deltas, offset_min):
+        return [seek_record(data, position, end, count, delta, offset_min) for delta in deltas]
+
+    modes = {
+        "tables": (record_timestamps.RecordTimesCache(), walk_all),
+        "no tables, one walk a batch": (record_timestamps.RecordTimesCache(records_min=1 << 62), walk_all),
+        "no tables, one walk a target": (record_timestamps.RecordTimesCache(records_min=1 << 62), walk_each),
+    }
+    rng = random.Random(7)
+    values = [rng.randbytes(VALUE_BYTES) for _ in range(64)]
+    keys = [rng.randbytes(KEY_BYTES) for _ in range(64)]
+    for per_batch, batches in ((4000, 50), (100, 2000)):
+        with tempfile.TemporaryDirectory() as directory:
+            log = open_log(pathlib.Path(directory), FakeClock(NOW_MS), config(segment_bytes=1 << 30))
+            span = 0
+            for _ in range(batches):
+                log.append(batch(*[values[i % 64] for i in range(per_batch)], keys=[keys[i % 64] for i in range(per_batch)],
+                                 timestamps=[NOW_MS + span + i // 4 for i in range(per_batch)]))
+                span += per_batch // 4
+            targets = [NOW_MS + rng.randrange(span) for _ in range(20_000)]
+            for mode, (cache, walk) in modes.items():
+                log_segment.RECORD_TIMES, record_timestamps.seek_records = cache, walk
+                costs = {}
+                for shape, call in (("single", lambda: [log.offset_for_timestamp(t) for t in targets[:3000]]),
+                                    ("batched, 1,000 a call", lambda: [log.offsets_for_timestamps(targets[s : s + 1000])
+                                                                       for s in range(0, len(targets), 1000)])):
+                    count = 3000 if shape == "single" else len(targets)
+                    runs = []
+                    for _ in range(3):
+                        started = time.thread_time()
+                        call()
+                        runs.append((time.thread_time() - started) / count * 1e6)
+                    costs[shape] = min(runs)
+                print(f"{per_batch}-record batches, {mode}: " + ", ".join(f"{shape} {cost:.1f} us" for shape, cost in costs.items())
+                      + " of CPU a lookup", flush=True)
+            log.close()
+    log_segment.RECORD_TIMES, record_timestamps.seek_records = record_timestamps.RECORD_TIMES, walk_all
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--records", type=int, default=200_000)
@@ -92,7 +148,11 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--profile", type=pathlib.Path, default=None)
     parser.add_argument("--only", choices=("large", "small"), default=None)
+    parser.add_argument("--storage", action="store_true", help="the storage alone, in this process (see above)")
     arguments = parser.parse_args()
+    if arguments.storage:
+        storage_costs()
+        return
     with tempfile.TemporaryDirectory(prefix="seglog-lookups-") as directory:
         process, address = _start(pathlib.Path(directory))
         try:

@@ -105,6 +105,12 @@ class LogSegment:
         # First read of a header scan: the batch sought starts within about one index interval
         # (plus one batch) of the entry the offset index gave.
         self._scan_bytes = min(max(index_interval_bytes, 0) + _SCAN_SLACK_BYTES, _SCAN_BYTES_MAX)
+        # A lookup by time's first read: the index entry it starts from usually points at the
+        # batch before the answer, so a read of two batches (the size of the last one found)
+        # holds both headers and the answer's bytes: one pread, not three (the batch at the
+        # entry, the next header, the answer's body). Batches too large for that keep the
+        # index-sized read (their headers are all a lookup with a record-time table reads).
+        self._lookup_scan_bytes = self._scan_bytes
         self._roll_jitter_ms = roll_jitter_ms
         self._clock = clock
         self._created_ms = clock.time_ms()
@@ -661,7 +667,7 @@ class LogSegment:
                 timestamp_ms, position = timestamps_ms[number], positions[number]
                 if not (position == scan_position and (first is None or first[0].max_timestamp >= timestamp_ms)):
                     first = self._log.find_batch_for_timestamp(
-                        timestamp_ms, position, starting_offset, self._scan_bytes, self.offset_bounds()
+                        timestamp_ms, position, starting_offset, self._lookup_scan_bytes, self.offset_bounds()
                     )
                     scan_position = position
                 if first is None:
@@ -693,6 +699,8 @@ class LogSegment:
         where it starts in the chunk), or None: from the batch's table when it has one (a large
         batch: RECORD_TIMES), else by one walk of its records."""
         header, chunk, at = found
+        fits = 2 * header.size_in_bytes + _SCAN_SLACK_BYTES
+        self._lookup_scan_bytes = fits if self._scan_bytes < fits <= _SCAN_BYTES_MAX else self._scan_bytes
         answers = RECORD_TIMES.answers(
             self._log.path, chunk, at, header.position, timestamps_ms, starting_offset,
             lambda: self._log.batch_bytes(header, chunk, at),
@@ -711,7 +719,7 @@ class LogSegment:
         ``timestamp_ms`` and a last offset >= ``starting_offset``, then its first such record, on
         to the next batch when the record's offset is below ``starting_offset``. Also returns
         what the first step found (``first``: that step's answer when already known)."""
-        scan_bytes = self._scan_bytes
+        scan_bytes = self._lookup_scan_bytes
         if first is _UNKNOWN:
             first = self._log.find_batch_for_timestamp(
                 timestamp_ms, position, starting_offset, scan_bytes, self.offset_bounds()

@@ -375,3 +375,21 @@ def test_a_batch_damaged_after_its_first_records_gets_no_table_and_refuses_as_th
     with pytest.raises(CorruptSegmentError):
         log.offset_for_timestamp(NOW_MS + 299)
     assert len(cache) == 0
+
+
+def test_a_lookup_reads_the_batch_at_its_index_entry_and_the_answer_in_one_pread(tmp_path, clock):
+    """The index entry a lookup starts from points at the batch before the answer: once the
+    segment has seen a batch's size, its first read covers two of them (one pread, not three:
+    the entry's batch, the next header, the answer's body)."""
+    fs = CountingFs()
+    log = open_log(tmp_path, clock, config(index_interval_bytes=4096), fs=fs)
+    for first in range(0, 2000, 100):  # 100-record batches of about 11 KB
+        log.append(batch(*[b"v" * 100] * 100, timestamps=[NOW_MS + first + i for i in range(100)]))
+    assert log.offset_for_timestamp(NOW_MS + 150).offset == 150  # learns the batch size
+    counts = []
+    for target in (NOW_MS + 450, NOW_MS + 1250, NOW_MS + 1999):
+        fs.preads = 0
+        found = log.offset_for_timestamp(target)
+        assert found.offset == target - NOW_MS
+        counts.append(fs.preads)
+    assert counts == [1, 1, 1]
