@@ -41,6 +41,7 @@ from seglog_server.cluster import (
     place_partitions,
     reserve_producer_id_block,
 )
+from seglog_server.cluster.topic_records import HeldTopics, delete_topic_records
 from seglog_server.config import ServiceConfig
 from seglog_server.metrics.cluster_metrics import ClusterInstruments
 from seglog_server.rpc import cluster_routing
@@ -101,6 +102,10 @@ class ClusterNode:
         from seglog_server.cluster.partition_moves import MoveStore
 
         self.routing.moves = MoveStore(self._thread_gateway, self._keys, config.instance_id)
+        # The generation of each topic held here because etcd has it (topic_records.py); DeleteTopic
+        # and CreateTopic ask the node through the routing.
+        self._held = HeldTopics(config.data_dirs[0])
+        self.routing.topics = self
         # Each partition's ownership epoch, pushed into its local log (``follow_epochs``).
         self._epochs_stopping = threading.Event()
         self._epochs_thread: threading.Thread | None = None
@@ -165,7 +170,7 @@ class ClusterNode:
         and writes topic and owners at epoch 0 in one etcd transaction; then holds it locally."""
         try:
             owners = place_partitions(partition_count, self._loads())
-            create_topic(self._thread_gateway(), self._keys, topic, owners, configs)
+            generation = create_topic(self._thread_gateway(), self._keys, topic, owners, configs)
         except TopicExistsError as exc:
             raise storage_errors.TopicExistsError(str(exc)) from exc
         except NoLiveInstanceError as exc:
@@ -173,7 +178,50 @@ class ClusterNode:
         except EtcdUnavailableError as exc:
             raise cluster_routing.ClusterUnavailableError(f"topic {topic!r} not created: {exc}") from exc
         _log.info("topic %s: %d partitions placed on %s", topic, partition_count, ", ".join(owners))
-        self._hold_locally(topic, partition_count, configs)
+        self._hold_locally(topic, partition_count, configs, generation)
+
+    # -- DeleteTopic ----------------------------------------------------------------------------
+    def delete_topic(self, topic: str) -> None:
+        """Blocking. Deletes the topic and its partitions' records from etcd in one transaction,
+        then the local copy; every other instance deletes its copy when its cache sees the
+        deletion (``reconcile_topics``). A topic etcd does not have is deleted here only (one
+        created before cluster mode), or answered NOT_FOUND."""
+        try:
+            deleted = delete_topic_records(self._thread_gateway(), self._keys, topic)
+        except EtcdUnavailableError as exc:
+            raise cluster_routing.ClusterUnavailableError(f"topic {topic!r} not deleted: {exc}") from exc
+        if deleted:
+            _log.info("topic %s deleted from the cluster", topic)
+            self._drop_local(topic)
+            return
+        if self._held.get(topic) is not None:  # deleted cluster-wide by another call meanwhile
+            self._drop_local(topic)
+            raise storage_errors.UnknownTopicOrPartitionError(f"topic {topic!r} does not exist")
+        self._manager.delete_topic(topic)
+
+    def settle_topic(self, topic: str) -> None:
+        """Blocking. Deletes the local copy of ``topic`` if etcd no longer has the generation it
+        holds (asked of etcd itself, not the cache): CreateTopic asks it first, so a create of a
+        name deleted a moment ago is not refused for a local copy this instance has not deleted
+        yet. A topic etcd still has, or one not held for etcd's sake, is left alone."""
+        generation = self._held.get(topic)
+        if generation is None:
+            return
+        try:
+            kv = self._thread_gateway().get(self._keys.topic(topic))
+        except EtcdUnavailableError as exc:
+            raise cluster_routing.ClusterUnavailableError(f"topic {topic!r}: {exc}") from exc
+        if kv is None or kv.create_revision != generation:
+            self._drop_local(topic)
+
+    def _drop_local(self, topic: str) -> None:
+        with self._materialize_lock:
+            with contextlib.suppress(storage_errors.UnknownTopicOrPartitionError):
+                self._manager.delete_topic(topic)
+                _log.info("topic %s: local copy deleted, as etcd no longer has it", topic)
+            self._held.forget(topic)
+            for key in [key for key in self._pushed_epochs if key[0] == topic]:
+                self._pushed_epochs.pop(key, None)
 
     # -- InitProducerId -------------------------------------------------------------------------
     def reserve_producer_id_block(self) -> int:
@@ -201,30 +249,57 @@ class ClusterNode:
             gateway = self._local.gateway = self._gateway()
         return gateway
 
-    def _hold_locally(self, topic: str, partition_count: int, configs: Mapping[str, str]) -> None:
+    def _hold_locally(self, topic: str, partition_count: int, configs: Mapping[str, str], generation: int) -> None:
         with self._materialize_lock:
             if topic in dict(self._manager.list_topics()):
                 return
+            self._held.record(topic, generation)  # before the copy: never a copy without its record
             self._manager.create_topic(topic, partition_count, dict(configs))
 
     # -- the other instances' topics --------------------------------------------------------------
     async def _materialize(self) -> None:
         while True:
             await asyncio.sleep(_MATERIALIZE_INTERVAL_S)
+            for topic in self._stale_topics():
+                try:
+                    await self._calls.blocking(self.settle_topic, topic)
+                except (cluster_routing.ClusterUnavailableError, storage_errors.StorageError, OSError) as exc:
+                    _log.warning("topic %s deleted from etcd, local copy not deleted yet: %s", topic, exc)
             local = dict(self._manager.list_topics())
             for topic, partition_count in self._cache.topics().items():
                 if topic not in local:
                     try:
                         await self._calls.blocking(self._materialize_topic, topic, partition_count)
-                    except (ClusterError, storage_errors.StorageError) as exc:
+                    except (ClusterError, storage_errors.StorageError, OSError) as exc:
                         _log.warning("topic %s from etcd not held locally yet: %s", topic, exc)
+
+    def _stale_topics(self) -> list[str]:
+        """Local topics held for etcd's sake whose generation the cache no longer shows (deleted,
+        or deleted and created again). Only a loaded cache at or past the generation's revision is
+        believed (a copy just created is not mistaken for a deleted one); ``settle_topic`` asks
+        etcd before anything is deleted. A held topic with no record yet (a copy made before the
+        records were kept) is recorded at the generation etcd has."""
+        statistics = self._cache.statistics()
+        if not statistics.connected:
+            return []
+        generations = self._cache.topic_generations()
+        stale = []
+        for topic, _ in self._manager.list_topics():
+            held = self._held.get(topic)
+            if held is None:
+                if topic in generations:
+                    with contextlib.suppress(OSError):
+                        self._held.record(topic, generations[topic])
+            elif statistics.revision >= held and generations.get(topic) != held:
+                stale.append(topic)
+        return stale
 
     def _materialize_topic(self, topic: str, partition_count: int) -> None:
         kv = self._thread_gateway().get(self._keys.topic(topic))
         if kv is None:
             return  # deleted meanwhile
-        configs = json.loads(kv.value).get("configs", {})
-        self._hold_locally(topic, partition_count, configs)
+        record = json.loads(kv.value)
+        self._hold_locally(topic, int(record["partitions"]), record.get("configs", {}), kv.create_revision)
         _log.info("topic %s (%d partitions) held locally, as etcd has it", topic, partition_count)
 
     # -- ownership epochs into the logs ---------------------------------------------------------

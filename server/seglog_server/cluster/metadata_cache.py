@@ -77,6 +77,7 @@ class MetadataCache:
         self._owners: dict[tuple[str, int], PartitionOwner] = {}
         self._topics: dict[str, int] = {}
         self._moves: dict[tuple[str, int], dict] = {}  # partition moves in progress (partition_moves.py)
+        self._topic_generations: dict[str, int] = {}  # topic -> its key's create revision (topic_records.py)
         self._revision = 0
         self._connected = False
         self._reload_count = 0
@@ -99,6 +100,12 @@ class MetadataCache:
     def topics(self) -> dict[str, int]:
         with self._changed:
             return dict(self._topics)
+
+    def topic_generations(self) -> dict[str, int]:
+        """topic -> the etcd create revision of its key: a topic deleted and created again is a
+        new generation (topic_records.py)."""
+        with self._changed:
+            return dict(self._topic_generations)
 
     def move_of(self, topic: str, partition: int) -> dict | None:
         """The partition's move record (JSON, with ``mod_revision`` added), or None."""
@@ -172,6 +179,7 @@ class MetadataCache:
         with self._changed:
             previous, previous_owners = self._instances, self._owners
             self._instances, self._owners, self._topics, self._moves = {}, {}, {}, {}
+            self._topic_generations = {}
             for kv in kvs:
                 self._apply_put(kv, previous_owners)
             for instance_id, info in previous.items():
@@ -242,6 +250,7 @@ class MetadataCache:
                     partition_count=int(capacity.get("partition_count", 0)), bytes=int(capacity.get("bytes", 0)))
             elif kind == "topic":
                 self._topics[name] = int(json.loads(kv.value)["partitions"])
+                self._topic_generations[name] = kv.create_revision
             elif kind == "move":
                 self._moves[(name, partition)] = dict(json.loads(kv.value), mod_revision=kv.mod_revision)
             else:
@@ -261,6 +270,7 @@ class MetadataCache:
             self._instances[name] = self._gone(self._instances[name], now_ms)
         elif kind == "topic":
             self._topics.pop(name, None)
+            self._topic_generations.pop(name, None)
         elif kind == "owner":
             self._owners.pop((name, partition), None)
         elif kind == "move":

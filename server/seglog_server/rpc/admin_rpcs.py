@@ -34,6 +34,9 @@ class AdminRpcs:
         self._check_message_bytes(configs)
         core = self.core
         cluster = core.cluster
+        if cluster is not None and cluster.topics is not None and not request.validate_only:
+            # A local copy of a topic of that name deleted cluster-wide a moment ago goes first.
+            await core.calls.blocking(cluster.topics.settle_topic, request.topic)
         config = await core.calls.blocking(
             core.storage.create_topic, request.topic, request.partitions, configs,
             validate_only=request.validate_only or cluster is not None,
@@ -49,6 +52,11 @@ class AdminRpcs:
         if not request.topic:
             raise InvalidRequestError("topic is empty")
         self.core.check_user_may_change("delete", request.topic)
+        cluster = self.core.cluster
+        if cluster is not None and cluster.topics is not None:
+            # From etcd in one transaction; every instance deletes its copy as its cache sees it.
+            await self.core.calls.blocking(cluster.topics.delete_topic, request.topic)
+            return pb.DeleteTopicResponse()
         await self.core.calls.blocking(self.core.storage.delete_topic, request.topic)
         return pb.DeleteTopicResponse()
 

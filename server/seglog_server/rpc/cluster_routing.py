@@ -111,6 +111,9 @@ class ClusterRouting:
         self._monotonic = monotonic
         # Partition moves (cluster/partition_moves.py MoveStore, set by cluster_node.py).
         self.moves: Any = None
+        # Topic deletion and a deleted topic's local copy (cluster_node.py ClusterNode: delete_topic,
+        # settle_topic; blocking), set by cluster_node.py.
+        self.topics: Any = None
 
     def check_produce(self, topic: str, partition: int) -> int | None:
         """Admits a produce: not fenced, owned here, not in a move's final catch-up. Returns the
