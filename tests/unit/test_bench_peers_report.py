@@ -179,6 +179,8 @@ def test_the_command_line_renders_a_json_file(tmp_path, capsys):
 def test_the_floor_goals_say_met_or_not_with_each_ratio_and_the_command():
     seglog = _figures(batched_lookups_per_s=30_000.0, batched_lookups_small_batches_per_s=9_000.0,
                       produce_defaults_records_per_s=250_000.0, read_defaults_records_per_s=500_000.0,
+                      produce_defaults_client_cpu_s=5.0, produce_defaults_server_cpu_s=3.0,
+                      read_defaults_client_cpu_s=1.5,
                       records_per_batch=3400.0, lookup_p50_over_floor=1.1, lookup_p99_over_floor=2.5,
                       latency_p50_over_floor=1.4, latency_p99_over_floor=2.9)
     redis = _figures(batched_lookups_per_s=10_000.0)
@@ -193,6 +195,8 @@ def test_the_floor_goals_say_met_or_not_with_each_ratio_and_the_command():
     assert "| 3. produce -> consume p99 at 2,000/s <= 3.0x the floor | 2.90x | met |" in page
     assert "`.venv/bin/python -m bench.peers --records 1000000`" in page
     assert "peers-cdf.png" in page
+    assert "produce 5.00 us of client CPU and 3.00 us of service CPU against 9.00 and 2.00" in page
+    assert "## Lookups and latency: what works, what remains" in page
     assert "every client default (16 KiB batches) | 2.50x (250,000 records/s) | **not met** |" in page
     assert "catch-up read (poll_batches) >= 2x Redis Streams, every client default (16 KiB batches) | 2.50x" in page
 
