@@ -28,6 +28,7 @@ the two leading fields a lookup needs::
 
 from __future__ import annotations
 
+import struct
 import threading
 from array import array
 from bisect import bisect_left
@@ -146,6 +147,7 @@ TABLE_RECORDS_MIN = 256
 TABLES_BYTES_MAX = 16 * 1024 * 1024
 _HEADER_BYTES = RECORDS_OFFSET
 _RECORDS_COUNT_AT = RECORDS_OFFSET - 4
+_RECORDS_COUNT = struct.Struct(">i")
 
 
 class _RecordTimes:
@@ -219,9 +221,9 @@ class RecordTimesCache:
         in ``chunk`` (at ``position`` in the file ``path``) from its table, built on first use
         from ``read_batch()`` (its bytes); None when the walk must answer (a small, damaged or
         LogAppendTime batch, or a starting offset inside it)."""
+        if len(chunk) < at + _HEADER_BYTES or _RECORDS_COUNT.unpack_from(chunk, at + _RECORDS_COUNT_AT)[0] < self.records_min:
+            return None  # a small batch: walked, no table looked for
         header = bytes(chunk[at : at + _HEADER_BYTES])
-        if len(header) < _HEADER_BYTES:
-            return None
         key = (path, position)
         with self._lock:
             table = self._tables.get(key)
