@@ -71,6 +71,12 @@ def _text_lines(args: argparse.Namespace, response: Any) -> list[str]:
     lines = [f"{args.topic}-{args.partition} {target}"]
     if response.segment_base_offset < 0:
         lines.append(f"segment map: {response.segment_count} segments, no segment holds it")
+    elif response.remote_segment_id:
+        lines.append(
+            f"below the local log start: {response.segment_count} remote segments -> segment "
+            f"{response.segment_base_offset} in the object store ({response.remote_segment_id}), "
+            "its .index read whole"
+        )
     else:
         lines.append(
             f"segment map: {response.segment_count} segments -> segment {response.segment_base_offset}"

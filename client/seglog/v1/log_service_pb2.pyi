@@ -497,7 +497,7 @@ class ExplainLookupRequest(_message.Message):
     def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., offset: _Optional[int] = ..., timestamp_ms: _Optional[int] = ...) -> None: ...
 
 class ExplainLookupResponse(_message.Message):
-    __slots__ = ("segment_count", "segment_base_offset", "searches", "index_position", "found_offset", "found_position", "scanned_bytes", "duration_us")
+    __slots__ = ("segment_count", "segment_base_offset", "searches", "index_position", "found_offset", "found_position", "scanned_bytes", "duration_us", "remote_segment_id")
     SEGMENT_COUNT_FIELD_NUMBER: _ClassVar[int]
     SEGMENT_BASE_OFFSET_FIELD_NUMBER: _ClassVar[int]
     SEARCHES_FIELD_NUMBER: _ClassVar[int]
@@ -506,6 +506,7 @@ class ExplainLookupResponse(_message.Message):
     FOUND_POSITION_FIELD_NUMBER: _ClassVar[int]
     SCANNED_BYTES_FIELD_NUMBER: _ClassVar[int]
     DURATION_US_FIELD_NUMBER: _ClassVar[int]
+    REMOTE_SEGMENT_ID_FIELD_NUMBER: _ClassVar[int]
     segment_count: int
     segment_base_offset: int
     searches: _containers.RepeatedCompositeFieldContainer[IndexSearch]
@@ -514,7 +515,8 @@ class ExplainLookupResponse(_message.Message):
     found_position: int
     scanned_bytes: int
     duration_us: int
-    def __init__(self, segment_count: _Optional[int] = ..., segment_base_offset: _Optional[int] = ..., searches: _Optional[_Iterable[_Union[IndexSearch, _Mapping]]] = ..., index_position: _Optional[int] = ..., found_offset: _Optional[int] = ..., found_position: _Optional[int] = ..., scanned_bytes: _Optional[int] = ..., duration_us: _Optional[int] = ...) -> None: ...
+    remote_segment_id: str
+    def __init__(self, segment_count: _Optional[int] = ..., segment_base_offset: _Optional[int] = ..., searches: _Optional[_Iterable[_Union[IndexSearch, _Mapping]]] = ..., index_position: _Optional[int] = ..., found_offset: _Optional[int] = ..., found_position: _Optional[int] = ..., scanned_bytes: _Optional[int] = ..., duration_us: _Optional[int] = ..., remote_segment_id: _Optional[str] = ...) -> None: ...
 
 class IndexSearch(_message.Message):
     __slots__ = ("index", "path", "entry_count", "zone", "slot", "probed_slots", "pages", "pages_resident")

@@ -367,4 +367,5 @@ def explain_lookup_response(explanation: Any) -> pb.ExplainLookupResponse:
         found_position=explanation.found_position,
         scanned_bytes=explanation.scanned_bytes,
         duration_us=round(explanation.duration_seconds * 1_000_000),
+        remote_segment_id=explanation.remote_segment_id,
     )

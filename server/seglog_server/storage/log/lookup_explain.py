@@ -59,6 +59,9 @@ class LookupExplanation:
     found_position: int  # the .log position of the batch holding it
     scanned_bytes: int  # bytes of batch headers walked past the index position
     duration_seconds: float
+    # Tiered storage: the remote segment answering a target below the local log start (no local
+    # index searched, positions in its .log object); "" for a local answer.
+    remote_segment_id: str = ""
 
 
 def explain_offset(

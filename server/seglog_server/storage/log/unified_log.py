@@ -31,7 +31,7 @@ import logging
 import os
 import random
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
@@ -596,6 +596,11 @@ class UnifiedLog:
         the next batch; None past the last batch. Both lookup levels, no data read."""
         with self._lock:
             self._local.check_usable()
+            local_start = self._segments.first.base_offset
+            if self._remote_tier is not None and offset < local_start:
+                raise OffsetOutOfRangeError(
+                    f"{self._name}: offset {offset} is below the local log start {local_start}: it is in "
+                    "the object store, in no local segment")
             return self._local.position_of(offset)
 
     # -- offsets by timestamp (timestamp_lookups.py) --------------------------------------------
@@ -696,12 +701,23 @@ class UnifiedLog:
                     f"{self._name}: offset {offset} is outside the log's records "
                     f"[{self._log_start_offset}, {self._log_end_offset})"
                 )
-            return explain_offset(self._segments, offset, residency or no_residency)
+            tier = self._remote_tier
+            if tier is None or offset >= self._segments.first.base_offset:
+                return explain_offset(self._segments, offset, residency or no_residency)
+        return tier.explain(offset)  # below the local log start: a store call, outside the lock
 
     def explain_timestamp(self, timestamp_ms: int, residency: ResidentPages | None = None) -> LookupExplanation:
         """The path of OffsetsForTimes for ``timestamp_ms`` (>= 0)."""
         if timestamp_ms < 0:
             raise ValueError(f"{self._name}: explain needs a timestamp >= 0, found {timestamp_ms}")
+        tier = self._remote_tier
+        if tier is not None:
+            # Tiered: the lookup itself says whether the answer lies below the local log start;
+            # then the remote segment holding that record is the one described.
+            found = self.offset_for_timestamp(timestamp_ms)
+            if found is not None and found.offset < self.local_log_start_offset:
+                explained = tier.explain(found.offset)
+                return replace(explained, found_offset=found.offset)
         with self._lock:
             self._local.check_usable()
             segments = self._segments
