@@ -123,12 +123,15 @@ class FaultProxy:
     """TCP proxy on a free loopback port in front of ``target_port``. ``mode``: ``"pass"``
     forwards; ``"503"`` answers every request ``503 Slow Down`` (S3's overload answer);
     ``"stall"`` accepts and never answers. ``fail_put_matching``: a substring of a PUT's request
-    line whose connection is held silent (a store that disappears mid-upload)."""
+    line whose connection is held silent (a store that disappears mid-upload);
+    ``stall_request_matching``: the same for any request (``"?delete"``: the multi-object DELETE
+    of a segment's objects)."""
 
     def __init__(self, target_port: int) -> None:
         self.target_port = target_port
         self.mode = "pass"
         self.stall_put_matching: str | None = None
+        self.stall_request_matching: str | None = None
         self.stalled = threading.Event()  # set when a matching PUT is being held
         self._release = threading.Event()
         proxy = self
@@ -158,7 +161,8 @@ class FaultProxy:
             return
         request_line = head.split(b"\r\n", 1)[0].decode("latin-1")
         if self.mode == "stall" or (self.stall_put_matching and request_line.startswith("PUT ")
-                                    and self.stall_put_matching in request_line):
+                                    and self.stall_put_matching in request_line) or (
+                self.stall_request_matching and self.stall_request_matching in request_line):
             self.stalled.set()
             self._release.wait()
             return

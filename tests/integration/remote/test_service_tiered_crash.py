@@ -2,12 +2,15 @@
 A service killed with -9 in the middle of an upload (the store holding the segment's PUT, a
 store gone silent mid-upload) leaves an orphan: a COPY_SEGMENT_STARTED record and maybe objects.
 The restarted service never reads it, copies the segment again under a new id and deletes the
-orphan at its first remote pass (its grace set to 1 ms here)."""
+orphan at its first remote pass (its grace set to 1 ms here). A service killed with -9 while it
+deletes uploaded segments (local copies renamed .deleted, a remote one DELETE_SEGMENT_STARTED)
+loses nothing acknowledged and never reads the half-deleted segment."""
 
 from __future__ import annotations
 
 import uuid
 
+import grpc
 import pytest
 from tests.support.integration_helpers import ServiceProcess, make_batch, records_of
 from tests.support.s3_server import CREDENTIALS_ENV
@@ -91,5 +94,56 @@ def test_kill_9_right_after_delete_topic_the_restart_deletes_its_objects(weed, p
                                    timeout=CALL_TIMEOUT_S)
         answer = restarted.stub.Fetch(pb.FetchRequest(topic="t", offset=0), timeout=CALL_TIMEOUT_S)
         assert records_of(answer) == []  # the new topic of that name starts empty
+    finally:
+        restarted.stop()
+
+
+def test_kill_9_during_the_deletion_of_uploaded_segments_loses_nothing_acknowledged(weed, proxy, tmp_path):
+    # Both deletions of uploaded segments are cut: local copies renamed .deleted and not unlinked
+    # yet (file.delete.delay.ms), and a remote segment below a DeleteRecords start whose
+    # DELETE_SEGMENT_STARTED record is written while its objects' DELETE is held by the store.
+    prefix = f"deleting-{uuid.uuid4().hex[:10]}"
+    rsm = RemoteStorageManager(ObjectStore(store_config(weed.endpoint, prefix)))
+    service = service_at(tmp_path, proxy.endpoint, prefix).start()
+    partition_dir = service.data_dirs[0] / "t-0"
+    try:
+        service.stub.CreateTopic(pb.CreateTopicRequest(topic="t", partitions=1, configs={
+            **TIERED, "file.delete.delay.ms": "600000"}), timeout=CALL_TIMEOUT_S)
+        for index in range(16):
+            service.stub.Produce(pb.ProduceRequest(topic="t", records=make_batch(
+                [b"v%05d" % index + b"." * 400], keys=[b"k%d" % index])), timeout=CALL_TIMEOUT_S)
+        wait_until(lambda: len(list(partition_dir.glob("*.log"))) == 1 and len(rsm.metadata.list("t", 0)) >= 3,
+                   "the closed segments uploaded and their local copies deleted")
+        assert list(partition_dir.glob("*.log.deleted"))  # renamed, not unlinked yet
+        remote = rsm.metadata.list("t", 0)
+        proxy.stall_request_matching = "?delete"
+        cut = remote[1].end_offset + 1  # the first two remote segments lie wholly below it
+        service.stub.DeleteRecords(pb.DeleteRecordsRequest(topic="t", partition=0, offset=cut),
+                                   timeout=CALL_TIMEOUT_S)
+        assert proxy.stalled.wait(60), "the remote pass never reached the objects' DELETE"
+        service.process.kill()
+        service.process.wait()
+    finally:
+        service.stop()
+    half = [m for m in rsm.metadata.orphans("t", 0) if m.segment_id == remote[0].segment_id]
+    assert [m.state for m in half] == [RemoteLogSegmentState.DELETE_SEGMENT_STARTED]
+    assert remote[0].segment_id not in {m.segment_id for m in rsm.metadata.list("t", 0)}
+
+    restarted = service_at(tmp_path, weed.endpoint, prefix).start()
+    try:
+        described = restarted.stub.DescribeTopic(pb.DescribeTopicRequest(topic="t"), timeout=CALL_TIMEOUT_S)
+        start = described.partitions[0].log_start_offset
+        # Never the half-deleted segment; the DeleteRecords start itself if its checkpoint was
+        # written before the kill, else the first remote segment left whole.
+        assert remote[0].end_offset < start <= cut and described.partitions[0].log_end_offset == 16
+        assert not list(partition_dir.glob("*.deleted"))
+        for offset in range(start, 16):  # nothing acknowledged lost, the remote part included
+            answer = restarted.stub.Fetch(pb.FetchRequest(topic="t", offset=offset), timeout=CALL_TIMEOUT_S)
+            assert b"k%d" % offset in [r.key for r in records_of(answer)], offset
+        with pytest.raises(grpc.RpcError) as below:
+            restarted.stub.Fetch(pb.FetchRequest(topic="t", offset=remote[0].base_offset), timeout=CALL_TIMEOUT_S)
+        assert below.value.code() == grpc.StatusCode.OUT_OF_RANGE
+        wait_until(lambda: rsm.metadata.orphans("t", 0) == [], "the half-deleted segment's record removed")
+        assert not [key for key in rsm.store.list("t/0/") if remote[0].segment_id in key]
     finally:
         restarted.stop()
