@@ -395,8 +395,9 @@ class AsyncAdmin:
 
     async def take_over_partition(self, topic: str, partition: int, *, unclean: bool = False) -> _moves.PartitionTakeover:
         """Unclean takeover, by the bootstrap instance, of a partition whose owner's lease is
-        gone: it starts empty at the offset etcd recorded for the last ownership change (0 if
-        none); every record the dead owner held is lost to readers. Refused unless ``unclean``."""
+        gone: it starts empty past every offset the dead owner could have acknowledged (its
+        offset ceiling in etcd), so none is handed out twice; every record the dead owner held is
+        lost to readers. Refused unless ``unclean``."""
         await self.start()
         return await _moves.take_over_partition(self._router, topic, partition, unclean,
                                                 self._connection.request_timeout_ms / 1000)

@@ -102,6 +102,10 @@ class ClusterNode:
         from seglog_server.cluster.partition_moves import MoveStore
 
         self.routing.moves = MoveStore(self._thread_gateway, self._keys, config.instance_id)
+        from seglog_server.cluster.offset_ceilings import OffsetCeilings
+
+        self.routing.ceilings = OffsetCeilings(self._thread_gateway, self._keys, config.instance_id, self._cache,
+                                               self._log_end_offset)
         # The generation of each topic held here because etcd has it (topic_records.py); DeleteTopic
         # and CreateTopic ask the node through the routing.
         self._held = HeldTopics(config.data_dirs[0])
@@ -138,6 +142,7 @@ class ClusterNode:
             _log.warning("instance %s: etcd %s not reached yet; produce is refused until it registers",
                          self.config.instance_id, ",".join(self.config.etcd_endpoints))
         self._materializer = asyncio.create_task(self._materialize(), name="seglog-cluster-topics")
+        self.routing.ceilings.start()
         self._epochs_thread = threading.Thread(target=self._follow_epochs, name="seglog-cluster-epochs", daemon=True)
         self._epochs_thread.start()
         _log.info("cluster %r: instance %s at %s (lease %d s, produce fenced after %.1f s without renewal)",
@@ -160,6 +165,7 @@ class ClusterNode:
             self._materializer.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._materializer
+        await asyncio.to_thread(self.routing.ceilings.stop)
         # Revoked: the instance key goes now, and the others see this instance gone at once.
         await asyncio.to_thread(self._membership.stop, True)
         await asyncio.to_thread(self._cache.stop)
@@ -335,6 +341,13 @@ class ClusterNode:
                 self._pushed_epochs[(topic, partition)] = record.epoch
                 told += 1
         return told
+
+    def _log_end_offset(self, topic: str, partition: int) -> int | None:
+        """The local log's end (offset_ceilings.py), None when not held here."""
+        try:
+            return self._manager.get_log(topic, partition).log_end_offset
+        except storage_errors.StorageError:
+            return None
 
     def _capacity(self) -> Capacity:
         topics = self._manager.list_topics()

@@ -8,6 +8,8 @@ may share one etcd:
     <name>/owners/<topic>/<partition>       JSON {"owner": <instance id>, "epoch": E}
     <name>/producer_id_block                the first producer id not yet reserved (decimal)
     <name>/moves/<topic>/<partition>        JSON move record of a partition move in progress
+    <name>/offset_ceilings/<topic>/<partition>  JSON {"epoch": E, "ceiling": N}: the owner at epoch E
+                                            acknowledges no offset at or above N (offset_ceilings.py)
 
 Topic names never contain ``/`` (Kafka's legal characters are ``[a-zA-Z0-9._-]``), so the last
 ``/`` of an owners key separates the topic from the partition number.
@@ -22,6 +24,7 @@ TOPICS = "topics/"
 OWNERS = "owners/"
 PRODUCER_ID_BLOCK = "producer_id_block"
 MOVES = "moves/"
+OFFSET_CEILINGS = "offset_ceilings/"
 
 
 @dataclass(frozen=True)
@@ -51,6 +54,10 @@ class ClusterKeys:
     def move(self, topic: str, partition: int) -> str:
         assert partition >= 0, partition
         return f"{self.prefix}{MOVES}{topic}/{partition}"
+
+    def offset_ceiling(self, topic: str, partition: int) -> str:
+        assert partition >= 0, partition
+        return f"{self.prefix}{OFFSET_CEILINGS}{topic}/{partition}"
 
     def parse(self, key: str) -> tuple[str, str, int | None] | None:
         """("instance", id, None), ("topic", name, None), ("owner", topic, partition),

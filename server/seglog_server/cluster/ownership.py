@@ -30,6 +30,9 @@ class PartitionOwner:
     owner: str
     epoch: int
     mod_revision: int  # etcd's revision of the record; what a change compares on
+    # The offset the epoch started at, as a move's commit or a takeover recorded it (0: never
+    # recorded, a topic's first epoch): where offset_ceilings.py counts the epoch's first block from.
+    start_offset: int = 0
 
 
 def owner_value(owner: str, epoch: int) -> bytes:
@@ -38,7 +41,8 @@ def owner_value(owner: str, epoch: int) -> bytes:
 
 def parse_owner(value: bytes, mod_revision: int) -> PartitionOwner:
     record = json.loads(value)
-    return PartitionOwner(owner=str(record["owner"]), epoch=int(record["epoch"]), mod_revision=mod_revision)
+    return PartitionOwner(owner=str(record["owner"]), epoch=int(record["epoch"]), mod_revision=mod_revision,
+                          start_offset=int(record.get("start_offset", 0)))
 
 
 def _put(key: str, value: bytes) -> dict:

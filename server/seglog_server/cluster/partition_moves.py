@@ -16,10 +16,11 @@ state, started_ms}``:
   both succeed: the source owns the partition until a commit does.
 
 ``take_over`` is the unclean takeover of a partition whose owner's lease is gone: the owner record
-becomes ``{new owner, epoch + 1, start_offset}`` compared on its mod revision and on the old owner's
-instance key being absent (no live lease), and any move record goes. ``start_offset`` is what the
-owner record says the last ownership change started at (0 when never recorded); the records the
-dead owner acknowledged after it are lost to readers.
+becomes ``{new owner, epoch + 1, start_offset}`` compared on its mod revision, on the old owner's
+instance key being absent (no live lease) and on the offset ceiling record as read, and any move
+record goes. ``start_offset`` is the old epoch's offset ceiling (offset_ceilings.py): above every
+offset the old owner may have acknowledged, so none is handed out twice; the records the dead
+owner held are lost to readers.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from dataclasses import dataclass
 from .errors import ClusterError, OwnershipConflictError, UnknownPartitionError
 from .etcd_gateway import EtcdGateway, b64
 from .keys import ClusterKeys
+from .offset_ceilings import ceiling_compare, takeover_start
 from .ownership import PartitionOwner, parse_owner
 
 COPYING = "copying"
@@ -154,12 +156,14 @@ def abort_move(gateway: EtcdGateway, keys: ClusterKeys, move: MoveRecord) -> boo
 
 
 def take_over(gateway: EtcdGateway, keys: ClusterKeys, topic: str, partition: int, new_owner: str,
-              owner: PartitionOwner, start_offset: int) -> PartitionOwner:
+              owner: PartitionOwner, start_offset: int, ceiling_mod_revision: int) -> PartitionOwner:
+    """``start_offset`` and ``ceiling_mod_revision`` as ``takeover_start`` read them: a ceiling the
+    old owner raised since fails the transaction (OwnershipConflictError; read again)."""
     owner_key = keys.owner(topic, partition)
     epoch = owner.epoch + 1
     succeeded, revision = gateway.txn(
         [_mod(owner_key, owner.mod_revision), _absent(keys.instance(owner.owner)),
-         _present(keys.instance(new_owner))],
+         _present(keys.instance(new_owner)), ceiling_compare(keys, topic, partition, ceiling_mod_revision)],
         [_put(owner_key, owner_record_value(new_owner, epoch, start_offset)),
          _delete(keys.move(topic, partition))])
     if not succeeded:
@@ -167,9 +171,9 @@ def take_over(gateway: EtcdGateway, keys: ClusterKeys, topic: str, partition: in
             raise OwnerStillAliveError(
                 f"{topic}-{partition}: owner {owner.owner!r} holds its lease: an unclean takeover is only for "
                 "an owner whose lease is gone (move the partition instead)")
-        raise OwnershipConflictError(f"{topic}-{partition}: not taken over: the owner record changed since "
-                                     f"epoch {owner.epoch}")
-    return PartitionOwner(new_owner, epoch, revision)
+        raise OwnershipConflictError(f"{topic}-{partition}: not taken over: the owner record or its offset "
+                                     f"ceiling changed since epoch {owner.epoch}")
+    return PartitionOwner(new_owner, epoch, revision, start_offset)
 
 
 class MoveStore:
@@ -199,5 +203,10 @@ class MoveStore:
     def abort(self, move: MoveRecord) -> bool:
         return abort_move(self._gateway(), self.keys, move)
 
-    def take_over(self, topic: str, partition: int, owner: PartitionOwner, start_offset: int) -> PartitionOwner:
-        return take_over(self._gateway(), self.keys, topic, partition, self.instance_id, owner, start_offset)
+    def takeover_start(self, topic: str, partition: int, owner: PartitionOwner) -> tuple[int, int]:
+        return takeover_start(self._gateway(), self.keys, topic, partition, owner)
+
+    def take_over(self, topic: str, partition: int, owner: PartitionOwner, start_offset: int,
+                  ceiling_mod_revision: int) -> PartitionOwner:
+        return take_over(self._gateway(), self.keys, topic, partition, self.instance_id, owner, start_offset,
+                         ceiling_mod_revision)

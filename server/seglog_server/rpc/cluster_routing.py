@@ -47,6 +47,7 @@ __all__ = [
     "InstanceFencedError",
     "NoLiveInstanceError",
     "NotPartitionOwnerError",
+    "OffsetsNotReservedError",
     "PartitionOwnerGoneError",
     "PartitionMovingError",
 ]
@@ -111,6 +112,8 @@ class ClusterRouting:
         self._monotonic = monotonic
         # Partition moves (cluster/partition_moves.py MoveStore, set by cluster_node.py).
         self.moves: Any = None
+        # Offset ceilings (cluster/offset_ceilings.py OffsetCeilings, set by cluster_node.py).
+        self.ceilings: Any = None
         # Topic deletion and a deleted topic's local copy (cluster_node.py ClusterNode: delete_topic,
         # settle_topic; blocking), set by cluster_node.py.
         self.topics: Any = None
@@ -151,6 +154,21 @@ class ClusterRouting:
         self.check_fence()
         self.check_owner(topic, partition)
         self.check_not_moving(topic, partition)
+        self.check_offsets_reserved(topic, partition)
+
+    def check_offsets_reserved(self, topic: str, partition: int) -> None:
+        """Offsets are acknowledged only below the ceiling etcd holds for this owner's epoch
+        (cluster/offset_ceilings.py), so an unclean takeover starts above every one of them. A
+        log whose end passed it (produce outran the thread raising it) answers UNAVAILABLE."""
+        record = self.cache.owner_of(topic, partition)
+        if self.ceilings is None or record is None or record.owner != self.instance_id:
+            return
+        beyond = self.ceilings.beyond(topic, partition, record)
+        if beyond is not None:
+            end, ceiling = beyond
+            raise OffsetsNotReservedError(
+                f"{topic}-{partition}: offsets up to {ceiling} are reserved in etcd for epoch {record.epoch}, the log "
+                f"ends at {end}: not acknowledged until the reservation is raised; retry")
 
     def check_not_moving(self, topic: str, partition: int) -> None:
         """A partition whose move is in its final catch-up (the move record ``final`` in etcd,
@@ -246,6 +264,10 @@ def _utc(seconds: float) -> str:
 
 class PartitionMovingError(ServiceError):
     """The partition's owner is fenced for a move's final catch-up (UNAVAILABLE, retriable)."""
+
+
+class OffsetsNotReservedError(ServiceError):
+    """The log's end passed the offset ceiling etcd holds for this owner (UNAVAILABLE, retriable)."""
 
 
 class ClusterUnavailableError(ServiceError):

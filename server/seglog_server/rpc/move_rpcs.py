@@ -301,13 +301,17 @@ class PartitionMoveRpcs(mpb_grpc.PartitionMoveServiceServicer):
             raise MoveRefusedError(f"{topic}-{partition}: a takeover loses the records of the old owner; it is "
                                    "done only when asked for as unclean (--unclean)")
         try:
-            owner, start_offset = await asyncio.to_thread(cluster.moves.read_owner, topic, partition)
+            owner, _ = await asyncio.to_thread(cluster.moves.read_owner, topic, partition)
             if owner.owner == cluster.instance_id:
                 raise MoveRefusedError(f"{topic}-{partition} is already owned by {owner.owner!r}")
-            # Empty at the offset etcd knows the last epoch started at, before anyone may route here.
+            # Empty at the old epoch's offset ceiling (above every offset the old owner may have
+            # acknowledged), before anyone may route here.
+            start_offset, ceiling_revision = await asyncio.to_thread(cluster.moves.takeover_start, topic, partition,
+                                                                     owner)
             log = self.core.storage.get_log(topic, partition)
             await self.core.calls.blocking(log.truncate_fully_and_start_at, start_offset)
-            new_owner = await asyncio.to_thread(cluster.moves.take_over, topic, partition, owner, start_offset)
+            new_owner = await asyncio.to_thread(cluster.moves.take_over, topic, partition, owner, start_offset,
+                                                ceiling_revision)
         except UnknownPartitionError as exc:
             raise MoveRefusedError(str(exc)) from exc
         except OwnerStillAliveError as exc:
@@ -317,7 +321,7 @@ class PartitionMoveRpcs(mpb_grpc.PartitionMoveServiceServicer):
         except EtcdUnavailableError as exc:
             raise ClusterUnavailableError(f"{topic}-{partition} not taken over: {exc}") from exc
         _log.warning("%s-%d: UNCLEAN takeover from %s (lease gone) at epoch %d, starting empty at offset %d: the "
-                     "records %s acknowledged after that offset are lost to readers", topic, partition, owner.owner,
+                     "records %s held are lost to readers", topic, partition, owner.owner,
                      new_owner.epoch, start_offset, owner.owner)
         return mpb.TakeOverPartitionResponse(from_instance=owner.owner, epoch=new_owner.epoch,
                                              start_offset=start_offset)

@@ -121,6 +121,7 @@ STATUS_BY_ERROR: Mapping[type[BaseException], grpc.StatusCode] = {
     cluster.ClusterUnavailableError: _Code.UNAVAILABLE,  # etcd did not answer a change
     cluster.NoLiveInstanceError: _Code.UNAVAILABLE,
     cluster.PartitionMovingError: _Code.UNAVAILABLE,  # fenced for a move's final catch-up: retriable
+    cluster.OffsetsNotReservedError: _Code.UNAVAILABLE,  # log end past its etcd offset ceiling: retriable
     # -- partition moves (move_rpcs.py) ------------------------------------------------------------
     moves.MoveRefusedError: _Code.FAILED_PRECONDITION,  # the message says why (dead target, not owner...)
     moves.UnknownInstanceError: _Code.NOT_FOUND,

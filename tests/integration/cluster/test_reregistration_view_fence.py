@@ -80,7 +80,7 @@ def test_a_member_registered_again_after_a_lapse_acknowledges_nothing_before_its
         watched.released.clear()  # the view stops here
         writer.revoke(member.statistics().lease)  # as etcd expires the lease of a paused instance
         owner = read_owner(writer, keys, "t", 0)
-        take_over(writer, keys, "t", 0, "b", owner, start_offset=0)
+        take_over(writer, keys, "t", 0, "b", owner, start_offset=0, ceiling_mod_revision=0)
         _until(lambda: member.statistics().registration_count == 2 and member.may_acknowledge(),
                "a registered again under a new lease")
         assert cache.owner_of("t", 0).owner == "a"  # the stale view

@@ -89,6 +89,7 @@ PROMISED = {
     cluster.ClusterUnavailableError: Code.UNAVAILABLE,
     cluster.NoLiveInstanceError: Code.UNAVAILABLE,
     cluster.PartitionMovingError: Code.UNAVAILABLE,
+    cluster.OffsetsNotReservedError: Code.UNAVAILABLE,
     moves.MoveRefusedError: Code.FAILED_PRECONDITION,
     moves.UnknownInstanceError: Code.NOT_FOUND,
     moves.MoveFailedError: Code.ABORTED,

@@ -1,0 +1,88 @@
+"""Offset ceilings against a real etcd (cluster/offset_ceilings.py): the owner raises its ceiling
+ahead of its log, an unclean takeover starts at the old epoch's ceiling, and the old owner can
+raise it no more once the takeover committed; a takeover racing a raise fails cleanly."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from seglog_server.cluster import ClusterKeys, EtcdGateway, OwnershipConflictError, create_topic, read_owner
+from seglog_server.cluster.etcd_gateway import b64
+from seglog_server.cluster.offset_ceilings import OffsetCeilings, read_ceiling, takeover_start
+from seglog_server.cluster.ownership import PartitionOwner
+from seglog_server.cluster.partition_moves import read_owner_record, take_over
+
+pytestmark = pytest.mark.integration
+BLOCK = 100
+
+
+class _Cache:
+    """The cache's two answers the ceilings read, straight from etcd."""
+
+    def __init__(self, gateway: EtcdGateway, keys: ClusterKeys) -> None:
+        self.gateway, self.keys = gateway, keys
+
+    def topics(self) -> dict[str, int]:
+        return {"t": 1}
+
+    def owner_of(self, topic: str, partition: int) -> PartitionOwner:
+        return read_owner_record(self.gateway, self.keys, topic, partition)[0]
+
+
+@pytest.fixture
+def world(etcd, request):
+    keys = ClusterKeys(f"ceil-{request.node.name[:30]}")
+    gateway = EtcdGateway((etcd.endpoint,), timeout_s=5)
+    lease = gateway.grant(30)
+    for instance in ("a", "b"):
+        gateway.txn([], [{"request_put": {"key": b64(keys.instance(instance)), "value": b64(json.dumps({
+            "id": instance, "address": f"{instance}:1"})), "lease": lease if instance == "b" else 0}}])
+    create_topic(gateway, keys, "t", ["a"])
+    yield gateway, keys
+    gateway.revoke(lease)
+    gateway.close()
+
+
+def test_the_owner_raises_its_ceiling_ahead_of_its_log_and_a_takeover_starts_above_it(world):
+    gateway, keys = world
+    ends = {("t", 0): 0}
+    ceilings = OffsetCeilings(lambda: gateway, keys, "a", _Cache(gateway, keys), lambda t, p: ends.get((t, p)),
+                              block=BLOCK)
+    owner = read_owner(gateway, keys, "t", 0)
+    assert ceilings.ceiling("t", 0, owner) == BLOCK and ceilings.step() == 0  # a new epoch: one block, no write
+    ends[("t", 0)] = 60  # within half a block of the ceiling
+    assert ceilings.beyond("t", 0, owner) is None
+    assert ceilings.step() == 1 and ceilings.ceiling("t", 0, owner) == 160
+    assert read_ceiling(gateway, keys, "t", 0, owner, BLOCK)[0] == 160
+    ends[("t", 0)] = 170  # produce outran the thread: not acknowledged past the ceiling
+    assert ceilings.beyond("t", 0, owner) == (170, 160)
+
+    # The owner's lease gone (its instance key deleted), b takes over at the ceiling etcd holds.
+    gateway.delete(keys.instance("a"))
+    start, revision = takeover_start(gateway, keys, "t", 0, owner, BLOCK)
+    assert start == 160
+    new_owner = take_over(gateway, keys, "t", 0, "b", owner, start, revision)
+    assert (new_owner.owner, new_owner.epoch, new_owner.start_offset) == ("b", 1, 160)
+    assert read_owner(gateway, keys, "t", 0).start_offset == 160
+    # The old owner, resumed, raises its ceiling no more: compared on an owner record that moved on.
+    assert ceilings.step() == 0
+    assert ceilings.ceiling("t", 0, owner) == 160
+    # The new owner's first block counts from where its epoch started.
+    assert read_ceiling(gateway, keys, "t", 0, read_owner(gateway, keys, "t", 0), BLOCK)[0] == 260
+
+
+def test_a_takeover_racing_a_raise_of_the_ceiling_fails_and_the_next_read_sees_it(world):
+    gateway, keys = world
+    ceilings = OffsetCeilings(lambda: gateway, keys, "a", _Cache(gateway, keys), lambda t, p: 90, block=BLOCK)
+    owner = read_owner(gateway, keys, "t", 0)
+    gateway.delete(keys.instance("a"))
+    start, revision = takeover_start(gateway, keys, "t", 0, owner, BLOCK)
+    assert start == BLOCK
+    assert ceilings.step() == 1  # raised to 190 after the takeover read 100
+    with pytest.raises(OwnershipConflictError, match="offset ceiling changed"):
+        take_over(gateway, keys, "t", 0, "b", owner, start, revision)
+    start, revision = takeover_start(gateway, keys, "t", 0, owner, BLOCK)
+    assert start == 190
+    assert take_over(gateway, keys, "t", 0, "b", owner, start, revision).start_offset == 190
