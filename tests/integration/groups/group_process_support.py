@@ -153,3 +153,15 @@ def stable_split(admin: Admin, group: str, member_count: int, partitions: int):
 
 def processed_counts(journals) -> collections.Counter:
     return collections.Counter(record for journal in journals for record in journal.processed)
+
+
+def settled(admin: Admin, group: str, members) -> bool:
+    """Each member's client runs at the epoch the service gave it (its journal's last ``M`` line
+    says the epoch DescribeGroup shows). Closing before that races an epoch-changing heartbeat,
+    which is the bug test_group_close_during_heartbeat.py pins: the tests close settled members."""
+    epochs = {m.member_id: m.member_epoch for m in admin.describe_group(group).members}
+    for member in members:
+        memberships = member.journal().kinds("M")
+        if not memberships or epochs.get(memberships[-1][0]) != int(memberships[-1][1]):
+            return False
+    return True
