@@ -198,6 +198,10 @@ class SeglogService:
         except ClusterError as exc:
             raise StartupError(f"cluster settings: {exc}") from exc
         self._cluster = node
+        # The ACL stays one file per instance (reloaded on SIGHUP); its digest goes into the
+        # registration, and every instance reports one whose rules differ from its own.
+        policy = self._policy
+        node.acl_digest = lambda: "" if policy is None or policy.acl is None else policy.acl.digest()
         await node.start()
         assert self._servicer is not None
         self._servicer.core.cluster = node.routing

@@ -22,7 +22,7 @@ import logging
 import shutil
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from seglog_server.cluster import (
@@ -110,6 +110,11 @@ class ClusterNode:
         # and CreateTopic ask the node through the routing.
         self._held = HeldTopics(config.data_dirs[0])
         self.routing.topics = self
+        # () -> this instance's ACL digest ("" without an ACL), set by app.py; the live instances
+        # whose digest differs are logged when they change and exported (acl_mismatches).
+        self.acl_digest: Callable[[], str] = lambda: ""
+        self._acl_mismatches_logged: tuple[str, ...] = ()
+        self.routing.acl_mismatches = self.acl_mismatches
         # Each partition's ownership epoch, pushed into its local log (``follow_epochs``).
         self._epochs_stopping = threading.Event()
         self._epochs_thread: threading.Thread | None = None
@@ -266,6 +271,7 @@ class ClusterNode:
     async def _materialize(self) -> None:
         while True:
             await asyncio.sleep(_MATERIALIZE_INTERVAL_S)
+            self._log_acl_mismatches()
             for topic in self._stale_topics():
                 try:
                     await self._calls.blocking(self.settle_topic, topic)
@@ -350,8 +356,43 @@ class ClusterNode:
             return None
 
     def _capacity(self) -> Capacity:
+        """The registration's figures (Membership writes them again when they change): the
+        bytes are those of the partitions this instance serves (placement's tie-break)."""
         topics = self._manager.list_topics()
         free = 0
         with contextlib.suppress(OSError):
             free = shutil.disk_usage(self.config.data_dirs[0]).free
-        return Capacity(partition_count=sum(count for _, count in topics), bytes=0, disk_free_bytes=free)
+        return Capacity(partition_count=sum(count for _, count in topics), bytes=self._owned_bytes(topics),
+                        disk_free_bytes=free, acl_digest=self.acl_digest())
+
+    def _owned_bytes(self, topics: list[tuple[str, int]]) -> int:
+        total = 0
+        for topic, partition_count in topics:
+            for partition in range(partition_count):
+                record = self._cache.owner_of(topic, partition)
+                if record is not None and record.owner != self.config.instance_id:
+                    continue  # a copy held for another owner (empty, or left by a move)
+                with contextlib.suppress(storage_errors.StorageError):
+                    total += self._manager.get_log(topic, partition).size_in_bytes
+        return total
+
+    # -- the ACL, one file per instance -----------------------------------------------------------
+    def acl_mismatches(self) -> tuple[str, ...]:
+        """The live instances whose ACL digest (in their registration) differs from this one's:
+        a request would be allowed by one instance and refused by another."""
+        own = self.acl_digest()
+        return tuple(sorted(info.instance_id for info in self._cache.instances().values()
+                            if info.alive and info.instance_id != self.config.instance_id
+                            and info.acl_digest != own))
+
+    def _log_acl_mismatches(self) -> None:
+        mismatches = self.acl_mismatches()
+        if mismatches == self._acl_mismatches_logged:
+            return
+        self._acl_mismatches_logged = mismatches
+        if mismatches:
+            _log.warning("ACL differs from this instance's on %s: the same call may be allowed by one instance "
+                         "and refused by another; give every instance the same --acl file and send SIGHUP",
+                         ", ".join(mismatches))
+        else:
+            _log.info("ACL: every live instance has the same rules as this one")

@@ -14,6 +14,10 @@ below it, so the service acknowledges nothing until its watched cache has reache
 (rpc/cluster_routing.py, ``check_fence``); a renewed lease alone says nothing of what the cache
 has seen, after a pause (SIGSTOP) or a cut longer than the TTL.
 
+The record is written again, under the same lease (compared on it), when it changes: at the next
+renewal when the partition count or the ACL digest changed, at most once per lease TTL when only the
+bytes did (placement's tie-break needs them roughly, etcd need not take a write per produce).
+
 Registration is create-if-absent: an instance key held under another lease
 means another live process claims this id (InstanceIdInUseError, logged; retried each interval, so
 a restart within the old lease's TTL registers once it expires).
@@ -41,6 +45,9 @@ class Capacity:
     partition_count: int
     bytes: int
     disk_free_bytes: int
+    # A digest of the instance's ACL rules ("" without an ACL): every instance keeps its own file,
+    # and the others compare it with theirs (cluster_node.py).
+    acl_digest: str = ""
 
 
 @dataclass(frozen=True)
@@ -70,6 +77,11 @@ class Membership:
         self._registration_count = 0
         self._renewal_failure_count = 0
         self._last_error = ""
+        # The record as last written (its JSON, capacity) and when, for ``_refresh_record``.
+        self._written: tuple[str, Capacity] | None = None
+        self._written_at = 0.0
+        self._last_capacity = Capacity(0, 0, 0)
+        self._record_refresh_count = 0
 
     # -- the fencing question, answered from memory ----------------------------------------------
     def may_acknowledge(self) -> bool:
@@ -132,6 +144,7 @@ class Membership:
                 self._register(sent_at)
             elif self._gateway.keepalive(self._lease) > 0:
                 self._renewed(sent_at)
+                self._refresh_record()
             else:
                 self._lost_lease()
         except ClusterError as exc:
@@ -139,7 +152,8 @@ class Membership:
 
     def _register(self, sent_at: float) -> None:
         lease = self._gateway.grant(self._config.lease_ttl_s)
-        put = {"request_put": {"key": b64(self._key), "value": b64(self._record()), "lease": lease}}
+        record = self._record()
+        put = {"request_put": {"key": b64(self._key), "value": b64(record), "lease": lease}}
         absent = {"key": b64(self._key), "result": "EQUAL", "target": "CREATE", "create_revision": 0}
         succeeded, revision = self._gateway.txn([absent], [put])
         if not succeeded:
@@ -150,16 +164,46 @@ class Membership:
             self._lease = lease
             self._registration_revision = revision
             self._registration_count += 1
+        self._wrote(record, self._last_capacity)
         _log.info("instance %s registered at %s under lease %x", self._config.instance_id,
                   self._config.advertise, lease)
         self._renewed(sent_at)
 
     def _record(self) -> str:
         capacity = self._capacity()
-        return json.dumps({"id": self._config.instance_id, "address": self._config.advertise,
-                           "data_dirs": list(self._config.data_dirs),
-                           "capacity": {"partition_count": capacity.partition_count, "bytes": capacity.bytes,
-                                        "disk_free_bytes": capacity.disk_free_bytes}}, sort_keys=True)
+        record = json.dumps({"id": self._config.instance_id, "address": self._config.advertise,
+                             "data_dirs": list(self._config.data_dirs), "acl_digest": capacity.acl_digest,
+                             "capacity": {"partition_count": capacity.partition_count, "bytes": capacity.bytes,
+                                          "disk_free_bytes": capacity.disk_free_bytes}}, sort_keys=True)
+        self._last_capacity = capacity
+        return record
+
+    def _refresh_record(self) -> None:
+        """Writes the record again under the current lease if it changed: at once for the
+        partition count or the ACL digest, at most once per lease TTL for the bytes and free disk.
+        Compared on the lease, so it never overwrites a registration that is not this one."""
+        record = self._record()
+        capacity, written = self._last_capacity, self._written
+        if written is None or written[0] == record:
+            return
+        urgent = (capacity.partition_count, capacity.acl_digest) != (written[1].partition_count, written[1].acl_digest)
+        if not urgent and self._clock() - self._written_at < self._config.lease_ttl_s:
+            return
+        put = {"request_put": {"key": b64(self._key), "value": b64(record), "lease": self._lease}}
+        ours = {"key": b64(self._key), "result": "EQUAL", "target": "LEASE", "lease": self._lease}
+        succeeded, _ = self._gateway.txn([ours], [put])
+        if succeeded:
+            self._wrote(record, capacity)
+            with self._lock:
+                self._record_refresh_count += 1
+
+    def _wrote(self, record: str, capacity: Capacity) -> None:
+        self._written, self._written_at = (record, capacity), self._clock()
+
+    def record_refresh_count(self) -> int:
+        """How many times the record was written again since start (tests)."""
+        with self._lock:
+            return self._record_refresh_count
 
     def _renewed(self, sent_at: float) -> None:
         with self._lock:

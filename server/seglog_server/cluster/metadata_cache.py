@@ -47,6 +47,7 @@ class InstanceInfo:
     data_dirs: tuple[str, ...] = ()
     partition_count: int = 0
     bytes: int = 0
+    acl_digest: str = ""  # of the instance's ACL rules, "" without an ACL (cluster_node.py compares them)
 
 
 @dataclass(frozen=True)
@@ -247,7 +248,8 @@ class MetadataCache:
                 capacity = record.get("capacity", {})
                 self._instances[name] = InstanceInfo(
                     name, str(record["address"]), alive=True, data_dirs=tuple(record.get("data_dirs", ())),
-                    partition_count=int(capacity.get("partition_count", 0)), bytes=int(capacity.get("bytes", 0)))
+                    partition_count=int(capacity.get("partition_count", 0)), bytes=int(capacity.get("bytes", 0)),
+                    acl_digest=str(record.get("acl_digest", "")))
             elif kind == "topic":
                 self._topics[name] = int(json.loads(kv.value)["partitions"])
                 self._topic_generations[name] = kv.create_revision

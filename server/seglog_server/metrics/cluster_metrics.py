@@ -71,6 +71,8 @@ def cluster_families(routing: Any) -> Iterator[Metric]:
     yield _gauge("seglog_cluster_instances_alive", sum(1 for info in instances.values() if info.alive))
     yield _gauge("seglog_cluster_metadata_current", 1 if statistics.connected else 0)
     yield _gauge("seglog_cluster_lease_remaining_seconds", routing.membership.acknowledge_time_left_s())
+    mismatches = getattr(routing, "acl_mismatches", None)
+    yield _gauge("seglog_cluster_acl_mismatched_instances", 0 if mismatches is None else len(mismatches()))
     epochs = new_family("seglog_cluster_epoch_changes")
     epochs.add_metric([], statistics.epoch_change_count)
     yield epochs

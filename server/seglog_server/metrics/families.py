@@ -131,6 +131,9 @@ FAMILIES: dict[str, tuple[str, tuple[str, ...], str]] = {
     "seglog_cluster_lease_remaining_seconds": (
         "gauge", (), "Seconds until this instance stops acknowledging produces unless etcd renews its lease "
         "(the local deadline, shorter than the lease TTL); 0 while fenced."),
+    "seglog_cluster_acl_mismatched_instances": (
+        "gauge", (), "Live instances whose ACL rules (the digest in their registration) differ from this "
+        "instance's: a call may be allowed by one instance and refused by another until the files agree."),
     "seglog_cluster_epoch_changes": (
         "counter", (), "Partition owner records seen at a new epoch (moves, takeovers) since start."),
     "seglog_cluster_fenced_appends_refused": (

@@ -117,6 +117,8 @@ class ClusterRouting:
         # Topic deletion and a deleted topic's local copy (cluster_node.py ClusterNode: delete_topic,
         # settle_topic; blocking), set by cluster_node.py.
         self.topics: Any = None
+        # () -> the live instances whose ACL digest differs from this one's (cluster_node.py).
+        self.acl_mismatches: Any = None
 
     def check_produce(self, topic: str, partition: int) -> int | None:
         """Admits a produce: not fenced, owned here, not in a move's final catch-up. Returns the

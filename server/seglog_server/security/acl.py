@@ -25,6 +25,8 @@ operation on ``"*"``: a rule for every topic.
 from __future__ import annotations
 
 import enum
+import hashlib
+import json
 import tomllib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -83,6 +85,15 @@ class Acl:
     @property
     def rule_count(self) -> int:
         return len(self._rules)
+
+    def digest(self) -> str:
+        """SHA-256 (hex) of what the rules grant, independent of the file's layout: the rules'
+        order, the order within a rule, comments and spacing do not change it, and operations are
+        compared as granted (implications expanded). Instances of a cluster keep one ACL file
+        each; the digest is how they find one that differs (docs/cluster.md)."""
+        canonical = sorted(json.dumps([sorted(rule.principals), sorted(op.value for op in rule.operations),
+                                       sorted(rule.topics), sorted(rule.prefixes)]) for rule in self._rules)
+        return hashlib.sha256("\n".join(sorted(set(canonical))).encode()).hexdigest()
 
     def allows(self, principal: str, operation: Operation, topic: str | None) -> bool:
         return any(

@@ -10,6 +10,7 @@ import time
 import pytest
 
 from seglog_server.cluster import Capacity, ClusterConfig, ClusterKeys, EtcdGateway, Membership
+from seglog_server.cluster.etcd_gateway import b64
 
 pytestmark = pytest.mark.integration
 # etcd's shortest lease: keepalive every 0.4 s, fenced 1.0 s after the last renewal was sent.
@@ -54,7 +55,44 @@ def test_a_member_registers_its_record_under_a_lease(etcd, make_member):
     reader.close()
     assert kv is not None and kv.lease == member.statistics().lease
     assert json.loads(kv.value) == {"id": "i-1", "address": "127.0.0.1:50551", "data_dirs": ["/data/a"],
+                                    "acl_digest": "",
                                     "capacity": {"partition_count": 3, "bytes": 4096, "disk_free_bytes": 1 << 30}}
+
+
+def test_a_changed_record_is_written_again_under_the_same_lease_and_never_over_another(etcd):
+    capacity = [Capacity(partition_count=1, bytes=0, disk_free_bytes=1, acl_digest="d1")]
+    config = ClusterConfig(etcd_endpoints=(etcd.endpoint,), advertise="127.0.0.1:50551", instance_id="i-1",
+                           data_dirs=("/data/a",), cluster_name="m-refresh", lease_ttl_s=TTL_S)
+    gateway = EtcdGateway(config.etcd_endpoints, timeout_s=config.keepalive_interval_s)
+    reader = EtcdGateway((etcd.endpoint,), timeout_s=5)
+    member = Membership(config, gateway, lambda: capacity[0])
+    key = ClusterKeys(config.cluster_name).instance("i-1")
+    record = lambda: json.loads(reader.get(key).value)  # noqa: E731
+    try:
+        member.start()
+        wait_for(member.may_acknowledge)
+        assert record()["acl_digest"] == "d1"
+        # A new ACL digest (SIGHUP) and new bytes: written at a renewal, under the same lease.
+        capacity[0] = Capacity(partition_count=1, bytes=5000, disk_free_bytes=1, acl_digest="d2")
+        wait_for(lambda: record()["acl_digest"] == "d2")
+        assert record()["capacity"]["bytes"] == 5000
+        assert reader.get(key).lease == member.statistics().lease and member.record_refresh_count() >= 1
+        # Bytes alone: written too (within a lease TTL of the last write).
+        capacity[0] = Capacity(partition_count=1, bytes=9000, disk_free_bytes=1, acl_digest="d2")
+        wait_for(lambda: record()["capacity"]["bytes"] == 9000)
+        # The key no longer under this member's lease: a refresh leaves it alone.
+        reader.txn([], [{"request_put": {"key": b64(key), "value": b64('{"id": "other", "address": "x"}')}}])
+        capacity[0] = Capacity(partition_count=2, bytes=9000, disk_free_bytes=1, acl_digest="d3")
+        refreshed = member.record_refresh_count()
+        for _ in range(2):  # two renewals, each of which tried the refresh and was refused
+            renewed_at = member.statistics().renewed_at
+            wait_for(lambda: member.statistics().renewed_at != renewed_at)
+        assert record() == {"id": "other", "address": "x"}
+        assert member.record_refresh_count() == refreshed
+    finally:
+        member.stop()
+        gateway.close()
+        reader.close()
 
 
 def test_a_frozen_etcd_fences_the_member_before_its_lease_can_expire_and_it_resumes(etcd, make_member):
