@@ -46,6 +46,7 @@ from seglog_server.config import ServiceConfig
 from seglog_server.metrics.cluster_metrics import ClusterInstruments
 from seglog_server.rpc import cluster_routing
 from seglog_server.rpc.cluster_routing import ClusterRouting, InstanceFencedError, PartitionMovingError
+from seglog_server.rpc.peer_security import PeerSecurity
 from seglog_server.storage.base import errors as storage_errors
 from seglog_server.storage.producers.producer_ids import BLOCK_SIZE as PRODUCER_ID_BLOCK_SIZE
 
@@ -127,7 +128,10 @@ class ClusterNode:
             config.etcd, config.advertise or bound_address, data_dirs=config.data_dirs,
             instance_id=config.instance_id or "", cluster_name=config.cluster_name,
             lease_ttl_s=config.lease_ttl_ms // 1000)
-        return cls(cluster_config, manager, calls)
+        node = cls(cluster_config, manager, calls)
+        # The credentials a move's CopyPartition presents to the source (rpc/peer_security.py).
+        node.routing.peer_security = PeerSecurity.from_config(config)
+        return node
 
     def _gateway(self) -> EtcdGateway:
         return EtcdGateway(self.config.etcd_endpoints, timeout_s=self.config.keepalive_interval_s,

@@ -243,6 +243,12 @@ class ServiceConfig:
     # UNAVAILABLE within 10 s, while an etcd fsync stall of a second or two fences nothing; produce
     # is refused from TTL - 2 x TTL/5 - TTL/10 (5 s) without a renewal (cluster/config.py).
     lease_ttl_ms: int = 10_000
+    # A file holding the token this instance presents to the others (a move's CopyPartition);
+    # None: no token (peers with --auth-tokens refuse the copy). rpc/peer_security.py.
+    cluster_token_file: str | None = None
+    # PEM CA(s) the other instances' server certificates are checked against when TLS is served;
+    # None: the system roots. This instance's --tls-cert/--tls-key are its client certificate.
+    cluster_tls_ca: str | None = None
     # -- tiered storage (docs/tiered-storage.md): off unless a store is given -----------------
     # s3://BUCKET[/PREFIX] of the object store closed segments of remote.storage.enable topics
     # are copied to. Credentials come from the environment or a credentials file (boto3's chain),
@@ -530,6 +536,10 @@ _SETTINGS: tuple[_Setting, ...] = (
     _Setting("instance_id", _parse_optional_text, "this instance's id (with --etcd; default: recorded in the first data dir)"),
     _Setting("advertise", _parse_optional_text, "HOST:PORT clients dial (with --etcd; default: the bound listen address)"),
     _Setting("lease_ttl_ms", _positive_int, "etcd lease of the registration, whole seconds in ms (with --etcd)"),
+    _Setting("cluster_token_file", _parse_optional_path,
+             "file with the token this instance presents to the other instances (with --etcd)"),
+    _Setting("cluster_tls_ca", _parse_optional_path,
+             "PEM CA(s) of the other instances' server certificates (with --etcd and --tls-cert)"),
     _Setting("remote_storage", _parse_remote_storage, "s3://BUCKET[/PREFIX]: tiered storage (off without)"),
     _Setting("s3_endpoint", _parse_optional_url, "object store endpoint URL (with --remote-storage)"),
     _Setting("remote_fetch_cache_bytes", _positive_int, "cache of remote chunks, bytes (with --remote-storage)", "limits"),
@@ -804,7 +814,8 @@ def _check_security(config: ServiceConfig, values: Mapping[str, _Value]) -> None
         raise ConfigError(f"invalid security file: {exc}") from None
 
 
-_CLUSTER_SETTINGS = ("cluster_name", "instance_id", "advertise", "lease_ttl_ms")
+_CLUSTER_SETTINGS = ("cluster_name", "instance_id", "advertise", "lease_ttl_ms", "cluster_token_file",
+                     "cluster_tls_ca")
 
 
 def _check_cluster(config: ServiceConfig, values: Mapping[str, _Value]) -> None:
@@ -816,6 +827,7 @@ def _check_cluster(config: ServiceConfig, values: Mapping[str, _Value]) -> None:
                 raise ConfigError(f"{name} (from {_origin(values, name)}) requires etcd: cluster mode is "
                                   "off without --etcd URL[,URL...]")
         return
+    _check_peer_security(config, values)
     if config.lease_ttl_ms % 1000:
         raise ConfigError(f"invalid lease_ttl_ms={config.lease_ttl_ms} (from {_origin(values, 'lease_ttl_ms')}): "
                           "must be whole seconds (etcd leases are granted in seconds)")
@@ -828,6 +840,21 @@ def _check_cluster(config: ServiceConfig, values: Mapping[str, _Value]) -> None:
     except ClusterConfigError as exc:
         setting = str(exc).split(":", 1)[0].replace("-", "_").replace("lease_ttl", "lease_ttl_ms")
         raise ConfigError(f"invalid cluster setting (from {_origin(values, setting)}): {exc}") from None
+
+
+def _check_peer_security(config: ServiceConfig, values: Mapping[str, _Value]) -> None:
+    """The credentials an instance presents to the others (rpc/peer_security.py), read now."""
+    from seglog_server.rpc.peer_security import read_token_file
+
+    if config.cluster_token_file:
+        try:
+            read_token_file(config.cluster_token_file)
+        except (OSError, ValueError) as exc:
+            raise ConfigError(f"invalid cluster_token_file (from {_origin(values, 'cluster_token_file')}): "
+                              f"{exc}") from None
+    if config.cluster_tls_ca and not config.tls_cert:
+        raise ConfigError(f"cluster_tls_ca (from {_origin(values, 'cluster_tls_ca')}) requires tls_cert and "
+                          "tls_key: the other instances are dialed over TLS only when this one serves TLS")
 
 
 _REMOTE_SETTINGS = ("s3_endpoint", "remote_fetch_cache_bytes", "remote_read_timeout_ms", "remote_orphan_grace_ms")

@@ -44,6 +44,7 @@ from .boundary import stream_rpc, unary_rpc
 from .cluster_routing import ClusterUnavailableError
 from .errors import ServiceError
 from .move_errors import MoveFailedError, MoveRefusedError, NotMoveTargetError, UnknownInstanceError
+from .peer_security import PeerSecurity
 from .service_core import ServiceCore
 
 __all__ = [
@@ -144,8 +145,9 @@ class PartitionMoveRpcs(mpb_grpc.PartitionMoveServiceServicer):
                     await asyncio.to_thread(moves.abort, existing)
                 move = await asyncio.to_thread(moves.begin, topic, partition, owner, int(time.time() * 1000))
             staging = await self.core.calls.blocking(self._new_staging, topic, partition)
-            copy = _Copy(staging)
-            channel = grpc.aio.insecure_channel(source_info.address, options=[
+            peers = getattr(cluster, "peer_security", None) or PeerSecurity()
+            copy = _Copy(staging, peers.metadata())
+            channel = peers.channel(source_info.address, [
                 ("grpc.max_receive_message_length", 2 * CHUNK_BYTES + 65536)])
             try:
                 stub = mpb_grpc.PartitionMoveServiceStub(channel)
@@ -330,8 +332,9 @@ class PartitionMoveRpcs(mpb_grpc.PartitionMoveServiceServicer):
 class _Copy:
     """The target's side of CopyPartition: staged files, their sizes and identities."""
 
-    def __init__(self, staging: str) -> None:
+    def __init__(self, staging: str, metadata: tuple[tuple[str, str], ...] = ()) -> None:
         self.staging = staging
+        self.metadata = metadata  # this instance's credentials (peer_security.py)
         self.files: dict[str, mpb.CopiedFile] = {}
         self.bytes = 0
         self.chunks = 0
@@ -341,7 +344,7 @@ class _Copy:
         request = mpb.CopyPartitionRequest(topic=topic, partition=partition, epoch=epoch, final=final,
                                            final_revision=final_revision, copied=list(self.files.values()))
         summary = None
-        async for chunk in stub.CopyPartition(request):
+        async for chunk in stub.CopyPartition(request, metadata=self.metadata):
             if chunk.summary:
                 summary = chunk
                 continue
