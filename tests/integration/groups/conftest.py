@@ -23,9 +23,14 @@ def members(tmp_path):
             member.process.wait()
 
 
-@pytest.fixture
-def group_service(start_service):
-    """A service with the short session timeout the members are given."""
+@pytest.fixture(scope="module")
+def group_service(tmp_path_factory):
+    """A service with the short session timeout the members are given, shared by a module's tests
+    (each uses its own group and topic)."""
     from group_process_support import GROUP_ARGS
+    from tests.support.integration_helpers import ServiceProcess
 
-    return start_service(GROUP_ARGS)
+    workdir = tmp_path_factory.mktemp("group-service")
+    service = ServiceProcess(workdir, [workdir / "data0"], GROUP_ARGS).start()
+    yield service
+    assert service.stop() == 0, service.log()

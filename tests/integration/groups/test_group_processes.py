@@ -111,7 +111,7 @@ def test_a_killed_members_partitions_move_on_and_only_its_uncommitted_records_re
     wait_until(lambda: processed_total(*survivors) | set(final.processed) >= produced, "every record processed")
     after = wait_until(lambda: stable_split(admin, "g-kill", 2, 6), "the survivors to own all six")
     assert member_id_of(victim) not in after
-    assert "session timed out" in service.log()
+    assert f"group 'g-kill': member {member_id_of(victim)} removed, its session timed out" in service.log()
     for member_id, member in by_id.items():
         if member is not victim:  # sticky: the survivors kept theirs and shared the victim's
             assert split[member_id] < after[member_id]
