@@ -5,7 +5,10 @@ commit their positions to the group (docs/consumer-groups.md).
 ``AsyncGroupConsumer`` heartbeats in the background every interval the service asks for. Each
 answer is the member's assignment: partitions it no longer gets are revoked (positions committed
 when auto-commit is on, ``on_revoke`` called, reading stopped) and reported gone on the next
-heartbeat, which is what lets the service hand them to another member; new partitions start at
+heartbeat, which is what lets the service hand them to another member (one whose records the latest
+poll returned waits for the next poll: the application may still be processing them); auto-commit
+commits the positions at the start of the latest poll, never records still being processed; new
+partitions start at
 the group's committed offset (``auto_offset_reset`` where it has none) after ``on_assign``.
 Reading reuses one ``AsyncConsumer`` per topic over the owned partitions. Heartbeats and commits
 take one lock, so a commit always carries the member epoch of the last answer.
@@ -126,6 +129,14 @@ class AsyncGroupConsumer:
         self._closed = False
         self._turn = itertools.count()  # which owned topic a poll looks at first
         self._commit_tail: asyncio.Future[Any] | None = None  # the last commit_async, which the next follows
+        # What auto-commit commits (Kafka's rule): each owned partition's position at the start of
+        # the latest poll, past the records earlier polls returned, which the application finished
+        # when it called poll again; never past records it may still be processing.
+        self._consumed: dict[tuple[str, int], int] = {}
+        # Partitions the service told this member to give up while records the latest poll returned
+        # from them may still be processed: kept (and reported owned) until the next poll starts.
+        self._revoking: set[tuple[str, int]] = set()
+        self._wake = asyncio.Event()  # a poll completed a held revocation: heartbeat now to report it
 
     # -- lifecycle -------------------------------------------------------------------------------
     async def start(self) -> None:
@@ -226,6 +237,7 @@ class AsyncGroupConsumer:
                 raise error
             async with self._lock:
                 await self._lapse_if_cut_off()
+                await self._mark_consumed()
                 readers = list(self._readers.values())
                 first = next(self._turn) % len(readers) if readers else 0
                 for reader in readers[first:] + readers[:first]:
@@ -343,6 +355,41 @@ class AsyncGroupConsumer:
                 positions[TopicPartition(topic, partition)] = position
         return positions
 
+    async def _mark_consumed(self) -> None:
+        """Under the lock, as a poll starts (nothing taken by it yet): the records earlier polls
+        returned are processed, so the positions now are consumed, and revocations held for them
+        complete (their positions committed with auto-commit, ``on_revoke`` called)."""
+        self._consumed = {(tp.topic, tp.partition): offset for tp, offset in self._positions_now().items()}
+        if self._revoking:
+            held, self._revoking = self._revoking, set()
+            await self._commit_and_revoke(held)
+            self._wake.set()
+
+    def _held_by_the_application(self, partitions: set[tuple[str, int]]) -> set[tuple[str, int]]:
+        """Of ``partitions``, those the latest poll returned records from (position past consumed)."""
+        held = set()
+        for topic, partition in partitions:
+            position = self._readers[topic]._position_now(partition)
+            if position is not None and position != self._consumed.get((topic, partition), position):
+                held.add((topic, partition))
+        return held
+
+    async def _commit_and_revoke(self, revoked: set[tuple[str, int]]) -> None:
+        """Under the lock: gives ``revoked`` up, their consumed positions committed first with auto-commit."""
+        if self._auto_commit:
+            await self._commit_locked(self._consumed_of(revoked), skip_deleted_topics=True)
+        await self._revoke(revoked)
+
+    def _consumed_of(self, partitions: set[tuple[str, int]]) -> dict[TopicPartition, int]:
+        return {TopicPartition(t, p): self._consumed[t, p] for t, p in sorted(partitions) if (t, p) in self._consumed}
+
+    async def _auto_commit_consumed(self) -> None:
+        """The timer's auto-commit: the consumed positions, after every ``commit_async`` before it."""
+        await self._after_async_commits()
+        assert self._lock is not None
+        async with self._lock:
+            await self._commit_locked(self._consumed_of(self._owned), skip_deleted_topics=True)
+
     def _check_open(self) -> None:
         if self._closed:
             raise ClientClosedError("the consumer is closed")
@@ -394,13 +441,17 @@ class AsyncGroupConsumer:
         next_commit = loop.time() + self._auto_commit_s
         while True:
             due = min(next_heartbeat, next_commit) if self._auto_commit else next_heartbeat
-            await asyncio.sleep(max(0.0, due - loop.time()))
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), max(0.0, due - loop.time()))
+            if self._wake.is_set():
+                self._wake.clear()
+                next_heartbeat = loop.time()
             try:
                 if self._auto_commit and loop.time() >= next_commit:
                     # Moved before the call: a failing commit is retried an interval later, not in a spin.
                     next_commit = loop.time() + self._auto_commit_s
                     if self.member_epoch > 0:
-                        await self.commit()
+                        await self._auto_commit_consumed()
                 if loop.time() >= next_heartbeat:
                     wait_s = await self._heartbeat()  # 0: a revocation to report now
                     interval_s = wait_s or interval_s
@@ -451,14 +502,14 @@ class AsyncGroupConsumer:
             self.member_id, self.member_epoch = answer.member_id, answer.member_epoch
             assignment = {(a.topic, a.partition) for a in answer.assignment}
             revoked, added = self._owned - assignment, assignment - self._owned
-            if revoked:
-                if self._auto_commit:
-                    await self._commit_locked({TopicPartition(t, p): await self._readers[t].position(p)
-                                               for t, p in sorted(revoked)}, skip_deleted_topics=True)
-                await self._revoke(revoked)
+            # Partitions with records the application may still process wait for its next poll.
+            self._revoking = self._held_by_the_application(revoked)
+            revoked_now = revoked - self._revoking
+            if revoked_now:
+                await self._commit_and_revoke(revoked_now)
             if added:
                 await self._assign(added)
-            return 0.0 if revoked else answer.heartbeat_interval_ms / 1000
+            return 0.0 if revoked_now else answer.heartbeat_interval_ms / 1000
 
     async def _revoke(self, revoked: set[tuple[str, int]]) -> None:
         if not revoked:
@@ -466,6 +517,9 @@ class AsyncGroupConsumer:
         if self._on_revoke is not None:
             self._on_revoke([TopicPartition(t, p) for t, p in sorted(revoked)])
         self._owned -= revoked
+        self._revoking -= revoked
+        for gone in revoked:
+            self._consumed.pop(gone, None)
         await self._rebuild({t for t, _ in revoked})
 
     async def _assign(self, added: set[tuple[str, int]]) -> None:
