@@ -233,7 +233,7 @@ def test_a_killed_coordinator_keeps_every_acknowledged_commit(start_service, mem
                for _ in range(2)]
     admin = admin_of(service)
     wait_until(lambda: stable_split(admin, "g-coord", 2, 4), "two members sharing four partitions")
-    produced = produce(service.stub, "coord-orders", 4, 60)
+    produced = produce(service.stub, "coord-orders", 4, 150)
     wait_until(lambda: all(any(m.journal().last_acked(p) is not None for m in started) for p in range(4)),
                "an acknowledged commit of every partition")
     for member in started:
@@ -241,6 +241,7 @@ def test_a_killed_coordinator_keeps_every_acknowledged_commit(start_service, mem
     service.process.kill()
     service.wait()
     journals = [m.journal() for m in started]
+    assert set(processed_counts(journals)) < produced  # the members have work left for after the restart
     again = start_service(args, workdir=tmp_path / "coordinator")
     committed = {p.partition: p.committed_offset for p in admin_of(again).describe_group("g-coord").partitions}
     for partition in range(4):
@@ -250,8 +251,9 @@ def test_a_killed_coordinator_keeps_every_acknowledged_commit(start_service, mem
         assert committed[partition] >= max(acked) and committed[partition] in possible, (partition, committed)
     for member in started:
         member.signal(signal.SIGCONT)
-    # The members rejoin the restarted coordinator (membership is in memory) and finish; records
-    # are read again only from the committed offsets on.
+    # The members go on with the restarted coordinator (their membership replayed from
+    # __consumer_offsets, or by rejoining) and finish; records are read again only from the
+    # committed offsets on.
     wait_until(lambda: processed_total(*started) >= produced, "every record processed after the restart")
     counts = processed_counts([m.journal() for m in started])
     assert set(counts) == produced
