@@ -21,7 +21,7 @@ from seglog._routing import Router, metadata_from
 from seglog._security import PemSource
 from seglog.cleaning import CleanablePartition, CleaningCommit, SnapshotInfo
 from seglog.client import REQUEST_TIMEOUT_MS_DEFAULT, Transport
-from seglog.errors import ClientClosedError, ServiceError, TopicExistsError, raise_partition_errors
+from seglog.errors import ClientClosedError, SeglogError, ServiceError, TopicExistsError, raise_partition_errors
 from seglog.structs import (
     DEFAULT_SERVER,
     ClusterMetadata,
@@ -73,6 +73,9 @@ class AsyncAdmin:
         # Requests naming a partition go to its owner (cluster mode, _routing.py): offsets for
         # times, DeleteRecords, ExplainLookup; the bootstrap channel otherwise.
         self._router: Router | None = None
+        # The instance each cleaning snapshot lives on (cluster mode: its partition's owner when
+        # it was taken), so CommitCleaned and DropSnapshot go where the snapshot is.
+        self._snapshot_sites: dict[str, Transport] = {}
         self._closed = False
 
     async def start(self) -> None:
@@ -133,8 +136,13 @@ class AsyncAdmin:
         return [TopicInfo(t.topic, t.partitions) for t in response.topics]
 
     async def describe_topic(self, name: str) -> TopicDescription:
-        """Configs and per-partition offsets and sizes. TopicNotFoundError if there is none."""
-        response = await (await self._connected()).describe_topic(pb.DescribeTopicRequest(topic=name))
+        """Configs and per-partition offsets and sizes. TopicNotFoundError if there is none. In
+        cluster mode each partition's figures come from its owner (the instance asked marks the
+        others' ``owned_elsewhere``; each owner is asked once for its own); a partition whose
+        owner does not answer keeps -1 offsets and sizes."""
+        request = pb.DescribeTopicRequest(topic=name)
+        response = await (await self._connected()).describe_topic(request)
+        await self._owners_figures(request, response)
         partitions = tuple(
             PartitionDescription(
                 partition=p.partition,
@@ -156,6 +164,26 @@ class AsyncAdmin:
             partitions,
             response.partition_count or len(partitions),
         )
+
+    async def _owners_figures(self, request: pb.DescribeTopicRequest, response: pb.DescribeTopicResponse) -> None:
+        """Replaces each ``owned_elsewhere`` partition of ``response`` with its owner's own
+        description (one DescribeTopic per owner)."""
+        elsewhere: dict[str, list[int]] = {}
+        for index, p in enumerate(response.partitions):
+            if p.owned_elsewhere and p.owner_address:
+                elsewhere.setdefault(p.owner_address, []).append(index)
+        router = self._router
+        for address, indexes in elsewhere.items():
+            assert router is not None
+            try:
+                answer = await router._channel_to(address).describe_topic(request)
+            except SeglogError:
+                continue  # gone or unreachable: its partitions keep -1 (the owner's to tell)
+            own = {p.partition: p for p in answer.partitions if not p.owned_elsewhere}
+            for index in indexes:
+                found = own.get(response.partitions[index].partition)
+                if found is not None:
+                    response.partitions[index].CopyFrom(found)
 
     async def list_groups(self) -> list[GroupListing]:
         """The consumer groups (with members or committed offsets), sorted. In cluster mode each
@@ -321,9 +349,21 @@ class AsyncAdmin:
     # -- offline cleaning (compacted topics) -------------------------------------------------------
 
     async def list_cleanable(self, topic: str | None = None) -> list[CleanablePartition]:
-        """Every compacted partition (of ``topic``) with its dirty ratio, eligible and dirtiest first."""
-        response = await (await self._connected()).list_cleanable(pb.ListCleanableRequest(topic=topic or ""))
-        return [_cleanable(p) for p in response.partitions]
+        """Every compacted partition (of ``topic``) with its dirty ratio, eligible and dirtiest first.
+        In cluster mode each instance lists the partitions it owns: every live instance is asked
+        (Metadata's list) and the answers merged, so a cleaner started with any bootstrap address
+        sees the whole cluster."""
+        await self._connected()
+        assert self._router is not None
+        request = pb.ListCleanableRequest(topic=topic or "")
+        found: dict[tuple[str, int], CleanablePartition] = {}
+        for transport in await self._router.instances():
+            response = await transport.list_cleanable(request)
+            for p in response.partitions:
+                for snapshot_id in p.open_snapshot_ids:
+                    self._snapshot_sites[snapshot_id] = transport
+                found.setdefault((p.topic, p.partition), _cleanable(p))
+        return sorted(found.values(), key=lambda c: (not c.eligible, -c.dirty_ratio, c.topic, c.partition))
 
     async def create_snapshot(self, topic: str, partition: int, *, include_local_path: bool = False,
                               export_to_store: bool = False) -> SnapshotInfo:
@@ -334,7 +374,15 @@ class AsyncAdmin:
         ServiceUnavailableError when the store is down."""
         request = pb.CreateSnapshotRequest(topic=topic, partition=partition, include_local_path=include_local_path,
                                            export_to_store=export_to_store)
-        r = await (await self._connected()).create_snapshot(request)
+        await self._connected()
+        assert self._router is not None
+
+        async def take(transport: Transport) -> pb.CreateSnapshotResponse:
+            answer = await transport.create_snapshot(request)
+            self._snapshot_sites[answer.snapshot_id] = transport
+            return answer
+
+        r = await self._router.at_owner(topic, partition, take)  # at the partition's owner
         return SnapshotInfo(
             r.snapshot_id, r.log_dir, r.relative_path, r.local_path or None, r.manifest_json,
             r.segment_count, r.size_bytes, r.first_dirty_offset, r.first_uncleanable_offset,
@@ -344,7 +392,9 @@ class AsyncAdmin:
     async def commit_cleaned(self, snapshot_id: str) -> CleaningCommit:
         """Install a snapshot's cleaning result. FailedPreconditionError (with what changed) when
         the result is stale or damaged; nothing is installed then."""
-        r = await (await self._connected()).commit_cleaned(pb.CommitCleanedRequest(snapshot_id=snapshot_id))
+        r = await (await self._snapshot_site(snapshot_id)).commit_cleaned(
+            pb.CommitCleanedRequest(snapshot_id=snapshot_id))
+        self._snapshot_sites.pop(snapshot_id, None)
         return CleaningCommit(
             r.topic, r.partition, r.replaced_segment_count, r.installed_segment_count,
             r.bytes_before, r.bytes_after, r.cleaned_up_to_offset,
@@ -352,8 +402,15 @@ class AsyncAdmin:
 
     async def drop_snapshot(self, snapshot_id: str) -> bool:
         """Remove a snapshot that will not be committed; False when there was none."""
-        response = await (await self._connected()).drop_snapshot(pb.DropSnapshotRequest(snapshot_id=snapshot_id))
+        response = await (await self._snapshot_site(snapshot_id)).drop_snapshot(
+            pb.DropSnapshotRequest(snapshot_id=snapshot_id))
+        self._snapshot_sites.pop(snapshot_id, None)
         return response.dropped
+
+    async def _snapshot_site(self, snapshot_id: str) -> Transport:
+        """The instance the snapshot was taken or listed at; the bootstrap instance otherwise."""
+        bootstrap = await self._connected()
+        return self._snapshot_sites.get(snapshot_id, bootstrap)
 
     async def explain_lookup(
         self, topic: str, partition: int, *, offset: int | None = None, timestamp_ms: int | None = None
@@ -401,6 +458,12 @@ class AsyncAdmin:
         await self.start()
         return await _moves.take_over_partition(self._router, topic, partition, unclean,
                                                 self._connection.request_timeout_ms / 1000)
+
+    async def cluster_status(self) -> _moves.ClusterStatus:
+        """Instances (alive, partitions and bytes each), offline partitions and moves in
+        progress, from the bootstrap instance's view of etcd (cluster mode only)."""
+        await self.start()
+        return await _moves.cluster_status(self._router, self._connection.request_timeout_ms / 1000)
 
     async def _special_offsets(self, topic: str, partitions: Sequence[int] | None, target: int) -> dict[int, int]:
         partitions = await self._partitions_of(topic, partitions)
@@ -541,3 +604,6 @@ class Admin(_sync.SyncFacade, implementation=AsyncAdmin):
 
     def take_over_partition(self, topic: str, partition: int, *, unclean: bool = False) -> _moves.PartitionTakeover:
         return self._portal.run(self._async.take_over_partition(topic, partition, unclean=unclean))
+
+    def cluster_status(self) -> _moves.ClusterStatus:
+        return self._portal.run(self._async.cluster_status())

@@ -29,6 +29,8 @@ class CleaningRpcs:
     async def ListCleanable(self, request: pb.ListCleanableRequest, context: Any) -> Any:
         core = self.core
         found = await core.calls.blocking(core.storage.list_cleanable, request.topic or None)
+        if core.cluster is not None:  # only the partitions served here: the others' copies are empty
+            found = [c for c in found if core.cluster.owns(c.topic, c.partition)]
         label = core.log_dir_names.label  # log directories as labels, never server paths
         return pb.ListCleanableResponse(partitions=[_cleanable_partition(label, c) for c in found])
 
