@@ -427,13 +427,14 @@ class GroupCoordinator:
     def offsets_partition_of(self, group: str) -> int:
         return partition_for(group, self._offsets.partition_count)
 
-    def load_offsets_partition(self, partition: int) -> None:
+    def load_offsets_partition(self, partition: int, leader_epoch: int | None = None) -> None:
         """Gained ``partition``: replays its log into a fresh map; its groups' members are
         rebuilt from their membership records, not kept from an earlier ownership. The topic is
-        held locally first (the cluster created it; this instance's copy may not be made yet)."""
+        held locally first (the cluster created it; this instance's copy may not be made yet).
+        Its appends carry ``leader_epoch``, the ownership epoch (stamped, fenced by the log)."""
         self._offsets.ensure_created()
         with self._lock:
-            self._offsets.load_partition(partition)
+            self._offsets.load_partition(partition, leader_epoch)
             self._drop_groups_of(partition)
             self._restore_groups(partition)
 

@@ -17,6 +17,7 @@ concurrent first writers create it once and the others wait for it.
 
 from __future__ import annotations
 
+import functools
 import threading
 from dataclasses import dataclass
 from collections.abc import Callable, Iterable, Mapping, Set
@@ -61,6 +62,10 @@ class OffsetsLog:
         self._partition_count = partitions
         self._retention_ms = retention_ms
         self._states: dict[int, OffsetsState] = {}
+        # Cluster mode: the ownership epoch each partition was loaded under. Appends carry it, so
+        # the log stamps it into the batches and refuses them once the partition's epoch moved on,
+        # as a produce's (a single process loads without one: batches written as built).
+        self._leader_epochs: dict[int, int | None] = {}
         self._created = False  # the topic is known to exist with the right partition count
         self._create_lock = threading.Lock()
 
@@ -115,16 +120,19 @@ class OffsetsLog:
         for partition in range(self._partition_count):
             self.load_partition(partition)
 
-    def load_partition(self, partition: int) -> OffsetsState:
-        """Replays the partition's log into a new state (replacing any loaded one)."""
+    def load_partition(self, partition: int, leader_epoch: int | None = None) -> OffsetsState:
+        """Replays the partition's log into a new state (replacing any loaded one); the appends
+        that follow carry ``leader_epoch`` (cluster mode: the ownership epoch it is loaded under)."""
         state = OffsetsState()
         for offset, key, value in self._records(partition):
             state.apply(key, value, offset=offset)
         self._states[partition] = state
+        self._leader_epochs[partition] = leader_epoch
         return state
 
     def unload_partition(self, partition: int) -> None:
         self._states.pop(partition, None)
+        self._leader_epochs.pop(partition, None)
 
     def _records(self, partition: int) -> Iterable[tuple[int, bytes | None, bytes | None]]:
         log = self._manager.get_log(OFFSETS_TOPIC, partition)
@@ -219,7 +227,8 @@ class OffsetsLog:
         for key, value in records:
             builder.append(value, key=key, timestamp_ms=now_ms)
         log = self._manager.get_log(OFFSETS_TOPIC, partition)
-        info = self._log_call(log, log.append, builder.build())
+        append = functools.partial(log.append, leader_epoch=self._leader_epochs.get(partition))
+        info = self._log_call(log, append, builder.build())
         for index, (key, value) in enumerate(records):
             state.apply(key, value, offset=info.base_offset + index)
         return Appended(log, info.last_offset + 1)

@@ -20,7 +20,11 @@ FindCoordinator answers the leader of that partition.
 - ``after`` re-checks the ownership once a call's work is done (a commit after its records are
   durable): a partition lost meanwhile refuses the call with the new owner's hint, so a commit
   is never acknowledged by an instance that no longer owns its offsets partition. Writes are
-  fenced by the lease too (``check_fence``), as produces are.
+  fenced by the lease too (``check_fence``), as produces are, and refused (UNAVAILABLE, retriable)
+  while the offsets partition is in its move's final catch-up from this instance
+  (``check_not_moving``): a write acknowledged after the final copy was read would be lost at the
+  target. The partition's appends carry the ownership epoch it was loaded under (stamped into the
+  batches, refused by the log once the epoch moved on), as a produce's do.
 
 It asks only memory (the watched cache) on the request path, except the first call anywhere,
 which writes the topic to etcd once. No gRPC here beyond the adapter's errors.
@@ -35,7 +39,7 @@ from seglog_server.groups.coordinator import GroupCoordinator
 from seglog_server.groups.offsets_log import OFFSETS_TOPIC, OFFSETS_TOPIC_CONFIG
 from seglog_server.storage.base.errors import TopicExistsError
 
-from .cluster_routing import NotPartitionOwnerError, PartitionOwnerGoneError
+from .cluster_routing import NotPartitionOwnerError, PartitionMovingError, PartitionOwnerGoneError
 from .errors import CoordinatorNotAvailableError
 
 __all__ = ["GroupRouting"]
@@ -71,10 +75,10 @@ class GroupRouting:
             owner = self._wait_for_owner(partition)
         self._check_coordinator(group, partition)
         if write:
-            self._routing.check_fence()
+            self._check_writable(group, partition)
         with self._lock:
             if self._loaded.get(partition) != owner.epoch:
-                self._coordinator.load_offsets_partition(partition)
+                self._coordinator.load_offsets_partition(partition, owner.epoch)
                 self._loaded[partition] = owner.epoch
         return owner.epoch
 
@@ -83,7 +87,7 @@ class GroupRouting:
         while it ran; ``write``: and one this instance may no longer acknowledge (fenced)."""
         partition = self.partition_of(group)
         if write:
-            self._routing.check_fence()
+            self._check_writable(group, partition)
         self._check_coordinator(group, partition)
         owner = self._routing.partition_owner(OFFSETS_TOPIC, partition)
         if owner is None or owner.epoch != epoch:
@@ -103,6 +107,15 @@ class GroupRouting:
         if isinstance(error, NotPartitionOwnerError | PartitionOwnerGoneError):
             raise type(error)(message, error.owner_id, error.owner_address, error.epoch)
         raise error
+
+    def _check_writable(self, group: str, partition: int) -> None:
+        """Not fenced, and the offsets partition not in its move's final catch-up from here."""
+        self._routing.check_fence()
+        try:
+            self._routing.check_not_moving(OFFSETS_TOPIC, partition)
+        except PartitionMovingError as moving:
+            raise PartitionMovingError(f"group {group!r}: its writes are refused while {OFFSETS_TOPIC}-{partition} "
+                                       f"is in its move's final catch-up; retry ({moving})") from None
 
     def _create_topic(self) -> None:
         count = self._coordinator.offsets_partition_count

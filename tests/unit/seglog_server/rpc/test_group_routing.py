@@ -13,16 +13,18 @@ from seglog_server.cluster.metadata_cache import CacheStatistics, InstanceInfo
 from seglog_server.cluster.ownership import PartitionOwner as OwnerRecord
 from seglog_server.groups.coordinator import GroupCoordinator, OffsetCommit
 from seglog_server.groups.offsets_log import OFFSETS_TOPIC
+from seglog.records import iter_batches
 from seglog_server.rpc.cluster_routing import (
     ClusterRouting,
     InstanceFencedError,
     NotPartitionOwnerError,
+    PartitionMovingError,
     PartitionOwnerGoneError,
 )
 from seglog_server.rpc.errors import CoordinatorNotAvailableError
 from seglog_server.rpc.group_routing import GroupRouting
 from seglog_server.storage import FakeClock, LogManager
-from seglog_server.storage.base.errors import TopicExistsError
+from seglog_server.storage.base.errors import FencedLeaderEpochError, TopicExistsError
 
 OFFSETS_PARTITIONS = 3
 HERE, THERE = "b", "a"
@@ -33,11 +35,15 @@ class Cache:
 
     def __init__(self) -> None:
         self.owners: dict[tuple[str, int], OwnerRecord] = {}
+        self.moves: dict[tuple[str, int], dict] = {}  # move records, as etcd's /moves/ holds them
         self.alive = {HERE: True, THERE: True}
         self.changed = threading.Condition()
 
     def owner_of(self, topic: str, partition: int) -> OwnerRecord | None:
         return self.owners.get((topic, partition))
+
+    def move_of(self, topic: str, partition: int) -> dict | None:
+        return self.moves.get((topic, partition))
 
     def instances(self) -> dict[str, InstanceInfo]:
         return {name: InstanceInfo(name, f"{name}:1", alive, None if alive else 1_700_000_000_000)
@@ -69,10 +75,20 @@ class Membership:
 
 
 @pytest.fixture
-def world(tmp_path):
-    clock = FakeClock(1_700_000_000_000)
+def clock():
+    return FakeClock(1_700_000_000_000)
+
+
+@pytest.fixture
+def manager(tmp_path, clock):
     manager = LogManager([str(tmp_path)], clock=clock)
     manager.startup()
+    yield manager
+    manager.shutdown()
+
+
+@pytest.fixture
+def world(manager, clock):
     coordinator = GroupCoordinator(manager, clock, partitions=OFFSETS_PARTITIONS, session_timeout_ms=10_000)
     coordinator.start()
     manager.create_topic("t", 2)
@@ -88,8 +104,7 @@ def world(tmp_path):
         manager.create_topic(topic, partition_count, dict(configs))
 
     routing = ClusterRouting("c", HERE, f"{HERE}:1", membership, cache, 5.0, create_topic=create_topic)
-    yield GroupRouting(routing, coordinator), coordinator, cache, membership, creates
-    manager.shutdown()
+    return GroupRouting(routing, coordinator), coordinator, cache, membership, creates
 
 
 def _group_at(coordinator: GroupCoordinator, partition: int) -> str:
@@ -184,3 +199,41 @@ def test_the_timer_unloads_the_partitions_owned_elsewhere_and_the_ones_lost(worl
     cache.place(0, THERE, epoch=1)
     assert groups.sync() == [0]
     assert coordinator.list_groups() == [] and coordinator.describe(mine).members == {}
+
+
+@pytest.mark.parametrize("state", ["final", "copying"])
+def test_a_group_write_is_refused_while_its_offsets_partition_is_in_its_moves_final_catch_up(world, state):
+    groups, coordinator, cache, _, _ = world
+    group = _group_at(coordinator, 0)
+    epoch = groups.before(group, write=True)
+    coordinator.commit(group, "", 0, [OffsetCommit("t", 0, 7)])  # appended, not yet answered
+    cache.moves[(OFFSETS_TOPIC, 0)] = {"state": state, "source": HERE, "target": THERE}
+    if state != "final":  # the bulk copy: writes go on (the final catch-up copies them)
+        groups.after(group, epoch, write=True)
+        assert groups.before(group, write=True) == epoch
+        return
+    # The final copy may have been read past this commit: it is not acknowledged here.
+    with pytest.raises(PartitionMovingError, match=f"group {group!r}: its writes are refused"):
+        groups.after(group, epoch, write=True)
+    with pytest.raises(PartitionMovingError):
+        groups.before(group, write=True)
+    assert groups.before(group) == epoch  # reads go on
+    cache.moves[(OFFSETS_TOPIC, 0)]["source"] = THERE  # another instance's move: not this one's to refuse
+    groups.before(group, write=True)
+
+
+def test_the_offsets_partitions_appends_carry_the_ownership_epoch_stamped_and_fenced(world, manager):
+    groups, coordinator, cache, _, _ = world
+    group = _group_at(coordinator, 0)
+    groups.before(group)  # creates the topic: partition 0 here, epoch 0
+    cache.place(0, HERE, epoch=3)  # away and back: loaded again under epoch 3
+    assert groups.before(group, write=True) == 3
+    coordinator.commit(group, "", 0, [OffsetCommit("t", 0, 7)])
+    log = manager.get_log(OFFSETS_TOPIC, 0)
+    fetched = log.read(0, 1 << 20)
+    assert [batch.partition_leader_epoch for batch in iter_batches(fetched.records)] == [3]
+    assert log.leader_epoch == 3
+    log.advance_leader_epoch(4)  # the partition's epoch moved on under the loaded coordinator
+    with pytest.raises(FencedLeaderEpochError):
+        coordinator.commit(group, "", 0, [OffsetCommit("t", 0, 8)])
+    assert [(tp, value.offset) for tp, value in coordinator.fetch(group)] == [(("t", 0), 7)]
