@@ -56,6 +56,7 @@ def main() -> None:
     parser.add_argument("--max-records", type=int, default=20, help="records per poll")
     parser.add_argument("--commit-every", type=int, default=1, help="commit after every N polls with records")
     parser.add_argument("--zombie", action="store_true", help="commit at once after a SIGCONT, then go on")
+    parser.add_argument("--instance-id", default=None, help="a static member's group.instance.id")
     args = parser.parse_args()
     journal = Journal(args.journal)
     stopping = []
@@ -70,6 +71,7 @@ def main() -> None:
     consumer = GroupConsumer(
         args.server, group_id=args.group, topics=[args.topic], session_timeout_ms=args.session_ms,
         enable_auto_commit=True, auto_commit_interval_ms=_NEVER_MS, auto_offset_reset="earliest",
+        group_instance_id=args.instance_id,
         on_assign=lambda tps: journal.write("A " + listing(tps)),
         on_revoke=lambda tps: journal.write("V " + listing(tps)),
     )

@@ -7,6 +7,8 @@ from the members' journals and the service's own answers (DescribeGroup, FetchOf
   the killed member processed after its last commit are processed twice;
 - a graceful close hands over with no record processed twice;
 - a member restarted after a kill resumes right at the group's committed offsets;
+- a static member closed and restarted within the session timeout gets its partitions back, and
+  nothing moves meanwhile;
 - a zombie (SIGSTOPped past its session timeout) cannot commit over the new owner, and rejoins;
 - a coordinator killed with SIGKILL and restarted keeps every commit a member saw acknowledged;
 - ``__consumer_offsets`` cleaned by ``seglog cleaner run`` and replayed at a restart gives the
@@ -178,6 +180,42 @@ def test_a_restarted_member_resumes_right_after_its_committed_offsets(group_serv
         assert sorted(o for p, o in resumed if p == partition) == list(range(start, 60))
     wait_until(lambda: settled(admin, "g-resume", [again]), "the restarted member to settle")
     assert again.close() == 0, again.output()
+
+
+def test_a_static_member_restarted_within_the_session_timeout_keeps_its_partitions(start_service, members):
+    # A session long enough for a process restart on a loaded machine: the static leave keeps the
+    # member's partitions for that long.
+    session = ("--session-ms", "15000")
+    service = start_service(["--offsets-topic-partitions", "3", "--group-session-timeout-ms", "15000",
+                             "--group-heartbeat-interval-ms", "200"])
+    admin = admin_of(service)
+    service.stub.CreateTopic(pb.CreateTopicRequest(topic="static-orders", partitions=4), timeout=10)
+    first = members(service.address, "g-static", "static-orders", *session, "--instance-id", "host-a", name="a")
+    other = members(service.address, "g-static", "static-orders", *session, "--instance-id", "host-b", name="b")
+    split = wait_until(lambda: stable_split(admin, "g-static", 2, 4), "two static members sharing four partitions")
+    wait_until(lambda: first.journal().kinds("M") and other.journal().kinds("M"), "both to report their ids")
+    first_partitions, other_partitions = split[member_id_of(first)], split[member_id_of(other)]
+    produced = produce(service.stub, "static-orders", 4, 20)
+    wait_until(lambda: processed_total(first, other) >= produced, "the first records processed")
+    wait_until(lambda: settled(admin, "g-static", (first, other)), "both members to settle")
+    group_epoch = admin.describe_group("g-static").group_epoch
+    other_lines_before = len(other.journal().lines)
+    assert first.close() == 0, first.output()  # a static leave (member epoch -2)
+    produced |= produce(service.stub, "static-orders", 4, 20, start=20)
+    restarted = members(service.address, "g-static", "static-orders", *session, "--instance-id", "host-a",
+                        name="a-restarted")
+    wait_until(lambda: processed_total(first, other, restarted) >= produced, "every record processed")
+    after = wait_until(lambda: stable_split(admin, "g-static", 2, 4), "the group stable again")
+    assert after[member_id_of(restarted)] == first_partitions and after[member_id_of(other)] == other_partitions
+    assert admin.describe_group("g-static").group_epoch == group_epoch  # no rebalance
+    # Nothing moved to the other member meanwhile; the restarted one resumed where the first stopped.
+    assert [line for line in other.journal().lines[other_lines_before:] if line[0] in "AV"] == []
+    assert {p for p, _ in restarted.journal().processed} == first_partitions
+    counts = processed_counts([m.journal() for m in (first, other, restarted)])
+    assert set(counts) == produced and set(counts.values()) == {1}
+    wait_until(lambda: settled(admin, "g-static", (other, restarted)), "both members to settle")
+    for member in (other, restarted):
+        assert member.close() == 0, member.output()
 
 
 def test_a_zombies_commit_is_refused_and_it_rejoins(group_service, members):
