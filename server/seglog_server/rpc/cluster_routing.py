@@ -126,10 +126,14 @@ class ClusterRouting:
         partition's epoch moved on, and stamps it into the batch), or None for a partition etcd
         has no owner record for (served as in a single process: no epoch, no stamp)."""
         self.check_fence()
-        record = self.cache.owner_of(topic, partition)
-        self.check_owner(topic, partition)
+        # One read of the owner record decides both: read twice, a cache update in between would
+        # admit the produce as this instance's under the previous owner's epoch.
+        owner = self._owner(topic, partition)
+        error = self._refusal(topic, partition, owner)
+        if error is not None:
+            raise error
         self.check_not_moving(topic, partition)
-        return None if record is None else record.epoch
+        return None if owner is None else owner.epoch
 
     def fenced_append_error(self, topic: str, partition: int, exc: Exception) -> Exception:
         """The answer to an append the log refused because the partition's epoch moved past the
@@ -225,7 +229,9 @@ class ClusterRouting:
 
     def owner_error(self, topic: str, partition: int) -> ServiceError | None:
         """The refusal of a request for a partition owned elsewhere (with the hint), or None."""
-        owner = self._owner(topic, partition)
+        return self._refusal(topic, partition, self._owner(topic, partition))
+
+    def _refusal(self, topic: str, partition: int, owner: PartitionOwner | None) -> ServiceError | None:
         if owner is None or owner.instance_id == self.instance_id:
             return None
         where = f"{topic}-{partition} is owned by instance {owner.instance_id!r}"
