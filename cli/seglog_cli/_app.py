@@ -15,7 +15,21 @@ from collections.abc import Sequence
 from importlib import metadata
 
 from seglog import SeglogError, ServiceUnavailableError
-from seglog_cli import cleaner, consume, delete_records, dump, explain, groups, offsets, produce, serve, token, topic
+from seglog_cli import (
+    cleaner,
+    cluster,
+    consume,
+    delete_records,
+    dump,
+    explain,
+    groups,
+    offsets,
+    partition,
+    produce,
+    serve,
+    token,
+    topic,
+)
 from seglog_cli._common import CliError, add_server_option, epilog, server_of
 
 __all__ = ["EXIT_ERROR", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_USAGE", "build_parser", "main"]
@@ -49,6 +63,8 @@ def build_parser() -> argparse.ArgumentParser:
               seglog delete-records events --partition 0 --before 1200
               seglog dump data/events-0 --verify
               seglog cleaner run --once                           # clean compacted topics
+              seglog cluster status                               # instances, offline partitions
+              seglog partition move events 3 --to b               # to another instance
 
             Every command that talks to the service takes --server HOST:PORT (default:
             $SEGLOG_SERVER, else 127.0.0.1:50551). `seglog COMMAND --help` shows more examples.
@@ -72,6 +88,8 @@ def build_parser() -> argparse.ArgumentParser:
     dump.add_parser(commands, [])
     cleaner.add_parser(commands, [with_server])
     token.add_parser(commands, [])
+    partition.add_parser(commands, [with_server])
+    cluster.add_parser(commands, [with_server])
     return parser
 
 

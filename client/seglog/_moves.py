@@ -41,6 +41,46 @@ class PartitionTakeover:
     start_offset: int
 
 
+@dataclass(frozen=True)
+class InstanceStatus:
+    instance_id: str
+    address: str
+    alive: bool
+    gone_since_ms: int | None
+    partition_count: int  # partitions etcd records it as the owner of
+    bytes: int  # of the partitions it serves, as its registration last reported
+
+
+@dataclass(frozen=True)
+class OfflinePartition:
+    topic: str
+    partition: int
+    owner_id: str
+    gone_since_ms: int | None
+
+
+@dataclass(frozen=True)
+class MoveInProgress:
+    topic: str
+    partition: int
+    from_instance: str
+    to_instance: str
+    state: str  # "copying" or "final"
+    started_ms: int
+
+
+@dataclass(frozen=True)
+class ClusterStatus:
+    """The cluster as the answering instance's watched cache has it (``Admin.cluster_status``)."""
+
+    cluster_name: str
+    instance_id: str  # the instance that answered
+    current: bool  # False while it cannot reach etcd
+    instances: tuple[InstanceStatus, ...]
+    offline_partitions: tuple[OfflinePartition, ...]
+    moves: tuple[MoveInProgress, ...]
+
+
 async def _call(transport: Any, method: str, request: Any, timeout_s: float) -> Any:
     if transport.choosing:
         await transport.ready()
@@ -79,3 +119,15 @@ async def take_over_partition(router: Any, topic: str, partition: int, unclean: 
     answer = await _call(router.bootstrap, "TakeOverPartition",
                          mpb.TakeOverPartitionRequest(topic=topic, partition=partition, unclean=unclean), timeout_s)
     return PartitionTakeover(topic, partition, answer.from_instance, answer.epoch, answer.start_offset)
+
+
+async def cluster_status(router: Any, timeout_s: float) -> ClusterStatus:
+    answer = await _call(router.bootstrap, "DescribeCluster", mpb.DescribeClusterRequest(), timeout_s)
+    return ClusterStatus(
+        answer.cluster_name, answer.instance_id, answer.current,
+        tuple(InstanceStatus(i.instance_id, i.address, i.alive, i.gone_since_ms or None, i.partition_count, i.bytes)
+              for i in answer.instances),
+        tuple(OfflinePartition(o.topic, o.partition, o.owner_id, o.gone_since_ms or None)
+              for o in answer.offline_partitions),
+        tuple(MoveInProgress(m.topic, m.partition, m.from_instance, m.to_instance, m.state, m.started_ms)
+              for m in answer.moves))

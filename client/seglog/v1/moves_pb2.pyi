@@ -123,3 +123,67 @@ class TakeOverPartitionResponse(_message.Message):
     epoch: int
     start_offset: int
     def __init__(self, from_instance: _Optional[str] = ..., epoch: _Optional[int] = ..., start_offset: _Optional[int] = ...) -> None: ...
+
+class DescribeClusterRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ClusterInstanceStatus(_message.Message):
+    __slots__ = ("instance_id", "address", "alive", "gone_since_ms", "partition_count", "bytes")
+    INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
+    ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    ALIVE_FIELD_NUMBER: _ClassVar[int]
+    GONE_SINCE_MS_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_COUNT_FIELD_NUMBER: _ClassVar[int]
+    BYTES_FIELD_NUMBER: _ClassVar[int]
+    instance_id: str
+    address: str
+    alive: bool
+    gone_since_ms: int
+    partition_count: int
+    bytes: int
+    def __init__(self, instance_id: _Optional[str] = ..., address: _Optional[str] = ..., alive: _Optional[bool] = ..., gone_since_ms: _Optional[int] = ..., partition_count: _Optional[int] = ..., bytes: _Optional[int] = ...) -> None: ...
+
+class OfflinePartition(_message.Message):
+    __slots__ = ("topic", "partition", "owner_id", "gone_since_ms")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    OWNER_ID_FIELD_NUMBER: _ClassVar[int]
+    GONE_SINCE_MS_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    partition: int
+    owner_id: str
+    gone_since_ms: int
+    def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., owner_id: _Optional[str] = ..., gone_since_ms: _Optional[int] = ...) -> None: ...
+
+class MoveInProgress(_message.Message):
+    __slots__ = ("topic", "partition", "from_instance", "to_instance", "state", "started_ms")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    FROM_INSTANCE_FIELD_NUMBER: _ClassVar[int]
+    TO_INSTANCE_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    STARTED_MS_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    partition: int
+    from_instance: str
+    to_instance: str
+    state: str
+    started_ms: int
+    def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., from_instance: _Optional[str] = ..., to_instance: _Optional[str] = ..., state: _Optional[str] = ..., started_ms: _Optional[int] = ...) -> None: ...
+
+class DescribeClusterResponse(_message.Message):
+    __slots__ = ("cluster_name", "instance_id", "current", "instances", "offline_partitions", "moves")
+    CLUSTER_NAME_FIELD_NUMBER: _ClassVar[int]
+    INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
+    CURRENT_FIELD_NUMBER: _ClassVar[int]
+    INSTANCES_FIELD_NUMBER: _ClassVar[int]
+    OFFLINE_PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    MOVES_FIELD_NUMBER: _ClassVar[int]
+    cluster_name: str
+    instance_id: str
+    current: bool
+    instances: _containers.RepeatedCompositeFieldContainer[ClusterInstanceStatus]
+    offline_partitions: _containers.RepeatedCompositeFieldContainer[OfflinePartition]
+    moves: _containers.RepeatedCompositeFieldContainer[MoveInProgress]
+    def __init__(self, cluster_name: _Optional[str] = ..., instance_id: _Optional[str] = ..., current: _Optional[bool] = ..., instances: _Optional[_Iterable[_Union[ClusterInstanceStatus, _Mapping]]] = ..., offline_partitions: _Optional[_Iterable[_Union[OfflinePartition, _Mapping]]] = ..., moves: _Optional[_Iterable[_Union[MoveInProgress, _Mapping]]] = ...) -> None: ...

@@ -54,6 +54,11 @@ class PartitionMoveServiceStub:
                 request_serializer=seglog_dot_v1_dot_moves__pb2.TakeOverPartitionRequest.SerializeToString,
                 response_deserializer=seglog_dot_v1_dot_moves__pb2.TakeOverPartitionResponse.FromString,
                 _registered_method=True)
+        self.DescribeCluster = channel.unary_unary(
+                '/seglog.v1.PartitionMoveService/DescribeCluster',
+                request_serializer=seglog_dot_v1_dot_moves__pb2.DescribeClusterRequest.SerializeToString,
+                response_deserializer=seglog_dot_v1_dot_moves__pb2.DescribeClusterResponse.FromString,
+                _registered_method=True)
 
 
 class PartitionMoveServiceServicer:
@@ -82,7 +87,16 @@ class PartitionMoveServiceServicer:
 
     def TakeOverPartition(self, request, context):
         """Unclean takeover of a partition whose owner's lease is gone: asked of the new owner, which
-        starts the partition empty at the next offset it can know. Records of the old owner are lost.
+        starts the partition empty past every offset the old owner could have acknowledged (its
+        offset ceiling in etcd). Records of the old owner are lost.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DescribeCluster(self, request, context):
+        """The cluster as an operator sees it (seglog cluster status), from the answering instance's
+        watched cache: instances with their partitions and bytes, offline partitions, moves.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -110,6 +124,11 @@ def add_PartitionMoveServiceServicer_to_server(servicer, server):
                     servicer.TakeOverPartition,
                     request_deserializer=seglog_dot_v1_dot_moves__pb2.TakeOverPartitionRequest.FromString,
                     response_serializer=seglog_dot_v1_dot_moves__pb2.TakeOverPartitionResponse.SerializeToString,
+            ),
+            'DescribeCluster': grpc.unary_unary_rpc_method_handler(
+                    servicer.DescribeCluster,
+                    request_deserializer=seglog_dot_v1_dot_moves__pb2.DescribeClusterRequest.FromString,
+                    response_serializer=seglog_dot_v1_dot_moves__pb2.DescribeClusterResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -220,6 +239,33 @@ class PartitionMoveService:
             '/seglog.v1.PartitionMoveService/TakeOverPartition',
             seglog_dot_v1_dot_moves__pb2.TakeOverPartitionRequest.SerializeToString,
             seglog_dot_v1_dot_moves__pb2.TakeOverPartitionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DescribeCluster(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/seglog.v1.PartitionMoveService/DescribeCluster',
+            seglog_dot_v1_dot_moves__pb2.DescribeClusterRequest.SerializeToString,
+            seglog_dot_v1_dot_moves__pb2.DescribeClusterResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -328,6 +328,41 @@ class PartitionMoveRpcs(mpb_grpc.PartitionMoveServiceServicer):
         return mpb.TakeOverPartitionResponse(from_instance=owner.owner, epoch=new_owner.epoch,
                                              start_offset=start_offset)
 
+    # -- DescribeCluster (any instance) ----------------------------------------------------------
+    @unary_rpc
+    async def DescribeCluster(self, request: mpb.DescribeClusterRequest, context: Any) -> Any:
+        cluster = self._cluster("describing the cluster")
+        return describe_cluster(cluster.cluster_name, cluster.instance_id, cluster.cache)
+
+
+def describe_cluster(cluster_name: str, instance_id: str, cache: Any) -> mpb.DescribeClusterResponse:
+    """The watched cache as an operator reads it: each instance with the partitions etcd gives it
+    and the bytes its registration reports, the partitions whose owner is gone, the moves."""
+    instances = cache.instances()
+    owned: dict[str, int] = {}
+    response = mpb.DescribeClusterResponse(cluster_name=cluster_name, instance_id=instance_id,
+                                           current=cache.statistics().connected)
+    topics = cache.topics()
+    for topic in sorted(topics):
+        for partition in range(topics[topic]):
+            owner = cache.owner_of(topic, partition)
+            if owner is None:
+                continue
+            owned[owner.owner] = owned.get(owner.owner, 0) + 1
+            info = instances.get(owner.owner)
+            if info is None or not info.alive:
+                response.offline_partitions.add(topic=topic, partition=partition, owner_id=owner.owner,
+                                                gone_since_ms=(info.gone_since_ms or 0) if info else 0)
+    for info in sorted(instances.values(), key=lambda info: info.instance_id):
+        response.instances.add(instance_id=info.instance_id, address=info.address, alive=info.alive,
+                               gone_since_ms=info.gone_since_ms or 0, partition_count=owned.get(info.instance_id, 0),
+                               bytes=info.bytes)
+    for (topic, partition), move in sorted(cache.moves().items()):
+        response.moves.add(topic=topic, partition=partition, from_instance=str(move.get("source", "")),
+                           to_instance=str(move.get("target", "")), state=str(move.get("state", "")),
+                           started_ms=int(move.get("started_ms", 0)))
+    return response
+
 
 class _Copy:
     """The target's side of CopyPartition: staged files, their sizes and identities."""

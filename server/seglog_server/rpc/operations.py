@@ -186,6 +186,8 @@ OPERATIONS: Mapping[str, RpcOperation] = {
     "CopyPartition": RpcOperation(_ADMIN, Scope.TOPICS, _topic, _stream),
     "AbortMove": RpcOperation(_ADMIN, Scope.TOPICS, _topic, _request),
     "TakeOverPartition": RpcOperation(_ADMIN, Scope.TOPICS, _topic, _request),
+    # Every partition's owner and every move: describe on every topic.
+    "DescribeCluster": RpcOperation(_DESCRIBE, Scope.TOPICS, _every_topic, _request),
 }
 
 
