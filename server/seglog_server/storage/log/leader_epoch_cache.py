@@ -67,6 +67,9 @@ class LeaderEpochCache:
         # The last entry's epoch (None: no entry), a plain attribute: every cluster-mode append
         # compares its epoch with it.
         self.latest_epoch: int | None = self._entries[-1].epoch if self._entries else None
+        # The file still holds entries memory dropped (a truncation whose write failed): the
+        # next assign rewrites it before any record is appended past the cut.
+        self.stale = False
 
     @property
     def path(self) -> str:
@@ -86,7 +89,7 @@ class LeaderEpochCache:
         if epoch < 0 or start_offset < 0:
             raise ValueError(f"invalid leader epoch entry ({epoch}, {start_offset}): both must be >= 0")
         entries = _with_entry(self._entries, EpochEntry(epoch, start_offset), self.path)
-        if entries is self._entries:
+        if entries is self._entries and not self.stale:
             return False
         self._replace(entries)
         return True
@@ -96,7 +99,7 @@ class LeaderEpochCache:
         kept = [entry for entry in self._entries if entry.start_offset < end_offset]
         if end_offset < 0 or len(kept) == len(self._entries):
             return False
-        self._replace(kept)
+        self._replace(kept, cut=True)
         return True
 
     def truncate_from_start(self, start_offset: int) -> bool:
@@ -105,13 +108,13 @@ class LeaderEpochCache:
         below = [entry for entry in self._entries if entry.start_offset <= start_offset]
         if not below or (len(below) == 1 and below[0].start_offset == start_offset):
             return False
-        self._replace([EpochEntry(below[-1].epoch, start_offset)] + self._entries[len(below):])
+        self._replace([EpochEntry(below[-1].epoch, start_offset)] + self._entries[len(below):], cut=True)
         return True
 
     def clear(self) -> bool:
         if not self._entries:
             return False
-        self._replace([])
+        self._replace([], cut=True)
         return True
 
     # -- questions ----------------------------------------------------------------------------
@@ -143,10 +146,20 @@ class LeaderEpochCache:
         return found
 
     # -- inside -------------------------------------------------------------------------------
-    def _replace(self, entries: list[EpochEntry]) -> None:
+    def _replace(self, entries: list[EpochEntry], *, cut: bool = False) -> None:
         """The file first, then memory: a failed write (OSError) leaves both as they were, so a
-        retried append assigns its epoch again instead of finding it in memory only."""
+        retried append assigns its epoch again instead of finding it in memory only. A ``cut``
+        (the log lost records: a truncation, a new log start) is memory first, since the records
+        are gone whatever the file says: a failed write raises with the file ``stale``, which
+        the next assign rewrites (and a load cuts to the log anyway)."""
+        if cut:
+            self._set(entries)
+            self.stale = True
         self._checkpoint.write(entries)
+        self._set(entries)
+        self.stale = False
+
+    def _set(self, entries: list[EpochEntry]) -> None:
         self._entries = entries
         self.latest_epoch = entries[-1].epoch if entries else None
 

@@ -422,7 +422,8 @@ class UnifiedLog:
                     segment = self._roll(base_offset, reason)
                 watch.mark_faults()
                 local.touch(segment)
-                if leader_epoch is not None and leader_epoch != self._leader_epochs.latest_epoch:
+                if leader_epoch is not None and (leader_epoch != self._leader_epochs.latest_epoch
+                                                 or self._leader_epochs.stale):
                     self._leader_epochs.assign(leader_epoch, base_offset)
                 segment.append_batch(batch, base_offset, last_offset, max_timestamp_ms, leader_epoch)
                 watch.lap_faults("append", "append")
@@ -1002,19 +1003,27 @@ class UnifiedLog:
 
     def _truncated(self, log_end_offset: int, log_start_offset: int) -> None:
         """The offsets after the segments were cut, the producers' state at the new end, and
-        the leader epochs cut to the records left (all of them when none is left)."""
-        if log_end_offset == log_start_offset:
-            self._leader_epochs.clear()
-        else:
-            self._leader_epochs.truncate_from_end(log_end_offset)
+        the leader epochs cut to the records left (all of them when none is left). The segments
+        are cut already: the offsets in memory follow them first, whatever the checkpoint does."""
         self._log_end_offset = log_end_offset
         self._log_start_offset = log_start_offset
         self._recovery_point = min(self._recovery_point, log_end_offset)
+        try:
+            if log_end_offset == log_start_offset:
+                self._leader_epochs.clear()
+            else:
+                self._leader_epochs.truncate_from_end(log_end_offset)
+        except OSError as exc:
+            # Memory is cut (LeaderEpochCache cuts it first); the stale file is rewritten by the
+            # next epoch's assign before any record lands past the cut, and cut at load anyway.
+            _LOG.warning("%s: leader-epoch checkpoint not rewritten for the truncation to %d: %s", self._name,
+                         log_end_offset, exc)
         self._reload_producers()
 
     def _epochs_from_start(self, log_start_offset: int) -> None:
         """The log start moved up: the leader epochs below it go. The log start is already in
-        memory; a failed write of the checkpoint only leaves older entries the next load cuts."""
+        memory, and the entries are cut in memory whatever the checkpoint write does; a failed
+        write only leaves older entries the next assign rewrites and the next load cuts."""
         try:
             self._leader_epochs.truncate_from_start(log_start_offset)
         except OSError as exc:

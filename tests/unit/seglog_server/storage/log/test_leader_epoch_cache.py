@@ -335,3 +335,35 @@ def test_a_single_process_log_recovered_from_zero_writes_no_checkpoint(tmp_path,
     log.close()
     assert open_log(tmp_path, clock, had_clean_shutdown=False, recovery_point=0).leader_epoch_entries() == []
     assert not (tmp_path / LEADER_EPOCH_CHECKPOINT).exists()
+
+
+@pytest.mark.parametrize("cut, end, start, kept", [
+    (lambda log: log.truncate_to(8), 8, 0, [EpochEntry(0, 0), EpochEntry(2, 6)]),
+    (lambda log: log.truncate_fully_and_start_at(20), 20, 20, []),
+    (lambda log: log.delete_records(7), 18, 7, [EpochEntry(2, 7), EpochEntry(5, 10)]),
+], ids=["truncate_to", "truncate_fully_and_start_at", "delete_records"])
+def test_a_failed_checkpoint_write_in_a_cut_leaves_the_offsets_and_entries_at_the_cut(tmp_path, clock, caplog,
+                                                                                        cut, end, start, kept):
+    import errno
+
+    from tests.support.fault_fs import FaultFs
+
+    fs = FaultFs()
+    log = open_log(tmp_path, clock, fs=fs)
+    for epoch, count in ((0, 3), (2, 2), (5, 4)):
+        for _ in range(count):
+            log.append(batch(b"a", b"b"), leader_epoch=epoch)
+    rule = fs.fail("pwrite", errno.ENOSPC, path=LEADER_EPOCH_CHECKPOINT + ".tmp")
+    with caplog.at_level(logging.WARNING):
+        cut(log)  # the segments are cut: the log follows them, whatever the checkpoint write did
+    assert rule.hits == 1 and any("leader-epoch checkpoint not rewritten" in r.getMessage() for r in caplog.records)
+    assert (log.log_end_offset, log.log_start_offset) == (end, start)
+    assert log.leader_epoch_entries() == kept
+    assert LeaderEpochCheckpointFile(str(tmp_path)).read() == EXPECTED  # stale until the next assign
+    fs.heal()
+    # The next append (epoch 5, the partition's) rewrites the stale file before its batch, even
+    # when 5 is the latest entry's epoch already (delete_records), when nothing else would.
+    assert log.append(batch(b"c"), leader_epoch=5).base_offset == end
+    written = LeaderEpochCheckpointFile(str(tmp_path)).read()
+    assert written == log.leader_epoch_entries() == (kept if kept and kept[-1].epoch == 5 else kept + [EpochEntry(5, end)])
+    assert reopen(log, clock).leader_epoch_entries() == written
