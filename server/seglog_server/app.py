@@ -111,6 +111,8 @@ class SeglogService:
         self._sessions: asyncio.Task[None] | None = None
         self._coordinator: GroupCoordinator | None = None
         self._cluster: Any = None  # cluster_node.ClusterNode with --etcd
+        # Empties local copies of partitions etcd gives another instance (move_rpcs.py), --etcd.
+        self._stale_copies: asyncio.Task[None] | None = None
         self._stopping = asyncio.Event()
         self._stopped = False
         self._policy: SecurityPolicy | None = None
@@ -159,13 +161,15 @@ class SeglogService:
         add_cluster_service(cluster_rpcs, server)
         health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
         enable_reflection((LOG_SERVICE_NAME, CLUSTER_SERVICE_NAME, health.SERVICE_NAME), server)
-        add_move_service(PartitionMoveRpcs(self._servicer.core), server)  # refused without --etcd
+        moves = PartitionMoveRpcs(self._servicer.core)
+        add_move_service(moves, server)  # refused without --etcd
         port = self._bind(server)
         self._server = server
         host = self._config.listen_host
         cluster_rpcs.address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
         if self._config.etcd:  # before the first call: produce is fenced and routed from the start
             await self._start_cluster(manager, cluster_rpcs.address)
+            self._stale_copies = asyncio.create_task(moves.drop_stale_copies_forever(), name="seglog-stale-copies")
         await server.start()
         for name in ("", LOG_SERVICE_NAME):
             await self._health.set(name, health_pb2.HealthCheckResponse.SERVING)
@@ -443,6 +447,10 @@ class SeglogService:
             await self._maintenance
         if self._sessions is not None:
             await self._sessions
+        if self._stale_copies is not None:
+            self._stale_copies.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._stale_copies
         if self._cluster is not None:  # the lease revoked: the others see this instance go now
             await self._cluster.stop()
         if self._manager is not None:

@@ -36,6 +36,7 @@ from typing import Any
 import grpc
 
 from seglog.records import crc32c
+from seglog_server.storage.base.errors import StorageError
 from seglog.v1 import moves_pb2 as mpb
 from seglog.v1 import moves_pb2_grpc as mpb_grpc
 
@@ -65,6 +66,9 @@ MOVE_SERVICE_NAME = mpb.DESCRIPTOR.services_by_name["PartitionMoveService"].full
 CHUNK_BYTES = 1 << 20
 # How long the source waits for its cache to see the record "final" before it answers.
 FINAL_VIEW_TIMEOUT_S = 10.0
+# How often an instance looks for local copies of partitions etcd gives another instance (a walk
+# of the cache's owners, no etcd call): a moved partition's source copy goes within about this.
+STALE_COPY_INTERVAL_S = 1.0
 _STAGING_SUFFIX = "-future"
 
 
@@ -232,6 +236,62 @@ class PartitionMoveRpcs(mpb_grpc.PartitionMoveServiceServicer):
         os.makedirs(path)
         return path
 
+    # -- stale copies (at every instance) --------------------------------------------------------
+    async def drop_stale_copies_forever(self, interval_s: float = STALE_COPY_INTERVAL_S) -> None:
+        """A task (app.py, cluster mode): ``drop_stale_copies`` at start, then every interval."""
+        while True:
+            try:
+                await self.drop_stale_copies()
+            except (StorageError, OSError) as exc:  # a log directory failing: the next pass retries
+                _log.warning("stale partition copies not dropped: %s", exc)
+            await asyncio.sleep(interval_s)
+
+    async def drop_stale_copies(self) -> int:
+        """Empties every local copy of a partition etcd gives another instance at a later epoch
+        than the copy's last batches were stamped with: the source's copy once a move committed,
+        and at start one a crash kept between the commit and this (or an unclean takeover's old
+        owner's, back). A partition being moved here, or one empty already, is left alone.
+        Returns how many were emptied."""
+        cluster = self.core.cluster
+        if cluster is None or getattr(cluster, "moves", None) is None:
+            return 0
+        dropped = 0
+        for topic, partition_count in cluster.cache.topics().items():
+            for partition in range(partition_count):
+                if (topic, partition) in self._running or self._stale_copy(cluster, topic, partition) is None:
+                    continue
+                self._running.add((topic, partition))  # no move or takeover of it meanwhile
+                try:
+                    log = self._stale_copy(cluster, topic, partition)
+                    if log is not None:
+                        size = log.size_in_bytes
+                        await self.core.calls.blocking(log.truncate_fully_and_start_at, 0)
+                        owner = cluster.cache.owner_of(topic, partition)
+                        _log.info("%s-%d: local copy dropped (%d bytes): instance %s owns it at epoch %d", topic,
+                                  partition, size, owner.owner, owner.epoch)
+                        dropped += 1
+                finally:
+                    self._running.discard((topic, partition))
+        return dropped
+
+    def _stale_copy(self, cluster: Any, topic: str, partition: int) -> Any:
+        owner = cluster.cache.owner_of(topic, partition)
+        if owner is None or owner.owner == cluster.instance_id:
+            return None
+        move = cluster.cache.move_of(topic, partition)
+        if move is not None and move.get("target") == cluster.instance_id:
+            return None  # a copy being installed here: the move's, until it commits or aborts
+        try:
+            log = self.core.storage.get_log(topic, partition)
+        except StorageError:  # not held here (yet), or its directory offline: nothing to drop now
+            return None
+        if not log.size_in_bytes:
+            return None
+        entries = log.leader_epoch_entries()
+        if entries and entries[-1].epoch >= owner.epoch:
+            return None  # the copy is as new as etcd's owner record: never dropped on etcd's word
+        return log
+
     # -- CopyPartition (at the owner) ------------------------------------------------------------
     @stream_rpc
     async def CopyPartition(self, request: mpb.CopyPartitionRequest, context: Any) -> None:
@@ -293,15 +353,23 @@ class PartitionMoveRpcs(mpb_grpc.PartitionMoveServiceServicer):
     # -- TakeOverPartition (at the new owner) ------------------------------------------------------
     @unary_rpc
     async def TakeOverPartition(self, request: mpb.TakeOverPartitionRequest, context: Any) -> Any:
-        from seglog_server.cluster import EtcdUnavailableError, UnknownPartitionError
-        from seglog_server.cluster.partition_moves import OwnerStillAliveError
-        from seglog_server.cluster import OwnershipConflictError
-
         cluster = self._cluster("taking over a partition")
         topic, partition = validation.check_partition_ref(request.topic, request.partition)
         if not request.unclean:
             raise MoveRefusedError(f"{topic}-{partition}: a takeover loses the records of the old owner; it is "
                                    "done only when asked for as unclean (--unclean)")
+        if (topic, partition) in self._running:
+            raise MoveRefusedError(f"{topic}-{partition}: a move, takeover or cleanup of it is running here")
+        self._running.add((topic, partition))
+        try:
+            return await self._take_over(cluster, topic, partition)
+        finally:
+            self._running.discard((topic, partition))
+
+    async def _take_over(self, cluster: Any, topic: str, partition: int) -> Any:
+        from seglog_server.cluster import EtcdUnavailableError, OwnershipConflictError, UnknownPartitionError
+        from seglog_server.cluster.partition_moves import OwnerStillAliveError
+
         try:
             owner, _ = await asyncio.to_thread(cluster.moves.read_owner, topic, partition)
             if owner.owner == cluster.instance_id:

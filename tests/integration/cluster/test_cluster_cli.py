@@ -10,7 +10,7 @@ import signal
 
 import pytest
 
-from seglog import Admin
+from seglog import Admin, Producer
 from seglog_cli import main
 from tests.integration.cluster.test_service_cluster import _cluster_args, _names, _start, _until, services
 from tests.support.integration_helpers import ServiceProcess
@@ -30,6 +30,10 @@ def _status(capsys, server: str) -> dict:
     code, out, err = _cli(capsys, "cluster", "status", "--server", server, "--format", "json")
     assert code == 0, err
     return json.loads(out)
+
+
+def _stored_bytes(service, partition: int) -> int:
+    return sum(path.stat().st_size for path in (service.data_dirs[0] / f"{TOPIC}-{partition}").glob("*.log"))
 
 
 def _counts(status: dict) -> dict[str, int]:
@@ -52,6 +56,11 @@ def test_status_rebalance_and_moves_from_the_command_line(tmp_path, etcd, servic
     with Admin(c.address) as at_c:
         _until(lambda: TOPIC in {t.topic for t in at_c.list_topics()}, what="c holding the topic")
 
+    with Producer(a.address, linger_ms=1) as producer:
+        for future in [producer.send(TOPIC, b"r", partition=p) for p in range(4) for _ in range(20)]:
+            future.result(timeout=30)
+    assert _stored_bytes(b, 3) > 0
+
     code, out, _ = _cli(capsys, "cluster", "status", "--server", a.address)
     assert code == 0 and f"cluster {cluster}, as instance a sees it" in out
     assert "offline partitions: none" in out and "moves in progress: none" in out
@@ -62,6 +71,8 @@ def test_status_rebalance_and_moves_from_the_command_line(tmp_path, etcd, servic
     code, out, _ = _cli(capsys, "cluster", "rebalance", "--server", a.address)
     assert code == 0 and f"moving {TOPIC}:3 b -> c" in out and "moved at epoch 1" in out
     assert _counts(_status(capsys, a.address)) == {"a": 2, "b": 1, "c": 1}
+    _until(lambda: _stored_bytes(b, 3) == 0, what="the source's copy dropped after the move")
+    assert _stored_bytes(c, 3) > 0
     code, out, _ = _cli(capsys, "cluster", "rebalance", "--server", a.address)
     assert code == 0 and out.strip() == "balanced: no move needed"
 
@@ -81,6 +92,9 @@ def test_status_rebalance_and_moves_from_the_command_line(tmp_path, etcd, servic
     code, out, _ = _cli(capsys, "partition", "move", TOPIC, "3", "--to", "a", "--unclean", "--server", b.address)
     assert code == 0 and "taken over UNCLEANLY by a from c at epoch 2" in out
     _until(lambda: not _status(capsys, b.address)["offline_partitions"], what="no partition offline")
+    # c back with its data dir: its copy of a partition a owns at a later epoch goes at start.
+    c.start()
+    _until(lambda: _stored_bytes(c, 3) == 0, what="c's stale copy dropped at start")
     admin.close()
 
 
