@@ -105,7 +105,7 @@ class AsyncGroupConsumer:
             raise ValueError(f"session_timeout_ms must be > 0, got {session_timeout_ms}")
         # The session timeout the member keeps to: the service's once a heartbeat answer tells it.
         self.session_timeout_ms = session_timeout_ms
-        self._last_heartbeat_ok = 0.0  # loop time of the last answered heartbeat
+        self._last_heartbeat_ok = 0.0  # loop time the last answered heartbeat was sent at
         self.group_id = group_id
         self.group_instance_id = group_instance_id  # Kafka's group.instance.id: a static member
         self._topics = list(dict.fromkeys(topics))
@@ -493,10 +493,14 @@ class AsyncGroupConsumer:
         a revocation must be reported now)."""
         assert self._transport is not None and self._lock is not None
         async with self._lock:
+            # The service's session deadline runs from when it handled the heartbeat, which is no
+            # earlier than its send: counting from the answer's arrival would lapse late by the
+            # round trip, after the service may have handed the partitions on.
+            sent_at = asyncio.get_running_loop().time()
             answer = await self._transport.heartbeat(self._request(
                 self.member_epoch, subscribed_topics=self._topics,
                 owned_partitions=[pb.GroupPartition(topic=t, partition=p) for t, p in sorted(self._owned)]))
-            self._last_heartbeat_ok = asyncio.get_running_loop().time()
+            self._last_heartbeat_ok = sent_at
             if answer.session_timeout_ms > 0:  # 0: a service that does not tell it
                 self.session_timeout_ms = answer.session_timeout_ms
             self.member_id, self.member_epoch = answer.member_id, answer.member_epoch
