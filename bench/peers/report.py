@@ -275,9 +275,17 @@ What remains:
 - Goals 2 and 3 (p50 within 1.2x and 1.5x of the floor) are not met: the remaining gap is the
   Python RPC layers on both sides and the storage search (22-34 us a single lookup), each of the
   size of the floor's own per-message cost on this machine.
-- Goal 1 on small batches: a batched lookup costs about 13 us of storage CPU a target (index
-  searches, one pread, the batch header's checks in Python); reads shared between neighbouring
-  targets of one call, or the search's per-target Python in C, would move it.
+- Goal 1: a call of 100 targets over a log of some 290 large batches (the benchmark's) lands
+  nearly every target in a batch of its own, so each pays a whole search: two index searches, the
+  header reads of the entry's batch and the next, the table's bisection, in Python, about the
+  single lookup's 22-34 us of storage CPU. Targets sharing batches cost 4-5 us
+  (`bench_batched_lookup.py --storage`, 1,000 a call over 50 batches). Moving the per-target search
+  (index searches and header checks) into C, or reading neighbouring targets' batches in one pread,
+  would move it; so would the per-call costs of the client's routing (a task and a gather per call
+  for one partition) and of the adapter's per-target conversions.
+- Lookups measured right after a large produce ran at a fraction of their rate while the topic's
+  flush (an fdatasync of the ~130 MB just written) ran on the storage pool: the benchmark now
+  waits for it; why lookups slow down so much during a flush is not yet known.
 - Goal 4 with every client default: per-batch costs in the producer (client and service) and the
   consumer at 16 KiB batches; a larger default batch.size for `send_many` (whose records are all
   at hand) would close most of it, at the cost of Kafka's default carrying over.
