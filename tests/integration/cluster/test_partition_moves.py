@@ -26,6 +26,7 @@ from tests.support.integration_helpers import records_of
 __all__ = ["services"]
 
 TOPIC = "moved"
+SEGMENT_BYTES = 16384
 
 
 def _batches(data: bytes) -> list[tuple[int, int]]:
@@ -39,10 +40,11 @@ def _batches(data: bytes) -> list[tuple[int, int]]:
     return found
 
 
-def _segment_batches(data_dir: pathlib.Path) -> list[tuple[int, int]]:
+def _segment_batches(data_dir: pathlib.Path, closed_only: bool = False) -> list[tuple[int, int]]:
     partition_dir = data_dir / f"{TOPIC}-0"
+    paths = sorted(partition_dir.glob("*.log"))
     batches = []
-    for path in sorted(partition_dir.glob("*.log")):
+    for path in paths[:-1] if closed_only else paths:
         batches += _batches(path.read_bytes())
     return batches
 
@@ -58,7 +60,7 @@ def _fetch_all(service, end: int) -> list:
     return records
 
 
-@pytest.mark.slow  # three service processes, a move under produce, a frozen etcd: ~25 s
+@pytest.mark.slow  # three service processes, a move under produce, a frozen etcd: ~20 s
 def test_a_move_under_idempotent_produce_loses_and_duplicates_nothing_and_refusals_leave_the_owner(
         tmp_path, etcd, services):
     cluster = f"move{next(_names)}"
@@ -68,7 +70,8 @@ def test_a_move_under_idempotent_produce_loses_and_duplicates_nothing_and_refusa
     services.append(b)
     admin = Admin(f"{a.address},{b.address}")
     _until(lambda: {i.instance_id for i in admin.metadata().instances if i.alive} == {"a", "b"}, what="a sees b")
-    admin.create_topic(TOPIC, partitions=1, configs={"segment.bytes": "65536"})
+    # Small segments: a few hundred records make closed segments (copied under produce) and a tail.
+    admin.create_topic(TOPIC, partitions=1, configs={"segment.bytes": str(SEGMENT_BYTES)})
     assert admin.metadata([TOPIC]).owner_of(TOPIC, 0).owner_id == "a"
     _until(lambda: _holds(b, TOPIC), what="b holding the topic")
 
@@ -92,16 +95,19 @@ def test_a_move_under_idempotent_produce_loses_and_duplicates_nothing_and_refusa
     producer_thread = threading.Thread(target=produce)
     producer_thread.start()
     try:
-        _until(lambda: len(acknowledged) >= 2000, what="records produced before the move")
+        _until(lambda: len(acknowledged) >= 300, what="records produced before the move")
+        # The source's closed segments, read before the move (they change no more; its copy is
+        # dropped once the move commits).
+        at_source = _segment_batches(a.data_dirs[0], closed_only=True)
         move = admin.move_partition(TOPIC, 0, to="b", from_instance="a")
         moved_at = len(acknowledged)
-        _until(lambda: len(acknowledged) >= moved_at + 1000, what="records produced after the move")
+        _until(lambda: len(acknowledged) >= moved_at + 200, what="records produced after the move")
     finally:
         stop.set()
         producer_thread.join()
     assert not failures, failures[:3]
     assert (move.from_instance, move.to_instance, move.epoch) == ("a", "b", 1)
-    assert move.bytes_copied > 65536  # closed segments and the tail
+    assert move.bytes_copied > 2 * SEGMENT_BYTES  # closed segments and the tail
     assert admin.metadata([TOPIC]).owner_of(TOPIC, 0).owner_id == "b"
 
     # Every acknowledged offset once, contiguous from 0; each record once at the target, in order.
@@ -116,9 +122,10 @@ def test_a_move_under_idempotent_produce_loses_and_duplicates_nothing_and_refusa
 
     # The batches the move copied are byte-for-byte the source's: same base offsets, same CRCs.
     at_target = [batch for batch in _segment_batches(b.data_dirs[0]) if batch[0] < move.log_end_offset]
-    at_source = _segment_batches(a.data_dirs[0])
-    assert at_target == at_source[:len(at_target)]
-    assert at_target and at_target[-1][0] < move.log_end_offset <= offsets[-1] + 1
+    assert at_source and at_target[:len(at_source)] == at_source
+    assert at_target[-1][0] < move.log_end_offset <= offsets[-1] + 1
+    # The source drops its copy (owned by b at a later epoch now).
+    _until(lambda: not _segment_batches(a.data_dirs[0]), what="the source's copy dropped")
 
     # The old owner refuses with the new owner's hint.
     with pytest.raises(grpc.RpcError) as refused:
