@@ -24,7 +24,8 @@ commit writes: ``change_owner``, epoch + 1); the time until every instance's ``M
 the new owner (the watch), and the latency of the first send of a producer that had routed the
 partition to a (refused with the hint, sent again to b), beside that producer's steady sends.
 
-Every figure is the median of ``--runs`` runs (a new cluster each run, the modes in turn); the
+Every figure is the median of ``--runs`` runs (a new cluster each run, the modes in turn, single
+and cluster-1 in alternating order); the
 1-minute load average is printed with each run (the machines are shared: see bench/README.md).
 Two cores are shared by every process here (client, three instances, etcd): totals are a floor of
 what three machines would do, and the per-instance figures are what one core's share gives.
@@ -155,18 +156,14 @@ def one_run(number: int, records: int, partitions: int, results: dict) -> None:
         etcd = EtcdServer.start(str(workdir))
         started: list[ServiceProcess] = []
         try:
-            # single
-            single = start(workdir / "single", "single", [])
-            started.append(single)
-            Admin(single.address).create_topic(TOPIC, partitions=partitions)
-            results["single"].append(produce_and_read(single.address, partitions, records))
-            single.stop()
-            # cluster-1
-            one = start(workdir / "one", "one", cluster_args(etcd, "one", "bench-one"))
-            started.append(one)
-            Admin(one.address).create_topic(TOPIC, partitions=partitions)
-            results["cluster-1"].append(produce_and_read(one.address, partitions, records))
-            one.stop()
+            # single and cluster-1, which first alternating from run to run (no order bias)
+            modes = [("single", []), ("cluster-1", cluster_args(etcd, "one", "bench-one"))]
+            for mode, args in modes if number % 2 else modes[::-1]:
+                service = start(workdir / mode, mode, args)
+                started.append(service)
+                Admin(service.address).create_topic(TOPIC, partitions=partitions)
+                results[mode].append(produce_and_read(service.address, partitions, records))
+                service.stop()
             # cluster-3 (its own cluster name: the one instance above stays out of its placement)
             services = {name: start(workdir / "three", name, cluster_args(etcd, name)) for name in "abc"}
             started += services.values()
