@@ -49,6 +49,7 @@ def test_a_single_process_exports_no_cluster_series(tmp_path, services):
     assert not [name for name in names if name.startswith("seglog_cluster_")]
 
 
+@pytest.mark.slow  # two service processes, one killed: ~15 s
 def test_two_instances_export_ownership_liveness_epochs_and_etcd_round_trips(tmp_path, etcd, services):
     services.append(a := _start(tmp_path, "a", _cluster_args(etcd, "metrics", "a")))
     services.append(b := _start(tmp_path, "b", _cluster_args(etcd, "metrics", "b")))
@@ -88,6 +89,7 @@ def test_two_instances_export_ownership_liveness_epochs_and_etcd_round_trips(tmp
     assert value(scrape(a), "seglog_cluster_instances_alive") == 1
 
 
+@pytest.mark.slow  # waits out the fence deadline with etcd frozen: ~15 s
 def test_a_frozen_etcd_shows_as_errors_no_time_left_and_refusals_for_the_lease(tmp_path, etcd, services):
     services.append(a := _start(tmp_path, "a", _cluster_args(etcd, "frozen-metrics", "a")))
     a.stub.CreateTopic(pb.CreateTopicRequest(topic="f", partitions=1), timeout=10)
