@@ -10,9 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import SeglogError, translate_rpc_errors
+from .errors import SeglogError
 from .v1 import moves_pb2 as mpb
-from .v1 import moves_pb2_grpc as mpb_grpc
 
 # A move copies the whole partition: its deadline is its own, not the request timeout.
 MOVE_TIMEOUT_S_DEFAULT = 3600.0
@@ -82,11 +81,7 @@ class ClusterStatus:
 
 
 async def _call(transport: Any, method: str, request: Any, timeout_s: float) -> Any:
-    if transport.choosing:
-        await transport.ready()
-    stub = mpb_grpc.PartitionMoveServiceStub(transport._channel)
-    with translate_rpc_errors():
-        return await getattr(stub, method)(request, timeout=timeout_s, metadata=transport._metadata)
+    return await transport.partition_moves(method, request, timeout_s)
 
 
 async def move_partition(router: Any, topic: str, partition: int, to: str, from_instance: str | None,

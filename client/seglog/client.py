@@ -37,6 +37,7 @@ from seglog.v1 import cluster_pb2 as cluster_pb
 from seglog.v1 import cluster_pb2_grpc as cluster_pb_grpc
 from seglog.v1 import log_service_pb2 as pb
 from seglog.v1 import log_service_pb2_grpc as pb_grpc
+from seglog.v1 import moves_pb2_grpc as moves_pb_grpc
 
 __all__ = ["MESSAGE_BYTES_MAX", "REQUEST_TIMEOUT_MS_DEFAULT", "Transport", "TransportStatistics"]
 
@@ -119,6 +120,7 @@ class Transport:
         self._channel = channel
         self._stub = pb_grpc.LogServiceStub(channel)  # type: ignore[no-untyped-call]
         self._cluster_stub = cluster_pb_grpc.ClusterServiceStub(channel)  # type: ignore[no-untyped-call]
+        self._moves_stub = moves_pb_grpc.PartitionMoveServiceStub(channel)  # type: ignore[no-untyped-call]
         self._server = server
 
     @property
@@ -286,6 +288,13 @@ class Transport:
         response: cluster_pb.MetadataResponse = await self._unary("Metadata", request, cluster=True)
         return response
 
+    async def partition_moves(self, method: str, request: Any, timeout_s: float) -> Any:
+        """PartitionMoveService.<method> (moves.proto: moves, takeovers, the cluster's status;
+        _moves.py). A move copies a whole partition: its deadline is ``timeout_s`` when that is
+        longer than the request timeout."""
+        extra_ms = max(0, round(timeout_s * 1000) - self.request_timeout_ms)
+        return await self._unary(method, request, extra_ms=extra_ms, stub=self._moves_stub)
+
     # -- streaming -------------------------------------------------------------------------------
 
     async def consume(self, request: pb.ConsumeRequest) -> AsyncIterator[pb.FetchResponse]:
@@ -336,11 +345,12 @@ class Transport:
         self._streams_opened += 1
         return rpc(metadata=self._metadata)  # no deadline: it lives until closed; requests have theirs
 
-    async def _unary(self, method: str, request: Any, *, extra_ms: int = 0, cluster: bool = False) -> Any:
+    async def _unary(self, method: str, request: Any, *, extra_ms: int = 0, cluster: bool = False,
+                     stub: Any = None) -> Any:
         if self.choosing:  # a bootstrap list not yet connected
             await self.ready()
         self._check_open()
-        rpc = getattr(self._cluster_stub if cluster else self._stub, method)
+        rpc = getattr(stub or (self._cluster_stub if cluster else self._stub), method)
         self._requests_sent += 1
         try:
             with translate_rpc_errors():
