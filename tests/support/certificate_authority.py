@@ -62,18 +62,22 @@ class TestCA:
         self.ca_file = directory / f"{_slug(name)}.pem"
         self.ca_file.write_bytes(self._cert.public_bytes(serialization.Encoding.PEM))
 
-    def server(self, name: str = "seglog-server", *, file_stem: str | None = None) -> Issued:
-        return self._issue(name, server=True, file_stem=file_stem)
+    def server(self, name: str = "seglog-server", *, file_stem: str | None = None,
+               client_too: bool = False) -> Issued:
+        """A server certificate; ``client_too``: usable as a client certificate as well (an
+        instance of a cluster presenting its own certificate to the others)."""
+        return self._issue(name, server=True, file_stem=file_stem, client_too=client_too)
 
     def client(self, principal: str, *, expired: bool = False) -> Issued:
         return self._issue(principal, server=False, expired=expired)
 
     def _issue(self, common_name: str, *, server: bool, expired: bool = False,
-               file_stem: str | None = None) -> Issued:
+               file_stem: str | None = None, client_too: bool = False) -> Issued:
         key = ec.generate_private_key(ec.SECP256R1())
         now = datetime.datetime.now(datetime.timezone.utc)
         not_before, not_after = (now - 10 * _DAY, now - _DAY) if expired else (now - _DAY, now + 30 * _DAY)
         usage = ExtendedKeyUsageOID.SERVER_AUTH if server else ExtendedKeyUsageOID.CLIENT_AUTH
+        usages = [usage, ExtendedKeyUsageOID.CLIENT_AUTH] if client_too else [usage]
         builder = (
             x509.CertificateBuilder()
             .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)]))
@@ -81,7 +85,7 @@ class TestCA:
             .public_key(key.public_key())
             .serial_number(x509.random_serial_number())
             .not_valid_before(not_before).not_valid_after(not_after)
-            .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
+            .add_extension(x509.ExtendedKeyUsage(usages), critical=False)
         )
         if server:
             builder = builder.add_extension(
