@@ -171,7 +171,13 @@ class AsyncGroupConsumer:
             return
         self._closed = True
         if self._task is not None:
-            self._task.cancel()
+            if self._lock is not None:
+                # A heartbeat in flight lands first: its answer may carry a new member epoch, the
+                # one the commit and the leave below must be sent with.
+                async with self._lock:
+                    self._task.cancel()
+            else:
+                self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._task
         if self._transport is None:
