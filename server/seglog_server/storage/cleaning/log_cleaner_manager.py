@@ -64,6 +64,8 @@ from .log_to_clean import LogToClean, log_to_clean
 from ..base.topic_partition import TopicPartition
 from ..dirs.topic_registry import IO_ERRORS, PartitionEntry
 
+from .snapshot_removals import SnapshotRemovals
+
 if TYPE_CHECKING:
     from .snapshot_store import SnapshotStore
 
@@ -150,6 +152,8 @@ class CleanerStatistics:
     # Compacted partitions left out of ``partitions`` because describing them raised (logged):
     # one partition's error must not cost the whole /metrics scrape.
     skipped_partition_count: int = 0
+    # Removed exported snapshots whose objects the store has not let go yet (snapshot_removals.py).
+    store_removals_pending_count: int = 0
 
     # Service-wide views (the metrics module's cleaner hook reads these names).
     @property
@@ -215,6 +219,9 @@ class LogCleanerManager:
         # Where snapshots are exported for a cleaner without the service's disk (the service's
         # --remote-storage); None: only shared-disk snapshots.
         self._snapshot_store = snapshot_store
+        # The objects of removed exported snapshots, deleted by remove_store_objects (off the
+        # callers' locks: expiry and DeleteTopic hold the manager's admin lock).
+        self._removals = SnapshotRemovals(snapshot_store, fs) if snapshot_store is not None else None
         self._fs = fs
         self._clock = clock
         self._snapshot_ttl_ms = snapshot_ttl_ms
@@ -250,8 +257,14 @@ class LogCleanerManager:
         root = snapshots_root(log_dir.path)
         if not self._fs.exists(root):
             return
-        for name in sorted(self._fs.listdir(root)):
+        names = sorted(self._fs.listdir(root))
+        removed = self._load_removals(log_dir, root, names)
+        for name in names:
             path = os.path.join(root, name)
+            if name in removed:
+                if os.path.isdir(path):  # a crash came between the marker and the directory's removal
+                    remove_snapshot(path, self._fs)
+                continue
             manifest = self._complete_manifest(path, name)
             if manifest is None:
                 _log.warning("removing incomplete cleaning snapshot %s", path)
@@ -259,6 +272,22 @@ class LogCleanerManager:
                 self._incomplete_removed_count += 1
                 continue
             self._snapshots[name] = _OpenSnapshot(manifest, log_dir, path, None)
+
+    def _load_removals(self, log_dir: LogDir, root: str, names: list[str]) -> set[str]:
+        """The store-removal markers among ``names`` (pending again), and their snapshot ids."""
+        found: set[str] = set()
+        if self._removals is None:
+            return found
+        for name in names:
+            if not os.path.isfile(os.path.join(root, name)):
+                continue
+            snapshot_id = self._removals.load(log_dir.path, name)
+            if snapshot_id is not None:
+                found.update((name, snapshot_id))
+        if found:
+            _log.warning("%d exported cleaning snapshots in %s still have objects in the store; the remote "
+                         "tier's next pass deletes them", len(found) // 2, log_dir.path)
+        return found
 
     def _complete_manifest(self, path: str, name: str) -> SnapshotManifest | None:
         try:
@@ -309,14 +338,18 @@ class LogCleanerManager:
     def _export(self, log_dir: LogDir, taken: TakenSnapshot) -> None:
         """Copies a taken snapshot to the store; on any failure the local snapshot goes too, so
         a failed export leaves nothing behind but objects without a manifest (never read)."""
-        assert self._snapshot_store is not None
+        assert self._snapshot_store is not None and self._removals is not None
+        snapshot_id = taken.manifest.snapshot_id
         try:
             self._snapshot_store.export(taken)
         except BaseException:
             try:
+                # The objects already written go now if the store lets them, else by a later pass.
+                self._removals.record(log_dir.path, snapshot_id)
                 remove_snapshot(taken.path, self._fs)
             except OSError as exc:
                 _log.warning("removing cleaning snapshot %s after a failed export: %s", taken.path, exc)
+            self._removals.remove_due(only=snapshot_id)
             raise
         _log.info("cleaning snapshot %s exported to %s", taken.manifest.snapshot_id,
                   self._snapshot_store.url(taken.manifest.snapshot_id))
@@ -328,8 +361,10 @@ class LogCleanerManager:
             return ""
         return store.url(snapshot_id)
 
-    def drop_snapshot(self, snapshot_id: str) -> bool:
-        """Removes a snapshot; False when there was none (dropping is idempotent)."""
+    def drop_snapshot(self, snapshot_id: str, *, remove_objects_now: bool = True) -> bool:
+        """Removes a snapshot; False when there was none (dropping is idempotent). An exported
+        one's objects go at once when the store answers, else at a later remote pass; a caller
+        holding a lock passes ``remove_objects_now=False`` (no store call at all)."""
         check_snapshot_id(snapshot_id)
         try:
             entry = self._claim(snapshot_id)
@@ -338,6 +373,8 @@ class LogCleanerManager:
         self._remove(entry, snapshot_id)
         with self._lock:
             self._dropped_count += 1
+        if remove_objects_now:
+            self.remove_store_objects(only=snapshot_id)
         return True
 
     def drop_snapshots_of(self, topic: str) -> int:
@@ -347,7 +384,7 @@ class LogCleanerManager:
         dropped = 0
         for snapshot_id in ids:
             try:
-                dropped += self.drop_snapshot(snapshot_id)
+                dropped += self.drop_snapshot(snapshot_id, remove_objects_now=False)
             except (StaleCleaningResultError, LogDirOfflineError):
                 continue  # claimed meanwhile, or its directory failed: expiry or start-up finishes
         return dropped
@@ -400,10 +437,24 @@ class LogCleanerManager:
         with self._lock:
             entry.busy = False
 
+    def remove_store_objects(self, only: str | None = None) -> int:
+        """Deletes the objects of removed exported snapshots (all, or ``only``'s): store calls of
+        up to the store's deadline each, so never under a lock (the remote tier's thread runs it
+        each pass). Returns how many snapshots' objects went; failures stay pending."""
+        return 0 if self._removals is None else self._removals.remove_due(only)
+
+    def pending_store_removals(self) -> list[str]:
+        """Removed exported snapshots whose objects are still in the store."""
+        return [] if self._removals is None else self._removals.pending()
+
     def _remove(self, entry: _OpenSnapshot, snapshot_id: str) -> None:
-        store = self._snapshot_store
-        exported = store is not None and store.is_exported(entry.path)
+        """Removes the local snapshot; an exported one's objects are recorded for
+        remove_store_objects first (a durable marker: a crash cannot forget them)."""
+        removals = self._removals
+        exported = removals is not None and self._snapshot_store.is_exported(entry.path)
         try:
+            if exported:
+                removals.record(entry.log_dir.path, snapshot_id)
             remove_snapshot(entry.path, self._fs)
             self._fs.fsync_dir(snapshots_root(entry.log_dir.path))
         except FileNotFoundError:
@@ -413,9 +464,6 @@ class LogCleanerManager:
             raise self._dir_failed(entry.log_dir, f"removing cleaning snapshot {snapshot_id}", exc) from exc
         with self._lock:
             self._snapshots.pop(snapshot_id, None)
-        if exported:
-            # Its objects too (a store that is down keeps them: see remove_quietly).
-            store.remove_quietly(snapshot_id)
 
     # -- commit --------------------------------------------------------------------------------
     def commit(self, snapshot_id: str) -> CommitOutcome:
@@ -456,6 +504,7 @@ class LogCleanerManager:
         with self._lock:
             self._committed.append(snapshot_id)
             self._committed_count += 1
+        self.remove_store_objects(only=snapshot_id)
         _log.info(
             "installed cleaning %s: %d segments (%d bytes) replaced by %d (%d bytes); cleaner checkpoint %d",
             snapshot_id, outcome.replaced_segment_count, outcome.bytes_before, outcome.installed_segment_count,
@@ -644,6 +693,7 @@ class LogCleanerManager:
                 commits_refused_count=self._refused_count,
                 partitions=tuple(partitions),
                 skipped_partition_count=skipped,
+                store_removals_pending_count=len(self.pending_store_removals()),
             )
 
     # -- helpers -------------------------------------------------------------------------------

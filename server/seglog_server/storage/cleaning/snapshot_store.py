@@ -29,7 +29,7 @@ import os
 from typing import TYPE_CHECKING
 
 from ..base import file_names
-from ..base.errors import InvalidCleaningResultError, RemoteResourceNotFoundError, RemoteStorageError
+from ..base.errors import InvalidCleaningResultError, RemoteResourceNotFoundError
 from ..base.fs import FileSystem
 from ..dirs.log_dir import remove_tree
 from .cleaning_manifest import RESULT_BYTES_MAX, CleaningResult, SnapshotManifest, parse_result
@@ -73,19 +73,15 @@ class SnapshotStore:
     def export(self, taken: TakenSnapshot) -> str:
         """Copies the snapshot's segments, then its manifest, to the store; returns its URL.
         Raises RemoteStorageError (RemoteStorageUnavailableError when the store is down); the
-        objects already written are then removed when the store allows it (an export without
-        ``manifest.json`` is incomplete and never read anyway)."""
+        caller then has the objects already written removed (an export without ``manifest.json``
+        is incomplete and never read anyway)."""
         manifest = taken.manifest
         prefix = self.key_prefix(manifest.snapshot_id)
-        try:
-            for segment in manifest.segments:
-                with open(os.path.join(taken.path, segment.file), "rb") as body:
-                    self.store.put(prefix + segment.file, body, segment.size_bytes, create_only=True)
-            data = manifest.to_json_bytes()
-            self.store.put(prefix + MANIFEST_FILE_NAME, data, len(data), create_only=True)
-        except RemoteStorageError:
-            self.remove_quietly(manifest.snapshot_id)
-            raise
+        for segment in manifest.segments:
+            with open(os.path.join(taken.path, segment.file), "rb") as body:
+                self.store.put(prefix + segment.file, body, segment.size_bytes, create_only=True)
+        data = manifest.to_json_bytes()
+        self.store.put(prefix + MANIFEST_FILE_NAME, data, len(data), create_only=True)
         url = self.url(manifest.snapshot_id)
         record = json.dumps({"key_prefix": prefix, "url": url}, sort_keys=True).encode()
         self._fs.write_atomically(os.path.join(taken.path, EXPORT_FILE_NAME), record)
@@ -153,19 +149,12 @@ class SnapshotStore:
 
     # -- removal -------------------------------------------------------------------------------
     def remove(self, snapshot_id: str) -> int:
-        """Deletes every object of the snapshot (raises RemoteStorageError); returns the count."""
+        """Deletes every object of the snapshot (raises RemoteStorageError); returns the count.
+        Called off every lock, through snapshot_removals.py, which retries it until it succeeds."""
         keys = list(self.store.list(self.key_prefix(snapshot_id)))
         if keys:
             self.store.delete(keys)
         return len(keys)
-
-    def remove_quietly(self, snapshot_id: str) -> None:
-        """``remove`` when the store answers; otherwise the objects stay (an export without its
-        manifest, or a committed one) and the operator's lifecycle rule on the prefix ends them."""
-        try:
-            self.remove(snapshot_id)
-        except RemoteStorageError:
-            pass
 
 
 def _output_files(result: CleaningResult, manifest: SnapshotManifest) -> list[tuple[str, int, bool]]:

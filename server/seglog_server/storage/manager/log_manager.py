@@ -813,6 +813,9 @@ class LogManager:
                 self._next_orphan_check_ms = now_ms + REMOTE_ORPHAN_CHECK_MS
         for tp in deleted:
             self._delete_remote_partition(tp)
+        # Objects of removed exported cleaning snapshots (expiry and DeleteTopic, under the admin
+        # lock, only recorded them).
+        self._cleaner.remove_store_objects()
         for log in tiered:
             if self._state != _RUNNING:
                 return  # shutting down: the next start picks up where this pass stopped
