@@ -26,11 +26,13 @@ address in ``seglog-owner-address``, and the client asks it there):
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import shutil
 import time
 import uuid
+from dataclasses import dataclass
 from typing import Any
 
 import grpc
@@ -139,7 +141,7 @@ class PartitionMoveRpcs(mpb_grpc.PartitionMoveServiceServicer):
         if existing is not None and existing.target != cluster.instance_id:
             raise MoveRefusedError(f"{topic}-{partition}: a move to {existing.target!r} is in progress (state "
                                    f"{existing.state}); abort it first")
-        staging = None
+        attempt = _Attempt()
         try:
             if existing is not None and existing.epoch == owner.epoch:
                 move = existing  # resumed: the copy starts again from nothing
@@ -148,9 +150,9 @@ class PartitionMoveRpcs(mpb_grpc.PartitionMoveServiceServicer):
                 if existing is not None:  # a record of an older epoch: stale, ours
                     await asyncio.to_thread(moves.abort, existing)
                 move = await asyncio.to_thread(moves.begin, topic, partition, owner, int(time.time() * 1000))
-            staging = await self.core.calls.blocking(self._new_staging, topic, partition)
+            attempt.staging = await self.core.calls.blocking(self._new_staging, topic, partition)
             peers = getattr(cluster, "peer_security", None) or PeerSecurity()
-            copy = _Copy(staging, peers.metadata())
+            copy = _Copy(attempt.staging, peers.metadata())
             channel = peers.channel(source_info.address, [
                 ("grpc.max_receive_message_length", 2 * CHUNK_BYTES + 65536)])
             try:
@@ -165,28 +167,29 @@ class PartitionMoveRpcs(mpb_grpc.PartitionMoveServiceServicer):
                 await channel.close(grace=None)
             assert summary is not None
             await self.core.calls.blocking(copy.finish, summary)
-            log = await self.core.calls.blocking(self.core.storage.install_partition, topic, partition, staging,
-                                                 summary.log_start_offset)
-            staging = None  # installed: it is the partition's directory now
+            log = await _uncancelled(self._install(attempt, topic, partition, summary.log_start_offset),
+                                     f"{topic}-{partition}: move cancelled while its copy is installed")
             self._check_installed(topic, partition, log, summary)
-        except (grpc.aio.AioRpcError, ServiceError, ClusterError, OSError) as exc:
-            await self._abandon(cluster, topic, partition, staging, exc)
-            if isinstance(exc, EtcdUnavailableError):
-                raise ClusterUnavailableError(f"{topic}-{partition} not moved: {exc}") from exc
+            new_owner = await _uncancelled(self._commit(attempt, move, owner, summary.log_end_offset),
+                                           f"{topic}-{partition}: move cancelled while it commits")
+        except EtcdUnavailableError as exc:
+            if attempt.committing:
+                raise ClusterUnavailableError(
+                    f"{topic}-{partition}: the commit's answer was lost ({exc}): the move may or may not have "
+                    "committed; `seglog cluster status` shows the owner, and the move again (or --abort) settles "
+                    "it") from exc
+            await asyncio.shield(self._abandon(cluster, topic, partition, attempt, exc))
+            raise ClusterUnavailableError(f"{topic}-{partition} not moved: {exc}") from exc
+        except (grpc.aio.AioRpcError, ServiceError, StorageError, ClusterError, OSError) as exc:
+            await asyncio.shield(self._abandon(cluster, topic, partition, attempt, exc))
             if isinstance(exc, ServiceError):
                 raise
             raise MoveFailedError(f"{topic}-{partition} not moved, {source!r} still owns it: "
                                   f"{_describe(exc)}") from exc
-        try:
-            new_owner = await asyncio.to_thread(moves.commit, move, owner, summary.log_end_offset)
-        except EtcdUnavailableError as exc:
-            raise ClusterUnavailableError(
-                f"{topic}-{partition}: the commit's answer was lost ({exc}): the move may or may not have "
-                "committed; `seglog cluster status` shows the owner, and the move again (or --abort) settles it"
-            ) from exc
-        except ClusterError as exc:
-            await self._abandon(cluster, topic, partition, None, exc)
-            raise MoveFailedError(f"{topic}-{partition} not moved: {exc}") from exc
+        except BaseException as exc:  # cancelled (the client's deadline or cancel, a stop), or a bug
+            if not attempt.committed:  # the record goes even so: a "final" one fences the source
+                await asyncio.shield(self._abandon(cluster, topic, partition, attempt, exc))
+            raise
         elapsed = time.monotonic() - started
         _log.info("%s-%d moved from %s to %s at epoch %d: offsets %d..%d, %d bytes in %.1f s (fenced %.0f ms)",
                   topic, partition, source, cluster.instance_id, new_owner.epoch, summary.log_start_offset,
@@ -206,8 +209,24 @@ class PartitionMoveRpcs(mpb_grpc.PartitionMoveServiceServicer):
             raise MoveFailedError(f"{topic}-{partition}: the copy ends at offset {log.log_end_offset}, the owner's "
                                   f"log at {summary.log_end_offset}: not moved")
 
-    async def _abandon(self, cluster: Any, topic: str, partition: int, staging: str | None, cause: Exception) -> None:
-        """Aborts the move record (the source serves produce again) and discards the copy."""
+    async def _install(self, attempt: _Attempt, topic: str, partition: int, log_start_offset: int) -> Any:
+        assert attempt.staging is not None
+        log = await self.core.calls.blocking(self.core.storage.install_partition, topic, partition,
+                                             attempt.staging, log_start_offset)
+        attempt.installed = True  # the staging directory is the partition's now
+        return log
+
+    async def _commit(self, attempt: _Attempt, move: Any, owner: Any, log_end_offset: int) -> Any:
+        attempt.committing = True
+        new_owner = await asyncio.to_thread(self.core.cluster.moves.commit, move, owner, log_end_offset)
+        attempt.committed = True
+        return new_owner
+
+    async def _abandon(self, cluster: Any, topic: str, partition: int, attempt: _Attempt,
+                       cause: BaseException) -> None:
+        """Aborts the move record (the source serves produce again) and discards the copy: the
+        staging directory, or once installed, the partition's log here (not this instance's to
+        serve). Never raises: it runs on every failure path, a cancellation's included."""
         from seglog_server.cluster import ClusterError
 
         _log.warning("%s-%d: move to %s abandoned: %s", topic, partition, cluster.instance_id, _describe(cause))
@@ -218,13 +237,17 @@ class PartitionMoveRpcs(mpb_grpc.PartitionMoveServiceServicer):
         except ClusterError as exc:
             _log.warning("%s-%d: move record not aborted (%s): `seglog partition move --abort` ends it", topic,
                          partition, exc)
-        if staging is not None:
-            await self.core.calls.blocking(shutil.rmtree, staging, True)
-        else:  # installed but not committed: the copy is not this instance's to serve
+        try:
+            if not attempt.installed:
+                if attempt.staging is not None:
+                    await self.core.calls.blocking(shutil.rmtree, attempt.staging, True)
+                return
             log = self.core.storage.get_log(topic, partition)
             owner = cluster.cache.owner_of(topic, partition)
             if owner is not None and owner.owner != cluster.instance_id and log.log_end_offset:
                 await self.core.calls.blocking(log.truncate_fully_and_start_at, 0)
+        except (StorageError, OSError) as exc:  # the stale-copy pass drops an installed copy later
+            _log.warning("%s-%d: the abandoned copy not discarded yet: %s", topic, partition, exc)
 
     def _new_staging(self, topic: str, partition: int) -> str:
         home = os.path.dirname(self.core.storage.partition_dir(topic, partition))
@@ -430,6 +453,30 @@ def describe_cluster(cluster_name: str, instance_id: str, cache: Any) -> mpb.Des
                            to_instance=str(move.get("target", "")), state=str(move.get("state", "")),
                            started_ms=int(move.get("started_ms", 0)))
     return response
+
+
+@dataclass
+class _Attempt:
+    """How far a move at its target got: what its failure has to undo."""
+
+    staging: str | None = None  # the copy's directory, once made
+    installed: bool = False  # the copy is the partition's log here (install_partition returned)
+    committing: bool = False  # the commit transaction was sent: its outcome may be unknown
+    committed: bool = False
+
+
+async def _uncancelled(step: Any, what: str) -> Any:
+    """Awaits ``step`` (a coroutine) to its end even when the caller is cancelled meanwhile, then
+    lets the cancellation through: a thread installing a copy or a commit in flight is not
+    stopped by a cancellation, and what to undo depends on how it ended."""
+    task = asyncio.ensure_future(step)
+    try:
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+        _log.warning("%s: waiting for that step to end", what)
+        with contextlib.suppress(Exception):
+            await asyncio.shield(task)
+        raise
 
 
 class _Copy:
