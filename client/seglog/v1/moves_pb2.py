@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x15seglog/v1/moves.proto\x12\tseglog.v1\"d\n\x14MovePartitionRequest\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\x13\n\x0bto_instance\x18\x03 \x01(\t\x12\x15\n\rfrom_instance\x18\x04 \x01(\t\"\xd6\x01\n\x15MovePartitionResponse\x12\x15\n\rfrom_instance\x18\x01 \x01(\t\x12\x13\n\x0bto_instance\x18\x02 \x01(\t\x12\r\n\x05\x65poch\x18\x03 \x01(\x03\x12\x18\n\x10log_start_offset\x18\x04 \x01(\x03\x12\x16\n\x0elog_end_offset\x18\x05 \x01(\x03\x12\x14\n\x0c\x62ytes_copied\x18\x06 \x01(\x03\x12\x13\n\x0b\x62\x61tch_count\x18\x07 \x01(\x03\x12\x11\n\tfenced_ms\x18\x08 \x01(\x03\x12\x12\n\nelapsed_ms\x18\t \x01(\x03\":\n\nCopiedFile\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0c\n\x04size\x18\x02 \x01(\x03\x12\x10\n\x08identity\x18\x03 \x01(\t\"\x95\x01\n\x14\x43opyPartitionRequest\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\r\n\x05\x65poch\x18\x03 \x01(\x03\x12\r\n\x05\x66inal\x18\x04 \x01(\x08\x12%\n\x06\x63opied\x18\x05 \x03(\x0b\x32\x15.seglog.v1.CopiedFile\x12\x16\n\x0e\x66inal_revision\x18\x06 \x01(\x03\"\xcd\x01\n\x12\x43opyPartitionChunk\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x10\n\x08position\x18\x02 \x01(\x03\x12\x0c\n\x04\x64\x61ta\x18\x03 \x01(\x0c\x12\x0e\n\x06\x63rc32c\x18\x04 \x01(\r\x12\x10\n\x08identity\x18\x05 \x01(\t\x12\x0f\n\x07summary\x18\x06 \x01(\x08\x12\x18\n\x10log_start_offset\x18\x07 \x01(\x03\x12\x16\n\x0elog_end_offset\x18\x08 \x01(\x03\x12$\n\x05\x66iles\x18\t \x03(\x0b\x32\x15.seglog.v1.CopiedFile\"4\n\x10\x41\x62ortMoveRequest\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\"9\n\x11\x41\x62ortMoveResponse\x12\x0f\n\x07\x61\x62orted\x18\x01 \x01(\x08\x12\x13\n\x0bto_instance\x18\x02 \x01(\t\"M\n\x18TakeOverPartitionRequest\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\x0f\n\x07unclean\x18\x03 \x01(\x08\"W\n\x19TakeOverPartitionResponse\x12\x15\n\rfrom_instance\x18\x01 \x01(\t\x12\r\n\x05\x65poch\x18\x02 \x01(\x03\x12\x14\n\x0cstart_offset\x18\x03 \x01(\x03\"\x18\n\x16\x44\x65scribeClusterRequest\"\x8b\x01\n\x15\x43lusterInstanceStatus\x12\x13\n\x0binstance_id\x18\x01 \x01(\t\x12\x0f\n\x07\x61\x64\x64ress\x18\x02 \x01(\t\x12\r\n\x05\x61live\x18\x03 \x01(\x08\x12\x15\n\rgone_since_ms\x18\x04 \x01(\x03\x12\x17\n\x0fpartition_count\x18\x05 \x01(\x05\x12\r\n\x05\x62ytes\x18\x06 \x01(\x03\"]\n\x10OfflinePartition\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\x10\n\x08owner_id\x18\x03 \x01(\t\x12\x15\n\rgone_since_ms\x18\x04 \x01(\x03\"\x81\x01\n\x0eMoveInProgress\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\x15\n\rfrom_instance\x18\x03 \x01(\t\x12\x13\n\x0bto_instance\x18\x04 \x01(\t\x12\r\n\x05state\x18\x05 \x01(\t\x12\x12\n\nstarted_ms\x18\x06 \x01(\x03\"\xed\x01\n\x17\x44\x65scribeClusterResponse\x12\x14\n\x0c\x63luster_name\x18\x01 \x01(\t\x12\x13\n\x0binstance_id\x18\x02 \x01(\t\x12\x0f\n\x07\x63urrent\x18\x03 \x01(\x08\x12\x33\n\tinstances\x18\x04 \x03(\x0b\x32 .seglog.v1.ClusterInstanceStatus\x12\x37\n\x12offline_partitions\x18\x05 \x03(\x0b\x32\x1b.seglog.v1.OfflinePartition\x12(\n\x05moves\x18\x06 \x03(\x0b\x32\x19.seglog.v1.MoveInProgress2\xbf\x03\n\x14PartitionMoveService\x12R\n\rMovePartition\x12\x1f.seglog.v1.MovePartitionRequest\x1a .seglog.v1.MovePartitionResponse\x12Q\n\rCopyPartition\x12\x1f.seglog.v1.CopyPartitionRequest\x1a\x1d.seglog.v1.CopyPartitionChunk0\x01\x12\x46\n\tAbortMove\x12\x1b.seglog.v1.AbortMoveRequest\x1a\x1c.seglog.v1.AbortMoveResponse\x12^\n\x11TakeOverPartition\x12#.seglog.v1.TakeOverPartitionRequest\x1a$.seglog.v1.TakeOverPartitionResponse\x12X\n\x0f\x44\x65scribeCluster\x12!.seglog.v1.DescribeClusterRequest\x1a\".seglog.v1.DescribeClusterResponseB\x02P\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x15seglog/v1/moves.proto\x12\tseglog.v1\"d\n\x14MovePartitionRequest\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\x13\n\x0bto_instance\x18\x03 \x01(\t\x12\x15\n\rfrom_instance\x18\x04 \x01(\t\"\xf3\x01\n\x15MovePartitionResponse\x12\x15\n\rfrom_instance\x18\x01 \x01(\t\x12\x13\n\x0bto_instance\x18\x02 \x01(\t\x12\r\n\x05\x65poch\x18\x03 \x01(\x03\x12\x18\n\x10log_start_offset\x18\x04 \x01(\x03\x12\x16\n\x0elog_end_offset\x18\x05 \x01(\x03\x12\x14\n\x0c\x62ytes_copied\x18\x06 \x01(\x03\x12\x13\n\x0b\x62\x61tch_count\x18\x07 \x01(\x03\x12\x11\n\tfenced_ms\x18\x08 \x01(\x03\x12\x12\n\nelapsed_ms\x18\t \x01(\x03\x12\x1b\n\x13\x62ytes_copied_fenced\x18\n \x01(\x03\":\n\nCopiedFile\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0c\n\x04size\x18\x02 \x01(\x03\x12\x10\n\x08identity\x18\x03 \x01(\t\"\x95\x01\n\x14\x43opyPartitionRequest\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\r\n\x05\x65poch\x18\x03 \x01(\x03\x12\r\n\x05\x66inal\x18\x04 \x01(\x08\x12%\n\x06\x63opied\x18\x05 \x03(\x0b\x32\x15.seglog.v1.CopiedFile\x12\x16\n\x0e\x66inal_revision\x18\x06 \x01(\x03\"\xcd\x01\n\x12\x43opyPartitionChunk\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x10\n\x08position\x18\x02 \x01(\x03\x12\x0c\n\x04\x64\x61ta\x18\x03 \x01(\x0c\x12\x0e\n\x06\x63rc32c\x18\x04 \x01(\r\x12\x10\n\x08identity\x18\x05 \x01(\t\x12\x0f\n\x07summary\x18\x06 \x01(\x08\x12\x18\n\x10log_start_offset\x18\x07 \x01(\x03\x12\x16\n\x0elog_end_offset\x18\x08 \x01(\x03\x12$\n\x05\x66iles\x18\t \x03(\x0b\x32\x15.seglog.v1.CopiedFile\"4\n\x10\x41\x62ortMoveRequest\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\"9\n\x11\x41\x62ortMoveResponse\x12\x0f\n\x07\x61\x62orted\x18\x01 \x01(\x08\x12\x13\n\x0bto_instance\x18\x02 \x01(\t\"M\n\x18TakeOverPartitionRequest\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\x0f\n\x07unclean\x18\x03 \x01(\x08\"W\n\x19TakeOverPartitionResponse\x12\x15\n\rfrom_instance\x18\x01 \x01(\t\x12\r\n\x05\x65poch\x18\x02 \x01(\x03\x12\x14\n\x0cstart_offset\x18\x03 \x01(\x03\"\x18\n\x16\x44\x65scribeClusterRequest\"\x8b\x01\n\x15\x43lusterInstanceStatus\x12\x13\n\x0binstance_id\x18\x01 \x01(\t\x12\x0f\n\x07\x61\x64\x64ress\x18\x02 \x01(\t\x12\r\n\x05\x61live\x18\x03 \x01(\x08\x12\x15\n\rgone_since_ms\x18\x04 \x01(\x03\x12\x17\n\x0fpartition_count\x18\x05 \x01(\x05\x12\r\n\x05\x62ytes\x18\x06 \x01(\x03\"]\n\x10OfflinePartition\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\x10\n\x08owner_id\x18\x03 \x01(\t\x12\x15\n\rgone_since_ms\x18\x04 \x01(\x03\"\x81\x01\n\x0eMoveInProgress\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\x15\n\rfrom_instance\x18\x03 \x01(\t\x12\x13\n\x0bto_instance\x18\x04 \x01(\t\x12\r\n\x05state\x18\x05 \x01(\t\x12\x12\n\nstarted_ms\x18\x06 \x01(\x03\"\xed\x01\n\x17\x44\x65scribeClusterResponse\x12\x14\n\x0c\x63luster_name\x18\x01 \x01(\t\x12\x13\n\x0binstance_id\x18\x02 \x01(\t\x12\x0f\n\x07\x63urrent\x18\x03 \x01(\x08\x12\x33\n\tinstances\x18\x04 \x03(\x0b\x32 .seglog.v1.ClusterInstanceStatus\x12\x37\n\x12offline_partitions\x18\x05 \x03(\x0b\x32\x1b.seglog.v1.OfflinePartition\x12(\n\x05moves\x18\x06 \x03(\x0b\x32\x19.seglog.v1.MoveInProgress2\xbf\x03\n\x14PartitionMoveService\x12R\n\rMovePartition\x12\x1f.seglog.v1.MovePartitionRequest\x1a .seglog.v1.MovePartitionResponse\x12Q\n\rCopyPartition\x12\x1f.seglog.v1.CopyPartitionRequest\x1a\x1d.seglog.v1.CopyPartitionChunk0\x01\x12\x46\n\tAbortMove\x12\x1b.seglog.v1.AbortMoveRequest\x1a\x1c.seglog.v1.AbortMoveResponse\x12^\n\x11TakeOverPartition\x12#.seglog.v1.TakeOverPartitionRequest\x1a$.seglog.v1.TakeOverPartitionResponse\x12X\n\x0f\x44\x65scribeCluster\x12!.seglog.v1.DescribeClusterRequest\x1a\".seglog.v1.DescribeClusterResponseB\x02P\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -35,31 +35,31 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_MOVEPARTITIONREQUEST']._serialized_start=36
   _globals['_MOVEPARTITIONREQUEST']._serialized_end=136
   _globals['_MOVEPARTITIONRESPONSE']._serialized_start=139
-  _globals['_MOVEPARTITIONRESPONSE']._serialized_end=353
-  _globals['_COPIEDFILE']._serialized_start=355
-  _globals['_COPIEDFILE']._serialized_end=413
-  _globals['_COPYPARTITIONREQUEST']._serialized_start=416
-  _globals['_COPYPARTITIONREQUEST']._serialized_end=565
-  _globals['_COPYPARTITIONCHUNK']._serialized_start=568
-  _globals['_COPYPARTITIONCHUNK']._serialized_end=773
-  _globals['_ABORTMOVEREQUEST']._serialized_start=775
-  _globals['_ABORTMOVEREQUEST']._serialized_end=827
-  _globals['_ABORTMOVERESPONSE']._serialized_start=829
-  _globals['_ABORTMOVERESPONSE']._serialized_end=886
-  _globals['_TAKEOVERPARTITIONREQUEST']._serialized_start=888
-  _globals['_TAKEOVERPARTITIONREQUEST']._serialized_end=965
-  _globals['_TAKEOVERPARTITIONRESPONSE']._serialized_start=967
-  _globals['_TAKEOVERPARTITIONRESPONSE']._serialized_end=1054
-  _globals['_DESCRIBECLUSTERREQUEST']._serialized_start=1056
-  _globals['_DESCRIBECLUSTERREQUEST']._serialized_end=1080
-  _globals['_CLUSTERINSTANCESTATUS']._serialized_start=1083
-  _globals['_CLUSTERINSTANCESTATUS']._serialized_end=1222
-  _globals['_OFFLINEPARTITION']._serialized_start=1224
-  _globals['_OFFLINEPARTITION']._serialized_end=1317
-  _globals['_MOVEINPROGRESS']._serialized_start=1320
-  _globals['_MOVEINPROGRESS']._serialized_end=1449
-  _globals['_DESCRIBECLUSTERRESPONSE']._serialized_start=1452
-  _globals['_DESCRIBECLUSTERRESPONSE']._serialized_end=1689
-  _globals['_PARTITIONMOVESERVICE']._serialized_start=1692
-  _globals['_PARTITIONMOVESERVICE']._serialized_end=2139
+  _globals['_MOVEPARTITIONRESPONSE']._serialized_end=382
+  _globals['_COPIEDFILE']._serialized_start=384
+  _globals['_COPIEDFILE']._serialized_end=442
+  _globals['_COPYPARTITIONREQUEST']._serialized_start=445
+  _globals['_COPYPARTITIONREQUEST']._serialized_end=594
+  _globals['_COPYPARTITIONCHUNK']._serialized_start=597
+  _globals['_COPYPARTITIONCHUNK']._serialized_end=802
+  _globals['_ABORTMOVEREQUEST']._serialized_start=804
+  _globals['_ABORTMOVEREQUEST']._serialized_end=856
+  _globals['_ABORTMOVERESPONSE']._serialized_start=858
+  _globals['_ABORTMOVERESPONSE']._serialized_end=915
+  _globals['_TAKEOVERPARTITIONREQUEST']._serialized_start=917
+  _globals['_TAKEOVERPARTITIONREQUEST']._serialized_end=994
+  _globals['_TAKEOVERPARTITIONRESPONSE']._serialized_start=996
+  _globals['_TAKEOVERPARTITIONRESPONSE']._serialized_end=1083
+  _globals['_DESCRIBECLUSTERREQUEST']._serialized_start=1085
+  _globals['_DESCRIBECLUSTERREQUEST']._serialized_end=1109
+  _globals['_CLUSTERINSTANCESTATUS']._serialized_start=1112
+  _globals['_CLUSTERINSTANCESTATUS']._serialized_end=1251
+  _globals['_OFFLINEPARTITION']._serialized_start=1253
+  _globals['_OFFLINEPARTITION']._serialized_end=1346
+  _globals['_MOVEINPROGRESS']._serialized_start=1349
+  _globals['_MOVEINPROGRESS']._serialized_end=1478
+  _globals['_DESCRIBECLUSTERRESPONSE']._serialized_start=1481
+  _globals['_DESCRIBECLUSTERRESPONSE']._serialized_end=1718
+  _globals['_PARTITIONMOVESERVICE']._serialized_start=1721
+  _globals['_PARTITIONMOVESERVICE']._serialized_end=2168
 # @@protoc_insertion_point(module_scope)

@@ -19,7 +19,7 @@ class MovePartitionRequest(_message.Message):
     def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., to_instance: _Optional[str] = ..., from_instance: _Optional[str] = ...) -> None: ...
 
 class MovePartitionResponse(_message.Message):
-    __slots__ = ("from_instance", "to_instance", "epoch", "log_start_offset", "log_end_offset", "bytes_copied", "batch_count", "fenced_ms", "elapsed_ms")
+    __slots__ = ("from_instance", "to_instance", "epoch", "log_start_offset", "log_end_offset", "bytes_copied", "batch_count", "fenced_ms", "elapsed_ms", "bytes_copied_fenced")
     FROM_INSTANCE_FIELD_NUMBER: _ClassVar[int]
     TO_INSTANCE_FIELD_NUMBER: _ClassVar[int]
     EPOCH_FIELD_NUMBER: _ClassVar[int]
@@ -29,6 +29,7 @@ class MovePartitionResponse(_message.Message):
     BATCH_COUNT_FIELD_NUMBER: _ClassVar[int]
     FENCED_MS_FIELD_NUMBER: _ClassVar[int]
     ELAPSED_MS_FIELD_NUMBER: _ClassVar[int]
+    BYTES_COPIED_FENCED_FIELD_NUMBER: _ClassVar[int]
     from_instance: str
     to_instance: str
     epoch: int
@@ -38,7 +39,8 @@ class MovePartitionResponse(_message.Message):
     batch_count: int
     fenced_ms: int
     elapsed_ms: int
-    def __init__(self, from_instance: _Optional[str] = ..., to_instance: _Optional[str] = ..., epoch: _Optional[int] = ..., log_start_offset: _Optional[int] = ..., log_end_offset: _Optional[int] = ..., bytes_copied: _Optional[int] = ..., batch_count: _Optional[int] = ..., fenced_ms: _Optional[int] = ..., elapsed_ms: _Optional[int] = ...) -> None: ...
+    bytes_copied_fenced: int
+    def __init__(self, from_instance: _Optional[str] = ..., to_instance: _Optional[str] = ..., epoch: _Optional[int] = ..., log_start_offset: _Optional[int] = ..., log_end_offset: _Optional[int] = ..., bytes_copied: _Optional[int] = ..., batch_count: _Optional[int] = ..., fenced_ms: _Optional[int] = ..., elapsed_ms: _Optional[int] = ..., bytes_copied_fenced: _Optional[int] = ...) -> None: ...
 
 class CopiedFile(_message.Message):
     __slots__ = ("name", "size", "identity")

@@ -7,13 +7,17 @@ address in ``seglog-owner-address``, and the client asks it there):
 1. checks: cluster mode, the target known and alive, the partition's owner (etcd, not the cache)
    alive, not the target, the one ``from_instance`` names if given; no other move in progress;
 2. the move record in etcd (``copying``, cluster/partition_moves.py), compared on the owner record;
-3. CopyPartition from the owner while produce goes on there: the closed segments, in chunks of at
-   most CHUNK_BYTES, each CRC-32C checked on arrival, written under a staging directory
-   ``<topic>-<partition>.<id>-future`` beside the partition's (Kafka's replica-move name, which
-   start-up leaves alone);
+3. CopyPartition from the owner while produce goes on there: every segment file as it is then
+   (the active one up to its size at that moment), in chunks of at most CHUNK_BYTES, each CRC-32C
+   checked on arrival, written under a staging directory ``<topic>-<partition>.<id>-future``
+   beside the partition's (Kafka's replica-move name, which start-up leaves alone); then again
+   what was appended meanwhile, until a pass copies at most CATCH_UP_BYTES;
 4. the record goes ``final``: the owner refuses produce for the partition from the moment its
    cache sees that (cluster_routing.check_not_moving, also right before each OK), and answers
-   the second CopyPartition only then: the rest of every segment file and the producer snapshots;
+   the final CopyPartition only then: the tail appended since the last pass (a file's copy goes
+   on from its end while the file's identity, its inode and the CRC of its first batch header,
+   is unchanged; another file of that name is copied from its start) and the producer
+   snapshots;
 5. the staging files are fsynced and installed as the partition's log, loaded as after an unclean
    shutdown from offset 0 (every batch's CRC walked, indexes rebuilt, producer state from the
    copied snapshots and the batches after them); a batch cut by that walk, or a log end below the
@@ -66,6 +70,16 @@ _log = logging.getLogger("seglog_server.cluster.moves")
 MOVE_SERVICE_NAME = mpb.DESCRIPTOR.services_by_name["PartitionMoveService"].full_name
 # The largest data of one CopyPartition message (well below gRPC's 4 MiB default limit).
 CHUNK_BYTES = 1 << 20
+# Passes copying under produce: the first copies every segment as it is (the active one up to its
+# size then), each further one what was appended meanwhile, until one copies at most
+# CATCH_UP_BYTES (the fenced final pass then copies about as much: at 100 MB/s 8 MiB is ~80 ms
+# of refused produce) or CATCH_UP_PASSES_MAX were made (a fill rate beating the copy's).
+CATCH_UP_BYTES = 8 * CHUNK_BYTES
+CATCH_UP_PASSES_MAX = 4
+# The bytes at a segment file's start whose CRC-32C joins its inode in the identity a resumed
+# copy is checked by: a batch header's length (v2: 61 bytes), so a file of the same name made
+# again, on a reused inode, with other records, is copied again from its start.
+IDENTITY_PREFIX_BYTES = 61
 # How long the source waits for its cache to see the record "final" before it answers.
 FINAL_VIEW_TIMEOUT_S = 10.0
 # How often an instance looks for local copies of partitions etcd gives another instance (a walk
@@ -157,10 +171,10 @@ class PartitionMoveRpcs(mpb_grpc.PartitionMoveServiceServicer):
                 ("grpc.max_receive_message_length", 2 * CHUNK_BYTES + 65536)])
             try:
                 stub = mpb_grpc.PartitionMoveServiceStub(channel)
-                await copy.pull(stub, topic, partition, owner.epoch, final=False, final_revision=0)
+                await self._catch_up(copy, stub, topic, partition, owner.epoch)
                 if move.state != "final":
                     move = await asyncio.to_thread(moves.finalize, move)
-                fenced_at = time.monotonic()
+                fenced_at, unfenced_bytes = time.monotonic(), copy.bytes
                 summary = await copy.pull(stub, topic, partition, owner.epoch, final=True,
                                           final_revision=move.mod_revision)
             finally:
@@ -191,14 +205,16 @@ class PartitionMoveRpcs(mpb_grpc.PartitionMoveServiceServicer):
                 await asyncio.shield(self._abandon(cluster, topic, partition, attempt, exc))
             raise
         elapsed = time.monotonic() - started
-        _log.info("%s-%d moved from %s to %s at epoch %d: offsets %d..%d, %d bytes in %.1f s (fenced %.0f ms)",
-                  topic, partition, source, cluster.instance_id, new_owner.epoch, summary.log_start_offset,
-                  log.log_end_offset, copy.bytes, elapsed, (time.monotonic() - fenced_at) * 1000)
+        fenced_bytes = copy.bytes - unfenced_bytes
+        _log.info("%s-%d moved from %s to %s at epoch %d: offsets %d..%d, %d bytes in %.1f s (fenced %.0f ms, "
+                  "%d bytes)", topic, partition, source, cluster.instance_id, new_owner.epoch,
+                  summary.log_start_offset, log.log_end_offset, copy.bytes, elapsed,
+                  (time.monotonic() - fenced_at) * 1000, fenced_bytes)
         return mpb.MovePartitionResponse(
             from_instance=source, to_instance=cluster.instance_id, epoch=new_owner.epoch,
             log_start_offset=log.log_start_offset, log_end_offset=log.log_end_offset, bytes_copied=copy.bytes,
             batch_count=copy.chunks, fenced_ms=int((time.monotonic() - fenced_at) * 1000),
-            elapsed_ms=int(elapsed * 1000))
+            elapsed_ms=int(elapsed * 1000), bytes_copied_fenced=fenced_bytes)
 
     @staticmethod
     def _check_installed(topic: str, partition: int, log: Any, summary: Any) -> None:
@@ -208,6 +224,15 @@ class PartitionMoveRpcs(mpb_grpc.PartitionMoveServiceServicer):
         if log.log_end_offset < summary.log_end_offset:
             raise MoveFailedError(f"{topic}-{partition}: the copy ends at offset {log.log_end_offset}, the owner's "
                                   f"log at {summary.log_end_offset}: not moved")
+
+    @staticmethod
+    async def _catch_up(copy: _Copy, stub: Any, topic: str, partition: int, epoch: int) -> None:
+        """The passes before the fence (CATCH_UP_BYTES)."""
+        for _ in range(CATCH_UP_PASSES_MAX):
+            before = copy.bytes
+            await copy.pull(stub, topic, partition, epoch, final=False, final_revision=0)
+            if copy.bytes - before <= CATCH_UP_BYTES:
+                return
 
     async def _install(self, attempt: _Attempt, topic: str, partition: int, log_start_offset: int) -> Any:
         assert attempt.staging is not None
@@ -337,8 +362,7 @@ class PartitionMoveRpcs(mpb_grpc.PartitionMoveServiceServicer):
         files = await self.core.calls.blocking(_files_of, log, request.final)
         copied = {c.name: c for c in request.copied}
         for name, path, size, identity in files:
-            have = copied.get(name)
-            position = have.size if have is not None and have.identity == identity and have.size <= size else 0
+            position = _resume_position(copied.get(name), size, identity)
             with open(path, "rb") as source:
                 while position < size:
                     data = await self.core.calls.blocking(os.pread, source.fileno(),
@@ -552,22 +576,38 @@ class _Copy:
 
 
 def _files_of(log: Any, final: bool) -> list[tuple[str, str, int, str]]:
-    """(name, path, size, identity) of the segment files to copy: the closed segments' logs, and for
-    the final copy every segment's log and the producer snapshots."""
-    segments = log.segments_snapshot()
-    if not final:
-        segments = segments[:-1]
+    """(name, path, size, identity) of the segment files to copy: every segment's log at its size
+    now (the active one's grows on; the next pass copies the rest), and for the final copy the
+    producer snapshots too."""
     files = []
-    for segment in segments:
+    for segment in log.segments_snapshot():
         path = segment.log.path
-        files.append((os.path.basename(path), path, segment.size_in_bytes, str(os.stat(path).st_ino)))
+        size = segment.size_in_bytes
+        files.append((os.path.basename(path), path, size, _identity(path, size)))
     if final:
         for name in sorted(os.listdir(log.dir)):
             if name.endswith(".snapshot") and _segment_file(name):
                 path = os.path.join(log.dir, name)
-                stat = os.stat(path)
-                files.append((name, path, stat.st_size, str(stat.st_ino)))
+                size = os.stat(path).st_size
+                files.append((name, path, size, _identity(path, size)))
     return files
+
+
+def _identity(path: str, size: int) -> str:
+    """The file's inode and the CRC-32C of its first IDENTITY_PREFIX_BYTES (fewer in a shorter
+    file): a copy of it is resumed only while both hold (``_resume_position``)."""
+    with open(path, "rb") as source:
+        head = os.pread(source.fileno(), min(size, IDENTITY_PREFIX_BYTES), 0)
+        return f"{os.fstat(source.fileno()).st_ino}:{crc32c(head):08x}"
+
+
+def _resume_position(have: Any, size: int, identity: str) -> int:
+    """Where the copy of a file of ``size`` bytes and ``identity`` goes on from, the caller
+    holding ``have`` (a CopiedFile, or None): the end of what it holds of the same file, or 0
+    (another file of that name, or one shorter than the copy: made again)."""
+    if have is None or have.identity != identity or have.size > size:
+        return 0
+    return have.size
 
 
 def _describe(exc: BaseException) -> str:
