@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import json
 import logging
 import threading
 import time
@@ -26,6 +27,7 @@ from seglog.v1 import log_service_pb2_grpc as pb_grpc
 from seglog.v1 import moves_pb2 as mpb
 from seglog.v1 import moves_pb2_grpc as mpb_grpc
 from seglog_server.app import SeglogService
+from seglog_server.cluster.etcd_gateway import b64
 from seglog_server.config import ServiceConfig
 from seglog_server.storage.manager.log_manager import LogManager
 from tests.integration.cluster.test_service_cluster import _names
@@ -218,3 +220,34 @@ async def test_a_move_cancelled_by_its_client_while_installing_aborts_the_record
     assert any("waiting for that step to end" in r.getMessage() for r in caplog.records)
     await until(lambda: b.manager.get_log(TOPIC, 0).log_end_offset == 0, "b's installed copy discarded")
     await _left_clean(a, b)
+
+
+async def test_a_move_failing_before_its_copy_exists_leaves_the_targets_own_copy_alone(pair):
+    a, b = pair
+    await _created(a, b, 10)
+    move = mpb.MovePartitionRequest(topic=TOPIC, partition=0, to_instance="b")
+    await b.moves.MovePartition(move, timeout=30)  # b holds offsets 0..9 (epoch 1)
+    b.service._stale_copies.cancel()  # b's copy stays when the partition moves back (not dropped)
+    await a.moves.MovePartition(mpb.MovePartitionRequest(topic=TOPIC, partition=0, to_instance="a"), timeout=30)
+    await until(lambda: b.cluster.cache.owner_of(TOPIC, 0).owner == "a", "b seeing a own it")
+    assert b.manager.get_log(TOPIC, 0).log_end_offset == 10
+
+    # Another move begins between b's reads and its own begin (written into etcd right then):
+    # the begin fails with nothing staged or installed at b.
+    store = b.cluster.moves
+    begin = store.begin
+
+    def begin_losing(topic, partition, owner, now_ms):
+        record = {"source": "a", "target": "elsewhere", "epoch": owner.epoch, "state": "copying",
+                  "started_ms": now_ms}
+        store._gateway().txn([], [{"request_put": {"key": b64(store.keys.move(topic, partition)),
+                                                   "value": b64(json.dumps(record).encode())}}])
+        return begin(topic, partition, owner, now_ms)
+
+    store.begin = begin_losing
+    with pytest.raises(grpc.aio.AioRpcError) as failed:
+        await b.moves.MovePartition(move, timeout=30)
+    assert failed.value.code() == grpc.StatusCode.ABORTED, failed.value
+    assert "OwnershipConflictError" in failed.value.details()
+    assert b.manager.get_log(TOPIC, 0).log_end_offset == 10  # not truncated as if a copy was installed
+    assert (await b.move_record()).target == "elsewhere"  # not b's record: not aborted by b

@@ -15,7 +15,6 @@ import pytest
 from seglog.v1 import log_service_pb2 as pb
 from seglog.v1 import moves_pb2 as mpb
 from tests.integration.cluster.test_move_abandon import TOPIC, pair, until
-from tests.support.integration_helpers import make_batch
 
 __all__ = ["pair"]
 
