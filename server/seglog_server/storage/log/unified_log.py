@@ -99,7 +99,7 @@ if TYPE_CHECKING:  # boto3 (the remote extra) is loaded only where a store is co
     from ..remote.remote_storage_manager import LogSegmentData
     from .remote_log_tier import RemoteLogTier
 from .remote_timestamps import remote_offset_for_timestamp, remote_offset_of_max_timestamp, remote_segments_below
-from .timestamp_lookups import LookupOutcome, check_targets, lookup_timestamps, offset_for_timestamp
+from .timestamp_lookups import LookupOutcome, check_targets, lookup_timestamps
 
 __all__ = ["ChangeListener", "FlushScheduler", "Log", "UnifiedLog", "roll_jitter_ms"]
 
@@ -117,6 +117,12 @@ whose caller went away (a cancelled call, its append still running on a pool thr
 all the same. Called outside the log's lock, on whatever thread made the change; it must be
 quick and thread-safe, and what it raises is logged, never the change's caller's failure."""
 
+
+# Lookups by time on a tiered log search the store outside the lock and the local log after; a
+# local start that moved in between (an upload and its local deletion) means a new search. Each
+# needs a whole upload-and-delete in its window, so a few attempts only fail under a log whose
+# uploader outruns every lookup; the caller then gets a retriable error.
+TIERED_LOOKUP_ATTEMPTS_MAX = 4
 
 # A v2 batch's header up to and including lastOffsetDelta (bytes 23..27).
 BATCH_HEADER_PEEK = 27
@@ -610,14 +616,7 @@ class UnifiedLog:
         offset, or a special target: LATEST (-1), EARLIEST (-2), MAX_TIMESTAMP (-3). Raises the
         error its search meets. Below the local log start, the remote segments answer first
         (remote_timestamps.py), outside the lock."""
-        local = self._local
-        with self._lock:
-            if local.closed or local.offline_cause is not None:
-                local.check_usable()
-            view = self._tiered_view()
-            if view is None:
-                return offset_for_timestamp(local, timestamp_ms, self._log_start_offset, self._log_end_offset)
-        outcome = self._tiered_lookups(view, [timestamp_ms])[0]
+        outcome = self.lookup_timestamps([timestamp_ms])[0]
         if isinstance(outcome, StorageError):
             raise outcome
         return outcome
@@ -628,13 +627,30 @@ class UnifiedLog:
         (``timestamp_lookups.lookup_timestamps``). Raises only for the call as a whole: the log
         offline or closed, or ValueError for a negative target that is no special one."""
         local = self._local
-        with self._lock:
-            if local.closed or local.offline_cause is not None:
-                local.check_usable()
-            view = self._tiered_view()
-            if view is None:
-                return lookup_timestamps(local, timestamps_ms, self._log_start_offset, self._log_end_offset)
-        return self._tiered_lookups(view, timestamps_ms)
+        for _ in range(TIERED_LOOKUP_ATTEMPTS_MAX):
+            with self._lock:
+                if local.closed or local.offline_cause is not None:
+                    local.check_usable()
+                view = self._tiered_view()
+                if view is None:
+                    return self._with_latest_tiered(
+                        lookup_timestamps(local, timestamps_ms, self._log_start_offset, self._log_end_offset),
+                        timestamps_ms)
+            outcomes = self._tiered_lookups(view, timestamps_ms)
+            if outcomes is not None:
+                return outcomes
+        raise RemoteStorageUnavailableError(
+            f"{self._name}: the local log start moved during each of {TIERED_LOOKUP_ATTEMPTS_MAX} lookups by "
+            "time (segments uploaded and deleted locally meanwhile); retry")
+
+    def _with_latest_tiered(self, outcomes: list[LookupOutcome], timestamps_ms: Sequence[int]) -> list[LookupOutcome]:
+        """LATEST_TIERED (Kafka's KIP-1005) is the tier's highest uploaded offset even while
+        every uploaded segment is still on local disk: -1 only with nothing uploaded."""
+        tier = self._remote_tier
+        if tier is None or LATEST_TIERED_TIMESTAMP not in timestamps_ms:
+            return outcomes
+        latest = TimestampAndOffset(-1, tier.highest_uploaded_offset)
+        return [latest if t == LATEST_TIERED_TIMESTAMP else o for t, o in zip(timestamps_ms, outcomes)]
 
     def _tiered_view(self) -> _TieredView | None:
         """Under the lock: what a lookup below the local log start needs, or None when no remote
@@ -646,9 +662,11 @@ class UnifiedLog:
         return _TieredView(tier, remote_segments_below(tier, self._log_start_offset, local_start),
                            self._log_start_offset, local_start, self._log_end_offset)
 
-    def _tiered_lookups(self, view: _TieredView, timestamps_ms: Sequence[int]) -> list[LookupOutcome]:
+    def _tiered_lookups(self, view: _TieredView, timestamps_ms: Sequence[int]) -> list[LookupOutcome] | None:
         """Each target over the remote segments first (outside the lock: store calls), then the
-        local log from its own start for the targets the remote ones do not answer."""
+        local log from its own start for the targets the remote ones do not answer. None when
+        the local log start moved since ``view`` (segments uploaded and deleted locally in
+        between: their records are in neither part searched), for the caller to look again."""
         check_targets(timestamps_ms, self._name)
         found: dict[int, LookupOutcome] = {}
         for target in sorted(set(timestamps_ms)):
@@ -670,6 +688,8 @@ class UnifiedLog:
         if local_targets:
             with self._lock:
                 self._local.check_usable()
+                if self._segments.first.base_offset != view.local_start_offset:
+                    return None
                 local = lookup_timestamps(self._local, local_targets, view.local_start_offset, self._log_end_offset)
             found.update(zip(local_targets, local))
         if MAX_TIMESTAMP in found and not isinstance(found[MAX_TIMESTAMP], StorageError):
