@@ -83,12 +83,12 @@ def test_a_move_under_idempotent_produce_loses_and_duplicates_nothing_and_refusa
         with Producer(f"{a.address},{b.address}", linger_ms=1) as producer:
             n = 0
             while not stop.is_set():
-                futures = [producer.send(TOPIC, f"v{n + i}".encode().ljust(200, b"."), partition=0)
-                           for i in range(50)]
+                values = [f"v{n + i}".encode().ljust(200, b".") for i in range(50)]
+                futures = [producer.send(TOPIC, value, partition=0) for value in values]
                 n += 50
-                for future in futures:
+                for value, future in zip(values, futures):
                     try:
-                        acknowledged.append(future.result(timeout=60))
+                        acknowledged.append((value, future.result(timeout=60)))
                     except Exception as exc:  # noqa: BLE001 - collected and asserted on below
                         failures.append(exc)
 
@@ -111,14 +111,15 @@ def test_a_move_under_idempotent_produce_loses_and_duplicates_nothing_and_refusa
     assert admin.metadata([TOPIC]).owner_of(TOPIC, 0).owner_id == "b"
 
     # Every acknowledged offset once, contiguous from 0; each record once at the target, in order.
-    offsets = sorted(m.offset for m in acknowledged)
+    offsets = sorted(m.offset for _, m in acknowledged)
     assert offsets == list(range(len(offsets)))
     stored = _fetch_all(b, len(offsets))
     assert [r.offset for r in stored] == offsets
     values = [r.value for r in stored]
     assert len(set(values)) == len(values)  # no record twice (an idempotent retry deduplicated)
-    by_offset = {m.offset: m for m in acknowledged}
-    assert all(by_offset[r.offset].offset == r.offset for r in stored)
+    # Each offset holds at the target the very value it was acknowledged for.
+    acknowledged_at = {m.offset: value for value, m in acknowledged}
+    assert {r.offset: r.value for r in stored} == acknowledged_at
 
     # The batches the move copied are byte-for-byte the source's: same base offsets, same CRCs.
     at_target = [batch for batch in _segment_batches(b.data_dirs[0]) if batch[0] < move.log_end_offset]
