@@ -33,6 +33,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import re
 import shutil
 import time
 import uuid
@@ -63,6 +64,8 @@ __all__ = [
     "PartitionMoveRpcs",
     "UnknownInstanceError",
     "add_move_service",
+    "is_staging_of",
+    "staging_name",
 ]
 
 _log = logging.getLogger("seglog_server.cluster.moves")
@@ -86,6 +89,18 @@ FINAL_VIEW_TIMEOUT_S = 10.0
 # of the cache's owners, no etcd call): a moved partition's source copy goes within about this.
 STALE_COPY_INTERVAL_S = 1.0
 _STAGING_SUFFIX = "-future"
+
+
+def staging_name(topic: str, partition: int, attempt_id: str) -> str:
+    """The staging directory's name of a move's copy: ``<topic>-<partition>.<32 hex>-future``."""
+    return f"{topic}-{partition}.{attempt_id}{_STAGING_SUFFIX}"
+
+
+def is_staging_of(name: str, topic: str, partition: int) -> bool:
+    """Whether ``name`` is a staging directory of this very partition: matched whole, since a
+    topic name may hold '.' and '-' (``a-1.b-0.<id>-future`` is topic ``a-1.b``'s, not ``a``'s)."""
+    pattern = rf"{re.escape(topic)}-{partition}\.[0-9a-f]{{32}}{re.escape(_STAGING_SUFFIX)}"
+    return re.fullmatch(pattern, name) is not None
 
 
 def _segment_file(name: str) -> bool:
@@ -276,11 +291,10 @@ class PartitionMoveRpcs(mpb_grpc.PartitionMoveServiceServicer):
 
     def _new_staging(self, topic: str, partition: int) -> str:
         home = os.path.dirname(self.core.storage.partition_dir(topic, partition))
-        prefix = f"{topic}-{partition}."
         for name in os.listdir(home):  # an earlier attempt's copy (a crash mid-move): discarded
-            if name.startswith(prefix) and name.endswith(_STAGING_SUFFIX):
+            if is_staging_of(name, topic, partition):
                 shutil.rmtree(os.path.join(home, name), ignore_errors=True)
-        path = os.path.join(home, f"{prefix}{uuid.uuid4().hex}{_STAGING_SUFFIX}")
+        path = os.path.join(home, staging_name(topic, partition, uuid.uuid4().hex))
         os.makedirs(path)
         return path
 
