@@ -55,6 +55,9 @@ __all__ = ["ClusterNode"]
 _log = logging.getLogger("seglog_server.cluster")
 # How often the local copy of etcd's topics is compared with the storage's (a dict compare).
 _MATERIALIZE_INTERVAL_S = 0.2
+# How long CreateTopic waits for this instance's watched view to show the topic it just wrote: the
+# watch streams a change within milliseconds; past this, etcd is struggling and the answer goes.
+_CREATE_VIEW_WAIT_S = 5.0
 
 
 class _CountedRouting(ClusterRouting):
@@ -111,6 +114,9 @@ class ClusterNode:
         # and CreateTopic ask the node through the routing.
         self._held = HeldTopics(config.data_dirs[0])
         self.routing.topics = self
+        self.routing.held_generation = self.served_generation
+        # Topics recorded in ``_held`` whose local copy is being made (or failed to be).
+        self._making: set[str] = set()
         # () -> this instance's ACL digest ("" without an ACL), set by app.py; the live instances
         # whose digest differs are logged when they change and exported (acl_mismatches).
         self.acl_digest: Callable[[], str] = lambda: ""
@@ -194,6 +200,10 @@ class ClusterNode:
             raise cluster_routing.ClusterUnavailableError(f"topic {topic!r} not created: {exc}") from exc
         _log.info("topic %s: %d partitions placed on %s", topic, partition_count, ", ".join(owners))
         self._hold_locally(topic, partition_count, configs, generation)
+        # Answered once this instance's view has the topic too: a request right after the answer
+        # is then routed by owner, not served here as a topic etcd has no record of. Not seen in
+        # time (etcd slow to stream it), the topic is created all the same: the view catches up.
+        self._cache.wait_until(lambda cache: cache.statistics().revision >= generation, _CREATE_VIEW_WAIT_S)
 
     # -- DeleteTopic ----------------------------------------------------------------------------
     def delete_topic(self, topic: str) -> None:
@@ -228,6 +238,13 @@ class ClusterNode:
             raise cluster_routing.ClusterUnavailableError(f"topic {topic!r}: {exc}") from exc
         if kv is None or kv.create_revision != generation:
             self._drop_local(topic)
+
+    def served_generation(self, topic: str) -> int | None:
+        """The generation of the local copy held for etcd's sake once it is made (the record is
+        written first), None otherwise: what the routing compares with the cache's."""
+        if topic in self._making:
+            return None
+        return self._held.get(topic)
 
     def _drop_local(self, topic: str) -> None:
         with self._materialize_lock:
@@ -268,8 +285,10 @@ class ClusterNode:
         with self._materialize_lock:
             if topic in dict(self._manager.list_topics()):
                 return
+            self._making.add(topic)  # recorded, not made yet: not served (served_generation)
             self._held.record(topic, generation)  # before the copy: never a copy without its record
             self._manager.create_topic(topic, partition_count, dict(configs))
+            self._making.discard(topic)  # kept on a failure: the next pass makes it
 
     # -- the other instances' topics --------------------------------------------------------------
     async def _materialize(self) -> None:

@@ -108,6 +108,12 @@ class MetadataCache:
         with self._changed:
             return dict(self._topic_generations)
 
+    def topic_generation(self, topic: str) -> int | None:
+        """The topic's generation (``topic_generations``) without copying them all: asked on
+        every partition request (rpc/cluster_routing.py)."""
+        with self._changed:
+            return self._topic_generations.get(topic)
+
     def move_of(self, topic: str, partition: int) -> dict | None:
         """The partition's move record (JSON, with ``mod_revision`` added), or None."""
         with self._changed:

@@ -20,6 +20,14 @@ The rules, in order:
   ``seglog-epoch``): the client asks that owner, the service never forwards;
 - a partition whose owner is gone (its lease expired) is refused UNAVAILABLE naming the owner and
   since when, with the same hint: nothing moves its partitions but an operator.
+- a partition served here whose local copy is not of the topic generation the cache has (etcd's
+  create revision of the topic key: ``held_generation`` against ``topic_generation``) is refused
+  UNAVAILABLE, retriable: a copy not made yet (CreateTopic a moment ago, the materializer behind),
+  or the copy of a topic deleted (and maybe created again) that the materializer has not dropped
+  yet. Served, it would append a new topic's records to the old topic's log (which the drop then
+  deletes, acknowledged records with it) and hand the old topic's records to the new one's
+  consumers. A cache not yet at the copy's generation is not believed (it is behind: the copy is
+  newer than anything it knows), so an instance restarted while etcd is away keeps serving reads.
 
 The same rule holds for every RPC that names a partition, as one class: the kind of each RPC is
 in its row of ``operations.OPERATIONS`` (``Owner``), and ``check_request`` applies the row at the
@@ -50,6 +58,7 @@ __all__ = [
     "OffsetsNotReservedError",
     "PartitionOwnerGoneError",
     "PartitionMovingError",
+    "TopicGenerationError",
 ]
 
 OWNER_ID_METADATA_KEY = "seglog-owner-id"
@@ -119,6 +128,9 @@ class ClusterRouting:
         self.topics: Any = None
         # () -> the live instances whose ACL digest differs from this one's (cluster_node.py).
         self.acl_mismatches: Any = None
+        # topic -> the generation (etcd create revision) of the local copy held for etcd's sake, or
+        # None (cluster_node.py: HeldTopics.get). Unset: no generation check.
+        self.held_generation: Any = None
 
     def check_produce(self, topic: str, partition: int) -> int | None:
         """Admits a produce: not fenced, owned here, not in a move's final catch-up. Returns the
@@ -233,7 +245,7 @@ class ClusterRouting:
 
     def _refusal(self, topic: str, partition: int, owner: PartitionOwner | None) -> ServiceError | None:
         if owner is None or owner.instance_id == self.instance_id:
-            return None
+            return self._generation_refusal(topic, partition, owner)
         where = f"{topic}-{partition} is owned by instance {owner.instance_id!r}"
         if owner.alive:
             return NotPartitionOwnerError(
@@ -243,6 +255,25 @@ class ClusterRouting:
         return PartitionOwnerGoneError(
             f"{where}, which is not registered{since}: the partition is offline until it returns "
             "(or an operator moves it)", owner.instance_id, owner.address, owner.epoch)
+
+    def _generation_refusal(self, topic: str, partition: int, owner: PartitionOwner | None) -> ServiceError | None:
+        """UNAVAILABLE while the partition, served here, is not held at the cache's generation."""
+        if self.held_generation is None:
+            return None
+        held = self.held_generation(topic)
+        current = self.cache.topic_generation(topic)
+        if held == current or (held is None and owner is None):
+            return None  # the right copy, or a topic (or partition) etcd has no record of
+        if held is None:
+            return TopicGenerationError(
+                f"{topic}-{partition} is this instance's (epoch {owner.epoch}) but not held here yet: the topic "
+                "was created a moment ago and its local copy is being made; retry")
+        if self.cache.statistics().revision < held:
+            return None  # the cache is behind the copy (loading, or etcd away): not believed
+        now = "deleted" if current is None else f"created again (generation {current})"
+        return TopicGenerationError(
+            f"{topic}-{partition}: this instance's copy is of generation {held} of topic {topic!r}, since {now} "
+            "in etcd; the old copy is being dropped and is not served; retry")
 
     def _owner(self, topic: str, partition: int) -> PartitionOwner | None:
         record = self.cache.owner_of(topic, partition)
@@ -276,6 +307,11 @@ class PartitionMovingError(ServiceError):
 
 class OffsetsNotReservedError(ServiceError):
     """The log's end passed the offset ceiling etcd holds for this owner (UNAVAILABLE, retriable)."""
+
+
+class TopicGenerationError(ServiceError):
+    """The local copy is not of the topic's current generation in etcd (not made yet, or of a
+    deleted topic not dropped yet): UNAVAILABLE, retriable."""
 
 
 class ClusterUnavailableError(ServiceError):

@@ -122,6 +122,7 @@ STATUS_BY_ERROR: Mapping[type[BaseException], grpc.StatusCode] = {
     cluster.NoLiveInstanceError: _Code.UNAVAILABLE,
     cluster.PartitionMovingError: _Code.UNAVAILABLE,  # fenced for a move's final catch-up: retriable
     cluster.OffsetsNotReservedError: _Code.UNAVAILABLE,  # log end past its etcd offset ceiling: retriable
+    cluster.TopicGenerationError: _Code.UNAVAILABLE,  # local copy not of etcd's generation yet: retriable
     # -- partition moves (move_rpcs.py) ------------------------------------------------------------
     moves.MoveRefusedError: _Code.FAILED_PRECONDITION,  # the message says why (dead target, not owner...)
     moves.UnknownInstanceError: _Code.NOT_FOUND,

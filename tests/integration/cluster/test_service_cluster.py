@@ -180,8 +180,10 @@ def test_two_instances_place_a_topic_agree_on_metadata_and_refuse_the_others_par
     def produced_on_b():
         try:
             return _produce(b, "orders", 1, b"on b")
-        except grpc.RpcError as missing:  # b holds the topic once its cache saw it
-            assert missing.code() == grpc.StatusCode.NOT_FOUND, missing.details()
+        except grpc.RpcError as missing:  # b holds the topic once its cache saw it: until then
+            # its owner answers retriable (UNAVAILABLE), not NOT_FOUND, so a producer retries
+            assert (missing.code(), error_class(missing)) == \
+                (grpc.StatusCode.UNAVAILABLE, "TopicGenerationError"), missing.details()
             return None
 
     assert _until(produced_on_b, what="b holding orders").base_offset == 0

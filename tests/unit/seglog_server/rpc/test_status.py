@@ -90,6 +90,7 @@ PROMISED = {
     cluster.NoLiveInstanceError: Code.UNAVAILABLE,
     cluster.PartitionMovingError: Code.UNAVAILABLE,
     cluster.OffsetsNotReservedError: Code.UNAVAILABLE,
+    cluster.TopicGenerationError: Code.UNAVAILABLE,
     moves.MoveRefusedError: Code.FAILED_PRECONDITION,
     moves.UnknownInstanceError: Code.NOT_FOUND,
     moves.MoveFailedError: Code.ABORTED,
