@@ -12,7 +12,8 @@ log start, and its first such record (``first_record_at_or_after``). A segment w
 the search on, then to the local log.
 
 MAX_TIMESTAMP (-3) compares the remote segments' largest timestamps with the local log's: the
-earliest segment holding the greatest one answers its first record carrying it.
+earliest segment holding the greatest one answers its first record carrying it, found as the
+first record reaching that timestamp (the same index search and header walk: one body read).
 
 Store calls happen outside the log's lock (the segments never change once copied); the store
 failing raises ``RemoteStorageUnavailableError``.
@@ -28,7 +29,7 @@ from seglog.records import CodecError as _CodecError
 from ..base.errors import CorruptRemoteObjectError
 from ..format.file_records import HeaderField, TimestampAndOffset
 from ..format.index_search import NO_SLOT, largest_lower_bound_slot_for
-from ..format.record_timestamps import first_record_at_or_after, offsets_and_timestamps
+from ..format.record_timestamps import first_record_at_or_after
 from ..format.time_index import ENTRY as TIME_ENTRY
 from ..format.time_index import LAYOUT as TIME_LAYOUT
 
@@ -69,17 +70,10 @@ def remote_offset_of_max_timestamp(tier: RemoteLogTier, segments: list[RemoteLog
     best = max(segments, key=lambda m: m.max_timestamp_ms, default=None)
     if best is None or best.max_timestamp_ms < local_max_timestamp_ms or best.max_timestamp_ms < 0:
         return None
-    target = best.max_timestamp_ms
-    for position, batch in _batches(tier, best, 0):
-        if HEADER.unpack_from(batch, 0)[HeaderField.MAX_TIMESTAMP] != target:
-            continue
-        try:
-            for offset, timestamp in offsets_and_timestamps(batch):
-                if timestamp == target:
-                    return TimestampAndOffset(target, offset)
-        except _CodecError as exc:
-            raise _corrupt(best, position, exc) from exc
-    return None
+    # The first record with a timestamp >= the segment's greatest is the first carrying it: the
+    # time index and a walk of batch headers find its batch, and only that batch's body is read
+    # (reading every body from the start costs a whole segment's GETs and fills the chunk cache).
+    return remote_offset_for_timestamp(tier, [best], best.max_timestamp_ms, best.base_offset)
 
 
 def _time_index_lookup(tier: RemoteLogTier, metadata: RemoteLogSegmentMetadata, timestamp_ms: int) -> int:
@@ -100,20 +94,6 @@ def _time_entry_count(index: bytes) -> int:
         if TIME_ENTRY.unpack_from(index, slot * TIME_ENTRY.size)[1] == 0:
             return slot
     return count
-
-
-def _batches(tier: RemoteLogTier, metadata: RemoteLogSegmentMetadata, position: int):
-    """(position, whole batch bytes) from ``position`` to the segment's end."""
-    while position + HEADER.size <= metadata.segment_bytes:
-        header = tier.read_bytes(metadata, position, HEADER.size)
-        fields = HEADER.unpack_from(header, 0)
-        size = fields[HeaderField.LENGTH] + LOG_OVERHEAD
-        if size < HEADER.size or position + size > metadata.segment_bytes:
-            raise CorruptRemoteObjectError(
-                f"remote segment {metadata.segment_id} (base offset {metadata.base_offset}): a batch "
-                f"of {size} bytes at position {position} runs past its {metadata.segment_bytes} bytes")
-        yield position, header if size == HEADER.size else tier.read_bytes(metadata, position, size)
-        position += size
 
 
 def _scan(tier: RemoteLogTier, metadata: RemoteLogSegmentMetadata, position: int, timestamp_ms: int,
