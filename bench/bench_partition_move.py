@@ -5,8 +5,8 @@
 
 Starts a real etcd (Debian's etcd-server, tests/support/etcd_server.py) and two service processes
 (a and b, ``--etcd``) on loopback, data in a temporary directory. For each size a topic of one
-partition (``segment.bytes`` = ``--segment-mib``: the closed segments are copied while produce
-could go on, the active one during the fence) is filled at a with raw Produce calls of one 512 KiB
+partition (``segment.bytes`` = ``--segment-mib``: every segment is copied while produce could go
+on, only the tail appended since the last pass during the fence) is filled at a with raw Produce calls of one 512 KiB
 batch (512 records of 1 KiB), then moved a -> b, b -> a, a -> b, ... (``Admin.move_partition``, one
 run each): the move's own elapsed time and fenced time (MovePartitionResponse), bytes copied and
 MB/s (bytes copied / elapsed). A size is skipped when the disk has less than 4 x its size free (the
