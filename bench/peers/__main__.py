@@ -23,6 +23,7 @@ from bench.peers.systems import BASELINE, SYSTEMS, available
 OUT_DEFAULT = pathlib.Path(__file__).resolve().parent.parent / "results" / "peers.json"
 LATENCY_RECORDS_DEFAULT = 10_000
 FLOOR_CALLS_DEFAULT = 5000
+WORKLOADS = ("all", "latency")
 SCHEMA = 2
 # Each system's latencies over the same repeat's floor (the bidi-stream ping-pong, p50 or p99).
 FLOOR_RATIOS = (
@@ -52,7 +53,12 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--seglog-batch-bytes", type=int, default=seglog_system.PRODUCE_BATCH_BYTES,
                         help="the seglog producer's batch_size in the produce workload")
     parser.add_argument("--no-plot", action="store_true", help="skip the PNG")
+    parser.add_argument("--workloads", choices=WORKLOADS, default="all",
+                        help="all of them, or only the produce -> consume latency beside the floor "
+                             "(no machine limits, no plot)")
     arguments = parser.parse_args(argv)
+    if arguments.workloads != "all":
+        arguments.no_plot = True  # the plots draw figures this run does not measure
     arguments.command = "python -m bench.peers " + shlex.join(argv if argv is not None else sys.argv[1:])
     return arguments
 
@@ -90,7 +96,7 @@ def run(arguments: argparse.Namespace, data_dir: pathlib.Path) -> dict[str, obje
     names, skipped = available(arguments.systems.split(","))
     for name, reason in skipped.items():
         print(f"skipping {name}: {reason}", file=sys.stderr)
-    keys, values = workload(arguments.records)
+    keys, values = workload(arguments.records) if arguments.workloads == "all" else ([], [])
     samples: dict[str, list[dict[str, float]]] = {name: [] for name in names}
     disk: dict[str, dict[str, int]] = {}
     limit_samples: list[dict[str, float]] = []
@@ -99,8 +105,12 @@ def run(arguments: argparse.Namespace, data_dir: pathlib.Path) -> dict[str, obje
         for repeat in range(arguments.repeats):
             root = data_dir / f"repeat-{repeat}"
             root.mkdir(exist_ok=True)
-            print(f"repeat {repeat + 1}/{arguments.repeats}: the machine's limits", file=sys.stderr, flush=True)
-            limit_samples.append(limits.measure(root, disk_mib=arguments.limits_disk_mib, calls=arguments.limits_calls))
+            if arguments.workloads == "all":
+                print(f"repeat {repeat + 1}/{arguments.repeats}: the machine's limits", file=sys.stderr, flush=True)
+                limit_samples.append(
+                    limits.measure(root, disk_mib=arguments.limits_disk_mib, calls=arguments.limits_calls))
+            else:
+                limit_samples.append({})
             limit_samples[-1].update(_floor(arguments.floor_calls))
             order = names[repeat % len(names):] + names[: repeat % len(names)] if names else []
             for name in order:  # interleaved: every system once per repeat, the order rotating
@@ -108,10 +118,14 @@ def run(arguments: argparse.Namespace, data_dir: pathlib.Path) -> dict[str, obje
                 system_root = root / name
                 shutil.rmtree(system_root, ignore_errors=True)
                 system_root.mkdir()
-                sample, disk[name] = workloads.run_system(
-                    factories[name], system_root, keys, values, arguments.latency_records, arguments.lookups)
+                if arguments.workloads == "all":
+                    sample, disk[name] = workloads.run_system(
+                        factories[name], system_root, keys, values, arguments.latency_records, arguments.lookups)
+                else:
+                    sample = workloads.run_latency(factories[name], system_root, arguments.latency_records)
                 for ratio, figure, limit in FLOOR_RATIOS:  # against this repeat's floor
-                    sample[ratio] = sample[figure] / limit_samples[-1][limit]
+                    if figure in sample:
+                        sample[ratio] = sample[figure] / limit_samples[-1][limit]
                 samples[name].append(sample)
                 shutil.rmtree(system_root, ignore_errors=True)
             shutil.rmtree(root, ignore_errors=True)
@@ -121,7 +135,8 @@ def run(arguments: argparse.Namespace, data_dir: pathlib.Path) -> dict[str, obje
         "command": arguments.command,
         "started_utc": datetime.datetime.fromtimestamp(started, datetime.timezone.utc).isoformat(timespec="seconds"),
         "duration_s": round(time.time() - started, 1),
-        "records": arguments.records,
+        "records": arguments.records if arguments.workloads == "all" else 0,
+        "workloads": arguments.workloads,
         "repeats": arguments.repeats,
         "latency_records": arguments.latency_records,
         "lookups": arguments.lookups,

@@ -60,6 +60,20 @@ def run_system(factory: Any, root: pathlib.Path, keys: list[bytes], values: list
     return sample, disk
 
 
+def run_latency(factory: Any, root: pathlib.Path, latency_records: int) -> dict[str, float]:
+    """Only the produce -> consume latency, on a fresh server (``--workloads latency``): the
+    figure to iterate on without the bulk produce, the reads and the lookups around it."""
+    sample: dict[str, float] = {"load_1min_start": os.getloadavg()[0]}
+    (root / "latency").mkdir()
+    system = factory(root / "latency")
+    try:
+        _latency(system, latency_records, sample)
+    finally:
+        system.stop()
+    sample["load_1min_end"] = os.getloadavg()[0]
+    return sample
+
+
 def _produce_and_read(system: Any, keys: list[bytes], values: list[bytes], sample: dict[str, float]) -> None:
     _phase(system.name, f"produce {len(values):,}")
     with proc.Measured(system.pid) as produced:

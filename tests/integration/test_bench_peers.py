@@ -90,6 +90,21 @@ def test_an_absent_peer_is_skipped_with_its_reason(tmp_path, monkeypatch):
     assert "Redis Streams skipped:" in report.render(result)
 
 
+def test_the_latency_workload_alone_beside_the_floor(tmp_path):
+    result = _run(tmp_path, "seglog", "--workloads", "latency", "--repeats", "2")
+
+    figures = result["median"]["seglog"]
+    assert result["workloads"] == "latency"
+    assert figures["latency_received"] == LATENCY_RECORDS
+    assert 0 < figures["latency_p50_ms"] <= figures["latency_p99_ms"] <= figures["latency_max_ms"]
+    assert figures["latency_p50_over_floor"] > 0 and figures["latency_p99_over_floor"] > 0
+    assert [len(sample) for sample in result["samples"]["seglog"]] == [len(figures)] * 2
+    # Only the latency: no bulk produce, reads, lookups or machine limits; the floor of each repeat.
+    assert "produce_records_per_s" not in figures and "lookup_p50_ms" not in figures
+    assert "disk_write_fsync_mb_s" not in result["limits"] and result["limits"]["floor_p50_ms"] > 0
+    assert not (tmp_path / "results" / "peers.png").exists()
+
+
 @pytest.mark.skipif(bool(PEERS_MISSING), reason=f"{PEERS_MISSING} not installed: scripts/peers-setup installs them (as root)")
 def test_all_three_systems_end_to_end_with_ratios_to_seglog(tmp_path):
     result = _run(tmp_path, "seglog,redis,nats")
