@@ -27,9 +27,11 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import itertools
+import threading
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from time import monotonic as _monotonic
 from typing import Any, Literal, TypeVar
 
 import grpc
@@ -208,6 +210,11 @@ class AsyncConsumer:
         self._states: dict[int, PartitionState] = {}
         self._round_robin: Iterator[int] = iter(())
         self._data_ready: asyncio.Event | None = None
+        # The synchronous Consumer polls a stream-mode consumer from its own thread (poll_now):
+        # the buffers change under this lock, and this event wakes that thread as _data_ready
+        # wakes an asyncio poll.
+        self._buffers_lock = threading.RLock()
+        self._thread_ready = threading.Event()
         self._resolve_lock: asyncio.Lock | None = None
         self._closed = False
         self._stats = {
@@ -368,7 +375,8 @@ class AsyncConsumer:
             await self._group.seek(topic, number, offset)
             return
         await self.start()
-        self._state(partition).seek(parse_start(offset))
+        with self._buffers_lock:
+            self._state(partition).seek(parse_start(offset))
 
     async def seek_to_beginning(self, *partitions: int | TopicPartition) -> None:
         if self._group is not None:
@@ -556,8 +564,11 @@ class AsyncConsumer:
                 assert state.fetch_offset is not None
                 self._absorb(state, response, state.fetch_offset)
                 self._notify()
-                while len(state.buffer) >= self._config.max_poll_records and state.epoch == epoch:
-                    state.drained.clear()
+                while state.epoch == epoch:
+                    with self._buffers_lock:  # against poll_now's take, which wakes it when drained
+                        if len(state.buffer) < self._config.max_poll_records:
+                            break
+                        state.drained.clear()
                     await state.drained.wait()
         except SeglogError as error:
             if state.epoch == epoch:
@@ -588,30 +599,67 @@ class AsyncConsumer:
             )
         self._stats["batches_fetched"] += batch_count
         self._stats["bytes_fetched"] += len(response.records)
-        for batch in batches:
-            state.buffer.add(batch, from_offset)
-        state.fetch_offset = max(next_offset, from_offset)
+        with self._buffers_lock:
+            for batch in batches:
+                state.buffer.add(batch, from_offset)
+            state.fetch_offset = max(next_offset, from_offset)
 
     def _on_fetch_error(self, state: PartitionState, error: SeglogError) -> None:
         reset = self._config.auto_offset_reset
         if isinstance(error, OffsetOutOfRangeError) and reset != "none":
             state.task = None  # this very task is ending; seek must not cancel it
-            state.seek(StartPosition(reset))
+            with self._buffers_lock:
+                state.seek(StartPosition(reset))
         else:
             state.error = error
 
     def _take(self, take: Callable[[PartitionState, int], list[_T]], count_max: int) -> list[_T]:
         taken: list[_T] = []
         records = 0
-        for _ in range(len(self._states)):
-            if records >= count_max:
-                break
-            state = self._states[next(self._round_robin)]
-            before = len(state.buffer)
-            taken += take(state, count_max - records)
-            records += before - len(state.buffer)
-        self._stats["records_consumed"] += records
+        with self._buffers_lock:
+            for _ in range(len(self._states)):
+                if records >= count_max:
+                    break
+                state = self._states[next(self._round_robin)]
+                before = len(state.buffer)
+                taken += take(state, count_max - records)
+                records += before - len(state.buffer)
+            self._stats["records_consumed"] += records
         return taken
+
+    def poll_now(self, take: Callable[[PartitionState, int], list[_T]], timeout_ms: float | None,
+                 max_records: int | None, loop: asyncio.AbstractEventLoop) -> tuple[list[_T] | None, float | None]:
+        """``poll`` from a thread other than ``loop``'s, without a call into the loop, while every
+        partition's Consume stream runs (stream mode, no group, no error to raise): the records
+        the streams buffered, or a wait on a threading event for the next response. None when
+        anything else is due (a stream to open or reopen, an error to raise, a start to resolve):
+        the caller then polls on the loop, for the rest of the timeout (the second item, in ms).
+        Closed, even while waiting here (by another thread): ClientClosedError, as from ``poll``."""
+        self._check_open()
+        if self._config.mode != "stream" or self._group is not None or not self._states:
+            return None, timeout_ms
+        count_max = max_records or self._config.max_poll_records
+        deadline = None if timeout_ms is None else _monotonic() + timeout_ms / 1000
+        ready = self._thread_ready
+        while True:
+            # Cleared before looking, so a response absorbed after the look wakes the wait below.
+            ready.clear()
+            self._check_open()
+            if any(s.task is None or s.error is not None for s in self._states.values()):
+                return None, None if deadline is None else max(0.0, (deadline - _monotonic()) * 1000)
+            # The buffers' own take: PartitionState's would set its asyncio event from this thread.
+            # A stream that stopped for room (_stream, under the same lock) is woken on its loop.
+            with self._buffers_lock:
+                records = self._take(lambda state, count: getattr(state.buffer, take.__name__)(count), count_max)
+                for state in self._states.values():
+                    if not state.buffer and not state.drained.is_set():
+                        loop.call_soon_threadsafe(state.drained.set)
+            if records:
+                return records, None
+            remaining = None if deadline is None else deadline - _monotonic()
+            if remaining is not None and remaining <= 0:
+                return [], None
+            ready.wait(remaining)
 
     def _raise_fetch_error(self) -> None:
         for state in self._states.values():
@@ -661,7 +709,8 @@ class AsyncConsumer:
     async def _seek_all(self, start: StartPosition, partitions: Sequence[int | TopicPartition]) -> None:
         await self.start()
         for partition in partitions or list(self._states):
-            self._state(partition).seek(start)
+            with self._buffers_lock:
+                self._state(partition).seek(start)
 
     # -- helpers ---------------------------------------------------------------------------------
 
@@ -682,6 +731,7 @@ class AsyncConsumer:
     def _notify(self) -> None:
         if self._data_ready is not None:
             self._data_ready.set()
+        self._thread_ready.set()
 
     def _check_open(self) -> None:
         if self._closed:
@@ -757,14 +807,21 @@ class Consumer(_sync.SyncFacade, implementation=AsyncConsumer):
     stops after ``consumer_timeout_ms`` without a record (never when it is None).
     """
 
+    # In stream mode, once the streams run, a poll takes what they buffered from the calling
+    # thread and waits on a threading event, without a call into the loop thread (AsyncConsumer.
+    # poll_now): at the tail that is a task, a timer and two thread wake-ups fewer per poll.
+
     def poll(self, timeout_ms: float | None = 0, max_records: int | None = None) -> list[ConsumerRecord]:
-        return self._portal.run(self._async.poll(timeout_ms, max_records))
+        taken, timeout_ms = self._async.poll_now(PartitionState.take, timeout_ms, max_records, self._portal.loop)
+        return taken if taken is not None else self._portal.run(self._async.poll(timeout_ms, max_records))
 
     def poll_batches(self, timeout_ms: float | None = 0, max_records: int | None = None) -> list[RecordBatchView]:
-        return self._portal.run(self._async.poll_batches(timeout_ms, max_records))
+        taken, timeout_ms = self._async.poll_now(PartitionState.take_views, timeout_ms, max_records, self._portal.loop)
+        return taken if taken is not None else self._portal.run(self._async.poll_batches(timeout_ms, max_records))
 
     def poll_raw(self, timeout_ms: float | None = 0, max_records: int | None = None) -> list[RawBatch]:
-        return self._portal.run(self._async.poll_raw(timeout_ms, max_records))
+        taken, timeout_ms = self._async.poll_now(PartitionState.take_raw, timeout_ms, max_records, self._portal.loop)
+        return taken if taken is not None else self._portal.run(self._async.poll_raw(timeout_ms, max_records))
 
     def __iter__(self) -> Iterator[ConsumerRecord]:
         timeout_ms = self._async._config.consumer_timeout_ms
