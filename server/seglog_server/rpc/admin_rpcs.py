@@ -124,8 +124,8 @@ class AdminRpcs:
 
 def _describe_owners(cluster: Any, response: pb.DescribeTopicResponse) -> None:
     """Cluster mode: each partition's owner and epoch from the watched cache; a partition another
-    instance owns says so, its offsets, size and segments -1 (the owner's to tell), never this
-    instance's empty local copy. A partition etcd has no owner for is this instance's (epoch 0)."""
+    instance owns says so, its offsets, sizes and segment counts (local and remote) -1 (the
+    owner's to tell), never this instance's empty local copy. A partition etcd has no owner for is this instance's (epoch 0)."""
     for description in response.partitions:
         owner = cluster.partition_owner(response.topic, description.partition)
         if owner is None:
@@ -137,4 +137,6 @@ def _describe_owners(cluster: Any, response: pb.DescribeTopicResponse) -> None:
             description.owned_elsewhere = True
             description.log_start_offset = description.log_end_offset = description.high_watermark = -1
             description.size_bytes = description.segment_count = -1
+            description.local_log_start_offset = description.local_segment_count = description.local_size_bytes = -1
+            description.remote_segment_count = description.remote_size_bytes = -1
             description.log_dir = ""

@@ -76,6 +76,11 @@ def test_every_partition_naming_rpc_is_answered_by_the_owner_and_the_client_foll
     assert (described[0].owner_id, described[0].owned_elsewhere, described[0].log_end_offset) == ("a", False, 0)
     assert (described[1].owner_id, described[1].owner_address, described[1].owned_elsewhere) == ("b", b.address, True)
     assert (described[1].log_end_offset, described[1].high_watermark, described[1].size_bytes) == (-1, -1, -1)
+    # Every figure of the partition (its tiered ones too, and any added later): -1, not a's copy.
+    figures = {f.name for f in pb.PartitionDescription.DESCRIPTOR.fields
+               if f.cpp_type in (f.CPPTYPE_INT32, f.CPPTYPE_INT64)} - {"partition", "owner_epoch"}
+    assert {"local_log_start_offset", "local_segment_count", "remote_size_bytes"} <= figures
+    assert {name: getattr(described[1], name) for name in figures} == dict.fromkeys(figures, -1)
 
     # The client bootstrapped with a answers b's real values.
     tp = TopicPartition("t", 1)
