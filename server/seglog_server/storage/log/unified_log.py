@@ -623,9 +623,11 @@ class UnifiedLog:
 
     def lookup_timestamps(self, timestamps_ms: Sequence[int]) -> list[LookupOutcome]:
         """The outcome of each of ``timestamps_ms``, in their order, under one acquisition of
-        the lock: the record found, None, or the storage error that target's own search meets
-        (``timestamp_lookups.lookup_timestamps``). Raises only for the call as a whole: the log
-        offline or closed, or ValueError for a negative target that is no special one."""
+        the lock (a tiered log: two, the store searched between them, and again when the local
+        start moved meanwhile): the record found, None, or the storage error that target's own
+        search meets (``timestamp_lookups.lookup_timestamps``). Raises only for the call as a whole: the log
+        offline or closed, ValueError for a negative target that is no special one, or
+        RemoteStorageUnavailableError when the local start moved during every attempt."""
         local = self._local
         for _ in range(TIERED_LOOKUP_ATTEMPTS_MAX):
             with self._lock:
