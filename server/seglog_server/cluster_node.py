@@ -41,6 +41,7 @@ from seglog_server.cluster import (
     place_partitions,
     reserve_producer_id_block,
 )
+from seglog_server.cluster.ownership import new_topic_id, topic_id_of
 from seglog_server.cluster.topic_records import HeldTopics, delete_topic_records
 from seglog_server.config import ServiceConfig
 from seglog_server.metrics.cluster_metrics import ClusterInstruments
@@ -191,7 +192,8 @@ class ClusterNode:
         and writes topic and owners at epoch 0 in one etcd transaction; then holds it locally."""
         try:
             owners = place_partitions(partition_count, self._loads())
-            generation = create_topic(self._thread_gateway(), self._keys, topic, owners, configs)
+            topic_id = new_topic_id()
+            generation = create_topic(self._thread_gateway(), self._keys, topic, owners, configs, topic_id)
         except TopicExistsError as exc:
             raise storage_errors.TopicExistsError(str(exc)) from exc
         except NoLiveInstanceError as exc:
@@ -199,7 +201,7 @@ class ClusterNode:
         except EtcdUnavailableError as exc:
             raise cluster_routing.ClusterUnavailableError(f"topic {topic!r} not created: {exc}") from exc
         _log.info("topic %s: %d partitions placed on %s", topic, partition_count, ", ".join(owners))
-        self._hold_locally(topic, partition_count, configs, generation)
+        self._hold_locally(topic, partition_count, configs, generation, topic_id)
         # Answered once this instance's view has the topic too: a request right after the answer
         # is then routed by owner, not served here as a topic etcd has no record of. Not seen in
         # time (etcd slow to stream it), the topic is created all the same: the view catches up.
@@ -281,13 +283,16 @@ class ClusterNode:
             gateway = self._local.gateway = self._gateway()
         return gateway
 
-    def _hold_locally(self, topic: str, partition_count: int, configs: Mapping[str, str], generation: int) -> None:
+    def _hold_locally(self, topic: str, partition_count: int, configs: Mapping[str, str], generation: int,
+                      topic_id: str) -> None:
+        """The local copy takes etcd's topic id: every instance's copy of a topic is one topic id,
+        which keys its remote segments in the object store."""
         with self._materialize_lock:
             if topic in dict(self._manager.list_topics()):
                 return
             self._making.add(topic)  # recorded, not made yet: not served (served_generation)
             self._held.record(topic, generation)  # before the copy: never a copy without its record
-            self._manager.create_topic(topic, partition_count, dict(configs))
+            self._manager.create_topic(topic, partition_count, dict(configs), topic_id=topic_id)
             self._making.discard(topic)  # kept on a failure: the next pass makes it
 
     # -- the other instances' topics --------------------------------------------------------------
@@ -334,7 +339,8 @@ class ClusterNode:
         if kv is None:
             return  # deleted meanwhile
         record = json.loads(kv.value)
-        self._hold_locally(topic, int(record["partitions"]), record.get("configs", {}), kv.create_revision)
+        topic_id = topic_id_of(self._keys.cluster_name, topic, record, kv.create_revision)
+        self._hold_locally(topic, int(record["partitions"]), record.get("configs", {}), kv.create_revision, topic_id)
         _log.info("topic %s (%d partitions) held locally, as etcd has it", topic, partition_count)
 
     # -- ownership epochs into the logs ---------------------------------------------------------

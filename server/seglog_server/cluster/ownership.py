@@ -15,6 +15,8 @@ append once the cluster's epoch moved past its own (the wiring, not this module,
 from __future__ import annotations
 
 import json
+import re
+import uuid
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
@@ -23,6 +25,7 @@ from .etcd_gateway import EtcdGateway, b64
 from .keys import ClusterKeys
 
 INITIAL_EPOCH = 0
+_TOPIC_ID = re.compile(r"[0-9a-f]{32}")
 
 
 @dataclass(frozen=True)
@@ -54,10 +57,13 @@ def _absent(key: str) -> dict:
 
 
 def create_topic(gateway: EtcdGateway, keys: ClusterKeys, topic: str, owners: Sequence[str],
-                 configs: Mapping[str, str] | None = None) -> int:
-    """Writes the topic and its partitions' owners at epoch 0; the revision written at."""
+                 configs: Mapping[str, str] | None = None, topic_id: str | None = None) -> int:
+    """Writes the topic (with its topic id: every instance's copy takes this one, the object
+    store keys the topic's remote segments by it) and its partitions' owners at epoch 0; the
+    revision written at."""
     assert owners, "a topic has at least one partition"
-    topic_value = json.dumps({"partitions": len(owners), "configs": dict(configs or {})}, sort_keys=True).encode()
+    record = {"partitions": len(owners), "configs": dict(configs or {}), "topic_id": topic_id or new_topic_id()}
+    topic_value = json.dumps(record, sort_keys=True).encode()
     puts = [_put(keys.topic(topic), topic_value)]
     puts += [_put(keys.owner(topic, partition), owner_value(owner, INITIAL_EPOCH))
              for partition, owner in enumerate(owners)]
@@ -65,6 +71,21 @@ def create_topic(gateway: EtcdGateway, keys: ClusterKeys, topic: str, owners: Se
     if not succeeded:
         raise TopicExistsError(f"topic {topic!r} already exists in the cluster")
     return revision
+
+
+def new_topic_id() -> str:
+    """A topic's id: 32 random lowercase hex digits (the storage's topic.id form)."""
+    return uuid.uuid4().hex
+
+
+def topic_id_of(cluster_name: str, topic: str, record: Mapping, create_revision: int) -> str:
+    """The topic id of etcd's topic record: the one it carries; for a record written before
+    topic ids were carried, one derived from the cluster, the name and the generation (the create
+    revision), so every instance derives the same and a new generation gets another."""
+    topic_id = record.get("topic_id")
+    if isinstance(topic_id, str) and _TOPIC_ID.fullmatch(topic_id):
+        return topic_id
+    return uuid.uuid5(uuid.NAMESPACE_URL, f"seglog:{cluster_name}/{topic}/{create_revision}").hex
 
 
 def read_owner(gateway: EtcdGateway, keys: ClusterKeys, topic: str, partition: int) -> PartitionOwner:

@@ -10,9 +10,28 @@ from dataclasses import dataclass
 import pytest
 from tests.support.s3_server import CREDENTIALS_ENV, FaultProxy, WeedServer
 
+from seglog_server.storage.base.topic_partition import TopicIdPartition
 from seglog_server.storage.remote import LogSegmentData, ObjectStore, ObjectStoreConfig
 
 BUCKET = "seglog-remote-test"
+# The topic id the store-level tests key "events" by (a LogManager's topics have their own).
+TOPIC_ID = "0123456789abcdef0123456789abcdef"
+EVENTS_0 = TopicIdPartition("events", 0, TOPIC_ID)
+EVENTS_1 = TopicIdPartition("events", 1, TOPIC_ID)
+
+
+def stored(rsm, topic: str, partition: int = 0) -> TopicIdPartition:
+    """The partition of ``topic`` as the store keys it, its topic id read from the keys under the
+    test's prefix (one generation of each name in these tests; none stored yet: an id no object has)."""
+    ids = {key.split("/", 1)[0][len(topic) + 1:] for key in rsm.store.list(f"{topic}-")}
+    ids = {i for i in ids if TopicIdPartition.is_topic_id(i)}
+    assert len(ids) <= 1, f"several generations of {topic!r} in the store: {sorted(ids)}"
+    return TopicIdPartition(topic, partition, ids.pop() if ids else "0" * 32)
+
+
+def remote_tp(manager, topic: str, partition: int = 0) -> TopicIdPartition:
+    """The partition of a LogManager's tiered topic, as its objects are keyed (with its topic id)."""
+    return manager.get_log(topic, partition).remote_tier.topic_id_partition
 
 
 @pytest.fixture(scope="module")

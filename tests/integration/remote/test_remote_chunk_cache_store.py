@@ -7,6 +7,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.integration.remote.conftest import TOPIC_ID
+
 from seglog_server.storage.remote import RemoteChunkCache, RemoteStorageManager
 from seglog_server.storage.remote.remote_log_metadata import segment_object_key
 
@@ -19,7 +21,7 @@ CHUNK_BYTES = 4096
 def uploaded(store, make_segment):
     """Three remote segments of uneven sizes (one a chunk and a byte), uploaded once per test."""
     manager = RemoteStorageManager(store)
-    return manager, [manager.copy_log_segment(make_segment(base_offset=b, log_bytes=size).data)
+    return manager, [manager.copy_log_segment(TOPIC_ID, make_segment(base_offset=b, log_bytes=size).data)
                      for b, size in ((0, 30_000), (100, 5_000), (200, 3 * CHUNK_BYTES + 1))]
 
 

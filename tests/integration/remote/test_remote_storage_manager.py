@@ -12,7 +12,7 @@ import subprocess
 import sys
 
 import pytest
-from tests.integration.remote.conftest import store_config
+from tests.integration.remote.conftest import EVENTS_0, EVENTS_1, TOPIC_ID, store_config
 from tests.support.s3_server import CREDENTIALS_ENV
 
 from seglog_server.storage.base.clock import FakeClock
@@ -41,17 +41,17 @@ def stopping_at(step_name):
     return hook
 
 
-def partition_objects(store, topic="events", partition=0):
-    return sorted(store.list(f"{topic}/{partition}/"))
+def partition_objects(store, partition=0):
+    return sorted(store.list(f"events-{TOPIC_ID}/{partition}/"))
 
 
 def test_copy_then_list_fetch_and_indexes_equal_the_local_files(store, make_segment):
     segment = make_segment(base_offset=100)
     manager = RemoteStorageManager(store)
-    copied = manager.copy_log_segment(segment.data)
+    copied = manager.copy_log_segment(TOPIC_ID, segment.data)
     assert copied.state is RemoteLogSegmentState.COPY_SEGMENT_FINISHED
-    assert manager.metadata.list("events", 0) == [copied]
-    assert manager.metadata.orphans("events", 0) == []
+    assert manager.metadata.list(EVENTS_0) == [copied]
+    assert manager.metadata.orphans(EVENTS_0) == []
     log = segment.contents[".log"]
     assert manager.fetch_log_segment(copied, 0, len(log)) == log
     assert manager.fetch_log_segment(copied, 12_345, 777) == log[12_345:12_345 + 777]
@@ -64,11 +64,11 @@ def test_copy_then_list_fetch_and_indexes_equal_the_local_files(store, make_segm
 def test_reupload_of_a_segment_takes_new_keys_and_overwrites_nothing(store, make_segment):
     segment = make_segment(base_offset=100)
     manager = RemoteStorageManager(store)
-    first = manager.copy_log_segment(segment.data)
-    second = manager.copy_log_segment(segment.data)
+    first = manager.copy_log_segment(TOPIC_ID, segment.data)
+    second = manager.copy_log_segment(TOPIC_ID, segment.data)
     assert first.segment_id != second.segment_id
     assert len(partition_objects(store)) == 2 * (len(segment.contents) + 1)
-    assert {m.segment_id for m in manager.metadata.list("events", 0)} == {
+    assert {m.segment_id for m in manager.metadata.list(EVENTS_0)} == {
         first.segment_id, second.segment_id}
     assert manager.fetch_log_segment(first, 0, 50) == manager.fetch_log_segment(second, 0, 50)
 
@@ -76,22 +76,22 @@ def test_reupload_of_a_segment_takes_new_keys_and_overwrites_nothing(store, make
 def test_list_is_in_base_offset_order_and_per_partition(store, make_segment):
     manager = RemoteStorageManager(store)
     for base in (300, 100, 200):
-        manager.copy_log_segment(make_segment(base_offset=base, log_bytes=1000).data)
-    manager.copy_log_segment(make_segment(base_offset=0, log_bytes=10, partition=1).data)
-    assert [m.base_offset for m in manager.metadata.list("events", 0)] == [100, 200, 300]
-    assert [m.base_offset for m in manager.metadata.list("events", 1)] == [0]
+        manager.copy_log_segment(TOPIC_ID, make_segment(base_offset=base, log_bytes=1000).data)
+    manager.copy_log_segment(TOPIC_ID, make_segment(base_offset=0, log_bytes=10, partition=1).data)
+    assert [m.base_offset for m in manager.metadata.list(EVENTS_0)] == [100, 200, 300]
+    assert [m.base_offset for m in manager.metadata.list(EVENTS_1)] == [0]
 
 
 def test_delete_removes_every_object_and_the_record(store, make_segment):
     manager = RemoteStorageManager(store)
-    copied = manager.copy_log_segment(make_segment().data)
+    copied = manager.copy_log_segment(TOPIC_ID, make_segment().data)
     manager.delete_log_segment(copied)
     assert partition_objects(store) == []
 
 
 def test_fetch_outside_the_segment_or_of_an_unfinished_one_is_refused(store, make_segment):
     manager = RemoteStorageManager(store)
-    copied = manager.copy_log_segment(make_segment(log_bytes=1000).data)
+    copied = manager.copy_log_segment(TOPIC_ID, make_segment(log_bytes=1000).data)
     with pytest.raises(RemoteStorageError, match="position 1000 is outside"):
         manager.fetch_log_segment(copied, 1000, 10)
     started = copied.with_state(RemoteLogSegmentState.DELETE_SEGMENT_STARTED, 0)
@@ -101,40 +101,40 @@ def test_fetch_outside_the_segment_or_of_an_unfinished_one_is_refused(store, mak
 
 @pytest.mark.parametrize("step", COPY_STEPS)
 def test_copy_stopped_at_any_step_is_never_listed_and_cleanup_removes_it(store, make_segment, step):
-    good = RemoteStorageManager(store).copy_log_segment(make_segment(base_offset=0, log_bytes=1000).data)
+    good = RemoteStorageManager(store).copy_log_segment(TOPIC_ID, make_segment(base_offset=0, log_bytes=1000).data)
     manager = RemoteStorageManager(store, step_hook=stopping_at(step))
     with pytest.raises(StopAt):
-        manager.copy_log_segment(make_segment(base_offset=100).data)
-    assert manager.metadata.list("events", 0) == [good]
-    [orphan] = manager.metadata.orphans("events", 0)
+        manager.copy_log_segment(TOPIC_ID, make_segment(base_offset=100).data)
+    assert manager.metadata.list(EVENTS_0) == [good]
+    [orphan] = manager.metadata.orphans(EVENTS_0)
     assert orphan.state is RemoteLogSegmentState.COPY_SEGMENT_STARTED
-    assert RemoteStorageManager(store).cleanup_orphans("events", 0) == 1
-    assert manager.metadata.orphans("events", 0) == []
+    assert RemoteStorageManager(store).cleanup_orphans(EVENTS_0) == 1
+    assert manager.metadata.orphans(EVENTS_0) == []
     assert not [key for key in partition_objects(store) if orphan.segment_id in key]
-    assert manager.metadata.list("events", 0) == [good]
+    assert manager.metadata.list(EVENTS_0) == [good]
 
 
 @pytest.mark.parametrize("step", DELETE_STEPS)
 def test_delete_stopped_at_any_step_is_never_listed_and_cleanup_finishes_it(store, make_segment, step):
-    copied = RemoteStorageManager(store).copy_log_segment(make_segment().data)
+    copied = RemoteStorageManager(store).copy_log_segment(TOPIC_ID, make_segment().data)
     with pytest.raises(StopAt):
         RemoteStorageManager(store, step_hook=stopping_at(step)).delete_log_segment(copied)
     manager = RemoteStorageManager(store)
-    assert manager.metadata.list("events", 0) == []
-    assert len(manager.metadata.orphans("events", 0)) == 1
-    assert manager.cleanup_orphans("events", 0) == 1
+    assert manager.metadata.list(EVENTS_0) == []
+    assert len(manager.metadata.orphans(EVENTS_0)) == 1
+    assert manager.cleanup_orphans(EVENTS_0) == 1
     assert partition_objects(store) == []
 
 
 def test_cleanup_with_an_age_leaves_a_fresh_copy_alone(store, make_segment):
     clock = FakeClock()
     with pytest.raises(StopAt):
-        RemoteStorageManager(store, clock=clock, step_hook=stopping_at("put .log")).copy_log_segment(
+        RemoteStorageManager(store, clock=clock, step_hook=stopping_at("put .log")).copy_log_segment(TOPIC_ID,
             make_segment().data)
     manager = RemoteStorageManager(store, clock=clock)
-    assert manager.cleanup_orphans("events", 0, older_than_ms=60_000) == 0
+    assert manager.cleanup_orphans(EVENTS_0, older_than_ms=60_000) == 0
     clock.advance(60_000)
-    assert manager.cleanup_orphans("events", 0, older_than_ms=60_000) == 1
+    assert manager.cleanup_orphans(EVENTS_0, older_than_ms=60_000) == 1
     assert partition_objects(store) == []
 
 
@@ -145,11 +145,11 @@ def test_store_going_silent_mid_upload_fails_the_copy_and_leaves_a_cleanable_orp
     fast = store_config(proxy.endpoint, prefix, connect_timeout_s=0.5, read_timeout_s=1.0,
                         attempts_max=2)
     with pytest.raises(RemoteStorageUnavailableError, match=proxy.endpoint):
-        RemoteStorageManager(ObjectStore(fast)).copy_log_segment(make_segment().data)
+        RemoteStorageManager(ObjectStore(fast)).copy_log_segment(TOPIC_ID, make_segment().data)
     store = ObjectStore(store_config(weed.endpoint, prefix))
     manager = RemoteStorageManager(store)
-    assert manager.metadata.list("events", 0) == []
-    assert manager.cleanup_orphans("events", 0) == 1
+    assert manager.metadata.list(EVENTS_0) == []
+    assert manager.cleanup_orphans(EVENTS_0) == 1
     assert partition_objects(store) == []
 
 
@@ -160,7 +160,7 @@ endpoint, prefix, directory = sys.argv[1:4]
 store = ObjectStore(ObjectStoreConfig(bucket="seglog-remote-test", prefix=prefix, endpoint_url=endpoint,
                                       read_timeout_s=60))
 path = lambda kind: f"{directory}/00000000000000000100{kind}"
-RemoteStorageManager(store).copy_log_segment(LogSegmentData(
+RemoteStorageManager(store).copy_log_segment("0123456789abcdef0123456789abcdef", LogSegmentData(
     topic="events", partition=0, base_offset=100, end_offset=199, max_timestamp_ms=0,
     log_path=path(".log"), offset_index_path=path(".index"), time_index_path=path(".timeindex")))
 """
@@ -183,8 +183,8 @@ def test_uploader_killed_mid_upload_leaves_only_a_cleanable_orphan(weed, proxy, 
         uploader.wait(timeout=10)
     store = ObjectStore(store_config(weed.endpoint, prefix))
     manager = RemoteStorageManager(store)
-    assert manager.metadata.list("events", 0) == []
-    [orphan] = manager.metadata.orphans("events", 0)
+    assert manager.metadata.list(EVENTS_0) == []
+    [orphan] = manager.metadata.orphans(EVENTS_0)
     assert any(key.endswith(".log") for key in partition_objects(store))  # half uploaded
-    assert manager.cleanup_orphans("events", 0) == 1
+    assert manager.cleanup_orphans(EVENTS_0) == 1
     assert partition_objects(store) == []

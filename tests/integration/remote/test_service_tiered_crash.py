@@ -18,7 +18,8 @@ from tests.support.s3_server import CREDENTIALS_ENV
 from seglog.v1 import log_service_pb2 as pb
 from seglog_server.storage.remote import ObjectStore, RemoteLogSegmentState, RemoteStorageManager
 
-from tests.integration.remote.conftest import BUCKET, store_config
+from seglog_server.storage.remote.remote_log_metadata import partition_prefix
+from tests.integration.remote.conftest import stored, BUCKET, store_config
 from tests.integration.remote.test_service_tiered_reads import CALL_TIMEOUT_S, TIERED, wait_until
 
 pytestmark = pytest.mark.integration
@@ -47,16 +48,16 @@ def test_kill_9_during_an_upload_leaves_an_orphan_the_restart_removes_unread(wee
         service.process.wait()
     finally:
         service.stop()
-    orphans = rsm.metadata.orphans("t", 0)
+    orphans = rsm.metadata.orphans(stored(rsm, "t", 0))
     assert [m.state for m in orphans] == [RemoteLogSegmentState.COPY_SEGMENT_STARTED]
-    assert rsm.metadata.list("t", 0) == []
+    assert rsm.metadata.list(stored(rsm, "t", 0)) == []
 
     restarted = service_at(tmp_path, weed.endpoint, prefix).start()
     try:
-        wait_until(lambda: rsm.metadata.orphans("t", 0) == [] and rsm.metadata.list("t", 0),
+        wait_until(lambda: rsm.metadata.orphans(stored(rsm, "t", 0)) == [] and rsm.metadata.list(stored(rsm, "t", 0)),
                    "the orphan deleted and the segment copied again")
-        assert not [key for key in rsm.store.list("t/0/") if orphans[0].segment_id in key]
-        assert orphans[0].segment_id not in {m.segment_id for m in rsm.metadata.list("t", 0)}
+        assert not [key for key in rsm.store.list(partition_prefix(stored(rsm, "t", 0))) if orphans[0].segment_id in key]
+        assert orphans[0].segment_id not in {m.segment_id for m in rsm.metadata.list(stored(rsm, "t", 0))}
         answer = restarted.stub.Fetch(pb.FetchRequest(topic="t", offset=0), timeout=CALL_TIMEOUT_S)
         assert [r.key for r in records_of(answer)][:1] == [b"k0"]
         ends = restarted.stub.Fetch(pb.FetchRequest(topic="t", offset=11), timeout=CALL_TIMEOUT_S)
@@ -78,18 +79,18 @@ def test_kill_9_right_after_delete_topic_the_restart_deletes_its_objects(weed, p
         for index in range(12):
             service.stub.Produce(pb.ProduceRequest(topic="t", records=make_batch(
                 [b"v%05d" % index + b"." * 400], keys=[b"k%d" % index])), timeout=CALL_TIMEOUT_S)
-        wait_until(lambda: len(rsm.metadata.list("t", 0)) >= 2, "two segments uploaded")
+        wait_until(lambda: len(rsm.metadata.list(stored(rsm, "t", 0))) >= 2, "two segments uploaded")
         proxy.mode = "503"
         service.stub.DeleteTopic(pb.DeleteTopicRequest(topic="t"), timeout=CALL_TIMEOUT_S)
         service.process.kill()
         service.process.wait()
     finally:
         service.stop()
-    assert list(store.list("t/"))  # the objects outlived the process
+    assert list(store.list("t-"))  # the objects outlived the process
 
     restarted = service_at(tmp_path, weed.endpoint, prefix).start()
     try:
-        wait_until(lambda: list(store.list("t/")) == [], "the deleted topic's objects gone")
+        wait_until(lambda: list(store.list("t-")) == [], "the deleted topic's objects gone")
         restarted.stub.CreateTopic(pb.CreateTopicRequest(topic="t", partitions=1, configs=TIERED),
                                    timeout=CALL_TIMEOUT_S)
         answer = restarted.stub.Fetch(pb.FetchRequest(topic="t", offset=0), timeout=CALL_TIMEOUT_S)
@@ -112,10 +113,10 @@ def test_kill_9_during_the_deletion_of_uploaded_segments_loses_nothing_acknowled
         for index in range(16):
             service.stub.Produce(pb.ProduceRequest(topic="t", records=make_batch(
                 [b"v%05d" % index + b"." * 400], keys=[b"k%d" % index])), timeout=CALL_TIMEOUT_S)
-        wait_until(lambda: len(list(partition_dir.glob("*.log"))) == 1 and len(rsm.metadata.list("t", 0)) >= 3,
+        wait_until(lambda: len(list(partition_dir.glob("*.log"))) == 1 and len(rsm.metadata.list(stored(rsm, "t", 0))) >= 3,
                    "the closed segments uploaded and their local copies deleted")
         assert list(partition_dir.glob("*.log.deleted"))  # renamed, not unlinked yet
-        remote = rsm.metadata.list("t", 0)
+        remote = rsm.metadata.list(stored(rsm, "t", 0))
         proxy.stall_request_matching = "?delete"
         cut = remote[1].end_offset + 1  # the first two remote segments lie wholly below it
         service.stub.DeleteRecords(pb.DeleteRecordsRequest(topic="t", partition=0, offset=cut),
@@ -125,9 +126,9 @@ def test_kill_9_during_the_deletion_of_uploaded_segments_loses_nothing_acknowled
         service.process.wait()
     finally:
         service.stop()
-    half = [m for m in rsm.metadata.orphans("t", 0) if m.segment_id == remote[0].segment_id]
+    half = [m for m in rsm.metadata.orphans(stored(rsm, "t", 0)) if m.segment_id == remote[0].segment_id]
     assert [m.state for m in half] == [RemoteLogSegmentState.DELETE_SEGMENT_STARTED]
-    assert remote[0].segment_id not in {m.segment_id for m in rsm.metadata.list("t", 0)}
+    assert remote[0].segment_id not in {m.segment_id for m in rsm.metadata.list(stored(rsm, "t", 0))}
 
     restarted = service_at(tmp_path, weed.endpoint, prefix).start()
     try:
@@ -143,7 +144,7 @@ def test_kill_9_during_the_deletion_of_uploaded_segments_loses_nothing_acknowled
         with pytest.raises(grpc.RpcError) as below:
             restarted.stub.Fetch(pb.FetchRequest(topic="t", offset=remote[0].base_offset), timeout=CALL_TIMEOUT_S)
         assert below.value.code() == grpc.StatusCode.OUT_OF_RANGE
-        wait_until(lambda: rsm.metadata.orphans("t", 0) == [], "the half-deleted segment's record removed")
-        assert not [key for key in rsm.store.list("t/0/") if remote[0].segment_id in key]
+        wait_until(lambda: rsm.metadata.orphans(stored(rsm, "t", 0)) == [], "the half-deleted segment's record removed")
+        assert not [key for key in rsm.store.list(partition_prefix(stored(rsm, "t", 0))) if remote[0].segment_id in key]
     finally:
         restarted.stop()

@@ -18,7 +18,7 @@ from seglog import Admin
 from seglog.v1 import log_service_pb2 as pb
 from seglog_server.storage.remote import ObjectStore, RemoteStorageManager
 
-from tests.integration.remote.conftest import BUCKET, store_config
+from tests.integration.remote.conftest import stored, BUCKET, store_config
 from tests.integration.remote.test_service_tiered_reads import CALL_TIMEOUT_S, TIERED, produce, wait_until
 
 pytestmark = pytest.mark.integration
@@ -53,10 +53,10 @@ def test_describe_shows_the_local_and_remote_extents_of_a_tiered_topic(weed, tmp
         produce(stub, "plain", 3)
         # Settled: every closed segment uploaded and deleted locally (local.retention.bytes=1), so
         # only the active one is on disk, right above the last remote segment.
-        wait_until(lambda: len(_local_segments(service, "tiered")) == 1 and rsm.metadata.list("tiered", 0) and max(
-            m.end_offset for m in rsm.metadata.list("tiered", 0)) + 1 == min(_local_segments(service, "tiered")),
+        wait_until(lambda: len(_local_segments(service, "tiered")) == 1 and rsm.metadata.list(stored(rsm, "tiered", 0)) and max(
+            m.end_offset for m in rsm.metadata.list(stored(rsm, "tiered", 0))) + 1 == min(_local_segments(service, "tiered")),
             "every closed segment uploaded and deleted locally")
-        remote = rsm.metadata.list("tiered", 0)
+        remote = rsm.metadata.list(stored(rsm, "tiered", 0))
         local = _local_segments(service, "tiered")
         answer = stub.DescribeTopic(pb.DescribeTopicRequest(topic="tiered"), timeout=CALL_TIMEOUT_S).partitions[0]
 

@@ -15,7 +15,8 @@ from seglog_server.storage.base.errors import InvalidConfigError
 from seglog_server.storage.manager.log_manager import LogManager, MaintenanceIntervals
 from seglog_server.storage.remote import ObjectStore, RemoteLogSegmentState, RemoteStorageManager
 
-from tests.integration.remote.conftest import store_config
+from seglog_server.storage.remote.remote_log_metadata import partition_prefix
+from tests.integration.remote.conftest import stored, store_config
 
 EVERY_PASS = MaintenanceIntervals(initial_delay_ms=0, retention_check_ms=0, flush_check_ms=0,
                                   recovery_point_checkpoint_ms=0, log_start_offset_checkpoint_ms=0)
@@ -53,7 +54,7 @@ def test_closed_segments_are_uploaded_and_local_ones_deleted_only_once_uploaded(
         before = {offset: log.read(offset, 1 << 20) for offset in range(0, 12)}
         run_passes(manager)  # uploads every closed segment (local retention needs them first)
         run_passes(manager)  # then local.retention.bytes=1 deletes the uploaded local ones
-        remote = rsm.metadata.list("t", 0)
+        remote = rsm.metadata.list(stored(rsm, "t", 0))
         assert remote and all(m.state is RemoteLogSegmentState.COPY_SEGMENT_FINISHED for m in remote)
         assert [m.base_offset for m in remote] == sorted(m.base_offset for m in remote)
         assert log.remote_tier.highest_uploaded_offset == remote[-1].end_offset
@@ -100,16 +101,16 @@ def test_whole_log_retention_deletes_remote_segments_and_moves_the_log_start(wee
         produce(log, clock, 10)
         run_passes(manager)
         run_passes(manager)
-        remote_before = rsm.metadata.list("t", 0)
+        remote_before = rsm.metadata.list(stored(rsm, "t", 0))
         assert remote_before and log.log_start_offset == 0
         clock.advance(30_000)  # local retention passed, the whole log's not: nothing remote goes
         run_passes(manager)
-        assert rsm.metadata.list("t", 0) == remote_before and log.log_start_offset == 0
+        assert rsm.metadata.list(stored(rsm, "t", 0)) == remote_before and log.log_start_offset == 0
         clock.advance(60_000)  # past retention.ms: remote segments below the local log go
         run_passes(manager)
-        assert rsm.metadata.list("t", 0) == [] and rsm.metadata.orphans("t", 0) == []
+        assert rsm.metadata.list(stored(rsm, "t", 0)) == [] and rsm.metadata.orphans(stored(rsm, "t", 0)) == []
         assert log.log_start_offset == log.local_log_start_offset > 0
-        keys = list(rsm.store.list("t/0/"))
+        keys = list(rsm.store.list(partition_prefix(stored(rsm, "t", 0))))
         assert keys == []
     finally:
         manager.shutdown()
@@ -141,7 +142,7 @@ def test_a_stopped_store_stalls_nothing_and_uploads_resume_when_it_is_back(tmp_p
             clock.advance(120_000)  # past the backoff
             run_passes(manager)
             run_passes(manager)
-            assert rsm.metadata.list("t", 0) and log.segment_count == 1
+            assert rsm.metadata.list(stored(rsm, "t", 0)) and log.segment_count == 1
             assert log.remote_tier.last_error is None
         finally:
             manager.shutdown()

@@ -28,6 +28,7 @@ __all__ = [
     "TOPIC_NAME_LENGTH_MAX",
     "DirKind",
     "ParsedDirName",
+    "TopicIdPartition",
     "TopicPartition",
     "delete_dir_name",
     "has_collision_chars",
@@ -66,6 +67,30 @@ class TopicPartition(NamedTuple):
 
     def __str__(self) -> str:
         return log_dir_name(self)
+
+
+_TOPIC_ID = re.compile(r"[0-9a-f]{32}")
+
+
+class TopicIdPartition(NamedTuple):
+    """A partition of one generation of a topic (Kafka's ``TopicIdPartition``): a topic deleted
+    and created again under the same name is a new topic id. What the object store keys a
+    partition's remote segments by, so one generation's objects are never another's."""
+
+    topic: str
+    partition: int
+    topic_id: str  # 32 lowercase hex digits (partition.metadata's topic.id)
+
+    def __str__(self) -> str:
+        return f"{log_dir_name(TopicPartition(self.topic, self.partition))} (topic id {self.topic_id})"
+
+    @property
+    def topic_partition(self) -> TopicPartition:
+        return TopicPartition(self.topic, self.partition)
+
+    @staticmethod
+    def is_topic_id(text: str) -> bool:
+        return _TOPIC_ID.fullmatch(text) is not None
 
 
 class DirKind:

@@ -35,12 +35,13 @@ from ..format.checkpoint import (
     REMOTE_DELETION_CHECKPOINT,
     CorruptCheckpointError,
     OffsetCheckpointFile,
+    RemoteDeletionCheckpointFile,
 )
 from ..format.clean_shutdown import CLEAN_SHUTDOWN_FILE_NAME, CleanShutdownFile
 from ..base.errors import LogDirStateError, StorageError
 from ..base.fs import REAL_FS, FileSystem
 from ..producers.producer_ids import PRODUCER_ID_BLOCK_FILE
-from ..base.topic_partition import DirKind, TopicPartition, parse_log_dir_name
+from ..base.topic_partition import DirKind, TopicIdPartition, TopicPartition, parse_log_dir_name
 
 # Cleaning snapshots (log_snapshot.py) live here; never a partition (a leading dot is not a
 # legal topic name start seglog creates, and the name has no partition number).
@@ -92,7 +93,7 @@ class LogDir:
         self.recovery_points: dict[TopicPartition, int] = {}
         self.log_start_offsets: dict[TopicPartition, int] = {}
         # Partitions of deleted tiered topics whose objects the store still holds -> deletion time.
-        self.remote_deletions: dict[TopicPartition, int] = {}
+        self.remote_deletions: dict[TopicIdPartition, int] = {}
         self.marker = CleanShutdownFile(self.path, fs=fs)
         self._recovery_point_file = OffsetCheckpointFile(
             os.path.join(self.path, RECOVERY_POINT_CHECKPOINT), fs=fs
@@ -103,7 +104,7 @@ class LogDir:
         self.cleaner_offset_file = OffsetCheckpointFile(
             os.path.join(self.path, CLEANER_OFFSET_CHECKPOINT), fs=fs
         )
-        self._remote_deletion_file = OffsetCheckpointFile(
+        self._remote_deletion_file = RemoteDeletionCheckpointFile(
             os.path.join(self.path, REMOTE_DELETION_CHECKPOINT), fs=fs
         )
         self._lock_fd: int | None = None
@@ -126,7 +127,7 @@ class LogDir:
         self.had_clean_shutdown = self.marker.delete()
         self.recovery_points = self._read_checkpoint(self._recovery_point_file)
         self.log_start_offsets = self._read_checkpoint(self._log_start_offset_file)
-        self.remote_deletions = self._read_checkpoint(self._remote_deletion_file)
+        self.remote_deletions = self._read_checkpoint(self._remote_deletion_file)  # type: ignore[assignment]
 
     def _create(self) -> None:
         if self._fs.exists(self.path):
@@ -212,7 +213,7 @@ class LogDir:
     def write_log_start_offsets(self, offsets: Mapping[TopicPartition, int]) -> None:
         self._log_start_offset_file.write(offsets)
 
-    def write_remote_deletions(self, deletions: Mapping[TopicPartition, int]) -> None:
+    def write_remote_deletions(self, deletions: Mapping[TopicIdPartition, int]) -> None:
         """Replaces the pending remote deletions (atomically: the old list or the new one)."""
         self._remote_deletion_file.write(deletions)
         self.remote_deletions = dict(deletions)

@@ -14,10 +14,18 @@ lines raises ``CorruptCheckpointError`` (the log manager logs it and proceeds as
 empty, which only costs a longer recovery). Writing is atomic: tmp + fsync + rename + directory
 fsync, so a crash leaves the old file or the new one, never a torn one.
 
-The same module serves ``recovery-point-offset-checkpoint``, ``log-start-offset-checkpoint``,
-``cleaner-offset-checkpoint`` and ``remote-deletion-checkpoint`` (partitions of deleted tiered
-topics whose objects are still to delete, the offset column their deletion time in ms); the files
-differ only in what the offsets mean.
+The same module serves ``recovery-point-offset-checkpoint``, ``log-start-offset-checkpoint`` and
+``cleaner-offset-checkpoint``; the files differ only in what the offsets mean.
+
+``remote-deletion-checkpoint`` (partitions of deleted tiered topics whose objects are still to
+delete) is the same text with version 1 and a fourth field, the topic id, since the objects are
+keyed by it (``TopicIdPartition``)::
+
+    1
+    1
+    my-topic 0 1700000000000 9c1e...    "<topic> <partition> <deletion time ms> <topic id>"
+
+A version 0 file (no topic ids: the layout before them) is ``CorruptCheckpointError``.
 """
 
 from __future__ import annotations
@@ -28,7 +36,7 @@ from collections.abc import Mapping
 
 from ..base.errors import CorruptCheckpointError
 from ..base.fs import REAL_FS, FileSystem
-from ..base.topic_partition import TopicPartition
+from ..base.topic_partition import TopicIdPartition, TopicPartition
 
 __all__ = [
     "CHECKPOINT_VERSION",
@@ -38,6 +46,7 @@ __all__ = [
     "REMOTE_DELETION_CHECKPOINT",
     "CorruptCheckpointError",
     "OffsetCheckpointFile",
+    "RemoteDeletionCheckpointFile",
     "format_offsets",
     "parse_offsets",
 ]
@@ -48,6 +57,7 @@ CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
 REMOTE_DELETION_CHECKPOINT = "remote-deletion-checkpoint"
 
 CHECKPOINT_VERSION = 0
+REMOTE_DELETION_CHECKPOINT_VERSION = 1
 
 # Java's Integer/Long.parseInt alphabet (optional sign, ASCII digits). Python's int() would also
 # accept surrounding spaces and '_' separators, which Kafka rejects.
@@ -96,6 +106,40 @@ def parse_offsets(text: str, location: str = "<checkpoint>") -> dict[TopicPartit
             f"found {len(entry_lines)}"
         )
     return offsets
+
+
+def format_remote_deletions(deletions: Mapping[TopicIdPartition, int]) -> bytes:
+    lines = [str(REMOTE_DELETION_CHECKPOINT_VERSION), str(len(deletions))]
+    for tp in sorted(deletions):
+        assert " " not in tp.topic and tp.topic and TopicIdPartition.is_topic_id(tp.topic_id), tp
+        lines.append(f"{tp.topic} {tp.partition} {deletions[tp]} {tp.topic_id}")
+    return ("\n".join(lines) + "\n").encode("utf-8")
+
+
+def parse_remote_deletions(text: str, location: str = "<checkpoint>") -> dict[TopicIdPartition, int]:
+    lines = _read_lines(text)
+    if not lines:
+        return {}
+    version = _parse_int(lines[0], location, _INT32_MIN, _INT32_MAX)
+    if version != REMOTE_DELETION_CHECKPOINT_VERSION:
+        raise CorruptCheckpointError(
+            f"unrecognised version {version} in checkpoint file {location}, expected "
+            f"{REMOTE_DELETION_CHECKPOINT_VERSION} (entries with topic ids)")
+    if len(lines) == 1:
+        return {}
+    expected_count = _parse_int(lines[1], location, _INT32_MIN, _INT32_MAX)
+    deletions: dict[TopicIdPartition, int] = {}
+    for line in lines[2:]:
+        fields = [f for f in _WHITESPACE.split(line) if f]
+        if len(fields) != 4 or not TopicIdPartition.is_topic_id(fields[3]):
+            raise _malformed(line, location)
+        partition = _parse_int(fields[1], location, 0, _INT32_MAX, line)
+        deletions[TopicIdPartition(fields[0], partition, fields[3])] = _parse_int(
+            fields[2], location, _INT64_MIN, _INT64_MAX, line)
+    if len(lines) - 2 != expected_count:
+        raise CorruptCheckpointError(
+            f"expected {expected_count} entries in checkpoint file {location}, found {len(lines) - 2}")
+    return deletions
 
 
 def _read_lines(text: str) -> list[str]:
@@ -178,3 +222,18 @@ class OffsetCheckpointFile:
             return b"".join(chunks)
         finally:
             self._fs.close(fd)
+
+
+class RemoteDeletionCheckpointFile(OffsetCheckpointFile):
+    """``remote-deletion-checkpoint``: deleted tiered partitions (with their topic ids) -> the
+    deletion time in ms."""
+
+    def read(self) -> dict[TopicIdPartition, int]:  # type: ignore[override]
+        try:
+            text = self._read_bytes().decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise CorruptCheckpointError(f"checkpoint file {self._path} is not UTF-8 text: {exc}") from None
+        return parse_remote_deletions(text, self._path)
+
+    def write(self, deletions: Mapping[TopicIdPartition, int]) -> None:  # type: ignore[override]
+        self._fs.write_atomically(self._path, format_remote_deletions(deletions))

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 from ..base.clock import Clock
 from ..base.errors import CorruptRemoteObjectError, RemoteStorageError, RemoteStorageUnavailableError
+from ..base.topic_partition import TopicIdPartition
 from ..remote.remote_chunk_cache import RemoteChunkCache
 from ..remote.remote_segment_metadata import RemoteLogSegmentMetadata
 from ..remote.remote_storage_manager import LogSegmentData, RemoteStorageManager
@@ -57,10 +58,12 @@ class RemoteRetention:
 
 
 class RemoteLogTier:
-    def __init__(self, rsm: RemoteStorageManager, topic: str, partition: int, clock: Clock,
+    def __init__(self, rsm: RemoteStorageManager, tp: TopicIdPartition, clock: Clock,
                  cache: RemoteChunkCache | None = None, *, checkpoint_log_start_offset: int = 0) -> None:
         self._rsm = rsm
-        self._topic, self._partition = topic, partition
+        # The topic id keys the partition's objects: this generation's only (remote_log_metadata.py).
+        self.topic_id_partition = tp
+        self._topic, self._partition = tp.topic, tp.partition
         self._clock = clock
         self._cache = cache
         # The log start offset of the checkpoint the log loaded with: the log start once the
@@ -68,6 +71,7 @@ class RemoteLogTier:
         self.checkpoint_log_start_offset = checkpoint_log_start_offset
         self._lock = threading.Lock()  # the remote segment list and the backoff
         self._segments: list[RemoteLogSegmentMetadata] | None = None  # None: not loaded yet
+        self._stale = False  # reload(): read the list again at the next load
         self._failures = 0
         self._next_attempt_ms = 0
         self.uploaded_segment_count = 0
@@ -79,21 +83,29 @@ class RemoteLogTier:
         """Read the partition's COPY_SEGMENT_FINISHED records (once); False while the store is
         down (the caller retries at its next pass)."""
         with self._lock:
-            if self._segments is not None:
+            if self._segments is not None and not self._stale:
                 return True
         try:
-            found = self._rsm.metadata.list(self._topic, self._partition)
+            found = self._rsm.metadata.list(self.topic_id_partition)
         except RemoteStorageError as exc:
             self._failed(exc)
             return False
         with self._lock:
-            if self._segments is None:
+            if self._segments is None or self._stale:
                 self._segments = sorted(found, key=lambda m: m.base_offset)
+                self._stale = False
         return True
+
+    def reload(self) -> None:
+        """The next ``load`` reads the segment list from the store again (a partition this
+        instance just became the owner of: its previous owner uploaded meanwhile); reads use the
+        list known until then."""
+        with self._lock:
+            self._stale = True
 
     @property
     def loaded(self) -> bool:
-        return self._segments is not None
+        return self._segments is not None and not self._stale
 
     def segments(self) -> list[RemoteLogSegmentMetadata]:
         with self._lock:
@@ -132,7 +144,7 @@ class RemoteLogTier:
         copied = 0
         for data in candidates(self.highest_uploaded_offset):
             try:
-                metadata = self._rsm.copy_log_segment(data)
+                metadata = self._rsm.copy_log_segment(self.topic_id_partition.topic_id, data)
             except (RemoteStorageError, OSError) as exc:
                 # OSError: the segment's files went (its topic was deleted): an orphan remains.
                 self._failed(exc if isinstance(exc, RemoteStorageError)

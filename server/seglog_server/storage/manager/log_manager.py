@@ -52,6 +52,7 @@ from . import log_maintenance as jobs
 from ..format.clean_shutdown import NO_BROKER_EPOCH
 from ..base.clock import SYSTEM_CLOCK, Clock
 from ..base.errors import (
+    CorruptTopicMetadataError,
     InvalidConfigError,
     LogDirOfflineError,
     ResourceExhaustedError,
@@ -85,9 +86,16 @@ from .log_manager_statistics import (
     TopicDescription,
     build_statistics,
 )
-from ..format.topic_metadata import TOPIC_METADATA_FILE_NAME, TopicMetadata, new_topic_id, write_topic_metadata
+from ..format.topic_metadata import (
+    TOPIC_METADATA_FILE_NAME,
+    TopicMetadata,
+    new_topic_id,
+    read_topic_metadata,
+    write_topic_metadata,
+)
 from ..base.topic_partition import (
     PARTITION_COUNT_MAX,
+    TopicIdPartition,
     TopicPartition,
     delete_dir_name,
     partition_path,
@@ -176,10 +184,10 @@ class LogManager:
             self._remote_cache = RemoteChunkCache(
                 remote_fetch_cache_bytes, min(CHUNK_BYTES_DEFAULT, remote_fetch_cache_bytes))
         self._uploader: RemoteUploader | None = None
-        # Partitions of deleted tiered topics whose objects the next remote pass deletes (a
+        # Partitions (with their topic ids) of deleted tiered topics whose objects the next remote pass deletes (a
         # topic of the same name is refused until then: its keys would find them), with the log
         # directory whose remote-deletion-checkpoint records them (so a crash forgets none).
-        self._remote_deletions: dict[TopicPartition, LogDir] = {}
+        self._remote_deletions: dict[TopicIdPartition, LogDir] = {}
         # Orphans (a copy a crash interrupted) older than this go at the first remote pass and
         # every REMOTE_ORPHAN_CHECK_MS; younger ones may be a copy still in flight elsewhere.
         self._remote_orphan_grace_ms = remote_orphan_grace_ms
@@ -338,8 +346,12 @@ class LogManager:
         if config.remote_storage_enable and self._remote_storage is not None:
             from ..log.remote_log_tier import RemoteLogTier
 
-            tier = RemoteLogTier(self._remote_storage, tp.topic, tp.partition, self._clock, self._remote_cache,
-                                 checkpoint_log_start_offset=log_start_offset)
+            metadata = read_topic_metadata(path, fs=self._fs)
+            if metadata is None:  # a tiered topic's partition was created with its topic.id
+                raise CorruptTopicMetadataError(f"{path}: no {TOPIC_METADATA_FILE_NAME}, so no topic id to "
+                                                "key its remote segments by")
+            tier = RemoteLogTier(self._remote_storage, TopicIdPartition(tp.topic, tp.partition, metadata.topic_id),
+                                 self._clock, self._remote_cache, checkpoint_log_start_offset=log_start_offset)
             tier.load()  # the store down: retried by the next remote pass
             log.attach_remote_tier(tier)
         elif config.remote_storage_enable:
@@ -384,8 +396,11 @@ class LogManager:
         configs: Mapping[str, str] | None = None,
         *,
         validate_only: bool = False,
+        topic_id: str | None = None,
     ) -> LogConfig:
         """Creates ``partition_count`` empty partitions; returns the topic's effective config.
+        ``topic_id``: the topic's id (32 hex digits) when it is chosen elsewhere (a cluster's,
+        the same on every instance); a new random one by default.
 
         Raises InvalidTopicError (bad or colliding name), InvalidConfigError (bad config or
         partition count), TopicExistsError, LogDirOfflineError (no usable directory, or one
@@ -411,7 +426,7 @@ class LogManager:
                 raise LogDirOfflineError("no log directory is online to hold a new topic")
             if validate_only:
                 return config
-            entry = TopicEntry(topic, new_topic_id(), config, overrides, partition_count)
+            entry = TopicEntry(topic, topic_id or new_topic_id(), config, overrides, partition_count)
             self._create_partitions(entry, entry.partitions())
             self._counters.topics_created += 1
             _log.info(
@@ -527,7 +542,8 @@ class LogManager:
         crash can no longer forget the objects (a local file, not a marker in the store: the
         answer must not wait for a store that may be down). A failed write deletes nothing."""
         served = [(tp, self._registry.find(tp)) for tp in entry.partitions()]
-        tiered = [(tp, p.log_dir) for tp, p in served if p is not None and p.log.remote_tier is not None]
+        tiered = [(p.log.remote_tier.topic_id_partition, p.log_dir) for _, p in served
+                  if p is not None and p.log.remote_tier is not None]
         now_ms = self._now_ms()
         for log_dir in {id(d): d for _, d in tiered}.values():
             recorded = dict(log_dir.remote_deletions)
@@ -547,7 +563,7 @@ class LogManager:
         if self._remote_storage is None:
             return
         for log_dir in self._online_dirs():
-            live = {tp for tp in log_dir.remote_deletions if self._registry.topic(tp.topic) is not None}
+            live = {tp for tp in log_dir.remote_deletions if self._is_live_topic(tp.topic, tp.topic_id)}
             self._remote_deletions.update((tp, log_dir) for tp in log_dir.remote_deletions if tp not in live)
             if live:
                 kept = {tp: ms for tp, ms in log_dir.remote_deletions.items() if tp not in live}
@@ -558,6 +574,10 @@ class LogManager:
                                  sorted(live), log_dir.path, exc)
         if self._remote_deletions:
             _log.info("resuming the remote deletion of %d partitions of deleted topics", len(self._remote_deletions))
+
+    def _is_live_topic(self, topic: str, topic_id: str) -> bool:
+        entry = self._registry.topic(topic)
+        return entry is not None and entry.topic_id == topic_id
 
     def _rename_for_deletion(
         self, partitions: list[tuple[TopicPartition, PartitionEntry]]
@@ -850,10 +870,10 @@ class LogManager:
             cache_hit_count=cache.hit_count, cache_miss_count=cache.miss_count,
             store_error_counts=errors, orphans_deleted=self.remote_orphans_deleted)
 
-    def _delete_remote_partition(self, tp: TopicPartition) -> None:
+    def _delete_remote_partition(self, tp: TopicIdPartition) -> None:
         assert self._remote_storage is not None
         try:
-            count = self._remote_storage.delete_partition(tp.topic, tp.partition)
+            count = self._remote_storage.delete_partition(tp)
         except Exception as exc:  # noqa: BLE001 - kept for the next pass
             _log.warning("deleting the remote segments of deleted %s failed (retried at the next pass): %s",
                          tp, exc)
@@ -873,7 +893,7 @@ class LogManager:
         interrupted copy) and every REMOTE_ORPHAN_CHECK_MS."""
         assert self._remote_storage is not None
         try:
-            count = self._remote_storage.cleanup_orphans(log.topic, log.partition,
+            count = self._remote_storage.cleanup_orphans(log.remote_tier.topic_id_partition,
                                                          older_than_ms=self._remote_orphan_grace_ms)
         except Exception as exc:  # noqa: BLE001 - the next check retries
             _log.warning("orphan cleanup of %r failed: %s", log, exc)

@@ -15,10 +15,12 @@ Only COPY_SEGMENT_FINISHED is ever read. The record is written before the first 
 and after its last, so whatever a crash interrupts is a record in a non-readable state: an orphan
 whose objects cleanup deletes.
 
-The JSON layout, version 1 (one small object per segment, rewritten at each state change)::
+The JSON layout, version 2 (one small object per segment, rewritten at each state change; version
+1 had no topic id and is not read)::
 
-    {"version": 1,
+    {"version": 2,
      "topic": "events", "partition": 0,
+     "topic_id": "9c1e...",              32 hex digits: the topic's generation (partition.metadata)
      "segment_id": "5f0c...",            32 hex digits, random: the object keys' uniquifier
      "base_offset": 100, "end_offset": 199,   first and last offset the segment holds
      "max_timestamp_ms": 1700000000000,
@@ -37,6 +39,7 @@ import uuid
 from dataclasses import dataclass, field, replace
 
 from ..base.errors import CorruptRemoteObjectError
+from ..base.topic_partition import TopicIdPartition
 
 __all__ = [
     "FILE_KINDS",
@@ -47,7 +50,7 @@ __all__ = [
     "new_segment_id",
 ]
 
-METADATA_VERSION = 1
+METADATA_VERSION = 2
 # A record holds a few numbers and at most a few thousand leader epochs; 1 MiB bounds what a
 # damaged or hostile object can make us allocate and parse.
 METADATA_BYTES_MAX = 1024 * 1024
@@ -96,12 +99,18 @@ class RemoteLogSegmentMetadata:
     state: RemoteLogSegmentState
     event_timestamp_ms: int
     leader_epochs: tuple[tuple[int, int], ...] = field(default=())
+    topic_id: str = field(kw_only=True)  # the topic's generation (TopicIdPartition)
 
     def __post_init__(self) -> None:
         assert _SEGMENT_ID.fullmatch(self.segment_id), self.segment_id
+        assert TopicIdPartition.is_topic_id(self.topic_id), self.topic_id
         assert 0 <= self.base_offset <= self.end_offset, (self.base_offset, self.end_offset)
         assert set(self.files) <= set(FILE_KINDS), self.files
         assert ".log" in self.files
+
+    @property
+    def topic_id_partition(self) -> TopicIdPartition:
+        return TopicIdPartition(self.topic, self.partition, self.topic_id)
 
     @property
     def segment_bytes(self) -> int:
@@ -114,7 +123,7 @@ class RemoteLogSegmentMetadata:
     def to_json(self) -> bytes:
         return json.dumps({
             "version": METADATA_VERSION,
-            "topic": self.topic, "partition": self.partition,
+            "topic": self.topic, "partition": self.partition, "topic_id": self.topic_id,
             "segment_id": self.segment_id,
             "base_offset": self.base_offset, "end_offset": self.end_offset,
             "max_timestamp_ms": self.max_timestamp_ms,
@@ -151,8 +160,10 @@ def _from_fields(raw: dict) -> RemoteLogSegmentMetadata:
     for name in numbers:
         if not isinstance(raw[name], int) or isinstance(raw[name], bool):
             raise ValueError(f"{name} must be an integer, found {raw[name]!r}")
-    if not isinstance(raw["topic"], str) or not isinstance(raw["segment_id"], str):
-        raise ValueError("topic and segment_id must be strings")
+    if not all(isinstance(raw[name], str) for name in ("topic", "topic_id", "segment_id")):
+        raise ValueError("topic, topic_id and segment_id must be strings")
+    if not TopicIdPartition.is_topic_id(raw["topic_id"]):
+        raise ValueError(f"topic_id must be 32 hex digits, found {raw['topic_id']!r}")
     # The dataclass asserts these too; data from the store is checked here, where -O keeps it.
     if not _SEGMENT_ID.fullmatch(raw["segment_id"]):
         raise ValueError(f"segment_id must be 32 hex digits, found {raw['segment_id']!r}")
@@ -161,7 +172,8 @@ def _from_fields(raw: dict) -> RemoteLogSegmentMetadata:
     if ".log" not in files or not set(files) <= set(FILE_KINDS):
         raise ValueError(f"files must include .log and only {FILE_KINDS}, found {sorted(files)}")
     return RemoteLogSegmentMetadata(
-        topic=raw["topic"], partition=raw["partition"], segment_id=raw["segment_id"],
+        topic=raw["topic"], partition=raw["partition"], topic_id=raw["topic_id"],
+        segment_id=raw["segment_id"],
         base_offset=raw["base_offset"], end_offset=raw["end_offset"],
         max_timestamp_ms=raw["max_timestamp_ms"], files=dict(files),
         state=RemoteLogSegmentState[raw["state"]],

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from ..base.clock import Clock, SystemClock
 from ..base.errors import CorruptRemoteObjectError, RemoteStorageError
 from ..base.fs import REAL_FS, FileSystem
+from ..base.topic_partition import TopicIdPartition
 from .object_store import ObjectStore
 from .remote_log_metadata import RemoteLogMetadata, partition_prefix, segment_object_key
 from .remote_segment_metadata import (
@@ -84,12 +85,13 @@ class RemoteStorageManager:
         self._step_hook = step_hook or (lambda step: None)
 
     # -- copy ---------------------------------------------------------------------------------
-    def copy_log_segment(self, data: LogSegmentData) -> RemoteLogSegmentMetadata:
-        """Upload the segment under a new id; returns its COPY_SEGMENT_FINISHED record. Any
-        failure leaves at most an orphan (COPY_SEGMENT_STARTED) and raises a RemoteStorageError."""
+    def copy_log_segment(self, topic_id: str, data: LogSegmentData) -> RemoteLogSegmentMetadata:
+        """Upload the segment of topic ``topic_id`` (the generation: the log's topic.id) under a
+        new id; returns its COPY_SEGMENT_FINISHED record. Any failure leaves at most an orphan
+        (COPY_SEGMENT_STARTED) and raises a RemoteStorageError."""
         sources = self._sources(data)
         started = RemoteLogSegmentMetadata(
-            topic=data.topic, partition=data.partition, segment_id=new_segment_id(),
+            topic=data.topic, partition=data.partition, topic_id=topic_id, segment_id=new_segment_id(),
             base_offset=data.base_offset, end_offset=data.end_offset,
             max_timestamp_ms=data.max_timestamp_ms,
             files={kind: size for kind, (_, size) in sources.items()},
@@ -210,21 +212,22 @@ class RemoteStorageManager:
         self.metadata.remove(metadata)
         self._step_hook("record_removed")
 
-    def delete_partition(self, topic: str, partition: int) -> int:
+    def delete_partition(self, tp: TopicIdPartition) -> int:
         """Delete every segment of a deleted partition (any state, each through its deletion
-        states), then any object left under its prefix; returns how many segments went."""
-        records = self.metadata.records(topic, partition)
+        states), then any object left under its prefix; returns how many segments went. Only
+        that topic id's prefix: a later topic of the same name is another prefix."""
+        records = self.metadata.records(tp)
         for metadata in records:
             self.delete_log_segment(metadata)
-        leftover = list(self.store.list(partition_prefix(topic, partition)))
+        leftover = list(self.store.list(partition_prefix(tp)))
         if leftover:
             self.store.delete(leftover)
         return len(records)
 
-    def cleanup_orphans(self, topic: str, partition: int, *, older_than_ms: int = 0) -> int:
+    def cleanup_orphans(self, tp: TopicIdPartition, *, older_than_ms: int = 0) -> int:
         """Delete every orphan of the partition (whose state is at least ``older_than_ms`` old);
         returns how many. Run where no copy of the partition is in flight."""
-        orphans = self.metadata.orphans(topic, partition, now_ms=self._clock.time_ms(),
+        orphans = self.metadata.orphans(tp, now_ms=self._clock.time_ms(),
                                         older_than_ms=older_than_ms)
         for orphan in orphans:
             self.delete_log_segment(orphan)

@@ -26,7 +26,7 @@ KAFKA_TRANSITIONS = {
 
 
 def record(**changes):
-    fields = dict(topic="events", partition=3, segment_id=new_segment_id(), base_offset=100,
+    fields = dict(topic="events", partition=3, topic_id="0123456789abcdef0123456789abcdef", segment_id=new_segment_id(), base_offset=100,
                   end_offset=199, max_timestamp_ms=5, files={".log": 10, ".index": 8},
                   state=S.COPY_SEGMENT_STARTED, event_timestamp_ms=7, leader_epochs=((1, 100),))
     fields.update(changes)
@@ -57,7 +57,9 @@ def test_json_round_trip(base, length, state, files, epochs, topic):
 
 
 @pytest.mark.parametrize(("change", "message"), [
-    ({"version": 2}, "version 2, expected 1"),
+    ({"version": 1}, "version 1, expected 2"),  # the layout before topic ids
+    ({"topic_id": "../events"}, "topic_id must be 32 hex digits"),
+    ({"topic_id": 7}, "must be strings"),
     ({"state": "COPY_SEGMENT_HALF"}, "cannot be parsed"),
     ({"segment_id": "../../etc"}, "32 hex digits"),
     ({"base_offset": 10, "end_offset": 9}, "not a range"),
@@ -75,7 +77,7 @@ def test_damaged_record_is_a_corrupt_remote_object_naming_the_key(change, messag
 
 
 def test_not_json_and_missing_fields_are_corrupt():
-    for data in (b"\xff\x00", b"[]", b"{}", b'{"version": 1}'):
+    for data in (b"\xff\x00", b"[]", b"{}", b'{"version": 2}'):
         with pytest.raises(CorruptRemoteObjectError, match="cannot be parsed"):
             RemoteLogSegmentMetadata.from_json(data, "k")
 
