@@ -151,6 +151,8 @@ class ClusterNode:
         # Producer ids from the cluster's counter, not this instance's files (whose floor is
         # only its own clock: two instances would hand out overlapping ids).
         self._manager.use_producer_id_blocks(self.reserve_producer_id_block)
+        # Tiered partitions: the owner alone uploads, cleans and applies retention in the store.
+        self._manager.set_remote_owner_check(self.uploads_here)
         self._membership.start()
         self._cache.start()
         ready = await asyncio.to_thread(self._wait_ready, self.config.lease_ttl_s)
@@ -185,6 +187,18 @@ class ClusterNode:
         # Revoked: the instance key goes now, and the others see this instance gone at once.
         await asyncio.to_thread(self._membership.stop, True)
         await asyncio.to_thread(self._cache.stop)
+
+    def uploads_here(self, topic: str, partition: int) -> bool:
+        """Whether this instance keeps the partition's remote segments (uploads, orphan cleanup,
+        the whole log's retention): its owner in the watched view, and not the source of a move
+        in its final catch-up (the target uploads once the move commits, from what the store
+        then holds). A copy held for another owner uploads nothing: the store would get each
+        segment twice, counted twice by retention.bytes."""
+        record = self._cache.owner_of(topic, partition)
+        if record is None or record.owner != self.config.instance_id:
+            return False
+        move = self._cache.move_of(topic, partition)
+        return move is None or move.get("state") != "final"
 
     # -- CreateTopic ----------------------------------------------------------------------------
     def create_topic(self, topic: str, partition_count: int, configs: Mapping[str, str]) -> None:

@@ -194,6 +194,12 @@ class LogManager:
         self._next_orphan_check_ms = 0
         self.remote_orphans_deleted = 0
         self.remote_uploaded_segments = self.remote_uploaded_bytes = 0
+        # Cluster mode: (topic, partition) -> whether this instance uploads, cleans and applies
+        # the whole log's retention for the partition's remote segments now (set_remote_owner_check);
+        # None: every tiered log here (one process). The partitions the last pass did so for: one
+        # coming back to this instance reads its remote segment list again first.
+        self._remote_owner_check: Callable[[str, int], bool] | None = None
+        self._remote_owned: set[TopicPartition] = set()
         self._admin_lock = threading.RLock()
         self._state = _NEW
         self._registry = TopicRegistry(default_config)
@@ -358,6 +364,14 @@ class LogManager:
             _log.warning("%s: remote.storage.enable=true but the service has no --remote-storage: "
                          "its segments stay local", path)
         return log
+
+    def set_remote_owner_check(self, check: Callable[[str, int], bool] | None) -> None:
+        """Cluster mode: only partitions ``check(topic, partition)`` says this instance owns (and
+        is not handing over) are uploaded, cleaned of orphans and kept by retention in the store;
+        the other copies held here leave the store to their owner. A partition that becomes owned
+        reads its remote segments from the store again before its first upload (its previous
+        owner's uploads since the copy was opened)."""
+        self._remote_owner_check = check
 
     def set_change_listener(self, listener: ChangeListener | None) -> None:
         """Who is told (``(topic, partition)``, from any thread) after a partition's offsets
@@ -839,9 +853,25 @@ class LogManager:
         for log in tiered:
             if self._state != _RUNNING:
                 return  # shutting down: the next start picks up where this pass stopped
+            if not self._uploads_here(log):
+                continue
             if check_orphans:
                 self._cleanup_orphans(log)
             self._remote_pass(log)
+
+    def _uploads_here(self, log: Log) -> bool:
+        check = self._remote_owner_check
+        if check is None:
+            return True
+        tp = TopicPartition(log.topic, log.partition)
+        if not check(log.topic, log.partition):
+            self._remote_owned.discard(tp)
+            return False
+        if tp not in self._remote_owned:
+            self._remote_owned.add(tp)
+            assert log.remote_tier is not None
+            log.remote_tier.reload()  # loaded again by this pass, before anything is uploaded
+        return True
 
     def remote_statistics(self) -> RemoteTierStatistics:
         """The remote tier's figures (the metrics' remote section); zeros without a store."""
@@ -849,10 +879,11 @@ class LogManager:
         if rsm is None:
             return RemoteTierStatistics(store_error_counts=dict.fromkeys(REMOTE_STORE_OPERATIONS, 0))
         lag_bytes, oldest_ms = 0, -1
-        for _, partition in self._online_partitions():
+        check = self._remote_owner_check
+        for tp, partition in self._online_partitions():
             tier = partition.log.remote_tier
-            if tier is None:
-                continue
+            if tier is None or (check is not None and not check(tp.topic, tp.partition)):
+                continue  # another instance's to upload: its lag is counted there
             log_bytes, log_oldest_ms = partition.log.upload_lag(tier.highest_uploaded_offset)
             lag_bytes += log_bytes
             if log_oldest_ms >= 0 and (oldest_ms < 0 or log_oldest_ms < oldest_ms):
