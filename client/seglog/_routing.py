@@ -11,8 +11,10 @@ forwarding. Kafka's clients keep a metadata cache and a connection per broker; s
 - ``follow(topic, partition, error, used)`` after a refusal: the hinted owner is routed at once
   and ``ClusterService.Metadata`` is asked (once for all the partitions refused together), so the
   other partitions of the cluster are routed right from then on. An ``OwnerUnavailableError`` or
-  a routed owner that no longer answers (UNAVAILABLE) refreshes the metadata too. True when the
-  partition now routes elsewhere: the caller repeats its request once there.
+  a routed owner that no longer answers (UNAVAILABLE, or no answer within the request timeout: a
+  paused or partitioned owner, as Kafka's client refreshes metadata on a request timeout) refreshes
+  the metadata too. True when the partition now routes elsewhere: the caller repeats its request
+  once there.
 
 The same holds for every request naming a partition (docs/cluster.md): ``at_owner`` sends one at
 the partition's owner and repeats it once where a refusal points (DeleteRecords, ExplainLookup);
@@ -43,6 +45,7 @@ from seglog.client import Transport
 from seglog.errors import (
     NotPartitionOwnerError,
     OwnerUnavailableError,
+    RequestTimeoutError,
     SeglogError,
     ServiceOverloadedError,
     ServiceUnavailableError,
@@ -51,7 +54,11 @@ from seglog.structs import ClusterInstance, ClusterMetadata, PartitionOwner, Top
 from seglog.v1 import cluster_pb2 as cluster_pb
 from seglog.v1 import log_service_pb2 as pb
 
-__all__ = ["CoordinatorTransport", "Router", "RouterStatistics", "metadata_from"]
+__all__ = ["FOLLOWED_ERRORS", "CoordinatorTransport", "Router", "RouterStatistics", "metadata_from"]
+
+# The errors after which a request naming a partition (or a group) asks where it lives now: a
+# refusal naming the owner, and a routed owner that is down or does not answer in time.
+FOLLOWED_ERRORS = (NotPartitionOwnerError, ServiceUnavailableError, RequestTimeoutError)
 
 _T = TypeVar("_T")
 # A group call's sends at most: a routed coordinator that is gone, the bootstrap instance, and the
@@ -115,7 +122,7 @@ class Router:
             transport = self.transport_for(topic, partition)
             try:
                 return await send(transport)
-            except (NotPartitionOwnerError, ServiceUnavailableError) as error:
+            except FOLLOWED_ERRORS as error:
                 if attempt or not await self.follow(topic, partition, error, transport):
                     raise
         raise AssertionError("unreachable: the second attempt returns or raises")  # pragma: no cover
@@ -134,7 +141,7 @@ class Router:
             transport = self.bootstrap if address is None else self._channel_to(address)
             try:
                 return await send(transport)
-            except (NotPartitionOwnerError, ServiceUnavailableError) as error:
+            except FOLLOWED_ERRORS as error:
                 # The hint is learnt even on the last attempt: the caller's retry goes there.
                 if not self._follow_coordinator(group, error, transport) or attempt == _COORDINATOR_ATTEMPTS - 1:
                     raise
@@ -208,7 +215,7 @@ class Router:
         request = pb.OffsetsForTimesRequest(partitions=[targets[n] for n in numbers])
         try:
             response = await transport.offsets_for_times(request)
-        except ServiceUnavailableError as error:
+        except (ServiceUnavailableError, RequestTimeoutError) as error:
             if last or not _worth_following(error, transport is not self.bootstrap):
                 raise
             return numbers
@@ -314,10 +321,13 @@ class CoordinatorTransport:
 
 
 def _worth_following(error: SeglogError, routed: bool) -> bool:
-    """A refusal naming the owner, or a routed owner's channel that no longer answers."""
+    """A refusal naming the owner, or a routed owner's channel that no longer answers (down, or
+    silent past the request timeout)."""
     if isinstance(error, NotPartitionOwnerError | OwnerUnavailableError):
         return True
-    return routed and isinstance(error, ServiceUnavailableError) and not isinstance(error, ServiceOverloadedError)
+    if isinstance(error, ServiceOverloadedError):
+        return False  # alive, and busy: asking elsewhere changes nothing
+    return routed and isinstance(error, ServiceUnavailableError | RequestTimeoutError)
 
 
 def metadata_from(response: cluster_pb.MetadataResponse) -> ClusterMetadata:

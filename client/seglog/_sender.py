@@ -33,12 +33,11 @@ import grpc
 from seglog._accumulator import ProducerBatch, RecordAccumulator
 from seglog._idempotence import Idempotence, ProducerFields
 from seglog._producer_config import ProducerConfig
-from seglog._routing import Router
+from seglog._routing import FOLLOWED_ERRORS, Router
 from seglog._send_window import SendWindow, WindowEntry
 from seglog.client import Transport
 from seglog.errors import (
     ClientClosedError,
-    NotPartitionOwnerError,
     OutOfOrderSequenceError,
     SeglogError,
     ServiceError,
@@ -362,7 +361,7 @@ class Sender:
         transport = self._router.transport_for(topic, partition)
         try:
             return await self._produce_on(transport, topic, partition, records)
-        except (NotPartitionOwnerError, ServiceUnavailableError) as error:
+        except FOLLOWED_ERRORS as error:
             if self.closed or not await self._router.follow(topic, partition, error, transport):
                 raise
         return await self._produce_on(self._router.transport_for(topic, partition), topic, partition, records)

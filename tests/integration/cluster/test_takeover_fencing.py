@@ -1,8 +1,10 @@
 """An owner paused (SIGSTOP) past its lease while another instance takes its partition over
 uncleanly, then resumed (SIGCONT): real etcd, real service processes (conftest.py).
 
-Produce goes on throughout through an idempotent Producer bootstrapped with both instances. The
-paused owner's late writes (produces queued while it was stopped, and produces sent to it after
+Produce goes on throughout through one idempotent Producer: its sends in flight to the paused owner
+time out, and each timeout refreshes its metadata, so it follows the partition to its new owner
+once the takeover commits (before, it kept retrying at the paused owner until its retries ran
+out). The paused owner's late writes (produces queued while it was stopped, and produces sent to it after
 SIGCONT) are never acknowledged; the takeover starts the partition past every offset the old
 owner could have acknowledged (its offset ceiling in etcd), so no (partition, offset) is ever
 acknowledged twice. The takeover is refused unless asked for as unclean, and while the owner is
@@ -63,15 +65,20 @@ def test_a_paused_owner_taken_over_uncleanly_acknowledges_no_late_write_and_no_o
 
     acknowledged: list[tuple[int, int]] = []
 
-    def produce(bootstrap: str, count: int) -> None:
-        with Producer(bootstrap, linger_ms=1) as producer:
-            futures = [producer.send(TOPIC, f"{bootstrap}-{n}".encode(), partition=0) for n in range(count)]
-            acknowledged.extend((meta.partition, meta.offset) for meta in (f.result(timeout=60) for f in futures))
+    def sent(producer: Producer, tag: str, count: int) -> list:
+        return [producer.send(TOPIC, f"{tag}-{n}".encode(), partition=0) for n in range(count)]
 
-    produce(b.address, 200)  # routed to the owner a by b's hint
+    def acknowledge(futures: list) -> None:
+        acknowledged.extend((meta.partition, meta.offset) for meta in (f.result(timeout=90) for f in futures))
+
+    # One producer across the pause: its request timeout paces the retries at the paused owner,
+    # and enough of them outlast the lease and the takeover.
+    producer = Producer(b.address, linger_ms=1, request_timeout_ms=1500, retries=40)
+    acknowledge(sent(producer, "before", 200))  # routed to the owner a by b's hint
     late: list = []
     a.signal(signal.SIGSTOP)
     try:
+        paused = sent(producer, "paused", 200)  # in flight to the stopped owner
         writers = [threading.Thread(target=_late_write, args=(a, late)) for _ in range(3)]
         for writer in writers:  # queued at the stopped owner, answered after SIGCONT
             writer.start()
@@ -81,9 +88,12 @@ def test_a_paused_owner_taken_over_uncleanly_acknowledges_no_late_write_and_no_o
         assert (takeover.from_instance, takeover.epoch) == ("a", 1)
         # Past every offset a was allowed to acknowledge: a new epoch's first block of offsets.
         assert takeover.start_offset == OFFSET_BLOCK
-        produce(b.address, 200)
+        acknowledge(paused)  # delivered at b, the producer having followed the takeover
+        assert producer.statistics().retries > 0
+        acknowledge(sent(producer, "taken", 200))
     finally:
         a.signal(signal.SIGCONT)
+        producer.close()
     for writer in writers:
         writer.join()
     # Straight after SIGCONT, and on until a, registered again, has the takeover in its view.
@@ -94,7 +104,8 @@ def test_a_paused_owner_taken_over_uncleanly_acknowledges_no_late_write_and_no_o
     with Admin(a.address) as admin_a:
         _until(lambda: any(i.instance_id == "a" and i.alive for i in admin_a.metadata().instances),
                what="a registered again, in its own view")
-    produce(a.address, 100)
+    with Producer(a.address, linger_ms=1) as fresh:  # bootstrapped at a: routed to b by a's hint
+        acknowledge(sent(fresh, "after", 100))
 
     assert "OK" not in late, late
     assert {answer[0] for answer in late} <= {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.FAILED_PRECONDITION}, late

@@ -15,6 +15,7 @@ from seglog.errors import (
     NotPartitionOwnerError,
     OwnerUnavailableError,
     QuotaExceededError,
+    RequestTimeoutError,
     ServiceUnavailableError,
     error_from_rpc,
     error_from_status,
@@ -78,6 +79,8 @@ def test_other_failed_preconditions_and_a_malformed_epoch_stay_as_they_were():
         (ServiceUnavailableError("down"), False, False),  # the bootstrap instance: nothing to learn
         (QuotaExceededError("slow down"), True, False),
         (FailedPreconditionError("x"), True, False),
+        (RequestTimeoutError("silent"), True, True),  # a routed owner paused or cut off
+        (RequestTimeoutError("silent"), False, False),
     ],
 )
 def test_the_router_follows_owner_refusals_and_a_dead_routed_owner_only(error, routed, followed):
