@@ -263,6 +263,22 @@ What works:
   on the Consume stream (woken one loop turn after the append). `AsyncProducer` and `AsyncConsumer`
   on one loop did worse here than the synchronous pair (p50 5.4-6.0 against 3.9-4.6 ms at load
   7.8), so the benchmark keeps the latter.
+- What the 4 ms of the tail are made of (one record's timeline, `time.perf_counter_ns` stamps in
+  the client at load 5-6): `send` returns in 4 us; the sender starts its request 0.4 ms later (p50;
+  p90 3.6 ms: the append wakes the loop thread); the producer's acknowledgement is 75-80 % of the
+  end-to-end figure in every run; the consumer's poll returned 2.1 ms (p50) after the push reached
+  the client. No timer is in the path: the Consume stream waits on the append's event and reads inline,
+  the consumer asks `fetch_min_bytes` 1 (its `fetch_max_wait_ms` only bounds an empty wait), the
+  producer runs at `linger_ms=0` (the client's default is 5 ms, as Kafka's since 4.0: a
+  latency-minded user sets 0, and the default stays). Without the consumer the acknowledgement is
+  1.1 ms p50 at 2,000/s and 0.55 ms one record at a time (about 2x the floor). With it, the client
+  (four threads: the paced sender, the loop, grpc's poller, the reader) and the service spend
+  0.15-0.53 ms of CPU each per record, and every record crosses about six thread or process
+  wake-ups where the floor crosses four: on 2 CPUs at load 10-17 the run queue sets the figure (a
+  repeat swings 10-50x the floor), and under it the producer already batches (415 requests for
+  4,000 records at load 14). The synchronous `Consumer` in stream mode now polls from its own
+  thread once the streams run (a task, a timer and two thread wake-ups fewer a poll); at load
+  10-17 the change is within the noise (p50 14.4x before, 14.0x after, 10 repeats each).
 - The independent harness's produce 1.5-2.6x and read 1.26-1.29x Redis: it ran the client with its
   defaults, Kafka's batch.size of 16 KiB (about 120 of these records a batch), where bench/peers
   tunes the producer to 512 KiB batches. Per-batch costs then dominate, on both sides (the CPU per
@@ -272,6 +288,11 @@ What works:
 
 What remains:
 
+- Goal 3 needs a quiet machine to be judged at all (`--workloads latency`, a minute a run); then
+  the CPU per record of the acknowledgement path (a request per record at `linger_ms=0`: the
+  sender's task, the stream's write lock and its completion hop, the service's ProduceStream
+  handling) is what to cut, and the measured ratio against the floor tells whether the thread
+  hops or the CPU bound it.
 - Goals 2 and 3 (p50 within 1.2x and 1.5x of the floor) are not met: the remaining gap is the
   Python RPC layers on both sides and the storage search (22-34 us a single lookup), each of the
   size of the floor's own per-message cost on this machine.
