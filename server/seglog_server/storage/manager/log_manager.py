@@ -201,6 +201,8 @@ class LogManager:
         self._remote_owner_check: Callable[[str, int], bool] | None = None
         self._remote_owned: set[TopicPartition] = set()
         self._admin_lock = threading.RLock()
+        # One shutdown at a time (it leaves the admin lock while the uploader stops).
+        self._shutdown_lock = threading.Lock()
         self._state = _NEW
         self._registry = TopicRegistry(default_config)
         self._counters = LogManagerCounters()
@@ -276,12 +278,21 @@ class LogManager:
     def shutdown(self) -> None:
         """Stops changes to, flushes and closes every log (Log.stop_changes: a change still
         arriving answers "shutting down"), writes checkpoints and markers; idempotent."""
+        with self._shutdown_lock:
+            self._shutdown()
+
+    def _shutdown(self) -> None:
         with self._admin_lock:
             if self._state in (_STOPPED, _HALTED):
                 return
             was_started = self._state != _NEW
             self._state = _STOPPING
-            self._stop_remote_uploader()
+        # Waited for outside the admin lock: the uploader's pass takes it to record a finished
+        # remote deletion, and would otherwise wait out the whole stop wait for nothing.
+        self._stop_remote_uploader()
+        with self._admin_lock:
+            if self._state == _HALTED:
+                return  # halt() meanwhile: left as a crash leaves it
             self._stop_flush_pool(wait=True)
             self._unclean_dirs = [d.path for d in self._dirs if not d.online]
             if was_started:
@@ -910,6 +921,11 @@ class LogManager:
                          tp, exc)
             return
         with self._admin_lock:
+            if self._state not in (_RUNNING, _STOPPING):
+                # Stopped while the store call ran (past the stop wait): the directory is no
+                # longer ours to write; the next start deletes the (now empty) prefix again.
+                _log.info("deleted %d remote segments of deleted %s; recorded at the next start", count, tp)
+                return
             log_dir = self._remote_deletions.pop(tp, None)
             if log_dir is not None and log_dir.online and tp in log_dir.remote_deletions:
                 kept = {other: ms for other, ms in log_dir.remote_deletions.items() if other != tp}
