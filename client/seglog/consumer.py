@@ -210,7 +210,7 @@ class AsyncConsumer:
         self._states: dict[int, PartitionState] = {}
         self._round_robin: Iterator[int] = iter(())
         self._data_ready: asyncio.Event | None = None
-        # The synchronous Consumer polls a stream-mode consumer from its own thread (poll_now):
+        # The synchronous Consumer polls a stream-mode consumer from its own thread (_poll_now):
         # the buffers change under this lock, and this event wakes that thread as _data_ready
         # wakes an asyncio poll.
         self._buffers_lock = threading.RLock()
@@ -565,7 +565,7 @@ class AsyncConsumer:
                 self._absorb(state, response, state.fetch_offset)
                 self._notify()
                 while state.epoch == epoch:
-                    with self._buffers_lock:  # against poll_now's take, which wakes it when drained
+                    with self._buffers_lock:  # against _poll_now's take, which wakes it when drained
                         if len(state.buffer) < self._config.max_poll_records:
                             break
                         state.drained.clear()
@@ -627,7 +627,7 @@ class AsyncConsumer:
             self._stats["records_consumed"] += records
         return taken
 
-    def poll_now(self, take: Callable[[PartitionState, int], list[_T]], timeout_ms: float | None,
+    def _poll_now(self, take: Callable[[PartitionState, int], list[_T]], timeout_ms: float | None,
                  max_records: int | None, loop: asyncio.AbstractEventLoop) -> tuple[list[_T] | None, float | None]:
         """``poll`` from a thread other than ``loop``'s, without a call into the loop, while every
         partition's Consume stream runs (stream mode, no group, no error to raise): the records
@@ -809,18 +809,18 @@ class Consumer(_sync.SyncFacade, implementation=AsyncConsumer):
 
     # In stream mode, once the streams run, a poll takes what they buffered from the calling
     # thread and waits on a threading event, without a call into the loop thread (AsyncConsumer.
-    # poll_now): at the tail that is a task, a timer and two thread wake-ups fewer per poll.
+    # _poll_now): at the tail that is a task, a timer and two thread wake-ups fewer per poll.
 
     def poll(self, timeout_ms: float | None = 0, max_records: int | None = None) -> list[ConsumerRecord]:
-        taken, timeout_ms = self._async.poll_now(PartitionState.take, timeout_ms, max_records, self._portal.loop)
+        taken, timeout_ms = self._async._poll_now(PartitionState.take, timeout_ms, max_records, self._portal.loop)
         return taken if taken is not None else self._portal.run(self._async.poll(timeout_ms, max_records))
 
     def poll_batches(self, timeout_ms: float | None = 0, max_records: int | None = None) -> list[RecordBatchView]:
-        taken, timeout_ms = self._async.poll_now(PartitionState.take_views, timeout_ms, max_records, self._portal.loop)
+        taken, timeout_ms = self._async._poll_now(PartitionState.take_views, timeout_ms, max_records, self._portal.loop)
         return taken if taken is not None else self._portal.run(self._async.poll_batches(timeout_ms, max_records))
 
     def poll_raw(self, timeout_ms: float | None = 0, max_records: int | None = None) -> list[RawBatch]:
-        taken, timeout_ms = self._async.poll_now(PartitionState.take_raw, timeout_ms, max_records, self._portal.loop)
+        taken, timeout_ms = self._async._poll_now(PartitionState.take_raw, timeout_ms, max_records, self._portal.loop)
         return taken if taken is not None else self._portal.run(self._async.poll_raw(timeout_ms, max_records))
 
     def __iter__(self) -> Iterator[ConsumerRecord]:
