@@ -90,6 +90,7 @@ def test_an_absent_peer_is_skipped_with_its_reason(tmp_path, monkeypatch):
     assert "Redis Streams skipped:" in report.render(result)
 
 
+@pytest.mark.slow  # two repeats, each a server and the floor's server started: about 40 s here
 def test_the_latency_workload_alone_beside_the_floor(tmp_path):
     result = _run(tmp_path, "seglog", "--workloads", "latency", "--repeats", "2")
 
