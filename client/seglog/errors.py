@@ -20,7 +20,9 @@ through ``_CODEC_TO_ERROR``. The original exception is always chained as ``__cau
     │   └── InvalidProducerEpochError an idempotent batch from a fenced (older) producer epoch
     ├── AuthenticationError           UNAUTHENTICATED
     ├── AuthorizationError            PERMISSION_DENIED
-    ├── ServiceUnavailableError       UNAVAILABLE: service down, stopping, or log dir offline (retriable)
+    ├── ServiceUnavailableError       UNAVAILABLE: service down, stopping, or log dir offline; also
+    │   │                             CANCELLED from the service's side (its gRPC server stopping
+    │   │                             under a call that just arrived) (retriable)
     │   ├── OwnerUnavailableError     cluster mode: the partition's owner is gone (``seglog-owner-*``)
     │   ├── ServiceOverloadedError    any other RESOURCE_EXHAUSTED: gRPC's own limits (max concurrent
     │   │   │                         RPCs, message size), no ``seglog-error`` metadata, or the
@@ -240,6 +242,12 @@ _STATUS_TO_ERROR: dict[grpc.StatusCode, type[SeglogError]] = {
     grpc.StatusCode.PERMISSION_DENIED: AuthorizationError,
     grpc.StatusCode.UNAVAILABLE: ServiceUnavailableError,
     grpc.StatusCode.DEADLINE_EXCEEDED: RequestTimeoutError,
+    # A CANCELLED status reaching the client is never its own cancel (grpc.aio raises
+    # asyncio.CancelledError for that): the service's gRPC server stopped under a call that arrived
+    # after the service drained (rpc/admission.py), or a proxy dropped it. Retriable, as Kafka's
+    # client retries a request whose connection dropped (NetworkException); the idempotent
+    # producer's retry cannot land twice.
+    grpc.StatusCode.CANCELLED: ServiceUnavailableError,
 }
 
 

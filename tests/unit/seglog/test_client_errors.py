@@ -39,6 +39,8 @@ EXPECTED = {
     grpc.StatusCode.PERMISSION_DENIED: errors.AuthorizationError,
     grpc.StatusCode.UNAVAILABLE: errors.ServiceUnavailableError,
     grpc.StatusCode.DEADLINE_EXCEEDED: errors.RequestTimeoutError,
+    # Only the service's side cancels with a status (the service stopping): retriable.
+    grpc.StatusCode.CANCELLED: errors.ServiceUnavailableError,
 }
 
 
