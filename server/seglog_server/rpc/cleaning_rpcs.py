@@ -4,6 +4,13 @@ rename files) -> convert; errors go through ``status.py`` like every other RPC's
 
 A family over the service core (service_core.py), kept apart so the data-plane families do not
 grow with the cleaning loop.
+
+In cluster mode CommitCleaned installs only into a partition this instance still owns at the
+ownership epoch its snapshot was taken at: the partition moved away since (to an instance named in
+the refusal's owner hint, FAILED_PRECONDITION) or away and back (a new epoch: the copy the
+snapshot was taken of is not the one served) is refused before anything is installed, rather than
+installed into a copy nobody reads. CreateSnapshot notes each snapshot's epoch in memory; a
+snapshot taken before a restart is checked for ownership only.
 """
 
 from __future__ import annotations
@@ -15,15 +22,23 @@ from seglog.v1 import log_service_pb2 as pb
 
 from . import validation
 from .boundary import unary_rpc
+from seglog_server.storage.base.errors import StaleCleaningResultError
+
 from .errors import InvalidRequestError
 from .service_core import ServiceCore
 
 __all__ = ["CleaningRpcs"]
 
+# Snapshots whose ownership epoch is remembered (cluster mode): a cleaner keeps a few open at a
+# time and commits or drops each within snapshot_ttl_ms; the oldest are forgotten past this many
+# (their commit is then checked for ownership only).
+_SNAPSHOT_EPOCHS_MAX = 4096
+
 
 class CleaningRpcs:
     def __init__(self, core: ServiceCore) -> None:
         self.core = core
+        self._snapshot_epochs: dict[str, int] = {}  # snapshot id -> the epoch it was taken at
 
     @unary_rpc
     async def ListCleanable(self, request: pb.ListCleanableRequest, context: Any) -> Any:
@@ -43,6 +58,7 @@ class CleaningRpcs:
         taken = await core.calls.blocking(core.storage.create_snapshot, topic, partition, export=export)
         store_url = core.storage.snapshot_store_url(taken.manifest.snapshot_id) if export else ""
         manifest = taken.manifest
+        self._note_epoch(manifest.snapshot_id, topic, partition)
         return pb.CreateSnapshotResponse(
             snapshot_id=manifest.snapshot_id,
             # Its log dir's label, never a server path; the one absolute path is local_path,
@@ -61,7 +77,11 @@ class CleaningRpcs:
     @unary_rpc
     async def CommitCleaned(self, request: pb.CommitCleanedRequest, context: Any) -> Any:
         core = self.core
-        outcome = await core.calls.blocking(core.storage.commit_cleaned, _snapshot_id(request.snapshot_id))
+        snapshot_id = _snapshot_id(request.snapshot_id)
+        if core.cluster is not None:
+            await core.calls.blocking(self._check_still_owned, snapshot_id)
+        outcome = await core.calls.blocking(core.storage.commit_cleaned, snapshot_id)
+        self._snapshot_epochs.pop(snapshot_id, None)
         return pb.CommitCleanedResponse(
             topic=outcome.topic,
             partition=outcome.partition,
@@ -76,7 +96,32 @@ class CleaningRpcs:
     async def DropSnapshot(self, request: pb.DropSnapshotRequest, context: Any) -> Any:
         core = self.core
         dropped = await core.calls.blocking(core.storage.drop_snapshot, _snapshot_id(request.snapshot_id))
+        self._snapshot_epochs.pop(request.snapshot_id, None)
         return pb.DropSnapshotResponse(dropped=dropped)
+
+    def _note_epoch(self, snapshot_id: str, topic: str, partition: int) -> None:
+        cluster = self.core.cluster
+        owner = None if cluster is None else cluster.partition_owner(topic, partition)
+        if owner is None:
+            return
+        self._snapshot_epochs[snapshot_id] = owner.epoch
+        while len(self._snapshot_epochs) > _SNAPSHOT_EPOCHS_MAX:
+            self._snapshot_epochs.pop(next(iter(self._snapshot_epochs)))
+
+    def _check_still_owned(self, snapshot_id: str) -> None:
+        """Blocking (the snapshot's partition is asked of the storage). Raises the owner's hint
+        (another owner now) or StaleCleaningResultError (owned again, at another epoch)."""
+        core = self.core
+        tp = core.storage.snapshot_partition(snapshot_id)
+        if tp is None:
+            return  # not open here: the commit says why
+        core.cluster.check_owner(tp.topic, tp.partition)
+        owner = core.cluster.partition_owner(tp.topic, tp.partition)
+        taken_at = self._snapshot_epochs.get(snapshot_id)
+        if owner is not None and taken_at is not None and owner.epoch != taken_at:
+            raise StaleCleaningResultError(
+                f"snapshot {snapshot_id} is stale: {tp.topic}-{tp.partition} was taken at ownership epoch {taken_at} "
+                f"and is at epoch {owner.epoch} now (it changed owner since); take a new snapshot")
 
 
 def _snapshot_id(value: str) -> str:

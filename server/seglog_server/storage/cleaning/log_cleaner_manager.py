@@ -418,6 +418,13 @@ class LogCleanerManager:
                 raise SnapshotNotFoundError(f"no cleaning snapshot {snapshot_id!r}")
             return entry.path
 
+    def snapshot_partition(self, snapshot_id: str) -> TopicPartition | None:
+        """The partition an open snapshot was taken of; None for an id not open here (``commit``
+        says why)."""
+        with self._lock:
+            entry = self._snapshots.get(snapshot_id)
+        return None if entry is None else TopicPartition(entry.manifest.topic, entry.manifest.partition)
+
     def _claim(self, snapshot_id: str) -> _OpenSnapshot:
         with self._lock:
             entry = self._snapshots.get(snapshot_id)

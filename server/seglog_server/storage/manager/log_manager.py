@@ -749,6 +749,10 @@ class LogManager:
         self._check_running()
         return self._cleaner.commit(snapshot_id)
 
+    def snapshot_partition(self, snapshot_id: str) -> TopicPartition | None:
+        """The partition an open cleaning snapshot was taken of (None: not open here)."""
+        return self._cleaner.snapshot_partition(snapshot_id)
+
     def drop_snapshot(self, snapshot_id: str) -> bool:
         """Removes a cleaning snapshot; False when there was none."""
         self._check_running()
