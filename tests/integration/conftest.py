@@ -13,6 +13,7 @@ import pathlib
 
 import pytest
 from tests.support.integration_helpers import ServiceProcess
+from tests.support.spark_standalone import SparkStandalone
 
 from seglog.v1 import log_service_pb2 as pb
 
@@ -68,3 +69,29 @@ def topic(request, stub):
     return name
 
 
+_spark_standalone = pytest.StashKey[SparkStandalone]()
+_spark_standalone_last_user = pytest.StashKey[str]()
+
+
+@pytest.fixture(scope="session")
+def spark_standalone(request, tmp_path_factory):
+    """One Spark standalone master and worker for the session's tests that submit to spark://
+    (each submits its own application): their JVM starts took tens of seconds per test."""
+    cluster = SparkStandalone.start(tmp_path_factory.mktemp("spark-standalone"))
+    request.session.stash[_spark_standalone] = cluster
+    yield cluster
+    cluster.stop()
+
+
+def pytest_collection_finish(session):
+    users = [item.nodeid for item in session.items if "spark_standalone" in getattr(item, "fixturenames", ())]
+    if users:
+        session.stash[_spark_standalone_last_user] = users[-1]
+
+
+def pytest_runtest_teardown(item, nextitem):
+    # The master and worker (about 0.5 GB) are stopped after the last test that uses them, not
+    # kept idle through the rest of the session.
+    session = item.session
+    if session.stash.get(_spark_standalone_last_user, None) == item.nodeid and _spark_standalone in session.stash:
+        session.stash[_spark_standalone].stop()

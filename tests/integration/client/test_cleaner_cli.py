@@ -135,55 +135,10 @@ def test_cleaner_run_once_with_spark_local_mode(start_service):
     check_cleaned(service, "e2e-spark", written, ["--engine", "spark", "--master", "local[2]"])
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.fixture
-def spark_cluster(tmp_path):
-    """A standalone Spark master and one worker from the installed PySpark, on loopback."""
-    import time
-
-    from pyspark.find_spark_home import _find_spark_home
-
-    spark_class = os.path.join(_find_spark_home(), "bin", "spark-class")
-    environ = service_environment({"SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable,
-                                   "SPARK_LOG_DIR": str(tmp_path), "SPARK_WORKER_DIR": str(tmp_path / "work")})
-    port = _free_port()
-    master_url = f"spark://127.0.0.1:{port}"
-    logs = [open(tmp_path / name, "wb") for name in ("master.log", "worker.log")]
-    processes = [
-        subprocess.Popen([spark_class, "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
-                          "--port", str(port), "--webui-port", str(_free_port())],
-                         stdout=logs[0], stderr=subprocess.STDOUT, env=environ),
-    ]
-    try:
-        deadline = time.monotonic() + 400  # JVM starts on two busy shared cores take minutes
-        while b"I have been elected leader" not in (tmp_path / "master.log").read_bytes():
-            assert time.monotonic() < deadline and processes[0].poll() is None, (tmp_path / "master.log").read_text()
-            time.sleep(0.5)
-        processes.append(subprocess.Popen(
-            [spark_class, "org.apache.spark.deploy.worker.Worker", master_url, "--host", "127.0.0.1",
-             "--cores", "2", "--memory", "1g", "--webui-port", str(_free_port())],
-            stdout=logs[1], stderr=subprocess.STDOUT, env=environ))
-        while b"Successfully registered with master" not in (tmp_path / "worker.log").read_bytes():
-            assert time.monotonic() < deadline and processes[1].poll() is None, (tmp_path / "worker.log").read_text()
-            time.sleep(0.5)
-        yield master_url
-    finally:
-        for process in reversed(processes):
-            process.terminate()
-            try:
-                process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
-        for log in logs:
-            log.close()
+def spark_cluster(spark_standalone):
+    """The session's standalone Spark master and worker (tests/integration/conftest.py): its URL."""
+    return spark_standalone.master_url
 
 
 @pytest.mark.slow
