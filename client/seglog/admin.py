@@ -10,6 +10,7 @@ number per partition, and answers a list in the same order.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -21,7 +22,15 @@ from seglog._routing import Router, metadata_from
 from seglog._security import PemSource
 from seglog.cleaning import CleanablePartition, CleaningCommit, SnapshotInfo
 from seglog.client import REQUEST_TIMEOUT_MS_DEFAULT, Transport
-from seglog.errors import ClientClosedError, SeglogError, ServiceError, TopicExistsError, raise_partition_errors
+from seglog.errors import (
+    ClientClosedError,
+    RequestTimeoutError,
+    SeglogError,
+    ServiceError,
+    ServiceUnavailableError,
+    TopicExistsError,
+    raise_partition_errors,
+)
 from seglog.structs import (
     DEFAULT_SERVER,
     ClusterMetadata,
@@ -46,6 +55,7 @@ __all__ = ["Admin", "AsyncAdmin"]
 # DeleteRecords' "up to the high watermark": delete every record currently in the partition.
 DELETE_ALL = -1
 _T = TypeVar("_T")
+_log = logging.getLogger("seglog.admin")
 
 
 class AsyncAdmin:
@@ -188,15 +198,35 @@ class AsyncAdmin:
     async def list_groups(self) -> list[GroupListing]:
         """The consumer groups (with members or committed offsets), sorted. In cluster mode each
         instance lists the groups it coordinates; as Kafka's admin client, this asks every live
-        instance (Metadata's list) and merges the answers."""
-        await self._connected()
-        assert self._router is not None
+        instance (Metadata's list) and merges the answers; one that does not answer is skipped,
+        a warning naming it (``_at_every_instance``)."""
         listed: dict[str, GroupListing] = {}
-        for transport in await self._router.instances():
-            response = await transport.list_groups(pb.ListGroupsRequest())
+        for _, response in await self._at_every_instance("ListGroups", lambda t: t.list_groups(pb.ListGroupsRequest())):
             for g in response.groups:
                 listed.setdefault(g.group, GroupListing(g.group, g.state, g.member_count))
         return [listed[name] for name in sorted(listed)]
+
+    async def _at_every_instance(self, name: str, call: Callable[[Transport], Awaitable[_T]]) -> list[tuple[Transport, _T]]:
+        """``call`` at every live instance (Metadata's list), in turn. An instance that does not
+        answer (UNAVAILABLE, or silent past the request timeout: killed or paused, and shown
+        alive until its lease expires) is skipped and logged as a warning naming it, as Kafka's
+        admin client lists what the reachable brokers answered beside each failed broker's error;
+        the others' answers are returned. Raises the first such error when no instance answered."""
+        await self._connected()
+        assert self._router is not None
+        answers: list[tuple[Transport, _T]] = []
+        skipped: list[tuple[Transport, SeglogError]] = []
+        for transport in await self._router.instances():
+            try:
+                answers.append((transport, await call(transport)))
+            except (ServiceUnavailableError, RequestTimeoutError) as error:
+                skipped.append((transport, error))
+        if skipped and not answers:
+            raise skipped[0][1]
+        if skipped:
+            _log.warning("%s: %d instance(s) skipped, the answer lacks what they hold: %s", name, len(skipped),
+                         "; ".join(f"{transport.server}: {error}" for transport, error in skipped))
+        return answers
 
     async def describe_group(self, group: str) -> GroupDescription:
         """A group's members and, per partition, its committed offset, log end offset and lag
@@ -352,13 +382,11 @@ class AsyncAdmin:
         """Every compacted partition (of ``topic``) with its dirty ratio, eligible and dirtiest first.
         In cluster mode each instance lists the partitions it owns: every live instance is asked
         (Metadata's list) and the answers merged, so a cleaner started with any bootstrap address
-        sees the whole cluster."""
-        await self._connected()
-        assert self._router is not None
+        sees the whole cluster. An instance that does not answer is skipped, a warning naming it:
+        one cleaner round cleans what the others own rather than failing whole."""
         request = pb.ListCleanableRequest(topic=topic or "")
         found: dict[tuple[str, int], CleanablePartition] = {}
-        for transport in await self._router.instances():
-            response = await transport.list_cleanable(request)
+        for transport, response in await self._at_every_instance("ListCleanable", lambda t: t.list_cleanable(request)):
             for p in response.partitions:
                 for snapshot_id in p.open_snapshot_ids:
                     self._snapshot_sites[snapshot_id] = transport
