@@ -239,13 +239,24 @@ class ClusterRouting:
         """The partition's owner in the cache; None when etcd has no owner record (served here)."""
         return self._owner(topic, partition)
 
-    def owner_error(self, topic: str, partition: int) -> ServiceError | None:
-        """The refusal of a request for a partition owned elsewhere (with the hint), or None."""
-        return self._refusal(topic, partition, self._owner(topic, partition))
+    def owner_error(self, topic: str, partition: int, *, generation: bool = True) -> ServiceError | None:
+        """The refusal of a request for a partition owned elsewhere (with the hint), or of one
+        whose local copy is not at etcd's generation; None when served here. ``generation=False``
+        asks the owner alone: the group coordinator makes its own copy of the offsets topic when
+        it loads a partition, and that internal topic is never deleted."""
+        owner = self._owner(topic, partition)
+        if not generation:
+            return self._owner_refusal(topic, partition, owner)
+        return self._refusal(topic, partition, owner)
 
     def _refusal(self, topic: str, partition: int, owner: PartitionOwner | None) -> ServiceError | None:
         if owner is None or owner.instance_id == self.instance_id:
             return self._generation_refusal(topic, partition, owner)
+        return self._owner_refusal(topic, partition, owner)
+
+    def _owner_refusal(self, topic: str, partition: int, owner: PartitionOwner | None) -> ServiceError | None:
+        if owner is None or owner.instance_id == self.instance_id:
+            return None
         where = f"{topic}-{partition} is owned by instance {owner.instance_id!r}"
         if owner.alive:
             return NotPartitionOwnerError(

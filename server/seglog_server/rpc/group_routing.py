@@ -100,7 +100,8 @@ class GroupRouting:
         return self._routing.owns(OFFSETS_TOPIC, self.partition_of(group))
 
     def _check_coordinator(self, group: str, partition: int) -> None:
-        error = self._routing.owner_error(OFFSETS_TOPIC, partition)
+        # The owner alone: loading the partition makes this instance's copy (cluster_routing.py).
+        error = self._routing.owner_error(OFFSETS_TOPIC, partition, generation=False)
         if error is None:
             return
         message = f"group {group!r} is coordinated by the owner of {OFFSETS_TOPIC}-{partition}: {error}"
