@@ -45,6 +45,18 @@ def _owner(service, topic: str, partition: int) -> str:
     return {(p.topic, p.partition): p.owner_id for p in _metadata(service, topic).partitions}[(topic, partition)]
 
 
+def _served(service, topic: str, partition: int) -> bool:
+    """Whether the owner serves its copy: until its record and copy are made (the directories
+    appear first) it answers UNAVAILABLE TopicGenerationError, retriable."""
+    try:
+        _fetch_values(service, topic, partition)
+    except grpc.RpcError as error:
+        assert (error.code(), error_class(error)) == (grpc.StatusCode.UNAVAILABLE, "TopicGenerationError"), \
+            error.details()
+        return False
+    return True
+
+
 def _etcd_keys(etcd, cluster: str, topic: str) -> list[str]:
     keys = ClusterKeys(cluster)
     gateway = EtcdGateway((etcd.endpoint,), timeout_s=5)
@@ -91,6 +103,7 @@ def test_delete_topic_anywhere_deletes_it_on_every_instance_and_a_restart_catche
     _until(lambda: len(_partition_dirs(a, "t")) == 3, what="a holding the new topic")
     for partition in range(3):
         owner = by_id[_owner(a, "t", partition)]
+        _until(lambda: _served(owner, "t", partition), what="the new copy served")
         assert _fetch_values(owner, "t", partition) == []
         assert _produce(owner, "t", partition, b"new").base_offset == 0
 
