@@ -213,7 +213,9 @@ class ClusterNode:
         except NoLiveInstanceError as exc:
             raise cluster_routing.NoLiveInstanceError(str(exc)) from exc
         except EtcdUnavailableError as exc:
-            raise cluster_routing.ClusterUnavailableError(f"topic {topic!r} not created: {exc}") from exc
+            raise cluster_routing.ClusterUnavailableError(
+                f"creation of topic {topic!r} not confirmed by etcd ({exc}): if etcd received it, the "
+                "topic exists once etcd answers (describe it to know)") from exc
         _log.info("topic %s: %d partitions placed on %s", topic, partition_count, ", ".join(owners))
         self._hold_locally(topic, partition_count, configs, generation, topic_id)
         # Answered once this instance's view has the topic too: a request right after the answer
@@ -230,7 +232,9 @@ class ClusterNode:
         try:
             deleted = delete_topic_records(self._thread_gateway(), self._keys, topic)
         except EtcdUnavailableError as exc:
-            raise cluster_routing.ClusterUnavailableError(f"topic {topic!r} not deleted: {exc}") from exc
+            raise cluster_routing.ClusterUnavailableError(
+                f"deletion of topic {topic!r} not confirmed by etcd ({exc}): if etcd received it, every "
+                "instance deletes its copy once etcd answers (describe the topic to know)") from exc
         if deleted:
             _log.info("topic %s deleted from the cluster", topic)
             self._drop_local(topic)

@@ -81,9 +81,9 @@ def test_delete_topic_anywhere_deletes_it_on_every_instance_and_a_restart_catche
     services.append(b)
     _until(lambda: {i.instance_id for i in _metadata(a).instances if i.alive} == {"a", "b"}, what="a sees b")
     by_id = {"a": a, "b": b}
-    for topic in ("t", "u", "keep"):
+    for topic in ("t", "u", "keep", "maybe"):
         a.stub.CreateTopic(pb.CreateTopicRequest(topic=topic, partitions=2), timeout=10)
-    _until(lambda: {"t", "u", "keep"} <= _topics(b), what="b holding the topics")
+    _until(lambda: {"t", "u", "keep", "maybe"} <= _topics(b), what="b holding the topics")
     for topic in ("t", "u", "keep"):
         for partition in range(2):
             _produce(by_id[_owner(a, topic, partition)], topic, partition, b"old")
@@ -107,15 +107,20 @@ def test_delete_topic_anywhere_deletes_it_on_every_instance_and_a_restart_catche
         assert _fetch_values(owner, "t", partition) == []
         assert _produce(owner, "t", partition, b"new").base_offset == 0
 
-    # etcd frozen: the delete is refused UNAVAILABLE and nothing is deleted anywhere.
+    # etcd frozen: the delete is answered UNAVAILABLE, saying its outcome is not known (etcd may
+    # still apply the request sitting in its socket when it resumes), and whatever etcd decides,
+    # both instances end with the same answer: the topic on both, or on neither.
     etcd.pause()
     try:
         with pytest.raises(grpc.RpcError) as frozen:
-            a.stub.DeleteTopic(pb.DeleteTopicRequest(topic="keep"), timeout=30)
+            a.stub.DeleteTopic(pb.DeleteTopicRequest(topic="maybe"), timeout=30)
     finally:
         etcd.resume()
     assert frozen.value.code() == grpc.StatusCode.UNAVAILABLE, frozen.value.details()
     assert error_class(frozen.value) == "ClusterUnavailableError"
+    assert "not confirmed by etcd" in frozen.value.details()
+    _until(lambda: ("maybe" in _topics(a)) == ("maybe" in _topics(b)) == bool(_etcd_keys(etcd, cluster, "maybe")),
+           what="both instances agreeing with etcd on the frozen delete")
     assert "keep" in _topics(a) and "keep" in _topics(b)
 
     # b down while t is deleted and u deleted and created again: at its next start b deletes its
@@ -127,7 +132,7 @@ def test_delete_topic_anywhere_deletes_it_on_every_instance_and_a_restart_catche
     a.stub.DeleteTopic(pb.DeleteTopicRequest(topic="u"), timeout=10)
     a.stub.CreateTopic(pb.CreateTopicRequest(topic="u", partitions=1), timeout=10)
     held = json.loads((b.data_dirs[0] / HELD_TOPICS_FILE_NAME).read_text())["topics"]
-    assert set(held) == {"t", "u", "keep"}
+    assert set(held) - {"maybe"} == {"t", "u", "keep"}
     b.start()
     _until(lambda: "t" not in _topics(b) and _partition_dirs(b, "t") == [], what="b deleting t at its start")
     _until(lambda: _partition_dirs(b, "u") == ["u-0"], what="b holding the new u")
