@@ -35,6 +35,7 @@ import asyncio
 import concurrent.futures
 import contextlib
 import itertools
+import logging
 import uuid
 from collections.abc import Callable, Sequence
 from typing import Any, Literal, TypeVar
@@ -69,6 +70,10 @@ SESSION_TIMEOUT_MS_DEFAULT = 45000
 # UNKNOWN_MEMBER_ID and FENCED_MEMBER_EPOCH); other NOT_FOUND/FAILED_PRECONDITION answers (a topic
 # deleted under a commit, a refusal of the mode) leave the membership alone.
 _MEMBER_ERRORS = frozenset({"UnknownMemberError", "FencedMemberError"})
+# A retriable failure of the membership loop (the coordinator away or moving) is tried again after
+# at most this, not after a whole heartbeat interval.
+_RETRY_S = 0.5
+_log = logging.getLogger("seglog.group_consumer")
 
 
 class NoOffsetForPartitionError(SeglogError):
@@ -464,14 +469,20 @@ class AsyncGroupConsumer:
                     next_heartbeat = loop.time() + wait_s
             except asyncio.CancelledError:
                 raise
-            except Exception as exc:  # noqa: BLE001 - fenced: rejoin; else handed to the next poll
-                if next_heartbeat <= loop.time():  # the heartbeat failed: try again an interval later
-                    next_heartbeat = loop.time() + interval_s
+            except Exception as exc:  # noqa: BLE001 - fenced: rejoin; retriable: retry; else to the next poll
+                retriable = getattr(exc, "retriable", False)
+                if next_heartbeat <= loop.time():  # the heartbeat failed: try again (sooner if retriable)
+                    next_heartbeat = loop.time() + (min(interval_s, _RETRY_S) if retriable else interval_s)
                 if getattr(exc, "service_error", None) in _MEMBER_ERRORS:
                     await self._rejoin()
                     next_heartbeat = loop.time()
                 else:
-                    self._error = exc
+                    # A coordinator away (UNAVAILABLE, a timeout, a move) is retried here, as Kafka's
+                    # consumer does, not handed to poll; the session clock still runs out below.
+                    if retriable:
+                        _log.info("group %s: heartbeat or auto-commit failed, retrying: %s", self.group_id, exc)
+                    else:
+                        self._error = exc
                     assert self._lock is not None
                     async with self._lock:
                         await self._lapse_if_cut_off()
