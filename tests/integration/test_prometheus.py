@@ -16,7 +16,7 @@ import urllib.request
 
 import pytest
 from tests.support.etcd_server import EtcdServer
-from tests.support.integration_helpers import make_batch
+from tests.support.integration_helpers import ServiceProcess, make_batch
 
 from seglog.v1 import log_service_pb2 as pb
 from seglog_server.metrics import FAMILIES
@@ -92,10 +92,20 @@ def _get_json(url: str) -> dict:
         return json.loads(response.read())
 
 
-@pytest.fixture
-def seglog_with_traffic(start_service):
-    service = start_service()
-    stub = service.stub
+@pytest.fixture(scope="module")
+def seglog_with_traffic(tmp_path_factory):
+    """One service with traffic of every kind the dashboard shows, for the module: its tests only
+    read its /metrics (one process start and its traffic, not one per test)."""
+    workdir = tmp_path_factory.mktemp("scraped")
+    service = ServiceProcess(workdir, [workdir / "data"], []).start()
+    try:
+        _traffic(service.stub)
+        yield service
+    finally:
+        service.stop()
+
+
+def _traffic(stub) -> None:
     stub.CreateTopic(pb.CreateTopicRequest(topic="scraped", partitions=1, configs={"index.interval.bytes": "1"}),
                      timeout=10)
     for number in range(20):
@@ -116,7 +126,6 @@ def seglog_with_traffic(start_service):
                                                member_epoch=joined.member_epoch,
                                                offsets=[pb.OffsetToCommit(topic="scraped", partition=0, offset=10)]),
                        timeout=10)
-    return service
 
 
 @pytest.fixture
