@@ -173,3 +173,32 @@ def test_a_tiered_logs_calls_never_run_on_the_event_loop(weed, prefix, tmp_path)
         plain.release()
     finally:
         manager.shutdown()
+
+
+def test_each_uploaded_segment_carries_the_leader_epochs_up_to_its_end(weed, prefix, tmp_path):
+    """Kafka's copy of a segment: its leader-epoch data is the partition's epoch entries cut at the
+    segment's end, in leader-epoch-checkpoint's own format; a log whose batches carry no epoch (a
+    single process) uploads none."""
+    from seglog_server.storage.format.leader_epoch_checkpoint import parse_epochs
+
+    clock = FakeClock()
+    manager, rsm = manager_for(tmp_path, weed.endpoint, prefix, clock)
+    try:
+        manager.create_topic("t", 1, TIERED)
+        manager.create_topic("plain", 1, TIERED)
+        log = manager.get_log("t", 0)
+        for epoch in (3, 3, 3, 3, 5, 5, 5, 5, 5, 5, 5, 5):
+            log.append(batch(b"x" * 300, timestamps=clock.time_ms()), leader_epoch=epoch)
+        produce(manager.get_log("plain", 0), clock, 12)
+        run_passes(manager)
+        remote = rsm.metadata.list(stored(rsm, "t", 0))
+        assert len(remote) > 2
+        for segment in remote:
+            data = rsm.fetch_index(segment, ".leader-epoch-checkpoint")
+            expected = [(3, 0)] + ([(5, 4)] if segment.end_offset >= 4 else [])
+            assert [(e.epoch, e.start_offset) for e in parse_epochs(data, "remote")] == expected
+            assert [tuple(e) for e in segment.leader_epochs] == expected
+        plain = rsm.metadata.list(stored(rsm, "plain", 0))
+        assert plain and all(".leader-epoch-checkpoint" not in m.files and not m.leader_epochs for m in plain)
+    finally:
+        manager.shutdown()

@@ -79,7 +79,7 @@ from .lookup_explain import (
 from .lookup_explain import nothing_found as explain_offset_none
 from ..base.observer import stopwatch
 from ..segment.open_segments import DEFAULT_OPEN_SEGMENTS_MAX, OpenSegments
-from ..format.leader_epoch_checkpoint import LeaderEpochCheckpointFile
+from ..format.leader_epoch_checkpoint import LeaderEpochCheckpointFile, format_epochs
 from ..format.lost_offsets import LostOffsets
 from ..producers.producer_state import BatchMetadata, ProducerStateManager, ProducerStateStatistics
 from ..producers.producer_state_loader import delete_snapshots_below, load_producer_state, take_snapshot
@@ -891,13 +891,18 @@ class UnifiedLog:
                 if segment.size_in_bytes == 0:
                     continue
                 snapshot = snapshot_path(self._dir, following.base_offset)
+                # Kafka's copy: the leader-epoch entries up to the segment's end (the cache cut
+                # from the end at the next segment's base), none when no batch carried an epoch.
+                epochs = [e for e in self._leader_epochs.entries() if e.start_offset <= end_offset]
                 found.append(LogSegmentData(
                     topic=self._topic, partition=self._partition, base_offset=segment.base_offset,
                     end_offset=end_offset, max_timestamp_ms=segment.largest_timestamp(),
                     log_path=file_names.log_path(self._dir, segment.base_offset),
                     offset_index_path=file_names.offset_index_path(self._dir, segment.base_offset),
                     time_index_path=file_names.time_index_path(self._dir, segment.base_offset),
-                    producer_snapshot_path=snapshot if self._fs.exists(snapshot) else None))
+                    producer_snapshot_path=snapshot if self._fs.exists(snapshot) else None,
+                    leader_epoch_bytes=format_epochs(epochs) if epochs else None,
+                    leader_epochs=tuple((e.epoch, e.start_offset) for e in epochs)))
             return found
 
     def upload_lag(self, highest_uploaded_offset: int) -> tuple[int, int]:
