@@ -82,6 +82,39 @@ def test_list_is_in_base_offset_order_and_per_partition(store, make_segment):
     assert [m.base_offset for m in manager.metadata.list(EVENTS_1)] == [0]
 
 
+class RemovedWhileListed(ObjectStore):
+    """A real store whose listing is answered, then a record removed before the reader GETs it
+    (the partition's owner deleting a segment or cleaning an orphan between the two calls)."""
+
+    def __init__(self, config, remove) -> None:
+        super().__init__(config)
+        self._remove = remove
+
+    def list(self, key_prefix):
+        keys = list(super().list(key_prefix))
+        self._remove()
+        return iter(keys)
+
+
+@pytest.mark.parametrize("removed", ["finished", "orphan"])
+def test_a_record_removed_between_listing_and_reading_is_left_out(weed, prefix, make_segment, removed):
+    owner = RemoteStorageManager(ObjectStore(store_config(weed.endpoint, prefix)))
+    first = owner.copy_log_segment(TOPIC_ID, make_segment(base_offset=100, log_bytes=100).data)
+    if removed == "finished":
+        gone = owner.copy_log_segment(TOPIC_ID, make_segment(base_offset=200, log_bytes=100).data)
+    else:
+        crashing = RemoteStorageManager(owner.store, step_hook=stopping_at("put .log"))
+        with pytest.raises(StopAt):
+            crashing.copy_log_segment(TOPIC_ID, make_segment(base_offset=200, log_bytes=100).data)
+        [gone] = owner.metadata.orphans(EVENTS_0)
+    third = owner.copy_log_segment(TOPIC_ID, make_segment(base_offset=300, log_bytes=100).data)
+    reader = RemoteStorageManager(RemovedWhileListed(store_config(weed.endpoint, prefix),
+                                                     lambda: owner.metadata.remove(gone)))
+    assert [m.segment_id for m in reader.metadata.records(EVENTS_0)] == [first.segment_id, third.segment_id]
+    assert reader.metadata.orphans(EVENTS_0) == []
+    assert reader.metadata.list(EVENTS_0) == [first, third]
+
+
 def test_delete_removes_every_object_and_the_record(store, make_segment):
     manager = RemoteStorageManager(store)
     copied = manager.copy_log_segment(TOPIC_ID, make_segment().data)

@@ -15,7 +15,8 @@ never touches the new one's, and a new generation never takes the old one's segm
 A segment's keys carry its random id, so an upload never overwrites another's objects (the PUTs
 are conditional too). ``list`` returns what reads may use: records in COPY_SEGMENT_FINISHED, in
 offset order. ``orphans`` returns the rest (a copy or a deletion a crash interrupted, or a
-deletion that finished but whose record is still there), which cleanup deletes.
+deletion that finished but whose record is still there), which cleanup deletes. A record listed
+but gone when read was removed in between (by the owner's deletion or cleanup) and is left out.
 
 The partition's owner is its only writer (as in Kafka, the leader), so a record rewritten at each
 state change needs no compare-and-swap; cleanup runs where no upload of the partition is in flight
@@ -26,7 +27,7 @@ from __future__ import annotations
 
 from ..base.file_names import OFFSET_DIGITS, filename_prefix
 from ..base.topic_partition import TopicIdPartition
-from ..base.errors import CorruptRemoteObjectError
+from ..base.errors import CorruptRemoteObjectError, RemoteResourceNotFoundError
 from .object_store import ObjectStore
 from .remote_segment_metadata import (
     METADATA_BYTES_MAX,
@@ -79,7 +80,10 @@ class RemoteLogMetadata:
         for key in self._store.list(prefix):
             if not _is_record_key(key[len(prefix):]):
                 continue  # not ours: left alone, never parsed
-            data = self._store.get(key, METADATA_BYTES_MAX)
+            try:
+                data = self._store.get(key, METADATA_BYTES_MAX)
+            except RemoteResourceNotFoundError:
+                continue  # removed since the listing (the owner deleted or cleaned it): not a record now
             metadata = RemoteLogSegmentMetadata.from_json(data, self._store.full_key(key))
             if metadata.topic_id_partition != tp:
                 raise CorruptRemoteObjectError(
