@@ -10,11 +10,13 @@ back short. That order closes the race: a change the read missed is announced af
 was taken, so its ``notify`` completes the ticket. No polling loop, no timer per partition.
 
 One future per partition is shared by all its waiters and replaced at each notify; waiting never
-cancels it, so one waiter's timeout or cancellation does not disturb the others. A wait with a
-timeout (Fetch's long poll) goes through ``asyncio.wait``; a wait without one (a Consume stream at
-the tail, once per record it delivers) parks a future of its own, which the notify completes
-directly: the waiter runs one turn of the loop after the append, not two (a callback on the
-shared future, then the wake-up), and without ``asyncio.wait``'s set and callbacks. ``close``
+cancels it, so one waiter's timeout or cancellation does not disturb the others. Every wait (a
+Consume stream at the tail, once per record it delivers; Fetch's long poll) parks a future of its
+own, which the notify completes directly, as do its timeout (a timer handle) and its interrupt (a
+future, such as a policy reload a parked stream must recheck its rights on): the waiter runs one
+turn of the loop after the append, not two or three (a callback on the shared future, or
+``asyncio.wait``'s callback, then the wake-up; a task around the wait, one more), and without
+``asyncio.wait``'s set and callbacks. ``close``
 completes every ticket, present and future, so waiters wake up and see that the service is
 stopping. Everything here runs on the event loop, except ``storage_changed``, which may be called
 from any thread.
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
+from typing import Any
 
 __all__ = ["AppendWaiters", "AppendWaitersStatistics"]
 
@@ -118,40 +121,46 @@ class AppendWaiters:
         for future in tickets.values():
             self._complete(future)
 
-    async def wait_ticket(self, ticket: asyncio.Future[None], timeout_s: float | None) -> bool:
-        """Waits until the ticket completes or ``timeout_s`` passes; True if it completed."""
+    async def wait_ticket(
+        self, ticket: asyncio.Future[None], timeout_s: float | None,
+        interrupt: asyncio.Future[Any] | None = None,
+    ) -> bool:
+        """Waits until the ticket completes, ``timeout_s`` passes (None: no timeout) or
+        ``interrupt`` completes; True if the ticket completed."""
         if ticket.done():
             return True
-        if timeout_s is not None and timeout_s <= 0:
+        if (timeout_s is not None and timeout_s <= 0) or (interrupt is not None and interrupt.done()):
             return False
-        self._waiting_count += 1
-        try:
-            if timeout_s is None:
-                await self._park(ticket)
-                return True
-            done, _ = await asyncio.wait((ticket,), timeout=timeout_s)
-        finally:
-            self._waiting_count -= 1
-        return bool(done)
-
-    async def _park(self, ticket: asyncio.Future[None]) -> None:
-        """Waits for ``ticket`` on a future of this waiter's own; cancelling the waiter cancels
-        only that future and takes it off the ticket's list."""
-        mine = ticket.get_loop().create_future()
+        loop = ticket.get_loop()
+        mine = loop.create_future()
         parked = self._parked.get(ticket)
         if parked is None:
             self._parked[ticket] = [mine]
         else:
             parked.append(mine)
+        timer = None if timeout_s is None else loop.call_later(timeout_s, _wake, mine)
+        on_interrupt = None
+        if interrupt is not None:
+            def on_interrupt(_done: asyncio.Future[Any]) -> None:
+                _wake(mine)
+
+            interrupt.add_done_callback(on_interrupt)
+        self._waiting_count += 1
         try:
             await mine
         finally:
-            if not mine.done() or mine.cancelled():  # not woken by _complete: still listed
+            self._waiting_count -= 1
+            if timer is not None:
+                timer.cancel()
+            if on_interrupt is not None:
+                interrupt.remove_done_callback(on_interrupt)  # type: ignore[union-attr]
+            if not ticket.done():  # not woken by _complete (which unlists): still listed
                 parked = self._parked.get(ticket)
                 if parked is not None:
                     parked.remove(mine)
                     if not parked:
                         del self._parked[ticket]
+        return ticket.done()
 
     def _complete(self, ticket: asyncio.Future[None]) -> None:
         """Completes ``ticket`` and, at once, every waiter parked on it."""
@@ -168,3 +177,8 @@ class AppendWaiters:
             closed=self._closed,
             waiting_count=self._waiting_count,
         )
+
+
+def _wake(mine: asyncio.Future[None]) -> None:
+    if not mine.done():
+        mine.set_result(None)

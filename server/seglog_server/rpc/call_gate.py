@@ -43,7 +43,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 
 from seglog_server.security import (
     ANONYMOUS,
@@ -80,7 +80,6 @@ _VERIFIER_THREADS = 2
 # takes a SIGHUP landing inside a slow hash, so more than this means a file still being edited.
 _STALE_ANSWER_ROUNDS_MAX = 3
 
-_T = TypeVar("_T")
 _log = logging.getLogger("seglog_server.security")
 _CURRENT: contextvars.ContextVar[AdmittedCall | None] = contextvars.ContextVar(
     "seglog_current_call", default=None
@@ -150,23 +149,22 @@ class AdmittedCall:
         if delay_s > 0:
             await asyncio.sleep(delay_s)
 
-    async def park(self, wait: Awaitable[_T]) -> _T:
-        """Awaits ``wait`` (a server stream parked at the tail until the next append); a reload
-        meanwhile rechecks the stream's rights at once, so a revoked stream ends then (``recheck``
-        raises) rather than at the next write to an idle topic."""
-        waiting = asyncio.ensure_future(wait)
-        try:
-            while True:
-                # A reload that landed after the stream's last check but before it parked would
-                # otherwise be missed: next_reload() waits for the one after it.
-                self.gate.recheck(self)
-                reloaded = self.gate.next_reload()
-                await asyncio.wait((waiting, reloaded), return_when=asyncio.FIRST_COMPLETED)
-                if waiting.done():
-                    return waiting.result()
-                self.gate.recheck(self)
-        finally:
-            waiting.cancel()  # a no-op once it is done
+    async def park(self, wait: Callable[[asyncio.Future[None]], Awaitable[bool]]) -> bool:
+        """A server stream parked at the tail until the next append: ``wait(reloaded)`` waits
+        for it, or for the ``reloaded`` future (the next policy reload) to interrupt it, and says
+        whether the append came (``AppendWaiters.wait_ticket``: the append wakes this task one
+        loop turn later, with no task or callback between). At each reload the stream's rights are
+        rechecked at once, so a revoked stream ends then (``recheck`` raises) rather than at
+        the next write to an idle topic; then it waits again. Returns what ``wait`` said last
+        without a reload."""
+        while True:
+            # A reload that landed after the stream's last check but before it parked would
+            # otherwise be missed: next_reload() waits for the one after it.
+            self.gate.recheck(self)
+            reloaded = self.gate.next_reload()
+            appended = await wait(reloaded)
+            if appended or not reloaded.done():
+                return appended
 
     def release(self) -> None:
         if not self._released:

@@ -10,6 +10,7 @@ a reservation of the shared Consume buffer for each response until the transport
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable
 from typing import Any
 
 from seglog.v1 import log_service_pb2 as pb
@@ -133,11 +134,21 @@ class FetchRpcs:
                 return data, reservation
             reservation.release()
             # Nothing at all: wait for the next append however long it takes (until cancelled,
-            # or a reload revokes the stream's rights: CallGate.recheck, via AdmittedCall.park).
-            timeout_s = remaining_s if data.records else None
-            wait = self.core.waiters.wait_ticket(ticket, timeout_s)
-            call = current_call()
-            await (call.park(wait) if call is not None else wait)
+            # or a reload revokes the stream's rights: CallGate.recheck, in _park).
+            await self._park(ticket, deadline if data.records else None)
+
+    async def _park(self, ticket: Any, deadline: float | None) -> None:
+        """Waits for ``ticket`` (the partition's next change) until ``deadline`` (loop time; None:
+        however long it takes); an admitted call through ``AdmittedCall.park`` (a policy reload
+        rechecks its rights at once). Either way the append wakes this task one loop turn later."""
+        waiters = self.core.waiters
+        loop = asyncio.get_running_loop()
+
+        def wait(reloaded: asyncio.Future[None] | None) -> Awaitable[bool]:
+            return waiters.wait_ticket(ticket, None if deadline is None else deadline - loop.time(), reloaded)
+
+        call = current_call()
+        await (call.park(wait) if call is not None else wait(None))
 
     async def _ticketed_read(
         self, ticket: Any, topic: str, partition: int, offset: int, max_bytes: int

@@ -136,7 +136,8 @@ async def test_close_wakes_parked_waiters():
 
 
 _OPERATIONS = st.lists(
-    st.tuples(st.sampled_from(["wait", "wait", "wait_timeout", "cancel", "notify", "discard"]), st.integers(0, 2)),
+    st.tuples(st.sampled_from(["wait", "wait", "wait_timeout", "wait_interruptible", "cancel", "interrupt", "notify",
+                               "discard"]), st.integers(0, 2)),
     max_size=40,
 )
 
@@ -144,45 +145,56 @@ _OPERATIONS = st.lists(
 @settings(max_examples=200, deadline=None)
 @given(operations=_OPERATIONS, close_at_end=st.booleans())
 def test_any_mix_of_waits_cancels_and_wake_ups(operations, close_at_end):
-    """Waiters with and without a timeout, cancelled or not, on three partitions: a waiter wakes
-    exactly when its partition was notified (or discarded, or everything closed) after it took
-    its ticket; cancelling waiters never completes a ticket; nothing stays parked for a ticket
-    that completed or lost its waiters."""
+    """Waiters with and without a timeout or an interrupt, cancelled, interrupted or not, on
+    three partitions: a waiter wakes exactly when its partition was notified (or discarded, or
+    everything closed) after it took its ticket, True, or when interrupted, False; cancelling or
+    interrupting waiters never completes a ticket; every waiter is parked until it wakes, and
+    nothing stays parked for a ticket that completed or lost its waiters."""
 
     async def run() -> None:
         waiters = AppendWaiters()
         live: list[tuple[int, int, asyncio.Task]] = []  # (partition, wake-ups seen when it took its ticket, task)
         wake_ups = [0, 0, 0]
         cancelled: set[asyncio.Task] = set()
-        untimed: set[asyncio.Task] = set()  # the waits without a timeout: parked
+        interrupts: dict[asyncio.Task, asyncio.Future] = {}
+        interrupted: set[asyncio.Task] = set()
         for kind, partition in operations:
-            if kind in ("wait", "wait_timeout"):
+            if kind.startswith("wait"):
                 ticket = waiters.ticket("t", partition)
-                timeout_s = None if kind == "wait" else 60.0
-                task = asyncio.create_task(waiters.wait_ticket(ticket, timeout_s))
+                timeout_s = 60.0 if kind == "wait_timeout" else None
+                interrupt = asyncio.get_running_loop().create_future() if kind == "wait_interruptible" else None
+                task = asyncio.create_task(waiters.wait_ticket(ticket, timeout_s, interrupt))
                 live.append((partition, wake_ups[partition], task))
-                if timeout_s is None:
-                    untimed.add(task)
-            elif kind == "cancel":
+                if interrupt is not None:
+                    interrupts[task] = interrupt
+            elif kind in ("cancel", "interrupt"):
                 for _, _, task in live:
-                    if not task.done() and task not in cancelled:
+                    if task.done() or task in cancelled or task in interrupted:
+                        continue
+                    if kind == "cancel":
                         task.cancel()
                         cancelled.add(task)
+                        break
+                    if task in interrupts:
+                        interrupts[task].set_result(None)
+                        interrupted.add(task)
                         break
             else:
                 getattr(waiters, kind)("t", partition)
                 wake_ups[partition] += 1
             await asyncio.sleep(0)
             await asyncio.sleep(0)
+            await asyncio.sleep(0)
             for waited_on, seen, task in live:
                 if task in cancelled:
                     continue
-                assert task.done() == (wake_ups[waited_on] > seen)
-                if task.done():
-                    assert task.result() is True
+                woken = wake_ups[waited_on] > seen
+                assert task.done() == (woken or task in interrupted)
+                if task.done():  # interrupted before any change of its partition (else done already)
+                    assert task.result() is (task not in interrupted)
             parked = waiters._parked
             assert all(not ticket.done() and futures for ticket, futures in parked.items())
-            waiting = [task for _, _, task in live if task in untimed and not task.done()]
+            waiting = [task for _, _, task in live if not task.done()]
             assert sum(len(futures) for futures in parked.values()) == len(waiting)
         if close_at_end:
             waiters.close()
@@ -191,7 +203,47 @@ def test_any_mix_of_waits_cancels_and_wake_ups(operations, close_at_end):
                 waiters.notify("t", partition)
         results = await asyncio.gather(*(task for _, _, task in live), return_exceptions=True)
         for (_, _, task), result in zip(live, results):
-            assert isinstance(result, asyncio.CancelledError) if task in cancelled else result is True
+            if task in cancelled:
+                assert isinstance(result, asyncio.CancelledError)
+            else:  # interrupted while its partition had not changed: False
+                assert result is (task not in interrupted)
         assert waiters._parked == {} and waiters.statistics().waiting_count == 0
 
     asyncio.run(run())
+
+
+async def test_a_wait_with_a_timeout_or_an_interrupt_resumes_one_loop_turn_after_the_notify():
+    """A Fetch long poll (a timeout) and a Consume stream of an admitted call (interrupted by a
+    policy reload) are woken as a wait without either: the notify completes the waiter's own
+    future (through asyncio.wait, or a task around the wait, it took two or three turns)."""
+    waiters = AppendWaiters()
+    interrupt = asyncio.get_running_loop().create_future()
+    woken = []
+
+    async def wait(partition: int, timeout_s: float | None, interrupt: asyncio.Future | None) -> None:
+        woken.append((partition, await waiters.wait_ticket(waiters.ticket("t", partition), timeout_s, interrupt)))
+
+    tasks = [asyncio.create_task(wait(0, 60.0, None)), asyncio.create_task(wait(1, None, interrupt)),
+             asyncio.create_task(wait(2, 60.0, interrupt))]
+    await asyncio.sleep(0)
+    for partition in range(3):
+        waiters.notify("t", partition)
+    await asyncio.sleep(0)
+    assert sorted(woken) == [(0, True), (1, True), (2, True)]
+    await asyncio.gather(*tasks)
+    assert waiters._parked == {} and not interrupt.done()
+
+
+async def test_an_interrupt_or_a_timeout_ends_the_wait_false_and_leaves_the_ticket():
+    waiters = AppendWaiters()
+    ticket = waiters.ticket("t", 0)
+    interrupt = asyncio.get_running_loop().create_future()
+    parked = asyncio.create_task(waiters.wait_ticket(ticket, None, interrupt))
+    await asyncio.sleep(0)
+    interrupt.set_result(None)
+    assert await parked is False
+    assert not await waiters.wait_ticket(ticket, None, interrupt)  # interrupted already: at once
+    assert not await waiters.wait_ticket(ticket, 0.001)
+    assert waiters._parked == {} and not ticket.done() and waiters.statistics().waiting_count == 0
+    waiters.notify("t", 0)
+    assert await waiters.wait_ticket(ticket, 0.001, interrupt)  # completed wins over the rest

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from seglog.v1 import log_service_pb2 as pb
+from seglog_server.rpc.append_waiters import AppendWaiters
 from seglog_server.rpc.call_gate import CallGate, current_principal
 from seglog_server.security import (
     ANONYMOUS,
@@ -394,8 +395,9 @@ async def test_a_stream_parked_at_the_tail_ends_at_the_reload_that_revokes_it(tm
     policy = _policy(tmp_path, tokens=[format_entry(entry)], acl=_ACL_ALICE)
     gate = CallGate(policy)
     consume = await gate.admit("Consume", pb.ConsumeRequest(topic="t"), _bearer_context(token))
-    append = asyncio.get_running_loop().create_future()  # no append ever comes
-    parked = asyncio.ensure_future(consume.park(append))
+    waiters = AppendWaiters()
+    ticket = waiters.ticket("t", 0)  # no append ever comes
+    parked = asyncio.ensure_future(consume.park(lambda reloaded: waiters.wait_ticket(ticket, None, reloaded)))
     await asyncio.sleep(0)
     _reload(policy, tmp_path, acl=_ACL_ALICE)  # nothing revoked: it stays parked
     await asyncio.sleep(0)
@@ -417,8 +419,39 @@ async def test_a_stream_revoked_by_a_reload_just_before_it_parks_ends_at_once(tm
     gate = CallGate(policy)
     consume = await gate.admit("Consume", pb.ConsumeRequest(topic="t"), _bearer_context(token))
     _reload(policy, tmp_path, tokens=[])  # before the park: no future is waiting yet
-    append = asyncio.get_running_loop().create_future()  # no append ever comes
+    waiters = AppendWaiters()
+    ticket = waiters.ticket("t", 0)  # no append ever comes
     with pytest.raises(AuthenticationFailedError, match="revoked"):
-        await asyncio.wait_for(consume.park(append), timeout=10)
+        await asyncio.wait_for(consume.park(lambda reloaded: waiters.wait_ticket(ticket, None, reloaded)), timeout=10)
+    consume.release()
+    gate.close()
+
+
+async def test_a_parked_stream_resumes_one_loop_turn_after_the_append_or_a_reload(tmp_path):
+    # The append completes the waiter's own future: no task around the wait and no
+    # asyncio.wait between it and the stream (three turns before), a reload or not meanwhile.
+    import asyncio
+
+    token, entry = create_token("alice")
+    policy = _policy(tmp_path, tokens=[format_entry(entry)], acl=_ACL_ALICE)
+    gate = CallGate(policy)
+    consume = await gate.admit("Consume", pb.ConsumeRequest(topic="t"), _bearer_context(token))
+    waiters = AppendWaiters()
+    woken = []
+
+    async def stream() -> None:
+        ticket = waiters.ticket("t", 0)
+        woken.append(await consume.park(lambda reloaded: waiters.wait_ticket(ticket, None, reloaded)))
+
+    parked = asyncio.ensure_future(stream())
+    await asyncio.sleep(0)
+    _reload(policy, tmp_path, acl=_ACL_ALICE)  # nothing revoked: rechecked, parked again
+    for _ in range(3):
+        await asyncio.sleep(0)
+    assert not parked.done() and waiters.statistics().waiting_count == 1
+    waiters.notify("t", 0)
+    await asyncio.sleep(0)
+    assert woken == [True]
+    await parked
     consume.release()
     gate.close()
