@@ -173,7 +173,9 @@ class TopicRegistry:
                         f"'.' and '_' are the same character in metric names"
                     )
 
-    def check_all_partitions_online(self, entry: TopicEntry, some_dir_offline: bool) -> None:
+    def check_all_partitions_online(
+        self, entry: TopicEntry, some_dir_offline: bool, then: str = "it can be deleted"
+    ) -> None:
         with self._lock:
             offline = [tp.partition for tp in entry.partitions() if tp in self._offline]
             missing = [
@@ -184,7 +186,7 @@ class TopicRegistry:
         if offline or (missing and some_dir_offline):
             raise LogDirOfflineError(
                 f"topic {entry.name!r} has partitions {sorted(offline + missing)} on offline log "
-                f"directories; it can be deleted once they are back"
+                f"directories; {then} once they are back"
             )
 
     def missing_partitions(self, entry: TopicEntry) -> list[TopicPartition]:

@@ -79,6 +79,7 @@ from ..producers.producer_ids import AllocatedProducerIds, ProducerIdBlocks, Pro
 from .log_manager_startup import StartupLoader, check_some_dir_online
 from .remote_uploader import STORE_OPERATIONS as REMOTE_STORE_OPERATIONS
 from .remote_uploader import RemoteTierStatistics, RemoteUploader
+from .topic_config_change import PartitionWriteError, changed_overrides, check_changeable, write_overrides
 from .log_manager_statistics import (
     LogManagerCounters,
     LogManagerStatistics,
@@ -706,6 +707,65 @@ class LogManager:
             partitions=[_describe_partition(p, partition) for p, partition in online],
             offline_partitions=offline,
         )
+
+    def alter_topic_configs(
+        self, topic: str, set_configs: Mapping[str, str], delete_names: Sequence[str] = (), *,
+        validate_only: bool = False,
+    ) -> LogConfig:
+        """Kafka's IncrementalAlterConfigs on a topic (``topic_config_change.py``): SET gives a
+        name a value, DELETE returns it to the service default; validated as CreateTopic's
+        configs; written to every partition's ``topic.properties`` (each atomically), then applied
+        to the live logs. Returns the topic's new effective config.
+
+        Raises UnknownTopicOrPartitionError, InvalidConfigError (nothing changed), and
+        LogDirOfflineError when a partition is on an offline directory (nothing changed) or a
+        write fails (the files written are put back; the failing directory goes offline).
+        """
+        with self._admin_lock:
+            self._check_running()
+            entry = self._registry.topic(topic)
+            if entry is None:
+                raise UnknownTopicOrPartitionError(f"topic {topic!r} does not exist")
+            if entry.topic_id is None:
+                raise InvalidConfigError(
+                    f"topic {topic!r} has no topic.properties (partition directories copied in): it "
+                    "takes the service defaults, and its configs cannot be changed")
+            overrides = changed_overrides(entry.overrides, set_configs, delete_names)
+            config = LogConfig.from_properties(overrides, self._default_config)
+            check_changeable(topic, entry.config, config)
+            self._check_tiering(topic, config)
+            canonical = config.to_properties()
+            overrides = {name: canonical[name] for name in overrides}
+            if validate_only:
+                return config
+            self._registry.check_all_partitions_online(
+                entry, any(not d.online for d in self._dirs), "its configs can be changed")
+            self._write_overrides(entry, overrides)
+            entry.config, entry.overrides = config, overrides
+            for tp in entry.partitions():
+                found = self._registry.find(tp)
+                if found is not None:
+                    found.log.update_config(config)
+            _log.info("topic %s: configs changed, overrides now %s", topic, overrides)
+            return config
+
+    def _write_overrides(self, entry: TopicEntry, overrides: dict[str, str]) -> None:
+        served = [found for found in map(self._registry.find, entry.partitions()) if found is not None]
+        assert entry.topic_id is not None
+        before = TopicMetadata(entry.name, entry.topic_id, entry.partition_count, dict(entry.overrides))
+        try:
+            write_overrides([p.path for p in served], before, overrides, self._fs)
+        except PartitionWriteError as failed:
+            what = f"changing the configs of topic {entry.name!r}"
+            exhausted = exhaustion_error(failed.cause, what)
+            if exhausted is not None:
+                raise exhausted from failed.cause  # nothing changed; the directory is fine
+            if not isinstance(failed.cause, IO_ERRORS):
+                raise failed.cause
+            log_dir = next(p.log_dir for p in served if p.path == failed.path)
+            self._take_dir_offline(log_dir, f"{what} failed: {failed.cause}")
+            raise LogDirOfflineError(
+                f"log directory {log_dir.path} failed while {what}: {failed.cause}") from failed.cause
 
     def get_log(self, topic: str, partition: int) -> Log:
         """The partition's log. Raises UnknownTopicOrPartitionError or LogDirOfflineError."""
