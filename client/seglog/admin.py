@@ -29,7 +29,7 @@ from seglog.errors import (
     ServiceError,
     ServiceUnavailableError,
     TopicExistsError,
-    raise_partition_errors,
+    error_from_partition,
 )
 from seglog.structs import (
     DEFAULT_SERVER,
@@ -332,20 +332,25 @@ class AsyncAdmin:
         and may be EARLIEST_TIMESTAMP, LATEST_TIMESTAMP or MAX_TIMESTAMP. When any target fails,
         the first failure is raised (as ``offsets_for_times`` raises), naming its partition.
         """
-        request = pb.OffsetsForTimesRequest(
-            partitions=[
-                pb.PartitionTimestamp(topic=tp.topic, partition=tp.partition, timestamp_ms=ts)
-                for tp, ts in targets
-            ]
-        )
+        request = pb.OffsetsForTimesRequest()
+        add = request.partitions.add  # in place: a message built apart is copied in (upb)
+        for tp, ts in targets:
+            add(topic=tp.topic, partition=tp.partition, timestamp_ms=ts)
         await self._connected()
         assert self._router is not None
         response = await self._router.offsets_for_times(request)  # each target at its owner
-        raise_partition_errors(response.results)
-        results = response.results
-        if len(results) != len(targets):
-            raise ServiceError(f"OffsetsForTimes answered {len(results)} results for {len(targets)} targets")
-        return [OffsetAndTimestamp(r.offset, r.timestamp_ms) if r.offset >= 0 else None for r in results]
+        found: list[OffsetAndTimestamp | None] = []
+        for result in response.results:  # one pass: each field read of a upb message costs
+            offset = result.offset
+            if offset >= 0:  # an answer (a refused target's offset is -1: the proto says so)
+                found.append(OffsetAndTimestamp(offset, result.timestamp_ms))
+            elif result.HasField("error"):
+                raise error_from_partition(result.error, f"{result.topic}-{result.partition}")
+            else:
+                found.append(None)
+        if len(found) != len(targets):
+            raise ServiceError(f"OffsetsForTimes answered {len(found)} results for {len(targets)} targets")
+        return found
 
     async def earliest_offsets(self, topic: str, partitions: Sequence[int] | None = None) -> dict[int, int]:
         """Per partition, the log start offset."""
