@@ -781,3 +781,37 @@ class DescribeGroupResponse(_message.Message):
     members: _containers.RepeatedCompositeFieldContainer[GroupMemberDescription]
     partitions: _containers.RepeatedCompositeFieldContainer[GroupPartitionLag]
     def __init__(self, group: _Optional[str] = ..., state: _Optional[str] = ..., group_epoch: _Optional[int] = ..., members: _Optional[_Iterable[_Union[GroupMemberDescription, _Mapping]]] = ..., partitions: _Optional[_Iterable[_Union[GroupPartitionLag, _Mapping]]] = ...) -> None: ...
+
+class AlterTopicConfigsRequest(_message.Message):
+    __slots__ = ("topic", "set_configs", "delete_configs", "validate_only")
+    class SetConfigsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    SET_CONFIGS_FIELD_NUMBER: _ClassVar[int]
+    DELETE_CONFIGS_FIELD_NUMBER: _ClassVar[int]
+    VALIDATE_ONLY_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    set_configs: _containers.ScalarMap[str, str]
+    delete_configs: _containers.RepeatedScalarFieldContainer[str]
+    validate_only: bool
+    def __init__(self, topic: _Optional[str] = ..., set_configs: _Optional[_Mapping[str, str]] = ..., delete_configs: _Optional[_Iterable[str]] = ..., validate_only: _Optional[bool] = ...) -> None: ...
+
+class AlterTopicConfigsResponse(_message.Message):
+    __slots__ = ("topic", "configs")
+    class ConfigsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    CONFIGS_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    configs: _containers.ScalarMap[str, str]
+    def __init__(self, topic: _Optional[str] = ..., configs: _Optional[_Mapping[str, str]] = ...) -> None: ...

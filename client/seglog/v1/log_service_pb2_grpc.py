@@ -149,6 +149,11 @@ class LogServiceStub:
                 request_serializer=seglog_dot_v1_dot_log__service__pb2.DeleteGroupRequest.SerializeToString,
                 response_deserializer=seglog_dot_v1_dot_log__service__pb2.DeleteGroupResponse.FromString,
                 _registered_method=True)
+        self.AlterTopicConfigs = channel.unary_unary(
+                '/seglog.v1.LogService/AlterTopicConfigs',
+                request_serializer=seglog_dot_v1_dot_log__service__pb2.AlterTopicConfigsRequest.SerializeToString,
+                response_deserializer=seglog_dot_v1_dot_log__service__pb2.AlterTopicConfigsResponse.FromString,
+                _registered_method=True)
 
 
 class LogServiceServicer:
@@ -363,6 +368,18 @@ class LogServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def AlterTopicConfigs(self, request, context):
+        """Changes a topic's configs after creation (Kafka's IncrementalAlterConfigs on a TOPIC): SET
+        gives each name in `set_configs` its value, DELETE returns each name in `delete_configs` to
+        the service default. Validated as CreateTopic's configs (INVALID_ARGUMENT naming the key, and
+        nothing changes); remote.storage.enable is fixed at creation. Each rule reads the new value
+        when it next runs (retention at the next pass, segment.bytes at the next roll, cleanup.policy
+        at the next cleaner listing, flush and append checks at once). Needs admin on the topic.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_LogServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -480,6 +497,11 @@ def add_LogServiceServicer_to_server(servicer, server):
                     servicer.DeleteGroup,
                     request_deserializer=seglog_dot_v1_dot_log__service__pb2.DeleteGroupRequest.FromString,
                     response_serializer=seglog_dot_v1_dot_log__service__pb2.DeleteGroupResponse.SerializeToString,
+            ),
+            'AlterTopicConfigs': grpc.unary_unary_rpc_method_handler(
+                    servicer.AlterTopicConfigs,
+                    request_deserializer=seglog_dot_v1_dot_log__service__pb2.AlterTopicConfigsRequest.FromString,
+                    response_serializer=seglog_dot_v1_dot_log__service__pb2.AlterTopicConfigsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1103,6 +1125,33 @@ class LogService:
             '/seglog.v1.LogService/DeleteGroup',
             seglog_dot_v1_dot_log__service__pb2.DeleteGroupRequest.SerializeToString,
             seglog_dot_v1_dot_log__service__pb2.DeleteGroupResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AlterTopicConfigs(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/seglog.v1.LogService/AlterTopicConfigs',
+            seglog_dot_v1_dot_log__service__pb2.AlterTopicConfigsRequest.SerializeToString,
+            seglog_dot_v1_dot_log__service__pb2.AlterTopicConfigsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,5 +1,5 @@
 """The admin RPCs of seglog.v1.LogService: CreateTopic, DeleteTopic, ListTopics, DescribeTopic,
-DeleteRecords and InitProducerId. Each is convert -> one storage call -> convert; topic creation,
+AlterTopicConfigs, DeleteRecords and InitProducerId. Each is convert -> one storage call -> convert; topic creation,
 deletion and producer-id blocks run on the pool (they create, rename and fsync files).
 """
 
@@ -80,6 +80,25 @@ class AdminRpcs:
         if core.cluster is not None:
             _describe_owners(core.cluster, response)
         return response
+
+    @unary_rpc
+    async def AlterTopicConfigs(self, request: pb.AlterTopicConfigsRequest, context: Any) -> Any:
+        if not request.topic:
+            raise InvalidRequestError("topic is empty")
+        self.core.check_user_may_change("change the configs of", request.topic)
+        set_configs, delete_configs = dict(request.set_configs), list(request.delete_configs)
+        self._check_message_bytes(set_configs)
+        core = self.core
+        config = await core.calls.blocking(
+            core.storage.alter_topic_configs, request.topic, set_configs, delete_configs,
+            validate_only=request.validate_only or core.cluster is not None,
+        )
+        if core.cluster is not None and not request.validate_only:
+            # Checked here first; then written to the topic's record in etcd (compared on its
+            # revision) and applied here; the other instances apply it from their watch.
+            config = await core.calls.blocking(
+                core.cluster.alter_topic_configs, request.topic, set_configs, delete_configs)
+        return pb.AlterTopicConfigsResponse(topic=request.topic, configs=config.to_properties())
 
     @unary_rpc
     async def DeleteRecords(self, request: pb.DeleteRecordsRequest, context: Any) -> Any:

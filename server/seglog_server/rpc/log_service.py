@@ -85,6 +85,7 @@ ROUTES: dict[str, str] = {
     "ListGroups": "groups",
     "DescribeGroup": "groups",
     "DeleteGroup": "groups",
+    "AlterTopicConfigs": "admin",
 }
 
 

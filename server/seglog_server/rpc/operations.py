@@ -136,6 +136,9 @@ OPERATIONS: Mapping[str, RpcOperation] = {
     "DeleteTopic": RpcOperation(_ADMIN, Scope.TOPICS, _topic, _request),
     "ListTopics": RpcOperation(_DESCRIBE, Scope.FILTERED, _no_topic, _request),
     "DescribeTopic": RpcOperation(_DESCRIBE, Scope.TOPICS, _topic, _request, owner=Owner.DESCRIBE),
+    # Kafka's ALTER_CONFIGS on the topic: admin here (seglog's admin is Kafka's ALTER and
+    # ALTER_CONFIGS); any instance answers it (the change goes through etcd's topic record).
+    "AlterTopicConfigs": RpcOperation(_ADMIN, Scope.TOPICS, _topic, _request),
     # -- data -------------------------------------------------------------------------------
     "Produce": RpcOperation(_WRITE, Scope.TOPICS, _topic, _request, Quota.PRODUCE, owner=_EACH, partitions=_partition),
     "Fetch": RpcOperation(_READ, Scope.TOPICS, _topic, _fetch_kind, Quota.FETCH, owner=_EACH, partitions=_partition),

@@ -129,6 +129,11 @@ class StoragePort(Protocol):
 
     def describe_topic(self, topic: str) -> TopicDescription: ...
 
+    def alter_topic_configs(
+        self, topic: str, set_configs: Mapping[str, str], delete_names: Sequence[str] = (), *,
+        validate_only: bool = False,
+    ) -> LogConfig: ...
+
     def init_producer_id(self) -> tuple[int, int]: ...
 
     # -- offline cleaning (their results are storage values read field by field) ----------------

@@ -47,7 +47,7 @@ def test_each_row_reads_its_topics_from_fields_the_request_has(method):
 
 def test_the_admin_operations_are_the_ones_that_change_or_remove_data_outside_produce():
     admin = {name for name, row in OPERATIONS.items() if row.operation is Operation.ADMIN}
-    assert admin == {"CreateTopic", "DeleteTopic", "DeleteRecords", "CreateSnapshot",
+    assert admin == {"CreateTopic", "DeleteTopic", "AlterTopicConfigs", "DeleteRecords", "CreateSnapshot",
                      "ListCleanable", "CommitCleaned", "DropSnapshot",
                      # partition moves (move_rpcs.py): where a partition's data lives
                      "MovePartition", "CopyPartition", "AbortMove", "TakeOverPartition"}
