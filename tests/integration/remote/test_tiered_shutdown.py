@@ -17,7 +17,7 @@ import pytest
 
 from seglog_server.storage.base.clock import FakeClock
 from seglog_server.storage.format.checkpoint import REMOTE_DELETION_CHECKPOINT
-from seglog_server.storage.manager import log_manager as log_manager_module
+from seglog_server.storage.manager import remote_maintenance
 from seglog_server.storage.manager.log_manager import LogManager
 from seglog_server.storage.remote import ObjectStore, RemoteStorageManager
 from tests.integration.remote.conftest import store_config
@@ -70,7 +70,7 @@ def test_shutdown_lets_the_pass_record_its_deletion_and_does_not_wait_it_out(wee
     manager.start_remote_uploader(10)
     assert hold.entered.wait(20), "the pass never reached the deletion"
     stopper = threading.Thread(target=manager.shutdown)
-    with caplog.at_level(logging.WARNING, logger="seglog_server.storage.manager.log_manager"):
+    with caplog.at_level(logging.WARNING, logger="seglog_server.storage.manager.remote_maintenance"):
         stopper.start()
         _until(lambda: manager._state == "stopping", "shutdown never began")
         hold.released.set()
@@ -83,16 +83,16 @@ def test_shutdown_lets_the_pass_record_its_deletion_and_does_not_wait_it_out(wee
 
 def test_a_pass_outlasting_the_stop_wait_writes_nothing_and_the_next_start_finishes(
         weed, prefix, tmp_path, monkeypatch, caplog):
-    monkeypatch.setattr(log_manager_module, "_UPLOADER_STOP_WAIT_S", 0.05)
+    monkeypatch.setattr(remote_maintenance, "UPLOADER_STOP_WAIT_S", 0.05)
     clock, hold = FakeClock(), _HeldDeletion()
     manager, rsm = _manager(tmp_path, weed, prefix, clock, hold)
     _deleted_tiered_topic(manager, clock)
     checkpoint = tmp_path / "data" / REMOTE_DELETION_CHECKPOINT
     pending = checkpoint.read_text()
     manager.start_remote_uploader(10)
-    uploader = manager._uploader
+    uploader = manager._remote._uploader
     assert hold.entered.wait(20), "the pass never reached the deletion"
-    with caplog.at_level(logging.WARNING, logger="seglog_server.storage.manager.log_manager"):
+    with caplog.at_level(logging.WARNING, logger="seglog_server.storage.manager.remote_maintenance"):
         manager.shutdown()  # the pass is still held: shutdown goes on without it
     assert [r for r in caplog.records if _STILL_IN_A_STORE_CALL in r.getMessage()]
     hold.released.set()

@@ -52,7 +52,6 @@ from . import log_maintenance as jobs
 from ..format.clean_shutdown import NO_BROKER_EPOCH
 from ..base.clock import SYSTEM_CLOCK, Clock
 from ..base.errors import (
-    CorruptTopicMetadataError,
     InvalidConfigError,
     LogDirOfflineError,
     ResourceExhaustedError,
@@ -77,8 +76,8 @@ from .log_maintenance import MaintenanceIntervals, MaintenanceSchedule
 from ..segment.open_segments import DEFAULT_OPEN_SEGMENTS_MAX, OpenSegments
 from ..producers.producer_ids import AllocatedProducerIds, ProducerIdBlocks, ProducerIdManager
 from .log_manager_startup import StartupLoader, check_some_dir_online
-from .remote_uploader import STORE_OPERATIONS as REMOTE_STORE_OPERATIONS
-from .remote_uploader import RemoteTierStatistics, RemoteUploader
+from .remote_maintenance import REMOTE_ORPHAN_GRACE_MS, RemoteMaintenance, no_remote_statistics
+from .remote_uploader import RemoteTierStatistics
 from .topic_config_change import PartitionWriteError, changed_overrides, check_changeable, write_overrides
 from .log_manager_statistics import (
     LogManagerCounters,
@@ -91,12 +90,10 @@ from ..format.topic_metadata import (
     TOPIC_METADATA_FILE_NAME,
     TopicMetadata,
     new_topic_id,
-    read_topic_metadata,
     write_topic_metadata,
 )
 from ..base.topic_partition import (
     PARTITION_COUNT_MAX,
-    TopicIdPartition,
     TopicPartition,
     delete_dir_name,
     partition_path,
@@ -126,16 +123,6 @@ _log = logging.getLogger(__name__)
 
 # A v2 batch's attributes are a big-endian int16: its low byte holds the compression codec.
 _ATTRIBUTES_LOW_BYTE = ATTRIBUTES_OFFSET + 1
-# How long shutdown waits for the uploader's pass to end: one store call may take the store's
-# whole deadline (36 s), and a process stopping must not wait for a silent store; the copy it
-# interrupts is an orphan the next start removes.
-_UPLOADER_STOP_WAIT_S = 5.0
-# An orphan younger than 10 minutes may be a copy still in flight (a previous owner's, in a
-# cluster): past it, no copy of a 1 GiB segment at a few MB/s is still running.
-REMOTE_ORPHAN_GRACE_MS = 600_000
-# How often the remote pass looks for orphans besides its first pass (Kafka's RLM expiration
-# runs every 30 s; orphans are rare, a listing of every partition's records is not free).
-REMOTE_ORPHAN_CHECK_MS = 300_000
 
 _NEW, _STARTING, _RUNNING, _STOPPING, _STOPPED, _HALTED = (
     "new",
@@ -177,30 +164,6 @@ class LogManager:
         self._broker_epoch = broker_epoch
         # The object store of tiered topics (remote.storage.enable); None: tiering is off.
         self._remote_storage = remote_storage
-        self._remote_cache: Any = None
-        if remote_storage is not None:
-            from ..remote.remote_chunk_cache import CHUNK_BYTES_DEFAULT, RemoteChunkCache
-
-            # A cache below one default chunk holds one smaller chunk instead.
-            self._remote_cache = RemoteChunkCache(
-                remote_fetch_cache_bytes, min(CHUNK_BYTES_DEFAULT, remote_fetch_cache_bytes))
-        self._uploader: RemoteUploader | None = None
-        # Partitions (with their topic ids) of deleted tiered topics whose objects the next remote pass deletes (a
-        # topic of the same name is refused until then: its keys would find them), with the log
-        # directory whose remote-deletion-checkpoint records them (so a crash forgets none).
-        self._remote_deletions: dict[TopicIdPartition, LogDir] = {}
-        # Orphans (a copy a crash interrupted) older than this go at the first remote pass and
-        # every REMOTE_ORPHAN_CHECK_MS; younger ones may be a copy still in flight elsewhere.
-        self._remote_orphan_grace_ms = remote_orphan_grace_ms
-        self._next_orphan_check_ms = 0
-        self.remote_orphans_deleted = 0
-        self.remote_uploaded_segments = self.remote_uploaded_bytes = 0
-        # Cluster mode: (topic, partition) -> whether this instance uploads, cleans and applies
-        # the whole log's retention for the partition's remote segments now (set_remote_owner_check);
-        # None: every tiered log here (one process). The partitions the last pass did so for: one
-        # coming back to this instance reads its remote segment list again first.
-        self._remote_owner_check: Callable[[str, int], bool] | None = None
-        self._remote_owned: set[TopicPartition] = set()
         self._admin_lock = threading.RLock()
         # One shutdown at a time (it leaves the admin lock while the uploader stops).
         self._shutdown_lock = threading.Lock()
@@ -224,6 +187,22 @@ class LogManager:
             take_dir_offline=self._take_dir_offline,
             snapshot_store=_snapshot_store(remote_storage, fs),
         )
+        # The remote tier's upkeep (remote_maintenance.py); None without a store.
+        self._remote: RemoteMaintenance | None = None
+        if remote_storage is not None:
+            self._remote = RemoteMaintenance(
+                remote_storage,
+                clock=clock,
+                fs=fs,
+                counters=self._counters,
+                admin_lock=self._admin_lock,
+                is_running=lambda: self._state == _RUNNING,
+                owns_dirs=lambda: self._state in (_RUNNING, _STOPPING),
+                online_partitions=self._online_partitions,
+                remove_snapshot_objects=self._cleaner.remove_store_objects,
+                fetch_cache_bytes=remote_fetch_cache_bytes,
+                orphan_grace_ms=remote_orphan_grace_ms,
+            )
 
     # ---------------------------------------------------------------------------------------
     # life cycle
@@ -260,7 +239,8 @@ class LogManager:
                     on_dir_error=self._producer_id_write_failed,
                 )
                 self._cleaner.load_snapshots(self._dirs)
-                self._resume_remote_deletions()
+                if self._remote is not None:  # without a store the deletions wait in their files
+                    self._remote.deletions.resume(self._online_dirs(), self._is_live_topic)
                 self._remove_delete_dirs()
                 check_some_dir_online(self._dirs)
             except BaseException:
@@ -290,7 +270,8 @@ class LogManager:
             self._state = _STOPPING
         # Waited for outside the admin lock: the uploader's pass takes it to record a finished
         # remote deletion, and would otherwise wait out the whole stop wait for nothing.
-        self._stop_remote_uploader()
+        if self._remote is not None:
+            self._remote.stop_uploader()
         with self._admin_lock:
             if self._state == _HALTED:
                 return  # halt() meanwhile: left as a crash leaves it
@@ -320,8 +301,8 @@ class LogManager:
         """Stops serving at once, leaving the directories as a crash would: no flush, no
         checkpoint, no marker (the next start-up recovers). Releases the directory locks."""
         self._state = _HALTED
-        if self._uploader is not None:
-            self._uploader.stop(0)
+        if self._remote is not None:
+            self._remote.halt()
         self._stop_flush_pool(wait=False)
         for partition in self._registry.clear_partitions():
             drop_quietly(partition.log)
@@ -361,17 +342,8 @@ class LogManager:
             open_segments=self._open_segments,
         )
         log.set_change_listener(self._announce_change)
-        if config.remote_storage_enable and self._remote_storage is not None:
-            from ..log.remote_log_tier import RemoteLogTier
-
-            metadata = read_topic_metadata(path, fs=self._fs)
-            if metadata is None:  # a tiered topic's partition was created with its topic.id
-                raise CorruptTopicMetadataError(f"{path}: no {TOPIC_METADATA_FILE_NAME}, so no topic id to "
-                                                "key its remote segments by")
-            tier = RemoteLogTier(self._remote_storage, TopicIdPartition(tp.topic, tp.partition, metadata.topic_id),
-                                 self._clock, self._remote_cache, checkpoint_log_start_offset=log_start_offset)
-            tier.load()  # the store down: retried by the next remote pass
-            log.attach_remote_tier(tier)
+        if config.remote_storage_enable and self._remote is not None:
+            self._remote.attach_tier(log, path, tp, log_start_offset)
         elif config.remote_storage_enable:
             _log.warning("%s: remote.storage.enable=true but the service has no --remote-storage: "
                          "its segments stay local", path)
@@ -383,7 +355,8 @@ class LogManager:
         the other copies held here leave the store to their owner. A partition that becomes owned
         reads its remote segments from the store again before its first upload (its previous
         owner's uploads since the copy was opened)."""
-        self._remote_owner_check = check
+        if self._remote is not None:
+            self._remote.owner_check = check
 
     def set_change_listener(self, listener: ChangeListener | None) -> None:
         """Who is told (``(topic, partition)``, from any thread) after a partition's offsets
@@ -442,12 +415,8 @@ class LogManager:
         with self._admin_lock:
             self._check_running()
             self._registry.check_new_topic_name(topic)
-            if any(tp.topic == topic for tp in self._remote_deletions):
-                from ..base.errors import RemoteStorageUnavailableError
-
-                raise RemoteStorageUnavailableError(
-                    f"topic {topic!r}: the remote segments of the deleted topic of that name are not "
-                    "deleted yet (the object store is slow or down); retry once they are")
+            if self._remote is not None:
+                self._remote.deletions.check_name_free(topic)
             if not self._online_dirs():
                 raise LogDirOfflineError("no log directory is online to hold a new topic")
             if validate_only:
@@ -549,7 +518,9 @@ class LogManager:
                 raise UnknownTopicOrPartitionError(f"topic {topic!r} does not exist")
             some_dir_offline = any(not log_dir.online for log_dir in self._dirs)
             self._registry.check_all_partitions_online(entry, some_dir_offline)
-            self._record_remote_deletions(entry)
+            if self._remote is not None:  # recorded before anything is deleted (remote_deletions.py)
+                served = [self._registry.find(tp) for tp in entry.partitions()]
+                self._remote.deletions.record(topic, served, self._now_ms())
             partitions = self._registry.remove_topic(topic)
             failures = self._rename_for_deletion(partitions)
             for tp, _ in partitions:  # waiters on them wake up and find the topic gone
@@ -561,45 +532,6 @@ class LogManager:
             if failures:
                 where = "; ".join(f"{d.path}: {exc}" for d, exc in failures.items())
                 raise LogDirOfflineError(f"deleting topic {topic!r} failed on {where}")
-
-    def _record_remote_deletions(self, entry: TopicEntry) -> None:
-        """Write the tiered partitions of a topic about to go into their directories'
-        remote-deletion-checkpoint before anything is deleted: DeleteTopic answers only once a
-        crash can no longer forget the objects (a local file, not a marker in the store: the
-        answer must not wait for a store that may be down). A failed write deletes nothing."""
-        served = [(tp, self._registry.find(tp)) for tp in entry.partitions()]
-        tiered = [(p.log.remote_tier.topic_id_partition, p.log_dir) for _, p in served
-                  if p is not None and p.log.remote_tier is not None]
-        now_ms = self._now_ms()
-        for log_dir in {id(d): d for _, d in tiered}.values():
-            recorded = dict(log_dir.remote_deletions)
-            recorded.update((tp, now_ms) for tp, d in tiered if d is log_dir)
-            try:
-                log_dir.write_remote_deletions(recorded)
-            except OSError as exc:
-                raise LogDirOfflineError(
-                    f"deleting topic {entry.name!r}: recording its remote segments for deletion in "
-                    f"{log_dir.path} failed, nothing was deleted: {exc}") from exc
-        self._remote_deletions.update(tiered)
-
-    def _resume_remote_deletions(self) -> None:
-        """At start: the deletions a crash or a shutdown left pending go at the first remote pass.
-        A partition that is still loaded never had its deletion answered (the crash came between
-        the record and the rename): its entry is dropped. Without a store they wait in the file."""
-        if self._remote_storage is None:
-            return
-        for log_dir in self._online_dirs():
-            live = {tp for tp in log_dir.remote_deletions if self._is_live_topic(tp.topic, tp.topic_id)}
-            self._remote_deletions.update((tp, log_dir) for tp in log_dir.remote_deletions if tp not in live)
-            if live:
-                kept = {tp: ms for tp, ms in log_dir.remote_deletions.items() if tp not in live}
-                try:
-                    log_dir.write_remote_deletions(kept)
-                except OSError as exc:
-                    _log.warning("dropping the remote deletions of live %s from %s failed: %s",
-                                 sorted(live), log_dir.path, exc)
-        if self._remote_deletions:
-            _log.info("resuming the remote deletion of %d partitions of deleted topics", len(self._remote_deletions))
 
     def _is_live_topic(self, topic: str, topic_id: str) -> bool:
         entry = self._registry.topic(topic)
@@ -889,151 +821,42 @@ class LogManager:
             elapsed_ns = self._clock.monotonic_ns() - started_ns
             self._counters.last_maintenance_duration_ms = elapsed_ns / 1e6
 
+    # ---------------------------------------------------------------------------------------
+    # the remote tier (remote_maintenance.py)
+    # ---------------------------------------------------------------------------------------
     def start_remote_uploader(self, interval_ms: int) -> None:
         """Run ``run_remote_pass`` every ``interval_ms`` on a thread of its own until shutdown
         (the service does; tests call ``run_remote_pass`` themselves). No store: nothing to do."""
         with self._admin_lock:
             self._check_running()
-            if self._remote_storage is None or self._uploader is not None:
-                return
-            self._uploader = RemoteUploader(self.run_remote_pass, interval_ms)
-            self._uploader.start()
-
-    def _stop_remote_uploader(self) -> None:
-        if self._uploader is not None and not self._uploader.stop(_UPLOADER_STOP_WAIT_S):
-            _log.warning("the remote uploader is still in a store call after %.0f s; shutting down "
-                         "without it (an interrupted copy is an orphan the next start removes)",
-                         _UPLOADER_STOP_WAIT_S)
+            if self._remote is not None:
+                self._remote.start_uploader(interval_ms)
 
     def run_remote_pass(self) -> None:
-        """One pass of the remote tier over every tiered log: uploads, local retention right
-        after an upload (the uploaded segments are what it may now delete), the whole log's
-        retention over the remote segments. Runs on a thread of its own (the service's uploader),
-        never inside ``run_maintenance``: a store call may take its whole deadline
-        (object_store.py), and a silent store must not hold the other jobs back."""
-        with self._admin_lock:
-            if self._state != _RUNNING:
-                return
-            tiered = [p.log for _, p in self._online_partitions() if p.log.remote_tier is not None]
-            deleted = sorted(self._remote_deletions)
-            now_ms = self._now_ms()
-            check_orphans = now_ms >= self._next_orphan_check_ms
-            if check_orphans:
-                self._next_orphan_check_ms = now_ms + REMOTE_ORPHAN_CHECK_MS
-        for tp in deleted:
-            self._delete_remote_partition(tp)
-        # Objects of removed exported cleaning snapshots (expiry and DeleteTopic, under the admin
-        # lock, only recorded them).
-        self._cleaner.remove_store_objects()
-        for log in tiered:
-            if self._state != _RUNNING:
-                return  # shutting down: the next start picks up where this pass stopped
-            if not self._uploads_here(log):
-                continue
-            if check_orphans:
-                self._cleanup_orphans(log)
-            self._remote_pass(log)
-
-    def _uploads_here(self, log: Log) -> bool:
-        check = self._remote_owner_check
-        if check is None:
-            return True
-        tp = TopicPartition(log.topic, log.partition)
-        if not check(log.topic, log.partition):
-            self._remote_owned.discard(tp)
-            return False
-        if tp not in self._remote_owned:
-            self._remote_owned.add(tp)
-            assert log.remote_tier is not None
-            log.remote_tier.reload()  # loaded again by this pass, before anything is uploaded
-        return True
+        """One pass of the remote tier over every tiered log: deletions of deleted topics,
+        orphans, uploads, local retention right after an upload (the uploaded segments are what it
+        may now delete), the whole log's retention over the remote segments. Runs on a thread of
+        its own (the service's uploader), never inside ``run_maintenance``: a store call may take
+        its whole deadline (object_store.py), and a silent store must not hold the other jobs
+        back."""
+        if self._remote is not None:
+            self._remote.run_pass()
 
     def remote_statistics(self) -> RemoteTierStatistics:
         """The remote tier's figures (the metrics' remote section); zeros without a store."""
-        rsm = self._remote_storage
-        if rsm is None:
-            return RemoteTierStatistics(store_error_counts=dict.fromkeys(REMOTE_STORE_OPERATIONS, 0))
-        lag_bytes, oldest_ms = 0, -1
-        check = self._remote_owner_check
-        for tp, partition in self._online_partitions():
-            tier = partition.log.remote_tier
-            if tier is None or (check is not None and not check(tp.topic, tp.partition)):
-                continue  # another instance's to upload: its lag is counted there
-            log_bytes, log_oldest_ms = partition.log.upload_lag(tier.highest_uploaded_offset)
-            lag_bytes += log_bytes
-            if log_oldest_ms >= 0 and (oldest_ms < 0 or log_oldest_ms < oldest_ms):
-                oldest_ms = log_oldest_ms
-        cache = self._remote_cache.statistics()
-        errors = dict(rsm.store.error_counts)
-        if rsm.read_store is not rsm.store:
-            for op, count in rsm.read_store.error_counts.items():
-                errors[op] = errors.get(op, 0) + count
-        return RemoteTierStatistics(
-            uploaded_segment_count=self.remote_uploaded_segments, uploaded_bytes=self.remote_uploaded_bytes,
-            upload_lag_bytes=lag_bytes,
-            upload_lag_seconds=max(0.0, (self._clock.time_ms() - oldest_ms) / 1000) if oldest_ms >= 0 else 0.0,
-            fetch_count=rsm.fetch_count, fetch_bytes=rsm.fetch_bytes, fetch_seconds=rsm.fetch_seconds,
-            cache_hit_count=cache.hit_count, cache_miss_count=cache.miss_count,
-            store_error_counts=errors, orphans_deleted=self.remote_orphans_deleted)
+        return no_remote_statistics() if self._remote is None else self._remote.statistics()
 
-    def _delete_remote_partition(self, tp: TopicIdPartition) -> None:
-        assert self._remote_storage is not None
-        try:
-            count = self._remote_storage.delete_partition(tp)
-        except Exception as exc:  # noqa: BLE001 - kept for the next pass
-            _log.warning("deleting the remote segments of deleted %s failed (retried at the next pass): %s",
-                         tp, exc)
-            return
-        with self._admin_lock:
-            if self._state not in (_RUNNING, _STOPPING):
-                # Stopped while the store call ran (past the stop wait): the directory is no
-                # longer ours to write; the next start deletes the (now empty) prefix again.
-                _log.info("deleted %d remote segments of deleted %s; recorded at the next start", count, tp)
-                return
-            log_dir = self._remote_deletions.pop(tp, None)
-            if log_dir is not None and log_dir.online and tp in log_dir.remote_deletions:
-                kept = {other: ms for other, ms in log_dir.remote_deletions.items() if other != tp}
-                try:
-                    log_dir.write_remote_deletions(kept)
-                except OSError as exc:  # the next start deletes an empty prefix again: harmless
-                    _log.warning("recording the remote deletion of %s in %s failed: %s", tp, log_dir.path, exc)
-        _log.info("deleted %d remote segments of deleted %s", count, tp)
+    @property
+    def remote_uploaded_segments(self) -> int:
+        return 0 if self._remote is None else self._remote.uploaded_segments
 
-    def _cleanup_orphans(self, log: Log) -> None:
-        """Orphans of the log older than the grace: at the first pass after a start (a crash's
-        interrupted copy) and every REMOTE_ORPHAN_CHECK_MS."""
-        assert self._remote_storage is not None
-        try:
-            count = self._remote_storage.cleanup_orphans(log.remote_tier.topic_id_partition,
-                                                         older_than_ms=self._remote_orphan_grace_ms)
-        except Exception as exc:  # noqa: BLE001 - the next check retries
-            _log.warning("orphan cleanup of %r failed: %s", log, exc)
-            self._next_orphan_check_ms = 0
-            return
-        if count:
-            self.remote_orphans_deleted += count
-            _log.info("%r: deleted %d orphan remote segments (copies a crash interrupted)", log, count)
+    @property
+    def remote_uploaded_bytes(self) -> int:
+        return 0 if self._remote is None else self._remote.uploaded_bytes
 
-    def _remote_pass(self, log: Log) -> None:
-        """Copy the log's closed segments to the store, then the whole log's retention over the
-        remote ones. The store failing backs off in the tier; nothing here stops serving."""
-        tier = log.remote_tier
-        assert tier is not None
-        try:
-            if not tier.loaded and tier.load():
-                log.attach_remote_tier(tier)
-            if log.is_offline or log.is_closed:
-                return
-            bytes_before = tier.uploaded_bytes
-            copied = tier.upload_pass(log.upload_candidates)
-            self.remote_uploaded_segments += copied
-            self.remote_uploaded_bytes += tier.uploaded_bytes - bytes_before
-            if copied:
-                self._counters.segments_deleted += log.delete_old_segments()
-            log.remote_retention_pass()
-        except Exception:
-            self._counters.maintenance_errors += 1
-            _log.exception("remote pass of %r failed", log)
+    @property
+    def remote_orphans_deleted(self) -> int:
+        return 0 if self._remote is None else self._remote.orphans_deleted
 
     def _apply_retention(self, partition: PartitionEntry) -> None:
         self._counters.segments_deleted += partition.log.delete_old_segments()
