@@ -1,4 +1,4 @@
-"""``seglog topic create|list|describe|delete``."""
+"""``seglog topic create|list|describe|alter-config|delete``."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ Parents = list[argparse.ArgumentParser]
 def add_parser(commands: Any, parents: Parents) -> None:
     parser = commands.add_parser(
         "topic",
-        help="create, list, describe and delete topics",
+        help="create, list, describe, reconfigure and delete topics",
         description="Manage topics.",
         epilog=epilog(
             """
@@ -27,6 +27,7 @@ def add_parser(commands: Any, parents: Parents) -> None:
               seglog topic create events --partitions 3 --config retention.ms=86400000
               seglog topic list
               seglog topic describe events
+              seglog topic alter-config events --set retention.ms=3600000 --delete segment.bytes
               seglog topic delete events
             """
         ),
@@ -36,6 +37,7 @@ def add_parser(commands: Any, parents: Parents) -> None:
     _add_create(actions, parents)
     _add_list(actions, parents)
     _add_describe(actions, parents)
+    _add_alter_config(actions, parents)
     _add_delete(actions, parents)
 
 
@@ -119,6 +121,37 @@ def _add_describe(actions: Any, parents: Parents) -> None:
     parser.set_defaults(run=_describe)
 
 
+def _add_alter_config(actions: Any, parents: Parents) -> None:
+    parser = _subparser(
+        actions,
+        "alter-config",
+        parents,
+        "change a topic's configs after creation",
+        """
+        As Kafka's kafka-configs.sh --alter: --set gives a config a value, --delete returns it to
+        the service default. Each rule takes the new value when it next runs (retention at its
+        next pass, segment.bytes at the next roll, cleanup.policy at the next cleaner listing).
+
+        examples:
+          seglog topic alter-config events --set retention.ms=3600000
+          seglog topic alter-config events --set cleanup.policy=compact --delete segment.bytes
+          seglog topic alter-config events --set retention.ms=1000 --dry-run     # check, change nothing
+        """,
+    )
+    parser.add_argument("name", help="topic name")
+    parser.add_argument(
+        "--set", dest="set_configs", type=parse_key_value, action="append", default=[], metavar="KEY=VALUE",
+        help="give a config a value, e.g. retention.ms=3600000 (repeatable)",
+    )
+    parser.add_argument(
+        "--delete", dest="delete_configs", action="append", default=[], metavar="KEY",
+        help="return a config to the service default (repeatable)",
+    )
+    parser.add_argument("--dry-run", action="store_true", help="check the change and show its result, change nothing")
+    parser.add_argument("--format", choices=["text", "json"], default="text", help="output format (default: text)")
+    parser.set_defaults(run=_alter_config)
+
+
 def _add_delete(actions: Any, parents: Parents) -> None:
     parser = _subparser(
         actions,
@@ -195,6 +228,27 @@ def _describe(args: argparse.Namespace) -> int:
         widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
         for row in rows:
             print("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip())
+        return 0
+
+    return _with_admin(args, action)
+
+
+def _alter_config(args: argparse.Namespace) -> int:
+    if not args.set_configs and not args.delete_configs:
+        raise ValueError("topic alter-config: nothing to change: give --set KEY=VALUE or --delete KEY")
+
+    def action(admin: Admin) -> int:
+        before = admin.describe_topic(args.name).configs
+        configs = admin.alter_topic_configs(
+            args.name, dict(args.set_configs), args.delete_configs, validate_only=args.dry_run)
+        if args.format == "json":
+            print(json.dumps({"topic": args.name, "configs": configs, "dry_run": args.dry_run}, sort_keys=True))
+            return 0
+        changed = {key: value for key, value in sorted(configs.items()) if before.get(key) != value}
+        verb = "would change" if args.dry_run else "changed"
+        print(f"topic {args.name}: {verb} {len(changed)} configs" + (" (nothing changed)" if args.dry_run else ""))
+        for key, value in changed.items():
+            print(f"  {key}: {before.get(key, '')} -> {value}")
         return 0
 
     return _with_admin(args, action)

@@ -140,6 +140,28 @@ class AsyncAdmin:
         """Delete a topic and all its data. TopicNotFoundError if there is none."""
         await (await self._connected()).delete_topic(pb.DeleteTopicRequest(topic=name))
 
+    async def alter_topic_configs(
+        self,
+        name: str,
+        set_configs: Mapping[str, str | int] | None = None,
+        delete_configs: Sequence[str] = (),
+        *,
+        validate_only: bool = False,
+    ) -> dict[str, str]:
+        """Change a topic's configs (Kafka's incrementalAlterConfigs): each name in
+        ``set_configs`` takes its value, each name in ``delete_configs`` returns to the service
+        default; returns every effective config after the change (with ``validate_only``, the
+        ones the change would give, nothing changed). InvalidRequestError names a bad key or value
+        (nothing changes); TopicNotFoundError if there is no such topic."""
+        request = pb.AlterTopicConfigsRequest(
+            topic=name,
+            set_configs={k: str(v) for k, v in (set_configs or {}).items()},
+            delete_configs=list(delete_configs),
+            validate_only=validate_only,
+        )
+        response = await (await self._connected()).alter_topic_configs(request)
+        return dict(response.configs)
+
     async def list_topics(self) -> list[TopicInfo]:
         """Every topic with its partition count, sorted by name."""
         response = await (await self._connected()).list_topics(pb.ListTopicsRequest())
@@ -558,6 +580,17 @@ class Admin(_sync.SyncFacade, implementation=AsyncAdmin):
 
     def delete_topic(self, name: str) -> None:
         self._portal.run(self._async.delete_topic(name))
+
+    def alter_topic_configs(
+        self,
+        name: str,
+        set_configs: Mapping[str, str | int] | None = None,
+        delete_configs: Sequence[str] = (),
+        *,
+        validate_only: bool = False,
+    ) -> dict[str, str]:
+        return self._portal.run(
+            self._async.alter_topic_configs(name, set_configs, delete_configs, validate_only=validate_only))
 
     def list_topics(self) -> list[TopicInfo]:
         return self._portal.run(self._async.list_topics())

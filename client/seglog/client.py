@@ -198,6 +198,10 @@ class Transport:
         response: pb.DescribeTopicResponse = await self._unary("DescribeTopic", request)
         return response
 
+    async def alter_topic_configs(self, request: pb.AlterTopicConfigsRequest) -> pb.AlterTopicConfigsResponse:
+        response: pb.AlterTopicConfigsResponse = await self._unary("AlterTopicConfigs", request)
+        return response
+
     async def produce(self, request: pb.ProduceRequest) -> pb.ProduceResponse:
         response: pb.ProduceResponse = await self._unary("Produce", request)
         return response
