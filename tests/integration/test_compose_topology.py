@@ -9,6 +9,10 @@ pointed at the service), a standalone Spark master and worker from the installed
 distribution, and the cleaner's own command with ``--once`` instead of ``--interval``. It checks a
 cleaned segment (superseded records gone, the latest value of each key kept at its offset) and a
 cleaner series read back through Prometheus.
+
+Both topologies' tests use one Spark master (compose's spark-master is the same in both; its JVM
+start is the module's to share); each runs its own topology's worker, service and cleaner in an
+image root of its own (the worker beside the data volume it mounts, or without one).
 """
 
 from __future__ import annotations
@@ -73,34 +77,56 @@ def _read_all(stub) -> list[tuple[int, bytes | None, bytes | None]]:
         offset = response.next_offset
 
 
-@pytest.mark.timeout(1500)
-@needs_root
-def test_the_compose_topology_cleans_a_topic_and_prometheus_sees_the_cleaner(tmp_path):
-    services = compose_services()
-    image = ImageRoot()
-    processes = Processes(image.path)
-    service = ImageService(image, services).start()
-    try:
-        _clean_and_scrape(tmp_path, services, image, processes, service)
-    finally:
-        processes.stop()
-        service.stop()
-        image.remove()
-
-
-def _clean_and_scrape(tmp_path, services, image, processes, service) -> None:
-    stub = service.stub
+def _fill_compacted_topic(stub, *, seed: int, count: int) -> dict[bytes, tuple[int, bytes]]:
+    """TOPIC made compacted with small segments and ``count`` keyed records produced one by one;
+    returns each key's latest (offset, value)."""
     stub.CreateTopic(pb.CreateTopicRequest(topic=TOPIC, partitions=1, configs={
         "cleanup.policy": "compact", "segment.bytes": "4096", "file.delete.delay.ms": "0"}), timeout=30)
-    rng = random.Random(12)
+    rng = random.Random(seed)
     latest: dict[bytes, tuple[int, bytes]] = {}
-    for number in range(600):
+    for number in range(count):
         builder = RecordBatchBuilder()
         key, value = b"key-%02d" % rng.randrange(KEYS), b"value-%d-" % number + b"x" * 40
         builder.append(value, key=key)
         offset = stub.Produce(pb.ProduceRequest(topic=TOPIC, partition=0, records=builder.build()),
                               timeout=30).base_offset
         latest[key] = (offset, value)
+    return latest
+
+
+@pytest.fixture(scope="module")
+def spark_master():
+    """compose's spark-master (the same in docker-compose.yml and with docker-compose.store.yml),
+    as uid 10001 in an image root of its own; each test registers its own topology's worker."""
+    services = compose_services()
+    assert compose_services(*STORE_FILES, env=STORE_KEYS)["spark-master"] == services["spark-master"]
+    image = ImageRoot()
+    processes = Processes(image.path)
+    try:
+        yield SparkCluster(image, processes, services).start_master()
+    finally:
+        processes.stop()
+        image.remove()
+
+
+@pytest.mark.timeout(1500)
+@needs_root
+def test_the_compose_topology_cleans_a_topic_and_prometheus_sees_the_cleaner(tmp_path, spark_master):
+    services = compose_services()
+    image = ImageRoot()
+    processes = Processes(image.path)
+    service = ImageService(image, services).start()
+    try:
+        _clean_and_scrape(tmp_path, services, image, processes, service, spark_master)
+    finally:
+        processes.stop()
+        service.stop()
+        image.remove()
+
+
+def _clean_and_scrape(tmp_path, services, image, processes, service, spark_master) -> None:
+    stub = service.stub
+    latest = _fill_compacted_topic(stub, seed=12, count=600)
     before = _read_all(stub)
 
     # Prometheus, as compose runs it: deploy/prometheus mounted, the target pointed here.
@@ -125,7 +151,7 @@ def _clean_and_scrape(tmp_path, services, image, processes, service) -> None:
 
     # The Spark master, worker and cleaner: compose's commands and the image's environment,
     # as the images' uid 10001 (tests/support/compose_processes.py); nothing set here that the image lacks.
-    cluster = SparkCluster(image, processes, services).start()
+    cluster = spark_master.start_worker(image, processes, services)
     # The cleaner: compose's command, one round instead of a schedule.
     finished = subprocess.run(
         image.as_service("cleaner", cleaner_command(services, cluster.master_url, service.address, once=True)),
@@ -179,7 +205,7 @@ def _s3_command(services: dict, data_dir: pathlib.Path, s3_port: int) -> list[st
 
 @pytest.mark.timeout(1500)
 @needs_root
-def test_the_store_topology_cleans_through_the_object_store(tmp_path):
+def test_the_store_topology_cleans_through_the_object_store(tmp_path, spark_master):
     """docker-compose.store.yml as its processes: compose's s3 command (a real SeaweedFS with the
     keys as its only identity), its bucket made by s3-init's command, the service exporting to it,
     a Spark master and a worker with no data volume, and the cleaner's --snapshot-store command."""
@@ -211,7 +237,7 @@ def test_the_store_topology_cleans_through_the_object_store(tmp_path):
         assert made.returncode == 0, made.stderr
         service = ImageService(image, services).start()
         try:
-            _clean_through_the_store(services, image, processes, service, endpoint)
+            _clean_through_the_store(services, image, processes, service, endpoint, spark_master)
         finally:
             service.stop()
     finally:
@@ -219,21 +245,11 @@ def test_the_store_topology_cleans_through_the_object_store(tmp_path):
         image.remove()
 
 
-def _clean_through_the_store(services, image, processes, service, endpoint) -> None:
+def _clean_through_the_store(services, image, processes, service, endpoint, spark_master) -> None:
     stub = service.stub
-    stub.CreateTopic(pb.CreateTopicRequest(topic=TOPIC, partitions=1, configs={
-        "cleanup.policy": "compact", "segment.bytes": "4096", "file.delete.delay.ms": "0"}), timeout=30)
-    rng = random.Random(13)
-    latest: dict[bytes, tuple[int, bytes]] = {}
-    for number in range(400):
-        builder = RecordBatchBuilder()
-        key, value = b"key-%02d" % rng.randrange(KEYS), b"value-%d-" % number + b"x" * 40
-        builder.append(value, key=key)
-        offset = stub.Produce(pb.ProduceRequest(topic=TOPIC, partition=0, records=builder.build()),
-                              timeout=30).base_offset
-        latest[key] = (offset, value)
+    latest = _fill_compacted_topic(stub, seed=13, count=400)
     before = _read_all(stub)
-    cluster = SparkCluster(image, processes, services).start()
+    cluster = spark_master.start_worker(image, processes, services)
     command = cleaner_command(services, cluster.master_url, service.address, once=True)
     command = [word.replace("http://s3:8333", endpoint) for word in command]
     assert "--snapshot-store" in command

@@ -259,17 +259,26 @@ class SparkCluster:
         return command
 
     def start(self) -> SparkCluster:
+        return self.start_master().start_worker(self.image, self.processes, self.services)
+
+    def start_master(self) -> SparkCluster:
         master = self.spark_command("spark-master")
         master = replace(replace(master, "7077", str(self.master_port)), "8080", str(free_port()))
         env = self.image.environment(self.services["spark-master"].get("environment"))
         process, log = self.processes.start("spark-master", self.image.as_service("spark-master", master), env)
         wait_for(log, "I have been elected leader", process, REGISTER_TIMEOUT_S)
-        worker = replace(self.spark_command("spark-worker"), "spark-master:7077", f"spark-master:{self.master_port}")
+        return self
+
+    def start_worker(self, image: ImageRoot, processes: Processes, services: dict) -> SparkCluster:
+        """A spark-worker as ``services`` (one topology's compose files) run it, in ``image`` (where
+        its volumes are), registered with this master; stopped with ``processes``."""
+        worker = services["spark-worker"]["command"]
+        assert worker[0] == "spark-class", worker  # found on the image's PATH
+        worker = replace(worker, "spark-master:7077", f"spark-master:{self.master_port}")
         worker = replace(worker, "2g", "1g")  # two JVMs and a driver share this machine's memory
         # The worker's UI port, fixed at 8081 inside its own container, is a free one here.
-        env = self.image.environment(self.services["spark-worker"].get("environment"),
-                                     SPARK_WORKER_WEBUI_PORT=str(free_port()))
-        process, log = self.processes.start("spark-worker", self.image.as_service("spark-worker", worker), env)
+        env = image.environment(services["spark-worker"].get("environment"), SPARK_WORKER_WEBUI_PORT=str(free_port()))
+        process, log = processes.start("spark-worker", image.as_service("spark-worker", worker), env)
         wait_for(log, "Successfully registered with master", process, REGISTER_TIMEOUT_S)
         return self
 
