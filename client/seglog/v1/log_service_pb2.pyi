@@ -539,22 +539,34 @@ class IndexSearch(_message.Message):
     def __init__(self, index: _Optional[str] = ..., path: _Optional[str] = ..., entry_count: _Optional[int] = ..., zone: _Optional[str] = ..., slot: _Optional[int] = ..., probed_slots: _Optional[_Iterable[int]] = ..., pages: _Optional[_Iterable[int]] = ..., pages_resident: _Optional[_Iterable[bool]] = ...) -> None: ...
 
 class ProduceStreamRequest(_message.Message):
-    __slots__ = ("correlation_id", "produce")
+    __slots__ = ("correlation_id", "produce", "more")
     CORRELATION_ID_FIELD_NUMBER: _ClassVar[int]
     PRODUCE_FIELD_NUMBER: _ClassVar[int]
+    MORE_FIELD_NUMBER: _ClassVar[int]
     correlation_id: int
     produce: ProduceRequest
-    def __init__(self, correlation_id: _Optional[int] = ..., produce: _Optional[_Union[ProduceRequest, _Mapping]] = ...) -> None: ...
+    more: _containers.RepeatedCompositeFieldContainer[ProduceRequest]
+    def __init__(self, correlation_id: _Optional[int] = ..., produce: _Optional[_Union[ProduceRequest, _Mapping]] = ..., more: _Optional[_Iterable[_Union[ProduceRequest, _Mapping]]] = ...) -> None: ...
 
 class ProduceStreamResponse(_message.Message):
-    __slots__ = ("correlation_id", "produce", "error")
+    __slots__ = ("correlation_id", "produce", "error", "more")
     CORRELATION_ID_FIELD_NUMBER: _ClassVar[int]
     PRODUCE_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
+    MORE_FIELD_NUMBER: _ClassVar[int]
     correlation_id: int
     produce: ProduceResponse
     error: StreamError
-    def __init__(self, correlation_id: _Optional[int] = ..., produce: _Optional[_Union[ProduceResponse, _Mapping]] = ..., error: _Optional[_Union[StreamError, _Mapping]] = ...) -> None: ...
+    more: _containers.RepeatedCompositeFieldContainer[ProduceAnswer]
+    def __init__(self, correlation_id: _Optional[int] = ..., produce: _Optional[_Union[ProduceResponse, _Mapping]] = ..., error: _Optional[_Union[StreamError, _Mapping]] = ..., more: _Optional[_Iterable[_Union[ProduceAnswer, _Mapping]]] = ...) -> None: ...
+
+class ProduceAnswer(_message.Message):
+    __slots__ = ("produce", "error")
+    PRODUCE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    produce: ProduceResponse
+    error: StreamError
+    def __init__(self, produce: _Optional[_Union[ProduceResponse, _Mapping]] = ..., error: _Optional[_Union[StreamError, _Mapping]] = ...) -> None: ...
 
 class LookupStreamRequest(_message.Message):
     __slots__ = ("correlation_id", "offsets_for_times")

@@ -16,6 +16,11 @@ open stream a request costs one message each way. The shape of one stream (``_se
               must wait (ACKS_FSYNCED's group commit, a produce quota's delay) waits in
               ``OrderedReplies`` while the next requests are read and worked on; answers leave in
               request order, each with its request's correlation id.
+    batches   a ProduceStream message may carry several batches (``produce``, then ``more``; at
+              most ``seglog-stream-batches-max``, announced at open): each is admitted, appended
+              or refused as a message of its own would be, in order, and answered in its slot
+              of the one answer (``more``); grpc.aio's per-message cost, not the append, is
+              most of a 16 KiB batch's cost on each side.
     refusal   a request the twin would refuse is answered with ``error`` set (the twin's status
               code, message, error class and retry hint); the stream goes on. Not so a stream
               whose rights a reload revoked (``CallGate.recheck``, run before each message takes
@@ -44,13 +49,16 @@ from seglog.v1 import log_service_pb2 as pb
 from . import conversions
 from .admission import client_of
 from .boundary import _abort, _answer_if_cut, _check_parsed
-from .errors import ServiceStoppingError
+from .errors import InvalidRequestError, ServiceStoppingError
 from .lookup_rpcs import LookupRpcs
 from .produce_rpcs import ProduceRpcs
 from .service_core import ServiceCore
 from .status import status_for
 
-__all__ = ["IN_FLIGHT_METADATA_KEY", "STREAM_IN_FLIGHT_MAX", "OrderedReplies", "StreamRpcs"]
+__all__ = [
+    "BATCHES_METADATA_KEY", "IN_FLIGHT_METADATA_KEY", "STREAM_BATCHES_MAX", "STREAM_IN_FLIGHT_MAX", "OrderedReplies",
+    "StreamRpcs",
+]
 
 # Requests a stream may have read and not yet answered. The batch of a produce request is
 # appended before the next request is read, so what waits is only answers (behind group commit
@@ -60,6 +68,12 @@ __all__ = ["IN_FLIGHT_METADATA_KEY", "STREAM_IN_FLIGHT_MAX", "OrderedReplies", "
 # holds the client back.
 STREAM_IN_FLIGHT_MAX = 64
 IN_FLIGHT_METADATA_KEY = "seglog-stream-in-flight-max"
+# The ProduceStream's initial metadata entry: how many batches one message may carry (its
+# ``produce`` and ``more``). Each costs the service as a message of its own would, minus the
+# message: grpc.aio's per-message cost on each side is what makes 16 KiB batches (Kafka's
+# default batch.size) slow one a message. 16: a producer's window is 5 batches a partition.
+BATCHES_METADATA_KEY = "seglog-stream-batches-max"
+STREAM_BATCHES_MAX = 16
 
 _Reply = Any  # a response message, or a future of one (an answer that must wait)
 
@@ -203,7 +217,10 @@ class StreamRpcs:
         try:
             call = await core.gate.admit_stream(name, context)
             with core.admission.stream(client_of(context)):
-                await context.send_initial_metadata(((IN_FLIGHT_METADATA_KEY, str(STREAM_IN_FLIGHT_MAX)),))
+                metadata: tuple[tuple[str, str], ...] = ((IN_FLIGHT_METADATA_KEY, str(STREAM_IN_FLIGHT_MAX)),)
+                if name == "ProduceStream":
+                    metadata += ((BATCHES_METADATA_KEY, str(STREAM_BATCHES_MAX)),)
+                await context.send_initial_metadata(metadata)
                 replies = OrderedReplies(context.write, STREAM_IN_FLIGHT_MAX)
                 session = _Session(core.stopping)
                 self._stream_sessions.add(session)
@@ -261,12 +278,34 @@ class StreamRpcs:
 
     # -- one message ------------------------------------------------------------------------------
     async def _produce_message(self, name: str, call: Any, request: pb.ProduceStreamRequest) -> _Reply:
-        started_ns = time.perf_counter_ns()
+        if not request.more:
+            return await self._produce_batch(name, call, request.correlation_id, request.produce)
         correlation_id = request.correlation_id
+        if len(request.more) >= STREAM_BATCHES_MAX:
+            started_ns = time.perf_counter_ns()
+            exc = InvalidRequestError(
+                f"a ProduceStream message carries at most {STREAM_BATCHES_MAX} batches "
+                f"({BATCHES_METADATA_KEY}); this one carried {len(request.more) + 1}"
+            )
+            return self._refused(pb.ProduceStreamResponse, name, correlation_id, exc, started_ns)
+        # One batch after the other, each as a message of its own would be (admitted, appended
+        # or refused alone): a refused batch does not stop the ones after it.
+        replies = [
+            await self._produce_batch(name, call, correlation_id, produce)
+            for produce in (request.produce, *request.more)
+        ]
+        if any(isinstance(reply, asyncio.Future) for reply in replies):
+            return asyncio.ensure_future(_joined_later(replies))
+        return _joined(replies)
+
+    async def _produce_batch(
+        self, name: str, call: Any, correlation_id: int, produce: pb.ProduceRequest
+    ) -> _Reply:
+        started_ns = time.perf_counter_ns()
         try:
-            delay_s = self._begin_message(call, request.produce)
+            delay_s = self._begin_message(call, produce)
             try:
-                log, info, acks = await self._produce.append(request.produce)
+                log, info, acks = await self._produce.append(produce)
             finally:
                 self._end_message(call)
         except Exception as exc:  # noqa: BLE001 - answered on the stream (or raised: a bug)
@@ -348,6 +387,33 @@ class StreamRpcs:
         metrics = self.core.metrics
         if metrics is not None:
             metrics.rpc_finished(name, code, (time.perf_counter_ns() - started_ns) / 1e9)
+
+
+def _joined(replies: list[pb.ProduceStreamResponse]) -> pb.ProduceStreamResponse:
+    """One message's answer from its batches' answers: the first in ``produce`` or ``error``, the
+    rest in ``more``."""
+    first, *rest = replies
+    for reply in rest:
+        answer = first.more.add()
+        if reply.HasField("error"):
+            answer.error.CopyFrom(reply.error)
+        else:
+            answer.produce.CopyFrom(reply.produce)
+    return first
+
+
+async def _joined_later(replies: list[_Reply]) -> pb.ProduceStreamResponse:
+    """``_joined`` once every batch's answer is in (some wait: ACKS_FSYNCED, a quota delay)."""
+    done = []
+    try:
+        for reply in replies:
+            done.append((await reply) if isinstance(reply, asyncio.Future) else reply)
+    except asyncio.CancelledError:  # the stream ended without answering: so do they
+        for reply in replies:
+            if isinstance(reply, asyncio.Future):
+                reply.cancel()
+        raise
+    return _joined(done)
 
 
 async def _next_request(session: _Session, context: Any) -> Any:
