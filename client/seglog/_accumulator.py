@@ -309,33 +309,34 @@ class RecordAccumulator:
         values: Sequence[bytes | None],
         timestamp_ms: int | None,
         now_ms: float,
+        *,
+        start: int = 0,
+        totals: list[int] | None = None,
     ) -> tuple[list[tuple[BatchDelivery, int, int]], bool]:
         """Add records without headers, all with one timestamp (the wall clock when None), under
         one lock hold; returns the (delivery, first index, count) spans they went into and whether
         the sender must be woken. Appends as many as the buffer has room for, then raises
-        BufferFullError carrying how many went in (``appended``), so the caller can wait and go on."""
+        BufferFullError carrying the position it stopped at (``appended``: how many went in when
+        ``start`` is 0), so the caller can wait and go on from there.
+
+        ``start`` and ``totals`` (``record_totals`` of the same records) let a caller that waits
+        for buffer space go on without sizing or copying the records again: a send_many of
+        10,000 records that waits once per freed batch would otherwise size the rest each time."""
         if timestamp_ms is None:
             timestamp_ms = self._wall_clock_ms()
         else:
             check_timestamp(timestamp_ms)
-        # Every size first: a record that can never be sent refuses the whole call before any
-        # record is queued (else the caller would see an error for records that still go out).
-        sizes = _record_sizes(keys, values)
-        largest = max(sizes, default=0)
-        if largest + RECORD_BATCH_OVERHEAD > self._record_bytes_limit:
-            self._refuse_too_large(topic_partition, largest)
+        if totals is None:
+            totals = self.record_totals(topic_partition, keys, values)
         spans: list[tuple[BatchDelivery, int, int]] = []
         wake = False
-        # Running totals of the sizes: how many records from a position fit the room left is one
-        # bisect, and they go in with a few list extends (no Python step per record).
-        totals = list(itertools.accumulate(sizes))
-        count = len(sizes)
+        count = len(totals)
         with self._lock:
             batch: ProducerBatch | None = None
             first = 0
-            position = 0
+            position = start
             while position < count:
-                record_bytes = sizes[position]
+                record_bytes = totals[position] - (totals[position - 1] if position else 0)
                 if batch is None or batch.closed or batch.size_bytes_bound + record_bytes > self._batch_bytes:
                     if self._buffered_bytes > 0 and (
                         self._buffered_bytes + record_bytes + RECORD_BATCH_OVERHEAD > self._buffer_bytes
@@ -371,11 +372,28 @@ class RecordAccumulator:
                 spans.append((batch.delivery, first, len(batch.values) - first))
         return spans, wake
 
+    def record_totals(
+        self, topic_partition: TopicPartition, keys: Sequence[bytes | None], values: Sequence[bytes | None]
+    ) -> list[int]:
+        """The running totals of the records' size bounds, for ``append_many``: how many records
+        from a position fit the room left is one bisect, and they go in with a few list extends.
+        Every size first: a record that can never be sent refuses the whole call (RecordTooLargeError)
+        before any record is queued (else the caller would see an error for records that still go out)."""
+        sizes = _record_sizes(keys, values)
+        largest = max(sizes, default=0)
+        if largest + RECORD_BATCH_OVERHEAD > self._record_bytes_limit:
+            self._refuse_too_large(topic_partition, largest)
+        return list(itertools.accumulate(sizes))
+
     def drain(
-        self, now_ms: float, can_send: Callable[[TopicPartition], bool], batch_count_max: int
+        self, now_ms: float, can_send: Callable[[TopicPartition], bool], batch_count_max: int,
+        batches_for: Callable[[TopicPartition], int] | None = None,
     ) -> tuple[list[ProducerBatch], float | None]:
-        """Pop up to ``batch_count_max`` ready batches (one per partition); also the next due time."""
+        """Pop ready batches of up to ``batch_count_max`` partitions: one per partition, or with
+        ``batches_for``, up to that many of the partition's ready batches, oldest first (they
+        go in one request); also the next due time."""
         ready: list[ProducerBatch] = []
+        partitions = 0
         next_due_ms: float | None = None
         with self._lock:
             for topic_partition, queue in self._queues.items():
@@ -385,10 +403,21 @@ class RecordAccumulator:
                 if not self._is_ready(head, len(queue), now_ms):
                     due_ms = head.created_ms + self._linger_ms
                     next_due_ms = due_ms if next_due_ms is None else min(next_due_ms, due_ms)
-                elif len(ready) < batch_count_max and can_send(topic_partition):
-                    queue.popleft()
-                    head.closed = True
-                    ready.append(head)
+                elif partitions < batch_count_max and can_send(topic_partition):
+                    partitions += 1
+                    count = 1 if batches_for is None else batches_for(topic_partition)
+                    while True:
+                        queue.popleft()
+                        head.closed = True
+                        ready.append(head)
+                        count -= 1
+                        if count <= 0 or not queue:
+                            break
+                        head = queue[0]
+                        if not self._is_ready(head, len(queue), now_ms):
+                            due_ms = head.created_ms + self._linger_ms
+                            next_due_ms = due_ms if next_due_ms is None else min(next_due_ms, due_ms)
+                            break
             self._drop_empty_queues()
         return ready, next_due_ms
 

@@ -53,6 +53,10 @@ class SendWindow(Generic[_Item]):
     def can_send(self, in_flight_max: int) -> bool:
         return not self._holding and self._in_flight_count < in_flight_max
 
+    def room(self, in_flight_max: int) -> int:
+        """How many more batches may be sent now (0 while holding)."""
+        return 0 if self._holding else max(0, in_flight_max - self._in_flight_count)
+
     @property
     def in_flight_count(self) -> int:
         return self._in_flight_count

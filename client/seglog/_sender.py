@@ -35,6 +35,7 @@ from seglog._idempotence import Idempotence, ProducerFields
 from seglog._producer_config import ProducerConfig
 from seglog._routing import FOLLOWED_ERRORS, Router
 from seglog._send_window import SendWindow, WindowEntry
+from seglog._streams import error_from_stream
 from seglog.client import Transport
 from seglog.errors import (
     ClientClosedError,
@@ -86,6 +87,8 @@ class Sender:
         self.requests: set[asyncio.Task[None]] = set()
         # None until the service answered a ProduceStream (True) or does not serve it (False).
         self.streaming: bool | None = None
+        # Batches a ProduceStream message may carry, as the service last said (1: one a message).
+        self.stream_batches_max = 1
         # Set by the producer: closing stops the loop once the accumulator is empty; closed
         # stops retries.
         self.closing = False
@@ -151,10 +154,10 @@ class Sender:
             self._wakeup.clear()
             now = _now_ms()
             batches, next_due_ms = self._drain(now)
-            for batch in batches:
-                if self.idempotence.needs_producer_id and not await self._producer_id_for(batch):
+            for group in _by_partition(batches):
+                if self.idempotence.needs_producer_id and not await self._producer_id_for(group):
                     continue
-                self._start_request(batch)
+                self._start_requests(group)
             if self.closing and self._accumulator.is_empty():
                 return
             timer = None
@@ -181,15 +184,23 @@ class Sender:
             or threading.get_ident() != self._loop_thread_id
         ):
             return False
-        for batch in self._drain(_now_ms())[0]:
-            self._start_request(batch)
+        for group in _by_partition(self._drain(_now_ms())[0]):
+            self._start_requests(group)
         return True
 
     def _drain(self, now_ms: float) -> tuple[list[ProducerBatch], float | None]:
-        """The batches ready to start now, as many as there is room in flight for (one per
-        partition with room in its window), and the next linger deadline."""
+        """The batches ready to start now, as many as there is room in flight for (a request
+        per partition with room in its window), and the next linger deadline. On a stream
+        whose service takes several batches a message, a partition's request carries as many
+        of its ready batches as its window has room for (``_batches_for``)."""
         room = self._config.max_in_flight_requests - len(self.requests)
-        return self._accumulator.drain(now_ms, self._can_send, room)
+        batches_for = self._batches_for if self.streaming and self.stream_batches_max > 1 else None
+        return self._accumulator.drain(now_ms, self._can_send, room, batches_for)
+
+    def _batches_for(self, topic_partition: TopicPartition) -> int:
+        window = self.windows.get(topic_partition)
+        room = self.in_flight_max() if window is None else window.room(self.in_flight_max())
+        return min(room, self.stream_batches_max)
 
     def _can_send(self, topic_partition: TopicPartition) -> bool:
         window = self.windows.get(topic_partition)
@@ -202,37 +213,46 @@ class Sender:
             return self._config.max_in_flight_per_partition
         return 1
 
-    async def _producer_id_for(self, batch: ProducerBatch) -> bool:
+    async def _producer_id_for(self, batches: list[ProducerBatch]) -> bool:
         """Before the first batch (and after a retired id) the idempotent producer asks for a
         producer id; the loop waits for it, so batches keep the order they were drained in.
-        If it cannot be had, the batch fails with the reason and the next one asks again."""
+        If it cannot be had, the batches fail with the reason and the next ones ask again."""
         try:
             await self.idempotence.ensure_producer_id()
-        except Exception as error:  # noqa: BLE001 - the batch fails, the producer goes on
-            self._record_failure(batch, error)
-            self._finish(batch)
+        except Exception as error:  # noqa: BLE001 - the batches fail, the producer goes on
+            for batch in batches:
+                self._record_failure(batch, error)
+                self._finish(batch)
             return False
         return True
 
     # -- one batch through its window ------------------------------------------------------------
 
-    def _start_request(self, batch: ProducerBatch) -> None:
-        tp = batch.topic_partition
-        # The producer id and this partition's next sequence, given once: a retry resends the
-        # same bytes, so the service can answer it with the offsets it got the first time.
-        fields = self.idempotence.fields_now(tp, batch.record_count)
-        try:
-            with translate_codec_errors():
-                records = batch.build(*fields)
-        except Exception as error:  # noqa: BLE001 - the batch fails, the others go on
-            self.idempotence.batch_failed(fields)
-            self._record_failure(batch, error)
-            self._finish(batch)
-            return
-        window = self.windows.get(tp)
-        if window is None:
-            window = self.windows[tp] = SendWindow()
-        self._send_entry(tp, window.sent((batch, records, fields)))
+    def _start_requests(self, batches: list[ProducerBatch]) -> None:
+        """One partition's batches, oldest first, into its window and out in one request (one
+        stream message for several batches, ``_send_group_request``)."""
+        tp = batches[0].topic_partition
+        entries = []
+        for batch in batches:
+            # The producer id and this partition's next sequence, given once: a retry resends
+            # the same bytes, so the service can answer it with the offsets it got the first time.
+            fields = self.idempotence.fields_now(tp, batch.record_count)
+            try:
+                with translate_codec_errors():
+                    records = batch.build(*fields)
+            except Exception as error:  # noqa: BLE001 - the batch fails, the others go on
+                self.idempotence.batch_failed(fields)
+                self._record_failure(batch, error)
+                self._finish(batch)
+                continue
+            window = self.windows.get(tp)
+            if window is None:
+                window = self.windows[tp] = SendWindow()
+            entries.append(window.sent((batch, records, fields)))
+        if len(entries) == 1:
+            self._send_entry(tp, entries[0])
+        elif entries:
+            self._track(asyncio.create_task(self._send_group_request(tp, entries)))
 
     def _send_entry(self, tp: TopicPartition, entry: WindowEntry[_Sent]) -> None:
         self._track(asyncio.create_task(self._send_batch_request(tp, entry)))
@@ -268,6 +288,30 @@ class Sender:
         )
         retry = failed and retriable and entry.attempt < self._config.retries and not self.closed
         self._settle(tp, window, *window.answered(entry, outcome, failed=failed, retry=retry))
+
+    async def _send_group_request(self, tp: TopicPartition, entries: list[WindowEntry[_Sent]]) -> None:
+        """The first attempt of several batches of one partition in one request; each answer
+        goes to the window as a request of its own would (``_send_batch_request``)."""
+        window = self.windows[tp]
+        if window.holding:
+            not_sent = ServiceUnavailableError("not sent: an earlier batch of its partition is retried first")
+            for entry in entries:
+                self._settle(tp, window, *window.sent_while_holding(entry, not_sent))
+            return
+        outcomes: list[Any]
+        try:
+            outcomes = await self.produce_group_once(tp.topic, tp.partition, [entry.item[1] for entry in entries])
+        except asyncio.CancelledError:
+            raise  # closing: stop() completes what the windows still hold
+        except Exception as error:  # noqa: BLE001 - every batch of the request fails with it
+            outcomes = [error] * len(entries)
+        for entry, outcome in zip(entries, outcomes, strict=True):
+            failed = isinstance(outcome, BaseException)
+            retriable = isinstance(outcome, SeglogError) and (
+                outcome.retriable or (isinstance(outcome, OutOfOrderSequenceError) and window.holding)
+            )
+            retry = failed and retriable and entry.attempt < self._config.retries and not self.closed
+            self._settle(tp, window, *window.answered(entry, outcome, failed=failed, retry=retry))
 
     def _settle(
         self, tp: TopicPartition, window: SendWindow[_Sent],
@@ -366,6 +410,80 @@ class Sender:
                 raise
         return await self._produce_on(self._router.transport_for(topic, partition), topic, partition, records)
 
+    async def produce_group_once(self, topic: str, partition: int, records: list[bytes]) -> list[Any]:
+        """Several batches of one partition at its owner, in order: each one's ProduceResponse or
+        the SeglogError it was refused with. A refusal of all of them naming another owner (or a
+        routed owner gone) is repeated once where the partition routes now, with the same bytes."""
+        assert self._router is not None
+        transport = self._router.transport_for(topic, partition)
+        raised = None
+        try:
+            outcomes = await self._produce_group_on(transport, topic, partition, records)
+        except FOLLOWED_ERRORS as error:
+            raised = followed = error
+        else:
+            if not all(isinstance(outcome, FOLLOWED_ERRORS) for outcome in outcomes):
+                return outcomes
+            followed = outcomes[0]
+        if self.closed or not await self._router.follow(topic, partition, followed, transport):
+            if raised is not None:
+                raise raised
+            return outcomes
+        return await self._produce_group_on(self._router.transport_for(topic, partition), topic, partition, records)
+
+    async def _produce_group_on(
+        self, transport: Transport, topic: str, partition: int, records: list[bytes]
+    ) -> list[Any]:
+        """Several batches on the connection's ProduceStream, as many a message as its service
+        takes and the request size allows; where the stream does not take several (not
+        confirmed yet, an older service), a request each, all under way at once and in order."""
+        if transport.choosing:
+            await transport.ready()
+        stream = transport.produce_stream()
+        if not stream.confirmed or stream.batches_max <= 1:
+            answers = await asyncio.gather(
+                *(self._produce_on(transport, topic, partition, one) for one in records), return_exceptions=True
+            )
+            for answer in answers:
+                if isinstance(answer, asyncio.CancelledError):
+                    raise answer
+            return list(answers)
+        stream.on_break = self._on_stream_break
+        acks = _ACKS_TO_PROTO[self._config.acks]
+        sent: list[tuple[asyncio.Future[Any], int]] = []
+        position = 0
+        while position < len(records):
+            # Built in place inside the message, as _produce_on does (no copy of the batches).
+            message = pb.ProduceStreamRequest()
+            request = message.produce
+            size = len(records[position])
+            count = 1
+            while (
+                position + count < len(records)
+                and count < stream.batches_max
+                and size + len(records[position + count]) <= self._config.max_request_bytes
+            ):
+                size += len(records[position + count])
+                count += 1
+            for index, one in enumerate(records[position:position + count]):
+                if index:
+                    request = message.more.add()
+                request.topic = topic
+                request.partition = partition
+                request.records = one
+                request.acks = acks
+            sent.append((await stream.send(message, whole=True), count))
+            position += count
+        outcomes: list[Any] = []
+        for answer, count in sent:
+            try:
+                response = await stream.wait(answer, transport.request_timeout_s)
+            except SeglogError as error:
+                outcomes += [error] * count
+            else:
+                outcomes += _answers(response, count)
+        return outcomes
+
     async def _produce_on(self, transport: Transport, topic: str, partition: int, records: bytes) -> pb.ProduceResponse:
         """One Produce: on the connection's ProduceStream, or unary where it is not served."""
         if transport.choosing:  # a bootstrap list not yet connected
@@ -392,4 +510,32 @@ class Sender:
             finally:
                 if stream.confirmed:  # the service answered the open: it serves the stream
                     self.streaming = True
+                    self.stream_batches_max = stream.batches_max
         return await transport.produce(request)
+
+
+def _by_partition(batches: list[ProducerBatch]) -> list[list[ProducerBatch]]:
+    """Drained batches, a partition's (consecutive, oldest first) together."""
+    groups: list[list[ProducerBatch]] = []
+    for batch in batches:
+        if groups and groups[-1][0].topic_partition == batch.topic_partition:
+            groups[-1].append(batch)
+        else:
+            groups.append([batch])
+    return groups
+
+
+def _answers(response: pb.ProduceStreamResponse, count: int) -> list[Any]:
+    """The outcomes of a message's ``count`` batches from its answer: a ProduceResponse, or the
+    exception the batch was refused with. A refusal of the whole message (it answers no batch
+    after the first) is each batch's."""
+    first: Any = error_from_stream(response.error) if response.HasField("error") else response.produce
+    outcomes = [first]
+    for answer in response.more:
+        outcomes.append(error_from_stream(answer.error) if answer.HasField("error") else answer.produce)
+    if len(outcomes) != count:
+        if isinstance(first, SeglogError) and len(outcomes) == 1:
+            return [first] * count
+        error = ServiceError(f"the service answered {len(outcomes)} of the {count} batches of a message")
+        return [error] * count
+    return outcomes

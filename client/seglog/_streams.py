@@ -38,10 +38,12 @@ from seglog.errors import (
     error_from_status,
 )
 
-__all__ = ["IN_FLIGHT_METADATA_KEY", "RequestStream", "error_from_stream"]
+__all__ = ["BATCHES_METADATA_KEY", "IN_FLIGHT_METADATA_KEY", "RequestStream", "error_from_stream"]
 
 # The service's initial metadata entry: how many requests it reads ahead of its answers.
 IN_FLIGHT_METADATA_KEY = "seglog-stream-in-flight-max"
+# The ProduceStream's: how many batches one message may carry (``produce`` and ``more``).
+BATCHES_METADATA_KEY = "seglog-stream-batches-max"
 _CODES = {code.value[0]: code for code in grpc.StatusCode}
 # The details grpc.aio gives a call whose write failed in the core (see _stream_ended).
 _FAILED_WRITE_DETAILS = "Internal error from Core"
@@ -69,7 +71,8 @@ class RequestStream:
         self._answer_field = answer_field
         self._call: grpc.aio.StreamStreamCall | None = None
         self._reader: asyncio.Task[None] | None = None
-        self._owed: deque[tuple[int, asyncio.Future[Any]]] = deque()
+        # (correlation id, the answer's future, whether it gets the whole response message)
+        self._owed: deque[tuple[int, asyncio.Future[Any], bool]] = deque()
         self._write_lock = asyncio.Lock()
         self._open_timeout_s = open_timeout_s
         self._open_answered: asyncio.Future[None] | None = None  # the current call's (_open)
@@ -78,6 +81,7 @@ class RequestStream:
         # Set once the service answered the open (initial metadata): it serves this stream.
         self.confirmed = False
         self.in_flight_max: int | None = None  # the service's read-ahead bound, once known
+        self.batches_max = 1  # batches a ProduceStream message may carry (the service's word)
         self.opened_count = 0
         # Called at once (before any owed answer fails) when a stream ends with requests owed:
         # the producer holds its partitions before anything new is sent on the next stream.
@@ -87,11 +91,13 @@ class RequestStream:
     def owed_count(self) -> int:
         return len(self._owed)
 
-    async def request(self, message: Any, timeout_s: float | None = None) -> Any:
-        """Send ``message`` and wait for its answer (``timeout_s``: fail the stream after it)."""
-        return await self.wait(await self.send(message), timeout_s)
+    async def request(self, message: Any, timeout_s: float | None = None, *, whole: bool = False) -> Any:
+        """Send ``message`` and wait for its answer (``timeout_s``: fail the stream after it).
+        ``whole``: the answer is the response message itself, its ``error`` not raised (a
+        ProduceStream message of several batches, answered batch by batch)."""
+        return await self.wait(await self.send(message, whole=whole), timeout_s)
 
-    async def send(self, message: Any) -> asyncio.Future[Any]:
+    async def send(self, message: Any, *, whole: bool = False) -> asyncio.Future[Any]:
         """Writes ``message`` (a stream request; its correlation id is set here, so a retry may
         send the same message again); returns the future of its answer. Messages are written
         (and so answered) in the order ``send`` was called.
@@ -111,7 +117,7 @@ class RequestStream:
         correlation_id = self._next_id
         self._next_id += 1
         answer: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        owed = (correlation_id, answer)
+        owed = (correlation_id, answer, whole)
         self._owed.append(owed)  # before any await: the order of calls
         write = await self._start_write(call, opened, owed, message)
         if write is None:
@@ -123,7 +129,7 @@ class RequestStream:
         return answer
 
     async def _start_write(
-        self, call: grpc.aio.StreamStreamCall, opened: asyncio.Future[None], owed: tuple[int, Any], message: Any
+        self, call: grpc.aio.StreamStreamCall, opened: asyncio.Future[None], owed: tuple[int, Any, bool], message: Any
     ) -> asyncio.Future[None] | None:
         """The write of ``message`` under way, holding the write lock until it is done (grpc.aio
         allows one write at a time); None when the call ended first. Cancelled before that,
@@ -157,7 +163,7 @@ class RequestStream:
             # a new one.
             self._end(call, _stream_ended(error))
 
-    def _withdraw(self, owed: tuple[int, Any]) -> None:
+    def _withdraw(self, owed: tuple[int, Any, bool]) -> None:
         """A request that was never written leaves the answers owed (if the stream still owes it)."""
         try:
             self._owed.remove(owed)
@@ -231,20 +237,25 @@ class RequestStream:
         """True when the open was answered by seglog's stream handler."""
         # Only seglog's stream handler sends its read-ahead bound at open; a server without the
         # method may still hand back (empty) initial metadata before its UNIMPLEMENTED status.
+        confirmed = False
         for key, value in metadata or ():
             if key == IN_FLIGHT_METADATA_KEY:
                 try:
                     self.in_flight_max = int(value)
                 except ValueError:
                     pass
-                self.confirmed = True
-                return True
-        return False
+                self.confirmed = confirmed = True
+            elif key == BATCHES_METADATA_KEY:
+                try:
+                    self.batches_max = max(1, int(value))
+                except ValueError:
+                    pass
+        return confirmed
 
     def _answer(self, response: Any) -> None:
         if not self._owed:
             raise ServiceError(f"the stream answered correlation id {response.correlation_id}, never sent")
-        correlation_id, answer = self._owed.popleft()
+        correlation_id, answer, whole = self._owed.popleft()
         if response.correlation_id != correlation_id:
             raise ServiceError(
                 f"the stream answered correlation id {response.correlation_id} where "
@@ -252,7 +263,9 @@ class RequestStream:
             )
         if answer.done():
             return  # its caller gave up (timed out, cancelled)
-        if response.HasField("error"):
+        if whole:
+            answer.set_result(response)
+        elif response.HasField("error"):
             answer.set_exception(error_from_stream(response.error))
         else:
             answer.set_result(getattr(response, self._answer_field))
@@ -276,7 +289,7 @@ class RequestStream:
         owed, self._owed = self._owed, deque()
         if owed and self.on_break is not None:
             self.on_break(error)
-        for _, answer in owed:
+        for _, answer, _ in owed:
             if not answer.done():
                 answer.set_exception(error)
                 answer.exception()  # retrieved: a caller that gave up must not warn

@@ -318,11 +318,15 @@ class AsyncProducer:
             await self._partition_count(topic)
         plan = self._plan_many(topic, values, keys, partition)
         spans: list[tuple[BatchDelivery, int, int]] = []
-        for topic_partition, part_keys, part_values, _ in plan.groups:
+        # Every group's sizes first: a record too large refuses the call before any is queued.
+        sized = [self._accumulator.record_totals(tp, part_keys, part_values) for tp, part_keys, part_values, _ in plan.groups]
+        for (topic_partition, part_keys, part_values, _), totals in zip(plan.groups, sized, strict=True):
             start = 0
             deadline = None
             while start is not None:
-                start = self._append_many_step(topic_partition, part_keys, part_values, start, timestamp_ms, spans)
+                start = self._append_many_step(
+                    topic_partition, part_keys, part_values, start, timestamp_ms, spans, totals
+                )
                 if start is not None:
                     if deadline is None:
                         deadline = self._now_ms() + self._config.max_block_ms
@@ -507,18 +511,20 @@ class AsyncProducer:
         start: int,
         timestamp_ms: int | None,
         spans: list[tuple[BatchDelivery, int, int]],
+        totals: list[int],
     ) -> int | None:
         """Append ``values[start:]``; returns None when all went in, else where to go on from
-        once buffer space is free."""
-        if start:
-            keys, values = keys[start:], values[start:]
+        once buffer space is free. ``totals`` is the accumulator's ``record_totals`` of the
+        records, taken once for every step."""
         try:
-            added, wake = self._accumulator.append_many(topic_partition, keys, values, timestamp_ms, self._now_ms())
+            added, wake = self._accumulator.append_many(
+                topic_partition, keys, values, timestamp_ms, self._now_ms(), start=start, totals=totals
+            )
         except BufferFullError as full:
-            appended, added, _ = full.args
+            stopped_at, added, _ = full.args
             spans += added
             self._sender.wake()
-            return start + appended
+            return stopped_at
         spans += added
         if wake:
             self._sender.wake()
@@ -618,11 +624,15 @@ class Producer(_sync.SyncFacade, implementation=AsyncProducer):
             self._portal.run(producer._partition_count(topic))
         plan = producer._plan_many(topic, values, keys, partition)
         spans: list[tuple[BatchDelivery, int, int]] = []
-        for topic_partition, part_keys, part_values, _ in plan.groups:
+        # Every group's sizes first: a record too large refuses the call before any is queued.
+        sized = [producer._accumulator.record_totals(tp, part_keys, part_values) for tp, part_keys, part_values, _ in plan.groups]
+        for (topic_partition, part_keys, part_values, _), totals in zip(plan.groups, sized, strict=True):
             start: int | None = 0
             deadline = None
             while start is not None:
-                start = producer._append_many_step(topic_partition, part_keys, part_values, start, timestamp_ms, spans)
+                start = producer._append_many_step(
+                    topic_partition, part_keys, part_values, start, timestamp_ms, spans, totals
+                )
                 if start is not None:
                     if deadline is None:
                         deadline = producer._now_ms() + producer._config.max_block_ms

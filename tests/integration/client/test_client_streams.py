@@ -131,9 +131,9 @@ def test_stream_failures_are_retried_in_order(seglog_service, make_topic, monkey
     real_send = RequestStream.send
     sends = breaks = 0
 
-    async def flaky_send(self, request):
+    async def flaky_send(self, request, **options):
         nonlocal sends, breaks
-        answer = await real_send(self, request)
+        answer = await real_send(self, request, **options)
         if self._answer_field != "produce":
             return answer  # the consumer's lookups below
         sends += 1

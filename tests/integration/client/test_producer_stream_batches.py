@@ -1,0 +1,123 @@
+"""The producer putting several of a partition's batches in one ProduceStream message (as many as
+its window has room for and the service announces), against a real service: every batch once and
+in order, each future with its own batch's answer (a refusal in the middle of a message fails
+that batch alone), and a stream broken under messages of several batches retried in order with
+nothing written twice."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from seglog import Admin, AsyncProducer, Consumer, Producer
+from seglog._streams import RequestStream
+from seglog.errors import RecordTooLargeError, ServiceUnavailableError
+
+pytestmark = pytest.mark.integration
+
+
+def _values(address: str, topic: str) -> list[bytes]:
+    with Admin(address) as admin:
+        count = admin.latest_offsets(topic, [0])[0]
+    seen: list[bytes] = []
+    with Consumer(address, topic, 0, start="earliest") as consumer:
+        while len(seen) < count:
+            records = consumer.poll(timeout_ms=2000)
+            assert records, f"only {len(seen)} of {count} records came back"
+            seen += [record.value for record in records]
+    return seen
+
+
+def _count_messages(monkeypatch) -> list[int]:
+    """The batches of each ProduceStream message sent (the real send does the work)."""
+    carried: list[int] = []
+    real_send = RequestStream.send
+
+    async def counting_send(self, message, **options):
+        if self._answer_field == "produce":
+            carried.append(1 + len(message.more))
+        return await real_send(self, message, **options)
+
+    monkeypatch.setattr(RequestStream, "send", counting_send)
+    return carried
+
+
+def test_send_many_with_small_batches_sends_several_a_message_in_order(seglog_service, make_topic, monkeypatch):
+    topic = make_topic()
+    carried = _count_messages(monkeypatch)
+    values = [b"%05d" % i + b"x" * 95 for i in range(4000)]
+    with Producer(seglog_service.address, batch_size=2000) as producer:  # about 14 records a batch
+        group = producer.send_many(topic, values, partition=0)
+        producer.flush()
+        metadata = group.result(timeout=30)
+        batches = producer.statistics().batches_sent
+    assert [meta.offset for meta in metadata] == list(range(len(values)))
+    assert _values(seglog_service.address, topic) == values
+    assert sum(carried) == batches
+    assert max(carried) > 1 and len(carried) < batches
+
+
+def test_a_batch_refused_inside_a_message_fails_alone(seglog_service, make_topic, monkeypatch):
+    topic = make_topic(configs={"max.message.bytes": "1200"})
+    carried = _count_messages(monkeypatch)
+    small = [b"s%02d" % i + b"." * 97 for i in range(12)]
+    big = b"B" * 1150  # alone in its batch: above the topic's max.message.bytes
+
+    async def run() -> tuple[list, BaseException | None]:
+        async with AsyncProducer(
+            seglog_service.address, batch_size=1000, linger_ms=60_000, enable_idempotence=False,
+        ) as producer:
+            await producer.send_and_wait(topic, b"warm-up", partition=0)  # the stream confirmed
+            carried.clear()
+            before = [await producer.send(topic, value, partition=0) for value in small[:6]]
+            refused = await producer.send(topic, big, partition=0)
+            after = [await producer.send(topic, value, partition=0) for value in small[6:]]
+            await producer.flush()
+            error = refused.exception()
+            return [await future for future in before + after], error
+
+    metadata, error = asyncio.run(run())
+    assert carried == [3]  # the three batches went in one message
+    assert isinstance(error, RecordTooLargeError)
+    assert [meta.offset for meta in metadata] == list(range(1, 13))
+    assert _values(seglog_service.address, topic) == [b"warm-up", *small]
+
+
+def test_a_stream_broken_under_messages_of_several_batches_is_retried_in_order_once_each(
+    seglog_service, make_topic, monkeypatch
+):
+    """Every third message of several batches ends the stream right after its write (as a lost
+    connection would): its batches and every one owed fail retriably whether or not the service
+    appended them; the windows send them again in order and idempotence keeps each record once."""
+    topic = make_topic()
+    real_send = RequestStream.send
+    breaks = 0
+    grouped = 0
+
+    async def flaky_send(self, message, **options):
+        nonlocal breaks, grouped
+        answer = await real_send(self, message, **options)
+        if self._answer_field != "produce" or not message.more:
+            return answer
+        grouped += 1
+        if grouped % 3 == 0 and breaks < 6:
+            breaks += 1
+            broke = ServiceUnavailableError("injected: the stream broke")
+            if self._call is not None:
+                self._end(self._call, broke)
+            if answer.done():
+                answer = asyncio.get_running_loop().create_future()
+                answer.set_exception(broke)
+        return answer
+
+    monkeypatch.setattr(RequestStream, "send", flaky_send)
+    values = [b"%05d" % i + b"y" * 95 for i in range(3000)]
+    with Producer(seglog_service.address, batch_size=1500, retries=50, retry_backoff_ms=1) as producer:
+        group = producer.send_many(topic, values, partition=0)
+        producer.flush()
+        metadata = group.result(timeout=60)
+        assert producer.statistics().retries > 0
+    assert breaks >= 2, f"only {breaks} breaks in {grouped} messages of several batches"
+    assert _values(seglog_service.address, topic) == values
+    assert [meta.offset for meta in metadata] == list(range(len(values)))
