@@ -4,9 +4,10 @@
 
 start   storage observer installed (metrics on) -> LogManager.startup() on the pool (recovery
         can take a while) -> security policy (TLS, tokens, ACL, quotas: docs/security.md) ->
-        gRPC server with LogService behind the call gate, grpc.health.v1 and reflection (both
-        open) -> SERVING -> maintenance timer -> /metrics endpoint (metrics ready file) -> ready
-        file -> a warning if the port is reachable from other machines without TLS or tokens.
+        gRPC server with LogService behind the call gate, ClusterService, PartitionMoveService,
+        grpc.health.v1 and reflection naming each (health and reflection open) -> SERVING ->
+        maintenance timer -> /metrics endpoint (metrics ready file) -> ready file -> a warning
+        if the port is reachable from other machines without TLS or tokens.
 SIGHUP  the security files are read again; new connections use the new certificates.
 stop    (SIGTERM / SIGINT) NOT_SERVING -> long polls answer, Consume streams end UNAVAILABLE,
         new calls are answered UNAVAILABLE, in-flight RPCs get ``shutdown_grace_ms`` and any
@@ -29,6 +30,7 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from seglog.v1 import log_service_pb2 as pb
+from seglog.v1 import moves_pb2
 from seglog_server.config import ServiceConfig, parse_listen_address, remote_storage_location, security_policy
 from seglog_server.groups.coordinator import GroupCoordinator
 from seglog_server.listen_check import GRPC_LISTEN_FLAG, METRICS_LISTEN_FLAG, bind_problem, describe_bind_error
@@ -55,6 +57,7 @@ from seglog_server.storage import SYSTEM_CLOCK, install_observer
 __all__ = ["LOG_SERVICE_NAME", "SeglogService", "StartupError", "run"]
 
 LOG_SERVICE_NAME = pb.DESCRIPTOR.services_by_name["LogService"].full_name
+MOVE_SERVICE_NAME = moves_pb2.DESCRIPTOR.services_by_name["PartitionMoveService"].full_name
 
 _log = logging.getLogger("seglog_server")
 
@@ -160,9 +163,10 @@ class SeglogService:
         cluster_rpcs = ClusterRpcs(self._servicer.core)  # Metadata, with or without --etcd
         add_cluster_service(cluster_rpcs, server)
         health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
-        enable_reflection((LOG_SERVICE_NAME, CLUSTER_SERVICE_NAME, health.SERVICE_NAME), server)
         moves = PartitionMoveRpcs(self._servicer.core)
         add_move_service(moves, server)  # refused without --etcd
+        # Every service registered above (a test compares this with the services that answer).
+        enable_reflection((LOG_SERVICE_NAME, CLUSTER_SERVICE_NAME, MOVE_SERVICE_NAME, health.SERVICE_NAME), server)
         port = self._bind(server)
         self._server = server
         host = self._config.listen_host
