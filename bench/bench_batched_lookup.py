@@ -2,12 +2,14 @@
 
     .venv/bin/python bench/bench_batched_lookup.py [--records 200000] [--lookups 20000]
         [--per-request 1000] [--runs 3] [--profile lookups.txt]
-    .venv/bin/python bench/bench_batched_lookup.py --storage
+    PYTHONPATH=. .venv/bin/python bench/bench_batched_lookup.py --storage
 
-``--storage`` measures the storage alone, in this process (thread CPU per lookup, the least of
-three runs, on a log of 50 batches of 4,000 records and one of 2,000 batches of 100): single
-lookups and batched ones, each with the record-time tables, without them (one walk of a batch
-for the targets landing in it), and with one walk per target (the walk before either).
+``--storage`` measures the storage alone, in this process (thread CPU per lookup, the median of
+five interleaved repeats, on a million records in 291 batches of 3,436 and in 10,000 batches of
+100): single lookups and batched ones (100 and 1,000 targets a call), with the segments' batch
+directories and record-time tables from 64 records a batch, with tables from 256, and as before
+the directories (tables from 256, every target searched through the indexes and a header scan).
+Run from the repository's root with ``PYTHONPATH=.`` (it builds its logs with the tests' helpers).
 
 Starts a service (``python -m seglog_server``, fresh data directory), produces ``--records``
 records twice (100-byte values, 16-byte keys): once with ``Producer.send_many`` and a 512 KiB
@@ -90,29 +92,29 @@ def _lookups(address: str, topic: str, times: list[int], per_request: int) -> fl
         return len(times) / (time.perf_counter() - started)
 
 
-def storage_costs() -> None:
+def storage_costs(repeats: int = 5) -> None:
     import tempfile
 
-    from seglog.records import seek_record
     from seglog_server.storage.base.clock import FakeClock
     from seglog_server.storage.format import record_timestamps
-    from seglog_server.storage.segment import log_segment
+    from seglog_server.storage.segment import batch_directory, log_segment
     from tests.support.log_test_support import NOW_MS, batch, config, open_log
 
-    walk_all = record_timestamps.seek_records
-
-    def walk_each(data, position, end, count, deltas, offset_min):
-        return [seek_record(data, position, end, count, delta, offset_min) for delta in deltas]
-
+    # Each mode: (record-time tables, batch directories). "before" is the storage before the
+    # batch directory: tables from 256 records a batch, every target searched by the scans.
     modes = {
-        "tables": (record_timestamps.RecordTimesCache(), walk_all),
-        "no tables, one walk a batch": (record_timestamps.RecordTimesCache(records_min=1 << 62), walk_all),
-        "no tables, one walk a target": (record_timestamps.RecordTimesCache(records_min=1 << 62), walk_each),
+        "directory, tables from 64 records": (record_timestamps.RecordTimesCache(records_min=64),
+                                              batch_directory.DirectoryBudget()),
+        "directory, tables from 256 records": (record_timestamps.RecordTimesCache(records_min=256),
+                                               batch_directory.DirectoryBudget()),
+        "before: no directory, tables from 256 records": (record_timestamps.RecordTimesCache(records_min=256),
+                                                          batch_directory.DirectoryBudget(0)),
     }
     rng = random.Random(7)
     values = [rng.randbytes(VALUE_BYTES) for _ in range(64)]
     keys = [rng.randbytes(KEY_BYTES) for _ in range(64)]
-    for per_batch, batches in ((4000, 50), (100, 2000)):
+    # The issue's logs: a million records in ~290 batches of 3,436 (send_many's) or in 10,000 of 100.
+    for per_batch, batches in ((3436, 291), (100, 10_000)):
         with tempfile.TemporaryDirectory() as directory:
             log = open_log(pathlib.Path(directory), FakeClock(NOW_MS), config(segment_bytes=1 << 30))
             span = 0
@@ -121,23 +123,45 @@ def storage_costs() -> None:
                                  timestamps=[NOW_MS + span + i // 4 for i in range(per_batch)]))
                 span += per_batch // 4
             targets = [NOW_MS + rng.randrange(span) for _ in range(20_000)]
-            for mode, (cache, walk) in modes.items():
-                log_segment.RECORD_TIMES, record_timestamps.seek_records = cache, walk
-                costs = {}
-                for shape, call in (("single", lambda: [log.offset_for_timestamp(t) for t in targets[:3000]]),
-                                    ("batched, 1,000 a call", lambda: [log.offsets_for_timestamps(targets[s : s + 1000])
-                                                                       for s in range(0, len(targets), 1000)])):
-                    count = 3000 if shape == "single" else len(targets)
-                    runs = []
-                    for _ in range(3):
+            shapes = {
+                "single": (3000, lambda: [log.offset_for_timestamp(t) for t in targets[:3000]]),
+                "100 a call": (len(targets), lambda: [log.offsets_for_timestamps(targets[s : s + 100])
+                                                      for s in range(0, len(targets), 100)]),
+                "1,000 a call": (len(targets), lambda: [log.offsets_for_timestamps(targets[s : s + 1000])
+                                                        for s in range(0, len(targets), 1000)]),
+            }
+            costs: dict[tuple[str, str], list[float]] = {}
+            segment = log._local.segments.at(0)
+            assert len(log._local.segments) == 1
+            # Each mode's directory, kept beside it (a segment holds one): (weak ref, targets, refused).
+            held = {mode: (log_segment._no_directory, 0, budget.bytes_max == 0) for mode, (_, budget) in modes.items()}
+
+            def use(mode: str) -> None:
+                log_segment.RECORD_TIMES, log_segment.DIRECTORIES = modes[mode]
+                (segment._directory_ref, segment._directory_targets, segment._directory_refused) = held[mode]
+
+            def keep(mode: str) -> None:
+                held[mode] = (segment._directory_ref, segment._directory_targets, segment._directory_refused)
+
+            for mode in modes:  # warm each mode once (tables, directory)
+                use(mode)
+                shapes["100 a call"][1]()
+                shapes["100 a call"][1]()
+                keep(mode)
+            for _ in range(repeats):  # interleaved: each repeat runs every mode and shape
+                for mode in modes:
+                    use(mode)
+                    for shape, (count, call) in shapes.items():
                         started = time.thread_time()
                         call()
-                        runs.append((time.thread_time() - started) / count * 1e6)
-                    costs[shape] = min(runs)
-                print(f"{per_batch}-record batches, {mode}: " + ", ".join(f"{shape} {cost:.1f} us" for shape, cost in costs.items())
-                      + " of CPU a lookup", flush=True)
+                        costs.setdefault((mode, shape), []).append((time.thread_time() - started) / count * 1e6)
+                    keep(mode)
+            for mode in modes:
+                print(f"{per_batch}-record batches, {mode}: "
+                      + ", ".join(f"{shape} {statistics.median(costs[mode, shape]):.1f} us" for shape in shapes)
+                      + f" of CPU a lookup (medians of {repeats}; load {os.getloadavg()[0]:.2f})", flush=True)
             log.close()
-    log_segment.RECORD_TIMES, record_timestamps.seek_records = record_timestamps.RECORD_TIMES, walk_all
+    log_segment.RECORD_TIMES, log_segment.DIRECTORIES = record_timestamps.RECORD_TIMES, batch_directory.DIRECTORIES
 
 
 def main() -> None:

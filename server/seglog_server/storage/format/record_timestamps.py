@@ -139,9 +139,13 @@ def first_records_at_or_after(
 
 # -- per-batch record-time tables ---------------------------------------------------------------
 
-# Batches of fewer records are walked (a walk of a few hundred records costs a few microseconds);
+# Batches of fewer records are walked (a walk of a few dozen records costs a microsecond or two);
 # from this many on, a lookup's first visit builds the batch's table and later ones bisect it.
-TABLE_RECORDS_MIN = 256
+# Once a segment's batch directory finds a target's batch without the index searches, the
+# read and walk of a 100-record batch (12 KB) are most of what is left: tables from 64 records
+# took batched lookups on 100-record batches from 16.9 to 12.1 us a target (256 before; medians
+# of 5 interleaved runs of `bench_batched_lookup.py --storage`, load 8).
+TABLE_RECORDS_MIN = 64
 # All tables together, over every log (8 bytes a record, 16 with offset gaps: a 4,000-record
 # batch takes 32 KB; a million records' tables 8 MB).
 TABLES_BYTES_MAX = 16 * 1024 * 1024

@@ -21,10 +21,12 @@ import enum
 import logging
 import os
 import struct
+import weakref
+from bisect import bisect_left
 from collections.abc import Callable, Iterator, Sequence
 from typing import NamedTuple
 
-from seglog.records import LOG_OVERHEAD, BatchWalk, vouch_batches
+from seglog.records import HEADER, LAST_OFFSET_DELTA_OFFSET, LOG_OVERHEAD, MAX_TIMESTAMP_OFFSET, BatchWalk, vouch_batches
 from seglog.records import CodecError as _CodecError
 
 from ..base import file_names
@@ -37,6 +39,7 @@ from ..base.log_config import LogConfig
 from ..base.observer import PhaseTimer, stopwatch
 from ..format.offset_index import OffsetIndex
 from ..format.record_timestamps import RECORD_TIMES, first_records_at_or_after, offsets_and_timestamps
+from .batch_directory import DIRECTORIES, BatchDirectory
 from .segment_check import check_indexes, check_tail
 from .segment_files import SegmentFiles
 from .segment_recovery import RecoveryScan
@@ -54,10 +57,30 @@ _STAMPED_HEAD = struct.Struct(">q4si")
 # No next segment: every int64 offset is below this.
 _OFFSET_LIMIT = 2**63 - 1
 _new_tuple = tuple.__new__
+_HEADER_BYTES = HEADER.size
+# A directory lookup reads a batch this small whole at once (header and records: one pread);
+# a larger one's header first, as its record-time table may answer without its records.
+_WHOLE_READ_BYTES_MAX = 8 * 1024
+# A directory entry's check of the header read back: baseOffset, length, lastOffsetDelta and
+# maxTimestamp, the fields it was entered from (at HEADER's offsets).
+_ENTRY_CHECK = struct.Struct(
+    f">qi{LAST_OFFSET_DELTA_OFFSET - LOG_OVERHEAD}xi{MAX_TIMESTAMP_OFFSET - LAST_OFFSET_DELTA_OFFSET - 4}xq"
+)
+assert _ENTRY_CHECK.size == MAX_TIMESTAMP_OFFSET + 8
 _NO_TIMESTAMP = -1
 _UNKNOWN = object()  # a cached answer not computed yet
 _SCAN_SLACK_BYTES = 2048  # room for the batch straddling the interval's end and its header
 _SCAN_BYTES_MAX = 64 * 1024
+# A segment's batch directory is built once its batched lookups have searched this many targets
+# by the per-target path a MiB of .log: the walk that builds it reads the file (measured here:
+# 0.2 ms of CPU a MiB of 100-record batches, a 61-byte read a batch of 3,400 records: 0.01 ms a
+# MiB), and each target it answers saves 10-20 us: paid back after some 13 targets a MiB. A
+# segment asked a few times keeps the index searches and reads nothing more.
+_DIRECTORY_TARGETS_PER_MIB = 16
+
+
+def _no_directory() -> None:
+    return None
 
 
 class RollReason(enum.Enum):
@@ -136,6 +159,11 @@ class LogSegment:
         # Lookup counts of index objects dropped by release_handles, kept for statistics.
         self._retired_warm_lookup_count = 0
         self._retired_cold_lookup_count = 0
+        # The batch directory (batch_directory.py): weakly held (the budget holds it), built once
+        # enough batched-lookup targets were searched here without it (_DIRECTORY_TARGETS_PER_MIB).
+        self._directory_ref: Callable[[], BatchDirectory | None] = _no_directory
+        self._directory_targets = 0
+        self._directory_refused = False  # larger than the whole budget: not built until truncated
         self.last_read_position = 0  # where the last read() started (under the Log's lock)
         self.last_read_rest_bytes = 0  # bytes from there to the segment's end at the time
 
@@ -651,6 +679,17 @@ class LogSegment:
         are made, so a damaged file raises the same errors."""
         if self._pending_check is not None:
             self._check_once()
+        watch = stopwatch("offsets_for_times", mark_faults=True)
+        directory = self._batch_directory(len(timestamps_ms))
+        if directory is not None:
+            watch.lap_each("index_search", len(timestamps_ms))  # (its extension: the index step)
+            return self._find_in_directory(directory, timestamps_ms, starting_offset, watch)
+        return self._find_by_scans(timestamps_ms, starting_offset)
+
+    def _find_by_scans(
+        self, timestamps_ms: Sequence[int], starting_offset: int
+    ) -> list[TimestampAndOffset | None]:
+        """``find_offsets_by_timestamps`` by the index searches and header scans."""
         count = len(timestamps_ms)
         watch = stopwatch("offsets_for_times", mark_faults=True)
         entry_offsets = self._time_index.lookup_offsets(timestamps_ms)
@@ -690,6 +729,123 @@ class LogSegment:
             watch.lap_each("log_scan", number)
             watch.faults("log_read")
         return results
+
+    # -- the batch directory ----------------------------------------------------------------
+    def _batch_directory(self, target_count: int) -> BatchDirectory | None:
+        """The segment's directory up to the end of its ``.log``, or None (not yet worth building,
+        larger than the budget, or a read failed: the scans answer, and meet what failed)."""
+        directory = self._directory_ref()
+        file_end = self._log.size_in_bytes
+        if directory is None or file_end < directory.end_position:
+            if self._directory_ref is not _no_directory:
+                # The budget dropped it (lookups on more segments than it holds): a new one is
+                # built after as many targets again, so a working set larger than the budget
+                # costs at most a build for each time the scans' cost would have paid for one.
+                self._directory_ref, self._directory_targets = _no_directory, 0
+            self._directory_targets += target_count
+            if self._directory_refused or self._directory_targets * (1 << 20) < file_end * _DIRECTORY_TARGETS_PER_MIB:
+                return None
+            self.drop_batch_directory()
+            directory = BatchDirectory(self._base_offset)
+            self._directory_ref = weakref.ref(directory)
+        if directory.end_position < file_end and not directory.damaged:
+            try:
+                directory.extend(self._log.read, file_end, _OFFSET_LIMIT)
+            except OSError:
+                DIRECTORIES.hold(directory)
+                return None
+            if not DIRECTORIES.fits(directory.size_bytes):
+                self.drop_batch_directory()
+                self._directory_refused = True
+                return None
+        DIRECTORIES.hold(directory)
+        return directory
+
+    def drop_batch_directory(self) -> None:
+        """Forgets the directory (the file's bytes may change otherwise than by appends)."""
+        directory = self._directory_ref()
+        if directory is not None:
+            DIRECTORIES.drop(directory)
+        self._directory_ref = _no_directory
+        self._directory_targets = 0
+        self._directory_refused = False
+
+    def _find_in_directory(
+        self, directory: BatchDirectory, timestamps_ms: Sequence[int], starting_offset: int, watch: PhaseTimer
+    ) -> list[TimestampAndOffset | None]:
+        """``find_offsets_by_timestamps`` from the directory: each target's batch by a bisection
+        (the first whose running maximum reaches it), then its record from the batch's table or
+        one walk of the batch shared by the targets landing in it. A target the directory cannot
+        answer alone (its batch lies below ``starting_offset``'s, its match below that offset,
+        or past a batch the directory's walk refused), and every target after a read or a walk
+        fails, is searched by the scans: the same answer or the same error."""
+        count, batch_count = len(timestamps_ms), len(directory)
+        reach = directory.reach
+        lowest = bisect_left(directory.last_offsets, starting_offset)
+        results: list[TimestampAndOffset | None] = [None] * count
+        rest: list[int] = []  # the numbers of the targets left to the scans
+        number = 0
+        try:
+            while number < count:
+                index = bisect_left(reach, timestamps_ms[number])
+                if index < lowest or index == batch_count:
+                    if index < lowest or directory.damaged:
+                        rest.append(number)
+                    number += 1  # (past every batch of a whole walk: no record reaches it)
+                    continue
+                run_end = number + 1
+                largest = reach[index]  # the batch's own maxTimestamp (the running max first reaches there)
+                while run_end < count and timestamps_ms[run_end] <= largest:
+                    run_end += 1
+                run = timestamps_ms[number:run_end]
+                answers = self._directory_records(directory, index, run, starting_offset)
+                for offset, match in enumerate(answers, number):
+                    if match is None:
+                        rest.append(offset)  # every match there sits below starting_offset
+                    else:
+                        results[offset] = TimestampAndOffset(match[1], match[0])
+                number = run_end
+        except (OSError, _CodecError):
+            rest.extend(range(number, count))
+        finally:
+            watch.lap_each("log_scan", count)
+            watch.faults("log_read")
+        if rest:
+            for offset, answer in zip(rest, self._find_by_scans([timestamps_ms[n] for n in rest], starting_offset)):
+                results[offset] = answer
+        return results
+
+    def _directory_records(
+        self, directory: BatchDirectory, index: int, timestamps_ms: list[int], starting_offset: int
+    ) -> list[tuple[int, int] | None]:
+        """The answers of ``first_records_at_or_after`` in the directory's batch ``index``: its
+        header read and checked against the entry, then its table, else one walk of its bytes.
+        OSError, or the codec's error when the batch cannot be read, is not the one entered
+        (the bytes changed since), or its records lie."""
+        position, end = directory.positions[index], directory.batch_end(index)
+        size = end - position
+        # A small batch in one read; a larger one's header first (its table may answer).
+        data = self._log.read(position, size if size <= _WHOLE_READ_BYTES_MAX else _HEADER_BYTES)
+        if len(data) < _HEADER_BYTES:
+            raise _CodecError(f"{self._log.path}: the batch at {position} ends past the file")
+        base_offset, length, delta, max_timestamp = _ENTRY_CHECK.unpack_from(data)
+        if (length + LOG_OVERHEAD != size or base_offset + delta != directory.last_offsets[index]
+                or max_timestamp != directory.reach[index]):
+            raise _CodecError(f"{self._log.path}: the batch at {position} is not the one the directory entered")
+
+        def whole() -> bytes:
+            return data if len(data) == size else self._read_whole(position, end)
+
+        answers = RECORD_TIMES.answers(self._log.path, data, 0, position, timestamps_ms, starting_offset, whole)
+        if answers is not None:
+            return answers
+        return first_records_at_or_after(whole(), timestamps_ms, starting_offset)
+
+    def _read_whole(self, position: int, end: int) -> bytes:
+        data = self._log.read(position, end - position)
+        if len(data) != end - position:
+            raise _CodecError(f"{self._log.path}: the batch at {position} ends past the file")
+        return data
 
     def _records_reaching(
         self, found: tuple[BatchHeader, bytes, int], timestamps_ms: list[int], starting_offset: int
@@ -773,6 +929,7 @@ class LogSegment:
         ``before_cut(new next offset)`` runs before a cut is made (the loader writes down the
         offsets it loses first: if that fails, the files are as they were)."""
         self._log.unseal()
+        self.drop_batch_directory()
         self._offset_index.reset()
         self._time_index.reset()
         self._index_full_reason = _UNKNOWN
@@ -799,6 +956,7 @@ class LogSegment:
         if self._pending_check is not None:
             self._check_once()
         first_cut = self.translate_offset(offset)
+        self.drop_batch_directory()
         self._log.unseal()  # the segment may take appends again
         self._offset_index.truncate_to(offset)
         self._time_index.truncate_to(offset)
@@ -863,6 +1021,7 @@ class LogSegment:
 
     def close(self) -> None:
         """Final time-index entry, trim and unmap the indexes, trim and close the log; no fsync."""
+        self.drop_batch_directory()
         try:
             if self._max_timestamp_known and self._time_index.is_materialized:
                 self._time_index.maybe_append(
@@ -891,6 +1050,7 @@ class LogSegment:
 
     def delete_if_exists(self) -> None:
         """Removes the log and both index files; missing files are fine."""
+        self.drop_batch_directory()
         self._offset_index.delete_if_exists()
         self._time_index.delete_if_exists()
         self._log.delete_if_exists()
