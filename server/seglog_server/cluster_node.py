@@ -22,7 +22,7 @@ import logging
 import shutil
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from seglog_server.cluster import (
@@ -42,12 +42,15 @@ from seglog_server.cluster import (
     reserve_producer_id_block,
 )
 from seglog_server.cluster.ownership import new_topic_id, topic_id_of
+from seglog_server.cluster.errors import ConfigsConflictError, UnknownTopicError
+from seglog_server.cluster.topic_configs import write_topic_configs
 from seglog_server.cluster.topic_records import HeldTopics, delete_topic_records
 from seglog_server.config import ServiceConfig
 from seglog_server.metrics.cluster_metrics import ClusterInstruments
 from seglog_server.rpc import cluster_routing
 from seglog_server.rpc.cluster_routing import ClusterRouting, InstanceFencedError, PartitionMovingError
 from seglog_server.rpc.peer_security import PeerSecurity
+from seglog_server.storage import LogConfig
 from seglog_server.storage.base import errors as storage_errors
 from seglog_server.storage.producers.producer_ids import BLOCK_SIZE as PRODUCER_ID_BLOCK_SIZE
 
@@ -118,6 +121,8 @@ class ClusterNode:
         self.routing.held_generation = self.served_generation
         # Topics recorded in ``_held`` whose local copy is being made (or failed to be).
         self._making: set[str] = set()
+        # topic -> the record's configs last applied to the local copy (or found already in force).
+        self._applied_configs: dict[str, dict[str, str]] = {}
         # () -> this instance's ACL digest ("" without an ACL), set by app.py; the live instances
         # whose digest differs are logged when they change and exported (acl_mismatches).
         self.acl_digest: Callable[[], str] = lambda: ""
@@ -275,6 +280,56 @@ class ClusterNode:
             for key in [key for key in self._pushed_epochs if key[0] == topic]:
                 self._pushed_epochs.pop(key, None)
 
+    # -- AlterTopicConfigs ----------------------------------------------------------------------
+    def alter_topic_configs(self, topic: str, set_configs: Mapping[str, str], delete_names: Sequence[str]) -> Any:
+        """Blocking. Writes the change into the topic's record in etcd, computed from the configs
+        etcd holds and compared on the record's revision (cluster/topic_configs.py), then applies
+        the record's configs here; every other instance applies them from its watched cache.
+        Returns the local copy's config."""
+        def change(configs: dict[str, str]) -> dict[str, str]:
+            merged = {name: value for name, value in configs.items() if name not in delete_names}
+            merged.update(set_configs)
+            config = self._manager.alter_topic_configs(topic, merged, _others(merged), validate_only=True)
+            canonical = config.to_properties()
+            return {name: canonical[name] for name in merged}
+
+        try:
+            configs, revision = write_topic_configs(self._thread_gateway(), self._keys, topic, change)
+        except UnknownTopicError as exc:
+            raise storage_errors.UnknownTopicOrPartitionError(str(exc)) from exc
+        except ConfigsConflictError as exc:
+            raise cluster_routing.ClusterUnavailableError(str(exc)) from exc
+        except EtcdUnavailableError as exc:
+            raise cluster_routing.ClusterUnavailableError(
+                f"configs of topic {topic!r} not confirmed by etcd ({exc}): if etcd received the change, "
+                "every instance applies it once etcd answers (describe the topic to know)") from exc
+        _log.info("topic %s: configs changed in the cluster at revision %d: %s", topic, revision, configs)
+        return self._apply_configs(topic, configs)
+
+    def _apply_configs(self, topic: str, configs: Mapping[str, str]) -> Any:
+        """Makes the local copy's overrides ``configs`` (a file rewrite only when the effective
+        config changes); returns the copy's config."""
+        with self._materialize_lock:
+            wanted = self._manager.alter_topic_configs(topic, configs, _others(configs), validate_only=True)
+            if wanted != self._manager.describe_topic(topic).config:
+                self._manager.alter_topic_configs(topic, configs, _others(configs))
+                _log.info("topic %s: configs from etcd applied to the local copy: %s", topic, dict(configs))
+            self._applied_configs[topic] = dict(configs)
+            return wanted
+
+    def _follow_configs(self, topic: str) -> None:
+        """Applies the cached record's configs when they differ from the ones last applied. A
+        record this instance cannot apply (configs it refuses) is logged once per change."""
+        configs = self._cache.topic_configs(topic)
+        if configs is None or configs == self._applied_configs.get(topic):
+            return
+        try:
+            self._apply_configs(topic, configs)
+        except storage_errors.InvalidConfigError as exc:
+            self._applied_configs[topic] = configs
+            _log.error("topic %s: the configs etcd holds are refused here, the local copy keeps its own: %s",
+                       topic, exc)
+
     # -- InitProducerId -------------------------------------------------------------------------
     def reserve_producer_id_block(self) -> int:
         """Blocking. The first id of a block no instance of the cluster got (an etcd counter,
@@ -325,6 +380,11 @@ class ClusterNode:
                     _log.warning("topic %s deleted from etcd, local copy not deleted yet: %s", topic, exc)
             local = dict(self._manager.list_topics())
             for topic, partition_count in self._cache.topics().items():
+                if topic in local and self.served_generation(topic) is not None:
+                    try:
+                        await self._calls.blocking(self._follow_configs, topic)
+                    except (storage_errors.StorageError, OSError) as exc:
+                        _log.warning("topic %s: configs from etcd not applied yet: %s", topic, exc)
                 if topic not in local:
                     try:
                         await self._calls.blocking(self._materialize_topic, topic, partition_count)
@@ -443,3 +503,8 @@ class ClusterNode:
                          ", ".join(mismatches))
         else:
             _log.info("ACL: every live instance has the same rules as this one")
+
+
+def _others(configs: Mapping[str, str]) -> list[str]:
+    """Every known config name not in ``configs``: deleted, so the overrides become exactly them."""
+    return [name for name in LogConfig.known_names() if name not in configs]

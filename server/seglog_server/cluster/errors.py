@@ -8,7 +8,9 @@
     ├── NoLiveInstanceError       placement found no live instance to place partitions on
     ├── TopicExistsError          the topic is already in etcd (a create lost to another)
     ├── UnknownPartitionError     etcd holds no owner for the partition
-    └── OwnershipConflictError    the owner changed since it was read (a concurrent change won)
+    ├── OwnershipConflictError    the owner changed since it was read (a concurrent change won)
+    ├── UnknownTopicError         etcd holds no record of the topic
+    └── ConfigsConflictError      a topic's configs kept changing under a change being written
 """
 
 from __future__ import annotations
@@ -53,3 +55,11 @@ class UnknownPartitionError(ClusterError):
 
 class OwnershipConflictError(ClusterError):
     """The ownership record changed between the read and the transaction."""
+
+
+class UnknownTopicError(ClusterError):
+    """etcd holds no record of the topic."""
+
+
+class ConfigsConflictError(ClusterError):
+    """Every attempt to write a topic's configs lost its race to another change of the record."""

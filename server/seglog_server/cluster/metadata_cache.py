@@ -79,6 +79,7 @@ class MetadataCache:
         self._topics: dict[str, int] = {}
         self._moves: dict[tuple[str, int], dict] = {}  # partition moves in progress (partition_moves.py)
         self._topic_generations: dict[str, int] = {}  # topic -> its key's create revision (topic_records.py)
+        self._topic_configs: dict[str, dict[str, str]] = {}  # topic -> its record's configs (topic_configs.py)
         self._revision = 0
         self._connected = False
         self._reload_count = 0
@@ -113,6 +114,12 @@ class MetadataCache:
         every partition request (rpc/cluster_routing.py)."""
         with self._changed:
             return self._topic_generations.get(topic)
+
+    def topic_configs(self, topic: str) -> dict[str, str] | None:
+        """The configs (overrides) of the topic's record, None for a topic the cache does not show."""
+        with self._changed:
+            configs = self._topic_configs.get(topic)
+            return None if configs is None else dict(configs)
 
     def move_of(self, topic: str, partition: int) -> dict | None:
         """The partition's move record (JSON, with ``mod_revision`` added), or None."""
@@ -186,7 +193,7 @@ class MetadataCache:
         with self._changed:
             previous, previous_owners = self._instances, self._owners
             self._instances, self._owners, self._topics, self._moves = {}, {}, {}, {}
-            self._topic_generations = {}
+            self._topic_generations, self._topic_configs = {}, {}
             for kv in kvs:
                 self._apply_put(kv, previous_owners)
             for instance_id, info in previous.items():
@@ -257,8 +264,10 @@ class MetadataCache:
                     partition_count=int(capacity.get("partition_count", 0)), bytes=int(capacity.get("bytes", 0)),
                     acl_digest=str(record.get("acl_digest", "")))
             elif kind == "topic":
-                self._topics[name] = int(json.loads(kv.value)["partitions"])
+                record = json.loads(kv.value)
+                self._topics[name] = int(record["partitions"])
                 self._topic_generations[name] = kv.create_revision
+                self._topic_configs[name] = {str(k): str(v) for k, v in record.get("configs", {}).items()}
             elif kind == "move":
                 self._moves[(name, partition)] = dict(json.loads(kv.value), mod_revision=kv.mod_revision)
             else:
@@ -279,6 +288,7 @@ class MetadataCache:
         elif kind == "topic":
             self._topics.pop(name, None)
             self._topic_generations.pop(name, None)
+            self._topic_configs.pop(name, None)
         elif kind == "owner":
             self._owners.pop((name, partition), None)
         elif kind == "move":

@@ -89,15 +89,15 @@ class AdminRpcs:
         set_configs, delete_configs = dict(request.set_configs), list(request.delete_configs)
         self._check_message_bytes(set_configs)
         core = self.core
+        topics = core.cluster.topics if core.cluster is not None else None
         config = await core.calls.blocking(
             core.storage.alter_topic_configs, request.topic, set_configs, delete_configs,
-            validate_only=request.validate_only or core.cluster is not None,
+            validate_only=request.validate_only or topics is not None,
         )
-        if core.cluster is not None and not request.validate_only:
+        if topics is not None and not request.validate_only:
             # Checked here first; then written to the topic's record in etcd (compared on its
             # revision) and applied here; the other instances apply it from their watch.
-            config = await core.calls.blocking(
-                core.cluster.alter_topic_configs, request.topic, set_configs, delete_configs)
+            config = await core.calls.blocking(topics.alter_topic_configs, request.topic, set_configs, delete_configs)
         return pb.AlterTopicConfigsResponse(topic=request.topic, configs=config.to_properties())
 
     @unary_rpc
