@@ -181,7 +181,9 @@ class Router:
         go to their owners' channels together (one request per owner); a target answered with
         an owner hint (its error's ``owner_id``) is routed there, Metadata refreshed once, and
         asked once more at its owner; an owner's channel that no longer answers refreshes too.
-        A target still refused keeps its error (the caller raises it, naming the partition).
+        A target still refused keeps its error (the caller raises it, naming the partition);
+        targets whose owner's channel no longer answers and that still route there after the
+        refresh (a gone owner the cluster still names) fail the call with that channel's error.
 
         Every target on one channel (always so in a single process): the request goes there as
         it is, awaited in this task, and its answer is returned as it is when no target needs
@@ -200,14 +202,16 @@ class Router:
                 raise
             results: list[pb.PartitionOffset | None] = [None] * count
             refused = list(range(count))
+            failures: dict[int, SeglogError] = dict.fromkeys(refused, error)
         else:
             if not _any_hinted(response.results):
                 return response
             results = [None] * count
             refused = self._note_answers(range(count), response.results, results, last=False)
+            failures = {}
         targets = list(request.partitions)
         pending = await self._after_refusal(targets, refused, dict.fromkeys(refused, sole), seen)
-        return await self._ask_owners(targets, 1, results, pending)
+        return await self._ask_owners(targets, 1, results, pending, failures)
 
     def _sole_transport(self, targets: Any) -> Transport | None:
         """The channel every target routes to; None when they route to more than one."""
@@ -223,12 +227,15 @@ class Router:
         return sole
 
     async def _ask_owners(self, targets: list[pb.PartitionTimestamp], first_attempt: int,
-                          results: list[pb.PartitionOffset | None] | None, pending: list[int] | None
-                          ) -> pb.OffsetsForTimesResponse:
+                          results: list[pb.PartitionOffset | None] | None, pending: list[int] | None,
+                          failures: dict[int, SeglogError] | None = None) -> pb.OffsetsForTimesResponse:
         """``targets[n]`` for each of ``pending`` (every one when None) at its owner, one request
-        per owner in parallel, from attempt ``first_attempt`` (of two) on; into ``results``."""
+        per owner in parallel, from attempt ``first_attempt`` (of two) on; into ``results``.
+        ``failures``: the error of each target whose owner's channel did not answer; one left
+        without an answer in the end fails the call with it."""
         if results is None or pending is None:
             results, pending = [None] * len(targets), list(range(len(targets)))
+        failures = {} if failures is None else failures
         for attempt in range(first_attempt, 2):
             if not pending:
                 break
@@ -238,12 +245,15 @@ class Router:
                 by_transport.setdefault(id(transport), (transport, []))[1].append(number)
             seen = self._generation
             retry = await asyncio.gather(*(
-                self._lookup_at(transport, targets, numbers, results, last=attempt == 1)
+                self._lookup_at(transport, targets, numbers, results, failures, last=attempt == 1)
                 for transport, numbers in by_transport.values()))
             refused = [number for numbers in retry for number in numbers]
             if not refused:
                 break
             pending = await self._after_refusal(targets, refused, asked_on, seen)
+        unanswered = next((n for n, result in enumerate(results) if result is None), None)
+        if unanswered is not None:  # its owner did not answer, and the cluster names no other
+            raise failures[unanswered]
         response = pb.OffsetsForTimesResponse()
         response.results.extend(r for r in results if r is not None)
         assert len(response.results) == len(targets), "every target answered or refused"
@@ -260,15 +270,18 @@ class Router:
         return pending
 
     async def _lookup_at(self, transport: Transport, targets: list[pb.PartitionTimestamp], numbers: list[int],
-                         results: list[pb.PartitionOffset | None], *, last: bool) -> list[int]:
+                         results: list[pb.PartitionOffset | None], failures: dict[int, SeglogError], *,
+                         last: bool) -> list[int]:
         """Asks ``transport`` for ``targets[n]`` of ``numbers`` into ``results``; returns the
-        numbers worth asking again at another owner (never on the ``last`` attempt)."""
+        numbers worth asking again at another owner (never on the ``last`` attempt), a channel
+        that did not answer noted in ``failures``."""
         request = pb.OffsetsForTimesRequest(partitions=[targets[n] for n in numbers])
         try:
             response = await transport.offsets_for_times(request)
         except (ServiceUnavailableError, RequestTimeoutError) as error:
             if last or not _worth_following(error, transport is not self.bootstrap):
                 raise
+            failures.update(dict.fromkeys(numbers, error))
             return numbers
         return self._note_answers(numbers, response.results, results, last=last)
 
