@@ -52,58 +52,67 @@ class LookupRpcs:
         """
         if response is None:
             response = pb.OffsetsForTimesResponse()
-        targets = request.partitions
-        answers: list[Any] = [None] * len(targets)  # a storage TimestampAndOffset, None, or an error
+        # Each target's fields read once (a field read of a upb message costs about as much as a
+        # dict look-up), grouped by partition.
+        rows = [(target.topic, target.partition, target.timestamp_ms) for target in request.partitions]
+        answers: list[Any] = [None] * len(rows)  # a storage TimestampAndOffset, None, or an error
         by_partition: dict[tuple[str, int], list[int]] = {}
-        for number, target in enumerate(targets):
-            key = (target.topic, target.partition)
-            numbers = by_partition.get(key)
-            if numbers is None:
-                by_partition[key] = [number]
-            else:
-                numbers.append(number)
+        for number, (topic, partition, _) in enumerate(rows):
+            by_partition.setdefault((topic, partition), []).append(number)
         for (topic, partition), numbers in by_partition.items():
-            await self._partition_offsets_for_times(topic, partition, targets, numbers, answers)
-        results = response.results
-        for target, answer in zip(targets, answers):
-            if isinstance(answer, Exception):
+            await self._partition_offsets_for_times(topic, partition, rows, numbers, answers)
+        add = response.results.add  # filled in place (and field by field: quicker than keywords)
+        for (topic, partition, timestamp_ms), answer in zip(rows, answers):
+            if answer is None:
+                result = add()
+                result.topic, result.partition, result.offset, result.timestamp_ms = topic, partition, -1, -1
+            elif isinstance(answer, Exception):
                 status = status_for(answer)
                 if not status.expected:
                     raise answer  # a bug: the boundary answers INTERNAL and logs it
                 message = self.core.log_dir_names.redact(status.message)
-                results.append(conversions.partition_offset_error(target, status, message, answer))
+                target = pb.PartitionTimestamp(topic=topic, partition=partition, timestamp_ms=timestamp_ms)
+                response.results.append(conversions.partition_offset_error(target, status, message, answer))
             else:
-                conversions.add_partition_offset(results, target.topic, target.partition, answer)
+                result = add()
+                result.topic, result.partition = topic, partition
+                result.offset, result.timestamp_ms = answer.offset, answer.timestamp_ms
         # Many targets (each answer may carry an error message) can make an answer larger than
         # gRPC may send: refused here with the limit named, not failed inside gRPC.
-        if len(targets) > _INLINE_LOOKUPS_MAX and response.ByteSize() > self.core.limits.response_bytes_max:
+        if len(rows) > _INLINE_LOOKUPS_MAX and response.ByteSize() > self.core.limits.response_bytes_max:
             raise ResponseTooLargeError(
-                f"the answer to {len(targets)} targets is {response.ByteSize()} bytes, above "
+                f"the answer to {len(rows)} targets is {response.ByteSize()} bytes, above "
                 f"response_bytes_max ({self.core.limits.response_bytes_max}): ask for fewer targets per request"
             )
         return response
 
     async def _partition_offsets_for_times(
-        self, topic: str, partition: int, targets: Any, numbers: list[int], answers: list[Any]
+        self, topic: str, partition: int, rows: list[tuple[str, int, int]], numbers: list[int],
+        answers: list[Any],
     ) -> None:
-        """Answers ``targets[n]`` for each of ``numbers`` (all of partition ``topic``-``partition``)
-        into ``answers[n]``: a storage outcome (an answer or the error that target met), or the
-        error the request's check or the whole call met."""
+        """Answers the targets ``rows[n]`` (topic, partition, timestamp) for each of ``numbers``
+        (all of partition ``topic``-``partition``) into ``answers[n]``: a storage outcome (an
+        answer or the error that target met), or the error the request's check or the whole call
+        met."""
         try:
             validation.check_partition_ref(topic, partition)
         except InvalidRequestError as exc:
             for number in numbers:
                 answers[number] = exc
             return
-        searched = []
-        for number in numbers:
-            try:
-                validation.check_target_timestamp(targets[number].timestamp_ms)
-                searched.append(number)
-            except InvalidRequestError as exc:
-                answers[number] = exc
-        if not searched:
-            return
+        searched = numbers
+        timestamps_ms = [rows[number][2] for number in numbers]
+        if min(timestamps_ms) < validation.MAX_TIMESTAMP:  # some target's timestamp is refused: those alone
+            searched = []
+            for number in numbers:
+                try:
+                    validation.check_target_timestamp(rows[number][2])
+                    searched.append(number)
+                except InvalidRequestError as exc:
+                    answers[number] = exc
+            if not searched:
+                return
+            timestamps_ms = [rows[number][2] for number in searched]
         cluster = self.core.cluster
         refusal = None if cluster is None else cluster.owner_error(topic, partition)
         if refusal is not None:  # owned elsewhere: each target's error names the owner
@@ -115,16 +124,16 @@ class LookupRpcs:
             # A handful of lookups runs inline (microseconds each); more go to the pool, or one
             # request of a few MiB of targets would hold the event loop for seconds. So does a
             # log's first lookup by time after a restart: it checks every segment on first use.
-            timestamps_ms = [targets[number].timestamp_ms for number in searched]
             inline = len(searched) <= _INLINE_LOOKUPS_MAX and not self.core.storage.timestamp_lookup_may_block(
                 log, timestamps_ms)
             found: list[Any] = await self.core.log_call(log, 0 if inline else BLOCKING, log.lookup_timestamps, timestamps_ms)
         except Exception as exc:  # noqa: BLE001 - the whole call's error is each target's
             found = [exc] * len(searched)
         else:
-            offline = next((answer for answer in found if isinstance(answer, LogDirOfflineError)), None)
-            if offline is not None:  # a target's search took the log offline: as log_call does
-                await self.core.calls.blocking(self.core.storage.handle_log_failure, log, offline)
+            for answer in found:
+                if isinstance(answer, LogDirOfflineError):  # a target's search took the log offline
+                    await self.core.calls.blocking(self.core.storage.handle_log_failure, log, answer)  # as log_call does
+                    break
         for number, answer in zip(searched, found):
             answers[number] = answer
 
