@@ -4,6 +4,8 @@ surviving a restart."""
 
 import grpc
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from tests.support.integration_helpers import ServiceProcess, assert_serving, error_class, rpc_error
 
 from seglog.v1 import log_service_pb2 as pb
@@ -73,6 +75,7 @@ def test_the_internal_topic_configs_are_the_services(stub):
         "internal topic")
 
 
+@pytest.mark.slow  # two service starts
 def test_a_change_survives_a_restart(tmp_path):
     dirs = [tmp_path / "data0", tmp_path / "data1"]
     service = ServiceProcess(tmp_path, dirs, []).start()
@@ -88,3 +91,30 @@ def test_a_change_survives_a_restart(tmp_path):
         assert (configs["retention.ms"], configs["cleanup.policy"]) == ("12345", "compact,delete")
     finally:
         assert again.stop() == 0, again.log()
+
+
+_NAMES = st.one_of(st.sampled_from(["retention.ms", "segment.bytes", "cleanup.policy", "max.message.bytes",
+                                    "flush.messages", "remote.storage.enable", "no.such"]), st.text(max_size=8))
+_VALUES = st.one_of(st.sampled_from(["1", "-1", "0", "compact", "true", "x", " 5\n", "2147483648"]),
+                    st.text(max_size=10))
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(set_configs=st.dictionaries(_NAMES, _VALUES, max_size=3), delete=st.lists(_NAMES, max_size=2))
+def test_any_change_is_answered_ok_or_invalid_argument_and_a_refusal_changes_nothing(stub, set_configs, delete):
+    """Random key/value maps: only OK or INVALID_ARGUMENT come back; a refused change leaves the
+    described configs as they were, an accepted one is what DescribeTopic shows."""
+    before = _configs(stub, "fuzzed")
+    try:
+        answer = stub.AlterTopicConfigs(pb.AlterTopicConfigsRequest(
+            topic="fuzzed", set_configs=set_configs, delete_configs=delete), timeout=10)
+    except grpc.RpcError as error:
+        assert error.code() == Code.INVALID_ARGUMENT, error.details()
+        assert _configs(stub, "fuzzed") == before
+        return
+    assert _configs(stub, "fuzzed") == dict(answer.configs)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _fuzzed_topic(service):
+    service.stub.CreateTopic(pb.CreateTopicRequest(topic="fuzzed", partitions=2), timeout=10)

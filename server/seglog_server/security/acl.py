@@ -14,7 +14,7 @@ Operations (``operations.py`` maps every RPC to one):
 
     read      Fetch, Consume
     write     Produce; InitProducerId needs write on at least one topic (Kafka's KIP-679)
-    admin     CreateTopic, DeleteTopic, DeleteRecords, snapshots and cleaning commits
+    admin     CreateTopic, DeleteTopic, AlterTopicConfigs, DeleteRecords, snapshots and cleaning commits
     describe  DescribeTopic, OffsetsForTimes, and which topics ListTopics shows
 
 read, write and admin on a topic imply describe of it (as Kafka's READ/WRITE/ALTER imply

@@ -113,12 +113,14 @@ def test_unknown_topic_is_refused(tmp_path):
         manager.shutdown()
 
 
-_NAMES = st.sampled_from([*LogConfig.known_names(), "retention.mss", "x", ""])
-_VALUES = st.sampled_from(["0", "-1", "1", "14", "1000", "compact", "delete,compact", "true", "x",
-                           "CreateTime", "0.5", "9223372036854775808", ""])
+_NAMES = st.one_of(st.sampled_from([*LogConfig.known_names(), "retention.mss", "x", ""]), st.text(max_size=6))
+# Values with line breaks, '=', padding and '#' too: a value is written canonical, never as given.
+_VALUES = st.one_of(st.sampled_from(["0", "-1", "1", "14", "1000", "compact", "delete,compact", "true", "x",
+                                     "CreateTime", "0.5", "9223372036854775808", "", " 7\n", "compact\r\n"]),
+                    st.text(max_size=8))
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(set_configs=st.dictionaries(_NAMES, _VALUES, max_size=4), delete=st.lists(_NAMES, max_size=2))
 def test_any_change_is_applied_whole_or_refused_leaving_the_configs_unchanged(tmp_path_factory, set_configs,
                                                                                delete):
