@@ -244,8 +244,8 @@ What works:
   install; the Python walk where it is not built) with every rule of `walk_records`, proven equal
   to it, refusals and messages included, by Hypothesis differential tests on valid, hostile and
   random bytes (`tests/unit/seglog/records/test_walk_compiled.py`). The targets of a batched lookup
-  landing in one batch are answered by one walk (`first_reaching_each`), and a batch of 256 records
-  or more gets a record-time table on its first lookup (`record_times`: the running maximum of its
+  landing in one batch are answered by one walk (`first_reaching_each`), and a batch of 64 records
+  or more (256 before the batch directory) gets a record-time table on its first lookup (`record_times`: the running maximum of its
   timestamps, 8 bytes a record, 16 MiB for every log, least recently used out, keyed by the
   batch's 61 header bytes), which later lookups bisect without reading the batch. A lookup's first
   read covers two batches of the size it last found: one pread per target on 100-record batches.
@@ -254,6 +254,26 @@ What works:
   walk, 22-34 us with the tables; batched lookups (1,000 a call) 23-24, 8.4-8.6 and 4.1-5.0 us.
   On 100-record batches the tables change nothing (13-20 us; the single read per target brought
   the batched cost from 19.8 to 13.1 us). Both kept: the one walk for batches without a table.
+- A segment's batch directory (`storage/segment/batch_directory.py`) answers batched lookups whose
+  targets land in distinct batches: per batch its position, last offset and the running maximum of
+  the max timestamps (24 bytes a batch, in memory only; the files stay Kafka's), built by the
+  checked header walk every reader uses once a segment's batched lookups searched 16 targets a MiB
+  of log without it, extended as the active segment grows, dropped on truncation and recovery,
+  16 MiB for all directories, least recently used out. A target then costs a bisection, the read of
+  its batch's header (checked against the entry: bytes changed since fail as the scans fail) and
+  the table's bisection; what the directory cannot answer (a batch below the log start's, past a
+  batch its walk refused, a failed read) goes to the scans. Proven equal to the per-target search by
+  Hypothesis across appends after the build, truncation, a log start inside the log, rolls and
+  damaged files (`tests/unit/seglog_server/storage/segment/test_batch_directory.py`). Storage CPU a
+  target, 100 targets a call (`PYTHONPATH=. .venv/bin/python bench/bench_batched_lookup.py
+  --storage`, medians of 5 interleaved repeats, load 8-10 on 2 CPUs): 291 batches of 3,436 records
+  26.1 us before, 10.1 us after; 10,000 batches of 100 records 29.5 us before, 12.1 us after
+  (16.9 us with tables from 256 records). End to end (`.venv/bin/python
+  bench/bench_batched_lookup.py --records 1000000 --lookups 20000 --per-request 100 --runs 3`,
+  the service before and after run alternately, twice, load 9-25): large batches 10,363 and 21,423
+  lookups/s before, 29,979 and 35,663 after; small batches 7,446 and 13,716 before, 32,907 and
+  14,037 after (single runs up to 40,191 and 38,516; the first run after a produce builds the
+  tables and directories and is the slowest). A loaded machine's figures: rerun quiet.
 - What bounds the single lookup and the tail: both sides' per-message cost in grpcio's Python
   bindings. Profiled (cProfile, 3,000 single lookups through `AsyncAdmin.offsets_for_times` on
   200,000 records): the service's `OrderedReplies.send` (the stream's write) and the client's
@@ -296,14 +316,13 @@ What remains:
 - Goals 2 and 3 (p50 within 1.2x and 1.5x of the floor) are not met: the remaining gap is the
   Python RPC layers on both sides and the storage search (22-34 us a single lookup), each of the
   size of the floor's own per-message cost on this machine.
-- Goal 1: a call of 100 targets over a log of some 290 large batches (the benchmark's) lands
-  nearly every target in a batch of its own, so each pays a whole search: two index searches, the
-  header reads of the entry's batch and the next, the table's bisection, in Python, about the
-  single lookup's 22-34 us of storage CPU. Targets sharing batches cost 4-5 us
-  (`bench_batched_lookup.py --storage`, 1,000 a call over 50 batches). Moving the per-target search
-  (index searches and header checks) into C, or reading neighbouring targets' batches in one pread,
-  would move it; so would the per-call costs of the client's routing (a task and a gather per call
-  for one partition) and of the adapter's per-target conversions.
+- Goal 1: with the batch directory a target's storage search is a bisection, a 61-byte read and a
+  table's bisection, some 10 us of Python at load 8-10 (a run of calls each: the table cache's
+  lookup, the header check, the answer objects); moving that run into C, or trusting the
+  directory's entry without the header read, would take most of it. Single lookups do not use the
+  directory yet (22-39 us: the index searches and scans); once a segment has one they could, with
+  the per-target oracle of the tests kept off it. The rest of each lookup's cost is the client's
+  routing and the adapter's per-target conversions.
 - Lookups measured right after a large produce ran at a fraction of their rate while the topic's
   flush (an fdatasync of the ~130 MB just written) ran on the storage pool: the benchmark now
   waits for it; why lookups slow down so much during a flush is not yet known.
