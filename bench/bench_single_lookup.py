@@ -16,6 +16,10 @@ PYTHONPATH; e.g. ``git archive <commit> | tar -x -C PATH`` and copy in the built
 ``_walk_c*.so``): before/after figures in the same run. Each tree gets its own service, on a log
 of ``--records`` records in 512 KiB batches (``Producer.send_many``, about 4,000 a batch).
 
+``--per-call N`` makes each of the ``--lookups`` calls ``Admin.offsets_for_times_many`` of N
+random targets: the batched call's latency and its CPU on both sides (ratios to the floor then
+say only how far a call is from one round trip).
+
 ``--profile-client DIR`` runs each tree's lookups under cProfile (DIR/NAME-client.prof, and a
 text summary beside it); ``--profile-service DIR`` samples each service with py-spy (1,000 Hz,
 every thread) during its lookups (DIR/NAME-service.txt, collapsed stacks). Profiled repeats'
@@ -119,22 +123,25 @@ def _produce(address: str, count: int) -> list[int]:
     return [first_ms, last_ms]
 
 
-async def _lookups(address: str, times_ms: list[int], profiler: Any) -> dict[str, Any]:
+async def _lookups(address: str, warmup_ms: list[int], calls_ms: list[list[int]], profiler: Any) -> dict[str, Any]:
     from seglog import AsyncAdmin, TopicPartition
 
     partition = TopicPartition(TOPIC, 0)
     latencies = []
     async with AsyncAdmin(address) as admin:
-        for timestamp_ms in times_ms[:WARMUP]:
+        for timestamp_ms in warmup_ms:
             await admin.offsets_for_times({partition: timestamp_ms})
         if profiler is not None:
             profiler.enable()
         cpu_started = time.process_time()
-        for timestamp_ms in times_ms[WARMUP:]:
+        for targets_ms in calls_ms:
             started = time.perf_counter()
-            found = await admin.offsets_for_times({partition: timestamp_ms})
+            if len(targets_ms) > 1:
+                found = await admin.offsets_for_times_many([(partition, t) for t in targets_ms])
+            else:
+                found = list((await admin.offsets_for_times({partition: targets_ms[0]})).values())
             latencies.append((time.perf_counter() - started) * 1000)
-            assert found[partition] is not None, timestamp_ms
+            assert all(one is not None for one in found), targets_ms
         cpu_s = time.process_time() - cpu_started
         if profiler is not None:
             profiler.disable()
@@ -158,14 +165,15 @@ def _work(arguments: argparse.Namespace) -> Any:
     assert kind == "lookups", kind
     first, last = arguments.time_range
     rng = random.Random(arguments.seed)
-    times = [rng.randint(first, last) for _ in range(WARMUP + arguments.lookups)]
+    warmup = [rng.randint(first, last) for _ in range(WARMUP)]
+    calls = [[rng.randint(first, last) for _ in range(arguments.per_call)] for _ in range(arguments.lookups)]
     if arguments.profile_client is None:
-        return asyncio.run(_lookups(address, times, None))
+        return asyncio.run(_lookups(address, warmup, calls, None))
     import cProfile
     import pstats
 
     profiler = cProfile.Profile()
-    answer = asyncio.run(_lookups(address, times, profiler))
+    answer = asyncio.run(_lookups(address, warmup, calls, profiler))
     profiler.dump_stats(arguments.profile_client)
     with open(f"{arguments.profile_client}.txt", "w") as summary:
         stats = pstats.Stats(profiler, stream=summary)
@@ -187,6 +195,8 @@ def main() -> None:
     parser.add_argument("--lookups", type=int, default=3000)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--tree", action="append", default=[], help="NAME=PATH of a source tree (repeatable)")
+    parser.add_argument("--per-call", type=int, default=1,
+                        help="targets a call (Admin.offsets_for_times_many) instead of single lookups")
     parser.add_argument("--profile-client", type=pathlib.Path, default=None)
     parser.add_argument("--profile-service", type=pathlib.Path, default=None)
     parser.add_argument("--worker", nargs=2, metavar=("KIND", "ADDRESS"), help=argparse.SUPPRESS)
@@ -236,7 +246,7 @@ def main() -> None:
                         time.sleep(1.0)  # py-spy attaches
                     samples, client_us, server_us = _timed(
                         process.pid, tree, "lookups", address, "--lookups", str(arguments.lookups),
-                        "--time-range", str(first), str(last), *extra)
+                        "--per-call", str(arguments.per_call), "--time-range", str(first), str(last), *extra)
                     if sampler is not None:
                         sampler.send_signal(signal.SIGINT)
                         sampler.wait(60)
