@@ -317,6 +317,12 @@ class ClusterNode:
             self._applied_configs[topic] = dict(configs)
             return wanted
 
+    def _configs_behind(self, topic: str) -> bool:
+        """Whether the cached record's configs differ from the ones last applied (a dict compare on
+        the loop: the pool is asked only when there is something to apply)."""
+        configs = self._cache.topic_configs(topic)
+        return configs is not None and configs != self._applied_configs.get(topic)
+
     def _follow_configs(self, topic: str) -> None:
         """Applies the cached record's configs when they differ from the ones last applied. A
         record this instance cannot apply (configs it refuses) is logged once per change."""
@@ -380,7 +386,7 @@ class ClusterNode:
                     _log.warning("topic %s deleted from etcd, local copy not deleted yet: %s", topic, exc)
             local = dict(self._manager.list_topics())
             for topic, partition_count in self._cache.topics().items():
-                if topic in local and self.served_generation(topic) is not None:
+                if topic in local and self._configs_behind(topic) and self.served_generation(topic) is not None:
                     try:
                         await self._calls.blocking(self._follow_configs, topic)
                     except (storage_errors.StorageError, OSError) as exc:
