@@ -76,10 +76,14 @@ class BatchDirectory:
         """Where the batch ``index`` ends (the next one's position, or ``end_position``)."""
         return self.positions[index + 1] if index + 1 < len(self.positions) else self.end_position
 
-    def extend(self, read: Callable[[int, int], bytes], file_end: int, offset_limit: int) -> None:
+    def extend(
+        self, read: Callable[[int, int], bytes], file_end: int, offset_limit: int, size_bytes_max: int = 1 << 62
+    ) -> bool:
         """Enters the batches from ``end_position`` to ``file_end`` (the file's logical end),
-        reading with ``read(position, size)``. A batch the walk refuses (a length past the file,
-        offsets out of order or out of the bounds) sets ``damaged`` and ends the walk; an
+        reading with ``read(position, size)``; False when it stopped because the directory grew
+        past ``size_bytes_max`` (checked a chunk at a time: a segment of tiny batches must not
+        build hundreds of MB before it is refused). A batch the walk refuses (a length past the
+        file, offsets out of order or out of the bounds) sets ``damaged`` and ends the walk; an
         OSError propagates with every batch entered before it kept."""
         assert file_end >= self.end_position, "a shrunk file drops its directory"
         positions, last_offsets, reach = self.positions, self.last_offsets, self.reach
@@ -88,6 +92,8 @@ class BatchDirectory:
         chunk_bytes = _WALK_CHUNK_BYTES
         f_base, f_delta, f_max = HeaderField.BASE_OFFSET, HeaderField.LAST_OFFSET_DELTA, HeaderField.MAX_TIMESTAMP
         while not self.damaged and file_end - position > 0:
+            if self.size_bytes > size_bytes_max:
+                return False
             chunk = read(position, min(chunk_bytes, file_end - position))
             walk = BatchWalk(chunk, 0, region_end=file_end - position, origin=position, torn_tail_ok=False,
                              offset_min=self.next_offset, offset_limit=offset_limit)
@@ -108,6 +114,7 @@ class BatchDirectory:
             # After a batch longer than a chunk, read the next header alone.
             last_size = self.end_position - positions[-1] if len(positions) else 0
             chunk_bytes = RECORD_BATCH_OVERHEAD if last_size > _WALK_CHUNK_BYTES else _WALK_CHUNK_BYTES
+        return True
 
 
 class DirectoryBudget:

@@ -750,11 +750,11 @@ class LogSegment:
             self._directory_ref = weakref.ref(directory)
         if directory.end_position < file_end and not directory.damaged:
             try:
-                directory.extend(self._log.read, file_end, _OFFSET_LIMIT)
+                whole = directory.extend(self._log.read, file_end, _OFFSET_LIMIT, DIRECTORIES.bytes_max)
             except OSError:
                 DIRECTORIES.hold(directory)
                 return None
-            if not DIRECTORIES.fits(directory.size_bytes):
+            if not whole or not DIRECTORIES.fits(directory.size_bytes):
                 self.drop_batch_directory()
                 self._directory_refused = True
                 return None

@@ -332,3 +332,19 @@ def test_a_lookup_from_the_directory_counts_each_target_in_each_phase(tmp_path, 
     assert directory_of(log) is not None
     for phase in ("segment_lookup", "index_search", "log_scan"):
         assert observer.phases["offsets_for_times", phase] == len(targets)
+
+
+def test_the_walk_stops_once_the_directory_outgrows_its_cap(tmp_path, clock, budget):
+    made = budget(bytes_max=10_000)
+    log = open_log(tmp_path, clock, config())
+    for index in range(5000):  # 5,000 one-record batches: 120,000 bytes of entries
+        log.append(batch(b"v", timestamps=NOW_MS + index))
+    with open(os.path.join(tmp_path, "00000000000000000000.log"), "rb") as file:
+        data = file.read()
+    directory = BatchDirectory(0)
+    assert not directory.extend(lambda position, size: data[position : position + size], len(data), 1 << 62, 10_000)
+    assert 10_000 < directory.size_bytes < 10_000 + 24 * (256 * 1024 // 61 + 1)  # within a chunk of the cap
+    assert directory.end_position < len(data) and not directory.damaged
+    targets = [NOW_MS + t for t in range(0, 5000, 37)]
+    assert log.offsets_for_timestamps(targets) == per_target(log, targets)
+    assert log._local.segments.at(-1)._directory_refused and len(made) == 0
