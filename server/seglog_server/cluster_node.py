@@ -325,13 +325,16 @@ class ClusterNode:
 
     def _follow_configs(self, topic: str) -> None:
         """Applies the cached record's configs when they differ from the ones last applied. A
-        record this instance cannot apply (configs it refuses) is logged once per change."""
+        record this instance cannot apply (configs it refuses, a partition on an offline directory)
+        is logged once per change."""
         configs = self._cache.topic_configs(topic)
         if configs is None or configs == self._applied_configs.get(topic):
             return
         try:
             self._apply_configs(topic, configs)
-        except storage_errors.InvalidConfigError as exc:
+        except (storage_errors.InvalidConfigError, storage_errors.LogDirOfflineError) as exc:
+            # Logged once per change, not every pass; a directory back online comes with a restart,
+            # which applies the record again.
             self._applied_configs[topic] = configs
             _log.error("topic %s: the configs etcd holds are refused here, the local copy keeps its own: %s",
                        topic, exc)

@@ -668,10 +668,11 @@ class LogManager:
             self._check_tiering(topic, config)
             canonical = config.to_properties()
             overrides = {name: canonical[name] for name in overrides}
-            if validate_only:
-                return config
+            # Checked for validate_only too: cluster mode validates here before it writes to etcd.
             self._registry.check_all_partitions_online(
                 entry, any(not d.online for d in self._dirs), "its configs can be changed")
+            if validate_only:
+                return config
             self._write_overrides(entry, overrides)
             entry.config, entry.overrides = config, overrides
             for tp in entry.partitions():

@@ -306,3 +306,23 @@ def test_a_crash_at_every_step_leaves_each_file_old_or_new_and_the_topic_one_of_
             again.shutdown()
     # Each partition's file switches once, at its rename, in order.
     assert outcomes == sorted(outcomes) and outcomes[0] == 0 and outcomes[-1] == 3, outcomes
+
+
+@pytest.mark.parametrize("validate_only", [False, True])
+def test_a_partition_on_an_offline_directory_refuses_the_change(tmp_path, validate_only):
+    fs = FaultFs()
+    manager = LogManager([str(tmp_path / "d0"), str(tmp_path / "d1")], clock=FakeClock(NOW_MS),
+                         intervals=EVERY_PASS, fs=fs)
+    manager.startup()
+    try:
+        manager.create_topic("t", 2, {"retention.ms": "1000"})
+        fs.fail("replace", errno.EIO, path=str(tmp_path / "d1"), times=None)
+        fs.fail("open", errno.EIO, path=lambda path: path.startswith(str(tmp_path / "d1")), times=None)
+        manager.run_maintenance()  # a checkpoint write in d1 fails: d1 goes offline
+        fs.heal()
+        with pytest.raises(LogDirOfflineError, match="its configs can be changed once they are back"):
+            manager.alter_topic_configs("t", {"retention.ms": "5"}, validate_only=validate_only)
+        assert manager.describe_topic("t").config.retention_ms == 1000
+        assert read_topic_metadata(manager.partition_dir("t", 0)).overrides == {"retention.ms": "1000"}
+    finally:
+        manager.shutdown()
