@@ -1,8 +1,96 @@
-"""Shared pytest configuration."""
+"""Shared pytest configuration.
 
+Sync clients left open: a synchronous client (Producer, Consumer, Admin, GroupConsumer) holds the
+process's shared event-loop thread until it is closed, so one a test forgets keeps that thread
+(and its channels) for the rest of the run, and later tests that count loop-thread users judge it
+instead of their own. Every sync client a test module creates itself (its creation has a frame in
+the module's file: a test, a helper or a fixture written there) must be closed by the time the
+module ends; the module's last test errors at teardown naming the module and each creation line.
+Clients made by shared fixtures (conftest.py, tests/support) are theirs to close and not judged.
+Close with a with-block, or pass the client through the ``closing`` fixture.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+
+import pytest
 import uvloop
+
+from seglog import _sync
 
 
 def pytest_asyncio_loop_factories(config, item):
     # grpc.aio runs under uvloop in the service; tests use the same loop.
     return {"uvloop": uvloop.new_event_loop}
+
+
+class _SyncClientsOfModule:
+    """The sync clients created from the running test module's file, with their creation line."""
+
+    def __init__(self) -> None:
+        self.module_file: str | None = None
+        self.created: list[tuple[_sync.SyncFacade, int]] = []
+        self._lock = threading.Lock()
+
+    def note(self, client: _sync.SyncFacade) -> None:
+        module_file = self.module_file
+        if module_file is None:
+            return
+        frame = sys._getframe(2)  # noqa: SLF001 - above the wrapper and SyncFacade's __init__
+        while frame is not None:
+            if os.path.realpath(frame.f_code.co_filename) == module_file:
+                with self._lock:
+                    self.created.append((client, frame.f_lineno))
+                return
+            frame = frame.f_back
+
+    def leaked(self) -> list[tuple[_sync.SyncFacade, int]]:
+        with self._lock:
+            return [(client, line) for client, line in self.created if not client._released]  # noqa: SLF001
+
+
+_of_module = _SyncClientsOfModule()
+
+
+def pytest_configure(config):
+    started = _sync.SyncFacade._start
+
+    def _start(self, async_client):
+        started(self, async_client)  # a refused construction raises here: nothing to close
+        _of_module.note(self)
+
+    _sync.SyncFacade._start = _start
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _sync_clients_closed_by_their_module(request):
+    module = getattr(request, "module", None)
+    path = getattr(module, "__file__", None)
+    _of_module.module_file = os.path.realpath(path) if path else None
+    _of_module.created = []
+    yield
+    leaked = _of_module.leaked()
+    _of_module.module_file, _of_module.created = None, []
+    if leaked:
+        where = ", ".join(f"{type(client).__name__} created at line {line}" for client, line in leaked)
+        pytest.fail(f"{request.node.nodeid}: {len(leaked)} sync client(s) left open at the module's end "
+                    f"(each holds the shared loop thread until the process exits): {where}; close each "
+                    "(a with-block, or the closing fixture)", pytrace=False)
+
+
+@pytest.fixture
+def closing():
+    """``admin = closing(Admin(...))``: closes each client passed through it when the test ends,
+    passed or failed (the latest first)."""
+    clients: list[_sync.SyncFacade] = []
+
+    def keep(client):
+        clients.append(client)
+        return client
+
+    yield keep
+    for client in reversed(clients):
+        client.close()

@@ -112,14 +112,13 @@ def running(tmp_path):
 
 def test_the_cluster_compose_file_forms_a_cluster_that_prometheus_scrapes_whole(running, tmp_path):
     services, instances = running
-    admin = Admin(instances[0].address)  # one address: any instance bootstraps
-    _until(lambda: {i.instance_id for i in admin.metadata().instances if i.alive} == {"a", "b", "c"},
-           what="the three instances registered")
-    admin.create_topic("composed", partitions=3)
-    metadata = admin.metadata(["composed"])
+    with Admin(instances[0].address) as admin:  # one address: any instance bootstraps
+        _until(lambda: {i.instance_id for i in admin.metadata().instances if i.alive} == {"a", "b", "c"},
+               what="the three instances registered")
+        admin.create_topic("composed", partitions=3)
+        metadata = admin.metadata(["composed"])
     assert collections.Counter(metadata.owner_of("composed", p).owner_id for p in range(3)) == {
         "a": 1, "b": 1, "c": 1}
-    admin.close()
 
     # Prometheus, as the file runs it: deploy/prometheus mounted, the three targets pointed here.
     config = (PROMETHEUS_DIR / "prometheus-cluster.yml").read_text()

@@ -41,13 +41,13 @@ def _counts(status: dict) -> dict[str, int]:
 
 
 @pytest.mark.slow  # three service processes, one move, a killed instance's lease to expire: ~20 s
-def test_status_rebalance_and_moves_from_the_command_line(tmp_path, etcd, services, capsys):
+def test_status_rebalance_and_moves_from_the_command_line(tmp_path, etcd, services, capsys, closing):
     cluster = f"cli{next(_names)}"
     a = _start(tmp_path, "a", _cluster_args(etcd, cluster, "a"))
     services.append(a)
     b = _start(tmp_path, "b", _cluster_args(etcd, cluster, "b"))
     services.append(b)
-    admin = Admin(a.address)
+    admin = closing(Admin(a.address))
     _until(lambda: {i.instance_id for i in admin.metadata().instances if i.alive} == {"a", "b"}, what="a sees b")
     admin.create_topic(TOPIC, partitions=4)
     c = _start(tmp_path, "c", _cluster_args(etcd, cluster, "c"))

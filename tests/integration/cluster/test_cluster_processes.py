@@ -153,10 +153,10 @@ def _assert_every_acknowledged_record_there(load: Load, by_id, owners, topic: st
 
 
 @pytest.mark.slow  # three service processes: ~10 s
-def test_placement_spreads_over_three_and_one_bootstrap_address_reaches_every_owner(instances):
+def test_placement_spreads_over_three_and_one_bootstrap_address_reaches_every_owner(instances, closing):
     a, b, c = instances(*INSTANCES)
     by_id = dict(zip(INSTANCES, (a, b, c)))
-    admin = Admin(a.address)
+    admin = closing(Admin(a.address))
     owners = _create_spread(admin, (a, b, c), "spread", 6)
     assert collections.Counter(owners.values()) == {"a": 2, "b": 2, "c": 2}
     with Producer(a.address) as producer:  # one address: it learns the owners from refusals
@@ -168,14 +168,13 @@ def test_placement_spreads_over_three_and_one_bootstrap_address_reaches_every_ow
         _until(lambda: read.update((r.partition, r.value) for r in consumer.poll(timeout_ms=500)) or len(read) == 6,
                what="every partition read through a")
     assert read == {p: b"v%d" % p for p in range(6)}
-    admin.close()
 
 
 @pytest.mark.slow  # three service processes, one killed and restarted under load: ~30 s
-def test_an_owner_killed_under_load_is_offline_alone_and_keeps_every_acknowledged_record(instances):
+def test_an_owner_killed_under_load_is_offline_alone_and_keeps_every_acknowledged_record(instances, closing):
     a, b, c = instances(*INSTANCES)
     by_id = dict(zip(INSTANCES, (a, b, c)))
-    admin = Admin(a.address)
+    admin = closing(Admin(a.address))
     owners = _create_spread(admin, (a, b, c), "killed", 6)
     on_c = [p for p, owner in owners.items() if owner == "c"]
     others = [p for p in owners if p not in on_c]
@@ -206,12 +205,12 @@ def test_an_owner_killed_under_load_is_offline_alone_and_keeps_every_acknowledge
 
 
 @pytest.mark.slow  # a three-member etcd losing its quorum and getting it back: ~25 s
-def test_etcd_quorum_lost_and_back_reads_go_on_produce_fenced_then_resumes_without_restart(instances, etcd3):
+def test_etcd_quorum_lost_and_back_reads_go_on_produce_fenced_then_resumes_without_restart(instances, etcd3, closing):
     # A 6 s lease: fenced after 3 s without renewal, so a produce right after the quorum goes is
     # still acknowledged (the local deadline, not etcd, decides).
     a, b, c = instances(*INSTANCES, lease_ttl_ms=6000)
     by_id = dict(zip(INSTANCES, (a, b, c)))
-    admin = Admin(a.address)
+    admin = closing(Admin(a.address))
     owners = _create_spread(admin, (a, b, c), "quorum", 3)
     load = Load(a.address, "quorum", range(3), retries=1000, retry_backoff_ms=200, request_timeout_ms=5000)
     owner_of_0 = by_id[owners[0]]
@@ -245,12 +244,12 @@ def test_etcd_quorum_lost_and_back_reads_go_on_produce_fenced_then_resumes_witho
 
 
 @pytest.mark.slow  # three service processes restarted one by one under a producer and a consumer: ~40 s
-def test_a_rolling_restart_under_an_idempotent_producer_and_a_consumer_loses_and_duplicates_nothing(instances):
+def test_a_rolling_restart_under_an_idempotent_producer_and_a_consumer_loses_and_duplicates_nothing(instances, closing):
     a, b, c = instances(*INSTANCES)
     services = (a, b, c)
     by_id = dict(zip(INSTANCES, services))
     bootstrap = ",".join(service.address for service in services)
-    admin = Admin(bootstrap)
+    admin = closing(Admin(bootstrap))
     owners = _create_spread(admin, services, "rolling", 3)
     load = Load(bootstrap, "rolling", range(3), retries=1000, retry_backoff_ms=200, request_timeout_ms=5000)
     consumed: list = []

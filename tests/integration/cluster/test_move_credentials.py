@@ -24,7 +24,7 @@ TOPIC = "guarded"
 
 
 @pytest.mark.slow  # three service processes and two moves: ~10 s
-def test_a_move_between_instances_requiring_tokens_presents_the_cluster_token(tmp_path, etcd, services):
+def test_a_move_between_instances_requiring_tokens_presents_the_cluster_token(tmp_path, etcd, services, closing):
     tokens, lines = {}, []
     for principal in ("admin", "cluster"):
         tokens[principal], entry = create_token(principal)
@@ -42,7 +42,7 @@ def test_a_move_between_instances_requiring_tokens_presents_the_cluster_token(tm
     services.append(b)
     c = _start(tmp_path, "c", _cluster_args(etcd, cluster, "c") + guarded)  # no token for its peers
     services.append(c)
-    admin = Admin(f"{a.address},{b.address},{c.address}", token=tokens["admin"])
+    admin = closing(Admin(f"{a.address},{b.address},{c.address}", token=tokens["admin"]))
     _until(lambda: {i.instance_id for i in admin.metadata().instances if i.alive} == {"a", "b", "c"},
            what="a sees b and c")
     admin.create_topic(TOPIC, partitions=1)
@@ -64,12 +64,11 @@ def test_a_move_between_instances_requiring_tokens_presents_the_cluster_token(tm
     move = admin.move_partition(TOPIC, 0, to="b")
     assert (move.from_instance, move.to_instance, move.log_end_offset) == ("a", "b", 50)
     assert admin.metadata([TOPIC]).owner_of(TOPIC, 0).owner_id == "b"
-    admin.close()
 
 
 @pytest.mark.slow  # three TLS service processes and two moves: ~10 s
 def test_a_move_between_instances_requiring_client_certificates_presents_the_instance_certificate(
-        tmp_path, etcd, services):
+        tmp_path, etcd, services, closing):
     ca = TestCA(tmp_path / "ca")
     instance_cert = ca.server("seglog-instance", client_too=True)  # both usages: serves and dials
     admin_cert = ca.client("admin")
@@ -90,7 +89,7 @@ def test_a_move_between_instances_requiring_client_certificates_presents_the_ins
     b = start("b", mutual + ["--cluster-tls-ca", str(ca.ca_file)])
     c = start("c", mutual)  # checks the others' certificates against the system roots: refused
     security = {"tls_ca": str(ca.ca_file), "tls_cert": str(admin_cert.cert), "tls_key": str(admin_cert.key)}
-    admin = Admin(f"{a.address},{b.address},{c.address}", **security)
+    admin = closing(Admin(f"{a.address},{b.address},{c.address}", **security))
     _until(lambda: {i.instance_id for i in admin.metadata().instances if i.alive} == {"a", "b", "c"},
            what="a sees b and c")
     admin.create_topic(TOPIC, partitions=1)
@@ -110,4 +109,3 @@ def test_a_move_between_instances_requiring_client_certificates_presents_the_ins
 
     move = admin.move_partition(TOPIC, 0, to="b")
     assert (move.from_instance, move.to_instance, move.log_end_offset) == ("a", "b", 50)
-    admin.close()

@@ -62,13 +62,13 @@ def _fetch_all(service, end: int) -> list:
 
 @pytest.mark.slow  # three service processes, a move under produce, a frozen etcd: ~20 s
 def test_a_move_under_idempotent_produce_loses_and_duplicates_nothing_and_refusals_leave_the_owner(
-        tmp_path, etcd, services):
+        tmp_path, etcd, services, closing):
     cluster = f"move{next(_names)}"
     a = _start(tmp_path, "a", _cluster_args(etcd, cluster, "a"))
     services.append(a)
     b = _start(tmp_path, "b", _cluster_args(etcd, cluster, "b"))
     services.append(b)
-    admin = Admin(f"{a.address},{b.address}")
+    admin = closing(Admin(f"{a.address},{b.address}"))
     _until(lambda: {i.instance_id for i in admin.metadata().instances if i.alive} == {"a", "b"}, what="a sees b")
     # Small segments: a few hundred records make closed segments (copied under produce) and a tail.
     admin.create_topic(TOPIC, partitions=1, configs={"segment.bytes": str(SEGMENT_BYTES)})

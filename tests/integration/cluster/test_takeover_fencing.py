@@ -43,13 +43,13 @@ def _late_write(service, answers: list) -> object:
 
 @pytest.mark.slow  # a lease left to expire at etcd (4 s), produce on both sides of it: ~20 s
 def test_a_paused_owner_taken_over_uncleanly_acknowledges_no_late_write_and_no_offset_twice(
-        tmp_path, etcd, services):
+        tmp_path, etcd, services, closing):
     cluster = f"takeover{next(_names)}"
     a = _start(tmp_path, "a", _cluster_args(etcd, cluster, "a"))
     services.append(a)
     b = _start(tmp_path, "b", _cluster_args(etcd, cluster, "b"))
     services.append(b)
-    admin_b = Admin(b.address)
+    admin_b = closing(Admin(b.address))
     _until(lambda: {i.instance_id for i in admin_b.metadata().instances if i.alive} == {"a", "b"}, what="b sees a")
     admin_b.create_topic(TOPIC, partitions=1)
     assert admin_b.metadata([TOPIC]).owner_of(TOPIC, 0).owner_id == "a"
@@ -73,7 +73,7 @@ def test_a_paused_owner_taken_over_uncleanly_acknowledges_no_late_write_and_no_o
 
     # One producer across the pause: its request timeout paces the retries at the paused owner,
     # and enough of them outlast the lease and the takeover.
-    producer = Producer(b.address, linger_ms=1, request_timeout_ms=1500, retries=40)
+    producer = closing(Producer(b.address, linger_ms=1, request_timeout_ms=1500, retries=40))
     acknowledge(sent(producer, "before", 200))  # routed to the owner a by b's hint
     late: list = []
     a.signal(signal.SIGSTOP)
