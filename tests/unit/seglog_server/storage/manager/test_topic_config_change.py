@@ -326,3 +326,30 @@ def test_a_partition_on_an_offline_directory_refuses_the_change(tmp_path, valida
         assert read_topic_metadata(manager.partition_dir("t", 0)).overrides == {"retention.ms": "1000"}
     finally:
         manager.shutdown()
+
+
+def test_cleanup_policy_takes_effect_at_the_next_cleaner_listing(tmp_path):
+    manager = _manager(tmp_path)
+    try:
+        manager.create_topic("t", 1)
+        assert manager.list_cleanable("t") == []
+        manager.alter_topic_configs("t", {"cleanup.policy": "compact"})
+        assert [(c.topic, c.partition) for c in manager.list_cleanable("t")] == [("t", 0)]
+        manager.alter_topic_configs("t", {}, ["cleanup.policy"])
+        assert manager.list_cleanable("t") == []
+    finally:
+        manager.shutdown()
+
+
+def test_flush_messages_takes_effect_at_once(tmp_path):
+    manager = _manager(tmp_path)
+    try:
+        manager.create_topic("t", 1)
+        log = manager.get_log("t", 0)
+        log.append(_batch(1))
+        assert log.recovery_point == 0  # the default leaves syncing to the OS
+        manager.alter_topic_configs("t", {"flush.messages": "1"})
+        log.append(_batch(1))
+        assert log.recovery_point == log.log_end_offset  # flushed by the append itself
+    finally:
+        manager.shutdown()
