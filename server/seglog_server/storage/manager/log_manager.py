@@ -16,7 +16,11 @@ segments.
   flush.ms, physical deletion of ``.deleted`` files and ``-delete`` directories, and checkpoint
   writes, each at Kafka's interval on the injected clock (``log_maintenance.py``).
 - **Shutdown**: per directory, flush and close every log, write both checkpoints, then the marker
-  -- only if the directory was clean last time or all its logs loaded in this run (KAFKA-15375).
+  -- only if the directory was clean last time or all its logs loaded in this run (KAFKA-15375);
+  a directory's checkpoints and its clean shutdown live in ``dir_checkpoints.py``.
+- **The remote tier** (tiered topics, a store configured): attaching tiers, the remote pass and
+  its uploader thread, the deleted topics' objects (``remote_maintenance.py``,
+  ``remote_deletions.py``). The adapter's questions about a log: ``log_questions.py``.
 - **Failures**: an ``OSError`` the manager sees (or one the service reports through
   ``handle_log_dir_failure``) takes the whole directory offline: its partitions raise
   ``LogDirOfflineError``, nothing more is written there, and the next start-up recovers it.
@@ -45,9 +49,6 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
-from seglog.records import ATTRIBUTES_OFFSET
-from seglog.records.attributes import COMPRESSION_MASK
-
 from . import log_maintenance as jobs
 from ..format.clean_shutdown import NO_BROKER_EPOCH
 from ..base.clock import SYSTEM_CLOCK, Clock
@@ -60,9 +61,8 @@ from ..base.errors import (
 )
 from ..base.fs import REAL_FS, FileSystem
 from ..base.io_errors import exhaustion_error, is_exhaustion
-from ..log.log_results import MAX_TIMESTAMP
 from ..log.unified_log import ChangeListener, Log
-from ..base.log_config import LONG_MAX, LogConfig
+from ..base.log_config import LogConfig
 from ..cleaning.log_cleaner_manager import (
     DEFAULT_SNAPSHOT_TTL_MS,
     CleanableLog,
@@ -75,6 +75,8 @@ from ..cleaning.log_snapshot import TakenSnapshot
 from .log_maintenance import MaintenanceIntervals, MaintenanceSchedule
 from ..segment.open_segments import DEFAULT_OPEN_SEGMENTS_MAX, OpenSegments
 from ..producers.producer_ids import AllocatedProducerIds, ProducerIdBlocks, ProducerIdManager
+from . import log_questions
+from .dir_checkpoints import DirCheckpoints
 from .log_manager_startup import StartupLoader, check_some_dir_online
 from .remote_maintenance import REMOTE_ORPHAN_GRACE_MS, RemoteMaintenance, no_remote_statistics
 from .remote_uploader import RemoteTierStatistics
@@ -121,8 +123,6 @@ __all__ = [
 
 _log = logging.getLogger(__name__)
 
-# A v2 batch's attributes are a big-endian int16: its low byte holds the compression codec.
-_ATTRIBUTES_LOW_BYTE = ATTRIBUTES_OFFSET + 1
 
 _NEW, _STARTING, _RUNNING, _STOPPING, _STOPPED, _HALTED = (
     "new",
@@ -170,6 +170,7 @@ class LogManager:
         self._state = _NEW
         self._registry = TopicRegistry(default_config)
         self._counters = LogManagerCounters()
+        self._checkpoints = DirCheckpoints(self._registry, self._counters, self._take_dir_offline)
         self._schedule: MaintenanceSchedule | None = None
         self._flush_pool: ThreadPoolExecutor | None = None
         self._open_segments = OpenSegments(open_segments_max)
@@ -279,7 +280,7 @@ class LogManager:
             self._unclean_dirs = [d.path for d in self._dirs if not d.online]
             if was_started:
                 for log_dir in self._dirs:
-                    if log_dir.online and not self._shut_down_dir_safely(log_dir):
+                    if log_dir.online and not self._checkpoints.shut_down_safely(log_dir, self._broker_epoch):
                         self._unclean_dirs.append(log_dir.path)
             for log_dir in self._dirs:
                 log_dir.unlock()
@@ -570,7 +571,7 @@ class LogManager:
             log_dir.schedule_delete_dirs(paths)
             try:
                 self._counters.delete_dirs_removed += log_dir.remove_pending_delete_dirs()
-                self._write_checkpoints(log_dir)
+                self._checkpoints.write_both(log_dir)
                 self._drop_cleaner_offsets(log_dir, gone)
             except OSError as exc:
                 if is_exhaustion(exc):
@@ -815,9 +816,9 @@ class LogManager:
             self._remove_delete_dirs()
             self._cleaner.expire_snapshots()
             if jobs.RECOVERY_POINTS in due:
-                self._for_each_online_dir(self._checkpoint_recovery_points)
+                self._for_each_online_dir(self._checkpoints.write_recovery_points)
             if jobs.LOG_START_OFFSETS in due:
-                self._for_each_online_dir(self._checkpoint_log_start_offsets)
+                self._for_each_online_dir(self._checkpoints.write_log_start_offsets)
             self._counters.maintenance_passes += 1
             elapsed_ns = self._clock.monotonic_ns() - started_ns
             self._counters.last_maintenance_duration_ms = elapsed_ns / 1e6
@@ -917,91 +918,8 @@ class LogManager:
                 self._take_dir_offline(log_dir, f"removing deleted partitions failed: {exc}")
 
     # ---------------------------------------------------------------------------------------
-    # checkpoints
+    # failures (a directory's checkpoints and its clean shutdown: dir_checkpoints.py)
     # ---------------------------------------------------------------------------------------
-    def _checkpoint_recovery_points(self, log_dir: LogDir) -> None:
-        partitions = self._registry.partitions_in(log_dir)
-        self._write_recovery_points(log_dir, {tp: p.log.recovery_point for tp, p in partitions})
-
-    def _checkpoint_log_start_offsets(self, log_dir: LogDir) -> None:
-        partitions = self._registry.partitions_in(log_dir)
-        self._write_log_start_offsets(log_dir, _log_start_offsets_to_keep(partitions))
-
-    def _write_checkpoints(self, log_dir: LogDir) -> None:
-        self._checkpoint_recovery_points(log_dir)
-        self._checkpoint_log_start_offsets(log_dir)
-
-    def _write_recovery_points(self, log_dir: LogDir, offsets: dict[TopicPartition, int]) -> None:
-        # Partitions of this directory that are not loaded keep their last known value, so
-        # their recovery does not restart from 0.
-        for tp in self._registry.unloaded_in(log_dir):
-            if tp in log_dir.recovery_points:
-                offsets.setdefault(tp, log_dir.recovery_points[tp])
-        log_dir.write_recovery_points(offsets)
-        self._counters.recovery_point_checkpoints += 1
-
-    def _write_log_start_offsets(
-        self, log_dir: LogDir, offsets: dict[TopicPartition, int]
-    ) -> None:
-        for tp in self._registry.unloaded_in(log_dir):
-            if tp in log_dir.log_start_offsets:
-                offsets.setdefault(tp, log_dir.log_start_offsets[tp])
-        log_dir.write_log_start_offsets(offsets)
-        self._counters.log_start_offset_checkpoints += 1
-
-    # ---------------------------------------------------------------------------------------
-    # shutdown and failures
-    # ---------------------------------------------------------------------------------------
-    def _shut_down_dir_safely(self, log_dir: LogDir) -> bool:
-        """One directory's failure of any kind stops neither the others' shutdown nor the
-        release of the locks; that directory just gets no marker."""
-        try:
-            return self._shut_down_dir(log_dir)
-        except Exception:
-            _log.exception("shutting down %s failed: no clean-shutdown marker", log_dir.path)
-            return False
-
-    def _shut_down_dir(self, log_dir: LogDir) -> bool:
-        """Flushes and closes every log of ``log_dir``, writes the checkpoints and then the
-        marker. True when the marker was written: never when a log failed to flush or close
-        (Kafka's rule), so the next start recovers the directory instead of trusting it."""
-        partitions = self._registry.partitions_in(log_dir)
-        recovery_points: dict[TopicPartition, int] = {}
-        log_start_offsets: dict[TopicPartition, int] = {}
-        all_closed = True
-        for tp, partition in partitions:
-            try:
-                # A call cut by the drain may still run on the pool: from here on it is refused
-                # ("shutting down"), so the flush covers every record the log acknowledged.
-                partition.log.stop_changes()
-                partition.log.flush()
-                recovery_points[tp] = partition.log.recovery_point
-                log_start_offsets.update(_log_start_offsets_to_keep([(tp, partition)]))
-                partition.log.close()
-            except IO_ERRORS as exc:
-                reason = f"flushing {partition.path} at shutdown failed: {exc}"
-                _log.error("%s; no clean-shutdown marker for %s", reason, log_dir.path)
-                self._take_dir_offline(log_dir, reason)
-                return False
-            except Exception:
-                _log.exception("closing %s at shutdown failed", partition.path)
-                close_quietly(partition.log)
-                all_closed = False
-        if not all_closed:
-            _log.error("not every log of %s closed: no clean-shutdown marker, it recovers at the next start", log_dir.path)
-            return False  # Kafka's rule: no checkpoints and no marker unless every log closed
-        try:
-            self._write_recovery_points(log_dir, recovery_points)
-            self._write_log_start_offsets(log_dir, log_start_offsets)
-            if log_dir.had_clean_shutdown or log_dir.load_completed:
-                log_dir.marker.write(self._broker_epoch)
-                return True
-            _log.warning("%s: no clean-shutdown marker: not every partition loaded at start", log_dir.path)
-            return False
-        except OSError as exc:
-            self._take_dir_offline(log_dir, f"writing checkpoints at shutdown failed: {exc}")
-            return False
-
     def handle_log_dir_failure(self, log_dir: str, cause: BaseException | str) -> None:
         """Takes ``log_dir`` offline after an I/O error seen outside the manager (for example
         a LogDirOfflineError from ``Log.append`` in the service). Idempotent."""
@@ -1012,31 +930,16 @@ class LogManager:
     # answered from the log's public state, no I/O
     # ---------------------------------------------------------------------------------------
     def inline_lock(self, log: Log) -> Any:
-        """The re-entrant lock every operation of ``log`` takes. A caller on an event loop runs
-        an operation inline only if it takes this lock without waiting (and holds it while the
-        operation re-enters it): a pool thread may hold it for milliseconds of disk I/O."""
-        if log.remote_tier is not None:
-            # A read below the local log start is a store call (seconds when the store is slow):
-            # a tiered log's calls never run on the event loop.
-            return _NEVER_INLINE
-        return log._lock  # noqa: SLF001 - the storage answering for its own log
+        """The re-entrant lock every operation of ``log`` takes (log_questions.py)."""
+        return log_questions.inline_lock(log)
 
     def append_may_block(self, log: Log, batch: bytes | bytearray | memoryview) -> bool:
-        """Whether ``log.append(batch)`` may block for I/O or CPU: a ``flush.messages`` policy
-        fsyncs inside the append, and a compressed batch is decompressed (up to the topic's
-        decompressed_bytes_max) to be validated."""
-        if log.config.flush_messages != LONG_MAX:
-            return True
-        return len(batch) > _ATTRIBUTES_LOW_BYTE and batch[_ATTRIBUTES_LOW_BYTE] & COMPRESSION_MASK != 0
+        """Whether ``log.append(batch)`` may block for I/O or CPU (log_questions.py)."""
+        return log_questions.append_may_block(log, batch)
 
     def timestamp_lookup_may_block(self, log: Log, timestamps_ms: Sequence[int]) -> bool:
-        """Whether looking ``timestamps_ms`` up may read every segment of ``log``: a log's first
-        search by time (or MAX_TIMESTAMP) after a restart runs each inactive segment's deferred
-        first-use check (three small reads a segment; a recovery when they disagree). The
-        special targets EARLIEST and LATEST read no segment."""
-        if log.timestamps_loaded:
-            return False
-        return any(timestamp_ms >= 0 or timestamp_ms == MAX_TIMESTAMP for timestamp_ms in timestamps_ms)
+        """Whether looking ``timestamps_ms`` up may read every segment of ``log`` (log_questions.py)."""
+        return log_questions.timestamp_lookup_may_block(log, timestamps_ms)
 
     def handle_log_failure(self, log: Log, cause: BaseException | str) -> None:
         """``handle_log_dir_failure`` for the directory holding ``log`` (an I/O error met by a
@@ -1090,20 +993,6 @@ class LogManager:
         return self._clock.monotonic_ns() // 1_000_000
 
 
-class _NeverInline:
-    """A lock that is never free without waiting: callers on an event loop take the pool."""
-
-    def acquire(self, blocking: bool = True) -> bool:
-        assert not blocking, "only ever tried without waiting"
-        return False
-
-    def release(self) -> None:  # never acquired
-        raise AssertionError("never acquired")
-
-
-_NEVER_INLINE = _NeverInline()
-
-
 def _snapshot_store(remote_storage: RemoteStorageManager | None, fs: FileSystem) -> Any:
     """Cleaning snapshots go to the tiered storage's store, under their own key prefix."""
     if remote_storage is None:
@@ -1131,20 +1020,6 @@ def _check_partition_count(partition_count: object) -> None:
         raise InvalidConfigError(
             f"partition count must be in [1, {PARTITION_COUNT_MAX}], found {partition_count}"
         )
-
-
-def _log_start_offsets_to_keep(
-    partitions: Iterable[tuple[TopicPartition, PartitionEntry]],
-) -> dict[TopicPartition, int]:
-    """Kafka checkpoints a log start offset only where it is above the first segment's base
-    offset; elsewhere loading derives it from the files."""
-    kept = {}
-    for tp, partition in partitions:
-        log = partition.log
-        first_base_offset = log.segments_snapshot()[0].base_offset
-        if log.log_start_offset > first_base_offset:
-            kept[tp] = log.log_start_offset
-    return kept
 
 
 def _describe_partition(number: int, partition: PartitionEntry) -> PartitionDescription:
