@@ -13,6 +13,7 @@ import pathlib
 
 import pytest
 from tests.support.integration_helpers import ServiceProcess
+from tests.support.s3_server import CREDENTIALS_ENV, WeedServer
 from tests.support.spark_standalone import SparkStandalone
 
 from seglog.v1 import log_service_pb2 as pb
@@ -69,8 +70,10 @@ def topic(request, stub):
     return name
 
 
-_spark_standalone = pytest.StashKey[SparkStandalone]()
-_spark_standalone_last_user = pytest.StashKey[str]()
+# Engines shared by the session's tests, each stopped after the last test that uses it rather than
+# kept idle through the rest of the session: fixture name -> where the fixture keeps it.
+_SHARED_ENGINES = {"spark_standalone": pytest.StashKey[SparkStandalone](), "s3_store": pytest.StashKey[WeedServer]()}
+_LAST_USERS = pytest.StashKey[dict]()
 
 
 @pytest.fixture(scope="session")
@@ -78,20 +81,38 @@ def spark_standalone(request, tmp_path_factory):
     """One Spark standalone master and worker for the session's tests that submit to spark://
     (each submits its own application): their JVM starts took tens of seconds per test."""
     cluster = SparkStandalone.start(tmp_path_factory.mktemp("spark-standalone"))
-    request.session.stash[_spark_standalone] = cluster
+    request.session.stash[_SHARED_ENGINES["spark_standalone"]] = cluster
     yield cluster
     cluster.stop()
 
 
+@pytest.fixture(scope="session")
+def s3_store(request, tmp_path_factory):
+    """One real S3-compatible server (weed) for the session's modules that use the object store
+    (each test keys its objects under its own prefix): its start and graceful stop took about
+    3.5 s per module. The fixtures that use it put the credentials in the environment."""
+    with pytest.MonkeyPatch.context() as patch:  # weed mini adopts the key pair in its environment
+        for name, value in CREDENTIALS_ENV.items():
+            patch.setenv(name, value)
+        server = WeedServer.start(str(tmp_path_factory.mktemp("weed")))
+    request.session.stash[_SHARED_ENGINES["s3_store"]] = server
+    yield server
+    server.stop()
+
+
 def pytest_collection_finish(session):
-    users = [item.nodeid for item in session.items if "spark_standalone" in getattr(item, "fixturenames", ())]
-    if users:
-        session.stash[_spark_standalone_last_user] = users[-1]
+    last_users = {}
+    for item in session.items:
+        for name in _SHARED_ENGINES:
+            if name in getattr(item, "fixturenames", ()):
+                last_users[name] = item.nodeid
+    session.stash[_LAST_USERS] = last_users
 
 
+@pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_teardown(item, nextitem):
-    # The master and worker (about 0.5 GB) are stopped after the last test that uses them, not
-    # kept idle through the rest of the session.
+    yield  # the test's own fixtures (a service still using the store) are torn down first
     session = item.session
-    if session.stash.get(_spark_standalone_last_user, None) == item.nodeid and _spark_standalone in session.stash:
-        session.stash[_spark_standalone].stop()
+    for name, nodeid in session.stash.get(_LAST_USERS, {}).items():
+        if nodeid == item.nodeid and _SHARED_ENGINES[name] in session.stash:
+            session.stash[_SHARED_ENGINES[name]].stop()

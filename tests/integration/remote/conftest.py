@@ -1,5 +1,5 @@
-"""Fixtures for the remote tier: one real S3-compatible server (weed) per module on loopback, a
-bucket, and per test its own key prefix and its own closed-segment files."""
+"""Fixtures for the remote tier: one real S3-compatible server (weed) on loopback for the session's
+modules, a bucket, and per test its own key prefix and its own closed-segment files."""
 
 from __future__ import annotations
 
@@ -35,7 +35,22 @@ def remote_tp(manager, topic: str, partition: int = 0) -> TopicIdPartition:
 
 
 @pytest.fixture(scope="module")
-def weed(tmp_path_factory):
+def weed(s3_store):
+    """The session's weed (s3_store, tests/integration/conftest.py) with the bucket, its credentials
+    in the environment for the module's tests: boto3 here and the processes they start read them."""
+    with pytest.MonkeyPatch.context() as patch:
+        for name, value in CREDENTIALS_ENV.items():
+            patch.setenv(name, value)
+        ObjectStore(ObjectStoreConfig(bucket=BUCKET, endpoint_url=s3_store.endpoint)).create_bucket()
+        yield s3_store
+
+
+@pytest.fixture(scope="module")
+def private_weed(tmp_path_factory):
+    """A weed of the module's own, for modules that freeze their store (SIGSTOP) or check which
+    keys it refuses: what a freeze leaves behind in weed is then no other module's concern, and a
+    refusal is checked against a weed no other module has used (on the shared one, an unknown key
+    pair was once accepted). Such a module overrides ``weed`` with it."""
     with pytest.MonkeyPatch.context() as patch:
         for name, value in CREDENTIALS_ENV.items():
             patch.setenv(name, value)

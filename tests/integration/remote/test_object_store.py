@@ -20,6 +20,13 @@ pytestmark = pytest.mark.timeout(60)
 FAST = {"connect_timeout_s": 0.5, "read_timeout_s": 1.0, "attempts_max": 2}
 
 
+@pytest.fixture(scope="module")
+def weed(private_weed):
+    """A weed of this module's own (conftest's private_weed), not the session's:
+    its tests freeze the store and check which keys it refuses."""
+    return private_weed
+
+
 def test_put_then_get_whole_and_ranged(store):
     store.put("a/x", b"0123456789", 10, create_only=True)
     assert store.get("a/x", 10) == b"0123456789"

@@ -31,6 +31,13 @@ CALL_TIMEOUT_S = 15
 SETTLE_S = 60.0
 
 
+@pytest.fixture(scope="module")
+def weed(private_weed):
+    """A weed of this module's own (conftest's private_weed), not the session's:
+    its tests freeze the store."""
+    return private_weed
+
+
 def start_service(tmp_path, weed, *extra: str) -> ServiceProcess:
     data = tmp_path / "data"
     data.mkdir(exist_ok=True)
