@@ -17,8 +17,19 @@ changes a group, the records that differ from the ones last written go to the gr
 partition as one batch (a heartbeat answers once they are durable, as a commit does), and
 ``start`` rebuilds each group with members from them, every session counted from the load: a
 member heartbeating with its epoch after a restart carries on, one that never comes back is
-removed a session timeout after the restart. Should that append fail (I/O error, UNAVAILABLE),
-the change stays in memory and the next write of the group carries it.
+removed a session timeout after the restart.
+
+A change of membership counts only once its records are durable, as Kafka's coordinator reverts
+its in-memory state to the last committed offset when a write fails: each call saves the group
+as it was before (``_Saved``) and puts it back exactly when its append fails, so the member's
+error and the group agree. A write appended but not yet fsynced stays pending (``_unsettled``,
+per offsets partition, until the log's recovery point passes it); should its flush fail, the rpc
+layer calls ``write_failed`` and every group changed by the partition's pending writes is put back
+as it was before the first of them; the records that undo the change are appended while the log
+takes writes, else the group's replayed records are set back too (the log takes no more writes
+until a restart, whose replay may or may not find the unsynced records: an answer that failed,
+as a timeout in Kafka). A heartbeat that changes nothing answers once the partition's pending
+writes are durable, as Kafka completes a write without records at the last written offset.
 
 Every call holds one lock: calls arrive on the service's storage threads, and a commit's
 membership check, append and apply must not interleave with a heartbeat fencing the member.
@@ -27,11 +38,13 @@ No gRPC here: the rpc layer (rpc/group_rpcs.py) converts requests and maps error
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import threading
 import uuid
 from collections.abc import Callable, Iterable, Sequence, Set
 from dataclasses import dataclass, field
+from typing import Any
 
 from seglog_server.storage import Clock, LogManager
 from seglog_server.storage.base.errors import StorageError, UnknownTopicOrPartitionError
@@ -105,6 +118,24 @@ class GroupMetrics:
     rebalances: dict[str, int]  # group -> group epoch bumps since this service started
 
 
+@dataclass
+class _Saved:
+    """A group as it was before a call changed it: put back should the call's write fail."""
+
+    group: str
+    members: GroupReconciliation | None  # a copy, deadlines included
+    rebalances: int | None
+    records: dict[tuple[int, str], Any]  # its KIP-848 records as replayed then
+
+
+@dataclass
+class _Unsettled:
+    """A membership write appended, not yet known durable, and the group before it."""
+
+    appended: Appended
+    saved: _Saved
+
+
 class GroupCoordinator:
     def __init__(self, manager: LogManager, clock: Clock, *, partitions: int = OFFSETS_TOPIC_PARTITIONS,
                  session_timeout_ms: int = SESSION_TIMEOUT_MS, heartbeat_interval_ms: int = HEARTBEAT_INTERVAL_MS,
@@ -120,6 +151,8 @@ class GroupCoordinator:
         # group since start: Kafka's rebalance count. Kept while the group is empty.
         self._rebalances: dict[str, int] = {}
         self._timestamps = BatchTimestamps(manager)
+        # Offsets partition -> its membership writes not yet known durable, in write order.
+        self._unsettled: dict[int, list[_Unsettled]] = {}
         self._lock = threading.Lock()
 
     @property
@@ -144,9 +177,11 @@ class GroupCoordinator:
                 self._groups[group] = GroupReconciliation.restore(
                     group, snapshot, now_ms, session_timeout_ms=self._session_timeout_ms)
 
-    def _persist(self, group: str) -> Appended | None:
+    def _persist(self, group: str, saved: _Saved | None) -> Appended | None:
         """Writes the group's membership records that changed since the last write, in one batch
-        (tombstones for the ones gone); None when nothing changed. Under the lock."""
+        (tombstones for the ones gone), pending until durable with the group as ``saved`` held
+        it (None: not tracked); without changes, where the partition's last pending write ends
+        (None: nothing pending), for the answer to wait on. Under the lock."""
         members = self._groups.get(group)
         wanted = membership_records.records_of(members.snapshot()) if members is not None else {}
         written = self._offsets.state_of(group).consumer_group_records(group)
@@ -154,7 +189,61 @@ class GroupCoordinator:
                    for slot, value in sorted(wanted.items()) if written.get(slot) != value]
         changes += [(encode_key(membership_records.key_of(group, slot)), None)
                     for slot in sorted(written.keys() - wanted.keys())]
-        return self._offsets.write(group, changes) if changes else None
+        pending = self._pending(self.offsets_partition_of(group))
+        if not changes:
+            return pending[-1].appended if pending else None
+        appended = self._offsets.write(group, changes)
+        if saved is not None and appended is not None:
+            self._unsettled.setdefault(self.offsets_partition_of(group), []).append(_Unsettled(appended, saved))
+        return appended
+
+    def _pending(self, partition: int) -> list[_Unsettled]:
+        """The partition's writes not yet durable (the ones its log's recovery point passed are
+        dropped). Under the lock."""
+        pending = [entry for entry in self._unsettled.get(partition, ())
+                   if entry.appended.log.recovery_point < entry.appended.end_offset]
+        if pending:
+            self._unsettled[partition] = pending
+        else:
+            self._unsettled.pop(partition, None)
+        return pending
+
+    def _save(self, group: str) -> _Saved:
+        members = self._groups.get(group)
+        return _Saved(group, copy.deepcopy(members), self._rebalances.get(group),
+                      self._offsets.state_of(group).consumer_group_records(group))
+
+    def _put_back(self, saved: _Saved) -> None:
+        """The group's membership (and rebalance count) as ``saved`` holds it."""
+        if saved.members is None:
+            self._groups.pop(saved.group, None)
+        else:
+            self._groups[saved.group] = copy.deepcopy(saved.members)
+        if saved.rebalances is None:
+            self._rebalances.pop(saved.group, None)
+        else:
+            self._rebalances[saved.group] = saved.rebalances
+
+    def write_failed(self, appended: Appended) -> list[str]:
+        """A membership write, or one a heartbeat waited on, did not become durable (its flush
+        failed): every group its partition's pending writes changed is put back as it was before
+        the first of them, and the records undoing them appended; if the log takes no writes
+        (offline), the group's records in memory are set back instead. Writes the log's recovery
+        point passed meanwhile stay (they are durable). Returns the groups put back."""
+        with self._lock:
+            partition = appended.log.partition
+            pending = self._pending(partition)
+            self._unsettled.pop(partition, None)
+            firsts: dict[str, _Saved] = {}
+            for entry in pending:
+                firsts.setdefault(entry.saved.group, entry.saved)
+            for group, saved in firsts.items():
+                self._put_back(saved)
+                try:
+                    self._persist(group, None)
+                except Exception:  # the log takes no writes: memory mirrors what may be durable
+                    self._offsets.state_of(group).replace_consumer_group_records(group, saved.records)
+            return sorted(firsts)
 
     @property
     def offsets_topic_created(self) -> bool:
@@ -231,16 +320,17 @@ class GroupCoordinator:
         topics = set(subscription or ())
         with self._lock:
             members = self._groups.get(group)
-            created = members is None
-            if members is None:
-                if member_epoch in (LEAVE_EPOCH, LEAVE_STATIC_EPOCH):
-                    return HeartbeatAnswer(member_id, LEAVE_EPOCH, frozenset())
-                if member_epoch != JOIN_EPOCH:
-                    raise UnknownMemberError(f"member {member_id!r} is not in group {group!r}")
-                members = self._groups[group] = GroupReconciliation(
-                    group, {}, session_timeout_ms=self._session_timeout_ms)
-            epoch = members.group_epoch
-            try:
+            if members is None and member_epoch in (LEAVE_EPOCH, LEAVE_STATIC_EPOCH):
+                return HeartbeatAnswer(member_id, LEAVE_EPOCH, frozenset())
+            if members is None and member_epoch != JOIN_EPOCH:
+                raise UnknownMemberError(f"member {member_id!r} is not in group {group!r}")
+            saved = self._save(group)
+            try:  # a refused call or a failed write leaves the group exactly as it was
+                created = members is None
+                if members is None:
+                    members = self._groups[group] = GroupReconciliation(
+                        group, {}, session_timeout_ms=self._session_timeout_ms)
+                epoch = members.group_epoch
                 if member_epoch not in (LEAVE_EPOCH, LEAVE_STATIC_EPOCH):
                     topics |= set().union(*members.subscriptions().values())
                     members.set_partition_counts(self._partition_counts(topics))
@@ -249,15 +339,13 @@ class GroupCoordinator:
                 answer = members.heartbeat(member_id, member_epoch, self._clock.time_ms(),
                                            subscription=subscription or None, owned=owned,
                                            instance_id=instance_id, rebalance_timeout_ms=rebalance_timeout_ms)
-            except Exception:
-                if created:
-                    del self._groups[group]
-                raise
-            finally:
                 self._count_rebalances(group, members.group_epoch - epoch)
-            if not members.members():
-                del self._groups[group]
-            return dataclasses.replace(answer, written=self._persist(group))
+                if not members.members():
+                    del self._groups[group]
+                return dataclasses.replace(answer, written=self._persist(group, saved))
+            except BaseException:
+                self._put_back(saved)
+                raise
 
     def expire_sessions(self) -> list[tuple[str, str]]:
         """Removes members whose session timed out; returns (group, member) of each."""
@@ -265,14 +353,22 @@ class GroupCoordinator:
         gone: list[tuple[str, str]] = []
         with self._lock:
             for group, members in list(self._groups.items()):
+                if not members.expiring(now_ms):
+                    continue
+                saved = self._save(group)
                 epoch = members.group_epoch
                 expired = members.expire_sessions(now_ms)
-                gone += [(group, member) for member in expired]
                 self._count_rebalances(group, members.group_epoch - epoch)
                 if not members.members():
                     del self._groups[group]
-                if expired:
-                    self._persist(group)
+                if not expired:
+                    continue
+                try:
+                    self._persist(group, saved)
+                except Exception:  # not written: the members stay until a timer's write succeeds
+                    self._put_back(saved)
+                    continue
+                gone += [(group, member) for member in expired]
         return gone
 
     def _count_rebalances(self, group: str, bumps: int) -> None:
@@ -435,6 +531,7 @@ class GroupCoordinator:
         self._offsets.ensure_created()
         with self._lock:
             self._offsets.load_partition(partition, leader_epoch)
+            self._unsettled.pop(partition, None)
             self._drop_groups_of(partition)
             self._restore_groups(partition)
 
@@ -443,6 +540,7 @@ class GroupCoordinator:
         new owner coordinates them; refused calls here carry its hint)."""
         with self._lock:
             self._offsets.unload_partition(partition)
+            self._unsettled.pop(partition, None)
             self._drop_groups_of(partition)
 
     def _drop_groups_of(self, partition: int) -> None:

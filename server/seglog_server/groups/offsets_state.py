@@ -105,6 +105,14 @@ class OffsetsState:
         if not records:
             del self._consumer_groups[key.group]
 
+    def replace_consumer_group_records(self, group: str, records: dict[tuple[int, str], Any]) -> None:
+        """Sets the group's KIP-848 records to ``records`` (the coordinator reverting records
+        whose write failed to become durable, once the log takes no more writes)."""
+        if records:
+            self._consumer_groups[group] = dict(records)
+        else:
+            self._consumer_groups.pop(group, None)
+
     # -- reads -------------------------------------------------------------------------------
     def consumer_group_records(self, group: str) -> dict[tuple[int, str], Any]:
         """The group's KIP-848 records: (record type, member id or "") -> value."""

@@ -145,11 +145,15 @@ class GroupReconciliation:
     def expire_sessions(self, now_ms: int) -> list[str]:
         """Removes the members whose session timed out, or that still own partitions they were
         told to revoke a rebalance timeout ago; returns their ids."""
-        gone = sorted(m for m, member in self._members.items() if now_ms >= member.session_deadline_ms
-                      or (member.revocation_deadline_ms is not None and now_ms >= member.revocation_deadline_ms))
+        gone = self.expiring(now_ms)
         for member_id in gone:
             self._remove(member_id)
         return gone
+
+    def expiring(self, now_ms: int) -> list[str]:
+        """The members ``expire_sessions(now_ms)`` would remove; changes nothing."""
+        return sorted(m for m, member in self._members.items() if now_ms >= member.session_deadline_ms
+                      or (member.revocation_deadline_ms is not None and now_ms >= member.revocation_deadline_ms))
 
     def set_partition_counts(self, partition_counts: Mapping[str, int]) -> None:
         """Topics created, deleted or grown since the last call: the targets follow."""

@@ -126,7 +126,11 @@ class GroupRpcs:
                     subscription=set(request.subscribed_topics) or None, owned=owned,
                     instance_id=request.instance_id or None, rebalance_timeout_ms=request.rebalance_timeout_ms or None))
             if answer.written is not None:  # a change of membership answers once on disk, as a commit
-                await self.core.durable(answer.written.log, answer.written.end_offset)
+                try:
+                    await self.core.durable(answer.written.log, answer.written.end_offset)
+                except Exception:  # not durable: the groups it changed go back to what is (Kafka's revert)
+                    await self.core.calls.blocking(coordinator.write_failed, answer.written)
+                    raise
             return answer
 
         answer = await self._at_coordinator(request.group, beat, write=True)

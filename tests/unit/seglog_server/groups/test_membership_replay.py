@@ -176,6 +176,9 @@ def test_a_steady_heartbeat_writes_nothing(tmp_path):
         members = Members(coordinator)
         assert members.send("g1", 0, 0, topics={"a", "b"}).written is not None
         members.beat("g1", 0)
+        log = manager.get_log(OFFSETS_TOPIC, partition_for("g1", PARTITIONS))
+        assert members.beat("g1", 0).written.end_offset == log.log_end_offset  # waits for the pending write
+        log.flush(log.log_end_offset)  # durable: nothing left to wait for
         count = record_count(manager)
         for _ in range(20):
             clock.advance(1000)

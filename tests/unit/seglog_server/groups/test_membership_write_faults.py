@@ -1,0 +1,267 @@
+"""A membership write that fails leaves the group as it was, as Kafka's coordinator reverts its
+in-memory state to the last committed offset: against the real storage engine through the
+fault-injecting ``fs`` seam (tests/support/fault_fs.py).
+
+- the append fails (EIO on the offsets partition's pwritev: the directory goes offline): a join, a
+  heartbeat that changes the assignment, a leave, a static leave and a session expiry leave the
+  group, its records and its rebalance count unchanged, and a restart replays the same;
+- the flush fails with the partition online (no descriptor for the flush's open): ``write_failed``
+  puts the group back and appends the records undoing the change, so memory, the log's replay and
+  a retried call agree;
+- any run of operations with writes and flushes failing at random leaves memory equal to the
+  replay of what was written (Hypothesis), the answers waiting as the rpc layer does (and the
+  expiry timer's writes flushed before the next step).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from tests.support.fault_fs import FaultFs
+
+from seglog_server.groups.coordinator import GroupCoordinator
+from seglog_server.groups.errors import GroupError
+from seglog_server.groups.offsets_log import OFFSETS_TOPIC
+from seglog_server.groups.partitioning import partition_for
+from seglog_server.storage import FakeClock, LogManager
+from seglog_server.storage.base.errors import LogDirOfflineError, StorageError, TooManyOpenFilesError
+
+PARTITIONS = 2
+SESSION_MS = 10_000
+TOPICS = {"a": 4, "b": 2}
+GROUP = "g"
+
+
+def offsets_path(path: str) -> bool:
+    return f"{OFFSETS_TOPIC}-" in path
+
+
+def offsets_log_file(path: str) -> bool:
+    return f"{OFFSETS_TOPIC}-" in path and path.endswith(".log")
+
+
+@contextlib.contextmanager
+def coordinator_in(directory: str, clock: FakeClock, fs: FaultFs, *, create: bool = False):
+    manager = LogManager([directory], clock=clock, fs=fs)
+    manager.startup()
+    if create:
+        for topic, count in TOPICS.items():
+            manager.create_topic(topic, count, {})
+    coordinator = GroupCoordinator(manager, clock, partitions=PARTITIONS, session_timeout_ms=SESSION_MS)
+    coordinator.start()
+    try:
+        yield manager, coordinator
+    finally:
+        manager.shutdown()
+
+
+def view(coordinator: GroupCoordinator) -> tuple:
+    """Everything a member or an operator sees of the group."""
+    described = coordinator.describe(GROUP)
+    return (coordinator.group_snapshot(GROUP), described.state, described.members, described.member_epochs,
+            coordinator.list_group_states())
+
+
+def rebalances(coordinator: GroupCoordinator) -> dict:
+    return coordinator.metrics(100).rebalances
+
+
+def durable(manager: LogManager, coordinator: GroupCoordinator, written) -> None:
+    """What rpc/group_rpcs.py does before answering: wait until durable, else put the group back."""
+    if written is None:
+        return
+    try:
+        written.log.flush(written.end_offset)
+    except LogDirOfflineError as exc:
+        manager.handle_log_failure(written.log, exc)
+        coordinator.write_failed(written)
+        raise
+    except StorageError:
+        coordinator.write_failed(written)
+        raise
+
+
+def heartbeat(manager, coordinator, member: int, epoch: int, **kwargs):
+    kwargs.setdefault("subscription", None)
+    answer = coordinator.heartbeat(GROUP, f"m{member}", epoch, **kwargs)
+    durable(manager, coordinator, answer.written)
+    return answer
+
+
+def one_member_then_another(manager, coordinator):
+    """m0 owns everything; m1 joined (a new target): m0's next heartbeat revokes, a change."""
+    first = heartbeat(manager, coordinator, 0, 0, subscription={"a", "b"}, instance_id="i0")
+    settled = heartbeat(manager, coordinator, 0, first.member_epoch, owned=first.assignment, instance_id="i0")
+    heartbeat(manager, coordinator, 1, 0, subscription={"a"})
+    return settled
+
+
+def revoked(coordinator, settled) -> frozenset:
+    """What m0 owns once it gave up what m1's join took from its target."""
+    return settled.assignment & coordinator.group_snapshot(GROUP).target["m0"]
+
+
+CALLS = {
+    "join": lambda m, c, s: c.heartbeat(GROUP, "m2", 0, subscription={"a"}),
+    "assignment-changing heartbeat": lambda m, c, s: c.heartbeat(
+        GROUP, "m0", s.member_epoch, subscription=None, owned=revoked(c, s), instance_id="i0"),
+    "leave": lambda m, c, s: c.heartbeat(GROUP, "m1", -1, subscription=None),
+    "static leave": lambda m, c, s: c.heartbeat(GROUP, "m0", -2, subscription=None, instance_id="i0"),
+}
+
+
+@pytest.mark.parametrize("call", sorted(CALLS))
+def test_a_membership_change_whose_append_fails_leaves_the_group_as_it_was(tmp_path, call):
+    clock, fs = FakeClock(), FaultFs()
+    directory = str(tmp_path / "d")
+    with coordinator_in(directory, clock, fs, create=True) as (manager, coordinator):
+        settled = one_member_then_another(manager, coordinator)
+        before, counted = view(coordinator), rebalances(coordinator)
+        rule = fs.fail("pwritev", errno.EIO, path=offsets_path, times=None)
+        with pytest.raises(LogDirOfflineError):
+            CALLS[call](manager, coordinator, settled)
+        assert rule.hits == 1
+        assert view(coordinator) == before and rebalances(coordinator) == counted
+        fs.heal()
+    with coordinator_in(directory, clock, fs) as (_, replayed):
+        assert replayed.group_snapshot(GROUP) == before[0]
+
+
+def test_a_session_expiry_whose_write_fails_keeps_the_member_until_a_write_succeeds(tmp_path):
+    clock, fs = FakeClock(), FaultFs()
+    with coordinator_in(str(tmp_path), clock, fs, create=True) as (manager, coordinator):
+        one_member_then_another(manager, coordinator)
+        before = view(coordinator)
+        clock.advance(SESSION_MS)
+        rule = fs.fail("pwritev", errno.EIO, path=offsets_path, times=None)
+        assert coordinator.expire_sessions() == []  # nothing removed: nothing written
+        assert rule.hits == 1
+        assert view(coordinator) == before
+
+
+def test_a_flush_that_fails_with_the_partition_online_puts_the_group_back_and_writes_the_undo(tmp_path):
+    clock, fs = FakeClock(), FaultFs()
+    directory = str(tmp_path / "d")
+    with coordinator_in(directory, clock, fs, create=True) as (manager, coordinator):
+        settled = one_member_then_another(manager, coordinator)
+        before, counted = view(coordinator), rebalances(coordinator)
+        rule = fs.fail("open", errno.EMFILE, path=offsets_log_file)
+        with pytest.raises(TooManyOpenFilesError):
+            heartbeat(manager, coordinator, 0, settled.member_epoch, owned=revoked(coordinator, settled),
+                      instance_id="i0")
+        assert rule.hits == 1
+        assert view(coordinator) == before and rebalances(coordinator) == counted
+        # The member retries with what it sent: the same change, now durable.
+        retried = heartbeat(manager, coordinator, 0, settled.member_epoch, owned=revoked(coordinator, settled),
+                            instance_id="i0")
+        assert retried.assignment < settled.assignment
+        after = view(coordinator)
+        log = manager.get_log(OFFSETS_TOPIC, partition_for(GROUP, PARTITIONS))
+        log.flush(log.log_end_offset)
+    with coordinator_in(directory, clock, fs) as (_, replayed):
+        assert replayed.group_snapshot(GROUP) == after[0]
+
+
+def test_a_flush_that_takes_the_directory_offline_puts_the_group_back_in_memory(tmp_path):
+    clock, fs = FakeClock(), FaultFs()
+    with coordinator_in(str(tmp_path), clock, fs, create=True) as (manager, coordinator):
+        one_member_then_another(manager, coordinator)
+        before = view(coordinator)
+        fs.fail("fdatasync", errno.EIO, path=offsets_log_file)
+        with pytest.raises(LogDirOfflineError):
+            heartbeat(manager, coordinator, 1, -1)
+        assert view(coordinator) == before  # the records could not be undone: memory is set back
+
+
+def test_a_heartbeat_without_changes_waits_for_the_pending_write_and_shares_its_failure(tmp_path):
+    clock, fs = FakeClock(), FaultFs()
+    with coordinator_in(str(tmp_path), clock, fs, create=True) as (manager, coordinator):
+        one_member_then_another(manager, coordinator)
+        before = view(coordinator)
+        joined = coordinator.heartbeat(GROUP, "m2", 0, subscription={"b"})  # appended, not yet flushed
+        steady = coordinator.heartbeat(GROUP, "m1", view(coordinator)[3]["m1"], subscription=None, owned=frozenset(
+            coordinator.describe(GROUP).members["m1"]))
+        assert steady.written == joined.written or steady.written.end_offset >= joined.written.end_offset
+        fs.fail("open", errno.EMFILE, path=offsets_log_file)
+        with pytest.raises(TooManyOpenFilesError):
+            durable(manager, coordinator, steady.written)
+        assert coordinator.group_snapshot(GROUP) == before[0]  # both calls' changes put back
+
+
+def flush_all(manager: LogManager) -> None:
+    for partition in range(PARTITIONS):
+        log = manager.get_log(OFFSETS_TOPIC, partition)
+        log.flush(log.log_end_offset)
+
+
+faults = st.sampled_from([None, None, "append", "flush"])
+operations = st.lists(st.one_of(
+    st.tuples(st.just("join"), st.integers(0, 3), st.sets(st.sampled_from(sorted(TOPICS)), min_size=1),
+              st.booleans(), faults),
+    st.tuples(st.just("beat"), st.integers(0, 3), st.booleans(), faults),
+    st.tuples(st.just("leave"), st.integers(0, 3), st.sampled_from([-1, -2]), faults),
+    st.tuples(st.just("advance"), st.integers(1, 2 * SESSION_MS), faults),
+), max_size=25)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(operations=operations)
+def test_writes_failing_at_random_leave_memory_equal_to_the_replay_of_what_was_written(tmp_path_factory, operations):
+    directory = str(tmp_path_factory.mktemp("faults"))
+    clock, fs = FakeClock(), FaultFs()
+    answers: dict[int, tuple[int, frozenset]] = {}
+    stack = contextlib.ExitStack()
+    manager, coordinator = stack.enter_context(coordinator_in(directory, clock, fs, create=True))
+    coordinator.heartbeat("other", "w", 0, subscription={"a"})  # the offsets topic made, unfaulted
+    coordinator.heartbeat("other", "w", -1, subscription=None)
+    try:
+        for operation in operations:
+            fault = operation[-1]
+            before = coordinator.group_snapshot(GROUP)
+            rule = None
+            if fault == "append":
+                rule = fs.fail("pwritev", errno.EIO, path=offsets_path, times=None)
+            elif fault == "flush":
+                rule = fs.fail("open", errno.EMFILE, path=offsets_log_file, times=None)
+            try:
+                if operation[0] == "join":
+                    _, member, topics, static, _ = operation
+                    answer = heartbeat(manager, coordinator, member, 0, subscription=set(topics),
+                                       instance_id=f"i{member}" if static else None)
+                elif operation[0] == "beat":
+                    _, member, revokes, _ = operation
+                    epoch, assignment = answers.get(member, (0, frozenset()))
+                    owned = assignment if revokes else coordinator.describe(GROUP).members.get(f"m{member}", assignment)
+                    answer = heartbeat(manager, coordinator, member, epoch, owned=owned)
+                elif operation[0] == "leave":
+                    _, member, epoch, _ = operation
+                    answer = heartbeat(manager, coordinator, member, epoch,
+                                       instance_id=f"i{member}" if epoch == -2 else None)
+                else:
+                    clock.advance(operation[1])
+                    coordinator.expire_sessions()
+                    answer = None
+                if answer is not None:
+                    answers[int(answer.member_id[1:])] = (answer.member_epoch, answer.assignment)
+            except (GroupError, StorageError):
+                pass  # refused or failed: the member keeps its last answer
+            if rule is not None and rule.hits:
+                assert coordinator.group_snapshot(GROUP) == before
+            fs.heal()
+            if fault == "append" and rule.hits:  # the directory is offline: restart on what was written
+                stack.close()
+                stack = contextlib.ExitStack()
+                manager, coordinator = stack.enter_context(coordinator_in(directory, clock, fs))
+                assert coordinator.group_snapshot(GROUP) == before
+            elif operation[0] == "advance":  # the timer's write made durable before the next step
+                flush_all(manager)
+        live = coordinator.group_snapshot(GROUP)
+        flush_all(manager)
+    finally:
+        stack.close()
+    with coordinator_in(directory, clock, fs) as (_, replayed):
+        assert replayed.group_snapshot(GROUP) == live
