@@ -97,7 +97,15 @@ class RequestStream:
         ProduceStream message of several batches, answered batch by batch)."""
         return await self.wait(await self.send(message, whole=whole), timeout_s)
 
-    async def send(self, message: Any, *, whole: bool = False) -> asyncio.Future[Any]:
+    async def ask(self, message: Any, timeout_s: float | None = None) -> Any:
+        """``request`` without waiting for the write to finish before waiting for the answer
+        (which cannot come sooner; a write that fails fails it, through ``_written``): one
+        future and one loop turn fewer a request, for a caller that waits for each answer (a
+        time lookup). Cancelled after its write began, the message is written all the same and
+        its answer dropped, as for ``send``."""
+        return await self.wait(await self.send(message, written=False), timeout_s)
+
+    async def send(self, message: Any, *, whole: bool = False, written: bool = True) -> asyncio.Future[Any]:
         """Writes ``message`` (a stream request; its correlation id is set here, so a retry may
         send the same message again); returns the future of its answer. Messages are written
         (and so answered) in the order ``send`` was called.
@@ -122,6 +130,8 @@ class RequestStream:
         write = await self._start_write(call, opened, owed, message)
         if write is None:
             return answer  # the stream ended before this request was written: _end failed it
+        if not written:
+            return answer  # under way (``ask``): _written ends the stream if it fails
         try:
             await asyncio.shield(write)
         except (grpc.RpcError, asyncio.InvalidStateError) as error:

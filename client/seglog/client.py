@@ -222,7 +222,7 @@ class Transport:
             try:
                 message = pb.LookupStreamRequest()
                 message.offsets_for_times.CopyFrom(request)
-                response: pb.OffsetsForTimesResponse = await self.lookup_stream().request(
+                response: pb.OffsetsForTimesResponse = await self.lookup_stream().ask(
                     message, self._request_timeout_s
                 )
             except ServiceError as error:

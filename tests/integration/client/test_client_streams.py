@@ -338,3 +338,54 @@ def test_a_send_cancelled_during_its_write_is_written_and_its_answer_dropped(seg
     offsets, opened = asyncio.run(run())
     assert (offsets, opened) == ([0, 2], 1)
     assert _values(seglog_service.address, topic, 0) == [b"first", b"cancelled", b"later"]
+
+
+# -- ask: a request whose caller waits for the answer, not for the write -----------------------
+@pytest.mark.parametrize("turns", [0, 1, 3], ids=["before_the_write_ran", "one_turn_in", "three_turns_in"])
+def test_an_ask_cancelled_after_its_write_began_is_written_and_its_answer_dropped(seglog_service, make_topic, turns):
+    """``ask`` waits for the answer as soon as its write is under way: cancelled then (the write
+    not yet run, running, or done), the message is written all the same, its answer dropped, and
+    the next ask gets its own answer on the same stream."""
+    topic = make_topic(partitions=1)
+    from seglog.v1 import log_service_pb2_grpc as pb_grpc
+
+    async def run() -> tuple[list[int], int]:
+        async with grpc.aio.insecure_channel(seglog_service.address) as channel:
+            stream = RequestStream(pb_grpc.LogServiceStub(channel).ProduceStream, "produce", open_timeout_s=30)
+            first = await stream.ask(_produce(topic, b"first"), timeout_s=30)  # the stream is open
+            ask = asyncio.ensure_future(stream.ask(_produce(topic, b"cancelled"), timeout_s=30))
+            for _ in range(turns + 1):
+                await asyncio.sleep(0)  # the ask took the free lock and its write began
+            ask.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await ask
+            later = await stream.ask(_produce(topic, b"later"), timeout_s=30)
+            opened = stream.opened_count
+            await stream.close()
+        return [first.base_offset, later.base_offset], opened
+
+    offsets, opened = asyncio.run(run())
+    assert (offsets, opened) == ([0, 2], 1)
+    assert _values(seglog_service.address, topic, 0) == [b"first", b"cancelled", b"later"]
+
+
+def test_lookups_asked_together_each_get_their_own_answer_in_order(seglog_service, make_topic):
+    """Many lookups at once on one connection's LookupStream (each an ``ask``: written in call
+    order, each waiting for its answer only): each gets the answer to its own target."""
+    from seglog import AsyncAdmin, Producer
+
+    topic = make_topic(partitions=1)
+    first_ms = 1_700_000_000_000
+    with Producer(seglog_service.address, linger_ms=0) as producer:
+        for offset in range(20):
+            producer.send(topic, b"v", partition=0, timestamp_ms=first_ms + 10 * offset)
+        producer.flush()
+    tp = TopicPartition(topic, 0)
+
+    async def run() -> tuple[list[int], int]:
+        async with AsyncAdmin(seglog_service.address) as admin:
+            found = await asyncio.gather(*(admin.offsets_for_times({tp: first_ms + 10 * n - 5}) for n in range(20)))
+            assert admin._transport is not None
+            return [one[tp].offset for one in found], admin._transport.statistics().streams_opened
+
+    assert asyncio.run(run()) == (list(range(20)), 1)
