@@ -2,7 +2,7 @@
 
 The service calls ``LogManager.run_maintenance`` about once a second; each job runs when its
 interval has passed on the injected clock (monotonic time, so wall-clock jumps neither skip nor
-repeat a job). Job bodies live in the manager; this module only keeps time.
+repeat a job). Job bodies live in ``maintenance_jobs.py``; this module only keeps time.
 """
 
 from __future__ import annotations

@@ -14,7 +14,8 @@ segments.
   (``topic_metadata.py``): overrides only, applied over the manager's defaults.
 - **Maintenance** (``run_maintenance``, called by the service about once a second): retention,
   flush.ms, physical deletion of ``.deleted`` files and ``-delete`` directories, and checkpoint
-  writes, each at Kafka's interval on the injected clock (``log_maintenance.py``).
+  writes, each at Kafka's interval on the injected clock (``log_maintenance.py`` says when,
+  ``maintenance_jobs.py`` does them).
 - **Shutdown**: per directory, flush and close every log, write both checkpoints, then the marker
   -- only if the directory was clean last time or all its logs loaded in this run (KAFKA-15375);
   a directory's checkpoints and its clean shutdown live in ``dir_checkpoints.py``.
@@ -49,13 +50,11 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
-from . import log_maintenance as jobs
 from ..format.clean_shutdown import NO_BROKER_EPOCH
 from ..base.clock import SYSTEM_CLOCK, Clock
 from ..base.errors import (
     InvalidConfigError,
     LogDirOfflineError,
-    ResourceExhaustedError,
     TopicExistsError,
     UnknownTopicOrPartitionError,
 )
@@ -77,6 +76,7 @@ from ..segment.open_segments import DEFAULT_OPEN_SEGMENTS_MAX, OpenSegments
 from ..producers.producer_ids import AllocatedProducerIds, ProducerIdBlocks, ProducerIdManager
 from . import log_questions
 from .dir_checkpoints import DirCheckpoints
+from .maintenance_jobs import MaintenanceJobs
 from .log_manager_startup import StartupLoader, check_some_dir_online
 from .remote_maintenance import REMOTE_ORPHAN_GRACE_MS, RemoteMaintenance, no_remote_statistics
 from .remote_uploader import RemoteTierStatistics
@@ -188,6 +188,9 @@ class LogManager:
             take_dir_offline=self._take_dir_offline,
             snapshot_store=_snapshot_store(remote_storage, fs),
         )
+        self._jobs = MaintenanceJobs(
+            self._registry, self._counters, clock, self._checkpoints, online_dirs=self._online_dirs,
+            take_dir_offline=self._take_dir_offline, expire_snapshots=self._cleaner.expire_snapshots)
         # The remote tier's upkeep (remote_maintenance.py); None without a store.
         self._remote: RemoteMaintenance | None = None
         if remote_storage is not None:
@@ -242,7 +245,7 @@ class LogManager:
                 self._cleaner.load_snapshots(self._dirs)
                 if self._remote is not None:  # without a store the deletions wait in their files
                     self._remote.deletions.resume(self._online_dirs(), self._is_live_topic)
-                self._remove_delete_dirs()
+                self._jobs.remove_delete_dirs()
                 check_some_dir_online(self._dirs)
             except BaseException:
                 self._abandon()
@@ -804,21 +807,7 @@ class LogManager:
                 return
             assert self._schedule is not None
             started_ns = self._clock.monotonic_ns()
-            due = self._schedule.due(self._now_ms())
-            if jobs.RETENTION in due:
-                self._counters.retention_checks += 1
-                self._for_each_log(self._apply_retention)
-            if jobs.FLUSH in due:
-                self._for_each_log(self._flush_if_due)
-            if jobs.PRODUCER_EXPIRY in due:
-                self._for_each_log(self._expire_producers)
-            self._for_each_log(self._delete_due_files)
-            self._remove_delete_dirs()
-            self._cleaner.expire_snapshots()
-            if jobs.RECOVERY_POINTS in due:
-                self._for_each_online_dir(self._checkpoints.write_recovery_points)
-            if jobs.LOG_START_OFFSETS in due:
-                self._for_each_online_dir(self._checkpoints.write_log_start_offsets)
+            self._jobs.run(self._schedule.due(self._now_ms()))  # maintenance_jobs.py
             self._counters.maintenance_passes += 1
             elapsed_ns = self._clock.monotonic_ns() - started_ns
             self._counters.last_maintenance_duration_ms = elapsed_ns / 1e6
@@ -859,63 +848,6 @@ class LogManager:
     @property
     def remote_orphans_deleted(self) -> int:
         return 0 if self._remote is None else self._remote.orphans_deleted
-
-    def _apply_retention(self, partition: PartitionEntry) -> None:
-        self._counters.segments_deleted += partition.log.delete_old_segments()
-
-    def _expire_producers(self, partition: PartitionEntry) -> None:
-        partition.log.remove_expired_producers()
-
-    def _flush_if_due(self, partition: PartitionEntry) -> None:
-        log = partition.log
-        if self._clock.time_ms() - log.last_flush_time_ms >= log.config.flush_ms:
-            log.flush()
-            self._counters.flushes_by_time += 1
-
-    def _delete_due_files(self, partition: PartitionEntry) -> None:
-        self._counters.files_deleted += partition.log.delete_due_files()
-
-    def _for_each_log(self, job: Callable[[PartitionEntry], None]) -> None:
-        """Runs ``job`` on every online partition; an I/O error takes its directory offline,
-        any other error is logged and counted so one bad log cannot stop maintenance."""
-        for _, partition in self._registry.all_partitions():
-            if not partition.log_dir.online:
-                continue
-            try:
-                if partition.log.is_offline:
-                    raise LogDirOfflineError(f"log {partition.path} failed earlier")
-                job(partition)
-            except IO_ERRORS as exc:
-                if is_exhaustion(exc):
-                    _log.warning("maintenance of %s: %s", partition.path, exc)
-                    continue
-                self._take_dir_offline(partition.log_dir, f"I/O error on {partition.path}: {exc}")
-            except ResourceExhaustedError as exc:
-                _log.warning("maintenance of %s: %s", partition.path, exc)
-            except Exception:
-                self._counters.maintenance_errors += 1
-                _log.exception("maintenance of %s failed", partition.path)
-
-    def _for_each_online_dir(self, job: Callable[[LogDir], None]) -> None:
-        for log_dir in self._online_dirs():
-            try:
-                job(log_dir)
-            except OSError as exc:
-                if is_exhaustion(exc):  # kept in memory; written once there is space again
-                    _log.warning("writing a checkpoint in %s: %s (retried next pass)", log_dir.path, exc)
-                    continue
-                self._take_dir_offline(log_dir, f"writing a checkpoint failed: {exc}")
-
-    def _remove_delete_dirs(self) -> None:
-        for log_dir in self._online_dirs():
-            if not log_dir.pending_delete_dirs:
-                continue
-            try:
-                self._counters.delete_dirs_removed += log_dir.remove_pending_delete_dirs()
-            except OSError as exc:
-                if is_exhaustion(exc):
-                    continue
-                self._take_dir_offline(log_dir, f"removing deleted partitions failed: {exc}")
 
     # ---------------------------------------------------------------------------------------
     # failures (a directory's checkpoints and its clean shutdown: dir_checkpoints.py)
