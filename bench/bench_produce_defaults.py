@@ -1,0 +1,107 @@
+"""Client produce with every client default (16 KiB batches, linger 5 ms) beside Redis Streams'
+pipelined XADD, interleaved repeat by repeat: goal 4's 'every client default' row of
+``bench/peers`` alone, without the rest of its workloads.
+
+    .venv/bin/python bench/bench_produce_defaults.py [--records 300000] [--repeats 3] [--read]
+
+Each repeat produces the benchmark's records (``bench.peers.common.workload``) into a fresh
+topic through ``Producer(address)`` with ``send_many`` in 10,000-record slices and a flush (as
+``bench/peers``' seglog system does), then into Redis; ``--read`` also reads the topic back with
+a default ``Consumer.poll_batches`` and Redis with XRANGE pages. Prints each repeat, then the
+medians: records/s, the ratio to Redis in the same repeat, client and service CPU per record,
+and the 1-minute load average sampled during the run. For an A/B of two checkouts, run it with
+``PYTHONPATH=<other>/client:<other>/server`` (the service is started from the same paths).
+"""
+
+from __future__ import annotations
+
+import argparse
+import pathlib
+import statistics
+import sys
+import tempfile
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+
+from bench import bench_service  # noqa: E402
+from bench.peers.common import workload  # noqa: E402
+from bench.peers.proc import LoadSampler, Measured  # noqa: E402
+from bench.peers.redis_system import RedisSystem  # noqa: E402
+from seglog import Admin, Consumer, Producer  # noqa: E402
+
+SEND_SLICE = 10_000
+POLL_TIMEOUT_MS = 2000
+
+
+def _seglog_produce(address: str, topic: str, keys: list[bytes], values: list[bytes]) -> None:
+    with Producer(address) as producer:
+        for start in range(0, len(values), SEND_SLICE):
+            end = start + SEND_SLICE
+            producer.send_many(topic, values[start:end], keys[start:end], partition=0)
+        producer.flush()
+
+
+def _seglog_read(address: str, topic: str, count: int) -> int:
+    read = 0
+    with Consumer(address, topic, partition=0, start="earliest") as consumer:
+        while read < count:
+            views = consumer.poll_batches(timeout_ms=POLL_TIMEOUT_MS)
+            if not views:
+                break
+            read += sum(len(view) for view in views)
+    return read
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--records", type=int, default=300_000)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--read", action="store_true", help="read each topic back too")
+    args = parser.parse_args()
+    keys, values = workload(args.records)
+    rows: list[dict[str, float]] = []
+    with tempfile.TemporaryDirectory(prefix="bench-produce-defaults-") as tmp, LoadSampler() as load:
+        root = pathlib.Path(tmp)
+        service = bench_service.Service(root, "seglog", ["--topic-default", "flush.ms=1000"])
+        redis = RedisSystem(root)
+        admin = Admin(service.address)
+        try:
+            for repeat in range(args.repeats):
+                topic = f"defaults-{repeat}"
+                admin.create_topic(topic, 1)
+                row: dict[str, float] = {}
+                with Measured(service.process.pid) as seglog_run:
+                    _seglog_produce(service.address, topic, keys, values)
+                row["seglog_per_s"] = args.records / seglog_run.wall_s
+                row["client_us"] = seglog_run.client_cpu_s / args.records * 1e6
+                row["service_us"] = seglog_run.server_cpu_s / args.records * 1e6
+                redis.client.delete("peers")
+                with Measured(redis.pid) as redis_run:
+                    redis.produce(keys, values)
+                row["redis_per_s"] = args.records / redis_run.wall_s
+                row["ratio"] = row["seglog_per_s"] / row["redis_per_s"]
+                if args.read:
+                    with Measured(service.process.pid) as read_run:
+                        assert _seglog_read(service.address, topic, args.records) == args.records
+                    row["read_per_s"] = args.records / read_run.wall_s
+                    row["read_client_us"] = read_run.client_cpu_s / args.records * 1e6
+                    with Measured(redis.pid) as redis_read:
+                        assert redis.read_all(args.records) == args.records
+                    row["redis_read_per_s"] = args.records / redis_read.wall_s
+                    row["read_ratio"] = row["read_per_s"] / row["redis_read_per_s"]
+                rows.append(row)
+                print(f"repeat {repeat + 1}: " + ", ".join(f"{name} {value:,.2f}" for name, value in row.items()),
+                      flush=True)
+        finally:
+            admin.close()
+            redis.stop()
+            service.stop()
+    print("medians: " + ", ".join(
+        f"{name} {statistics.median(row[name] for row in rows):,.2f}" for name in rows[0]
+    ))
+    print(f"load (1-minute average) during the run: {load.summary()}")
+
+
+if __name__ == "__main__":
+    main()
