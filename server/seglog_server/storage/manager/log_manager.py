@@ -9,7 +9,7 @@ segments.
   checkpoints, then ``Log.load`` every partition with those values; finish interrupted deletions
   and creations. An ``OSError`` takes the directory offline; the others keep serving.
 - **Placement**: a new partition goes to the online directory with the fewest partitions, ties
-  broken by the configured order (Kafka's ``nextLogDirs``).
+  broken by the configured order (Kafka's ``nextLogDirs``); ``partition_creation.py``.
 - **Topic configs** survive restarts in ``topic.properties`` inside each partition directory
   (``topic_metadata.py``): overrides only, applied over the manager's defaults.
 - **Maintenance** (``run_maintenance``, called by the service about once a second): retention,
@@ -55,7 +55,6 @@ from ..base.clock import SYSTEM_CLOCK, Clock
 from ..base.errors import (
     InvalidConfigError,
     LogDirOfflineError,
-    TopicExistsError,
     UnknownTopicOrPartitionError,
 )
 from ..base.fs import REAL_FS, FileSystem
@@ -69,7 +68,7 @@ from ..cleaning.log_cleaner_manager import (
     CommitOutcome,
     LogCleanerManager,
 )
-from ..dirs.log_dir import LogDir, LogDirStateError, remove_tree
+from ..dirs.log_dir import LogDir, LogDirStateError
 from ..cleaning.log_snapshot import TakenSnapshot
 from .log_maintenance import MaintenanceIntervals, MaintenanceSchedule
 from ..segment.open_segments import DEFAULT_OPEN_SEGMENTS_MAX, OpenSegments
@@ -77,6 +76,7 @@ from ..producers.producer_ids import AllocatedProducerIds, ProducerIdBlocks, Pro
 from . import log_questions
 from .dir_checkpoints import DirCheckpoints
 from .maintenance_jobs import MaintenanceJobs
+from .partition_creation import PartitionCreator, check_partition_count
 from .log_manager_startup import StartupLoader, check_some_dir_online
 from .remote_maintenance import REMOTE_ORPHAN_GRACE_MS, RemoteMaintenance, no_remote_statistics
 from .remote_uploader import RemoteTierStatistics
@@ -92,13 +92,10 @@ from ..format.topic_metadata import (
     TOPIC_METADATA_FILE_NAME,
     TopicMetadata,
     new_topic_id,
-    write_topic_metadata,
 )
 from ..base.topic_partition import (
-    PARTITION_COUNT_MAX,
     TopicPartition,
     delete_dir_name,
-    partition_path,
     validate_topic,
 )
 from ..dirs.topic_registry import (
@@ -188,6 +185,8 @@ class LogManager:
             take_dir_offline=self._take_dir_offline,
             snapshot_store=_snapshot_store(remote_storage, fs),
         )
+        self._creator = PartitionCreator(self._registry, fs, online_dirs=self._online_dirs,
+                                         open_log=self._open_log, take_dir_offline=self._take_dir_offline)
         self._jobs = MaintenanceJobs(
             self._registry, self._counters, clock, self._checkpoints, online_dirs=self._online_dirs,
             take_dir_offline=self._take_dir_offline, expire_snapshots=self._cleaner.expire_snapshots)
@@ -232,7 +231,7 @@ class LogManager:
                 fs=self._fs,
                 clock=self._clock,
                 open_log=self._open_log,
-                create_partitions=self._create_partitions,
+                create_partitions=self._creator.create,
             )
             try:
                 loader.run()
@@ -410,7 +409,7 @@ class LogManager:
         failed while creating: nothing of the topic is left behind).
         """
         validate_topic(topic)
-        _check_partition_count(partition_count)
+        check_partition_count(partition_count)
         configs = dict(configs or {})
         config = LogConfig.from_properties(configs, self._default_config)
         self._check_tiering(topic, config)
@@ -426,7 +425,7 @@ class LogManager:
             if validate_only:
                 return config
             entry = TopicEntry(topic, topic_id or new_topic_id(), config, overrides, partition_count)
-            self._create_partitions(entry, entry.partitions())
+            self._creator.create(entry, entry.partitions())  # partition_creation.py
             self._counters.topics_created += 1
             _log.info(
                 "created topic %s with %d partitions, overrides %s",
@@ -441,71 +440,6 @@ class LogManager:
             raise InvalidConfigError(
                 f"topic {topic!r}: remote.storage.enable=true needs a service started with "
                 "--remote-storage s3://BUCKET[/PREFIX] (tiered storage is off)")
-
-    def _create_partitions(self, topic: TopicEntry, partitions: list[TopicPartition]) -> None:
-        """Creates the partitions and registers them (with the topic) only if all succeed."""
-        placement = self._place(len(partitions))
-        created: list[tuple[TopicPartition, PartitionEntry]] = []
-        current: LogDir | None = None
-        try:
-            for tp, log_dir in zip(partitions, placement):
-                current = log_dir
-                created.append((tp, self._create_partition(log_dir, tp, topic)))
-            for log_dir in dict.fromkeys(placement):
-                current = log_dir
-                self._fs.fsync_dir(log_dir.path)
-        except BaseException as exc:
-            self._roll_back(created)
-            exhausted = exhaustion_error(exc, f"creating topic {topic.name!r}")
-            if exhausted is not None:
-                raise exhausted from exc  # nothing of the topic is left; the directory is fine
-            if isinstance(exc, IO_ERRORS) and current is not None:
-                self._take_dir_offline(current, f"creating topic {topic.name!r} failed: {exc}")
-                raise LogDirOfflineError(
-                    f"log directory {current.path} failed while creating topic "
-                    f"{topic.name!r}: {exc}"
-                ) from exc
-            raise
-        self._registry.add(topic, created)
-
-    def _place(self, partition_count: int) -> list[LogDir]:
-        """Kafka's placement: each partition to the online dir with the fewest partitions."""
-        online = self._online_dirs()
-        if not online:
-            raise LogDirOfflineError("no log directory is online to hold a new partition")
-        counts = self._registry.partition_counts(online)
-        placement = []
-        for _ in range(partition_count):
-            # min() keeps the first of equal counts, i.e. the configured order breaks ties.
-            chosen = min(online, key=lambda log_dir: counts[log_dir])
-            counts[chosen] += 1
-            placement.append(chosen)
-        return placement
-
-    def _create_partition(
-        self, log_dir: LogDir, tp: TopicPartition, topic: TopicEntry
-    ) -> PartitionEntry:
-        path = partition_path(log_dir.path, tp)
-        if self._fs.exists(path):
-            raise TopicExistsError(f"partition directory {path} already exists")
-        self._fs.makedirs(path)
-        assert topic.topic_id is not None
-        metadata = TopicMetadata(
-            topic.name, topic.topic_id, topic.partition_count, topic.overrides
-        )
-        write_topic_metadata(path, metadata, fs=self._fs)
-        log = self._open_log(
-            path, tp, topic.config, had_clean_shutdown=True, recovery_point=0, log_start_offset=0
-        )
-        return PartitionEntry(log, log_dir, path)
-
-    def _roll_back(self, created: list[tuple[TopicPartition, PartitionEntry]]) -> None:
-        for _, partition in created:
-            close_quietly(partition.log)
-            try:
-                remove_tree(partition.path, self._fs)
-            except OSError as exc:
-                _log.warning("could not remove %s of a failed creation: %s", partition.path, exc)
 
     def delete_topic(self, topic: str) -> None:
         """Closes the topic's logs, renames each partition directory to
@@ -941,17 +875,6 @@ def _check_no_duplicate_dirs(log_dirs: Iterable[str]) -> None:
         if real in seen:
             raise InvalidConfigError(f"duplicate log directory: {path!r} and {seen[real]!r}")
         seen[real] = path
-
-
-def _check_partition_count(partition_count: object) -> None:
-    if isinstance(partition_count, bool) or not isinstance(partition_count, int):
-        raise InvalidConfigError(
-            f"partition count must be an integer, found {partition_count!r}"
-        )
-    if not 1 <= partition_count <= PARTITION_COUNT_MAX:
-        raise InvalidConfigError(
-            f"partition count must be in [1, {PARTITION_COUNT_MAX}], found {partition_count}"
-        )
 
 
 def _describe_partition(number: int, partition: PartitionEntry) -> PartitionDescription:
