@@ -59,6 +59,8 @@ DOCUMENTED = {
     # Per-partition failures are in each result's `error`, so the call itself succeeds.
     "OffsetsForTimes": _COMMON,
     "DeleteRecords": _COMMON | {Code.NOT_FOUND, Code.OUT_OF_RANGE},
+    # PERMISSION_DENIED: the internal topic's configs are the service's.
+    "AlterTopicConfigs": _COMMON | {Code.NOT_FOUND, Code.PERMISSION_DENIED},
 }
 # Each RPC's fuzz cases, counted (printed at the end of the module for docs/reliability.md).
 CASES: dict[str, dict[str, int]] = {name: {} for name in DOCUMENTED}
@@ -72,6 +74,7 @@ HOSTILE_NAMES = st.sampled_from(["../x", "", ".", "..", "a" * 300, "a\x00b", "\x
 TOPIC_NAMES = st.one_of(HOSTILE_NAMES, st.text(max_size=40),
                         st.from_regex(r"[a-zA-Z0-9._-]{1,20}", fullmatch=True))
 KNOWN = "fuzz-known"  # a topic that exists, so deeper paths are reached
+ALTERED = "fuzz-altered"  # a topic whose configs the fuzzer changes (KNOWN's only validated)
 
 
 @pytest.fixture(scope="module")
@@ -82,6 +85,7 @@ def fuzz_service(tmp_path_factory):
     ]).start()
     service.stub.CreateTopic(pb.CreateTopicRequest(topic=KNOWN, partitions=2))
     service.stub.Produce(pb.ProduceRequest(topic=KNOWN, records=make_batch([b"seed"] * 3)))
+    service.stub.CreateTopic(pb.CreateTopicRequest(topic=ALTERED, partitions=2))
     yield service
     for name, counts in CASES.items():
         if counts:
@@ -270,6 +274,22 @@ def test_fuzz_create_and_delete_topic(fuzz_service, topic, partitions, configs, 
     if delete or created == Code.OK:
         if topic != KNOWN:
             _call(fuzz_service, "DeleteTopic", pb.DeleteTopicRequest(topic=topic))
+
+
+@_fuzz_settings()
+@given(topic=st.one_of(st.sampled_from([ALTERED, KNOWN, "__consumer_offsets"]), TOPIC_NAMES),
+       set_configs=st.dictionaries(CONFIG_NAMES, CONFIG_VALUES, max_size=3),
+       delete_configs=st.lists(st.one_of(CONFIG_NAMES, st.text(max_size=20)), max_size=3),
+       validate_only=st.booleans())
+@example(topic=ALTERED, set_configs={"retention.ms": "60000"}, delete_configs=["segment.ms"],
+         validate_only=False)
+@example(topic="__consumer_offsets", set_configs={"retention.ms": "1"}, delete_configs=[],
+         validate_only=False)
+def test_fuzz_alter_topic_configs(fuzz_service, topic, set_configs, delete_configs, validate_only):
+    # The known topic's changes are only validated: its seed records stay for the other fuzzers.
+    _call(fuzz_service, "AlterTopicConfigs", pb.AlterTopicConfigsRequest(
+        topic=topic, set_configs=set_configs, delete_configs=delete_configs,
+        validate_only=validate_only or topic == KNOWN))
 
 
 @_fuzz_settings()
