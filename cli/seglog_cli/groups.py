@@ -147,8 +147,8 @@ def _describe(args: argparse.Namespace) -> int:
     ])
     if description.members:
         print()
-        _table([["MEMBER", "EPOCH", "SUBSCRIBED", "ASSIGNMENT"]] + [
-            [m.member_id, str(m.member_epoch), ",".join(m.subscribed_topics) or "-",
+        _table([["MEMBER", "EPOCH", "CLIENT-ID", "HOST", "SUBSCRIBED", "ASSIGNMENT"]] + [
+            [m.member_id, str(m.member_epoch), m.client_id or "-", m.host or "-", ",".join(m.subscribed_topics) or "-",
              ",".join(f"{tp.topic}-{tp.partition}" for tp in m.owned_partitions) or "-"]
             for m in description.members
         ])

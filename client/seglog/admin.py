@@ -264,6 +264,7 @@ class AsyncAdmin:
                 GroupMemberDescription(
                     m.member_id, m.member_epoch, tuple(m.subscribed_topics),
                     tuple(TopicPartition(p.topic, p.partition) for p in m.owned_partitions),
+                    m.instance_id, m.client_id, m.host,
                 )
                 for m in response.members
             ),

@@ -166,9 +166,11 @@ class AsyncConsumer:
         on_assign: Callable[[list[TopicPartition]], Any] | None = None,
         on_revoke: Callable[[list[TopicPartition]], Any] | None = None,
         group_instance_id: str | None = None,
+        client_id: str | None = None,
     ) -> None:
         _check_roles(group_id, topics, topic, partition, start, enable_auto_commit, auto_commit_interval_ms,
-                     on_assign=on_assign, on_revoke=on_revoke, group_instance_id=group_instance_id)
+                     on_assign=on_assign, on_revoke=on_revoke, group_instance_id=group_instance_id,
+                     client_id=client_id)
         self.group_id = group_id
         # Kafka's auto.offset.reset is "latest"; the released consumer without a group raises ("none").
         reset: OffsetReset = auto_offset_reset or ("latest" if group_id is not None else "none")
@@ -180,7 +182,8 @@ class AsyncConsumer:
             self._group = AsyncGroupConsumer(
                 server, group_id=group_id, topics=topics, enable_auto_commit=enable_auto_commit is not False,
                 auto_commit_interval_ms=auto_commit_interval_ms, auto_offset_reset=reset, on_assign=on_assign,
-                on_revoke=on_revoke, group_instance_id=group_instance_id, mode=mode, fetch_max_bytes=fetch_max_bytes,
+                on_revoke=on_revoke, group_instance_id=group_instance_id, client_id=client_id, mode=mode,
+                fetch_max_bytes=fetch_max_bytes,
                 fetch_max_wait_ms=fetch_max_wait_ms, fetch_min_bytes=fetch_min_bytes,
                 max_poll_records=max_poll_records, check_crcs=check_crcs, request_timeout_ms=request_timeout_ms,
                 credentials=credentials, channel_options=channel_options, tls=tls, tls_ca=tls_ca, tls_cert=tls_cert,

@@ -63,6 +63,8 @@ _LEAVE_STATIC = -2
 # What an older service (before static membership) answers a -2 leave; the member then leaves
 # with -1 (its partitions move at once, as a dynamic member's).
 _STATIC_LEAVE_REFUSED = "InvalidGroupRequestError"
+# Kafka's CONSUMER_CLIENT_ID_SEQUENCE: the n of a default client id "consumer-<group>-<n>".
+_CLIENT_SEQUENCE = itertools.count(1)
 _IDLE_POLL_S = 0.02
 # Kafka's group.consumer.session.timeout.ms; the service's own replaces it from the first answer.
 SESSION_TIMEOUT_MS_DEFAULT = 45000
@@ -94,6 +96,7 @@ class AsyncGroupConsumer:
         on_assign: Callback | None = None,
         on_revoke: Callback | None = None,
         group_instance_id: str | None = None,
+        client_id: str | None = None,
         **options: Any,
     ) -> None:
         if not group_id:
@@ -113,6 +116,9 @@ class AsyncGroupConsumer:
         self._last_heartbeat_ok = 0.0  # loop time the last answered heartbeat was sent at
         self.group_id = group_id
         self.group_instance_id = group_instance_id  # Kafka's group.instance.id: a static member
+        # Kafka's client.id, its consumer's default "consumer-<group>-<n>" (n counts this process's
+        # group consumers from 1): every heartbeat carries it, DescribeGroup shows it.
+        self.client_id = client_id if client_id is not None else f"consumer-{group_id}-{next(_CLIENT_SEQUENCE)}"
         self._topics = list(dict.fromkeys(topics))
         self._auto_commit = enable_auto_commit
         self._auto_commit_s = auto_commit_interval_ms / 1000
@@ -218,7 +224,7 @@ class AsyncGroupConsumer:
     def _request(self, member_epoch: int, **fields: Any) -> pb.HeartbeatRequest:
         """A heartbeat of this member: every one names its instance id when it is static."""
         return pb.HeartbeatRequest(group=self.group_id, member_id=self.member_id, member_epoch=member_epoch,
-                                   instance_id=self.group_instance_id or "", **fields)
+                                   instance_id=self.group_instance_id or "", client_id=self.client_id, **fields)
 
     # -- reading ---------------------------------------------------------------------------------
     async def poll(self, timeout_ms: float | None = 0, max_records: int | None = None) -> list[ConsumerRecord]:

@@ -137,6 +137,9 @@ class GroupMemberDescription:
     member_epoch: int
     subscribed_topics: tuple[str, ...]
     owned_partitions: tuple[TopicPartition, ...]  # sorted
+    instance_id: str = ""  # a static member's group.instance.id
+    client_id: str = ""  # its client.id (Kafka's consumer default: consumer-<group>-<n>)
+    host: str = ""  # where the service saw its heartbeats from ("/127.0.0.1", as Kafka shows it)
 
 
 @dataclass(frozen=True)

@@ -679,7 +679,7 @@ class FetchOffsetsResponse(_message.Message):
     def __init__(self, offsets: _Optional[_Iterable[_Union[CommittedOffset, _Mapping]]] = ...) -> None: ...
 
 class HeartbeatRequest(_message.Message):
-    __slots__ = ("group", "member_id", "member_epoch", "instance_id", "subscribed_topics", "rebalance_timeout_ms", "owned_partitions")
+    __slots__ = ("group", "member_id", "member_epoch", "instance_id", "subscribed_topics", "rebalance_timeout_ms", "owned_partitions", "client_id")
     GROUP_FIELD_NUMBER: _ClassVar[int]
     MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
     MEMBER_EPOCH_FIELD_NUMBER: _ClassVar[int]
@@ -687,6 +687,7 @@ class HeartbeatRequest(_message.Message):
     SUBSCRIBED_TOPICS_FIELD_NUMBER: _ClassVar[int]
     REBALANCE_TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
     OWNED_PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_ID_FIELD_NUMBER: _ClassVar[int]
     group: str
     member_id: str
     member_epoch: int
@@ -694,7 +695,8 @@ class HeartbeatRequest(_message.Message):
     subscribed_topics: _containers.RepeatedScalarFieldContainer[str]
     rebalance_timeout_ms: int
     owned_partitions: _containers.RepeatedCompositeFieldContainer[GroupPartition]
-    def __init__(self, group: _Optional[str] = ..., member_id: _Optional[str] = ..., member_epoch: _Optional[int] = ..., instance_id: _Optional[str] = ..., subscribed_topics: _Optional[_Iterable[str]] = ..., rebalance_timeout_ms: _Optional[int] = ..., owned_partitions: _Optional[_Iterable[_Union[GroupPartition, _Mapping]]] = ...) -> None: ...
+    client_id: str
+    def __init__(self, group: _Optional[str] = ..., member_id: _Optional[str] = ..., member_epoch: _Optional[int] = ..., instance_id: _Optional[str] = ..., subscribed_topics: _Optional[_Iterable[str]] = ..., rebalance_timeout_ms: _Optional[int] = ..., owned_partitions: _Optional[_Iterable[_Union[GroupPartition, _Mapping]]] = ..., client_id: _Optional[str] = ...) -> None: ...
 
 class HeartbeatResponse(_message.Message):
     __slots__ = ("member_id", "member_epoch", "assignment", "heartbeat_interval_ms", "session_timeout_ms")
@@ -737,18 +739,22 @@ class DescribeGroupRequest(_message.Message):
     def __init__(self, group: _Optional[str] = ...) -> None: ...
 
 class GroupMemberDescription(_message.Message):
-    __slots__ = ("member_id", "member_epoch", "subscribed_topics", "owned_partitions", "instance_id")
+    __slots__ = ("member_id", "member_epoch", "subscribed_topics", "owned_partitions", "instance_id", "client_id", "host")
     MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
     MEMBER_EPOCH_FIELD_NUMBER: _ClassVar[int]
     SUBSCRIBED_TOPICS_FIELD_NUMBER: _ClassVar[int]
     OWNED_PARTITIONS_FIELD_NUMBER: _ClassVar[int]
     INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_ID_FIELD_NUMBER: _ClassVar[int]
+    HOST_FIELD_NUMBER: _ClassVar[int]
     member_id: str
     member_epoch: int
     subscribed_topics: _containers.RepeatedScalarFieldContainer[str]
     owned_partitions: _containers.RepeatedCompositeFieldContainer[GroupPartition]
     instance_id: str
-    def __init__(self, member_id: _Optional[str] = ..., member_epoch: _Optional[int] = ..., subscribed_topics: _Optional[_Iterable[str]] = ..., owned_partitions: _Optional[_Iterable[_Union[GroupPartition, _Mapping]]] = ..., instance_id: _Optional[str] = ...) -> None: ...
+    client_id: str
+    host: str
+    def __init__(self, member_id: _Optional[str] = ..., member_epoch: _Optional[int] = ..., subscribed_topics: _Optional[_Iterable[str]] = ..., owned_partitions: _Optional[_Iterable[_Union[GroupPartition, _Mapping]]] = ..., instance_id: _Optional[str] = ..., client_id: _Optional[str] = ..., host: _Optional[str] = ...) -> None: ...
 
 class GroupPartitionLag(_message.Message):
     __slots__ = ("topic", "partition", "committed_offset", "log_end_offset", "lag", "member_id", "metadata")

@@ -102,6 +102,7 @@ class GroupDescription:
     offsets: dict[TopicPartition, OffsetCommitValue]
     member_epochs: dict[str, int] = field(default_factory=dict)
     instance_ids: dict[str, str] = field(default_factory=dict)  # static members' group.instance.id
+    clients: dict[str, tuple[str, str]] = field(default_factory=dict)  # member -> (client.id, host)
     # Kafka's consumer group states (KIP-848): Stable (every member owns its target), Reconciling,
     # Empty (no members, offsets kept), Dead (nothing known of the group).
     state: str = "Dead"
@@ -299,8 +300,10 @@ class GroupCoordinator:
     # -- membership ---------------------------------------------------------------------------
     def heartbeat(self, group: str, member_id: str, member_epoch: int, *, subscription: Set[str] | None,
                   owned: Set[TopicPartition] = frozenset(), instance_id: str | None = None,
-                  rebalance_timeout_ms: int | None = None) -> HeartbeatAnswer:
-        """Joins, keeps or leaves a member; the answer's ``written`` is where the change of the
+                  rebalance_timeout_ms: int | None = None, client_id: str | None = None,
+                  client_host: str | None = None) -> HeartbeatAnswer:
+        """Joins, keeps or leaves a member (``client_id``, ``client_host``: its client.id and the
+        address the call came from, kept in its records; None: as they were); the answer's ``written`` is where the change of the
         group's records landed (None: nothing changed), for the caller to wait until durable."""
         _check_group(group)
         if member_epoch < LEAVE_STATIC_EPOCH:
@@ -338,7 +341,8 @@ class GroupCoordinator:
                         epoch = members.group_epoch
                 answer = members.heartbeat(member_id, member_epoch, self._clock.time_ms(),
                                            subscription=subscription or None, owned=owned,
-                                           instance_id=instance_id, rebalance_timeout_ms=rebalance_timeout_ms)
+                                           instance_id=instance_id, rebalance_timeout_ms=rebalance_timeout_ms,
+                                           client_id=client_id, client_host=client_host)
                 self._count_rebalances(group, members.group_epoch - epoch)
                 if not members.members():
                     del self._groups[group]
@@ -481,6 +485,7 @@ class GroupCoordinator:
                 offsets=offsets,
                 member_epochs={m: members.member_epoch(m) for m in members.members()} if members else {},
                 instance_ids=members.instance_ids() if members else {},
+                clients=members.clients() if members else {},
                 state=self._state(group, has_offsets=bool(offsets)),
             )
 

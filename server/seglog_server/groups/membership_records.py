@@ -88,7 +88,7 @@ def records_of(snapshot: GroupSnapshot) -> dict[Slot, Any]:
     for member_id, member in snapshot.members.items():
         target = snapshot.target.get(member_id, frozenset())
         records[(_MEMBER, member_id)] = ConsumerGroupMemberMetadataValue(
-            member.instance_id, None, "", "", tuple(sorted(member.subscription)), None,
+            member.instance_id, None, member.client_id, member.client_host, tuple(sorted(member.subscription)), None,
             member.rebalance_timeout_ms, _SERVER_ASSIGNOR)
         records[(_TARGET, member_id)] = ConsumerGroupTargetAssignmentMemberValue(_by_topic(target))
         records[(_CURRENT, member_id)] = ConsumerGroupCurrentMemberAssignmentValue(
@@ -120,7 +120,7 @@ def snapshot_of(records: Mapping[Slot, Any]) -> GroupSnapshot | None:
         restored[member_id] = MemberSnapshot(
             subscriptions[member_id], 0 if current is None else current.member_epoch,
             -1 if current is None else current.previous_member_epoch, owned,
-            meta.instance_id, meta.rebalance_timeout_ms)
+            meta.instance_id, meta.rebalance_timeout_ms, meta.client_id or "", meta.client_host or "")
     return GroupSnapshot(metadata.epoch, counts, restored, target)
 
 

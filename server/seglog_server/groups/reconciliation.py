@@ -74,6 +74,8 @@ class MemberSnapshot:
     owned: frozenset[TopicPartition]
     instance_id: str | None = None
     rebalance_timeout_ms: int = REBALANCE_TIMEOUT_MS
+    client_id: str = ""  # Kafka's client.id, from its heartbeats
+    client_host: str = ""  # where the service saw its heartbeats from
 
 
 @dataclass(frozen=True)
@@ -94,10 +96,12 @@ class _Member:
     instance_id: str | None = None
     rebalance_timeout_ms: int = REBALANCE_TIMEOUT_MS
     revocation_deadline_ms: int | None = None  # set while it owns partitions outside its target
+    client_id: str = ""
+    client_host: str = ""
 
     def snapshot(self) -> MemberSnapshot:
         return MemberSnapshot(self.subscription, self.epoch, self.previous_epoch, frozenset(self.owned),
-                              self.instance_id, self.rebalance_timeout_ms)
+                              self.instance_id, self.rebalance_timeout_ms, self.client_id, self.client_host)
 
 
 class GroupReconciliation:
@@ -114,9 +118,12 @@ class GroupReconciliation:
     def heartbeat(self, member_id: str, member_epoch: int, now_ms: int, *,
                   subscription: Set[str] | None = None,
                   owned: Set[TopicPartition] = frozenset(), instance_id: str | None = None,
-                  rebalance_timeout_ms: int | None = None) -> HeartbeatAnswer:
+                  rebalance_timeout_ms: int | None = None, client_id: str | None = None,
+                  client_host: str | None = None) -> HeartbeatAnswer:
         """Joins (epoch 0, with a subscription), keeps or leaves (epoch -1; -2 for a static
-        member away for a while) ``member_id``."""
+        member away for a while) ``member_id``. ``client_id`` and ``client_host`` (None: as they
+        were) are the member's client.id and the address its heartbeat came from, as Kafka keeps
+        them in the member's metadata."""
         if instance_id is not None and member_epoch != JOIN_EPOCH:
             self._check_instance(member_id, instance_id)
         if member_epoch == LEAVE_EPOCH or (member_epoch == LEAVE_STATIC_EPOCH and instance_id is None):
@@ -133,6 +140,10 @@ class GroupReconciliation:
         member.session_deadline_ms = now_ms + self._session_timeout_ms
         if rebalance_timeout_ms is not None:
             member.rebalance_timeout_ms = rebalance_timeout_ms
+        if client_id is not None:
+            member.client_id = client_id
+        if client_host is not None:
+            member.client_host = client_host
         if subscription is not None and frozenset(subscription) != member.subscription:
             member.subscription = frozenset(subscription)
             self._retarget()
@@ -179,6 +190,10 @@ class GroupReconciliation:
     def member_epoch(self, member_id: str) -> int:
         return self._members[member_id].epoch
 
+    def clients(self) -> dict[str, tuple[str, str]]:
+        """member -> (client id, client host)."""
+        return {m: (member.client_id, member.client_host) for m, member in self._members.items()}
+
     def instance_ids(self) -> dict[str, str]:
         """member -> its instance id, for the static members."""
         return {m: member.instance_id for m, member in self._members.items() if member.instance_id is not None}
@@ -198,7 +213,7 @@ class GroupReconciliation:
         restored._target = dict(snapshot.target)
         for member_id, m in snapshot.members.items():
             member = _Member(m.subscription, m.epoch, now_ms + session_timeout_ms, set(m.owned), m.previous_epoch,
-                             m.instance_id, m.rebalance_timeout_ms)
+                             m.instance_id, m.rebalance_timeout_ms, client_id=m.client_id, client_host=m.client_host)
             if m.epoch != LEAVE_STATIC_EPOCH and member.owned - snapshot.target.get(member_id, frozenset()):
                 member.revocation_deadline_ms = now_ms + member.rebalance_timeout_ms
             restored._members[member_id] = member

@@ -20,6 +20,7 @@ coordinates; a client asks every instance and merges (Kafka's admin does the sam
 
 from __future__ import annotations
 
+import urllib.parse
 from collections.abc import Awaitable, Callable, Set
 from typing import Any, TypeVar
 
@@ -34,10 +35,25 @@ from .errors import CoordinatorNotAvailableError
 from .group_routing import GroupRouting
 from .service_core import ServiceCore
 
-__all__ = ["GroupRpcs"]
+__all__ = ["GroupRpcs", "client_host"]
 
 _NO_OFFSET = -1
 _T = TypeVar("_T")
+
+
+def client_host(context: Any) -> str:
+    """The address a call came from as Kafka shows a member's host ("/" and the IP address, as
+    Java's InetAddress prints it): from gRPC's peer ("ipv4:127.0.0.1:5000", "ipv6:[::1]:5000");
+    another kind of peer (a unix socket) as gRPC names it; empty when unknown."""
+    peer = context.peer() if context is not None and hasattr(context, "peer") else ""
+    if not peer:
+        return ""
+    kind, _, address = urllib.parse.unquote(peer).partition(":")
+    if kind == "ipv4":
+        return "/" + address.rpartition(":")[0]
+    if kind == "ipv6":
+        return "/" + address.rpartition(":")[0].strip("[]")
+    return peer
 
 
 class GroupRpcs:
@@ -124,7 +140,8 @@ class GroupRpcs:
                 lambda: coordinator.heartbeat(
                     request.group, request.member_id, request.member_epoch,
                     subscription=set(request.subscribed_topics) or None, owned=owned,
-                    instance_id=request.instance_id or None, rebalance_timeout_ms=request.rebalance_timeout_ms or None))
+                    instance_id=request.instance_id or None, rebalance_timeout_ms=request.rebalance_timeout_ms or None,
+                    client_id=request.client_id, client_host=client_host(context)))
             if answer.written is not None:  # a change of membership answers once on disk, as a commit
                 try:
                     await self.core.durable(answer.written.log, answer.written.end_offset)
@@ -183,7 +200,9 @@ class GroupRpcs:
                     member_id=member, member_epoch=described.member_epochs.get(member, 0),
                     subscribed_topics=sorted(described.subscriptions.get(member, ())),
                     owned_partitions=[pb.GroupPartition(topic=t, partition=p) for t, p in sorted(owned) if visible(t)],
-                    instance_id=described.instance_ids.get(member, ""))
+                    instance_id=described.instance_ids.get(member, ""),
+                    client_id=described.clients.get(member, ("", ""))[0],
+                    host=described.clients.get(member, ("", ""))[1])
                 for member, owned in sorted(described.members.items())
             ],
             partitions=rows,

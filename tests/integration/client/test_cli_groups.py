@@ -25,8 +25,8 @@ def test_groups_list_and_describe_show_members_offsets_and_lag(run_cli, make_top
         producer.flush()
     with grpc.insecure_channel(seglog_service.address) as channel:
         stub = pb_grpc.LogServiceStub(channel)
-        joined = stub.Heartbeat(pb.HeartbeatRequest(group="cli-billing", member_epoch=0, subscribed_topics=[topic]),
-                                timeout=10)
+        joined = stub.Heartbeat(pb.HeartbeatRequest(group="cli-billing", member_epoch=0, subscribed_topics=[topic],
+                                                    client_id="billing-7"), timeout=10)
         member, epoch = joined.member_id, joined.member_epoch
         assert {a.partition for a in joined.assignment} == {0, 1, 2}
         stub.CommitOffsets(pb.CommitOffsetsRequest(group="cli-billing", member_id=member, member_epoch=epoch, offsets=[
@@ -50,12 +50,14 @@ def test_groups_list_and_describe_show_members_offsets_and_lag(run_cli, make_top
         assert rows[1] == ["TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "MEMBER"]
         assert rows[2:5] == [[topic, "0", "6", "10", "4", member], [topic, "1", "4", "4", "0", member],
                              [topic, "2", "-", "0", "-", member]]
-        assert rows[6] == ["MEMBER", "EPOCH", "SUBSCRIBED", "ASSIGNMENT"]
-        assert rows[7] == [member, str(epoch), topic, f"{topic}-0,{topic}-1,{topic}-2"]
+        assert rows[6] == ["MEMBER", "EPOCH", "CLIENT-ID", "HOST", "SUBSCRIBED", "ASSIGNMENT"]
+        # The client id the heartbeat carried, the host the service saw it from (Kafka's "/addr").
+        assert rows[7] == [member, str(epoch), "billing-7", "/127.0.0.1", topic, f"{topic}-0,{topic}-1,{topic}-2"]
 
         as_json = json.loads(run_cli("groups", "describe", "cli-billing", "--format", "json").stdout)
         assert as_json["state"] == "Stable" and as_json["members"][0]["member_id"] == member
         assert as_json["members"][0]["member_epoch"] == epoch
+        assert (as_json["members"][0]["client_id"], as_json["members"][0]["host"]) == ("billing-7", "/127.0.0.1")
         assert [(p["partition"], p["committed_offset"], p["log_end_offset"], p["lag"], p["metadata"])
                 for p in as_json["partitions"]] == [(0, 6, 10, 4, "host-a"), (1, 4, 4, 0, ""), (2, -1, 0, -1, "")]
 

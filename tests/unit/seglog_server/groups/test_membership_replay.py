@@ -83,7 +83,8 @@ class Members:
              rebalance_timeout_ms=None):
         answer = self.coordinator.heartbeat(
             group, f"m{index}", epoch, subscription=topics, owned=owned,
-            instance_id=f"i{index}" if static else None, rebalance_timeout_ms=rebalance_timeout_ms)
+            instance_id=f"i{index}" if static else None, rebalance_timeout_ms=rebalance_timeout_ms,
+            client_id=f"consumer-{group}-{index}" if epoch == 0 else None, client_host=f"/10.0.0.{index}")
         self.state[(group, index)] = (answer.member_epoch, answer.assignment)
         return answer
 
