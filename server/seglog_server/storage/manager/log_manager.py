@@ -77,6 +77,7 @@ from . import log_questions
 from .dir_checkpoints import DirCheckpoints
 from .maintenance_jobs import MaintenanceJobs
 from .partition_creation import PartitionCreator, check_partition_count
+from .partition_deletion import PartitionDeleter
 from .log_manager_startup import StartupLoader, check_some_dir_online
 from .remote_maintenance import REMOTE_ORPHAN_GRACE_MS, RemoteMaintenance, no_remote_statistics
 from .remote_uploader import RemoteTierStatistics
@@ -187,6 +188,10 @@ class LogManager:
         )
         self._creator = PartitionCreator(self._registry, fs, online_dirs=self._online_dirs,
                                          open_log=self._open_log, take_dir_offline=self._take_dir_offline)
+        # The cleaner checkpoint has one writer, the cleaner manager (under its checkpoint lock).
+        self._deleter = PartitionDeleter(fs, self._counters, self._checkpoints,
+                                         drop_cleaner_offsets=self._cleaner.drop_checkpoints,
+                                         take_dir_offline=self._take_dir_offline)
         self._jobs = MaintenanceJobs(
             self._registry, self._counters, clock, self._checkpoints, online_dirs=self._online_dirs,
             take_dir_offline=self._take_dir_offline, expire_snapshots=self._cleaner.expire_snapshots)
@@ -460,7 +465,7 @@ class LogManager:
                 served = [self._registry.find(tp) for tp in entry.partitions()]
                 self._remote.deletions.record(topic, served, self._now_ms())
             partitions = self._registry.remove_topic(topic)
-            failures = self._rename_for_deletion(partitions)
+            failures = self._deleter.delete(partitions)  # partition_deletion.py
             for tp, _ in partitions:  # waiters on them wake up and find the topic gone
                 self._announce_change(tp.topic, tp.partition)
             # Their links would keep the deleted segments' disk space until snapshot_ttl_ms.
@@ -474,50 +479,6 @@ class LogManager:
     def _is_live_topic(self, topic: str, topic_id: str) -> bool:
         entry = self._registry.topic(topic)
         return entry is not None and entry.topic_id == topic_id
-
-    def _rename_for_deletion(
-        self, partitions: list[tuple[TopicPartition, PartitionEntry]]
-    ) -> dict[LogDir, BaseException]:
-        """Renames every partition first and makes the renames durable in every directory before
-        anything is removed: after a crash, any surviving "-delete" directory tells start-up to
-        finish the job (same topic.id), so the topic cannot come back half-deleted."""
-        renamed: dict[LogDir, list[str]] = {}
-        failures: dict[LogDir, BaseException] = {}
-        for tp, partition in partitions:
-            close_quietly(partition.log)
-            target = os.path.join(partition.log_dir.path, delete_dir_name(tp))
-            try:
-                self._fs.replace(partition.path, target)
-            except OSError as exc:
-                failures[partition.log_dir] = exc
-                continue
-            renamed.setdefault(partition.log_dir, []).append(target)
-        for log_dir in list(renamed):
-            try:
-                self._fs.fsync_dir(log_dir.path)
-            except OSError as exc:
-                if is_exhaustion(exc):  # no descriptor for the directory: the next fsync covers it
-                    _log.warning("deleting partitions in %s: %s", log_dir.path, exc)
-                    continue
-                failures[log_dir] = exc
-                del renamed[log_dir]
-        for log_dir, paths in renamed.items():
-            gone = [tp for tp, p in partitions if p.log_dir is log_dir]
-            # Removal first: on a full disk this is what frees space, and the checkpoints
-            # (which need a block or two) can only be written after it.
-            log_dir.schedule_delete_dirs(paths)
-            try:
-                self._counters.delete_dirs_removed += log_dir.remove_pending_delete_dirs()
-                self._checkpoints.write_both(log_dir)
-                self._drop_cleaner_offsets(log_dir, gone)
-            except OSError as exc:
-                if is_exhaustion(exc):
-                    _log.warning("after deleting partitions of %s: %s (retried by maintenance)", log_dir.path, exc)
-                    continue
-                failures[log_dir] = exc
-        for log_dir, exc in failures.items():
-            self._take_dir_offline(log_dir, f"deleting a partition failed: {exc}")
-        return failures
 
     def partition_dir(self, topic: str, partition: int) -> str:
         """The directory of a partition held here (a partition move stages its copy beside it).
@@ -650,12 +611,6 @@ class LogManager:
         if self._state != _RUNNING:
             raise LogDirOfflineError(f"the log manager is {self._state}, not serving {tp}")
         raise self._registry.missing_error(tp)
-
-    # ---------------------------------------------------------------------------------------
-    # cleaner checkpoint: written by one writer, the cleaner manager (under its checkpoint lock)
-    # ---------------------------------------------------------------------------------------
-    def _drop_cleaner_offsets(self, directory: LogDir, gone: list[TopicPartition]) -> None:
-        self._cleaner.drop_checkpoints(directory, gone)
 
     # ---------------------------------------------------------------------------------------
     # offline cleaning (log_cleaner_manager.py)
