@@ -10,6 +10,7 @@ number per partition, and answers a list in the same order.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypeVar
@@ -256,6 +257,13 @@ class AsyncAdmin:
         if not group:
             raise ValueError("group id is empty")
         response = await self._at_coordinator(group, lambda t: t.describe_group(pb.DescribeGroupRequest(group=group)))
+        ends = await self._owners_log_ends(
+            [TopicPartition(p.topic, p.partition) for p in response.partitions if p.log_end_offset < 0])
+        for p in response.partitions:
+            end = ends.get(TopicPartition(p.topic, p.partition))
+            if end is not None:  # a partition another instance owns: its end from the owner
+                p.log_end_offset = end
+                p.lag = end - p.committed_offset if p.committed_offset >= 0 else -1
         return GroupDescription(
             group=response.group,
             state=response.state,
@@ -274,6 +282,26 @@ class AsyncAdmin:
                 for p in response.partitions
             ),
         )
+
+    async def _owners_log_ends(self, partitions: Sequence[TopicPartition]) -> dict[TopicPartition, int]:
+        """The log end offsets of partitions the coordinator could not tell (cluster mode: owned
+        by another instance), asked of their owners as ``latest_offsets`` asks (the lookup follows
+        each partition's owner, with this client's credentials). One request for all; should it
+        fail (a partition offline, unknown or its owner away), each on its own, a failing one
+        left out (its end stays -1)."""
+        if not partitions:
+            return {}
+        try:
+            found = await self.offsets_for_times_many([(tp, LATEST_TIMESTAMP) for tp in partitions])
+            return {tp: hit.offset for tp, hit in zip(partitions, found) if hit is not None}
+        except SeglogError:
+            ends: dict[TopicPartition, int] = {}
+            for tp in partitions:
+                with contextlib.suppress(SeglogError):
+                    [hit] = await self.offsets_for_times_many([(tp, LATEST_TIMESTAMP)])
+                    if hit is not None:
+                        ends[tp] = hit.offset
+            return ends
 
     async def delete_group(self, group: str) -> int:
         """Deletes a group without members and its committed offsets (``kafka-consumer-groups
