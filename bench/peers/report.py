@@ -299,6 +299,21 @@ What works:
   4,000 records at load 14). The synchronous `Consumer` in stream mode now polls from its own
   thread once the streams run (a task, a timer and two thread wake-ups fewer a poll); at load
   10-17 the change is within the noise (p50 14.4x before, 14.0x after, 10 repeats each).
+- The consumer's half of the tail, step by step (`.venv/bin/python bench/bench_tail_steps.py --runs 5
+  --tree A --tree B`: the goal-3 workload with monotonic stamps from the storage's append
+  announcement to poll's return, per record; A and B `git archive` trees of the service before and
+  after the change below, interleaved run by run). At load 7 on 2 CPUs (one run): 5.8 ms from the
+  record's creation to poll's return (p50), 3.7 ms of it before the append (the producer's half),
+  1.6 ms after: 0.36 to the Consume stream's read, 0.04 to its write, 0.23 for the write to
+  return, 0.18 to the client's receipt, 0.39 from there to poll's return (the loop thread's
+  absorption, the reading thread's wake-up and decode; some 35 us of that is CPU). A Consume stream
+  of an admitted call (every call) woke three loop turns after the append (a task around the wait,
+  then asyncio.wait's callback), a Fetch long poll two: both now one, every wait parking a future
+  of its own that the append, its timer or a policy reload completes. 5 interleaved runs at load
+  22-26: append -> poll p50 3.25 ms before, 1.74 ms after (append -> read 0.50 -> 0.34 ms), the
+  producer's half 6.1 and 3.2 ms, so the consumer's share stays about a third and the noise is
+  as large as the change; `bench.peers --workloads latency`, 2 x 3 repeats each, A/B interleaved,
+  load 16-22: p50 23.3x the floor before, 20.2x after (floor p50 0.34-0.36 ms).
 - The independent harness's produce 1.5-2.6x and read 1.26-1.29x Redis: it ran the client with its
   defaults, Kafka's batch.size of 16 KiB (about 120 of these records a batch), where bench/peers
   tunes the producer to 512 KiB batches. Per-batch costs then dominate, on both sides (the CPU per
@@ -308,6 +323,11 @@ What works:
 
 What remains:
 
+- The consumer's half of the tail (1.6 ms p50 at load 7) is thread and process wake-ups more
+  than CPU: a push crosses the service's loop, its write's completion, grpc's poller and the
+  client's loop before the reading thread wakes, each a run-queue wait on 2 busy CPUs. Reading the
+  sync `Consumer`'s stream in its own thread (grpc's synchronous API: no loop hop), or a push
+  written before the producer's acknowledgement on the service's loop, are what is left to try.
 - Goal 3 needs a quiet machine to be judged at all (`--workloads latency`, a minute a run); then
   the CPU per record of the acknowledgement path (a request per record at `linger_ms=0`: the
   sender's task, the stream's write lock and its completion hop, the service's ProduceStream
