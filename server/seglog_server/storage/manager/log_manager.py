@@ -88,15 +88,14 @@ from .log_manager_statistics import (
     PartitionDescription,
     TopicDescription,
     build_statistics,
+    describe_partition,
 )
 from ..format.topic_metadata import (
-    TOPIC_METADATA_FILE_NAME,
     TopicMetadata,
     new_topic_id,
 )
 from ..base.topic_partition import (
     TopicPartition,
-    delete_dir_name,
     validate_topic,
 )
 from ..dirs.topic_registry import (
@@ -504,25 +503,8 @@ class LogManager:
             found = self._registry.find(tp)
             if found is None:
                 raise self._registry.missing_error(tp)
-            properties = os.path.join(found.path, TOPIC_METADATA_FILE_NAME)
-            with open(properties, "rb") as source:
-                self._fs.write_atomically(os.path.join(staged, TOPIC_METADATA_FILE_NAME), source.read())
-            close_quietly(found.log)
-            retired = os.path.join(found.log_dir.path, delete_dir_name(tp))
-            try:
-                self._fs.replace(found.path, retired)
-                self._fs.replace(staged, found.path)
-                self._fs.fsync_dir(found.log_dir.path)
-                log = self._open_log(found.path, tp, found.log.config, had_clean_shutdown=False,
-                                     recovery_point=0, log_start_offset=log_start_offset)
-            except IO_ERRORS as exc:
-                self._take_dir_offline(found.log_dir, f"installing a copy of {tp} failed: {exc}")
-                raise LogDirOfflineError(f"installing a copy of {tp} in {found.log_dir.path} failed: {exc}") from exc
-            found.log = log
-            found.log_dir.schedule_delete_dirs([retired])
+            log = self._creator.install(tp, found, staged, log_start_offset)  # partition_creation.py
             self._announce_change(topic, partition)
-            _log.info("partition %s installed from a copy: offsets %d..%d, %d segments", tp,
-                      log.log_start_offset, log.log_end_offset, log.segment_count)
             return log
 
     def list_topics(self) -> list[tuple[str, int]]:
@@ -535,7 +517,7 @@ class LogManager:
         return TopicDescription(
             topic=topic,
             config=entry.config,
-            partitions=[_describe_partition(p, partition) for p, partition in online],
+            partitions=[describe_partition(p, partition) for p, partition in online],
             offline_partitions=offline,
         )
 
@@ -830,21 +812,3 @@ def _check_no_duplicate_dirs(log_dirs: Iterable[str]) -> None:
         if real in seen:
             raise InvalidConfigError(f"duplicate log directory: {path!r} and {seen[real]!r}")
         seen[real] = path
-
-
-def _describe_partition(number: int, partition: PartitionEntry) -> PartitionDescription:
-    log = partition.log
-    tier = log.remote_tier
-    remote = tier.segments() if tier is not None else []
-    return PartitionDescription(
-        partition=number,
-        log_start_offset=log.log_start_offset,
-        log_end_offset=log.log_end_offset,
-        high_watermark=log.high_watermark,
-        size_bytes=log.size_in_bytes,
-        segment_count=log.segment_count,
-        log_dir=partition.log_dir.path,
-        local_log_start_offset=log.local_log_start_offset,
-        remote_segment_count=len(remote),
-        remote_size_bytes=sum(m.segment_bytes for m in remote),
-    )

@@ -33,6 +33,7 @@ __all__ = [
     "RecoveryStatistics",
     "TopicDescription",
     "build_statistics",
+    "describe_partition",
 ]
 
 
@@ -49,6 +50,25 @@ class PartitionDescription:
     local_log_start_offset: int = 0
     remote_segment_count: int = 0
     remote_size_bytes: int = 0
+
+
+def describe_partition(number: int, partition: PartitionEntry) -> PartitionDescription:
+    """DescribeTopic's answer for one served partition (its log's offsets, sizes and tier)."""
+    log = partition.log
+    tier = log.remote_tier
+    remote = tier.segments() if tier is not None else []
+    return PartitionDescription(
+        partition=number,
+        log_start_offset=log.log_start_offset,
+        log_end_offset=log.log_end_offset,
+        high_watermark=log.high_watermark,
+        size_bytes=log.size_in_bytes,
+        segment_count=log.segment_count,
+        log_dir=partition.log_dir.path,
+        local_log_start_offset=log.local_log_start_offset,
+        remote_segment_count=len(remote),
+        remote_size_bytes=sum(m.segment_bytes for m in remote),
+    )
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,5 @@
-"""Creating a topic's partitions across the log directories: Kafka's placement (each partition to
+"""Creating a topic's partitions across the log directories (and installing a partition move's
+copy in place of a partition's log): Kafka's placement (each partition to
 the online directory with the fewest partitions, ties broken by the configured order,
 ``nextLogDirs``), each partition's directory with its ``topic.properties``, the directories'
 entries made durable, and the partitions registered only if every one was created.
@@ -14,15 +15,16 @@ LogDirOfflineError, anything else is raised as it came.
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Callable
 
 from ..base.errors import InvalidConfigError, LogDirOfflineError, TopicExistsError
 from ..base.fs import FileSystem
 from ..base.io_errors import exhaustion_error
-from ..base.topic_partition import PARTITION_COUNT_MAX, TopicPartition, partition_path
+from ..base.topic_partition import PARTITION_COUNT_MAX, TopicPartition, delete_dir_name, partition_path
 from ..dirs.log_dir import LogDir, remove_tree
 from ..dirs.topic_registry import IO_ERRORS, PartitionEntry, TopicEntry, TopicRegistry, close_quietly
-from ..format.topic_metadata import TopicMetadata, write_topic_metadata
+from ..format.topic_metadata import TOPIC_METADATA_FILE_NAME, TopicMetadata, write_topic_metadata
 from ..log.unified_log import Log
 
 __all__ = ["PartitionCreator", "check_partition_count"]
@@ -86,6 +88,30 @@ class PartitionCreator:
                 ) from exc
             raise
         self._registry.add(topic, created)
+
+    def install(self, tp: TopicPartition, found: PartitionEntry, staged: str, log_start_offset: int) -> Log:
+        """Replaces ``found``'s log with the segment files in ``staged`` (LogManager.install_partition
+        says how); ``found.log`` is the new log on return. An I/O error takes the directory offline
+        and raises LogDirOfflineError."""
+        properties = os.path.join(found.path, TOPIC_METADATA_FILE_NAME)
+        with open(properties, "rb") as source:
+            self._fs.write_atomically(os.path.join(staged, TOPIC_METADATA_FILE_NAME), source.read())
+        close_quietly(found.log)
+        retired = os.path.join(found.log_dir.path, delete_dir_name(tp))
+        try:
+            self._fs.replace(found.path, retired)
+            self._fs.replace(staged, found.path)
+            self._fs.fsync_dir(found.log_dir.path)
+            log = self._open_log(found.path, tp, found.log.config, had_clean_shutdown=False,
+                                 recovery_point=0, log_start_offset=log_start_offset)
+        except IO_ERRORS as exc:
+            self._take_dir_offline(found.log_dir, f"installing a copy of {tp} failed: {exc}")
+            raise LogDirOfflineError(f"installing a copy of {tp} in {found.log_dir.path} failed: {exc}") from exc
+        found.log = log
+        found.log_dir.schedule_delete_dirs([retired])
+        _log.info("partition %s installed from a copy: offsets %d..%d, %d segments", tp,
+                  log.log_start_offset, log.log_end_offset, log.segment_count)
+        return log
 
     def _place(self, partition_count: int) -> list[LogDir]:
         """Kafka's placement: each partition to the online dir with the fewest partitions."""
