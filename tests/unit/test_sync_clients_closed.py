@@ -45,6 +45,21 @@ def test_made_and_closed_in_a_thread():
     assert made[0]._released
 '''
 
+_HELPER = '''
+from seglog import Admin
+
+def admin_of(address):
+    return Admin(address)
+'''
+
+_USES_A_LEAKY_HELPER = '''
+from leaky_helper import admin_of
+
+def test_gets_its_admin_from_a_helper():
+    admin = admin_of("127.0.0.1:1")
+    assert admin is not None
+'''
+
 _SHARED_FIXTURE = '''
 import pytest
 from seglog import Admin
@@ -85,3 +100,10 @@ def test_closed_clients_pass_and_only_the_leaking_module_errors(tmp_path):
 def test_a_client_of_a_shared_fixture_is_not_judged_by_the_module_using_it(tmp_path):
     run = _run(tmp_path, {"test_uses_shared.py": _USES_SHARED}, _SHARED_FIXTURE)
     assert run.returncode == 0 and "1 passed" in run.stdout, run.stdout + run.stderr
+
+
+def test_a_client_a_helper_made_for_the_module_and_left_open_is_a_warning_naming_the_calling_line(tmp_path):
+    run = _run(tmp_path, {"leaky_helper.py": _HELPER, "test_via_helper.py": _USES_A_LEAKY_HELPER})
+    assert run.returncode == 0 and "1 passed, 1 warning" in run.stdout, run.stdout + run.stderr
+    assert "test_via_helper.py: 1 sync client(s) left open at the module's end" in run.stdout, run.stdout
+    assert "Admin made by a helper called at line 5" in run.stdout, run.stdout
