@@ -320,6 +320,17 @@ What works:
   record of each, from this run, is under the goal table); a log of 16 KiB batches also reads
   slower. The harness is right about the defaults: the run now measures them too (the 'every
   client default' rows of the goal table), and its poll_batches reads are the client's fastest.
+- Produce with every client default: a partition's ready batches go in one ProduceStream message
+  (`more`; as many as its window has room for, 5), each admitted, appended or refused as a
+  message of its own and answered in its slot, so order, idempotence and per-batch errors hold
+  (the service says `seglog-stream-batches-max`, 16, at open; an older one gets a message a batch).
+  Profiled (py-spy, cProfile): grpc.aio's per-message cost was most of a 16 KiB batch's on both
+  sides (an empty grpc.aio stream costs about the same a message at 16 and 64 KiB), and
+  `send_many` sized its slice's rest again at each wait for buffer space (11x its records): now
+  once. `.venv/bin/python bench/bench_produce_defaults.py --records 300000 --repeats 2 --read`,
+  before and after run alternately, 3 runs each, load 13-22 on 2 CPUs: CPU a record 5.1-5.7 us
+  of client and 3.4-4.0 of service before, 2.0-2.8 and 1.7-2.4 after; 86-110 k records/s before,
+  88-197 k after. Redis ran at 15-23 k/s at that load (86 k quiet), so the ratio awaits a quiet run.
 
 What remains:
 
@@ -328,11 +339,13 @@ What remains:
   client's loop before the reading thread wakes, each a run-queue wait on 2 busy CPUs. Reading the
   sync `Consumer`'s stream in its own thread (grpc's synchronous API: no loop hop), or a push
   written before the producer's acknowledgement on the service's loop, are what is left to try.
-- Goal 3 needs a quiet machine to be judged at all (`--workloads latency`, a minute a run); then
-  the CPU per record of the acknowledgement path (a request per record at `linger_ms=0`: the
-  sender's task, the stream's write lock and its completion hop, the service's ProduceStream
-  handling) is what to cut, and the measured ratio against the floor tells whether the thread
-  hops or the CPU bound it.
+- Goal 3 needs a quiet machine to be judged at all (`--workloads latency`, a minute a run). The
+  acknowledgement one record at a time (`Producer(linger_ms=0)`, 3,000 records, load 19-21): p50
+  1.9-2.8x the floor; the client's loop thread spends 350-420 us of CPU a record where the floor's
+  client spends 100-140 us a round trip: grpc.aio's `_write` alone about 245 us (80 in the
+  floor, the same size of message; its reader task awaiting a read meanwhile is the difference
+  left to test) and some 10 loop turns a record against 3-4. Starting the request from the
+  caller's thread a turn sooner changed nothing measurable (not kept).
 - Goals 2 and 3 (p50 within 1.2x and 1.5x of the floor) are not met: the remaining gap is the
   Python RPC layers on both sides and the storage search (22-34 us a single lookup), each of the
   size of the floor's own per-message cost on this machine.
@@ -346,9 +359,10 @@ What remains:
 - Lookups measured right after a large produce ran at a fraction of their rate while the topic's
   flush (an fdatasync of the ~130 MB just written) ran on the storage pool: the benchmark now
   waits for it; why lookups slow down so much during a flush is not yet known.
-- Goal 4 with every client default: per-batch costs in the producer (client and service) and the
-  consumer at 16 KiB batches; a larger default batch.size for `send_many` (whose records are all
-  at hand) would close most of it, at the cost of Kafka's default carrying over.
+- Goal 4 with every client default: the produce's ratio to Redis on a quiet machine (CPU a record
+  now 2.0-2.8 us client, 1.7-2.4 service, against 1.1 and 0.8 with 512 KiB batches: the
+  per-batch build, window and append remain); the catch-up read of a log of 16 KiB batches
+  (client CPU 1.9-2.9 us a record, unchanged) was not worked on.
 - The figures above come from a machine shared with other engineers' test runs (the load is in
   the run's section): rerun on a quiet machine for figures to quote.
 """
