@@ -7,8 +7,9 @@
 ``--storage`` measures the storage alone, in this process (thread CPU per lookup, the median of
 five interleaved repeats, on a million records in 291 batches of 3,436 and in 10,000 batches of
 100): single lookups and batched ones (100 and 1,000 targets a call), with the segments' batch
-directories and record-time tables from 64 records a batch, with tables from 256, and as before
-the directories (tables from 256, every target searched through the indexes and a header scan).
+directories (built by the warm-up's batched calls; single lookups use them too) and record-time
+tables from 64 records a batch, with tables from 256, and as before the directories (tables from
+256, every target searched through the indexes and a header scan).
 Run from the repository's root with ``PYTHONPATH=.`` (it builds its logs with the tests' helpers).
 
 Starts a service (``python -m seglog_server``, fresh data directory), produces ``--records``

@@ -3,10 +3,11 @@ RecordBatchBuilder, logs in tmp_path with a FakeClock and synchronous background
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import struct
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 from seglog.records import (
     ATTRIBUTES_OFFSET,
@@ -186,3 +187,21 @@ def poke(path: str, position: int, packer: struct.Struct, value: int) -> None:
         os.pwrite(fd, packer.pack(value), position)
     finally:
         os.close(fd)
+
+
+@contextlib.contextmanager
+def scans_only(log: Log) -> Iterator[None]:
+    """Lookups by time inside the block search through the indexes and header scans only, as if
+    no segment had a batch directory (the per-target oracle the directory's answers are held to);
+    each segment's directory is back afterwards."""
+    from seglog_server.storage.segment import log_segment
+
+    saved = [(segment, segment._directory_ref, segment._directory_targets, segment._directory_refused)
+             for segment in log._local.segments.values()]
+    for segment, *_ in saved:
+        segment._directory_ref, segment._directory_refused = log_segment._no_directory, True
+    try:
+        yield
+    finally:
+        for segment, ref, targets, refused in saved:
+            segment._directory_ref, segment._directory_targets, segment._directory_refused = ref, targets, refused

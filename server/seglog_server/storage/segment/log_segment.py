@@ -655,6 +655,11 @@ class LogSegment:
             watch = stopwatch("offsets_for_times", mark_faults=True)
         else:
             watch.restart(mark_faults=True)
+        if self._directory_ref() is not None:  # batched lookups built one: it answers (never built here)
+            directory = self._batch_directory(1)
+            if directory is not None:
+                watch.lap_faults("index_search", "index_lookup")
+                return self._find_in_directory(directory, [timestamp_ms], starting_offset, watch)[0]
         entry = self._time_index.lookup(timestamp_ms)
         position = self._offset_index.lookup(max(entry.offset, starting_offset)).position
         watch.lap_faults("index_search", "index_lookup")

@@ -12,7 +12,7 @@ import struct
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from tests.support.log_test_support import NOW_MS, batch, config, open_log, poke
+from tests.support.log_test_support import NOW_MS, batch, config, open_log, poke, scans_only
 
 from seglog.records import LENGTH_OFFSET, Compression, iter_batches
 from seglog_server.storage.base.clock import FakeClock
@@ -44,16 +44,18 @@ def budget(monkeypatch):
 
 
 def per_target(log, targets):
-    return [log.offset_for_timestamp(target) for target in targets]
+    with scans_only(log):
+        return [log.offset_for_timestamp(target) for target in targets]
 
 
 def outcomes_alone(log, targets):
     found = []
-    for target in targets:
-        try:
-            found.append(log.offset_for_timestamp(target))
-        except StorageError as exc:
-            found.append(type(exc))
+    with scans_only(log):
+        for target in targets:
+            try:
+                found.append(log.offset_for_timestamp(target))
+            except StorageError as exc:
+                found.append(type(exc))
     return found
 
 
@@ -226,7 +228,7 @@ def test_a_batch_refused_by_the_walk_ends_the_directory_and_later_targets_fail_a
     assert [found.offset for found in outcomes[:2]] == [3, 19]
     assert isinstance(outcomes[2], CorruptSegmentError)
     with pytest.raises(CorruptSegmentError):
-        log.offset_for_timestamp(NOW_MS + 25)
+        log.offset_for_timestamp(NOW_MS + 25)  # from the directory too: past its end, the scans
 
 
 # -- failing reads and the budget ------------------------------------------------------------------
@@ -348,3 +350,19 @@ def test_the_walk_stops_once_the_directory_outgrows_its_cap(tmp_path, clock, bud
     targets = [NOW_MS + t for t in range(0, 5000, 37)]
     assert log.offsets_for_timestamps(targets) == per_target(log, targets)
     assert log._local.segments.at(-1)._directory_refused and len(made) == 0
+
+
+def test_a_single_lookup_uses_a_directory_batched_lookups_built_and_builds_none(tmp_path, clock, budget):
+    budget()
+    fs = FailingFs()
+    log = small_log(tmp_path, clock, fs)
+    assert [log.offset_for_timestamp(NOW_MS + t).offset for t in (5, 155)] == [5, 155]
+    assert directory_of(log) is None  # single lookups alone build none
+    targets = [NOW_MS + t for t in range(0, 300, 13)]
+    log.offsets_for_timestamps(targets)
+    assert directory_of(log) is not None
+    fs.preads = 0
+    assert [log.offset_for_timestamp(target) for target in targets] == per_target(log, targets)
+    assert fs.preads == 2 * len(targets)  # the directory's: one read of each (small) batch; the oracle's: one too
+    fs.fail = 1
+    assert log.offset_for_timestamp(NOW_MS + 77) == per_target(log, [NOW_MS + 77])[0]  # a failed read: the scans
