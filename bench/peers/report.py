@@ -264,11 +264,13 @@ What works:
   the table's bisection; what the directory cannot answer (a batch below the log start's, past a
   batch its walk refused, a failed read) goes to the scans. Proven equal to the per-target search by
   Hypothesis across appends after the build, truncation, a log start inside the log, rolls and
-  damaged files (`tests/unit/seglog_server/storage/segment/test_batch_directory.py`). Storage CPU a
+  damaged files (`tests/unit/seglog_server/storage/segment/test_batch_directory.py`). A single
+  lookup uses a segment's directory once batched lookups built one (it builds none). Storage CPU a
   target, 100 targets a call (`PYTHONPATH=. .venv/bin/python bench/bench_batched_lookup.py
   --storage`, medians of 5 interleaved repeats, load 8-10 on 2 CPUs): 291 batches of 3,436 records
   26.1 us before, 10.1 us after; 10,000 batches of 100 records 29.5 us before, 12.1 us after
-  (16.9 us with tables from 256 records). End to end (`.venv/bin/python
+  (16.9 us with tables from 256 records); at load 22, single lookups 48.7 and 43.0 us before,
+  21.5 and 16.8 us after. End to end (`.venv/bin/python
   bench/bench_batched_lookup.py --records 1000000 --lookups 20000 --per-request 100 --runs 3`,
   the service before and after run alternately, twice, load 9-25): large batches 10,363 and 21,423
   lookups/s before, 29,979 and 35,663 after; small batches 7,446 and 13,716 before, 32,907 and
@@ -352,10 +354,9 @@ What remains:
 - Goal 1: with the batch directory a target's storage search is a bisection, a 61-byte read and a
   table's bisection, some 10 us of Python at load 8-10 (a run of calls each: the table cache's
   lookup, the header check, the answer objects); moving that run into C, or trusting the
-  directory's entry without the header read, would take most of it. Single lookups do not use the
-  directory yet (22-39 us: the index searches and scans); once a segment has one they could, with
-  the per-target oracle of the tests kept off it. The rest of each lookup's cost is the client's
-  routing and the adapter's per-target conversions.
+  directory's entry without the header read, would take most of it. A segment only asked single
+  lookups builds no directory (they keep the index searches and scans). The rest of each lookup's
+  cost is the client's routing and the adapter's per-target conversions.
 - Lookups measured right after a large produce ran at a fraction of their rate while the topic's
   flush (an fdatasync of the ~130 MB just written) ran on the storage pool: the benchmark now
   waits for it; why lookups slow down so much during a flush is not yet known.
