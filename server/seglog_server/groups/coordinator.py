@@ -38,7 +38,6 @@ No gRPC here: the rpc layer (rpc/group_rpcs.py) converts requests and maps error
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import threading
 import uuid
@@ -211,7 +210,7 @@ class GroupCoordinator:
 
     def _save(self, group: str) -> _Saved:
         members = self._groups.get(group)
-        return _Saved(group, copy.deepcopy(members), self._rebalances.get(group),
+        return _Saved(group, None if members is None else members.copy(), self._rebalances.get(group),
                       self._offsets.state_of(group).consumer_group_records(group))
 
     def _put_back(self, saved: _Saved) -> None:
@@ -219,7 +218,7 @@ class GroupCoordinator:
         if saved.members is None:
             self._groups.pop(saved.group, None)
         else:
-            self._groups[saved.group] = copy.deepcopy(saved.members)
+            self._groups[saved.group] = saved.members.copy()
         if saved.rebalances is None:
             self._rebalances.pop(saved.group, None)
         else:

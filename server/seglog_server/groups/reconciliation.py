@@ -37,6 +37,7 @@ member restored after a coordinator restart has a whole session timeout to come 
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Set
 from dataclasses import dataclass, field
 
@@ -202,6 +203,18 @@ class GroupReconciliation:
         return GroupSnapshot(self.group_epoch, dict(self._partition_counts),
                              {m: member.snapshot() for m, member in sorted(self._members.items())},
                              {m: t for m, t in sorted(self._target.items())})
+
+    def copy(self) -> GroupReconciliation:
+        """An independent copy, deadlines included (what a failed write puts back): the members'
+        mutable parts copied, their frozen ones shared."""
+        copied = GroupReconciliation.__new__(GroupReconciliation)
+        copied.group, copied.group_epoch = self.group, self.group_epoch
+        copied._session_timeout_ms = self._session_timeout_ms
+        copied._partition_counts = dict(self._partition_counts)
+        copied._target = dict(self._target)
+        copied._members = {m: dataclasses.replace(member, owned=set(member.owned))
+                           for m, member in self._members.items()}
+        return copied
 
     @classmethod
     def restore(cls, group: str, snapshot: GroupSnapshot, now_ms: int, *,
