@@ -159,3 +159,44 @@ def test_a_frozen_store_answers_remote_reads_unavailable_and_nothing_else_waits(
                    "uploads resumed after the store came back")
     finally:
         service.stop()
+
+
+def test_a_start_with_the_store_frozen_is_ready_at_once_and_lists_it_once_it_answers(weed, tmp_path):
+    """Three tiered topics, the store frozen (SIGSTOP) across a restart: the service is ready
+    without a store call per log (each would wait the uploader's 36 s deadline, past the
+    helper's 30 s start timeout), produce and local reads work, reads below the local start
+    answer UNAVAILABLE; after SIGCONT they answer the bytes."""
+    service = start_service(tmp_path, weed)
+    topics = ["frozen-start-a", "frozen-start-b", "frozen-start-c"]
+    try:
+        for topic in topics:
+            service.stub.CreateTopic(pb.CreateTopicRequest(topic=topic, partitions=1, configs=TIERED))
+            produce(service.stub, topic, 20)
+        wait_until(lambda: all(fully_tiered(service, t) for t in topics),
+                   "closed segments uploaded and deleted locally")
+        before = {t: fetch_each(service.stub, t, [0])[0].records for t in topics}
+        assert service.stop() == 0, service.log()
+        weed.pause()
+        try:
+            service.start()
+            for topic in topics:
+                with pytest.raises(grpc.RpcError) as info:
+                    service.stub.Fetch(pb.FetchRequest(topic=topic, offset=0), timeout=CALL_TIMEOUT_S)
+                assert info.value.code() == grpc.StatusCode.UNAVAILABLE, info.value.details()
+                assert "object store" in info.value.details(), info.value.details()
+                produce(service.stub, topic, 1, start=20)  # produce goes on
+                end = service.stub.Fetch(pb.FetchRequest(topic=topic, offset=20), timeout=CALL_TIMEOUT_S)
+                assert [r.offset for r in records_of(end)] == [20]  # and local reads
+        finally:
+            weed.resume()
+
+        def remote_reads_answer() -> bool:
+            try:
+                return all(fetch_each(service.stub, t, [0])[0].records == before[t] for t in topics)
+            except grpc.RpcError as error:
+                assert error.code() == grpc.StatusCode.UNAVAILABLE, error.details()
+                return False
+
+        wait_until(remote_reads_answer, "the remote segments listed once the store answers")
+    finally:
+        service.stop()

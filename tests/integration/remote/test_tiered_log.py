@@ -11,7 +11,7 @@ from tests.support.log_test_support import batch
 from tests.support.s3_server import WeedServer
 
 from seglog_server.storage.base.clock import FakeClock
-from seglog_server.storage.base.errors import InvalidConfigError
+from seglog_server.storage.base.errors import InvalidConfigError, RemoteStorageUnavailableError
 from seglog_server.storage.manager.log_manager import LogManager, MaintenanceIntervals
 from seglog_server.storage.remote import ObjectStore, RemoteLogSegmentState, RemoteStorageManager
 
@@ -85,6 +85,13 @@ def test_a_restart_derives_the_uploaded_offset_and_log_start_from_the_store(weed
     manager, _ = manager_for(tmp_path, weed.endpoint, prefix, clock)
     try:
         log = manager.get_log("t", 0)
+        # Opening the log asks the store nothing: until the remote pass lists its segments, the
+        # log start is the local one and what lies below it is unknown (UNAVAILABLE), not gone.
+        assert not log.remote_tier.listed and log.log_start_offset == local_start
+        with pytest.raises(RemoteStorageUnavailableError, match="has not listed"):
+            log.read(0, 1 << 20)
+        assert log.read(local_start, 1 << 20).records
+        manager.run_remote_pass()
         assert log.remote_tier.highest_uploaded_offset == uploaded
         assert log.log_start_offset == 0 and log.local_log_start_offset == local_start
         assert log.read(0, 1 << 20).records
@@ -144,6 +151,52 @@ def test_a_stopped_store_stalls_nothing_and_uploads_resume_when_it_is_back(tmp_p
             run_passes(manager)
             assert rsm.metadata.list(stored(rsm, "t", 0)) and log.segment_count == 1
             assert log.remote_tier.last_error is None
+        finally:
+            manager.shutdown()
+    finally:
+        server.stop()
+
+
+def test_a_start_with_the_store_down_asks_it_nothing_and_a_pass_lists_once(tmp_path):
+    """Opening tiered logs makes no store call; a remote pass with the store down tries one
+    listing, not one per tiered log; once it is back, the next pass lists every log."""
+    store_dir = tmp_path / "store"
+    store_dir.mkdir()
+    server = WeedServer.start(str(store_dir))
+    clock = FakeClock()
+    topics = ["a", "b", "c"]
+    try:
+        ObjectStore(store_config(server.endpoint, "")).create_bucket()
+        limits = {"attempts_max": 1, "connect_timeout_s": 0.5, "read_timeout_s": 1.0}
+        manager, _ = manager_for(tmp_path, server.endpoint, "p", clock, **limits)
+        for topic in topics:
+            manager.create_topic(topic, 1, TIERED)
+            produce(manager.get_log(topic, 0), clock, 10)
+        run_passes(manager)
+        run_passes(manager)
+        local_starts = {t: manager.get_log(t, 0).local_log_start_offset for t in topics}
+        assert all(start > 0 for start in local_starts.values())
+        manager.shutdown()
+        server.stop()
+        manager, rsm = manager_for(tmp_path, server.endpoint, "p", clock, **limits)
+        try:
+            assert sum(rsm.store.error_counts.values()) == 0  # the start asked the store nothing
+            manager.run_remote_pass()
+            assert sum(rsm.store.error_counts.values()) == 1  # one listing tried, for three logs
+            for topic in topics:
+                log = manager.get_log(topic, 0)
+                assert not log.remote_tier.listed
+                with pytest.raises(RemoteStorageUnavailableError):
+                    log.read(0, 1 << 20)
+                log.append(batch(b"more", timestamps=clock.time_ms()))  # produce goes on
+                assert log.read(local_starts[topic], 1 << 20).records  # and local reads
+            server.launch()
+            clock.advance(120_000)  # past the backoff of the tier whose listing failed
+            manager.run_remote_pass()
+            for topic in topics:
+                log = manager.get_log(topic, 0)
+                assert log.remote_tier.listed and log.log_start_offset == 0
+                assert log.read(0, 1 << 20).records
         finally:
             manager.shutdown()
     finally:

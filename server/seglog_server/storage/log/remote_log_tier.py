@@ -9,7 +9,9 @@ segments are in the object store, copying the next ones, and the whole log's ret
   leaves an orphan). The store failing (``RemoteStorageUnavailableError``) stops the pass and
   backs off exponentially (1 s doubling to 60 s); produce and local reads never wait for it.
 - **The highest uploaded offset** is derived from ``RemoteLogMetadata.list()`` when the tier
-  loads (retried at each pass while the store is down), then kept in memory.
+  loads, then kept in memory. The tier loads on the uploader's pass, not when the log opens (a
+  silent store never holds up a start); until its first load (``listed``) the log answers reads
+  below the local log start UNAVAILABLE.
 - **Whole-log retention** (``retention_pass``): remote segments below the log start offset, or
   beyond retention.bytes (remote bytes below the local log plus the local log), or older than
   retention.ms go: the log start offset moves first (no read is answered from a segment about to
@@ -106,6 +108,12 @@ class RemoteLogTier:
     @property
     def loaded(self) -> bool:
         return self._segments is not None and not self._stale
+
+    @property
+    def listed(self) -> bool:
+        """Whether the segment list was read from the store once (reads below the local log
+        start need it; a stale one, see ``reload``, still answers them)."""
+        return self._segments is not None
 
     def segments(self) -> list[RemoteLogSegmentMetadata]:
         with self._lock:

@@ -574,12 +574,18 @@ class UnifiedLog:
         with self._lock:
             self._local.check_usable()
             log_start, high_watermark = self._log_start_offset, self._log_end_offset
+            tier = self._remote_tier
+            if 0 <= offset < log_start and tier is not None and not tier.listed:
+                # The log start offset is the local one until the store is listed: what lies
+                # below it is unknown, not out of range.
+                raise RemoteStorageUnavailableError(
+                    f"{self._name}: offset {offset} is below the local log start {log_start} and the "
+                    "object store has not listed the remote segments since the start (retry later)")
             if offset < log_start or offset > high_watermark:
                 raise OffsetOutOfRangeError(
                     f"{self._name}: offset {offset} is outside the log's range "
                     f"[{log_start}, {high_watermark}] (log start offset, log end offset)"
                 )
-            tier = self._remote_tier
             below_local = tier is not None and offset < self._segments.first.base_offset
             records, next_offset = b"", offset
             if below_local:

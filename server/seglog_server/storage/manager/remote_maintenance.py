@@ -116,8 +116,10 @@ class RemoteMaintenance:
     # ---------------------------------------------------------------------------------------
     def attach_tier(self, log: Log, path: str, tp: TopicPartition, log_start_offset: int) -> None:
         """Gives a tiered topic's newly opened ``log`` its remote tier, keyed by the topic id in
-        ``path``'s topic.properties (CorruptTopicMetadataError without one). The store down:
-        the tier's load is retried by the next remote pass."""
+        ``path``'s topic.properties (CorruptTopicMetadataError without one). No store call: the
+        uploader's pass reads the tier's segment list (``_list``), so a start with the store
+        silent does not wait its deadline once per tiered log; until then the log answers reads
+        below its local start UNAVAILABLE."""
         from ..log.remote_log_tier import RemoteLogTier
 
         metadata = read_topic_metadata(path, fs=self._fs)
@@ -126,7 +128,6 @@ class RemoteMaintenance:
                                             "key its remote segments by")
         tier = RemoteLogTier(self.storage, TopicIdPartition(tp.topic, tp.partition, metadata.topic_id),
                              self._clock, self._cache, checkpoint_log_start_offset=log_start_offset)
-        tier.load()
         log.attach_remote_tier(tier)
 
     def start_uploader(self, interval_ms: int) -> None:
@@ -166,14 +167,40 @@ class RemoteMaintenance:
         # Objects of removed exported cleaning snapshots (expiry and DeleteTopic, under the admin
         # lock, only recorded them).
         self._remove_snapshot_objects()
+        store_silent = False  # a listing failed in this pass: the others wait for the next one
         for log in tiered:
             if not self._is_running():
                 return  # shutting down: the next start picks up where this pass stopped
             if not self._uploads_here(log):
                 continue
+            listed = self._list(log, store_silent)
+            store_silent = store_silent or listed is False
+            if not listed:
+                continue
             if check_orphans:
                 self._cleanup_orphans(log)
             self._pass_over(log)
+
+    def _list(self, log: Log, store_silent: bool) -> bool | None:
+        """Reads the tier's remote segment list unless loaded (after a start, or ``reload``) and
+        gives the log the log start it implies. True: loaded; None: not tried (the store failed
+        earlier in this pass, or the tier backs off); False: the store failed now. One silent
+        listing per pass, not one per tiered log."""
+        tier = log.remote_tier
+        assert tier is not None
+        if tier.loaded:
+            return True
+        if store_silent or tier.backing_off():
+            return None
+        if not tier.load():
+            return False
+        try:
+            log.attach_remote_tier(tier)
+        except Exception:
+            self._counters.maintenance_errors += 1
+            _log.exception("remote pass of %r failed", log)
+            return None
+        return True
 
     def _uploads_here(self, log: Log) -> bool:
         check = self.owner_check
@@ -209,8 +236,6 @@ class RemoteMaintenance:
         tier = log.remote_tier
         assert tier is not None
         try:
-            if not tier.loaded and tier.load():
-                log.attach_remote_tier(tier)
             if log.is_offline or log.is_closed:
                 return
             bytes_before = tier.uploaded_bytes

@@ -1,5 +1,5 @@
 """The remote tier's own thread (Kafka's RemoteLogManager copier threads, one here): calls
-``LogManager.run_remote_pass`` every ``interval_ms`` until stopped.
+``LogManager.run_remote_pass`` at once, then every ``interval_ms`` until stopped.
 
 Uploads are store calls of up to the store's deadline each; on a thread of their own, a silent
 store delays only the next upload, never the maintenance pass (retention, flush, checkpoints)
@@ -65,9 +65,12 @@ class RemoteUploader:
         return not self._thread.is_alive()
 
     def _run(self) -> None:
-        while not self._stopping.wait(self._interval_s):
+        # The first pass at once: it lists the tiered logs' remote segments, which opening them
+        # did not (the log start offsets below the local ones are known from then on).
+        while not self._stopping.is_set():
             try:
                 self._run_pass()
             except Exception:  # noqa: BLE001 - a bug in one pass must not end the uploads
                 _log.exception("remote tier pass failed")
             self.pass_count += 1
+            self._stopping.wait(self._interval_s)
