@@ -6,7 +6,8 @@ Each round: ``ListCleanable``; for each eligible partition, dirtiest first (max.
 the snapshot directory (shared filesystem: the service returns the snapshot's local path) ->
 ``CommitCleaned`` (the service records the job's figures for its metrics and removes the
 snapshot). A failed job or a refused commit drops the snapshot. ``--dry-run`` runs the job without
-writing and drops the snapshot: the figures say what cleaning would reclaim.
+writing and drops the snapshot: the figures say what cleaning would reclaim (through the store, on a
+copy downloaded here: nothing is written to the store).
 
 Engines: ``spark`` (default) runs the PySpark job (``seglog_spark.job``) on an in-process
 SparkSession for ``local[...]`` masters, or through ``spark-submit`` for a cluster
@@ -256,8 +257,9 @@ def _check_snapshot_store(args: argparse.Namespace) -> None:
     bucket = store[len("s3://"):].split("/", 1)[0] if store.startswith("s3://") else ""
     if not bucket:
         raise CliError(f"--snapshot-store must be s3://BUCKET[/PREFIX], got {store!r}")
-    if args.dry_run:
-        raise CliError("--dry-run works on a shared disk only: drop --snapshot-store for a dry run")
+    if args.dry_run and args.engine == "spark" and not args.master.startswith("local"):
+        raise CliError("--dry-run with --snapshot-store runs on this machine: use --engine python or a "
+                       "local[...] master (a cluster's dry run works on a shared disk only)")
 
 
 def under_store(url: str, store: str) -> bool:
@@ -336,7 +338,7 @@ def _clean_in_store(job: Any, snapshot: Any, args: argparse.Namespace) -> dict[s
             f"snapshot {snapshot.snapshot_id} was exported to {url or 'nowhere'}, not under --snapshot-store "
             f"{args.snapshot_store}: give the service's --remote-storage location"
         )
-    return job.clean_store(url, args.s3_endpoint, map_bytes=args.map_bytes)
+    return job.clean_store(url, args.s3_endpoint, map_bytes=args.map_bytes, dry_run=args.dry_run)
 
 
 def _drop(admin: Admin, snapshot_id: str) -> bool:
@@ -415,12 +417,13 @@ class PythonJob:
         options = {} if map_bytes is None else {"map_bytes": map_bytes}
         return dict(cleaner_local.clean_snapshot(snapshot_dir, dry_run=dry_run, **options))
 
-    def clean_store(self, url: str, endpoint: str | None, *, map_bytes: int | None) -> dict[str, Any]:
+    def clean_store(self, url: str, endpoint: str | None, *, map_bytes: int | None,
+                    dry_run: bool = False) -> dict[str, Any]:
         from seglog_spark import cleaner_local, object_io
 
-        options = {} if map_bytes is None else {"map_bytes": map_bytes}
+        options: dict[str, Any] = {} if map_bytes is None else {"map_bytes": map_bytes}
         store = object_io.StoreSnapshot.parse(url, endpoint)
-        return dict(object_io.clean_downloaded(store, cleaner_local.clean_snapshot, **options))
+        return dict(object_io.clean_downloaded(store, cleaner_local.clean_snapshot, dry_run=dry_run, **options))
 
     def close(self) -> None:
         pass
@@ -446,12 +449,16 @@ class SparkLocalJob:
         options = {} if map_bytes is None else {"map_bytes": map_bytes}
         return dict(job.clean_snapshot(self._spark, snapshot_dir, dry_run=dry_run, **options))
 
-    def clean_store(self, url: str, endpoint: str | None, *, map_bytes: int | None) -> dict[str, Any]:
-        from seglog_spark import job_store, object_io
+    def clean_store(self, url: str, endpoint: str | None, *, map_bytes: int | None,
+                    dry_run: bool = False) -> dict[str, Any]:
+        from seglog_spark import job, job_store, object_io
 
         self.start()
         options = {} if map_bytes is None else {"map_bytes": map_bytes}
         store = object_io.StoreSnapshot.parse(url, endpoint)
+        if dry_run:  # a local master shares this disk: the shared-disk job on a downloaded copy
+            return dict(object_io.clean_downloaded(
+                store, lambda path, **more: job.clean_snapshot(self._spark, path, **more), dry_run=True, **options))
         return dict(job_store.clean_store_snapshot(self._spark, store, **options))
 
     def close(self) -> None:
@@ -467,7 +474,10 @@ class SparkSubmitJob:
     def __init__(self, master: str) -> None:
         self._master = master
 
-    def clean_store(self, url: str, endpoint: str | None, *, map_bytes: int | None) -> dict[str, Any]:
+    def clean_store(self, url: str, endpoint: str | None, *, map_bytes: int | None,
+                    dry_run: bool = False) -> dict[str, Any]:
+        if dry_run:  # _check_snapshot_store refuses it first
+            raise CliError("a cluster's dry run works on a shared disk only")
         # The driver and the executors take the store's credentials from their own environment.
         return self.clean(url, map_bytes=map_bytes, dry_run=False,
                           extra=[] if endpoint is None else ["--s3-endpoint", endpoint])

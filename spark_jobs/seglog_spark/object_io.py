@@ -207,11 +207,13 @@ def fetch_range(store: StoreSnapshot, snapshot: Snapshot, segment_index: int, st
 
 def clean_downloaded(store: StoreSnapshot, clean, **options) -> dict:
     """Any engine on a local copy: the snapshot downloaded, ``clean(path, **options)`` (the
-    single-process baseline), its ``cleaned/`` files uploaded, then ``result.json``, last."""
-    if options.get("dry_run"):
-        raise CleanerError("a dry run of a snapshot in an object store is not supported: run it on a shared disk")
+    single-process baseline), its ``cleaned/`` files uploaded, then ``result.json``, last. A dry
+    run (``dry_run=True``, handed to ``clean``) only reads the store: the document says what
+    cleaning would reclaim, and nothing is written or deleted there."""
     scratch = tempfile.mkdtemp(prefix="seglog-clean-")
     try:
+        if options.get("dry_run"):
+            return clean(download_snapshot(store, scratch), **options)
         store.delete_under(RESULT_FILE)
         store.delete_under(CLEANED_DIR + "/")
         path = download_snapshot(store, scratch)

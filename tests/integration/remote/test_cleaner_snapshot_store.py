@@ -361,3 +361,39 @@ def test_a_service_killed_while_fetching_a_result_commits_it_after_a_restart(ser
     manifest = json.loads(snapshot.manifest_json)
     check_invariant(before, read_all(service.stub, "killed-commit"), manifest["first_uncleanable_offset"])
     assert local_snapshots(service) == [] and keys_under(weed, snapshot.store_url) == []
+
+
+def test_a_dry_run_through_the_store_reports_and_changes_nothing(service, weed):
+    """--dry-run with --snapshot-store (the baseline): the job runs on a copy downloaded from
+    the store and writes nothing there; the round says what it would reclaim, the snapshot is
+    dropped, the partition is as it was (still dirty, nothing open)."""
+    from seglog_spark import cleaner_local, object_io
+
+    compacted_workload(service.stub, "dry-store", seed=13)
+    before = read_all(service.stub, "dry-store")
+    with Admin(service.address) as admin:
+        [listed] = admin.list_cleanable("dry-store")
+    finished = run_cleaner(service, weed, "--topic", "dry-store", "--engine", "python", "--dry-run")
+    assert finished.returncode == 0, finished.stdout + finished.stderr
+    line = next(x for x in finished.stdout.splitlines() if x.startswith("cleaner round 1:"))
+    assert "1 cleaned, 0 refused, 0 failed" in line and "would reclaim" in line, finished.stdout
+    assert int(line.split("would reclaim ")[1].split(";")[0]) > 0, line
+    assert read_all(service.stub, "dry-store") == before
+    with Admin(service.address) as admin:
+        [after] = admin.list_cleanable("dry-store")
+        assert after.first_dirty_offset == listed.first_dirty_offset and after.open_snapshot_ids == ()
+        # The job itself, on an exported snapshot: the store's keys are what the export wrote.
+        snapshot = admin.create_snapshot("dry-store", 0, export_to_store=True)
+        exported = sorted(keys_under(weed, snapshot.store_url))
+        store = object_io.StoreSnapshot.parse(snapshot.store_url, weed.endpoint)
+        result = object_io.clean_downloaded(store, cleaner_local.clean_snapshot, dry_run=True)
+        assert result["dry_run"] is True and result["stats"]["records_kept"] < len(before)
+        assert sorted(keys_under(weed, snapshot.store_url)) == exported
+        assert "result.json" not in exported and not any(k.startswith("cleaned/") for k in exported)
+        admin.drop_snapshot(snapshot.snapshot_id)
+
+
+def test_a_clusters_dry_run_through_the_store_is_refused_with_a_clear_line(service, weed):
+    finished = run_cleaner(service, weed, "--engine", "spark", "--master", "spark://127.0.0.1:1", "--dry-run")
+    assert finished.returncode != 0
+    assert "--dry-run with --snapshot-store runs on this machine" in finished.stderr, finished.stderr
