@@ -272,10 +272,11 @@ What works:
   (16.9 us with tables from 256 records); at load 22, single lookups 48.7 and 43.0 us before,
   21.5 and 16.8 us after. End to end (`.venv/bin/python
   bench/bench_batched_lookup.py --records 1000000 --lookups 20000 --per-request 100 --runs 3`,
-  the service before and after run alternately, twice, load 9-25): large batches 10,363 and 21,423
-  lookups/s before, 29,979 and 35,663 after; small batches 7,446 and 13,716 before, 32,907 and
-  14,037 after (single runs up to 40,191 and 38,516; the first run after a produce builds the
-  tables and directories and is the slowest). A loaded machine's figures: rerun quiet.
+  the service before and after run alternately, six times each, 08:56-09:23 UTC at load 8-25; the
+  median of the six runs' medians): large batches 18,669 lookups/s before, 32,821 after (1.76x);
+  small batches 14,042 before, 26,076 after (1.86x). The first run after a produce builds the
+  tables and directories and is the slowest. A loaded machine's figures: rerun quiet. Goal 1 is
+  still far (about 105,000/s): the storage's share of a lookup is now the smaller one.
 - What bounds the single lookup and the tail: both sides' per-message cost in grpcio's Python
   bindings. Profiled (cProfile, 3,000 single lookups through `AsyncAdmin.offsets_for_times` on
   200,000 records): the service's `OrderedReplies.send` (the stream's write) and the client's
