@@ -393,6 +393,21 @@ def test_a_dry_run_through_the_store_reports_and_changes_nothing(service, weed):
         admin.drop_snapshot(snapshot.snapshot_id)
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(600)  # a JVM and a Spark session on two shared cores
+def test_a_dry_run_through_the_store_with_spark_local_mode(service, weed):
+    compacted_workload(service.stub, "dry-store-spark", seed=14)
+    before = read_all(service.stub, "dry-store-spark")
+    finished = run_cleaner(service, weed, "--topic", "dry-store-spark", "--engine", "spark",
+                           "--master", "local[2]", "--dry-run")
+    assert finished.returncode == 0, finished.stdout + finished.stderr
+    assert "1 cleaned, 0 refused, 0 failed" in finished.stdout and "would reclaim" in finished.stdout
+    assert read_all(service.stub, "dry-store-spark") == before
+    with Admin(service.address) as admin:
+        [after] = admin.list_cleanable("dry-store-spark")
+    assert after.open_snapshot_ids == () and after.eligible
+
+
 def test_a_clusters_dry_run_through_the_store_is_refused_with_a_clear_line(service, weed):
     finished = run_cleaner(service, weed, "--engine", "spark", "--master", "spark://127.0.0.1:1", "--dry-run")
     assert finished.returncode != 0
