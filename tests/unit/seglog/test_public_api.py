@@ -82,7 +82,7 @@ RELEASED_CONSTRUCTORS = {
                  ("consumer_timeout_ms", None), *_CONNECTION,
                  # A group member (KafkaConsumer.subscribe), added after the release, keyword-only at the end.
                  ("group_id", None), ("topics", None), ("enable_auto_commit", None), ("auto_commit_interval_ms", 5000),
-                 ("on_assign", None), ("on_revoke", None), ("group_instance_id", None)],
+                 ("on_assign", None), ("on_revoke", None), ("group_instance_id", None), ("client_id", None)],
     "Producer": [("server", "127.0.0.1:50551"), ("acks", seglog.Acks.WRITTEN), ("compression", Compression.NONE),
                  ("batch_size", 16384), ("linger_ms", 5), ("buffer_bytes", 33554432), ("max_request_bytes", 1048576),
                  ("max_in_flight_requests", 5), ("max_in_flight_per_partition", 5), ("max_block_ms", 60000),
