@@ -182,6 +182,21 @@ def test_stale_and_damaged_results_are_refused_with_what_changed(stub):
         assert stub.DropSnapshot(pb.DropSnapshotRequest(snapshot_id=response.snapshot_id)).dropped
 
 
+def test_a_result_for_a_topic_switched_to_delete_is_refused_and_its_snapshot_dropped(stub):
+    topic = "cleaning-policy-changed"
+    create_compacted(stub, topic)
+    fill(stub, topic)
+    taken = snapshot(stub, topic)
+    hand_clean(taken.local_path)
+    stub.AlterTopicConfigs(pb.AlterTopicConfigsRequest(topic=topic, set_configs={"cleanup.policy": "delete"}))
+    before = read_all(stub, topic)
+    rpc_error(stub.CommitCleaned, pb.CommitCleanedRequest(snapshot_id=taken.snapshot_id),
+              grpc.StatusCode.FAILED_PRECONDITION, "no longer compacted (cleanup.policy=delete)")
+    assert read_all(stub, topic) == before and len(before) == 120  # nothing installed
+    assert not os.path.exists(taken.local_path)
+    assert not stub.DropSnapshot(pb.DropSnapshotRequest(snapshot_id=taken.snapshot_id)).dropped
+
+
 def test_snapshot_of_a_delete_topic_is_a_failed_precondition(stub, topic):
     stub.Produce(pb.ProduceRequest(topic=topic, partition=0, records=make_batch([b"v"])))
     rpc_error(stub.CreateSnapshot, pb.CreateSnapshotRequest(topic=topic, partition=0),

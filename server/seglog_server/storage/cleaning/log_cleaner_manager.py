@@ -67,6 +67,7 @@ from ..dirs.topic_registry import IO_ERRORS, PartitionEntry
 from .snapshot_removals import SnapshotRemovals
 
 if TYPE_CHECKING:
+    from ..log.unified_log import Log
     from .snapshot_store import SnapshotStore
 
 __all__ = [
@@ -485,6 +486,7 @@ class LogCleanerManager:
             raise
         manifest = entry.manifest
         tp = TopicPartition(manifest.topic, manifest.partition)
+        partition: PartitionEntry | None = None
         try:
             partition = self._find_partition(tp)
             if partition is None or partition.log_dir is not entry.log_dir:
@@ -492,6 +494,7 @@ class LogCleanerManager:
                     f"snapshot {snapshot_id} is stale: partition {tp} no longer lives in {entry.log_dir.path}"
                 )
             with self._partition_lock(tp):
+                _check_still_compacted(partition.log, snapshot_id)
                 outcome = self._install(entry, partition)
                 self._advance_checkpoint_or_warn(entry.log_dir, tp, outcome.result.cleaned_up_to_offset)
         except IO_ERRORS as exc:
@@ -503,8 +506,13 @@ class LogCleanerManager:
             self._release(entry)  # not a refusal: the same result may be committed again
             raise
         except StorageError:
-            self._release(entry)
             self._note_refusal(tp)
+            if partition is not None and not partition.log.config.is_compacted:
+                # Never installable while the policy is delete: its links would only hold the
+                # superseded segments' bytes on disk until the snapshot expired.
+                self._remove(entry, snapshot_id)
+            else:
+                self._release(entry)
             raise
         self._note_success(tp, outcome)
         self._remove(entry, snapshot_id)
@@ -724,3 +732,15 @@ class LogCleanerManager:
         if isinstance(exc, LogDirOfflineError):
             return exc
         return LogDirOfflineError(f"log directory {log_dir.path} failed while {action}: {exc}")
+
+
+def _check_still_compacted(log: Log, snapshot_id: str) -> None:
+    """The snapshot was taken of a compacted log; its policy may have changed since (a topic's
+    configs change after creation). ``UnifiedLog.swap_segments`` checks again under the lock that
+    orders it with the change; this early check spares fetching and building the result."""
+    if not log.config.is_compacted:
+        raise StaleCleaningResultError(
+            f"snapshot {snapshot_id} is stale: {log.topic}-{log.partition} is no longer compacted "
+            f"(cleanup.policy={','.join(sorted(log.config.cleanup_policy))}); the result is not installed "
+            f"and the snapshot is dropped"
+        )

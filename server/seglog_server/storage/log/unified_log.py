@@ -1074,13 +1074,21 @@ class UnifiedLog:
         log_start_offset: int | None = None,
     ) -> None:
         """The compaction's swap, one explicit operation under one acquisition of the lock:
-        refused with StaleCleaningResultError (nothing changed) when the log start offset is no
-        longer ``log_start_offset`` (when given: DeleteRecords or retention since the snapshot)
-        or ``expected_old`` are no longer the live segments of their range; then ``new_segments``
+        refused with StaleCleaningResultError (nothing changed) when the log is no longer
+        compacted (its cleanup.policy changed since the snapshot: a compaction's result would
+        delete records the delete policy keeps), when the log start offset is no longer
+        ``log_start_offset`` (when given: DeleteRecords or retention since the snapshot) or
+        ``expected_old`` are no longer the live segments of their range; then ``new_segments``
         swapped in with Kafka's crash-safe protocol (``LocalLog.swap_segments``, 6.6), the log
         offline on any failure after the first rename. A whole-log flush after it syncs every
         file again."""
         with self._lock:
+            # Checked under the lock update_config takes: no policy change slips in before the swap.
+            if not self._config.is_compacted:
+                raise StaleCleaningResultError(
+                    f"{self._name}: the topic is no longer compacted (cleanup.policy="
+                    f"{','.join(sorted(self._config.cleanup_policy))}); a cleaning result is not installed"
+                )
             if log_start_offset is not None and log_start_offset != self._log_start_offset:
                 raise StaleCleaningResultError(
                     f"{self._name}: the log start offset moved from {log_start_offset} to "

@@ -12,6 +12,9 @@ import pytest
 from seglog.records import RecordBatchBuilder, iter_batches
 from seglog_server.storage.format.checkpoint import CLEANER_OFFSET_CHECKPOINT, OffsetCheckpointFile
 from seglog_server.storage.base.clock import FakeClock
+from seglog_server.storage.base.fs import REAL_FS
+from seglog_server.storage.base.log_config import LogConfig
+from seglog_server.storage.cleaning.log_cleaning_install import install_cleaned
 from seglog_server.storage.base.errors import (
     InvalidCleaningResultError,
     InvalidSnapshotIdError,
@@ -475,3 +478,35 @@ def test_an_output_that_is_a_symlink_is_refused(manager):
     with pytest.raises(InvalidCleaningResultError, match="not a regular file"):
         manager.commit_cleaned(taken.manifest.snapshot_id)
     committed_log_changes_nothing(log, before)
+
+
+def test_a_result_is_refused_and_its_snapshot_dropped_once_the_topic_is_no_longer_compacted(manager):
+    log = compacted_log(manager)
+    fill(log)
+    taken = manager.create_snapshot("c", 0)
+    hand_clean(taken.path)
+    manager.alter_topic_configs("c", {"cleanup.policy": "delete"})
+    before = replay(log)
+    with pytest.raises(StaleCleaningResultError, match="no longer compacted .cleanup.policy=delete."):
+        manager.commit_cleaned(taken.manifest.snapshot_id)
+    committed_log_changes_nothing(log, before)
+    assert len(before) == 13  # every superseded record is still there
+    assert not os.path.exists(taken.path)
+    assert manager.cleaner_statistics().commits_refused_count == 1
+    with pytest.raises(SnapshotNotFoundError):
+        manager.commit_cleaned(taken.manifest.snapshot_id)
+
+
+def test_the_swap_itself_refuses_a_log_no_longer_compacted(manager):
+    """The manager's early check and the change can interleave; the swap checks again under the
+    log lock that ``update_config`` takes, so a change just before it still wins."""
+    log = compacted_log(manager)
+    fill(log)
+    taken = manager.create_snapshot("c", 0)
+    hand_clean(taken.path)
+    log.update_config(LogConfig.from_properties({"cleanup.policy": "delete"}))
+    before = replay(log)
+    with pytest.raises(StaleCleaningResultError, match="no longer compacted"):
+        install_cleaned(log, taken.path, taken.manifest, expected_segments=None, fs=REAL_FS)
+    committed_log_changes_nothing(log, before)
+    assert not [n for n in os.listdir(log.dir) if n.endswith((".cleaned", ".swap"))]
