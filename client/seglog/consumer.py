@@ -321,6 +321,7 @@ class AsyncConsumer:
             self._raise_fetch_error()
             records = self._take(take, count_max)
             if records:
+                self._prefetch()
                 return records
             await self._resolve_starts()
             self._start_fetches()
@@ -639,8 +640,10 @@ class AsyncConsumer:
         the caller then polls on the loop, for the rest of the timeout (the second item, in ms).
         Closed, even while waiting here (by another thread): ClientClosedError, as from ``poll``."""
         self._check_open()
-        if self._config.mode != "stream" or self._group is not None or not self._states:
+        if self._group is not None or not self._states:
             return None, timeout_ms
+        if self._config.mode == "fetch":
+            return self._take_fetched(take, max_records, loop), timeout_ms
         count_max = max_records or self._config.max_poll_records
         deadline = None if timeout_ms is None else _monotonic() + timeout_ms / 1000
         ready = self._thread_ready
@@ -663,6 +666,30 @@ class AsyncConsumer:
             if remaining is not None and remaining <= 0:
                 return [], None
             ready.wait(remaining)
+
+    def _take_fetched(self, take: Callable[[PartitionState, int], list[_T]], max_records: int | None,
+                      loop: asyncio.AbstractEventLoop) -> list[_T] | None:
+        """``poll`` in fetch mode from a thread other than ``loop``'s: the records earlier Fetches
+        buffered, taken without a call into the loop; None when none is buffered or anything else
+        is due (an error to raise, a start to resolve): the caller then polls on the loop. A take
+        that drains a partition asks the loop for its next Fetch at once (``_prefetch``)."""
+        states = self._states.values()
+        if any(s.error is not None or s.start is not None for s in states):
+            return None
+        with self._buffers_lock:
+            records = self._take(lambda state, count: getattr(state.buffer, take.__name__)(count),
+                                 max_records or self._config.max_poll_records)
+        if not records:
+            return None
+        if any(not s.buffer and s.task is None for s in states):
+            loop.call_soon_threadsafe(self._prefetch)
+        return records
+
+    def _prefetch(self) -> None:
+        """Fetch mode: the next Fetch of each partition a poll drained, started as the poll returns,
+        so it runs while the caller handles the records (Kafka's consumer fetches ahead alike)."""
+        if self._config.mode == "fetch" and not self._closed and self._transport is not None:
+            self._start_fetches()
 
     def _raise_fetch_error(self) -> None:
         for state in self._states.values():
@@ -812,7 +839,8 @@ class Consumer(_sync.SyncFacade, implementation=AsyncConsumer):
 
     # In stream mode, once the streams run, a poll takes what they buffered from the calling
     # thread and waits on a threading event, without a call into the loop thread (AsyncConsumer.
-    # _poll_now): at the tail that is a task, a timer and two thread wake-ups fewer per poll.
+    # _poll_now): at the tail that is a task, a timer and two thread wake-ups fewer per poll. In
+    # fetch mode a poll takes what earlier Fetches buffered the same way (_take_fetched).
 
     def poll(self, timeout_ms: float | None = 0, max_records: int | None = None) -> list[ConsumerRecord]:
         taken, timeout_ms = self._async._poll_now(PartitionState.take, timeout_ms, max_records, self._portal.loop)
