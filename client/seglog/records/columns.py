@@ -48,6 +48,8 @@ _OFFSET_BYTE = bytes(2 * d for d in range(_ONE_BYTE_DELTAS))
 _OFFSET_LOW = bytes(((2 * d) & 0x7F) | 0x80 if d >= _ONE_BYTE_DELTAS else 0 for d in range(_TWO_BYTE_DELTAS))
 _OFFSET_HIGH = bytes((2 * d) >> 7 if d >= _ONE_BYTE_DELTAS else 0 for d in range(_TWO_BYTE_DELTAS))
 _NO_HEADERS = ()
+# The value of each one-byte varint (its byte below 0x80).
+_ONE_BYTE_ZIGZAG = tuple(ZIGZAG_DECODE[:0x80]).__getitem__
 
 
 class RecordColumns:
@@ -84,9 +86,8 @@ class RecordColumns:
         stop = pos + run * stride
         self.offsets += range(first_offset, first_offset + run)
         at = pos + shape.at_timestamp
-        if shape.timestamp_width == 1:  # one table lookup per record: base + delta by the delta's byte
-            by_byte = [base_timestamp + delta for delta in ZIGZAG_DECODE[:0x80]]
-            self.timestamps_ms += map(by_byte.__getitem__, data[at:stop:stride])
+        if shape.timestamp_width == 1:  # a table lookup and an add per record, both C-level
+            self.timestamps_ms += map(base_timestamp.__add__, map(_ONE_BYTE_ZIGZAG, data[at:stop:stride]))
         else:
             decode = ZIGZAG_DECODE
             self.timestamps_ms += [
@@ -290,8 +291,11 @@ def _run_length(data: bytes, pos: int, shape: _Shape, template: bytes, offset_de
             return False
         return data[pos + at_headers:stop:stride] == bytes(run)
 
-    # Galloping: a run that breaks early costs little, a long one about twice its length.
-    # Matching is monotone in the run length.
+    # Most runs reach run_max (a producer's batch of one shape): that is tried first, one pass.
+    # Otherwise galloping: a run that breaks early costs little, a long one about twice its
+    # length. Matching is monotone in the run length.
+    if matches(run_max):
+        return run_max
     low = 0  # matches(low) holds (vacuously for 0)
     high = min(_RUN_MIN, run_max)
     while matches(high):
