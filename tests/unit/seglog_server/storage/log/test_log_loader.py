@@ -316,8 +316,8 @@ KEPT_OFFSETS = [1, 3, 7, 9]
 
 
 def log_to_clean(tmp_path, clock, fs: FileSystem) -> Log:
-    """Segments [0..4] [5..9] and an active [10, 11], keyed records v<offset>."""
-    log = open_log(tmp_path, clock, config(index_interval_bytes=1), fs=fs)
+    """Segments [0..4] [5..9] and an active [10, 11], keyed records v<offset>, compacted."""
+    log = open_log(tmp_path, clock, config(index_interval_bytes=1, cleanup_policy=frozenset({"compact"})), fs=fs)
     for offset in range(12):
         log.append(batch(b"v%d" % offset, keys=[b"k%d" % (offset % 4)]))
         if offset in (4, 9):
