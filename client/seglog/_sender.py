@@ -23,6 +23,7 @@ a batch completes, which is what ``flush`` and a wait for buffer space wait on.
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 from collections.abc import Callable
 from time import monotonic as _monotonic
@@ -50,6 +51,8 @@ from seglog.structs import Acks, TopicPartition
 from seglog.v1 import log_service_pb2 as pb
 
 __all__ = ["Sender"]
+
+_LOG = logging.getLogger("seglog.producer")
 
 # A batch in a partition's send window: the batch, its bytes and its producer fields.
 _Sent = tuple[ProducerBatch, bytes, ProducerFields]
@@ -101,6 +104,11 @@ class Sender:
         self._wakeup: asyncio.Event | None = None
         self._task: asyncio.Task[None] | None = None
         self._parked = False  # the loop waits for a wake-up (nothing of its own under way)
+        # Groups whose start stopped at a retired producer id (``_start_requests``), started
+        # by the loop before anything it drains next, after a new id.
+        self._deferred: list[list[ProducerBatch]] = []
+        # Set when the loop died of an unexpected error: what it had and what comes fails with it.
+        self.crashed: BaseException | None = None
 
     # -- lifecycle -------------------------------------------------------------------------------
 
@@ -134,7 +142,12 @@ class Sender:
         self.abort(ClientClosedError("the producer was closed before these records were sent"))
 
     def abort(self, error: BaseException) -> None:
-        """Fail every batch still queued in the accumulator."""
+        """Fail every batch still queued in the accumulator (and drained but not yet started)."""
+        deferred, self._deferred = self._deferred, []
+        for group in deferred:
+            for batch in group:
+                self._record_failure(batch, error)
+                self._finish(batch)
         self._stats["records_failed"] += self._accumulator.abort_queued(error)
 
     def wake(self) -> None:
@@ -149,15 +162,38 @@ class Sender:
     # -- the loop --------------------------------------------------------------------------------
 
     async def _run(self) -> None:
+        try:
+            await self._loop_until_closed()
+        except asyncio.CancelledError:
+            raise
+        except BaseException as error:  # noqa: BLE001 - a bug: fail what waits, never hang flush
+            _LOG.exception("the producer's sender stopped on an unexpected error")
+            self.crashed = error
+            self._fail_all(SeglogError(f"the producer's sender stopped on an unexpected error: {error!r}"))
+            if not isinstance(error, Exception):
+                raise
+
+    def _fail_all(self, error: SeglogError) -> None:
+        """The loop is gone: every batch it would have started fails with ``error`` (the
+        requests under way still complete their windows)."""
+        self.abort(error)
+        assert self.progress is not None
+        self.progress.set()
+
+    async def _loop_until_closed(self) -> None:
         assert self._wakeup is not None and self._loop is not None
         while True:
             self._wakeup.clear()
             now = _now_ms()
+            deferred, self._deferred = self._deferred, []
             batches, next_due_ms = self._drain(now)
-            for group in _by_partition(batches):
-                if self.idempotence.needs_producer_id and not await self._producer_id_for(group):
-                    continue
-                self._start_requests(group)
+            for group in deferred + _by_partition(batches):
+                # A group stops where a batch that failed to build retired the producer id: the
+                # rest goes on after a new one, in order.
+                while group:
+                    if self.idempotence.needs_producer_id and not await self._producer_id_for(group):
+                        break
+                    group = self._start_requests(group)
             if self.closing and self._accumulator.is_empty():
                 return
             timer = None
@@ -181,11 +217,20 @@ class Sender:
             or not self._parked
             or self.closing
             or self.idempotence.needs_producer_id
+            or self._deferred
+            or self.crashed is not None
             or threading.get_ident() != self._loop_thread_id
         ):
             return False
         for group in _by_partition(self._drain(_now_ms())[0]):
-            self._start_requests(group)
+            if self._deferred:  # a retired producer id: the loop starts the rest, in order
+                self._deferred.append(group)
+            else:
+                rest = self._start_requests(group)
+                if rest:
+                    self._deferred.append(rest)
+        if self._deferred:
+            self.wake()
         return True
 
     def _drain(self, now_ms: float) -> tuple[list[ProducerBatch], float | None]:
@@ -228,12 +273,18 @@ class Sender:
 
     # -- one batch through its window ------------------------------------------------------------
 
-    def _start_requests(self, batches: list[ProducerBatch]) -> None:
+    def _start_requests(self, batches: list[ProducerBatch]) -> list[ProducerBatch]:
         """One partition's batches, oldest first, into its window and out in one request (one
-        stream message for several batches, ``_send_group_request``)."""
+        stream message for several batches, ``_send_group_request``). A batch that fails to
+        build fails alone; if that retired the producer id, the batches after it are not
+        started and are returned, to go out after a new id is had (``ensure_producer_id``)."""
         tp = batches[0].topic_partition
         entries = []
-        for batch in batches:
+        rest: list[ProducerBatch] = []
+        for index, batch in enumerate(batches):
+            if self.idempotence.needs_producer_id:
+                rest = batches[index:]
+                break
             # The producer id and this partition's next sequence, given once: a retry resends
             # the same bytes, so the service can answer it with the offsets it got the first time.
             fields = self.idempotence.fields_now(tp, batch.record_count)
@@ -253,6 +304,7 @@ class Sender:
             self._send_entry(tp, entries[0])
         elif entries:
             self._track(asyncio.create_task(self._send_group_request(tp, entries)))
+        return rest
 
     def _send_entry(self, tp: TopicPartition, entry: WindowEntry[_Sent]) -> None:
         self._track(asyncio.create_task(self._send_batch_request(tp, entry)))

@@ -55,7 +55,7 @@ from seglog._producer_config import (
     wall_clock_ms,
 )
 from seglog.client import REQUEST_TIMEOUT_MS_DEFAULT, Transport
-from seglog.errors import ClientClosedError, RequestTimeoutError
+from seglog.errors import ClientClosedError, RequestTimeoutError, SeglogError
 from seglog.records import Compression
 from seglog.structs import DEFAULT_SERVER, Acks, HeadersLike, RecordMetadata, TopicPartition, normalize_headers
 from seglog.v1 import log_service_pb2 as pb
@@ -415,6 +415,7 @@ class AsyncProducer:
         """Append from any thread; the partition count must be cached when ``partition`` is None."""
         if self._closing:
             raise ClientClosedError("the producer is closed")
+        self._check_sender()
         if (
             timestamp_ms is None
             and headers is None
@@ -439,6 +440,13 @@ class AsyncProducer:
         if (result.new_batch or result.batch_full) and not self._sender.start_ready_now():
             self._sender.wake()
         return future
+
+    def _check_sender(self) -> None:
+        """A sender that stopped on an unexpected error sends nothing more: refuse at once
+        rather than queue records that would never complete."""
+        crashed = self._sender.crashed
+        if crashed is not None:
+            raise SeglogError(f"the producer's sender stopped on an unexpected error: {crashed!r}; close the producer")
 
     def _choose_partition(self, topic: str, key: bytes | None, value: bytes | None) -> int:
         count = self._partition_counts.get(topic)
@@ -478,6 +486,7 @@ class AsyncProducer:
     ) -> _ManyPlan:
         if self._closing:
             raise ClientClosedError("the producer is closed")
+        self._check_sender()
         values = _as_bytes_list("value", values)
         if keys is None:
             keys = [None] * len(values)
