@@ -38,7 +38,6 @@ from dataclasses import dataclass
 
 from ..base import file_names as names
 from ..base.clock import Clock
-from seglog.records import RECORD_BATCH_OVERHEAD
 
 from ..base.errors import CorruptRecordError, InvalidOffsetError
 from ..format.file_records import FileRecords, HeaderField
@@ -225,19 +224,14 @@ class LogLoader:
                 continue
             if slot < len(segments) - 1:
                 following = segments[slot + 1].base_offset
-                segment.defer_check(following, self._tail_bytes_max(), self._lost_recorder(following, segment))
+                segment.defer_check(following, self._lost_recorder(following, segment))
                 continue
             problem = check_indexes(segment.files, self._fs, None)
             if problem is None:
-                problem, _ = check_tail(segment.files, self._fs, self._tail_bytes_max())
+                problem, _ = check_tail(segment.files, self._fs)
             if problem is not None:
                 _LOG.warning("%s: recovering %s although its files were trusted: %s", self._dir, segment, problem)
                 self._recover_segment(segment)
-
-    def _tail_bytes_max(self) -> int:
-        # What may follow the last offset-index entry: the indexed batch, up to one index
-        # interval of further batches, and the batch that crossed the interval.
-        return self._config.index_interval_bytes + 2 * (self._config.max_message_bytes + RECORD_BATCH_OVERHEAD)
 
     def _open_segment(self, base_offset: int, *, create: bool = False) -> LogSegment:
         return LogSegment.open(

@@ -151,7 +151,7 @@ class LogSegment:
         # (next segment's base offset, tail bytes max, before_cut) while the files, loaded
         # without recovery, are still to be checked against each other on first use
         # (segment_check.py).
-        self._pending_check: tuple[int, int, Callable[[int], None] | None] | None = None
+        self._pending_check: tuple[int, Callable[[int], None] | None] | None = None
         self.repaired_on_first_use = False
         # Bytes the first-use check cut from the end (statistics; the range it lost was written
         # down by the check's ``before_cut`` before the cut).
@@ -248,9 +248,7 @@ class LogSegment:
             )
 
     # -- deferred load check ----------------------------------------------------------------
-    def defer_check(
-        self, next_offset_max: int, tail_bytes_max: int, before_cut: Callable[[int], None] | None = None
-    ) -> None:
+    def defer_check(self, next_offset_max: int, before_cut: Callable[[int], None] | None = None) -> None:
         """An inactive segment loaded without recovery: its index tails and log tail are checked
         (and the segment recovered if they disagree) on first use, not at start-up, so a clean
         start of many segments stays one object per segment.
@@ -260,7 +258,7 @@ class LogSegment:
         are written down there, whichever use finds the damage (a read, a lookup by time asking
         the largest timestamp, retention, the cleaner), since once cut the segment looks whole
         to every later check. If it raises, nothing was cut and the check stays pending."""
-        self._pending_check = (next_offset_max, tail_bytes_max, before_cut)
+        self._pending_check = (next_offset_max, before_cut)
 
     @contextlib.contextmanager
     def handles_as_found(self) -> Iterator[None]:
@@ -296,10 +294,10 @@ class LogSegment:
             self._pending_check = pending
             raise
 
-    def _check(self, next_offset_max: int, tail_bytes_max: int, before_cut: Callable[[int], None] | None) -> None:
+    def _check(self, next_offset_max: int, before_cut: Callable[[int], None] | None) -> None:
         problem = check_indexes(self.files, self._fs, next_offset_max)
         if problem is None:
-            problem, _ = check_tail(self.files, self._fs, tail_bytes_max, next_offset_max)
+            problem, _ = check_tail(self.files, self._fs, next_offset_max)
         if problem is None:
             return
         _LOG.warning("%s: recovering on first use, its files disagree: %s", self, problem)

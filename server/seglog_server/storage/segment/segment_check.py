@@ -22,9 +22,14 @@ mapped (load stays lazy: KAFKA-7283):
 
 **Each segment's tail.** The bytes from the last offset-index entry to the end of the ``.log``
 must be whole, valid batches (``whole_valid_batches``), the first of them ending at the entry's
-offset and the last below the next segment's base offset. At most about one index interval plus
-one batch lies past the last entry, so this reads a few KiB per segment; a longer tail is itself
-a disagreement. Kafka checks no log tail after a clean shutdown: a torn copy or garbage appended
+offset and the last below the next segment's base offset. About one index interval plus one
+batch lies past the last entry, so with the defaults this reads a few KiB per segment. How long
+the tail may be is not bounded by the log's config: index.interval.bytes and max.message.bytes
+change after creation, and a segment written under larger values holds a longer tail than the
+current ones allow (Kafka's load checks no length against the config either). So the tail is
+walked whatever its length, bounded by the segment's own size, in chunks of one reused buffer of
+``TAIL_CHUNK_BYTES`` (grown only for a batch longer than that, which the file holds whole).
+Kafka checks no log tail after a clean shutdown: a torn copy or garbage appended
 to any segment then breaks reads of that whole segment (or, in the active one, reuses offsets).
 Cost: three small reads per segment (the two index tails and the log tail), where Kafka reads
 nothing: at start for the last segment of each log, on first use for the others, so a clean
@@ -36,7 +41,7 @@ from __future__ import annotations
 import logging
 import os
 import struct
-from seglog.records import ATTRIBUTES_OFFSET, LOG_OVERHEAD, BatchWalk, CodecError, crc32c
+from seglog.records import ATTRIBUTES_OFFSET, LENGTH_OFFSET, LOG_OVERHEAD, BatchWalk, CodecError, crc32c
 
 from ..format.abstract_index import RELATIVE_OFFSET_MAX
 from ..format.file_records import HeaderField
@@ -45,7 +50,7 @@ from ..format.offset_index import ENTRY as OFFSET_ENTRY
 from ..format.time_index import ENTRY as TIME_ENTRY
 from .segment_files import SegmentFiles
 
-__all__ = ["TAIL_ENTRY_COUNT", "check_indexes", "check_tail", "whole_valid_batches"]
+__all__ = ["TAIL_CHUNK_BYTES", "TAIL_ENTRY_COUNT", "check_indexes", "check_tail", "whole_valid_batches"]
 
 _LOG = logging.getLogger(__name__)
 
@@ -53,8 +58,14 @@ _LOG = logging.getLogger(__name__)
 # newest entries are the ones a crash or a torn copy damages. 16 costs one small pread.
 TAIL_ENTRY_COUNT = 16
 
+# The tail walk reads this much at a time: the defaults' tail (4 KiB interval and a batch of up to
+# 1 MiB) in one read, while a long tail written under larger configs costs no more memory.
+TAIL_CHUNK_BYTES = 1024 * 1024
 
-def whole_valid_batches(view: memoryview, base_offset: int, next_offset: int) -> tuple[int, int, int, list[int]]:
+
+def whole_valid_batches(
+    view: memoryview, base_offset: int, next_offset: int, *, region_end: int | None = None
+) -> tuple[int, int, int, list[int]]:
     """Walks whole, valid batches from the start of ``view`` (the bytes of a segment with base
     offset ``base_offset``, the first batch's offsets at or above ``next_offset``). Returns
     (bytes covered, next offset after them, last offset of the first batch or -1, positions of
@@ -66,16 +77,22 @@ def whole_valid_batches(view: memoryview, base_offset: int, next_offset: int) ->
     is *rotten*: the walk stops there if it is the last batch (a torn write), and otherwise steps
     over it and names it, because cutting there would throw away the good batches after it (the
     read path answers DATA_LOSS for the rotten one). The same framing rules as the recovery
-    scan, walked by the codec's bounded ``BatchWalk``."""
+    scan, walked by the codec's bounded ``BatchWalk``.
+
+    ``region_end``: where the bytes ``view`` starts end in the file, when ``view`` is a chunk of
+    them; the walk then also stops before the first batch the chunk does not hold whole."""
     consumed, size, first_last_offset = 0, len(view), -1
+    end = size if region_end is None else region_end
     rotten: list[int] = []
-    walk = BatchWalk(view, offset_min=next_offset, offset_limit=base_offset + RELATIVE_OFFSET_MAX + 1)
+    walk = BatchWalk(view, region_end=end, offset_min=next_offset, offset_limit=base_offset + RELATIVE_OFFSET_MAX + 1)
     try:
         for consumed, fields in walk:
             batch_bytes = fields[HeaderField.LENGTH] + LOG_OVERHEAD
+            if consumed + batch_bytes > size:
+                break  # whole in the file, not in this chunk: the caller reads on from here
             last = fields[HeaderField.BASE_OFFSET] + fields[HeaderField.LAST_OFFSET_DELTA]
             if crc32c(view[consumed + ATTRIBUTES_OFFSET : consumed + batch_bytes]) != fields[HeaderField.CRC]:
-                if consumed + batch_bytes == size:
+                if consumed + batch_bytes == end:
                     break
                 rotten.append(consumed)
             if first_last_offset < 0:
@@ -98,23 +115,14 @@ def check_indexes(files: SegmentFiles, fs: FileSystem, next_offset_max: int | No
 
 
 def check_tail(
-    files: SegmentFiles, fs: FileSystem, tail_bytes_max: int, next_offset_max: int | None = None
+    files: SegmentFiles, fs: FileSystem, next_offset_max: int | None = None
 ) -> tuple[str | None, int]:
     """(what is wrong with the segment's tail or None, its next offset). ``next_offset_max``:
     the next segment's base offset, which the tail's offsets must stay below."""
     entry = _last_offset_entry(files.offset_index.path, fs, files.base_offset)
     position, entry_offset = (0, None) if entry is None else (entry[1], entry[0])
     log_bytes = files.log.size_in_bytes
-    if log_bytes - position > tail_bytes_max:
-        return (
-            f"{log_bytes - position} bytes follow the last offset-index entry, expected at most "
-            f"{tail_bytes_max} (one index interval and one batch)",
-            -1,
-        )
-    data = files.log.read(position, log_bytes - position)
-    covered, next_offset, first_last, rotten = whole_valid_batches(
-        memoryview(data), files.base_offset, files.base_offset
-    )
+    covered, next_offset, first_last, rotten = _walk_tail(files, position, log_bytes)
     for at in rotten:
         _LOG.error(
             "%s: the batch at position %d fails its CRC; left in place (reads of it answer "
@@ -123,7 +131,7 @@ def check_tail(
         )
     if entry_offset is not None and covered and first_last != entry_offset:
         return f"the last offset-index entry names offset {entry_offset}, the batch at {position} ends at {first_last}", -1
-    if covered != len(data):
+    if covered != log_bytes - position:
         return (
             f"the bytes from position {position + covered} to the end ({log_bytes}) are not a whole, "
             f"valid batch (torn, overwritten or appended after the segment was closed)",
@@ -133,6 +141,35 @@ def check_tail(
         return f"the last batch ends at offset {next_offset - 1}, inside the next segment (base {next_offset_max})", -1
     problem = _check_time_index(files.time_index.path, fs, files.base_offset, next_offset)
     return problem, next_offset
+
+
+def _walk_tail(files: SegmentFiles, position: int, log_bytes: int) -> tuple[int, int, int, list[int]]:
+    """``whole_valid_batches`` over the ``.log`` from ``position`` to ``log_bytes``, read in
+    chunks of one reused buffer (positions relative to ``position``)."""
+    buffer = bytearray(max(1, min(TAIL_CHUNK_BYTES, log_bytes - position)))
+    covered, next_offset, first_last = 0, files.base_offset, -1
+    rotten: list[int] = []
+    while position + covered < log_bytes:
+        at = position + covered
+        filled = files.log.read_into(buffer, at)
+        consumed, next_offset, chunk_first_last, chunk_rotten = whole_valid_batches(
+            memoryview(buffer)[:filled], files.base_offset, next_offset, region_end=log_bytes - at
+        )
+        rotten.extend(covered + slot for slot in chunk_rotten)
+        first_last = chunk_first_last if first_last < 0 else first_last
+        covered += consumed
+        if consumed:
+            continue
+        # Nothing whole in the chunk: either the walk stopped (torn, garbage) or the first batch
+        # is longer than the buffer. The walk checked that length against the file's end, so
+        # growing to it allocates at most the segment's size.
+        if filled < LOG_OVERHEAD:
+            break
+        batch_bytes = int.from_bytes(buffer[LENGTH_OFFSET:LOG_OVERHEAD], "big", signed=True) + LOG_OVERHEAD
+        if batch_bytes <= len(buffer) or at + batch_bytes > log_bytes:
+            break
+        buffer = bytearray(batch_bytes)
+    return covered, next_offset, first_last, rotten
 
 
 # -- the index files, read by their tails ---------------------------------------------------------
