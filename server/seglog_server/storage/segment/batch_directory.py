@@ -20,7 +20,8 @@ per-target search fails; the record comes from the batch's record-time table, or
 It is a cache: the files stay Kafka's. It is built by a header walk of the segment with the
 rules of every other walk (the codec's ``BatchWalk``: each length checked against the file,
 offsets rising inside the segment's bounds), extended by the same walk as the active segment
-grows, and dropped by the segment whenever its bytes may change otherwise (truncation,
+grows, a bounded part of the file a lookup (the segment's ``_DIRECTORY_EXTEND_BYTES``: a lookup
+may run on the event loop; targets past the part entered are the scans'), and dropped by the segment whenever its bytes may change otherwise (truncation,
 recovery, the first-use check). The walk stops at the first batch it refuses and says so
 (``damaged``): targets past that point are left to the per-target search, which meets the
 damage (or not) exactly as before. All directories together stay within ``DIRECTORY_BYTES_MAX``
@@ -77,24 +78,31 @@ class BatchDirectory:
         return self.positions[index + 1] if index + 1 < len(self.positions) else self.end_position
 
     def extend(
-        self, read: Callable[[int, int], bytes], file_end: int, offset_limit: int, size_bytes_max: int = 1 << 62
+        self, read: Callable[[int, int], bytes], file_end: int, offset_limit: int, size_bytes_max: int = 1 << 62,
+        read_bytes_max: int = 1 << 62,
     ) -> bool:
-        """Enters the batches from ``end_position`` to ``file_end`` (the file's logical end),
-        reading with ``read(position, size)``; False when it stopped because the directory grew
-        past ``size_bytes_max`` (checked a chunk at a time: a segment of tiny batches must not
-        build hundreds of MB before it is refused). A batch the walk refuses (a length past the
-        file, offsets out of order or out of the bounds) sets ``damaged`` and ends the walk; an
-        OSError propagates with every batch entered before it kept."""
+        """Enters the batches from ``end_position`` towards ``file_end`` (the file's logical end),
+        reading with ``read(position, size)`` at most ``read_bytes_max`` bytes (one header's more
+        when less is left: each call enters at least a batch), so one call's walk is bounded and
+        a large file is entered over several calls (``end_position`` says how far it got); False
+        when it stopped because the directory grew past ``size_bytes_max`` (checked a chunk at a
+        time: a segment of tiny batches must not build hundreds of MB before it is refused). A
+        batch the walk refuses (a length past the file, offsets out of order or out of the
+        bounds) sets ``damaged`` and ends the walk; an OSError propagates with every batch
+        entered before it kept."""
         assert file_end >= self.end_position, "a shrunk file drops its directory"
         positions, last_offsets, reach = self.positions, self.last_offsets, self.reach
         running_max = reach[-1] if reach else -(1 << 63)
         position = self.end_position
         chunk_bytes = _WALK_CHUNK_BYTES
+        read_left = read_bytes_max
         f_base, f_delta, f_max = HeaderField.BASE_OFFSET, HeaderField.LAST_OFFSET_DELTA, HeaderField.MAX_TIMESTAMP
-        while not self.damaged and file_end - position > 0:
+        while not self.damaged and file_end - position > 0 and read_left > 0:
             if self.size_bytes > size_bytes_max:
                 return False
-            chunk = read(position, min(chunk_bytes, file_end - position))
+            size = min(chunk_bytes, file_end - position, max(read_left, RECORD_BATCH_OVERHEAD))
+            read_left -= size
+            chunk = read(position, size)
             walk = BatchWalk(chunk, 0, region_end=file_end - position, origin=position, torn_tail_ok=False,
                              offset_min=self.next_offset, offset_limit=offset_limit)
             try:

@@ -95,11 +95,13 @@ operation = st.one_of(
     segment_bytes=st.sampled_from([1500, 1 << 20]),
     index_interval_bytes=st.sampled_from([1, 4096]),
     targets=st.lists(st.integers(NOW_MS - 5, NOW_MS + 310), max_size=40),
+    extend_bytes=st.sampled_from([1, 300, 4 << 20]),
 )
 def test_answers_from_the_directory_equal_a_lookup_per_target_as_the_log_changes(
-    tmp_path_factory, budget, operations, segment_bytes, index_interval_bytes, targets
+    tmp_path_factory, budget, monkeypatch, operations, segment_bytes, index_interval_bytes, targets, extend_bytes
 ):
     budget()
+    monkeypatch.setattr(log_segment, "_DIRECTORY_EXTEND_BYTES", extend_bytes)  # directories entered in parts
     log = open_log(tmp_path_factory.mktemp("directory"), FakeClock(NOW_MS),
                    config(segment_bytes=segment_bytes, index_interval_bytes=index_interval_bytes))
     seen: list[int] = []
@@ -366,3 +368,30 @@ def test_a_single_lookup_uses_a_directory_batched_lookups_built_and_builds_none(
     assert fs.preads == 2 * len(targets)  # the directory's: one read of each (small) batch; the oracle's: one too
     fs.fail = 1
     assert log.offset_for_timestamp(NOW_MS + 77) == per_target(log, [NOW_MS + 77])[0]  # a failed read: the scans
+
+
+def test_one_call_enters_a_bounded_part_of_the_file_and_later_calls_the_rest(tmp_path, clock, budget, monkeypatch):
+    """A lookup walks at most _DIRECTORY_EXTEND_BYTES (and one header) of the .log into the
+    directory, building it or extending it over what was appended since, batched or single:
+    the targets past the part entered are the scans', with the same answers."""
+    budget()
+    monkeypatch.setattr(log_segment, "_DIRECTORY_EXTEND_BYTES", 1000)
+    fs = FailingFs()
+    log = small_log(tmp_path, clock, fs)
+    segment = log._local.segments.at(-1)
+    file_end = segment.size_in_bytes
+    targets = [NOW_MS + t for t in range(0, 300, 13)] + [NOW_MS + 299, NOW_MS + 400]
+    expected = per_target(log, targets)
+    ends = []
+    for _ in range(file_end // 1000 + 2):
+        assert log.offsets_for_timestamps(targets) == expected
+        ends.append(directory_of(log).end_position)
+    steps = [after - before for before, after in zip([0] + ends, ends)]
+    assert ends[-1] == file_end and len(directory_of(log)) == 30
+    assert all(step <= 1000 + 61 for step in steps) and steps[0] > 0 and ends[0] < file_end
+    # The active segment grown by many batches since: a single lookup enters one part of them.
+    for first in range(300, 600, 10):
+        log.append(batch(*[b"w"] * 10, timestamps=[NOW_MS + first + i for i in range(10)]))
+    before, grown = directory_of(log).end_position, segment.size_in_bytes
+    assert log.offset_for_timestamp(NOW_MS + 590) == per_target(log, [NOW_MS + 590])[0]
+    assert 0 < directory_of(log).end_position - before <= 1000 + 61 < grown - before
