@@ -121,8 +121,9 @@ class ClusterNode:
         self.routing.held_generation = self.served_generation
         # Topics recorded in ``_held`` whose local copy is being made (or failed to be).
         self._making: set[str] = set()
-        # topic -> the record's configs last applied to the local copy (or found already in force).
-        self._applied_configs: dict[str, dict[str, str]] = {}
+        # topic -> (the record's mod revision, its configs) last applied to the local copy (or found
+        # already in force): the RPC thread and the materializer both apply, each only a newer one.
+        self._applied_configs: dict[str, tuple[int, dict[str, str]]] = {}
         # () -> this instance's ACL digest ("" without an ACL), set by app.py; the live instances
         # whose digest differs are logged when they change and exported (acl_mismatches).
         self.acl_digest: Callable[[], str] = lambda: ""
@@ -304,38 +305,47 @@ class ClusterNode:
                 f"configs of topic {topic!r} not confirmed by etcd ({exc}): if etcd received the change, "
                 "every instance applies it once etcd answers (describe the topic to know)") from exc
         _log.info("topic %s: configs changed in the cluster at revision %d: %s", topic, revision, configs)
-        return self._apply_configs(topic, configs)
+        return self._apply_configs(topic, configs, revision)
 
-    def _apply_configs(self, topic: str, configs: Mapping[str, str]) -> Any:
-        """Makes the local copy's overrides ``configs`` (a file rewrite only when the effective
-        config changes); returns the copy's config."""
+    def _apply_configs(self, topic: str, configs: Mapping[str, str], revision: int) -> Any:
+        """Makes the local copy's overrides ``configs``, the record's at ``revision`` (a file
+        rewrite only when the effective config changes); returns the copy's config. Configs of a
+        revision at or below the one last applied are not applied: the RPC thread (the revision it
+        committed) and the materializer (the cache's, which may lag it or be ahead of it) race,
+        and the older of two must never overwrite the newer one."""
         with self._materialize_lock:
+            applied = self._applied_configs.get(topic)
+            if applied is not None and applied[0] >= revision:
+                return self._manager.describe_topic(topic).config
             wanted = self._manager.alter_topic_configs(topic, configs, _others(configs), validate_only=True)
             if wanted != self._manager.describe_topic(topic).config:
                 self._manager.alter_topic_configs(topic, configs, _others(configs))
-                _log.info("topic %s: configs from etcd applied to the local copy: %s", topic, dict(configs))
-            self._applied_configs[topic] = dict(configs)
+                _log.info("topic %s: configs from etcd (revision %d) applied to the local copy: %s",
+                          topic, revision, dict(configs))
+            self._applied_configs[topic] = (revision, dict(configs))
             return wanted
 
     def _configs_behind(self, topic: str) -> bool:
-        """Whether the cached record's configs differ from the ones last applied (a dict compare on
-        the loop: the pool is asked only when there is something to apply)."""
-        configs = self._cache.topic_configs(topic)
-        return configs is not None and configs != self._applied_configs.get(topic)
+        """Whether the cached record is newer than the configs last applied (on the loop: the pool
+        is asked only when there is something to apply)."""
+        found = self._cache.topic_configs_at(topic)
+        applied = self._applied_configs.get(topic)
+        return found is not None and (applied is None or found[1] > applied[0])
 
     def _follow_configs(self, topic: str) -> None:
-        """Applies the cached record's configs when they differ from the ones last applied. A
-        record this instance cannot apply (configs it refuses, a partition on an offline directory)
-        is logged once per change."""
-        configs = self._cache.topic_configs(topic)
-        if configs is None or configs == self._applied_configs.get(topic):
+        """Applies the cached record's configs when the record is newer than the configs last
+        applied. A record this instance cannot apply (configs it refuses, a partition on an
+        offline directory) is logged once per change."""
+        found = self._cache.topic_configs_at(topic)
+        if found is None:
             return
+        configs, revision = found
         try:
-            self._apply_configs(topic, configs)
+            self._apply_configs(topic, configs, revision)
         except (storage_errors.InvalidConfigError, storage_errors.LogDirOfflineError) as exc:
             # Logged once per change, not every pass; a directory back online comes with a restart,
             # which applies the record again.
-            self._applied_configs[topic] = configs
+            self._applied_configs[topic] = (revision, configs)
             _log.error("topic %s: the configs etcd holds are refused here, the local copy keeps its own: %s",
                        topic, exc)
 

@@ -79,7 +79,8 @@ class MetadataCache:
         self._topics: dict[str, int] = {}
         self._moves: dict[tuple[str, int], dict] = {}  # partition moves in progress (partition_moves.py)
         self._topic_generations: dict[str, int] = {}  # topic -> its key's create revision (topic_records.py)
-        self._topic_configs: dict[str, dict[str, str]] = {}  # topic -> its record's configs (topic_configs.py)
+        # topic -> its record's configs (topic_configs.py) and the record's mod revision
+        self._topic_configs: dict[str, tuple[dict[str, str], int]] = {}
         self._revision = 0
         self._connected = False
         self._reload_count = 0
@@ -117,9 +118,15 @@ class MetadataCache:
 
     def topic_configs(self, topic: str) -> dict[str, str] | None:
         """The configs (overrides) of the topic's record, None for a topic the cache does not show."""
+        found = self.topic_configs_at(topic)
+        return None if found is None else found[0]
+
+    def topic_configs_at(self, topic: str) -> tuple[dict[str, str], int] | None:
+        """(the configs of the topic's record, the record's mod revision), None for a topic the
+        cache does not show: an instance applies a record's configs only over older ones."""
         with self._changed:
-            configs = self._topic_configs.get(topic)
-            return None if configs is None else dict(configs)
+            found = self._topic_configs.get(topic)
+            return None if found is None else (dict(found[0]), found[1])
 
     def move_of(self, topic: str, partition: int) -> dict | None:
         """The partition's move record (JSON, with ``mod_revision`` added), or None."""
@@ -267,7 +274,8 @@ class MetadataCache:
                 record = json.loads(kv.value)
                 self._topics[name] = int(record["partitions"])
                 self._topic_generations[name] = kv.create_revision
-                self._topic_configs[name] = {str(k): str(v) for k, v in record.get("configs", {}).items()}
+                configs = {str(k): str(v) for k, v in record.get("configs", {}).items()}
+                self._topic_configs[name] = (configs, kv.mod_revision)
             elif kind == "move":
                 self._moves[(name, partition)] = dict(json.loads(kv.value), mod_revision=kv.mod_revision)
             else:

@@ -1,0 +1,93 @@
+"""A topic's configs applied to the local copy in the order of their etcd revisions (real etcd, the
+real ClusterNode, MetadataCache and LogManager; the materializer's step driven by hand).
+
+Two paths apply a record's configs to the local copy: the AlterTopicConfigs call on its pool thread
+(the configs it committed) and the materializer pass (the configs its watched cache holds). Each
+keeps the record's mod revision with the configs it applied and applies only a newer one, so a pass
+that read the cache before a call's change never reverts it, and a call applying late never
+overwrites a newer change a pass already applied.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from seglog_server import cluster_node as cluster_node_module
+from seglog_server.cluster import ClusterConfig, ClusterKeys, EtcdGateway
+from seglog_server.cluster.topic_configs import write_topic_configs
+from seglog_server.cluster_node import ClusterNode
+from seglog_server.storage.manager.log_manager import LogManager
+
+pytestmark = pytest.mark.integration
+WAIT_S = 15.0
+
+
+def _until(condition, what: str) -> None:
+    deadline = time.monotonic() + WAIT_S
+    while not condition():
+        assert time.monotonic() < deadline, f"{what}: not reached in time"
+        time.sleep(0.02)
+
+
+@pytest.fixture
+def node(tmp_path, etcd):
+    (tmp_path / "data").mkdir()
+    manager = LogManager([str(tmp_path / "data")])
+    manager.startup()
+    config = ClusterConfig(etcd_endpoints=(etcd.endpoint,), advertise="127.0.0.1:1", instance_id="y",
+                           data_dirs=(str(tmp_path / "data"),), cluster_name=f"cfgrev{time.monotonic_ns()}",
+                           lease_ttl_s=5)
+    node = ClusterNode(config, manager, calls=None)
+    node._membership.start()
+    node._cache.start()
+    writer = EtcdGateway((etcd.endpoint,), timeout_s=5)
+    try:
+        _until(lambda: node._wait_ready(0.1), "y registered")
+        node.create_topic("t", 1, {})
+        yield node, manager, writer
+    finally:
+        writer.close()
+        node._membership.stop(True)
+        node._cache.stop()
+        manager.shutdown()
+
+
+def _retention(manager) -> int:
+    return manager.describe_topic("t").config.retention_ms
+
+
+def _other_instance_sets(node, writer, retention_ms: str) -> None:
+    """A change written by another instance."""
+    write_topic_configs(writer, ClusterKeys(node.config.cluster_name), "t",
+                        lambda configs: {**configs, "retention.ms": retention_ms})
+
+
+def test_a_pass_reading_the_cache_before_a_change_does_not_revert_it(node):
+    node, manager, _ = node
+    node._follow_configs("t")  # the creation's record applied: configs {} at its revision
+    node._cache.stop()  # the pass's view from before the change (its read raced the call)
+    node.alter_topic_configs("t", {"retention.ms": "1000"}, [])
+    assert _retention(manager) == 1000
+    node._follow_configs("t")
+    assert _retention(manager) == 1000  # not reverted to the older record's default
+    assert not node._configs_behind("t")  # and no pass asked to apply it
+
+
+def test_a_call_applying_late_does_not_overwrite_a_newer_change_a_pass_applied(node, monkeypatch):
+    node, manager, writer = node
+    def written_then_overtaken(gateway, keys, topic, change):
+        # The call's change is committed; before its thread applies it, another instance changes
+        # the configs again and the materializer applies that newer record.
+        committed = write_topic_configs(gateway, keys, topic, change)
+        _other_instance_sets(node, writer, "2000")
+        _until(lambda: node._cache.topic_configs("t") == {"retention.ms": "2000"}, "the cache showing the newer record")
+        node._follow_configs("t")
+        assert _retention(manager) == 2000
+        return committed
+
+    monkeypatch.setattr(cluster_node_module, "write_topic_configs", written_then_overtaken)
+    node.alter_topic_configs("t", {"retention.ms": "1000"}, [])
+    assert _retention(manager) == 2000
+    assert not node._configs_behind("t")
