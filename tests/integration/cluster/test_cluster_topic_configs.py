@@ -32,7 +32,9 @@ def _configs(service, topic: str) -> dict[str, str]:
 
 def _files(service, topic: str) -> list[dict[str, str]]:
     dirs = sorted(p for p in service.data_dirs[0].iterdir() if p.is_dir() and p.name.rpartition("-")[0] == topic)
-    return [dict(read_topic_metadata(str(path)).overrides) for path in dirs]
+    # A copy being made has its directory before its topic.properties: not counted until written.
+    found = [read_topic_metadata(str(path)) for path in dirs]
+    return [dict(metadata.overrides) for metadata in found if metadata is not None]
 
 
 def _record(etcd, cluster: str, topic: str) -> dict:
