@@ -504,19 +504,14 @@ class Sender:
         acks = _ACKS_TO_PROTO[self._config.acks]
         sent: list[tuple[asyncio.Future[Any], int]] = []
         position = 0
-        while position < len(records):
+        counts = message_counts(
+            [len(one) for one in records], topic, stream.batches_max,
+            min(self._config.max_request_bytes, stream.request_bytes_max or self._config.max_request_bytes),
+        )
+        for count in counts:
             # Built in place inside the message, as _produce_on does (no copy of the batches).
             message = pb.ProduceStreamRequest()
             request = message.produce
-            size = len(records[position])
-            count = 1
-            while (
-                position + count < len(records)
-                and count < stream.batches_max
-                and size + len(records[position + count]) <= self._config.max_request_bytes
-            ):
-                size += len(records[position + count])
-                count += 1
             for index, one in enumerate(records[position:position + count]):
                 if index:
                     request = message.more.add()
@@ -564,6 +559,35 @@ class Sender:
                     self.streaming = True
                     self.stream_batches_max = stream.batches_max
         return await transport.produce(request)
+
+
+# A ProduceStream message's bytes beyond its batches' records: the message's own fields
+# (correlation id) and, a batch, its field's tag and length, its topic, partition and acks
+# fields, each at its largest varint.
+_MESSAGE_OVERHEAD_BYTES = 16
+_BATCH_OVERHEAD_BYTES = 48
+
+
+def message_counts(sizes: list[int], topic: str, batches_max: int, bytes_max: int) -> list[int]:
+    """How many of a partition's batches (their records' ``sizes``, in order) go in each
+    ProduceStream message: at most ``batches_max`` a message, and the message as serialized no
+    larger than ``bytes_max`` (the smaller of the client's and the service's request limits),
+    envelope included. A batch that alone exceeds it goes alone (the service refuses it with
+    its own clear error, as for a message of one batch)."""
+    per_batch = _BATCH_OVERHEAD_BYTES + len(topic.encode())
+    counts: list[int] = []
+    count = 0
+    size = _MESSAGE_OVERHEAD_BYTES
+    for one in sizes:
+        if count and (count >= batches_max or size + per_batch + one > bytes_max):
+            counts.append(count)
+            count = 0
+            size = _MESSAGE_OVERHEAD_BYTES
+        count += 1
+        size += per_batch + one
+    if count:
+        counts.append(count)
+    return counts
 
 
 def _by_partition(batches: list[ProducerBatch]) -> list[list[ProducerBatch]]:

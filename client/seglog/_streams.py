@@ -38,12 +38,17 @@ from seglog.errors import (
     error_from_status,
 )
 
-__all__ = ["BATCHES_METADATA_KEY", "IN_FLIGHT_METADATA_KEY", "RequestStream", "error_from_stream"]
+__all__ = [
+    "BATCHES_METADATA_KEY", "IN_FLIGHT_METADATA_KEY", "REQUEST_BYTES_METADATA_KEY", "RequestStream",
+    "error_from_stream",
+]
 
 # The service's initial metadata entry: how many requests it reads ahead of its answers.
 IN_FLIGHT_METADATA_KEY = "seglog-stream-in-flight-max"
 # The ProduceStream's: how many batches one message may carry (``produce`` and ``more``).
 BATCHES_METADATA_KEY = "seglog-stream-batches-max"
+# The ProduceStream's: the largest message the service takes (gRPC's receive limit there).
+REQUEST_BYTES_METADATA_KEY = "seglog-stream-request-bytes-max"
 _CODES = {code.value[0]: code for code in grpc.StatusCode}
 # The details grpc.aio gives a call whose write failed in the core (see _stream_ended).
 _FAILED_WRITE_DETAILS = "Internal error from Core"
@@ -82,6 +87,7 @@ class RequestStream:
         self.confirmed = False
         self.in_flight_max: int | None = None  # the service's read-ahead bound, once known
         self.batches_max = 1  # batches a ProduceStream message may carry (the service's word)
+        self.request_bytes_max: int | None = None  # the largest message it takes, once known
         self.opened_count = 0
         # Called at once (before any owed answer fails) when a stream ends with requests owed:
         # the producer holds its partitions before anything new is sent on the next stream.
@@ -216,6 +222,9 @@ class RequestStream:
         must fall back to unary calls."""
         call = self._open_call()
         self._call = call
+        # What the last service announced may not hold for this one (an older build at the same
+        # address announces nothing): until this open is answered, the defaults.
+        self.request_bytes_max = None
         self._open_answered = asyncio.get_running_loop().create_future()
         self.opened_count += 1
         self._reader = asyncio.ensure_future(self._read_answers(call))
@@ -258,6 +267,11 @@ class RequestStream:
             elif key == BATCHES_METADATA_KEY:
                 try:
                     self.batches_max = max(1, int(value))
+                except ValueError:
+                    pass
+            elif key == REQUEST_BYTES_METADATA_KEY:
+                try:
+                    self.request_bytes_max = max(1, int(value))
                 except ValueError:
                     pass
         return confirmed

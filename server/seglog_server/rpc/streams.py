@@ -20,7 +20,8 @@ open stream a request costs one message each way. The shape of one stream (``_se
               most ``seglog-stream-batches-max``, announced at open): each is admitted, appended
               or refused as a message of its own would be, in order, and answered in its slot
               of the one answer (``more``); grpc.aio's per-message cost, not the append, is
-              most of a 16 KiB batch's cost on each side.
+              most of a 16 KiB batch's cost on each side. The open also announces the largest
+              message taken (``seglog-stream-request-bytes-max``): producers pack under it.
     refusal   a request the twin would refuse is answered with ``error`` set (the twin's status
               code, message, error class and retry hint); the stream goes on. Not so a stream
               whose rights a reload revoked (``CallGate.recheck``, run before each message takes
@@ -46,6 +47,8 @@ import grpc
 
 from seglog.v1 import log_service_pb2 as pb
 
+from seglog_server.config import REQUEST_OVERHEAD_BYTES
+
 from . import conversions
 from .admission import client_of
 from .boundary import _abort, _answer_if_cut, _check_parsed
@@ -56,7 +59,7 @@ from .service_core import ServiceCore
 from .status import status_for
 
 __all__ = [
-    "BATCHES_METADATA_KEY", "IN_FLIGHT_METADATA_KEY", "STREAM_BATCHES_MAX", "STREAM_IN_FLIGHT_MAX", "OrderedReplies",
+    "BATCHES_METADATA_KEY", "IN_FLIGHT_METADATA_KEY", "REQUEST_BYTES_METADATA_KEY", "STREAM_BATCHES_MAX", "STREAM_IN_FLIGHT_MAX", "OrderedReplies",
     "StreamRpcs",
 ]
 
@@ -74,6 +77,9 @@ IN_FLIGHT_METADATA_KEY = "seglog-stream-in-flight-max"
 # default batch.size) slow one a message. 16: a producer's window is 5 batches a partition.
 BATCHES_METADATA_KEY = "seglog-stream-batches-max"
 STREAM_BATCHES_MAX = 16
+# The ProduceStream's: the largest message the service takes (its request_bytes_max, gRPC's
+# receive limit): a producer packs a message's batches under it, or the stream would end.
+REQUEST_BYTES_METADATA_KEY = "seglog-stream-request-bytes-max"
 
 _Reply = Any  # a response message, or a future of one (an answer that must wait)
 
@@ -219,7 +225,11 @@ class StreamRpcs:
             with core.admission.stream(client_of(context)):
                 metadata: tuple[tuple[str, str], ...] = ((IN_FLIGHT_METADATA_KEY, str(STREAM_IN_FLIGHT_MAX)),)
                 if name == "ProduceStream":
-                    metadata += ((BATCHES_METADATA_KEY, str(STREAM_BATCHES_MAX)),)
+                    request_bytes_max = core.limits.message_bytes_max + REQUEST_OVERHEAD_BYTES
+                    metadata += (
+                        (BATCHES_METADATA_KEY, str(STREAM_BATCHES_MAX)),
+                        (REQUEST_BYTES_METADATA_KEY, str(request_bytes_max)),
+                    )
                 await context.send_initial_metadata(metadata)
                 replies = OrderedReplies(context.write, STREAM_IN_FLIGHT_MAX)
                 session = _Session(core.stopping)

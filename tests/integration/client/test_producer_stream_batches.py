@@ -121,3 +121,46 @@ def test_a_stream_broken_under_messages_of_several_batches_is_retried_in_order_o
     assert breaks >= 2, f"only {breaks} breaks in {grouped} messages of several batches"
     assert _values(seglog_service.address, topic) == values
     assert [meta.offset for meta in metadata] == list(range(len(values)))
+
+
+def test_messages_of_several_batches_stay_under_the_service_request_limit(start_service, monkeypatch):
+    """Batches that fit the client's request limit together (1 MiB) but not the service's
+    (announced at open) go in messages the service takes, envelope counted: nothing ends the
+    stream and every batch is written once, in order."""
+    # Requests of at most 600,000 bytes at the service, topics' batches up to 500,000.
+    service = start_service(args=["--request-bytes-max", "600000", "--topic-default", "max.message.bytes=500000"])
+    address = service.address
+    with Admin(address) as admin:
+        admin.create_topic("big-batches", 1, {})
+    real_send = RequestStream.send
+    sizes: list[tuple[int, int]] = []
+    ended: list[BaseException] = []
+    real_end = RequestStream._end
+
+    async def measuring_send(self, message, **options):
+        if self._answer_field == "produce":
+            sizes.append((1 + len(message.more), message.ByteSize()))
+        return await real_send(self, message, **options)
+
+    def noting_end(self, call, error):
+        if self._call is call and not self._closed:
+            ended.append(error)
+        return real_end(self, call, error)
+
+    monkeypatch.setattr(RequestStream, "send", measuring_send)
+    monkeypatch.setattr(RequestStream, "_end", noting_end)
+    values = [b"%d" % i + b"x" * 199_999 for i in range(6)]
+
+    async def run() -> list[int]:
+        async with AsyncProducer(address, batch_size=250_000, linger_ms=60_000, retries=0) as producer:
+            await producer.send_and_wait("big-batches", b"warm-up", partition=0)  # the stream confirmed
+            futures = [await producer.send("big-batches", value, partition=0) for value in values]
+            await producer.flush()
+            return [(await future).offset for future in futures]
+
+    offsets = asyncio.run(run())
+    assert offsets == list(range(1, 7))
+    assert ended == []
+    assert max(count for count, _ in sizes) > 1  # still several batches a message
+    assert all(size <= 600_000 for count, size in sizes if count > 1)
+    assert _values(address, "big-batches") == [b"warm-up", *values]

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from seglog import _accumulator
 from seglog._accumulator import BufferFullError, RecordAccumulator
-from seglog._sender import _answers, _by_partition
+from seglog._sender import _answers, _by_partition, message_counts
 from seglog.errors import RecordTooLargeError, ServiceError, TopicNotFoundError
 from seglog.records import Compression
 from seglog.structs import TopicPartition
@@ -184,3 +184,33 @@ def test_an_answer_with_the_wrong_number_of_slots_fails_every_batch():
     response = pb.ProduceStreamResponse(correlation_id=1, produce=pb.ProduceResponse(base_offset=4))
     outcomes = _answers(response, 2)
     assert all(isinstance(o, ServiceError) and "answered 1 of the 2 batches" in str(o) for o in outcomes)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    sizes=st.lists(st.integers(0, 3000), min_size=1, max_size=20),
+    topic=st.text(min_size=1, max_size=40),
+    partition=st.integers(0, 2**31 - 1),
+    batches_max=st.integers(1, 16),
+    bytes_max=st.integers(1, 12_000),
+)
+def test_each_message_of_several_batches_fits_the_request_limit_as_serialized(
+    sizes, topic, partition, batches_max, bytes_max
+):
+    """The packing counts the envelope: a message of several batches, built as the sender builds
+    it, is never above the limit; a batch alone above it goes alone; none is left out."""
+    counts = message_counts(sizes, topic, batches_max, bytes_max)
+    assert sum(counts) == len(sizes) and all(1 <= count <= batches_max for count in counts)
+    position = 0
+    for count in counts:
+        message = pb.ProduceStreamRequest(correlation_id=2**63 - 1)
+        request = message.produce
+        for index, size in enumerate(sizes[position:position + count]):
+            if index:
+                request = message.more.add()
+            request.topic = topic
+            request.partition = partition
+            request.records = b"r" * size
+            request.acks = pb.ACKS_FSYNCED
+        assert count == 1 or message.ByteSize() <= bytes_max
+        position += count
