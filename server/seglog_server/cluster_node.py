@@ -124,6 +124,8 @@ class ClusterNode:
         # topic -> (the record's mod revision, its configs) last applied to the local copy (or found
         # already in force): the RPC thread and the materializer both apply, each only a newer one.
         self._applied_configs: dict[str, tuple[int, dict[str, str]]] = {}
+        # topic -> the record revision whose failed apply was last logged (logged once a record).
+        self._configs_refused: dict[str, int] = {}
         # () -> this instance's ACL digest ("" without an ACL), set by app.py; the live instances
         # whose digest differs are logged when they change and exported (acl_mismatches).
         self.acl_digest: Callable[[], str] = lambda: ""
@@ -286,11 +288,16 @@ class ClusterNode:
         """Blocking. Writes the change into the topic's record in etcd, computed from the configs
         etcd holds and compared on the record's revision (cluster/topic_configs.py), then applies
         the record's configs here; every other instance applies them from its watched cache.
-        Returns the local copy's config."""
+        Returns the local copy's config; when applying it here fails once etcd has the change
+        (every other instance applies it), the committed configs: the change is made, this copy's
+        failure is logged and the next materializer pass applies it again."""
+        computed: list[Any] = []
+
         def change(configs: dict[str, str]) -> dict[str, str]:
             merged = {name: value for name, value in configs.items() if name not in delete_names}
             merged.update(set_configs)
             config = self._manager.alter_topic_configs(topic, merged, _others(merged), validate_only=True)
+            computed.append(config)
             canonical = config.to_properties()
             return {name: canonical[name] for name in merged}
 
@@ -305,7 +312,12 @@ class ClusterNode:
                 f"configs of topic {topic!r} not confirmed by etcd ({exc}): if etcd received the change, "
                 "every instance applies it once etcd answers (describe the topic to know)") from exc
         _log.info("topic %s: configs changed in the cluster at revision %d: %s", topic, revision, configs)
-        return self._apply_configs(topic, configs, revision)
+        try:
+            return self._apply_configs(topic, configs, revision)
+        except (storage_errors.StorageError, OSError) as exc:
+            _log.error("topic %s: configs of revision %d are in etcd but not applied to the local copy yet "
+                       "(the next pass retries): %s", topic, revision, exc)
+            return computed[-1]
 
     def _apply_configs(self, topic: str, configs: Mapping[str, str], revision: int) -> Any:
         """Makes the local copy's overrides ``configs``, the record's at ``revision`` (a file
@@ -335,19 +347,19 @@ class ClusterNode:
     def _follow_configs(self, topic: str) -> None:
         """Applies the cached record's configs when the record is newer than the configs last
         applied. A record this instance cannot apply (configs it refuses, a partition on an
-        offline directory) is logged once per change."""
+        offline directory, a write that failed) is not marked applied: every pass tries it again,
+        and it is logged once per record."""
         found = self._cache.topic_configs_at(topic)
         if found is None:
             return
         configs, revision = found
         try:
             self._apply_configs(topic, configs, revision)
-        except (storage_errors.InvalidConfigError, storage_errors.LogDirOfflineError) as exc:
-            # Logged once per change, not every pass; a directory back online comes with a restart,
-            # which applies the record again.
-            self._applied_configs[topic] = (revision, configs)
-            _log.error("topic %s: the configs etcd holds are refused here, the local copy keeps its own: %s",
-                       topic, exc)
+        except (storage_errors.StorageError, OSError) as exc:
+            if self._configs_refused.get(topic) != revision:
+                self._configs_refused[topic] = revision
+                _log.error("topic %s: the configs etcd holds are refused here (revision %d), the local copy keeps "
+                           "its own; every pass tries them again: %s", topic, revision, exc)
 
     # -- InitProducerId -------------------------------------------------------------------------
     def reserve_producer_id_block(self) -> int:

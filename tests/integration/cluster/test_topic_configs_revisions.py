@@ -5,11 +5,15 @@ Two paths apply a record's configs to the local copy: the AlterTopicConfigs call
 (the configs it committed) and the materializer pass (the configs its watched cache holds). Each
 keeps the record's mod revision with the configs it applied and applies only a newer one, so a pass
 that read the cache before a call's change never reverts it, and a call applying late never
-overwrites a newer change a pass already applied.
+overwrites a newer change a pass already applied. A local apply that fails once etcd has the change
+(a full disk, injected through the storage's fs seam) does not fail the call, which answers the
+committed configs, and is not marked applied: the next pass applies it.
 """
 
 from __future__ import annotations
 
+import errno
+import logging
 import time
 
 import pytest
@@ -19,6 +23,7 @@ from seglog_server.cluster import ClusterConfig, ClusterKeys, EtcdGateway
 from seglog_server.cluster.topic_configs import write_topic_configs
 from seglog_server.cluster_node import ClusterNode
 from seglog_server.storage.manager.log_manager import LogManager
+from tests.support.fault_fs import FaultFs
 
 pytestmark = pytest.mark.integration
 WAIT_S = 15.0
@@ -34,7 +39,8 @@ def _until(condition, what: str) -> None:
 @pytest.fixture
 def node(tmp_path, etcd):
     (tmp_path / "data").mkdir()
-    manager = LogManager([str(tmp_path / "data")])
+    fs = FaultFs()
+    manager = LogManager([str(tmp_path / "data")], fs=fs)
     manager.startup()
     config = ClusterConfig(etcd_endpoints=(etcd.endpoint,), advertise="127.0.0.1:1", instance_id="y",
                            data_dirs=(str(tmp_path / "data"),), cluster_name=f"cfgrev{time.monotonic_ns()}",
@@ -46,7 +52,7 @@ def node(tmp_path, etcd):
     try:
         _until(lambda: node._wait_ready(0.1), "y registered")
         node.create_topic("t", 1, {})
-        yield node, manager, writer
+        yield node, manager, writer, fs
     finally:
         writer.close()
         node._membership.stop(True)
@@ -65,7 +71,7 @@ def _other_instance_sets(node, writer, retention_ms: str) -> None:
 
 
 def test_a_pass_reading_the_cache_before_a_change_does_not_revert_it(node):
-    node, manager, _ = node
+    node, manager, _, _ = node
     node._follow_configs("t")  # the creation's record applied: configs {} at its revision
     node._cache.stop()  # the pass's view from before the change (its read raced the call)
     node.alter_topic_configs("t", {"retention.ms": "1000"}, [])
@@ -76,7 +82,7 @@ def test_a_pass_reading_the_cache_before_a_change_does_not_revert_it(node):
 
 
 def test_a_call_applying_late_does_not_overwrite_a_newer_change_a_pass_applied(node, monkeypatch):
-    node, manager, writer = node
+    node, manager, writer, _ = node
     def written_then_overtaken(gateway, keys, topic, change):
         # The call's change is committed; before its thread applies it, another instance changes
         # the configs again and the materializer applies that newer record.
@@ -89,5 +95,45 @@ def test_a_call_applying_late_does_not_overwrite_a_newer_change_a_pass_applied(n
 
     monkeypatch.setattr(cluster_node_module, "write_topic_configs", written_then_overtaken)
     node.alter_topic_configs("t", {"retention.ms": "1000"}, [])
+    assert _retention(manager) == 2000
+    assert not node._configs_behind("t")
+
+
+DEFAULT_RETENTION_MS = 604_800_000
+
+
+def _errors(caplog) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR and r.name.startswith("seglog_server")]
+
+
+def test_a_local_apply_failing_after_etcd_committed_answers_the_change_and_the_next_pass_applies_it(node, caplog):
+    node, manager, _, fs = node
+    full = fs.fail("pwrite", errno.ENOSPC, path="topic.properties")
+    answer = node.alter_topic_configs("t", {"retention.ms": "1000"}, [])
+    assert full.hits == 1
+    assert answer.retention_ms == 1000  # the committed configs: every other instance applies them
+    assert _retention(manager) == DEFAULT_RETENTION_MS
+    assert any("in etcd but not applied to the local copy yet" in message for message in _errors(caplog))
+    assert node._configs_behind("t")
+    _until(lambda: node._cache.topic_configs("t") == {"retention.ms": "1000"}, "the cache showing the change")
+    node._follow_configs("t")
+    assert _retention(manager) == 1000
+    assert not node._configs_behind("t")
+
+
+def test_a_pass_whose_apply_fails_tries_again_at_the_next_one(node, caplog):
+    node, manager, writer, fs = node
+    node._follow_configs("t")
+    _other_instance_sets(node, writer, "2000")
+    _until(lambda: node._cache.topic_configs("t") == {"retention.ms": "2000"}, "the cache showing the change")
+    full = fs.fail("pwrite", errno.ENOSPC, path="topic.properties", times=2)
+    caplog.clear()
+    node._follow_configs("t")
+    node._follow_configs("t")
+    assert full.hits == 2 and _retention(manager) == DEFAULT_RETENTION_MS
+    assert node._configs_behind("t")  # not marked applied
+    refused = [message for message in _errors(caplog) if "refused here" in message]
+    assert len(refused) == 1 and "no space left" in refused[0].lower()  # logged once a record
+    node._follow_configs("t")  # the disk has room again
     assert _retention(manager) == 2000
     assert not node._configs_behind("t")
