@@ -165,7 +165,9 @@ class FetchRpcs:
         position = validation.check_start_position(request.position)
         log = self.core.storage.get_log(topic, partition)
         if position == pb.START_POSITION_EARLIEST:
-            return log.log_start_offset
+            # UNAVAILABLE while a tiered log's remote segments are unlisted: the local log start
+            # would skip the records in the store without a word.
+            return log.known_log_start_offset()
         if position == pb.START_POSITION_LATEST:
             return log.log_end_offset
         if request.HasField("timestamp_ms"):

@@ -388,7 +388,9 @@ class PartitionMoveRpcs(mpb_grpc.PartitionMoveServiceServicer):
                     position += len(data)
         if request.final:
             await context.write(mpb.CopyPartitionChunk(
-                summary=True, log_start_offset=log.log_start_offset, log_end_offset=log_end_offset,
+                # A tiered source not listed since its start knows only its local log start: the
+                # move waits (UNAVAILABLE) rather than give the target a start above the store's.
+                summary=True, log_start_offset=log.known_log_start_offset(), log_end_offset=log_end_offset,
                 files=[mpb.CopiedFile(name=name, size=size, identity=identity) for name, _, size, identity in files]))
 
     # -- AbortMove ---------------------------------------------------------------------------------

@@ -16,6 +16,7 @@ import pytest
 from tests.support.integration_helpers import ServiceProcess, make_batch, records_of
 from tests.support.s3_server import CREDENTIALS_ENV
 
+from seglog import Admin, Consumer, ServiceUnavailableError, TopicPartition
 from seglog.v1 import log_service_pb2 as pb
 
 from tests.integration.remote.conftest import BUCKET
@@ -29,6 +30,9 @@ READ_TIMEOUT_MS = 2_000
 CALL_TIMEOUT_S = 15
 # How long the uploader thread may take to copy and delete on a loaded 2-core machine.
 SETTLE_S = 60.0
+# OffsetsForTimes' special targets (Kafka's ListOffsets).
+LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3
+NOT_LISTED = "is not loaded yet: the object store has not answered"
 
 
 @pytest.fixture(scope="module")
@@ -187,6 +191,11 @@ def test_a_start_with_the_store_frozen_is_ready_at_once_and_lists_it_once_it_ans
                 produce(service.stub, topic, 1, start=20)  # produce goes on
                 end = service.stub.Fetch(pb.FetchRequest(topic=topic, offset=20), timeout=CALL_TIMEOUT_S)
                 assert [r.offset for r in records_of(end)] == [20]  # and local reads
+            local_start = check_start_answers_wait(service, topics[0])
+            with Consumer(service.address, topics[0], 0, start="earliest") as consumer:
+                with pytest.raises(ServiceUnavailableError, match=NOT_LISTED) as info:
+                    consumer.poll(1_000)
+                assert info.value.retriable  # the start stays pending: the next poll asks again
         finally:
             weed.resume()
 
@@ -198,5 +207,54 @@ def test_a_start_with_the_store_frozen_is_ready_at_once_and_lists_it_once_it_ans
                 return False
 
         wait_until(remote_reads_answer, "the remote segments listed once the store answers")
+        assert local_start > 0 and [r.offset for r in offsets_for(service, topics[0], [EARLIEST])] == [0]
+        with Admin(service.address) as admin:
+            assert admin.describe_topic(topics[0]).partitions[0].log_start_offset == 0
+            assert admin.earliest_offsets(topics[0]) == {0: 0}
+        with Consumer(service.address, topics[0], 0, start="earliest") as consumer:
+            assert consumer.poll(CALL_TIMEOUT_S * 1000, max_records=1)[0].offset == 0
+            consumer.seek_to_beginning()
+            assert consumer.position() == 0
     finally:
         service.stop()
+
+
+def offsets_for(service: ServiceProcess, topic: str, targets: list[int]) -> list[pb.PartitionOffset]:
+    return list(service.stub.OffsetsForTimes(pb.OffsetsForTimesRequest(partitions=[
+        pb.PartitionTimestamp(topic=topic, partition=0, timestamp_ms=t) for t in targets]),
+        timeout=CALL_TIMEOUT_S).results)
+
+
+def check_start_answers_wait(service: ServiceProcess, topic: str) -> int:
+    """With ``topic``'s remote segments not listed since the start: every answer naming its log
+    start is a retriable UNAVAILABLE saying why (OffsetsForTimes per target, Consume from the
+    earliest, DeleteRecords, the clients' earliest offsets and seek to the beginning);
+    DescribeTopic says the log start is unknown (-1) and the local one; LATEST answers. Returns
+    the local log start."""
+    now_ms = int(time.time() * 1000)
+    results = offsets_for(service, topic, [EARLIEST, MAX_TIMESTAMP, 0, now_ms, LATEST])
+    for result in results[:4]:
+        assert result.offset == -1 and result.error.code == grpc.StatusCode.UNAVAILABLE.value[0], result
+        assert NOT_LISTED in result.error.message, result.error.message
+    assert results[4].offset == 21 and not results[4].HasField("error")
+    for call in (lambda: next(iter(service.stub.Consume(pb.ConsumeRequest(
+                     topic=topic, position=pb.START_POSITION_EARLIEST), timeout=CALL_TIMEOUT_S))),
+                 lambda: service.stub.DeleteRecords(pb.DeleteRecordsRequest(topic=topic, partition=0, offset=1),
+                                                    timeout=CALL_TIMEOUT_S)):
+        with pytest.raises(grpc.RpcError) as info:
+            call()
+        assert info.value.code() == grpc.StatusCode.UNAVAILABLE and NOT_LISTED in info.value.details()
+    with Admin(service.address) as admin:
+        described = admin.describe_topic(topic).partitions[0]
+        local_start = described.local_log_start_offset
+        assert described.log_start_offset == -1 and 0 < local_start < 21
+        for call in (lambda: admin.earliest_offsets(topic),
+                     lambda: admin.delete_records({TopicPartition(topic, 0): 1})):
+            with pytest.raises(ServiceUnavailableError, match=NOT_LISTED) as info:
+                call()
+            assert info.value.retriable
+    with Consumer(service.address, topic, 0, start="latest") as consumer:
+        consumer.seek_to_beginning()
+        with pytest.raises(ServiceUnavailableError, match=NOT_LISTED):
+            consumer.position()
+    return local_start

@@ -88,7 +88,7 @@ def test_a_restart_derives_the_uploaded_offset_and_log_start_from_the_store(weed
         # Opening the log asks the store nothing: until the remote pass lists its segments, the
         # log start is the local one and what lies below it is unknown (UNAVAILABLE), not gone.
         assert not log.remote_tier.listed and log.log_start_offset == local_start
-        with pytest.raises(RemoteStorageUnavailableError, match="has not listed"):
+        with pytest.raises(RemoteStorageUnavailableError, match="is not loaded yet"):
             log.read(0, 1 << 20)
         assert log.read(local_start, 1 << 20).records
         manager.run_remote_pass()

@@ -10,8 +10,9 @@ segments are in the object store, copying the next ones, and the whole log's ret
   backs off exponentially (1 s doubling to 60 s); produce and local reads never wait for it.
 - **The highest uploaded offset** is derived from ``RemoteLogMetadata.list()`` when the tier
   loads, then kept in memory. The tier loads on the uploader's pass, not when the log opens (a
-  silent store never holds up a start); until its first load (``listed``) the log answers reads
-  below the local log start UNAVAILABLE.
+  silent store never holds up a start); until its first load (``listed``) the log answers
+  UNAVAILABLE whatever depends on its log start (reads below the local start, EARLIEST, lookups
+  by time, DeleteRecords: ``UnifiedLog._remote_start_unknown``).
 - **Whole-log retention** (``retention_pass``): remote segments below the log start offset, or
   beyond retention.bytes (remote bytes below the local log plus the local log), or older than
   retention.ms go: the log start offset moves first (no read is answered from a segment about to
@@ -111,8 +112,8 @@ class RemoteLogTier:
 
     @property
     def listed(self) -> bool:
-        """Whether the segment list was read from the store once (reads below the local log
-        start need it; a stale one, see ``reload``, still answers them)."""
+        """Whether the segment list was read from the store once (the log start and every
+        answer below the local log start need it; a stale one, see ``reload``, still answers)."""
         return self._segments is not None
 
     def segments(self) -> list[RemoteLogSegmentMetadata]:

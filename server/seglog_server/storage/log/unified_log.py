@@ -575,12 +575,10 @@ class UnifiedLog:
             self._local.check_usable()
             log_start, high_watermark = self._log_start_offset, self._log_end_offset
             tier = self._remote_tier
-            if 0 <= offset < log_start and tier is not None and not tier.listed:
+            if 0 <= offset < log_start and self._remote_start_unknown():
                 # The log start offset is the local one until the store is listed: what lies
                 # below it is unknown, not out of range.
-                raise RemoteStorageUnavailableError(
-                    f"{self._name}: offset {offset} is below the local log start {log_start} and the "
-                    "object store has not listed the remote segments since the start (retry later)")
+                raise self._unlisted(f"offset {offset} is below the local log start {log_start}")
             if offset < log_start or offset > high_watermark:
                 raise OffsetOutOfRangeError(
                     f"{self._name}: offset {offset} is outside the log's range "
@@ -641,15 +639,54 @@ class UnifiedLog:
                     local.check_usable()
                 view = self._tiered_view()
                 if view is None:
-                    return self._with_latest_tiered(
-                        lookup_timestamps(local, timestamps_ms, self._log_start_offset, self._log_end_offset),
-                        timestamps_ms)
+                    return self._local_lookups(timestamps_ms)
             outcomes = self._tiered_lookups(view, timestamps_ms)
             if outcomes is not None:
                 return outcomes
         raise RemoteStorageUnavailableError(
             f"{self._name}: the local log start moved during each of {TIERED_LOOKUP_ATTEMPTS_MAX} lookups by "
             "time (segments uploaded and deleted locally meanwhile); retry")
+
+    def _local_lookups(self, timestamps_ms: Sequence[int]) -> list[LookupOutcome]:
+        """Under the lock, no remote segment below the local start known: every target over the
+        local log, but those whose answer needs the tier's segment list while it is not loaded
+        (``_waiting_for_the_list``), which answer a retriable RemoteStorageUnavailableError."""
+        waiting = self._waiting_for_the_list(timestamps_ms)
+        if not waiting:  # every log but a tiered one just started: the targets as they are
+            return self._with_latest_tiered(
+                lookup_timestamps(self._local, timestamps_ms, self._log_start_offset, self._log_end_offset),
+                timestamps_ms)
+        check_targets(timestamps_ms, self._name)
+        asked = [t for t in timestamps_ms if t not in waiting]
+        found: dict[int, LookupOutcome] = dict(waiting)
+        if asked:
+            found.update(zip(asked, self._with_latest_tiered(
+                lookup_timestamps(self._local, asked, self._log_start_offset, self._log_end_offset), asked)))
+        return [found[t] for t in timestamps_ms]
+
+    def _waiting_for_the_list(self, timestamps_ms: Sequence[int]) -> dict[int, LookupOutcome]:
+        """Under the lock: the targets answered UNAVAILABLE until the tier's first listing.
+        LATEST_TIERED is the list's own answer, -1 without it only for a log that never had a
+        closed segment to upload (nothing below its local start, one segment). While offsets below the local log start may be
+        in the store (``_remote_start_unknown``) so are EARLIEST (the log start), MAX_TIMESTAMP
+        and every target >= 0: timestamps need not grow with offsets, so a remote record may
+        carry any timestamp and be the first to reach any target (Kafka weighs each remote
+        segment's largest timestamp, which only the list gives). EARLIEST_LOCAL and LATEST
+        answer from the local log whatever the store does."""
+        tier = self._remote_tier
+        if tier is None or tier.listed:
+            return {}
+        start_unknown = self._remote_start_unknown()
+        nothing_uploadable = not start_unknown and len(self._segments) == 1
+        waiting: dict[int, LookupOutcome] = {}
+        for target in timestamps_ms:
+            if target == LATEST_TIERED_TIMESTAMP:
+                if not nothing_uploadable:
+                    waiting[target] = self._unlisted("the highest uploaded offset (LATEST_TIERED)")
+            elif start_unknown and (target >= 0 or target in (EARLIEST_TIMESTAMP, MAX_TIMESTAMP)):
+                waiting[target] = self._unlisted(f"a lookup of timestamp {target} may be answered below "
+                                                 f"the local log start {self._segments.first.base_offset}")
+        return waiting
 
     def _with_latest_tiered(self, outcomes: list[LookupOutcome], timestamps_ms: Sequence[int]) -> list[LookupOutcome]:
         """LATEST_TIERED (Kafka's KIP-1005) is the tier's highest uploaded offset even while
@@ -659,6 +696,30 @@ class UnifiedLog:
             return outcomes
         latest = TimestampAndOffset(-1, tier.highest_uploaded_offset)
         return [latest if t == LATEST_TIERED_TIMESTAMP else o for t, o in zip(timestamps_ms, outcomes)]
+
+    def _remote_start_unknown(self) -> bool:
+        """Under the lock: whether offsets below the local log start may be in the store while
+        nobody knows yet (the tier not listed since the start: opening a log asks the store
+        nothing). A local log starting at the checkpoint's log start (a new partition, or one
+        never cut locally) has nothing below it, so its answers are known."""
+        tier = self._remote_tier
+        return (tier is not None and not tier.listed
+                and tier.checkpoint_log_start_offset < self._segments.first.base_offset)
+
+    def _unlisted(self, what: str) -> RemoteStorageUnavailableError:
+        return RemoteStorageUnavailableError(
+            f"{self._name}: {what}, and the remote segment list of {self._name} is not loaded yet: the "
+            "object store has not answered since the start (retry later)")
+
+    def known_log_start_offset(self) -> int:
+        """The log start offset, for an answer that names it (EARLIEST, DescribeTopic): a
+        retriable RemoteStorageUnavailableError while offsets below the local log start may be
+        in the store unlisted (``log_start_offset`` is then the local one)."""
+        with self._lock:
+            if self._remote_start_unknown():
+                raise self._unlisted("the log start offset may lie below the local log start "
+                                     f"{self._segments.first.base_offset}")
+            return self._log_start_offset
 
     def _tiered_view(self) -> _TieredView | None:
         """Under the lock: what a lookup below the local log start needs, or None when no remote
@@ -725,6 +786,8 @@ class UnifiedLog:
         """The path of a read at ``offset``: segment, index searches, scan (lookup_explain.py)."""
         with self._lock:
             self._local.check_usable()
+            if offset < self._log_start_offset and self._remote_start_unknown():
+                raise self._unlisted(f"offset {offset} is below the local log start {self._log_start_offset}")
             if not self._log_start_offset <= offset < self._log_end_offset:
                 raise OffsetOutOfRangeError(
                     f"{self._name}: offset {offset} is outside the log's records "
@@ -989,6 +1052,10 @@ class UnifiedLog:
         Segments wholly below it go in the next retention pass."""
         with self._lock:
             self._local.check_changeable()
+            if self._remote_start_unknown():
+                # Refused whatever the offset: the first listing sets the log start from the
+                # store, which would undo a start moved before it.
+                raise self._unlisted(f"DeleteRecords to offset {offset} moves the log start offset")
             offset = delete_records_offset(offset, self.high_watermark, self._name)
             moved = offset > self._log_start_offset
             if moved:

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from ..base.errors import RemoteStorageUnavailableError
 from ..base.log_config import LogConfig
 from ..segment.open_segments import OpenSegmentsStatistics
 
@@ -57,17 +58,24 @@ def describe_partition(number: int, partition: PartitionEntry) -> PartitionDescr
     log = partition.log
     tier = log.remote_tier
     remote = tier.segments() if tier is not None else []
+    # A tiered log not listed since the start: its log start and remote extent are unknown (-1,
+    # as for a partition owned elsewhere), not the local ones (EARLIEST answers UNAVAILABLE).
+    try:
+        log_start_offset = log.known_log_start_offset()
+    except RemoteStorageUnavailableError:
+        log_start_offset = -1
+    unlisted = log_start_offset < 0
     return PartitionDescription(
         partition=number,
-        log_start_offset=log.log_start_offset,
+        log_start_offset=log_start_offset,
         log_end_offset=log.log_end_offset,
         high_watermark=log.high_watermark,
         size_bytes=log.size_in_bytes,
         segment_count=log.segment_count,
         log_dir=partition.log_dir.path,
         local_log_start_offset=log.local_log_start_offset,
-        remote_segment_count=len(remote),
-        remote_size_bytes=sum(m.segment_bytes for m in remote),
+        remote_segment_count=-1 if unlisted else len(remote),
+        remote_size_bytes=-1 if unlisted else sum(m.segment_bytes for m in remote),
     )
 
 
