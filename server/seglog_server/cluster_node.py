@@ -131,6 +131,7 @@ class ClusterNode:
         self.acl_digest: Callable[[], str] = lambda: ""
         self._acl_mismatches_logged: tuple[str, ...] = ()
         self.routing.acl_mismatches = self.acl_mismatches
+        self.routing.configs_unapplied = self.configs_unapplied
         # Each partition's ownership epoch, pushed into its local log (``follow_epochs``).
         self._epochs_stopping = threading.Event()
         self._epochs_thread: threading.Thread | None = None
@@ -315,6 +316,7 @@ class ClusterNode:
         try:
             return self._apply_configs(topic, configs, revision)
         except (storage_errors.StorageError, OSError) as exc:
+            self._configs_refused[topic] = revision  # exported (configs_unapplied), not logged again
             _log.error("topic %s: configs of revision %d are in etcd but not applied to the local copy yet "
                        "(the next pass retries): %s", topic, revision, exc)
             return computed[-1]
@@ -513,6 +515,11 @@ class ClusterNode:
                 with contextlib.suppress(storage_errors.StorageError):
                     total += self._manager.get_log(topic, partition).size_in_bytes
         return total
+
+    def configs_unapplied(self) -> tuple[str, ...]:
+        """The topics whose configs in etcd this instance failed to apply to its copy and has not
+        applied since (every materializer pass tries again): exported for an operator to see."""
+        return tuple(sorted(topic for topic in list(self._configs_refused) if self._configs_behind(topic)))
 
     # -- the ACL, one file per instance -----------------------------------------------------------
     def acl_mismatches(self) -> tuple[str, ...]:

@@ -73,6 +73,8 @@ def cluster_families(routing: Any) -> Iterator[Metric]:
     yield _gauge("seglog_cluster_lease_remaining_seconds", routing.membership.acknowledge_time_left_s())
     mismatches = getattr(routing, "acl_mismatches", None)
     yield _gauge("seglog_cluster_acl_mismatched_instances", 0 if mismatches is None else len(mismatches()))
+    unapplied = getattr(routing, "configs_unapplied", None)
+    yield _gauge("seglog_cluster_topic_configs_unapplied", 0 if unapplied is None else len(unapplied()))
     epochs = new_family("seglog_cluster_epoch_changes")
     epochs.add_metric([], statistics.epoch_change_count)
     yield epochs

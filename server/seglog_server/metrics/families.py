@@ -134,6 +134,9 @@ FAMILIES: dict[str, tuple[str, tuple[str, ...], str]] = {
     "seglog_cluster_acl_mismatched_instances": (
         "gauge", (), "Live instances whose ACL rules (the digest in their registration) differ from this "
         "instance's: a call may be allowed by one instance and refused by another until the files agree."),
+    "seglog_cluster_topic_configs_unapplied": (
+        "gauge", (), "Topics whose configs in etcd this instance failed to apply to its copy (a full disk, an "
+        "offline directory, a value it refuses) and has not applied since; every pass tries again."),
     "seglog_cluster_epoch_changes": (
         "counter", (), "Partition owner records seen at a new epoch (moves, takeovers) since start."),
     "seglog_cluster_fenced_appends_refused": (

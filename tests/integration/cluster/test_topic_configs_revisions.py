@@ -22,6 +22,7 @@ from seglog_server import cluster_node as cluster_node_module
 from seglog_server.cluster import ClusterConfig, ClusterKeys, EtcdGateway
 from seglog_server.cluster.topic_configs import write_topic_configs
 from seglog_server.cluster_node import ClusterNode
+from seglog_server.metrics.cluster_metrics import cluster_families
 from seglog_server.storage.manager.log_manager import LogManager
 from tests.support.fault_fs import FaultFs
 
@@ -102,6 +103,11 @@ def test_a_call_applying_late_does_not_overwrite_a_newer_change_a_pass_applied(n
 DEFAULT_RETENTION_MS = 604_800_000
 
 
+def _unapplied_gauge(node) -> float:
+    [family] = [f for f in cluster_families(node.routing) if f.name == "seglog_cluster_topic_configs_unapplied"]
+    return family.samples[0].value
+
+
 def _errors(caplog) -> list[str]:
     return [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR and r.name.startswith("seglog_server")]
 
@@ -114,11 +120,11 @@ def test_a_local_apply_failing_after_etcd_committed_answers_the_change_and_the_n
     assert answer.retention_ms == 1000  # the committed configs: every other instance applies them
     assert _retention(manager) == DEFAULT_RETENTION_MS
     assert any("in etcd but not applied to the local copy yet" in message for message in _errors(caplog))
-    assert node._configs_behind("t")
+    assert node._configs_behind("t") and node.configs_unapplied() == ("t",)
     _until(lambda: node._cache.topic_configs("t") == {"retention.ms": "1000"}, "the cache showing the change")
     node._follow_configs("t")
     assert _retention(manager) == 1000
-    assert not node._configs_behind("t")
+    assert not node._configs_behind("t") and node.configs_unapplied() == ()
 
 
 def test_a_pass_whose_apply_fails_tries_again_at_the_next_one(node, caplog):
@@ -132,8 +138,10 @@ def test_a_pass_whose_apply_fails_tries_again_at_the_next_one(node, caplog):
     node._follow_configs("t")
     assert full.hits == 2 and _retention(manager) == DEFAULT_RETENTION_MS
     assert node._configs_behind("t")  # not marked applied
+    assert node.configs_unapplied() == ("t",) and _unapplied_gauge(node) == 1
     refused = [message for message in _errors(caplog) if "refused here" in message]
     assert len(refused) == 1 and "no space left" in refused[0].lower()  # logged once a record
     node._follow_configs("t")  # the disk has room again
     assert _retention(manager) == 2000
     assert not node._configs_behind("t")
+    assert node.configs_unapplied() == () and _unapplied_gauge(node) == 0
