@@ -309,7 +309,9 @@ class FileRecords:
 
     # -- reads ------------------------------------------------------------------------------
     def read(self, position: int, size_in_bytes: int) -> bytes:
-        """Up to ``size_in_bytes`` bytes from ``position`` (fewer at the end of the batches)."""
+        """Up to ``size_in_bytes`` bytes from ``position`` (fewer at the end of the batches).
+        ``CorruptRecordError`` when the file ends before ``size_in_bytes`` says (truncated or
+        damaged under the open segment): a walk would otherwise ask for the same bytes forever."""
         size_in_bytes = min(size_in_bytes, self.size_in_bytes - position)
         if size_in_bytes <= 0:
             return b""
@@ -320,7 +322,14 @@ class FileRecords:
                 return data
         buffer = bytearray(size_in_bytes)
         got = self._fs.preadinto(fd, buffer, position)
-        return bytes(buffer[:got])
+        if got < size_in_bytes:
+            raise self._ends_early(position + got)
+        return bytes(buffer)
+
+    def _ends_early(self, end: int) -> CorruptRecordError:
+        return CorruptRecordError(
+            f"{self._path}: the file ends at {end}, before the {self.size_in_bytes} bytes of batches it held"
+        )
 
     def read_into(self, buffer: bytearray | memoryview, position: int) -> int:
         """Fills ``buffer`` from ``position``, never past the batches' end; returns the count."""
@@ -433,7 +442,11 @@ class FileRecords:
                 chunk, chunk_start = mapping, 0
             else:
                 fd = self._fd if self._fd is not None else self._open()
-                chunk, chunk_start = self._fs.pread(fd, min(scan_bytes, end - position), position), position
+                want = min(scan_bytes, end - position)
+                chunk, chunk_start = self._fs.pread(fd, want, position), position
+                if len(chunk) < want:  # read again to the end (a file shorter than its size: below)
+                    buffer = bytearray(want)
+                    chunk = bytes(buffer[: self._fs.preadinto(fd, buffer, position)])
             in_chunk = position - chunk_start
             if offset_min is not None:  # the common case: one tight loop (the rules' fast path)
                 found, in_chunk, offset_min, checked = vouch_batches(
@@ -465,6 +478,8 @@ class FileRecords:
                         return header, chunk, offset_in_chunk
             if walk.stop is not BatchStop.NEED_BYTES:
                 return None
+            if mapping is None and len(chunk) < want:
+                raise self._ends_early(chunk_start + len(chunk))  # the next batch is past the file's end
             position = chunk_start + walk.position
             if offset_min is not None:
                 offset_min = walk.last_offset + 1

@@ -88,8 +88,8 @@ class BatchDirectory:
         when it stopped because the directory grew past ``size_bytes_max`` (checked a chunk at a
         time: a segment of tiny batches must not build hundreds of MB before it is refused). A
         batch the walk refuses (a length past the file, offsets out of order or out of the
-        bounds) sets ``damaged`` and ends the walk; an OSError propagates with every batch
-        entered before it kept."""
+        bounds), or a read shorter than asked, sets ``damaged`` and ends the walk; an OSError
+        (or the read's own error) propagates with every batch entered before it kept."""
         assert file_end >= self.end_position, "a shrunk file drops its directory"
         positions, last_offsets, reach = self.positions, self.last_offsets, self.reach
         running_max = reach[-1] if reach else -(1 << 63)
@@ -103,6 +103,9 @@ class BatchDirectory:
             size = min(chunk_bytes, file_end - position, max(read_left, RECORD_BATCH_OVERHEAD))
             read_left -= size
             chunk = read(position, size)
+            if len(chunk) < size:  # the file ends before its size: damage, never read again
+                self.damaged = True
+                break
             walk = BatchWalk(chunk, 0, region_end=file_end - position, origin=position, torn_tail_ok=False,
                              offset_min=self.next_offset, offset_limit=offset_limit)
             try:

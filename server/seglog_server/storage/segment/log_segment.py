@@ -764,7 +764,7 @@ class LogSegment:
                 whole = directory.extend(
                     self._log.read, file_end, _OFFSET_LIMIT, DIRECTORIES.bytes_max, _DIRECTORY_EXTEND_BYTES
                 )
-            except OSError:
+            except (OSError, CorruptRecordError):  # (a file shorter than its size: the scans meet it)
                 DIRECTORIES.hold(directory)
                 return None
             if not whole or not DIRECTORIES.fits(directory.size_bytes):
@@ -821,7 +821,7 @@ class LogSegment:
                     else:
                         results[offset] = TimestampAndOffset(match[1], match[0])
                 number = run_end
-        except (OSError, _CodecError):
+        except (OSError, _CodecError, CorruptRecordError):
             rest.extend(range(number, count))
         finally:
             watch.lap_each("log_scan", count)

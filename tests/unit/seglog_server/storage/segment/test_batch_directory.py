@@ -395,3 +395,42 @@ def test_one_call_enters_a_bounded_part_of_the_file_and_later_calls_the_rest(tmp
     before, grown = directory_of(log).end_position, segment.size_in_bytes
     assert log.offset_for_timestamp(NOW_MS + 590) == per_target(log, [NOW_MS + 590])[0]
     assert 0 < directory_of(log).end_position - before <= 1000 + 61 < grown - before
+
+
+@pytest.mark.timeout(30)  # before, both walks asked for the missing bytes forever under the log's lock
+@pytest.mark.parametrize("built_first", [False, True])
+def test_a_log_file_shorter_than_its_size_fails_the_targets_past_its_end_in_both_walks(
+    tmp_path, clock, budget, built_first
+):
+    """The .log cut under the open segment (outside seglog): a read returning fewer bytes than
+    the segment's size promised is damage, for the directory's walk and for the per-target scan
+    alike: the targets before the cut are answered, those past it fail, nothing waits."""
+    budget()
+    log = small_log(tmp_path, clock)
+    targets = [NOW_MS + t for t in range(0, 300, 13)]
+    clean = per_target(log, targets)
+    if built_first:
+        log.offsets_for_timestamps(targets[:1])
+        log.append(batch(*[b"w"] * 10, timestamps=[NOW_MS + 300 + i for i in range(10)]))  # to be entered
+        targets.append(NOW_MS + 305)
+        clean.append(per_target(log, [NOW_MS + 305])[0])
+    path = os.path.join(tmp_path, "00000000000000000000.log")
+    cut = batch_positions(path)[15] + 10
+    os.truncate(path, cut)
+    alone = outcomes_alone(log, targets)
+    together = [type(found) if isinstance(found, StorageError) else found for found in log.lookup_timestamps(targets)]
+    assert alone == together
+    assert alone == [CorruptSegmentError if target >= NOW_MS + 150 else found for target, found in zip(targets, clean)]
+    assert not log.is_offline
+
+
+@pytest.mark.timeout(30)  # before, the walk asked for the missing bytes forever
+def test_the_directory_walk_marks_a_read_shorter_than_the_file_damaged(tmp_path, clock):
+    small_log(tmp_path, clock).close()
+    path = os.path.join(tmp_path, "00000000000000000000.log")
+    with open(path, "rb") as file:
+        data = file.read()
+    cut = batch_positions(path)[7] + 5
+    directory = BatchDirectory(0)
+    assert directory.extend(lambda position, size: data[position : min(position + size, cut)], len(data), 1 << 62)
+    assert directory.damaged and len(directory) < 8 and directory.end_position <= cut
