@@ -529,6 +529,8 @@ class Sender:
                 outcomes += [error] * count
             else:
                 outcomes += _answers(response, count)
+        if stream.confirmed:  # what the service (maybe another build since a reopen) said at open
+            self.stream_batches_max = stream.batches_max
         return outcomes
 
     async def _produce_on(self, transport: Transport, topic: str, partition: int, records: bytes) -> pb.ProduceResponse:
@@ -603,15 +605,22 @@ def _by_partition(batches: list[ProducerBatch]) -> list[list[ProducerBatch]]:
 
 def _answers(response: pb.ProduceStreamResponse, count: int) -> list[Any]:
     """The outcomes of a message's ``count`` batches from its answer: a ProduceResponse, or the
-    exception the batch was refused with. A refusal of the whole message (it answers no batch
-    after the first) is each batch's."""
+    exception the batch was refused with. The service answers each batch in its slot, in
+    order; batches with no slot (an older service, which appends only ``produce`` and ignores
+    ``more``, or the refusal of a whole message) were not appended: they fail retriably, and
+    a retry writes them once (sent again one a message), with or without idempotence. More
+    slots than batches is a broken answer: every batch fails with it."""
     first: Any = error_from_stream(response.error) if response.HasField("error") else response.produce
     outcomes = [first]
     for answer in response.more:
         outcomes.append(error_from_stream(answer.error) if answer.HasField("error") else answer.produce)
-    if len(outcomes) != count:
-        if isinstance(first, SeglogError) and len(outcomes) == 1:
-            return [first] * count
-        error = ServiceError(f"the service answered {len(outcomes)} of the {count} batches of a message")
+    if len(outcomes) > count:
+        error = ServiceError(f"the service answered {len(outcomes)} slots for the {count} batches of a message")
         return [error] * count
+    if len(outcomes) < count:
+        unanswered = ServiceUnavailableError(
+            f"not appended: the service answered {len(outcomes)} of the {count} batches of a message "
+            "(an older service takes one a message); sent again"
+        )
+        outcomes += [unanswered] * (count - len(outcomes))
     return outcomes

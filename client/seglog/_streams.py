@@ -224,6 +224,7 @@ class RequestStream:
         self._call = call
         # What the last service announced may not hold for this one (an older build at the same
         # address announces nothing): until this open is answered, the defaults.
+        self.batches_max = 1
         self.request_bytes_max = None
         self._open_answered = asyncio.get_running_loop().create_future()
         self.opened_count += 1

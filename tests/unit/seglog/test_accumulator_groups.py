@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from seglog import _accumulator
 from seglog._accumulator import BufferFullError, RecordAccumulator
 from seglog._sender import _answers, _by_partition, message_counts
-from seglog.errors import RecordTooLargeError, ServiceError, TopicNotFoundError
+from seglog.errors import RecordTooLargeError, ServiceError, ServiceUnavailableError, TopicNotFoundError
 from seglog.records import Compression
 from seglog.structs import TopicPartition
 from seglog.v1 import log_service_pb2 as pb
@@ -173,17 +173,37 @@ def test_answers_reads_each_batch_in_its_slot():
     assert isinstance(second, TopicNotFoundError)
 
 
-def test_a_message_refused_whole_fails_each_of_its_batches_with_the_refusal():
+def test_a_message_refused_whole_gives_the_first_batch_the_refusal_and_the_rest_a_retry():
+    """Refused whole (one slot), none of the batches was appended: the first carries the
+    refusal, the others, never looked at, are sent again."""
     response = pb.ProduceStreamResponse(correlation_id=1, error=_error(grpc.StatusCode.INVALID_ARGUMENT))
     outcomes = _answers(response, 3)
-    assert len(outcomes) == 3 and all(o is outcomes[0] for o in outcomes)
     assert outcomes[0].code is grpc.StatusCode.INVALID_ARGUMENT
+    assert all(isinstance(o, ServiceUnavailableError) and o.retriable for o in outcomes[1:])
 
 
-def test_an_answer_with_the_wrong_number_of_slots_fails_every_batch():
+@pytest.mark.parametrize("count", [2, 3, 16])
+def test_batches_an_answer_has_no_slot_for_were_not_appended_and_are_retried(count):
+    """An older service appends only ``produce`` and answers one slot: the first batch gets its
+    real answer (it was written: failing it would make an application write it twice), the
+    ones it ignored a retriable error saying they were not appended."""
     response = pb.ProduceStreamResponse(correlation_id=1, produce=pb.ProduceResponse(base_offset=4))
+    outcomes = _answers(response, count)
+    assert isinstance(outcomes[0], pb.ProduceResponse) and outcomes[0].base_offset == 4
+    assert len(outcomes) == count
+    assert all(
+        isinstance(o, ServiceUnavailableError) and o.retriable and f"answered 1 of the {count}" in str(o)
+        for o in outcomes[1:]
+    )
+
+
+def test_an_answer_with_more_slots_than_batches_fails_every_batch():
+    response = pb.ProduceStreamResponse(correlation_id=1, produce=pb.ProduceResponse(base_offset=4))
+    response.more.add().produce.base_offset = 5
+    response.more.add().produce.base_offset = 6
     outcomes = _answers(response, 2)
-    assert all(isinstance(o, ServiceError) and "answered 1 of the 2 batches" in str(o) for o in outcomes)
+    assert len(outcomes) == 2
+    assert all(isinstance(o, ServiceError) and not o.retriable and "3 slots for the 2" in str(o) for o in outcomes)
 
 
 @settings(max_examples=200, deadline=None)
