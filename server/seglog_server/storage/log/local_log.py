@@ -425,6 +425,7 @@ class LocalLog:
                     segment.change_file_suffixes("", file_names.DELETED_SUFFIX)
             finally:
                 segment.release_handles()
+                segment.drop_batch_directory()  # out of the directories' budget now, not at the unlink
             self._pending_deletes.append((due_ms, segment))
             self.deleted_segment_count += 1
 

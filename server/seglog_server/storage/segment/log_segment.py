@@ -748,10 +748,13 @@ class LogSegment:
         directory = self._directory_ref()
         file_end = self._log.size_in_bytes
         if directory is None or file_end < directory.end_position:
+            if directory is not None:  # the file shrank under it (not through this segment)
+                DIRECTORIES.drop(directory)
             if self._directory_ref is not _no_directory:
-                # The budget dropped it (lookups on more segments than it holds): a new one is
-                # built after as many targets again, so a working set larger than the budget
-                # costs at most a build for each time the scans' cost would have paid for one.
+                # The budget dropped it (lookups on more segments than it holds), or the file
+                # shrank: a new one is built after as many targets again, so a working set larger
+                # than the budget costs at most a build for each time the scans' cost would have
+                # paid for one.
                 self._directory_ref, self._directory_targets = _no_directory, 0
             self._directory_targets += target_count
             if self._directory_refused or self._directory_targets * (1 << 20) < file_end * _DIRECTORY_TARGETS_PER_MIB:

@@ -434,3 +434,36 @@ def test_the_directory_walk_marks_a_read_shorter_than_the_file_damaged(tmp_path,
     directory = BatchDirectory(0)
     assert directory.extend(lambda position, size: data[position : min(position + size, cut)], len(data), 1 << 62)
     assert directory.damaged and len(directory) < 8 and directory.end_position <= cut
+
+
+@pytest.mark.parametrize("how", ["truncate_fully", "retention"])
+def test_a_segment_scheduled_for_deletion_leaves_the_budget_at_once(tmp_path, clock, budget, how):
+    """A replaced or retired segment's directory is out of the budget when its files are renamed
+    to .deleted, not file.delete.delay.ms later when they are unlinked."""
+    made = budget()
+    log = small_log(tmp_path, clock)
+    log.roll()
+    log.append(batch(*[b"w"] * 10, timestamps=[NOW_MS + 300 + i for i in range(10)]))
+    log.offsets_for_timestamps([NOW_MS + t for t in range(0, 300, 13)])
+    assert directory_of(log, 0) is not None and len(made) == 1 and made.size > 0
+    if how == "truncate_fully":
+        log.truncate_fully_and_start_at(log.log_end_offset)
+    else:
+        log.delete_records(300)
+        assert log.delete_old_segments() == 1
+    assert len(made) == 0 and made.size == 0
+
+
+def test_a_file_shrunk_under_its_directory_leaves_the_budget(tmp_path, clock, budget):
+    """The .log cut to fewer bytes than the directory entered, by a way other than the segment's
+    own truncation (which drops it first): the old directory leaves the budget as it is replaced."""
+    made = budget()
+    log = small_log(tmp_path, clock)
+    targets = [NOW_MS + t for t in range(0, 300, 13)]
+    log.offsets_for_timestamps(targets)
+    segment = log._local.segments.at(-1)
+    old = directory_of(log)
+    segment.log.truncate_to(batch_positions(segment.log.path)[20])
+    assert log.offsets_for_timestamps(targets) == per_target(log, targets)
+    assert directory_of(log) is not old
+    assert made.size == (directory_of(log).size_bytes if directory_of(log) is not None else 0) and len(made) <= 1
