@@ -25,7 +25,9 @@ open stream a request costs one message each way. The shape of one stream (``_se
     refusal   a request the twin would refuse is answered with ``error`` set (the twin's status
               code, message, error class and retry hint); the stream goes on. Not so a stream
               whose rights a reload revoked (``CallGate.recheck``, run before each message takes
-              anything): it ends UNAUTHENTICATED or PERMISSION_DENIED.
+              anything, and before each batch of a message after its first: the rest of that
+              message is not appended and has no slot in its answer): it ends UNAUTHENTICATED
+              or PERMISSION_DENIED.
     end       the client half-closes: the answers still owed are sent, then OK. Or the stream
               ends with a status: a message that does not parse (INVALID_ARGUMENT: no
               correlation id to answer), the service stopping (UNAVAILABLE, after every request
@@ -267,6 +269,8 @@ class StreamRpcs:
                 _check_parsed(request)  # no correlation id to answer: the stream ends
                 await self._recheck(call, replies)
                 await replies.send(await handle(name, call, request))
+                if call.revoked is not None:  # revoked during the message (_produce_message)
+                    await self._recheck(call, replies)
         except _Stopped:
             await replies.finish()
             raise ServiceStoppingError(
@@ -299,14 +303,33 @@ class StreamRpcs:
             )
             return self._refused(pb.ProduceStreamResponse, name, correlation_id, exc, started_ns)
         # One batch after the other, each as a message of its own would be (admitted, appended
-        # or refused alone): a refused batch does not stop the ones after it.
-        replies = [
-            await self._produce_batch(name, call, correlation_id, produce)
-            for produce in (request.produce, *request.more)
-        ]
+        # or refused alone): a refused batch does not stop the ones after it. Rights revoked
+        # by a reload meanwhile stop it: the batches after have no slot in the answer (not
+        # appended; the client sends them again) and the stream ends once it is answered, as
+        # it would before a message of one batch (``_read_loop``).
+        replies: list[_Reply] = []
+        try:
+            for produce in (request.produce, *request.more):
+                if replies and not self._still_allowed(call):
+                    break
+                replies.append(await self._produce_batch(name, call, correlation_id, produce))
+        except BaseException:
+            # The stream ended (cancelled) or a batch raised (a bug): the answers under way for
+            # the batches before end with it.
+            for reply in replies:
+                if isinstance(reply, asyncio.Future):
+                    reply.cancel()
+            raise
         if any(isinstance(reply, asyncio.Future) for reply in replies):
             return asyncio.ensure_future(_joined_later(replies))
         return _joined(replies)
+
+    def _still_allowed(self, call: Any) -> bool:
+        try:
+            self.core.gate.recheck(call)
+        except Exception:  # noqa: BLE001 - remembered on the call: _read_loop ends the stream with it
+            return False
+        return True
 
     async def _produce_batch(
         self, name: str, call: Any, correlation_id: int, produce: pb.ProduceRequest
