@@ -54,7 +54,8 @@ from seglog.structs import ClusterInstance, ClusterMetadata, PartitionOwner, Top
 from seglog.v1 import cluster_pb2 as cluster_pb
 from seglog.v1 import log_service_pb2 as pb
 
-__all__ = ["FOLLOWED_ERRORS", "CoordinatorTransport", "Router", "RouterStatistics", "metadata_from"]
+__all__ = ["FOLLOWED_ERRORS", "HINTED", "CoordinatorTransport", "Router", "RouterStatistics", "any_hinted",
+           "metadata_from"]
 
 # The errors after which a request naming a partition (or a group) asks where it lives now: a
 # refusal naming the owner, and a routed owner that is down or does not answer in time.
@@ -176,7 +177,7 @@ class Router:
             return [self.bootstrap]
         return [self._channel_to(i.address) for i in metadata.instances if i.alive and i.address]
 
-    async def offsets_for_times(self, request: pb.OffsetsForTimesRequest) -> pb.OffsetsForTimesResponse:
+    async def offsets_for_times(self, request: pb.OffsetsForTimesRequest, read: Callable[[Any, bool], Any] | None = None) -> Any:
         """OffsetsForTimes at each target's owner, answers in the request's order. The targets
         go to their owners' channels together (one request per owner); a target answered with
         an owner hint (its error's ``owner_id``) is routed there, Metadata refreshed once, and
@@ -189,10 +190,16 @@ class Router:
         it is, awaited in this task, and its answer is returned as it is when no target needs
         asking elsewhere: no task, no gather, no copy of the request or of the answer (on a
         single lookup those cost about as much as the stream's round trip). What follows a
-        refusal is the same either way."""
+        refusal is the same either way.
+
+        ``read(results, last)``, when given, reads the answers (returning what this returns
+        instead of the answer): on the first answer (``last`` False) it returns ``HINTED`` when
+        any carries an owner hint, so the answers are walked once, not once for the hints and
+        once more by the caller."""
         sole = self._sole_transport(request.partitions)
         if sole is None:
-            return await self._ask_owners(list(request.partitions), 0, None, None)
+            response = await self._ask_owners(list(request.partitions), 0, None, None)
+            return response if read is None else read(response.results, True)
         seen = self._generation
         count = len(request.partitions)
         try:
@@ -204,22 +211,32 @@ class Router:
             refused = list(range(count))
             failures: dict[int, SeglogError] = dict.fromkeys(refused, error)
         else:
-            if not _any_hinted(response.results):
+            if read is not None:
+                found = read(response.results, False)
+                if found is not HINTED:
+                    return found
+            elif not any_hinted(response.results):
                 return response
             results = [None] * count
             refused = self._note_answers(range(count), response.results, results, last=False)
             failures = {}
         targets = list(request.partitions)
         pending = await self._after_refusal(targets, refused, dict.fromkeys(refused, sole), seen)
-        return await self._ask_owners(targets, 1, results, pending, failures)
+        response = await self._ask_owners(targets, 1, results, pending, failures)
+        return response if read is None else read(response.results, True)
 
     def _sole_transport(self, targets: Any) -> Transport | None:
         """The channel every target routes to; None when they route to more than one."""
         if not self._routes:
             return self.bootstrap
         sole = None
+        asked: set[tuple[str, int]] = set()
         for target in targets:
-            transport = self.transport_for(target.topic, target.partition)
+            key = (target.topic, target.partition)
+            if key in asked:
+                continue  # a partition's targets route together: its route looked up once
+            asked.add(key)
+            transport = self.transport_for(*key)
             if sole is None:
                 sole = transport
             elif transport is not sole:
@@ -391,7 +408,11 @@ class CoordinatorTransport:
         return getattr(self.router.bootstrap, name)
 
 
-def _any_hinted(results: Any) -> bool:
+# What ``offsets_for_times``'s ``read`` returns for a first answer with an owner hint in it.
+HINTED = object()
+
+
+def any_hinted(results: Any) -> bool:
     """Whether any answer carries an owner hint. Only a refused target has one, and its offset
     is -1 (the proto says so): the answers found are passed over on one field read each."""
     for result in results:

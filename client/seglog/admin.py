@@ -19,7 +19,7 @@ import grpc
 
 from seglog import _moves, _sync
 from seglog._connection import ConnectionOptions
-from seglog._routing import Router, metadata_from
+from seglog._routing import HINTED, Router, any_hinted, metadata_from
 from seglog._security import PemSource
 from seglog.cleaning import CleanablePartition, CleaningCommit, SnapshotInfo
 from seglog.client import REQUEST_TIMEOUT_MS_DEFAULT, Transport
@@ -58,6 +58,27 @@ DELETE_ALL = -1
 _T = TypeVar("_T")
 _log = logging.getLogger("seglog.admin")
 _new_tuple = tuple.__new__
+
+
+def _read_offsets(results: Any, last: bool) -> Any:
+    """OffsetsForTimes' answers as ``offsets_for_times_many`` returns them, or the router's
+    ``HINTED`` on a first answer (``last`` False) in which some target carries an owner hint;
+    otherwise a target's error is raised (the first, naming its partition). One pass: each field
+    read of a upb message costs about as much as a dict look-up."""
+    found: list[OffsetAndTimestamp | None] = []
+    keep = found.append
+    for result in results:
+        offset = result.offset
+        if offset >= 0:  # an answer (a refused target's offset is -1: the proto says so)
+            # tuple.__new__ directly: the NamedTuple's own __new__ is a Python function.
+            keep(_new_tuple(OffsetAndTimestamp, (offset, result.timestamp_ms)))
+        elif result.HasField("error"):
+            if not last and any_hinted(results):
+                return HINTED  # the router asks the hinted targets' owners, then reads again
+            raise error_from_partition(result.error, f"{result.topic}-{result.partition}")
+        else:
+            keep(None)
+    return found
 
 
 class AsyncAdmin:
@@ -392,18 +413,8 @@ class AsyncAdmin:
             target.topic, target.partition, target.timestamp_ms = tp.topic, tp.partition, ts
         await self._connected()
         assert self._router is not None
-        response = await self._router.offsets_for_times(request)  # each target at its owner
-        found: list[OffsetAndTimestamp | None] = []
-        keep = found.append
-        for result in response.results:  # one pass: each field read of a upb message costs
-            offset = result.offset
-            if offset >= 0:  # an answer (a refused target's offset is -1: the proto says so)
-                # tuple.__new__ directly: the NamedTuple's own __new__ is a Python function.
-                keep(_new_tuple(OffsetAndTimestamp, (offset, result.timestamp_ms)))
-            elif result.HasField("error"):
-                raise error_from_partition(result.error, f"{result.topic}-{result.partition}")
-            else:
-                keep(None)
+        found: list[OffsetAndTimestamp | None] = await self._router.offsets_for_times(
+            request, _read_offsets)  # each target at its owner
         if len(found) != len(targets):
             raise ServiceError(f"OffsetsForTimes answered {len(found)} results for {len(targets)} targets")
         return found

@@ -8,6 +8,7 @@ import grpc
 import pytest
 
 from seglog import Admin, Consumer, TopicPartition
+from seglog.errors import InvalidRequestError
 from seglog.structs import LATEST_TIMESTAMP
 from seglog.v1 import log_service_pb2 as pb
 from seglog_server.rpc.operations import OPERATIONS, Owner
@@ -91,6 +92,13 @@ def test_every_partition_naming_rpc_is_answered_by_the_owner_and_the_client_foll
         assert explained.searches, explained
         assert admin.delete_records({tp: 2}) == {tp: 2}
         assert admin.earliest_offsets("t", [1]) == {1: 2}
+    # A target refused for its own sake before one owned elsewhere (a client new to b): the first
+    # failure is raised, after the other was asked at its owner all the same.
+    with Admin(a.address) as admin:
+        router = admin._async._router
+        with pytest.raises(InvalidRequestError, match="t-0: .*-7"):
+            admin.offsets_for_times_many([(TopicPartition("t", 0), -7), (tp, 0)])
+        assert router is not None and router.redirects == 1
     with Consumer(a.address, topic="t", partition=1, start="latest") as consumer:
         assert consumer.poll(timeout_ms=200) == []
         _produce(b, "t", 1, b"after")
