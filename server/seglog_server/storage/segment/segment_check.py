@@ -28,7 +28,8 @@ the tail may be is not bounded by the log's config: index.interval.bytes and max
 change after creation, and a segment written under larger values holds a longer tail than the
 current ones allow (Kafka's load checks no length against the config either). So the tail is
 walked whatever its length, bounded by the segment's own size, in chunks of one reused buffer of
-``TAIL_CHUNK_BYTES`` (grown only for a batch longer than that, which the file holds whole).
+``TAIL_CHUNK_BYTES`` (grown only for a batch longer than that whose header is valid and which
+the file holds whole: garbage with a long length field is rejected at the chunk's size).
 Kafka checks no log tail after a clean shutdown: a torn copy or garbage appended
 to any segment then breaks reads of that whole segment (or, in the active one, reuses offsets).
 Cost: three small reads per segment (the two index tails and the log tail), where Kafka reads
@@ -41,7 +42,9 @@ from __future__ import annotations
 import logging
 import os
 import struct
-from seglog.records import ATTRIBUTES_OFFSET, LENGTH_OFFSET, LOG_OVERHEAD, BatchWalk, CodecError, crc32c
+from seglog.records import (
+    ATTRIBUTES_OFFSET, LOG_OVERHEAD, RECORD_BATCH_OVERHEAD, BatchStop, BatchWalk, CodecError, crc32c,
+)
 
 from ..format.abstract_index import RELATIVE_OFFSET_MAX
 from ..format.file_records import HeaderField
@@ -81,7 +84,18 @@ def whole_valid_batches(
 
     ``region_end``: where the bytes ``view`` starts end in the file, when ``view`` is a chunk of
     them; the walk then also stops before the first batch the chunk does not hold whole."""
+    return _walk_chunk(view, base_offset, next_offset, region_end)[:4]
+
+
+def _walk_chunk(
+    view: memoryview, base_offset: int, next_offset: int, region_end: int | None
+) -> tuple[int, int, int, list[int], int]:
+    """``whole_valid_batches`` and why it stopped, as the bytes from where it stopped a read
+    must hold for the walk to go on: the batch's when its header is valid and the file holds
+    it but ``view`` does not, a header's when ``view`` ends inside one; 0 at the end or at
+    bytes no valid batch has (reading more changes nothing)."""
     consumed, size, first_last_offset = 0, len(view), -1
+    needed = 0
     end = size if region_end is None else region_end
     rotten: list[int] = []
     walk = BatchWalk(view, region_end=end, offset_min=next_offset, offset_limit=base_offset + RELATIVE_OFFSET_MAX + 1)
@@ -89,6 +103,7 @@ def whole_valid_batches(
         for consumed, fields in walk:
             batch_bytes = fields[HeaderField.LENGTH] + LOG_OVERHEAD
             if consumed + batch_bytes > size:
+                needed = batch_bytes
                 break  # whole in the file, not in this chunk: the caller reads on from here
             last = fields[HeaderField.BASE_OFFSET] + fields[HeaderField.LAST_OFFSET_DELTA]
             if crc32c(view[consumed + ATTRIBUTES_OFFSET : consumed + batch_bytes]) != fields[HeaderField.CRC]:
@@ -100,9 +115,11 @@ def whole_valid_batches(
             next_offset = last + 1
         else:
             consumed = walk.position
+            if walk.stop is BatchStop.NEED_BYTES:
+                needed = RECORD_BATCH_OVERHEAD
     except CodecError:  # a length, magic or offset no valid batch has: the walk stops there
         consumed = walk.position
-    return consumed, next_offset, first_last_offset, rotten
+    return consumed, next_offset, first_last_offset, rotten, needed
 
 
 def check_indexes(files: SegmentFiles, fs: FileSystem, next_offset_max: int | None) -> str | None:
@@ -152,23 +169,22 @@ def _walk_tail(files: SegmentFiles, position: int, log_bytes: int) -> tuple[int,
     while position + covered < log_bytes:
         at = position + covered
         filled = files.log.read_into(buffer, at)
-        consumed, next_offset, chunk_first_last, chunk_rotten = whole_valid_batches(
-            memoryview(buffer)[:filled], files.base_offset, next_offset, region_end=log_bytes - at
+        consumed, next_offset, chunk_first_last, chunk_rotten, needed = _walk_chunk(
+            memoryview(buffer)[:filled], files.base_offset, next_offset, log_bytes - at
         )
         rotten.extend(covered + slot for slot in chunk_rotten)
         first_last = chunk_first_last if first_last < 0 else first_last
         covered += consumed
         if consumed:
             continue
-        # Nothing whole in the chunk: either the walk stopped (torn, garbage) or the first batch
-        # is longer than the buffer. The walk checked that length against the file's end, so
-        # growing to it allocates at most the segment's size.
-        if filled < LOG_OVERHEAD:
+        # Nothing whole in the chunk: either the walk stopped (torn, garbage: no longer read
+        # changes that, so no larger buffer) or the first batch, its header valid, is longer
+        # than the buffer (or the buffer, smaller than a header, ends inside one). The walk
+        # checked that length against the file's end, so growing to it allocates at most the
+        # segment's size, and only for a header that is a batch's.
+        if needed <= len(buffer) or at + needed > log_bytes:
             break
-        batch_bytes = int.from_bytes(buffer[LENGTH_OFFSET:LOG_OVERHEAD], "big", signed=True) + LOG_OVERHEAD
-        if batch_bytes <= len(buffer) or at + batch_bytes > log_bytes:
-            break
-        buffer = bytearray(batch_bytes)
+        buffer = bytearray(needed)
     return covered, next_offset, first_last, rotten
 
 
