@@ -75,6 +75,7 @@ class RemoteLogTier:
         self._lock = threading.Lock()  # the remote segment list and the backoff
         self._segments: list[RemoteLogSegmentMetadata] | None = None  # None: not loaded yet
         self._stale = False  # reload(): read the list again at the next load
+        self._attached_listing = False  # listed: only UnifiedLog.attach_remote_tier sets it
         self._failures = 0
         self._next_attempt_ms = 0
         self.uploaded_segment_count = 0
@@ -106,15 +107,22 @@ class RemoteLogTier:
         with self._lock:
             self._stale = True
 
+    def mark_listed(self) -> None:
+        """The log took this tier's list (under its lock): see ``listed``."""
+        self._attached_listing = True
+
     @property
     def loaded(self) -> bool:
         return self._segments is not None and not self._stale
 
     @property
     def listed(self) -> bool:
-        """Whether the segment list was read from the store once (the log start and every
-        answer below the local log start need it; a stale one, see ``reload``, still answers)."""
-        return self._segments is not None
+        """Whether the log holding this tier took a segment list read from the store since its
+        open (the log start and every answer below the local log start need it; a stale one,
+        see ``reload``, still answers). Set by ``UnifiedLog.attach_remote_tier`` under the log's
+        lock once the log start is set from the list, never by ``load`` alone: between the two
+        the log would answer from its local start what the list is about to change."""
+        return self._attached_listing
 
     def segments(self) -> list[RemoteLogSegmentMetadata]:
         with self._lock:

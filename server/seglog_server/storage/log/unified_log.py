@@ -927,14 +927,31 @@ class UnifiedLog:
     # -- the remote tier (remote_log_tier.py): wired by the log manager for tiered topics -------
     def attach_remote_tier(self, tier: RemoteLogTier) -> None:
         """Use ``tier`` for uploads, retention and reads below the local log start. A loaded tier
-        whose segments reach the local log makes the log start the earliest remote offset (the
-        loader only knew the local segments)."""
+        whose segments reach the local log sets the log start from the earliest remote offset (the
+        loader only knew the local segments), then the log counts as listed (``tier.listed``).
+        Only the first listing since the open may lower the start, and no lower than the
+        checkpoint's; a later one (``reload``, a stale list) never goes below the current start,
+        which DeleteRecords or retention may have moved since."""
         with self._lock:
             self._remote_tier = tier
+            if not tier.loaded:
+                return
             earliest = tier.earliest_offset
             local_start = self._segments.first.base_offset
+            floor = self._log_start_offset if tier.listed else tier.checkpoint_log_start_offset
             if earliest is not None and earliest < local_start and tier.highest_uploaded_offset >= local_start - 1:
-                self._log_start_offset = max(tier.checkpoint_log_start_offset, earliest)
+                self._log_start_offset = max(floor, earliest)
+            tier.mark_listed()
+
+    def log_start_offset_to_checkpoint(self) -> int:
+        """The log start offset the log-start-offset checkpoint keeps: the checkpoint's own value
+        while a tiered log's start below its local one is unknown (unlisted), so a restart's
+        first listing lowers it no further than the start the log really had."""
+        with self._lock:
+            if self._remote_start_unknown():
+                assert self._remote_tier is not None
+                return self._remote_tier.checkpoint_log_start_offset
+            return self._log_start_offset
 
     @property
     def remote_tier(self) -> RemoteLogTier | None:

@@ -118,10 +118,15 @@ def _log_start_offsets_to_keep(
     partitions: Iterable[tuple[TopicPartition, PartitionEntry]],
 ) -> dict[TopicPartition, int]:
     """Kafka checkpoints a log start offset only where it is above the first segment's base
-    offset; elsewhere loading derives it from the files."""
+    offset; elsewhere loading derives it from the files. A tiered log's is always kept (as
+    Kafka's for remote-enabled logs): its start may lie below its first local segment, moved
+    there by DeleteRecords, and a restart's first listing of the store must not undo that."""
     kept = {}
     for tp, partition in partitions:
         log = partition.log
+        if log.remote_tier is not None:
+            kept[tp] = log.log_start_offset_to_checkpoint()
+            continue
         first_base_offset = log.segments_snapshot()[0].base_offset
         if log.log_start_offset > first_base_offset:
             kept[tp] = log.log_start_offset

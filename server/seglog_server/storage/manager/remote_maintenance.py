@@ -188,8 +188,8 @@ class RemoteMaintenance:
         listing per pass, not one per tiered log."""
         tier = log.remote_tier
         assert tier is not None
-        if tier.loaded:
-            return True
+        if tier.loaded and tier.listed:
+            return True  # loaded but not listed: the attach failed, tried again below
         if store_silent or tier.backing_off():
             return None
         if not tier.load():
