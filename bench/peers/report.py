@@ -286,6 +286,19 @@ What works:
   on the Consume stream (woken one loop turn after the append). `AsyncProducer` and `AsyncConsumer`
   on one loop did worse here than the synchronous pair (p50 5.4-6.0 against 3.9-4.6 ms at load
   7.8), so the benchmark keeps the latter.
+- A batched call's per-target cost in the client (`Admin.offsets_for_times_many`): each target
+  built field by field (keywords cost a third more), each answer made with `tuple.__new__` (no
+  NamedTuple `__new__` frame), the answers walked once (the router hands its first answer to the
+  admin's reader, which reports an owner hint, instead of a separate pass for hints), and each
+  partition's route looked up once, not each target's. Calls of 100 targets
+  (`.venv/bin/python -m bench.bench_single_lookup --records 50000 --lookups 1000 --repeats 5
+  --per-call 100 --tree base=<tree before> --tree after=<tree after>`, 2026-11-27 09:56, load
+  2.0-2.4): client CPU 595 -> 503 us a call (median; each repeat's after/before 0.67-1.05, median
+  0.87), 3.9 -> 3.0 us a target above the floor's 203 us. `bench/bench_batched_lookup.py
+  --records 100000 --lookups 20000 --per-request 100 --runs 3 --only large`, the two trees
+  alternately six times (load 2.1-2.7): 65,800 -> 70,200 lookups/s (medians; each pair's ratio
+  median 1.14). What is left a target in the client is upb itself: three field writes and two
+  reads (about 0.4 us each way), and grpcio's write of the larger message.
 - What the 4 ms of the tail are made of (one record's timeline, `time.perf_counter_ns` stamps in
   the client at load 5-6): `send` returns in 4 us; the sender starts its request 0.4 ms later (p50;
   p90 3.6 ms: the append wakes the loop thread); the producer's acknowledgement is 75-80 % of the
@@ -359,7 +372,11 @@ What remains:
   lookup, the header check, the answer objects); moving that run into C, or trusting the
   directory's entry without the header read, would take most of it. A segment only asked single
   lookups builds no directory (they keep the index searches and scans). The rest of each lookup's
-  cost is the client's routing and the adapter's per-target conversions.
+  cost is the client's routing and the adapter's per-target conversions: on both sides now mostly
+  upb's per-field cost (a target is a message of three fields, an answer one of four). A packed
+  form (one partition's timestamps, offsets and answer times as packed repeated int64, read and
+  written as lists in C) would take most of it; it needs new fields at the end of the lookup
+  messages and a fallback for a service without them.
 - Lookups measured right after a large produce ran at a fraction of their rate while the topic's
   flush (an fdatasync of the ~130 MB just written) ran on the storage pool: the benchmark now
   waits for it; why lookups slow down so much during a flush is not yet known.
