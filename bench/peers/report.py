@@ -258,7 +258,7 @@ What works:
   targets land in distinct batches: per batch its position, last offset and the running maximum of
   the max timestamps (24 bytes a batch, in memory only; the files stay Kafka's), built by the
   checked header walk every reader uses once a segment's batched lookups searched 16 targets a MiB
-  of log without it, extended as the active segment grows, dropped on truncation and recovery,
+  of log without it, extended as the active segment grows (at most 4 MiB of the file a lookup, the rest answered by the scans until later lookups catch up, so no lookup holds the event loop for a large segment's walk), dropped on truncation and recovery,
   16 MiB for all directories, least recently used out. A target then costs a bisection, the read of
   its batch's header (checked against the entry: bytes changed since fail as the scans fail) and
   the table's bisection; what the directory cannot answer (a batch below the log start's, past a
@@ -286,6 +286,27 @@ What works:
   on the Consume stream (woken one loop turn after the append). `AsyncProducer` and `AsyncConsumer`
   on one loop did worse here than the synchronous pair (p50 5.4-6.0 against 3.9-4.6 ms at load
   7.8), so the benchmark keeps the latter.
+- The single lookup's own path, profiled on both sides beside the floor
+  (`bench/bench_single_lookup.py`: the floor and the lookup alternately in one run, each side's
+  CPU a lookup, `--tree NAME=PATH` for an A/B between checkouts, `--per-call N` for batched calls,
+  `--profile-client`/`--profile-service`). Above the floor a lookup cost about 200 us of client
+  CPU and 230 us of service CPU (load 19; the floor's own: 197 and 187 us), and the client's loop
+  turned 10 times a lookup where the floor's turns 4. Now a request whose targets all route to one
+  channel (every lookup in a single process) is sent from the caller's task as built, without a
+  task, a gather, a copy of the request or a rebuild of the answer; the LookupStream's
+  `RequestStream.ask` waits for the answer as soon as the write is under way; the admin builds its
+  targets in place and reads the answers in one pass: 6 loop turns a lookup, client CPU 396 -> 306
+  us, p50 2.14x -> 1.85x the floor, p99 4.03x -> 1.96x (medians over 5 interleaved repeats of
+  3,000 lookups on 200,000 records, `.venv/bin/python -m bench.bench_single_lookup --repeats 5
+  --tree base=<tree before> --tree after=<tree after>`, 2026-11-27 09:05, load 18.6-19.7 on 2
+  CPUs). Calls of 100 targets (`--per-call 100 --lookups 400 --repeats 3`, load 22-23): p50 3.84
+  -> 2.39 ms a call, client CPU 1,309 -> 656 us a call; `.venv/bin/python
+  bench/bench_batched_lookup.py --records 200000 --lookups 20000 --per-request 100 --runs 3`, the
+  two trees alternately, twice (load 21.6-24.8): large batches 20,780 and 12,657 -> 33,235 and
+  26,260 lookups/s, small batches 10,896 and 12,603 -> 12,313 and 13,620. On the service the RPC layer of
+  OffsetsForTimes costs 6 us for one target and 129 us for 100 (175 before: each target's fields
+  read once, the answers filled field by field), in process with the storage stubbed; the rest is
+  the storage search and grpcio's per-message cost.
 - A batched call's per-target cost in the client (`Admin.offsets_for_times_many`): each target
   built field by field (keywords cost a third more), each answer made with `tuple.__new__` (no
   NamedTuple `__new__` frame), the answers walked once (the router hands its first answer to the
@@ -340,6 +361,12 @@ What works:
   (`more`; as many as its window has room for, 5), each admitted, appended or refused as a
   message of its own and answered in its slot, so order, idempotence and per-batch errors hold
   (the service says `seglog-stream-batches-max`, 16, at open; an older one gets a message a batch).
+  A message stays under the smaller of the client's and the service's request limits, envelope
+  counted (`seglog-stream-request-bytes-max`, announced at open); a reopened stream forgets the
+  last service's announcements, and batches an answer has no slot for (an older service, a token
+  revoked mid-message) were not appended and are sent again. A batch that fails to build fails
+  alone (the rest of its group goes out after a new producer id), and a sender loop that dies
+  fails what waits instead of hanging `flush`/`close`.
   Profiled (py-spy, cProfile): grpc.aio's per-message cost was most of a 16 KiB batch's on both
   sides (an empty grpc.aio stream costs about the same a message at 16 and 64 KiB), and
   `send_many` sized its slice's rest again at each wait for buffer space (11x its records): now
@@ -347,6 +374,22 @@ What works:
   before and after run alternately, 3 runs each, load 13-22 on 2 CPUs: CPU a record 5.1-5.7 us
   of client and 3.4-4.0 of service before, 2.0-2.8 and 1.7-2.4 after; 86-110 k records/s before,
   88-197 k after. Redis ran at 15-23 k/s at that load (86 k quiet), so the ratio awaits a quiet run.
+- Catch-up read with every client default (fetch mode, 16 KiB batches): the sync `Consumer`
+  takes what its Fetches buffered from the polling thread (no call into the loop thread: that
+  round trip, and the batches' decoding on the loop thread, were most of the loop thread's
+  per-batch work), and a poll that drains a partition starts its next Fetch at once, so it runs
+  while the caller handles the records (`tests/integration/client/test_consumer_fetch_thread_polls.py`).
+  `decode_columns` checks a run at its longest first and maps one-byte timestamp deltas without
+  a per-run table: a 120-record batch decodes in about 0.68x the time (`RecordBatch.columns()`
+  of one such batch 3,000 times, 7 repeats, before and after alternately twice: 157-169 against
+  233-251 us at load ~5). Read of 300,000 records (a 300,000-record log made by a
+  default Producer, `Consumer.poll_batches`), before and after alternately, 5 x 3 reads each, load
+  3.5-6: client CPU 2.19 -> 1.91 us a record (0.87x; 2.19 -> 1.74 with the consumer change
+  alone in an earlier run), records/s 325 k -> 322 k (0.99x; 1.11x in the earlier run): the
+  loop thread now waits in `select` for the service most of the read (py-spy), so the wall time
+  is the Fetch round trips' and the service's. `bench_produce_defaults.py --read --repeats 1`,
+  3 alternations, load 4.5-6.3: read ratio to Redis median 1.98x before, 2.63x after (Redis
+  itself varied 68-201 k/s: a quiet run decides).
 
 What remains:
 
@@ -364,9 +407,16 @@ What remains:
   caller's thread a turn sooner changed nothing measurable (not kept). Several batches a message
   (above) leave the tail as it was: `--workloads latency --repeats 3`, before and after run
   alternately twice, load 13-19: p50 21.7x and 16.8x the floor before, 16.0x and 18.4x after.
-- Goals 2 and 3 (p50 within 1.2x and 1.5x of the floor) are not met: the remaining gap is the
-  Python RPC layers on both sides and the storage search (22-34 us a single lookup), each of the
-  size of the floor's own per-message cost on this machine.
+- Goals 2 and 3 (p50 within 1.2x and 1.5x of the floor) are not met. For the single lookup what
+  remains above the floor: on the client two loop turns (the write as a task of its own, which
+  grpc.aio's one write at a time and a cancel-safe write need, and the reader task's hop to the
+  caller) and about 110 us of CPU at load 19; on the service the storage search (22-34 us) and
+  the stream's per-message work (admission, gate, metrics, reply ordering). A loop turn costs as
+  much as the floor's whole message on this loaded machine; a quiet-machine run decides which
+  of the two to cut next. The service's event-loop thread while serving single lookups
+  (`py-spy record --native`, 3,000 lookups on 50,000 records, load ~20): the stream's write 58 %
+  (grpc core's `sendmsg` alone 39 %), reading the next message 16 %, the storage search 15 % (its
+  stopwatches' `getrusage` calls about 2-3 % of the thread), the RPC layers above it 8 %.
 - Goal 1: with the batch directory a target's storage search is a bisection, a 61-byte read and a
   table's bisection, some 10 us of Python at load 8-10 (a run of calls each: the table cache's
   lookup, the header check, the answer objects); moving that run into C, or trusting the
@@ -376,14 +426,20 @@ What remains:
   upb's per-field cost (a target is a message of three fields, an answer one of four). A packed
   form (one partition's timestamps, offsets and answer times as packed repeated int64, read and
   written as lists in C) would take most of it; it needs new fields at the end of the lookup
-  messages and a fallback for a service without them.
+  messages and a fallback for a service without them. The inline
+  cap of a call's targets on the service (`_INLINE_LOOKUPS_MAX`, 64) stays: at 128 a call of 100
+  targets spent 2,125 us of service CPU against 2,375 us pooled (one run, load 20, before the
+  directory), but inline it holds the event loop for the whole search (about 1 ms a call at 10 us
+  a target); worth raising once the per-target search is a few microseconds.
 - Lookups measured right after a large produce ran at a fraction of their rate while the topic's
   flush (an fdatasync of the ~130 MB just written) ran on the storage pool: the benchmark now
   waits for it; why lookups slow down so much during a flush is not yet known.
 - Goal 4 with every client default: the produce's ratio to Redis on a quiet machine (CPU a record
   now 2.0-2.8 us client, 1.7-2.4 service, against 1.1 and 0.8 with 512 KiB batches: the
   per-batch build, window and append remain); the catch-up read of a log of 16 KiB batches
-  (client CPU 1.9-2.9 us a record, unchanged) was not worked on.
+  (client CPU 1.9 us a record after the change above) now waits on the
+  Fetch round trips and the service: a larger default fetch ahead (several Fetches in flight, or
+  the Consume stream as the default mode) is what is left to try, on a quiet machine.
 - The figures above come from a machine shared with other engineers' test runs (the load is in
   the run's section): rerun on a quiet machine for figures to quote.
 """
