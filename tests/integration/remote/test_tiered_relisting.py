@@ -12,6 +12,7 @@ import pytest
 from seglog_server.storage.base.clock import FakeClock
 from seglog_server.storage.base.errors import OffsetOutOfRangeError, RemoteStorageUnavailableError
 from seglog_server.storage.log.log_results import EARLIEST_TIMESTAMP
+from seglog_server.storage.remote.remote_log_metadata import metadata_key
 from tests.integration.remote.test_tiered_log import TIERED, manager_for, produce, run_passes
 
 
@@ -120,5 +121,40 @@ def test_a_failed_attach_leaves_the_log_unlisted_and_the_next_pass_attaches(weed
         assert not log.remote_tier.listed
         manager.run_remote_pass()
         assert log.remote_tier.listed and log.log_start_offset == 0 and log.read(0, 1 << 20).records
+    finally:
+        manager.shutdown()
+
+
+@pytest.mark.parametrize("healthy", ["a", "b", "c"])
+def test_a_corrupt_state_record_fails_only_its_own_listing(weed, prefix, tmp_path, healthy):
+    """A listing error that is one log's own (a state record that is not JSON) leaves that log
+    unlisted with an answer naming the record; the other logs of the pass are listed (only a
+    silent store makes the pass skip them)."""
+    clock = FakeClock()
+    manager, rsm = manager_for(tmp_path, weed.endpoint, prefix, clock)
+    for topic in "abc":
+        manager.create_topic(topic, 1, TIERED)
+        produce(manager.get_log(topic, 0), clock, 10)
+    run_passes(manager)
+    run_passes(manager)
+    ids = {topic: manager.get_log(topic, 0).remote_tier.topic_id_partition for topic in "abc"}
+    manager.shutdown()
+    damaged = {}
+    for topic in "abc":
+        if topic != healthy:
+            key = metadata_key(rsm.metadata.list(ids[topic])[0])
+            rsm.store.put(key, b"not a state record", 18, create_only=False)
+            damaged[topic] = rsm.store.full_key(key)
+    manager, _ = manager_for(tmp_path, weed.endpoint, prefix, clock)
+    try:
+        manager.run_remote_pass()
+        log = manager.get_log(healthy, 0)
+        assert log.remote_tier.listed and log.log_start_offset == 0 and log.read(0, 1 << 20).records
+        for topic, key in damaged.items():
+            log = manager.get_log(topic, 0)
+            assert not log.remote_tier.listed
+            with pytest.raises(RemoteStorageUnavailableError) as raised:
+                log.read(0, 1 << 20)
+            assert "its last listing failed" in str(raised.value) and key in str(raised.value)
     finally:
         manager.shutdown()

@@ -81,23 +81,33 @@ class RemoteLogTier:
         self.uploaded_segment_count = 0
         self.uploaded_bytes = 0
         self.last_error: str | None = None
+        # The last listing's error when it was this partition's own (a corrupt record), not the
+        # store's silence: what an answer waiting for the list names.
+        self.listing_error: str | None = None
 
     # -- what is remote ---------------------------------------------------------------------------
     def load(self) -> bool:
         """Read the partition's COPY_SEGMENT_FINISHED records (once); False while the store is
-        down (the caller retries at its next pass)."""
+        down (the caller retries at its next pass). Any other store error (a corrupt record,
+        access refused) is this partition's own: raised, after the same backoff."""
         with self._lock:
             if self._segments is not None and not self._stale:
                 return True
         try:
             found = self._rsm.metadata.list(self.topic_id_partition)
-        except RemoteStorageError as exc:
+        except RemoteStorageUnavailableError as exc:
             self._failed(exc)
             return False
+        except RemoteStorageError as exc:
+            self._failed(exc)
+            with self._lock:
+                self.listing_error = str(exc)
+            raise
         with self._lock:
             if self._segments is None or self._stale:
                 self._segments = sorted(found, key=lambda m: m.base_offset)
                 self._stale = False
+            self.listing_error = None
         return True
 
     def reload(self) -> None:

@@ -707,9 +707,12 @@ class UnifiedLog:
                 and tier.checkpoint_log_start_offset < self._segments.first.base_offset)
 
     def _unlisted(self, what: str) -> RemoteStorageUnavailableError:
+        tier = self._remote_tier
+        failed = tier.listing_error if tier is not None else None
+        why = ("the object store has not answered since the start" if failed is None
+               else f"its last listing failed: {failed}")
         return RemoteStorageUnavailableError(
-            f"{self._name}: {what}, and the remote segment list of {self._name} is not loaded yet: the "
-            "object store has not answered since the start (retry later)")
+            f"{self._name}: {what}, and the remote segment list of {self._name} is not loaded yet: {why} (retry later)")
 
     def known_log_start_offset(self) -> int:
         """The log start offset, for an answer that names it (EARLIEST, DescribeTopic): a

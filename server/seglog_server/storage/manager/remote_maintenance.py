@@ -28,7 +28,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..base.clock import Clock
-from ..base.errors import CorruptTopicMetadataError
+from ..base.errors import CorruptTopicMetadataError, RemoteStorageError
 from ..base.topic_partition import TopicIdPartition, TopicPartition
 from ..dirs.topic_registry import PartitionEntry
 from ..format.topic_metadata import TOPIC_METADATA_FILE_NAME, read_topic_metadata
@@ -184,16 +184,22 @@ class RemoteMaintenance:
     def _list(self, log: Log, store_silent: bool) -> bool | None:
         """Reads the tier's remote segment list unless loaded (after a start, or ``reload``) and
         gives the log the log start it implies. True: loaded; None: not tried (the store failed
-        earlier in this pass, or the tier backs off); False: the store failed now. One silent
-        listing per pass, not one per tiered log."""
+        earlier in this pass, or the tier backs off) or failed for this log alone (a corrupt
+        record); False: the store is unavailable now. One silent listing per pass, not one per
+        tiered log; a listing error of one log's own does not stop the others'."""
         tier = log.remote_tier
         assert tier is not None
         if tier.loaded and tier.listed:
             return True  # loaded but not listed: the attach failed, tried again below
         if store_silent or tier.backing_off():
             return None
-        if not tier.load():
-            return False
+        try:
+            if not tier.load():
+                return False  # unavailable: the store is silent for every log
+        except RemoteStorageError as exc:  # this log's own (a corrupt record): the others go on
+            self._counters.maintenance_errors += 1
+            _log.error("%r: listing its remote segments failed (retried after a backoff): %s", log, exc)
+            return None
         try:
             log.attach_remote_tier(tier)
         except Exception:
