@@ -24,8 +24,9 @@ its in-memory state to the last committed offset when a write fails: each call s
 as it was before (``_Saved``) and puts it back exactly when its append fails, so the member's
 error and the group agree. A write appended but not yet fsynced stays pending (``_unsettled``,
 per offsets partition, until the log's recovery point passes it); should its flush fail, the rpc
-layer calls ``write_failed`` and every group changed by the partition's pending writes is put back
-as it was before the first of them; the records that undo the change are appended while the log
+layer calls ``write_failed`` and every group changed by the pending writes that flush covered (same
+log, ending at or below its target, still not durable) is put back as it was before the first of
+them (a later write of the same group with it; other later writes wait on their own flush); the records that undo the change are appended while the log
 takes writes, else the group's replayed records are set back too (the log takes no more writes
 until a restart, whose replay may or may not find the unsynced records: an answer that failed,
 as a timeout in Kafka). A heartbeat that changes nothing answers once the partition's pending
@@ -226,19 +227,29 @@ class GroupCoordinator:
 
     def write_failed(self, appended: Appended) -> list[str]:
         """A membership write, or one a heartbeat waited on, did not become durable (its flush
-        failed): every group its partition's pending writes changed is put back as it was before
-        the first of them, and the records undoing them appended; if the log takes no writes
-        (offline), the group's records in memory are set back instead. Writes the log's recovery
-        point passed meanwhile stay (they are durable). Returns the groups put back."""
+        failed): the pending writes that flush covered (on the same log, ending at or below
+        ``appended``) and the log's recovery point still has not passed are put back, each group
+        as it was before the first of them, and the records undoing them appended; if the log
+        takes no writes (offline), the group's records in memory are set back instead. A later
+        pending write of a group put back goes back with it (it was made on top of the undone
+        one); any other later write is decided by its own flush. Returns the groups put back."""
         with self._lock:
             partition = appended.log.partition
             pending = self._pending(partition)
-            self._unsettled.pop(partition, None)
+            covered = [entry for entry in pending if entry.appended.log is appended.log
+                       and entry.appended.end_offset <= appended.end_offset]
+            groups = {entry.saved.group for entry in covered}
+            undone = [entry for entry in pending if entry.saved.group in groups and entry.appended.log is appended.log]
+            kept = [entry for entry in pending if entry not in undone]
+            if kept:
+                self._unsettled[partition] = kept
+            else:
+                self._unsettled.pop(partition, None)
             firsts: dict[str, _Saved] = {}
-            for entry in pending:
-                firsts.setdefault(entry.saved.group, entry.saved)
-            for group, saved in firsts.items():
-                self._put_back(saved)
+            for entry in reversed(undone):  # the latest first: each puts back what its call changed
+                self._put_back(entry.saved)
+                firsts[entry.saved.group] = entry.saved
+            for group, saved in sorted(firsts.items()):
                 try:
                     self._persist(group, None)
                 except Exception:  # the log takes no writes: memory mirrors what may be durable

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import types
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -25,7 +26,7 @@ from tests.support.fault_fs import FaultFs
 
 from seglog_server.groups.coordinator import GroupCoordinator
 from seglog_server.groups.errors import GroupError
-from seglog_server.groups.offsets_log import OFFSETS_TOPIC
+from seglog_server.groups.offsets_log import OFFSETS_TOPIC, Appended
 from seglog_server.groups.partitioning import partition_for
 from seglog_server.storage import FakeClock, LogManager
 from seglog_server.storage.base.errors import LogDirOfflineError, StorageError, TooManyOpenFilesError
@@ -265,3 +266,48 @@ def test_writes_failing_at_random_leave_memory_equal_to_the_replay_of_what_was_w
         stack.close()
     with coordinator_in(directory, clock, fs) as (_, replayed):
         assert replayed.group_snapshot(GROUP) == live
+
+
+OTHER = "i"  # a group on the same offsets partition as GROUP
+
+
+def test_a_failed_flush_puts_back_only_the_writes_it_covered(tmp_path):
+    """H1 appends W1 (m2 joins g), H2 appends W2 (x joins i, same partition); W1's flush fails
+    retriably (the log stays online), W2's then succeeds: i keeps x in memory and on replay,
+    only g goes back."""
+    assert partition_for(OTHER, PARTITIONS) == partition_for(GROUP, PARTITIONS)
+    clock, fs = FakeClock(), FaultFs()
+    directory = str(tmp_path / "d")
+    with coordinator_in(directory, clock, fs, create=True) as (manager, coordinator):
+        one_member_then_another(manager, coordinator)
+        before = coordinator.group_snapshot(GROUP)
+        first = coordinator.heartbeat(GROUP, "m2", 0, subscription={"a"})
+        second = coordinator.heartbeat(OTHER, "x", 0, subscription={"b"})
+        assert first.written.end_offset < second.written.end_offset
+        rule = fs.fail("open", errno.EMFILE, path=offsets_log_file)
+        with pytest.raises(TooManyOpenFilesError):
+            durable(manager, coordinator, first.written)
+        assert rule.hits == 1
+        durable(manager, coordinator, second.written)
+        assert coordinator.group_snapshot(GROUP) == before
+        assert coordinator.describe(OTHER).members.keys() == {"x"}
+        other = coordinator.group_snapshot(OTHER)
+        flush_all(manager)
+    with coordinator_in(directory, clock, fs) as (_, replayed):
+        assert replayed.group_snapshot(GROUP) == before
+        assert replayed.group_snapshot(OTHER) == other
+
+
+def test_a_failed_flush_of_another_log_instance_puts_back_nothing(tmp_path):
+    """A flush that failed on a log the partition no longer is (unloaded and loaded again since)
+    leaves the pending writes of the log now in place alone."""
+    clock, fs = FakeClock(), FaultFs()
+    with coordinator_in(str(tmp_path), clock, fs, create=True) as (manager, coordinator):
+        one_member_then_another(manager, coordinator)
+        joined = coordinator.heartbeat(GROUP, "m2", 0, subscription={"a"})
+        after = coordinator.group_snapshot(GROUP)
+        stale = types.SimpleNamespace(partition=joined.written.log.partition, recovery_point=0)
+        assert coordinator.write_failed(Appended(stale, joined.written.end_offset + 100)) == []
+        assert coordinator.group_snapshot(GROUP) == after
+        durable(manager, coordinator, joined.written)
+        assert coordinator.group_snapshot(GROUP) == after
