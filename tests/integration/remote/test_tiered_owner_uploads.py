@@ -70,3 +70,31 @@ def test_only_the_owner_uploads_and_a_new_owner_continues_above_the_old_ones_upl
     finally:
         a.shutdown()
         b.shutdown()
+
+
+def test_a_copy_held_for_another_owner_is_listed_but_uploads_nothing(weed, prefix, tmp_path):
+    """A move's source after the move committed (its copy kept for the final copy), restarted:
+    the pass lists its remote segments although it no longer owns them, so reads below its
+    local start answer from the store instead of UNAVAILABLE; it uploads nothing more."""
+    clock = FakeClock()
+    manager, rsm = manager_for(tmp_path, weed.endpoint, prefix, clock)
+    manager.create_topic("t", 1, TIERED)
+    produce(manager.get_log("t", 0), clock, 10)
+    run_passes(manager)
+    run_passes(manager)
+    tp = remote_tp(manager, "t")
+    uploaded = _ranges(rsm, tp)
+    local_start = manager.get_log("t", 0).local_log_start_offset
+    assert uploaded and local_start > 0
+    manager.shutdown()
+    manager, _ = manager_for(tmp_path, weed.endpoint, prefix, clock)
+    manager.set_remote_owner_check(lambda topic, partition: False)  # owned elsewhere now
+    try:
+        log = manager.get_log("t", 0)
+        produce(log, clock, 6)
+        run_passes(manager)
+        assert log.remote_tier.listed and log.log_start_offset == 0
+        assert log.read(0, 1 << 20).records
+        assert _ranges(rsm, tp) == uploaded  # listed, not uploaded
+    finally:
+        manager.shutdown()

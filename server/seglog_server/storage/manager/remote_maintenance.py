@@ -17,7 +17,9 @@ directories, the topic map and the admin lock:
   record a finished deletion) and waits at most ``UPLOADER_STOP_WAIT_S``; ``halt`` does not wait.
 - Cluster mode (``owner_check``): only partitions this instance owns are uploaded, cleaned of
   orphans and kept by retention in the store; one becoming owned reads its remote segment list
-  again first (its previous owner's uploads since the copy was opened).
+  again first (its previous owner's uploads since the copy was opened). Every tiered copy's
+  list is read once after a start, owned or not, so a copy held for another owner answers
+  below its local start.
 """
 
 from __future__ import annotations
@@ -171,11 +173,13 @@ class RemoteMaintenance:
         for log in tiered:
             if not self._is_running():
                 return  # shutting down: the next start picks up where this pass stopped
-            if not self._uploads_here(log):
-                continue
+            # Every tiered copy is listed, owned or not: a copy held for another owner (a move's
+            # source in its final copy, a target about to own) answers below its local start
+            # from the list; only the owner uploads, cleans orphans and applies retention.
+            uploads_here = self._uploads_here(log)
             listed = self._list(log, store_silent)
             store_silent = store_silent or listed is False
-            if not listed:
+            if not listed or not uploads_here:
                 continue
             if check_orphans:
                 self._cleanup_orphans(log)
