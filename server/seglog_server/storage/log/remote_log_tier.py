@@ -10,7 +10,7 @@ segments are in the object store, copying the next ones, and the whole log's ret
   backs off exponentially (1 s doubling to 60 s); produce and local reads never wait for it.
 - **The highest uploaded offset** is derived from ``RemoteLogMetadata.list()`` when the tier
   loads, then kept in memory. The tier loads on the uploader's pass, not when the log opens (a
-  silent store never holds up a start); until its first load (``listed``) the log answers
+  silent store never holds up a start); until the log took its first listing (``listed``) it answers
   UNAVAILABLE whatever depends on its log start (reads below the local start, EARLIEST, lookups
   by time, DeleteRecords: ``UnifiedLog._remote_start_unknown``).
 - **Whole-log retention** (``retention_pass``): remote segments below the log start offset, or
