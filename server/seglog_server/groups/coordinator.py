@@ -124,9 +124,13 @@ class _Saved:
     """A group as it was before a call changed it: put back should the call's write fail."""
 
     group: str
-    members: GroupReconciliation | None  # a copy, deadlines included
+    members: GroupReconciliation | None  # a copy, deadlines included (unused with member_id)
     rebalances: int | None
-    records: dict[tuple[int, str], Any]  # its KIP-848 records as replayed then
+    records: dict[tuple[int, str], Any]  # its KIP-848 records as replayed then (member_id's only, with it)
+    # A call that changes one member only (a steady or reconciling heartbeat): that member's copy
+    # alone is kept, not the whole group's (a copy a heartbeat would cost O(members)).
+    member_id: str | None = None
+    member: Any = None
 
 
 @dataclass
@@ -209,14 +213,33 @@ class GroupCoordinator:
             self._unsettled.pop(partition, None)
         return pending
 
-    def _save(self, group: str) -> _Saved:
+    def _save(self, group: str, member_id: str | None = None) -> _Saved:
+        """The group as it is (``member_id``: that member of it only, the one call to come
+        changes nothing else)."""
         members = self._groups.get(group)
+        if member_id is not None and members is not None:
+            return _Saved(group, None, self._rebalances.get(group), self._offsets.state_of(group).consumer_group_records_at(
+                group, membership_records.member_slots(member_id)), member_id, members.copy_member(member_id))
         return _Saved(group, None if members is None else members.copy(), self._rebalances.get(group),
                       self._offsets.state_of(group).consumer_group_records(group))
 
+    def _put_back_records(self, saved: _Saved) -> None:
+        """The group's records in memory as ``saved`` holds them (the log takes no writes)."""
+        state = self._offsets.state_of(saved.group)
+        records = saved.records
+        if saved.member_id is not None:
+            slots = set(membership_records.member_slots(saved.member_id))
+            records = {slot: value for slot, value in state.consumer_group_records(saved.group).items()
+                       if slot not in slots} | saved.records
+        state.replace_consumer_group_records(saved.group, records)
+
     def _put_back(self, saved: _Saved) -> None:
         """The group's membership (and rebalance count) as ``saved`` holds it."""
-        if saved.members is None:
+        if saved.member_id is not None:
+            members = self._groups.get(saved.group)
+            if members is not None:
+                members.put_member(saved.member_id, saved.member)
+        elif saved.members is None:
             self._groups.pop(saved.group, None)
         else:
             self._groups[saved.group] = saved.members.copy()
@@ -245,16 +268,16 @@ class GroupCoordinator:
                 self._unsettled[partition] = kept
             else:
                 self._unsettled.pop(partition, None)
-            firsts: dict[str, _Saved] = {}
             for entry in reversed(undone):  # the latest first: each puts back what its call changed
                 self._put_back(entry.saved)
-                firsts[entry.saved.group] = entry.saved
-            for group, saved in sorted(firsts.items()):
+            for group in sorted(groups):
                 try:
                     self._persist(group, None)
                 except Exception:  # the log takes no writes: memory mirrors what may be durable
-                    self._offsets.state_of(group).replace_consumer_group_records(group, saved.records)
-            return sorted(firsts)
+                    for entry in reversed(undone):
+                        if entry.saved.group == group:
+                            self._put_back_records(entry.saved)
+            return sorted(groups)
 
     @property
     def offsets_topic_created(self) -> bool:
@@ -337,16 +360,22 @@ class GroupCoordinator:
                 return HeartbeatAnswer(member_id, LEAVE_EPOCH, frozenset())
             if members is None and member_epoch != JOIN_EPOCH:
                 raise UnknownMemberError(f"member {member_id!r} is not in group {group!r}")
-            saved = self._save(group)
+            counts = None
+            if member_epoch not in (LEAVE_EPOCH, LEAVE_STATIC_EPOCH):
+                if members is not None:
+                    topics |= set().union(*members.subscriptions().values())
+                counts = self._partition_counts(topics)
+            local = (members is not None and counts is not None
+                     and members.member_local(member_id, member_epoch, subscription, counts))
+            saved = self._save(group, member_id if local else None)
             try:  # a refused call or a failed write leaves the group exactly as it was
                 created = members is None
                 if members is None:
                     members = self._groups[group] = GroupReconciliation(
                         group, {}, session_timeout_ms=self._session_timeout_ms)
                 epoch = members.group_epoch
-                if member_epoch not in (LEAVE_EPOCH, LEAVE_STATIC_EPOCH):
-                    topics |= set().union(*members.subscriptions().values())
-                    members.set_partition_counts(self._partition_counts(topics))
+                if counts is not None:
+                    members.set_partition_counts(counts)
                     if created:  # a new group learning its topics is not a rebalance; its first join is
                         epoch = members.group_epoch
                 answer = members.heartbeat(member_id, member_epoch, self._clock.time_ms(),

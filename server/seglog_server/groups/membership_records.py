@@ -69,6 +69,11 @@ def topic_id(topic: str) -> bytes:
     return uuid.uuid5(_TOPIC_ID_NAMESPACE, topic).bytes
 
 
+def member_slots(member_id: str) -> tuple[Slot, ...]:
+    """The slots of one member's records (its metadata, target and current assignment)."""
+    return ((_MEMBER, member_id), (_TARGET, member_id), (_CURRENT, member_id))
+
+
 def key_of(group: str, slot: Slot) -> Any:
     record_type, member_id = slot
     key_class = _KEYS[record_type]

@@ -118,6 +118,11 @@ class OffsetsState:
         """The group's KIP-848 records: (record type, member id or "") -> value."""
         return dict(self._consumer_groups.get(group, {}))
 
+    def consumer_group_records_at(self, group: str, slots: Iterable[tuple[int, str]]) -> dict[tuple[int, str], Any]:
+        """The group's records in ``slots`` only (the ones it has)."""
+        held = self._consumer_groups.get(group, {})
+        return {slot: held[slot] for slot in slots if slot in held}
+
     def consumer_groups(self) -> list[str]:
         return sorted(self._consumer_groups)
 

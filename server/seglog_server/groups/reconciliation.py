@@ -216,6 +216,25 @@ class GroupReconciliation:
                            for m, member in self._members.items()}
         return copied
 
+    def member_local(self, member_id: str, member_epoch: int, subscription: Set[str] | None,
+                     partition_counts: Mapping[str, int]) -> bool:
+        """Whether ``heartbeat`` with these arguments changes at most ``member_id`` (no join, no
+        leave, the same subscription and topics): what a failed write puts back is then that member
+        alone (``copy_member``), not the whole group."""
+        member = self._members.get(member_id)
+        return (member is not None and member_epoch not in (JOIN_EPOCH, LEAVE_EPOCH, LEAVE_STATIC_EPOCH)
+                and (subscription is None or frozenset(subscription) == member.subscription)
+                and dict(partition_counts) == self._partition_counts)
+
+    def copy_member(self, member_id: str) -> _Member:
+        """An independent copy of one member, deadlines included."""
+        member = self._members[member_id]
+        return dataclasses.replace(member, owned=set(member.owned))
+
+    def put_member(self, member_id: str, member: _Member) -> None:
+        """Puts back a member as ``copy_member`` took it."""
+        self._members[member_id] = dataclasses.replace(member, owned=set(member.owned))
+
     @classmethod
     def restore(cls, group: str, snapshot: GroupSnapshot, now_ms: int, *,
                 session_timeout_ms: int = 45_000) -> GroupReconciliation:

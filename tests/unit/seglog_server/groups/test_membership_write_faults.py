@@ -28,6 +28,7 @@ from seglog_server.groups.coordinator import GroupCoordinator
 from seglog_server.groups.errors import GroupError
 from seglog_server.groups.offsets_log import OFFSETS_TOPIC, Appended
 from seglog_server.groups.partitioning import partition_for
+from seglog_server.groups.reconciliation import GroupReconciliation
 from seglog_server.storage import FakeClock, LogManager
 from seglog_server.storage.base.errors import LogDirOfflineError, StorageError, TooManyOpenFilesError
 
@@ -311,3 +312,38 @@ def test_a_failed_flush_of_another_log_instance_puts_back_nothing(tmp_path):
         assert coordinator.group_snapshot(GROUP) == after
         durable(manager, coordinator, joined.written)
         assert coordinator.group_snapshot(GROUP) == after
+
+
+def test_a_heartbeat_changing_one_member_copies_that_member_not_the_group(tmp_path, monkeypatch):
+    """What a failed write would put back is saved per call under the coordinator's lock: a steady
+    heartbeat (or one acknowledging a revocation) keeps a copy of its member only, never of the
+    whole group; a join still copies the group (it retargets every member)."""
+    clock, fs = FakeClock(), FaultFs()
+    with coordinator_in(str(tmp_path), clock, fs, create=True) as (manager, coordinator):
+        settled = one_member_then_another(manager, coordinator)
+        copies = []
+        original = GroupReconciliation.copy
+        monkeypatch.setattr(GroupReconciliation, "copy", lambda self: copies.append(self.group) or original(self))
+        epochs = coordinator.describe(GROUP).member_epochs
+        heartbeat(manager, coordinator, 1, epochs["m1"], owned=coordinator.describe(GROUP).members["m1"])
+        heartbeat(manager, coordinator, 0, settled.member_epoch, owned=revoked(coordinator, settled), instance_id="i0")
+        assert copies == []
+        heartbeat(manager, coordinator, 2, 0, subscription={"a"})
+        assert copies == [GROUP]
+
+
+def test_a_one_member_change_whose_flush_takes_the_directory_offline_sets_back_its_records(tmp_path):
+    """The member's own copy (and its records alone) put back, the log taking no writes."""
+    clock, fs = FakeClock(), FaultFs()
+    directory = str(tmp_path / "d")
+    with coordinator_in(directory, clock, fs, create=True) as (manager, coordinator):
+        settled = one_member_then_another(manager, coordinator)
+        flush_all(manager)
+        before = view(coordinator)
+        records = coordinator._offsets.state_of(GROUP).consumer_group_records(GROUP)
+        fs.fail("fdatasync", errno.EIO, path=offsets_log_file)
+        with pytest.raises(LogDirOfflineError):
+            heartbeat(manager, coordinator, 0, settled.member_epoch, owned=revoked(coordinator, settled),
+                      instance_id="i0")
+        assert view(coordinator) == before
+        assert coordinator._offsets.state_of(GROUP).consumer_group_records(GROUP) == records
