@@ -315,6 +315,18 @@ def test_two_members_split_the_partitions_and_one_gets_all_after_the_other_leave
     assert a_owns == {("split", p) for p in range(4)}
 
 
+def test_a_client_id_above_its_limit_is_refused_and_the_group_keeps_serving(stub):
+    stub.CreateTopic(pb.CreateTopicRequest(topic="long-ids", partitions=1))
+    for client_id in ("x" * 1025, "\u00e9" * 513):
+        rpc_error(stub.Heartbeat, pb.HeartbeatRequest(group="long-ids", member_epoch=0, subscribed_topics=["long-ids"],
+                                                      client_id=client_id), Code.INVALID_ARGUMENT, "client id is")
+    assert stub.DescribeGroup(pb.DescribeGroupRequest(group="long-ids"), timeout=10).members == []
+    answer = stub.Heartbeat(pb.HeartbeatRequest(group="long-ids", member_epoch=0, subscribed_topics=["long-ids"],
+                                                client_id="x" * 1024), timeout=10)
+    described = stub.DescribeGroup(pb.DescribeGroupRequest(group="long-ids"), timeout=10)
+    assert [(m.member_id, m.client_id) for m in described.members] == [(answer.member_id, "x" * 1024)]
+
+
 def test_the_same_join_sent_twice_is_one_member_holding_the_partitions(stub):
     """A client-chosen member id (KIP-1082): a join retried after its answer was lost is the
     same member, not a phantom besides it."""

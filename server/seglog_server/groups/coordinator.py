@@ -82,6 +82,10 @@ SESSION_TIMEOUT_MS = 45_000
 HEARTBEAT_INTERVAL_MS = 5_000
 # Kafka's metadata string limit (offset.metadata.max.bytes).
 METADATA_BYTES_MAX = 4096
+# A member's client.id, kept in memory and in its records and shown by DescribeGroup: Kafka sets no
+# limit below its strings' 16-bit length; this one leaves room for the client's default
+# (consumer-<group>-<n>) of a long group id.
+CLIENT_ID_BYTES_MAX = 1024
 
 
 @dataclass(frozen=True)
@@ -346,6 +350,9 @@ class GroupCoordinator:
             raise InvalidGroupRequestError("member id is empty: only a join (member epoch 0) may leave it out")
         if rebalance_timeout_ms is not None and rebalance_timeout_ms <= 0:
             raise InvalidGroupRequestError(f"rebalance timeout {rebalance_timeout_ms} ms: it is > 0 (or unset)")
+        if client_id is not None and len(client_id.encode()) > CLIENT_ID_BYTES_MAX:
+            raise InvalidGroupRequestError(
+                f"client id is {len(client_id.encode())} bytes: at most {CLIENT_ID_BYTES_MAX} (UTF-8)")
         if member_epoch == JOIN_EPOCH:
             if not subscription:
                 raise InvalidGroupRequestError("a member joins with at least one subscribed topic")
