@@ -47,7 +47,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from seglog_server.storage import Clock, LogManager
-from seglog_server.storage.base.errors import StorageError, UnknownTopicOrPartitionError
+from seglog_server.storage.base.errors import LogDirOfflineError, StorageError, UnknownTopicOrPartitionError
 
 from .assignor import TopicPartition
 from . import membership_records
@@ -431,28 +431,55 @@ class GroupCoordinator:
         committed offsets (and its metadata record), in one batch. Refused with members
         (GroupNotEmptyError, Kafka's NON_EMPTY_GROUP) and for a group the service does not know
         (GroupNotFoundError, GROUP_ID_NOT_FOUND). ``check_topics`` (the caller's ACL) sees the
-        topics of its offsets under the lock, before anything is written. Returns the offsets
-        deleted."""
+        topics of its offsets under the lock, before anything is written. A pending membership
+        write of the group (its last member's leave, not yet durable) is flushed first: should it
+        fail, the member is back with its offsets kept, and the call raises the flush's error.
+        Returns the offsets deleted."""
         _check_group(group)
-        with self._lock:
-            members = self._members_of(group)
-            if members:
-                raise GroupNotEmptyError(
-                    f"group {group!r} has {len(members)} active members: only a group without members is "
-                    "deleted (stop its consumers, or wait for their sessions to time out)")
-            if not self._offsets.created:
-                raise GroupNotFoundError(f"group {group!r} does not exist")
-            state = self._offsets.state_of(group)
-            offsets = state.group_offsets(group)
-            records = state.consumer_group_records(group)
-            if not offsets and state.group_metadata(group) is None and not records:
-                raise GroupNotFoundError(f"group {group!r} does not exist")
-            if check_topics is not None:
-                check_topics({topic for topic, _ in offsets})
-            self._offsets.delete_group(group, sorted(offsets), [
-                encode_key(membership_records.key_of(group, slot)) for slot in sorted(records)])
-            self._rebalances.pop(group, None)
-            return len(offsets)
+        while True:
+            with self._lock:
+                waiting = self._delete_group(group, check_topics)
+                if isinstance(waiting, int):
+                    return waiting
+            self._await_durable(waiting)
+
+    def _await_durable(self, appended: Appended) -> None:
+        """Flushes a pending membership write (outside the lock); a failed flush puts back what it
+        covered (``write_failed``) and raises."""
+        try:
+            appended.log.flush(appended.end_offset)
+        except LogDirOfflineError as exc:
+            self._manager.handle_log_failure(appended.log, exc)
+            self.write_failed(appended)
+            raise
+        except StorageError:
+            self.write_failed(appended)
+            raise
+
+    def _delete_group(self, group: str, check_topics: Callable[[Set[str]], None] | None) -> int | Appended:
+        """``delete_group`` under the lock, or the group's last pending membership write to wait
+        for first: a leave not yet durable may still be put back (its member with its offsets)."""
+        members = self._members_of(group)
+        if members:
+            raise GroupNotEmptyError(
+                f"group {group!r} has {len(members)} active members: only a group without members is "
+                "deleted (stop its consumers, or wait for their sessions to time out)")
+        pending = [entry for entry in self._pending(self.offsets_partition_of(group)) if entry.saved.group == group]
+        if pending:
+            return pending[-1].appended
+        if not self._offsets.created:
+            raise GroupNotFoundError(f"group {group!r} does not exist")
+        state = self._offsets.state_of(group)
+        offsets = state.group_offsets(group)
+        records = state.consumer_group_records(group)
+        if not offsets and state.group_metadata(group) is None and not records:
+            raise GroupNotFoundError(f"group {group!r} does not exist")
+        if check_topics is not None:
+            check_topics({topic for topic, _ in offsets})
+        self._offsets.delete_group(group, sorted(offsets), [
+            encode_key(membership_records.key_of(group, slot)) for slot in sorted(records)])
+        self._rebalances.pop(group, None)
+        return len(offsets)
 
     def metrics(self, cap: int, owns: Callable[[str, int], bool] | None = None) -> GroupMetrics:
         """The groups' figures for one scrape, each family's first ``cap`` series in name order.

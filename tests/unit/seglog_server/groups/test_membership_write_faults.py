@@ -24,7 +24,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tests.support.fault_fs import FaultFs
 
-from seglog_server.groups.coordinator import GroupCoordinator
+from seglog_server.groups.coordinator import GroupCoordinator, OffsetCommit
 from seglog_server.groups.errors import GroupError
 from seglog_server.groups.offsets_log import OFFSETS_TOPIC, Appended
 from seglog_server.groups.partitioning import partition_for
@@ -347,3 +347,25 @@ def test_a_one_member_change_whose_flush_takes_the_directory_offline_sets_back_i
                       instance_id="i0")
         assert view(coordinator) == before
         assert coordinator._offsets.state_of(GROUP).consumer_group_records(GROUP) == records
+
+
+def test_delete_group_waits_for_the_last_members_pending_leave_and_shares_its_failure(tmp_path):
+    """DeleteGroup after the last member's leave was appended, not yet durable: the leave's flush
+    fails (the log stays online), so the member is back, and so are its offsets (not tombstoned
+    on a leave that never counted); once the leave is durable the group is deleted."""
+    clock, fs = FakeClock(), FaultFs()
+    with coordinator_in(str(tmp_path), clock, fs, create=True) as (manager, coordinator):
+        joined = heartbeat(manager, coordinator, 0, 0, subscription={"a"})
+        durable(manager, coordinator, coordinator.commit(
+            GROUP, "m0", joined.member_epoch, [OffsetCommit("a", 0, 7)]))
+        before = view(coordinator)
+        coordinator.heartbeat(GROUP, "m0", -1, subscription=None)  # the leave, appended only
+        rule = fs.fail("open", errno.EMFILE, path=offsets_log_file)
+        with pytest.raises(TooManyOpenFilesError):
+            coordinator.delete_group(GROUP)
+        assert rule.hits == 1
+        assert view(coordinator) == before
+        assert [value.offset for _, value in coordinator.fetch(GROUP)] == [7]
+        heartbeat(manager, coordinator, 0, -1)
+        assert coordinator.delete_group(GROUP) == 1
+        assert coordinator.fetch(GROUP) == []
