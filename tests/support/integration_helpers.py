@@ -155,3 +155,19 @@ def rpc_error(call, request, code: grpc.StatusCode, match: str = "") -> grpc.Rpc
 def error_class(error: grpc.RpcError) -> str | None:
     """The storage/codec/service error class named in the trailing metadata."""
     return dict(error.trailing_metadata() or ()).get("seglog-error")
+
+
+def partition_values(address: str, topic: str, partition: int = 0) -> list[bytes]:
+    """Every record value of ``topic``-``partition`` from the start to its end offset, in order,
+    read back through the public client (a poll that returns nothing before the end fails)."""
+    from seglog import Admin, Consumer
+
+    with Admin(address) as admin:
+        count = admin.latest_offsets(topic, [partition])[partition]
+    seen: list[bytes] = []
+    with Consumer(address, topic, partition, start="earliest") as consumer:
+        while len(seen) < count:
+            records = consumer.poll(timeout_ms=2000)
+            assert records, f"only {len(seen)} of {count} records came back"
+            seen += [record.value for record in records]
+    return seen

@@ -9,27 +9,16 @@ import asyncio
 
 import pytest
 
-from seglog import Admin, AsyncProducer, Consumer
+from seglog import AsyncProducer
 from seglog._accumulator import ProducerBatch
 from seglog._sender import Sender
 from seglog.errors import SeglogError
+from tests.support.integration_helpers import partition_values
 
 pytestmark = pytest.mark.integration
 
 # Bounds on waits that must not hang (the bug was a hang): generous, never a speed assertion.
 _FLUSH_TIMEOUT_MS = 20_000
-
-
-def _values(address: str, topic: str) -> list[bytes]:
-    with Admin(address) as admin:
-        count = admin.latest_offsets(topic, [0])[0]
-    seen: list[bytes] = []
-    with Consumer(address, topic, 0, start="earliest") as consumer:
-        while len(seen) < count:
-            records = consumer.poll(timeout_ms=2000)
-            assert records, f"only {len(seen)} of {count} records came back"
-            seen += [record.value for record in records]
-    return seen
 
 
 def _fail_build_of(monkeypatch, failing: set[int]) -> dict[str, int]:
@@ -68,7 +57,7 @@ def test_a_batch_that_fails_to_build_inside_a_group_fails_alone(seglog_service, 
     outcomes, producer_ids = asyncio.run(run())
     assert isinstance(outcomes[1], ValueError) and "injected" in str(outcomes[1])
     assert outcomes[:1] + outcomes[2:] == [1, 2, 3, 4]
-    assert _values(seglog_service.address, topic) == [b"warm-up", values[0], *values[2:]]
+    assert partition_values(seglog_service.address, topic) == [b"warm-up", values[0], *values[2:]]
     if idempotence:
         assert producer_ids == 2  # retired by the failed build; the rest went out under a new one
 
@@ -92,7 +81,7 @@ def test_builds_failing_at_linger_zero_never_reach_send(seglog_service, make_top
     failed = [i for i, outcome in enumerate(outcomes) if isinstance(outcome, BaseException)]
     assert len(failed) == 4 and all(isinstance(outcomes[i], ValueError) for i in failed)
     written = [value for i, value in enumerate(values) if i not in failed]
-    assert _values(seglog_service.address, topic) == [b"warm-up", *written]
+    assert partition_values(seglog_service.address, topic) == [b"warm-up", *written]
     assert [o for o in outcomes if not isinstance(o, BaseException)] == list(range(1, len(written) + 1))
 
 
@@ -127,4 +116,4 @@ def test_a_sender_loop_that_dies_fails_what_waits_and_refuses_more(seglog_servic
     outcomes, refused = asyncio.run(run())
     assert all(isinstance(error, SeglogError) and "injected" in str(error) for error in outcomes)
     assert isinstance(refused, SeglogError) and "sender stopped" in str(refused)
-    assert _values(seglog_service.address, topic) == [b"warm-up"]
+    assert partition_values(seglog_service.address, topic) == [b"warm-up"]

@@ -10,23 +10,12 @@ import asyncio
 
 import pytest
 
-from seglog import Admin, AsyncProducer, Consumer, Producer
+from seglog import Admin, AsyncProducer, Producer
 from seglog._streams import RequestStream
 from seglog.errors import RecordTooLargeError, ServiceUnavailableError
+from tests.support.integration_helpers import partition_values
 
 pytestmark = pytest.mark.integration
-
-
-def _values(address: str, topic: str) -> list[bytes]:
-    with Admin(address) as admin:
-        count = admin.latest_offsets(topic, [0])[0]
-    seen: list[bytes] = []
-    with Consumer(address, topic, 0, start="earliest") as consumer:
-        while len(seen) < count:
-            records = consumer.poll(timeout_ms=2000)
-            assert records, f"only {len(seen)} of {count} records came back"
-            seen += [record.value for record in records]
-    return seen
 
 
 def _count_messages(monkeypatch) -> list[int]:
@@ -53,7 +42,7 @@ def test_send_many_with_small_batches_sends_several_a_message_in_order(seglog_se
         metadata = group.result(timeout=30)
         batches = producer.statistics().batches_sent
     assert [meta.offset for meta in metadata] == list(range(len(values)))
-    assert _values(seglog_service.address, topic) == values
+    assert partition_values(seglog_service.address, topic) == values
     assert sum(carried) == batches
     assert max(carried) > 1 and len(carried) < batches
 
@@ -81,7 +70,7 @@ def test_a_batch_refused_inside_a_message_fails_alone(seglog_service, make_topic
     assert carried == [3]  # the three batches went in one message
     assert isinstance(error, RecordTooLargeError)
     assert [meta.offset for meta in metadata] == list(range(1, 13))
-    assert _values(seglog_service.address, topic) == [b"warm-up", *small]
+    assert partition_values(seglog_service.address, topic) == [b"warm-up", *small]
 
 
 def test_a_stream_broken_under_messages_of_several_batches_is_retried_in_order_once_each(
@@ -119,7 +108,7 @@ def test_a_stream_broken_under_messages_of_several_batches_is_retried_in_order_o
         metadata = group.result(timeout=60)
         assert producer.statistics().retries > 0
     assert breaks >= 2, f"only {breaks} breaks in {grouped} messages of several batches"
-    assert _values(seglog_service.address, topic) == values
+    assert partition_values(seglog_service.address, topic) == values
     assert [meta.offset for meta in metadata] == list(range(len(values)))
 
 
@@ -163,4 +152,4 @@ def test_messages_of_several_batches_stay_under_the_service_request_limit(start_
     assert ended == []
     assert max(count for count, _ in sizes) > 1  # still several batches a message
     assert all(size <= 600_000 for count, size in sizes if count > 1)
-    assert _values(address, "big-batches") == [b"warm-up", *values]
+    assert partition_values(address, "big-batches") == [b"warm-up", *values]
