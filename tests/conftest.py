@@ -4,12 +4,12 @@ Sync clients left open: a synchronous client (Producer, Consumer, Admin, GroupCo
 process's shared event-loop thread until it is closed, so one a test forgets keeps that thread
 (and its channels) for the rest of the run, and later tests that count loop-thread users judge it
 instead of their own. Every sync client a test module constructs itself (the code constructing
-it is in the module's file: a test, a helper or a fixture written there) must be closed by the
-time the module ends: the module's last test errors at teardown naming the module and each
-creation line. One the module had made by a helper of another file (its creation has a frame in
-the module's file further up) and left open is a warning naming the module and the line that
-called the helper. Clients of shared fixtures (conftest.py, tests/support) are not judged.
-Close with a with-block, or pass the client through the ``closing`` fixture.
+it is in the module's file: a test, a helper or a fixture written there), and every one the
+module had made by a helper of another file (its creation has a frame in the module's file
+further up), must be closed by the time the module ends: the module's last test errors at
+teardown naming the module and, for each, the line that created it or called the helper.
+Clients of shared fixtures (conftest.py, tests/support) are not judged. Close with a
+with-block, or pass the client through the ``closing`` fixture.
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ from __future__ import annotations
 import os
 import sys
 import threading
-import warnings
 
 import pytest
 import uvloop
@@ -93,15 +92,10 @@ def _sync_clients_closed_by_their_module(request):
     yield
     leaked = _of_module.leaked()
     _of_module.module_file, _of_module.created = None, []
-    through_helpers = [created.describe() for created in leaked if not created.direct]
-    if through_helpers:
-        warnings.warn(pytest.PytestWarning(
-            f"{request.node.nodeid}: {len(through_helpers)} sync client(s) left open at the module's end "
-            f"(each holds the shared loop thread until the process exits): {', '.join(through_helpers)}"))
-    direct = [created.describe() for created in leaked if created.direct]
-    if direct:
-        pytest.fail(f"{request.node.nodeid}: {len(direct)} sync client(s) left open at the module's end "
-                    f"(each holds the shared loop thread until the process exits): {', '.join(direct)}; "
+    if leaked:
+        named = [created.describe() for created in leaked]
+        pytest.fail(f"{request.node.nodeid}: {len(named)} sync client(s) left open at the module's end "
+                    f"(each holds the shared loop thread until the process exits): {', '.join(named)}; "
                     "close each (a with-block, or the closing fixture)", pytrace=False)
 
 

@@ -102,8 +102,8 @@ def test_a_client_of_a_shared_fixture_is_not_judged_by_the_module_using_it(tmp_p
     assert run.returncode == 0 and "1 passed" in run.stdout, run.stdout + run.stderr
 
 
-def test_a_client_a_helper_made_for_the_module_and_left_open_is_a_warning_naming_the_calling_line(tmp_path):
+def test_a_client_a_helper_made_for_the_module_and_left_open_errors_naming_the_calling_line(tmp_path):
     run = _run(tmp_path, {"leaky_helper.py": _HELPER, "test_via_helper.py": _USES_A_LEAKY_HELPER})
-    assert run.returncode == 0 and "1 passed, 1 warning" in run.stdout, run.stdout + run.stderr
+    assert run.returncode == 1 and "1 passed, 1 error" in run.stdout, run.stdout + run.stderr
     assert "test_via_helper.py: 1 sync client(s) left open at the module's end" in run.stdout, run.stdout
     assert "Admin made by a helper called at line 5" in run.stdout, run.stdout

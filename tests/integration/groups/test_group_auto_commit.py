@@ -15,12 +15,12 @@ HEARTBEAT_MS = 8000  # 80 auto-commit intervals
 AUTO_COMMIT_MS = 100
 
 
-def test_auto_commit_follows_its_own_interval_not_the_heartbeats(start_service):
+def test_auto_commit_follows_its_own_interval_not_the_heartbeats(start_service, closing):
     service = start_service(["--offsets-topic-partitions", "3", "--group-session-timeout-ms", "30000",
                              "--group-heartbeat-interval-ms", str(HEARTBEAT_MS)])
     service.stub.CreateTopic(pb.CreateTopicRequest(topic="auto-orders", partitions=1), timeout=10)
     produce(service.stub, "auto-orders", 1, 10)
-    admin = admin_of(service)
+    admin = closing(admin_of(service))
     with GroupConsumer(service.address, group_id="g-auto", topics=["auto-orders"], session_timeout_ms=30000,
                        auto_commit_interval_ms=AUTO_COMMIT_MS, auto_offset_reset="earliest") as consumer:
         read: list = []

@@ -55,10 +55,10 @@ def processed_total(*members) -> set:
     return set(processed_counts([m.journal() for m in members]))
 
 
-def three_stable_members(service, members, group, topic, partitions=6):
+def three_stable_members(service, members, closing, group, topic, partitions=6):
     service.stub.CreateTopic(pb.CreateTopicRequest(topic=topic, partitions=partitions), timeout=10)
     started = [members(service.address, group, topic, *SLOW_MEMBER) for _ in range(3)]
-    admin = admin_of(service)
+    admin = closing(admin_of(service))
     split = wait_until(lambda: stable_split(admin, group, 3, partitions), "three members sharing the partitions")
     wait_until(lambda: all(m.journal().kinds("M") for m in started), "each member to report its id")
     return admin, started, split
@@ -95,9 +95,10 @@ def assert_disjoint_and_complete(split: dict, partitions: int) -> None:
     assert max(map(len, owned)) - min(map(len, owned)) <= 1
 
 
-def test_a_killed_members_partitions_move_on_and_only_its_uncommitted_records_repeat(group_service, members):
+def test_a_killed_members_partitions_move_on_and_only_its_uncommitted_records_repeat(group_service, members,
+                                                                                     closing):
     service = group_service
-    admin, started, split = three_stable_members(service, members, "g-kill", "kill-orders")
+    admin, started, split = three_stable_members(service, members, closing, "g-kill", "kill-orders")
     assert_disjoint_and_complete(split, 6)
     by_id = {member_id_of(m): m for m in started}
     assert set(by_id) == set(split)
@@ -141,9 +142,9 @@ def test_a_killed_members_partitions_move_on_and_only_its_uncommitted_records_re
         assert member.close() == 0, member.output()
 
 
-def test_a_graceful_close_hands_over_with_no_duplicates(group_service, members):
+def test_a_graceful_close_hands_over_with_no_duplicates(group_service, members, closing):
     service = group_service
-    admin, started, split = three_stable_members(service, members, "g-close", "close-orders")
+    admin, started, split = three_stable_members(service, members, closing, "g-close", "close-orders")
     produced = produce(service.stub, "close-orders", 6, 60)
     leaving, staying = started[0], started[1:]
     leaving_partitions = split[member_id_of(leaving)]
@@ -162,9 +163,9 @@ def test_a_graceful_close_hands_over_with_no_duplicates(group_service, members):
         assert member.close() == 0, member.output()
 
 
-def test_a_restarted_member_resumes_right_after_its_committed_offsets(group_service, members):
+def test_a_restarted_member_resumes_right_after_its_committed_offsets(group_service, members, closing):
     service = group_service
-    admin = admin_of(service)
+    admin = closing(admin_of(service))
     service.stub.CreateTopic(pb.CreateTopicRequest(topic="resume-orders", partitions=2), timeout=10)
     produced = produce(service.stub, "resume-orders", 2, 60)
     first = members(service.address, "g-resume", "resume-orders", "--record-delay-ms", "20", "--max-records", "5")
@@ -186,13 +187,14 @@ def test_a_restarted_member_resumes_right_after_its_committed_offsets(group_serv
     assert again.close() == 0, again.output()
 
 
-def test_a_static_member_restarted_within_the_session_timeout_keeps_its_partitions(start_service, members):
+def test_a_static_member_restarted_within_the_session_timeout_keeps_its_partitions(start_service, members,
+                                                                                   closing):
     # A session long enough for a process restart on a loaded machine: the static leave keeps the
     # member's partitions for that long.
     session = ("--session-ms", "15000")
     service = start_service(["--offsets-topic-partitions", "3", "--group-session-timeout-ms", "15000",
                              "--group-heartbeat-interval-ms", "200"])
-    admin = admin_of(service)
+    admin = closing(admin_of(service))
     service.stub.CreateTopic(pb.CreateTopicRequest(topic="static-orders", partitions=4), timeout=10)
     first = members(service.address, "g-static", "static-orders", *session, "--instance-id", "host-a", name="a")
     other = members(service.address, "g-static", "static-orders", *session, "--instance-id", "host-b", name="b")
@@ -222,9 +224,9 @@ def test_a_static_member_restarted_within_the_session_timeout_keeps_its_partitio
         assert member.close() == 0, member.output()
 
 
-def test_a_zombies_commit_is_refused_and_it_rejoins(group_service, members):
+def test_a_zombies_commit_is_refused_and_it_rejoins(group_service, members, closing):
     service = group_service
-    admin = admin_of(service)
+    admin = closing(admin_of(service))
     stub = service.stub
     stub.CreateTopic(pb.CreateTopicRequest(topic="zombie-orders", partitions=2), timeout=10)
     zombie = members(service.address, "g-zombie", "zombie-orders", "--zombie", name="zombie")
@@ -267,13 +269,13 @@ def test_a_zombies_commit_is_refused_and_it_rejoins(group_service, members):
         assert member.close() == 0, member.output()
 
 
-def test_a_killed_coordinator_keeps_every_acknowledged_commit(start_service, members, tmp_path):
+def test_a_killed_coordinator_keeps_every_acknowledged_commit(start_service, members, tmp_path, closing):
     args = GROUP_ARGS + ["--listen", f"127.0.0.1:{free_port()}"]  # the members dial it again
     service = start_service(args, workdir=tmp_path / "coordinator")
     service.stub.CreateTopic(pb.CreateTopicRequest(topic="coord-orders", partitions=4), timeout=10)
     started = [members(service.address, "g-coord", "coord-orders", "--record-delay-ms", "10", "--max-records", "10")
                for _ in range(2)]
-    admin = admin_of(service)
+    admin = closing(admin_of(service))
     wait_until(lambda: stable_split(admin, "g-coord", 2, 4), "two members sharing four partitions")
     produced = produce(service.stub, "coord-orders", 4, 150)
     wait_until(lambda: all(any(m.journal().last_acked(p) is not None for m in started) for p in range(4)),
@@ -285,7 +287,8 @@ def test_a_killed_coordinator_keeps_every_acknowledged_commit(start_service, mem
     journals = [m.journal() for m in started]
     assert set(processed_counts(journals)) < produced  # the members have work left for after the restart
     again = start_service(args, workdir=tmp_path / "coordinator")
-    committed = {p.partition: p.committed_offset for p in admin_of(again).describe_group("g-coord").partitions}
+    with admin_of(again) as first_look:
+        committed = {p.partition: p.committed_offset for p in first_look.describe_group("g-coord").partitions}
     for partition in range(4):
         acked = [j.last_acked(partition) for j in journals if j.last_acked(partition) is not None]
         possible = set().union(*(j.possible_commits(partition) for j in journals)) - {None}
@@ -300,7 +303,7 @@ def test_a_killed_coordinator_keeps_every_acknowledged_commit(start_service, mem
     counts = processed_counts([m.journal() for m in started])
     assert set(counts) == produced
     assert all(o >= committed[p] for (p, o), count in counts.items() if count > 1)
-    again_admin = admin_of(again)
+    again_admin = closing(admin_of(again))
     wait_until(lambda: stable_split(again_admin, "g-coord", 2, 4) and settled(again_admin, "g-coord", started),
                "the members to settle")
     for member in started:
