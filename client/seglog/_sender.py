@@ -157,7 +157,15 @@ class Sender:
         if threading.get_ident() == self._loop_thread_id:
             self._wakeup.set()
         else:
-            self._loop.call_soon_threadsafe(self._wakeup.set)
+            self._loop.call_soon_threadsafe(self._wake_on_loop)
+
+    def _wake_on_loop(self) -> None:
+        """A wake-up from another thread (the synchronous Producer's append), on the loop: at
+        ``linger_ms=0`` with the loop parked, what it would start on waking is started here
+        (``start_ready_now``), a loop turn before the woken loop would; otherwise the loop wakes."""
+        if not self.start_ready_now():
+            assert self._wakeup is not None
+            self._wakeup.set()
 
     # -- the loop --------------------------------------------------------------------------------
 

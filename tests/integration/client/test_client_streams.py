@@ -5,13 +5,14 @@ LookupStream."""
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 
 import grpc
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from seglog import Admin, AsyncProducer, Consumer, TopicPartition
+from seglog import Admin, AsyncProducer, Consumer, Producer, TopicPartition
 from seglog._streams import RequestStream
 from seglog.errors import RequestTimeoutError, ServiceUnavailableError
 from seglog.v1 import log_service_pb2 as pb
@@ -119,6 +120,35 @@ def test_any_mix_of_sends_and_loop_turns_lands_in_send_order(seglog_service, mak
         assert [offset for _, offset in mine] == list(range(len(mine)))
         if mine:
             assert _values(seglog_service.address, topic, partition) == [b"%d" % number for number, _ in mine]
+
+
+def test_at_linger_zero_a_send_from_another_thread_starts_its_batch_in_the_wake_up(seglog_service, make_topic):
+    """The synchronous Producer at linger_ms=0 appends from the caller's thread: the wake-up it
+    hands the loop starts the record's request itself (a callback queued right behind it finds
+    the request under way, not the batch waiting for the woken sender); with a linger the
+    batch still waits in the queue."""
+    topic = make_topic(partitions=1)
+    for linger_ms, expected in ((0, (1, 0)), (50, (0, 1))):
+        with Producer(seglog_service.address, linger_ms=linger_ms) as producer:
+            producer.send(topic, b"warm-up", partition=0).result(10)  # the producer id is in hand
+            sender = producer._async._sender
+
+            async def parked() -> None:
+                while not sender._parked or sender.requests:
+                    await asyncio.sleep(0)
+
+            producer._portal.run(parked())
+            seen: concurrent.futures.Future[tuple[int, int]] = concurrent.futures.Future()
+
+            def look() -> None:
+                statistics = producer._async.statistics()
+                seen.set_result((statistics.requests_in_flight, statistics.batches_queued))
+
+            future = producer.send(topic, b"x", partition=0)
+            producer._portal.call_soon(look)
+            assert seen.result(10) == expected
+            future.result(10)
+    assert _values(seglog_service.address, topic, 0) == [b"warm-up", b"x"] * 2
 
 
 def test_stream_failures_are_retried_in_order(seglog_service, make_topic, monkeypatch):
