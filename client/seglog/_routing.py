@@ -47,6 +47,7 @@ from seglog.errors import (
     OwnerUnavailableError,
     RequestTimeoutError,
     SeglogError,
+    ServiceError,
     ServiceOverloadedError,
     ServiceUnavailableError,
 )
@@ -54,8 +55,8 @@ from seglog.structs import ClusterInstance, ClusterMetadata, PartitionOwner, Top
 from seglog.v1 import cluster_pb2 as cluster_pb
 from seglog.v1 import log_service_pb2 as pb
 
-__all__ = ["FOLLOWED_ERRORS", "HINTED", "CoordinatorTransport", "Router", "RouterStatistics", "any_hinted",
-           "metadata_from"]
+__all__ = ["FOLLOWED_ERRORS", "HINTED", "CoordinatorTransport", "PackedLookupsUnsupported", "Router",
+           "RouterStatistics", "any_hinted", "metadata_from"]
 
 # The errors after which a request naming a partition (or a group) asks where it lives now: a
 # refusal naming the owner, and a routed owner that is down or does not answer in time.
@@ -93,6 +94,9 @@ class Router:
         self._refreshes = 0
         self._failures = 0
         self.redirects = 0
+        # False once a service answered a packed OffsetsForTimes without its ``packed`` answers
+        # (a build from before them): the caller asks in the old form from then on.
+        self.packed_lookups = True
 
     def transport_for(self, topic: str, partition: int) -> Transport:
         if not self._routes:
@@ -195,15 +199,24 @@ class Router:
         ``read(results, last)``, when given, reads the answers (returning what this returns
         instead of the answer): on the first answer (``last`` False) it returns ``HINTED`` when
         any carries an owner hint, so the answers are walked once, not once for the hints and
-        once more by the caller."""
-        sole = self._sole_transport(request.partitions)
+        once more by the caller.
+
+        A request in the packed form (``packed``, not ``partitions``: one entry per partition's
+        targets) is routed by entry the same way, ``read`` given ``response.packed``; an answer
+        without its ``packed`` entries (a service from before them) raises
+        ``PackedLookupsUnsupported``, ``packed_lookups`` set False: ask again in the old form."""
+        packed = bool(request.packed)
+        items = request.packed if packed else request.partitions
+        sole = self._sole_transport(items)
         if sole is None:
-            response = await self._ask_owners(list(request.partitions), 0, None, None)
-            return response if read is None else read(response.results, True)
+            response = await self._ask_owners(list(items), 0, None, None, packed=packed)
+            return response if read is None else read(_answers(response, packed), True)
         seen = self._generation
-        count = len(request.partitions)
+        count = len(items)
         try:
             response = await sole.offsets_for_times(request)
+            if packed:
+                self._check_packed(response, count)
         except (ServiceUnavailableError, RequestTimeoutError) as error:
             if not _worth_following(error, sole is not self.bootstrap):
                 raise
@@ -211,19 +224,29 @@ class Router:
             refused = list(range(count))
             failures: dict[int, SeglogError] = dict.fromkeys(refused, error)
         else:
+            answers = _answers(response, packed)
             if read is not None:
-                found = read(response.results, False)
+                found = read(answers, False)
                 if found is not HINTED:
                     return found
-            elif not any_hinted(response.results):
+            elif not any(_hint_of(answer) is not None for answer in answers):
                 return response
             results = [None] * count
-            refused = self._note_answers(range(count), response.results, results, last=False)
+            refused = self._note_answers(range(count), answers, results, last=False)
             failures = {}
-        targets = list(request.partitions)
+        targets = list(items)
         pending = await self._after_refusal(targets, refused, dict.fromkeys(refused, sole), seen)
-        response = await self._ask_owners(targets, 1, results, pending, failures)
-        return response if read is None else read(response.results, True)
+        response = await self._ask_owners(targets, 1, results, pending, failures, packed=packed)
+        return response if read is None else read(_answers(response, packed), True)
+
+    def _check_packed(self, response: pb.OffsetsForTimesResponse, count: int) -> None:
+        """Raises ``PackedLookupsUnsupported`` for an answer to ``count`` packed entries that
+        has none (a service from before them ignored the request's ``packed``)."""
+        if len(response.packed) != count:
+            if not response.packed:
+                self.packed_lookups = False
+                raise PackedLookupsUnsupported("the service answers OffsetsForTimes in the old form only")
+            raise ServiceError(f"OffsetsForTimes answered {len(response.packed)} entries for {count}")
 
     def _sole_transport(self, targets: Any) -> Transport | None:
         """The channel every target routes to; None when they route to more than one."""
@@ -243,13 +266,15 @@ class Router:
                 return None
         return sole
 
-    async def _ask_owners(self, targets: list[pb.PartitionTimestamp], first_attempt: int,
-                          results: list[pb.PartitionOffset | None] | None, pending: list[int] | None,
-                          failures: dict[int, SeglogError] | None = None) -> pb.OffsetsForTimesResponse:
+    async def _ask_owners(self, targets: list[Any], first_attempt: int,
+                          results: list[Any] | None, pending: list[int] | None,
+                          failures: dict[int, SeglogError] | None = None, *,
+                          packed: bool = False) -> pb.OffsetsForTimesResponse:
         """``targets[n]`` for each of ``pending`` (every one when None) at its owner, one request
         per owner in parallel, from attempt ``first_attempt`` (of two) on; into ``results``.
         ``failures``: the error of each target whose owner's channel did not answer; one left
-        without an answer in the end fails the call with it."""
+        without an answer in the end fails the call with it. ``packed``: ``targets`` are the
+        packed form's entries (PartitionTimestamps), answered in ``packed``."""
         if results is None or pending is None:
             results, pending = [None] * len(targets), list(range(len(targets)))
         failures = {} if failures is None else failures
@@ -262,7 +287,7 @@ class Router:
                 by_transport.setdefault(id(transport), (transport, []))[1].append(number)
             seen = self._generation
             retry = await asyncio.gather(*(
-                self._lookup_at(transport, targets, numbers, results, failures, last=attempt == 1)
+                self._lookup_at(transport, targets, numbers, results, failures, last=attempt == 1, packed=packed)
                 for transport, numbers in by_transport.values()))
             refused = [number for numbers in retry for number in numbers]
             if not refused:
@@ -272,11 +297,12 @@ class Router:
         if unanswered is not None:  # its owner did not answer, and the cluster names no other
             raise failures[unanswered]
         response = pb.OffsetsForTimesResponse()
-        response.results.extend(r for r in results if r is not None)
-        assert len(response.results) == len(targets), "every target answered or refused"
+        answers = _answers(response, packed)
+        answers.extend(r for r in results if r is not None)
+        assert len(answers) == len(targets), "every target answered or refused"
         return response
 
-    async def _after_refusal(self, targets: list[pb.PartitionTimestamp], refused: list[int],
+    async def _after_refusal(self, targets: list[Any], refused: list[int],
                              asked_on: dict[int, Transport], seen: int) -> list[int]:
         """Metadata refreshed (unless refreshed since generation ``seen``); the ``refused``
         numbers whose target now routes elsewhere than where it was asked."""
@@ -286,33 +312,37 @@ class Router:
         self.redirects += len(pending)
         return pending
 
-    async def _lookup_at(self, transport: Transport, targets: list[pb.PartitionTimestamp], numbers: list[int],
-                         results: list[pb.PartitionOffset | None], failures: dict[int, SeglogError], *,
-                         last: bool) -> list[int]:
+    async def _lookup_at(self, transport: Transport, targets: list[Any], numbers: list[int],
+                         results: list[Any], failures: dict[int, SeglogError], *,
+                         last: bool, packed: bool = False) -> list[int]:
         """Asks ``transport`` for ``targets[n]`` of ``numbers`` into ``results``; returns the
         numbers worth asking again at another owner (never on the ``last`` attempt), a channel
         that did not answer noted in ``failures``."""
-        request = pb.OffsetsForTimesRequest(partitions=[targets[n] for n in numbers])
+        if packed:
+            request = pb.OffsetsForTimesRequest(packed=[targets[n] for n in numbers])
+        else:
+            request = pb.OffsetsForTimesRequest(partitions=[targets[n] for n in numbers])
         try:
             response = await transport.offsets_for_times(request)
+            if packed:
+                self._check_packed(response, len(numbers))
         except (ServiceUnavailableError, RequestTimeoutError) as error:
             if last or not _worth_following(error, transport is not self.bootstrap):
                 raise
             failures.update(dict.fromkeys(numbers, error))
             return numbers
-        return self._note_answers(numbers, response.results, results, last=last)
+        return self._note_answers(numbers, _answers(response, packed), results, last=last)
 
-    def _note_answers(self, numbers: Any, answers: Any, results: list[pb.PartitionOffset | None], *,
-                      last: bool) -> list[int]:
+    def _note_answers(self, numbers: Any, answers: Any, results: list[Any], *, last: bool) -> list[int]:
         """``answers`` (of ``numbers``, in order) into ``results``; the numbers whose answer
         carries an owner hint (never on the ``last`` attempt), a refusal naming the owner routed
         there."""
         retry = []
         for number, result in zip(numbers, answers):
             results[number] = result
-            if last or not result.HasField("error") or not result.error.owner_id:
+            error = None if last else _hint_of(result)
+            if error is None:
                 continue
-            error = result.error
             if error.owner_address and error.error_class == NotPartitionOwnerError.__name__:
                 self._routes[TopicPartition(result.topic, result.partition)] = error.owner_address
             retry.append(number)
@@ -410,6 +440,28 @@ class CoordinatorTransport:
 
 # What ``offsets_for_times``'s ``read`` returns for a first answer with an owner hint in it.
 HINTED = object()
+
+
+class PackedLookupsUnsupported(SeglogError):
+    """A service answered a packed OffsetsForTimes in the old form only (a build from before the
+    packed form): ask again in the old form."""
+
+
+def _answers(response: pb.OffsetsForTimesResponse, packed: bool) -> Any:
+    return response.packed if packed else response.results
+
+
+def _hint_of(answer: Any) -> Any:
+    """The owner-hinted PartitionError of an answer (a PartitionOffset, or a packed form's
+    PartitionOffsets: its first target error naming an owner), or None."""
+    if type(answer) is pb.PartitionOffsets:
+        for failed in answer.errors:
+            if failed.error.owner_id:
+                return failed.error
+        return None
+    if answer.offset < 0 and answer.HasField("error") and answer.error.owner_id:
+        return answer.error
+    return None
 
 
 def any_hinted(results: Any) -> bool:

@@ -19,7 +19,7 @@ import grpc
 
 from seglog import _moves, _sync
 from seglog._connection import ConnectionOptions
-from seglog._routing import HINTED, Router, any_hinted, metadata_from
+from seglog._routing import HINTED, PackedLookupsUnsupported, Router, any_hinted, metadata_from
 from seglog._security import PemSource
 from seglog.cleaning import CleanablePartition, CleaningCommit, SnapshotInfo
 from seglog.client import REQUEST_TIMEOUT_MS_DEFAULT, Transport
@@ -79,6 +79,59 @@ def _read_offsets(results: Any, last: bool) -> Any:
         else:
             keep(None)
     return found
+
+
+def _packed_request(targets: Sequence[tuple[TopicPartition, int]]) -> tuple[pb.OffsetsForTimesRequest, list[list[int]]]:
+    """``targets`` in OffsetsForTimes' packed form (an entry per partition, its timestamps one
+    packed list: no message per target), and per entry the targets' numbers in ``targets``."""
+    groups: dict[Any, tuple[list[int], list[int]]] = {}
+    for number, (tp, timestamp_ms) in enumerate(targets):
+        group = groups.get(tp)
+        if group is None:
+            group = groups[tp] = ([], [])
+        group[0].append(number)
+        group[1].append(timestamp_ms)
+    request = pb.OffsetsForTimesRequest()
+    add = request.packed.add
+    numbers = []
+    for tp, (at, timestamps_ms) in groups.items():
+        entry = add()
+        entry.topic, entry.partition = tp.topic, tp.partition
+        entry.timestamps_ms.extend(timestamps_ms)
+        numbers.append(at)
+    return request, numbers
+
+
+def _packed_reader(numbers: list[list[int]], count: int) -> Callable[[Any, bool], Any]:
+    """``_read_offsets`` for the packed form's answers (``numbers`` as ``_packed_request``
+    made them): the same results, HINTED and first error (the earliest target's)."""
+
+    def read(entries: Any, last: bool) -> Any:
+        found: list[OffsetAndTimestamp | None] = [None] * count
+        failed: tuple[int, Any, Any] | None = None  # the earliest failed target: number, entry, error
+        for at, entry in zip(numbers, entries, strict=True):
+            offsets, timestamps_ms = list(entry.offsets), list(entry.timestamps_ms)
+            if len(offsets) != len(at) or len(timestamps_ms) != len(at):
+                raise ServiceError(f"OffsetsForTimes answered {len(offsets)} offsets for {len(at)} targets "
+                                   f"of {entry.topic}-{entry.partition}")
+            for number, offset, timestamp_ms in zip(at, offsets, timestamps_ms):
+                if offset >= 0:  # an answer (a refused target's offset is -1: the proto says so)
+                    found[number] = _new_tuple(OffsetAndTimestamp, (offset, timestamp_ms))
+            for error in entry.errors:
+                if not 0 <= error.index < len(at):
+                    raise ServiceError(f"OffsetsForTimes answered an error for target {error.index} of "
+                                       f"{len(at)} of {entry.topic}-{entry.partition}")
+                number = at[error.index]
+                if failed is None or number < failed[0]:
+                    failed = (number, entry, error.error)
+        if failed is not None:
+            if not last and any(e.error.owner_id for entry in entries for e in entry.errors):
+                return HINTED  # the router asks the hinted entries' owners, then reads again
+            _, entry, error = failed
+            raise error_from_partition(error, f"{entry.topic}-{entry.partition}")
+        return found
+
+    return read
 
 
 class AsyncAdmin:
@@ -404,17 +457,26 @@ class AsyncAdmin:
         (thousands of lookups per call answer far faster than one call each). Targets may repeat
         and may be EARLIEST_TIMESTAMP, LATEST_TIMESTAMP or MAX_TIMESTAMP. When any target fails,
         the first failure is raised (as ``offsets_for_times`` raises), naming its partition.
+
+        Asked in the packed form (a partition's timestamps one packed list each way); a service
+        from before it answers nothing to that, and is asked in the old form from then on.
         """
-        request = pb.OffsetsForTimesRequest()
-        add = request.partitions.add  # in place: a message built apart is copied in (upb)
-        for tp, ts in targets:
-            # Field by field: keywords cost a third more a target (the call parses them).
-            target = add()
-            target.topic, target.partition, target.timestamp_ms = tp.topic, tp.partition, ts
         await self._connected()
-        assert self._router is not None
-        found: list[OffsetAndTimestamp | None] = await self._router.offsets_for_times(
-            request, _read_offsets)  # each target at its owner
+        router = self._router
+        assert router is not None
+        found: list[OffsetAndTimestamp | None] | None = None
+        if router.packed_lookups:
+            request, numbers = _packed_request(targets)
+            with contextlib.suppress(PackedLookupsUnsupported):  # an older service: the old form below
+                found = await router.offsets_for_times(request, _packed_reader(numbers, len(targets)))
+        if found is None:
+            request = pb.OffsetsForTimesRequest()
+            add = request.partitions.add  # in place: a message built apart is copied in (upb)
+            for tp, ts in targets:
+                # Field by field: keywords cost a third more a target (the call parses them).
+                target = add()
+                target.topic, target.partition, target.timestamp_ms = tp.topic, tp.partition, ts
+            found = await router.offsets_for_times(request, _read_offsets)  # each target at its owner
         if len(found) != len(targets):
             raise ServiceError(f"OffsetsForTimes answered {len(found)} results for {len(targets)} targets")
         return found

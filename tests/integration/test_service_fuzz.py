@@ -244,10 +244,13 @@ def test_fuzz_consume(fuzz_service, topic, partition, offset, position, timestam
 
 @_fuzz_settings()
 @given(targets=st.lists(st.tuples(st.one_of(st.just(KNOWN), TOPIC_NAMES), INT32, INT64),
-                        max_size=6))
-def test_fuzz_offsets_for_times(fuzz_service, targets):
+                        max_size=6),
+       packed=st.lists(st.tuples(st.one_of(st.just(KNOWN), TOPIC_NAMES), INT32, st.lists(INT64, max_size=6)),
+                       max_size=3))
+def test_fuzz_offsets_for_times(fuzz_service, targets, packed):
     request = pb.OffsetsForTimesRequest(partitions=[
-        pb.PartitionTimestamp(topic=t, partition=p, timestamp_ms=ts) for t, p, ts in targets])
+        pb.PartitionTimestamp(topic=t, partition=p, timestamp_ms=ts) for t, p, ts in targets], packed=[
+        pb.PartitionTimestamps(topic=t, partition=p, timestamps_ms=ts) for t, p, ts in packed])
     _call(fuzz_service, "OffsetsForTimes", request)
 
 

@@ -299,10 +299,12 @@ class ConsumeRequest(_message.Message):
     def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., offset: _Optional[int] = ..., timestamp_ms: _Optional[int] = ..., position: _Optional[_Union[StartPosition, str]] = ..., max_bytes: _Optional[int] = ..., min_bytes: _Optional[int] = ..., max_wait_ms: _Optional[int] = ..., decode: _Optional[bool] = ...) -> None: ...
 
 class OffsetsForTimesRequest(_message.Message):
-    __slots__ = ("partitions",)
+    __slots__ = ("partitions", "packed")
     PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    PACKED_FIELD_NUMBER: _ClassVar[int]
     partitions: _containers.RepeatedCompositeFieldContainer[PartitionTimestamp]
-    def __init__(self, partitions: _Optional[_Iterable[_Union[PartitionTimestamp, _Mapping]]] = ...) -> None: ...
+    packed: _containers.RepeatedCompositeFieldContainer[PartitionTimestamps]
+    def __init__(self, partitions: _Optional[_Iterable[_Union[PartitionTimestamp, _Mapping]]] = ..., packed: _Optional[_Iterable[_Union[PartitionTimestamps, _Mapping]]] = ...) -> None: ...
 
 class PartitionTimestamp(_message.Message):
     __slots__ = ("topic", "partition", "timestamp_ms")
@@ -315,10 +317,44 @@ class PartitionTimestamp(_message.Message):
     def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., timestamp_ms: _Optional[int] = ...) -> None: ...
 
 class OffsetsForTimesResponse(_message.Message):
-    __slots__ = ("results",)
+    __slots__ = ("results", "packed")
     RESULTS_FIELD_NUMBER: _ClassVar[int]
+    PACKED_FIELD_NUMBER: _ClassVar[int]
     results: _containers.RepeatedCompositeFieldContainer[PartitionOffset]
-    def __init__(self, results: _Optional[_Iterable[_Union[PartitionOffset, _Mapping]]] = ...) -> None: ...
+    packed: _containers.RepeatedCompositeFieldContainer[PartitionOffsets]
+    def __init__(self, results: _Optional[_Iterable[_Union[PartitionOffset, _Mapping]]] = ..., packed: _Optional[_Iterable[_Union[PartitionOffsets, _Mapping]]] = ...) -> None: ...
+
+class PartitionTimestamps(_message.Message):
+    __slots__ = ("topic", "partition", "timestamps_ms")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    TIMESTAMPS_MS_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    partition: int
+    timestamps_ms: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., timestamps_ms: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class PartitionOffsets(_message.Message):
+    __slots__ = ("topic", "partition", "offsets", "timestamps_ms", "errors")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    OFFSETS_FIELD_NUMBER: _ClassVar[int]
+    TIMESTAMPS_MS_FIELD_NUMBER: _ClassVar[int]
+    ERRORS_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    partition: int
+    offsets: _containers.RepeatedScalarFieldContainer[int]
+    timestamps_ms: _containers.RepeatedScalarFieldContainer[int]
+    errors: _containers.RepeatedCompositeFieldContainer[TargetError]
+    def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., offsets: _Optional[_Iterable[int]] = ..., timestamps_ms: _Optional[_Iterable[int]] = ..., errors: _Optional[_Iterable[_Union[TargetError, _Mapping]]] = ...) -> None: ...
+
+class TargetError(_message.Message):
+    __slots__ = ("index", "error")
+    INDEX_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    index: int
+    error: PartitionError
+    def __init__(self, index: _Optional[int] = ..., error: _Optional[_Union[PartitionError, _Mapping]] = ...) -> None: ...
 
 class PartitionOffset(_message.Message):
     __slots__ = ("topic", "partition", "offset", "timestamp_ms", "error")

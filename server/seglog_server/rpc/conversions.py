@@ -298,6 +298,15 @@ def partition_offset_error(
     )
 
 
+def fill_partition_error(error: pb.PartitionError, status: Any, message: str, cause: Any = None) -> None:
+    """``error`` (a PartitionError in place: the packed form's TargetError.error) filled as
+    ``partition_offset_error`` fills the old form's."""
+    error.code, error.message, error.error_class = status.code.value[0], message, status.error_class
+    error.owner_id = getattr(cause, "owner_id", "")
+    error.owner_address = getattr(cause, "owner_address", "")
+    error.owner_epoch = getattr(cause, "epoch", 0)
+
+
 # -- admin --------------------------------------------------------------------------------------
 
 

@@ -52,90 +52,132 @@ class LookupRpcs:
         """
         if response is None:
             response = pb.OffsetsForTimesResponse()
+        count = 0
+        if request.partitions:
+            count += await self._answer_targets(request.partitions, response)
+        if request.packed:
+            count += await self._answer_packed(request.packed, response.packed)
+        # Many targets (each answer may carry an error message) can make an answer larger than
+        # gRPC may send: refused here with the limit named, not failed inside gRPC.
+        if count > _INLINE_LOOKUPS_MAX and response.ByteSize() > self.core.limits.response_bytes_max:
+            raise ResponseTooLargeError(
+                f"the answer to {count} targets is {response.ByteSize()} bytes, above "
+                f"response_bytes_max ({self.core.limits.response_bytes_max}): ask for fewer targets per request"
+            )
+        return response
+
+    async def _answer_targets(self, targets: Any, response: pb.OffsetsForTimesResponse) -> int:
+        """The old form: a PartitionTimestamp per target, a PartitionOffset per answer, into
+        ``response.results`` in the request's order. Returns the number of targets."""
         # Each target's fields read once (a field read of a upb message costs about as much as a
         # dict look-up), grouped by partition.
-        rows = [(target.topic, target.partition, target.timestamp_ms) for target in request.partitions]
+        rows = [(target.topic, target.partition, target.timestamp_ms) for target in targets]
         answers: list[Any] = [None] * len(rows)  # a storage TimestampAndOffset, None, or an error
         by_partition: dict[tuple[str, int], list[int]] = {}
         for number, (topic, partition, _) in enumerate(rows):
             by_partition.setdefault((topic, partition), []).append(number)
         for (topic, partition), numbers in by_partition.items():
-            await self._partition_offsets_for_times(topic, partition, rows, numbers, answers)
+            found = await self._search(topic, partition, [rows[number][2] for number in numbers])
+            for number, answer in zip(numbers, found):
+                answers[number] = answer
         add = response.results.add  # filled in place (and field by field: quicker than keywords)
         for (topic, partition, timestamp_ms), answer in zip(rows, answers):
             if answer is None:
                 result = add()
                 result.topic, result.partition, result.offset, result.timestamp_ms = topic, partition, -1, -1
             elif isinstance(answer, Exception):
-                status = status_for(answer)
-                if not status.expected:
-                    raise answer  # a bug: the boundary answers INTERNAL and logs it
-                message = self.core.log_dir_names.redact(status.message)
+                status, message = self._error_status(answer)
                 target = pb.PartitionTimestamp(topic=topic, partition=partition, timestamp_ms=timestamp_ms)
                 response.results.append(conversions.partition_offset_error(target, status, message, answer))
             else:
                 result = add()
                 result.topic, result.partition = topic, partition
                 result.offset, result.timestamp_ms = answer.offset, answer.timestamp_ms
-        # Many targets (each answer may carry an error message) can make an answer larger than
-        # gRPC may send: refused here with the limit named, not failed inside gRPC.
-        if len(rows) > _INLINE_LOOKUPS_MAX and response.ByteSize() > self.core.limits.response_bytes_max:
-            raise ResponseTooLargeError(
-                f"the answer to {len(rows)} targets is {response.ByteSize()} bytes, above "
-                f"response_bytes_max ({self.core.limits.response_bytes_max}): ask for fewer targets per request"
-            )
-        return response
+        return len(rows)
 
-    async def _partition_offsets_for_times(
-        self, topic: str, partition: int, rows: list[tuple[str, int, int]], numbers: list[int],
-        answers: list[Any],
-    ) -> None:
-        """Answers the targets ``rows[n]`` (topic, partition, timestamp) for each of ``numbers``
-        (all of partition ``topic``-``partition``) into ``answers[n]``: a storage outcome (an
-        answer or the error that target met), or the error the request's check or the whole call
-        met."""
+    async def _answer_packed(self, entries: Any, answers: Any) -> int:
+        """The packed form: per PartitionTimestamps entry a PartitionOffsets into ``answers``,
+        in the entries' order, its lists read and written whole (no message per target: upb's
+        cost is per field). Returns the number of targets."""
+        count = 0
+        for entry in entries:
+            topic, partition = entry.topic, entry.partition
+            timestamps_ms = list(entry.timestamps_ms)
+            count += len(timestamps_ms)
+            found = await self._search(topic, partition, timestamps_ms) if timestamps_ms else []
+            answer = answers.add()
+            answer.topic, answer.partition = topic, partition
+            offsets = [-1] * len(found)
+            found_ms = [-1] * len(found)
+            for index, outcome in enumerate(found):
+                if outcome is None:
+                    continue
+                if isinstance(outcome, Exception):
+                    status, message = self._error_status(outcome)
+                    failed = answer.errors.add()
+                    failed.index = index
+                    conversions.fill_partition_error(failed.error, status, message, outcome)
+                else:
+                    offsets[index], found_ms[index] = outcome.offset, outcome.timestamp_ms
+            answer.offsets.extend(offsets)
+            answer.timestamps_ms.extend(found_ms)
+        return count
+
+    def _error_status(self, error: Exception) -> tuple[Any, str]:
+        """A target's error as its status and (redacted) message; a bug raised (the boundary
+        answers INTERNAL and logs it)."""
+        status = status_for(error)
+        if not status.expected:
+            raise error
+        return status, self.core.log_dir_names.redact(status.message)
+
+    async def _search(self, topic: str, partition: int, timestamps_ms: list[int]) -> list[Any]:
+        """The outcome of each of ``timestamps_ms`` (targets of partition ``topic``-``partition``),
+        in their order: a storage outcome (an answer, None, or the error that target met), or
+        the error the request's check or the whole call met."""
         try:
             validation.check_partition_ref(topic, partition)
         except InvalidRequestError as exc:
-            for number in numbers:
-                answers[number] = exc
-            return
-        searched = numbers
-        timestamps_ms = [rows[number][2] for number in numbers]
+            return [exc] * len(timestamps_ms)
+        outcomes: list[Any] | None = None
+        searched_at: list[int] = []
+        searched = timestamps_ms
         if min(timestamps_ms) < validation.MAX_TIMESTAMP:  # some target's timestamp is refused: those alone
-            searched = []
-            for number in numbers:
+            outcomes = [None] * len(timestamps_ms)
+            for index, timestamp_ms in enumerate(timestamps_ms):
                 try:
-                    validation.check_target_timestamp(rows[number][2])
-                    searched.append(number)
+                    validation.check_target_timestamp(timestamp_ms)
+                    searched_at.append(index)
                 except InvalidRequestError as exc:
-                    answers[number] = exc
-            if not searched:
-                return
-            timestamps_ms = [rows[number][2] for number in searched]
+                    outcomes[index] = exc
+            if not searched_at:
+                return outcomes
+            searched = [timestamps_ms[index] for index in searched_at]
         cluster = self.core.cluster
         refusal = None if cluster is None else cluster.owner_error(topic, partition)
         if refusal is not None:  # owned elsewhere: each target's error names the owner
-            for number in searched:
-                answers[number] = refusal
-            return
-        try:
-            log = self.core.storage.get_log(topic, partition)
-            # A handful of lookups runs inline (microseconds each); more go to the pool, or one
-            # request of a few MiB of targets would hold the event loop for seconds. So does a
-            # log's first lookup by time after a restart: it checks every segment on first use.
-            inline = len(searched) <= _INLINE_LOOKUPS_MAX and not self.core.storage.timestamp_lookup_may_block(
-                log, timestamps_ms)
-            found: list[Any] = await self.core.log_call(log, 0 if inline else BLOCKING, log.lookup_timestamps, timestamps_ms)
-        except Exception as exc:  # noqa: BLE001 - the whole call's error is each target's
-            found = [exc] * len(searched)
+            found: list[Any] = [refusal] * len(searched)
         else:
-            for answer in found:
-                if isinstance(answer, LogDirOfflineError):  # a target's search took the log offline
-                    await self.core.calls.blocking(self.core.storage.handle_log_failure, log, answer)  # as log_call does
-                    break
-        for number, answer in zip(searched, found):
-            answers[number] = answer
+            try:
+                log = self.core.storage.get_log(topic, partition)
+                # A handful of lookups runs inline (microseconds each); more go to the pool, or one
+                # request of a few MiB of targets would hold the event loop for seconds. So does a
+                # log's first lookup by time after a restart: it checks every segment on first use.
+                inline = len(searched) <= _INLINE_LOOKUPS_MAX and not self.core.storage.timestamp_lookup_may_block(
+                    log, searched)
+                found = await self.core.log_call(log, 0 if inline else BLOCKING, log.lookup_timestamps, searched)
+            except Exception as exc:  # noqa: BLE001 - the whole call's error is each target's
+                found = [exc] * len(searched)
+            else:
+                for answer in found:
+                    if isinstance(answer, LogDirOfflineError):  # a target's search took the log offline
+                        await self.core.calls.blocking(self.core.storage.handle_log_failure, log, answer)  # as log_call does
+                        break
+        if outcomes is None:
+            return found
+        for index, answer in zip(searched_at, found):
+            outcomes[index] = answer
+        return outcomes
 
     @unary_rpc
     async def ExplainLookup(self, request: pb.ExplainLookupRequest, context: Any) -> Any:

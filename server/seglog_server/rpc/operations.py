@@ -106,6 +106,12 @@ def _partition_topics(request: Any) -> tuple[str, ...]:
     return tuple(dict.fromkeys(target.topic for target in request.partitions))
 
 
+def _lookup_topics(request: Any) -> tuple[str, ...]:
+    """OffsetsForTimes' topics: of its targets in both forms (``partitions`` and ``packed``)."""
+    return tuple(dict.fromkeys([*(target.topic for target in request.partitions),
+                                *(entry.topic for entry in request.packed)]))
+
+
 def _offset_topics(request: Any) -> tuple[str, ...]:
     return tuple(dict.fromkeys(entry.topic for entry in request.offsets))
 
@@ -144,7 +150,7 @@ OPERATIONS: Mapping[str, RpcOperation] = {
     "Fetch": RpcOperation(_READ, Scope.TOPICS, _topic, _fetch_kind, Quota.FETCH, owner=_EACH, partitions=_partition),
     "Consume": RpcOperation(_READ, Scope.TOPICS, _topic, _stream, Quota.FETCH, owner=_EACH, partitions=_partition),
     # Offsets are metadata (Kafka's ListOffsets needs DESCRIBE on the topic).
-    "OffsetsForTimes": RpcOperation(_DESCRIBE, Scope.TOPICS, _partition_topics, _request, owner=Owner.PER_TARGET),
+    "OffsetsForTimes": RpcOperation(_DESCRIBE, Scope.TOPICS, _lookup_topics, _request, owner=Owner.PER_TARGET),
     "DeleteRecords": RpcOperation(_ADMIN, Scope.TOPICS, _topic, _request, owner=_EACH, partitions=_partition),
     # An index lookup's path (segments, index slots, positions): metadata, not record content.
     "ExplainLookup": RpcOperation(_DESCRIBE, Scope.TOPICS, _topic, _request, owner=_EACH, partitions=_partition),

@@ -71,6 +71,17 @@ def test_every_partition_naming_rpc_is_answered_by_the_owner_and_the_client_foll
         assert (other.offset, other.error.code, other.error.error_class) == \
             (-1, grpc.StatusCode.FAILED_PRECONDITION.value[0], "NotPartitionOwnerError")
         assert (other.error.owner_id, other.error.owner_address, other.error.owner_epoch) == ("b", b.address, 0)
+    # The packed form alike: each of b's targets refused with b's hint, the refused timestamp alone without.
+    packed = pb.OffsetsForTimesRequest(packed=[
+        pb.PartitionTimestamps(topic="t", partition=1, timestamps_ms=[LATEST_TIMESTAMP, -7, 0]),
+        pb.PartitionTimestamps(topic="t", partition=0, timestamps_ms=[LATEST_TIMESTAMP])])
+    other, own = a.stub.OffsetsForTimes(packed, timeout=10).packed
+    assert (list(own.offsets), len(own.errors), list(other.offsets)) == ([0], 0, [-1, -1, -1])
+    assert [(e.index, e.error.code, e.error.owner_id, e.error.owner_address, e.error.owner_epoch)
+            for e in other.errors] == [
+        (0, grpc.StatusCode.FAILED_PRECONDITION.value[0], "b", b.address, 0),
+        (1, grpc.StatusCode.INVALID_ARGUMENT.value[0], "", "", 0),
+        (2, grpc.StatusCode.FAILED_PRECONDITION.value[0], "b", b.address, 0)]
 
     # DescribeTopic on a: b's partition says so, never a's local zeros.
     described = {p.partition: p for p in a.stub.DescribeTopic(pb.DescribeTopicRequest(topic="t"), timeout=10).partitions}
@@ -99,6 +110,7 @@ def test_every_partition_naming_rpc_is_answered_by_the_owner_and_the_client_foll
         with pytest.raises(InvalidRequestError, match="t-0: .*-7"):
             admin.offsets_for_times_many([(TopicPartition("t", 0), -7), (tp, 0)])
         assert router is not None and router.redirects == 1
+        assert router.packed_lookups  # asked in the packed form, its hinted entry at b
     with Consumer(a.address, topic="t", partition=1, start="latest") as consumer:
         assert consumer.poll(timeout_ms=200) == []
         _produce(b, "t", 1, b"after")

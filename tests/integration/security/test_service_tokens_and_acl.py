@@ -313,3 +313,25 @@ def test_streams_authenticate_once_at_open_and_check_each_message_against_the_ac
         correlation_id=4, produce=pb.ProduceRequest(topic="shared.events", records=make_batch([b"no"])),
     )]), timeout=10, metadata=reader))
     assert produced[0].error.code == grpc.StatusCode.PERMISSION_DENIED.value[0]  # read, not write
+
+
+def test_a_packed_lookup_is_checked_against_the_acl_for_every_topic_it_names(secured):
+    """OffsetsForTimes' packed form names its topics in its entries: each is checked as the old
+    form's targets are, unary and on the LookupStream; a topic the principal may not describe
+    refuses the whole request, wherever in it."""
+    reader = _bearer(secured.tokens["reader"])
+    allowed = pb.PartitionTimestamps(topic="shared.events", partition=0, timestamps_ms=[-1, -2])
+    denied = pb.PartitionTimestamps(topic="acl-topic", partition=0, timestamps_ms=[-1])
+    answer = secured.stub.OffsetsForTimes(pb.OffsetsForTimesRequest(packed=[allowed]), timeout=10, metadata=reader)
+    assert [len(entry.offsets) for entry in answer.packed] == [2]
+    for request in (pb.OffsetsForTimesRequest(packed=[allowed, denied]),
+                    pb.OffsetsForTimesRequest(partitions=[pb.PartitionTimestamp(topic="shared.events")],
+                                              packed=[denied])):
+        with pytest.raises(grpc.RpcError) as info:
+            secured.stub.OffsetsForTimes(request, timeout=10, metadata=reader)
+        assert info.value.code() == grpc.StatusCode.PERMISSION_DENIED
+        assert "'acl-topic'" in info.value.details()
+        [streamed] = secured.stub.LookupStream(iter([pb.LookupStreamRequest(correlation_id=5, offsets_for_times=request)]),
+                                               timeout=10, metadata=reader)
+        assert streamed.error.code == grpc.StatusCode.PERMISSION_DENIED.value[0]
+        assert "'acl-topic'" in streamed.error.message
