@@ -54,6 +54,9 @@ class AppendWaiters:
         # Waiters without a timeout, by the ticket they wait on (see the module docstring).
         self._parked: dict[asyncio.Future[None], list[asyncio.Future[None]]] = {}
         self._closed = False
+        # Parked waiters woken so far: an append that moved it woke somebody (streams.py lets
+        # them push before it acknowledges).
+        self.woken_count = 0
         self._notify_count = 0
         self._wake_count = 0
         self._waiting_count = 0
@@ -168,6 +171,7 @@ class AppendWaiters:
         for mine in self._parked.pop(ticket, ()):
             if not mine.done():
                 mine.set_result(None)
+                self.woken_count += 1
 
     def statistics(self) -> AppendWaitersStatistics:
         return AppendWaitersStatistics(

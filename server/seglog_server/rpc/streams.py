@@ -335,6 +335,8 @@ class StreamRpcs:
         self, name: str, call: Any, correlation_id: int, produce: pb.ProduceRequest
     ) -> _Reply:
         started_ns = time.perf_counter_ns()
+        waiters = self.core.waiters
+        woken = waiters.woken_count
         try:
             delay_s = self._begin_message(call, produce)
             try:
@@ -343,6 +345,11 @@ class StreamRpcs:
                 self._end_message(call)
         except Exception as exc:  # noqa: BLE001 - answered on the stream (or raised: a bug)
             return self._refused(pb.ProduceStreamResponse, name, correlation_id, exc, started_ns)
+        if waiters.woken_count != woken:
+            # The append woke streams parked at the tail: one loop turn for them to read it and
+            # start their push before this answer's write, so a record reaches its consumers
+            # without waiting behind its producer's acknowledgement.
+            await asyncio.sleep(0)
         if acks != pb.ACKS_FSYNCED and delay_s <= 0:
             try:
                 self._produce.check_may_acknowledge(log)
