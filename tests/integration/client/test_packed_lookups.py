@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 from tests.support.integration_helpers import make_batch
 
 from seglog import Admin, AsyncAdmin, TopicPartition
+from seglog import admin as admin_module
 from seglog.errors import SeglogError, ServiceError
 from seglog.v1 import log_service_pb2 as pb
 from seglog.v1 import log_service_pb2_grpc as pb_grpc
@@ -119,9 +120,11 @@ def _outcome(admin: Admin, targets):
 
 @_SETTINGS
 @given(entries=ENTRIES, shuffle=st.randoms(use_true_random=False))
-def test_the_client_answers_alike_in_both_forms(logs, entries, shuffle):
+def test_the_client_answers_alike_in_both_forms(logs, entries, shuffle, monkeypatch):
     """Targets of several partitions interleaved: the packed form groups them by partition and
-    answers them in the caller's order, or raises the earliest failure, as the old form does."""
+    answers them in the caller's order, or raises the earliest failure, as the old form does
+    (the packed form asked for any number of targets here, not only from eight on)."""
+    monkeypatch.setattr(admin_module, "_PACKED_TARGETS_MIN", 1)
     targets = [(TopicPartition(topic, partition), timestamp_ms)
                for (topic, partition), timestamps in entries for timestamp_ms in timestamps]
     shuffle.shuffle(targets)
@@ -194,14 +197,15 @@ async def _through(upstream: str, mode: str, body):
         await server.stop(None)
 
 
+# Eight targets or more: asked in the packed form (fewer go in the old form).
 _TARGETS = [(TopicPartition("packed-a", 1), 250), (TopicPartition("packed-a", 0), -1),
-            (TopicPartition("packed-a", 1), 601), (TopicPartition("packed-a", 0), 100)]
+            (TopicPartition("packed-a", 1), 601), (TopicPartition("packed-a", 0), 100)] * 2
 
 
 def test_an_older_service_is_asked_again_in_the_old_form_and_from_then_on(logs):
     with Admin(logs.address) as admin:
         expected = admin.offsets_for_times_many(_TARGETS)
-    assert [None if f is None else tuple(f) for f in expected] == [(1, 300), (6, -1), None, (0, 100)]
+    assert [None if f is None else tuple(f) for f in expected] == [(1, 300), (6, -1), None, (0, 100)] * 2
 
     async def body(admin, service):
         first = await admin.offsets_for_times_many(_TARGETS)
@@ -209,7 +213,7 @@ def test_an_older_service_is_asked_again_in_the_old_form_and_from_then_on(logs):
         second = await admin.offsets_for_times_many(_TARGETS)
         assert service.packed_seen == 1  # the old form alone from then on
         with pytest.raises(SeglogError, match="packed-a-0: .*-9"):  # its errors as before
-            await admin.offsets_for_times_many([(TopicPartition("packed-a", 0), -9)])
+            await admin.offsets_for_times_many([(TopicPartition("packed-a", 0), -9)] * 8)
         return first, second
 
     first, second = asyncio.run(_through(logs.address, "older", body))
@@ -217,17 +221,20 @@ def test_an_older_service_is_asked_again_in_the_old_form_and_from_then_on(logs):
 
 
 @pytest.mark.parametrize(("mode", "match"), [
-    ("short", "answered 2 offsets for 3 targets of packed-a-1"),
-    ("stray", "an error for target 3 of 3 of packed-a-1"),
+    ("short", "answered 7 offsets for 8 targets of packed-a-1"),
+    ("stray", "an error for target 8 of 8 of packed-a-1"),
     ("fewer", "answered 1 entries for 2"),
 ])
 def test_a_packed_answer_the_client_cannot_read_fails_the_call(logs, mode, match):
-    targets = [(TopicPartition("packed-a", 1), t) for t in (100, 200, 300)] + [(TopicPartition("packed-a", 0), 1)]
+    targets = [(TopicPartition("packed-a", 1), t) for t in range(100, 900, 100)] + [(TopicPartition("packed-a", 0), 1)]
 
     async def body(admin, service):
         with pytest.raises(ServiceError, match=match):
             await admin.offsets_for_times_many(targets)
         assert service.packed_seen == 1 and admin._router.packed_lookups  # no fallback: a newer service
+        # Fewer than eight targets go in the old form (cheaper there), to a newer service too.
+        assert [tuple(f) for f in await admin.offsets_for_times_many(targets[:3])] == [(0, 100), (1, 300), (1, 300)]
+        assert service.packed_seen == 1
 
     asyncio.run(_through(logs.address, mode, body))
 
