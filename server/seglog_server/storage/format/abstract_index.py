@@ -29,6 +29,10 @@ everything else:
   the valid entries, because on reopening **every full slot of an existing file is an entry**: an
   untrimmed file after a crash reads as full of zero entries, which is why indexes above the
   recovery point are rebuilt from the log.
+- **A file cut from outside.** seglog never shrinks a mapped file without remapping it, but an
+  operator or another program may: every use of the mapping first compares the file's length (an
+  fstat of the mapping's descriptor) with the length mapped, and a shorter file is
+  ``CorruptIndexError`` instead of SIGBUS at the first load past its end (``_check_length_locked``).
 - **Resizing** (``resize``, ``reset``), flushing (msync), closing and unmapping.
 - **Releasing** (``release_mapping``): the mapping (and the descriptor CPython's mmap keeps for it)
   is given back while the entry counts are kept, so even an active segment's index can leave the
@@ -471,8 +475,11 @@ class AbstractIndex:
         return list(dict.fromkeys([page_of(slot * entry_bytes + at) for slot in probed_slots]))
 
     def _open_locked(self) -> None:
-        """Materialises on first use; raises on a closed index. Cheap when already open."""
+        """Materialises on first use; raises on a closed index. Cheap when already open: one
+        fstat (``_check_length_locked``) before the caller touches the mapping."""
         if self._state is _State.OPEN:
+            if self._mmap is not None:
+                self._check_length_locked(self._mmap)
             return
         if self._state is _State.CLOSED:
             raise ValueError(f"{self.KIND} {self._path} is closed")
@@ -483,6 +490,20 @@ class AbstractIndex:
         self._materialize_locked()
         self._state = _State.OPEN
         self._after_entries_changed_locked()
+
+    def _check_length_locked(self, mapping: mmap.mmap) -> None:
+        """``CorruptIndexError`` when the file is now shorter than its mapping: cut from outside
+        the process (seglog never shrinks a mapped file without remapping it). A load or store
+        past a mapped file's end is SIGBUS, which Python cannot catch: it would kill the whole
+        service for one partition's damaged file. ``mmap.size()`` is an fstat of the mapping's
+        own descriptor. A cut landing between this check and the access still faults: the
+        window is one lookup or one append under the index's lock."""
+        length = mapping.size()
+        if length < self._file_bytes:
+            raise CorruptIndexError(
+                f"{self.KIND} {self._path} is {length} bytes long, shorter than the {self._file_bytes} "
+                f"bytes mapped: cut from outside seglog (a restart rebuilds it from the log)"
+            )
 
     def _open_for_counts_locked(self) -> None:
         """For questions the entry counts answer: a released index answers from memory instead

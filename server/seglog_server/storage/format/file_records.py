@@ -18,7 +18,6 @@ that struct and name the fields they use through ``HeaderField``.
 from __future__ import annotations
 
 import contextlib
-import mmap
 import os
 from collections.abc import Iterator, Sequence
 from typing import NamedTuple
@@ -143,11 +142,13 @@ class FileRecords:
         self._fs = fs
         self._fd: int | None = None
         self._size = size_in_bytes
-        # A sealed file no longer grows or shrinks (an inactive segment): header scans then read
-        # a read-only mapping of it instead of issuing a pread per chunk.
+        # A sealed file no longer grows or shrinks (an inactive segment). It is still read with
+        # preads, never through a mapping: a file cut short from outside the process (a full
+        # disk's repair, an operator, another program) makes a read through a mapping past the
+        # new end SIGBUS, which kills the whole service, where a pread returns short and the
+        # read fails as damage to this one partition (CorruptRecordError). The cost, one pread
+        # per scan chunk instead of none, is measured in docs/performance.md.
         self._sealed = False
-        self._mapping: mmap.mmap | None = None
-        self._unmappable = False  # a hole below the end: read with preads only (see _mapped)
 
     @classmethod
     def create(cls, path: str, *, fs: FileSystem = REAL_FS, preallocate_bytes: int = 0) -> FileRecords:
@@ -176,27 +177,8 @@ class FileRecords:
         self._sealed = True
 
     def unseal(self) -> None:
-        """Before an append or a truncation: drops the read mapping."""
+        """Before an append or a truncation."""
         self._sealed = False
-        self._unmappable = False  # looked at again when sealed again
-        self._drop_mapping()
-
-    def _mapped(self) -> mmap.mmap | None:
-        """The read-only mapping of a sealed, non-empty file (made on first use). A file with a
-        hole below its end is never mapped (scans pread it): on tmpfs a read of a hole through
-        a mapping allocates a page, and on a full file system that is SIGBUS, not an error."""
-        if self._mapping is None and self._sealed and not self._unmappable and self.size_in_bytes > 0:
-            fd = self._fd if self._fd is not None else self._open()
-            if self._fs.data_end(fd, self.size_in_bytes) < self.size_in_bytes:
-                self._unmappable = True
-                return None
-            self._mapping = self._fs.mmap(fd, self.size_in_bytes, False)
-        return self._mapping
-
-    def _drop_mapping(self) -> None:
-        mapping, self._mapping = self._mapping, None
-        if mapping is not None:
-            mapping.close()
 
     @property
     def size_in_bytes(self) -> int:
@@ -284,7 +266,7 @@ class FileRecords:
             raise ValueError(
                 f"{self._path}: cannot truncate to {size_in_bytes} bytes, the file holds {original}"
             )
-        self.unseal()  # never cut bytes from under a mapping
+        self.unseal()
         fd = self._open()
         if size_in_bytes < original or self._fs.fsize(fd) != size_in_bytes:
             self._fs.ftruncate(fd, size_in_bytes)
@@ -403,16 +385,15 @@ class FileRecords:
         starting_offset: int,
         scan_bytes: int = _SCAN_CHUNK_BYTES,
         bounds: OffsetBounds | None = None,
-    ) -> tuple[BatchHeader, bytes | mmap.mmap, int] | None:
+    ) -> tuple[BatchHeader, bytes, int] | None:
         """``search_for_timestamp``'s batch without its bytes: (header, the chunk holding at least
         its header, where the batch starts in it). ``batch_bytes`` reads the rest when needed (a
         lookup answered from the batch's table needs none)."""
         return self._scan(start_position, scan_bytes, starting_offset, timestamp_ms, bounds)
 
-    def batch_bytes(self, header: BatchHeader, chunk: bytes | mmap.mmap, offset_in_chunk: int) -> bytes:
+    def batch_bytes(self, header: BatchHeader, chunk: bytes, offset_in_chunk: int) -> bytes:
         """The bytes of the batch ``find_batch_for_timestamp`` found."""
         if offset_in_chunk + header.size_in_bytes <= len(chunk):
-            # a copy even from the mapping: no view may outlive it (closing would fail)
             return chunk[offset_in_chunk : offset_in_chunk + header.size_in_bytes]
         return self.read(header.position, header.size_in_bytes)
 
@@ -426,27 +407,23 @@ class FileRecords:
     ) -> tuple[BatchHeader, bytes, int] | None:
         """The first batch from ``start_position`` with a last offset >= ``target_offset`` and a
         max timestamp >= ``target_timestamp``; with the chunk holding its header. The codec's
-        bounded ``BatchWalk`` over each pread chunk (or over the whole mapping of a sealed
-        file). The batches before the end of the file must be whole: a length running past it
+        bounded ``BatchWalk`` over each pread chunk, sealed files too (never a mapping: see
+        ``__init__``). The batches before the end of the file must be whole: a length running past it
         is ``CorruptRecordError`` here, never a quiet stop that would send a read on to the next
         segment. With ``bounds``, every batch walked must also have offsets inside them."""
         end = self.size_in_bytes
-        mapping = self._mapping if self._mapping is not None else self._mapped()
         offset_min, offset_limit = (None, _OFFSET_LIMIT) if bounds is None else bounds
         position = start_position
         f_base, f_delta, f_max_timestamp, f_length = (
             HeaderField.BASE_OFFSET, HeaderField.LAST_OFFSET_DELTA, HeaderField.MAX_TIMESTAMP, HeaderField.LENGTH,
         )
         while True:
-            if mapping is not None:  # sealed: the whole file is one chunk, no read needed
-                chunk, chunk_start = mapping, 0
-            else:
-                fd = self._fd if self._fd is not None else self._open()
-                want = min(scan_bytes, end - position)
-                chunk, chunk_start = self._fs.pread(fd, want, position), position
-                if len(chunk) < want:  # read again to the end (a file shorter than its size: below)
-                    buffer = bytearray(want)
-                    chunk = bytes(buffer[: self._fs.preadinto(fd, buffer, position)])
+            fd = self._fd if self._fd is not None else self._open()
+            want = min(scan_bytes, end - position)
+            chunk, chunk_start = self._fs.pread(fd, want, position), position
+            if len(chunk) < want:  # read again to the end (a file shorter than its size: below)
+                buffer = bytearray(want)
+                chunk = bytes(buffer[: self._fs.preadinto(fd, buffer, position)])
             in_chunk = position - chunk_start
             if offset_min is not None:  # the common case: one tight loop (the rules' fast path)
                 found, in_chunk, offset_min, checked = vouch_batches(
@@ -478,7 +455,7 @@ class FileRecords:
                         return header, chunk, offset_in_chunk
             if walk.stop is not BatchStop.NEED_BYTES:
                 return None
-            if mapping is None and len(chunk) < want:
+            if len(chunk) < want:
                 raise self._ends_early(chunk_start + len(chunk))  # the next batch is past the file's end
             position = chunk_start + walk.position
             if offset_min is not None:
@@ -517,7 +494,6 @@ class FileRecords:
 
     def close_handler(self) -> None:
         """Closes the descriptor without touching the file (used when the disk failed)."""
-        self._drop_mapping()
         fd, self._fd = self._fd, None
         if fd is not None:
             self._fs.close(fd)
