@@ -12,9 +12,21 @@ The goal-3 workload of bench/peers (``Producer(linger_ms=0).send`` per record at
 - ``recv``: the client's ``Transport.consume`` yields the response (on the loop thread);
 - ``polled``: ``Consumer.poll`` returned the record in the reading thread.
 
-Each record is matched to the first stamp whose high watermark (or log end) is above its offset;
-printed: the medians (and p90) of each step's share per record, and of append -> polled, beside
-creation -> append (the producer's half) and creation -> acknowledgement. ``--tree`` runs the
+and at each step of the producer's half, per batch sent in a message of its own (batches sent
+several a message are not stamped):
+
+- ``drained``: the sender starts the batch's request (``Sender._send_batch_request``), client;
+- ``pwstart`` / ``pwend``: the ProduceStream's write of it starts / completes (grpc.aio), client;
+- ``pappend`` / ``pappended``: the service's append of it starts (the message read and admitted)
+  / returns (``ProduceRpcs.append``), service side;
+- ``answered``: the record's future completes (its batch answered), client.
+
+Each record is matched to the first stamp whose high watermark (or log end) is above its offset,
+and to its batch's producer stamps by the batch's last offset; printed: the medians (and p90) of
+each step's share per record (a step's share ends at its stamp; ``drained`` starts at the
+record's creation; ``pappend`` is negative when the service appended before the client saw its
+write complete), and of append -> polled, beside creation -> append (the producer's half) and
+creation -> acknowledgement. ``--tree`` runs the
 same workload against other checkouts' ``server`` and ``client`` directories (``git archive``
 copies, say), interleaved run by run with this one: an A/B on a busy machine. The stamps are
 patched in from here (the service runs under ``--serve``, which patches and then starts it):
@@ -26,6 +38,7 @@ from __future__ import annotations
 import argparse
 import atexit
 import bisect
+import contextvars
 import json
 import os
 import pathlib
@@ -38,6 +51,8 @@ import threading
 import time
 
 _STEPS = ("append", "chunk", "wstart", "wend", "recv", "polled")
+# The producer's half, from the record's creation: each step's share ends at the stamp named.
+_PRODUCER_STEPS = ("drained", "pwstart", "pwend", "pappend", "pappended", "answered")
 
 
 def serve(stamps_path: str, argv: list[str]) -> None:
@@ -67,8 +82,20 @@ def serve(stamps_path: str, argv: list[str]) -> None:
 
         return await send_chunk(self, topic, partition, offset, chunk, decode, call, Stamped())
 
+    from seglog_server.rpc import produce_rpcs
+
+    stamps["pappend"] = []  # (append start, append end, the batch's last offset)
+    append = produce_rpcs.ProduceRpcs.append
+
+    async def stamped_append(self, request):  # noqa: ANN001
+        started = now()
+        appended = await append(self, request)
+        stamps["pappend"].append((started, now(), appended[1].last_offset))
+        return appended
+
     unified_log.UnifiedLog._announce_change = announce_change
     fetch_rpcs.FetchRpcs._send_chunk = stamped_send_chunk
+    produce_rpcs.ProduceRpcs.append = stamped_append
 
     def dump() -> None:
         pathlib.Path(stamps_path).write_text(json.dumps(stamps))
@@ -96,6 +123,33 @@ def run(records: int) -> dict[str, list]:
             yield response
 
     client_module.Transport.consume = stamped_consume
+    # The producer's batches: [first record's creation, drained, write start, write end], by the
+    # creation stamp of each record in it (a record's value starts with its creation stamp).
+    from seglog import _sender, _streams
+
+    stamps["batches"] = []
+    sending: contextvars.ContextVar[list | None] = contextvars.ContextVar("sending", default=None)
+    send_batch_request = _sender.Sender._send_batch_request
+    start_write = _streams.RequestStream._start_write
+
+    async def stamped_send_batch_request(self, tp, entry):  # noqa: ANN001
+        batch = entry.item[0]
+        row = [[CREATED.unpack_from(value)[0] for value in batch.values], now(), 0, 0]
+        stamps["batches"].append(row)
+        sending.set(row)  # this task's: its write below is this batch's
+        await send_batch_request(self, tp, entry)
+
+    async def stamped_start_write(self, call, opened, owed, message):  # noqa: ANN001
+        row = sending.get()
+        if row is not None and not row[2]:
+            row[2] = now()
+        write = await start_write(self, call, opened, owed, message)
+        if row is not None and write is not None:
+            write.add_done_callback(lambda _done: row.__setitem__(3, row[3] or now()))
+        return write
+
+    _sender.Sender._send_batch_request = stamped_send_batch_request
+    _streams.RequestStream._start_write = stamped_start_write
     root = pathlib.Path(tempfile.mkdtemp(prefix="tail-steps-"))
     ready = root / "ready"
     environ = malloc_environment(os.environ) or dict(os.environ)  # no re-exec: the patches stay
@@ -156,12 +210,40 @@ def _first_above(stamps: list) -> object:
     return at
 
 
+def _producer_steps(stamps: dict[str, list]) -> dict[int, object]:
+    """creation stamp -> (offset -> [drained, write start, write end, append start, append end])
+    of the batch the record went out in (sent alone: the service's append of it is the first
+    whose last offset is at or above the record's)."""
+    appends = sorted(stamps.get("pappend", []), key=lambda one: one[2])
+    lasts = [one[2] for one in appends]
+    found: dict[int, object] = {}
+    for created_all, drained, write_start, write_end in stamps.get("batches", []):
+
+        def at(offset: int, row=(drained, write_start, write_end)) -> list[int]:
+            index = bisect.bisect_left(lasts, offset)
+            started, ended = (appends[index][0], appends[index][1]) if index < len(appends) else (0, 0)
+            return [*row, started, ended]
+
+        for created in created_all:
+            found[created] = at
+    return found
+
+
 def steps(stamps: dict[str, list], warm_up: int = 200) -> dict[str, float]:
     """Medians and p90s (us) of each step per record, after the first ``warm_up`` records."""
     found = {name: _first_above(stamps[name]) for name in _STEPS[:-1]}
     acks = {offset: at for at, offset in stamps["ack"]}
-    shares: dict[str, list[float]] = {name: [] for name in ("produce", "ack", "consume", *_STEPS[1:])}
+    shares: dict[str, list[float]] = {
+        name: [] for name in ("produce", "ack", "consume", *_STEPS[1:], *_PRODUCER_STEPS)
+    }
+    producer = _producer_steps(stamps)
     for polled_at, offset, created in stamps["polled"][warm_up:]:
+        sent = producer.get(created)
+        if sent is not None and offset in acks:
+            times = [created, *sent(offset), acks[offset]]
+            if all(times):
+                for name, before, after in zip(_PRODUCER_STEPS, times, times[1:]):
+                    shares[name].append((after - before) / 1e3)
         times = {name: found[name](offset) for name in _STEPS[:-1]}
         times["polled"] = polled_at
         if None in times.values():
@@ -209,10 +291,12 @@ def main() -> None:
             name = tree or "this checkout"
             results[name].append(figures)
             print(f"run {index + 1} {name}: load {load:.1f}, append -> polled p50 {figures['consume_p50_us']:.0f} us, "
-                  + ", ".join(f"{step} {figures[f'{step}_p50_us']:.0f}" for step in _STEPS[1:]), flush=True)
+                  + ", ".join(f"{step} {figures[f'{step}_p50_us']:.0f}" for step in _STEPS[1:])
+                  + f"; creation -> ack p50 {figures['ack_p50_us']:.0f} us, "
+                  + ", ".join(f"{step} {figures[f'{step}_p50_us']:.0f}" for step in _PRODUCER_STEPS), flush=True)
     for name, runs in results.items():
         print(f"\n{name}: medians over {len(runs)} runs (us; p50 of each run's per-record figures)")
-        for key in ("produce", "ack", "consume", *_STEPS[1:]):
+        for key in ("produce", "ack", "consume", *_STEPS[1:], *_PRODUCER_STEPS):
             p50 = statistics.median(r[f"{key}_p50_us"] for r in runs)
             p90 = statistics.median(r[f"{key}_p90_us"] for r in runs)
             print(f"  {key:8s} p50 {p50:7.0f}  p90 {p90:7.0f}")
