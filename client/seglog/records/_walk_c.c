@@ -407,10 +407,69 @@ done:
     return result;
 }
 
+PyDoc_STRVAR(record_steps_doc,
+"record_steps(data, position, end, count)\n--\n\n"
+"The records area walked to its end with every rule of walk_records: (timestamp deltas, offset\n"
+"deltas) of its steps as bytes of native int64s, a step being a record whose timestampDelta is\n"
+"above every earlier record's (the first record is one), and whether the offset deltas run\n"
+"0..count-1; CorruptRecordError as the walk of a target no record reaches refuses.");
+
+static PyObject *
+record_steps(PyObject *module, PyObject *args)
+{
+    Py_buffer view;
+    Py_ssize_t position, end, count;
+    if (!PyArg_ParseTuple(args, "y*nnn:record_steps", &view, &position, &end, &count))
+        return NULL;
+    PyObject *result = NULL, *timestamps = NULL, *offsets = NULL;
+    const uint8_t *data = (const uint8_t *)view.buf;
+    Py_ssize_t index = 0, steps = 0;
+    int64_t timestamp_delta, offset_delta;
+    int in_order = 1;
+    if (check_area(view.len, position, end, count) != OK)
+        goto done;
+    if (count > (end - position) / 2) { /* each record is at least two bytes: the walk would refuse */
+        for (; index < count; index++)
+            if (walk_one(data, end, &position, index, &timestamp_delta, &offset_delta) != OK)
+                goto done;
+        refuse(index, position, "premature EOF (fewer records than the batch declares)"); /* not reached */
+        goto done;
+    }
+    timestamps = PyBytes_FromStringAndSize(NULL, count * (Py_ssize_t)sizeof(int64_t));
+    offsets = PyBytes_FromStringAndSize(NULL, count * (Py_ssize_t)sizeof(int64_t));
+    if (timestamps == NULL || offsets == NULL)
+        goto done;
+    int64_t *timestamp_out = (int64_t *)PyBytes_AS_STRING(timestamps);
+    int64_t *offset_out = (int64_t *)PyBytes_AS_STRING(offsets);
+    for (; index < count; index++) {
+        if (walk_one(data, end, &position, index, &timestamp_delta, &offset_delta) != OK)
+            goto done;
+        if (offset_delta != index)
+            in_order = 0;
+        if (steps == 0 || timestamp_delta > timestamp_out[steps - 1]) {
+            timestamp_out[steps] = timestamp_delta;
+            offset_out[steps] = offset_delta;
+            steps++;
+        }
+    }
+    if (check_filled(position, end, count) != OK)
+        goto done;
+    if (_PyBytes_Resize(&timestamps, steps * (Py_ssize_t)sizeof(int64_t)) != 0 ||
+        _PyBytes_Resize(&offsets, steps * (Py_ssize_t)sizeof(int64_t)) != 0)
+        goto done; /* (each resize frees and clears its object on failure) */
+    result = Py_BuildValue("(OON)", timestamps, offsets, PyBool_FromLong(in_order));
+done:
+    Py_XDECREF(timestamps);
+    Py_XDECREF(offsets);
+    PyBuffer_Release(&view);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"first_reaching", first_reaching, METH_VARARGS, first_reaching_doc},
     {"first_reaching_each", first_reaching_each, METH_VARARGS, first_reaching_each_doc},
     {"record_times", record_times, METH_VARARGS, record_times_doc},
+    {"record_steps", record_steps, METH_VARARGS, record_steps_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -29,8 +29,12 @@ try:
     from ._walk_c import record_times as _compiled_record_times
 except ImportError:  # not built (no compiler at install): the Python walks below
     _compiled_first_reaching = _compiled_first_reaching_each = _compiled_record_times = None
+try:
+    from ._walk_c import record_steps as _compiled_record_steps
+except ImportError:  # not built, or built before it had record_steps
+    _compiled_record_steps = None
 
-__all__ = ["COMPILED", "record_times", "seek_record", "seek_record_reference", "seek_records", "seek_records_reference"]
+__all__ = ["COMPILED", "record_steps", "record_times", "seek_record", "seek_record_reference", "seek_records", "seek_records_reference"]
 
 COMPILED = _compiled_first_reaching is not None
 
@@ -136,3 +140,31 @@ record_times = _record_times_compiled if COMPILED else _record_times_python
 record_times.__doc__ = """(timestamp deltas, offset deltas, running maximum of the timestamp deltas)
 of every record of the area, as three ``array('q')``: the walk of ``walk_records`` to the area's
 end, every rule checked (CorruptRecordError with its message as it refuses)."""
+
+
+def _record_steps_python(data, position: int, end: int, count: int) -> tuple[array, array, bool]:
+    timestamps, offsets = array("q"), array("q")
+    in_order = True
+    for index, (timestamp_delta, offset_delta) in enumerate(walk_records(data, position, end, count)):
+        in_order = in_order and offset_delta == index
+        if not timestamps or timestamp_delta > timestamps[-1]:
+            timestamps.append(timestamp_delta)
+            offsets.append(offset_delta)
+    return timestamps, offsets, in_order
+
+
+def _record_steps_compiled(data, position: int, end: int, count: int) -> tuple[array, array, bool]:
+    try:
+        timestamps, offsets, in_order = _compiled_record_steps(data, position, end, count)
+    except CorruptRecordError:
+        return _record_steps_python(data, position, end, count)  # the reference's message
+    return array("q", timestamps), array("q", offsets), in_order
+
+
+record_steps = _record_steps_compiled if _compiled_record_steps is not None else _record_steps_python
+record_steps.__doc__ = """The steps of the records area: (timestamp deltas, offset deltas) of each record whose
+timestampDelta is above every earlier record's (the first record is one), as two ``array('q')``,
+and whether the offset deltas run 0..count-1. The walk of ``walk_records`` to the area's end, every
+rule checked (CorruptRecordError with its message as it refuses). The first record in log order
+reaching a timestamp is always a step: a table of the steps answers every target by a bisection."""
+record_steps_reference = _record_steps_python
