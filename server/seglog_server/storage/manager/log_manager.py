@@ -81,7 +81,13 @@ from .partition_deletion import PartitionDeleter
 from .log_manager_startup import StartupLoader, check_some_dir_online
 from .remote_maintenance import REMOTE_ORPHAN_GRACE_MS, RemoteMaintenance, no_remote_statistics
 from .remote_uploader import RemoteTierStatistics
-from .topic_config_change import PartitionWriteError, changed_overrides, check_changeable, write_overrides
+from .topic_config_change import (
+    PartitionWriteError,
+    changed_overrides,
+    check_changeable,
+    complete_interrupted_change,
+    write_overrides,
+)
 from .log_manager_statistics import (
     LogManagerCounters,
     LogManagerStatistics,
@@ -239,6 +245,7 @@ class LogManager:
             )
             try:
                 loader.run()
+                self._complete_interrupted_config_changes()
                 self._producer_ids = ProducerIdManager(
                     self._fs,
                     lambda: [d.path for d in self._online_dirs()],
@@ -563,12 +570,34 @@ class LogManager:
             _log.info("topic %s: configs changed, overrides now %s", topic, overrides)
             return config
 
+    def _complete_interrupted_config_changes(self) -> None:
+        """A config change a stop interrupted (its intent found in a partition directory) is
+        completed on every loaded partition of its topic (``topic_config_change.py``). A write that
+        fails leaves the topic as loaded and the intent for the next start."""
+        for entry in self._registry.topics_snapshot():
+            if entry.topic_id is None:
+                continue
+            served = [found for found in map(self._registry.find, entry.partitions()) if found is not None]
+            try:
+                change = complete_interrupted_change([p.path for p in served], entry.topic_id, self._fs)
+                config = None if change is None else LogConfig.from_properties(change.overrides, self._default_config)
+            except (PartitionWriteError, InvalidConfigError) as exc:
+                _log.error("topic %s: an interrupted config change not completed: %s (tried again at the next start)",
+                           entry.name, exc)
+                continue
+            if change is None or config is None:
+                continue
+            entry.config, entry.overrides = config, dict(change.overrides)
+            for partition in served:
+                partition.log.update_config(config)
+
     def _write_overrides(self, entry: TopicEntry, overrides: dict[str, str]) -> None:
         served = [found for found in map(self._registry.find, entry.partitions()) if found is not None]
         assert entry.topic_id is not None
         before = TopicMetadata(entry.name, entry.topic_id, entry.partition_count, dict(entry.overrides))
+        intent_dirs = list({id(p.log_dir): p.path for p in reversed(served)}.values())  # one a log dir
         try:
-            write_overrides([p.path for p in served], before, overrides, self._fs)
+            write_overrides([p.path for p in served], before, overrides, self._fs, intent_dirs=intent_dirs)
         except PartitionWriteError as failed:
             what = f"changing the configs of topic {entry.name!r}"
             exhausted = exhaustion_error(failed.cause, what)

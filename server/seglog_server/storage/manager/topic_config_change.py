@@ -11,26 +11,49 @@ log's config and each rule reads it when it next runs: flush.messages, max.messa
 message.timestamp.type at the next append; segment.bytes, segment.ms and segment.index.bytes at the
 next roll (the active segment keeps its size); retention.* at the next retention pass;
 cleanup.policy and the compaction lags at the next cleaner listing.
+
+A change is crash-consistent across the topic's partitions. Each ``topic.properties`` is
+rewritten atomically, but a topic has one file per partition, so a crash between two of them left
+the partitions disagreeing until the next change. Now the change first writes its result, the
+whole new ``topic.properties``, atomically as an *intent* (``topic.properties.change``) into one
+served partition directory of each log directory holding the topic, then rewrites every
+partition's file, then removes the intents. A start that finds an intent of the topic's id
+completes it (``complete_interrupted_change``): every loaded partition's file is rewritten to it
+and the live logs take its config. A crash before the first intent is durable leaves every file
+old; from then on the change is completed, as a change that failed and could not put the old
+files back is. One intent per log directory: a partition that loads is on an online directory,
+and that directory holds a copy.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 
 from ..base.errors import InvalidConfigError
 from ..base.fs import FileSystem
 from ..base.log_config import LogConfig
-from ..format.topic_metadata import TopicMetadata, write_topic_metadata
+from ..format.topic_metadata import (
+    CorruptTopicMetadataError,
+    TopicMetadata,
+    format_topic_metadata,
+    parse_topic_metadata,
+    write_topic_metadata,
+)
 
 __all__ = [
+    "CHANGE_INTENT_FILE_NAME",
     "UNCHANGEABLE_CONFIGS",
     "PartitionWriteError",
     "changed_overrides",
     "check_changeable",
+    "complete_interrupted_change",
     "write_overrides",
 ]
+
+CHANGE_INTENT_FILE_NAME = "topic.properties.change"
 
 _log = logging.getLogger(__name__)
 
@@ -71,21 +94,93 @@ def check_changeable(topic: str, before: LogConfig, after: LogConfig) -> None:
 
 
 def write_overrides(
-    partition_dirs: Sequence[str], before: TopicMetadata, overrides: Mapping[str, str], fs: FileSystem
+    partition_dirs: Sequence[str], before: TopicMetadata, overrides: Mapping[str, str], fs: FileSystem,
+    *, intent_dirs: Sequence[str] = (),
 ) -> None:
     """Rewrites ``topic.properties`` in every partition directory with the new overrides, each
-    file atomically (a crash leaves each file old or new, never torn). When one write fails, the
-    files already rewritten are put back (best effort: a failure there is logged) and the
-    failure is raised as ``PartitionWriteError`` naming the directory, its cause chained."""
+    file atomically (a crash leaves each file old or new, never torn), between writing the
+    change's intent into each of ``intent_dirs`` and removing it (the module's docstring). When
+    one write fails, the files already rewritten are put back and the intents removed (a failure
+    there is logged, and the intents left: the next start completes the change) and the failure
+    is raised as ``PartitionWriteError`` naming the directory, its cause chained."""
     after = replace(before, overrides=dict(overrides))
+    intent = format_topic_metadata(after)
+    intents: list[str] = []
+    for path in intent_dirs:
+        try:
+            fs.write_atomically(os.path.join(path, CHANGE_INTENT_FILE_NAME), intent)
+        except BaseException as exc:
+            # No partition's file changed yet; this directory's intent may have landed.
+            _remove_intents([*intents, path], fs, quietly=True)
+            raise PartitionWriteError(path, exc) from exc
+        intents.append(path)
     written: list[str] = []
     for path in partition_dirs:
         try:
             write_topic_metadata(path, after, fs=fs)
         except BaseException as exc:
-            _put_back(written, before, fs)
+            if _put_back([*written, path], before, fs):  # this one's rename may have landed
+                _remove_intents(intents, fs, quietly=True)
             raise PartitionWriteError(path, exc) from exc
         written.append(path)
+    _remove_intents(intents, fs, quietly=False)
+
+
+def _remove_intents(paths: Sequence[str], fs: FileSystem, *, quietly: bool) -> None:
+    """Removes the change's intents. Not quietly (after a change written whole) a failure is the
+    directory's ``PartitionWriteError``: an intent left over would undo a later change that
+    writes its intent into another partition directory."""
+    for path in paths:
+        try:
+            fs.unlink(os.path.join(path, CHANGE_INTENT_FILE_NAME))
+            fs.fsync_dir(path)
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            if not quietly:
+                raise PartitionWriteError(path, exc) from exc
+            _log.warning("%s: the intent of a topic config change not removed: %s (the next start "
+                         "completes the change)", path, exc)
+
+
+def complete_interrupted_change(
+    partition_dirs: Sequence[str], topic_id: str, fs: FileSystem
+) -> TopicMetadata | None:
+    """At start: the change an intent in one of ``partition_dirs`` (a topic's loaded partitions)
+    records for ``topic_id``, written to every partition's ``topic.properties`` and its intents
+    removed; None when there is none. An intent of another topic id (left by a deleted
+    incarnation) or unreadable is removed. Raises ``PartitionWriteError`` when a write fails
+    (the intents stay: the next start tries again)."""
+    found: list[str] = []
+    change: TopicMetadata | None = None
+    for path in partition_dirs:
+        intent_path = os.path.join(path, CHANGE_INTENT_FILE_NAME)
+        try:
+            fd = fs.open(intent_path, os.O_RDONLY)
+        except FileNotFoundError:
+            continue
+        try:
+            text = fs.pread(fd, 1 << 20, 0).decode("utf-8", errors="replace")
+        finally:
+            fs.close(fd)
+        found.append(path)
+        try:
+            metadata = parse_topic_metadata(text, intent_path)
+        except CorruptTopicMetadataError as exc:
+            _log.warning("ignoring the unreadable intent of a topic config change: %s", exc)
+            continue
+        if metadata.topic_id == topic_id:
+            change = metadata
+    if change is not None:
+        _log.warning("topic %s: completing a config change interrupted by a stop (overrides %s)",
+                     change.topic, dict(change.overrides))
+        for path in partition_dirs:
+            try:
+                write_topic_metadata(path, change, fs=fs)
+            except OSError as exc:
+                raise PartitionWriteError(path, exc) from exc
+    _remove_intents(found, fs, quietly=False)
+    return change
 
 
 class PartitionWriteError(Exception):
@@ -97,10 +192,14 @@ class PartitionWriteError(Exception):
         self.cause = cause
 
 
-def _put_back(paths: Sequence[str], before: TopicMetadata, fs: FileSystem) -> None:
+def _put_back(paths: Sequence[str], before: TopicMetadata, fs: FileSystem) -> bool:
+    """Writes the old file back into ``paths``; False when one could not be (logged)."""
+    whole = True
     for path in paths:
         try:
             write_topic_metadata(path, before, fs=fs)
         except OSError as exc:
+            whole = False
             _log.warning("%s: the topic's previous configs not put back after a failed change: %s "
-                         "(the topic takes one partition's file at the next start)", path, exc)
+                         "(the next start completes the change)", path, exc)
+    return whole

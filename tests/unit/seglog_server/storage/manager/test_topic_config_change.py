@@ -1,12 +1,19 @@
 """Changing a topic's configs after creation (LogManager.alter_topic_configs): Kafka's SET and
 DELETE, the same validation as CreateTopic, the change on the live logs, on disk, across a restart,
-and a crash at every step of the write leaving each partition's file old or new."""
+and a crash at every step of the write (or a kill -9 between two partitions' files) leaving every
+partition's file old or every one new after the next start (the change's intent completed)."""
 
 from __future__ import annotations
 
 import errno
 import os
+import pathlib
+import signal
+import subprocess
+import sys
+import textwrap
 import threading
+from dataclasses import replace
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -22,8 +29,13 @@ from seglog_server.storage.base.errors import (
 )
 from seglog_server.storage.base.fs import FileSystem
 from seglog_server.storage.base.log_config import LogConfig
-from seglog_server.storage.format.topic_metadata import TOPIC_METADATA_FILE_NAME, read_topic_metadata
+from seglog_server.storage.format.topic_metadata import (
+    TOPIC_METADATA_FILE_NAME,
+    format_topic_metadata,
+    read_topic_metadata,
+)
 from seglog_server.storage.manager.log_manager import LogManager, MaintenanceIntervals
+from seglog_server.storage.manager.topic_config_change import CHANGE_INTENT_FILE_NAME
 
 from tests.support.fault_fs import FaultFs
 
@@ -275,7 +287,7 @@ def _prepared(directory, fs):
     return manager
 
 
-def test_a_crash_at_every_step_leaves_each_file_old_or_new_and_the_topic_one_of_them(tmp_path):
+def test_a_crash_at_every_step_leaves_every_partition_old_or_every_partition_new(tmp_path):
     reference = DyingFs()
     manager = _prepared(tmp_path / "reference", reference)
     first = reference.count + 1
@@ -296,15 +308,17 @@ def test_a_crash_at_every_step_leaves_each_file_old_or_new_and_the_topic_one_of_
         again = _manager(directory)
         try:
             files = _files(again, "t")
-            assert all(f in (old, new) for f in files), (step, files)
-            assert again.describe_topic("t").config.retention_ms in (1000, 5), step
+            assert files in ([old] * 3, [new] * 3), (step, files)  # one config, never a mix
+            assert again.describe_topic("t").config.retention_ms == int(files[0]["retention.ms"]), step
+            assert [again.get_log("t", p).config.retention_ms for p in range(3)] == [int(files[0]["retention.ms"])] * 3
+            assert not list(directory.glob(f"t-*/{CHANGE_INTENT_FILE_NAME}")), step  # completed or dropped
             outcomes.append(sum(f == new for f in files))
             # A topic.properties.tmp the crash left is overwritten by the next change.
             again.alter_topic_configs("t", {"retention.ms": "7"})
             assert _files(again, "t") == [{"retention.ms": "7"}] * 3, step
         finally:
             again.shutdown()
-    # Each partition's file switches once, at its rename, in order.
+    # Old until the change's intent is written, new from then on (completed at the start).
     assert outcomes == sorted(outcomes) and outcomes[0] == 0 and outcomes[-1] == 3, outcomes
 
 
@@ -353,3 +367,97 @@ def test_flush_messages_takes_effect_at_once(tmp_path):
         assert log.recovery_point == log.log_end_offset  # flushed by the append itself
     finally:
         manager.shutdown()
+
+
+_KILLED_CHILD = textwrap.dedent("""
+    import os, signal, sys
+    sys.path[:0] = {paths!r}
+    from seglog_server.storage.base.fs import FileSystem
+    from seglog_server.storage.manager.log_manager import LogManager, MaintenanceIntervals
+
+    class KilledAtSecondRename(FileSystem):
+        renames = 0
+        def replace(self, src, dst):
+            if os.path.basename(dst) == "topic.properties":
+                self.renames += 1
+                if self.renames == 2:  # partition 0's file is new, the others old: kill -9 here
+                    os.kill(os.getpid(), signal.SIGKILL)
+            super().replace(src, dst)
+
+    manager = LogManager(sys.argv[1:], intervals=MaintenanceIntervals(0, 0, 0, 0, 0))
+    manager.startup()
+    manager.create_topic("t", 4, {{"retention.ms": "1000"}})
+    manager.shutdown()
+    manager = LogManager(sys.argv[1:], intervals=MaintenanceIntervals(0, 0, 0, 0, 0), fs=KilledAtSecondRename())
+    manager.startup()
+    manager.alter_topic_configs("t", {{"retention.ms": "5"}})
+    print("not killed")
+""")
+
+
+def test_a_kill_between_two_partitions_files_is_completed_at_the_next_start(tmp_path):
+    dirs = [tmp_path / "a", tmp_path / "b"]  # the topic's partitions spread over two log dirs
+    root = pathlib.Path(__file__).resolve().parents[5]
+    script = _KILLED_CHILD.format(paths=[str(root / "server"), str(root / "client"), str(root)])
+    ran = subprocess.run([sys.executable, "-c", script, *map(str, dirs)], capture_output=True, text=True,
+                         timeout=120)
+    assert ran.returncode == -signal.SIGKILL, (ran.returncode, ran.stdout, ran.stderr)
+    files = {path.parent.name: read_topic_metadata(str(path.parent)).overrides
+             for path in tmp_path.glob("*/t-*/topic.properties")}
+    assert sorted(files.values(), key=str) == [{"retention.ms": "1000"}] * 3 + [{"retention.ms": "5"}], files
+    assert {path.parent.name for path in tmp_path.glob("*/t-*")} == {"a", "b"}
+
+    manager = LogManager([str(d) for d in dirs], clock=FakeClock(NOW_MS), intervals=EVERY_PASS)
+    manager.startup()
+    try:
+        assert _files(manager, "t") == [{"retention.ms": "5"}] * 4
+        assert manager.describe_topic("t").config.retention_ms == 5
+        assert [manager.get_log("t", p).config.retention_ms for p in range(4)] == [5] * 4
+        assert not list(tmp_path.glob(f"*/t-*/{CHANGE_INTENT_FILE_NAME}"))
+    finally:
+        manager.shutdown()
+
+
+def _leave_intent(directory, partition: int, overrides: dict[str, str], topic_id: str | None = None) -> None:
+    """The intent a change interrupted before any partition's file was rewritten leaves."""
+    current = read_topic_metadata(str(directory / f"t-{partition}"))
+    intent = replace(current, overrides=overrides, topic_id=topic_id or current.topic_id)
+    (directory / f"t-{partition}" / CHANGE_INTENT_FILE_NAME).write_bytes(format_topic_metadata(intent))
+
+
+def test_a_start_that_cannot_complete_a_change_keeps_its_intent_for_the_next(tmp_path):
+    first = _manager(tmp_path)
+    first.create_topic("t", 3, {"retention.ms": "1000"})
+    first.halt()  # as a crash would
+    _leave_intent(tmp_path, 1, {"retention.ms": "5"})
+    fs = FaultFs()
+    rule = fs.fail("replace", errno.EIO, path=TOPIC_METADATA_FILE_NAME + ".tmp", skip=1)
+    failed = _manager(tmp_path, fs=fs)
+    try:
+        assert rule.hits == 1
+        assert (tmp_path / "t-1" / CHANGE_INTENT_FILE_NAME).exists()
+        assert failed.describe_topic("t").config.retention_ms == 1000  # as loaded: serving
+        assert failed.get_log("t", 2).config.retention_ms == 1000
+    finally:
+        failed.halt()
+    again = _manager(tmp_path)
+    try:
+        assert _files(again, "t") == [{"retention.ms": "5"}] * 3
+        assert [again.get_log("t", p).config.retention_ms for p in range(3)] == [5] * 3
+        assert not (tmp_path / "t-1" / CHANGE_INTENT_FILE_NAME).exists()
+    finally:
+        again.shutdown()
+
+
+def test_an_intent_of_another_topic_id_is_dropped_and_changes_nothing(tmp_path):
+    first = _manager(tmp_path)
+    first.create_topic("t", 2, {"retention.ms": "1000"})
+    first.shutdown()
+    _leave_intent(tmp_path, 0, {"retention.ms": "5"}, topic_id="0" * 32)
+    again = _manager(tmp_path)
+    try:
+        assert _files(again, "t") == [{"retention.ms": "1000"}] * 2
+        assert again.describe_topic("t").config.retention_ms == 1000
+        assert not (tmp_path / "t-0" / CHANGE_INTENT_FILE_NAME).exists()
+    finally:
+        again.shutdown()
