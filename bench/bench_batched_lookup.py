@@ -16,7 +16,8 @@ Starts a service (``python -m seglog_server``, fresh data directory), produces `
 records twice (100-byte values, 16-byte keys): once with ``Producer.send_many`` and a 512 KiB
 batch size (about 4,000 records a batch, the issue's large batches) and once in 100-record
 batches, then asks ``Admin.offsets_for_times_many`` for ``--lookups`` random times in requests of
-``--per-request``, and prints lookups/s per log (the median of ``--runs``). With ``--profile``
+``--per-request``, and prints lookups/s per log and the CPU a call of the client's process and
+of the service's (each the median of ``--runs``). With ``--profile``
 py-spy samples the service (every thread, 1,000 Hz) while it answers the
 lookups and writes the collapsed stacks to that file, suffixed by the log's name (sampling
 slows the service a little: the rates printed then are not figures). cProfile would see only
@@ -82,15 +83,25 @@ def _produce(address: str, topic: str, count: int, small: bool) -> tuple[int, in
     return first_ms, last_ms
 
 
-def _lookups(address: str, topic: str, times: list[int], per_request: int) -> float:
+def _cpu_s(pid: int) -> float:
+    """A process's CPU time so far (user and system, every thread), in seconds."""
+    fields = pathlib.Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _lookups(address: str, topic: str, times: list[int], per_request: int, service_pid: int) -> tuple[float, float, float]:
+    """Lookups/s, and the client's and the service's CPU a call (us; both processes whole)."""
     partition = TopicPartition(topic, 0)
     with Admin(address) as admin:
         admin.offsets_for_times_many([(partition, times[0])])  # connects
-        started = time.perf_counter()
+        started, client_cpu, service_cpu = time.perf_counter(), time.process_time(), _cpu_s(service_pid)
         for start in range(0, len(times), per_request):
             found = admin.offsets_for_times_many([(partition, t) for t in times[start : start + per_request]])
             assert all(f is not None for f in found)
-        return len(times) / (time.perf_counter() - started)
+        elapsed = time.perf_counter() - started
+        calls = -(-len(times) // per_request)
+        return (len(times) / elapsed, (time.process_time() - client_cpu) / calls * 1e6,
+                (_cpu_s(service_pid) - service_cpu) / calls * 1e6)
 
 
 def storage_costs(repeats: int = 5) -> None:
@@ -101,14 +112,19 @@ def storage_costs(repeats: int = 5) -> None:
     from seglog_server.storage.segment import batch_directory, log_segment
     from tests.support.log_test_support import NOW_MS, batch, config, open_log
 
-    # Each mode: (record-time tables, batch directories). "before" is the storage before the
-    # batch directory: tables from 256 records a batch, every target searched by the scans.
+    from seglog_server.storage.segment import time_steps
+
+    # Each mode: (record-time tables, batch directories, time-step tables). "before: ..." are the
+    # storage before the time-step tables (the directory answers) and before the directory
+    # (tables from 256 records a batch, every target searched by the scans).
     modes = {
-        "directory, tables from 64 records": (record_timestamps.RecordTimesCache(records_min=64),
-                                              batch_directory.DirectoryBudget()),
-        "directory, tables from 256 records": (record_timestamps.RecordTimesCache(records_min=256),
-                                               batch_directory.DirectoryBudget()),
+        "time-step tables": (record_timestamps.RecordTimesCache(records_min=64), batch_directory.DirectoryBudget(),
+                             batch_directory.DirectoryBudget(time_steps.TIME_STEPS_BYTES_MAX)),
+        "before: directory, tables from 64 records": (record_timestamps.RecordTimesCache(records_min=64),
+                                                      batch_directory.DirectoryBudget(),
+                                                      batch_directory.DirectoryBudget(0)),
         "before: no directory, tables from 256 records": (record_timestamps.RecordTimesCache(records_min=256),
+                                                          batch_directory.DirectoryBudget(0),
                                                           batch_directory.DirectoryBudget(0)),
     }
     rng = random.Random(7)
@@ -116,13 +132,33 @@ def storage_costs(repeats: int = 5) -> None:
     keys = [rng.randbytes(KEY_BYTES) for _ in range(64)]
     # The issue's logs: a million records in ~290 batches of 3,436 (send_many's) or in 10,000 of 100.
     for per_batch, batches in ((3436, 291), (100, 10_000)):
+        made = []
+        span = 0
+        for _ in range(batches):
+            made.append(batch(*[values[i % 64] for i in range(per_batch)], keys=[keys[i % 64] for i in range(per_batch)],
+                              timestamps=[NOW_MS + span + i // 4 for i in range(per_batch)]))
+            span += per_batch // 4
+        # The append's cost with the active segment's table fed and without (a budget of none):
+        # fresh logs, alternately, the first 50 batches each.
+        appends: dict[str, list[float]] = {}
+        for _ in range(repeats):
+            for fed, budget in (("fed", time_steps.TIME_STEPS), ("not fed", batch_directory.DirectoryBudget(0))):
+                log_segment.TIME_STEPS = budget
+                with tempfile.TemporaryDirectory() as directory:
+                    log = open_log(pathlib.Path(directory), FakeClock(NOW_MS), config(segment_bytes=1 << 30))
+                    started = time.thread_time()
+                    for one in made[:50]:
+                        log.append(one)
+                    appends.setdefault(fed, []).append((time.thread_time() - started) / 50 * 1e6)
+                    log.close()
+        print(f"{per_batch}-record batches, append: " + ", ".join(
+            f"table {fed} {statistics.median(costs):.1f} us" for fed, costs in appends.items())
+            + f" of CPU a batch (medians of {repeats}; load {os.getloadavg()[0]:.2f})", flush=True)
+        log_segment.TIME_STEPS = modes["time-step tables"][2]
         with tempfile.TemporaryDirectory() as directory:
             log = open_log(pathlib.Path(directory), FakeClock(NOW_MS), config(segment_bytes=1 << 30))
-            span = 0
-            for _ in range(batches):
-                log.append(batch(*[values[i % 64] for i in range(per_batch)], keys=[keys[i % 64] for i in range(per_batch)],
-                                 timestamps=[NOW_MS + span + i // 4 for i in range(per_batch)]))
-                span += per_batch // 4
+            for one in made:
+                log.append(one)
             targets = [NOW_MS + rng.randrange(span) for _ in range(20_000)]
             shapes = {
                 "single": (3000, lambda: [log.offset_for_timestamp(t) for t in targets[:3000]]),
@@ -135,14 +171,21 @@ def storage_costs(repeats: int = 5) -> None:
             segment = log._local.segments.at(0)
             assert len(log._local.segments) == 1
             # Each mode's directory, kept beside it (a segment holds one): (weak ref, targets, refused).
-            held = {mode: (log_segment._no_directory, 0, budget.bytes_max == 0) for mode, (_, budget) in modes.items()}
+            # The table the appends fed is the time-step mode's; the others have none.
+            held = {mode: (log_segment._no_directory, 0, budget.bytes_max == 0) + (
+                (segment._steps_ref, 0, False) if steps.bytes_max else (log_segment._no_directory, 0, True))
+                for mode, (_, budget, steps) in modes.items()}
+            print(f"{per_batch}-record batches: {len(segment._steps_ref())} time steps for "
+                  f"{per_batch * batches:,} records", flush=True)
 
             def use(mode: str) -> None:
-                log_segment.RECORD_TIMES, log_segment.DIRECTORIES = modes[mode]
-                (segment._directory_ref, segment._directory_targets, segment._directory_refused) = held[mode]
+                log_segment.RECORD_TIMES, log_segment.DIRECTORIES, log_segment.TIME_STEPS = modes[mode]
+                (segment._directory_ref, segment._directory_targets, segment._directory_refused,
+                 segment._steps_ref, segment._steps_targets, segment._steps_refused) = held[mode]
 
             def keep(mode: str) -> None:
-                held[mode] = (segment._directory_ref, segment._directory_targets, segment._directory_refused)
+                held[mode] = (segment._directory_ref, segment._directory_targets, segment._directory_refused,
+                              segment._steps_ref, segment._steps_targets, segment._steps_refused)
 
             for mode in modes:  # warm each mode once (tables, directory)
                 use(mode)
@@ -163,6 +206,7 @@ def storage_costs(repeats: int = 5) -> None:
                       + f" of CPU a lookup (medians of {repeats}; load {os.getloadavg()[0]:.2f})", flush=True)
             log.close()
     log_segment.RECORD_TIMES, log_segment.DIRECTORIES = record_timestamps.RECORD_TIMES, batch_directory.DIRECTORIES
+    log_segment.TIME_STEPS = time_steps.TIME_STEPS
 
 
 def main() -> None:
@@ -195,13 +239,16 @@ def main() -> None:
                          "--rate", "1000", "--nonblocking", "--format", "raw", "--output", str(out)],
                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
                     time.sleep(1.0)  # py-spy attaches
-                rates = [_lookups(address, f"lookups-{name}", times, arguments.per_request)
-                         for _ in range(arguments.runs)]
+                runs = [_lookups(address, f"lookups-{name}", times, arguments.per_request, process.pid)
+                        for _ in range(arguments.runs)]
+                rates = [rate for rate, _, _ in runs]
                 if sampler is not None:
                     sampler.send_signal(signal.SIGINT)
                     sampler.wait(60)
                 print(f"{name} batches: {statistics.median(rates):,.0f} lookups/s "
-                      f"(runs {', '.join(f'{r:,.0f}' for r in rates)}; load {os.getloadavg()[0]:.2f})", flush=True)
+                      f"(runs {', '.join(f'{r:,.0f}' for r in rates)}; load {os.getloadavg()[0]:.2f}); CPU a call "
+                      f"of {arguments.per_request}: client {statistics.median(c for _, c, _ in runs):,.0f} us, "
+                      f"service {statistics.median(s for _, _, s in runs):,.0f} us", flush=True)
         finally:
             process.terminate()
             process.wait(60)
