@@ -125,7 +125,8 @@ class ClusterNode:
         # already in force): the RPC thread and the materializer both apply, each only a newer one.
         self._applied_configs: dict[str, tuple[int, dict[str, str]]] = {}
         # topic -> the record revision whose failed apply was last logged (logged once a record).
-        self._configs_refused: dict[str, int] = {}
+        self._configs_refused: dict[str, int] = {}  # topic -> the newest revision whose apply failed
+        self._refused_lock = threading.Lock()  # the RPC threads and the pool note failures
         # () -> this instance's ACL digest ("" without an ACL), set by app.py; the live instances
         # whose digest differs are logged when they change and exported (acl_mismatches).
         self.acl_digest: Callable[[], str] = lambda: ""
@@ -316,7 +317,7 @@ class ClusterNode:
         try:
             return self._apply_configs(topic, configs, revision)
         except (storage_errors.StorageError, OSError) as exc:
-            self._configs_refused[topic] = revision  # exported (configs_unapplied), not logged again
+            self._refused(topic, revision)  # exported (configs_unapplied), not logged again
             _log.error("topic %s: configs of revision %d are in etcd but not applied to the local copy yet "
                        "(the next pass retries): %s", topic, revision, exc)
             return computed[-1]
@@ -330,6 +331,7 @@ class ClusterNode:
         with self._materialize_lock:
             applied = self._applied_configs.get(topic)
             if applied is not None and applied[0] >= revision:
+                self._settle_refused(topic, applied[0])
                 return self._manager.describe_topic(topic).config
             wanted = self._manager.alter_topic_configs(topic, configs, _others(configs), validate_only=True)
             if wanted != self._manager.describe_topic(topic).config:
@@ -337,7 +339,21 @@ class ClusterNode:
                 _log.info("topic %s: configs from etcd (revision %d) applied to the local copy: %s",
                           topic, revision, dict(configs))
             self._applied_configs[topic] = (revision, dict(configs))
+            self._settle_refused(topic, revision)
             return wanted
+
+    def _refused(self, topic: str, revision: int) -> None:
+        """Notes that the configs of ``revision`` failed to apply here (the newest such revision
+        is kept: a late failure of an older one never hides a newer one)."""
+        with self._refused_lock:
+            self._configs_refused[topic] = max(revision, self._configs_refused.get(topic, revision))
+
+    def _settle_refused(self, topic: str, applied_revision: int) -> None:
+        """Configs at ``applied_revision`` applied: a failure at or below it is over."""
+        with self._refused_lock:
+            refused = self._configs_refused.get(topic)
+            if refused is not None and refused <= applied_revision:
+                del self._configs_refused[topic]
 
     def _configs_behind(self, topic: str) -> bool:
         """Whether the cached record is newer than the configs last applied (on the loop: the pool
@@ -359,7 +375,7 @@ class ClusterNode:
             self._apply_configs(topic, configs, revision)
         except (storage_errors.StorageError, OSError) as exc:
             if self._configs_refused.get(topic) != revision:
-                self._configs_refused[topic] = revision
+                self._refused(topic, revision)
                 _log.error("topic %s: the configs etcd holds are refused here (revision %d), the local copy keeps "
                            "its own; every pass tries them again: %s", topic, revision, exc)
 
@@ -518,8 +534,18 @@ class ClusterNode:
 
     def configs_unapplied(self) -> tuple[str, ...]:
         """The topics whose configs in etcd this instance failed to apply to its copy and has not
-        applied since (every materializer pass tries again): exported for an operator to see."""
-        return tuple(sorted(topic for topic in list(self._configs_refused) if self._configs_behind(topic)))
+        applied since (every materializer pass tries again): exported for an operator to see.
+        Exactly those: a topic leaves once configs at or past the failed revision are applied
+        (a newer record merely not applied yet is not a failure), and a failed call counts at
+        once, before the watched cache shows its record; a topic etcd no longer has leaves too."""
+        with self._refused_lock:
+            refused = list(self._configs_refused.items())
+        unapplied = []
+        for topic, revision in refused:
+            applied = self._applied_configs.get(topic)
+            if (applied is None or applied[0] < revision) and self._cache.topic_configs_at(topic) is not None:
+                unapplied.append(topic)
+        return tuple(sorted(unapplied))
 
     # -- the ACL, one file per instance -----------------------------------------------------------
     def acl_mismatches(self) -> tuple[str, ...]:

@@ -145,3 +145,32 @@ def test_a_pass_whose_apply_fails_tries_again_at_the_next_one(node, caplog):
     assert _retention(manager) == 2000
     assert not node._configs_behind("t")
     assert node.configs_unapplied() == () and _unapplied_gauge(node) == 0
+
+
+def test_a_topic_applied_after_a_failure_is_not_counted_while_a_newer_record_waits(node):
+    node, manager, writer, fs = node
+    node._follow_configs("t")
+    _other_instance_sets(node, writer, "2000")
+    _until(lambda: node._cache.topic_configs("t") == {"retention.ms": "2000"}, "the cache showing the change")
+    fs.fail("pwrite", errno.ENOSPC, path="topic.properties")
+    node._follow_configs("t")  # fails once ...
+    assert _unapplied_gauge(node) == 1
+    node._follow_configs("t")  # ... then succeeds
+    assert _retention(manager) == 2000 and _unapplied_gauge(node) == 0
+    _other_instance_sets(node, writer, "3000")  # a newer record, no pass has run for it yet
+    _until(lambda: node._cache.topic_configs("t") == {"retention.ms": "3000"}, "the cache showing the newer record")
+    assert node._configs_behind("t")  # waiting for the next pass: nothing failed
+    assert node.configs_unapplied() == () and _unapplied_gauge(node) == 0
+    node._follow_configs("t")
+    assert _retention(manager) == 3000 and _unapplied_gauge(node) == 0
+
+
+def test_a_call_whose_apply_fails_counts_before_the_cache_shows_its_record(node):
+    node, manager, _, fs = node
+    node._follow_configs("t")  # the creation's record applied
+    node._cache.stop()  # the watched cache keeps showing the creation's record
+    fs.fail("pwrite", errno.ENOSPC, path="topic.properties")
+    assert node.alter_topic_configs("t", {"retention.ms": "1000"}, []).retention_ms == 1000
+    assert _retention(manager) == DEFAULT_RETENTION_MS
+    assert not node._configs_behind("t")  # the cache does not show the change yet ...
+    assert node.configs_unapplied() == ("t",) and _unapplied_gauge(node) == 1  # ... the failure counts
