@@ -9,6 +9,7 @@ installed, and fails where it should have been.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import shutil
@@ -117,6 +118,46 @@ class EtcdServer:
             self.process.kill()
             self.process.wait(timeout=10)
         self.process = None
+
+
+class SharedEtcdServer(EtcdServer):
+    """An etcd shared by several test modules that only read and write keys (the cluster tests'
+    conftest.py): ``wipe()`` empties it for the next module; pause, resume, stop and launch fail
+    the test, naming where a module that needs them gets an etcd of its own."""
+
+    def _refuse(self, what: str) -> None:
+        pytest.fail(f"the shared etcd cannot be {what}: list the module in OWN_ETCD "
+                    "(tests/integration/cluster/conftest.py) to give it an etcd of its own", pytrace=False)
+
+    def pause(self) -> None:
+        self._refuse("paused")
+
+    def resume(self) -> None:
+        self._refuse("resumed")
+
+    def stop(self) -> None:
+        self._refuse("stopped")
+
+    def launch(self) -> None:
+        self._refuse("restarted")
+
+    def shut_down(self) -> None:
+        EtcdServer.stop(self)  # a second call (the session's end) finds it stopped
+
+    def _post(self, path: str, body: dict) -> dict:
+        request = urllib.request.Request(f"{self.endpoint}/v3/{path}", data=json.dumps(body).encode(),
+                                         headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=10) as answer:
+            return json.loads(answer.read() or b"{}")
+
+    def wipe(self) -> None:
+        """Every key deleted and every lease revoked: what the next module sees is empty."""
+        everything = base64.b64encode(b"\0").decode()
+        self._post("kv/deleterange", {"key": everything, "range_end": everything})
+        for lease in self._post("lease/leases", {}).get("leases", []):
+            self._post("lease/revoke", {"ID": lease["ID"]})
+        left = self._post("kv/range", {"key": everything, "range_end": everything, "count_only": True})
+        assert int(left.get("count", 0)) == 0, left
 
 
 @dataclass
