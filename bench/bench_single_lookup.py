@@ -22,8 +22,9 @@ say only how far a call is from one round trip).
 
 ``--profile-client DIR`` runs each tree's lookups under cProfile (DIR/NAME-client.prof, and a
 text summary beside it); ``--profile-service DIR`` samples each service with py-spy (1,000 Hz,
-every thread) during its lookups (DIR/NAME-service.txt, collapsed stacks). Profiled repeats'
-timings are not figures.
+every thread) during its lookups (DIR/NAME-service.txt, collapsed stacks), and the floor's
+server during its round trips (DIR/floor-service.txt); ``--native`` adds grpc core's and
+uvloop's frames. Profiled repeats' timings are not figures.
 """
 
 from __future__ import annotations
@@ -185,6 +186,22 @@ def _work(arguments: argparse.Namespace) -> Any:
 # -- the run ------------------------------------------------------------------------------------
 
 
+def _sample(pid: int, output: pathlib.Path, native: bool) -> subprocess.Popen:
+    """py-spy sampling ``pid`` (1,000 Hz, every thread, collapsed stacks) until ``_stop_sampler``."""
+    command = [str(pathlib.Path(sys.executable).with_name("py-spy")), "record", "--pid", str(pid),
+               "--rate", "1000", "--format", "raw", "--output", str(output)]
+    command += ["--native"] if native else ["--nonblocking"]  # --native needs the process paused
+    sampler = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(1.0)  # py-spy attaches
+    return sampler
+
+
+def _stop_sampler(sampler: subprocess.Popen | None) -> None:
+    if sampler is not None:
+        sampler.send_signal(signal.SIGINT)
+        sampler.wait(60)
+
+
 def _figures(samples: list[float]) -> tuple[float, float]:
     return percentile(samples, 50), percentile(samples, 99)
 
@@ -198,6 +215,8 @@ def main() -> None:
     parser.add_argument("--per-call", type=int, default=1,
                         help="targets a call (Admin.offsets_for_times_many) instead of single lookups")
     parser.add_argument("--profile-client", type=pathlib.Path, default=None)
+    parser.add_argument("--native", action="store_true",
+                        help="--profile-service with native frames (grpc core, uvloop; pauses the process a sample)")
     parser.add_argument("--profile-service", type=pathlib.Path, default=None)
     parser.add_argument("--worker", nargs=2, metavar=("KIND", "ADDRESS"), help=argparse.SUPPRESS)
     parser.add_argument("--time-range", type=int, nargs=2, help=argparse.SUPPRESS)
@@ -224,8 +243,12 @@ def main() -> None:
                 services[name] = (process, address, _worker(tree, "produce", address, "--records", str(arguments.records)))
             rows: dict[str, list[tuple[float, ...]]] = {"floor": []} | {name: [] for name in trees}
             for repeat in range(arguments.repeats):
+                sampler = None
+                if repeat == arguments.repeats - 1 and arguments.profile_service is not None:
+                    sampler = _sample(floor.pid, arguments.profile_service / "floor-service.txt", arguments.native)
                 samples, client_us, server_us = _timed(floor.pid, None, "floor", f"127.0.0.1:{port}",
                                                        "--lookups", str(arguments.lookups))
+                _stop_sampler(sampler)
                 floor_p50, floor_p99 = _figures(samples)
                 rows["floor"].append((floor_p50, floor_p99, client_us, server_us))
                 line = [f"repeat {repeat + 1}: floor p50 {floor_p50:.3f} p99 {floor_p99:.3f} ms "
@@ -238,18 +261,11 @@ def main() -> None:
                         extra += ["--profile-client", str(arguments.profile_client / f"{name}-client.prof")]
                     sampler = None
                     if profiled and arguments.profile_service is not None:
-                        sampler = subprocess.Popen(
-                            [str(pathlib.Path(sys.executable).with_name("py-spy")), "record", "--pid", str(process.pid),
-                             "--rate", "1000", "--nonblocking", "--format", "raw", "--output",
-                             str(arguments.profile_service / f"{name}-service.txt")],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-                        time.sleep(1.0)  # py-spy attaches
+                        sampler = _sample(process.pid, arguments.profile_service / f"{name}-service.txt", arguments.native)
                     samples, client_us, server_us = _timed(
                         process.pid, tree, "lookups", address, "--lookups", str(arguments.lookups),
                         "--per-call", str(arguments.per_call), "--time-range", str(first), str(last), *extra)
-                    if sampler is not None:
-                        sampler.send_signal(signal.SIGINT)
-                        sampler.wait(60)
+                    _stop_sampler(sampler)
                     p50, p99 = _figures(samples)
                     rows[name].append((p50 / floor_p50, p99 / floor_p99, client_us, server_us))
                     line.append(f"{name} p50 {p50:.3f} ({p50 / floor_p50:.2f}x) p99 {p99:.3f} ({p99 / floor_p99:.2f}x) "

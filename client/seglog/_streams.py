@@ -21,8 +21,9 @@ Like ``Transport``, this module is a place where gRPC errors leave gRPC.
 from __future__ import annotations
 
 import asyncio
+import types
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine, Generator
 from typing import Any
 
 import grpc
@@ -166,7 +167,7 @@ class RequestStream:
             self._write_lock.release()
             return None
         message.correlation_id = owed[0]
-        write = asyncio.ensure_future(call.write(message))
+        write = _started(call.write(message))
         write.add_done_callback(lambda done: self._written(call, done))
         return write
 
@@ -318,6 +319,53 @@ class RequestStream:
             if not answer.done():
                 answer.set_exception(error)
                 answer.exception()  # retrieved: a caller that gave up must not warn
+
+
+def _started(write: Coroutine[Any, Any, None]) -> asyncio.Future[None]:
+    """``write`` (a grpc.aio write) started in the caller's step, the rest left to a task of its
+    own: its message reaches gRPC core (and the socket) now, not one loop turn later when a task
+    would first run it; its first step has no await point at which the caller's cancellation
+    could land. A first step that fails (the call ended) gives a future failed as the task would
+    have been."""
+    try:
+        waiting_on = write.send(None)
+    except StopIteration:
+        done = asyncio.get_running_loop().create_future()
+        done.set_result(None)
+        return done
+    except asyncio.CancelledError:
+        done = asyncio.get_running_loop().create_future()
+        done.cancel()
+        return done
+    except Exception as error:  # noqa: BLE001 - the write's own failure, as its task would end
+        done = asyncio.get_running_loop().create_future()
+        done.set_exception(error)
+        return done
+    return asyncio.ensure_future(_finish(write, waiting_on))
+
+
+async def _finish(write: Coroutine[Any, Any, None], waiting_on: Any) -> None:
+    await _resumed(write, waiting_on)
+
+
+@types.coroutine
+def _resumed(write: Coroutine[Any, Any, None], waiting_on: Any) -> Generator[Any, Any, None]:
+    """The rest of a coroutine whose first step yielded ``waiting_on``: as ``await`` would run
+    it, each value sent or exception thrown by the task passed on to it."""
+    while True:
+        try:
+            sent = yield waiting_on
+        except GeneratorExit:
+            write.close()
+            raise
+        except BaseException as error:  # noqa: BLE001 - handed to the write, as await does
+            step, argument = write.throw, error
+        else:
+            step, argument = write.send, sent
+        try:
+            waiting_on = step(argument)
+        except StopIteration:
+            return
 
 
 def _stream_ended(error: BaseException) -> SeglogError:

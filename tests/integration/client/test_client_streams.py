@@ -370,6 +370,37 @@ def test_a_send_cancelled_during_its_write_is_written_and_its_answer_dropped(seg
     assert _values(seglog_service.address, topic, 0) == [b"first", b"cancelled", b"later"]
 
 
+@pytest.mark.parametrize("method", ["send", "ask"])
+def test_a_write_on_a_call_that_ended_unseen_fails_its_request_and_the_next_reopens(seglog_service, make_topic, method):
+    """The write starts in the caller's step (``_started``): on a call that ended before the
+    stream's reader noticed, its first step fails at once; the request fails retriably, nothing
+    of it is appended, the write lock is given back (the next request would wait on it
+    forever) and the next request opens a new stream."""
+    topic = make_topic(partitions=1)
+    from seglog.v1 import log_service_pb2_grpc as pb_grpc
+
+    async def run() -> tuple[list[int], int, BaseException]:
+        async with grpc.aio.insecure_channel(seglog_service.address) as channel:
+            stream = RequestStream(pb_grpc.LogServiceStub(channel).ProduceStream, "produce", open_timeout_s=30)
+            first = await stream.request(_produce(topic, b"first"))  # the stream is open
+            assert stream._call is not None
+            stream._call.cancel()  # ended under the stream: its reader has not run since
+            with pytest.raises(ServiceUnavailableError) as refused:
+                if method == "send":
+                    await (await stream.send(_produce(topic, b"lost")))
+                else:
+                    await stream.ask(_produce(topic, b"lost"), timeout_s=30)
+            later = await stream.request(_produce(topic, b"later"))
+            opened = stream.opened_count
+            await stream.close()
+        return [first.base_offset, later.base_offset], opened, refused.value
+
+    offsets, opened, error = asyncio.run(run())
+    assert (offsets, opened) == ([0, 1], 2)
+    assert isinstance(error, ServiceUnavailableError)
+    assert _values(seglog_service.address, topic, 0) == [b"first", b"later"]
+
+
 # -- ask: a request whose caller waits for the answer, not for the write -----------------------
 @pytest.mark.parametrize("turns", [0, 1, 3], ids=["before_the_write_ran", "one_turn_in", "three_turns_in"])
 def test_an_ask_cancelled_after_its_write_began_is_written_and_its_answer_dropped(seglog_service, make_topic, turns):
