@@ -432,15 +432,34 @@ What remains:
   (above) leave the tail as it was: `--workloads latency --repeats 3`, before and after run
   alternately twice, load 13-19: p50 21.7x and 16.8x the floor before, 16.0x and 18.4x after.
 - Goals 2 and 3 (p50 within 1.2x and 1.5x of the floor) are not met. For the single lookup what
-  remains above the floor: on the client two loop turns (the write as a task of its own, which
-  grpc.aio's one write at a time and a cancel-safe write need, and the reader task's hop to the
-  caller) and about 110 us of CPU at load 19; on the service the storage search (22-34 us) and
-  the stream's per-message work (admission, gate, metrics, reply ordering). A loop turn costs as
-  much as the floor's whole message on this loaded machine; a quiet-machine run decides which
-  of the two to cut next. The service's event-loop thread while serving single lookups
+  remains above the floor: on the client one loop turn (the reader task's hop to the caller: a
+  read of grpc.aio's is one at a time, so the caller cannot read its own answer while the
+  reader waits) and about 100 us of CPU; on the service the storage search (22-34 us) and
+  the RPC layers' Python above it. The service's event-loop thread while serving single lookups
   (`py-spy record --native`, 3,000 lookups on 50,000 records, load ~20): the stream's write 58 %
   (grpc core's `sendmsg` alone 39 %), reading the next message 16 %, the storage search 15 % (its
   stopwatches' `getrusage` calls about 2-3 % of the thread), the RPC layers above it 8 %.
+- What the single lookup pays above the floor is Python, not gRPC: `strace -c -f` on each server
+  during 3,000 round trips counts the same system calls a lookup as a floor message (3,236 and
+  3,238 sendmsg, 12,811 and 12,803 write, 6,475 and 6,458 recvmsg, the epoll waits alike), plus
+  two getrusage (the storage's stopwatches) and 1.4 more futex (the loop thread and grpc's poller
+  handing the GIL over). On the service's loop thread (`bench/bench_single_lookup.py
+  --profile-service DIR --native`, the floor's server sampled in the same run; idle waits left
+  out) a lookup's own work (`_lookup_message`: RPC layers and storage) weighs as much as the
+  write's `sendmsg`; the stream's per-message bookkeeping (admission, call gate, metrics) is
+  under 3 % of the thread, its stopwatches' getrusage under 2 %. The garbage collector is not
+  it either (a gc callback in each process: the service collected nothing during 3,000 lookups,
+  the client once, a full collection of 60 ms: one sample past the p99). A
+  RequestStream write now starts in the caller's step (the first step of grpc.aio's write runs
+  at once, the rest in a task, so no await point for a cancellation): one loop turn fewer, but
+  within the noise at load 8-11 on 2 CPUs (`.venv/bin/python -m bench.bench_single_lookup
+  --records 50000 --lookups 3000 --repeats 3 --tree base=<before> --tree after=<after>`, four
+  runs with the trees' order swapped, 12 interleaved pairs, 2026-11-27 12:22-12:25): p50 1.91x
+  the floor before and 1.87x after (median of the pairs' after/before 0.99), client CPU a lookup
+  median ratio 0.92; p99 1.51x before, 1.78x after (after above before in 8 of the 12 pairs, but
+  at that load the floor's own p99 ran 0.46-5.2 ms: the run queue's). What is
+  left on the client is the reader's hop and some 100 us of Python across the admin, routing and
+  stream layers and asyncio's loop turns; a quiet machine decides whether the turn saved shows.
 - Goal 1: with the batch directory a target's storage search is a bisection, a 61-byte read and a
   table's bisection, some 10 us of Python at load 8-10 (a run of calls each: the table cache's
   lookup, the header check, the answer objects); moving that run into C, or trusting the
