@@ -123,7 +123,10 @@ def write_overrides(
                 _remove_intents(intents, fs, quietly=True)
             raise PartitionWriteError(path, exc) from exc
         written.append(path)
-    _remove_intents(intents, fs, quietly=False)
+    # Every partition's, not only this change's: an intent a start could not complete (a failed
+    # write, kept for the next start) may sit in another partition directory, and would undo
+    # this change there.
+    _remove_intents(partition_dirs, fs, quietly=False)
 
 
 def _remove_intents(paths: Sequence[str], fs: FileSystem, *, quietly: bool) -> None:
@@ -133,9 +136,16 @@ def _remove_intents(paths: Sequence[str], fs: FileSystem, *, quietly: bool) -> N
     for path in paths:
         try:
             fs.unlink(os.path.join(path, CHANGE_INTENT_FILE_NAME))
-            fs.fsync_dir(path)
         except FileNotFoundError:
-            pass
+            continue  # none here (most partitions): nothing to sync
+        except OSError as exc:
+            if not quietly:
+                raise PartitionWriteError(path, exc) from exc
+            _log.warning("%s: the intent of a topic config change not removed: %s (the next start "
+                         "completes the change)", path, exc)
+            continue
+        try:
+            fs.fsync_dir(path)
         except OSError as exc:
             if not quietly:
                 raise PartitionWriteError(path, exc) from exc

@@ -461,3 +461,20 @@ def test_an_intent_of_another_topic_id_is_dropped_and_changes_nothing(tmp_path):
         assert not (tmp_path / "t-0" / CHANGE_INTENT_FILE_NAME).exists()
     finally:
         again.shutdown()
+
+
+def test_a_change_removes_an_intent_a_start_left_in_another_partition(tmp_path):
+    manager = _manager(tmp_path)
+    try:
+        manager.create_topic("t", 3, {"retention.ms": "1000"})
+        _leave_intent(tmp_path, 2, {"retention.ms": "2000"})  # kept by a start that could not complete it
+        manager.alter_topic_configs("t", {"retention.ms": "5"})  # its own intent goes into t-0
+        assert not list(tmp_path.glob(f"t-*/{CHANGE_INTENT_FILE_NAME}"))
+    finally:
+        manager.halt()
+    again = _manager(tmp_path)
+    try:
+        assert _files(again, "t") == [{"retention.ms": "5"}] * 3  # the older intent did not undo it
+        assert again.describe_topic("t").config.retention_ms == 5
+    finally:
+        again.shutdown()
