@@ -90,8 +90,10 @@ class Sender:
         self.requests: set[asyncio.Task[None]] = set()
         # None until the service answered a ProduceStream (True) or does not serve it (False).
         self.streaming: bool | None = None
-        # Batches a ProduceStream message may carry, as the service last said (1: one a message).
+        # Batches a ProduceStream message may carry, as the service last said (1: one a message),
+        # and the largest message it takes (None: not said; the client's own limit).
         self.stream_batches_max = 1
+        self.stream_request_bytes_max: int | None = None
         # Set by the producer: closing stops the loop once the accumulator is empty; closed
         # stops retries.
         self.closing = False
@@ -282,12 +284,15 @@ class Sender:
     # -- one batch through its window ------------------------------------------------------------
 
     def _start_requests(self, batches: list[ProducerBatch]) -> list[ProducerBatch]:
-        """One partition's batches, oldest first, into its window and out in one request (one
-        stream message for several batches, ``_send_group_request``). A batch that fails to
+        """One partition's batches, oldest first, into its window and out as requests of their
+        own, one a ProduceStream message: as many batches a message as the service takes and
+        the request size allows (``message_counts``; ``_send_group_request`` for several), each
+        message answered and settled in its window on its own, so a window of large batches
+        (one a message) stays as pipelined as with one batch a request. A batch that fails to
         build fails alone; if that retired the producer id, the batches after it are not
         started and are returned, to go out after a new id is had (``ensure_producer_id``)."""
         tp = batches[0].topic_partition
-        entries = []
+        entries: list[WindowEntry[_Sent]] = []
         rest: list[ProducerBatch] = []
         for index, batch in enumerate(batches):
             if self.idempotence.needs_producer_id:
@@ -310,8 +315,15 @@ class Sender:
             entries.append(window.sent((batch, records, fields)))
         if len(entries) == 1:
             self._send_entry(tp, entries[0])
-        elif entries:
-            self._track(asyncio.create_task(self._send_group_request(tp, entries)))
+            return rest
+        bytes_max = min(self._config.max_request_bytes, self.stream_request_bytes_max or self._config.max_request_bytes)
+        position = 0
+        for count in message_counts([len(e.item[1]) for e in entries], tp.topic, self.stream_batches_max, bytes_max):
+            if count == 1:
+                self._send_entry(tp, entries[position])
+            else:
+                self._track(asyncio.create_task(self._send_group_request(tp, entries[position:position + count])))
+            position += count
         return rest
 
     def _send_entry(self, tp: TopicPartition, entry: WindowEntry[_Sent]) -> None:
@@ -539,6 +551,7 @@ class Sender:
                 outcomes += _answers(response, count)
         if stream.confirmed:  # what the service (maybe another build since a reopen) said at open
             self.stream_batches_max = stream.batches_max
+            self.stream_request_bytes_max = stream.request_bytes_max
         return outcomes
 
     async def _produce_on(self, transport: Transport, topic: str, partition: int, records: bytes) -> pb.ProduceResponse:
@@ -568,6 +581,7 @@ class Sender:
                 if stream.confirmed:  # the service answered the open: it serves the stream
                     self.streaming = True
                     self.stream_batches_max = stream.batches_max
+                    self.stream_request_bytes_max = stream.request_bytes_max
         return await transport.produce(request)
 
 

@@ -153,3 +153,65 @@ def test_messages_of_several_batches_stay_under_the_service_request_limit(start_
     assert max(count for count, _ in sizes) > 1  # still several batches a message
     assert all(size <= 600_000 for count, size in sizes if count > 1)
     assert partition_values(address, "big-batches") == [b"warm-up", *values]
+
+
+def test_a_window_of_large_batches_settles_each_message_on_its_own_answer(seglog_service, make_topic, monkeypatch):
+    """Batches drained together that go one a message (each above half the request limit) are
+    requests of their own: the first batch completes on its own message's answer while a later
+    message's answer is still held, as with one batch a request (the window stays pipelined)."""
+    topic = make_topic()
+    real_send = RequestStream.send
+    gate: asyncio.Event | None = None
+    carried: list[int] = []
+
+    async def holding_send(self, message, **options):
+        answer = await real_send(self, message, **options)
+        if self._answer_field != "produce" or gate is None:
+            return answer
+        carried.append(1 + len(message.more))
+        if len(carried) != 2:
+            return answer
+        held = asyncio.get_running_loop().create_future()  # the second message's answer, held
+
+        async def release() -> None:
+            await gate.wait()
+            try:
+                held.set_result(await answer)
+            except Exception as error:  # noqa: BLE001 - handed on as the answer
+                held.set_exception(error)
+
+        asyncio.get_running_loop().create_task(release())
+        return held
+
+    monkeypatch.setattr(RequestStream, "send", holding_send)
+    values = [bytes([65 + i]) * 600_000 for i in range(3)]  # one a batch, one batch a message
+
+    async def run() -> list[int]:
+        nonlocal gate
+        async with AsyncProducer(
+            seglog_service.address, batch_size=700_000, linger_ms=60_000, max_in_flight_per_partition=5,
+        ) as producer:
+            await producer.send_and_wait(topic, b"warm-up", partition=0)  # the stream confirmed
+            gate = asyncio.Event()
+            loop = asyncio.get_running_loop()
+            futures = [await producer.send(topic, value, partition=0) for value in values]
+            flushing = asyncio.create_task(producer.flush())
+            first = asyncio.Event()
+            futures[0].add_done_callback(lambda _: loop.call_soon_threadsafe(first.set))
+            try:
+                # A deadlock guard only: before each message settled on its own, the first
+                # batch waited for the held second answer and never completed here.
+                await asyncio.wait_for(first.wait(), 30)
+                first_done_while_held = not futures[1].done()
+            except TimeoutError:
+                first_done_while_held = False
+            finally:
+                gate.set()
+            await flushing
+            assert first_done_while_held
+            return [(await future).offset for future in futures]
+
+    offsets = asyncio.run(run())
+    assert carried == [1, 1, 1]
+    assert offsets == [1, 2, 3]
+    assert partition_values(seglog_service.address, topic) == [b"warm-up", *values]
