@@ -24,28 +24,15 @@ import sys
 
 import pytest
 from tests.support import integration_helpers
+from tests.support.fault_fs import NoSyncFs
 from tests.support.integration_helpers import START_TIMEOUT_S, STOP_TIMEOUT_S, ServiceProcess, make_batch, records_of
 
 from seglog.v1 import log_service_pb2 as pb
-from seglog_server.storage.base.fs import FileSystem
 from seglog_server.storage.manager.log_manager import LogManager
 from seglog_server.storage.format.topic_metadata import TopicMetadata, new_topic_id, write_topic_metadata
 
 PARTITIONS_PER_TOPIC = 1000
 IN_FLIGHT = 8  # concurrent RPCs while touching every partition
-
-
-class _NoSyncFs(FileSystem):
-    """Test set-up only: files laid out for the service need no durability."""
-
-    def fsync(self, fd):
-        pass
-
-    def fdatasync(self, fd):
-        pass
-
-    def fsync_dir(self, path):
-        pass
 
 
 def lay_out_partitions(data_dir: pathlib.Path, partition_count: int) -> list[tuple[str, int]]:
@@ -59,7 +46,7 @@ def lay_out_partitions(data_dir: pathlib.Path, partition_count: int) -> list[tup
     template = template_dir / "template-0"
     segment_files = [name for name in os.listdir(template) if name != "topic.properties"]
     shutil.copytree(template_dir, data_dir, ignore=shutil.ignore_patterns("template-0", ".lock"))
-    fs = _NoSyncFs()
+    fs = NoSyncFs()
     partitions = []
     for topic_number in range(-(-partition_count // PARTITIONS_PER_TOPIC)):
         topic = f"t{topic_number}"

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 
 from seglog_server.storage.base.fs import FileSystem
 
-__all__ = ["FaultFs", "FaultRule"]
+__all__ = ["FaultFs", "FaultRule", "NoSyncFs"]
 
 PathTest = str | Callable[[str], bool] | None
 
@@ -204,3 +204,18 @@ class FaultFs(FileSystem):
     def fsync_dir(self, path):
         self._check("fsync_dir", path)
         super().fsync_dir(path)
+
+
+class NoSyncFs(FileSystem):
+    """The real file system without its syncs (fsync, fdatasync, fsync of a directory: each a
+    no-op): for set-ups that lay out many logs whose durability no test looks at, where the syncs
+    were most of the time (an fsync per partition created, one per log flushed and shut down)."""
+
+    def fsync(self, fd: int) -> None:
+        pass
+
+    def fdatasync(self, fd: int) -> None:
+        pass
+
+    def fsync_dir(self, path: str) -> None:
+        pass
