@@ -5,9 +5,10 @@
 creates nothing otherwise: the topic is created on the first commit or join (as Kafka creates it
 on the first FindCoordinator), once among concurrent first callers and outside the coordinator's
 lock; until then a fetch answers no offset.
-A commit is checked against the group's membership (a fenced or unknown member is refused),
-appended as one batch to the group's offsets partition and applied to the map after the append;
-a fetch reads the map only. A heartbeat joins, keeps or leaves a member; the assignment follows
+A commit is checked against the group's membership (a fenced or unknown member is refused) and
+appended as one batch to the group's offsets partition; it reaches the map once durable (its flush
+done: offsets_log.py), so a fetch, a lag, a describe or a member the partition is handed to reads
+only offsets a restart keeps, and a commit whose flush fails leaves the map as it was. A heartbeat joins, keeps or leaves a member; the assignment follows
 the subscribed topics' partition counts as they are now. ``expire_sessions`` (the service's
 timer) removes members whose session ran out, ``expire_offsets`` (maintenance) tombstones the
 offsets of groups without members after offsets.retention.minutes.
@@ -330,9 +331,24 @@ class GroupCoordinator:
             return [((topic, partition), state.committed(group, topic, partition)) for topic, partition in partitions]
 
     def expire_offsets(self) -> int:
+        """Tombstones the expired offsets (``OffsetsLog.expire``) and flushes them outside the
+        lock: they leave the map once durable."""
         with self._lock:
             live = {group for group, members in self._groups.items() if members.members()}
-            return self._offsets.expire(live)
+            written = self._offsets.expire(live)
+            ends = self._offsets.undurable_ends() if written else []
+        for log, end_offset in ends:
+            self._flush(log, end_offset)
+        return written
+
+    def _flush(self, log: Any, end_offset: int) -> None:
+        """Flushes an offsets partition up to ``end_offset`` (an I/O error takes its directory
+        offline, as any log call's)."""
+        try:
+            log.flush(end_offset)
+        except LogDirOfflineError as exc:
+            self._manager.handle_log_failure(log, exc)
+            raise
 
     # -- membership ---------------------------------------------------------------------------
     def heartbeat(self, group: str, member_id: str, member_epoch: int, *, subscription: Set[str] | None,
@@ -434,13 +450,17 @@ class GroupCoordinator:
         topics of its offsets under the lock, before anything is written. A pending membership
         write of the group (its last member's leave, not yet durable) is flushed first: should it
         fail, the member is back with its offsets kept, and the call raises the flush's error.
-        Returns the offsets deleted."""
+        Answered once the tombstones are durable (the offsets leave the map then; a commit
+        appended and not yet durable is tombstoned and counted too). Returns the offsets deleted."""
         _check_group(group)
         while True:
             with self._lock:
                 waiting = self._delete_group(group, check_topics)
-                if isinstance(waiting, int):
-                    return waiting
+            if isinstance(waiting, tuple):  # deleted: answered once the tombstones are durable
+                deleted, appended = waiting
+                if appended is not None:
+                    self._flush(appended.log, appended.end_offset)
+                return deleted
             self._await_durable(waiting)
 
     def _await_durable(self, appended: Appended) -> None:
@@ -456,9 +476,11 @@ class GroupCoordinator:
             self.write_failed(appended)
             raise
 
-    def _delete_group(self, group: str, check_topics: Callable[[Set[str]], None] | None) -> int | Appended:
-        """``delete_group`` under the lock, or the group's last pending membership write to wait
-        for first: a leave not yet durable may still be put back (its member with its offsets)."""
+    def _delete_group(self, group: str, check_topics: Callable[[Set[str]], None] | None
+                      ) -> tuple[int, Appended | None] | Appended:
+        """``delete_group`` under the lock (the offsets deleted and where the tombstones landed),
+        or the group's last pending membership write to wait for first: a leave not yet durable
+        may still be put back (its member with its offsets)."""
         members = self._members_of(group)
         if members:
             raise GroupNotEmptyError(
@@ -472,14 +494,17 @@ class GroupCoordinator:
         state = self._offsets.state_of(group)
         offsets = state.group_offsets(group)
         records = state.consumer_group_records(group)
-        if not offsets and state.group_metadata(group) is None and not records:
+        # A commit appended and not yet durable is tombstoned too: should it become durable, the
+        # tombstones after it still delete it (the map and the replay agree).
+        undurable = self._offsets.undurable_offsets(group) - offsets.keys()
+        if not offsets and not undurable and state.group_metadata(group) is None and not records:
             raise GroupNotFoundError(f"group {group!r} does not exist")
         if check_topics is not None:
-            check_topics({topic for topic, _ in offsets})
-        self._offsets.delete_group(group, sorted(offsets), [
+            check_topics({topic for topic, _ in offsets.keys() | undurable})
+        appended = self._offsets.delete_group(group, sorted(offsets.keys() | undurable), [
             encode_key(membership_records.key_of(group, slot)) for slot in sorted(records)])
         self._rebalances.pop(group, None)
-        return len(offsets)
+        return len(offsets.keys() | undurable), appended
 
     def metrics(self, cap: int, owns: Callable[[str, int], bool] | None = None) -> GroupMetrics:
         """The groups' figures for one scrape, each family's first ``cap`` series in name order.

@@ -2,8 +2,15 @@
 served from one OffsetsState per partition.
 
 A write builds one record batch (Kafka writes a group's commit of many partitions as one batch, so
-it is all-or-nothing), appends it to the group's partition (``partition_for``), and only then
-applies the same records to the map: a failed append changes nothing. ``load`` replays every
+it is all-or-nothing) and appends it to the group's partition (``partition_for``): a failed append
+changes nothing. Its committed offsets (and their tombstones) reach the map only once durable, as
+Kafka applies a commit to its cache once the append completed: they wait, in offset order, until
+the log's recovery point passes their batch, and every read applies what it passed first
+(``state``). So a fetch, a lag, a describe or the member the partition is handed to never sees an
+offset a restart could lose, and a flush that fails leaves the map as it was (should a later flush
+make the records durable after all, they are applied then: the map is always the replay of the
+durable prefix of the log). The other records (the group's metadata and its KIP-848 membership
+records, which the coordinator puts back itself when their flush fails) are applied at once. ``load`` replays every
 partition from its log start to its end through the same ``apply``; it never depends on the
 cleaner having run. In cluster mode the coordinator is the partition's owner: it calls
 ``load_partition`` when it gains a partition and ``unload_partition`` when it loses it
@@ -19,6 +26,7 @@ from __future__ import annotations
 
 import functools
 import threading
+from collections import deque
 from dataclasses import dataclass
 from collections.abc import Callable, Iterable, Mapping, Set
 from typing import Any
@@ -29,7 +37,16 @@ from seglog_server.storage.base.errors import LogDirOfflineError, TopicExistsErr
 
 from .offsets_state import OFFSETS_RETENTION_MS, OffsetsState
 from .partitioning import OFFSETS_TOPIC_PARTITIONS, partition_for
-from .records import GroupMetadataKey, GroupMetadataValue, OffsetCommitKey, OffsetCommitValue, encode_key, encode_value
+from .records import (
+    GroupMetadataKey,
+    GroupMetadataValue,
+    OffsetCommitKey,
+    OffsetCommitValue,
+    decode_key,
+    encode_key,
+    encode_value,
+    is_offset_commit_key,
+)
 
 __all__ = ["OFFSETS_TOPIC", "OFFSETS_TOPIC_CONFIG", "Appended", "OffsetsLog"]
 
@@ -53,6 +70,16 @@ class Appended:
     end_offset: int
 
 
+@dataclass(frozen=True)
+class _Undurable:
+    """A batch's committed-offset records (offset, key, value), applied once ``log``'s recovery
+    point reaches ``end_offset``."""
+
+    log: Any
+    end_offset: int
+    records: list[tuple[int, bytes, bytes | None]]
+
+
 class OffsetsLog:
     def __init__(self, manager: LogManager, clock: Clock, *, partitions: int = OFFSETS_TOPIC_PARTITIONS,
                  retention_ms: int = OFFSETS_RETENTION_MS) -> None:
@@ -66,6 +93,8 @@ class OffsetsLog:
         # the log stamps it into the batches and refuses them once the partition's epoch moved on,
         # as a produce's (a single process loads without one: batches written as built).
         self._leader_epochs: dict[int, int | None] = {}
+        # Offsets partition -> its appended offset records not yet durable, in offset order.
+        self._undurable: dict[int, deque[_Undurable]] = {}
         self._created = False  # the topic is known to exist with the right partition count
         self._create_lock = threading.Lock()
 
@@ -122,17 +151,24 @@ class OffsetsLog:
 
     def load_partition(self, partition: int, leader_epoch: int | None = None) -> OffsetsState:
         """Replays the partition's log into a new state (replacing any loaded one); the appends
-        that follow carry ``leader_epoch`` (cluster mode: the ownership epoch it is loaded under)."""
+        that follow carry ``leader_epoch`` (cluster mode: the ownership epoch it is loaded under).
+        The log is flushed to its end first: what the replay applies is durable, as every offset
+        the map shows is (records past the recovery point are left by a stop without a flush)."""
+        log = self._manager.get_log(OFFSETS_TOPIC, partition)
+        if log.recovery_point < log.log_end_offset:
+            self._log_call(log, log.flush, log.log_end_offset)
         state = OffsetsState()
         for offset, key, value in self._records(partition):
             state.apply(key, value, offset=offset)
         self._states[partition] = state
         self._leader_epochs[partition] = leader_epoch
+        self._undurable.pop(partition, None)
         return state
 
     def unload_partition(self, partition: int) -> None:
         self._states.pop(partition, None)
         self._leader_epochs.pop(partition, None)
+        self._undurable.pop(partition, None)
 
     def _records(self, partition: int) -> Iterable[tuple[int, bytes | None, bytes | None]]:
         log = self._manager.get_log(OFFSETS_TOPIC, partition)
@@ -157,11 +193,54 @@ class OffsetsLog:
         return self.state(partition_for(group, self._partition_count))
 
     def state(self, partition: int) -> OffsetsState:
-        """The partition's loaded state. A partition not loaded (cluster mode: another instance
-        owns it) reads as a new empty state, never stored: writes to it still fail (``_append``)."""
+        """The partition's loaded state, with every offset record made durable since applied. A
+        partition not loaded (cluster mode: another instance owns it) reads as a new empty state,
+        never stored: writes to it still fail (``_append``)."""
         assert 0 <= partition < self._partition_count, partition
         state = self._states.get(partition)
-        return OffsetsState() if state is None else state
+        if state is None:
+            return OffsetsState()
+        self._apply_durable(partition, state)
+        return state
+
+    def _apply_durable(self, partition: int, state: OffsetsState) -> None:
+        """Applies, in offset order, the waiting offset records the log's recovery point passed."""
+        waiting = self._undurable.get(partition)
+        while waiting:
+            first = waiting[0]
+            if first.log.recovery_point < first.end_offset:
+                if first.end_offset <= first.log.log_end_offset:
+                    return  # not durable yet, nor anything after it
+                waiting.popleft()  # truncated away below its end: it is in no replay
+                continue
+            waiting.popleft()
+            for offset, key, value in first.records:
+                state.apply(key, value, offset=offset)
+        self._undurable.pop(partition, None)
+
+    def undurable_ends(self) -> list[tuple[Any, int]]:
+        """(log, end offset) of the last waiting offset batch of each loaded partition: what to
+        flush for every appended offset record to reach the map."""
+        ends = []
+        for partition, state in sorted(self._states.items()):
+            self._apply_durable(partition, state)
+            waiting = self._undurable.get(partition)
+            if waiting:
+                ends.append((waiting[-1].log, waiting[-1].end_offset))
+        return ends
+
+    def undurable_offsets(self, group: str) -> set[tuple[str, int]]:
+        """The (topic, partition) of the group's offset records appended and not yet durable."""
+        partition = partition_for(group, self._partition_count)
+        if partition in self._states:
+            self._apply_durable(partition, self._states[partition])
+        found: set[tuple[str, int]] = set()
+        for batch in self._undurable.get(partition, ()):
+            for _, key, _ in batch.records:
+                decoded = decode_key(key)
+                if isinstance(decoded, OffsetCommitKey) and decoded.group == group:
+                    found.add((decoded.topic, decoded.partition))
+        return found
 
     def loaded(self, partition: int) -> bool:
         return partition in self._states
@@ -181,14 +260,14 @@ class OffsetsLog:
         ]
         return self._write(group, [(encode_key(k), encode_value(v)) for k, v in records])
 
-    def delete_offsets(self, group: str, topic_partitions: Iterable[tuple[str, int]]) -> None:
-        self._write(group, [(encode_key(OffsetCommitKey(group, t, p)), None) for t, p in topic_partitions])
+    def delete_offsets(self, group: str, topic_partitions: Iterable[tuple[str, int]]) -> Appended | None:
+        return self._write(group, [(encode_key(OffsetCommitKey(group, t, p)), None) for t, p in topic_partitions])
 
     def delete_group(self, group: str, topic_partitions: Iterable[tuple[str, int]],
-                     other_keys: Iterable[bytes] = ()) -> None:
+                     other_keys: Iterable[bytes] = ()) -> Appended | None:
         """Tombstones for the group's offsets named, its metadata and ``other_keys`` (encoded keys
         of its KIP-848 records), in one batch."""
-        self._write(group, [(encode_key(OffsetCommitKey(group, t, p)), None) for t, p in topic_partitions]
+        return self._write(group, [(encode_key(OffsetCommitKey(group, t, p)), None) for t, p in topic_partitions]
                     + [(encode_key(GroupMetadataKey(group)), None)] + [(key, None) for key in other_keys])
 
     def write(self, group: str, records: list[tuple[bytes, bytes | None]]) -> Appended | None:
@@ -206,6 +285,7 @@ class OffsetsLog:
         now_ms = self._clock.time_ms()
         written = 0
         for partition, state in sorted(self._states.items()):
+            self._apply_durable(partition, state)
             keys = state.expired_keys(now_ms, self._retention_ms, live_groups)
             if keys:
                 self._append(partition, [(key, None) for key in keys])
@@ -229,9 +309,17 @@ class OffsetsLog:
         log = self._manager.get_log(OFFSETS_TOPIC, partition)
         append = functools.partial(log.append, leader_epoch=self._leader_epochs.get(partition))
         info = self._log_call(log, append, builder.build())
+        waiting: list[tuple[int, bytes, bytes | None]] = []
         for index, (key, value) in enumerate(records):
-            state.apply(key, value, offset=info.base_offset + index)
-        return Appended(log, info.last_offset + 1)
+            if is_offset_commit_key(key):  # visible once durable
+                waiting.append((info.base_offset + index, key, value))
+            else:
+                state.apply(key, value, offset=info.base_offset + index)
+        appended = Appended(log, info.last_offset + 1)
+        if waiting:
+            self._undurable.setdefault(partition, deque()).append(_Undurable(log, appended.end_offset, waiting))
+            self._apply_durable(partition, state)  # a log flushing on every append: already durable
+        return appended
 
     def _log_call(self, log: Any, method: Callable[..., Any], *args: Any) -> Any:
         """One I/O call of an offsets partition's log, as rpc/service_core.log_call makes one of

@@ -94,6 +94,7 @@ __all__ = [
     "decode_value",
     "encode_key",
     "encode_value",
+    "is_offset_commit_key",
 ]
 
 OFFSET_COMMIT_KEY_TYPE = 1  # Kafka writes 1; 0 is the same layout from before 0.10 and is read too
@@ -257,6 +258,12 @@ def encode_key(key: Key) -> bytes:
     if isinstance(key, GroupMetadataKey):
         return _wire.INT16.pack(GROUP_METADATA_KEY_TYPE) + _wire.string(key.group, compact=False)
     return _wire.INT16.pack(key.KEY_TYPE) + b"".join(_wire.string(field, compact=False) for field in key)
+
+
+def is_offset_commit_key(data: bytes | memoryview | None) -> bool:
+    """Whether an encoded key is a committed offset's (types 0 and 1), read from its first two
+    bytes without decoding the rest."""
+    return data is not None and len(data) >= 2 and int.from_bytes(data[:2], "big", signed=True) in _OFFSET_COMMIT_KEY_TYPES
 
 
 def decode_key(data: bytes | memoryview) -> Key:

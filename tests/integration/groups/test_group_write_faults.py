@@ -81,3 +81,29 @@ async def test_a_leave_whose_flush_finds_no_descriptor_is_undone_and_retried(ser
     assert await members_of(stub) == before  # still a member, as the error told it
     await stub.Heartbeat(pb.HeartbeatRequest(group="g", member_id="m1", member_epoch=-1))  # the retry
     assert set(await members_of(stub)) == {first.member_id}
+
+
+async def committed(stub) -> dict[tuple[str, int], int]:
+    fetched = await stub.FetchOffsets(pb.FetchOffsetsRequest(group="g"))
+    return {(o.topic, o.partition): o.offset for o in fetched.offsets}
+
+
+async def test_a_commit_whose_flush_fails_answers_its_error_and_no_read_shows_it(served):
+    """CommitOffsets whose flush finds no descriptor: RESOURCE_EXHAUSTED, and neither FetchOffsets
+    nor DescribeGroup (its committed offsets and lag) shows the offset; a retry commits it."""
+    stub, fs = served
+
+    def commit(offset: int) -> pb.CommitOffsetsRequest:
+        return pb.CommitOffsetsRequest(group="g", offsets=[pb.OffsetToCommit(topic="t", partition=0, offset=offset)])
+
+    await stub.CommitOffsets(commit(5))
+    rule = fs.fail("open", errno.EMFILE, path=offsets_log_file)
+    with pytest.raises(grpc.aio.AioRpcError) as refused:
+        await stub.CommitOffsets(commit(9))
+    assert rule.hits == 1
+    assert refused.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert await committed(stub) == {("t", 0): 5}
+    described = await stub.DescribeGroup(pb.DescribeGroupRequest(group="g"))
+    assert [(row.committed_offset, row.lag) for row in described.partitions] == [(5, -5)]
+    await stub.CommitOffsets(commit(9))  # the retry
+    assert await committed(stub) == {("t", 0): 9}

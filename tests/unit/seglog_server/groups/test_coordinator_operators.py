@@ -29,6 +29,13 @@ def coordinator_in(directory: str, clock: FakeClock):
         manager.shutdown()
 
 
+def commit(coordinator: GroupCoordinator, group: str, member: str, epoch: int, offsets: list[OffsetCommit]) -> None:
+    """What CommitOffsets does: appended, then answered once flushed (only then in the map)."""
+    appended = coordinator.commit(group, member, epoch, offsets)
+    if appended is not None:
+        appended.log.flush(appended.end_offset)
+
+
 def produce(manager: LogManager, topic: str, partition: int, stamps: list[list[int]]) -> None:
     """One batch per inner list, a record per timestamp."""
     for batch in stamps:
@@ -44,16 +51,16 @@ def test_lag_in_records_and_seconds_from_the_batch_holding_the_first_uncommitted
         manager.create_topic("t", 2)
         produce(manager, "t", 0, [[NOW_MS - 600_000], [NOW_MS - 300_000, NOW_MS - 290_000], [NOW_MS - 10_000]])
         produce(manager, "t", 1, [[NOW_MS - 50_000]])
-        coordinator.commit("g", "", 0, [OffsetCommit("t", 0, 1), OffsetCommit("t", 1, 1)])
+        commit(coordinator, "g", "", 0, [OffsetCommit("t", 0, 1), OffsetCommit("t", 1, 1)])
         figures = coordinator.metrics(100)
         assert figures.lags == {("g", "t", 0): 3, ("g", "t", 1): 0}
         # offset 1 opens the second batch: its first timestamp, 300 s ago; no lag is 0 s.
         assert figures.lag_seconds == {("g", "t", 0): 300.0, ("g", "t", 1): 0.0}
         assert figures.members == {"g": 0} and figures.states == {"g": "Empty"} and figures.rebalances == {"g": 0}
         # Mid-batch: the batch's first timestamp (within the batch's span of the record's own).
-        coordinator.commit("g", "", 0, [OffsetCommit("t", 0, 2)])
+        commit(coordinator, "g", "", 0, [OffsetCommit("t", 0, 2)])
         assert coordinator.metrics(100).lag_seconds[("g", "t", 0)] == 300.0
-        coordinator.commit("g", "", 0, [OffsetCommit("t", 0, 3)])
+        commit(coordinator, "g", "", 0, [OffsetCommit("t", 0, 3)])
         clock.advance(5_000)
         assert coordinator.metrics(100).lag_seconds[("g", "t", 0)] == 15.0
 
@@ -65,12 +72,12 @@ def test_a_commit_that_did_not_move_costs_no_read_and_the_reads_are_capped(tmp_p
         for partition in range(4):
             produce(manager, "t", partition, [[NOW_MS - 1000], [NOW_MS - 500]])
         for group in ("a", "b"):
-            coordinator.commit(group, "", 0, [OffsetCommit("t", p, 0) for p in range(4)])
+            commit(coordinator, group, "", 0, [OffsetCommit("t", p, 0) for p in range(4)])
         timestamps = coordinator._timestamps
         assert len(coordinator.metrics(100).lag_seconds) == 8 and timestamps.reads == 8
         coordinator.metrics(100)
         assert timestamps.reads == 8  # remembered per (topic, partition, offset)
-        coordinator.commit("a", "", 0, [OffsetCommit("t", 0, 1)])
+        commit(coordinator, "a", "", 0, [OffsetCommit("t", 0, 1)])
         coordinator.metrics(100)
         assert timestamps.reads == 9
         capped = coordinator.metrics(3)
@@ -84,7 +91,7 @@ def test_a_partition_gone_is_left_out(tmp_path):
     with coordinator_in(str(tmp_path), clock) as (manager, coordinator):
         manager.create_topic("t", 1)
         produce(manager, "t", 0, [[NOW_MS - 1000]])
-        coordinator.commit("g", "", 0, [OffsetCommit("t", 0, 0)])
+        commit(coordinator, "g", "", 0, [OffsetCommit("t", 0, 0)])
         manager.delete_topic("t")
         figures = coordinator.metrics(100)
         assert figures.lags == {} and figures.lag_seconds == {} and figures.states == {"g": "Empty"}
@@ -107,7 +114,7 @@ def test_members_state_and_rebalances_follow_joins_leaves_and_timeouts(tmp_path)
         coordinator.expire_sessions()
         figures = coordinator.metrics(100)
         assert second.member_id and figures.members == {} and figures.rebalances == {}  # no offsets: not listed
-        coordinator.commit("g", "", 0, [OffsetCommit("t", 0, 0)])
+        commit(coordinator, "g", "", 0, [OffsetCommit("t", 0, 0)])
         figures = coordinator.metrics(100)
         assert figures.states == {"g": "Empty"} and figures.rebalances["g"] >= 4  # 2 joins, 2 removals
 
@@ -119,11 +126,11 @@ def test_delete_group_only_when_empty_and_its_tombstones_survive_a_restart(tmp_p
         with pytest.raises(GroupNotFoundError, match="'g' does not exist"):
             coordinator.delete_group("g")  # the offsets topic does not exist yet
         member = coordinator.heartbeat("g", "", 0, subscription={"t"})
-        coordinator.commit("g", member.member_id, member.member_epoch, [OffsetCommit("t", 0, 0)])
+        commit(coordinator, "g", member.member_id, member.member_epoch, [OffsetCommit("t", 0, 0)])
         with pytest.raises(GroupNotEmptyError, match="1 active members"):
             coordinator.delete_group("g")
         coordinator.heartbeat("g", member.member_id, -1, subscription=None)
-        coordinator.commit("other", "", 0, [OffsetCommit("t", 0, 0)])
+        commit(coordinator, "other", "", 0, [OffsetCommit("t", 0, 0)])
         assert coordinator.delete_group("g") == 1
         assert coordinator.fetch("g") == [] and coordinator.list_groups() == ["other"]
         with pytest.raises(GroupNotFoundError):

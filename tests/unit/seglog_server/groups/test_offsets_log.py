@@ -55,6 +55,29 @@ def loaded(manager: LogManager, clock: FakeClock) -> OffsetsLog:
     return offsets
 
 
+def flushed(offsets: OffsetsLog) -> None:
+    """Every appended offset record made durable: a commit reaches the map only then (the rpc
+    layer answers once it is)."""
+    for log, end_offset in offsets.undurable_ends():
+        log.flush(end_offset)
+
+
+def commit(offsets: OffsetsLog, group: str, values) -> None:
+    offsets.commit(group, values)
+    flushed(offsets)
+
+
+def delete_offsets(offsets: OffsetsLog, group: str, topic_partitions) -> None:
+    offsets.delete_offsets(group, topic_partitions)
+    flushed(offsets)
+
+
+def expire(offsets: OffsetsLog, **kwargs) -> int:
+    written = offsets.expire(**kwargs)
+    flushed(offsets)
+    return written
+
+
 def everything(offsets: OffsetsLog) -> list[dict]:
     return [offsets.state(p).as_dict() for p in range(offsets.partition_count)]
 
@@ -87,8 +110,8 @@ def test_a_commit_is_served_and_survives_a_restart(tmp_path):
     clock = FakeClock()
     with running(str(tmp_path), clock) as manager:
         offsets = loaded(manager, clock)
-        offsets.commit("g", {("t", 0): 5, ("t", 1): OffsetCommitValue(9, 1, "meta", leader_epoch=3)})
-        offsets.commit("g", {("t", 0): 7})
+        commit(offsets, "g", {("t", 0): 5, ("t", 1): OffsetCommitValue(9, 1, "meta", leader_epoch=3)})
+        commit(offsets, "g", {("t", 0): 7})
         assert offsets.committed("g", "t", 0) == OffsetCommitValue(7, clock.time_ms())
         live = everything(offsets)
     with running(str(tmp_path), clock) as manager:
@@ -100,7 +123,7 @@ def test_the_records_are_kafkas_keys_in_the_groups_partition(tmp_path):
     clock = FakeClock()
     with running(str(tmp_path), clock) as manager:
         offsets = loaded(manager, clock)
-        offsets.commit("hello", {("t", 4): 1})
+        commit(offsets, "hello", {("t", 4): 1})
         log = manager.get_log(OFFSETS_TOPIC, partition_for("hello", PARTITIONS))
         [record] = next(iter_batches(log.read(0, 1 << 20).records)).records()
         assert decode_key(record.key) == OffsetCommitKey("hello", "t", 4)
@@ -111,8 +134,8 @@ def test_a_tombstone_deletes_the_offset_in_the_map_and_after_a_replay(tmp_path):
     clock = FakeClock()
     with running(str(tmp_path), clock) as manager:
         offsets = loaded(manager, clock)
-        offsets.commit("g", {("t", 0): 5, ("t", 1): 6})
-        offsets.delete_offsets("g", [("t", 0)])
+        commit(offsets, "g", {("t", 0): 5, ("t", 1): 6})
+        delete_offsets(offsets, "g", [("t", 0)])
         assert offsets.committed("g", "t", 0) is None
         assert set(offsets.state_of("g").group_offsets("g")) == {("t", 1)}
         assert everything(loaded(manager, clock)) == everything(offsets)
@@ -123,12 +146,12 @@ def test_offsets_of_an_empty_group_expire_after_the_retention_and_the_group_with
     with running(str(tmp_path), clock) as manager:
         offsets = loaded(manager, clock)
         offsets.store_group("g", GroupMetadataValue("consumer", 3, None, None, clock.time_ms(), ()))
-        offsets.commit("g", {("t", 0): 5})
-        offsets.commit("standalone", {("t", 0): 1})
+        commit(offsets, "g", {("t", 0): 5})
+        commit(offsets, "standalone", {("t", 0): 1})
         clock.advance(OFFSETS_RETENTION_MS - 1)
-        assert offsets.expire() == 0
+        assert expire(offsets) == 0
         clock.advance(1)
-        assert offsets.expire() == 3  # two offsets and g's metadata
+        assert expire(offsets) == 3  # two offsets and g's metadata
         assert offsets.state_of("g").groups() == [] and offsets.committed("standalone", "t", 0) is None
         assert everything(loaded(manager, clock)) == everything(offsets)
 
@@ -138,42 +161,42 @@ def test_a_group_with_members_or_live_in_the_coordinator_keeps_its_offsets(tmp_p
     with running(str(tmp_path), clock) as manager:
         offsets = loaded(manager, clock)
         offsets.store_group("stable", GroupMetadataValue("consumer", 1, "range", "m1", clock.time_ms(), (MEMBER,)))
-        offsets.commit("stable", {("t", 0): 5})
-        offsets.commit("live", {("t", 0): 5})
+        commit(offsets, "stable", {("t", 0): 5})
+        commit(offsets, "live", {("t", 0): 5})
         clock.advance(2 * OFFSETS_RETENTION_MS)
-        assert offsets.expire(live_groups={"live"}) == 0
+        assert expire(offsets, live_groups={"live"}) == 0
 
 
 def test_an_empty_group_expires_from_when_it_became_empty_not_from_its_commits(tmp_path):
     clock = FakeClock()
     with running(str(tmp_path), clock) as manager:
         offsets = loaded(manager, clock)
-        offsets.commit("g", {("t", 0): 5})
+        commit(offsets, "g", {("t", 0): 5})
         clock.advance(OFFSETS_RETENTION_MS)
         offsets.store_group("g", GroupMetadataValue("consumer", 2, None, None, clock.time_ms(), ()))
-        assert offsets.expire() == 0  # empty only since now
+        assert expire(offsets) == 0  # empty only since now
         clock.advance(OFFSETS_RETENTION_MS)
-        assert offsets.expire() == 2
+        assert expire(offsets) == 2
 
 
 def test_a_commit_with_an_expire_timestamp_expires_then(tmp_path):
     clock = FakeClock()
     with running(str(tmp_path), clock) as manager:
         offsets = loaded(manager, clock)
-        offsets.commit("g", {("t", 0): OffsetCommitValue(5, clock.time_ms(), expire_timestamp_ms=clock.time_ms() + 10)})
+        commit(offsets, "g", {("t", 0): OffsetCommitValue(5, clock.time_ms(), expire_timestamp_ms=clock.time_ms() + 10)})
         clock.advance(10)
-        assert offsets.expire() == 1
+        assert expire(offsets) == 1
 
 
 def test_a_failed_append_leaves_the_map_unchanged(tmp_path):
     clock = FakeClock()
     with running(str(tmp_path), clock) as manager:
         offsets = loaded(manager, clock)
-        offsets.commit("g", {("t", 0): 5})
+        commit(offsets, "g", {("t", 0): 5})
         before = everything(offsets)
         manager.get_log(OFFSETS_TOPIC, partition_for("g", PARTITIONS)).close()
         with pytest.raises(StorageError, match="is closed"):
-            offsets.commit("g", {("t", 0): 6})
+            commit(offsets, "g", {("t", 0): 6})
         assert everything(offsets) == before
 
 
@@ -183,7 +206,7 @@ def test_a_corrupt_value_in_the_log_fails_the_load_naming_its_offset(tmp_path):
     clock = FakeClock()
     with running(str(tmp_path), clock) as manager:
         offsets = loaded(manager, clock)
-        offsets.commit("g", {("t", 0): 5})
+        commit(offsets, "g", {("t", 0): 5})
         builder = RecordBatchBuilder()
         builder.append(b"\x00\x03\x00", key=encode_key(OffsetCommitKey("g", "t", 0)), timestamp_ms=1)
         manager.get_log(OFFSETS_TOPIC, partition_for("g", PARTITIONS)).append(builder.build())
@@ -230,9 +253,9 @@ operations = st.lists(st.one_of(
 def run(offsets: OffsetsLog, manager: LogManager, clock: FakeClock, operation) -> None:
     kind, group, argument = operation
     if kind == "commit":
-        offsets.commit(group, argument)
+        commit(offsets, group, argument)
     elif kind == "delete":
-        offsets.delete_offsets(group, argument)
+        delete_offsets(offsets, group, argument)
     elif kind == "group":
         members = (MEMBER,) if argument else ()
         offsets.store_group(group, GroupMetadataValue("consumer", 1, None, None, clock.time_ms(), members))
@@ -241,7 +264,7 @@ def run(offsets: OffsetsLog, manager: LogManager, clock: FakeClock, operation) -
     elif kind == "advance":
         clock.advance(argument)
     elif kind == "expire":
-        offsets.expire()
+        expire(offsets)
     else:
         clean_all(manager)
 
@@ -268,7 +291,7 @@ def test_cleaning_shrinks_the_log_and_keeps_the_map(tmp_path):
     with running(str(tmp_path), clock) as manager:
         offsets = loaded(manager, clock)
         for offset in range(50):
-            offsets.commit("g", {("t", 0): offset, ("t", 1): offset})
+            commit(offsets, "g", {("t", 0): offset, ("t", 1): offset})
         live = everything(offsets)
         before = record_count(manager)
         assert clean_all(manager) == 1
@@ -299,7 +322,7 @@ def test_open_creates_nothing_and_the_first_commit_creates_the_topic(tmp_path):
         assert offsets.open() is False and not offsets.created
         assert OFFSETS_TOPIC not in [name for name, _ in manager.list_topics()]
         assert offsets.committed("g", "t", 0) is None and everything(offsets) == [OffsetsState().as_dict()] * PARTITIONS
-        offsets.commit("g", {("t", 0): 5})
+        commit(offsets, "g", {("t", 0): 5})
         assert offsets.created and len(manager.describe_topic(OFFSETS_TOPIC).partitions) == PARTITIONS
     with running(str(tmp_path), clock) as manager:
         again = OffsetsLog(manager, clock, partitions=PARTITIONS)
@@ -315,7 +338,7 @@ def test_concurrent_first_creators_create_the_topic_once(tmp_path):
         offsets = OffsetsLog(manager, clock, partitions=PARTITIONS)
         offsets.open()
         with ThreadPoolExecutor(racers) as pool:
-            list(pool.map(lambda i: offsets.commit(f"g{i}", {("t", 0): i}), range(racers)))
+            list(pool.map(lambda i: commit(offsets, f"g{i}", {("t", 0): i}), range(racers)))
         assert manager.created == [OFFSETS_TOPIC]
         assert [offsets.committed(f"g{i}", "t", 0).offset for i in range(racers)] == list(range(racers))
     finally:
@@ -351,13 +374,13 @@ def test_an_io_error_on_the_offsets_partition_takes_its_directory_offline(tmp_pa
     manager.startup()
     try:
         offsets = loaded(manager, clock)
-        offsets.commit("g", {("t", 0): 5})
+        commit(offsets, "g", {("t", 0): 5})
         partition = partition_for("g", PARTITIONS)
         manager.get_log(OFFSETS_TOPIC, partition).roll()  # the replay reads a closed segment's file
         rule = fs.fail(operation, errno.EIO, path=f"{OFFSETS_TOPIC}-{partition}", times=None)
         with pytest.raises(LogDirOfflineError):
             if operation == "pwritev":
-                offsets.commit("g", {("t", 0): 6})
+                commit(offsets, "g", {("t", 0): 6})
             else:
                 offsets.load_partition(partition)
         assert rule.hits >= 1

@@ -119,6 +119,11 @@ def test_the_first_group_call_creates_the_offsets_topic_in_the_cluster_once(worl
     assert creates == [OFFSETS_TOPIC]
 
 
+def _durable(appended) -> None:
+    """What CommitOffsets waits for before answering: the commit flushed (in the map only then)."""
+    appended.log.flush(appended.end_offset)
+
+
 def test_a_create_that_lost_the_race_uses_the_topic_the_cluster_holds(world):
     groups, coordinator, cache, _, creates = world
     for partition in range(OFFSETS_PARTITIONS):  # another instance created it; not held here yet
@@ -130,7 +135,7 @@ def test_a_create_that_lost_the_race_uses_the_topic_the_cluster_holds(world):
     assert creates == [OFFSETS_TOPIC]  # refused ALREADY_EXISTS, which is fine
     cache.place(1, HERE)
     groups.before(group)  # loads the partition, holding the topic locally first
-    coordinator.commit(group, "", 0, [OffsetCommit("t", 0, 5)])
+    _durable(coordinator.commit(group, "", 0, [OffsetCommit("t", 0, 5)]))
     assert [(tp, value.offset) for tp, value in coordinator.fetch(group)] == [(("t", 0), 5)]
 
 
@@ -163,7 +168,7 @@ def test_a_partition_that_left_and_came_back_is_reloaded_not_answered_from_the_o
     groups, coordinator, cache, _, _ = world
     group = _group_at(coordinator, 0)
     epoch = groups.before(group)
-    coordinator.commit(group, "", 0, [OffsetCommit("t", 0, 4)])
+    _durable(coordinator.commit(group, "", 0, [OffsetCommit("t", 0, 4)]))
     coordinator.heartbeat(group, "m", 0, subscription={"t"})
     coordinator.unload_offsets_partition(0)  # as the timer does once it sees the partition gone
     cache.place(0, HERE, epoch=2)  # away and back: a new ownership epoch
@@ -228,7 +233,7 @@ def test_the_offsets_partitions_appends_carry_the_ownership_epoch_stamped_and_fe
     groups.before(group)  # creates the topic: partition 0 here, epoch 0
     cache.place(0, HERE, epoch=3)  # away and back: loaded again under epoch 3
     assert groups.before(group, write=True) == 3
-    coordinator.commit(group, "", 0, [OffsetCommit("t", 0, 7)])
+    _durable(coordinator.commit(group, "", 0, [OffsetCommit("t", 0, 7)]))
     log = manager.get_log(OFFSETS_TOPIC, 0)
     fetched = log.read(0, 1 << 20)
     assert [batch.partition_leader_epoch for batch in iter_batches(fetched.records)] == [3]
