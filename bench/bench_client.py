@@ -29,6 +29,8 @@ since the in-process service shares the machine's two cores):
 - ``send`` path: ``AsyncProducer._append_nowait`` per record (what ``Producer.send`` runs, minus
   one call) into an unstarted producer, then every batch drained and built;
 - ``send_many`` path: the same with ``send_many``'s planning and appends, slices of 10,000;
+- both again with the client's default 16 KiB batches (about 120 of these records a batch: the
+  per-batch costs, a batch's build and its delivery, weigh more);
 - consumer decode: fetched bytes (whole batches, CRC checked) taken as ConsumerRecords, as
   RecordBatchViews (every value touched), and as raw batches, in polls of 500 records.
 
@@ -160,10 +162,14 @@ def stubs_fetch_decoded(stub, topic: str, end_offset: int) -> int:
 # -- client-only: no network ---------------------------------------------------------------------
 
 
-def _unstarted_producer() -> AsyncProducer:
-    # Never started: appends and builds run, nothing connects (linger 5 ms, 512 KiB batches as above).
-    return AsyncProducer("127.0.0.1:9", linger_ms=5, batch_size=512 * 1024, buffer_bytes=1 << 31,
+def _unstarted_producer(batch_size: int = 512 * 1024) -> AsyncProducer:
+    # Never started: appends and builds run, nothing connects (linger 5 ms, 512 KiB batches as
+    # above, or the client's default 16 KiB).
+    return AsyncProducer("127.0.0.1:9", linger_ms=5, batch_size=batch_size, buffer_bytes=1 << 31,
                          max_request_bytes=1 << 30)
+
+
+DEFAULT_BATCH = 16 * 1024
 
 
 def _drain_and_build(producer: AsyncProducer) -> list[bytes]:
@@ -180,8 +186,8 @@ def _drain_and_build(producer: AsyncProducer) -> list[bytes]:
             accumulator.complete(batch)
 
 
-def client_only_send(keys: list[bytes], values: list[bytes]) -> int:
-    producer = _unstarted_producer()
+def client_only_send(keys: list[bytes], values: list[bytes], batch_size: int = 512 * 1024) -> int:
+    producer = _unstarted_producer(batch_size)
     append = producer._append_nowait
     for key, value in zip(keys, values):
         append("t", value, key, 0, None, None)
@@ -189,13 +195,14 @@ def client_only_send(keys: list[bytes], values: list[bytes]) -> int:
     return len(values)
 
 
-def client_only_send_many(keys: list[bytes], values: list[bytes]) -> int:
-    producer = _unstarted_producer()
+def client_only_send_many(keys: list[bytes], values: list[bytes], batch_size: int = 512 * 1024) -> int:
+    producer = _unstarted_producer(batch_size)
     for start in range(0, len(values), SLICE):
         plan = producer._plan_many("t", values[start : start + SLICE], keys[start : start + SLICE], 0)
         spans: list = []
         for topic_partition, part_keys, part_values, _ in plan.groups:
-            producer._append_many_step(topic_partition, part_keys, part_values, 0, None, spans)
+            totals = producer._accumulator.record_totals(topic_partition, part_keys, part_values)
+            producer._append_many_step(topic_partition, part_keys, part_values, 0, None, spans, totals)
     _drain_and_build(producer)
     return len(values)
 
@@ -267,6 +274,9 @@ def main() -> None:
             measures = {
                 "send path (append + build)": lambda: client_only_send(keys, values),
                 "send_many path (append + build)": lambda: client_only_send_many(keys, values),
+                "send path, 16 KiB batches (the default)": lambda: client_only_send(keys, values, DEFAULT_BATCH),
+                "send_many path, 16 KiB batches (the default)": lambda: client_only_send_many(
+                    keys, values, DEFAULT_BATCH),
             }
             if RecordBuffer is not None:
                 measures.update({
