@@ -36,6 +36,15 @@ async def test_an_offsets_answer_above_the_response_limit_is_refused_naming_it(t
                 await stub.OffsetsForTimes(request)
             assert info.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, info.value.details()
             assert "response_bytes_max (307200)" in info.value.details()
+            # The packed form: a target is a byte or two of request, its error dozens of answer.
+            packed = pb.OffsetsForTimesRequest(packed=[
+                pb.PartitionTimestamps(topic="gone", partition=0, timestamps_ms=[0] * 50_000)])
+            assert packed.ByteSize() < config.request_bytes_max
+            with pytest.raises(grpc.aio.AioRpcError) as info:
+                await stub.OffsetsForTimes(packed)
+            assert info.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, info.value.details()
+            assert "the answer to 50000 targets" in info.value.details()
+            assert "response_bytes_max (307200)" in info.value.details()
             assert service.servicer.statistics().rpc.internal_error_count == 0
             await stub.ListTopics(pb.ListTopicsRequest())  # still serving
     finally:
