@@ -408,24 +408,27 @@ done:
 }
 
 PyDoc_STRVAR(record_steps_doc,
-"record_steps(data, position, end, count)\n--\n\n"
-"The records area walked to its end with every rule of walk_records: (timestamp deltas, offset\n"
-"deltas) of its steps as bytes of native int64s, a step being a record whose timestampDelta is\n"
-"above every earlier record's (the first record is one), and whether the offset deltas run\n"
-"0..count-1; CorruptRecordError as the walk of a target no record reaches refuses.");
+"record_steps(data, position, end, count, base_timestamp, base_offset, floor)\n--\n\n"
+"The records area walked to its end with every rule of walk_records: (timestamps, offsets) of its\n"
+"steps as bytes of native int64s, a step being a record whose base_timestamp + timestampDelta is\n"
+"above floor and above every earlier record's (its offset base_offset + offsetDelta), and whether\n"
+"the offset deltas run 0..count-1; CorruptRecordError as the walk of a target no record reaches\n"
+"refuses; OverflowError (after a whole walk) when a step's timestamp or offset is past int64.");
 
 static PyObject *
 record_steps(PyObject *module, PyObject *args)
 {
     Py_buffer view;
     Py_ssize_t position, end, count;
-    if (!PyArg_ParseTuple(args, "y*nnn:record_steps", &view, &position, &end, &count))
+    long long base_timestamp, base_offset, floor;
+    if (!PyArg_ParseTuple(args, "y*nnnLLL:record_steps", &view, &position, &end, &count, &base_timestamp,
+                          &base_offset, &floor))
         return NULL;
     PyObject *result = NULL, *timestamps = NULL, *offsets = NULL;
     const uint8_t *data = (const uint8_t *)view.buf;
     Py_ssize_t index = 0, steps = 0;
-    int64_t timestamp_delta, offset_delta;
-    int in_order = 1;
+    int64_t timestamp_delta, offset_delta, running = floor, timestamp, offset;
+    int in_order = 1, overflow = 0;
     if (check_area(view.len, position, end, count) != OK)
         goto done;
     if (count > (end - position) / 2) { /* each record is at least two bytes: the walk would refuse */
@@ -446,14 +449,28 @@ record_steps(PyObject *module, PyObject *args)
             goto done;
         if (offset_delta != index)
             in_order = 0;
-        if (steps == 0 || timestamp_delta > timestamp_out[steps - 1]) {
-            timestamp_out[steps] = timestamp_delta;
-            offset_out[steps] = offset_delta;
+        if (overflow)
+            continue; /* (the walk goes on for its verdict) */
+        if (__builtin_add_overflow((int64_t)base_timestamp, timestamp_delta, &timestamp)) {
+            overflow = timestamp_delta > 0; /* above every int64: a step; below: never one */
+            continue;
+        }
+        if (timestamp > running) {
+            if (__builtin_add_overflow((int64_t)base_offset, offset_delta, &offset)) {
+                overflow = 1;
+                continue;
+            }
+            timestamp_out[steps] = running = timestamp;
+            offset_out[steps] = offset;
             steps++;
         }
     }
     if (check_filled(position, end, count) != OK)
         goto done;
+    if (overflow) {
+        PyErr_SetString(PyExc_OverflowError, "a step's timestamp or offset is past int64");
+        goto done;
+    }
     if (_PyBytes_Resize(&timestamps, steps * (Py_ssize_t)sizeof(int64_t)) != 0 ||
         _PyBytes_Resize(&offsets, steps * (Py_ssize_t)sizeof(int64_t)) != 0)
         goto done; /* (each resize frees and clears its object on failure) */

@@ -142,29 +142,41 @@ of every record of the area, as three ``array('q')``: the walk of ``walk_records
 end, every rule checked (CorruptRecordError with its message as it refuses)."""
 
 
-def _record_steps_python(data, position: int, end: int, count: int) -> tuple[array, array, bool]:
+_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
+
+
+def _record_steps_python(data, position: int, end: int, count: int, base_timestamp: int = 0, base_offset: int = 0,
+                         floor: int = _INT64_MIN) -> tuple[array, array, bool]:
+    records = list(walk_records(data, position, end, count))  # the whole walk first: its verdict
     timestamps, offsets = array("q"), array("q")
-    in_order = True
-    for index, (timestamp_delta, offset_delta) in enumerate(walk_records(data, position, end, count)):
-        in_order = in_order and offset_delta == index
-        if not timestamps or timestamp_delta > timestamps[-1]:
-            timestamps.append(timestamp_delta)
-            offsets.append(offset_delta)
-    return timestamps, offsets, in_order
+    running = floor
+    for timestamp_delta, offset_delta in records:
+        timestamp = base_timestamp + timestamp_delta
+        if timestamp > running:
+            if timestamp > _INT64_MAX or not _INT64_MIN <= base_offset + offset_delta <= _INT64_MAX:
+                raise OverflowError("a step's timestamp or offset is past int64")
+            timestamps.append(timestamp)
+            offsets.append(base_offset + offset_delta)
+            running = timestamp
+    return timestamps, offsets, [offset for _, offset in records] == list(range(len(records)))
 
 
-def _record_steps_compiled(data, position: int, end: int, count: int) -> tuple[array, array, bool]:
+def _record_steps_compiled(data, position: int, end: int, count: int, base_timestamp: int = 0, base_offset: int = 0,
+                           floor: int = _INT64_MIN) -> tuple[array, array, bool]:
     try:
-        timestamps, offsets, in_order = _compiled_record_steps(data, position, end, count)
+        timestamps, offsets, in_order = _compiled_record_steps(data, position, end, count, base_timestamp,
+                                                               base_offset, floor)
     except CorruptRecordError:
         return _record_steps_python(data, position, end, count)  # the reference's message
     return array("q", timestamps), array("q", offsets), in_order
 
 
 record_steps = _record_steps_compiled if _compiled_record_steps is not None else _record_steps_python
-record_steps.__doc__ = """The steps of the records area: (timestamp deltas, offset deltas) of each record whose
-timestampDelta is above every earlier record's (the first record is one), as two ``array('q')``,
-and whether the offset deltas run 0..count-1. The walk of ``walk_records`` to the area's end, every
-rule checked (CorruptRecordError with its message as it refuses). The first record in log order
-reaching a timestamp is always a step: a table of the steps answers every target by a bisection."""
+record_steps.__doc__ = """The steps of the records area above ``floor``: (timestamps, offsets) of each record
+whose ``base_timestamp`` + timestampDelta is above ``floor`` and every earlier record's (its offset
+``base_offset`` + offsetDelta), as two ``array('q')``, and whether the offset deltas run
+0..count-1. The walk of ``walk_records`` to the area's end, every rule checked (CorruptRecordError
+with its message as it refuses); OverflowError when a step's timestamp or offset is past int64.
+The first record in log order reaching a timestamp is always a step: a table of the steps answers
+every target by a bisection. The arguments must be int64s (``base_*`` and ``floor``)."""
 record_steps_reference = _record_steps_python

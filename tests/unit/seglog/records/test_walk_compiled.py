@@ -414,13 +414,16 @@ def test_every_record_s_times_over_random_bytes_and_lying_counts_agree_with_the_
 compiled_steps = walk_compiled._compiled_record_steps
 
 
-def steps_reference(data, position, end, count):
-    """Straight from the reference walk: each record above every earlier one, and the order."""
+def steps_reference(data, position, end, count, base_timestamp=0, base_offset=0, floor=-(2**63)):
+    """Straight from the reference walk: each record above the floor and every earlier one, and the order."""
     try:
         pairs = list(walk_compiled.walk_records(data, position, end, count))
     except CodecError as exc:
         return "refused", (type(exc), str(exc))
-    steps = [(t, o) for number, (t, o) in enumerate(pairs) if all(t > earlier for earlier, _ in pairs[:number])]
+    stamped = [(base_timestamp + t, base_offset + o) for t, o in pairs]
+    steps = [(t, o) for number, (t, o) in enumerate(stamped) if t > floor and all(t > e for e, _ in stamped[:number])]
+    if any(t >= 2**63 or not -(2**63) <= o < 2**63 for t, o in steps):
+        return "overflow", None
     in_order = [o for _, o in pairs] == list(range(len(pairs)))
     return ([t for t, _ in steps], [o for _, o in steps], in_order), None
 
@@ -430,17 +433,25 @@ def steps_verdict(walk, *args):
         timestamps, offsets, in_order = walk(*args)
     except CorruptRecordError:
         return "refused"
+    except OverflowError:
+        return "overflow"
     from array import array
 
     as_list = [list(array("q", column) if isinstance(column, bytes) else column) for column in (timestamps, offsets)]
     return as_list[0], as_list[1], in_order
 
 
+bases = st.one_of(st.just((0, 0, -(2**63))),
+                  st.tuples(st.integers(-(2**63), 2**63 - 1), st.integers(-(2**63), 2**63 - 1),
+                            st.integers(-(2**63), 2**63 - 1)),
+                  st.tuples(st.integers(0, 2**41), st.integers(0, 2**40), st.integers(-5, 2**41)))
+
+
 @FUZZ
-@given(area=valid_areas, harm=st.one_of(st.none(), damage))
-def test_the_steps_are_the_reference_walk_s_rises_or_both_refuse(area, harm):
+@given(area=valid_areas, harm=st.one_of(st.none(), damage), base=bases)
+def test_the_steps_are_the_reference_walk_s_rises_or_both_refuse(area, harm, base):
     records, deltas = area
-    args = (records, 0, len(records), len(deltas)) if harm is None else mutated(records, deltas, harm)
+    args = ((records, 0, len(records), len(deltas)) if harm is None else mutated(records, deltas, harm)) + base
     expected, message = steps_reference(*args)
     assert steps_verdict(compiled_steps, *args) == expected
     assert steps_verdict(walk_compiled._record_steps_python, *args) == expected
@@ -448,18 +459,22 @@ def test_the_steps_are_the_reference_walk_s_rises_or_both_refuse(area, harm):
         found = walk_compiled.record_steps(*args)
     except CodecError as exc:
         assert (type(exc), str(exc)) == message  # the reference's own message (and error class)
+    except OverflowError:
+        assert expected == "overflow"
     else:
         assert message is None and (list(found[0]), list(found[1]), found[2]) == expected
 
 
 @FUZZ
 @given(data=st.binary(max_size=300), position=st.integers(-1, 6), shrink=st.integers(-2, 6),
-       count=st.one_of(st.integers(-2, 60), st.just(2**40)))
-def test_the_steps_over_random_bytes_and_lying_counts_agree_with_the_reference(data, position, shrink, count):
-    args = (data, position, len(data) - shrink, count)
+       count=st.one_of(st.integers(-2, 60), st.just(2**40)), base=bases)
+def test_the_steps_over_random_bytes_and_lying_counts_agree_with_the_reference(data, position, shrink, count, base):
+    args = (data, position, len(data) - shrink, count) + base
     assert steps_verdict(compiled_steps, *args) == steps_reference(*args)[0]
 
 
 def test_equal_and_falling_timestamps_make_no_step():
     area = b"".join(_record(delta, number, _field(None, 0), _field(2, 7), []) for number, delta in enumerate((5, 5, 3, 9, 9, 12, 1)))
-    assert steps_verdict(compiled_steps, area, 0, len(area), 7) == ([5, 9, 12], [0, 3, 5], True)
+    assert steps_verdict(compiled_steps, area, 0, len(area), 7, 0, 0, -(2**63)) == ([5, 9, 12], [0, 3, 5], True)
+    assert steps_verdict(compiled_steps, area, 0, len(area), 7, 100, 50, 105) == ([109, 112], [53, 55], True)
+    assert steps_verdict(compiled_steps, area, 0, len(area), 7, 2**63 - 6, 0, 0) == "overflow"
