@@ -192,16 +192,19 @@ def poke(path: str, position: int, packer: struct.Struct, value: int) -> None:
 @contextlib.contextmanager
 def scans_only(log: Log) -> Iterator[None]:
     """Lookups by time inside the block search through the indexes and header scans only, as if
-    no segment had a batch directory (the per-target oracle the directory's answers are held to);
-    each segment's directory is back afterwards."""
+    no segment had a batch directory or a time-step table (the per-target oracle their answers
+    are held to); each segment's directory and table are back afterwards."""
     from seglog_server.storage.segment import log_segment
 
-    saved = [(segment, segment._directory_ref, segment._directory_targets, segment._directory_refused)
+    saved = [(segment, segment._directory_ref, segment._directory_targets, segment._directory_refused,
+              segment._steps_ref, segment._steps_targets, segment._steps_refused)
              for segment in log._local.segments.values()]
     for segment, *_ in saved:
         segment._directory_ref, segment._directory_refused = log_segment._no_directory, True
+        segment._steps_ref, segment._steps_refused = log_segment._no_directory, True
     try:
         yield
     finally:
-        for segment, ref, targets, refused in saved:
+        for segment, ref, targets, refused, steps_ref, steps_targets, steps_refused in saved:
+            segment._steps_ref, segment._steps_targets, segment._steps_refused = steps_ref, steps_targets, steps_refused
             segment._directory_ref, segment._directory_targets, segment._directory_refused = ref, targets, refused

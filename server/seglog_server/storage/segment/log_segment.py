@@ -43,6 +43,7 @@ from .batch_directory import DIRECTORIES, BatchDirectory
 from .segment_check import check_indexes, check_tail
 from .segment_files import SegmentFiles
 from .segment_recovery import RecoveryScan
+from .time_steps import TIME_STEPS, TimeSteps
 from ..format.time_index import ENTRY as TIME_INDEX_ENTRY
 from ..format.time_index import TimeIndex, TimestampOffset
 
@@ -83,6 +84,12 @@ _DIRECTORY_TARGETS_PER_MIB = 16
 # lookup) is entered over several calls; the targets past the part entered so far are answered
 # by the scans meanwhile.
 _DIRECTORY_EXTEND_BYTES = 4 << 20
+# The most of the .log one lookup call walks to build or extend the time-step table
+# (time_steps.py) of a segment without one (a restart, dropped from the budget): as the
+# directory's. It is built after as many targets a MiB as the directory; the active segment's is
+# fed by its appends instead.
+_STEPS_EXTEND_BYTES = 4 << 20
+_COMPRESSION_MASK = 0x07
 
 
 def _no_directory() -> None:
@@ -170,6 +177,11 @@ class LogSegment:
         self._directory_ref: Callable[[], BatchDirectory | None] = _no_directory
         self._directory_targets = 0
         self._directory_refused = False  # larger than the whole budget: not built until truncated
+        # The time-step table (time_steps.py): weakly held (the budget holds it), fed by the
+        # appends from the segment's first batch, else built as the directory is.
+        self._steps_ref: Callable[[], TimeSteps | None] = _no_directory
+        self._steps_targets = 0
+        self._steps_refused = False  # larger than the whole budget: not built until truncated
         self.last_read_position = 0  # where the last read() started (under the Log's lock)
         self.last_read_rest_bytes = 0  # bytes from there to the segment's end at the time
 
@@ -453,7 +465,29 @@ class LogSegment:
         if position == 0:
             self._rolling_based_timestamp = max_timestamp_ms
         self._index_batch(position, last_offset, max_timestamp_ms, size)
+        steps = self._steps_ref()
+        if steps is None and position == 0 and not self._steps_refused:
+            steps = self._new_time_steps()  # a new segment: its table is fed from the first batch
+        if steps is not None and steps.end_position == position and not steps.damaged:
+            self._feed_time_steps(steps, batch, base_offset, position, size)
         return position
+
+    def _feed_time_steps(self, steps: TimeSteps, batch: memoryview, base_offset: int, position: int,
+                         size: int) -> None:
+        """Enters the batch just written at ``position`` into the table (its bytes in hand: no
+        read). A compressed batch raising the table's maximum is left to the build from the file
+        (no decompression on the append path): the table then lags until a lookup extends it."""
+        fields = HEADER.unpack_from(batch, 0)
+        if fields[HeaderField.MAX_TIMESTAMP] > steps.running_max and fields[HeaderField.ATTRIBUTES] & _COMPRESSION_MASK:
+            return
+        count = len(steps)
+        steps.enter(batch, position, size, (base_offset, *fields[1:]))
+        if len(steps) != count:
+            if TIME_STEPS.fits(steps.size_bytes):
+                TIME_STEPS.hold(steps)
+            else:
+                self.drop_time_steps()
+                self._steps_refused = True
 
     def _reserve_index_entry_if_due(self, position: int) -> None:
         """Backs the slots the coming batch's index entries will take with blocks, so that on a
@@ -659,6 +693,12 @@ class LogSegment:
             watch = stopwatch("offsets_for_times", mark_faults=True)
         else:
             watch.restart(mark_faults=True)
+        steps = self._steps_ref()
+        if steps is not None:  # fed by the appends, or built by batched lookups (never built here)
+            answers, rest = self._answers_from_steps(steps, (timestamp_ms,), starting_offset)
+            if not rest:
+                watch.lap_faults("index_search", "index_lookup")
+                return answers[0]
         if self._directory_ref() is not None:  # batched lookups built one: it answers (never built here)
             directory = self._batch_directory(1)
             if directory is not None:
@@ -688,6 +728,21 @@ class LogSegment:
         are made, so a damaged file raises the same errors."""
         if self._pending_check is not None:
             self._check_once()
+        steps = self._time_steps(len(timestamps_ms))
+        if steps is None:
+            return self._find_without_steps(timestamps_ms, starting_offset)
+        watch = stopwatch("offsets_for_times", mark_faults=True)
+        results, rest = self._answers_from_steps(steps, timestamps_ms, starting_offset)
+        watch.lap_each("index_search", len(timestamps_ms) - len(rest))
+        if rest:
+            for number, answer in zip(rest, self._find_without_steps([timestamps_ms[n] for n in rest], starting_offset)):
+                results[number] = answer
+        return results
+
+    def _find_without_steps(
+        self, timestamps_ms: Sequence[int], starting_offset: int
+    ) -> list[TimestampAndOffset | None]:
+        """``find_offsets_by_timestamps`` by the batch directory, else the index searches and scans."""
         watch = stopwatch("offsets_for_times", mark_faults=True)
         directory = self._batch_directory(len(timestamps_ms))
         if directory is not None:
@@ -739,6 +794,74 @@ class LogSegment:
             watch.faults("log_read")
         return results
 
+    # -- the time-step table -----------------------------------------------------------------
+    def _answers_from_steps(
+        self, steps: TimeSteps, timestamps_ms: Sequence[int], starting_offset: int
+    ) -> tuple[list[TimestampAndOffset | None], list[int]]:
+        """The answers of ``timestamps_ms`` from the table, and the numbers of the targets it
+        cannot answer (left None): their step lies below ``starting_offset``, or no step reaches
+        them and the table ends before the file's end or at a batch it refused."""
+        timestamps, offsets = steps.timestamps, steps.offsets
+        count = len(timestamps)
+        whole = not steps.damaged and steps.end_position == self._log.size_in_bytes
+        answers: list[TimestampAndOffset | None] = [None] * len(timestamps_ms)
+        rest: list[int] = []
+        new = _new_tuple
+        for number, timestamp_ms in enumerate(timestamps_ms):
+            index = bisect_left(timestamps, timestamp_ms)
+            if index == count:
+                if not whole:
+                    rest.append(number)
+            elif offsets[index] < starting_offset:
+                rest.append(number)
+            else:
+                answers[number] = new(TimestampAndOffset, (timestamps[index], offsets[index]))
+        return answers, rest
+
+    def _new_time_steps(self) -> TimeSteps:
+        self.drop_time_steps()
+        steps = TimeSteps(self._base_offset)
+        self._steps_ref = weakref.ref(steps)
+        TIME_STEPS.hold(steps)
+        return steps
+
+    def _time_steps(self, target_count: int) -> TimeSteps | None:
+        """The segment's table, extended towards the end of its ``.log`` by at most
+        ``_STEPS_EXTEND_BYTES`` (it may end before the file: the targets past it are searched as
+        before), or None (not yet worth building, or larger than the budget)."""
+        steps = self._steps_ref()
+        file_end = self._log.size_in_bytes
+        if steps is not None and file_end < steps.end_position:  # the file shrank under it
+            self.drop_time_steps()
+            steps = None
+        if steps is None:
+            if self._steps_ref is not _no_directory:  # the budget dropped it: count again
+                self._steps_ref, self._steps_targets = _no_directory, 0
+            self._steps_targets += target_count
+            if self._steps_refused or self._steps_targets * (1 << 20) < file_end * _DIRECTORY_TARGETS_PER_MIB:
+                return None
+            steps = self._new_time_steps()
+        if steps.end_position < file_end and not steps.damaged:
+            try:
+                whole = steps.extend(self._log.read, file_end, _OFFSET_LIMIT, TIME_STEPS.bytes_max, _STEPS_EXTEND_BYTES)
+            except OSError:  # (the steps entered before it stand; the search meets the error)
+                whole = True
+            if not whole or not TIME_STEPS.fits(steps.size_bytes):
+                self.drop_time_steps()
+                self._steps_refused = True
+                return None
+        TIME_STEPS.hold(steps)
+        return steps
+
+    def drop_time_steps(self) -> None:
+        """Forgets the time-step table (the file's bytes may change otherwise than by appends)."""
+        steps = self._steps_ref()
+        if steps is not None:
+            TIME_STEPS.drop(steps)
+        self._steps_ref = _no_directory
+        self._steps_targets = 0
+        self._steps_refused = False
+
     # -- the batch directory ----------------------------------------------------------------
     def _batch_directory(self, target_count: int) -> BatchDirectory | None:
         """The segment's directory, extended towards the end of its ``.log`` by at most
@@ -759,7 +882,7 @@ class LogSegment:
             self._directory_targets += target_count
             if self._directory_refused or self._directory_targets * (1 << 20) < file_end * _DIRECTORY_TARGETS_PER_MIB:
                 return None
-            self.drop_batch_directory()
+            self._drop_directory_only()
             directory = BatchDirectory(self._base_offset)
             self._directory_ref = weakref.ref(directory)
         if directory.end_position < file_end and not directory.damaged:
@@ -771,14 +894,19 @@ class LogSegment:
                 DIRECTORIES.hold(directory)
                 return None
             if not whole or not DIRECTORIES.fits(directory.size_bytes):
-                self.drop_batch_directory()
+                self._drop_directory_only()
                 self._directory_refused = True
                 return None
         DIRECTORIES.hold(directory)
         return directory
 
     def drop_batch_directory(self) -> None:
-        """Forgets the directory (the file's bytes may change otherwise than by appends)."""
+        """Forgets the directory and the time-step table (the file's bytes may change otherwise
+        than by appends)."""
+        self._drop_directory_only()
+        self.drop_time_steps()
+
+    def _drop_directory_only(self) -> None:
         directory = self._directory_ref()
         if directory is not None:
             DIRECTORIES.drop(directory)

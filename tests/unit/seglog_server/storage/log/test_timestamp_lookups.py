@@ -24,6 +24,8 @@ from seglog_server.storage.log.log_results import (
     MAX_TIMESTAMP,
 )
 from seglog_server.storage.base.observer import StorageObserver, install_observer
+from seglog_server.storage.segment import log_segment
+from seglog_server.storage.segment.batch_directory import DirectoryBudget
 
 SPECIALS = [LATEST_TIMESTAMP, EARLIEST_TIMESTAMP, MAX_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP, LATEST_TIERED_TIMESTAMP]
 _INT32 = struct.Struct(">i")
@@ -33,6 +35,15 @@ _INT64 = struct.Struct(">q")
 @pytest.fixture
 def clock() -> FakeClock:
     return FakeClock(NOW_MS)
+
+
+@pytest.fixture(autouse=True)
+def no_time_steps(monkeypatch):
+    """The searches that read the file, without the segments' time-step tables (time_steps.py),
+    which answer first from memory: their reads, walks, tables, phases and the damage their
+    bytes meet when changed under the running log. test_time_steps.py holds the tables to
+    these searches, damaged files included."""
+    monkeypatch.setattr(log_segment, "TIME_STEPS", DirectoryBudget(0))
 
 
 def per_target(log, targets):

@@ -31,6 +31,13 @@ def clock() -> FakeClock:
     return FakeClock(NOW_MS)
 
 
+@pytest.fixture(autouse=True)
+def no_time_steps(monkeypatch):
+    """The directory's tests run without time-step tables (time_steps.py), which answer first:
+    a budget of no bytes refuses every table."""
+    monkeypatch.setattr(log_segment, "TIME_STEPS", DirectoryBudget(0))
+
+
 @pytest.fixture
 def budget(monkeypatch):
     """A budget of the test's own (the process's is shared): ``budget(bytes_max)``."""

@@ -1,0 +1,356 @@
+"""The time-step tables (segment/time_steps.py): lookups by time answered from them, batched and
+single, equal ``Log.offset_for_timestamp`` target by target through the indexes and scans (the
+oracle, which uses no table), across appends with timestamps in any order, rolls, truncation,
+DeleteRecords, restarts, tables dropped, budgets too small for them, and files damaged before a
+table is built from them; the build's error paths (a failing read, a short file, hostile bytes,
+the budget) leave the targets past them to the per-target search."""
+
+from __future__ import annotations
+
+import errno
+import struct
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from tests.support.log_test_support import NOW_MS, batch, config, open_log, poke, reopen, scans_only
+
+from seglog.records import LENGTH_OFFSET, Compression, TimestampType, iter_batches
+from seglog_server.storage.base.clock import FakeClock
+from seglog_server.storage.base.errors import CorruptRecordError, StorageError
+from seglog_server.storage.base.fs import FileSystem
+from seglog_server.storage.format.file_records import TimestampAndOffset
+from seglog_server.storage.segment import log_segment, time_steps
+from seglog_server.storage.segment.batch_directory import DirectoryBudget
+from seglog_server.storage.segment.time_steps import TimeSteps
+
+_INT32 = struct.Struct(">i")
+_INT64 = struct.Struct(">q")
+_MAX_TIMESTAMP_AT = 35  # a batch header's maxTimestamp (HEADER's offsets)
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock(NOW_MS)
+
+
+@pytest.fixture
+def budget(monkeypatch):
+    """A budget of the test's own (the process's is shared): ``budget(bytes_max)``."""
+
+    def use(bytes_max: int = 1 << 30) -> DirectoryBudget:
+        made = DirectoryBudget(bytes_max)
+        monkeypatch.setattr(log_segment, "TIME_STEPS", made)
+        return made
+
+    return use
+
+
+def described(outcome):
+    return (type(outcome).__name__, str(outcome)) if isinstance(outcome, Exception) else outcome
+
+
+def alone(log, target):
+    try:
+        return log.offset_for_timestamp(target)
+    except StorageError as exc:
+        return exc
+
+
+def oracle(log, targets):
+    with scans_only(log):
+        return [described(alone(log, target)) for target in targets]
+
+
+def steps_of(log, slot: int = -1) -> TimeSteps | None:
+    return log.segments_snapshot()[slot]._steps_ref()
+
+
+def batch_positions(path: str) -> list[int]:
+    with open(path, "rb") as file:
+        return [one.position for one in iter_batches(file.read())]
+
+
+class FailingFs(FileSystem):
+    """Counts preads; the next ``fail`` of them raise EIO."""
+
+    def __init__(self) -> None:
+        self.preads = 0
+        self.fail = 0
+
+    def pread(self, fd: int, size: int, position: int) -> bytes:
+        self.preads += 1
+        if self.fail:
+            self.fail -= 1
+            raise OSError(errno.EIO, "injected")
+        return super().pread(fd, size, position)
+
+
+# -- equal to the per-target search (Hypothesis) --------------------------------------------------
+
+operation = st.one_of(
+    st.tuples(st.just("append"), st.lists(st.integers(0, 300), min_size=1, max_size=60), st.booleans()),
+    st.tuples(st.just("lookup")),
+    st.tuples(st.just("truncate"), st.floats(0, 1)),
+    st.tuples(st.just("delete_records"), st.floats(0.05, 0.95)),
+    st.tuples(st.just("roll")),
+    st.tuples(st.just("restart")),
+    st.tuples(st.just("drop_tables")),
+    st.tuples(st.just("damage"), st.integers(0, 1000), st.sampled_from(["length", "max_timestamp", "record"]),
+              st.integers(-(2**31), 2**31 - 1)),
+)
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(
+    operations=st.lists(operation, min_size=1, max_size=14),
+    segment_bytes=st.sampled_from([1500, 1 << 20]),
+    index_interval_bytes=st.sampled_from([1, 4096]),
+    append_time=st.sampled_from([False, False, True]),
+    budget_bytes=st.sampled_from([1 << 30, 1 << 30, 600, 0]),
+    extend_bytes=st.sampled_from([1, 300, 4 << 20]),
+    targets=st.lists(st.integers(NOW_MS - 5, NOW_MS + 310), max_size=30),
+)
+def test_answers_from_the_tables_equal_a_lookup_per_target_as_the_log_changes(
+    tmp_path_factory, budget, monkeypatch, operations, segment_bytes, index_interval_bytes, append_time, budget_bytes,
+    extend_bytes, targets,
+):
+    budget(budget_bytes)
+    monkeypatch.setattr(log_segment, "_STEPS_EXTEND_BYTES", extend_bytes)  # tables built in parts
+    clock = FakeClock(NOW_MS)
+    log_config = config(segment_bytes=segment_bytes, index_interval_bytes=index_interval_bytes,
+                        message_timestamp_type=TimestampType.LOG_APPEND_TIME if append_time else TimestampType.CREATE_TIME)
+    log = open_log(tmp_path_factory.mktemp("steps"), clock, log_config)
+    seen: list[int] = []
+    damaged = False
+    try:
+        for kind, *arguments in operations + [("lookup",)]:
+            damaged = damaged or kind == "damage"
+            try:
+                if kind == "append":
+                    deltas, compressed = arguments
+                    if append_time:
+                        clock.advance(deltas[0] % 4)  # equal and rising append times
+                    log.append(batch(*[b"v%d" % delta for delta in deltas], timestamps=[NOW_MS + d for d in deltas],
+                                     compression=Compression.GZIP if compressed else Compression.NONE))
+                    seen.extend(deltas[:3])
+                elif kind == "truncate":
+                    log.truncate_to(int(log.log_end_offset * arguments[0]))
+                elif kind == "delete_records":
+                    log.delete_records(max(log.log_start_offset, int(log.log_end_offset * arguments[0])))
+                elif kind == "roll" and log.log_end_offset > 0:
+                    log.roll()
+                elif kind == "restart":
+                    log = reopen(log, clock)
+                elif kind == "drop_tables":  # as the budget drops them
+                    for segment in log.segments_snapshot():
+                        segment.drop_time_steps()
+                elif kind == "damage" and log.log_end_offset > log.log_start_offset:
+                    victim, field, value = arguments
+                    segment = log.segments_snapshot()[victim % len(log.segments_snapshot())]
+                    path = segment.log.path
+                    positions = batch_positions(path)
+                    if not positions:
+                        continue
+                    at = {"length": (LENGTH_OFFSET, _INT32), "max_timestamp": (_MAX_TIMESTAMP_AT, _INT64),
+                          "record": (61 + victim % 40, _INT32)}[field]
+                    log.flush()
+                    poke(path, positions[victim % len(positions)] + at[0], at[1], value)
+                    log = reopen(log, clock)  # the tables are built from the damaged file
+                elif kind == "lookup":
+                    asked = targets + [NOW_MS + delta + step for delta in seen[-8:] for step in (-1, 0, 1)]
+                    if append_time:
+                        asked += [clock.time_ms() + step for step in (-3, -1, 0, 1)]
+                    together = [described(outcome) for outcome in log.lookup_timestamps(asked)]
+                    singles = [described(alone(log, target)) for target in asked]
+                    expected = oracle(log, asked)
+                    assert together == expected
+                    assert singles == expected
+            except (StorageError, CorruptRecordError):
+                # A damaged file may make the log refuse a truncation, a roll or a load: not the
+                # tables' business (lookups compare errors, they never raise here).
+                if kind == "lookup" or not damaged:
+                    raise
+                if kind in ("restart", "damage"):
+                    return  # no log loaded to look in
+    finally:
+        log.close()
+
+
+# -- what the tables hold, and what they spare ----------------------------------------------------
+
+
+def test_the_appends_feed_the_active_segment_s_table_with_the_rises_of_the_running_maximum(tmp_path, clock, budget):
+    made = budget()
+    log = open_log(tmp_path, clock, config())
+    log.append(batch(b"a", b"b", b"c", b"d", timestamps=[NOW_MS + 5, NOW_MS + 5, NOW_MS + 3, NOW_MS + 9]))
+    log.append(batch(b"e", b"f", timestamps=[NOW_MS + 9, NOW_MS + 2]))  # raises nothing: not walked
+    log.append(batch(b"g", b"h", timestamps=[NOW_MS + 7, NOW_MS + 12]))
+    steps = steps_of(log)
+    assert list(steps.timestamps) == [NOW_MS + 5, NOW_MS + 9, NOW_MS + 12]
+    assert list(steps.offsets) == [0, 3, 7] and not steps.damaged
+    assert steps.end_position == log.segments_snapshot()[-1].size_in_bytes and len(made) == 1
+    assert made.size == steps.size_bytes
+    assert log.offsets_for_timestamps([NOW_MS + 6, NOW_MS + 9, NOW_MS + 13]) == [
+        TimestampAndOffset(NOW_MS + 9, 3), TimestampAndOffset(NOW_MS + 9, 3), None]
+
+
+def test_a_table_answers_without_reading_the_log_and_keeps_answering_after_the_roll(tmp_path, clock, budget):
+    budget()
+    fs = FailingFs()
+    log = open_log(tmp_path, clock, config(index_interval_bytes=1 << 20), fs=fs)
+    for first in range(0, 200, 10):
+        log.append(batch(*[b"v"] * 10, timestamps=[NOW_MS + first + i for i in range(10)]))
+    log.roll()
+    log.append(batch(b"late", timestamps=NOW_MS + 500))
+    targets = [NOW_MS + t for t in range(0, 200, 7)] + [NOW_MS + 400]
+    expected = oracle(log, targets)
+    fs.preads = 0
+    assert log.offsets_for_timestamps(targets) == expected
+    assert [log.offset_for_timestamp(target) for target in targets] == expected
+    assert fs.preads == 0
+    assert steps_of(log, 0) is not None and steps_of(log, 1) is not None
+
+
+def test_a_log_start_above_a_step_sends_its_targets_to_the_search(tmp_path, clock, budget):
+    budget()
+    log = open_log(tmp_path, clock, config())
+    log.append(batch(b"a", b"b", b"c", b"d", timestamps=[NOW_MS + 10, NOW_MS + 1, NOW_MS + 2, NOW_MS + 3]))
+    log.delete_records(2)
+    assert list(steps_of(log).offsets) == [0]  # the step below the log start says nothing
+    assert log.offsets_for_timestamps([NOW_MS + 2, NOW_MS + 10]) == [TimestampAndOffset(NOW_MS + 2, 2), None]
+    assert log.offset_for_timestamp(NOW_MS + 3) == TimestampAndOffset(NOW_MS + 3, 3)
+
+
+def test_truncation_and_deletion_drop_the_table_from_the_budget(tmp_path, clock, budget):
+    made = budget()
+    log = open_log(tmp_path, clock, config())
+    for index in range(5):
+        log.append(batch(b"v", timestamps=NOW_MS + index))
+    assert len(made) == 1
+    log.truncate_to(2)
+    assert steps_of(log) is None and len(made) == 0 and made.size == 0
+    assert log.offsets_for_timestamps([NOW_MS + 1, NOW_MS + 3]) == [TimestampAndOffset(NOW_MS + 1, 1), None]
+    assert steps_of(log) is not None  # built again from the file (a small one: at once)
+    log.close()
+    assert len(made) == 0
+
+
+def test_after_a_restart_batched_lookups_build_the_table_from_the_file_in_bounded_parts(
+    tmp_path, clock, budget, monkeypatch
+):
+    budget()
+    log = open_log(tmp_path, clock, config(index_interval_bytes=1 << 20))
+    for first in range(0, 200, 10):
+        log.append(batch(*[b"v"] * 10, timestamps=[NOW_MS + first + i for i in range(10)]))
+    log = reopen(log, clock)
+    assert steps_of(log) is None
+    assert log.offset_for_timestamp(NOW_MS + 5) == TimestampAndOffset(NOW_MS + 5, 5)
+    assert steps_of(log) is None  # a single lookup builds none
+    monkeypatch.setattr(log_segment, "_STEPS_EXTEND_BYTES", 1)  # a batch a call
+    targets = [NOW_MS + 3, NOW_MS + 150]
+    expected = oracle(log, targets)
+    for calls in range(1, 21):
+        assert log.lookup_timestamps(targets) == expected
+        assert steps_of(log).end_position == batch_positions(log.segments_snapshot()[-1].log.path)[calls] \
+            if calls < 20 else steps_of(log).end_position == log.segments_snapshot()[-1].size_in_bytes
+    assert len(steps_of(log)) == 200
+
+
+def test_a_table_larger_than_the_budget_is_refused_until_the_segment_is_truncated(tmp_path, clock, budget):
+    made = budget(400 + 16 * 3)
+    log = open_log(tmp_path, clock, config())
+    for index in range(5):
+        log.append(batch(b"v", timestamps=NOW_MS + index))
+    segment = log.segments_snapshot()[-1]
+    assert steps_of(log) is None and segment._steps_refused and len(made) == 0
+    assert log.offsets_for_timestamps([NOW_MS + 1, NOW_MS + 4]) == oracle(log, [NOW_MS + 1, NOW_MS + 4])
+    assert steps_of(log) is None
+    log.truncate_to(3)
+    assert not segment._steps_refused
+    assert log.offsets_for_timestamps([NOW_MS + 1, NOW_MS + 4]) == [TimestampAndOffset(NOW_MS + 1, 1), None]
+    assert len(steps_of(log)) == 3 and len(made) == 1
+
+
+def test_the_budget_drops_the_least_recently_used_table_and_appends_stop_feeding_it(tmp_path, clock, budget):
+    made = budget(2 * (400 + 16 * 5))  # two tables of four or five steps
+    logs = [open_log(tmp_path / name, clock, config()) for name in "abc"]
+    for log in logs:
+        for index in range(4):
+            log.append(batch(b"v", timestamps=NOW_MS + index))
+    assert steps_of(logs[0]) is None and steps_of(logs[1]) is not None and steps_of(logs[2]) is not None
+    logs[0].append(batch(b"v", timestamps=NOW_MS + 9))  # no table to feed: the file holds the batch
+    assert logs[0].offsets_for_timestamps([NOW_MS + 2, NOW_MS + 9]) == [
+        TimestampAndOffset(NOW_MS + 2, 2), TimestampAndOffset(NOW_MS + 9, 4)]
+    assert len(made) == 2 and steps_of(logs[0]) is not None
+
+
+# -- the build's error paths ------------------------------------------------------------------------
+
+
+def test_a_failing_read_keeps_the_steps_entered_before_it_and_the_search_meets_the_error(tmp_path, clock, budget,
+                                                                                          monkeypatch):
+    budget()
+    fs = FailingFs()
+    log = open_log(tmp_path, clock, config(index_interval_bytes=1 << 20), fs=fs)
+    for first in range(0, 200, 10):
+        log.append(batch(*[b"v"] * 10, timestamps=[NOW_MS + first + i for i in range(10)]))
+    log = reopen(log, clock, fs=fs)
+    monkeypatch.setattr(time_steps, "_WALK_CHUNK_BYTES", 300)  # about a batch a read
+    targets = [NOW_MS + 1, NOW_MS + 150]
+    original = fs.pread
+    calls = []
+
+    def pread(fd, size, position):
+        calls.append(position)
+        if len(calls) == 2:  # the build's second read: EIO
+            raise OSError(errno.EIO, "injected")
+        return original(fd, size, position)
+
+    monkeypatch.setattr(fs, "pread", pread)
+    outcomes = log.lookup_timestamps(targets)
+    steps = steps_of(log)
+    assert steps is not None and 0 < len(steps) < 200 and not steps.damaged  # kept, to be extended
+    assert outcomes[0] == TimestampAndOffset(NOW_MS + 1, 1)
+    monkeypatch.undo()
+    budget()
+    assert log.lookup_timestamps(targets) == oracle(log, targets)
+
+
+def test_a_build_over_hostile_bytes_stops_at_the_refused_batch_and_the_search_meets_it(tmp_path, clock, budget):
+    """Lengths past the file, offsets going back, records that refuse the walk, a header whose
+    maxTimestamp no record carries: the table ends before the batch, answers what lies before it,
+    and every other target gets the per-target search's own answer or error."""
+    for harm, (at, packer, value) in {
+        "length": (LENGTH_OFFSET, _INT32, 1 << 30),
+        "offset": (0, _INT64, 3),
+        "record": (61, _INT32, -1),
+        "max_timestamp": (_MAX_TIMESTAMP_AT, _INT64, NOW_MS + 10_000),
+    }.items():
+        budget()
+        directory = tmp_path / harm
+        log = open_log(directory, clock, config())
+        for first in range(0, 50, 10):
+            log.append(batch(*[b"v"] * 10, timestamps=[NOW_MS + first + i for i in range(10)]))
+        log.flush()
+        path = log.segments_snapshot()[-1].log.path
+        position = batch_positions(path)[2]
+        poke(path, position + at, packer, value)
+        with open(path, "rb") as file:
+            data = file.read()
+        reads = []
+
+        def read(start, size, data=data, reads=reads):
+            reads.append((start, size))
+            return data[start: start + size]
+
+        steps = TimeSteps(0)
+        assert steps.extend(read, len(data), 1 << 62)
+        assert steps.damaged and len(steps) == 20 and list(steps.offsets) == list(range(20)), harm
+        assert steps.end_position == position and all(start + size <= len(data) for start, size in reads)
+        log = reopen(log, clock)  # (the load may cut the damaged tail: the oracle sees the same file)
+        targets = [NOW_MS + 3, NOW_MS + 25, NOW_MS + 45, NOW_MS + 20_000]
+        expected = oracle(log, targets)
+        assert [described(outcome) for outcome in log.lookup_timestamps(targets)] == expected, harm
+        assert expected[0] == TimestampAndOffset(NOW_MS + 3, 3)
+        log.close()
