@@ -106,6 +106,11 @@ class Sender:
         self._wakeup: asyncio.Event | None = None
         self._task: asyncio.Task[None] | None = None
         self._parked = False  # the loop waits for a wake-up (nothing of its own under way)
+        # ProduceStream writes under way, by connection (grpc.aio writes one message of a call at
+        # a time, each until grpc reports it done): at linger_ms=0 a partition whose connection
+        # is writing keeps its open batch, which takes the records sent meanwhile, instead of
+        # queueing a request of its own behind the write (``_can_send``, ``_write_on``).
+        self._writing: dict[Transport, int] = {}
         # Groups whose start stopped at a retired producer id (``_start_requests``), started
         # by the loop before anything it drains next, after a new id.
         self._deferred: list[list[ProducerBatch]] = []
@@ -259,7 +264,13 @@ class Sender:
 
     def _can_send(self, topic_partition: TopicPartition) -> bool:
         window = self.windows.get(topic_partition)
-        return window is None or window.can_send(self.in_flight_max())
+        if window is not None and not window.can_send(self.in_flight_max()):
+            return False
+        if self._writing and self._config.linger_ms == 0:
+            assert self._router is not None
+            topic, partition = topic_partition  # the accumulator's key: a TopicPartition or a plain pair
+            return self._router.transport_for(topic, partition) not in self._writing
+        return True
 
     def in_flight_max(self) -> int:
         """Batches per partition in flight: the configured window on a stream the service
@@ -539,7 +550,7 @@ class Sender:
                 request.partition = partition
                 request.records = one
                 request.acks = acks
-            sent.append((await stream.send(message, whole=True), count))
+            sent.append((await self._write_on(transport, stream, message, whole=True), count))
             position += count
         outcomes: list[Any] = []
         for answer, count in sent:
@@ -570,7 +581,8 @@ class Sender:
             stream = transport.produce_stream()
             stream.on_break = self._on_stream_break
             try:
-                response: pb.ProduceResponse = await stream.request(message, transport.request_timeout_s)
+                answer = await self._write_on(transport, stream, message)
+                response: pb.ProduceResponse = await stream.wait(answer, transport.request_timeout_s)
             except ServiceError as error:
                 if error.code is not grpc.StatusCode.UNIMPLEMENTED or stream.confirmed:
                     raise
@@ -583,6 +595,22 @@ class Sender:
                     self.stream_batches_max = stream.batches_max
                     self.stream_request_bytes_max = stream.request_bytes_max
         return await transport.produce(request)
+
+    async def _write_on(
+        self, transport: Transport, stream: Any, message: pb.ProduceStreamRequest, *, whole: bool = False
+    ) -> Any:
+        """``stream.send(message, whole=whole)``, counted as a write under way on ``transport``
+        until it is done; then the loop is woken to start what waited for it (``_can_send``)."""
+        self._writing[transport] = self._writing.get(transport, 0) + 1
+        try:
+            return await stream.send(message, whole=whole)
+        finally:
+            left = self._writing[transport] - 1
+            if left:
+                self._writing[transport] = left
+            else:
+                del self._writing[transport]
+                self.wake()
 
 
 # A ProduceStream message's bytes beyond its batches' records: the message's own fields

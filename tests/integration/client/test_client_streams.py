@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from seglog import Admin, AsyncProducer, Consumer, Producer, TopicPartition
+from seglog._send_window import SendWindow
 from seglog._streams import RequestStream
 from seglog.errors import RequestTimeoutError, ServiceUnavailableError
 from seglog.v1 import log_service_pb2 as pb
@@ -34,21 +35,31 @@ def _values(address: str, topic: str, partition: int, count: int | None = None) 
         return seen
 
 
-def test_linger_zero_sends_several_batches_per_partition_on_one_stream_in_order(seglog_service, make_topic):
+def test_linger_zero_sends_several_batches_per_partition_on_one_stream_in_order(seglog_service, make_topic, monkeypatch):
+    """A partition's next batch starts once the write of the one before is done, before its
+    answer: several batches of a partition under way on one stream (the deepest window seen at
+    every batch's start), answered in order."""
     topic = make_topic(partitions=2)
+    deepest = 0
+    sent = SendWindow.sent
+
+    def counted(self, item):
+        nonlocal deepest
+        entry = sent(self, item)
+        deepest = max(deepest, self.in_flight_count)
+        return entry
+
+    monkeypatch.setattr(SendWindow, "sent", counted)
 
     async def run() -> None:
         async with AsyncProducer(seglog_service.address, linger_ms=0, max_in_flight_per_partition=5) as producer:
             # Until the service has answered on the stream the window is one batch deep.
             await (await producer.send(topic, b"warm-up", partition=1))
-            deepest = 0
             futures = []
             for i in range(600):
                 futures.append(await producer.send(topic, b"%d" % i, partition=i % 2))
                 for _ in range(3):
                     await asyncio.sleep(0)  # the sender runs, as between an application's sends
-                window = producer._sender.windows.get(TopicPartition(topic, i % 2))
-                deepest = max(deepest, window.in_flight_count if window else 0)
             metadata = [await future for future in futures]
             transport = producer._transport.statistics()
         for partition in range(2):
@@ -149,6 +160,34 @@ def test_at_linger_zero_a_send_from_another_thread_starts_its_batch_in_the_wake_
             assert seen.result(10) == expected
             future.result(10)
     assert _values(seglog_service.address, topic, 0) == [b"warm-up", b"x"] * 2
+
+
+def test_at_linger_zero_records_sent_while_the_connection_writes_go_out_in_one_batch_after(seglog_service, make_topic):
+    """At linger_ms=0 a partition whose connection has a ProduceStream write under way keeps its
+    open batch: the records sent meanwhile join it (no request of their own queued behind the
+    write), and the batch goes out, in order, once the write is done. The write is held here
+    by counting one under way on the connection, as ``_write_on`` does while grpc writes."""
+    topic = make_topic(partitions=1)
+
+    async def run() -> None:
+        async with AsyncProducer(seglog_service.address, linger_ms=0) as producer:
+            await (await producer.send(topic, b"warm-up", partition=0))  # the stream is open
+            sender = producer._sender
+            transport = sender._router.transport_for(topic, 0)
+            sent_before = producer.statistics().batches_sent
+            sender._writing[transport] = 1
+            futures = [await producer.send(topic, b"%d" % i, partition=0) for i in range(3)]
+            for _ in range(3):
+                await asyncio.sleep(0)
+            statistics = producer.statistics()
+            assert (statistics.requests_in_flight, statistics.batches_queued) == (0, 1)
+            del sender._writing[transport]
+            sender.wake()  # as the end of the write does
+            assert [(await future).offset for future in futures] == [1, 2, 3]
+            assert producer.statistics().batches_sent == sent_before + 1
+
+    asyncio.run(run())
+    assert _values(seglog_service.address, topic, 0) == [b"warm-up", b"0", b"1", b"2"]
 
 
 def test_stream_failures_are_retried_in_order(seglog_service, make_topic, monkeypatch):
