@@ -171,8 +171,7 @@ def search_timestamps(
     found: dict[int, TimestampAndOffset] = {}
     watch = stopwatch("offsets_for_times")
     start_slot = segments.floor_slot(log_start_offset)
-    first_slot_reaching = timestamps.first_slot_reaching
-    reachings = [first_slot_reaching(segments, target) for target in targets]
+    reachings = timestamps.first_slots_reaching(segments, targets)
     watch.lap_each("segment_lookup", len(targets))
     run_start, run_reaching = 0, -1
     for number, reaching in enumerate(reachings):

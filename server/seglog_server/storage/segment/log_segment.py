@@ -798,7 +798,7 @@ class LogSegment:
     def _answers_from_steps(
         self, steps: TimeSteps, timestamps_ms: Sequence[int], starting_offset: int
     ) -> tuple[list[TimestampAndOffset | None], list[int]]:
-        """The answers of ``timestamps_ms`` from the table, and the numbers of the targets it
+        """The answers of ``timestamps_ms`` (ascending) from the table, and the numbers of the targets it
         cannot answer (left None): their step lies below ``starting_offset``, or no step reaches
         them and the table ends before the file's end or at a batch it refused."""
         timestamps, offsets = steps.timestamps, steps.offsets
@@ -807,8 +807,9 @@ class LogSegment:
         answers: list[TimestampAndOffset | None] = [None] * len(timestamps_ms)
         rest: list[int] = []
         new = _new_tuple
+        index = 0
         for number, timestamp_ms in enumerate(timestamps_ms):
-            index = bisect_left(timestamps, timestamp_ms)
+            index = bisect_left(timestamps, timestamp_ms, index)  # (the targets ascend)
             if index == count:
                 if not whole:
                     rest.append(number)

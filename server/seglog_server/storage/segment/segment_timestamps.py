@@ -62,6 +62,27 @@ class SegmentTimestamps:
         active = segments.active
         return slot if active.largest_timestamp() >= timestamp_ms else len(segments)
 
+    def first_slots_reaching(self, segments: LogSegments[LogSegment], timestamps_ms: list[int]) -> list[int]:
+        """``first_slot_reaching`` of each of ``timestamps_ms`` in one call (a batched lookup's
+        targets: one call, not one a target; the active segment asked once, when needed)."""
+        running_max = self._running_max
+        if running_max is None:
+            running_max = self._running_max = _running_max(segments)
+            self._loaded = True
+        inactive, total = len(running_max), len(segments)
+        active_largest: int | None = None
+        slots = []
+        bisect_left = bisect.bisect_left
+        for timestamp_ms in timestamps_ms:
+            slot = bisect_left(running_max, timestamp_ms) if inactive else 0
+            if slot == inactive:
+                if active_largest is None:
+                    active_largest = segments.active.largest_timestamp()
+                if active_largest < timestamp_ms:
+                    slot = total
+            slots.append(slot)
+        return slots
+
 
 def _running_max(segments: LogSegments[LogSegment]) -> list[int]:
     running: list[int] = []
