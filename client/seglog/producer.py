@@ -10,8 +10,9 @@ Sending (the sender, ``_sender.py``, apart from this module's API as in Kafka's 
 producers): batches go out on the connection's ProduceStream (one open bidirectional call, no new
 HTTP/2 stream per batch; the unary Produce on a service without it). Up to
 ``max_in_flight_per_partition`` batches of one partition are in flight at once (default 5, Kafka's
-``max.in.flight.requests.per.connection``), so ``linger_ms=0`` keeps up a rate well above one
-round trip per record. Ordering is kept: the stream appends in the order sent, a partition's
+``max.in.flight.requests.per.connection``; at most 5 with idempotence, as there: the service
+keeps that many batches a producer to answer a retry), so ``linger_ms=0`` keeps up a rate well
+above one round trip per record. Ordering is kept: the stream appends in the order sent, a partition's
 futures complete in send order, and a retriable failure sends the failed batch and every later one
 that did not succeed again, in order (``_send_window``). On the unary path separate calls may be
 appended in any order, so there one batch per partition is in flight.
@@ -109,6 +110,9 @@ class _ManyPlan:
 
 
 _BYTES_OR_NONE = {bytes, type(None)}
+# Batches of a partition in flight at most with idempotence: the batches the service keeps a
+# producer to answer a retry (server storage/producers BATCHES_RETAINED, Kafka's 5).
+IDEMPOTENT_IN_FLIGHT_MAX = 5
 
 
 def _as_bytes_list(name: str, items: Sequence[bytes | str | None]) -> list[bytes | None]:
@@ -151,6 +155,15 @@ class AsyncProducer:
         token: str | None = None,
         enable_idempotence: bool = True,
     ) -> None:
+        if enable_idempotence and max_in_flight_per_partition > IDEMPOTENT_IN_FLIGHT_MAX:
+            # The service keeps a producer's last 5 batches a partition to answer a resent one
+            # with its first offsets (Kafka's NUM_BATCHES_TO_RETAIN): a retry from further back
+            # could not be told from a new batch. Kafka's producer refuses the same.
+            raise ValueError(
+                f"max_in_flight_per_partition must be at most {IDEMPOTENT_IN_FLIGHT_MAX} with "
+                f"enable_idempotence=True (the service remembers that many batches a producer "
+                f"to answer a retry), got {max_in_flight_per_partition}"
+            )
         self._config = ProducerConfig(
             acks=parse_acks(acks),
             compression=parse_compression(compression),
