@@ -414,6 +414,18 @@ What works:
   is most of it there. `.venv/bin/python -m bench.peers --systems seglog --records 200000
   --repeats 1` after it (load 9.3-11.4): batched lookups 36,510/s on large batches and 71,994/s on
   small (10 calls of 100 each: noise at that load), single lookup p50 1.67x the floor.
+- The tuned producer (512 KiB batches) ran at 599,863 records/s in the full run against 746,239
+  before messages of several batches: a partition's batches drained together went as one request
+  even when each filled a message of its own (two 512 KiB batches never share a 1 MiB message),
+  and that request settled only on its last message's answer, so a window of large batches
+  refilled only once all of it came back. Each message is now a request of its own, settled on
+  its own answer (`Sender._start_requests`). A/B of three trees (before messages of several
+  batches, before this change, after), send_many 300,000 records in 512 KiB batches, linger 5,
+  5 interleaved runs at load 8.9-9.8 (a one-off script around `Producer.send_many`, as
+  `bench/peers/seglog_system.py`): 489,916 / 287,075 / 508,054 records/s (medians; after 1.77x
+  before, 1.04x the older tree), client CPU 0.98 / 1.11 / 0.96 us a record, service 0.87 / 0.83
+  / 0.83. With every client default (16 KiB batches; 3 runs, load 6.9-8.3) it stays at 218 k
+  against 221 k before (0.99x), against 116 k with one batch a message.
 
 What remains:
 
@@ -494,9 +506,14 @@ What remains:
   (1.4 ms for 291 large batches, 20-29 ms for 10,000 small ones), so building it after a number
   of targets proportional to the segment's batches, and bounding an extension by batches rather
   than bytes, is the next change to measure; the 1.76-1.86x above are from 20,000-lookup runs.
-- The tuned producer (512 KiB batches) ran at 599,863 records/s in the full run against 746,239 in
-  the 08:30 run (with less CPU a record on both sides): whether messages of several batches cost
-  its pipelining is to be checked by an A/B of the two trees.
+- Produce with every client default is capped by the window of 5 batches a partition (Kafka's
+  limit with idempotence, and the service keeps 5 batches a producer to answer a resent one):
+  its messages carried 2.5 batches on average. 16 batches in flight (`max_in_flight_per_partition=16`,
+  which an idempotent producer now refuses, as Kafka's does) ran 277 k against 227 k records/s
+  with 10 % less client and 25 % less service CPU a record (3 alternations, load 7.4-8.0): more
+  batches a message needs the service to keep more batches a producer (`BATCHES_RETAINED`). The per-record `send` path is about 1 us of CPU a
+  record in `append_plain` (the lock, three list appends, the clock, the RecordFuture; client-only
+  row of `bench/bench_client.py --sections client-only`: 1.8 us at load 10).
 - The before/after figures in these notes were measured while other engineers' test runs shared
   the machine (each with its load): they are A/B ratios within one run, not figures to quote. The
   tables at the top of this page come from the full run named there, made with the machine
