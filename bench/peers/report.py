@@ -511,9 +511,10 @@ What remains:
   its messages carried 2.5 batches on average. 16 batches in flight (`max_in_flight_per_partition=16`,
   which an idempotent producer now refuses, as Kafka's does) ran 277 k against 227 k records/s
   with 10 % less client and 25 % less service CPU a record (3 alternations, load 7.4-8.0): more
-  batches a message needs the service to keep more batches a producer (`BATCHES_RETAINED`). The per-record `send` path is about 1 us of CPU a
-  record in `append_plain` (the lock, three list appends, the clock, the RecordFuture; client-only
-  row of `bench/bench_client.py --sections client-only`: 1.8 us at load 10).
+  batches a message needs the service to keep more batches a producer (`BATCHES_RETAINED`). The
+  per-record `send` path is about 1 us of CPU a record in `append_plain` (the lock, three list
+  appends, the clock, the RecordFuture; the client-only row of `bench/bench_client.py --sections
+  client-only`: 1.8 us at load 10).
 - The before/after figures in these notes were measured while other engineers' test runs shared
   the machine (each with its load): they are A/B ratios within one run, not figures to quote. The
   tables at the top of this page come from the full run named there, made with the machine
