@@ -123,8 +123,9 @@ def _outcome(admin: Admin, targets):
 def test_the_client_answers_alike_in_both_forms(logs, entries, shuffle, monkeypatch):
     """Targets of several partitions interleaved: the packed form groups them by partition and
     answers them in the caller's order, or raises the earliest failure, as the old form does
-    (the packed form asked for any number of targets here, not only from eight on)."""
+    (the packed form asked for any number of targets here, however spread)."""
     monkeypatch.setattr(admin_module, "_PACKED_TARGETS_MIN", 1)
+    monkeypatch.setattr(admin_module, "_PACKED_TARGETS_PER_PARTITION_MIN", 1)
     targets = [(TopicPartition(topic, partition), timestamp_ms)
                for (topic, partition), timestamps in entries for timestamp_ms in timestamps]
     shuffle.shuffle(targets)
@@ -197,15 +198,16 @@ async def _through(upstream: str, mode: str, body):
         await server.stop(None)
 
 
-# Eight targets or more: asked in the packed form (fewer go in the old form).
+# Sixteen targets a partition: asked in the packed form (fewer, or fewer than eight in all, go in
+# the old form).
 _TARGETS = [(TopicPartition("packed-a", 1), 250), (TopicPartition("packed-a", 0), -1),
-            (TopicPartition("packed-a", 1), 601), (TopicPartition("packed-a", 0), 100)] * 2
+            (TopicPartition("packed-a", 1), 601), (TopicPartition("packed-a", 0), 100)] * 8
 
 
 def test_an_older_service_is_asked_again_in_the_old_form_and_from_then_on(logs):
     with Admin(logs.address) as admin:
         expected = admin.offsets_for_times_many(_TARGETS)
-    assert [None if f is None else tuple(f) for f in expected] == [(1, 300), (6, -1), None, (0, 100)] * 2
+    assert [None if f is None else tuple(f) for f in expected] == [(1, 300), (6, -1), None, (0, 100)] * 8
 
     async def body(admin, service):
         first = await admin.offsets_for_times_many(_TARGETS)
@@ -226,14 +228,16 @@ def test_an_older_service_is_asked_again_in_the_old_form_and_from_then_on(logs):
     ("fewer", "answered 1 entries for 2"),
 ])
 def test_a_packed_answer_the_client_cannot_read_fails_the_call(logs, mode, match):
-    targets = [(TopicPartition("packed-a", 1), t) for t in range(100, 900, 100)] + [(TopicPartition("packed-a", 0), 1)]
+    targets = [(TopicPartition("packed-a", 1), t) for t in range(100, 900, 100)] + [(TopicPartition("packed-a", 0), 1)] * 24
 
     async def body(admin, service):
         with pytest.raises(ServiceError, match=match):
             await admin.offsets_for_times_many(targets)
         assert service.packed_seen == 1 and admin._router.packed_lookups  # no fallback: a newer service
-        # Fewer than eight targets go in the old form (cheaper there), to a newer service too.
+        # Fewer than eight targets go in the old form (cheaper there), to a newer service too, and
+        # so do targets of fewer than sixteen a partition.
         assert [tuple(f) for f in await admin.offsets_for_times_many(targets[:3])] == [(0, 100), (1, 300), (1, 300)]
+        assert len(await admin.offsets_for_times_many(targets[:8] + targets[-23:])) == 31
         assert service.packed_seen == 1
 
     asyncio.run(_through(logs.address, mode, body))

@@ -48,10 +48,10 @@ def test_a_lookup_at_a_gone_owner_the_cluster_still_names_fails_unavailable(tmp_
         # a's and b's together (split by owner): a's answered, b's unavailable, the call fails.
         with pytest.raises(ServiceUnavailableError):
             admin.offsets_for_times_many([(on_a, 0), (on_b, 0)])
-        # The same in the packed form (eight targets or more a call).
+        # The same in the packed form (eight targets or more a call, sixteen a partition).
         with pytest.raises(ServiceUnavailableError):
             admin.offsets_for_times_many([(on_b, t) for t in range(8)])
         with pytest.raises(ServiceUnavailableError):
-            admin.offsets_for_times_many([(on_a, 0), (on_b, 0)] * 4)
+            admin.offsets_for_times_many([(on_a, 0), (on_b, 0)] * 16)
         assert admin._async._router.packed_lookups
         assert admin.latest_offsets("t", [0]) == {0: 0}  # the client goes on

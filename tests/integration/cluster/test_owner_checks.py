@@ -108,8 +108,8 @@ def test_every_partition_naming_rpc_is_answered_by_the_owner_and_the_client_foll
     with Admin(a.address) as admin:
         router = admin._async._router
         with pytest.raises(InvalidRequestError, match="t-0: .*-7"):
-            admin.offsets_for_times_many([(TopicPartition("t", 0), -7)] + [(tp, 0)] * 8)
-        # Asked in the packed form (eight targets or more): b's entry redirected once, as one.
+            admin.offsets_for_times_many([(TopicPartition("t", 0), -7)] + [(tp, 0)] * 40)
+        # Asked in the packed form (sixteen targets a partition): b's entry redirected once, as one.
         assert router is not None and router.redirects == 1 and router.packed_lookups
     with Consumer(a.address, topic="t", partition=1, start="latest") as consumer:
         assert consumer.poll(timeout_ms=200) == []
