@@ -351,6 +351,28 @@ What works:
   producer's half 6.1 and 3.2 ms, so the consumer's share stays about a third and the noise is
   as large as the change; `bench.peers --workloads latency`, 2 x 3 repeats each, A/B interleaved,
   load 16-22: p50 23.3x the floor before, 20.2x after (floor p50 0.34-0.36 ms).
+- The tail, both halves (`bench/bench_tail_steps.py` now stamps the producer's too: the sender
+  starting a batch's request, its ProduceStream write's start and the completion grpc.aio reports,
+  the service's append, the answer reaching the record's future). At load 9.5 (one run): creation
+  -> request start 1.8 ms, write start -> completion reported 3.9 ms while the service had
+  appended it before that (0.16 ms earlier; the append 0.2 ms), append -> future 2.6 ms. grpc.aio
+  writes one message of a call at a time, each until its completion crosses grpc's poller thread
+  and the loop: at `linger_ms=0` every batch drained meanwhile queued a request of its own behind
+  it. Now a partition whose connection is writing keeps its open batch (the records sent
+  meanwhile join it) and the end of the write wakes the sender. On the service, an append that
+  woke Consume streams parked at the tail gives them one loop turn before the ProduceStream's
+  answer is written, so the push starts ahead of the acknowledgement
+  (`tests/integration/test_push_before_ack.py`); and the synchronous Producer's wake-up from the
+  caller's thread starts the ready batch in the callback itself (a turn less). Measured, A/B
+  interleaved (`git worktree` trees of the commit before and of it plus each change):
+  `bench_tail_steps.py` 5 runs each, load 5.5-8.6: append -> Consume read p50 452 -> 103 us,
+  append -> poll's return 1.65 -> 1.24 ms (medians of the runs; the acknowledgement 5.7 -> 6.2
+  ms, within the noise); the caller's-thread start alone within the noise (6 runs, load 6-8);
+  `.venv/bin/python -m bench.peers --systems seglog --workloads latency --repeats 3
+  --latency-records 6000`, before and after (all three changes) alternately 6 times, load
+  6.0-11.1: p50 6.45 -> 4.55 ms (medians; lower in each of the 6 pairs), 20.0x -> 17.6x the
+  floor (0.25-0.34 ms), p99 11.5x -> 13.4x (the load's spikes: 4.6-79x in single runs); the
+  acknowledgement p50 5.5 -> 4.5 ms. Goal 3 stays far (1.5x and 3x).
 - The independent harness's produce 1.5-2.6x and read 1.26-1.29x Redis: it ran the client with its
   defaults, Kafka's batch.size of 16 KiB (about 120 of these records a batch), where bench/peers
   tunes the producer to 512 KiB batches. Per-batch costs then dominate, on both sides (the CPU per
@@ -433,8 +455,13 @@ What remains:
 - The consumer's half of the tail (1.6 ms p50 at load 7) is thread and process wake-ups more
   than CPU: a push crosses the service's loop, its write's completion, grpc's poller and the
   client's loop before the reading thread wakes, each a run-queue wait on 2 busy CPUs. Reading the
-  sync `Consumer`'s stream in its own thread (grpc's synchronous API: no loop hop), or a push
-  written before the producer's acknowledgement on the service's loop, are what is left to try.
+  sync `Consumer`'s stream in its own thread (grpc's synchronous API: no loop hop) is what is
+  left to try (the push now goes before the acknowledgement: above).
+- The producer's half at 2,000/s is the write completions: one message a ProduceStream write,
+  each done only when grpc's poller thread and the client's loop have run (1-4 ms at load 9-11,
+  where the service appended it long before). Fewer messages (the open batch taking what comes
+  meanwhile) is what the client can do on grpc.aio; a producer stream on grpc's synchronous API,
+  or two streams' writes overlapped, would remove the hop itself.
 - Goal 3 needs a quiet machine to be judged at all (`--workloads latency`, a minute a run). The
   acknowledgement one record at a time (`Producer(linger_ms=0)`, 3,000 records, load 19-21): p50
   1.9-2.8x the floor; the client's loop thread spends 350-420 us of CPU a record where the floor's
