@@ -510,13 +510,16 @@ What remains:
   packed form's (above) from eight targets a call, sixteen a partition; left per target there
   are the service's loop over the storage's outcomes (an isinstance and two attribute reads:
   lists from the storage would take it) and the client's answer tuples (about 0.2 us each). The inline
-  cap of a call's targets on the service (`_INLINE_LOOKUPS_MAX`, 64) stays: at 128 a call of 100
+  cap of a call's targets on the service (`_INLINE_LOOKUPS_MAX`) was 64: at 128 a call of 100
   targets spent 2,125 us of service CPU against 2,375 us pooled (one run, load 20, before the
   directory), but inline it holds the event loop for the whole search (about 1 ms a call at 10 us
   a target); worth raising once the per-target search is a few microseconds. With the packed
   form, 64 against 256 (`bench/bench_batched_lookup.py --per-request 100`, four alternations,
   load 8.5-10): service CPU a call of 100 a median 800 us either way on large batches, 1,875
-  against 1,475 on small, where inline would hold the loop some 1.5 ms a call: kept at 64.
+  against 1,475 on small, where inline would hold the loop some 1.5 ms a call: kept at 64 then.
+  With the time-step tables (a few us a target), again four alternations at load 6.3-8.6: service
+  CPU a call 525 -> 400 us on large batches, 700 -> 475 on small, lookups/s 85.7 k -> 89.4 k and
+  83.0 k -> 99.6 k: raised to 256.
 - Lookups measured right after a large produce ran at a fraction of their rate while the topic's
   flush (an fdatasync of the ~130 MB just written) ran on the storage pool: the benchmark now
   waits for it; why lookups slow down so much during a flush is not yet known.

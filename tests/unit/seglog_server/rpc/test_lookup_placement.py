@@ -76,3 +76,27 @@ async def test_special_targets_that_read_no_segment_stay_inline_after_a_restart(
     response = await servicer.OffsetsForTimes(_request(-1, -2), Context())  # latest, earliest
     assert [result.offset for result in response.results] == [SEGMENT_COUNT, 0]
     assert (calls.statistics().pooled_count, calls.statistics().inline_count) == (0, 1)
+
+
+@pytest.mark.parametrize("packed", [False, True], ids=["old_form", "packed_form"])
+async def test_up_to_the_inline_cap_a_partitions_targets_run_inline_and_more_on_the_pool(restarted, packed):
+    from seglog_server.rpc.lookup_rpcs import _INLINE_LOOKUPS_MAX
+
+    servicer, calls = restarted
+    await servicer.OffsetsForTimes(_request(-1), Context())
+    await servicer.OffsetsForTimes(_request(FIRST_MS), Context())  # the first-use checks, on the pool
+    before = calls.statistics()
+    for count, where in ((_INLINE_LOOKUPS_MAX, "inline"), (_INLINE_LOOKUPS_MAX + 1, "pooled")):
+        timestamps = [FIRST_MS + (n % SEGMENT_COUNT) * 1000 for n in range(count)]
+        if packed:
+            request = pb.OffsetsForTimesRequest(packed=[
+                pb.PartitionTimestamps(topic="t", partition=0, timestamps_ms=timestamps)])
+            response = await servicer.OffsetsForTimes(request, Context())
+            assert list(response.packed[0].offsets) == [n % SEGMENT_COUNT for n in range(count)]
+        else:
+            response = await servicer.OffsetsForTimes(_request(*timestamps), Context())
+            assert [r.offset for r in response.results] == [n % SEGMENT_COUNT for n in range(count)]
+        after = calls.statistics()
+        moved = (after.inline_count - before.inline_count, after.pooled_count - before.pooled_count)
+        assert moved == ((1, 0) if where == "inline" else (0, 1)), (count, moved)
+        before = after
