@@ -171,7 +171,8 @@ def _record_steps_compiled(data, position: int, end: int, count: int, base_times
     return array("q", timestamps), array("q", offsets), in_order
 
 
-record_steps = _record_steps_compiled if _compiled_record_steps is not None else _record_steps_python
+STEPS_COMPILED = _compiled_record_steps is not None
+record_steps = _record_steps_compiled if STEPS_COMPILED else _record_steps_python
 record_steps.__doc__ = """The steps of the records area above ``floor``: (timestamps, offsets) of each record
 whose ``base_timestamp`` + timestampDelta is above ``floor`` and every earlier record's (its offset
 ``base_offset`` + offsetDelta), as two ``array('q')``, and whether the offset deltas run

@@ -61,6 +61,7 @@ from seglog.records import (
     records_max_timestamp_delta,
     walk_records,
 )
+from seglog.records.walk_compiled import STEPS_COMPILED, record_steps
 
 from ..base.errors import (
     CorruptRecordError,
@@ -73,6 +74,22 @@ from ..format.file_records import HeaderField
 from ..base.log_config import LONG_MAX, LogConfig
 
 __all__ = ["LogValidator", "ValidatedBatch"]
+
+_INT64_MIN = -(2**63)
+
+
+def _max_timestamp_delta(records, view: memoryview, size: int, count: int) -> int | None:
+    """The largest timestampDelta of the batch's ``count`` records filling its records area with
+    offset deltas 0..count-1, every record checked as ``walk_records`` checks it; None when the
+    walk refuses or the deltas are out of order (``_check_framing`` then names what is wrong)."""
+    if STEPS_COMPILED:
+        try:
+            deltas, _, in_order = record_steps(view, RECORDS_OFFSET, size, count, 0, 0, _INT64_MIN)
+        except (CodecError, OverflowError):
+            return None
+        return deltas[-1] if in_order and deltas else None
+    data = records if type(records) is bytes else bytes(view)
+    return records_max_timestamp_delta(data, RECORDS_OFFSET, size, count)
 
 _unpack_header = HEADER.unpack_from
 
@@ -147,10 +164,10 @@ class LogValidator:
                 and crc32c(view[ATTRIBUTES_OFFSET:]) == crc
             ):
                 if not attributes & _COMPRESSION_MASK:
-                    # The common records in one tight loop, over the request's own bytes when
-                    # they are bytes (the fastest indexing); _check_framing otherwise.
-                    data = records if type(records) is bytes else bytes(view)
-                    max_delta = records_max_timestamp_delta(data, RECORDS_OFFSET, size, count)
+                    # The records in one compiled walk (record_steps: every rule of walk_records,
+                    # the largest timestampDelta its last step), else the common records in one
+                    # tight Python loop over bytes; _check_framing when they cannot vouch.
+                    max_delta = _max_timestamp_delta(records, view, size, count)
                     if max_delta is not None and base_timestamp + max_delta == max_timestamp:
                         return _new_tuple(
                             ValidatedBatch, (view, size, last_offset_delta, count, max_timestamp, NO_TIMESTAMP)

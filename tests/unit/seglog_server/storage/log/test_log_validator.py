@@ -338,3 +338,49 @@ def test_fast_path_refuses_a_wrong_two_byte_offset_delta():
     area[delta_at] = 0x8E
     with pytest.raises(InvalidRecordError, match="expected record 70 to have offset delta 70, found 71"):
         validator().validate(with_records_area(builder.build(), bytes(area), 100), NOW_MS)
+
+
+# -- the compiled walk on the fast path against the Python loop (Hypothesis) -------------------
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from seglog_server.storage.log import log_validator  # noqa: E402
+
+
+def _verdict(data: bytes, now_ms: int):
+    try:
+        validated = validator().validate(data, now_ms)
+    except (CorruptRecordError, InvalidRecordError, InvalidTimestampError) as exc:
+        return type(exc).__name__, str(exc)
+    return bytes(validated[0]), tuple(validated[1:])
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    timestamps=st.lists(st.integers(-70_000, 70_000), min_size=1, max_size=40),
+    headers=st.booleans(),
+    edits=st.lists(st.tuples(st.integers(0, 10_000), st.integers(0, 255)), max_size=3),
+    count_change=st.sampled_from([0, 0, 0, -1, 1]),
+    gap_at=st.one_of(st.none(), st.integers(0, 39)),
+)
+def test_the_compiled_fast_path_gives_the_python_loop_s_verdict(monkeypatch, timestamps, headers, edits, count_change,
+                                                                 gap_at):
+    """Valid batches (timestamps in any order, records with headers) and records areas with
+    bytes overwritten or a lying count, the CRC made right: the same batch and fields, or the
+    same error and message, with the compiled walk (record_steps) as with the Python loop."""
+    builder = RecordBatchBuilder()
+    for index, delta in enumerate(timestamps):
+        gap = gap_at is not None and index >= gap_at  # offset deltas skipping one: refused
+        builder.append_at(index + gap, b"v%d" % index, key=b"k", timestamp_ms=NOW_MS + delta,
+                          headers=[("h", b"x")] if headers and index % 2 else [])
+    built = builder.build()
+    if gap_at is not None and gap_at < len(timestamps):
+        built = with_records_area(built, built[RECORDS_OFFSET:], len(timestamps))  # count and CRC agreeing
+    area = bytearray(built[RECORDS_OFFSET:])
+    for at, value in edits:
+        area[at % len(area)] = value
+    data = with_records_area(built, bytes(area), len(timestamps) + count_change) if edits or count_change else built
+    compiled = _verdict(data, NOW_MS)
+    monkeypatch.setattr(log_validator, "STEPS_COMPILED", False)
+    assert compiled == _verdict(data, NOW_MS)
+    monkeypatch.undo()
