@@ -436,7 +436,9 @@ What works:
   and 1,850 -> 1,700: a call's fixed cost (the stream's message each way, the storage pool's hop)
   is most of it there. `.venv/bin/python -m bench.peers --systems seglog --records 200000
   --repeats 1` after it (load 9.3-11.4): batched lookups 36,510/s on large batches and 71,994/s on
-  small (10 calls of 100 each: noise at that load), single lookup p50 1.67x the floor.
+  small (10 calls of 100 each: noise at that load), single lookup p50 1.67x the floor; after the
+  inline cap's raise below and with the time-step tables, three runs at load 4.7-6.7: medians
+  87,507/s and 82,964/s, single lookup p50 1.70x the floor.
 - The tuned producer (512 KiB batches) ran at 599,863 records/s in the full run against 746,239
   before messages of several batches: a partition's batches drained together went as one request
   even when each filled a message of its own (two 512 KiB batches never share a 1 MiB message),
