@@ -6,10 +6,11 @@
 
 ``--storage`` measures the storage alone, in this process (thread CPU per lookup, the median of
 five interleaved repeats, on a million records in 291 batches of 3,436 and in 10,000 batches of
-100): single lookups and batched ones (100 and 1,000 targets a call), with the segments' batch
-directories (built by the warm-up's batched calls; single lookups use them too) and record-time
-tables from 64 records a batch, with tables from 256, and as before the directories (tables from
-256, every target searched through the indexes and a header scan).
+100): single lookups and batched ones (100 and 1,000 targets a call), with the segments'
+time-step tables (fed by the appends), as before them (the batch directories, built by the
+warm-up's batched calls, and record-time tables from 64 records a batch), and as before the
+directories (tables from 256, every target searched through the indexes and a header scan); and
+the append's CPU a batch with the active segment's table fed and without.
 Run from the repository's root with ``PYTHONPATH=.`` (it builds its logs with the tests' helpers).
 
 Starts a service (``python -m seglog_server``, fresh data directory), produces ``--records``
@@ -112,14 +113,19 @@ def storage_costs(repeats: int = 5) -> None:
     from seglog_server.storage.segment import batch_directory, log_segment
     from tests.support.log_test_support import NOW_MS, batch, config, open_log
 
-    # Each mode: (record-time tables, batch directories). "before" is the storage before the
-    # batch directory: tables from 256 records a batch, every target searched by the scans.
+    from seglog_server.storage.segment import time_steps
+
+    # Each mode: (record-time tables, batch directories, time-step tables). "before: ..." are the
+    # storage before the time-step tables (the directory answers) and before the directory
+    # (tables from 256 records a batch, every target searched by the scans).
     modes = {
-        "directory, tables from 64 records": (record_timestamps.RecordTimesCache(records_min=64),
-                                              batch_directory.DirectoryBudget()),
-        "directory, tables from 256 records": (record_timestamps.RecordTimesCache(records_min=256),
-                                               batch_directory.DirectoryBudget()),
+        "time-step tables": (record_timestamps.RecordTimesCache(records_min=64), batch_directory.DirectoryBudget(),
+                             batch_directory.DirectoryBudget(time_steps.TIME_STEPS_BYTES_MAX)),
+        "before: directory, tables from 64 records": (record_timestamps.RecordTimesCache(records_min=64),
+                                                      batch_directory.DirectoryBudget(),
+                                                      batch_directory.DirectoryBudget(0)),
         "before: no directory, tables from 256 records": (record_timestamps.RecordTimesCache(records_min=256),
+                                                          batch_directory.DirectoryBudget(0),
                                                           batch_directory.DirectoryBudget(0)),
     }
     rng = random.Random(7)
@@ -127,13 +133,33 @@ def storage_costs(repeats: int = 5) -> None:
     keys = [rng.randbytes(KEY_BYTES) for _ in range(64)]
     # The issue's logs: a million records in ~290 batches of 3,436 (send_many's) or in 10,000 of 100.
     for per_batch, batches in ((3436, 291), (100, 10_000)):
+        made = []
+        span = 0
+        for _ in range(batches):
+            made.append(batch(*[values[i % 64] for i in range(per_batch)], keys=[keys[i % 64] for i in range(per_batch)],
+                              timestamps=[NOW_MS + span + i // 4 for i in range(per_batch)]))
+            span += per_batch // 4
+        # The append's cost with the active segment's table fed and without (a budget of none):
+        # fresh logs, alternately, the first 50 batches each.
+        appends: dict[str, list[float]] = {}
+        for _ in range(repeats):
+            for fed, budget in (("fed", time_steps.TIME_STEPS), ("not fed", batch_directory.DirectoryBudget(0))):
+                log_segment.TIME_STEPS = budget
+                with tempfile.TemporaryDirectory() as directory:
+                    log = open_log(pathlib.Path(directory), FakeClock(NOW_MS), config(segment_bytes=1 << 30))
+                    started = time.thread_time()
+                    for one in made[:50]:
+                        log.append(one)
+                    appends.setdefault(fed, []).append((time.thread_time() - started) / 50 * 1e6)
+                    log.close()
+        print(f"{per_batch}-record batches, append: " + ", ".join(
+            f"table {fed} {statistics.median(costs):.1f} us" for fed, costs in appends.items())
+            + f" of CPU a batch (medians of {repeats}; load {os.getloadavg()[0]:.2f})", flush=True)
+        log_segment.TIME_STEPS = modes["time-step tables"][2]
         with tempfile.TemporaryDirectory() as directory:
             log = open_log(pathlib.Path(directory), FakeClock(NOW_MS), config(segment_bytes=1 << 30))
-            span = 0
-            for _ in range(batches):
-                log.append(batch(*[values[i % 64] for i in range(per_batch)], keys=[keys[i % 64] for i in range(per_batch)],
-                                 timestamps=[NOW_MS + span + i // 4 for i in range(per_batch)]))
-                span += per_batch // 4
+            for one in made:
+                log.append(one)
             targets = [NOW_MS + rng.randrange(span) for _ in range(20_000)]
             shapes = {
                 "single": (3000, lambda: [log.offset_for_timestamp(t) for t in targets[:3000]]),
@@ -146,14 +172,21 @@ def storage_costs(repeats: int = 5) -> None:
             segment = log._local.segments.at(0)
             assert len(log._local.segments) == 1
             # Each mode's directory, kept beside it (a segment holds one): (weak ref, targets, refused).
-            held = {mode: (log_segment._no_directory, 0, budget.bytes_max == 0) for mode, (_, budget) in modes.items()}
+            # The table the appends fed is the time-step mode's; the others have none.
+            held = {mode: (log_segment._no_directory, 0, budget.bytes_max == 0) + (
+                (segment._steps_ref, 0, False) if steps.bytes_max else (log_segment._no_directory, 0, True))
+                for mode, (_, budget, steps) in modes.items()}
+            print(f"{per_batch}-record batches: {len(segment._steps_ref())} time steps for "
+                  f"{per_batch * batches:,} records", flush=True)
 
             def use(mode: str) -> None:
-                log_segment.RECORD_TIMES, log_segment.DIRECTORIES = modes[mode]
-                (segment._directory_ref, segment._directory_targets, segment._directory_refused) = held[mode]
+                log_segment.RECORD_TIMES, log_segment.DIRECTORIES, log_segment.TIME_STEPS = modes[mode]
+                (segment._directory_ref, segment._directory_targets, segment._directory_refused,
+                 segment._steps_ref, segment._steps_targets, segment._steps_refused) = held[mode]
 
             def keep(mode: str) -> None:
-                held[mode] = (segment._directory_ref, segment._directory_targets, segment._directory_refused)
+                held[mode] = (segment._directory_ref, segment._directory_targets, segment._directory_refused,
+                              segment._steps_ref, segment._steps_targets, segment._steps_refused)
 
             for mode in modes:  # warm each mode once (tables, directory)
                 use(mode)
@@ -174,6 +207,7 @@ def storage_costs(repeats: int = 5) -> None:
                       + f" of CPU a lookup (medians of {repeats}; load {os.getloadavg()[0]:.2f})", flush=True)
             log.close()
     log_segment.RECORD_TIMES, log_segment.DIRECTORIES = record_timestamps.RECORD_TIMES, batch_directory.DIRECTORIES
+    log_segment.TIME_STEPS = time_steps.TIME_STEPS
 
 
 def main() -> None:
