@@ -17,7 +17,10 @@ rewritten atomically, but a topic has one file per partition, so a crash between
 the partitions disagreeing until the next change. Now the change first writes its result, the
 whole new ``topic.properties``, atomically as an *intent* (``topic.properties.change``) into one
 served partition directory of each log directory holding the topic, then rewrites every
-partition's file, then removes the intents. A start that finds an intent of the topic's id
+partition's file, then removes the intents. Once every file is written the change is made: an
+intent whose removal fails is logged and left, as it holds what the files hold and a start redoing
+it changes nothing; a change first removes any intent left in the topic's partitions, so the
+intents on disk are always one change's. A start that finds an intent of the topic's id
 completes it (``complete_interrupted_change``): every loaded partition's file is rewritten to it
 and the live logs take its config. A crash before the first intent is durable leaves every file
 old; from then on the change is completed, as a change that failed and could not put the old
@@ -105,6 +108,10 @@ def write_overrides(
     is raised as ``PartitionWriteError`` naming the directory, its cause chained."""
     after = replace(before, overrides=dict(overrides))
     intent = format_topic_metadata(after)
+    # Every partition's, not only where this change writes: an intent left over (a removal that
+    # failed, a start that could not complete a change) would undo this change at the next start.
+    # Nothing changed yet, so a failure here is the change's.
+    _remove_intents(partition_dirs, fs, quietly=False)
     intents: list[str] = []
     for path in intent_dirs:
         try:
@@ -123,16 +130,14 @@ def write_overrides(
                 _remove_intents(intents, fs, quietly=True)
             raise PartitionWriteError(path, exc) from exc
         written.append(path)
-    # Every partition's, not only this change's: an intent a start could not complete (a failed
-    # write, kept for the next start) may sit in another partition directory, and would undo
-    # this change there.
-    _remove_intents(partition_dirs, fs, quietly=False)
+    # Every file is new: the change is made whatever happens to its intents now.
+    _remove_intents(intents, fs, quietly=True)
 
 
 def _remove_intents(paths: Sequence[str], fs: FileSystem, *, quietly: bool) -> None:
-    """Removes the change's intents. Not quietly (after a change written whole) a failure is the
-    directory's ``PartitionWriteError``: an intent left over would undo a later change that
-    writes its intent into another partition directory."""
+    """Removes the intents in ``paths``. Quietly a failure is logged (the intent left holds what
+    the files hold, or is dropped at the next start); otherwise (before a change writes anything)
+    it is the directory's ``PartitionWriteError``."""
     for path in paths:
         try:
             fs.unlink(os.path.join(path, CHANGE_INTENT_FILE_NAME))
@@ -158,9 +163,9 @@ def complete_interrupted_change(
 ) -> TopicMetadata | None:
     """At start: the change an intent in one of ``partition_dirs`` (a topic's loaded partitions)
     records for ``topic_id``, written to every partition's ``topic.properties`` and its intents
-    removed; None when there is none. An intent of another topic id (left by a deleted
-    incarnation) or unreadable is removed. Raises ``PartitionWriteError`` when a write fails
-    (the intents stay: the next start tries again)."""
+    removed (a removal that fails is logged); None when there is none. An intent of another topic
+    id (left by a deleted incarnation) or unreadable is removed. Raises ``PartitionWriteError``
+    when a write fails (the intents stay: the next start tries again)."""
     found: list[str] = []
     change: TopicMetadata | None = None
     for path in partition_dirs:
@@ -189,7 +194,8 @@ def complete_interrupted_change(
                 write_topic_metadata(path, change, fs=fs)
             except OSError as exc:
                 raise PartitionWriteError(path, exc) from exc
-    _remove_intents(found, fs, quietly=False)
+    # Every file holds the change (or none was found): an intent left is redone or dropped again.
+    _remove_intents(found, fs, quietly=True)
     return change
 
 

@@ -302,8 +302,10 @@ def test_a_crash_at_every_step_leaves_every_partition_old_or_every_partition_new
         directory = tmp_path / f"crash{step}"
         manager = _prepared(directory, fs)
         fs.die_at = fs.count + step
-        with pytest.raises(LogDirOfflineError):
-            manager.alter_topic_configs("t", {"retention.ms": "5"})
+        try:  # refused, or made when every file was written before the crash (its intent left)
+            made = manager.alter_topic_configs("t", {"retention.ms": "5"}).retention_ms == 5
+        except LogDirOfflineError:
+            made = False
         manager.halt()
         again = _manager(directory)
         try:
@@ -312,6 +314,7 @@ def test_a_crash_at_every_step_leaves_every_partition_old_or_every_partition_new
             assert again.describe_topic("t").config.retention_ms == int(files[0]["retention.ms"]), step
             assert [again.get_log("t", p).config.retention_ms for p in range(3)] == [int(files[0]["retention.ms"])] * 3
             assert not list(directory.glob(f"t-*/{CHANGE_INTENT_FILE_NAME}")), step  # completed or dropped
+            assert not made or files == [new] * 3, step  # a change answered made stays made
             outcomes.append(sum(f == new for f in files))
             # A topic.properties.tmp the crash left is overwritten by the next change.
             again.alter_topic_configs("t", {"retention.ms": "7"})
@@ -476,5 +479,68 @@ def test_a_change_removes_an_intent_a_start_left_in_another_partition(tmp_path):
     try:
         assert _files(again, "t") == [{"retention.ms": "5"}] * 3  # the older intent did not undo it
         assert again.describe_topic("t").config.retention_ms == 5
+    finally:
+        again.shutdown()
+
+
+def _is_intent_of(partition: str):
+    """Matches the intent's path in the partition's directory, while it exists (a change first
+    removes leftover intents: that unlink of an absent file is let through)."""
+    suffix = os.path.join(partition, CHANGE_INTENT_FILE_NAME)
+    return lambda path: path.endswith(suffix) and os.path.exists(path)
+
+
+@pytest.mark.parametrize(("operation", "error", "path", "skip"), [
+    # fsync_dir of t-0: the intent's write (1), t-0's file (2), the intent's removal (3)
+    ("fsync_dir", errno.EMFILE, lambda path: path.endswith("t-0"), 2),
+    ("fsync_dir", errno.EIO, lambda path: path.endswith("t-0"), 2),
+    ("unlink", errno.EIO, _is_intent_of("t-0"), 0),
+    ("unlink", errno.EMFILE, _is_intent_of("t-0"), 0),
+])
+def test_a_change_written_to_every_file_is_made_when_its_intent_is_not_removed(tmp_path, operation, error,
+                                                                               path, skip):
+    fs = FaultFs()
+    manager = _manager(tmp_path, fs=fs)
+    try:
+        manager.create_topic("t", 2, {"retention.ms": "1000"})
+        rule = fs.fail(operation, error, path=path, skip=skip)
+        assert manager.alter_topic_configs("t", {"retention.ms": "5"}).retention_ms == 5
+        assert rule.hits == 1
+        fs.heal()
+        assert manager.describe_topic("t").config.retention_ms == 5
+        assert [manager.get_log("t", p).config.retention_ms for p in range(2)] == [5, 5]
+        assert _files(manager, "t") == [{"retention.ms": "5"}] * 2
+        # The intent left behind is removed by the next change before it writes its own.
+        manager.alter_topic_configs("t", {"retention.ms": "7"})
+        assert not list(tmp_path.glob(f"t-*/{CHANGE_INTENT_FILE_NAME}"))
+    finally:
+        manager.halt()
+    again = _manager(tmp_path)
+    try:
+        assert again.describe_topic("t").config.retention_ms == 7
+    finally:
+        again.shutdown()
+
+
+def test_a_start_completing_a_change_applies_it_when_its_intent_is_not_removed(tmp_path):
+    first = _manager(tmp_path)
+    first.create_topic("t", 3, {"retention.ms": "1000"})
+    first.halt()
+    _leave_intent(tmp_path, 1, {"retention.ms": "5"})
+    fs = FaultFs()
+    # fsync_dir of t-1: its file's write (1), the intent's removal (2)
+    rule = fs.fail("fsync_dir", errno.EIO, path=lambda path: path.endswith("t-1"), skip=1)
+    started = _manager(tmp_path, fs=fs)
+    try:
+        assert rule.hits == 1
+        assert started.describe_topic("t").config.retention_ms == 5
+        assert [started.get_log("t", p).config.retention_ms for p in range(3)] == [5] * 3
+        assert _files(started, "t") == [{"retention.ms": "5"}] * 3
+    finally:
+        started.shutdown()
+    again = _manager(tmp_path)
+    try:
+        assert again.describe_topic("t").config.retention_ms == 5
+        assert not (tmp_path / "t-1" / CHANGE_INTENT_FILE_NAME).exists()
     finally:
         again.shutdown()
