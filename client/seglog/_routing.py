@@ -252,6 +252,9 @@ class Router:
         """The channel every target routes to; None when they route to more than one."""
         if not self._routes:
             return self.bootstrap
+        if len(targets) == 1:  # a single lookup: its partition's route, no set
+            target = targets[0]
+            return self.transport_for(target.topic, target.partition)
         sole = None
         asked: set[tuple[str, int]] = set()
         for target in targets:

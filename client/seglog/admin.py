@@ -478,6 +478,9 @@ class AsyncAdmin:
 
         Targets may be EARLIEST_TIMESTAMP, LATEST_TIMESTAMP or MAX_TIMESTAMP (seglog.structs).
         """
+        if len(timestamps) == 1:  # a single lookup: its request built here, no list of targets
+            [(tp, timestamp_ms)] = timestamps.items()
+            return {tp: await self._offset_for_time(tp, timestamp_ms)}
         found = await self.offsets_for_times_many(list(timestamps.items()))
         return dict(zip(timestamps, found))
 
@@ -518,6 +521,21 @@ class AsyncAdmin:
         if len(found) != len(targets):
             raise ServiceError(f"OffsetsForTimes answered {len(found)} results for {len(targets)} targets")
         return found
+
+    async def _offset_for_time(self, tp: TopicPartition, timestamp_ms: int) -> OffsetAndTimestamp | None:
+        """``offsets_for_times_many`` of the one target ``(tp, timestamp_ms)``: the same request
+        (the old form, as for fewer than eight targets), routing, answer and errors."""
+        if self._closed or self._router is None:
+            await self.start()
+        router = self._router
+        assert router is not None
+        request = pb.OffsetsForTimesRequest()
+        target = request.partitions.add()
+        target.topic, target.partition, target.timestamp_ms = tp.topic, tp.partition, timestamp_ms
+        found = await router.offsets_for_times(request, _read_offsets)
+        if len(found) != 1:
+            raise ServiceError(f"OffsetsForTimes answered {len(found)} results for 1 targets")
+        return found[0]
 
     async def earliest_offsets(self, topic: str, partitions: Sequence[int] | None = None) -> dict[int, int]:
         """Per partition, the log start offset."""

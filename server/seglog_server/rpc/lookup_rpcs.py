@@ -27,6 +27,7 @@ __all__ = ["LookupRpcs"]
 # pool. At 256 against 64, calls of 100 targets cost 0.76x the service CPU on 3,436-record
 # batches and 0.68x on 100-record ones (bench/bench_batched_lookup.py, A/B at load 6-8.6).
 _INLINE_LOOKUPS_MAX = 256
+_MAX_TIMESTAMP = validation.MAX_TIMESTAMP
 
 
 class LookupRpcs:
@@ -54,6 +55,10 @@ class LookupRpcs:
         """
         if response is None:
             response = pb.OffsetsForTimesResponse()
+        targets = request.partitions
+        if len(targets) == 1 and not request.packed:  # a single lookup: no rows, no grouping
+            await self._answer_one(targets[0], response.results.add())
+            return response
         count = 0
         if request.partitions:
             count += await self._answer_targets(request.partitions, response)
@@ -96,6 +101,43 @@ class LookupRpcs:
                 result.topic, result.partition = topic, partition
                 result.offset, result.timestamp_ms = answer.offset, answer.timestamp_ms
         return len(rows)
+
+    async def _answer_one(self, target: Any, result: Any) -> None:
+        """``_answer_targets`` for a request of one target, into ``result`` (its answer, added
+        already): the same outcome, message and owner hint, with no per-target lists, grouping
+        or second pass. A target every check accepts, on a log served here whose lock is free,
+        is searched inline in this call; anything else goes through ``_search``."""
+        topic, partition, timestamp_ms = target.topic, target.partition, target.timestamp_ms
+        result.topic, result.partition = topic, partition
+        core = self.core
+        answer: Any
+        if topic and partition >= 0 and timestamp_ms >= _MAX_TIMESTAMP and core.cluster is None:
+            answer = await self._search_one(topic, partition, timestamp_ms)
+        else:
+            answer = (await self._search(topic, partition, [timestamp_ms]))[0]
+        if answer is None:
+            result.offset = result.timestamp_ms = -1
+        elif isinstance(answer, Exception):
+            status, message = self._error_status(answer)
+            result.offset = result.timestamp_ms = -1
+            conversions.fill_partition_error(result.error, status, message, answer)
+        else:
+            result.offset, result.timestamp_ms = answer.offset, answer.timestamp_ms
+
+    async def _search_one(self, topic: str, partition: int, timestamp_ms: int) -> Any:
+        """``_search`` of one valid target of a partition this process serves (no cluster):
+        its outcome. The same calls, minus the lists and checks ``_search`` needs for many."""
+        storage = self.core.storage
+        try:
+            log = storage.get_log(topic, partition)
+            searched = [timestamp_ms]
+            io_bytes = BLOCKING if storage.timestamp_lookup_may_block(log, searched) else 0
+            answer = (await self.core.log_call(log, io_bytes, log.lookup_timestamps, searched))[0]
+        except Exception as exc:  # noqa: BLE001 - the whole call's error is the target's
+            return exc
+        if isinstance(answer, LogDirOfflineError):  # its search took the log offline
+            await self.core.calls.blocking(storage.handle_log_failure, log, answer)  # as log_call does
+        return answer
 
     async def _answer_packed(self, entries: Any, answers: Any) -> int:
         """The packed form: per PartitionTimestamps entry a PartitionOffsets into ``answers``,
