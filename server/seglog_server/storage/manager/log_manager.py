@@ -82,6 +82,7 @@ from .log_manager_startup import StartupLoader, check_some_dir_online
 from .remote_maintenance import REMOTE_ORPHAN_GRACE_MS, RemoteMaintenance, no_remote_statistics
 from .remote_uploader import RemoteTierStatistics
 from .topic_config_change import (
+    IntentReadError,
     PartitionWriteError,
     changed_overrides,
     check_changeable,
@@ -573,7 +574,9 @@ class LogManager:
     def _complete_interrupted_config_changes(self) -> None:
         """A config change a stop interrupted (its intent found in a partition directory) is
         completed on every loaded partition of its topic (``topic_config_change.py``). A write that
-        fails leaves the topic as loaded and the intent for the next start."""
+        fails leaves the topic as loaded and the intent for the next start. An intent that cannot
+        be read takes its directory offline, as an unreadable topic.properties does at loading
+        (out of a resource: the topic stays as loaded, the next start reads it)."""
         for entry in self._registry.topics_snapshot():
             if entry.topic_id is None:
                 continue
@@ -581,6 +584,9 @@ class LogManager:
             try:
                 change = complete_interrupted_change([p.path for p in served], entry.topic_id, self._fs)
                 config = None if change is None else LogConfig.from_properties(change.overrides, self._default_config)
+            except IntentReadError as exc:
+                self._intent_unreadable(entry, served, exc)
+                continue
             except (PartitionWriteError, InvalidConfigError) as exc:
                 _log.error("topic %s: an interrupted config change not completed: %s (tried again at the next start)",
                            entry.name, exc)
@@ -590,6 +596,15 @@ class LogManager:
             entry.config, entry.overrides = config, dict(change.overrides)
             for partition in served:
                 partition.log.update_config(config)
+
+    def _intent_unreadable(self, entry: TopicEntry, served: Sequence[Any], failed: IntentReadError) -> None:
+        what = f"topic {entry.name}: the intent of an interrupted config change not read ({failed})"
+        if is_exhaustion(failed.cause):
+            _log.error("%s; the topic serves as loaded, the next start reads it", what)
+            return
+        log_dir = next(p.log_dir for p in served if p.path == failed.path)
+        _log.error("%s; log directory %s goes offline", what, log_dir.path)
+        self._take_dir_offline(log_dir, what)
 
     def _write_overrides(self, entry: TopicEntry, overrides: dict[str, str]) -> None:
         served = [found for found in map(self._registry.find, entry.partitions()) if found is not None]

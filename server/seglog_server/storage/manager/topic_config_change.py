@@ -30,6 +30,7 @@ and that directory holds a copy.
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 from collections.abc import Iterable, Mapping, Sequence
@@ -49,6 +50,7 @@ from ..format.topic_metadata import (
 __all__ = [
     "CHANGE_INTENT_FILE_NAME",
     "UNCHANGEABLE_CONFIGS",
+    "IntentReadError",
     "PartitionWriteError",
     "changed_overrides",
     "check_changeable",
@@ -57,6 +59,12 @@ __all__ = [
 ]
 
 CHANGE_INTENT_FILE_NAME = "topic.properties.change"
+# An intent is one topic.properties: a few hundred bytes; the rest of a larger file is left unread
+# (and the intent found corrupt).
+_INTENT_BYTES_MAX = 1 << 20
+# What reading something named like the intent that is not a regular file answers: a directory
+# (EISDIR), a FIFO opened without blocking (ESPIPE), a socket (ENXIO).
+_NOT_A_FILE_ERRNOS = frozenset({errno.EISDIR, errno.ESPIPE, errno.ENXIO})
 
 _log = logging.getLogger(__name__)
 
@@ -165,19 +173,23 @@ def complete_interrupted_change(
     records for ``topic_id``, written to every partition's ``topic.properties`` and its intents
     removed (a removal that fails is logged); None when there is none. An intent of another topic
     id (left by a deleted incarnation) or unreadable is removed. Raises ``PartitionWriteError``
-    when a write fails (the intents stay: the next start tries again)."""
+    when a write fails (the intents stay: the next start tries again) and ``IntentReadError``
+    when an intent cannot be read. Anything named like an intent that is not a regular file is
+    ignored."""
     found: list[str] = []
     change: TopicMetadata | None = None
     for path in partition_dirs:
         intent_path = os.path.join(path, CHANGE_INTENT_FILE_NAME)
         try:
-            fd = fs.open(intent_path, os.O_RDONLY)
-        except FileNotFoundError:
+            text = _read_intent(intent_path, fs)
+        except OSError as exc:
+            if exc.errno not in _NOT_A_FILE_ERRNOS:
+                raise IntentReadError(path, exc) from exc
+            # Not written by a change (a change writes a file by rename): left where it is.
+            _log.warning("ignoring %s, not a regular file: %s", intent_path, exc)
             continue
-        try:
-            text = fs.pread(fd, 1 << 20, 0).decode("utf-8", errors="replace")
-        finally:
-            fs.close(fd)
+        if text is None:
+            continue
         found.append(path)
         try:
             metadata = parse_topic_metadata(text, intent_path)
@@ -197,6 +209,28 @@ def complete_interrupted_change(
     # Every file holds the change (or none was found): an intent left is redone or dropped again.
     _remove_intents(found, fs, quietly=True)
     return change
+
+
+def _read_intent(intent_path: str, fs: FileSystem) -> str | None:
+    """The intent's text; None when there is none. Opened without blocking: a FIFO named like
+    the intent answers ESPIPE instead of holding the start."""
+    try:
+        fd = fs.open(intent_path, os.O_RDONLY | os.O_NONBLOCK)
+    except FileNotFoundError:
+        return None
+    try:
+        return fs.pread(fd, _INTENT_BYTES_MAX, 0).decode("utf-8", errors="replace")
+    finally:
+        fs.close(fd)
+
+
+class IntentReadError(Exception):
+    """Carries the partition directory whose intent could not be read (its cause an I/O error)."""
+
+    def __init__(self, path: str, cause: OSError) -> None:
+        super().__init__(f"{os.path.join(path, CHANGE_INTENT_FILE_NAME)}: {cause}")
+        self.path = path
+        self.cause = cause
 
 
 class PartitionWriteError(Exception):

@@ -544,3 +544,85 @@ def test_a_start_completing_a_change_applies_it_when_its_intent_is_not_removed(t
         assert not (tmp_path / "t-1" / CHANGE_INTENT_FILE_NAME).exists()
     finally:
         again.shutdown()
+
+
+def _two_dir_manager(tmp_path, fs=None):
+    manager = LogManager([str(tmp_path / "d0"), str(tmp_path / "d1")], clock=FakeClock(NOW_MS),
+                         intervals=EVERY_PASS, **({"fs": fs} if fs is not None else {}))
+    manager.startup()
+    return manager
+
+
+def _intent_left_in_t0(tmp_path, overrides):
+    """Topics t and u of two partitions over two log dirs, halted with an intent in t-0's dir;
+    returns t-0's directory and a partition on the other log dir."""
+    first = _two_dir_manager(tmp_path)
+    first.create_topic("t", 2, {"retention.ms": "1000"})
+    first.create_topic("u", 2)
+    t0 = pathlib.Path(first.partition_dir("t", 0))
+    elsewhere = next((topic, p) for topic in "tu" for p in range(2)
+                     if pathlib.Path(first.partition_dir(topic, p)).parent != t0.parent)
+    first.halt()
+    current = read_topic_metadata(str(t0))
+    (t0 / CHANGE_INTENT_FILE_NAME).write_bytes(format_topic_metadata(replace(current, overrides=overrides)))
+    return t0, elsewhere
+
+
+@pytest.mark.parametrize("operation", ["open", "pread"])
+def test_an_intent_failing_to_read_takes_its_directory_offline_and_the_rest_serves(tmp_path, operation):
+    t0, elsewhere = _intent_left_in_t0(tmp_path, {"retention.ms": "5"})
+    fs = FaultFs()
+    rule = fs.fail(operation, errno.EIO, path=_is_intent_of("t-0"), times=None)
+    manager = _two_dir_manager(tmp_path, fs)
+    try:
+        assert rule.hits == 1
+        with pytest.raises(LogDirOfflineError):
+            manager.get_log("t", 0)
+        assert manager.get_log(*elsewhere).log_end_offset == 0  # the other directory serves
+        assert (t0 / CHANGE_INTENT_FILE_NAME).exists()
+    finally:
+        manager.shutdown()
+    again = _two_dir_manager(tmp_path)
+    try:  # the disk back: the change is completed
+        assert again.describe_topic("t").config.retention_ms == 5
+        assert _files(again, "t") == [{"retention.ms": "5"}] * 2
+    finally:
+        again.shutdown()
+
+
+def test_an_intent_out_of_descriptors_leaves_the_topic_as_loaded_for_the_next_start(tmp_path):
+    t0, _ = _intent_left_in_t0(tmp_path, {"retention.ms": "5"})
+    fs = FaultFs()
+    rule = fs.fail("open", errno.EMFILE, path=_is_intent_of("t-0"))
+    manager = _two_dir_manager(tmp_path, fs)
+    try:
+        assert rule.hits == 1
+        assert [manager.get_log("t", p).config.retention_ms for p in range(2)] == [1000, 1000]
+        assert (t0 / CHANGE_INTENT_FILE_NAME).exists()
+    finally:
+        manager.shutdown()
+    again = _two_dir_manager(tmp_path)
+    try:
+        assert again.describe_topic("t").config.retention_ms == 5
+    finally:
+        again.shutdown()
+
+
+@pytest.mark.parametrize("kind", ["directory", "fifo"])
+def test_something_named_like_an_intent_that_is_no_file_is_ignored(tmp_path, kind):
+    first = _manager(tmp_path)
+    first.create_topic("t", 2, {"retention.ms": "1000"})
+    first.halt()
+    odd = tmp_path / "t-0" / CHANGE_INTENT_FILE_NAME
+    if kind == "directory":
+        odd.mkdir()
+    else:
+        os.mkfifo(odd)
+    _leave_intent(tmp_path, 1, {"retention.ms": "5"})  # a real intent beside it is completed
+    manager = _manager(tmp_path)
+    try:
+        assert [manager.get_log("t", p).config.retention_ms for p in range(2)] == [5, 5]
+        assert _files(manager, "t") == [{"retention.ms": "5"}] * 2
+        assert not (tmp_path / "t-1" / CHANGE_INTENT_FILE_NAME).exists()
+    finally:
+        manager.shutdown()
