@@ -164,6 +164,10 @@ class GroupCoordinator:
         # Offsets partition -> its membership writes not yet known durable, in write order.
         self._unsettled: dict[int, list[_Unsettled]] = {}
         self._lock = threading.Lock()
+        # Held while a failed flush decides and marks the writes it puts back, and by a caller
+        # checking its write (``check_written``) without the coordinator's lock: a write is either
+        # marked, or was durable before the decision (and so not put back).
+        self._undone_lock = threading.Lock()
 
     @property
     def session_timeout_ms(self) -> int:
@@ -253,21 +257,37 @@ class GroupCoordinator:
         else:
             self._rebalances[saved.group] = saved.rebalances
 
-    def write_failed(self, appended: Appended) -> list[str]:
+    def check_written(self, appended: Appended) -> None:
+        """Raises the flush's error when a failed flush put back the membership write ``appended``
+        (a call's own, or the pending one a call without changes waited on) after its caller's own
+        flush succeeded: the flush of an earlier write failed and undid it (``write_failed``)."""
+        with self._undone_lock:
+            if appended.undone:
+                raise appended.undone[0]
+
+    def write_failed(self, appended: Appended, error: BaseException | None = None) -> list[str]:
         """A membership write, or one a heartbeat waited on, did not become durable (its flush
         failed): the pending writes that flush covered (on the same log, ending at or below
         ``appended``) and the log's recovery point still has not passed are put back, each group
         as it was before the first of them, and the records undoing them appended; if the log
         takes no writes (offline), the group's records in memory are set back instead. A later
         pending write of a group put back goes back with it (it was made on top of the undone
-        one); any other later write is decided by its own flush. Returns the groups put back."""
+        one); any other later write is decided by its own flush. Each write put back carries
+        ``error`` (the flush's), which every call answering on it raises (``check_written``), even
+        once its own flush succeeded. Returns the groups put back."""
         with self._lock:
             partition = appended.log.partition
-            pending = self._pending(partition)
-            covered = [entry for entry in pending if entry.appended.log is appended.log
-                       and entry.appended.end_offset <= appended.end_offset]
-            groups = {entry.saved.group for entry in covered}
-            undone = [entry for entry in pending if entry.saved.group in groups and entry.appended.log is appended.log]
+            with self._undone_lock:  # decided and marked at once (``check_written``)
+                pending = self._pending(partition)
+                covered = [entry for entry in pending if entry.appended.log is appended.log
+                           and entry.appended.end_offset <= appended.end_offset]
+                groups = {entry.saved.group for entry in covered}
+                undone = [entry for entry in pending
+                          if entry.saved.group in groups and entry.appended.log is appended.log]
+                if error is not None:
+                    for entry in undone:
+                        if not entry.appended.undone:
+                            entry.appended.undone.append(error)
             kept = [entry for entry in pending if entry not in undone]
             if kept:
                 self._unsettled[partition] = kept
@@ -470,11 +490,12 @@ class GroupCoordinator:
             appended.log.flush(appended.end_offset)
         except LogDirOfflineError as exc:
             self._manager.handle_log_failure(appended.log, exc)
-            self.write_failed(appended)
+            self.write_failed(appended, exc)
             raise
-        except StorageError:
-            self.write_failed(appended)
+        except StorageError as exc:
+            self.write_failed(appended, exc)
             raise
+        self.check_written(appended)
 
     def _delete_group(self, group: str, check_topics: Callable[[Set[str]], None] | None
                       ) -> tuple[int, Appended | None] | Appended:

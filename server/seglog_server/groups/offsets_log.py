@@ -27,7 +27,7 @@ from __future__ import annotations
 import functools
 import threading
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from collections.abc import Callable, Iterable, Mapping, Set
 from typing import Any
 
@@ -68,6 +68,9 @@ class Appended:
 
     log: Any  # the offsets partition's storage Log
     end_offset: int
+    # A membership write put back by a failed flush (its own or another call's that covered it):
+    # that flush's error, for every call answering on this write to raise (coordinator.py).
+    undone: list[BaseException] = field(default_factory=list, compare=False, repr=False)
 
 
 @dataclass(frozen=True)

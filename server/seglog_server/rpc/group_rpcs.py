@@ -145,9 +145,12 @@ class GroupRpcs:
             if answer.written is not None:  # a change of membership answers once on disk, as a commit
                 try:
                     await self.core.durable(answer.written.log, answer.written.end_offset)
-                except Exception:  # not durable: the groups it changed go back to what is (Kafka's revert)
-                    await self.core.calls.blocking(coordinator.write_failed, answer.written)
+                except Exception as exc:  # not durable: the groups it changed go back to what is (Kafka's revert)
+                    await self.core.calls.blocking(coordinator.write_failed, answer.written, exc)
                     raise
+                # Durable, but maybe put back meanwhile by an earlier write's failed flush (the
+                # same group's, which this change was made on top of): that flush's error.
+                coordinator.check_written(answer.written)
             return answer
 
         answer = await self._at_coordinator(request.group, beat, write=True)

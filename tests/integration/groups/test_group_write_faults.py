@@ -6,7 +6,9 @@ once the disk is back makes the change, and the service keeps serving."""
 
 from __future__ import annotations
 
+import asyncio
 import errno
+import threading
 
 import grpc
 import pytest
@@ -17,14 +19,33 @@ from seglog.v1 import log_service_pb2 as pb
 from seglog.v1 import log_service_pb2_grpc as pb_grpc
 from seglog_server.app import SeglogService
 from seglog_server.config import ServiceConfig
+from seglog_server.groups.partitioning import OFFSETS_TOPIC_PARTITIONS, partition_for
 from seglog_server.storage.manager.log_manager import LogManager
 
 pytestmark = pytest.mark.integration
 
 
+class HeldFs(FaultFs):
+    """FaultFs that can hold the next fdatasync of an offsets partition's .log until released (it
+    then succeeds): a flush in flight, outside the log's lock, while other calls append."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.armed = False
+        self.held = threading.Event()
+        self.release = threading.Event()
+
+    def fdatasync(self, fd):
+        if self.armed and offsets_log_file(self._path_of(fd)):
+            self.armed = False
+            self.held.set()
+            self.release.wait(30)
+        return super().fdatasync(fd)
+
+
 @pytest.fixture
 async def served(tmp_path):
-    fs = FaultFs()
+    fs = HeldFs()
     config = ServiceConfig(data_dirs=(str(tmp_path / "data"),), listen="127.0.0.1:0")
     service = SeglogService(config, manager_factory=lambda c: LogManager(
         list(c.data_dirs), default_config=c.log_config, fs=fs))
@@ -107,3 +128,37 @@ async def test_a_commit_whose_flush_fails_answers_its_error_and_no_read_shows_it
     assert [(row.committed_offset, row.lag) for row in described.partitions] == [(5, -5)]
     await stub.CommitOffsets(commit(9))  # the retry
     assert await committed(stub) == {("t", 0): 9}
+
+
+async def test_a_heartbeat_put_back_by_an_earlier_ones_failed_flush_answers_its_error(served):
+    """Two joins of g in flight. A DeleteGroup of x (g's offsets partition) holds that partition's
+    flush lock in its fdatasync; m1's join is appended and its flush (to m1's records) queues
+    behind; m2's join is appended on top and waits for m1's flush. That flush finds no
+    descriptor (the log stays online): both joins are put back, and m2's call answers that error
+    although its own flush then succeeds; the group is as it was and a retry joins."""
+    stub, fs = served
+    assert partition_for("x34", OFFSETS_TOPIC_PARTITIONS) == partition_for("g", OFFSETS_TOPIC_PARTITIONS)
+    await stub.Heartbeat(join("m0"))
+    await stub.CommitOffsets(pb.CommitOffsetsRequest(group="x34", offsets=[
+        pb.OffsetToCommit(topic="t", partition=0, offset=1)]))
+    before = await members_of(stub)
+    fs.armed = True
+    deleting = asyncio.ensure_future(stub.DeleteGroup(pb.DeleteGroupRequest(group="x34")))
+    assert await asyncio.to_thread(fs.held.wait, 30)
+    first = asyncio.ensure_future(stub.Heartbeat(join("m1")))
+    while "m1" not in await members_of(stub):  # appended; its flush waits for the held one
+        await asyncio.sleep(0.01)
+    rule = fs.fail("open", errno.EMFILE, path=offsets_log_file)
+    second = asyncio.ensure_future(stub.Heartbeat(join("m2")))
+    while "m2" not in await members_of(stub):
+        await asyncio.sleep(0.01)
+    fs.release.set()
+    assert (await deleting).deleted_offsets == 1
+    for call in (first, second):
+        with pytest.raises(grpc.aio.AioRpcError) as refused:
+            await call
+        assert refused.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert rule.hits == 1
+    assert await members_of(stub) == before
+    await stub.Heartbeat(join("m2"))  # a retry joins
+    assert set(await members_of(stub)) == {"m0", "m2"}

@@ -173,3 +173,26 @@ def test_commits_with_failing_flushes_leave_the_map_equal_to_the_replay_of_what_
                 assert seen(coordinator) == durable_replay(manager) == durable_replay(manager, whole=True)
     finally:
         stack.close()
+
+
+def test_delete_group_and_expiry_whose_flush_fails_answer_its_error_and_keep_the_offsets(tmp_path):
+    """The tombstones are appended; their flush finds no descriptor: DeleteGroup raises it and the
+    offsets stay readable until a flush makes the tombstones durable. The expiry's tombstones the
+    same, their flush failing with the directory offline (EIO)."""
+    clock, fs = FakeClock(), FaultFs()
+    with coordinator_in(str(tmp_path), clock, fs, create=True) as (manager, coordinator):
+        durable(manager, coordinator.commit("g", "", 0, [OffsetCommit("t", 0, 5)]))
+        durable(manager, coordinator.commit("h", "", 0, [OffsetCommit("t", 0, 6)]))
+        fs.fail("open", errno.EMFILE, path=offsets_log_file)
+        with pytest.raises(TooManyOpenFilesError):
+            coordinator.delete_group("g")
+        assert seen(coordinator)["g"] == {("t", 0): 5} == durable_replay(manager)["g"]
+        log = manager.get_log(OFFSETS_TOPIC, coordinator.offsets_partition_of("g"))
+        log.flush(log.log_end_offset)
+        assert seen(coordinator)["g"] == {} == durable_replay(manager)["g"]
+        clock.advance(8 * 24 * 3600 * 1000)  # past offsets.retention.minutes
+        fs.fail("fdatasync", errno.EIO, path=offsets_log_file)
+        with pytest.raises(LogDirOfflineError):
+            coordinator.expire_offsets()
+        assert seen(coordinator)["h"] == {("t", 0): 6}
+        assert not manager.statistics().log_dirs[0].online

@@ -80,11 +80,12 @@ def durable(manager: LogManager, coordinator: GroupCoordinator, written) -> None
         written.log.flush(written.end_offset)
     except LogDirOfflineError as exc:
         manager.handle_log_failure(written.log, exc)
-        coordinator.write_failed(written)
+        coordinator.write_failed(written, exc)
         raise
-    except StorageError:
-        coordinator.write_failed(written)
+    except StorageError as exc:
+        coordinator.write_failed(written, exc)
         raise
+    coordinator.check_written(written)
 
 
 def heartbeat(manager, coordinator, member: int, epoch: int, **kwargs):
@@ -369,3 +370,36 @@ def test_delete_group_waits_for_the_last_members_pending_leave_and_shares_its_fa
         heartbeat(manager, coordinator, 0, -1)
         assert coordinator.delete_group(GROUP) == 1
         assert coordinator.fetch(GROUP) == []
+
+
+def test_a_write_put_back_by_an_earlier_writes_failed_flush_answers_that_error(tmp_path):
+    """Two calls of one group in flight: H1 appends W1 (m2 joins), H2 appends W2 on top of it (m3
+    joins). W1's flush fails retriably (the log stays online): both are put back, so H2 answers
+    W1's error although its own flush then succeeds, and neither member is in the group, in
+    memory or on replay. A no-change heartbeat that waited on W2 answers it too."""
+    clock, fs = FakeClock(), FaultFs()
+    directory = str(tmp_path / "d")
+    with coordinator_in(directory, clock, fs, create=True) as (manager, coordinator):
+        one_member_then_another(manager, coordinator)
+        flush_all(manager)
+        before = coordinator.group_snapshot(GROUP)
+        first = coordinator.heartbeat(GROUP, "m2", 0, subscription={"a"})
+        second = coordinator.heartbeat(GROUP, "m3", 0, subscription={"b"})
+        steady = coordinator.heartbeat(GROUP, "m1", coordinator.describe(GROUP).member_epochs["m1"],
+                                       subscription=None, owned=coordinator.describe(GROUP).members["m1"])
+        assert first.written.end_offset < second.written.end_offset
+        rule = fs.fail("open", errno.EMFILE, path=offsets_log_file)
+        with pytest.raises(TooManyOpenFilesError) as failed:
+            durable(manager, coordinator, first.written)
+        assert rule.hits == 1
+        for answer in (second, steady):
+            with pytest.raises(TooManyOpenFilesError) as told:
+                durable(manager, coordinator, answer.written)  # its flush succeeds: still not counted
+            assert told.value is failed.value
+        assert rule.hits == 1
+        assert coordinator.group_snapshot(GROUP) == before
+        assert set(coordinator.describe(GROUP).members) == {"m0", "m1"}
+        flush_all(manager)
+    with coordinator_in(directory, clock, fs) as (_, replayed):
+        assert replayed.group_snapshot(GROUP) == before
+
