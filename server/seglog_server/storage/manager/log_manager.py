@@ -582,20 +582,32 @@ class LogManager:
                 continue
             served = [found for found in map(self._registry.find, entry.partitions()) if found is not None]
             try:
-                change = complete_interrupted_change([p.path for p in served], entry.topic_id, self._fs)
-                config = None if change is None else LogConfig.from_properties(change.overrides, self._default_config)
+                change = complete_interrupted_change([p.path for p in served], entry.topic_id, self._fs,
+                                                     lambda intent, entry=entry: self._intent_config(entry, intent))
             except IntentReadError as exc:
                 self._intent_unreadable(entry, served, exc)
                 continue
-            except (PartitionWriteError, InvalidConfigError) as exc:
+            except PartitionWriteError as exc:
                 _log.error("topic %s: an interrupted config change not completed: %s (tried again at the next start)",
                            entry.name, exc)
                 continue
-            if change is None or config is None:
+            if change is None:
                 continue
-            entry.config, entry.overrides = config, dict(change.overrides)
+            config = change[1]
+            entry.config, entry.overrides = config, dict(change[0].overrides)
             for partition in served:
                 partition.log.update_config(config)
+
+    def _intent_config(self, entry: TopicEntry, intent: TopicMetadata) -> LogConfig:
+        """The config a change's intent gives the topic, checked as the change was; raises
+        InvalidConfigError."""
+        if (intent.topic, intent.partition_count) != (entry.name, entry.partition_count):
+            raise InvalidConfigError(
+                f"the intent is of topic {intent.topic!r} with {intent.partition_count} partitions, "
+                f"the topic {entry.name!r} has {entry.partition_count}")
+        config = LogConfig.from_properties(intent.overrides, self._default_config)
+        check_changeable(entry.name, entry.config, config)
+        return config
 
     def _intent_unreadable(self, entry: TopicEntry, served: Sequence[Any], failed: IntentReadError) -> None:
         what = f"topic {entry.name}: the intent of an interrupted config change not read ({failed})"

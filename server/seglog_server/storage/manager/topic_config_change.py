@@ -33,7 +33,7 @@ from __future__ import annotations
 import errno
 import logging
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 
 from ..base.errors import InvalidConfigError
@@ -167,17 +167,20 @@ def _remove_intents(paths: Sequence[str], fs: FileSystem, *, quietly: bool) -> N
 
 
 def complete_interrupted_change(
-    partition_dirs: Sequence[str], topic_id: str, fs: FileSystem
-) -> TopicMetadata | None:
+    partition_dirs: Sequence[str], topic_id: str, fs: FileSystem,
+    validate: Callable[[TopicMetadata], LogConfig],
+) -> tuple[TopicMetadata, LogConfig] | None:
     """At start: the change an intent in one of ``partition_dirs`` (a topic's loaded partitions)
-    records for ``topic_id``, written to every partition's ``topic.properties`` and its intents
-    removed (a removal that fails is logged); None when there is none. An intent of another topic
-    id (left by a deleted incarnation) or unreadable is removed. Raises ``PartitionWriteError``
+    records for ``topic_id`` and its config, written to every partition's ``topic.properties`` and
+    its intents removed (a removal that fails is logged); None when there is none. ``validate``
+    answers the intent's config or raises InvalidConfigError, before anything is written: an
+    intent of another topic id (left by a deleted incarnation), unreadable or invalid is removed
+    (written whole, it would take every partition offline at the next start). Raises ``PartitionWriteError``
     when a write fails (the intents stay: the next start tries again) and ``IntentReadError``
     when an intent cannot be read. Anything named like an intent that is not a regular file is
     ignored."""
     found: list[str] = []
-    change: TopicMetadata | None = None
+    change: tuple[TopicMetadata, LogConfig] | None = None
     for path in partition_dirs:
         intent_path = os.path.join(path, CHANGE_INTENT_FILE_NAME)
         try:
@@ -196,14 +199,18 @@ def complete_interrupted_change(
         except CorruptTopicMetadataError as exc:
             _log.warning("ignoring the unreadable intent of a topic config change: %s", exc)
             continue
-        if metadata.topic_id == topic_id:
-            change = metadata
+        if metadata.topic_id != topic_id:
+            continue
+        try:
+            change = metadata, validate(metadata)
+        except InvalidConfigError as exc:
+            _log.warning("ignoring the invalid intent of a topic config change in %s: %s", path, exc)
     if change is not None:
         _log.warning("topic %s: completing a config change interrupted by a stop (overrides %s)",
-                     change.topic, dict(change.overrides))
+                     change[0].topic, dict(change[0].overrides))
         for path in partition_dirs:
             try:
-                write_topic_metadata(path, change, fs=fs)
+                write_topic_metadata(path, change[0], fs=fs)
             except OSError as exc:
                 raise PartitionWriteError(path, exc) from exc
     # Every file holds the change (or none was found): an intent left is redone or dropped again.

@@ -626,3 +626,58 @@ def test_something_named_like_an_intent_that_is_no_file_is_ignored(tmp_path, kin
         assert not (tmp_path / "t-1" / CHANGE_INTENT_FILE_NAME).exists()
     finally:
         manager.shutdown()
+
+
+def _write_intent(directory, partition: int, **changes) -> None:
+    current = read_topic_metadata(str(directory / f"t-{partition}"))
+    (directory / f"t-{partition}" / CHANGE_INTENT_FILE_NAME).write_bytes(
+        format_topic_metadata(replace(current, **changes)))
+
+
+@pytest.mark.parametrize("changes", [
+    {"overrides": {"retention.ms": "soon"}},
+    {"overrides": {"min.compaction.lag.ms": "10", "max.compaction.lag.ms": "5"}},
+    {"overrides": {"remote.storage.enable": "true"}},  # fixed at creation
+    {"partition_count": 3, "overrides": {"retention.ms": "5"}},  # not this topic's file
+])
+def test_an_invalid_intent_is_dropped_before_anything_is_written(tmp_path, changes):
+    first = _manager(tmp_path)
+    first.create_topic("t", 2, {"retention.ms": "1000"})
+    first.halt()
+    _write_intent(tmp_path, 1, **changes)
+    manager = _manager(tmp_path)
+    try:
+        assert _files(manager, "t") == [{"retention.ms": "1000"}] * 2
+        assert {read_topic_metadata(str(tmp_path / f"t-{p}")).partition_count for p in range(2)} == {2}
+        assert [manager.get_log("t", p).config.retention_ms for p in range(2)] == [1000, 1000]
+        assert not (tmp_path / "t-1" / CHANGE_INTENT_FILE_NAME).exists()
+    finally:
+        manager.shutdown()
+    again = _manager(tmp_path)
+    try:
+        assert [again.get_log("t", p).config.retention_ms for p in range(2)] == [1000, 1000]
+    finally:
+        again.shutdown()
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(overrides=st.dictionaries(_NAMES, _VALUES, max_size=3))
+def test_any_intent_is_completed_whole_or_dropped_and_every_partition_loads_again(tmp_path_factory, overrides):
+    directory = tmp_path_factory.mktemp("intent")
+    first = _manager(directory)
+    first.create_topic("t", 2, {"retention.ms": "1000"})
+    first.halt()
+    try:
+        _write_intent(directory, 1, overrides=overrides)
+    except (AssertionError, ValueError):
+        return  # not a file a change could write
+    for start in range(2):  # the start that finds the intent, and the one after it
+        manager = _manager(directory)
+        try:
+            files = _files(manager, "t")
+            assert files[0] == files[1] in ({"retention.ms": "1000"}, overrides), (start, files)
+            config = LogConfig.from_properties(files[0])
+            assert [manager.get_log("t", p).config for p in range(2)] == [config] * 2, start
+            assert not list(directory.glob(f"t-*/{CHANGE_INTENT_FILE_NAME}")), start
+        finally:
+            manager.shutdown()
