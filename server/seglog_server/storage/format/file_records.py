@@ -147,7 +147,7 @@ class FileRecords:
         # disk's repair, an operator, another program) makes a read through a mapping past the
         # new end SIGBUS, which kills the whole service, where a pread returns short and the
         # read fails as damage to this one partition (CorruptRecordError). The cost, one pread
-        # per scan chunk instead of none, is measured in docs/performance.md.
+        # per scan chunk instead of none, is measured in docs/reliability.md.
         self._sealed = False
 
     @classmethod

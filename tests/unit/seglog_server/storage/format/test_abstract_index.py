@@ -207,5 +207,5 @@ def test_a_sealed_log_with_a_hole_is_scanned_with_preads_not_mapped(tmp_path):
     records.seal()
     header = records.search_for_offset_with_size(0, 0)
     assert header is not None and header.position == 0
-    assert fs.maps == 0  # a sealed log is never mapped (test_truncated_under_a_mapping.py)
+    assert fs.maps == 0  # a sealed log is never mapped (test_cut_from_outside.py)
     records.close_handler()
