@@ -17,8 +17,9 @@ The steps follow the reference search exactly, batch headers included: the searc
 first batch whose header's maxTimestamp reaches T and walks its records. So a batch whose
 maxTimestamp raises the running maximum is walked (``record_steps``: compiled, every rule of
 ``walk_records``) and must hold a record carrying that maxTimestamp (a LogAppendTime batch: its
-first record, at the header's time); a batch that raises nothing is entered by its header alone
-(the search never walks it: an earlier batch reaches every target it could). A batch the walk
+first record, at the header's time, whatever timestampDelta it carries); a batch that raises
+nothing is entered by its header alone (the search never walks it: an earlier batch reaches
+every target it could). A batch the walk
 refuses, whose records disagree with its header, or whose header the codec's ``BatchWalk``
 refuses (lengths against the file, offsets rising inside the segment's bounds) ends the table
 there (``damaged``): targets past its last step are the per-target search's, which meets the
@@ -37,7 +38,7 @@ from __future__ import annotations
 from array import array
 from collections.abc import Callable
 
-from seglog.records import HEADER, LOG_OVERHEAD, RECORD_BATCH_OVERHEAD, BatchStop, BatchWalk, CodecError
+from seglog.records import HEADER, LOG_OVERHEAD, RECORD_BATCH_OVERHEAD, BatchStop, BatchWalk, CodecError, walk_records
 from seglog.records.walk_compiled import record_steps
 
 from ..base.errors import CorruptRecordError
@@ -96,9 +97,16 @@ class TimeSteps:
             log_append_time = fields[HeaderField.ATTRIBUTES] & _TIMESTAMP_TYPE_BIT
             try:
                 data, start, end = _records_area(batch, fields)
-                if log_append_time:  # every record at maxTimestamp: the first record is the step
-                    timestamps, offsets, _ = record_steps(data, start, end, fields[HeaderField.RECORDS_COUNT], 0,
-                                                          base_offset, _NO_STEP)
+                if log_append_time:
+                    # Every record reads maxTimestamp: the first record is the step, whatever its
+                    # own timestampDelta (even INT64_MIN, which no floor is below). The whole walk
+                    # for its verdict, then the first record's offsetDelta.
+                    count = fields[HeaderField.RECORDS_COUNT]
+                    record_steps(data, start, end, count, 0, base_offset, _NO_STEP)
+                    first = next(walk_records(data, start, end, min(count, 1)), None)
+                    offsets = () if first is None else (base_offset + first[1],)
+                    if offsets and not _NO_STEP <= offsets[0] < -_NO_STEP:
+                        raise OverflowError("the first record's offset is past int64")
                 else:
                     timestamps, offsets, _ = record_steps(data, start, end, fields[HeaderField.RECORDS_COUNT],
                                                           base_timestamp, base_offset, self.running_max)
@@ -106,7 +114,7 @@ class TimeSteps:
                 self.damaged = True
                 return False
             if log_append_time:
-                if not timestamps:
+                if not offsets:
                     self.damaged = True
                     return False
                 self.timestamps.append(max_timestamp)

@@ -15,7 +15,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tests.support.log_test_support import NOW_MS, batch, config, open_log, poke, reopen, scans_only
 
-from seglog.records import LENGTH_OFFSET, Compression, TimestampType, iter_batches
+from seglog.records import HEADER, LENGTH_OFFSET, Compression, TimestampType, iter_batches
+from seglog.records.crc import crc32c
+from seglog.records.varint import encode_varint, encode_varlong
 from seglog_server.storage.base.clock import FakeClock
 from seglog_server.storage.base.errors import CorruptRecordError, StorageError
 from seglog_server.storage.base.fs import FileSystem
@@ -27,6 +29,8 @@ from seglog_server.storage.segment.time_steps import TimeSteps
 _INT32 = struct.Struct(">i")
 _INT64 = struct.Struct(">q")
 _MAX_TIMESTAMP_AT = 35  # a batch header's maxTimestamp (HEADER's offsets)
+_CRC_AT, _CRC_FROM = 17, 21
+_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 
 
 @pytest.fixture
@@ -66,6 +70,21 @@ def steps_of(log, slot: int = -1) -> TimeSteps | None:
     return log.segments_snapshot()[slot]._steps_ref()
 
 
+def raw_batch(values: list[bytes], base_timestamp: int, timestamp_deltas: list[int]) -> bytes:
+    """A v2 batch written byte by byte with the records' own timestampDeltas (the builder gives
+    its first record delta 0): its maxTimestamp the largest record's, clamped to int64."""
+    area = b""
+    for index, (value, delta) in enumerate(zip(values, timestamp_deltas)):
+        body = (b"\x00" + encode_varlong(delta) + encode_varint(index) + encode_varint(-1)
+                + encode_varint(len(value)) + value + encode_varint(0))
+        area += encode_varint(len(body)) + body
+    max_timestamp = min(_INT64_MAX, max(base_timestamp + delta for delta in timestamp_deltas))
+    raw = bytearray(HEADER.pack(0, HEADER.size - 12 + len(area), -1, 2, 0, 0, len(values) - 1, base_timestamp,
+                                max_timestamp, -1, -1, -1, len(values)) + area)
+    struct.pack_into(">I", raw, _CRC_AT, crc32c(bytes(raw[_CRC_FROM:])))
+    return bytes(raw)
+
+
 def batch_positions(path: str) -> list[int]:
     with open(path, "rb") as file:
         return [one.position for one in iter_batches(file.read())]
@@ -88,8 +107,17 @@ class FailingFs(FileSystem):
 
 # -- equal to the per-target search (Hypothesis) --------------------------------------------------
 
+# A first record's timestampDelta the builder never writes (it makes the first record the base):
+# the extremes of int64 and anything between, as a producer's bytes may carry them (a
+# LogAppendTime topic stamps the batch and keeps the records' deltas, whatever they are).
+first_delta = st.one_of(
+    st.none(), st.none(),
+    st.sampled_from([_INT64_MIN, _INT64_MIN + 1, -NOW_MS - 1, -1, _INT64_MAX - NOW_MS]),
+    st.integers(_INT64_MIN, _INT64_MAX - NOW_MS),
+)
+append = st.tuples(st.just("append"), st.lists(st.integers(0, 300), min_size=1, max_size=60), st.booleans(), first_delta)
 operation = st.one_of(
-    st.tuples(st.just("append"), st.lists(st.integers(0, 300), min_size=1, max_size=60), st.booleans()),
+    append, append,
     st.tuples(st.just("lookup")),
     st.tuples(st.just("truncate"), st.floats(0, 1)),
     st.tuples(st.just("delete_records"), st.floats(0.05, 0.95)),
@@ -128,11 +156,15 @@ def test_answers_from_the_tables_equal_a_lookup_per_target_as_the_log_changes(
             damaged = damaged or kind == "damage"
             try:
                 if kind == "append":
-                    deltas, compressed = arguments
+                    deltas, compressed, first = arguments
                     if append_time:
                         clock.advance(deltas[0] % 4)  # equal and rising append times
-                    log.append(batch(*[b"v%d" % delta for delta in deltas], timestamps=[NOW_MS + d for d in deltas],
-                                     compression=Compression.GZIP if compressed else Compression.NONE))
+                    values = [b"v%d" % delta for delta in deltas]
+                    if first is None:
+                        log.append(batch(*values, timestamps=[NOW_MS + d for d in deltas],
+                                         compression=Compression.GZIP if compressed else Compression.NONE))
+                    else:  # the base NOW_MS, the first record's delta extreme
+                        log.append(raw_batch(values, NOW_MS, [first, *deltas[1:]]))
                     seen.extend(deltas[:3])
                 elif kind == "truncate":
                     log.truncate_to(int(log.log_end_offset * arguments[0]))
@@ -173,6 +205,38 @@ def test_answers_from_the_tables_equal_a_lookup_per_target_as_the_log_changes(
                     raise
                 if kind in ("restart", "damage"):
                     return  # no log loaded to look in
+    finally:
+        log.close()
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(
+    batches=st.lists(st.tuples(st.lists(st.integers(0, 300), min_size=1, max_size=8), first_delta, st.integers(0, 3)),
+                     min_size=1, max_size=6),
+    append_time=st.sampled_from([True, True, False]),
+)
+def test_first_records_with_any_timestamp_delta_get_the_per_target_answers(
+    tmp_path_factory, budget, batches, append_time
+):
+    """A LogAppendTime batch's records all read its maxTimestamp whatever deltas they carry (the
+    first one's INT64_MIN included): the table, fed by the appends and built again after a
+    restart, answers as the scans do."""
+    budget()
+    clock = FakeClock(NOW_MS)
+    log = open_log(tmp_path_factory.mktemp("first"), clock, config(
+        message_timestamp_type=TimestampType.LOG_APPEND_TIME if append_time else TimestampType.CREATE_TIME))
+    try:
+        for deltas, first, advance in batches:
+            clock.advance(advance)
+            values = [b"v%d" % delta for delta in deltas]
+            log.append(batch(*values, timestamps=[NOW_MS + d for d in deltas]) if first is None
+                       else raw_batch(values, NOW_MS, [first, *deltas[1:]]))
+        asked = [NOW_MS + step for step in range(-2, 310, 7)] + [clock.time_ms() + step for step in (-4, -1, 0, 1)]
+        for _ in ("fed by the appends", "built from the file"):
+            expected = oracle(log, asked)
+            assert [described(outcome) for outcome in log.lookup_timestamps(asked)] == expected
+            assert [described(alone(log, target)) for target in asked] == expected
+            log = reopen(log, clock)
     finally:
         log.close()
 
