@@ -38,6 +38,7 @@
 #define VARINT_BYTES_MAX 5
 #define VARLONG_BYTES_MAX 10
 #define CONTINUATION 0x80
+#define STEPS_FIRST_CAPACITY 64 /* record_steps: the columns' first room, in steps */
 
 static PyObject *corrupt_error; /* seglog.records.errors.CorruptRecordError */
 
@@ -438,8 +439,11 @@ record_steps(PyObject *module, PyObject *args)
         refuse(index, position, "premature EOF (fewer records than the batch declares)"); /* not reached */
         goto done;
     }
-    timestamps = PyBytes_FromStringAndSize(NULL, count * (Py_ssize_t)sizeof(int64_t));
-    offsets = PyBytes_FromStringAndSize(NULL, count * (Py_ssize_t)sizeof(int64_t));
+    /* The columns grow as steps are found (doubling): a batch's steps are usually far fewer than
+       its records, and a lying count must not make the walk allocate by it. */
+    Py_ssize_t capacity = count < STEPS_FIRST_CAPACITY ? count : STEPS_FIRST_CAPACITY;
+    timestamps = PyBytes_FromStringAndSize(NULL, capacity * (Py_ssize_t)sizeof(int64_t));
+    offsets = PyBytes_FromStringAndSize(NULL, capacity * (Py_ssize_t)sizeof(int64_t));
     if (timestamps == NULL || offsets == NULL)
         goto done;
     int64_t *timestamp_out = (int64_t *)PyBytes_AS_STRING(timestamps);
@@ -459,6 +463,14 @@ record_steps(PyObject *module, PyObject *args)
             if (__builtin_add_overflow((int64_t)base_offset, offset_delta, &offset)) {
                 overflow = 1;
                 continue;
+            }
+            if (steps == capacity) {
+                capacity = capacity > count - capacity ? count : 2 * capacity;
+                if (_PyBytes_Resize(&timestamps, capacity * (Py_ssize_t)sizeof(int64_t)) != 0 ||
+                    _PyBytes_Resize(&offsets, capacity * (Py_ssize_t)sizeof(int64_t)) != 0)
+                    goto done; /* (each resize frees and clears its object on failure) */
+                timestamp_out = (int64_t *)PyBytes_AS_STRING(timestamps);
+                offset_out = (int64_t *)PyBytes_AS_STRING(offsets);
             }
             timestamp_out[steps] = running = timestamp;
             offset_out[steps] = offset;

@@ -469,7 +469,13 @@ class LogSegment:
         if steps is None and position == 0 and not self._steps_refused:
             steps = self._new_time_steps()  # a new segment: its table is fed from the first batch
         if steps is not None and steps.end_position == position and not steps.damaged:
-            self._feed_time_steps(steps, batch, base_offset, position, size)
+            try:
+                self._feed_time_steps(steps, batch, base_offset, position, size)
+            except Exception:  # (MemoryError, a bug): the batch is written, the append stands
+                # The table is a cache: dropped, a lookup builds it again from the file.
+                _LOG.exception("segment %s: the time-step table dropped: the batch at %d was not entered",
+                               self._base_offset, position)
+                self.drop_time_steps()
         return position
 
     def _feed_time_steps(self, steps: TimeSteps, batch: memoryview, base_offset: int, position: int,

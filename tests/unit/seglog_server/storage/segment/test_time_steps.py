@@ -13,7 +13,7 @@ import struct
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from tests.support.log_test_support import NOW_MS, batch, config, open_log, poke, reopen, scans_only
+from tests.support.log_test_support import NOW_MS, all_offsets, batch, config, open_log, poke, reopen, scans_only
 
 from seglog.records import HEADER, LENGTH_OFFSET, Compression, TimestampType, iter_batches
 from seglog.records.crc import crc32c
@@ -418,3 +418,29 @@ def test_a_build_over_hostile_bytes_stops_at_the_refused_batch_and_the_search_me
         assert [described(outcome) for outcome in log.lookup_timestamps(targets)] == expected, harm
         assert expected[0] == TimestampAndOffset(NOW_MS + 3, 3)
         log.close()
+
+
+def test_an_error_feeding_the_table_drops_it_and_never_fails_the_append(tmp_path, clock, budget, monkeypatch, caplog):
+    """The batch is in the file when the feed runs: an error there (MemoryError, say) must not
+    escape the append with the log end offset left behind the file."""
+    made = budget()
+    log = open_log(tmp_path, clock, config())
+    log.append(batch(b"a", b"b", timestamps=[NOW_MS + 1, NOW_MS + 2]))
+    assert steps_of(log) is not None and len(made) == 1
+
+    def failing(*arguments):
+        raise MemoryError
+
+    monkeypatch.setattr(time_steps, "record_steps", failing)
+    log.append(batch(b"c", b"d", timestamps=[NOW_MS + 5, NOW_MS + 4]))  # raises the maximum: walked
+    assert log.log_end_offset == 4 and all_offsets(log) == [0, 1, 2, 3]
+    assert steps_of(log) is None and len(made) == 0 and "time-step table dropped" in caplog.text
+    log.append(batch(b"e", timestamps=NOW_MS + 9))  # no table to feed: the append goes on
+    monkeypatch.undo()
+    budget()
+    targets = [NOW_MS + 2, NOW_MS + 3, NOW_MS + 5, NOW_MS + 9, NOW_MS + 10]
+    expected = oracle(log, targets)
+    assert expected[2] == TimestampAndOffset(NOW_MS + 5, 2)
+    assert log.lookup_timestamps(targets) == expected
+    assert steps_of(log) is not None  # built again from the file
+    assert [log.offset_for_timestamp(target) for target in targets] == expected
