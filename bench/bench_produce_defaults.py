@@ -3,6 +3,7 @@ pipelined XADD, interleaved repeat by repeat: goal 4's 'every client default' ro
 ``bench/peers`` alone, without the rest of its workloads.
 
     .venv/bin/python bench/bench_produce_defaults.py [--records 300000] [--repeats 3] [--read]
+        [--batch-sizes default,16384,65536]
 
 Each repeat produces the benchmark's records (``bench.peers.common.workload``) into a fresh
 topic through ``Producer(address)`` with ``send_many`` in 10,000-record slices and a flush (as
@@ -11,6 +12,9 @@ a default ``Consumer.poll_batches`` and Redis with XRANGE pages. Prints each rep
 medians: records/s, the ratio to Redis in the same repeat, client and service CPU per record,
 and the 1-minute load average sampled during the run. For an A/B of two checkouts, run it with
 ``PYTHONPATH=<other>/client:<other>/server`` (the service is started from the same paths).
+``--batch-sizes`` A/Bs the producer's ``batch_size`` in the same run: each repeat produces once
+per size (``default`` configures nothing), in an order rotated by one each repeat, beside one Redis run, and each size's figures
+are printed with its name as a prefix.
 """
 
 from __future__ import annotations
@@ -34,8 +38,10 @@ SEND_SLICE = 10_000
 POLL_TIMEOUT_MS = 2000
 
 
-def _seglog_produce(address: str, topic: str, keys: list[bytes], values: list[bytes]) -> None:
-    with Producer(address) as producer:
+def _seglog_produce(address: str, topic: str, keys: list[bytes], values: list[bytes],
+                    batch_size: int | None = None) -> None:
+    options = {} if batch_size is None else {"batch_size": batch_size}
+    with Producer(address, **options) as producer:
         for start in range(0, len(values), SEND_SLICE):
             end = start + SEND_SLICE
             producer.send_many(topic, values[start:end], keys[start:end], partition=0)
@@ -58,7 +64,10 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=300_000)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--read", action="store_true", help="read each topic back too")
+    parser.add_argument("--batch-sizes", default="default",
+                        help="comma-separated batch_size values to A/B ('default': configure nothing)")
     args = parser.parse_args()
+    sizes = [None if size == "default" else int(size) for size in args.batch_sizes.split(",")]
     keys, values = workload(args.records)
     rows: list[dict[str, float]] = []
     with tempfile.TemporaryDirectory(prefix="bench-produce-defaults-") as tmp, LoadSampler() as load:
@@ -68,28 +77,36 @@ def main() -> None:
         admin = Admin(service.address)
         try:
             for repeat in range(args.repeats):
-                topic = f"defaults-{repeat}"
-                admin.create_topic(topic, 1)
                 row: dict[str, float] = {}
-                with Measured(service.process.pid) as seglog_run:
-                    _seglog_produce(service.address, topic, keys, values)
-                row["seglog_per_s"] = args.records / seglog_run.wall_s
-                row["client_us"] = seglog_run.client_cpu_s / args.records * 1e6
-                row["service_us"] = seglog_run.server_cpu_s / args.records * 1e6
+                # Each repeat starts one size later, so no size always runs first (or after the same one).
+                for size in sizes[repeat % len(sizes):] + sizes[:repeat % len(sizes)]:
+                    name = "" if size is None else f"{size // 1024}k_"
+                    topic = f"defaults-{repeat}-{size or 0}"
+                    admin.create_topic(topic, 1)
+                    with Measured(service.process.pid) as seglog_run:
+                        _seglog_produce(service.address, topic, keys, values, size)
+                    row[f"{name}seglog_per_s"] = args.records / seglog_run.wall_s
+                    row[f"{name}client_us"] = seglog_run.client_cpu_s / args.records * 1e6
+                    row[f"{name}service_us"] = seglog_run.server_cpu_s / args.records * 1e6
                 redis.client.delete("peers")
                 with Measured(redis.pid) as redis_run:
                     redis.produce(keys, values)
                 row["redis_per_s"] = args.records / redis_run.wall_s
-                row["ratio"] = row["seglog_per_s"] / row["redis_per_s"]
+                for size in sizes:
+                    name = "" if size is None else f"{size // 1024}k_"
+                    row[f"{name}ratio"] = row[f"{name}seglog_per_s"] / row["redis_per_s"]
                 if args.read:
-                    with Measured(service.process.pid) as read_run:
-                        assert _seglog_read(service.address, topic, args.records) == args.records
-                    row["read_per_s"] = args.records / read_run.wall_s
-                    row["read_client_us"] = read_run.client_cpu_s / args.records * 1e6
                     with Measured(redis.pid) as redis_read:
                         assert redis.read_all(args.records) == args.records
                     row["redis_read_per_s"] = args.records / redis_read.wall_s
-                    row["read_ratio"] = row["read_per_s"] / row["redis_read_per_s"]
+                    for size in sizes:
+                        name = "" if size is None else f"{size // 1024}k_"
+                        with Measured(service.process.pid) as read_run:
+                            assert _seglog_read(service.address, f"defaults-{repeat}-{size or 0}",
+                                                args.records) == args.records
+                        row[f"{name}read_per_s"] = args.records / read_run.wall_s
+                        row[f"{name}read_client_us"] = read_run.client_cpu_s / args.records * 1e6
+                        row[f"{name}read_ratio"] = row[f"{name}read_per_s"] / row["redis_read_per_s"]
                 rows.append(row)
                 print(f"repeat {repeat + 1}: " + ", ".join(f"{name} {value:,.2f}" for name, value in row.items()),
                       flush=True)
