@@ -166,8 +166,8 @@ def _record_steps_compiled(data, position: int, end: int, count: int, base_times
     try:
         timestamps, offsets, in_order = _compiled_record_steps(data, position, end, count, base_timestamp,
                                                                base_offset, floor)
-    except CorruptRecordError:
-        return _record_steps_python(data, position, end, count)  # the reference's message
+    except CorruptRecordError:  # the reference's verdict and message, on the same arguments
+        return _record_steps_python(data, position, end, count, base_timestamp, base_offset, floor)
     return array("q", timestamps), array("q", offsets), in_order
 
 

@@ -505,3 +505,22 @@ def test_the_steps_walk_allocates_by_the_steps_it_finds_not_by_the_count_it_is_t
         tracemalloc.stop()
     assert steps_verdict(compiled_steps, area, 0, len(area), 100_000, 1, 2, -(2**63))[:2] == ([1], [2])
     assert peak < 64 * 1024, peak
+
+
+@FUZZ
+@given(area=valid_areas, base=bases)
+def test_where_the_compiled_steps_walk_refuses_the_reference_walks_the_same_arguments(area, base):
+    """Should the two walks ever disagree, the reference's answer is the one for the arguments
+    given (the base timestamp and offset and the floor), never the bare deltas."""
+    records, deltas = area
+    args = (records, 0, len(records), len(deltas)) + base
+
+    def refusing(*arguments):
+        raise CorruptRecordError("the compiled walk refuses")
+
+    expected = steps_verdict(walk_compiled._record_steps_python, *args)
+    walk_compiled._compiled_record_steps = refusing
+    try:
+        assert steps_verdict(walk_compiled._record_steps_compiled, *args) == expected
+    finally:
+        walk_compiled._compiled_record_steps = compiled_steps
