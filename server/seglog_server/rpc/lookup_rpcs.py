@@ -3,7 +3,9 @@ streams.py) and ExplainLookup.
 
 Each target keeps its own outcome, as Kafka answers per partition. The targets of a partition are
 searched in one storage call (one take of the log's lock); a handful run inline, more (or a log's
-first lookup by time after a restart: ``StoragePort.timestamp_lookup_may_block``) on the pool.
+first lookup by time after a restart: ``StoragePort.timestamp_lookup_may_block``, or a search that
+would read more than the inline bound to build or extend the segments' time-step tables or batch
+directories: ``PartitionLog.lookup_timestamps_without_builds``) on the pool.
 """
 
 from __future__ import annotations
@@ -124,6 +126,18 @@ class LookupRpcs:
         else:
             result.offset, result.timestamp_ms = answer.offset, answer.timestamp_ms
 
+    async def _lookup(self, log: Any, searched: list[int], pooled: bool) -> list[Any]:
+        """``log.lookup_timestamps(searched)`` on the pool, or inline when not ``pooled`` and the
+        search reads at most the inline bound to build or extend the segments' time-step tables
+        and batch directories (up to MiBs each; the storage knows only under the log's lock:
+        ``lookup_timestamps_without_builds`` answers None, and the lookup goes to the pool)."""
+        if not pooled:
+            found = await self.core.log_call(log, 0, log.lookup_timestamps_without_builds, searched,
+                                             self.core.calls.inline_io_bytes_max)
+            if found is not None:
+                return found
+        return await self.core.log_call(log, BLOCKING, log.lookup_timestamps, searched)
+
     async def _search_one(self, topic: str, partition: int, timestamp_ms: int) -> Any:
         """``_search`` of one valid target of a partition this process serves (no cluster):
         its outcome. The same calls, minus the lists and checks ``_search`` needs for many."""
@@ -131,8 +145,7 @@ class LookupRpcs:
         try:
             log = storage.get_log(topic, partition)
             searched = [timestamp_ms]
-            io_bytes = BLOCKING if storage.timestamp_lookup_may_block(log, searched) else 0
-            answer = (await self.core.log_call(log, io_bytes, log.lookup_timestamps, searched))[0]
+            answer = (await self._lookup(log, searched, storage.timestamp_lookup_may_block(log, searched)))[0]
         except Exception as exc:  # noqa: BLE001 - the whole call's error is the target's
             return exc
         if isinstance(answer, LogDirOfflineError):  # its search took the log offline
@@ -207,9 +220,9 @@ class LookupRpcs:
                 # A handful of lookups runs inline (microseconds each); more go to the pool, or one
                 # request of a few MiB of targets would hold the event loop for seconds. So does a
                 # log's first lookup by time after a restart: it checks every segment on first use.
-                inline = len(searched) <= _INLINE_LOOKUPS_MAX and not self.core.storage.timestamp_lookup_may_block(
+                pooled = len(searched) > _INLINE_LOOKUPS_MAX or self.core.storage.timestamp_lookup_may_block(
                     log, searched)
-                found = await self.core.log_call(log, 0 if inline else BLOCKING, log.lookup_timestamps, searched)
+                found = await self._lookup(log, searched, pooled)
             except Exception as exc:  # noqa: BLE001 - the whole call's error is each target's
                 found = [exc] * len(searched)
             else:

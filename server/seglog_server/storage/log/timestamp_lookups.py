@@ -43,7 +43,7 @@ from .log_results import (
 )
 
 __all__ = ["SPECIAL_TIMESTAMPS", "LookupOutcome", "check_targets", "lookup_timestamps", "offset_for_timestamp",
-           "search_timestamps"]
+           "search_read_bytes", "search_timestamps"]
 
 SPECIAL_TIMESTAMPS = frozenset(
     (LATEST_TIMESTAMP, EARLIEST_TIMESTAMP, MAX_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP, LATEST_TIERED_TIMESTAMP)
@@ -100,6 +100,31 @@ def lookup_timestamps(
     for special in SPECIAL_TIMESTAMPS.intersection(timestamps_ms):
         found[special] = _outcome_of_one(local, special, log_start_offset, log_end_offset)
     return [found.get(timestamp_ms) for timestamp_ms in timestamps_ms]
+
+
+def search_read_bytes(local: LocalLog, timestamps_ms: Sequence[int], log_start_offset: int, log_end_offset: int,
+                      enough: int) -> int:
+    """About how many bytes ``lookup_timestamps`` of ``timestamps_ms`` may read to build or
+    extend the searched segments' time-step tables and batch directories
+    (``LogSegment.time_lookup_read_bytes``), counted until above ``enough``: every segment the
+    search may visit is asked, with every target counted there (more targets only make a build
+    likelier). Expects the timestamps loaded (no first-use check left)."""
+    searched = [timestamp_ms for timestamp_ms in timestamps_ms if timestamp_ms >= 0]
+    if not searched or log_start_offset == log_end_offset:
+        return 0
+    count = 1 if len(timestamps_ms) == 1 else len(set(searched))
+    lowest = min(searched)
+    segments = local.segments
+    reaching = local.timestamps.first_slot_reaching(segments, lowest)
+    read = 0
+    for index in range(max(reaching, segments.floor_slot(log_start_offset)), len(segments)):
+        segment = segments.at(index)
+        if index != reaching and segment.largest_timestamp() < lowest:
+            continue  # no target reaches it: never searched
+        read += segment.time_lookup_read_bytes(count, log_start_offset)
+        if read > enough:
+            break
+    return read
 
 
 def _outcome_of_one(local: LocalLog, timestamp_ms: int, log_start_offset: int, log_end_offset: int) -> LookupOutcome:

@@ -99,7 +99,7 @@ if TYPE_CHECKING:  # boto3 (the remote extra) is loaded only where a store is co
     from ..remote.remote_storage_manager import LogSegmentData
     from .remote_log_tier import RemoteLogTier
 from .remote_timestamps import remote_offset_for_timestamp, remote_offset_of_max_timestamp, remote_segments_below
-from .timestamp_lookups import LookupOutcome, check_targets, lookup_timestamps
+from .timestamp_lookups import LookupOutcome, check_targets, lookup_timestamps, search_read_bytes
 
 __all__ = ["ChangeListener", "FlushScheduler", "Log", "UnifiedLog", "roll_jitter_ms"]
 
@@ -646,6 +646,20 @@ class UnifiedLog:
         raise RemoteStorageUnavailableError(
             f"{self._name}: the local log start moved during each of {TIERED_LOOKUP_ATTEMPTS_MAX} lookups by "
             "time (segments uploaded and deleted locally meanwhile); retry")
+
+    def lookup_timestamps_without_builds(self, timestamps_ms: Sequence[int], read_bytes_max: int
+                                         ) -> list[LookupOutcome] | None:
+        """``lookup_timestamps`` for a caller on an event loop: None, nothing searched, when the
+        search may read more than ``read_bytes_max`` bytes to build or extend the segments'
+        time-step tables and batch directories (``search_read_bytes``; the caller asks again on a
+        thread), else the lookup's outcomes. The check and the search share one take of the lock."""
+        with self._lock:
+            local = self._local
+            if (not local.closed and local.offline_cause is None and self._remote_tier is None
+                    and search_read_bytes(local, timestamps_ms, self._log_start_offset, self._log_end_offset,
+                                          read_bytes_max) > read_bytes_max):
+                return None
+            return self.lookup_timestamps(timestamps_ms)
 
     def _local_lookups(self, timestamps_ms: Sequence[int]) -> list[LookupOutcome]:
         """Under the lock, no remote segment below the local start known: every target over the

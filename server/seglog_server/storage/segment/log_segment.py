@@ -800,6 +800,43 @@ class LogSegment:
             watch.faults("log_read")
         return results
 
+    def time_lookup_read_bytes(self, target_count: int, starting_offset: int) -> int:
+        """About how many bytes of the ``.log`` searching ``target_count`` targets here
+        (``find_offsets_by_timestamps``; ``find_offset_by_timestamp`` for one) may read to build
+        or extend the time-step table and the batch directory: up to ``_STEPS_EXTEND_BYTES`` and
+        ``_DIRECTORY_EXTEND_BYTES`` (compressed batches decompressed), a call for a thread when
+        large. The decisions of ``_time_steps`` and ``_batch_directory``, taken without acting on
+        them; the scans' own reads not counted. Under the owning log's lock."""
+        file_end = self._log.size_in_bytes
+        steps = self._steps_ref()
+        if steps is not None and file_end < steps.end_position:
+            steps = None  # (the search drops it and counts again)
+        read = 0
+        if target_count > 1:
+            built_to = -1  # where the table will end, if it is built or extended
+            if steps is None:
+                counted = self._steps_targets if self._steps_ref is _no_directory else 0
+                if not self._steps_refused and (counted + target_count) * (1 << 20) >= file_end * _DIRECTORY_TARGETS_PER_MIB:
+                    read = min(file_end, _STEPS_EXTEND_BYTES)  # built now
+                    built_to = read
+            elif not steps.damaged:
+                read = min(file_end - steps.end_position, _STEPS_EXTEND_BYTES)  # extended now (or whole)
+                built_to = steps.end_position + read
+            if built_to == file_end and starting_offset <= self._base_offset:
+                return read  # whole then (unless it meets damage): it answers every target
+        else:  # the single search builds no table, and extends only a directory that exists
+            if (steps is not None and not steps.damaged and steps.end_position == file_end
+                    and starting_offset <= self._base_offset) or self._directory_ref() is None:
+                return 0
+        directory = self._directory_ref()
+        if directory is None or file_end < directory.end_position:
+            counted = self._directory_targets if self._directory_ref is _no_directory else 0
+            if not self._directory_refused and (counted + target_count) * (1 << 20) >= file_end * _DIRECTORY_TARGETS_PER_MIB:
+                read += min(file_end, _DIRECTORY_EXTEND_BYTES)
+        elif not directory.damaged:
+            read += min(file_end - directory.end_position, _DIRECTORY_EXTEND_BYTES)
+        return read
+
     # -- the time-step table -----------------------------------------------------------------
     def _answers_from_steps(
         self, steps: TimeSteps, timestamps_ms: Sequence[int], starting_offset: int

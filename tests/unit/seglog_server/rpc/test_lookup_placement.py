@@ -100,3 +100,58 @@ async def test_up_to_the_inline_cap_a_partitions_targets_run_inline_and_more_on_
         moved = (after.inline_count - before.inline_count, after.pooled_count - before.pooled_count)
         assert moved == ((1, 0) if where == "inline" else (0, 1)), (count, moved)
         before = after
+
+
+@pytest.fixture
+def one_large_segment(tmp_path):
+    """A manager over a partition of one segment of 100 batches (about 11 KiB), stopped and
+    started: its time-step table and batch directory are gone, to be built by lookups."""
+    manager = LogManager([str(tmp_path)])
+    manager.startup()
+    manager.create_topic("t", 1)
+    for number in range(100):
+        manager.get_log("t", 0).append(_batch(FIRST_MS + number))
+    manager.shutdown()
+    manager = LogManager([str(tmp_path)])
+    manager.startup()
+    calls = StorageCalls(thread_count=1, inline_io_bytes_max=1024)
+    limits = LogServicerLimits(fetch_bytes_max=1 << 20, fetch_wait_ms_max=1000,
+                               response_bytes_max=4 << 20, message_bytes_max=1 << 20)
+    yield LogServicer(manager, calls, limits), calls, manager.get_log("t", 0)
+    calls.shutdown()
+    manager.shutdown()
+
+
+@pytest.mark.parametrize("built", ["table", "directory"])
+async def test_an_inline_sized_call_that_builds_or_extends_a_table_or_directory_runs_on_the_pool(
+    one_large_segment, monkeypatch, built
+):
+    """A handful of targets whose search would read the .log to build or extend a segment's
+    time-step table (or its batch directory, where the table is refused) goes to the pool, each
+    time it would read more than the inline bound; once built to the file's end, inline."""
+    from seglog_server.storage.segment import log_segment
+    from seglog_server.storage.segment.batch_directory import DirectoryBudget
+
+    servicer, calls, log = one_large_segment
+    await servicer.OffsetsForTimes(_request(-3), Context())  # the first-use checks, on the pool
+    monkeypatch.setattr(log_segment, "_STEPS_EXTEND_BYTES", 4096)  # built in parts of 4 KiB
+    monkeypatch.setattr(log_segment, "_DIRECTORY_EXTEND_BYTES", 4096)
+    if built == "directory":
+        monkeypatch.setattr(log_segment, "TIME_STEPS", DirectoryBudget(0))  # no table fits
+    places = []
+    for _ in range(5):
+        before = calls.statistics()
+        response = await servicer.OffsetsForTimes(_request(FIRST_MS + 10, FIRST_MS + 90), Context())
+        assert [result.offset for result in response.results] == [10, 90]
+        after = calls.statistics()
+        places.append("pooled" if after.pooled_count > before.pooled_count else "inline")
+    assert places == ["pooled", "pooled", "pooled", "inline", "inline"]  # 4 + 4 + 3 KiB read, then none
+    for number in range(100, 120):  # about 2 KiB more: the appends feed a table, not a directory
+        log.append(_batch(FIRST_MS + number))
+    places = []
+    for _ in range(2):  # one target: the single search extends the directory it finds
+        before = calls.statistics()
+        response = await servicer.OffsetsForTimes(_request(FIRST_MS + 110), Context())
+        assert [result.offset for result in response.results] == [110]
+        places.append("pooled" if calls.statistics().pooled_count > before.pooled_count else "inline")
+    assert places == (["inline", "inline"] if built == "table" else ["pooled", "inline"])
