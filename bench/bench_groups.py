@@ -22,6 +22,13 @@ partitions) and drives it from this process through the public client:
   and on at 100 ms, in turn within each run (the order rotates); records/s and the commits the
   group made during the read (its batches in ``__consumer_offsets``).
 
+- **heartbeat cost** (``--sections heartbeats``, in-process, no service): one group of
+  ``--members`` members on a topic of twice as many partitions, settled; then steady heartbeats
+  that write (each member in turn with a new client host: its member record changes), timed per
+  call of ``GroupCoordinator.heartbeat`` (the offsets partition flushed between calls, untimed).
+  ``--against DIR`` runs the same, interleaved run by run, on another tree's ``server/`` (e.g.
+  ``git archive <commit> server | tar -x -C DIR``) and prints the ratio of the medians.
+
 Every figure is the median of ``--runs`` runs; the 1-minute load average is printed before and after
 each section (the machines are shared: see bench/README.md).
 """
@@ -233,18 +240,92 @@ def auto_commit_cost(service: Service, runs: int, records: int, session_ms: int)
     return found
 
 
+def heartbeat_child(members: int, beats: int) -> float:
+    """Microseconds per writing steady heartbeat of a settled group of ``members`` (this
+    process's seglog_server)."""
+    from seglog_server.groups.coordinator import GroupCoordinator
+    from seglog_server.storage import FakeClock, LogManager
+
+    with tempfile.TemporaryDirectory(prefix="seglog-bench-heartbeats-") as directory:
+        clock = FakeClock()
+        manager = LogManager([directory], clock=clock)
+        manager.startup()
+        try:
+            manager.create_topic("t", 2 * members, {})
+            coordinator = GroupCoordinator(manager, clock, session_timeout_ms=10**9)
+            coordinator.start()
+            answers = {}
+            for index in range(members):
+                answer = coordinator.heartbeat("g", f"m{index}", 0, subscription={"t"})
+                answers[answer.member_id] = (answer.member_epoch, answer.assignment)
+            for _ in range(3):  # revoke, then be granted: settled
+                for member, (epoch, owned) in list(answers.items()):
+                    answer = coordinator.heartbeat("g", member, epoch, subscription=None, owned=owned)
+                    answers[member] = (answer.member_epoch, answer.assignment)
+            log = None
+            spent = 0.0
+            for beat in range(beats):
+                member = f"m{beat % members}"
+                epoch, owned = answers[member]
+                started = time.perf_counter()
+                answer = coordinator.heartbeat("g", member, epoch, subscription=None, owned=owned,
+                                               client_host=f"/10.0.{beat // members % 2}.1")
+                spent += time.perf_counter() - started
+                assert answer.written is not None, "a steady heartbeat that writes"
+                log = answer.written.log
+                log.flush(answer.written.end_offset)  # untimed: no pending writes pile up
+            return spent / beats * 1e6
+        finally:
+            manager.shutdown()
+
+
+def heartbeat_costs(runs: int, members: int, beats: int, against: str | None) -> dict[str, list[float]]:
+    trees = {"this tree": str(pathlib.Path(__file__).resolve().parent.parent / "server")}
+    if against:
+        trees["against"] = str(pathlib.Path(against) / "server")
+    found: dict[str, list[float]] = {name: [] for name in trees}
+    for run in range(runs):
+        order = list(trees.items())
+        if run % 2:
+            order.reverse()
+        for name, server in order:
+            env = dict(os.environ, PYTHONPATH=os.pathsep.join([server, os.environ.get("PYTHONPATH", "")]))
+            out = subprocess.run([sys.executable, __file__, "--heartbeat-child", str(members), str(beats)],
+                                 env=env, check=True, capture_output=True, text=True).stdout
+            found[name].append(float(out.split()[-1]))
+    return found
+
+
 def main() -> None:
+    if sys.argv[1:2] == ["--heartbeat-child"]:
+        print(f"{heartbeat_child(int(sys.argv[2]), int(sys.argv[3])):.1f}")
+        return
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--seconds", type=float, default=2.0, help="length of each commit measurement")
     parser.add_argument("--heartbeat-ms", type=int, default=500, help="the service's group_heartbeat_interval_ms")
     parser.add_argument("--records", type=int, default=1_000_000, help="records read per auto-commit measurement")
     parser.add_argument("--sections", default="commits,rebalance,auto-commit")
+    parser.add_argument("--members", type=int, default=1000, help="group size of the heartbeats section")
+    parser.add_argument("--beats", type=int, default=2000, help="heartbeats timed per run of that section")
+    parser.add_argument("--against", help="another tree (its server/) for the heartbeats section's A/B")
     args = parser.parse_args()
     sections = set(args.sections.split(","))
     session_ms = max(10 * args.heartbeat_ms, 10_000)
     print(f"Kafka's defaults: {KAFKA_DEFAULTS}; here group_heartbeat_interval_ms={args.heartbeat_ms}, "
           f"group_session_timeout_ms={session_ms}, {args.runs} runs")
+    if "heartbeats" in sections:
+        print(f"steady heartbeats that write, {args.members} members, {args.beats} per run (load {load()})")
+        found = heartbeat_costs(args.runs, args.members, args.beats, args.against)
+        for name, values in found.items():
+            print("  " + median_line(f"{name}, us per heartbeat", values, "us", 1))
+        if "against" in found:
+            ratio = statistics.median(found["this tree"]) / statistics.median(found["against"])
+            print(f"  ratio this tree / against: {ratio:.3f}")
+        print(f"  (load {load()})")
+        sections.discard("heartbeats")
+        if not sections:
+            return
     with tempfile.TemporaryDirectory(prefix="seglog-bench-groups-") as workdir:
         service = Service(pathlib.Path(workdir), ["--group-heartbeat-interval-ms", str(args.heartbeat_ms),
                                                   "--group-session-timeout-ms", str(session_ms)])

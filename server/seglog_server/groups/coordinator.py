@@ -194,11 +194,19 @@ class GroupCoordinator:
     def _persist(self, group: str, saved: _Saved | None) -> Appended | None:
         """Writes the group's membership records that changed since the last write, in one batch
         (tombstones for the ones gone), pending until durable with the group as ``saved`` held
-        it (None: not tracked); without changes, where the partition's last pending write ends
+        it (None: not tracked). A call that changed one member only (``saved.member_id``: a steady
+        or revoking heartbeat) builds and compares that member's records alone, not every
+        member's (O(1), not O(members), per heartbeat); without changes, where the partition's last pending write ends
         (None: nothing pending), for the answer to wait on. Under the lock."""
         members = self._groups.get(group)
-        wanted = membership_records.records_of(members.snapshot()) if members is not None else {}
-        written = self._offsets.state_of(group).consumer_group_records(group)
+        one = None if saved is None or saved.member_id is None or members is None else (
+            members.member_snapshot(saved.member_id))
+        if one is not None:  # a call that changed one member only: its records alone are compared
+            wanted = membership_records.member_records_of(saved.member_id, *one)
+            written = self._offsets.state_of(group).consumer_group_records_at(group, wanted.keys())
+        else:
+            wanted = membership_records.records_of(members.snapshot()) if members is not None else {}
+            written = self._offsets.state_of(group).consumer_group_records(group)
         changes = [(encode_key(membership_records.key_of(group, slot)), encode_value(value))
                    for slot, value in sorted(wanted.items()) if written.get(slot) != value]
         changes += [(encode_key(membership_records.key_of(group, slot)), None)

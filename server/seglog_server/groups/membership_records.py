@@ -22,6 +22,7 @@ at replay: it was leaving that member anyway, and nobody else can be given it.
 
 from __future__ import annotations
 
+import functools
 import uuid
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -45,7 +46,7 @@ from .records import (
     TopicPartitions,
 )
 
-__all__ = ["Slot", "key_of", "records_of", "snapshot_of", "topic_id"]
+__all__ = ["Slot", "key_of", "member_records_of", "member_slots", "records_of", "snapshot_of", "topic_id"]
 
 Slot = tuple[int, str]  # (record type, member id or "")
 _METADATA = ConsumerGroupMetadataKey.KEY_TYPE
@@ -65,6 +66,7 @@ _STABLE, _UNREVOKED_PARTITIONS, _UNRELEASED_PARTITIONS = 0, 1, 2
 _TOPIC_ID_NAMESPACE = uuid.UUID("6c8f0f5e-4b8e-4d53-9f55-0a1e7c2d9b31")
 
 
+@functools.lru_cache(maxsize=4096)
 def topic_id(topic: str) -> bytes:
     return uuid.uuid5(_TOPIC_ID_NAMESPACE, topic).bytes
 
@@ -91,15 +93,21 @@ def records_of(snapshot: GroupSnapshot) -> dict[Slot, Any]:
         (_TARGET_EPOCH, ""): ConsumerGroupTargetAssignmentMetadataValue(snapshot.group_epoch),
     }
     for member_id, member in snapshot.members.items():
-        target = snapshot.target.get(member_id, frozenset())
-        records[(_MEMBER, member_id)] = ConsumerGroupMemberMetadataValue(
-            member.instance_id, None, member.client_id, member.client_host, tuple(sorted(member.subscription)), None,
-            member.rebalance_timeout_ms, _SERVER_ASSIGNOR)
-        records[(_TARGET, member_id)] = ConsumerGroupTargetAssignmentMemberValue(_by_topic(target))
-        records[(_CURRENT, member_id)] = ConsumerGroupCurrentMemberAssignmentValue(
-            member.epoch, member.previous_epoch, _state(member, target),
-            _by_topic(member.owned & target), _by_topic(member.owned - target))
+        records.update(member_records_of(member_id, member, snapshot.target.get(member_id, frozenset())))
     return records
+
+
+def member_records_of(member_id: str, member: MemberSnapshot, target: frozenset[TopicPartition]) -> dict[Slot, Any]:
+    """One member's records (``member_slots``), as ``records_of`` writes them."""
+    return {
+        (_MEMBER, member_id): ConsumerGroupMemberMetadataValue(
+            member.instance_id, None, member.client_id, member.client_host, tuple(sorted(member.subscription)), None,
+            member.rebalance_timeout_ms, _SERVER_ASSIGNOR),
+        (_TARGET, member_id): ConsumerGroupTargetAssignmentMemberValue(_by_topic(target)),
+        (_CURRENT, member_id): ConsumerGroupCurrentMemberAssignmentValue(
+            member.epoch, member.previous_epoch, _state(member, target),
+            _by_topic(member.owned & target), _by_topic(member.owned - target)),
+    }
 
 
 def snapshot_of(records: Mapping[Slot, Any]) -> GroupSnapshot | None:

@@ -204,6 +204,13 @@ class GroupReconciliation:
                              {m: member.snapshot() for m, member in sorted(self._members.items())},
                              {m: t for m, t in sorted(self._target.items())})
 
+    def member_snapshot(self, member_id: str) -> tuple[MemberSnapshot, frozenset[TopicPartition]] | None:
+        """One member as ``snapshot`` holds it, with its target (None: not a member)."""
+        member = self._members.get(member_id)
+        if member is None:
+            return None
+        return member.snapshot(), self._target.get(member_id, frozenset())
+
     def copy(self) -> GroupReconciliation:
         """An independent copy, deadlines included (what a failed write puts back): the members'
         mutable parts copied, their frozen ones shared."""

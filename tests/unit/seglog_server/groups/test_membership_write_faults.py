@@ -403,3 +403,29 @@ def test_a_write_put_back_by_an_earlier_writes_failed_flush_answers_that_error(t
     with coordinator_in(directory, clock, fs) as (_, replayed):
         assert replayed.group_snapshot(GROUP) == before
 
+
+
+def test_a_heartbeat_changing_one_member_builds_that_members_records_only(tmp_path, monkeypatch):
+    """A steady heartbeat that writes (a new client host) compares and writes its member's records
+    alone, never the whole group's; a join still builds every member's. The replay agrees."""
+    from seglog_server.groups import membership_records
+
+    clock, fs = FakeClock(), FaultFs()
+    directory = str(tmp_path / "d")
+    with coordinator_in(directory, clock, fs, create=True) as (manager, coordinator):
+        settled = one_member_then_another(manager, coordinator)
+        built: list[str] = []
+        whole, one = membership_records.records_of, membership_records.member_records_of
+        monkeypatch.setattr(membership_records, "records_of", lambda s: built.append("group") or whole(s))
+        monkeypatch.setattr(membership_records, "member_records_of",
+                            lambda *a: built.append(a[0]) or one(*a))
+        answer = heartbeat(manager, coordinator, 0, settled.member_epoch, owned=revoked(coordinator, settled),
+                           instance_id="i0", client_host="/10.0.0.9")
+        assert answer.written is not None and built == ["m0"]
+        assert coordinator.describe(GROUP).clients["m0"][1] == "/10.0.0.9"
+        heartbeat(manager, coordinator, 2, 0, subscription={"a"})
+        assert built[1] == "group"
+        live = coordinator.group_snapshot(GROUP)
+        flush_all(manager)
+    with coordinator_in(directory, clock, fs) as (_, replayed):
+        assert replayed.group_snapshot(GROUP) == live
