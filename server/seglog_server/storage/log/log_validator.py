@@ -117,6 +117,9 @@ class ValidatedBatch(NamedTuple):
     record_count: int
     max_timestamp_ms: int  # the batch's maxTimestamp after any rewrite
     log_append_time_ms: int  # the broker time stamped on the batch, or -1 under CreateTime
+    # A compressed batch's records area as validation decompressed it (the time-step table's feed
+    # walks it: no second decompression), else None.
+    records_area: bytes | None
 
 
 # ValidatedBatch(...) without the NamedTuple's Python-level __new__ (a microsecond of the fast path).
@@ -170,12 +173,12 @@ class LogValidator:
                     max_delta = _max_timestamp_delta(records, view, size, count)
                     if max_delta is not None and base_timestamp + max_delta == max_timestamp:
                         return _new_tuple(
-                            ValidatedBatch, (view, size, last_offset_delta, count, max_timestamp, NO_TIMESTAMP)
+                            ValidatedBatch, (view, size, last_offset_delta, count, max_timestamp, NO_TIMESTAMP, None)
                         )
-                max_timestamp = self._check_framing(view, fields)
+                max_timestamp, area = self._check_framing(view, fields)
                 if max_timestamp == fields[HeaderField.MAX_TIMESTAMP]:
-                    return ValidatedBatch(view, size, count - 1, count, max_timestamp, NO_TIMESTAMP)
-                return self._stamp(view, fields, size, max_timestamp, now_ms)
+                    return ValidatedBatch(view, size, count - 1, count, max_timestamp, NO_TIMESTAMP, area)
+                return self._stamp(view, fields, size, max_timestamp, now_ms, area)
         return self._validate_in_order(view, now_ms)
 
     def _validate_in_order(self, view: memoryview, now_ms: int) -> ValidatedBatch:
@@ -201,12 +204,12 @@ class LogValidator:
                 f"bytes follow the {size}-byte batch"
             )
         self._check_batch(fields)
-        max_timestamp = self._check_records(view, fields, now_ms)
+        max_timestamp, area = self._check_records(view, fields, now_ms)
         if size > self._segment_bytes:
             raise RecordBatchTooLargeError(
                 f"{self._name}: the batch is {size} bytes, above segment.bytes ({self._segment_bytes})"
             )
-        return self._stamp(view, fields, size, max_timestamp, now_ms)
+        return self._stamp(view, fields, size, max_timestamp, now_ms, area)
 
     # -- the rules ----------------------------------------------------------------------------
     def _check_header(self, view: memoryview) -> tuple:
@@ -255,18 +258,19 @@ class LogValidator:
                 f"with producer id {fields[HeaderField.PRODUCER_ID]}"
             )
 
-    def _check_records(self, view: memoryview, fields: tuple, now_ms: int) -> int:
-        """Per-record rules; returns the batch's max timestamp (recomputed when decoded)."""
+    def _check_records(self, view: memoryview, fields: tuple, now_ms: int) -> tuple[int, bytes | None]:
+        """Per-record rules; returns the batch's max timestamp (recomputed when decoded) and
+        ``_check_framing``'s decompressed area (None when the records were decoded instead)."""
         claims_log_append_time = bool(fields[HeaderField.ATTRIBUTES] & _TIMESTAMP_TYPE_BIT)
         header_max = fields[HeaderField.MAX_TIMESTAMP]
         count = fields[HeaderField.RECORDS_COUNT]
         needs_window = self._has_window and not self._log_append_time and not claims_log_append_time
         if not (self._compacted or needs_window):
-            max_timestamp = self._check_framing(view, fields)
+            max_timestamp, area = self._check_framing(view, fields)
             if claims_log_append_time:
                 self._check_claimed_log_append_time(header_max, count, now_ms)
-                return header_max
-            return max_timestamp
+                return header_max, area
+            return max_timestamp, area
         errors: list[tuple[int, str, bool]] = []  # (record index, message, is a timestamp error)
         max_timestamp = NO_TIMESTAMP
         for index, record in enumerate(self._decode(view)):
@@ -281,7 +285,7 @@ class LogValidator:
                 errors.append((index, f"record at offset delta {index}: {message}", True))
         if errors:
             self._raise_record_errors(errors)
-        return header_max if claims_log_append_time else max_timestamp
+        return (header_max if claims_log_append_time else max_timestamp), None
 
     def _check_claimed_log_append_time(self, timestamp: int, count: int, now_ms: int) -> None:
         # Every record of a LogAppendTime batch reads the batch maxTimestamp: one check covers all.
@@ -309,23 +313,24 @@ class LogValidator:
             raise InvalidTimestampError(text)
         raise InvalidRecordError(text)
 
-    def _check_framing(self, view: memoryview, fields: tuple) -> int:
+    def _check_framing(self, view: memoryview, fields: tuple) -> tuple[int, bytes | None]:
         """The records area parses, every record's key, value and header lengths inside it, and
         the offset deltas run 0..count-1; returns the largest record timestamp (Kafka's
         LogValidator recomputes maxTimestamp: the header's claim is not trusted). The area, or
         for a compressed batch the area decompressed (capped), goes through the codec's bounded
         ``walk_records``: no record is built and no key or value copied, so the work per record
         is a few varints, and the records are at most the header's count (which the service
-        caps, batch_records_max) and at most a third of the bytes."""
+        caps, batch_records_max) and at most a third of the bytes. Also returns a compressed
+        batch's decompressed area (else None)."""
         count = fields[HeaderField.RECORDS_COUNT]
         size = fields[HeaderField.LENGTH] + LOG_OVERHEAD
         if fields[HeaderField.ATTRIBUTES] & _COMPRESSION_MASK:
-            data = self._decompressed(view, fields, size)
+            data = area = self._decompressed(view, fields, size)
         else:
-            data = bytes(view[RECORDS_OFFSET:size])
+            data, area = bytes(view[RECORDS_OFFSET:size]), None
         max_delta = records_max_timestamp_delta(data, 0, len(data), count)
         if max_delta is not None:  # the common records, checked in one tight loop
-            return fields[HeaderField.BASE_TIMESTAMP] + max_delta
+            return fields[HeaderField.BASE_TIMESTAMP] + max_delta, area
         index = 0
         max_delta = _DELTA_MIN
         try:
@@ -340,7 +345,7 @@ class LogValidator:
                 index += 1
         except CodecError as exc:
             raise InvalidRecordError(f"{self._name}: malformed records area of a {count}-record batch: {exc}") from exc
-        return fields[HeaderField.BASE_TIMESTAMP] + max_delta
+        return fields[HeaderField.BASE_TIMESTAMP] + max_delta, area
 
     def _decompressed(self, view: memoryview, fields: tuple, size: int) -> bytes:
         compression = fields[HeaderField.ATTRIBUTES] & _COMPRESSION_MASK
@@ -367,16 +372,17 @@ class LogValidator:
         return records
 
     # -- the header rewrite -------------------------------------------------------------------
-    def _stamp(self, view: memoryview, fields: tuple, size: int, max_timestamp: int, now_ms: int) -> ValidatedBatch:
+    def _stamp(self, view: memoryview, fields: tuple, size: int, max_timestamp: int, now_ms: int,
+               area: bytes | None) -> ValidatedBatch:
         last_offset_delta = fields[HeaderField.LAST_OFFSET_DELTA]
         count = fields[HeaderField.RECORDS_COUNT]
         claims_log_append_time = bool(fields[HeaderField.ATTRIBUTES] & _TIMESTAMP_TYPE_BIT)
         if self._log_append_time:
             copy = bytearray(view)
             set_max_timestamp(copy, TimestampType.LOG_APPEND_TIME, now_ms)
-            return ValidatedBatch(memoryview(copy), size, last_offset_delta, count, now_ms, now_ms)
+            return ValidatedBatch(memoryview(copy), size, last_offset_delta, count, now_ms, now_ms, area)
         if claims_log_append_time or max_timestamp != fields[HeaderField.MAX_TIMESTAMP]:
             copy = bytearray(view)
             set_max_timestamp(copy, TimestampType.CREATE_TIME, max_timestamp)
-            return ValidatedBatch(memoryview(copy), size, last_offset_delta, count, max_timestamp, NO_TIMESTAMP)
-        return ValidatedBatch(view, size, last_offset_delta, count, max_timestamp, NO_TIMESTAMP)
+            return ValidatedBatch(memoryview(copy), size, last_offset_delta, count, max_timestamp, NO_TIMESTAMP, area)
+        return ValidatedBatch(view, size, last_offset_delta, count, max_timestamp, NO_TIMESTAMP, area)

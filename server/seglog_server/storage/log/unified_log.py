@@ -399,9 +399,8 @@ class UnifiedLog:
         Without it (a single process) the batch's bytes are written as sent."""
         now_ms = self._clock.time_ms()
         watch = stopwatch("produce")
-        batch, size, last_offset_delta, record_count, max_timestamp_ms, append_time_ms = self._validator.validate(
-            records, now_ms
-        )
+        batch, size, last_offset_delta, record_count, max_timestamp_ms, append_time_ms, records_area = (
+            self._validator.validate(records, now_ms))
         watch.lap("validation")
         local = self._local
         with self._lock:
@@ -431,7 +430,7 @@ class UnifiedLog:
                 if leader_epoch is not None and (leader_epoch != self._leader_epochs.latest_epoch
                                                  or self._leader_epochs.stale):
                     self._leader_epochs.assign(leader_epoch, base_offset)
-                segment.append_batch(batch, base_offset, last_offset, max_timestamp_ms, leader_epoch)
+                segment.append_batch(batch, base_offset, last_offset, max_timestamp_ms, leader_epoch, records_area)
                 watch.lap_faults("append", "append")
             except OSError as exc:
                 raise local.io_error("appending to", exc) from exc

@@ -89,7 +89,6 @@ _DIRECTORY_EXTEND_BYTES = 4 << 20
 # directory's. It is built after as many targets a MiB as the directory; the active segment's is
 # fed by its appends instead.
 _STEPS_EXTEND_BYTES = 4 << 20
-_COMPRESSION_MASK = 0x07
 
 
 def _no_directory() -> None:
@@ -447,11 +446,13 @@ class LogSegment:
 
     # -- appends ----------------------------------------------------------------------------
     def append_batch(self, batch: memoryview, base_offset: int, last_offset: int, max_timestamp_ms: int,
-                     leader_epoch: int | None = None) -> int:
+                     leader_epoch: int | None = None, records_area: bytes | None = None) -> int:
         """Appends one batch whose 8-byte base offset field is written as ``base_offset`` (and,
         when given, its partitionLeaderEpoch as ``leader_epoch``) while the rest of ``batch``
         goes out untouched: the CRC covers neither field (kafka-storage.md 2.1), so no byte is
-        copied nor checksummed again. Returns the position it was written at."""
+        copied nor checksummed again. ``records_area``: a compressed batch's records as its
+        validation decompressed them (the time-step table's feed walks them, else decompresses
+        them again). Returns the position it was written at."""
         assert base_offset >= self._base_offset and last_offset >= base_offset
         if last_offset - self._base_offset > RELATIVE_OFFSET_MAX:
             self._ensure_offset_in_range(last_offset)
@@ -470,7 +471,7 @@ class LogSegment:
             steps = self._new_time_steps()  # a new segment: its table is fed from the first batch
         if steps is not None and steps.end_position == position and not steps.damaged:
             try:
-                self._feed_time_steps(steps, batch, base_offset, position, size)
+                self._feed_time_steps(steps, batch, base_offset, position, size, records_area)
             except Exception:  # (MemoryError, a bug): the batch is written, the append stands
                 # The table is a cache: dropped, a lookup builds it again from the file.
                 _LOG.exception("segment %s: the time-step table dropped: the batch at %d was not entered",
@@ -479,15 +480,14 @@ class LogSegment:
         return position
 
     def _feed_time_steps(self, steps: TimeSteps, batch: memoryview, base_offset: int, position: int,
-                         size: int) -> None:
+                         size: int, records_area: bytes | None) -> None:
         """Enters the batch just written at ``position`` into the table (its bytes in hand: no
-        read). A compressed batch raising the table's maximum is left to the build from the file
-        (no decompression on the append path): the table then lags until a lookup extends it."""
+        read). A compressed batch raising the table's maximum is walked in ``records_area``, the
+        records its validation decompressed (else decompressed here): every append is entered,
+        so the table keeps up with the file whatever the producer compresses."""
         fields = HEADER.unpack_from(batch, 0)
-        if fields[HeaderField.MAX_TIMESTAMP] > steps.running_max and fields[HeaderField.ATTRIBUTES] & _COMPRESSION_MASK:
-            return
         count = len(steps)
-        steps.enter(batch, position, size, (base_offset, *fields[1:]))
+        steps.enter(batch, position, size, (base_offset, *fields[1:]), records_area)
         if len(steps) != count:
             if TIME_STEPS.fits(steps.size_bytes):
                 TIME_STEPS.hold(steps)

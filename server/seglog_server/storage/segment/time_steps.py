@@ -19,14 +19,14 @@ maxTimestamp raises the running maximum is walked (``record_steps``: compiled, e
 ``walk_records``) and must hold a record carrying that maxTimestamp (a LogAppendTime batch: its
 first record, at the header's time, whatever timestampDelta it carries); a batch that raises
 nothing is entered by its header alone (the search never walks it: an earlier batch reaches
-every target it could). A batch the walk
-refuses, whose records disagree with its header, or whose header the codec's ``BatchWalk``
-refuses (lengths against the file, offsets rising inside the segment's bounds) ends the table
-there (``damaged``): targets past its last step are the per-target search's, which meets the
-damage (or not) exactly as before.
+every target it could). A batch the walk refuses, whose records disagree with its header, or
+whose header the codec's ``BatchWalk`` refuses (lengths against the file, offsets rising inside
+the segment's bounds) ends the table there (``damaged``): targets past its last step are the
+per-target search's, which meets the damage (or not) exactly as before.
 
 It is a cache: the files stay Kafka's. The active segment's table is fed by the appends (the
-batch is in hand: ``append_batch``), and a segment without one (after a restart, dropped from the
+batch is in hand, a compressed one's records as its validation decompressed them:
+``append_batch``), and a segment without one (after a restart, dropped from the
 budget, an append the feed does not take) builds it from the ``.log`` a bounded part at a time
 (``extend``). The segment drops it whenever its bytes may change otherwise than by appends
 (truncation, recovery, deletion). All tables together stay within ``TIME_STEPS_BYTES_MAX``
@@ -85,18 +85,23 @@ class TimeSteps:
     def running_max(self) -> int:
         return self.timestamps[-1] if self.timestamps else _NO_STEP
 
-    def enter(self, batch: bytes | memoryview, position: int, size: int, fields: tuple) -> bool:
+    def enter(self, batch: bytes | memoryview, position: int, size: int, fields: tuple,
+              records_area: bytes | None = None) -> bool:
         """Enters the whole batch ``batch[:size]`` whose header ``fields`` (the bytes' own: its
         base offset the one written) was checked, at ``position`` = ``end_position``; False
         (the table unchanged, ``damaged`` set) when its records refuse the walk or disagree with
-        its header."""
+        its header. ``records_area``: a compressed batch's records already decompressed (else
+        decompressed here when walked)."""
         max_timestamp = fields[HeaderField.MAX_TIMESTAMP]
         base_offset = fields[HeaderField.BASE_OFFSET]
         if max_timestamp > self.running_max:
             base_timestamp = fields[HeaderField.BASE_TIMESTAMP]
             log_append_time = fields[HeaderField.ATTRIBUTES] & _TIMESTAMP_TYPE_BIT
             try:
-                data, start, end = _records_area(batch, fields)
+                if records_area is not None and fields[HeaderField.ATTRIBUTES] & _COMPRESSION_MASK:
+                    data, start, end = records_area, 0, len(records_area)
+                else:
+                    data, start, end = _records_area(batch, fields)
                 if log_append_time:
                     # Every record reads maxTimestamp: the first record is the step, whatever its
                     # own timestampDelta (even INT64_MIN, which no floor is below). The whole walk

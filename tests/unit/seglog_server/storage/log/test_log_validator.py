@@ -384,3 +384,14 @@ def test_the_compiled_fast_path_gives_the_python_loop_s_verdict(monkeypatch, tim
     monkeypatch.setattr(log_validator, "STEPS_COMPILED", False)
     assert compiled == _verdict(data, NOW_MS)
     monkeypatch.undo()
+
+
+@pytest.mark.parametrize("timestamp_type", ["CreateTime", "LogAppendTime"])
+def test_a_compressed_batch_hands_on_the_records_area_its_validation_decompressed(timestamp_type):
+    from seglog.records.compression import decompress
+
+    topic = validator(message_timestamp_type=TimestampType(timestamp_type == "LogAppendTime"))
+    data = batch(b"a", b"b", timestamps=[NOW_MS - 5, NOW_MS], compression=Compression.GZIP)
+    result = topic.validate(data, NOW_MS)
+    assert result.records_area == decompress(Compression.GZIP, memoryview(data)[RECORDS_OFFSET:], 1 << 20)
+    assert topic.validate(batch(b"a", b"b", timestamps=[NOW_MS - 5, NOW_MS]), NOW_MS).records_area is None

@@ -444,3 +444,35 @@ def test_an_error_feeding_the_table_drops_it_and_never_fails_the_append(tmp_path
     assert log.lookup_timestamps(targets) == expected
     assert steps_of(log) is not None  # built again from the file
     assert [log.offset_for_timestamp(target) for target in targets] == expected
+
+
+@pytest.mark.parametrize("policy", ["delete", "compact"])
+def test_compressed_appends_feed_the_table_and_lookups_read_nothing(tmp_path, clock, budget, monkeypatch, policy):
+    """A compressing producer with rising timestamps: every batch raises the maximum and is
+    entered as it is appended, walked in the records its validation decompressed (a compacted
+    topic's validation decodes records instead: the feed decompresses them), so the table keeps up
+    with the file and the lookups read no byte of it."""
+    budget()
+    fs = FailingFs()
+    log = open_log(tmp_path, clock, config(cleanup_policy=frozenset({policy})), fs=fs)
+    decompressions = []
+    records_area = time_steps._records_area
+
+    def counting(batch_bytes, fields):
+        decompressions.append(fields)
+        return records_area(batch_bytes, fields)
+
+    monkeypatch.setattr(time_steps, "_records_area", counting)
+    for number in range(50):
+        log.append(batch(b"a", b"b", keys=[b"k", b"k"], timestamps=[NOW_MS + 2 * number, NOW_MS + 2 * number + 1],
+                         compression=Compression.GZIP))
+    steps = steps_of(log)
+    assert len(steps) == 100 and not steps.damaged
+    assert steps.end_position == log.segments_snapshot()[-1].size_in_bytes
+    assert len(decompressions) == (0 if policy == "delete" else 50)  # validation's area, or decompressed once
+    targets = [NOW_MS + 1, NOW_MS + 50, NOW_MS + 90, NOW_MS + 91, NOW_MS + 200]
+    fs.preads = 0
+    answers = log.lookup_timestamps(targets)
+    assert [log.offset_for_timestamp(target) for target in targets] == answers
+    assert fs.preads == 0 and steps_of(log) is steps
+    assert answers == oracle(log, targets)
