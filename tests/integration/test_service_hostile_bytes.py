@@ -132,6 +132,39 @@ def test_a_rotted_batch_fails_only_the_time_lookups_whose_scan_reaches_it(start_
     assert_serving(service.stub)
 
 
+def test_under_a_running_service_time_lookups_answer_a_rotted_batch_from_the_tables_and_fetch_fails(start_service):
+    """The trade-off of the time-step tables fed by the appends (docs/reliability.md, "Lookups
+    by time and rot under a running service"): a batch that rots under the running service after
+    it was written is not seen by the lookups by time (a target's step is in memory; no read of
+    the .log), which answer what the service wrote, batched and single alike; a Fetch reading the
+    batch answers DATA_LOSS as before. The test above holds the restarted service's answers."""
+    service = start_service()
+    topic = "rotted-running"
+    service.stub.CreateTopic(pb.CreateTopicRequest(topic=topic, partitions=1, configs={"segment.bytes": "2048"}))
+    for index in range(40):
+        batch = make_batch([b"a" * 30, b"b" * 30, b"c" * 30], timestamps=[1000 + 3 * index + i for i in range(3)])
+        service.stub.Produce(pb.ProduceRequest(topic=topic, partition=0, records=batch))
+    path = _segment_of(service, topic)
+    timestamps = [1000 + step for step in range(0, 125, 4)]
+
+    def answers(targets):
+        request = pb.OffsetsForTimesRequest(partitions=[
+            pb.PartitionTimestamp(topic=topic, partition=0, timestamp_ms=t) for t in targets])
+        return [(r.offset, r.error.code, r.error.error_class)
+                for r in service.stub.OffsetsForTimes(request, timeout=10).results]
+
+    written = answers(timestamps)
+    assert written == [(t - 1000 if t < 1120 else -1, 0, "") for t in timestamps]  # a record a ms, 1000-1119
+    _poke(path, _third_batch_position(path) + codec.LENGTH_OFFSET, _INT32.pack(100_000))
+    assert answers(timestamps) == written  # the rotted batch's targets (1006-1008) included
+    assert [answers([t])[0] for t in timestamps] == written
+    with pytest.raises(grpc.RpcError) as raised:
+        _fetch_everything(service.stub, topic)
+    assert raised.value.code() == grpc.StatusCode.DATA_LOSS
+    assert error_class(raised.value) == "CorruptSegmentError"
+    assert_serving(service.stub)
+
+
 # -- decompression bombs -------------------------------------------------------------------------
 
 BOMB_VALUE_BYTES = 256 * 1024 * 1024
