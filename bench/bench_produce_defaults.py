@@ -3,7 +3,7 @@ pipelined XADD, interleaved repeat by repeat: goal 4's 'every client default' ro
 ``bench/peers`` alone, without the rest of its workloads.
 
     .venv/bin/python bench/bench_produce_defaults.py [--records 300000] [--repeats 3] [--read]
-        [--batch-sizes default,16384,65536]
+        [--batch-sizes default,16384,65536] [--latency 200]
 
 Each repeat produces the benchmark's records (``bench.peers.common.workload``) into a fresh
 topic through ``Producer(address)`` with ``send_many`` in 10,000-record slices and a flush (as
@@ -14,7 +14,9 @@ and the 1-minute load average sampled during the run. For an A/B of two checkout
 ``PYTHONPATH=<other>/client:<other>/server`` (the service is started from the same paths).
 ``--batch-sizes`` A/Bs the producer's ``batch_size`` in the same run: each repeat produces once
 per size (``default`` configures nothing), in an order rotated by one each repeat, beside one Redis run, and each size's figures
-are printed with its name as a prefix.
+are printed with its name as a prefix. ``--latency N`` also times N single sends a size, each
+``send(...).result()`` before the next (a low rate: every batch leaves at linger_ms), and prints
+each size's median and 99th percentile in ms.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import pathlib
 import statistics
 import sys
 import tempfile
+import time
 
 if __package__ in (None, ""):
     sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
@@ -48,6 +51,18 @@ def _seglog_produce(address: str, topic: str, keys: list[bytes], values: list[by
         producer.flush()
 
 
+def _single_send_ms(address: str, topic: str, count: int, batch_size: int | None) -> list[float]:
+    options = {} if batch_size is None else {"batch_size": batch_size}
+    spent: list[float] = []
+    with Producer(address, **options) as producer:
+        producer.send(topic, b"warm-up", partition=0).result()
+        for _ in range(count):
+            started = time.perf_counter()
+            producer.send(topic, b"x" * 100, b"key", partition=0).result()
+            spent.append((time.perf_counter() - started) * 1000)
+    return spent
+
+
 def _seglog_read(address: str, topic: str, count: int) -> int:
     read = 0
     with Consumer(address, topic, partition=0, start="earliest") as consumer:
@@ -64,6 +79,7 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=300_000)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--read", action="store_true", help="read each topic back too")
+    parser.add_argument("--latency", type=int, default=0, help="time this many single sends a size")
     parser.add_argument("--batch-sizes", default="default",
                         help="comma-separated batch_size values to A/B ('default': configure nothing)")
     args = parser.parse_args()
@@ -107,6 +123,13 @@ def main() -> None:
                         row[f"{name}read_per_s"] = args.records / read_run.wall_s
                         row[f"{name}read_client_us"] = read_run.client_cpu_s / args.records * 1e6
                         row[f"{name}read_ratio"] = row[f"{name}read_per_s"] / row["redis_read_per_s"]
+                if args.latency:
+                    for size in sizes:
+                        name = "" if size is None else f"{size // 1024}k_"
+                        spent = sorted(_single_send_ms(service.address, f"defaults-{repeat}-{size or 0}",
+                                                       args.latency, size))
+                        row[f"{name}send_p50_ms"] = statistics.median(spent)
+                        row[f"{name}send_p99_ms"] = spent[min(len(spent) - 1, len(spent) * 99 // 100)]
                 rows.append(row)
                 print(f"repeat {repeat + 1}: " + ", ".join(f"{name} {value:,.2f}" for name, value in row.items()),
                       flush=True)
