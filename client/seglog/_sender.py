@@ -35,6 +35,7 @@ from seglog._accumulator import ProducerBatch, RecordAccumulator
 from seglog._idempotence import Idempotence, ProducerFields
 from seglog._producer_config import ProducerConfig
 from seglog._routing import FOLLOWED_ERRORS, Router
+from seglog._send_turns import SendTurn, SendTurns
 from seglog._send_window import SendWindow, WindowEntry
 from seglog._streams import error_from_stream
 from seglog.client import Transport
@@ -88,6 +89,9 @@ class Sender:
         self.idempotence = Idempotence(enable_idempotence, self.init_producer_id)
         self.windows: dict[TopicPartition, SendWindow[_Sent]] = {}
         self.requests: set[asyncio.Task[None]] = set()
+        # Each partition's messages are sent in the order their tasks were started
+        # (``_send_turns.py``): each task takes its turn when it is created.
+        self.turns = SendTurns()
         # None until the service answered a ProduceStream (True) or does not serve it (False).
         self.streaming: bool | None = None
         # Batches a ProduceStream message may carry, as the service last said (1: one a message),
@@ -333,18 +337,23 @@ class Sender:
             if count == 1:
                 self._send_entry(tp, entries[position])
             else:
-                self._track(asyncio.create_task(self._send_group_request(tp, entries[position:position + count])))
+                turn = self.turns.take(tp)
+                group = entries[position:position + count]
+                self._track(asyncio.create_task(self._send_group_request(tp, group, turn)), turn)
             position += count
         return rest
 
     def _send_entry(self, tp: TopicPartition, entry: WindowEntry[_Sent]) -> None:
-        self._track(asyncio.create_task(self._send_batch_request(tp, entry)))
+        turn = self.turns.take(tp)
+        self._track(asyncio.create_task(self._send_batch_request(tp, entry, turn)), turn)
 
-    def _track(self, task: asyncio.Task[None]) -> None:
+    def _track(self, task: asyncio.Task[None], turn: SendTurn | None = None) -> None:
         self.requests.add(task)
         task.add_done_callback(self.requests.discard)
+        if turn is not None:  # a task that ends (or is cancelled) before its send hands its turn on
+            task.add_done_callback(lambda _: turn.release())
 
-    async def _send_batch_request(self, tp: TopicPartition, entry: WindowEntry[_Sent]) -> None:
+    async def _send_batch_request(self, tp: TopicPartition, entry: WindowEntry[_Sent], turn: SendTurn) -> None:
         """One attempt of one batch; its answer goes to the partition's window, which says what
         completes and what is sent again."""
         records = entry.item[1]
@@ -356,7 +365,7 @@ class Sender:
         failed = True
         outcome: Any
         try:
-            outcome = await self.produce_once(tp.topic, tp.partition, records)
+            outcome = await self.produce_once(tp.topic, tp.partition, records, turn)
             failed = False
         except SeglogError as error:
             outcome = error
@@ -372,7 +381,9 @@ class Sender:
         retry = failed and retriable and entry.attempt < self._config.retries and not self.closed
         self._settle(tp, window, *window.answered(entry, outcome, failed=failed, retry=retry))
 
-    async def _send_group_request(self, tp: TopicPartition, entries: list[WindowEntry[_Sent]]) -> None:
+    async def _send_group_request(
+        self, tp: TopicPartition, entries: list[WindowEntry[_Sent]], turn: SendTurn
+    ) -> None:
         """The first attempt of several batches of one partition in one request; each answer
         goes to the window as a request of its own would (``_send_batch_request``)."""
         window = self.windows[tp]
@@ -383,7 +394,8 @@ class Sender:
             return
         outcomes: list[Any]
         try:
-            outcomes = await self.produce_group_once(tp.topic, tp.partition, [entry.item[1] for entry in entries])
+            records = [entry.item[1] for entry in entries]
+            outcomes = await self.produce_group_once(tp.topic, tp.partition, records, turn)
         except asyncio.CancelledError:
             raise  # closing: stop() completes what the windows still hold
         except Exception as error:  # noqa: BLE001 - every batch of the request fails with it
@@ -481,19 +493,24 @@ class Sender:
         for window in self.windows.values():
             window.hold()
 
-    async def produce_once(self, topic: str, partition: int, records: bytes) -> pb.ProduceResponse:
-        """One Produce at the partition's owner; a refusal naming another owner (or a routed owner
-        gone) is repeated once where the partition routes now, with the same bytes."""
+    async def produce_once(
+        self, topic: str, partition: int, records: bytes, turn: SendTurn | None = None
+    ) -> pb.ProduceResponse:
+        """One Produce at the partition's owner, sent in ``turn``; a refusal naming another owner
+        (or a routed owner gone) is repeated once where the partition routes now, with the same
+        bytes."""
         assert self._router is not None
         transport = self._router.transport_for(topic, partition)
         try:
-            return await self._produce_on(transport, topic, partition, records)
+            return await self._produce_on(transport, topic, partition, records, turn)
         except FOLLOWED_ERRORS as error:
             if self.closed or not await self._router.follow(topic, partition, error, transport):
                 raise
         return await self._produce_on(self._router.transport_for(topic, partition), topic, partition, records)
 
-    async def produce_group_once(self, topic: str, partition: int, records: list[bytes]) -> list[Any]:
+    async def produce_group_once(
+        self, topic: str, partition: int, records: list[bytes], turn: SendTurn | None = None
+    ) -> list[Any]:
         """Several batches of one partition at its owner, in order: each one's ProduceResponse or
         the SeglogError it was refused with. A refusal of all of them naming another owner (or a
         routed owner gone) is repeated once where the partition routes now, with the same bytes."""
@@ -501,7 +518,7 @@ class Sender:
         transport = self._router.transport_for(topic, partition)
         raised = None
         try:
-            outcomes = await self._produce_group_on(transport, topic, partition, records)
+            outcomes = await self._produce_group_on(transport, topic, partition, records, turn)
         except FOLLOWED_ERRORS as error:
             raised = followed = error
         else:
@@ -515,22 +532,62 @@ class Sender:
         return await self._produce_group_on(self._router.transport_for(topic, partition), topic, partition, records)
 
     async def _produce_group_on(
-        self, transport: Transport, topic: str, partition: int, records: list[bytes]
+        self, transport: Transport, topic: str, partition: int, records: list[bytes], turn: SendTurn | None = None
     ) -> list[Any]:
         """Several batches on the connection's ProduceStream, as many a message as its service
         takes and the request size allows; where the stream does not take several (not
-        confirmed yet, an older service), a request each, all under way at once and in order."""
+        confirmed yet, an older service), a request each, all under way at once and in order.
+        Every message is sent in ``turn``: none of the partition's started after it goes first."""
         if transport.choosing:
             await transport.ready()
+        if turn is not None:
+            await turn.wait()  # before reading the stream's state: an earlier send may reopen it
         stream = transport.produce_stream()
         if not stream.confirmed or stream.batches_max <= 1:
+            return await self._produce_each_on(transport, topic, partition, records, turn)
+        try:
+            sent = await self._write_group_on(transport, stream, topic, partition, records)
+        finally:
+            if turn is not None:
+                turn.release()
+        outcomes: list[Any] = []
+        for answer, count in sent:
+            try:
+                response = await stream.wait(answer, transport.request_timeout_s)
+            except SeglogError as error:
+                outcomes += [error] * count
+            else:
+                outcomes += _answers(response, count)
+        if stream.confirmed:  # what the service (maybe another build since a reopen) said at open
+            self.stream_batches_max = stream.batches_max
+            self.stream_request_bytes_max = stream.request_bytes_max
+        return outcomes
+
+    async def _produce_each_on(
+        self, transport: Transport, topic: str, partition: int, records: list[bytes], turn: SendTurn | None
+    ) -> list[Any]:
+        """Several batches a request each, all under way at once, sent in order in ``turn``
+        (split into one a request: each request is a task of its own under ``gather``)."""
+        turns: list[SendTurn | None] = list(turn.split(len(records))) if turn is not None else [None] * len(records)
+        try:
             answers = await asyncio.gather(
-                *(self._produce_on(transport, topic, partition, one) for one in records), return_exceptions=True
+                *(self._produce_on(transport, topic, partition, one, each) for one, each in zip(records, turns)),
+                return_exceptions=True,
             )
-            for answer in answers:
-                if isinstance(answer, asyncio.CancelledError):
-                    raise answer
-            return list(answers)
+        finally:
+            for each in turns:
+                if each is not None:
+                    each.release()
+        for answer in answers:
+            if isinstance(answer, asyncio.CancelledError):
+                raise answer
+        return list(answers)
+
+    async def _write_group_on(
+        self, transport: Transport, stream: Any, topic: str, partition: int, records: list[bytes]
+    ) -> list[tuple[asyncio.Future[Any], int]]:
+        """Several batches written on ``stream`` in messages of as many as it takes (its own
+        limits, which may not be the ones the sender last saw); each message's answer and count."""
         stream.on_break = self._on_stream_break
         acks = _ACKS_TO_PROTO[self._config.acks]
         sent: list[tuple[asyncio.Future[Any], int]] = []
@@ -552,23 +609,29 @@ class Sender:
                 request.acks = acks
             sent.append((await self._write_on(transport, stream, message, whole=True), count))
             position += count
-        outcomes: list[Any] = []
-        for answer, count in sent:
-            try:
-                response = await stream.wait(answer, transport.request_timeout_s)
-            except SeglogError as error:
-                outcomes += [error] * count
-            else:
-                outcomes += _answers(response, count)
-        if stream.confirmed:  # what the service (maybe another build since a reopen) said at open
-            self.stream_batches_max = stream.batches_max
-            self.stream_request_bytes_max = stream.request_bytes_max
-        return outcomes
+        return sent
 
-    async def _produce_on(self, transport: Transport, topic: str, partition: int, records: bytes) -> pb.ProduceResponse:
-        """One Produce: on the connection's ProduceStream, or unary where it is not served."""
+    async def _produce_on(
+        self, transport: Transport, topic: str, partition: int, records: bytes, turn: SendTurn | None = None
+    ) -> pb.ProduceResponse:
+        """One Produce, sent in ``turn``: on the connection's ProduceStream, or unary where it is
+        not served."""
         if transport.choosing:  # a bootstrap list not yet connected
             await transport.ready()
+        if turn is None:
+            return await self._produce_in_turn(transport, topic, partition, records, None)
+        try:
+            await turn.wait()
+            return await self._produce_in_turn(transport, topic, partition, records, turn)
+        finally:
+            turn.release()
+
+    async def _produce_in_turn(
+        self, transport: Transport, topic: str, partition: int, records: bytes, turn: SendTurn | None
+    ) -> pb.ProduceResponse:
+        """``_produce_on`` once its turn came: ``turn`` is handed on as soon as the stream
+        message is written (a unary call keeps it until answered: separate calls may land in
+        any order)."""
         # Built in place inside the stream's message: handing it a built ProduceRequest would
         # copy the batch (590 us for 512 KiB against 12; bench/bench_stream_messages.py).
         message = pb.ProduceStreamRequest() if self.streaming is not False else None
@@ -581,7 +644,11 @@ class Sender:
             stream = transport.produce_stream()
             stream.on_break = self._on_stream_break
             try:
-                answer = await self._write_on(transport, stream, message)
+                try:
+                    answer = await self._write_on(transport, stream, message)
+                finally:
+                    if turn is not None:
+                        turn.release()
                 response: pb.ProduceResponse = await stream.wait(answer, transport.request_timeout_s)
             except ServiceError as error:
                 if error.code is not grpc.StatusCode.UNIMPLEMENTED or stream.confirmed:
