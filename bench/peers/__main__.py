@@ -19,6 +19,7 @@ from bench.peers.common import percentile, quantiles, workload
 from bench.peers.figures import BY_KEY, advantage
 from bench.peers.proc import LoadSampler
 from bench.peers.systems import BASELINE, SYSTEMS, available
+from seglog._producer_config import BATCH_SIZE_DEFAULT
 
 OUT_DEFAULT = pathlib.Path(__file__).resolve().parent.parent / "results" / "peers.json"
 LATENCY_RECORDS_DEFAULT = 10_000
@@ -141,6 +142,7 @@ def run(arguments: argparse.Namespace, data_dir: pathlib.Path) -> dict[str, obje
         "latency_records": arguments.latency_records,
         "lookups": arguments.lookups,
         "seglog_batch_bytes": arguments.seglog_batch_bytes,
+        "seglog_default_batch_bytes": BATCH_SIZE_DEFAULT,  # the 'every client default' workloads'
         "floor_calls": arguments.floor_calls,
         "machine": {**machine.describe(), "load_1min": load.summary()},
         "systems": {name: SYSTEMS[name].description for name in names},

@@ -29,7 +29,7 @@ __all__ = [
 # per connection, max.block.ms 60 s. batch.size is the exception: 256 KiB, not Kafka's 16 KiB.
 # With at most 5 batches of a partition in flight (the batches the service keeps a producer to
 # answer a retry), the batch size bounds a partition's rate: 16 KiB batches held a producer with
-# every default to about half of what 256 KiB ones reach (bench/bench_produce_defaults.py
+# every default to a third to a half of what 256 KiB ones reach (bench/bench_produce_defaults.py
 # --batch-sizes; docs/performance.md). A larger batch costs no latency at a low rate (a batch
 # leaves at linger_ms whatever its size), at most linger_ms at a middling one, and no memory up
 # front (the buffer counts the bytes queued, not batch_size per partition: 32 MiB is 128 full

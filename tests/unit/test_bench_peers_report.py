@@ -208,3 +208,15 @@ def test_a_run_without_the_floor_has_no_floor_section():
 
 def test_distributions_are_medianed_point_by_point():
     assert _medians([{"d": [1.0, 2.0, 9.0]}, {"d": [3.0, 4.0, 5.0]}, {"d": [2.0, 3.0, 4.0]}]) == {"d": [2.0, 3.0, 5.0]}
+
+
+def test_the_every_default_goals_name_the_runs_default_batch_size():
+    seglog = _figures(produce_defaults_records_per_s=250_000.0, read_defaults_records_per_s=500_000.0,
+                      produce_defaults_client_cpu_s=5.0, produce_defaults_server_cpu_s=3.0,
+                      read_defaults_client_cpu_s=1.5, lookup_p50_over_floor=1.1)
+    result = _report({"seglog": seglog, "redis": _figures()}, floor_calls=5000, seglog_default_batch_bytes=262_144)
+    result["limits"].update(floor_p50_ms=0.07, floor_p99_ms=0.12)
+    page = report.render(result)
+    assert "client produce >= 3x Redis Streams, every client default (256 KiB batches) |" in page
+    assert "Per record, with every client default (256 KiB batches) against" in page
+    assert "16 KiB batches) |" not in page
