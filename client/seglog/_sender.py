@@ -9,6 +9,8 @@ the producer's event loop. One ``Sender`` per producer:
 - the idempotent producer's id, asked for before the first batch (``_idempotence``);
 - each partition's in-flight window (``_send_window``): ordered completion, holds and retries
   with backoff (the service's retry-after hint wins over a shorter one);
+- each partition's send turns (``_send_turns.py``): its messages, each a task of its own, are
+  sent in the order they were started, whatever one of them waits for before its send;
 - the transport choice: the connection's ProduceStream, falling back to unary Produce for good
   on a service that does not serve it (UNIMPLEMENTED before the stream was confirmed);
 - routing (``_routing.py``): each batch goes to its partition owner's connection; a refusal
