@@ -193,6 +193,10 @@ class FaultFs(FileSystem):
         self._check("rmdir", path)
         super().rmdir(path)
 
+    def is_regular_file(self, path):
+        self._check("is_regular_file", path)
+        return super().is_regular_file(path)
+
     def getmtime_ms(self, path):
         self._check("getmtime_ms", path)
         return super().getmtime_ms(path)

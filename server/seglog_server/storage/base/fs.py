@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import mmap
 import os
+import stat
 from collections.abc import Sequence
 
 __all__ = ["REAL_FS", "FileSystem"]
@@ -101,6 +102,11 @@ class FileSystem:
 
     def rmdir(self, path: str) -> None:
         os.rmdir(path)
+
+    def is_regular_file(self, path: str) -> bool:
+        """Whether ``path`` names a regular file (a symbolic link is not followed); raises
+        FileNotFoundError when nothing has that name."""
+        return stat.S_ISREG(os.lstat(path).st_mode)
 
     def getmtime_ms(self, path: str) -> int:
         return os.stat(path).st_mtime_ns // 1_000_000

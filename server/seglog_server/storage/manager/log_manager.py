@@ -87,6 +87,7 @@ from .topic_config_change import (
     changed_overrides,
     check_changeable,
     complete_interrupted_change,
+    intent_dirs_of,
     write_overrides,
 )
 from .log_manager_statistics import (
@@ -622,7 +623,10 @@ class LogManager:
         served = [found for found in map(self._registry.find, entry.partitions()) if found is not None]
         assert entry.topic_id is not None
         before = TopicMetadata(entry.name, entry.topic_id, entry.partition_count, dict(entry.overrides))
-        intent_dirs = list({id(p.log_dir): p.path for p in reversed(served)}.values())  # one a log dir
+        by_log_dir: dict[int, list[str]] = {}
+        for partition in served:
+            by_log_dir.setdefault(id(partition.log_dir), []).append(partition.path)
+        intent_dirs = intent_dirs_of(by_log_dir.values(), self._fs)  # one a log dir
         try:
             write_overrides([p.path for p in served], before, overrides, self._fs, intent_dirs=intent_dirs)
         except PartitionWriteError as failed:

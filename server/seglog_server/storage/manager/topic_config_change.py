@@ -25,7 +25,10 @@ completes it (``complete_interrupted_change``): every loaded partition's file is
 and the live logs take its config. A crash before the first intent is durable leaves every file
 old; from then on the change is completed, as a change that failed and could not put the old
 files back is. One intent per log directory: a partition that loads is on an online directory,
-and that directory holds a copy.
+and that directory holds a copy. Something named like the intent that is not a regular file (a
+directory, a FIFO) was not written by a change: a start ignores it, a change leaves it where it is
+and writes its intent into another partition directory of that log directory (refused, naming it,
+when there is none).
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 
-from ..base.errors import InvalidConfigError
+from ..base.errors import InvalidConfigError, LogDirStateError
 from ..base.fs import FileSystem
 from ..base.log_config import LogConfig
 from ..format.topic_metadata import (
@@ -55,6 +58,7 @@ __all__ = [
     "changed_overrides",
     "check_changeable",
     "complete_interrupted_change",
+    "intent_dirs_of",
     "write_overrides",
 ]
 
@@ -104,6 +108,31 @@ def check_changeable(topic: str, before: LogConfig, after: LogConfig) -> None:
                 f"to {new[name]}")
 
 
+def intent_dirs_of(partition_dirs_by_log_dir: Iterable[Sequence[str]], fs: FileSystem) -> list[str]:
+    """Where a change writes its intent: in each log directory (its partition directories in
+    order), the first whose intent name is free or a regular file. Something else under that name
+    (a directory, a FIFO) is no intent and is left where it is. Raises LogDirStateError naming it
+    when a log directory has no partition directory free."""
+    chosen: list[str] = []
+    for paths in partition_dirs_by_log_dir:
+        taken = [path for path in paths if _taken_by_no_file(path, fs)]
+        free = [path for path in paths if path not in taken]
+        if not free:
+            raise LogDirStateError(
+                f"{os.path.join(taken[0], CHANGE_INTENT_FILE_NAME)} is not a regular file (nor is the "
+                "name free in the topic's other partitions of its log directory): the change's intent "
+                "cannot be written there; remove it and retry")
+        chosen.append(free[0])
+    return chosen
+
+
+def _taken_by_no_file(path: str, fs: FileSystem) -> bool:
+    try:
+        return not fs.is_regular_file(os.path.join(path, CHANGE_INTENT_FILE_NAME))
+    except OSError:
+        return False  # free, or a failing disk: the intent's write meets it and fails as such
+
+
 def write_overrides(
     partition_dirs: Sequence[str], before: TopicMetadata, overrides: Mapping[str, str], fs: FileSystem,
     *, intent_dirs: Sequence[str] = (),
@@ -143,12 +172,18 @@ def write_overrides(
 
 
 def _remove_intents(paths: Sequence[str], fs: FileSystem, *, quietly: bool) -> None:
-    """Removes the intents in ``paths``. Quietly a failure is logged (the intent left holds what
-    the files hold, or is dropped at the next start); otherwise (before a change writes anything)
-    it is the directory's ``PartitionWriteError``."""
+    """Removes the intents in ``paths``. Something named like the intent that is not a regular
+    file is no intent: left where it is, with a warning. Quietly a failure is logged (the intent
+    left holds what the files hold, or is dropped at the next start); otherwise (before a change
+    writes anything) it is the directory's ``PartitionWriteError``."""
     for path in paths:
+        intent_path = os.path.join(path, CHANGE_INTENT_FILE_NAME)
         try:
-            fs.unlink(os.path.join(path, CHANGE_INTENT_FILE_NAME))
+            if not fs.is_regular_file(intent_path):
+                _log.warning("%s: not removed as the intent of a topic config change: not a regular file",
+                             intent_path)
+                continue
+            fs.unlink(intent_path)
         except FileNotFoundError:
             continue  # none here (most partitions): nothing to sync
         except OSError as exc:

@@ -24,6 +24,7 @@ from seglog_server.storage.base.clock import FakeClock
 from seglog_server.storage.base.errors import (
     InvalidConfigError,
     LogDirOfflineError,
+    LogDirStateError,
     ResourceExhaustedError,
     UnknownTopicOrPartitionError,
 )
@@ -681,3 +682,63 @@ def test_any_intent_is_completed_whole_or_dropped_and_every_partition_loads_agai
             assert not list(directory.glob(f"t-*/{CHANGE_INTENT_FILE_NAME}")), start
         finally:
             manager.shutdown()
+
+
+@pytest.mark.parametrize("kind", ["directory", "fifo"])
+def test_something_named_like_an_intent_that_is_no_file_never_takes_a_change_offline(tmp_path, kind):
+    first = _manager(tmp_path)
+    first.create_topic("t", 2, {"retention.ms": "1000"})
+    first.create_topic("u", 1)
+    first.halt()
+    odd = tmp_path / "t-0" / CHANGE_INTENT_FILE_NAME  # where the change's own intent would go
+    if kind == "directory":
+        odd.mkdir()
+    else:
+        os.mkfifo(odd)
+    manager = _manager(tmp_path)
+    try:
+        assert manager.alter_topic_configs("t", {"retention.ms": "7"}).retention_ms == 7
+        assert [manager.get_log("t", p).config.retention_ms for p in range(2)] == [7, 7]
+        assert manager.get_log("u", 0).log_end_offset == 0  # its directory still online
+        assert _files(manager, "t") == [{"retention.ms": "7"}] * 2
+        assert odd.is_dir() if kind == "directory" else odd.is_fifo()  # left where it is
+        assert not (tmp_path / "t-1" / CHANGE_INTENT_FILE_NAME).exists()  # the change's own, removed
+    finally:
+        manager.shutdown()
+    again = _manager(tmp_path)
+    try:
+        assert [again.get_log("t", p).config.retention_ms for p in range(2)] == [7, 7]
+    finally:
+        again.shutdown()
+
+
+def test_a_change_with_no_partition_free_for_its_intent_is_refused_and_everything_serves(tmp_path):
+    first = _manager(tmp_path)
+    first.create_topic("t", 1, {"retention.ms": "1000"})
+    first.halt()
+    odd = tmp_path / "t-0" / CHANGE_INTENT_FILE_NAME
+    odd.mkdir()
+    manager = _manager(tmp_path)
+    try:
+        with pytest.raises(LogDirStateError, match=f"{CHANGE_INTENT_FILE_NAME}.*not a regular file"):
+            manager.alter_topic_configs("t", {"retention.ms": "7"})
+        assert manager.get_log("t", 0).config.retention_ms == 1000
+        assert _files(manager, "t") == [{"retention.ms": "1000"}]
+        odd.rmdir()  # the operator clears the name: the change goes through
+        assert manager.alter_topic_configs("t", {"retention.ms": "7"}).retention_ms == 7
+    finally:
+        manager.shutdown()
+
+def test_a_change_whose_look_at_the_intent_name_fails_writes_there_as_usual(tmp_path):
+    fs = FaultFs()
+    manager = _manager(tmp_path, fs=fs)
+    try:
+        manager.create_topic("t", 2, {"retention.ms": "1000"})
+        rule = fs.fail("is_regular_file", errno.EMFILE, path=lambda path: path.endswith(
+            os.path.join("t-0", CHANGE_INTENT_FILE_NAME)))
+        assert manager.alter_topic_configs("t", {"retention.ms": "7"}).retention_ms == 7
+        assert rule.hits == 1
+        assert _files(manager, "t") == [{"retention.ms": "7"}] * 2
+        assert not list(tmp_path.glob(f"t-*/{CHANGE_INTENT_FILE_NAME}"))
+    finally:
+        manager.shutdown()
