@@ -280,24 +280,24 @@ class RecordBatchBuilder:
         records_bytes = 0
         offset_delta = first_delta
         for key, value in zip(keys, values):
-            if _type(key) is _bytes:
-                key_size = _len(key)
-                key_field, key_data, key_bytes = _encoded[key_size], key, _prefixed_sizes[key_size]
-            elif key is None:
-                key_field, key_data, key_bytes = _null, b"", 1
-            else:
-                break
-            if _type(value) is _bytes:
-                value_size = _len(value)
-                value_field, value_data, value_bytes = _encoded[value_size], value, _prefixed_sizes[value_size]
-            elif value is None:
-                value_field, value_data, value_bytes = _null, b"", 1
-            else:
-                break
-            body = fixed_bytes + key_bytes + value_bytes + _varint_sizes[offset_delta]
-            try:
+            try:  # a key, a value or a record above the tables' 8 KiB: the rest one by one, below
+                if _type(key) is _bytes:
+                    key_size = _len(key)
+                    key_field, key_data, key_bytes = _encoded[key_size], key, _prefixed_sizes[key_size]
+                elif key is None:
+                    key_field, key_data, key_bytes = _null, b"", 1
+                else:
+                    break
+                if _type(value) is _bytes:
+                    value_size = _len(value)
+                    value_field, value_data, value_bytes = _encoded[value_size], value, _prefixed_sizes[value_size]
+                elif value is None:
+                    value_field, value_data, value_bytes = _null, b"", 1
+                else:
+                    break
+                body = fixed_bytes + key_bytes + value_bytes + _varint_sizes[offset_delta]
                 body_field = _encoded[body]
-            except IndexError:  # a record above the tables' 8 KiB
+            except IndexError:
                 break
             add((body_field, attributes_and_timestamp, _encoded[offset_delta], key_field, key_data,
                  value_field, value_data, _no_headers))

@@ -292,6 +292,8 @@ def test_a_bad_timestamp_is_refused_at_append_not_when_the_batch_is_sent():
 
 
 record_values = st.one_of(st.none(), st.binary(max_size=300))
+# Also keys and values beyond the builder's 8 KiB varint tables (a 256 KiB batch holds many).
+sized_values = st.one_of(record_values, st.integers(8_000, 20_000).map(lambda size: b"v" * size))
 
 
 @settings(deadline=None)  # encodes up to 60 records with zstd: slow only on a loaded machine
@@ -318,10 +320,10 @@ def test_built_batch_equals_the_codec_appending_record_by_record(records, compre
 
 @pytest.mark.parametrize("already", [0, 1, 8190], ids=["empty", "one", "at-the-table-bound"])
 @settings(deadline=None)  # 8,190 records before the examples: slow only on a loaded machine
-@given(pairs=st.lists(st.tuples(record_values, record_values), min_size=1, max_size=40), timestamp_ms=st.integers(0, 9000))
+@given(pairs=st.lists(st.tuples(sized_values, sized_values), min_size=1, max_size=40), timestamp_ms=st.integers(0, 9000))
 def test_extend_equals_append_one_by_one(already, pairs, timestamp_ms):
-    """The bulk encoder writes the same bytes as append, also where offset deltas or timestamp
-    deltas leave the varint tables (then it goes record by record)."""
+    """The bulk encoder writes the same bytes as append, also where offset deltas, timestamp
+    deltas, or a key's or value's size leave the varint tables (then it goes record by record)."""
     keys = [key for key, _ in pairs]
     values = [value for _, value in pairs]
     by_one, in_bulk = RecordBatchBuilder(), RecordBatchBuilder()
