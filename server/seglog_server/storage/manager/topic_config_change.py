@@ -20,9 +20,10 @@ served partition directory of each log directory holding the topic, then rewrite
 partition's file, then removes the intents. Once every file is written the change is made: an
 intent whose removal fails is logged and left, as it holds what the files hold and a start redoing
 it changes nothing; a change first removes any intent left in the topic's partitions, so the
-intents on disk are always one change's. A start that finds an intent of the topic's id
-completes it (``complete_interrupted_change``): every loaded partition's file is rewritten to it
-and the live logs take its config. A crash before the first intent is durable leaves every file
+intents on disk are always one change's (failing after removing one, it puts the old file back in
+every partition: a start that could not complete that change left them mixed). A start that finds
+an intent of the topic's id completes it (``complete_interrupted_change``): every loaded
+partition's file is rewritten to it and the live logs take its config. A crash before the first intent is durable leaves every file
 old; from then on the change is completed, as a change that failed and could not put the old
 files back is. One intent per log directory: a partition that loads is on an online directory,
 and that directory holds a copy. Something named like the intent that is not a regular file (a
@@ -140,22 +141,25 @@ def write_overrides(
     """Rewrites ``topic.properties`` in every partition directory with the new overrides, each
     file atomically (a crash leaves each file old or new, never torn), between writing the
     change's intent into each of ``intent_dirs`` and removing it (the module's docstring). When
-    one write fails, the files already rewritten are put back and the intents removed (a failure
-    there is logged, and the intents left: the next start completes the change) and the failure
-    is raised as ``PartitionWriteError`` naming the directory, its cause chained."""
+    one write fails, the old file is put back (in every partition when an intent left over was
+    removed first: a start that could not complete that change left the files mixed) and the
+    intents removed (a failure there is logged, and the intents left: the next start completes
+    the change) and the failure is raised as ``PartitionWriteError`` naming the directory, its
+    cause chained."""
     after = replace(before, overrides=dict(overrides))
     intent = format_topic_metadata(after)
     # Every partition's, not only where this change writes: an intent left over (a removal that
     # failed, a start that could not complete a change) would undo this change at the next start.
     # Nothing changed yet, so a failure here is the change's.
-    _remove_intents(partition_dirs, fs, quietly=False)
+    left_over = _remove_intents(partition_dirs, fs, quietly=False)
     intents: list[str] = []
     for path in intent_dirs:
         try:
             fs.write_atomically(os.path.join(path, CHANGE_INTENT_FILE_NAME), intent)
         except BaseException as exc:
             # No partition's file changed yet; this directory's intent may have landed.
-            _remove_intents([*intents, path], fs, quietly=True)
+            if not left_over or _put_back(partition_dirs, before, fs):
+                _remove_intents([*intents, path], fs, quietly=True)
             raise PartitionWriteError(path, exc) from exc
         intents.append(path)
     written: list[str] = []
@@ -163,7 +167,9 @@ def write_overrides(
         try:
             write_topic_metadata(path, after, fs=fs)
         except BaseException as exc:
-            if _put_back([*written, path], before, fs):  # this one's rename may have landed
+            # This one's rename may have landed; with an intent left over removed, the files not
+            # written yet may hold that change.
+            if _put_back(partition_dirs if left_over else [*written, path], before, fs):
                 _remove_intents(intents, fs, quietly=True)
             raise PartitionWriteError(path, exc) from exc
         written.append(path)
@@ -171,11 +177,13 @@ def write_overrides(
     _remove_intents(intents, fs, quietly=True)
 
 
-def _remove_intents(paths: Sequence[str], fs: FileSystem, *, quietly: bool) -> None:
-    """Removes the intents in ``paths``. Something named like the intent that is not a regular
-    file is no intent: left where it is, with a warning. Quietly a failure is logged (the intent
-    left holds what the files hold, or is dropped at the next start); otherwise (before a change
-    writes anything) it is the directory's ``PartitionWriteError``."""
+def _remove_intents(paths: Sequence[str], fs: FileSystem, *, quietly: bool) -> bool:
+    """Removes the intents in ``paths``; True when one was there. Something named like the
+    intent that is not a regular file is no intent: left where it is, with a warning. Quietly a
+    failure is logged (the intent left holds what the files hold, or is dropped at the next
+    start); otherwise (before a change writes anything) it is the directory's
+    ``PartitionWriteError``."""
+    found = False
     for path in paths:
         intent_path = os.path.join(path, CHANGE_INTENT_FILE_NAME)
         try:
@@ -192,6 +200,7 @@ def _remove_intents(paths: Sequence[str], fs: FileSystem, *, quietly: bool) -> N
             _log.warning("%s: the intent of a topic config change not removed: %s (the next start "
                          "completes the change)", path, exc)
             continue
+        found = True
         try:
             fs.fsync_dir(path)
         except OSError as exc:
@@ -199,6 +208,7 @@ def _remove_intents(paths: Sequence[str], fs: FileSystem, *, quietly: bool) -> N
                 raise PartitionWriteError(path, exc) from exc
             _log.warning("%s: the intent of a topic config change not removed: %s (the next start "
                          "completes the change)", path, exc)
+    return found
 
 
 def complete_interrupted_change(

@@ -742,3 +742,66 @@ def test_a_change_whose_look_at_the_intent_name_fails_writes_there_as_usual(tmp_
         assert not list(tmp_path.glob(f"t-*/{CHANGE_INTENT_FILE_NAME}"))
     finally:
         manager.shutdown()
+
+
+@pytest.mark.parametrize("change_fails_at", ["intent", 0, 1, 2])
+@pytest.mark.parametrize("start_fails_at", [0, 1, 2])
+def test_a_failed_change_after_an_interrupted_start_leaves_every_partition_one_config(
+        tmp_path, start_fails_at, change_fails_at):
+    first = _manager(tmp_path)
+    first.create_topic("t", 3, {"retention.ms": "1000"})
+    first.halt()
+    _leave_intent(tmp_path, 2, {"retention.ms": "5"})
+    fs = FaultFs()
+    # The start completes the change into the partitions before one and fails on that one: the
+    # files mixed, the intent kept.
+    started = fs.fail("replace", errno.EIO, path=TOPIC_METADATA_FILE_NAME + ".tmp", skip=start_fails_at)
+    manager = _manager(tmp_path, fs=fs)
+    try:
+        assert started.hits == 1
+        assert _files(manager, "t") == ([{"retention.ms": "5"}] * start_fails_at
+                                        + [{"retention.ms": "1000"}] * (3 - start_fails_at))
+        # A change then fails, not on an I/O error: on its intent (in t-0) or on a partition's file.
+        name = CHANGE_INTENT_FILE_NAME if change_fails_at == "intent" else TOPIC_METADATA_FILE_NAME
+        where = os.path.join("t-0" if change_fails_at == "intent" else f"t-{change_fails_at}", name + ".tmp")
+        changed = fs.fail("replace", errno.EMFILE, path=lambda path: path.endswith(where))
+        with pytest.raises(ResourceExhaustedError):
+            manager.alter_topic_configs("t", {"retention.ms": "7"})
+        assert changed.hits == 1
+        assert _files(manager, "t") == [{"retention.ms": "1000"}] * 3  # as the topic serves
+        assert [manager.get_log("t", p).config.retention_ms for p in range(3)] == [1000] * 3
+        assert not list(tmp_path.glob(f"t-*/{CHANGE_INTENT_FILE_NAME}"))
+    finally:
+        manager.halt()
+    again = _manager(tmp_path)
+    try:
+        assert [again.get_log("t", p).config.retention_ms for p in range(3)] == [1000] * 3
+    finally:
+        again.shutdown()
+
+
+def test_a_failed_change_after_an_interrupted_start_that_cannot_put_back_keeps_its_intent(tmp_path):
+    first = _manager(tmp_path)
+    first.create_topic("t", 3, {"retention.ms": "1000"})
+    first.halt()
+    _leave_intent(tmp_path, 2, {"retention.ms": "5"})
+    fs = FaultFs()
+    fs.fail("replace", errno.EIO, path=TOPIC_METADATA_FILE_NAME + ".tmp", skip=2)  # t-0, t-1 take it
+    manager = _manager(tmp_path, fs=fs)
+    try:
+        changed = fs.fail("replace", errno.EMFILE, path=lambda path: path.endswith(
+            os.path.join("t-0", TOPIC_METADATA_FILE_NAME + ".tmp")))
+        put_back = fs.fail("replace", errno.EIO, path=lambda path: path.endswith(
+            os.path.join("t-1", TOPIC_METADATA_FILE_NAME + ".tmp")))
+        with pytest.raises(ResourceExhaustedError):
+            manager.alter_topic_configs("t", {"retention.ms": "7"})
+        assert (changed.hits, put_back.hits) == (1, 1)
+        assert (tmp_path / "t-0" / CHANGE_INTENT_FILE_NAME).exists()  # the change's own
+    finally:
+        manager.halt()
+    again = _manager(tmp_path)
+    try:  # the next start completes the change the intent holds: every partition one config
+        assert _files(again, "t") == [{"retention.ms": "7"}] * 3
+        assert [again.get_log("t", p).config.retention_ms for p in range(3)] == [7] * 3
+    finally:
+        again.shutdown()
