@@ -91,8 +91,8 @@ class SeglogSystem:
         return first_ms, self._admin.max_timestamp_offsets(SMALL_TOPIC)[0].timestamp_ms
 
     def produce_defaults(self, keys: list[bytes], values: list[bytes]) -> None:
-        """The same records through a Producer with every default (batch_size 256 KiB: about
-        1,600 of these records a batch), as a harness that configures nothing writes them."""
+        """The same records through a Producer with every default (batch_size 16 KiB: about
+        120 of these records a batch), as a harness that configures nothing writes them."""
         self._admin.create_topic(DEFAULTS_TOPIC, 1)
         with Producer(self.address) as producer:
             for start in range(0, len(values), SEND_SLICE):

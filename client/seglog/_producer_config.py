@@ -24,18 +24,14 @@ __all__ = [
     "wall_clock_ms",
 ]
 
-# Kafka's producer defaults, so settings carry over: linger.ms 5 (Kafka 4.0), buffer.memory
-# 32 MiB, max.request.size 1 MiB (also Kafka's max.message.bytes default), 5 requests in flight
-# per connection, max.block.ms 60 s. batch.size is the exception: 256 KiB, not Kafka's 16 KiB.
-# With at most 5 batches of a partition in flight (the batches the service keeps a producer to
-# answer a retry), the batch size bounds a partition's rate: 16 KiB batches held a producer with
-# every default to a third to a half of what 256 KiB ones reach (bench/bench_produce_defaults.py
-# --batch-sizes; docs/performance.md). A larger batch costs no latency at a low rate (a batch
-# leaves at linger_ms whatever its size), at most linger_ms at a middling one, and no memory up
-# front (the buffer counts the bytes queued, not batch_size per partition: 32 MiB is 128 full
-# batches). 256 KiB plus its header fits max_request_bytes and the service's default
-# max.message.bytes (1 MiB) with room; tests/unit/seglog/test_producer_defaults.py keeps that.
-BATCH_SIZE_DEFAULT = 256 * 1024
+# Kafka's producer defaults, so settings carry over: batch.size 16 KiB, linger.ms 5 (Kafka 4.0),
+# buffer.memory 32 MiB, max.request.size 1 MiB (also Kafka's max.message.bytes default), 5
+# requests in flight per connection, max.block.ms 60 s. A larger batch.size would raise a
+# default producer's rate (256 KiB batches: about 2.7x, bench/bench_produce_defaults.py
+# --batch-sizes; docs/performance.md) but a topic whose max.message.bytes lies below it would
+# then refuse every full batch: the producer does not yet split a batch the service refuses as
+# too large and send its halves (Kafka's does), so the default stays Kafka's until it does.
+BATCH_SIZE_DEFAULT = 16_384
 LINGER_MS_DEFAULT = 5
 BUFFER_BYTES_DEFAULT = 32 * 1024 * 1024
 MAX_REQUEST_BYTES_DEFAULT = 1024 * 1024

@@ -35,3 +35,23 @@ def test_default_producer_batches_fill_to_the_default_batch_size_and_are_taken(s
     assert read == values
     full = sizes[:-1]  # the last batch holds what was left
     assert full and all(BATCH_SIZE_DEFAULT * 3 // 4 < size <= BATCH_SIZE_DEFAULT for size in full), sizes
+
+
+def test_a_default_producer_delivers_everything_to_a_topic_whose_message_limit_is_64_kib(seglog_service, make_topic):
+    """A full default batch fits a topic whose max.message.bytes is 64 KiB (an operator's common
+    lowering): the producer does not split a batch the service refuses as too large, so its
+    default batch_size must stay below such limits (a 256 KiB default failed every record here)."""
+    topic = make_topic(configs={"max.message.bytes": str(64 * 1024)})
+    count = 2_000
+    values = [i.to_bytes(4, "big") * (VALUE_BYTES // 4) for i in range(count)]
+    with Producer(seglog_service.address) as producer:
+        producer.send_many(topic, values, partition=0)
+        producer.flush()
+        assert producer.statistics().records_failed == 0
+    read: list[bytes | None] = []
+    with Consumer(seglog_service.address, topic, partition=0, start="earliest") as consumer:
+        while len(read) < count:
+            records = consumer.poll(timeout_ms=POLL_TIMEOUT_MS)
+            assert records, f"read {len(read)} of {count} records"
+            read += [record.value for record in records]
+    assert read == values

@@ -71,8 +71,7 @@ def test_sync_facade_has_the_async_signature_for_every_public_method(sync_cls, a
 
 
 # The constructors' keywords, kinds and defaults as released: the facades and the shared
-# connection options may be rebuilt underneath, these stay. One default changed on purpose since:
-# the Producer's batch_size, 16384 (Kafka's) then 262144 (see seglog._producer_config).
+# connection options may be rebuilt underneath, these stay.
 _CONNECTION = [("request_timeout_ms", 30000), ("credentials", None), ("channel_options", ()), ("tls", None),
                ("tls_ca", None), ("tls_cert", None), ("tls_key", None), ("token", None)]
 RELEASED_CONSTRUCTORS = {
@@ -85,7 +84,7 @@ RELEASED_CONSTRUCTORS = {
                  ("group_id", None), ("topics", None), ("enable_auto_commit", None), ("auto_commit_interval_ms", 5000),
                  ("on_assign", None), ("on_revoke", None), ("group_instance_id", None), ("client_id", None)],
     "Producer": [("server", "127.0.0.1:50551"), ("acks", seglog.Acks.WRITTEN), ("compression", Compression.NONE),
-                 ("batch_size", 262144), ("linger_ms", 5), ("buffer_bytes", 33554432), ("max_request_bytes", 1048576),
+                 ("batch_size", 16384), ("linger_ms", 5), ("buffer_bytes", 33554432), ("max_request_bytes", 1048576),
                  ("max_in_flight_requests", 5), ("max_in_flight_per_partition", 5), ("max_block_ms", 60000),
                  ("retries", 5), ("retry_backoff_ms", 100), *_CONNECTION, ("enable_idempotence", True)],
 }
