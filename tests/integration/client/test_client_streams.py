@@ -145,7 +145,9 @@ def test_at_linger_zero_a_send_from_another_thread_starts_its_batch_in_the_wake_
             sender = producer._async._sender
 
             async def parked() -> None:
-                while not sender._parked or sender.requests:
+                # Idle: parked, nothing in flight, and the warm-up's write reported done (its
+                # answer can come first; at linger 0 a batch waits for a write under way).
+                while not sender._parked or sender.requests or sender._writing:
                     await asyncio.sleep(0)
 
             producer._portal.run(parked())
