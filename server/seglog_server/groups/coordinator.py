@@ -359,8 +359,9 @@ class GroupCoordinator:
             return [((topic, partition), state.committed(group, topic, partition)) for topic, partition in partitions]
 
     def expire_offsets(self) -> int:
-        """Tombstones the expired offsets (``OffsetsLog.expire``) and flushes them outside the
-        lock: they leave the map once durable."""
+        """Tombstones the expired offsets (``OffsetsLog.expire``: not an offset with a commit
+        appended and not yet durable, whose committer may be answered next) and flushes them
+        outside the lock: they leave the map once durable."""
         with self._lock:
             live = {group for group, members in self._groups.items() if members.members()}
             written = self._offsets.expire(live)

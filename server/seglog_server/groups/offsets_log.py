@@ -237,12 +237,17 @@ class OffsetsLog:
         partition = partition_for(group, self._partition_count)
         if partition in self._states:
             self._apply_durable(partition, self._states[partition])
-        found: set[tuple[str, int]] = set()
+        return self._undurable_keys(partition).get(group, set())
+
+    def _undurable_keys(self, partition: int) -> dict[str, set[tuple[str, int]]]:
+        """Group -> the (topic, partition) of its offset records (commits or tombstones) waiting
+        in ``partition``, as they are now (the caller applied what is durable first)."""
+        found: dict[str, set[tuple[str, int]]] = {}
         for batch in self._undurable.get(partition, ()):
             for _, key, _ in batch.records:
                 decoded = decode_key(key)
-                if isinstance(decoded, OffsetCommitKey) and decoded.group == group:
-                    found.add((decoded.topic, decoded.partition))
+                if isinstance(decoded, OffsetCommitKey):
+                    found.setdefault(decoded.group, set()).add((decoded.topic, decoded.partition))
         return found
 
     def loaded(self, partition: int) -> bool:
@@ -284,12 +289,17 @@ class OffsetsLog:
 
     def expire(self, live_groups: Set[str] = frozenset()) -> int:
         """Tombstones every expired offset (and dead empty group) of the loaded partitions;
-        returns the number of tombstones written."""
+        returns the number of tombstones written. The map holds durable records only, so an
+        offset with a record still waiting (a commit appended, its flush under way) is not
+        expired, nor is its group dead: a tombstone appended after that commit would delete it
+        once both are durable, after its committer was answered (Kafka's expiry skips the
+        partitions with pending commits, and a group holding any is not empty of offsets)."""
         now_ms = self._clock.time_ms()
         written = 0
         for partition, state in sorted(self._states.items()):
             self._apply_durable(partition, state)
-            keys = state.expired_keys(now_ms, self._retention_ms, live_groups)
+            keys = state.expired_keys(now_ms, self._retention_ms, live_groups,
+                                      pending=self._undurable_keys(partition))
             if keys:
                 self._append(partition, [(key, None) for key in keys])
                 written += len(keys)

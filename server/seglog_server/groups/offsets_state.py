@@ -15,12 +15,13 @@ group without members expires ``retention_ms`` after the group became empty (its
 currentStateTimestamp) or, without that, after its commit; a commit that carries an expire
 timestamp (value version 1) expires then instead. An empty group left with no offsets is dead:
 its metadata is deleted too. Groups with live members (as the coordinator knows them) never
-expire here.
+expire here, nor do offsets with a record not yet durable (offsets_log.py: the map holds durable
+records only; Kafka skips partitions with pending commits the same way).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Set
+from collections.abc import Iterable, Mapping, Set
 from dataclasses import dataclass
 from typing import Any
 
@@ -153,19 +154,24 @@ class OffsetsState:
 
     # -- expiry ------------------------------------------------------------------------------
     def expired_keys(self, now_ms: int, retention_ms: int = OFFSETS_RETENTION_MS,
-                     live_groups: Set[str] = frozenset()) -> list[bytes]:
+                     live_groups: Set[str] = frozenset(),
+                     pending: Mapping[str, Set[tuple[str, int]]] | None = None) -> list[bytes]:
         """The keys to tombstone now: expired offsets of groups without members, then the
-        metadata of empty groups left with no offsets. Pure: the caller appends the tombstones
-        and applies them as records."""
+        metadata of empty groups left with no offsets. ``pending``: group -> the (topic,
+        partition) of its offset records appended and not yet applied (not durable): those
+        offsets are not expired, and a group with any is not left without offsets. Pure: the
+        caller appends the tombstones and applies them as records."""
         assert retention_ms > 0, retention_ms
         keys: list[bytes] = []
         for group in self.groups():
             if group in live_groups or not self._is_empty(group):
                 continue
             offsets = self._offsets.get(group, {})
-            expired = list(_expired(offsets.items(), self._empty_since(group), now_ms, retention_ms))
+            waiting = pending.get(group, frozenset()) if pending else frozenset()
+            expired = [tp for tp in _expired(offsets.items(), self._empty_since(group), now_ms, retention_ms)
+                       if tp not in waiting]
             keys += [encode_key(OffsetCommitKey(group, topic, partition)) for topic, partition in expired]
-            if group in self._groups and len(expired) == len(offsets):
+            if group in self._groups and not waiting and len(expired) == len(offsets):
                 keys.append(encode_key(GroupMetadataKey(group)))
         return keys
 

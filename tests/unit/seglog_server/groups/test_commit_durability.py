@@ -7,9 +7,14 @@ the append completed: against the real storage engine through the fault-injectin
   the directory offline (EIO on fdatasync): the committer gets the flush's error and the map stays
   as it was (should a later flush make the record durable after all, it shows then);
 - DeleteGroup tombstones a commit appended and not yet durable too;
+- expiry never tombstones an offset whose commit is appended and not yet durable (the map still
+  holds the expired one): its tombstone would land after the commit and delete it once both are
+  durable, after the committer was answered;
 - any run of commits with flushes failing at random: after every step the map equals the replay of
   the durable prefix of the log (below its recovery point); after a restart (EIO took the
-  directory offline) the replay of what the files hold, which the load made durable first.
+  directory offline) the replay of what the files hold, which the load made durable first; with
+  expiry runs and commits answered a step later among them, every answered commit whose retention
+  has not run out is still fetched.
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ from tests.support.fault_fs import FaultFs
 from seglog.records import iter_batches
 from seglog_server.groups.coordinator import GroupCoordinator, OffsetCommit
 from seglog_server.groups.offsets_log import OFFSETS_TOPIC
-from seglog_server.groups.offsets_state import OffsetsState
+from seglog_server.groups.offsets_state import OFFSETS_RETENTION_MS, OffsetsState
 from seglog_server.storage import FakeClock, LogManager
 from seglog_server.storage.base.errors import LogDirOfflineError, StorageError, TooManyOpenFilesError
 
@@ -38,12 +43,13 @@ def offsets_log_file(path: str) -> bool:
 
 
 @contextlib.contextmanager
-def coordinator_in(directory: str, clock: FakeClock, fs: FaultFs, *, create: bool = False):
+def coordinator_in(directory: str, clock: FakeClock, fs: FaultFs, *, create: bool = False,
+                   retention_ms: int = OFFSETS_RETENTION_MS):
     manager = LogManager([directory], clock=clock, fs=fs)
     manager.startup()
     if create:
         manager.create_topic("t", 3, {})
-    coordinator = GroupCoordinator(manager, clock, partitions=PARTITIONS)
+    coordinator = GroupCoordinator(manager, clock, partitions=PARTITIONS, retention_ms=retention_ms)
     coordinator.start()
     try:
         yield manager, coordinator
@@ -134,46 +140,110 @@ def test_delete_group_tombstones_a_commit_not_yet_durable(tmp_path):
         assert replayed.fetch("g") == []
 
 
-steps = st.lists(st.tuples(
-    st.sampled_from(GROUPS), st.dictionaries(st.integers(0, 2), st.integers(0, 1000), min_size=1, max_size=2),
-    st.sampled_from([None, None, "skip", "emfile", "eio"]),
-), max_size=12)
+def test_expiry_spares_an_offset_whose_new_commit_is_not_yet_durable(tmp_path):
+    """A member-less group's offset is past its retention; a new commit of it is appended and its
+    flush under way when expiry runs: the expired offset is kept, and the new commit, answered once
+    durable, stays fetched, before and after a restart."""
+    clock, fs = FakeClock(), FaultFs()
+    directory = str(tmp_path / "d")
+    with coordinator_in(directory, clock, fs, create=True, retention_ms=1000) as (manager, coordinator):
+        durable(manager, coordinator.commit("g", "", 0, [OffsetCommit("t", 0, 5), OffsetCommit("t", 1, 7)]))
+        clock.advance(5000)
+        appended = coordinator.commit("g", "", 0, [OffsetCommit("t", 0, 500)])  # its flush under way
+        assert coordinator.expire_offsets() == 1  # t-1 only
+        durable(manager, appended)  # answered
+        assert seen(coordinator)["g"] == {("t", 0): 500} == durable_replay(manager)["g"]
+    with coordinator_in(directory, clock, fs, retention_ms=1000) as (_, replayed):
+        assert seen(replayed)["g"] == {("t", 0): 500}
 
 
-@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(steps=steps)
+RETENTION_MS = 1000
+commit_step = st.tuples(
+    st.just("commit"), st.sampled_from(("g", "g") + GROUPS),
+    st.dictionaries(st.integers(0, 1), st.integers(0, 1000), min_size=1, max_size=2),
+    # "later": answered (flushed) once the next step ran, as a flush under way meanwhile;
+    # "expiry": answered once an expiry ran meanwhile
+    st.sampled_from([None, None, "later", "later", "expiry", "expiry", "skip", "emfile", "eio"]),
+    st.sampled_from([0, RETENTION_MS // 2, 2 * RETENTION_MS]),  # the clock's advance before it
+)
+expire_step = st.tuples(st.just("expire"), st.sampled_from([None, None, "emfile"]))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(steps=st.lists(st.one_of(commit_step, commit_step, expire_step), max_size=12))
 def test_commits_with_failing_flushes_leave_the_map_equal_to_the_replay_of_what_is_durable(tmp_path_factory, steps):
-    """Each step commits; its flush succeeds, is left for later ("skip"), finds no descriptor
-    (the partition stays online) or meets EIO (the directory goes offline: a restart follows)."""
+    """Each commit step moves the clock on, then commits; its flush succeeds, is left for later
+    ("skip"), runs once the next step ran ("later": a flush under way meanwhile) or once an expiry
+    ran ("expiry"), finds no descriptor (the partition stays online) or meets EIO (the directory
+    goes offline: a restart follows); expiry steps run expiry, its flush finding no descriptor or not. After every step
+    the map equals the replay of the durable prefix (a step that failed applied nothing), and every
+    answered commit whose retention has not run out (by its own timestamp: these groups have no
+    metadata) is fetched, at its offset or at a later commit's of the same partition."""
     directory = str(tmp_path_factory.mktemp("commits"))
     clock, fs = FakeClock(), FaultFs()
     stack = contextlib.ExitStack()
-    manager, coordinator = stack.enter_context(coordinator_in(directory, clock, fs, create=True))
+    manager, coordinator = stack.enter_context(
+        coordinator_in(directory, clock, fs, create=True, retention_ms=RETENTION_MS))
     durable(manager, coordinator.commit("z", "", 0, [OffsetCommit("t", 0, 0)]))  # the topic made, unfaulted
+    appended_offsets: dict = {}  # (group, partition) -> offsets committed, in append order
+    answered: dict = {}  # (group, partition) -> (its index in appended_offsets, commit time)
+
+    def answer(appended, keys) -> None:
+        with contextlib.suppress(StorageError):
+            durable(manager, appended)
+            answered.update(keys)
+
+    later = None  # a commit whose answer waits for the next step
     try:
-        for group, offsets, fault in steps:
+        for step in steps:
+            waiting, later = later, None
             before = seen(coordinator)
-            if fault == "emfile":
-                fs.fail("open", errno.EMFILE, path=offsets_log_file)
-            elif fault == "eio":
-                fs.fail("fdatasync", errno.EIO, path=offsets_log_file)
-            try:
-                appended = coordinator.commit(group, "", 0, [OffsetCommit("t", p, o) for p, o in offsets.items()])
-                if fault != "skip":
-                    durable(manager, appended)
-            except StorageError:
-                assert seen(coordinator) == before  # the committer got the error: nothing applied
+            if step[0] == "expire":
+                if step[1] == "emfile":
+                    fs.fail("open", errno.EMFILE, path=offsets_log_file)
+                try:
+                    coordinator.expire_offsets()
+                except StorageError:
+                    assert seen(coordinator) == before
+            else:
+                _, group, offsets, fault, advance_ms = step
+                clock.advance(advance_ms)
+                if fault == "emfile":
+                    fs.fail("open", errno.EMFILE, path=offsets_log_file)
+                elif fault == "eio":
+                    fs.fail("fdatasync", errno.EIO, path=offsets_log_file)
+                keys = {}
+                for partition, offset in offsets.items():
+                    appended_offsets.setdefault((group, partition), []).append(offset)
+                    keys[(group, partition)] = (len(appended_offsets[(group, partition)]) - 1, clock.time_ms())
+                try:
+                    appended = coordinator.commit(group, "", 0, [OffsetCommit("t", p, o) for p, o in offsets.items()])
+                    if fault == "later":
+                        later = (appended, keys)
+                    elif fault == "expiry":
+                        coordinator.expire_offsets()
+                        answer(appended, keys)
+                    elif fault != "skip":
+                        durable(manager, appended)
+                        answered.update(keys)
+                except StorageError:
+                    assert seen(coordinator) == before  # the committer got the error: nothing applied
             fs.heal()
-            if manager.statistics().log_dirs[0].online:
-                assert seen(coordinator) == durable_replay(manager)
-            else:  # EIO took the directory offline: a restart replays what the files hold
+            if waiting is not None and manager.statistics().log_dirs[0].online:
+                answer(*waiting)
+            if not manager.statistics().log_dirs[0].online:  # EIO: a restart; calls under way failed
                 stack.close()
                 stack = contextlib.ExitStack()
-                manager, coordinator = stack.enter_context(coordinator_in(directory, clock, fs))
-                assert seen(coordinator) == durable_replay(manager) == durable_replay(manager, whole=True)
+                manager, coordinator = stack.enter_context(coordinator_in(directory, clock, fs, retention_ms=RETENTION_MS))
+                later = None
+            fetched = seen(coordinator)
+            assert fetched == durable_replay(manager)
+            for (group, partition), (index, committed_ms) in answered.items():
+                if clock.time_ms() - committed_ms < RETENTION_MS:
+                    assert fetched[group].get(("t", partition)) in appended_offsets[(group, partition)][index:], (
+                        group, partition)
     finally:
         stack.close()
-
 
 def test_delete_group_and_expiry_whose_flush_fails_answer_its_error_and_keep_the_offsets(tmp_path):
     """The tombstones are appended; their flush finds no descriptor: DeleteGroup raises it and the

@@ -156,6 +156,27 @@ def test_offsets_of_an_empty_group_expire_after_the_retention_and_the_group_with
         assert everything(loaded(manager, clock)) == everything(offsets)
 
 
+def test_an_offset_or_group_with_a_commit_not_yet_durable_does_not_expire(tmp_path):
+    """The map holds durable records only: expiry leaves an offset whose new commit (or whose
+    tombstone) waits for its flush, and an empty group holding such a record keeps its metadata;
+    once durable, the new commit and the metadata are there, in the map and the replay."""
+    clock = FakeClock()
+    with running(str(tmp_path), clock) as manager:
+        offsets = loaded(manager, clock)
+        offsets.store_group("g", GroupMetadataValue("consumer", 3, None, None, clock.time_ms(), ()))
+        commit(offsets, "g", {("t", 0): 5, ("t", 1): 6})
+        clock.advance(OFFSETS_RETENTION_MS)
+        offsets.commit("g", {("t", 1): 60})  # appended, its flush under way
+        offsets.delete_offsets("g", [("t", 0)])  # the same
+        assert expire(offsets) == 0  # both offsets wait, and g's metadata with them
+        assert offsets.state_of("g").group_offsets("g") == {("t", 1): OffsetCommitValue(60, clock.time_ms())}
+        assert offsets.state_of("g").group_metadata("g") is not None
+        assert everything(loaded(manager, clock)) == everything(offsets)
+        clock.advance(OFFSETS_RETENTION_MS)
+        assert expire(offsets) == 2  # nothing waits now: t-1 expires, g's metadata with it
+        assert offsets.state_of("g").groups() == []
+
+
 def test_a_group_with_members_or_live_in_the_coordinator_keeps_its_offsets(tmp_path):
     clock = FakeClock()
     with running(str(tmp_path), clock) as manager:
