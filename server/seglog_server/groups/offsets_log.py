@@ -20,6 +20,10 @@ The topic is created lazily, as Kafka creates it on the first FindCoordinator: `
 when it exists and otherwise starts every partition empty without creating anything;
 ``ensure_created`` (the first group write, or any append) creates it once under its own lock, so
 concurrent first writers create it once and the others wait for it.
+
+That is the one part safe to call from several threads at once: every other call (writes, reads,
+the durable records' application) is made under the coordinator's lock (coordinator.py), which
+keeps a membership check and its append together too, so the state here takes no lock of its own.
 """
 
 from __future__ import annotations

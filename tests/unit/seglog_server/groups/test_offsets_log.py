@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import tempfile
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -358,8 +359,17 @@ def test_concurrent_first_creators_create_the_topic_once(tmp_path):
     try:
         offsets = OffsetsLog(manager, clock, partitions=PARTITIONS)
         offsets.open()
+        # As the coordinator calls it: ensure_created by every racer at once (outside its lock),
+        # then the commit and its flush under one lock (OffsetsLog's own state has no other).
+        coordinator_lock = threading.Lock()
+
+        def first_commit(i: int) -> None:
+            offsets.ensure_created()
+            with coordinator_lock:
+                commit(offsets, f"g{i}", {("t", 0): i})
+
         with ThreadPoolExecutor(racers) as pool:
-            list(pool.map(lambda i: commit(offsets, f"g{i}", {("t", 0): i}), range(racers)))
+            list(pool.map(first_commit, range(racers)))
         assert manager.created == [OFFSETS_TOPIC]
         assert [offsets.committed(f"g{i}", "t", 0).offset for i in range(racers)] == list(range(racers))
     finally:
