@@ -30,8 +30,9 @@ log, ending at or below its target, still not durable) is put back as it was bef
 them (a later write of the same group with it; other later writes wait on their own flush); the records that undo the change are appended while the log
 takes writes, else the group's replayed records are set back too (the log takes no more writes
 until a restart, whose replay may or may not find the unsynced records: an answer that failed,
-as a timeout in Kafka). A heartbeat that changes nothing answers once the partition's pending
-writes are durable, as Kafka completes a write without records at the last written offset.
+as a timeout in Kafka). A heartbeat that changes nothing answers once its group's own pending
+writes are durable, and with their error if a failed flush put them back; another group's writes
+on the same partition decide nothing of its answer (neither a failure of theirs nor a success).
 
 Every call holds one lock: calls arrive on the service's storage threads, and a commit's
 membership check, append and apply must not interleave with a heartbeat fencing the member.
@@ -196,8 +197,10 @@ class GroupCoordinator:
         (tombstones for the ones gone), pending until durable with the group as ``saved`` held
         it (None: not tracked). A call that changed one member only (``saved.member_id``: a steady
         or revoking heartbeat) builds and compares that member's records alone, not every
-        member's (O(1), not O(members), per heartbeat); without changes, where the partition's last pending write ends
-        (None: nothing pending), for the answer to wait on. Under the lock."""
+        member's (O(1), not O(members), per heartbeat); without changes, the group's own last pending
+        write (None: none pending), for the answer to wait on and check: never another group's, whose
+        failed flush would fail a call that changed nothing of it, or whose successful one would
+        answer a call whose group a failed flush put back. Under the lock."""
         members = self._groups.get(group)
         one = None if saved is None or saved.member_id is None or members is None else (
             members.member_snapshot(saved.member_id))
@@ -211,13 +214,18 @@ class GroupCoordinator:
                    for slot, value in sorted(wanted.items()) if written.get(slot) != value]
         changes += [(encode_key(membership_records.key_of(group, slot)), None)
                     for slot in sorted(written.keys() - wanted.keys())]
-        pending = self._pending(self.offsets_partition_of(group))
+        last = self._last_pending_of(group)  # also drops the partition's writes now durable
         if not changes:
-            return pending[-1].appended if pending else None
+            return last
         appended = self._offsets.write(group, changes)
         if saved is not None and appended is not None:
             self._unsettled.setdefault(self.offsets_partition_of(group), []).append(_Unsettled(appended, saved))
         return appended
+
+    def _last_pending_of(self, group: str) -> Appended | None:
+        """The group's own last membership write not yet durable (None: none). Under the lock."""
+        mine = [entry for entry in self._pending(self.offsets_partition_of(group)) if entry.saved.group == group]
+        return mine[-1].appended if mine else None
 
     def _pending(self, partition: int) -> list[_Unsettled]:
         """The partition's writes not yet durable (the ones its log's recovery point passed are
@@ -516,9 +524,9 @@ class GroupCoordinator:
             raise GroupNotEmptyError(
                 f"group {group!r} has {len(members)} active members: only a group without members is "
                 "deleted (stop its consumers, or wait for their sessions to time out)")
-        pending = [entry for entry in self._pending(self.offsets_partition_of(group)) if entry.saved.group == group]
-        if pending:
-            return pending[-1].appended
+        pending = self._last_pending_of(group)
+        if pending is not None:
+            return pending
         if not self._offsets.created:
             raise GroupNotFoundError(f"group {group!r} does not exist")
         state = self._offsets.state_of(group)

@@ -429,3 +429,66 @@ def test_a_heartbeat_changing_one_member_builds_that_members_records_only(tmp_pa
         flush_all(manager)
     with coordinator_in(directory, clock, fs) as (_, replayed):
         assert replayed.group_snapshot(GROUP) == live
+
+
+def offsets_end(manager: LogManager) -> int:
+    return manager.get_log(OFFSETS_TOPIC, partition_for(GROUP, PARTITIONS)).log_end_offset
+
+
+def steady_m0(manager, coordinator, settled):
+    """m0 heartbeats owning what it owns: asserted to append nothing (a no-change heartbeat)."""
+    end = offsets_end(manager)
+    answer = coordinator.heartbeat(GROUP, "m0", settled.member_epoch, subscription=None,
+                                   owned=settled.assignment, instance_id="i0")
+    assert offsets_end(manager) == end
+    return answer
+
+
+def test_a_no_change_heartbeat_answers_its_own_groups_put_back_write_not_a_later_one_of_another_group(tmp_path):
+    """Missed error: g's W1 (m1 joins, m0's target shrinks) is pending, then i's W_H lands on the
+    same partition, then m0 heartbeats changing nothing. W1's flush fails retriably (g is put
+    back) and W_H's succeeds: m0 answers W1's error, not an assignment the restored group's
+    target for it contradicts."""
+    assert partition_for(OTHER, PARTITIONS) == partition_for(GROUP, PARTITIONS)
+    clock, fs = FakeClock(), FaultFs()
+    with coordinator_in(str(tmp_path), clock, fs, create=True) as (manager, coordinator):
+        first = heartbeat(manager, coordinator, 0, 0, subscription={"a", "b"}, instance_id="i0")
+        settled = heartbeat(manager, coordinator, 0, first.member_epoch, owned=first.assignment, instance_id="i0")
+        flush_all(manager)
+        before = coordinator.group_snapshot(GROUP)
+        joined = coordinator.heartbeat(GROUP, "m1", 0, subscription={"a"})  # W1, appended only
+        other = coordinator.heartbeat(OTHER, "x", 0, subscription={"b"})  # W_H, appended only
+        assert joined.written.end_offset < other.written.end_offset
+        steady = steady_m0(manager, coordinator, settled)
+        assert steady.assignment < settled.assignment  # told to revoke what W1 gave m1
+        rule = fs.fail("open", errno.EMFILE, path=offsets_log_file)
+        with pytest.raises(TooManyOpenFilesError):
+            durable(manager, coordinator, joined.written)
+        assert rule.hits == 1
+        durable(manager, coordinator, other.written)  # i's write is durable and kept
+        with pytest.raises(TooManyOpenFilesError):
+            durable(manager, coordinator, steady.written)
+        assert coordinator.group_snapshot(GROUP) == before
+        assert coordinator.describe(OTHER).members.keys() == {"x"}
+
+
+def test_a_no_change_heartbeat_does_not_answer_another_groups_failed_flush(tmp_path):
+    """Spurious error: every write of g is durable; i's W_H is pending on the same partition when
+    m0 heartbeats changing nothing. W_H's flush fails retriably (i is put back): m0's answer is
+    not that error, and g is as it was."""
+    clock, fs = FakeClock(), FaultFs()
+    with coordinator_in(str(tmp_path), clock, fs, create=True) as (manager, coordinator):
+        first = heartbeat(manager, coordinator, 0, 0, subscription={"a", "b"}, instance_id="i0")
+        settled = heartbeat(manager, coordinator, 0, first.member_epoch, owned=first.assignment, instance_id="i0")
+        flush_all(manager)
+        before = view(coordinator)
+        other = coordinator.heartbeat(OTHER, "x", 0, subscription={"b"})  # W_H, appended only
+        steady = steady_m0(manager, coordinator, settled)
+        rule = fs.fail("open", errno.EMFILE, path=offsets_log_file)
+        with pytest.raises(TooManyOpenFilesError):
+            durable(manager, coordinator, other.written)
+        assert rule.hits == 1
+        durable(manager, coordinator, steady.written)
+        assert steady.assignment == settled.assignment
+        assert view(coordinator) == before
+        assert coordinator.describe(OTHER).members == {}
