@@ -41,6 +41,7 @@ No gRPC here: the rpc layer (rpc/group_rpcs.py) converts requests and maps error
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import threading
 import uuid
@@ -137,6 +138,17 @@ class _Saved:
     # alone is kept, not the whole group's (a copy a heartbeat would cost O(members)).
     member_id: str | None = None
     member: Any = None
+
+
+def _fresh(error: BaseException) -> BaseException:
+    """A new exception of ``error``'s class and arguments, without its traceback (the same object
+    if it cannot be rebuilt)."""
+    try:
+        fresh = copy.copy(error)
+    except Exception:
+        return error
+    fresh.__cause__, fresh.__suppress_context__ = error.__cause__, True
+    return fresh
 
 
 @dataclass
@@ -276,10 +288,13 @@ class GroupCoordinator:
     def check_written(self, appended: Appended) -> None:
         """Raises the flush's error when a failed flush put back the membership write ``appended``
         (a call's own, or the pending one a call without changes waited on) after its caller's own
-        flush succeeded: the flush of an earlier write failed and undid it (``write_failed``)."""
+        flush succeeded: the flush of an earlier write failed and undid it (``write_failed``). Each
+        caller raises its own copy (same class, message and status), never the one object several
+        callers on other threads would raise at once, mixing their tracebacks into it."""
         with self._undone_lock:
-            if appended.undone:
-                raise appended.undone[0]
+            error = appended.undone[0] if appended.undone else None
+        if error is not None:
+            raise _fresh(error)
 
     def write_failed(self, appended: Appended, error: BaseException | None = None) -> list[str]:
         """A membership write, or one a heartbeat waited on, did not become durable (its flush

@@ -372,6 +372,34 @@ def test_delete_group_waits_for_the_last_members_pending_leave_and_shares_its_fa
         assert coordinator.fetch(GROUP) == []
 
 
+def traceback_frames(error: BaseException) -> list[str]:
+    """The functions an exception's traceback passed through below the test."""
+    frames, tb = [], error.__traceback__
+    while tb is not None:
+        frames.append(tb.tb_frame.f_code.co_name)
+        tb = tb.tb_next
+    return [name for name in frames if not name.startswith("test_")]
+
+
+class _Uncopyable(StorageError):
+    def __init__(self, first: str, second: str) -> None:
+        super().__init__(f"{first} {second}")
+
+
+def test_a_flush_error_that_cannot_be_copied_is_answered_as_it_is(tmp_path):
+    """An error whose class cannot be rebuilt from its arguments is raised itself to a call
+    answering on the write it put back."""
+    clock, fs = FakeClock(), FaultFs()
+    with coordinator_in(str(tmp_path), clock, fs, create=True) as (manager, coordinator):
+        one_member_then_another(manager, coordinator)
+        joined = coordinator.heartbeat(GROUP, "m2", 0, subscription={"a"})
+        error = _Uncopyable("no", "copy")
+        assert coordinator.write_failed(joined.written, error) == [GROUP]
+        with pytest.raises(_Uncopyable) as told:
+            durable(manager, coordinator, joined.written)
+        assert told.value is error
+
+
 def test_a_write_put_back_by_an_earlier_writes_failed_flush_answers_that_error(tmp_path):
     """Two calls of one group in flight: H1 appends W1 (m2 joins), H2 appends W2 on top of it (m3
     joins). W1's flush fails retriably (the log stays online): both are put back, so H2 answers
@@ -392,10 +420,14 @@ def test_a_write_put_back_by_an_earlier_writes_failed_flush_answers_that_error(t
         with pytest.raises(TooManyOpenFilesError) as failed:
             durable(manager, coordinator, first.written)
         assert rule.hits == 1
-        for answer in (second, steady):
+        frames = traceback_frames(failed.value)
+        for answer in (second, steady, steady):
             with pytest.raises(TooManyOpenFilesError) as told:
                 durable(manager, coordinator, answer.written)  # its flush succeeds: still not counted
-            assert told.value is failed.value
+            # its own copy of the flush's error, whose traceback is its own call's alone
+            assert told.value is not failed.value and str(told.value) == str(failed.value)
+            assert traceback_frames(told.value) == ["durable", "check_written"]
+        assert traceback_frames(failed.value) == frames  # raised by no other caller since
         assert rule.hits == 1
         assert coordinator.group_snapshot(GROUP) == before
         assert set(coordinator.describe(GROUP).members) == {"m0", "m1"}
