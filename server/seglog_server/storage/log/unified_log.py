@@ -651,7 +651,11 @@ class UnifiedLog:
         """``lookup_timestamps`` for a caller on an event loop: None, nothing searched, when the
         search may read more than ``read_bytes_max`` bytes to build or extend the segments'
         time-step tables and batch directories (``search_read_bytes``; the caller asks again on a
-        thread), else the lookup's outcomes. The check and the search share one take of the lock."""
+        thread), else the lookup's outcomes. The check and the search share one take of the lock.
+        A tiered log's calls never run inline (``inline_lock``): its lookup as it is, the store
+        searched outside the lock."""
+        if self._remote_tier is not None:
+            return self.lookup_timestamps(timestamps_ms)
         with self._lock:
             local = self._local
             if (not local.closed and local.offline_cause is None and self._remote_tier is None

@@ -155,3 +155,35 @@ async def test_an_inline_sized_call_that_builds_or_extends_a_table_or_directory_
         assert [result.offset for result in response.results] == [110]
         places.append("pooled" if calls.statistics().pooled_count > before.pooled_count else "inline")
     assert places == (["inline", "inline"] if built == "table" else ["pooled", "inline"])
+
+
+async def test_a_tiered_logs_lookup_searches_the_store_with_the_log_lock_free(one_large_segment, monkeypatch):
+    """A tiered log's lookups never run inline; on the pool, the store search (here the tier's
+    search, its view of the store stood in) runs outside the log's lock: appends and fetches of
+    the partition never wait on store round trips."""
+    import threading
+
+    from seglog_server.storage.log import unified_log
+
+    servicer, calls, log = one_large_segment
+    await servicer.OffsetsForTimes(_request(-3), Context())  # the first-use checks
+    free = []
+
+    def tiered_lookups(self, view, timestamps_ms):
+        def probe_lock():  # another thread's try: free, or held by this one
+            taken = self._lock.acquire(blocking=False)
+            if taken:
+                self._lock.release()
+            free.append(taken)
+
+        probe = threading.Thread(target=probe_lock)
+        probe.start()
+        probe.join()
+        return [None] * len(timestamps_ms)
+
+    monkeypatch.setattr(unified_log.UnifiedLog, "_tiered_view", lambda self: object())
+    monkeypatch.setattr(unified_log.UnifiedLog, "_tiered_lookups", tiered_lookups)
+    monkeypatch.setattr(log, "_remote_tier", object())  # a tiered log, to the lookup and inline_lock
+    await servicer.OffsetsForTimes(_request(FIRST_MS + 500), Context())
+    await servicer.OffsetsForTimes(_request(FIRST_MS + 500, FIRST_MS + 1500), Context())
+    assert free == [True, True]
