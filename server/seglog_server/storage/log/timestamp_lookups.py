@@ -106,22 +106,27 @@ def search_read_bytes(local: LocalLog, timestamps_ms: Sequence[int], log_start_o
                       enough: int) -> int:
     """About how many bytes ``lookup_timestamps`` of ``timestamps_ms`` may read to build or
     extend the searched segments' time-step tables and batch directories
-    (``LogSegment.time_lookup_read_bytes``), counted until above ``enough``: every segment the
-    search may visit is asked, with every target counted there (more targets only make a build
-    likelier). Expects the timestamps loaded (no first-use check left)."""
-    searched = [timestamp_ms for timestamp_ms in timestamps_ms if timestamp_ms >= 0]
+    (``LogSegment.time_lookup_read_bytes``), counted until above ``enough``. Only the segments
+    the search starts in are asked (each distinct target's first segment reaching it, not before
+    the one holding the log start; and the segment after that one, where a search goes on when
+    every match sits below the log start): a few bisections and one question a segment, never
+    a walk of the whole log on the event loop. Several targets are counted as the batched search
+    counts them, even when one of them is distinct ([T, T], [LATEST, T] search batched). Expects
+    the timestamps loaded (no first-use check left)."""
+    searched = sorted({timestamp_ms for timestamp_ms in timestamps_ms if timestamp_ms >= 0})
     if not searched or log_start_offset == log_end_offset:
         return 0
-    count = 1 if len(timestamps_ms) == 1 else len(set(searched))
-    lowest = min(searched)
+    count = 1 if len(timestamps_ms) == 1 else max(2, len(searched))
     segments = local.segments
-    reaching = local.timestamps.first_slot_reaching(segments, lowest)
+    start_slot = segments.floor_slot(log_start_offset)
+    slots = {max(slot, start_slot) for slot in local.timestamps.first_slots_reaching(segments, searched)}
+    if start_slot in slots and start_slot + 1 < len(segments):
+        slots.add(start_slot + 1)
     read = 0
-    for index in range(max(reaching, segments.floor_slot(log_start_offset)), len(segments)):
-        segment = segments.at(index)
-        if index != reaching and segment.largest_timestamp() < lowest:
-            continue  # no target reaches it: never searched
-        read += segment.time_lookup_read_bytes(count, log_start_offset)
+    for index in sorted(slots):
+        if index >= len(segments):
+            continue  # (no segment reaches that target)
+        read += segments.at(index).time_lookup_read_bytes(count, log_start_offset)
         if read > enough:
             break
     return read

@@ -187,3 +187,49 @@ async def test_a_tiered_logs_lookup_searches_the_store_with_the_log_lock_free(on
     await servicer.OffsetsForTimes(_request(FIRST_MS + 500), Context())
     await servicer.OffsetsForTimes(_request(FIRST_MS + 500, FIRST_MS + 1500), Context())
     assert free == [True, True]
+
+
+async def test_a_repeated_or_special_target_beside_one_counts_as_the_batched_search_it_is(one_large_segment, monkeypatch):
+    """[T, T] and [LATEST, T] search batched (they may build a table), though one target is
+    distinct: while a build is due they go to the pool as [T1, T2] does."""
+    from seglog_server.storage.segment import log_segment
+
+    servicer, calls, _ = one_large_segment
+    await servicer.OffsetsForTimes(_request(-3), Context())  # the first-use checks, on the pool
+    monkeypatch.setattr(log_segment, "_STEPS_EXTEND_BYTES", 4096)  # built in parts of 4 KiB
+    monkeypatch.setattr(log_segment, "_DIRECTORY_EXTEND_BYTES", 4096)
+    for targets in ((FIRST_MS + 10, FIRST_MS + 10), (-1, FIRST_MS + 10)):
+        before = calls.statistics()
+        response = await servicer.OffsetsForTimes(_request(*targets), Context())
+        assert response.results[-1].offset == 10
+        assert calls.statistics().pooled_count == before.pooled_count + 1, targets
+
+
+def test_the_inline_check_asks_the_segments_the_search_starts_in_not_every_later_one(tmp_path, monkeypatch):
+    """Whether a small lookup may run inline is decided by asking only the segments its search
+    starts in: on a log of many segments with their tables built, an early target asks one or
+    two, not every segment after it (that walk ran on the event loop for each small lookup)."""
+    from seglog_server.storage.segment.log_segment import LogSegment
+
+    manager = LogManager([str(tmp_path)])
+    manager.startup()
+    try:
+        manager.create_topic("t", 1, {"segment.bytes": str(len(_batch(FIRST_MS)))})
+        log = manager.get_log("t", 0)
+        for number in range(200):
+            log.append(_batch(FIRST_MS + number * 1000))
+        asked = []
+        original = LogSegment.time_lookup_read_bytes
+
+        def counted(segment, target_count, starting_offset):
+            asked.append(segment.base_offset)
+            return original(segment, target_count, starting_offset)
+
+        monkeypatch.setattr(LogSegment, "time_lookup_read_bytes", counted)
+        for targets in ([FIRST_MS + 1500], [FIRST_MS + 1500, FIRST_MS + 3500]):
+            asked.clear()
+            found = log.lookup_timestamps_without_builds(targets, 1 << 20)
+            assert [answer.offset for answer in found] == [2, 4][: len(targets)]
+            assert 1 <= len(asked) <= len(targets) + 1, asked
+    finally:
+        manager.shutdown()
