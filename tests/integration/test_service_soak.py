@@ -131,5 +131,8 @@ def test_soak_mixed_load_from_several_processes(start_service, tmp_path):
     print(f"descriptors: {start_fds} at the start, {end_fds} at the end, "
           f"{sum(p.segment_count for p in described.partitions)} segments "
           f"({open_segments} within the open-segment budgets)")
-    assert end_fds <= start_fds + open_segments * FDS_PER_SEGMENT + FD_SLACK, samples
+    # The admin's scratch topics (2 partitions, created and deleted each round of 5 calls) may
+    # still hold their segment's descriptors until their delayed deletion runs.
+    scratch = sum(r["calls"] // 5 for r in results if r["role"] == "admin") * 2 * FDS_PER_SEGMENT
+    assert end_fds <= start_fds + open_segments * FDS_PER_SEGMENT + scratch + FD_SLACK, samples
     assert max(rss for _, rss, _ in samples) < RSS_CAP_MIB, samples
