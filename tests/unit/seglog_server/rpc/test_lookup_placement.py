@@ -9,23 +9,11 @@ import pytest
 
 from seglog import records as codec
 from seglog.v1 import log_service_pb2 as pb
-from seglog_server.rpc.log_service import LogServicer, LogServicerLimits
-from seglog_server.rpc.storage_calls import StorageCalls
 from seglog_server.storage.manager.log_manager import LogManager
+from tests.support.servicer_support import Context, servicer_over
 
 FIRST_MS = 1_700_000_000_000
 SEGMENT_COUNT = 6
-
-
-class Context:
-    def invocation_metadata(self):
-        return ()
-
-    def set_trailing_metadata(self, metadata):
-        pass
-
-    async def abort(self, code, message, trailing_metadata=()):
-        raise AssertionError(f"aborted {code}: {message}")
 
 
 def _batch(timestamp_ms: int) -> bytes:
@@ -45,10 +33,8 @@ def restarted(tmp_path):
     manager.shutdown()
     manager = LogManager([str(tmp_path)])
     manager.startup()
-    calls = StorageCalls(thread_count=1, inline_io_bytes_max=1024)
-    limits = LogServicerLimits(fetch_bytes_max=1 << 20, fetch_wait_ms_max=1000,
-                               response_bytes_max=4 << 20, message_bytes_max=1 << 20)
-    yield LogServicer(manager, calls, limits), calls
+    service, calls = servicer_over(manager)
+    yield service, calls
     calls.shutdown()
     manager.shutdown()
 
@@ -114,10 +100,8 @@ def one_large_segment(tmp_path):
     manager.shutdown()
     manager = LogManager([str(tmp_path)])
     manager.startup()
-    calls = StorageCalls(thread_count=1, inline_io_bytes_max=1024)
-    limits = LogServicerLimits(fetch_bytes_max=1 << 20, fetch_wait_ms_max=1000,
-                               response_bytes_max=4 << 20, message_bytes_max=1 << 20)
-    yield LogServicer(manager, calls, limits), calls, manager.get_log("t", 0)
+    service, calls = servicer_over(manager)
+    yield service, calls, manager.get_log("t", 0)
     calls.shutdown()
     manager.shutdown()
 

@@ -14,23 +14,12 @@ from hypothesis import strategies as st
 
 from seglog import records as codec
 from seglog.v1 import log_service_pb2 as pb
-from seglog_server.rpc.log_service import LogServicer, LogServicerLimits
-from seglog_server.rpc.storage_calls import StorageCalls
+from seglog_server.rpc.log_service import LogServicer
 from seglog_server.storage.manager.log_manager import LogManager
+from tests.support.servicer_support import Context, servicer_over
 
 FIRST_MS = 1_700_000_000_000
 BATCHES = 20
-
-
-class Context:
-    def invocation_metadata(self):
-        return ()
-
-    def set_trailing_metadata(self, metadata):
-        pass
-
-    async def abort(self, code, message, trailing_metadata=()):
-        raise AssertionError(f"aborted {code}: {message}")
 
 
 def _batch(timestamp_ms: int) -> bytes:
@@ -48,10 +37,8 @@ def servicer():
         manager.create_topic("t", 2, {"segment.bytes": str(4 * len(_batch(FIRST_MS)))})
         for number in range(BATCHES):
             manager.get_log("t", 0).append(_batch(FIRST_MS + number * 1000))
-        calls = StorageCalls(thread_count=1, inline_io_bytes_max=1024)
-        limits = LogServicerLimits(fetch_bytes_max=1 << 20, fetch_wait_ms_max=1000,
-                                   response_bytes_max=4 << 20, message_bytes_max=1 << 20)
-        yield LogServicer(manager, calls, limits), manager, directory
+        service, calls = servicer_over(manager)
+        yield service, manager, directory
         calls.shutdown()
         manager.shutdown()
 
@@ -85,10 +72,7 @@ async def test_a_single_target_of_an_offline_log_directory_carries_the_general_e
         manager.startup()
         manager.create_topic("t", 1)
         manager.get_log("t", 0).append(_batch(FIRST_MS))
-        calls = StorageCalls(thread_count=1, inline_io_bytes_max=1024)
-        limits = LogServicerLimits(fetch_bytes_max=1 << 20, fetch_wait_ms_max=1000,
-                                   response_bytes_max=4 << 20, message_bytes_max=1 << 20)
-        service = LogServicer(manager, calls, limits)
+        service, calls = servicer_over(manager)
         try:
             manager.handle_log_dir_failure(directory, "disk gone")
             for timestamp_ms in (FIRST_MS, -1, -3):

@@ -1,0 +1,33 @@
+"""A LogServicer over a real LogManager, called directly (no gRPC server): the servicer with the
+limits the rpc unit tests use, and a call context whose abort fails the test."""
+
+from __future__ import annotations
+
+from seglog_server.rpc.log_service import LogServicer, LogServicerLimits
+from seglog_server.rpc.storage_calls import StorageCalls
+from seglog_server.storage.manager.log_manager import LogManager
+
+# One pool thread and a 1 KiB inline threshold: the placement tests tell pool from inline by them.
+POOL_THREADS = 1
+INLINE_IO_BYTES_MAX = 1024
+
+
+class Context:
+    """The part of grpc.aio's ServicerContext a handler touches; no call is meant to abort."""
+
+    def invocation_metadata(self):
+        return ()
+
+    def set_trailing_metadata(self, metadata):
+        pass
+
+    async def abort(self, code, message, trailing_metadata=()):
+        raise AssertionError(f"aborted {code}: {message}")
+
+
+def servicer_over(manager: LogManager) -> tuple[LogServicer, StorageCalls]:
+    """A servicer over ``manager`` and its storage pool; the caller shuts the pool down."""
+    calls = StorageCalls(thread_count=POOL_THREADS, inline_io_bytes_max=INLINE_IO_BYTES_MAX)
+    limits = LogServicerLimits(fetch_bytes_max=1 << 20, fetch_wait_ms_max=1000,
+                               response_bytes_max=4 << 20, message_bytes_max=1 << 20)
+    return LogServicer(manager, calls, limits), calls
