@@ -4,6 +4,7 @@ RecordBatchBuilder, logs in tmp_path with a FakeClock and synchronous background
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import random
 import struct
@@ -24,6 +25,8 @@ from seglog_server.storage.base.clock import FakeClock
 from seglog_server.storage.base.fs import REAL_FS, FileSystem
 from seglog_server.storage.log.unified_log import Log
 from seglog_server.storage.base.log_config import LogConfig
+from seglog_server.storage.segment import log_segment
+from seglog_server.storage.segment.batch_directory import DirectoryBudget
 from seglog_server.storage.segment.log_segment import LogSegment
 
 NOW_MS = 1_700_000_000_000
@@ -208,3 +211,37 @@ def scans_only(log: Log) -> Iterator[None]:
         for segment, ref, targets, refused, steps_ref, steps_targets, steps_refused in saved:
             segment._steps_ref, segment._steps_targets, segment._steps_refused = steps_ref, steps_targets, steps_refused
             segment._directory_ref, segment._directory_targets, segment._directory_refused = ref, targets, refused
+
+
+def batch_positions(path: str) -> list[int]:
+    """The file position of each batch of the segment file at ``path``."""
+    with open(path, "rb") as file:
+        return [one.position for one in iter_batches(file.read())]
+
+
+class FailingFs(FileSystem):
+    """Counts preads; the next ``fail`` of them raise EIO."""
+
+    def __init__(self) -> None:
+        self.preads = 0
+        self.fail = 0
+
+    def pread(self, fd: int, size: int, position: int) -> bytes:
+        self.preads += 1
+        if self.fail:
+            self.fail -= 1
+            raise OSError(errno.EIO, "injected")
+        return super().pread(fd, size, position)
+
+
+def budget_installer(monkeypatch, name: str):
+    """``use(bytes_max)``: a DirectoryBudget of the test's own (the process's is shared) put in
+    place of log_segment's ``name`` (``"DIRECTORIES"`` or ``"TIME_STEPS"``) and returned."""
+    assert isinstance(getattr(log_segment, name), DirectoryBudget), name
+
+    def use(bytes_max: int = 1 << 30) -> DirectoryBudget:
+        made = DirectoryBudget(bytes_max)
+        monkeypatch.setattr(log_segment, name, made)
+        return made
+
+    return use

@@ -5,19 +5,27 @@ error paths (a failing read, a changed file, the budget) fall back to the per-ta
 
 from __future__ import annotations
 
-import errno
 import os
 import struct
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from tests.support.log_test_support import NOW_MS, batch, config, open_log, poke, scans_only
+from tests.support.log_test_support import (
+    NOW_MS,
+    FailingFs,
+    batch,
+    batch_positions,
+    budget_installer,
+    config,
+    open_log,
+    poke,
+    scans_only,
+)
 
-from seglog.records import LENGTH_OFFSET, Compression, iter_batches
+from seglog.records import LENGTH_OFFSET, Compression
 from seglog_server.storage.base.clock import FakeClock
 from seglog_server.storage.base.errors import CorruptSegmentError, StorageError
-from seglog_server.storage.base.fs import FileSystem
 from seglog_server.storage.base.observer import StorageObserver, install_observer
 from seglog_server.storage.segment import batch_directory, log_segment
 from seglog_server.storage.segment.batch_directory import BatchDirectory, DirectoryBudget
@@ -42,12 +50,7 @@ def no_time_steps(monkeypatch):
 def budget(monkeypatch):
     """A budget of the test's own (the process's is shared): ``budget(bytes_max)``."""
 
-    def use(bytes_max: int = 1 << 30) -> DirectoryBudget:
-        made = DirectoryBudget(bytes_max)
-        monkeypatch.setattr(log_segment, "DIRECTORIES", made)
-        return made
-
-    return use
+    return budget_installer(monkeypatch, "DIRECTORIES")
 
 
 def per_target(log, targets):
@@ -68,21 +71,6 @@ def outcomes_alone(log, targets):
 
 def directory_of(log, slot: int = -1) -> BatchDirectory | None:
     return log._local.segments.at(slot)._directory_ref()
-
-
-class FailingFs(FileSystem):
-    """Counts preads; the next ``fail`` of them raise EIO."""
-
-    def __init__(self) -> None:
-        self.preads = 0
-        self.fail = 0
-
-    def pread(self, fd: int, size: int, position: int) -> bytes:
-        self.preads += 1
-        if self.fail:
-            self.fail -= 1
-            raise OSError(errno.EIO, "injected")
-        return super().pread(fd, size, position)
 
 
 # -- equal to the per-target search (Hypothesis) --------------------------------------------------
@@ -176,11 +164,6 @@ def test_a_large_segment_waits_for_enough_targets_before_building_one(tmp_path, 
 
 
 # -- damaged files ---------------------------------------------------------------------------------
-
-
-def batch_positions(path: str) -> list[int]:
-    with open(path, "rb") as file:
-        return [one.position for one in iter_batches(file.read())]
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])

@@ -13,17 +13,27 @@ import struct
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from tests.support.log_test_support import NOW_MS, all_offsets, batch, config, open_log, poke, reopen, scans_only
+from tests.support.log_test_support import (
+    NOW_MS,
+    FailingFs,
+    all_offsets,
+    batch,
+    batch_positions,
+    budget_installer,
+    config,
+    open_log,
+    poke,
+    reopen,
+    scans_only,
+)
 
-from seglog.records import HEADER, LENGTH_OFFSET, Compression, TimestampType, iter_batches
+from seglog.records import HEADER, LENGTH_OFFSET, Compression, TimestampType
 from seglog.records.crc import crc32c
 from seglog.records.varint import encode_varint, encode_varlong
 from seglog_server.storage.base.clock import FakeClock
 from seglog_server.storage.base.errors import CorruptRecordError, StorageError
-from seglog_server.storage.base.fs import FileSystem
 from seglog_server.storage.format.file_records import TimestampAndOffset
 from seglog_server.storage.segment import log_segment, time_steps
-from seglog_server.storage.segment.batch_directory import DirectoryBudget
 from seglog_server.storage.segment.time_steps import TimeSteps
 
 _INT32 = struct.Struct(">i")
@@ -42,12 +52,7 @@ def clock() -> FakeClock:
 def budget(monkeypatch):
     """A budget of the test's own (the process's is shared): ``budget(bytes_max)``."""
 
-    def use(bytes_max: int = 1 << 30) -> DirectoryBudget:
-        made = DirectoryBudget(bytes_max)
-        monkeypatch.setattr(log_segment, "TIME_STEPS", made)
-        return made
-
-    return use
+    return budget_installer(monkeypatch, "TIME_STEPS")
 
 
 def described(outcome):
@@ -83,26 +88,6 @@ def raw_batch(values: list[bytes], base_timestamp: int, timestamp_deltas: list[i
                                 max_timestamp, -1, -1, -1, len(values)) + area)
     struct.pack_into(">I", raw, _CRC_AT, crc32c(bytes(raw[_CRC_FROM:])))
     return bytes(raw)
-
-
-def batch_positions(path: str) -> list[int]:
-    with open(path, "rb") as file:
-        return [one.position for one in iter_batches(file.read())]
-
-
-class FailingFs(FileSystem):
-    """Counts preads; the next ``fail`` of them raise EIO."""
-
-    def __init__(self) -> None:
-        self.preads = 0
-        self.fail = 0
-
-    def pread(self, fd: int, size: int, position: int) -> bytes:
-        self.preads += 1
-        if self.fail:
-            self.fail -= 1
-            raise OSError(errno.EIO, "injected")
-        return super().pread(fd, size, position)
 
 
 # -- equal to the per-target search (Hypothesis) --------------------------------------------------
