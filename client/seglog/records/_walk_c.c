@@ -34,6 +34,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
+#include <string.h>
 
 #define VARINT_BYTES_MAX 5
 #define VARLONG_BYTES_MAX 10
@@ -494,11 +495,182 @@ done:
     return result;
 }
 
+/* step_answers: a time-step table's answers to a call's targets (time_steps.py).  The table is two
+ * int64 columns of equal length (timestamps strictly ascending, offsets); a target's step is the
+ * first whose timestamp >= it (a bisection), answered as answer_type((timestamp, offset)) unless
+ * it lies below offset_min or past the table's end (then the target's position goes to ``rest``,
+ * or, past the end of a table that covers its whole segment, the answer is None). */
+
+/* A 1-dimensional C-contiguous buffer of native int64s, else ValueError/TypeError. */
+static int
+int64_column(PyObject *object, const char *name, Py_buffer *view)
+{
+    if (PyObject_GetBuffer(object, view, PyBUF_FULL_RO) != 0) {
+        if (PyErr_ExceptionMatches(PyExc_BufferError) || PyErr_ExceptionMatches(PyExc_TypeError)) {
+            PyErr_Clear();
+            PyErr_Format(PyExc_TypeError, "step_answers: %s must be a buffer of int64s, not %.100s", name,
+                         Py_TYPE(object)->tp_name);
+        }
+        return FAILED;
+    }
+    const char *format = view->format == NULL ? "B" : view->format;
+    if (format[0] == '@' || format[0] == '=' || (format[0] == '<' && PY_LITTLE_ENDIAN) ||
+        (format[0] == '>' && !PY_LITTLE_ENDIAN))
+        format++;
+    int int64 = view->itemsize == 8 && (strcmp(format, "q") == 0 || (sizeof(long) == 8 && strcmp(format, "l") == 0));
+    if (!int64 || view->ndim != 1 || !PyBuffer_IsContiguous(view, 'C')) {
+        PyErr_Format(PyExc_ValueError,
+                     "step_answers: %s must be a 1-dimensional contiguous buffer of int64s "
+                     "(format %.20s, item size %zd, %d dimensions)", name, view->format == NULL ? "B" : view->format,
+                     view->itemsize, view->ndim);
+        PyBuffer_Release(view);
+        return FAILED;
+    }
+    return OK;
+}
+
+/* An int as an int64, clamped: a value past int64 compares as past every int64 (its sign says
+ * which side).  Returns FAILED (TypeError set) for a non-int. */
+static inline int
+clamped_int64(PyObject *object, int64_t *out)
+{
+    if (!PyLong_Check(object)) {
+        PyErr_Format(PyExc_TypeError, "step_answers: a target must be an int, not %.100s", Py_TYPE(object)->tp_name);
+        return FAILED;
+    }
+    int overflow = 0;
+    long long value = PyLong_AsLongLongAndOverflow(object, &overflow);
+    if (value == -1 && PyErr_Occurred())
+        return FAILED;
+    *out = overflow > 0 ? INT64_MAX : overflow < 0 ? INT64_MIN : (int64_t)value;
+    return overflow;
+}
+
+PyDoc_STRVAR(step_answers_doc,
+"step_answers(timestamps, offsets, targets, offset_min, whole, answer_type)\n--\n\n"
+"A time-step table's answers to targets (ints, in any order): for each, the first step whose\n"
+"timestamp is >= it, as answer_type((timestamp, offset)) (answer_type: a tuple subclass adding no\n"
+"fields, as a NamedTuple), else None; and the positions of the targets the table cannot answer\n"
+"(their step's offset is below offset_min, or no step reaches them and not whole), left None.\n"
+"timestamps and offsets: 1-dimensional contiguous buffers of int64s of equal length (TypeError or\n"
+"ValueError otherwise). Returns (answers, rest).");
+
+static PyObject *
+step_answers(PyObject *module, PyObject *args)
+{
+    PyObject *timestamps_object, *offsets_object, *targets_object, *offset_min_object;
+    PyTypeObject *answer_type;
+    int whole;
+    if (!PyArg_ParseTuple(args, "OOOOpO!:step_answers", &timestamps_object, &offsets_object, &targets_object,
+                          &offset_min_object, &whole, &PyType_Type, &answer_type))
+        return NULL;
+    if (!PyType_IsSubtype(answer_type, &PyTuple_Type) || answer_type->tp_basicsize != PyTuple_Type.tp_basicsize ||
+        answer_type->tp_itemsize != PyTuple_Type.tp_itemsize) {
+        PyErr_Format(PyExc_TypeError, "step_answers: answer_type must be a tuple subclass adding no fields, not %.100s",
+                     answer_type->tp_name);
+        return NULL;
+    }
+    int64_t offset_min;
+    if (!PyLong_Check(offset_min_object)) {
+        PyErr_Format(PyExc_TypeError, "step_answers: offset_min must be an int, not %.100s",
+                     Py_TYPE(offset_min_object)->tp_name);
+        return NULL;
+    }
+    int offset_min_past = clamped_int64(offset_min_object, &offset_min); /* 1: above every int64 */
+    if (offset_min_past == FAILED)
+        return NULL;
+    Py_buffer timestamps_view, offsets_view;
+    if (int64_column(timestamps_object, "timestamps", &timestamps_view) != OK)
+        return NULL;
+    if (int64_column(offsets_object, "offsets", &offsets_view) != OK) {
+        PyBuffer_Release(&timestamps_view);
+        return NULL;
+    }
+    PyObject *result = NULL, *targets = NULL, *answers = NULL, *rest = NULL;
+    if (timestamps_view.len != offsets_view.len) {
+        PyErr_Format(PyExc_ValueError, "step_answers: %zd timestamps but %zd offsets",
+                     timestamps_view.len / 8, offsets_view.len / 8);
+        goto done;
+    }
+    targets = PySequence_Fast(targets_object, "step_answers: targets must be a sequence of ints");
+    if (targets == NULL)
+        goto done;
+    const int64_t *steps = (const int64_t *)timestamps_view.buf;
+    const int64_t *offsets = (const int64_t *)offsets_view.buf;
+    const Py_ssize_t count = timestamps_view.len / 8, target_count = PySequence_Fast_GET_SIZE(targets);
+    PyObject **items = PySequence_Fast_ITEMS(targets);
+    answers = PyList_New(target_count);
+    rest = PyList_New(0);
+    if (answers == NULL || rest == NULL)
+        goto done;
+    Py_ssize_t previous_index = 0;
+    int64_t previous_target = INT64_MIN;
+    for (Py_ssize_t number = 0; number < target_count; number++) {
+        int64_t target;
+        int past = clamped_int64(items[number], &target);
+        if (past == FAILED)
+            goto done;
+        /* The first index whose timestamp >= target: from the previous target's step when the
+           targets ascend (a call's usually do), else below it. */
+        Py_ssize_t low, high;
+        if (target >= previous_target) {
+            low = previous_index;
+            high = count;
+        } else {
+            low = 0;
+            high = previous_index;
+        }
+        if (past > 0)
+            low = high = count; /* above every int64: no step reaches it */
+        while (low < high) {
+            Py_ssize_t middle = low + (high - low) / 2;
+            if (steps[middle] < target)
+                low = middle + 1;
+            else
+                high = middle;
+        }
+        previous_index = low;
+        previous_target = target;
+        if (low == count ? !whole : (offset_min_past > 0 || offsets[low] < offset_min)) {
+            PyObject *position = PyLong_FromSsize_t(number);
+            if (position == NULL || PyList_Append(rest, position) != 0) {
+                Py_XDECREF(position);
+                goto done;
+            }
+            Py_DECREF(position);
+        }
+        if (low == count || offset_min_past > 0 || offsets[low] < offset_min) {
+            PyList_SET_ITEM(answers, number, Py_NewRef(Py_None));
+            continue;
+        }
+        PyObject *timestamp = PyLong_FromLongLong(steps[low]);
+        PyObject *offset = PyLong_FromLongLong(offsets[low]);
+        PyObject *answer = timestamp == NULL || offset == NULL ? NULL : answer_type->tp_alloc(answer_type, 2);
+        if (answer == NULL) {
+            Py_XDECREF(timestamp);
+            Py_XDECREF(offset);
+            goto done;
+        }
+        PyTuple_SET_ITEM(answer, 0, timestamp);
+        PyTuple_SET_ITEM(answer, 1, offset);
+        PyList_SET_ITEM(answers, number, answer);
+    }
+    result = PyTuple_Pack(2, answers, rest);
+done:
+    Py_XDECREF(answers);
+    Py_XDECREF(rest);
+    Py_XDECREF(targets);
+    PyBuffer_Release(&timestamps_view);
+    PyBuffer_Release(&offsets_view);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"first_reaching", first_reaching, METH_VARARGS, first_reaching_doc},
     {"first_reaching_each", first_reaching_each, METH_VARARGS, first_reaching_each_doc},
     {"record_times", record_times, METH_VARARGS, record_times_doc},
     {"record_steps", record_steps, METH_VARARGS, record_steps_doc},
+    {"step_answers", step_answers, METH_VARARGS, step_answers_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -17,7 +17,9 @@ message: refusals are rare, and one message per lie is what the layers above sho
 
 from __future__ import annotations
 
+import sys
 from array import array
+from bisect import bisect_left
 
 from .errors import CorruptRecordError
 from .walk import walk_records
@@ -33,8 +35,13 @@ try:
     from ._walk_c import record_steps as _compiled_record_steps
 except ImportError:  # not built, or built before it had record_steps
     _compiled_record_steps = None
+try:
+    from ._walk_c import step_answers as _compiled_step_answers
+except ImportError:  # not built, or built before it had step_answers
+    _compiled_step_answers = None
 
-__all__ = ["COMPILED", "record_steps", "record_times", "seek_record", "seek_record_reference", "seek_records", "seek_records_reference"]
+__all__ = ["COMPILED", "record_steps", "record_times", "seek_record", "seek_record_reference", "seek_records",
+           "seek_records_reference", "step_answers", "step_answers_reference"]
 
 COMPILED = _compiled_first_reaching is not None
 
@@ -181,3 +188,61 @@ with its message as it refuses); OverflowError when a step's timestamp or offset
 The first record in log order reaching a timestamp is always a step: a table of the steps answers
 every target by a bisection. The arguments must be int64s (``base_*`` and ``floor``)."""
 record_steps_reference = _record_steps_python
+
+
+_INT64_FORMATS = frozenset(("q", "@q", "=q", "<q" if sys.byteorder == "little" else ">q")) | (
+    frozenset(("l", "@l")) if array("l").itemsize == 8 else frozenset())
+
+
+def _int64_column(column, name: str) -> memoryview:
+    """``column`` as a memoryview of int64s: TypeError for no buffer, ValueError for one of
+    another item, shape or layout (as the compiled function refuses them)."""
+    try:
+        view = memoryview(column)
+    except TypeError:
+        raise TypeError(f"step_answers: {name} must be a buffer of int64s, not {type(column).__name__}") from None
+    if view.format not in _INT64_FORMATS or view.itemsize != 8 or view.ndim != 1 or not view.c_contiguous:
+        raise ValueError(f"step_answers: {name} must be a 1-dimensional contiguous buffer of int64s "
+                         f"(format {view.format}, item size {view.itemsize}, {view.ndim} dimensions)")
+    return view
+
+
+def step_answers_reference(timestamps, offsets, targets, offset_min: int, whole: bool, answer_type):
+    """A time-step table's answers to ``targets`` (ints, any order), by ``bisect_left`` each: the
+    first step whose timestamp is >= the target, as ``answer_type((timestamp, offset))`` (a tuple
+    subclass adding no fields: a NamedTuple), else None; and the positions of the targets the
+    table cannot answer (left None): their step's offset is below ``offset_min``, or no step
+    reaches them and the table is not ``whole`` (it ends before its segment's end). The columns:
+    1-dimensional contiguous buffers of int64s of equal length (TypeError or ValueError
+    otherwise). Returns ``(answers, rest)``."""
+    if not (isinstance(answer_type, type) and issubclass(answer_type, tuple)
+            and answer_type.__basicsize__ == tuple.__basicsize__):
+        raise TypeError(f"step_answers: answer_type must be a tuple subclass adding no fields, not {answer_type!r}")
+    if not isinstance(offset_min, int):
+        raise TypeError(f"step_answers: offset_min must be an int, not {type(offset_min).__name__}")
+    steps, step_offsets = _int64_column(timestamps, "timestamps"), _int64_column(offsets, "offsets")
+    if len(steps) != len(step_offsets):
+        raise ValueError(f"step_answers: {len(steps)} timestamps but {len(step_offsets)} offsets")
+    count = len(steps)
+    answers: list = []
+    rest: list[int] = []
+    for number, target in enumerate(targets):
+        if not isinstance(target, int):
+            raise TypeError(f"step_answers: a target must be an int, not {type(target).__name__}")
+        index = bisect_left(steps, target)
+        if index == count:
+            if not whole:
+                rest.append(number)
+            answers.append(None)
+        elif step_offsets[index] < offset_min:
+            rest.append(number)
+            answers.append(None)
+        else:
+            answers.append(tuple.__new__(answer_type, (steps[index], step_offsets[index])))
+    return answers, rest
+
+
+STEP_ANSWERS_COMPILED = _compiled_step_answers is not None
+step_answers = _compiled_step_answers if STEP_ANSWERS_COMPILED else step_answers_reference
+"""``step_answers_reference``'s answers in compiled code (one bisection a target in C, the
+answers built there) where the install built it, else the reference itself."""

@@ -28,6 +28,7 @@ from typing import NamedTuple
 
 from seglog.records import HEADER, LAST_OFFSET_DELTA_OFFSET, LOG_OVERHEAD, MAX_TIMESTAMP_OFFSET, BatchWalk, vouch_batches
 from seglog.records import CodecError as _CodecError
+from seglog.records.walk_compiled import step_answers
 
 from ..base import file_names
 from ..format.abstract_index import RELATIVE_OFFSET_MAX
@@ -843,24 +844,10 @@ class LogSegment:
     ) -> tuple[list[TimestampAndOffset | None], list[int]]:
         """The answers of ``timestamps_ms`` (ascending) from the table, and the numbers of the targets it
         cannot answer (left None): their step lies below ``starting_offset``, or no step reaches
-        them and the table ends before the file's end or at a batch it refused."""
-        timestamps, offsets = steps.timestamps, steps.offsets
-        count = len(timestamps)
+        them and the table ends before the file's end or at a batch it refused. One call for all
+        the targets (``step_answers``: the bisections and the answers in C where built)."""
         whole = not steps.damaged and steps.end_position == self._log.size_in_bytes
-        answers: list[TimestampAndOffset | None] = [None] * len(timestamps_ms)
-        rest: list[int] = []
-        new = _new_tuple
-        index = 0
-        for number, timestamp_ms in enumerate(timestamps_ms):
-            index = bisect_left(timestamps, timestamp_ms, index)  # (the targets ascend)
-            if index == count:
-                if not whole:
-                    rest.append(number)
-            elif offsets[index] < starting_offset:
-                rest.append(number)
-            else:
-                answers[number] = new(TimestampAndOffset, (timestamps[index], offsets[index]))
-        return answers, rest
+        return step_answers(steps.timestamps, steps.offsets, timestamps_ms, starting_offset, whole, TimestampAndOffset)
 
     def _new_time_steps(self) -> TimeSteps:
         self.drop_time_steps()
