@@ -69,10 +69,14 @@ class RequestStream:
         open_call: Callable[[], grpc.aio.StreamStreamCall],
         answer_field: str,
         open_timeout_s: float | None = None,
+        *,
+        caller_reads: bool = False,
     ) -> None:
         """``open_call()`` starts the RPC; ``answer_field`` names the response's field holding a
         successful answer; ``open_timeout_s`` bounds the wait for the service to answer the
-        open (see ``_open``)."""
+        open (see ``_open``). ``caller_reads``: an ``ask`` whose answer is the next one owed,
+        with no read under way, reads that answer in its own task (see ``ask``); the reader
+        task reads only while answers are owed and no caller reads."""
         self._open_call = open_call
         self._answer_field = answer_field
         self._call: grpc.aio.StreamStreamCall | None = None
@@ -93,6 +97,12 @@ class RequestStream:
         # Called at once (before any owed answer fails) when a stream ends with requests owed:
         # the producer holds its partitions before anything new is sent on the next stream.
         self.on_break: Callable[[SeglogError], None] | None = None
+        # caller_reads: who reads the current call's next answer. grpc.aio reads one at a time,
+        # so at most one of them is set; neither while nothing is owed.
+        self._caller_reads = caller_reads
+        self._caller_reading = False
+        self._reader_reads = False
+        self._reader_parked: asyncio.Future[None] | None = None  # the reader waiting for work
 
     @property
     def owed_count(self) -> int:
@@ -109,10 +119,48 @@ class RequestStream:
         (which cannot come sooner; a write that fails fails it, through ``_written``): one
         future and one loop turn fewer a request, for a caller that waits for each answer (a
         time lookup). Cancelled after its write began, the message is written all the same and
-        its answer dropped, as for ``send``."""
-        return await self.wait(await self.send(message, written=False), timeout_s)
+        its answer dropped, as for ``send``.
 
-    async def send(self, message: Any, *, whole: bool = False, written: bool = True) -> asyncio.Future[Any]:
+        With ``caller_reads``, when this request's answer is the next owed and no read is under
+        way, the caller's task reads it from the call itself (the floor's write-then-read), not
+        the reader task, which would take a loop turn more to hand it over. That read is never
+        cancelled with the caller: cancelled meanwhile, the caller leaves at once and the read
+        goes on in a task of its own, its answer matched and dropped as the reader would
+        (``_ReadHandover``)."""
+        answer = await self.send(message, written=False, reads=self._caller_reads)
+        if not self._caller_reads:
+            return await self.wait(answer, timeout_s)
+        call = self._call
+        if (
+            call is None or answer.done() or self._caller_reading or self._reader_reads
+            or self._owed[0][1] is not answer
+        ):
+            self._want_reader()
+            return await self.wait(answer, timeout_s)
+        self._caller_reading = True
+        timer = None
+        if timeout_s is not None:
+            timer = asyncio.get_running_loop().call_later(timeout_s, self._time_out, answer, call, timeout_s)
+        try:
+            handover = _Handover(self, call)
+            try:
+                response = await _read_in_caller(call.read(), handover)
+            except asyncio.CancelledError:
+                if handover.handed_over:
+                    raise  # the caller's own cancellation: the read goes on in its task
+                self._took(call, None, ClientClosedError("the stream was closed before this request was answered"))
+            except BaseException as error:  # noqa: BLE001 - as the reader task ends on it
+                self._took(call, None, error)
+            else:
+                self._took(call, response, None)
+            return await answer
+        finally:
+            if timer is not None:
+                timer.cancel()
+
+    async def send(
+        self, message: Any, *, whole: bool = False, written: bool = True, reads: bool = False
+    ) -> asyncio.Future[Any]:
         """Writes ``message`` (a stream request; its correlation id is set here, so a retry may
         send the same message again); returns the future of its answer. Messages are written
         (and so answered) in the order ``send`` was called.
@@ -137,6 +185,8 @@ class RequestStream:
         write = await self._start_write(call, opened, owed, message)
         if write is None:
             return answer  # the stream ended before this request was written: _end failed it
+        if self._caller_reads and not reads:
+            self._want_reader()
         if not written:
             return answer  # under way (``ask``): _written ends the stream if it fails
         try:
@@ -229,6 +279,12 @@ class RequestStream:
         self.request_bytes_max = None
         self._open_answered = asyncio.get_running_loop().create_future()
         self.opened_count += 1
+        self._caller_reading = self._reader_reads = False
+        self._reader_parked = None
+        if self._caller_reads:
+            # Nothing may be reading when the call ends (the service stopping, the connection
+            # lost): the reader reads then, so the end is seen as the reading reader sees it.
+            call.add_done_callback(lambda _: self._call_finished(call))
         self._reader = asyncio.ensure_future(self._read_answers(call))
         return call
 
@@ -239,6 +295,14 @@ class RequestStream:
             if self._note_metadata(metadata) and self._call is call and not self._open_answered.done():
                 self._open_answered.set_result(None)  # seglog's stream handler: writes may go
             while True:
+                if self._caller_reads and not self._reader_reads:
+                    if self._call is not call:
+                        return  # ended by _end: what it owed has failed already
+                    if self._caller_reading or not (self._owed or call.done()):
+                        parked = self._reader_parked = asyncio.get_running_loop().create_future()
+                        await parked  # _want_reader, _call_finished or _end wakes it
+                        continue
+                    self._reader_reads = True
                 response = await call.read()
                 if response is grpc.aio.EOF:
                     error = ServiceUnavailableError("the service ended the stream")
@@ -246,6 +310,8 @@ class RequestStream:
                 if self._call is not call:
                     return  # ended by _end: what it owed has failed already
                 self._answer(response)
+                if self._caller_reads and not self._owed:
+                    self._reader_reads = False  # parks: the next ask may read its own answer
         except grpc.RpcError as rpc_error:
             error = _stream_ended(rpc_error)
         except asyncio.CancelledError:
@@ -253,6 +319,49 @@ class RequestStream:
         except SeglogError as protocol_error:
             error = protocol_error
         self._end(call, error)
+
+    def _want_reader(self) -> None:
+        """caller_reads: answers are owed and nothing reads them: the reader task reads."""
+        if self._owed and not self._caller_reading and not self._reader_reads:
+            self._wake_reader()
+
+    def _wake_reader(self) -> None:
+        parked, self._reader_parked = self._reader_parked, None
+        if parked is not None and not parked.done():
+            parked.set_result(None)
+
+    def _call_finished(self, call: grpc.aio.StreamStreamCall) -> None:
+        """caller_reads: ``call`` is done; unless a read is under way (it will see the end), the
+        reader reads, so the end fails what is owed and the next send opens a new stream."""
+        if self._call is call and not self._caller_reading and not self._reader_reads:
+            self._wake_reader()
+
+    def _took(self, call: grpc.aio.StreamStreamCall, response: Any, error: BaseException | None) -> None:
+        """The end of a read made outside the reader task (a caller's, or one it handed over):
+        the answer matched as the reader matches it, or the call ended as the reader ends it;
+        then the reader reads on if answers are still owed (or the call is done)."""
+        if self._call is not call:
+            return  # ended by _end: what it owed has failed already
+        self._caller_reading = False
+        failure: SeglogError | None
+        if error is not None:
+            failure = (
+                _stream_ended(error) if isinstance(error, grpc.RpcError)
+                else error if isinstance(error, SeglogError)
+                else ServiceUnavailableError(f"the stream's read failed: {error!r}")
+            )
+        elif response is grpc.aio.EOF:
+            failure = ServiceUnavailableError("the service ended the stream")
+        else:
+            try:
+                self._answer(response)
+                failure = None
+            except SeglogError as protocol_error:
+                failure = protocol_error
+        if failure is not None:
+            self._end(call, failure)
+        elif self._owed or call.done():
+            self._wake_reader()
 
     def _note_metadata(self, metadata: Any) -> bool:
         """True when the open was answered by seglog's stream handler."""
@@ -310,6 +419,7 @@ class RequestStream:
             return
         self._call = None
         call.cancel()
+        self._wake_reader()  # a parked reader (caller_reads) sees the call ended and returns
         if self._open_answered is not None and not self._open_answered.done():
             self._open_answered.set_result(None)  # writers waiting on the open see it ended
         owed, self._owed = self._owed, deque()
@@ -319,6 +429,107 @@ class RequestStream:
             if not answer.done():
                 answer.set_exception(error)
                 answer.exception()  # retrieved: a caller that gave up must not warn
+
+
+class _Handover:
+    """What a caller's task awaits while it reads its own answer (``ask``): the read's own
+    future wakes the task directly (no proxy future, no extra loop turn), but a cancellation
+    of the caller does not reach the read. grpc.aio cancels the whole call when a read is
+    cancelled, and the asyncio task cancels the future it waits on, so the task is handed this
+    future-like object (the task protocol: ``_asyncio_future_blocking``, ``get_loop``,
+    ``add_done_callback``, ``cancel``) in place of the read's future. Its ``cancel`` takes the
+    task's wake-up off the read's future, hands the read, where it stands, to a task of its
+    own (``RequestStream._took`` then matches its answer) and wakes the caller cancelled."""
+
+    __slots__ = ("_asyncio_future_blocking", "_stream", "_call", "_read", "_waiting_on", "_wake", "handed_over")
+
+    def __init__(self, stream: RequestStream, call: grpc.aio.StreamStreamCall) -> None:
+        self._asyncio_future_blocking = False
+        self._stream = stream
+        self._call = call
+        self._read: Coroutine[Any, Any, Any] | None = None
+        self._waiting_on: asyncio.Future[Any] | None = None
+        self._wake: tuple[Callable[..., None], Any] | None = None
+        self.handed_over = False
+
+    def waiting(self, read: Coroutine[Any, Any, Any], waiting_on: asyncio.Future[Any]) -> _Handover:
+        self._read, self._waiting_on, self._wake = read, waiting_on, None
+        self._asyncio_future_blocking = True
+        return self
+
+    def get_loop(self) -> asyncio.AbstractEventLoop:
+        assert self._waiting_on is not None
+        return self._waiting_on.get_loop()
+
+    def add_done_callback(self, wake: Callable[..., None], *, context: Any = None) -> None:
+        assert self._waiting_on is not None
+        self._wake = (wake, context)
+        self._waiting_on.add_done_callback(wake, context=context)
+
+    def done(self) -> bool:
+        return self.handed_over or (self._waiting_on is not None and self._waiting_on.done())
+
+    def cancelled(self) -> bool:
+        return self.handed_over
+
+    def cancel(self, msg: Any = None) -> bool:
+        if self.handed_over:
+            return True
+        if self._wake is None or self._read is None or self._waiting_on is None:
+            return False  # not waited on yet: the task cancels at its next step
+        wake, context = self._wake
+        self._waiting_on.remove_done_callback(wake)
+        self.handed_over = True
+        read, waiting_on, stream, call = self._read, self._waiting_on, self._stream, self._call
+        asyncio.ensure_future(_read_handed_over(stream, call, read, waiting_on))
+        woken = waiting_on.get_loop().create_future()
+        woken.cancel(msg)
+        woken.get_loop().call_soon(wake, woken, context=context)
+        return True
+
+
+@types.coroutine
+def _read_in_caller(read: Coroutine[Any, Any, Any], handover: _Handover) -> Generator[Any, Any, Any]:
+    """Runs ``read`` (a grpc.aio read) in the awaiting task as ``await`` would, but shows the
+    task a ``_Handover`` in place of each future the read waits on (see there)."""
+    try:
+        waiting_on = read.send(None)
+    except StopIteration as done:
+        return done.value
+    while True:
+        try:
+            if isinstance(waiting_on, asyncio.Future):
+                sent = yield handover.waiting(read, waiting_on)
+            else:
+                sent = yield waiting_on  # not a future (a bare yield): as await passes it on
+        except GeneratorExit:
+            if not handover.handed_over:
+                read.close()
+            raise
+        except BaseException as error:  # noqa: BLE001 - handed to the read, as await does
+            if handover.handed_over:
+                raise  # the caller was cancelled: the read is its own task's now
+            step, argument = read.throw, error
+        else:
+            step, argument = read.send, sent
+        try:
+            waiting_on = step(argument)
+        except StopIteration as done:
+            return done.value
+
+
+async def _read_handed_over(
+    stream: RequestStream, call: grpc.aio.StreamStreamCall, read: Coroutine[Any, Any, Any], waiting_on: Any
+) -> None:
+    """The rest of a read whose caller was cancelled: its answer (or end) as the caller's would."""
+    try:
+        response = await _resumed(read, waiting_on)
+    except asyncio.CancelledError:
+        stream._took(call, None, ClientClosedError("the stream was closed before this request was answered"))
+    except BaseException as error:  # noqa: BLE001 - as the reader task ends on it
+        stream._took(call, None, error)
+    else:
+        stream._took(call, response, None)
 
 
 def _started(write: Coroutine[Any, Any, None]) -> asyncio.Future[None]:
@@ -349,7 +560,7 @@ async def _finish(write: Coroutine[Any, Any, None], waiting_on: Any) -> None:
 
 
 @types.coroutine
-def _resumed(write: Coroutine[Any, Any, None], waiting_on: Any) -> Generator[Any, Any, None]:
+def _resumed(write: Coroutine[Any, Any, Any], waiting_on: Any) -> Generator[Any, Any, Any]:
     """The rest of a coroutine whose first step yielded ``waiting_on``: as ``await`` would run
     it, each value sent or exception thrown by the task passed on to it."""
     while True:
@@ -364,8 +575,8 @@ def _resumed(write: Coroutine[Any, Any, None], waiting_on: Any) -> Generator[Any
             step, argument = write.send, sent
         try:
             waiting_on = step(argument)
-        except StopIteration:
-            return
+        except StopIteration as done:
+            return done.value
 
 
 def _stream_ended(error: BaseException) -> SeglogError:

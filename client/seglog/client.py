@@ -336,6 +336,7 @@ class Transport:
                 lambda: self._stream_call(self._stub.LookupStream),
                 "offsets_for_times",
                 open_timeout_s=self.request_timeout_s,
+                caller_reads=True,  # a lookup's caller waits for its answer: it reads it itself
             )
         return self._lookup_stream
 

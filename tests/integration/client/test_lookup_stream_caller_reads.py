@@ -1,0 +1,261 @@
+"""A LookupStream ask reads its own answer in the caller's task (``RequestStream(caller_reads=True)``),
+against a real gRPC server on loopback whose stream handler answers, holds or ends on command:
+the caller reads when its answer is next and nothing reads; cancelled mid-read, the read goes on
+and its answer is dropped without breaking the stream; a stream ending or timing out under the
+caller's read fails it and the next ask reopens; concurrent asks each get their own answer; a
+stream the service ended while nothing read is reopened by the next ask."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Any
+
+import grpc
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from seglog._streams import IN_FLIGHT_METADATA_KEY, RequestStream
+from seglog.errors import ClientClosedError, RequestTimeoutError, ServiceUnavailableError
+from seglog.v1 import log_service_pb2 as pb
+
+pytestmark = pytest.mark.integration
+
+HOLD = -1  # a target the service holds its answer for until released
+END = -2  # a target at which the service ends the stream (UNAVAILABLE)
+CLOSE = -3  # a target the service answers, then ends the stream with OK
+
+
+class Service:
+    """A LookupStream-shaped stream: each request answered with its own target as the offset,
+    in order; a HOLD target waits for ``release``; END aborts; CLOSE answers and returns."""
+
+    def __init__(self) -> None:
+        self.released = asyncio.Event()
+        self.held = asyncio.Event()
+        self.opens = 0
+
+    async def handle(self, requests: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+        self.opens += 1
+        await context.send_initial_metadata(((IN_FLIGHT_METADATA_KEY, "64"),))
+        async for request in requests:
+            target = request.offsets_for_times.partitions[0].timestamp_ms
+            if target == HOLD:
+                self.held.set()
+                await self.released.wait()
+            if target == END:
+                await context.abort(grpc.StatusCode.UNAVAILABLE, "the service is stopping")
+            answer = pb.LookupStreamResponse(correlation_id=request.correlation_id)
+            answer.offsets_for_times.results.add(topic="t", partition=0, offset=target)
+            yield answer
+            if target == CLOSE:
+                return
+
+
+@contextlib.asynccontextmanager
+async def served() -> AsyncIterator[tuple[Service, RequestStream, list[str]]]:
+    """The service, a caller_reads RequestStream on it, and who did each read ("caller" or
+    "reader", in order)."""
+    service = Service()
+    server = grpc.aio.server()
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(
+        "test.Lookups", {"Stream": grpc.stream_stream_rpc_method_handler(
+            service.handle, request_deserializer=pb.LookupStreamRequest.FromString,
+            response_serializer=pb.LookupStreamResponse.SerializeToString,
+        )},
+    ),))
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    readers: list[str] = []
+    try:
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+            method = channel.stream_stream(
+                "/test.Lookups/Stream", request_serializer=pb.LookupStreamRequest.SerializeToString,
+                response_deserializer=pb.LookupStreamResponse.FromString,
+            )
+            stream: RequestStream
+
+            def open_call() -> Any:
+                call = method()
+                read = call.read
+
+                async def noted_read() -> Any:
+                    reader = stream._reader
+                    readers.append("reader" if asyncio.current_task() is reader else "caller")
+                    return await read()
+
+                call.read = noted_read  # who reads: the stream's code path is unchanged
+                return call
+
+            stream = RequestStream(open_call, "offsets_for_times", open_timeout_s=30, caller_reads=True)
+            try:
+                yield service, stream, readers
+            finally:
+                await stream.close()
+    finally:
+        await server.stop(0)
+
+
+def _ask(target: int) -> pb.LookupStreamRequest:
+    message = pb.LookupStreamRequest()
+    message.offsets_for_times.partitions.add(topic="t", partition=0, timestamp_ms=target)
+    return message
+
+
+async def _offset(stream: RequestStream, target: int, timeout_s: float | None = 30) -> int:
+    answer = await stream.ask(_ask(target), timeout_s)
+    return answer.results[0].offset
+
+
+async def _until(condition: Any) -> None:
+    """Loop turns until ``condition()`` (bounded: a hang fails, not a slow machine)."""
+    for _ in range(100_000):
+        if condition():
+            return
+        await asyncio.sleep(0.001)
+    raise AssertionError("never happened")
+
+
+async def test_an_ask_reads_its_own_answer_once_the_stream_is_open():
+    async with served() as (_, stream, readers):
+        assert [await _offset(stream, n) for n in range(1, 6)] == [1, 2, 3, 4, 5]
+        # The first ask's answer is read by the reader (it reads once the open is answered, the
+        # ask waiting for it); every later one by its caller, the reader parked.
+        assert readers == ["reader"] + ["caller"] * 4
+        assert stream.opened_count == 1
+
+
+async def test_an_ask_cancelled_while_it_reads_leaves_the_read_going_and_the_stream_open():
+    async with served() as (service, stream, readers):
+        assert await _offset(stream, 1) == 1
+        held = asyncio.ensure_future(_offset(stream, HOLD))
+        await service.held.wait()
+        await _until(lambda: readers[-1:] == ["caller"] and len(readers) == 2)
+        held.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await held
+        later = asyncio.ensure_future(_offset(stream, 7))  # owed behind the dropped answer
+        await asyncio.sleep(0.01)
+        assert not later.done()
+        service.released.set()
+        assert await later == 7
+        assert await _offset(stream, 8) == 8
+        assert stream.opened_count == 1 and stream.owed_count == 0
+        # The handed-over read ended in its own task; the next ask read its own answer again.
+        assert readers[-1] == "caller"
+
+
+async def test_an_ask_cancelled_while_it_reads_then_the_stream_ending_fails_what_is_owed():
+    async with served() as (service, stream, _):
+        assert await _offset(stream, 1) == 1
+        held = asyncio.ensure_future(_offset(stream, HOLD))
+        await service.held.wait()
+        held.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await held
+        owed = asyncio.ensure_future(_offset(stream, 2))
+        await _until(lambda: stream.owed_count == 2)
+        stream._end(stream._call, ServiceUnavailableError("the connection was lost"))
+        with pytest.raises(ServiceUnavailableError, match="connection was lost"):
+            await owed
+        assert await _offset(stream, 3) == 3
+        assert stream.opened_count == 2
+
+
+async def test_the_stream_ending_while_the_caller_reads_fails_it_and_the_next_ask_reopens():
+    async with served() as (service, stream, readers):
+        assert await _offset(stream, 1) == 1
+        with pytest.raises(ServiceUnavailableError, match="the service is stopping"):
+            await _offset(stream, END)
+        assert readers[-1] == "caller"
+        assert await _offset(stream, 2) == 2
+        assert stream.opened_count == 2 and service.opens == 2
+
+
+async def test_the_service_ending_the_stream_after_an_answer_read_by_the_caller_is_seen():
+    async with served() as (service, stream, _):
+        assert await _offset(stream, CLOSE) == CLOSE
+        # Nothing reads now: the call's end wakes the reader, which ends the stream.
+        await _until(lambda: stream._call is None)
+        assert await _offset(stream, 2) == 2
+        assert stream.opened_count == 2
+
+
+async def test_a_timeout_while_the_caller_reads_resets_the_stream():
+    async with served() as (service, stream, readers):
+        assert await _offset(stream, 1) == 1
+        with pytest.raises(RequestTimeoutError, match="no answer on the stream"):
+            await _offset(stream, HOLD, timeout_s=0.2)
+        assert readers[-1] == "caller"
+        service.released.set()
+        assert await _offset(stream, 2) == 2
+        assert stream.opened_count == 2
+
+
+async def test_asks_during_a_callers_read_are_read_by_the_reader_each_its_own():
+    async with served() as (service, stream, readers):
+        assert await _offset(stream, 1) == 1
+        first = asyncio.ensure_future(_offset(stream, HOLD))
+        await service.held.wait()
+        others = [asyncio.ensure_future(_offset(stream, n)) for n in (10, 11, 12)]
+        await _until(lambda: stream.owed_count == 4)
+        service.released.set()
+        assert await first == HOLD
+        assert [await other for other in others] == [10, 11, 12]
+        assert "reader" in readers[2:]  # the later answers went through the reader
+        assert await _offset(stream, 13) == 13
+        assert readers[-1] == "caller"  # and once nothing is owed, the caller reads again
+        assert stream.opened_count == 1
+
+
+async def test_closing_the_stream_while_the_caller_reads_fails_its_ask():
+    async with served() as (service, stream, _):
+        assert await _offset(stream, 1) == 1
+        held = asyncio.ensure_future(_offset(stream, HOLD))
+        await service.held.wait()
+        await stream.close()
+        with pytest.raises(ClientClosedError):
+            await held
+        service.released.set()
+
+
+async def _schedule(plan: list[tuple[int, bool, int]]) -> tuple[list[int | None], int]:
+    """Asks ``plan``'s targets concurrently, each started after its own number of loop turns
+    and cancelled (True) after its own; (each ask's answer, None if it was cancelled; opens)."""
+    async with served() as (_, stream, _):
+        async def one(index: int, start_turns: int) -> int:
+            for _ in range(start_turns):
+                await asyncio.sleep(0)
+            return await _offset(stream, 100 + index)
+
+        tasks = []
+        for index, (start_turns, cancel, cancel_turns) in enumerate(plan):
+            task = asyncio.ensure_future(one(index, start_turns))
+            tasks.append((task, cancel, cancel_turns))
+        for turn in range(12):
+            for task, cancel, cancel_turns in tasks:
+                if cancel and cancel_turns == turn:
+                    task.cancel()
+            await asyncio.sleep(0)
+        answers: list[int | None] = []
+        for task, _, _ in tasks:
+            try:
+                answers.append(await task)
+            except asyncio.CancelledError:
+                answers.append(None)
+        answers.append(await _offset(stream, 999))
+        return answers, stream.opened_count
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(plan=st.lists(st.tuples(st.integers(0, 6), st.booleans(), st.integers(0, 11)), min_size=1, max_size=8))
+def test_any_mix_of_asks_and_cancellations_each_gets_its_own_answer(plan):
+    answers, opened = asyncio.run(_schedule(plan))
+    for index, answer in enumerate(answers[:-1]):
+        assert answer in (None, 100 + index)
+        if not plan[index][1]:
+            assert answer == 100 + index
+    assert answers[-1] == 999
+    assert opened == 1  # no cancellation, at any point, broke the stream
