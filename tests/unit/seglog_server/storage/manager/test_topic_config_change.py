@@ -5,6 +5,7 @@ partition's file old or every one new after the next start (the change's intent 
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import pathlib
@@ -63,6 +64,34 @@ def _files(manager, topic):
             for p in range(dict(manager.list_topics())[topic])]
 
 
+def _halted_topic(directory, partition_count: int) -> None:
+    """Topic t of ``partition_count`` partitions at retention.ms 1000, left as a crash leaves it."""
+    first = _manager(directory)
+    first.create_topic("t", partition_count, {"retention.ms": "1000"})
+    first.halt()
+
+
+@contextlib.contextmanager
+def _restarted(directory):
+    """The manager of the next start on ``directory`` (no faults), shut down after the block."""
+    again = _manager(directory)
+    try:
+        yield again
+    finally:
+        again.shutdown()
+
+
+def _started_over_an_intent(directory, partition_count: int, intent_in: int, operation: str, error: int, **rule):
+    """Topic t of ``partition_count`` partitions halted with the intent of a change to
+    retention.ms 5 left in t-``intent_in``, started on a FaultFs whose ``operation`` fails with
+    ``error`` (``rule``: FaultFs.fail's path, skip, times): the manager, its FaultFs and the rule."""
+    _halted_topic(directory, partition_count)
+    _leave_intent(directory, intent_in, {"retention.ms": "5"})
+    fs = FaultFs()
+    made = fs.fail(operation, error, **rule)
+    return _manager(directory, fs=fs), fs, made
+
+
 def test_set_and_delete_change_overrides_described_and_written(tmp_path):
     manager = _manager(tmp_path)
     try:
@@ -76,12 +105,9 @@ def test_set_and_delete_change_overrides_described_and_written(tmp_path):
         assert _files(manager, "t") == [{"cleanup.policy": "compact", "retention.ms": "5000"}] * 2
     finally:
         manager.shutdown()
-    again = _manager(tmp_path)
-    try:
+    with _restarted(tmp_path) as again:
         assert again.describe_topic("t").config == config
         assert again.get_log("t", 0).config == config
-    finally:
-        again.shutdown()
 
 
 def test_validate_only_answers_the_result_and_changes_nothing(tmp_path):
@@ -221,12 +247,9 @@ def test_a_write_error_puts_back_the_files_written_and_takes_the_directory_offli
             manager.get_log("t", 0)
     finally:
         manager.halt()
-    again = _manager(tmp_path)
-    try:
+    with _restarted(tmp_path) as again:
         assert _files(again, "t") == [{"retention.ms": "1000"}] * 3
         assert again.describe_topic("t").config.retention_ms == 1000
-    finally:
-        again.shutdown()
 
 
 def test_a_full_disk_refuses_the_change_and_keeps_the_directory(tmp_path):
@@ -308,8 +331,7 @@ def test_a_crash_at_every_step_leaves_every_partition_old_or_every_partition_new
         except LogDirOfflineError:
             made = False
         manager.halt()
-        again = _manager(directory)
-        try:
+        with _restarted(directory) as again:
             files = _files(again, "t")
             assert files in ([old] * 3, [new] * 3), (step, files)  # one config, never a mix
             assert again.describe_topic("t").config.retention_ms == int(files[0]["retention.ms"]), step
@@ -320,8 +342,6 @@ def test_a_crash_at_every_step_leaves_every_partition_old_or_every_partition_new
             # A topic.properties.tmp the crash left is overwritten by the next change.
             again.alter_topic_configs("t", {"retention.ms": "7"})
             assert _files(again, "t") == [{"retention.ms": "7"}] * 3, step
-        finally:
-            again.shutdown()
     # Old until the change's intent is written, new from then on (completed at the start).
     assert outcomes == sorted(outcomes) and outcomes[0] == 0 and outcomes[-1] == 3, outcomes
 
@@ -430,13 +450,8 @@ def _leave_intent(directory, partition: int, overrides: dict[str, str], topic_id
 
 
 def test_a_start_that_cannot_complete_a_change_keeps_its_intent_for_the_next(tmp_path):
-    first = _manager(tmp_path)
-    first.create_topic("t", 3, {"retention.ms": "1000"})
-    first.halt()  # as a crash would
-    _leave_intent(tmp_path, 1, {"retention.ms": "5"})
-    fs = FaultFs()
-    rule = fs.fail("replace", errno.EIO, path=TOPIC_METADATA_FILE_NAME + ".tmp", skip=1)
-    failed = _manager(tmp_path, fs=fs)
+    failed, fs, rule = _started_over_an_intent(tmp_path, 3, 1, "replace", errno.EIO,
+                                               path=TOPIC_METADATA_FILE_NAME + ".tmp", skip=1)
     try:
         assert rule.hits == 1
         assert (tmp_path / "t-1" / CHANGE_INTENT_FILE_NAME).exists()
@@ -444,13 +459,10 @@ def test_a_start_that_cannot_complete_a_change_keeps_its_intent_for_the_next(tmp
         assert failed.get_log("t", 2).config.retention_ms == 1000
     finally:
         failed.halt()
-    again = _manager(tmp_path)
-    try:
+    with _restarted(tmp_path) as again:
         assert _files(again, "t") == [{"retention.ms": "5"}] * 3
         assert [again.get_log("t", p).config.retention_ms for p in range(3)] == [5] * 3
         assert not (tmp_path / "t-1" / CHANGE_INTENT_FILE_NAME).exists()
-    finally:
-        again.shutdown()
 
 
 def test_an_intent_of_another_topic_id_is_dropped_and_changes_nothing(tmp_path):
@@ -458,13 +470,10 @@ def test_an_intent_of_another_topic_id_is_dropped_and_changes_nothing(tmp_path):
     first.create_topic("t", 2, {"retention.ms": "1000"})
     first.shutdown()
     _leave_intent(tmp_path, 0, {"retention.ms": "5"}, topic_id="0" * 32)
-    again = _manager(tmp_path)
-    try:
+    with _restarted(tmp_path) as again:
         assert _files(again, "t") == [{"retention.ms": "1000"}] * 2
         assert again.describe_topic("t").config.retention_ms == 1000
         assert not (tmp_path / "t-0" / CHANGE_INTENT_FILE_NAME).exists()
-    finally:
-        again.shutdown()
 
 
 def test_a_change_removes_an_intent_a_start_left_in_another_partition(tmp_path):
@@ -476,12 +485,9 @@ def test_a_change_removes_an_intent_a_start_left_in_another_partition(tmp_path):
         assert not list(tmp_path.glob(f"t-*/{CHANGE_INTENT_FILE_NAME}"))
     finally:
         manager.halt()
-    again = _manager(tmp_path)
-    try:
+    with _restarted(tmp_path) as again:
         assert _files(again, "t") == [{"retention.ms": "5"}] * 3  # the older intent did not undo it
         assert again.describe_topic("t").config.retention_ms == 5
-    finally:
-        again.shutdown()
 
 
 def _is_intent_of(partition: str):
@@ -516,22 +522,14 @@ def test_a_change_written_to_every_file_is_made_when_its_intent_is_not_removed(t
         assert not list(tmp_path.glob(f"t-*/{CHANGE_INTENT_FILE_NAME}"))
     finally:
         manager.halt()
-    again = _manager(tmp_path)
-    try:
+    with _restarted(tmp_path) as again:
         assert again.describe_topic("t").config.retention_ms == 7
-    finally:
-        again.shutdown()
 
 
 def test_a_start_completing_a_change_applies_it_when_its_intent_is_not_removed(tmp_path):
-    first = _manager(tmp_path)
-    first.create_topic("t", 3, {"retention.ms": "1000"})
-    first.halt()
-    _leave_intent(tmp_path, 1, {"retention.ms": "5"})
-    fs = FaultFs()
     # fsync_dir of t-1: its file's write (1), the intent's removal (2)
-    rule = fs.fail("fsync_dir", errno.EIO, path=lambda path: path.endswith("t-1"), skip=1)
-    started = _manager(tmp_path, fs=fs)
+    started, fs, rule = _started_over_an_intent(tmp_path, 3, 1, "fsync_dir", errno.EIO,
+                                                path=lambda path: path.endswith("t-1"), skip=1)
     try:
         assert rule.hits == 1
         assert started.describe_topic("t").config.retention_ms == 5
@@ -539,12 +537,9 @@ def test_a_start_completing_a_change_applies_it_when_its_intent_is_not_removed(t
         assert _files(started, "t") == [{"retention.ms": "5"}] * 3
     finally:
         started.shutdown()
-    again = _manager(tmp_path)
-    try:
+    with _restarted(tmp_path) as again:
         assert again.describe_topic("t").config.retention_ms == 5
         assert not (tmp_path / "t-1" / CHANGE_INTENT_FILE_NAME).exists()
-    finally:
-        again.shutdown()
 
 
 def _two_dir_manager(tmp_path, fs=None):
@@ -611,9 +606,7 @@ def test_an_intent_out_of_descriptors_leaves_the_topic_as_loaded_for_the_next_st
 
 @pytest.mark.parametrize("kind", ["directory", "fifo"])
 def test_something_named_like_an_intent_that_is_no_file_is_ignored(tmp_path, kind):
-    first = _manager(tmp_path)
-    first.create_topic("t", 2, {"retention.ms": "1000"})
-    first.halt()
+    _halted_topic(tmp_path, 2)
     odd = tmp_path / "t-0" / CHANGE_INTENT_FILE_NAME
     if kind == "directory":
         odd.mkdir()
@@ -642,9 +635,7 @@ def _write_intent(directory, partition: int, **changes) -> None:
     {"partition_count": 3, "overrides": {"retention.ms": "5"}},  # not this topic's file
 ])
 def test_an_invalid_intent_is_dropped_before_anything_is_written(tmp_path, changes):
-    first = _manager(tmp_path)
-    first.create_topic("t", 2, {"retention.ms": "1000"})
-    first.halt()
+    _halted_topic(tmp_path, 2)
     _write_intent(tmp_path, 1, **changes)
     manager = _manager(tmp_path)
     try:
@@ -654,20 +645,15 @@ def test_an_invalid_intent_is_dropped_before_anything_is_written(tmp_path, chang
         assert not (tmp_path / "t-1" / CHANGE_INTENT_FILE_NAME).exists()
     finally:
         manager.shutdown()
-    again = _manager(tmp_path)
-    try:
+    with _restarted(tmp_path) as again:
         assert [again.get_log("t", p).config.retention_ms for p in range(2)] == [1000, 1000]
-    finally:
-        again.shutdown()
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(overrides=st.dictionaries(_NAMES, _VALUES, max_size=3))
 def test_any_intent_is_completed_whole_or_dropped_and_every_partition_loads_again(tmp_path_factory, overrides):
     directory = tmp_path_factory.mktemp("intent")
-    first = _manager(directory)
-    first.create_topic("t", 2, {"retention.ms": "1000"})
-    first.halt()
+    _halted_topic(directory, 2)
     try:
         _write_intent(directory, 1, overrides=overrides)
     except (AssertionError, ValueError):
@@ -705,17 +691,12 @@ def test_something_named_like_an_intent_that_is_no_file_never_takes_a_change_off
         assert not (tmp_path / "t-1" / CHANGE_INTENT_FILE_NAME).exists()  # the change's own, removed
     finally:
         manager.shutdown()
-    again = _manager(tmp_path)
-    try:
+    with _restarted(tmp_path) as again:
         assert [again.get_log("t", p).config.retention_ms for p in range(2)] == [7, 7]
-    finally:
-        again.shutdown()
 
 
 def test_a_change_with_no_partition_free_for_its_intent_is_refused_and_everything_serves(tmp_path):
-    first = _manager(tmp_path)
-    first.create_topic("t", 1, {"retention.ms": "1000"})
-    first.halt()
+    _halted_topic(tmp_path, 1)
     odd = tmp_path / "t-0" / CHANGE_INTENT_FILE_NAME
     odd.mkdir()
     manager = _manager(tmp_path)
@@ -748,15 +729,10 @@ def test_a_change_whose_look_at_the_intent_name_fails_writes_there_as_usual(tmp_
 @pytest.mark.parametrize("start_fails_at", [0, 1, 2])
 def test_a_failed_change_after_an_interrupted_start_leaves_every_partition_one_config(
         tmp_path, start_fails_at, change_fails_at):
-    first = _manager(tmp_path)
-    first.create_topic("t", 3, {"retention.ms": "1000"})
-    first.halt()
-    _leave_intent(tmp_path, 2, {"retention.ms": "5"})
-    fs = FaultFs()
     # The start completes the change into the partitions before one and fails on that one: the
     # files mixed, the intent kept.
-    started = fs.fail("replace", errno.EIO, path=TOPIC_METADATA_FILE_NAME + ".tmp", skip=start_fails_at)
-    manager = _manager(tmp_path, fs=fs)
+    manager, fs, started = _started_over_an_intent(tmp_path, 3, 2, "replace", errno.EIO,
+                                                   path=TOPIC_METADATA_FILE_NAME + ".tmp", skip=start_fails_at)
     try:
         assert started.hits == 1
         assert _files(manager, "t") == ([{"retention.ms": "5"}] * start_fails_at
@@ -773,21 +749,13 @@ def test_a_failed_change_after_an_interrupted_start_leaves_every_partition_one_c
         assert not list(tmp_path.glob(f"t-*/{CHANGE_INTENT_FILE_NAME}"))
     finally:
         manager.halt()
-    again = _manager(tmp_path)
-    try:
+    with _restarted(tmp_path) as again:
         assert [again.get_log("t", p).config.retention_ms for p in range(3)] == [1000] * 3
-    finally:
-        again.shutdown()
 
 
 def test_a_failed_change_after_an_interrupted_start_that_cannot_put_back_keeps_its_intent(tmp_path):
-    first = _manager(tmp_path)
-    first.create_topic("t", 3, {"retention.ms": "1000"})
-    first.halt()
-    _leave_intent(tmp_path, 2, {"retention.ms": "5"})
-    fs = FaultFs()
-    fs.fail("replace", errno.EIO, path=TOPIC_METADATA_FILE_NAME + ".tmp", skip=2)  # t-0, t-1 take it
-    manager = _manager(tmp_path, fs=fs)
+    manager, fs, _ = _started_over_an_intent(tmp_path, 3, 2, "replace", errno.EIO,
+                                             path=TOPIC_METADATA_FILE_NAME + ".tmp", skip=2)  # t-0, t-1 take it
     try:
         changed = fs.fail("replace", errno.EMFILE, path=lambda path: path.endswith(
             os.path.join("t-0", TOPIC_METADATA_FILE_NAME + ".tmp")))
@@ -799,9 +767,7 @@ def test_a_failed_change_after_an_interrupted_start_that_cannot_put_back_keeps_i
         assert (tmp_path / "t-0" / CHANGE_INTENT_FILE_NAME).exists()  # the change's own
     finally:
         manager.halt()
-    again = _manager(tmp_path)
-    try:  # the next start completes the change the intent holds: every partition one config
+    # The next start completes the change the intent holds: every partition one config.
+    with _restarted(tmp_path) as again:
         assert _files(again, "t") == [{"retention.ms": "7"}] * 3
         assert [again.get_log("t", p).config.retention_ms for p in range(3)] == [7] * 3
-    finally:
-        again.shutdown()
