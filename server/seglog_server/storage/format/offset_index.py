@@ -112,6 +112,20 @@ class OffsetIndex(AbstractIndex):
                 )
             return self._parse_locked(self._buffer, slot)
 
+    def positions_after(self, position: int, count: int) -> list[int]:
+        """The positions of up to ``count`` entries from the first whose position is above
+        ``position``, ascending: a cache's walk of the ``.log`` checks its batches against them
+        (a search starts at an entry's position). Not counted as a lookup."""
+        with self._lock:
+            self._open_locked()
+            buffer, entry_count = self._buffer, self._entry_count
+            # (the greatest entry at or below it, then on: the smallest-upper-bound search may
+            # answer a later entry than the smallest, see index_search.slot_and_zone_for)
+            slot = slot_range_for(buffer, entry_count, position, LAYOUT.value, LARGEST_LOWER_BOUND) + 1
+            unpack, size = ENTRY.unpack_from, ENTRY.size
+            found = [unpack(buffer, at * size)[1] for at in range(slot, min(slot + count, entry_count))]
+            return [at for at in found if at > position]
+
     def fetch_upper_bound_offset(self, start: OffsetPosition, fetch_bytes: int) -> OffsetPosition | None:
         """An entry at or past ``start.position + fetch_bytes``: an offset certainly outside a fetch
         of ``fetch_bytes`` from ``start`` (not always the smallest such; see index_search)."""

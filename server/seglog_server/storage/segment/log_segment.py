@@ -874,7 +874,8 @@ class LogSegment:
             steps = self._new_time_steps()
         if steps.end_position < file_end and not steps.damaged:
             try:
-                whole = steps.extend(self._log.read, file_end, _OFFSET_LIMIT, TIME_STEPS.bytes_max, _STEPS_EXTEND_BYTES)
+                whole = steps.extend(self._log.read, file_end, _OFFSET_LIMIT, TIME_STEPS.bytes_max, _STEPS_EXTEND_BYTES,
+                                     self._offset_index.positions_after)
             except OSError:  # (the steps entered before it stand; the search meets the error)
                 whole = True
             if not whole or not TIME_STEPS.fits(steps.size_bytes):
@@ -919,7 +920,8 @@ class LogSegment:
         if directory.end_position < file_end and not directory.damaged:
             try:
                 whole = directory.extend(
-                    self._log.read, file_end, _OFFSET_LIMIT, DIRECTORIES.bytes_max, _DIRECTORY_EXTEND_BYTES
+                    self._log.read, file_end, _OFFSET_LIMIT, DIRECTORIES.bytes_max, _DIRECTORY_EXTEND_BYTES,
+                    self._offset_index.positions_after,
                 )
             except (OSError, CorruptRecordError):  # (a file shorter than its size: the scans meet it)
                 DIRECTORIES.hold(directory)

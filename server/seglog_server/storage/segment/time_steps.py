@@ -21,8 +21,10 @@ first record, at the header's time, whatever timestampDelta it carries); a batch
 nothing is entered by its header alone (the search never walks it: an earlier batch reaches
 every target it could). A batch the walk refuses, whose records disagree with its header, or
 whose header the codec's ``BatchWalk`` refuses (lengths against the file, offsets rising inside
-the segment's bounds) ends the table there (``damaged``): targets past its last step are the
-per-target search's, which meets the damage (or not) exactly as before.
+the segment's bounds), or that spans an offset index entry (a length rotted onto a later header:
+the search starting at that entry reads the batches it jumps over) ends the table there
+(``damaged``): targets past its last step are the per-target search's, which meets the damage
+(or not) exactly as before.
 
 It is a cache: the files stay Kafka's. The active segment's table is fed by the appends (the
 batch is in hand, a compressed one's records as its validation decompressed them:
@@ -44,7 +46,7 @@ from seglog.records.walk_compiled import record_steps
 from ..base.errors import CorruptRecordError
 from ..format.file_records import HeaderField
 from ..format.record_timestamps import _records_area
-from .batch_directory import DirectoryBudget
+from .batch_directory import DirectoryBudget, IndexEntries
 
 __all__ = ["TIME_STEPS", "TIME_STEPS_BYTES_MAX", "TimeSteps"]
 
@@ -136,19 +138,21 @@ class TimeSteps:
 
     def extend(
         self, read: Callable[[int, int], bytes], file_end: int, offset_limit: int, size_bytes_max: int = 1 << 62,
-        read_bytes_max: int = 1 << 62,
+        read_bytes_max: int = 1 << 62, index_positions: Callable[[int, int], list[int]] | None = None,
     ) -> bool:
         """Enters the batches from ``end_position`` towards ``file_end`` (the file's logical end),
         reading with ``read(position, size)`` at most about ``read_bytes_max`` bytes (each call
         enters at least a batch), so one call's work is bounded and a large file is entered over
         several calls; False when it stopped because the table grew past ``size_bytes_max``. A
-        batch refused (its header by the codec's ``BatchWalk``, its records by the walk, a read
+        batch refused (its header by the codec's ``BatchWalk``, its records by the walk, a batch
+        spanning an entry of ``index_positions``: see ``batch_directory.IndexEntries``, a read
         shorter than asked) sets ``damaged`` and ends the walk; an OSError propagates with every
         batch entered before it kept."""
         assert file_end >= self.end_position, "a shrunk file drops its table"
         position = self.end_position
         read_left = read_bytes_max
         f_base, f_length = HeaderField.BASE_OFFSET, HeaderField.LENGTH
+        entries, fence = IndexEntries(index_positions), -1  # fence: the first entry past a batch's start
         while not self.damaged and file_end - position > 0 and read_left > 0:
             if self.size_bytes > size_bytes_max:
                 return False
@@ -163,6 +167,11 @@ class TimeSteps:
             try:
                 for at, fields in walk:
                     batch_size = fields[f_length] + LOG_OVERHEAD
+                    if position + at >= fence:
+                        fence = entries.after(position + at)
+                    if fence < position + at + batch_size:  # a search from that entry reads other batches
+                        self.damaged = True
+                        break
                     if at + batch_size <= len(chunk):
                         batch = memoryview(chunk)[at: at + batch_size]
                     else:

@@ -169,7 +169,7 @@ def test_a_large_segment_waits_for_enough_targets_before_building_one(tmp_path, 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(
     victim=st.integers(0, 1000),
-    field=st.sampled_from(["length", "base_offset", "max_timestamp", "record"]),
+    field=st.sampled_from(["length", "length_onto_a_later_header", "base_offset", "max_timestamp", "record"]),
     value=st.integers(-(2**31), 2**31 - 1),
     built_first=st.booleans(),
     targets=st.lists(st.integers(NOW_MS - 2, NOW_MS + 65), min_size=2, max_size=30),
@@ -181,7 +181,9 @@ def test_a_damaged_file_answers_or_fails_as_the_per_target_search(
     search's (answer, or error class). Damage made after the directory was built: a target
     whose own batch changed fails as alone; one whose batch is intact may be answered where
     the per-target scan, starting at an index entry before the damage, fails: then its answer
-    is the one the undamaged file gave."""
+    is the one the undamaged file gave. A length rotted onto a later header after the build
+    misleads that scan without failing it (it jumps over the intact batch): the directory
+    answers what the file held when it was entered there too."""
     budget()
     directory = tmp_path_factory.mktemp("damaged")
     log = open_log(directory, FakeClock(NOW_MS), config(segment_bytes=1 << 20, index_interval_bytes=200))
@@ -194,6 +196,10 @@ def test_a_damaged_file_answers_or_fails_as_the_per_target_search(
     path = os.path.join(directory, "00000000000000000000.log")
     positions = batch_positions(path)
     position = positions[victim % len(positions)]
+    onto_a_header = field == "length_onto_a_later_header"
+    if onto_a_header:  # another valid length: the batch ends on a later header
+        ends = positions[victim % len(positions) + 2 :] + [os.path.getsize(path)]
+        field, value = "length", ends[value % len(ends)] - position - 12
     at = {"length": (LENGTH_OFFSET, _INT32), "base_offset": (0, _INT64), "max_timestamp": (35, _INT64),
           "record": (61 + victim % 40, _INT32)}[field]
     poke(path, position + at[0], at[1], value)
@@ -202,9 +208,56 @@ def test_a_damaged_file_answers_or_fails_as_the_per_target_search(
     together = [type(found) if isinstance(found, StorageError) else found for found in together]
     for answer, reference, undamaged in zip(together, alone, clean):
         if built_first and answer != reference:
-            assert reference is CorruptSegmentError and answer == undamaged
+            assert (reference is CorruptSegmentError or onto_a_header) and answer == undamaged
         else:
             assert answer == reference
+
+
+@pytest.mark.parametrize("onto", [4, 14, 60])  # a later batch's header, or the file's end
+def test_a_length_landing_on_a_later_header_ends_the_directory_where_an_index_entry_is_skipped(
+    tmp_path, clock, budget, onto
+):
+    """Batch 1's length rotted into one ending exactly on batch ``onto``'s header: a walk from
+    the segment's start jumps over batches 2.. whose index entries the per-target search starts
+    at. The directory refuses batch 1 (it spans an entry), so every target from there is the
+    search's: the same answers (before, targets in the skipped batches answered a later record:
+    offset 28 where the search answers 4)."""
+    budget()
+    log = open_log(tmp_path, clock, config(segment_bytes=1 << 20, index_interval_bytes=200))
+    for index in range(60):
+        log.append(batch(b"a" * 30, b"b" * 30, timestamps=[NOW_MS + index, NOW_MS + index - 3]))
+    path = os.path.join(tmp_path, "00000000000000000000.log")
+    positions = batch_positions(path) + [os.path.getsize(path)]
+    poke(path, positions[1] + LENGTH_OFFSET, _INT32, positions[onto] - positions[1] - 12)
+    targets = [NOW_MS + t for t in (0, 1, 2, 3, 5, 9, 13, 20, 40, 59)]
+    alone = outcomes_alone(log, targets)
+    together = [type(found) if isinstance(found, StorageError) else found for found in log.lookup_timestamps(targets)]
+    assert together == alone
+    assert alone[2].offset == 4
+    directory = directory_of(log)
+    assert directory.damaged and len(directory) == 1 and directory.end_position == positions[1]
+
+
+def test_the_index_entries_a_walk_checks_are_the_offset_index_s_past_each_position(tmp_path, clock):
+    """OffsetIndex.positions_after pages through the entries past a position; IndexEntries answers
+    the first entry past each position asked, across pages, and none past the last."""
+    log = open_log(tmp_path, clock, config(index_interval_bytes=1))
+    for index in range(600):
+        log.append(batch(b"v", timestamps=NOW_MS + index))
+    index = log._local.segments.at(-1)._offset_index
+    everything = [index.entry(slot).position for slot in range(index.entry_count)]
+    assert len(everything) == 599  # every batch after the first
+    assert index.positions_after(-1, 3) == everything[:3]
+    assert index.positions_after(everything[10], 2) == everything[11:13]
+    assert index.positions_after(everything[10] + 1, 2) == everything[11:13]
+    assert index.positions_after(everything[-1], 5) == []
+    entries = batch_directory.IndexEntries(index.positions_after)
+    asked = [0, *everything[::7], everything[-1]]
+    assert [entries.after(position) for position in asked] == [
+        *(everything[everything.index(position) + 1] if position else everything[0] for position in asked[:-1]),
+        1 << 62,
+    ]
+    assert batch_directory.IndexEntries(None).after(0) == 1 << 62
 
 
 def test_a_batch_refused_by_the_walk_ends_the_directory_and_later_targets_fail_as_alone(tmp_path, clock, budget):

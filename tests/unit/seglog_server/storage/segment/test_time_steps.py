@@ -109,7 +109,8 @@ operation = st.one_of(
     st.tuples(st.just("roll")),
     st.tuples(st.just("restart")),
     st.tuples(st.just("drop_tables")),
-    st.tuples(st.just("damage"), st.integers(0, 1000), st.sampled_from(["length", "max_timestamp", "record"]),
+    st.tuples(st.just("damage"), st.integers(0, 1000),
+              st.sampled_from(["length", "length_onto_a_later_header", "max_timestamp", "record"]),
               st.integers(-(2**31), 2**31 - 1)),
 )
 
@@ -169,6 +170,10 @@ def test_answers_from_the_tables_equal_a_lookup_per_target_as_the_log_changes(
                     positions = batch_positions(path)
                     if not positions:
                         continue
+                    if field == "length_onto_a_later_header":  # another valid length, ending on a header
+                        position = positions[victim % len(positions)]
+                        ends = positions[victim % len(positions) + 2 :] + [segment.size_in_bytes]
+                        field, value = "length", ends[value % len(ends)] - position - 12
                     at = {"length": (LENGTH_OFFSET, _INT32), "max_timestamp": (_MAX_TIMESTAMP_AT, _INT64),
                           "record": (61 + victim % 40, _INT32)}[field]
                     log.flush()
@@ -403,6 +408,36 @@ def test_a_build_over_hostile_bytes_stops_at_the_refused_batch_and_the_search_me
         assert [described(outcome) for outcome in log.lookup_timestamps(targets)] == expected, harm
         assert expected[0] == TimestampAndOffset(NOW_MS + 3, 3)
         log.close()
+
+
+@pytest.mark.parametrize("onto", [5, 10])  # a later batch's header, or the file's end
+def test_a_build_stops_at_a_batch_whose_length_lands_on_a_later_header_over_an_index_entry(
+    tmp_path, clock, budget, onto
+):
+    """Batch 1 raises no step (its records all lie below batch 0's) and its length rotted into
+    one ending exactly on batch ``onto``'s header: a build from the file entering it by its header
+    alone jumped over batches 2.. whose steps the per-target search, starting at their index
+    entries, finds. The build refuses batch 1 (it spans an entry): before, the table answered a
+    target of batch 3 with a record of batch ``onto`` (or none)."""
+    budget()
+    log = open_log(tmp_path, clock, config(index_interval_bytes=1))
+    log.append(batch(b"v", b"v", timestamps=[NOW_MS + 100, NOW_MS + 100]))
+    log.append(batch(b"v", b"v", timestamps=[NOW_MS + 50, NOW_MS + 51]))
+    for index in range(2, 10):
+        log.append(batch(b"v", b"v", timestamps=[NOW_MS + 99 + index, NOW_MS + 99 + index]))
+    log.flush()
+    path = log.segments_snapshot()[-1].log.path
+    positions = batch_positions(path) + [log.segments_snapshot()[-1].size_in_bytes]
+    poke(path, positions[1] + LENGTH_OFFSET, _INT32, positions[onto] - positions[1] - 12)
+    log = reopen(log, clock)  # the table is built from the damaged file
+    targets = [NOW_MS + 100, NOW_MS + 102, NOW_MS + 104, NOW_MS + 107, NOW_MS + 108]
+    expected = oracle(log, targets)
+    assert expected[1] == TimestampAndOffset(NOW_MS + 102, 6)
+    assert [described(outcome) for outcome in log.lookup_timestamps(targets)] == expected
+    assert [described(alone(log, target)) for target in targets] == expected
+    steps = steps_of(log)
+    assert steps.damaged and list(steps.offsets) == [0] and steps.end_position == positions[1]
+    log.close()
 
 
 def test_an_error_feeding_the_table_drops_it_and_never_fails_the_append(tmp_path, clock, budget, monkeypatch, caplog):
