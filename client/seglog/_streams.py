@@ -217,14 +217,11 @@ class RequestStream:
             self._write_lock.release()
             return None
         message.correlation_id = owed[0]
-        write = _started(call.write(message))
-        write.add_done_callback(lambda done: self._written(call, done))
-        return write
+        return _started(call.write(message), lambda error: self._written(call, error))
 
-    def _written(self, call: grpc.aio.StreamStreamCall, write: asyncio.Future[None]) -> None:
+    def _written(self, call: grpc.aio.StreamStreamCall, error: BaseException | None) -> None:
         """A write finished (its sender may have been cancelled meanwhile): the next may go."""
         self._write_lock.release()
-        error = None if write.cancelled() else write.exception()
         if isinstance(error, (grpc.RpcError, asyncio.InvalidStateError)):
             # The stream ended under us; what it owed fails (ours too), and the next send opens
             # a new one.
@@ -532,31 +529,43 @@ async def _read_handed_over(
         stream._took(call, response, None)
 
 
-def _started(write: Coroutine[Any, Any, None]) -> asyncio.Future[None]:
-    """``write`` (a grpc.aio write) started in the caller's step, the rest left to a task of its
-    own: its message reaches gRPC core (and the socket) now, not one loop turn later when a task
-    would first run it; its first step has no await point at which the caller's cancellation
-    could land. A first step that fails (the call ended) gives a future failed as the task would
-    have been."""
-    try:
-        waiting_on = write.send(None)
-    except StopIteration:
-        done = asyncio.get_running_loop().create_future()
-        done.set_result(None)
-        return done
-    except asyncio.CancelledError:
-        done = asyncio.get_running_loop().create_future()
-        done.cancel()
-        return done
-    except Exception as error:  # noqa: BLE001 - the write's own failure, as its task would end
-        done = asyncio.get_running_loop().create_future()
-        done.set_exception(error)
-        return done
-    return asyncio.ensure_future(_finish(write, waiting_on))
+def _started(
+    write: Coroutine[Any, Any, None], finished: Callable[[BaseException | None], None]
+) -> asyncio.Future[None]:
+    """``write`` (a grpc.aio write) started in the caller's step, the rest driven by the done
+    callbacks of the futures it waits on, with no task: its message reaches gRPC core (and the
+    socket) now, not one loop turn later when a task would first run it; its first step has no
+    await point at which the caller's cancellation could land, and no step of it can be
+    cancelled (nothing but the write's own futures resumes it). When it ends, ``finished(error)``
+    is called in that same callback (a task's done callback would take a loop turn more), then
+    the future returned is done as a task running the write would have been: None, the write's
+    exception, or cancelled."""
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[None] = loop.create_future()
 
+    def step(_: Any = None) -> None:
+        try:
+            waiting_on = write.send(None)  # a future awaited re-raises its own failure
+        except StopIteration:
+            finished(None)
+            done.set_result(None)
+            return
+        except asyncio.CancelledError as cancelled:
+            finished(cancelled)
+            done.cancel()
+            return
+        except Exception as error:  # noqa: BLE001 - the write's own failure, as its task would end
+            finished(error)
+            done.set_exception(error)
+            done.exception()  # retrieved: an ask does not wait for its write
+            return
+        if isinstance(waiting_on, asyncio.Future):
+            waiting_on.add_done_callback(step)
+        else:
+            loop.call_soon(step)  # a bare yield: resumed on the next turn, as a task would
 
-async def _finish(write: Coroutine[Any, Any, None], waiting_on: Any) -> None:
-    await _resumed(write, waiting_on)
+    step()
+    return done
 
 
 @types.coroutine

@@ -127,6 +127,27 @@ async def test_an_ask_reads_its_own_answer_once_the_stream_is_open():
         assert stream.opened_count == 1
 
 
+async def test_asks_on_an_open_stream_start_no_task():
+    """An ask's write is driven by its futures' callbacks and its answer read by its caller:
+    no task (a loop turn each) for either, on every ask once the stream is open."""
+    async with served() as (_, stream, readers):
+        assert await _offset(stream, 1) == 1
+        loop = asyncio.get_running_loop()
+        started: list[Any] = []
+
+        def counting(loop: asyncio.AbstractEventLoop, coro: Any, **kwargs: Any) -> asyncio.Task[Any]:
+            started.append(coro)
+            return asyncio.Task(coro, loop=loop, **kwargs)
+
+        loop.set_task_factory(counting)
+        try:
+            assert [await _offset(stream, n) for n in range(2, 52)] == list(range(2, 52))
+        finally:
+            loop.set_task_factory(None)
+        assert started == []
+        assert readers[1:] == ["caller"] * 50
+
+
 async def test_an_ask_cancelled_while_it_reads_leaves_the_read_going_and_the_stream_open():
     async with served() as (service, stream, readers):
         assert await _offset(stream, 1) == 1
