@@ -266,7 +266,11 @@ What works:
   the table's bisection; what the directory cannot answer (a batch below the log start's, past a
   batch its walk refused, a failed read) goes to the scans. Proven equal to the per-target search by
   Hypothesis across appends after the build, truncation, a log start inside the log, rolls and
-  damaged files (`tests/unit/seglog_server/storage/segment/test_batch_directory.py`). A single
+  damaged files (`tests/unit/seglog_server/storage/segment/test_batch_directory.py`). Its walk,
+  and a time-step table's build, also refuse a batch that spans an offset index entry: a length
+  rotted into one ending exactly on a later batch's header made them jump over batches a search
+  starting at that entry reads (offset 28 answered where the search answers 4); the search
+  answers from there on. A single
   lookup uses a segment's directory once batched lookups built one (it builds none). Storage CPU a
   target, 100 targets a call (`PYTHONPATH=. .venv/bin/python bench/bench_batched_lookup.py
   --storage`, medians of 5 interleaved repeats, load 8-10 on 2 CPUs): 291 batches of 3,436 records
