@@ -9,6 +9,11 @@ thread and one more event loop polling gRPC's completion queue, not three.
 
 Calling a synchronous method from inside that loop thread (from a future's done-callback, say)
 would wait on itself forever; ``run`` refuses it with a RuntimeError instead.
+
+The loop is uvloop's where it is installed (it is with the service; a client-only install may
+lack it), asyncio's otherwise: its loop turns and cross-thread wake-ups run in C, and every
+synchronous call crosses to the loop and back. A call of ``Admin.offsets_for_times_many`` (100
+targets) cost about 50 us less client CPU on it.
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ class LoopThread:
     """An event loop running forever in a daemon thread."""
 
     def __init__(self) -> None:
-        self._loop = asyncio.new_event_loop()
+        self._loop = _new_event_loop()
         self._started = threading.Event()
         self._thread = threading.Thread(target=self._run_forever, name="seglog-event-loop", daemon=True)
         self._thread.start()
@@ -53,12 +58,33 @@ class LoopThread:
                 "a synchronous seglog call was made on seglog's own event-loop thread (from a future "
                 "callback?); it would wait for itself forever. Use the asyncio client there."
             )
-        future = asyncio.run_coroutine_threadsafe(coroutine, self._loop)
+        # A lock released by the task itself as it ends, not run_coroutine_threadsafe's
+        # concurrent future: no Condition, no chaining and no loop turn for the task's
+        # done-callbacks (a third less of this handoff's CPU, which every synchronous call pays).
+        ended = threading.Lock()
+        ended.acquire()
+        outcome: list[Any] = []  # (True, the result) or (False, the exception)
+        started: list[asyncio.Task[None]] = []
+
+        def start() -> None:
+            started.append(self._loop.create_task(_run_into(coroutine, outcome, ended)))
+
         try:
-            return future.result()
+            self._loop.call_soon_threadsafe(start)
         except BaseException:
-            future.cancel()
+            coroutine.close()
             raise
+        try:
+            ended.acquire()
+        except BaseException:  # interrupted while waiting: the call is cancelled (after start ran)
+            self._loop.call_soon_threadsafe(lambda: started[0].cancel())
+            raise
+        returned, value = outcome[0]
+        if returned:
+            return value
+        if isinstance(value, asyncio.CancelledError):  # as a concurrent future's result() raises it
+            raise concurrent.futures.CancelledError() from value
+        raise value
 
     def submit(self, start: Callable[[], asyncio.Future[_T]]) -> concurrent.futures.Future[_T]:
         """Calls ``start()`` on the loop (it must not block: it starts something and returns its
@@ -96,6 +122,25 @@ class LoopThread:
         if tasks:
             self._loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
         self._loop.run_until_complete(self._loop.shutdown_asyncgens())
+
+
+async def _run_into(coroutine: Coroutine[Any, Any, Any], outcome: list[Any], ended: threading.Lock) -> None:
+    """Awaits ``coroutine``, appends its outcome to ``outcome`` and releases ``ended``."""
+    try:
+        outcome.append((True, await coroutine))
+    except BaseException as error:  # noqa: BLE001 - raised in the caller's thread by run
+        outcome.append((False, error))
+    finally:
+        ended.release()
+
+
+def _new_event_loop() -> asyncio.AbstractEventLoop:
+    """uvloop's event loop where installed, asyncio's otherwise (see the module's docstring)."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.new_event_loop()
+    return uvloop.new_event_loop()
 
 
 def _settle(outcome: concurrent.futures.Future[_T], done: asyncio.Future[_T]) -> None:

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import signal
+import sys
 import threading
 
 import pytest
@@ -76,3 +79,75 @@ def test_tasks_left_on_the_loop_are_cancelled_when_it_stops():
     started.wait()
     _sync.release_loop_thread(loop_thread)
     assert future.cancelled()
+
+
+def test_the_loop_is_uvloops_where_installed_and_asyncios_without_it(monkeypatch):
+    import uvloop
+
+    loop_thread = _sync.LoopThread()
+    try:
+        assert isinstance(loop_thread.loop, uvloop.Loop)
+    finally:
+        loop_thread.stop()
+    monkeypatch.setitem(sys.modules, "uvloop", None)  # a client-only install: the import fails
+    loop_thread = _sync.LoopThread()
+    try:
+        assert type(loop_thread.loop) is type(asyncio.new_event_loop())  # noqa: E721 - asyncio's own
+        assert loop_thread.run(asyncio.sleep(0, "answered")) == "answered"
+    finally:
+        loop_thread.stop()
+
+
+def test_an_interrupted_wait_cancels_the_coroutine_on_the_loop():
+    class Interrupted(Exception):
+        pass
+
+    def interrupt(signum, frame):
+        raise Interrupted
+
+    loop_thread = _sync.LoopThread()
+    started, cancelled = threading.Event(), threading.Event()
+
+    async def forever() -> None:
+        started.set()
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+
+    def interrupt_once_started() -> None:
+        started.wait()
+        signal.pthread_kill(threading.main_thread().ident, signal.SIGUSR1)
+
+    previous = signal.signal(signal.SIGUSR1, interrupt)
+    try:
+        threading.Thread(target=interrupt_once_started, daemon=True).start()
+        with pytest.raises(Interrupted):
+            loop_thread.run(forever())
+        assert cancelled.wait(10)
+        # The loop goes on serving calls.
+        assert loop_thread.run(asyncio.sleep(0, "next")) == "next"
+    finally:
+        signal.signal(signal.SIGUSR1, previous)
+        loop_thread.stop()
+
+
+def test_a_coroutine_cancelled_on_the_loop_raises_a_concurrent_cancelled_error():
+    loop_thread = _sync.LoopThread()
+    try:
+        async def cancelled() -> None:
+            asyncio.current_task().cancel()
+            await asyncio.sleep(0)
+
+        with pytest.raises(concurrent.futures.CancelledError):
+            loop_thread.run(cancelled())
+        with pytest.raises(KeyboardInterrupt):  # a BaseException reaches the caller, the loop serves on
+
+            async def interrupted() -> None:
+                raise KeyboardInterrupt
+
+            loop_thread.run(interrupted())
+        assert loop_thread.run(asyncio.sleep(0, "served")) == "served"
+    finally:
+        loop_thread.stop()
