@@ -41,6 +41,7 @@ __all__ = [
     "BufferFullError",
     "ProducerBatch",
     "RecordAccumulator",
+    "piece_spans",
     "record_bytes_upper_bound",
 ]
 
@@ -162,6 +163,27 @@ class ProducerBatch:
                 append(value, key, timestamp_ms, headers)
         return builder.build()
 
+    def record_sizes(self) -> list[int]:
+        """Each record's upper bound, as appending counted it."""
+        if self.headers is None:
+            return _record_sizes(self.keys, self.values)
+        return [
+            record_bytes_upper_bound(key, value, headers)
+            for key, value, headers in zip(self.keys, self.values, self.headers, strict=True)
+        ]
+
+    def piece(self, start: int, stop: int, size_bytes_bound: int) -> ProducerBatch:
+        """Records [start, stop) as a batch of their own (closed, same id: see ``split``)."""
+        piece = ProducerBatch(self.batch_id, self.topic_partition, self._compression, self.created_ms)
+        piece.closed = True
+        piece.size_bytes_bound = size_bytes_bound
+        piece.keys[:] = self.keys[start:stop]
+        piece.values[:] = self.values[start:stop]
+        piece.timestamps_ms[:] = self.timestamps_ms[start:stop]  # the delivery's list, kept
+        if self.headers is not None:
+            piece.headers = self.headers[start:stop]
+        return piece
+
     def succeed(self, base_offset: int, log_append_time_ms: int) -> None:
         self.delivery.succeed(base_offset, log_append_time_ms)
 
@@ -195,6 +217,9 @@ class RecordAccumulator:
         self._last_id = 0
         self._flush_through_id = 0
         self._incomplete: set[int] = set()
+        # Pieces still owed by batches split after the service refused them as too large
+        # (``split``), by batch id: the batch stays incomplete (a flush waits) until its last.
+        self._pieces_owed: dict[int, int] = {}
         self._buffered_bytes = 0
         self._space_waiters = 0
         # The open (tail) batch of each partition, for ``append_plain``: a cache, an entry is
@@ -425,8 +450,34 @@ class RecordAccumulator:
         """The batch's request finished (either way): free its buffer space."""
         with self._lock:
             self._buffered_bytes -= batch.size_bytes_bound
-            self._incomplete.discard(batch.batch_id)
+            owed = self._pieces_owed.get(batch.batch_id)
+            if owed is None or owed == 1:
+                self._pieces_owed.pop(batch.batch_id, None)
+                self._incomplete.discard(batch.batch_id)
+            else:
+                self._pieces_owed[batch.batch_id] = owed - 1
             assert self._buffered_bytes >= 0, self._buffered_bytes
+
+    def split(self, batch: ProducerBatch, piece_bytes: int) -> list[ProducerBatch]:
+        """A drained batch of two records or more that the service refused as too large, as
+        pieces of at most ``piece_bytes`` by the records' size bounds (a record larger goes
+        alone), in order, instead of it: Kafka's ``RecordAccumulator.splitAndReenqueue``. The
+        pieces keep the batch's id, so a flush waits for the last of them, and its delivery
+        completes once they all have (``BatchDelivery.split_into``); the batch itself is
+        never completed. ``piece_bytes`` below half the batch's bound makes two pieces at least."""
+        assert batch.record_count > 1 and batch.closed, batch.record_count
+        sizes = batch.record_sizes()
+        pieces = [
+            batch.piece(start, stop, RECORD_BATCH_OVERHEAD + sum(sizes[start:stop]))
+            for start, stop in piece_spans(sizes, piece_bytes - RECORD_BATCH_OVERHEAD)
+        ]
+        assert len(pieces) > 1 or piece_bytes >= batch.size_bytes_bound, (piece_bytes, batch.size_bytes_bound)
+        with self._lock:
+            self._buffered_bytes += sum(piece.size_bytes_bound for piece in pieces) - batch.size_bytes_bound
+            self._pieces_owed[batch.batch_id] = self._pieces_owed.get(batch.batch_id, 1) + len(pieces) - 1
+        starts = itertools.accumulate((piece.record_count for piece in pieces[:-1]), initial=0)
+        batch.delivery.split_into(list(zip(starts, (piece.delivery for piece in pieces))))
+        return pieces
 
     def begin_flush(self) -> int:
         """Make every batch existing now ready at once; returns the id to wait for."""
@@ -519,6 +570,22 @@ class RecordAccumulator:
 
 def _nothing() -> None:
     pass
+
+
+def piece_spans(sizes: Sequence[int], records_bytes_max: int) -> list[tuple[int, int]]:
+    """Records of ``sizes``, in order, as consecutive [start, stop) spans whose sizes sum to at
+    most ``records_bytes_max``; a record above it makes a span of its own."""
+    spans: list[tuple[int, int]] = []
+    start = 0
+    total = 0
+    for index, size in enumerate(sizes):
+        if index > start and total + size > records_bytes_max:
+            spans.append((start, index))
+            start, total = index, 0
+        total += size
+    if sizes:
+        spans.append((start, len(sizes)))
+    return spans
 
 
 def _record_sizes(keys: Sequence[bytes | None], values: Sequence[bytes | None]) -> list[int]:

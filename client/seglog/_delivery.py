@@ -14,12 +14,18 @@ acknowledged; together that was most of the producer's per-record cost.
 synchronous ``Producer`` (``future.result(timeout)``) and ``AsyncProducer`` (``await future``,
 ``asyncio.gather(*futures)``). ``DeliveryGroup`` is the one result of ``send_many``: the spans of
 batches its records went into.
+
+A batch the service refused as too large is split (``BatchDelivery.split_into``): its records go
+out in pieces, each with a delivery of its own, and the batch's delivery completes once every
+piece has; each record then reads its outcome (its offset, or its piece's error) from its piece.
 """
 
 from __future__ import annotations
 
 import asyncio
+import bisect
 import concurrent.futures
+import threading
 from collections.abc import Callable, Generator, Sequence
 from typing import Any
 
@@ -29,16 +35,20 @@ __all__ = ["BatchDelivery", "DeliveryGroup", "RecordFuture"]
 
 
 class BatchDelivery:
-    """Where one batch landed, once it has: (base offset, LogAppendTime or -1), or its error."""
+    """Where one batch landed, once it has: (base offset, LogAppendTime or -1), or its error;
+    None once every piece of a split batch completed (each record's outcome is its piece's)."""
 
-    __slots__ = ("future", "partition", "timestamps_ms", "topic")
+    __slots__ = ("_piece_deliveries", "_piece_starts", "future", "partition", "timestamps_ms", "topic")
 
     def __init__(self, topic: str, partition: int, timestamps_ms: list[int]) -> None:
         self.topic = topic
         self.partition = partition
         # The batch's own list, filled as records are appended (shared, not copied).
         self.timestamps_ms = timestamps_ms
-        self.future: concurrent.futures.Future[tuple[int, int]] = concurrent.futures.Future()
+        self.future: concurrent.futures.Future[tuple[int, int] | None] = concurrent.futures.Future()
+        # Set by ``split_into`` (before the future completes): each piece's first index, in order.
+        self._piece_starts: list[int] | None = None
+        self._piece_deliveries: list[BatchDelivery] = []
 
     def succeed(self, base_offset: int, log_append_time_ms: int) -> None:
         if not self.future.done():
@@ -48,10 +58,59 @@ class BatchDelivery:
         if not self.future.done():
             self.future.set_exception(error)
 
+    def split_into(self, pieces: Sequence[tuple[int, BatchDelivery]]) -> None:
+        """The batch went out as ``pieces`` instead, each (its first record's index here, its
+        delivery), in order and covering every record: this delivery completes (with None) once
+        the last of them has, so a record's done-callbacks still run once, when its batch is done."""
+        assert pieces and pieces[0][0] == 0 and not self.future.done(), pieces
+        self._piece_starts = [start for start, _ in pieces]
+        self._piece_deliveries = [delivery for _, delivery in pieces]
+        owed = [len(pieces)]
+        lock = threading.Lock()
+
+        def one_done(_: concurrent.futures.Future[Any]) -> None:
+            with lock:  # pieces may complete on different threads (a close fails what is queued)
+                owed[0] -= 1
+                last = owed[0] == 0
+            if last:
+                self.future.set_result(None)
+
+        for delivery in self._piece_deliveries:
+            delivery.future.add_done_callback(one_done)
+
     def metadata(self, index: int, timeout: float | None = None) -> RecordMetadata:
-        base_offset, log_append_time_ms = self.future.result(timeout)
+        landed = self.future.result(timeout)
+        if landed is None:
+            piece, at = self._piece_of(index)
+            return piece.metadata(at, 0)
+        base_offset, log_append_time_ms = landed
         stamped = log_append_time_ms if log_append_time_ms >= 0 else self.timestamps_ms[index]
         return RecordMetadata(self.topic, self.partition, base_offset + index, stamped)
+
+    def error(self, index: int, timeout: float | None = None) -> BaseException | None:
+        """The record's error once its batch completed (None if it landed)."""
+        error = self.future.exception(timeout)
+        if error is not None or self._piece_starts is None:
+            return error
+        piece, at = self._piece_of(index)
+        return piece.error(at, 0)
+
+    def raise_first(self, first: int, count: int) -> None:
+        """Raise the error of the first of records [first, first + count) that failed (the batch
+        has completed)."""
+        if self.future.result(0) is not None or count <= 0:
+            return
+        assert self._piece_starts is not None
+        starts = self._piece_starts
+        for start, piece, end in zip(starts, self._piece_deliveries, [*starts[1:], first + count]):
+            low, high = max(start, first), min(end, first + count)
+            if low < high:
+                piece.raise_first(low - start, high - low)
+
+    def _piece_of(self, index: int) -> tuple[BatchDelivery, int]:
+        assert self._piece_starts is not None
+        position = bisect.bisect_right(self._piece_starts, index) - 1
+        return self._piece_deliveries[position], index - self._piece_starts[position]
 
 
 class RecordFuture:
@@ -72,7 +131,7 @@ class RecordFuture:
         return self._delivery.metadata(self._index, timeout)
 
     def exception(self, timeout: float | None = None) -> BaseException | None:
-        return self._delivery.future.exception(timeout)
+        return self._delivery.error(self._index, timeout)
 
     def done(self) -> bool:
         return self._delivery.future.done()
@@ -123,8 +182,8 @@ class DeliveryGroup:
         """Wait until every record was appended; raises the first failed batch's error, or
         TimeoutError when some are still in flight after ``timeout`` seconds."""
         concurrent.futures.wait([delivery.future for delivery, _, _ in self._spans], timeout)
-        for delivery, _, _ in self._spans:
-            delivery.future.result(0)
+        for delivery, first, count in self._spans:
+            delivery.raise_first(first, count)
 
     def result(self, timeout: float | None = None) -> list[RecordMetadata]:
         """Every record's RecordMetadata, in the order given (built now: the costly part)."""

@@ -47,6 +47,11 @@ def next_sequence(sequence: int, record_count: int) -> int:
     return sequence + record_count
 
 
+def earlier_sequence(sequence: int, record_count: int) -> int:
+    """The sequence ``record_count`` records before ``sequence`` (``next_sequence`` undone)."""
+    return (sequence - record_count) % (SEQUENCE_MAX + 1)
+
+
 class Idempotence:
     """The hook the sender calls as it sends each batch for the first time."""
 
@@ -108,6 +113,14 @@ class Idempotence:
             self._producer_id = NO_PRODUCER_ID
             self._epoch = NO_PRODUCER_EPOCH
             self._sequences.clear()
+
+    def batch_unwritten(self, topic_partition: TopicPartition, fields: ProducerFields, record_count: int) -> None:
+        """A batch that carried ``fields`` failed for good and the service wrote none of it (it
+        refused it as too large): no gap is left if the partition's later batches are numbered
+        ``record_count`` lower (the sender renumbers those it holds), as Kafka's
+        ``adjustSequencesDueToFailedBatch`` does; the producer id stays."""
+        if fields[0] != NO_PRODUCER_ID and fields[0] == self._producer_id and topic_partition in self._sequences:
+            self._sequences[topic_partition] = earlier_sequence(self._sequences[topic_partition], record_count)
 
     async def _ensure_producer_id(self) -> None:
         if self._lock is None:

@@ -15,6 +15,12 @@ again. The rules, Kafka's producer's with ``max.in.flight.requests.per.connectio
   stay in order. Without idempotence a later batch that did succeed is not sent again (no
   duplicate), and then lands before the retried one: as in Kafka, keep ``max_in_flight = 1``
   where order under retries matters and idempotence is off.
+
+A batch the service refused as too large is split (``split``): its pieces take its place, to be
+sent first when the partition's hold ends, as a retry would be, but without counting as one; so
+do the resends of the batches refused only because they followed it. A batch that fails for good
+without having been written (``failed_unwritten``) holds the partition in the same way when
+batches after it are owed: the sender renumbers them, and they go out again after it.
 """
 
 from __future__ import annotations
@@ -42,6 +48,9 @@ class WindowEntry(Generic[_Item]):
     attempt: int = 0  # 0 on the first send
     state: _State = _State.IN_FLIGHT
     outcome: Any = field(default=None, repr=False)  # the answer, or the exception
+    # The next send is not counted as an attempt: a piece of a split batch, or a batch refused
+    # only because one before it was split (``split``, ``answered(free=True)``).
+    free: bool = False
 
 
 class SendWindow(Generic[_Item]):
@@ -49,6 +58,9 @@ class SendWindow(Generic[_Item]):
         self._entries: deque[WindowEntry[_Item]] = deque()  # oldest first
         self._in_flight_count = 0
         self._holding = False  # a retry is due: nothing new may be sent
+        # The hold began with a split or a batch failed unwritten (``split``,
+        # ``failed_unwritten``): what is refused for following it is resent without counting.
+        self._hold_is_free = False
 
     def can_send(self, in_flight_max: int) -> bool:
         return not self._holding and self._in_flight_count < in_flight_max
@@ -72,11 +84,12 @@ class SendWindow(Generic[_Item]):
         return entry
 
     def answered(
-        self, entry: WindowEntry[_Item], outcome: Any, *, failed: bool, retry: bool
+        self, entry: WindowEntry[_Item], outcome: Any, *, failed: bool, retry: bool, free: bool = False
     ) -> tuple[list[WindowEntry[_Item]], list[WindowEntry[_Item]]]:
-        """Records ``entry``'s answer (``failed``: an exception; ``retry``: send it again).
-        Returns (entries complete now, oldest first; entries to send again now, oldest first).
-        The caller must call ``resending`` before it sends those."""
+        """Records ``entry``'s answer (``failed``: an exception; ``retry``: send it again;
+        ``free``: and do not count that as an attempt). Returns (entries complete now, oldest
+        first; entries to send again now, oldest first). The caller must call ``resending``
+        before it sends those."""
         assert entry.state is _State.IN_FLIGHT, entry.state
         self._in_flight_count -= 1
         entry.outcome = outcome
@@ -84,15 +97,57 @@ class SendWindow(Generic[_Item]):
             entry.state = _State.SUCCEEDED
         elif retry:
             entry.state = _State.RETRY
+            entry.free = free
             self._holding = True
         else:
             entry.state = _State.FAILED
-        complete = self._pop_complete()
+        return self._pop_complete(), self._due_again()
+
+    @property
+    def hold_is_free(self) -> bool:
+        """The hold began with a split or an unwritten failure (see the module's doc)."""
+        return self._holding and self._hold_is_free
+
+    def split(self, entry: WindowEntry[_Item], items: list[_Item]) -> tuple[
+        list[WindowEntry[_Item]], list[WindowEntry[_Item]]
+    ]:
+        """``entry`` was refused as too large and is replaced by ``items`` (its pieces, in
+        order), each to be sent when the hold ends, as a retry is, without counting as one.
+        Returns what ``answered`` returns."""
+        assert entry.state is _State.IN_FLIGHT and items, entry.state
+        self._in_flight_count -= 1
+        place = self._entries.index(entry)
+        pieces = [WindowEntry(item, attempt=entry.attempt, state=_State.RETRY, free=True) for item in items]
+        self._entries.remove(entry)
+        for offset, piece in enumerate(pieces):
+            self._entries.insert(place + offset, piece)
+        self._holding = self._hold_is_free = True
+        return self._pop_complete(), self._due_again()
+
+    def failed_unwritten(self, entry: WindowEntry[_Item], outcome: Any) -> tuple[
+        list[WindowEntry[_Item]], list[WindowEntry[_Item]]
+    ]:
+        """``entry`` failed for good and the service wrote none of it: the partition holds while
+        entries after it are owed (their answers, or their sends again), which are resent after
+        it without counting. Returns what ``answered`` returns."""
+        later = self.after(entry)
+        complete, again = self.answered(entry, outcome, failed=True, retry=False)
+        if not again and any(e.state is not _State.SUCCEEDED for e in later):
+            self._holding = self._hold_is_free = True
+            again = self._due_again()
+        return complete, again
+
+    def after(self, entry: WindowEntry[_Item]) -> list[WindowEntry[_Item]]:
+        """The entries sent after ``entry`` and not complete, oldest first."""
+        entries = list(self._entries)
+        return entries[entries.index(entry) + 1:] if entry in entries else []
+
+    def _due_again(self) -> list[WindowEntry[_Item]]:
         again: list[WindowEntry[_Item]] = []
         if self._holding and self._in_flight_count == 0:
             again = [e for e in self._entries if e.state is _State.RETRY]
             self._holding = bool(again)  # a hold with nothing to retry (``hold``) just ends
-        return complete, again
+        return again
 
     @property
     def holding(self) -> bool:
@@ -110,7 +165,7 @@ class SendWindow(Generic[_Item]):
         """``entry`` was about to be sent when the hold began: it was not sent, and is sent
         again with the retries, in its place."""
         assert self._holding
-        return self.answered(entry, outcome, failed=True, retry=True)
+        return self.answered(entry, outcome, failed=True, retry=True, free=self._hold_is_free)
 
     def resending(self, entries: list[WindowEntry[_Item]]) -> None:
         """The entries ``answered`` returned are sent again now (the hold ends)."""
@@ -118,17 +173,20 @@ class SendWindow(Generic[_Item]):
         for entry in entries:
             assert entry.state is _State.RETRY
             entry.state = _State.IN_FLIGHT
-            entry.attempt += 1
+            if entry.free:
+                entry.free = False
+            else:
+                entry.attempt += 1
             entry.outcome = None
         self._in_flight_count += len(entries)
-        self._holding = False
+        self._holding = self._hold_is_free = False
 
     def abandon(self) -> list[WindowEntry[_Item]]:
         """Everything not complete (the producer closes): taken out, oldest first."""
         entries = list(self._entries)
         self._entries.clear()
         self._in_flight_count = 0
-        self._holding = False
+        self._holding = self._hold_is_free = False
         return entries
 
     def _pop_complete(self) -> list[WindowEntry[_Item]]:

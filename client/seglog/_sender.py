@@ -16,7 +16,10 @@ the producer's event loop. One ``Sender`` per producer:
 - routing (``_routing.py``): each batch goes to its partition owner's connection; a refusal
   naming another owner is repeated once there with the same bytes (producer id and sequence
   kept, so the owner's idempotence check still holds), and the window's retries route afresh;
-- closing: cancel what runs, complete the windows in order, fail whatever never left.
+- closing: cancel what runs, complete the windows in order, fail whatever never left;
+- a batch the service refused as too large (``_answer``): split into pieces sent first in its
+  place, numbered from its first sequence (Kafka's ``splitAndReenqueue``); a batch of one record
+  fails, and the partition's later batches are numbered down past it instead of retiring the id.
 
 Figures go to the producer's statistics dict (shared, not copied); ``progress`` is set whenever
 a batch completes, which is what ``flush`` and a wait for buffer space wait on.
@@ -26,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import threading
 from collections.abc import Callable
 from time import monotonic as _monotonic
@@ -34,7 +38,7 @@ from typing import Any
 import grpc
 
 from seglog._accumulator import ProducerBatch, RecordAccumulator
-from seglog._idempotence import Idempotence, ProducerFields
+from seglog._idempotence import NO_PRODUCER_FIELDS, Idempotence, ProducerFields, earlier_sequence, next_sequence
 from seglog._producer_config import ProducerConfig
 from seglog._routing import FOLLOWED_ERRORS, Router
 from seglog._send_turns import SendTurn, SendTurns
@@ -44,12 +48,14 @@ from seglog.client import Transport
 from seglog.errors import (
     ClientClosedError,
     OutOfOrderSequenceError,
+    RecordTooLargeError,
     SeglogError,
     ServiceError,
     ServiceUnavailableError,
     TopicNotFoundError,
     translate_codec_errors,
 )
+from seglog.records import NO_PRODUCER_ID, NO_SEQUENCE
 from seglog.structs import Acks, TopicPartition
 from seglog.v1 import log_service_pb2 as pb
 
@@ -61,6 +67,13 @@ _LOG = logging.getLogger("seglog.producer")
 _Sent = tuple[ProducerBatch, bytes, ProducerFields]
 
 _ACKS_TO_PROTO = {Acks.WRITTEN: pb.ACKS_WRITTEN, Acks.FSYNCED: pb.ACKS_FSYNCED}
+
+# The service's refusals of a batch by its size that a smaller batch avoids (its ``seglog-error``
+# classes): above the topic's max.message.bytes or segment.bytes, or more records than it takes.
+# Nothing of such a batch was written.
+_SPLIT_ERRORS = frozenset({"RecordTooLargeError", "RecordBatchTooLargeError", "RecordCountTooLargeError"})
+# The limit a size refusal names (storage/log/log_validator.py): the pieces are made no larger.
+_REFUSED_LIMIT = re.compile(r"above (?:max\.message\.bytes|segment\.bytes) \((\d+)\)")
 
 
 def _now_ms() -> float:
@@ -375,13 +388,7 @@ class Sender:
             raise  # closing: stop() completes what the windows still hold
         except Exception as error:  # noqa: BLE001 - a bug or an unexpected failure: still complete it
             outcome = error
-        # With idempotence, a batch sent after one that failed is refused as out of order (the
-        # service never wrote the one before it): it is retried with that one, in order.
-        retriable = isinstance(outcome, SeglogError) and (
-            outcome.retriable or (isinstance(outcome, OutOfOrderSequenceError) and window.holding)
-        )
-        retry = failed and retriable and entry.attempt < self._config.retries and not self.closed
-        self._settle(tp, window, *window.answered(entry, outcome, failed=failed, retry=retry))
+        self._answer(tp, window, entry, outcome, failed)
 
     async def _send_group_request(
         self, tp: TopicPartition, entries: list[WindowEntry[_Sent]], turn: SendTurn
@@ -403,12 +410,68 @@ class Sender:
         except Exception as error:  # noqa: BLE001 - every batch of the request fails with it
             outcomes = [error] * len(entries)
         for entry, outcome in zip(entries, outcomes, strict=True):
-            failed = isinstance(outcome, BaseException)
-            retriable = isinstance(outcome, SeglogError) and (
-                outcome.retriable or (isinstance(outcome, OutOfOrderSequenceError) and window.holding)
-            )
-            retry = failed and retriable and entry.attempt < self._config.retries and not self.closed
-            self._settle(tp, window, *window.answered(entry, outcome, failed=failed, retry=retry))
+            self._answer(tp, window, entry, outcome, isinstance(outcome, BaseException))
+
+    def _answer(self, tp: TopicPartition, window: SendWindow[_Sent], entry: WindowEntry[_Sent], outcome: Any, failed: bool) -> None:
+        """One batch's answer into its window. A batch refused as too large is split, or fails
+        alone if it holds one record (``_split``, ``_failed_unwritten``). With idempotence, a
+        batch sent after one that failed is refused as out of order (the service never wrote the
+        one before it): it is retried with that one, in order, and without counting when the
+        one before was split or failed unwritten (``SendWindow.hold_is_free``)."""
+        if failed and _refused_for_size(outcome) and not self.closed:
+            if entry.item[0].record_count > 1:
+                self._settle(tp, window, *self._split(window, entry, outcome))
+            else:
+                self._settle(tp, window, *self._failed_unwritten(tp, window, entry, outcome))
+            return
+        out_of_order = isinstance(outcome, OutOfOrderSequenceError) and window.holding
+        retriable = isinstance(outcome, SeglogError) and (outcome.retriable or out_of_order)
+        retry = failed and retriable and entry.attempt < self._config.retries and not self.closed
+        free = out_of_order and window.hold_is_free
+        self._settle(tp, window, *window.answered(entry, outcome, failed=failed, retry=retry, free=free))
+
+    def _split(self, window: SendWindow[_Sent], entry: WindowEntry[_Sent], refusal: RecordTooLargeError) -> tuple[
+        list[WindowEntry[_Sent]], list[WindowEntry[_Sent]]
+    ]:
+        """Kafka's split of a batch refused as too large: its records as pieces of at most
+        batch_size, half the refused batch's bound and the limit the refusal names, whichever is
+        least (``RecordAccumulator.split``), in its place in the window, sent first. The pieces
+        carry its producer id and its sequences from its first (they number the same records),
+        so batches after it keep theirs; their records' futures resolve from their pieces."""
+        batch, _, (producer_id, epoch, sequence) = entry.item
+        piece_bytes = min(self._config.batch_size, batch.size_bytes_bound // 2, _refused_limit(refusal))
+        items: list[_Sent] = []
+        for piece in self._accumulator.split(batch, piece_bytes):
+            fields = (producer_id, epoch, sequence)
+            with translate_codec_errors():
+                items.append((piece, piece.build(*fields), fields))  # built before from the same records
+            if sequence != NO_SEQUENCE:
+                sequence = next_sequence(sequence, piece.record_count)
+        self._stats["batches_split"] += 1
+        _LOG.info(
+            "%s-%d: a batch of %d records refused as too large (%s) is sent again as %d batches",
+            batch.topic_partition.topic, batch.topic_partition.partition, batch.record_count, refusal, len(items),
+        )
+        return window.split(entry, items)
+
+    def _failed_unwritten(
+        self, tp: TopicPartition, window: SendWindow[_Sent], entry: WindowEntry[_Sent], refusal: SeglogError
+    ) -> tuple[list[WindowEntry[_Sent]], list[WindowEntry[_Sent]]]:
+        """A batch of one record refused as too large fails with the refusal. Nothing of it was
+        written, so no gap: the partition's later batches of its producer id are renumbered
+        down by its count (sent again after it, the ones in flight refused out of order) and
+        the producer id stays (``Idempotence.batch_unwritten``)."""
+        batch, records, fields = entry.item
+        if fields[0] != NO_PRODUCER_ID:
+            self.idempotence.batch_unwritten(tp, fields, batch.record_count)
+            for later in window.after(entry):
+                later_batch, _, (producer_id, epoch, sequence) = later.item
+                if producer_id == fields[0]:
+                    renumbered = (producer_id, epoch, earlier_sequence(sequence, batch.record_count))
+                    with translate_codec_errors():
+                        later.item = (later_batch, later_batch.build(*renumbered), renumbered)
+        entry.item = (batch, records, NO_PRODUCER_FIELDS)  # completes without retiring the id
+        return window.failed_unwritten(entry, refusal)
 
     def _settle(
         self, tp: TopicPartition, window: SendWindow[_Sent],
@@ -429,10 +492,11 @@ class Sender:
     ) -> None:
         """After the backoff (the service's retry-after hint wins over a shorter one), the
         failed batches of a held partition go out again, oldest first, before anything new."""
-        hints = [e.outcome.retry_after_ms or 0 for e in entries if isinstance(e.outcome, SeglogError)]
-        await asyncio.sleep(max(self._config.retry_backoff_ms, *hints) / 1000)
+        if not entries[0].free:  # after a split (or a batch failed unwritten): nothing to wait for
+            hints = [e.outcome.retry_after_ms or 0 for e in entries if isinstance(e.outcome, SeglogError)]
+            await asyncio.sleep(max(self._config.retry_backoff_ms, *hints) / 1000)
+        self._stats["retries"] += sum(not entry.free for entry in entries)
         window.resending(entries)
-        self._stats["retries"] += len(entries)
         for entry in entries:
             self._send_entry(tp, entry)
         self.wake()
@@ -709,6 +773,16 @@ def message_counts(sizes: list[int], topic: str, batches_max: int, bytes_max: in
     if count:
         counts.append(count)
     return counts
+
+
+def _refused_for_size(outcome: Any) -> bool:
+    return isinstance(outcome, RecordTooLargeError) and outcome.service_error in _SPLIT_ERRORS
+
+
+def _refused_limit(refusal: SeglogError) -> int:
+    """The byte limit a size refusal names, or no bound where it names none."""
+    found = _REFUSED_LIMIT.search(str(refusal))
+    return int(found.group(1)) if found else 2**63
 
 
 def _by_partition(batches: list[ProducerBatch]) -> list[list[ProducerBatch]]:

@@ -92,6 +92,8 @@ class ProducerStatistics:
     buffer_bytes_max: int
     metadata_requests: int
     closed: bool
+    # Batches the service refused as too large and the producer sent again in pieces.
+    batches_split: int = 0
 
 
 @dataclass
@@ -201,6 +203,7 @@ class AsyncProducer:
             "bytes_sent": 0,
             "retries": 0,
             "metadata_requests": 0,
+            "batches_split": 0,
         }
         # Everything after the append (_sender.py): drains the accumulator onto the transport.
         self._sender = Sender(

@@ -189,7 +189,11 @@ def _restart_without_fault(service, listen) -> None:
     service.start()
 
 
-def test_a_gap_after_a_failed_batch_is_refused_and_the_producer_recovers_with_a_new_id(start_service):
+def test_a_record_refused_as_too_large_leaves_no_gap_and_the_producer_keeps_its_id(start_service):
+    """The service writes nothing of a batch it refuses as too large: the producer numbers the
+    partition's next batch down past it (Kafka's adjustSequencesDueToFailedBatch) instead of
+    retiring its id (a failure that may have left a gap still retires it:
+    test_producer_sender_faults.py)."""
     service = start_service()
     service.stub.CreateTopic(pb.CreateTopicRequest(topic="t", partitions=1, configs={"max.message.bytes": "2000"}),
                              timeout=10)
@@ -201,9 +205,9 @@ def test_a_gap_after_a_failed_batch_is_refused_and_the_producer_recovers_with_a_
             too_big = await producer.send("t", b"x" * 5000, partition=0)
             await producer.flush()
             with pytest.raises(RecordTooLargeError):
-                await too_big  # refused by the service: its sequence leaves a gap
-            await producer.send_and_wait("t", b"next", partition=0)  # a new id, from sequence 0
-            assert producer._sender.idempotence.producer_id not in (first_pid, -1)
+                await too_big  # refused by the service, nothing of it written
+            await producer.send_and_wait("t", b"next", partition=0)  # the sequence after "small"
+            assert producer._sender.idempotence.producer_id == first_pid
 
     asyncio.run(scenario())
     assert stored_values(service.stub, "t") == [b"small", b"next"]
