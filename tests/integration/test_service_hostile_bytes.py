@@ -24,6 +24,7 @@ from seglog.v1 import log_service_pb2 as pb
 
 _INT32 = struct.Struct(">i")
 _INT64 = struct.Struct(">q")
+TARGETS = [1000 + step for step in range(0, 125, 4)]  # the timed topic's records: 1000-1119, and past them
 
 
 def _segment_of(service, topic: str) -> pathlib.Path:
@@ -34,10 +35,13 @@ def _segment_of(service, topic: str) -> pathlib.Path:
     raise AssertionError(f"no first segment of {topic}")
 
 
-def _filled_topic(service, topic: str) -> pathlib.Path:
+def _filled_topic(service, topic: str, *, timed: bool = False) -> pathlib.Path:
+    """Topic ``topic`` of 40 batches of three records over segments of 2 KiB: its first segment.
+    ``timed``: the records' timestamps a millisecond apart from 1000 (else the batch builder's)."""
     service.stub.CreateTopic(pb.CreateTopicRequest(topic=topic, partitions=1, configs={"segment.bytes": "2048"}))
     for index in range(40):
-        batch = make_batch([b"a" * 30, b"b" * 30, b"c" * 30])
+        timestamps = [1000 + 3 * index + i for i in range(3)] if timed else None
+        batch = make_batch([b"a" * 30, b"b" * 30, b"c" * 30], timestamps=timestamps)
         service.stub.Produce(pb.ProduceRequest(topic=topic, partition=0, records=batch))
     return _segment_of(service, topic)
 
@@ -55,6 +59,19 @@ def _third_batch_position(path: pathlib.Path) -> int:
     return batches[2].position
 
 
+def _rot_third_batch_length(path: pathlib.Path) -> None:
+    """The segment's third batch claims 100,000 bytes: past the segment's end."""
+    _poke(path, _third_batch_position(path) + codec.LENGTH_OFFSET, _INT32.pack(100_000))
+
+
+def _lookups(service, topic: str, targets: list[int]) -> list[tuple[int, int, str]]:
+    """OffsetsForTimes of ``targets`` in one request: (offset, error code, error class) each."""
+    request = pb.OffsetsForTimesRequest(partitions=[
+        pb.PartitionTimestamp(topic=topic, partition=0, timestamp_ms=t) for t in targets])
+    return [(r.offset, r.error.code, r.error.error_class)
+            for r in service.stub.OffsetsForTimes(request, timeout=10).results]
+
+
 def _fetch_everything(stub, topic: str) -> None:
     offset = 0
     while True:
@@ -69,11 +86,10 @@ def test_a_rotted_older_segment_answers_data_loss_on_fetch_consume_and_the_cli(s
     service = start_service()
     topic = f"rotted-{field.replace('_', '-')}"
     path = _filled_topic(service, topic)
-    position = _third_batch_position(path)
     if field == "length":
-        _poke(path, position + codec.LENGTH_OFFSET, _INT32.pack(100_000))
+        _rot_third_batch_length(path)
     else:
-        _poke(path, position, _INT64.pack(5_000))  # inside a later segment's range
+        _poke(path, _third_batch_position(path), _INT64.pack(5_000))  # inside a later segment's range
     with pytest.raises(grpc.RpcError) as raised:
         _fetch_everything(service.stub, topic)
     assert raised.value.code() == grpc.StatusCode.DATA_LOSS
@@ -102,30 +118,17 @@ def test_a_rotted_batch_fails_only_the_time_lookups_whose_scan_reaches_it(start_
     targets whose scan reaches the batch, their offsets for the others."""
     service = start_service()
     topic = "rotted-lookups"
-    service.stub.CreateTopic(pb.CreateTopicRequest(topic=topic, partitions=1, configs={"segment.bytes": "2048"}))
-    for index in range(40):
-        batch = make_batch([b"a" * 30, b"b" * 30, b"c" * 30], timestamps=[1000 + 3 * index + i for i in range(3)])
-        service.stub.Produce(pb.ProduceRequest(topic=topic, partition=0, records=batch))
-    path = _segment_of(service, topic)
+    path = _filled_topic(service, topic, timed=True)
     # A segment's time-step table fed by the appends answers from memory what the service wrote
     # (storage/segment/time_steps.py): the rot is met by the searches that read the file and by
     # a table built from it. So the service restarts (no table for the sealed segments), a first
     # lookup runs the segments' first-use checks, then the batch rots under the running service.
     assert service.stop() == 0
     service = start_service(data_dirs=[pathlib.Path(d) for d in service.data_dirs])
-    service.stub.OffsetsForTimes(pb.OffsetsForTimesRequest(
-        partitions=[pb.PartitionTimestamp(topic=topic, partition=0, timestamp_ms=1000)]), timeout=10)
-    _poke(path, _third_batch_position(path) + codec.LENGTH_OFFSET, _INT32.pack(100_000))
-    timestamps = [1000 + step for step in range(0, 125, 4)]
-
-    def answers(targets):
-        request = pb.OffsetsForTimesRequest(partitions=[
-            pb.PartitionTimestamp(topic=topic, partition=0, timestamp_ms=t) for t in targets])
-        return [(r.offset, r.error.code, r.error.error_class)
-                for r in service.stub.OffsetsForTimes(request, timeout=10).results]
-
-    together = answers(timestamps)
-    assert together == [answers([t])[0] for t in timestamps]
+    _lookups(service, topic, [1000])
+    _rot_third_batch_length(path)
+    together = _lookups(service, topic, TARGETS)
+    assert together == [_lookups(service, topic, [t])[0] for t in TARGETS]
     codes = {code for _, code, _ in together}
     assert codes == {0, grpc.StatusCode.DATA_LOSS.value[0]}  # some answered, some refused
     assert {error for _, code, error in together if code} == {"CorruptSegmentError"}
@@ -140,24 +143,12 @@ def test_under_a_running_service_time_lookups_answer_a_rotted_batch_from_the_tab
     batch answers DATA_LOSS as before. The test above holds the restarted service's answers."""
     service = start_service()
     topic = "rotted-running"
-    service.stub.CreateTopic(pb.CreateTopicRequest(topic=topic, partitions=1, configs={"segment.bytes": "2048"}))
-    for index in range(40):
-        batch = make_batch([b"a" * 30, b"b" * 30, b"c" * 30], timestamps=[1000 + 3 * index + i for i in range(3)])
-        service.stub.Produce(pb.ProduceRequest(topic=topic, partition=0, records=batch))
-    path = _segment_of(service, topic)
-    timestamps = [1000 + step for step in range(0, 125, 4)]
-
-    def answers(targets):
-        request = pb.OffsetsForTimesRequest(partitions=[
-            pb.PartitionTimestamp(topic=topic, partition=0, timestamp_ms=t) for t in targets])
-        return [(r.offset, r.error.code, r.error.error_class)
-                for r in service.stub.OffsetsForTimes(request, timeout=10).results]
-
-    written = answers(timestamps)
-    assert written == [(t - 1000 if t < 1120 else -1, 0, "") for t in timestamps]  # a record a ms, 1000-1119
-    _poke(path, _third_batch_position(path) + codec.LENGTH_OFFSET, _INT32.pack(100_000))
-    assert answers(timestamps) == written  # the rotted batch's targets (1006-1008) included
-    assert [answers([t])[0] for t in timestamps] == written
+    path = _filled_topic(service, topic, timed=True)
+    written = _lookups(service, topic, TARGETS)
+    assert written == [(t - 1000 if t < 1120 else -1, 0, "") for t in TARGETS]  # a record a ms, 1000-1119
+    _rot_third_batch_length(path)
+    assert _lookups(service, topic, TARGETS) == written  # the rotted batch's targets (1006-1008) included
+    assert [_lookups(service, topic, [t])[0] for t in TARGETS] == written
     with pytest.raises(grpc.RpcError) as raised:
         _fetch_everything(service.stub, topic)
     assert raised.value.code() == grpc.StatusCode.DATA_LOSS
