@@ -10,18 +10,15 @@ import asyncio
 
 import grpc
 import pytest
+from tests.support.in_process_service import HANG_S, consume_parked_at_the_tail, in_process_service
 from tests.support.integration_helpers import records_of
 
 from seglog.records import RecordBatchBuilder
 from seglog.v1 import log_service_pb2 as pb
 from seglog.v1 import log_service_pb2_grpc as pb_grpc
-from seglog_server.app import SeglogService
-from seglog_server.config import ServiceConfig
 from seglog_server.rpc import fetch_rpcs, streams
 
 pytestmark = pytest.mark.integration
-
-HANG_S = 30  # bounds a hang, not speed
 
 
 @pytest.fixture
@@ -41,21 +38,8 @@ async def served(tmp_path, monkeypatch):
 
     monkeypatch.setattr(fetch_rpcs.FetchRpcs, "_send_chunk", pushed)
     monkeypatch.setattr(streams.OrderedReplies, "send", answered)
-    config = ServiceConfig(data_dirs=(str(tmp_path / "data"),), listen="127.0.0.1:0", metrics_listen=None)
-    service = SeglogService(config)
-    address = await service.start()
-    try:
+    async with in_process_service(tmp_path) as (service, address):
         yield service, address, order
-    finally:
-        await service.stop()
-
-
-async def _until(condition) -> None:
-    for _ in range(HANG_S * 100):
-        if condition():
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError("the condition never held")
 
 
 def _message(correlation_id: int, topic: str, value: bytes) -> pb.ProduceStreamRequest:
@@ -72,9 +56,7 @@ async def test_a_stream_parked_at_the_tail_starts_its_push_before_the_producer_i
         stub = pb_grpc.LogServiceStub(channel)
         for topic in ("watched", "unwatched"):
             await stub.CreateTopic(pb.CreateTopicRequest(topic=topic, partitions=1))
-        consume = stub.Consume(pb.ConsumeRequest(topic="watched", partition=0, position=pb.START_POSITION_LATEST))
-        await consume.initial_metadata()
-        await _until(lambda: service.servicer.statistics().waiters.waiting_count == 1)  # parked
+        consume = await consume_parked_at_the_tail(stub, service, "watched")
         produce = stub.ProduceStream()
         await produce.initial_metadata()
 

@@ -12,20 +12,16 @@ import threading
 
 import grpc
 import pytest
+from tests.support.in_process_service import HANG_S, consume_parked_at_the_tail, in_process_service, until
 from tests.support.integration_helpers import records_of
 
 from seglog.records import Compression, RecordBatchBuilder
 from seglog.v1 import log_service_pb2 as pb
 from seglog.v1 import log_service_pb2_grpc as pb_grpc
-from seglog_server.app import SeglogService
-from seglog_server.config import ServiceConfig
 from seglog_server.storage.base.fs import FileSystem
 from seglog_server.storage.manager.log_manager import LogManager
 
 pytestmark = pytest.mark.integration
-
-# Bounds on a hang, not on speed: each wait below ends as soon as its condition holds.
-HANG_S = 30
 
 
 class HeldWrites(FileSystem):
@@ -54,23 +50,15 @@ class HeldWrites(FileSystem):
 @pytest.fixture
 async def served(tmp_path):
     fs = HeldWrites()
-    config = ServiceConfig(data_dirs=(str(tmp_path / "data"),), listen="127.0.0.1:0", metrics_listen=None)
-    service = SeglogService(config, manager_factory=lambda c: LogManager(
-        list(c.data_dirs), default_config=c.log_config, fs=fs))
-    address = await service.start()
-    try:
-        yield service, address, fs
-    finally:
-        fs.release.set()
-        await service.stop()
 
+    def manager_factory(config):
+        return LogManager(list(config.data_dirs), default_config=config.log_config, fs=fs)
 
-async def _until(condition) -> None:
-    for _ in range(HANG_S * 100):
-        if condition():
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError("the condition never held")
+    async with in_process_service(tmp_path, manager_factory=manager_factory) as (service, address):
+        try:
+            yield service, address, fs
+        finally:
+            fs.release.set()
 
 
 def _compressed_batch(*values: bytes) -> bytes:
@@ -86,10 +74,7 @@ async def test_a_cancelled_compressed_produce_still_wakes_a_stream_parked_at_the
     async with grpc.aio.insecure_channel(address) as channel:
         stub = pb_grpc.LogServiceStub(channel)
         await stub.CreateTopic(pb.CreateTopicRequest(topic="tail", partitions=1))
-        stream = stub.Consume(pb.ConsumeRequest(
-            topic="tail", partition=0, position=pb.START_POSITION_LATEST))
-        await stream.initial_metadata()
-        await _until(lambda: servicer.statistics().waiters.waiting_count == 1)  # parked
+        stream = await consume_parked_at_the_tail(stub, service, "tail")
 
         fs.armed = True
         produce = stub.Produce(pb.ProduceRequest(
@@ -97,7 +82,7 @@ async def test_a_cancelled_compressed_produce_still_wakes_a_stream_parked_at_the
         assert await asyncio.get_running_loop().run_in_executor(None, fs.entered.wait, HANG_S)
         produce.cancel()
         # The server has cut the handler: its request slot is back, nobody awaits the append.
-        await _until(lambda: servicer.statistics().admission.request_count == 0)
+        await until(lambda: servicer.statistics().admission.request_count == 0)
         fs.release.set()  # the append finishes on its pool thread
 
         response = await asyncio.wait_for(stream.read(), HANG_S)
