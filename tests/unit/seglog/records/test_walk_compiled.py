@@ -13,9 +13,12 @@ The committed settings run a few hundred examples; ``SEGLOG_WALK_EXAMPLES=20000`
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import random
+from collections.abc import Callable
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -105,20 +108,6 @@ def targets(draw, deltas):
     return draw(st.one_of(st.integers(-100, 4000), huge)), draw(st.one_of(st.integers(-2, 4000), huge))
 
 
-@FUZZ
-@given(data=st.data(), area=valid_areas, as_view=st.booleans())
-def test_the_compiled_walk_finds_what_the_reference_finds_in_valid_areas(data, area, as_view):
-    records, deltas = area
-    target_delta, offset_delta_min = data.draw(targets(deltas))
-    buffer = memoryview(records) if as_view else records
-    args = (buffer, 0, len(records), len(deltas), target_delta, offset_delta_min)
-    expected = next(((o, t) for t, o in deltas if t >= target_delta and o >= offset_delta_min), None)
-    assert seek_record_reference(*args) == expected
-    assert compiled(*args) == expected
-    assert seek_record(*args) == expected
-    assert walk_compiled._seek_record_python(*args) == expected
-
-
 # -- hostile areas -----------------------------------------------------------------------------
 
 
@@ -171,24 +160,6 @@ def mutated(records: bytes, deltas, harm: dict) -> tuple[bytes, int, int, int]:
     data = harm["prefix"] + bytes(data) + harm["extra"]
     end = max(len(harm["prefix"]), len(data) - harm["shrink"])
     return data, len(harm["prefix"]), end, max(len(deltas) + harm["count"], -1)
-
-
-@FUZZ
-@given(data=st.data(), area=valid_areas, harm=damage)
-def test_the_compiled_walk_refuses_what_the_reference_refuses(data, area, harm):
-    records, deltas = area
-    buffer, position, end, count = mutated(records, deltas, harm)
-    target_delta, offset_delta_min = data.draw(targets(deltas))
-    args = (buffer, position, end, count, target_delta, offset_delta_min)
-    expected, message = reference_and_message(*args)
-    assert verdict(compiled, *args) == expected
-    assert verdict(walk_compiled._seek_record_python, *args) == expected
-    try:
-        answer = seek_record(*args)
-    except CodecError as exc:
-        assert (type(exc), str(exc)) == message  # the reference's own message
-    else:
-        assert message is None and answer == expected
 
 
 @FUZZ
@@ -299,39 +270,6 @@ def many_targets(draw, deltas):
 
 
 @FUZZ
-@given(data=st.data(), area=valid_areas, as_view=st.booleans())
-def test_one_walk_for_many_targets_finds_what_the_reference_finds_for_each(data, area, as_view):
-    records, deltas = area
-    target_deltas, offset_delta_min = data.draw(many_targets(deltas))
-    buffer = memoryview(records) if as_view else records
-    args = (buffer, 0, len(records), len(deltas), target_deltas, offset_delta_min)
-    expected = [next(((o, t) for t, o in deltas if t >= target and o >= offset_delta_min), None)
-                for target in target_deltas]
-    assert walk_compiled.seek_records_reference(*args) == expected
-    assert compiled_each(*args) == expected
-    assert walk_compiled.seek_records(*args) == expected
-    assert walk_compiled._seek_records_python(*args) == expected
-
-
-@FUZZ
-@given(data=st.data(), area=valid_areas, harm=damage)
-def test_one_walk_for_many_targets_refuses_when_any_target_s_own_walk_refuses(data, area, harm):
-    records, deltas = area
-    buffer, position, end, count = mutated(records, deltas, harm)
-    target_deltas, offset_delta_min = data.draw(many_targets(deltas))
-    args = (buffer, position, end, count, target_deltas, offset_delta_min)
-    expected, message = references_and_message(*args)
-    assert verdict(compiled_each, *args) == expected
-    assert verdict(walk_compiled._seek_records_python, *args) == expected
-    try:
-        answer = walk_compiled.seek_records(*args)
-    except CodecError as exc:
-        assert (type(exc), str(exc)) == message  # the reference's own message (and error class)
-    else:
-        assert message is None and answer == expected
-
-
-@FUZZ
 @given(data=st.binary(max_size=300), position=st.integers(-1, 6), shrink=st.integers(-2, 6),
        count=st.integers(-2, 60), target_deltas=st.lists(st.integers(-5, 5), max_size=6),
        offset_delta_min=st.integers(-2, 5))
@@ -359,6 +297,75 @@ def test_one_walk_for_many_targets_stops_at_the_last_target_s_record_as_its_own_
     assert verdict(compiled_each, area, 0, len(area), 5, [0, 2], 0) == "refused"
     assert compiled_each(area, 0, len(area), -1, [], 0) == [] == walk_compiled.seek_records_reference(
         area, 0, len(area), -1, [], 0)
+
+
+# -- one target and many: each implementation of the walk against the reference -------------------
+
+
+def _first_reaching(deltas, target_delta: int, offset_delta_min: int):
+    """The reference walk's answer read off a valid area's deltas: the first record at or past
+    both the target and the offset floor."""
+    return next(((o, t) for t, o in deltas if t >= target_delta and o >= offset_delta_min), None)
+
+
+@dataclasses.dataclass(frozen=True)
+class Walk:
+    """A lookup walk: its reference (and that one's refusal with its message), the compiled
+    walk, the public entry, the Python fallback, the targets drawn for an area and the answer
+    expected in a valid area."""
+
+    reference: Callable
+    reference_and_message: Callable
+    compiled: Callable
+    public: Callable
+    python: Callable
+    targets: Callable
+    expected: Callable
+
+
+WALKS = [
+    Walk(seek_record_reference, reference_and_message, compiled, seek_record, walk_compiled._seek_record_python,
+         targets, _first_reaching),
+    Walk(walk_compiled.seek_records_reference, references_and_message, compiled_each, walk_compiled.seek_records,
+         walk_compiled._seek_records_python, many_targets,
+         lambda deltas, target_deltas, floor: [_first_reaching(deltas, target, floor) for target in target_deltas]),
+]
+WALK_IDS = ["one_target", "many_targets"]
+
+
+@pytest.mark.parametrize("walk", WALKS, ids=WALK_IDS)
+@FUZZ
+@given(data=st.data(), area=valid_areas, as_view=st.booleans())
+def test_the_compiled_walk_finds_what_the_reference_finds_in_valid_areas(walk, data, area, as_view):
+    records, deltas = area
+    target_deltas, offset_delta_min = data.draw(walk.targets(deltas))
+    buffer = memoryview(records) if as_view else records
+    args = (buffer, 0, len(records), len(deltas), target_deltas, offset_delta_min)
+    expected = walk.expected(deltas, target_deltas, offset_delta_min)
+    assert walk.reference(*args) == expected
+    assert walk.compiled(*args) == expected
+    assert walk.public(*args) == expected
+    assert walk.python(*args) == expected
+
+
+@pytest.mark.parametrize("walk", WALKS, ids=WALK_IDS)
+@FUZZ
+@given(data=st.data(), area=valid_areas, harm=damage)
+def test_the_compiled_walk_refuses_what_the_reference_refuses(walk, data, area, harm):
+    """For many targets: when any target's own walk refuses."""
+    records, deltas = area
+    buffer, position, end, count = mutated(records, deltas, harm)
+    target_deltas, offset_delta_min = data.draw(walk.targets(deltas))
+    args = (buffer, position, end, count, target_deltas, offset_delta_min)
+    expected, message = walk.reference_and_message(*args)
+    assert verdict(walk.compiled, *args) == expected
+    assert verdict(walk.python, *args) == expected
+    try:
+        answer = walk.public(*args)
+    except CodecError as exc:
+        assert (type(exc), str(exc)) == message  # the reference's own message (and error class)
+    else:
+        assert message is None and answer == expected
 
 
 # -- every record's times (record_times: the per-batch table's source) -------------------------
