@@ -25,6 +25,7 @@ Every function here expects the log's lock held (``UnifiedLog`` takes it) and th
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Callable, Sequence
 
 from ..base.errors import CorruptRecordError, StorageError
@@ -194,23 +195,18 @@ def search_timestamps(
     targets: Sequence[int],
     log_start_offset: int,
     touch: Callable[[LogSegment], None],
-) -> dict[int, TimestampAndOffset]:
+) -> dict[int, TimestampAndOffset | None]:
     """The first record with a timestamp >= each of ``targets`` (ascending, distinct, >= 0) at
-    or above ``log_start_offset``, by target; a target with no such record is left out.
+    or above ``log_start_offset``, by target; a target with no such record is left out or None.
     ``touch`` is called on each segment before it is searched (the descriptor budget)."""
-    found: dict[int, TimestampAndOffset] = {}
+    found: dict[int, TimestampAndOffset | None] = {}
     watch = stopwatch("offsets_for_times")
     start_slot = segments.floor_slot(log_start_offset)
-    reachings = timestamps.first_slots_reaching(segments, targets)
+    runs = timestamps.runs_reaching(segments, targets)
     watch.lap_each("segment_lookup", len(targets))
-    run_start, run_reaching = 0, -1
-    for number, reaching in enumerate(reachings):
-        if reaching != run_reaching:
-            if number > run_start:
-                _search_run(segments, targets[run_start:number], run_reaching, start_slot, log_start_offset, touch, found)
-            run_start, run_reaching = number, reaching
-    if len(targets) > run_start:
-        _search_run(segments, targets[run_start:], run_reaching, start_slot, log_start_offset, touch, found)
+    for run_start, run_end, reaching in runs:
+        run = targets if len(runs) == 1 else targets[run_start:run_end]
+        _search_run(segments, run, reaching, start_slot, log_start_offset, touch, found)
     return found
 
 
@@ -221,33 +217,30 @@ def _search_run(
     start_slot: int,
     log_start_offset: int,
     touch: Callable[[LogSegment], None],
-    found: dict[int, TimestampAndOffset],
+    found: dict[int, TimestampAndOffset | None],
 ) -> None:
     """Searches ``targets``, which share their first reaching segment ``reaching``, as
     ``_search_timestamp`` searches one: from the later of that segment and the one holding
     the log start offset, on through the later segments whose largest timestamp reaches a target
     still unanswered (a match below the log start offset is no match)."""
-    pending = list(targets)
+    pending = targets
     for slot in range(max(reaching, start_slot), len(segments)):
         segment = segments.at(slot)
         if slot == reaching:  # the running max vouches for the first segment reaching them
             searched = pending
-        else:
-            largest = segment.largest_timestamp()
-            searched = [target for target in pending if target <= largest]
-            if not searched:
+        else:  # the pending targets ascend: those this segment reaches are a prefix
+            reached = bisect_right(pending, segment.largest_timestamp())
+            if not reached:
                 continue
+            searched = pending if reached == len(pending) else pending[:reached]
         touch(segment)
         answers = segment.find_offsets_by_timestamps(searched, log_start_offset)
-        unanswered = []
-        for target, answer in zip(searched, answers):
-            if answer is None:
-                unanswered.append(target)
-            else:
-                found[target] = answer
-        if len(searched) != len(pending):
-            answered = set(searched).difference(unanswered)
-            unanswered = [target for target in pending if target not in answered]
-        pending = unanswered
+        # In bulk: a target this segment leaves unanswered is kept as None (a later segment's
+        # answer replaces it) and stays pending, in order, before those it did not search.
+        found.update(zip(searched, answers))
+        if None in answers:
+            pending = [target for target, answer in zip(searched, answers) if answer is None] + pending[len(searched):]
+        else:
+            pending = pending[len(searched):]
         if not pending:
             return

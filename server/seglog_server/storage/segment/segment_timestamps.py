@@ -84,6 +84,32 @@ class SegmentTimestamps:
         return slots
 
 
+    def runs_reaching(self, segments: LogSegments[LogSegment], timestamps_ms: list[int]) -> list[tuple[int, int, int]]:
+        """``first_slots_reaching`` of ``timestamps_ms`` (ascending) as runs: (start, end, slot)
+        for each stretch ``timestamps_ms[start:end]`` sharing the first segment reaching them
+        (``len(segments)`` for the targets none reaches), in order. A bisection a run, not one a
+        target: the targets of a run are those up to its segment's running maximum."""
+        running_max = self._running_max
+        if running_max is None:
+            running_max = self._running_max = _running_max(segments)
+            self._loaded = True
+        inactive, total, count = len(running_max), len(segments), len(timestamps_ms)
+        bisect_left, bisect_right = bisect.bisect_left, bisect.bisect_right
+        runs = []
+        start = 0
+        while start < count:
+            slot = bisect_left(running_max, timestamps_ms[start]) if inactive else 0
+            if slot < inactive:
+                end = bisect_right(timestamps_ms, running_max[slot], start)
+            else:  # past every inactive segment: the active one's, then none's
+                end = bisect_right(timestamps_ms, segments.active.largest_timestamp(), start)
+                if end == start:
+                    slot, end = total, count
+            runs.append((start, end, slot))
+            start = end
+        return runs
+
+
 def _running_max(segments: LogSegments[LogSegment]) -> list[int]:
     running: list[int] = []
     best = -(2**63)
