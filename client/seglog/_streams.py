@@ -100,6 +100,10 @@ class RequestStream:
         # caller_reads: who reads the current call's next answer. grpc.aio reads one at a time,
         # so at most one of them is set; neither while nothing is owed.
         self._caller_reads = caller_reads
+        # The requests waited for with a timeout, oldest first: (deadline, answer, call,
+        # timeout_s), and the one timer for the earliest (``_watch``).
+        self._deadlines: deque[tuple[float, asyncio.Future[Any], Any, float]] = deque()
+        self._watchdog: asyncio.TimerHandle | None = None
         self._caller_reading = False
         self._reader_reads = False
         self._reader_parked: asyncio.Future[None] | None = None  # the reader waiting for work
@@ -138,9 +142,8 @@ class RequestStream:
             self._want_reader()
             return await self.wait(answer, timeout_s)
         self._caller_reading = True
-        timer = None
         if timeout_s is not None:
-            timer = asyncio.get_running_loop().call_later(timeout_s, self._time_out, answer, call, timeout_s)
+            self._watch(answer, call, timeout_s)
         try:
             handover = _Handover(self, call)
             try:
@@ -155,8 +158,8 @@ class RequestStream:
                 self._took(call, response, None)
             return await answer
         finally:
-            if timer is not None:
-                timer.cancel()
+            if timeout_s is not None:
+                self._unwatch()
 
     async def send(
         self, message: Any, *, whole: bool = False, written: bool = True, reads: bool = False
@@ -240,12 +243,45 @@ class RequestStream:
         that never comes holds up every later one) with RequestTimeoutError."""
         if timeout_s is None or answer.done():
             return await answer
-        # One timer handle, not wait_for's task and shield: this is on every request's path.
-        timer = asyncio.get_running_loop().call_later(timeout_s, self._time_out, answer, self._call, timeout_s)
+        self._watch(answer, self._call, timeout_s)
         try:
             return await answer
         finally:
-            timer.cancel()
+            self._unwatch()
+
+    def _watch(self, answer: asyncio.Future[Any], call: Any, timeout_s: float) -> None:
+        """After ``timeout_s``, unless ``answer`` is done by then, ``_time_out``. Not a timer a
+        request (wait_for's task and shield, or a call_later cancelled at each answer, are on
+        every request's path): one timer for the stream, at the earliest deadline waited for,
+        which checks what is due when it fires and sets itself for the next."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        self._deadlines.append((deadline, answer, call, timeout_s))
+        watchdog = self._watchdog
+        if watchdog is None or deadline < watchdog.when():
+            if watchdog is not None:
+                watchdog.cancel()
+            self._watchdog = loop.call_at(deadline, self._deadlines_due)
+
+    def _unwatch(self) -> None:
+        """A wait is over: the answers done at the front leave the deadlines."""
+        deadlines = self._deadlines
+        while deadlines and deadlines[0][1].done():
+            deadlines.popleft()
+
+    def _deadlines_due(self) -> None:
+        self._watchdog = None
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        due, waiting = [], deque()
+        for entry in self._deadlines:
+            if not entry[1].done():
+                (due if entry[0] <= now else waiting).append(entry)
+        self._deadlines = waiting
+        for _, answer, call, timeout_s in due:
+            self._time_out(answer, call, timeout_s)
+        if waiting and not self._closed:
+            self._watchdog = loop.call_at(min(entry[0] for entry in waiting), self._deadlines_due)
 
     def _time_out(self, answer: asyncio.Future[Any], call: Any, timeout_s: float) -> None:
         if not answer.done() and call is not None and self._call is call:
@@ -255,6 +291,9 @@ class RequestStream:
 
     async def close(self) -> None:
         self._closed = True
+        if self._watchdog is not None:
+            self._watchdog.cancel()
+            self._watchdog = None
         if self._call is not None:
             self._end(self._call, ClientClosedError("the stream was closed before this request was answered"))
         if self._reader is not None:

@@ -215,6 +215,29 @@ async def test_a_timeout_while_the_caller_reads_resets_the_stream():
         assert stream.opened_count == 2
 
 
+async def test_each_request_times_out_at_its_own_deadline_with_one_timer_for_the_stream():
+    """Timeouts share the stream's one timer (``_watch``): a short one after long ones fires
+    at its own deadline, whether its caller reads (the first) or waits behind a caller's read
+    (the second: it ends the stream, so the read it waited behind fails with it), and answered
+    requests leave no deadline behind."""
+    async with served() as (service, stream, _):
+        assert [await _offset(stream, n) for n in range(1, 101)] == list(range(1, 101))  # 30 s each
+        assert len(stream._deadlines) == 0
+        with pytest.raises(RequestTimeoutError, match="within 200 ms"):
+            await _offset(stream, HOLD, timeout_s=0.2)
+        service.released.clear()
+        service.held.clear()
+        held = asyncio.ensure_future(_offset(stream, HOLD, timeout_s=30))
+        await service.held.wait()
+        with pytest.raises(RequestTimeoutError, match="within 300 ms"):
+            await _offset(stream, 5, timeout_s=0.3)
+        with pytest.raises(RequestTimeoutError, match="within 300 ms"):
+            await held
+        service.released.set()
+        assert await _offset(stream, 6) == 6
+        assert stream.opened_count == 3 and len(stream._deadlines) == 0
+
+
 async def test_asks_during_a_callers_read_are_read_by_the_reader_each_its_own():
     async with served() as (service, stream, readers):
         assert await _offset(stream, 1) == 1
