@@ -61,6 +61,11 @@ class Idempotence:
         self._producer_id = NO_PRODUCER_ID
         self._epoch = NO_PRODUCER_EPOCH
         self._sequences: dict[TopicPartition, int] = {}
+        # Partitions that wrote a batch of the current producer id. Until then the service knows
+        # nothing of the id there and takes its first batch whatever its sequence (as after the
+        # id's state expired): a later batch could land first if the one before it is refused,
+        # so the sender keeps one batch of such a partition in flight (``written_to``).
+        self._written: set[TopicPartition] = set()
         self._lock: asyncio.Lock | None = None
         self.producer_ids_received = 0
 
@@ -113,6 +118,17 @@ class Idempotence:
             self._producer_id = NO_PRODUCER_ID
             self._epoch = NO_PRODUCER_EPOCH
             self._sequences.clear()
+            self._written.clear()
+
+    def batch_written(self, topic_partition: TopicPartition, fields: ProducerFields) -> None:
+        """The service wrote a batch that carried ``fields`` on ``topic_partition``."""
+        if fields[0] != NO_PRODUCER_ID and fields[0] == self._producer_id:
+            self._written.add(topic_partition)
+
+    def written_to(self, topic_partition: TopicPartition) -> bool:
+        """Whether the service holds the current producer id's sequence on the partition (always
+        True without idempotence): only then may several of its batches be in flight."""
+        return not self._enabled or topic_partition in self._written
 
     def batch_unwritten(self, topic_partition: TopicPartition, fields: ProducerFields, record_count: int) -> None:
         """A batch that carried ``fields`` failed for good and the service wrote none of it (it
@@ -142,4 +158,5 @@ class Idempotence:
             self._producer_id = response.producer_id
             self._epoch = response.producer_epoch
             self._sequences.clear()
+            self._written.clear()
             self.producer_ids_received += 1

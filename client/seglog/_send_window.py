@@ -61,13 +61,16 @@ class SendWindow(Generic[_Item]):
         # The hold began with a split or a batch failed unwritten (``split``,
         # ``failed_unwritten``): what is refused for following it is resent without counting.
         self._hold_is_free = False
+        # Entries left to send again once what was resent is answered (``resending(held=...)``):
+        # nothing new is sent meanwhile.
+        self._paced = False
 
     def can_send(self, in_flight_max: int) -> bool:
-        return not self._holding and self._in_flight_count < in_flight_max
+        return not self._holding and not self._paced and self._in_flight_count < in_flight_max
 
     def room(self, in_flight_max: int) -> int:
         """How many more batches may be sent now (0 while holding)."""
-        return 0 if self._holding else max(0, in_flight_max - self._in_flight_count)
+        return 0 if self._holding or self._paced else max(0, in_flight_max - self._in_flight_count)
 
     @property
     def in_flight_count(self) -> int:
@@ -144,9 +147,10 @@ class SendWindow(Generic[_Item]):
 
     def _due_again(self) -> list[WindowEntry[_Item]]:
         again: list[WindowEntry[_Item]] = []
-        if self._holding and self._in_flight_count == 0:
+        if (self._holding or self._paced) and self._in_flight_count == 0:
             again = [e for e in self._entries if e.state is _State.RETRY]
             self._holding = bool(again)  # a hold with nothing to retry (``hold``) just ends
+            self._paced = False
         return again
 
     @property
@@ -167,9 +171,12 @@ class SendWindow(Generic[_Item]):
         assert self._holding
         return self.answered(entry, outcome, failed=True, retry=True, free=self._hold_is_free)
 
-    def resending(self, entries: list[WindowEntry[_Item]]) -> None:
-        """The entries ``answered`` returned are sent again now (the hold ends)."""
-        assert self._holding and self._in_flight_count == 0
+    def resending(self, entries: list[WindowEntry[_Item]], *, held: int = 0) -> None:
+        """The entries ``answered`` returned are sent again now (the hold ends), but for the
+        last ``held`` of them, which stay to be sent again once the others are answered
+        (nothing new is sent before them)."""
+        assert self._holding and self._in_flight_count == 0 and 0 <= held < len(entries)
+        entries = entries[:len(entries) - held]
         for entry in entries:
             assert entry.state is _State.RETRY
             entry.state = _State.IN_FLIGHT
@@ -179,14 +186,16 @@ class SendWindow(Generic[_Item]):
                 entry.attempt += 1
             entry.outcome = None
         self._in_flight_count += len(entries)
-        self._holding = self._hold_is_free = False
+        self._holding = False
+        self._paced = held > 0
+        self._hold_is_free = self._hold_is_free and self._paced
 
     def abandon(self) -> list[WindowEntry[_Item]]:
         """Everything not complete (the producer closes): taken out, oldest first."""
         entries = list(self._entries)
         self._entries.clear()
         self._in_flight_count = 0
-        self._holding = self._hold_is_free = False
+        self._holding = self._hold_is_free = self._paced = False
         return entries
 
     def _pop_complete(self) -> list[WindowEntry[_Item]]:

@@ -278,12 +278,13 @@ class Sender:
 
     def _batches_for(self, topic_partition: TopicPartition) -> int:
         window = self.windows.get(topic_partition)
-        room = self.in_flight_max() if window is None else window.room(self.in_flight_max())
+        room = self._in_flight_max_for(topic_partition)
+        room = room if window is None else window.room(room)
         return min(room, self.stream_batches_max)
 
     def _can_send(self, topic_partition: TopicPartition) -> bool:
         window = self.windows.get(topic_partition)
-        if window is not None and not window.can_send(self.in_flight_max()):
+        if window is not None and not window.can_send(self._in_flight_max_for(topic_partition)):
             return False
         if self._writing and self._config.linger_ms == 0:
             assert self._router is not None
@@ -297,6 +298,12 @@ class Sender:
         if self.streaming:
             return self._config.max_in_flight_per_partition
         return 1
+
+    def _in_flight_max_for(self, topic_partition: TopicPartition) -> int:
+        """``in_flight_max``, but one batch until the producer id wrote to the partition: the
+        service takes an unknown id's first batch whatever its sequence, so a batch sent after
+        one it refuses (as too large, say) could land first (``Idempotence.written_to``)."""
+        return self.in_flight_max() if self.idempotence.written_to(topic_partition) else 1
 
     async def _producer_id_for(self, batches: list[ProducerBatch]) -> bool:
         """Before the first batch (and after a retired id) the idempotent producer asks for a
@@ -424,6 +431,8 @@ class Sender:
             else:
                 self._settle(tp, window, *self._failed_unwritten(tp, window, entry, outcome))
             return
+        if not failed:
+            self.idempotence.batch_written(tp, entry.item[2])
         out_of_order = isinstance(outcome, OutOfOrderSequenceError) and window.holding
         retriable = isinstance(outcome, SeglogError) and (outcome.retriable or out_of_order)
         retry = failed and retriable and entry.attempt < self._config.retries and not self.closed
@@ -495,8 +504,11 @@ class Sender:
         if not entries[0].free:  # after a split (or a batch failed unwritten): nothing to wait for
             hints = [e.outcome.retry_after_ms or 0 for e in entries if isinstance(e.outcome, SeglogError)]
             await asyncio.sleep(max(self._config.retry_backoff_ms, *hints) / 1000)
+        # A partition its producer id has not written to yet takes one at a time (``written_to``).
+        held = 0 if self.idempotence.written_to(tp) else len(entries) - 1
+        entries, later = entries[:len(entries) - held], entries
         self._stats["retries"] += sum(not entry.free for entry in entries)
-        window.resending(entries)
+        window.resending(later, held=held)
         for entry in entries:
             self._send_entry(tp, entry)
         self.wake()

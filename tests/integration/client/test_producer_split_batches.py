@@ -68,6 +68,23 @@ def test_full_batches_above_the_topic_limit_are_split_and_land_once_in_order(seg
     assert splits >= 3  # each 256 KiB batch was refused once
 
 
+def test_a_partition_new_to_a_warm_producer_splits_its_first_batch_before_sending_more(seglog_service, make_topic):
+    """On a stream already confirmed, several batches of a partition may be in flight; but the
+    service takes a producer id's first batch on a partition whatever its sequence, so until one
+    was written the partition sends one batch at a time: a batch after a refused one must not
+    land first."""
+    warm, topic = make_topic(), make_topic(configs={"max.message.bytes": str(LIMIT_BYTES)})
+    values = _values(2_000)  # a full batch the topic refuses, then a small one it would take
+    with Producer(seglog_service.address, **SPLIT_PRODUCER) as producer:
+        producer.send(warm, b"warm", partition=0).result(30)
+        group = producer.send_many(topic, values, partition=0)
+        producer.flush()  # both batches ready at once
+        offsets = [metadata.offset for metadata in group.result(0)]
+        assert producer.statistics().records_failed == 0
+    read, _ = _read(seglog_service.address, topic, len(values))
+    assert read == list(zip(offsets, values))
+
+
 def test_a_producer_without_idempotence_splits_too(seglog_service, make_topic):
     # One batch in flight a partition: without idempotence that is what keeps order under
     # resends (``_send_window.py``).
@@ -123,6 +140,20 @@ def test_a_send_many_with_a_record_above_the_limit_reports_it_and_delivers_the_r
     landed = values[:700] + values[701:]
     read, _ = _read(seglog_service.address, topic, len(landed))
     assert [value for _, value in read] == landed
+
+
+def test_a_batch_of_more_records_than_the_service_takes_is_halved_until_taken(start_service):
+    """A refusal that names no byte limit (RecordCountTooLargeError): the pieces are halves."""
+    service = start_service(["--batch-records-max", "500"])
+    with Admin(service.address) as admin:
+        admin.create_topic("t", 1)
+    values = [index.to_bytes(4, "big") for index in range(5_000)]
+    with Producer(service.address, batch_size=BATCH_SIZE, linger_ms=50) as producer:
+        offsets = [metadata.offset for metadata in producer.send_many("t", values, partition=0).result(30)]
+        statistics = producer.statistics()
+    assert statistics.records_failed == 0 and statistics.batches_split >= 3
+    read, _ = _read(service.address, "t", len(values))
+    assert read == list(zip(offsets, values))
 
 
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
