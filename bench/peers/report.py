@@ -529,13 +529,28 @@ What remains:
 - The consumer's half of the tail (1.6 ms p50 at load 7) is thread and process wake-ups more
   than CPU: a push crosses the service's loop, its write's completion, grpc's poller and the
   client's loop before the reading thread wakes, each a run-queue wait on 2 busy CPUs. Reading the
-  sync `Consumer`'s stream in its own thread (grpc's synchronous API: no loop hop) is what is
-  left to try (the push now goes before the acknowledgement: above).
+  sync `Consumer`'s Consume stream on grpc's synchronous API in a thread of its own (the thread
+  fills the buffers and wakes the polling thread, no loop turn) was tried and not kept: its p50
+  lost in every pair (`.venv/bin/python -m bench.peers --systems seglog --workloads latency
+  --repeats 3`, `git worktree` trees run alternately, 2026-11-27 15:19-15:45, load 8-31). With
+  grpc's default stream (its channel thread reads for the iterating thread) p50 21-37x the floor
+  against 8-21x, p99 higher in 4 of 5 pairs; with `SingleThreadedUnaryStream` (the iterating
+  thread polls the call itself) p50 19.2x against 16.0x and p99 41.1x against 9.9x (medians of 4
+  pairs). At 2,000/s the produce -> consume p50 with the loop's reader (kept) is within 0.12 ms of
+  the producer's acknowledgement in every run (the push leaves before the answer): the producer's
+  half sets the figure. The reading thread on grpc's default stream ran the p50 0.8-4.7 ms above
+  the acknowledgement in 4 of 5 runs; on the single-threaded one the p50 stayed at the
+  acknowledgement's, which rose instead (5.07 ms against 4.54, medians): one more client thread
+  taking the GIL slows the producer's loop more than the loop turn saved gains.
 - The producer's half at 2,000/s is the write completions: one message a ProduceStream write,
   each done only when grpc's poller thread and the client's loop have run (1-4 ms at load 9-11,
   where the service appended it long before). Fewer messages (the open batch taking what comes
   meanwhile) is what the client can do on grpc.aio; a producer stream on grpc's synchronous API,
-  or two streams' writes overlapped, would remove the hop itself.
+  or two streams' writes overlapped, would remove the hop itself. The open batch kept while a
+  write is under way (linger_ms=0) stays: against the same tree without it (the same command, 8
+  pairs run alternately, 15:15-15:31, load 2.5-26) p50 3.60 ms against 5.29 (13.7x and 20.1x the
+  floor; lower in 8 of 8 pairs) and p99 12.8x against 34.7x (lower in 7 of 8), so the quiet
+  run's p99 of 16.8x is not its doing.
 - Goal 3 needs a quiet machine to be judged at all (`--workloads latency`, a minute a run). The
   acknowledgement one record at a time (`Producer(linger_ms=0)`, 3,000 records, load 19-21): p50
   1.9-2.8x the floor; the client's loop thread spends 350-420 us of CPU a record where the floor's
