@@ -440,6 +440,41 @@ def test_a_build_stops_at_a_batch_whose_length_lands_on_a_later_header_over_an_i
     log.close()
 
 
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(
+    batches=st.lists(st.tuples(st.booleans(), st.integers(1, 3)), min_size=3, max_size=14),
+    victim=st.integers(0, 100),
+    onto=st.integers(0, 100),
+    index_interval_bytes=st.sampled_from([1, 150, 400]),
+    targets=st.lists(st.integers(NOW_MS - 1, NOW_MS + 45), min_size=1, max_size=20),
+)
+def test_a_table_built_over_a_length_landing_on_a_later_header_answers_as_the_search(
+    tmp_path_factory, budget, batches, victim, onto, index_interval_bytes, targets
+):
+    """Batches rising in time and late ones (raising no step), one batch's length rotted into
+    one ending exactly on a later batch's header or the file's end, the table built from that
+    file: every target, batched and single, gets the per-target search's answer or error."""
+    budget()
+    clock = FakeClock(NOW_MS)
+    log = open_log(tmp_path_factory.mktemp("onto"), clock, config(index_interval_bytes=index_interval_bytes))
+    for number, (rising, count) in enumerate(batches):
+        first_ms = NOW_MS + 3 * number if rising else NOW_MS
+        log.append(batch(*[b"v"] * count, timestamps=[first_ms + step for step in range(count)]))
+    log.flush()
+    path = log.segments_snapshot()[-1].log.path
+    positions = batch_positions(path) + [log.segments_snapshot()[-1].size_in_bytes]
+    first = victim % (len(positions) - 2)
+    end = positions[first + 2 + onto % (len(positions) - first - 2)]
+    poke(path, positions[first] + LENGTH_OFFSET, _INT32, end - positions[first] - 12)
+    log = reopen(log, clock)  # the table is built from the damaged file
+    try:
+        expected = oracle(log, targets)
+        assert [described(outcome) for outcome in log.lookup_timestamps(targets)] == expected
+        assert [described(alone(log, target)) for target in targets] == expected
+    finally:
+        log.close()
+
+
 def test_an_error_feeding_the_table_drops_it_and_never_fails_the_append(tmp_path, clock, budget, monkeypatch, caplog):
     """The batch is in the file when the feed runs: an error there (MemoryError, say) must not
     escape the append with the log end offset left behind the file."""
