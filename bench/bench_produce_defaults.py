@@ -3,7 +3,7 @@ pipelined XADD, interleaved repeat by repeat: goal 4's 'every client default' ro
 ``bench/peers`` alone, without the rest of its workloads.
 
     .venv/bin/python bench/bench_produce_defaults.py [--records 300000] [--repeats 3] [--read]
-        [--batch-sizes default,16384,65536] [--latency 200]
+        [--batch-sizes default,16384,65536] [--latency 200] [--topic-config max.message.bytes=65536]
 
 Each repeat produces the benchmark's records (``bench.peers.common.workload``) into a fresh
 topic through ``Producer(address)`` with ``send_many`` in 10,000-record slices and a flush (as
@@ -16,7 +16,9 @@ and the 1-minute load average sampled during the run. For an A/B of two checkout
 per size (``default`` configures nothing), in an order rotated by one each repeat, beside one Redis run, and each size's figures
 are printed with its name as a prefix. ``--latency N`` also times N single sends a size, each
 ``send(...).result()`` before the next (a low rate: every batch leaves at linger_ms), and prints
-each size's median and 99th percentile in ms.
+each size's median and 99th percentile in ms. ``--topic-config KEY=VALUE`` (repeatable) creates
+the topics with that setting: a max.message.bytes below a batch_size measures the producer's
+split of the batches the service refuses as too large (each produce must deliver every record).
 """
 
 from __future__ import annotations
@@ -49,6 +51,8 @@ def _seglog_produce(address: str, topic: str, keys: list[bytes], values: list[by
             end = start + SEND_SLICE
             producer.send_many(topic, values[start:end], keys[start:end], partition=0)
         producer.flush()
+        failed = producer.statistics().records_failed
+    assert failed == 0, f"{failed} records failed (batch_size {batch_size})"
 
 
 def _single_send_ms(address: str, topic: str, count: int, batch_size: int | None) -> list[float]:
@@ -82,7 +86,10 @@ def main() -> None:
     parser.add_argument("--latency", type=int, default=0, help="time this many single sends a size")
     parser.add_argument("--batch-sizes", default="default",
                         help="comma-separated batch_size values to A/B ('default': configure nothing)")
+    parser.add_argument("--topic-config", action="append", default=[], metavar="KEY=VALUE",
+                        help="a config of every topic produced to (repeatable)")
     args = parser.parse_args()
+    topic_configs = dict(item.split("=", 1) for item in args.topic_config)
     sizes = [None if size == "default" else int(size) for size in args.batch_sizes.split(",")]
     keys, values = workload(args.records)
     rows: list[dict[str, float]] = []
@@ -98,7 +105,7 @@ def main() -> None:
                 for size in sizes[repeat % len(sizes):] + sizes[:repeat % len(sizes)]:
                     name = "" if size is None else f"{size // 1024}k_"
                     topic = f"defaults-{repeat}-{size or 0}"
-                    admin.create_topic(topic, 1)
+                    admin.create_topic(topic, 1, topic_configs)
                     with Measured(service.process.pid) as seglog_run:
                         _seglog_produce(service.address, topic, keys, values, size)
                     row[f"{name}seglog_per_s"] = args.records / seglog_run.wall_s
