@@ -329,6 +329,30 @@ What works:
   write completed, not kept: against the floor's server, a reader task reading ahead against one
   woken by the write's end, p50 0.35 vs 0.33 ms and client CPU 226 vs 260 us a round trip
   (medians of 4 alternations of 3,000, load 4-6.6): the write is cheaper but the wake costs more.
+- A single lookup's answer is read by its caller, as the floor's client reads: an `ask` on the
+  LookupStream (`RequestStream(caller_reads=True)`) whose answer is the next owed, with no read
+  under way, reads it in its own task, so no reader task reads it and hands it over. A read of
+  grpc.aio's that is cancelled cancels its whole call, so the caller's task waits on a stand-in
+  for the read's future (`_Handover`): the read's own future wakes it (no proxy, no turn more),
+  and a cancellation of the caller hands the read, where it stands, to a task of its own that
+  matches and drops the answer; the stream goes on. The reader task reads only while answers
+  are owed and no caller reads, or when the call ends while nothing reads (a stream the service
+  closed is still seen before the next ask). A stream write's rest is driven by its futures'
+  done callbacks, not a task, and the requests' timeouts share one timer a stream (a
+  `call_later` and its cancel a request before, about 5 us): an ask on an open stream starts no
+  task, and the client's loop turns 2.6 times a lookup against 4.8 before (3,000 lookups each
+  under `--profile-client`, both trees in one run). Tests on a real gRPC server
+  (`tests/integration/client/test_lookup_stream_caller_reads.py`): who reads, cancellation
+  mid-read and the stream ending after it, the stream ending, closing or timing out under the
+  caller's read, asks made meanwhile, timeouts at their own deadlines, no task an ask, and a
+  Hypothesis mix of asks and cancellations at any loop turn. End to end it is within the noise
+  of this machine's load (`.venv/bin/python -m bench.bench_single_lookup --records 50000
+  --lookups 3000 --repeats 3 --tree base=<tree before> --tree after=<tree after>`, eight runs
+  with the trees' order swapped, 24 interleaved pairs, 2026-11-27 15:28-15:48, load 11-35 on 2
+  CPUs): p50 1.60x the floor before, 1.55x after (median of the pairs' after/before 0.97, lower
+  in 16 of 24), client CPU a lookup 0.97 (lower in 15); p99 1.40x before and 2.38x after (median
+  ratio 1.50, lower in 9 of 24: the floor's own p99 ran 0.3-14 ms, but a quiet machine must say
+  whether the p99 moved).
 - A batched call's per-target cost in the client (`Admin.offsets_for_times_many`): each target
   built field by field (keywords cost a third more), each answer made with `tuple.__new__` (no
   NamedTuple `__new__` frame), the answers walked once (the router hands its first answer to the
@@ -578,10 +602,9 @@ What remains:
   (above) leave the tail as it was: `--workloads latency --repeats 3`, before and after run
   alternately twice, load 13-19: p50 21.7x and 16.8x the floor before, 16.0x and 18.4x after.
 - Goals 2 and 3 (p50 within 1.2x and 1.5x of the floor) are not met. For the single lookup what
-  remains above the floor: on the client one loop turn (the reader task's hop to the caller: a
-  read of grpc.aio's is one at a time, so the caller cannot read its own answer while the
-  reader waits) and about 100 us of CPU; on the service the storage search (22-34 us) and
-  the RPC layers' Python above it. The service's event-loop thread while serving single lookups
+  remains above the floor is split about evenly in three (below): the service's stream with no
+  lookup in it, the lookup's work on the service, and the client above a bare stream (the
+  reader task's hop is gone: above). The service's event-loop thread while serving single lookups
   (`py-spy record --native`, 3,000 lookups on 50,000 records, load ~20): the stream's write 58 %
   (grpc core's `sendmsg` alone 39 %), reading the next message 16 %, the storage search 15 % (its
   stopwatches' `getrusage` calls about 2-3 % of the thread), the RPC layers above it 8 %.
@@ -603,9 +626,25 @@ What remains:
   runs with the trees' order swapped, 12 interleaved pairs, 2026-11-27 12:22-12:25): p50 1.91x
   the floor before and 1.87x after (median of the pairs' after/before 0.99), client CPU a lookup
   median ratio 0.92; p99 1.51x before, 1.78x after (after above before in 8 of the 12 pairs, but
-  at that load the floor's own p99 ran 0.46-5.2 ms: the run queue's). What is
-  left on the client is the reader's hop and some 100 us of Python across the admin, routing and
-  stream layers and asyncio's loop turns; a quiet machine decides whether the turn saved shows.
+  at that load the floor's own p99 ran 0.46-5.2 ms: the run queue's).
+- Where the single lookup's gap to the floor lies, in one run (a one-off script: the floor's
+  server and client; a bare grpc.aio client writing a LookupStreamRequest and reading its
+  answer, against the service and against the same service whose `_lookup_message` returns a
+  built answer at once, with no admission, storage or metrics; `AsyncAdmin.offsets_for_times`;
+  3,000 round trips each, 5 interleaved repeats, load 17.5-19): p50 1.00 / 1.49 / 1.25 / 1.72x
+  the floor, service CPU a message 137 / 230 / 203 / 247 us. So a third of the gap is the
+  service's stream with no lookup in it (some 66 us of CPU a message above the floor's
+  handler), a third the lookup's work on the service (some 27 us), a third the client above a
+  bare stream. The floor's server with the service's gRPC options and
+  `maximum_concurrent_rpcs`, or with `context.read`/`context.write` and initial metadata in
+  place of its generator, costs what the floor does (same run style, load 16-18): neither is the
+  stream's excess. `py-spy --native` puts most of it in the write's `sendmsg` (1,639 samples on
+  the service's loop thread against 445 on the floor's for the same 3,000 messages, as many
+  calls, 60-byte against 40-byte payloads); why is not yet known. Left on the client: the
+  transport's copy of the request into the stream message (1.7 us; the admin could build the
+  stream message, through the router) and the admin, routing and transport layers; on the
+  service the two getrusage a lookup when the time-step table answers (the table's call site in
+  `log_segment.py`).
 - Goal 1: with the batch directory a target's storage search is a bisection, a 61-byte read and a
   table's bisection, some 10 us of Python at load 8-10 (a run of calls each: the table cache's
   lookup, the header check, the answer objects); moving that run into C, or trusting the
