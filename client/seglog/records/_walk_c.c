@@ -40,6 +40,7 @@
 #define VARLONG_BYTES_MAX 10
 #define CONTINUATION 0x80
 #define STEPS_FIRST_CAPACITY 64 /* record_steps: the columns' first room, in steps */
+#define STEPS_BLOCK 8 /* step_answers: targets bisected in lockstep */
 
 static PyObject *corrupt_error; /* seglog.records.errors.CorruptRecordError */
 
@@ -603,57 +604,82 @@ step_answers(PyObject *module, PyObject *args)
     rest = PyList_New(0);
     if (answers == NULL || rest == NULL)
         goto done;
+    /* The targets are bisected a block at a time, in lockstep: each probe of the block is
+       prefetched before any is compared, so a table larger than the caches waits for its
+       cache misses together, not one after the other. */
     Py_ssize_t previous_index = 0;
     int64_t previous_target = INT64_MIN;
-    for (Py_ssize_t number = 0; number < target_count; number++) {
-        int64_t target;
-        int past = clamped_int64(items[number], &target);
-        if (past == FAILED)
-            goto done;
-        /* The first index whose timestamp >= target: from the previous target's step when the
-           targets ascend (a call's usually do), else below it. */
-        Py_ssize_t low, high;
-        if (target >= previous_target) {
-            low = previous_index;
-            high = count;
-        } else {
-            low = 0;
-            high = previous_index;
+    for (Py_ssize_t first = 0; first < target_count; first += STEPS_BLOCK) {
+        const int size = target_count - first < STEPS_BLOCK ? (int)(target_count - first) : STEPS_BLOCK;
+        int64_t block[STEPS_BLOCK];
+        Py_ssize_t low[STEPS_BLOCK], high[STEPS_BLOCK], middle[STEPS_BLOCK];
+        int past[STEPS_BLOCK];
+        for (int i = 0; i < size; i++) {
+            past[i] = clamped_int64(items[first + i], &block[i]);
+            if (past[i] == FAILED)
+                goto done;
+            /* The first index whose timestamp >= target lies at or after the previous block's
+               last target's when this one is not below it (a call's targets usually ascend),
+               else at or before it.  A target past int64 is searched as INT64_MAX (its own
+               answer: none), so its index bounds the next ones as INT64_MAX's. */
+            if (block[i] >= previous_target) {
+                low[i] = previous_index;
+                high[i] = count;
+            } else {
+                low[i] = 0;
+                high[i] = previous_index;
+            }
         }
-        if (past > 0)
-            low = high = count; /* above every int64: no step reaches it */
-        while (low < high) {
-            Py_ssize_t middle = low + (high - low) / 2;
-            if (steps[middle] < target)
-                low = middle + 1;
-            else
-                high = middle;
+        for (;;) {
+            int searching = 0;
+            for (int i = 0; i < size; i++)
+                if (low[i] < high[i]) {
+                    middle[i] = low[i] + (high[i] - low[i]) / 2;
+                    __builtin_prefetch(&steps[middle[i]]);
+                    searching = 1;
+                }
+            if (!searching)
+                break;
+            for (int i = 0; i < size; i++)
+                if (low[i] < high[i]) {
+                    if (steps[middle[i]] < block[i])
+                        low[i] = middle[i] + 1;
+                    else
+                        high[i] = middle[i];
+                }
         }
-        previous_index = low;
-        previous_target = target;
-        if (low == count ? !whole : (offset_min_past > 0 || offsets[low] < offset_min)) {
-            PyObject *position = PyLong_FromSsize_t(number);
-            if (position == NULL || PyList_Append(rest, position) != 0) {
-                Py_XDECREF(position);
+        for (int i = 0; i < size; i++)
+            if (low[i] < count)
+                __builtin_prefetch(&offsets[low[i]]);
+        previous_index = low[size - 1];
+        previous_target = block[size - 1];
+        for (int i = 0; i < size; i++) {
+            const Py_ssize_t number = first + i, index = past[i] > 0 ? count : low[i];
+            const int answered = index < count && offset_min_past <= 0 && offsets[index] >= offset_min;
+            if (!answered && (index < count || !whole)) {
+                PyObject *position = PyLong_FromSsize_t(number);
+                if (position == NULL || PyList_Append(rest, position) != 0) {
+                    Py_XDECREF(position);
+                    goto done;
+                }
+                Py_DECREF(position);
+            }
+            if (!answered) {
+                PyList_SET_ITEM(answers, number, Py_NewRef(Py_None));
+                continue;
+            }
+            PyObject *timestamp = PyLong_FromLongLong(steps[index]);
+            PyObject *offset = PyLong_FromLongLong(offsets[index]);
+            PyObject *answer = timestamp == NULL || offset == NULL ? NULL : answer_type->tp_alloc(answer_type, 2);
+            if (answer == NULL) {
+                Py_XDECREF(timestamp);
+                Py_XDECREF(offset);
                 goto done;
             }
-            Py_DECREF(position);
+            PyTuple_SET_ITEM(answer, 0, timestamp);
+            PyTuple_SET_ITEM(answer, 1, offset);
+            PyList_SET_ITEM(answers, number, answer);
         }
-        if (low == count || offset_min_past > 0 || offsets[low] < offset_min) {
-            PyList_SET_ITEM(answers, number, Py_NewRef(Py_None));
-            continue;
-        }
-        PyObject *timestamp = PyLong_FromLongLong(steps[low]);
-        PyObject *offset = PyLong_FromLongLong(offsets[low]);
-        PyObject *answer = timestamp == NULL || offset == NULL ? NULL : answer_type->tp_alloc(answer_type, 2);
-        if (answer == NULL) {
-            Py_XDECREF(timestamp);
-            Py_XDECREF(offset);
-            goto done;
-        }
-        PyTuple_SET_ITEM(answer, 0, timestamp);
-        PyTuple_SET_ITEM(answer, 1, offset);
-        PyList_SET_ITEM(answers, number, answer);
     }
     result = PyTuple_Pack(2, answers, rest);
 done:

@@ -198,3 +198,28 @@ print("fallback")
     done = subprocess.run([sys.executable, "-W", "error", "-c", program], capture_output=True, text=True,
                           env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)))
     assert (done.returncode, done.stdout, done.stderr) == (0, "fallback\n", "")
+
+
+def test_a_target_past_int64_does_not_hide_the_step_at_int64_max_from_the_targets_after_it():
+    """A target above every int64 has no step; the target INT64_MAX after it still has the step
+    at INT64_MAX (the bound the first leaves for the next is INT64_MAX's own)."""
+    timestamps, offsets = array("q", [5, INT64_MAX]), array("q", [1, 2])
+    targets = [1 << 70, INT64_MAX, 1 << 64, 6, INT64_MAX]
+    expected = ([None, Answer(INT64_MAX, 2), None, Answer(INT64_MAX, 2), Answer(INT64_MAX, 2)], [])
+    assert compiled(timestamps, offsets, targets, 0, True, Answer) == expected
+    assert step_answers_reference(timestamps, offsets, targets, 0, True, Answer) == expected
+
+
+def test_more_targets_than_a_block_in_any_order_are_each_answered():
+    """The compiled bisection works a block of targets at a time: calls of many blocks, targets
+    ascending, descending and shuffled, each equal to the reference."""
+    import random
+
+    timestamps = array("q", range(0, 30_000, 3))
+    offsets = array("q", range(len(timestamps)))
+    rng = random.Random(5)
+    for size in (7, 8, 9, 17, 100, 1000):
+        targets = [rng.randrange(-10, 30_010) for _ in range(size)]
+        for order in (sorted(targets), sorted(targets, reverse=True), targets):
+            assert compiled(timestamps, offsets, order, 40, False, Answer) == \
+                step_answers_reference(timestamps, offsets, order, 40, False, Answer)
