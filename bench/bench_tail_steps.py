@@ -132,18 +132,19 @@ def run(records: int) -> dict[str, list]:
     send_batch_request = _sender.Sender._send_batch_request
     start_write = _streams.RequestStream._start_write
 
-    async def stamped_send_batch_request(self, tp, entry):  # noqa: ANN001
+    # Arguments passed on as they come: the sender's own signature (its send turn, say) may grow.
+    async def stamped_send_batch_request(self, tp, entry, *rest):  # noqa: ANN001
         batch = entry.item[0]
         row = [[CREATED.unpack_from(value)[0] for value in batch.values], now(), 0, 0]
         stamps["batches"].append(row)
         sending.set(row)  # this task's: its write below is this batch's
-        await send_batch_request(self, tp, entry)
+        await send_batch_request(self, tp, entry, *rest)
 
-    async def stamped_start_write(self, call, opened, owed, message):  # noqa: ANN001
+    async def stamped_start_write(self, *arguments):  # noqa: ANN001
         row = sending.get()
         if row is not None and not row[2]:
             row[2] = now()
-        write = await start_write(self, call, opened, owed, message)
+        write = await start_write(self, *arguments)
         if row is not None and write is not None:
             write.add_done_callback(lambda _done: row.__setitem__(3, row[3] or now()))
         return write
