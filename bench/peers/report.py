@@ -347,12 +347,12 @@ What works:
   caller's read, asks made meanwhile, timeouts at their own deadlines, no task an ask, and a
   Hypothesis mix of asks and cancellations at any loop turn. End to end it is within the noise
   of this machine's load (`.venv/bin/python -m bench.bench_single_lookup --records 50000
-  --lookups 3000 --repeats 3 --tree base=<tree before> --tree after=<tree after>`, eight runs
-  with the trees' order swapped, 24 interleaved pairs, 2026-11-27 15:28-15:48, load 11-35 on 2
-  CPUs): p50 1.60x the floor before, 1.55x after (median of the pairs' after/before 0.97, lower
-  in 16 of 24), client CPU a lookup 0.97 (lower in 15); p99 1.40x before and 2.38x after (median
-  ratio 1.50, lower in 9 of 24: the floor's own p99 ran 0.3-14 ms, but a quiet machine must say
-  whether the p99 moved).
+  --lookups 3000 --repeats 3 --tree base=<tree before> --tree after=<tree after>`, ten runs
+  with the trees' order swapped, 30 interleaved pairs, 2026-11-27 15:28-15:52, load 11-35 on 2
+  CPUs): p50 1.62x the floor before, 1.55x after (median of the pairs' after/before 0.96, lower
+  in 21 of 30), client CPU a lookup 0.96 (lower in 19); p99 1.69x before and 2.38x after (median
+  ratio 1.15, lower in 14 of 30; the last six pairs 0.74, lower in 5: the floor's own p99 ran
+  0.3-14 ms). A quiet machine decides both.
 - A batched call's per-target cost in the client (`Admin.offsets_for_times_many`): each target
   built field by field (keywords cost a third more), each answer made with `tuple.__new__` (no
   NamedTuple `__new__` frame), the answers walked once (the router hands its first answer to the
