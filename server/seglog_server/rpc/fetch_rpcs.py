@@ -29,6 +29,20 @@ __all__ = ["START_OFFSET_METADATA_KEY", "FetchRpcs"]
 
 # Initial metadata of a Consume stream: the offset it starts from, once resolved.
 START_OFFSET_METADATA_KEY = "seglog-start-offset"
+# A bounded search's refusal (``_bounded_offset_for_timestamp``): the pool's search answers.
+_REFUSED = object()
+
+
+def _bounded_offset_for_timestamp(log: PartitionLog, timestamp_ms: int, read_bytes_max: int) -> Any:
+    """``log.offset_for_timestamp`` by the search bounded by ``read_bytes_max``
+    (``lookup_timestamps_without_builds``): its answer or the error it met, raised; ``_REFUSED``
+    when it refused a step past the bound."""
+    found = log.lookup_timestamps_without_builds([timestamp_ms], read_bytes_max)
+    if found is None:
+        return _REFUSED
+    if isinstance(found[0], Exception):
+        raise found[0]
+    return found[0]
 
 
 class FetchRpcs:
@@ -172,8 +186,12 @@ class FetchRpcs:
             return log.log_end_offset
         if request.HasField("timestamp_ms"):
             target = validation.check_target_timestamp(request.timestamp_ms)
-            # Index lookups: inline (microseconds), through core.log_call for LogDirOfflineError.
-            found = await self.core.log_call(log, 0, log.offset_for_timestamp, target)
+            # Inline when the search bounded by the inline bound answers (the tables' bisections,
+            # a small batch walked), else on the pool: through core.log_call for LogDirOfflineError.
+            found = await self.core.log_call(log, 0, _bounded_offset_for_timestamp, log, target,
+                                             self.core.calls.inline_io_bytes_max)
+            if found is _REFUSED:
+                found = await self.core.log_call(log, BLOCKING, log.offset_for_timestamp, target)
             return log.log_end_offset if found is None else found.offset
         return request.offset
 

@@ -4,8 +4,8 @@ streams.py) and ExplainLookup.
 Each target keeps its own outcome, as Kafka answers per partition. The targets of a partition are
 searched in one storage call (one take of the log's lock); a handful run inline, more (or a log's
 first lookup by time after a restart: ``StoragePort.timestamp_lookup_may_block``, or a search that
-would read more than the inline bound to build or extend the segments' time-step tables or batch
-directories: ``PartitionLog.lookup_timestamps_without_builds``) on the pool.
+refused, inline, to build or extend a table or directory, decompress a batch or read past the
+inline bound: ``PartitionLog.lookup_timestamps_without_builds``) on the pool.
 """
 
 from __future__ import annotations
@@ -131,9 +131,9 @@ class LookupRpcs:
 
     async def _lookup(self, log: Any, searched: list[int], pooled: bool) -> list[Any]:
         """``log.lookup_timestamps(searched)`` on the pool, or inline when not ``pooled`` and the
-        search reads at most the inline bound to build or extend the segments' time-step tables
-        and batch directories (up to MiBs each; the storage knows only under the log's lock:
-        ``lookup_timestamps_without_builds`` answers None, and the lookup goes to the pool)."""
+        search bounded by the inline bound answers (``lookup_timestamps_without_builds``: it
+        builds nothing, decompresses nothing and reads at most the bound; None when it refused
+        a step past that, and the lookup goes to the pool)."""
         if not pooled:
             found = await self.core.log_call(log, 0, log.lookup_timestamps_without_builds, searched,
                                              self.core.calls.inline_io_bytes_max)

@@ -20,6 +20,12 @@ whose scan reaches it, as Kafka answers per partition. One target takes the sing
 shared search's set-up (sorting, runs, ranges of index entries) costs more than it saves there
 (30 against 20 us a lookup).
 
+A lookup given a ``LookupBudget`` (segment/lookup_budget.py: the service's inline attempt on
+its event loop) searches the same way, every segment it searches bounded by it: it answers as
+the unbounded search does, or raises ``LookupRefused`` before a step past the budget (a build, a
+decompression, a read past what is left), the counters it moved put back; the caller then runs
+the unbounded search on a thread.
+
 Every function here expects the log's lock held (``UnifiedLog`` takes it) and the log usable.
 """
 
@@ -33,6 +39,7 @@ from ..base.observer import stopwatch
 from ..format.file_records import TimestampAndOffset
 from ..segment.log_segment import LogSegment
 from ..segment.log_segments import LogSegments
+from ..segment.lookup_budget import LookupBudget, LookupRefused
 from ..segment.segment_timestamps import SegmentTimestamps
 from .local_log import LocalLog
 from .log_results import (
@@ -44,7 +51,7 @@ from .log_results import (
 )
 
 __all__ = ["SPECIAL_TIMESTAMPS", "LookupOutcome", "check_targets", "lookup_timestamps", "offset_for_timestamp",
-           "search_read_bytes", "search_timestamps"]
+           "search_timestamps"]
 
 SPECIAL_TIMESTAMPS = frozenset(
     (LATEST_TIMESTAMP, EARLIEST_TIMESTAMP, MAX_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP, LATEST_TIERED_TIMESTAMP)
@@ -65,15 +72,17 @@ def check_targets(timestamps_ms: Sequence[int], name: str) -> None:
 
 
 def offset_for_timestamp(
-    local: LocalLog, timestamp_ms: int, log_start_offset: int, log_end_offset: int
+    local: LocalLog, timestamp_ms: int, log_start_offset: int, log_end_offset: int,
+    budget: LookupBudget | None = None,
 ) -> TimestampAndOffset | None:
     """One target's answer; raises the storage error its search meets (an OSError has taken
-    the log offline, or is a retriable exhaustion: ``LocalLog.io_error``)."""
+    the log offline, or is a retriable exhaustion: ``LocalLog.io_error``), or LookupRefused
+    past ``budget``."""
     try:
         if timestamp_ms >= 0:
-            return _search_timestamp(local, timestamp_ms, log_start_offset, log_end_offset)
+            return _search_timestamp(local, timestamp_ms, log_start_offset, log_end_offset, budget)
         if timestamp_ms == MAX_TIMESTAMP:
-            return _offset_of_max_timestamp(local, log_start_offset, log_end_offset)
+            return _offset_of_max_timestamp(local, log_start_offset, log_end_offset, budget)
     except OSError as exc:
         raise local.io_error("searching", exc) from exc
     except CorruptRecordError as exc:
@@ -82,62 +91,52 @@ def offset_for_timestamp(
 
 
 def lookup_timestamps(
-    local: LocalLog, timestamps_ms: Sequence[int], log_start_offset: int, log_end_offset: int
+    local: LocalLog, timestamps_ms: Sequence[int], log_start_offset: int, log_end_offset: int,
+    budget: LookupBudget | None = None,
 ) -> list[LookupOutcome]:
     """The outcome of each of ``timestamps_ms``, in their order (see the module docstring);
-    ValueError before any search for a target ``check_targets`` refuses."""
+    ValueError before any search for a target ``check_targets`` refuses; with ``budget``,
+    LookupRefused before a step past it (the counters the search moved put back)."""
+    if budget is None:
+        return _lookup_timestamps(local, timestamps_ms, log_start_offset, log_end_offset, None)
+    try:
+        if not local.timestamps.loaded and any(t >= 0 or t == MAX_TIMESTAMP for t in timestamps_ms):
+            raise LookupRefused("the segments' first-use checks")  # (every segment's largest timestamp read)
+        return _lookup_timestamps(local, timestamps_ms, log_start_offset, log_end_offset, budget)
+    except LookupRefused:
+        budget.roll_back()
+        raise
+
+
+def _lookup_timestamps(
+    local: LocalLog, timestamps_ms: Sequence[int], log_start_offset: int, log_end_offset: int,
+    budget: LookupBudget | None,
+) -> list[LookupOutcome]:
     if len(timestamps_ms) == 1:
-        return [_outcome_of_one(local, timestamps_ms[0], log_start_offset, log_end_offset)]
+        return [_outcome_of_one(local, timestamps_ms[0], log_start_offset, log_end_offset, budget)]
     check_targets(timestamps_ms, local.name)
     found: dict[int, LookupOutcome] = {}
     searched = sorted({timestamp_ms for timestamp_ms in timestamps_ms if timestamp_ms >= 0})
     if searched and log_start_offset != log_end_offset:
         try:
-            found.update(search_timestamps(local.segments, local.timestamps, searched, log_start_offset, local.touch))
+            found.update(search_timestamps(local.segments, local.timestamps, searched, log_start_offset, local.touch,
+                                           budget))
         except (OSError, CorruptRecordError):
             # Some run met damage or a failing disk: each target by its own search (the last
             # one failing the same way may take the log offline; the targets after it say so).
-            found = {target: _outcome_of_one(local, target, log_start_offset, log_end_offset) for target in searched}
+            found = {target: _outcome_of_one(local, target, log_start_offset, log_end_offset, budget)
+                     for target in searched}
     for special in SPECIAL_TIMESTAMPS.intersection(timestamps_ms):
-        found[special] = _outcome_of_one(local, special, log_start_offset, log_end_offset)
+        found[special] = _outcome_of_one(local, special, log_start_offset, log_end_offset, budget)
     return [found.get(timestamp_ms) for timestamp_ms in timestamps_ms]
 
 
-def search_read_bytes(local: LocalLog, timestamps_ms: Sequence[int], log_start_offset: int, log_end_offset: int,
-                      enough: int) -> int:
-    """About how many bytes ``lookup_timestamps`` of ``timestamps_ms`` may read to build or
-    extend the searched segments' time-step tables and batch directories
-    (``LogSegment.time_lookup_read_bytes``), counted until above ``enough``. Only the segments
-    the search starts in are asked (each distinct target's first segment reaching it, not before
-    the one holding the log start; and the segment after that one, where a search goes on when
-    every match sits below the log start): a few bisections and one question a segment, never
-    a walk of the whole log on the event loop. Several targets are counted as the batched search
-    counts them, even when one of them is distinct ([T, T], [LATEST, T] search batched). Expects
-    the timestamps loaded (no first-use check left)."""
-    searched = sorted({timestamp_ms for timestamp_ms in timestamps_ms if timestamp_ms >= 0})
-    if not searched or log_start_offset == log_end_offset:
-        return 0
-    count = 1 if len(timestamps_ms) == 1 else max(2, len(searched))
-    segments = local.segments
-    start_slot = segments.floor_slot(log_start_offset)
-    slots = {max(slot, start_slot) for slot in local.timestamps.first_slots_reaching(segments, searched)}
-    if start_slot in slots and start_slot + 1 < len(segments):
-        slots.add(start_slot + 1)
-    read = 0
-    for index in sorted(slots):
-        if index >= len(segments):
-            continue  # (no segment reaches that target)
-        read += segments.at(index).time_lookup_read_bytes(count, log_start_offset)
-        if read > enough:
-            break
-    return read
-
-
-def _outcome_of_one(local: LocalLog, timestamp_ms: int, log_start_offset: int, log_end_offset: int) -> LookupOutcome:
+def _outcome_of_one(local: LocalLog, timestamp_ms: int, log_start_offset: int, log_end_offset: int,
+                    budget: LookupBudget | None = None) -> LookupOutcome:
     try:
         if local.offline_cause is not None:  # an earlier target's search took the log offline
             local.check_usable()
-        return offset_for_timestamp(local, timestamp_ms, log_start_offset, log_end_offset)
+        return offset_for_timestamp(local, timestamp_ms, log_start_offset, log_end_offset, budget)
     except StorageError as exc:
         return exc
 
@@ -154,7 +153,7 @@ def _special(timestamp_ms: int, log_start_offset: int, log_end_offset: int, name
 
 
 def _search_timestamp(
-    local: LocalLog, timestamp_ms: int, log_start_offset: int, log_end_offset: int
+    local: LocalLog, timestamp_ms: int, log_start_offset: int, log_end_offset: int, budget: LookupBudget | None
 ) -> TimestampAndOffset | None:
     if log_start_offset == log_end_offset:
         return None
@@ -173,20 +172,35 @@ def _search_timestamp(
         if index != reaching and segment.largest_timestamp() < timestamp_ms:
             continue  # (the running max vouches for the first segment reaching it)
         touch(segment)
-        found = segment.find_offset_by_timestamp(timestamp_ms, log_start_offset, watch)
+        if budget is None:
+            found = segment.find_offset_by_timestamp(timestamp_ms, log_start_offset, watch)
+        else:
+            found = _bounded(segment, budget, segment.find_offset_by_timestamp, timestamp_ms, log_start_offset, watch)
         if found is not None:
             return found
     return None
 
 
-def _offset_of_max_timestamp(local: LocalLog, log_start_offset: int, log_end_offset: int) -> TimestampAndOffset | None:
+def _offset_of_max_timestamp(local: LocalLog, log_start_offset: int, log_end_offset: int,
+                             budget: LookupBudget | None) -> TimestampAndOffset | None:
     if log_start_offset == log_end_offset:
         return None
     segments = local.segments
     local.timestamps.load(segments)  # asks every segment (and says so: loaded)
     best = max(segments.values(), key=lambda segment: segment.max_timestamp_so_far)
     local.touch(best)
-    return best.offset_of_max_timestamp()
+    if budget is None:
+        return best.offset_of_max_timestamp()
+    return _bounded(best, budget, best.offset_of_max_timestamp)
+
+
+def _bounded(segment: LogSegment, budget: LookupBudget, search: Callable, *args: object) -> object:
+    """``search(*args)``, a search of ``segment``, bounded by ``budget`` (LookupRefused past it)."""
+    segment.lookup_budget = budget
+    try:
+        return search(*args)
+    finally:
+        segment.lookup_budget = None
 
 
 def search_timestamps(
@@ -195,10 +209,12 @@ def search_timestamps(
     targets: Sequence[int],
     log_start_offset: int,
     touch: Callable[[LogSegment], None],
+    budget: LookupBudget | None = None,
 ) -> dict[int, TimestampAndOffset | None]:
     """The first record with a timestamp >= each of ``targets`` (ascending, distinct, >= 0) at
     or above ``log_start_offset``, by target; a target with no such record is left out or None.
-    ``touch`` is called on each segment before it is searched (the descriptor budget)."""
+    ``touch`` is called on each segment before it is searched (the descriptor budget); each
+    segment's search bounded by ``budget`` when given."""
     found: dict[int, TimestampAndOffset | None] = {}
     watch = stopwatch("offsets_for_times")
     start_slot = segments.floor_slot(log_start_offset)
@@ -206,7 +222,7 @@ def search_timestamps(
     watch.lap_each("segment_lookup", len(targets))
     for run_start, run_end, reaching in runs:
         run = targets if len(runs) == 1 else targets[run_start:run_end]
-        _search_run(segments, run, reaching, start_slot, log_start_offset, touch, found)
+        _search_run(segments, run, reaching, start_slot, log_start_offset, touch, found, budget)
     return found
 
 
@@ -218,6 +234,7 @@ def _search_run(
     log_start_offset: int,
     touch: Callable[[LogSegment], None],
     found: dict[int, TimestampAndOffset | None],
+    budget: LookupBudget | None = None,
 ) -> None:
     """Searches ``targets``, which share their first reaching segment ``reaching``, as
     ``_search_timestamp`` searches one: from the later of that segment and the one holding
@@ -234,7 +251,10 @@ def _search_run(
                 continue
             searched = pending if reached == len(pending) else pending[:reached]
         touch(segment)
-        answers = segment.find_offsets_by_timestamps(searched, log_start_offset)
+        if budget is None:
+            answers = segment.find_offsets_by_timestamps(searched, log_start_offset)
+        else:
+            answers = _bounded(segment, budget, segment.find_offsets_by_timestamps, searched, log_start_offset)
         # In bulk: a target this segment leaves unanswered is kept as None (a later segment's
         # answer replaces it) and stays pending, in order, before those it did not search.
         found.update(zip(searched, answers))

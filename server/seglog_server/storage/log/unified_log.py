@@ -99,7 +99,8 @@ if TYPE_CHECKING:  # boto3 (the remote extra) is loaded only where a store is co
     from ..remote.remote_storage_manager import LogSegmentData
     from .remote_log_tier import RemoteLogTier
 from .remote_timestamps import remote_offset_for_timestamp, remote_offset_of_max_timestamp, remote_segments_below
-from .timestamp_lookups import LookupOutcome, check_targets, lookup_timestamps, search_read_bytes
+from ..segment.lookup_budget import LookupBudget, LookupRefused
+from .timestamp_lookups import LookupOutcome, check_targets, lookup_timestamps
 
 __all__ = ["ChangeListener", "FlushScheduler", "Log", "UnifiedLog", "roll_jitter_ms"]
 
@@ -648,37 +649,40 @@ class UnifiedLog:
 
     def lookup_timestamps_without_builds(self, timestamps_ms: Sequence[int], read_bytes_max: int
                                          ) -> list[LookupOutcome] | None:
-        """``lookup_timestamps`` for a caller on an event loop: None, nothing searched, when the
-        search may read more than ``read_bytes_max`` bytes to build or extend the segments'
-        time-step tables and batch directories (``search_read_bytes``; the caller asks again on a
-        thread), else the lookup's outcomes. The check and the search share one take of the lock.
-        A tiered log's calls never run inline (``inline_lock``): its lookup as it is, the store
-        searched outside the lock."""
+        """``lookup_timestamps`` for a caller on an event loop: the lookup's outcomes from a
+        search bounded by a ``LookupBudget`` of ``read_bytes_max`` bytes (it builds and extends
+        no time-step table, batch directory or record-time table, decompresses nothing, runs no
+        first-use check, reads at most that many bytes of batches), or None when that search
+        refused a step past it: nothing answered, the counters it moved put back, and the caller
+        asks ``lookup_timestamps`` again on a thread. A tiered log's calls never run inline
+        (``inline_lock``): its lookup as it is, the store searched outside the lock."""
         if self._remote_tier is not None:
             return self.lookup_timestamps(timestamps_ms)
         with self._lock:
             local = self._local
-            if (not local.closed and local.offline_cause is None and self._remote_tier is None
-                    and search_read_bytes(local, timestamps_ms, self._log_start_offset, self._log_end_offset,
-                                          read_bytes_max) > read_bytes_max):
+            if local.closed or local.offline_cause is not None:
+                local.check_usable()
+            try:
+                return self._local_lookups(timestamps_ms, LookupBudget(read_bytes_max))
+            except LookupRefused:
                 return None
-            return self.lookup_timestamps(timestamps_ms)
 
-    def _local_lookups(self, timestamps_ms: Sequence[int]) -> list[LookupOutcome]:
+    def _local_lookups(self, timestamps_ms: Sequence[int], budget: LookupBudget | None = None) -> list[LookupOutcome]:
         """Under the lock, no remote segment below the local start known: every target over the
         local log, but those whose answer needs the tier's segment list while it is not loaded
-        (``_waiting_for_the_list``), which answer a retriable RemoteStorageUnavailableError."""
+        (``_waiting_for_the_list``), which answer a retriable RemoteStorageUnavailableError.
+        With ``budget``: LookupRefused past it (``timestamp_lookups``)."""
         waiting = self._waiting_for_the_list(timestamps_ms)
         if not waiting:  # every log but a tiered one just started: the targets as they are
             return self._with_latest_tiered(
-                lookup_timestamps(self._local, timestamps_ms, self._log_start_offset, self._log_end_offset),
+                lookup_timestamps(self._local, timestamps_ms, self._log_start_offset, self._log_end_offset, budget),
                 timestamps_ms)
         check_targets(timestamps_ms, self._name)
         asked = [t for t in timestamps_ms if t not in waiting]
         found: dict[int, LookupOutcome] = dict(waiting)
         if asked:
             found.update(zip(asked, self._with_latest_tiered(
-                lookup_timestamps(self._local, asked, self._log_start_offset, self._log_end_offset), asked)))
+                lookup_timestamps(self._local, asked, self._log_start_offset, self._log_end_offset, budget), asked)))
         return [found[t] for t in timestamps_ms]
 
     def _waiting_for_the_list(self, timestamps_ms: Sequence[int]) -> dict[int, LookupOutcome]:

@@ -41,6 +41,8 @@ from ..base.observer import PhaseTimer, stopwatch
 from ..format.offset_index import OffsetIndex
 from ..format.record_timestamps import RECORD_TIMES, first_records_at_or_after, offsets_and_timestamps
 from .batch_directory import DIRECTORIES, BatchDirectory
+from .lookup_budget import LookupBudget, LookupRefused
+from seglog.records import ATTRIBUTES_OFFSET as _ATTRIBUTES_OFFSET
 from .segment_check import check_indexes, check_tail
 from .segment_files import SegmentFiles
 from .segment_recovery import RecoveryScan
@@ -72,6 +74,8 @@ assert _ENTRY_CHECK.size == MAX_TIMESTAMP_OFFSET + 8
 _NO_TIMESTAMP = -1
 _UNKNOWN = object()  # a cached answer not computed yet
 _SCAN_SLACK_BYTES = 2048  # room for the batch straddling the interval's end and its header
+# The byte of a batch header holding its compression codec (the low bits of attributes, int16).
+_COMPRESSION_AT = _ATTRIBUTES_OFFSET + 1
 _SCAN_BYTES_MAX = 64 * 1024
 # A segment's batch directory is built once its batched lookups have searched this many targets
 # by the per-target path a MiB of .log: the walk that builds it reads the file (measured here:
@@ -118,6 +122,10 @@ class SegmentStatistics(NamedTuple):
 
 class LogSegment:
     """One segment: its ``FileRecords`` and lazily mapped ``OffsetIndex`` and ``TimeIndex``."""
+
+    # The budget of the bounded lookup by time searching this segment now (set around the call
+    # by timestamp_lookups.py, under the log's lock), else None: the search is unbounded.
+    lookup_budget: LookupBudget | None = None
 
     def __init__(
         self,
@@ -695,6 +703,7 @@ class LogSegment:
         restarted here (else one of its own), so the index search's lap and faults leave out the
         segment's first-use check, as a fetch's do."""
         if self._pending_check is not None:
+            _refuse_if_bounded(self.lookup_budget, "the segment's first-use check")
             self._check_once()
         if watch is None:
             watch = stopwatch("offsets_for_times", mark_faults=True)
@@ -734,6 +743,7 @@ class LogSegment:
         ``starting_offset``): below this one too. Only walks the per-target path would make too
         are made, so a damaged file raises the same errors."""
         if self._pending_check is not None:
+            _refuse_if_bounded(self.lookup_budget, "the segment's first-use check")
             self._check_once()
         steps = self._time_steps(len(timestamps_ms))
         if steps is None:
@@ -801,43 +811,6 @@ class LogSegment:
             watch.faults("log_read")
         return results
 
-    def time_lookup_read_bytes(self, target_count: int, starting_offset: int) -> int:
-        """About how many bytes of the ``.log`` searching ``target_count`` targets here
-        (``find_offsets_by_timestamps``; ``find_offset_by_timestamp`` for one) may read to build
-        or extend the time-step table and the batch directory: up to ``_STEPS_EXTEND_BYTES`` and
-        ``_DIRECTORY_EXTEND_BYTES`` (compressed batches decompressed), a call for a thread when
-        large. The decisions of ``_time_steps`` and ``_batch_directory``, taken without acting on
-        them; the scans' own reads not counted. Under the owning log's lock."""
-        file_end = self._log.size_in_bytes
-        steps = self._steps_ref()
-        if steps is not None and file_end < steps.end_position:
-            steps = None  # (the search drops it and counts again)
-        read = 0
-        if target_count > 1:
-            built_to = -1  # where the table will end, if it is built or extended
-            if steps is None:
-                counted = self._steps_targets if self._steps_ref is _no_directory else 0
-                if not self._steps_refused and (counted + target_count) * (1 << 20) >= file_end * _DIRECTORY_TARGETS_PER_MIB:
-                    read = min(file_end, _STEPS_EXTEND_BYTES)  # built now
-                    built_to = read
-            elif not steps.damaged:
-                read = min(file_end - steps.end_position, _STEPS_EXTEND_BYTES)  # extended now (or whole)
-                built_to = steps.end_position + read
-            if built_to == file_end and starting_offset <= self._base_offset:
-                return read  # whole then (unless it meets damage): it answers every target
-        else:  # the single search builds no table, and extends only a directory that exists
-            if (steps is not None and not steps.damaged and steps.end_position == file_end
-                    and starting_offset <= self._base_offset) or self._directory_ref() is None:
-                return 0
-        directory = self._directory_ref()
-        if directory is None or file_end < directory.end_position:
-            counted = self._directory_targets if self._directory_ref is _no_directory else 0
-            if not self._directory_refused and (counted + target_count) * (1 << 20) >= file_end * _DIRECTORY_TARGETS_PER_MIB:
-                read += min(file_end, _DIRECTORY_EXTEND_BYTES)
-        elif not directory.damaged:
-            read += min(file_end - directory.end_position, _DIRECTORY_EXTEND_BYTES)
-        return read
-
     # -- the time-step table -----------------------------------------------------------------
     def _answers_from_steps(
         self, steps: TimeSteps, timestamps_ms: Sequence[int], starting_offset: int
@@ -868,11 +841,15 @@ class LogSegment:
         if steps is None:
             if self._steps_ref is not _no_directory:  # the budget dropped it: count again
                 self._steps_ref, self._steps_targets = _no_directory, 0
+            if self.lookup_budget is not None:  # (a refused search counts nothing)
+                self.lookup_budget.keep(self, "_steps_targets")
             self._steps_targets += target_count
             if self._steps_refused or self._steps_targets * (1 << 20) < file_end * _DIRECTORY_TARGETS_PER_MIB:
                 return None
+            _refuse_if_bounded(self.lookup_budget, "a time-step table's build")
             steps = self._new_time_steps()
         if steps.end_position < file_end and not steps.damaged:
+            _refuse_if_bounded(self.lookup_budget, "a time-step table's extension")
             try:
                 whole = steps.extend(self._log.read, file_end, _OFFSET_LIMIT, TIME_STEPS.bytes_max, _STEPS_EXTEND_BYTES,
                                      self._offset_index.positions_after)
@@ -911,13 +888,17 @@ class LogSegment:
                 # than the budget costs at most a build for each time the scans' cost would have
                 # paid for one.
                 self._directory_ref, self._directory_targets = _no_directory, 0
+            if self.lookup_budget is not None:  # (a refused search counts nothing)
+                self.lookup_budget.keep(self, "_directory_targets")
             self._directory_targets += target_count
             if self._directory_refused or self._directory_targets * (1 << 20) < file_end * _DIRECTORY_TARGETS_PER_MIB:
                 return None
+            _refuse_if_bounded(self.lookup_budget, "a batch directory's build")
             self._drop_directory_only()
             directory = BatchDirectory(self._base_offset)
             self._directory_ref = weakref.ref(directory)
         if directory.end_position < file_end and not directory.damaged:
+            _refuse_if_bounded(self.lookup_budget, "a batch directory's extension")
             try:
                 whole = directory.extend(
                     self._log.read, file_end, _OFFSET_LIMIT, DIRECTORIES.bytes_max, _DIRECTORY_EXTEND_BYTES,
@@ -1004,7 +985,10 @@ class LogSegment:
         (the bytes changed since), or its records lie."""
         position, end = directory.positions[index], directory.batch_end(index)
         size = end - position
+        budget = self.lookup_budget
         # A small batch in one read; a larger one's header first (its table may answer).
+        if budget is not None:
+            budget.charge(size if size <= _WHOLE_READ_BYTES_MAX else _HEADER_BYTES, "a batch's read")
         data = self._log.read(position, size if size <= _WHOLE_READ_BYTES_MAX else _HEADER_BYTES)
         if len(data) < _HEADER_BYTES:
             raise _CodecError(f"{self._log.path}: the batch at {position} ends past the file")
@@ -1016,9 +1000,12 @@ class LogSegment:
         def whole() -> bytes:
             return data if len(data) == size else self._read_whole(position, end)
 
-        answers = RECORD_TIMES.answers(self._log.path, data, 0, position, timestamps_ms, starting_offset, whole)
+        answers = RECORD_TIMES.answers(self._log.path, data, 0, position, timestamps_ms, starting_offset,
+                                       whole if budget is None else _refuse_table_build)
         if answers is not None:
             return answers
+        if budget is not None:
+            _charge_walk(budget, data, 0, size)
         return first_records_at_or_after(whole(), timestamps_ms, starting_offset)
 
     def _read_whole(self, position: int, end: int) -> bytes:
@@ -1037,12 +1024,15 @@ class LogSegment:
         header, chunk, at = found
         fits = 2 * header.size_in_bytes + _SCAN_SLACK_BYTES
         self._lookup_scan_bytes = fits if self._scan_bytes < fits <= _SCAN_BYTES_MAX else self._scan_bytes
+        budget = self.lookup_budget
         answers = RECORD_TIMES.answers(
             self._log.path, chunk, at, header.position, timestamps_ms, starting_offset,
-            lambda: self._log.batch_bytes(header, chunk, at),
+            (lambda: self._log.batch_bytes(header, chunk, at)) if budget is None else _refuse_table_build,
         )
         if answers is not None:
             return answers
+        if budget is not None:
+            _charge_walk(budget, chunk, at, header.size_in_bytes)
         try:
             return first_records_at_or_after(self._log.batch_bytes(header, chunk, at), timestamps_ms, starting_offset)
         except _CodecError as exc:
@@ -1075,6 +1065,7 @@ class LogSegment:
     def offset_of_max_timestamp(self) -> TimestampAndOffset | None:
         """The segment's greatest timestamp and the first record offset carrying it."""
         if self._pending_check is not None:
+            _refuse_if_bounded(self.lookup_budget, "the segment's first-use check")
             self._check_once()
         max_timestamp, offset = self.max_timestamp_and_offset_so_far()
         if max_timestamp < 0:
@@ -1082,7 +1073,12 @@ class LogSegment:
         position = self._offset_index.lookup(offset).position
         for header in self._log.batch_headers(position):
             if header.max_timestamp == max_timestamp:
+                budget = self.lookup_budget
+                if budget is not None:
+                    budget.charge(header.size_in_bytes, "a batch's read")
                 data = self._log.read(header.position, header.size_in_bytes)
+                if budget is not None:
+                    _charge_walk(budget, data, 0, 0)  # (its records decompressed: refused)
                 for record_offset, timestamp in self._offsets_and_timestamps(header, data):
                     if timestamp == max_timestamp:
                         return TimestampAndOffset(max_timestamp, record_offset)
@@ -1300,3 +1296,25 @@ def _headers_of(view: memoryview) -> list[BatchHeader]:
     if walk.position != len(view):
         raise CorruptRecordError(f"{len(view) - walk.position} trailing bytes after the batch at {walk.position}")
     return headers
+
+
+def _refuse_if_bounded(budget: LookupBudget | None, what: str) -> None:
+    """LookupRefused for ``what`` when a bounded lookup searches (``budget`` not None)."""
+    if budget is not None:
+        raise LookupRefused(what)
+
+
+def _refuse_table_build() -> bytes:
+    """A bounded lookup's ``read_batch`` for RECORD_TIMES: a record-time table is built by the
+    unbounded search only (its batch read whole and walked)."""
+    raise LookupRefused("a record-time table's build")
+
+
+def _charge_walk(budget: LookupBudget, data: bytes | memoryview, at: int, size: int) -> None:
+    """Charges ``budget`` the walk of the records of the batch whose header is at ``at`` in
+    ``data``: refused for a compressed batch (its records decompressed), else its ``size`` bytes
+    when ``data`` does not hold them whole (read for the walk)."""
+    if data[at + _COMPRESSION_AT] & 0x07:
+        raise LookupRefused("a compressed batch's records decompressed")
+    if at + size > len(data):
+        budget.charge(size, "a batch's read for its records")

@@ -1,0 +1,57 @@
+"""What a lookup by time may do when it runs on the event loop, under the log's lock.
+
+The service answers a small lookup inline when its search is cheap and on the storage pool when
+it is not. Whether it is cheap is decided by the search itself, not guessed ahead of it: the
+search runs with a ``LookupBudget`` and each costly step asks it first, so the inline attempt
+does what the budget allows or nothing more:
+
+- a build or an extension of a segment's time-step table, batch directory or a large batch's
+  record-time table is refused (it reads and walks up to MiBs of the ``.log``);
+- a compressed batch walked for its records is refused (a few KiB may expand to MiBs, as a
+  Fetch of a compressed batch goes to the pool);
+- an uncompressed batch read for the walk of its records is charged its bytes, refused when
+  they pass what is left (the scans' chunks of batch headers, bounded by the index interval,
+  are not charged);
+- a segment's deferred first-use check (three reads, a recovery when they disagree) is refused.
+
+A refused step raises ``LookupRefused`` before it is taken; the search counters it moved on
+the way (how many targets asked a segment for a table or a directory) are put back
+(``roll_back``), so the unbounded search the caller then runs on the pool decides as if the
+inline attempt had never been made. What a bounded search answers is what the unbounded one
+answers (a Hypothesis differential holds the two together).
+"""
+
+from __future__ import annotations
+
+__all__ = ["LookupBudget", "LookupRefused"]
+
+
+class LookupRefused(Exception):
+    """A bounded search stopped before a step past its budget: the unbounded search answers."""
+
+
+class LookupBudget:
+    """The bytes a bounded search may still read to walk batches (``bytes_left``); builds,
+    decompression and first-use checks refused (see the module docstring)."""
+
+    __slots__ = ("bytes_left", "_undo")
+
+    def __init__(self, bytes_max: int) -> None:
+        self.bytes_left = bytes_max
+        self._undo: list[tuple[object, str, object]] = []
+
+    def charge(self, size: int, what: str) -> None:
+        """Takes ``size`` bytes for ``what``; LookupRefused (nothing taken) past what is left."""
+        if size > self.bytes_left:
+            raise LookupRefused(f"{what}: {size} bytes, {self.bytes_left} left")
+        self.bytes_left -= size
+
+    def keep(self, owner: object, name: str) -> None:
+        """Notes ``owner.name`` as it is now, to be put back if the search is refused."""
+        self._undo.append((owner, name, getattr(owner, name)))
+
+    def roll_back(self) -> None:
+        """Puts back every value ``keep`` noted, latest first."""
+        for owner, name, value in reversed(self._undo):
+            setattr(owner, name, value)
+        self._undo.clear()

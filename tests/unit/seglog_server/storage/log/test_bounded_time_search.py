@@ -1,0 +1,121 @@
+"""The bounded lookup by time (segment/lookup_budget.py, ``Log.lookup_timestamps_without_builds``):
+over random logs (appends in any time order, gzip, large records, rolls, restarts, DeleteRecords,
+tables dropped, budgets too small for a table) and random budgets, it answers exactly as the
+unbounded search does or refuses; while it answers it builds and extends nothing and decompresses
+nothing; and a refusal leaves the segments' build counters as they were."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+from tests.support.log_test_support import NOW_MS, batch, budget_installer, config, open_log, reopen
+
+from seglog.records import Compression
+from seglog_server.storage.base.clock import FakeClock
+from seglog_server.storage.format import record_timestamps
+from seglog_server.storage.log.log_results import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP
+from seglog_server.storage.segment import log_segment
+from seglog_server.storage.segment.batch_directory import BatchDirectory
+from seglog_server.storage.segment.time_steps import TimeSteps
+
+
+def described(outcomes):
+    return [(type(o).__name__, str(o)) if isinstance(o, Exception) else o for o in outcomes]
+
+
+def counters(log):
+    return [(s.base_offset, s._steps_targets, s._directory_targets) for s in log.segments_snapshot()]
+
+
+def bounded_lookup(log, work_counted, targets, read_bytes_max):
+    """The bounded search's answers (described), None when it refused; checks what it did."""
+    before = counters(log)
+    work_counted["on"], work_counted["work"] = True, 0
+    try:
+        bounded = log.lookup_timestamps_without_builds(targets, read_bytes_max)
+    finally:
+        work_counted["on"] = False
+    if bounded is None:
+        assert counters(log) == before  # a refusal counts nothing
+        return None
+    assert work_counted["work"] == 0  # answered without a build, an extension or a decompression
+    return described(bounded)
+
+
+@pytest.fixture
+def work_counted(monkeypatch):
+    """Counts the builds, extensions and decompressions made while ``counted["on"]``."""
+    counted = {"on": False, "work": 0}
+
+    def counting(original):
+        def wrapper(*args, **kwargs):
+            if counted["on"]:
+                counted["work"] += 1
+            return original(*args, **kwargs)
+        return wrapper
+
+    monkeypatch.setattr(TimeSteps, "extend", counting(TimeSteps.extend))
+    monkeypatch.setattr(BatchDirectory, "extend", counting(BatchDirectory.extend))
+    monkeypatch.setattr(record_timestamps, "decompress", counting(record_timestamps.decompress))
+    return counted
+
+
+_append = st.tuples(st.just("append"), st.lists(st.integers(0, 400), min_size=1, max_size=90),
+                    st.booleans(), st.sampled_from([1, 1, 300]))
+_operation = st.one_of(
+    _append, _append, _append,
+    st.tuples(st.just("roll")), st.tuples(st.just("restart")), st.tuples(st.just("drop_tables")),
+    st.tuples(st.just("delete_records"), st.floats(0, 1)),
+    st.tuples(st.just("lookup"), st.integers(0, 20_000),
+              st.lists(st.one_of(st.integers(NOW_MS - 5, NOW_MS + 410),
+                                 st.sampled_from([LATEST_TIMESTAMP, EARLIEST_TIMESTAMP, MAX_TIMESTAMP])),
+                       min_size=1, max_size=6)),
+)
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(
+    operations=st.lists(_operation, min_size=1, max_size=14),
+    segment_bytes=st.sampled_from([30_000, 1 << 20]),
+    steps_budget=st.sampled_from([1 << 30, 1 << 30, 0]),
+    extend_bytes=st.sampled_from([200, 4 << 20]),
+    targets_per_mib=st.sampled_from([1, 16]),
+)
+def test_the_bounded_search_answers_as_the_unbounded_one_or_refuses(
+    tmp_path_factory, monkeypatch, work_counted, operations, segment_bytes, steps_budget, extend_bytes,
+    targets_per_mib,
+):
+    budget_installer(monkeypatch, "TIME_STEPS")(steps_budget)
+    budget_installer(monkeypatch, "DIRECTORIES")()
+    monkeypatch.setattr(log_segment, "_STEPS_EXTEND_BYTES", extend_bytes)
+    monkeypatch.setattr(log_segment, "_DIRECTORY_EXTEND_BYTES", extend_bytes)
+    monkeypatch.setattr(log_segment, "_DIRECTORY_TARGETS_PER_MIB", targets_per_mib)  # 1: builds due early
+    clock = FakeClock(NOW_MS)
+    log = open_log(tmp_path_factory.mktemp("bounded"), clock, config(segment_bytes=segment_bytes))
+    try:
+        for kind, *arguments in operations + [("lookup", 1 << 20, [NOW_MS + 7, NOW_MS + 200])]:
+            if kind == "append":
+                deltas, compressed, value_bytes = arguments
+                log.append(batch(*[b"v" * value_bytes for _ in deltas], timestamps=[NOW_MS + d for d in deltas],
+                                 compression=Compression.GZIP if compressed else Compression.NONE))
+            elif kind == "roll" and log.log_end_offset > 0:
+                log.roll()
+            elif kind == "restart":
+                log = reopen(log, clock)
+            elif kind == "drop_tables":
+                for segment in log.segments_snapshot():
+                    segment.drop_batch_directory()
+            elif kind == "delete_records":
+                log.delete_records(max(log.log_start_offset, int(log.log_end_offset * arguments[0])))
+            elif kind == "lookup":
+                read_bytes_max, targets = arguments
+                # Before the unbounded search (builds may be due), and after it (built, or not).
+                bounded = bounded_lookup(log, work_counted, targets, read_bytes_max)
+                unbounded = described(log.lookup_timestamps(targets))
+                again = bounded_lookup(log, work_counted, targets, read_bytes_max)
+                for answers in (bounded, again):
+                    event("refused" if answers is None else "answered")
+                    assert answers is None or answers == unbounded
+    finally:
+        log.close()
