@@ -12,7 +12,11 @@ A batch that fails for good after it was given a sequence leaves a gap the servi
 in every later batch of its partition (OutOfOrderSequenceError). So such a failure retires the
 producer id: the next batch asks for a new one and every partition starts again at 0 (what
 Kafka's idempotent producer did before KIP-360; nothing is duplicated, the failed batch is
-reported to its sender as failed).
+reported to its sender as failed). A batch the service refused as too large was not written and
+leaves no gap: a split one's pieces carry its sequences (the sender's ``_split``), and a record
+alone too large has the partition's later batches numbered down past it (``batch_unwritten``).
+Until the id wrote to a partition the service takes its first batch there whatever its sequence,
+so the sender keeps one batch of that partition in flight (``written_to``).
 
 A service without the RPC (UNIMPLEMENTED: older than idempotent produce) gets plain batches: the
 producer logs one warning and carries on without idempotence.

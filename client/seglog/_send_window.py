@@ -150,6 +150,7 @@ class SendWindow(Generic[_Item]):
         if (self._holding or self._paced) and self._in_flight_count == 0:
             again = [e for e in self._entries if e.state is _State.RETRY]
             self._holding = bool(again)  # a hold with nothing to retry (``hold``) just ends
+            self._hold_is_free = self._hold_is_free and self._holding
             self._paced = False
         return again
 

@@ -123,3 +123,15 @@ def test_entries_held_back_from_a_resend_go_once_it_is_answered_and_nothing_new_
     assert [entry.item for entry in again] == ["piece 2", "piece 3"]
     window.resending(again)
     assert window.in_flight_count == 2 and not window.can_send(2) and window.can_send(3)
+
+
+def test_a_free_hold_that_ends_with_nothing_to_resend_leaves_the_next_hold_counted():
+    window: SendWindow[str] = SendWindow()
+    failed, later = window.sent("alone too large"), window.sent("later")
+    window.failed_unwritten(failed, "too large")
+    _, again = window.answered(later, 1, failed=False, retry=False)  # without idempotence it landed
+    assert again == [] and not window.holding
+    retried = window.sent("unavailable")
+    window.sent("follower")  # in flight behind it
+    window.answered(retried, "unavailable", failed=True, retry=True)
+    assert window.holding and not window.hold_is_free
