@@ -130,7 +130,7 @@ class RequestStream:
         the reader task, which would take a loop turn more to hand it over. That read is never
         cancelled with the caller: cancelled meanwhile, the caller leaves at once and the read
         goes on in a task of its own, its answer matched and dropped as the reader would
-        (``_ReadHandover``)."""
+        (``_Handover``)."""
         answer = await self.send(message, written=False, reads=self._caller_reads)
         if not self._caller_reads:
             return await self.wait(answer, timeout_s)
@@ -152,7 +152,7 @@ class RequestStream:
                 if handover.handed_over:
                     raise  # the caller's own cancellation: the read goes on in its task
                 self._took(call, None, ClientClosedError("the stream was closed before this request was answered"))
-            except BaseException as error:  # noqa: BLE001 - as the reader task ends on it
+            except Exception as error:  # noqa: BLE001 - the call's end, as the reader task sees it
                 self._took(call, None, error)
             else:
                 self._took(call, response, None)
@@ -562,7 +562,7 @@ async def _read_handed_over(
         response = await _resumed(read, waiting_on)
     except asyncio.CancelledError:
         stream._took(call, None, ClientClosedError("the stream was closed before this request was answered"))
-    except BaseException as error:  # noqa: BLE001 - as the reader task ends on it
+    except Exception as error:  # noqa: BLE001 - the call's end, as the reader task sees it
         stream._took(call, None, error)
     else:
         stream._took(call, response, None)
