@@ -591,7 +591,19 @@ What remains:
   write is under way (linger_ms=0) stays: against the same tree without it (the same command, 8
   pairs run alternately, 15:15-15:31, load 2.5-26) p50 3.60 ms against 5.29 (13.7x and 20.1x the
   floor; lower in 8 of 8 pairs) and p99 12.8x against 34.7x (lower in 7 of 8), so the quiet
-  run's p99 of 16.8x is not its doing.
+  run's p99 of 16.8x is not its doing. Step by step (`bench/bench_tail_steps.py --runs 3 --records
+  4000 --tree <tree without it>`, load 17-23, medians of the runs): creation -> acknowledgement p50
+  4.56 ms against 6.38 (p90 12.0 against 132 ms); from the write's completion to the service's
+  append 7 us against 2,363 (each record's batch queued behind the write under way); the write
+  itself 0.76 ms either way and the answer's way back to the record's future 1.25 against 1.53 ms:
+  those two hops are the producer's half now. A producer stream on grpc's synchronous API does not
+  remove them as a bare one is built here (`.venv/bin/python bench/bench_sync_produce_stream.py
+  --runs 3`: one batch a record queued to grpc's request iterator, what queued meanwhile joined as
+  the message's `more`, answers read in a thread; against `Producer(linger_ms=0)` alternately on
+  one service, load 9-10): acknowledgement p50 7-202 ms against 0.9-5.5 ms, p99 93-327 against
+  14-117 ms, falling behind at 2,000/s with 1.1-1.6 batches a message (why it backs up is not
+  found; grpc's synchronous stream writes each message from a thread of its own and waits for
+  its completion). Not pursued in the client.
 - Goal 3 needs a quiet machine to be judged at all (`--workloads latency`, a minute a run). The
   acknowledgement one record at a time (`Producer(linger_ms=0)`, 3,000 records, load 19-21): p50
   1.9-2.8x the floor; the client's loop thread spends 350-420 us of CPU a record where the floor's
