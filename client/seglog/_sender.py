@@ -133,6 +133,10 @@ class Sender:
         # Groups whose start stopped at a retired producer id (``_start_requests``), started
         # by the loop before anything it drains next, after a new id.
         self._deferred: list[list[ProducerBatch]] = []
+        # The limit a topic's last size refusal named (``_split``): its batches above it are split
+        # before they are sent (``_within_topic_limits``), not refused one by one. Kept for the
+        # producer's life: a topic's limit raised later only makes its batches smaller here.
+        self._topic_batch_bytes: dict[str, int] = {}
         # Set when the loop died of an unexpected error: what it had and what comes fails with it.
         self.crashed: BaseException | None = None
 
@@ -329,6 +333,8 @@ class Sender:
         build fails alone; if that retired the producer id, the batches after it are not
         started and are returned, to go out after a new id is had (``ensure_producer_id``)."""
         tp = batches[0].topic_partition
+        if tp.topic in self._topic_batch_bytes:
+            batches = self._within_topic_limits(batches)
         entries: list[WindowEntry[_Sent]] = []
         rest: list[ProducerBatch] = []
         for index, batch in enumerate(batches):
@@ -364,6 +370,19 @@ class Sender:
                 self._track(asyncio.create_task(self._send_group_request(tp, group, turn)), turn)
             position += count
         return rest
+
+    def _within_topic_limits(self, batches: list[ProducerBatch]) -> list[ProducerBatch]:
+        """A partition's batches, those above the limit their topic's last size refusal named
+        split into pieces within it (``RecordAccumulator.split``) before they get sequences."""
+        limit = self._topic_batch_bytes[batches[0].topic_partition.topic]
+        within: list[ProducerBatch] = []
+        for batch in batches:
+            if batch.record_count > 1 and batch.size_bytes_bound > limit:
+                within += self._accumulator.split(batch, limit)
+                self._stats["batches_split"] += 1
+            else:
+                within.append(batch)
+        return within
 
     def _send_entry(self, tp: TopicPartition, entry: WindowEntry[_Sent]) -> None:
         turn = self.turns.take(tp)
@@ -448,7 +467,11 @@ class Sender:
         carry its producer id and its sequences from its first (they number the same records),
         so batches after it keep theirs; their records' futures resolve from their pieces."""
         batch, _, (producer_id, epoch, sequence) = entry.item
-        piece_bytes = min(self._config.batch_size, batch.size_bytes_bound // 2, _refused_limit(refusal))
+        limit = _refused_limit(refusal)
+        if limit is not None:
+            topic = batch.topic_partition.topic
+            self._topic_batch_bytes[topic] = min(limit, self._topic_batch_bytes.get(topic, limit))
+        piece_bytes = min(self._config.batch_size, batch.size_bytes_bound // 2, limit or self._config.batch_size)
         items: list[_Sent] = []
         for piece in self._accumulator.split(batch, piece_bytes):
             fields = (producer_id, epoch, sequence)
@@ -791,10 +814,10 @@ def _refused_for_size(outcome: Any) -> bool:
     return isinstance(outcome, RecordTooLargeError) and outcome.service_error in _SPLIT_ERRORS
 
 
-def _refused_limit(refusal: SeglogError) -> int:
-    """The byte limit a size refusal names, or no bound where it names none."""
+def _refused_limit(refusal: SeglogError) -> int | None:
+    """The byte limit a size refusal names (None where it names none)."""
     found = _REFUSED_LIMIT.search(str(refusal))
-    return int(found.group(1)) if found else 2**63
+    return int(found.group(1)) if found else None
 
 
 def _by_partition(batches: list[ProducerBatch]) -> list[list[ProducerBatch]]:

@@ -6,6 +6,7 @@ On a real service on loopback, with and without idempotence, plain and compresse
 
 from __future__ import annotations
 
+import logging
 import os
 import random
 from collections.abc import Sequence
@@ -83,6 +84,16 @@ def test_a_partition_new_to_a_warm_producer_splits_its_first_batch_before_sendin
         assert producer.statistics().records_failed == 0
     read, _ = _read(seglog_service.address, topic, len(values))
     assert read == list(zip(offsets, values))
+
+
+def test_later_batches_are_built_within_the_limit_the_first_refusal_named(seglog_service, make_topic, caplog):
+    """The service names max.message.bytes in its refusal: the producer splits its topic's later
+    batches to it before sending them, so only the first full batch is sent in vain."""
+    topic = make_topic(configs={"max.message.bytes": str(LIMIT_BYTES)})
+    with caplog.at_level(logging.INFO, logger="seglog.producer"):
+        splits = _send_and_check(seglog_service.address, topic, _values(8_000))
+    refused = [record for record in caplog.records if "refused as too large" in record.getMessage()]
+    assert splits >= 3 and len(refused) == 1, [record.getMessage() for record in refused]
 
 
 def test_a_producer_without_idempotence_splits_too(seglog_service, make_topic):
