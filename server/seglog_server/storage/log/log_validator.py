@@ -61,6 +61,8 @@ from seglog.records import (
     records_max_timestamp_delta,
     walk_records,
 )
+from seglog.records.errors import CorruptRecordError as CorruptCodecRecordError
+from seglog.records.record_codec import decode_records
 from seglog.records.walk_compiled import STEPS_COMPILED, record_steps
 
 from ..base.errors import (
@@ -259,8 +261,8 @@ class LogValidator:
             )
 
     def _check_records(self, view: memoryview, fields: tuple, now_ms: int) -> tuple[int, bytes | None]:
-        """Per-record rules; returns the batch's max timestamp (recomputed when decoded) and
-        ``_check_framing``'s decompressed area (None when the records were decoded instead)."""
+        """Per-record rules; returns the batch's max timestamp (recomputed when decoded) and a
+        compressed batch's records area as it was decompressed (else None)."""
         claims_log_append_time = bool(fields[HeaderField.ATTRIBUTES] & _TIMESTAMP_TYPE_BIT)
         header_max = fields[HeaderField.MAX_TIMESTAMP]
         count = fields[HeaderField.RECORDS_COUNT]
@@ -273,7 +275,8 @@ class LogValidator:
             return max_timestamp, area
         errors: list[tuple[int, str, bool]] = []  # (record index, message, is a timestamp error)
         max_timestamp = NO_TIMESTAMP
-        for index, record in enumerate(self._decode(view)):
+        records, area = self._decode(view, fields)
+        for index, record in enumerate(records):
             if self._compacted and record.key is None:
                 errors.append((index, "Compacted topic cannot accept message without key", False))
                 continue
@@ -285,7 +288,7 @@ class LogValidator:
                 errors.append((index, f"record at offset delta {index}: {message}", True))
         if errors:
             self._raise_record_errors(errors)
-        return (header_max if claims_log_append_time else max_timestamp), None
+        return (header_max if claims_log_append_time else max_timestamp), area
 
     def _check_claimed_log_append_time(self, timestamp: int, count: int, now_ms: int) -> None:
         # Every record of a LogAppendTime batch reads the batch maxTimestamp: one check covers all.
@@ -356,9 +359,16 @@ class LogValidator:
         except CodecError as exc:
             raise InvalidRecordError(f"{self._name}: the batch's records cannot be decoded: {exc}") from exc
 
-    def _decode(self, view: memoryview) -> list:
+    def _decode(self, view: memoryview, fields: tuple) -> tuple[list, bytes | None]:
+        """The batch's records, and a compressed batch's records area decompressed (once: the
+        time-step table's feed walks it too), else None."""
+        area = None
         try:
-            records = RecordBatch(view).records(self._decompressed_bytes_max)
+            if fields[HeaderField.ATTRIBUTES] & _COMPRESSION_MASK:
+                area = self._decompressed(view, fields, fields[HeaderField.LENGTH] + LOG_OVERHEAD)
+                records = self._decode_area(area, fields)
+            else:
+                records = RecordBatch(view).records(self._decompressed_bytes_max)
         except DecompressionLimitError as exc:
             raise InvalidRecordError(f"{self._name}: {exc}") from exc
         except CodecError as exc:
@@ -369,7 +379,21 @@ class LogValidator:
                     f"{self._name}: malformed records area of a {len(records)}-record batch: expected "
                     f"record {index} to have offset delta {index}, found {record.offset}"
                 )
-        return records
+        return records, area
+
+    @staticmethod
+    def _decode_area(area: bytes, fields: tuple) -> list:
+        """The records of a compressed batch from its decompressed ``area``, as
+        ``RecordBatch.records`` decodes them (its error named the same way)."""
+        log_append_time_ms = (fields[HeaderField.MAX_TIMESTAMP]
+                              if fields[HeaderField.ATTRIBUTES] & _TIMESTAMP_TYPE_BIT else None)
+        try:
+            return decode_records(area, 0, len(area), fields[HeaderField.RECORDS_COUNT],
+                                  fields[HeaderField.BASE_OFFSET], fields[HeaderField.BASE_TIMESTAMP],
+                                  log_append_time_ms)
+        except CorruptCodecRecordError as exc:
+            raise type(exc)(f"{exc} (in the decompressed records area of the batch at position 0 "
+                            f"(base offset {fields[HeaderField.BASE_OFFSET]}))") from None
 
     # -- the header rewrite -------------------------------------------------------------------
     def _stamp(self, view: memoryview, fields: tuple, size: int, max_timestamp: int, now_ms: int,
