@@ -366,6 +366,20 @@ What works:
   alternately six times (load 2.1-2.7): 65,800 -> 70,200 lookups/s (medians; each pair's ratio
   median 1.14). What is left a target in the client is upb itself: three field writes and two
   reads (about 0.4 us each way), and grpcio's write of the larger message.
+- A synchronous call's handoff to the client's loop thread (`seglog._sync.LoopThread.run`, paid
+  by every call of `Admin`, `Producer` and `Consumer`): the loop is uvloop's where installed
+  (asyncio's in a client-only install), and a call is handed over with a lock its task releases
+  as it ends, not `run_coroutine_threadsafe`'s concurrent future (no Condition, no chaining, no
+  loop turn for the done-callbacks): an empty call's handoff 47-51 -> 21-27 us of CPU. The
+  service builds a packed answer whose targets all found a record by one zip of the storage's
+  pairs (100 answers 53-62 -> 42-48 us, timeit at load 14); the admin reads it by `map` over
+  `tuple.__new__` with its class repeated, not a `functools.partial` (26 -> 16-17 us). Calls of
+  100 targets (`.venv/bin/python bench/bench_batched_lookup.py --records 1000000 --lookups 20000
+  --per-request 100 --runs 3`, `git archive` trees before and after on PYTHONPATH, run
+  alternately seven times each, 2026-11-27 15:46-15:54 at load 7-22; medians): client CPU a call
+  426 -> 323 us on large batches (0.76x), 439 -> 341 us on small (0.78x); service CPU 450 -> 400
+  and 500 -> 450 us (clock ticks, 50 us steps); 124,696 -> 138,446 lookups/s (1.11x) and 119,458
+  -> 127,940 (1.07x), each tree's runs spreading 45-153 k at that load: the quiet run decides.
 - What the 4 ms of the tail are made of (one record's timeline, `time.perf_counter_ns` stamps in
   the client at load 5-6): `send` returns in 4 us; the sender starts its request 0.4 ms later (p50;
   p90 3.6 ms: the append wakes the loop thread); the producer's acknowledgement is 75-80 % of the
@@ -561,6 +575,16 @@ What works:
 
 What remains:
 
+- Goal 1's per-call cost outside the storage is now mostly grpcio's: profiled on both sides
+  (`.venv/bin/python -m bench.bench_single_lookup --per-call 100 --profile-client DIR
+  --profile-service DIR`, load 2.4), the client's grpc.aio `_write` and the service's stream write
+  (`OrderedReplies.send`) take most of each side's time, as in the floor (168 and 180 us of CPU a
+  round trip); seglog's request, routing and answer conversions are some 10-40 us a call a side.
+  What is left to try: the sync `Admin` asking on grpc's synchronous API (no loop thread and no
+  poller hop a call). A sync client closing may print "Event loop is closed" from grpc's poller
+  (0-8 in 40 open/close cycles, with asyncio's loop or uvloop, before and after the change above):
+  grpc.aio cancels a channel's calls on close without awaiting their completions, which can reach
+  the loop after it closed; awaiting the cancelled streams in `Transport.close` would settle it.
 - Goal 1's storage side is at about 4-5 us a target in calls of 100 on the storage bench's
   250,000-step tables (1-3 us in a profile on one segment), not 1 us: each target still does a
   Python bisection of an `array('q')` (an int made at each probe) and builds its answer tuple; a
