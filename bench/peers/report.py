@@ -380,6 +380,10 @@ What works:
   426 -> 323 us on large batches (0.76x), 439 -> 341 us on small (0.78x); service CPU 450 -> 400
   and 500 -> 450 us (clock ticks, 50 us steps); 124,696 -> 138,446 lookups/s (1.11x) and 119,458
   -> 127,940 (1.07x), each tree's runs spreading 45-153 k at that load: the quiet run decides.
+  On `AsyncAdmin` (no handoff: the packed answer's two changes alone; `.venv/bin/python -m
+  bench.bench_single_lookup --records 50000 --lookups 1000 --repeats 5 --per-call 100 --tree
+  base=<before> --tree after=<after>`, 15:57 at load 7.7-11.5): service CPU a call 450 -> 370 us
+  (lower in 5 of 5 repeats), client 319 -> 305 us, p50 2.40x -> 2.31x the floor (0.61 -> 0.57 ms).
 - What the 4 ms of the tail are made of (one record's timeline, `time.perf_counter_ns` stamps in
   the client at load 5-6): `send` returns in 4 us; the sender starts its request 0.4 ms later (p50;
   p90 3.6 ms: the append wakes the loop thread); the producer's acknowledgement is 75-80 % of the
