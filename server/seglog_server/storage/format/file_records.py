@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import NamedTuple
 
 from seglog.records import (
@@ -385,11 +385,13 @@ class FileRecords:
         starting_offset: int,
         scan_bytes: int = _SCAN_CHUNK_BYTES,
         bounds: OffsetBounds | None = None,
+        charge: Callable[[int], None] | None = None,
     ) -> tuple[BatchHeader, bytes, int] | None:
         """``search_for_timestamp``'s batch without its bytes: (header, the chunk holding at least
         its header, where the batch starts in it). ``batch_bytes`` reads the rest when needed (a
-        lookup answered from the batch's table needs none)."""
-        return self._scan(start_position, scan_bytes, starting_offset, timestamp_ms, bounds)
+        lookup answered from the batch's table needs none). ``charge(size)`` is called before
+        each chunk's read (a bounded lookup's budget, which may raise to stop the scan there)."""
+        return self._scan(start_position, scan_bytes, starting_offset, timestamp_ms, bounds, charge)
 
     def batch_bytes(self, header: BatchHeader, chunk: bytes, offset_in_chunk: int) -> bytes:
         """The bytes of the batch ``find_batch_for_timestamp`` found."""
@@ -404,6 +406,7 @@ class FileRecords:
         target_offset: int,
         target_timestamp: int,
         bounds: OffsetBounds | None = None,
+        charge: Callable[[int], None] | None = None,
     ) -> tuple[BatchHeader, bytes, int] | None:
         """The first batch from ``start_position`` with a last offset >= ``target_offset`` and a
         max timestamp >= ``target_timestamp``; with the chunk holding its header. The codec's
@@ -420,6 +423,8 @@ class FileRecords:
         while True:
             fd = self._fd if self._fd is not None else self._open()
             want = min(scan_bytes, end - position)
+            if charge is not None:
+                charge(want)
             chunk, chunk_start = self._fs.pread(fd, want, position), position
             if len(chunk) < want:  # read again to the end (a file shorter than its size: below)
                 buffer = bytearray(want)

@@ -787,7 +787,8 @@ class LogSegment:
                 timestamp_ms, position = timestamps_ms[number], positions[number]
                 if not (position == scan_position and (first is None or first[0].max_timestamp >= timestamp_ms)):
                     first = self._log.find_batch_for_timestamp(
-                        timestamp_ms, position, starting_offset, self._lookup_scan_bytes, self.offset_bounds()
+                        timestamp_ms, position, starting_offset, self._lookup_scan_bytes, self.offset_bounds(),
+                        None if self.lookup_budget is None else self.lookup_budget.charge_scan,
                     )
                     scan_position = position
                 if first is None:
@@ -1046,9 +1047,10 @@ class LogSegment:
         to the next batch when the record's offset is below ``starting_offset``. Also returns
         what the first step found (``first``: that step's answer when already known)."""
         scan_bytes = self._lookup_scan_bytes
+        charge = None if self.lookup_budget is None else self.lookup_budget.charge_scan
         if first is _UNKNOWN:
             first = self._log.find_batch_for_timestamp(
-                timestamp_ms, position, starting_offset, scan_bytes, self.offset_bounds()
+                timestamp_ms, position, starting_offset, scan_bytes, self.offset_bounds(), charge
             )
         found = first
         while found is not None:
@@ -1058,7 +1060,7 @@ class LogSegment:
                 return TimestampAndOffset(match[1], match[0]), first  # type: ignore[return-value]
             found = self._log.find_batch_for_timestamp(  # the match was below starting_offset
                 timestamp_ms, header.position + header.size_in_bytes, starting_offset, scan_bytes,
-                self.offset_bounds(),
+                self.offset_bounds(), charge,
             )
         return None, first  # type: ignore[return-value]
 

@@ -9,9 +9,9 @@ does what the budget allows or nothing more:
   record-time table is refused (it reads and walks up to MiBs of the ``.log``);
 - a compressed batch walked for its records is refused (a few KiB may expand to MiBs, as a
   Fetch of a compressed batch goes to the pool);
-- an uncompressed batch read for the walk of its records is charged its bytes, refused when
-  they pass what is left (the scans' chunks of batch headers, bounded by the index interval,
-  are not charged);
+- each chunk a scan reads to find a target's batch (its batch headers), and an uncompressed
+  batch read for the walk of its records, is charged its bytes, refused when they pass what is
+  left (a batch already in the scan's chunk is not charged again);
 - a segment's deferred first-use check (three reads, a recovery when they disagree) is refused.
 
 A refused step raises ``LookupRefused`` before it is taken; the search counters it moved on
@@ -31,8 +31,8 @@ class LookupRefused(Exception):
 
 
 class LookupBudget:
-    """The bytes a bounded search may still read to walk batches (``bytes_left``); builds,
-    decompression and first-use checks refused (see the module docstring)."""
+    """The bytes a bounded search may still read (``bytes_left``: scans' chunks, batches walked);
+    builds, decompression and first-use checks refused (see the module docstring)."""
 
     __slots__ = ("bytes_left", "_undo")
 
@@ -45,6 +45,10 @@ class LookupBudget:
         if size > self.bytes_left:
             raise LookupRefused(f"{what}: {size} bytes, {self.bytes_left} left")
         self.bytes_left -= size
+
+    def charge_scan(self, size: int) -> None:
+        """``charge`` for a scan's chunk of batch headers."""
+        self.charge(size, "a scan's chunk of batch headers")
 
     def keep(self, owner: object, name: str) -> None:
         """Notes ``owner.name`` as it is now, to be put back if the search is refused."""

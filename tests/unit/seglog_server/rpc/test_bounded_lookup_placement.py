@@ -149,3 +149,22 @@ async def test_consume_from_a_timestamp_that_extends_a_batch_directory_runs_on_t
     assert (offset, place) == (106, "refused")
     offset, place = await _placed(calls, lambda: _consume_from(service, FIRST_MS + 1055))
     assert (offset, place) == (106, "inline")  # extended to the file's end
+
+
+async def test_a_lookup_whose_scan_reads_past_the_bound_runs_on_the_pool(servicer):
+    """Without a table, a target's scan reads the batch headers from the time index's entry (a
+    chunk of the index interval and 2 KiB): past the inline bound, on the pool; a scan of one
+    small segment's bytes, inline."""
+    service, calls = servicer([_batch(FIRST_MS + 10 * n, 1, 80) for n in range(100)])  # about 15 KiB
+    await service.OffsetsForTimes(_request(-3), Context())  # the first-use checks
+    response, place = await _placed(calls, lambda: service.OffsetsForTimes(_request(FIRST_MS + 905), Context()))
+    assert ([result.offset for result in response.results], place) == ([91], "refused")
+    offset, place = await _placed(calls, lambda: _consume_from(service, FIRST_MS + 905))
+    assert (offset, place) == (91, "refused")
+
+
+async def test_a_lookup_whose_scan_stays_within_the_bound_runs_inline(servicer):
+    service, calls = servicer([_batch(FIRST_MS + 10 * n, 1, 80) for n in range(5)])  # about 0.8 KiB
+    await service.OffsetsForTimes(_request(-3), Context())
+    response, place = await _placed(calls, lambda: service.OffsetsForTimes(_request(FIRST_MS + 25), Context()))
+    assert ([result.offset for result in response.results], place) == ([3], "inline")
