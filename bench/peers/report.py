@@ -584,8 +584,8 @@ What works:
   start by timestamp (which ran inline whatever it read or built), searches with a budget of
   `inline_io_bytes_max` bytes and refuses, before the step, to build or extend a time-step
   table, batch directory or record-time table, to decompress a batch, to run a segment's
-  first-use check or to read past the bound (a scan's chunks of batch headers, a batch read for
-  its records); the build counters it moved are put back
+  first-use check or to read past the bound (a scan's chunks of batch headers, MAX_TIMESTAMP's
+  walk of them, a batch read for its records); the build counters it moved are put back
   and the pool runs the unbounded search. The estimate that mirrored the build decisions
   (`search_read_bytes`, `LogSegment.time_lookup_read_bytes`) is gone, and with it what it
   missed: decompressed bytes (a gzip batch of 40 KiB of records counted as its few hundred) and
@@ -731,8 +731,9 @@ What remains:
 - Lookups measured right after a large produce ran at a fraction of their rate while the topic's
   flush (an fdatasync of the ~130 MB just written) ran on the storage pool: the benchmark now
   waits for it; why lookups slow down so much during a flush is not yet known.
-- The bounded lookup by time does not charge MAX_TIMESTAMP's walk of batch headers from the
-  time index's last entry (one index interval, about 4 KiB) to the batch it reads.
+- The bounded lookup by time charges what it reads and refuses what it would build, but not the
+  index searches (mapped files: a page fault each at worst) nor the segments' running maximum
+  rebuilt after a roll or a deletion (one question a segment).
 - Goal 4 with every client default: the produce's ratio to Redis on a quiet machine (CPU a record
   now 2.0-2.8 us client, 1.7-2.4 service, against 1.1 and 0.8 with 512 KiB batches: the
   per-batch build, window and append remain); the catch-up read of a log of 16 KiB batches

@@ -320,19 +320,27 @@ class FileRecords:
             return 0
         return self._fs.preadinto(self._open(), view, position)
 
-    def batch_headers(self, start_position: int = 0) -> Iterator[BatchHeader]:
-        """Headers of the complete batches from ``start_position`` on (FileLogInputStream rules)."""
-        for position, fields in self.raw_headers(start_position):
+    def batch_headers(
+        self, start_position: int = 0, charge: Callable[[int], None] | None = None
+    ) -> Iterator[BatchHeader]:
+        """Headers of the complete batches from ``start_position`` on (FileLogInputStream rules).
+        ``charge``: as ``raw_headers``'s."""
+        for position, fields in self.raw_headers(start_position, charge):
             yield _header_at(fields, position)
 
-    def raw_headers(self, start_position: int = 0) -> Iterator[tuple[int, tuple]]:
+    def raw_headers(
+        self, start_position: int = 0, charge: Callable[[int], None] | None = None
+    ) -> Iterator[tuple[int, tuple]]:
         """(position, unpacked ``HEADER`` tuple) of each complete batch from ``start_position``:
         the codec's bounded ``BatchWalk`` over 16 KiB preads (a batch longer than a read needs
         only its header inside it). A partial trailing batch stops the walk quietly (Kafka's
-        FileLogInputStream); a length no batch can have raises ``CorruptRecordError``."""
+        FileLogInputStream); a length no batch can have raises ``CorruptRecordError``.
+        ``charge(size)`` is called before each read (a bounded lookup's budget, which may raise)."""
         end = self.size_in_bytes
         position = start_position
         while True:
+            if charge is not None:
+                charge(max(min(_SCAN_CHUNK_BYTES, end - position), 0))
             chunk = self.read(position, _SCAN_CHUNK_BYTES)
             walk = BatchWalk(chunk, region_end=end - position, origin=position)
             with self._corruption_named():

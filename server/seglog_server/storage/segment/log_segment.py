@@ -1073,9 +1073,9 @@ class LogSegment:
         if max_timestamp < 0:
             return None
         position = self._offset_index.lookup(offset).position
-        for header in self._log.batch_headers(position):
+        budget = self.lookup_budget
+        for header in self._log.batch_headers(position, None if budget is None else budget.charge_scan):
             if header.max_timestamp == max_timestamp:
-                budget = self.lookup_budget
                 if budget is not None:
                     budget.charge(header.size_in_bytes, "a batch's read")
                 data = self._log.read(header.position, header.size_in_bytes)

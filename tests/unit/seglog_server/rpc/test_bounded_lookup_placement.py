@@ -75,8 +75,8 @@ def _manager_over(tmp_path, batches, restart: bool) -> LogManager:
 def servicer(tmp_path):
     made = []
 
-    def make(batches, restart=True):
-        manager = _manager_over(tmp_path, batches, restart)
+    def make(batches, restart=True, subdirectory="log"):
+        manager = _manager_over(tmp_path / subdirectory, batches, restart)
         servicer, calls = servicer_over(manager)
         made.append((manager, calls))
         return servicer, calls
@@ -168,3 +168,16 @@ async def test_a_lookup_whose_scan_stays_within_the_bound_runs_inline(servicer):
     await service.OffsetsForTimes(_request(-3), Context())
     response, place = await _placed(calls, lambda: service.OffsetsForTimes(_request(FIRST_MS + 25), Context()))
     assert ([result.offset for result in response.results], place) == ([3], "inline")
+
+
+async def test_max_timestamp_whose_header_walk_reads_past_the_bound_runs_on_the_pool(servicer):
+    """MAX_TIMESTAMP walks the batch headers from the offset index's entry to its batch: a read
+    past the inline bound on the pool, a small segment's inline."""
+    service, calls = servicer([_batch(FIRST_MS + 10 * n, 1, 80) for n in range(100)])  # about 15 KiB
+    await service.OffsetsForTimes(_request(-3), Context())  # the first-use checks
+    response, place = await _placed(calls, lambda: service.OffsetsForTimes(_request(-3), Context()))
+    assert ([result.offset for result in response.results], place) == ([99], "refused")
+    service, calls = servicer([_batch(FIRST_MS + 10 * n, 1, 80) for n in range(5)], subdirectory="small")
+    await service.OffsetsForTimes(_request(-3), Context())
+    response, place = await _placed(calls, lambda: service.OffsetsForTimes(_request(-3), Context()))
+    assert ([result.offset for result in response.results], place) == ([4], "inline")
