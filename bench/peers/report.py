@@ -329,6 +329,23 @@ What works:
   write completed, not kept: against the floor's server, a reader task reading ahead against one
   woken by the write's end, p50 0.35 vs 0.33 ms and client CPU 226 vs 260 us a round trip
   (medians of 4 alternations of 3,000, load 4-6.6): the write is cheaper but the wake costs more.
+- Where the single lookup's gap above the floor is not: the seglog process. The floor's own echo
+  handler registered inside a seglog service process (its grpc.aio server and options, uvloop,
+  allocator settings, storage and flusher threads, metrics server) answers at the floor: p50
+  0.99x, and the same serving CPU (155 us a round trip). A protobuf echo there (a
+  LookupStreamRequest in, its correlation id out, after initial metadata) costs 1.05x, the
+  LookupStream with its lookup stubbed 1.07x, the real one-target lookup 1.28x, serving CPU 160,
+  195 and 235 us (medians of 11 interleaved repeats of 2,000 round trips, load 3.5-4.2,
+  `.venv/bin/python -m bench.bench_lookup_floor_split --repeats 11`; two runs of its scratch form, load 6-8:
+  1.00-1.03, 1.04-1.13, 1.03-1.15, 1.24-1.46). The wire is the same too: one sendmsg an answer
+  (60 bytes against the floor's 40), 34 us each in the floor's server, 34 us for the echo inside
+  seglog and 39 us for the LookupStream (`perf trace -s -e sendmsg -p <pid>`, about 3,000 each,
+  load 7). A native py-spy profile's samples in sendmsg are no measure of it: they swung 2x
+  between identical repeats. What is left above the floor is Python on the service's loop: the
+  lookup path (`_answer_one` -> `_search_one` -> `log_call` -> `StorageCalls.sized` ->
+  `lookup_timestamps_without_builds` -> `timestamp_lookups` -> `LogSegment`, about 25 frames of
+  1-5 us each, 16-22 us a lookup in a warm loop in process, no single hot spot) and the stream's
+  layers (gate, admission, ordered replies, metrics).
 - A single lookup's answer is read by its caller, as the floor's client reads: an `ask` on the
   LookupStream (`RequestStream(caller_reads=True)`) whose answer is the next owed, with no read
   under way, reads it in its own task, so no reader task reads it and hands it over. A read of
@@ -697,7 +714,10 @@ What remains:
   reader task's hop is gone: above). The service's event-loop thread while serving single lookups
   (`py-spy record --native`, 3,000 lookups on 50,000 records, load ~20): the stream's write 58 %
   (grpc core's `sendmsg` alone 39 %), reading the next message 16 %, the storage search 15 % (its
-  stopwatches' `getrusage` calls about 2-3 % of the thread), the RPC layers above it 8 %.
+  stopwatches' `getrusage` calls about 2-3 % of the thread), the RPC layers above it 8 %. That
+  sendmsg is no more than the floor's (39 against 34 us a call, `perf trace`), and the floor's
+  echo inside a seglog process answers at the floor (0.99x, `bench/bench_lookup_floor_split.py`):
+  what remains is the lookup path's and the stream layers' Python, not the process or the wire.
 - What the single lookup pays above the floor is Python, not gRPC: `strace -c -f` on each server
   during 3,000 round trips counts the same system calls a lookup as a floor message (3,236 and
   3,238 sendmsg, 12,811 and 12,803 write, 6,475 and 6,458 recvmsg, the epoll waits alike), plus
