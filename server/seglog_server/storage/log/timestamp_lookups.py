@@ -114,9 +114,13 @@ def _lookup_timestamps(
 ) -> list[LookupOutcome]:
     if len(timestamps_ms) == 1:
         return [_outcome_of_one(local, timestamps_ms[0], log_start_offset, log_end_offset, budget)]
-    check_targets(timestamps_ms, local.name)
+    # No negative target (every call but one asking LATEST, EARLIEST, ...): nothing to check or
+    # answer apart, and the searched targets are the distinct ones (C-level passes, none a target).
+    plain = not timestamps_ms or min(timestamps_ms) >= 0
+    if not plain:
+        check_targets(timestamps_ms, local.name)
     found: dict[int, LookupOutcome] = {}
-    searched = sorted({timestamp_ms for timestamp_ms in timestamps_ms if timestamp_ms >= 0})
+    searched = sorted(set(timestamps_ms) if plain else {timestamp for timestamp in timestamps_ms if timestamp >= 0})
     if searched and log_start_offset != log_end_offset:
         try:
             found.update(search_timestamps(local.segments, local.timestamps, searched, log_start_offset, local.touch,
@@ -126,9 +130,10 @@ def _lookup_timestamps(
             # one failing the same way may take the log offline; the targets after it say so).
             found = {target: _outcome_of_one(local, target, log_start_offset, log_end_offset, budget)
                      for target in searched}
-    for special in SPECIAL_TIMESTAMPS.intersection(timestamps_ms):
-        found[special] = _outcome_of_one(local, special, log_start_offset, log_end_offset, budget)
-    return [found.get(timestamp_ms) for timestamp_ms in timestamps_ms]
+    if not plain:
+        for special in SPECIAL_TIMESTAMPS.intersection(timestamps_ms):
+            found[special] = _outcome_of_one(local, special, log_start_offset, log_end_offset, budget)
+    return list(map(found.get, timestamps_ms))
 
 
 def _outcome_of_one(local: LocalLog, timestamp_ms: int, log_start_offset: int, log_end_offset: int,
