@@ -107,6 +107,7 @@ class RequestStream:
         self._caller_reading = False
         self._reader_reads = False
         self._reader_parked: asyncio.Future[None] | None = None  # the reader waiting for work
+        self._tasks: set[asyncio.Future[Any]] = set()  # reads handed over (``_track``)
 
     @property
     def owed_count(self) -> int:
@@ -146,16 +147,22 @@ class RequestStream:
             self._watch(answer, call, timeout_s)
         try:
             handover = _Handover(self, call)
+            outcome: tuple[Any, BaseException | None]
             try:
-                response = await _read_in_caller(call.read(), handover)
+                outcome = (await _read_in_caller(call.read(), handover), None)
             except asyncio.CancelledError:
                 if handover.handed_over:
                     raise  # the caller's own cancellation: the read goes on in its task
-                self._took(call, None, ClientClosedError("the stream was closed before this request was answered"))
+                outcome = (None, ClientClosedError("the stream was closed before this request was answered"))
             except Exception as error:  # noqa: BLE001 - the call's end, as the reader task sees it
-                self._took(call, None, error)
-            else:
-                self._took(call, response, None)
+                outcome = (None, error)
+            if handover.cancel_pending:
+                # Cancelled once the read's last step was due (_Handover.cancel): the read ended
+                # here, its answer is taken and dropped as a handed-over read's would be.
+                answer.cancel()
+                self._took(call, *outcome)
+                raise asyncio.CancelledError(handover.cancel_message)
+            self._took(call, *outcome)
             return await answer
         finally:
             if timeout_s is not None:
@@ -356,6 +363,12 @@ class RequestStream:
             error = protocol_error
         self._end(call, error)
 
+    def _track(self, task: asyncio.Future[Any]) -> None:
+        """A task the stream started besides its reader: held until it ends (the loop keeps
+        only a weak reference), and awaited by ``close``."""
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
     def _want_reader(self) -> None:
         """caller_reads: answers are owed and nothing reads them: the reader task reads."""
         if self._owed and not self._caller_reading and not self._reader_reads:
@@ -475,9 +488,14 @@ class _Handover:
     future-like object (the task protocol: ``_asyncio_future_blocking``, ``get_loop``,
     ``add_done_callback``, ``cancel``) in place of the read's future. Its ``cancel`` takes the
     task's wake-up off the read's future, hands the read, where it stands, to a task of its
-    own (``RequestStream._took`` then matches its answer) and wakes the caller cancelled."""
+    own (``RequestStream._took`` then matches its answer) and wakes the caller cancelled. When
+    the wake-up is already queued (the read's future done), the read's step due is run in the
+    caller, which then leaves cancelled (``cancel_pending``)."""
 
-    __slots__ = ("_asyncio_future_blocking", "_stream", "_call", "_read", "_waiting_on", "_wake", "handed_over")
+    __slots__ = (
+        "_asyncio_future_blocking", "_stream", "_call", "_read", "_waiting_on", "_wake", "handed_over",
+        "cancel_pending", "cancel_message",
+    )
 
     def __init__(self, stream: RequestStream, call: grpc.aio.StreamStreamCall) -> None:
         self._asyncio_future_blocking = False
@@ -487,6 +505,9 @@ class _Handover:
         self._waiting_on: asyncio.Future[Any] | None = None
         self._wake: tuple[Callable[..., None], Any] | None = None
         self.handed_over = False
+        # Cancelled while the task's wake-up from the read's future was already queued.
+        self.cancel_pending = False
+        self.cancel_message: Any = None
 
     def waiting(self, read: Coroutine[Any, Any, Any], waiting_on: asyncio.Future[Any]) -> _Handover:
         self._read, self._waiting_on, self._wake = read, waiting_on, None
@@ -513,15 +534,26 @@ class _Handover:
             return True
         if self._wake is None or self._read is None or self._waiting_on is None:
             return False  # not waited on yet: the task cancels at its next step
+        if self.cancel_pending:
+            return True
         wake, context = self._wake
-        self._waiting_on.remove_done_callback(wake)
-        self.handed_over = True
-        read, waiting_on, stream, call = self._read, self._waiting_on, self._stream, self._call
-        asyncio.ensure_future(_read_handed_over(stream, call, read, waiting_on))
-        woken = waiting_on.get_loop().create_future()
+        if self._waiting_on.done() or not self._waiting_on.remove_done_callback(wake):
+            # The read's future is done and the task's wake-up already queued: it will run the
+            # read's next step in the caller (the read cannot be moved from under it), which
+            # then leaves cancelled (``ask``) or hands the read over at its next wait
+            # (``_read_in_caller``). Returning False would make the task throw CancelledError
+            # into grpc's read, which cancels the whole call.
+            self.cancel_pending, self.cancel_message = True, msg
+            return True
+        self._hand_over(self._read, self._waiting_on)
+        woken = self._waiting_on.get_loop().create_future()
         woken.cancel(msg)
         woken.get_loop().call_soon(wake, woken, context=context)
         return True
+
+    def _hand_over(self, read: Coroutine[Any, Any, Any], waiting_on: Any) -> None:
+        self.handed_over = True
+        self._stream._track(asyncio.ensure_future(_read_handed_over(self._stream, self._call, read, waiting_on)))
 
 
 @types.coroutine
@@ -552,6 +584,11 @@ def _read_in_caller(read: Coroutine[Any, Any, Any], handover: _Handover) -> Gene
             waiting_on = step(argument)
         except StopIteration as done:
             return done.value
+        if handover.cancel_pending:
+            # The caller was cancelled while this step was due: the read goes on in its own
+            # task from this wait, the caller leaves now.
+            handover._hand_over(read, waiting_on)
+            raise asyncio.CancelledError(handover.cancel_message)
 
 
 async def _read_handed_over(

@@ -17,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from seglog._streams import IN_FLIGHT_METADATA_KEY, RequestStream
+from seglog._streams import IN_FLIGHT_METADATA_KEY, RequestStream, _Handover
 from seglog.errors import ClientClosedError, RequestTimeoutError, ServiceUnavailableError
 from seglog.v1 import log_service_pb2 as pb
 
@@ -168,6 +168,82 @@ async def test_an_ask_cancelled_while_it_reads_leaves_the_read_going_and_the_str
         assert readers[-1] == "caller"
 
 
+def _cancel_once_its_read_is_done(task: asyncio.Task[Any]) -> None:
+    """Cancels ``task`` in the loop turn its read's future completes, before the task's queued
+    wake-up runs (a callback polling each turn: it runs after the future's callbacks queued)."""
+    loop = asyncio.get_running_loop()
+
+    def poll() -> None:
+        waiter = getattr(task, "_fut_waiter", None)
+        waiting_on = getattr(waiter, "_waiting_on", None)
+        if isinstance(waiter, _Handover) and waiting_on is not None and waiting_on.done():
+            task.cancel()
+        elif not task.done():
+            loop.call_soon(poll)
+
+    loop.call_soon(poll)
+
+
+async def test_an_ask_cancelled_as_its_read_completes_leaves_the_stream_open():
+    """The caller's wake-up from its read is already queued when it is cancelled: the read's
+    step is run in the caller (it cannot be handed over from under the queued wake-up), the
+    answer taken and dropped, the caller cancelled; the requests behind it and the stream go on."""
+    async with served() as (service, stream, readers):
+        assert await _offset(stream, 1) == 1
+        held = asyncio.ensure_future(_offset(stream, HOLD))
+        await service.held.wait()
+        await _until(lambda: readers[-1:] == ["caller"] and len(readers) == 2)
+        behind = asyncio.ensure_future(_offset(stream, 9))
+        await _until(lambda: stream.owed_count == 2)
+        _cancel_once_its_read_is_done(held)
+        service.released.set()
+        with pytest.raises(asyncio.CancelledError):
+            await held
+        assert await behind == 9
+        assert await _offset(stream, 10) == 10
+        assert stream.opened_count == 1 and stream.owed_count == 0
+
+
+async def test_an_ask_cancelled_as_a_read_step_completes_hands_the_read_over_at_its_next_wait():
+    """As above, with a read that waits once more after the call's answer came (a read of two
+    waits): the step due runs in the caller, which hands the read over at its next wait and
+    leaves; the read's own task takes and drops the answer."""
+    async with served() as (service, stream, readers):
+        opened = stream._open_call
+        second_waits: list[asyncio.Future[None]] = []
+
+        def open_call() -> Any:
+            call = opened()
+            read = call.read
+
+            async def read_then_wait() -> Any:
+                response = await read()
+                after = asyncio.get_running_loop().create_future()
+                second_waits.append(after)
+                asyncio.get_running_loop().call_soon(after.set_result, None)
+                await after
+                return response
+
+            call.read = read_then_wait
+            return call
+
+        stream._open_call = open_call
+        assert await _offset(stream, 1) == 1
+        held = asyncio.ensure_future(_offset(stream, HOLD))
+        await service.held.wait()
+        await _until(lambda: readers[-1:] == ["caller"] and len(readers) == 2)
+        behind = asyncio.ensure_future(_offset(stream, 9))
+        await _until(lambda: stream.owed_count == 2)
+        _cancel_once_its_read_is_done(held)
+        service.released.set()
+        with pytest.raises(asyncio.CancelledError):
+            await held
+        assert len(second_waits) == 2  # the caller left at the read's second wait
+        assert await behind == 9
+        assert await _offset(stream, 10) == 10
+        assert stream.opened_count == 1 and stream.owed_count == 0
+
+
 async def test_an_ask_cancelled_while_it_reads_then_the_stream_ending_fails_what_is_owed():
     async with served() as (service, stream, _):
         assert await _offset(stream, 1) == 1
@@ -265,10 +341,15 @@ async def test_closing_the_stream_while_the_caller_reads_fails_its_ask():
         service.released.set()
 
 
-async def _schedule(plan: list[tuple[int, bool, int]]) -> tuple[list[int | None], int]:
+async def _schedule(plan: list[tuple[int, str, int]], opened: bool = False) -> tuple[list[int | None], int]:
     """Asks ``plan``'s targets concurrently, each started after its own number of loop turns
-    and cancelled (True) after its own; (each ask's answer, None if it was cancelled; opens)."""
+    and cancelled after its own ("turn"), or from then on in the turn its own read's future
+    completes ("read done": its wake-up already queued); (each ask's answer, None if it was
+    cancelled; opens). ``opened``: one ask answered first, so the plan's first ask reads its own
+    answer (on a new stream the reader reads it)."""
     async with served() as (_, stream, _):
+        if opened:
+            assert await _offset(stream, 99) == 99
         async def one(index: int, start_turns: int) -> int:
             for _ in range(start_turns):
                 await asyncio.sleep(0)
@@ -280,8 +361,10 @@ async def _schedule(plan: list[tuple[int, bool, int]]) -> tuple[list[int | None]
             tasks.append((task, cancel, cancel_turns))
         for turn in range(12):
             for task, cancel, cancel_turns in tasks:
-                if cancel and cancel_turns == turn:
+                if cancel == "turn" and cancel_turns == turn:
                     task.cancel()
+                elif cancel == "read done" and cancel_turns == turn:
+                    _cancel_once_its_read_is_done(task)
             await asyncio.sleep(0)
         answers: list[int | None] = []
         for task, _, _ in tasks:
@@ -294,12 +377,15 @@ async def _schedule(plan: list[tuple[int, bool, int]]) -> tuple[list[int | None]
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(plan=st.lists(st.tuples(st.integers(0, 6), st.booleans(), st.integers(0, 11)), min_size=1, max_size=8))
-def test_any_mix_of_asks_and_cancellations_each_gets_its_own_answer(plan):
-    answers, opened = asyncio.run(_schedule(plan))
+@given(plan=st.lists(
+    st.tuples(st.integers(0, 6), st.sampled_from(("no", "turn", "read done")), st.integers(0, 11)),
+    min_size=1, max_size=8,
+), opened=st.booleans())
+def test_any_mix_of_asks_and_cancellations_each_gets_its_own_answer(plan, opened):
+    answers, opens = asyncio.run(_schedule(plan, opened))
     for index, answer in enumerate(answers[:-1]):
         assert answer in (None, 100 + index)
-        if not plan[index][1]:
+        if plan[index][1] == "no":
             assert answer == 100 + index
     assert answers[-1] == 999
-    assert opened == 1  # no cancellation, at any point, broke the stream
+    assert opens == 1  # no cancellation, at any point, broke the stream
