@@ -152,6 +152,9 @@ class RequestStream:
                 outcome = (await _read_in_caller(call.read(), handover), None)
             except asyncio.CancelledError:
                 if handover.handed_over:
+                    # Nobody waits for its answer now: the read's own task drops it (a refusal
+                    # set on it would be an exception never retrieved).
+                    answer.cancel()
                     raise  # the caller's own cancellation: the read goes on in its task
                 outcome = (None, ClientClosedError("the stream was closed before this request was answered"))
             except Exception as error:  # noqa: BLE001 - the call's end, as the reader task sees it

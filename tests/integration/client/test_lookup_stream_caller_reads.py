@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -18,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from seglog._streams import IN_FLIGHT_METADATA_KEY, RequestStream, _Handover
-from seglog.errors import ClientClosedError, RequestTimeoutError, ServiceUnavailableError
+from seglog.errors import ClientClosedError, RequestTimeoutError, ServiceUnavailableError, TopicNotFoundError
 from seglog.v1 import log_service_pb2 as pb
 
 pytestmark = pytest.mark.integration
@@ -26,6 +27,7 @@ pytestmark = pytest.mark.integration
 HOLD = -1  # a target the service holds its answer for until released
 END = -2  # a target at which the service ends the stream (UNAVAILABLE)
 CLOSE = -3  # a target the service answers, then ends the stream with OK
+HELD_ERROR = -4  # held as HOLD, then refused (a StreamError: TopicNotFound)
 
 
 class Service:
@@ -42,12 +44,18 @@ class Service:
         await context.send_initial_metadata(((IN_FLIGHT_METADATA_KEY, "64"),))
         async for request in requests:
             target = request.offsets_for_times.partitions[0].timestamp_ms
-            if target == HOLD:
+            if target in (HOLD, HELD_ERROR):
                 self.held.set()
                 await self.released.wait()
             if target == END:
                 await context.abort(grpc.StatusCode.UNAVAILABLE, "the service is stopping")
             answer = pb.LookupStreamResponse(correlation_id=request.correlation_id)
+            if target == HELD_ERROR:
+                answer.error.code = grpc.StatusCode.NOT_FOUND.value[0]
+                answer.error.message = "topic 't' does not exist"
+                answer.error.error_class = "TopicNotFound"
+                yield answer
+                continue
             answer.offsets_for_times.results.add(topic="t", partition=0, offset=target)
             yield answer
             if target == CLOSE:
@@ -242,6 +250,36 @@ async def test_an_ask_cancelled_as_a_read_step_completes_hands_the_read_over_at_
         assert await behind == 9
         assert await _offset(stream, 10) == 10
         assert stream.opened_count == 1 and stream.owed_count == 0
+
+
+async def test_an_ask_cancelled_while_it_reads_an_answer_that_is_an_error_leaves_nothing_unretrieved():
+    """The handed-over read brings a refusal for a caller gone: it is dropped, not set on a
+    future nobody reads ("Future exception was never retrieved", once a lookup)."""
+    loop = asyncio.get_running_loop()
+    reported: list[dict[str, Any]] = []
+    loop.set_exception_handler(lambda _, context: reported.append(context))
+    try:
+        async with served() as (service, stream, readers):
+            assert await _offset(stream, 1) == 1
+            for round_ in range(3):
+                service.released.clear()
+                service.held.clear()
+                held = asyncio.ensure_future(_offset(stream, HELD_ERROR))
+                await service.held.wait()
+                await _until(lambda: readers[-1:] == ["caller"] and stream._caller_reading)
+                held.cancel()
+                with pytest.raises(asyncio.CancelledError):
+                    await held
+                service.released.set()
+                assert await _offset(stream, 10 + round_) == 10 + round_
+            assert stream.opened_count == 1
+            with pytest.raises(TopicNotFoundError):  # the refusal itself, for a caller that waits
+                await stream.ask(_ask(HELD_ERROR), 30)
+        del held
+        gc.collect()
+    finally:
+        loop.set_exception_handler(None)
+    assert [context["message"] for context in reported] == []
 
 
 async def test_an_ask_cancelled_while_it_reads_then_the_stream_ending_fails_what_is_owed():
