@@ -274,7 +274,9 @@ class RequestStream:
             self._watchdog = loop.call_at(deadline, self._deadlines_due)
 
     def _unwatch(self) -> None:
-        """A wait is over: the answers done at the front leave the deadlines."""
+        """A wait is over: the answers done at the front leave the deadlines. A caller that
+        leaves early has its answer cancelled (its own, or ``ask``'s when it hands its read
+        over), so its deadline, wherever it stands, is skipped when due: it resets nothing."""
         deadlines = self._deadlines
         while deadlines and deadlines[0][1].done():
             deadlines.popleft()

@@ -352,6 +352,29 @@ async def test_each_request_times_out_at_its_own_deadline_with_one_timer_for_the
         assert stream.opened_count == 3 and len(stream._deadlines) == 0
 
 
+async def test_the_deadline_of_a_caller_gone_resets_nothing():
+    """A caller cancelled while it reads (its read handed over) or while it waits behind one
+    leaves its deadline: past it, the requests still waited for and the stream go on."""
+    async with served() as (service, stream, readers):
+        assert await _offset(stream, 1) == 1
+        held = asyncio.ensure_future(_offset(stream, HOLD, timeout_s=0.05))
+        await service.held.wait()
+        await _until(lambda: readers[-1:] == ["caller"] and stream._caller_reading)
+        waiting = asyncio.ensure_future(_offset(stream, 2, timeout_s=0.05))  # behind the read
+        behind = asyncio.ensure_future(_offset(stream, 3, timeout_s=30))
+        await _until(lambda: stream.owed_count == 3)
+        held.cancel()
+        waiting.cancel()
+        for gone in (held, waiting):
+            with pytest.raises(asyncio.CancelledError):
+                await gone
+        await asyncio.sleep(0.2)  # past the deadlines of the callers gone
+        assert not behind.done()
+        service.released.set()
+        assert await behind == 3
+        assert stream.opened_count == 1 and not stream._deadlines
+
+
 async def test_asks_during_a_callers_read_are_read_by_the_reader_each_its_own():
     async with served() as (service, stream, readers):
         assert await _offset(stream, 1) == 1
