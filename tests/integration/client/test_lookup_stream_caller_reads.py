@@ -333,18 +333,25 @@ async def test_each_request_times_out_at_its_own_deadline_with_one_timer_for_the
     """Timeouts share the stream's one timer (``_watch``): a short one after long ones fires
     at its own deadline, whether its caller reads (the first) or waits behind a caller's read
     (the second: it ends the stream, so the read it waited behind fails with it), and answered
-    requests leave no deadline behind."""
+    requests leave no deadline behind. Each short timeout fires before the 30 s deadline of
+    the asks before it (a bound far from the short one: not a speed assertion, but a timer left
+    at an earlier request's deadline fires only at 30 s)."""
+    loop = asyncio.get_running_loop()
     async with served() as (service, stream, _):
         assert [await _offset(stream, n) for n in range(1, 101)] == list(range(1, 101))  # 30 s each
         assert len(stream._deadlines) == 0
+        began = loop.time()
         with pytest.raises(RequestTimeoutError, match="within 200 ms"):
             await _offset(stream, HOLD, timeout_s=0.2)
+        assert loop.time() - began < 30
         service.released.clear()
         service.held.clear()
         held = asyncio.ensure_future(_offset(stream, HOLD, timeout_s=30))
         await service.held.wait()
+        began = loop.time()
         with pytest.raises(RequestTimeoutError, match="within 300 ms"):
             await _offset(stream, 5, timeout_s=0.3)
+        assert loop.time() - began < 30
         with pytest.raises(RequestTimeoutError, match="within 300 ms"):
             await held
         service.released.set()
