@@ -77,7 +77,10 @@ class LoopThread:
         try:
             ended.acquire()
         except BaseException:  # interrupted while waiting: the call is cancelled (after start ran)
-            self._loop.call_soon_threadsafe(lambda: started[0].cancel())
+            try:
+                self._loop.call_soon_threadsafe(lambda: started[0].cancel())
+            except RuntimeError:
+                pass  # the loop was closed meanwhile: nothing runs there to cancel; the interruption stands
             raise
         returned, value = outcome[0]
         if returned:

@@ -151,3 +151,39 @@ def test_a_coroutine_cancelled_on_the_loop_raises_a_concurrent_cancelled_error()
         assert loop_thread.run(asyncio.sleep(0, "served")) == "served"
     finally:
         loop_thread.stop()
+
+
+def test_an_interrupted_wait_on_a_loop_closed_meanwhile_raises_the_interruption():
+    """The loop stopped and closed under a waiting call (its task left unfinished): the
+    interruption is what the caller sees, not the closed loop's RuntimeError from cancelling."""
+    class Interrupted(Exception):
+        pass
+
+    def interrupt(signum, frame):
+        raise Interrupted
+
+    class LeavingTasks(_sync.LoopThread):
+        def _cancel_leftovers(self) -> None:
+            pass  # the waiting call's task outlives the loop
+
+    loop_thread = LeavingTasks()
+    started = threading.Event()
+
+    async def forever() -> None:
+        started.set()
+        await asyncio.Event().wait()
+
+    def close_then_interrupt() -> None:
+        started.wait()
+        loop_thread.stop()
+        if not loop_thread.loop.is_closed():
+            loop_thread.loop.close()
+        signal.pthread_kill(threading.main_thread().ident, signal.SIGUSR1)
+
+    previous = signal.signal(signal.SIGUSR1, interrupt)
+    try:
+        threading.Thread(target=close_then_interrupt, daemon=True).start()
+        with pytest.raises(Interrupted):
+            loop_thread.run(forever())
+    finally:
+        signal.signal(signal.SIGUSR1, previous)
