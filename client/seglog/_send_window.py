@@ -18,7 +18,10 @@ again. The rules, Kafka's producer's with ``max.in.flight.requests.per.connectio
 
 A batch the service refused as too large is split (``split``): its pieces take its place, to be
 sent first when the partition's hold ends, as a retry would be, but without counting as one; so
-do the resends of the batches refused only because they followed it. A batch that fails for good
+do the resends of the batches refused only because they followed it. What is sent again goes out
+no more at once than the partition's in-flight limit (``resending(held=...)``), the rest as those
+are answered; a batch beyond that limit when it is started waits in the window the same way
+(``queued``). A batch that fails for good
 without having been written (``failed_unwritten``) holds the partition in the same way when
 batches after it are owed: the sender renumbers them, and they go out again after it.
 """
@@ -127,6 +130,15 @@ class SendWindow(Generic[_Item]):
         self._holding = self._hold_is_free = True
         return self._pop_complete(), self._due_again()
 
+    def queued(self, item: _Item) -> WindowEntry[_Item]:
+        """``item`` joins the window unsent, behind what it holds (its partition's in-flight limit
+        is reached, or the window holds or paces): it goes out as a resend does, once what is in
+        flight is answered and at the pace ``resending`` keeps, before anything new."""
+        entry = WindowEntry(item, state=_State.RETRY, free=True)
+        self._entries.append(entry)
+        self._paced = True
+        return entry
+
     def failed_unwritten(self, entry: WindowEntry[_Item], outcome: Any) -> tuple[
         list[WindowEntry[_Item]], list[WindowEntry[_Item]]
     ]:
@@ -188,7 +200,8 @@ class SendWindow(Generic[_Item]):
             entry.outcome = None
         self._in_flight_count += len(entries)
         self._holding = False
-        self._paced = held > 0
+        # Entries queued meanwhile (``queued``) wait with the held ones.
+        self._paced = any(entry.state is _State.RETRY for entry in self._entries)
         self._hold_is_free = self._hold_is_free and self._paced
 
     def abandon(self) -> list[WindowEntry[_Item]]:

@@ -355,7 +355,15 @@ class Sender:
             window = self.windows.get(tp)
             if window is None:
                 window = self.windows[tp] = SendWindow()
-            entries.append(window.sent((batch, records, fields)))
+            # Beyond the partition's in-flight limit (a batch split within its topic's limit, a
+            # group started after a new producer id), it waits in the window, sent as the ones
+            # before it are answered.
+            if window.can_send(self._in_flight_max_for(tp)):
+                entries.append(window.sent((batch, records, fields)))
+            else:
+                window.queued((batch, records, fields))
+        if not entries:
+            return rest
         if len(entries) == 1:
             self._send_entry(tp, entries[0])
             return rest
@@ -523,13 +531,16 @@ class Sender:
         entries: list[WindowEntry[_Sent]],
     ) -> None:
         """After the backoff (the service's retry-after hint wins over a shorter one), the
-        failed batches of a held partition go out again, oldest first, before anything new."""
-        if not entries[0].free:  # after a split (or a batch failed unwritten): nothing to wait for
+        failed batches of a held partition go out again, oldest first, before anything new, and
+        no more at once than its in-flight limit (one where its producer id has not written yet,
+        ``_in_flight_max_for``): the rest go once those are answered. Only what was split, failed
+        unwritten or queued, or was refused for following such a batch (``free``), goes without
+        the backoff."""
+        held = max(0, len(entries) - self._in_flight_max_for(tp))
+        entries, later = entries[:len(entries) - held], entries
+        if not entries[0].free:
             hints = [e.outcome.retry_after_ms or 0 for e in entries if isinstance(e.outcome, SeglogError)]
             await asyncio.sleep(max(self._config.retry_backoff_ms, *hints) / 1000)
-        # A partition its producer id has not written to yet takes one at a time (``written_to``).
-        held = 0 if self.idempotence.written_to(tp) else len(entries) - 1
-        entries, later = entries[:len(entries) - held], entries
         self._stats["retries"] += sum(not entry.free for entry in entries)
         window.resending(later, held=held)
         for entry in entries:

@@ -116,3 +116,50 @@ def test_a_final_failure_completes_in_order_without_holding():
     assert complete == [] and again == [] and window.can_send(2)
     complete, _ = window.answered(first, "a-ok", failed=False, retry=False)
     assert [(e.item, SendWindow.succeeded(e)) for e in complete] == [("a", True), ("b", False)]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    batch_count=st.integers(1, 14),
+    in_flight_max=st.integers(1, 5),
+    faults=st.lists(st.sampled_from(["none", "none", "none", "before", "after"]), max_size=200),
+    bursts=st.lists(st.integers(1, 6), max_size=20),
+)
+def test_queued_and_paced_resends_keep_the_in_flight_limit(batch_count, in_flight_max, faults, bursts):
+    """Driven as the sender drives it: batches started in bursts (a batch split before it is
+    sent starts as several), those beyond the limit ``queued``; what is due again resent no more
+    at once than the limit (``resending(held=...)``). Never more in flight than the limit, and
+    every batch in the log once, in order, its completion in order."""
+    log = _IdempotentLog()
+    window: SendWindow[int] = SendWindow()
+    in_flight: list = []
+    completed: list[int] = []
+    next_batch = 0
+    fault_at = iter(faults)
+    burst_at = iter(bursts)
+    retries_max = len(faults) + batch_count
+    pending_resend: list = []
+    for _ in range(10_000):
+        if pending_resend:
+            held = max(0, len(pending_resend) - in_flight_max)
+            window.resending(pending_resend, held=held)
+            in_flight.extend(pending_resend[:len(pending_resend) - held])
+            pending_resend = []
+        if next_batch < batch_count and window.room(in_flight_max) and not pending_resend:
+            for _ in range(min(next(burst_at, 1), batch_count - next_batch)):
+                if window.can_send(in_flight_max):
+                    in_flight.append(window.sent(next_batch))
+                else:
+                    window.queued(next_batch)
+                next_batch += 1
+        assert window.in_flight_count == len(in_flight) <= in_flight_max
+        if not in_flight:
+            break
+        entry = in_flight.pop(0)
+        failed, outcome = log.produce(entry.item, next(fault_at, "none"))
+        retry = failed and entry.attempt < retries_max
+        complete, again = window.answered(entry, outcome, failed=failed, retry=retry)
+        completed += [e.item for e in complete]
+        pending_resend = again
+    assert window.is_empty() and next_batch == batch_count
+    assert completed == list(range(batch_count)) and log.records == list(range(batch_count))

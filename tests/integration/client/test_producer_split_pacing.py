@@ -1,0 +1,142 @@
+"""A split batch's pieces, and what is sent again behind them, go out no faster than the
+partition's in-flight limit (``SendWindow.queued``, ``Sender._resend``): the idempotent service
+keeps the last 5 batches of a producer to answer a batch sent again, and without idempotence
+``max_in_flight_per_partition=1`` is what keeps order under retries. On a real service on
+loopback: 256 KiB batches into a 64 KiB topic, the pieces and the batches behind them."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from seglog import Consumer, Producer
+from seglog._send_window import SendWindow
+from seglog._sender import Sender
+from seglog.errors import ServiceUnavailableError
+from seglog.records import RecordBatch
+
+LIMIT_BYTES = 64 * 1024
+SPLIT_PRODUCER: dict[str, Any] = {"batch_size": 256 * 1024, "linger_ms": 50, "retry_backoff_ms": 10}
+POLL_TIMEOUT_MS = 2000
+
+
+def _values(count: int) -> list[bytes]:
+    return [index.to_bytes(4, "big") * 25 for index in range(count)]
+
+
+def _read_values(address: str, topic: str, count: int) -> list[bytes | None]:
+    """The partition's records' values, every one up to its end (at least ``count``)."""
+    read: list[bytes | None] = []
+    with Consumer(address, topic, partition=0, start="earliest") as consumer:
+        while True:
+            raws = consumer.poll_raw(timeout_ms=POLL_TIMEOUT_MS if len(read) < count else 300)
+            if not raws:
+                break
+            for raw in raws:
+                read += [record.value for record in RecordBatch(raw.records)]
+    return read
+
+
+def _watch_in_flight(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The most batches any partition's window had in flight, after each send and resend."""
+    peak = [0]
+    sent, resending = SendWindow.sent, SendWindow.resending
+
+    def watched_sent(self: SendWindow[Any], item: Any) -> Any:
+        entry = sent(self, item)
+        peak[0] = max(peak[0], self.in_flight_count)
+        return entry
+
+    def watched_resending(self: SendWindow[Any], entries: Any, *, held: int = 0) -> None:
+        resending(self, entries, held=held)
+        peak[0] = max(peak[0], self.in_flight_count)
+
+    monkeypatch.setattr(SendWindow, "sent", watched_sent)
+    monkeypatch.setattr(SendWindow, "resending", watched_resending)
+    return peak
+
+
+@pytest.mark.parametrize("in_flight_max", [5, 2])
+def test_split_pieces_stay_within_the_partitions_in_flight_limit(
+    seglog_service: Any, make_topic: Any, monkeypatch: pytest.MonkeyPatch, in_flight_max: int
+) -> None:
+    """The first batch's refusal splits it and the batches behind it; later batches are split
+    within the limit the refusal named before they are sent. Neither the pieces nor the batches
+    split early are ever more in flight on the partition than its limit (were 25 and 20)."""
+    peak = _watch_in_flight(monkeypatch)
+    topic = make_topic(configs={"max.message.bytes": str(LIMIT_BYTES)})
+    values = _values(20_000)
+    with Producer(seglog_service.address, **SPLIT_PRODUCER, max_in_flight_per_partition=in_flight_max) as producer:
+        producer.send(topic, b"first", partition=0).result()  # the producer id wrote there
+        producer.send_many(topic, values, partition=0)
+        producer.flush()
+        statistics = producer.statistics()
+    assert statistics.batches_split >= 2 and statistics.records_failed == 0
+    assert 1 <= peak[0] <= in_flight_max
+    assert _read_values(seglog_service.address, topic, len(values) + 1) == [b"first", *values]
+
+
+def test_answers_lost_after_a_split_land_every_record_once(
+    seglog_service: Any, make_topic: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With idempotence, the answers of 25 batches written after a split are lost (a connection
+    break after the write): each is sent again and the service answers it from the last 5 batches
+    it keeps. Every record is in the log once and no future fails (7,708 records failed with
+    OutOfOrderSequenceError before, with every record in the log: a caller's resend duplicated
+    them)."""
+    lost = [0]
+    produce_once = Sender.produce_once
+
+    async def losing_answers(self: Sender, topic: str, partition: int, records: bytes, turn: Any = None) -> Any:
+        response = await produce_once(self, topic, partition, records, turn)
+        if self._stats["batches_split"] and lost[0] < 25:
+            lost[0] += 1
+            raise ServiceUnavailableError("written, but the answer was lost")
+        return response
+
+    monkeypatch.setattr(Sender, "produce_once", losing_answers)
+    topic = make_topic(configs={"max.message.bytes": str(LIMIT_BYTES)})
+    values = _values(20_000)
+    with Producer(seglog_service.address, **SPLIT_PRODUCER) as producer:
+        producer.send(topic, b"first", partition=0).result()
+        group = producer.send_many(topic, values, partition=0)
+        producer.flush()
+        errors = [future.exception(0) for future in group.futures()]
+    assert lost[0] == 25
+    assert [error for error in errors if error is not None] == []
+    assert _read_values(seglog_service.address, topic, len(values) + 1) == [b"first", *values]
+
+
+def test_one_in_flight_keeps_order_when_a_piece_fails_retriably(
+    seglog_service: Any, make_topic: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without idempotence and with ``max_in_flight_per_partition=1``, the first piece of a split
+    batch is refused retriably, unwritten: it is sent again before the pieces after it, which
+    waited for it, so the log keeps the send order (the pieces went five at once and landed
+    before it)."""
+    failed = [0]
+    produce_once = Sender.produce_once
+
+    async def first_piece_refused(self: Sender, topic: str, partition: int, records: bytes, turn: Any = None) -> Any:
+        if self._stats["batches_split"] and not failed[0]:
+            failed[0] = 1
+            if turn is not None:
+                await turn.wait()
+                turn.release()
+            await asyncio.sleep(0.05)  # the refusal comes a round trip later
+            raise ServiceUnavailableError("unavailable, nothing written")
+        return await produce_once(self, topic, partition, records, turn)
+
+    monkeypatch.setattr(Sender, "produce_once", first_piece_refused)
+    topic = make_topic(configs={"max.message.bytes": str(LIMIT_BYTES)})
+    values = _values(6_000)
+    with Producer(
+        seglog_service.address, **SPLIT_PRODUCER, enable_idempotence=False, max_in_flight_per_partition=1
+    ) as producer:
+        producer.send_many(topic, values, partition=0)
+        producer.flush()
+        statistics = producer.statistics()
+    assert failed[0] == 1 and statistics.batches_split >= 1 and statistics.records_failed == 0
+    assert _read_values(seglog_service.address, topic, len(values)) == values
