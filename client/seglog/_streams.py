@@ -159,6 +159,9 @@ class RequestStream:
                 outcome = (None, ClientClosedError("the stream was closed before this request was answered"))
             except Exception as error:  # noqa: BLE001 - the call's end, as the reader task sees it
                 outcome = (None, error)
+            except BaseException as interrupt:  # not the call's end: the stream ends, it goes on
+                self._took(call, None, interrupt)
+                raise
             if handover.cancel_pending:
                 # Cancelled once the read's last step was due (_Handover.cancel): the read ended
                 # here, its answer is taken and dropped as a handed-over read's would be.
@@ -235,9 +238,12 @@ class RequestStream:
     def _written(self, call: grpc.aio.StreamStreamCall, error: BaseException | None) -> None:
         """A write finished (its sender may have been cancelled meanwhile): the next may go."""
         self._write_lock.release()
-        if isinstance(error, (grpc.RpcError, asyncio.InvalidStateError)):
-            # The stream ended under us; what it owed fails (ours too), and the next send opens
-            # a new one.
+        if isinstance(error, (grpc.RpcError, asyncio.InvalidStateError)) or (
+            error is not None and not isinstance(error, (Exception, asyncio.CancelledError))
+        ):
+            # The stream ended under us (or the write was interrupted midway: whether the
+            # service got the message is unknown); what it owed fails (ours too), and the next
+            # send opens a new one.
             self._end(call, _stream_ended(error))
 
     def _withdraw(self, owed: tuple[int, Any, bool]) -> None:
@@ -477,12 +483,14 @@ class RequestStream:
         if self._open_answered is not None and not self._open_answered.done():
             self._open_answered.set_result(None)  # writers waiting on the open see it ended
         owed, self._owed = self._owed, deque()
-        if owed and self.on_break is not None:
-            self.on_break(error)
-        for _, answer, _ in owed:
-            if not answer.done():
-                answer.set_exception(error)
-                answer.exception()  # retrieved: a caller that gave up must not warn
+        try:
+            if owed and self.on_break is not None:
+                self.on_break(error)
+        finally:  # should on_break raise, what was owed still fails (nobody waits forever)
+            for _, answer, _ in owed:
+                if not answer.done():
+                    answer.set_exception(error)
+                    answer.exception()  # retrieved: a caller that gave up must not warn
 
 
 class _Handover:
@@ -606,6 +614,9 @@ async def _read_handed_over(
         stream._took(call, None, ClientClosedError("the stream was closed before this request was answered"))
     except Exception as error:  # noqa: BLE001 - the call's end, as the reader task sees it
         stream._took(call, None, error)
+    except BaseException as interrupt:  # not the call's end: the stream ends, it goes on
+        stream._took(call, None, interrupt)
+        raise
     else:
         stream._took(call, response, None)
 
@@ -625,25 +636,31 @@ def _started(
     done: asyncio.Future[None] = loop.create_future()
 
     def step(_: Any = None) -> None:
+        outcome: BaseException | None
         try:
             waiting_on = write.send(None)  # a future awaited re-raises its own failure
         except StopIteration:
-            finished(None)
-            done.set_result(None)
-            return
-        except asyncio.CancelledError as cancelled:
-            finished(cancelled)
-            done.cancel()
-            return
-        except Exception as error:  # noqa: BLE001 - the write's own failure, as its task would end
-            finished(error)
-            done.set_exception(error)
-            done.exception()  # retrieved: an ask does not wait for its write
-            return
-        if isinstance(waiting_on, asyncio.Future):
-            waiting_on.add_done_callback(step)
+            outcome = None
+        except BaseException as error:  # noqa: BLE001 - the write's own end, as its task would end
+            outcome = error
         else:
-            loop.call_soon(step)  # a bare yield: resumed on the next turn, as a task would
+            if isinstance(waiting_on, asyncio.Future):
+                waiting_on.add_done_callback(step)
+            else:
+                loop.call_soon(step)  # a bare yield: resumed on the next turn, as a task would
+            return
+        try:
+            finished(outcome)  # it may raise (the stream's on_break): the write is over all the same
+        finally:
+            if outcome is None:
+                done.set_result(None)
+            elif isinstance(outcome, asyncio.CancelledError):
+                done.cancel()
+            else:
+                done.set_exception(outcome)
+                done.exception()  # retrieved: an ask does not wait for its write
+        if outcome is not None and not isinstance(outcome, (Exception, asyncio.CancelledError)):
+            raise outcome  # an interrupt goes on, as from the task that would have run the write
 
     step()
     return done

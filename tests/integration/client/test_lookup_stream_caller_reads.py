@@ -409,6 +409,100 @@ async def test_closing_the_stream_while_the_caller_reads_fails_its_ask():
         service.released.set()
 
 
+class Interrupt(BaseException):
+    """Not an Exception, as KeyboardInterrupt; the loop reports it from a callback rather than
+    stopping (as it would for KeyboardInterrupt itself, which would stop the test run)."""
+
+
+def _faulty(stream: RequestStream) -> tuple[list[BaseException], list[BaseException]]:
+    """Fault injection on the stream's calls from the next open: (write faults, read faults);
+    a fault put in the list is raised by the next write (read) at its second step, after one
+    bare yield, in place of the call's own."""
+    write_faults: list[BaseException] = []
+    read_faults: list[BaseException] = []
+    opened = stream._open_call
+
+    def open_call() -> Any:
+        call = opened()
+        write, read = call.write, call.read
+
+        async def faulty_write(message: Any) -> None:
+            if write_faults:
+                await asyncio.sleep(0)
+                raise write_faults.pop()
+            await write(message)
+
+        async def faulty_read() -> Any:
+            if read_faults:
+                await asyncio.sleep(0)
+                raise read_faults.pop()
+            return await read()
+
+        call.write, call.read = faulty_write, faulty_read
+        return call
+
+    stream._open_call = open_call
+    return write_faults, read_faults
+
+
+async def test_a_write_failing_in_a_later_step_with_on_break_raising_fails_its_request_and_frees_the_stream():
+    """The stream's end raising (a broken on_break) in a write's callback: the write is over
+    all the same, the send returns, what was owed fails, the write lock is free."""
+    loop = asyncio.get_running_loop()
+    reported: list[dict[str, Any]] = []
+    loop.set_exception_handler(lambda _, context: reported.append(context))
+    try:
+        async with served() as (_, stream, _):
+            write_faults, _ = _faulty(stream)
+
+            def on_break(error: Exception) -> None:
+                raise RuntimeError("on_break failed")
+
+            stream.on_break = on_break
+            assert await _offset(stream, 1) == 1
+            write_faults.append(asyncio.InvalidStateError("RPC already finished"))
+            answer = await asyncio.wait_for(stream.send(_ask(2)), 10)  # a hang fails, not a slow machine
+            with pytest.raises(ServiceUnavailableError):
+                await answer
+            assert await asyncio.wait_for(_offset(stream, 3), 10) == 3
+            assert stream.opened_count == 2
+    finally:
+        loop.set_exception_handler(None)
+    assert [str(context.get("exception")) for context in reported] == ["on_break failed"]
+
+
+async def test_an_interrupt_in_a_later_write_step_goes_on_and_frees_the_stream():
+    loop = asyncio.get_running_loop()
+    reported: list[dict[str, Any]] = []
+    loop.set_exception_handler(lambda _, context: reported.append(context))
+    try:
+        async with served() as (_, stream, _):
+            write_faults, _ = _faulty(stream)
+            assert await _offset(stream, 1) == 1
+            write_faults.append(Interrupt())
+            with pytest.raises(Interrupt):
+                await asyncio.wait_for(stream.send(_ask(2)), 10)
+            # The write was interrupted midway: the stream was reset, the write lock is free.
+            assert await asyncio.wait_for(_offset(stream, 3), 10) == 3
+            assert stream.opened_count == 2
+    finally:
+        loop.set_exception_handler(None)
+    assert [type(context.get("exception")) for context in reported] == [Interrupt]  # from the callback
+
+
+async def test_an_interrupt_in_a_callers_read_goes_on_and_the_next_ask_is_answered():
+    async with served() as (_, stream, readers):
+        _, read_faults = _faulty(stream)
+        assert await _offset(stream, 1) == 1
+        read_faults.append(Interrupt())
+        with pytest.raises(Interrupt):
+            await asyncio.wait_for(_offset(stream, 2), 10)
+        assert readers == ["reader"]  # the interrupted read was the caller's (noted_read not reached)
+        assert not stream._caller_reading
+        assert await asyncio.wait_for(_offset(stream, 3), 10) == 3
+        assert stream.opened_count == 2
+
+
 async def _schedule(plan: list[tuple[int, str, int]], opened: bool = False) -> tuple[list[int | None], int]:
     """Asks ``plan``'s targets concurrently, each started after its own number of loop turns
     and cancelled after its own ("turn"), or from then on in the turn its own read's future
