@@ -142,17 +142,37 @@ class LookupRpcs:
         return await self.core.log_call(log, BLOCKING, log.lookup_timestamps, searched)
 
     async def _search_one(self, topic: str, partition: int, timestamp_ms: int) -> Any:
-        """``_search`` of one valid target of a partition this process serves (no cluster):
-        its outcome. The same calls, minus the lists and checks ``_search`` needs for many."""
-        storage = self.core.storage
+        """``_search`` of one valid target (>= 0, or LATEST, EARLIEST, MAX_TIMESTAMP) of a
+        partition this process serves (no cluster): its outcome. The inline attempt is one call
+        of the log (``lookup_timestamp_inline``: the lock taken without waiting, the search
+        bounded by the inline bound), not ``log_call`` -> ``StorageCalls.sized`` ->
+        ``lookup_timestamps_without_builds`` -> ``lookup_timestamps``; what it does not answer
+        goes to the pool as ``_lookup`` sends it, and the storage calls' counts move as there
+        (inline, busy fallback, pooled)."""
+        core = self.core
+        storage = core.storage
+        calls = core.calls
         try:
             log = storage.get_log(topic, partition)
-            searched = [timestamp_ms]
-            answer = (await self._lookup(log, searched, storage.timestamp_lookup_may_block(log, searched)))[0]
+        except Exception as exc:  # noqa: BLE001 - an unknown partition: the target's error
+            return exc
+        try:
+            answer = log.lookup_timestamp_inline(timestamp_ms, calls.inline_io_bytes_max)
+            if answer.__class__ is str:  # not answered inline: why (unified_log.INLINE_*)
+                if answer == "busy":
+                    calls.count_busy_fallback()
+                elif answer == "refused":
+                    calls.count_inline()  # (the inline attempt was made, as ``sized`` counts it)
+                answer = (await calls.blocking(log.lookup_timestamps, [timestamp_ms]))[0]
+            else:
+                calls.count_inline()
+        except LogDirOfflineError as exc:  # the whole call took the log offline: as log_call does
+            await calls.blocking(storage.handle_log_failure, log, exc)
+            return exc
         except Exception as exc:  # noqa: BLE001 - the whole call's error is the target's
             return exc
         if isinstance(answer, LogDirOfflineError):  # its search took the log offline
-            await self.core.calls.blocking(storage.handle_log_failure, log, answer)  # as log_call does
+            await calls.blocking(storage.handle_log_failure, log, answer)  # as log_call does
         return answer
 
     async def _answer_packed(self, entries: Any, answers: Any) -> int:

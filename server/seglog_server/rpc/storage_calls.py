@@ -51,6 +51,14 @@ class StorageCalls:
         call = functools.partial(fn, *args, **kwargs) if kwargs else (lambda: fn(*args))
         return await asyncio.get_running_loop().run_in_executor(self._executor, call)
 
+    def count_inline(self) -> None:
+        """Counts a call its caller ran inline itself (as ``sized`` counts its own)."""
+        self._inline_count += 1
+
+    def count_busy_fallback(self) -> None:
+        """Counts an inline-sized call its caller sends to the pool: the lock it needs was busy."""
+        self._busy_fallback_count += 1
+
     async def sized(
         self, io_bytes: int, fn: Callable[..., _T], *args: Any, lock: Any = None
     ) -> _T:

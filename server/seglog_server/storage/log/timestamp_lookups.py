@@ -50,8 +50,8 @@ from .log_results import (
     MAX_TIMESTAMP,
 )
 
-__all__ = ["SPECIAL_TIMESTAMPS", "LookupOutcome", "check_targets", "lookup_timestamps", "offset_for_timestamp",
-           "search_timestamps"]
+__all__ = ["SPECIAL_TIMESTAMPS", "LookupOutcome", "check_targets", "lookup_one_bounded", "lookup_timestamps",
+           "offset_for_timestamp", "search_timestamps"]
 
 SPECIAL_TIMESTAMPS = frozenset(
     (LATEST_TIMESTAMP, EARLIEST_TIMESTAMP, MAX_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP, LATEST_TIERED_TIMESTAMP)
@@ -103,6 +103,22 @@ def lookup_timestamps(
         if not local.timestamps.loaded and any(t >= 0 or t == MAX_TIMESTAMP for t in timestamps_ms):
             raise LookupRefused("the segments' first-use checks")  # (every segment's largest timestamp read)
         return _lookup_timestamps(local, timestamps_ms, log_start_offset, log_end_offset, budget)
+    except LookupRefused:
+        budget.roll_back()
+        raise
+
+
+def lookup_one_bounded(
+    local: LocalLog, timestamp_ms: int, log_start_offset: int, log_end_offset: int, budget: LookupBudget,
+) -> LookupOutcome:
+    """``lookup_timestamps(local, [timestamp_ms], ..., budget)[0]`` (a special target must be
+    one of ``SPECIAL_TIMESTAMPS``), without the list and the layers a single target does not
+    need: the service's single lookup on its event loop. LookupRefused as there, the counters
+    put back."""
+    try:
+        if not local.timestamps.loaded and (timestamp_ms >= 0 or timestamp_ms == MAX_TIMESTAMP):
+            raise LookupRefused("the segments' first-use checks")  # (every segment's largest timestamp read)
+        return _outcome_of_one(local, timestamp_ms, log_start_offset, log_end_offset, budget)
     except LookupRefused:
         budget.roll_back()
         raise

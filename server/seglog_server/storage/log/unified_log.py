@@ -100,7 +100,7 @@ if TYPE_CHECKING:  # boto3 (the remote extra) is loaded only where a store is co
     from .remote_log_tier import RemoteLogTier
 from .remote_timestamps import remote_offset_for_timestamp, remote_offset_of_max_timestamp, remote_segments_below
 from ..segment.lookup_budget import LookupBudget, LookupRefused
-from .timestamp_lookups import LookupOutcome, check_targets, lookup_timestamps
+from .timestamp_lookups import LookupOutcome, check_targets, lookup_one_bounded, lookup_timestamps
 
 __all__ = ["ChangeListener", "FlushScheduler", "Log", "UnifiedLog", "roll_jitter_ms"]
 
@@ -124,6 +124,10 @@ quick and thread-safe, and what it raises is logged, never the change's caller's
 # needs a whole upload-and-delete in its window, so a few attempts only fail under a log whose
 # uploader outruns every lookup; the caller then gets a retriable error.
 TIERED_LOOKUP_ATTEMPTS_MAX = 4
+# Why ``UnifiedLog.lookup_timestamp_inline`` did not answer (strings: no outcome is one).
+INLINE_BUSY = "busy"
+INLINE_UNLOADED = "unloaded"
+INLINE_REFUSED = "refused"
 
 # A v2 batch's header up to and including lastOffsetDelta (bytes 23..27).
 BATCH_HEADER_PEEK = 27
@@ -666,6 +670,34 @@ class UnifiedLog:
                 return self._local_lookups(timestamps_ms, LookupBudget(read_bytes_max))
             except LookupRefused:
                 return None
+
+    def lookup_timestamp_inline(self, timestamp_ms: int, read_bytes_max: int) -> LookupOutcome | str:
+        """One target's ``lookup_timestamps_without_builds`` for a caller on an event loop that
+        must not wait: its outcome, or why it was not answered here, a string (the caller asks
+        ``lookup_timestamps`` on a thread): ``INLINE_BUSY`` (a tiered log, whose calls never run
+        inline, or the lock held by another thread), ``INLINE_UNLOADED`` (the segments'
+        first-use checks not run yet, for a target that needs them) or ``INLINE_REFUSED`` (the
+        bounded search refused a step past ``read_bytes_max``, its counters put back). Raises
+        what ``lookup_timestamps`` raises for the call as a whole (the log offline or closed).
+        ``timestamp_ms`` is >= 0 or one of the special targets."""
+        if self._remote_tier is not None:
+            return INLINE_BUSY
+        lock = self._lock
+        if not lock.acquire(blocking=False):
+            return INLINE_BUSY
+        try:
+            local = self._local
+            if local.closed or local.offline_cause is not None:
+                local.check_usable()
+            if not local.timestamps.loaded and (timestamp_ms >= 0 or timestamp_ms == MAX_TIMESTAMP):
+                return INLINE_UNLOADED
+            try:
+                return lookup_one_bounded(local, timestamp_ms, self._log_start_offset, self._log_end_offset,
+                                          LookupBudget(read_bytes_max))
+            except LookupRefused:
+                return INLINE_REFUSED
+        finally:
+            lock.release()
 
     def _local_lookups(self, timestamps_ms: Sequence[int], budget: LookupBudget | None = None) -> list[LookupOutcome]:
         """Under the lock, no remote segment below the local start known: every target over the

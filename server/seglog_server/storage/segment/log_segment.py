@@ -706,15 +706,18 @@ class LogSegment:
             _refuse_if_bounded(self.lookup_budget, "the segment's first-use check")
             self._check_once()
         if watch is None:
-            watch = stopwatch("offsets_for_times", mark_faults=True)
+            watch = stopwatch("offsets_for_times")
         else:
-            watch.restart(mark_faults=True)
+            watch.restart()
         steps = self._steps_ref()
         if steps is not None:  # fed by the appends, or built by batched lookups (never built here)
             answers, rest = self._answers_from_steps(steps, (timestamp_ms,), starting_offset)
             if not rest:
-                watch.lap_faults("index_search", "index_lookup")
+                # The table answered from memory, no file page touched: the phase is timed, and
+                # no fault count is taken (two getrusage calls a lookup saved).
+                watch.lap("index_search")
                 return answers[0]
+        watch.mark_faults()  # the faults of what reads the files from here
         if self._directory_ref() is not None:  # batched lookups built one: it answers (never built here)
             directory = self._batch_directory(1)
             if directory is not None:
