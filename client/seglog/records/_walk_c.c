@@ -160,6 +160,44 @@ as_target(PyObject *value, int64_t *out, int *outside)
     return OK;
 }
 
+/* A sequence's items held by the call: strong references in a C array (release_items drops them),
+ * *count set; NULL with an error set.  PySequence_Fast hands back the caller's own list, not a copy,
+ * and whatever runs Python code during the call (a collection started by an allocation: a
+ * finalizer, a weakref callback; an item's comparison; an argument's __index__) may change that
+ * list, freeing the array a borrowed items pointer reads and the items in it.  Taking them
+ * allocates no object and runs no Python code, so the call answers the sequence as it was when
+ * called.  Every function here reading a caller's sequence reads it through this. */
+static PyObject **
+take_items(PyObject *sequence, const char *message, Py_ssize_t *count)
+{
+    PyObject *fast = PySequence_Fast(sequence, message);
+    if (fast == NULL)
+        return NULL;
+    const Py_ssize_t size = PySequence_Fast_GET_SIZE(fast);
+    PyObject **items = PyMem_New(PyObject *, size > 0 ? size : 1);
+    if (items == NULL) {
+        Py_DECREF(fast);
+        PyErr_NoMemory();
+        return NULL;
+    }
+    PyObject **borrowed = PySequence_Fast_ITEMS(fast);
+    for (Py_ssize_t k = 0; k < size; k++)
+        items[k] = Py_NewRef(borrowed[k]);
+    Py_DECREF(fast); /* (a list PySequence_Fast made: its items are held above) */
+    *count = size;
+    return items;
+}
+
+static void
+release_items(PyObject **items, Py_ssize_t count)
+{
+    if (items == NULL)
+        return;
+    for (Py_ssize_t k = 0; k < count; k++)
+        Py_DECREF(items[k]);
+    PyMem_Free(items);
+}
+
 PyDoc_STRVAR(first_reaching_doc,
 "first_reaching(data, position, end, count, target_delta, offset_delta_min)\n--\n\n"
 "(offsetDelta, timestampDelta) of the first of the ``count`` records in ``data[position:end]``\n"
@@ -285,16 +323,17 @@ first_reaching_each(PyObject *module, PyObject *args)
     if (!PyArg_ParseTuple(args, "y*nnnOO:first_reaching_each", &view, &position, &end, &count, &targets_object,
                           &offset_min_object))
         return NULL;
-    PyObject *result = NULL, *targets = NULL, *answers = NULL;
+    PyObject *result = NULL, *answers = NULL;
     int64_t offset_min, target = 0;
     int offset_min_outside, target_outside = 0;
+    Py_ssize_t wanted = 0;
+    /* The targets first: the offset floor's __index__, the allocations below (a collection) and the
+       targets' comparisons may run Python code that changes the caller's list. */
+    PyObject **items = take_items(targets_object, "target_deltas must be a sequence", &wanted);
+    if (items == NULL)
+        goto done;
     if (as_target(offset_min_object, &offset_min, &offset_min_outside) != OK)
         goto done;
-    targets = PySequence_Fast(targets_object, "target_deltas must be a sequence");
-    if (targets == NULL)
-        goto done;
-    Py_ssize_t wanted = PySequence_Fast_GET_SIZE(targets);
-    PyObject **items = PySequence_Fast_ITEMS(targets);
     answers = PyList_New(wanted);
     if (answers == NULL)
         goto done;
@@ -354,7 +393,7 @@ first_reaching_each(PyObject *module, PyObject *args)
     result = Py_NewRef(answers);
 done:
     Py_XDECREF(answers);
-    Py_XDECREF(targets);
+    release_items(items, wanted);
     PyBuffer_Release(&view);
     return result;
 }
@@ -587,19 +626,20 @@ step_answers(PyObject *module, PyObject *args)
         PyBuffer_Release(&timestamps_view);
         return NULL;
     }
-    PyObject *result = NULL, *targets = NULL, *answers = NULL, *rest = NULL;
+    PyObject *result = NULL, *answers = NULL, *rest = NULL, **items = NULL;
+    Py_ssize_t target_count = 0;
     if (timestamps_view.len != offsets_view.len) {
         PyErr_Format(PyExc_ValueError, "step_answers: %zd timestamps but %zd offsets",
                      timestamps_view.len / 8, offsets_view.len / 8);
         goto done;
     }
-    targets = PySequence_Fast(targets_object, "step_answers: targets must be a sequence of ints");
-    if (targets == NULL)
+    /* Held before any allocation: a collection it starts may change the caller's list (take_items). */
+    items = take_items(targets_object, "step_answers: targets must be a sequence of ints", &target_count);
+    if (items == NULL)
         goto done;
     const int64_t *steps = (const int64_t *)timestamps_view.buf;
     const int64_t *offsets = (const int64_t *)offsets_view.buf;
-    const Py_ssize_t count = timestamps_view.len / 8, target_count = PySequence_Fast_GET_SIZE(targets);
-    PyObject **items = PySequence_Fast_ITEMS(targets);
+    const Py_ssize_t count = timestamps_view.len / 8;
     answers = PyList_New(target_count);
     rest = PyList_New(0);
     if (answers == NULL || rest == NULL)
@@ -685,7 +725,7 @@ step_answers(PyObject *module, PyObject *args)
 done:
     Py_XDECREF(answers);
     Py_XDECREF(rest);
-    Py_XDECREF(targets);
+    release_items(items, target_count);
     PyBuffer_Release(&timestamps_view);
     PyBuffer_Release(&offsets_view);
     return result;

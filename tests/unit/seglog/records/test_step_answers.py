@@ -223,3 +223,79 @@ def test_more_targets_than_a_block_in_any_order_are_each_answered():
         for order in (sorted(targets), sorted(targets, reverse=True), targets):
             assert compiled(timestamps, offsets, order, 40, False, Answer) == \
                 step_answers_reference(timestamps, offsets, order, 40, False, Answer)
+
+
+def _run_alone(program: str) -> tuple[int, str, str]:
+    """``program`` in a fresh interpreter: a crash fails the test instead of ending pytest."""
+    import os
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=120,
+                          env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)))
+    return done.returncode, done.stdout, done.stderr
+
+
+_MUTATING_TARGETS = """
+import gc
+from array import array
+from typing import NamedTuple
+from seglog.records import walk_compiled
+class Answer(NamedTuple):
+    timestamp_ms: int
+    offset: int
+compiled = walk_compiled._compiled_step_answers
+timestamps, offsets = array("q", range(0, 3000, 3)), array("q", range(1000))
+targets = [10**6 + n for n in range(8)] + [(n * 7919) % 3100 - 50 for n in range(600)]
+HOOKS = {"on": True, "fired": 0}
+class Changer(int):
+    \"\"\"A target whose hooks empty the list and refill it with non-ints (freeing its array).\"\"\"
+    def __index__(self):
+        change()
+        return int(self)
+    def __lt__(self, other):
+        change()
+        return int(self) < other
+    def __gt__(self, other):
+        change()
+        return int(self) > other
+def change():
+    if HOOKS["on"] and HOOKS["fired"] < 200:
+        HOOKS["fired"] += 1
+        targets.clear()
+        targets.extend(object() for _ in range(700))
+class Bomb:
+    \"\"\"Garbage in a cycle: a collection run by an allocation inside the call finalizes it.\"\"\"
+    def __del__(self):
+        change()
+        if HOOKS["on"]:
+            arm()  # the next collection finds another
+def arm():
+    bomb = Bomb()
+    bomb.cycle = bomb
+targets[20:20] = [Changer(30), Changer(10**30), Changer(-5)]
+as_called = list(targets)
+HOOKS["on"] = False
+expected = walk_compiled.step_answers_reference(timestamps, offsets, as_called, 4, False, Answer)
+HOOKS["on"] = True
+call = (timestamps, offsets, targets, 4, False, Answer)  # built first: building it may collect
+gc.set_threshold(1, 1, 1)
+arm()
+got = compiled(*call)
+gc.set_threshold(700, 10, 10)
+HOOKS["on"] = False
+gc.collect()  # the last bomb
+assert got == expected, (got[0][:30], expected[0][:30])
+assert HOOKS["fired"] > 0 and len(targets) == 700  # the list did change under the call
+print("as called")
+"""
+
+
+def test_a_targets_list_changed_under_the_call_is_answered_as_it_was_at_the_call_never_a_crash():
+    """The caller's own list is what the call reads (PySequence_Fast does not copy a list). A
+    collection run by an allocation inside the call (thresholds of one, a garbage cycle whose
+    finalizer empties the list and refills it with non-ints, freeing its item array) or a
+    target's own hooks doing the same must not leave the call reading the freed array: the
+    answers are the reference's to the list as it was at the call (a fresh interpreter: a
+    crash fails this test)."""
+    assert _run_alone(_MUTATING_TARGETS) == (0, "as called\n", "")

@@ -531,3 +531,104 @@ def test_where_the_compiled_steps_walk_refuses_the_reference_walks_the_same_argu
         assert steps_verdict(walk_compiled._record_steps_compiled, *args) == expected
     finally:
         walk_compiled._compiled_record_steps = compiled_steps
+
+
+_MUTATING_TARGETS = """
+import gc
+from seglog.records import walk_compiled
+from seglog.records.varint import encode_varint, encode_varlong
+def record(delta):
+    body = b"\\x00" + encode_varlong(delta) + encode_varint(delta) + b"\\x01\\x01\\x00"
+    return encode_varint(len(body)) + body
+area = b"".join(record(delta) for delta in range(400))
+HOOKS = {"on": True, "fired": 0}
+def change():
+    if HOOKS["on"] and HOOKS["fired"] < 200:
+        HOOKS["fired"] += 1
+        targets.clear()
+        targets.extend(object() for _ in range(700))
+class Changer(int):
+    \"\"\"A target whose comparisons and conversion empty the list and refill it (freeing its array).\"\"\"
+    def __index__(self):
+        change()
+        return int(self)
+    def __gt__(self, other):
+        change()
+        return int(self) > other
+    def __lt__(self, other):
+        change()
+        return int(self) < other
+class Floor:
+    \"\"\"An offset floor converted by its __index__, which changes the list too.\"\"\"
+    def __index__(self):
+        change()
+        return 0
+class Bomb:
+    \"\"\"Garbage in a cycle: a collection run by an allocation inside the call finalizes it.\"\"\"
+    def __del__(self):
+        change()
+        if HOOKS["on"]:
+            arm()  # the next collection finds another
+def arm():
+    bomb = Bomb()
+    bomb.cycle = bomb
+targets = [-(2**70)] + list(range(0, 390, 2)) + [Changer(390), Changer(391), 395, 2**70, Changer(2**71)]
+as_called = list(targets)
+HOOKS["on"] = False
+expected = walk_compiled.seek_records_reference(area, 0, len(area), 400, as_called, 0)
+HOOKS["on"] = True
+for floor in (0, Floor()):
+    call = (area, 0, len(area), 400, targets, floor)  # built first: building it may collect
+    gc.set_threshold(1, 1, 1)
+    arm()
+    got = walk_compiled._compiled_first_reaching_each(*call)
+    gc.set_threshold(700, 10, 10)
+    HOOKS["on"] = False
+    gc.collect()  # the last bomb, before the next call
+    assert got == expected, (got[:10], expected[:10])
+    assert HOOKS["fired"] > 0 and len(targets) == 700  # the list did change under the call
+    HOOKS.update(on=True, fired=0)
+    targets[:] = as_called
+print("as called")
+"""
+
+
+def test_one_walk_for_many_targets_answers_the_list_as_it_was_at_the_call_when_it_changes_under_it():
+    """The caller's own list is what the walk reads (PySequence_Fast does not copy a list). A
+    collection run by an allocation inside the call (thresholds of one, a garbage cycle whose
+    finalizer empties the list and refills it with non-ints, freeing its item array), targets
+    whose comparisons do the same, or an offset floor whose __index__ does: the answers are the
+    reference's to the list as it was at the call, never a read of the freed array (a fresh
+    interpreter: a crash fails this test)."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", _MUTATING_TARGETS], capture_output=True, text=True, timeout=120,
+                          env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)))
+    assert (done.returncode, done.stdout, done.stderr) == (0, "as called\n", "")
+
+
+def test_an_argument_whose_index_resizes_the_area_meets_a_held_buffer_never_a_freed_one():
+    """The walks convert their int arguments (``n``, ``L``, a target's ``__index__``) after taking the
+    area's buffer, and Python code run by a conversion may try to resize a bytearray area under
+    them: the buffer is held (exported), so the resize is refused with BufferError and the walks
+    never read a freed area."""
+    area = bytearray(_one(b"\x00") + _one(b"\x02", offset_field=b"\x02"))
+    size = len(area)
+
+    class Grows:
+        def __index__(self):
+            area.extend(bytes(4096))  # a reallocation, were the buffer not held
+            return 1
+
+    calls = {
+        "first_reaching": lambda: compiled(area, 0, size, 2, Grows(), 0),
+        "first_reaching_each": lambda: compiled_each(area, 0, size, 2, [0, 1], Grows()),
+        "record_times": lambda: walk_compiled._compiled_record_times(area, 0, Grows(), 2),
+        "record_steps": lambda: walk_compiled._compiled_record_steps(area, 0, size, 2, 0, 0, Grows()),
+    }
+    for name, call in calls.items():
+        with pytest.raises(BufferError):
+            call()
+        assert len(area) == size, name
+    assert compiled(area, 0, size, 2, 1, 0) == (1, 1)
