@@ -902,7 +902,15 @@ class LogSegment:
             directory = BatchDirectory(self._base_offset)
             self._directory_ref = weakref.ref(directory)
         if directory.end_position < file_end and not directory.damaged:
-            _refuse_if_bounded(self.lookup_budget, "a batch directory's extension")
+            budget = self.lookup_budget
+            if budget is not None:
+                # A bounded search extends it when the bytes the extension reads fit what is left
+                # (the appends feed the table, not the directory: refusing every extension sent
+                # the first lookup after each append to the pool). Its targets count kept: a drop
+                # below (grown past the budget) is put back as the rest of a refused search is.
+                budget.charge(min(file_end - directory.end_position, _DIRECTORY_EXTEND_BYTES),
+                              "a batch directory's extension")
+                budget.keep(self, "_directory_targets")
             try:
                 whole = directory.extend(
                     self._log.read, file_end, _OFFSET_LIMIT, DIRECTORIES.bytes_max, _DIRECTORY_EXTEND_BYTES,

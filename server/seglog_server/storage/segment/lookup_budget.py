@@ -5,8 +5,10 @@ it is not. Whether it is cheap is decided by the search itself, not guessed ahea
 search runs with a ``LookupBudget`` and each costly step asks it first, so the inline attempt
 does what the budget allows or nothing more:
 
-- a build or an extension of a segment's time-step table, batch directory or a large batch's
-  record-time table is refused (it reads and walks up to MiBs of the ``.log``);
+- a build or an extension of a segment's time-step table, a build of its batch directory or of
+  a large batch's record-time table is refused (it reads and walks up to MiBs of the ``.log``);
+- an extension of a batch directory is charged the bytes it reads (what was appended since it
+  was last extended: the appends feed the table, not the directory), refused past what is left;
 - a compressed batch walked for its records is refused (a few KiB may expand to MiBs, as a
   Fetch of a compressed batch goes to the pool);
 - each chunk a scan reads to find a target's batch (its batch headers), and an uncompressed

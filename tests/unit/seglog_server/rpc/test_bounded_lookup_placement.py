@@ -131,9 +131,12 @@ async def test_consume_from_a_timestamp_in_a_compressed_batch_runs_on_the_pool(s
     assert (offset, place) == (50, "refused")
 
 
-async def test_consume_from_a_timestamp_that_extends_a_batch_directory_runs_on_the_pool(servicer, monkeypatch):
-    """The single search extends a segment's batch directory when batched lookups built one: on
-    the pool, as OffsetsForTimes's single lookup does."""
+@pytest.mark.parametrize("appended, first_place", [(5, "inline"), (40, "refused")],
+                         ids=["small_extension_inline", "large_extension_pooled"])
+async def test_consume_from_a_timestamp_that_extends_a_batch_directory(servicer, monkeypatch, appended, first_place):
+    """The single search extends a segment's batch directory when batched lookups built one: the
+    extension's reads charged to the inline bound, so five small appends (0.5 KiB, within it) are
+    entered inline and forty (4 KiB, past it) on the pool, as OffsetsForTimes's single lookup."""
     from seglog_server.storage.segment import log_segment
     from seglog_server.storage.segment.batch_directory import DirectoryBudget
 
@@ -143,12 +146,17 @@ async def test_consume_from_a_timestamp_that_extends_a_batch_directory_runs_on_t
     targets = [FIRST_MS + 10 * n for n in range(0, 100, 5)]
     await service.OffsetsForTimes(_request(*targets), Context())  # builds the directory (pooled)
     log = service.core.storage.get_log("t", 0)
-    for number in range(100, 110):  # the directory ends before the file now
+    segment = log.segments_snapshot()[-1]
+    assert segment._directory_ref() is not None
+    for number in range(100, 100 + appended):  # the directory ends before the file now
         log.append(_batch(FIRST_MS + 10 * number, 1, 40))
-    offset, place = await _placed(calls, lambda: _consume_from(service, FIRST_MS + 1055))
-    assert (offset, place) == (106, "refused")
-    offset, place = await _placed(calls, lambda: _consume_from(service, FIRST_MS + 1055))
-    assert (offset, place) == (106, "inline")  # extended to the file's end
+    gap = segment.size_in_bytes - segment._directory_ref().end_position
+    assert (gap <= INLINE_IO_BYTES_MAX) == (first_place == "inline")
+    offset, place = await _placed(calls, lambda: _consume_from(service, FIRST_MS + 1035))
+    assert (offset, place) == (104, first_place)
+    assert segment._directory_ref().end_position == segment.size_in_bytes  # extended to the file's end
+    offset, place = await _placed(calls, lambda: _consume_from(service, FIRST_MS + 1035))
+    assert (offset, place) == (104, "inline")
 
 
 async def test_a_lookup_whose_scan_reads_past_the_bound_runs_on_the_pool(servicer):

@@ -31,7 +31,7 @@ def counters(log):
 def bounded_lookup(log, work_counted, targets, read_bytes_max):
     """The bounded search's answers (described), None when it refused; checks what it did."""
     before = counters(log)
-    work_counted["on"], work_counted["work"] = True, 0
+    work_counted["on"], work_counted["work"], work_counted["directory_read"] = True, 0, 0
     try:
         bounded = log.lookup_timestamps_without_builds(targets, read_bytes_max)
     finally:
@@ -39,14 +39,17 @@ def bounded_lookup(log, work_counted, targets, read_bytes_max):
     if bounded is None:
         assert counters(log) == before  # a refusal counts nothing
         return None
-    assert work_counted["work"] == 0  # answered without a build, an extension or a decompression
+    assert work_counted["work"] == 0  # answered without a build, a table's extension or a decompression
+    assert work_counted["directory_read"] <= read_bytes_max  # a directory's extension within the budget
     return described(bounded)
 
 
 @pytest.fixture
 def work_counted(monkeypatch):
-    """Counts the builds, extensions and decompressions made while ``counted["on"]``."""
-    counted = {"on": False, "work": 0}
+    """Counts the builds, the tables' extensions and decompressions made while ``counted["on"]``,
+    and the bytes the batch directories' extensions read (a bounded search may extend one within
+    its budget)."""
+    counted = {"on": False, "work": 0, "directory_read": 0}
 
     def counting(original):
         def wrapper(*args, **kwargs):
@@ -56,7 +59,16 @@ def work_counted(monkeypatch):
         return wrapper
 
     monkeypatch.setattr(TimeSteps, "extend", counting(TimeSteps.extend))
-    monkeypatch.setattr(BatchDirectory, "extend", counting(BatchDirectory.extend))
+    original_extend = BatchDirectory.extend
+
+    def extend_reading(directory, read, *args, **kwargs):
+        def counted_read(position, size):
+            if counted["on"]:
+                counted["directory_read"] += size
+            return read(position, size)
+        return original_extend(directory, counted_read, *args, **kwargs)
+
+    monkeypatch.setattr(BatchDirectory, "extend", extend_reading)
     monkeypatch.setattr(record_timestamps, "decompress", counting(record_timestamps.decompress))
     return counted
 
@@ -117,5 +129,31 @@ def test_the_bounded_search_answers_as_the_unbounded_one_or_refuses(
                 for answers in (bounded, again):
                     event("refused" if answers is None else "answered")
                     assert answers is None or answers == unbounded
+    finally:
+        log.close()
+
+
+def test_appends_behind_a_batch_directory_leave_small_lookups_inline(tmp_path, monkeypatch):
+    """A segment with a directory and no time-step table (the tables' budget spent): the appends
+    feed no directory, so each lookup after an append extends it by that append's bytes. Within
+    the budget the bounded search does so itself: 40 rounds of an append and three lookups, no
+    refusal (each first lookup of a round was refused before and went to the pool)."""
+    budget_installer(monkeypatch, "TIME_STEPS")(0)
+    budget_installer(monkeypatch, "DIRECTORIES")()
+    log = open_log(tmp_path, FakeClock(NOW_MS), config())
+    try:
+        for n in range(100):
+            log.append(batch(b"v" * 40, timestamps=[NOW_MS + 10 * n]))
+        log.lookup_timestamps([MAX_TIMESTAMP])
+        log.lookup_timestamps([NOW_MS + 10 * n for n in range(0, 100, 5)])  # builds the directory
+        segment = log.segments_snapshot()[-1]
+        assert segment._directory_ref() is not None and segment._steps_ref() is None
+        outcomes = []
+        for n in range(100, 140):
+            log.append(batch(b"v" * 40, timestamps=[NOW_MS + 10 * n]))
+            for _ in range(3):
+                outcomes.append(log.lookup_timestamps_without_builds([NOW_MS + 10 * n - 5], 65536))
+            assert segment._directory_ref().end_position == segment.size_in_bytes
+        assert [None if o is None else o[0].offset for o in outcomes] == [n for n in range(100, 140) for _ in range(3)]
     finally:
         log.close()
