@@ -51,6 +51,7 @@ from seglog.errors import (
     RecordTooLargeError,
     SeglogError,
     ServiceError,
+    ServiceOverloadedError,
     ServiceUnavailableError,
     TopicNotFoundError,
     translate_codec_errors,
@@ -74,6 +75,9 @@ _ACKS_TO_PROTO = {Acks.WRITTEN: pb.ACKS_WRITTEN, Acks.FSYNCED: pb.ACKS_FSYNCED}
 _SPLIT_ERRORS = frozenset({"RecordTooLargeError", "RecordBatchTooLargeError", "RecordCountTooLargeError"})
 # The limit a size refusal names (storage/log/log_validator.py): the pieces are made no larger.
 _REFUSED_LIMIT = re.compile(r"above (?:max\.message\.bytes|segment\.bytes) \((\d+)\)")
+# gRPC's own refusal of a message above its size limit (RESOURCE_EXHAUSTED, the service's or the
+# client's channel): nothing of the message reached the service's handler. The limit is M.
+_REQUEST_LIMIT_REFUSAL = re.compile(r"(?:Received|Sent) message larger than max \(\d+ vs\. (\d+)\)")
 
 
 def _now_ms() -> float:
@@ -137,6 +141,10 @@ class Sender:
         # before they are sent (``_within_topic_limits``), not refused one by one. Kept for the
         # producer's life: a topic's limit raised later only makes its batches smaller here.
         self._topic_batch_bytes: dict[str, int] = {}
+        # The largest message a refusal by gRPC's own size limit named ("Received message larger
+        # than max"): with the stream's announced limit, batches are split within it before they
+        # are sent (``_batch_bytes_max``).
+        self._refused_request_bytes: int | None = None
         # Set when the loop died of an unexpected error: what it had and what comes fails with it.
         self.crashed: BaseException | None = None
 
@@ -333,8 +341,9 @@ class Sender:
         build fails alone; if that retired the producer id, the batches after it are not
         started and are returned, to go out after a new id is had (``ensure_producer_id``)."""
         tp = batches[0].topic_partition
-        if tp.topic in self._topic_batch_bytes:
-            batches = self._within_topic_limits(batches)
+        bytes_max = self._batch_bytes_max(tp.topic)
+        if bytes_max is not None:
+            batches = self._within_limit(batches, bytes_max)
         entries: list[WindowEntry[_Sent]] = []
         rest: list[ProducerBatch] = []
         for index, batch in enumerate(batches):
@@ -379,10 +388,23 @@ class Sender:
             position += count
         return rest
 
-    def _within_topic_limits(self, batches: list[ProducerBatch]) -> list[ProducerBatch]:
-        """A partition's batches, those above the limit their topic's last size refusal named
-        split into pieces within it (``RecordAccumulator.split``) before they get sequences."""
-        limit = self._topic_batch_bytes[batches[0].topic_partition.topic]
+    def _batch_bytes_max(self, topic: str) -> int | None:
+        """The largest batch of ``topic`` to send (None: no limit known): within the limit its
+        last size refusal named and within the service's request limit (announced at the
+        stream's open, or named by a refusal of gRPC's), less a message's envelope."""
+        limits = [limit for limit in (self._topic_batch_bytes.get(topic), self._request_batch_bytes(topic)) if limit]
+        return min(limits) if limits else None
+
+    def _request_batch_bytes(self, topic: str) -> int | None:
+        """The largest batch a message of its own takes, by the service's request limit."""
+        known = [limit for limit in (self.stream_request_bytes_max, self._refused_request_bytes) if limit]
+        if not known:
+            return None
+        return max(1, min(known) - _MESSAGE_OVERHEAD_BYTES - _BATCH_OVERHEAD_BYTES - len(topic.encode()))
+
+    def _within_limit(self, batches: list[ProducerBatch], limit: int) -> list[ProducerBatch]:
+        """A partition's batches, those above ``limit`` (``_batch_bytes_max``) split into pieces
+        within it (``RecordAccumulator.split``) before they get sequences."""
         within: list[ProducerBatch] = []
         for batch in batches:
             if batch.record_count > 1 and batch.size_bytes_bound > limit:
@@ -452,9 +474,11 @@ class Sender:
         batch sent after one that failed is refused as out of order (the service never wrote the
         one before it): it is retried with that one, in order, and without counting when the
         one before was split or failed unwritten (``SendWindow.hold_is_free``)."""
-        if failed and _refused_for_size(outcome) and not self.closed:
+        refusal = self._size_refusal(tp, entry, outcome) if failed and not self.closed else None
+        if refusal is not None:
+            outcome, limit = refusal
             if entry.item[0].record_count > 1:
-                self._settle(tp, window, *self._split(window, entry, outcome))
+                self._settle(tp, window, *self._split(window, entry, outcome, limit))
             else:
                 self._settle(tp, window, *self._failed_unwritten(tp, window, entry, outcome))
             return
@@ -466,19 +490,52 @@ class Sender:
         free = out_of_order and window.hold_is_free
         self._settle(tp, window, *window.answered(entry, outcome, failed=failed, retry=retry, free=free))
 
-    def _split(self, window: SendWindow[_Sent], entry: WindowEntry[_Sent], refusal: RecordTooLargeError) -> tuple[
-        list[WindowEntry[_Sent]], list[WindowEntry[_Sent]]
-    ]:
+    def _size_refusal(
+        self, tp: TopicPartition, entry: WindowEntry[_Sent], outcome: Any
+    ) -> tuple[SeglogError, int | None] | None:
+        """Where ``outcome`` refused ``entry``'s batch as too large, nothing of it written: the
+        refusal (gRPC's as a RecordTooLargeError) and the batch limit it names, kept for the
+        batches after it; None for any other outcome."""
+        if _refused_for_size(outcome):
+            limit = _refused_limit(outcome)
+            if limit is not None:
+                self._topic_batch_bytes[tp.topic] = min(limit, self._topic_batch_bytes.get(tp.topic, limit))
+            return outcome, limit
+        if self._refused_above_request_limit(tp, entry, outcome):
+            refusal = RecordTooLargeError(
+                f"a batch of {entry.item[0].record_count} records ({len(entry.item[1])} bytes) is above the "
+                f"service's request limit: {outcome}", code=outcome.code,
+            )
+            return refusal, self._request_batch_bytes(tp.topic)
+        return None
+
+    def _refused_above_request_limit(self, tp: TopicPartition, entry: WindowEntry[_Sent], outcome: Any) -> bool:
+        """``outcome`` is gRPC's own refusal of a message above its size limit ("Received message
+        larger than max (N vs. M)", nothing of it written) and ``entry``'s batch alone, in a
+        message of its own, is above M: it is split (or fails, a record alone), and M is kept
+        for later batches (``_request_batch_bytes``). A batch within M that failed with it (its
+        stream broke on another's message) is retried as any other."""
+        if not isinstance(outcome, ServiceOverloadedError) or outcome.service_error is not None:
+            return False
+        found = _REQUEST_LIMIT_REFUSAL.search(str(outcome))
+        if found is None:
+            return False
+        refused_max = int(found.group(1))
+        self._refused_request_bytes = min(refused_max, self._refused_request_bytes or refused_max)
+        request_batch_bytes = self._request_batch_bytes(tp.topic)
+        assert request_batch_bytes is not None
+        return len(entry.item[1]) > request_batch_bytes
+
+    def _split(
+        self, window: SendWindow[_Sent], entry: WindowEntry[_Sent], refusal: SeglogError, limit: int | None
+    ) -> tuple[list[WindowEntry[_Sent]], list[WindowEntry[_Sent]]]:
         """Kafka's split of a batch refused as too large: its records as pieces of at most
-        batch_size, half the refused batch's bound and the limit the refusal names, whichever is
-        least (``RecordAccumulator.split``), in its place in the window, sent first. The pieces
-        carry its producer id and its sequences from its first (they number the same records),
-        so batches after it keep theirs; their records' futures resolve from their pieces."""
+        batch_size, half the refused batch's bound and ``limit`` (the one the refusal names),
+        whichever is least (``RecordAccumulator.split``), in its place in the window, sent
+        first. The pieces carry its producer id and its sequences from its first (they number
+        the same records), so batches after it keep theirs; their records' futures resolve from
+        their pieces."""
         batch, _, (producer_id, epoch, sequence) = entry.item
-        limit = _refused_limit(refusal)
-        if limit is not None:
-            topic = batch.topic_partition.topic
-            self._topic_batch_bytes[topic] = min(limit, self._topic_batch_bytes.get(topic, limit))
         piece_bytes = min(self._config.batch_size, batch.size_bytes_bound // 2, limit or self._config.batch_size)
         items: list[_Sent] = []
         for piece in self._accumulator.split(batch, piece_bytes):

@@ -1,0 +1,112 @@
+"""A batch above the service's request limit (``--request-bytes-max``, announced when a
+ProduceStream opens) is split, as one above a topic's limit is: gRPC refuses its message before
+the service reads it ("Received message larger than max", RESOURCE_EXHAUSTED), which the sender
+treats as a size refusal for a batch alone above the limit, and later batches are split within
+the limit before they are sent. A record alone above it fails with RecordTooLargeError, not
+retried. On a real service on loopback with a 2 MiB request limit."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from tests.support.integration_helpers import ServiceProcess
+
+from seglog import Consumer, Producer
+from seglog._sender import Sender
+from seglog.errors import RecordTooLargeError
+from seglog.records import RecordBatch
+
+REQUEST_BYTES_MAX = 2 * 1024 * 1024
+# A topic may take the largest batch a request carries (the service keeps 1 KiB for the rest).
+TOPIC_CONFIGS = {"max.message.bytes": str(REQUEST_BYTES_MAX - 1024)}
+POLL_TIMEOUT_MS = 2000
+
+
+@pytest.fixture(scope="module")
+def seglog_service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceProcess]:
+    """The module's service (``make_topic`` makes its topics here), with a 2 MiB request limit."""
+    workdir = tmp_path_factory.mktemp("request-limit")
+    service = ServiceProcess(workdir, [workdir / "data"], ["--request-bytes-max", str(REQUEST_BYTES_MAX)]).start()
+    yield service
+    assert service.stop() == 0, service.log()
+
+
+def _values(count: int) -> list[bytes]:
+    return [index.to_bytes(4, "big") * 25 for index in range(count)]
+
+
+def _read_values(address: str, topic: str, count: int) -> list[bytes | None]:
+    read: list[bytes | None] = []
+    with Consumer(address, topic, partition=0, start="earliest") as consumer:
+        while True:
+            raws = consumer.poll_raw(timeout_ms=POLL_TIMEOUT_MS if len(read) < count else 300)
+            if not raws:
+                break
+            for raw in raws:
+                read += [record.value for record in RecordBatch(raw.records)]
+    return read
+
+
+def _count_size_refusals(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    refusals: list[str] = []
+    size_refusal = Sender._size_refusal
+
+    def counted(self: Sender, tp: Any, entry: Any, outcome: Any) -> Any:
+        refusal = size_refusal(self, tp, entry, outcome)
+        if refusal is not None:
+            refusals.append(str(refusal[0]))
+        return refusal
+
+    monkeypatch.setattr(Sender, "_size_refusal", counted)
+    return refusals
+
+
+@pytest.mark.parametrize("enable_idempotence", [True, False])
+def test_batches_above_the_request_limit_are_split(
+    seglog_service: ServiceProcess, make_topic: Any, monkeypatch: pytest.MonkeyPatch, enable_idempotence: bool
+) -> None:
+    """60,000 records in 4 MiB batches under a 2 MiB request limit: every record lands once, in
+    order, with no retry spent; gRPC refuses at most the first batch, sent before the stream
+    announced the limit (every batch was refused and sent again identically until the retries
+    ran out: records failed)."""
+    refusals = _count_size_refusals(monkeypatch)
+    topic = make_topic(configs=TOPIC_CONFIGS)
+    values = _values(60_000)
+    with Producer(
+        seglog_service.address, batch_size=4 * 1024 * 1024, linger_ms=50, retries=3, retry_backoff_ms=10,
+        enable_idempotence=enable_idempotence,
+    ) as producer:
+        group = producer.send_many(topic, values, partition=0)
+        producer.flush()
+        errors = [future.exception(0) for future in group.futures()]
+        statistics = producer.statistics()
+    assert [error for error in errors if error is not None] == []
+    assert statistics.batches_split >= 1 and statistics.retries == 0
+    assert len(refusals) <= 1 and all("request limit" in refusal for refusal in refusals)
+    assert _read_values(seglog_service.address, topic, len(values)) == values
+
+
+def test_a_record_alone_above_the_request_limit_fails_unretried(
+    seglog_service: ServiceProcess, make_topic: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The client takes a record up to its own max_request_bytes (8 MiB here); one of 3 MiB is
+    above the service's 2 MiB: it fails with RecordTooLargeError, once, and the records around
+    it land in order (it was retried as ServiceOverloadedError until the retries ran out). The
+    record after it, on the stream gRPC closed with the refusal, is retried as after any break."""
+    refusals = _count_size_refusals(monkeypatch)
+    topic = make_topic(configs=TOPIC_CONFIGS)
+    with Producer(
+        seglog_service.address, max_request_bytes=8 * 1024 * 1024, buffer_bytes=32 * 1024 * 1024, linger_ms=0, retries=3, retry_backoff_ms=10,
+    ) as producer:
+        before = producer.send(topic, b"before", partition=0)
+        before.result()
+        too_large = producer.send(topic, b"x" * (3 * 1024 * 1024), partition=0)
+        after = producer.send(topic, b"after", partition=0)
+        producer.flush()
+        error = too_large.exception(0)
+        assert after.exception(0) is None
+    assert isinstance(error, RecordTooLargeError) and "request limit" in str(error)
+    assert len(refusals) == 1
+    assert _read_values(seglog_service.address, topic, 2) == [b"before", b"after"]
