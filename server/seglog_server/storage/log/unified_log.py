@@ -659,10 +659,13 @@ class UnifiedLog:
         first-use check, reads at most that many bytes of batches), or None when that search
         refused a step past it: nothing answered, the counters it moved put back, and the caller
         asks ``lookup_timestamps`` again on a thread. A tiered log's calls never run inline
-        (``inline_lock``): its lookup as it is, the store searched outside the lock."""
+        (``inline_lock``): its lookup as it is, the store searched outside the lock; None when
+        its tier was attached between that check and the lock (checked again under it)."""
         if self._remote_tier is not None:
             return self.lookup_timestamps(timestamps_ms)
         with self._lock:
+            if self._remote_tier is not None:  # attached since the check: the unbounded path's
+                return None
             local = self._local
             if local.closed or local.offline_cause is not None:
                 local.check_usable()
@@ -686,6 +689,8 @@ class UnifiedLog:
         if not lock.acquire(blocking=False):
             return INLINE_BUSY
         try:
+            if self._remote_tier is not None:  # attached since the check: the pool's
+                return INLINE_BUSY
             local = self._local
             if local.closed or local.offline_cause is not None:
                 local.check_usable()
