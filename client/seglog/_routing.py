@@ -181,7 +181,8 @@ class Router:
             return [self.bootstrap]
         return [self._channel_to(i.address) for i in metadata.instances if i.alive and i.address]
 
-    async def offsets_for_times(self, request: pb.OffsetsForTimesRequest, read: Callable[[Any, bool], Any] | None = None) -> Any:
+    async def offsets_for_times(self, request: pb.OffsetsForTimesRequest, read: Callable[[Any, bool], Any] | None = None,
+                                message: Any = None) -> Any:
         """OffsetsForTimes at each target's owner, answers in the request's order. The targets
         go to their owners' channels together (one request per owner); a target answered with
         an owner hint (its error's ``owner_id``) is routed there, Metadata refreshed once, and
@@ -204,7 +205,10 @@ class Router:
         A request in the packed form (``packed``, not ``partitions``: one entry per partition's
         targets) is routed by entry the same way, ``read`` given ``response.packed``; an answer
         without its ``packed`` entries (a service from before them) raises
-        ``PackedLookupsUnsupported``, ``packed_lookups`` set False: ask again in the old form."""
+        ``PackedLookupsUnsupported``, ``packed_lookups`` set False: ask again in the old form.
+
+        ``message``: a LookupStreamRequest whose ``offsets_for_times`` is ``request``, sent as it
+        is to the sole owner (``Transport.offsets_for_times``: no message built and copied)."""
         packed = bool(request.packed)
         items = request.packed if packed else request.partitions
         sole = self._sole_transport(items)
@@ -214,7 +218,7 @@ class Router:
         seen = self._generation
         count = len(items)
         try:
-            response = await sole.offsets_for_times(request)
+            response = await sole.offsets_for_times(request, message)
             if packed:
                 self._check_packed(response, count)
         except (ServiceUnavailableError, RequestTimeoutError) as error:

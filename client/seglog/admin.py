@@ -199,6 +199,11 @@ class AsyncAdmin:
         # it was taken), so CommitCleaned and DropSnapshot go where the snapshot is.
         self._snapshot_sites: dict[str, Transport] = {}
         self._closed = False
+        # A single lookup's LookupStreamRequest, its one target set in place for the next
+        # (``offsets_for_times``): held by one lookup at a time, kept only after an answer (its
+        # write is done then; a lookup that raised or was cancelled may have left it unwritten).
+        # (the message, its request, its target, and the partition the target names).
+        self._single_message: tuple[pb.LookupStreamRequest, Any, Any, TopicPartition] | None = None
 
     async def start(self) -> None:
         if self._closed:
@@ -478,11 +483,35 @@ class AsyncAdmin:
 
         Targets may be EARLIEST_TIMESTAMP, LATEST_TIMESTAMP or MAX_TIMESTAMP (seglog.structs).
         """
-        if len(timestamps) == 1:  # a single lookup: its request built here, no list of targets
-            [(tp, timestamp_ms)] = timestamps.items()
-            return {tp: await self._offset_for_time(tp, timestamp_ms)}
-        found = await self.offsets_for_times_many(list(timestamps.items()))
-        return dict(zip(timestamps, found))
+        if len(timestamps) != 1:
+            found = await self.offsets_for_times_many(list(timestamps.items()))
+            return dict(zip(timestamps, found))
+        # A single lookup: ``offsets_for_times_many``'s request (the old form, as for fewer than
+        # eight targets), routing, answer and errors, in this call. The stream message is built
+        # once and its target set in place (``_single_message``), handed to the router with the
+        # request inside it: no request built apart and copied into a message.
+        [(tp, timestamp_ms)] = timestamps.items()
+        if self._closed or self._router is None:
+            await self.start()
+        router = self._router
+        assert router is not None
+        single = self._single_message
+        if single is None:  # the first, or another lookup holds it (or kept it unwritten)
+            message = pb.LookupStreamRequest()
+            request = message.offsets_for_times
+            target = request.partitions.add()
+            target.topic, target.partition = tp.topic, tp.partition
+        else:
+            self._single_message = None
+            message, request, target, last = single
+            if tp != last:  # (upb sets a string field by copying it: skipped for the same partition)
+                target.topic, target.partition = tp.topic, tp.partition
+        target.timestamp_ms = timestamp_ms
+        found = await router.offsets_for_times(request, _read_offsets, message)
+        self._single_message = (message, request, target, tp)  # answered: written, free for the next lookup
+        if len(found) != 1:
+            raise ServiceError(f"OffsetsForTimes answered {len(found)} results for 1 targets")
+        return {tp: found[0]}
 
     async def offsets_for_times_many(
         self, targets: Sequence[tuple[TopicPartition, int]]
@@ -521,21 +550,6 @@ class AsyncAdmin:
         if len(found) != len(targets):
             raise ServiceError(f"OffsetsForTimes answered {len(found)} results for {len(targets)} targets")
         return found
-
-    async def _offset_for_time(self, tp: TopicPartition, timestamp_ms: int) -> OffsetAndTimestamp | None:
-        """``offsets_for_times_many`` of the one target ``(tp, timestamp_ms)``: the same request
-        (the old form, as for fewer than eight targets), routing, answer and errors."""
-        if self._closed or self._router is None:
-            await self.start()
-        router = self._router
-        assert router is not None
-        request = pb.OffsetsForTimesRequest()
-        target = request.partitions.add()
-        target.topic, target.partition, target.timestamp_ms = tp.topic, tp.partition, timestamp_ms
-        found = await router.offsets_for_times(request, _read_offsets)
-        if len(found) != 1:
-            raise ServiceError(f"OffsetsForTimes answered {len(found)} results for 1 targets")
-        return found[0]
 
     async def earliest_offsets(self, topic: str, partitions: Sequence[int] | None = None) -> dict[int, int]:
         """Per partition, the log start offset."""

@@ -211,17 +211,21 @@ class Transport:
         response: pb.FetchResponse = await self._unary("Fetch", request, extra_ms=request.max_wait_ms)
         return response
 
-    async def offsets_for_times(self, request: pb.OffsetsForTimesRequest) -> pb.OffsetsForTimesResponse:
+    async def offsets_for_times(
+        self, request: pb.OffsetsForTimesRequest, message: pb.LookupStreamRequest | None = None
+    ) -> pb.OffsetsForTimesResponse:
         """On the connection's LookupStream (a request on an open stream costs about half an
-        empty unary call), or the unary OffsetsForTimes on a service without it."""
+        empty unary call), or the unary OffsetsForTimes on a service without it. ``message``:
+        the stream's message holding ``request`` already (else one is built around a copy)."""
         if self.choosing:
             await self.ready()
         if self._lookup_streaming is not False:
             self._check_open()
             self._requests_sent += 1
             try:
-                message = pb.LookupStreamRequest()
-                message.offsets_for_times.CopyFrom(request)
+                if message is None:
+                    message = pb.LookupStreamRequest()
+                    message.offsets_for_times.CopyFrom(request)
                 response: pb.OffsetsForTimesResponse = await self.lookup_stream().ask(
                     message, self._request_timeout_s
                 )
