@@ -592,10 +592,11 @@ class Sender:
         no more at once than its in-flight limit (one where its producer id has not written yet,
         ``_in_flight_max_for``): the rest go once those are answered. Only what was split, failed
         unwritten or queued, or was refused for following such a batch (``free``), goes without
-        the backoff."""
+        the backoff, and only when all that goes now is such: a batch among them that failed
+        on its own (a quota's retry-after, a stream break) waits as any retry does."""
         held = max(0, len(entries) - self._in_flight_max_for(tp))
         entries, later = entries[:len(entries) - held], entries
-        if not entries[0].free:
+        if not all(entry.free for entry in entries):
             hints = [e.outcome.retry_after_ms or 0 for e in entries if isinstance(e.outcome, SeglogError)]
             await asyncio.sleep(max(self._config.retry_backoff_ms, *hints) / 1000)
         self._stats["retries"] += sum(not entry.free for entry in entries)

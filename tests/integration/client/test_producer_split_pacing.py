@@ -7,14 +7,15 @@ loopback: 256 KiB batches into a 64 KiB topic, the pieces and the batches behind
 from __future__ import annotations
 
 import asyncio
+import threading
 from typing import Any
 
 import pytest
 
-from seglog import Consumer, Producer
+from seglog import Consumer, Producer, _sender
 from seglog._send_window import SendWindow
 from seglog._sender import Sender
-from seglog.errors import ServiceUnavailableError
+from seglog.errors import QuotaExceededError, ServiceUnavailableError
 from seglog.records import RecordBatch
 
 LIMIT_BYTES = 64 * 1024
@@ -140,3 +141,64 @@ def test_one_in_flight_keeps_order_when_a_piece_fails_retriably(
         statistics = producer.statistics()
     assert failed[0] == 1 and statistics.batches_split >= 1 and statistics.records_failed == 0
     assert _read_values(seglog_service.address, topic, len(values)) == values
+
+
+class _WatchedSleeps:
+    """The sender module's ``asyncio`` with its sleeps noted in ``events``."""
+
+    def __init__(self, events: list[tuple[str, float]]) -> None:
+        self._events = events
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(asyncio, name)
+
+    async def sleep(self, delay: float) -> None:
+        self._events.append(("sleep", delay))
+        await asyncio.sleep(delay)
+
+
+def test_a_quota_refusal_behind_a_split_batch_waits_its_retry_after(
+    seglog_service: Any, make_topic: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A batch behind one refused as too large is refused by a quota (retry after 300 ms), both
+    answered while in flight: the split's pieces head the resend, which waits for the quota's
+    hint before sending them and the batch again (it skipped every wait when a piece headed
+    it, and the quota-refused batch went again at once)."""
+    retry_after_ms = 300
+    events: list[tuple[str, float]] = []
+    behind_started = asyncio.Event()
+    refused_started = threading.Event()  # the large batch is on its way: what follows is a batch of its own
+    produce_once = Sender.produce_once
+
+    async def quota_behind_the_split(self: Sender, topic: str, partition: int, records: bytes, turn: Any = None) -> Any:
+        if b"behind" in records:
+            events.append(("behind sent", 0))
+            if events.count(("behind sent", 0)) == 1:  # its first send: refused by a quota
+                behind_started.set()
+                if turn is not None:
+                    await turn.wait()
+                    turn.release()
+                await asyncio.sleep(0.05)  # the refusal comes a round trip later
+                raise QuotaExceededError("over the byte-rate quota", retry_after_ms=retry_after_ms)
+        elif len(records) > LIMIT_BYTES and not self._stats["batches_split"]:
+            refused_started.set()
+            await behind_started.wait()  # refused as too large with the small batch in flight
+        return await produce_once(self, topic, partition, records, turn)
+
+    monkeypatch.setattr(Sender, "produce_once", quota_behind_the_split)
+    monkeypatch.setattr(_sender, "asyncio", _WatchedSleeps(events))
+    topic = make_topic(configs={"max.message.bytes": str(LIMIT_BYTES)})
+    values = _values(1_500)  # about 165 KB: one batch, refused, and three pieces
+    with Producer(seglog_service.address, **SPLIT_PRODUCER) as producer:
+        producer.send(topic, b"first", partition=0).result()  # the stream confirmed, the id written
+        group = producer.send_many(topic, values, partition=0)
+        assert refused_started.wait(timeout=30)
+        behind = producer.send(topic, b"behind", partition=0)
+        producer.flush()
+        assert group.result(0) and behind.result(0)
+        statistics = producer.statistics()
+    assert statistics.batches_split == 1
+    sent_again = events.index(("behind sent", 0), events.index(("behind sent", 0)) + 1)
+    waits = [delay for event, delay in events[:sent_again] if event == "sleep"]
+    assert max(waits, default=0) >= retry_after_ms / 1000
+    assert _read_values(seglog_service.address, topic, len(values) + 2) == [b"first", *values, b"behind"]
