@@ -33,12 +33,15 @@ from collections.abc import Mapping, Sequence
 __all__ = [
     "OBSERVER",
     "BucketCounts",
+    "HeldStopwatch",
     "PhaseTimer",
     "Stopwatch",
     "StorageObserver",
+    "held_stopwatch",
     "install_observer",
     "page_faults",
     "page_of",
+    "release_held",
     "stopwatch",
 ]
 
@@ -257,6 +260,75 @@ def stopwatch(operation: str, mark_faults: bool = False) -> Stopwatch | _IdleSto
         watch._minor = watch._major = 0
     watch._last = _perf_counter()
     return watch
+
+
+class HeldStopwatch(Stopwatch):
+    """A Stopwatch of an attempt that may be called off (the bounded lookup by time's inline
+    attempt, segment/lookup_budget.py): its laps and fault counts are appended to a list of the
+    attempt's (``held_stopwatch``) instead of counted, and ``release_held`` counts them once it
+    answers; a list dropped counts nothing, so an attempt refused, then searched again on the
+    pool, counts once. A lap held is a tuple (operation, phase, seconds, count), faults one
+    (path, minor, major)."""
+
+    __slots__ = ("_held",)
+
+    def lap(self, phase: str) -> None:
+        now = _perf_counter()
+        self._held.append((self._operation, phase, now - self._last, 1))
+        self._last = now
+
+    def lap_each(self, phase: str, count: int) -> None:
+        now = _perf_counter()
+        if count:
+            self._held.append((self._operation, phase, (now - self._last) / count, count))
+        self._last = now
+
+    def faults(self, path: str) -> None:
+        usage = _getrusage(_RUSAGE_THREAD)
+        minor, major = usage.ru_minflt, usage.ru_majflt
+        if minor != self._minor or major != self._major:
+            self._held.append((path, minor - self._minor, major - self._major))
+            self._minor, self._major = minor, major
+
+    def lap_faults(self, phase: str, path: str) -> None:
+        self.lap(phase)
+        self.faults(path)
+
+
+def held_stopwatch(operation: str, held: list[tuple], mark_faults: bool = False) -> HeldStopwatch | _IdleStopwatch:
+    """``stopwatch(operation, mark_faults)`` whose laps and faults go to ``held`` (HeldStopwatch)."""
+    if not OBSERVER.current.enabled:
+        return _IDLE
+    watch = _new_object(HeldStopwatch)
+    watch._held = held
+    watch._operation = operation
+    if mark_faults:
+        usage = _getrusage(_RUSAGE_THREAD)
+        watch._minor, watch._major = usage.ru_minflt, usage.ru_majflt
+    else:
+        watch._minor = watch._major = 0
+    watch._last = _perf_counter()
+    return watch
+
+
+def release_held(held: list[tuple]) -> None:
+    """Counts what HeldStopwatches appended to ``held``, in order, with the installed observer,
+    and empties it (so it counts once)."""
+    observer = OBSERVER.current
+    tables = observer.phase_histograms
+    for figure in held:
+        if len(figure) == 3:
+            observer.page_faults(*figure)
+            continue
+        operation, phase, seconds, count = figure
+        if tables is None:
+            for _ in range(count):
+                observer.phase(operation, phase, seconds)
+        else:
+            histogram = tables[operation][phase]
+            histogram.counts[_bisect_left(histogram.bounds, seconds)] += count
+            histogram.total += seconds * count
+    held.clear()
 
 
 def page_faults() -> tuple[int, int]:

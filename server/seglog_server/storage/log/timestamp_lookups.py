@@ -102,10 +102,12 @@ def lookup_timestamps(
     try:
         if not local.timestamps.loaded and any(t >= 0 or t == MAX_TIMESTAMP for t in timestamps_ms):
             raise LookupRefused("the segments' first-use checks")  # (every segment's largest timestamp read)
-        return _lookup_timestamps(local, timestamps_ms, log_start_offset, log_end_offset, budget)
+        outcomes = _lookup_timestamps(local, timestamps_ms, log_start_offset, log_end_offset, budget)
     except LookupRefused:
         budget.roll_back()
         raise
+    budget.release_figures()
+    return outcomes
 
 
 def lookup_one_bounded(
@@ -118,10 +120,12 @@ def lookup_one_bounded(
     try:
         if not local.timestamps.loaded and (timestamp_ms >= 0 or timestamp_ms == MAX_TIMESTAMP):
             raise LookupRefused("the segments' first-use checks")  # (every segment's largest timestamp read)
-        return _outcome_of_one(local, timestamp_ms, log_start_offset, log_end_offset, budget)
+        outcome = _outcome_of_one(local, timestamp_ms, log_start_offset, log_end_offset, budget)
     except LookupRefused:
         budget.roll_back()
         raise
+    budget.release_figures()
+    return outcome
 
 
 def _lookup_timestamps(
@@ -181,8 +185,9 @@ def _search_timestamp(
     segments = local.segments
     touch = local.touch
     # One stopwatch for the whole lookup, handed to each segment searched (which restarts it
-    # with its fault count, after its first-use check): one object, not one a segment.
-    watch = stopwatch("offsets_for_times")
+    # with its fault count, after its first-use check): one object, not one a segment. A
+    # bounded search's laps are held until it answers (a refusal counts nothing).
+    watch = stopwatch("offsets_for_times") if budget is None else budget.stopwatch("offsets_for_times")
     reaching = local.timestamps.first_slot_reaching(segments, timestamp_ms)
     slot = max(reaching, segments.floor_slot(log_start_offset))
     watch.lap("segment_lookup")
@@ -237,7 +242,7 @@ def search_timestamps(
     ``touch`` is called on each segment before it is searched (the descriptor budget); each
     segment's search bounded by ``budget`` when given."""
     found: dict[int, TimestampAndOffset | None] = {}
-    watch = stopwatch("offsets_for_times")
+    watch = stopwatch("offsets_for_times") if budget is None else budget.stopwatch("offsets_for_times")
     start_slot = segments.floor_slot(log_start_offset)
     runs = timestamps.runs_reaching(segments, targets)
     watch.lap_each("segment_lookup", len(targets))

@@ -706,7 +706,7 @@ class LogSegment:
             _refuse_if_bounded(self.lookup_budget, "the segment's first-use check")
             self._check_once()
         if watch is None:
-            watch = stopwatch("offsets_for_times")
+            watch = self._lookup_stopwatch()
         else:
             watch.restart()
         steps = self._steps_ref()
@@ -751,7 +751,7 @@ class LogSegment:
         steps = self._time_steps(len(timestamps_ms))
         if steps is None:
             return self._find_without_steps(timestamps_ms, starting_offset)
-        watch = stopwatch("offsets_for_times", mark_faults=True)
+        watch = self._lookup_stopwatch(mark_faults=True)
         results, rest = self._answers_from_steps(steps, timestamps_ms, starting_offset)
         watch.lap_each("index_search", len(timestamps_ms) - len(rest))
         if rest:
@@ -763,7 +763,7 @@ class LogSegment:
         self, timestamps_ms: Sequence[int], starting_offset: int
     ) -> list[TimestampAndOffset | None]:
         """``find_offsets_by_timestamps`` by the batch directory, else the index searches and scans."""
-        watch = stopwatch("offsets_for_times", mark_faults=True)
+        watch = self._lookup_stopwatch(mark_faults=True)
         directory = self._batch_directory(len(timestamps_ms))
         if directory is not None:
             watch.lap_each("index_search", len(timestamps_ms))  # (its extension: the index step)
@@ -775,7 +775,7 @@ class LogSegment:
     ) -> list[TimestampAndOffset | None]:
         """``find_offsets_by_timestamps`` by the index searches and header scans."""
         count = len(timestamps_ms)
-        watch = stopwatch("offsets_for_times", mark_faults=True)
+        watch = self._lookup_stopwatch(mark_faults=True)
         entry_offsets = self._time_index.lookup_offsets(timestamps_ms)
         positions = self._offset_index.lookup_positions(
             [offset if offset > starting_offset else starting_offset for offset in entry_offsets]
@@ -814,6 +814,13 @@ class LogSegment:
             watch.lap_each("log_scan", number)
             watch.faults("log_read")
         return results
+
+    def _lookup_stopwatch(self, mark_faults: bool = False) -> PhaseTimer:
+        """The offsets_for_times stopwatch of a search here: a bounded one's laps held by its
+        budget until it answers (a refused search counts nothing)."""
+        if self.lookup_budget is None:
+            return stopwatch("offsets_for_times", mark_faults)
+        return self.lookup_budget.stopwatch("offsets_for_times", mark_faults)
 
     # -- the time-step table -----------------------------------------------------------------
     def _answers_from_steps(

@@ -19,11 +19,16 @@ does what the budget allows or nothing more:
 A refused step raises ``LookupRefused`` before it is taken; the search counters it moved on
 the way (how many targets asked a segment for a table or a directory) are put back
 (``roll_back``), so the unbounded search the caller then runs on the pool decides as if the
-inline attempt had never been made. What a bounded search answers is what the unbounded one
-answers (a Hypothesis differential holds the two together).
+inline attempt had never been made. Its stopwatches' laps and fault counts are held
+(``stopwatch``: observer.HeldStopwatch) and counted only when it answers (``release_figures``):
+a refused attempt counts nothing, the pool's search counts the lookup once. What a bounded
+search answers is what the unbounded one answers (a Hypothesis differential holds the two
+together).
 """
 
 from __future__ import annotations
+
+from ..base.observer import PhaseTimer, held_stopwatch, release_held
 
 __all__ = ["LookupBudget", "LookupRefused"]
 
@@ -36,11 +41,21 @@ class LookupBudget:
     """The bytes a bounded search may still read (``bytes_left``: scans' chunks, batches walked);
     builds, decompression and first-use checks refused (see the module docstring)."""
 
-    __slots__ = ("bytes_left", "_undo")
+    __slots__ = ("_held", "_undo", "bytes_left")
 
     def __init__(self, bytes_max: int) -> None:
         self.bytes_left = bytes_max
         self._undo: list[tuple[object, str, object]] = []
+        self._held: list[tuple] = []
+
+    def stopwatch(self, operation: str, mark_faults: bool = False) -> PhaseTimer:
+        """A stopwatch of the bounded search, its laps and faults held until ``release_figures``."""
+        return held_stopwatch(operation, self._held, mark_faults)
+
+    def release_figures(self) -> None:
+        """Counts the laps and faults the search held (it answered)."""
+        if self._held:
+            release_held(self._held)
 
     def charge(self, size: int, what: str) -> None:
         """Takes ``size`` bytes for ``what``; LookupRefused (nothing taken) past what is left."""
@@ -57,7 +72,8 @@ class LookupBudget:
         self._undo.append((owner, name, getattr(owner, name)))
 
     def roll_back(self) -> None:
-        """Puts back every value ``keep`` noted, latest first."""
+        """Puts back every value ``keep`` noted, latest first, and forgets the held figures."""
         for owner, name, value in reversed(self._undo):
             setattr(owner, name, value)
         self._undo.clear()
+        self._held.clear()

@@ -10,7 +10,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from seglog_server.storage.format.index_search import LARGEST_LOWER_BOUND, Zone, recording, slot_and_zone_for
-from seglog_server.storage.base.observer import PAGE_BYTES, StorageObserver, install_observer, stopwatch
+from seglog_server.storage.base.observer import (
+    PAGE_BYTES,
+    StorageObserver,
+    held_stopwatch,
+    install_observer,
+    release_held,
+    stopwatch,
+)
 from seglog_server.storage.format.offset_index import LAYOUT, OffsetIndex
 from seglog_server.storage.format.time_index import TimeIndex
 
@@ -211,3 +218,46 @@ def test_a_segment_restarts_the_callers_stopwatch_after_its_first_use_check(tmp_
         log.close()
     assert checked and (found.offset, found.timestamp_ms) == (1, 200)
     assert recorder.phases == [("offsets_for_times", "index_search", 0.0), ("offsets_for_times", "log_scan", 0.0)]
+
+
+def test_held_laps_count_only_when_released_and_as_they_came(tmp_path):
+    """A bounded lookup's stopwatches (HeldStopwatch): their laps and fault counts reach the
+    installed observer only at ``release_held``, in order, once; a list dropped, nothing."""
+    from seglog_server.metrics.instruments import MetricsObserver
+
+    recorder = Recorder()
+    previous = install_observer(recorder)
+    try:
+        held, dropped = [], []
+        for figures in (held, dropped):
+            watch = held_stopwatch("offsets_for_times", figures, mark_faults=True)
+            watch.lap_each("segment_lookup", 2)
+            watch.lap_each("log_scan", 0)  # nothing done: no observation
+            watch._minor -= 3  # (three faults since the mark, as a read would take them)
+            watch.lap_faults("index_search", "log_read")
+        assert recorder.phases == [] and recorder.faults == []
+        release_held(held)
+        release_held(held)  # (once)
+        del dropped
+    finally:
+        install_observer(previous)
+    assert [(op, phase) for op, phase, _ in recorder.phases] == [("offsets_for_times", "segment_lookup")] * 2 + [
+        ("offsets_for_times", "index_search")]
+    assert [(path, minor >= 3) for path, minor, _ in recorder.faults] == [("log_read", True)]
+    metrics = MetricsObserver()
+    previous = install_observer(metrics)
+    try:
+        held = []
+        held_stopwatch("offsets_for_times", held).lap_each("log_scan", 3)
+        assert sum(metrics.phase_histograms["offsets_for_times"]["log_scan"].counts) == 0
+        release_held(held)
+    finally:
+        install_observer(previous)
+    assert sum(metrics.phase_histograms["offsets_for_times"]["log_scan"].counts) == 3
+
+
+def test_held_laps_hold_nothing_while_no_observer_listens():
+    held = []
+    watch = held_stopwatch("offsets_for_times", held)
+    watch.lap("index_search")
+    assert held == [] and watch.observing is False

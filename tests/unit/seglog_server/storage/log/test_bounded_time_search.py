@@ -12,7 +12,9 @@ from hypothesis import strategies as st
 from tests.support.log_test_support import NOW_MS, batch, budget_installer, config, open_log, reopen
 
 from seglog.records import Compression
+from seglog_server.metrics.instruments import MetricsObserver
 from seglog_server.storage.base.clock import FakeClock
+from seglog_server.storage.base.observer import StorageObserver, install_observer
 from seglog_server.storage.format import record_timestamps
 from seglog_server.storage.log.log_results import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP
 from seglog_server.storage.segment import log_segment
@@ -155,5 +157,57 @@ def test_appends_behind_a_batch_directory_leave_small_lookups_inline(tmp_path, m
                 outcomes.append(log.lookup_timestamps_without_builds([NOW_MS + 10 * n - 5], 65536))
             assert segment._directory_ref().end_position == segment.size_in_bytes
         assert [None if o is None else o[0].offset for o in outcomes] == [n for n in range(100, 140) for _ in range(3)]
+    finally:
+        log.close()
+
+
+class _PhaseCalls(StorageObserver):
+    """An observer without histograms: every lap a ``phase`` call, counted."""
+
+    enabled = True
+
+    def __init__(self) -> None:
+        self.counts: dict[tuple[str, str], int] = {}
+
+    def phase(self, operation: str, phase: str, seconds: float) -> None:
+        self.counts[operation, phase] = self.counts.get((operation, phase), 0) + 1
+
+
+def _lap_counts(observer) -> dict[tuple[str, str], int]:
+    if isinstance(observer, _PhaseCalls):
+        return dict(observer.counts)
+    return {(operation, phase): sum(histogram.counts) for operation, row in observer.phase_histograms.items()
+            for phase, histogram in row.items() if sum(histogram.counts)}
+
+
+@pytest.mark.parametrize("observer_type", [MetricsObserver, _PhaseCalls], ids=["histograms", "phase_calls"])
+@pytest.mark.parametrize("targets", [[NOW_MS + 905], [NOW_MS + 305, NOW_MS + 905]], ids=["one", "two"])
+def test_a_refused_attempt_counts_no_lap(tmp_path, monkeypatch, observer_type, targets):
+    """The stopwatch laps of a bounded attempt (the segment choice, the index searches, the scans
+    up to the refused chunk) are held and counted only when it answers: a lookup refused, then
+    searched unbounded, counts the laps of one unbounded lookup (twice before); one answered
+    within its budget counts those of one too."""
+    budget_installer(monkeypatch, "TIME_STEPS")(0)  # no table nor directory: the scans answer
+    budget_installer(monkeypatch, "DIRECTORIES")(0)
+    log = open_log(tmp_path, FakeClock(NOW_MS), config())
+    try:
+        for n in range(100):  # about 11 KiB of batches
+            log.append(batch(b"v" * 40, timestamps=[NOW_MS + 10 * n]))
+        log.lookup_timestamps([MAX_TIMESTAMP])  # the first-use checks
+        counts = {}
+        for name, read_bytes_max in (("unbounded", None), ("refused", 1024), ("answered", 1 << 20)):
+            observer = observer_type()
+            previous = install_observer(observer)
+            try:
+                if read_bytes_max is not None:
+                    bounded = log.lookup_timestamps_without_builds(targets, read_bytes_max)
+                    assert (bounded is None) == (name == "refused")
+                if read_bytes_max is None or bounded is None:
+                    log.lookup_timestamps(targets)
+            finally:
+                install_observer(previous)
+            counts[name] = _lap_counts(observer)
+        assert counts["unbounded"][("offsets_for_times", "segment_lookup")] == len(targets)
+        assert counts["refused"] == counts["unbounded"] == counts["answered"]
     finally:
         log.close()
