@@ -370,6 +370,29 @@ What works:
   in 21 of 30), client CPU a lookup 0.96 (lower in 19); p99 1.69x before and 2.38x after (median
   ratio 1.15, lower in 14 of 30; the last six pairs 0.74, lower in 5: the floor's own p99 ran
   0.3-14 ms). A quiet machine decides both.
+- A single lookup's path is shorter on both sides. The service: `LookupRpcs._search_one` asks the
+  log once (`UnifiedLog.lookup_timestamp_inline`: the lock taken without waiting, the search
+  bounded by the inline bound, a string saying why when it does not answer: a tiered log or a
+  busy lock, segments not checked since a restart, a refused step; the pool answers those as
+  before, the storage calls counted as before), not `log_call` -> `StorageCalls.sized` ->
+  `lookup_timestamps_without_builds` -> `lookup_timestamps`; a time-step table answering from
+  memory times its index search without a fault count (two getrusage calls a lookup). The
+  client: `AsyncAdmin.offsets_for_times` of one partition builds its LookupStreamRequest once and
+  sets its target in place (kept only after an answer), handed to the transport as it is (no
+  request copied into a message), one coroutine layer fewer. In process, warm
+  (`bench/bench_single_lookup_layers.py` in each tree, six alternations with the order swapped,
+  2026-11-27 16:17, load 2.7-3.0): the service's `LookupRpcs.offsets_for_times` of one target on
+  50,000 records 11.8 -> 9.8 us a lookup, the client's layers above a stream answering at once
+  4.0 -> 2.6 us (medians). End to end (`.venv/bin/python -m
+  bench.bench_single_lookup --records 50000 --lookups 3000 --repeats 3 --tree base=<tree before>
+  --tree after=<tree after>`, four runs with the order swapped, 12 interleaved repeats,
+  2026-11-27 16:13-16:15, load 4.2-4.8): p50 1.62x the floor before, 1.53x after (median of the
+  repeats' after/before 0.92), p99 1.85x -> 1.60x, CPU a lookup client 233 -> 220 us and service
+  247 -> 229 us. Tests: `tests/unit/seglog_server/rpc/test_single_lookup_fast_path.py` (a log
+  start inside the table's segment, a damaged table, a busy lock, a first lookup after a
+  restart, the fault count), `tests/integration/remote/test_tiered_single_lookup.py`,
+  `tests/integration/client/test_single_lookup_message.py` (concurrent and cancelled lookups,
+  error answers, the unary fallback), `tests/integration/cluster/test_single_lookup_owner_moves.py`.
 - A batched call's per-target cost in the client (`Admin.offsets_for_times_many`): each target
   built field by field (keywords cost a third more), each answer made with `tuple.__new__` (no
   NamedTuple `__new__` frame), the answers walked once (the router hands its first answer to the
