@@ -116,7 +116,9 @@ class LookupRpcs:
         result.topic, result.partition = topic, partition
         core = self.core
         answer: Any
-        if topic and partition >= 0 and timestamp_ms >= _MAX_TIMESTAMP and core.cluster is None:
+        cluster = core.cluster
+        if topic and partition >= 0 and timestamp_ms >= _MAX_TIMESTAMP and (
+                cluster is None or cluster.owner_error(topic, partition) is None):  # served here
             answer = await self._search_one(topic, partition, timestamp_ms)
         else:
             answer = (await self._search(topic, partition, [timestamp_ms]))[0]
@@ -143,7 +145,7 @@ class LookupRpcs:
 
     async def _search_one(self, topic: str, partition: int, timestamp_ms: int) -> Any:
         """``_search`` of one valid target (>= 0, or LATEST, EARLIEST, MAX_TIMESTAMP) of a
-        partition this process serves (no cluster): its outcome. The inline attempt is one call
+        partition this process serves (no cluster, or this instance owns it): its outcome. The inline attempt is one call
         of the log (``lookup_timestamp_inline``: the lock taken without waiting, the search
         bounded by the inline bound), not ``log_call`` -> ``StorageCalls.sized`` ->
         ``lookup_timestamps_without_builds`` -> ``lookup_timestamps``; what it does not answer

@@ -3,7 +3,8 @@ from lookup to lookup) follows its partition's owner: a real etcd (conftest.py),
 service processes, an Admin bootstrapped with a. A partition on b is asked of a once, refused
 with b's hint and asked at b (one redirect), then straight at b; after the partition moves to a,
 b's refusal sends it back to a; a target's own error is raised at either owner, the lookups
-after it answered."""
+after it answered. Each instance answers a single target (its own partition's, another's with
+the owner's hint, an unknown one's) as it answers the target asked twice."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import pytest
 from seglog import Admin, TopicPartition
 from seglog.errors import InvalidRequestError
 from seglog.structs import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
+from seglog.v1 import log_service_pb2 as pb
 from tests.integration.cluster.test_cluster_client_routing import _holds
 from tests.integration.cluster.test_service_cluster import _cluster_args, _names, _produce, _start, _until, services
 
@@ -36,6 +38,7 @@ def test_a_single_lookup_follows_its_owner_across_a_move(tmp_path, etcd, service
         for value in range(RECORDS):
             _produce(b, "t", 1, b"%d" % value)
         router = admin._async._router
+        _single_answers_as_the_general_path(a, b)
 
         def single(timestamp_ms: int):
             return admin.offsets_for_times({tp: timestamp_ms})[tp]
@@ -59,3 +62,18 @@ def test_a_single_lookup_follows_its_owner_across_a_move(tmp_path, etcd, service
             single(-7)
         assert single(0).offset == 0
         assert router.redirects == 2
+        _single_answers_as_the_general_path(a, b)
+
+
+def _single_answers_as_the_general_path(*instances) -> None:
+    """Each instance answers a request of one target (its owner's fast path, or the refusal with
+    the owner's hint) byte for byte as a request of the target twice answers it."""
+    for instance in instances:
+        for partition in (0, 1, 2):
+            for timestamp_ms in (LATEST_TIMESTAMP, EARLIEST_TIMESTAMP, -3, -7, 0, 2**62):
+                target = pb.PartitionTimestamp(topic="t", partition=partition, timestamp_ms=timestamp_ms)
+                one = instance.stub.OffsetsForTimes(pb.OffsetsForTimesRequest(partitions=[target]), timeout=10)
+                both = instance.stub.OffsetsForTimes(pb.OffsetsForTimesRequest(partitions=[target, target]),
+                                                     timeout=10)
+                assert one.results[0].SerializeToString(deterministic=True) == \
+                    both.results[0].SerializeToString(deterministic=True), (partition, timestamp_ms)
