@@ -371,9 +371,9 @@ What works:
   ratio 1.15, lower in 14 of 30; the last six pairs 0.74, lower in 5: the floor's own p99 ran
   0.3-14 ms). A quiet machine decides both.
 - A single lookup's path is shorter on both sides. The service: `LookupRpcs._search_one` asks the
-  log once (`UnifiedLog.lookup_timestamp_inline`: the lock taken without waiting, the search
-  bounded by the inline bound, a string saying why when it does not answer: a tiered log or a
-  busy lock, segments not checked since a restart, a refused step; the pool answers those as
+  log once, in cluster mode too on the partition's owner (`UnifiedLog.lookup_timestamp_inline`:
+  the lock taken without waiting, the search bounded by the inline bound, a string saying why
+  when it does not answer: a tiered log or a busy lock, segments not checked since a restart, a refused step; the pool answers those as
   before, the storage calls counted as before), not `log_call` -> `StorageCalls.sized` ->
   `lookup_timestamps_without_builds` -> `lookup_timestamps`; a time-step table answering from
   memory times its index search without a fault count (two getrusage calls a lookup). The
@@ -749,6 +749,11 @@ What remains:
   sendmsg is no more than the floor's (39 against 34 us a call, `perf trace`), and the floor's
   echo inside a seglog process answers at the floor (0.99x, `bench/bench_lookup_floor_split.py`):
   what remains is the lookup path's and the stream layers' Python, not the process or the wire.
+  With the lookup's path shortened on both sides ("What works": 1.62x -> 1.53x at load 4-5), the
+  lookup's own Python on the service is about 10 us in process; what is left is the stream's
+  layers on the service (the LookupStream with its lookup stubbed 1.07-1.35x in
+  `bench_lookup_floor_split`, which swung that much between runs at load 3-5) and grpcio's
+  per-message cost on both sides, measurable only on a quiet machine.
 - What the single lookup pays above the floor is Python, not gRPC: `strace -c -f` on each server
   during 3,000 round trips counts the same system calls a lookup as a floor message (3,236 and
   3,238 sendmsg, 12,811 and 12,803 write, 6,475 and 6,458 recvmsg, the epoll waits alike), plus
