@@ -314,8 +314,10 @@ class RequestStream:
             self._watchdog = None
         if self._call is not None:
             self._end(self._call, ClientClosedError("the stream was closed before this request was answered"))
-        if self._reader is not None:
-            await asyncio.gather(self._reader, return_exceptions=True)
+        # The reader and the reads handed over end with the call: awaited, so nothing of the
+        # stream's is left running on the loop once it is closed.
+        if self._reader is not None or self._tasks:
+            await asyncio.gather(*filter(None, (self._reader, *self._tasks)), return_exceptions=True)
 
     # -- helpers ---------------------------------------------------------------------------------
 

@@ -31,10 +31,11 @@ _T = TypeVar("_T")
 
 
 class LoopThread:
-    """An event loop running forever in a daemon thread."""
+    """An event loop running forever in a daemon thread (``loop``: one stopped before, to run
+    again; see ``_run_forever``)."""
 
-    def __init__(self) -> None:
-        self._loop = _new_event_loop()
+    def __init__(self, loop: asyncio.AbstractEventLoop | None = None) -> None:
+        self._loop = loop if loop is not None else _new_event_loop()
         self._started = threading.Event()
         self._thread = threading.Thread(target=self._run_forever, name="seglog-event-loop", daemon=True)
         self._thread.start()
@@ -104,7 +105,8 @@ class LoopThread:
         self._loop.call_soon_threadsafe(callback, *args)
 
     def stop(self) -> None:
-        """Stop the loop, cancel what still runs on it, and join the thread."""
+        """Stop the loop, cancel what still runs on it, and join the thread. The loop is left
+        stopped, not closed (see ``_run_forever``)."""
         assert not self.in_loop_thread()
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join()
@@ -116,7 +118,15 @@ class LoopThread:
             self._loop.run_forever()
         finally:
             self._cancel_leftovers()
-            self._loop.close()
+            # Not closed: grpc.aio binds every loop that used it to one process-wide completion
+            # poller and keeps it (and a reader on the poller's socket) for the process's life.
+            # A completion still owed to this loop's calls (a call cancelled as it closed, which
+            # the core finishes later) is then handed to it from whichever loop reads the
+            # socket, and a closed loop makes that loop report "Event loop is closed". A
+            # stopped loop takes it and runs it, if ever, when it runs again: the shared loop
+            # thread's next start runs this loop (``acquire_loop_thread``), so a process keeps
+            # one loop however often its synchronous clients come and go.
+            asyncio.set_event_loop(None)
 
     def _cancel_leftovers(self) -> None:
         tasks = [task for task in asyncio.all_tasks(self._loop) if not task.done()]
@@ -158,21 +168,22 @@ def _settle(outcome: concurrent.futures.Future[_T], done: asyncio.Future[_T]) ->
 _lock = threading.Lock()
 _shared: LoopThread | None = None
 _users = 0
+_stopped_loop: asyncio.AbstractEventLoop | None = None  # the last shared thread's, run by the next
 
 
 def acquire_loop_thread() -> LoopThread:
     """The shared loop thread, started on first use; pair every call with ``release_loop_thread``."""
-    global _shared, _users
+    global _shared, _users, _stopped_loop
     with _lock:
         if _shared is None:
-            _shared = LoopThread()
+            _shared, _stopped_loop = LoopThread(_stopped_loop), None
         _users += 1
         return _shared
 
 
 def release_loop_thread(loop_thread: LoopThread) -> None:
     """Drop one user of the shared loop thread; the last one stops it."""
-    global _shared, _users
+    global _shared, _users, _stopped_loop
     with _lock:
         assert loop_thread is _shared and _users > 0, (loop_thread, _shared, _users)
         _users -= 1
@@ -180,6 +191,9 @@ def release_loop_thread(loop_thread: LoopThread) -> None:
             return
         _shared = None
     loop_thread.stop()
+    with _lock:
+        if _stopped_loop is None:  # the next shared thread runs it (unless one started meanwhile)
+            _stopped_loop = loop_thread.loop
 
 
 class SyncFacade:

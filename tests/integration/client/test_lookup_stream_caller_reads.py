@@ -398,6 +398,42 @@ async def test_asks_during_a_callers_read_are_read_by_the_reader_each_its_own():
         assert stream.opened_count == 1
 
 
+async def test_closing_the_stream_awaits_the_reads_it_handed_over():
+    """A read handed over that takes some loop turns to end after the call's (as grpc.aio's
+    own cleanup of a call may) is still awaited by ``close``."""
+    async with served() as (service, stream, readers):
+        opened = stream._open_call
+
+        def open_call() -> Any:
+            call = opened()
+            read = call.read
+
+            async def slow_to_end() -> Any:
+                try:
+                    return await read()
+                finally:
+                    for _ in range(5):
+                        await asyncio.sleep(0)
+
+            call.read = slow_to_end
+            return call
+
+        stream._open_call = open_call
+        assert await _offset(stream, 1) == 1
+        before = asyncio.all_tasks()
+        held = asyncio.ensure_future(_offset(stream, HOLD))
+        await service.held.wait()
+        await _until(lambda: readers[-1:] == ["caller"] and stream._caller_reading)
+        held.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await held
+        handed_over = asyncio.all_tasks() - before - {held}
+        assert len(handed_over) == 1  # the read, in its own task
+        await stream.close()
+        assert all(task.done() for task in handed_over)  # nothing of the stream's left running
+        service.released.set()
+
+
 async def test_closing_the_stream_while_the_caller_reads_fails_its_ask():
     async with served() as (service, stream, _):
         assert await _offset(stream, 1) == 1

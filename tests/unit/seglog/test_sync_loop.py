@@ -59,10 +59,12 @@ def test_one_loop_thread_is_shared_and_stops_with_its_last_user():
     _sync.release_loop_thread(first)
     assert first.loop.is_running()
     _sync.release_loop_thread(second)
-    assert first.loop.is_closed()
+    assert not first.loop.is_running() and not first.loop.is_closed()  # stopped, kept for the next
     third = _sync.acquire_loop_thread()
     try:
         assert third is not first
+        assert third.loop is first.loop  # one loop a process, however often the thread restarts
+        assert third.run(asyncio.sleep(0, "again")) == "again"
     finally:
         _sync.release_loop_thread(third)
 
