@@ -10,6 +10,7 @@ still counts its faults. A real LogManager on a temporary directory behind the L
 from __future__ import annotations
 
 import asyncio
+import errno
 import os
 import tempfile
 import threading
@@ -24,6 +25,7 @@ from seglog_server.rpc.log_service import LogServicer
 from seglog_server.storage.base import observer as observer_module
 from seglog_server.storage.base.observer import StorageObserver, install_observer
 from seglog_server.storage.manager.log_manager import LogManager
+from tests.support.fault_fs import FaultFs
 from tests.support.servicer_support import Context, servicer_over
 
 FIRST_MS = 1_700_000_000_000
@@ -38,8 +40,8 @@ def _batch(timestamp_ms: int) -> bytes:
     return builder.build()
 
 
-def _manager(directory: str) -> LogManager:
-    manager = LogManager([directory])
+def _manager(directory: str, fs: FaultFs | None = None) -> LogManager:
+    manager = LogManager([directory]) if fs is None else LogManager([directory], fs=fs)
     manager.startup()
     manager.create_topic("t", 1)
     log = manager.get_log("t", 0)
@@ -221,3 +223,32 @@ async def test_a_tables_answer_is_timed_without_a_fault_count_and_a_file_search_
         assert rusage_calls  # its faults counted (marked before the index search, taken after each step)
     finally:
         install_observer(previous)
+
+
+async def test_a_log_its_own_failure_took_offline_answers_unavailable_and_its_directory_goes_offline():
+    """A flush of the log (a storage user other than the service) fails on the disk, which takes
+    the log offline; the next single lookup meets it as the whole call's error (the log's
+    usability check, before any search): answered UNAVAILABLE with the log's message, and the
+    directory offline once it is answered (the lookup tells the storage, as ``log_call`` does;
+    the storage's own maintenance may have been first)."""
+    with tempfile.TemporaryDirectory() as directory:
+        fs = FaultFs()
+        manager = _manager(directory, fs)
+        service, calls = servicer_over(manager)
+        try:
+            log = manager.get_log("t", 0)
+            log.append(_batch(FIRST_MS + BATCHES * 1000))
+            fs.fail("fdatasync", errno.EIO, path=".log")
+            with pytest.raises(Exception, match="(?i)offline|i/o|EIO|Input/output"):
+                log.flush()
+            fs.heal()
+            assert all(d.online for d in manager._dirs)  # noqa: SLF001 - the manager not told yet
+            target = pb.PartitionTimestamp(topic="t", partition=0, timestamp_ms=FIRST_MS + 3003)
+            answer = (await service.OffsetsForTimes(pb.OffsetsForTimesRequest(partitions=[target]), Context())).results[0]
+            assert (answer.offset, answer.error.code) == (-1, 14)  # UNAVAILABLE
+            assert answer.error.message
+            assert "offline" in answer.error.message and answer.error.error_class == "LogDirOfflineError"
+            assert not any(d.online for d in manager._dirs)  # noqa: SLF001
+        finally:
+            calls.shutdown()
+            manager.shutdown()
