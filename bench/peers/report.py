@@ -677,10 +677,10 @@ What remains:
   (`OrderedReplies.send`) take most of each side's time, as in the floor (168 and 180 us of CPU a
   round trip); seglog's request, routing and answer conversions are some 10-40 us a call a side.
   What is left to try: the sync `Admin` asking on grpc's synchronous API (no loop thread and no
-  poller hop a call). A sync client closing may print "Event loop is closed" from grpc's poller
-  (0-8 in 40 open/close cycles, with asyncio's loop or uvloop, before and after the change above):
-  grpc.aio cancels a channel's calls on close without awaiting their completions, which can reach
-  the loop after it closed; awaiting the cancelled streams in `Transport.close` would settle it.
+  poller hop a call). A sync client closing printed "Event loop is closed" from grpc's poller now
+  and then (0-8 in 40 open/close cycles): completions of calls cancelled at close reached the
+  clients' loop after it closed. That loop is now stopped, not closed, and run again by the next
+  sync client (grpc.aio keeps every loop it served for the process's life anyway).
 - Goal 1's storage side is about 1 us a target in calls of 100 on the storage bench's
   250,000-step tables (2.4-3.5 us before `step_answers`, same runs): some 0.25 us the table's
   answers in C (mostly a 4 MB table's cache misses; 0.1 us on a table the caches hold).
