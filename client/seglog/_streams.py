@@ -592,7 +592,16 @@ def _read_in_caller(read: Coroutine[Any, Any, Any], handover: _Handover) -> Gene
         except BaseException as error:  # noqa: BLE001 - handed to the read, as await does
             if handover.handed_over:
                 raise  # the caller was cancelled: the read is its own task's now
-            step, argument = read.throw, error
+            if isinstance(error, asyncio.CancelledError) and (
+                not isinstance(waiting_on, asyncio.Future) or (waiting_on.done() and not waiting_on.cancelled())
+            ):
+                # The caller's cancellation thrown in by its task at a step no _Handover stood
+                # in for (the read's bare yield): never into grpc's read, which would cancel the
+                # call. The step goes on as it would have; the caller leaves at the next wait.
+                handover.cancel_pending, handover.cancel_message = True, error.args[0] if error.args else None
+                step, argument = read.send, None
+            else:
+                step, argument = read.throw, error
         else:
             step, argument = read.send, sent
         try:

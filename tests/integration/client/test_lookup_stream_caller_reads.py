@@ -252,6 +252,48 @@ async def test_an_ask_cancelled_as_a_read_step_completes_hands_the_read_over_at_
         assert stream.opened_count == 1 and stream.owed_count == 0
 
 
+async def test_an_ask_cancelled_at_a_bare_yield_of_its_read_leaves_the_stream_open():
+    """The read yields bare (no future: the task resumes it next turn, so no _Handover stands in)
+    and the caller is cancelled then: its task throws the cancellation in at the next step, which
+    must not reach grpc's read (cancelling the call); the read goes on in its own task."""
+    async with served() as (service, stream, readers):
+        opened = stream._open_call
+
+        def open_call() -> Any:
+            call = opened()
+            read = call.read
+
+            async def yielding_read() -> Any:
+                await asyncio.sleep(0)  # a bare yield
+                return await read()
+
+            call.read = yielding_read
+            return call
+
+        stream._open_call = open_call
+        assert await _offset(stream, 1) == 1
+        loop = asyncio.get_running_loop()
+        held = asyncio.ensure_future(_offset(stream, HOLD))
+        behind: list[asyncio.Future[int]] = []
+
+        def poll() -> None:
+            if stream._caller_reading and held._fut_waiter is None:  # between its read's steps
+                behind.append(asyncio.ensure_future(_offset(stream, 9)))
+                held.cancel()
+            elif not held.done():
+                loop.call_soon(poll)
+
+        loop.call_soon(poll)
+        with pytest.raises(asyncio.CancelledError):
+            await held
+        assert len(behind) == 1
+        await service.held.wait()
+        service.released.set()
+        assert await behind[0] == 9
+        assert await _offset(stream, 10) == 10
+        assert stream.opened_count == 1 and stream.owed_count == 0
+
+
 async def test_an_ask_cancelled_while_it_reads_an_answer_that_is_an_error_leaves_nothing_unretrieved():
     """The handed-over read brings a refusal for a caller gone: it is dropped, not set on a
     future nobody reads ("Future exception was never retrieved", once a lookup)."""
