@@ -225,28 +225,44 @@ async def test_a_tables_answer_is_timed_without_a_fault_count_and_a_file_search_
         install_observer(previous)
 
 
-async def test_a_log_its_own_failure_took_offline_answers_unavailable_and_its_directory_goes_offline():
-    """A flush of the log (a storage user other than the service) fails on the disk, which takes
-    the log offline; the next single lookup meets it as the whole call's error (the log's
-    usability check, before any search): answered UNAVAILABLE with the log's message, and the
-    directory offline once it is answered (the lookup tells the storage, as ``log_call`` does;
-    the storage's own maintenance may have been first)."""
+async def test_a_log_taken_offline_after_get_log_answers_unavailable_from_the_inline_attempt(monkeypatch):
+    """A flush of the log (a storage user other than the service) fails on the disk after
+    ``get_log`` handed the log over and before the inline attempt takes its lock (the fault
+    fires as ``lookup_timestamp_inline`` is entered): that attempt's usability check meets the
+    offline log and raises LogDirOfflineError for the whole call, which the fast path answers
+    UNAVAILABLE with the log's message after telling the storage (``handle_log_failure``, as
+    ``log_call`` does): the directory is offline once it is answered."""
     with tempfile.TemporaryDirectory() as directory:
         fs = FaultFs()
         manager = _manager(directory, fs)
         service, calls = servicer_over(manager)
         try:
             log = manager.get_log("t", 0)
+            log.lookup_timestamps([FIRST_MS])  # the first-use checks: the target is tried inline
             log.append(_batch(FIRST_MS + BATCHES * 1000))
-            fs.fail("fdatasync", errno.EIO, path=".log")
-            with pytest.raises(Exception, match="(?i)offline|i/o|EIO|Input/output"):
-                log.flush()
-            fs.heal()
-            assert all(d.online for d in manager._dirs)  # noqa: SLF001 - the manager not told yet
+            inline_calls, failures = [], []
+            real_inline, real_failure = log.lookup_timestamp_inline, manager.handle_log_failure
+
+            def flush_fails_then_inline(timestamp_ms, read_bytes_max):
+                fs.fail("fdatasync", errno.EIO, path=".log")
+                with pytest.raises(Exception, match="(?i)offline|i/o|EIO|Input/output"):
+                    log.flush()
+                fs.heal()
+                assert all(d.online for d in manager._dirs)  # noqa: SLF001 - the manager not told yet
+                inline_calls.append(timestamp_ms)
+                return real_inline(timestamp_ms, read_bytes_max)
+
+            def recording_failure(failed_log, cause):
+                failures.append((failed_log, type(cause).__name__))
+                return real_failure(failed_log, cause)
+
+            monkeypatch.setattr(log, "lookup_timestamp_inline", flush_fails_then_inline)
+            monkeypatch.setattr(manager, "handle_log_failure", recording_failure)
             target = pb.PartitionTimestamp(topic="t", partition=0, timestamp_ms=FIRST_MS + 3003)
             answer = (await service.OffsetsForTimes(pb.OffsetsForTimesRequest(partitions=[target]), Context())).results[0]
+            assert inline_calls == [FIRST_MS + 3003]  # the fast path's inline attempt ran
+            assert failures == [(log, "LogDirOfflineError")]  # and told the storage
             assert (answer.offset, answer.error.code) == (-1, 14)  # UNAVAILABLE
-            assert answer.error.message
             assert "offline" in answer.error.message and answer.error.error_class == "LogDirOfflineError"
             assert not any(d.online for d in manager._dirs)  # noqa: SLF001
         finally:
