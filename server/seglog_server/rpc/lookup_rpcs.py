@@ -160,6 +160,12 @@ class LookupRpcs:
             return exc
         try:
             answer = log.lookup_timestamp_inline(timestamp_ms, calls.inline_io_bytes_max)
+        except Exception as exc:  # noqa: BLE001 - the whole call's error is the target's
+            calls.count_inline()  # it raised under the lock: an inline call, as ``sized`` counts it
+            if isinstance(exc, LogDirOfflineError):  # the log offline: as log_call does
+                await calls.blocking(storage.handle_log_failure, log, exc)
+            return exc
+        try:
             if answer.__class__ is str:  # not answered inline: why (unified_log.INLINE_*)
                 if answer == "busy":
                     calls.count_busy_fallback()
@@ -168,7 +174,7 @@ class LookupRpcs:
                 answer = (await calls.blocking(log.lookup_timestamps, [timestamp_ms]))[0]
             else:
                 calls.count_inline()
-        except LogDirOfflineError as exc:  # the whole call took the log offline: as log_call does
+        except LogDirOfflineError as exc:  # the pool's call took the log offline: as log_call does
             await calls.blocking(storage.handle_log_failure, log, exc)
             return exc
         except Exception as exc:  # noqa: BLE001 - the whole call's error is the target's

@@ -682,7 +682,12 @@ class UnifiedLog:
         first-use checks not run yet, for a target that needs them) or ``INLINE_REFUSED`` (the
         bounded search refused a step past ``read_bytes_max``, its counters put back). Raises
         what ``lookup_timestamps`` raises for the call as a whole (the log offline or closed).
-        ``timestamp_ms`` is >= 0 or one of the special targets."""
+        ``timestamp_ms`` is >= 0 or one of the special targets. ``INLINE_UNLOADED`` comes
+        first, read without the lock as ``timestamp_lookup_may_block`` reads it: the general
+        path sends such a target to the pool without trying the lock, tiered log or not."""
+        local = self._local
+        if not local.timestamps.loaded and (timestamp_ms >= 0 or timestamp_ms == MAX_TIMESTAMP):
+            return INLINE_UNLOADED
         if self._remote_tier is not None:
             return INLINE_BUSY
         lock = self._lock
@@ -691,7 +696,6 @@ class UnifiedLog:
         try:
             if self._remote_tier is not None:  # attached since the check: the pool's
                 return INLINE_BUSY
-            local = self._local
             if local.closed or local.offline_cause is not None:
                 local.check_usable()
             if not local.timestamps.loaded and (timestamp_ms >= 0 or timestamp_ms == MAX_TIMESTAMP):

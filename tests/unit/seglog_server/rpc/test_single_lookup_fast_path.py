@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import errno
 import os
+import shutil
 import tempfile
 import threading
 
@@ -47,6 +48,13 @@ def _manager(directory: str, fs: FaultFs | None = None) -> LogManager:
     log = manager.get_log("t", 0)
     for number in range(BATCHES):
         log.append(_batch(FIRST_MS + number * 1000))
+    return manager
+
+
+def _loaded_manager(directory: str, fs: FaultFs | None = None) -> LogManager:
+    """``_manager`` whose segments' first-use checks ran (a pooled lookup's): a target is tried inline."""
+    manager = _manager(directory, fs)
+    manager.get_log("t", 0).lookup_timestamps([FIRST_MS])
     return manager
 
 
@@ -268,3 +276,87 @@ async def test_a_log_taken_offline_after_get_log_answers_unavailable_from_the_in
         finally:
             calls.shutdown()
             manager.shutdown()
+
+
+def _offline_as_called(monkeypatch, fs: FaultFs, log, name: str) -> None:
+    """``log.<name>`` (the inline attempt of a path: the fast path's ``lookup_timestamp_inline``,
+    the general path's ``lookup_timestamps_without_builds``) entered after a flush failed on the
+    disk: the log offline after ``get_log`` handed it over, before the attempt takes its lock."""
+    real = getattr(log, name)
+
+    def offline_then_real(*args):
+        fs.fail("fdatasync", errno.EIO, path=".log")
+        with pytest.raises(Exception, match="(?i)offline|i/o|EIO|Input/output"):
+            log.flush()
+        fs.heal()
+        return real(*args)
+
+    monkeypatch.setattr(log, name, offline_then_real)
+
+
+async def _ask_counted(service, calls, targets: int, lock=None) -> tuple[bytes, tuple[int, int, int]]:
+    """One request of the target ``targets`` times (1: the fast path; 2: the general path), with
+    ``lock`` held by another thread until the request reached the pool: its first answer's bytes
+    and the (inline, pooled, busy fallback) counts it moved."""
+    target = pb.PartitionTimestamp(topic="t", partition=0, timestamp_ms=FIRST_MS + 7003)
+    request = pb.OffsetsForTimesRequest(partitions=[target] * targets)
+    before = calls.statistics()
+    if lock is None:
+        answer = await service.OffsetsForTimes(request, Context())
+    else:
+        taken, release = threading.Event(), threading.Event()
+
+        def hold() -> None:
+            with lock:
+                taken.set()
+                release.wait()
+
+        holder = threading.Thread(target=hold)
+        holder.start()
+        taken.wait()
+        asked = asyncio.ensure_future(service.OffsetsForTimes(request, Context()))
+        while calls.statistics().pooled_count == before.pooled_count:
+            await asyncio.sleep(0.001)
+        release.set()
+        answer = await asked
+        holder.join()
+    after = calls.statistics()
+    return answer.results[0].SerializeToString(deterministic=True), (
+        after.inline_count - before.inline_count, after.pooled_count - before.pooled_count,
+        after.busy_fallback_count - before.busy_fallback_count)
+
+
+@pytest.mark.parametrize(("case", "expected"), [
+    ("inline", (1, 0, 0)),  # answered inline
+    ("busy", (0, 1, 1)),  # the lock held by another thread: the pool, a busy fallback
+    ("closed", (1, 0, 0)),  # the inline attempt raised (the log closed): counted inline
+    ("offline", (1, 1, 0)),  # it raised LogDirOfflineError: inline, and the report on the pool
+])
+async def test_the_fast_path_counts_its_storage_calls_as_the_general_path(monkeypatch, case, expected):
+    """The single lookup's fast path moves the storage calls' counts as ``StorageCalls.sized``
+    moves them for the general path (a request of the target twice: one storage call), on a
+    fresh log each: a target answered inline, a busy lock, a log whose inline attempt raised
+    (closed; offline after ``get_log`` handed it over). Before, an attempt that raised counted
+    nothing on the fast path."""
+    outcomes = {}
+    with tempfile.TemporaryDirectory() as parent:
+        directory = os.path.join(parent, "data")  # one name for both paths: their messages name it
+        for targets, attempt in ((1, "lookup_timestamp_inline"), (2, "lookup_timestamps_without_builds")):
+            os.mkdir(directory)
+            fs = FaultFs()
+            manager = _loaded_manager(directory, fs)
+            service, calls = servicer_over(manager)
+            try:
+                log = manager.get_log("t", 0)
+                lock = manager.inline_lock(log) if case == "busy" else None
+                if case == "closed":
+                    log.close()
+                elif case == "offline":
+                    _offline_as_called(monkeypatch, fs, log, attempt)
+                outcomes[targets] = await _ask_counted(service, calls, targets, lock)
+            finally:
+                calls.shutdown()
+                manager.shutdown()
+            shutil.rmtree(directory)
+    assert outcomes[1] == outcomes[2]
+    assert outcomes[1][1] == expected
