@@ -658,11 +658,13 @@ class UnifiedLog:
         no time-step table, batch directory or record-time table, decompresses nothing, runs no
         first-use check, reads at most that many bytes of batches), or None when that search
         refused a step past it: nothing answered, the counters it moved put back, and the caller
-        asks ``lookup_timestamps`` again on a thread. A tiered log's calls never run inline
-        (``inline_lock``): its lookup as it is, the store searched outside the lock; None when
-        its tier was attached between that check and the lock (checked again under it)."""
-        if self._remote_tier is not None:
-            return self.lookup_timestamps(timestamps_ms)
+        asks ``lookup_timestamps`` again on a thread. A tiered log's lookup searches the store,
+        so it is never answered here: None, whether its tier is seen before the lock or was
+        attached between that check and the lock (checked again under it). A caller on an event
+        loop may hold the real lock already (``inline_lock`` chose it before a tier's attach):
+        searching the store here would hold it and the loop for the store's calls."""
+        if self._remote_tier is not None:  # a tiered log: the unbounded path's, on a thread
+            return None
         with self._lock:
             if self._remote_tier is not None:  # attached since the check: the unbounded path's
                 return None
