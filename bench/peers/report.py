@@ -329,6 +329,12 @@ What works:
   write completed, not kept: against the floor's server, a reader task reading ahead against one
   woken by the write's end, p50 0.35 vs 0.33 ms and client CPU 226 vs 260 us a round trip
   (medians of 4 alternations of 3,000, load 4-6.6): the write is cheaper but the wake costs more.
+- The single lookup's one-call inline path (`UnifiedLog.lookup_timestamp_inline`) counts the
+  storage calls as `StorageCalls.sized` counts the general path's: an inline attempt that raised
+  (log closed or offline) counts inline, and a target whose segments are unchecked since a restart
+  goes to the pool with no busy fallback, tiered or not. A tiered log's bounded lookup
+  (`lookup_timestamps_without_builds`) answers None and never searches the store itself, even
+  when a tier attached after `inline_lock` chose the real lock (no store call on the event loop).
 - Where the single lookup's gap above the floor is not: the seglog process. The floor's own echo
   handler registered inside a seglog service process (its grpc.aio server and options, uvloop,
   allocator settings, storage and flusher threads, metrics server) answers at the floor: p50
