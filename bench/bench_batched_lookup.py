@@ -110,7 +110,7 @@ def storage_costs(repeats: int = 5) -> None:
 
     from seglog_server.storage.base.clock import FakeClock
     from seglog_server.storage.format import record_timestamps
-    from seglog_server.storage.segment import batch_directory, log_segment
+    from seglog_server.storage.segment import batch_directory, segment_time_lookups
     from tests.support.log_test_support import NOW_MS, batch, config, open_log
 
     from seglog_server.storage.segment import time_steps
@@ -144,7 +144,7 @@ def storage_costs(repeats: int = 5) -> None:
         appends: dict[str, list[float]] = {}
         for _ in range(repeats):
             for fed, budget in (("fed", time_steps.TIME_STEPS), ("not fed", batch_directory.DirectoryBudget(0))):
-                log_segment.TIME_STEPS = budget
+                segment_time_lookups.TIME_STEPS = budget
                 with tempfile.TemporaryDirectory() as directory:
                     log = open_log(pathlib.Path(directory), FakeClock(NOW_MS), config(segment_bytes=1 << 30))
                     started = time.thread_time()
@@ -155,7 +155,7 @@ def storage_costs(repeats: int = 5) -> None:
         print(f"{per_batch}-record batches, append: " + ", ".join(
             f"table {fed} {statistics.median(costs):.1f} us" for fed, costs in appends.items())
             + f" of CPU a batch (medians of {repeats}; load {os.getloadavg()[0]:.2f})", flush=True)
-        log_segment.TIME_STEPS = modes["time-step tables"][2]
+        segment_time_lookups.TIME_STEPS = modes["time-step tables"][2]
         with tempfile.TemporaryDirectory() as directory:
             log = open_log(pathlib.Path(directory), FakeClock(NOW_MS), config(segment_bytes=1 << 30))
             for one in made:
@@ -173,14 +173,14 @@ def storage_costs(repeats: int = 5) -> None:
             assert len(log._local.segments) == 1
             # Each mode's directory, kept beside it (a segment holds one): (weak ref, targets, refused).
             # The table the appends fed is the time-step mode's; the others have none.
-            held = {mode: (log_segment._no_directory, 0, budget.bytes_max == 0) + (
-                (segment._steps_ref, 0, False) if steps.bytes_max else (log_segment._no_directory, 0, True))
+            held = {mode: (segment_time_lookups._no_directory, 0, budget.bytes_max == 0) + (
+                (segment._steps_ref, 0, False) if steps.bytes_max else (segment_time_lookups._no_directory, 0, True))
                 for mode, (_, budget, steps) in modes.items()}
             print(f"{per_batch}-record batches: {len(segment._steps_ref())} time steps for "
                   f"{per_batch * batches:,} records", flush=True)
 
             def use(mode: str) -> None:
-                log_segment.RECORD_TIMES, log_segment.DIRECTORIES, log_segment.TIME_STEPS = modes[mode]
+                segment_time_lookups.RECORD_TIMES, segment_time_lookups.DIRECTORIES, segment_time_lookups.TIME_STEPS = modes[mode]
                 (segment._directory_ref, segment._directory_targets, segment._directory_refused,
                  segment._steps_ref, segment._steps_targets, segment._steps_refused) = held[mode]
 
@@ -206,8 +206,8 @@ def storage_costs(repeats: int = 5) -> None:
                       + ", ".join(f"{shape} {statistics.median(costs[mode, shape]):.1f} us" for shape in shapes)
                       + f" of CPU a lookup (medians of {repeats}; load {os.getloadavg()[0]:.2f})", flush=True)
             log.close()
-    log_segment.RECORD_TIMES, log_segment.DIRECTORIES = record_timestamps.RECORD_TIMES, batch_directory.DIRECTORIES
-    log_segment.TIME_STEPS = time_steps.TIME_STEPS
+    segment_time_lookups.RECORD_TIMES, segment_time_lookups.DIRECTORIES = record_timestamps.RECORD_TIMES, batch_directory.DIRECTORIES
+    segment_time_lookups.TIME_STEPS = time_steps.TIME_STEPS
 
 
 def main() -> None:

@@ -25,7 +25,7 @@ from seglog_server.storage.base.clock import FakeClock
 from seglog_server.storage.base.fs import REAL_FS, FileSystem
 from seglog_server.storage.log.unified_log import Log
 from seglog_server.storage.base.log_config import LogConfig
-from seglog_server.storage.segment import log_segment
+from seglog_server.storage.segment import segment_time_lookups
 from seglog_server.storage.segment.batch_directory import DirectoryBudget
 from seglog_server.storage.segment.log_segment import LogSegment
 
@@ -197,14 +197,14 @@ def scans_only(log: Log) -> Iterator[None]:
     """Lookups by time inside the block search through the indexes and header scans only, as if
     no segment had a batch directory or a time-step table (the per-target oracle their answers
     are held to); each segment's directory and table are back afterwards."""
-    from seglog_server.storage.segment import log_segment
+    from seglog_server.storage.segment import segment_time_lookups
 
     saved = [(segment, segment._directory_ref, segment._directory_targets, segment._directory_refused,
               segment._steps_ref, segment._steps_targets, segment._steps_refused)
              for segment in log._local.segments.values()]
     for segment, *_ in saved:
-        segment._directory_ref, segment._directory_refused = log_segment._no_directory, True
-        segment._steps_ref, segment._steps_refused = log_segment._no_directory, True
+        segment._directory_ref, segment._directory_refused = segment_time_lookups._no_directory, True
+        segment._steps_ref, segment._steps_refused = segment_time_lookups._no_directory, True
     try:
         yield
     finally:
@@ -236,12 +236,12 @@ class FailingFs(FileSystem):
 
 def budget_installer(monkeypatch, name: str):
     """``use(bytes_max)``: a DirectoryBudget of the test's own (the process's is shared) put in
-    place of log_segment's ``name`` (``"DIRECTORIES"`` or ``"TIME_STEPS"``) and returned."""
-    assert isinstance(getattr(log_segment, name), DirectoryBudget), name
+    place of segment_time_lookups's ``name`` (``"DIRECTORIES"`` or ``"TIME_STEPS"``) and returned."""
+    assert isinstance(getattr(segment_time_lookups, name), DirectoryBudget), name
 
     def use(bytes_max: int = 1 << 30) -> DirectoryBudget:
         made = DirectoryBudget(bytes_max)
-        monkeypatch.setattr(log_segment, name, made)
+        monkeypatch.setattr(segment_time_lookups, name, made)
         return made
 
     return use

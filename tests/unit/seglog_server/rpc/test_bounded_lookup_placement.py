@@ -137,10 +137,10 @@ async def test_consume_from_a_timestamp_that_extends_a_batch_directory(servicer,
     """The single search extends a segment's batch directory when batched lookups built one: the
     extension's reads charged to the inline bound, so five small appends (0.5 KiB, within it) are
     entered inline and forty (4 KiB, past it) on the pool, as OffsetsForTimes's single lookup."""
-    from seglog_server.storage.segment import log_segment
+    from seglog_server.storage.segment import segment_time_lookups
     from seglog_server.storage.segment.batch_directory import DirectoryBudget
 
-    monkeypatch.setattr(log_segment, "TIME_STEPS", DirectoryBudget(0))  # no table: the directory answers
+    monkeypatch.setattr(segment_time_lookups, "TIME_STEPS", DirectoryBudget(0))  # no table: the directory answers
     service, calls = servicer([_batch(FIRST_MS + 10 * n, 1, 40) for n in range(100)])
     await service.OffsetsForTimes(_request(-3), Context())
     targets = [FIRST_MS + 10 * n for n in range(0, 100, 5)]

@@ -116,15 +116,15 @@ async def test_an_inline_sized_call_that_builds_or_extends_a_table_or_directory_
     """A handful of targets whose search would read the .log to build or extend a segment's
     time-step table (or its batch directory, where the table is refused) goes to the pool, each
     time it would read more than the inline bound; once built to the file's end, inline."""
-    from seglog_server.storage.segment import log_segment
+    from seglog_server.storage.segment import segment_time_lookups
     from seglog_server.storage.segment.batch_directory import DirectoryBudget
 
     servicer, calls, log = one_large_segment
     await servicer.OffsetsForTimes(_request(-3), Context())  # the first-use checks, on the pool
-    monkeypatch.setattr(log_segment, "_STEPS_EXTEND_BYTES", 4096)  # built in parts of 4 KiB
-    monkeypatch.setattr(log_segment, "_DIRECTORY_EXTEND_BYTES", 4096)
+    monkeypatch.setattr(segment_time_lookups, "_STEPS_EXTEND_BYTES", 4096)  # built in parts of 4 KiB
+    monkeypatch.setattr(segment_time_lookups, "_DIRECTORY_EXTEND_BYTES", 4096)
     if built == "directory":
-        monkeypatch.setattr(log_segment, "TIME_STEPS", DirectoryBudget(0))  # no table fits
+        monkeypatch.setattr(segment_time_lookups, "TIME_STEPS", DirectoryBudget(0))  # no table fits
     places = []
     for _ in range(5):
         before = calls.statistics()
@@ -179,12 +179,12 @@ async def test_a_tiered_logs_lookup_searches_the_store_with_the_log_lock_free(on
 async def test_a_repeated_or_special_target_beside_one_counts_as_the_batched_search_it_is(one_large_segment, monkeypatch):
     """[T, T] and [LATEST, T] search batched (they may build a table), though one target is
     distinct: while a build is due they go to the pool as [T1, T2] does."""
-    from seglog_server.storage.segment import log_segment
+    from seglog_server.storage.segment import segment_time_lookups
 
     servicer, calls, _ = one_large_segment
     await servicer.OffsetsForTimes(_request(-3), Context())  # the first-use checks, on the pool
-    monkeypatch.setattr(log_segment, "_STEPS_EXTEND_BYTES", 4096)  # built in parts of 4 KiB
-    monkeypatch.setattr(log_segment, "_DIRECTORY_EXTEND_BYTES", 4096)
+    monkeypatch.setattr(segment_time_lookups, "_STEPS_EXTEND_BYTES", 4096)  # built in parts of 4 KiB
+    monkeypatch.setattr(segment_time_lookups, "_DIRECTORY_EXTEND_BYTES", 4096)
     for targets in ((FIRST_MS + 10, FIRST_MS + 10), (-1, FIRST_MS + 10)):
         before = calls.statistics()
         response = await servicer.OffsetsForTimes(_request(*targets), Context())

@@ -17,7 +17,7 @@ from seglog_server.storage.base.clock import FakeClock
 from seglog_server.storage.base.observer import StorageObserver, install_observer
 from seglog_server.storage.format import record_timestamps
 from seglog_server.storage.log.log_results import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP
-from seglog_server.storage.segment import log_segment
+from seglog_server.storage.segment import segment_time_lookups
 from seglog_server.storage.segment.batch_directory import BatchDirectory
 from seglog_server.storage.segment.time_steps import TimeSteps
 
@@ -102,9 +102,9 @@ def test_the_bounded_search_answers_as_the_unbounded_one_or_refuses(
 ):
     budget_installer(monkeypatch, "TIME_STEPS")(steps_budget)
     budget_installer(monkeypatch, "DIRECTORIES")()
-    monkeypatch.setattr(log_segment, "_STEPS_EXTEND_BYTES", extend_bytes)
-    monkeypatch.setattr(log_segment, "_DIRECTORY_EXTEND_BYTES", extend_bytes)
-    monkeypatch.setattr(log_segment, "_DIRECTORY_TARGETS_PER_MIB", targets_per_mib)  # 1: builds due early
+    monkeypatch.setattr(segment_time_lookups, "_STEPS_EXTEND_BYTES", extend_bytes)
+    monkeypatch.setattr(segment_time_lookups, "_DIRECTORY_EXTEND_BYTES", extend_bytes)
+    monkeypatch.setattr(segment_time_lookups, "_DIRECTORY_TARGETS_PER_MIB", targets_per_mib)  # 1: builds due early
     clock = FakeClock(NOW_MS)
     log = open_log(tmp_path_factory.mktemp("bounded"), clock, config(segment_bytes=segment_bytes))
     try:

@@ -24,7 +24,7 @@ from seglog_server.storage.log.log_results import (
     MAX_TIMESTAMP,
 )
 from seglog_server.storage.base.observer import StorageObserver, install_observer
-from seglog_server.storage.segment import log_segment
+from seglog_server.storage.segment import segment_time_lookups
 from seglog_server.storage.segment.batch_directory import DirectoryBudget
 
 SPECIALS = [LATEST_TIMESTAMP, EARLIEST_TIMESTAMP, MAX_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP, LATEST_TIERED_TIMESTAMP]
@@ -43,7 +43,7 @@ def no_time_steps(monkeypatch):
     which answer first from memory: their reads, walks, tables, phases and the damage their
     bytes meet when changed under the running log. test_time_steps.py holds the tables to
     these searches, damaged files included."""
-    monkeypatch.setattr(log_segment, "TIME_STEPS", DirectoryBudget(0))
+    monkeypatch.setattr(segment_time_lookups, "TIME_STEPS", DirectoryBudget(0))
 
 
 def per_target(log, targets):
@@ -248,12 +248,12 @@ class CountingObserver(StorageObserver):
 
 
 def test_every_target_is_counted_as_one_lookup_in_its_own_zone_and_phases(tmp_path, clock, monkeypatch):
-    from seglog_server.storage.segment import log_segment
+    from seglog_server.storage.segment import segment_time_lookups
     from seglog_server.storage.segment.batch_directory import DirectoryBudget
 
     # The index searches, as the scans make them (a batch directory answers without the indexes:
     # test_batch_directory.py counts its phases).
-    monkeypatch.setattr(log_segment, "DIRECTORIES", DirectoryBudget(0))
+    monkeypatch.setattr(segment_time_lookups, "DIRECTORIES", DirectoryBudget(0))
     log = open_log(tmp_path, clock, config(index_interval_bytes=1))
     for index in range(3000):  # an index entry a batch: 3000 entries, a cold section
         log.append(batch(b"v", timestamps=NOW_MS + index))
@@ -314,11 +314,11 @@ def test_targets_landing_in_one_batch_are_answered_by_one_walk_of_its_records(tm
 def tables(monkeypatch):
     """Swaps the process's table cache for one the test sets up: ``tables(records_min, bytes_max)``."""
     from seglog_server.storage.format.record_timestamps import RecordTimesCache
-    from seglog_server.storage.segment import log_segment
+    from seglog_server.storage.segment import segment_time_lookups
 
     def use(records_min: int, bytes_max: int = 1 << 30) -> RecordTimesCache:
         cache = RecordTimesCache(bytes_max=bytes_max, records_min=records_min)
-        monkeypatch.setattr(log_segment, "RECORD_TIMES", cache)
+        monkeypatch.setattr(segment_time_lookups, "RECORD_TIMES", cache)
         return cache
 
     return use

@@ -27,7 +27,7 @@ from seglog.records import LENGTH_OFFSET, Compression
 from seglog_server.storage.base.clock import FakeClock
 from seglog_server.storage.base.errors import CorruptSegmentError, StorageError
 from seglog_server.storage.base.observer import StorageObserver, install_observer
-from seglog_server.storage.segment import batch_directory, log_segment
+from seglog_server.storage.segment import batch_directory, segment_time_lookups
 from seglog_server.storage.segment.batch_directory import BatchDirectory, DirectoryBudget
 
 _INT32 = struct.Struct(">i")
@@ -43,7 +43,7 @@ def clock() -> FakeClock:
 def no_time_steps(monkeypatch):
     """The directory's tests run without time-step tables (time_steps.py), which answer first:
     a budget of no bytes refuses every table."""
-    monkeypatch.setattr(log_segment, "TIME_STEPS", DirectoryBudget(0))
+    monkeypatch.setattr(segment_time_lookups, "TIME_STEPS", DirectoryBudget(0))
 
 
 @pytest.fixture
@@ -96,7 +96,7 @@ def test_answers_from_the_directory_equal_a_lookup_per_target_as_the_log_changes
     tmp_path_factory, budget, monkeypatch, operations, segment_bytes, index_interval_bytes, targets, extend_bytes
 ):
     budget()
-    monkeypatch.setattr(log_segment, "_DIRECTORY_EXTEND_BYTES", extend_bytes)  # directories entered in parts
+    monkeypatch.setattr(segment_time_lookups, "_DIRECTORY_EXTEND_BYTES", extend_bytes)  # directories entered in parts
     log = open_log(tmp_path_factory.mktemp("directory"), FakeClock(NOW_MS),
                    config(segment_bytes=segment_bytes, index_interval_bytes=index_interval_bytes))
     seen: list[int] = []
@@ -418,7 +418,7 @@ def test_one_call_enters_a_bounded_part_of_the_file_and_later_calls_the_rest(tmp
     directory, building it or extending it over what was appended since, batched or single:
     the targets past the part entered are the scans', with the same answers."""
     budget()
-    monkeypatch.setattr(log_segment, "_DIRECTORY_EXTEND_BYTES", 1000)
+    monkeypatch.setattr(segment_time_lookups, "_DIRECTORY_EXTEND_BYTES", 1000)
     fs = FailingFs()
     log = small_log(tmp_path, clock, fs)
     segment = log._local.segments.at(-1)

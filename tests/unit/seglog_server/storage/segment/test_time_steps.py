@@ -33,7 +33,7 @@ from seglog.records.varint import encode_varint, encode_varlong
 from seglog_server.storage.base.clock import FakeClock
 from seglog_server.storage.base.errors import CorruptRecordError, StorageError
 from seglog_server.storage.format.file_records import TimestampAndOffset
-from seglog_server.storage.segment import log_segment, time_steps
+from seglog_server.storage.segment import segment_time_lookups, time_steps
 from seglog_server.storage.segment.time_steps import TimeSteps
 
 _INT32 = struct.Struct(">i")
@@ -130,7 +130,7 @@ def test_answers_from_the_tables_equal_a_lookup_per_target_as_the_log_changes(
     extend_bytes, targets,
 ):
     budget(budget_bytes)
-    monkeypatch.setattr(log_segment, "_STEPS_EXTEND_BYTES", extend_bytes)  # tables built in parts
+    monkeypatch.setattr(segment_time_lookups, "_STEPS_EXTEND_BYTES", extend_bytes)  # tables built in parts
     clock = FakeClock(NOW_MS)
     log_config = config(segment_bytes=segment_bytes, index_interval_bytes=index_interval_bytes,
                         message_timestamp_type=TimestampType.LOG_APPEND_TIME if append_time else TimestampType.CREATE_TIME)
@@ -301,7 +301,7 @@ def test_after_a_restart_batched_lookups_build_the_table_from_the_file_in_bounde
     assert steps_of(log) is None
     assert log.offset_for_timestamp(NOW_MS + 5) == TimestampAndOffset(NOW_MS + 5, 5)
     assert steps_of(log) is None  # a single lookup builds none
-    monkeypatch.setattr(log_segment, "_STEPS_EXTEND_BYTES", 1)  # a batch a call
+    monkeypatch.setattr(segment_time_lookups, "_STEPS_EXTEND_BYTES", 1)  # a batch a call
     targets = [NOW_MS + 3, NOW_MS + 150]
     expected = oracle(log, targets)
     for calls in range(1, 21):
