@@ -1,5 +1,6 @@
 """A LogServicer over a real LogManager, called directly (no gRPC server): the servicer with the
-limits the rpc unit tests use, and a call context whose abort fails the test."""
+limits the rpc unit tests use, and a call context whose abort raises Aborted (an AssertionError, so
+a call not meant to abort fails the test; a test that means one catches it and reads the code)."""
 
 from __future__ import annotations
 
@@ -12,8 +13,19 @@ POOL_THREADS = 1
 INLINE_IO_BYTES_MAX = 1024
 
 
+class Aborted(AssertionError):
+    """What Context.abort raises: the status code and message the handler aborted with."""
+
+    def __init__(self, code, message) -> None:
+        super().__init__(f"aborted {code}: {message}")
+        self.code = code
+
+
 class Context:
-    """The part of grpc.aio's ServicerContext a handler touches; no call is meant to abort."""
+    """The part of grpc.aio's ServicerContext a handler touches; abort keeps the code it was
+    given (``code``) and raises Aborted."""
+
+    code = None
 
     def invocation_metadata(self):
         return ()
@@ -22,7 +34,8 @@ class Context:
         pass
 
     async def abort(self, code, message, trailing_metadata=()):
-        raise AssertionError(f"aborted {code}: {message}")
+        self.code = code
+        raise Aborted(code, message)
 
 
 def servicer_over(manager: LogManager) -> tuple[LogServicer, StorageCalls]:

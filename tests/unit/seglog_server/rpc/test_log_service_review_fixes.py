@@ -15,22 +15,7 @@ from seglog_server.rpc.errors import ResponseTooLargeError
 from seglog_server.rpc.log_service import LogServicer, LogServicerLimits
 from seglog_server.rpc.storage_calls import StorageCalls
 from seglog_server.storage.base.errors import UnknownTopicOrPartitionError
-
-
-class _Aborted(Exception):
-    pass
-
-
-class FakeContext:
-    def invocation_metadata(self):
-        return ()
-
-    def set_trailing_metadata(self, metadata):
-        pass
-
-    async def abort(self, code, message, trailing_metadata=()):
-        self.code = code
-        raise _Aborted(code)
+from tests.support.servicer_support import Aborted, Context
 
 
 class FlakyManager:
@@ -75,9 +60,9 @@ async def test_failing_long_polls_on_unknown_topics_leave_no_waiter(ok_calls):
     try:
         for i in range(50):
             servicer.core.storage = FlakyManager(ok_calls)
-            context = FakeContext()
+            context = Context()
             request = pb.FetchRequest(topic=f"gone-{i}", offset=0, max_wait_ms=10_000)
-            with pytest.raises(_Aborted):
+            with pytest.raises(Aborted):
                 await servicer.Fetch(request, context)
             assert context.code is grpc.StatusCode.NOT_FOUND
         assert servicer.statistics().waiters.watched_partition_count == 0
