@@ -183,6 +183,11 @@ def with_second_record_running_past_the_batch(data: bytes) -> bytes:
     return bytes(buf)
 
 
+# The packers poke takes for a batch header's big-endian int32 and int64 fields.
+INT32 = struct.Struct(">i")
+INT64 = struct.Struct(">q")
+
+
 def poke(path: str, position: int, packer: struct.Struct, value: int) -> None:
     """Overwrite ``packer.pack(value)`` at ``position`` of the file at ``path`` (damage, in place)."""
     fd = os.open(path, os.O_WRONLY)

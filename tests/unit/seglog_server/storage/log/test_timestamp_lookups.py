@@ -5,14 +5,23 @@ damaged ones alike."""
 from __future__ import annotations
 
 import os
-import struct
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from tests.support.log_test_support import NOW_MS, batch, config, open_log, poke, scans_only
+from tests.support.log_test_support import (
+    INT32,
+    INT64,
+    NOW_MS,
+    batch,
+    batch_positions,
+    config,
+    open_log,
+    poke,
+    scans_only,
+)
 
-from seglog.records import LENGTH_OFFSET, Compression, TimestampType, iter_batches
+from seglog.records import LENGTH_OFFSET, Compression, TimestampType
 from seglog_server.storage.base.clock import FakeClock
 from seglog_server.storage.base.errors import CorruptSegmentError, StorageError
 from seglog_server.storage.base.fs import FileSystem
@@ -28,8 +37,6 @@ from seglog_server.storage.segment import segment_time_lookups
 from seglog_server.storage.segment.batch_directory import DirectoryBudget
 
 SPECIALS = [LATEST_TIMESTAMP, EARLIEST_TIMESTAMP, MAX_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP, LATEST_TIERED_TIMESTAMP]
-_INT32 = struct.Struct(">i")
-_INT64 = struct.Struct(">q")
 
 
 @pytest.fixture
@@ -124,11 +131,6 @@ def test_a_closed_log_refuses_the_call(tmp_path, clock):
 # -- damaged files: the same errors as the per-target path (Hypothesis) ---------------------------
 
 
-def batch_positions(path: str) -> list[int]:
-    with open(path, "rb") as file:
-        return [one.position for one in iter_batches(file.read())]
-
-
 def outcome(call):
     try:
         return call()
@@ -153,8 +155,8 @@ def test_a_damaged_log_fails_the_batched_lookup_exactly_when_a_target_fails_alon
     path = os.path.join(directory, "00000000000000000000.log")
     positions = batch_positions(path)
     position = positions[victim % len(positions)]
-    at = {"length": (LENGTH_OFFSET, _INT32), "base_offset": (0, _INT64), "max_timestamp": (35, _INT64),
-          "record": (61 + victim % 40, _INT32)}[field]
+    at = {"length": (LENGTH_OFFSET, INT32), "base_offset": (0, INT64), "max_timestamp": (35, INT64),
+          "record": (61 + victim % 40, INT32)}[field]
     poke(path, position + at[0], at[1], value)
     with scans_only(log):
         alone = [outcome(lambda target=target: log.offset_for_timestamp(target)) for target in targets]
@@ -188,7 +190,7 @@ def test_a_target_whose_search_meets_damage_fails_alone_among_many(tmp_path, clo
         log.append(batch(b"a" * 30, timestamps=NOW_MS + index))
     path = os.path.join(tmp_path, "00000000000000000000.log")
     positions = batch_positions(path)
-    poke(path, positions[3] + LENGTH_OFFSET, _INT32, 5)  # the fourth batch's length: a lie
+    poke(path, positions[3] + LENGTH_OFFSET, INT32, 5)  # the fourth batch's length: a lie
     late = NOW_MS + 59
     outcomes = log.lookup_timestamps([NOW_MS + 5, late, LATEST_TIMESTAMP, NOW_MS + 6])
     assert isinstance(outcomes[0], CorruptSegmentError) and isinstance(outcomes[3], CorruptSegmentError)
