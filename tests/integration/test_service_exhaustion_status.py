@@ -10,12 +10,11 @@ import errno
 import grpc
 import pytest
 from tests.support.fault_fs import FaultFs
+from tests.support.in_process_service import in_process_service
 from tests.support.integration_helpers import make_batch
 
 from seglog.v1 import log_service_pb2 as pb
 from seglog.v1 import log_service_pb2_grpc as pb_grpc
-from seglog_server.app import SeglogService
-from seglog_server.config import ServiceConfig
 from seglog_server.storage.manager.log_manager import LogManager
 
 pytestmark = pytest.mark.integration
@@ -24,15 +23,15 @@ pytestmark = pytest.mark.integration
 @pytest.fixture
 async def served(tmp_path):
     fs = FaultFs()
-    config = ServiceConfig(data_dirs=(str(tmp_path / "data"),), listen="127.0.0.1:0", metrics_listen=None)
-    service = SeglogService(config, manager_factory=lambda c: LogManager(
-        list(c.data_dirs), default_config=c.log_config, fs=fs))
-    address = await service.start()
-    try:
-        yield service, address, fs
-    finally:
-        fs.heal()
-        await service.stop()
+
+    def manager(c):
+        return LogManager(list(c.data_dirs), default_config=c.log_config, fs=fs)
+
+    async with in_process_service(tmp_path, manager) as (service, address):
+        try:
+            yield service, address, fs
+        finally:
+            fs.heal()
 
 
 @pytest.mark.parametrize(("operation", "error", "error_class"), [
