@@ -171,3 +171,16 @@ def partition_values(address: str, topic: str, partition: int = 0) -> list[bytes
             assert records, f"only {len(seen)} of {count} records came back"
             seen += [record.value for record in records]
     return seen
+
+
+# How long a wait_until condition may take to hold (etcd watches on a loaded machine): bounds a hang.
+WAIT_S = 15.0
+
+
+def wait_until(condition, what: str, timeout_s: float = WAIT_S, poll_s: float = 0.02) -> None:
+    """Returns once ``condition()`` holds (etcd watches, leases, a background pass: nothing that
+    notifies the test); fails naming ``what`` after ``timeout_s``, which bounds a hang, not speed."""
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, f"{what}: not reached in time"
+        time.sleep(poll_s)

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 
 import pytest
 
@@ -30,10 +29,10 @@ from seglog_server.cluster import (
 from seglog_server.cluster.etcd_gateway import b64
 from seglog_server.cluster.partition_moves import take_over
 from seglog_server.rpc.cluster_routing import ClusterRouting, InstanceFencedError, NotPartitionOwnerError
+from tests.support.integration_helpers import wait_until
 
 pytestmark = pytest.mark.integration
 TTL_S = 2
-WAIT_S = 15.0
 
 
 class _HeldWatchGateway(EtcdGateway):
@@ -48,13 +47,6 @@ class _HeldWatchGateway(EtcdGateway):
         for batch in super().watch_prefix(prefix, start_revision, read_timeout_s):
             self.released.wait()
             yield batch
-
-
-def _until(condition, what: str) -> None:
-    deadline = time.monotonic() + WAIT_S
-    while not condition():
-        assert time.monotonic() < deadline, f"{what}: not reached in time"
-        time.sleep(0.02)
 
 
 def test_a_member_registered_again_after_a_lapse_acknowledges_nothing_before_its_view_catches_up(etcd):
@@ -75,14 +67,14 @@ def test_a_member_registered_again_after_a_lapse_acknowledges_nothing_before_its
     member.start()
     cache.start()
     try:
-        _until(lambda: _admitted(routing), "a admitting produce for t-0")
+        wait_until(lambda: _admitted(routing), "a admitting produce for t-0")
 
         watched.released.clear()  # the view stops here
         writer.revoke(member.statistics().lease)  # as etcd expires the lease of a paused instance
         owner = read_owner(writer, keys, "t", 0)
         take_over(writer, keys, "t", 0, "b", owner, start_offset=0, ceiling_mod_revision=0)
-        _until(lambda: member.statistics().registration_count == 2 and member.may_acknowledge(),
-               "a registered again under a new lease")
+        wait_until(lambda: member.statistics().registration_count == 2 and member.may_acknowledge(),
+                   "a registered again under a new lease")
         assert cache.owner_of("t", 0).owner == "a"  # the stale view
         with pytest.raises(InstanceFencedError, match="view of the cluster is at"):
             routing.check_produce("t", 0)
@@ -90,7 +82,7 @@ def test_a_member_registered_again_after_a_lapse_acknowledges_nothing_before_its
             routing.check_acknowledge("t", 0)
 
         watched.released.set()
-        _until(lambda: cache.statistics().revision >= member.registration_revision(), "the view catching up")
+        wait_until(lambda: cache.statistics().revision >= member.registration_revision(), "the view catching up")
         with pytest.raises(NotPartitionOwnerError) as moved:
             routing.check_produce("t", 0)
         assert (moved.value.owner_id, moved.value.epoch) == ("b", 1)
