@@ -14,15 +14,9 @@ from seglog_server.cluster import ClusterConfig, ClusterKeys, EtcdGateway, creat
 from seglog_server.cluster.etcd_gateway import b64
 from seglog_server.cluster_node import ClusterNode
 from seglog_server.storage.manager.log_manager import LogManager
+from tests.support.integration_helpers import wait_until
 
 pytestmark = pytest.mark.integration
-
-
-def _until(condition, what: str) -> None:
-    deadline = time.monotonic() + 15.0
-    while not condition():
-        assert time.monotonic() < deadline, f"{what}: not reached in time"
-        time.sleep(0.02)
 
 
 def _put(gateway, key: str, value: dict) -> None:
@@ -42,16 +36,16 @@ def test_only_the_owner_outside_a_final_catch_up_keeps_the_remote_segments(tmp_p
     keys = ClusterKeys(config.cluster_name)
     try:
         create_topic(gateway, keys, "t", ["y", "z"])
-        _until(lambda: node._cache.owner_of("t", 1) is not None, "the view showing t")
+        wait_until(lambda: node._cache.owner_of("t", 1) is not None, "the view showing t")
         assert node.uploads_here("t", 0) and not node.uploads_here("t", 1)
         assert not node.uploads_here("unknown", 0)
 
         move = {"source": "y", "target": "z", "state": "copying"}
         _put(gateway, keys.move("t", 0), move)
-        _until(lambda: node._cache.move_of("t", 0) is not None, "the view showing the move")
+        wait_until(lambda: node._cache.move_of("t", 0) is not None, "the view showing the move")
         assert node.uploads_here("t", 0)  # still the owner's until the final catch-up
         _put(gateway, keys.move("t", 0), {**move, "state": "final"})
-        _until(lambda: (node._cache.move_of("t", 0) or {}).get("state") == "final", "the final state")
+        wait_until(lambda: (node._cache.move_of("t", 0) or {}).get("state") == "final", "the final state")
         assert not node.uploads_here("t", 0)
     finally:
         gateway.close()
