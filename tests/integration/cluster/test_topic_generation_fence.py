@@ -22,17 +22,9 @@ from seglog_server.cluster_node import ClusterNode
 from seglog_server.rpc.cluster_routing import TopicGenerationError
 from seglog_server.rpc.status import status_for
 from seglog_server.storage.manager.log_manager import LogManager
-from tests.support.integration_helpers import make_batch
+from tests.support.integration_helpers import make_batch, wait_until
 
 pytestmark = pytest.mark.integration
-WAIT_S = 15.0
-
-
-def _until(condition, what: str) -> None:
-    deadline = time.monotonic() + WAIT_S
-    while not condition():
-        assert time.monotonic() < deadline, f"{what}: not reached in time"
-        time.sleep(0.02)
 
 
 class _CreateFailingOnce(LogManager):
@@ -59,7 +51,7 @@ def node(tmp_path, etcd):
     node._membership.start()
     node._cache.start()
     try:
-        _until(lambda: node._wait_ready(0.1), "y registered")
+        wait_until(lambda: node._wait_ready(0.1), "y registered")
         yield node, manager
     finally:
         node._membership.stop(True)
@@ -82,7 +74,7 @@ def test_a_copy_of_an_earlier_generation_is_refused_until_the_new_one_is_held(no
         generation = create_topic(writer, keys, "t", ["y"])
     finally:
         writer.close()
-    _until(lambda: node._cache.topic_generation("t") == generation, "the view showing the new t")
+    wait_until(lambda: node._cache.topic_generation("t") == generation, "the view showing the new t")
     assert manager.get_log("t", 0).log_end_offset == 1  # the old copy, not dropped yet
     with pytest.raises(TopicGenerationError, match="since created again") as stale:
         routing.check_produce("t", 0)
@@ -123,7 +115,7 @@ def test_a_deleted_topics_copy_is_refused_and_a_view_behind_the_copy_is_not_beli
         assert delete_topic_records(writer, keys, "d")
     finally:
         writer.close()
-    _until(lambda: node._cache.topic_generation("d") is None, "the view seeing d deleted")
+    wait_until(lambda: node._cache.topic_generation("d") is None, "the view seeing d deleted")
     with pytest.raises(TopicGenerationError, match="since deleted"):
         routing.check_produce("d", 0)
     assert isinstance(routing.owner_error("d", 0), TopicGenerationError)
