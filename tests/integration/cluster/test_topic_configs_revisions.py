@@ -25,16 +25,9 @@ from seglog_server.cluster_node import ClusterNode
 from seglog_server.metrics.cluster_metrics import cluster_families
 from seglog_server.storage.manager.log_manager import LogManager
 from tests.support.fault_fs import FaultFs
+from tests.support.integration_helpers import wait_until
 
 pytestmark = pytest.mark.integration
-WAIT_S = 15.0
-
-
-def _until(condition, what: str) -> None:
-    deadline = time.monotonic() + WAIT_S
-    while not condition():
-        assert time.monotonic() < deadline, f"{what}: not reached in time"
-        time.sleep(0.02)
 
 
 @pytest.fixture
@@ -51,7 +44,7 @@ def node(tmp_path, etcd):
     node._cache.start()
     writer = EtcdGateway((etcd.endpoint,), timeout_s=5)
     try:
-        _until(lambda: node._wait_ready(0.1), "y registered")
+        wait_until(lambda: node._wait_ready(0.1), "y registered")
         node.create_topic("t", 1, {})
         yield node, manager, writer, fs
     finally:
@@ -89,7 +82,8 @@ def test_a_call_applying_late_does_not_overwrite_a_newer_change_a_pass_applied(n
         # the configs again and the materializer applies that newer record.
         committed = write_topic_configs(gateway, keys, topic, change)
         _other_instance_sets(node, writer, "2000")
-        _until(lambda: node._cache.topic_configs("t") == {"retention.ms": "2000"}, "the cache showing the newer record")
+        wait_until(lambda: node._cache.topic_configs("t") == {"retention.ms": "2000"},
+                   "the cache showing the newer record")
         node._follow_configs("t")
         assert _retention(manager) == 2000
         return committed
@@ -121,7 +115,7 @@ def test_a_local_apply_failing_after_etcd_committed_answers_the_change_and_the_n
     assert _retention(manager) == DEFAULT_RETENTION_MS
     assert any("in etcd but not applied to the local copy yet" in message for message in _errors(caplog))
     assert node._configs_behind("t") and node.configs_unapplied() == ("t",)
-    _until(lambda: node._cache.topic_configs("t") == {"retention.ms": "1000"}, "the cache showing the change")
+    wait_until(lambda: node._cache.topic_configs("t") == {"retention.ms": "1000"}, "the cache showing the change")
     node._follow_configs("t")
     assert _retention(manager) == 1000
     assert not node._configs_behind("t") and node.configs_unapplied() == ()
@@ -131,7 +125,7 @@ def test_a_pass_whose_apply_fails_tries_again_at_the_next_one(node, caplog):
     node, manager, writer, fs = node
     node._follow_configs("t")
     _other_instance_sets(node, writer, "2000")
-    _until(lambda: node._cache.topic_configs("t") == {"retention.ms": "2000"}, "the cache showing the change")
+    wait_until(lambda: node._cache.topic_configs("t") == {"retention.ms": "2000"}, "the cache showing the change")
     full = fs.fail("pwrite", errno.ENOSPC, path="topic.properties", times=2)
     caplog.clear()
     node._follow_configs("t")
@@ -151,14 +145,14 @@ def test_a_topic_applied_after_a_failure_is_not_counted_while_a_newer_record_wai
     node, manager, writer, fs = node
     node._follow_configs("t")
     _other_instance_sets(node, writer, "2000")
-    _until(lambda: node._cache.topic_configs("t") == {"retention.ms": "2000"}, "the cache showing the change")
+    wait_until(lambda: node._cache.topic_configs("t") == {"retention.ms": "2000"}, "the cache showing the change")
     fs.fail("pwrite", errno.ENOSPC, path="topic.properties")
     node._follow_configs("t")  # fails once ...
     assert _unapplied_gauge(node) == 1
     node._follow_configs("t")  # ... then succeeds
     assert _retention(manager) == 2000 and _unapplied_gauge(node) == 0
     _other_instance_sets(node, writer, "3000")  # a newer record, no pass has run for it yet
-    _until(lambda: node._cache.topic_configs("t") == {"retention.ms": "3000"}, "the cache showing the newer record")
+    wait_until(lambda: node._cache.topic_configs("t") == {"retention.ms": "3000"}, "the cache showing the newer record")
     assert node._configs_behind("t")  # waiting for the next pass: nothing failed
     assert node.configs_unapplied() == () and _unapplied_gauge(node) == 0
     node._follow_configs("t")
