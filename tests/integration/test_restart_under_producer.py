@@ -13,12 +13,11 @@ from __future__ import annotations
 import collections
 import socket
 import threading
-import time
 
 import pytest
 
 from seglog import Admin, Producer
-from tests.support.integration_helpers import records_of
+from tests.support.integration_helpers import records_of, wait_until
 
 from seglog.v1 import log_service_pb2 as pb
 
@@ -65,13 +64,6 @@ class _Load:
             thread.join()
 
 
-def _until(condition, what: str, timeout_s: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, f"{what}: not reached in time"
-        time.sleep(0.02)
-
-
 @pytest.mark.slow  # three restarts of one process under load: ~15 s
 def test_restarts_under_idempotent_producers_fail_no_send(start_service):
     service = start_service(["--listen", f"127.0.0.1:{_free_port()}"])
@@ -81,11 +73,11 @@ def test_restarts_under_idempotent_producers_fail_no_send(start_service):
     try:
         for _ in range(RESTARTS):
             before = load.count()
-            _until(lambda: load.count() >= before + 500, what="produced before the restart")
+            wait_until(lambda: load.count() >= before + 500, what="produced before the restart", timeout_s=60.0)
             assert service.stop() == 0
             service.start()
         before = load.count()
-        _until(lambda: load.count() >= before + 500, what="produced after the last restart")
+        wait_until(lambda: load.count() >= before + 500, what="produced after the last restart", timeout_s=60.0)
     finally:
         load.stop()
     assert not load.failures, (len(load.failures), load.failures[:3])
