@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 
 import pytest
 
@@ -22,6 +21,7 @@ from seglog_server.storage.manager.log_manager import LogManager
 from seglog_server.storage.remote import ObjectStore, RemoteStorageManager
 from tests.integration.remote.conftest import store_config
 from tests.integration.remote.test_tiered_log import EVERY_PASS, TIERED, produce, run_passes
+from tests.support.integration_helpers import wait_until
 
 pytestmark = pytest.mark.timeout(60)
 _STILL_IN_A_STORE_CALL = "still in a store call"
@@ -54,13 +54,6 @@ def _deleted_tiered_topic(manager, clock):
     manager.delete_topic("t")  # its objects go at the uploader's next pass
 
 
-def _until(condition, what):
-    deadline = time.monotonic() + 20
-    while not condition():
-        assert time.monotonic() < deadline, what
-        time.sleep(0.01)
-
-
 def test_shutdown_lets_the_pass_record_its_deletion_and_does_not_wait_it_out(weed, prefix, tmp_path, caplog):
     clock, hold = FakeClock(), _HeldDeletion()
     manager, rsm = _manager(tmp_path, weed, prefix, clock, hold)
@@ -72,7 +65,7 @@ def test_shutdown_lets_the_pass_record_its_deletion_and_does_not_wait_it_out(wee
     stopper = threading.Thread(target=manager.shutdown)
     with caplog.at_level(logging.WARNING, logger="seglog_server.storage.manager.remote_maintenance"):
         stopper.start()
-        _until(lambda: manager._state == "stopping", "shutdown never began")
+        wait_until(lambda: manager._state == "stopping", "the shutdown beginning", timeout_s=20, poll_s=0.01)
         hold.released.set()
         stopper.join(30)
     assert not stopper.is_alive()
