@@ -26,6 +26,7 @@ from seglog.records import CodecError, CorruptRecordError
 from seglog.records import walk_compiled
 from seglog.records.varint import encode_varint, encode_varlong
 from seglog.records.walk_compiled import seek_record, seek_record_reference
+from tests.support.walk_support import WITHOUT_COMPILED_WALK, run_alone
 
 EXAMPLES = int(os.environ.get("SEGLOG_WALK_EXAMPLES", "300"))
 FUZZ = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
@@ -225,16 +226,7 @@ def test_a_record_whose_fields_end_before_its_declared_length_is_refused():
 def test_without_the_compiled_module_the_codec_walks_in_python_silently():
     """A client-only install without a C compiler: the import falls back, no warning, the same
     answers (a fresh interpreter in which _walk_c cannot be found, warnings as errors)."""
-    import subprocess
-    import sys
-
-    program = """
-import sys
-class NoCompiledWalk:
-    def find_spec(self, name, path=None, target=None):
-        if name == "seglog.records._walk_c":
-            raise ImportError("not built")
-sys.meta_path.insert(0, NoCompiledWalk())
+    program = WITHOUT_COMPILED_WALK + """
 from seglog.records import walk_compiled
 from seglog.records.varint import encode_varint
 body = b"\\x00\\x04\\x00\\x01\\x01\\x00"
@@ -244,9 +236,7 @@ assert walk_compiled.seek_record(area, 0, len(area), 1, 2, 0) == (0, 2)
 assert walk_compiled.seek_record(area, 0, len(area), 1, 3, 0) is None
 print("fallback")
 """
-    done = subprocess.run([sys.executable, "-W", "error", "-c", program], capture_output=True, text=True,
-                          env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)))
-    assert (done.returncode, done.stdout, done.stderr) == (0, "fallback\n", "")
+    assert run_alone(program, warnings_as_errors=True) == (0, "fallback\n", "")
 
 
 # -- several targets in one walk (seek_records) ------------------------------------------------
@@ -600,12 +590,7 @@ def test_one_walk_for_many_targets_answers_the_list_as_it_was_at_the_call_when_i
     whose comparisons do the same, or an offset floor whose __index__ does: the answers are the
     reference's to the list as it was at the call, never a read of the freed array (a fresh
     interpreter: a crash fails this test)."""
-    import subprocess
-    import sys
-
-    done = subprocess.run([sys.executable, "-c", _MUTATING_TARGETS], capture_output=True, text=True, timeout=120,
-                          env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)))
-    assert (done.returncode, done.stdout, done.stderr) == (0, "as called\n", "")
+    assert run_alone(_MUTATING_TARGETS, timeout_s=120) == (0, "as called\n", "")
 
 
 def test_an_argument_whose_index_resizes_the_area_meets_a_held_buffer_never_a_freed_one():
