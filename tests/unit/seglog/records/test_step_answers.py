@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 from seglog.records import walk_compiled
 from seglog.records.walk_compiled import step_answers_reference
+from tests.support.walk_support import WITHOUT_COMPILED_WALK, run_alone
 
 compiled = walk_compiled._compiled_step_answers
 INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
@@ -172,19 +173,9 @@ def test_any_buffer_is_answered_or_refused_as_the_reference_answers_or_refuses_i
 def test_without_the_compiled_module_the_reference_answers_silently():
     """An install without a C compiler: ``step_answers`` is the reference, no warning (a fresh
     interpreter in which _walk_c cannot be found, warnings as errors)."""
-    import os
-    import subprocess
-    import sys
-
-    program = """
-import sys
+    program = WITHOUT_COMPILED_WALK + """
 from array import array
 from typing import NamedTuple
-class NoCompiledWalk:
-    def find_spec(self, name, path=None, target=None):
-        if name == "seglog.records._walk_c":
-            raise ImportError("not built")
-sys.meta_path.insert(0, NoCompiledWalk())
 from seglog.records import walk_compiled
 class Answer(NamedTuple):
     timestamp_ms: int
@@ -195,9 +186,7 @@ got = walk_compiled.step_answers(array("q", [5, 9]), array("q", [0, 3]), [9, 1, 
 assert got == ([Answer(9, 3), None, None], [1, 2]), got
 print("fallback")
 """
-    done = subprocess.run([sys.executable, "-W", "error", "-c", program], capture_output=True, text=True,
-                          env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)))
-    assert (done.returncode, done.stdout, done.stderr) == (0, "fallback\n", "")
+    assert run_alone(program, warnings_as_errors=True) == (0, "fallback\n", "")
 
 
 def test_a_target_past_int64_does_not_hide_the_step_at_int64_max_from_the_targets_after_it():
@@ -223,17 +212,6 @@ def test_more_targets_than_a_block_in_any_order_are_each_answered():
         for order in (sorted(targets), sorted(targets, reverse=True), targets):
             assert compiled(timestamps, offsets, order, 40, False, Answer) == \
                 step_answers_reference(timestamps, offsets, order, 40, False, Answer)
-
-
-def _run_alone(program: str) -> tuple[int, str, str]:
-    """``program`` in a fresh interpreter: a crash fails the test instead of ending pytest."""
-    import os
-    import subprocess
-    import sys
-
-    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=120,
-                          env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)))
-    return done.returncode, done.stdout, done.stderr
 
 
 _MUTATING_TARGETS = """
@@ -298,4 +276,4 @@ def test_a_targets_list_changed_under_the_call_is_answered_as_it_was_at_the_call
     target's own hooks doing the same must not leave the call reading the freed array: the
     answers are the reference's to the list as it was at the call (a fresh interpreter: a
     crash fails this test)."""
-    assert _run_alone(_MUTATING_TARGETS) == (0, "as called\n", "")
+    assert run_alone(_MUTATING_TARGETS, timeout_s=120) == (0, "as called\n", "")
