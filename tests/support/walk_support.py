@@ -19,6 +19,38 @@ class NoCompiledWalk:
 sys.meta_path.insert(0, NoCompiledWalk())
 """
 
+# Program lines that change a list ``targets`` (the program's own, defined after them) under a
+# compiled call: change() empties it and refills it with non-ints, freeing its item array, while
+# HOOKS["on"] (at most 200 times); a Changer target does it from its conversion and comparisons;
+# arm() leaves a Bomb, garbage in a cycle whose finalizer does it when a collection runs inside
+# the call (with gc thresholds of one) and arms the next.
+CHANGING_TARGETS = """
+HOOKS = {"on": True, "fired": 0}
+def change():
+    if HOOKS["on"] and HOOKS["fired"] < 200:
+        HOOKS["fired"] += 1
+        targets.clear()
+        targets.extend(object() for _ in range(700))
+class Changer(int):
+    def __index__(self):
+        change()
+        return int(self)
+    def __lt__(self, other):
+        change()
+        return int(self) < other
+    def __gt__(self, other):
+        change()
+        return int(self) > other
+class Bomb:
+    def __del__(self):
+        change()
+        if HOOKS["on"]:
+            arm()  # the next collection finds another
+def arm():
+    bomb = Bomb()
+    bomb.cycle = bomb
+"""
+
 
 def run_alone(program: str, *, warnings_as_errors: bool = False, timeout_s: float | None = None
               ) -> tuple[int, str, str]:

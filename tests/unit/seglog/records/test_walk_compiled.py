@@ -26,7 +26,7 @@ from seglog.records import CodecError, CorruptRecordError
 from seglog.records import walk_compiled
 from seglog.records.varint import encode_varint, encode_varlong
 from seglog.records.walk_compiled import seek_record, seek_record_reference
-from tests.support.walk_support import WITHOUT_COMPILED_WALK, run_alone
+from tests.support.walk_support import CHANGING_TARGETS, WITHOUT_COMPILED_WALK, run_alone
 
 EXAMPLES = int(os.environ.get("SEGLOG_WALK_EXAMPLES", "300"))
 FUZZ = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
@@ -531,37 +531,12 @@ def record(delta):
     body = b"\\x00" + encode_varlong(delta) + encode_varint(delta) + b"\\x01\\x01\\x00"
     return encode_varint(len(body)) + body
 area = b"".join(record(delta) for delta in range(400))
-HOOKS = {"on": True, "fired": 0}
-def change():
-    if HOOKS["on"] and HOOKS["fired"] < 200:
-        HOOKS["fired"] += 1
-        targets.clear()
-        targets.extend(object() for _ in range(700))
-class Changer(int):
-    \"\"\"A target whose comparisons and conversion empty the list and refill it (freeing its array).\"\"\"
-    def __index__(self):
-        change()
-        return int(self)
-    def __gt__(self, other):
-        change()
-        return int(self) > other
-    def __lt__(self, other):
-        change()
-        return int(self) < other
+""" + CHANGING_TARGETS + """
 class Floor:
     \"\"\"An offset floor converted by its __index__, which changes the list too.\"\"\"
     def __index__(self):
         change()
         return 0
-class Bomb:
-    \"\"\"Garbage in a cycle: a collection run by an allocation inside the call finalizes it.\"\"\"
-    def __del__(self):
-        change()
-        if HOOKS["on"]:
-            arm()  # the next collection finds another
-def arm():
-    bomb = Bomb()
-    bomb.cycle = bomb
 targets = [-(2**70)] + list(range(0, 390, 2)) + [Changer(390), Changer(391), 395, 2**70, Changer(2**71)]
 as_called = list(targets)
 HOOKS["on"] = False
