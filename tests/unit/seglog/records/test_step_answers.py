@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from seglog.records import walk_compiled
 from seglog.records.walk_compiled import step_answers_reference
-from tests.support.walk_support import WITHOUT_COMPILED_WALK, run_alone
+from tests.support.walk_support import CHANGING_TARGETS, WITHOUT_COMPILED_WALK, run_alone
 
 compiled = walk_compiled._compiled_step_answers
 INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
@@ -225,32 +225,7 @@ class Answer(NamedTuple):
 compiled = walk_compiled._compiled_step_answers
 timestamps, offsets = array("q", range(0, 3000, 3)), array("q", range(1000))
 targets = [10**6 + n for n in range(8)] + [(n * 7919) % 3100 - 50 for n in range(600)]
-HOOKS = {"on": True, "fired": 0}
-class Changer(int):
-    \"\"\"A target whose hooks empty the list and refill it with non-ints (freeing its array).\"\"\"
-    def __index__(self):
-        change()
-        return int(self)
-    def __lt__(self, other):
-        change()
-        return int(self) < other
-    def __gt__(self, other):
-        change()
-        return int(self) > other
-def change():
-    if HOOKS["on"] and HOOKS["fired"] < 200:
-        HOOKS["fired"] += 1
-        targets.clear()
-        targets.extend(object() for _ in range(700))
-class Bomb:
-    \"\"\"Garbage in a cycle: a collection run by an allocation inside the call finalizes it.\"\"\"
-    def __del__(self):
-        change()
-        if HOOKS["on"]:
-            arm()  # the next collection finds another
-def arm():
-    bomb = Bomb()
-    bomb.cycle = bomb
+""" + CHANGING_TARGETS + """
 targets[20:20] = [Changer(30), Changer(10**30), Changer(-5)]
 as_called = list(targets)
 HOOKS["on"] = False
