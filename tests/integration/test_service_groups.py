@@ -9,7 +9,7 @@ import grpc
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from tests.support.integration_helpers import make_batch, rpc_error
+from tests.support.integration_helpers import make_batch, rpc_error, wait_until
 
 from seglog.v1 import log_service_pb2 as pb
 from seglog_server.security.token_file import create_token, format_entry
@@ -407,15 +407,6 @@ def settled(stub, group, members: dict, rounds=3):
     return members
 
 
-def until(condition, what, bound_s=30):
-    import time
-
-    deadline = time.monotonic() + bound_s  # a bound on a hang, not a speed assertion
-    while not condition():
-        assert time.monotonic() < deadline, what
-        time.sleep(0.2)
-
-
 def test_members_epochs_and_assignments_survive_a_kill_9_of_the_coordinator(start_service, tmp_path):
     flags = FEW_PARTITIONS + ["--group-session-timeout-ms", "6000", "--group-heartbeat-interval-ms", "500"]
     service = start_service(flags, workdir=tmp_path / "members")
@@ -439,7 +430,7 @@ def test_members_epochs_and_assignments_survive_a_kill_9_of_the_coordinator(star
         _, state["epoch"], state["owned"] = beat(again.stub, "km", a, state["epoch"], owned=state["owned"])
         return state["owned"] == {("kept-members", p) for p in range(4)}
 
-    until(a_owns_all, "b was never removed after the restart")
+    wait_until(a_owns_all, "b removed after the restart", timeout_s=30, poll_s=0.2)
     assert [m.member_id for m in again.stub.DescribeGroup(pb.DescribeGroupRequest(group="km"), timeout=10).members] == [a]
 
 
@@ -487,6 +478,6 @@ def test_a_member_not_revoking_within_its_rebalance_timeout_is_removed(stub):
         state["b"] = (epoch, owns)
         return owns == {("slow-revoke", 0), ("slow-revoke", 1)}
 
-    until(b_owns_both, "the member holding on to its partitions was never removed")
+    wait_until(b_owns_both, "the member holding on to its partitions removed", timeout_s=30, poll_s=0.2)
     rpc_error(stub.Heartbeat, pb.HeartbeatRequest(group="rt", member_id=a, member_epoch=a_epoch),
               Code.NOT_FOUND, "is not in group 'rt'")
