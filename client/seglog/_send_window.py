@@ -204,6 +204,19 @@ class SendWindow(Generic[_Item]):
         self._paced = any(entry.state is _State.RETRY for entry in self._entries)
         self._hold_is_free = self._hold_is_free and self._paced
 
+    def holds(self, entry: WindowEntry[_Item]) -> bool:
+        """``entry`` is in the window (not complete)."""
+        return entry in self._entries
+
+    def fail_all(self, outcome: Any) -> list[WindowEntry[_Item]]:
+        """Everything not complete taken out, oldest first, all but what succeeded failed with
+        ``outcome`` (a request step failed on an unexpected error)."""
+        entries = self.abandon()
+        for entry in entries:
+            if entry.state is not _State.SUCCEEDED:
+                entry.state, entry.outcome = _State.FAILED, outcome
+        return entries
+
     def abandon(self) -> list[WindowEntry[_Item]]:
         """Everything not complete (the producer closes): taken out, oldest first."""
         entries = list(self._entries)

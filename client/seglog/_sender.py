@@ -31,7 +31,7 @@ import asyncio
 import logging
 import re
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from time import monotonic as _monotonic
 from typing import Any
 
@@ -384,7 +384,7 @@ class Sender:
             else:
                 turn = self.turns.take(tp)
                 group = entries[position:position + count]
-                self._track(asyncio.create_task(self._send_group_request(tp, group, turn)), turn)
+                self._start_request(tp, group, lambda group=group, turn=turn: self._send_group_request(tp, group, turn), turn)
             position += count
         return rest
 
@@ -416,7 +416,42 @@ class Sender:
 
     def _send_entry(self, tp: TopicPartition, entry: WindowEntry[_Sent]) -> None:
         turn = self.turns.take(tp)
-        self._track(asyncio.create_task(self._send_batch_request(tp, entry, turn)), turn)
+        self._start_request(tp, [entry], lambda: self._send_batch_request(tp, entry, turn), turn)
+
+    def _start_request(
+        self, tp: TopicPartition, entries: list[WindowEntry[_Sent]],
+        request: Callable[[], Coroutine[Any, Any, None]], turn: SendTurn | None = None,
+    ) -> None:
+        """``request()`` (a step of ``tp``'s requests, owning ``entries``) as a task of its own.
+        Should it fail on an unexpected error (a bug: it raises, or cannot even be called), the
+        partition's batches fail with that error (``_request_failed``): flush and close return."""
+        try:
+            task = asyncio.create_task(request())
+        except Exception as error:  # noqa: BLE001 - a bug: fail the batches, never hang flush
+            if turn is not None:
+                turn.release()
+            self._request_failed(tp, entries, error)
+            return
+        self._track(task, turn)
+        task.add_done_callback(lambda done: self._request_done(tp, entries, done))
+
+    def _request_done(self, tp: TopicPartition, entries: list[WindowEntry[_Sent]], task: asyncio.Task[None]) -> None:
+        if not task.cancelled() and task.exception() is not None:
+            self._request_failed(tp, entries, task.exception())
+
+    def _request_failed(self, tp: TopicPartition, entries: list[WindowEntry[_Sent]], error: BaseException) -> None:
+        """A request step of ``tp`` failed on an unexpected error: every batch of its window but
+        those that succeeded fails with ``error``, in order, and the window is dropped (answers
+        still owed to it are ignored). Nothing where its entries were completed already."""
+        window = self.windows.get(tp)
+        if window is None or not any(window.holds(entry) for entry in entries):
+            return
+        _LOG.error("%s-%d: a request failed on an unexpected error; its partition's batches fail with it",
+                   tp.topic, tp.partition, exc_info=error)
+        del self.windows[tp]
+        for entry in window.fail_all(error):
+            self._complete_entry(entry)
+        self.wake()
 
     def _track(self, task: asyncio.Task[None], turn: SendTurn | None = None) -> None:
         self.requests.add(task)
@@ -428,7 +463,9 @@ class Sender:
         """One attempt of one batch; its answer goes to the partition's window, which says what
         completes and what is sent again."""
         records = entry.item[1]
-        window = self.windows[tp]
+        window = self.windows.get(tp)
+        if window is None or not window.holds(entry):
+            return  # its partition's batches failed meanwhile (``_request_failed``)
         if window.holding:  # a retry is due: sending this now would land it before the retry
             not_sent = ServiceUnavailableError("not sent: an earlier batch of its partition is retried first")
             self._settle(tp, window, *window.sent_while_holding(entry, not_sent))
@@ -451,7 +488,9 @@ class Sender:
     ) -> None:
         """The first attempt of several batches of one partition in one request; each answer
         goes to the window as a request of its own would (``_send_batch_request``)."""
-        window = self.windows[tp]
+        window = self.windows.get(tp)
+        if window is None or not window.holds(entries[0]):
+            return  # its partition's batches failed meanwhile (``_request_failed``)
         if window.holding:
             not_sent = ServiceUnavailableError("not sent: an earlier batch of its partition is retried first")
             for entry in entries:
@@ -474,6 +513,8 @@ class Sender:
         batch sent after one that failed is refused as out of order (the service never wrote the
         one before it): it is retried with that one, in order, and without counting when the
         one before was split or failed unwritten (``SendWindow.hold_is_free``)."""
+        if self.windows.get(tp) is not window:
+            return  # its partition's batches failed meanwhile (``_request_failed``)
         refusal = self._size_refusal(tp, entry, outcome) if failed and not self.closed else None
         if refusal is not None:
             outcome, limit = refusal
@@ -578,7 +619,7 @@ class Sender:
         for done in complete:
             self._complete_entry(done)
         if again:
-            self._track(asyncio.create_task(self._resend(tp, window, again)))
+            self._start_request(tp, again, lambda: self._resend(tp, window, again))
         if window.is_empty() and self.windows.get(tp) is window:
             del self.windows[tp]
         self.wake()
@@ -599,6 +640,8 @@ class Sender:
         if not all(entry.free for entry in entries):
             hints = [e.outcome.retry_after_ms or 0 for e in entries if isinstance(e.outcome, SeglogError)]
             await asyncio.sleep(max(self._config.retry_backoff_ms, *hints) / 1000)
+            if self.windows.get(tp) is not window:
+                return  # its partition's batches failed meanwhile (``_request_failed``)
         self._stats["retries"] += sum(not entry.free for entry in entries)
         window.resending(later, held=held)
         for entry in entries:

@@ -117,3 +117,59 @@ def test_a_sender_loop_that_dies_fails_what_waits_and_refuses_more(seglog_servic
     assert all(isinstance(error, SeglogError) and "injected" in str(error) for error in outcomes)
     assert isinstance(refused, SeglogError) and "sender stopped" in str(refused)
     assert partition_values(seglog_service.address, topic) == [b"warm-up"]
+
+
+def _arm_request_fault(monkeypatch, seam: str) -> dict[str, bool]:
+    """Once armed, the sender's request step ``seam`` fails on an unexpected error: it raises, or
+    (``wrong-arguments``) it cannot even be called, as a wrapper with the wrong signature."""
+    state = {"armed": False}
+    name = "_send_batch_request" if seam == "wrong-arguments" else seam
+    real = getattr(Sender, name)
+
+    if seam == "wrong-arguments":
+        def step(self, *args):
+            if state["armed"]:
+                return real(self, *args[:-1])  # the send turn left out: a TypeError
+            return real(self, *args)
+    else:
+        async def step(self, *args):
+            if state["armed"]:
+                raise RuntimeError(f"injected: {seam} failed")
+            return await real(self, *args)
+
+    monkeypatch.setattr(Sender, name, step)
+    return state
+
+
+@pytest.mark.parametrize("seam", ["_send_batch_request", "wrong-arguments", "_send_group_request", "_resend"])
+def test_a_request_step_that_fails_unexpectedly_fails_its_batches(seglog_service, make_topic, monkeypatch, seam):
+    """A request task of the sender that fails on an unexpected error (a bug: it raises, or its
+    step cannot be called) fails its partition's batches with that error: flush and close return
+    (they waited forever), each future holds the error, and the producer goes on sending."""
+    topic = make_topic(configs={"max.message.bytes": str(64 * 1024)})
+    state = _arm_request_fault(monkeypatch, seam)
+    # _resend: a batch above the topic's limit is split and its pieces resent; _send_group_request:
+    # several small batches drained together go in one request; else one batch a request.
+    count = {"_resend": 3000, "_send_group_request": 5}.get(seam, 1)
+    values = [b"%05d" % i + b"x" * 95 for i in range(count)]
+    batch_size = 256 * 1024 if seam == "_resend" else 300
+
+    async def run() -> tuple[list, list]:
+        async with AsyncProducer(seglog_service.address, batch_size=batch_size, linger_ms=60_000) as producer:
+            await producer.send_and_wait(topic, b"warm-up", partition=0)  # the stream confirmed
+            state["armed"] = True
+            futures = [await producer.send(topic, value, partition=0) for value in values]
+            await producer.flush(_FLUSH_TIMEOUT_MS)
+            outcomes = [future.exception() for future in futures]
+            state["armed"] = False
+            after = await producer.send(topic, b"after", partition=0)
+            await producer.flush(_FLUSH_TIMEOUT_MS)
+            await after
+            return outcomes, [error for error in outcomes if error is None]
+
+    outcomes, landed = asyncio.run(run())
+    if seam == "wrong-arguments":
+        assert all(isinstance(error, TypeError) for error in outcomes)
+    else:
+        assert all(isinstance(error, RuntimeError) and seam in str(error) for error in outcomes)
+    assert partition_values(seglog_service.address, topic) == [b"warm-up", b"after"]
