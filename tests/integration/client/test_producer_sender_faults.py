@@ -11,8 +11,10 @@ import pytest
 
 from seglog import AsyncProducer
 from seglog._accumulator import ProducerBatch
+from seglog._send_window import SendWindow
 from seglog._sender import Sender
 from seglog.errors import SeglogError
+from seglog.structs import TopicPartition
 from tests.support.integration_helpers import partition_values
 
 pytestmark = pytest.mark.integration
@@ -173,3 +175,38 @@ def test_a_request_step_that_fails_unexpectedly_fails_its_batches(seglog_service
     else:
         assert all(isinstance(error, RuntimeError) and seam in str(error) for error in outcomes)
     assert partition_values(seglog_service.address, topic) == [b"warm-up", b"after"]
+
+
+def test_after_a_failed_build_the_new_producer_id_sends_one_batch_until_it_wrote(seglog_service, make_topic, monkeypatch):
+    """A failed build retires the producer id; the rest of the group goes out under a new one,
+    which has not written to the partition: one batch in flight until it has (the service takes
+    an unknown id's first batch whatever its sequence), as for any id new to a partition. Went
+    as three at once."""
+    topic = make_topic()
+    state = _fail_build_of(monkeypatch, {2})
+    values = [b"%02d" % i + b"x" * 198 for i in range(5)]
+    peaks: list[int] = []
+    sender: list[Sender] = []
+    real_sent = SendWindow.sent
+
+    def sent(self, item):
+        entry = real_sent(self, item)
+        if state["armed"] and not sender[0].idempotence.written_to(TopicPartition(topic, 0)):
+            peaks.append(self.in_flight_count)
+        return entry
+
+    monkeypatch.setattr(SendWindow, "sent", sent)
+
+    async def run() -> list:
+        async with AsyncProducer(seglog_service.address, batch_size=300, linger_ms=60_000) as producer:
+            sender.append(producer._sender)
+            await producer.send_and_wait(topic, b"warm-up", partition=0)
+            state["armed"] = 1
+            futures = [await producer.send(topic, value, partition=0) for value in values]
+            await producer.flush(_FLUSH_TIMEOUT_MS)
+            return [future.exception() for future in futures]
+
+    outcomes = asyncio.run(run())
+    assert isinstance(outcomes[1], ValueError) and [outcomes[0], *outcomes[2:]] == [None] * 4
+    assert peaks and max(peaks) == 1
+    assert partition_values(seglog_service.address, topic) == [b"warm-up", values[0], *values[2:]]
