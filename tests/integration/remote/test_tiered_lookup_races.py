@@ -16,7 +16,7 @@ from tests.support.log_test_support import batch
 
 from seglog_server.storage.base.clock import FakeClock
 from seglog_server.storage.base.errors import RemoteStorageUnavailableError
-from seglog_server.storage.log import unified_log
+from seglog_server.storage.log import log_time_lookups
 from seglog_server.storage.log.log_results import LATEST_TIERED_TIMESTAMP, MAX_TIMESTAMP
 from seglog_server.storage.manager.log_manager import LogManager
 from seglog_server.storage.remote import ObjectStore, RemoteStorageManager
@@ -67,7 +67,7 @@ def race_each_remote_search(monkeypatch, manager, times: int) -> list[int]:
     """The first ``times`` remote searches each let a remote pass run first (upload, then local
     deletion): the lookup's local part then starts above where its view said. Returns the
     local log starts seen, one a race."""
-    original = unified_log.remote_offset_for_timestamp
+    original = log_time_lookups.remote_offset_for_timestamp
     seen: list[int] = []
 
     def racing(tier, segments, target, log_start_offset):
@@ -76,7 +76,7 @@ def race_each_remote_search(monkeypatch, manager, times: int) -> list[int]:
             seen.append(tier.highest_uploaded_offset)
         return original(tier, segments, target, log_start_offset)
 
-    monkeypatch.setattr(unified_log, "remote_offset_for_timestamp", racing)
+    monkeypatch.setattr(log_time_lookups, "remote_offset_for_timestamp", racing)
     return seen
 
 
@@ -105,7 +105,7 @@ def test_lookups_racing_the_remote_tier_answer_as_the_local_twin(manager, monkey
 
 def test_a_lookup_the_uploader_outruns_every_time_is_a_retriable_error(manager, monkeypatch):
     tiered, _ = racing_logs(manager, uploaded=3, local=0)
-    original = unified_log.remote_offset_for_timestamp
+    original = log_time_lookups.remote_offset_for_timestamp
     appended = itertools.count(100)
 
     def always_racing(tier, segments, target, log_start_offset):
@@ -113,7 +113,7 @@ def test_a_lookup_the_uploader_outruns_every_time_is_a_retriable_error(manager, 
         manager.run_remote_pass()
         return original(tier, segments, target, log_start_offset)
 
-    monkeypatch.setattr(unified_log, "remote_offset_for_timestamp", always_racing)
+    monkeypatch.setattr(log_time_lookups, "remote_offset_for_timestamp", always_racing)
     with pytest.raises(RemoteStorageUnavailableError, match="local log start moved"):
         tiered.offset_for_timestamp(T0 + 10_000)  # past every record: the local part is searched
     monkeypatch.undo()
