@@ -139,6 +139,27 @@ class SendWindow(Generic[_Item]):
         self._paced = True
         return entry
 
+    def refill(self, in_flight_max: int) -> list[WindowEntry[_Item]]:
+        """While the window paces (nothing held), the entries due again next that are free of a
+        backoff (split pieces, queued batches), as many as ``in_flight_max`` leaves room for:
+        marked in flight, to be sent now. A slot frees as each answer comes, not once the whole
+        window before them is answered."""
+        if self._holding or not self._paced:
+            return []
+        out: list[WindowEntry[_Item]] = []
+        for entry in self._entries:
+            if self._in_flight_count >= in_flight_max:
+                break
+            if entry.state is not _State.RETRY:
+                continue
+            if not entry.free:
+                break  # it waits its backoff: sent again once what is in flight is answered
+            entry.state, entry.free, entry.outcome = _State.IN_FLIGHT, False, None
+            self._in_flight_count += 1
+            out.append(entry)
+        self._paced = any(entry.state is _State.RETRY for entry in self._entries)
+        return out
+
     def failed_unwritten(self, entry: WindowEntry[_Item], outcome: Any) -> tuple[
         list[WindowEntry[_Item]], list[WindowEntry[_Item]]
     ]:

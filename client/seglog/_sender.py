@@ -620,6 +620,9 @@ class Sender:
             self._complete_entry(done)
         if again:
             self._start_request(tp, again, lambda: self._resend(tp, window, again))
+        elif self.windows.get(tp) is window:
+            for entry in window.refill(self._in_flight_max_for(tp)):  # a paced window's next pieces
+                self._send_entry(tp, entry)
         if window.is_empty() and self.windows.get(tp) is window:
             del self.windows[tp]
         self.wake()

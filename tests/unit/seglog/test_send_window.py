@@ -124,11 +124,13 @@ def test_a_final_failure_completes_in_order_without_holding():
     in_flight_max=st.integers(1, 5),
     faults=st.lists(st.sampled_from(["none", "none", "none", "before", "after"]), max_size=200),
     bursts=st.lists(st.integers(1, 6), max_size=20),
+    refill=st.booleans(),
 )
-def test_queued_and_paced_resends_keep_the_in_flight_limit(batch_count, in_flight_max, faults, bursts):
+def test_queued_and_paced_resends_keep_the_in_flight_limit(batch_count, in_flight_max, faults, bursts, refill):
     """Driven as the sender drives it: batches started in bursts (a batch split before it is
     sent starts as several), those beyond the limit ``queued``; what is due again resent no more
-    at once than the limit (``resending(held=...)``). Never more in flight than the limit, and
+    at once than the limit (``resending(held=...)``), and (``refill``) the queued sent as each
+    answer frees a slot. Never more in flight than the limit, and
     every batch in the log once, in order, its completion in order."""
     log = _IdempotentLog()
     window: SendWindow[int] = SendWindow()
@@ -161,5 +163,7 @@ def test_queued_and_paced_resends_keep_the_in_flight_limit(batch_count, in_fligh
         complete, again = window.answered(entry, outcome, failed=failed, retry=retry)
         completed += [e.item for e in complete]
         pending_resend = again
+        if not again and refill:
+            in_flight.extend(window.refill(in_flight_max))
     assert window.is_empty() and next_batch == batch_count
     assert completed == list(range(batch_count)) and log.records == list(range(batch_count))
