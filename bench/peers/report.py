@@ -653,7 +653,7 @@ What works:
   The pacing's cost, the trees before the pacing, with it a window at a time and with the refill
   as each answer comes (`SendWindow.refill`) alternately five times (load 0.7-1.2, the command
   below with `--records 200000 --repeats 1 --batch-sizes 16384,262144`): 256 KiB into the 64 KiB
-  topic 471 k / 407 k / 497 k records/s (1.41x / - / 1.57x the same run's 16 KiB), client CPU
+  topic 471 k / 407 k / 497 k records/s (1.41x / 1.34x / 1.57x the same run's 16 KiB), client CPU
   1.35 / 1.89 / 1.66 us a record (queued pieces go a request each, not packed several a message).
   200,000 records into a topic of max.message.bytes 65,536 (`.venv/bin/python
   bench/bench_produce_defaults.py --records 200000 --repeats 3 --batch-sizes 16384,65536,262144
