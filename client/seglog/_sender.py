@@ -56,7 +56,7 @@ from seglog.errors import (
     TopicNotFoundError,
     translate_codec_errors,
 )
-from seglog.records import NO_PRODUCER_ID, NO_SEQUENCE
+from seglog.records import NO_PRODUCER_ID, NO_SEQUENCE, RECORD_BATCH_OVERHEAD, Compression
 from seglog.structs import Acks, TopicPartition
 from seglog.v1 import log_service_pb2 as pb
 
@@ -74,10 +74,16 @@ _ACKS_TO_PROTO = {Acks.WRITTEN: pb.ACKS_WRITTEN, Acks.FSYNCED: pb.ACKS_FSYNCED}
 # Nothing of such a batch was written.
 _SPLIT_ERRORS = frozenset({"RecordTooLargeError", "RecordBatchTooLargeError", "RecordCountTooLargeError"})
 # The limit a size refusal names (storage/log/log_validator.py): the pieces are made no larger.
-_REFUSED_LIMIT = re.compile(r"above (?:max\.message\.bytes|segment\.bytes) \((\d+)\)")
+# At most ten digits (a topic's limits are 32-bit), so a refusal naming a number too long for
+# int() matches nothing; a limit outside (a batch header, 2**31 - 1] is taken as none named.
+_REFUSED_LIMIT = re.compile(r"above (?:max\.message\.bytes|segment\.bytes) \((\d{1,10})\)")
+_REFUSED_LIMIT_MAX = 2**31 - 1
+# How long a topic's learned limit is kept (Kafka's metadata.max.age.ms): after it, the topic's
+# batches go full-size again, so a limit the operator raised (or a topic made anew) is used.
+LEARNED_LIMIT_MAX_AGE_MS = 300_000
 # gRPC's own refusal of a message above its size limit (RESOURCE_EXHAUSTED, the service's or the
 # client's channel): nothing of the message reached the service's handler. The limit is M.
-_REQUEST_LIMIT_REFUSAL = re.compile(r"(?:Received|Sent) message larger than max \(\d+ vs\. (\d+)\)")
+_REQUEST_LIMIT_REFUSAL = re.compile(r"(?:Received|Sent) message larger than max \(\d+ vs\. (\d{1,10})\)")
 
 
 def _now_ms() -> float:
@@ -137,10 +143,12 @@ class Sender:
         # Groups whose start stopped at a retired producer id (``_start_requests``), started
         # by the loop before anything it drains next, after a new id.
         self._deferred: list[list[ProducerBatch]] = []
-        # The limit a topic's last size refusal named (``_split``): its batches above it are split
-        # before they are sent (``_within_topic_limits``), not refused one by one. Kept for the
-        # producer's life: a topic's limit raised later only makes its batches smaller here.
-        self._topic_batch_bytes: dict[str, int] = {}
+        # The limit a topic's last size refusal named and when (``_size_refusal``): its batches
+        # above it are split before they are sent (``_batch_bytes_max``), not refused one by one.
+        # Kept for ``learned_limit_max_age_ms``, then forgotten: a limit raised later is used again.
+        # A compressed producer's batches are not split by it (``_batch_bytes_max``).
+        self._topic_batch_bytes: dict[str, tuple[int, float]] = {}
+        self.learned_limit_max_age_ms: float = LEARNED_LIMIT_MAX_AGE_MS
         # The largest message a refusal by gRPC's own size limit named ("Received message larger
         # than max"): with the stream's announced limit, batches are split within it before they
         # are sent (``_batch_bytes_max``).
@@ -390,10 +398,25 @@ class Sender:
 
     def _batch_bytes_max(self, topic: str) -> int | None:
         """The largest batch of ``topic`` to send (None: no limit known): within the limit its
-        last size refusal named and within the service's request limit (announced at the
-        stream's open, or named by a refusal of gRPC's), less a message's envelope."""
-        limits = [limit for limit in (self._topic_batch_bytes.get(topic), self._request_batch_bytes(topic)) if limit]
+        last size refusal named (``_learned_topic_limit``) and within the service's request
+        limit (announced at the stream's open, or named by a refusal of gRPC's), less a
+        message's envelope."""
+        limits = [limit for limit in (self._learned_topic_limit(topic), self._request_batch_bytes(topic)) if limit]
         return min(limits) if limits else None
+
+    def _learned_topic_limit(self, topic: str) -> int | None:
+        """The limit ``topic``'s last size refusal named, while younger than
+        ``learned_limit_max_age_ms`` (then forgotten). None for a compressed producer: the
+        service applies the limit to the compressed batch and the bound here is uncompressed,
+        so its batches are split only when refused (``_split``), not all cut to the limit."""
+        learned = self._topic_batch_bytes.get(topic)
+        if learned is None:
+            return None
+        limit, learned_at_ms = learned
+        if _now_ms() - learned_at_ms >= self.learned_limit_max_age_ms:
+            del self._topic_batch_bytes[topic]
+            return None
+        return limit if self._config.compression == Compression.NONE else None
 
     def _request_batch_bytes(self, topic: str) -> int | None:
         """The largest batch a message of its own takes, by the service's request limit."""
@@ -539,8 +562,10 @@ class Sender:
         batches after it; None for any other outcome."""
         if _refused_for_size(outcome):
             limit = _refused_limit(outcome)
-            if limit is not None:
-                self._topic_batch_bytes[tp.topic] = min(limit, self._topic_batch_bytes.get(tp.topic, limit))
+            if limit is None:  # the last refusal named no usable limit: none is kept
+                self._topic_batch_bytes.pop(tp.topic, None)
+            else:
+                self._topic_batch_bytes[tp.topic] = (limit, _now_ms())
             return outcome, limit
         if self._refused_above_request_limit(tp, entry, outcome):
             refusal = RecordTooLargeError(
@@ -930,9 +955,14 @@ def _refused_for_size(outcome: Any) -> bool:
 
 
 def _refused_limit(refusal: SeglogError) -> int | None:
-    """The byte limit a size refusal names (None where it names none)."""
+    """The byte limit a size refusal names: None where it names none, or one no batch could be
+    within (not above a batch's header) or beyond any topic's (above 2**31 - 1); such a refused
+    batch is halved (``_split``)."""
     found = _REFUSED_LIMIT.search(str(refusal))
-    return int(found.group(1)) if found else None
+    if found is None:
+        return None
+    limit = int(found.group(1))
+    return limit if RECORD_BATCH_OVERHEAD < limit <= _REFUSED_LIMIT_MAX else None
 
 
 def _by_partition(batches: list[ProducerBatch]) -> list[list[ProducerBatch]]:

@@ -10,12 +10,15 @@ import logging
 import os
 import random
 from collections.abc import Sequence
+from typing import Any
 
+import grpc
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from seglog import Admin, Consumer, Producer
+from seglog._sender import Sender
 from seglog.errors import RecordTooLargeError
 from seglog.records import RecordBatch
 
@@ -207,3 +210,94 @@ def test_every_record_lands_once_in_order_whatever_the_sizes_and_the_limit(
     assert [value for _, value in read] == landed
     with Admin(seglog_service.address) as admin:
         admin.delete_topic(topic)
+
+
+def _batches(address: str, topic: str, count: int) -> list[list[bytes | None]]:
+    """The partition's first ``count`` records' values, a list a batch as written."""
+    batches: list[list[bytes | None]] = []
+    with Consumer(address, topic, partition=0, start="earliest") as consumer:
+        while sum(map(len, batches)) < count:
+            raws = consumer.poll_raw(timeout_ms=POLL_TIMEOUT_MS)
+            assert raws, f"read {sum(map(len, batches))} of {count} records"
+            batches += [[record.value for record in RecordBatch(raw.records)] for raw in raws]
+    return batches
+
+
+@pytest.mark.parametrize("named", ["9" * 5_000, "0", "14", str(2**40)])
+def test_a_refusal_naming_a_limit_no_topic_has_is_halved_and_later_batches_stay_whole(
+    seglog_service: Any, make_topic: Any, monkeypatch: pytest.MonkeyPatch, named: str
+) -> None:
+    """A service refuses a batch naming a limit no topic has (a number too long for int(), 0,
+    below a batch's header, beyond 32 bits): the refused batch is halved, every record lands
+    once in order, and the topic's later batches are not cut to that limit (before: the parse
+    raised in the request task and the batches failed, or every later batch went one record
+    at a time)."""
+    refused = [0]
+    produce_once = Sender.produce_once
+
+    async def refuse_first(self: Sender, topic: str, partition: int, records: bytes, turn: Any = None) -> Any:
+        if not refused[0] and len(records) > LIMIT_BYTES:  # the first full batch
+            refused[0] = 1
+            if turn is not None:
+                await turn.wait()
+                turn.release()
+            raise RecordTooLargeError(
+                f"{topic}-{partition}: the batch is {len(records)} bytes, above segment.bytes ({named})",
+                code=grpc.StatusCode.RESOURCE_EXHAUSTED, service_error="RecordBatchTooLargeError",
+            )
+        return await produce_once(self, topic, partition, records, turn)
+
+    topic = make_topic()
+    first, later = _values(3_000), _values(2_000)
+    monkeypatch.setattr(Sender, "produce_once", refuse_first)
+    with Producer(seglog_service.address, **SPLIT_PRODUCER) as producer:
+        producer.send_many(topic, first, partition=0)
+        producer.flush()
+        producer.send_many(topic, later, partition=0)
+        producer.flush()
+        statistics = producer.statistics()
+    assert refused[0] == 1 and statistics.records_failed == 0
+    batches = _batches(seglog_service.address, topic, len(first) + len(later))
+    assert [value for batch in batches for value in batch] == first + later
+    assert max(map(len, batches)) > len(later) // 2  # later batches whole, not one record each
+
+
+def test_a_limit_raised_is_used_again_once_the_learned_one_is_forgotten(seglog_service, make_topic):
+    """A topic's refusal teaches the producer its limit; the operator raises the limit
+    (AlterTopicConfigs): once the learned limit's age passes (``learned_limit_max_age_ms``,
+    Kafka's metadata.max.age.ms by default, zero here) the topic's batches go full-size again
+    (before: cut to the first refusal's limit for the producer's life)."""
+    topic = make_topic(configs={"max.message.bytes": str(LIMIT_BYTES)})
+    first, later = _values(4_000), _values(4_000)
+    with Producer(seglog_service.address, **SPLIT_PRODUCER) as producer:
+        producer.send_many(topic, first, partition=0)
+        producer.flush()
+        assert producer.statistics().batches_split >= 1
+        with Admin(seglog_service.address) as admin:
+            admin.alter_topic_configs(topic, {"max.message.bytes": str(4 * BATCH_SIZE)})
+        producer._async._sender.learned_limit_max_age_ms = 0
+        producer.send_many(topic, later, partition=0)
+        producer.flush()
+        assert producer.statistics().records_failed == 0
+    read, sizes = _read(seglog_service.address, topic, len(first) + len(later))
+    assert [value for _, value in read] == first + later
+    assert max(sizes) > LIMIT_BYTES  # the later batches went whole
+
+
+def test_a_compressed_producer_sends_compressible_batches_whole_after_a_refusal(seglog_service, make_topic):
+    """The service applies max.message.bytes to the compressed batch: after an incompressible
+    batch is refused and split, the topic's compressible batches go whole (compressed within
+    the limit), not cut to the limit by their uncompressed size before they are sent."""
+    topic = make_topic(configs={"max.message.bytes": str(LIMIT_BYTES)})
+    incompressible = [os.urandom(1_000) for _ in range(300)]
+    compressible = _values(4_000)
+    with Producer(seglog_service.address, **SPLIT_PRODUCER, compression="gzip") as producer:
+        producer.send_many(topic, incompressible, partition=0)
+        producer.flush()
+        assert producer.statistics().batches_split >= 1
+        producer.send_many(topic, compressible, partition=0)
+        producer.flush()
+        assert producer.statistics().records_failed == 0
+    batches = _batches(seglog_service.address, topic, len(incompressible) + len(compressible))
+    assert [value for batch in batches for value in batch] == incompressible + compressible
+    assert max(map(len, batches)) * VALUE_BYTES > LIMIT_BYTES  # more than the limit, uncompressed
