@@ -210,3 +210,62 @@ def test_after_a_failed_build_the_new_producer_id_sends_one_batch_until_it_wrote
     assert isinstance(outcomes[1], ValueError) and [outcomes[0], *outcomes[2:]] == [None] * 4
     assert peaks and max(peaks) == 1
     assert partition_values(seglog_service.address, topic) == [b"warm-up", values[0], *values[2:]]
+
+
+def _arm_request_cancel(monkeypatch, seam: str) -> dict[str, int]:
+    """Once armed, the sender's step ``seam`` raises CancelledError (as a gRPC call cancelled
+    underneath the request does), ``armed`` times: the request task ends cancelled."""
+    state = {"armed": 0, "cancelled": 0}
+    real = getattr(Sender, seam)
+
+    async def step(self, *args, **kwargs):
+        if state["armed"]:
+            state["armed"] -= 1
+            state["cancelled"] += 1
+            raise asyncio.CancelledError
+        return await real(self, *args, **kwargs)
+
+    monkeypatch.setattr(Sender, seam, step)
+    return state
+
+
+@pytest.mark.parametrize("seam", ["produce_once", "produce_group_once", "_resend"])
+@pytest.mark.parametrize("times", [1, 1000])
+def test_a_request_cancelled_underneath_completes_its_batches(seglog_service, make_topic, monkeypatch, seam, times):
+    """A request task that ends cancelled other than by close (a call cancelled underneath it)
+    completes its batches: a send's are sent again after the backoff as after a stream break
+    (cancelled once, every record lands once, in order; every time, they fail once the retries
+    are spent), a resend's (waiting its backoff after a split) fail with the cancellation. flush and close return and the producer
+    sends on (flush waited forever: a cancelled task was taken for close's own)."""
+    topic = make_topic(configs={"max.message.bytes": str(64 * 1024)})
+    state = _arm_request_cancel(monkeypatch, seam)
+    count = {"_resend": 3000, "produce_group_once": 5}.get(seam, 1)
+    values = [b"%05d" % i + b"x" * 95 for i in range(count)]
+    batch_size = 256 * 1024 if seam == "_resend" else 300
+
+    async def run() -> list:
+        async with AsyncProducer(
+            seglog_service.address, batch_size=batch_size, linger_ms=60_000, retries=3, retry_backoff_ms=10,
+        ) as producer:
+            await producer.send_and_wait(topic, b"warm-up", partition=0)  # the stream confirmed
+            state["armed"] = times
+            futures = [await producer.send(topic, value, partition=0) for value in values]
+            await producer.flush(_FLUSH_TIMEOUT_MS)
+            outcomes = [future.exception() for future in futures]
+            state["armed"] = 0
+            after = await producer.send(topic, b"after", partition=0)
+            await producer.flush(_FLUSH_TIMEOUT_MS)
+            await after
+            return outcomes
+
+    outcomes = asyncio.run(run())
+    assert state["cancelled"] >= 1
+    landed = partition_values(seglog_service.address, topic)
+    # A group's retries go a batch a request (produce_once): cancelling every group send
+    # cancels only the first.
+    if seam == "produce_group_once" or (seam == "produce_once" and times == 1):
+        assert outcomes == [None] * count
+        assert landed == [b"warm-up", *values, b"after"]
+    else:
+        assert all(isinstance(error, SeglogError) and "cancelled" in str(error) for error in outcomes)
+        assert landed == [b"warm-up", b"after"]
