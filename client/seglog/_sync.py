@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import inspect
+import os
 import threading
 from collections.abc import Callable, Coroutine
 from typing import Any, Self, TypeVar
@@ -37,6 +38,12 @@ class LoopThread:
     def __init__(self, loop: asyncio.AbstractEventLoop | None = None) -> None:
         self._loop = loop if loop is not None else _new_event_loop()
         self._started = threading.Event()
+        # Guards _ended against run() queueing a call: once set, no call is queued, and those
+        # queued before are started and cancelled by the thread's cleanup (see _run_forever).
+        self._state = threading.Lock()
+        self._ended: str | None = None  # why calls are refused: the thread stopped, died or forked away
+        self._stop_requested = False
+        self.dead = False  # the loop stopped without stop(): never run again (see _run_forever)
         self._thread = threading.Thread(target=self._run_forever, name="seglog-event-loop", daemon=True)
         self._thread.start()
         self._started.wait()
@@ -71,7 +78,10 @@ class LoopThread:
             started.append(self._loop.create_task(_run_into(coroutine, outcome, ended)))
 
         try:
-            self._loop.call_soon_threadsafe(start)
+            with self._state:
+                if self._ended is not None:
+                    raise RuntimeError(self._ended)
+                self._loop.call_soon_threadsafe(start)
         except BaseException:
             coroutine.close()
             raise
@@ -79,7 +89,7 @@ class LoopThread:
             ended.acquire()
         except BaseException:  # interrupted while waiting: the call is cancelled (after start ran)
             try:
-                self._loop.call_soon_threadsafe(lambda: started[0].cancel())
+                self._loop.call_soon_threadsafe(lambda: started and started[0].cancel())
             except RuntimeError:
                 pass  # the loop was closed meanwhile: nothing runs there to cancel; the interruption stands
             raise
@@ -87,6 +97,8 @@ class LoopThread:
         if returned:
             return value
         if isinstance(value, asyncio.CancelledError):  # as a concurrent future's result() raises it
+            if self.dead:
+                raise RuntimeError(self._ended) from value
             raise concurrent.futures.CancelledError() from value
         raise value
 
@@ -108,8 +120,20 @@ class LoopThread:
         """Stop the loop, cancel what still runs on it, and join the thread. The loop is left
         stopped, not closed (see ``_run_forever``)."""
         assert not self.in_loop_thread()
-        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._stop_requested = True
+        if self._thread.is_alive():
+            self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join()
+
+    def _forget_after_fork(self) -> None:
+        """In a forked child: the thread did not follow, and the loop's selector and wake-up fd are
+        the parent's; calls are refused rather than queued on a loop that runs in another process."""
+        self._state = threading.Lock()  # another thread of the parent may have held it at the fork
+        self._ended = (
+            "seglog's event-loop thread belongs to the parent of this forked process; "
+            "open the synchronous clients again in the child"
+        )
+        self.dead = True
 
     def _run_forever(self) -> None:
         asyncio.set_event_loop(self._loop)
@@ -117,6 +141,18 @@ class LoopThread:
         try:
             self._loop.run_forever()
         finally:
+            # run_forever also ends when an exception such as SystemExit escapes a callback, or a
+            # callback stops the loop: then the thread is dead. Either way calls are refused from
+            # here on, and those already queued are started and cancelled below.
+            with self._state:
+                self.dead = not self._stop_requested
+                self._ended = (
+                    "seglog's event-loop thread died: its loop stopped without being asked to (an "
+                    "exception such as SystemExit escaped a callback on it)"
+                    if self.dead
+                    else "seglog's event-loop thread was stopped (its last synchronous client closed)"
+                )
+            self._started.set()
             self._cancel_leftovers()
             # Not closed: grpc.aio binds every loop that used it to one process-wide completion
             # poller and keeps it (and a reader on the poller's socket) for the process's life.
@@ -129,12 +165,22 @@ class LoopThread:
             asyncio.set_event_loop(None)
 
     def _cancel_leftovers(self) -> None:
-        tasks = [task for task in asyncio.all_tasks(self._loop) if not task.done()]
-        for task in tasks:
-            task.cancel()
-        if tasks:
+        """Cancels every task left on the loop, in rounds: cancelling one may start another (an
+        ask reading its own answer hands the read over to a new task), which would otherwise stay
+        pending on the stopped loop and resume in its next user's session. The first turn also
+        starts calls queued before the end, to cancel them."""
+        self._loop.run_until_complete(asyncio.sleep(0))
+        for _ in range(_CANCEL_ROUNDS):
+            tasks = [task for task in asyncio.all_tasks(self._loop) if not task.done()]
+            if not tasks:
+                break
+            for task in tasks:
+                task.cancel()
             self._loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
         self._loop.run_until_complete(self._loop.shutdown_asyncgens())
+
+
+_CANCEL_ROUNDS = 20  # tasks started by cancelled ones, in turn: a bound against one that always starts another
 
 
 async def _run_into(coroutine: Coroutine[Any, Any, Any], outcome: list[Any], ended: threading.Lock) -> None:
@@ -166,16 +212,25 @@ def _settle(outcome: concurrent.futures.Future[_T], done: asyncio.Future[_T]) ->
 
 
 _lock = threading.Lock()
+_stopped = threading.Condition(_lock)  # notified when a stopping shared thread has stopped
 _shared: LoopThread | None = None
 _users = 0
+_stopping: LoopThread | None = None  # the last shared thread, while its last user stops it
 _stopped_loop: asyncio.AbstractEventLoop | None = None  # the last shared thread's, run by the next
 
 
 def acquire_loop_thread() -> LoopThread:
-    """The shared loop thread, started on first use; pair every call with ``release_loop_thread``."""
+    """The shared loop thread, started on first use (and again if it died); pair every call with
+    ``release_loop_thread``."""
     global _shared, _users, _stopped_loop
     with _lock:
+        if _shared is not None and _shared.dead:
+            _shared, _users = None, 0  # its users' calls fail; their releases find it replaced
         if _shared is None:
+            # A thread being stopped: wait for its loop, to run it again rather than start a second
+            # (unless this is that thread, finishing its tasks: it cannot wait for itself).
+            while _stopping is not None and not _stopping.in_loop_thread():
+                _stopped.wait()
             _shared, _stopped_loop = LoopThread(_stopped_loop), None
         _users += 1
         return _shared
@@ -183,17 +238,41 @@ def acquire_loop_thread() -> LoopThread:
 
 def release_loop_thread(loop_thread: LoopThread) -> None:
     """Drop one user of the shared loop thread; the last one stops it."""
-    global _shared, _users, _stopped_loop
+    global _shared, _users, _stopping, _stopped_loop
     with _lock:
-        assert loop_thread is _shared and _users > 0, (loop_thread, _shared, _users)
+        if loop_thread is not _shared:  # a dead thread since replaced, or the parent's before a fork
+            assert loop_thread.dead, (loop_thread, _shared)
+            return
+        assert _users > 0, (loop_thread, _users)
         _users -= 1
         if _users > 0:
             return
-        _shared = None
-    loop_thread.stop()
-    with _lock:
-        if _stopped_loop is None:  # the next shared thread runs it (unless one started meanwhile)
-            _stopped_loop = loop_thread.loop
+        _shared, _stopping = None, loop_thread
+    try:
+        loop_thread.stop()
+    finally:
+        with _lock:
+            if _stopping is loop_thread:
+                _stopping = None
+            if not loop_thread.dead and _stopped_loop is None:  # the next shared thread runs it
+                _stopped_loop = loop_thread.loop
+            _stopped.notify_all()
+
+
+def _forget_in_child() -> None:
+    """After fork, in the child: the loop threads did not follow and the kept loop's selector and
+    wake-up fd are shared with the parent (running it here would take the parent's wake-ups):
+    the child starts its own thread and loop on first use."""
+    global _lock, _stopped, _shared, _users, _stopping, _stopped_loop
+    for loop_thread in (_shared, _stopping):
+        if loop_thread is not None:
+            loop_thread._forget_after_fork()
+    _lock = threading.Lock()
+    _stopped = threading.Condition(_lock)
+    _shared, _users, _stopping, _stopped_loop = None, 0, None, None
+
+
+os.register_at_fork(after_in_child=_forget_in_child)
 
 
 class SyncFacade:

@@ -189,3 +189,166 @@ def test_an_interrupted_wait_on_a_loop_closed_meanwhile_raises_the_interruption(
             loop_thread.run(forever())
     finally:
         signal.signal(signal.SIGUSR1, previous)
+
+
+def _calls_in_a_forked_child(inherited: _sync.LoopThread | None) -> None:
+    """A forked child's work: the parent's loop thread (if given) refuses calls; a thread of the
+    child's own serves 200 calls, each woken through its wake-up fd."""
+    if inherited is not None:
+        with pytest.raises(RuntimeError, match="parent of this forked process"):
+            inherited.run(asyncio.sleep(0))
+        _sync.release_loop_thread(inherited)  # the parent's client closed in the child: nothing to stop here
+    loop_thread = _sync.acquire_loop_thread()
+    try:
+        for _ in range(200):
+            assert loop_thread.run(asyncio.sleep(0, "answered")) == "answered"
+    finally:
+        _sync.release_loop_thread(loop_thread)
+
+
+@pytest.mark.parametrize("parent_thread", ["stopped", "running"])
+def test_forked_children_and_their_parent_each_run_their_own_loop(parent_thread):
+    """A loop kept stopped (or a thread running) in the parent is not run by forked children: the
+    loop's selector and wake-up fd are shared across fork, and a process running another's loop
+    took its wake-ups, leaving calls waiting forever."""
+    import multiprocessing
+
+    first = _sync.acquire_loop_thread()
+    first.run(asyncio.sleep(0))
+    if parent_thread == "stopped":
+        _sync.release_loop_thread(first)
+    inherited = first if parent_thread == "running" else None
+    children = [
+        multiprocessing.get_context("fork").Process(target=_calls_in_a_forked_child, args=(inherited,))
+        for _ in range(3)
+    ]
+    try:
+        for child in children:
+            child.start()
+        _calls_in_a_forked_child(None)
+        for child in children:
+            child.join(60)  # a bound against a hang, not a speed: each child's calls take well under 1 s
+        assert [child.exitcode for child in children] == [0, 0, 0]
+    finally:
+        for child in children:
+            if child.is_alive():
+                child.kill()
+                child.join()
+        if parent_thread == "running":
+            _sync.release_loop_thread(first)
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")  # the SystemExit, on purpose
+def test_a_loop_thread_that_died_refuses_calls_and_the_next_acquire_starts_another():
+    """An exception such as SystemExit escaping a callback ends the loop thread with its loop
+    stopped but not closed: calls are refused with a clear error (they waited forever on a loop
+    nobody ran), the loop is not kept for reuse, and the next acquire starts a new thread."""
+    dead = _sync.acquire_loop_thread()
+
+    def exit_from_a_callback() -> None:
+        raise SystemExit("from a callback on the loop thread")
+
+    dead.call_soon(exit_from_a_callback)
+    dead._thread.join()
+    answers: list[object] = []
+
+    def call() -> None:
+        try:
+            answers.append(dead.run(asyncio.sleep(0, "answered")))
+        except RuntimeError as error:
+            answers.append(error)
+
+    caller = threading.Thread(target=call, daemon=True)
+    caller.start()
+    caller.join(30)  # a bound against the hang this guards against
+    assert len(answers) == 1 and isinstance(answers[0], RuntimeError), answers
+    assert "died" in str(answers[0])
+    assert dead.dead
+    again = _sync.acquire_loop_thread()
+    try:
+        assert again is not dead and again.loop is not dead.loop
+        assert again.run(asyncio.sleep(0, "again")) == "again"
+        _sync.release_loop_thread(dead)  # its user closes late: the new thread serves on
+        assert again.run(asyncio.sleep(0, "still")) == "still"
+    finally:
+        _sync.release_loop_thread(again)
+    assert _sync._stopped_loop is again.loop
+
+
+def test_a_task_started_by_a_cancelled_one_is_cancelled_too_when_the_loop_stops():
+    """Cancelling a task may start another (an ask reading its own answer hands the read over
+    to a new task): it is cancelled as well, not left pending on the stopped loop to resume in
+    the next user's session."""
+    loop_thread = _sync.acquire_loop_thread()
+    started = threading.Event()
+    handed_over: list[asyncio.Task[None]] = []
+
+    async def forever() -> None:
+        await asyncio.Event().wait()
+
+    async def hands_over_when_cancelled() -> None:
+        started.set()
+        try:
+            await asyncio.Event().wait()
+        finally:
+            handed_over.append(asyncio.get_running_loop().create_task(forever()))
+
+    asyncio.run_coroutine_threadsafe(hands_over_when_cancelled(), loop_thread.loop)
+    started.wait()
+    _sync.release_loop_thread(loop_thread)
+    assert handed_over and handed_over[0].cancelled()
+    assert not [task for task in asyncio.all_tasks(loop_thread.loop) if not task.done()]
+
+
+def test_an_acquire_while_the_last_release_stops_the_thread_runs_the_same_loop(monkeypatch):
+    """Another thread acquiring while the last user's release waits for the thread to stop waits
+    for it and runs its loop again: it started a second loop, and when that one was released in
+    turn it was dropped unclosed (the first was already kept), leaking its fds."""
+    first = _sync.acquire_loop_thread()
+    cancelling, go_on, waiting = threading.Event(), threading.Event(), threading.Event()
+
+    class SignallingCondition(threading.Condition):
+        def wait(self, timeout=None):
+            waiting.set()
+            return super().wait(timeout)
+
+    monkeypatch.setattr(_sync, "_stopped", SignallingCondition(_sync._lock), raising=False)
+
+    async def slow_to_cancel() -> None:
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            cancelling.set()
+            go_on.wait()  # holds the loop thread, so the release's stop() is joining it
+            raise
+
+    started = threading.Event()
+
+    async def slow_started() -> None:
+        started.set()
+        await slow_to_cancel()
+
+    asyncio.run_coroutine_threadsafe(slow_started(), first.loop)
+    started.wait()
+    releaser = threading.Thread(target=_sync.release_loop_thread, args=(first,), daemon=True)
+    releaser.start()
+    cancelling.wait()
+    acquired: list[_sync.LoopThread] = []
+
+    def acquire() -> None:
+        acquired.append(_sync.acquire_loop_thread())
+        waiting.set()
+
+    acquirer = threading.Thread(target=acquire, daemon=True)
+    acquirer.start()
+    waiting.wait()  # the acquirer waits for the stop (or, as before, already made a thread of its own)
+    go_on.set()
+    releaser.join()
+    acquirer.join()
+    second = acquired[0]
+    try:
+        assert second is not first and second.loop is first.loop
+        assert second.run(asyncio.sleep(0, "served")) == "served"
+    finally:
+        _sync.release_loop_thread(second)
+    assert _sync._stopped_loop is first.loop
