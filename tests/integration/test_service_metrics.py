@@ -261,6 +261,11 @@ def test_many_lookups_of_one_partition_go_to_the_storage_pool_a_few_stay_inline(
     # Warmed first: a log's first lookup by time after a start checks its segments, and a call
     # that would build a time-step table or a batch directory, go to the pool whatever their count.
     lookups(cap + 1)
-    few, many = calls(cap), calls(cap + 1)
-    assert few["inline"] >= 1 and few["pooled"] == 0
+    # The counters are the service's, not the request's: a background pooled call (a flush, a
+    # checkpoint) landing between the two scrapes counts too, and a loaded machine widens that
+    # window. So the capped request is asked up to three times: one of them must have run wholly
+    # inline, which a request sent to the pool every time (the regression guarded) never does.
+    few = [calls(cap) for _ in range(3)]
+    assert any(one["inline"] >= 1 and one["pooled"] == 0 for one in few), few
+    many = calls(cap + 1)
     assert many["pooled"] >= 1
