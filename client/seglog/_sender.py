@@ -450,7 +450,7 @@ class Sender:
         max_request_bytes, the limit the stream announced and the one a refusal of gRPC's
         named (``_refused_above_request_limit``), whichever is least."""
         known = [limit for limit in (announced, self._refused_request_bytes) if limit]
-        return min([self._config.max_request_bytes, *known])
+        return min(self._config.max_request_bytes, *known)
 
     def _within_limit(self, batches: list[ProducerBatch], limit: int) -> list[ProducerBatch]:
         """A partition's batches, those above ``limit`` (``_batch_bytes_max``) split into pieces

