@@ -470,13 +470,11 @@ class Sender:
 
     def _start_request(
         self, tp: TopicPartition, entries: list[WindowEntry[_Sent]],
-        request: Callable[[], Coroutine[Any, Any, None]], turn: SendTurn | None = None, *, resend: bool = False,
+        request: Callable[[], Coroutine[Any, Any, None]], turn: SendTurn | None = None,
     ) -> None:
-        """``request()`` (a step of ``tp``'s requests, owning ``entries``; ``resend``: their
-        resend after a backoff) as a task of its own. Should it fail on an unexpected error (a
-        bug: it raises, or cannot even be called), the partition's batches fail with that error
-        (``_request_failed``): flush and close return. So too if it is cancelled other than by
-        ``stop`` (``_request_cancelled``)."""
+        """``request()`` (a step of ``tp``'s requests, owning ``entries``) as a task of its own.
+        Should it fail on an unexpected error (a bug: it raises, or cannot even be called), the
+        partition's batches fail with that error (``_request_failed``): flush and close return."""
         try:
             task = asyncio.create_task(request())
         except Exception as error:  # noqa: BLE001 - a bug: fail the batches, never hang flush
@@ -485,30 +483,11 @@ class Sender:
             self._request_failed(tp, entries, error)
             return
         self._track(task, turn)
-        task.add_done_callback(lambda done: self._request_done(tp, entries, done, resend))
+        task.add_done_callback(lambda done: self._request_done(tp, entries, done))
 
-    def _request_done(
-        self, tp: TopicPartition, entries: list[WindowEntry[_Sent]], task: asyncio.Task[None], resend: bool
-    ) -> None:
-        if task.cancelled():
-            if not self.closed:  # cancelled underneath (a gRPC call cancelled), not by stop()
-                self._request_cancelled(tp, entries, resend)
-        elif task.exception() is not None:
+    def _request_done(self, tp: TopicPartition, entries: list[WindowEntry[_Sent]], task: asyncio.Task[None]) -> None:
+        if not task.cancelled() and task.exception() is not None:
             self._request_failed(tp, entries, task.exception())
-
-    def _request_cancelled(self, tp: TopicPartition, entries: list[WindowEntry[_Sent]], resend: bool) -> None:
-        """A request task of ``tp`` ended cancelled while the sender runs on. A send's batches,
-        in flight and unanswered, fail retriably as after a stream break (sent again after the
-        backoff while retries are left, in order; ``_answer``); a resend's, waiting its backoff,
-        fail with the cancellation (``_request_failed``). Either way flush and close return."""
-        cancelled = ServiceUnavailableError("the request was cancelled before it was answered")
-        window = self.windows.get(tp)
-        if resend:
-            self._request_failed(tp, entries, cancelled)
-            return
-        for entry in entries:
-            if self.windows.get(tp) is window and window is not None and window.holds(entry):
-                self._answer(tp, window, entry, cancelled, True)
 
     def _request_failed(self, tp: TopicPartition, entries: list[WindowEntry[_Sent]], error: BaseException) -> None:
         """A request step of ``tp`` failed on an unexpected error: every batch of its window but
@@ -692,7 +671,7 @@ class Sender:
         for done in complete:
             self._complete_entry(done)
         if again:
-            self._start_request(tp, again, lambda: self._resend(tp, window, again), resend=True)
+            self._start_request(tp, again, lambda: self._resend(tp, window, again))
         elif self.windows.get(tp) is window:
             for entry in window.refill(self._in_flight_max_for(tp)):  # a paced window's next pieces
                 self._send_entry(tp, entry)
