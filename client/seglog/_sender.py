@@ -392,7 +392,7 @@ class Sender:
         if len(entries) == 1:
             self._send_entry(tp, entries[0])
             return rest
-        bytes_max = self._message_bytes_max(self.stream_request_bytes_max)
+        bytes_max = min(self._config.max_request_bytes, self.stream_request_bytes_max or self._config.max_request_bytes)
         position = 0
         for count in message_counts([len(e.item[1]) for e in entries], tp.topic, self.stream_batches_max, bytes_max):
             if count == 1:
@@ -444,13 +444,6 @@ class Sender:
             f"a record of {len(records)} bytes (as a batch) is above the service's request limit: "
             f"a batch alone in a message takes at most {limit} bytes; not sent",
         )
-
-    def _message_bytes_max(self, announced: int | None) -> int:
-        """The largest ProduceStream message to pack batches into: within the client's
-        max_request_bytes, the limit the stream announced and the one a refusal of gRPC's
-        named (``_refused_above_request_limit``), whichever is least."""
-        known = [limit for limit in (announced, self._refused_request_bytes) if limit]
-        return min(self._config.max_request_bytes, *known)
 
     def _within_limit(self, batches: list[ProducerBatch], limit: int) -> list[ProducerBatch]:
         """A partition's batches, those above ``limit`` (``_batch_bytes_max``) split into pieces
@@ -862,7 +855,7 @@ class Sender:
         position = 0
         counts = message_counts(
             [len(one) for one in records], topic, stream.batches_max,
-            self._message_bytes_max(stream.request_bytes_max),
+            min(self._config.max_request_bytes, stream.request_bytes_max or self._config.max_request_bytes),
         )
         for count in counts:
             # Built in place inside the message, as _produce_on does (no copy of the batches).
