@@ -369,14 +369,6 @@ class Sender:
                 self._record_failure(batch, error)
                 self._finish(batch)
                 continue
-            too_large = self._above_request_limit(tp, batch, records)
-            if too_large is not None:
-                # Not sent: gRPC would end the connection's whole stream refusing it, failing
-                # every batch in flight on it. Its sequences are the partition's last given.
-                self.idempotence.batch_unwritten(tp, fields, batch.record_count)
-                self._record_failure(batch, too_large)
-                self._finish(batch)
-                continue
             window = self.windows.get(tp)
             if window is None:
                 window = self.windows[tp] = SendWindow()
@@ -432,18 +424,6 @@ class Sender:
         if not known:
             return None
         return max(1, min(known) - _MESSAGE_OVERHEAD_BYTES - _BATCH_OVERHEAD_BYTES - len(topic.encode()))
-
-    def _above_request_limit(self, tp: TopicPartition, batch: ProducerBatch, records: bytes) -> RecordTooLargeError | None:
-        """The refusal of a record alone (a batch of one, which no split makes smaller) whose
-        built batch is above the service's request limit, once known (announced at the stream's
-        open or named by gRPC's refusal: ``_request_batch_bytes``); None for any other batch."""
-        limit = self._request_batch_bytes(tp.topic)
-        if batch.record_count != 1 or limit is None or len(records) <= limit:
-            return None
-        return RecordTooLargeError(
-            f"a record of {len(records)} bytes (as a batch) is above the service's request limit: "
-            f"a batch alone in a message takes at most {limit} bytes; not sent",
-        )
 
     def _within_limit(self, batches: list[ProducerBatch], limit: int) -> list[ProducerBatch]:
         """A partition's batches, those above ``limit`` (``_batch_bytes_max``) split into pieces
