@@ -173,6 +173,28 @@ def partition_values(address: str, topic: str, partition: int = 0) -> list[bytes
     return seen
 
 
+def numbered_values(count: int) -> list[bytes]:
+    """``count`` distinct 100-byte values, the index repeated: order and duplicates show on reading."""
+    return [index.to_bytes(4, "big") * 25 for index in range(count)]
+
+
+def values_to_end(address: str, topic: str, count: int, partition: int = 0) -> list[bytes | None]:
+    """The partition's record values, every one up to its end: at least ``count`` waited for
+    (a 2 s poll), then read on until a short poll returns nothing, so a record written twice shows."""
+    from seglog import Consumer
+    from seglog.records import RecordBatch
+
+    read: list[bytes | None] = []
+    with Consumer(address, topic, partition=partition, start="earliest") as consumer:
+        while True:
+            raws = consumer.poll_raw(timeout_ms=2000 if len(read) < count else 300)
+            if not raws:
+                break
+            for raw in raws:
+                read += [record.value for record in RecordBatch(raw.records)]
+    return read
+
+
 # How long a wait_until condition may take to hold (etcd watches on a loaded machine): bounds a hang.
 WAIT_S = 15.0
 

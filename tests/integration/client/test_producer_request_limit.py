@@ -11,17 +11,15 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from tests.support.integration_helpers import ServiceProcess
+from tests.support.integration_helpers import ServiceProcess, numbered_values, values_to_end
 
-from seglog import Consumer, Producer
+from seglog import Producer
 from seglog._sender import Sender
 from seglog.errors import RecordTooLargeError
-from seglog.records import RecordBatch
 
 REQUEST_BYTES_MAX = 2 * 1024 * 1024
 # A topic may take the largest batch a request carries (the service keeps 1 KiB for the rest).
 TOPIC_CONFIGS = {"max.message.bytes": str(REQUEST_BYTES_MAX - 1024)}
-POLL_TIMEOUT_MS = 2000
 
 
 @pytest.fixture(scope="module")
@@ -31,22 +29,6 @@ def seglog_service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service
     service = ServiceProcess(workdir, [workdir / "data"], ["--request-bytes-max", str(REQUEST_BYTES_MAX)]).start()
     yield service
     assert service.stop() == 0, service.log()
-
-
-def _values(count: int) -> list[bytes]:
-    return [index.to_bytes(4, "big") * 25 for index in range(count)]
-
-
-def _read_values(address: str, topic: str, count: int) -> list[bytes | None]:
-    read: list[bytes | None] = []
-    with Consumer(address, topic, partition=0, start="earliest") as consumer:
-        while True:
-            raws = consumer.poll_raw(timeout_ms=POLL_TIMEOUT_MS if len(read) < count else 300)
-            if not raws:
-                break
-            for raw in raws:
-                read += [record.value for record in RecordBatch(raw.records)]
-    return read
 
 
 def _count_size_refusals(monkeypatch: pytest.MonkeyPatch) -> list[str]:
@@ -73,7 +55,7 @@ def test_batches_above_the_request_limit_are_split(
     ran out: records failed)."""
     refusals = _count_size_refusals(monkeypatch)
     topic = make_topic(configs=TOPIC_CONFIGS)
-    values = _values(60_000)
+    values = numbered_values(60_000)
     with Producer(
         seglog_service.address, batch_size=4 * 1024 * 1024, linger_ms=50, retries=3, retry_backoff_ms=10,
         enable_idempotence=enable_idempotence,
@@ -85,7 +67,7 @@ def test_batches_above_the_request_limit_are_split(
     assert [error for error in errors if error is not None] == []
     assert statistics.batches_split >= 1 and statistics.retries == 0
     assert len(refusals) <= 1 and all("request limit" in refusal for refusal in refusals)
-    assert _read_values(seglog_service.address, topic, len(values)) == values
+    assert values_to_end(seglog_service.address, topic, len(values)) == values
 
 
 def test_a_record_alone_above_the_request_limit_fails_unretried(
@@ -109,4 +91,4 @@ def test_a_record_alone_above_the_request_limit_fails_unretried(
         assert after.exception(0) is None
     assert isinstance(error, RecordTooLargeError) and "request limit" in str(error)
     assert len(refusals) == 1
-    assert _read_values(seglog_service.address, topic, 2) == [b"before", b"after"]
+    assert values_to_end(seglog_service.address, topic, 2) == [b"before", b"after"]

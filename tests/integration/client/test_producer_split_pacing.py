@@ -11,33 +11,15 @@ import threading
 from typing import Any
 
 import pytest
+from tests.support.integration_helpers import numbered_values, values_to_end
 
-from seglog import Consumer, Producer, _sender
+from seglog import Producer, _sender
 from seglog._send_window import SendWindow
 from seglog._sender import Sender
 from seglog.errors import QuotaExceededError, ServiceUnavailableError
-from seglog.records import RecordBatch
 
 LIMIT_BYTES = 64 * 1024
 SPLIT_PRODUCER: dict[str, Any] = {"batch_size": 256 * 1024, "linger_ms": 50, "retry_backoff_ms": 10}
-POLL_TIMEOUT_MS = 2000
-
-
-def _values(count: int) -> list[bytes]:
-    return [index.to_bytes(4, "big") * 25 for index in range(count)]
-
-
-def _read_values(address: str, topic: str, count: int) -> list[bytes | None]:
-    """The partition's records' values, every one up to its end (at least ``count``)."""
-    read: list[bytes | None] = []
-    with Consumer(address, topic, partition=0, start="earliest") as consumer:
-        while True:
-            raws = consumer.poll_raw(timeout_ms=POLL_TIMEOUT_MS if len(read) < count else 300)
-            if not raws:
-                break
-            for raw in raws:
-                read += [record.value for record in RecordBatch(raw.records)]
-    return read
 
 
 def _watch_in_flight(monkeypatch: pytest.MonkeyPatch) -> list[int]:
@@ -68,7 +50,7 @@ def test_split_pieces_stay_within_the_partitions_in_flight_limit(
     split early are ever more in flight on the partition than its limit (were 25 and 20)."""
     peak = _watch_in_flight(monkeypatch)
     topic = make_topic(configs={"max.message.bytes": str(LIMIT_BYTES)})
-    values = _values(20_000)
+    values = numbered_values(20_000)
     with Producer(seglog_service.address, **SPLIT_PRODUCER, max_in_flight_per_partition=in_flight_max) as producer:
         producer.send(topic, b"first", partition=0).result()  # the producer id wrote there
         producer.send_many(topic, values, partition=0)
@@ -76,7 +58,7 @@ def test_split_pieces_stay_within_the_partitions_in_flight_limit(
         statistics = producer.statistics()
     assert statistics.batches_split >= 2 and statistics.records_failed == 0
     assert 1 <= peak[0] <= in_flight_max
-    assert _read_values(seglog_service.address, topic, len(values) + 1) == [b"first", *values]
+    assert values_to_end(seglog_service.address, topic, len(values) + 1) == [b"first", *values]
 
 
 def test_answers_lost_after_a_split_land_every_record_once(
@@ -99,7 +81,7 @@ def test_answers_lost_after_a_split_land_every_record_once(
 
     monkeypatch.setattr(Sender, "produce_once", losing_answers)
     topic = make_topic(configs={"max.message.bytes": str(LIMIT_BYTES)})
-    values = _values(20_000)
+    values = numbered_values(20_000)
     with Producer(seglog_service.address, **SPLIT_PRODUCER) as producer:
         producer.send(topic, b"first", partition=0).result()
         group = producer.send_many(topic, values, partition=0)
@@ -107,7 +89,7 @@ def test_answers_lost_after_a_split_land_every_record_once(
         errors = [future.exception(0) for future in group.futures()]
     assert lost[0] == 25
     assert [error for error in errors if error is not None] == []
-    assert _read_values(seglog_service.address, topic, len(values) + 1) == [b"first", *values]
+    assert values_to_end(seglog_service.address, topic, len(values) + 1) == [b"first", *values]
 
 
 def test_one_in_flight_keeps_order_when_a_piece_fails_retriably(
@@ -132,7 +114,7 @@ def test_one_in_flight_keeps_order_when_a_piece_fails_retriably(
 
     monkeypatch.setattr(Sender, "produce_once", first_piece_refused)
     topic = make_topic(configs={"max.message.bytes": str(LIMIT_BYTES)})
-    values = _values(6_000)
+    values = numbered_values(6_000)
     with Producer(
         seglog_service.address, **SPLIT_PRODUCER, enable_idempotence=False, max_in_flight_per_partition=1
     ) as producer:
@@ -140,7 +122,7 @@ def test_one_in_flight_keeps_order_when_a_piece_fails_retriably(
         producer.flush()
         statistics = producer.statistics()
     assert failed[0] == 1 and statistics.batches_split >= 1 and statistics.records_failed == 0
-    assert _read_values(seglog_service.address, topic, len(values)) == values
+    assert values_to_end(seglog_service.address, topic, len(values)) == values
 
 
 class _WatchedSleeps:
@@ -188,7 +170,7 @@ def test_a_quota_refusal_behind_a_split_batch_waits_its_retry_after(
     monkeypatch.setattr(Sender, "produce_once", quota_behind_the_split)
     monkeypatch.setattr(_sender, "asyncio", _WatchedSleeps(events))
     topic = make_topic(configs={"max.message.bytes": str(LIMIT_BYTES)})
-    values = _values(1_500)  # about 165 KB: one batch, refused, and three pieces
+    values = numbered_values(1_500)  # about 165 KB: one batch, refused, and three pieces
     with Producer(seglog_service.address, **SPLIT_PRODUCER) as producer:
         producer.send(topic, b"first", partition=0).result()  # the stream confirmed, the id written
         group = producer.send_many(topic, values, partition=0)
@@ -201,4 +183,4 @@ def test_a_quota_refusal_behind_a_split_batch_waits_its_retry_after(
     sent_again = events.index(("behind sent", 0), events.index(("behind sent", 0)) + 1)
     waits = [delay for event, delay in events[:sent_again] if event == "sleep"]
     assert max(waits, default=0) >= retry_after_ms / 1000
-    assert _read_values(seglog_service.address, topic, len(values) + 2) == [b"first", *values, b"behind"]
+    assert values_to_end(seglog_service.address, topic, len(values) + 2) == [b"first", *values, b"behind"]
