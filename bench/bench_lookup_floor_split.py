@@ -41,18 +41,11 @@ WARMUP = 200
 TIMESTAMP_MS = 1_700_000_000_000
 
 
-def _identity(data: bytes) -> bytes:
-    return data
-
-
 def _echo_handlers() -> Any:
     import grpc
 
+    from bench.peers import floor
     from seglog.v1 import log_service_pb2 as pb
-
-    async def echo(requests: Any, context: Any) -> Any:  # the floor's handler
-        async for _ in requests:
-            yield b""
 
     async def echo_pb(requests: Any, context: Any) -> None:
         await context.send_initial_metadata((("seglog-stream-in-flight-max", "64"),))
@@ -63,8 +56,7 @@ def _echo_handlers() -> Any:
             await context.write(pb.LookupStreamResponse(correlation_id=request.correlation_id))
 
     return grpc.method_handlers_generic_handler(SERVICE, {
-        "Echo": grpc.stream_stream_rpc_method_handler(
-            echo, request_deserializer=_identity, response_serializer=_identity),
+        "Echo": floor.floor_method_handler(),  # the floor's handler
         "EchoPb": grpc.stream_stream_rpc_method_handler(
             echo_pb, request_deserializer=pb.LookupStreamRequest.FromString,
             response_serializer=pb.LookupStreamResponse.SerializeToString),
@@ -129,24 +121,6 @@ def _start_service(workdir: pathlib.Path, stub_lookup: bool, records: int) -> tu
     return process, address
 
 
-async def _echo_ms(address: str, count: int) -> list[float]:
-    """``count`` round trips (ms) of an empty message on the service's echo (the floor's client)."""
-    import grpc
-
-    async with grpc.aio.insecure_channel(address) as channel:
-        call = channel.stream_stream(f"/{SERVICE}/Echo", request_serializer=_identity,
-                                     response_deserializer=_identity)()
-        samples = []
-        for index in range(WARMUP + count):
-            started = time.perf_counter()
-            await call.write(b"")
-            await call.read()
-            if index >= WARMUP:
-                samples.append((time.perf_counter() - started) * 1000)
-        await call.done_writing()
-        return samples
-
-
 async def _lookups_ms(address: str, method: str, count: int, target_ms: int) -> list[float]:
     """``count`` round trips (ms) of a one-target LookupStreamRequest on one open stream."""
     import grpc
@@ -206,7 +180,7 @@ def main(argv: list[str] | None = None) -> None:
             processes.append(stubbed)
             cases = {
                 "floor": (floor_server, lambda: floor.ping_pong_ms(f"127.0.0.1:{port}", count)),
-                "echo": (service, lambda: _echo_ms(address, count)),
+                "echo": (service, lambda: floor.ping_pong_ms(address, count, f"/{SERVICE}/Echo")),
                 "echo-pb": (service, lambda: _lookups_ms(address, f"/{SERVICE}/EchoPb", count, target_ms)),
                 "lookup-stubbed": (stubbed, lambda: _lookups_ms(
                     stubbed_address, "/seglog.v1.LogService/LookupStream", count, target_ms)),

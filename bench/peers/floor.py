@@ -28,18 +28,24 @@ def _identity(data: bytes) -> bytes:
     return data
 
 
+async def empty_answers(requests, context):
+    """The floor's handler: one empty answer a message (raw bytes: no (de)serializer work)."""
+    async for _ in requests:
+        yield b""
+
+
+def floor_method_handler():
+    """``empty_answers`` as a bidi-stream method of raw bytes, for a generic handler."""
+    import grpc
+
+    return grpc.stream_stream_rpc_method_handler(
+        empty_answers, request_deserializer=_identity, response_serializer=_identity)
+
+
 async def _serve(port: int) -> None:
     import grpc
 
-    async def ping_pong(requests, context):  # the empty handler: one empty answer a message
-        async for _ in requests:
-            yield b""
-
-    handler = grpc.method_handlers_generic_handler(
-        "bench.Floor",
-        {"PingPong": grpc.stream_stream_rpc_method_handler(
-            ping_pong, request_deserializer=_identity, response_serializer=_identity)},
-    )
+    handler = grpc.method_handlers_generic_handler("bench.Floor", {"PingPong": floor_method_handler()})
     server = grpc.aio.server()
     server.add_generic_rpc_handlers((handler,))
     server.add_insecure_port(f"127.0.0.1:{port}")
@@ -47,12 +53,13 @@ async def _serve(port: int) -> None:
     await server.wait_for_termination()
 
 
-async def ping_pong_ms(address: str, count: int) -> list[float]:
-    """``count`` round trips (ms) of an empty message on one open stream, after a warm-up."""
+async def ping_pong_ms(address: str, count: int, method: str = METHOD) -> list[float]:
+    """``count`` round trips (ms) of an empty message on one open stream of ``method`` (the
+    floor's, or ``floor_method_handler`` served elsewhere), after a warm-up."""
     import grpc
 
     async with grpc.aio.insecure_channel(address) as channel:
-        call = channel.stream_stream(METHOD, request_serializer=_identity, response_deserializer=_identity)()
+        call = channel.stream_stream(method, request_serializer=_identity, response_deserializer=_identity)()
         samples = []
         for index in range(WARMUP + count):
             started = time.perf_counter()
