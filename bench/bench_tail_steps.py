@@ -17,6 +17,7 @@ several a message are not stamped):
 
 - ``drained``: the sender starts the batch's request (``Sender._send_batch_request``), client;
 - ``pwstart`` / ``pwend``: the ProduceStream's write of it starts / completes (grpc.aio), client;
+- ``pread``: the service's ProduceStream read returns its message (``streams._next_request``);
 - ``pappend`` / ``pappended``: the service's append of it starts (the message read and admitted)
   / returns (``ProduceRpcs.append``), service side;
 - ``answered``: the record's future completes (its batch answered), client.
@@ -24,7 +25,7 @@ several a message are not stamped):
 Each record is matched to the first stamp whose high watermark (or log end) is above its offset,
 and to its batch's producer stamps by the batch's last offset; printed: the medians (and p90) of
 each step's share per record (a step's share ends at its stamp; ``drained`` starts at the
-record's creation; ``pappend`` is negative when the service appended before the client saw its
+record's creation; ``pread`` is negative when the service read the message before the client saw its
 write complete), and of append -> polled, beside creation -> append (the producer's half) and
 creation -> acknowledgement. ``--tree`` runs the
 same workload against other checkouts' ``server`` and ``client`` directories (``git archive``
@@ -36,6 +37,7 @@ nothing in seglog carries them. The machine's load is printed with each run.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import atexit
 import bisect
 import contextvars
@@ -52,7 +54,7 @@ import time
 
 _STEPS = ("append", "chunk", "wstart", "wend", "recv", "polled")
 # The producer's half, from the record's creation: each step's share ends at the stamp named.
-_PRODUCER_STEPS = ("drained", "pwstart", "pwend", "pappend", "pappended", "answered")
+_PRODUCER_STEPS = ("drained", "pwstart", "pwend", "pread", "pappend", "pappended", "answered")
 
 
 def serve(stamps_path: str, argv: list[str]) -> None:
@@ -84,18 +86,28 @@ def serve(stamps_path: str, argv: list[str]) -> None:
 
     from seglog_server.rpc import produce_rpcs
 
-    stamps["pappend"] = []  # (append start, append end, the batch's last offset)
+    from seglog_server.rpc import streams
+
+    stamps["pappend"] = []  # (append start, append end, the batch's last offset, its message's read)
     append = produce_rpcs.ProduceRpcs.append
+    next_request = streams._next_request
+    read_at: dict[object, int] = {}  # the stream's reading task -> when its last read returned
+
+    async def stamped_next_request(session, context):  # noqa: ANN001
+        request = await next_request(session, context)
+        read_at[asyncio.current_task()] = now()
+        return request
 
     async def stamped_append(self, request):  # noqa: ANN001
         started = now()
         appended = await append(self, request)
-        stamps["pappend"].append((started, now(), appended[1].last_offset))
+        stamps["pappend"].append((started, now(), appended[1].last_offset, read_at.get(asyncio.current_task(), 0)))
         return appended
 
     unified_log.UnifiedLog._announce_change = announce_change
     fetch_rpcs.FetchRpcs._send_chunk = stamped_send_chunk
     produce_rpcs.ProduceRpcs.append = stamped_append
+    streams._next_request = stamped_next_request
 
     def dump() -> None:
         pathlib.Path(stamps_path).write_text(json.dumps(stamps))
@@ -212,7 +224,7 @@ def _first_above(stamps: list) -> object:
 
 
 def _producer_steps(stamps: dict[str, list]) -> dict[int, object]:
-    """creation stamp -> (offset -> [drained, write start, write end, append start, append end])
+    """creation stamp -> (offset -> [drained, write start, write end, read, append start, append end])
     of the batch the record went out in (sent alone: the service's append of it is the first
     whose last offset is at or above the record's)."""
     appends = sorted(stamps.get("pappend", []), key=lambda one: one[2])
@@ -222,8 +234,8 @@ def _producer_steps(stamps: dict[str, list]) -> dict[int, object]:
 
         def at(offset: int, row=(drained, write_start, write_end)) -> list[int]:
             index = bisect.bisect_left(lasts, offset)
-            started, ended = (appends[index][0], appends[index][1]) if index < len(appends) else (0, 0)
-            return [*row, started, ended]
+            started, ended, _, read = appends[index] if index < len(appends) else (0, 0, 0, 0)
+            return [*row, read, started, ended]
 
         for created in created_all:
             found[created] = at
