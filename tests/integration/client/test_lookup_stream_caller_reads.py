@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import grpc
@@ -126,6 +126,51 @@ async def _until(condition: Any) -> None:
     raise AssertionError("never happened")
 
 
+@contextlib.contextmanager
+def _loop_reports() -> Iterator[list[dict[str, Any]]]:
+    """What the running loop's exception handler is given meanwhile (its contexts, in order)."""
+    loop = asyncio.get_running_loop()
+    reported: list[dict[str, Any]] = []
+    loop.set_exception_handler(lambda _, context: reported.append(context))
+    try:
+        yield reported
+    finally:
+        loop.set_exception_handler(None)
+
+
+def _wrap_calls(stream: RequestStream, wrap: Any) -> None:
+    """From the next open, each call of ``stream`` goes through ``wrap(call)`` (which replaces
+    its read or write with one of its own) before the stream uses it."""
+    opened = stream._open_call
+
+    def open_call() -> Any:
+        call = opened()
+        wrap(call)
+        return call
+
+    stream._open_call = open_call
+
+
+def _wrap_reads(stream: RequestStream, wrap_read: Any) -> None:
+    """As ``_wrap_calls``, for the read: each call's read is ``wrap_read(call.read)``."""
+
+    def wrap(call: Any) -> None:
+        call.read = wrap_read(call.read)
+
+    _wrap_calls(stream, wrap)
+
+
+async def _held_in_callers_read(
+    service: Service, stream: RequestStream, readers: list[str], target: int = HOLD, timeout_s: float | None = 30
+) -> asyncio.Future[int]:
+    """An ask of ``target`` (HOLD or HELD_ERROR) on an open stream, once the service holds its
+    answer and its caller reads: its future."""
+    held = asyncio.ensure_future(_offset(stream, target, timeout_s))
+    await service.held.wait()
+    await _until(lambda: readers[-1:] == ["caller"] and stream._caller_reading)
+    return held
+
+
 async def test_an_ask_reads_its_own_answer_once_the_stream_is_open():
     async with served() as (_, stream, readers):
         assert [await _offset(stream, n) for n in range(1, 6)] == [1, 2, 3, 4, 5]
@@ -159,9 +204,7 @@ async def test_asks_on_an_open_stream_start_no_task():
 async def test_an_ask_cancelled_while_it_reads_leaves_the_read_going_and_the_stream_open():
     async with served() as (service, stream, readers):
         assert await _offset(stream, 1) == 1
-        held = asyncio.ensure_future(_offset(stream, HOLD))
-        await service.held.wait()
-        await _until(lambda: readers[-1:] == ["caller"] and len(readers) == 2)
+        held = await _held_in_callers_read(service, stream, readers)
         held.cancel()
         with pytest.raises(asyncio.CancelledError):
             await held
@@ -192,21 +235,26 @@ def _cancel_once_its_read_is_done(task: asyncio.Task[Any]) -> None:
     loop.call_soon(poll)
 
 
+async def _cancelled_as_its_read_completes(service: Service, stream: RequestStream, readers: list[str]) -> Any:
+    """A HOLD ask whose caller reads, an ask behind it, the HOLD ask cancelled in the turn its
+    read completes (the service releasing it): once it is cancelled, the ask behind's future."""
+    assert await _offset(stream, 1) == 1
+    held = await _held_in_callers_read(service, stream, readers)
+    behind = asyncio.ensure_future(_offset(stream, 9))
+    await _until(lambda: stream.owed_count == 2)
+    _cancel_once_its_read_is_done(held)
+    service.released.set()
+    with pytest.raises(asyncio.CancelledError):
+        await held
+    return behind
+
+
 async def test_an_ask_cancelled_as_its_read_completes_leaves_the_stream_open():
     """The caller's wake-up from its read is already queued when it is cancelled: the read's
     step is run in the caller (it cannot be handed over from under the queued wake-up), the
     answer taken and dropped, the caller cancelled; the requests behind it and the stream go on."""
     async with served() as (service, stream, readers):
-        assert await _offset(stream, 1) == 1
-        held = asyncio.ensure_future(_offset(stream, HOLD))
-        await service.held.wait()
-        await _until(lambda: readers[-1:] == ["caller"] and len(readers) == 2)
-        behind = asyncio.ensure_future(_offset(stream, 9))
-        await _until(lambda: stream.owed_count == 2)
-        _cancel_once_its_read_is_done(held)
-        service.released.set()
-        with pytest.raises(asyncio.CancelledError):
-            await held
+        behind = await _cancelled_as_its_read_completes(service, stream, readers)
         assert await behind == 9
         assert await _offset(stream, 10) == 10
         assert stream.opened_count == 1 and stream.owed_count == 0
@@ -217,13 +265,9 @@ async def test_an_ask_cancelled_as_a_read_step_completes_hands_the_read_over_at_
     waits): the step due runs in the caller, which hands the read over at its next wait and
     leaves; the read's own task takes and drops the answer."""
     async with served() as (service, stream, readers):
-        opened = stream._open_call
         second_waits: list[asyncio.Future[None]] = []
 
-        def open_call() -> Any:
-            call = opened()
-            read = call.read
-
+        def wrap_read(read: Any) -> Any:
             async def read_then_wait() -> Any:
                 response = await read()
                 after = asyncio.get_running_loop().create_future()
@@ -232,20 +276,10 @@ async def test_an_ask_cancelled_as_a_read_step_completes_hands_the_read_over_at_
                 await after
                 return response
 
-            call.read = read_then_wait
-            return call
+            return read_then_wait
 
-        stream._open_call = open_call
-        assert await _offset(stream, 1) == 1
-        held = asyncio.ensure_future(_offset(stream, HOLD))
-        await service.held.wait()
-        await _until(lambda: readers[-1:] == ["caller"] and len(readers) == 2)
-        behind = asyncio.ensure_future(_offset(stream, 9))
-        await _until(lambda: stream.owed_count == 2)
-        _cancel_once_its_read_is_done(held)
-        service.released.set()
-        with pytest.raises(asyncio.CancelledError):
-            await held
+        _wrap_reads(stream, wrap_read)
+        behind = await _cancelled_as_its_read_completes(service, stream, readers)
         assert len(second_waits) == 2  # the caller left at the read's second wait
         assert await behind == 9
         assert await _offset(stream, 10) == 10
@@ -257,20 +291,15 @@ async def test_an_ask_cancelled_at_a_bare_yield_of_its_read_leaves_the_stream_op
     and the caller is cancelled then: its task throws the cancellation in at the next step, which
     must not reach grpc's read (cancelling the call); the read goes on in its own task."""
     async with served() as (service, stream, readers):
-        opened = stream._open_call
 
-        def open_call() -> Any:
-            call = opened()
-            read = call.read
-
+        def wrap_read(read: Any) -> Any:
             async def yielding_read() -> Any:
                 await asyncio.sleep(0)  # a bare yield
                 return await read()
 
-            call.read = yielding_read
-            return call
+            return yielding_read
 
-        stream._open_call = open_call
+        _wrap_reads(stream, wrap_read)
         assert await _offset(stream, 1) == 1
         loop = asyncio.get_running_loop()
         held = asyncio.ensure_future(_offset(stream, HOLD))
@@ -297,18 +326,13 @@ async def test_an_ask_cancelled_at_a_bare_yield_of_its_read_leaves_the_stream_op
 async def test_an_ask_cancelled_while_it_reads_an_answer_that_is_an_error_leaves_nothing_unretrieved():
     """The handed-over read brings a refusal for a caller gone: it is dropped, not set on a
     future nobody reads ("Future exception was never retrieved", once a lookup)."""
-    loop = asyncio.get_running_loop()
-    reported: list[dict[str, Any]] = []
-    loop.set_exception_handler(lambda _, context: reported.append(context))
-    try:
+    with _loop_reports() as reported:
         async with served() as (service, stream, readers):
             assert await _offset(stream, 1) == 1
             for round_ in range(3):
                 service.released.clear()
                 service.held.clear()
-                held = asyncio.ensure_future(_offset(stream, HELD_ERROR))
-                await service.held.wait()
-                await _until(lambda: readers[-1:] == ["caller"] and stream._caller_reading)
+                held = await _held_in_callers_read(service, stream, readers, HELD_ERROR)
                 held.cancel()
                 with pytest.raises(asyncio.CancelledError):
                     await held
@@ -319,8 +343,6 @@ async def test_an_ask_cancelled_while_it_reads_an_answer_that_is_an_error_leaves
                 await stream.ask(_ask(HELD_ERROR), 30)
         del held
         gc.collect()
-    finally:
-        loop.set_exception_handler(None)
     assert [context["message"] for context in reported] == []
 
 
@@ -341,14 +363,22 @@ async def test_an_ask_cancelled_while_it_reads_then_the_stream_ending_fails_what
         assert stream.opened_count == 2
 
 
-async def test_the_stream_ending_while_the_caller_reads_fails_it_and_the_next_ask_reopens():
+async def _callers_read_fails_then_the_next_ask_reopens(
+    target: int, timeout_s: float, error: type[Exception], match: str
+) -> None:
+    """An ask of ``target`` whose caller reads fails with ``error``; the next ask opens a new stream."""
     async with served() as (service, stream, readers):
         assert await _offset(stream, 1) == 1
-        with pytest.raises(ServiceUnavailableError, match="the service is stopping"):
-            await _offset(stream, END)
+        with pytest.raises(error, match=match):
+            await _offset(stream, target, timeout_s)
         assert readers[-1] == "caller"
+        service.released.set()  # a HOLD answered now, on the stream already given up
         assert await _offset(stream, 2) == 2
         assert stream.opened_count == 2 and service.opens == 2
+
+
+async def test_the_stream_ending_while_the_caller_reads_fails_it_and_the_next_ask_reopens():
+    await _callers_read_fails_then_the_next_ask_reopens(END, 30, ServiceUnavailableError, "the service is stopping")
 
 
 async def test_the_service_ending_the_stream_after_an_answer_read_by_the_caller_is_seen():
@@ -361,14 +391,7 @@ async def test_the_service_ending_the_stream_after_an_answer_read_by_the_caller_
 
 
 async def test_a_timeout_while_the_caller_reads_resets_the_stream():
-    async with served() as (service, stream, readers):
-        assert await _offset(stream, 1) == 1
-        with pytest.raises(RequestTimeoutError, match="no answer on the stream"):
-            await _offset(stream, HOLD, timeout_s=0.2)
-        assert readers[-1] == "caller"
-        service.released.set()
-        assert await _offset(stream, 2) == 2
-        assert stream.opened_count == 2
+    await _callers_read_fails_then_the_next_ask_reopens(HOLD, 0.2, RequestTimeoutError, "no answer on the stream")
 
 
 async def test_each_request_times_out_at_its_own_deadline_with_one_timer_for_the_stream():
@@ -406,9 +429,7 @@ async def test_the_deadline_of_a_caller_gone_resets_nothing():
     leaves its deadline: past it, the requests still waited for and the stream go on."""
     async with served() as (service, stream, readers):
         assert await _offset(stream, 1) == 1
-        held = asyncio.ensure_future(_offset(stream, HOLD, timeout_s=0.05))
-        await service.held.wait()
-        await _until(lambda: readers[-1:] == ["caller"] and stream._caller_reading)
+        held = await _held_in_callers_read(service, stream, readers, timeout_s=0.05)
         waiting = asyncio.ensure_future(_offset(stream, 2, timeout_s=0.05))  # behind the read
         behind = asyncio.ensure_future(_offset(stream, 3, timeout_s=30))
         await _until(lambda: stream.owed_count == 3)
@@ -444,12 +465,8 @@ async def test_closing_the_stream_awaits_the_reads_it_handed_over():
     """A read handed over that takes some loop turns to end after the call's (as grpc.aio's
     own cleanup of a call may) is still awaited by ``close``."""
     async with served() as (service, stream, readers):
-        opened = stream._open_call
 
-        def open_call() -> Any:
-            call = opened()
-            read = call.read
-
+        def wrap_read(read: Any) -> Any:
             async def slow_to_end() -> Any:
                 try:
                     return await read()
@@ -457,15 +474,12 @@ async def test_closing_the_stream_awaits_the_reads_it_handed_over():
                     for _ in range(5):
                         await asyncio.sleep(0)
 
-            call.read = slow_to_end
-            return call
+            return slow_to_end
 
-        stream._open_call = open_call
+        _wrap_reads(stream, wrap_read)
         assert await _offset(stream, 1) == 1
         before = asyncio.all_tasks()
-        held = asyncio.ensure_future(_offset(stream, HOLD))
-        await service.held.wait()
-        await _until(lambda: readers[-1:] == ["caller"] and stream._caller_reading)
+        held = await _held_in_callers_read(service, stream, readers)
         held.cancel()
         with pytest.raises(asyncio.CancelledError):
             await held
@@ -498,10 +512,8 @@ def _faulty(stream: RequestStream) -> tuple[list[BaseException], list[BaseExcept
     bare yield, in place of the call's own."""
     write_faults: list[BaseException] = []
     read_faults: list[BaseException] = []
-    opened = stream._open_call
 
-    def open_call() -> Any:
-        call = opened()
+    def wrap(call: Any) -> None:
         write, read = call.write, call.read
 
         async def faulty_write(message: Any) -> None:
@@ -517,19 +529,15 @@ def _faulty(stream: RequestStream) -> tuple[list[BaseException], list[BaseExcept
             return await read()
 
         call.write, call.read = faulty_write, faulty_read
-        return call
 
-    stream._open_call = open_call
+    _wrap_calls(stream, wrap)
     return write_faults, read_faults
 
 
 async def test_a_write_failing_in_a_later_step_with_on_break_raising_fails_its_request_and_frees_the_stream():
     """The stream's end raising (a broken on_break) in a write's callback: the write is over
     all the same, the send returns, what was owed fails, the write lock is free."""
-    loop = asyncio.get_running_loop()
-    reported: list[dict[str, Any]] = []
-    loop.set_exception_handler(lambda _, context: reported.append(context))
-    try:
+    with _loop_reports() as reported:
         async with served() as (_, stream, _):
             write_faults, _ = _faulty(stream)
 
@@ -544,16 +552,11 @@ async def test_a_write_failing_in_a_later_step_with_on_break_raising_fails_its_r
                 await answer
             assert await asyncio.wait_for(_offset(stream, 3), 10) == 3
             assert stream.opened_count == 2
-    finally:
-        loop.set_exception_handler(None)
     assert [str(context.get("exception")) for context in reported] == ["on_break failed"]
 
 
 async def test_an_interrupt_in_a_later_write_step_goes_on_and_frees_the_stream():
-    loop = asyncio.get_running_loop()
-    reported: list[dict[str, Any]] = []
-    loop.set_exception_handler(lambda _, context: reported.append(context))
-    try:
+    with _loop_reports() as reported:
         async with served() as (_, stream, _):
             write_faults, _ = _faulty(stream)
             assert await _offset(stream, 1) == 1
@@ -563,8 +566,6 @@ async def test_an_interrupt_in_a_later_write_step_goes_on_and_frees_the_stream()
             # The write was interrupted midway: the stream was reset, the write lock is free.
             assert await asyncio.wait_for(_offset(stream, 3), 10) == 3
             assert stream.opened_count == 2
-    finally:
-        loop.set_exception_handler(None)
     assert [type(context.get("exception")) for context in reported] == [Interrupt]  # from the callback
 
 
