@@ -141,9 +141,8 @@ async def test_a_damaged_table_answers_before_its_damage_and_leaves_the_rest_to_
             manager.shutdown()
 
 
-async def test_a_single_lookup_whose_lock_another_thread_holds_goes_to_the_pool(fed):
-    service, manager, calls = fed
-    lock = manager.inline_lock(manager.get_log("t", 0))
+async def _asked_while_held(service, calls, request: pb.OffsetsForTimesRequest, lock) -> pb.OffsetsForTimesResponse:
+    """``request``'s answer, ``lock`` held by another thread until the request reached the pool."""
     taken, release = threading.Event(), threading.Event()
 
     def hold() -> None:
@@ -154,14 +153,24 @@ async def test_a_single_lookup_whose_lock_another_thread_holds_goes_to_the_pool(
     holder = threading.Thread(target=hold)
     holder.start()
     taken.wait()
+    try:
+        pooled_before = calls.statistics().pooled_count
+        asked = asyncio.ensure_future(service.OffsetsForTimes(request, Context()))
+        while calls.statistics().pooled_count == pooled_before:
+            await asyncio.sleep(0.001)
+    finally:
+        release.set()
+    answer = await asked
+    holder.join()
+    return answer
+
+
+async def test_a_single_lookup_whose_lock_another_thread_holds_goes_to_the_pool(fed):
+    service, manager, calls = fed
+    lock = manager.inline_lock(manager.get_log("t", 0))
     before = calls.statistics()
     target = pb.PartitionTimestamp(topic="t", partition=0, timestamp_ms=FIRST_MS + 7003)
-    asked = asyncio.ensure_future(service.OffsetsForTimes(pb.OffsetsForTimesRequest(partitions=[target]), Context()))
-    while calls.statistics().pooled_count == before.pooled_count:
-        await asyncio.sleep(0.001)
-    release.set()
-    answer = (await asked).results[0]
-    holder.join()
+    answer = (await _asked_while_held(service, calls, pb.OffsetsForTimesRequest(partitions=[target]), lock)).results[0]
     after = calls.statistics()
     assert (answer.offset, answer.timestamp_ms) == (353, FIRST_MS + 7003)
     assert after.busy_fallback_count == before.busy_fallback_count + 1
@@ -304,22 +313,7 @@ async def _ask_counted(service, calls, targets: int, lock=None) -> tuple[bytes, 
     if lock is None:
         answer = await service.OffsetsForTimes(request, Context())
     else:
-        taken, release = threading.Event(), threading.Event()
-
-        def hold() -> None:
-            with lock:
-                taken.set()
-                release.wait()
-
-        holder = threading.Thread(target=hold)
-        holder.start()
-        taken.wait()
-        asked = asyncio.ensure_future(service.OffsetsForTimes(request, Context()))
-        while calls.statistics().pooled_count == before.pooled_count:
-            await asyncio.sleep(0.001)
-        release.set()
-        answer = await asked
-        holder.join()
+        answer = await _asked_while_held(service, calls, request, lock)
     after = calls.statistics()
     return answer.results[0].SerializeToString(deterministic=True), (
         after.inline_count - before.inline_count, after.pooled_count - before.pooled_count,
