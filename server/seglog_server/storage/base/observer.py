@@ -302,12 +302,8 @@ def held_stopwatch(operation: str, held: list[tuple], mark_faults: bool = False)
     watch = _new_object(HeldStopwatch)
     watch._held = held
     watch._operation = operation
-    if mark_faults:
-        usage = _getrusage(_RUSAGE_THREAD)
-        watch._minor, watch._major = usage.ru_minflt, usage.ru_majflt
-    else:
-        watch._minor = watch._major = 0
-    watch._last = _perf_counter()
+    watch._minor = watch._major = 0
+    watch.restart(mark_faults)  # the fault marks and the clock, as ``stopwatch`` sets them inline
     return watch
 
 
