@@ -379,21 +379,42 @@ class AbstractIndex:
         return f"{type(self).__name__}({self._path!r}, base_offset={self._base_offset}, state={self._state.value})"
 
     # -- for subclasses (caller holds the lock) ----------------------------------------------
-    def _search_locked(self, target: int, field: EntryField, bound: Bound) -> tuple[int, Zone]:
+    def _search_locked(
+        self, target: int, field: EntryField, bound: Bound, held: list[tuple] | None = None
+    ) -> tuple[int, Zone]:
         """The warm/cold search over the mapping, counted by zone; with an observer installed,
-        also the distinct pages its probes read (the caller counts page faults around it)."""
+        also the distinct pages its probes read (the caller counts page faults around it).
+        ``held``: a bounded lookup's (lookup_budget.py), which counts the search only if it
+        answers: (index, zone, pages) appended to it, for ``count_held``."""
         observer = OBSERVER.current
         if not observer.enabled:
             slot, zone = slot_and_zone_for(self._buffer, self._entry_count, target, field, bound)
-            self._lookup_counts[zone] += 1
+            if held is None:
+                self._lookup_counts[zone] += 1
+            else:
+                held.append((self, zone, None))
             return slot, zone
         slot, zone, pages = slot_zone_and_pages_for(self._buffer, self._entry_count, target, field, bound, PAGE_BYTES)
+        if held is not None:
+            held.append((self, zone, pages))
+            return slot, zone
         self._lookup_counts[zone] += 1
         # ``_value_``: an Enum's ``value`` is a Python-level property, hashing one a Python call.
         observer.index_lookup(self.LABEL, zone._value_, pages)
         return slot, zone
 
-    def _sorted_search_locked(self, targets: Sequence[int], field: EntryField) -> list[int]:
+    def count_held(self, zone: Zone, pages: int | None) -> None:
+        """Counts a search a bounded lookup held (``held`` above) now that it answered: the
+        zone, and with an observer the pages (None: none was installed when it searched)."""
+        with self._lock:
+            self._lookup_counts[zone] += 1
+        observer = OBSERVER.current
+        if observer.enabled and pages is not None:
+            observer.index_lookup(self.LABEL, zone._value_, pages)
+
+    def _sorted_search_locked(
+        self, targets: Sequence[int], field: EntryField, held: list[tuple] | None = None
+    ) -> list[int]:
         """The LARGEST_LOWER_BOUND slot of each of ``targets`` (ascending): the first and the
         last searched as ``_search_locked`` does, the ones between answered from the entries
         between those two slots, decoded once (``slots_between``); target by target when that
@@ -403,41 +424,51 @@ class AbstractIndex:
         an observer, each target is one ``index_lookup``: the first and the last with the pages
         their searches probed, the first of those between with the pages of the decoded run and
         the rest with none (they read no index page), so the pages' sum is what the lookups read.
+        ``held``: as ``_search_locked``'s, for every target.
         """
         count = len(targets)
         if count < 3 or not all(map(operator.le, targets, targets[1:])):
-            return [self._search_locked(target, field, LARGEST_LOWER_BOUND)[0] for target in targets]
-        first = self._search_locked(targets[0], field, LARGEST_LOWER_BOUND)[0]
-        last = self._search_locked(targets[-1], field, LARGEST_LOWER_BOUND)[0]
+            return [self._search_locked(target, field, LARGEST_LOWER_BOUND, held)[0] for target in targets]
+        first = self._search_locked(targets[0], field, LARGEST_LOWER_BOUND, held)[0]
+        last = self._search_locked(targets[-1], field, LARGEST_LOWER_BOUND, held)[0]
         between = targets[1:-1]
         slots = slots_between(self._buffer, first, last, between, field)
         if slots is None:
-            slots = [self._search_locked(target, field, LARGEST_LOWER_BOUND)[0] for target in between]
+            slots = [self._search_locked(target, field, LARGEST_LOWER_BOUND, held)[0] for target in between]
         else:
-            self._count_between_locked(between, field, max(first, 0), last)
+            self._count_between_locked(between, field, max(first, 0), last, held)
         slots.insert(0, first)
         slots.append(last)
         return slots
 
-    def _count_between_locked(self, targets: Sequence[int], field: EntryField, low: int, high: int) -> None:
+    def _count_between_locked(
+        self, targets: Sequence[int], field: EntryField, low: int, high: int, held: list[tuple] | None = None
+    ) -> None:
         """Counts ``targets`` (ascending), answered from the decoded slots [low, high], by zone,
         as ``slot_and_zone_for`` would: none below the first entry (or all, in an empty index),
-        warm above the warm section's first entry, cold between."""
+        warm above the warm section's first entry, cold between. ``held``: as ``_search_locked``'s."""
         entry_count = self._entry_count
         none_count = cold_count = len(targets)  # none_count: targets below the first entry
         if entry_count > 0:
             at = first_hot_slot(entry_count, field) * field.entry_bytes + field.field_offset
             cold_count = bisect.bisect_right(targets, field.unpack_from(self._buffer, at)[0])
             none_count = bisect.bisect_left(targets, field.unpack_from(self._buffer, field.field_offset)[0])
-        self._lookup_counts[Zone.NONE] += none_count
-        self._lookup_counts[Zone.COLD] += cold_count - none_count
-        self._lookup_counts[Zone.WARM] += len(targets) - cold_count
         observer = OBSERVER.current
+        pages = None  # the pages of the decoded run, counted with the first target
         if observer.enabled and targets:
             entry_bytes = field.entry_bytes
             pages = page_of((high + 1) * entry_bytes - 1) - page_of(low * entry_bytes) + 1
-            for number in range(len(targets)):
-                zone = Zone.NONE if number < none_count else Zone.COLD if number < cold_count else Zone.WARM
+        if held is None:
+            self._lookup_counts[Zone.NONE] += none_count
+            self._lookup_counts[Zone.COLD] += cold_count - none_count
+            self._lookup_counts[Zone.WARM] += len(targets) - cold_count
+            if pages is None:
+                return
+        for number in range(len(targets)):
+            zone = Zone.NONE if number < none_count else Zone.COLD if number < cold_count else Zone.WARM
+            if held is not None:
+                held.append((self, zone, None if pages is None else pages if number == 0 else 0))
+            else:
                 observer.index_lookup(self.LABEL, zone._value_, pages if number == 0 else 0)
 
     def _recorded_search_locked(

@@ -75,23 +75,24 @@ class OffsetIndex(AbstractIndex):
             self._open_for_counts_locked()
             return self._last_offset
 
-    def lookup(self, offset: int) -> OffsetPosition:
-        """The entry with the greatest offset <= ``offset``; ``(base_offset, 0)`` when there is none."""
+    def lookup(self, offset: int, held: list[tuple] | None = None) -> OffsetPosition:
+        """The entry with the greatest offset <= ``offset``; ``(base_offset, 0)`` when there is none.
+        ``held``: a bounded lookup's (``_search_locked``)."""
         with self._lock:
             self._open_locked()
             buffer = self._buffer
-            slot, zone = self._search_locked(offset - self._base_offset, LAYOUT.key, LARGEST_LOWER_BOUND)
+            slot, zone = self._search_locked(offset - self._base_offset, LAYOUT.key, LARGEST_LOWER_BOUND, held)
             if slot == NO_SLOT:
                 return OffsetPosition(self._base_offset, 0)
             return self._parse_locked(buffer, slot)
 
-    def lookup_positions(self, offsets: Sequence[int]) -> list[int]:
+    def lookup_positions(self, offsets: Sequence[int], held: list[tuple] | None = None) -> list[int]:
         """``lookup(o).position`` for each of ``offsets`` (ascending), searched together
         (``_sorted_search_locked``): OffsetsForTimes with many targets in one segment."""
         with self._lock:
             self._open_locked()
             buffer, base_offset, unpack = self._buffer, self._base_offset, ENTRY.unpack_from
-            slots = self._sorted_search_locked([offset - base_offset for offset in offsets], LAYOUT.key)
+            slots = self._sorted_search_locked([offset - base_offset for offset in offsets], LAYOUT.key, held)
             return [0 if slot == NO_SLOT else unpack(buffer, slot * ENTRY.size)[1] for slot in slots]
 
     def explain_lookup(self, offset: int) -> tuple[IndexSearchExplanation, OffsetPosition]:

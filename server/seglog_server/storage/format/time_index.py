@@ -77,24 +77,24 @@ class TimeIndex(AbstractIndex):
             self._open_for_counts_locked()
             return self._last_entry
 
-    def lookup(self, timestamp_ms: int) -> TimestampOffset:
+    def lookup(self, timestamp_ms: int, held: list[tuple] | None = None) -> TimestampOffset:
         """The entry with the greatest timestamp <= ``timestamp_ms``; ``(NO_TIMESTAMP,
-        base_offset)`` when there is none."""
+        base_offset)`` when there is none. ``held``: a bounded lookup's (``_search_locked``)."""
         with self._lock:
             self._open_locked()
             buffer = self._buffer
-            slot, zone = self._search_locked(timestamp_ms, LAYOUT.key, LARGEST_LOWER_BOUND)
+            slot, zone = self._search_locked(timestamp_ms, LAYOUT.key, LARGEST_LOWER_BOUND, held)
             if slot == NO_SLOT:
                 return TimestampOffset(NO_TIMESTAMP, self._base_offset)
             return self._parse_locked(buffer, slot)
 
-    def lookup_offsets(self, timestamps_ms: Sequence[int]) -> list[int]:
+    def lookup_offsets(self, timestamps_ms: Sequence[int], held: list[tuple] | None = None) -> list[int]:
         """``lookup(t).offset`` for each of ``timestamps_ms`` (ascending), searched together
         (``_sorted_search_locked``): OffsetsForTimes with many targets in one segment."""
         with self._lock:
             self._open_locked()
             buffer, base_offset, unpack = self._buffer, self._base_offset, ENTRY.unpack_from
-            slots = self._sorted_search_locked(timestamps_ms, LAYOUT.key)
+            slots = self._sorted_search_locked(timestamps_ms, LAYOUT.key, held)
             return [
                 base_offset if slot == NO_SLOT else base_offset + unpack(buffer, slot * ENTRY.size)[1]
                 for slot in slots

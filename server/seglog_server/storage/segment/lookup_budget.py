@@ -21,7 +21,9 @@ the way (how many targets asked a segment for a table or a directory) are put ba
 (``roll_back``), so the unbounded search the caller then runs on the pool decides as if the
 inline attempt had never been made. Its stopwatches' laps and fault counts are held
 (``stopwatch``: observer.HeldStopwatch) and counted only when it answers (``release_figures``):
-a refused attempt counts nothing, the pool's search counts the lookup once. What a bounded
+a refused attempt counts nothing, the pool's search counts the lookup once. So are its index
+searches (``held_searches``, passed to the indexes' lookups: ``AbstractIndex._search_locked``),
+their zone counts and the observer's index lookups and pages counted at release. What a bounded
 search answers is what the unbounded one answers (a Hypothesis differential holds the two
 together).
 """
@@ -41,21 +43,28 @@ class LookupBudget:
     """The bytes a bounded search may still read (``bytes_left``: scans' chunks, batches walked);
     builds, decompression and first-use checks refused (see the module docstring)."""
 
-    __slots__ = ("_held", "_undo", "bytes_left")
+    __slots__ = ("_held", "_undo", "bytes_left", "held_searches")
 
     def __init__(self, bytes_max: int) -> None:
         self.bytes_left = bytes_max
         self._undo: list[tuple[object, str, object]] = []
         self._held: list[tuple] = []
+        # The index searches made, (index, zone, pages): counted at release (AbstractIndex.count_held).
+        self.held_searches: list[tuple] = []
 
     def stopwatch(self, operation: str, mark_faults: bool = False) -> PhaseTimer:
         """A stopwatch of the bounded search, its laps and faults held until ``release_figures``."""
         return held_stopwatch(operation, self._held, mark_faults)
 
     def release_figures(self) -> None:
-        """Counts the laps and faults the search held (it answered)."""
+        """Counts the laps, faults and index searches the search held (it answered), once."""
         if self._held:
             release_held(self._held)
+        searches = self.held_searches
+        if searches:
+            for index, zone, pages in searches:
+                index.count_held(zone, pages)
+            searches.clear()
 
     def charge(self, size: int, what: str) -> None:
         """Takes ``size`` bytes for ``what``; LookupRefused (nothing taken) past what is left."""
@@ -72,8 +81,10 @@ class LookupBudget:
         self._undo.append((owner, name, getattr(owner, name)))
 
     def roll_back(self) -> None:
-        """Puts back every value ``keep`` noted, latest first, and forgets the held figures."""
+        """Puts back every value ``keep`` noted, latest first, and forgets the held figures and
+        index searches."""
         for owner, name, value in reversed(self._undo):
             setattr(owner, name, value)
         self._undo.clear()
         self._held.clear()
+        self.held_searches.clear()

@@ -153,8 +153,9 @@ class SegmentTimeLookups:
             if directory is not None:
                 watch.lap_faults("index_search", "index_lookup")
                 return self._find_in_directory(directory, [timestamp_ms], starting_offset, watch)[0]
-        entry = self._time_index.lookup(timestamp_ms)
-        position = self._offset_index.lookup(max(entry.offset, starting_offset)).position
+        held = None if self.lookup_budget is None else self.lookup_budget.held_searches
+        entry = self._time_index.lookup(timestamp_ms, held)
+        position = self._offset_index.lookup(max(entry.offset, starting_offset), held).position
         watch.lap_faults("index_search", "index_lookup")
         try:
             return self._scan_for_timestamp(timestamp_ms, position, starting_offset, _UNKNOWN)[0]
@@ -206,9 +207,10 @@ class SegmentTimeLookups:
         """``find_offsets_by_timestamps`` by the index searches and header scans."""
         count = len(timestamps_ms)
         watch = self._lookup_stopwatch(mark_faults=True)
-        entry_offsets = self._time_index.lookup_offsets(timestamps_ms)
+        held = None if self.lookup_budget is None else self.lookup_budget.held_searches
+        entry_offsets = self._time_index.lookup_offsets(timestamps_ms, held)
         positions = self._offset_index.lookup_positions(
-            [offset if offset > starting_offset else starting_offset for offset in entry_offsets]
+            [offset if offset > starting_offset else starting_offset for offset in entry_offsets], held
         )
         watch.lap_each("index_search", count)
         watch.faults("index_lookup")
@@ -520,8 +522,8 @@ class SegmentTimeLookups:
         max_timestamp, offset = self.max_timestamp_and_offset_so_far()
         if max_timestamp < 0:
             return None
-        position = self._offset_index.lookup(offset).position
         budget = self.lookup_budget
+        position = self._offset_index.lookup(offset, None if budget is None else budget.held_searches).position
         for header in self._log.batch_headers(position, None if budget is None else budget.charge_scan):
             if header.max_timestamp == max_timestamp:
                 if budget is not None:

@@ -211,3 +211,63 @@ def test_a_refused_attempt_counts_no_lap(tmp_path, monkeypatch, observer_type, t
         assert counts["refused"] == counts["unbounded"] == counts["answered"]
     finally:
         log.close()
+
+
+def _index_counts(log, observer) -> tuple[dict, dict, tuple[int, int]]:
+    """The observer's index lookups by (index, zone), its pages histograms by index (count, sum)
+    (none without an observer) and the log's index statistics (warm, cold lookups)."""
+    statistics = log.statistics()
+    zones = (statistics.index_warm_lookup_count, statistics.index_cold_lookup_count)
+    if observer is None:
+        return {}, {}, zones
+    pages = {index: (sum(histogram.counts), histogram.total)
+             for index, histogram in observer._pages_by_index.items() if sum(histogram.counts)}  # noqa: SLF001
+    return {key: count for key, count in observer.lookups.items() if count}, pages, zones
+
+
+@pytest.mark.parametrize(("way", "targets"), [
+    ("inline", [NOW_MS + 905]),
+    ("without_builds", [NOW_MS + 905]),
+    ("without_builds", [NOW_MS + 305, NOW_MS + 905]),
+    ("without_builds", [NOW_MS + 305, NOW_MS + 505, NOW_MS + 705, NOW_MS + 905]),  # searched together
+], ids=["inline", "one", "two", "four"])
+@pytest.mark.parametrize("observed", [True, False], ids=["observer", "no_observer"])
+def test_a_refused_attempt_counts_no_index_search(tmp_path, monkeypatch, way, targets, observed):
+    """The index searches of a bounded attempt (the time index's and the offset index's, before
+    the scan whose chunk is refused) are held and counted only when it answers: a lookup refused,
+    then searched unbounded on the pool, counts the index lookups, their pages and the indexes'
+    zone counts of one unbounded lookup (twice before); one answered within its budget those of
+    one too. Inline (``lookup_timestamp_inline``, the service's single lookup) and batched; with
+    no observer installed, the zone counts alone."""
+    budget_installer(monkeypatch, "TIME_STEPS")(0)  # no table nor directory: the index searches and scans answer
+    budget_installer(monkeypatch, "DIRECTORIES")(0)
+    log = open_log(tmp_path, FakeClock(NOW_MS), config(index_interval_bytes=512))
+    try:
+        for n in range(100):  # about 11 KiB of batches, an index entry every few
+            log.append(batch(b"v" * 40, timestamps=[NOW_MS + 10 * n]))
+        log.lookup_timestamps([MAX_TIMESTAMP])  # the first-use checks
+        counts = {}
+        for name, read_bytes_max in (("unbounded", None), ("refused", 1024), ("answered", 1 << 20)):
+            observer = MetricsObserver() if observed else None
+            previous = install_observer(observer)
+            try:
+                lookups, pages, (warm, cold) = _index_counts(log, observer)
+                answered = read_bytes_max is None
+                if not answered and way == "inline":
+                    answered = not isinstance(log.lookup_timestamp_inline(targets[0], read_bytes_max), str)
+                elif not answered:
+                    answered = log.lookup_timestamps_without_builds(targets, read_bytes_max) is not None
+                assert answered == (name != "refused")
+                if read_bytes_max is None or not answered:
+                    log.lookup_timestamps(targets)
+                after_lookups, after_pages, (after_warm, after_cold) = _index_counts(log, observer)
+                assert lookups == {} and pages == {}
+                counts[name] = (after_lookups, after_pages, after_warm - warm, after_cold - cold)
+            finally:
+                install_observer(previous)
+        if observed:  # a time index and an offset index search a target
+            assert sum(counts["unbounded"][0].values()) == 2 * len(targets)
+        assert counts["unbounded"][2] + counts["unbounded"][3] >= len(targets)  # (an empty zone is not counted)
+        assert counts["refused"] == counts["unbounded"] == counts["answered"]
+    finally:
+        log.close()
