@@ -671,8 +671,10 @@ What works:
   MAX_TIMESTAMP's walk of them, a batch read for its records, a batch directory's extension:
   the appends feed the table, not the directory, so refusing every extension sent the first
   lookup after each append to a segment with a directory and no table to the pool); the build
-  counters it moved are put back, its stopwatch laps and faults, held, are forgotten (counted
-  only when it answers: a refused attempt's were counted again by the pool's search), and the
+  counters it moved are put back, its stopwatch laps and faults and its index searches (the
+  observer's index lookups and pages, the indexes' warm and cold counts), held, are forgotten
+  (counted only when it answers: a refused attempt's were counted again by the pool's search,
+  `LookupBudget.held_searches`, `AbstractIndex.count_held`), and the
   pool runs the unbounded search. A remote tier attached while the attempt waited for the
   log's lock is checked again under it (the unbounded path searches the store). The estimate that mirrored the build decisions
   (`search_read_bytes`, `LogSegment.time_lookup_read_bytes`) is gone, and with it what it
@@ -835,9 +837,7 @@ What remains:
   waits for it; why lookups slow down so much during a flush is not yet known.
 - The bounded lookup by time charges what it reads and refuses what it would build, but not the
   index searches (mapped files: a page fault each at worst) nor the segments' running maximum
-  rebuilt after a roll or a deletion (one question a segment). A refused attempt still counts
-  its index searches (the observer's index lookups and pages, the segments' warm and cold
-  counts): only its stopwatch laps and faults are held.
+  rebuilt after a roll or a deletion (one question a segment).
 - Goal 4 with every client default: the produce's ratio to Redis on a quiet machine (CPU a record
   now 2.0-2.8 us client, 1.7-2.4 service, against 1.1 and 0.8 with 512 KiB batches: the
   per-batch build, window and append remain); the catch-up read of a log of 16 KiB batches
