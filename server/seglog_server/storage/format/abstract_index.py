@@ -312,9 +312,14 @@ class AbstractIndex:
         """Backs the next free slot with blocks now (OSError on a full disk), so that the store
         a later append makes cannot fault. A full index reserves nothing."""
         with self._lock:
+            end_bytes = (self._entry_count + 1) * self.LAYOUT.entry_bytes
+            if self._state is _State.OPEN and (
+                not self._writable or self._is_full_locked() or end_bytes <= self._reserved_bytes
+            ):
+                return  # reserved already (RESERVE_AHEAD_BYTES), or nothing to reserve: no fstat
             self._open_locked()
             if self._writable and not self._is_full_locked():
-                self._reserve_locked((self._entry_count + 1) * self.LAYOUT.entry_bytes)
+                self._reserve_locked(end_bytes)
 
     def release_mapping(self) -> None:
         """Unmaps (giving back the mapping's descriptor) but keeps the entry counts; the next use
@@ -539,8 +544,10 @@ class AbstractIndex:
     def _open_for_counts_locked(self) -> None:
         """For questions the entry counts answer: a released index answers from memory instead
         of mapping its file again (retention and roll checks ask them of every segment, and a
-        mapping made there would hold a descriptor outside the open-segment budget)."""
-        if self._state is not _State.RELEASED:
+        mapping made there would hold a descriptor outside the open-segment budget). An open
+        one too, without ``_check_length_locked``'s fstat: the counts touch no mapped page (the
+        roll check asks ``is_full`` of both indexes after every indexed append)."""
+        if self._state is not _State.RELEASED and self._state is not _State.OPEN:
             self._open_locked()
 
     def _writable_buffer_locked(self, end_bytes: int) -> mmap.mmap:

@@ -96,3 +96,48 @@ def test_an_index_cut_under_its_mapping_is_a_corrupt_index_error_not_sigbus(tmp_
     for line in lines:
         assert line.startswith("refused:") and f"00000000000000000000.{case} is 0 bytes long" in line, line
         assert "cut from outside seglog" in line, line
+
+
+_ACTIVE_CHILD = textwrap.dedent("""
+    import os, sys
+    sys.path[:0] = {paths!r}
+    from seglog_server.storage.base.errors import CorruptIndexError
+    from seglog_server.storage.format.offset_index import OffsetIndex
+    from seglog_server.storage.format.time_index import TimeIndex
+
+    directory, case = sys.argv[1], sys.argv[2]
+    kind = OffsetIndex if case == "index" else TimeIndex
+    path = os.path.join(directory, "00000000000000000000." + case)
+    index = kind(path, 0, 1024 * 1024)
+    for number in range(10):  # an active segment's index: preallocated, slots reserved ahead
+        if kind is OffsetIndex:
+            index.append(number, number * 100)
+        else:
+            index.maybe_append(1_000 + number, number)
+    os.truncate(path, 0)
+    # Answered from the counts, which touch no mapped page: no fstat, nothing refused.
+    print("counts:", index.is_full(), index.entry_count, index.file_bytes)
+    index.reserve_next_entry()  # its slot is reserved already: nothing written, nothing mapped
+    try:
+        if kind is OffsetIndex:
+            index.append(10, 1_000)
+        else:
+            index.maybe_append(2_000, 10)
+    except CorruptIndexError as exc:
+        print("refused:", exc)
+""")
+
+
+@pytest.mark.parametrize("case", ["index", "timeindex"])
+def test_an_active_index_cut_answers_its_counts_and_refuses_the_next_append(tmp_path, case):
+    """The roll check's ``is_full`` and a reservation already made use no mapped page, so they
+    skip the length check (an fstat each, on every indexed append); the append that stores
+    through the mapping still checks, and is refused instead of a SIGBUS."""
+    root = pathlib.Path(__file__).resolve().parents[5]
+    ran = subprocess.run([sys.executable, "-c", _ACTIVE_CHILD.format(paths=[str(root)]), str(tmp_path), case],
+                         capture_output=True, text=True, timeout=120)
+    assert ran.returncode != SIGBUS_EXIT, f"killed by SIGBUS appending to the cut {case}"
+    assert ran.returncode == 0, ran.stderr
+    counts, refused = ran.stdout.splitlines()
+    assert counts == f"counts: False 10 {1024 * 1024 // 8 * 8 if case == 'index' else 1024 * 1024 // 12 * 12}"
+    assert refused.startswith("refused:") and f"00000000000000000000.{case} is 0 bytes long" in refused, refused
