@@ -143,6 +143,11 @@ class Sender:
         # Groups whose start stopped at a retired producer id (``_start_requests``), started
         # by the loop before anything it drains next, after a new id.
         self._deferred: list[list[ProducerBatch]] = []
+        # The groups the loop (or ``start_ready_now``) drained and holds in hand, not yet in a
+        # window: each is consumed from its front as its batches go into their window
+        # (``_start_requests``), so a batch is either here or owned by its window, never both.
+        # Should the loop die, the crash path fails what is here (``abort``): flush returns.
+        self._in_hand: list[list[ProducerBatch]] = []
         # The limit a topic's last size refusal named and when (``_size_refusal``): its batches
         # above it are split before they are sent (``_batch_bytes_max``), not refused one by one.
         # Kept for ``learned_limit_max_age_ms``, then forgotten: a limit raised later is used again.
@@ -188,13 +193,20 @@ class Sender:
         self.abort(ClientClosedError("the producer was closed before these records were sent"))
 
     def abort(self, error: BaseException) -> None:
-        """Fail every batch still queued in the accumulator (and drained but not yet started)."""
+        """Fail every batch still queued in the accumulator, and those drained but not yet in a
+        window (held in hand by the loop, or deferred behind a new producer id)."""
+        in_hand, self._in_hand = self._in_hand, []
         deferred, self._deferred = self._deferred, []
-        for group in deferred:
-            for batch in group:
-                self._record_failure(batch, error)
-                self._finish(batch)
+        for group in in_hand + deferred:
+            self._fail_group(group, error)
         self._stats["records_failed"] += self._accumulator.abort_queued(error)
+
+    def _fail_group(self, group: list[ProducerBatch], error: BaseException) -> None:
+        """Fail the batches of ``group`` (taken off it one at a time: each is finished once)."""
+        while group:
+            batch = group.pop(0)
+            self._record_failure(batch, error)
+            self._finish(batch)
 
     def wake(self) -> None:
         """Wake the loop; callable from any thread."""
@@ -221,15 +233,20 @@ class Sender:
         except asyncio.CancelledError:
             raise
         except BaseException as error:  # noqa: BLE001 - a bug: fail what waits, never hang flush
-            _LOG.exception("the producer's sender stopped on an unexpected error")
-            self.crashed = error
-            self._fail_all(SeglogError(f"the producer's sender stopped on an unexpected error: {error!r}"))
+            self._crash(error)
             if not isinstance(error, Exception):
                 raise
 
+    def _crash(self, error: BaseException) -> None:
+        """The loop died of an unexpected error (in itself or in ``start_ready_now``): every
+        batch it held or would have started fails with it, and sends are refused from now on."""
+        _LOG.error("the producer's sender stopped on an unexpected error", exc_info=error)
+        self.crashed = error
+        self._fail_all(SeglogError(f"the producer's sender stopped on an unexpected error: {error!r}"))
+
     def _fail_all(self, error: SeglogError) -> None:
-        """The loop is gone: every batch it would have started fails with ``error`` (the
-        requests under way still complete their windows)."""
+        """The loop is gone: every batch it held in hand or would have started fails with
+        ``error`` (the requests under way still complete their windows)."""
         self.abort(error)
         assert self.progress is not None
         self.progress.set()
@@ -240,14 +257,10 @@ class Sender:
             self._wakeup.clear()
             now = _now_ms()
             deferred, self._deferred = self._deferred, []
+            self._in_hand = deferred
             batches, next_due_ms = self._drain(now)
-            for group in deferred + _by_partition(batches):
-                # A group stops where a batch that failed to build retired the producer id: the
-                # rest goes on after a new one, in order.
-                while group:
-                    if self.idempotence.needs_producer_id and not await self._producer_id_for(group):
-                        break
-                    group = self._start_requests(group)
+            self._in_hand += _by_partition(batches)
+            await self._start_in_hand()
             if self.closing and self._accumulator.is_empty():
                 return
             timer = None
@@ -260,6 +273,24 @@ class Sender:
                 self._parked = False
             if timer is not None:
                 timer.cancel()
+
+    async def _start_in_hand(self) -> None:
+        """Start the groups in hand, in order. A group stops where a batch that failed to build
+        retired the producer id: the rest goes on after a new one. A group stays in hand until
+        every batch of it is in its window or failed, so a crash fails the rest (``abort``)."""
+        in_hand = self._in_hand
+        while in_hand:
+            group = in_hand[0]
+            if group and self.idempotence.needs_producer_id:
+                error = await self._producer_id_error()
+                if self._in_hand is not in_hand:
+                    return  # taken meanwhile by abort (close's timeout), which failed them
+                if error is not None:
+                    self._fail_group(group, error)
+            if group:
+                self._start_requests(group)
+            if not group:
+                in_hand.pop(0)
 
     def start_ready_now(self) -> bool:
         """At ``linger_ms=0``, what the loop would start on waking is started by the append
@@ -276,13 +307,20 @@ class Sender:
             or threading.get_ident() != self._loop_thread_id
         ):
             return False
-        for group in _by_partition(self._drain(_now_ms())[0]):
-            if self._deferred:  # a retired producer id: the loop starts the rest, in order
-                self._deferred.append(group)
-            else:
-                rest = self._start_requests(group)
-                if rest:
-                    self._deferred.append(rest)
+        in_hand = self._in_hand = _by_partition(self._drain(_now_ms())[0])
+        try:
+            while in_hand:
+                group = in_hand[0]
+                if not self._deferred:
+                    self._start_requests(group)
+                if group:  # a retired producer id: the loop starts the rest, in order
+                    self._deferred.append(group)
+                in_hand.pop(0)
+        except Exception as error:  # noqa: BLE001 - a bug: fail what waits, never hang flush
+            self._crash(error)
+            assert self._task is not None
+            self._task.cancel()  # parked: it would start what comes next on a broken path
+            return True
         if self._deferred:
             self.wake()
         return True
@@ -325,39 +363,58 @@ class Sender:
         one it refuses (as too large, say) could land first (``Idempotence.written_to``)."""
         return self.in_flight_max() if self.idempotence.written_to(topic_partition) else 1
 
-    async def _producer_id_for(self, batches: list[ProducerBatch]) -> bool:
+    async def _producer_id_error(self) -> Exception | None:
         """Before the first batch (and after a retired id) the idempotent producer asks for a
         producer id; the loop waits for it, so batches keep the order they were drained in.
-        If it cannot be had, the batches fail with the reason and the next ones ask again."""
+        If it cannot be had, the reason (the group in hand fails with it, the next ones ask
+        again); None once it is had."""
         try:
             await self.idempotence.ensure_producer_id()
         except Exception as error:  # noqa: BLE001 - the batches fail, the producer goes on
-            for batch in batches:
-                self._record_failure(batch, error)
-                self._finish(batch)
-            return False
-        return True
+            return error
+        return None
 
     # -- one batch through its window ------------------------------------------------------------
 
-    def _start_requests(self, batches: list[ProducerBatch]) -> list[ProducerBatch]:
+    def _start_requests(self, batches: list[ProducerBatch]) -> None:
         """One partition's batches, oldest first, into its window and out as requests of their
         own, one a ProduceStream message: as many batches a message as the service takes and
         the request size allows (``message_counts``; ``_send_group_request`` for several), each
         message answered and settled in its window on its own, so a window of large batches
         (one a message) stays as pipelined as with one batch a request. A batch that fails to
         build fails alone; if that retired the producer id, the batches after it are not
-        started and are returned, to go out after a new id is had (``ensure_producer_id``)."""
+        started and stay in ``batches``, to go out after a new id is had (``ensure_producer_id``).
+
+        ``batches`` is the caller's group in hand, consumed from its front: each batch leaves
+        it as its window (or its failure) takes it over. Should this fail on an unexpected
+        error, what is left in ``batches`` is the caller's to fail, and the partition's window,
+        holding batches of this call no request was started for, fails with the error
+        (``_request_failed``): no batch is lost, none finished twice."""
         tp = batches[0].topic_partition
+        placed: list[WindowEntry[_Sent]] = []
+        to_send: list[WindowEntry[_Sent]] = []
+        try:
+            self._place_in_window(tp, batches, placed, to_send)
+            self._start_placed(tp, to_send)
+        except Exception as error:
+            if placed:
+                self._request_failed(tp, placed, error)
+            raise
+
+    def _place_in_window(
+        self, tp: TopicPartition, batches: list[ProducerBatch],
+        placed: list[WindowEntry[_Sent]], to_send: list[WindowEntry[_Sent]],
+    ) -> None:
+        """``_start_requests``' first half: ``batches`` (split within the known limits first)
+        given their producer fields and built, each into the window as it leaves ``batches``
+        (``placed``): ``to_send`` now, or queued beyond the partition's in-flight limit."""
         bytes_max = self._batch_bytes_max(tp.topic)
         if bytes_max is not None:
-            batches = self._within_limit(batches, bytes_max)
-        entries: list[WindowEntry[_Sent]] = []
-        rest: list[ProducerBatch] = []
-        for index, batch in enumerate(batches):
+            self._within_limit(batches, bytes_max)
+        while batches:
+            batch = batches[0]
             if self.idempotence.needs_producer_id:
-                rest = batches[index:]
-                break
+                return
             # The producer id and this partition's next sequence, given once: a retry resends
             # the same bytes, so the service can answer it with the offsets it got the first time.
             fields = self.idempotence.fields_now(tp, batch.record_count)
@@ -366,6 +423,7 @@ class Sender:
                     records = batch.build(*fields)
             except Exception as error:  # noqa: BLE001 - the batch fails, the others go on
                 self.idempotence.batch_failed(fields)
+                batches.pop(0)
                 self._record_failure(batch, error)
                 self._finish(batch)
                 continue
@@ -376,14 +434,21 @@ class Sender:
             # group started after a new producer id), it waits in the window, sent as the ones
             # before it are answered.
             if window.can_send(self._in_flight_max_for(tp)):
-                entries.append(window.sent((batch, records, fields)))
+                entry = window.sent((batch, records, fields))
+                to_send.append(entry)
             else:
-                window.queued((batch, records, fields))
+                entry = window.queued((batch, records, fields))
+            placed.append(entry)
+            batches.pop(0)
+
+    def _start_placed(self, tp: TopicPartition, entries: list[WindowEntry[_Sent]]) -> None:
+        """``_start_requests``' second half: a request task for the window's ``entries`` to
+        send now, several a message where the stream takes them."""
         if not entries:
-            return rest
+            return
         if len(entries) == 1:
             self._send_entry(tp, entries[0])
-            return rest
+            return
         bytes_max = min(self._config.max_request_bytes, self.stream_request_bytes_max or self._config.max_request_bytes)
         position = 0
         for count in message_counts([len(e.item[1]) for e in entries], tp.topic, self.stream_batches_max, bytes_max):
@@ -394,7 +459,6 @@ class Sender:
                 group = entries[position:position + count]
                 self._start_request(tp, group, lambda group=group, turn=turn: self._send_group_request(tp, group, turn), turn)
             position += count
-        return rest
 
     def _batch_bytes_max(self, topic: str) -> int | None:
         """The largest batch of ``topic`` to send (None: no limit known): within the limit its
@@ -425,17 +489,20 @@ class Sender:
             return None
         return max(1, min(known) - _MESSAGE_OVERHEAD_BYTES - _BATCH_OVERHEAD_BYTES - len(topic.encode()))
 
-    def _within_limit(self, batches: list[ProducerBatch], limit: int) -> list[ProducerBatch]:
+    def _within_limit(self, batches: list[ProducerBatch], limit: int) -> None:
         """A partition's batches, those above ``limit`` (``_batch_bytes_max``) split into pieces
-        within it (``RecordAccumulator.split``) before they get sequences."""
-        within: list[ProducerBatch] = []
-        for batch in batches:
+        within it (``RecordAccumulator.split``) before they get sequences, in place: each batch
+        split is replaced by its pieces as it is split (a split batch is never finished)."""
+        index = 0
+        while index < len(batches):
+            batch = batches[index]
             if batch.record_count > 1 and batch.size_bytes_bound > limit:
-                within += self._accumulator.split(batch, limit)
+                pieces = self._accumulator.split(batch, limit)
+                batches[index:index + 1] = pieces
                 self._stats["batches_split"] += 1
+                index += len(pieces)
             else:
-                within.append(batch)
-        return within
+                index += 1
 
     def _send_entry(self, tp: TopicPartition, entry: WindowEntry[_Sent]) -> None:
         turn = self.turns.take(tp)

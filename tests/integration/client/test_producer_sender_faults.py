@@ -8,9 +8,14 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from seglog import AsyncProducer
+from seglog import AsyncProducer, Producer
+from seglog import _sender as _sender_module
 from seglog._accumulator import ProducerBatch
+from seglog._idempotence import Idempotence
+from seglog._send_turns import SendTurns
 from seglog._send_window import SendWindow
 from seglog._sender import Sender
 from seglog.errors import SeglogError
@@ -210,3 +215,139 @@ def test_after_a_failed_build_the_new_producer_id_sends_one_batch_until_it_wrote
     assert isinstance(outcomes[1], ValueError) and [outcomes[0], *outcomes[2:]] == [None] * 4
     assert peaks and max(peaks) == 1
     assert partition_values(seglog_service.address, topic) == [b"warm-up", values[0], *values[2:]]
+
+
+# Steps the sender's loop takes after draining, before a request task owns the batches: a crash
+# in any of them left the groups it held in hand (and batches placed in a window with no request)
+# owned by nobody, and flush waited forever.
+_LOOP_STEPS = {
+    "start_request": (Sender, "_start_request"),
+    "send_entry": (Sender, "_send_entry"),
+    "window_sent": (SendWindow, "sent"),
+    "turn_take": (SendTurns, "take"),
+    "producer_fields": (Idempotence, "fields_now"),
+    "message_counts": (_sender_module, "message_counts"),
+}
+
+
+def _crash_loop_step(monkeypatch, step: str, at: int, sender: list[Sender]) -> dict[str, int]:
+    """Once armed, the ``at``-th call of the loop step ``step`` made by the sender's loop task
+    raises RuntimeError (calls made by request tasks go through)."""
+    owner, name = _LOOP_STEPS[step]
+    real = getattr(owner, name)
+    state = {"armed": 0, "calls": 0, "raised": 0}
+
+    def crashing(*args, **kwargs):
+        if state["armed"] and sender and asyncio.current_task() is sender[0]._task:
+            state["calls"] += 1
+            if state["calls"] == at:
+                state["raised"] += 1
+                raise RuntimeError(f"injected: {step} broke at call {at}")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(owner, name, crashing)
+    return state
+
+
+def _crash_and_flush(address: str, topics: list[str], state: dict[str, int], sender: list[Sender], idempotence: bool):
+    """Six records of 100 bytes to each partition of ``topics``, in batches of two, drained at
+    once by a flush after the injected crash is armed: each future's outcome, and whether
+    close returned."""
+    values = [b"%02d" % i + b"v" * 98 for i in range(6)]
+
+    async def run() -> tuple[dict[str, list], bool]:
+        outcomes: dict[str, list] = {}
+        async with AsyncProducer(
+            address, batch_size=250, linger_ms=60_000, enable_idempotence=idempotence,
+        ) as producer:
+            sender.append(producer._sender)
+            for topic in topics:
+                await producer.send_and_wait(topic, b"warm-up", partition=0)  # the stream confirmed
+            state["armed"] = 1
+            futures = {topic: [await producer.send(topic, value, partition=0) for value in values] for topic in topics}
+            await producer.flush(_FLUSH_TIMEOUT_MS)  # returned before the fix only by timing out
+            for topic, sent in futures.items():
+                outcomes[topic] = [future.exception() or (await future).offset for future in sent]
+        return outcomes, True
+
+    outcomes, closed = asyncio.run(run())
+    return values, outcomes, closed
+
+
+def _assert_crash_outcomes(address: str, values: list[bytes], outcomes: dict[str, list], state: dict[str, int]) -> None:
+    failed = [o for sent in outcomes.values() for o in sent if isinstance(o, BaseException)]
+    if state["raised"]:
+        assert failed, outcomes  # the flush drained everything at once: the crash took some
+    for error in failed:
+        assert isinstance(error, (SeglogError, RuntimeError)) and "injected" in str(error), error
+    for topic, sent in outcomes.items():
+        landed = partition_values(address, topic)
+        written = [value for value, outcome in zip(values, sent) if not isinstance(outcome, BaseException)]
+        # Every record that succeeded landed once, in order; a failed one may have landed only
+        # if its request was under way when its window failed (never twice, never out of order).
+        assert landed[0] == b"warm-up" and len(set(landed[1:])) == len(landed) - 1
+        assert [value for value in landed[1:] if value in written] == written
+        assert landed[1:] == [value for value in values if value in landed[1:]]
+
+
+@pytest.mark.parametrize("step", sorted(_LOOP_STEPS))
+def test_a_loop_crash_after_draining_fails_the_batches_in_hand(seglog_service, make_topic, monkeypatch, step):
+    """The sender's loop dies in a step after draining (its first call there raises): the
+    batches it held in hand, and those it had put in a window without a request, fail with the
+    error; flush and close return (flush waited forever: only the accumulator's and the
+    deferred batches were failed)."""
+    sender: list[Sender] = []
+    state = _crash_loop_step(monkeypatch, step, 1, sender)
+    topics = [make_topic() for _ in range(3)]
+    values, outcomes, closed = _crash_and_flush(seglog_service.address, topics, state, sender, True)
+    assert state["raised"] == 1 and closed
+    assert sender[0].crashed is not None and "injected" in str(sender[0].crashed)
+    _assert_crash_outcomes(seglog_service.address, values, outcomes, state)
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(step=st.sampled_from(sorted(_LOOP_STEPS)), at=st.integers(1, 12), idempotence=st.booleans())
+def test_a_loop_crash_at_any_step_call_never_hangs_flush(seglog_service, make_topic, step, at, idempotence):
+    """Property: whichever loop step raises, at whichever of its calls (maybe none: the call
+    never comes), flush and close return; every record either landed once in order with its
+    future resolved, or its future holds the injected error."""
+    sender: list[Sender] = []
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        state = _crash_loop_step(monkeypatch, step, at, sender)
+        topics = [make_topic() for _ in range(2)]
+        values, outcomes, closed = _crash_and_flush(seglog_service.address, topics, state, sender, idempotence)
+    assert closed
+    _assert_crash_outcomes(seglog_service.address, values, outcomes, state)
+
+
+def test_a_crash_starting_at_linger_zero_fails_what_the_append_drained(seglog_service, make_topic, monkeypatch):
+    """At linger 0 a send from another thread starts what is ready on the loop itself
+    (``start_ready_now``): a crash there fails the batches it drained and stops the loop, as a
+    crash of the loop does; flush and close return and later sends are refused."""
+    topic = make_topic()
+    real_sent, real_start = SendWindow.sent, Sender.start_ready_now
+    state = {"armed": False, "started_by_append": 0}
+
+    def sent(self, item):
+        if state["armed"]:
+            state["armed"] = False
+            raise RuntimeError("injected: the append's start broke")
+        return real_sent(self, item)
+
+    def start_ready_now(self):
+        state["started_by_append"] += state["armed"]
+        return real_start(self)
+
+    monkeypatch.setattr(SendWindow, "sent", sent)
+    monkeypatch.setattr(Sender, "start_ready_now", start_ready_now)
+    with Producer(seglog_service.address, linger_ms=0) as producer:
+        producer.send(topic, b"warm-up", partition=0).result()
+        state["armed"] = True
+        future = producer.send(topic, b"crashed", partition=0)
+        producer.flush(_FLUSH_TIMEOUT_MS)
+        error = future.exception(0)
+        with pytest.raises(SeglogError, match="sender stopped"):
+            producer.send(topic, b"after", partition=0)
+    assert state["started_by_append"] >= 1
+    assert isinstance(error, SeglogError) and "injected" in str(error)
+    assert partition_values(seglog_service.address, topic) == [b"warm-up"]
