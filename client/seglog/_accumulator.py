@@ -108,6 +108,7 @@ class ProducerBatch:
         "topic_partition",
         "values",
         "_compression",
+        "_encoded",
     )
 
     def __init__(self, batch_id: int, topic_partition: TopicPartition, compression: Compression, now_ms: float) -> None:
@@ -123,6 +124,9 @@ class ProducerBatch:
         self.headers: list[tuple[Header, ...]] | None = None
         self.delivery = BatchDelivery(topic_partition.topic, topic_partition.partition, self.timestamps_ms)
         self._compression = compression
+        # ``encode_ahead``'s builder: the records encoded and sealed, the producer's fields not
+        # yet given.
+        self._encoded: RecordBatchBuilder | None = None
 
     @property
     def record_count(self) -> int:
@@ -136,13 +140,38 @@ class ProducerBatch:
 
     def build(self, producer_id: int = -1, producer_epoch: int = -1, base_sequence: int = -1) -> bytes:
         """Encode the batch (base offset 0; the service assigns the real one), with the
-        idempotent producer's fields when given (``_idempotence.py``)."""
-        builder = RecordBatchBuilder(
-            compression=self._compression,
-            producer_id=producer_id,
-            producer_epoch=producer_epoch,
-            base_sequence=base_sequence,
-        )
+        idempotent producer's fields when given (``_idempotence.py``). After ``encode_ahead``
+        only the header is left to write (its fields and the CRC)."""
+        builder = self._encoded
+        if builder is None or builder.record_count != len(self.values):
+            builder = RecordBatchBuilder(compression=self._compression)
+            self._encode_into(builder)
+        builder.set_producer(producer_id, producer_epoch, base_sequence)
+        return builder.build()
+
+    def encode_ahead(self) -> None:
+        """Encode a closed batch's records (compressed, if so) before it is sent: the sender
+        does it while the partition's window is full and it waits for the service, so sending
+        the batch once the window has room costs only its header. Records refused by the
+        codec leave it as it was: ``build`` raises the same error when the batch is sent, where
+        a batch that fails to build fails alone."""
+        assert self.closed, "an open batch may still get records"
+        if self._encoded is not None:
+            return
+        builder = RecordBatchBuilder(compression=self._compression)
+        try:
+            self._encode_into(builder)
+            builder.seal()
+        except Exception:  # noqa: BLE001 - raised again by build when the batch is sent
+            return
+        self._encoded = builder
+
+    @property
+    def encoded_ahead(self) -> bool:
+        """Whether ``encode_ahead`` encoded the records (a ``build`` then writes the header only)."""
+        return self._encoded is not None
+
+    def _encode_into(self, builder: RecordBatchBuilder) -> None:
         append = builder.append
         if len(self.values) == 1 and self.headers is None:  # linger_ms=0's usual batch
             append(self.values[0], self.keys[0], self.timestamps_ms[0])
@@ -161,7 +190,6 @@ class ProducerBatch:
                 self.keys, self.values, self.timestamps_ms, self.headers, strict=True
             ):
                 append(value, key, timestamp_ms, headers)
-        return builder.build()
 
     def record_sizes(self) -> list[int]:
         """Each record's upper bound, as appending counted it."""
@@ -443,6 +471,8 @@ class RecordAccumulator:
                             due_ms = head.created_ms + self._linger_ms
                             next_due_ms = due_ms if next_due_ms is None else min(next_due_ms, due_ms)
                             break
+                else:
+                    _encode_ahead(queue)
             self._drop_empty_queues()
         return ready, next_due_ms
 
@@ -570,6 +600,21 @@ class RecordAccumulator:
 
 def _nothing() -> None:
     pass
+
+
+# The closed batches at the head of a partition's queue encoded ahead while it cannot send
+# (``drain``): the next request of a partition takes at most its window's room, 5 batches by
+# default (max_in_flight_per_partition, Kafka's limit with idempotence). Encoding them while the
+# loop waits for the service takes their encoding (about 0.6 us a record: 70-80 us for a 16 KiB
+# batch of 100-byte records) off the path from an answer to the next request.
+ENCODE_AHEAD_BATCHES = 5
+
+
+def _encode_ahead(queue: deque[ProducerBatch]) -> None:
+    for batch in itertools.islice(queue, ENCODE_AHEAD_BATCHES):
+        if not batch.closed:
+            return
+        batch.encode_ahead()
 
 
 def piece_spans(sizes: Sequence[int], records_bytes_max: int) -> list[tuple[int, int]]:

@@ -105,6 +105,7 @@ class RecordBatchBuilder:
         "_records_bytes",
         "_parts",
         "_last_offset_delta",
+        "_sealed",
     )
 
     def __init__(
@@ -146,10 +147,30 @@ class RecordBatchBuilder:
         self._parts: list[bytes] = []
         # The largest offset delta given to append_at(); -1 while only append() was used.
         self._last_offset_delta = -1
+        # seal()'s joined records and their compressed form: build() uses the latter while
+        # the former is still the only part (nothing appended since).
+        self._sealed: tuple[bytes, bytes] | None = None
 
     @property
     def record_count(self) -> int:
         return self._record_count
+
+    def set_producer(self, producer_id: int, producer_epoch: int, base_sequence: int) -> None:
+        """The idempotent producer's fields, given after the records: the producer encodes a
+        batch's records ahead, while its partition's window is full, and learns the sequence
+        only when the batch is sent. Checked as the constructor checks them."""
+        self._producer_id = _check_range("producer_id", producer_id, INT64_MIN, INT64_MAX)
+        self._producer_epoch = _check_range("producer_epoch", producer_epoch, INT16_MIN, INT16_MAX)
+        self._base_sequence = _check_range("base_sequence", base_sequence, INT32_MIN, INT32_MAX)
+
+    def seal(self) -> None:
+        """Join the records encoded so far (and compress them) now, so a later ``build`` only
+        packs the header and computes the CRC. Appending after it is allowed: the next
+        ``build`` joins (and compresses) again."""
+        records = b"".join(self._parts)
+        self._parts = [records]
+        if self._compression is not Compression.NONE:
+            self._sealed = (records, compress(self._compression, records))
 
     @property
     def estimated_size_in_bytes(self) -> int:
@@ -413,10 +434,11 @@ class RecordBatchBuilder:
             last_offset_delta = natural_last
         elif not natural_last <= last_offset_delta <= INT32_MAX:
             raise ValueError(f"last_offset_delta must be in [{natural_last}, {INT32_MAX}], found {last_offset_delta}")
-        records = b"".join(self._parts)
+        records = b"".join(self._parts)  # one part (sealed): that part itself, no copy
         assert len(records) == self._records_bytes, (len(records), self._records_bytes)
         if self._compression is not Compression.NONE:
-            records = compress(self._compression, records)
+            sealed = self._sealed
+            records = sealed[1] if sealed is not None and sealed[0] is records else compress(self._compression, records)
         fields = [
             self._base_offset,
             RECORD_BATCH_OVERHEAD - LOG_OVERHEAD + len(records),
