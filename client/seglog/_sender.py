@@ -510,11 +510,13 @@ class Sender:
 
     def _start_request(
         self, tp: TopicPartition, entries: list[WindowEntry[_Sent]],
-        request: Callable[[], Coroutine[Any, Any, None]], turn: SendTurn | None = None,
+        request: Callable[[], Coroutine[Any, Any, None]], turn: SendTurn | None = None, *, resend: bool = False,
     ) -> None:
-        """``request()`` (a step of ``tp``'s requests, owning ``entries``) as a task of its own.
-        Should it fail on an unexpected error (a bug: it raises, or cannot even be called), the
-        partition's batches fail with that error (``_request_failed``): flush and close return."""
+        """``request()`` (a step of ``tp``'s requests, owning ``entries``; ``resend``: their
+        resend after a backoff) as a task of its own. Should it fail on an unexpected error (a
+        bug: it raises, or cannot even be called), the partition's batches fail with that error
+        (``_request_failed``): flush and close return. So too if it ends cancelled
+        (``_request_cancelled``)."""
         try:
             task = asyncio.create_task(request())
         except Exception as error:  # noqa: BLE001 - a bug: fail the batches, never hang flush
@@ -523,11 +525,61 @@ class Sender:
             self._request_failed(tp, entries, error)
             return
         self._track(task, turn)
-        task.add_done_callback(lambda done: self._request_done(tp, entries, done))
+        task.add_done_callback(lambda done: self._request_done(tp, entries, done, resend))
 
-    def _request_done(self, tp: TopicPartition, entries: list[WindowEntry[_Sent]], task: asyncio.Task[None]) -> None:
-        if not task.cancelled() and task.exception() is not None:
+    def _request_done(
+        self, tp: TopicPartition, entries: list[WindowEntry[_Sent]], task: asyncio.Task[None], resend: bool
+    ) -> None:
+        if task.cancelled():
+            self._request_cancelled(tp, entries, task, resend)
+        elif task.exception() is not None:
             self._request_failed(tp, entries, task.exception())
+
+    def _shutting_down(self, task: asyncio.Task[None]) -> bool:
+        """Whether a request task ended cancelled because the producer or its event loop is
+        going away: the producer closed (``stop`` cancels its tasks and completes the windows
+        itself), the task cancelled by ``cancel()`` (only ``stop`` and the loop's own shutdown
+        do that: asyncio.run, or a loop thread cancelling what is left) or the sender's loop
+        task cancelled. Otherwise the CancelledError came from underneath (a gRPC call
+        cancelled) while the producer runs on."""
+        loop_task = self._task
+        return (
+            self.closed
+            or task.cancelling() > 0
+            or loop_task is None
+            or loop_task.cancelling() > 0
+            or loop_task.cancelled()
+        )
+
+    def _request_cancelled(
+        self, tp: TopicPartition, entries: list[WindowEntry[_Sent]], task: asyncio.Task[None], resend: bool
+    ) -> None:
+        """A request task of ``tp`` ended cancelled. Cancelled from underneath while the
+        producer runs on: a send's batches, in flight and unanswered, fail retriably as after a
+        stream break (sent again after the backoff while retries are left, in order:
+        ``_answer``); a resend's, waiting its backoff, fail with the cancellation. As the loop
+        shuts down (``_shutting_down``) nothing is sent again: nothing new may start then, and
+        a task started would be cancelled in its turn, and so on. There, unless the producer
+        closed (``stop`` completes the windows), the partition's batches fail at once."""
+        window = self.windows.get(tp)
+        if window is None or not any(window.holds(entry) for entry in entries):
+            return
+        if self._shutting_down(task):
+            if not self.closed:
+                del self.windows[tp]
+                stopped = ClientClosedError("the event loop shut down while this batch was in flight")
+                for entry in window.fail_all(stopped):
+                    self._complete_entry(entry)
+                assert self.progress is not None
+                self.progress.set()
+            return
+        cancelled = ServiceUnavailableError("the request was cancelled before it was answered")
+        if resend:
+            self._request_failed(tp, entries, cancelled)
+            return
+        for entry in entries:
+            if self.windows.get(tp) is window and window.holds(entry):
+                self._answer(tp, window, entry, cancelled, True)
 
     def _request_failed(self, tp: TopicPartition, entries: list[WindowEntry[_Sent]], error: BaseException) -> None:
         """A request step of ``tp`` failed on an unexpected error: every batch of its window but
@@ -711,7 +763,7 @@ class Sender:
         for done in complete:
             self._complete_entry(done)
         if again:
-            self._start_request(tp, again, lambda: self._resend(tp, window, again))
+            self._start_request(tp, again, lambda: self._resend(tp, window, again), resend=True)
         elif self.windows.get(tp) is window:
             for entry in window.refill(self._in_flight_max_for(tp)):  # a paced window's next pieces
                 self._send_entry(tp, entry)

@@ -18,7 +18,9 @@ from seglog._idempotence import Idempotence
 from seglog._send_turns import SendTurns
 from seglog._send_window import SendWindow
 from seglog._sender import Sender
-from seglog.errors import SeglogError
+from seglog._sync import LoopThread
+from seglog.errors import ClientClosedError, SeglogError
+from seglog.producer import RecordFuture
 from seglog.structs import TopicPartition
 from tests.support.integration_helpers import partition_values
 
@@ -351,3 +353,131 @@ def test_a_crash_starting_at_linger_zero_fails_what_the_append_drained(seglog_se
     assert state["started_by_append"] >= 1
     assert isinstance(error, SeglogError) and "injected" in str(error)
     assert partition_values(seglog_service.address, topic) == [b"warm-up"]
+
+
+def _arm_request_cancel(monkeypatch, seam: str) -> dict[str, int]:
+    """Once armed, the sender's step ``seam`` raises CancelledError (as a gRPC call cancelled
+    underneath the request does), ``armed`` times: the request task ends cancelled, though
+    nobody cancelled it."""
+    state = {"armed": 0, "cancelled": 0}
+    real = getattr(Sender, seam)
+
+    async def step(self, *args, **kwargs):
+        if state["armed"]:
+            state["armed"] -= 1
+            state["cancelled"] += 1
+            raise asyncio.CancelledError
+        return await real(self, *args, **kwargs)
+
+    monkeypatch.setattr(Sender, seam, step)
+    return state
+
+
+@pytest.mark.parametrize("seam", ["produce_once", "produce_group_once", "_resend"])
+@pytest.mark.parametrize("times", [1, 1000])
+def test_a_request_cancelled_underneath_completes_its_batches(seglog_service, make_topic, monkeypatch, seam, times):
+    """A request task that ends cancelled other than by close or the loop's shutdown (a call
+    cancelled underneath it) completes its batches: a send's are sent again after the backoff
+    as after a stream break (cancelled once, every record lands once, in order; every time,
+    they fail once the retries are spent), a resend's (waiting its backoff after a split) fail
+    with the cancellation. flush and close return and the producer sends on (flush waited
+    forever: a cancelled task was taken for close's own)."""
+    topic = make_topic(configs={"max.message.bytes": str(64 * 1024)})
+    state = _arm_request_cancel(monkeypatch, seam)
+    count = {"_resend": 3000, "produce_group_once": 5}.get(seam, 1)
+    values = [b"%05d" % i + b"x" * 95 for i in range(count)]
+    batch_size = 256 * 1024 if seam == "_resend" else 300
+
+    async def run() -> tuple[list, int]:
+        async with AsyncProducer(
+            seglog_service.address, batch_size=batch_size, linger_ms=60_000, retries=3, retry_backoff_ms=10,
+        ) as producer:
+            await producer.send_and_wait(topic, b"warm-up", partition=0)  # the stream confirmed
+            state["armed"] = times
+            futures = [await producer.send(topic, value, partition=0) for value in values]
+            await producer.flush(_FLUSH_TIMEOUT_MS)
+            outcomes = [future.exception() for future in futures]
+            state["armed"] = 0
+            after = await producer.send(topic, b"after", partition=0)
+            await producer.flush(_FLUSH_TIMEOUT_MS)
+            await after
+            return outcomes, producer.statistics().retries
+
+    outcomes, retries = asyncio.run(run())
+    assert state["cancelled"] >= 1
+    landed = partition_values(seglog_service.address, topic)
+    # A group's retries go a batch a request (produce_once): cancelling every group send
+    # cancels only the first.
+    if seam == "produce_group_once" or (seam == "produce_once" and times == 1):
+        assert outcomes == [None] * count
+        assert landed == [b"warm-up", *values, b"after"]
+        assert retries >= 1
+    else:
+        assert all(isinstance(error, SeglogError) and "cancelled" in str(error) for error in outcomes)
+        assert landed == [b"warm-up", b"after"]
+        if seam == "produce_once":
+            assert state["cancelled"] == 4 and retries == 3  # the first send and every retry
+
+
+def _hold_requests(monkeypatch) -> dict[str, int]:
+    """Once armed, every Produce waits (as on a service that never answers) until cancelled."""
+    state = {"armed": 0, "waiting": 0}
+    real = Sender.produce_once
+
+    async def produce_once(self, *args, **kwargs):
+        if state["armed"]:
+            state["waiting"] += 1
+            await asyncio.Event().wait()
+        return await real(self, *args, **kwargs)
+
+    monkeypatch.setattr(Sender, "produce_once", produce_once)
+    return state
+
+
+def test_asyncio_run_ending_with_a_producer_not_closed_returns(seglog_service, make_topic, monkeypatch):
+    """asyncio.run ends with a producer never closed and requests in flight: it cancels every
+    task, and a request task it cancelled is not sent again (it was, as one cancelled
+    underneath, and each resend started was cancelled in its turn: a loop thread's cleanup
+    cancelling in rounds never ended). The batches fail with the shutdown."""
+    topic = make_topic(2)
+    state = _hold_requests(monkeypatch)
+    futures: list = []
+
+    async def run() -> None:
+        producer = AsyncProducer(seglog_service.address, linger_ms=0, retries=5, retry_backoff_ms=10)
+        await producer.start()
+        await producer.send_and_wait(topic, b"warm-up", partition=0)
+        state["armed"] = 1
+        for partition in (0, 1):
+            futures.append(await producer.send(topic, b"in flight", partition=partition))
+        while state["waiting"] < 2:
+            await asyncio.sleep(0.01)
+        # returns with the producer open: asyncio.run cancels what runs
+
+    asyncio.run(run())
+    assert state["waiting"] == 2  # nothing was sent again
+    assert all(isinstance(future.exception(0), ClientClosedError) for future in futures)
+
+
+def test_a_loop_thread_stopping_with_a_producer_left_open_sends_nothing_again(seglog_service, make_topic, monkeypatch):
+    """The same on a loop thread of the synchronous clients' kind, whose cleanup cancels what is
+    left in rounds (a task started by a cancelled one is cancelled in the next): stopped with
+    requests in flight and the producer never closed, it stops and nothing is sent again."""
+    topic = make_topic()
+    state = _hold_requests(monkeypatch)
+    loop_thread = LoopThread()
+    producer = AsyncProducer(seglog_service.address, linger_ms=0, retries=5, retry_backoff_ms=10)
+
+    async def send() -> RecordFuture:
+        await producer.start()
+        await producer.send_and_wait(topic, b"warm-up", partition=0)
+        state["armed"] = 1
+        future = await producer.send(topic, b"in flight", partition=0)
+        while state["waiting"] < 1:
+            await asyncio.sleep(0.01)
+        return future
+
+    future = loop_thread.run(send())
+    loop_thread.stop()  # the thread's own end, the producer never closed
+    assert state["waiting"] == 1
+    assert isinstance(future.exception(0), ClientClosedError)
