@@ -109,6 +109,12 @@ class OrderedReplies:
     def in_flight(self) -> int:
         return len(self._pending)
 
+    @property
+    def has_room(self) -> bool:
+        """Fewer than ``in_flight_max`` answers owed and nothing failed: ``wait_for_room``
+        would return at once (a stream's read loop asks this first, no coroutine a message)."""
+        return len(self._pending) < self._in_flight_max and self._failure is None
+
     async def wait_for_room(self) -> None:
         """Returns once fewer than ``in_flight_max`` answers are owed."""
         while len(self._pending) >= self._in_flight_max:
@@ -260,14 +266,17 @@ class StreamRpcs:
         self, name: str, session: _Session, call: Any, replies: OrderedReplies, context: Any,
         handle: Callable[[str, Any, Any], Awaitable[_Reply]],
     ) -> None:
+        gate = self.core.gate
         try:
             while True:
-                await replies.wait_for_room()
+                if not replies.has_room:
+                    await replies.wait_for_room()
                 request = await _next_request(session, context)
                 if request is None:
                     break
                 _check_parsed(request)  # no correlation id to answer: the stream ends
-                await self._recheck(call, replies)
+                if call.generation != gate.generation:  # a reload since the last check (``recheck``)
+                    await self._recheck(call, replies)
                 await replies.send(await handle(name, call, request))
                 if call.revoked is not None:  # revoked during the message (_produce_message)
                     await self._recheck(call, replies)
@@ -381,11 +390,13 @@ class StreamRpcs:
     async def _lookup_message(self, name: str, call: Any, request: pb.LookupStreamRequest) -> _Reply:
         started_ns = time.perf_counter_ns()
         correlation_id = request.correlation_id
-        reply = pb.LookupStreamResponse(correlation_id=correlation_id)
+        reply = pb.LookupStreamResponse()
+        reply.correlation_id = correlation_id  # (field by field: quicker than a keyword)
+        lookup = request.offsets_for_times
         try:
-            self._begin_message(call, request.offsets_for_times)
+            self._begin_message(call, lookup)
             try:
-                await self._lookups.offsets_for_times(request.offsets_for_times, reply.offsets_for_times)
+                await self._lookups.offsets_for_times(lookup, reply.offsets_for_times)
             finally:
                 self._end_message(call)
         except Exception as exc:  # noqa: BLE001 - answered on the stream (or raised: a bug)
