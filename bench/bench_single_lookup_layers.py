@@ -3,12 +3,18 @@
     service  ``LookupRpcs.offsets_for_times`` of one target (LookupStream's call, the stream's own
              layers left out) on a log of 50,000 records in 4,000-record batches whose time-step
              tables the appends fed, the service's metrics observer installed;
+    stream   the service's ``LookupStream`` handler fed one such target a message by an in-memory
+             stream context (the stream's layers, admission and metrics included, grpc left
+             out), beside the floor's echo handler (bench/peers/floor.py) on the same context;
     client   ``AsyncAdmin.offsets_for_times`` of one partition above a LookupStream whose ``ask``
              answers at once (a canned answer): the admin, router and transport layers.
 
-Prints the wall time a lookup in us for each (the median of 7 rounds).
+Prints the wall time a lookup in us for each (the median of 7 rounds). ``--calls`` adds the
+Python function calls a lookup makes (cProfile's count, builtins included, one more round
+profiled): the same on any machine whatever its load, so a change to a path can be weighed
+where its wall time is lost in the noise.
 
-    PYTHONPATH=client:server:. .venv/bin/python bench/bench_single_lookup_layers.py [--side service|client]
+    PYTHONPATH=client:server:. .venv/bin/python bench/bench_single_lookup_layers.py [--side service|client] [--calls]
 
 For an A/B between checkouts run it in each tree (``PYTHONPATH=TREE/client:TREE/server:TREE``)
 alternately, and compare each pair."""
@@ -17,17 +23,82 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import cProfile
+import pstats
 import random
 import statistics
 import tempfile
 import time
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 FIRST_MS = 1_700_000_000_000
 LOOKUPS = 2000
 ROUNDS = 7
 
 
-async def _service() -> float:
+class _StreamContext:
+    """What a stream handler touches of grpc.aio's ServicerContext, in memory: ``read`` hands
+    out the requests given, then EOF; ``write`` keeps nothing."""
+
+    def __init__(self, requests: list[Any]) -> None:
+        self._requests = iter(requests)
+
+    def invocation_metadata(self) -> tuple[()]:
+        return ()
+
+    def peer(self) -> str:
+        return "ipv4:127.0.0.1:1"
+
+    def set_trailing_metadata(self, metadata: Any) -> None:
+        pass
+
+    async def send_initial_metadata(self, metadata: Any) -> None:
+        pass
+
+    async def read(self) -> Any:
+        import grpc
+
+        return next(self._requests, grpc.aio.EOF)
+
+    async def write(self, message: Any) -> None:
+        pass
+
+
+async def _echo(context: Any) -> None:
+    """The floor's handler on a stream context: one answer a message."""
+    import grpc
+
+    from seglog.v1 import log_service_pb2 as pb
+
+    while True:
+        request = await context.read()
+        if request is grpc.aio.EOF:
+            return
+        await context.write(pb.LookupStreamResponse(correlation_id=request.correlation_id))
+
+
+async def _measured(run: Callable[[], Awaitable[Any]], count: int, calls: bool) -> tuple[float, float | None]:
+    """The median wall time a lookup of ``run()`` (``count`` lookups) over the rounds, in us,
+    and with ``calls`` the Python function calls a lookup (one more round, profiled)."""
+    rounds = []
+    for _ in range(ROUNDS):
+        started = time.perf_counter()
+        await run()
+        rounds.append((time.perf_counter() - started) / count * 1e6)
+    counted = None
+    if calls:
+        profiler = cProfile.Profile()
+        profiler.enable()
+        try:
+            await run()
+        finally:
+            profiler.disable()
+        counted = pstats.Stats(profiler).total_calls / count
+    return statistics.median(rounds), counted
+
+
+async def _service(calls: bool) -> dict[str, tuple[float, float | None]]:
     from seglog import records as codec
     from seglog.v1 import log_service_pb2 as pb
     from seglog_server.metrics.instruments import MetricsObserver
@@ -45,33 +116,38 @@ async def _service() -> float:
             for number in range(4000):
                 builder.append(b"v" * 100, key=b"k" * 16, timestamp_ms=FIRST_MS + first + number)
             log.append(builder.build())
-        service, calls = servicer_over(manager)
+        service, storage_calls = servicer_over(manager)
         previous = install_observer(MetricsObserver())
         try:
             draw = random.Random(1)
-            requests = []
-            for _ in range(LOOKUPS):
-                request = pb.OffsetsForTimesRequest()
-                target = request.partitions.add()
+            messages = []
+            for number in range(LOOKUPS):
+                message = pb.LookupStreamRequest(correlation_id=number + 1)
+                target = message.offsets_for_times.partitions.add()
                 target.topic, target.partition, target.timestamp_ms = "t", 0, FIRST_MS + draw.randrange(48_000)
-                requests.append(request)
+                messages.append(message)
+            requests = [message.offsets_for_times for message in messages]
             lookup = service.lookups.offsets_for_times
             for request in requests[:200]:  # the first lookup checks the segments (pooled)
                 await lookup(request, pb.OffsetsForTimesResponse())
-            rounds = []
-            for _ in range(ROUNDS):
-                started = time.perf_counter()
+
+            async def lookups() -> None:
                 for request in requests:
                     await lookup(request, pb.OffsetsForTimesResponse())
-                rounds.append((time.perf_counter() - started) / len(requests) * 1e6)
-            return statistics.median(rounds)
+
+            return {
+                "service": await _measured(lookups, len(requests), calls),
+                "stream": await _measured(lambda: service.LookupStream(None, _StreamContext(messages)),
+                                          len(messages), calls),
+                "echo": await _measured(lambda: _echo(_StreamContext(messages)), len(messages), calls),
+            }
         finally:
             install_observer(previous)
-            calls.shutdown()
+            storage_calls.shutdown()
             manager.shutdown()
 
 
-async def _client() -> float:
+async def _client(calls: bool) -> tuple[float, float | None]:
     from seglog import AsyncAdmin, TopicPartition
     from seglog._streams import RequestStream
     from seglog.v1 import log_service_pb2 as pb
@@ -90,23 +166,29 @@ async def _client() -> float:
     tp = TopicPartition("t", 0)
     for number in range(1000):
         await admin.offsets_for_times({tp: FIRST_MS + number})
-    rounds = []
-    for _ in range(ROUNDS):
-        started = time.perf_counter()
+
+    async def lookups() -> None:
         for number in range(10 * LOOKUPS):
             await admin.offsets_for_times({tp: FIRST_MS + number})
-        rounds.append((time.perf_counter() - started) / (10 * LOOKUPS) * 1e6)
-    return statistics.median(rounds)
+
+    return await _measured(lookups, 10 * LOOKUPS, calls)
+
+
+def _line(name: str, figures: tuple[float, float | None]) -> str:
+    wall_us, calls = figures
+    return f"{name}: {wall_us:.2f} us a lookup" + ("" if calls is None else f", {calls:.1f} Python calls a lookup")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--side", choices=["service", "client", "both"], default="both")
+    parser.add_argument("--calls", action="store_true", help="also count the Python function calls a lookup")
     arguments = parser.parse_args()
     if arguments.side in ("service", "both"):
-        print(f"service: {asyncio.run(_service()):.2f} us a lookup")
+        for name, figures in asyncio.run(_service(arguments.calls)).items():
+            print(_line(name, figures))
     if arguments.side in ("client", "both"):
-        print(f"client: {asyncio.run(_client()):.2f} us a lookup")
+        print(_line("client", asyncio.run(_client(arguments.calls))))
 
 
 if __name__ == "__main__":
