@@ -155,9 +155,10 @@ class Sender:
         self._topic_batch_bytes: dict[str, tuple[int, float]] = {}
         self.learned_limit_max_age_ms: float = LEARNED_LIMIT_MAX_AGE_MS
         # The largest message a refusal by gRPC's own size limit named ("Received message larger
-        # than max"): with the stream's announced limit, batches are split within it before they
-        # are sent (``_batch_bytes_max``).
-        self._refused_request_bytes: int | None = None
+        # than max"), by connection, with the address it was refused at: with the limit its
+        # current stream announced, messages are packed and batches split within it before they
+        # are sent (``_request_limits``). Never used on another connection or address.
+        self._refused_request_bytes: dict[Transport, tuple[str, int]] = {}
         # Set when the loop died of an unexpected error: what it had and what comes fails with it.
         self.crashed: BaseException | None = None
 
@@ -408,7 +409,7 @@ class Sender:
         """``_start_requests``' first half: ``batches`` (split within the known limits first)
         given their producer fields and built, each into the window as it leaves ``batches``
         (``placed``): ``to_send`` now, or queued beyond the partition's in-flight limit."""
-        bytes_max = self._batch_bytes_max(tp.topic)
+        bytes_max = self._batch_bytes_max(tp)
         if bytes_max is not None:
             self._within_limit(batches, bytes_max)
         while batches:
@@ -449,7 +450,7 @@ class Sender:
         if len(entries) == 1:
             self._send_entry(tp, entries[0])
             return
-        bytes_max = min(self._config.max_request_bytes, self.stream_request_bytes_max or self._config.max_request_bytes)
+        bytes_max = self._message_bytes_max(self._request_limits(self._connection_for(tp)))
         position = 0
         for count in message_counts([len(e.item[1]) for e in entries], tp.topic, self.stream_batches_max, bytes_max):
             if count == 1:
@@ -460,13 +461,40 @@ class Sender:
                 self._start_request(tp, group, lambda group=group, turn=turn: self._send_group_request(tp, group, turn), turn)
             position += count
 
-    def _batch_bytes_max(self, topic: str) -> int | None:
-        """The largest batch of ``topic`` to send (None: no limit known): within the limit its
-        last size refusal named (``_learned_topic_limit``) and within the service's request
-        limit (announced at the stream's open, or named by a refusal of gRPC's), less a
-        message's envelope."""
-        limits = [limit for limit in (self._learned_topic_limit(topic), self._request_batch_bytes(topic)) if limit]
+    def _batch_bytes_max(self, tp: TopicPartition) -> int | None:
+        """The largest batch of ``tp`` to send (None: no limit known): within the limit its
+        topic's last size refusal named (``_learned_topic_limit``) and within the request limits
+        known for its connection (``_request_batch_bytes``), less a message's envelope."""
+        limits = [limit for limit in (self._learned_topic_limit(tp.topic), self._request_batch_bytes(tp)) if limit]
         return min(limits) if limits else None
+
+    def _connection_for(self, tp: TopicPartition) -> Transport:
+        assert self._router is not None
+        return self._router.transport_for(tp.topic, tp.partition)
+
+    def _request_limits(self, transport: Transport, stream: Any = None) -> list[int]:
+        """The service's request limits known for ``transport``'s connection now, each left out
+        where unknown: the one its current ProduceStream (``stream``, else the connection's)
+        announced when it opened, and the one a refusal of gRPC's named on this connection at
+        its current address. A limit seen on another stream, connection or service is not one
+        of them (an older build, another owner, a restarted service may take another)."""
+        known: list[int] = []
+        if stream is None and self.streaming is not False:
+            try:
+                stream = transport.produce_stream()
+            except ClientClosedError:
+                stream = None
+        if stream is not None and stream.request_bytes_max:
+            known.append(stream.request_bytes_max)
+        refused = self._refused_request_bytes.get(transport)
+        if refused is not None and refused[0] == transport.server:
+            known.append(refused[1])
+        return known
+
+    def _message_bytes_max(self, known: list[int]) -> int:
+        """The largest ProduceStream message to pack batches into: within the client's
+        max_request_bytes and every limit ``known`` (``_request_limits``; none may be)."""
+        return min([self._config.max_request_bytes, *known])
 
     def _learned_topic_limit(self, topic: str) -> int | None:
         """The limit ``topic``'s last size refusal named, while younger than
@@ -482,12 +510,15 @@ class Sender:
             return None
         return limit if self._config.compression == Compression.NONE else None
 
-    def _request_batch_bytes(self, topic: str) -> int | None:
-        """The largest batch a message of its own takes, by the service's request limit."""
-        known = [limit for limit in (self.stream_request_bytes_max, self._refused_request_bytes) if limit]
+    def _request_batch_bytes(self, tp: TopicPartition) -> int | None:
+        """The largest batch of ``tp`` a message of its own takes, by the request limits known
+        for the connection it goes out on (``_request_limits``); None where none is known."""
+        if self._router is None:
+            return None  # not started: no connection, no limit known
+        known = self._request_limits(self._connection_for(tp))
         if not known:
             return None
-        return max(1, min(known) - _MESSAGE_OVERHEAD_BYTES - _BATCH_OVERHEAD_BYTES - len(topic.encode()))
+        return max(1, min(known) - _MESSAGE_OVERHEAD_BYTES - _BATCH_OVERHEAD_BYTES - len(tp.topic.encode()))
 
     def _within_limit(self, batches: list[ProducerBatch], limit: int) -> None:
         """A partition's batches, those above ``limit`` (``_batch_bytes_max``) split into pieces
@@ -691,7 +722,7 @@ class Sender:
                 f"a batch of {entry.item[0].record_count} records ({len(entry.item[1])} bytes) is above the "
                 f"service's request limit: {outcome}", code=outcome.code,
             )
-            return refusal, self._request_batch_bytes(tp.topic)
+            return refusal, self._request_batch_bytes(tp)
         return None
 
     def _refused_above_request_limit(self, tp: TopicPartition, entry: WindowEntry[_Sent], outcome: Any) -> bool:
@@ -705,9 +736,9 @@ class Sender:
         found = _REQUEST_LIMIT_REFUSAL.search(str(outcome))
         if found is None:
             return False
-        refused_max = int(found.group(1))
-        self._refused_request_bytes = min(refused_max, self._refused_request_bytes or refused_max)
-        request_batch_bytes = self._request_batch_bytes(tp.topic)
+        transport = self._connection_for(tp)
+        self._refused_request_bytes[transport] = (transport.server, int(found.group(1)))
+        request_batch_bytes = self._request_batch_bytes(tp)
         assert request_batch_bytes is not None
         return len(entry.item[1]) > request_batch_bytes
 
@@ -954,7 +985,7 @@ class Sender:
         position = 0
         counts = message_counts(
             [len(one) for one in records], topic, stream.batches_max,
-            min(self._config.max_request_bytes, stream.request_bytes_max or self._config.max_request_bytes),
+            self._message_bytes_max(self._request_limits(transport, stream)),
         )
         for count in counts:
             # Built in place inside the message, as _produce_on does (no copy of the batches).

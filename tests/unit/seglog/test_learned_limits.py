@@ -65,30 +65,30 @@ def test_a_grpc_size_refusal_naming_a_limit_too_long_for_int_is_not_taken_for_on
 def test_the_last_refusals_limit_is_kept_not_the_least_ever_named():
     sender = _sender()
     sender._size_refusal(TP, None, _refusal("4000"))  # type: ignore[arg-type]
-    assert sender._batch_bytes_max("t") == 4000
+    assert sender._batch_bytes_max(TopicPartition("t", 0)) == 4000
     sender._size_refusal(TP, None, _refusal("65536"))  # type: ignore[arg-type]
-    assert sender._batch_bytes_max("t") == 65536
+    assert sender._batch_bytes_max(TopicPartition("t", 0)) == 65536
 
 
 def test_a_refusal_naming_no_usable_limit_leaves_none_kept():
     sender = _sender()
     sender._size_refusal(TP, None, _refusal("4000"))  # type: ignore[arg-type]
     refusal, limit = sender._size_refusal(TP, None, _refusal("9" * 5_000))  # type: ignore[arg-type,misc]
-    assert limit is None and sender._batch_bytes_max("t") is None
+    assert limit is None and sender._batch_bytes_max(TopicPartition("t", 0)) is None
 
 
 def test_a_learned_limit_is_forgotten_after_its_age():
     sender = _sender()
     assert sender.learned_limit_max_age_ms == LEARNED_LIMIT_MAX_AGE_MS == 300_000
     sender._size_refusal(TP, None, _refusal("4000"))  # type: ignore[arg-type]
-    assert sender._batch_bytes_max("t") == 4000
+    assert sender._batch_bytes_max(TopicPartition("t", 0)) == 4000
     sender.learned_limit_max_age_ms = 0
-    assert sender._batch_bytes_max("t") is None
+    assert sender._batch_bytes_max(TopicPartition("t", 0)) is None
     sender.learned_limit_max_age_ms = LEARNED_LIMIT_MAX_AGE_MS
-    assert sender._batch_bytes_max("t") is None  # forgotten, not only hidden
+    assert sender._batch_bytes_max(TopicPartition("t", 0)) is None  # forgotten, not only hidden
 
 
 def test_a_compressed_producer_does_not_cut_its_batches_to_a_learned_limit():
     sender = _sender(Compression.GZIP)
     sender._size_refusal(TP, None, _refusal("4000"))  # type: ignore[arg-type]
-    assert sender._batch_bytes_max("t") is None
+    assert sender._batch_bytes_max(TopicPartition("t", 0)) is None
