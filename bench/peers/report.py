@@ -844,6 +844,38 @@ What remains:
   (client CPU 1.9 us a record after the change above) now waits on the
   Fetch round trips and the service: a larger default fetch ahead (several Fetches in flight, or
   the Consume stream as the default mode) is what is left to try, on a quiet machine.
+- Produce with every client default, traced (the sender's writes and answers timestamped, 300,000
+  records through `send_many` as bench/peers does): the producer and the service took turns. An
+  idempotent producer has 5 batches of a partition in flight (Kafka's limit); an answer freed all
+  5 at once, the loop drained them into one message and encoded them there (70-80 us each), so
+  560 of 562 messages carried 5 batches and exactly one was in flight: the service idled while
+  the client encoded, the client while the service appended. Now a closed batch is encoded while
+  its partition's window is full (`ProducerBatch.encode_ahead`, from `RecordAccumulator.drain`, at
+  most 5 a partition: the encoded copy of those beside their records is the memory it costs),
+  and sending it once an answer comes writes only its header and CRC (the producer's fields are
+  given after the records: `RecordBatchBuilder.set_producer`, `seal`); proven equal to a batch
+  built at once by Hypothesis (`tests/unit/seglog/test_batch_encode_ahead.py`). The answer -> next
+  write gap 428 -> 207 us (medians, the trees alternately five times, load 2.3-2.9); on the
+  service an indexed append (every 16 KiB batch is one) did six fstats of its indexes' length
+  check, now two (the counts and a reservation made already touch no mapped page): `Log.append`
+  of 16 KiB batches 40-55 -> 38-39 us. Both together, `PYTHONPATH=<tree>/client:<tree>/server
+  .venv/bin/python bench/bench_produce_defaults.py --records 300000 --repeats 2`, the tree before
+  and after alternately three times (load 3.3-5.8, Redis itself at 40-90 k/s there): 221 k -> 305 k
+  records/s (medians of the runs' medians), the ratio to the same run's Redis higher in each
+  pair (3.51 / 4.49 / 3.24 -> 3.72 / 4.60 / 3.41); a lighter script of the same produce alone,
+  six alternations at load 2.8-3.4: 279 k -> 318 k. The CPU a record is unchanged (client 1.8-2.6
+  us, service 1.3-1.7: the encoding moved, it did not shrink). What bounds it now: one message of
+  5 batches in flight, so a cycle is the service's append of 5 batches (550-700 us) plus the
+  client's turn (about 200 us: settling 5 batches, the drain, the message built and written, a
+  loop turn or two between each); splitting the window into two messages (3 + 2, so the client
+  refills while the service appends) ran no faster in 4 alternations (more messages, each
+  about 100 us of grpc.aio CPU a side). Some runs also fall into a regime where the 80 KiB
+  message's write completes only with its answer (write 700-800 us instead of 150-200, 20-30 %
+  fewer records/s; HTTP/2 flow control is the suspect: gRPC's `grpc.http2.lookahead_bytes` of 4 MiB
+  on the service changed nothing in 4 alternations). Left: the encoding itself in C (0.6-0.7 us
+  a record of the client's CPU, in the tuned producer too), the service's per-batch path (about
+  130 us of CPU a 16 KiB batch beside 40 us of `Log.append`: the stream's read and answer, the
+  admission and gate, the observer's page-fault marks) and a quiet run to read the ratio.
 - The full run at the top of this page (14:07 UTC, load median 1.46, the benchmark's own) against
   the one of 10:48 the same day (load median 1.53), same command: batched lookups 0.47x -> 1.86x
   Redis on large batches and 0.22x -> 1.68x on small ones (the time-step tables and the packed
