@@ -155,10 +155,11 @@ class Sender:
         self._topic_batch_bytes: dict[str, tuple[int, float]] = {}
         self.learned_limit_max_age_ms: float = LEARNED_LIMIT_MAX_AGE_MS
         # The largest message a refusal by gRPC's own size limit named ("Received message larger
-        # than max"), by connection, with the address it was refused at: with the limit its
-        # current stream announced, messages are packed and batches split within it before they
-        # are sent (``_request_limits``). Never used on another connection or address.
-        self._refused_request_bytes: dict[Transport, tuple[str, int]] = {}
+        # than max"), by connection, with the address it was refused at and when: with the limit
+        # its current stream announced, messages are packed and batches split within it before
+        # they are sent (``_request_limits``). Never used on another connection or address, and
+        # forgotten after ``learned_limit_max_age_ms`` (a service restarted with another limit).
+        self._refused_request_bytes: dict[Transport, tuple[str, int, float]] = {}
         # Set when the loop died of an unexpected error: what it had and what comes fails with it.
         self.crashed: BaseException | None = None
 
@@ -428,6 +429,15 @@ class Sender:
                 self._record_failure(batch, error)
                 self._finish(batch)
                 continue
+            too_large = self._above_request_limit(tp, batch, records)
+            if too_large is not None:
+                # Not sent: gRPC would end the connection's whole stream refusing it, failing
+                # every batch in flight on it. Its sequences were the partition's last given.
+                self.idempotence.batch_unwritten(tp, fields, batch.record_count)
+                batches.pop(0)
+                self._record_failure(batch, too_large)
+                self._finish(batch)
+                continue
             window = self.windows.get(tp)
             if window is None:
                 window = self.windows[tp] = SendWindow()
@@ -484,11 +494,16 @@ class Sender:
                 stream = transport.produce_stream()
             except ClientClosedError:
                 stream = None
+        # The stream's own: reset when it reopens, set when the service answers the open.
         if stream is not None and stream.request_bytes_max:
             known.append(stream.request_bytes_max)
         refused = self._refused_request_bytes.get(transport)
-        if refused is not None and refused[0] == transport.server:
-            known.append(refused[1])
+        if refused is not None:
+            server, limit, refused_at_ms = refused
+            if _now_ms() - refused_at_ms >= self.learned_limit_max_age_ms:
+                del self._refused_request_bytes[transport]
+            elif server == transport.server:
+                known.append(limit)
         return known
 
     def _message_bytes_max(self, known: list[int]) -> int:
@@ -519,6 +534,21 @@ class Sender:
         if not known:
             return None
         return max(1, min(known) - _MESSAGE_OVERHEAD_BYTES - _BATCH_OVERHEAD_BYTES - len(tp.topic.encode()))
+
+    def _above_request_limit(self, tp: TopicPartition, batch: ProducerBatch, records: bytes) -> RecordTooLargeError | None:
+        """The refusal of a record alone (a batch of one, which no split makes smaller) whose
+        built batch is above the request limit known for the connection it would go out on
+        (its current stream's announced one, or one a refusal of gRPC's named there:
+        ``_request_batch_bytes``); None for any other batch, or where no limit is known."""
+        if batch.record_count != 1:
+            return None
+        limit = self._request_batch_bytes(tp)
+        if limit is None or len(records) <= limit:
+            return None
+        return RecordTooLargeError(
+            f"a record of {len(records)} bytes (as a batch) is above the service's request limit: "
+            f"a batch alone in a message takes at most {limit} bytes; not sent",
+        )
 
     def _within_limit(self, batches: list[ProducerBatch], limit: int) -> None:
         """A partition's batches, those above ``limit`` (``_batch_bytes_max``) split into pieces
@@ -737,7 +767,7 @@ class Sender:
         if found is None:
             return False
         transport = self._connection_for(tp)
-        self._refused_request_bytes[transport] = (transport.server, int(found.group(1)))
+        self._refused_request_bytes[transport] = (transport.server, int(found.group(1)), _now_ms())
         request_batch_bytes = self._request_batch_bytes(tp)
         assert request_batch_bytes is not None
         return len(entry.item[1]) > request_batch_bytes

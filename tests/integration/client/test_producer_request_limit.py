@@ -74,9 +74,11 @@ def test_a_record_alone_above_the_request_limit_fails_unretried(
     seglog_service: ServiceProcess, make_topic: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The client takes a record up to its own max_request_bytes (8 MiB here); one of 3 MiB is
-    above the service's 2 MiB: it fails with RecordTooLargeError, once, and the records around
-    it land in order (it was retried as ServiceOverloadedError until the retries ran out). The
-    record after it, on the stream gRPC closed with the refusal, is retried as after any break."""
+    above the service's 2 MiB, which the stream announced when the record before it opened it:
+    it fails with RecordTooLargeError without being sent, and the records around it land in
+    order, none retried (it was sent, gRPC ended the stream refusing it and the record after it
+    was retried as after any break; before that, it was retried as ServiceOverloadedError until
+    the retries ran out)."""
     refusals = _count_size_refusals(monkeypatch)
     topic = make_topic(configs=TOPIC_CONFIGS)
     with Producer(
@@ -89,6 +91,48 @@ def test_a_record_alone_above_the_request_limit_fails_unretried(
         producer.flush()
         error = too_large.exception(0)
         assert after.exception(0) is None
+        statistics = producer.statistics()
     assert isinstance(error, RecordTooLargeError) and "request limit" in str(error)
-    assert len(refusals) == 1
+    assert refusals == [] and statistics.retries == 0
     assert values_to_end(seglog_service.address, topic, 2) == [b"before", b"after"]
+
+
+@pytest.mark.parametrize("enable_idempotence", [True, False])
+def test_records_alone_above_the_request_limit_break_no_stream(
+    seglog_service: ServiceProcess, make_topic: Any, monkeypatch: pytest.MonkeyPatch, enable_idempotence: bool
+) -> None:
+    """Five times, 400 small records to partition 1 and then a 3 MiB record to partition 0 on
+    the same connection: each large record fails with RecordTooLargeError naming the limit the
+    connection's current stream announced, unsent (no size refusal, no retry counted), and
+    every small record lands once, in order. Each large record was sent and gRPC's refusal
+    ended the shared ProduceStream: the small batches in flight on it failed and were retried
+    (without idempotence, one written whose answer was lost is written twice)."""
+    from seglog._sender import _BATCH_OVERHEAD_BYTES, _MESSAGE_OVERHEAD_BYTES
+    from tests.support.integration_helpers import partition_values
+
+    refusals = _count_size_refusals(monkeypatch)
+    topic = make_topic(partitions=2, configs=TOPIC_CONFIGS)
+    rounds = 5
+    small = [index.to_bytes(4, "big") * 25 for index in range(400 * rounds)]
+    with Producer(
+        seglog_service.address, max_request_bytes=8 * 1024 * 1024, buffer_bytes=32 * 1024 * 1024, linger_ms=0,
+        retries=3, retry_backoff_ms=10, enable_idempotence=enable_idempotence,
+    ) as producer:
+        producer.send(topic, b"open", partition=0).result()  # the stream announces the limit
+        groups, large = [], []
+        for round_ in range(rounds):
+            groups.append(producer.send_many(topic, small[400 * round_:400 * (round_ + 1)], partition=1))
+            large.append(producer.send(topic, b"x" * (3 * 1024 * 1024), partition=0))
+        producer.flush()
+        small_errors = [future.exception(0) for group in groups for future in group.futures()]
+        large_errors = [future.exception(0) for future in large]
+        statistics = producer.statistics()
+        producer_ids = producer._async._sender.idempotence.producer_ids_received
+    assert [error for error in small_errors if error is not None] == []
+    assert all(isinstance(error, RecordTooLargeError) and "request limit" in str(error) for error in large_errors)
+    named = REQUEST_BYTES_MAX - _MESSAGE_OVERHEAD_BYTES - _BATCH_OVERHEAD_BYTES - len(topic)
+    assert all(f"at most {named} bytes" in str(error) for error in large_errors)
+    assert refusals == [] and statistics.retries == 0 and statistics.records_failed == rounds
+    assert producer_ids == (1 if enable_idempotence else 0)  # the producer id kept
+    assert partition_values(seglog_service.address, topic, 1) == small
+    assert partition_values(seglog_service.address, topic, 0) == [b"open"]
