@@ -94,3 +94,32 @@ def test_every_message_of_several_batches_is_within_every_known_limit(sizes, ref
     for count, size in _message_sizes(sizes, counts):
         if count > 1:  # a batch alone above a limit is the sender's to split or fail
             assert size <= min(CLIENT_MAX, refused_max or CLIENT_MAX, announced or CLIENT_MAX)
+
+
+def test_a_refused_limit_is_kept_for_its_connection_and_address_and_forgotten_with_age():
+    """A refusal's limit holds for the connection it was named on, at the address it was named
+    at, and is forgotten after learned_limit_max_age_ms (a service restarted with another limit
+    is packed for by its own word again); another producer's connection never sees it."""
+
+    async def run() -> tuple[list[int], list[int], list[int], list[int]]:
+        producers = [AsyncProducer(_NOWHERE, max_request_bytes=CLIENT_MAX) for _ in range(2)]
+        for producer in producers:
+            await producer.start()
+        try:
+            sender, other = (producer._sender for producer in producers)
+            _refused_by_grpc(sender, 500_000)
+            transport = sender._connection_for(TP)
+            kept = sender._request_limits(transport)
+            elsewhere = other._request_limits(other._connection_for(TP))
+            server = transport.server
+            transport._server = "127.0.0.1:10"  # the connection now at another address
+            moved = sender._request_limits(transport)
+            transport._server = server
+            sender.learned_limit_max_age_ms = 0
+            aged = sender._request_limits(transport)
+            return kept, elsewhere, moved, aged
+        finally:
+            for producer in producers:
+                await producer.close()
+
+    assert asyncio.run(run()) == ([500_000], [], [], [])
