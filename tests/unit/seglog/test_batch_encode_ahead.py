@@ -10,7 +10,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from seglog._accumulator import ENCODE_AHEAD_BATCHES, ProducerBatch, RecordAccumulator
+from seglog._accumulator import (
+    ENCODE_AHEAD_BATCHES,
+    ENCODED_AHEAD_BUFFER_SHARE,
+    ProducerBatch,
+    RecordAccumulator,
+)
 from seglog.records import Compression, RecordBatchBuilder
 from seglog.records.compression import compress
 from seglog.records.errors import CodecError
@@ -112,10 +117,10 @@ def test_a_builder_sealed_then_appended_to_builds_what_an_unsealed_one_does(firs
     assert sealed.build() == plain.build()
 
 
-def _accumulator(batch_bytes: int) -> RecordAccumulator:
+def _accumulator(batch_bytes: int, buffer_bytes: int = 1 << 20) -> RecordAccumulator:
     return RecordAccumulator(
         batch_bytes=batch_bytes, linger_ms=5, compression=Compression.NONE,
-        buffer_bytes=1 << 20, request_bytes_max=1 << 20, wall_clock_ms=lambda: 1_000,
+        buffer_bytes=buffer_bytes, request_bytes_max=1 << 20, wall_clock_ms=lambda: 1_000,
     )
 
 
@@ -145,3 +150,37 @@ def test_drain_never_encodes_an_open_batch_ahead():
     (batch,) = accumulator._queues[TP]
     accumulator.drain(10.0, lambda _: False, 1)  # ready by linger, but the partition cannot send
     assert not batch.closed and not batch.encoded_ahead
+
+
+def test_the_batches_encoded_ahead_stay_within_a_share_of_the_buffer_across_partitions():
+    """Each partition waiting on the service gets its head batches encoded while the encoded
+    copies, counted by the batches' size bounds, fit a quarter of the buffer; a batch drained
+    gives its share back, and the next drain encodes where it stopped."""
+    buffer_bytes = 16_000
+    accumulator = _accumulator(batch_bytes=1_000, buffer_bytes=buffer_bytes)
+    partitions = [TopicPartition("t", number) for number in range(4)]
+    for tp in partitions:
+        for _ in range(9):  # three closed batches of three 250-byte records, and an open one
+            accumulator.append(tp, None, bytes(250), None, (), 0.0)
+        accumulator.append(tp, None, bytes(300), None, (), 0.0)
+    queued = {tp: list(accumulator._queues[tp]) for tp in partitions}
+    assert [len(queued[tp]) for tp in partitions] == [4] * 4
+    bound = queued[partitions[0]][0].size_bytes_bound
+    fits = buffer_bytes // ENCODED_AHEAD_BUFFER_SHARE // bound  # 4 of the 12 closed batches
+
+    def encoded() -> list[ProducerBatch]:
+        return [batch for tp in partitions for batch in queued[tp] if batch.encoded_ahead]
+
+    accumulator.drain(0.0, lambda _: False, 4)
+    assert len(encoded()) == fits == 4
+    assert encoded() == queued[partitions[0]][:3] + queued[partitions[1]][:1]
+    # Partition 0 sends its three: their share is given back, and the others get theirs.
+    ready, _ = accumulator.drain(0.0, lambda tp: tp == partitions[0], 4, lambda _: 3)
+    assert ready == queued[partitions[0]][:3]
+    assert [batch for batch in encoded() if batch not in ready] == (
+        queued[partitions[1]][:3] + queued[partitions[2]][:1]
+    )
+    for batch in ready:
+        accumulator.complete(batch)
+    accumulator.abort_queued(RuntimeError("closed"))
+    assert accumulator._encoded_bytes == 0
