@@ -851,7 +851,8 @@ What remains:
   560 of 562 messages carried 5 batches and exactly one was in flight: the service idled while
   the client encoded, the client while the service appended. Now a closed batch is encoded while
   its partition's window is full (`ProducerBatch.encode_ahead`, from `RecordAccumulator.drain`, at
-  most 5 a partition: the encoded copy of those beside their records is the memory it costs),
+  most 5 a partition, their encoded copies within a quarter of buffer_bytes, held beside the
+  records until sent),
   and sending it once an answer comes writes only its header and CRC (the producer's fields are
   given after the records: `RecordBatchBuilder.set_producer`, `seal`); proven equal to a batch
   built at once by Hypothesis (`tests/unit/seglog/test_batch_encode_ahead.py`). The answer -> next
