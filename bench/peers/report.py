@@ -775,6 +775,33 @@ What remains:
   layers on the service (the LookupStream with its lookup stubbed 1.07-1.35x in
   `bench_lookup_floor_split`, which swung that much between runs at load 3-5) and grpcio's
   per-message cost on both sides, measurable only on a quiet machine.
+- Where the single lookup's gap to the floor lies, by step (`.venv/bin/python -m
+  bench.bench_lookup_floor_split --repeats 9`, now with an `admin` case: the same lookup through
+  `AsyncAdmin.offsets_for_times`; three runs, 2026-11-27 18:35-18:56, load 2.3-5.9, medians of the
+  repeats' paired differences in units of the floor's p50; two runs with a scratch stub in its
+  stubbed service: `_lookup_message` answering at once, or the lookup without its bookkeeping):
+  the stream's read loop with nothing in a message +0.03, a message's bookkeeping (request slot,
+  call gate, principal quota, metrics) +0.08, the lookup itself (RPC layer and storage search)
+  +0.17, the client above a bare grpc.aio stream +0.18-0.21; 1.37-1.50x the floor end to end in
+  those runs. Counted, not timed (`PYTHONPATH=client:server:. .venv/bin/python
+  bench/bench_single_lookup_layers.py --calls`: Python function calls a lookup, builtins
+  included, the same at any load): the LookupStream handler on an in-memory stream makes 102 a
+  message (13.4 us warm), the floor's echo handler 3 (0.8 us): the lookup 71 (its RPC layer
+  about 10, the storage's single-target search the rest, 12 of them its stopwatches' marks and
+  laps), the stream's layers 31 (admission, gate and quotas 13). The client on a real service
+  makes 170-179 a round trip against the floor client's 97, at the same 4 loop turns (cProfile
+  of 2,000 round trips, a scratch script): its admin, router and transport 16 (2.7 us warm),
+  the loop's arithmetic for the request timeout's timer 7, the RequestStream's ask about 50
+  (write lock, write driver, the caller's read and its stand-in, timeout watch). In the ping-pong
+  each costs several times its warm time (caches cold between messages, 2 CPUs shared with the
+  other side): no single cut is left, goal 2 needs about half of each side's Python gone. The
+  largest blocks: the storage's single-target search answered from memory, the message's
+  admission (a slot taken and given back where a check would do when it answers without
+  waiting), the client's ask. The read loop now makes no coroutine to wait for room or recheck
+  the stream's rights when neither is due (103 -> 102 calls a message; end to end within the
+  noise: `.venv/bin/python -m bench.bench_single_lookup --records 50000 --lookups 3000 --repeats
+  3 --tree base=<before> --tree after=<after>`, two runs with the order swapped, 18:43-18:48,
+  load 5.7-6.3: p50 1.64x and 1.37x the floor before, 1.62x and 1.57x after).
 - What the single lookup pays above the floor is Python, not gRPC: `strace -c -f` on each server
   during 3,000 round trips counts the same system calls a lookup as a floor message (3,236 and
   3,238 sendmsg, 12,811 and 12,803 write, 6,475 and 6,458 recvmsg, the epoll waits alike), plus
