@@ -26,6 +26,11 @@ from .header import (
     RECORD_BATCH_OVERHEAD,
 )
 from .record_codec import encode_record
+
+try:
+    from ._encode_c import encode_run as _encode_run
+except ImportError:  # not built (no compiler at install): extend's Python paths below
+    _encode_run = None
 from .varint import (
     ENCODED_NULL,
     ENCODED_VARINTS,
@@ -285,6 +290,17 @@ class RecordBatchBuilder:
             return
         _check_timestamp(timestamp_ms)
         timestamp_delta = timestamp_ms - self._base_timestamp
+        if _encode_run is not None:
+            # The run's bytes in one C pass (_encode_c.c); None for what it leaves to the paths
+            # below (keys or values not bytes or None, deltas out of range, not lists).
+            encoded = _encode_run(keys, values, first_delta, timestamp_delta)
+            if encoded is not None:
+                self._parts.append(encoded)
+                self._records_bytes += len(encoded)
+                self._record_count = first_delta + count
+                if timestamp_ms > self._max_timestamp:
+                    self._max_timestamp = timestamp_ms
+                return
         last_delta = first_delta + count - 1
         if not 0 <= timestamp_delta < _len(_encoded) or last_delta >= _len(_encoded):
             for key, value in zip(keys, values):
