@@ -891,8 +891,9 @@ What remains:
   and after alternately three times (load 3.3-5.8, Redis itself at 40-90 k/s there): 221 k -> 305 k
   records/s (medians of the runs' medians), the ratio to the same run's Redis higher in each
   pair (3.51 / 4.49 / 3.24 -> 3.72 / 4.60 / 3.41); a lighter script of the same produce alone,
-  six alternations at load 2.8-3.4: 279 k -> 318 k. The CPU a record is unchanged (client 1.8-2.6
-  us, service 1.3-1.7: the encoding moved, it did not shrink). What bounds it now: one message of
+  six alternations at load 2.8-3.4: 279 k -> 318 k. The CPU a record was unchanged (client 1.8-2.6
+  us, service 1.3-1.7: the encoding moved, it did not shrink; see the C encoder below). What
+  bounds it now: one message of
   5 batches in flight, so a cycle is the service's append of 5 batches (550-700 us) plus the
   client's turn (about 200 us: settling 5 batches, the drain, the message built and written, a
   loop turn or two between each); splitting the window into two messages (3 + 2, so the client
@@ -900,10 +901,20 @@ What remains:
   about 100 us of grpc.aio CPU a side). Some runs also fall into a regime where the 80 KiB
   message's write completes only with its answer (write 700-800 us instead of 150-200, 20-30 %
   fewer records/s; HTTP/2 flow control is the suspect: gRPC's `grpc.http2.lookahead_bytes` of 4 MiB
-  on the service changed nothing in 4 alternations). Left: the encoding itself in C (0.6-0.7 us
-  a record of the client's CPU, in the tuned producer too), the service's per-batch path (about
-  130 us of CPU a 16 KiB batch beside 40 us of `Log.append`: the stream's read and answer, the
-  admission and gate, the observer's page-fault marks) and a quiet run to read the ratio.
+  on the service changed nothing in 4 alternations).
+- The producer's records are encoded in C where the install built it (`seglog.records._encode_c`,
+  an optional extension beside `_walk_c`, used by `RecordBatchBuilder.extend` for a run of records
+  sharing a timestamp; the Python paths where it is not built, and for what it leaves to them),
+  proven equal to the Python encoder by Hypothesis (`tests/unit/seglog/records/test_encode_compiled.py`):
+  a 120-record batch builds in about 13 us against 50-108. `.venv/bin/python
+  bench/bench_produce_defaults.py --records 300000 --repeats 2 --batch-sizes 16384,524288`, the
+  tree before and after alternately twice (load 4.6-6.8): client CPU a record 1.90 / 2.02 -> 1.38
+  / 1.64 us with 16 KiB batches, 0.86 / 0.95 -> 0.55 / 0.55 with 512 KiB; records/s 315 / 252 k ->
+  382 / 351 k and 811 / 1,016 k -> 1,377 / 1,084 k (noise at that load; the encoding was off the
+  16 KiB path's turn already). Left for goal 4 with every default: the service's per-batch path
+  (about 130 us of CPU a 16 KiB batch beside 40 us of `Log.append`: the stream's read and answer,
+  the admission and gate, the observer's page-fault marks), the client's turn between an answer
+  and the next write (`_sender.py`), and a quiet run to read the ratio.
 - The full run at the top of this page (14:07 UTC, load median 1.46, the benchmark's own) against
   the one of 10:48 the same day (load median 1.53), same command: batched lookups 0.47x -> 1.86x
   Redis on large batches and 0.22x -> 1.68x on small ones (the time-step tables and the packed
