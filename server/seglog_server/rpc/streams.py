@@ -41,8 +41,9 @@ from __future__ import annotations
 
 import asyncio
 import time
+import types
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Generator
 from typing import Any
 
 import grpc
@@ -89,10 +90,13 @@ _Reply = Any  # a response message, or a future of one (an answer that must wait
 class OrderedReplies:
     """Writes a stream's answers in request order, with at most ``in_flight_max`` unanswered.
 
-    A ready answer with nothing owed before it is written at once (the common case: no task,
-    no queue); otherwise it queues behind the answers owed, and one drainer task writes them as
-    they become ready. A write blocks while the client does not read: the reader then stops
-    reading too.
+    A ready answer with nothing owed before it starts its write at once, in the caller's step
+    (the common case); otherwise it queues behind the answers owed, and one drainer task writes
+    them as they become ready. A write under way counts as owed until it completes, and is not
+    waited for: grpc.aio reports a write's completion only once grpc's poller thread and the
+    loop have run, and a stream that waited for it read its next request that much later (a
+    producer's next batch, sent meanwhile, waited in the transport). A write blocks while the
+    client does not read: the owed answers then reach the bound and the reader stops reading.
     """
 
     def __init__(self, write: Callable[[Any], Awaitable[None]], in_flight_max: int) -> None:
@@ -124,11 +128,21 @@ class OrderedReplies:
         self._raise_if_failed()
 
     async def send(self, reply: _Reply) -> None:
-        """The answer to the next request in order (a message, or a future of one)."""
-        if not self._pending and not isinstance(reply, asyncio.Future):
-            await self._write(reply)
-            return
+        """The answer to the next request in order (a message, or a future of one). A write that
+        fails as it starts raises here; one that fails later, at the next ``send``,
+        ``wait_for_room`` or ``finish``."""
         self._raise_if_failed()
+        if not self._pending and not isinstance(reply, asyncio.Future):
+            write = self._write(reply)
+            try:
+                waiting_on = write.send(None)  # to the transport now, not a loop turn later
+            except StopIteration:
+                return  # written and completed at once
+            # Under way: the drainer completes it (and writes what queues behind it).
+            self._pending.append(reply)
+            self.in_flight_high = max(self.in_flight_high, 1)
+            self._drainer = asyncio.ensure_future(self._drain(_resumed(write, waiting_on)))
+            return
         self._pending.append(reply)
         self.in_flight_high = max(self.in_flight_high, len(self._pending))
         if self._drainer is None:
@@ -149,8 +163,14 @@ class OrderedReplies:
         if self._drainer is not None:
             self._drainer.cancel()
 
-    async def _drain(self) -> None:
+    async def _drain(self, started: Awaitable[None] | None = None) -> None:
+        """Writes the owed answers in order; ``started``: the rest of the first one's write,
+        begun by ``send``."""
         try:
+            if started is not None:
+                await started
+                self._pending.popleft()
+                self._room.set()
             while self._pending:
                 head = self._pending[0]
                 message = (await head) if isinstance(head, asyncio.Future) else head
@@ -465,6 +485,26 @@ async def _joined_later(replies: list[_Reply]) -> pb.ProduceStreamResponse:
                 reply.cancel()
         raise
     return _joined(done)
+
+
+@types.coroutine
+def _resumed(write: Any, waiting_on: Any) -> Generator[Any, Any, None]:
+    """The rest of ``write`` (a coroutine whose first step yielded ``waiting_on``), as ``await``
+    would run it in the awaiting task: each value sent or exception thrown passed on to it."""
+    while True:
+        try:
+            sent = yield waiting_on
+        except GeneratorExit:
+            write.close()
+            raise
+        except BaseException as error:  # noqa: BLE001 - handed to the write, as await does
+            step, argument = write.throw, error
+        else:
+            step, argument = write.send, sent
+        try:
+            waiting_on = step(argument)
+        except StopIteration:
+            return
 
 
 async def _next_request(session: _Session, context: Any) -> Any:

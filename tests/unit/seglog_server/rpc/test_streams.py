@@ -90,6 +90,100 @@ def test_a_failed_write_reaches_the_reader():
     asyncio.run(run())
 
 
+async def _sent(replies: OrderedReplies, reply: int) -> None:
+    """``replies.send(reply)``, which must return within a few loop turns (not waiting for the
+    write's completion: before, it did, and these tests would wait forever)."""
+    sending = asyncio.ensure_future(replies.send(reply))
+    for _ in range(3):
+        await asyncio.sleep(0)
+    assert sending.done(), "send waited for its write to complete"
+    sending.result()
+
+
+def _held_writer(written: list[int], started: list[int], gates: dict[int, asyncio.Event]):
+    """A write that reaches the transport at once (``started``) and completes when its gate opens."""
+    async def write(message: int) -> None:
+        started.append(message)
+        await gates.setdefault(message, asyncio.Event()).wait()
+        written.append(message)
+
+    return write
+
+
+def test_a_ready_answer_is_not_waited_for_while_its_write_completes():
+    """The stream reads its next request while an answer's write completes: ``send`` starts the
+    write in its own step and returns; what is sent meanwhile queues behind it, in order, and the
+    write under way counts as owed."""
+    async def run() -> None:
+        written, started, gates = [], [], {}
+        replies = OrderedReplies(_held_writer(written, started, gates), 2)
+        await _sent(replies, 0)
+        assert (started, written, replies.in_flight) == ([0], [], 1)
+        await _sent(replies, 1)
+        assert (started, replies.in_flight) == ([0], 2)
+        room = asyncio.ensure_future(replies.wait_for_room())
+        await asyncio.sleep(0)
+        assert not room.done()  # the bound counts the write under way
+        gates.setdefault(0, asyncio.Event()).set()
+        await room
+        assert written == [0]
+        gates.setdefault(1, asyncio.Event()).set()
+        await replies.finish()
+        assert (started, written, replies.in_flight) == ([0, 1], [0, 1], 0)
+
+    asyncio.run(run())
+
+
+def test_a_write_that_fails_after_it_started_reaches_the_reader():
+    async def run() -> None:
+        gate = asyncio.Event()
+
+        async def fails_later(message: int) -> None:
+            await gate.wait()
+            raise ConnectionError("client gone")
+
+        replies = OrderedReplies(fails_later, 2)
+        await _sent(replies, 0)
+        gate.set()
+        with pytest.raises(ConnectionError):
+            for _ in range(10):
+                await asyncio.sleep(0)
+                await replies.wait_for_room()
+        with pytest.raises(ConnectionError):
+            await replies.send(1)
+        with pytest.raises(ConnectionError):
+            await replies.finish()
+
+    asyncio.run(run())
+
+
+def test_a_write_that_fails_as_it_starts_raises_from_send():
+    async def run() -> None:
+        async def refused(message: int) -> None:
+            raise ValueError("not serialisable")
+
+        replies = OrderedReplies(refused, 2)
+        with pytest.raises(ValueError):
+            await replies.send(0)
+        assert replies.in_flight == 0
+
+    asyncio.run(run())
+
+
+def test_cancel_ends_a_write_under_way():
+    async def run() -> None:
+        written, started, gates = [], [], {}
+        replies = OrderedReplies(_held_writer(written, started, gates), 2)
+        await _sent(replies, 0)
+        await _sent(replies, 1)
+        replies.cancel()
+        for _ in range(3):
+            await asyncio.sleep(0)
+        assert (started, written, replies.in_flight) == ([0], [], 0)
+
+    asyncio.run(run())
+
+
 # -- one message's admission: a request slot (Admission) and the gate's checks ----------------------
 
 
