@@ -312,14 +312,13 @@ class AbstractIndex:
         """Backs the next free slot with blocks now (OSError on a full disk), so that the store
         a later append makes cannot fault. A full index reserves nothing."""
         with self._lock:
-            end_bytes = (self._entry_count + 1) * self.LAYOUT.entry_bytes
-            if self._state is _State.OPEN and (
-                not self._writable or self._is_full_locked() or end_bytes <= self._reserved_bytes
-            ):
-                return  # reserved already (RESERVE_AHEAD_BYTES), or nothing to reserve: no fstat
+            # Always through the length check, even when the slot is reserved already: the
+            # segment calls this before it writes the batch an entry is due for, so a file cut
+            # from outside is refused here, with nothing written, not after the batch is in the
+            # log (the counts, is_full and file_bytes, skip the check: they touch no page).
             self._open_locked()
             if self._writable and not self._is_full_locked():
-                self._reserve_locked(end_bytes)
+                self._reserve_locked((self._entry_count + 1) * self.LAYOUT.entry_bytes)
 
     def release_mapping(self) -> None:
         """Unmaps (giving back the mapping's descriptor) but keeps the entry counts; the next use

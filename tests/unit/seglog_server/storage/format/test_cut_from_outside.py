@@ -117,27 +117,29 @@ _ACTIVE_CHILD = textwrap.dedent("""
     os.truncate(path, 0)
     # Answered from the counts, which touch no mapped page: no fstat, nothing refused.
     print("counts:", index.is_full(), index.entry_count, index.file_bytes)
-    index.reserve_next_entry()  # its slot is reserved already: nothing written, nothing mapped
-    try:
-        if kind is OffsetIndex:
-            index.append(10, 1_000)
-        else:
-            index.maybe_append(2_000, 10)
-    except CorruptIndexError as exc:
-        print("refused:", exc)
+    # The segment reserves before it writes the batch an entry is due for: refused there, even
+    # with the slot reserved already, so no batch is written that its index cannot take.
+    for step in (index.reserve_next_entry,
+                 (lambda: index.append(10, 1_000)) if kind is OffsetIndex else (lambda: index.maybe_append(2_000, 10))):
+        try:
+            step()
+        except CorruptIndexError as exc:
+            print("refused:", exc)
 """)
 
 
 @pytest.mark.parametrize("case", ["index", "timeindex"])
 def test_an_active_index_cut_answers_its_counts_and_refuses_the_next_append(tmp_path, case):
-    """The roll check's ``is_full`` and a reservation already made use no mapped page, so they
-    skip the length check (an fstat each, on every indexed append); the append that stores
-    through the mapping still checks, and is refused instead of a SIGBUS."""
+    """The roll check's ``is_full`` uses no mapped page, so it skips the length check (an fstat
+    on every indexed append); the reservation made before the batch is written, and the append
+    that stores through the mapping, still check, and are refused instead of a SIGBUS."""
     root = pathlib.Path(__file__).resolve().parents[5]
     ran = subprocess.run([sys.executable, "-c", _ACTIVE_CHILD.format(paths=[str(root)]), str(tmp_path), case],
                          capture_output=True, text=True, timeout=120)
     assert ran.returncode != SIGBUS_EXIT, f"killed by SIGBUS appending to the cut {case}"
     assert ran.returncode == 0, ran.stderr
-    counts, refused = ran.stdout.splitlines()
+    counts, *refusals = ran.stdout.splitlines()
     assert counts == f"counts: False 10 {1024 * 1024 // 8 * 8 if case == 'index' else 1024 * 1024 // 12 * 12}"
-    assert refused.startswith("refused:") and f"00000000000000000000.{case} is 0 bytes long" in refused, refused
+    assert len(refusals) == 2, ran.stdout  # the reservation, then the append
+    for refused in refusals:
+        assert refused.startswith("refused:") and f"00000000000000000000.{case} is 0 bytes long" in refused, refused
