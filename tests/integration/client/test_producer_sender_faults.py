@@ -481,3 +481,54 @@ def test_a_loop_thread_stopping_with_a_producer_left_open_sends_nothing_again(se
     loop_thread.stop()  # the thread's own end, the producer never closed
     assert state["waiting"] == 1
     assert isinstance(future.exception(0), ClientClosedError)
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(failing=st.integers(1, 6))
+def test_pieces_never_sent_are_numbered_on_the_new_producer_id(seglog_service, make_topic, failing):
+    """A batch above its topic's limit is split, its pieces sent one at a time; one of them
+    (the drawn one) fails for good (an injected refusal, not retriable), which retires the
+    producer id. The pieces behind it, never sent, carried the retired id's sequences past the
+    gap: sent so, the service refused them as out of sequence on every retry and they failed.
+    They are numbered on the new id and land once, in order; only the failed piece's records
+    are missing."""
+    topic = make_topic(configs={"max.message.bytes": str(64 * 1024)})
+    values = [b"%05d" % i + b"x" * 95 for i in range(2000)]
+    real = Sender.produce_once
+    state = {"armed": False, "pieces": 0}
+
+    async def produce_once(self, topic_, partition, records, turn=None):
+        if state["armed"] and len(records) <= 64 * 1024:  # a piece of the split
+            state["pieces"] += 1
+            if state["pieces"] == failing:
+                if turn is not None:
+                    turn.release()
+                raise SeglogError("injected: a piece refused for good")
+        return await real(self, topic_, partition, records, turn)
+
+    async def run() -> tuple[list, int, int]:
+        async with AsyncProducer(
+            seglog_service.address, batch_size=256 * 1024, linger_ms=60_000, retries=3, retry_backoff_ms=10,
+            max_in_flight_per_partition=1,
+        ) as producer:
+            await producer.send_and_wait(topic, b"warm-up", partition=0)  # the id wrote there
+            state["armed"] = True
+            futures = [await producer.send(topic, value, partition=0) for value in values]
+            await producer.flush(_FLUSH_TIMEOUT_MS)
+            sender = producer._sender
+            return [future.exception() for future in futures], sender.idempotence.producer_ids_received, \
+                producer.statistics().batches_split
+
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        monkeypatch.setattr(Sender, "produce_once", produce_once)
+        outcomes, producer_ids, splits = asyncio.run(run())
+    assert splits >= 1
+    failed = [i for i, error in enumerate(outcomes) if error is not None]
+    if state["pieces"] < failing:  # fewer pieces than drawn: none failed
+        assert failed == [] and producer_ids == 1
+    else:
+        assert failed and failed == list(range(failed[0], failed[-1] + 1))  # one piece's records
+        assert all(isinstance(outcomes[i], SeglogError) and "injected" in str(outcomes[i]) for i in failed)
+        # Retired by the failure; a new id only where pieces came after it.
+        assert producer_ids == (2 if failed[-1] < len(values) - 1 else 1)
+    assert partition_values(seglog_service.address, topic) == [b"warm-up", *(v for i, v in enumerate(values) if i not in failed)]
