@@ -229,6 +229,10 @@ class Admission:
             )
         self._request_count += 1
 
+    def request_slot_free(self) -> bool:
+        """Whether ``take_request_slot`` would take one now (a check, nothing taken)."""
+        return self._request_count < self._limits.request_max
+
     def give_back_request_slot(self) -> None:
         self._request_count -= 1
 

@@ -263,6 +263,23 @@ class CallGate:
             self.quotas.release(principal, CallKind.REQUEST)
             raise
 
+    def admits_message_at_once(self, call: AdmittedCall) -> bool:
+        """Whether ``begin_message`` of any message of ``call``'s stream would admit it with
+        nothing to check or charge that could refuse or delay it: no reload since the stream's
+        last check, no ACL over the message's row, no byte quota on it, room under the
+        principal's cap on concurrent requests. Then its only effect is the principal's request slot,
+        taken and given back; a message answered within one step of the loop (nothing else runs
+        meanwhile) needs no slot at all, and one that waits takes it through ``begin_message``
+        when it starts waiting (``streams._lookup_message``). False: ``begin_message`` decides."""
+        row = call.message_row
+        policy = self._policy
+        if policy is not None and (
+            call.generation != policy.generation
+            or (policy.acl is not None and row.scope in _ACL_SCOPES)  # type: ignore[union-attr]
+        ):
+            return False
+        return row.quota is Quota.NONE and self.quotas.request_room(call.principal)  # type: ignore[union-attr]
+
     def end_message(self, call: AdmittedCall) -> None:
         self.quotas.release(call.principal, CallKind.REQUEST)
 
@@ -422,6 +439,7 @@ def _complete(future: asyncio.Future[None]) -> None:
         future.set_result(None)
 
 
+_ACL_SCOPES = (Scope.TOPICS, Scope.SOME_TOPIC)  # the rows ``_authorize`` checks
 _DIRECTIONS: dict[Quota, str | None] = {Quota.NONE: None, Quota.PRODUCE: "produce", Quota.FETCH: "fetch"}
 
 

@@ -413,12 +413,33 @@ class StreamRpcs:
         reply = pb.LookupStreamResponse()
         reply.correlation_id = correlation_id  # (field by field: quicker than a keyword)
         lookup = request.offsets_for_times
+        core = self.core
         try:
-            self._begin_message(call, lookup)
-            try:
-                await self._lookups.offsets_for_times(lookup, reply.offsets_for_times)
-            finally:
-                self._end_message(call)
+            if core.admission.request_slot_free() and core.gate.admits_message_at_once(call):
+                # Nothing binds: the slots would be taken and given back unseen if the lookup
+                # answers in this step (inline, the common case), so they are taken only once
+                # it waits (the pool), as the unary twin would hold them meanwhile.
+                searching = self._lookups.offsets_for_times(lookup, reply.offsets_for_times)
+                try:
+                    waiting_on = searching.send(None)
+                except StopIteration:
+                    pass  # answered at once
+                else:
+                    try:
+                        self._begin_message(call, lookup)
+                    except BaseException:
+                        searching.close()
+                        raise
+                    try:
+                        await _resumed(searching, waiting_on)
+                    finally:
+                        self._end_message(call)
+            else:
+                self._begin_message(call, lookup)
+                try:
+                    await self._lookups.offsets_for_times(lookup, reply.offsets_for_times)
+                finally:
+                    self._end_message(call)
         except Exception as exc:  # noqa: BLE001 - answered on the stream (or raised: a bug)
             return self._refused(pb.LookupStreamResponse, name, correlation_id, exc, started_ns)
         self._message_finished(name, "OK", started_ns)

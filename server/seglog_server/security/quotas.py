@@ -200,6 +200,15 @@ class QuotaBook:
             )
         state.in_use[kind] += 1
 
+    def request_room(self, principal: str) -> bool:
+        """Whether ``acquire(principal, REQUEST)`` would take a slot now (a check, nothing taken;
+        False for a principal not seen yet: ``acquire`` decides)."""
+        state = self._states.get(principal)
+        if state is None:
+            return False
+        cap = state.quota.requests_max
+        return not cap or state.in_use[CallKind.REQUEST] < cap
+
     def release(self, principal: str, kind: CallKind) -> None:
         state = self._states[principal]
         assert state.in_use[kind] > 0, (principal, kind)
