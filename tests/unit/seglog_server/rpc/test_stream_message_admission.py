@@ -1,0 +1,254 @@
+"""A LookupStream message's admission when nothing binds it: the check that replaces taking and
+giving back its slots (``Admission.request_slot_free``, ``CallGate.admits_message_at_once``)
+admits exactly when the full path (``take_request_slot`` + ``begin_message``) would admit at
+once and leave nothing behind (Hypothesis over gates, ACLs, reloads, caps and slots held); a
+lookup that answers in its first step holds no slot, one that waits holds both while it waits
+and gives them back however it ends (answered, failed, cancelled)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from seglog.v1 import log_service_pb2 as pb
+from seglog_server.rpc.admission import Admission, AdmissionLimits
+from seglog_server.rpc.call_gate import CallGate
+from seglog_server.rpc.errors import OverloadedError
+from seglog_server.security import ANONYMOUS, PrincipalLimitError, PrincipalQuota, SecurityPaths, SecurityPolicy
+
+
+class _Context:
+    def invocation_metadata(self):
+        return ()
+
+    def peer(self):
+        return "ipv4:127.0.0.1:1"
+
+
+def _policy(tmp_path, acl: str | None, quota: PrincipalQuota) -> SecurityPolicy:
+    paths = SecurityPaths()
+    if acl is not None:
+        (tmp_path / "acl.toml").write_text(acl)
+        paths = SecurityPaths(acl=str(tmp_path / "acl.toml"))
+    return SecurityPolicy(paths, quota, token_cache_max=16, quota_window_ms=1000, quota_delay_ms_max=1000)
+
+
+_ACLS = {
+    "none": None,
+    "all": '[[allow]]\nprincipals = ["*"]\noperations = ["describe", "write"]\ntopics = ["*"]\n',
+    "other": '[[allow]]\nprincipals = ["*"]\noperations = ["describe", "write"]\ntopics = ["b"]\n',
+}
+
+
+def _message(method: str):
+    if method == "LookupStream":
+        request = pb.OffsetsForTimesRequest()
+        request.partitions.add(topic="a", partition=0, timestamp_ms=5)
+        return request
+    return pb.ProduceRequest(topic="a", partition=0, records=b"x" * 100)
+
+
+def _state(admission: Admission, gate: CallGate):
+    return admission.statistics(), gate.statistics()
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    gated=st.booleans(),
+    acl=st.sampled_from(sorted(_ACLS)),
+    reloaded=st.booleans(),
+    method=st.sampled_from(["LookupStream", "ProduceStream"]),
+    produce_rate=st.sampled_from([0, 1_000_000]),
+    requests_max=st.integers(0, 3),
+    requests_held=st.integers(0, 3),
+    slots_max=st.integers(1, 3),
+    slots_held=st.integers(0, 3),
+)
+def test_the_check_admits_exactly_when_the_full_path_admits_at_once_leaving_nothing(
+    tmp_path, gated, acl, reloaded, method, produce_rate, requests_max, requests_held, slots_max, slots_held
+):
+    async def run() -> None:
+        quota = PrincipalQuota(produce_bytes_per_s=produce_rate, requests_max=requests_max)
+        policy = _policy(tmp_path, _ACLS[acl], quota) if gated else None
+        gate = CallGate(policy) if gated else CallGate(
+            quotas=_policy(tmp_path, None, quota).quotas)
+        admission = Admission(AdmissionLimits(request_max=slots_max, waiter_max=1, waiter_per_client_max=1,
+                                              stream_max=4, stream_per_client_max=4))
+        call = await gate.admit_stream(method, _Context())
+        for _ in range(min(requests_held, requests_max) if requests_max else requests_held):
+            gate.quotas.acquire(ANONYMOUS, call.kind.REQUEST)
+        for _ in range(min(slots_held, slots_max)):
+            admission.take_request_slot()
+        if reloaded and policy is not None:
+            policy.reload()
+        message = _message(method)
+        before = _state(admission, gate)
+        at_once = admission.request_slot_free() and gate.admits_message_at_once(call)
+        assert _state(admission, gate) == before  # the check takes nothing
+        outcome: object
+        try:
+            admission.take_request_slot()
+            try:
+                delay_s = gate.begin_message(call, message)
+            except BaseException:
+                admission.give_back_request_slot()
+                raise
+        except Exception as refusal:  # noqa: BLE001 - what the full path said
+            outcome = refusal.__class__
+        else:
+            outcome = delay_s
+            gate.end_message(call)
+            admission.give_back_request_slot()
+        if at_once:
+            # The full path admits, owes no delay, and leaves every count as it found it.
+            assert outcome == 0.0
+            assert _state(admission, gate) == before
+        else:
+            precise = (method == "LookupStream" and (not gated or (_ACLS[acl] is None and not reloaded)))
+            if precise:  # only a slot or a cap can say no here: the full path refuses
+                assert outcome in (OverloadedError, PrincipalLimitError), outcome
+
+    asyncio.run(run())
+
+
+# -- the LookupStream handler, both ways -------------------------------------------------------
+
+class _NoTopics:
+    def set_change_listener(self, listener):
+        pass
+
+    def get_log(self, topic, partition):
+        from seglog_server.storage.base.errors import UnknownTopicOrPartitionError
+
+        raise UnknownTopicOrPartitionError(f"unknown topic {topic!r}")
+
+
+def _servicer(tmp_path, acl: str | None = None, quota: PrincipalQuota = PrincipalQuota()):
+    from seglog_server.rpc.log_service import LogServicer, LogServicerLimits
+    from seglog_server.rpc.storage_calls import StorageCalls
+
+    calls = StorageCalls(thread_count=1, inline_io_bytes_max=1024)
+    servicer = LogServicer(
+        _NoTopics(), calls,
+        LogServicerLimits(fetch_bytes_max=1 << 20, fetch_wait_ms_max=1000, response_bytes_max=4 << 20,
+                          message_bytes_max=1 << 20),
+        AdmissionLimits(request_max=1, waiter_max=1, waiter_per_client_max=1, stream_max=1, stream_per_client_max=1),
+        gate=CallGate(_policy(tmp_path, acl, quota)),
+    )
+    return servicer, calls
+
+
+def _lookup(correlation_id: int):
+    request = pb.LookupStreamRequest(correlation_id=correlation_id)
+    request.offsets_for_times.partitions.add(topic="a", partition=0, timestamp_ms=5)
+    return request
+
+
+def _held(servicer) -> tuple[int, int]:
+    in_use = servicer.gate.quotas.statistics().in_use_by_principal[ANONYMOUS]["requests"]
+    return servicer.admission.statistics().request_count, in_use
+
+
+@pytest.mark.parametrize("acl", [None, _ACLS["all"]], ids=["unbound", "acl"])
+async def test_a_lookup_holds_its_slots_exactly_while_it_waits(tmp_path, monkeypatch, acl):
+    """Unbound, a lookup answered in its first step sees no slot taken; one that waits holds
+    both while it waits, as the full path (an ACL) holds them throughout."""
+    servicer, calls = _servicer(tmp_path, acl)
+    seen: list[tuple[str, tuple[int, int]]] = []
+    resume = asyncio.Event()
+
+    async def lookup(request, response=None):
+        seen.append(("first step", _held(servicer)))
+        if request.partitions[0].timestamp_ms == 7:
+            await resume.wait()
+            seen.append(("after the wait", _held(servicer)))
+        response.results.add(topic="a", partition=0, offset=3, timestamp_ms=9)
+        return response
+
+    monkeypatch.setattr(servicer.lookups, "offsets_for_times", lookup)
+    try:
+        stream = await servicer.gate.admit_stream("LookupStream", _Context())
+        answer = await servicer.streams._lookup_message("LookupStream", stream, _lookup(1))
+        assert answer.offsets_for_times.results[0].offset == 3 and _held(servicer) == (0, 0)
+        waiting = _lookup(2)
+        waiting.offsets_for_times.partitions[0].timestamp_ms = 7
+        task = asyncio.ensure_future(servicer.streams._lookup_message("LookupStream", stream, waiting))
+        for _ in range(3):
+            await asyncio.sleep(0)
+        assert _held(servicer) == (1, 1)  # waiting: held, as its unary twin's would be
+        resume.set()
+        answer = await task
+        assert answer.correlation_id == 2 and answer.offsets_for_times.results[0].offset == 3
+        assert _held(servicer) == (0, 0)
+        held_in_first_step = (0, 0) if acl is None else (1, 1)
+        assert seen == [("first step", held_in_first_step), ("first step", held_in_first_step),
+                        ("after the wait", (1, 1))]
+        stream.release()
+    finally:
+        calls.shutdown()
+
+
+async def test_a_waiting_lookup_cancelled_or_failing_gives_its_slots_back(tmp_path, monkeypatch):
+    servicer, calls = _servicer(tmp_path)
+    resume = asyncio.Event()
+    cleaned: list[str] = []
+
+    async def lookup(request, response=None):
+        timestamp_ms = request.partitions[0].timestamp_ms
+        if timestamp_ms == 1:
+            raise OverloadedError("failed in its first step")
+        try:
+            await resume.wait()
+        finally:
+            cleaned.append(f"lookup {timestamp_ms}")
+        raise OverloadedError("failed after its wait")
+
+    monkeypatch.setattr(servicer.lookups, "offsets_for_times", lookup)
+    try:
+        stream = await servicer.gate.admit_stream("LookupStream", _Context())
+        for timestamp_ms, message in ((1, "failed in its first step"), (2, "failed after its wait")):
+            request = _lookup(timestamp_ms)
+            request.offsets_for_times.partitions[0].timestamp_ms = timestamp_ms
+            task = asyncio.ensure_future(servicer.streams._lookup_message("LookupStream", stream, request))
+            await asyncio.sleep(0)
+            resume.set()
+            refused = await task
+            resume.clear()
+            assert refused.error.error_class == "OverloadedError" and refused.error.message == message
+            assert _held(servicer) == (0, 0)
+        request = _lookup(3)
+        request.offsets_for_times.partitions[0].timestamp_ms = 3
+        task = asyncio.ensure_future(servicer.streams._lookup_message("LookupStream", stream, request))
+        for _ in range(3):
+            await asyncio.sleep(0)
+        assert _held(servicer) == (1, 1)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert _held(servicer) == (0, 0) and cleaned == ["lookup 2", "lookup 3"]
+        stream.release()
+    finally:
+        calls.shutdown()
+
+
+async def test_a_full_service_or_a_capped_principal_still_refuses_the_message(tmp_path):
+    """The check says no where a slot binds, and the full path refuses as before."""
+    servicer, calls = _servicer(tmp_path, quota=PrincipalQuota(requests_max=1))
+    try:
+        stream = await servicer.gate.admit_stream("LookupStream", _Context())
+        servicer.admission.take_request_slot()  # the service's one request slot is in use
+        refused = await servicer.streams._lookup_message("LookupStream", stream, _lookup(1))
+        assert refused.error.error_class == "OverloadedError" and "rpc_concurrency_max" in refused.error.message
+        servicer.admission.give_back_request_slot()
+        servicer.gate.quotas.acquire(ANONYMOUS, stream.kind.REQUEST)  # the principal's one, too
+        refused = await servicer.streams._lookup_message("LookupStream", stream, _lookup(2))
+        assert refused.error.error_class == "PrincipalLimitError"
+        servicer.gate.quotas.release(ANONYMOUS, stream.kind.REQUEST)
+        answered = await servicer.streams._lookup_message("LookupStream", stream, _lookup(3))
+        assert not answered.HasField("error") and _held(servicer) == (0, 0)
+        stream.release()
+    finally:
+        calls.shutdown()
