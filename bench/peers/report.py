@@ -650,6 +650,17 @@ What works:
   way; a resend waits its backoff unless all it sends is free of one; a request task failing on
   an unexpected error fails its partition's batches (flush and close returned never). Tests:
   `test_producer_split_pacing.py`, `test_producer_request_limit.py`, `test_producer_sender_faults.py`.
+  The sender's own faults end in failed batches, never in a wait: a loop that dies fails the
+  groups it drained and holds in hand and the batches it put in a window with no request yet
+  (flush waited forever on them); a request task cancelled from underneath retries its batches
+  as after a stream break, one cancelled by the loop's shutdown (asyncio.run ending, a loop
+  thread stopping) is never resent; several batches are packed into a message within every
+  request limit known for their connection (the client's, the current stream's announced one, a
+  gRPC refusal's there), and a record alone above it fails unsent with RecordTooLargeError (it
+  ended the shared stream, retrying every batch in flight on it); queued batches and split pieces
+  of a retired producer id are numbered on the new one before they go. Tests: fault injection in
+  each loop step and a Hypothesis property over the crash point
+  (`test_producer_sender_faults.py`), `tests/unit/seglog/test_message_packing_limits.py`.
   The pacing's cost, the trees before the pacing, with it a window at a time and with the refill
   as each answer comes (`SendWindow.refill`) alternately five times (load 0.7-1.2, the command
   below with `--records 200000 --repeats 1 --batch-sizes 16384,262144`): 256 KiB into the 64 KiB
@@ -692,6 +703,9 @@ What works:
 
 What remains:
 
+- The producer: batches of a retired producer id already sent (their answers owed) keep its
+  sequences and fail as out of sequence past the gap, as Kafka's resets them instead; a limit a
+  stream announced is used until the stream reopens, even after it ended.
 - Goal 1's per-call cost outside the storage is now mostly grpcio's: profiled on both sides
   (`.venv/bin/python -m bench.bench_single_lookup --per-call 100 --profile-client DIR
   --profile-service DIR`, load 2.4), the client's grpc.aio `_write` and the service's stream write
