@@ -17,9 +17,10 @@ Starts a service (``python -m seglog_server``, fresh data directory), produces `
 records twice (100-byte values, 16-byte keys): once with ``Producer.send_many`` and a 512 KiB
 batch size (about 4,000 records a batch, the issue's large batches) and once in 100-record
 batches, then asks ``Admin.offsets_for_times_many`` for ``--lookups`` random times in requests of
-``--per-request``, and prints lookups/s per log and the CPU a call of the client's process and
-of the service's (each the median of ``--runs``). With ``--profile``
-py-spy samples the service (every thread, 1,000 Hz) while it answers the
+``--per-request``, and prints lookups/s per log, the CPU a call of the client's process and
+of the service's (each the median of ``--runs``), and each run's first call's wall time beside
+the median of the others' (the first is the connection's first call of that size: the cold
+one). With ``--profile`` py-spy samples the service (every thread, 1,000 Hz) while it answers the
 lookups and writes the collapsed stacks to that file, suffixed by the log's name (sampling
 slows the service a little: the rates printed then are not figures). cProfile would see only
 the event loop's thread, not the storage pool's threads where the searches run.
@@ -90,19 +91,26 @@ def _cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def _lookups(address: str, topic: str, times: list[int], per_request: int, service_pid: int) -> tuple[float, float, float]:
-    """Lookups/s, and the client's and the service's CPU a call (us; both processes whole)."""
+def _lookups(address: str, topic: str, times: list[int], per_request: int,
+             service_pid: int) -> tuple[float, float, float, float, float]:
+    """Lookups/s, the client's and the service's CPU a call (us; both processes whole), and the
+    first call's wall time and the median of the others' (ms): the first asks on a connection
+    whose only lookup was one target (the old form), as the peers' small-batch log's did."""
     partition = TopicPartition(topic, 0)
     with Admin(address) as admin:
         admin.offsets_for_times_many([(partition, times[0])])  # connects
+        walls = []
         started, client_cpu, service_cpu = time.perf_counter(), time.process_time(), _cpu_s(service_pid)
         for start in range(0, len(times), per_request):
+            asked = time.perf_counter()
             found = admin.offsets_for_times_many([(partition, t) for t in times[start : start + per_request]])
+            walls.append(time.perf_counter() - asked)
             assert all(f is not None for f in found)
         elapsed = time.perf_counter() - started
         calls = -(-len(times) // per_request)
         return (len(times) / elapsed, (time.process_time() - client_cpu) / calls * 1e6,
-                (_cpu_s(service_pid) - service_cpu) / calls * 1e6)
+                (_cpu_s(service_pid) - service_cpu) / calls * 1e6, walls[0] * 1e3,
+                statistics.median(walls[1:] or walls) * 1e3)
 
 
 def storage_costs(repeats: int = 5) -> None:
@@ -242,14 +250,16 @@ def main() -> None:
                     time.sleep(1.0)  # py-spy attaches
                 runs = [_lookups(address, f"lookups-{name}", times, arguments.per_request, process.pid)
                         for _ in range(arguments.runs)]
-                rates = [rate for rate, _, _ in runs]
+                rates = [run[0] for run in runs]
                 if sampler is not None:
                     sampler.send_signal(signal.SIGINT)
                     sampler.wait(60)
                 print(f"{name} batches: {statistics.median(rates):,.0f} lookups/s "
                       f"(runs {', '.join(f'{r:,.0f}' for r in rates)}; load {os.getloadavg()[0]:.2f}); CPU a call "
-                      f"of {arguments.per_request}: client {statistics.median(c for _, c, _ in runs):,.0f} us, "
-                      f"service {statistics.median(s for _, _, s in runs):,.0f} us", flush=True)
+                      f"of {arguments.per_request}: client {statistics.median(run[1] for run in runs):,.0f} us, "
+                      f"service {statistics.median(run[2] for run in runs):,.0f} us; a call's wall: the first "
+                      f"{', '.join(f'{run[3]:.2f}' for run in runs)} ms, the others "
+                      f"{statistics.median(run[4] for run in runs):.2f} ms (median)", flush=True)
         finally:
             process.terminate()
             process.wait(60)

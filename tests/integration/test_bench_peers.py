@@ -38,6 +38,8 @@ def _assert_measured(figures: dict) -> None:
                 "latency_p50_ms", "server_rss_mb", "server_rss_idle_mb"):
         assert figures[key] > 0, key
     assert figures["lookup_p50_ms"] <= figures["lookup_p99_ms"]
+    # The batched-rate figure starts warm: a call's worth of lookups asked before its clock.
+    assert figures["batched_lookups_warm_up_ms"] > 0
     assert figures["latency_p50_ms"] <= figures["latency_p99_ms"] <= figures["latency_max_ms"]
     assert figures["latency_received"] == LATENCY_RECORDS
     # Every system keeps at least each record's key and value on disk, durably after its stop.
@@ -63,6 +65,7 @@ def test_seglog_alone_end_to_end_writes_the_json_the_plot_and_a_page(tmp_path):
     assert len(result["limits"]["distribution_floor_ms"]) == 201
     # The small-batch log of the batched lookups: measured, its batches about 100 records.
     assert result["median"]["seglog"]["batched_lookups_small_batches_per_s"] > 0
+    assert result["median"]["seglog"]["batched_lookups_small_batches_warm_up_ms"] > 0
     # Produce and read again with every client default (the 'any harness' figures).
     for key in ("produce_defaults_records_per_s", "read_defaults_records_per_s"):
         assert result["median"]["seglog"][key] > 0, key
