@@ -700,6 +700,31 @@ What works:
   bench/bench_inline_lookup.py` in the trees before and after, alternately 6 times, load
   5.8-7.7): one target 13.4 -> 7.9 us a call (medians; each pair's after/before median 0.67),
   100 targets 193 -> 154 us (pairs' median 0.99: within the noise).
+- Goal 1's small-batch figure (1.45x Redis in the quiet run against 2.22x on large batches) was
+  not a per-call cost: per call the two logs cost the same. Its ten calls ran on a fresh service
+  (produce in 100-record batches, the 3 s settle), and the first took 2.8-3.7 ms against 0.5-0.95
+  for each later one; the bulk log's first, right after its read and single lookups, 0.8-1.6 ms
+  (the peers' sequence replayed with each call timed, fresh services, 1,000,000 records, six runs
+  a log, 18:45-18:55 UTC, load 2.3-5.4; the rounds after the first 5.4-6.4 ms of ten calls on both
+  logs, about 165,000 lookups/s). The service's CPU of that first round was 5.0-7.7 ms against
+  2.9-3.6 for the next, nearly all on its event loop's thread; the storage search and adapter
+  (`LookupRpcs.offsets_for_times`, timed in the process) 350-460 us on the first call against
+  120-150 us later, so most of the excess was the message's way between the processes: 1.8-3.9 ms
+  from the client's write to the service's read, or from the service's write to the call's
+  return (monotonic stamps in both). Not the client's GC (a `gc.collect()` first: 2.9-4.5 ms),
+  not grpc's BDP probe (off: 2.8-3.0), not the small log (ten calls on another topic first: its
+  first call 0.66-0.99 ms), not the single lookups (1,000 through `AsyncAdmin` first, another
+  connection: 3.2-3.5). `bench/peers` now asks one untimed call (other times) before each
+  batched-rate clock, for every system and both logs, its wall time kept in the sample
+  (`batched_lookups_warm_up_ms`, `batched_lookups_small_batches_warm_up_ms`), and
+  `bench/bench_batched_lookup.py` prints each run's first call beside the rest's median. A/B of
+  the workloads on the same service code (`.venv/bin/python -m bench.peers --systems seglog
+  --records 1000000 --repeats 1 --latency-records 1000`, six pairs alternately, 18:56-19:03 UTC,
+  load 3.7-7.9): small batches 50.8 k -> 113.4 k lookups/s (medians; before 7.8, 53.0, 132.7,
+  8.7, 123.6 and 48.5 k, after 177.8, 164.4, 119.7, 107.0, 4.0 and 8.5 k), large batches 139 k ->
+  144 k; the warm-up took 0.9-7.1 ms on large batches, 1.9-3.2 ms on small in three runs and
+  15, 107 and 11 ms in the others (the last two stalled, below). Redis's figure gets the same
+  warm-up: the quiet run decides both.
 
 What remains:
 
@@ -873,6 +898,12 @@ What remains:
   With the time-step tables (a few us a target), again four alternations at load 6.3-8.6: service
   CPU a call 525 -> 400 us on large batches, 700 -> 475 on small, lookups/s 85.7 k -> 89.4 k and
   83.0 k -> 99.6 k: raised to 256.
+- Goal 1: why a connection's first call of a hundred targets after the produce takes 2-4 ms
+  (above: the message's transit, not seglog's search or conversions) is not known; a user's first
+  batched call after a pause pays it. And at load 4-8 the small-batch lookups stalled 100 ms or
+  more in 4 of 12 runs of `bench.peers --systems seglog` (4.0-8.7 k lookups/s, without the
+  warm-up and with it alike); the large batches' once (9.5 k).
+  The 3 s settle behind the topic's flush may be too short on a busy disk: not measured yet.
 - Lookups measured right after a large produce ran at a fraction of their rate while the topic's
   flush (an fdatasync of the ~130 MB just written) ran on the storage pool: the benchmark now
   waits for it; why lookups slow down so much during a flush is not yet known.
