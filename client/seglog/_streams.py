@@ -132,9 +132,24 @@ class RequestStream:
         cancelled with the caller: cancelled meanwhile, the caller leaves at once and the read
         goes on in a task of its own, its answer matched and dropped as the reader would
         (``_Handover``)."""
-        answer = await self.send(message, written=False, reads=self._caller_reads)
-        if not self._caller_reads:
-            return await self.wait(answer, timeout_s)
+        call = self._call
+        if self._caller_reads and call is not None and not self._owed and not self._write_lock.locked() and (
+                self._open_answered.done()):  # type: ignore[union-attr]
+            # Nothing under way on the stream (no write, no answer owed, the open answered):
+            # ``send``'s steps inline, with nothing to wait for (the lock is free: taken in this
+            # step) and no future of the write (nobody waits for it; ``_written`` ends the
+            # stream if it fails).
+            correlation_id = self._next_id
+            self._next_id += 1
+            answer: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+            self._owed.append((correlation_id, answer, False))
+            await self._write_lock.acquire()
+            message.correlation_id = correlation_id
+            _started(call.write(message), lambda error: self._written(call, error), tracked=False)
+        else:
+            answer = await self.send(message, written=False, reads=self._caller_reads)
+            if not self._caller_reads:
+                return await self.wait(answer, timeout_s)
         call = self._call
         if (
             call is None or answer.done() or self._caller_reading or self._reader_reads
@@ -633,8 +648,8 @@ async def _read_handed_over(
 
 
 def _started(
-    write: Coroutine[Any, Any, None], finished: Callable[[BaseException | None], None]
-) -> asyncio.Future[None]:
+    write: Coroutine[Any, Any, None], finished: Callable[[BaseException | None], None], *, tracked: bool = True
+) -> asyncio.Future[None] | None:
     """``write`` (a grpc.aio write) started in the caller's step, the rest driven by the done
     callbacks of the futures it waits on, with no task: its message reaches gRPC core (and the
     socket) now, not one loop turn later when a task would first run it; its first step has no
@@ -642,9 +657,10 @@ def _started(
     cancelled (nothing but the write's own futures resumes it). When it ends, ``finished(error)``
     is called in that same callback (a task's done callback would take a loop turn more), then
     the future returned is done as a task running the write would have been: None, the write's
-    exception, or cancelled."""
+    exception, or cancelled. ``tracked`` False: no such future (None returned), for a caller
+    that never waits for the write."""
     loop = asyncio.get_running_loop()
-    done: asyncio.Future[None] = loop.create_future()
+    done: asyncio.Future[None] | None = loop.create_future() if tracked else None
 
     def step(_: Any = None) -> None:
         outcome: BaseException | None
@@ -663,7 +679,9 @@ def _started(
         try:
             finished(outcome)  # it may raise (the stream's on_break): the write is over all the same
         finally:
-            if outcome is None:
+            if done is None:
+                pass
+            elif outcome is None:
                 done.set_result(None)
             elif isinstance(outcome, asyncio.CancelledError):
                 done.cancel()

@@ -630,3 +630,53 @@ def test_any_mix_of_asks_and_cancellations_each_gets_its_own_answer(plan, opened
             assert answer == 100 + index
     assert answers[-1] == 999
     assert opens == 1  # no cancellation, at any point, broke the stream
+
+
+async def _lone_asks(plan: list[tuple[str, int]]) -> tuple[list[int | None], int, int]:
+    """Each of ``plan``'s asks alone on the open stream once it is idle (no write under way, no
+    answer owed), cancelled after its own loop turns ("turn") or in the turn its read's future
+    completes ("read done"), or not; (each ask's answer, None if cancelled; ``send`` calls; opens)."""
+    async with served() as (_, stream, _):
+        assert await _offset(stream, 99) == 99
+        sends: list[int] = []
+        send = stream.send
+
+        def counted(*arguments: Any, **keywords: Any) -> Any:
+            sends.append(1)
+            return send(*arguments, **keywords)
+
+        stream.send = counted  # type: ignore[method-assign]
+        answers: list[int | None] = []
+        for index, (cancel, turns) in enumerate(plan):
+            await _until(lambda: not stream.owed_count and not stream._write_lock.locked())
+            task = asyncio.ensure_future(_offset(stream, 100 + index))
+            if cancel == "turn":
+                for _ in range(turns):
+                    await asyncio.sleep(0)
+                task.cancel()
+            elif cancel == "read done":
+                _cancel_once_its_read_is_done(task)
+            try:
+                answers.append(await task)
+            except asyncio.CancelledError:
+                answers.append(None)
+        await _until(lambda: not stream.owed_count and not stream._write_lock.locked())
+        answers.append(await _offset(stream, 999))
+        return answers, len(sends), stream.opened_count
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(plan=st.lists(st.tuples(st.sampled_from(("no", "turn", "read done")), st.integers(0, 8)),
+                     min_size=1, max_size=6))
+def test_a_lone_ask_cancelled_at_any_point_leaves_the_idle_stream_answering(plan):
+    """An ask with nothing under way on its stream writes without ``send`` (no lock to wait
+    for, no future of the write): cancelled at any loop turn of it, or as its read completes, it
+    gets its own answer or leaves cancelled, and the stream answers the next ask unbroken."""
+    answers, sends, opens = asyncio.run(_lone_asks(plan))
+    for index, answer in enumerate(answers[:-1]):
+        assert answer in (None, 100 + index)
+        if plan[index][0] == "no":
+            assert answer == 100 + index
+    assert answers[-1] == 999
+    assert sends == 0  # every ask took the path of an idle stream
+    assert opens == 1
