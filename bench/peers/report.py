@@ -799,6 +799,33 @@ What remains:
   caller's thread a turn sooner changed nothing measurable (not kept). Several batches a message
   (above) leave the tail as it was: `--workloads latency --repeats 3`, before and after run
   alternately twice, load 13-19: p50 21.7x and 16.8x the floor before, 16.0x and 18.4x after.
+- The "reader task awaiting a read meanwhile" of the note above does not make grpc.aio's write
+  dearer: `.venv/bin/python bench/bench_aio_read_pending.py --count 2000 --repeats 4` (the
+  floor's server, a 120-byte message, write then read in the task against a reader task with a
+  read always pending, interleaved, load 1.3-5.3): the loop thread's CPU a round trip 76 us with
+  the read pending against 89 without (0.86x), the write's p50 1.04x; at 2,000/s (`--rate 2000`)
+  0.85x and 1.08x. So the ProduceStream keeps its reader task (`caller_reads` would save the
+  acknowledgement a loop turn, not the push; not tried). Where the producer's half goes instead:
+  `bench/bench_tail_steps.py` now stamps the service's read of each message (`pread`). At load 3.6
+  the read returned 0.98 ms (p50) after the client saw its write complete, the append 17 us after
+  the read; the read had been issued 0.1-0.3 ms after the client's write began (p50 of the
+  matched pairs), the message waiting in the transport: the stream read its next message only
+  once grpc.aio reported its last answer's write complete, a hop through grpc's poller thread
+  and the loop. Now a ready answer starts its write in the read loop's step and is not waited
+  for (`OrderedReplies.send`; the write counts as owed until it completes, a later failure is
+  raised at the next send), on both streams. A raw ProduceStream against each service tree
+  (`.venv/bin/python bench/bench_produce_stream_turns.py --tree base=<before> --rounds 6 --count
+  400`, interleaved, load 4.8): one message at a time the acknowledgement is unchanged (576
+  against 571 us p50: the answer is read before the next message leaves); one message every
+  0.5 ms, a batch each, the service falls behind at that load and the acknowledgement p50 is
+  18.2 ms against 34.1 (0.53x), the push alike. The goal's workload, the trees run alternately
+  (`git worktree` of the commit and its parent, `--workloads latency --repeats 3
+  --latency-records 4000`, 5 pairs, order swapped each pair, 19:01-19:05 at load 5.9-8.2): p50
+  3.77 ms against 4.88 (medians; lower in 3 of 5 pairs), 18.0x against 19.1x the floor, p99 25.5
+  against 78.6 ms; `bench_tail_steps.py --runs 4` at load 6.1-6.5: the read after the client's
+  write 2.37 against 2.87 ms, creation -> append 4.25 ms either way. At that load the run is a
+  backlog (a batch of two records a request); what each message still pays is one poller hop
+  a side to be read and one to have its write reported, the quiet run will say how much.
 - Goals 2 and 3 (p50 within 1.2x and 1.5x of the floor) are not met. For the single lookup what
   remains above the floor is split about evenly in three (below): the service's stream with no
   lookup in it, the lookup's work on the service, and the client above a bare stream (the
