@@ -929,8 +929,11 @@ What remains:
   (above: the message's transit, not seglog's search or conversions) is not known; a user's first
   batched call after a pause pays it. And at load 4-8 the small-batch lookups stalled 100 ms or
   more in 4 of 12 runs of `bench.peers --systems seglog` (4.0-8.7 k lookups/s, without the
-  warm-up and with it alike); the large batches' once (9.5 k).
-  The 3 s settle behind the topic's flush may be too short on a busy disk: not measured yet.
+  warm-up and with it alike); the large batches' once (9.5 k). One traced (the peers' sequence,
+  the bulk service stopped just before, load 5.7): 62 ms between the client's write of a call's
+  message and the service's read of it, with no collection in either process's GC then (the
+  service's one gen2 collection, 43 ms, came later, between calls): a process waiting for a CPU
+  on a loaded machine, as far as it shows. The first call there took 2.9-13.3 ms (four runs).
 - Lookups measured right after a large produce ran at a fraction of their rate while the topic's
   flush (an fdatasync of the ~130 MB just written) ran on the storage pool: the benchmark now
   waits for it; why lookups slow down so much during a flush is not yet known.
