@@ -21,6 +21,7 @@ Like ``Transport``, this module is a place where gRPC errors leave gRPC.
 from __future__ import annotations
 
 import asyncio
+import functools
 import types
 from collections import deque
 from collections.abc import Callable, Coroutine, Generator
@@ -133,19 +134,25 @@ class RequestStream:
         goes on in a task of its own, its answer matched and dropped as the reader would
         (``_Handover``)."""
         call = self._call
-        if self._caller_reads and call is not None and not self._owed and not self._write_lock.locked() and (
-                self._open_answered.done()):  # type: ignore[union-attr]
+        alone = self._caller_reads and call is not None and not self._owed and not self._write_lock.locked() and (
+            self._open_answered.done())  # type: ignore[union-attr]
+        if alone:
             # Nothing under way on the stream (no write, no answer owed, the open answered):
-            # ``send``'s steps inline, with nothing to wait for (the lock is free: taken in this
-            # step) and no future of the write (nobody waits for it; ``_written`` ends the
-            # stream if it fails).
+            # ``send``'s steps inline, with no future of the write (nobody waits for it;
+            # ``_written`` ends the stream if it fails). The free lock is taken at once; it
+            # waits only behind a woken writer of an ended stream, and then nothing is owed
+            # yet: cancelled there, nothing to withdraw; resumed, the stream is looked at again.
+            await self._write_lock.acquire()
+            alone = self._call is call and not self._owed
+            if not alone:
+                self._write_lock.release()
+        if alone:
             correlation_id = self._next_id
             self._next_id += 1
             answer: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
             self._owed.append((correlation_id, answer, False))
-            await self._write_lock.acquire()
             message.correlation_id = correlation_id
-            _started(call.write(message), lambda error: self._written(call, error), tracked=False)
+            _started(call.write(message), functools.partial(self._written, call), tracked=False)  # type: ignore[union-attr]
         else:
             answer = await self.send(message, written=False, reads=self._caller_reads)
             if not self._caller_reads:

@@ -680,3 +680,38 @@ def test_a_lone_ask_cancelled_at_any_point_leaves_the_idle_stream_answering(plan
     assert answers[-1] == 999
     assert sends == 0  # every ask took the path of an idle stream
     assert opens == 1
+
+
+@pytest.mark.parametrize("then", ["stream ends", "cancelled"])
+async def test_a_lone_ask_waiting_behind_a_woken_writer_owes_nothing_until_it_writes(then):
+    """The lock free but a writer woken for it not yet run (a writer of a stream that ended):
+    the lone ask's take of the lock waits, owing nothing. Cancelled there it leaves nothing
+    behind; resumed on a stream that ended meanwhile it goes the long way, on a new stream."""
+    async with served() as (_, stream, _):
+        assert await _offset(stream, 1) == 1
+        lock = stream._write_lock
+        call = stream._call
+        await lock.acquire()  # the ended stream's write under way
+
+        async def woken_writer() -> None:
+            await lock.acquire()
+            if then == "stream ends":
+                stream._end(call, ServiceUnavailableError("ended under the writer"))
+            lock.release()
+
+        writer = asyncio.ensure_future(woken_writer())
+        await asyncio.sleep(0)  # the writer waits for the lock
+        asyncio.get_running_loop().call_soon(lock.release)  # it is woken just before the ask runs
+        asking = asyncio.ensure_future(_offset(stream, 2))
+        await asyncio.sleep(0)
+        assert not asking.done() and stream.owed_count == 0  # waiting for the lock, owing nothing
+        if then == "cancelled":
+            asking.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await asking
+        else:
+            assert await asyncio.wait_for(asking, 10) == 2
+        await writer
+        assert stream.owed_count == 0 and not lock.locked()
+        assert await asyncio.wait_for(_offset(stream, 3), 10) == 3
+        assert stream.opened_count == (2 if then == "stream ends" else 1)
