@@ -122,7 +122,9 @@ class LookupRpcs:
             answer = await self._search_one(topic, partition, timestamp_ms)
         else:
             answer = (await self._search(topic, partition, [timestamp_ms]))[0]
-        if answer is None:
+        if answer.__class__ is TimestampAndOffset:  # found (the common case: no isinstance call)
+            result.offset, result.timestamp_ms = answer.offset, answer.timestamp_ms
+        elif answer is None:
             result.offset = result.timestamp_ms = -1
         elif isinstance(answer, Exception):
             status, message = self._error_status(answer)
@@ -179,7 +181,8 @@ class LookupRpcs:
             return exc
         except Exception as exc:  # noqa: BLE001 - the whole call's error is the target's
             return exc
-        if isinstance(answer, LogDirOfflineError):  # its search took the log offline
+        if answer.__class__ is not TimestampAndOffset and isinstance(answer, LogDirOfflineError):
+            # Its search took the log offline (a found answer skips the isinstance call).
             await calls.blocking(storage.handle_log_failure, log, answer)  # as log_call does
         return answer
 
