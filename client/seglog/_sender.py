@@ -498,7 +498,7 @@ class Sender:
                 stream = transport.produce_stream()
             except ClientClosedError:
                 stream = None
-        # The stream's own: reset when it reopens, set when the service answers the open.
+        # The stream's own: reset when it ends or reopens, set when the service answers the open.
         if stream is not None and stream.request_bytes_max:
             known.append(stream.request_bytes_max)
         refused = self._refused_request_bytes.get(transport)

@@ -502,6 +502,9 @@ class RequestStream:
         if self._call is not call:
             return
         self._call = None
+        # An ended stream announces nothing: the service behind the next open (restarted with
+        # another limit, another build) says its own; until then no limit is known.
+        self.request_bytes_max = None
         call.cancel()
         self._wake_reader()  # a parked reader (caller_reads) sees the call ended and returns
         if self._open_answered is not None and not self._open_answered.done():
