@@ -235,6 +235,11 @@ class Sender:
         try:
             await self._loop_until_closed()
         except asyncio.CancelledError:
+            if not self.closed:
+                # The event loop shuts down under an open producer (asyncio.run ending, a loop
+                # thread's cleanup): nothing will send what the loop held or what is queued, so
+                # it fails now, unsent (``stop`` does the same for a producer closed).
+                self._fail_all(ClientClosedError("the event loop shut down before these batches were sent"))
             raise
         except BaseException as error:  # noqa: BLE001 - a bug: fail what waits, never hang flush
             self._crash(error)
