@@ -62,18 +62,20 @@ static PyObject *encode_lists(PyObject *keys, PyObject *values, Py_ssize_t count
                               long long timestamp_delta);
 
 PyDoc_STRVAR(encode_run_doc,
-"encode_run(keys, values, first_offset_delta, timestamp_delta) -> bytes | None\n\n"
-"The records (key, value) of a run sharing one timestamp delta, offset deltas counting from\n"
-"first_offset_delta, as Kafka v2 records without headers; None where a key or value is not\n"
-"bytes or None, the lists differ in length, or a delta is out of range.");
+"encode_run(keys, values, first_offset_delta, timestamp_delta, count) -> bytes | None\n\n"
+"The count records (key, value) of a run sharing one timestamp delta, offset deltas counting\n"
+"from first_offset_delta, as Kafka v2 records without headers; None where a key or value is\n"
+"not bytes or None, either list is not count long (the caller counted the records it will\n"
+"claim), or a delta is out of range. Arguments of the wrong types raise TypeError.");
 
 static PyObject *
 encode_run(PyObject *self, PyObject *args)
 {
     PyObject *keys_arg, *values_arg;
     long long first_delta, timestamp_delta;
-    if (!PyArg_ParseTuple(args, "OOLL", &keys_arg, &values_arg, &first_delta, &timestamp_delta)) {
-        if (PyErr_ExceptionMatches(PyExc_OverflowError) || PyErr_ExceptionMatches(PyExc_TypeError)) {
+    Py_ssize_t count;
+    if (!PyArg_ParseTuple(args, "OOLLn", &keys_arg, &values_arg, &first_delta, &timestamp_delta, &count)) {
+        if (PyErr_ExceptionMatches(PyExc_OverflowError)) { /* a delta past int64: Python's paths refuse it */
             PyErr_Clear();
             Py_RETURN_NONE;
         }
@@ -81,9 +83,10 @@ encode_run(PyObject *self, PyObject *args)
     }
     if (!PyList_CheckExact(keys_arg) || !PyList_CheckExact(values_arg))
         Py_RETURN_NONE;
-    Py_ssize_t count = PyList_GET_SIZE(values_arg);
+    /* count is what the caller will claim as the batch's records: lists changed since it
+     * counted them (another thread, a finalizer) are left to its record-by-record paths. */
     /* Offset deltas up to INT32_MAX - 1 (a batch holds at most INT32_MAX records). */
-    if (PyList_GET_SIZE(keys_arg) != count || first_delta < 0 || first_delta > INT32_MAX
+    if (count < 1 || PyList_GET_SIZE(values_arg) != count || PyList_GET_SIZE(keys_arg) != count || first_delta < 0 || first_delta > INT32_MAX
             || first_delta + count - 1 > INT32_MAX - 1)
         Py_RETURN_NONE;
     /* Copies of the lists, made before anything is read: an allocation may run a collection and

@@ -293,7 +293,7 @@ class RecordBatchBuilder:
         if _encode_run is not None:
             # The run's bytes in one C pass (_encode_c.c); None for what it leaves to the paths
             # below (keys or values not bytes or None, deltas out of range, not lists).
-            encoded = _encode_run(keys, values, first_delta, timestamp_delta)
+            encoded = _encode_run(keys, values, first_delta, timestamp_delta, count)
             if encoded is not None:
                 self._parts.append(encoded)
                 self._records_bytes += len(encoded)

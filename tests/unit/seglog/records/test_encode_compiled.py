@@ -73,8 +73,8 @@ def test_a_run_encoded_in_c_builds_the_batch_python_builds(runs, base_timestamp,
 def test_encode_run_matches_the_python_records_where_it_encodes(pairs, first_delta, timestamp_delta):
     keys = [key for key, _ in pairs]
     values = [value for _, value in pairs]
-    encoded = encode_c.encode_run(keys, values, first_delta, timestamp_delta)
-    if first_delta + len(pairs) - 1 > INT32_MAX - 1:
+    encoded = encode_c.encode_run(keys, values, first_delta, timestamp_delta, len(values))
+    if first_delta + len(pairs) - 1 > INT32_MAX - 1 or not pairs:
         assert encoded is None
         return
     from seglog.records.record_codec import encode_record
@@ -94,10 +94,27 @@ def test_encode_run_matches_the_python_records_where_it_encodes(pairs, first_del
     ([b"k"], [b"v"], INT32_MAX, 0),  # past the last offset delta a batch takes
     ([b"k"], [b"v"], -1, 0),
     ([b"k"], [b"v"], 1, 2**63),  # not an int64
-    ([b"k"], [b"v"], 1, "0"),
 ])
 def test_what_encode_run_leaves_to_python_it_answers_none_for(keys, values, first_delta, timestamp_delta):
-    assert encode_c.encode_run(keys, values, first_delta, timestamp_delta) is None
+    assert encode_c.encode_run(keys, values, first_delta, timestamp_delta, len(values)) is None
+
+
+@pytest.mark.parametrize("claimed, kept", [(6, 1), (1, 6), (0, 0), (3, 3 - 1)])
+def test_lists_not_as_long_as_the_records_claimed_are_left_to_python(claimed, kept):
+    """The builder counts a run's records, then calls: lists changed in between (another thread,
+    a finalizer) would give bytes of one length under a record count of another."""
+    assert encode_c.encode_run([b"k"] * kept, [b"v"] * kept, 1, 0, claimed) is None
+
+
+@pytest.mark.parametrize("args", [
+    ([b"k"], [b"v"], 1, "0", 1),  # a caller's mistake is an error, not "left to Python"
+    ([b"k"], [b"v"], 1, 0),
+    (),
+    ([b"k"], [b"v"], 1, 0, 1, 2),
+])
+def test_arguments_of_the_wrong_kind_raise(args):
+    with pytest.raises(TypeError):
+        encode_c.encode_run(*args)
 
 
 def test_lists_changed_by_a_collection_during_the_copies_are_left_to_python():
@@ -105,7 +122,7 @@ def test_lists_changed_by_a_collection_during_the_copies_are_left_to_python():
     values list: the run is either encoded as it was before or left to Python, never read
     from a list that changed under the C loop."""
     values = [b"v" * 10 for _ in range(50)]
-    whole = encode_c.encode_run([b"k"] * 50, list(values), 1, 0)
+    whole = encode_c.encode_run([b"k"] * 50, list(values), 1, 0, 50)
 
     class Emptier:
         def __del__(self):
@@ -119,7 +136,7 @@ def test_lists_changed_by_a_collection_during_the_copies_are_left_to_python():
             cycle = [Emptier()]
             cycle.append(cycle)
             del cycle
-            encoded = encode_c.encode_run(keys, values, 1, 0)
+            encoded = encode_c.encode_run(keys, values, 1, 0, 50)
             assert encoded is None or encoded == whole  # the lists as they were, or left to Python
             if not values:
                 break
