@@ -868,6 +868,25 @@ What remains:
   noise: `.venv/bin/python -m bench.bench_single_lookup --records 50000 --lookups 3000 --repeats
   3 --tree base=<before> --tree after=<after>`, two runs with the order swapped, 18:43-18:48,
   load 5.7-6.3: p50 1.64x and 1.37x the floor before, 1.62x and 1.57x after).
+- Three of the single lookup's named blocks cut, counted (Python calls a lookup, the same at any
+  load): a LookupStream message nothing binds (no reload since the stream's last check, no ACL
+  over lookups, no byte quota, a free request slot and room under the principal's cap) is
+  admitted by a check, its slots taken only if its lookup waits (the pool), for as long as it
+  waits, and a found answer skips two isinstance calls: the service's handler 102 -> 90 calls a
+  message (`PYTHONPATH=client:server:. .venv/bin/python bench/bench_single_lookup_layers.py
+  --calls`). An ask with nothing under way on its stream writes without `send` (the free lock
+  taken before anything is owed, no future of its write): the client 121 -> 116 calls a round
+  trip outside the loop's own per-turn calls (cProfile of 2,000 lookups, `bench_single_lookup
+  --profile-client`; the loop's turns a round trip moved 2.6-4.0 between runs with the load, so
+  the total is not a stable figure). End to end within the noise: `.venv/bin/python -m
+  bench.bench_single_lookup --records 50000 --lookups 3000 --repeats 5 --tree base=<HEAD with
+  these commits reverted> --tree after=<HEAD>`, two runs with the trees' order swapped,
+  2026-11-27 19:10-19:11, load 5.9-7.0: p50 1.51x and 1.57x the floor before, 1.42x and 1.36x
+  after, the median of the ten pairs' after/before 0.98 (0.76-1.38); client CPU a lookup 249 /
+  228 us before, 233 / 243 after. What the ask still spends: the write lock (asyncio.Lock's
+  acquire and release, 4 calls), the answer's future, the caller's read hand-over object (4), the
+  timeout's watch (9); the admin, router and transport 16; what the goal needs is still half of
+  each side's Python, not one block.
 - What the single lookup pays above the floor is Python, not gRPC: `strace -c -f` on each server
   during 3,000 round trips counts the same system calls a lookup as a floor message (3,236 and
   3,238 sendmsg, 12,811 and 12,803 write, 6,475 and 6,458 recvmsg, the epoll waits alike), plus
