@@ -808,8 +808,8 @@ What remains:
   acknowledgement a loop turn, not the push; not tried). Where the producer's half goes instead:
   `bench/bench_tail_steps.py` now stamps the service's read of each message (`pread`). At load 3.6
   the read returned 0.98 ms (p50) after the client saw its write complete, the append 17 us after
-  the read; the read had been issued 0.1-0.3 ms after the client's write began (p50 of the
-  matched pairs), the message waiting in the transport: the stream read its next message only
+  the read; the read had been issued 0.32 ms after the client's write began (p50 of the
+  matched pairs, one run), the message waiting in the transport: the stream read its next message only
   once grpc.aio reported its last answer's write complete, a hop through grpc's poller thread
   and the loop. Now a ready answer starts its write in the read loop's step and is not waited
   for (`OrderedReplies.send`; the write counts as owed until it completes, a later failure is
