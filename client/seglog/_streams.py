@@ -503,7 +503,9 @@ class RequestStream:
             return
         self._call = None
         # An ended stream announces nothing: the service behind the next open (restarted with
-        # another limit, another build) says its own; until then no limit is known.
+        # another limit, another build) says its own; until then the defaults, as at an open
+        # (a message packed for the ended stream would be written on the next one).
+        self.batches_max = 1
         self.request_bytes_max = None
         call.cancel()
         self._wake_reader()  # a parked reader (caller_reads) sees the call ended and returns
