@@ -542,7 +542,7 @@ class Sender:
         known = self._request_limits(self._connection_for(tp))
         if not known:
             return None
-        return max(1, min(known) - _MESSAGE_OVERHEAD_BYTES - _BATCH_OVERHEAD_BYTES - len(tp.topic.encode()))
+        return _batch_bytes_within(min(known), tp.topic)
 
     def _above_request_limit(self, tp: TopicPartition, batch: ProducerBatch, records: bytes) -> RecordTooLargeError | None:
         """The refusal of a record alone (a batch of one, which no split makes smaller) whose
@@ -776,30 +776,40 @@ class Sender:
             else:
                 self._topic_batch_bytes[tp.topic] = (limit, _now_ms())
             return outcome, limit
-        if self._refused_above_request_limit(tp, entry, outcome):
+        limit = self._refused_above_request_limit(tp, entry, outcome)
+        if limit is not None:
             refusal = RecordTooLargeError(
                 f"a batch of {entry.item[0].record_count} records ({len(entry.item[1])} bytes) is above the "
                 f"service's request limit: {outcome}", code=outcome.code,
             )
-            return refusal, self._request_batch_bytes(tp)
+            return refusal, limit
         return None
 
-    def _refused_above_request_limit(self, tp: TopicPartition, entry: WindowEntry[_Sent], outcome: Any) -> bool:
-        """``outcome`` is gRPC's own refusal of a message above its size limit ("Received message
-        larger than max (N vs. M)", nothing of it written) and ``entry``'s batch alone, in a
-        message of its own, is above M: it is split (or fails, a record alone), and M is kept
-        for later batches (``_request_batch_bytes``). A batch within M that failed with it (its
-        stream broke on another's message) is retried as any other."""
-        if not isinstance(outcome, ServiceOverloadedError) or outcome.service_error is not None:
-            return False
-        found = _REQUEST_LIMIT_REFUSAL.search(str(outcome))
-        if found is None:
-            return False
-        transport = self._connection_for(tp)
-        self._refused_request_bytes[transport] = (transport.server, int(found.group(1)), _now_ms())
-        request_batch_bytes = self._request_batch_bytes(tp)
-        assert request_batch_bytes is not None
-        return len(entry.item[1]) > request_batch_bytes
+    def _refused_above_request_limit(self, tp: TopicPartition, entry: WindowEntry[_Sent], outcome: Any) -> int | None:
+        """Where ``outcome`` is gRPC's own refusal of a message above its size limit ("Received
+        message larger than max (N vs. M)", nothing of it written) and ``entry``'s batch alone,
+        in a message of its own, is above M: the largest batch to split it into (within M and
+        any smaller limit known for its connection now), or it fails, a record alone. M is the
+        answer's own, whatever its age; it was kept for the connection the message went out on
+        when the refusal came (``_note_request_refusal``). None for any other outcome, and for
+        a batch within M that failed with it (its stream broke on another's message): retried
+        as any other."""
+        named = _named_request_limit(outcome)
+        if named is None:
+            return None
+        limit = _batch_bytes_within(named, tp.topic)
+        if len(entry.item[1]) <= limit:
+            return None
+        known = self._request_batch_bytes(tp)
+        return limit if known is None else min(limit, known)
+
+    def _note_request_refusal(self, transport: Transport, error: BaseException) -> None:
+        """Where ``error`` is gRPC's own refusal of a message above its size limit, the limit it
+        names is kept for ``transport``, the connection the message went out on, at its address
+        now (``_request_limits``): not for wherever its partition routes when the answer is read."""
+        limit = _named_request_limit(error)
+        if limit is not None:
+            self._refused_request_bytes[transport] = (transport.server, limit, _now_ms())
 
     def _split(
         self, window: SendWindow[_Sent], entry: WindowEntry[_Sent], refusal: SeglogError, limit: int | None
@@ -1021,6 +1031,9 @@ class Sender:
             return await self._produce_each_on(transport, topic, partition, records, turn)
         try:
             sent = await self._write_group_on(transport, stream, topic, partition, records)
+        except ServiceOverloadedError as error:
+            self._note_request_refusal(transport, error)
+            raise
         finally:
             if turn is not None:
                 turn.release()
@@ -1029,6 +1042,7 @@ class Sender:
             try:
                 response = await stream.wait(answer, transport.request_timeout_s)
             except SeglogError as error:
+                self._note_request_refusal(transport, error)
                 outcomes += [error] * count
             else:
                 outcomes += _answers(response, count)
@@ -1092,13 +1106,17 @@ class Sender:
         not served."""
         if transport.choosing:  # a bootstrap list not yet connected
             await transport.ready()
-        if turn is None:
-            return await self._produce_in_turn(transport, topic, partition, records, None)
         try:
-            await turn.wait()
-            return await self._produce_in_turn(transport, topic, partition, records, turn)
-        finally:
-            turn.release()
+            if turn is None:
+                return await self._produce_in_turn(transport, topic, partition, records, None)
+            try:
+                await turn.wait()
+                return await self._produce_in_turn(transport, topic, partition, records, turn)
+            finally:
+                turn.release()
+        except ServiceOverloadedError as error:
+            self._note_request_refusal(transport, error)
+            raise
 
     async def _produce_in_turn(
         self, transport: Transport, topic: str, partition: int, records: bytes, turn: SendTurn | None
@@ -1184,6 +1202,20 @@ def message_counts(sizes: list[int], topic: str, batches_max: int, bytes_max: in
     if count:
         counts.append(count)
     return counts
+
+
+def _named_request_limit(outcome: Any) -> int | None:
+    """The limit M of gRPC's own refusal of a message above its size limit ("Received message
+    larger than max (N vs. M)"); None for any other outcome."""
+    if not isinstance(outcome, ServiceOverloadedError) or outcome.service_error is not None:
+        return None
+    found = _REQUEST_LIMIT_REFUSAL.search(str(outcome))
+    return int(found.group(1)) if found is not None else None
+
+
+def _batch_bytes_within(request_bytes: int, topic: str) -> int:
+    """The largest batch of ``topic`` a message of its own takes within ``request_bytes``."""
+    return max(1, request_bytes - _MESSAGE_OVERHEAD_BYTES - _BATCH_OVERHEAD_BYTES - len(topic.encode()))
 
 
 def _refused_for_size(outcome: Any) -> bool:
