@@ -471,7 +471,8 @@ class Sender:
             return
         bytes_max = self._message_bytes_max(self._request_limits(self._connection_for(tp)))
         position = 0
-        for count in message_counts([len(e.item[1]) for e in entries], tp.topic, self.stream_batches_max, bytes_max):
+        sizes = [len(entry.item[1]) for entry in entries]
+        for count in message_counts(sizes, tp.topic, self.stream_batches_max, bytes_max, tp.partition):
             if count == 1:
                 self._send_entry(tp, entries[position])
             else:
@@ -542,7 +543,7 @@ class Sender:
         known = self._request_limits(self._connection_for(tp))
         if not known:
             return None
-        return _batch_bytes_within(min(known), tp.topic)
+        return _batch_bytes_within(min(known), tp.topic, tp.partition)
 
     def _above_request_limit(self, tp: TopicPartition, batch: ProducerBatch, records: bytes) -> RecordTooLargeError | None:
         """The refusal of a record alone (a batch of one, which no split makes smaller) whose
@@ -797,7 +798,7 @@ class Sender:
         named = _named_request_limit(outcome)
         if named is None:
             return None
-        limit = _batch_bytes_within(named, tp.topic)
+        limit = _batch_bytes_within(named, tp.topic, tp.partition)
         if len(entry.item[1]) <= limit:
             return None
         known = self._request_batch_bytes(tp)
@@ -1082,7 +1083,7 @@ class Sender:
         position = 0
         counts = message_counts(
             [len(one) for one in records], topic, stream.batches_max,
-            self._message_bytes_max(self._request_limits(transport, stream)),
+            self._message_bytes_max(self._request_limits(transport, stream)), partition,
         )
         for count in counts:
             # Built in place inside the message, as _produce_on does (no copy of the batches).
@@ -1175,30 +1176,58 @@ class Sender:
 # The bytes of a batch numbered afresh and not built yet (a built batch is never empty).
 _UNBUILT = b""
 
-# A ProduceStream message's bytes beyond its batches' records: the message's own fields
-# (correlation id) and, a batch, its field's tag and length, its topic, partition and acks
-# fields, each at its largest varint.
-_MESSAGE_OVERHEAD_BYTES = 16
-_BATCH_OVERHEAD_BYTES = 48
+# A ProduceStream message's bytes beyond its batches' fields (log_service.proto): its
+# correlation id's tag and value, an int64 varint at its largest positive (ids count up from 1).
+_MESSAGE_OVERHEAD_BYTES = 1 + 9
+# A ProduceRequest's acks field: its tag and ACKS_WRITTEN or ACKS_FSYNCED (always set, never 0).
+_ACKS_FIELD_BYTES = 2
+# A partition's field at its largest (a non-negative int32 varint), where the partition is not said.
+_PARTITION_FIELD_MAX_BYTES = 1 + 5
 
 
-def message_counts(sizes: list[int], topic: str, batches_max: int, bytes_max: int) -> list[int]:
+def _varint_bytes(value: int) -> int:
+    """The bytes of a non-negative ``value`` as a protobuf varint."""
+    return max(1, (value.bit_length() + 6) // 7)
+
+
+def _batch_field_bytes(topic_bytes: int, partition: int | None, records: int) -> int:
+    """The bytes one batch of ``records`` bytes takes in a ProduceStream message as serialized:
+    its field's tag and length and its ProduceRequest (topic, partition, records and acks; proto3
+    leaves out an empty or zero field). ``partition`` None: its field at its largest."""
+    if partition is None:
+        partition_bytes = _PARTITION_FIELD_MAX_BYTES
+    else:
+        partition_bytes = 1 + _varint_bytes(partition) if partition else 0
+    request = (
+        (1 + _varint_bytes(topic_bytes) + topic_bytes if topic_bytes else 0)
+        + partition_bytes
+        + (1 + _varint_bytes(records) + records if records else 0)
+        + _ACKS_FIELD_BYTES
+    )
+    return 1 + _varint_bytes(request) + request
+
+
+def message_counts(
+    sizes: list[int], topic: str, batches_max: int, bytes_max: int, partition: int | None = None,
+) -> list[int]:
     """How many of a partition's batches (their records' ``sizes``, in order) go in each
     ProduceStream message: at most ``batches_max`` a message, and the message as serialized no
     larger than ``bytes_max`` (the smaller of the client's and the service's request limits),
-    envelope included. A batch that alone exceeds it goes alone (the service refuses it with
-    its own clear error, as for a message of one batch)."""
-    per_batch = _BATCH_OVERHEAD_BYTES + len(topic.encode())
+    envelope included, exactly (``_batch_field_bytes``; ``partition`` None: its field at its
+    largest). A batch that alone exceeds it goes alone (the service refuses it with its own
+    clear error, as for a message of one batch)."""
+    topic_bytes = len(topic.encode())
     counts: list[int] = []
     count = 0
     size = _MESSAGE_OVERHEAD_BYTES
     for one in sizes:
-        if count and (count >= batches_max or size + per_batch + one > bytes_max):
+        field = _batch_field_bytes(topic_bytes, partition, one)
+        if count and (count >= batches_max or size + field > bytes_max):
             counts.append(count)
             count = 0
             size = _MESSAGE_OVERHEAD_BYTES
         count += 1
-        size += per_batch + one
+        size += field
     if count:
         counts.append(count)
     return counts
@@ -1213,9 +1242,16 @@ def _named_request_limit(outcome: Any) -> int | None:
     return int(found.group(1)) if found is not None else None
 
 
-def _batch_bytes_within(request_bytes: int, topic: str) -> int:
-    """The largest batch of ``topic`` a message of its own takes within ``request_bytes``."""
-    return max(1, request_bytes - _MESSAGE_OVERHEAD_BYTES - _BATCH_OVERHEAD_BYTES - len(topic.encode()))
+def _batch_bytes_within(request_bytes: int, topic: str, partition: int | None = None) -> int:
+    """The largest batch of ``topic`` (and ``partition``; None: any) a ProduceStream message of
+    its own takes within ``request_bytes``, as serialized (at least 1)."""
+    topic_bytes = len(topic.encode())
+    room = request_bytes - _MESSAGE_OVERHEAD_BYTES
+    # The envelope at its largest for this limit, then the few bytes its shorter varints leave.
+    largest = max(0, room - (_batch_field_bytes(topic_bytes, partition, max(1, room)) - max(1, room)))
+    while _batch_field_bytes(topic_bytes, partition, largest + 1) <= room:
+        largest += 1
+    return max(1, largest)
 
 
 def _refused_for_size(outcome: Any) -> bool:

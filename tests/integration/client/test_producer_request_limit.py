@@ -16,6 +16,7 @@ from tests.support.integration_helpers import ServiceProcess, numbered_values, v
 from seglog import Producer
 from seglog._sender import Sender
 from seglog.errors import RecordTooLargeError
+from seglog.v1 import log_service_pb2 as pb
 
 REQUEST_BYTES_MAX = 2 * 1024 * 1024
 # A topic may take the largest batch a request carries (the service keeps 1 KiB for the rest).
@@ -29,6 +30,19 @@ def seglog_service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service
     service = ServiceProcess(workdir, [workdir / "data"], ["--request-bytes-max", str(REQUEST_BYTES_MAX)]).start()
     yield service
     assert service.stop() == 0, service.log()
+
+
+def _largest_batch_alone(topic: str, partition: int, limit: int) -> int:
+    """The largest batch whose ProduceStream message of its own is within ``limit`` as
+    serialized (its correlation id at its largest): a bisection over real messages."""
+    low, high = 0, limit
+    while low < high:
+        middle = (low + high + 1) // 2
+        message = pb.ProduceStreamRequest(correlation_id=2**63 - 1)
+        message.produce.topic, message.produce.partition = topic, partition
+        message.produce.records, message.produce.acks = b"r" * middle, pb.ACKS_WRITTEN
+        low, high = (middle, high) if message.ByteSize() <= limit else (low, middle - 1)
+    return low
 
 
 def _count_size_refusals(monkeypatch: pytest.MonkeyPatch) -> list[str]:
@@ -107,7 +121,6 @@ def test_records_alone_above_the_request_limit_break_no_stream(
     every small record lands once, in order. Each large record was sent and gRPC's refusal
     ended the shared ProduceStream: the small batches in flight on it failed and were retried
     (without idempotence, one written whose answer was lost is written twice)."""
-    from seglog._sender import _BATCH_OVERHEAD_BYTES, _MESSAGE_OVERHEAD_BYTES
     from tests.support.integration_helpers import partition_values
 
     refusals = _count_size_refusals(monkeypatch)
@@ -130,7 +143,7 @@ def test_records_alone_above_the_request_limit_break_no_stream(
         producer_ids = producer._async._sender.idempotence.producer_ids_received
     assert [error for error in small_errors if error is not None] == []
     assert all(isinstance(error, RecordTooLargeError) and "request limit" in str(error) for error in large_errors)
-    named = REQUEST_BYTES_MAX - _MESSAGE_OVERHEAD_BYTES - _BATCH_OVERHEAD_BYTES - len(topic)
+    named = _largest_batch_alone(topic, 0, REQUEST_BYTES_MAX)
     assert all(f"at most {named} bytes" in str(error) for error in large_errors)
     assert refusals == [] and statistics.retries == 0 and statistics.records_failed == rounds
     assert producer_ids == (1 if enable_idempotence else 0)  # the producer id kept

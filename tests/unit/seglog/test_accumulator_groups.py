@@ -217,20 +217,31 @@ def test_an_answer_with_more_slots_than_batches_fails_every_batch():
 def test_each_message_of_several_batches_fits_the_request_limit_as_serialized(
     sizes, topic, partition, batches_max, bytes_max
 ):
-    """The packing counts the envelope: a message of several batches, built as the sender builds
-    it, is never above the limit; a batch alone above it goes alone; none is left out."""
-    counts = message_counts(sizes, topic, batches_max, bytes_max)
+    """The packing counts the envelope exactly: a message of several batches, built as the
+    sender builds it (the correlation id at its largest), is never above the limit, and a
+    message closed before the next batch by size alone could not have taken it (the envelope
+    was reserved at 64 bytes and more a batch); a batch alone above it goes alone; none is
+    left out."""
+    counts = message_counts(sizes, topic, batches_max, bytes_max, partition)
     assert sum(counts) == len(sizes) and all(1 <= count <= batches_max for count in counts)
     position = 0
     for count in counts:
-        message = pb.ProduceStreamRequest(correlation_id=2**63 - 1)
-        request = message.produce
-        for index, size in enumerate(sizes[position:position + count]):
-            if index:
-                request = message.more.add()
-            request.topic = topic
-            request.partition = partition
-            request.records = b"r" * size
-            request.acks = pb.ACKS_FSYNCED
-        assert count == 1 or message.ByteSize() <= bytes_max
-        position += count
+        assert count == 1 or _message(topic, partition, sizes[position:position + count]).ByteSize() <= bytes_max
+        end = position + count
+        if end < len(sizes) and count < batches_max:  # closed by size: the next did not fit
+            assert _message(topic, partition, sizes[position:end + 1]).ByteSize() > bytes_max
+        position = end
+
+
+def _message(topic: str, partition: int, sizes: list[int]) -> pb.ProduceStreamRequest:
+    """A ProduceStream message of batches of ``sizes`` bytes, as the sender builds it."""
+    message = pb.ProduceStreamRequest(correlation_id=2**63 - 1)
+    request = message.produce
+    for index, size in enumerate(sizes):
+        if index:
+            request = message.more.add()
+        request.topic = topic
+        request.partition = partition
+        request.records = b"r" * size
+        request.acks = pb.ACKS_FSYNCED
+    return message

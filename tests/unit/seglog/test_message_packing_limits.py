@@ -22,6 +22,7 @@ from seglog._send_window import SendWindow
 from seglog._sender import Sender
 from seglog.errors import ServiceOverloadedError
 from seglog.structs import TopicPartition
+from seglog.v1 import log_service_pb2 as pb
 
 TP = TopicPartition("t", 0)
 CLIENT_MAX = 1 << 20
@@ -180,3 +181,53 @@ def test_a_refused_limit_is_kept_for_its_connection_and_address_and_forgotten_wi
                 await producer.close()
 
     assert asyncio.run(run()) == ([500_000], [], [], [])
+
+
+def _one_batch_message_bytes(topic: str, partition: int, records: int) -> int:
+    """A ProduceStream message of one batch of ``records`` bytes as serialized, its correlation
+    id at its largest (the stream numbers its messages only as it writes them)."""
+    message = pb.ProduceStreamRequest(correlation_id=2**63 - 1)
+    message.produce.topic = topic
+    message.produce.partition = partition
+    message.produce.records = b"r" * records
+    message.produce.acks = pb.ACKS_FSYNCED
+    return message.ByteSize()
+
+
+class _OneRecord:
+    record_count = 1
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    topic=st.text(min_size=1, max_size=40),
+    partition=st.one_of(st.integers(0, 2), st.integers(0, 2**31 - 1)),
+    limit=st.one_of(st.integers(300, 400), st.integers(16_000, 17_000), st.integers(2_097_000, 2_097_300)),
+    offset=st.integers(-3, 3),
+)
+def test_a_record_alone_is_refused_unsent_exactly_when_its_message_is_above_the_limit(topic, partition, limit, offset):
+    """A batch of one record, on a connection whose stream announced ``limit``, is failed unsent
+    exactly when its message as serialized would be above it (the correlation id counted at its
+    largest): never one the service takes. The envelope was reserved at 64 bytes and the topic's,
+    about 40 more than the message has: a record that much under the limit failed unsent."""
+    tp = TopicPartition(topic, partition)
+    low, high = 0, limit  # the largest batch whose message fits: a bisection
+    while low < high:
+        middle = (low + high + 1) // 2
+        low, high = (middle, high) if _one_batch_message_bytes(topic, partition, middle) <= limit else (low, middle - 1)
+    records = max(1, low + offset)
+
+    async def run() -> Any:
+        producer = AsyncProducer(_NOWHERE, max_request_bytes=CLIENT_MAX)
+        await producer.start()
+        try:
+            sender = producer._sender
+            stream: Any = sender._connection_for(tp).produce_stream()
+            stream.request_bytes_max = limit
+            return sender._above_request_limit(tp, _OneRecord(), b"r" * records)  # type: ignore[arg-type]
+        finally:
+            await producer.close()
+
+    refused = asyncio.run(run())
+    assert low > 0  # a topic of 40 characters leaves room under 300 bytes
+    assert (refused is None) == (_one_batch_message_bytes(topic, partition, records) <= limit)
