@@ -661,6 +661,13 @@ What works:
   of a retired producer id are numbered on the new one before they go. Tests: fault injection in
   each loop step and a Hypothesis property over the crash point
   (`test_producer_sender_faults.py`), `tests/unit/seglog/test_message_packing_limits.py`.
+  A request limit is the word of the live stream that announced it: an ended stream announces
+  nothing, so a service restarted at the same address with a larger limit takes a record the old
+  one refused (it failed unsent for good); a gRPC refusal's limit is kept for the connection the
+  message went out on and answers its own batch whatever the age limits are kept for; the
+  envelope is counted as protobuf encodes it (a record ~40 bytes under the limit failed unsent);
+  a loop cancelled by its event loop's shutdown fails what it held in hand. Tests:
+  `test_producer_restarted_limit.py`, `test_sender_loop_cancelled.py`, `test_learned_limits.py`.
   The pacing's cost, the trees before the pacing, with it a window at a time and with the refill
   as each answer comes (`SendWindow.refill`) alternately five times (load 0.7-1.2, the command
   below with `--records 200000 --repeats 1 --batch-sizes 16384,262144`): 256 KiB into the 64 KiB
@@ -729,8 +736,7 @@ What works:
 What remains:
 
 - The producer: batches of a retired producer id already sent (their answers owed) keep its
-  sequences and fail as out of sequence past the gap, as Kafka's resets them instead; a limit a
-  stream announced is used until the stream reopens, even after it ended.
+  sequences and fail as out of sequence past the gap, as Kafka's resets them instead.
 - Goal 1's per-call cost outside the storage is now mostly grpcio's: profiled on both sides
   (`.venv/bin/python -m bench.bench_single_lookup --per-call 100 --profile-client DIR
   --profile-service DIR`, load 2.4), the client's grpc.aio `_write` and the service's stream write
