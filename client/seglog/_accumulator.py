@@ -29,6 +29,7 @@ from typing import NoReturn
 
 from seglog.errors import RecordTooLargeError
 from seglog.records import RECORD_BATCH_OVERHEAD, Compression, RecordBatchBuilder
+from seglog.records.builder import SealedBatch
 from seglog.records.builder import _check_timestamp as check_timestamp
 from seglog._delivery import BatchDelivery, RecordFuture
 from seglog._producer_config import wall_clock_ms as default_wall_clock_ms
@@ -109,6 +110,8 @@ class ProducerBatch:
         "values",
         "_compression",
         "_encoded",
+        "_encoded_dropped",
+        "_refusal",
     )
 
     def __init__(self, batch_id: int, topic_partition: TopicPartition, compression: Compression, now_ms: float) -> None:
@@ -124,9 +127,13 @@ class ProducerBatch:
         self.headers: list[tuple[Header, ...]] | None = None
         self.delivery = BatchDelivery(topic_partition.topic, topic_partition.partition, self.timestamps_ms)
         self._compression = compression
-        # ``encode_ahead``'s builder: the records encoded and sealed, the producer's fields not
-        # yet given.
-        self._encoded: RecordBatchBuilder | None = None
+        # ``encode_ahead``'s records, encoded and sealed (the producer's fields not yet given),
+        # held until the batch is built (its message then carries them) or completed.
+        self._encoded: SealedBatch | None = None
+        # Told the size of ``_encoded`` when ``build`` drops it (the accumulator's count).
+        self._encoded_dropped: Callable[[int], None] | None = None
+        # What the codec raised encoding the records ahead: not encoded again, raised by build.
+        self._refusal: Exception | None = None
 
     @property
     def record_count(self) -> int:
@@ -141,35 +148,60 @@ class ProducerBatch:
     def build(self, producer_id: int = -1, producer_epoch: int = -1, base_sequence: int = -1) -> bytes:
         """Encode the batch (base offset 0; the service assigns the real one), with the
         idempotent producer's fields when given (``_idempotence.py``). After ``encode_ahead``
-        only the header is left to write (its fields and the CRC)."""
-        builder = self._encoded
-        if builder is None or builder.record_count != len(self.values):
-            builder = RecordBatchBuilder(compression=self._compression)
-            self._encode_into(builder)
+        only the header is left to write (its fields and the CRC), and the encoded records are
+        let go: the message built carries them, and the sender keeps it for a retry (a batch
+        renumbered later is encoded again)."""
+        sealed = self._encoded
+        if sealed is not None:
+            message = sealed.build(producer_id, producer_epoch, base_sequence)
+            dropped = self.drop_encoded()
+            if self._encoded_dropped is not None:
+                self._encoded_dropped(dropped)
+            return message
+        if self._refusal is not None:
+            raise self._refusal
+        builder = RecordBatchBuilder(compression=self._compression)
+        self._encode_into(builder)
         builder.set_producer(producer_id, producer_epoch, base_sequence)
         return builder.build()
 
-    def encode_ahead(self) -> None:
+    def encode_ahead(self, on_dropped: Callable[[int], None] | None = None) -> int:
         """Encode a closed batch's records (compressed, if so) before it is sent: the sender
         does it while the partition's window is full and it waits for the service, so sending
-        the batch once the window has room costs only its header. Records refused by the
-        codec leave it as it was: ``build`` raises the same error when the batch is sent, where
-        a batch that fails to build fails alone."""
+        the batch once the window has room costs only its header. Returns the bytes now held
+        for it (the records in the one form the batch carries), told to ``on_dropped`` when
+        ``build`` lets them go. Records refused by the codec are encoded once: the refusal is
+        kept and ``build`` raises it when the batch is sent, where a batch that fails to build
+        fails alone."""
         assert self.closed, "an open batch may still get records"
-        if self._encoded is not None:
-            return
+        if self._encoded is not None or self._refusal is not None:
+            return 0
         builder = RecordBatchBuilder(compression=self._compression)
         try:
             self._encode_into(builder)
-            builder.seal()
-        except Exception:  # noqa: BLE001 - raised again by build when the batch is sent
-            return
-        self._encoded = builder
+            sealed = builder.seal()
+        except Exception as error:  # noqa: BLE001 - raised by build when the batch is sent
+            self._refusal = error
+            return 0
+        self._encoded = sealed
+        self._encoded_dropped = on_dropped
+        return len(sealed.records)
+
+    def drop_encoded(self) -> int:
+        """Let the records encoded ahead go (if any); returns how many bytes they held."""
+        sealed, self._encoded = self._encoded, None
+        return 0 if sealed is None else len(sealed.records)
 
     @property
     def encoded_ahead(self) -> bool:
-        """Whether ``encode_ahead`` encoded the records (a ``build`` then writes the header only)."""
+        """Whether ``encode_ahead`` encoded the records and they are still held (a ``build``
+        then writes the header only)."""
         return self._encoded is not None
+
+    @property
+    def encode_refused(self) -> bool:
+        """Whether ``encode_ahead`` found records the codec refuses (``build`` raises it)."""
+        return self._refusal is not None
 
     def _encode_into(self, builder: RecordBatchBuilder) -> None:
         append = builder.append
@@ -249,8 +281,9 @@ class RecordAccumulator:
         # (``split``), by batch id: the batch stays incomplete (a flush waits) until its last.
         self._pieces_owed: dict[int, int] = {}
         self._buffered_bytes = 0
-        # The size bounds of the queued batches encoded ahead (``_encode_ahead_locked``): their
-        # encoded copies are held beside their records, so they stay within a share of the buffer.
+        # The bytes of the records encoded ahead (``_encode_ahead_locked``) and still held beside
+        # the batches' records: queued, or drained and not built yet (a batch's build or its
+        # completion lets them go). They stay within a share of the buffer.
         self._encoded_bytes = 0
         self._space_waiters = 0
         # The open (tail) batch of each partition, for ``append_plain``: a cache, an entry is
@@ -447,10 +480,14 @@ class RecordAccumulator:
     ) -> tuple[list[ProducerBatch], float | None]:
         """Pop ready batches of up to ``batch_count_max`` partitions: one per partition, or with
         ``batches_for``, up to that many of the partition's ready batches, oldest first (they
-        go in one request); also the next due time."""
+        go in one request); also the next due time. The closed head batches of partitions
+        that cannot send are encoded ahead, at most ``ENCODE_AHEAD_BYTES_PER_DRAIN`` of them a
+        drain (under the lock, which appends wait for; at ``linger_ms=0`` the drain may run in
+        a caller's send): with more left, the next due time is now."""
         ready: list[ProducerBatch] = []
         partitions = 0
         next_due_ms: float | None = None
+        encode_budget = ENCODE_AHEAD_BYTES_PER_DRAIN
         with self._lock:
             for topic_partition, queue in self._queues.items():
                 if not queue:
@@ -464,8 +501,6 @@ class RecordAccumulator:
                     count = 1 if batches_for is None else batches_for(topic_partition)
                     while True:
                         queue.popleft()
-                        if head.encoded_ahead:
-                            self._encoded_bytes -= head.size_bytes_bound
                         head.closed = True
                         ready.append(head)
                         count -= 1
@@ -476,15 +511,18 @@ class RecordAccumulator:
                             due_ms = head.created_ms + self._linger_ms
                             next_due_ms = due_ms if next_due_ms is None else min(next_due_ms, due_ms)
                             break
-                else:
-                    self._encode_ahead_locked(queue)
+                elif encode_budget >= 0:
+                    encode_budget = self._encode_ahead_locked(queue, encode_budget)
             self._drop_empty_queues()
+        if encode_budget < 0:  # more to encode ahead than one drain does: the next drain goes on
+            next_due_ms = now_ms
         return ready, next_due_ms
 
     def complete(self, batch: ProducerBatch) -> None:
         """The batch's request finished (either way): free its buffer space."""
         with self._lock:
             self._buffered_bytes -= batch.size_bytes_bound
+            self._encoded_bytes -= batch.drop_encoded()  # never built (failed in hand, aborted)
             owed = self._pieces_owed.get(batch.batch_id)
             if owed is None or owed == 1:
                 self._pieces_owed.pop(batch.batch_id, None)
@@ -509,6 +547,7 @@ class RecordAccumulator:
         assert len(pieces) > 1 or piece_bytes >= batch.size_bytes_bound, (piece_bytes, batch.size_bytes_bound)
         with self._lock:
             self._buffered_bytes += sum(piece.size_bytes_bound for piece in pieces) - batch.size_bytes_bound
+            self._encoded_bytes -= batch.drop_encoded()  # split before it was built: never built now
             self._pieces_owed[batch.batch_id] = self._pieces_owed.get(batch.batch_id, 1) + len(pieces) - 1
         starts = itertools.accumulate((piece.record_count for piece in pieces[:-1]), initial=0)
         batch.delivery.split_into(list(zip(starts, (piece.delivery for piece in pieces))))
@@ -531,7 +570,6 @@ class RecordAccumulator:
             batches = [batch for queue in self._queues.values() for batch in queue]
             self._queues.clear()
             self._open.clear()
-            self._encoded_bytes = 0
         for batch in batches:
             batch.fail(error)
             self.complete(batch)
@@ -589,21 +627,31 @@ class RecordAccumulator:
         self._buffered_bytes += RECORD_BATCH_OVERHEAD
         return batch, True
 
-    def _encode_ahead_locked(self, queue: deque[ProducerBatch]) -> None:
+    def _encode_ahead_locked(self, queue: deque[ProducerBatch], budget: int) -> int:
         """The closed batches at the head of a partition's queue that cannot send, encoded
         ahead (``ProducerBatch.encode_ahead``), while the encoded copies stay within
-        ``ENCODED_AHEAD_BUFFER_SHARE`` of the buffer."""
+        ``ENCODED_AHEAD_BUFFER_SHARE`` of the buffer and this drain's encoding within ``budget``
+        bytes (by the batches' size bounds; one batch at least). Returns the budget left: below
+        zero when a batch was left for a later drain by the budget alone."""
         encoded_bytes_max = self._buffer_bytes // ENCODED_AHEAD_BUFFER_SHARE
         for batch in itertools.islice(queue, ENCODE_AHEAD_BATCHES):
             if not batch.closed:
-                return
-            if batch.encoded_ahead:
+                break
+            if batch.encoded_ahead or batch.encode_refused:
                 continue
             if self._encoded_bytes + batch.size_bytes_bound > encoded_bytes_max:
-                return
-            batch.encode_ahead()
-            if batch.encoded_ahead:
-                self._encoded_bytes += batch.size_bytes_bound
+                break
+            if batch.size_bytes_bound > budget and budget < ENCODE_AHEAD_BYTES_PER_DRAIN:
+                return -1  # the drain's first batch goes however large; the others within budget
+            budget -= batch.size_bytes_bound
+            self._encoded_bytes += batch.encode_ahead(self._encoded_let_go)
+        return max(budget, 0)
+
+    def _encoded_let_go(self, dropped: int) -> None:
+        """A batch's build let its records encoded ahead go (``ProducerBatch.build``)."""
+        with self._lock:
+            self._encoded_bytes -= dropped
+            assert self._encoded_bytes >= 0, self._encoded_bytes
 
     def _is_ready(self, head: ProducerBatch, queued: int, now_ms: float) -> bool:
         return (
@@ -630,6 +678,11 @@ def _nothing() -> None:
 # loop waits for the service takes their encoding (about 0.6 us a record: 70-80 us for a 16 KiB
 # batch of 100-byte records) off the path from an answer to the next request.
 ENCODE_AHEAD_BATCHES = 5
+# One drain encodes ahead batches of at most this many bytes by their size bounds (one batch at
+# least), about 300 us of 16 KiB batches of 100-byte records; what is left waits for the next
+# drain, which the sender's loop runs at once (the due time ``drain`` returns), after the loop's
+# other callbacks (answers) had their turn.
+ENCODE_AHEAD_BYTES_PER_DRAIN = 64 << 10
 # The encoded copies held beside the records stay within a quarter of buffer_bytes (8 MiB of the
 # default 32 MiB: 5 batches of 512 KiB for three partitions, of 16 KiB for a hundred), so a
 # producer of many partitions waiting on the service does not hold its buffer twice.

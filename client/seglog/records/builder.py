@@ -110,7 +110,6 @@ class RecordBatchBuilder:
         "_records_bytes",
         "_parts",
         "_last_offset_delta",
-        "_sealed",
     )
 
     def __init__(
@@ -152,9 +151,6 @@ class RecordBatchBuilder:
         self._parts: list[bytes] = []
         # The largest offset delta given to append_at(); -1 while only append() was used.
         self._last_offset_delta = -1
-        # seal()'s joined records and their compressed form: build() uses the latter while
-        # the former is still the only part (nothing appended since).
-        self._sealed: tuple[bytes, bytes] | None = None
 
     @property
     def record_count(self) -> int:
@@ -168,14 +164,17 @@ class RecordBatchBuilder:
         self._producer_epoch = _check_range("producer_epoch", producer_epoch, INT16_MIN, INT16_MAX)
         self._base_sequence = _check_range("base_sequence", base_sequence, INT32_MIN, INT32_MAX)
 
-    def seal(self) -> None:
-        """Join the records encoded so far (and compress them) now, so a later ``build`` only
-        packs the header and computes the CRC. Appending after it is allowed: the next
-        ``build`` joins (and compresses) again."""
+    def seal(self) -> SealedBatch:
+        """The records encoded so far, joined and compressed now, as a ``SealedBatch`` whose
+        ``build`` only packs the header (with the producer's fields) and computes the CRC. The
+        builder stays usable: appending after it is allowed, and its next ``build`` joins (and
+        compresses) again."""
+        natural_last = self._natural_last_offset_delta()
         records = b"".join(self._parts)
-        self._parts = [records]
+        self._parts = [records]  # joined once: a later build of this builder does not join again
         if self._compression is not Compression.NONE:
-            self._sealed = (records, compress(self._compression, records))
+            records = compress(self._compression, records)
+        return SealedBatch(self._header_fields(natural_last, records), records)
 
     @property
     def estimated_size_in_bytes(self) -> int:
@@ -443,9 +442,7 @@ class RecordBatchBuilder:
         `last_offset_delta` overrides the header's lastOffsetDelta (Kafka's overrideLastOffset:
         a cleaned batch keeps its original last offset even when its last records are gone);
         it may not be below the last record's delta."""
-        if not self._record_count:
-            raise ValueError("a record batch needs at least one record: expected an append() before build(), found none")
-        natural_last = max(self._record_count - 1, self._last_offset_delta)
+        natural_last = self._natural_last_offset_delta()
         if last_offset_delta is None:
             last_offset_delta = natural_last
         elif not natural_last <= last_offset_delta <= INT32_MAX:
@@ -453,14 +450,21 @@ class RecordBatchBuilder:
         records = b"".join(self._parts)  # one part (sealed): that part itself, no copy
         assert len(records) == self._records_bytes, (len(records), self._records_bytes)
         if self._compression is not Compression.NONE:
-            sealed = self._sealed
-            records = sealed[1] if sealed is not None and sealed[0] is records else compress(self._compression, records)
-        fields = [
+            records = compress(self._compression, records)
+        return _pack_batch(self._header_fields(last_offset_delta, records), records)
+
+    def _natural_last_offset_delta(self) -> int:
+        if not self._record_count:
+            raise ValueError("a record batch needs at least one record: expected an append() before build(), found none")
+        return max(self._record_count - 1, self._last_offset_delta)
+
+    def _header_fields(self, last_offset_delta: int, records: bytes) -> list:
+        return [
             self._base_offset,
             RECORD_BATCH_OVERHEAD - LOG_OVERHEAD + len(records),
             self._partition_leader_epoch,
             MAGIC,
-            0,  # crc: computed over the packed header below, then written in
+            0,  # crc: computed over the packed header (``_pack_batch``), then written in
             self._attributes,
             last_offset_delta,
             self._base_timestamp,
@@ -470,9 +474,41 @@ class RecordBatchBuilder:
             self._base_sequence,
             self._record_count,
         ]
-        unsigned = HEADER.pack(*fields)
-        fields[4] = crc32c(records, crc32c(unsigned[ATTRIBUTES_OFFSET:]))
-        return HEADER.pack(*fields) + records
+
+
+# The producer's fields in a batch header's fields (``_header_fields``).
+_PRODUCER_FIELDS = slice(9, 12)
+
+
+def _pack_batch(fields: list, records: bytes) -> bytes:
+    """The header of ``fields`` with its CRC over the header's tail and ``records``, then them."""
+    unsigned = HEADER.pack(*fields)
+    fields[4] = crc32c(records, crc32c(unsigned[ATTRIBUTES_OFFSET:]))
+    return HEADER.pack(*fields) + records
+
+
+class SealedBatch:
+    """A batch's records encoded, joined and compressed once (``RecordBatchBuilder.seal``), its
+    header written by ``build`` with the producer's fields given then: the producer encodes a
+    closed batch's records ahead, while its partition's window is full, and learns the sequence
+    only when the batch is sent. Holds the records in one form only, the one the batch carries
+    (compressed, if so): ``records``."""
+
+    __slots__ = ("_fields", "records")
+
+    def __init__(self, fields: list, records: bytes) -> None:
+        self._fields = fields
+        self.records = records
+
+    def build(self, producer_id: int, producer_epoch: int, base_sequence: int) -> bytes:
+        """The batch with these producer fields, checked as ``RecordBatchBuilder`` checks them."""
+        fields = self._fields.copy()
+        fields[_PRODUCER_FIELDS] = (
+            _check_range("producer_id", producer_id, INT64_MIN, INT64_MAX),
+            _check_range("producer_epoch", producer_epoch, INT16_MIN, INT16_MAX),
+            _check_range("base_sequence", base_sequence, INT32_MIN, INT32_MAX),
+        )
+        return _pack_batch(fields, self.records)
 
 
 def build_empty_batch(

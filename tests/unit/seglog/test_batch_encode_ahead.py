@@ -6,17 +6,20 @@ closed batches of a partition that cannot send, never an open one."""
 
 from __future__ import annotations
 
+import gc
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from seglog._accumulator import (
     ENCODE_AHEAD_BATCHES,
+    ENCODE_AHEAD_BYTES_PER_DRAIN,
     ENCODED_AHEAD_BUFFER_SHARE,
     ProducerBatch,
     RecordAccumulator,
 )
-from seglog.records import Compression, RecordBatchBuilder
+from seglog.records import RECORD_BATCH_OVERHEAD, Compression, RecordBatchBuilder
 from seglog.records.compression import compress
 from seglog.records.errors import CodecError
 from seglog.structs import TopicPartition
@@ -154,8 +157,9 @@ def test_drain_never_encodes_an_open_batch_ahead():
 
 def test_the_batches_encoded_ahead_stay_within_a_share_of_the_buffer_across_partitions():
     """Each partition waiting on the service gets its head batches encoded while the encoded
-    copies, counted by the batches' size bounds, fit a quarter of the buffer; a batch drained
-    gives its share back, and the next drain encodes where it stopped."""
+    copies fit a quarter of the buffer (a batch's size bound must fit, its encoded bytes are
+    counted); a batch drained keeps its share until it is built, and the next drain encodes
+    where it stopped."""
     buffer_bytes = 16_000
     accumulator = _accumulator(batch_bytes=1_000, buffer_bytes=buffer_bytes)
     partitions = [TopicPartition("t", number) for number in range(4)]
@@ -166,21 +170,179 @@ def test_the_batches_encoded_ahead_stay_within_a_share_of_the_buffer_across_part
     queued = {tp: list(accumulator._queues[tp]) for tp in partitions}
     assert [len(queued[tp]) for tp in partitions] == [4] * 4
     bound = queued[partitions[0]][0].size_bytes_bound
-    fits = buffer_bytes // ENCODED_AHEAD_BUFFER_SHARE // bound  # 4 of the 12 closed batches
+    share = buffer_bytes // ENCODED_AHEAD_BUFFER_SHARE
 
     def encoded() -> list[ProducerBatch]:
         return [batch for tp in partitions for batch in queued[tp] if batch.encoded_ahead]
 
+    def held() -> int:
+        return sum(_records_held(batch) for tp in partitions for batch in queued[tp])
+
     accumulator.drain(0.0, lambda _: False, 4)
-    assert len(encoded()) == fits == 4
     assert encoded() == queued[partitions[0]][:3] + queued[partitions[1]][:1]
-    # Partition 0 sends its three: their share is given back, and the others get theirs.
+    assert accumulator._encoded_bytes == held() and held() + bound > share
+    # Partition 0 sends its three: drained, they hold their copies until built.
     ready, _ = accumulator.drain(0.0, lambda tp: tp == partitions[0], 4, lambda _: 3)
     assert ready == queued[partitions[0]][:3]
-    assert [batch for batch in encoded() if batch not in ready] == (
-        queued[partitions[1]][:3] + queued[partitions[2]][:1]
-    )
+    assert encoded() == queued[partitions[0]][:3] + queued[partitions[1]][:1]
+    for batch in ready:
+        batch.build(1, 0, 0)
+    assert accumulator._encoded_bytes == held()
+    accumulator.drain(0.0, lambda _: False, 4)
+    assert encoded() == queued[partitions[1]][:3] + queued[partitions[2]][:1]
     for batch in ready:
         accumulator.complete(batch)
     accumulator.abort_queued(RuntimeError("closed"))
+    assert accumulator._encoded_bytes == 0
+
+
+def _records_held(batch: ProducerBatch) -> int:
+    """The bytes of the buffers held for ``batch`` beyond its records' own keys, values and
+    delivery: what encoding ahead keeps (every bytes object reachable from the batch)."""
+    own = {id(batch.keys), id(batch.values), id(batch.timestamps_ms), id(batch.headers), id(batch.delivery),
+           id(batch.topic_partition)}
+    seen: set[int] = set()
+    held = 0
+    stack = [referent for referent in gc.get_referents(batch) if id(referent) not in own]
+    while stack:
+        item = stack.pop()
+        if id(item) in seen or isinstance(item, type) or callable(item):
+            continue
+        seen.add(id(item))
+        if isinstance(item, bytes):
+            held += len(item)
+        elif not isinstance(item, (int, str, bool, float, type(None))):
+            stack.extend(gc.get_referents(item))
+    return held
+
+
+@pytest.mark.parametrize("compression", COMPRESSIONS)
+def test_a_batch_encoded_ahead_holds_its_records_once_until_built(compression):
+    """What a batch encoded ahead holds, measured: one buffer, the records as the batch
+    carries them (compressed, if so), counted by the accumulator, from its encoding through
+    its drain until it is built; the message built carries them then, and the batch holds
+    nothing more while in flight, retried or rebuilt with other fields (renumbered)."""
+    accumulator = RecordAccumulator(
+        batch_bytes=4_000, linger_ms=5, compression=compression,
+        buffer_bytes=1 << 20, request_bytes_max=1 << 20, wall_clock_ms=lambda: 1_000,
+    )
+    values = [bytes([n]) * 20 + bytes(range(n, n + 60)) for n in range(120)]
+    for value in values:
+        accumulator.append(TP, b"key", value, None, (), 0.0)
+    batches = list(accumulator._queues[TP])
+    closed = [batch for batch in batches if batch.closed]
+    assert len(closed) >= 2
+    assert all(_records_held(batch) == 0 for batch in batches)
+    accumulator.drain(0.0, lambda _: False, 1)
+    assert all(batch.encoded_ahead for batch in closed)
+    fresh = [_batch(batch.keys, batch.values, batch.timestamps_ms, None, compression) for batch in closed]
+    areas = [len(clone.build(-1, -1, -1)) - RECORD_BATCH_OVERHEAD for clone in fresh]
+    assert [_records_held(batch) for batch in closed] == areas
+    assert accumulator._encoded_bytes == sum(areas)
+    ready, _ = accumulator.drain(0.0, lambda _: True, 1, lambda _: len(closed))
+    assert ready == closed
+    assert [_records_held(batch) for batch in ready] == areas  # drained, not built: still counted
+    assert accumulator._encoded_bytes == sum(areas)
+    first, *rest = ready
+    message = first.build(5, 0, 0)
+    assert message == fresh[0].build(5, 0, 0)
+    assert _records_held(first) == 0
+    assert accumulator._encoded_bytes == sum(areas[1:])
+    # Rebuilt with other fields (renumbered): the same bytes as a fresh batch, nothing kept.
+    assert first.build(6, 0, 0) == fresh[0].build(6, 0, 0)
+    assert _records_held(first) == 0
+    accumulator.complete(first)  # answered (or retried with ``message``, held by the sender)
+    assert accumulator._encoded_bytes == sum(areas[1:])
+    # A drained batch that fails before it is built (in hand) gives its share back completed.
+    for batch in rest:
+        accumulator.complete(batch)
+        assert _records_held(batch) == 0
+    assert accumulator._encoded_bytes == 0
+
+
+def _closed_batches_waiting(accumulator: RecordAccumulator, partitions: int, batches: int, record_bytes: int) -> dict:
+    """``batches + 1`` batches of one record of ``record_bytes`` (each alone in its batch:
+    ``record_bytes`` is above half the batch) on each partition; the partitions' queues."""
+    tps = [TopicPartition("t", number) for number in range(partitions)]
+    for tp in tps:
+        for _ in range(batches + 1):
+            accumulator.append(tp, None, bytes(record_bytes), None, (), 0.0)
+    return {tp: list(accumulator._queues[tp]) for tp in tps}
+
+
+@pytest.mark.parametrize("record_bytes", [3_000, 15_000, ENCODE_AHEAD_BYTES_PER_DRAIN])
+def test_one_drain_encodes_ahead_at_most_its_bound_and_the_next_goes_on_at_once(record_bytes):
+    """A drain encodes ahead batches of at most ENCODE_AHEAD_BYTES_PER_DRAIN by their size
+    bounds (one batch when a batch alone is larger), under the lock that appends wait for;
+    with more to encode, its due time is now, and drains one after another encode every batch
+    the share takes, then the due time is the linger's again."""
+    accumulator = _accumulator(batch_bytes=record_bytes, buffer_bytes=64 << 20)
+    queued = _closed_batches_waiting(accumulator, partitions=6, batches=ENCODE_AHEAD_BATCHES, record_bytes=record_bytes)
+    batches = [batch for queue in queued.values() for batch in queue]
+    bound = batches[0].size_bytes_bound
+    per_drain = max(1, ENCODE_AHEAD_BYTES_PER_DRAIN // bound)
+    heads = [batch for queue in queued.values() for batch in queue[:ENCODE_AHEAD_BATCHES]]
+    drains = 0
+    while True:
+        before = sum(batch.encoded_ahead for batch in batches)
+        _, due_ms = accumulator.drain(1.0, lambda _: False, 6)
+        drains += 1
+        encoded_now = sum(batch.encoded_ahead for batch in batches) - before
+        assert encoded_now <= per_drain
+        assert encoded_now * bound <= max(ENCODE_AHEAD_BYTES_PER_DRAIN, bound)
+        if due_ms != 1.0:
+            break
+        assert encoded_now == per_drain
+    assert due_ms is None  # nothing due: the partitions wait for room in their windows
+    share = (64 << 20) // ENCODED_AHEAD_BUFFER_SHARE
+    assert [batch for batch in batches if batch.encoded_ahead] == heads
+    assert sum(map(_records_held, heads)) == accumulator._encoded_bytes < share
+    assert drains == -(-len(heads) // per_drain)
+
+
+def test_records_the_codec_refuses_are_encoded_once_across_drains(monkeypatch):
+    """A closed batch whose records the codec refuses is encoded ahead once, however many
+    drains find its partition unable to send; it takes no share, the batches behind it are
+    encoded, and its build, when it is sent, raises what a batch built at once raises."""
+    encodings: list[ProducerBatch] = []
+    encode_into = ProducerBatch._encode_into
+
+    def counted(batch: ProducerBatch, builder: RecordBatchBuilder) -> None:
+        encodings.append(batch)
+        encode_into(batch, builder)
+
+    monkeypatch.setattr(ProducerBatch, "_encode_into", counted)
+    accumulator = _accumulator(batch_bytes=1_000)
+    queued = _closed_batches_waiting(accumulator, partitions=1, batches=3, record_bytes=900)[TP]
+    refused = queued[0]
+    refused.values[0] = "not bytes"  # the codec's refusal (a caller's type slipped past send)
+    for _ in range(5):
+        accumulator.drain(1.0, lambda _: False, 1)
+    assert encodings.count(refused) == 1
+    assert refused.encode_refused and not refused.encoded_ahead
+    assert all(batch.encoded_ahead for batch in queued[1:3])
+    assert accumulator._encoded_bytes == sum(map(_records_held, queued[1:3]))
+    (ready, _) = accumulator.drain(1.0, lambda _: True, 1)
+    assert ready == [refused]
+    with pytest.raises(TypeError) as raised:
+        refused.build(1, 0, 0)
+    with pytest.raises(TypeError) as at_once:
+        _batch(refused.keys, refused.values, refused.timestamps_ms, None, Compression.NONE).build(1, 0, 0)
+    assert str(raised.value) == str(at_once.value)
+    assert encodings.count(refused) == 1
+
+
+def test_a_batch_split_before_it_is_built_gives_its_encoded_share_back():
+    """A drained batch split before it was built (above a request limit known for its
+    connection) is never built nor completed itself: its encoded records go with the split."""
+    accumulator = _accumulator(batch_bytes=1_000)
+    for _ in range(6):
+        accumulator.append(TP, None, bytes(250), None, (), 0.0)
+    batch = accumulator._queues[TP][0]
+    accumulator.drain(1.0, lambda _: False, 1)
+    assert batch.encoded_ahead and accumulator._encoded_bytes == _records_held(batch) > 0
+    (ready, _) = accumulator.drain(1.0, lambda _: True, 1)
+    assert ready == [batch]
+    pieces = accumulator.split(batch, 400)
+    assert len(pieces) == 3 and _records_held(batch) == 0
     assert accumulator._encoded_bytes == 0
