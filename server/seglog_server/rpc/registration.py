@@ -6,7 +6,10 @@ Why: a FetchResponse is mostly its ``records`` (up to fetch_bytes_max of batches
 message, those bytes are copied into the message and copied again by SerializeToString; written as
 the small fields' encoding followed by the ``records`` field's tag, length and bytes
 (``conversions.fetch_response_wire``), they are copied once. Protobuf parsers accept fields in any
-order, so clients see the same message. The handlers are derived from the service descriptor, so a
+order, so clients see the same message. The streams' answers (ProduceStreamResponse,
+LookupStreamResponse) may be handed over serialized too: the stream serializes each answer
+itself, as grpc.aio would in the write's first step, to count its bytes against the bytes a
+stream may hold (``streams.STREAM_HELD_BYTES_MAX``) without encoding it twice. The handlers are derived from the service descriptor, so a
 method added to the .proto is registered here too (and a test compares the two registrations).
 """
 
@@ -28,15 +31,18 @@ SERVICE_NAME = pb.DESCRIPTOR.services_by_name["LogService"].full_name
 _SERVICE = pb.DESCRIPTOR.services_by_name["LogService"]
 
 
-def _serialize_fetch_response(response: pb.FetchResponse | bytes) -> bytes:
+def _serialize_maybe_serialized(response: Any) -> bytes:
     if isinstance(response, bytes):
         return response
     return response.SerializeToString()
 
 
+_MAY_BE_SERIALIZED = (pb.FetchResponse, pb.ProduceStreamResponse, pb.LookupStreamResponse)
+
+
 def _serializer(message_class: Any) -> Callable[[Any], bytes]:
-    if message_class is pb.FetchResponse:
-        return _serialize_fetch_response
+    if message_class in _MAY_BE_SERIALIZED:
+        return _serialize_maybe_serialized
     return message_class.SerializeToString
 
 

@@ -15,7 +15,10 @@ open stream a request costs one message each way. The shape of one stream (``_se
               order read, so a stream's batches are appended in the order sent. An answer that
               must wait (ACKS_FSYNCED's group commit, a produce quota's delay) waits in
               ``OrderedReplies`` while the next requests are read and worked on; answers leave in
-              request order, each with its request's correlation id.
+              request order, each with its request's correlation id. The stream stops reading
+              while 64 answers are owed or its answers not yet written hold 256 KiB
+              (``STREAM_HELD_BYTES_MAX``); a write that failed ends it before the next request
+              read is worked on.
     batches   a ProduceStream message may carry several batches (``produce``, then ``more``; at
               most ``seglog-stream-batches-max``, announced at open): each is admitted, appended
               or refused as a message of its own would be, in order, and answered in its slot
@@ -62,7 +65,8 @@ from .service_core import ServiceCore
 from .status import status_for
 
 __all__ = [
-    "BATCHES_METADATA_KEY", "IN_FLIGHT_METADATA_KEY", "REQUEST_BYTES_METADATA_KEY", "STREAM_BATCHES_MAX", "STREAM_IN_FLIGHT_MAX", "OrderedReplies",
+    "BATCHES_METADATA_KEY", "IN_FLIGHT_METADATA_KEY", "REQUEST_BYTES_METADATA_KEY", "STREAM_BATCHES_MAX", "STREAM_HELD_BYTES_MAX", "STREAM_IN_FLIGHT_MAX",
+    "OrderedReplies",
     "StreamRpcs",
 ]
 
@@ -74,6 +78,16 @@ __all__ = [
 # holds the client back.
 STREAM_IN_FLIGHT_MAX = 64
 IN_FLIGHT_METADATA_KEY = "seglog-stream-in-flight-max"
+# The bytes a stream's answers may hold before it stops reading: those written and not yet
+# reported complete by grpc.aio plus those queued behind them. Writes are not waited for, so
+# without it a client that does not read would have the service build and hold 64 answers of up
+# to response_bytes_max each (a GiB a stream). 256 KiB: the small answers that gain from not
+# waiting (produce acknowledgements, single lookups: tens to hundreds of bytes) fill the count
+# bound long before it; an answer above it is written one at a time, each waited for, which
+# costs one report of a write's completion against the milliseconds such an answer took to
+# build. One response_bytes_max instead would let a stream hold two of the largest answers
+# and gain nothing. A stream holds at most this plus the one answer that crossed it.
+STREAM_HELD_BYTES_MAX = 256 << 10
 # The ProduceStream's initial metadata entry: how many batches one message may carry (its
 # ``produce`` and ``more``). Each costs the service as a message of its own would, minus the
 # message: grpc.aio's per-message cost on each side is what makes 16 KiB batches (Kafka's
@@ -87,8 +101,13 @@ REQUEST_BYTES_METADATA_KEY = "seglog-stream-request-bytes-max"
 _Reply = Any  # a response message, or a future of one (an answer that must wait)
 
 
+def _message_bytes(message: Any) -> int:
+    return message.ByteSize()
+
+
 class OrderedReplies:
-    """Writes a stream's answers in request order, with at most ``in_flight_max`` unanswered.
+    """Writes a stream's answers in request order, with at most ``in_flight_max`` unanswered and
+    at most ``held_bytes_max`` bytes of ready answers held, plus the one that crossed it.
 
     A ready answer with nothing owed before it starts its write at once, in the caller's step
     (the common case); otherwise it queues behind the answers owed, and one drainer task writes
@@ -96,18 +115,33 @@ class OrderedReplies:
     waited for: grpc.aio reports a write's completion only once grpc's poller thread and the
     loop have run, and a stream that waited for it read its next request that much later (a
     producer's next batch, sent meanwhile, waited in the transport). A write blocks while the
-    client does not read: the owed answers then reach the bound and the reader stops reading.
+    client does not read: the owed answers then reach a bound and the reader stops reading.
+    The bytes bound counts each ready answer (``size_of``) from when it is sent, a late answer
+    (a future: a produce answer behind group commit or a quota delay, a few entries) from when
+    the drainer takes its result, until its write completes. ``encode``: what is written for an
+    answer (a stream's: its serialization, measured by ``len``: one encoding, which grpc.aio
+    would otherwise do in the write's first step, registration.py).
     """
 
-    def __init__(self, write: Callable[[Any], Awaitable[None]], in_flight_max: int) -> None:
+    def __init__(
+        self, write: Callable[[Any], Awaitable[None]], in_flight_max: int,
+        held_bytes_max: int = STREAM_HELD_BYTES_MAX, size_of: Callable[[Any], int] = _message_bytes,
+        encode: Callable[[Any], Any] | None = None,
+    ) -> None:
         assert in_flight_max >= 1
         self._write = write
         self._in_flight_max = in_flight_max
+        self._held_bytes_max = held_bytes_max
+        self._size_of = size_of
+        self._encode = encode
         self._pending: deque[_Reply] = deque()
+        self._sizes: deque[int] = deque()  # beside _pending: each answer's bytes as counted
+        self.held_bytes = 0  # the sum of _sizes
         self._drainer: asyncio.Task[None] | None = None  # None whenever it is not running
-        self._failure: BaseException | None = None  # what stopped the drainer
+        self.failure: BaseException | None = None  # what stopped the drainer
         self._room = asyncio.Event()
         self.in_flight_high = 0  # the most answers ever owed at once (statistics, tests)
+        self.held_bytes_high = 0  # the most bytes ever held at once (statistics, tests)
 
     @property
     def in_flight(self) -> int:
@@ -115,13 +149,18 @@ class OrderedReplies:
 
     @property
     def has_room(self) -> bool:
-        """Fewer than ``in_flight_max`` answers owed and nothing failed: ``wait_for_room``
-        would return at once (a stream's read loop asks this first, no coroutine a message)."""
-        return len(self._pending) < self._in_flight_max and self._failure is None
+        """Fewer than ``in_flight_max`` answers owed, fewer than ``held_bytes_max`` bytes held
+        and nothing failed: ``wait_for_room`` would return at once (a stream's read loop asks
+        this first, no coroutine a message)."""
+        return (
+            len(self._pending) < self._in_flight_max and self.held_bytes < self._held_bytes_max
+            and self.failure is None
+        )
 
     async def wait_for_room(self) -> None:
-        """Returns once fewer than ``in_flight_max`` answers are owed."""
-        while len(self._pending) >= self._in_flight_max:
+        """Returns once fewer than ``in_flight_max`` answers are owed and fewer than
+        ``held_bytes_max`` bytes held."""
+        while len(self._pending) >= self._in_flight_max or self.held_bytes >= self._held_bytes_max:
             self._raise_if_failed()
             self._room.clear()
             await self._room.wait()
@@ -129,21 +168,35 @@ class OrderedReplies:
 
     async def send(self, reply: _Reply) -> None:
         """The answer to the next request in order (a message, or a future of one). A write that
-        fails as it starts raises here; one that fails later, at the next ``send``,
-        ``wait_for_room`` or ``finish``."""
+        fails as it starts raises here; one that fails later is kept in ``failure`` (the read
+        loop looks at it after each read) and raised at the next ``send``, ``wait_for_room``
+        or ``finish``."""
         self._raise_if_failed()
-        if not self._pending and not isinstance(reply, asyncio.Future):
-            write = self._write(reply)
-            try:
-                waiting_on = write.send(None)  # to the transport now, not a loop turn later
-            except StopIteration:
-                return  # written and completed at once
-            # Under way: the drainer completes it (and writes what queues behind it).
-            self._pending.append(reply)
-            self.in_flight_high = max(self.in_flight_high, 1)
-            self._drainer = asyncio.ensure_future(self._drain(_resumed(write, waiting_on)))
-            return
+        if isinstance(reply, asyncio.Future):
+            size = 0  # counted once the drainer takes its result
+        else:
+            if self._encode is not None:
+                reply = self._encode(reply)
+            if not self._pending:
+                write = self._write(reply)
+                try:
+                    waiting_on = write.send(None)  # to the transport now, not a loop turn later
+                except StopIteration:
+                    return  # written and completed at once
+                # Under way: the drainer completes it (and writes what queues behind it).
+                size = self._size_of(reply)
+                self._pending.append(reply)
+                self._sizes.append(size)
+                self.held_bytes = size
+                if size > self.held_bytes_high:
+                    self.held_bytes_high = size
+                self.in_flight_high = max(self.in_flight_high, 1)
+                self._drainer = asyncio.ensure_future(self._drain(_resumed(write, waiting_on)))
+                return
+            size = self._size_of(reply)
         self._pending.append(reply)
+        self._sizes.append(size)
+        self._held(size)
         self.in_flight_high = max(self.in_flight_high, len(self._pending))
         if self._drainer is None:
             self._drainer = asyncio.ensure_future(self._drain())
@@ -160,6 +213,8 @@ class OrderedReplies:
             if isinstance(reply, asyncio.Future):
                 reply.cancel()
         self._pending.clear()
+        self._sizes.clear()
+        self.held_bytes = 0
         if self._drainer is not None:
             self._drainer.cancel()
 
@@ -169,25 +224,42 @@ class OrderedReplies:
         try:
             if started is not None:
                 await started
-                self._pending.popleft()
-                self._room.set()
+                self._written()
             while self._pending:
                 head = self._pending[0]
-                message = (await head) if isinstance(head, asyncio.Future) else head
+                if isinstance(head, asyncio.Future):
+                    message = await head
+                    if self._encode is not None:
+                        message = self._encode(message)
+                    size = self._size_of(message)
+                    self._sizes[0] = size
+                    self._held(size)
+                else:
+                    message = head
                 await self._write(message)
-                self._pending.popleft()
-                self._room.set()
+                self._written()
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # noqa: BLE001 - handed to the reader, which ends the stream
-            self._failure = exc
+            self.failure = exc
         finally:
             self._drainer = None
             self._room.set()  # a reader waiting for room learns of the failure
 
+    def _held(self, size: int) -> None:
+        self.held_bytes += size
+        if self.held_bytes > self.held_bytes_high:
+            self.held_bytes_high = self.held_bytes
+
+    def _written(self) -> None:
+        """The head's write completed."""
+        self._pending.popleft()
+        self.held_bytes -= self._sizes.popleft()
+        self._room.set()
+
     def _raise_if_failed(self) -> None:
-        if self._failure is not None:
-            raise self._failure
+        if self.failure is not None:
+            raise self.failure
 
 
 class _Session:
@@ -222,6 +294,7 @@ class StreamRpcs:
         self._lookups = lookups
         self._stream_sessions: set[_Session] = set()
         self.stream_in_flight_high = 0
+        self.stream_held_bytes_high = 0
 
     def stop_streams(self) -> None:
         """The shutdown: every open stream stops reading, answers what it read, and ends
@@ -259,7 +332,11 @@ class StreamRpcs:
                         (REQUEST_BYTES_METADATA_KEY, str(request_bytes_max)),
                     )
                 await context.send_initial_metadata(metadata)
-                replies = OrderedReplies(context.write, STREAM_IN_FLIGHT_MAX)
+                response_class = pb.ProduceStreamResponse if name == "ProduceStream" else pb.LookupStreamResponse
+                replies = OrderedReplies(
+                    context.write, STREAM_IN_FLIGHT_MAX, STREAM_HELD_BYTES_MAX, len,
+                    response_class.SerializeToString,  # a C call: no frame of ours an answer
+                )
                 session = _Session(core.stopping)
                 self._stream_sessions.add(session)
                 try:
@@ -267,6 +344,7 @@ class StreamRpcs:
                 finally:
                     self._stream_sessions.discard(session)
                     self.stream_in_flight_high = max(self.stream_in_flight_high, replies.in_flight_high)
+                    self.stream_held_bytes_high = max(self.stream_held_bytes_high, replies.held_bytes_high)
         except asyncio.CancelledError:
             if replies is not None:
                 replies.cancel()
@@ -292,6 +370,10 @@ class StreamRpcs:
                 if not replies.has_room:
                     await replies.wait_for_room()
                 request = await _next_request(session, context)
+                if replies.failure is not None:
+                    # An answer's write failed while the request was read: the stream ends
+                    # before working on anything more (a batch appended, never acknowledged).
+                    raise replies.failure
                 if request is None:
                     break
                 _check_parsed(request)  # no correlation id to answer: the stream ends

@@ -1,6 +1,7 @@
 """OrderedReplies.has_room, the read loop's check before it waits for room: true exactly when
-``wait_for_room`` would return at once, over any mix of ready and late answers, writes that
-complete at once or a turn later, and a write that fails (Hypothesis)."""
+``wait_for_room`` would return at once, over any mix of ready and late answers of any size
+(the bytes bound), writes that complete at once or a turn later, and a write that fails
+(Hypothesis)."""
 
 from __future__ import annotations
 
@@ -29,7 +30,11 @@ def _returns_at_once(replies: OrderedReplies) -> bool:
     return False
 
 
-async def _check(in_flight_max: int, steps: list[tuple[str, int]]) -> None:
+def _size(message: object) -> int:
+    return message if isinstance(message, int) else 1
+
+
+async def _check(in_flight_max: int, held_bytes_max: int, steps: list[tuple[str, int]]) -> None:
     written: list[object] = []
     late: list[asyncio.Future[object]] = []
 
@@ -40,7 +45,7 @@ async def _check(in_flight_max: int, steps: list[tuple[str, int]]) -> None:
             await asyncio.sleep(0)  # this write completes a loop turn later
         written.append(message)
 
-    replies = OrderedReplies(write, in_flight_max)
+    replies = OrderedReplies(write, in_flight_max, held_bytes_max, _size)
     number = 0
     for action, pick in steps:
         assert replies.has_room == _returns_at_once(replies)
@@ -70,12 +75,13 @@ async def _check(in_flight_max: int, steps: list[tuple[str, int]]) -> None:
 @settings(max_examples=200, deadline=None)
 @given(
     in_flight_max=st.integers(min_value=1, max_value=4),
+    held_bytes_max=st.integers(min_value=1, max_value=40),
     steps=st.lists(
         st.tuples(st.sampled_from(["ready", "late", "resolve", "turn", "fail"]), st.integers(0, 7)), max_size=40,
     ),
 )
-def test_has_room_is_wait_for_room_returning_at_once(in_flight_max, steps):
-    asyncio.run(_check(in_flight_max, steps))
+def test_has_room_is_wait_for_room_returning_at_once(in_flight_max, held_bytes_max, steps):
+    asyncio.run(_check(in_flight_max, held_bytes_max, steps))
 
 
 def test_no_room_after_a_failed_write():
@@ -84,7 +90,7 @@ def test_no_room_after_a_failed_write():
             await asyncio.sleep(0)
             raise _WriteFailed()
 
-        replies = OrderedReplies(write, 4)
+        replies = OrderedReplies(write, 4, size_of=_size)
         assert replies.has_room
         late: asyncio.Future[object] = asyncio.get_running_loop().create_future()
         await replies.send(late)  # owed: the drainer writes it once it is ready

@@ -16,7 +16,7 @@ from seglog_server.rpc.streams import OrderedReplies
 async def _run(in_flight_max: int, late: list[bool], resolve_order: list[int]) -> tuple[list[int], int]:
     written: list[int] = []
     owed_high = 0
-    replies = OrderedReplies(_writer(written), in_flight_max)
+    replies = OrderedReplies(_writer(written), in_flight_max, size_of=_one)
     futures: list[asyncio.Future[int]] = []
     choices = iter(resolve_order)
     for number, is_late in enumerate(late):
@@ -43,6 +43,10 @@ async def _run(in_flight_max: int, late: list[bool], resolve_order: list[int]) -
             future.set_result(number)
     await replies.finish()
     return written, max(owed_high, replies.in_flight_high)
+
+
+def _one(message: object) -> int:
+    return 1  # the count bound is what these tests are about
 
 
 def _writer(written: list[int]):
@@ -76,7 +80,7 @@ def test_a_failed_write_reaches_the_reader():
         async def broken(message: int) -> None:
             raise ConnectionError("client gone")
 
-        replies = OrderedReplies(broken, 2)
+        replies = OrderedReplies(broken, 2, size_of=_one)
         late = asyncio.get_running_loop().create_future()
         await replies.send(late)
         late.set_result(1)
@@ -116,7 +120,7 @@ def test_a_ready_answer_is_not_waited_for_while_its_write_completes():
     write under way counts as owed."""
     async def run() -> None:
         written, started, gates = [], [], {}
-        replies = OrderedReplies(_held_writer(written, started, gates), 2)
+        replies = OrderedReplies(_held_writer(written, started, gates), 2, size_of=_one)
         await _sent(replies, 0)
         assert (started, written, replies.in_flight) == ([0], [], 1)
         await _sent(replies, 1)
@@ -142,7 +146,7 @@ def test_a_write_that_fails_after_it_started_reaches_the_reader():
             await gate.wait()
             raise ConnectionError("client gone")
 
-        replies = OrderedReplies(fails_later, 2)
+        replies = OrderedReplies(fails_later, 2, size_of=_one)
         await _sent(replies, 0)
         gate.set()
         with pytest.raises(ConnectionError):
@@ -162,7 +166,7 @@ def test_a_write_that_fails_as_it_starts_raises_from_send():
         async def refused(message: int) -> None:
             raise ValueError("not serialisable")
 
-        replies = OrderedReplies(refused, 2)
+        replies = OrderedReplies(refused, 2, size_of=_one)
         with pytest.raises(ValueError):
             await replies.send(0)
         assert replies.in_flight == 0
@@ -173,7 +177,7 @@ def test_a_write_that_fails_as_it_starts_raises_from_send():
 def test_cancel_ends_a_write_under_way():
     async def run() -> None:
         written, started, gates = [], [], {}
-        replies = OrderedReplies(_held_writer(written, started, gates), 2)
+        replies = OrderedReplies(_held_writer(written, started, gates), 2, size_of=_one)
         await _sent(replies, 0)
         await _sent(replies, 1)
         replies.cancel()
@@ -286,3 +290,87 @@ async def test_a_stream_message_cancelled_mid_way_gives_its_slots_back(tmp_path,
         stream.release()
     finally:
         calls.shutdown()
+
+
+# -- the bytes bound: what a stream holds of answers written and not confirmed, and queued ---------
+
+
+async def _held_run(held_bytes_max: int, sizes: list[int], opens: list[bool]) -> tuple[list[int], int, int]:
+    """A read loop answering requests with ready answers of ``sizes`` bytes; each write reaches
+    the transport at once and completes when the test opens it (``opens``: at each step, the
+    earliest write not yet opened, or a loop turn). Returns what was written, the most bytes
+    held at once (built and not yet written: counted here, not by OrderedReplies) and the
+    most answers owed."""
+    written: list[int] = []
+    started: list[int] = []
+    gates = [asyncio.Event() for _ in sizes]
+    held = high = 0
+
+    async def write(number: int) -> None:
+        nonlocal held
+        started.append(number)
+        await gates[number].wait()
+        held -= sizes[number]
+        written.append(number)
+
+    replies = OrderedReplies(write, 8, held_bytes_max, size_of=sizes.__getitem__)
+
+    async def read_loop() -> None:
+        nonlocal held, high
+        for number, size in enumerate(sizes):
+            if not replies.has_room:
+                await replies.wait_for_room()
+            held += size  # the answer is built: held until its write completes
+            high = max(high, held)
+            await replies.send(number)
+        await replies.finish()
+
+    reader = asyncio.ensure_future(read_loop())
+    opened = 0
+    for open_one in opens:
+        await asyncio.sleep(0)
+        assert replies.held_bytes == held  # what it counts is what is held
+        if open_one and opened < len(started):
+            gates[started[opened]].set()
+            opened += 1
+    for gate in gates:
+        gate.set()
+    await reader
+    assert replies.held_bytes == 0
+    return written, high, replies.in_flight_high
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    held_bytes_max=st.integers(1, 3000),
+    sizes=st.lists(st.integers(1, 2000), max_size=30),
+    opens=st.lists(st.booleans(), max_size=120),
+)
+def test_the_bytes_held_never_exceed_the_bound_plus_one_answer(held_bytes_max, sizes, opens):
+    written, high, owed_high = asyncio.run(_held_run(held_bytes_max, sizes, opens))
+    assert written == list(range(len(sizes)))
+    assert high <= held_bytes_max + max(sizes, default=0)
+    assert owed_high <= 8
+
+
+def test_a_small_answer_is_not_waited_for_under_the_bytes_bound():
+    """The fast path stays: a small answer's write under way leaves room for the next request;
+    one at the bound does not, until its write completes."""
+    async def run() -> None:
+        written, started, gates = [], [], {}
+        replies = OrderedReplies(_held_writer(written, started, gates), 8, 100, size_of=lambda n: n)
+        await _sent(replies, 10)
+        assert replies.has_room and replies.held_bytes == 10
+        await _sent(replies, 95)
+        assert not replies.has_room and replies.held_bytes == 105
+        room = asyncio.ensure_future(replies.wait_for_room())
+        await asyncio.sleep(0)
+        assert not room.done()
+        gates.setdefault(10, asyncio.Event()).set()
+        await room  # 95 held: under the bound
+        assert (written, replies.held_bytes, replies.has_room) == ([10], 95, True)
+        gates.setdefault(95, asyncio.Event()).set()
+        await replies.finish()
+        assert (written, replies.held_bytes, replies.held_bytes_high) == ([10, 95], 0, 105)
+
+    asyncio.run(run())
