@@ -16,6 +16,7 @@ from seglog._accumulator import (
     ENCODE_AHEAD_BATCHES,
     ENCODE_AHEAD_BYTES_PER_DRAIN,
     ENCODED_AHEAD_BUFFER_SHARE,
+    BufferFullError,
     ProducerBatch,
     RecordAccumulator,
 )
@@ -346,3 +347,75 @@ def test_a_batch_split_before_it_is_built_gives_its_encoded_share_back():
     pieces = accumulator.split(batch, 400)
     assert len(pieces) == 3 and _records_held(batch) == 0
     assert accumulator._encoded_bytes == 0
+
+
+_steps = st.lists(
+    st.one_of(
+        st.tuples(st.just("append"), st.integers(0, 2), st.integers(0, 900), st.integers(1, 40)),
+        st.tuples(st.just("drain"), st.sets(st.integers(0, 2), max_size=2), st.integers(1, 3)),
+        st.tuples(st.just("build"), st.integers(0, 50), st.integers(-1, 5)),
+        st.tuples(st.just("complete"), st.integers(0, 50)),
+        st.tuples(st.just("split"), st.integers(0, 50)),
+        st.tuples(st.just("abort")),
+    ),
+    max_size=40,
+)
+
+
+@given(_steps, st.sampled_from(COMPRESSIONS), st.integers(1_500, 6_000))
+def test_the_encoded_count_is_what_the_batches_hold_whatever_the_sender_does(steps, compression, batch_bytes):
+    """Any sequence of appends, drains (partitions able to send or not), builds (again: a
+    renumbered batch), completions, splits before a build and aborts: the accumulator counts
+    exactly the bytes its batches hold encoded ahead, within the share, each drain encodes
+    within its bound, and every build is the bytes of a batch built at once."""
+    buffer_bytes = 40_000
+    share = buffer_bytes // ENCODED_AHEAD_BUFFER_SHARE
+    accumulator = RecordAccumulator(
+        batch_bytes=batch_bytes, linger_ms=5, compression=compression,
+        buffer_bytes=buffer_bytes, request_bytes_max=1 << 20, wall_clock_ms=lambda: 1_000,
+    )
+    tps = [TopicPartition("t", number) for number in range(3)]
+    every: dict[int, ProducerBatch] = {}
+    drained: list[ProducerBatch] = []  # in the sender's hands: built or not, not completed
+    # Closed batches on every partition first, encoded ahead while none can send, then a few
+    # of partition 0's drained.
+    opening = [("append", partition, 300, 20) for partition in range(3)] + [("drain", set(), 1), ("drain", {0}, 3)]
+    for step in opening + steps:
+        kind = step[0]
+        if kind == "append":
+            _, partition, size, count = step
+            for _ in range(count):
+                try:
+                    accumulator.append(tps[partition], None, bytes(size), None, (), 0.0)
+                except BufferFullError:
+                    break
+            for queue in accumulator._queues.values():
+                every.update((id(batch), batch) for batch in queue)
+        elif kind == "drain":
+            _, able, count = step
+            before = {id(batch): batch.encoded_ahead for batch in every.values()}
+            ready, _ = accumulator.drain(1.0, lambda tp, able=able: tp.partition in able, 3, lambda _, c=count: c)
+            drained += ready
+            encoded = [batch for batch in every.values() if batch.encoded_ahead and not before[id(batch)]]
+            assert len(encoded) <= 1 or sum(batch.size_bytes_bound for batch in encoded) <= ENCODE_AHEAD_BYTES_PER_DRAIN
+        elif kind in ("build", "complete", "split") and drained:
+            batch = drained[step[1] % len(drained)]
+            if kind == "build":
+                fields = (7, 0, step[2]) if step[2] >= 0 else (-1, -1, -1)
+                fresh = _batch(batch.keys, batch.values, batch.timestamps_ms, None, compression)
+                assert batch.build(*fields) == fresh.build(*fields)
+            elif kind == "complete":
+                drained.remove(batch)
+                accumulator.complete(batch)
+            elif batch.record_count > 1:
+                drained.remove(batch)
+                pieces = accumulator.split(batch, batch.size_bytes_bound // 2)
+                drained += pieces
+                every.update((id(piece), piece) for piece in pieces)
+        elif kind == "abort":
+            accumulator.abort_queued(RuntimeError("closed"))
+        assert accumulator._encoded_bytes == sum(map(_records_held, every.values())) <= share
+    for batch in drained:
+        accumulator.complete(batch)
+    accumulator.abort_queued(RuntimeError("closed"))
+    assert accumulator._encoded_bytes == 0 == sum(map(_records_held, every.values()))
