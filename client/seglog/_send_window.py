@@ -54,9 +54,6 @@ class WindowEntry(Generic[_Item]):
     # The next send is not counted as an attempt: a piece of a split batch, or a batch refused
     # only because one before it was split (``split``, ``answered(free=True)``).
     free: bool = False
-    # Queued or a split piece whose item was never handed to a send yet (the sender clears it
-    # as it sends): nothing of it can have reached the service, so it may be numbered afresh.
-    never_sent: bool = False
 
 
 class SendWindow(Generic[_Item]):
@@ -126,9 +123,7 @@ class SendWindow(Generic[_Item]):
         assert entry.state is _State.IN_FLIGHT and items, entry.state
         self._in_flight_count -= 1
         place = self._entries.index(entry)
-        pieces = [
-            WindowEntry(item, attempt=entry.attempt, state=_State.RETRY, free=True, never_sent=True) for item in items
-        ]
+        pieces = [WindowEntry(item, attempt=entry.attempt, state=_State.RETRY, free=True) for item in items]
         self._entries.remove(entry)
         for offset, piece in enumerate(pieces):
             self._entries.insert(place + offset, piece)
@@ -139,7 +134,7 @@ class SendWindow(Generic[_Item]):
         """``item`` joins the window unsent, behind what it holds (its partition's in-flight limit
         is reached, or the window holds or paces): it goes out as a resend does, once what is in
         flight is answered and at the pace ``resending`` keeps, before anything new."""
-        entry = WindowEntry(item, state=_State.RETRY, free=True, never_sent=True)
+        entry = WindowEntry(item, state=_State.RETRY, free=True)
         self._entries.append(entry)
         self._paced = True
         return entry
@@ -177,12 +172,6 @@ class SendWindow(Generic[_Item]):
             self._holding = self._hold_is_free = True
             again = self._due_again()
         return complete, again
-
-    def never_sent(self) -> list[WindowEntry[_Item]]:
-        """The queued entries and split pieces whose item was never handed to a send yet
-        (``WindowEntry.never_sent``: waiting their turn, or marked in flight before their send
-        began), oldest first."""
-        return [entry for entry in self._entries if entry.never_sent]
 
     def after(self, entry: WindowEntry[_Item]) -> list[WindowEntry[_Item]]:
         """The entries sent after ``entry`` and not complete, oldest first."""

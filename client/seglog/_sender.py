@@ -160,8 +160,6 @@ class Sender:
         # they are sent (``_request_limits``). Never used on another connection or address, and
         # forgotten after ``learned_limit_max_age_ms`` (a service restarted with another limit).
         self._refused_request_bytes: dict[Transport, tuple[str, int, float]] = {}
-        # The producer id the batches waiting unsent were last numbered on (``_renumber_unsent``).
-        self._numbered_producer_id = NO_PRODUCER_ID
         # Set when the loop died of an unexpected error: what it had and what comes fails with it.
         self.crashed: BaseException | None = None
 
@@ -420,8 +418,6 @@ class Sender:
         bytes_max = self._batch_bytes_max(tp)
         if bytes_max is not None:
             self._within_limit(batches, bytes_max)
-        if batches and not self.idempotence.needs_producer_id:
-            self._renumber_unsent()  # a new producer id: what waits unsent is numbered first
         while batches:
             batch = batches[0]
             if self.idempotence.needs_producer_id:
@@ -674,37 +670,17 @@ class Sender:
 
     async def _send_batch_request(self, tp: TopicPartition, entry: WindowEntry[_Sent], turn: SendTurn) -> None:
         """One attempt of one batch; its answer goes to the partition's window, which says what
-        completes and what is sent again. A batch never sent yet whose producer id was retired
-        meanwhile is numbered afresh on a new one first (``_renumber_unsent``)."""
+        completes and what is sent again."""
+        records = entry.item[1]
         window = self.windows.get(tp)
         if window is None or not window.holds(entry):
             return  # its partition's batches failed meanwhile (``_request_failed``)
-        if entry.never_sent and self._numbered_by_retired_id(entry):
-            error = await self._producer_id_error()
-            if self.windows.get(tp) is not window or not window.holds(entry):
-                return
-            if error is not None:
-                self._answer(tp, window, entry, error, True)
-                return
-            self._renumber_unsent(force=True)
-        records = entry.item[1]
-        if not records:  # numbered afresh (``_renumber_unsent``): built now, as at its placement
-            batch, _, fields = entry.item
-            try:
-                with translate_codec_errors():
-                    records = batch.build(*fields)
-            except Exception as error:  # noqa: BLE001 - the batch fails alone, as at its placement
-                entry.never_sent = False
-                self._answer(tp, window, entry, error, True)
-                return
-            entry.item = (batch, records, fields)
         if window.holding:  # a retry is due: sending this now would land it before the retry
             not_sent = ServiceUnavailableError("not sent: an earlier batch of its partition is retried first")
             self._settle(tp, window, *window.sent_while_holding(entry, not_sent))
             return
         failed = True
         outcome: Any
-        entry.never_sent = False
         try:
             outcome = await self.produce_once(tp.topic, tp.partition, records, turn)
             failed = False
@@ -895,30 +871,6 @@ class Sender:
         for entry in entries:
             self._send_entry(tp, entry)
         self.wake()
-
-    def _numbered_by_retired_id(self, entry: WindowEntry[_Sent]) -> bool:
-        producer_id = entry.item[2][0]
-        return producer_id != NO_PRODUCER_ID and producer_id != self.idempotence.producer_id
-
-    def _renumber_unsent(self, *, force: bool = False) -> None:
-        """Batches never sent yet (queued in their window, split pieces, or handed to a send
-        waiting for a new producer id) whose producer id was retired: numbered on the current
-        one, each window's in order, before any batch placed after them is (``fields_now``).
-        Sent under the retired id, the service would refuse them as out of sequence past the
-        gap the failed batch left, again on every retry. Once a producer id (unless ``force``:
-        a send found one of its batches numbered on a retired id)."""
-        producer_id = self.idempotence.producer_id
-        if producer_id == NO_PRODUCER_ID or (producer_id == self._numbered_producer_id and not force):
-            return
-        self._numbered_producer_id = producer_id
-        for tp, window in list(self.windows.items()):
-            for entry in window.never_sent():
-                batch, _, fields = entry.item
-                if fields[0] in (NO_PRODUCER_ID, producer_id):
-                    continue
-                # Built as it is sent (``_send_batch_request``): a build that fails there fails
-                # the batch alone, as at its placement.
-                entry.item = (batch, _UNBUILT, self.idempotence.fields_now(tp, batch.record_count))
 
     def _complete_entry(self, entry: WindowEntry[_Sent]) -> None:
         batch, records, fields = entry.item
@@ -1172,9 +1124,6 @@ class Sender:
                 del self._writing[transport]
                 self.wake()
 
-
-# The bytes of a batch numbered afresh and not built yet (a built batch is never empty).
-_UNBUILT = b""
 
 # A ProduceStream message's bytes beyond its batches' fields (log_service.proto): its
 # correlation id's tag and value, an int64 varint at its largest positive (ids count up from 1).

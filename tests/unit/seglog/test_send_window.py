@@ -167,18 +167,3 @@ def test_queued_and_paced_resends_keep_the_in_flight_limit(batch_count, in_fligh
             in_flight.extend(window.refill(in_flight_max))
     assert window.is_empty() and next_batch == batch_count
     assert completed == list(range(batch_count)) and log.records == list(range(batch_count))
-
-
-def test_only_queued_entries_and_split_pieces_count_as_never_sent():
-    """What may be numbered afresh on a new producer id: queued entries and split pieces, until
-    the sender hands them to a send; never an entry sent when it joined (it may be on the wire)."""
-    window: SendWindow[str] = SendWindow()
-    first = window.sent("first")
-    queued = window.queued("queued")
-    assert window.never_sent() == [queued]
-    _, again = window.split(first, ["piece-1", "piece-2"])
-    assert [entry.item for entry in window.never_sent()] == ["piece-1", "piece-2", "queued"]
-    assert [entry.item for entry in again] == ["piece-1", "piece-2", "queued"]
-    window.resending(again, held=2)
-    again[0].never_sent = False  # the sender handed it to a send
-    assert [entry.item for entry in window.never_sent()] == ["piece-2", "queued"]
