@@ -11,6 +11,7 @@ from .cleaning import (
     DEFAULT_SHARD_COUNT,
     assemble_group,
     choose_replaced,
+    cleaning_end,
     finish,
     merge_shard_bitmaps,
     part_path,
@@ -42,18 +43,25 @@ def clean_snapshot(
         found = scan_range(snapshot, byte_range, shard_count)
         for shard, packed in found.entries.items():
             chunks[shard].append((found.range_id, found.record_count, packed))
-    shard_results = []
-    for shard in range(shard_count):
-        shard_results.append(
+
+    def decide_all(end_offset):
+        return [
             decide_shard(
                 shard,
-                chunks.pop(shard, []),
+                chunks.get(shard, []),
                 first_dirty_offset=snapshot.first_dirty_offset,
                 map_bytes=map_bytes,
                 load_factor=plan.load_factor,
+                end_offset=end_offset,
             )
-        )
-    choice = choose_replaced(plan, shard_results, merge_shard_bitmaps(shard_results))
+            for shard in range(shard_count)
+        ]
+
+    shard_results = decide_all(None)
+    end = cleaning_end(plan, shard_results)
+    if end is not None:  # a map filled: decided again with nothing past the end in the maps
+        shard_results = decide_all(end)
+    choice = choose_replaced(plan, end, merge_shard_bitmaps(shard_results))
     if not dry_run:
         prepare_output(snapshot)
     outputs = [

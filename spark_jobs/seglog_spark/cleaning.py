@@ -4,7 +4,8 @@ process, job.py spreads them over Spark tasks); both therefore write the same by
     plan       (driver)   read and verify the snapshot, walk batch headers, cut byte ranges
     scan       (per range) key_scan.scan_range: (digest, offset, ordinal) entries per shard
     decide     (per shard) key_shard.decide_shard: a bounded offset map, superseded bitmaps
-    choose     (driver)   the replaced segments: all, or those below where a map filled
+    choose     (driver)   the replaced segments: all, or those below where a map filled; then
+                          decide again, every shard, with nothing at or past that end
     rewrite    (per range) rewrite.rewrite_range: filtered batches into a part file
     assemble   (per group) concatenate a group's parts into <base>.log, build its indexes
     finish     (driver)   result.json, written atomically, last
@@ -44,6 +45,7 @@ __all__ = [
     "Plan",
     "assemble_group",
     "choose_replaced",
+    "cleaning_end",
     "finish",
     "keys_path",
     "merge_shard_bitmaps",
@@ -110,25 +112,36 @@ def plan_cleaning(
     return Plan(snapshot, tuple(layouts), tuple(ranges), shard_count, map_bytes, load_factor, started)
 
 
-def choose_replaced(plan: Plan, shard_results: list[ShardResult], range_bitmaps: dict[int, bytes]) -> Choice:
-    """Which segments this round replaces: all of them, or, when a shard's map filled, those
-    wholly below the first offset a map had no room for (Kafka stops at the last fully
-    indexed segment; the next round goes on from there)."""
-    snapshot = plan.snapshot
-    segments = snapshot.segments
+def cleaning_end(plan: Plan, shard_results: list[ShardResult]) -> int | None:
+    """Where this round's cleaning ends when a shard's map filled: the base offset of the segment
+    holding the first offset a map had no room for (Kafka stops at the last fully indexed
+    segment; the next round goes on from there).  None when no map filled: the round cleans up
+    to first_uncleanable_offset.  The shards are then decided again below this end, so that no
+    record is superseded by one past it."""
     full = [result.full_at for result in shard_results if result.full_at is not None]
     if not full:
+        return None
+    stop = min(full)
+    end = max(segment.base_offset for segment in plan.snapshot.segments if segment.base_offset <= stop)
+    if end <= plan.snapshot.first_dirty_offset:
+        raise CleanerError(
+            f"the offset map filled at offset {stop}, before one dirty segment was wholly indexed: "
+            f"{plan.map_bytes} bytes per shard x {plan.shard_count} shards is too small for this log; "
+            f"raise --map-bytes"
+        )
+    return end
+
+
+def choose_replaced(plan: Plan, end: int | None, range_bitmaps: dict[int, bytes]) -> Choice:
+    """Which segments this round replaces: all of them when `end` is None, else those wholly
+    below `end` (cleaning_end); `range_bitmaps` must come from shards decided below `end`."""
+    snapshot = plan.snapshot
+    segments = snapshot.segments
+    if end is None:
         replaced, cleaned_up_to = len(segments), snapshot.first_uncleanable_offset
     else:
-        stop = min(full)
-        replaced = sum(1 for segment in segments if segment.base_offset <= stop) - 1
-        cleaned_up_to = segments[replaced].base_offset
-        if cleaned_up_to <= snapshot.first_dirty_offset:
-            raise CleanerError(
-                f"the offset map filled at offset {stop}, before one dirty segment was wholly indexed: "
-                f"{plan.map_bytes} bytes per shard x {plan.shard_count} shards is too small for this log; "
-                f"raise --map-bytes"
-            )
+        replaced = sum(1 for segment in segments if segment.base_offset < end)
+        cleaned_up_to = end
     upper_bound = segments[replaced - 1].next_offset if replaced else snapshot.first_uncleanable_offset
     sizes = [
         SegmentSize(

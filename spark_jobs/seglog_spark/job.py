@@ -28,6 +28,7 @@ from .cleaning import (
     Plan,
     assemble_group,
     choose_replaced,
+    cleaning_end,
     finish,
     keys_path,
     merge_shard_bitmaps,
@@ -76,7 +77,7 @@ def _scan_to_file_task(plan: Plan, cpu):
     return scan
 
 
-def _decide_from_files_task(plan: Plan, scanned, cpu):
+def _decide_from_files_task(plan: Plan, scanned, cpu, end_offset=None):
     def decide(shard):
         started = time.process_time()
         chunks = []
@@ -91,6 +92,7 @@ def _decide_from_files_task(plan: Plan, scanned, cpu):
             first_dirty_offset=plan.snapshot.first_dirty_offset,
             map_bytes=plan.map_bytes,
             load_factor=plan.load_factor,
+            end_offset=end_offset,
         )
         cpu.add(time.process_time() - started)
         return result, _peak_rss_bytes()
@@ -98,7 +100,7 @@ def _decide_from_files_task(plan: Plan, scanned, cpu):
     return decide
 
 
-def _decide_task(plan: Plan, cpu):
+def _decide_task(plan: Plan, cpu, end_offset=None):
     def decide(shard, pairs):
         chunks = [chunk for _, chunk in pairs]
         started = time.process_time()
@@ -108,6 +110,7 @@ def _decide_task(plan: Plan, cpu):
             first_dirty_offset=plan.snapshot.first_dirty_offset,
             map_bytes=plan.map_bytes,
             load_factor=plan.load_factor,
+            end_offset=end_offset,
         )
         cpu.add(time.process_time() - started)
         yield result, _peak_rss_bytes()
@@ -170,22 +173,32 @@ def clean_snapshot(
     decided = []
     if not dry_run:
         prepare_output(plan.snapshot)
+    decide_all = None
     if ranges and not dry_run:
         # Each scan task writes its range's entries, grouped by shard, to a file beside the
         # part files; each shard task reads its slice of every range's file.  Only file
         # positions pass through Spark.
         scanned = sc.parallelize(ranges, _slices(sc, len(ranges))).map(_scan_to_file_task(plan, task_cpu["scan"])).collect()
-        decided = (
-            sc.parallelize(range(shard_count), shard_count)
-            .map(_decide_from_files_task(plan, scanned, task_cpu["decide"]))
-            .collect()
-        )
+
+        def decide_all(end_offset):
+            return (
+                sc.parallelize(range(shard_count), shard_count)
+                .map(_decide_from_files_task(plan, scanned, task_cpu["decide"], end_offset))
+                .collect()
+            )
     elif ranges:  # a dry run writes nothing, so its entries go through Spark's shuffle
         entries = sc.parallelize(ranges, _slices(sc, len(ranges))).flatMap(_scan_task(plan, task_cpu["scan"]))
         by_shard = entries.partitionBy(shard_count, lambda shard: shard)
-        decided = by_shard.mapPartitionsWithIndex(_decide_task(plan, task_cpu["decide"])).collect()
+
+        def decide_all(end_offset):
+            return by_shard.mapPartitionsWithIndex(_decide_task(plan, task_cpu["decide"], end_offset)).collect()
+    if decide_all is not None:
+        decided = decide_all(None)
+    end = cleaning_end(plan, [result for result, _ in decided])
+    if end is not None:  # a map filled: decided again with nothing past the end in the maps
+        decided = decide_all(end)
     shard_results = [result for result, _ in decided]
-    choice = choose_replaced(plan, shard_results, merge_shard_bitmaps(shard_results))
+    choice = choose_replaced(plan, end, merge_shard_bitmaps(shard_results))
     mark = _lap(stages, "scan_decide", mark)
     work = [(r, choice.bitmaps.get(r.range_id)) for r in replaced_ranges(plan, choice)]
     rewritten = sc.parallelize(work, _slices(sc, len(work))).map(_rewrite_task(plan, choice.upper_bound, dry_run, task_cpu["rewrite"])).collect() if work else []

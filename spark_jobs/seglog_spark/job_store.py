@@ -29,6 +29,7 @@ from .cleaning import (
     Plan,
     assemble_group,
     choose_replaced,
+    cleaning_end,
     finish,
     merge_shard_bitmaps,
     part_path,
@@ -79,7 +80,7 @@ def _scan_task(store: StoreSnapshot, plan: Plan):
     return scan
 
 
-def _decide_task(store: StoreSnapshot, plan: Plan, scanned):
+def _decide_task(store: StoreSnapshot, plan: Plan, scanned, end_offset=None):
     def decide(shard):
         chunks = []
         for range_id, record_count, bounds in scanned:
@@ -87,7 +88,7 @@ def _decide_task(store: StoreSnapshot, plan: Plan, scanned):
             if end > first:
                 chunks.append((range_id, record_count, store.get(_keys_name(range_id), first, end - 1, size_max=end - first)))
         return decide_shard(shard, chunks, first_dirty_offset=plan.snapshot.first_dirty_offset,
-                            map_bytes=plan.map_bytes, load_factor=plan.load_factor)
+                            map_bytes=plan.map_bytes, load_factor=plan.load_factor, end_offset=end_offset)
 
     return decide
 
@@ -159,7 +160,12 @@ def clean_store_snapshot(
         if ranges:
             scanned = sc.parallelize(ranges, _slices(sc, len(ranges))).map(_scan_task(store, plan)).collect()
             shard_results = sc.parallelize(range(shard_count), shard_count).map(_decide_task(store, plan, scanned)).collect()
-        choice = choose_replaced(plan, shard_results, merge_shard_bitmaps(shard_results))
+        end = cleaning_end(plan, shard_results)
+        if end is not None:  # a map filled: decided again with nothing past the end in the maps
+            shard_results = (
+                sc.parallelize(range(shard_count), shard_count).map(_decide_task(store, plan, scanned, end)).collect()
+            )
+        choice = choose_replaced(plan, end, merge_shard_bitmaps(shard_results))
         work = [(r, choice.bitmaps.get(r.range_id)) for r in replaced_ranges(plan, choice)]
         outputs = sc.parallelize(work, _slices(sc, len(work))).map(_rewrite_task(store, plan, choice.upper_bound)).collect() if work else []
         stages["scan_decide_rewrite"] = time.perf_counter() - mark

@@ -11,7 +11,10 @@ in offset order.  Then, as Kafka's Cleaner.buildOffsetMap and shouldRetainRecord
    the map's offset at the slot its put used (entries never move: no probing twice); a clean
    entry looks its digest up.
 Entries at or above `full_at` are left undecided; the driver cleans only segments wholly below
-every shard's `full_at`.
+every shard's `full_at`.  A shard's map may hold offsets past that end (its own map filled later,
+or not at all), and a record superseded only by one past the end must be kept: so when a map
+filled, every shard is decided again with `end_offset`, the end the driver chose, and entries at
+or above it neither enter the map nor are decided (Kafka's map holds only [first dirty, end)).
 """
 
 from __future__ import annotations
@@ -48,13 +51,17 @@ def decide_shard(
     first_dirty_offset: int,
     map_bytes: int,
     load_factor: float = DEFAULT_LOAD_FACTOR,
+    end_offset: int | None = None,
 ) -> ShardResult:
     """`chunks`: (range_id, record_count, packed entries) of this shard, in any order.  The map
-    is filled and read in bulk (SkimpyOffsetMap.put_digests/get_digests), one range at a time."""
+    is filled and read in bulk (SkimpyOffsetMap.put_digests/get_digests), one range at a time.
+    With `end_offset`, entries at or above it are left out: neither put nor decided."""
     chunks = sorted(chunks, key=lambda chunk: chunk[0])
     offset_map = SkimpyOffsetMap(map_bytes)
     capacity = int(offset_map.slots * load_factor)
     entries = [np.frombuffer(packed, dtype=ENTRY_DTYPE) for _, _, packed in chunks]
+    if end_offset is not None:
+        entries = [found[found["offset"] < end_offset] for found in entries]
     full_at = None
     put_positions = []
     for found in entries:  # 1: the dirty entries into the map, in offset order, until it is full

@@ -7,13 +7,13 @@ import os
 import shutil
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from seglog_spark import cleaner_local, job
 
 from tests.support.snapshot_workloads import BASE_TIME_MS, make_snapshot, ops_strategy
-from test_cleaner_local import check_compaction_invariant
+from test_cleaner_local import FULL_MAP_EXAMPLE, check_compaction_invariant
 
 pytestmark = pytest.mark.slow
 
@@ -41,6 +41,7 @@ def without_timing(result):
     range_bytes=st.sampled_from([1, 200, 1 << 20]),
     idempotent=st.booleans(),
 )
+@example(ops=FULL_MAP_EXAMPLE, batch_size=1, segment_batches=1, map_slots=4, range_bytes=1, idempotent=False)
 def test_spark_writes_the_baselines_bytes(spark, tmp_path_factory, ops, batch_size, segment_batches, map_slots, range_bytes,
                                           idempotent):
     baseline = str(tmp_path_factory.mktemp("baseline"))
