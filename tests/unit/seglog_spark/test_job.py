@@ -82,3 +82,15 @@ def test_dry_run_on_spark_writes_nothing(spark, tmp_path):
     result = job.clean_snapshot(spark, str(tmp_path), map_bytes=SMALL_MAP, dry_run=True)
     assert result["dry_run"] and result["stats"]["records_kept"] == 4
     assert sorted(os.listdir(tmp_path)) == before
+
+
+def test_a_dry_run_on_spark_whose_map_filled_decides_below_the_end_as_the_baseline(spark, tmp_path):
+    """The dry run's shuffled entries are decided again below the end, as the baseline's are:
+    k0@0 and k1@3 are superseded only by records past the end, so both are kept."""
+    make_snapshot(str(tmp_path), FULL_MAP_EXAMPLE, batch_size=1, segment_batches=1, cleaning_time_ms=BASE_TIME_MS + 50)
+    options = {"map_bytes": 24 * 4, "shard_count": 2, "dry_run": True}
+    expected = cleaner_local.clean_snapshot(str(tmp_path), **options)
+    result = job.clean_snapshot(spark, str(tmp_path), range_bytes=1, **options)
+    assert without_timing(result) | {"stats": None} == without_timing(expected) | {"stats": None}
+    assert result["cleaned_up_to_offset"] == 4 and result["replaced_segments"] == [0, 1, 2, 3]
+    assert (result["stats"]["records_superseded"], result["stats"]["records_kept"]) == (0, 4)
