@@ -412,3 +412,42 @@ def test_a_clusters_dry_run_through_the_store_is_refused_with_a_clear_line(servi
     finished = run_cleaner(service, weed, "--engine", "spark", "--master", "spark://127.0.0.1:1", "--dry-run")
     assert finished.returncode != 0
     assert "--dry-run with --snapshot-store runs on this machine" in finished.stderr, finished.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)  # a JVM and a Spark session on two shared cores
+def test_spark_through_the_store_whose_map_filled_decides_below_the_end_as_the_baseline(weed, tmp_path):
+    """One shard's map fills while the other's goes on past the end the round reports: the job
+    through the store decides its shards again below that end, as the baseline does (checked
+    against the compaction invariant in tests/unit/seglog_spark), so k0@0 and k1@3, superseded
+    only past the end, are kept."""
+    from seglog_spark import cleaner_local, job_store, object_io
+    from seglog_spark.session import build_session
+
+    from tests.support.snapshot_workloads import BASE_TIME_MS, make_snapshot
+
+    # test_cleaner_local.FULL_MAP_EXAMPLE: k1@3 (an empty value) was dropped for a tombstone k1@5.
+    ops = [(b"k0", None), (b"k4", None), (b"k5", None), (b"k1", b""), (b"k0", None), (b"k1", None)]
+    local = tmp_path / "local"
+    make_snapshot(str(local), ops, batch_size=1, segment_batches=1, cleaning_time_ms=BASE_TIME_MS + 50)
+    snapshot_id = json.load(open(local / "manifest.json"))["snapshot_id"]
+    prefix = f"full-map-{uuid.uuid4().hex[:10]}/cleaning-snapshots/{snapshot_id}/"
+    for name in sorted(os.listdir(local)):
+        s3(weed).put_object(Bucket=BUCKET, Key=prefix + name, Body=(local / name).read_bytes())
+    store = object_io.StoreSnapshot.parse(f"s3://{BUCKET}/{prefix}", weed.endpoint)
+    options = {"map_bytes": 24 * 4, "shard_count": 2}
+    expected = cleaner_local.clean_snapshot(str(local), **options)
+    (tmp_path / "spark").mkdir()
+    session = build_session("local[2]", app_name="seglog-store-full-map", tmp_dir=str(tmp_path / "spark"))
+    try:
+        result = job_store.clean_store_snapshot(session, store, range_bytes=1, **options)
+    finally:
+        session.stop()
+    assert result["cleaned_up_to_offset"] == expected["cleaned_up_to_offset"] == 4
+    assert result["replaced_segments"] == expected["replaced_segments"] == [0, 1, 2, 3]
+    for name in ("records_kept", "records_superseded", "bytes_written"):
+        assert result["stats"][name] == expected["stats"][name], name
+    assert (result["stats"]["records_superseded"], result["stats"]["records_kept"]) == (0, 4)
+    for output in expected["output_segments"]:
+        cleaned = s3(weed).get_object(Bucket=BUCKET, Key=f"{prefix}cleaned/{output['file']}")["Body"].read()
+        assert cleaned == (local / "cleaned" / output["file"]).read_bytes()
