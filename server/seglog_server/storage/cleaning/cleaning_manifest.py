@@ -361,6 +361,13 @@ def _check_against_manifest(result: CleaningResult, manifest: SnapshotManifest, 
             f"cleaned_up_to_offset {result.cleaned_up_to_offset} is outside [{manifest.first_dirty_offset}, "
             f"{range_end}] (first dirty offset, end of the replaced segments)"
         )
+    if result.cleaned_up_to_offset != range_end:
+        # A checkpoint short of the replaced segments: their records past it were cleaned with
+        # an offset map the result does not own up to (Kafka cleans only below its map's end).
+        fail(
+            f"cleaned_up_to_offset {result.cleaned_up_to_offset} falls short of the end of the replaced "
+            f"segments, {range_end}: the checkpoint must cover every segment the result replaces"
+        )
     previous = -1
     for output in result.output_segments:
         if output.base_offset not in replaced:

@@ -302,6 +302,7 @@ def damage(taken, edit) -> None:
         (lambda r: r.update(dry_run=True), "dry-run"),
         (lambda r: r.update(replaced_segments=[4]), "prefix"),
         (lambda r: r.update(cleaned_up_to_offset=99), "outside"),
+        (lambda r: r.update(cleaned_up_to_offset=r["cleaned_up_to_offset"] - 1), "falls short of the end"),
         (lambda r: r["input_segments"][0].update(size_bytes=1), "input_segments differ"),
         (lambda r: r.update(snapshot_id="other"), "not 'c-0"),
         (lambda r: r.pop("output_segments"), "missing"),
