@@ -11,6 +11,7 @@ import tempfile
 
 import grpc
 import pytest
+from tests.support.in_process_service import served_on_loopback, servicer_in
 from tests.support.integration_helpers import CHANNEL_OPTIONS, make_batch, records_of
 
 from seglog.v1 import log_service_pb2 as pb
@@ -163,63 +164,51 @@ def test_shutdown_answers_what_the_stream_read_then_ends_it_unavailable(start_se
 def test_the_service_reads_at_most_the_bound_ahead_of_its_answers():
     """In-process (to hold the group commit): with every fsync held, the stream reads exactly
     STREAM_IN_FLIGHT_MAX requests, then stops; released, it answers all of them in order."""
-    from seglog_server.rpc.log_service import LogServicer, LogServicerLimits
-    from seglog_server.rpc.registration import add_log_service
-    from seglog_server.rpc.storage_calls import StorageCalls
+    from seglog_server.rpc.log_service import LogServicerLimits
     from seglog_server.rpc.streams import STREAM_IN_FLIGHT_MAX
-    from seglog_server.storage.manager.log_manager import LogManager
 
     async def run(directory: str) -> None:
-        manager = LogManager([directory])
-        manager.startup()
-        manager.create_topic("t", 1, {})
-        calls = StorageCalls(2, 65536)
-        servicer = LogServicer(manager, calls, LogServicerLimits(1 << 20, 1000, 4 << 20, 1 << 20))
-        release = asyncio.Event()
-        appended = 0
-        real_append, real_durable = servicer.produce.append, servicer.core.durable
+        with servicer_in(directory, LogServicerLimits(1 << 20, 1000, 4 << 20, 1 << 20)) as (manager, servicer):
+            manager.create_topic("t", 1, {})
+            release = asyncio.Event()
+            appended = 0
+            real_append, real_durable = servicer.produce.append, servicer.core.durable
 
-        async def counting_append(request):
-            nonlocal appended
-            appended += 1
-            return await real_append(request)
+            async def counting_append(request):
+                nonlocal appended
+                appended += 1
+                return await real_append(request)
 
-        async def held_durable(log, end_offset):
-            await release.wait()
-            await real_durable(log, end_offset)
+            async def held_durable(log, end_offset):
+                await release.wait()
+                await real_durable(log, end_offset)
 
-        servicer.produce.append, servicer.core.durable = counting_append, held_durable
-        server = grpc.aio.server()
-        add_log_service(servicer, server)
-        port = server.add_insecure_port("127.0.0.1:0")
-        await server.start()
-        channel, stub = await _aio_stub(f"127.0.0.1:{port}")
-        try:
-            call = stub.ProduceStream()
-            total = STREAM_IN_FLIGHT_MAX + 30
-            async def write_all() -> None:  # one write at a time (a grpc.aio rule)
-                for i in range(total):
-                    await call.write(_produce(i, "t", 0, b"%d" % i, pb.ACKS_FSYNCED))
+            servicer.produce.append, servicer.core.durable = counting_append, held_durable
+            async with served_on_loopback(servicer) as address:
+                channel, stub = await _aio_stub(address)
+                try:
+                    call = stub.ProduceStream()
+                    total = STREAM_IN_FLIGHT_MAX + 30
+                    async def write_all() -> None:  # one write at a time (a grpc.aio rule)
+                        for i in range(total):
+                            await call.write(_produce(i, "t", 0, b"%d" % i, pb.ACKS_FSYNCED))
 
-            writer = asyncio.ensure_future(write_all())
-            for _ in range(200):
-                await asyncio.sleep(0.01)
-                if appended >= STREAM_IN_FLIGHT_MAX:
-                    break
-            await asyncio.sleep(0.2)  # room for a read past the bound to show up
-            assert appended == STREAM_IN_FLIGHT_MAX
-            release.set()
-            await writer
-            await call.done_writing()
-            answers = [answer async for answer in call]
-            assert [a.correlation_id for a in answers] == list(range(total))
-            assert [a.produce.base_offset for a in answers] == list(range(total))
-            assert servicer.stream_in_flight_high == STREAM_IN_FLIGHT_MAX
-        finally:
-            await channel.close()
-            await server.stop(None)
-            manager.shutdown()
-            calls.shutdown()
+                    writer = asyncio.ensure_future(write_all())
+                    for _ in range(200):
+                        await asyncio.sleep(0.01)
+                        if appended >= STREAM_IN_FLIGHT_MAX:
+                            break
+                    await asyncio.sleep(0.2)  # room for a read past the bound to show up
+                    assert appended == STREAM_IN_FLIGHT_MAX
+                    release.set()
+                    await writer
+                    await call.done_writing()
+                    answers = [answer async for answer in call]
+                    assert [a.correlation_id for a in answers] == list(range(total))
+                    assert [a.produce.base_offset for a in answers] == list(range(total))
+                    assert servicer.stream_in_flight_high == STREAM_IN_FLIGHT_MAX
+                finally:
+                    await channel.close()
 
     with tempfile.TemporaryDirectory() as directory:
         asyncio.run(run(directory))
@@ -231,45 +220,33 @@ def test_a_request_unanswered_within_its_timeout_resets_the_clients_stream():
     from seglog._security import ConnectionSecurity
     from seglog.client import Transport
     from seglog.errors import RequestTimeoutError
-    from seglog_server.rpc.log_service import LogServicer, LogServicerLimits
-    from seglog_server.rpc.registration import add_log_service
-    from seglog_server.rpc.storage_calls import StorageCalls
-    from seglog_server.storage.manager.log_manager import LogManager
+    from seglog_server.rpc.log_service import LogServicerLimits
 
     async def run(directory: str) -> None:
-        manager = LogManager([directory])
-        manager.startup()
-        manager.create_topic("t", 1, {})
-        calls = StorageCalls(2, 65536)
-        servicer = LogServicer(manager, calls, LogServicerLimits(1 << 20, 1000, 4 << 20, 1 << 20))
-        release = asyncio.Event()
-        real_durable = servicer.core.durable
+        with servicer_in(directory, LogServicerLimits(1 << 20, 1000, 4 << 20, 1 << 20)) as (manager, servicer):
+            manager.create_topic("t", 1, {})
+            release = asyncio.Event()
+            real_durable = servicer.core.durable
 
-        async def held_durable(log, end_offset):
-            await release.wait()
-            await real_durable(log, end_offset)
+            async def held_durable(log, end_offset):
+                await release.wait()
+                await real_durable(log, end_offset)
 
-        servicer.core.durable = held_durable
-        server = grpc.aio.server()
-        add_log_service(servicer, server)
-        port = server.add_insecure_port("127.0.0.1:0")
-        await server.start()
-        transport = Transport(f"127.0.0.1:{port}", security=ConnectionSecurity())
-        try:
-            stream = transport.produce_stream()
-            fsynced = _produce(0, "t", 0, b"held", pb.ACKS_FSYNCED)
-            with pytest.raises(RequestTimeoutError, match="stream was reset"):
-                await stream.request(fsynced, timeout_s=0.3)
-            release.set()
-            written = _produce(0, "t", 0, b"after", pb.ACKS_WRITTEN)
-            answer = await stream.request(written, timeout_s=30)
-            assert answer.base_offset == 1  # the held one was appended before its fsync wait
-            assert stream.opened_count == 2
-        finally:
-            await transport.close()
-            await server.stop(None)
-            manager.shutdown()
-            calls.shutdown()
+            servicer.core.durable = held_durable
+            async with served_on_loopback(servicer) as address:
+                transport = Transport(address, security=ConnectionSecurity())
+                try:
+                    stream = transport.produce_stream()
+                    fsynced = _produce(0, "t", 0, b"held", pb.ACKS_FSYNCED)
+                    with pytest.raises(RequestTimeoutError, match="stream was reset"):
+                        await stream.request(fsynced, timeout_s=0.3)
+                    release.set()
+                    written = _produce(0, "t", 0, b"after", pb.ACKS_WRITTEN)
+                    answer = await stream.request(written, timeout_s=30)
+                    assert answer.base_offset == 1  # the held one was appended before its fsync wait
+                    assert stream.opened_count == 2
+                finally:
+                    await transport.close()
 
     with tempfile.TemporaryDirectory() as directory:
         asyncio.run(run(directory))

@@ -11,6 +11,7 @@ import tempfile
 
 import grpc
 import pytest
+from tests.support.in_process_service import served_on_loopback, servicer_in
 from tests.support.integration_helpers import CHANNEL_OPTIONS
 
 from seglog.v1 import log_service_pb2 as pb
@@ -19,16 +20,10 @@ from seglog.v1 import log_service_pb2_grpc as pb_grpc
 pytestmark = pytest.mark.integration
 
 
-def _service(directory: str):
-    from seglog_server.rpc.log_service import LogServicer, LogServicerLimits
-    from seglog_server.rpc.storage_calls import StorageCalls
-    from seglog_server.storage.manager.log_manager import LogManager
+def _servicer(directory: str):
+    from seglog_server.rpc.log_service import LogServicerLimits
 
-    manager = LogManager([directory])
-    manager.startup()
-    calls = StorageCalls(2, 65536)
-    servicer = LogServicer(manager, calls, LogServicerLimits(1 << 20, 1000, 64 << 20, 4 << 20))
-    return manager, calls, servicer
+    return servicer_in(directory, LogServicerLimits(1 << 20, 1000, 64 << 20, 4 << 20))
 
 
 def _large_lookup(correlation_id: int) -> pb.LookupStreamRequest:
@@ -41,58 +36,50 @@ def _large_lookup(correlation_id: int) -> pb.LookupStreamRequest:
 
 
 def test_a_client_that_does_not_read_large_answers_holds_the_stream_at_the_byte_bound():
-    from seglog_server.rpc.registration import add_log_service
     from seglog_server.rpc.streams import STREAM_HELD_BYTES_MAX, STREAM_IN_FLIGHT_MAX
 
     async def run(directory: str) -> None:
-        manager, calls, servicer = _service(directory)
-        served = 0
-        real = servicer.lookups.offsets_for_times
+        with _servicer(directory) as (_manager, servicer):
+            served = 0
+            real = servicer.lookups.offsets_for_times
 
-        async def counting(request, response=None):
-            nonlocal served
-            served += 1
-            return await real(request, response)
+            async def counting(request, response=None):
+                nonlocal served
+                served += 1
+                return await real(request, response)
 
-        servicer.lookups.offsets_for_times = counting
-        server = grpc.aio.server()
-        add_log_service(servicer, server)
-        port = server.add_insecure_port("127.0.0.1:0")
-        await server.start()
-        channel = grpc.aio.insecure_channel(f"127.0.0.1:{port}", options=CHANNEL_OPTIONS)
-        try:
-            call = pb_grpc.LogServiceStub(channel).LookupStream()
-            total = STREAM_IN_FLIGHT_MAX + 36
+            servicer.lookups.offsets_for_times = counting
+            async with (
+                served_on_loopback(servicer) as address,
+                grpc.aio.insecure_channel(address, options=CHANNEL_OPTIONS) as channel,
+            ):
+                call = pb_grpc.LogServiceStub(channel).LookupStream()
+                total = STREAM_IN_FLIGHT_MAX + 36
 
-            async def write_all() -> None:  # one write at a time (a grpc.aio rule)
-                for i in range(total):
-                    await call.write(_large_lookup(i))
-                await call.done_writing()
+                async def write_all() -> None:  # one write at a time (a grpc.aio rule)
+                    for i in range(total):
+                        await call.write(_large_lookup(i))
+                    await call.done_writing()
 
-            writer = asyncio.ensure_future(write_all())
-            # Until the service has stopped reading (what it served stays put for a second).
-            last, still = -1, 0
-            while still < 20:
-                await asyncio.sleep(0.05)
-                last, still = served, (still + 1 if served == last else 0)
-            assert not writer.done()
-            # Stopped by bytes: a few answers in the transport's windows and buffers, the held
-            # ones under the bound; before, it read on until 64 answers were owed.
-            assert served < STREAM_IN_FLIGHT_MAX // 2
-            answers = [answer async for answer in call]  # read: the service reads on
-            await writer
-            answer_bytes = max(answer.ByteSize() for answer in answers)
-            assert answer_bytes > STREAM_HELD_BYTES_MAX
-            assert [answer.correlation_id for answer in answers] == list(range(total))
-            assert all(len(answer.offsets_for_times.results) == 1000 for answer in answers)
-            assert served == total
-            assert STREAM_HELD_BYTES_MAX <= servicer.streams.stream_held_bytes_high
-            assert servicer.streams.stream_held_bytes_high <= STREAM_HELD_BYTES_MAX + answer_bytes
-        finally:
-            await channel.close()
-            await server.stop(None)
-            manager.shutdown()
-            calls.shutdown()
+                writer = asyncio.ensure_future(write_all())
+                # Until the service has stopped reading (what it served stays put for a second).
+                last, still = -1, 0
+                while still < 20:
+                    await asyncio.sleep(0.05)
+                    last, still = served, (still + 1 if served == last else 0)
+                assert not writer.done()
+                # Stopped by bytes: a few answers in the transport's windows and buffers, the held
+                # ones under the bound; before, it read on until 64 answers were owed.
+                assert served < STREAM_IN_FLIGHT_MAX // 2
+                answers = [answer async for answer in call]  # read: the service reads on
+                await writer
+                answer_bytes = max(answer.ByteSize() for answer in answers)
+                assert answer_bytes > STREAM_HELD_BYTES_MAX
+                assert [answer.correlation_id for answer in answers] == list(range(total))
+                assert all(len(answer.offsets_for_times.results) == 1000 for answer in answers)
+                assert served == total
+                assert STREAM_HELD_BYTES_MAX <= servicer.streams.stream_held_bytes_high
+                assert servicer.streams.stream_held_bytes_high <= STREAM_HELD_BYTES_MAX + answer_bytes
 
     with tempfile.TemporaryDirectory() as directory:
         asyncio.run(run(directory))
@@ -106,7 +93,6 @@ def test_a_stream_whose_answer_failed_to_write_appends_nothing_it_reads_after(mo
     from tests.support.integration_helpers import make_batch
 
     from seglog_server.rpc import streams
-    from seglog_server.rpc.registration import add_log_service
 
     failed = asyncio.Event()
 
@@ -122,46 +108,39 @@ def test_a_stream_whose_answer_failed_to_write_appends_nothing_it_reads_after(mo
     monkeypatch.setattr(streams, "OrderedReplies", FailingLater)
 
     async def run(directory: str) -> None:
-        manager, calls, servicer = _service(directory)
-        manager.create_topic("t", 1, {})
-        server = grpc.aio.server()
-        add_log_service(servicer, server)
-        port = server.add_insecure_port("127.0.0.1:0")
-        await server.start()
-        channel = grpc.aio.insecure_channel(f"127.0.0.1:{port}", options=CHANNEL_OPTIONS)
-        try:
-            call = pb_grpc.LogServiceStub(channel).ProduceStream()
+        with _servicer(directory) as (manager, servicer):
+            manager.create_topic("t", 1, {})
+            async with (
+                served_on_loopback(servicer) as address,
+                grpc.aio.insecure_channel(address, options=CHANNEL_OPTIONS) as channel,
+            ):
+                call = pb_grpc.LogServiceStub(channel).ProduceStream()
 
-            def batch(cid: int) -> pb.ProduceStreamRequest:
-                return pb.ProduceStreamRequest(
-                    correlation_id=cid, produce=pb.ProduceRequest(topic="t", records=make_batch([b"%d" % cid]))
-                )
+                def batch(cid: int) -> pb.ProduceStreamRequest:
+                    return pb.ProduceStreamRequest(
+                        correlation_id=cid, produce=pb.ProduceRequest(topic="t", records=make_batch([b"%d" % cid]))
+                    )
 
-            await call.write(batch(1))
-            first = await call.read()
-            assert first.correlation_id == 1 and first.produce.base_offset == 0
-            await failed.wait()  # the service recorded the failure
-            try:
-                await call.write(batch(2))
-            except grpc.aio.AioRpcError:
-                pass  # the stream may already have ended
-            with pytest.raises(grpc.aio.AioRpcError):
-                while True:
-                    answer = await call.read()
-                    assert answer is not grpc.aio.EOF, "the stream ended OK after a failed write"
-                    raise AssertionError(f"answered after a failed write: {answer}")
-            assert await call.code() != grpc.StatusCode.OK
-            assert manager.get_log("t", 0).log_end_offset == 1  # the second batch was not appended
-            # The service serves on: a new stream appends.
-            again = pb_grpc.LogServiceStub(channel).ProduceStream()
-            await again.write(batch(3))
-            assert (await again.read()).produce.base_offset == 1
-            await again.done_writing()
-        finally:
-            await channel.close()
-            await server.stop(None)
-            manager.shutdown()
-            calls.shutdown()
+                await call.write(batch(1))
+                first = await call.read()
+                assert first.correlation_id == 1 and first.produce.base_offset == 0
+                await failed.wait()  # the service recorded the failure
+                try:
+                    await call.write(batch(2))
+                except grpc.aio.AioRpcError:
+                    pass  # the stream may already have ended
+                with pytest.raises(grpc.aio.AioRpcError):
+                    while True:
+                        answer = await call.read()
+                        assert answer is not grpc.aio.EOF, "the stream ended OK after a failed write"
+                        raise AssertionError(f"answered after a failed write: {answer}")
+                assert await call.code() != grpc.StatusCode.OK
+                assert manager.get_log("t", 0).log_end_offset == 1  # the second batch was not appended
+                # The service serves on: a new stream appends.
+                again = pb_grpc.LogServiceStub(channel).ProduceStream()
+                await again.write(batch(3))
+                assert (await again.read()).produce.base_offset == 1
+                await again.done_writing()
 
     with tempfile.TemporaryDirectory() as directory:
         asyncio.run(run(directory))
