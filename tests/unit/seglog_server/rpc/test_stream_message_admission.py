@@ -12,6 +12,7 @@ import asyncio
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from tests.support.servicer_support import one_slot_servicer
 
 from seglog.v1 import log_service_pb2 as pb
 from seglog_server.rpc.admission import Admission, AdmissionLimits
@@ -116,29 +117,8 @@ def test_the_check_admits_exactly_when_the_full_path_admits_at_once_leaving_noth
 
 # -- the LookupStream handler, both ways -------------------------------------------------------
 
-class _NoTopics:
-    def set_change_listener(self, listener):
-        pass
-
-    def get_log(self, topic, partition):
-        from seglog_server.storage.base.errors import UnknownTopicOrPartitionError
-
-        raise UnknownTopicOrPartitionError(f"unknown topic {topic!r}")
-
-
 def _servicer(tmp_path, acl: str | None = None, quota: PrincipalQuota = PrincipalQuota()):
-    from seglog_server.rpc.log_service import LogServicer, LogServicerLimits
-    from seglog_server.rpc.storage_calls import StorageCalls
-
-    calls = StorageCalls(thread_count=1, inline_io_bytes_max=1024)
-    servicer = LogServicer(
-        _NoTopics(), calls,
-        LogServicerLimits(fetch_bytes_max=1 << 20, fetch_wait_ms_max=1000, response_bytes_max=4 << 20,
-                          message_bytes_max=1 << 20),
-        AdmissionLimits(request_max=1, waiter_max=1, waiter_per_client_max=1, stream_max=1, stream_per_client_max=1),
-        gate=CallGate(_policy(tmp_path, acl, quota)),
-    )
-    return servicer, calls
+    return one_slot_servicer(CallGate(_policy(tmp_path, acl, quota)))
 
 
 def _lookup(correlation_id: int):

@@ -9,6 +9,7 @@ import asyncio
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tests.support.servicer_support import one_slot_servicer
 
 from seglog_server.rpc.streams import OrderedReplies
 
@@ -191,16 +192,6 @@ def test_cancel_ends_a_write_under_way():
 # -- one message's admission: a request slot (Admission) and the gate's checks ----------------------
 
 
-class _NoTopics:
-    def set_change_listener(self, listener):
-        pass  # nothing here ever changes
-
-    def get_log(self, topic, partition):
-        from seglog_server.storage.base.errors import UnknownTopicOrPartitionError
-
-        raise UnknownTopicOrPartitionError(f"unknown topic {topic!r}")
-
-
 class _Context:
     def invocation_metadata(self):
         return ()
@@ -211,24 +202,13 @@ class _Context:
 
 def _servicer(tmp_path):
     """A servicer of one request slot, behind a gate whose ACL allows describing topic "a" only."""
-    from seglog_server.rpc.admission import AdmissionLimits
     from seglog_server.rpc.call_gate import CallGate
-    from seglog_server.rpc.log_service import LogServicer, LogServicerLimits
-    from seglog_server.rpc.storage_calls import StorageCalls
     from seglog_server.security import PrincipalQuota, SecurityPaths, SecurityPolicy
 
     (tmp_path / "acl.toml").write_text('[[allow]]\nprincipals = ["*"]\noperations = ["describe"]\ntopics = ["a"]\n')
     policy = SecurityPolicy(SecurityPaths(acl=str(tmp_path / "acl.toml")), PrincipalQuota(), token_cache_max=16,
                             quota_window_ms=1000, quota_delay_ms_max=1000)
-    calls = StorageCalls(thread_count=1, inline_io_bytes_max=1024)
-    servicer = LogServicer(
-        _NoTopics(), calls,
-        LogServicerLimits(fetch_bytes_max=1 << 20, fetch_wait_ms_max=1000, response_bytes_max=4 << 20,
-                          message_bytes_max=1 << 20),
-        AdmissionLimits(request_max=1, waiter_max=1, waiter_per_client_max=1, stream_max=1, stream_per_client_max=1),
-        gate=CallGate(policy),
-    )
-    return servicer, calls
+    return one_slot_servicer(CallGate(policy))
 
 
 def _lookup(topic: str, correlation_id: int):
