@@ -45,11 +45,17 @@ def _batch() -> bytes:
 
 
 class Service:
-    def __init__(self, workdir: pathlib.Path, args: list[str]) -> None:
+    """A service process on loopback over ``workdir``/data, started with ``args`` besides its
+    listen address, ready file and data directory, and with no SEGLOG_ variables; ``pythonpath``,
+    when given, is its whole PYTHONPATH (another checkout's server and client, say)."""
+
+    def __init__(self, workdir: pathlib.Path, args: list[str], pythonpath: list[str] | None = None) -> None:
         ready = workdir / "ready"
         command = [sys.executable, "-m", "seglog_server", "--listen", "127.0.0.1:0",
                    "--ready-file", str(ready), "--data-dir", str(workdir / "data"), *args]
         environ = {k: v for k, v in os.environ.items() if not k.startswith("SEGLOG_")}
+        if pythonpath:
+            environ["PYTHONPATH"] = os.pathsep.join(pythonpath)
         self.log = open(workdir / "service.log", "wb")
         self.process = subprocess.Popen(command, stdout=self.log, stderr=self.log, env=environ)
         deadline = time.monotonic() + 60

@@ -23,7 +23,6 @@ import asyncio
 import os
 import pathlib
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
@@ -31,6 +30,7 @@ import time
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
+from bench.bench_group_commit import Service  # noqa: E402
 from seglog.records import RecordBatchBuilder  # noqa: E402
 from seglog.v1 import log_service_pb2 as pb  # noqa: E402
 from seglog.v1 import log_service_pb2_grpc as pb_grpc  # noqa: E402
@@ -38,28 +38,10 @@ from seglog.v1 import log_service_pb2_grpc as pb_grpc  # noqa: E402
 TOPIC = "turns"
 
 
-class Service:
-    def __init__(self, root: pathlib.Path, tree: str | None) -> None:
-        ready = root / "ready"
-        environ = {k: v for k, v in os.environ.items() if not k.startswith("SEGLOG_")}
-        if tree:
-            environ["PYTHONPATH"] = os.pathsep.join([f"{tree}/server", f"{tree}/client"])
-        self.log = open(root / "service.log", "wb")
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "seglog_server", "--listen", "127.0.0.1:0", "--ready-file", str(ready),
-             "--metrics-listen", "none", "--data-dir", str(root / "data"), "--topic-default", "flush.ms=1000"],
-            stdout=self.log, stderr=self.log, env=environ)
-        deadline = time.monotonic() + 60
-        while not ready.exists():
-            if self.process.poll() is not None or time.monotonic() > deadline:
-                raise SystemExit(f"service failed to start: {(root / 'service.log').read_text()}")
-            time.sleep(0.02)
-        self.address = ready.read_text().strip()
-
-    def stop(self) -> None:
-        self.process.terminate()
-        self.process.wait(timeout=60)
-        self.log.close()
+def _service(root: pathlib.Path, tree: str | None) -> Service:
+    """The service of ``tree`` (this checkout's when None): no metrics listener, topics flushed every second."""
+    pythonpath = [f"{tree}/server", f"{tree}/client"] if tree else None
+    return Service(root, ["--metrics-listen", "none", "--topic-default", "flush.ms=1000"], pythonpath)
 
 
 def _batch() -> bytes:
@@ -202,7 +184,7 @@ def main() -> None:
     services = {}
     try:
         for name, tree in trees.items():
-            services[name] = Service(pathlib.Path(tempfile.mkdtemp(prefix="turns-")), tree)
+            services[name] = _service(pathlib.Path(tempfile.mkdtemp(prefix="turns-")), tree)
         figures = uvloop.run(measure(services, arguments.rounds, arguments.count))
     finally:
         for service in services.values():
