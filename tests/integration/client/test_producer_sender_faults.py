@@ -128,6 +128,19 @@ def test_a_sender_loop_that_dies_fails_what_waits_and_refuses_more(seglog_servic
     assert partition_values(seglog_service.address, topic) == [b"warm-up"]
 
 
+# The topic's batch limit in the request-task tests: a 256 KiB batch sent to _resend is above it.
+_TOPIC_BYTES_MAX = 64 * 1024
+
+
+def _values_and_batch_size(seam: str, grouped: str) -> tuple[list[bytes], int]:
+    """What a request-task test sends at ``seam`` and the producer's batch size: at _resend, a
+    batch above the topic's limit is split and its pieces resent; at ``grouped``, several small
+    batches drained together go in one request; else one batch a request."""
+    count = {"_resend": 3000, grouped: 5}.get(seam, 1)
+    values = [b"%05d" % i + b"x" * 95 for i in range(count)]
+    return values, 256 * 1024 if seam == "_resend" else 300
+
+
 def _arm_request_fault(monkeypatch, seam: str) -> dict[str, bool]:
     """Once armed, the sender's request step ``seam`` fails on an unexpected error: it raises, or
     (``wrong-arguments``) it cannot even be called, as a wrapper with the wrong signature."""
@@ -155,13 +168,9 @@ def test_a_request_step_that_fails_unexpectedly_fails_its_batches(seglog_service
     """A request task of the sender that fails on an unexpected error (a bug: it raises, or its
     step cannot be called) fails its partition's batches with that error: flush and close return
     (they waited forever), each future holds the error, and the producer goes on sending."""
-    topic = make_topic(configs={"max.message.bytes": str(64 * 1024)})
+    topic = make_topic(configs={"max.message.bytes": str(_TOPIC_BYTES_MAX)})
     state = _arm_request_fault(monkeypatch, seam)
-    # _resend: a batch above the topic's limit is split and its pieces resent; _send_group_request:
-    # several small batches drained together go in one request; else one batch a request.
-    count = {"_resend": 3000, "_send_group_request": 5}.get(seam, 1)
-    values = [b"%05d" % i + b"x" * 95 for i in range(count)]
-    batch_size = 256 * 1024 if seam == "_resend" else 300
+    values, batch_size = _values_and_batch_size(seam, grouped="_send_group_request")
 
     async def run() -> tuple[list, list]:
         async with AsyncProducer(seglog_service.address, batch_size=batch_size, linger_ms=60_000) as producer:
@@ -382,11 +391,9 @@ def test_a_request_cancelled_underneath_completes_its_batches(seglog_service, ma
     they fail once the retries are spent), a resend's (waiting its backoff after a split) fail
     with the cancellation. flush and close return and the producer sends on (flush waited
     forever: a cancelled task was taken for close's own)."""
-    topic = make_topic(configs={"max.message.bytes": str(64 * 1024)})
+    topic = make_topic(configs={"max.message.bytes": str(_TOPIC_BYTES_MAX)})
     state = _arm_request_cancel(monkeypatch, seam)
-    count = {"_resend": 3000, "produce_group_once": 5}.get(seam, 1)
-    values = [b"%05d" % i + b"x" * 95 for i in range(count)]
-    batch_size = 256 * 1024 if seam == "_resend" else 300
+    values, batch_size = _values_and_batch_size(seam, grouped="produce_group_once")
 
     async def run() -> tuple[list, int]:
         async with AsyncProducer(
@@ -409,7 +416,7 @@ def test_a_request_cancelled_underneath_completes_its_batches(seglog_service, ma
     # A group's retries go a batch a request (produce_once): cancelling every group send
     # cancels only the first.
     if seam == "produce_group_once" or (seam == "produce_once" and times == 1):
-        assert outcomes == [None] * count
+        assert outcomes == [None] * len(values)
         assert landed == [b"warm-up", *values, b"after"]
         assert retries >= 1
     else:
