@@ -119,10 +119,9 @@ class Sender:
         self.turns = SendTurns()
         # None until the service answered a ProduceStream (True) or does not serve it (False).
         self.streaming: bool | None = None
-        # Batches a ProduceStream message may carry, as the service last said (1: one a message),
-        # and the largest message it takes (None: not said; the client's own limit).
+        # Batches a ProduceStream message may carry, as the service last said (1: one a message).
+        # The largest message it takes is the live stream's word alone (_request_limits).
         self.stream_batches_max = 1
-        self.stream_request_bytes_max: int | None = None
         # Set by the producer: closing stops the loop once the accumulator is empty; closed
         # stops retries.
         self.closing = False
@@ -1001,7 +1000,6 @@ class Sender:
                 outcomes += _answers(response, count)
         if stream.confirmed:  # what the service (maybe another build since a reopen) said at open
             self.stream_batches_max = stream.batches_max
-            self.stream_request_bytes_max = stream.request_bytes_max
         return outcomes
 
     async def _produce_each_on(
@@ -1105,7 +1103,6 @@ class Sender:
                 if stream.confirmed:  # the service answered the open: it serves the stream
                     self.streaming = True
                     self.stream_batches_max = stream.batches_max
-                    self.stream_request_bytes_max = stream.request_bytes_max
         return await transport.produce(request)
 
     async def _write_on(

@@ -129,8 +129,8 @@ def _on_started_sender(check: Callable[[Sender], Awaitable[Any]]) -> Any:
     return asyncio.run(run())
 
 
-async def _refused_send(sender: Sender, records: bytes, refused_max: int) -> Any:
-    """``records`` sent and refused by gRPC's own size limit (``refused_max``), then answered as
+async def _refused_send(sender: Sender, records: bytes) -> Any:
+    """``records`` sent and refused by gRPC's own size limit (the service's), then answered as
     the partition's window answers it (``_size_refusal``)."""
     entry = SendWindow().sent((_TwoRecords(), records, None))
     try:
@@ -152,7 +152,7 @@ def test_a_grpc_size_refusal_is_answered_by_its_own_limit_whatever_the_age_kept(
 
     async def check(sender: Sender) -> Any:
         sender.learned_limit_max_age_ms = max_age_ms
-        return await _refused_send(sender, b"x" * (refused_max + 1), refused_max)
+        return await _refused_send(sender, b"x" * (refused_max + 1))
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(Sender, "_produce_in_turn", refused)
@@ -176,7 +176,7 @@ def test_a_grpc_size_refusal_is_kept_for_the_connection_it_came_on_not_where_its
 
     async def check(sender: Sender) -> tuple[list[int], list[int]]:
         used = sender._connection_for(TP)
-        await _refused_send(sender, b"x" * 600_000, 500_000)
+        await _refused_send(sender, b"x" * 600_000)
         moved = sender._connection_for(TP)
         assert moved is not used
         return sender._request_limits(used), sender._request_limits(moved)
