@@ -550,7 +550,7 @@ What works:
   inline cap's raise below and with the time-step tables, three runs at load 4.7-6.7: medians
   87,507/s and 82,964/s, single lookup p50 1.70x the floor.
 - The tuned producer (512 KiB batches) ran at 599,863 records/s in the full run of 10:48 UTC
-  against 746,239 before messages of several batches (949,118 in the run at the top of this page): a partition's batches drained together went as one request
+  against 746,239 before messages of several batches (949,118 in the quiet run of 14:07 UTC): a partition's batches drained together went as one request
   even when each filled a message of its own (two 512 KiB batches never share a 1 MiB message),
   and that request settled only on its last message's answer, so a window of large batches
   refilled only once all of it came back. Each message is now a request of its own, settled on
@@ -706,7 +706,7 @@ What works:
   bench/bench_inline_lookup.py` in the trees before and after, alternately 6 times, load
   5.8-7.7): one target 13.4 -> 7.9 us a call (medians; each pair's after/before median 0.67),
   100 targets 193 -> 154 us (pairs' median 0.99: within the noise).
-- Goal 1's small-batch figure (1.45x Redis in the quiet run against 2.22x on large batches) was
+- Goal 1's small-batch figure (1.45x Redis in the quiet run of 18:24 UTC against 2.22x on large batches) was
   not a per-call cost: per call the two logs cost the same. Its ten calls ran on a fresh service
   (produce in 100-record batches, the 3 s settle), and the first took 2.8-3.7 ms against 0.5-0.95
   for each later one; the bulk log's first, right after its read and single lookups, 0.8-1.6 ms
@@ -730,7 +730,8 @@ What works:
   8.7, 123.6 and 48.5 k, after 177.8, 164.4, 119.7, 107.0, 4.0 and 8.5 k), large batches 139 k ->
   144 k; the warm-up took 0.9-7.1 ms on large batches, 1.9-3.2 ms on small in three runs and
   15, 107 and 11 ms in the others (the last two stalled, below). Redis's figure gets the same
-  warm-up: the quiet run decides both.
+  warm-up: in the quiet run of 19:48 UTC Redis's batched rate rose too (61,390 -> 74,917/s
+  against 18:24), so large batches went 2.22x (cold) -> 1.74x (warm), small 1.45x -> 1.82x.
 
 What remains:
 
@@ -991,15 +992,18 @@ What remains:
   560 of 562 messages carried 5 batches and exactly one was in flight: the service idled while
   the client encoded, the client while the service appended. Now a closed batch is encoded while
   its partition's window is full (`ProducerBatch.encode_ahead`, from `RecordAccumulator.drain`, at
-  most 5 a partition, their encoded copies within a quarter of buffer_bytes, held beside the
-  records until sent),
+  most 5 a partition, their encoded records held once, in the form the batch carries, from
+  encoding until the batch is built, within a quarter of buffer_bytes and at most 64 KiB encoded
+  a drain: `ENCODE_AHEAD_BYTES_PER_DRAIN`),
   and sending it once an answer comes writes only its header and CRC (the producer's fields are
   given after the records: `RecordBatchBuilder.set_producer`, `seal`); proven equal to a batch
   built at once by Hypothesis (`tests/unit/seglog/test_batch_encode_ahead.py`). The answer -> next
   write gap 428 -> 207 us (medians, the trees alternately five times, load 2.3-2.9); on the
   service an indexed append (every 16 KiB batch is one) did six fstats of its indexes' length
-  check, now two (the counts and a reservation made already touch no mapped page): `Log.append`
-  of 16 KiB batches 40-55 -> 38-39 us. Both together, `PYTHONPATH=<tree>/client:<tree>/server
+  check, now four (the roll check's counts touch no mapped page; the reservation before the
+  write keeps its check, so an index cut from outside refuses the append before its batch is
+  written: a review found the refusal had moved after the write with the reservation's fstat
+  skipped). Both together, `PYTHONPATH=<tree>/client:<tree>/server
   .venv/bin/python bench/bench_produce_defaults.py --records 300000 --repeats 2`, the tree before
   and after alternately three times (load 3.3-5.8, Redis itself at 40-90 k/s there): 221 k -> 305 k
   records/s (medians of the runs' medians), the ratio to the same run's Redis higher in each
@@ -1028,7 +1032,7 @@ What remains:
   (about 130 us of CPU a 16 KiB batch beside 40 us of `Log.append`: the stream's read and answer,
   the admission and gate, the observer's page-fault marks), the client's turn between an answer
   and the next write (`_sender.py`), and a quiet run to read the ratio.
-- The full run at the top of this page (14:07 UTC, load median 1.46, the benchmark's own) against
+- The quiet run of 14:07 UTC (load median 1.46, the benchmark's own) against
   the one of 10:48 the same day (load median 1.53), same command: batched lookups 0.47x -> 1.86x
   Redis on large batches and 0.22x -> 1.68x on small ones (the time-step tables and the packed
   form); single lookup p50 1.94x -> 1.66x the floor, p99 2.57x -> 1.34x; produce -> consume p50
