@@ -267,10 +267,11 @@ class CallGate:
         """Whether ``begin_message`` of any message of ``call``'s stream would admit it with
         nothing to check or charge that could refuse or delay it: no reload since the stream's
         last check, no ACL over the message's row, no byte quota on it, room under the
-        principal's cap on concurrent requests. Then its only effect is the principal's request slot,
+        principal's cap on concurrent requests (a produce message: no produce byte rate for the
+        principal). Then its only effect is the principal's request slot,
         taken and given back; a message answered within one step of the loop (nothing else runs
         meanwhile) needs no slot at all, and one that waits takes it through ``begin_message``
-        when it starts waiting (``streams._lookup_message``). False: ``begin_message`` decides."""
+        when it starts waiting (``streams._lookup_message``, ``streams._produce_batch``). False: ``begin_message`` decides."""
         row = call.message_row
         policy = self._policy
         if policy is not None and (
@@ -278,7 +279,14 @@ class CallGate:
             or (policy.acl is not None and row.scope in _ACL_SCOPES)  # type: ignore[union-attr]
         ):
             return False
-        return row.quota is Quota.NONE and self.quotas.request_room(call.principal)  # type: ignore[union-attr]
+        quota = row.quota  # type: ignore[union-attr]
+        quotas = self.quotas
+        return quotas.request_room(call.principal) and (
+            quota is Quota.NONE
+            # A produce message binds no byte quota where its principal has no produce rate: then
+            # ``admit_bytes`` refuses nothing and ``begin_message`` charges nothing.
+            or (quota is Quota.PRODUCE and not quotas.limits_bytes(call.principal))
+        )
 
     def end_message(self, call: AdmittedCall) -> None:
         self.quotas.release(call.principal, CallKind.REQUEST)

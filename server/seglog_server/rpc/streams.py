@@ -446,14 +446,36 @@ class StreamRpcs:
         self, name: str, call: Any, correlation_id: int, produce: pb.ProduceRequest
     ) -> _Reply:
         started_ns = time.perf_counter_ns()
-        waiters = self.core.waiters
+        core = self.core
+        waiters = core.waiters
         woken = waiters.woken_count
         try:
-            delay_s = self._begin_message(call, produce)
-            try:
-                log, info, acks = await self._produce.append(produce)
-            finally:
-                self._end_message(call)
+            if core.admission.request_slot_free() and core.gate.admits_message_at_once(call):
+                # Nothing binds (no reload, ACL or produce byte rate; slots free): as a lookup
+                # (``_lookup_message``), the slots are taken only if the append waits (the pool,
+                # a busy log), never for one appended inline in this step; no delay is owed.
+                delay_s = 0.0
+                appending = self._produce.append(produce)
+                try:
+                    waiting_on = appending.send(None)
+                except StopIteration as appended:
+                    log, info, acks = appended.value
+                else:
+                    try:
+                        delay_s = self._begin_message(call, produce)
+                    except BaseException:
+                        appending.close()
+                        raise
+                    try:
+                        log, info, acks = await _resumed(appending, waiting_on)
+                    finally:
+                        self._end_message(call)
+            else:
+                delay_s = self._begin_message(call, produce)
+                try:
+                    log, info, acks = await self._produce.append(produce)
+                finally:
+                    self._end_message(call)
         except Exception as exc:  # noqa: BLE001 - answered on the stream (or raised: a bug)
             return self._refused(pb.ProduceStreamResponse, name, correlation_id, exc, started_ns)
         if waiters.woken_count != woken:
@@ -591,9 +613,10 @@ async def _joined_later(replies: list[_Reply]) -> pb.ProduceStreamResponse:
 
 
 @types.coroutine
-def _resumed(write: Any, waiting_on: Any) -> Generator[Any, Any, None]:
+def _resumed(write: Any, waiting_on: Any) -> Generator[Any, Any, Any]:
     """The rest of ``write`` (a coroutine whose first step yielded ``waiting_on``), as ``await``
-    would run it in the awaiting task: each value sent or exception thrown passed on to it."""
+    would run it in the awaiting task: each value sent or exception thrown passed on to it;
+    returns what ``write`` returns."""
     while True:
         try:
             sent = yield waiting_on
@@ -606,8 +629,8 @@ def _resumed(write: Any, waiting_on: Any) -> Generator[Any, Any, None]:
             step, argument = write.send, sent
         try:
             waiting_on = step(argument)
-        except StopIteration:
-            return
+        except StopIteration as finished:
+            return finished.value
 
 
 async def _next_request(session: _Session, context: Any) -> Any:

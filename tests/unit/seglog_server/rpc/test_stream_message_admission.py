@@ -1,9 +1,11 @@
-"""A LookupStream message's admission when nothing binds it: the check that replaces taking and
-giving back its slots (``Admission.request_slot_free``, ``CallGate.admits_message_at_once``)
-admits exactly when the full path (``take_request_slot`` + ``begin_message``) would admit at
-once and leave nothing behind (Hypothesis over gates, ACLs, reloads, caps and slots held); a
-lookup that answers in its first step holds no slot, one that waits holds both while it waits
-and gives them back however it ends (answered, failed, cancelled)."""
+"""A LookupStream or ProduceStream message's admission when nothing binds it: the check that
+replaces taking and giving back its slots (``Admission.request_slot_free``,
+``CallGate.admits_message_at_once``) admits exactly when the full path (``take_request_slot`` +
+``begin_message``) would admit at once and leave nothing behind (Hypothesis over gates, ACLs,
+reloads, produce byte rates, caps and slots held); a lookup or append that finishes in its first
+step holds no slot, one that waits holds both while it waits and gives them back however it
+ends (answered, failed, cancelled); a produce byte rate, an ACL, a full service or a capped
+principal still take the full path."""
 
 from __future__ import annotations
 
@@ -103,14 +105,16 @@ def test_the_check_admits_exactly_when_the_full_path_admits_at_once_leaving_noth
             outcome = delay_s
             gate.end_message(call)
             admission.give_back_request_slot()
+        # What binds a message beyond the slots: a reload since the stream's check, an ACL (over
+        # either row), a produce byte rate (a produce message's).
+        binds = (gated and (_ACLS[acl] is not None or reloaded)) or (method == "ProduceStream" and produce_rate > 0)
         if at_once:
-            # The full path admits, owes no delay, and leaves every count as it found it.
+            # Nothing binds; the full path admits, owes no delay, leaves every count as it found it.
+            assert not binds
             assert outcome == 0.0
             assert _state(admission, gate) == before
-        else:
-            precise = (method == "LookupStream" and (not gated or (_ACLS[acl] is None and not reloaded)))
-            if precise:  # only a slot or a cap can say no here: the full path refuses
-                assert outcome in (OverloadedError, PrincipalLimitError), outcome
+        elif not binds:  # only a slot or a cap can say no here: the full path refuses
+            assert outcome in (OverloadedError, PrincipalLimitError), outcome
 
     asyncio.run(run())
 
@@ -229,6 +233,135 @@ async def test_a_full_service_or_a_capped_principal_still_refuses_the_message(tm
         servicer.gate.quotas.release(ANONYMOUS, stream.kind.REQUEST)
         answered = await servicer.streams._lookup_message("LookupStream", stream, _lookup(3))
         assert not answered.HasField("error") and _held(servicer) == (0, 0)
+        stream.release()
+    finally:
+        calls.shutdown()
+
+
+# -- the ProduceStream handler, both ways ------------------------------------------------------
+
+def _produce(correlation_id: int):
+    request = pb.ProduceStreamRequest(correlation_id=correlation_id)
+    request.produce.topic, request.produce.partition, request.produce.records = "a", 0, b"x" * correlation_id
+    return request
+
+
+class _Appended:
+    base_offset = last_offset = 3
+    log_append_time_ms = log_start_offset = 0
+
+
+def _patched_append(servicer, monkeypatch, seen, resume, fail=None):
+    """``append`` of the servicer's produce family: notes the slots held in its first step (and
+    after its wait); a batch of 7 bytes waits for ``resume``; ``fail`` raises instead."""
+
+    async def append(request):
+        seen.append(("first step", _held(servicer)))
+        if len(request.records) == 7:
+            try:
+                await resume.wait()
+            finally:
+                seen.append(("after the wait", _held(servicer)))
+        if fail is not None and len(request.records) in fail:
+            raise OverloadedError(f"failed: {len(request.records)}")
+        return None, _Appended(), pb.ACKS_WRITTEN
+
+    monkeypatch.setattr(servicer.produce, "append", append)
+    monkeypatch.setattr(servicer.produce, "check_may_acknowledge", lambda log: None)
+
+
+@pytest.mark.parametrize(
+    ("acl", "quota"),
+    [(None, PrincipalQuota()), (_ACLS["all"], PrincipalQuota()),
+     (None, PrincipalQuota(produce_bytes_per_s=1_000_000))],
+    ids=["unbound", "acl", "produce-rate"],
+)
+async def test_a_produce_holds_its_slots_exactly_while_its_append_waits(tmp_path, monkeypatch, acl, quota):
+    """Unbound, an append done in its first step sees no slot taken; one that waits holds both
+    while it waits; an ACL or a produce byte rate takes the full path, which holds them throughout
+    (and charges the rate: its bytes are counted)."""
+    servicer, calls = _servicer(tmp_path, acl, quota)
+    seen: list[tuple[str, tuple[int, int]]] = []
+    resume = asyncio.Event()
+    _patched_append(servicer, monkeypatch, seen, resume)
+    try:
+        stream = await servicer.gate.admit_stream("ProduceStream", _Context())
+        answer = await servicer.streams._produce_message("ProduceStream", stream, _produce(1))
+        assert not answer.HasField("error") and answer.produce.base_offset == 3 and _held(servicer) == (0, 0)
+        task = asyncio.ensure_future(servicer.streams._produce_message("ProduceStream", stream, _produce(7)))
+        for _ in range(3):
+            await asyncio.sleep(0)
+        assert _held(servicer) == (1, 1)  # waiting: held, as its unary twin's would be
+        resume.set()
+        answer = await task
+        if isinstance(answer, asyncio.Future):  # a produce rate's delay (none is owed here)
+            answer = await answer
+        assert answer.correlation_id == 7 and answer.produce.last_offset == 3 and _held(servicer) == (0, 0)
+        held_in_first_step = (0, 0) if acl is None and not quota.produce_bytes_per_s else (1, 1)
+        assert seen == [("first step", held_in_first_step), ("first step", held_in_first_step),
+                        ("after the wait", (1, 1))]
+        stream.release()
+    finally:
+        calls.shutdown()
+
+
+async def test_a_waiting_produce_cancelled_or_failing_gives_its_slots_back(tmp_path, monkeypatch):
+    servicer, calls = _servicer(tmp_path)
+    seen: list[tuple[str, tuple[int, int]]] = []
+    resume = asyncio.Event()
+    _patched_append(servicer, monkeypatch, seen, resume, fail={1, 7})
+    try:
+        stream = await servicer.gate.admit_stream("ProduceStream", _Context())
+        refused = await servicer.streams._produce_message("ProduceStream", stream, _produce(1))
+        assert refused.error.error_class == "OverloadedError" and refused.error.message == "failed: 1"
+        assert _held(servicer) == (0, 0)
+        task = asyncio.ensure_future(servicer.streams._produce_message("ProduceStream", stream, _produce(7)))
+        await asyncio.sleep(0)
+        resume.set()
+        refused = await task
+        assert refused.error.message == "failed: 7" and _held(servicer) == (0, 0)
+        resume.clear()
+        task = asyncio.ensure_future(servicer.streams._produce_message("ProduceStream", stream, _produce(7)))
+        for _ in range(3):
+            await asyncio.sleep(0)
+        assert _held(servicer) == (1, 1)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert _held(servicer) == (0, 0)
+        assert seen[-1] == ("after the wait", (1, 1))  # the append's own cleanup ran, slots still held
+        stream.release()
+    finally:
+        calls.shutdown()
+
+
+async def test_a_full_service_or_a_capped_principal_still_refuses_the_produce(tmp_path, monkeypatch):
+    servicer, calls = _servicer(tmp_path, quota=PrincipalQuota(requests_max=1))
+    _patched_append(servicer, monkeypatch, [], asyncio.Event())
+    try:
+        stream = await servicer.gate.admit_stream("ProduceStream", _Context())
+        servicer.admission.take_request_slot()  # the service's one request slot is in use
+        refused = await servicer.streams._produce_message("ProduceStream", stream, _produce(1))
+        assert refused.error.error_class == "OverloadedError" and "rpc_concurrency_max" in refused.error.message
+        servicer.admission.give_back_request_slot()
+        servicer.gate.quotas.acquire(ANONYMOUS, stream.kind.REQUEST)  # the principal's one, too
+        refused = await servicer.streams._produce_message("ProduceStream", stream, _produce(2))
+        assert refused.error.error_class == "PrincipalLimitError"
+        servicer.gate.quotas.release(ANONYMOUS, stream.kind.REQUEST)
+        answered = await servicer.streams._produce_message("ProduceStream", stream, _produce(3))
+        assert not answered.HasField("error") and _held(servicer) == (0, 0)
+        stream.release()
+    finally:
+        calls.shutdown()
+
+
+async def test_a_produce_over_an_acl_that_denies_it_is_refused_as_before(tmp_path, monkeypatch):
+    servicer, calls = _servicer(tmp_path, _ACLS["other"])
+    _patched_append(servicer, monkeypatch, [], asyncio.Event())
+    try:
+        stream = await servicer.gate.admit_stream("ProduceStream", _Context())
+        refused = await servicer.streams._produce_message("ProduceStream", stream, _produce(1))
+        assert refused.error.error_class == "PermissionDeniedError" and _held(servicer) == (0, 0)
         stream.release()
     finally:
         calls.shutdown()
