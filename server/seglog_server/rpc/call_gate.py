@@ -426,7 +426,7 @@ class CallGate:
         return check
 
     def _authorize(self, principal: str, row: RpcOperation, request: Any) -> None:
-        if self._policy is None or self._policy.acl is None or row.scope not in (Scope.TOPICS, Scope.SOME_TOPIC):
+        if self._policy is None or self._policy.acl is None or row.scope not in _ACL_SCOPES:
             return
         if row.scope is Scope.SOME_TOPIC:
             if not self._policy.acl.allows_on_some_topic(principal, row.operation):
@@ -447,7 +447,9 @@ def _complete(future: asyncio.Future[None]) -> None:
         future.set_result(None)
 
 
-_ACL_SCOPES = (Scope.TOPICS, Scope.SOME_TOPIC)  # the rows ``_authorize`` checks
+# The rows an ACL governs: ``_authorize`` checks exactly these, ``admits_message_at_once`` sends
+# them to ``begin_message`` whenever an ACL is loaded.
+_ACL_SCOPES = (Scope.TOPICS, Scope.SOME_TOPIC)
 _DIRECTIONS: dict[Quota, str | None] = {Quota.NONE: None, Quota.PRODUCE: "produce", Quota.FETCH: "fetch"}
 
 
