@@ -284,6 +284,14 @@ async def test_a_produce_holds_its_slots_exactly_while_its_append_waits(tmp_path
     seen: list[tuple[str, tuple[int, int]]] = []
     resume = asyncio.Event()
     _patched_append(servicer, monkeypatch, seen, resume)
+    quotas, charged = servicer.gate.quotas, []
+    charge_bytes = quotas.charge_bytes
+
+    def counted_charge(principal: str, direction: str, byte_count: int) -> float:
+        charged.append((direction, byte_count))
+        return charge_bytes(principal, direction, byte_count)
+
+    monkeypatch.setattr(quotas, "charge_bytes", counted_charge)
     try:
         stream = await servicer.gate.admit_stream("ProduceStream", _Context())
         answer = await servicer.streams._produce_message("ProduceStream", stream, _produce(1))
@@ -300,6 +308,8 @@ async def test_a_produce_holds_its_slots_exactly_while_its_append_waits(tmp_path
         held_in_first_step = (0, 0) if acl is None and not quota.produce_bytes_per_s else (1, 1)
         assert seen == [("first step", held_in_first_step), ("first step", held_in_first_step),
                         ("after the wait", (1, 1))]
+        if quota.produce_bytes_per_s:  # the full path charged each batch's bytes to the rate
+            assert charged == [("produce", 1), ("produce", 7)]
         stream.release()
     finally:
         calls.shutdown()
