@@ -46,7 +46,7 @@ import asyncio
 import time
 import types
 from collections import deque
-from collections.abc import Awaitable, Callable, Generator
+from collections.abc import Awaitable, Callable, Coroutine, Generator
 from typing import Any
 
 import grpc
@@ -450,32 +450,9 @@ class StreamRpcs:
         waiters = core.waiters
         woken = waiters.woken_count
         try:
-            if core.admission.request_slot_free() and core.gate.admits_message_at_once(call):
-                # Nothing binds (no reload, ACL or produce byte rate; slots free): as a lookup
-                # (``_lookup_message``), the slots are taken only if the append waits (the pool,
-                # a busy log), never for one appended inline in this step; no delay is owed.
-                delay_s = 0.0
-                appending = self._produce.append(produce)
-                try:
-                    waiting_on = appending.send(None)
-                except StopIteration as appended:
-                    log, info, acks = appended.value
-                else:
-                    try:
-                        delay_s = self._begin_message(call, produce)
-                    except BaseException:
-                        appending.close()
-                        raise
-                    try:
-                        log, info, acks = await _resumed(appending, waiting_on)
-                    finally:
-                        self._end_message(call)
-            else:
-                delay_s = self._begin_message(call, produce)
-                try:
-                    log, info, acks = await self._produce.append(produce)
-                finally:
-                    self._end_message(call)
+            (log, info, acks), delay_s = await self._admitted(
+                call, produce, self._produce.append(produce)
+            )
         except Exception as exc:  # noqa: BLE001 - answered on the stream (or raised: a bug)
             return self._refused(pb.ProduceStreamResponse, name, correlation_id, exc, started_ns)
         if waiters.woken_count != woken:
@@ -517,37 +494,44 @@ class StreamRpcs:
         reply = pb.LookupStreamResponse()
         reply.correlation_id = correlation_id  # (field by field: quicker than a keyword)
         lookup = request.offsets_for_times
-        core = self.core
         try:
-            if core.admission.request_slot_free() and core.gate.admits_message_at_once(call):
-                # Nothing binds: the slots would be taken and given back unseen if the lookup
-                # answers in this step (inline, the common case), so they are taken only once
-                # it waits (the pool), as the unary twin would hold them meanwhile.
-                searching = self._lookups.offsets_for_times(lookup, reply.offsets_for_times)
-                try:
-                    waiting_on = searching.send(None)
-                except StopIteration:
-                    pass  # answered at once
-                else:
-                    try:
-                        self._begin_message(call, lookup)
-                    except BaseException:
-                        searching.close()
-                        raise
-                    try:
-                        await _resumed(searching, waiting_on)
-                    finally:
-                        self._end_message(call)
-            else:
-                self._begin_message(call, lookup)
-                try:
-                    await self._lookups.offsets_for_times(lookup, reply.offsets_for_times)
-                finally:
-                    self._end_message(call)
+            await self._admitted(
+                call, lookup, self._lookups.offsets_for_times(lookup, reply.offsets_for_times)
+            )
         except Exception as exc:  # noqa: BLE001 - answered on the stream (or raised: a bug)
             return self._refused(pb.LookupStreamResponse, name, correlation_id, exc, started_ns)
         self._message_finished(name, "OK", started_ns)
         return reply
+
+    async def _admitted(
+        self, call: Any, request: Any, work: Coroutine[Any, Any, Any]
+    ) -> tuple[Any, float]:
+        """Runs ``work`` (the message's append or lookup, not started) admitted as its unary twin
+        would be; returns what it returns and the produce quota's delay. Where nothing binds (no
+        reload, ACL or byte quota; a free slot: ``CallGate.admits_message_at_once``), its first
+        step runs with no slot taken, and the slots are taken (``_begin_message``) only if it
+        waits (the pool, a busy log), for as long as it waits, as the twin would hold them
+        meanwhile: work answered inline in this step, the common case, would take and give them
+        back unseen, and owes no delay. Anything else takes them first. Refused, ``work`` is
+        closed unfinished."""
+        core = self.core
+        if core.admission.request_slot_free() and core.gate.admits_message_at_once(call):
+            try:
+                waiting_on = work.send(None)
+            except StopIteration as finished:
+                return finished.value, 0.0
+            rest: Awaitable[Any] = _resumed(work, waiting_on)
+        else:
+            rest = work
+        try:
+            delay_s = self._begin_message(call, request)
+        except BaseException:
+            work.close()
+            raise
+        try:
+            return await rest, delay_s
+        finally:
+            self._end_message(call)
 
     def _begin_message(self, call: Any, request: Any) -> float:
         """Admits one message as its unary twin: a request slot (admission) and the gate's
