@@ -20,7 +20,7 @@ from .cleaning import (
     replaced_ranges,
 )
 from .key_scan import scan_range
-from .key_shard import decide_shard
+from .key_shard import decide_again, decide_shard_keeping
 from .rewrite import rewrite_range
 
 __all__ = ["clean_snapshot"]
@@ -44,23 +44,22 @@ def clean_snapshot(
         for shard, packed in found.entries.items():
             chunks[shard].append((found.range_id, found.record_count, packed))
 
-    def decide_all(end_offset):
-        return [
-            decide_shard(
-                shard,
-                chunks.get(shard, []),
-                first_dirty_offset=snapshot.first_dirty_offset,
-                map_bytes=map_bytes,
-                load_factor=plan.load_factor,
-                end_offset=end_offset,
-            )
-            for shard in range(shard_count)
-        ]
-
-    shard_results = decide_all(None)
+    decided = [
+        decide_shard_keeping(
+            shard,
+            chunks.get(shard, []),
+            first_dirty_offset=snapshot.first_dirty_offset,
+            map_bytes=map_bytes,
+            load_factor=plan.load_factor,
+        )
+        for shard in range(shard_count)
+    ]
+    shard_results = [result for result, _ in decided]
     end = cleaning_end(plan, shard_results)
-    if end is not None:  # a map filled: decided again with nothing past the end in the maps
-        shard_results = decide_all(end)
+    if end is not None:  # a map filled: decided again with nothing past the end in the maps,
+        # each map taken back to the end rather than filled again (key_shard.decide_again)
+        shard_results = [decide_again(state, end) for _, state in decided]
+    del decided
     choice = choose_replaced(plan, end, merge_shard_bitmaps(shard_results))
     if not dry_run:
         prepare_output(snapshot)

@@ -1,0 +1,198 @@
+"""When a key shard's map fills, the round ends lower and every shard is decided again below
+that end.  The single-process engine takes each shard's map back to the end (decide_again)
+instead of putting its entries again; these tests hold it to what deciding anew gives."""
+
+import hashlib
+import os
+from collections import defaultdict
+
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+
+from seglog_spark import CleanerError
+from seglog_spark.cleaner_local import clean_snapshot
+from seglog_spark.cleaning import (
+    assemble_group,
+    choose_replaced,
+    cleaning_end,
+    finish,
+    merge_shard_bitmaps,
+    part_path,
+    plan_cleaning,
+    prepare_output,
+    replaced_ranges,
+)
+from seglog_spark.key_scan import ENTRY, scan_range, shard_of
+from seglog_spark.key_shard import decide_again, decide_shard, decide_shard_keeping
+from seglog_spark.offset_map import SkimpyOffsetMap
+from seglog_spark.rewrite import rewrite_range
+
+from tests.support.snapshot_workloads import make_snapshot, ops_strategy
+
+# Digests that hit the map's corners: shared first windows (long probe chains), a first window of
+# Integer.MIN_VALUE, and the all-zero digest (an entry that reads as empty when put at offset 0).
+_digests = st.one_of(
+    st.integers(0, 30).map(lambda k: hashlib.md5(b"%d" % k).digest()),
+    st.binary(min_size=12, max_size=12).map(lambda tail: b"\x00\x00\x00\x01" + tail),
+    st.binary(min_size=12, max_size=12).map(lambda tail: b"\x80\x00\x00\x00" + tail),
+    st.just(bytes(16)),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    ranges=st.lists(st.lists(st.tuples(_digests, st.booleans(), st.integers(1, 3)), max_size=25), min_size=1, max_size=6),
+    dirty_fraction=st.floats(0, 1),
+    slots=st.sampled_from([1, 2, 3, 5, 10, 50]),
+    end_at=st.integers(0, 10),
+    inside=st.booleans(),
+)
+def test_decide_again_equals_deciding_anew_below_the_end(ranges, dirty_fraction, slots, end_at, inside):
+    """Records (digest, keyed, offset step) per range; the end at a range's first offset (as a
+    segment's base offset always is), or inside a range, or past the last."""
+    chunks, starts, offset = [], [], 0
+    for range_id, records in enumerate(ranges):
+        starts.append(offset)
+        packed = []
+        for ordinal, (digest, keyed, step) in enumerate(records):
+            if keyed:
+                packed.append(ENTRY.pack(digest, offset, ordinal))
+            offset += step
+        if packed:
+            chunks.append((range_id, len(records), b"".join(packed)))
+    starts.append(offset + 1)
+    end = starts[end_at % len(starts)] + (1 if inside else 0)
+    first_dirty = int(offset * dirty_fraction)
+    try:
+        anew = decide_shard(3, chunks, first_dirty_offset=first_dirty, map_bytes=24 * slots, end_offset=end)
+    except ValueError:  # a map too small for one put: nothing to compare (the cleaning refuses it earlier)
+        return
+    _, state = decide_shard_keeping(3, list(reversed(chunks)), first_dirty_offset=first_dirty, map_bytes=24 * slots)
+    # Every field: bitmaps, where the map filled, its size and slots, its lookups and probes
+    # (the collision rate a cleaning reports), the records decided.
+    assert decide_again(state, end) == anew
+
+
+def clean_deciding_anew(snapshot_dir, *, map_bytes, shard_count):
+    """The cleaning as it ran before decide_again: when a map filled, every shard decided again
+    from its entries with decide_shard(end_offset=end).  The reference the engine must match."""
+    plan = plan_cleaning(snapshot_dir, map_bytes=map_bytes, shard_count=shard_count)
+    snapshot = plan.snapshot
+    chunks = defaultdict(list)
+    for byte_range in plan.ranges:
+        found = scan_range(snapshot, byte_range, shard_count)
+        for shard, packed in found.entries.items():
+            chunks[shard].append((found.range_id, found.record_count, packed))
+
+    def decide_all(end_offset):
+        return [decide_shard(shard, chunks.get(shard, []), first_dirty_offset=snapshot.first_dirty_offset,
+                             map_bytes=map_bytes, load_factor=plan.load_factor, end_offset=end_offset)
+                for shard in range(shard_count)]
+
+    shard_results = decide_all(None)
+    end = cleaning_end(plan, shard_results)
+    if end is not None:
+        shard_results = decide_all(end)
+    choice = choose_replaced(plan, end, merge_shard_bitmaps(shard_results))
+    prepare_output(snapshot)
+    outputs = [rewrite_range(snapshot, r, choice.bitmaps.get(r.range_id), choice.upper_bound,
+                             part_path(snapshot, r.range_id)) for r in replaced_ranges(plan, choice)]
+    segments = [s for s in (assemble_group(plan, g) for g in choice.groups) if s is not None]
+    return finish(plan, choice, shard_results, outputs, segments, engine="python", dry_run=False)
+
+
+def _cleaned_files(snapshot_dir):
+    cleaned = os.path.join(snapshot_dir, "cleaned")
+    return {name: open(os.path.join(cleaned, name), "rb").read() for name in sorted(os.listdir(cleaned))}
+
+
+def _comparable(document):
+    stats = {k: v for k, v in document["stats"].items() if k != "duration_s"}
+    return {**document, "stats": stats}
+
+
+def _growing(steps):
+    """(new key?, pick, value) -> ops whose keys arrive over the log (a new key, or one seen
+    before), so that maps fill past the first segment and keys written below the end are
+    written again past it."""
+    ops, seen = [], 0
+    for new, pick, value in steps:
+        if new or not seen:
+            seen += 1
+        ops.append((b"k%d" % (seen - 1 if new else pick % seen), value))
+    return ops
+
+
+growing_ops = st.lists(
+    st.tuples(st.booleans(), st.integers(0, 1000), st.one_of(st.none(), st.binary(max_size=4))), min_size=1, max_size=80
+).map(_growing)
+
+
+def _keys_of_shard(shard, count, prefix, shard_count=2):
+    names = (prefix + b"%d" % i for i in range(10_000))
+    return [name for name in names if shard_of(hashlib.md5(name).digest(), shard_count) == shard][:count]
+
+
+# Two keys of shard 1 written over and over, then ten new keys of shard 0, then the two again:
+# shard 0's map fills among the new keys, and shard 1's map, which does not fill, holds the two
+# keys at offsets past the end: their latest records below it must stay.
+_SPANNING, _NEW = _keys_of_shard(1, 2, b"s"), _keys_of_shard(0, 10, b"n")
+SPANNING_KEYS = ([(_SPANNING[i % 2], b"v%d" % i) for i in range(12)] + [(key, b"x") for key in _NEW]
+                 + [(_SPANNING[0], b"z"), (_SPANNING[1], None)])
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(ops=st.one_of(growing_ops, ops_strategy), batch_size=st.integers(1, 5), segment_batches=st.integers(1, 3),
+       map_slots=st.sampled_from([4, 6, 8, 16]), shard_count=st.integers(1, 4), dirty_fraction=st.floats(0, 1))
+@example(ops=SPANNING_KEYS, batch_size=2, segment_batches=2, map_slots=6, shard_count=2, dirty_fraction=0.0)
+def test_the_engine_writes_what_deciding_anew_writes(tmp_path_factory, ops, batch_size, segment_batches, map_slots,
+                                                     shard_count, dirty_fraction):
+    """Random keyed logs (tombstones, empty values, keyless records) with maps small enough to
+    fill in some shards and not others: the same result document (but its duration) and the
+    same cleaned bytes as the cleaning that decides every shard anew."""
+    paths = [str(tmp_path_factory.mktemp(name)) for name in ("engine", "anew")]
+    for path in paths:
+        make_snapshot(path, ops, batch_size=batch_size, segment_batches=segment_batches,
+                      first_dirty_offset=int(len(ops) * dirty_fraction))
+    try:
+        expected = clean_deciding_anew(paths[1], map_bytes=24 * map_slots, shard_count=shard_count)
+    except CleanerError as exc:  # a map too small for the first dirty segment: refused alike
+        try:
+            clean_snapshot(paths[0], map_bytes=24 * map_slots, shard_count=shard_count)
+        except CleanerError as again:
+            assert str(again) == str(exc)
+            return
+        raise AssertionError("the engine cleaned what deciding anew refused")
+    result = clean_snapshot(paths[0], map_bytes=24 * map_slots, shard_count=shard_count)
+    assert _comparable(result) == _comparable(expected)
+    assert _cleaned_files(paths[0]) == _cleaned_files(paths[1])
+
+
+def test_a_round_where_one_map_fills_puts_no_entry_twice(tmp_path, monkeypatch):
+    """One shard's map fills, the other's does not: the round still decides both below the end,
+    and every dirty entry enters a map once (deciding anew put every entry below the end again)."""
+    put = []
+    real_put = SkimpyOffsetMap.put_digests
+
+    def counted(self, digests, offsets, limit=None):
+        consumed, positions = real_put(self, digests, offsets, limit)
+        put.extend(zip(map(bytes, digests[:consumed]), offsets[:consumed].tolist()))
+        return consumed, positions
+
+    monkeypatch.setattr(SkimpyOffsetMap, "put_digests", counted)
+    # 40 keys of shard 0 and 20 of shard 1, each written twice: with maps of 40 slots (36 keys
+    # before full), shard 0's map fills in the second pass over the keys and shard 1's never.
+    candidates = (b"key-%d" % i for i in range(1000))
+    by_shard = {0: [], 1: []}
+    for key in candidates:
+        shard = shard_of(hashlib.md5(key).digest(), 2)
+        if len(by_shard[shard]) < (40, 20)[shard]:
+            by_shard[shard].append(key)
+    keys = by_shard[0] + by_shard[1]
+    ops = [(key, b"v") for key in keys] + [(key, b"w") for key in keys]
+    make_snapshot(str(tmp_path), ops, batch_size=5, segment_batches=2)
+    result = clean_snapshot(str(tmp_path), map_bytes=24 * 40, shard_count=2)
+    assert 0 < result["cleaned_up_to_offset"] < len(ops)  # a map filled: the round ended lower
+    assert put and len(put) == len(set(put)), f"{len(put) - len(set(put))} of {len(put)} puts were of an entry put before"
+    # The map the round reports holds the keys written below its end.
+    assert result["stats"]["distinct_keys"] == len({digest for digest, offset in put if offset < result["cleaned_up_to_offset"]})
