@@ -14,6 +14,9 @@ session's start is not timed), then run in turn, A B C A B C ..., `--runs` times
 1. Spark local[2]: MB/s of input (goal >= 50 MB/s at 1 GiB, 1,000,000 keys, 10 overwrites);
 2. Spark local[1], and the speed-up local[1] -> local[2] (goal >= 1.7x);
 3. the single-process baseline (cleaner_local: the same steps, no Spark), and its ratio.
+``python-anew`` (not in the default list) is the baseline deciding every shard anew when a map
+fills, as before key_shard.decide_again: with ``--map-bytes`` small enough that maps fill, an A/B
+of that step (``--engines python-anew,python``).
 
 Every figure is a median; each run's wall time, the CPU time of the engine's whole process tree
 (Spark: its driver, JVM and Python workers) and the 1-minute load average before it are
@@ -127,6 +130,20 @@ def child(engine: str, path: str, map_bytes: int) -> None:
 
         def clean():
             return clean_local(path, map_bytes=map_bytes)
+    elif engine == "python-anew":
+        # The baseline as it was before key_shard.decide_again: when a map fills, every shard
+        # is decided anew from its entries (the A of an A/B against "python").
+        from seglog_spark import cleaner_local
+        from seglog_spark.key_shard import decide_shard
+
+        def anew(state, end):
+            return decide_shard(state.shard, state.chunks, first_dirty_offset=state.first_dirty_offset,
+                                map_bytes=state.map_bytes, load_factor=state.load_factor, end_offset=end)
+
+        cleaner_local.decide_again = anew
+
+        def clean():
+            return cleaner_local.clean_snapshot(path, map_bytes=map_bytes)
     else:
         from seglog_spark.job import clean_snapshot
         from seglog_spark.session import build_session
@@ -188,7 +205,7 @@ def start_store(cache_dir: str):
 def _engine_name(engine: str) -> str:
     store = engine.startswith("store-")
     engine = engine[len("store-"):] if store else engine
-    name = "python baseline" if engine == "python" else f"spark {engine}"
+    name = {"python": "python baseline", "python-anew": "python deciding anew"}.get(engine, f"spark {engine}")
     return f"{name} via store" if store else name
 
 
@@ -291,6 +308,12 @@ def main() -> None:
         print(f"{engine.name:>16}: median CPU of all its processes {cpu:7.2f} s = {input_bytes / cpu / 1e6:6.1f} MB per "
               f"CPU-second (Spark: driver, JVM and Python workers)")
     two, one, base = (medians.get(n) for n in ("spark local[2]", "spark local[1]", "python baseline"))
+    if base and medians.get("python deciding anew"):
+        pairs = [a["seconds"] / b["seconds"] for a, b in zip(
+            next(e for e in engines if e.name == "python deciding anew").results,
+            next(e for e in engines if e.name == "python baseline").results)]
+        print(f"python deciding anew / python baseline: {medians['python deciding anew'] / base:.2f}x of medians; "
+              f"per interleaved pair: median {statistics.median(pairs):.2f}x ({', '.join(f'{p:.2f}' for p in pairs)})")
     if two and one:
         print(f"speed-up local[1] -> local[2]: {one / two:.2f}x (goal >= 1.7x)")
     if two and base:
@@ -300,7 +323,7 @@ def main() -> None:
             print(f"{name}: through the store {input_bytes / medians[name + ' via store'] / 1e6:.1f} MB/s, shared disk "
                   f"{input_bytes / medians[name] / 1e6:.1f} MB/s: ratio {medians[name] / medians[name + ' via store']:.2f}")
     for engine in engines:
-        if engine.name.startswith("python baseline"):
+        if engine.name.startswith("python"):
             cpu = statistics.median(r["cpu_seconds"] for r in engine.results)
             print(f"baseline CPU time: median {cpu:.2f} s = {input_bytes / cpu / 1e6:.1f} MB/s per core "
                   f"(wall/CPU {medians[engine.name] / cpu:.2f}: above 1 means the CPU was shared with other work); "
