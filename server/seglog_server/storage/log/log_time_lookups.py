@@ -34,7 +34,13 @@ from .log_results import (
 from .lookup_explain import LookupExplanation, ResidentPages, explain_timestamp, no_residency
 from .lookup_explain import nothing_found as explain_offset_none
 from .remote_timestamps import remote_offset_for_timestamp, remote_offset_of_max_timestamp, remote_segments_below
-from .timestamp_lookups import LookupOutcome, check_targets, lookup_one_bounded, lookup_timestamps
+from .timestamp_lookups import (
+    LookupOutcome,
+    check_targets,
+    lookup_one_bounded,
+    lookup_one_in_memory,
+    lookup_timestamps,
+)
 
 if TYPE_CHECKING:  # boto3 (the remote extra) is loaded only where a store is configured
     from .remote_log_tier import RemoteLogTier
@@ -151,6 +157,10 @@ class LogTimeLookups:
                 local.check_usable()
             if not local.timestamps.loaded and (timestamp_ms >= 0 or timestamp_ms == MAX_TIMESTAMP):
                 return INLINE_UNLOADED
+            if timestamp_ms >= 0:  # from the time-step table where it answers: no budget needed
+                found = lookup_one_in_memory(local, timestamp_ms, self._log_start_offset, self._log_end_offset)
+                if found is not None:
+                    return found
             try:
                 return lookup_one_bounded(local, timestamp_ms, self._log_start_offset, self._log_end_offset,
                                           LookupBudget(read_bytes_max))

@@ -33,9 +33,10 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections.abc import Callable, Sequence
+from time import perf_counter as _perf_counter
 
 from ..base.errors import CorruptRecordError, StorageError
-from ..base.observer import stopwatch
+from ..base.observer import count_laps, stopwatch
 from ..format.file_records import TimestampAndOffset
 from ..segment.log_segment import LogSegment
 from ..segment.log_segments import LogSegments
@@ -50,7 +51,8 @@ from .log_results import (
     MAX_TIMESTAMP,
 )
 
-__all__ = ["SPECIAL_TIMESTAMPS", "LookupOutcome", "check_targets", "lookup_one_bounded", "lookup_timestamps",
+__all__ = ["SPECIAL_TIMESTAMPS", "LookupOutcome", "check_targets", "lookup_one_bounded", "lookup_one_in_memory",
+           "lookup_timestamps",
            "offset_for_timestamp", "search_timestamps"]
 
 SPECIAL_TIMESTAMPS = frozenset(
@@ -126,6 +128,41 @@ def lookup_one_bounded(
         raise
     budget.release_figures()
     return outcome
+
+
+def lookup_one_in_memory(
+    local: LocalLog, timestamp_ms: int, log_start_offset: int, log_end_offset: int,
+) -> TimestampAndOffset | StorageError | None:
+    """The outcome of target ``timestamp_ms`` (>= 0) when the search's first segment answers it
+    from its time-step table (``LogSegment.answer_from_time_steps``: a record, from memory), or
+    the storage error the segment choice met; None in every other case, which the caller hands
+    to ``lookup_one_bounded`` (no such table, a match below the log start or past the table, the
+    search going on to a later segment). What it answers is ``lookup_one_bounded``'s (a
+    Hypothesis differential holds the two together), with the same laps counted
+    (``segment_lookup``, ``index_search``: three clock reads, one count once answered), and
+    without the bounded search's layers: no budget, no held stopwatch, no per-segment loop. The
+    service's single lookup on its event loop; the log's lock held, the log usable, its segments'
+    largest timestamps loaded."""
+    if log_start_offset == log_end_offset:
+        return None
+    started = _perf_counter()
+    segments = local.segments
+    try:
+        slot = local.timestamps.first_slot_reaching(segments, timestamp_ms)
+    except OSError as exc:  # (the active segment's largest timestamp read): as offset_for_timestamp
+        return local.io_error("searching", exc)
+    except CorruptRecordError as exc:
+        return local.corrupt(f"a search for timestamp {timestamp_ms}", exc)
+    if slot == len(segments) or slot < segments.floor_slot(log_start_offset):
+        return None  # nothing reaches it, or the search starts at a later segment
+    chosen = _perf_counter()
+    segment = segments.at(slot)
+    found = segment.answer_from_time_steps(timestamp_ms, log_start_offset)
+    if found is None:
+        return None
+    local.touch(segment)
+    count_laps("offsets_for_times", "segment_lookup", chosen - started, "index_search", _perf_counter() - chosen)
+    return found
 
 
 def _lookup_timestamps(

@@ -334,8 +334,11 @@ class LogSegment(SegmentTimeLookups):
 
     def largest_timestamp(self) -> int:
         """The greatest record timestamp, or the ``.log`` file's mtime when there is none
-        (what retention.ms compares against)."""
-        timestamp = self.max_timestamp_so_far
+        (what retention.ms compares against). Known already (the lookups by time ask the active
+        segment's at every lookup past the others), it is read without ``_load_max_timestamp``."""
+        if self._pending_check is not None or not self._max_timestamp_known:
+            self._load_max_timestamp()
+        timestamp = self._max_timestamp_ms
         return timestamp if timestamp >= 0 else self._log.last_modified_ms()
 
     def _load_first_batch_timestamp(self) -> None:

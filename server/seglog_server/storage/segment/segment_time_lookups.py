@@ -162,6 +162,22 @@ class SegmentTimeLookups:
         finally:
             watch.lap_faults("log_scan", "log_read")
 
+    def answer_from_time_steps(self, timestamp_ms: int, starting_offset: int) -> TimestampAndOffset | None:
+        """``find_offset_by_timestamp``'s answer when the segment's time-step table gives it from
+        memory and it is a record (no first-use check pending, nothing read or built, no lap
+        taken: the caller times it); else None, and that search answers (no table, a step below
+        ``starting_offset``, none reaching the target in a table ending before the file, or no
+        record here)."""
+        if self._pending_check is not None:
+            return None
+        steps = self._steps_ref()
+        if steps is None:
+            return None
+        answers, rest = step_answers(steps.timestamps, steps.offsets, (timestamp_ms,), starting_offset,
+                                     not steps.damaged and steps.end_position == self._log.size_in_bytes,
+                                     TimestampAndOffset)
+        return None if rest else answers[0]
+
     def find_offsets_by_timestamps(
         self, timestamps_ms: Sequence[int], starting_offset: int
     ) -> list[TimestampAndOffset | None]:

@@ -9,16 +9,20 @@ from __future__ import annotations
 import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
-from tests.support.log_test_support import NOW_MS, batch, budget_installer, config, open_log, reopen
+from tests.support.log_test_support import NOW_MS, FailingFs, batch, budget_installer, config, open_log, reopen
 
 from seglog.records import Compression
 from seglog_server.metrics.instruments import MetricsObserver
 from seglog_server.storage.base.clock import FakeClock
+from seglog_server.storage.base.errors import CorruptRecordError
 from seglog_server.storage.base.observer import StorageObserver, install_observer
 from seglog_server.storage.format import record_timestamps
+from seglog_server.storage.log import log_time_lookups
 from seglog_server.storage.log.log_results import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP
+from seglog_server.storage.log.timestamp_lookups import lookup_one_in_memory
 from seglog_server.storage.segment import segment_time_lookups
 from seglog_server.storage.segment.batch_directory import BatchDirectory
+from seglog_server.storage.segment.log_segment import LogSegment
 from seglog_server.storage.segment.time_steps import TimeSteps
 
 
@@ -44,6 +48,31 @@ def bounded_lookup(log, work_counted, targets, read_bytes_max):
     assert work_counted["work"] == 0  # answered without a build, a table's extension or a decompression
     assert work_counted["directory_read"] <= read_bytes_max  # a directory's extension within the budget
     return described(bounded)
+
+
+def single_lookups(log, work_counted, target, read_bytes_max):
+    """The single lookup's answer on an event loop (``lookup_timestamp_inline``), described,
+    [None] when it was not answered there; its in-memory step alone (``lookup_one_in_memory``,
+    under the log's lock) must answer the same when it answers. Both build and decompress
+    nothing."""
+    before = counters(log)
+    work_counted["on"], work_counted["work"] = True, 0
+    try:
+        inline = log.lookup_timestamp_inline(target, read_bytes_max)
+        if target >= 0 and log._local.timestamps.loaded:  # noqa: SLF001 - the step the inline call takes first
+            with log._lock:  # noqa: SLF001
+                in_memory = lookup_one_in_memory(log._local, target, log.log_start_offset, log.log_end_offset)  # noqa: SLF001
+        else:
+            in_memory = None
+    finally:
+        work_counted["on"] = False
+    assert work_counted["work"] == 0
+    event("single: in memory" if in_memory is not None else "single: not in memory")
+    if isinstance(inline, str):
+        assert in_memory is None and counters(log) == before  # (a refusal counts nothing)
+        return [None]
+    assert in_memory is None or described([in_memory]) == described([inline])
+    return described([inline])
 
 
 @pytest.fixture
@@ -131,6 +160,8 @@ def test_the_bounded_search_answers_as_the_unbounded_one_or_refuses(
                 for answers in (bounded, again):
                     event("refused" if answers is None else "answered")
                     assert answers is None or answers == unbounded
+                for target, answer in zip(targets, unbounded):  # the service's single lookup
+                    assert single_lookups(log, work_counted, target, read_bytes_max) in ([None], [answer])
     finally:
         log.close()
 
@@ -211,6 +242,86 @@ def test_a_refused_attempt_counts_no_lap(tmp_path, monkeypatch, observer_type, t
         assert counts["refused"] == counts["unbounded"] == counts["answered"]
     finally:
         log.close()
+
+
+@pytest.mark.parametrize("observer_type", [MetricsObserver, _PhaseCalls], ids=["histograms", "phase_calls"])
+def test_a_single_lookup_answered_from_memory_counts_the_laps_of_the_search(tmp_path, monkeypatch, observer_type):
+    """The service's single lookup answered by the time-step table its appends fed
+    (``lookup_one_in_memory``: no budget, no held stopwatch) answers and counts the laps an
+    unbounded lookup of the target does (``segment_lookup`` and ``index_search``, once each),
+    over two segments (the first one reaching the target, and the active one past the others);
+    it never takes the bounded search's path to do so."""
+    budget_installer(monkeypatch, "TIME_STEPS")()
+    budget_installer(monkeypatch, "DIRECTORIES")(0)
+    log = open_log(tmp_path, FakeClock(NOW_MS), config())
+    try:
+        for n in range(40):
+            log.append(batch(b"v" * 40, b"w" * 40, timestamps=[NOW_MS + 10 * n, NOW_MS + 10 * n + 5]))
+            if n == 19:
+                log.roll()
+        log.lookup_timestamps([MAX_TIMESTAMP])  # the first-use checks
+        unbounded, counts = {}, {}
+        for target in (NOW_MS + 52, NOW_MS + 333):
+            observer = observer_type()
+            previous = install_observer(observer)
+            try:
+                (unbounded[target],) = log.lookup_timestamps([target])
+            finally:
+                install_observer(previous)
+            counts["unbounded", target] = _lap_counts(observer)
+
+        def not_taken(*args):
+            raise AssertionError("the bounded search's path was taken")
+
+        monkeypatch.setattr(log_time_lookups, "lookup_one_bounded", not_taken)
+        for target in (NOW_MS + 52, NOW_MS + 333):
+            observer = observer_type()
+            previous = install_observer(observer)
+            try:
+                assert log.lookup_timestamp_inline(target, 1 << 20) == unbounded[target]
+            finally:
+                install_observer(previous)
+            counts["inline", target] = _lap_counts(observer)
+            assert counts["inline", target] == counts["unbounded", target] == {
+                ("offsets_for_times", "segment_lookup"): 1, ("offsets_for_times", "index_search"): 1}
+        assert [answer.offset for answer in unbounded.values()] == [11, 67]
+    finally:
+        log.close()
+
+
+@pytest.mark.parametrize("fault", ["eio", "corrupt"])
+def test_a_single_lookup_meeting_a_fault_in_its_segment_choice_answers_as_the_search(tmp_path, monkeypatch, fault):
+    """The active segment's largest timestamp, read by the segment choice of a target past the
+    other segments (unknown after a restart), failing: the service's single lookup on its event
+    loop answers the storage error the unbounded search answers (an EIO from the disk takes the
+    log offline: LogDirOfflineError; a corrupt read: CorruptSegmentError), not the raw error."""
+    outcomes = {}
+    for way in ("inline", "unbounded"):
+        clock, fs = FakeClock(NOW_MS), FailingFs()
+        log = open_log(tmp_path / way, clock, config())
+        try:
+            for n in range(10):
+                log.append(batch(b"v" * 40, timestamps=[NOW_MS + 10 * n]))
+                if n == 4:
+                    log.roll()
+            log = reopen(log, clock, fs=fs)
+            assert log.lookup_timestamps([NOW_MS + 12])[0].offset == 2  # loaded; the active segment not asked
+            if fault == "eio":
+                fs.fail = 1
+            else:
+                def corrupt(segment):
+                    raise CorruptRecordError("injected: a torn time index entry")
+                monkeypatch.setattr(LogSegment, "_last_time_index_entry", corrupt)
+            if way == "inline":
+                outcome = log.lookup_timestamp_inline(NOW_MS + 72, 1 << 20)
+            else:
+                (outcome,) = log.lookup_timestamps([NOW_MS + 72])
+            monkeypatch.undo()
+            outcomes[way] = (type(outcome).__name__, str(outcome).replace(str(tmp_path / way), "DIR"), log.is_offline)
+        finally:
+            log.close()
+    assert outcomes["inline"] == outcomes["unbounded"]
+    assert outcomes["inline"][0] == {"eio": "LogDirOfflineError", "corrupt": "CorruptSegmentError"}[fault]
 
 
 def _index_counts(log, observer) -> tuple[dict, dict, tuple[int, int]]:
