@@ -10,9 +10,14 @@ the first time, and nothing is written twice.
 
 A batch that fails for good after it was given a sequence leaves a gap the service would refuse
 in every later batch of its partition (OutOfOrderSequenceError). So such a failure retires the
-producer id: the next batch asks for a new one and every partition starts again at 0 (what
-Kafka's idempotent producer did before KIP-360; nothing is duplicated, the failed batch is
-reported to its sender as failed). A batch the service refused as too large was not written and
+producer id: the next batch asks for a new one and every partition starts again at 0 (nothing is
+duplicated, the failed batch is reported to its sender as failed). So does a batch refused out
+of order when every batch before it was written (``sequence_refused``: the service's state of
+the id is not the producer's), which is sent again. As Kafka's producer does since KIP-360, the
+sender then numbers the batches of that partition the service holds none of (refused out of
+order past the gap, or never sent), in flight or queued, afresh on the new id in their order
+(``renumbering``); one that may have been appended goes again first as it was, so the service
+answers it as a duplicate or proves it unwritten. A batch the service refused as too large was not written and
 leaves no gap: a split one's pieces carry its sequences (the sender's ``_split``), and a record
 alone too large has the partition's later batches numbered down past it (``batch_unwritten``).
 Until the id wrote to a partition the service takes its first batch there whatever its sequence,
@@ -119,10 +124,30 @@ class Idempotence:
         producer id is retired (the next batch gets a new one and starts at 0)."""
         if fields[0] != NO_PRODUCER_ID and fields[0] == self._producer_id:
             _LOG.info("producer id %d retired after a failed batch; the next batch gets a new one", fields[0])
-            self._producer_id = NO_PRODUCER_ID
-            self._epoch = NO_PRODUCER_EPOCH
-            self._sequences.clear()
-            self._written.clear()
+            self._retire()
+
+    def _retire(self) -> None:
+        self._producer_id = NO_PRODUCER_ID
+        self._epoch = NO_PRODUCER_EPOCH
+        self._sequences.clear()
+        self._written.clear()
+
+    def sequence_refused(self, fields: ProducerFields) -> None:
+        """The service refused a batch that carried ``fields`` as out of order while every batch
+        of its partition before it was written: its sequence cannot be resolved (the service's
+        state of the id is not the producer's), so the id is retired, as after a failed batch;
+        the sender numbers the batch and those after it afresh on a new one (Kafka since
+        KIP-360 bumps the epoch and starts the partition's sequences again at 0)."""
+        if fields[0] != NO_PRODUCER_ID and fields[0] == self._producer_id:
+            _LOG.info("producer id %d retired after an out-of-order sequence; the next batch gets a new one", fields[0])
+            self._retire()
+
+    def renumbering(self, topic_partition: TopicPartition, given_back: int) -> None:
+        """The sender numbers the partition's batches it holds unsent afresh, in order, with
+        ``fields_now``: the ``given_back`` records of them that carry the current id were the
+        last given on the partition, so its next sequence goes back past them first."""
+        if given_back and topic_partition in self._sequences:
+            self._sequences[topic_partition] = earlier_sequence(self._sequences[topic_partition], given_back)
 
     def batch_written(self, topic_partition: TopicPartition, fields: ProducerFields) -> None:
         """The service wrote a batch that carried ``fields`` on ``topic_partition``."""

@@ -21,9 +21,15 @@ sent first when the partition's hold ends, as a retry would be, but without coun
 do the resends of the batches refused only because they followed it. What is sent again goes out
 no more at once than the partition's in-flight limit (``resending(held=...)``), the rest as those
 are answered; a batch beyond that limit when it is started waits in the window the same way
-(``queued``). A batch that fails for good
-without having been written (``failed_unwritten``) holds the partition in the same way when
-batches after it are owed: the sender renumbers them, and they go out again after it.
+(``queued``). A batch that fails for good (``failed_holding``; ``failed_unwritten``: without
+having been written) holds the partition in the same way when batches after it are owed: with
+idempotence they are refused as out of order past the gap it left, and the sender numbers them
+afresh before they go out again after it.
+
+Each entry says whether the service is known to hold none of it (``WindowEntry.unwritten``):
+never handed to a send since it joined the window, or its last answer proves it was not
+appended. Only such a batch may be numbered afresh on a new producer id: one that may have been
+appended is sent again with its own numbers, so the service answers it as the duplicate it is.
 """
 
 from __future__ import annotations
@@ -54,6 +60,11 @@ class WindowEntry(Generic[_Item]):
     # The next send is not counted as an attempt: a piece of a split batch, or a batch refused
     # only because one before it was split (``split``, ``answered(free=True)``).
     free: bool = False
+    # The service holds none of it: never handed to a send since it joined the window (queued,
+    # a split piece, or started but not sent yet), or its last answer proves it was not appended
+    # (refused out of order). The sender clears it as it hands the item to a send, and may number
+    # such an item afresh on a new producer id; any other is sent again as it is.
+    unwritten: bool = True
 
 
 class SendWindow(Generic[_Item]):
@@ -67,6 +78,10 @@ class SendWindow(Generic[_Item]):
         # Entries left to send again once what was resent is answered (``resending(held=...)``):
         # nothing new is sent meanwhile.
         self._paced = False
+        # Set by the sender: the retired producer id past whose gap in this partition (a batch of
+        # it failed here for good, or was refused out of order) its unwritten entries are
+        # numbered afresh before they are sent. None once they were, or where there is none.
+        self.gap_producer_id: int | None = None
 
     def can_send(self, in_flight_max: int) -> bool:
         return not self._holding and not self._paced and self._in_flight_count < in_flight_max
@@ -166,12 +181,46 @@ class SendWindow(Generic[_Item]):
         """``entry`` failed for good and the service wrote none of it: the partition holds while
         entries after it are owed (their answers, or their sends again), which are resent after
         it without counting. Returns what ``answered`` returns."""
+        return self.failed_holding(entry, outcome)
+
+    def failed_holding(self, entry: WindowEntry[_Item], outcome: Any) -> tuple[
+        list[WindowEntry[_Item]], list[WindowEntry[_Item]]
+    ]:
+        """``entry`` failed for good: as ``failed_unwritten``, the partition holds while entries
+        after it are owed, and those refused for following it are resent without counting (with
+        idempotence, the service refuses them as out of order past the gap it left). Returns
+        what ``answered`` returns."""
         later = self.after(entry)
         complete, again = self.answered(entry, outcome, failed=True, retry=False)
         if not again and any(e.state is not _State.SUCCEEDED for e in later):
             self._holding = self._hold_is_free = True
             again = self._due_again()
         return complete, again
+
+    def not_sent(self, entry: WindowEntry[_Item], outcome: Any) -> tuple[
+        list[WindowEntry[_Item]], list[WindowEntry[_Item]]
+    ]:
+        """``entry``, marked in flight, was not handed to a send (it must be numbered afresh
+        first): the partition holds, and it is sent again in its place when the hold ends,
+        without counting; so are those refused or not sent for following it, where this began
+        the hold. Returns what ``answered`` returns."""
+        if not self._holding:
+            self._hold_is_free = True
+        return self.answered(entry, outcome, failed=True, retry=True, free=True)
+
+    def owed(self) -> list[WindowEntry[_Item]]:
+        """The entries neither succeeded nor failed (in flight, or to be sent again), oldest
+        first."""
+        return [entry for entry in self._entries if entry.state in (_State.IN_FLIGHT, _State.RETRY)]
+
+    def first_owed(self, entry: WindowEntry[_Item]) -> bool:
+        """Whether every entry before ``entry`` succeeded (it is the oldest owed)."""
+        for other in self._entries:
+            if other is entry:
+                return True
+            if other.state is not _State.SUCCEEDED:
+                return False
+        return False
 
     def after(self, entry: WindowEntry[_Item]) -> list[WindowEntry[_Item]]:
         """The entries sent after ``entry`` and not complete, oldest first."""

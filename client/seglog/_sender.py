@@ -30,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+import struct
 import threading
 from collections.abc import Callable, Coroutine
 from time import monotonic as _monotonic
@@ -57,6 +58,8 @@ from seglog.errors import (
     translate_codec_errors,
 )
 from seglog.records import NO_PRODUCER_ID, NO_SEQUENCE, RECORD_BATCH_OVERHEAD, Compression
+from seglog.records.crc import crc32c
+from seglog.records.header import ATTRIBUTES_OFFSET, CRC_OFFSET, PRODUCER_ID_OFFSET
 from seglog.structs import Acks, TopicPartition
 from seglog.v1 import log_service_pb2 as pb
 
@@ -109,6 +112,7 @@ class Sender:
         # The producer's cache of partition counts: a TopicNotFoundError forgets the topic's.
         self._partition_counts = partition_counts
         self._stats = stats
+        stats.setdefault("batches_renumbered", 0)
         # The producer id and per-partition sequences (_idempotence.py): a retried batch is
         # never written twice. On by default, as in Kafka since 3.0.
         self.idempotence = Idempotence(enable_idempotence, self.init_producer_id)
@@ -678,6 +682,10 @@ class Sender:
             not_sent = ServiceUnavailableError("not sent: an earlier batch of its partition is retried first")
             self._settle(tp, window, *window.sent_while_holding(entry, not_sent))
             return
+        if self._to_renumber(window, entry):
+            self._settle(tp, window, *window.not_sent(entry, _NOT_SENT_RETIRED))
+            return
+        entry.unwritten = False
         failed = True
         outcome: Any
         try:
@@ -704,6 +712,15 @@ class Sender:
             for entry in entries:
                 self._settle(tp, window, *window.sent_while_holding(entry, not_sent))
             return
+        if any(self._to_renumber(window, entry) for entry in entries):
+            for entry in entries:
+                if window.holding:
+                    self._settle(tp, window, *window.sent_while_holding(entry, _NOT_SENT_RETIRED))
+                else:
+                    self._settle(tp, window, *window.not_sent(entry, _NOT_SENT_RETIRED))
+            return
+        for entry in entries:
+            entry.unwritten = False
         outcomes: list[Any]
         try:
             records = [entry.item[1] for entry in entries]
@@ -731,12 +748,36 @@ class Sender:
             else:
                 self._settle(tp, window, *self._failed_unwritten(tp, window, entry, outcome))
             return
+        fields = entry.item[2]
         if not failed:
-            self.idempotence.batch_written(tp, entry.item[2])
-        out_of_order = isinstance(outcome, OutOfOrderSequenceError) and window.holding
+            self.idempotence.batch_written(tp, fields)
+        # Refused out of order: nothing of it was appended (a batch the service holds is
+        # answered as a duplicate), so it may be numbered afresh (``_renumber``).
+        out_of_order = isinstance(outcome, OutOfOrderSequenceError)
+        if out_of_order:
+            entry.unwritten = True
+        # Refused for following a batch that failed, was split or is retried (the window holds),
+        # or numbered on a producer id retired since: sent again, on a new id where retired,
+        # without counting where the hold began with what was not its own failure.
+        retired = self._retired(fields)
+        free = out_of_order and (window.hold_is_free or retired)
+        if out_of_order and not window.holding and not retired and window.first_owed(entry):
+            # Every batch before it was written, yet the service expects another sequence (it
+            # lost or never had the id's state as the producer knows it): nothing resolves that
+            # but a new id, on which the partition's batches are numbered again from this one.
+            self.idempotence.sequence_refused(fields)
+            window.gap_producer_id = fields[0]
+        elif out_of_order and retired:
+            window.gap_producer_id = fields[0]  # refused past the gap that retired its id
         retriable = isinstance(outcome, SeglogError) and (outcome.retriable or out_of_order)
-        retry = failed and retriable and entry.attempt < self._config.retries and not self.closed
-        free = out_of_order and window.hold_is_free
+        retry = failed and retriable and (free or entry.attempt < self._config.retries) and not self.closed
+        if failed and not retry and fields[0] != NO_PRODUCER_ID:
+            # Its sequences leave a gap the service refuses every later batch of its id past:
+            # those in flight are answered before anything of the partition goes again, and
+            # its batches the service holds none of are numbered afresh on a new id.
+            window.gap_producer_id = fields[0]
+            self._settle(tp, window, *window.failed_holding(entry, outcome))
+            return
         self._settle(tp, window, *window.answered(entry, outcome, failed=failed, retry=retry, free=free))
 
     def _size_refusal(
@@ -826,8 +867,7 @@ class Sender:
                 later_batch, _, (producer_id, epoch, sequence) = later.item
                 if producer_id == fields[0]:
                     renumbered = (producer_id, epoch, earlier_sequence(sequence, batch.record_count))
-                    with translate_codec_errors():
-                        later.item = (later_batch, later_batch.build(*renumbered), renumbered)
+                    later.item = (later_batch, with_producer_fields(later.item[1], renumbered), renumbered)
         entry.item = (batch, records, NO_PRODUCER_FIELDS)  # completes without retiring the id
         return window.failed_unwritten(entry, refusal)
 
@@ -865,11 +905,66 @@ class Sender:
             await asyncio.sleep(max(self._config.retry_backoff_ms, *hints) / 1000)
             if self.windows.get(tp) is not window:
                 return  # its partition's batches failed meanwhile (``_request_failed``)
+        first = next((index for index, entry in enumerate(later) if self._to_renumber(window, entry)), None)
+        if first == 0:
+            if not await self._renumber(tp, window):
+                return
+            held = max(0, len(later) - self._in_flight_max_for(tp))
+        elif first is not None:
+            # Those before it may have been appended under their retired id: sent again as they
+            # are (the service answers a duplicate with its offsets, or refuses it out of order,
+            # proving it unwritten), and it and the rest once they are answered.
+            held = max(held, len(later) - first)
+        entries = later[:len(later) - held]
         self._stats["retries"] += sum(not entry.free for entry in entries)
         window.resending(later, held=held)
         for entry in entries:
             self._send_entry(tp, entry)
         self.wake()
+
+    def _retired(self, fields: ProducerFields) -> bool:
+        """Whether ``fields`` carry a producer id retired since (not the current one)."""
+        return fields[0] != NO_PRODUCER_ID and fields[0] != self.idempotence.producer_id
+
+    def _to_renumber(self, window: SendWindow[_Sent], entry: WindowEntry[_Sent]) -> bool:
+        """Whether ``entry`` must be numbered afresh before it is sent: it carries a retired
+        producer id that left a gap in its partition (``SendWindow.gap_producer_id``) and the
+        service holds none of it (``WindowEntry.unwritten``): sent under that id, the service
+        would refuse it past the gap. A batch of a retired id that left no gap in its partition
+        goes as it is (its partition's sequences of that id are whole)."""
+        producer_id = entry.item[2][0]
+        return entry.unwritten and producer_id == window.gap_producer_id and self._retired(entry.item[2])
+
+    async def _renumber(self, tp: TopicPartition, window: SendWindow[_Sent]) -> bool:
+        """The window's batches owed (none in flight: its hold ended), the oldest of them
+        numbered on a retired producer id and unwritten, numbered afresh in their order on the
+        current id (a new one asked for first): the partition's sequences start again from the
+        first of them, and each batch keeps its encoded records, its header's producer fields
+        and CRC rewritten (``with_producer_fields``). Whatever is owed after the first is
+        unwritten too: numbered past the gap that retired its id, or never sent. False where
+        the window's batches failed meanwhile, or fail now: no producer id could be had."""
+        if self.idempotence.needs_producer_id:
+            error = await self._producer_id_error()
+            if self.windows.get(tp) is not window:
+                return False  # its partition's batches failed meanwhile (``_request_failed``)
+            if error is not None:
+                del self.windows[tp]
+                for entry in window.fail_all(error):
+                    self._complete_entry(entry)
+                self.wake()
+                return False
+        owed = window.owed()
+        current = self.idempotence.producer_id
+        given_back = sum(entry.item[0].record_count for entry in owed if entry.item[2][0] == current)
+        self.idempotence.renumbering(tp, given_back)
+        for entry in owed:
+            batch, records, fields = entry.item
+            renumbered = self.idempotence.fields_now(tp, batch.record_count)
+            if renumbered != fields:
+                entry.item = (batch, with_producer_fields(records, renumbered), renumbered)
+        self._stats["batches_renumbered"] += len(owed)
+        window.gap_producer_id = None
+        return True
 
     def _complete_entry(self, entry: WindowEntry[_Sent]) -> None:
         batch, records, fields = entry.item
@@ -1120,6 +1215,24 @@ class Sender:
             else:
                 del self._writing[transport]
                 self.wake()
+
+
+# The answer of a batch not sent: numbered on a retired producer id, it goes again on a new one.
+_NOT_SENT_RETIRED = ServiceUnavailableError("not sent: its producer id was retired; numbered on a new one first")
+# A batch's producer fields and CRC in its header (seglog.records.header): rewritten in place
+# of a new build when a batch is numbered afresh (``with_producer_fields``).
+_PRODUCER_FIELDS = struct.Struct(">qhi")
+_CRC = struct.Struct(">I")
+
+
+def with_producer_fields(records: bytes, fields: ProducerFields) -> bytes:
+    """``records`` (one built batch) carrying ``fields`` (producer id, epoch, base sequence):
+    the header's three fields and its CRC (of everything after it) rewritten, the records as
+    they were encoded (and compressed); the bytes a build with ``fields`` gives."""
+    out = bytearray(records)
+    _PRODUCER_FIELDS.pack_into(out, PRODUCER_ID_OFFSET, *fields)
+    _CRC.pack_into(out, CRC_OFFSET, crc32c(memoryview(out)[ATTRIBUTES_OFFSET:]))
+    return bytes(out)
 
 
 # A ProduceStream message's bytes beyond its batches' fields (log_service.proto): its

@@ -94,6 +94,10 @@ class ProducerStatistics:
     closed: bool
     # Batches the service refused as too large and the producer sent again in pieces.
     batches_split: int = 0
+    # Batches numbered afresh on a new producer id, their partition's sequences from 0 again:
+    # refused out of order (past the gap a failed batch left, or a sequence the service's state
+    # of the id cannot resolve), or never sent under the retired id.
+    batches_renumbered: int = 0
 
 
 @dataclass
@@ -204,6 +208,7 @@ class AsyncProducer:
             "retries": 0,
             "metadata_requests": 0,
             "batches_split": 0,
+            "batches_renumbered": 0,
         }
         # Everything after the append (_sender.py): drains the accumulator onto the transport.
         self._sender = Sender(

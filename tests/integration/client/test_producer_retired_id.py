@@ -1,0 +1,248 @@
+"""A producer id retired while a partition's window is full (Kafka's producer since KIP-360):
+every batch of the window the service holds none of, in flight or queued or a split piece, is
+numbered afresh on the new id in its order, sequences from 0, and lands once, in order.
+
+On a real service on loopback. The retirement is made at a drawn batch of the window by the
+sender's own write step (``Sender._write_on``), just before the message that carries it:
+
+- ``ghost``: another batch of the producer's own id and epoch, at the sequence the service
+  expects next (and 200 records long, more than a run sends, so no later batch of the producer
+  follows it by chance; compressed, within a split topic's limit), is appended first on the same stream. The drawn batch, every batch before it
+  written, is refused out of order: a sequence nothing resolves but a new id. Every record
+  of the producer lands, once, in send order, each future with its offset.
+- ``corrupt``: the drawn batch's bytes reach the service corrupted (its CRC no longer matches):
+  refused for good, it leaves a gap, and the batches after it are refused out of order. Only
+  its records fail; the others land once, in order.
+
+Today's main sent the batches after the retirement with the retired id's sequences past the
+gap: refused out of order on every retry, they failed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from seglog import AsyncProducer
+from seglog._sender import Sender
+from seglog.errors import CorruptRecordError, SeglogError
+from seglog.records import Compression, RecordBatchBuilder
+from seglog.records.header import BASE_SEQUENCE_OFFSET, PRODUCER_EPOCH_OFFSET, PRODUCER_ID_OFFSET
+from tests.support.integration_helpers import partition_values
+
+pytestmark = pytest.mark.integration
+
+# Bounds on waits that must not hang: generous, never a speed assertion.
+_FLUSH_TIMEOUT_MS = 30_000
+GHOST = b"ghost"
+GHOST_RECORDS = 200  # more than any run sends after it
+# A batch holds about nine 100-byte records; a topic limit of 600 bytes refuses a full batch
+# as too large (it is split in two), and splits the ones after it before they are sent.
+BATCH_SIZE = 1024
+SPLIT_LIMIT_BYTES = 600
+
+
+def _value(index: int) -> bytes:
+    """A 100-byte value whose marker (``v00012.``) appears in no other value."""
+    return (b"v%05d." % index) * 14 + b"xx"
+
+
+def _header_fields(records: bytes) -> tuple[int, int, int]:
+    return (
+        int.from_bytes(records[PRODUCER_ID_OFFSET:PRODUCER_ID_OFFSET + 8], "big", signed=True),
+        int.from_bytes(records[PRODUCER_EPOCH_OFFSET:PRODUCER_EPOCH_OFFSET + 2], "big", signed=True),
+        int.from_bytes(records[BASE_SEQUENCE_OFFSET:BASE_SEQUENCE_OFFSET + 4], "big", signed=True),
+    )
+
+
+def _ghost(producer_id: int, epoch: int, sequence: int) -> bytes:
+    # Compressed: within a split topic's limit all the same.
+    builder = RecordBatchBuilder(
+        compression=Compression.GZIP, producer_id=producer_id, producer_epoch=epoch, base_sequence=sequence,
+    )
+    now_ms = int(time.time() * 1000)
+    for _ in range(GHOST_RECORDS):
+        builder.append(GHOST, timestamp_ms=now_ms)
+    return builder.build()
+
+
+class _Retirement:
+    """Armed for one run: the ``at``-th batch written after arming (1-based, counting every
+    batch of every message), or the first after it that can be, is where the producer id is
+    retired, as ``mode`` says: a ghost goes before a message, so at the first batch of one
+    every batch before which was written (not refused for its size); a corrupt batch is one
+    within the topic's limit."""
+
+    def __init__(self) -> None:
+        self.armed = False
+        self.producer: AsyncProducer | None = None
+        self.topic = ""
+        self.at = 0
+        self.mode = "ghost"
+        self.batch_bytes_max = 0
+        self.written = 0
+        self.done = False
+        self.in_ghost = False
+
+    def arm(self, producer: AsyncProducer, topic: str, at: int, mode: str, batch_bytes_max: int) -> None:
+        self.producer, self.topic, self.at, self.mode = producer, topic, at, mode
+        self.batch_bytes_max = batch_bytes_max
+        self.written, self.done, self.in_ghost = 0, False, False
+        self.armed = True
+
+    async def before_write(self, message: Any) -> None:
+        if not self.armed or self.done or self.in_ghost:
+            return
+        for place, request in enumerate([message.produce, *message.more]):
+            if request.topic != self.topic:
+                continue
+            self.written += 1
+            if self.written < self.at or (self.mode == "ghost" and place):
+                continue  # the ghost goes between messages: before this one's first batch
+            if self.mode == "corrupt":
+                if len(request.records) > self.batch_bytes_max:
+                    continue  # refused for its size first: its pieces are sent, the next one fails
+                self.done = True
+                records = bytearray(request.records)
+                records[-1] ^= 0xFF  # the CRC no longer matches: refused for good, unwritten
+                request.records = bytes(records)
+                return
+            producer_id, epoch, sequence = _header_fields(request.records)
+            assert self.producer is not None
+            self.in_ghost = True
+            try:  # on the same stream, answered before the drawn batch is written
+                await self.producer.send_batch(self.topic, 0, _ghost(producer_id, epoch, sequence))
+            except SeglogError:
+                continue  # a batch before this one was refused (for its size): the next one
+            finally:
+                self.in_ghost = False
+            self.done = True
+            return
+
+
+@pytest.fixture
+def retirement(monkeypatch) -> _Retirement:
+    state = _Retirement()
+    real = Sender._write_on
+
+    async def write_on(self, transport, stream, message, *, whole=False):
+        await state.before_write(message)
+        return await real(self, transport, stream, message, whole=whole)
+
+    monkeypatch.setattr(Sender, "_write_on", write_on)
+    return state
+
+
+async def _run(address: str, topic: str, state: _Retirement, *, count: int, at: int, mode: str,
+               in_flight: int, split: bool = False) -> tuple[list[Any], dict[str, int]]:
+    async with AsyncProducer(
+        address, batch_size=BATCH_SIZE, linger_ms=5, max_in_flight_per_partition=in_flight,
+    ) as producer:
+        # The stream confirmed and the id written on the partition: several batches in flight.
+        await producer.send_and_wait(topic, b"warm-up", partition=0)
+        state.arm(producer, topic, at, mode, SPLIT_LIMIT_BYTES if split else BATCH_SIZE * 2)
+        futures = [await producer.send(topic, _value(index), partition=0) for index in range(count)]
+        await producer.flush(_FLUSH_TIMEOUT_MS)
+        outcomes = [future.exception() or (await future).offset for future in futures]
+        statistics = producer.statistics()
+        stats = {
+            "producer_ids": producer._sender.idempotence.producer_ids_received,
+            "renumbered": statistics.batches_renumbered,
+            "split": statistics.batches_split,
+            "failed": statistics.records_failed,
+        }
+    return outcomes, stats
+
+
+def _check(address: str, topic: str, count: int, outcomes: list[Any], mode: str, stats: dict[str, int],
+           *, renumbered: bool = True) -> None:
+    values = [_value(index) for index in range(count)]
+    failed = [index for index, outcome in enumerate(outcomes) if isinstance(outcome, BaseException)]
+    if mode == "ghost":
+        assert failed == [], [outcomes[index] for index in failed]
+    else:
+        # One batch (or a piece of one) failed: its records, one run of them, alone.
+        assert failed and failed == list(range(failed[0], failed[-1] + 1)), failed
+        assert all(isinstance(outcomes[index], CorruptRecordError) for index in failed), outcomes
+    log = partition_values(address, topic)
+    assert log[0] == b"warm-up"
+    landed = [value for value in log[1:] if value != GHOST]
+    expected = [value for index, value in enumerate(values) if index not in failed]
+    assert landed == expected  # each once, in send order
+    if mode == "ghost":
+        assert log.count(GHOST) == GHOST_RECORDS
+    # Each future's offset is its record's in the log.
+    offsets = {value: offset for offset, value in enumerate(log) if value != GHOST}
+    for index, outcome in enumerate(outcomes):
+        if index not in failed:
+            assert outcome == offsets[values[index]], (index, outcome)
+    assert stats["failed"] == len(failed)
+    if renumbered:
+        assert stats["producer_ids"] == 2  # retired once, every batch after it on the new id
+        assert stats["renumbered"] >= 1
+
+
+@pytest.mark.parametrize("in_flight", [1, 5])
+def test_a_full_window_refused_out_of_order_lands_once_in_order_on_a_new_id(seglog_service, make_topic, retirement, in_flight):
+    """The default window: five batches in flight and more queued when the third batch is
+    refused out of order (its sequence unresolvable): those in flight and queued go again on a
+    new id in their order, every record once, every future its offset."""
+    topic = make_topic()
+    count = 120
+    outcomes, stats = asyncio.run(_run(seglog_service.address, topic, retirement, count=count, at=3,
+                                       mode="ghost", in_flight=in_flight))
+    assert retirement.done
+    _check(seglog_service.address, topic, count, outcomes, "ghost", stats)
+
+
+def test_a_batch_refused_for_good_inside_a_full_window_fails_alone(seglog_service, make_topic, retirement):
+    """The second batch of a full window fails for good (unwritten): the batches in flight
+    after it are refused out of order past its gap, and go again on a new id, in order."""
+    topic = make_topic()
+    count = 120
+    outcomes, stats = asyncio.run(_run(seglog_service.address, topic, retirement, count=count, at=2,
+                                       mode="corrupt", in_flight=5))
+    assert retirement.done
+    _check(seglog_service.address, topic, count, outcomes, "corrupt", stats)
+
+
+def test_split_batches_of_a_window_renumbered_keep_their_place(seglog_service, make_topic, retirement):
+    """Full batches above the topic's limit, split when refused, around a retirement: the
+    pieces go again in their batch's place on the new id, before the batches behind it."""
+    topic = make_topic(configs={"max.message.bytes": str(SPLIT_LIMIT_BYTES)})
+    count = 120
+    outcomes, stats = asyncio.run(_run(seglog_service.address, topic, retirement, count=count, at=4,
+                                       mode="ghost", in_flight=5, split=True))
+    assert retirement.done
+    _check(seglog_service.address, topic, count, outcomes, "ghost", stats)
+    assert stats["split"] >= 1
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    at_fraction=st.floats(min_value=0, max_value=0.99),
+    in_flight=st.integers(min_value=1, max_value=5),
+    split=st.booleans(),
+    mode=st.sampled_from(["ghost", "corrupt"]),
+    count=st.integers(min_value=20, max_value=90),
+)
+def test_wherever_the_id_is_retired_every_record_lands_once_in_order(
+    seglog_service, make_topic, retirement, at_fraction, in_flight, split, mode, count,
+):
+    """Property: whichever batch of the window the retirement lands on, however many are in
+    flight, with splits or not, refused out of order or failed for good: each record the
+    producer did not fail lands once, in send order, at its future's offset; only the records
+    of the one batch refused for good fail."""
+    configs = {"max.message.bytes": str(SPLIT_LIMIT_BYTES)} if split else None
+    topic = make_topic(configs=configs)
+    at = 1 + int(at_fraction * (count // 12))  # within the batches sent (about nine records each)
+    outcomes, stats = asyncio.run(_run(seglog_service.address, topic, retirement, count=count, at=at,
+                                       mode=mode, in_flight=in_flight, split=split))
+    assert retirement.done
+    # Where the corrupt batch was the last, nothing followed it to number afresh.
+    _check(seglog_service.address, topic, count, outcomes, mode, stats, renumbered=mode == "ghost")
