@@ -211,7 +211,7 @@ class Router:
         is to the sole owner (``Transport.offsets_for_times``: no message built and copied)."""
         packed = bool(request.packed)
         items = request.packed if packed else request.partitions
-        sole = self._sole_transport(items)
+        sole = self._sole_transport(items) if self._routes else self.bootstrap  # (a single process: no routes)
         if sole is None:
             response = await self._ask_owners(list(items), 0, None, None, packed=packed)
             return response if read is None else read(_answers(response, packed), True)
@@ -228,7 +228,7 @@ class Router:
             refused = list(range(count))
             failures: dict[int, SeglogError] = dict.fromkeys(refused, error)
         else:
-            answers = _answers(response, packed)
+            answers = response.packed if packed else response.results  # (_answers, inline)
             if read is not None:
                 found = read(answers, False)
                 if found is not HINTED:

@@ -226,9 +226,9 @@ class Transport:
                 if message is None:
                     message = pb.LookupStreamRequest()
                     message.offsets_for_times.CopyFrom(request)
-                response: pb.OffsetsForTimesResponse = await self.lookup_stream().ask(
-                    message, self._request_timeout_s
-                )
+                # The stream once opened (open checked above): no second call to look it up.
+                stream = self._lookup_stream or self.lookup_stream()
+                response: pb.OffsetsForTimesResponse = await stream.ask(message, self._request_timeout_s)
             except ServiceError as error:
                 if error.code is not grpc.StatusCode.UNIMPLEMENTED:
                     self._requests_failed += 1
