@@ -30,9 +30,10 @@ from hypothesis import strategies as st
 
 from seglog import AsyncProducer
 from seglog._sender import Sender
-from seglog.errors import CorruptRecordError, SeglogError
+from seglog.errors import ClientClosedError, CorruptRecordError, SeglogError
 from seglog.records import Compression, RecordBatchBuilder
 from seglog.records.header import BASE_SEQUENCE_OFFSET, PRODUCER_EPOCH_OFFSET, PRODUCER_ID_OFFSET
+from tests.support.in_process_service import until
 from tests.support.integration_helpers import partition_values
 
 pytestmark = pytest.mark.integration
@@ -246,3 +247,78 @@ def test_wherever_the_id_is_retired_every_record_lands_once_in_order(
     assert retirement.done
     # Where the corrupt batch was the last, nothing followed it to number afresh.
     _check(seglog_service.address, topic, count, outcomes, mode, stats, renumbered=mode == "ghost")
+
+
+@pytest.mark.parametrize("failing", ["once", "always"])
+def test_no_new_producer_id_fails_the_batches_waiting_to_be_renumbered(seglog_service, make_topic, retirement, monkeypatch, failing):
+    """The new producer id cannot be had when a window is to be numbered afresh: the batches
+    waiting for it fail with the reason (those after the retirement), never hang flush; the
+    others land once, in order, and the producer sends on once an id can be had again."""
+    topic = make_topic()
+    count = 60
+    real = Sender.init_producer_id
+    calls = {"count": 0, "failing": True}
+
+    async def init_producer_id(self, request):
+        calls["count"] += 1
+        if calls["failing"] and calls["count"] > 1 and (failing == "always" or calls["count"] == 2):
+            raise SeglogError("injected: no producer id")
+        return await real(self, request)
+
+    monkeypatch.setattr(Sender, "init_producer_id", init_producer_id)
+
+    async def run() -> tuple[list[Any], Any]:
+        async with AsyncProducer(seglog_service.address, batch_size=BATCH_SIZE, linger_ms=5) as producer:
+            await producer.send_and_wait(topic, b"warm-up", partition=0)
+            retirement.arm(producer, topic, 3, "ghost", BATCH_SIZE * 2)
+            futures = [await producer.send(topic, _value(index), partition=0) for index in range(count)]
+            await producer.flush(_FLUSH_TIMEOUT_MS)
+            outcomes = [future.exception() or (await future).offset for future in futures]
+            calls["failing"] = False
+            after = await producer.send_and_wait(topic, b"after", partition=0)
+            return outcomes, after
+
+    outcomes, after = asyncio.run(run())
+    assert retirement.done
+    failed = [index for index, outcome in enumerate(outcomes) if isinstance(outcome, BaseException)]
+    assert failed and all("injected: no producer id" in str(outcomes[index]) for index in failed)
+    values = [_value(index) for index in range(count)]
+    log = partition_values(seglog_service.address, topic)
+    landed = [value for value in log if value != GHOST]
+    assert landed == [b"warm-up", *(value for index, value in enumerate(values) if index not in failed), b"after"]
+    assert after.offset == len(log) - 1
+
+
+def test_a_close_while_the_new_producer_id_is_awaited_fails_the_waiting_batches(seglog_service, make_topic, retirement, monkeypatch):
+    """The producer closes while a window waits for the new producer id to be numbered afresh
+    on (InitProducerId never answers): close returns, the waiting batches fail as closed, and
+    what was written before the retirement stays written, once."""
+    topic = make_topic()
+    count = 60
+    real = Sender.init_producer_id
+    calls = {"count": 0}
+
+    async def init_producer_id(self, request):
+        calls["count"] += 1
+        if calls["count"] > 1:
+            await asyncio.Event().wait()  # never answered
+        return await real(self, request)
+
+    monkeypatch.setattr(Sender, "init_producer_id", init_producer_id)
+
+    async def run() -> list[Any]:
+        producer = AsyncProducer(seglog_service.address, batch_size=BATCH_SIZE, linger_ms=5)
+        await producer.send_and_wait(topic, b"warm-up", partition=0)
+        retirement.arm(producer, topic, 3, "ghost", BATCH_SIZE * 2)
+        futures = [await producer.send(topic, _value(index), partition=0) for index in range(count)]
+        await until(lambda: calls["count"] > 1 and any(w.holding for w in producer._sender.windows.values()))
+        await producer.close(timeout_ms=0)
+        return [future.exception() or (await future).offset for future in futures]
+
+    outcomes = asyncio.run(run())
+    assert retirement.done
+    failed = [index for index, outcome in enumerate(outcomes) if isinstance(outcome, BaseException)]
+    assert failed and all(isinstance(outcomes[index], ClientClosedError) for index in failed)
+    values = [_value(index) for index in range(count)]
+    landed = [value for value in partition_values(seglog_service.address, topic) if value != GHOST]
+    assert landed == [b"warm-up", *(value for index, value in enumerate(values) if index not in failed)]

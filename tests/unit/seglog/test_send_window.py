@@ -167,3 +167,54 @@ def test_queued_and_paced_resends_keep_the_in_flight_limit(batch_count, in_fligh
             in_flight.extend(window.refill(in_flight_max))
     assert window.is_empty() and next_batch == batch_count
     assert completed == list(range(batch_count)) and log.records == list(range(batch_count))
+
+
+def test_a_final_failure_with_batches_owed_after_it_holds_and_resends_them_free():
+    """``failed_holding``: the batches after a failure for good (refused out of order past its
+    gap) are answered before anything new goes, then sent again in order without counting."""
+    window: SendWindow[str] = SendWindow()
+    first, second, third = (window.sent(name) for name in "abc")
+    complete, again = window.failed_holding(first, ValueError("refused for good"))
+    assert [e.item for e in complete] == ["a"] and again == []
+    assert window.holding and window.hold_is_free and not window.can_send(5)
+    window.answered(second, _Retriable("out of order"), failed=True, retry=True, free=window.hold_is_free)
+    complete, again = window.answered(third, _Retriable("out of order"), failed=True, retry=True, free=window.hold_is_free)
+    assert complete == [] and [e.item for e in again] == ["b", "c"]
+    window.resending(again)
+    assert [e.attempt for e in again] == [0, 0]  # not counted: the gap was not theirs
+
+
+def test_a_final_failure_with_nothing_owed_after_it_does_not_hold():
+    window: SendWindow[str] = SendWindow()
+    first = window.sent("a")
+    complete, again = window.failed_holding(first, ValueError("refused for good"))
+    assert [e.item for e in complete] == ["a"] and again == [] and not window.holding and window.is_empty()
+
+
+def test_a_batch_not_sent_goes_again_in_its_place_without_counting():
+    """``not_sent``: a batch marked in flight that the sender did not send (it must be numbered
+    afresh first) holds the partition and comes back in its place, with those after it, free."""
+    window: SendWindow[str] = SendWindow()
+    first, second, third = (window.sent(name) for name in "abc")
+    queued = window.queued("d")
+    complete, again = window.not_sent(second, "not sent")
+    assert (complete, again) == ([], []) and window.holding and window.hold_is_free
+    window.sent_while_holding(third, "not sent")
+    complete, again = window.answered(first, "a-ok", failed=False, retry=False)
+    assert [e.item for e in complete] == ["a"] and [e.item for e in again] == ["b", "c", "d"]
+    assert window.owed() == again and all(e.free for e in again)
+    assert window.first_owed(again[0]) and not window.first_owed(again[1])
+    window.resending(again, held=1)
+    assert [e.attempt for e in again] == [0, 0, 0] and queued.state.value == "retry"
+
+
+def test_what_the_window_knows_unwritten():
+    """A batch is unwritten until the sender hands it to a send (it clears the mark), and the
+    pieces of a split batch are unwritten (nothing of a batch refused as too large was written)."""
+    window: SendWindow[str] = SendWindow()
+    entry, queued = window.sent("a"), window.queued("q")
+    assert entry.unwritten and queued.unwritten
+    entry.unwritten = False
+    window.split(entry, ["a1", "a2"])
+    assert [(e.item, e.unwritten) for e in window.owed()] == [("a1", True), ("a2", True), ("q", True)]
+    assert window.gap_producer_id is None
