@@ -962,7 +962,7 @@ class Sender:
             renumbered = self.idempotence.fields_now(tp, batch.record_count)
             if renumbered != fields:
                 entry.item = (batch, with_producer_fields(records, renumbered), renumbered)
-        self._stats["batches_renumbered"] += len(owed)
+                self._stats["batches_renumbered"] += 1
         window.gap_producer_id = None
         return True
 
