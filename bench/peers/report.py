@@ -660,6 +660,18 @@ What works:
   ended the shared stream, retrying every batch in flight on it). Tests: fault injection in
   each loop step and a Hypothesis property over the crash point
   (`test_producer_sender_faults.py`), `tests/unit/seglog/test_message_packing_limits.py`.
+- A producer id retired while a partition's window is full (a batch failed for good, or one
+  refused out of order with every batch before it written: a sequence the service's state cannot
+  resolve) no longer fails the batches behind it: as Kafka's producer since KIP-360, the
+  partition's batches the service holds none of (refused out of order past the gap, or never
+  sent: in flight, queued, split pieces) go again on the new id in their window order, sequences
+  from 0, once nothing of the partition is in flight; one that may have been appended under the
+  old id goes first as it was (answered as a duplicate, or refused and then renumbered). A
+  renumbered batch keeps its encoded records (header fields and CRC rewritten). Tests on a real
+  service, at 1 and 5 in flight, with splits, and a Hypothesis property over where the
+  retirement lands (`test_producer_retired_id.py`: every record once, in order, at its future's
+  offset; on the code before, the batches behind it failed out of order), with no new id to be
+  had and a close while it is awaited; `tests/unit/seglog/test_renumbered_batch_bytes.py`.
   A request limit is the word of the live stream that announced it: an ended stream announces
   nothing, so a service restarted at the same address with a larger limit takes a record the old
   one refused (it failed unsent for good); a gRPC refusal's limit is kept for the connection the
@@ -738,12 +750,10 @@ What works:
 
 What remains:
 
-- The producer: batches of a retired producer id, queued, split or already sent, keep its
-  sequences and fail as out of sequence past the gap, where Kafka's producer numbers them again
-  on the new id. A first fix (queued batches and split pieces only) was taken back: at the
-  default of five batches in flight those already handed to a send still failed, and a batch
-  split after its window was renumbered took sequences ahead of the batches behind it, failing a
-  healthy one and retiring the new id too. It wants the whole window renumbered in its order.
+- The producer's renumbering on a new id takes an out-of-order refusal as proof that a batch,
+  and every batch of its id after it in the window, was not appended, as Kafka does: were the
+  id's state on the partition to expire between two of them (the service then takes a batch
+  whatever its sequence), a later one whose answer was lost could be written twice.
 - Goal 1's per-call cost outside the storage is now mostly grpcio's: profiled on both sides
   (`.venv/bin/python -m bench.bench_single_lookup --per-call 100 --profile-client DIR
   --profile-service DIR`, load 2.4), the client's grpc.aio `_write` and the service's stream write
