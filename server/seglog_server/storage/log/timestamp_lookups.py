@@ -36,7 +36,7 @@ from collections.abc import Callable, Sequence
 from time import perf_counter as _perf_counter
 
 from ..base.errors import CorruptRecordError, StorageError
-from ..base.observer import count_laps, stopwatch
+from ..base.observer import count_laps, held_stopwatch, release_held, stopwatch
 from ..format.file_records import TimestampAndOffset
 from ..segment.log_segment import LogSegment
 from ..segment.log_segments import LogSegments
@@ -99,6 +99,10 @@ def lookup_timestamps(
     """The outcome of each of ``timestamps_ms``, in their order (see the module docstring);
     ValueError before any search for a target ``check_targets`` refuses; with ``budget``,
     LookupRefused before a step past it (the counters the search moved put back)."""
+    if local.timestamps.loaded and len(timestamps_ms) > 1:
+        records = _records_in_memory(local, timestamps_ms, log_start_offset, log_end_offset)
+        if records is not None:
+            return records
     if budget is None:
         return _lookup_timestamps(local, timestamps_ms, log_start_offset, log_end_offset, None)
     try:
@@ -110,6 +114,50 @@ def lookup_timestamps(
         raise
     budget.release_figures()
     return outcomes
+
+
+def _records_in_memory(
+    local: LocalLog, timestamps_ms: Sequence[int], log_start_offset: int, log_end_offset: int,
+) -> list[LookupOutcome] | None:
+    """``lookup_timestamps``'s outcomes of ``timestamps_ms`` (two or more, any order, repeats
+    allowed) when every target is >= 0, all share their first reaching segment, at or above the
+    log start's, and that segment's time-step table answers each with a record from memory
+    (``LogSegment.records_from_time_steps``): a batched lookup's common case, without the
+    shared search's sorting, runs, budget and per-segment layers. None in every other case
+    (nothing counted, nothing changed), and the shared search answers. The same answers: the
+    search starts at that segment for every target, and the table gives what its search there
+    gives (a step is never replaced by a later append). The same laps as the shared search
+    (``segment_lookup`` and ``index_search``, once per distinct target), held until it answers.
+    The segments' largest timestamps must be loaded (the caller checks: no first-use check
+    runs here)."""
+    if log_start_offset == log_end_offset:
+        return None
+    lowest = min(timestamps_ms)
+    if lowest < 0:
+        return None
+    held: list[tuple] = []
+    watch = held_stopwatch("offsets_for_times", held)
+    segments = local.segments
+    reaching = local.timestamps
+    try:
+        slot = reaching.first_slot_reaching(segments, lowest)
+        if slot == len(segments) or reaching.first_slot_reaching(segments, max(timestamps_ms)) != slot:
+            return None
+    except (OSError, CorruptRecordError):  # (the active segment's largest timestamp read): the search meets it
+        return None
+    if slot < segments.floor_slot(log_start_offset):
+        return None
+    distinct = len(set(timestamps_ms))
+    watch.lap_each("segment_lookup", distinct)
+    segment = segments.at(slot)
+    records = segment.records_from_time_steps(timestamps_ms, log_start_offset)
+    if records is None:
+        return None
+    local.touch(segment)
+    watch.lap_each("index_search", distinct)
+    if held:
+        release_held(held)
+    return records
 
 
 def lookup_one_bounded(

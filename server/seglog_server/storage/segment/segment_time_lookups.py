@@ -281,6 +281,30 @@ class SegmentTimeLookups:
         whole = not steps.damaged and steps.end_position == self._log.size_in_bytes
         return step_answers(steps.timestamps, steps.offsets, timestamps_ms, starting_offset, whole, TimestampAndOffset)
 
+    def records_from_time_steps(
+        self, timestamps_ms: Sequence[int], starting_offset: int
+    ) -> list[TimestampAndOffset] | None:
+        """``find_offsets_by_timestamps``'s answers to ``timestamps_ms`` (any order, repeats
+        allowed) when the segment's time-step table gives every one of them from memory and
+        each is a record; else None, and that search answers (no table, a first-use check
+        pending, the file shrunk under the table or grown past it (that search extends it), a
+        step below ``starting_offset``, or no record here). Nothing is read, built, extended or
+        timed (the caller counts the laps once it answers); the table is held as that search
+        holds it (least recently used last)."""
+        if self._pending_check is not None:
+            return None
+        steps = self._steps_ref()
+        if steps is None:
+            return None
+        file_end = self._log.size_in_bytes
+        if file_end < steps.end_position or (steps.end_position < file_end and not steps.damaged):
+            return None
+        answers, rest = self._answers_from_steps(steps, timestamps_ms, starting_offset)
+        if rest or None in answers:
+            return None
+        TIME_STEPS.hold(steps)
+        return answers
+
     def _new_time_steps(self) -> TimeSteps:
         self.drop_time_steps()
         steps = TimeSteps(self._base_offset)
