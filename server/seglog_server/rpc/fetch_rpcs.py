@@ -134,8 +134,13 @@ class FetchRpcs:
         while True:
             if self.core.stopping:
                 raise ServiceStoppingError("seglog is shutting down; reconnect to resume")
-            self.core.storage.get_log(topic, partition)  # NOT_FOUND before taking a ticket
+            log = self.core.storage.get_log(topic, partition)  # NOT_FOUND before taking a ticket
             ticket = self.core.waiters.ticket(topic, partition)
+            if offset == log.high_watermark:
+                # At the tail (after each push of a stream keeping up): the read would be empty,
+                # so park at once. The ticket is taken first: an append after the look wakes it.
+                await self._park(ticket, None)
+                continue
             reservation = self.core.consume_buffer.reserve(max_bytes)
             try:
                 data = await self._ticketed_read(ticket, topic, partition, offset, reservation.size_bytes)
