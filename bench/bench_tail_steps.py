@@ -1,6 +1,6 @@
 """Where a record's produce -> consume time goes, step by step, from the append to poll's return.
 
-    .venv/bin/python bench/bench_tail_steps.py [--records 6000] [--runs 3] [--tree DIR ...]
+    .venv/bin/python bench/bench_tail_steps.py [--records 6000] [--runs 3] [--rate 2000] [--tree DIR ...]
 
 The goal-3 workload of bench/peers (``Producer(linger_ms=0).send`` per record at 2,000/s, a
 ``Consumer(mode="stream")`` polling in another thread), with ``time.monotonic_ns`` stamps
@@ -117,10 +117,14 @@ def serve(stamps_path: str, argv: list[str]) -> None:
     runpy.run_module("seglog_server", run_name="__main__", alter_sys=True)
 
 
-def run(records: int) -> dict[str, list]:
-    """One run in this process (the client) against a stamped service; all stamps."""
+def run(records: int, rate: float | None = None) -> dict[str, list]:
+    """One run in this process (the client) against a stamped service; all stamps. ``rate``:
+    records a second (bench/peers' 2,000 when None)."""
     sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))  # bench.peers
+    from bench.peers import common
     from bench.peers.common import CREATED, paced
+    if rate is not None:
+        common.LATENCY_RATE_PER_S = rate
     from seglog import Admin, Consumer, Producer
     from seglog import client as client_module
     from seglog_server.__main__ import malloc_environment
@@ -284,10 +288,12 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--tree", action="append", default=[],
                         help="another checkout's root (its server/ and client/ are used), run interleaved")
+    parser.add_argument("--rate", type=float, default=None,
+                        help="records a second (default: bench/peers' 2,000); a lower rate shows what is not queueing")
     parser.add_argument("--one", action="store_true", help=argparse.SUPPRESS)  # a single run, JSON out
     args = parser.parse_args()
     if args.one:
-        print(json.dumps(steps(run(args.records))))
+        print(json.dumps(steps(run(args.records, args.rate))))
         return
     trees = ["", *args.tree]
     results: dict[str, list[dict[str, float]]] = {tree or "this checkout": [] for tree in trees}
@@ -297,7 +303,8 @@ def main() -> None:
             if tree:
                 environ["PYTHONPATH"] = os.pathsep.join([f"{tree}/server", f"{tree}/client"])
             load = os.getloadavg()[0]
-            out = subprocess.run([sys.executable, __file__, "--one", "--records", str(args.records)], env=environ,
+            out = subprocess.run([sys.executable, __file__, "--one", "--records", str(args.records),
+                                  *(["--rate", str(args.rate)] if args.rate else [])], env=environ,
                                  capture_output=True, text=True, check=True, cwd=pathlib.Path(__file__).parent.parent)
             figures = json.loads(out.stdout.strip().splitlines()[-1])
             figures["load_1min"] = load
