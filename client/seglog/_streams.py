@@ -105,6 +105,7 @@ class RequestStream:
         # timeout_s), and the one timer for the earliest (``_watch``).
         self._deadlines: deque[tuple[float, asyncio.Future[Any], Any, float]] = deque()
         self._watchdog: asyncio.TimerHandle | None = None
+        self._watchdog_at = 0.0  # when the watchdog is due (its ``when()``, kept: no call a request)
         self._caller_reading = False
         self._reader_reads = False
         self._reader_parked: asyncio.Future[None] | None = None  # the reader waiting for work
@@ -296,10 +297,10 @@ class RequestStream:
         deadline = loop.time() + timeout_s
         self._deadlines.append((deadline, answer, call, timeout_s))
         watchdog = self._watchdog
-        if watchdog is None or deadline < watchdog.when():
+        if watchdog is None or deadline < self._watchdog_at:
             if watchdog is not None:
                 watchdog.cancel()
-            self._watchdog = loop.call_at(deadline, self._deadlines_due)
+            self._watchdog, self._watchdog_at = loop.call_at(deadline, self._deadlines_due), deadline
 
     def _unwatch(self) -> None:
         """A wait is over: the answers done at the front leave the deadlines. A caller that
@@ -321,7 +322,8 @@ class RequestStream:
         for _, answer, call, timeout_s in due:
             self._time_out(answer, call, timeout_s)
         if waiting and not self._closed:
-            self._watchdog = loop.call_at(min(entry[0] for entry in waiting), self._deadlines_due)
+            self._watchdog_at = min(entry[0] for entry in waiting)
+            self._watchdog = loop.call_at(self._watchdog_at, self._deadlines_due)
 
     def _time_out(self, answer: asyncio.Future[Any], call: Any, timeout_s: float) -> None:
         if not answer.done() and call is not None and self._call is call:
