@@ -24,6 +24,13 @@ one). With ``--profile`` py-spy samples the service (every thread, 1,000 Hz) whi
 lookups and writes the collapsed stacks to that file, suffixed by the log's name (sampling
 slows the service a little: the rates printed then are not figures). cProfile would see only
 the event loop's thread, not the storage pool's threads where the searches run.
+
+``--pauses`` measures instead the calls that follow an idle pause (0, 10 ms, 50 ms, 200 ms, 1 s;
+three calls after each, ``--runs`` rounds, on the small-batch log of ``--records``): each call's
+wall time, the first after the pause beside the second and third, and the same for one round
+trip of a 1 KiB message on an open bidi stream of the peers' floor (``bench/peers/floor.py``: grpc.aio
+on both sides, an empty handler), so what an idle pause costs grpc itself is measured beside it.
+Run from the repository's root with ``PYTHONPATH=.`` (it starts the floor's server).
 """
 
 from __future__ import annotations
@@ -38,6 +45,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 
 from seglog import Admin, Producer, TopicPartition
 from seglog_server.__main__ import MALLOC_TUNING
@@ -111,6 +119,85 @@ def _lookups(address: str, topic: str, times: list[int], per_request: int,
         return (len(times) / elapsed, (time.process_time() - client_cpu) / calls * 1e6,
                 (_cpu_s(service_pid) - service_cpu) / calls * 1e6, walls[0] * 1e3,
                 statistics.median(walls[1:] or walls) * 1e3)
+
+
+PAUSES_S = (0.0, 0.01, 0.05, 0.2, 1.0)
+_CALLS_AFTER_A_PAUSE = 3
+_FLOOR_MESSAGE = b"x" * 1024
+
+
+def _after_pauses(call: Callable[[], object], rounds: int) -> dict[float, list[list[float]]]:
+    """Per pause, per round, the wall times (ms) of the calls made right after it."""
+    walls: dict[float, list[list[float]]] = {pause: [] for pause in PAUSES_S}
+    for _ in range(rounds):
+        for pause in PAUSES_S:
+            time.sleep(pause)
+            round_walls = []
+            for _ in range(_CALLS_AFTER_A_PAUSE):
+                started = time.perf_counter()
+                call()
+                round_walls.append((time.perf_counter() - started) * 1e3)
+            walls[pause].append(round_walls)
+    return walls
+
+
+def _print_pauses(name: str, walls: dict[float, list[list[float]]]) -> None:
+    for pause, rounds in walls.items():
+        print(f"{name}, after {pause * 1e3:g} ms idle: " + ", ".join(
+            f"call {n + 1} {statistics.median(r[n] for r in rounds):.2f} ms" for n in range(_CALLS_AFTER_A_PAUSE))
+            + f" (medians of {len(rounds)}; load {os.getloadavg()[0]:.2f})", flush=True)
+
+
+def pause_costs(address: str, records: int, per_request: int, rounds: int) -> None:
+    """``--pauses`` (see the module docstring)."""
+    import asyncio
+
+    import grpc
+
+    from bench.peers.common import free_port, stop_process, wait_port
+    from bench.peers.floor import METHOD, _identity
+
+    first, last = _produce(address, "lookups-pauses", records, small=True)
+    rng = random.Random(5)
+    partition = TopicPartition("lookups-pauses", 0)
+    with Admin(address) as admin:
+        admin.offsets_for_times_many([(partition, rng.randint(first, last)) for _ in range(per_request)])
+        _print_pauses("seglog, Admin.offsets_for_times_many", _after_pauses(
+            lambda: admin.offsets_for_times_many([(partition, rng.randint(first, last)) for _ in range(per_request)]),
+            rounds))
+    port = free_port()
+    floor = subprocess.Popen([sys.executable, "-m", "bench.peers.floor", "--port", str(port)],
+                             cwd=pathlib.Path(__file__).resolve().parents[1])
+    try:
+        wait_port(port, floor)
+
+        async def measured() -> dict[float, list[list[float]]]:
+            async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+                stream = channel.stream_stream(METHOD, request_serializer=_identity, response_deserializer=_identity)()
+
+                async def ping() -> None:
+                    await stream.write(_FLOOR_MESSAGE)
+                    await stream.read()
+
+                for _ in range(200):
+                    await ping()
+                # The pauses block the loop's thread, as the synchronous client's caller idles.
+                walls: dict[float, list[list[float]]] = {pause: [] for pause in PAUSES_S}
+                for _ in range(rounds):
+                    for pause in PAUSES_S:
+                        time.sleep(pause)
+                        round_walls = []
+                        for _ in range(_CALLS_AFTER_A_PAUSE):
+                            started = time.perf_counter()
+                            await ping()
+                            round_walls.append((time.perf_counter() - started) * 1e3)
+                        walls[pause].append(round_walls)
+                await stream.done_writing()
+                return walls
+
+        _print_pauses("the floor, a 1 KiB round trip", asyncio.run(measured()))
+    finally:
+        stop_process(floor)
 
 
 def storage_costs(repeats: int = 5) -> None:
@@ -227,6 +314,7 @@ def main() -> None:
     parser.add_argument("--profile", type=pathlib.Path, default=None)
     parser.add_argument("--only", choices=("large", "small"), default=None)
     parser.add_argument("--storage", action="store_true", help="the storage alone, in this process (see above)")
+    parser.add_argument("--pauses", action="store_true", help="calls after idle pauses, and the floor's (see above)")
     arguments = parser.parse_args()
     if arguments.storage:
         storage_costs()
@@ -234,6 +322,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="seglog-lookups-") as directory:
         process, address = _start(pathlib.Path(directory))
         try:
+            if arguments.pauses:
+                pause_costs(address, arguments.records, arguments.per_request, arguments.runs)
+                return
             for name in ("large", "small"):
                 if arguments.only not in (None, name):
                     continue
