@@ -747,6 +747,41 @@ What works:
   the one of 20:38 UTC (the same code for lookups) large 2.11x (157,261/s), small 1.79x: between
   quiet runs seglog's large-batch rate alone moved 130-157 k/s, so goal 1 on large batches sits
   at its line and is not yet met by a margin.
+- Goal 1 on small batches, where the time goes (21:44-22:06 UTC, load 1-9 on 2 CPUs). Not the
+  storage: with the time-step tables a target of a call of 100 costs 1.3 us of storage CPU on
+  100-record batches and 0.9 on 3,436-record ones (`PYTHONPATH=. .venv/bin/python
+  bench/bench_batched_lookup.py --storage`, load 6.7-7.8), so a compiled directory hit or a
+  record-time table for small batches would save nothing. Per call the two logs cost the same:
+  calls of 100 alternating between them on one service (1,000,000 records each, 50 calls a log,
+  ten rounds, load 7.1) took 0.692 ms (small) and 0.699 ms (large), medians. Of a steady call
+  (about 0.65 ms) the service's event loop spent 0.13 ms in the handler (read to answer built)
+  and 0.14 ms in the answer's write (grpc's, its sendmsg inline), medians of 400 calls timed in
+  the process; each process about 0.37 ms of CPU a call, where the floor's 1 KiB echo costs 0.19
+  (server) and 0.21 (client) and takes 0.31-0.36 ms (load 7.6). Now a batched lookup whose
+  targets all first reach one segment is answered from that segment's time-step table in one
+  call (`timestamp_lookups._records_in_memory`: the targets as asked, one `step_answers` in C,
+  the shared search's laps; anything else takes the shared search, which extends a table behind
+  its file): storage CPU of the inline attempt 0.66 -> 0.54 us a target (5,000 batches of 100,
+  three alternations, load 6.4) and the handler 0.130 -> 0.094 ms a call of 100 (medians of
+  400 calls, three alternations of the service tree without and with it, load 5.8-6.3); end
+  to end (`bench/bench_batched_lookup.py --records 1000000 --lookups 20000 --per-request 100
+  --runs 3`, four alternations, load 4.1-7.0) within the noise: small batches 125.6, 139.3,
+  97.4, 134.1 k lookups/s before, 130.4, 123.4, 112.5, 133.7 k after. Proven equal to the
+  shared search and the per-target scans by a Hypothesis differential
+  (`tests/unit/seglog_server/storage/log/test_batched_lookup_in_memory.py`; the time-step
+  tables' own property over damage, truncation and restarts goes through it too).
+- The cold call (goal 1's "first call"), measured beside the floor
+  (`PYTHONPATH=. .venv/bin/python bench/bench_batched_lookup.py --pauses --records 200000
+  --per-request 100 --runs 8`, load 5.0): after an idle pause of 10 ms to 1 s a call of 100
+  took 1.70-2.07 ms, the next 1.07-1.23 and the third 0.81-1.01 (0.79-1.01 without a pause);
+  the floor's 1 KiB round trip after the same pauses 0.72-0.78 ms (1.70 after 1 s), then
+  0.32-0.37 (0.33 without). So a pause costs grpc itself 0.4-0.45 ms (1.3 after a second) and
+  seglog about twice that: the wake-ups of each side's threads (strace of the service: a
+  message goes from grpc's poller thread to a worker (futex), to the completion queue's thread
+  (eventfd), to the event loop (a socket), four threads each way, as in the floor) and the
+  Python of both sides on cold caches. The handler itself is not it: timed in the service, a
+  fresh service's first call of 100 spent 0.42-0.47 ms in it (0.33-1.57 after each pause,
+  0.17 steady) while the client waited 2.3-3.4 ms; nor the answer's write (0.04-0.17 ms).
 
 What remains:
 
@@ -977,9 +1012,14 @@ What remains:
   With the time-step tables (a few us a target), again four alternations at load 6.3-8.6: service
   CPU a call 525 -> 400 us on large batches, 700 -> 475 on small, lookups/s 85.7 k -> 89.4 k and
   83.0 k -> 99.6 k: raised to 256.
-- Goal 1: why a connection's first call of a hundred targets after the produce takes 2-4 ms
-  (above: the message's transit, not seglog's search or conversions) is not known; a user's first
-  batched call after a pause pays it. And at load 4-8 the small-batch lookups stalled 100 ms or
+- Goal 1: a call after an idle pause pays the wake-up of grpc's threads on both sides (the
+  floor's own 0.4-0.45 ms, above) and about as much again of seglog's Python on cold caches; a
+  fresh service's first call of 100 2.3-3.4 ms, the handler 0.4-0.5 of it: the rest of that
+  excess over a pause's is not located (grpc's first messages of that size on the stream, as far
+  as it shows). The small-batch figure is ten calls after one warm-up call, and the second call
+  after a pause still costs 0.2-0.4 ms more than the third (above): a figure of ten calls moves
+  by that much from run to run; a longer warm-up or more calls would measure the steady rate
+  (both peers alike), not done here. Per call the small batches cost what the large do. And at load 4-8 the small-batch lookups stalled 100 ms or
   more in 4 of 12 runs of `bench.peers --systems seglog` (4.0-8.7 k lookups/s, without the
   warm-up and with it alike); the large batches' once (9.5 k). One traced (the peers' sequence,
   the bulk service stopped just before, load 5.7): 62 ms between the client's write of a call's
