@@ -16,6 +16,12 @@ where its wall time is lost in the noise.
 
     PYTHONPATH=client:server:. .venv/bin/python bench/bench_single_lookup_layers.py [--side service|client] [--calls]
 
+``--in-memory`` measures the storage's part alone, in one process: ``lookup_timestamp_inline``
+on the same log with its in-memory step (``timestamp_lookups.lookup_one_in_memory``: the
+time-step table's answer without the bounded search's layers) and with that step switched off
+(every lookup through ``lookup_one_bounded``), alternately, 15 rounds of 5,000 lookups: one
+process, so the machine's load moves both alike.
+
 For an A/B between checkouts run it in each tree (``PYTHONPATH=TREE/client:TREE/server:TREE``)
 alternately, and compare each pair."""
 
@@ -174,6 +180,49 @@ async def _client(calls: bool) -> tuple[float, float | None]:
     return await _measured(lookups, 10 * LOOKUPS, calls)
 
 
+def _in_memory_ab() -> None:
+    """``--in-memory``: the storage call of a single lookup with and without its in-memory step."""
+    from seglog import records as codec
+    from seglog_server.metrics.instruments import MetricsObserver
+    from seglog_server.storage.base.observer import install_observer
+    from seglog_server.storage.log import log_time_lookups
+    from seglog_server.storage.manager.log_manager import LogManager
+
+    with tempfile.TemporaryDirectory() as directory:
+        manager = LogManager([directory])
+        manager.startup()
+        manager.create_topic("t", 1)
+        log = manager.get_log("t", 0)
+        for first in range(0, 48_000, 4000):
+            builder = codec.RecordBatchBuilder()
+            for number in range(4000):
+                builder.append(b"v" * 100, key=b"k" * 16, timestamp_ms=FIRST_MS + first + number)
+            log.append(builder.build())
+        previous = install_observer(MetricsObserver())
+        in_memory = log_time_lookups.lookup_one_in_memory
+        try:
+            log.lookup_timestamps([-3])  # the segments' first-use checks
+            draw = random.Random(1)
+            targets = [FIRST_MS + draw.randrange(48_000) for _ in range(5000)]
+            ways = {"in_memory": in_memory, "bounded": lambda *arguments: None}
+            rounds: dict[str, list[float]] = {name: [] for name in ways}
+            for number in range(15):
+                for name in sorted(ways, reverse=bool(number % 2)):
+                    log_time_lookups.lookup_one_in_memory = ways[name]
+                    inline = log.lookup_timestamp_inline
+                    started = time.perf_counter()
+                    for target in targets:
+                        inline(target, 1 << 20)
+                    rounds[name].append((time.perf_counter() - started) / len(targets) * 1e6)
+        finally:
+            log_time_lookups.lookup_one_in_memory = in_memory
+            install_observer(previous)
+            manager.shutdown()
+    for name, figures in rounds.items():
+        print(f"storage, {name}: {statistics.median(figures):.2f} us a lookup (median of {len(figures)} rounds)")
+    print(f"in_memory / bounded: {statistics.median(rounds['in_memory']) / statistics.median(rounds['bounded']):.3f}")
+
+
 def _line(name: str, figures: tuple[float, float | None]) -> str:
     wall_us, calls = figures
     return f"{name}: {wall_us:.2f} us a lookup" + ("" if calls is None else f", {calls:.1f} Python calls a lookup")
@@ -183,7 +232,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--side", choices=["service", "client", "both"], default="both")
     parser.add_argument("--calls", action="store_true", help="also count the Python function calls a lookup")
+    parser.add_argument("--in-memory", action="store_true",
+                        help="only the storage call, with and without its in-memory step, alternately")
     arguments = parser.parse_args()
+    if arguments.in_memory:
+        _in_memory_ab()
+        return
     if arguments.side in ("service", "both"):
         for name, figures in asyncio.run(_service(arguments.calls)).items():
             print(_line(name, figures))
