@@ -936,6 +936,37 @@ What remains:
   noise: `.venv/bin/python -m bench.bench_single_lookup --records 50000 --lookups 3000 --repeats
   3 --tree base=<before> --tree after=<after>`, two runs with the order swapped, 18:43-18:48,
   load 5.7-6.3: p50 1.64x and 1.37x the floor before, 1.62x and 1.57x after).
+- The single lookup's storage search answered from memory in one step: for a target >= 0,
+  `UnifiedLog.lookup_timestamp_inline` first asks `timestamp_lookups.lookup_one_in_memory` (the
+  first segment reaching the target by the running maximum, the active one's largest timestamp
+  read without `_load_max_timestamp` once known; that segment's time-step table answered in C,
+  `LogSegment.answer_from_time_steps`; the segment touched; its two laps, `segment_lookup` and
+  `index_search`, counted once it answers from three clock reads, `observer.count_laps`): no
+  LookupBudget, held stopwatch, release or per-segment loop. Anything else (no table, a step
+  below the log start or past the table, no record in that segment, the log start's segment
+  after it) takes the bounded search as before; a fault in the segment choice answers as that
+  search does. The same series exported (the laps counted once each, no fault count on this
+  path, as before). Held to the unbounded search by the bounded search's Hypothesis
+  differential (its single lookups too; 18 % of them answered in memory there), the laps by
+  `test_a_single_lookup_answered_from_memory_counts_the_laps_of_the_search`. Counted
+  (`PYTHONPATH=client:server:. .venv/bin/python bench/bench_single_lookup_layers.py --calls`):
+  the lookup 69 -> 45 Python calls, the LookupStream handler 92 -> 68 a message; the client's
+  admin, router and transport 16 -> 12 (the transport's stream not looked up again, the
+  router's sole channel and answer list inline) and the ask's timeout watch one fewer (cProfile
+  of 2,000 round trips, `bench_single_lookup --profile-client`: 123.2 -> 119.6 calls outside the
+  loop's machinery). In one process (`bench_single_lookup_layers.py --in-memory`: the storage
+  call with and without the step, alternately, four runs at load 5.7-8): 0.53-0.63x (e.g. 11.9
+  -> 7.2 us). End to end within the noise: `.venv/bin/python -m bench.bench_single_lookup
+  --records 50000 --lookups 3000 --repeats 5 --tree before=<HEAD with these commits reverted>
+  --tree after=<HEAD>`, three runs (two with the order swapped, one with the stop's start
+  5833f8a beside them), 2026-11-27 21:59-22:03 UTC, load 5.5-8.0: p50 1.43x, 1.49x, 1.49x the
+  floor before, 1.51x, 1.51x, 1.42x after (5833f8a 1.42x), the median of the fifteen pairs'
+  after/before 1.00 (0.84-1.45); service CPU a lookup 297 / 283 / 263 us before, 290 / 270 / 267
+  after. At that load a round trip's p50 moved 0.25-0.38 ms between repeats: a cut of some 25
+  calls on the service and 4 on the client is below what such a run resolves; the quiet run
+  will say. Goal 2 stays unmet: what is left of the lookup on the service is its RPC layer
+  (about 20 calls: the partition's log found, the inline bound, the counts) and the stream's
+  layers; on the client the ask (write lock, the caller's read hand-over, futures).
 - Three of the single lookup's named blocks cut, counted (Python calls a lookup, the same at any
   load): a LookupStream message nothing binds (no reload since the stream's last check, no ACL
   over lookups, no byte quota, a free request slot and room under the principal's cap) is
