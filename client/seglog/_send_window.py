@@ -197,17 +197,6 @@ class SendWindow(Generic[_Item]):
             again = self._due_again()
         return complete, again
 
-    def not_sent(self, entry: WindowEntry[_Item], outcome: Any) -> tuple[
-        list[WindowEntry[_Item]], list[WindowEntry[_Item]]
-    ]:
-        """``entry``, marked in flight, was not handed to a send (it must be numbered afresh
-        first): the partition holds, and it is sent again in its place when the hold ends,
-        without counting; so are those refused or not sent for following it, where this began
-        the hold. Returns what ``answered`` returns."""
-        if not self._holding:
-            self._hold_is_free = True
-        return self.answered(entry, outcome, failed=True, retry=True, free=True)
-
     def owed(self) -> list[WindowEntry[_Item]]:
         """The entries neither succeeded nor failed (in flight, or to be sent again), oldest
         first."""

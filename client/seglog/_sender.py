@@ -682,9 +682,6 @@ class Sender:
             not_sent = ServiceUnavailableError("not sent: an earlier batch of its partition is retried first")
             self._settle(tp, window, *window.sent_while_holding(entry, not_sent))
             return
-        if self._to_renumber(window, entry):
-            self._settle(tp, window, *window.not_sent(entry, _NOT_SENT_RETIRED))
-            return
         entry.unwritten = False
         failed = True
         outcome: Any
@@ -711,13 +708,6 @@ class Sender:
             not_sent = ServiceUnavailableError("not sent: an earlier batch of its partition is retried first")
             for entry in entries:
                 self._settle(tp, window, *window.sent_while_holding(entry, not_sent))
-            return
-        if any(self._to_renumber(window, entry) for entry in entries):
-            for entry in entries:
-                if window.holding:
-                    self._settle(tp, window, *window.sent_while_holding(entry, _NOT_SENT_RETIRED))
-                else:
-                    self._settle(tp, window, *window.not_sent(entry, _NOT_SENT_RETIRED))
             return
         for entry in entries:
             entry.unwritten = False
@@ -1217,8 +1207,6 @@ class Sender:
                 self.wake()
 
 
-# The answer of a batch not sent: numbered on a retired producer id, it goes again on a new one.
-_NOT_SENT_RETIRED = ServiceUnavailableError("not sent: its producer id was retired; numbered on a new one first")
 # A batch's producer fields and CRC in its header (seglog.records.header): rewritten in place
 # of a new build when a batch is numbered afresh (``with_producer_fields``).
 _PRODUCER_FIELDS = struct.Struct(">qhi")

@@ -30,7 +30,7 @@ from hypothesis import strategies as st
 
 from seglog import AsyncProducer
 from seglog._sender import Sender
-from seglog.errors import ClientClosedError, CorruptRecordError, SeglogError
+from seglog.errors import ClientClosedError, CorruptRecordError, SeglogError, ServiceUnavailableError
 from seglog.records import Compression, RecordBatchBuilder
 from seglog.records.header import BASE_SEQUENCE_OFFSET, PRODUCER_EPOCH_OFFSET, PRODUCER_ID_OFFSET
 from tests.support.in_process_service import until
@@ -89,6 +89,7 @@ class _Retirement:
         self.written = 0
         self.done = False
         self.in_ghost = False
+        self.break_next = False
 
     def arm(self, producer: AsyncProducer, topic: str, at: int, mode: str, batch_bytes_max: int) -> None:
         self.producer, self.topic, self.at, self.mode = producer, topic, at, mode
@@ -97,6 +98,11 @@ class _Retirement:
         self.armed = True
 
     async def before_write(self, message: Any) -> None:
+        if self.break_next and self.armed and self.done:
+            self.break_next = False
+            # The write after the corrupt batch's fails: the batches it carries may or may not
+            # have been appended, as after a stream break, and go again as they are first.
+            raise ServiceUnavailableError("injected: the write failed")
         if not self.armed or self.done or self.in_ghost:
             return
         for place, request in enumerate([message.produce, *message.more]):
@@ -105,10 +111,11 @@ class _Retirement:
             self.written += 1
             if self.written < self.at or (self.mode == "ghost" and place):
                 continue  # the ghost goes between messages: before this one's first batch
-            if self.mode == "corrupt":
+            if self.mode in ("corrupt", "corrupt, then a write fails"):
                 if len(request.records) > self.batch_bytes_max:
                     continue  # refused for its size first: its pieces are sent, the next one fails
                 self.done = True
+                self.break_next = self.mode != "corrupt"
                 records = bytearray(request.records)
                 records[-1] ^= 0xFF  # the CRC no longer matches: refused for good, unwritten
                 request.records = bytes(records)
@@ -166,7 +173,7 @@ def _check(address: str, topic: str, count: int, outcomes: list[Any], mode: str,
     failed = [index for index, outcome in enumerate(outcomes) if isinstance(outcome, BaseException)]
     if mode == "ghost":
         assert failed == [], [outcomes[index] for index in failed]
-    else:
+    else:  # corrupt
         # One batch (or a piece of one) failed: its records, one run of them, alone.
         assert failed and failed == list(range(failed[0], failed[-1] + 1)), failed
         assert all(isinstance(outcomes[index], CorruptRecordError) for index in failed), outcomes
@@ -212,6 +219,21 @@ def test_a_batch_refused_for_good_inside_a_full_window_fails_alone(seglog_servic
     _check(seglog_service.address, topic, count, outcomes, "corrupt", stats)
 
 
+def test_batches_whose_fate_is_unknown_go_again_as_they_were_before_the_rest_is_renumbered(
+    seglog_service, make_topic, retirement,
+):
+    """The second batch of a full window fails for good, and the write after it fails (its
+    batches may have been appended): those go again first on the retired id, as they were
+    (the service answers a duplicate or refuses them past the gap), and only then is what
+    the service holds none of numbered afresh; every other record lands once, in order."""
+    topic = make_topic()
+    count = 120
+    outcomes, stats = asyncio.run(_run(seglog_service.address, topic, retirement, count=count, at=2,
+                                       mode="corrupt, then a write fails", in_flight=5))
+    assert retirement.done and not retirement.break_next
+    _check(seglog_service.address, topic, count, outcomes, "corrupt", stats)
+
+
 def test_split_batches_of_a_window_renumbered_keep_their_place(seglog_service, make_topic, retirement):
     """Full batches above the topic's limit, split when refused, around a retirement: the
     pieces go again in their batch's place on the new id, before the batches behind it."""
@@ -224,21 +246,22 @@ def test_split_batches_of_a_window_renumbered_keep_their_place(seglog_service, m
     assert stats["split"] >= 1
 
 
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     at_fraction=st.floats(min_value=0, max_value=0.99),
     in_flight=st.integers(min_value=1, max_value=5),
     split=st.booleans(),
-    mode=st.sampled_from(["ghost", "corrupt"]),
+    mode=st.sampled_from(["ghost", "corrupt", "corrupt, then a write fails"]),
     count=st.integers(min_value=20, max_value=90),
 )
 def test_wherever_the_id_is_retired_every_record_lands_once_in_order(
     seglog_service, make_topic, retirement, at_fraction, in_flight, split, mode, count,
 ):
     """Property: whichever batch of the window the retirement lands on, however many are in
-    flight, with splits or not, refused out of order or failed for good: each record the
-    producer did not fail lands once, in send order, at its future's offset; only the records
-    of the one batch refused for good fail."""
+    flight, with splits or not, refused out of order or failed for good (and the write after
+    it failing, its batches' fate unknown: sent again as they were before any is renumbered):
+    each record the producer did not fail lands once, in send order, at its future's offset;
+    only the records of the one batch refused for good fail."""
     configs = {"max.message.bytes": str(SPLIT_LIMIT_BYTES)} if split else None
     topic = make_topic(configs=configs)
     at = 1 + int(at_fraction * (count // 12))  # within the batches sent (about nine records each)
@@ -246,7 +269,8 @@ def test_wherever_the_id_is_retired_every_record_lands_once_in_order(
                                        mode=mode, in_flight=in_flight, split=split))
     assert retirement.done
     # Where the corrupt batch was the last, nothing followed it to number afresh.
-    _check(seglog_service.address, topic, count, outcomes, mode, stats, renumbered=mode == "ghost")
+    _check(seglog_service.address, topic, count, outcomes, "ghost" if mode == "ghost" else "corrupt", stats,
+           renumbered=mode == "ghost")
 
 
 @pytest.mark.parametrize("failing", ["once", "always"])

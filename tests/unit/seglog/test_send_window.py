@@ -191,21 +191,15 @@ def test_a_final_failure_with_nothing_owed_after_it_does_not_hold():
     assert [e.item for e in complete] == ["a"] and again == [] and not window.holding and window.is_empty()
 
 
-def test_a_batch_not_sent_goes_again_in_its_place_without_counting():
-    """``not_sent``: a batch marked in flight that the sender did not send (it must be numbered
-    afresh first) holds the partition and comes back in its place, with those after it, free."""
+def test_what_the_window_owes_and_its_oldest():
     window: SendWindow[str] = SendWindow()
     first, second, third = (window.sent(name) for name in "abc")
     queued = window.queued("d")
-    complete, again = window.not_sent(second, "not sent")
-    assert (complete, again) == ([], []) and window.holding and window.hold_is_free
-    window.sent_while_holding(third, "not sent")
-    complete, again = window.answered(first, "a-ok", failed=False, retry=False)
-    assert [e.item for e in complete] == ["a"] and [e.item for e in again] == ["b", "c", "d"]
-    assert window.owed() == again and all(e.free for e in again)
-    assert window.first_owed(again[0]) and not window.first_owed(again[1])
-    window.resending(again, held=1)
-    assert [e.attempt for e in again] == [0, 0, 0] and queued.state.value == "retry"
+    window.answered(second, "b-ok", failed=False, retry=False)
+    assert window.owed() == [first, third, queued]
+    assert window.first_owed(first) and not window.first_owed(third)
+    window.answered(first, "a-ok", failed=False, retry=False)
+    assert window.first_owed(third) and not window.first_owed(queued)
 
 
 def test_what_the_window_knows_unwritten():
