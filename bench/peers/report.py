@@ -782,6 +782,17 @@ What works:
   Python of both sides on cold caches. The handler itself is not it: timed in the service, a
   fresh service's first call of 100 spent 0.42-0.47 ms in it (0.33-1.57 after each pause,
   0.17 steady) while the client waited 2.3-3.4 ms; nor the answer's write (0.04-0.17 ms).
+- A Consume stream that has pushed up to the high watermark parks on the partition's next append
+  at once: before, it read the log first, a read that could only come back empty (a storage read
+  and a consume-buffer reservation a record for a stream keeping up; the ticket is taken before
+  the high watermark is looked at, so an append in between is pushed:
+  `tests/integration/test_consume_tail_reads.py`, reads at offsets 0,0,1,1,... before, 0,1,...
+  after). Counted: 284 -> 264 Python calls a record for a raw ProduceStream and Consume stream and
+  the service in one process (a scratch script, 1,000 records one at a time, the same in two runs
+  each). End to end within the noise (what `bench/bench_tail_cpu.py --rates 500,2000 --records
+  3000` measures, with `PYTHONPATH` at `git archive` trees before and after, run alternately 5
+  times, 21:53-21:58 UTC at load 4-7: produce -> consume p50 at 500/s 1.29 -> 1.24 ms (4.3x ->
+  3.9x the floor), at 2,000/s 4.64 -> 4.53 ms, service CPU a record within +-15 % run to run).
 
 What remains:
 
@@ -894,6 +905,41 @@ What remains:
   write 2.37 against 2.87 ms, creation -> append 4.25 ms either way. At that load the run is a
   backlog (a batch of two records a request); what each message still pays is one poller hop
   a side to be read and one to have its write reported, the quiet run will say how much.
+- Goal 3 is not a saturated thread. Each thread's CPU and wake-ups a record (`.venv/bin/python
+  bench/bench_tail_cpu.py --rates 500,2000 --records 3000`; 10 of the 11 runs with the same count
+  in a scratch script before it was committed, 2026-11-27 21:45-22:03 UTC, load 4-9 on 2 CPUs,
+  floor p50 0.26-0.49 ms): at 500 records/s, where nothing queues, produce -> consume p50 is still
+  1.2-1.5 ms in 8 of 10 runs (2.2 in two; 4.0x the floor, the median of the runs' ratios,
+  2.8-6.2x) and the acknowledgement 1.3-1.5 ms, while the client's loop thread is 19-28 % busy
+  (380-570 us a record) and the service's 21-33 % (430-660 us); at 2,000/s they spend 150-240 and
+  190-320 us a record (a wake-up serves several records) and the run is bimodal at that load: p50
+  1.3-2.8 ms, or a standing backlog at 4.5-6.3 ms (p99 20-135 ms), the sender's batches waiting on
+  the write in flight (grpc.aio writes one message of a stream at a time, and its completion
+  crosses grpc's threads and the loop). So the gap is the length of one record's path, in CPU and
+  thread hops, not a queue on one thread; at 2,000/s the whole workload takes about 1.1 of the 2
+  CPUs (client 300, service 250 us a record, all threads), which turns a loaded machine's
+  run-queue waits into the backlog. The path at 500/s, step by step (`.venv/bin/python
+  bench/bench_tail_steps.py --runs 3 --records 3000 --rate 500`, load 5.3, p50 us): the caller's
+  send to the sender's start 174 (the loop thread's wake-up), the write to the service's read 222,
+  admission and append 142, the append to the Consume stream's read done 118, its write to the
+  client's receipt about 210, the client's receipt to poll's return 205 (the loop's absorb, the
+  reading thread's wake-up); the floor's one way is about 150. Wake-ups a record at 500/s: the
+  client's loop 2.1-2.9, grpc's event-engine threads 3.9-5.4, its completion-queue thread 2.7-3.6
+  (the floor's client: 2.1, 3.4 and 3.3 a round trip), the service's loop 3.6-5.2. What the loop
+  threads run (`py-spy record --native`, 500/s): on the client the producer's Python is about two
+  thirds of the loop's calls (168 Python calls a record on the loop, 110 of them the producer's
+  modules: sender, accumulator, builder, send window, idempotence, turns, transport; the stream
+  consumer's about 6: a scratch `sys.setprofile` count), the rest grpc's write (its `sendmsg`, and
+  an `eventfd` write waking its own event-engine thread) and the wake-ups of the reading thread;
+  on the service the Consume push's write alone is a quarter of the process's samples (`py-spy
+  record` without `--native`; with it, half of that write is `sendmsg` and half grpc's `eventfd`
+  wake-up), the ProduceStream a seventh. Tried and not kept: the stream consumer on a loop thread
+  of its own (3 pairs at 2,000/s, load 4-5: p50 6.19/5.77/4.88 ms against 4.59/5.42/4.87 shared),
+  a 0.2 ms GIL switch interval in the client (3 pairs, load 8.5: 1.80/2.83/3.66 ms against
+  5.26/3.95/2.41). Left: a push served from the appended batch's bytes (the log read between the
+  append and the push is about 100 us of profiled time a record on the service), fewer Python
+  calls in the producer's per-record path (the client loop's largest share), and for the backlog a
+  way to have a second message under way on a ProduceStream (not possible on one grpc.aio call).
 - Goals 2 and 3 (p50 within 1.2x and 1.5x of the floor) are not met. For the single lookup what
   remains above the floor is split about evenly in three (below): the service's stream with no
   lookup in it, the lookup's work on the service, and the client above a bare stream (the
