@@ -24,7 +24,7 @@ from seglog._producer_config import BATCH_SIZE_DEFAULT
 OUT_DEFAULT = pathlib.Path(__file__).resolve().parent.parent / "results" / "peers.json"
 LATENCY_RECORDS_DEFAULT = 10_000
 FLOOR_CALLS_DEFAULT = 5000
-WORKLOADS = ("all", "latency")
+WORKLOADS = ("all", "latency", "batched")
 SCHEMA = 2
 # Each system's latencies over the same repeat's floor (the bidi-stream ping-pong, p50 or p99).
 FLOOR_RATIOS = (
@@ -55,8 +55,8 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
                         help="the seglog producer's batch_size in the produce workload")
     parser.add_argument("--no-plot", action="store_true", help="skip the PNG")
     parser.add_argument("--workloads", choices=WORKLOADS, default="all",
-                        help="all of them, or only the produce -> consume latency beside the floor "
-                             "(no machine limits, no plot)")
+                        help="all of them, or only the produce -> consume latency beside the floor, or "
+                             "only the batched lookups (goal 1: both logs; no machine limits, no plot)")
     arguments = parser.parse_args(argv)
     if arguments.workloads != "all":
         arguments.no_plot = True  # the plots draw figures this run does not measure
@@ -97,7 +97,7 @@ def run(arguments: argparse.Namespace, data_dir: pathlib.Path) -> dict[str, obje
     names, skipped = available(arguments.systems.split(","))
     for name, reason in skipped.items():
         print(f"skipping {name}: {reason}", file=sys.stderr)
-    keys, values = workload(arguments.records) if arguments.workloads == "all" else ([], [])
+    keys, values = workload(arguments.records) if arguments.workloads != "latency" else ([], [])
     samples: dict[str, list[dict[str, float]]] = {name: [] for name in names}
     disk: dict[str, dict[str, int]] = {}
     limit_samples: list[dict[str, float]] = []
@@ -122,6 +122,8 @@ def run(arguments: argparse.Namespace, data_dir: pathlib.Path) -> dict[str, obje
                 if arguments.workloads == "all":
                     sample, disk[name] = workloads.run_system(
                         factories[name], system_root, keys, values, arguments.latency_records, arguments.lookups)
+                elif arguments.workloads == "batched":
+                    sample = workloads.run_batched(factories[name], system_root, keys, values, arguments.lookups)
                 else:
                     sample = workloads.run_latency(factories[name], system_root, arguments.latency_records)
                 for ratio, figure, limit in FLOOR_RATIOS:  # against this repeat's floor
@@ -136,7 +138,7 @@ def run(arguments: argparse.Namespace, data_dir: pathlib.Path) -> dict[str, obje
         "command": arguments.command,
         "started_utc": datetime.datetime.fromtimestamp(started, datetime.timezone.utc).isoformat(timespec="seconds"),
         "duration_s": round(time.time() - started, 1),
-        "records": arguments.records if arguments.workloads == "all" else 0,
+        "records": arguments.records if arguments.workloads != "latency" else 0,
         "workloads": arguments.workloads,
         "repeats": arguments.repeats,
         "latency_records": arguments.latency_records,

@@ -82,6 +82,35 @@ def run_latency(factory: Any, root: pathlib.Path, latency_records: int) -> dict[
     return sample
 
 
+def run_batched(factory: Any, root: pathlib.Path, keys: list[bytes], values: list[bytes],
+                lookups: int = LOOKUPS) -> dict[str, float]:
+    """Only goal 1's batched-lookup figures (``--workloads batched``): the bulk produce on a fresh
+    server, then the batched lookups on its log as ``run_system`` asks them (the same warm-up and
+    times; there they follow the catch-up read and the single lookups), and the small-batch log's
+    on a second fresh server (seglog only) as there: no read, single lookups, defaults, latency
+    or disk figures."""
+    sample: dict[str, float] = {"load_1min_start": os.getloadavg()[0]}
+    (root / "bulk").mkdir()
+    (root / "small").mkdir()
+    system = factory(root / "bulk")
+    try:
+        _phase(system.name, f"produce {len(values):,}")
+        system.produce(keys, values)
+        first, last = system.time_range()
+        rng = random.Random(11)
+        _batched_lookups(system, first, last, [rng.randint(first, last) for _ in range(lookups)], sample)
+    finally:
+        system.stop()
+    if hasattr(system, "produce_small_batches"):  # (the stopped bulk server's class says)
+        system = factory(root / "small")
+        try:
+            _small_batch_lookups(system, keys, values, lookups, sample)
+        finally:
+            system.stop()
+    sample["load_1min_end"] = os.getloadavg()[0]
+    return sample
+
+
 def _produce_and_read(system: Any, keys: list[bytes], values: list[bytes], sample: dict[str, float]) -> None:
     _phase(system.name, f"produce {len(values):,}")
     with proc.Measured(system.pid) as produced:
@@ -111,6 +140,12 @@ def _lookups(system: Any, count: int, sample: dict[str, float]) -> None:
     sample["lookups_wall_s"] = single.wall_s
     sample["lookups_server_cpu_s"] = single.server_cpu_s
     sample["lookups_client_cpu_s"] = single.client_cpu_s
+    _batched_lookups(system, first, last, times_ms, sample)
+
+
+def _batched_lookups(system: Any, first: int, last: int, times_ms: list[int], sample: dict[str, float]) -> None:
+    """The batched-rate figure on the bulk log: the warm-up, then ``times_ms`` timed."""
+    count = len(times_ms)
     _phase(system.name, "batched time lookups")
     sample["batched_lookups_warm_up_ms"] = _warm_up(system.batched_lookups, first, last)
     with proc.Measured(system.pid) as batched:

@@ -109,6 +109,26 @@ def test_the_latency_workload_alone_beside_the_floor(tmp_path):
     assert not (tmp_path / "results" / "peers.png").exists()
 
 
+@pytest.mark.slow  # two servers and Redis, each producing: about 20 s here
+@pytest.mark.skipif(shutil.which("redis-server") is None, reason="redis-server not installed: scripts/peers-setup installs it")
+def test_the_batched_lookups_alone_on_both_logs_with_their_ratio(tmp_path):
+    """``--workloads batched``: goal 1's figures only, seglog's on both logs (the bulk one and the
+    100-record batches), Redis's beside them and the ratio; nothing else measured."""
+    result = _run(tmp_path, "seglog,redis", "--workloads", "batched")
+
+    seglog, redis = result["median"]["seglog"], result["median"]["redis"]
+    assert result["workloads"] == "batched" and result["records"] == RECORDS
+    for figures in (seglog, redis):
+        assert figures["batched_lookups_per_s"] > 0 and figures["batched_lookups_warm_up_ms"] > 0
+        assert "produce_records_per_s" not in figures and "lookup_p50_ms" not in figures
+        assert "latency_p50_ms" not in figures
+    assert seglog["batched_lookups_small_batches_per_s"] > 0
+    assert "batched_lookups_small_batches_per_s" not in redis
+    assert result["advantage"]["redis"]["batched_lookups_per_s"] > 0
+    assert "disk_write_fsync_mb_s" not in result["limits"]
+    assert not (tmp_path / "results" / "peers.png").exists()
+
+
 @pytest.mark.skipif(bool(PEERS_MISSING), reason=f"{PEERS_MISSING} not installed: scripts/peers-setup installs them (as root)")
 def test_all_three_systems_end_to_end_with_ratios_to_seglog(tmp_path):
     result = _run(tmp_path, "seglog,redis,nats")
