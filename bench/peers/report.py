@@ -916,9 +916,11 @@ What remains:
   1.3-2.8 ms, or a standing backlog at 4.5-6.3 ms (p99 20-135 ms), the sender's batches waiting on
   the write in flight (grpc.aio writes one message of a stream at a time, and its completion
   crosses grpc's threads and the loop). So the gap is the length of one record's path, in CPU and
-  thread hops, not a queue on one thread; at 2,000/s the whole workload takes about 1.1 of the 2
-  CPUs (client 300, service 250 us a record, all threads), which turns a loaded machine's
-  run-queue waits into the backlog. The path at 500/s, step by step (`.venv/bin/python
+  thread hops, not a queue on one thread (at load 7.7, two repeats of `--rates 500,1000,2000`,
+  floor 0.39-0.40 ms, the rate hardly mattered: p50 1.22 and 2.50 ms at 500/s, 1.99 and 1.80 at
+  1,000/s, 2.02 and 2.73 at 2,000/s); at 2,000/s the whole workload takes about 1.1 of the 2 CPUs
+  (client 300, service 250 us a record, all threads), which turns a loaded machine's run-queue
+  waits into the backlog. The path at 500/s, step by step (`.venv/bin/python
   bench/bench_tail_steps.py --runs 3 --records 3000 --rate 500`, load 5.3, p50 us): the caller's
   send to the sender's start 174 (the loop thread's wake-up), the write to the service's read 222,
   admission and append 142, the append to the Consume stream's read done 118, its write to the
