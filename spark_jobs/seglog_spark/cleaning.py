@@ -5,7 +5,8 @@ process, job.py spreads them over Spark tasks); both therefore write the same by
     scan       (per range) key_scan.scan_range: (digest, offset, ordinal) entries per shard
     decide     (per shard) key_shard.decide_shard: a bounded offset map, superseded bitmaps
     choose     (driver)   the replaced segments: all, or those below where a map filled; then
-                          decide again, every shard, with nothing at or past that end
+                          decide again, every shard, with nothing at or past that end, from
+                          each map taken back to it (key_shard.decide_again, decide_from_trail)
     rewrite    (per range) rewrite.rewrite_range: filtered batches into a part file
     assemble   (per group) concatenate a group's parts into <base>.log, build its indexes
     finish     (driver)   result.json, written atomically, last
@@ -53,6 +54,7 @@ __all__ = [
     "plan_cleaning",
     "prepare_output",
     "replaced_ranges",
+    "trail_path",
 ]
 
 # Offset-map memory per key shard: 16 MiB hold 699,050 MD5 entries, 629,145 keys at the 0.9
@@ -182,6 +184,11 @@ def part_path(snapshot: Snapshot, range_id: int) -> str:
 def keys_path(snapshot: Snapshot, range_id: int) -> str:
     """Where the Spark job keeps a range's scanned entries between its scan and shard steps."""
     return os.path.join(snapshot.cleaned_dir, _PARTS_DIR, f"{range_id:08d}.keys")
+
+
+def trail_path(snapshot: Snapshot, shard: int) -> str:
+    """Where the Spark job keeps a shard's trail (key_shard.trail_of) between its two decisions."""
+    return os.path.join(snapshot.cleaned_dir, _PARTS_DIR, f"shard-{shard:03d}.trail")
 
 
 def _fsync_write(path: str, data: bytes) -> None:

@@ -1,7 +1,8 @@
 """The PySpark job: the steps of cleaning.py spread over Spark tasks (DESIGN.md section 5).
 
     ranges  --scan (one task per byte range)-->  .parts/<range>.keys: packed entries by shard
-            --(file positions)-->  one task per key shard: bounded offset map, bitmaps
+            --(file positions)-->  one task per key shard: bounded offset map, bitmaps, and
+                                   .parts/shard-<n>.trail: where its puts landed
             --collect-->  driver: which segments are replaced, merged bitmaps, groups
     ranges of replaced segments + their bitmaps --rewrite (one task per range)--> part files
     groups --assemble (one task per group)--> cleaned/<base>.log, .index, .timeindex
@@ -36,9 +37,10 @@ from .cleaning import (
     plan_cleaning,
     prepare_output,
     replaced_ranges,
+    trail_path,
 )
 from .key_scan import scan_range
-from .key_shard import decide_shard
+from .key_shard import decide_from_trail, decide_shard, decide_shard_keeping, trail_of
 from .rewrite import rewrite_range
 
 __all__ = ["clean_snapshot"]
@@ -78,6 +80,8 @@ def _scan_to_file_task(plan: Plan, cpu):
 
 
 def _decide_from_files_task(plan: Plan, scanned, cpu, end_offset=None):
+    """The first decision (no `end_offset`) leaves the shard's trail beside the .keys files; the
+    second, when a map filled, fills its map in from it instead of putting the entries again."""
     def decide(shard):
         started = time.process_time()
         chunks = []
@@ -86,14 +90,17 @@ def _decide_from_files_task(plan: Plan, scanned, cpu, end_offset=None):
                 with open(keys_path(plan.snapshot, range_id), "rb") as f:
                     f.seek(bounds[shard])
                     chunks.append((range_id, record_count, f.read(bounds[shard + 1] - bounds[shard])))
-        result = decide_shard(
-            shard,
-            chunks,
-            first_dirty_offset=plan.snapshot.first_dirty_offset,
-            map_bytes=plan.map_bytes,
-            load_factor=plan.load_factor,
-            end_offset=end_offset,
-        )
+        settings = {"first_dirty_offset": plan.snapshot.first_dirty_offset, "map_bytes": plan.map_bytes,
+                    "load_factor": plan.load_factor}
+        if end_offset is None:
+            result, state = decide_shard_keeping(shard, chunks, **settings)
+            with open(trail_path(plan.snapshot, shard), "wb") as f:
+                f.write(trail_of(state))
+            del state
+        else:
+            with open(trail_path(plan.snapshot, shard), "rb") as f:
+                trail = f.read()
+            result = decide_from_trail(shard, chunks, trail, end_offset=end_offset, **settings)
         cpu.add(time.process_time() - started)
         return result, _peak_rss_bytes()
 

@@ -4,7 +4,9 @@ byte that passes between them going through the store instead of a shared direct
     driver    manifest + segments by ranged GETs into a private scratch dir; plan_cleaning checks
               sizes, CRC-32C and batch headers exactly as on a shared disk
     scan      (per range)  ranged GET of the range -> .work/<range>.keys (entries by shard)
-    decide    (per shard)  ranged GETs of its slice of every .keys object -> offset map, bitmaps
+    decide    (per shard)  ranged GETs of its slice of every .keys object -> offset map, bitmaps,
+              and .work/shard-<n>.trail (where its puts landed: a second decision, when a map
+              filled, fills its map in from it)
     rewrite   (per range)  ranged GET of the range -> .work/<range>.part
     assemble  (per group)  its .part objects -> cleaned/<base>.log, .index, .timeindex
     driver    .work/ deleted, then result.json, last (its presence means the output is complete)
@@ -37,8 +39,8 @@ from .cleaning import (
     replaced_ranges,
 )
 from .errors import CleanerError
-from .key_scan import scan_range
-from .key_shard import decide_shard
+from .key_scan import ENTRY, scan_range
+from .key_shard import decide_from_trail, decide_shard_keeping, trail_of
 from .object_io import WORK_DIR, StoreSnapshot, download_snapshot, fetch_range, local_view
 from .rewrite import filter_range
 from .snapshot import CLEANED_DIR, RESULT_FILE, segment_file_name
@@ -50,6 +52,10 @@ TASKS_PER_CORE = 4  # as job.py: a few tasks per core, not one per range
 
 def _keys_name(range_id: int) -> str:
     return f"{WORK_DIR}/{range_id:08d}.keys"
+
+
+def _trail_name(shard: int) -> str:
+    return f"{WORK_DIR}/shard-{shard:03d}.trail"
 
 
 def _part_name(range_id: int) -> str:
@@ -81,16 +87,29 @@ def _scan_task(store: StoreSnapshot, plan: Plan):
 
 
 def _decide_task(store: StoreSnapshot, plan: Plan, scanned, end_offset=None):
+    """The first decision (no `end_offset`) leaves the shard's trail as a .work/ object; the
+    second, when a map filled, fills its map in from it instead of putting the entries again."""
     def decide(shard):
         chunks = []
         for range_id, record_count, bounds in scanned:
             first, end = bounds[shard], bounds[shard + 1]
             if end > first:
                 chunks.append((range_id, record_count, store.get(_keys_name(range_id), first, end - 1, size_max=end - first)))
-        return decide_shard(shard, chunks, first_dirty_offset=plan.snapshot.first_dirty_offset,
-                            map_bytes=plan.map_bytes, load_factor=plan.load_factor, end_offset=end_offset)
+        settings = {"first_dirty_offset": plan.snapshot.first_dirty_offset, "map_bytes": plan.map_bytes,
+                    "load_factor": plan.load_factor}
+        if end_offset is None:
+            result, state = decide_shard_keeping(shard, chunks, **settings)
+            store.put(_trail_name(shard), trail_of(state))
+            return result
+        trail = store.get(_trail_name(shard), size_max=_trail_size_max(chunks))
+        return decide_from_trail(shard, chunks, trail, end_offset=end_offset, **settings)
 
     return decide
+
+
+def _trail_size_max(chunks) -> int:
+    """A trail's bytes at most: its header (8 bytes a range and 16 more) and 4 bytes an entry."""
+    return 16 + 32 * len(chunks) + 4 * sum(len(packed) // ENTRY.size for _, _, packed in chunks)
 
 
 def _rewrite_task(store: StoreSnapshot, plan: Plan, upper_bound: int):

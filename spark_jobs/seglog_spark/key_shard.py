@@ -27,10 +27,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .errors import CleanerError
 from .key_scan import ENTRY_DTYPE
 from .offset_map import SkimpyOffsetMap
 
-__all__ = ["DEFAULT_LOAD_FACTOR", "ShardResult", "ShardState", "decide_again", "decide_shard", "decide_shard_keeping", "or_bitmaps"]
+__all__ = ["DEFAULT_LOAD_FACTOR", "ShardResult", "ShardState", "decide_again", "decide_from_trail", "decide_shard", "decide_shard_keeping", "or_bitmaps", "trail_of"]
 
 # Kafka's log.cleaner.io.buffer.load.factor: beyond 90 % full, probe chains grow quickly.
 DEFAULT_LOAD_FACTOR = 0.9
@@ -130,11 +131,8 @@ def decide_again(state: ShardState, end_offset: int) -> ShardResult:
     if offset_map is None:
         raise ValueError(f"shard {state.shard}: its state was used up by an earlier decide_again")
     entries = state.entries
-    cut = 0
-    while cut < len(entries) and (not len(entries[cut]) or int(entries[cut]["offset"][-1]) < end_offset):
-        cut += 1
-    straddles = cut < len(entries) and int(entries[cut]["offset"][0]) < end_offset
-    if straddles or (state.full_at is not None and state.full_at < end_offset) or _zero_digest_first(state):
+    cut = _cut(entries, end_offset, state.full_at, state.first_dirty_offset)
+    if cut is None:
         return decide_shard(state.shard, state.chunks, first_dirty_offset=state.first_dirty_offset,
                             map_bytes=state.map_bytes, load_factor=state.load_factor, end_offset=end_offset)
     first_dirty, entry_bytes = state.first_dirty_offset, offset_map.entry_bytes
@@ -157,13 +155,76 @@ def decide_again(state: ShardState, end_offset: int) -> ShardResult:
     return _decide(state.shard, offset_map, state.chunks[:cut], entries[:cut], below, None, first_dirty)
 
 
-def _zero_digest_first(state: ShardState) -> bool:
-    """An all-zero digest put at offset 0 leaves a slot that reads as empty and that a later
-    digest may take (SkimpyOffsetMap.put_digests): no map to take back then."""
-    for found in state.entries:
-        if len(found):
-            return int(found["offset"][0]) == 0 == state.first_dirty_offset and bytes(found["digest"][0]) == bytes(16)
-    return False
+def trail_of(state: ShardState) -> bytes:
+    """What decide_from_trail needs besides the shard's entries, as bytes a Spark task leaves for
+    the next stage (a map does not outlive its task): where the map filled, its counters after
+    each range's puts, and the slot row of every put in put order (4 bytes a dirty entry)."""
+    counts = [len(positions) for positions in state.put_positions]
+    header = [len(counts), -1 if state.full_at is None else state.full_at, *counts,
+              *(value for triple in state.counters for value in triple)]
+    rows = np.concatenate([np.zeros(0, dtype=np.int64), *state.put_positions]) // state.offset_map.entry_bytes
+    return np.array(header, dtype="<i8").tobytes() + rows.astype("<i4").tobytes()
+
+
+def decide_from_trail(
+    shard: int,
+    chunks,
+    trail: bytes,
+    *,
+    first_dirty_offset: int,
+    map_bytes: int,
+    load_factor: float = DEFAULT_LOAD_FACTOR,
+    end_offset: int,
+) -> ShardResult:
+    """decide_shard(..., end_offset=end_offset) on `chunks`, given the trail (trail_of) their
+    first decision left: the map the puts below the end leave is filled in at once from the
+    rows the puts landed on (SkimpyOffsetMap.place), each row's digest with its last offset
+    below the end, rather than probed for again.  Falls back to deciding anew as decide_again."""
+    chunks = sorted(chunks, key=lambda chunk: chunk[0])
+    count = int(np.frombuffer(trail, dtype="<i8", count=1)[0])
+    if count != len(chunks):
+        raise CleanerError(f"key shard {shard}: its trail names {count} ranges, its entries {len(chunks)}: "
+                           f"the first decision's files changed under the job")
+    header = np.frombuffer(trail, dtype="<i8", count=2 + 4 * count)
+    full_at = None if header[1] == -1 else int(header[1])
+    counts = header[2 : 2 + count]
+    counters = header[2 + count :].reshape(-1, 3)
+    entries = [np.frombuffer(packed, dtype=ENTRY_DTYPE) for _, _, packed in chunks]
+    cut = _cut(entries, end_offset, full_at, first_dirty_offset)
+    if cut is None:
+        return decide_shard(shard, chunks, first_dirty_offset=first_dirty_offset, map_bytes=map_bytes,
+                            load_factor=load_factor, end_offset=end_offset)
+    offset_map = SkimpyOffsetMap(map_bytes)
+    bounds = np.concatenate(([0], np.cumsum(counts[:cut])))
+    rows = np.frombuffer(trail, dtype="<i4", count=int(bounds[-1]), offset=8 * len(header)).astype(np.int64)
+    dirty = [found[found["offset"] >= first_dirty_offset] for found in entries[:cut]]
+    put = np.concatenate([np.zeros(0, dtype=ENTRY_DTYPE), *dirty])
+    if len(put) != len(rows):
+        raise CleanerError(f"key shard {shard}: its trail names {len(rows)} puts below offset {end_offset}, its entries "
+                           f"{len(put)}: the first decision's files changed under the job")
+    placed, last = np.unique(rows[::-1], return_index=True)  # each row's last put below the end
+    size, lookups, probes = (int(value) for value in counters[cut - 1]) if cut else (0, 0, 0)
+    offset_map.place(placed, _digests(put[::-1][last]), put["offset"][::-1][last].astype(np.int64), size, lookups, probes)
+    positions = [rows[bounds[i] : bounds[i + 1]] * offset_map.entry_bytes for i in range(cut)]
+    return _decide(shard, offset_map, chunks[:cut], entries[:cut], positions, None, first_dirty_offset)
+
+
+def _cut(entries, end_offset: int, full_at: int | None, first_dirty_offset: int) -> int | None:
+    """How many leading ranges lie wholly below `end_offset`, when the map the puts of their
+    entries leave is the one deciding below the end needs; None when it is not: the end falls
+    inside a range, or above where the map filled, or an all-zero digest was put at offset 0
+    (its slot reads as empty and a later digest may take it: SkimpyOffsetMap.put_digests)."""
+    cut = 0
+    while cut < len(entries) and (not len(entries[cut]) or int(entries[cut]["offset"][-1]) < end_offset):
+        cut += 1
+    if cut < len(entries) and int(entries[cut]["offset"][0]) < end_offset:
+        return None
+    if full_at is not None and full_at < end_offset:
+        return None
+    first = next((found for found in entries if len(found)), None)
+    if first is not None and int(first["offset"][0]) == 0 == first_dirty_offset and bytes(first["digest"][0]) == bytes(16):
+        return None
+    return cut
 
 
 def _decide(shard, offset_map, chunks, entries, put_positions, full_at, first_dirty_offset) -> ShardResult:

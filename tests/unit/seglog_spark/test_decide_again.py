@@ -1,11 +1,13 @@
 """When a key shard's map fills, the round ends lower and every shard is decided again below
-that end.  The single-process engine takes each shard's map back to the end (decide_again)
-instead of putting its entries again; these tests hold it to what deciding anew gives."""
+that end.  The single-process engine takes each shard's map back to the end (decide_again), the
+Spark jobs fill a map in from the rows the first stage's puts landed on (decide_from_trail),
+instead of putting the entries again; these tests hold both to what deciding anew gives."""
 
 import hashlib
 import os
 from collections import defaultdict
 
+import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -23,7 +25,7 @@ from seglog_spark.cleaning import (
     replaced_ranges,
 )
 from seglog_spark.key_scan import ENTRY, scan_range, shard_of
-from seglog_spark.key_shard import decide_again, decide_shard, decide_shard_keeping
+from seglog_spark.key_shard import decide_again, decide_from_trail, decide_shard, decide_shard_keeping, trail_of
 from seglog_spark.offset_map import SkimpyOffsetMap
 from seglog_spark.rewrite import rewrite_range
 
@@ -68,9 +70,11 @@ def test_decide_again_equals_deciding_anew_below_the_end(ranges, dirty_fraction,
     except ValueError:  # a map too small for one put: nothing to compare (the cleaning refuses it earlier)
         return
     _, state = decide_shard_keeping(3, list(reversed(chunks)), first_dirty_offset=first_dirty, map_bytes=24 * slots)
+    trail = trail_of(state)  # what a Spark task leaves for the next stage
     # Every field: bitmaps, where the map filled, its size and slots, its lookups and probes
     # (the collision rate a cleaning reports), the records decided.
     assert decide_again(state, end) == anew
+    assert decide_from_trail(3, chunks, trail, first_dirty_offset=first_dirty, map_bytes=24 * slots, end_offset=end) == anew
 
 
 def clean_deciding_anew(snapshot_dir, *, map_bytes, shard_count):
@@ -196,3 +200,37 @@ def test_a_round_where_one_map_fills_puts_no_entry_twice(tmp_path, monkeypatch):
     assert put and len(put) == len(set(put)), f"{len(put) - len(set(put))} of {len(put)} puts were of an entry put before"
     # The map the round reports holds the keys written below its end.
     assert result["stats"]["distinct_keys"] == len({digest for digest, offset in put if offset < result["cleaned_up_to_offset"]})
+
+
+def test_a_trail_that_does_not_match_the_entries_is_refused_by_name():
+    """The second stage reads the trail the first left beside the entries: one that names other
+    ranges, or other puts, than the entries it is read with is refused, not used."""
+    digests = [hashlib.md5(b"%d" % k).digest() for k in range(4)]
+    chunks = [(r, 4, b"".join(ENTRY.pack(digests[(r + i) % 4], 4 * r + i, i) for i in range(4))) for r in range(3)]
+    _, state = decide_shard_keeping(0, chunks, first_dirty_offset=0, map_bytes=24 * 50)
+    trail = trail_of(state)
+    options = {"first_dirty_offset": 0, "map_bytes": 24 * 50, "end_offset": 8}
+    assert decide_from_trail(0, chunks, trail, **options) == decide_shard(0, chunks, **options)
+    with pytest.raises(CleanerError, match="its trail names 3 ranges, its entries 2"):
+        decide_from_trail(0, chunks[:2], trail, **options)
+    fewer = [(r, 4, packed[: 3 * ENTRY.size]) for r, _, packed in chunks]  # a range's entries shorter
+    with pytest.raises(CleanerError, match="its trail names 8 puts below offset 8, its entries 6"):
+        decide_from_trail(0, fewer, trail, **options)
+
+
+def test_deciding_from_a_trail_below_a_range_boundary_puts_nothing(monkeypatch):
+    """The Spark jobs' second stage: a shard whose entries run past the end is decided below it
+    with its map filled in from the trail, not one entry put (deciding anew puts them all)."""
+    digests = [hashlib.md5(b"%d" % k).digest() for k in range(6)]
+    chunks = [(r, 5, b"".join(ENTRY.pack(digests[(r + i) % 6], 5 * r + i, i) for i in range(5))) for r in range(4)]
+    _, state = decide_shard_keeping(0, chunks, first_dirty_offset=0, map_bytes=24 * 50)
+    trail = trail_of(state)
+    options = {"first_dirty_offset": 0, "map_bytes": 24 * 50, "end_offset": 10}
+    anew = decide_shard(0, chunks, **options)
+    puts = []
+    real_put = SkimpyOffsetMap.put_digests
+    monkeypatch.setattr(SkimpyOffsetMap, "put_digests", lambda self, *a, **k: puts.append(len(a[1])) or real_put(self, *a, **k))
+    assert decide_from_trail(0, chunks, trail, **options) == anew
+    assert puts == []
+    decide_shard(0, chunks, **options)
+    assert puts == [5, 5]  # deciding anew: both ranges below the end put again
