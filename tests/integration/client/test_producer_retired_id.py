@@ -124,7 +124,7 @@ class _Retirement:
             assert self.producer is not None
             self.in_ghost = True
             try:  # on the same stream, answered before the drawn batch is written
-                await self.producer.send_batch(self.topic, 0, _ghost(producer_id, epoch, sequence))
+                await self.producer.send_batch(self.topic, request.partition, _ghost(producer_id, epoch, sequence))
             except SeglogError:
                 continue  # a batch before this one was refused (for its size): the next one
             finally:
@@ -346,3 +346,31 @@ def test_a_close_while_the_new_producer_id_is_awaited_fails_the_waiting_batches(
     values = [_value(index) for index in range(count)]
     landed = [value for value in partition_values(seglog_service.address, topic) if value != GHOST]
     assert landed == [b"warm-up", *(value for index, value in enumerate(values) if index not in failed)]
+
+
+def test_a_retirement_on_one_partition_leaves_the_others_in_order(seglog_service, make_topic, retirement):
+    """The id is retired by partition 0's window while partition 1 has batches of it in flight
+    and queued: partition 1's go on under the retired id (its sequences there are whole) and its
+    later ones on the new id once those are answered; each partition's records land once, in
+    order."""
+    topic = make_topic(partitions=2)
+    count = 160
+
+    async def run() -> list[Any]:
+        async with AsyncProducer(seglog_service.address, batch_size=BATCH_SIZE, linger_ms=5) as producer:
+            for partition in (0, 1):
+                await producer.send_and_wait(topic, b"warm-up", partition=partition)
+            retirement.arm(producer, topic, 6, "ghost", BATCH_SIZE * 2)
+            futures = [await producer.send(topic, _value(index), partition=index % 2) for index in range(count)]
+            await producer.flush(_FLUSH_TIMEOUT_MS)
+            return [future.exception() or (await future).offset for future in futures]
+
+    outcomes = asyncio.run(run())
+    assert retirement.done
+    assert not [outcome for outcome in outcomes if isinstance(outcome, BaseException)]
+    for partition in (0, 1):
+        log = partition_values(seglog_service.address, topic, partition)
+        mine = [index for index in range(count) if index % 2 == partition]
+        assert [value for value in log if value != GHOST] == [b"warm-up", *(_value(index) for index in mine)]
+        offsets = {value: offset for offset, value in enumerate(log)}
+        assert [outcomes[index] for index in mine] == [offsets[_value(index)] for index in mine]
