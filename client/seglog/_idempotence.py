@@ -17,8 +17,9 @@ the id is not the producer's), which is sent again. As Kafka's producer does sin
 sender then numbers the batches of that partition the service holds none of (refused out of
 order past the gap, or never sent), in flight or queued, afresh on the new id in their order
 (``renumbering``); one that may have been appended goes again first as it was, so the service
-answers it as a duplicate or proves it unwritten. A batch the service refused as too large was not written and
-leaves no gap: a split one's pieces carry its sequences (the sender's ``_split``), and a record
+answers it as a duplicate or proves it unwritten.
+
+A batch the service refused as too large was not written and leaves no gap: a split one's pieces carry its sequences (the sender's ``_split``), and a record
 alone too large has the partition's later batches numbered down past it (``batch_unwritten``).
 Until the id wrote to a partition the service takes its first batch there whatever its sequence,
 so the sender keeps one batch of that partition in flight (``written_to``).

@@ -67,6 +67,30 @@ async def test_a_failed_batch_retires_the_producer_id_and_restarts_every_partiti
     assert len(calls) == 2
 
 
+async def test_an_unresolvable_sequence_retires_the_producer_id_only_while_it_is_current():
+    init, calls = _issuer()
+    idempotence = Idempotence(True, init)
+    refused = await idempotence.fields_for(TP0, 2)
+    idempotence.sequence_refused(refused)
+    assert idempotence.needs_producer_id
+    assert await idempotence.fields_for(TP0, 1) == (51, 0, 0)
+    idempotence.sequence_refused(refused)  # the old id's: the new one stays
+    assert await idempotence.fields_for(TP0, 1) == (51, 0, 1) and len(calls) == 2
+
+
+async def test_renumbering_gives_back_the_sequences_of_the_current_id_first():
+    """The sender numbers a window afresh: the batches of the current id it holds were the last
+    given on the partition, so they are numbered again from where the first of them began."""
+    init, _ = _issuer()
+    idempotence = Idempotence(True, init)
+    await idempotence.fields_for(TP0, 4)  # written before
+    await idempotence.fields_for(TP0, 3)  # held, to be numbered again with those before it
+    idempotence.renumbering(TP0, 3)
+    assert idempotence.fields_now(TP0, 5) == (50, 0, 4)
+    idempotence.renumbering(TP1, 0)  # nothing given there: nothing to give back
+    assert idempotence.fields_now(TP1, 1) == (50, 0, 0)
+
+
 async def test_disabled_gives_plain_fields_without_asking():
     init, calls = _issuer()
     idempotence = Idempotence(False, init)
