@@ -14,9 +14,10 @@ session's start is not timed), then run in turn, A B C A B C ..., `--runs` times
 1. Spark local[2]: MB/s of input (goal >= 50 MB/s at 1 GiB, 1,000,000 keys, 10 overwrites);
 2. Spark local[1], and the speed-up local[1] -> local[2] (goal >= 1.7x);
 3. the single-process baseline (cleaner_local: the same steps, no Spark), and its ratio.
-``python-anew`` (not in the default list) is the baseline deciding every shard anew when a map
-fills, as before key_shard.decide_again: with ``--map-bytes`` small enough that maps fill, an A/B
-of that step (``--engines python-anew,python``).
+``python-anew`` and ``local[2]-anew`` (not in the default list) are the baseline and the job
+deciding every shard anew when a map fills, as before key_shard.decide_again and the trails:
+with ``--map-bytes`` small enough that maps fill, an A/B of that step (``--engines
+python-anew,python`` or ``local[2]-anew,local[2]``).
 
 Every figure is a median; each run's wall time, the CPU time of the engine's whole process tree
 (Spark: its driver, JVM and Python workers) and the 1-minute load average before it are
@@ -145,9 +146,13 @@ def child(engine: str, path: str, map_bytes: int) -> None:
         def clean():
             return cleaner_local.clean_snapshot(path, map_bytes=map_bytes)
     else:
+        from seglog_spark import job
         from seglog_spark.job import clean_snapshot
         from seglog_spark.session import build_session
 
+        if engine.endswith("-anew"):  # the job as before its trails: the second stage decides anew
+            engine = engine[: -len("-anew")]
+            job._decide_from_files_task = _decide_anew_from_files_task
         spark = build_session(engine, tmp_dir=os.path.join(tempfile.gettempdir(), "seglog-bench-spark"))
 
         def clean():
@@ -160,6 +165,29 @@ def child(engine: str, path: str, map_bytes: int) -> None:
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
         print(json.dumps({"seconds": seconds, "cpu_seconds": cpu, "tree_cpu_seconds": tree, "process_peak_rss_bytes": peak,
                           "stats": result["stats"]}), flush=True)
+
+
+def _decide_anew_from_files_task(plan, scanned, cpu, end_offset=None):
+    """seglog_spark.job's shard task before the trails (defined here, so that it is shipped to
+    the Python workers by value): both decisions read the shard's entries and put them."""
+    from seglog_spark.cleaning import keys_path
+    from seglog_spark.job import _peak_rss_bytes
+    from seglog_spark.key_shard import decide_shard
+
+    def decide(shard):
+        started = time.process_time()
+        chunks = []
+        for range_id, record_count, bounds in scanned:
+            if bounds[shard + 1] > bounds[shard]:
+                with open(keys_path(plan.snapshot, range_id), "rb") as f:
+                    f.seek(bounds[shard])
+                    chunks.append((range_id, record_count, f.read(bounds[shard + 1] - bounds[shard])))
+        result = decide_shard(shard, chunks, first_dirty_offset=plan.snapshot.first_dirty_offset, map_bytes=plan.map_bytes,
+                              load_factor=plan.load_factor, end_offset=end_offset)
+        cpu.add(time.process_time() - started)
+        return result, _peak_rss_bytes()
+
+    return decide
 
 
 def _tree_cpu_seconds() -> float:
@@ -206,6 +234,7 @@ def _engine_name(engine: str) -> str:
     store = engine.startswith("store-")
     engine = engine[len("store-"):] if store else engine
     name = {"python": "python baseline", "python-anew": "python deciding anew"}.get(engine, f"spark {engine}")
+    name = name.replace("-anew", " deciding anew")
     return f"{name} via store" if store else name
 
 
@@ -308,12 +337,16 @@ def main() -> None:
         print(f"{engine.name:>16}: median CPU of all its processes {cpu:7.2f} s = {input_bytes / cpu / 1e6:6.1f} MB per "
               f"CPU-second (Spark: driver, JVM and Python workers)")
     two, one, base = (medians.get(n) for n in ("spark local[2]", "spark local[1]", "python baseline"))
-    if base and medians.get("python deciding anew"):
-        pairs = [a["seconds"] / b["seconds"] for a, b in zip(
-            next(e for e in engines if e.name == "python deciding anew").results,
-            next(e for e in engines if e.name == "python baseline").results)]
-        print(f"python deciding anew / python baseline: {medians['python deciding anew'] / base:.2f}x of medians; "
-              f"per interleaved pair: median {statistics.median(pairs):.2f}x ({', '.join(f'{p:.2f}' for p in pairs)})")
+    for engine in engines:
+        anew, name = engine.name, engine.name.replace(" deciding anew", "").replace("python", "python baseline")
+        if anew == name or name not in medians:
+            continue
+        runs = next(e for e in engines if e.name == name).results
+        pairs = [a["seconds"] / b["seconds"] for a, b in zip(engine.results, runs)]
+        cpu_pairs = [a["tree_cpu_seconds"] / b["tree_cpu_seconds"] for a, b in zip(engine.results, runs)]
+        print(f"{anew} / {name}: {medians[anew] / medians[name]:.2f}x of medians; per interleaved pair: wall median "
+              f"{statistics.median(pairs):.2f}x ({', '.join(f'{p:.2f}' for p in pairs)}), CPU of all processes median "
+              f"{statistics.median(cpu_pairs):.2f}x ({', '.join(f'{p:.2f}' for p in cpu_pairs)})")
     if two and one:
         print(f"speed-up local[1] -> local[2]: {one / two:.2f}x (goal >= 1.7x)")
     if two and base:
