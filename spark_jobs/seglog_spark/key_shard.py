@@ -18,7 +18,8 @@ or above it neither enter the map nor are decided (Kafka's map holds only [first
 That end is a segment's base offset, so it falls between ranges, and every shard's map already
 went through the puts of the entries below it (no map filled below it): decide_again takes each
 map back to where those puts left it and decides again from there, putting nothing twice (the
-single-process engine; a Spark task keeps no map for a later stage, so the job decides anew).
+single-process engine).  A Spark task keeps no map for a later stage: the first leaves a trail
+(trail_of: the row each put landed on), from which decide_from_trail fills the map in.
 """
 
 from __future__ import annotations
