@@ -770,6 +770,15 @@ What works:
   shared search and the per-target scans by a Hypothesis differential
   (`tests/unit/seglog_server/storage/log/test_batched_lookup_in_memory.py`; the time-step
   tables' own property over damage, truncation and restarts goes through it too).
+- Goal 1's figures alone: `.venv/bin/python -m bench.peers --systems seglog,redis --workloads
+  batched --repeats 3 --out /tmp/batched.json` (the bulk produce and its batched lookups on a
+  fresh server, the small-batch log on a second one, the same warm-up and times as the full
+  run; no read, single lookups, latency or limits). On the loaded machine (22:05-22:16 UTC,
+  load 7-11, the service tree without and with the in-memory batched lookup alternately, two
+  runs each) the figures spread far more than any change: Redis's batched rate 8.3-89 k
+  lookups/s within one run, seglog's 79-195 k on large batches and 22-169 k on small; medians
+  of three before 112.9 and 103.3 k (large), 42.6 and 58.9 k (small), after 173.5 and 163.1 k,
+  96.6 and 160.2 k. Only a quiet run decides goal 1.
 - The cold call (goal 1's "first call"), measured beside the floor
   (`PYTHONPATH=. .venv/bin/python bench/bench_batched_lookup.py --pauses --records 200000
   --per-request 100 --runs 8`, load 5.0): after an idle pause of 10 ms to 1 s a call of 100
