@@ -330,8 +330,9 @@ class AsyncConsumer:
             remaining = None if deadline is None else deadline - loop.time()
             if remaining is not None and remaining <= 0:
                 return []
-            try:
-                await asyncio.wait_for(self._data_ready.wait(), remaining)
+            try:  # a timeout scope, not wait_for: no task of its own, so a set event resumes this one turn sooner
+                async with asyncio.timeout(remaining):
+                    await self._data_ready.wait()
             except TimeoutError:
                 pass
 

@@ -54,6 +54,22 @@ async def test_a_waiting_poll_returns_as_soon_as_a_record_is_appended(seglog_ser
     assert stats.fetch_requests + stats.streams_opened <= 2
 
 
+@pytest.mark.parametrize("mode", ["fetch", "stream"])
+async def test_a_waiting_poll_cancelled_ends_cancelled_and_the_consumer_polls_on(seglog_service, make_topic, mode):
+    topic = make_topic()
+    async with AsyncConsumer(seglog_service.address, topic, 0, start="latest", mode=mode) as consumer:
+        assert await consumer.position() == 0
+        waiting = asyncio.create_task(consumer.poll(timeout_ms=20_000))
+        while not consumer._data_ready._waiters:  # parked on the wait for data, at the tail
+            await asyncio.sleep(0.01)
+        waiting.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiting
+        async with AsyncProducer(seglog_service.address) as producer:
+            await producer.send_and_wait(topic, b"after", partition=0)
+        assert [r.value for r in await consumer.poll(timeout_ms=20_000)] == [b"after"]
+
+
 async def test_async_consumer_seek_and_position(seglog_service, make_topic):
     topic = make_topic()
     async with AsyncProducer(seglog_service.address) as producer:
