@@ -49,6 +49,8 @@ def _epoch_ms(moment) -> int:
 
 class NatsSystem:
     name = "nats"
+    # Its batched figure is its single lookups (no pipelined read by time): only the thousand.
+    batched_lookups_max = 0
     binary = "nats-server"
     description = DESCRIPTION
 

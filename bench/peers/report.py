@@ -195,9 +195,11 @@ def _floor_goals(report: dict) -> list[str]:
         large = ratios.get("batched_lookups_per_s")
         small = (seglog.get("batched_lookups_small_batches_per_s", 0) / peer["batched_lookups_per_s"]
                  if peer.get("batched_lookups_per_s") else None)
+        asked = f", {seglog['batched_lookups_count']:,.0f} asked" if "batched_lookups_count" in seglog else ""
         lines.append(f"| 1. batched time lookups >= 2x Redis Streams' pipelined XRANGE, large batches "
                      f"({seglog.get('records_per_batch', 0):,.0f} records a batch) | {_number(large)}x "
-                     f"({_number(seglog['batched_lookups_per_s'])} vs {_number(peer['batched_lookups_per_s'])} lookups/s) "
+                     f"({_number(seglog['batched_lookups_per_s'])} vs {_number(peer['batched_lookups_per_s'])} lookups/s"
+                     f"{asked}) "
                      f"| {_met(large, (large or 0) >= 2)} |")
         if "batched_lookups_small_batches_per_s" in seglog:
             lines.append(f"| 1. the same, small batches (about 100 records) | {_number(small)}x "

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bench.peers import bounds, report
+from bench.peers import bounds, report, workloads
 from bench.peers.__main__ import _medians, _ratios
 from bench.peers.common import percentile
 from bench.peers.figures import BY_KEY, FIGURES, advantage
@@ -220,3 +220,26 @@ def test_the_every_default_goals_name_the_runs_default_batch_size():
     assert "client produce >= 3x Redis Streams, every client default (256 KiB batches) |" in page
     assert "Per record, with every client default (256 KiB batches) against" in page
     assert "16 KiB batches) |" not in page
+
+
+class _Batched:
+    """A system as workloads sees it: only the cap on its batched figure, when it has one."""
+
+    def __init__(self, most=None):
+        if most is not None:
+            self.batched_lookups_max = most
+
+
+@given(st.lists(st.integers(0, 10**6), max_size=50), st.one_of(st.none(), st.integers(0, 20_000)))
+def test_the_batched_figure_asks_the_single_lookups_times_first_and_its_own_count(times, most):
+    asked = workloads._batched_times(_Batched(most), 0, 10**6, list(times))
+    limit = workloads.BATCHED_LOOKUPS if most is None else min(most, workloads.BATCHED_LOOKUPS)
+    assert asked[: len(times)] == times
+    assert len(asked) == max(len(times), limit)
+    assert all(0 <= at <= 10**6 for at in asked)
+
+
+def test_nats_batched_figure_is_its_single_lookups_alone():
+    from bench.peers.nats_system import NatsSystem
+
+    assert workloads._batched_times(NatsSystem, 0, 9, [3, 1, 4]) == [3, 1, 4]
