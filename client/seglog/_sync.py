@@ -77,21 +77,23 @@ class LoopThread:
         def start() -> None:
             started.append(self._loop.create_task(_run_into(coroutine, outcome, ended)))
 
+        handing_over = False
         try:
             with self._state:
                 if self._ended is not None:
                     raise RuntimeError(self._ended)
+                handing_over = True
                 self._loop.call_soon_threadsafe(start)
-        except BaseException:
-            coroutine.close()
-            raise
-        try:
             ended.acquire()
-        except BaseException:  # interrupted while waiting: the call is cancelled (after start ran)
-            try:
-                self._loop.call_soon_threadsafe(lambda: started and started[0].cancel())
-            except RuntimeError:
-                pass  # the loop was closed meanwhile: nothing runs there to cancel; the interruption stands
+        except BaseException:
+            # Refused, or interrupted (KeyboardInterrupt) anywhere from handing the call over to
+            # waiting for it. Once handed over, the coroutine may be running on the loop: only the
+            # loop thread ends it (a close() from here threw GeneratorExit into it in this thread,
+            # and the task it ran in waited forever).
+            if handing_over:
+                self._abandon(coroutine, started)
+            else:
+                coroutine.close()
             raise
         returned, value = outcome[0]
         if returned:
@@ -101,6 +103,23 @@ class LoopThread:
                 raise RuntimeError(self._ended) from value
             raise concurrent.futures.CancelledError() from value
         raise value
+
+    def _abandon(self, coroutine: Coroutine[Any, Any, Any], started: list[asyncio.Task[None]]) -> None:
+        """Ends a call its caller stopped waiting for, on the loop: cancels its task, or closes
+        the coroutine if no task ran it (``start`` was never queued, or its task never took a
+        step). ``start``, queued before this if at all, has run when this does."""
+
+        def abandon() -> None:
+            if started:
+                started[0].cancel()
+            if inspect.getcoroutinestate(coroutine) == inspect.CORO_CREATED:
+                coroutine.close()  # never to run: a task cancelled before its first step skips it
+
+        try:
+            self._loop.call_soon_threadsafe(abandon)
+        except RuntimeError:  # the loop was closed meanwhile: nothing runs there; the interruption stands
+            if not started:
+                coroutine.close()
 
     def submit(self, start: Callable[[], asyncio.Future[_T]]) -> concurrent.futures.Future[_T]:
         """Calls ``start()`` on the loop (it must not block: it starts something and returns its

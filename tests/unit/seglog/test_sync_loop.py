@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import inspect
 import signal
 import sys
 import threading
+from collections.abc import Callable
 
 import pytest
 
@@ -100,12 +102,33 @@ def test_the_loop_is_uvloops_where_installed_and_asyncios_without_it(monkeypatch
         loop_thread.stop()
 
 
+def _interrupt_main_thread_until_handled(handled: threading.Event) -> None:
+    """Sends SIGUSR1 to the main thread until its handler has run. One signal may not do: one that
+    lands just as the main thread is about to block in a lock's wait (after its last check for
+    signals, before the wait) is handled only when that wait ends, and these waits never end by
+    themselves. The pause between signals is a resend period, not a bound on anything."""
+    main = threading.main_thread().ident
+    signal.pthread_kill(main, signal.SIGUSR1)
+    while not handled.wait(0.1):
+        signal.pthread_kill(main, signal.SIGUSR1)
+
+
+def _raising_once(handled: threading.Event, error: type[BaseException]) -> Callable[..., None]:
+    """A signal handler raising ``error`` the first time it runs (a resent signal finds it handled)."""
+
+    def interrupt(signum, frame):
+        if not handled.is_set():
+            handled.set()
+            raise error
+
+    return interrupt
+
+
 def test_an_interrupted_wait_cancels_the_coroutine_on_the_loop():
     class Interrupted(Exception):
         pass
 
-    def interrupt(signum, frame):
-        raise Interrupted
+    handled = threading.Event()
 
     loop_thread = _sync.LoopThread()
     started, cancelled = threading.Event(), threading.Event()
@@ -120,13 +143,15 @@ def test_an_interrupted_wait_cancels_the_coroutine_on_the_loop():
 
     def interrupt_once_started() -> None:
         started.wait()
-        signal.pthread_kill(threading.main_thread().ident, signal.SIGUSR1)
+        _interrupt_main_thread_until_handled(handled)
 
-    previous = signal.signal(signal.SIGUSR1, interrupt)
+    previous = signal.signal(signal.SIGUSR1, _raising_once(handled, Interrupted))
+    interrupter = threading.Thread(target=interrupt_once_started, daemon=True)
     try:
-        threading.Thread(target=interrupt_once_started, daemon=True).start()
+        interrupter.start()
         with pytest.raises(Interrupted):
             loop_thread.run(forever())
+        interrupter.join()
         assert cancelled.wait(10)
         # The loop goes on serving calls.
         assert loop_thread.run(asyncio.sleep(0, "next")) == "next"
@@ -161,8 +186,7 @@ def test_an_interrupted_wait_on_a_loop_closed_meanwhile_raises_the_interruption(
     class Interrupted(Exception):
         pass
 
-    def interrupt(signum, frame):
-        raise Interrupted
+    handled = threading.Event()
 
     class LeavingTasks(_sync.LoopThread):
         def _cancel_leftovers(self) -> None:
@@ -180,15 +204,131 @@ def test_an_interrupted_wait_on_a_loop_closed_meanwhile_raises_the_interruption(
         loop_thread.stop()
         if not loop_thread.loop.is_closed():
             loop_thread.loop.close()
-        signal.pthread_kill(threading.main_thread().ident, signal.SIGUSR1)
+        _interrupt_main_thread_until_handled(handled)
 
-    previous = signal.signal(signal.SIGUSR1, interrupt)
+    previous = signal.signal(signal.SIGUSR1, _raising_once(handled, Interrupted))
+    interrupter = threading.Thread(target=close_then_interrupt, daemon=True)
     try:
-        threading.Thread(target=close_then_interrupt, daemon=True).start()
+        interrupter.start()
         with pytest.raises(Interrupted):
             loop_thread.run(forever())
+        interrupter.join()
     finally:
         signal.signal(signal.SIGUSR1, previous)
+
+
+class _Interrupted(Exception):
+    """What a signal handler (KeyboardInterrupt's) raises in the calling thread."""
+
+
+class _InterruptedAfterHandOver(asyncio.SelectorEventLoop):
+    """A loop whose next hand-over from another thread, once queued and ``settle()`` has returned,
+    raises _Interrupted: a signal handled as ``call_soon_threadsafe`` returns, before the caller
+    waits."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.settle: Callable[[], object] | None = None
+
+    def call_soon_threadsafe(self, callback, *args, context=None):
+        handle = super().call_soon_threadsafe(callback, *args, context=context)
+        settle, self.settle = self.settle, None
+        if settle is not None:
+            settle()
+            raise _Interrupted
+        return handle
+
+
+class _ThreadingWithWaitsInterrupted:
+    """The threading module as _sync sees it, but a wait on one of its new locks (a blocking
+    acquire while held) raises _Interrupted once ``settle()`` has returned: a signal handled in
+    the caller's wait for its call."""
+
+    def __init__(self, settle: Callable[[], object]) -> None:
+        self._settle = settle
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(threading, name)
+
+    def Lock(self) -> object:  # noqa: N802 - threading's name
+        settle, lock = self._settle, threading.Lock()
+
+        class WaitInterrupted:
+            def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
+                if blocking and lock.locked():
+                    settle()
+                    raise _Interrupted
+                return lock.acquire(blocking, timeout)
+
+            def release(self) -> None:
+                lock.release()
+
+        return WaitInterrupted()
+
+
+@pytest.mark.parametrize("call_on_the_loop", ["waiting there", "not started yet"])
+@pytest.mark.parametrize("interrupted", ["after the hand-over", "in the wait"])
+def test_an_interrupted_call_is_ended_on_the_loop_wherever_the_interruption_lands(
+    monkeypatch, interrupted, call_on_the_loop
+):
+    """An interruption of the caller (KeyboardInterrupt) between handing its call over and waiting
+    for it, or in the wait, ends the call on the loop thread: a call running there is cancelled
+    there (handed over but not yet waited for, it was closed from the caller's thread, GeneratorExit
+    thrown into it there, and its task waited forever), and one not started yet is closed there,
+    never run (interrupted in the wait, its task was cancelled before its first step, leaving the
+    coroutine never awaited). Each interleaving is forced: the loop held by a callback, or the call
+    seen suspended on it, before the interruption lands."""
+    loop = _InterruptedAfterHandOver()
+    loop_thread = _sync.LoopThread(loop)
+    suspended, holding, release = threading.Event(), threading.Event(), threading.Event()
+    ran: list[str] = []
+    ended_by: list[tuple[str, str]] = []  # (what ended the call's coroutine, in which thread)
+
+    async def forever() -> None:
+        ran.append(threading.current_thread().name)
+        asyncio.get_running_loop().call_soon(suspended.set)  # runs once this has suspended
+        try:
+            await asyncio.Event().wait()
+        except BaseException as error:
+            ended_by.append((type(error).__name__, threading.current_thread().name))
+            raise
+
+    async def pending_tasks() -> list[asyncio.Task[object]]:
+        return [task for task in asyncio.all_tasks() if not task.done() and task is not asyncio.current_task()]
+
+    def hold() -> None:
+        holding.set()
+        release.wait()
+
+    try:
+        if call_on_the_loop == "not started yet":
+            loop_thread.call_soon(hold)
+            assert holding.wait(60)  # a bound against a hang: the loop runs the callback
+            settle: Callable[[], object] = lambda: None  # noqa: E731
+        else:
+            settle = lambda: suspended.wait(60)  # noqa: E731 - a bound against a hang, not a speed
+        coroutine = forever()
+        with monkeypatch.context() as patch:
+            if interrupted == "after the hand-over":
+                loop.settle = settle
+            else:
+                patch.setattr(_sync, "threading", _ThreadingWithWaitsInterrupted(settle))
+            with pytest.raises(_Interrupted):
+                loop_thread.run(coroutine)
+        release.set()
+        # Queued after whatever the interruption queued: the interrupted call has ended when it is served.
+        assert loop_thread.run(asyncio.sleep(0, "next")) == "next"
+        assert loop_thread.run(pending_tasks()) == []
+        if call_on_the_loop == "waiting there":
+            assert ran == ["seglog-event-loop"]
+            assert ended_by == [("CancelledError", "seglog-event-loop")]
+        else:
+            assert ran == [] and ended_by == []
+            assert inspect.getcoroutinestate(coroutine) == inspect.CORO_CLOSED
+    finally:
+        release.set()
+        loop_thread.stop()
+        loop.close()
 
 
 def _calls_in_a_forked_child(inherited: _sync.LoopThread | None) -> None:
