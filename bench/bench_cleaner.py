@@ -15,7 +15,7 @@ session's start is not timed), then run in turn, A B C A B C ..., `--runs` times
 2. Spark local[1], and the speed-up local[1] -> local[2] (goal >= 1.7x);
 3. the single-process baseline (cleaner_local: the same steps, no Spark), and its ratio.
 ``python-anew`` and ``local[2]-anew`` (not in the default list) are the baseline and the job
-deciding every shard anew when a map fills, as before key_shard.decide_again and the trails:
+deciding every shard anew when a map fills, as before the trails (key_shard.decide_from_trail):
 with ``--map-bytes`` small enough that maps fill, an A/B of that step (``--engines
 python-anew,python`` or ``local[2]-anew,local[2]``).
 
@@ -132,16 +132,15 @@ def child(engine: str, path: str, map_bytes: int) -> None:
         def clean():
             return clean_local(path, map_bytes=map_bytes)
     elif engine == "python-anew":
-        # The baseline as it was before key_shard.decide_again: when a map fills, every shard
-        # is decided anew from its entries (the A of an A/B against "python").
+        # The baseline as it was before the trails: when a map fills, every shard is decided
+        # anew from its entries (the A of an A/B against "python").
         from seglog_spark import cleaner_local
         from seglog_spark.key_shard import decide_shard
 
-        def anew(state, end):
-            return decide_shard(state.shard, state.chunks, first_dirty_offset=state.first_dirty_offset,
-                                map_bytes=state.map_bytes, load_factor=state.load_factor, end_offset=end)
+        def anew(shard, chunks, trail, **settings):
+            return decide_shard(shard, chunks, **settings)
 
-        cleaner_local.decide_again = anew
+        cleaner_local.decide_from_trail = anew
 
         def clean():
             return cleaner_local.clean_snapshot(path, map_bytes=map_bytes)

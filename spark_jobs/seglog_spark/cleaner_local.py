@@ -20,7 +20,7 @@ from .cleaning import (
     replaced_ranges,
 )
 from .key_scan import scan_range
-from .key_shard import decide_again, decide_shard_keeping
+from .key_shard import decide_from_trail, decide_shard_trailed
 from .rewrite import rewrite_range
 
 __all__ = ["clean_snapshot"]
@@ -44,21 +44,16 @@ def clean_snapshot(
         for shard, packed in found.entries.items():
             chunks[shard].append((found.range_id, found.record_count, packed))
 
-    decided = [
-        decide_shard_keeping(
-            shard,
-            chunks.get(shard, []),
-            first_dirty_offset=snapshot.first_dirty_offset,
-            map_bytes=map_bytes,
-            load_factor=plan.load_factor,
-        )
-        for shard in range(shard_count)
-    ]
+    settings = {"first_dirty_offset": snapshot.first_dirty_offset, "map_bytes": map_bytes, "load_factor": plan.load_factor}
+    decided = [decide_shard_trailed(shard, chunks.get(shard, []), **settings) for shard in range(shard_count)]
     shard_results = [result for result, _ in decided]
     end = cleaning_end(plan, shard_results)
     if end is not None:  # a map filled: decided again with nothing past the end in the maps,
-        # each map taken back to the end rather than filled again (key_shard.decide_again)
-        shard_results = [decide_again(state, end) for _, state in decided]
+        # each map filled in from the shard's trail rather than put again (key_shard)
+        shard_results = [
+            decide_from_trail(shard, chunks.get(shard, []), trail, end_offset=end, **settings)
+            for shard, (_, trail) in enumerate(decided)
+        ]
     del decided
     choice = choose_replaced(plan, end, merge_shard_bitmaps(shard_results))
     if not dry_run:

@@ -6,7 +6,7 @@ process, job.py spreads them over Spark tasks); both therefore write the same by
     decide     (per shard) key_shard.decide_shard: a bounded offset map, superseded bitmaps
     choose     (driver)   the replaced segments: all, or those below where a map filled; then
                           decide again, every shard, with nothing at or past that end, from
-                          each map taken back to it (key_shard.decide_again, decide_from_trail)
+                          each map filled in from its shard's trail (key_shard.decide_from_trail)
     rewrite    (per range) rewrite.rewrite_range: filtered batches into a part file
     assemble   (per group) concatenate a group's parts into <base>.log, build its indexes
     finish     (driver)   result.json, written atomically, last
@@ -187,7 +187,8 @@ def keys_path(snapshot: Snapshot, range_id: int) -> str:
 
 
 def trail_path(snapshot: Snapshot, shard: int) -> str:
-    """Where the Spark job keeps a shard's trail (key_shard.trail_of) between its two decisions."""
+    """Where the Spark job keeps a shard's trail (key_shard.decide_shard_trailed) between its two
+    decisions."""
     return os.path.join(snapshot.cleaned_dir, _PARTS_DIR, f"shard-{shard:03d}.trail")
 
 

@@ -40,7 +40,7 @@ from .cleaning import (
     trail_path,
 )
 from .key_scan import scan_range
-from .key_shard import decide_from_trail, decide_shard, decide_shard_keeping, trail_of
+from .key_shard import decide_from_trail, decide_shard, decide_shard_trailed
 from .rewrite import rewrite_range
 
 __all__ = ["clean_snapshot"]
@@ -93,10 +93,9 @@ def _decide_from_files_task(plan: Plan, scanned, cpu, end_offset=None):
         settings = {"first_dirty_offset": plan.snapshot.first_dirty_offset, "map_bytes": plan.map_bytes,
                     "load_factor": plan.load_factor}
         if end_offset is None:
-            result, state = decide_shard_keeping(shard, chunks, **settings)
+            result, trail = decide_shard_trailed(shard, chunks, **settings)
             with open(trail_path(plan.snapshot, shard), "wb") as f:
-                f.write(trail_of(state))
-            del state
+                f.write(trail)
         else:
             with open(trail_path(plan.snapshot, shard), "rb") as f:
                 trail = f.read()

@@ -40,7 +40,7 @@ from .cleaning import (
 )
 from .errors import CleanerError
 from .key_scan import ENTRY, scan_range
-from .key_shard import decide_from_trail, decide_shard_keeping, trail_of
+from .key_shard import decide_from_trail, decide_shard_trailed
 from .object_io import WORK_DIR, StoreSnapshot, download_snapshot, fetch_range, local_view
 from .rewrite import filter_range
 from .snapshot import CLEANED_DIR, RESULT_FILE, segment_file_name
@@ -98,8 +98,8 @@ def _decide_task(store: StoreSnapshot, plan: Plan, scanned, end_offset=None):
         settings = {"first_dirty_offset": plan.snapshot.first_dirty_offset, "map_bytes": plan.map_bytes,
                     "load_factor": plan.load_factor}
         if end_offset is None:
-            result, state = decide_shard_keeping(shard, chunks, **settings)
-            store.put(_trail_name(shard), trail_of(state))
+            result, trail = decide_shard_trailed(shard, chunks, **settings)
+            store.put(_trail_name(shard), trail)
             return result
         trail = store.get(_trail_name(shard), size_max=_trail_size_max(chunks))
         return decide_from_trail(shard, chunks, trail, end_offset=end_offset, **settings)

@@ -16,10 +16,11 @@ or not at all), and a record superseded only by one past the end must be kept: s
 filled, every shard is decided again with `end_offset`, the end the driver chose, and entries at
 or above it neither enter the map nor are decided (Kafka's map holds only [first dirty, end)).
 That end is a segment's base offset, so it falls between ranges, and every shard's map already
-went through the puts of the entries below it (no map filled below it): decide_again takes each
-map back to where those puts left it and decides again from there, putting nothing twice (the
-single-process engine).  A Spark task keeps no map for a later stage: the first leaves a trail
-(trail_of: the row each put landed on), from which decide_from_trail fills the map in.
+went through the puts of the entries below it (no map filled below it).  So the first decision
+leaves a trail (decide_shard_trailed: the slot row each put landed on, 4 bytes a dirty entry),
+and the second fills the map those puts alone leave in from it (decide_from_trail), putting
+nothing twice.  The trail, not the map, is what an engine keeps between the two: the baseline
+in memory, a Spark task in a file or an object for the next stage.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from .errors import CleanerError
 from .key_scan import ENTRY_DTYPE
 from .offset_map import SkimpyOffsetMap
 
-__all__ = ["DEFAULT_LOAD_FACTOR", "ShardResult", "ShardState", "decide_again", "decide_from_trail", "decide_shard", "decide_shard_keeping", "or_bitmaps", "trail_of"]
+__all__ = ["DEFAULT_LOAD_FACTOR", "ShardResult", "decide_from_trail", "decide_shard", "decide_shard_trailed", "or_bitmaps"]
 
 # Kafka's log.cleaner.io.buffer.load.factor: beyond 90 % full, probe chains grow quickly.
 DEFAULT_LOAD_FACTOR = 0.9
@@ -62,39 +63,31 @@ def decide_shard(
     """`chunks`: (range_id, record_count, packed entries) of this shard, in any order.  The map
     is filled and read in bulk (SkimpyOffsetMap.put_digests/get_digests), one range at a time.
     With `end_offset`, entries at or above it are left out: neither put nor decided."""
-    return decide_shard_keeping(
-        shard, chunks, first_dirty_offset=first_dirty_offset, map_bytes=map_bytes, load_factor=load_factor,
-        end_offset=end_offset,
-    )[0]
+    return _decide_shard(shard, chunks, first_dirty_offset, map_bytes, load_factor, end_offset)[0]
 
 
-@dataclass
-class ShardState:
-    """What a shard's decision left behind, for decide_again: its entries, the map, where each
-    dirty entry's put landed and the map's counters after each range's puts."""
-    shard: int
-    chunks: list
-    entries: list
-    put_positions: list
-    counters: list  # (size, lookups, probes) after each range's puts, before any get
-    offset_map: SkimpyOffsetMap | None
-    full_at: int | None
-    first_dirty_offset: int
-    map_bytes: int
-    load_factor: float
-
-
-def decide_shard_keeping(
+def decide_shard_trailed(
     shard: int,
     chunks,
     *,
     first_dirty_offset: int,
     map_bytes: int,
     load_factor: float = DEFAULT_LOAD_FACTOR,
-    end_offset: int | None = None,
-) -> tuple[ShardResult, ShardState]:
-    """decide_shard, and the state decide_again needs to decide the shard below a lower end
-    without putting a single entry again."""
+) -> tuple[ShardResult, bytes]:
+    """decide_shard with no end, and the shard's trail: what decide_from_trail needs besides the
+    entries to decide the shard below a lower end without putting an entry again.  The trail
+    holds where the map filled, its counters after each range's puts, and the slot row of every
+    put in put order (4 bytes a dirty entry); an engine keeps it, or writes it for a later
+    stage, rather than the map."""
+    result, offset_map, put_positions, counters = _decide_shard(shard, chunks, first_dirty_offset, map_bytes, load_factor, None)
+    counts = [len(positions) for positions in put_positions]
+    header = [len(counts), -1 if result.full_at is None else result.full_at, *counts,
+              *(value for triple in counters for value in triple)]
+    rows = np.concatenate([np.zeros(0, dtype=np.int64), *put_positions]) // offset_map.entry_bytes
+    return result, np.array(header, dtype="<i8").tobytes() + rows.astype("<i4").tobytes()
+
+
+def _decide_shard(shard, chunks, first_dirty_offset, map_bytes, load_factor, end_offset):
     chunks = sorted(chunks, key=lambda chunk: chunk[0])
     offset_map = SkimpyOffsetMap(map_bytes)
     capacity = int(offset_map.slots * load_factor)
@@ -114,57 +107,7 @@ def decide_shard_keeping(
                 full_at = int(dirty["offset"][consumed])
         counters.append((offset_map.size, offset_map.lookups, offset_map.probes))
     result = _decide(shard, offset_map, chunks, entries, put_positions, full_at, first_dirty_offset)
-    state = ShardState(shard, chunks, entries, put_positions, counters, offset_map, full_at, first_dirty_offset,
-                       map_bytes, load_factor)
-    return result, state
-
-
-def decide_again(state: ShardState, end_offset: int) -> ShardResult:
-    """The ShardResult decide_shard(..., end_offset=end_offset) gives on the same chunks, from the
-    state the shard's first decision kept (which is used up).  When `end_offset` falls between
-    ranges and below where this shard's map filled, the map that puts of the entries below it
-    alone leave is the first decision's map taken back (SkimpyOffsetMap.rewind): slots first
-    filled at or past the end emptied, and a key whose latest offset is at or past the end
-    given back its latest offset below it.  So only the decisions run again, against that map,
-    not the puts.  Otherwise (an end inside a range, or above where the map filled) the shard
-    is decided from its entries again."""
-    offset_map, state.offset_map = state.offset_map, None
-    if offset_map is None:
-        raise ValueError(f"shard {state.shard}: its state was used up by an earlier decide_again")
-    entries = state.entries
-    cut = _cut(entries, end_offset, state.full_at, state.first_dirty_offset)
-    if cut is None:
-        return decide_shard(state.shard, state.chunks, first_dirty_offset=state.first_dirty_offset,
-                            map_bytes=state.map_bytes, load_factor=state.load_factor, end_offset=end_offset)
-    first_dirty, entry_bytes = state.first_dirty_offset, offset_map.entry_bytes
-    below = state.put_positions[:cut]
-    kept_rows = np.concatenate([np.zeros(0, dtype=np.int64), *below]) // entry_bytes
-    kept_offsets = np.concatenate(
-        [np.zeros(0, dtype=np.int64)] + [found["offset"][found["offset"] >= first_dirty].astype(np.int64) for found in entries[:cut]]
-    )
-    later_rows = np.concatenate([np.zeros(0, dtype=np.int64), *state.put_positions[cut:]]) // entry_bytes
-    held = np.zeros(offset_map.slots, dtype=bool)
-    held[kept_rows] = True
-    emptied = later_rows[~held[later_rows]]
-    past_end = offset_map.offsets_at(kept_rows * entry_bytes) >= end_offset
-    # The last put below the end of each row now holding an offset past it (puts come in
-    # offset order, so the last one in put order).
-    rows, last = np.unique(kept_rows[past_end][::-1], return_index=True)
-    offsets = kept_offsets[past_end][::-1][last]
-    size, lookups, probes = state.counters[cut - 1] if cut else (0, 0, 0)
-    offset_map.rewind(emptied, rows, offsets, size, lookups, probes)
-    return _decide(state.shard, offset_map, state.chunks[:cut], entries[:cut], below, None, first_dirty)
-
-
-def trail_of(state: ShardState) -> bytes:
-    """What decide_from_trail needs besides the shard's entries, as bytes a Spark task leaves for
-    the next stage (a map does not outlive its task): where the map filled, its counters after
-    each range's puts, and the slot row of every put in put order (4 bytes a dirty entry)."""
-    counts = [len(positions) for positions in state.put_positions]
-    header = [len(counts), -1 if state.full_at is None else state.full_at, *counts,
-              *(value for triple in state.counters for value in triple)]
-    rows = np.concatenate([np.zeros(0, dtype=np.int64), *state.put_positions]) // state.offset_map.entry_bytes
-    return np.array(header, dtype="<i8").tobytes() + rows.astype("<i4").tobytes()
+    return result, offset_map, put_positions, counters
 
 
 def decide_from_trail(
@@ -177,10 +120,13 @@ def decide_from_trail(
     load_factor: float = DEFAULT_LOAD_FACTOR,
     end_offset: int,
 ) -> ShardResult:
-    """decide_shard(..., end_offset=end_offset) on `chunks`, given the trail (trail_of) their
-    first decision left: the map the puts below the end leave is filled in at once from the
-    rows the puts landed on (SkimpyOffsetMap.place), each row's digest with its last offset
-    below the end, rather than probed for again.  Falls back to deciding anew as decide_again."""
+    """decide_shard(..., end_offset=end_offset) on `chunks`, given the trail their first decision
+    left (decide_shard_trailed).  When the end falls between ranges and below where the map
+    filled, the map the puts of the entries below it alone leave is filled in at once from the
+    rows those puts landed on (SkimpyOffsetMap.place: each row's digest with its last offset
+    below the end; entries never move, so a later put could only fill another empty slot or
+    update an offset), and only the decisions run again, not the puts.  Otherwise the shard is
+    decided anew."""
     chunks = sorted(chunks, key=lambda chunk: chunk[0])
     count = int(np.frombuffer(trail, dtype="<i8", count=1)[0])
     if count != len(chunks):

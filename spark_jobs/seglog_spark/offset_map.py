@@ -346,19 +346,6 @@ class SkimpyOffsetMap:
         self.probes += int((attempt[inverse] + 1).sum())
         return found[inverse]
 
-    def rewind(self, emptied: np.ndarray, rows: np.ndarray, offsets: np.ndarray, size: int, lookups: int, probes: int) -> None:
-        """Take the map back to how it stood after an earlier put, when only puts have happened
-        since (entries never move, so each later digest only filled an empty slot or updated
-        an offset): the slot rows in `emptied` (filled since) are zeroed, each of `rows` gets
-        its offset back from `offsets`, and the counters are set to what they were then.  The
-        caller vouches for that state; the buffer is then byte for byte what the earlier puts
-        alone left."""
-        table = self._table()
-        table[np.asarray(emptied, dtype=np.int64)] = 0
-        rows = np.asarray(rows, dtype=np.int64)
-        table[rows, self.hash_bytes :] = np.asarray(offsets, dtype=np.int64).astype(">i8").view(np.uint8).reshape(-1, _OFFSET.size)
-        self.size, self.lookups, self.probes = size, lookups, probes
-
     def place(self, rows: np.ndarray, digests: np.ndarray, offsets: np.ndarray, size: int, lookups: int, probes: int) -> None:
         """Fill an empty map as earlier puts left it, from where they landed: each digest (an
         (n, hash_bytes) uint8 array) and its offset at its slot row, and the counters as they

@@ -1,7 +1,7 @@
 """When a key shard's map fills, the round ends lower and every shard is decided again below
-that end.  The single-process engine takes each shard's map back to the end (decide_again), the
-Spark jobs fill a map in from the rows the first stage's puts landed on (decide_from_trail),
-instead of putting the entries again; these tests hold both to what deciding anew gives."""
+that end.  Every engine fills each shard's map in from the rows its first decision's puts landed
+on (its trail: decide_shard_trailed, decide_from_trail) instead of putting the entries again;
+these tests hold that to what deciding anew gives."""
 
 import hashlib
 import os
@@ -25,7 +25,7 @@ from seglog_spark.cleaning import (
     replaced_ranges,
 )
 from seglog_spark.key_scan import ENTRY, scan_range, shard_of
-from seglog_spark.key_shard import decide_again, decide_from_trail, decide_shard, decide_shard_keeping, trail_of
+from seglog_spark.key_shard import decide_from_trail, decide_shard, decide_shard_trailed
 from seglog_spark.offset_map import SkimpyOffsetMap
 from seglog_spark.rewrite import rewrite_range
 
@@ -49,7 +49,7 @@ _digests = st.one_of(
     end_at=st.integers(0, 10),
     inside=st.booleans(),
 )
-def test_decide_again_equals_deciding_anew_below_the_end(ranges, dirty_fraction, slots, end_at, inside):
+def test_deciding_from_the_trail_equals_deciding_anew_below_the_end(ranges, dirty_fraction, slots, end_at, inside):
     """Records (digest, keyed, offset step) per range; the end at a range's first offset (as a
     segment's base offset always is), or inside a range, or past the last."""
     chunks, starts, offset = [], [], 0
@@ -69,16 +69,15 @@ def test_decide_again_equals_deciding_anew_below_the_end(ranges, dirty_fraction,
         anew = decide_shard(3, chunks, first_dirty_offset=first_dirty, map_bytes=24 * slots, end_offset=end)
     except ValueError:  # a map too small for one put: nothing to compare (the cleaning refuses it earlier)
         return
-    _, state = decide_shard_keeping(3, list(reversed(chunks)), first_dirty_offset=first_dirty, map_bytes=24 * slots)
-    trail = trail_of(state)  # what a Spark task leaves for the next stage
+    first, trail = decide_shard_trailed(3, list(reversed(chunks)), first_dirty_offset=first_dirty, map_bytes=24 * slots)
+    assert first == decide_shard(3, chunks, first_dirty_offset=first_dirty, map_bytes=24 * slots)
     # Every field: bitmaps, where the map filled, its size and slots, its lookups and probes
     # (the collision rate a cleaning reports), the records decided.
-    assert decide_again(state, end) == anew
     assert decide_from_trail(3, chunks, trail, first_dirty_offset=first_dirty, map_bytes=24 * slots, end_offset=end) == anew
 
 
 def clean_deciding_anew(snapshot_dir, *, map_bytes, shard_count):
-    """The cleaning as it ran before decide_again: when a map filled, every shard decided again
+    """The cleaning as it ran before the trails: when a map filled, every shard decided again
     from its entries with decide_shard(end_offset=end).  The reference the engine must match."""
     plan = plan_cleaning(snapshot_dir, map_bytes=map_bytes, shard_count=shard_count)
     snapshot = plan.snapshot
@@ -207,8 +206,7 @@ def test_a_trail_that_does_not_match_the_entries_is_refused_by_name():
     ranges, or other puts, than the entries it is read with is refused, not used."""
     digests = [hashlib.md5(b"%d" % k).digest() for k in range(4)]
     chunks = [(r, 4, b"".join(ENTRY.pack(digests[(r + i) % 4], 4 * r + i, i) for i in range(4))) for r in range(3)]
-    _, state = decide_shard_keeping(0, chunks, first_dirty_offset=0, map_bytes=24 * 50)
-    trail = trail_of(state)
+    _, trail = decide_shard_trailed(0, chunks, first_dirty_offset=0, map_bytes=24 * 50)
     options = {"first_dirty_offset": 0, "map_bytes": 24 * 50, "end_offset": 8}
     assert decide_from_trail(0, chunks, trail, **options) == decide_shard(0, chunks, **options)
     with pytest.raises(CleanerError, match="its trail names 3 ranges, its entries 2"):
@@ -223,8 +221,7 @@ def test_deciding_from_a_trail_below_a_range_boundary_puts_nothing(monkeypatch):
     with its map filled in from the trail, not one entry put (deciding anew puts them all)."""
     digests = [hashlib.md5(b"%d" % k).digest() for k in range(6)]
     chunks = [(r, 5, b"".join(ENTRY.pack(digests[(r + i) % 6], 5 * r + i, i) for i in range(5))) for r in range(4)]
-    _, state = decide_shard_keeping(0, chunks, first_dirty_offset=0, map_bytes=24 * 50)
-    trail = trail_of(state)
+    _, trail = decide_shard_trailed(0, chunks, first_dirty_offset=0, map_bytes=24 * 50)
     options = {"first_dirty_offset": 0, "map_bytes": 24 * 50, "end_offset": 10}
     anew = decide_shard(0, chunks, **options)
     puts = []
