@@ -953,6 +953,33 @@ What remains:
   append and the push is about 100 us of profiled time a record on the service), fewer Python
   calls in the producer's per-record path (the client loop's largest share), and for the backlog a
   way to have a second message under way on a ProduceStream (not possible on one grpc.aio call).
+- Goal 3's two thread hand-offs of the synchronous client cost what a bare hand-off costs; the
+  steps around them are Python. Stamped (`.venv/bin/python bench/bench_tail_handoffs.py --rate
+  500 --records 2000 --runs 4` and `--rate 2000 --records 3000`, 22:18-22:20 UTC, load 5-8, p50
+  us of each run): the caller's `send` to its `call_soon_threadsafe` 19-36 (the append), that
+  wake-up to the loop running it 32-37 at 500/s (37-109 at 2,000/s), against a bare
+  `call_soon_threadsafe` to an idle uvloop thread in the same process of 23-28; the loop's
+  wake-up to the batch's request task starting 88-108 (140-456 at 2,000/s: the drain, the
+  build, the window, and a loop turn for the task's first step: the producer's Python, not a
+  hop); the push received to the stream task's `_notify` 22-41 (the absorb); `_notify` to the
+  polling thread's `Event.wait` returning 69-85 when the loop has nothing else to do (41-163 at
+  2,000/s), against a bare `threading.Event` set from a uvloop task of 16-39, but 152-361 (289-734
+  at 2,000/s) for the 20-45 % of pushes where the loop handles the producer's acknowledgement
+  first (the two answers land together): the woken thread waits for the GIL while the loop runs
+  the acknowledgement's read and the sender's `_answer` (24-31 us itself); poll's take and
+  decode 38-75. The loop is not asleep with a timeout and no wake-up is doubled (one
+  `call_soon_threadsafe` per batch opened, as many run; records joining an open batch wake
+  nothing). So no hand-off is the gap; what would shorten the path is fewer Python steps on the
+  loop per record (the producer's, above) and the acknowledgement not holding the GIL ahead of
+  the push. The asyncio client instead (`AsyncProducer(linger_ms=0)` and
+  `AsyncConsumer(mode="stream")` on one uvloop loop, paced by `steady_ticks`; `--async`, run
+  alternately with the sync one, the floor in the same run): at 500/s it is ahead, the runs'
+  ratios to the floor 2.75x against 3.92x (medians; lower in 3 of 4 runs; 6 of 6 in a scratch
+  run at load 10, p50 0.88 against 1.08 ms), but at the goal's 2,000/s behind, 11.6x against
+  8.1x (lower in 1 of 4; a second run 12.9x against 11.9x, 2 of 4; a scratch run at load 8.4,
+  11.7x against 6.5x, 2 of 6), everything of both clients on one thread: so bench/peers keeps
+  the sync figure alone. Its poll now waits in a timeout scope rather than `wait_for`'s task
+  (uvloop: set -> resumed p50 2.4-3.8 against 5.2-8.2 us, 4-7 us less CPU a wait).
 - Goals 2 and 3 (p50 within 1.2x and 1.5x of the floor) are not met. For the single lookup what
   remains above the floor is split about evenly in three (below): the service's stream with no
   lookup in it, the lookup's work on the service, and the client above a bare stream (the
