@@ -976,10 +976,11 @@ What remains:
   alternately with the sync one, the floor in the same run): at 500/s it is ahead, the runs'
   ratios to the floor 2.75x against 3.92x (medians; lower in 3 of 4 runs; 6 of 6 in a scratch
   run at load 10, p50 0.88 against 1.08 ms), but at the goal's 2,000/s behind, 11.6x against
-  8.1x (lower in 1 of 4; a second run 12.9x against 11.9x, 2 of 4; a scratch run at load 8.4,
-  11.7x against 6.5x, 2 of 6), everything of both clients on one thread: so bench/peers keeps
-  the sync figure alone. Its poll now waits in a timeout scope rather than `wait_for`'s task
-  (uvloop: set -> resumed p50 2.4-3.8 against 5.2-8.2 us, 4-7 us less CPU a wait).
+  8.1x (lower in 1 of 4; a second run 12.9x against 11.9x, 2 of 4; a third at load 3-5, 12.4x
+  against 11.6x, 2 of 4; a scratch run at load 8.4, 11.7x against 6.5x, 2 of 6), everything of
+  both clients on one thread: so bench/peers keeps the sync figure alone. Its poll now waits in
+  a timeout scope rather than `wait_for`'s task (uvloop: set -> resumed p50 2.4-3.8 against
+  5.2-8.2 us, 4-7 us less CPU a wait).
 - Goals 2 and 3 (p50 within 1.2x and 1.5x of the floor) are not met. For the single lookup what
   remains above the floor is split about evenly in three (below): the service's stream with no
   lookup in it, the lookup's work on the service, and the client above a bare stream (the
