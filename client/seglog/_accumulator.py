@@ -30,6 +30,7 @@ from typing import NoReturn
 from seglog.errors import RecordTooLargeError
 from seglog.records import RECORD_BATCH_OVERHEAD, Compression, RecordBatchBuilder
 from seglog.records.builder import SealedBatch
+from seglog.records.errors import CodecError
 from seglog.records.builder import _check_timestamp as check_timestamp
 from seglog._delivery import BatchDelivery, RecordFuture
 from seglog._producer_config import wall_clock_ms as default_wall_clock_ms
@@ -110,7 +111,6 @@ class ProducerBatch:
         "values",
         "_compression",
         "_encoded",
-        "_encoded_dropped",
         "_refusal",
     )
 
@@ -128,10 +128,9 @@ class ProducerBatch:
         self.delivery = BatchDelivery(topic_partition.topic, topic_partition.partition, self.timestamps_ms)
         self._compression = compression
         # ``encode_ahead``'s records, encoded and sealed (the producer's fields not yet given),
-        # held until the batch is built (its message then carries them) or completed.
+        # held until the batch is built by the accumulator (its message then carries them:
+        # ``RecordAccumulator.build``) or completed.
         self._encoded: SealedBatch | None = None
-        # Told the size of ``_encoded`` when ``build`` drops it (the accumulator's count).
-        self._encoded_dropped: Callable[[int], None] | None = None
         # What the codec raised encoding the records ahead: not encoded again, raised by build.
         self._refusal: Exception | None = None
 
@@ -148,16 +147,12 @@ class ProducerBatch:
     def build(self, producer_id: int = -1, producer_epoch: int = -1, base_sequence: int = -1) -> bytes:
         """Encode the batch (base offset 0; the service assigns the real one), with the
         idempotent producer's fields when given (``_idempotence.py``). After ``encode_ahead``
-        only the header is left to write (its fields and the CRC), and the encoded records are
-        let go: the message built carries them, and the sender keeps it for a retry (a batch
-        renumbered later is encoded again)."""
+        only the header is left to write (its fields and the CRC); the encoded records stay
+        held (and counted) until ``RecordAccumulator.build`` or the batch's completion lets
+        them go."""
         sealed = self._encoded
         if sealed is not None:
-            message = sealed.build(producer_id, producer_epoch, base_sequence)
-            dropped = self.drop_encoded()
-            if self._encoded_dropped is not None:
-                self._encoded_dropped(dropped)
-            return message
+            return sealed.build(producer_id, producer_epoch, base_sequence)
         if self._refusal is not None:
             raise self._refusal
         builder = RecordBatchBuilder(compression=self._compression)
@@ -165,14 +160,16 @@ class ProducerBatch:
         builder.set_producer(producer_id, producer_epoch, base_sequence)
         return builder.build()
 
-    def encode_ahead(self, on_dropped: Callable[[int], None] | None = None) -> int:
+    def encode_ahead(self) -> int:
         """Encode a closed batch's records (compressed, if so) before it is sent: the sender
         does it while the partition's window is full and it waits for the service, so sending
         the batch once the window has room costs only its header. Returns the bytes now held
-        for it (the records in the one form the batch carries), told to ``on_dropped`` when
-        ``build`` lets them go. Records refused by the codec are encoded once: the refusal is
-        kept and ``build`` raises it when the batch is sent, where a batch that fails to build
-        fails alone."""
+        for it (the records in the one form the batch carries). Records refused by the codec
+        (``CODEC_REFUSALS``) are encoded once: the refusal is kept and ``build`` raises it when
+        the batch is sent, where a batch that fails to build fails alone. Anything else raised
+        (MemoryError, a bug) says nothing of the records: the batch is left as it was, to be
+        encoded by ``build`` (or ahead by a later drain), where what it raises then is its own
+        failure; raising it here would fail whichever send or drain ran this encoding."""
         assert self.closed, "an open batch may still get records"
         if self._encoded is not None or self._refusal is not None:
             return 0
@@ -180,11 +177,12 @@ class ProducerBatch:
         try:
             self._encode_into(builder)
             sealed = builder.seal()
-        except Exception as error:  # noqa: BLE001 - raised by build when the batch is sent
+        except CODEC_REFUSALS as error:  # raised by build when the batch is sent
             self._refusal = error
             return 0
+        except Exception:  # noqa: BLE001 - not the records' fault: build encodes them (above)
+            return 0
         self._encoded = sealed
-        self._encoded_dropped = on_dropped
         return len(sealed.records)
 
     def drop_encoded(self) -> int:
@@ -282,8 +280,8 @@ class RecordAccumulator:
         self._pieces_owed: dict[int, int] = {}
         self._buffered_bytes = 0
         # The bytes of the records encoded ahead (``_encode_ahead_locked``) and still held beside
-        # the batches' records: queued, or drained and not built yet (a batch's build or its
-        # completion lets them go). They stay within a share of the buffer.
+        # the batches' records: queued, or drained and not built yet (``build`` or the batch's
+        # completion lets them go, and counts them out). They stay within a share of the buffer.
         self._encoded_bytes = 0
         self._space_waiters = 0
         # The open (tail) batch of each partition, for ``append_plain``: a cache, an entry is
@@ -518,6 +516,19 @@ class RecordAccumulator:
             next_due_ms = now_ms
         return ready, next_due_ms
 
+    def build(
+        self, batch: ProducerBatch, producer_id: int = -1, producer_epoch: int = -1, base_sequence: int = -1
+    ) -> bytes:
+        """A drained batch's message (``ProducerBatch.build``). Records it encoded ahead are let
+        go and counted out: the message carries them, and the sender keeps it for a retry (a
+        batch renumbered later is encoded again)."""
+        message = batch.build(producer_id, producer_epoch, base_sequence)
+        if batch.encoded_ahead:
+            with self._lock:
+                self._encoded_bytes -= batch.drop_encoded()
+                assert self._encoded_bytes >= 0, self._encoded_bytes
+        return message
+
     def complete(self, batch: ProducerBatch) -> None:
         """The batch's request finished (either way): free its buffer space."""
         with self._lock:
@@ -644,14 +655,8 @@ class RecordAccumulator:
             if batch.size_bytes_bound > budget and budget < ENCODE_AHEAD_BYTES_PER_DRAIN:
                 return -1  # the drain's first batch goes however large; the others within budget
             budget -= batch.size_bytes_bound
-            self._encoded_bytes += batch.encode_ahead(self._encoded_let_go)
+            self._encoded_bytes += batch.encode_ahead()
         return max(budget, 0)
-
-    def _encoded_let_go(self, dropped: int) -> None:
-        """A batch's build let its records encoded ahead go (``ProducerBatch.build``)."""
-        with self._lock:
-            self._encoded_bytes -= dropped
-            assert self._encoded_bytes >= 0, self._encoded_bytes
 
     def _is_ready(self, head: ProducerBatch, queued: int, now_ms: float) -> bool:
         return (
@@ -672,6 +677,10 @@ def _nothing() -> None:
     pass
 
 
+# What the codec raises about a batch's records (``seglog.records.errors``: CodecError for what
+# it cannot encode, TypeError and ValueError for a record of the wrong type or range): the same
+# whenever the records are encoded, so a refusal met encoding ahead is kept for build to raise.
+CODEC_REFUSALS = (CodecError, TypeError, ValueError)
 # The closed batches at the head of a partition's queue encoded ahead while it cannot send
 # (``drain``): the next request of a partition takes at most its window's room, 5 batches by
 # default (max_in_flight_per_partition, Kafka's limit with idempotence). Encoding them while the

@@ -430,7 +430,7 @@ class Sender:
             fields = self.idempotence.fields_now(tp, batch.record_count)
             try:
                 with translate_codec_errors():
-                    records = batch.build(*fields)
+                    records = self._accumulator.build(batch, *fields)
             except Exception as error:  # noqa: BLE001 - the batch fails, the others go on
                 self.idempotence.batch_failed(fields)
                 batches.pop(0)

@@ -187,7 +187,7 @@ def test_the_batches_encoded_ahead_stay_within_a_share_of_the_buffer_across_part
     assert ready == queued[partitions[0]][:3]
     assert encoded() == queued[partitions[0]][:3] + queued[partitions[1]][:1]
     for batch in ready:
-        batch.build(1, 0, 0)
+        accumulator.build(batch, 1, 0, 0)
     assert accumulator._encoded_bytes == held()
     accumulator.drain(0.0, lambda _: False, 4)
     assert encoded() == queued[partitions[1]][:3] + queued[partitions[2]][:1]
@@ -245,12 +245,12 @@ def test_a_batch_encoded_ahead_holds_its_records_once_until_built(compression):
     assert [_records_held(batch) for batch in ready] == areas  # drained, not built: still counted
     assert accumulator._encoded_bytes == sum(areas)
     first, *rest = ready
-    message = first.build(5, 0, 0)
+    message = accumulator.build(first, 5, 0, 0)
     assert message == fresh[0].build(5, 0, 0)
     assert _records_held(first) == 0
     assert accumulator._encoded_bytes == sum(areas[1:])
     # Rebuilt with other fields (renumbered): the same bytes as a fresh batch, nothing kept.
-    assert first.build(6, 0, 0) == fresh[0].build(6, 0, 0)
+    assert accumulator.build(first, 6, 0, 0) == fresh[0].build(6, 0, 0)
     assert _records_held(first) == 0
     accumulator.complete(first)  # answered (or retried with ``message``, held by the sender)
     assert accumulator._encoded_bytes == sum(areas[1:])
@@ -349,6 +349,47 @@ def test_a_batch_split_before_it_is_built_gives_its_encoded_share_back():
     assert accumulator._encoded_bytes == 0
 
 
+def _out_of_memory(builder: RecordBatchBuilder) -> None:
+    raise MemoryError
+
+
+def test_a_memory_error_encoding_ahead_is_not_kept_as_the_records_refusal(monkeypatch):
+    """Encoding ahead that runs out of memory (or fails in any way but the codec refusing the
+    records) says nothing of the records: the batch is neither refused nor counted, the
+    drain goes on, and a drain once memory is back encodes it ahead; built, it gives the bytes
+    of a batch built at once (kept as its refusal, it failed with MemoryError when sent)."""
+    accumulator = _accumulator(batch_bytes=1_000)
+    queued = _closed_batches_waiting(accumulator, partitions=1, batches=2, record_bytes=900)[TP]
+    seal = RecordBatchBuilder.seal
+    monkeypatch.setattr(RecordBatchBuilder, "seal", _out_of_memory)
+    accumulator.drain(1.0, lambda _: False, 1)
+    assert not any(batch.encode_refused or batch.encoded_ahead for batch in queued)
+    assert accumulator._encoded_bytes == 0
+    monkeypatch.setattr(RecordBatchBuilder, "seal", seal)
+    accumulator.drain(1.0, lambda _: False, 1)
+    assert all(batch.encoded_ahead for batch in queued[:2])
+    (ready, _) = accumulator.drain(1.0, lambda _: True, 1)
+    first = ready[0]
+    assert accumulator.build(first, 1, 0, 0) == _batch(first.keys, first.values, first.timestamps_ms, None,
+                                                       Compression.NONE).build(1, 0, 0)
+
+
+def test_a_batch_whose_encoding_ahead_ran_out_of_memory_is_encoded_when_built(monkeypatch):
+    """The memory back only by the batch's send: its build encodes the records then, as a
+    batch never encoded ahead does, and nothing was counted for it meanwhile."""
+    accumulator = _accumulator(batch_bytes=1_000)
+    batch = _closed_batches_waiting(accumulator, partitions=1, batches=1, record_bytes=900)[TP][0]
+    seal = RecordBatchBuilder.seal
+    monkeypatch.setattr(RecordBatchBuilder, "seal", _out_of_memory)
+    accumulator.drain(1.0, lambda _: False, 1)
+    monkeypatch.setattr(RecordBatchBuilder, "seal", seal)
+    (ready, _) = accumulator.drain(1.0, lambda _: True, 1)
+    assert ready == [batch] and not batch.encoded_ahead and not batch.encode_refused
+    assert accumulator._encoded_bytes == 0
+    fresh = _batch(batch.keys, batch.values, batch.timestamps_ms, None, Compression.NONE)
+    assert accumulator.build(batch, 1, 0, 0) == fresh.build(1, 0, 0)
+
+
 _steps = st.lists(
     st.one_of(
         st.tuples(st.just("append"), st.integers(0, 2), st.integers(0, 900), st.integers(1, 40)),
@@ -403,7 +444,7 @@ def test_the_encoded_count_is_what_the_batches_hold_whatever_the_sender_does(ste
             if kind == "build":
                 fields = (7, 0, step[2]) if step[2] >= 0 else (-1, -1, -1)
                 fresh = _batch(batch.keys, batch.values, batch.timestamps_ms, None, compression)
-                assert batch.build(*fields) == fresh.build(*fields)
+                assert accumulator.build(batch, *fields) == fresh.build(*fields)
             elif kind == "complete":
                 drained.remove(batch)
                 accumulator.complete(batch)
