@@ -10,6 +10,7 @@ principal still take the full path."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -136,6 +137,19 @@ def _held(servicer) -> tuple[int, int]:
     return servicer.admission.statistics().request_count, in_use
 
 
+async def _cancelled_while_waiting(servicer, answer: Awaitable) -> None:
+    """``answer``, a message whose work waits, holds both slots while it waits; cancelled, it
+    gives them back."""
+    task = asyncio.ensure_future(answer)
+    for _ in range(3):
+        await asyncio.sleep(0)
+    assert _held(servicer) == (1, 1)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert _held(servicer) == (0, 0)
+
+
 @pytest.mark.parametrize("acl", [None, _ACLS["all"]], ids=["unbound", "acl"])
 async def test_a_lookup_holds_its_slots_exactly_while_it_waits(tmp_path, monkeypatch, acl):
     """Unbound, a lookup answered in its first step sees no slot taken; one that waits holds
@@ -205,34 +219,8 @@ async def test_a_waiting_lookup_cancelled_or_failing_gives_its_slots_back(tmp_pa
             assert _held(servicer) == (0, 0)
         request = _lookup(3)
         request.offsets_for_times.partitions[0].timestamp_ms = 3
-        task = asyncio.ensure_future(servicer.streams._lookup_message("LookupStream", stream, request))
-        for _ in range(3):
-            await asyncio.sleep(0)
-        assert _held(servicer) == (1, 1)
-        task.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await task
-        assert _held(servicer) == (0, 0) and cleaned == ["lookup 2", "lookup 3"]
-        stream.release()
-    finally:
-        calls.shutdown()
-
-
-async def test_a_full_service_or_a_capped_principal_still_refuses_the_message(tmp_path):
-    """The check says no where a slot binds, and the full path refuses as before."""
-    servicer, calls = _servicer(tmp_path, quota=PrincipalQuota(requests_max=1))
-    try:
-        stream = await servicer.gate.admit_stream("LookupStream", _Context())
-        servicer.admission.take_request_slot()  # the service's one request slot is in use
-        refused = await servicer.streams._lookup_message("LookupStream", stream, _lookup(1))
-        assert refused.error.error_class == "OverloadedError" and "rpc_concurrency_max" in refused.error.message
-        servicer.admission.give_back_request_slot()
-        servicer.gate.quotas.acquire(ANONYMOUS, stream.kind.REQUEST)  # the principal's one, too
-        refused = await servicer.streams._lookup_message("LookupStream", stream, _lookup(2))
-        assert refused.error.error_class == "PrincipalLimitError"
-        servicer.gate.quotas.release(ANONYMOUS, stream.kind.REQUEST)
-        answered = await servicer.streams._lookup_message("LookupStream", stream, _lookup(3))
-        assert not answered.HasField("error") and _held(servicer) == (0, 0)
+        await _cancelled_while_waiting(servicer, servicer.streams._lookup_message("LookupStream", stream, request))
+        assert cleaned == ["lookup 2", "lookup 3"]
         stream.release()
     finally:
         calls.shutdown()
@@ -331,34 +319,34 @@ async def test_a_waiting_produce_cancelled_or_failing_gives_its_slots_back(tmp_p
         refused = await task
         assert refused.error.message == "failed: 7" and _held(servicer) == (0, 0)
         resume.clear()
-        task = asyncio.ensure_future(servicer.streams._produce_message("ProduceStream", stream, _produce(7)))
-        for _ in range(3):
-            await asyncio.sleep(0)
-        assert _held(servicer) == (1, 1)
-        task.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await task
-        assert _held(servicer) == (0, 0)
+        await _cancelled_while_waiting(servicer, servicer.streams._produce_message("ProduceStream", stream, _produce(7)))
         assert seen[-1] == ("after the wait", (1, 1))  # the append's own cleanup ran, slots still held
         stream.release()
     finally:
         calls.shutdown()
 
 
-async def test_a_full_service_or_a_capped_principal_still_refuses_the_produce(tmp_path, monkeypatch):
+@pytest.mark.parametrize("method", ["LookupStream", "ProduceStream"])
+async def test_a_full_service_or_a_capped_principal_still_refuses_the_message(tmp_path, monkeypatch, method):
+    """The check says no where a slot binds, and the full path refuses a lookup or a produce
+    as before."""
     servicer, calls = _servicer(tmp_path, quota=PrincipalQuota(requests_max=1))
-    _patched_append(servicer, monkeypatch, [], asyncio.Event())
+    if method == "ProduceStream":
+        _patched_append(servicer, monkeypatch, [], asyncio.Event())
+        handle, request = servicer.streams._produce_message, _produce
+    else:
+        handle, request = servicer.streams._lookup_message, _lookup
     try:
-        stream = await servicer.gate.admit_stream("ProduceStream", _Context())
+        stream = await servicer.gate.admit_stream(method, _Context())
         servicer.admission.take_request_slot()  # the service's one request slot is in use
-        refused = await servicer.streams._produce_message("ProduceStream", stream, _produce(1))
+        refused = await handle(method, stream, request(1))
         assert refused.error.error_class == "OverloadedError" and "rpc_concurrency_max" in refused.error.message
         servicer.admission.give_back_request_slot()
         servicer.gate.quotas.acquire(ANONYMOUS, stream.kind.REQUEST)  # the principal's one, too
-        refused = await servicer.streams._produce_message("ProduceStream", stream, _produce(2))
+        refused = await handle(method, stream, request(2))
         assert refused.error.error_class == "PrincipalLimitError"
         servicer.gate.quotas.release(ANONYMOUS, stream.kind.REQUEST)
-        answered = await servicer.streams._produce_message("ProduceStream", stream, _produce(3))
+        answered = await handle(method, stream, request(3))
         assert not answered.HasField("error") and _held(servicer) == (0, 0)
         stream.release()
     finally:
