@@ -23,6 +23,12 @@ STOP_TIMEOUT_S = 30.0
 # The interval at which we look for the ready file: starting a process is the one thing here we
 # cannot be notified of (the service writes the file atomically, so a seen file is complete).
 READY_POLL_S = 0.02
+# The request limit of the client tests' ``limited_service``: below the 1 MiB a producer packs a
+# ProduceStream message to, so a message of several batches packed to the client's limit is above
+# the service's; a batch of 480,000 bytes alone is still within it (its topics' 800,000-byte batch
+# limit, beside it, leaves room for the message's envelope).
+LIMITED_REQUEST_BYTES_MAX = 900_000
+LIMITED_BATCH_BYTES_MAX = 800_000
 CHANNEL_OPTIONS = [
     ("grpc.max_receive_message_length", 64 * 1024 * 1024),
     ("grpc.max_send_message_length", 64 * 1024 * 1024),

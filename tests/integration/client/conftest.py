@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from tests.support.integration_helpers import LIMITED_BATCH_BYTES_MAX, LIMITED_REQUEST_BYTES_MAX, ServiceProcess
 
 from seglog import Admin
 
@@ -80,6 +81,19 @@ def seglog_service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running
 
 
 _topic_numbers = itertools.count()
+
+
+@pytest.fixture(scope="module")
+def limited_service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceProcess]:
+    """A service of the module's own taking requests of at most ``LIMITED_REQUEST_BYTES_MAX``
+    (900,000 bytes): smaller than the 1 MiB the client packs to, so a message of several batches
+    packed to the client's limit is above it."""
+    workdir = tmp_path_factory.mktemp("limited-service")
+    args = ["--request-bytes-max", str(LIMITED_REQUEST_BYTES_MAX),
+            "--topic-default", f"max.message.bytes={LIMITED_BATCH_BYTES_MAX}"]
+    service = ServiceProcess(workdir, [workdir / "data"], args).start()
+    yield service
+    assert service.stop() == 0, service.log()
 
 
 @pytest.fixture

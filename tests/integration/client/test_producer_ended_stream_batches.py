@@ -10,11 +10,10 @@ service reads it). On a real service on loopback; the stream ended as a lost con
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from tests.support.integration_helpers import ServiceProcess, partition_values
+from tests.support.integration_helpers import LIMITED_REQUEST_BYTES_MAX, ServiceProcess, partition_values
 
 from seglog import Admin, AsyncProducer
 from seglog._sender import Sender
@@ -25,20 +24,10 @@ from seglog.v1 import log_service_pb2 as pb
 
 pytestmark = pytest.mark.integration
 
-REQUEST_BYTES_MAX = 900_000
 # A batch of one record each (two do not fit at BATCH_SIZE); two batches in one message are
 # within the client's 1 MiB and above the service's request limit.
 VALUES = [bytes([65 + index]) * 480_000 for index in range(3)]
 BATCH_SIZE = 500_000
-
-
-@pytest.fixture(scope="module")
-def limited_service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceProcess]:
-    workdir = tmp_path_factory.mktemp("ended-stream-batches")
-    args = ["--request-bytes-max", str(REQUEST_BYTES_MAX), "--topic-default", "max.message.bytes=800000"]
-    service = ServiceProcess(workdir, [workdir / "data"], args).start()
-    yield service
-    assert service.stop() == 0, service.log()
 
 
 def _record_messages(monkeypatch: pytest.MonkeyPatch) -> list[tuple[bool, int]]:
@@ -84,7 +73,7 @@ async def _send_after_an_end(
         sender = producer._sender
         stream = sender._connection_for(TopicPartition(topic, 0)).produce_stream()
         assert stream.batches_max > 1 and sender.stream_batches_max > 1  # several a message, said and cached
-        assert stream.request_bytes_max == REQUEST_BYTES_MAX
+        assert stream.request_bytes_max == LIMITED_REQUEST_BYTES_MAX
         opened = stream.opened_count
         stream._end(stream._call, ServiceUnavailableError("injected: the connection was lost"))
         sent.clear()

@@ -20,22 +20,11 @@ from hypothesis import strategies as st
 
 from seglog import Admin, AsyncProducer
 from seglog.errors import ServiceUnavailableError
-from tests.support.integration_helpers import ServiceProcess, partition_values
+from tests.support.integration_helpers import partition_values
 
 pytestmark = pytest.mark.integration
 
 _topics = itertools.count()
-
-
-@pytest.fixture(scope="module")
-def limited_service(tmp_path_factory):
-    """A service taking requests of at most 900,000 bytes: smaller than the 1 MiB the client
-    packs to, so a message of several batches packed to the client's limit is split again."""
-    workdir = tmp_path_factory.mktemp("limited-service")
-    args = ["--request-bytes-max", "900000", "--topic-default", "max.message.bytes=800000"]
-    service = ServiceProcess(workdir, [workdir / "data0"], args).start()
-    yield service
-    assert service.stop() == 0, service.log()
 
 
 def _end_stream(producer: AsyncProducer, topic: str) -> None:
