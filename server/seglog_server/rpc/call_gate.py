@@ -268,10 +268,10 @@ class CallGate:
         nothing to check or charge that could refuse or delay it: no reload since the stream's
         last check, no ACL over the message's row, no byte quota on it, room under the
         principal's cap on concurrent requests (a produce message: no produce byte rate for the
-        principal). Then its only effect is the principal's request slot,
-        taken and given back; a message answered within one step of the loop (nothing else runs
-        meanwhile) needs no slot at all, and one that waits takes it through ``begin_message``
-        when it starts waiting (``streams._lookup_message``, ``streams._produce_batch``). False: ``begin_message`` decides."""
+        principal). Then its only effect is the principal's request slot, taken and given back;
+        a message answered within one step of the loop (nothing else runs meanwhile) needs no
+        slot at all, and one that waits takes it through ``begin_message`` when it starts
+        waiting (``StreamRpcs._admitted``). False: ``begin_message`` decides."""
         row = call.message_row
         policy = self._policy
         if policy is not None and (
