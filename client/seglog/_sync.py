@@ -58,7 +58,8 @@ class LoopThread:
     def run(self, coroutine: Coroutine[Any, Any, _T]) -> _T:
         """Run ``coroutine`` on the loop and block until it finishes; its exception propagates.
 
-        An interruption of the waiting thread (KeyboardInterrupt) cancels the coroutine.
+        An interruption of the waiting thread (KeyboardInterrupt) cancels the coroutine, whether
+        it lands as the call is handed over or in the wait (see ``_WAIT_SLICE``).
         """
         if self.in_loop_thread():
             coroutine.close()
@@ -84,7 +85,8 @@ class LoopThread:
                     raise RuntimeError(self._ended)
                 handing_over = True
                 self._loop.call_soon_threadsafe(start)
-            ended.acquire()
+            while not ended.acquire(timeout=_WAIT_SLICE):
+                pass  # a signal that landed just before the wait is handled here, a slice later
         except BaseException:
             # Refused, or interrupted (KeyboardInterrupt) anywhere from handing the call over to
             # waiting for it. Once handed over, the coroutine may be running on the loop: only the
@@ -198,6 +200,13 @@ class LoopThread:
             self._loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
         self._loop.run_until_complete(self._loop.shutdown_asyncgens())
 
+
+# The caller waits for its call in slices of this many seconds. CPython runs a signal's handler
+# (KeyboardInterrupt's) between bytecodes, and a signal arriving interrupts a lock wait already
+# entered; one that lands after the caller's last check, as it is about to block, is only handled
+# when the wait ends, and a call waiting on the network may not end for long. Between slices the
+# handler runs.
+_WAIT_SLICE = 0.1
 
 _CANCEL_ROUNDS = 20  # tasks started by cancelled ones, in turn: a bound against one that always starts another
 

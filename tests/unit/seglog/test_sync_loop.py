@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import _thread
 import asyncio
 import concurrent.futures
 import inspect
 import signal
 import sys
 import threading
+import types
 from collections.abc import Callable
 
 import pytest
@@ -102,33 +104,12 @@ def test_the_loop_is_uvloops_where_installed_and_asyncios_without_it(monkeypatch
         loop_thread.stop()
 
 
-def _interrupt_main_thread_until_handled(handled: threading.Event) -> None:
-    """Sends SIGUSR1 to the main thread until its handler has run. One signal may not do: one that
-    lands just as the main thread is about to block in a lock's wait (after its last check for
-    signals, before the wait) is handled only when that wait ends, and these waits never end by
-    themselves. The pause between signals is a resend period, not a bound on anything."""
-    main = threading.main_thread().ident
-    signal.pthread_kill(main, signal.SIGUSR1)
-    while not handled.wait(0.1):
-        signal.pthread_kill(main, signal.SIGUSR1)
-
-
-def _raising_once(handled: threading.Event, error: type[BaseException]) -> Callable[..., None]:
-    """A signal handler raising ``error`` the first time it runs (a resent signal finds it handled)."""
-
-    def interrupt(signum, frame):
-        if not handled.is_set():
-            handled.set()
-            raise error
-
-    return interrupt
-
-
 def test_an_interrupted_wait_cancels_the_coroutine_on_the_loop():
     class Interrupted(Exception):
         pass
 
-    handled = threading.Event()
+    def interrupt(signum, frame):
+        raise Interrupted
 
     loop_thread = _sync.LoopThread()
     started, cancelled = threading.Event(), threading.Event()
@@ -143,15 +124,13 @@ def test_an_interrupted_wait_cancels_the_coroutine_on_the_loop():
 
     def interrupt_once_started() -> None:
         started.wait()
-        _interrupt_main_thread_until_handled(handled)
+        signal.pthread_kill(threading.main_thread().ident, signal.SIGUSR1)
 
-    previous = signal.signal(signal.SIGUSR1, _raising_once(handled, Interrupted))
-    interrupter = threading.Thread(target=interrupt_once_started, daemon=True)
+    previous = signal.signal(signal.SIGUSR1, interrupt)
     try:
-        interrupter.start()
+        threading.Thread(target=interrupt_once_started, daemon=True).start()
         with pytest.raises(Interrupted):
             loop_thread.run(forever())
-        interrupter.join()
         assert cancelled.wait(10)
         # The loop goes on serving calls.
         assert loop_thread.run(asyncio.sleep(0, "next")) == "next"
@@ -186,7 +165,8 @@ def test_an_interrupted_wait_on_a_loop_closed_meanwhile_raises_the_interruption(
     class Interrupted(Exception):
         pass
 
-    handled = threading.Event()
+    def interrupt(signum, frame):
+        raise Interrupted
 
     class LeavingTasks(_sync.LoopThread):
         def _cancel_leftovers(self) -> None:
@@ -204,15 +184,13 @@ def test_an_interrupted_wait_on_a_loop_closed_meanwhile_raises_the_interruption(
         loop_thread.stop()
         if not loop_thread.loop.is_closed():
             loop_thread.loop.close()
-        _interrupt_main_thread_until_handled(handled)
+        signal.pthread_kill(threading.main_thread().ident, signal.SIGUSR1)
 
-    previous = signal.signal(signal.SIGUSR1, _raising_once(handled, Interrupted))
-    interrupter = threading.Thread(target=close_then_interrupt, daemon=True)
+    previous = signal.signal(signal.SIGUSR1, interrupt)
     try:
-        interrupter.start()
+        threading.Thread(target=close_then_interrupt, daemon=True).start()
         with pytest.raises(Interrupted):
             loop_thread.run(forever())
-        interrupter.join()
     finally:
         signal.signal(signal.SIGUSR1, previous)
 
@@ -329,6 +307,55 @@ def test_an_interrupted_call_is_ended_on_the_loop_wherever_the_interruption_land
         release.set()
         loop_thread.stop()
         loop.close()
+
+
+def test_a_signal_held_as_the_caller_blocks_is_handled_in_its_wait():
+    """CPython runs a signal's handler between bytecodes, and a signal arriving interrupts a lock
+    wait already entered; one that lands as the caller is about to block (after its last check)
+    is held, and the plain wait left a held KeyboardInterrupt unhandled until the call ended, on a
+    call waiting on the network perhaps never. ``_thread.interrupt_main`` holds the handler that
+    way, without interrupting the wait, once the call sees its caller at the wait's line."""
+    wait_line = _line_of_the_wait()
+    loop_thread = _sync.LoopThread()
+    ended_by: list[str] = []
+
+    async def interrupt_the_waiting_caller() -> None:
+        main = threading.main_thread().ident
+        try:
+            while not _at_line(sys._current_frames()[main], _sync.LoopThread.run.__code__, wait_line):
+                await asyncio.sleep(0.001)  # until the caller is in its wait (it must get there)
+            _thread.interrupt_main(signal.SIGUSR1)
+            await asyncio.sleep(60)  # a call that would not end for long: a bound, not a speed
+        except BaseException as error:
+            ended_by.append(type(error).__name__)
+            raise
+
+    def interrupt(signum, frame):
+        raise _Interrupted
+
+    previous = signal.signal(signal.SIGUSR1, interrupt)
+    try:
+        with pytest.raises(_Interrupted):
+            loop_thread.run(interrupt_the_waiting_caller())
+        assert loop_thread.run(asyncio.sleep(0, "next")) == "next"
+        assert ended_by == ["CancelledError"]  # interrupted in the wait, not once the call ended
+    finally:
+        signal.signal(signal.SIGUSR1, previous)
+        loop_thread.stop()
+
+
+def _line_of_the_wait() -> int:
+    """The line of ``LoopThread.run`` where the caller waits for its call (its last ``ended.acquire(``)."""
+    lines, first = inspect.getsourcelines(_sync.LoopThread.run)
+    return first + max(index for index, line in enumerate(lines) if "ended.acquire(" in line)
+
+
+def _at_line(frame: types.FrameType | None, code: types.CodeType, line: int) -> bool:
+    while frame is not None:
+        if frame.f_code is code:
+            return frame.f_lineno == line
+        frame = frame.f_back
+    return False
 
 
 def _calls_in_a_forked_child(inherited: _sync.LoopThread | None) -> None:
