@@ -201,6 +201,7 @@ def _small_batch_lookups(system: Any, keys: list[bytes], values: list[bytes], co
     with proc.Measured(system.pid) as batched:
         system.batched_lookups_small_batches(times_ms)
     sample["batched_lookups_small_batches_per_s"] = count / batched.wall_s
+    sample["batched_lookups_small_batches_count"] = count
     sample["batched_lookups_small_batches_server_cpu_s"] = batched.server_cpu_s
 
 

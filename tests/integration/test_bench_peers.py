@@ -9,7 +9,7 @@ import shutil
 import pytest
 
 from bench.peers import __main__ as peers_main
-from bench.peers import report
+from bench.peers import report, workloads
 from bench.peers.common import KEY_BYTES, VALUE_BYTES
 from bench.peers.figures import FIGURES
 
@@ -127,6 +127,12 @@ def test_the_batched_lookups_alone_on_both_logs_with_their_ratio(tmp_path):
     assert result["advantage"]["redis"]["batched_lookups_per_s"] > 0
     assert "disk_write_fsync_mb_s" not in result["limits"]
     assert not (tmp_path / "results" / "peers.png").exists()
+    # Each batched figure asks its own count, the same for seglog's logs and Redis.
+    assert seglog["batched_lookups_count"] == redis["batched_lookups_count"] == workloads.BATCHED_LOOKUPS
+    assert seglog["batched_lookups_small_batches_count"] == workloads.BATCHED_LOOKUPS
+    # Its page: the figures it measured and their ratio, nothing it did not measure.
+    page = report.render(result)
+    assert "| batched time lookups, lookups/s |" in page and "produce" not in page.split("## Results")[1]
 
 
 @pytest.mark.skipif(bool(PEERS_MISSING), reason=f"{PEERS_MISSING} not installed: scripts/peers-setup installs them (as root)")

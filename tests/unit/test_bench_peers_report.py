@@ -243,3 +243,18 @@ def test_nats_batched_figure_is_its_single_lookups_alone():
     from bench.peers.nats_system import NatsSystem
 
     assert workloads._batched_times(NatsSystem, 0, 9, [3, 1, 4]) == [3, 1, 4]
+
+
+def test_the_batched_bound_divides_by_the_lookups_the_figure_asked():
+    figures = {"batched_lookups_server_cpu_s": 0.02, "batched_lookups_client_cpu_s": 0.038,
+               "batched_lookups_per_s": 1e6 / 6.4, "batched_lookups_count": 10_000}
+    _bound, detail = bounds.batched_bound(figures, 1_000)
+    assert "server CPU 2.0 µs, client CPU 3.8 µs" in detail
+    del figures["batched_lookups_count"]  # a run before the figure asked its own count
+    assert "server CPU 20.0 µs" in bounds.batched_bound(figures, 1_000)[1]
+
+
+def test_the_run_line_names_the_batched_count_where_the_samples_have_it():
+    report_of = {"samples": {"seglog": [{"batched_lookups_count": 10_000}], "nats": [{"batched_lookups_count": 1_000}]}}
+    assert report._batched_asked(report_of) == " (the batched rate over 1,000 or 10,000)"
+    assert report._batched_asked({"samples": {"seglog": [{}]}}) == ""
