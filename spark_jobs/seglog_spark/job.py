@@ -19,7 +19,10 @@ README.md).  A dry run, which writes nothing, shuffles them instead.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import resource
+import threading
 import time
 
 from .cleaning import (
@@ -39,8 +42,9 @@ from .cleaning import (
     replaced_ranges,
     trail_path,
 )
+from .errors import CleanerError
 from .key_scan import scan_range
-from .key_shard import decide_from_trail, decide_shard, decide_shard_trailed
+from .key_shard import decide_from_trail, decide_shard, decide_shard_trailed, trail_size_max
 from .rewrite import rewrite_range
 
 __all__ = ["clean_snapshot"]
@@ -68,11 +72,10 @@ def _scan_to_file_task(plan: Plan, cpu):
         started = time.process_time()
         found = scan_range(plan.snapshot, byte_range, plan.shard_count)
         bounds = [0]
-        with open(keys_path(plan.snapshot, byte_range.range_id), "wb") as f:
-            for shard in range(plan.shard_count):
-                packed = found.entries.get(shard, b"")
-                f.write(packed)
-                bounds.append(bounds[-1] + len(packed))
+        packed = [found.entries.get(shard, b"") for shard in range(plan.shard_count)]
+        for chunk in packed:
+            bounds.append(bounds[-1] + len(chunk))
+        _write_whole(keys_path(plan.snapshot, byte_range.range_id), packed)
         cpu.add(time.process_time() - started)
         return found.range_id, found.record_count, bounds
 
@@ -94,16 +97,47 @@ def _decide_from_files_task(plan: Plan, scanned, cpu, end_offset=None):
                     "load_factor": plan.load_factor}
         if end_offset is None:
             result, trail = decide_shard_trailed(shard, chunks, **settings)
-            with open(trail_path(plan.snapshot, shard), "wb") as f:
-                f.write(trail)
+            _write_whole(trail_path(plan.snapshot, shard), [trail])
         else:
-            with open(trail_path(plan.snapshot, shard), "rb") as f:
-                trail = f.read()
-            result = decide_from_trail(shard, chunks, trail, end_offset=end_offset, **settings)
+            path = trail_path(plan.snapshot, shard)
+            result = decide_from_trail(shard, chunks, _read_trail_file(shard, path, trail_size_max(chunks)),
+                                       end_offset=end_offset, source=path, **settings)
         cpu.add(time.process_time() - started)
         return result, _peak_rss_bytes()
 
     return decide
+
+
+def _write_whole(path: str, chunks) -> None:
+    """Writes `chunks` to `path` as one step for its readers: to a name of this process's own
+    beside it, then renamed over it, so a reader (a later stage, or a second attempt of the same
+    task, Spark's speculation or a retry) sees the old file or the new one whole, never one cut
+    by a writer that opened it "wb"."""
+    temporary = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
+    try:
+        with open(temporary, "wb") as f:
+            for chunk in chunks:
+                f.write(chunk)
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
+
+
+def _read_trail_file(shard: int, path: str, size_max: int) -> bytes:
+    """The trail the first stage left at `path`, read to at most `size_max` bytes (what the
+    shard's entries allow: key_shard.trail_size_max); missing or larger, refused by name."""
+    try:
+        with open(path, "rb") as f:
+            trail = f.read(size_max + 1)
+    except FileNotFoundError:
+        raise CleanerError(f"key shard {shard}: {path}: its trail is missing: the first decision's files changed "
+                           f"under the job") from None
+    if len(trail) > size_max:
+        raise CleanerError(f"key shard {shard}: {path}: its trail is longer than the {size_max} bytes its entries "
+                           f"allow: the first decision's files changed under the job")
+    return trail
 
 
 def _decide_task(plan: Plan, cpu, end_offset=None):

@@ -39,8 +39,8 @@ from .cleaning import (
     replaced_ranges,
 )
 from .errors import CleanerError
-from .key_scan import ENTRY, scan_range
-from .key_shard import decide_from_trail, decide_shard_trailed
+from .key_scan import scan_range
+from .key_shard import decide_from_trail, decide_shard_trailed, trail_size_max
 from .object_io import WORK_DIR, StoreSnapshot, download_snapshot, fetch_range, local_view
 from .rewrite import filter_range
 from .snapshot import CLEANED_DIR, RESULT_FILE, segment_file_name
@@ -101,15 +101,10 @@ def _decide_task(store: StoreSnapshot, plan: Plan, scanned, end_offset=None):
             result, trail = decide_shard_trailed(shard, chunks, **settings)
             store.put(_trail_name(shard), trail)
             return result
-        trail = store.get(_trail_name(shard), size_max=_trail_size_max(chunks))
-        return decide_from_trail(shard, chunks, trail, end_offset=end_offset, **settings)
+        trail = store.get(_trail_name(shard), size_max=trail_size_max(chunks))
+        return decide_from_trail(shard, chunks, trail, end_offset=end_offset, source=_trail_name(shard), **settings)
 
     return decide
-
-
-def _trail_size_max(chunks) -> int:
-    """A trail's bytes at most: its header (8 bytes a range and 16 more) and 4 bytes an entry."""
-    return 16 + 32 * len(chunks) + 4 * sum(len(packed) // ENTRY.size for _, _, packed in chunks)
 
 
 def _rewrite_task(store: StoreSnapshot, plan: Plan, upper_bound: int):

@@ -452,3 +452,44 @@ def test_spark_through_the_store_whose_map_filled_decides_below_the_end_as_the_b
     for output in expected["output_segments"]:
         cleaned = s3(weed).get_object(Bucket=BUCKET, Key=f"{prefix}cleaned/{output['file']}")["Body"].read()
         assert cleaned == (local / "cleaned" / output["file"]).read_bytes()
+
+
+def test_the_store_jobs_second_decision_refuses_a_missing_or_hostile_trail_object_by_name(weed, tmp_path):
+    """job_store's stages driven as its tasks run them (no Spark): the first decision leaves
+    each shard's trail as a .work/ object; that object deleted, or its rows zeroed, before the
+    second decision reads it is refused with a CleanerError naming the shard and the object
+    (zeroed rows were taken before: the latest record of a key below the end marked superseded)."""
+    from seglog_spark import CleanerError, job_store, object_io
+    from seglog_spark.cleaning import cleaning_end, plan_cleaning
+    from seglog_spark.key_shard import decide_shard
+
+    from tests.support.snapshot_workloads import make_snapshot
+    from tests.unit.seglog_spark.test_decide_again import SPANNING_KEYS
+
+    local = tmp_path / "local"
+    make_snapshot(str(local), SPANNING_KEYS, batch_size=2, segment_batches=2)
+    snapshot_id = json.load(open(local / "manifest.json"))["snapshot_id"]
+    prefix = f"trail-{uuid.uuid4().hex[:10]}/cleaning-snapshots/{snapshot_id}/"
+    for name in sorted(os.listdir(local)):
+        s3(weed).put_object(Bucket=BUCKET, Key=prefix + name, Body=(local / name).read_bytes())
+    store = object_io.StoreSnapshot.parse(f"s3://{BUCKET}/{prefix}", weed.endpoint)
+    plan = plan_cleaning(object_io.download_snapshot(store, str(tmp_path / "scratch")), map_bytes=24 * 6, shard_count=2,
+                         range_bytes=1)
+    scanned = [job_store._scan_task(store, plan)(byte_range) for byte_range in plan.ranges]
+    end = cleaning_end(plan, [job_store._decide_task(store, plan, scanned)(shard) for shard in range(2)])
+    assert end is not None  # shard 0's map filled: the second decision reads the trails
+    second = job_store._decide_task(store, plan, scanned, end)
+    name = job_store._trail_name(0)
+    trail = store.get(name, size_max=10**6)
+    expected = second(0)
+    anew = decide_shard(0, [(r, c, store.get(job_store._keys_name(r), b[0], b[1] - 1, size_max=b[1] - b[0]))
+                            for r, c, b in scanned if b[1] > b[0]],
+                        first_dirty_offset=plan.snapshot.first_dirty_offset, map_bytes=24 * 6, end_offset=end)
+    assert expected == anew
+    count = int.from_bytes(trail[40:48], "little")
+    store.put(name, trail[: 56 + 32 * count] + bytes(len(trail) - 56 - 32 * count))
+    with pytest.raises(CleanerError, match=f"key shard 0: {name}: "):
+        second(0)
+    s3(weed).delete_object(Bucket=BUCKET, Key=prefix + name)
+    with pytest.raises(CleanerError, match=name):
+        second(0)

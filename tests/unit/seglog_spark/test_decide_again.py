@@ -23,6 +23,7 @@ from seglog_spark.cleaning import (
     plan_cleaning,
     prepare_output,
     replaced_ranges,
+    trail_path,
 )
 from seglog_spark.key_scan import ENTRY, scan_range, shard_of
 from seglog_spark.key_shard import decide_from_trail, decide_shard, decide_shard_trailed
@@ -212,7 +213,7 @@ def test_a_trail_that_does_not_match_the_entries_is_refused_by_name():
     with pytest.raises(CleanerError, match="its trail names 3 ranges, its entries 2"):
         decide_from_trail(0, chunks[:2], trail, **options)
     fewer = [(r, 4, packed[: 3 * ENTRY.size]) for r, _, packed in chunks]  # a range's entries shorter
-    with pytest.raises(CleanerError, match="its trail names 8 puts below offset 8, its entries 6"):
+    with pytest.raises(CleanerError, match="its trail names 4 puts in its range 0, its entries 3"):
         decide_from_trail(0, fewer, trail, **options)
 
 
@@ -231,3 +232,165 @@ def test_deciding_from_a_trail_below_a_range_boundary_puts_nothing(monkeypatch):
     assert puts == []
     decide_shard(0, chunks, **options)
     assert puts == [5, 5]  # deciding anew: both ranges below the end put again
+
+
+# -- a trail read back from a file or an object is bytes from outside the process -------------
+
+def _hostile_case(ranges, first_dirty_fraction):
+    chunks, offset = [], 0
+    for range_id, records in enumerate(ranges):
+        packed = []
+        for ordinal, (digest, step) in enumerate(records):
+            packed.append(ENTRY.pack(digest, offset, ordinal))
+            offset += step
+        chunks.append((range_id, len(records), b"".join(packed)))
+    return chunks, int(offset * first_dirty_fraction)
+
+
+def _mutate(trail, how, at, value, other_trails):
+    """One hostile change of a valid trail: `how` picks the kind, `at` where, `value` with what."""
+    header = 56  # magic and six int64s
+    if how == "flip":
+        at %= len(trail)
+        return trail[:at] + bytes([trail[at] ^ (value % 255 + 1)]) + trail[at + 1 :]
+    if how == "zero-rows":
+        count = int.from_bytes(trail[8 + 32 : 8 + 40], "little")
+        start = header + 32 * count
+        return trail[:start] + bytes(len(trail) - start)
+    if how == "row":
+        count = int.from_bytes(trail[8 + 32 : 8 + 40], "little")
+        start = header + 32 * count
+        rows = (len(trail) - start) // 4
+        if not rows:
+            return trail + b"\x00\x00\x00\x00"
+        i = start + 4 * (at % rows)
+        choices = [value % 2**32, (value % 2**32) ^ 0xFFFFFFFF, int.from_bytes(trail[start + 4 * (value % rows) : start + 4 * (value % rows) + 4], "little")]
+        return trail[:i] + choices[at % 3].to_bytes(4, "little") + trail[i + 4 :]
+    if how == "field":  # any int64 of the header and tables
+        count = int.from_bytes(trail[8 + 32 : 8 + 40], "little")
+        fields = 6 + 4 * count
+        i = 8 + 8 * (at % fields)
+        return trail[:i] + (value - 2**20).to_bytes(8, "little", signed=True) + trail[i + 8 :]
+    if how == "truncate":
+        return trail[: at % (len(trail) + 1)]
+    if how == "extend":
+        return trail + bytes([value % 256]) * (1 + at % 9)
+    if how == "empty":
+        return b""
+    return other_trails[at % len(other_trails)]
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    ranges=st.lists(st.lists(st.tuples(_digests, st.integers(1, 3)), min_size=1, max_size=12), min_size=1, max_size=5),
+    dirty_fraction=st.floats(0, 1),
+    slots=st.sampled_from([2, 3, 7, 10, 50]),
+    end_at=st.integers(0, 10),
+    how=st.sampled_from(["flip", "zero-rows", "row", "field", "truncate", "extend", "empty", "other"]),
+    at=st.integers(0, 10_000),
+    value=st.integers(0, 2**21),
+)
+@example(ranges=[[(hashlib.md5(b"a").digest(), 1), (hashlib.md5(b"b").digest(), 1)], [(hashlib.md5(b"a").digest(), 1)]],
+         dirty_fraction=0.0, slots=50, end_at=1, how="zero-rows", at=0, value=0)
+def test_a_hostile_trail_is_refused_or_decides_as_anew(ranges, dirty_fraction, slots, end_at, how, at, value):
+    """A valid trail from a real first decision, then one byte flipped, its rows zeroed, a row
+    replaced (by a value, its complement, another put's row), a header or table field replaced,
+    cut, extended, emptied, or another shard's or another map size's trail: deciding from it
+    either refuses with CleanerError or gives exactly what deciding anew gives."""
+    chunks, first_dirty = _hostile_case(ranges, dirty_fraction)
+    starts = sorted({int.from_bytes(packed[16:24], "big") for _, _, packed in chunks} | {10**9})
+    end = starts[end_at % len(starts)]
+    options = {"first_dirty_offset": first_dirty, "map_bytes": 24 * slots}
+    try:
+        anew = decide_shard(3, chunks, end_offset=end, **options)
+        _, trail = decide_shard_trailed(3, chunks, **options)
+    except ValueError:  # a map too small for one put: refused earlier by the cleaning
+        return
+    others = [decide_shard_trailed(4, chunks, **options)[1]]
+    for other_slots in (slots + 1, 7 if slots != 7 else 50):
+        try:
+            others.append(decide_shard_trailed(3, chunks, first_dirty_offset=first_dirty, map_bytes=24 * other_slots)[1])
+        except ValueError:
+            pass
+    hostile = _mutate(trail, how, at, value, others)
+    try:
+        got = decide_from_trail(3, chunks, hostile, end_offset=end, source="shard-003.trail", **options)
+    except CleanerError as exc:
+        assert "key shard 3: shard-003.trail: " in str(exc)
+        return
+    assert got == anew
+
+
+class _Cpu:  # a task's CPU accumulator, as Spark's accumulator is used by job.py's tasks
+    def add(self, seconds):
+        pass
+
+
+def _job_first_stage(tmp_path):
+    """job.py's stages driven as its tasks run them, without Spark: the scan to .keys files and
+    the first decision (which leaves each shard's trail); returns (plan, scanned, end)."""
+    from seglog_spark.job import _decide_from_files_task, _scan_to_file_task
+
+    make_snapshot(str(tmp_path), SPANNING_KEYS, batch_size=2, segment_batches=2)
+    plan = plan_cleaning(str(tmp_path), map_bytes=24 * 6, shard_count=2, range_bytes=1)
+    prepare_output(plan.snapshot)
+    scanned = [_scan_to_file_task(plan, _Cpu())(byte_range) for byte_range in plan.ranges]
+    first = [_decide_from_files_task(plan, scanned, _Cpu())(shard)[0] for shard in range(2)]
+    end = cleaning_end(plan, first)
+    assert end is not None  # shard 0's map filled: the second decision reads the trails
+    return plan, scanned, end
+
+
+def test_the_spark_jobs_second_decision_refuses_a_missing_cut_or_grown_trail_file_by_name(tmp_path):
+    """The trail file between job.py's two stages deleted, cut inside its header or its rows,
+    or grown past what the shard's entries allow: CleanerError naming the shard and the file
+    (before: FileNotFoundError, numpy's ValueError, or a read of the whole file)."""
+    from seglog_spark.job import _decide_from_files_task
+
+    plan, scanned, end = _job_first_stage(tmp_path)
+    second = _decide_from_files_task(plan, scanned, _Cpu(), end)
+    expected = [decide_again[0] for decide_again in (second(0), second(1))]  # the trails as written
+    path = trail_path(plan.snapshot, 0)
+    trail = open(path, "rb").read()
+    for hostile, why in ((trail[:30], "shorter than a trail's 56-byte header"), (trail[:-3], "bytes, a trail of"),
+                         (trail + bytes(10**6), "longer than the"), (b"", "0 bytes, shorter")):
+        with open(path, "wb") as f:
+            f.write(hostile)
+        with pytest.raises(CleanerError, match=f"key shard 0: {path}: .*{why}"):
+            second(0)
+    os.unlink(path)
+    with pytest.raises(CleanerError, match=f"key shard 0: {path}: its trail is missing"):
+        second(0)
+    assert second(1)[0] == expected[1]
+
+
+def test_the_spark_jobs_files_are_replaced_whole_or_not_at_all(tmp_path):
+    """job.py writes its .keys and trail files under a name of its own and renames them over
+    the file: a write that fails half-way (here its second chunk is not bytes) leaves the file
+    a reader (a later stage, or another attempt of the task) sees as it was, and no stray file."""
+    from seglog_spark.job import _write_whole
+
+    path = str(tmp_path / "shard-000.trail")
+    _write_whole(path, [b"old ", b"trail"])
+    with pytest.raises(TypeError):
+        _write_whole(path, [b"a cut", "not bytes"])
+    assert open(path, "rb").read() == b"old trail"
+    assert os.listdir(tmp_path) == ["shard-000.trail"]
+    _write_whole(path, [b"new"])
+    assert open(path, "rb").read() == b"new" and os.listdir(tmp_path) == ["shard-000.trail"]
+
+
+def test_the_spark_jobs_stages_through_files_decide_as_the_baseline(tmp_path):
+    """The file stages driven directly give the baseline's decisions below the end."""
+    from seglog_spark.job import _decide_from_files_task
+
+    plan, scanned, end = _job_first_stage(tmp_path)
+    second = _decide_from_files_task(plan, scanned, _Cpu(), end)
+    chunks = defaultdict(list)
+    for byte_range in plan.ranges:
+        found = scan_range(plan.snapshot, byte_range, 2)
+        for shard, packed in found.entries.items():
+            chunks[shard].append((found.range_id, found.record_count, packed))
+    for shard in range(2):
+        assert second(shard)[0] == decide_shard(shard, chunks.get(shard, []), first_dirty_offset=plan.snapshot.first_dirty_offset,
+                                                map_bytes=24 * 6, end_offset=end)
