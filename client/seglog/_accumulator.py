@@ -112,6 +112,7 @@ class ProducerBatch:
         "_compression",
         "_encoded",
         "_refusal",
+        "_ahead_failed",
     )
 
     def __init__(self, batch_id: int, topic_partition: TopicPartition, compression: Compression, now_ms: float) -> None:
@@ -133,6 +134,9 @@ class ProducerBatch:
         self._encoded: SealedBatch | None = None
         # What the codec raised encoding the records ahead: not encoded again, raised by build.
         self._refusal: Exception | None = None
+        # Encoding ahead failed otherwise (MemoryError, a bug): not tried ahead again, so drains
+        # do not spend their budget on it again and again; ``build`` encodes the records.
+        self._ahead_failed = False
 
     @property
     def record_count(self) -> int:
@@ -167,11 +171,12 @@ class ProducerBatch:
         for it (the records in the one form the batch carries). Records refused by the codec
         (``CODEC_REFUSALS``) are encoded once: the refusal is kept and ``build`` raises it when
         the batch is sent, where a batch that fails to build fails alone. Anything else raised
-        (MemoryError, a bug) says nothing of the records: the batch is left as it was, to be
-        encoded by ``build`` (or ahead by a later drain), where what it raises then is its own
-        failure; raising it here would fail whichever send or drain ran this encoding."""
+        (MemoryError, a bug) says nothing of the records: the batch is left to be encoded by
+        ``build``, where what it raises then is its own failure (raising it here would fail
+        whichever send or drain ran this encoding), and is not encoded ahead again: a drain
+        after a drain would otherwise encode it anew each time, under the lock sends wait for."""
         assert self.closed, "an open batch may still get records"
-        if self._encoded is not None or self._refusal is not None:
+        if not self.encodable_ahead:
             return 0
         builder = RecordBatchBuilder(compression=self._compression)
         try:
@@ -181,6 +186,7 @@ class ProducerBatch:
             self._refusal = error
             return 0
         except Exception:  # noqa: BLE001 - not the records' fault: build encodes them (above)
+            self._ahead_failed = True
             return 0
         self._encoded = sealed
         return len(sealed.records)
@@ -195,6 +201,12 @@ class ProducerBatch:
         """Whether ``encode_ahead`` encoded the records and they are still held (a ``build``
         then writes the header only)."""
         return self._encoded is not None
+
+    @property
+    def encodable_ahead(self) -> bool:
+        """Whether ``encode_ahead`` would still encode the records: not encoded and held, not
+        refused by the codec, not failed otherwise before."""
+        return self._encoded is None and self._refusal is None and not self._ahead_failed
 
     @property
     def encode_refused(self) -> bool:
@@ -648,7 +660,7 @@ class RecordAccumulator:
         for batch in itertools.islice(queue, ENCODE_AHEAD_BATCHES):
             if not batch.closed:
                 break
-            if batch.encoded_ahead or batch.encode_refused:
+            if not batch.encodable_ahead:
                 continue
             if self._encoded_bytes + batch.size_bytes_bound > encoded_bytes_max:
                 break

@@ -356,8 +356,9 @@ def _out_of_memory(builder: RecordBatchBuilder) -> None:
 def test_a_memory_error_encoding_ahead_is_not_kept_as_the_records_refusal(monkeypatch):
     """Encoding ahead that runs out of memory (or fails in any way but the codec refusing the
     records) says nothing of the records: the batch is neither refused nor counted, the
-    drain goes on, and a drain once memory is back encodes it ahead; built, it gives the bytes
-    of a batch built at once (kept as its refusal, it failed with MemoryError when sent)."""
+    drain goes on, and the batch is not encoded ahead again (memory back or not): built, it
+    gives the bytes of a batch built at once (kept as its refusal, it failed with MemoryError
+    when sent)."""
     accumulator = _accumulator(batch_bytes=1_000)
     queued = _closed_batches_waiting(accumulator, partitions=1, batches=2, record_bytes=900)[TP]
     seal = RecordBatchBuilder.seal
@@ -367,11 +368,32 @@ def test_a_memory_error_encoding_ahead_is_not_kept_as_the_records_refusal(monkey
     assert accumulator._encoded_bytes == 0
     monkeypatch.setattr(RecordBatchBuilder, "seal", seal)
     accumulator.drain(1.0, lambda _: False, 1)
-    assert all(batch.encoded_ahead for batch in queued[:2])
+    assert not any(batch.encoded_ahead for batch in queued[:2])
     (ready, _) = accumulator.drain(1.0, lambda _: True, 1)
     first = ready[0]
     assert accumulator.build(first, 1, 0, 0) == _batch(first.keys, first.values, first.timestamps_ms, None,
                                                        Compression.NONE).build(1, 0, 0)
+
+
+def test_drains_while_encoding_ahead_fails_encode_each_batch_once_and_ask_no_drain_at_once(monkeypatch):
+    """A failure that lasts (memory short, a compressor's own error) must not have every drain
+    encode the same batches again: with more than a drain's budget of them at a partition's
+    head, each drain asked for the next at once, and the sender drained and encoded them
+    without end while the window stayed full."""
+    accumulator = _accumulator(batch_bytes=20_000, buffer_bytes=32 << 20)
+    queued = _closed_batches_waiting(accumulator, partitions=1, batches=8, record_bytes=16_000)[TP]
+    seals = []
+
+    def failing_seal(builder):
+        seals.append(builder)
+        raise MemoryError
+
+    monkeypatch.setattr(RecordBatchBuilder, "seal", failing_seal)
+    dues = [accumulator.drain(1.0, lambda _: False, 1)[1] for _ in range(20)]
+    closed = [batch for batch in queued if batch.closed]
+    assert len(seals) <= len(closed)
+    assert dues[-1] is None or dues[-1] > 1.0
+    assert not any(batch.encoded_ahead or batch.encode_refused for batch in queued)
 
 
 def test_a_batch_whose_encoding_ahead_ran_out_of_memory_is_encoded_when_built(monkeypatch):
