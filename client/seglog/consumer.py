@@ -534,24 +534,28 @@ class AsyncConsumer:
                     raise
                 followed = True
 
-    async def _consume_at_owner(self, request: pb.ConsumeRequest) -> AsyncIterator[pb.FetchResponse]:
-        """The partition owner's Consume stream; refused before its first answer for naming
-        another owner, it is opened once more there."""
+    async def _consume_at_owner(
+        self, request: pb.ConsumeRequest, resume_at: Callable[[], int]
+    ) -> AsyncIterator[pb.FetchResponse]:
+        """The partition owner's Consume stream; refused for naming another owner (at its
+        opening, or later: the partition moved away while the stream ran or waited at the
+        tail), it is opened again there from ``resume_at()``, the offset after the last response
+        taken. Once per refusal: a stream refused again before any answer raises."""
         assert self._router is not None
-        for attempt in range(2):
+        followed = False
+        while True:
             transport = self._router.transport_for(request.topic, request.partition)
             self._stats["streams_opened"] += 1
-            answered = False
             try:
                 async for response in transport.consume(request):
-                    answered = True
+                    followed = False  # answered: a later refusal is a later move, followed too
                     yield response
                 return
             except (NotPartitionOwnerError, ServiceUnavailableError) as error:
-                if answered or attempt or not await self._router.follow(
-                    request.topic, request.partition, error, transport
-                ):
+                if followed or not await self._router.follow(request.topic, request.partition, error, transport):
                     raise
+                followed = True
+                request.offset = resume_at()
 
     async def _stream(self, state: PartitionState, epoch: int, offset: int) -> None:
         request = pb.ConsumeRequest(
@@ -563,7 +567,7 @@ class AsyncConsumer:
             min_bytes=self._config.fetch_min_bytes,
         )
         try:
-            async for response in self._consume_at_owner(request):
+            async for response in self._consume_at_owner(request, lambda: state.fetch_offset):
                 if state.epoch != epoch:
                     return
                 assert state.fetch_offset is not None

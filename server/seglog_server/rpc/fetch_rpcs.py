@@ -74,6 +74,8 @@ class FetchRpcs:
                 woken = await core.waiters.wait_ticket(ticket, deadline - loop.time())
             if not woken:
                 break
+            # Woken by a change of the partition, its move away included: ask the owner again.
+            self._check_still_owner(topic, partition)
         response = await self._fetch_response(topic, partition, request.offset, data, request.decode)
         return response[0]
 
@@ -134,6 +136,9 @@ class FetchRpcs:
         while True:
             if self.core.stopping:
                 raise ServiceStoppingError("seglog is shutting down; reconnect to resume")
+            # Each read of the stream, after a push or a wake-up, is a request for the partition:
+            # moved away meanwhile, the stream ends with the refusal a new one would get.
+            self._check_still_owner(topic, partition)
             log = self.core.storage.get_log(topic, partition)  # NOT_FOUND before taking a ticket
             ticket = self.core.waiters.ticket(topic, partition)
             if offset == log.high_watermark:
@@ -155,6 +160,15 @@ class FetchRpcs:
             # Nothing at all: wait for the next append however long it takes (until cancelled,
             # or a reload revokes the stream's rights: CallGate.recheck, in _park).
             await self._park(ticket, deadline if data.records else None)
+
+    def _check_still_owner(self, topic: str, partition: int) -> None:
+        """The owner check of a read that waited or pushed (cluster mode): the partition moved
+        away (a move, a takeover) is refused as a new request for it is, the owner in trailing
+        metadata. A change of owner wakes the partition's waiters (the log announces the new
+        ownership epoch: ``UnifiedLog.advance_leader_epoch``), so a read parked at the tail ends
+        then rather than waiting on a log nothing appends to any more."""
+        if self.core.cluster is not None:
+            self.core.cluster.check_owner(topic, partition)
 
     async def _park(self, ticket: Any, deadline: float | None) -> None:
         """Waits for ``ticket`` (the partition's next change) until ``deadline`` (loop time; None:

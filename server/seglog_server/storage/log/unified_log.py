@@ -446,13 +446,18 @@ class UnifiedLog(LogTimeLookups):
         """The partition's ownership changed (or was first seen) at ``epoch``: from the moment
         this returns, no append admitted under an older epoch lands (the check runs under the
         lock this takes, so one in progress finishes first). Epochs only increase: an older one
-        changes nothing. Returns the current epoch."""
+        changes nothing. Returns the current epoch. A new epoch is announced as a change
+        (``ChangeListener``): readers waiting at the tail wake and ask who owns the partition now."""
         if epoch < 0:
             raise ValueError(f"{self._name}: an ownership epoch is >= 0, not {epoch}")
         with self._lock:
-            if self._leader_epoch is None or epoch > self._leader_epoch:
+            advanced = self._leader_epoch is None or epoch > self._leader_epoch
+            if advanced:
                 self._leader_epoch = epoch
-            return self._leader_epoch
+            current = self._leader_epoch
+        if advanced:
+            self._announce_change()
+        return current
 
     @property
     def leader_epoch(self) -> int | None:

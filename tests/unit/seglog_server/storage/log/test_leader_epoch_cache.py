@@ -367,3 +367,15 @@ def test_a_failed_checkpoint_write_in_a_cut_leaves_the_offsets_and_entries_at_th
     written = LeaderEpochCheckpointFile(str(tmp_path)).read()
     assert written == log.leader_epoch_entries() == (kept if kept and kept[-1].epoch == 5 else kept + [EpochEntry(5, end)])
     assert reopen(log, clock).leader_epoch_entries() == written
+
+
+def test_a_new_ownership_epoch_is_announced_to_the_change_listener(tmp_path, clock):
+    """Readers parked at the tail wake on it and ask who owns the partition now (fetch_rpcs.py)."""
+    log = open_log(tmp_path, clock)
+    changes: list = []
+    log.set_change_listener(lambda topic, partition: changes.append((topic, partition)))
+    assert log.advance_leader_epoch(0) == 0  # the first epoch seen
+    assert log.advance_leader_epoch(2) == 2
+    assert len(changes) == 2 and len(set(changes)) == 1
+    assert log.advance_leader_epoch(2) == 2 and log.advance_leader_epoch(1) == 2  # no change: not announced
+    assert len(changes) == 2
