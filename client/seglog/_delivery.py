@@ -29,6 +29,7 @@ import threading
 from collections.abc import Callable, Generator, Sequence
 from typing import Any
 
+from seglog._sync import wait_for_future, wait_for_futures
 from seglog.structs import RecordMetadata
 
 __all__ = ["BatchDelivery", "DeliveryGroup", "RecordFuture"]
@@ -79,7 +80,8 @@ class BatchDelivery:
             delivery.future.add_done_callback(one_done)
 
     def metadata(self, index: int, timeout: float | None = None) -> RecordMetadata:
-        landed = self.future.result(timeout)
+        wait_for_future(self.future, timeout)  # interruptible (a Ctrl-C), not future.result(timeout)
+        landed = self.future.result(0)
         if landed is None:
             piece, at = self._piece_of(index)
             return piece.metadata(at, 0)
@@ -89,7 +91,8 @@ class BatchDelivery:
 
     def error(self, index: int, timeout: float | None = None) -> BaseException | None:
         """The record's error once its batch completed (None if it landed)."""
-        error = self.future.exception(timeout)
+        wait_for_future(self.future, timeout)
+        error = self.future.exception(0)
         if error is not None or self._piece_starts is None:
             return error
         piece, at = self._piece_of(index)
@@ -181,7 +184,7 @@ class DeliveryGroup:
     def wait(self, timeout: float | None = None) -> None:
         """Wait until every record was appended; raises the first failed batch's error, or
         TimeoutError when some are still in flight after ``timeout`` seconds."""
-        concurrent.futures.wait([delivery.future for delivery, _, _ in self._spans], timeout)
+        wait_for_futures([delivery.future for delivery, _, _ in self._spans], timeout)
         for delivery, first, count in self._spans:
             delivery.raise_first(first, count)
 

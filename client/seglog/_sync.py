@@ -23,10 +23,11 @@ import concurrent.futures
 import inspect
 import os
 import threading
+import time
 from collections.abc import Callable, Coroutine
 from typing import Any, Self, TypeVar
 
-__all__ = ["LoopThread", "acquire_loop_thread", "release_loop_thread"]
+__all__ = ["LoopThread", "acquire_interruptibly", "acquire_loop_thread", "release_loop_thread", "wait_for_future", "wait_for_futures", "wait_interruptibly"]
 
 _T = TypeVar("_T")
 
@@ -59,7 +60,7 @@ class LoopThread:
         """Run ``coroutine`` on the loop and block until it finishes; its exception propagates.
 
         An interruption of the waiting thread (KeyboardInterrupt) cancels the coroutine, whether
-        it lands as the call is handed over or in the wait (see ``_WAIT_SLICE``).
+        it lands as the call is handed over or in the wait (see ``wait_interruptibly``).
         """
         if self.in_loop_thread():
             coroutine.close()
@@ -85,8 +86,7 @@ class LoopThread:
                     raise RuntimeError(self._ended)
                 handing_over = True
                 self._loop.call_soon_threadsafe(start)
-            while not ended.acquire(timeout=_WAIT_SLICE):
-                pass  # a signal that landed just before the wait is handled here, a slice later
+            acquire_interruptibly(ended)
         except BaseException:
             # Refused, or interrupted (KeyboardInterrupt) anywhere from handing the call over to
             # waiting for it. Once handed over, the coroutine may be running on the loop: only the
@@ -201,12 +201,64 @@ class LoopThread:
         self._loop.run_until_complete(self._loop.shutdown_asyncgens())
 
 
-# The caller waits for its call in slices of this many seconds. CPython runs a signal's handler
-# (KeyboardInterrupt's) between bytecodes, and a signal arriving interrupts a lock wait already
-# entered; one that lands after the caller's last check, as it is about to block, is only handled
-# when the wait ends, and a call waiting on the network may not end for long. Between slices the
-# handler runs.
+# The main thread waits in the caller's thread in slices of this many seconds (wait_interruptibly).
 _WAIT_SLICE = 0.1
+
+
+def wait_interruptibly(wait: Callable[[float | None], bool], timeout: float | None = None) -> bool:
+    """Every blocking wait of the synchronous API in its caller's thread: ``wait(seconds)`` blocks
+    up to ``seconds`` (None: until it is satisfied) and says whether it was; so does this, once
+    satisfied or ``timeout`` seconds on (None: never). An Event's ``wait`` fits as it is; a lock
+    goes through ``acquire_interruptibly``, concurrent futures through ``wait_for_future(s)``.
+
+    CPython runs a signal's handler (KeyboardInterrupt's) in the main thread only, between
+    bytecodes, and a signal arriving interrupts a lock or Event wait already entered; one that
+    lands after the caller's last check, as it is about to block, is held until the wait ends, and
+    a wait on the network (a poll at an idle partition, a send's result) may not end for long. So
+    the main thread waits in slices of ``_WAIT_SLICE``, the handler running between them, to the
+    same deadline; any other thread, where no handler runs, waits in one piece (slices would only
+    wake it, ten times a second each)."""
+    if threading.current_thread() is not threading.main_thread():
+        return wait(timeout)
+    if timeout is None:
+        while not wait(_WAIT_SLICE):
+            pass  # a signal held just before the wait is handled here, a slice later
+        return True
+    deadline = time.monotonic() + timeout
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= _WAIT_SLICE:
+            return wait(max(remaining, 0.0))
+        if wait(_WAIT_SLICE):
+            return True
+
+
+def wait_for_future(future: concurrent.futures.Future[Any], timeout: float | None = None) -> None:
+    """Waits (``wait_interruptibly``) until ``future`` is done or ``timeout`` seconds passed; its
+    ``result(0)`` or ``exception(0)`` then answers, raising TimeoutError if it is still running."""
+    if not future.done():
+        wait_interruptibly(lambda seconds: _done_within(future, seconds), timeout)
+
+
+def wait_for_futures(futures: list[concurrent.futures.Future[Any]], timeout: float | None = None) -> None:
+    """``wait_for_future`` for every one of ``futures`` (``concurrent.futures.wait``'s ALL_COMPLETED)."""
+    pending = [future for future in futures if not future.done()]
+    if pending:
+        wait_interruptibly(lambda seconds: not concurrent.futures.wait(pending, seconds).not_done, timeout)
+
+
+def acquire_interruptibly(lock: threading.Lock) -> None:
+    """``wait_interruptibly`` for a lock, without a deadline: written out, as ``LoopThread.run``
+    waits so for every synchronous call (no closure, no call a slice)."""
+    if threading.current_thread() is not threading.main_thread():
+        lock.acquire()
+        return
+    while not lock.acquire(timeout=_WAIT_SLICE):
+        pass  # a signal held just before the wait is handled here, a slice later
+
+
+def _done_within(future: concurrent.futures.Future[Any], seconds: float | None) -> bool:
+    return not concurrent.futures.wait((future,), seconds).not_done
 
 _CANCEL_ROUNDS = 20  # tasks started by cancelled ones, in turn: a bound against one that always starts another
 

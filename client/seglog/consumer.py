@@ -670,7 +670,7 @@ class AsyncConsumer:
             remaining = None if deadline is None else deadline - _monotonic()
             if remaining is not None and remaining <= 0:
                 return [], None
-            ready.wait(remaining)
+            _sync.wait_interruptibly(ready.wait, remaining)  # a Ctrl-C at an idle partition ends it
 
     def _take_fetched(self, take: Callable[[PartitionState, int], list[_T]], max_records: int | None,
                       loop: asyncio.AbstractEventLoop) -> list[_T] | None:

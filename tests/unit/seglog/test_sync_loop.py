@@ -11,6 +11,7 @@ import sys
 import threading
 import types
 from collections.abc import Callable
+from time import monotonic as _monotonic
 
 import pytest
 
@@ -345,9 +346,72 @@ def test_a_signal_held_as_the_caller_blocks_is_handled_in_its_wait():
 
 
 def _line_of_the_wait() -> int:
-    """The line of ``LoopThread.run`` where the caller waits for its call (its last ``ended.acquire(``)."""
+    """The line of ``LoopThread.run`` where the caller waits for its call (its last ``acquire_interruptibly(``)."""
     lines, first = inspect.getsourcelines(_sync.LoopThread.run)
-    return first + max(index for index, line in enumerate(lines) if "ended.acquire(" in line)
+    return first + max(index for index, line in enumerate(lines) if "acquire_interruptibly(" in line)
+
+
+def test_a_thread_other_than_the_main_one_waits_for_its_call_in_one_piece():
+    """Signal handlers run in the main thread only: slicing another thread's wait would only wake
+    it ten times a second (each of 100 threads blocked in a call), so it blocks once. Counted: the
+    lock acquires the waiting thread makes while its call sleeps on the loop for several slices."""
+    loop_thread = _sync.LoopThread()
+    acquires: list[str] = []
+
+    def count_acquires(frame, event, arg):
+        if event == "c_call" and getattr(arg, "__name__", None) == "acquire":
+            acquires.append(frame.f_code.co_name)
+
+    def call() -> None:
+        sys.setprofile(count_acquires)
+        try:
+            outcome.append(loop_thread.run(asyncio.sleep(5 * _sync._WAIT_SLICE, "slept")))
+        finally:
+            sys.setprofile(None)
+
+    outcome: list[str] = []
+    try:
+        caller = threading.Thread(target=call)
+        caller.start()
+        caller.join()
+        assert outcome == ["slept"]
+        # The first takes the fresh lock the call releases as it ends; then one blocking wait, not
+        # one a slice.
+        assert len(acquires) == 2, acquires
+    finally:
+        loop_thread.stop()
+
+
+@pytest.mark.parametrize("timeout", [None, 0.0, 0.25])
+def test_the_main_threads_waits_are_sliced_to_the_same_deadline_and_others_are_not(timeout):
+    """``wait_interruptibly`` in the main thread asks for slices of at most ``_WAIT_SLICE`` (the
+    last one what is left, never past the deadline) and never returns before its deadline
+    unsatisfied; in another thread it hands the whole timeout over at once."""
+    def never(asked: list[float | None]) -> Callable[[float | None], bool]:
+        def wait(seconds: float | None) -> bool:
+            asked.append(seconds)
+            if seconds is None or (timeout is None and len(asked) == 3):
+                return True  # satisfied at the third slice: an unbounded wait ends only so
+            if seconds:
+                threading.Event().wait(seconds)
+            return False
+
+        return wait
+
+    in_main: list[float | None] = []
+    deadline = None if timeout is None else _monotonic() + timeout
+    assert _sync.wait_interruptibly(never(in_main), timeout) is (timeout is None)
+    if deadline is not None:
+        assert _monotonic() >= deadline  # not before its deadline
+    assert in_main and all(seconds is not None and 0 <= seconds <= _sync._WAIT_SLICE for seconds in in_main)
+    if timeout is None:
+        assert len(in_main) == 3
+
+    in_other: list[float | None] = []
+    other = threading.Thread(target=_sync.wait_interruptibly, args=(never(in_other), timeout))
+    other.start()
+    other.join()
+    assert in_other == [timeout]
 
 
 def _at_line(frame: types.FrameType | None, code: types.CodeType, line: int) -> bool:
