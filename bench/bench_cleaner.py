@@ -169,18 +169,13 @@ def child(engine: str, path: str, map_bytes: int) -> None:
 def _decide_anew_from_files_task(plan, scanned, cpu, end_offset=None):
     """seglog_spark.job's shard task before the trails (defined here, so that it is shipped to
     the Python workers by value): both decisions read the shard's entries and put them."""
-    from seglog_spark.cleaning import keys_path
-    from seglog_spark.job import _peak_rss_bytes
+    from seglog_spark.job import _peak_rss_bytes, _read_keys_block
     from seglog_spark.key_shard import decide_shard
 
     def decide(shard):
         started = time.process_time()
-        chunks = []
-        for range_id, record_count, bounds in scanned:
-            if bounds[shard + 1] > bounds[shard]:
-                with open(keys_path(plan.snapshot, range_id), "rb") as f:
-                    f.seek(bounds[shard])
-                    chunks.append((range_id, record_count, f.read(bounds[shard + 1] - bounds[shard])))
+        chunks = [(range_id, record_count, _read_keys_block(plan, shard, range_id, record_count, bounds))
+                  for range_id, record_count, bounds in scanned if bounds[shard + 1] > bounds[shard]]
         result = decide_shard(shard, chunks, first_dirty_offset=plan.snapshot.first_dirty_offset, map_bytes=plan.map_bytes,
                               load_factor=plan.load_factor, end_offset=end_offset)
         cpu.add(time.process_time() - started)

@@ -1,6 +1,7 @@
 """The PySpark job: the steps of cleaning.py spread over Spark tasks (DESIGN.md section 5).
 
-    ranges  --scan (one task per byte range)-->  .parts/<range>.keys: packed entries by shard
+    ranges  --scan (one task per byte range)-->  .parts/<range>.keys: a block of entries a shard
+                                                 (key_blocks.py: checked whole when read back)
             --(file positions)-->  one task per key shard: bounded offset map, bitmaps, and
                                    .parts/shard-<n>.trail: where its puts landed
             --collect-->  driver: which segments are replaced, merged bitmaps, groups
@@ -43,6 +44,7 @@ from .cleaning import (
     trail_path,
 )
 from .errors import CleanerError
+from .key_blocks import KEYS_FILE_SIZE_MAX, keys_block, open_keys_block
 from .key_scan import scan_range
 from .key_shard import decide_from_trail, decide_shard, decide_shard_trailed, trail_size_max
 from .rewrite import rewrite_range
@@ -72,7 +74,8 @@ def _scan_to_file_task(plan: Plan, cpu):
         started = time.process_time()
         found = scan_range(plan.snapshot, byte_range, plan.shard_count)
         bounds = [0]
-        packed = [found.entries.get(shard, b"") for shard in range(plan.shard_count)]
+        packed = [keys_block(found.range_id, shard, found.base_offset, found.end_offset, found.entries.get(shard, b""))
+                  for shard in range(plan.shard_count)]
         for chunk in packed:
             bounds.append(bounds[-1] + len(chunk))
         _write_whole(keys_path(plan.snapshot, byte_range.range_id), packed)
@@ -87,12 +90,8 @@ def _decide_from_files_task(plan: Plan, scanned, cpu, end_offset=None):
     second, when a map filled, fills its map in from it instead of putting the entries again."""
     def decide(shard):
         started = time.process_time()
-        chunks = []
-        for range_id, record_count, bounds in scanned:
-            if bounds[shard + 1] > bounds[shard]:
-                with open(keys_path(plan.snapshot, range_id), "rb") as f:
-                    f.seek(bounds[shard])
-                    chunks.append((range_id, record_count, f.read(bounds[shard + 1] - bounds[shard])))
+        chunks = [(range_id, record_count, _read_keys_block(plan, shard, range_id, record_count, bounds))
+                  for range_id, record_count, bounds in scanned if bounds[shard + 1] > bounds[shard]]
         settings = {"first_dirty_offset": plan.snapshot.first_dirty_offset, "map_bytes": plan.map_bytes,
                     "load_factor": plan.load_factor}
         if end_offset is None:
@@ -123,6 +122,29 @@ def _write_whole(path: str, chunks) -> None:
         with contextlib.suppress(OSError):
             os.unlink(temporary)
         raise
+
+
+def _read_keys_block(plan: Plan, shard: int, range_id: int, record_count: int, bounds) -> bytes:
+    """Shard `shard`'s entries of range `range_id`, from the .keys file the scan left: the file
+    the size the scan wrote, the block read to the bytes its bounds give (capped: key_blocks),
+    checked whole (open_keys_block); missing or otherwise, refused by name."""
+    path = keys_path(plan.snapshot, range_id)
+    size = bounds[shard + 1] - bounds[shard]
+    if size > KEYS_FILE_SIZE_MAX:
+        raise CleanerError(f"key shard {shard}: range {range_id}: {path}: the scan's bounds give {size} bytes, "
+                           f"above any block's {KEYS_FILE_SIZE_MAX}")
+    try:
+        with open(path, "rb") as f:
+            file_size = os.fstat(f.fileno()).st_size
+            f.seek(bounds[shard])
+            block = f.read(size)
+    except FileNotFoundError:
+        raise CleanerError(f"key shard {shard}: range {range_id}: {path}: its .keys file is missing: the first "
+                           f"stage's files changed under the job") from None
+    if file_size != bounds[-1]:
+        raise CleanerError(f"key shard {shard}: range {range_id}: {path}: {file_size} bytes, the scan wrote "
+                           f"{bounds[-1]}: the first stage's files changed under the job")
+    return open_keys_block(block, range_id=range_id, shard=shard, size=size, record_count=record_count, source=path)
 
 
 def _read_trail_file(shard: int, path: str, size_max: int) -> bytes:

@@ -3,7 +3,8 @@ byte that passes between them going through the store instead of a shared direct
 
     driver    manifest + segments by ranged GETs into a private scratch dir; plan_cleaning checks
               sizes, CRC-32C and batch headers exactly as on a shared disk
-    scan      (per range)  ranged GET of the range -> .work/<range>.keys (entries by shard)
+    scan      (per range)  ranged GET of the range -> .work/<range>.keys (a block of entries a shard,
+              key_blocks.py: checked whole when read back)
     decide    (per shard)  ranged GETs of its slice of every .keys object -> offset map, bitmaps,
               and .work/shard-<n>.trail (where its puts landed: a second decision, when a map
               filled, fills its map in from it)
@@ -39,9 +40,10 @@ from .cleaning import (
     replaced_ranges,
 )
 from .errors import CleanerError
+from .key_blocks import KEYS_FILE_SIZE_MAX, keys_block, open_keys_block
 from .key_scan import scan_range
 from .key_shard import decide_from_trail, decide_shard_trailed, trail_size_max
-from .object_io import WORK_DIR, StoreSnapshot, download_snapshot, fetch_range, local_view
+from .object_io import WORK_DIR, StoreError, StoreSnapshot, download_snapshot, fetch_range, local_view
 from .rewrite import filter_range
 from .snapshot import CLEANED_DIR, RESULT_FILE, segment_file_name
 
@@ -76,7 +78,8 @@ def _with_range(store: StoreSnapshot, plan: Plan, byte_range, work):
 def _scan_task(store: StoreSnapshot, plan: Plan):
     def scan(byte_range):
         found = _with_range(store, plan, byte_range, lambda s: scan_range(s, byte_range, plan.shard_count))
-        packed = [found.entries.get(shard, b"") for shard in range(plan.shard_count)]
+        packed = [keys_block(found.range_id, shard, found.base_offset, found.end_offset, found.entries.get(shard, b""))
+                  for shard in range(plan.shard_count)]
         bounds = [0]
         for chunk in packed:
             bounds.append(bounds[-1] + len(chunk))
@@ -90,11 +93,8 @@ def _decide_task(store: StoreSnapshot, plan: Plan, scanned, end_offset=None):
     """The first decision (no `end_offset`) leaves the shard's trail as a .work/ object; the
     second, when a map filled, fills its map in from it instead of putting the entries again."""
     def decide(shard):
-        chunks = []
-        for range_id, record_count, bounds in scanned:
-            first, end = bounds[shard], bounds[shard + 1]
-            if end > first:
-                chunks.append((range_id, record_count, store.get(_keys_name(range_id), first, end - 1, size_max=end - first)))
+        chunks = [(range_id, record_count, _get_keys_block(store, shard, range_id, record_count, bounds))
+                  for range_id, record_count, bounds in scanned if bounds[shard + 1] > bounds[shard]]
         settings = {"first_dirty_offset": plan.snapshot.first_dirty_offset, "map_bytes": plan.map_bytes,
                     "load_factor": plan.load_factor}
         if end_offset is None:
@@ -105,6 +105,19 @@ def _decide_task(store: StoreSnapshot, plan: Plan, scanned, end_offset=None):
         return decide_from_trail(shard, chunks, trail, end_offset=end_offset, source=_trail_name(shard), **settings)
 
     return decide
+
+
+def _get_keys_block(store: StoreSnapshot, shard: int, range_id: int, record_count: int, bounds) -> bytes:
+    """Shard `shard`'s entries of range `range_id`: a ranged GET of the bytes the scan's bounds
+    give (refused above any block's size before reading), checked whole (open_keys_block); a
+    missing object, or one of another length, refused by name."""
+    name = _keys_name(range_id)
+    first, size = bounds[shard], bounds[shard + 1] - bounds[shard]
+    try:
+        block = store.get(name, first, first + size - 1, size_max=min(size, KEYS_FILE_SIZE_MAX))
+    except StoreError as exc:
+        raise StoreError(f"key shard {shard}: range {range_id}: {name}: {exc}") from exc
+    return open_keys_block(block, range_id=range_id, shard=shard, size=size, record_count=record_count, source=name)
 
 
 def _rewrite_task(store: StoreSnapshot, plan: Plan, upper_bound: int):

@@ -77,14 +77,18 @@ def iter_range_batches(snapshot: Snapshot, byte_range: ByteRange, data: bytes):
 
 
 class RangeKeys:
-    """What step 1 found in one range: packed entries per shard, and the record count."""
+    """What step 1 found in one range: packed entries per shard, the record count, and the
+    offsets its records span, [base_offset, end_offset) (0, 0 for a range of no records)."""
 
-    __slots__ = ("range_id", "record_count", "entries")
+    __slots__ = ("range_id", "record_count", "entries", "base_offset", "end_offset")
 
-    def __init__(self, range_id: int, record_count: int, entries: dict[int, bytes]) -> None:
+    def __init__(self, range_id: int, record_count: int, entries: dict[int, bytes], base_offset: int = 0,
+                 end_offset: int = 0) -> None:
         self.range_id = range_id
         self.record_count = record_count
         self.entries = entries
+        self.base_offset = base_offset
+        self.end_offset = end_offset
 
 
 ENTRY_DTYPE = np.dtype([("digest", "V16"), ("offset", ">i8"), ("ordinal", ">i4")])  # ENTRY, as numpy reads it
@@ -155,4 +159,5 @@ def scan_range(snapshot: Snapshot, byte_range: ByteRange, shard_count: int) -> R
         for shard in range(shard_count)
         if bounds[shard + 1] > bounds[shard]
     }
-    return RangeKeys(byte_range.range_id, walk.record_count, packed)
+    span = (int(offsets[: walk.record_count].min()), int(offsets[: walk.record_count].max()) + 1) if walk.record_count else (0, 0)
+    return RangeKeys(byte_range.range_id, walk.record_count, packed, *span)

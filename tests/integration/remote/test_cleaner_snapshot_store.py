@@ -482,8 +482,7 @@ def test_the_store_jobs_second_decision_refuses_a_missing_or_hostile_trail_objec
     name = job_store._trail_name(0)
     trail = store.get(name, size_max=10**6)
     expected = second(0)
-    anew = decide_shard(0, [(r, c, store.get(job_store._keys_name(r), b[0], b[1] - 1, size_max=b[1] - b[0]))
-                            for r, c, b in scanned if b[1] > b[0]],
+    anew = decide_shard(0, [(r, c, job_store._get_keys_block(store, 0, r, c, b)) for r, c, b in scanned if b[1] > b[0]],
                         first_dirty_offset=plan.snapshot.first_dirty_offset, map_bytes=24 * 6, end_offset=end)
     assert expected == anew
     count = int.from_bytes(trail[40:48], "little")
@@ -493,3 +492,46 @@ def test_the_store_jobs_second_decision_refuses_a_missing_or_hostile_trail_objec
     s3(weed).delete_object(Bucket=BUCKET, Key=prefix + name)
     with pytest.raises(CleanerError, match=name):
         second(0)
+
+
+def test_the_store_jobs_shard_stage_refuses_a_missing_or_hostile_keys_object_by_name(weed, tmp_path):
+    """job_store's scan leaves each range's entries as a .work/ .keys object; the shard stage
+    reading one deleted, cut, with an entry's offset flipped, or replaced by another range's, is
+    refused with a CleanerError naming the shard, the range and the object (a flipped offset was
+    taken before: the entry entered the map and superseded its key's latest record; a cut one
+    raised numpy's ValueError)."""
+    from seglog_spark import CleanerError, job_store, object_io
+    from seglog_spark.cleaning import plan_cleaning
+    from seglog_spark.key_scan import ENTRY, scan_range
+
+    from tests.support.snapshot_workloads import make_snapshot
+    from tests.unit.seglog_spark.test_decide_again import SPANNING_KEYS
+
+    local = tmp_path / "local"
+    make_snapshot(str(local), SPANNING_KEYS, batch_size=2, segment_batches=2)
+    snapshot_id = json.load(open(local / "manifest.json"))["snapshot_id"]
+    prefix = f"keys-{uuid.uuid4().hex[:10]}/cleaning-snapshots/{snapshot_id}/"
+    for name in sorted(os.listdir(local)):
+        s3(weed).put_object(Bucket=BUCKET, Key=prefix + name, Body=(local / name).read_bytes())
+    store = object_io.StoreSnapshot.parse(f"s3://{BUCKET}/{prefix}", weed.endpoint)
+    plan = plan_cleaning(object_io.download_snapshot(store, str(tmp_path / "scratch")), map_bytes=24 * 6, shard_count=2,
+                         range_bytes=1)
+    scanned = [job_store._scan_task(store, plan)(byte_range) for byte_range in plan.ranges]
+    decide = job_store._decide_task(store, plan, scanned)
+    expected = decide(0)
+    range_id, _, bounds = next(item for item in scanned if item[2][1] > 0)  # shard 0 has entries in it
+    other = next(r for r, _, b in scanned if r != range_id and b[1] > 0)
+    name = job_store._keys_name(range_id)
+    keys = store.get(name, size_max=10**6)
+    first_entry = scan_range(plan.snapshot, next(r for r in plan.ranges if r.range_id == range_id), 2).entries[0][: ENTRY.size]
+    at = keys.index(first_entry) + 16  # the top byte of shard 0's first entry's offset, after its digest
+    for hostile in (keys[:at] + bytes([keys[at] ^ 0x40]) + keys[at + 1 :], keys[: bounds[1] - 5],
+                    store.get(job_store._keys_name(other), size_max=10**6)):
+        store.put(name, hostile)
+        with pytest.raises(CleanerError, match=f"key shard 0: range {range_id}: {name}: "):
+            decide(0)
+    s3(weed).delete_object(Bucket=BUCKET, Key=prefix + name)
+    with pytest.raises(CleanerError, match=f"key shard 0: range {range_id}: {name}: "):
+        decide(0)
+    store.put(name, keys)
+    assert decide(0) == expected
