@@ -30,6 +30,11 @@ Each entry says whether the service is known to hold none of it (``WindowEntry.u
 never handed to a send since it joined the window, or its last answer proves it was not
 appended. Only such a batch may be numbered afresh on a new producer id: one that may have been
 appended is sent again with its own numbers, so the service answers it as the duplicate it is.
+A refusal as too large proves only that its own send appended nothing (the service checks the
+size before duplicates): the pieces of a batch an earlier send of which may have been appended
+inherit that, and no answer resolves it (``WindowEntry.unresolvable``: their numbers are not
+the batch's, so the service cannot answer them as its duplicate); nor for the entries sent while
+such a piece is ahead of them.
 """
 
 from __future__ import annotations
@@ -65,6 +70,13 @@ class WindowEntry(Generic[_Item]):
     # (refused out of order). The sender clears it as it hands the item to a send, and may number
     # such an item afresh on a new producer id; any other is sent again as it is.
     unwritten: bool = True
+    # ``unwritten`` as it was when the item was last handed to a send (``handed_to_send``): what
+    # is known of it where that send's answer proves only the send appended nothing.
+    unwritten_before_send: bool = True
+    # The service may hold records of it that no answer can tell (a piece of a split batch that
+    # may have been appended, or sent behind one): never numbered afresh, and an out-of-order
+    # refusal of it proves nothing (the sender fails it as out of sequence).
+    unresolvable: bool = False
 
 
 class SendWindow(Generic[_Item]):
@@ -138,7 +150,18 @@ class SendWindow(Generic[_Item]):
         assert entry.state is _State.IN_FLIGHT and items, entry.state
         self._in_flight_count -= 1
         place = self._entries.index(entry)
-        pieces = [WindowEntry(item, attempt=entry.attempt, state=_State.RETRY, free=True) for item in items]
+        # The refusal says nothing of an earlier send of it: where one may have been appended,
+        # so may the pieces' records, under numbers that are not theirs.
+        unresolvable = entry.unresolvable or not entry.unwritten_before_send
+        pieces = [
+            WindowEntry(
+                item, attempt=entry.attempt, state=_State.RETRY, free=True, unwritten=not unresolvable,
+                unwritten_before_send=not unresolvable, unresolvable=unresolvable,
+            )
+            for item in items
+        ]
+        if unresolvable:
+            self.may_hold_unresolvably(entry)
         self._entries.remove(entry)
         for offset, piece in enumerate(pieces):
             self._entries.insert(place + offset, piece)
@@ -196,6 +219,29 @@ class SendWindow(Generic[_Item]):
             self._holding = self._hold_is_free = True
             again = self._due_again()
         return complete, again
+
+    def handed_to_send(self, entry: WindowEntry[_Item]) -> None:
+        """The sender hands ``entry`` to a send: the service may hold it from now on, and where an
+        unresolvable entry is ahead of it in the window, what it answers cannot be told apart
+        from what that one may hold (``WindowEntry.unresolvable``)."""
+        entry.unwritten_before_send, entry.unwritten = entry.unwritten, False
+        if not entry.unresolvable:
+            for other in self._entries:
+                if other is entry:
+                    break
+                if other.unresolvable:
+                    entry.unresolvable = True
+                    break
+
+    def may_hold_unresolvably(self, entry: WindowEntry[_Item]) -> None:
+        """``entry`` failed for good after an earlier send of it may have been appended (refused
+        as too large, which proves only that its own send appended nothing): the entries sent
+        behind it are judged against what it may hold, as behind a split one (``split``)."""
+        seen = False
+        for other in self._entries:
+            if seen and not other.unwritten:
+                other.unresolvable = True
+            seen = seen or other is entry
 
     def owed(self) -> list[WindowEntry[_Item]]:
         """The entries neither succeeded nor failed (in flight, or to be sent again), oldest

@@ -682,7 +682,7 @@ class Sender:
             not_sent = ServiceUnavailableError("not sent: an earlier batch of its partition is retried first")
             self._settle(tp, window, *window.sent_while_holding(entry, not_sent))
             return
-        entry.unwritten = False
+        window.handed_to_send(entry)
         failed = True
         outcome: Any
         try:
@@ -710,7 +710,7 @@ class Sender:
                 self._settle(tp, window, *window.sent_while_holding(entry, not_sent))
             return
         for entry in entries:
-            entry.unwritten = False
+            window.handed_to_send(entry)
         outcomes: list[Any]
         try:
             records = [entry.item[1] for entry in entries]
@@ -742,8 +742,14 @@ class Sender:
         if not failed:
             self.idempotence.batch_written(tp, fields)
         # Refused out of order: nothing of it was appended (a batch the service holds is
-        # answered as a duplicate), so it may be numbered afresh (``_renumber``).
+        # answered as a duplicate), so it may be numbered afresh (``_renumber``). Not so for an
+        # unresolvable one (a piece of a batch that may have been appended, or sent behind one:
+        # ``WindowEntry.unresolvable``): what the service holds of it no answer tells, so it
+        # fails as out of sequence, the id neither retired for it nor its batch renumbered
+        # (either could write its records twice).
         out_of_order = isinstance(outcome, OutOfOrderSequenceError)
+        unresolved = out_of_order and entry.unresolvable
+        out_of_order = out_of_order and not unresolved
         if out_of_order:
             entry.unwritten = True
         # Refused for following a batch that failed, was split or is retried (the window holds),
@@ -760,7 +766,10 @@ class Sender:
         elif out_of_order and retired:
             window.gap_producer_id = fields[0]  # refused past the gap that retired its id
         retriable = isinstance(outcome, SeglogError) and (outcome.retriable or out_of_order)
-        retry = failed and retriable and (free or entry.attempt < self._config.retries) and not self.closed
+        retry = (
+            failed and retriable and not unresolved and (free or entry.attempt < self._config.retries)
+            and not self.closed
+        )
         if failed and not retry and fields[0] != NO_PRODUCER_ID:
             # Its sequences leave a gap the service refuses every later batch of its id past:
             # those in flight are answered before anything of the partition goes again, and
@@ -851,6 +860,14 @@ class Sender:
         down by its count (sent again after it, the ones in flight refused out of order) and
         the producer id stays (``Idempotence.batch_unwritten``)."""
         batch, records, fields = entry.item
+        if fields[0] != NO_PRODUCER_ID and (entry.unresolvable or not entry.unwritten_before_send):
+            # An earlier send of it may have been appended (the refusal proves only that this
+            # one appended nothing): it fails for good leaving a gap, as any other failure, and
+            # the batches behind it keep their numbers (renumbered down, they could be taken
+            # again where the service holds them).
+            window.gap_producer_id = fields[0]
+            window.may_hold_unresolvably(entry)
+            return window.failed_holding(entry, refusal)
         if fields[0] != NO_PRODUCER_ID:
             self.idempotence.batch_unwritten(tp, fields, batch.record_count)
             for later in window.after(entry):
@@ -930,9 +947,10 @@ class Sender:
         numbered on a retired producer id and unwritten, numbered afresh in their order on the
         current id (a new one asked for first): the partition's sequences start again from the
         first of them, and each batch keeps its encoded records, its header's producer fields
-        and CRC rewritten (``with_producer_fields``). Whatever is owed after the first is
-        unwritten too: numbered past the gap that retired its id, or never sent. False where
-        the window's batches failed meanwhile, or fail now: no producer id could be had."""
+        and CRC rewritten (``with_producer_fields``): the run of them the service holds none of
+        (numbered past the gap that retired its id, or never sent), up to the first that may
+        have been appended. False where the window's batches failed meanwhile, or fail now: no
+        producer id could be had."""
         if self.idempotence.needs_producer_id:
             error = await self._producer_id_error()
             if self.windows.get(tp) is not window:
@@ -945,10 +963,21 @@ class Sender:
                 return False
         owed = window.owed()
         current = self.idempotence.producer_id
-        given_back = sum(entry.item[0].record_count for entry in owed if entry.item[2][0] == current)
-        self.idempotence.renumbering(tp, given_back)
+        # Only the run the service holds none of, up to the first batch that may have been
+        # appended: that one and those behind it go as they are (a duplicate is answered as one;
+        # the rest, refused out of order, are numbered afresh in their turn), so none numbered
+        # afresh lands before it. The current id's batches of the run were its last numbers
+        # given (unless one behind it carries the id): given back, numbered again in order.
+        run = next((index for index, entry in enumerate(owed) if not entry.unwritten), len(owed))
+        owed, behind = owed[:run], owed[run:]
+        given = [] if any(entry.item[2][0] == current for entry in behind) else [
+            entry for entry in owed if entry.item[2][0] == current
+        ]
+        self.idempotence.renumbering(tp, sum(entry.item[0].record_count for entry in given))
         for entry in owed:
             batch, records, fields = entry.item
+            if fields[0] == current and entry not in given:
+                continue
             renumbered = self.idempotence.fields_now(tp, batch.record_count)
             if renumbered != fields:
                 entry.item = (batch, with_producer_fields(records, renumbered), renumbered)

@@ -28,9 +28,16 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from seglog import AsyncProducer
+from seglog import AsyncAdmin, AsyncProducer
 from seglog._sender import Sender
-from seglog.errors import ClientClosedError, CorruptRecordError, SeglogError, ServiceUnavailableError
+from seglog._streams import RequestStream
+from seglog.errors import (
+    ClientClosedError,
+    CorruptRecordError,
+    OutOfOrderSequenceError,
+    SeglogError,
+    ServiceUnavailableError,
+)
 from seglog.records import Compression, RecordBatchBuilder
 from seglog.records.header import BASE_SEQUENCE_OFFSET, PRODUCER_EPOCH_OFFSET, PRODUCER_ID_OFFSET
 from tests.support.in_process_service import until
@@ -271,6 +278,148 @@ def test_wherever_the_id_is_retired_every_record_lands_once_in_order(
     # Where the corrupt batch was the last, nothing followed it to number afresh.
     _check(seglog_service.address, topic, count, outcomes, "ghost" if mode == "ghost" else "corrupt", stats,
            renumbered=mode == "ghost")
+
+
+class _LostAnswers:
+    """Armed for one run: the answers of the producer's writes to ``topic`` come back from the
+    service (each batch appended, or refused), and are lost: once ``appended`` records of the run
+    are in the log (or ``in_flight`` batches wait for their answers), the topic's max.message.bytes is lowered to ``limit`` through the admin API
+    and the stream is ended, as a connection lost after the writes would (every answer it owed,
+    and the ones held back, fail retriably)."""
+
+    def __init__(self) -> None:
+        self.armed = False
+        self.broken = False
+        self.address = ""
+        self.topic = ""
+        self.appended = 0
+        self.limit = 0
+        self.lost: list[asyncio.Future[Any]] = []
+        self.in_flight = 5
+        self.lost_batches = 0
+
+    def arm(self, address: str, topic: str, appended: int, limit: int, in_flight: int = 5) -> None:
+        self.address, self.topic, self.appended, self.limit = address, topic, appended, limit
+        self.in_flight, self.lost_batches = in_flight, 0
+        self.armed, self.broken, self.lost = True, False, []
+
+    async def after_write(self, stream: Any, message: Any, answer: asyncio.Future[Any]) -> asyncio.Future[Any]:
+        if not self.armed or self.broken or getattr(stream, "_answer_field", "") != "produce":
+            return answer
+        requests = [message.produce, *message.more]
+        if all(request.topic != self.topic for request in requests):
+            return answer
+        try:
+            await asyncio.shield(answer)  # the service answered: what it carries was appended
+        except SeglogError:
+            return answer
+        lost = asyncio.get_running_loop().create_future()
+        self.lost.append(lost)
+        self.lost_batches += len(requests)
+        async with AsyncAdmin(self.address) as admin:
+            end = (await admin.latest_offsets(self.topic, [0]))[0]
+            # Or as many batches as the window holds wait for their answers: nothing more is sent.
+            if end < 1 + self.appended and self.lost_batches < self.in_flight:
+                return lost
+            await admin.alter_topic_configs(self.topic, {"max.message.bytes": str(self.limit)})
+        self.broken = True
+        broke = ServiceUnavailableError("injected: the connection was lost after the writes")
+        if stream._call is not None:
+            stream._end(stream._call, broke)
+        for future in self.lost:
+            future.set_exception(broke)
+        return lost
+
+
+@pytest.fixture
+def lost_answers(monkeypatch) -> _LostAnswers:
+    state = _LostAnswers()
+    real = RequestStream.send
+
+    async def send(self, message, **options):
+        return await state.after_write(self, message, await real(self, message, **options))
+
+    monkeypatch.setattr(RequestStream, "send", send)
+    return state
+
+
+def _check_never_twice(address: str, topic: str, count: int, outcomes: list[Any]) -> list[bytes]:
+    """No record is in the log twice, and each is either in it once at its future's offset or
+    its future failed (a failure the caller may retry: the record may be in the log)."""
+    log = partition_values(address, topic)
+    assert log[0] == b"warm-up"
+    values = [_value(index) for index in range(count)]
+    landed = [value for value in log[1:] if value != GHOST]
+    assert len(landed) == len(set(landed)), landed  # never written twice
+    offsets = {value: offset for offset, value in enumerate(log)}
+    for index, outcome in enumerate(outcomes):
+        if not isinstance(outcome, BaseException):
+            assert outcome == offsets[values[index]], (index, outcome)
+    assert set(landed) <= set(values)
+    return landed
+
+
+def test_a_batch_split_after_its_answer_was_lost_is_never_written_twice(seglog_service, make_topic, lost_answers):
+    """Two batches (v00-v08, v09-v15) appended, their answers lost with the connection; the
+    topic's max.message.bytes lowered before they go again. The service checks the size before
+    duplicates: the first is refused as too large and split, and its first piece is refused out
+    of order (the records it numbers are in the log under the batch's sequences). That is no
+    proof the piece was never appended: the id is not retired for it nor the window renumbered
+    (which wrote every record from v00 twice), so the pieces fail as out of sequence, and the
+    records are in the log once."""
+    topic = make_topic()
+    count = 16
+
+    async def run() -> tuple[list[Any], dict[str, int]]:
+        async with AsyncProducer(seglog_service.address, batch_size=BATCH_SIZE, linger_ms=5) as producer:
+            await producer.send_and_wait(topic, b"warm-up", partition=0)
+            lost_answers.arm(seglog_service.address, topic, count, SPLIT_LIMIT_BYTES)
+            futures = [await producer.send(topic, _value(index), partition=0) for index in range(count)]
+            await producer.flush(_FLUSH_TIMEOUT_MS)
+            statistics = producer.statistics()
+            outcomes = [future.exception() or (await future).offset for future in futures]
+            return outcomes, {"split": statistics.batches_split, "renumbered": statistics.batches_renumbered}
+
+    outcomes, stats = asyncio.run(run())
+    assert lost_answers.broken and stats["split"] >= 1
+    landed = _check_never_twice(seglog_service.address, topic, count, outcomes)
+    assert landed == [_value(index) for index in range(count)]  # appended once, before the loss
+    failed = [outcome for outcome in outcomes if isinstance(outcome, BaseException)]
+    assert failed and all(isinstance(outcome, OutOfOrderSequenceError) for outcome in failed), outcomes
+    assert stats["renumbered"] == 0
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    appended_fraction=st.floats(min_value=0, max_value=1),
+    in_flight=st.integers(min_value=1, max_value=5),
+    count=st.integers(min_value=10, max_value=60),
+)
+def test_wherever_answers_are_lost_before_a_split_no_record_is_written_twice(
+    seglog_service, make_topic, lost_answers, appended_fraction, in_flight, count,
+):
+    """Property: however many records are appended before the answers are lost and the topic's
+    limit lowered (so what goes again is split, its pieces' fate unresolvable), however many are
+    in flight: no record is in the log twice, the records landed keep their send order, and each
+    future has its record's offset or failed."""
+    topic = make_topic()
+    appended = max(1, int(appended_fraction * count))
+
+    async def run() -> list[Any]:
+        async with AsyncProducer(
+            seglog_service.address, batch_size=BATCH_SIZE, linger_ms=5, max_in_flight_per_partition=in_flight,
+        ) as producer:
+            await producer.send_and_wait(topic, b"warm-up", partition=0)
+            lost_answers.arm(seglog_service.address, topic, appended, SPLIT_LIMIT_BYTES, in_flight)
+            futures = [await producer.send(topic, _value(index), partition=0) for index in range(count)]
+            await producer.flush(_FLUSH_TIMEOUT_MS)
+            return [future.exception() or (await future).offset for future in futures]
+
+    outcomes = asyncio.run(run())
+    assert lost_answers.broken
+    landed = _check_never_twice(seglog_service.address, topic, count, outcomes)
+    order = {_value(index): index for index in range(count)}
+    assert [order[value] for value in landed] == sorted(order[value] for value in landed)
 
 
 @pytest.mark.parametrize("failing", ["once", "always"])

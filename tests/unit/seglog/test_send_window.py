@@ -203,12 +203,39 @@ def test_what_the_window_owes_and_its_oldest():
 
 
 def test_what_the_window_knows_unwritten():
-    """A batch is unwritten until the sender hands it to a send (it clears the mark), and the
-    pieces of a split batch are unwritten (nothing of a batch refused as too large was written)."""
+    """A batch is unwritten until the sender hands it to a send, and the pieces of a split batch
+    are unwritten only where nothing of it was ever appended: refused as too large on its first
+    send (the refusal proves only that its own send appended nothing)."""
     window: SendWindow[str] = SendWindow()
     entry, queued = window.sent("a"), window.queued("q")
     assert entry.unwritten and queued.unwritten
-    entry.unwritten = False
+    window.handed_to_send(entry)
+    assert not entry.unwritten
     window.split(entry, ["a1", "a2"])
-    assert [(e.item, e.unwritten) for e in window.owed()] == [("a1", True), ("a2", True), ("q", True)]
+    assert [(e.item, e.unwritten, e.unresolvable) for e in window.owed()] == [
+        ("a1", True, False), ("a2", True, False), ("q", True, False),
+    ]
     assert window.gap_producer_id is None
+
+
+def test_a_batch_that_may_have_been_appended_splits_into_unresolvable_pieces():
+    """A batch sent twice (the first send's answer lost, so it may have been appended) is refused
+    as too large on the second and split: its pieces are not unwritten, and no answer resolves
+    them (their numbers are not the batch's); nor the batches sent behind it, nor one handed to a
+    send while such a piece is ahead of it. A batch never sent behind them stays unwritten."""
+    window: SendWindow[str] = SendWindow()
+    first, behind = window.sent("a"), window.sent("b")
+    window.handed_to_send(first)
+    window.handed_to_send(behind)
+    window.hold()
+    window.answered(first, "lost", failed=True, retry=True)
+    _, again = window.answered(behind, "lost", failed=True, retry=True)
+    window.resending(again)
+    window.handed_to_send(first)  # sent again: refused as too large
+    queued = window.queued("q")
+    window.split(first, ["a1", "a2"])
+    assert [(e.item, e.unwritten, e.unresolvable) for e in window.owed()] == [
+        ("a1", False, True), ("a2", False, True), ("b", False, True), ("q", True, False),
+    ]
+    window.handed_to_send(queued)
+    assert queued.unresolvable
