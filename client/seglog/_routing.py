@@ -15,6 +15,13 @@ forwarding. Kafka's clients keep a metadata cache and a connection per broker; s
   paused or partitioned owner, as Kafka's client refreshes metadata on a request timeout) refreshes
   the metadata too. True when the partition now routes elsewhere: the caller repeats its request
   once there.
+- ``MoveFollower`` (a reader's, per request stream): a move's refusals followed past the first.
+  The old owner refuses the moment its own etcd watch sees the move's commit; nothing waits for
+  the target's, nor for the instance that answers Metadata. So the target may still refuse naming
+  the old owner, or the metadata route back to the old owner, for a few milliseconds: a refusal
+  naming an owner met again before any answer is tried again after a short back-off (5 ms,
+  doubling, at most 250 ms a wait), the hint and the metadata taken afresh each time, until the
+  connection's request timeout has passed since the first such retry; only then is it raised.
 
 The same holds for every request naming a partition (docs/cluster.md): ``at_owner`` sends one at
 the partition's owner and repeats it once where a refusal points (DeleteRecords, ExplainLookup);
@@ -55,8 +62,8 @@ from seglog.structs import ClusterInstance, ClusterMetadata, PartitionOwner, Top
 from seglog.v1 import cluster_pb2 as cluster_pb
 from seglog.v1 import log_service_pb2 as pb
 
-__all__ = ["FOLLOWED_ERRORS", "HINTED", "CoordinatorTransport", "PackedLookupsUnsupported", "Router",
-           "RouterStatistics", "any_hinted", "metadata_from"]
+__all__ = ["FOLLOWED_ERRORS", "HINTED", "CoordinatorTransport", "MoveFollower", "PackedLookupsUnsupported",
+           "Router", "RouterStatistics", "any_hinted", "metadata_from"]
 
 # The errors after which a request naming a partition (or a group) asks where it lives now: a
 # refusal naming the owner, and a routed owner that is down or does not answer in time.
@@ -66,6 +73,55 @@ _T = TypeVar("_T")
 # A group call's sends at most: a routed coordinator that is gone, the bootstrap instance, and the
 # coordinator that one names.
 _COORDINATOR_ATTEMPTS = 3
+# A move's refusals met again before an answer (MoveFollower): the first wait, and the longest.
+_REFOLLOW_FIRST_S = 0.005
+_REFOLLOW_MAX_S = 0.25
+
+
+class MoveFollower:
+    """One reader's following of its partition's owner (a Consume stream, a Fetch): the first
+    refusal is followed at once as ``Router.follow`` says; a refusal naming an owner met again
+    before an answer (the move's target or the metadata not caught up yet) waits a back-off,
+    learns the hint and the metadata afresh and is tried again, within the connection's request
+    timeout counted from the first such wait. ``answered()`` after each answer: a later refusal is
+    a later move."""
+
+    def __init__(self, router: Router, topic: str, partition: int) -> None:
+        self._router = router
+        self._topic = topic
+        self._partition = partition
+        self._followed = False
+        self._delay_s = _REFOLLOW_FIRST_S
+        self._deadline: float | None = None
+        self.retries = 0  # tries again after a wait, since the last answer
+
+    def answered(self) -> None:
+        if self._followed:
+            self._followed = False
+            self._delay_s = _REFOLLOW_FIRST_S
+            self._deadline = None
+            self.retries = 0
+
+    async def follow(self, error: SeglogError, used: Transport) -> bool:
+        """True when the caller repeats its request (where ``transport_for`` routes now); False:
+        raise ``error``."""
+        first = not self._followed
+        self._followed = True
+        if first and await self._router.follow(self._topic, self._partition, error, used):
+            return True
+        if not isinstance(error, NotPartitionOwnerError):
+            return False  # an owner gone or silent is followed once, as before
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        if self._deadline is None:
+            self._deadline = now + self._router.request_timeout_s
+        if now >= self._deadline:
+            return False
+        await asyncio.sleep(min(self._delay_s, self._deadline - now))
+        self._delay_s = min(self._delay_s * 2, _REFOLLOW_MAX_S)
+        self.retries += 1
+        await self._router.follow(self._topic, self._partition, error, used)  # the hint, the metadata afresh
+        return True
 
 
 @dataclass(frozen=True)
@@ -97,6 +153,10 @@ class Router:
         # False once a service answered a packed OffsetsForTimes without its ``packed`` answers
         # (a build from before them): the caller asks in the old form from then on.
         self.packed_lookups = True
+
+    @property
+    def request_timeout_s(self) -> float:
+        return self._connection.request_timeout_ms / 1000
 
     def transport_for(self, topic: str, partition: int) -> Transport:
         if not self._routes:

@@ -38,7 +38,7 @@ import grpc
 
 from seglog import _sync
 from seglog._connection import ConnectionOptions, ServerList
-from seglog._routing import Router
+from seglog._routing import MoveFollower, Router
 from seglog._security import PemSource
 from seglog._fetch_state import PartitionState, RawBatch, RecordBatchView, StartPosition, fetched_batches, parse_start
 from seglog.client import REQUEST_TIMEOUT_MS_DEFAULT, Transport
@@ -517,9 +517,10 @@ class AsyncConsumer:
         self, request: pb.FetchRequest, state: PartitionState, epoch: int
     ) -> pb.FetchResponse:
         """A Fetch at the partition's owner; a quota refusal is waited out (its retry-after hint),
-        not surfaced; a refusal naming another owner is repeated once there."""
+        not surfaced; a refusal naming another owner is repeated there (MoveFollower: again after
+        a short back-off while the move's target has not caught up, within the request timeout)."""
         assert self._router is not None
-        followed = False
+        follower = MoveFollower(self._router, request.topic, request.partition)
         while True:
             transport = self._router.transport_for(request.topic, request.partition)
             try:
@@ -530,9 +531,8 @@ class AsyncConsumer:
                 self._stats["quota_waits"] += 1
                 await asyncio.sleep((error.retry_after_ms or QUOTA_RETRY_MS_DEFAULT) / 1000)
             except (NotPartitionOwnerError, ServiceUnavailableError) as error:
-                if followed or not await self._router.follow(request.topic, request.partition, error, transport):
+                if state.epoch != epoch or self._closed or not await follower.follow(error, transport):
                     raise
-                followed = True
 
     async def _consume_at_owner(
         self, request: pb.ConsumeRequest, resume_at: Callable[[], int]
@@ -540,21 +540,22 @@ class AsyncConsumer:
         """The partition owner's Consume stream; refused for naming another owner (at its
         opening, or later: the partition moved away while the stream ran or waited at the
         tail), it is opened again there from ``resume_at()``, the offset after the last response
-        taken. Once per refusal: a stream refused again before any answer raises."""
+        taken. A stream refused naming an owner again before any answer (the move's target, or
+        the metadata, not caught up with the commit yet) is opened again after a short back-off,
+        within the request timeout (MoveFollower); an owner gone or silent is followed once."""
         assert self._router is not None
-        followed = False
+        follower = MoveFollower(self._router, request.topic, request.partition)
         while True:
             transport = self._router.transport_for(request.topic, request.partition)
             self._stats["streams_opened"] += 1
             try:
                 async for response in transport.consume(request):
-                    followed = False  # answered: a later refusal is a later move, followed too
+                    follower.answered()  # a later refusal is a later move, followed too
                     yield response
                 return
             except (NotPartitionOwnerError, ServiceUnavailableError) as error:
-                if followed or not await self._router.follow(request.topic, request.partition, error, transport):
+                if self._closed or not await follower.follow(error, transport):
                     raise
-                followed = True
                 request.offset = resume_at()
 
     async def _stream(self, state: PartitionState, epoch: int, offset: int) -> None:

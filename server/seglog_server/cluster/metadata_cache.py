@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import threading
 import time
 from dataclasses import dataclass, replace
@@ -28,7 +29,7 @@ from typing import Callable
 
 from .errors import ClusterError, WatchCompactedError
 from .etcd_gateway import EtcdGateway, KeyValue, WatchBatch, WatchEvent
-from .keys import ClusterKeys
+from .keys import OWNERS, ClusterKeys
 from .ownership import PartitionOwner, parse_owner
 
 _log = logging.getLogger(__name__)
@@ -36,6 +37,10 @@ _log = logging.getLogger(__name__)
 WATCH_READ_TIMEOUT_S = 5.0
 # The longest wait between two failing attempts to reload or watch.
 MAX_BACKOFF_S = 5.0
+# Test only: a watch batch carrying an owner record is applied this many ms late, so this instance
+# learns a move (to it or away from it) after the others: the race a client following a move meets.
+# Unset (always, outside tests) it costs one attribute test per watch batch.
+WATCH_OWNER_DELAY_ENV = "SEGLOG_TEST_FAULT_OWNER_WATCH_DELAY_MS"
 
 
 @dataclass(frozen=True)
@@ -87,6 +92,10 @@ class MetadataCache:
         self._event_count = 0
         self._compacted_count = 0
         self._epoch_change_count = 0
+        delay_ms = os.environ.get(WATCH_OWNER_DELAY_ENV)
+        self._owner_delay_s = int(delay_ms) / 1000 if delay_ms else 0.0
+        if self._owner_delay_s:
+            _log.warning("test fault seam active: %s=%s", WATCH_OWNER_DELAY_ENV, delay_ms)
 
     # -- answers from memory ------------------------------------------------------------------
     def owner_of(self, topic: str, partition: int) -> PartitionOwner | None:
@@ -223,6 +232,9 @@ class MetadataCache:
                     if self._stopping.is_set():
                         return  # a stream kept busy (progress notifications) never times out
                     received = received or bool(batch.events or batch.progress_revision)
+                    if self._owner_delay_s and any(e.kv.key.startswith(self._keys.prefix + OWNERS)
+                                                   for e in batch.events):
+                        time.sleep(self._owner_delay_s)  # the test seam above
                     self._apply(batch)
             except WatchCompactedError:
                 raise
