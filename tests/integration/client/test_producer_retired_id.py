@@ -29,6 +29,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from seglog import AsyncAdmin, AsyncProducer
+from seglog import _sender
 from seglog._sender import Sender
 from seglog._streams import RequestStream
 from seglog.errors import (
@@ -39,7 +40,13 @@ from seglog.errors import (
     ServiceUnavailableError,
 )
 from seglog.records import Compression, RecordBatchBuilder
-from seglog.records.header import BASE_SEQUENCE_OFFSET, PRODUCER_EPOCH_OFFSET, PRODUCER_ID_OFFSET
+from seglog.v1 import log_service_pb2 as pb
+from seglog.records.header import (
+    BASE_SEQUENCE_OFFSET,
+    PRODUCER_EPOCH_OFFSET,
+    PRODUCER_ID_OFFSET,
+    RECORDS_COUNT_OFFSET,
+)
 from tests.support.in_process_service import until
 from tests.support.integration_helpers import partition_values
 
@@ -68,13 +75,13 @@ def _header_fields(records: bytes) -> tuple[int, int, int]:
     )
 
 
-def _ghost(producer_id: int, epoch: int, sequence: int) -> bytes:
+def _ghost(producer_id: int, epoch: int, sequence: int, records: int = GHOST_RECORDS) -> bytes:
     # Compressed: within a split topic's limit all the same.
     builder = RecordBatchBuilder(
         compression=Compression.GZIP, producer_id=producer_id, producer_epoch=epoch, base_sequence=sequence,
     )
     now_ms = int(time.time() * 1000)
-    for _ in range(GHOST_RECORDS):
+    for _ in range(records):
         builder.append(GHOST, timestamp_ms=now_ms)
     return builder.build()
 
@@ -97,6 +104,7 @@ class _Retirement:
         self.done = False
         self.in_ghost = False
         self.break_next = False
+        self.ghost_next: int | None = None  # the retired id whose next write a ghost goes before
 
     def arm(self, producer: AsyncProducer, topic: str, at: int, mode: str, batch_bytes_max: int) -> None:
         self.producer, self.topic, self.at, self.mode = producer, topic, at, mode
@@ -104,40 +112,85 @@ class _Retirement:
         self.written, self.done, self.in_ghost = 0, False, False
         self.armed = True
 
-    async def before_write(self, message: Any) -> None:
-        if self.break_next and self.armed and self.done:
-            self.break_next = False
-            # The write after the corrupt batch's fails: the batches it carries may or may not
-            # have been appended, as after a stream break, and go again as they are first.
-            raise ServiceUnavailableError("injected: the write failed")
+    async def before_write(self, message: Any) -> str:
+        """What of ``message``'s answer, once it came, is lost (``lose``): "" nothing, "all", or
+        "more" (the answers of the batches after its first)."""
+        if self.armed and self.done and not self.in_ghost and message.produce.topic == self.topic:
+            producer_id = _header_fields(message.produce.records)[0]
+            if self.break_next and producer_id == self.ghost_next:
+                self.break_next = False
+                return "all"
+            if self.ghost_next == producer_id:
+                # The batches after those whose answers are lost are refused out of order (a
+                # ghost took the sequence they follow): unwritten, numbered afresh on a new id
+                # once those, sent again as they were, are answered as the duplicates they are.
+                self.ghost_next = None
+                await self._send_ghost(message.produce, GHOST_RECORDS)
+                return ""
         if not self.armed or self.done or self.in_ghost:
-            return
+            return ""
         for place, request in enumerate([message.produce, *message.more]):
             if request.topic != self.topic:
                 continue
             self.written += 1
-            if self.written < self.at or (self.mode == "ghost" and place):
-                continue  # the ghost goes between messages: before this one's first batch
-            if self.mode in ("corrupt", "corrupt, then a write fails"):
-                if len(request.records) > self.batch_bytes_max:
+            if self.written < self.at:
+                continue
+            if self.mode in ("corrupt", "corrupt, then an answer is lost"):
+                if len(request.records) > self.batch_bytes_max or (place and self.mode != "corrupt"):
                     continue  # refused for its size first: its pieces are sent, the next one fails
+                if self.mode != "corrupt":
+                    # A ghost of its sequences first (as many records): the service's state of
+                    # the id goes on past the gap it leaves, so the write after it is appended.
+                    if not await self._send_ghost(request, int.from_bytes(
+                        request.records[RECORDS_COUNT_OFFSET:RECORDS_COUNT_OFFSET + 4], "big",
+                    )):
+                        continue
+                    # The batches after it (appended: the ghost took its sequences) have their
+                    # answers lost: those of its message, or of the write after it.
+                    self.break_next = not message.more
+                    self.ghost_next = _header_fields(request.records)[0]
                 self.done = True
-                self.break_next = self.mode != "corrupt"
                 records = bytearray(request.records)
                 records[-1] ^= 0xFF  # the CRC no longer matches: refused for good, unwritten
                 request.records = bytes(records)
-                return
-            producer_id, epoch, sequence = _header_fields(request.records)
-            assert self.producer is not None
-            self.in_ghost = True
-            try:  # on the same stream, answered before the drawn batch is written
-                await self.producer.send_batch(self.topic, request.partition, _ghost(producer_id, epoch, sequence))
-            except SeglogError:
+                return "more" if self.mode != "corrupt" and message.more else ""
+            # The ghost goes between messages: before this one's first batch (the drawn one's,
+            # or the first of the message it is in, when every batch is in one).
+            if not await self._send_ghost(message.produce, GHOST_RECORDS):
                 continue  # a batch before this one was refused (for its size): the next one
-            finally:
-                self.in_ghost = False
             self.done = True
-            return
+            return ""
+        return ""
+
+    async def _send_ghost(self, request: Any, records: int) -> bool:
+        producer_id, epoch, sequence = _header_fields(request.records)
+        assert self.producer is not None
+        self.in_ghost = True
+        try:  # on the same stream, answered before the drawn batch is written
+            await self.producer.send_batch(self.topic, request.partition, _ghost(producer_id, epoch, sequence, records))
+        except SeglogError:
+            return False
+        finally:
+            self.in_ghost = False
+        return True
+
+    @staticmethod
+    async def lose(answer: asyncio.Future[Any], what: str) -> asyncio.Future[Any]:
+        """The service's answer comes (the batches appended), and is lost, all of it (as after
+        a stream break) or the slots of the batches after the first (they fail retriably)."""
+        try:
+            response = await asyncio.shield(answer)
+        except SeglogError:
+            return answer
+        lost = asyncio.get_running_loop().create_future()
+        if what == "all":
+            lost.set_exception(ServiceUnavailableError("injected: written, but the answer was lost"))
+        else:
+            kept = pb.ProduceStreamResponse()
+            kept.CopyFrom(response)
+            del kept.more[:]
+            lost.set_result(kept)
+        return lost
 
 
 @pytest.fixture
@@ -146,8 +199,9 @@ def retirement(monkeypatch) -> _Retirement:
     real = Sender._write_on
 
     async def write_on(self, transport, stream, message, *, whole=False):
-        await state.before_write(message)
-        return await real(self, transport, stream, message, whole=whole)
+        lose = await state.before_write(message)
+        answer = await real(self, transport, stream, message, whole=whole)
+        return await state.lose(answer, lose) if lose else answer
 
     monkeypatch.setattr(Sender, "_write_on", write_on)
     return state
@@ -155,6 +209,20 @@ def retirement(monkeypatch) -> _Retirement:
 
 async def _run(address: str, topic: str, state: _Retirement, *, count: int, at: int, mode: str,
                in_flight: int, split: bool = False) -> tuple[list[Any], dict[str, int]]:
+    counts = _sender.message_counts
+    if mode == "corrupt, then an answer is lost":
+        # One batch a message, so the corrupt one is a message's first, and the answers lost
+        # and the ghosts fall between batches.
+        _sender.message_counts = lambda sizes, *args, **kwargs: [1] * len(sizes)
+    try:
+        return await _run_producer(address, topic, state, count=count, at=at, mode=mode, in_flight=in_flight,
+                                   split=split)
+    finally:
+        _sender.message_counts = counts
+
+
+async def _run_producer(address: str, topic: str, state: _Retirement, *, count: int, at: int, mode: str,
+                        in_flight: int, split: bool) -> tuple[list[Any], dict[str, int]]:
     async with AsyncProducer(
         address, batch_size=BATCH_SIZE, linger_ms=5, max_in_flight_per_partition=in_flight,
     ) as producer:
@@ -229,15 +297,17 @@ def test_a_batch_refused_for_good_inside_a_full_window_fails_alone(seglog_servic
 def test_batches_whose_fate_is_unknown_go_again_as_they_were_before_the_rest_is_renumbered(
     seglog_service, make_topic, retirement,
 ):
-    """The second batch of a full window fails for good, and the write after it fails (its
-    batches may have been appended): those go again first on the retired id, as they were
-    (the service answers a duplicate or refuses them past the gap), and only then is what
-    the service holds none of numbered afresh; every other record lands once, in order."""
+    """A batch of a full window fails for good (corrupt); the batch after it is appended (a ghost
+    took the failed one's sequences) and its answer is lost; the one after that is refused out
+    of order (another ghost). The id is retired: the batch whose answer was lost goes again
+    first on the retired id, as it was, and the service answers it as the duplicate it is; only
+    then is what the service holds none of numbered afresh. Numbered afresh with the rest, it
+    was written twice. Every record but the failed batch's lands once, in order."""
     topic = make_topic()
     count = 120
     outcomes, stats = asyncio.run(_run(seglog_service.address, topic, retirement, count=count, at=2,
-                                       mode="corrupt, then a write fails", in_flight=5))
-    assert retirement.done and not retirement.break_next
+                                       mode="corrupt, then an answer is lost", in_flight=5))
+    assert retirement.done and not retirement.break_next and retirement.ghost_next is None
     _check(seglog_service.address, topic, count, outcomes, "corrupt", stats)
 
 
@@ -258,15 +328,16 @@ def test_split_batches_of_a_window_renumbered_keep_their_place(seglog_service, m
     at_fraction=st.floats(min_value=0, max_value=0.99),
     in_flight=st.integers(min_value=1, max_value=5),
     split=st.booleans(),
-    mode=st.sampled_from(["ghost", "corrupt", "corrupt, then a write fails"]),
+    mode=st.sampled_from(["ghost", "corrupt", "corrupt, then an answer is lost"]),
     count=st.integers(min_value=20, max_value=90),
 )
 def test_wherever_the_id_is_retired_every_record_lands_once_in_order(
     seglog_service, make_topic, retirement, at_fraction, in_flight, split, mode, count,
 ):
     """Property: whichever batch of the window the retirement lands on, however many are in
-    flight, with splits or not, refused out of order or failed for good (and the write after
-    it failing, its batches' fate unknown: sent again as they were before any is renumbered):
+    flight, with splits or not, refused out of order or failed for good (and the batch after it
+    appended with its answer lost, its fate unknown: sent again as it was before any is
+    renumbered):
     each record the producer did not fail lands once, in send order, at its future's offset;
     only the records of the one batch refused for good fail."""
     configs = {"max.message.bytes": str(SPLIT_LIMIT_BYTES)} if split else None
