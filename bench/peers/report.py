@@ -680,11 +680,15 @@ What works:
   sent: in flight, queued, split pieces) go again on the new id in their window order, sequences
   from 0, once nothing of the partition is in flight; one that may have been appended under the
   old id goes first as it was (answered as a duplicate, or refused and then renumbered). A
-  renumbered batch keeps its encoded records (header fields and CRC rewritten). Tests on a real
-  service, at 1 and 5 in flight, with splits, and a Hypothesis property over where the
-  retirement lands (`test_producer_retired_id.py`: every record once, in order, at its future's
-  offset; on the code before, the batches behind it failed out of order), with no new id to be
-  had and a close while it is awaited; `tests/unit/seglog/test_renumbered_batch_bytes.py`.
+  batch that may have been appended and is then split (refused as too large: the service checks
+  the size before duplicates) leaves pieces no answer resolves: refused out of order, they and
+  the batches sent behind them fail as out of sequence, never renumbered (that wrote them twice).
+  A renumbered batch keeps its encoded records (header fields and CRC rewritten). Tests on a
+  real service, at 1 and 5 in flight, with splits, an appended batch whose answer was lost, and
+  Hypothesis properties over where the retirement lands and over answers lost before a split
+  (`test_producer_retired_id.py`: every record once, in order, at its future's offset or failed;
+  on the code before, the batches behind it failed out of order), with no new id to be had and a
+  close while it is awaited; `tests/unit/seglog/test_renumbered_batch_bytes.py`.
   A request limit is the word of the live stream that announced it: an ended stream announces
   nothing, so a service restarted at the same address with a larger limit takes a record the old
   one refused (it failed unsent for good); a gRPC refusal's limit is kept for the connection the
@@ -821,7 +825,9 @@ What remains:
 - The producer's renumbering on a new id takes an out-of-order refusal as proof that a batch,
   and every batch of its id after it in the window, was not appended, as Kafka does: were the
   id's state on the partition to expire between two of them (the service then takes a batch
-  whatever its sequence), a later one whose answer was lost could be written twice.
+  whatever its sequence), a later one whose answer was lost could be written twice. The pieces
+  of a split batch that may have been appended fail as out of sequence (the caller retries):
+  the service cannot tell what of them it holds.
 - Goal 1's per-call cost outside the storage is now mostly grpcio's: profiled on both sides
   (`.venv/bin/python -m bench.bench_single_lookup --per-call 100 --profile-client DIR
   --profile-service DIR`, load 2.4), the client's grpc.aio `_write` and the service's stream write
