@@ -999,9 +999,15 @@ class Sender:
         self._finish(batch)
 
     def _finish(self, batch: ProducerBatch) -> None:
+        """``batch`` ended, either way: its buffer space freed, and the loop woken to drain
+        again. A batch ended unsent (its build failed, it was above the request limit, no
+        producer id could be had) took its partition's turn in the drain, and may have been
+        all of it there was room for (one batch in flight): with nothing in flight to answer
+        and wake the loop, the batches queued behind it were never drained."""
         self._accumulator.complete(batch)
         assert self.progress is not None
         self.progress.set()
+        self.wake()
 
     def _record_failure(self, batch: ProducerBatch, error: BaseException) -> None:
         if isinstance(error, TopicNotFoundError):
