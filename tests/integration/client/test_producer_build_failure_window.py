@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 
 from seglog import Admin, AsyncProducer
 from seglog._accumulator import ProducerBatch
-from seglog.errors import RecordTooLargeError, RequestTimeoutError
+from seglog._idempotence import Idempotence
+from seglog.errors import RecordTooLargeError, RequestTimeoutError, ServiceUnavailableError
 from tests.support.integration_helpers import LIMITED_REQUEST_BYTES_MAX, partition_values
 
 pytestmark = pytest.mark.integration
@@ -136,3 +137,42 @@ def test_a_batch_above_the_request_limit_fails_alone_at_any_window(limited_servi
     assert isinstance(outcomes[0], RecordTooLargeError) and "request limit" in str(outcomes[0])
     assert outcomes[1:] == list(range(1, len(values) + 1))
     assert partition_values(limited_service.address, topic) == [b"warm-up", *values]
+
+
+@pytest.mark.parametrize("window", [1, 5])
+def test_batches_failed_for_want_of_a_producer_id_leave_the_rest_to_go(seglog_service, make_topic, monkeypatch, window):
+    """The first InitProducerId fails: the batch the loop drained for it fails with that error
+    (its partition's first batch goes alone, before the id wrote there); the batches queued
+    behind it go out under the id the next ask gets, in order."""
+    topic = make_topic(partitions=1)
+    real = Idempotence.ensure_producer_id
+    asks = [0]
+
+    async def ensure_producer_id(self):
+        if self.needs_producer_id:
+            asks[0] += 1
+            if asks[0] == 1:
+                raise ServiceUnavailableError("injected: no producer id this time")
+        await real(self)
+
+    monkeypatch.setattr(Idempotence, "ensure_producer_id", ensure_producer_id)
+    values = _values(6)
+
+    async def run() -> tuple[list, BaseException | None]:
+        async with AsyncProducer(
+            seglog_service.address, batch_size=_BATCH_BYTES, linger_ms=60_000, max_in_flight_per_partition=window,
+        ) as producer:
+            futures = [await producer.send(topic, value, partition=0) for value in values]
+            flush_error: BaseException | None = None
+            try:
+                await producer.flush(_FLUSH_TIMEOUT_MS)
+            except RequestTimeoutError as error:
+                flush_error = error
+                producer._sender.abort(error)
+            return [future.exception() or (await future).offset for future in futures], flush_error
+
+    outcomes, flush_error = asyncio.run(run())
+    assert flush_error is None
+    assert isinstance(outcomes[0], ServiceUnavailableError) and "injected" in str(outcomes[0])
+    assert outcomes[1:] == list(range(len(values) - 1))
+    assert partition_values(seglog_service.address, topic) == values[1:]
