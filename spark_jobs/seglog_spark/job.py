@@ -23,8 +23,8 @@ from __future__ import annotations
 import contextlib
 import os
 import resource
-import threading
 import time
+import uuid
 
 from .cleaning import (
     DEFAULT_MAP_BYTES,
@@ -108,11 +108,12 @@ def _decide_from_files_task(plan: Plan, scanned, cpu, end_offset=None):
 
 
 def _write_whole(path: str, chunks) -> None:
-    """Writes `chunks` to `path` as one step for its readers: to a name of this process's own
-    beside it, then renamed over it, so a reader (a later stage, or a second attempt of the same
-    task, Spark's speculation or a retry) sees the old file or the new one whole, never one cut
-    by a writer that opened it "wb"."""
-    temporary = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
+    """Writes `chunks` to `path` as one step for its readers: to a name of this write's own beside
+    it, then renamed over it, so a reader (a later stage, or a second attempt of the same task,
+    Spark's speculation or a retry) sees the old file or the new one whole, never one cut by a
+    writer that opened it "wb".  The name is random (uuid4), not the process and thread ids:
+    executors in containers sharing the snapshot mount may run with the same pid."""
+    temporary = f"{path}.{uuid.uuid4().hex}.tmp"
     try:
         with open(temporary, "wb") as f:
             for chunk in chunks:

@@ -31,7 +31,7 @@ import numpy as np
 
 from .errors import CleanerError
 from .key_scan import ENTRY_DTYPE
-from .offset_map import SkimpyOffsetMap, unique_digests
+from .offset_map import SkimpyOffsetMap
 
 __all__ = ["DEFAULT_LOAD_FACTOR", "ShardResult", "decide_from_trail", "decide_shard", "decide_shard_trailed", "or_bitmaps", "trail_size_max"]
 
@@ -142,27 +142,27 @@ def decide_from_trail(
     """decide_shard(..., end_offset=end_offset) on `chunks`, given the trail their first decision
     left (decide_shard_trailed).  When the end falls between ranges and below where the map
     filled, the map the puts of the entries below it alone leave is filled in at once from the
-    rows those puts landed on (SkimpyOffsetMap.place: each row's digest with its last offset
-    below the end; entries never move, so a later put could only fill another empty slot or
-    update an offset), and only the decisions run again, not the puts.  Otherwise the shard is
-    decided anew."""
+    rows those puts landed on, checked range by range (_place_checked: each row's digest with its
+    last offset below the end; entries never move, so a later put could only fill another empty
+    slot or update an offset), and only the decisions run again, not the puts.  Otherwise the
+    shard is decided anew; its map is allocated only once the way is known (one map at a time)."""
     chunks = sorted(chunks, key=lambda chunk: chunk[0])
     entries = [np.frombuffer(packed, dtype=ENTRY_DTYPE) for _, _, packed in chunks]
-    offset_map = SkimpyOffsetMap(map_bytes)
     refuse = _refusal(shard, source)
-    full_at, counts, counters, rows = _read_trail(refuse, trail, shard, offset_map.slots, first_dirty_offset, entries)
+    slots = SkimpyOffsetMap.slots_of(map_bytes)
+    full_at, counts, counters, rows = _read_trail(refuse, trail, shard, slots, first_dirty_offset, entries)
     cut = _cut(entries, end_offset, full_at, first_dirty_offset)
     if cut is None:
+        del rows
         return decide_shard(shard, chunks, first_dirty_offset=first_dirty_offset, map_bytes=map_bytes,
                             load_factor=load_factor, end_offset=end_offset)
+    offset_map = SkimpyOffsetMap(map_bytes)  # only now: deciding anew above allocates its own
     bounds = np.concatenate(([0], np.cumsum(counts[:cut])))
-    rows = rows[: int(bounds[-1])]
-    dirty = [found[found["offset"] >= first_dirty_offset] for found in entries[:cut]]
-    put = np.concatenate([np.zeros(0, dtype=ENTRY_DTYPE), *dirty])
-    digests = _digests(put)
-    _place_checked(refuse, offset_map, rows, digests, put["offset"].astype(np.int64),
-                   int(offset_map.slots * load_factor), counters[cut - 1] if cut else (0, 0, 0))
-    positions = [rows[bounds[i] : bounds[i + 1]] * offset_map.entry_bytes for i in range(cut)]
+    put_rows = [rows[bounds[i] : bounds[i + 1]].astype(np.int64) for i in range(cut)]
+    del rows
+    _place_checked(refuse, offset_map, put_rows, entries[:cut], first_dirty_offset, int(offset_map.slots * load_factor),
+                   counters[cut - 1] if cut else (0, 0, 0))
+    positions = [put_rows.pop(0) * offset_map.entry_bytes for _ in range(cut)]
     return _decide(shard, offset_map, chunks[:cut], entries[:cut], positions, None, first_dirty_offset)
 
 
@@ -211,53 +211,83 @@ def _read_trail(refuse, trail: bytes, shard: int, slots: int, first_dirty_offset
     total = int(expected.sum())
     if len(trail) != tables + 4 * total:
         raise refuse(f"{len(trail)} bytes, a trail of {total} puts is {tables + 4 * total}")
-    rows = np.frombuffer(trail, dtype="<i4", count=total, offset=tables).astype(np.int64)
+    rows = np.frombuffer(trail, dtype="<i4", count=total, offset=tables)
     outside = (rows < 0) | (rows >= slots)
     if outside.any():
         raise refuse(f"a put on row {int(rows[outside][0])}, outside the map's {slots} slots")
     return full_at, counts, counters, rows
 
 
-def _place_checked(refuse, offset_map: SkimpyOffsetMap, rows, digests, offsets, capacity: int, counters) -> None:
-    """Fills the empty `offset_map` in as putting `digests` with `offsets` in order leaves it,
-    from the rows the trail says those puts landed on, after checking that they are the rows
-    the puts land on: each digest on one row of its own, each row the first slot of its digest's
-    probe sequence not taken by a digest first put before it (entries never move), no put after
-    the map held `capacity` digests; the trail's counters then equal the puts' (size, lookups,
-    probes)."""
-    first, inverse = unique_digests(digests)
-    own = rows[first]
-    if (rows != own[inverse]).any():
-        wrong = int(np.flatnonzero(rows != own[inverse])[0])
-        raise refuse(f"put {wrong} on row {int(rows[wrong])}, an earlier put of its key on row {int(own[inverse[wrong]])}")
-    owner = np.full(offset_map.slots, -1, dtype=np.int64)
-    owner[own] = np.arange(len(first))
-    if (owner[own] != np.arange(len(first))).any():
-        raise refuse(f"{len(first)} keys put on {len(np.unique(own))} rows: two keys on one row")
-    if len(first) > capacity or (len(first) == capacity and capacity and int(first[-1]) < len(rows) - 1):
-        raise refuse(f"{len(first)} keys put, beyond the map's {capacity} before it is full")
-    distinct = np.ascontiguousarray(digests[first])
-    flat = distinct.reshape(-1)
-    attempt = np.zeros(len(first), dtype=np.int64)
-    pending = np.arange(len(first))
-    tries = np.zeros(len(first), dtype=np.int64)
-    while pending.size:
-        if (tries >= offset_map._max_attempts).any():
-            raise refuse("a key's row is not on its probe sequence")
-        where = offset_map._positions(flat, pending, tries)
-        landed = where == own[pending]
-        attempt[pending[landed]] = tries[landed]
-        # Before its row, a key's probes meet only slots of keys first put before it.
-        before = owner[where[~landed]]
-        if ((before < 0) | (before >= pending[~landed])).any():
-            raise refuse("a key's row is not the first free slot its probes met when it was put")
-        pending, tries = pending[~landed], tries[~landed] + 1
-    size, lookups, probes = len(first), len(rows), int((attempt[inverse] + 1).sum())
+def _place_checked(refuse, offset_map: SkimpyOffsetMap, put_rows, entries, first_dirty_offset: int, capacity: int,
+                   counters) -> None:
+    """Fills the empty `offset_map` in as putting each range's dirty entries in order leaves it,
+    from the rows the trail says those puts landed on (`put_rows`: a range's rows), after
+    checking, range by range, that they are the rows the puts land on: the puts on one row all
+    of one digest; a row already holding a digest only that digest's; each digest's row on its
+    probe sequence, every slot its probes met before it holding another digest, put before it
+    (entries never move); no put after the map held `capacity` digests; the trail's counters
+    then equal the puts' (size, lookups, probes).  Grouped by row (4-byte ints sorted a range
+    at a time), not by digest."""
+    table, hash_bytes = offset_map._table(), offset_map.hash_bytes
+    words = table.view("<u8")  # a slot as 3 words: the digest's two, then the offset
+    size = lookups = probes = 0
+    last_range = max((i for i, rows in enumerate(put_rows) if len(rows)), default=-1)
+    for index, (rows, found) in enumerate(zip(put_rows, entries)):
+        count = len(rows)
+        if not count:
+            continue
+        dirty = found[found["offset"] >= first_dirty_offset]
+        digests = _digests(dirty)
+        row, first, inverse = np.unique(rows, return_index=True, return_inverse=True)
+        key = digests[first]
+        key_words = key.view("<u8")
+        puts_words = digests.view("<u8")
+        other = (puts_words[:, 0] != key_words[inverse, 0]) | (puts_words[:, 1] != key_words[inverse, 1])
+        if other.any():
+            wrong = int(np.flatnonzero(other)[0])
+            raise refuse(f"put {lookups + wrong} on row {int(rows[wrong])}, which an earlier put of another key took")
+        del other, puts_words, digests
+        held = words[row]
+        new = (held == 0).all(axis=1)
+        if (~new & ((held[:, 0] != key_words[:, 0]) | (held[:, 1] != key_words[:, 1]))).any():
+            raise refuse("two keys on one row")
+        del held
+        size += int(new.sum())
+        if size > capacity or (size == capacity and capacity and (index != last_range or int(first[new].max()) != count - 1)):
+            raise refuse(f"{size} keys put, beyond the map's {capacity} before it is full")
+        flat = key.reshape(-1)
+        attempt = np.zeros(len(row), dtype=np.int64)
+        pending = np.arange(len(row))
+        tries = np.zeros(len(row), dtype=np.int64)
+        while pending.size:
+            if (tries >= offset_map._max_attempts).any():
+                raise refuse("a key's row is not on its probe sequence")
+            where = offset_map._positions(flat, pending, tries)
+            landed = where == row[pending]
+            attempt[pending[landed]] = tries[landed]
+            pending, tries, where = pending[~landed], tries[~landed], where[~landed]
+            if not pending.size:
+                break
+            # Before its row, a key's probes meet only other keys' slots, taken before it: before
+            # this range, or (for a key new in it) by a key new in it first put earlier.
+            met = words[where]
+            mine = key_words[pending]
+            ok = (met != 0).any(axis=1) & ((met[:, 0] != mine[:, 0]) | (met[:, 1] != mine[:, 1]))
+            at = np.minimum(np.searchsorted(row, where), len(row) - 1)
+            ok |= ((row[at] == where) & new[at] & new[pending] & (first[at] < first[pending])
+                   & ((key_words[at, 0] != mine[:, 0]) | (key_words[at, 1] != mine[:, 1])))
+            if not ok.all():
+                raise refuse("a key's row is not the first free slot its probes met when it was put")
+            tries = tries + 1
+        lookups += count
+        probes += int((attempt[inverse] + 1).sum())
+        last = np.zeros(len(row), dtype=np.int64)  # each row's last put of the range
+        np.maximum.at(last, inverse, np.arange(count))
+        table[row[new], :hash_bytes] = key[new]
+        table[row, hash_bytes:] = dirty["offset"][last].astype(">i8").view(np.uint8).reshape(-1, 8)
     if tuple(int(value) for value in counters) != (size, lookups, probes):
         raise refuse(f"counters (size, lookups, probes) {tuple(int(v) for v in counters)}, its puts' {(size, lookups, probes)}")
-    last = np.zeros(len(first), dtype=np.int64)  # each key's last put below the end
-    np.maximum.at(last, inverse, np.arange(len(rows)))
-    offset_map.place(own, distinct, offsets[last], size, lookups, probes)
+    offset_map.size, offset_map.lookups, offset_map.probes = size, lookups, probes
 
 
 def _cut(entries, end_offset: int, full_at: int | None, first_dirty_offset: int) -> int | None:

@@ -82,6 +82,11 @@ class SkimpyOffsetMap:
         self.probes = 0
         self.latest_offset = -1
 
+    @staticmethod
+    def slots_of(memory_bytes: int, hash_algorithm: str = DEFAULT_HASH_ALGORITHM) -> int:
+        """The slots a map of `memory_bytes` has, without allocating it."""
+        return memory_bytes // (hashlib.new(hash_algorithm).digest_size + _OFFSET.size)
+
     # -- Kafka's OffsetMap interface -------------------------------------------------------
 
     def digest(self, key: bytes) -> bytes:
@@ -345,18 +350,6 @@ class SkimpyOffsetMap:
         self.lookups += count
         self.probes += int((attempt[inverse] + 1).sum())
         return found[inverse]
-
-    def place(self, rows: np.ndarray, digests: np.ndarray, offsets: np.ndarray, size: int, lookups: int, probes: int) -> None:
-        """Fill an empty map as earlier puts left it, from where they landed: each digest (an
-        (n, hash_bytes) uint8 array) and its offset at its slot row, and the counters as they
-        were then.  The caller vouches for the rows (put_digests' positions / entry_bytes)."""
-        if self.size or self.lookups:
-            raise ValueError("place fills an empty map only")
-        table = self._table()
-        rows = np.asarray(rows, dtype=np.int64)
-        table[rows, : self.hash_bytes] = np.asarray(digests, dtype=np.uint8).reshape(-1, self.hash_bytes)
-        table[rows, self.hash_bytes :] = np.asarray(offsets, dtype=np.int64).astype(">i8").view(np.uint8).reshape(-1, _OFFSET.size)
-        self.size, self.lookups, self.probes = size, lookups, probes
 
     def offsets_at(self, positions: np.ndarray) -> np.ndarray:
         """offset_at for each byte position in `positions`."""

@@ -234,6 +234,28 @@ def test_deciding_from_a_trail_below_a_range_boundary_puts_nothing(monkeypatch):
     assert puts == [5, 5]  # deciding anew: both ranges below the end put again
 
 
+
+def test_deciding_anew_from_a_trail_holds_one_map_at_a_time():
+    """When the end falls inside a range, decide_from_trail decides anew; the map it allocated
+    for the trail was still referenced then, so two maps of map_bytes were live at once (the
+    second decision's memory doubled).  It allocates its map only once the way is known."""
+    import tracemalloc
+
+    digests = [hashlib.md5(b"%d" % k).digest() for k in range(6)]
+    chunks = [(r, 5, b"".join(ENTRY.pack(digests[(r + i) % 6], 5 * r + i, i) for i in range(5))) for r in range(4)]
+    options = {"first_dirty_offset": 0, "map_bytes": 24 * 10**6}
+    _, trail = decide_shard_trailed(0, chunks, **options)
+    for end in (12, 10):  # inside range 2 (decided anew), then at its first offset (from the trail)
+        expected = decide_shard(0, chunks, end_offset=end, **options)
+        tracemalloc.start()
+        try:
+            assert decide_from_trail(0, chunks, trail, end_offset=end, **options) == expected
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        assert options["map_bytes"] <= peak < 1.5 * options["map_bytes"], (end, peak)
+
+
 # -- a trail read back from a file or an object is bytes from outside the process -------------
 
 def _hostile_case(ranges, first_dirty_fraction):
@@ -378,6 +400,29 @@ def test_the_spark_jobs_files_are_replaced_whole_or_not_at_all(tmp_path):
     assert os.listdir(tmp_path) == ["shard-000.trail"]
     _write_whole(path, [b"new"])
     assert open(path, "rb").read() == b"new" and os.listdir(tmp_path) == ["shard-000.trail"]
+
+
+def test_the_spark_jobs_writers_never_share_a_temporary_name(tmp_path, monkeypatch):
+    """Two writers of one file with the same pid and thread id (executors in containers sharing
+    the snapshot mount, each in its own pid namespace) wrote the same `{path}.{pid}.{thread}.tmp`
+    and could rename each other's half-written bytes over the file: every write's temporary
+    name is its own."""
+    from seglog_spark import job
+
+    monkeypatch.setattr(job.os, "getpid", lambda: 1)
+    names = []
+    real_open = open
+
+    def recording_open(name, *args, **kwargs):
+        names.append(str(name))
+        return real_open(name, *args, **kwargs)
+
+    monkeypatch.setattr(job, "open", recording_open, raising=False)
+    path = str(tmp_path / "00000000.keys")
+    job._write_whole(path, [b"one"])
+    job._write_whole(path, [b"two"])
+    assert len(names) == 2 and names[0] != names[1] and all(name.startswith(path + ".") for name in names)
+    assert os.listdir(tmp_path) == ["00000000.keys"] and real_open(path, "rb").read() == b"two"
 
 
 def test_the_spark_jobs_stages_through_files_decide_as_the_baseline(tmp_path):
