@@ -65,6 +65,23 @@ class CacheStatistics:
     epoch_change_count: int = 0  # owner records seen at another epoch than the one held before
 
 
+
+def owner_watch_delay_s(spec: str | None) -> float:
+    """The test seam ``WATCH_OWNER_DELAY_ENV``: how long the watch holds a batch that changes an
+    owner record before applying it (0 when unset). A value that is not a whole number of
+    milliseconds above 0 is refused by name: a negative one would end the watch thread at its
+    first owner change (``time.sleep`` refuses it), leaving the instance a frozen owner map."""
+    if not spec:
+        return 0.0
+    try:
+        delay_ms = int(spec)
+    except ValueError:
+        delay_ms = 0
+    if delay_ms <= 0:
+        raise ValueError(f"{WATCH_OWNER_DELAY_ENV}={spec!r}: expected a whole number of milliseconds above 0")
+    _log.warning("test fault seam active: %s=%s", WATCH_OWNER_DELAY_ENV, spec)
+    return delay_ms / 1000
+
 class MetadataCache:
     def __init__(self, gateway: EtcdGateway, keys: ClusterKeys, *, retry_interval_s: float = 0.5,
                  read_timeout_s: float = WATCH_READ_TIMEOUT_S, max_backoff_s: float = MAX_BACKOFF_S,
@@ -92,10 +109,7 @@ class MetadataCache:
         self._event_count = 0
         self._compacted_count = 0
         self._epoch_change_count = 0
-        delay_ms = os.environ.get(WATCH_OWNER_DELAY_ENV)
-        self._owner_delay_s = int(delay_ms) / 1000 if delay_ms else 0.0
-        if self._owner_delay_s:
-            _log.warning("test fault seam active: %s=%s", WATCH_OWNER_DELAY_ENV, delay_ms)
+        self._owner_delay_s = owner_watch_delay_s(os.environ.get(WATCH_OWNER_DELAY_ENV))
 
     # -- answers from memory ------------------------------------------------------------------
     def owner_of(self, topic: str, partition: int) -> PartitionOwner | None:
@@ -234,7 +248,7 @@ class MetadataCache:
                     received = received or bool(batch.events or batch.progress_revision)
                     if self._owner_delay_s and any(e.kv.key.startswith(self._keys.prefix + OWNERS)
                                                    for e in batch.events):
-                        time.sleep(self._owner_delay_s)  # the test seam above
+                        self._stopping.wait(self._owner_delay_s)  # the test seam (a stop ends it)
                     self._apply(batch)
             except WatchCompactedError:
                 raise
