@@ -241,10 +241,12 @@ def wait_for_future(future: concurrent.futures.Future[Any], timeout: float | Non
 
 
 def wait_for_futures(futures: list[concurrent.futures.Future[Any]], timeout: float | None = None) -> None:
-    """``wait_for_future`` for every one of ``futures`` (``concurrent.futures.wait``'s ALL_COMPLETED)."""
-    pending = [future for future in futures if not future.done()]
-    if pending:
-        wait_interruptibly(lambda seconds: not concurrent.futures.wait(pending, seconds).not_done, timeout)
+    """``wait_for_future`` for every one of ``futures`` in turn, to one deadline
+    (``concurrent.futures.wait``'s ALL_COMPLETED; a slice waits on one future, not on all)."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    for future in futures:
+        if not future.done():
+            wait_for_future(future, None if deadline is None else max(deadline - time.monotonic(), 0.0))
 
 
 def acquire_interruptibly(lock: threading.Lock) -> None:
@@ -258,7 +260,16 @@ def acquire_interruptibly(lock: threading.Lock) -> None:
 
 
 def _done_within(future: concurrent.futures.Future[Any], seconds: float | None) -> bool:
-    return not concurrent.futures.wait((future,), seconds).not_done
+    """Whether ``future`` is done (cancelled too) within ``seconds``: a wait on its own condition,
+    which ``cancel()`` notifies as a result does (``concurrent.futures.wait`` is not told of a
+    cancel: a wait on it ran to its timeout, or for ever)."""
+    try:
+        future.exception(seconds)  # returns the future's error rather than raising it
+    except concurrent.futures.CancelledError:
+        return True
+    except TimeoutError:
+        return False
+    return True
 
 _CANCEL_ROUNDS = 20  # tasks started by cancelled ones, in turn: a bound against one that always starts another
 

@@ -583,3 +583,55 @@ def test_an_acquire_while_the_last_release_stops_the_thread_runs_the_same_loop(m
     finally:
         _sync.release_loop_thread(second)
     assert _sync._stopped_loop is first.loop
+
+
+class _Rescued(Exception):
+    pass
+
+
+@pytest.mark.parametrize("waits", ["one future", "futures"])
+@pytest.mark.parametrize("in_main", [True, False], ids=["main thread", "other thread"])
+def test_a_future_cancelled_while_waited_for_ends_the_wait(waits, in_main):
+    """``cancel()`` notifies a future's own condition, not ``concurrent.futures.wait``'s
+    waiters: a wait built on that ran to its timeout (for ever without one) after a cancel. The
+    rescue (an interruption, or the join's bound) only ends a wait the cancel did not."""
+    future: concurrent.futures.Future[int] = concurrent.futures.Future()
+    ended = threading.Event()
+    rescued: list[bool] = []
+
+    def wait() -> None:
+        if waits == "one future":
+            _sync.wait_for_future(future, None)
+        else:
+            _sync.wait_for_futures([future], None)
+        ended.set()
+
+    def cancel_then_rescue(main: int | None) -> None:
+        ended.wait(0.2)  # the waiter blocked by now, most often (either way the wait must end)
+        future.cancel()
+        if main is not None and not ended.wait(10):
+            rescued.append(True)
+            _thread.interrupt_main(signal.SIGUSR1)
+
+    if in_main:
+        def interrupt(signum, frame):
+            raise _Rescued
+
+        previous = signal.signal(signal.SIGUSR1, interrupt)
+        canceller = threading.Thread(target=cancel_then_rescue, args=(threading.main_thread().ident,))
+        canceller.start()
+        try:
+            wait()
+        except _Rescued:
+            pass
+        finally:
+            canceller.join()
+            signal.signal(signal.SIGUSR1, previous)
+        assert not rescued, "the wait went on after its future was cancelled"
+    else:
+        waiter = threading.Thread(target=wait, daemon=True)
+        waiter.start()
+        cancel_then_rescue(None)
+        waiter.join(10)
+        assert not waiter.is_alive(), "the wait went on after its future was cancelled"
+    assert ended.is_set() and future.cancelled()
