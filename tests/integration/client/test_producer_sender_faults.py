@@ -255,7 +255,9 @@ def test_after_a_failed_build_the_new_producer_id_sends_one_batch_until_it_wrote
 
     async def produce_once(self, topic_, partition, records, turn=None):
         if answers != "as they come" and state["armed"] and values[0] in records:
-            await new_id_had[0].wait()  # batch 0 is sent (in turn) and answered once the new id is had
+            # batch 0 is sent (in turn) and answered once the new id is had; bounded, so a
+            # producer that never asks for one fails the test (flush times out) rather than hangs
+            await asyncio.wait_for(new_id_had[0].wait(), _FLUSH_TIMEOUT_MS / 1000)
         return await real_produce_once(self, topic_, partition, records, turn)
 
     monkeypatch.setattr(Sender, "init_producer_id", init_producer_id)
