@@ -745,8 +745,9 @@ class Sender:
         # answered as a duplicate), so it may be numbered afresh (``_renumber``). Not so for an
         # unresolvable one (a piece of a batch that may have been appended, or sent behind one:
         # ``WindowEntry.unresolvable``): what the service holds of it no answer tells, so it
-        # fails as out of sequence, the id neither retired for it nor its batch renumbered
-        # (either could write its records twice).
+        # fails as out of sequence, never sent again nor renumbered (either could write its
+        # records twice). Its failure retires the id as any batch failed for good does
+        # (``Idempotence.batch_failed``): the batches never sent behind it go on a new id.
         out_of_order = isinstance(outcome, OutOfOrderSequenceError)
         unresolved = out_of_order and entry.unresolvable
         out_of_order = out_of_order and not unresolved
