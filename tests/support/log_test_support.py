@@ -25,6 +25,7 @@ from seglog_server.storage.base.clock import FakeClock
 from seglog_server.storage.base.fs import REAL_FS, FileSystem
 from seglog_server.storage.log.unified_log import Log
 from seglog_server.storage.base.log_config import LogConfig
+from seglog_server.storage.base.observer import StorageObserver
 from seglog_server.storage.segment import segment_time_lookups
 from seglog_server.storage.segment.batch_directory import DirectoryBudget
 from seglog_server.storage.segment.log_segment import LogSegment
@@ -250,3 +251,24 @@ def budget_installer(monkeypatch, name: str):
         return made
 
     return use
+
+
+class PhaseCalls(StorageObserver):
+    """An observer without histograms: every lap a ``phase`` call, counted."""
+
+    enabled = True
+
+    def __init__(self) -> None:
+        self.counts: dict[tuple[str, str], int] = {}
+
+    def phase(self, operation: str, phase: str, seconds: float) -> None:
+        self.counts[operation, phase] = self.counts.get((operation, phase), 0) + 1
+
+
+def lap_counts(observer) -> dict[tuple[str, str], int]:
+    """The laps an observer counted, ``(operation, phase) -> count``: a PhaseCalls' calls, or a
+    MetricsObserver's non-empty phase histograms."""
+    if isinstance(observer, PhaseCalls):
+        return dict(observer.counts)
+    return {(operation, phase): sum(histogram.counts) for operation, row in observer.phase_histograms.items()
+            for phase, histogram in row.items() if sum(histogram.counts)}

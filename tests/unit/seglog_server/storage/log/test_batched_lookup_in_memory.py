@@ -8,12 +8,12 @@ from __future__ import annotations
 import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
-from tests.support.log_test_support import NOW_MS, batch, budget_installer, config, open_log, scans_only
+from tests.support.log_test_support import NOW_MS, PhaseCalls, batch, budget_installer, config, lap_counts, open_log, scans_only
 
 from seglog_server.metrics.instruments import MetricsObserver
 from seglog_server.storage.base.clock import FakeClock
 from seglog_server.storage.base.errors import StorageError
-from seglog_server.storage.base.observer import StorageObserver, install_observer
+from seglog_server.storage.base.observer import install_observer
 from seglog_server.storage.log import timestamp_lookups
 from seglog_server.storage.log.log_results import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP
 
@@ -136,26 +136,7 @@ def test_a_table_behind_the_file_is_left_to_the_shared_search_which_extends_it(t
         log.close()
 
 
-class _PhaseCalls(StorageObserver):
-    """An observer without histograms: every lap a ``phase`` call, counted."""
-
-    enabled = True
-
-    def __init__(self) -> None:
-        self.counts: dict[tuple[str, str], int] = {}
-
-    def phase(self, operation: str, phase: str, seconds: float) -> None:
-        self.counts[operation, phase] = self.counts.get((operation, phase), 0) + 1
-
-
-def _lap_counts(observer) -> dict[tuple[str, str], int]:
-    if isinstance(observer, _PhaseCalls):
-        return dict(observer.counts)
-    return {(operation, phase): sum(histogram.counts) for operation, row in observer.phase_histograms.items()
-            for phase, histogram in row.items() if sum(histogram.counts)}
-
-
-@pytest.mark.parametrize("observer_type", [MetricsObserver, _PhaseCalls], ids=["histograms", "phase_calls"])
+@pytest.mark.parametrize("observer_type", [MetricsObserver, PhaseCalls], ids=["histograms", "phase_calls"])
 @pytest.mark.parametrize("bounded", [False, True], ids=["pool", "inline"])
 def test_the_in_memory_answer_counts_the_laps_of_the_shared_search(tmp_path, monkeypatch, observer_type, bounded):
     """``segment_lookup`` and ``index_search`` once per distinct target, as the shared search
@@ -178,7 +159,7 @@ def test_the_in_memory_answer_counts_the_laps_of_the_shared_search(tmp_path, mon
                     log.lookup_timestamps(targets)
             finally:
                 install_observer(previous)
-            counts[way] = _lap_counts(observer)
+            counts[way] = lap_counts(observer)
         assert counts["in memory"] == counts["shared"] == {
             ("offsets_for_times", "segment_lookup"): 3, ("offsets_for_times", "index_search"): 3}
         observer = observer_type()
@@ -187,6 +168,6 @@ def test_the_in_memory_answer_counts_the_laps_of_the_shared_search(tmp_path, mon
             assert in_memory(log, [NOW_MS + 52, NOW_MS + 333]) is None  # two segments: not answered
         finally:
             install_observer(previous)
-        assert _lap_counts(observer) == {}
+        assert lap_counts(observer) == {}
     finally:
         log.close()

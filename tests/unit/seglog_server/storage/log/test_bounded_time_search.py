@@ -9,13 +9,13 @@ from __future__ import annotations
 import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
-from tests.support.log_test_support import NOW_MS, FailingFs, batch, budget_installer, config, open_log, reopen
+from tests.support.log_test_support import NOW_MS, FailingFs, PhaseCalls, batch, budget_installer, config, lap_counts, open_log, reopen
 
 from seglog.records import Compression
 from seglog_server.metrics.instruments import MetricsObserver
 from seglog_server.storage.base.clock import FakeClock
 from seglog_server.storage.base.errors import CorruptRecordError
-from seglog_server.storage.base.observer import StorageObserver, install_observer
+from seglog_server.storage.base.observer import install_observer
 from seglog_server.storage.format import record_timestamps
 from seglog_server.storage.log import log_time_lookups
 from seglog_server.storage.log.log_results import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP
@@ -192,26 +192,7 @@ def test_appends_behind_a_batch_directory_leave_small_lookups_inline(tmp_path, m
         log.close()
 
 
-class _PhaseCalls(StorageObserver):
-    """An observer without histograms: every lap a ``phase`` call, counted."""
-
-    enabled = True
-
-    def __init__(self) -> None:
-        self.counts: dict[tuple[str, str], int] = {}
-
-    def phase(self, operation: str, phase: str, seconds: float) -> None:
-        self.counts[operation, phase] = self.counts.get((operation, phase), 0) + 1
-
-
-def _lap_counts(observer) -> dict[tuple[str, str], int]:
-    if isinstance(observer, _PhaseCalls):
-        return dict(observer.counts)
-    return {(operation, phase): sum(histogram.counts) for operation, row in observer.phase_histograms.items()
-            for phase, histogram in row.items() if sum(histogram.counts)}
-
-
-@pytest.mark.parametrize("observer_type", [MetricsObserver, _PhaseCalls], ids=["histograms", "phase_calls"])
+@pytest.mark.parametrize("observer_type", [MetricsObserver, PhaseCalls], ids=["histograms", "phase_calls"])
 @pytest.mark.parametrize("targets", [[NOW_MS + 905], [NOW_MS + 305, NOW_MS + 905]], ids=["one", "two"])
 def test_a_refused_attempt_counts_no_lap(tmp_path, monkeypatch, observer_type, targets):
     """The stopwatch laps of a bounded attempt (the segment choice, the index searches, the scans
@@ -237,14 +218,14 @@ def test_a_refused_attempt_counts_no_lap(tmp_path, monkeypatch, observer_type, t
                     log.lookup_timestamps(targets)
             finally:
                 install_observer(previous)
-            counts[name] = _lap_counts(observer)
+            counts[name] = lap_counts(observer)
         assert counts["unbounded"][("offsets_for_times", "segment_lookup")] == len(targets)
         assert counts["refused"] == counts["unbounded"] == counts["answered"]
     finally:
         log.close()
 
 
-@pytest.mark.parametrize("observer_type", [MetricsObserver, _PhaseCalls], ids=["histograms", "phase_calls"])
+@pytest.mark.parametrize("observer_type", [MetricsObserver, PhaseCalls], ids=["histograms", "phase_calls"])
 def test_a_single_lookup_answered_from_memory_counts_the_laps_of_the_search(tmp_path, monkeypatch, observer_type):
     """The service's single lookup answered by the time-step table its appends fed
     (``lookup_one_in_memory``: no budget, no held stopwatch) answers and counts the laps an
@@ -268,7 +249,7 @@ def test_a_single_lookup_answered_from_memory_counts_the_laps_of_the_search(tmp_
                 (unbounded[target],) = log.lookup_timestamps([target])
             finally:
                 install_observer(previous)
-            counts["unbounded", target] = _lap_counts(observer)
+            counts["unbounded", target] = lap_counts(observer)
 
         def not_taken(*args):
             raise AssertionError("the bounded search's path was taken")
@@ -281,7 +262,7 @@ def test_a_single_lookup_answered_from_memory_counts_the_laps_of_the_search(tmp_
                 assert log.lookup_timestamp_inline(target, 1 << 20) == unbounded[target]
             finally:
                 install_observer(previous)
-            counts["inline", target] = _lap_counts(observer)
+            counts["inline", target] = lap_counts(observer)
             assert counts["inline", target] == counts["unbounded", target] == {
                 ("offsets_for_times", "segment_lookup"): 1, ("offsets_for_times", "index_search"): 1}
         assert [answer.offset for answer in unbounded.values()] == [11, 67]
