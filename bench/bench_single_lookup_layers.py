@@ -104,24 +104,33 @@ async def _measured(run: Callable[[], Awaitable[Any]], count: int, calls: bool) 
     return statistics.median(rounds), counted
 
 
-async def _service(calls: bool) -> dict[str, tuple[float, float | None]]:
+def _filled_log(directory: str):
+    """A started LogManager over ``directory`` whose topic t's partition 0 holds 48,000 records
+    (100-byte values, 16-byte keys, timestamps FIRST_MS on, a millisecond apart) in batches of
+    4,000: the manager and that log."""
     from seglog import records as codec
+    from seglog_server.storage.manager.log_manager import LogManager
+
+    manager = LogManager([directory])
+    manager.startup()
+    manager.create_topic("t", 1)
+    log = manager.get_log("t", 0)
+    for first in range(0, 48_000, 4000):
+        builder = codec.RecordBatchBuilder()
+        for number in range(4000):
+            builder.append(b"v" * 100, key=b"k" * 16, timestamp_ms=FIRST_MS + first + number)
+        log.append(builder.build())
+    return manager, log
+
+
+async def _service(calls: bool) -> dict[str, tuple[float, float | None]]:
     from seglog.v1 import log_service_pb2 as pb
     from seglog_server.metrics.instruments import MetricsObserver
     from seglog_server.storage.base.observer import install_observer
-    from seglog_server.storage.manager.log_manager import LogManager
     from tests.support.servicer_support import servicer_over
 
     with tempfile.TemporaryDirectory() as directory:
-        manager = LogManager([directory])
-        manager.startup()
-        manager.create_topic("t", 1)
-        log = manager.get_log("t", 0)
-        for first in range(0, 48_000, 4000):
-            builder = codec.RecordBatchBuilder()
-            for number in range(4000):
-                builder.append(b"v" * 100, key=b"k" * 16, timestamp_ms=FIRST_MS + first + number)
-            log.append(builder.build())
+        manager, log = _filled_log(directory)
         service, storage_calls = servicer_over(manager)
         previous = install_observer(MetricsObserver())
         try:
@@ -182,22 +191,12 @@ async def _client(calls: bool) -> tuple[float, float | None]:
 
 def _in_memory_ab() -> None:
     """``--in-memory``: the storage call of a single lookup with and without its in-memory step."""
-    from seglog import records as codec
     from seglog_server.metrics.instruments import MetricsObserver
     from seglog_server.storage.base.observer import install_observer
     from seglog_server.storage.log import log_time_lookups
-    from seglog_server.storage.manager.log_manager import LogManager
 
     with tempfile.TemporaryDirectory() as directory:
-        manager = LogManager([directory])
-        manager.startup()
-        manager.create_topic("t", 1)
-        log = manager.get_log("t", 0)
-        for first in range(0, 48_000, 4000):
-            builder = codec.RecordBatchBuilder()
-            for number in range(4000):
-                builder.append(b"v" * 100, key=b"k" * 16, timestamp_ms=FIRST_MS + first + number)
-            log.append(builder.build())
+        manager, log = _filled_log(directory)
         previous = install_observer(MetricsObserver())
         in_memory = log_time_lookups.lookup_one_in_memory
         try:
