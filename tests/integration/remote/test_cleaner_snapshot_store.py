@@ -414,6 +414,37 @@ def test_a_clusters_dry_run_through_the_store_is_refused_with_a_clear_line(servi
     assert "--dry-run with --snapshot-store runs on this machine" in finished.stderr, finished.stderr
 
 
+def put_snapshot(weed, local, word: str):
+    """The snapshot made at ``local`` put in the store under a fresh prefix (``word`` starting it):
+    its StoreSnapshot and that prefix."""
+    from seglog_spark import object_io
+
+    snapshot_id = json.load(open(local / "manifest.json"))["snapshot_id"]
+    prefix = f"{word}-{uuid.uuid4().hex[:10]}/cleaning-snapshots/{snapshot_id}/"
+    for name in sorted(os.listdir(local)):
+        s3(weed).put_object(Bucket=BUCKET, Key=prefix + name, Body=(local / name).read_bytes())
+    return object_io.StoreSnapshot.parse(f"s3://{BUCKET}/{prefix}", weed.endpoint), prefix
+
+
+def scanned_spanning_snapshot(weed, tmp_path, word: str):
+    """test_decide_again.SPANNING_KEYS as a snapshot in the store, planned in two shards of six
+    slots' maps over one-byte ranges, each range scanned as job_store's task does: the
+    StoreSnapshot, its prefix, the plan and the scans."""
+    from seglog_spark import job_store, object_io
+    from seglog_spark.cleaning import plan_cleaning
+
+    from tests.support.snapshot_workloads import make_snapshot
+    from tests.unit.seglog_spark.test_decide_again import SPANNING_KEYS
+
+    local = tmp_path / "local"
+    make_snapshot(str(local), SPANNING_KEYS, batch_size=2, segment_batches=2)
+    store, prefix = put_snapshot(weed, local, word)
+    plan = plan_cleaning(object_io.download_snapshot(store, str(tmp_path / "scratch")), map_bytes=24 * 6, shard_count=2,
+                         range_bytes=1)
+    scanned = [job_store._scan_task(store, plan)(byte_range) for byte_range in plan.ranges]
+    return store, prefix, plan, scanned
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(600)  # a JVM and a Spark session on two shared cores
 def test_spark_through_the_store_whose_map_filled_decides_below_the_end_as_the_baseline(weed, tmp_path):
@@ -421,7 +452,7 @@ def test_spark_through_the_store_whose_map_filled_decides_below_the_end_as_the_b
     through the store decides its shards again below that end, as the baseline does (checked
     against the compaction invariant in tests/unit/seglog_spark), so k0@0 and k1@3, superseded
     only past the end, are kept."""
-    from seglog_spark import cleaner_local, job_store, object_io
+    from seglog_spark import cleaner_local, job_store
     from seglog_spark.session import build_session
 
     from tests.support.snapshot_workloads import BASE_TIME_MS, make_snapshot
@@ -430,11 +461,7 @@ def test_spark_through_the_store_whose_map_filled_decides_below_the_end_as_the_b
     ops = [(b"k0", None), (b"k4", None), (b"k5", None), (b"k1", b""), (b"k0", None), (b"k1", None)]
     local = tmp_path / "local"
     make_snapshot(str(local), ops, batch_size=1, segment_batches=1, cleaning_time_ms=BASE_TIME_MS + 50)
-    snapshot_id = json.load(open(local / "manifest.json"))["snapshot_id"]
-    prefix = f"full-map-{uuid.uuid4().hex[:10]}/cleaning-snapshots/{snapshot_id}/"
-    for name in sorted(os.listdir(local)):
-        s3(weed).put_object(Bucket=BUCKET, Key=prefix + name, Body=(local / name).read_bytes())
-    store = object_io.StoreSnapshot.parse(f"s3://{BUCKET}/{prefix}", weed.endpoint)
+    store, prefix = put_snapshot(weed, local, "full-map")
     options = {"map_bytes": 24 * 4, "shard_count": 2}
     expected = cleaner_local.clean_snapshot(str(local), **options)
     (tmp_path / "spark").mkdir()
@@ -459,23 +486,11 @@ def test_the_store_jobs_second_decision_refuses_a_missing_or_hostile_trail_objec
     each shard's trail as a .work/ object; that object deleted, or its rows zeroed, before the
     second decision reads it is refused with a CleanerError naming the shard and the object
     (zeroed rows were taken before: the latest record of a key below the end marked superseded)."""
-    from seglog_spark import CleanerError, job_store, object_io
-    from seglog_spark.cleaning import cleaning_end, plan_cleaning
+    from seglog_spark import CleanerError, job_store
+    from seglog_spark.cleaning import cleaning_end
     from seglog_spark.key_shard import decide_shard
 
-    from tests.support.snapshot_workloads import make_snapshot
-    from tests.unit.seglog_spark.test_decide_again import SPANNING_KEYS
-
-    local = tmp_path / "local"
-    make_snapshot(str(local), SPANNING_KEYS, batch_size=2, segment_batches=2)
-    snapshot_id = json.load(open(local / "manifest.json"))["snapshot_id"]
-    prefix = f"trail-{uuid.uuid4().hex[:10]}/cleaning-snapshots/{snapshot_id}/"
-    for name in sorted(os.listdir(local)):
-        s3(weed).put_object(Bucket=BUCKET, Key=prefix + name, Body=(local / name).read_bytes())
-    store = object_io.StoreSnapshot.parse(f"s3://{BUCKET}/{prefix}", weed.endpoint)
-    plan = plan_cleaning(object_io.download_snapshot(store, str(tmp_path / "scratch")), map_bytes=24 * 6, shard_count=2,
-                         range_bytes=1)
-    scanned = [job_store._scan_task(store, plan)(byte_range) for byte_range in plan.ranges]
+    store, prefix, plan, scanned = scanned_spanning_snapshot(weed, tmp_path, "trail")
     end = cleaning_end(plan, [job_store._decide_task(store, plan, scanned)(shard) for shard in range(2)])
     assert end is not None  # shard 0's map filled: the second decision reads the trails
     second = job_store._decide_task(store, plan, scanned, end)
@@ -500,23 +515,10 @@ def test_the_store_jobs_shard_stage_refuses_a_missing_or_hostile_keys_object_by_
     refused with a CleanerError naming the shard, the range and the object (a flipped offset was
     taken before: the entry entered the map and superseded its key's latest record; a cut one
     raised numpy's ValueError)."""
-    from seglog_spark import CleanerError, job_store, object_io
-    from seglog_spark.cleaning import plan_cleaning
+    from seglog_spark import CleanerError, job_store
     from seglog_spark.key_scan import ENTRY, scan_range
 
-    from tests.support.snapshot_workloads import make_snapshot
-    from tests.unit.seglog_spark.test_decide_again import SPANNING_KEYS
-
-    local = tmp_path / "local"
-    make_snapshot(str(local), SPANNING_KEYS, batch_size=2, segment_batches=2)
-    snapshot_id = json.load(open(local / "manifest.json"))["snapshot_id"]
-    prefix = f"keys-{uuid.uuid4().hex[:10]}/cleaning-snapshots/{snapshot_id}/"
-    for name in sorted(os.listdir(local)):
-        s3(weed).put_object(Bucket=BUCKET, Key=prefix + name, Body=(local / name).read_bytes())
-    store = object_io.StoreSnapshot.parse(f"s3://{BUCKET}/{prefix}", weed.endpoint)
-    plan = plan_cleaning(object_io.download_snapshot(store, str(tmp_path / "scratch")), map_bytes=24 * 6, shard_count=2,
-                         range_bytes=1)
-    scanned = [job_store._scan_task(store, plan)(byte_range) for byte_range in plan.ranges]
+    store, prefix, plan, scanned = scanned_spanning_snapshot(weed, tmp_path, "keys")
     decide = job_store._decide_task(store, plan, scanned)
     expected = decide(0)
     range_id, _, bounds = next(item for item in scanned if item[2][1] > 0)  # shard 0 has entries in it
