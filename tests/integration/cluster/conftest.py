@@ -13,6 +13,9 @@ import os
 
 import pytest
 
+from seglog import Admin
+from tests.integration.cluster.test_cluster_client_routing import _holds
+from tests.integration.cluster.test_service_cluster import _cluster_args, _start, _until
 from tests.support.etcd_server import EtcdServer, SharedEtcdServer, free_port
 
 # Modules that pause, stop or restart etcd, or compact its history: an etcd of their own each.
@@ -61,3 +64,27 @@ def _last_sharing_module(session) -> str | None:
                 and os.path.basename(str(module.__file__)) not in OWN_ETCD:
             last = module.__file__
     return last
+
+
+@pytest.fixture
+def two_instances(tmp_path, etcd, services, closing):
+    """Starts a fresh cluster of instances a and b on the module's etcd and creates a topic of one
+    partition there, owned by a and seen by b: ``start(cluster, topic, configs=None, b_env=None)``
+    gives ``(a, b, admin)``, the admin reaching both. ``b_env`` adds to b's
+    environment (a fault seam). Needs the module's ``services`` fixture (test_service_cluster)."""
+
+    def start(cluster: str, topic: str, configs: dict[str, str] | None = None,
+              b_env: dict[str, str] | None = None):
+        a = _start(tmp_path, "a", _cluster_args(etcd, cluster, "a"))
+        services.append(a)
+        b = _start(tmp_path, "b", _cluster_args(etcd, cluster, "b"), env=b_env)
+        services.append(b)
+        admin = closing(Admin(f"{a.address},{b.address}"))
+        _until(lambda: {i.instance_id for i in admin.metadata().instances if i.alive} == {"a", "b"},
+               what="a sees b")
+        admin.create_topic(topic, partitions=1, configs=configs)
+        assert admin.metadata([topic]).owner_of(topic, 0).owner_id == "a"
+        _until(lambda: _holds(b, topic), what="b holding the topic")
+        return a, b, admin
+
+    return start

@@ -12,13 +12,11 @@ from __future__ import annotations
 
 import pytest
 
-from seglog import Admin, Consumer, Producer
+from seglog import Consumer, Producer
 from seglog.errors import NotPartitionOwnerError
-from tests.integration.cluster.test_cluster_client_routing import _holds
-from tests.integration.cluster.test_service_cluster import _cluster_args, _names, _until, services
-from tests.support.integration_helpers import ServiceProcess
+from tests.integration.cluster.test_service_cluster import _names, _start, _until, services
 
-__all__ = ["services"]
+__all__ = ["_start", "services"]  # _start: test_producer_follows_lagging_owner.py starts its instances with it
 
 TOPIC = "lagging"
 RECORDS = 300
@@ -28,26 +26,11 @@ HELD = 10  # the consumer's buffer bound: its stream is held far from the tail w
 OWNER_WATCH_DELAY_MS = 1500
 
 
-def _start(tmp_path, name: str, args: list[str], env: dict[str, str] | None = None) -> ServiceProcess:
-    data = tmp_path / name / "data"
-    data.mkdir(parents=True)
-    return ServiceProcess(tmp_path / name, [data], args, env=env).start()
-
-
-def _moved_while_reading(tmp_path, etcd, services, closing, **consumer_options):
+def _moved_while_reading(two_instances, closing, **consumer_options):
     """Two instances, the target b learning owner records late; RECORDS produced at a; a consumer
     that read the first of them; the partition moved to b. The consumer and the admin."""
-    cluster = f"lagging{next(_names)}"
-    a = _start(tmp_path, "a", _cluster_args(etcd, cluster, "a"))
-    services.append(a)
-    b = _start(tmp_path, "b", _cluster_args(etcd, cluster, "b"),
-               env={"SEGLOG_TEST_FAULT_OWNER_WATCH_DELAY_MS": str(OWNER_WATCH_DELAY_MS)})
-    services.append(b)
-    admin = closing(Admin(f"{a.address},{b.address}"))
-    _until(lambda: {i.instance_id for i in admin.metadata().instances if i.alive} == {"a", "b"}, what="a sees b")
-    admin.create_topic(TOPIC, partitions=1)
-    assert admin.metadata([TOPIC]).owner_of(TOPIC, 0).owner_id == "a"
-    _until(lambda: _holds(b, TOPIC), what="b holding the topic")
+    a, b, admin = two_instances(f"lagging{next(_names)}", TOPIC,
+                                b_env={"SEGLOG_TEST_FAULT_OWNER_WATCH_DELAY_MS": str(OWNER_WATCH_DELAY_MS)})
     producer = closing(Producer(a.address, linger_ms=1))
     for i in range(RECORDS):
         producer.send(TOPIC, f"r{i}".encode(), partition=0)
@@ -62,8 +45,8 @@ def _moved_while_reading(tmp_path, etcd, services, closing, **consumer_options):
 
 
 @pytest.mark.parametrize("mode", ["stream", "fetch"])
-def test_a_consumer_follows_a_move_the_target_learns_late(tmp_path, etcd, services, closing, mode):
-    consumer, admin, received, _ = _moved_while_reading(tmp_path, etcd, services, closing, mode=mode)
+def test_a_consumer_follows_a_move_the_target_learns_late(two_instances, closing, mode):
+    consumer, admin, received, _ = _moved_while_reading(two_instances, closing, mode=mode)
     while len(received) < RECORDS:
         received.extend(consumer.poll(timeout_ms=200))  # raises nothing: the move is followed
     assert [(r.offset, r.value) for r in received] == [(i, f"r{i}".encode()) for i in range(RECORDS)]
@@ -71,9 +54,9 @@ def test_a_consumer_follows_a_move_the_target_learns_late(tmp_path, etcd, servic
     assert admin.metadata([TOPIC]).owner_of(TOPIC, 0).owner_id == "b"
 
 
-def test_the_refusal_is_raised_once_the_bound_runs_out(tmp_path, etcd, services, closing):
+def test_the_refusal_is_raised_once_the_bound_runs_out(two_instances, closing):
     # The bound is the request timeout: far shorter here than the target's lag.
-    consumer, _, received, a = _moved_while_reading(tmp_path, etcd, services, closing, mode="stream",
+    consumer, _, received, a = _moved_while_reading(two_instances, closing, mode="stream",
                                                     request_timeout_ms=300)
     with pytest.raises(NotPartitionOwnerError) as raised:
         while True:

@@ -15,11 +15,10 @@ import concurrent.futures
 
 import grpc
 
-from seglog import Admin, Consumer, Producer
+from seglog import Consumer, Producer
 from seglog.v1 import log_service_pb2 as pb
 from seglog.v1 import log_service_pb2_grpc as pb_grpc
-from tests.integration.cluster.test_cluster_client_routing import _holds
-from tests.integration.cluster.test_service_cluster import _cluster_args, _names, _start, _until, services
+from tests.integration.cluster.test_service_cluster import _names, _until, services
 from tests.integration.test_service_metrics import scrape, value
 from tests.support.integration_helpers import error_class
 
@@ -51,18 +50,8 @@ def _drain(stream) -> tuple[int, grpc.RpcError | None]:
     return count, None
 
 
-def test_reads_waiting_on_the_old_owner_end_with_the_refusal_and_the_consumer_follows(
-        tmp_path, etcd, services, closing):
-    cluster = f"parked{next(_names)}"
-    a = _start(tmp_path, "a", _cluster_args(etcd, cluster, "a"))
-    services.append(a)
-    b = _start(tmp_path, "b", _cluster_args(etcd, cluster, "b"))
-    services.append(b)
-    admin = closing(Admin(f"{a.address},{b.address}"))
-    _until(lambda: {i.instance_id for i in admin.metadata().instances if i.alive} == {"a", "b"}, what="a sees b")
-    admin.create_topic(TOPIC, partitions=1)
-    assert admin.metadata([TOPIC]).owner_of(TOPIC, 0).owner_id == "a"
-    _until(lambda: _holds(b, TOPIC), what="b holding the topic")
+def test_reads_waiting_on_the_old_owner_end_with_the_refusal_and_the_consumer_follows(two_instances, closing):
+    a, b, admin = two_instances(f"parked{next(_names)}", TOPIC)
     producer = closing(Producer(f"{a.address},{b.address}", linger_ms=1))
     for _ in range(BACKLOG):
         producer.send(TOPIC, VALUE, partition=0)
@@ -120,17 +109,8 @@ def test_reads_waiting_on_the_old_owner_end_with_the_refusal_and_the_consumer_fo
     assert [(r.offset, r.value) for r in received] == [(end + i, f"after-{i}".encode()) for i in range(3)]
 
 
-def test_a_stream_parked_on_an_empty_partition_ends_when_it_moves_away(tmp_path, etcd, services, closing):
-    cluster = f"parked{next(_names)}"
-    a = _start(tmp_path, "a", _cluster_args(etcd, cluster, "a"))
-    services.append(a)
-    b = _start(tmp_path, "b", _cluster_args(etcd, cluster, "b"))
-    services.append(b)
-    admin = closing(Admin(f"{a.address},{b.address}"))
-    _until(lambda: {i.instance_id for i in admin.metadata().instances if i.alive} == {"a", "b"}, what="a sees b")
-    admin.create_topic(TOPIC, partitions=1)
-    assert admin.metadata([TOPIC]).owner_of(TOPIC, 0).owner_id == "a"
-    _until(lambda: _holds(b, TOPIC), what="b holding the topic")
+def test_a_stream_parked_on_an_empty_partition_ends_when_it_moves_away(two_instances):
+    a, b, admin = two_instances(f"parked{next(_names)}", TOPIC)
     parked = a.stub.Consume(pb.ConsumeRequest(topic=TOPIC, partition=0, offset=0), timeout=CALL_TIMEOUT_S)
     assert dict(parked.initial_metadata())["seglog-start-offset"] == "0"
     _until(lambda: value(scrape(a.metrics_address), "seglog_fetch_waiters") >= 1, what="the stream waiting")

@@ -16,10 +16,9 @@ import threading
 import grpc
 import pytest
 
-from seglog import Admin, Producer
+from seglog import Producer
 from seglog.errors import SeglogError
 from seglog.v1 import log_service_pb2 as pb
-from tests.integration.cluster.test_cluster_client_routing import _holds
 from tests.integration.cluster.test_service_cluster import _cluster_args, _names, _start, _until, services
 from tests.support.integration_helpers import records_of
 
@@ -62,18 +61,10 @@ def _fetch_all(service, end: int) -> list:
 
 @pytest.mark.slow  # three service processes, a move under produce, a frozen etcd: ~20 s
 def test_a_move_under_idempotent_produce_loses_and_duplicates_nothing_and_refusals_leave_the_owner(
-        tmp_path, etcd, services, closing):
-    cluster = f"move{next(_names)}"
-    a = _start(tmp_path, "a", _cluster_args(etcd, cluster, "a"))
-    services.append(a)
-    b = _start(tmp_path, "b", _cluster_args(etcd, cluster, "b"))
-    services.append(b)
-    admin = closing(Admin(f"{a.address},{b.address}"))
-    _until(lambda: {i.instance_id for i in admin.metadata().instances if i.alive} == {"a", "b"}, what="a sees b")
+        tmp_path, etcd, services, closing, two_instances):
     # Small segments: a few hundred records make closed segments (copied under produce) and a tail.
-    admin.create_topic(TOPIC, partitions=1, configs={"segment.bytes": str(SEGMENT_BYTES)})
-    assert admin.metadata([TOPIC]).owner_of(TOPIC, 0).owner_id == "a"
-    _until(lambda: _holds(b, TOPIC), what="b holding the topic")
+    cluster = f"move{next(_names)}"
+    a, b, admin = two_instances(cluster, TOPIC, configs={"segment.bytes": str(SEGMENT_BYTES)})
 
     acknowledged: list = []
     stop = threading.Event()

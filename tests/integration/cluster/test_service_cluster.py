@@ -26,11 +26,11 @@ PROPAGATION_TIMEOUT_S = 20.0
 _names = itertools.count()
 
 
-def _start(tmp_path, name: str, args: list[str]) -> ServiceProcess:
+def _start(tmp_path, name: str, args: list[str], env: dict[str, str] | None = None) -> ServiceProcess:
     workdir = tmp_path / name
     data = workdir / "data"
     data.mkdir(parents=True)
-    return ServiceProcess(workdir, [data], args).start()
+    return ServiceProcess(workdir, [data], args, env=env).start()
 
 
 def _cluster_args(etcd, cluster_name: str, instance_id: str) -> list[str]:
