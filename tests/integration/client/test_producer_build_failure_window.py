@@ -31,6 +31,18 @@ def _values(count: int) -> list[bytes]:
     return [b"%03d" % index + b"b" * 197 for index in range(count)]
 
 
+async def _flushed_outcomes(producer: AsyncProducer, futures: list) -> tuple[list, BaseException | None]:
+    """Flushes within _FLUSH_TIMEOUT_MS (when it runs out, the sender is aborted: what stalled fails
+    and close returns): each future's offset or failure, and flush's error."""
+    flush_error: BaseException | None = None
+    try:
+        await producer.flush(_FLUSH_TIMEOUT_MS)
+    except RequestTimeoutError as error:
+        flush_error = error
+        producer._sender.abort(error)
+    return [future.exception() or (await future).offset for future in futures], flush_error
+
+
 def _send_with_a_failed_build(
     address: str, topic: str, monkeypatch: pytest.MonkeyPatch, failing: int, window: int, idempotence: bool,
     count: int,
@@ -57,14 +69,7 @@ def _send_with_a_failed_build(
             await producer.send_and_wait(topic, b"warm-up", partition=0)  # the stream confirmed, the id written
             state["armed"] = True
             futures = [await producer.send(topic, value, partition=0) for value in _values(count)]
-            flush_error: BaseException | None = None
-            try:
-                await producer.flush(_FLUSH_TIMEOUT_MS)
-            except RequestTimeoutError as error:
-                flush_error = error
-                producer._sender.abort(error)  # what stalled fails: close returns
-            outcomes = [future.exception() or (await future).offset for future in futures]
-            return outcomes, flush_error
+            return await _flushed_outcomes(producer, futures)
 
     try:
         return asyncio.run(run())
@@ -124,13 +129,7 @@ def test_a_batch_above_the_request_limit_fails_alone_at_any_window(limited_servi
             await producer.send_and_wait(topic, b"warm-up", partition=0)
             too_large = await producer.send(topic, b"x" * (LIMITED_REQUEST_BYTES_MAX + 50_000), partition=0)
             futures = [too_large] + [await producer.send(topic, value, partition=0) for value in values]
-            flush_error: BaseException | None = None
-            try:
-                await producer.flush(_FLUSH_TIMEOUT_MS)
-            except RequestTimeoutError as error:
-                flush_error = error
-                producer._sender.abort(error)
-            return [future.exception() or (await future).offset for future in futures], flush_error
+            return await _flushed_outcomes(producer, futures)
 
     outcomes, flush_error = asyncio.run(run())
     assert flush_error is None
@@ -163,13 +162,7 @@ def test_batches_failed_for_want_of_a_producer_id_leave_the_rest_to_go(seglog_se
             seglog_service.address, batch_size=_BATCH_BYTES, linger_ms=60_000, max_in_flight_per_partition=window,
         ) as producer:
             futures = [await producer.send(topic, value, partition=0) for value in values]
-            flush_error: BaseException | None = None
-            try:
-                await producer.flush(_FLUSH_TIMEOUT_MS)
-            except RequestTimeoutError as error:
-                flush_error = error
-                producer._sender.abort(error)
-            return [future.exception() or (await future).offset for future in futures], flush_error
+            return await _flushed_outcomes(producer, futures)
 
     outcomes, flush_error = asyncio.run(run())
     assert flush_error is None
