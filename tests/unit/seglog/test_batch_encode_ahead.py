@@ -21,22 +21,10 @@ from seglog._accumulator import (
     RecordAccumulator,
 )
 from seglog.records import RECORD_BATCH_OVERHEAD, Compression, RecordBatchBuilder
-from seglog.records.compression import compress
-from seglog.records.errors import CodecError
 from seglog.structs import TopicPartition
+from tests.support.codec_support import COMPRESSIONS
 
 TP = TopicPartition("t", 0)
-
-
-def _available(compression: Compression) -> bool:
-    try:
-        compress(compression, b"probe")
-    except CodecError:
-        return False
-    return True
-
-
-COMPRESSIONS = [compression for compression in Compression if _available(compression)]
 
 _bytes_or_none = st.one_of(st.none(), st.binary(max_size=300))
 _header = st.tuples(st.text(max_size=5), st.one_of(st.none(), st.binary(max_size=20)))

@@ -10,19 +10,8 @@ from hypothesis import strategies as st
 
 from seglog._sender import with_producer_fields
 from seglog.records import Compression, RecordBatch, RecordBatchBuilder
-from seglog.records.compression import compress
-from seglog.records.errors import CodecError
+from tests.support.codec_support import COMPRESSIONS
 
-
-def _available(compression: Compression) -> bool:
-    try:
-        compress(compression, b"probe")
-    except CodecError:
-        return False
-    return True
-
-
-COMPRESSIONS = [compression for compression in Compression if _available(compression)]
 _fields = st.tuples(st.integers(-1, 2**63 - 1), st.integers(-1, 2**15 - 1), st.integers(-1, 2**31 - 1))
 _record = st.tuples(
     st.one_of(st.none(), st.binary(max_size=200)),
