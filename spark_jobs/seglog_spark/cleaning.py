@@ -25,8 +25,9 @@ from seglog.records import crc32c
 from .errors import CleanerError
 from .grouping import SegmentSize, group_segments_by_size
 from .index_writer import build_indexes
-from .key_shard import DEFAULT_LOAD_FACTOR, ShardResult, or_bitmaps
+from .key_shard import DEFAULT_LOAD_FACTOR, MAP_SLOTS_MAX, ShardResult, or_bitmaps
 from .layout import ByteRange, SegmentLayout, read_layout
+from .offset_map import SkimpyOffsetMap
 from .rewrite import RangeOutput
 from .snapshot import (
     RESULT_FILE,
@@ -103,6 +104,9 @@ def plan_cleaning(
         raise ValueError(f"shard_count must be in [1, 256] (one digest byte picks the shard), found {shard_count}")
     if range_bytes < 1:
         raise ValueError(f"range_bytes must be positive, found {range_bytes}")
+    if SkimpyOffsetMap.slots_of(map_bytes) > MAP_SLOTS_MAX:  # refused here, not after a first decision
+        raise ValueError(f"map_bytes {map_bytes} makes a key shard's map of {SkimpyOffsetMap.slots_of(map_bytes)} "
+                         f"slots, above {MAP_SLOTS_MAX} (the rows of a shard's trail are 4 bytes)")
     snapshot = read_snapshot(snapshot_dir)
     verify_segments(snapshot)
     layouts = []

@@ -33,7 +33,7 @@ from .errors import CleanerError
 from .key_scan import ENTRY_DTYPE
 from .offset_map import SkimpyOffsetMap
 
-__all__ = ["DEFAULT_LOAD_FACTOR", "ShardResult", "decide_from_trail", "decide_shard", "decide_shard_trailed", "or_bitmaps", "trail_size_max"]
+__all__ = ["DEFAULT_LOAD_FACTOR", "MAP_SLOTS_MAX", "ShardResult", "decide_from_trail", "decide_shard", "decide_shard_trailed", "or_bitmaps", "trail_size_max"]
 
 # Kafka's log.cleaner.io.buffer.load.factor: beyond 90 % full, probe chains grow quickly.
 DEFAULT_LOAD_FACTOR = 0.9
@@ -46,6 +46,8 @@ _TRAIL_MAGIC = b"SGLTRAIL"
 _TRAIL_VERSION = 1
 _TRAIL_HEADER_BYTES = len(_TRAIL_MAGIC) + 6 * 8
 _ROW_LIMIT = 1 << 31
+# A shard map holds fewer slots than this (a trail's rows are 4 bytes): plan_cleaning refuses more.
+MAP_SLOTS_MAX = _ROW_LIMIT - 1
 
 
 @dataclass(frozen=True)

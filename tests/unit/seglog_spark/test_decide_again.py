@@ -439,3 +439,16 @@ def test_the_spark_jobs_stages_through_files_decide_as_the_baseline(tmp_path):
     for shard in range(2):
         assert second(shard)[0] == decide_shard(shard, chunks.get(shard, []), first_dirty_offset=plan.snapshot.first_dirty_offset,
                                                 map_bytes=24 * 6, end_offset=end)
+
+
+def test_a_map_too_large_for_a_trail_is_refused_before_any_work(tmp_path):
+    """A shard map of 2**31 slots or more leaves no trail (4-byte rows): refused when the round is
+    planned, naming the setting, not after every shard's first decision (a CleanerError there)."""
+    from seglog_spark.cleaning import plan_cleaning
+    from seglog_spark.key_shard import MAP_SLOTS_MAX
+    from seglog_spark.offset_map import SkimpyOffsetMap
+
+    too_large = 24 * (MAP_SLOTS_MAX + 1)
+    assert SkimpyOffsetMap.slots_of(too_large) > MAP_SLOTS_MAX
+    with pytest.raises(ValueError, match=f"map_bytes {too_large} "):
+        plan_cleaning(str(tmp_path / "not-read"), map_bytes=too_large)
