@@ -533,7 +533,8 @@ class RecordAccumulator:
     ) -> bytes:
         """A drained batch's message (``ProducerBatch.build``). Records it encoded ahead are let
         go and counted out: the message carries them, and the sender keeps it for a retry (a
-        batch renumbered later is encoded again)."""
+        batch renumbered later has its header rewritten, ``with_producer_fields``: the records
+        are not encoded again)."""
         message = batch.build(producer_id, producer_epoch, base_sequence)
         if batch.encoded_ahead:
             with self._lock:

@@ -237,7 +237,8 @@ def test_a_batch_encoded_ahead_holds_its_records_once_until_built(compression):
     assert message == fresh[0].build(5, 0, 0)
     assert _records_held(first) == 0
     assert accumulator._encoded_bytes == sum(areas[1:])
-    # Rebuilt with other fields (renumbered): the same bytes as a fresh batch, nothing kept.
+    # Built again with other fields (the sender renumbers by rewriting the header instead): the
+    # same bytes as a fresh batch, nothing kept.
     assert accumulator.build(first, 6, 0, 0) == fresh[0].build(6, 0, 0)
     assert _records_held(first) == 0
     accumulator.complete(first)  # answered (or retried with ``message``, held by the sender)
