@@ -14,10 +14,8 @@ the producer's event loop. One ``Sender`` per producer:
 - the transport choice: the connection's ProduceStream, falling back to unary Produce for good
   on a service that does not serve it (UNIMPLEMENTED before the stream was confirmed);
 - routing (``_routing.py``): each batch goes to its partition owner's connection; a refusal
-  naming another owner is repeated there with the same bytes (producer id and sequence kept, so
-  the owner's idempotence check still holds): met again (a move's target not caught up), after
-  ``MoveFollower``'s back-off within the request timeout, spending none of the batch's retries;
-  the window's retries route afresh;
+  naming another owner is repeated once there with the same bytes (producer id and sequence
+  kept, so the owner's idempotence check still holds), and the window's retries route afresh;
 - closing: cancel what runs, complete the windows in order, fail whatever never left;
 - a batch the service refused as too large (``_answer``): split into pieces sent first in its
   place, numbered from its first sequence (Kafka's ``splitAndReenqueue``); a batch of one record
@@ -43,14 +41,13 @@ import grpc
 from seglog._accumulator import ProducerBatch, RecordAccumulator
 from seglog._idempotence import NO_PRODUCER_FIELDS, Idempotence, ProducerFields, earlier_sequence, next_sequence
 from seglog._producer_config import ProducerConfig
-from seglog._routing import FOLLOWED_ERRORS, MoveFollower, Router
+from seglog._routing import FOLLOWED_ERRORS, Router
 from seglog._send_turns import SendTurn, SendTurns
 from seglog._send_window import SendWindow, WindowEntry
 from seglog._streams import error_from_stream
 from seglog.client import Transport
 from seglog.errors import (
     ClientClosedError,
-    NotPartitionOwnerError,
     OutOfOrderSequenceError,
     RecordTooLargeError,
     SeglogError,
@@ -769,9 +766,7 @@ class Sender:
             window.gap_producer_id = fields[0]
         elif out_of_order and retired:
             window.gap_producer_id = fields[0]  # refused past the gap that retired its id
-        # A refusal naming an owner was followed within the request timeout (``produce_once``):
-        # out of it, the batch fails, its retries unspent (a retry would follow it as long again).
-        retriable = isinstance(outcome, SeglogError) and (outcome.retriable or out_of_order) and not _moved_out(outcome)
+        retriable = isinstance(outcome, SeglogError) and (outcome.retriable or out_of_order)
         retry = (
             failed and retriable and not unresolved and (free or entry.attempt < self._config.retries)
             and not self.closed
@@ -1041,7 +1036,7 @@ class Sender:
             try:
                 return await call()
             except SeglogError as error:
-                if not error.retriable or _moved_out(error) or attempt >= self._config.retries or self.closed:
+                if not error.retriable or attempt >= self._config.retries or self.closed:
                     raise
                 # The service's retry-after hint (quotas) wins over a shorter backoff.
                 backoff_ms = max(self._config.retry_backoff_ms, error.retry_after_ms or 0)
@@ -1059,55 +1054,39 @@ class Sender:
         self, topic: str, partition: int, records: bytes, turn: SendTurn | None = None
     ) -> pb.ProduceResponse:
         """One Produce at the partition's owner, sent in ``turn``; a refusal naming another owner
-        (or a routed owner gone) is repeated where the partition routes now, with the same bytes
-        (its sequence kept): once for an owner gone, and, for a refusal naming an owner met again
-        (a move's target not caught up with its commit), again after MoveFollower's back-off
-        until the request timeout has passed since the first. Those tries spend none of the
-        batch's retries; a NotPartitionOwnerError raised here ran out of that bound
-        (``_moved_out``)."""
+        (or a routed owner gone) is repeated once where the partition routes now, with the same
+        bytes."""
         assert self._router is not None
-        follower = MoveFollower(self._router, topic, partition)
-        while True:
-            transport = self._router.transport_for(topic, partition)
-            try:
-                return await self._produce_on(transport, topic, partition, records, turn)
-            except FOLLOWED_ERRORS as error:
-                if self.closed or not await follower.follow(error, transport):
-                    raise
-            turn = None  # spent: a repeat goes at once
+        transport = self._router.transport_for(topic, partition)
+        try:
+            return await self._produce_on(transport, topic, partition, records, turn)
+        except FOLLOWED_ERRORS as error:
+            if self.closed or not await self._router.follow(topic, partition, error, transport):
+                raise
+        return await self._produce_on(self._router.transport_for(topic, partition), topic, partition, records)
 
     async def produce_group_once(
         self, topic: str, partition: int, records: list[bytes], turn: SendTurn | None = None
     ) -> list[Any]:
         """Several batches of one partition at its owner, in order: each one's ProduceResponse or
-        the SeglogError it was refused with. The batches refused naming another owner (or by a
-        routed owner gone), the run of them at the end, are repeated together, in order, where
-        the partition routes now, with the same bytes, as ``produce_once`` repeats one."""
+        the SeglogError it was refused with. A refusal of all of them naming another owner (or a
+        routed owner gone) is repeated once where the partition routes now, with the same bytes."""
         assert self._router is not None
-        follower = MoveFollower(self._router, topic, partition)
-        outcomes: list[Any] = []  # of the batches before ``pending``
-        pending = records
-        while True:
-            transport = self._router.transport_for(topic, partition)
-            try:
-                sent = await self._produce_group_on(transport, topic, partition, pending, turn)
-            except FOLLOWED_ERRORS as error:
-                if self.closed or not await follower.follow(error, transport):
-                    if not outcomes:
-                        raise
-                    return outcomes + [error] * len(pending)
-                turn = None
-                continue
-            # The refused run at the end (a move refuses every batch after its commit): a batch
-            # answered after a refusal is not sent again (without idempotence it would be written twice).
-            refused = len(sent)
-            while refused and isinstance(sent[refused - 1], FOLLOWED_ERRORS):
-                refused -= 1
-            if refused == len(sent) or self.closed or not await follower.follow(sent[refused], transport):
-                return outcomes + sent
-            outcomes += sent[:refused]
-            pending = pending[refused:]
-            turn = None
+        transport = self._router.transport_for(topic, partition)
+        raised = None
+        try:
+            outcomes = await self._produce_group_on(transport, topic, partition, records, turn)
+        except FOLLOWED_ERRORS as error:
+            raised = followed = error
+        else:
+            if not all(isinstance(outcome, FOLLOWED_ERRORS) for outcome in outcomes):
+                return outcomes
+            followed = outcomes[0]
+        if self.closed or not await self._router.follow(topic, partition, followed, transport):
+            if raised is not None:
+                raise raised
+            return outcomes
+        return await self._produce_group_on(self._router.transport_for(topic, partition), topic, partition, records)
 
     async def _produce_group_on(
         self, transport: Transport, topic: str, partition: int, records: list[bytes], turn: SendTurn | None = None
@@ -1371,12 +1350,6 @@ def _refused_limit(refusal: SeglogError) -> int | None:
         return None
     limit = int(found.group(1))
     return limit if RECORD_BATCH_OVERHEAD < limit <= _REFUSED_LIMIT_MAX else None
-
-
-def _moved_out(error: BaseException) -> bool:
-    """Whether ``error`` is a refusal naming another owner out of ``produce_once`` (or
-    ``produce_group_once``): followed there until the request timeout ran out, not retried."""
-    return isinstance(error, NotPartitionOwnerError)
 
 
 def _by_partition(batches: list[ProducerBatch]) -> list[list[ProducerBatch]]:
