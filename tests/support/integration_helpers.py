@@ -212,3 +212,21 @@ def wait_until(condition, what: str, timeout_s: float = WAIT_S, poll_s: float = 
     while not condition():
         assert time.monotonic() < deadline, f"{what}: not reached in time"
         time.sleep(poll_s)
+
+
+def count_size_refusals(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The reasons of the size refusals the producer's sender meets (``Sender._size_refusal``
+    counted as it runs), in order."""
+    from seglog._sender import Sender
+
+    refusals: list[str] = []
+    size_refusal = Sender._size_refusal
+
+    def counted(self: Sender, tp: object, entry: object, outcome: object) -> object:
+        refusal = size_refusal(self, tp, entry, outcome)
+        if refusal is not None:
+            refusals.append(str(refusal[0]))
+        return refusal
+
+    monkeypatch.setattr(Sender, "_size_refusal", counted)
+    return refusals

@@ -13,10 +13,14 @@ import asyncio
 from typing import Any
 
 import pytest
-from tests.support.integration_helpers import LIMITED_REQUEST_BYTES_MAX, ServiceProcess, partition_values
+from tests.support.integration_helpers import (
+    LIMITED_REQUEST_BYTES_MAX,
+    ServiceProcess,
+    count_size_refusals,
+    partition_values,
+)
 
 from seglog import Admin, AsyncProducer
-from seglog._sender import Sender
 from seglog._streams import RequestStream
 from seglog.errors import ServiceUnavailableError
 from seglog.structs import TopicPartition
@@ -45,19 +49,6 @@ def _record_messages(monkeypatch: pytest.MonkeyPatch) -> list[tuple[bool, int]]:
     monkeypatch.setattr(RequestStream, "send", recorded)
     return sent
 
-
-def _count_size_refusals(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    refusals: list[str] = []
-    size_refusal = Sender._size_refusal
-
-    def counted(self: Sender, tp: Any, entry: Any, outcome: Any) -> Any:
-        refusal = size_refusal(self, tp, entry, outcome)
-        if refusal is not None:
-            refusals.append(str(refusal[0]))
-        return refusal
-
-    monkeypatch.setattr(Sender, "_size_refusal", counted)
-    return refusals
 
 
 async def _send_after_an_end(
@@ -93,7 +84,7 @@ def test_a_group_after_an_ended_stream_goes_one_batch_a_message_until_the_open_i
     with no size refusal and nothing split. Before, the group of two went as one message of
     960,000 bytes on the reopened stream, refused by gRPC as above the request limit."""
     sent = _record_messages(monkeypatch)
-    refusals = _count_size_refusals(monkeypatch)
+    refusals = count_size_refusals(monkeypatch)
     topic = f"ended-{'idempotent' if idempotence else 'plain'}"
     with Admin(limited_service.address) as admin:
         admin.create_topic(topic, 1, {})

@@ -11,10 +11,9 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from tests.support.integration_helpers import ServiceProcess, numbered_values, values_to_end
+from tests.support.integration_helpers import ServiceProcess, count_size_refusals, numbered_values, values_to_end
 
 from seglog import Producer
-from seglog._sender import Sender
 from seglog.errors import RecordTooLargeError
 from seglog.v1 import log_service_pb2 as pb
 
@@ -45,19 +44,6 @@ def _largest_batch_alone(topic: str, partition: int, limit: int) -> int:
     return low
 
 
-def _count_size_refusals(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    refusals: list[str] = []
-    size_refusal = Sender._size_refusal
-
-    def counted(self: Sender, tp: Any, entry: Any, outcome: Any) -> Any:
-        refusal = size_refusal(self, tp, entry, outcome)
-        if refusal is not None:
-            refusals.append(str(refusal[0]))
-        return refusal
-
-    monkeypatch.setattr(Sender, "_size_refusal", counted)
-    return refusals
-
 
 @pytest.mark.parametrize("enable_idempotence", [True, False])
 def test_batches_above_the_request_limit_are_split(
@@ -67,7 +53,7 @@ def test_batches_above_the_request_limit_are_split(
     order, with no retry spent; gRPC refuses at most the first batch, sent before the stream
     announced the limit (every batch was refused and sent again identically until the retries
     ran out: records failed)."""
-    refusals = _count_size_refusals(monkeypatch)
+    refusals = count_size_refusals(monkeypatch)
     topic = make_topic(configs=TOPIC_CONFIGS)
     values = numbered_values(60_000)
     with Producer(
@@ -93,7 +79,7 @@ def test_a_record_alone_above_the_request_limit_fails_unretried(
     order, none retried (it was sent, gRPC ended the stream refusing it and the record after it
     was retried as after any break; before that, it was retried as ServiceOverloadedError until
     the retries ran out)."""
-    refusals = _count_size_refusals(monkeypatch)
+    refusals = count_size_refusals(monkeypatch)
     topic = make_topic(configs=TOPIC_CONFIGS)
     with Producer(
         seglog_service.address, max_request_bytes=8 * 1024 * 1024, buffer_bytes=32 * 1024 * 1024, linger_ms=0, retries=3, retry_backoff_ms=10,
@@ -123,7 +109,7 @@ def test_records_alone_above_the_request_limit_break_no_stream(
     (without idempotence, one written whose answer was lost is written twice)."""
     from tests.support.integration_helpers import partition_values
 
-    refusals = _count_size_refusals(monkeypatch)
+    refusals = count_size_refusals(monkeypatch)
     topic = make_topic(partitions=2, configs=TOPIC_CONFIGS)
     rounds = 5
     small = [index.to_bytes(4, "big") * 25 for index in range(400 * rounds)]
