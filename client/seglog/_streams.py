@@ -38,6 +38,7 @@ from seglog.errors import (
     ServiceUnavailableError,
     error_from_rpc,
     error_from_status,
+    with_owner_hint,
 )
 
 __all__ = [
@@ -59,7 +60,10 @@ _FAILED_WRITE_DETAILS = "Internal error from Core"
 def error_from_stream(error: Any) -> SeglogError:
     """The exception for a request a stream refused (its ``StreamError``)."""
     code = _CODES.get(error.code, grpc.StatusCode.UNKNOWN)
-    return error_from_status(code, error.message, error.error_class or None, error.retry_after_ms or None)
+    translated = error_from_status(code, error.message, error.error_class or None, error.retry_after_ms or None)
+    if error.owner_id:  # the owner's hint, as the unary call's trailing metadata carries it
+        return with_owner_hint(translated, error.owner_id, error.owner_address, error.owner_epoch)
+    return translated
 
 
 class RequestStream:

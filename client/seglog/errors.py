@@ -140,8 +140,9 @@ class OutOfOrderSequenceError(FailedPreconditionError):
 
 
 class _OwnerHint:
-    """The partition's owner as a refusal named it (trailing ``seglog-owner-*``); None where the
-    service sent none (a ProduceStream message's refusal names the owner only in its text)."""
+    """The partition's owner as a refusal named it (a unary call's trailing ``seglog-owner-*``, a
+    stream message's ``StreamError.owner_*``); None where the service sent none (a build from
+    before the stream's fields names the owner there only in its text)."""
 
     def __init__(
         self, message: str, *, owner_id: str | None = None, owner_address: str | None = None,
@@ -292,14 +293,24 @@ def error_from_rpc(error: grpc.RpcError) -> SeglogError:
         _retry_after_ms(trailing.get(RETRY_AFTER_METADATA_KEY)),
     )
     owner_id = trailing.get(OWNER_ID_METADATA_KEY)
-    hinted = _OWNER_HINT_ERRORS.get(code)
-    if owner_id is not None and hinted is not None:
-        translated = hinted(
-            translated.message, code=code, service_error=translated.service_error,
-            owner_id=owner_id, owner_address=trailing.get(OWNER_ADDRESS_METADATA_KEY),
-            epoch=_epoch(trailing.get(EPOCH_METADATA_KEY)),
-        )
-    return translated
+    if owner_id is None:
+        return translated
+    return with_owner_hint(translated, owner_id, trailing.get(OWNER_ADDRESS_METADATA_KEY),
+                           _epoch(trailing.get(EPOCH_METADATA_KEY)))
+
+
+def with_owner_hint(translated: SeglogError, owner_id: str, owner_address: str | None,
+                    epoch: int | None) -> SeglogError:
+    """``translated`` (``error_from_status``'s) as the owner-hinted error of its code, carrying
+    the refusal's hint as data: a unary call's ``seglog-owner-*`` trailing metadata, a stream
+    refusal's ``StreamError.owner_*`` fields. Codes that name no owner keep ``translated``."""
+    hinted = _OWNER_HINT_ERRORS.get(translated.code) if translated.code is not None else None
+    if hinted is None:
+        return translated
+    return hinted(
+        translated.message, code=translated.code, service_error=translated.service_error,
+        retry_after_ms=translated.retry_after_ms, owner_id=owner_id, owner_address=owner_address, epoch=epoch,
+    )
 
 
 def raise_partition_errors(results: Any) -> None:
@@ -316,7 +327,10 @@ def error_from_partition(error: Any, where: str = "") -> SeglogError:
     codes = {code.value[0]: code for code in grpc.StatusCode}
     code = codes.get(error.code, grpc.StatusCode.UNKNOWN)
     message = f"{where}: {error.message}" if where else error.message
-    return error_from_status(code, message, error.error_class or None)
+    translated = error_from_status(code, message, error.error_class or None)
+    if error.owner_id:  # the owner's hint, as data
+        return with_owner_hint(translated, error.owner_id, error.owner_address, error.owner_epoch)
+    return translated
 
 
 def error_from_status(

@@ -623,16 +623,22 @@ class LookupStreamResponse(_message.Message):
     def __init__(self, correlation_id: _Optional[int] = ..., offsets_for_times: _Optional[_Union[OffsetsForTimesResponse, _Mapping]] = ..., error: _Optional[_Union[StreamError, _Mapping]] = ...) -> None: ...
 
 class StreamError(_message.Message):
-    __slots__ = ("code", "message", "error_class", "retry_after_ms")
+    __slots__ = ("code", "message", "error_class", "retry_after_ms", "owner_id", "owner_address", "owner_epoch")
     CODE_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
     ERROR_CLASS_FIELD_NUMBER: _ClassVar[int]
     RETRY_AFTER_MS_FIELD_NUMBER: _ClassVar[int]
+    OWNER_ID_FIELD_NUMBER: _ClassVar[int]
+    OWNER_ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    OWNER_EPOCH_FIELD_NUMBER: _ClassVar[int]
     code: int
     message: str
     error_class: str
     retry_after_ms: int
-    def __init__(self, code: _Optional[int] = ..., message: _Optional[str] = ..., error_class: _Optional[str] = ..., retry_after_ms: _Optional[int] = ...) -> None: ...
+    owner_id: str
+    owner_address: str
+    owner_epoch: int
+    def __init__(self, code: _Optional[int] = ..., message: _Optional[str] = ..., error_class: _Optional[str] = ..., retry_after_ms: _Optional[int] = ..., owner_id: _Optional[str] = ..., owner_address: _Optional[str] = ..., owner_epoch: _Optional[int] = ...) -> None: ...
 
 class InitProducerIdRequest(_message.Message):
     __slots__ = ("transactional_id",)

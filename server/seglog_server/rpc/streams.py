@@ -58,6 +58,7 @@ from seglog_server.config import REQUEST_OVERHEAD_BYTES
 from . import conversions
 from .admission import client_of
 from .boundary import _abort, _answer_if_cut, _check_parsed
+from .cluster_routing import EPOCH_METADATA_KEY, OWNER_ADDRESS_METADATA_KEY, OWNER_ID_METADATA_KEY
 from .errors import InvalidRequestError, ServiceStoppingError
 from .lookup_rpcs import LookupRpcs
 from .produce_rpcs import ProduceRpcs
@@ -561,12 +562,27 @@ class StreamRpcs:
             code=status.code.value[0], message=self.core.log_dir_names.redact(status.message),
             error_class=status.error_class, retry_after_ms=status.retry_after_ms or 0,
         )
+        if status.extra_metadata:
+            _owner_hint_into(error, status.extra_metadata)
         return response_class(correlation_id=correlation_id, error=error)
 
     def _message_finished(self, name: str, code: str, started_ns: int) -> None:
         metrics = self.core.metrics
         if metrics is not None:
             metrics.rpc_finished(name, code, (time.perf_counter_ns() - started_ns) / 1e9)
+
+
+def _owner_hint_into(error: pb.StreamError, trailing: tuple[tuple[str, str], ...]) -> None:
+    """The owner's hint a refusal's unary twin carries in trailing metadata (``seglog-owner-*``,
+    ``seglog-epoch``: cluster_routing.py), as the StreamError's fields: every refusal that names
+    the owner names it on the stream too, as data."""
+    for key, value in trailing:
+        if key == OWNER_ID_METADATA_KEY:
+            error.owner_id = value
+        elif key == OWNER_ADDRESS_METADATA_KEY:
+            error.owner_address = value
+        elif key == EPOCH_METADATA_KEY:
+            error.owner_epoch = int(value)
 
 
 def _joined(replies: list[pb.ProduceStreamResponse]) -> pb.ProduceStreamResponse:
