@@ -66,9 +66,9 @@ def serve(stamps_path: str, argv: list[str]) -> None:
     stamps: dict[str, list[tuple[int, int]]] = {"append": [], "chunk": [], "wstart": [], "wend": []}
     announce = unified_log.UnifiedLog._announce_change
 
-    def announce_change(self: object) -> None:
+    def announce_change(self: object, *appended: object) -> None:  # an append's batch, in newer trees
         stamps["append"].append((now(), self.log_end_offset))  # type: ignore[attr-defined]
-        announce(self)
+        announce(self, *appended)
 
     send_chunk = fetch_rpcs.FetchRpcs._send_chunk
 

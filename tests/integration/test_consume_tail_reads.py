@@ -1,7 +1,8 @@
-"""A Consume stream keeping up with its partition reads the log once a record: after a push that
+"""A Consume stream keeping up with its partition reads each record once: after a push that
 reached the high watermark it parks on the partition's next append at once, without a read that
 would come back empty (a storage read, a consume-buffer reservation and a stopwatch less per
-record on the service's loop). Two records appended back to back both reach it, in order. Real
+record on the service's loop), and the append that wakes it hands it the batch just written, so
+it does not read the log at all. Two records appended back to back both reach it, in order. Real
 service on loopback, in this process."""
 
 from __future__ import annotations
@@ -23,17 +24,32 @@ pytestmark = pytest.mark.integration
 
 @pytest.fixture
 async def served(tmp_path, monkeypatch):
-    """The service, and the offsets its Consume streams read the log at."""
-    reads: list[int] = []
+    """The service, and the offsets its Consume streams read at: the log's (``reads``), and
+    those served from the batch whose append woke the stream (``reads.appended``)."""
+    reads = _Reads()
     read = fetch_rpcs.FetchRpcs._read
+    read_appended = fetch_rpcs.FetchRpcs._read_appended
 
     async def counted(self, topic, partition, offset, max_bytes):
         reads.append(offset)
         return await read(self, topic, partition, offset, max_bytes)
 
+    def counted_appended(self, log, appended, offset):
+        data = read_appended(self, log, appended, offset)
+        if data is not None:
+            reads.appended.append(offset)
+        return data
+
     monkeypatch.setattr(fetch_rpcs.FetchRpcs, "_read", counted)
+    monkeypatch.setattr(fetch_rpcs.FetchRpcs, "_read_appended", counted_appended)
     async with in_process_service(tmp_path) as (service, address):
         yield service, address, reads
+
+
+class _Reads(list):
+    def __init__(self) -> None:
+        super().__init__()
+        self.appended: list[int] = []
 
 
 def _message(correlation_id: int, value: bytes) -> pb.ProduceStreamRequest:
@@ -59,7 +75,8 @@ async def test_a_stream_at_the_tail_reads_once_a_record_and_parks_without_an_emp
             assert answer.produce.base_offset == index
             assert [record.offset for record in records_of(pushed)] == [index]
             await until(lambda: statistics().waiters.waiting_count == 1)  # parked again
-        assert reads == [0, 1, 2, 3, 4]  # each record's own read; none at the tail
+        # Each record's own read, from the append that woke the stream; none at the tail.
+        assert (reads, reads.appended) == ([], [0, 1, 2, 3, 4])
 
         # Two records appended back to back (the second written before the first's answer) both
         # reach the stream, in order: a plain check of the behaviour. It does not test the order

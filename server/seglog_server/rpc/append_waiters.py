@@ -16,7 +16,9 @@ own, which the notify completes directly, as do its timeout (a timer handle) and
 future, such as a policy reload a parked stream must recheck its rights on): the waiter runs one
 turn of the loop after the append, not two or three (a callback on the shared future, or
 ``asyncio.wait``'s callback, then the wake-up; a task around the wait, one more), and without
-``asyncio.wait``'s set and callbacks. ``close``
+``asyncio.wait``'s set and callbacks. An append's ticket completes with the batch it wrote
+(``AppendedBatch``: a parked Consume stream pushes it without reading the log again, when the
+log says it still may); any other change's, ``close``'s and ``discard``'s with None. ``close``
 completes every ticket, present and future, so waiters wake up and see that the service is
 stopping. Everything here runs on the event loop, except ``storage_changed``, which may be called
 from any thread.
@@ -50,9 +52,9 @@ class AppendWaiters:
             self._loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
         except RuntimeError:
             self._loop = None
-        self._tickets: dict[_Key, asyncio.Future[None]] = {}
+        self._tickets: dict[_Key, asyncio.Future[Any]] = {}
         # Waiters without a timeout, by the ticket they wait on (see the module docstring).
-        self._parked: dict[asyncio.Future[None], list[asyncio.Future[None]]] = {}
+        self._parked: dict[asyncio.Future[Any], list[asyncio.Future[None]]] = {}
         self._closed = False
         # Parked waiters woken so far: an append that moved it woke somebody (streams.py lets
         # them push before it acknowledges).
@@ -65,8 +67,9 @@ class AppendWaiters:
     def closed(self) -> bool:
         return self._closed
 
-    def ticket(self, topic: str, partition: int) -> asyncio.Future[None]:
-        """A future completed by the partition's next append (or by ``close``)."""
+    def ticket(self, topic: str, partition: int) -> asyncio.Future[Any]:
+        """A future completed by the partition's next change (or by ``close``): with the
+        ``AppendedBatch`` of an append that told it, else None."""
         key = (topic, partition)
         future = self._tickets.get(key)
         if future is None:
@@ -80,15 +83,15 @@ class AppendWaiters:
                 self._tickets[key] = future
         return future
 
-    def notify(self, topic: str, partition: int) -> None:
+    def notify(self, topic: str, partition: int, appended: Any = None) -> None:
         """The partition changed (append, records deleted): wake everyone waiting on it."""
         self._notify_count += 1
         future = self._tickets.pop((topic, partition), None)
         if future is not None:
             self._wake_count += 1
-            self._complete(future)
+            self._complete(future, appended)
 
-    def storage_changed(self, topic: str, partition: int) -> None:
+    def storage_changed(self, topic: str, partition: int, appended: Any = None) -> None:
         """The storage's change listener (``storage.log.unified_log.ChangeListener``), callable from any
         thread: ``notify`` at once on the waiters' loop, else handed to that loop."""
         loop = self._loop
@@ -99,10 +102,10 @@ class AppendWaiters:
         except RuntimeError:
             running = None
         if running is loop:
-            self.notify(topic, partition)
+            self.notify(topic, partition, appended)
             return
         try:
-            loop.call_soon_threadsafe(self.notify, topic, partition)
+            loop.call_soon_threadsafe(self.notify, topic, partition, appended)
         except RuntimeError:
             pass  # the loop is closed: the service has stopped, nobody waits any more
 
@@ -125,7 +128,7 @@ class AppendWaiters:
             self._complete(future)
 
     async def wait_ticket(
-        self, ticket: asyncio.Future[None], timeout_s: float | None,
+        self, ticket: asyncio.Future[Any], timeout_s: float | None,
         interrupt: asyncio.Future[Any] | None = None,
     ) -> bool:
         """Waits until the ticket completes, ``timeout_s`` passes (None: no timeout) or
@@ -165,9 +168,9 @@ class AppendWaiters:
                         del self._parked[ticket]
         return ticket.done()
 
-    def _complete(self, ticket: asyncio.Future[None]) -> None:
-        """Completes ``ticket`` and, at once, every waiter parked on it."""
-        ticket.set_result(None)
+    def _complete(self, ticket: asyncio.Future[Any], appended: Any = None) -> None:
+        """Completes ``ticket`` (with ``appended``) and, at once, every waiter parked on it."""
+        ticket.set_result(appended)
         for mine in self._parked.pop(ticket, ()):
             if not mine.done():
                 mine.set_result(None)

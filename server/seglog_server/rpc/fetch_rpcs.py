@@ -49,6 +49,8 @@ class FetchRpcs:
     def __init__(self, core: ServiceCore) -> None:
         self.core = core
         self.consume_stream_count = 0
+        # Consume reads served from the batch whose append woke the stream (no log read).
+        self.appended_read_count = 0
 
     # -- fetch --------------------------------------------------------------------------------
     @unary_rpc
@@ -130,9 +132,11 @@ class FetchRpcs:
     ) -> tuple[Any, Reservation]:
         """The next non-empty read: min_bytes or more, or less once ``wait_s`` has passed; with
         its reservation of the consume buffer (at most ``max_bytes``, less when the service's
-        budget is short). A stream waiting at the tail holds no reservation."""
+        budget is short). A stream waiting at the tail holds no reservation. A stream woken by an
+        append at its offset takes that batch from the append (``_read_appended``), not the log."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + wait_s
+        appended = None  # the AppendedBatch (or None) the last wake-up came with
         while True:
             if self.core.stopping:
                 raise ServiceStoppingError("seglog is shutting down; reconnect to resume")
@@ -145,10 +149,14 @@ class FetchRpcs:
                 # At the tail (after each push of a stream keeping up): the read would be empty,
                 # so park at once. The ticket is taken first: an append after the look wakes it.
                 await self._park(ticket, None)
+                appended = ticket.result() if ticket.done() else None
                 continue
             reservation = self.core.consume_buffer.reserve(max_bytes)
             try:
-                data = await self._ticketed_read(ticket, topic, partition, offset, reservation.size_bytes)
+                data = None if appended is None else self._read_appended(log, appended, offset)
+                appended = None
+                if data is None:
+                    data = await self._ticketed_read(ticket, topic, partition, offset, reservation.size_bytes)
             except BaseException:
                 reservation.release()
                 raise
@@ -160,6 +168,16 @@ class FetchRpcs:
             # Nothing at all: wait for the next append however long it takes (until cancelled,
             # or a reload revokes the stream's rights: CallGate.recheck, in _park).
             await self._park(ticket, deadline if data.records else None)
+            appended = ticket.result() if ticket.done() else None
+
+    def _read_appended(self, log: PartitionLog, appended: Any, offset: int) -> Any:
+        """What the read at ``offset`` would answer, from the batch whose append woke the stream
+        (``PartitionLog.read_appended``: the same bytes, whatever the stream's max_bytes, since
+        a read answers at least one whole batch); None when the log cannot vouch for it."""
+        data = log.read_appended(appended, offset)
+        if data is not None:
+            self.appended_read_count += 1
+        return data
 
     def _check_still_owner(self, topic: str, partition: int) -> None:
         """The owner check of a read that waited or pushed (cluster mode): the partition moved

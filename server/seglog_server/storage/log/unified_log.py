@@ -60,7 +60,7 @@ from .log_results import (
     LogStatistics,
     LogSummary,
 )
-from ..segment.log_segment import LogSegment, RollReason
+from ..segment.log_segment import LogSegment, RollReason, written_head
 from .log_retention import delete_records_offset, retention_pass, tiered_retention_pass
 from ..segment.log_segments import LogSegments
 from .log_validator import LogValidator
@@ -92,6 +92,7 @@ __all__ = [
     "INLINE_BUSY",
     "INLINE_REFUSED",
     "INLINE_UNLOADED",
+    "AppendedBatch",
     "ChangeListener",
     "FlushScheduler",
     "Log",
@@ -105,13 +106,41 @@ FlushScheduler = Callable[[Callable[[], None]], None]
 """Runs a background flush (Kafka's scheduler.scheduleOnce("flush-log")): after a roll, the
 segments below the new one are fsynced off the append path, advancing the recovery point."""
 
-ChangeListener = Callable[[str, int], None]
-"""Told ``(topic, partition)`` after a log's offsets moved: an append moved the log end offset,
+ChangeListener = Callable[..., None]
+"""Told ``(topic, partition)`` after a log's offsets moved: an append moved the log end offset
+(then ``(topic, partition, appended)``: the ``AppendedBatch`` just written),
 a truncation moved it back, or DeleteRecords moved the log start offset. Long polls at the tail
 wait on it (the rpc layer's AppendWaiters): the log announces its own changes, so an append
 whose caller went away (a cancelled call, its append still running on a pool thread) wakes them
 all the same. Called outside the log's lock, on whatever thread made the change; it must be
 quick and thread-safe, and what it raises is logged, never the change's caller's failure."""
+
+
+class AppendedBatch:
+    """The batch an append just wrote, as the segment holds it, told to the change listener: a
+    reader parked at its base offset serves it without reading the log again, through
+    ``UnifiedLog.read_appended``, which answers only while nothing else changed the log since.
+    Nothing keeps it but whoever was told: the log forgets it once the announcement returns."""
+
+    __slots__ = ("_head", "_records", "_rest", "base_offset", "end_offset", "log", "version")
+
+    def __init__(self, log: UnifiedLog, version: int, base_offset: int, end_offset: int, head: bytes,
+                 rest: memoryview) -> None:
+        self.log = log
+        self.version = version  # the log's change version right after this append
+        self.base_offset = base_offset
+        self.end_offset = end_offset  # one past its last offset: the log end offset it left
+        self._head = head
+        self._rest = rest
+        self._records: bytes | None = None
+
+    def records(self) -> bytes:
+        """The batch's bytes on disk (built once, for every reader woken by it)."""
+        records = self._records
+        if records is None:
+            records = self._records = b"".join((self._head, self._rest))
+            self._rest = memoryview(b"")
+        return records
 
 
 # A v2 batch's header up to and including lastOffsetDelta (bytes 23..27).
@@ -172,6 +201,9 @@ class UnifiedLog(LogTimeLookups):
         self._last_flush_time_ms = clock.time_ms()
         self._flush_lock = threading.Lock()
         self._change_listener: ChangeListener | None = None
+        # Moved under the lock by every append, roll and truncation: an AppendedBatch whose
+        # version is still the log's is the last batch and still as written (read_appended).
+        self._version = 0
         self._remote_tier: RemoteLogTier | None = None
         self._apply_config(config)
         # Idempotent producers' state (producer_state.py); UnifiedLog.load rebuilds it from the
@@ -343,12 +375,15 @@ class UnifiedLog(LogTimeLookups):
         """Who is told of this log's changes from now on (``ChangeListener``); None: nobody."""
         self._change_listener = listener
 
-    def _announce_change(self) -> None:
+    def _announce_change(self, appended: AppendedBatch | None = None) -> None:
         listener = self._change_listener
         if listener is None:
             return
         try:
-            listener(self._topic, self._partition)
+            if appended is None:
+                listener(self._topic, self._partition)
+            else:
+                listener(self._topic, self._partition, appended)
         except Exception:  # a bug in the listener: the change itself stands
             _LOG.exception("%s: the change listener failed", self._name)
 
@@ -413,6 +448,8 @@ class UnifiedLog(LogTimeLookups):
             except OSError as exc:
                 raise local.io_error("appending to", exc) from exc
             self._log_end_offset = last_offset + 1
+            self._version += 1
+            version = self._version
             if pending is not None:
                 self._producers.complete(pending, base_offset, last_offset, max_timestamp_ms, now_ms)
             if local.exhausted:
@@ -421,7 +458,14 @@ class UnifiedLog(LogTimeLookups):
             self._counters.count_append(record_count, size)
             flush_due = last_offset + 1 - self._recovery_point >= self._flush_messages
             log_start_offset = self._log_start_offset
-        self._announce_change()  # readable now; the flush below only makes it durable
+        # Readable now; the flush below only makes it durable. The batch's bytes go with the
+        # announcement when they cannot change under a reader (a view of immutable bytes).
+        appended = None
+        if self._change_listener is not None and type(batch.obj) is bytes:
+            head, rest_start = written_head(batch, base_offset, leader_epoch)
+            appended = AppendedBatch(self, version, base_offset, last_offset + 1, head, batch[rest_start:size])
+        self._announce_change(appended)
+        del appended
         if flush_due:
             self.flush()
         return AppendInfo(
@@ -525,6 +569,7 @@ class UnifiedLog(LogTimeLookups):
 
     def _roll(self, expected_next_offset: int, reason: RollReason) -> LogSegment:
         new_offset = max(expected_next_offset, self._log_end_offset)
+        self._version += 1  # the last batch's segment may be cleaned or tiered from now on
         new_segment = self._local.roll(new_offset, reason.value)
         self._snapshot_at_roll(new_offset)
         self._flush_scheduler(lambda: self._flush_quietly(new_offset))
@@ -583,6 +628,30 @@ class UnifiedLog(LogTimeLookups):
             raise RemoteStorageUnavailableError(
                 f"{self._name}: offset {offset} is below the local log start and the object store "
                 f"did not answer (retry later): {exc}") from exc
+
+    def read_appended(self, appended: AppendedBatch, offset: int) -> FetchData | None:
+        """What ``read(offset, max_bytes)`` answers, whatever ``max_bytes``, when ``appended``
+        is this log's last batch, untouched since its append, and ``offset`` its base offset:
+        that batch alone, up to the high watermark it left. None in every other case (another
+        append, roll or truncation since, the log start moved past it, the log offline or
+        closed, another log's batch, the log's lock busy: it never waits for it, so an event
+        loop may call it): the caller reads the log."""
+        if appended.log is not self or offset != appended.base_offset:
+            return None
+        lock = self._lock
+        if not lock.acquire(blocking=False):
+            return None
+        try:
+            local = self._local
+            if (appended.version != self._version or offset < self._log_start_offset or local.closed
+                    or local.offline_cause is not None):
+                return None
+            local.read_count += 1
+            high_watermark = self._log_end_offset
+            return FetchData(appended.records(), high_watermark, self._log_start_offset, high_watermark,
+                             appended.end_offset)
+        finally:
+            lock.release()
 
     def position_of(self, offset: int) -> tuple[int, int] | None:
         """(segment base offset, byte position) of the batch holding ``offset`` or, in a gap,
@@ -936,6 +1005,7 @@ class UnifiedLog(LogTimeLookups):
         are cut already: the offsets in memory follow them first, whatever the checkpoint does."""
         self._log_end_offset = log_end_offset
         self._log_start_offset = log_start_offset
+        self._version += 1
         self._recovery_point = min(self._recovery_point, log_end_offset)
         try:
             if log_end_offset == log_start_offset:

@@ -381,10 +381,10 @@ class LogManager:
         future."""
         self._change_listener = listener
 
-    def _announce_change(self, topic: str, partition: int) -> None:
+    def _announce_change(self, topic: str, partition: int, *appended: Any) -> None:
         listener = self._change_listener
         if listener is not None:
-            listener(topic, partition)
+            listener(topic, partition, *appended)
 
     def _submit_flush(self, task: Callable[[], None]) -> None:
         """The Logs' FlushScheduler: runs a roll's background flush on the manager's pool."""

@@ -47,7 +47,7 @@ from .segment_time_lookups import _OFFSET_LIMIT, _SCAN_BYTES_MAX, _SCAN_SLACK_BY
 from ..format.time_index import ENTRY as TIME_INDEX_ENTRY
 from ..format.time_index import TimeIndex, TimestampOffset
 
-__all__ = ["LogSegment", "RollReason", "SegmentStatistics"]
+__all__ = ["LogSegment", "RollReason", "SegmentStatistics", "written_head"]
 
 _LOG = logging.getLogger(__name__)
 
@@ -56,6 +56,15 @@ _BASE_OFFSET = struct.Struct(">q")  # the batch's first field, rewritten when of
 # bytes, the owner's epoch in cluster mode written over the producer's.
 _STAMPED_HEAD = struct.Struct(">q4si")
 _new_tuple = tuple.__new__
+
+
+def written_head(batch: memoryview, base_offset: int, leader_epoch: int | None) -> tuple[bytes, int]:
+    """The first bytes ``append_batch`` writes for ``batch`` and where the batch's own bytes take
+    over: the head followed by ``batch[start:]`` is the batch as the segment holds it."""
+    if leader_epoch is None:
+        return _BASE_OFFSET.pack(base_offset), 8
+    # baseOffset, the batch's own length, partitionLeaderEpoch; then magic onwards
+    return _STAMPED_HEAD.pack(base_offset, bytes(batch[8:12]), leader_epoch), 16
 _NO_TIMESTAMP = -1
 _UNKNOWN = object()  # a cached answer not computed yet
 
@@ -418,10 +427,8 @@ class LogSegment(SegmentTimeLookups):
         log = self._log
         position = log.size_in_bytes
         self._reserve_index_entry_if_due(position)  # before the write: a full disk changes nothing
-        if leader_epoch is None:
-            size = log.append_patched(_BASE_OFFSET.pack(base_offset), batch[8:])
-        else:  # baseOffset, the batch's own length, partitionLeaderEpoch; then magic onwards
-            size = log.append_patched(_STAMPED_HEAD.pack(base_offset, bytes(batch[8:12]), leader_epoch), batch[16:])
+        head, rest_start = written_head(batch, base_offset, leader_epoch)
+        size = log.append_patched(head, batch[rest_start:])
         if position == 0:
             self._rolling_based_timestamp = max_timestamp_ms
         self._index_batch(position, last_offset, max_timestamp_ms, size)

@@ -23,7 +23,7 @@ class Heard:
         self.log = None
         self.changes: list[tuple[str, int, int | None, str]] = []
 
-    def __call__(self, topic: str, partition: int) -> None:
+    def __call__(self, topic: str, partition: int, *appended: object) -> None:  # an append's batch too
         end = self.log.log_end_offset if self.log is not None else None
         self.changes.append((topic, partition, end, threading.current_thread().name))
 

@@ -1,0 +1,72 @@
+"""A Consume stream parked at the tail pushes the batch whose append woke it without reading the
+log again (``FetchRpcs._read_appended``), and what it delivers is what the log read delivers: the
+same sequence of produces, one stream served from the appends and one with every read from the
+log (the shortcut turned off), push the same responses byte for byte (the records as on disk, the
+high watermark, log start and end, the next offset, the decoded records). Small and large
+batches (one above the inline read bound, so the log read takes its pooled path), a stream whose
+max_bytes is below a batch, decoded and raw. Real service on loopback, in this process."""
+
+from __future__ import annotations
+
+import asyncio
+
+import grpc
+import pytest
+from tests.support.in_process_service import HANG_S, in_process_service, until
+
+from seglog.records import RecordBatchBuilder
+from seglog.v1 import log_service_pb2 as pb
+from seglog.v1 import log_service_pb2_grpc as pb_grpc
+from seglog_server.rpc import fetch_rpcs
+
+pytestmark = pytest.mark.integration
+
+# Records a produce: one small, many, one above the inline read bound (64 KiB), a few.
+_PRODUCES = ((b"a",), tuple(b"r%d" % index for index in range(40)), (b"x" * 100_000,), (b"b", b"c", b"d"))
+
+
+def _batch(values: tuple[bytes, ...]) -> bytes:
+    builder = RecordBatchBuilder()
+    for value in values:
+        builder.append(value, timestamp_ms=1_700_000_000_000)
+    return builder.build()
+
+
+async def _pushes(stub, service, topic: str, max_bytes: int, decode: bool) -> list[pb.FetchResponse]:
+    """The responses a stream parked at ``topic``'s tail pushes while the produces land one at a
+    time (each pushed before the next is sent), the topic named by none of them."""
+    await stub.CreateTopic(pb.CreateTopicRequest(topic=topic, partitions=1))
+    waiting = service.servicer.statistics().waiters.waiting_count
+    stream = stub.Consume(pb.ConsumeRequest(topic=topic, partition=0, position=pb.START_POSITION_LATEST,
+                                            max_bytes=max_bytes, decode=decode))
+    await stream.initial_metadata()
+    pushed: list[pb.FetchResponse] = []
+    for values in _PRODUCES:
+        await until(lambda: service.servicer.statistics().waiters.waiting_count == waiting + 1)  # parked
+        await stub.Produce(pb.ProduceRequest(topic=topic, partition=0, records=_batch(values)))
+        response = await asyncio.wait_for(stream.read(), HANG_S)
+        response.topic = ""
+        pushed.append(response)
+    stream.cancel()
+    return pushed
+
+
+@pytest.mark.parametrize(("max_bytes", "decode"), [(0, False), (100, False), (0, True)])
+async def test_a_push_from_the_append_is_the_push_from_the_log(tmp_path, monkeypatch, max_bytes, decode):
+    async with in_process_service(tmp_path) as (service, address):
+        served_before = _appended_reads(service)
+        async with grpc.aio.insecure_channel(address) as channel:
+            stub = pb_grpc.LogServiceStub(channel)
+            from_appends = await _pushes(stub, service, "appended", max_bytes, decode)
+            served = _appended_reads(service) - served_before
+            monkeypatch.setattr(fetch_rpcs.FetchRpcs, "_read_appended", lambda self, log, appended, offset: None)
+            from_log = await _pushes(stub, service, "read", max_bytes, decode)
+        assert served == len(_PRODUCES)  # every push of the first stream from its append
+        assert _appended_reads(service) - served_before == served  # none of the second's
+    assert [response.SerializeToString() for response in from_appends] == [
+        response.SerializeToString() for response in from_log]
+    assert [response.next_offset for response in from_appends] == [1, 41, 42, 45]
+
+
+def _appended_reads(service) -> int:
+    return service.servicer.fetch.appended_read_count
