@@ -163,10 +163,22 @@ class LogDir:
             _log.warning("closing the lock of %s failed: %s", self.path, exc)
 
     def _read_checkpoint(self, checkpoint: OffsetCheckpointFile) -> dict[TopicPartition, int]:
+        """The file's entries; an unreadable file (any bad byte is CorruptCheckpointError, never
+        another error: checkpoint.py) is read as empty, which loses no stored record:
+
+        - recovery-point-offset-checkpoint: every log recovers from its first segment (slower);
+        - log-start-offset-checkpoint: every log starts at its first local segment, so every
+          segment is kept (records a DeleteRecords hid below it are served again until the next
+          DeleteRecords or retention; a tiered log learns its start from the store's listing);
+        - remote-deletion-checkpoint: the objects of deleted tiered topics stay in the store (an
+          operator removes them; nothing served is touched).
+
+        (cleaner-offset-checkpoint is read by the cleaner, which likewise cleans from the start.)
+        OSError propagates: the caller takes the directory offline.
+        """
         try:
             return checkpoint.read()
         except CorruptCheckpointError as exc:
-            # A checkpoint only shortens recovery; without it every log recovers in full.
             self.checkpoint_read_error_count += 1
             _log.warning("%s; proceeding as if it were empty", exc)
             return {}

@@ -11,8 +11,12 @@ Layout (UTF-8 text, one item per line, ``\\n`` line ends)::
 Reading is as lenient as Kafka's and no more: an empty file, or one that stops after the version
 line, is an empty map; a malformed line, an unknown version or a count that does not match the
 lines raises ``CorruptCheckpointError`` (the log manager logs it and proceeds as if the file were
-empty, which only costs a longer recovery). Writing is atomic: tmp + fsync + rename + directory
-fsync, so a crash leaves the old file or the new one, never a torn one.
+empty, which only costs a longer recovery). The bytes come from outside the process, so every
+error they can cause is that one: a number longer than int64's 19 digits and a sign is malformed
+before ``int()`` sees it (``int()`` refuses more than 4,300 digits with a plain ValueError), and a
+file above ``CHECKPOINT_BYTES_MAX`` is refused before it is read. What "as if empty" costs per
+file is in ``LogDir._read_checkpoint``: never a stored record. Writing is atomic: tmp + fsync +
+rename + directory fsync, so a crash leaves the old file or the new one, never a torn one.
 
 The same module serves ``recovery-point-offset-checkpoint``, ``log-start-offset-checkpoint`` and
 ``cleaner-offset-checkpoint``; the files differ only in what the offsets mean.
@@ -67,6 +71,11 @@ _LINE_END = re.compile(r"\r\n|\r|\n")
 _WHITESPACE = re.compile(r"[ \t\n\x0b\f\r]+")
 _INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+# A sign and int64's 19 digits, plus one: longer text is no number the file may hold.
+_NUMBER_CHARS_MAX = 21
+# One line is at most ~290 bytes (a 249-character topic, a partition, an offset): 64 MiB is over
+# 200,000 partitions of the longest names in one directory. A bigger file is not ours.
+CHECKPOINT_BYTES_MAX = 64 << 20
 
 
 
@@ -163,7 +172,7 @@ def _parse_entry(line: str, location: str) -> tuple[TopicPartition, int]:
 
 
 def _parse_int(text: str, location: str, low: int, high: int, line: str | None = None) -> int:
-    if not _DECIMAL.fullmatch(text):
+    if len(text) > _NUMBER_CHARS_MAX or not _DECIMAL.fullmatch(text):
         raise _malformed(text if line is None else line, location)
     value = int(text)
     if not low <= value <= high:
@@ -172,7 +181,8 @@ def _parse_int(text: str, location: str, low: int, high: int, line: str | None =
 
 
 def _malformed(line: str, location: str) -> CorruptCheckpointError:
-    return CorruptCheckpointError(f"malformed line in checkpoint file {location}: {line!r}")
+    shown = repr(line) if len(line) <= 120 else f"{line[:120]!r}... ({len(line)} characters)"
+    return CorruptCheckpointError(f"malformed line in checkpoint file {location}: {shown}")
 
 
 class OffsetCheckpointFile:
@@ -211,6 +221,10 @@ class OffsetCheckpointFile:
             return b""
         try:
             size = self._fs.fsize(fd)
+            if size > CHECKPOINT_BYTES_MAX:
+                raise CorruptCheckpointError(
+                    f"checkpoint file {self._path} holds {size} bytes, above the {CHECKPOINT_BYTES_MAX} "
+                    "a checkpoint may hold")
             chunks = []
             position = 0
             while position < size:

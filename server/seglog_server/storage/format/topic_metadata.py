@@ -123,9 +123,11 @@ def _build(values: dict[str, str], overrides: dict[str, str], location: str) -> 
             f"topic.id in {location} must be 32 lowercase hex digits, found {values['topic.id']!r}"
         )
     count_text = values["partition.count"]
-    if not count_text.isascii() or not count_text.isdigit():
+    # Length first: int() refuses over 4,300 digits with a plain ValueError, not this file's error.
+    if len(count_text) > len(str(PARTITION_COUNT_MAX)) or not count_text.isascii() or not count_text.isdigit():
         raise CorruptTopicMetadataError(
-            f"partition.count in {location} must be a positive integer, found {count_text!r}"
+            f"partition.count in {location} must be an integer in [1, {PARTITION_COUNT_MAX}], "
+            f"found {count_text[:40]!r}{'...' if len(count_text) > 40 else ''}"
         )
     count = int(count_text)
     if not 1 <= count <= PARTITION_COUNT_MAX:
@@ -138,7 +140,9 @@ def _build(values: dict[str, str], overrides: dict[str, str], location: str) -> 
 def read_topic_metadata(partition_dir: str, *, fs: FileSystem = REAL_FS) -> TopicMetadata | None:
     """The metadata of the partition in ``partition_dir``; None when the file is absent.
 
-    Raises CorruptTopicMetadataError for bad content, OSError when the disk fails.
+    Raises CorruptTopicMetadataError for bad content (its partition then stays offline with the
+    error as the reason, every other partition serves, the files are kept), OSError when the disk
+    fails. A file above ``_METADATA_BYTES_MAX`` is refused, not read in part.
     """
     path = os.path.join(partition_dir, TOPIC_METADATA_FILE_NAME)
     try:
@@ -146,9 +150,11 @@ def read_topic_metadata(partition_dir: str, *, fs: FileSystem = REAL_FS) -> Topi
     except FileNotFoundError:
         return None
     try:
-        data = fs.pread(fd, _METADATA_BYTES_MAX, 0)
+        data = fs.pread(fd, _METADATA_BYTES_MAX + 1, 0)
     finally:
         fs.close(fd)
+    if len(data) > _METADATA_BYTES_MAX:
+        raise CorruptTopicMetadataError(f"{path} holds more than {_METADATA_BYTES_MAX} bytes: not seglog's")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
