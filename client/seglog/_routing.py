@@ -14,7 +14,10 @@ forwarding. Kafka's clients keep a metadata cache and a connection per broker; s
   a routed owner that no longer answers (UNAVAILABLE, or no answer within the request timeout: a
   paused or partitioned owner, as Kafka's client refreshes metadata on a request timeout) refreshes
   the metadata too. True when the partition now routes elsewhere: the caller repeats its request
-  once there.
+  once there. Routes carry the partition's ownership epoch (Kafka's clients keep leader epochs
+  so): a hint older than the route held is stale and not taken (a move's lagging target naming
+  the old owner), and a Metadata answer older than the hint just taken does not undo it (an
+  answering instance whose watch lags), so a move is followed straight to its target.
 - ``MoveFollower`` (a reader's, per request stream): a move's refusals followed past the first.
   The old owner refuses the moment its own etcd watch sees the move's commit; nothing waits for
   the target's, nor for the instance that answers Metadata. So the target may still refuse naming
@@ -141,6 +144,10 @@ class Router:
         # Owner address per partition, from Metadata or a refusal's hint. Empty until the first
         # refusal (and in a single process for good): every request takes the bootstrap channel.
         self._routes: dict[TopicPartition, str] = {}
+        # The ownership epoch of each route held (etcd's, from Metadata or a refusal's hint): a
+        # hint older than the route is stale, and a Metadata answer older than the hint just
+        # taken does not undo it (``follow``).
+        self._epochs: dict[TopicPartition, int] = {}
         self._owners: dict[str, Transport] = {}
         # Each consumer group's coordinator address, from refusals' owner hints (at_coordinator).
         self._coordinators: dict[str, str] = {}
@@ -172,13 +179,42 @@ class Router:
         if not _worth_following(error, used is not self.bootstrap):
             return False
         seen = self._generation
-        owner_address = getattr(error, "owner_address", None)
-        if isinstance(error, NotPartitionOwnerError) and owner_address:
-            self._routes[TopicPartition(topic, partition)] = owner_address
+        tp = TopicPartition(topic, partition)
+        hint = self._take_hint(tp, error)
         await self.refresh(seen)
+        if hint is not None:
+            self._hold_hint(tp, *hint)
         moved = self.transport_for(topic, partition) is not used
         self.redirects += moved
         return moved
+
+    def _take_hint(self, tp: TopicPartition, error: SeglogError) -> tuple[str, int] | None:
+        """Routes ``tp`` where a refusal's hint names its owner, unless the hint is older than
+        the route held (its epoch below the route's: the refusing instance has not seen the move
+        the route came from, as a move's target whose watch lags names the old owner). Returns
+        the hint taken (address, epoch), or None."""
+        owner_address = getattr(error, "owner_address", None)
+        if not isinstance(error, NotPartitionOwnerError) or not owner_address:
+            return None
+        epoch = error.epoch
+        if epoch is None:  # a hint without its epoch (never sent by this service): taken as is
+            self._routes[tp] = owner_address
+            self._epochs.pop(tp, None)
+            return None
+        if epoch < self._epochs.get(tp, -1):
+            return None  # stale: the route held is newer
+        self._routes[tp] = owner_address
+        self._epochs[tp] = epoch
+        return owner_address, epoch
+
+    def _hold_hint(self, tp: TopicPartition, address: str, epoch: int) -> None:
+        """After a Metadata answer: the hint just taken stands where the answer is older (its
+        epoch for ``tp`` below the hint's, or no record of it: the answering instance's watch
+        has not seen the move the refusal named), so the request goes to the new owner at once
+        rather than back to the old one until the answering instance catches up."""
+        if self._epochs.get(tp, -1) < epoch:
+            self._routes[tp] = address
+            self._epochs[tp] = epoch
 
     async def at_owner(self, topic: str, partition: int, send: Callable[[Transport], Awaitable[_T]]) -> _T:
         """``send(transport)`` at the partition's owner; refused naming another owner (or by a
@@ -299,7 +335,7 @@ class Router:
             refused = self._note_answers(range(count), answers, results, last=False)
             failures = {}
         targets = list(items)
-        pending = await self._after_refusal(targets, refused, dict.fromkeys(refused, sole), seen)
+        pending = await self._after_refusal(targets, refused, dict.fromkeys(refused, sole), seen, results)
         response = await self._ask_owners(targets, 1, results, pending, failures, packed=packed)
         return response if read is None else read(_answers(response, packed), True)
 
@@ -359,7 +395,7 @@ class Router:
             refused = [number for numbers in retry for number in numbers]
             if not refused:
                 break
-            pending = await self._after_refusal(targets, refused, asked_on, seen)
+            pending = await self._after_refusal(targets, refused, asked_on, seen, results)
         unanswered = next((n for n, result in enumerate(results) if result is None), None)
         if unanswered is not None:  # its owner did not answer, and the cluster names no other
             raise failures[unanswered]
@@ -370,10 +406,19 @@ class Router:
         return response
 
     async def _after_refusal(self, targets: list[Any], refused: list[int],
-                             asked_on: dict[int, Transport], seen: int) -> list[int]:
+                             asked_on: dict[int, Transport], seen: int,
+                             results: list[Any] | None = None) -> list[int]:
         """Metadata refreshed (unless refreshed since generation ``seen``); the ``refused``
         numbers whose target now routes elsewhere than where it was asked."""
         await self.refresh(seen)
+        if results is not None:  # the hints just taken stand over an older Metadata answer
+            for number in refused:
+                error = None if results[number] is None else _hint_of(results[number])
+                if error is not None and error.owner_address and \
+                        error.error_class == NotPartitionOwnerError.__name__:
+                    target = targets[number]
+                    self._hold_hint(TopicPartition(target.topic, target.partition), error.owner_address,
+                                    error.owner_epoch)
         pending = [n for n in refused if self.transport_for(targets[n].topic, targets[n].partition)
                    is not asked_on[n]]
         self.redirects += len(pending)
@@ -411,7 +456,9 @@ class Router:
             if error is None:
                 continue
             if error.owner_address and error.error_class == NotPartitionOwnerError.__name__:
-                self._routes[TopicPartition(result.topic, result.partition)] = error.owner_address
+                tp = TopicPartition(result.topic, result.partition)
+                if error.owner_epoch >= self._epochs.get(tp, -1):  # else stale: the route held is newer
+                    self._routes[tp], self._epochs[tp] = error.owner_address, error.owner_epoch
             retry.append(number)
         return retry
 
@@ -451,13 +498,28 @@ class Router:
             # A single process answers with its own listen address, which need not be the one
             # this client dialled: everything stays on the bootstrap channel.
             self._routes.clear()
+            self._epochs.clear()
             return
-        routes = {TopicPartition(p.topic, p.partition): p.address for p in metadata.partitions if p.address}
+        routes: dict[TopicPartition, str] = {}
+        epochs: dict[TopicPartition, int] = {}
+        for p in metadata.partitions:
+            if p.address:
+                tp = TopicPartition(p.topic, p.partition)
+                routes[tp], epochs[tp] = p.address, p.epoch
         if not metadata.current:
             # The answering instance's view of etcd is stale: what this client already knows (an
-            # owner hint just taken from a refusal, above all) wins over it.
-            routes.update(self._routes)
+            # owner hint just taken from a refusal, above all) wins over it, with its epoch.
+            for tp, address in self._routes.items():
+                routes[tp] = address
+                if tp in self._epochs:
+                    epochs[tp] = self._epochs[tp]
+                else:
+                    epochs.pop(tp, None)
+        # A current answer replaces every route, epochs included: a topic deleted and created
+        # again starts its epochs at 0 again, so an epoch held from before must not outlive it.
+        # A hint newer than the answer is held over it by the ``follow`` that took it.
         self._routes = routes
+        self._epochs = epochs
 
     async def close(self) -> None:
         """Close the owners' channels (the bootstrap one is its client's)."""
