@@ -7,6 +7,8 @@ UNAVAILABLE, never the local start, and the next pass attaches."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from seglog_server.storage.base.clock import FakeClock
@@ -156,5 +158,48 @@ def test_a_corrupt_state_record_fails_only_its_own_listing(weed, prefix, tmp_pat
             with pytest.raises(RemoteStorageUnavailableError) as raised:
                 log.read(0, 1 << 20)
             assert "its last listing failed" in str(raised.value) and key in str(raised.value)
+    finally:
+        manager.shutdown()
+
+
+def _hostile(original: bytes, kind: str) -> bytes:
+    """A state record made hostile: valid JSON Python's parser or int() once failed on outside
+    the reader's error (ValueError, OverflowError, RecursionError), or a wrong type."""
+    record = json.loads(original)
+    if kind == "huge_int":
+        return original.replace(b'"base_offset": ', b'"base_offset": ' + b"9" * 5000 + b", \"x\": ", 1)
+    if kind == "infinite":
+        record["leader_epochs"] = "@"
+        return json.dumps(record).encode().replace(b'"@"', b"[[1e400, 0]]")
+    if kind == "deep":
+        return b"[" * 100_000 + b"]" * 100_000
+    record["files"] = [1]  # a wrong type where an object is expected
+    return json.dumps(record).encode()
+
+
+@pytest.mark.parametrize("kind", ["huge_int", "infinite", "deep", "wrong_type"])
+def test_a_hostile_state_record_backs_off_and_names_the_record(weed, prefix, tmp_path, kind):
+    """A hostile state record is the log's own listing error: the tier backs off (its _failed)
+    and keeps the error naming the record for the answers; the service's pass goes on."""
+    clock = FakeClock()
+    manager, rsm = manager_for(tmp_path, weed.endpoint, prefix, clock)
+    manager.create_topic("t", 1, TIERED)
+    produce(manager.get_log("t", 0), clock, 10)
+    run_passes(manager)
+    run_passes(manager)
+    tip = manager.get_log("t", 0).remote_tier.topic_id_partition
+    manager.shutdown()
+    key = metadata_key(rsm.metadata.list(tip)[0])
+    data = _hostile(rsm.store.get(key, 1 << 20), kind)
+    rsm.store.put(key, data, len(data), create_only=False)
+    manager, _ = manager_for(tmp_path, weed.endpoint, prefix, clock)
+    try:
+        manager.run_remote_pass()
+        log = manager.get_log("t", 0)
+        assert not log.remote_tier.listed and log.remote_tier.backing_off()
+        assert rsm.store.full_key(key) in (log.remote_tier.listing_error or "")
+        with pytest.raises(RemoteStorageUnavailableError, match="its last listing failed"):
+            log.read(0, 1 << 20)
+        assert log.read(log.local_log_start_offset, 1 << 20).records  # the local records still serve
     finally:
         manager.shutdown()

@@ -23,9 +23,10 @@ of the ``replaced_segments`` (a prefix of the manifest's), the ``output_segments
 ``cleaned/`` with their checksums, ``cleaned_up_to_offset`` (the new cleaner checkpoint),
 ``dry_run`` and ``stats``.
 
-Both are read back from disk, so both are untrusted: sizes are capped before reading, every field
-is type- and range-checked, and a failure names the file and the field (``InvalidCleaningResultError``).
-CRC-32C values travel as 8 lowercase hex digits.
+Both are read back from disk (a result also from the object store), so both are untrusted: they go
+through the bounded JSON reader (``base/json_document.py``: size, nesting depth and every number's
+length checked before parsing), every field is type- and range-checked, and a failure names the
+file and the field (``InvalidCleaningResultError``). CRC-32C values travel as 8 lowercase hex digits.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from typing import Any
 
 from ..base import file_names
 from ..base.errors import InvalidCleaningResultError
+from ..base.json_document import Fields, checked_int, read_json_document
 
 __all__ = [
     "MANIFEST_BYTES_MAX",
@@ -381,46 +383,19 @@ def _check_against_manifest(result: CleaningResult, manifest: SnapshotManifest, 
 
 
 def _load(data: bytes, location: str, bytes_max: int) -> Any:
-    if len(data) > bytes_max:
-        raise InvalidCleaningResultError(f"{location} is {len(data)} bytes, above the {bytes_max}-byte limit")
-    try:
-        return json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise InvalidCleaningResultError(f"{location} is not valid JSON: {exc}") from None
+    """The document's JSON value through the bounded reader (size, depth, numbers checked)."""
+    return read_json_document(data, location, InvalidCleaningResultError, bytes_max=bytes_max)
 
 
 def _checked_int(value: Any, where: str, low: int, high: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        raise InvalidCleaningResultError(f"{where}: expected an integer in [{low}, {high}], found {value!r}")
-    return value
+    return checked_int(value, where, low, high, InvalidCleaningResultError)
 
 
-class _Doc:
-    """One JSON object with typed, located field access."""
+class _Doc(Fields):
+    """One JSON object of a cleaning document, with typed, located field access."""
 
     def __init__(self, data: Any, location: str) -> None:
-        if not isinstance(data, dict):
-            raise InvalidCleaningResultError(f"{location}: expected a JSON object, found {type(data).__name__}")
-        self.data = data
-        self.location = location
-
-    def fail(self, name: str, message: str) -> None:
-        raise InvalidCleaningResultError(f"{self.location} field {name!r}: {message}")
-
-    def get(self, name: str, kind: type) -> Any:
-        if name not in self.data:
-            self.fail(name, "missing")
-        value = self.data[name]
-        if not isinstance(value, kind) or (kind is not bool and isinstance(value, bool)):
-            self.fail(name, f"expected {kind.__name__}, found {type(value).__name__}")
-        return value
-
-    def int(self, name: str, low: int, high: int) -> int:
-        self.get(name, int)
-        return _checked_int(self.data[name], f"{self.location} field {name!r}", low, high)
-
-    def list(self, name: str) -> list[Any]:
-        return self.get(name, list)  # type: ignore[no-any-return]
+        super().__init__(data, location, InvalidCleaningResultError)
 
     def crc(self, name: str) -> int:
         text = self.get(name, str)

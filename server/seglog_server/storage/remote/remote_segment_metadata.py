@@ -39,7 +39,8 @@ import uuid
 from dataclasses import dataclass, field, replace
 
 from ..base.errors import CorruptRemoteObjectError
-from ..base.topic_partition import TopicIdPartition
+from ..base.json_document import INT64_MAX, Fields, checked_int, read_json_document
+from ..base.topic_partition import TOPIC_NAME_LENGTH_MAX, TopicIdPartition
 
 __all__ = [
     "FILE_KINDS",
@@ -60,6 +61,7 @@ METADATA_BYTES_MAX = 1024 * 1024
 FILE_KINDS = (".log", ".index", ".timeindex", ".snapshot", ".leader-epoch-checkpoint")
 
 _SEGMENT_ID = re.compile(r"[0-9a-f]{32}")
+INT32_MAX = 2**31 - 1
 
 
 class RemoteLogSegmentState(enum.Enum):
@@ -136,47 +138,45 @@ class RemoteLogSegmentMetadata:
     @classmethod
     def from_json(cls, data: bytes, key: str) -> RemoteLogSegmentMetadata:
         """Parse a record; anything malformed is ``CorruptRemoteObjectError`` naming ``key``."""
-        if len(data) > METADATA_BYTES_MAX:
-            raise CorruptRemoteObjectError(
-                f"state record {key!r} holds {len(data)} bytes, above {METADATA_BYTES_MAX}")
-        try:
-            raw = json.loads(data)
-            if raw["version"] != METADATA_VERSION:
-                raise CorruptRemoteObjectError(
-                    f"state record {key!r}: version {raw['version']!r}, expected {METADATA_VERSION}")
-            return _from_fields(raw)
-        except CorruptRemoteObjectError:
-            raise
-        except (ValueError, KeyError, TypeError, AssertionError) as e:
-            raise CorruptRemoteObjectError(f"state record {key!r} cannot be parsed: {e!r}") from e
+        raw = read_json_document(data, f"state record {key!r}", CorruptRemoteObjectError,
+                                 bytes_max=METADATA_BYTES_MAX)
+        doc = Fields(raw, f"state record {key!r}", CorruptRemoteObjectError)
+        version = doc.get("version", int)
+        if version != METADATA_VERSION:
+            doc.fail("version", f"{version}, expected {METADATA_VERSION}")
+        return _from_fields(doc)
 
 
-def _from_fields(raw: dict) -> RemoteLogSegmentMetadata:
-    files = raw["files"]
-    if not isinstance(files, dict) or not all(
-            isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in files.values()):
-        raise ValueError(f"files must map kinds to sizes, found {files!r}")
-    numbers = ("partition", "base_offset", "end_offset", "max_timestamp_ms", "event_timestamp_ms")
-    for name in numbers:
-        if not isinstance(raw[name], int) or isinstance(raw[name], bool):
-            raise ValueError(f"{name} must be an integer, found {raw[name]!r}")
-    if not all(isinstance(raw[name], str) for name in ("topic", "topic_id", "segment_id")):
-        raise ValueError("topic, topic_id and segment_id must be strings")
-    if not TopicIdPartition.is_topic_id(raw["topic_id"]):
-        raise ValueError(f"topic_id must be 32 hex digits, found {raw['topic_id']!r}")
+def _from_fields(doc: Fields) -> RemoteLogSegmentMetadata:
+    files = doc.object("files")
+    if ".log" not in files or not set(files.data) <= set(FILE_KINDS):
+        doc.fail("files", f"expected .log and only {FILE_KINDS}, found {sorted(files.data)[:8]}")
+    topic_id, segment_id = doc.str("topic_id", 32), doc.str("segment_id", 32)
     # The dataclass asserts these too; data from the store is checked here, where -O keeps it.
-    if not _SEGMENT_ID.fullmatch(raw["segment_id"]):
-        raise ValueError(f"segment_id must be 32 hex digits, found {raw['segment_id']!r}")
-    if not 0 <= raw["base_offset"] <= raw["end_offset"]:
-        raise ValueError(f"offsets {raw['base_offset']}..{raw['end_offset']} are not a range")
-    if ".log" not in files or not set(files) <= set(FILE_KINDS):
-        raise ValueError(f"files must include .log and only {FILE_KINDS}, found {sorted(files)}")
+    if not TopicIdPartition.is_topic_id(topic_id):
+        doc.fail("topic_id", f"expected 32 hex digits, found {topic_id!r}")
+    if not _SEGMENT_ID.fullmatch(segment_id):
+        doc.fail("segment_id", f"expected 32 hex digits, found {segment_id!r}")
+    base_offset = doc.int("base_offset", 0, INT64_MAX)
+    state_name = doc.str("state", 64)
+    if state_name not in RemoteLogSegmentState.__members__:
+        doc.fail("state", f"expected one of {list(RemoteLogSegmentState.__members__)}, found {state_name!r}")
     return RemoteLogSegmentMetadata(
-        topic=raw["topic"], partition=raw["partition"], topic_id=raw["topic_id"],
-        segment_id=raw["segment_id"],
-        base_offset=raw["base_offset"], end_offset=raw["end_offset"],
-        max_timestamp_ms=raw["max_timestamp_ms"], files=dict(files),
-        state=RemoteLogSegmentState[raw["state"]],
-        event_timestamp_ms=raw["event_timestamp_ms"],
-        leader_epochs=tuple((int(e), int(o)) for e, o in raw["leader_epochs"]),
+        topic=doc.str("topic", TOPIC_NAME_LENGTH_MAX), partition=doc.int("partition", 0, INT32_MAX),
+        topic_id=topic_id, segment_id=segment_id,
+        base_offset=base_offset, end_offset=doc.int("end_offset", base_offset, INT64_MAX),
+        max_timestamp_ms=doc.int("max_timestamp_ms", -INT64_MAX - 1, INT64_MAX),
+        files={kind: files.int(kind, 0, INT64_MAX) for kind in files.data},
+        state=RemoteLogSegmentState[state_name],
+        event_timestamp_ms=doc.int("event_timestamp_ms", -INT64_MAX - 1, INT64_MAX),
+        leader_epochs=tuple(_leader_epoch(item, f"{doc.location} leader_epochs[{slot}]")
+                            for slot, item in enumerate(doc.list("leader_epochs"))),
     )
+
+
+def _leader_epoch(item: object, where: str) -> tuple[int, int]:
+    """One ``[epoch, start_offset]`` pair: an int32 epoch (Kafka's) and an int64 offset."""
+    if not isinstance(item, list) or len(item) != 2:
+        raise CorruptRemoteObjectError(f"{where}: expected [epoch, start_offset], found {str(item)[:60]}")
+    return (checked_int(item[0], where, 0, INT32_MAX, CorruptRemoteObjectError),
+            checked_int(item[1], where, 0, INT64_MAX, CorruptRemoteObjectError))

@@ -116,3 +116,34 @@ def test_arbitrary_bytes_are_refused_by_name(data):
 def test_oversized_documents_are_refused_before_parsing():
     with pytest.raises(InvalidCleaningResultError, match="limit"):
         parse_result(b" " * (RESULT_BYTES_MAX + 1), "result.json", MANIFEST)
+
+
+# Raw JSON texts json.dumps never writes but a file or an object can hold: each once escaped the
+# parse as ValueError (int() of > 4,300 digits), RecursionError (deep nesting) or, as an int
+# later, OverflowError (1e400 is infinity).
+HOSTILE_TEXTS = st.sampled_from([
+    "9" * 5000, "-" + "9" * 5000, "1e400", "-1e400", "NaN", "Infinity", "[" * 5000 + "]" * 5000,
+    '{"a":' * 3000 + "1" + "}" * 3000, "[[1e400, 0]]", "1" * 25, "0." + "5" * 200,
+])
+
+
+@settings(max_examples=200, deadline=None)
+@given(path=st.sampled_from(ALL_PATHS), text=HOSTILE_TEXTS)
+def test_hostile_json_text_in_any_result_field_is_refused_by_name(path, text):
+    data = json.dumps(replaced(RESULT, path, "@HOSTILE@")).replace('"@HOSTILE@"', text).encode()
+    with pytest.raises(InvalidCleaningResultError, match="result.json"):
+        parse_result(data, "result.json", MANIFEST)
+
+
+MANIFEST_PATHS = [p for p in paths(json.loads(MANIFEST.to_json_bytes())) if p]
+
+
+@settings(max_examples=200, deadline=None)
+@given(path=st.sampled_from(MANIFEST_PATHS), text=HOSTILE_TEXTS)
+def test_hostile_json_text_in_any_manifest_field_is_refused_by_name(path, text):
+    document = replaced(json.loads(MANIFEST.to_json_bytes()), path, "@HOSTILE@")
+    data = json.dumps(document).replace('"@HOSTILE@"', text).encode()
+    try:
+        SnapshotManifest.parse(data, "manifest.json")
+    except InvalidCleaningResultError as exc:
+        assert "manifest.json" in str(exc)

@@ -57,16 +57,22 @@ def test_json_round_trip(base, length, state, files, epochs, topic):
 
 
 @pytest.mark.parametrize(("change", "message"), [
-    ({"version": 1}, "version 1, expected 2"),  # the layout before topic ids
-    ({"topic_id": "../events"}, "topic_id must be 32 hex digits"),
-    ({"topic_id": 7}, "must be strings"),
-    ({"state": "COPY_SEGMENT_HALF"}, "cannot be parsed"),
+    ({"version": 1}, "'version': 1, expected 2"),  # the layout before topic ids
+    ({"topic_id": "../events"}, "'topic_id': expected 32 hex digits"),
+    ({"topic_id": 7}, "'topic_id': expected str"),
+    ({"state": "COPY_SEGMENT_HALF"}, "'state': expected one of"),
     ({"segment_id": "../../etc"}, "32 hex digits"),
-    ({"base_offset": 10, "end_offset": 9}, "not a range"),
-    ({"files": {".index": 3}}, "must include .log"),
-    ({"files": {".log": -1}}, "map kinds to sizes"),
-    ({"partition": "0"}, "must be an integer"),
-    ({"event_timestamp_ms": True}, "must be an integer"),
+    ({"base_offset": 10, "end_offset": 9}, r"'end_offset': expected an integer in \[10,"),
+    ({"files": {".index": 3}}, "'files': expected .log"),
+    ({"files": {".log": -1}}, r"'\.log': expected an integer in \[0,"),
+    ({"partition": "0"}, "'partition': expected int"),
+    ({"event_timestamp_ms": True}, "'event_timestamp_ms': expected int, found bool"),
+    # Hostile values the parser or int() once let through as ValueError / OverflowError:
+    ({"leader_epochs": [[1e300, 0]]}, r"leader_epochs\[0\]: expected an integer"),
+    ({"leader_epochs": [[1, 2, 3]]}, r"leader_epochs\[0\]: expected \[epoch, start_offset\]"),
+    ({"leader_epochs": [["1", 0]]}, r"leader_epochs\[0\]: expected an integer"),
+    ({"leader_epochs": {"1": 0}}, "'leader_epochs': expected list"),
+    ({"base_offset": 2**63}, r"'base_offset': expected an integer in \[0,"),
 ])
 def test_damaged_record_is_a_corrupt_remote_object_naming_the_key(change, message):
     raw = json.loads(record().to_json())
@@ -77,11 +83,22 @@ def test_damaged_record_is_a_corrupt_remote_object_naming_the_key(change, messag
 
 
 def test_not_json_and_missing_fields_are_corrupt():
-    for data in (b"\xff\x00", b"[]", b"{}", b'{"version": 2}'):
-        with pytest.raises(CorruptRemoteObjectError, match="cannot be parsed"):
+    for data in (b"\xff\x00", b"[]", b"{}", b'{"version": 2}', b"{"):
+        with pytest.raises(CorruptRemoteObjectError, match="not UTF-8|expected a JSON object|missing|not valid JSON"):
             RemoteLogSegmentMetadata.from_json(data, "k")
 
 
 def test_oversized_record_is_refused_before_parsing():
     with pytest.raises(CorruptRemoteObjectError, match="above"):
         RemoteLogSegmentMetadata.from_json(b" " * (METADATA_BYTES_MAX + 1), "k")
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    (b'{"version": 2, "leader_epochs": [[1e400, 0]]}', "not finite"),
+    (b'{"version": 2, "base_offset": ' + b"9" * 5000 + b"}", "an integer of 5000 characters"),
+    (b'{"version": 2, "max_timestamp_ms": NaN}', "NaN is not a JSON number"),
+    (b"[" * 100_000, "nests 100000 levels deep"),
+])
+def test_hostile_json_is_a_corrupt_remote_object_not_a_python_error(text, message):
+    with pytest.raises(CorruptRemoteObjectError, match=message):
+        RemoteLogSegmentMetadata.from_json(text, "bucket/events/3/metadata/x.json")
