@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import shutil
 import threading
@@ -42,7 +41,8 @@ from seglog_server.cluster import (
     reserve_producer_id_block,
 )
 from seglog_server.cluster.ownership import new_topic_id, topic_id_of
-from seglog_server.cluster.errors import ConfigsConflictError, UnknownTopicError
+from seglog_server.cluster.errors import ConfigsConflictError, MalformedRecordError, UnknownTopicError
+from seglog_server.cluster.records import decode_topic
 from seglog_server.cluster.topic_configs import write_topic_configs
 from seglog_server.cluster.topic_records import HeldTopics, delete_topic_records
 from seglog_server.config import ServiceConfig
@@ -307,6 +307,8 @@ class ClusterNode:
             configs, revision = write_topic_configs(self._thread_gateway(), self._keys, topic, change)
         except UnknownTopicError as exc:
             raise storage_errors.UnknownTopicOrPartitionError(str(exc)) from exc
+        except MalformedRecordError as exc:
+            raise _unreadable(f"configs of topic {topic!r} not changed", exc) from exc
         except ConfigsConflictError as exc:
             raise cluster_routing.ClusterUnavailableError(str(exc)) from exc
         except EtcdUnavailableError as exc:
@@ -388,6 +390,8 @@ class ClusterNode:
                                              lambda: time.time_ns() // 1_000_000)
         except EtcdUnavailableError as exc:
             raise cluster_routing.ClusterUnavailableError(f"no producer id reserved: {exc}") from exc
+        except MalformedRecordError as exc:
+            raise _unreadable("no producer id reserved", exc) from exc
 
     def _loads(self) -> list[InstanceLoad]:
         counts: dict[str, int] = {}
@@ -465,9 +469,9 @@ class ClusterNode:
         kv = self._thread_gateway().get(self._keys.topic(topic))
         if kv is None:
             return  # deleted meanwhile
-        record = json.loads(kv.value)
-        topic_id = topic_id_of(self._keys.cluster_name, topic, record, kv.create_revision)
-        self._hold_locally(topic, int(record["partitions"]), record.get("configs", {}), kv.create_revision, topic_id)
+        record = decode_topic(kv.key, kv.value)  # MalformedRecordError: a ClusterError, logged by the pass
+        topic_id = topic_id_of(self._keys.cluster_name, topic, record.record, kv.create_revision)
+        self._hold_locally(topic, record.partitions, record.configs, kv.create_revision, topic_id)
         _log.info("topic %s (%d partitions) held locally, as etcd has it", topic, partition_count)
 
     # -- ownership epochs into the logs ---------------------------------------------------------
@@ -493,8 +497,8 @@ class ClusterNode:
         for topic, partition_count in self._cache.topics().items():
             for partition in range(partition_count):
                 record = self._cache.owner_of(topic, partition)
-                if record is None or self._pushed_epochs.get((topic, partition)) == record.epoch:
-                    continue
+                if record is None or not record.readable or self._pushed_epochs.get((topic, partition)) == record.epoch:
+                    continue  # an unreadable owner record carries no epoch to push (metadata_cache.py)
                 try:
                     log = self._manager.get_log(topic, partition)
                 except storage_errors.StorageError:
@@ -567,6 +571,14 @@ class ClusterNode:
                          ", ".join(mismatches))
         else:
             _log.info("ACL: every live instance has the same rules as this one")
+
+
+def _unreadable(what: str, exc: MalformedRecordError) -> Exception:
+    """The answer to a call that met a record etcd holds malformed (cluster/records.py):
+    UNAVAILABLE naming the key, as an etcd that does not answer; it succeeds once an operator
+    writes the record again (or deletes it)."""
+    return cluster_routing.ClusterUnavailableError(
+        f"{what}: {exc}; an operator must write the record again or delete it (etcdctl)")
 
 
 def _others(configs: Mapping[str, str]) -> list[str]:

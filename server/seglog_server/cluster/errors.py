@@ -10,7 +10,8 @@
     ├── UnknownPartitionError     etcd holds no owner for the partition
     ├── OwnershipConflictError    the owner changed since it was read (a concurrent change won)
     ├── UnknownTopicError         etcd holds no record of the topic
-    └── ConfigsConflictError      a topic's configs kept changing under a change being written
+    ├── ConfigsConflictError      a topic's configs kept changing under a change being written
+    └── MalformedRecordError      a key or value etcd holds is not one seglog writes (records.py)
 """
 
 from __future__ import annotations
@@ -63,3 +64,13 @@ class UnknownTopicError(ClusterError):
 
 class ConfigsConflictError(ClusterError):
     """Every attempt to write a topic's configs lost its race to another change of the record."""
+
+
+class MalformedRecordError(ClusterError):
+    """A key or value read from etcd is not one seglog writes (records.py): not JSON, too large,
+    too deep, a field of the wrong type or out of range. ``key`` names it (printable)."""
+
+    def __init__(self, key: str, reason: str) -> None:
+        super().__init__(f"etcd record {key!r} is malformed: {reason}")
+        self.key = key
+        self.reason = reason

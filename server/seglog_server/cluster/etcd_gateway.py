@@ -25,6 +25,7 @@ from etcd3gw.client import Etcd3Client
 
 from .config import parse_endpoint
 from .errors import EtcdUnavailableError, WatchCompactedError
+from .records import key_text
 
 # The gateway path of etcd >= 3.4 (etcd3gw would otherwise ask /version first, one more round trip
 # and one more way to fail).
@@ -80,7 +81,8 @@ def _int(value: Any) -> int:
 
 
 def _kv(raw: dict[str, Any]) -> KeyValue:
-    return KeyValue(key=base64.b64decode(raw["key"]).decode(), value=base64.b64decode(raw.get("value", "")),
+    # A key not in UTF-8 (written by another tool) is escaped, never raised: records.key_text.
+    return KeyValue(key=key_text(base64.b64decode(raw["key"])), value=base64.b64decode(raw.get("value", "")),
                     mod_revision=_int(raw.get("mod_revision")), create_revision=_int(raw.get("create_revision")),
                     lease=_int(raw.get("lease")))
 

@@ -19,6 +19,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .records import check_instance_id, check_partition_text, check_topic_name
+
 INSTANCES = "instances/"
 TOPICS = "topics/"
 OWNERS = "owners/"
@@ -61,20 +63,19 @@ class ClusterKeys:
 
     def parse(self, key: str) -> tuple[str, str, int | None] | None:
         """("instance", id, None), ("topic", name, None), ("owner", topic, partition),
-        ("move", topic, partition) or None."""
+        ("move", topic, partition), or None for a key of no such kind (another cluster's, the
+        producer-id counter, an offset ceiling). A key of one of these kinds whose parts are not
+        what seglog writes (an instance id or topic name it refuses, a partition that is not
+        ASCII digits below the cap) raises MalformedRecordError (records.py)."""
         if not key.startswith(self.prefix):
             return None
         rest = key[len(self.prefix):]
         if rest.startswith(INSTANCES):
-            return ("instance", rest[len(INSTANCES):], None)
+            return ("instance", check_instance_id(key, rest[len(INSTANCES):]), None)
         if rest.startswith(TOPICS):
-            return ("topic", rest[len(TOPICS):], None)
-        if rest.startswith(OWNERS):
-            topic, _, partition = rest[len(OWNERS):].rpartition("/")
-            if topic and partition.isdigit():
-                return ("owner", topic, int(partition))
-        if rest.startswith(MOVES):
-            topic, _, partition = rest[len(MOVES):].rpartition("/")
-            if topic and partition.isdigit():
-                return ("move", topic, int(partition))
+            return ("topic", check_topic_name(key, rest[len(TOPICS):]), None)
+        for kind, prefix in (("owner", OWNERS), ("move", MOVES)):
+            if rest.startswith(prefix):
+                topic, _, partition = rest[len(prefix):].rpartition("/")
+                return (kind, check_topic_name(key, topic), check_partition_text(key, partition))
         return None

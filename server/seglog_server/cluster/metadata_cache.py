@@ -12,6 +12,12 @@ back off: ``retry_interval_s`` doubling up to ``max_backoff_s``; anything receiv
 ``owner_of`` and ``instances`` answer from memory and never block on etcd; ``connected`` says
 whether the answers are being kept current.
 
+Every key and value is decoded by records.py: a malformed one is logged once, counted
+(``malformed_count``, seglog_cluster_malformed_records_total) and applied on the safe side
+(``_apply_malformed``), and the thread goes on with the next. Any other error ending a reload or
+a watch is logged with its traceback, counted (``unexpected_count``) and makes ``connected``
+False until a reload succeeds; ``connected`` is False too if the thread is no longer running.
+
 Instances are remembered once seen, alive or not: an instance whose key went (lease expired) stays
 known with ``alive=False`` and the wall time it was seen gone, so routing can say since when a
 partition's owner is down. Owners naming an instance never seen are known as not alive too.
@@ -19,7 +25,6 @@ partition's owner is down. Owners naming an instance never seen are known as not
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import threading
@@ -27,10 +32,11 @@ import time
 from dataclasses import dataclass, replace
 from typing import Callable
 
-from .errors import ClusterError, WatchCompactedError
+from .errors import ClusterError, MalformedRecordError, WatchCompactedError
 from .etcd_gateway import EtcdGateway, KeyValue, WatchBatch, WatchEvent
 from .keys import OWNERS, ClusterKeys
-from .ownership import PartitionOwner, parse_owner
+from .ownership import UNREADABLE_OWNER, PartitionOwner, parse_owner
+from .records import decode_instance, decode_move, decode_topic
 
 _log = logging.getLogger(__name__)
 # An idle watch is reopened after this long without a byte; a paused etcd is noticed as soon.
@@ -41,6 +47,9 @@ MAX_BACKOFF_S = 5.0
 # learns a move (to it or away from it) after the others: the race a client following a move meets.
 # Unset (always, outside tests) it costs one attribute test per watch batch.
 WATCH_OWNER_DELAY_ENV = "SEGLOG_TEST_FAULT_OWNER_WATCH_DELAY_MS"
+# Malformed keys remembered so each is logged once per revision; past this many, forgotten at once
+# (a flood of bad keys is then logged again at the next reload, never held without bound).
+MALFORMED_KEYS_REMEMBERED = 10_000
 
 
 @dataclass(frozen=True)
@@ -63,6 +72,8 @@ class CacheStatistics:
     event_count: int
     compacted_count: int = 0  # watches etcd cancelled as compacted (each followed by a reload)
     epoch_change_count: int = 0  # owner records seen at another epoch than the one held before
+    malformed_count: int = 0  # keys or values not applied as malformed (each key revision once; records.py)
+    unexpected_count: int = 0  # reloads or watches ended by an unexpected error (a bug; logged with a traceback)
 
 
 
@@ -109,6 +120,11 @@ class MetadataCache:
         self._event_count = 0
         self._compacted_count = 0
         self._epoch_change_count = 0
+        self._unexpected_count = 0
+        # key -> the mod revision last seen malformed there (each logged and counted once).
+        self._malformed_lock = threading.Lock()
+        self._malformed_seen: dict[str, int] = {}
+        self._malformed_count = 0
         self._owner_delay_s = owner_watch_delay_s(os.environ.get(WATCH_OWNER_DELAY_ENV))
 
     # -- answers from memory ------------------------------------------------------------------
@@ -120,7 +136,8 @@ class MetadataCache:
         with self._changed:
             known = dict(self._instances)
             for owner in self._owners.values():
-                known.setdefault(owner.owner, InstanceInfo(owner.owner, "", alive=False))
+                if owner.readable:
+                    known.setdefault(owner.owner, InstanceInfo(owner.owner, "", alive=False))
             return known
 
     def topics(self) -> dict[str, int]:
@@ -162,8 +179,12 @@ class MetadataCache:
 
     def statistics(self) -> CacheStatistics:
         with self._changed:
-            return CacheStatistics(self._connected, self._revision, self._reload_count, self._event_count,
-                                   self._compacted_count, self._epoch_change_count)
+            connected = self._connected and self._thread is not None and self._thread.is_alive()
+            with self._malformed_lock:
+                malformed = self._malformed_count
+            return CacheStatistics(connected, self._revision, self._reload_count, self._event_count,
+                                   self._compacted_count, self._epoch_change_count, malformed,
+                                   self._unexpected_count)
 
     def wait_until(self, predicate: Callable[["MetadataCache"], bool], timeout_s: float) -> bool:
         """Waits until ``predicate(self)`` holds after a change (True) or ``timeout_s`` passes (False)."""
@@ -196,20 +217,30 @@ class MetadataCache:
             self._thread.join()
 
     def _run(self) -> None:
-        while not self._stopping.is_set():
-            try:
-                self._reload()
-                self._follow()
-            except WatchCompactedError as exc:
-                self._failures += 1
-                with self._changed:
-                    self._compacted_count += 1
-                _log.info("cluster metadata watch at revision %d compacted (%s): reloading",
-                          self._revision + 1, exc)
-            except ClusterError as exc:
-                self._failures += 1
-                self._disconnected(exc)
-            self._back_off()
+        try:
+            while not self._stopping.is_set():
+                try:
+                    self._reload()
+                    self._follow()
+                except WatchCompactedError as exc:
+                    self._failures += 1
+                    with self._changed:
+                        self._compacted_count += 1
+                    _log.info("cluster metadata watch at revision %d compacted (%s): reloading",
+                              self._revision + 1, exc)
+                except ClusterError as exc:
+                    self._failures += 1
+                    self._disconnected(exc)
+                except Exception as exc:  # a bug: the view is no longer current; a reload starts it again
+                    self._failures += 1
+                    with self._changed:
+                        self._unexpected_count += 1
+                    _log.exception("cluster metadata watch failed unexpectedly; reloading")
+                    self._disconnected(exc)
+                self._back_off()
+        finally:
+            if not self._stopping.is_set():  # ended by something no handler above takes: say so
+                self._disconnected(ClusterError("the cluster metadata thread ended"))
 
     def _back_off(self) -> None:
         """Waits before the next attempt: ``retry_interval_s`` doubling per failure in a row (a
@@ -225,7 +256,7 @@ class MetadataCache:
             self._instances, self._owners, self._topics, self._moves = {}, {}, {}, {}
             self._topic_generations, self._topic_configs = {}, {}
             for kv in kvs:
-                self._apply_put(kv, previous_owners)
+                self._apply_put(kv, previous_owners, now_ms)
             for instance_id, info in previous.items():
                 if instance_id not in self._instances:
                     self._instances[instance_id] = self._gone(info, now_ms)
@@ -274,46 +305,96 @@ class MetadataCache:
                 if event.kind == "DELETE":
                     self._apply_delete(event.kv, now_ms)
                 else:
-                    self._apply_put(event.kv, self._owners)
+                    self._apply_put(event.kv, self._owners, now_ms)
                 self._revision = max(self._revision, event.kv.mod_revision)
                 self._event_count += 1
             self._revision = max(self._revision, batch.progress_revision)
             self._changed.notify_all()
 
-    def _apply_put(self, kv: KeyValue, held: dict[tuple[str, int], PartitionOwner]) -> None:
+    def _apply_put(self, kv: KeyValue, held: dict[tuple[str, int], PartitionOwner], now_ms: int) -> None:
         """Applies one key; an owner record at another epoch than ``held``'s (the owners before
         this reload or event) is an epoch change (a move or a takeover bumps it in one etcd
-        transaction); a new topic's records are not changes."""
-        parsed = self._keys.parse(kv.key)
+        transaction); a new topic's records are not changes. A malformed key or value
+        (records.py) is applied as ``_apply_malformed`` says, never raised."""
+        parsed = None
         try:
+            parsed = self._keys.parse(kv.key)
             if parsed is None:
                 return
             kind, name, partition = parsed
             if kind == "instance":
-                record = json.loads(kv.value)
-                capacity = record.get("capacity", {})
+                record = decode_instance(kv.key, kv.value)
                 self._instances[name] = InstanceInfo(
-                    name, str(record["address"]), alive=True, data_dirs=tuple(record.get("data_dirs", ())),
-                    partition_count=int(capacity.get("partition_count", 0)), bytes=int(capacity.get("bytes", 0)),
-                    acl_digest=str(record.get("acl_digest", "")))
+                    name, record.address, alive=True, data_dirs=record.data_dirs,
+                    partition_count=record.partition_count, bytes=record.bytes, acl_digest=record.acl_digest)
             elif kind == "topic":
-                record = json.loads(kv.value)
-                self._topics[name] = int(record["partitions"])
+                topic = decode_topic(kv.key, kv.value)
+                self._topics[name] = topic.partitions
                 self._topic_generations[name] = kv.create_revision
-                configs = {str(k): str(v) for k, v in record.get("configs", {}).items()}
-                self._topic_configs[name] = (configs, kv.mod_revision)
+                self._topic_configs[name] = (topic.configs, kv.mod_revision)
             elif kind == "move":
-                self._moves[(name, partition)] = dict(json.loads(kv.value), mod_revision=kv.mod_revision)
+                assert partition is not None
+                self._moves[(name, partition)] = decode_move(kv.key, kv.value).as_dict(kv.mod_revision)
             else:
+                assert partition is not None
                 before = held.get((name, partition))  # read first: ``held`` may be ``_owners``
-                owner = self._owners[(name, partition)] = parse_owner(kv.value, kv.mod_revision)
+                owner = self._owners[(name, partition)] = parse_owner(kv.value, kv.mod_revision, kv.key)
                 if before is not None and before.epoch != owner.epoch:
                     self._epoch_change_count += 1
-        except (ValueError, KeyError, TypeError) as exc:
-            _log.error("ignoring malformed cluster record %s: %s", kv.key, exc)
+        except MalformedRecordError as exc:
+            self._apply_malformed(kv, parsed, held, now_ms, exc)
+
+    def _apply_malformed(self, kv: KeyValue, parsed: tuple[str, str, int | None] | None,
+                         held: dict[tuple[str, int], PartitionOwner], now_ms: int, exc: MalformedRecordError) -> None:
+        """A key or value that is not one seglog writes: logged once (per key and revision),
+        counted, and applied on the safe side, the same at a reload (a restart) as in the watch:
+
+        - a key seglog would not write (``parsed`` None): skipped; it names nothing the view holds;
+        - an instance record: the instance is not registered (seen gone if it was): nothing is
+          placed on it or routed to it;
+        - a topic record: the topic keeps its generation (the key's create revision, etcd's own)
+          but has no partition count or configs here: its local copies are neither dropped nor
+          made, its configs not followed, its partitions not listed, until the record is readable;
+        - an owner record: owned by ``UNREADABLE_OWNER`` at the epoch held before (0 if none), not
+          absent: absent means "served by whoever holds a copy" (a topic from before cluster mode),
+          which for a partition placed in the cluster would be every instance at once. Every
+          instance refuses it (UNAVAILABLE, owner not registered) until the record is written again;
+        - a move record: absent. A move record only ever fences its source; the move's own steps
+          read it from etcd (refused, naming the key) and its commit compares its mod revision.
+        """
+        with self._malformed_lock:
+            new = self._malformed_seen.get(kv.key) != kv.mod_revision
+            if new:
+                if len(self._malformed_seen) >= MALFORMED_KEYS_REMEMBERED:
+                    self._malformed_seen.clear()
+                self._malformed_seen[kv.key] = kv.mod_revision
+                self._malformed_count += 1
+        if new:
+            _log.error("cluster record %r (revision %d) is malformed and not applied: %s; write it again "
+                       "(or delete it) with etcdctl", kv.key, kv.mod_revision, exc.reason)
+        if parsed is None:
+            return
+        kind, name, partition = parsed
+        if kind == "instance":
+            if name in self._instances:
+                self._instances[name] = self._gone(self._instances[name], now_ms)
+        elif kind == "topic":
+            self._topics.pop(name, None)
+            self._topic_configs.pop(name, None)
+            self._topic_generations[name] = kv.create_revision
+        elif kind == "move":
+            self._moves.pop((name, partition), None)
+        else:
+            assert partition is not None
+            before = held.get((name, partition))
+            self._owners[(name, partition)] = PartitionOwner(
+                UNREADABLE_OWNER, before.epoch if before is not None else 0, kv.mod_revision)
 
     def _apply_delete(self, kv: KeyValue, now_ms: int) -> None:
-        parsed = self._keys.parse(kv.key)
+        try:
+            parsed = self._keys.parse(kv.key)
+        except MalformedRecordError:
+            return  # never applied: nothing to forget
         if parsed is None:
             return
         kind, name, partition = parsed
@@ -332,7 +413,7 @@ class MetadataCache:
     def _gone(info: InstanceInfo, now_ms: int) -> InstanceInfo:
         return info if not info.alive else replace(info, alive=False, gone_since_ms=now_ms)
 
-    def _disconnected(self, exc: ClusterError) -> None:
+    def _disconnected(self, exc: Exception) -> None:
         with self._changed:
             was_connected, self._connected = self._connected, False
             self._changed.notify_all()

@@ -32,10 +32,11 @@ import logging
 import threading
 from typing import Any, Callable
 
-from .errors import ClusterError
+from .errors import ClusterError, MalformedRecordError
 from .etcd_gateway import EtcdGateway, b64
 from .keys import ClusterKeys
 from .ownership import PartitionOwner
+from .records import decode_ceiling
 
 __all__ = ["OFFSET_BLOCK", "OffsetCeilings", "implicit_ceiling", "read_ceiling", "takeover_start"]
 
@@ -61,9 +62,9 @@ def read_ceiling(gateway: EtcdGateway, keys: ClusterKeys, topic: str, partition:
     ceiling = implicit_ceiling(owner, block)
     if kv is None:
         return ceiling, 0
-    record = json.loads(kv.value)
-    if int(record["epoch"]) == owner.epoch:
-        ceiling = max(ceiling, int(record["ceiling"]))
+    record = decode_ceiling(kv.key, kv.value)
+    if record.epoch == owner.epoch:
+        ceiling = max(ceiling, record.ceiling)
     return ceiling, kv.mod_revision
 
 
@@ -145,11 +146,14 @@ class OffsetCeilings:
             self._thread.join()
 
     def _run(self) -> None:
+        logged = ""
         while not self._stopping.wait(self._interval_s):
             try:
                 self.step()
-            except ClusterError as exc:  # etcd away: the ceilings stand; the next pass tries again
-                _log.warning("offset ceilings not raised: %s", exc)
+            except ClusterError as exc:  # etcd away, or a malformed ceiling record: the ceilings stand
+                if str(exc) != logged:  # a record etcd holds malformed fails every pass: logged once
+                    _log.warning("offset ceilings not raised: %s", exc)
+                logged = str(exc) if isinstance(exc, MalformedRecordError) else ""
 
     def step(self) -> int:
         """Blocking. Raises the ceiling of every partition owned here whose log end is within half a

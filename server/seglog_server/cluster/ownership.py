@@ -23,6 +23,7 @@ from typing import Mapping, Sequence
 from .errors import OwnershipConflictError, TopicExistsError, UnknownPartitionError
 from .etcd_gateway import EtcdGateway, b64
 from .keys import ClusterKeys
+from .records import decode_owner
 
 INITIAL_EPOCH = 0
 _TOPIC_ID = re.compile(r"[0-9a-f]{32}")
@@ -37,15 +38,28 @@ class PartitionOwner:
     # recorded, a topic's first epoch): where offset_ceilings.py counts the epoch's first block from.
     start_offset: int = 0
 
+    @property
+    def readable(self) -> bool:
+        """False for the stand-in of a record etcd holds malformed (``UNREADABLE_OWNER``)."""
+        return self.owner != UNREADABLE_OWNER
+
+
+# The owner the watched cache shows for a partition whose owner record in etcd is malformed
+# (metadata_cache.py): never an instance id (not of [A-Za-z0-9._-]), so no instance serves the
+# partition, every one refuses it as owned by an instance not registered (UNAVAILABLE), and
+# nothing that acts on "owned elsewhere" (a stale copy's drop) acts on it.
+UNREADABLE_OWNER = "(unreadable owner record)"
+
 
 def owner_value(owner: str, epoch: int) -> bytes:
     return json.dumps({"owner": owner, "epoch": epoch}, sort_keys=True).encode()
 
 
-def parse_owner(value: bytes, mod_revision: int) -> PartitionOwner:
-    record = json.loads(value)
-    return PartitionOwner(owner=str(record["owner"]), epoch=int(record["epoch"]), mod_revision=mod_revision,
-                          start_offset=int(record.get("start_offset", 0)))
+def parse_owner(value: bytes, mod_revision: int, key: str = "owner record") -> PartitionOwner:
+    """The owner record, checked (records.py): raises MalformedRecordError naming ``key``."""
+    fields = decode_owner(key, value)
+    return PartitionOwner(owner=fields.owner, epoch=fields.epoch, mod_revision=mod_revision,
+                          start_offset=fields.start_offset)
 
 
 def _put(key: str, value: bytes) -> dict:
@@ -92,7 +106,7 @@ def read_owner(gateway: EtcdGateway, keys: ClusterKeys, topic: str, partition: i
     kv = gateway.get(keys.owner(topic, partition))
     if kv is None:
         raise UnknownPartitionError(f"no owner recorded for {topic}-{partition}")
-    return parse_owner(kv.value, kv.mod_revision)
+    return parse_owner(kv.value, kv.mod_revision, kv.key)
 
 
 def change_owner(gateway: EtcdGateway, keys: ClusterKeys, topic: str, partition: int, new_owner: str,

@@ -33,6 +33,7 @@ from .etcd_gateway import EtcdGateway, b64
 from .keys import ClusterKeys
 from .offset_ceilings import ceiling_compare, takeover_start
 from .ownership import PartitionOwner, parse_owner
+from .records import decode_move
 
 COPYING = "copying"
 FINAL = "final"
@@ -63,10 +64,11 @@ def _value(source: str, target: str, epoch: int, state: str, started_ms: int) ->
                        "started_ms": started_ms}, sort_keys=True).encode()
 
 
-def parse_move(topic: str, partition: int, value: bytes, mod_revision: int) -> MoveRecord:
-    record = json.loads(value)
-    return MoveRecord(topic, partition, str(record["source"]), str(record["target"]), int(record["epoch"]),
-                      str(record["state"]), int(record.get("started_ms", 0)), mod_revision)
+def parse_move(topic: str, partition: int, value: bytes, mod_revision: int, key: str = "move record") -> MoveRecord:
+    """The move record, checked (records.py): raises MalformedRecordError naming ``key``."""
+    fields = decode_move(key, value)
+    return MoveRecord(topic, partition, fields.source, fields.target, fields.epoch, fields.state, fields.started_ms,
+                      mod_revision)
 
 
 def owner_record_value(owner: str, epoch: int, start_offset: int) -> bytes:
@@ -100,12 +102,13 @@ def read_owner_record(gateway: EtcdGateway, keys: ClusterKeys, topic: str, parti
     kv = gateway.get(keys.owner(topic, partition))
     if kv is None:
         raise UnknownPartitionError(f"no owner recorded for {topic}-{partition}")
-    return parse_owner(kv.value, kv.mod_revision), int(json.loads(kv.value).get("start_offset", 0))
+    owner = parse_owner(kv.value, kv.mod_revision, kv.key)
+    return owner, owner.start_offset
 
 
 def read_move(gateway: EtcdGateway, keys: ClusterKeys, topic: str, partition: int) -> MoveRecord | None:
     kv = gateway.get(keys.move(topic, partition))
-    return None if kv is None else parse_move(topic, partition, kv.value, kv.mod_revision)
+    return None if kv is None else parse_move(topic, partition, kv.value, kv.mod_revision, kv.key)
 
 
 def begin_move(gateway: EtcdGateway, keys: ClusterKeys, topic: str, partition: int, owner: PartitionOwner,

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from .errors import EtcdUnavailableError
+from .errors import EtcdUnavailableError, MalformedRecordError
 from .etcd_gateway import EtcdGateway, b64
 from .keys import ClusterKeys
 
@@ -37,7 +37,8 @@ class ProducerIdBlockContentionError(EtcdUnavailableError):
 def reserve_producer_id_block(gateway: EtcdGateway, keys: ClusterKeys, block_size: int,
                               now_ms: Callable[[], int]) -> int:
     """Blocking. The first id of a block of ``block_size`` ids no other reservation in the cluster
-    got; raises EtcdUnavailableError (etcd not reached, or ``_ATTEMPTS_MAX`` races lost)."""
+    got; raises EtcdUnavailableError (etcd not reached, or ``_ATTEMPTS_MAX`` races lost),
+    MalformedRecordError (the counter etcd holds is not a number an instance wrote)."""
     assert block_size > 0
     key = keys.producer_id_block()
     for _ in range(_ATTEMPTS_MAX):
@@ -61,7 +62,7 @@ def reserve_producer_id_block(gateway: EtcdGateway, keys: ClusterKeys, block_siz
 
 def _parse(value: bytes, key: str) -> int:
     text = value.decode("ascii", errors="replace")
-    if not text.isdigit() or len(text) > 19:
+    if not text.isascii() or not text.isdigit() or len(text) > 19 or int(text) > _ID_MAX:
         # Not something an instance wrote: refusing is safer than guessing a counter.
-        raise ValueError(f"etcd key {key} holds {text[:40]!r}, not a producer-id counter")
+        raise MalformedRecordError(key, f"holds {text[:40]!r}, not a producer-id counter")
     return int(text)

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from .errors import ConfigsConflictError, UnknownTopicError
 from .etcd_gateway import EtcdGateway, b64
 from .keys import ClusterKeys
+from .records import decode_topic
 
 __all__ = ["write_topic_configs"]
 
@@ -31,13 +32,14 @@ Change = Callable[[dict[str, str]], dict[str, str]]
 def write_topic_configs(gateway: EtcdGateway, keys: ClusterKeys, topic: str, change: Change) -> tuple[dict[str, str], int]:
     """Sets the record's configs to ``change(configs read)``, compared on the record's revision;
     returns (the configs written, the revision written at). ``change`` may raise to refuse (nothing
-    is written). Raises UnknownTopicError, ConfigsConflictError, EtcdUnavailableError."""
+    is written). Raises UnknownTopicError, ConfigsConflictError, EtcdUnavailableError,
+    MalformedRecordError (the record etcd holds is not one seglog writes: nothing is written)."""
     key = keys.topic(topic)
     for _ in range(WRITE_ATTEMPTS_MAX):
         kv = gateway.get(key)
         if kv is None:
             raise UnknownTopicError(f"topic {topic!r} does not exist in the cluster")
-        record = json.loads(kv.value)
+        record = decode_topic(kv.key, kv.value).record  # checked; the fields it does not know kept
         configs = change(dict(record.get("configs", {})))
         record["configs"] = configs
         unchanged = {"key": b64(key), "result": "EQUAL", "target": "MOD", "mod_revision": kv.mod_revision}

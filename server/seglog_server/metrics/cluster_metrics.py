@@ -5,7 +5,8 @@ round trip by operation and the calls that failed at every endpoint, the produce
 refused because this instance is fenced (reason ``lease``), because the partition is in a move's
 final catch-up (``moving``) or because its epoch moved on under the append (``epoch``). Read at
 scrape time from the instance's own cluster objects (``cluster_families``): partitions owned here,
-partitions whose owner is gone, instances alive, epoch changes the watched cache has seen, the time
+partitions whose owner is gone, instances alive, epoch changes the watched cache has seen, the
+records it found malformed and the reloads or watches a bug ended, the time
 left before the instance fences itself, and whether the cache is current.
 
 Nothing here exists in a single process: the families are built only when the service core holds a
@@ -78,6 +79,12 @@ def cluster_families(routing: Any) -> Iterator[Metric]:
     epochs = new_family("seglog_cluster_epoch_changes")
     epochs.add_metric([], statistics.epoch_change_count)
     yield epochs
+    malformed = new_family("seglog_cluster_malformed_records")
+    malformed.add_metric([], statistics.malformed_count)
+    yield malformed
+    metadata_errors = new_family("seglog_cluster_metadata_errors")
+    metadata_errors.add_metric([], statistics.unexpected_count)
+    yield metadata_errors
     refused = new_family("seglog_cluster_fenced_appends_refused")
     for reason, count in sorted(instruments.refusals.items()):
         refused.add_metric([reason], count)

@@ -139,6 +139,12 @@ FAMILIES: dict[str, tuple[str, tuple[str, ...], str]] = {
         "offline directory, a value it refuses) and has not applied since; every pass tries again."),
     "seglog_cluster_epoch_changes": (
         "counter", (), "Partition owner records seen at a new epoch (moves, takeovers) since start."),
+    "seglog_cluster_malformed_records": (
+        "counter", (), "Keys or values under the cluster's prefix in etcd that are not records seglog writes "
+        "(each key's revision once): not applied, logged with the key (docs/cluster.md)."),
+    "seglog_cluster_metadata_errors": (
+        "counter", (), "Reloads or watches of the cluster's metadata ended by an unexpected error (a bug, "
+        "logged with its traceback); the cache is not current until a reload succeeds."),
     "seglog_cluster_fenced_appends_refused": (
         "counter", ("reason",),
         "Produces and group commits refused by fencing: lease (not renewed in time), moving (a move's final "

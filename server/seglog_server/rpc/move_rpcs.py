@@ -147,6 +147,7 @@ class PartitionMoveRpcs(mpb_grpc.PartitionMoveServiceServicer):
 
     async def _move(self, cluster: Any, topic: str, partition: int, expected_source: str) -> Any:
         from seglog_server.cluster import ClusterError, EtcdUnavailableError, UnknownPartitionError
+        from seglog_server.cluster.errors import MalformedRecordError
 
         moves, started = cluster.moves, time.monotonic()
         try:
@@ -154,6 +155,8 @@ class PartitionMoveRpcs(mpb_grpc.PartitionMoveServiceServicer):
             existing = await asyncio.to_thread(moves.read_move, topic, partition)
         except UnknownPartitionError as exc:
             raise MoveRefusedError(f"{exc}: only a partition placed in the cluster moves") from exc
+        except MalformedRecordError as exc:
+            raise _unreadable(f"{topic}-{partition} not moved", exc) from exc
         except EtcdUnavailableError as exc:
             raise ClusterUnavailableError(f"{topic}-{partition} not moved: {exc}") from exc
         source = owner.owner
@@ -284,7 +287,7 @@ class PartitionMoveRpcs(mpb_grpc.PartitionMoveServiceServicer):
                 return
             log = self.core.storage.get_log(topic, partition)
             owner = cluster.cache.owner_of(topic, partition)
-            if owner is not None and owner.owner != cluster.instance_id and log.log_end_offset:
+            if owner is not None and owner.readable and owner.owner != cluster.instance_id and log.log_end_offset:
                 await self.core.calls.blocking(log.truncate_fully_and_start_at, 0)
         except (StorageError, OSError) as exc:  # the stale-copy pass drops an installed copy later
             _log.warning("%s-%d: the abandoned copy not discarded yet: %s", topic, partition, exc)
@@ -338,8 +341,8 @@ class PartitionMoveRpcs(mpb_grpc.PartitionMoveServiceServicer):
 
     def _stale_copy(self, cluster: Any, topic: str, partition: int) -> Any:
         owner = cluster.cache.owner_of(topic, partition)
-        if owner is None or owner.owner == cluster.instance_id:
-            return None
+        if owner is None or owner.owner == cluster.instance_id or not owner.readable:
+            return None  # an unreadable owner record gives no one the partition: nothing is dropped
         move = cluster.cache.move_of(topic, partition)
         if move is not None and move.get("target") == cluster.instance_id:
             return None  # a copy being installed here: the move's, until it commits or aborts
@@ -397,6 +400,7 @@ class PartitionMoveRpcs(mpb_grpc.PartitionMoveServiceServicer):
     @unary_rpc
     async def AbortMove(self, request: mpb.AbortMoveRequest, context: Any) -> Any:
         from seglog_server.cluster import EtcdUnavailableError
+        from seglog_server.cluster.errors import MalformedRecordError
 
         cluster = self._cluster("aborting a move")
         topic, partition = validation.check_partition_ref(request.topic, request.partition)
@@ -408,6 +412,8 @@ class PartitionMoveRpcs(mpb_grpc.PartitionMoveServiceServicer):
             if move is None:
                 return mpb.AbortMoveResponse(aborted=False)
             aborted = await asyncio.to_thread(cluster.moves.abort, move)
+        except MalformedRecordError as exc:
+            raise _unreadable(f"{topic}-{partition}: move not aborted", exc) from exc
         except EtcdUnavailableError as exc:
             raise ClusterUnavailableError(f"{topic}-{partition}: move not aborted: {exc}") from exc
         _log.warning("%s-%d: move to %s aborted by request", topic, partition, move.target)
@@ -431,6 +437,7 @@ class PartitionMoveRpcs(mpb_grpc.PartitionMoveServiceServicer):
 
     async def _take_over(self, cluster: Any, topic: str, partition: int) -> Any:
         from seglog_server.cluster import EtcdUnavailableError, OwnershipConflictError, UnknownPartitionError
+        from seglog_server.cluster.errors import MalformedRecordError
         from seglog_server.cluster.partition_moves import OwnerStillAliveError
 
         try:
@@ -449,6 +456,8 @@ class PartitionMoveRpcs(mpb_grpc.PartitionMoveServiceServicer):
             raise MoveRefusedError(str(exc)) from exc
         except OwnerStillAliveError as exc:
             raise MoveRefusedError(str(exc)) from exc
+        except MalformedRecordError as exc:
+            raise _unreadable(f"{topic}-{partition} not taken over", exc) from exc
         except OwnershipConflictError as exc:
             raise MoveFailedError(str(exc)) from exc
         except EtcdUnavailableError as exc:
@@ -493,6 +502,12 @@ def describe_cluster(cluster_name: str, instance_id: str, cache: Any) -> mpb.Des
                            to_instance=str(move.get("target", "")), state=str(move.get("state", "")),
                            started_ms=int(move.get("started_ms", 0)))
     return response
+
+
+def _unreadable(what: str, exc: Exception) -> MoveRefusedError:
+    """A record of the partition in etcd is malformed (cluster/records.py): FAILED_PRECONDITION
+    naming the key; nothing is done until an operator writes it again or deletes it."""
+    return MoveRefusedError(f"{what}: {exc}; write the record again or delete it (etcdctl), then retry")
 
 
 @dataclass

@@ -10,6 +10,7 @@ import threading
 import pytest
 
 from seglog_server.cluster import ClusterKeys, EtcdGateway, EtcdUnavailableError, reserve_producer_id_block
+from seglog_server.cluster.errors import MalformedRecordError
 from seglog_server.cluster.etcd_gateway import b64
 from seglog_server.storage.producers.producer_ids import BLOCK_SIZE, AllocatedProducerIds
 
@@ -81,8 +82,9 @@ def test_ids_served_by_several_allocators_over_one_counter_are_all_distinct(gate
 def test_a_counter_not_written_by_an_instance_is_refused_not_guessed(gateways, keys):
     gateway = gateways()
     gateway.txn([], [{"request_put": {"key": b64(keys.producer_id_block()), "value": b64("garbage")}}])
-    with pytest.raises(ValueError, match="not a producer-id counter"):
+    with pytest.raises(MalformedRecordError, match="not a producer-id counter") as raised:
         reserve_producer_id_block(gateway, keys, BLOCK_SIZE, lambda: NOW_MS)
+    assert raised.value.key == keys.producer_id_block()  # the cluster's own error, naming the key
 
 
 def test_an_etcd_that_does_not_answer_reserves_nothing_and_the_next_reservation_follows(etcd, gateways, keys):

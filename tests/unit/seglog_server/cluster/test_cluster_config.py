@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 import seglog_server.cluster as cluster
 from seglog_server.cluster import ClusterConfig, ClusterConfigError, ClusterKeys, instance_id_for
 from seglog_server.cluster.instance_identity import INSTANCE_ID_FILE_NAME
+from seglog_server.cluster.errors import MalformedRecordError
 
 
 def config(**overrides) -> ClusterConfig:
@@ -103,4 +104,6 @@ def test_keys_parse_back_what_they_build():
     assert keys.parse(keys.instance("i-1")) == ("instance", "i-1", None)
     assert keys.parse(keys.topic("t.x")) == ("topic", "t.x", None)
     assert keys.parse(keys.owner("t.x", 12)) == ("owner", "t.x", 12)
-    assert keys.parse("seglog2/owners/t/1") is None and keys.parse("seglog/owners/t/x") is None
+    assert keys.parse("seglog2/owners/t/1") is None and keys.parse("seglog/producer_id_block") is None
+    with pytest.raises(MalformedRecordError, match="'seglog/owners/t/x'"):
+        keys.parse("seglog/owners/t/x")  # an owner key whose partition is not a number

@@ -1,0 +1,196 @@
+"""The checked decoding of etcd's keys and values (cluster/records.py) and the watched cache's use
+of it: hostile bytes and JSON-ish values raise nothing but MalformedRecordError, and the cache
+applies every event without raising, each malformed record on its safe side."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from seglog_server.cluster import ClusterKeys, EtcdGateway, MetadataCache
+from seglog_server.cluster.errors import MalformedRecordError
+from seglog_server.cluster.etcd_gateway import KeyValue, WatchBatch, WatchEvent, _kv, b64
+from seglog_server.cluster.ownership import UNREADABLE_OWNER, parse_owner
+from seglog_server.cluster.partition_moves import parse_move
+from seglog_server.cluster.producer_id_blocks import _parse as parse_producer_id_counter
+from seglog_server.cluster.records import (
+    DEPTH_MAX,
+    RECORD_BYTES_MAX,
+    decode_ceiling,
+    decode_instance,
+    decode_json,
+    decode_move,
+    decode_owner,
+    decode_topic,
+)
+from seglog_server.storage.base.topic_partition import PARTITION_COUNT_MAX
+
+KEYS = ClusterKeys("c")
+TYPED_DECODERS = (decode_instance, decode_topic, decode_owner, decode_move, decode_ceiling)
+DECODERS = (*TYPED_DECODERS, decode_json)
+
+# What the audit fed the readers, each of which ended the cache's thread or answered INTERNAL.
+HOSTILE_VALUES = [
+    b"[1]", b'"owner"', b"null", b"", b"\xff\xfe", b'{"capacity": [], "address": "a:1"}',
+    b'{"partitions": 1, "configs": [1]}', b'{"partitions": Infinity}', b'{"partitions": NaN}',
+    b'{"partitions": 1e400}', b'{"epoch": 1e400, "owner": "a"}', b'{"owner": "a", "epoch": ' + b"9" * 5000 + b"}",
+    b"[" * 100_000, b'{"a":' * 5000 + b"1" + b"}" * 5000, b'{"partitions": 1000000000000}',
+    b'{"partitions": true}', b'{"owner": ["a"], "epoch": 0}', b'{"owner": "a", "epoch": -1}',
+    b'{"source": "a", "target": "b", "epoch": 0, "state": "copying", "started_ms": 1e400}',
+    b'{"epoch": 0, "ceiling": "12"}', b'{"address": "a:1", "data_dirs": "/d"}',
+    b'{"address": "a:1", "capacity": {"bytes": 1.5}}', b" " * (RECORD_BYTES_MAX + 1),
+]
+
+
+def json_values(depth: int = 4):
+    """JSON-ish values: the types json.dumps writes, big and non-finite numbers, nesting."""
+    scalars = (st.none() | st.booleans() | st.integers() | st.integers(min_value=10**18, max_value=10**60)
+               | st.floats(allow_nan=True, allow_infinity=True) | st.text(max_size=20))
+    return st.recursive(scalars, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(
+        st.sampled_from(["owner", "epoch", "partitions", "configs", "capacity", "address", "data_dirs", "source",
+                         "target", "state", "started_ms", "ceiling", "start_offset", "acl_digest", "topic_id",
+                         "partition_count", "bytes"]) | st.text(max_size=8), inner, max_size=6), max_leaves=12)
+
+
+def record_values():
+    """Records shaped like seglog's, with any field replaced by any JSON-ish value."""
+    fields = st.dictionaries(st.sampled_from(["owner", "epoch", "partitions", "configs", "capacity", "address",
+                                              "data_dirs", "source", "target", "state", "started_ms", "ceiling",
+                                              "start_offset"]), json_values(), max_size=8)
+    return fields.map(lambda record: json.dumps(record).encode())
+
+
+def _decodes_or_refuses(decoder, value: bytes) -> None:
+    try:
+        decoder("c/k", value)
+    except MalformedRecordError as exc:
+        assert exc.key == "c/k" and "c/k" in str(exc)
+
+
+@pytest.mark.parametrize("value", HOSTILE_VALUES, ids=range(len(HOSTILE_VALUES)))
+@pytest.mark.parametrize("decoder", TYPED_DECODERS, ids=lambda decoder: decoder.__name__)
+def test_each_hostile_value_of_the_audit_is_refused_by_name(decoder, value):
+    with pytest.raises(MalformedRecordError, match="c/k"):
+        decoder("c/k", value)
+
+
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@given(st.binary(max_size=200), st.sampled_from(DECODERS))
+def test_any_bytes_decode_or_raise_the_cluster_error_only(value, decoder):
+    _decodes_or_refuses(decoder, value)
+
+
+@settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow])
+@given(st.one_of(json_values().map(lambda v: json.dumps(v).encode()), record_values()), st.sampled_from(DECODERS))
+def test_any_json_value_decodes_or_raises_the_cluster_error_only(value, decoder):
+    _decodes_or_refuses(decoder, value)
+
+
+@settings(max_examples=100, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(min_value=DEPTH_MAX + 1, max_value=50_000), st.sampled_from([b"[", b'{"a":']))
+def test_nesting_past_the_bound_is_refused_before_json_recurses(depth, opener):
+    with pytest.raises(MalformedRecordError, match="deeper"):
+        decode_json("c/k", opener * depth)
+
+
+def test_what_seglog_writes_decodes_as_written():
+    assert decode_topic("k", b'{"configs": {"retention.ms": "5"}, "partitions": 3, "topic_id": "x"}').partitions == 3
+    assert parse_owner(b'{"epoch": 4, "owner": "a", "start_offset": 9}', 7) .start_offset == 9
+    assert parse_move("t", 0, b'{"epoch": 1, "source": "a", "started_ms": 5, "state": "final", "target": "b"}',
+                      3).state == "final"
+    assert decode_instance("k", b'{"address": "a:1", "capacity": {"bytes": 5, "partition_count": 2}, '
+                                b'"data_dirs": ["/d"], "id": "a"}').bytes == 5
+    assert decode_ceiling("k", b'{"ceiling": 100, "epoch": 2}').ceiling == 100
+    assert decode_topic("k", b'{"partitions": %d}' % PARTITION_COUNT_MAX).partitions == PARTITION_COUNT_MAX
+    with pytest.raises(MalformedRecordError, match="partitions"):
+        decode_topic("k", b'{"partitions": %d}' % (PARTITION_COUNT_MAX + 1))
+
+
+@pytest.mark.parametrize("key", ["c/owners/t/\u00b2", "c/moves/t/\u0663", "c/owners/t/01", "c/owners/t/",
+                                 "c/owners/t/%d" % PARTITION_COUNT_MAX, "c/owners//0", "c/topics/a b",
+                                 "c/topics/", "c/instances/a/b", "c/instances/", "c/topics/\\xff"])
+def test_a_key_of_a_known_kind_with_bad_parts_is_refused_by_name(key):
+    with pytest.raises(MalformedRecordError) as raised:
+        KEYS.parse(key)
+    assert raised.value.key == key
+
+
+@settings(max_examples=400)
+@given(st.sampled_from(["c/", "c/instances/", "c/topics/", "c/owners/", "c/moves/", "c/owners/t/", "x/"]),
+       st.binary(max_size=30))
+def test_any_key_parses_or_raises_the_cluster_error_only(prefix, tail):
+    raw = prefix.encode() + tail
+    key = _kv({"key": b64(raw)}).key  # as the gateway hands it over: never raises on bad UTF-8
+    try:
+        KEYS.parse(key)
+    except MalformedRecordError:
+        pass
+
+
+def test_a_key_not_in_utf8_is_escaped_not_raised():
+    assert _kv({"key": b64(b"c/topics/\xff")}).key == "c/topics/\\xff"
+
+
+@pytest.mark.parametrize("value", [b"12x", b"\xd9\xa3", b"99999999999999999999", b"-1", b""])
+def test_a_bad_producer_id_counter_is_the_cluster_error(value):
+    with pytest.raises(MalformedRecordError, match="producer-id counter"):
+        parse_producer_id_counter(value, "c/producer_id_block")
+
+
+# -- the watched cache, applying events without its thread --------------------------------------
+def _cache() -> MetadataCache:
+    return MetadataCache(EtcdGateway(("http://127.0.0.1:9",), timeout_s=0.1), KEYS)
+
+
+def _put(key: str, value: bytes, revision: int, created: int | None = None) -> WatchEvent:
+    return WatchEvent("PUT", KeyValue(key, value, revision, created or revision, 0))
+
+
+GOOD = {"c/instances/a": b'{"address": "a:1", "capacity": {"bytes": 0, "partition_count": 0}}',
+        "c/topics/t": b'{"configs": {}, "partitions": 2}',
+        "c/owners/t/0": b'{"epoch": 3, "owner": "a"}',
+        "c/moves/t/0": b'{"epoch": 3, "source": "a", "started_ms": 1, "state": "copying", "target": "b"}'}
+
+
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(st.sampled_from(["c/instances/a", "c/topics/t", "c/owners/t/0", "c/moves/t/0",
+                                           "c/owners/t/\u00b2", "c/topics/\\xff", "c/offset_ceilings/t/0"]),
+                          st.one_of(st.binary(max_size=60), json_values().map(lambda v: json.dumps(v).encode()),
+                                    record_values(), st.sampled_from(HOSTILE_VALUES[:20]))), max_size=6))
+def test_the_cache_applies_any_events_and_the_good_ones_after_them(events):
+    cache = _cache()
+    revision = 0
+    for key, value in events:
+        revision += 1
+        cache._apply(WatchBatch([_put(key, value, revision)]))  # never raises
+    for key, value in GOOD.items():
+        revision += 1
+        cache._apply(WatchBatch([_put(key, value, revision)]))
+    assert cache.owner_of("t", 0).owner == "a" and cache.owner_of("t", 0).epoch == 3
+    assert cache.topics() == {"t": 2} and cache.instances()["a"].alive
+    assert cache.move_of("t", 0)["target"] == "b"
+
+
+def test_each_malformed_record_is_applied_on_its_safe_side_counted_once():
+    cache = _cache()
+    for revision, (key, value) in enumerate(GOOD.items(), start=1):
+        cache._apply(WatchBatch([_put(key, value, revision)]))
+    bad = [_put("c/instances/a", b"[1]", 10), _put("c/topics/t", b'{"partitions": 1e400}', 11, created=2),
+           _put("c/owners/t/0", b'{"owner": "a", "epoch": ' + b"9" * 5000 + b"}", 12),
+           _put("c/moves/t/0", b"[" * 100_000, 13), _put("c/owners/t/\u00b2", b"{}", 14)]
+    cache._apply(WatchBatch(bad))
+    cache._apply(WatchBatch(bad[:1]))  # the same key at the same revision again: counted once
+    assert not cache.instances()["a"].alive  # not registered: nothing placed or routed there
+    assert "t" not in cache.topics() and cache.topic_configs("t") is None
+    assert cache.topic_generation("t") == 2  # the generation stays: local copies neither dropped nor made
+    owner = cache.owner_of("t", 0)
+    assert (owner.owner, owner.epoch, owner.readable) == (UNREADABLE_OWNER, 3, False)  # no one's, not absent
+    assert UNREADABLE_OWNER not in cache.instances()
+    assert cache.move_of("t", 0) is None
+    assert cache.statistics().malformed_count == 5
+    cache._apply(WatchBatch([_put("c/owners/t/0", GOOD["c/owners/t/0"], 15)]))
+    assert cache.owner_of("t", 0).owner == "a"
+
