@@ -21,8 +21,13 @@
    and then hand their offsets out again. The cut leaves a gap of offsets, never a reused one.)
    The gap is written down at once (lost_offsets.py): reads in it answer DATA_LOSS naming it,
    this load's and every later one's, until the log start offset moves past it.
-5. A log whose end is below the checkpointed log start offset is emptied; an empty directory
-   gets a first segment at the log start offset.
+5. A log whose segments end below the log start offset it was opened with (the
+   log-start-offset checkpoint's) is not touched: the load raises ``CorruptCheckpointError``
+   naming both offsets and the partition stays offline with every file kept. Kafka empties such a
+   log (a follower behind its leader's log start fetches from there); a single copy cannot tell a
+   rotted checkpoint digit from a DeleteRecords whose unflushed tail a power loss took, and
+   guessing the first deletes every stored record. The operator's fix is in docs/reliability.md.
+   An empty directory gets a first segment at the log start offset.
 6. The active segment's indexes get their full ``segment.index.bytes`` back (trimmed at close).
 
 So a clean shutdown costs one directory listing and one object per segment, plus three small
@@ -39,7 +44,8 @@ from dataclasses import dataclass
 from ..base import file_names as names
 from ..base.clock import Clock
 
-from ..base.errors import CorruptRecordError, InvalidOffsetError
+from ..base.errors import CorruptCheckpointError, CorruptRecordError, InvalidOffsetError
+from ..format.checkpoint import LOG_START_OFFSET_CHECKPOINT
 from ..format.file_records import FileRecords, HeaderField
 from ..base.fs import FileSystem
 from ..base.log_config import LogConfig
@@ -260,7 +266,7 @@ class LogLoader:
         """Returns (recovery point, log end offset)."""
         if not self._had_clean_shutdown:
             self._recover_unflushed()
-        log_end_offset = self._delete_segments_if_log_start_above_log_end()
+        log_end_offset = self._check_log_start_within_log_end()
         if not self._segments:
             self._segments.add(self._open_segment(self._log_start_offset, create=True))
         if self._had_clean_shutdown and log_end_offset is not None:
@@ -311,27 +317,21 @@ class LogLoader:
         later = self._segments.higher(segment.base_offset)
         return None if later is None else later.base_offset
 
-    def _delete_segments_if_log_start_above_log_end(self) -> int | None:
+    def _check_log_start_within_log_end(self) -> int | None:
+        """The log end offset (None without segments); raises CorruptCheckpointError, touching
+        nothing, when it is below the log start offset (pass 5 of the module docstring)."""
         if not self._segments:
             return None
         log_end_offset = self._segments.active.read_next_offset()
         if log_end_offset >= self._log_start_offset:
             return log_end_offset
-        _LOG.warning(
-            "%s: deleting every segment: the log end offset %d is below the log start offset %d",
-            self._dir,
-            log_end_offset,
-            self._log_start_offset,
-        )
-        self._delete_segments(self._segments.values())
-        return None
-
-    def _delete_segments(self, segments: list[LogSegment]) -> None:
-        """Removes segments now: nothing reads a log that is still loading."""
-        for segment in segments:
-            self._segments.remove(segment.base_offset)
-            segment.close_handlers()
-            segment.delete_if_exists()
+        checkpoint = os.path.join(os.path.dirname(self._dir), LOG_START_OFFSET_CHECKPOINT)
+        raise CorruptCheckpointError(  # load() closes what the passes opened
+            f"{self._dir}: the log start offset {self._log_start_offset} ({checkpoint}) is above the "
+            f"log end offset {log_end_offset} its segments hold (from offset {self._segments.first.base_offset}); "
+            "every file is kept and the partition stays offline. Fix: set the partition's line in that "
+            f"file to at most {log_end_offset}, or remove the line to serve every record, then restart "
+            "(docs/reliability.md)")
 
     def _unlink(self, name: str) -> None:
         try:

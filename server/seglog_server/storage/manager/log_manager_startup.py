@@ -31,7 +31,7 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from ..base.errors import InvalidConfigError, LogDirOfflineError
+from ..base.errors import CorruptCheckpointError, InvalidConfigError, LogDirOfflineError
 from ..base.fs import FileSystem
 from ..base.io_errors import is_exhaustion
 from ..dirs.log_dir import DirScan, LogDir
@@ -199,6 +199,15 @@ class StartupLoader:
             )
         except IO_ERRORS:
             raise
+        except CorruptCheckpointError as exc:
+            # A checkpoint that contradicts the files (a log start above the log end, an
+            # unreadable lost-offset-ranges): loading again with recovery meets it again, and no
+            # guess may delete segments. The message names the file and the operator's fix.
+            reason = str(exc)
+            _log.error("partition %s stays offline, every other partition serves: %s", tp, reason)
+            self._registry.mark_offline([tp], log_dir, reason)
+            tally.offline += 1
+            return None
         except Exception as exc:  # noqa: BLE001 - any bad byte of one partition stays in it
             first_failure = exc
         _log.error(
