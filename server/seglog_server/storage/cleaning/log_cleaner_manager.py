@@ -485,37 +485,12 @@ class LogCleanerManager:
                 self._refused_count += 1
             raise
         manifest = entry.manifest
-        tp = TopicPartition(manifest.topic, manifest.partition)
-        partition: PartitionEntry | None = None
-        try:
-            partition = self._find_partition(tp)
-            if partition is None or partition.log_dir is not entry.log_dir:
-                raise StaleCleaningResultError(
-                    f"snapshot {snapshot_id} is stale: partition {tp} no longer lives in {entry.log_dir.path}"
-                )
-            with self._partition_lock(tp):
-                _check_still_compacted(partition.log, snapshot_id)
-                outcome = self._install(entry, partition)
-                self._advance_checkpoint_or_warn(entry.log_dir, tp, outcome.result.cleaned_up_to_offset)
-        except IO_ERRORS as exc:
-            # install_cleaned removed the .cleaned files it made (or, half swapped, took the log
-            # offline, which LogDirOfflineError reports): a full disk fails this commit alone.
-            self._release(entry)
-            raise self._failed(entry.log_dir, f"installing cleaning {snapshot_id}", exc) from exc
-        except (ResourceExhaustedError, RemoteStorageError):
-            self._release(entry)  # not a refusal: the same result may be committed again
-            raise
-        except StorageError:
-            self._note_refusal(tp)
-            if partition is not None and not partition.log.config.is_compacted:
-                # Never installable while the policy is delete: its links would only hold the
-                # superseded segments' bytes on disk until the snapshot expired.
-                self._remove(entry, snapshot_id)
-            else:
-                self._release(entry)
-            raise
-        self._note_success(tp, outcome)
-        self._remove(entry, snapshot_id)
+        try:  # released on every path, whatever it raises: a claim never outlives its call
+            outcome = self._commit_claimed(entry, snapshot_id)
+            self._note_success(TopicPartition(manifest.topic, manifest.partition), outcome)
+            self._remove(entry, snapshot_id)
+        finally:
+            self._release(entry)  # harmless once removed: nothing can find the entry any more
         with self._lock:
             self._committed.append(snapshot_id)
             self._committed_count += 1
@@ -535,6 +510,36 @@ class LogCleanerManager:
             bytes_after=outcome.bytes_after,
             cleaned_up_to_offset=outcome.result.cleaned_up_to_offset,
         )
+
+    def _commit_claimed(self, entry: _OpenSnapshot, snapshot_id: str) -> InstallOutcome:
+        """The commit of a claimed snapshot; the caller releases the claim whatever happens."""
+        manifest = entry.manifest
+        tp = TopicPartition(manifest.topic, manifest.partition)
+        partition: PartitionEntry | None = None
+        try:
+            partition = self._find_partition(tp)
+            if partition is None or partition.log_dir is not entry.log_dir:
+                raise StaleCleaningResultError(
+                    f"snapshot {snapshot_id} is stale: partition {tp} no longer lives in {entry.log_dir.path}"
+                )
+            with self._partition_lock(tp):
+                _check_still_compacted(partition.log, snapshot_id)
+                outcome = self._install(entry, partition)
+                self._advance_checkpoint_or_warn(entry.log_dir, tp, outcome.result.cleaned_up_to_offset)
+        except IO_ERRORS as exc:
+            # install_cleaned removed the .cleaned files it made (or, half swapped, took the log
+            # offline, which LogDirOfflineError reports): a full disk fails this commit alone.
+            raise self._failed(entry.log_dir, f"installing cleaning {snapshot_id}", exc) from exc
+        except (ResourceExhaustedError, RemoteStorageError):
+            raise  # not a refusal: the same result may be committed again
+        except StorageError:
+            self._note_refusal(tp)
+            if partition is not None and not partition.log.config.is_compacted:
+                # Never installable while the policy is delete: its links would only hold the
+                # superseded segments' bytes on disk until the snapshot expired.
+                self._remove(entry, snapshot_id)
+            raise
+        return outcome
 
     def _install(self, entry: _OpenSnapshot, partition: PartitionEntry) -> InstallOutcome:
         store = self._snapshot_store

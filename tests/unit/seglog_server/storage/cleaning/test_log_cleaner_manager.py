@@ -12,7 +12,7 @@ import pytest
 from seglog.records import RecordBatchBuilder, iter_batches
 from seglog_server.storage.format.checkpoint import CLEANER_OFFSET_CHECKPOINT, OffsetCheckpointFile
 from seglog_server.storage.base.clock import FakeClock
-from seglog_server.storage.base.fs import REAL_FS
+from seglog_server.storage.base.fs import REAL_FS, FileSystem
 from seglog_server.storage.base.log_config import LogConfig
 from seglog_server.storage.cleaning.log_cleaning_install import install_cleaned
 from seglog_server.storage.base.errors import (
@@ -511,3 +511,46 @@ def test_the_swap_itself_refuses_a_log_no_longer_compacted(manager):
         install_cleaned(log, taken.path, taken.manifest, expected_segments=None, fs=REAL_FS)
     committed_log_changes_nothing(log, before)
     assert not [n for n in os.listdir(log.dir) if n.endswith((".cleaned", ".swap"))]
+
+
+class ResultReadFailsFS(FileSystem):
+    """Fails opening result.json with an error no commit path names (an exhausted interpreter's
+    MemoryError, a bug's RuntimeError), ``failures`` times."""
+
+    failures = 0
+    error: type[BaseException] = MemoryError
+
+    def open(self, path, flags, mode=0o644):
+        if path.endswith("result.json") and self.failures:
+            self.failures -= 1
+            raise self.error("injected while reading result.json")
+        return super().open(path, flags, mode)
+
+
+@pytest.mark.parametrize("error", [MemoryError, RuntimeError])
+def test_a_commit_failing_with_any_error_releases_its_snapshot(tmp_path, clock, error):
+    """Whatever a commit raises, its claim on the snapshot goes: the next commit and a drop are
+    not refused as 'being committed or removed by another call'."""
+    fs = ResultReadFailsFS()
+    fs.error = error
+    started = LogManager([str(tmp_path / "d0")], clock=clock, intervals=EVERY_PASS, fs=fs)
+    started.startup()
+    try:
+        log = compacted_log(started)
+        written = fill(log)
+        first = started.create_snapshot("c", 0)
+        hand_clean(first.path)
+        fs.failures = 1
+        with pytest.raises(error, match="injected"):
+            started.commit_cleaned(first.manifest.snapshot_id)
+        assert started.commit_cleaned(first.manifest.snapshot_id).cleaned_up_to_offset == 12
+        assert latest((k, v) for _, k, v in replay(log)) == latest(written)
+        fill(compacted_log(started, "d"))
+        second = started.create_snapshot("d", 0)
+        hand_clean(second.path)
+        fs.failures = 1
+        with pytest.raises(error):
+            started.commit_cleaned(second.manifest.snapshot_id)
+        assert started.drop_snapshot(second.manifest.snapshot_id)
+    finally:
+        started.shutdown()
