@@ -21,15 +21,41 @@ import logging
 import os
 import threading
 
+from seglog_server.storage.base.json_document import INT64_MAX, Fields, read_json_document
+from seglog_server.storage.base.topic_partition import TOPIC_NAME_LENGTH_MAX
+
+from .errors import ClusterError
 from .etcd_gateway import EtcdGateway, b64, prefix_end
 from .keys import MOVES, ClusterKeys
 
-__all__ = ["HELD_TOPICS_FILE_NAME", "HeldTopics", "delete_topic_records"]
+__all__ = ["HELD_TOPICS_BYTES_MAX", "HELD_TOPICS_FILE_NAME", "HeldTopics", "HeldTopicsFileError", "delete_topic_records"]
 
 _log = logging.getLogger(__name__)
 HELD_TOPICS_FILE_NAME = "cluster-topics.json"
 # The offset ceilings' records (offset_ceilings.py) live under this part of the prefix too.
 _OFFSET_CEILINGS = "offset_ceilings/"
+# One entry is a topic name (at most 249 characters, each up to 4 UTF-8 bytes when escaped as
+# JSON: 6) and a revision: 16 MiB holds over 10,000 of the longest names, far more topics than
+# one instance holds; a larger file is not ours.
+HELD_TOPICS_BYTES_MAX = 16 * 1024 * 1024
+
+
+class HeldTopicsFileError(ClusterError):
+    """The held-topics file is not the document this module writes (read as empty: see HeldTopics)."""
+
+
+def _parse_held_topics(data: bytes, path: str) -> dict[str, int]:
+    """topic -> generation from the file's bytes; HeldTopicsFileError naming ``path`` otherwise."""
+    doc = Fields(read_json_document(data, path, HeldTopicsFileError, bytes_max=HELD_TOPICS_BYTES_MAX),
+                 path, HeldTopicsFileError)
+    version = doc.get("version", int)
+    if version != 1:
+        doc.fail("version", f"expected 1, found {version}")
+    topics = doc.object("topics")
+    for topic in topics.data:
+        if not 0 < len(topic) <= TOPIC_NAME_LENGTH_MAX:
+            doc.fail("topics", f"a topic name of {len(topic)} characters (1 to {TOPIC_NAME_LENGTH_MAX})")
+    return {topic: topics.int(topic, 0, INT64_MAX) for topic in topics.data}
 
 
 def _delete_prefix(prefix: str) -> dict:
@@ -50,8 +76,10 @@ def delete_topic_records(gateway: EtcdGateway, keys: ClusterKeys, topic: str) ->
 
 class HeldTopics:
     """topic -> the generation (etcd create revision) of the local copy, kept in a JSON file
-    written atomically. An unreadable file is logged and read as empty: the instance then deletes
-    nothing for etcd's sake until it records the generations again (the safe side)."""
+    written atomically. An unreadable file (an I/O error, or bytes the bounded JSON reader or the
+    field checks refuse: a huge number, 1e400, deep nesting, a wrong type) is logged and read as
+    empty: the instance then deletes nothing for etcd's sake until it records the generations
+    again (the safe side)."""
 
     def __init__(self, data_dir: str) -> None:
         self.path = os.path.join(data_dir, HELD_TOPICS_FILE_NAME)
@@ -60,18 +88,21 @@ class HeldTopics:
 
     def _read(self) -> dict[str, int]:
         try:
-            with open(self.path, encoding="utf-8") as handle:
-                record = json.load(handle)
-            topics = record["topics"]
-            if record.get("version") != 1 or not isinstance(topics, dict):
-                raise ValueError(f"version {record.get('version')!r}")
-            return {str(topic): int(revision) for topic, revision in topics.items()}
+            with open(self.path, "rb") as handle:
+                data = handle.read(HELD_TOPICS_BYTES_MAX + 1)
         except FileNotFoundError:
             return {}
-        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
-            _log.error("%s unreadable (%s): no local topic is deleted for etcd's sake until each is "
-                       "recorded again", self.path, exc)
-            return {}
+        except OSError as exc:
+            return self._unreadable(exc)
+        try:
+            return _parse_held_topics(data, self.path)
+        except HeldTopicsFileError as exc:
+            return self._unreadable(exc)
+
+    def _unreadable(self, exc: Exception) -> dict[str, int]:
+        _log.error("%s unreadable (%s): no local topic is deleted for etcd's sake until each is "
+                   "recorded again", self.path, exc)
+        return {}
 
     def get(self, topic: str) -> int | None:
         with self._lock:
