@@ -19,6 +19,7 @@ import json
 import os
 
 from ..base.fs import REAL_FS, FileSystem
+from ..base.json_document import INT64_MAX, read_json_document
 
 __all__ = ["CLEAN_SHUTDOWN_FILE_NAME", "CLEAN_SHUTDOWN_VERSION", "NO_BROKER_EPOCH", "CleanShutdownFile"]
 
@@ -75,14 +76,19 @@ class CleanShutdownFile:
         return _parse_broker_epoch(data)
 
 
+class _UnreadableMarkerError(Exception):
+    """The marker's content is not the document written (the bounded JSON reader's error)."""
+
+
 def _parse_broker_epoch(data: bytes) -> int | None:
     try:
-        content = json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError):
-        return None
+        content = read_json_document(data, CLEAN_SHUTDOWN_FILE_NAME, _UnreadableMarkerError,
+                                     bytes_max=_MARKER_BYTES_MAX)
+    except _UnreadableMarkerError:
+        return None  # nesting that once raised RecursionError here, a 5000-digit epoch: unknown
     if not isinstance(content, dict):
         return None
     epoch = content.get("brokerEpoch")
-    if isinstance(epoch, bool) or not isinstance(epoch, int):
+    if isinstance(epoch, bool) or not isinstance(epoch, int) or not -INT64_MAX - 1 <= epoch <= INT64_MAX:
         return None
     return epoch

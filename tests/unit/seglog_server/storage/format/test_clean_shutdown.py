@@ -50,7 +50,9 @@ def test_unreadable_content_means_unknown_epoch_but_still_exists(tmp_path):
     marker = CleanShutdownFile(str(tmp_path))
     assert marker.exists()
     assert marker.read_broker_epoch() is None
-    for content in (b"not json", b"[1]", b'{"version":0}', b'{"brokerEpoch":true}', b"\xff"):
+    hostile = (b"[" * 2000, b'{"brokerEpoch": ' + b"9" * 4000 + b"}", b'{"brokerEpoch": 1e400}',
+               b'{"brokerEpoch": NaN}', b'{"brokerEpoch": 9223372036854775808}')  # once RecursionError first
+    for content in (b"not json", b"[1]", b'{"version":0}', b'{"brokerEpoch":true}', b"\xff", *hostile):
         (tmp_path / CLEAN_SHUTDOWN_FILE_NAME).write_bytes(content)
         assert marker.read_broker_epoch() is None
 
