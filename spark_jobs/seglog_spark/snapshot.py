@@ -174,8 +174,11 @@ def read_snapshot(path: str) -> Snapshot:
         raise SnapshotError(f"{manifest_path}: expected at most {MANIFEST_BYTES_MAX} bytes, found more")
     try:
         document = json.loads(raw)
-    except ValueError as exc:
-        raise SnapshotError(f"{manifest_path} is not JSON: {exc}") from exc
+    except (ValueError, RecursionError) as exc:
+        # ValueError: not JSON, or an integer of more than 4,300 digits; RecursionError: about a
+        # thousand nested brackets (the parser recurses per level). Every field is then checked
+        # by type (type(value) is int: 1e400 and NaN, floats, never pass as numbers).
+        raise SnapshotError(f"{manifest_path} is not JSON we read: {type(exc).__name__}: {str(exc)[:200]}") from None
     if not isinstance(document, dict) or document.get("format") != MANIFEST_FORMAT:
         raise SnapshotError(f"{manifest_path}: expected an object with format {MANIFEST_FORMAT}")
     raw_segments = document.get("segments")

@@ -370,3 +370,16 @@ def test_result_json_follows_the_contract(tmp_path):
                                     "duration_s", "engine"}
     assert sorted(os.listdir(tmp_path / "cleaned")) == sorted(
         f"{o['file'][:-4]}{suffix}" for o in result["output_segments"] for suffix in (".log", ".index", ".timeindex"))
+
+
+@pytest.mark.parametrize("text", [
+    "[" * 100_000,                                    # once RecursionError out of read_snapshot
+    '{"format": ' + "9" * 5000 + "}",
+    '{"format": 1e400}',
+    '{"format": NaN}',
+])
+def test_a_hostile_manifest_is_a_snapshot_error(tmp_path, text):
+    make_snapshot(str(tmp_path), [(b"k", b"v")] * 10)
+    (tmp_path / "manifest.json").write_text(text)
+    with pytest.raises(SnapshotError, match="manifest"):
+        clean_snapshot(str(tmp_path), map_bytes=SMALL_MAP)
