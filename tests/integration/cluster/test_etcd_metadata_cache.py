@@ -95,3 +95,49 @@ def test_a_paused_etcd_is_noticed_and_the_cache_catches_up_after(etcd, cache, ke
         etcd.resume()
     create_topic(writer, keys, "late", ["a"])
     assert cache.wait_until(lambda c: c.owner_of("late", 0) is not None and c.statistics().connected, WAIT_S)
+
+
+class _ClockFault(BaseException):
+    """Raised by the cache's wall clock (its seam) where no handler of the thread expects it."""
+
+
+def _faulty_clock(fail: list[BaseException]):
+    def now_ms() -> int:
+        if fail:
+            raise fail.pop()
+        return 1
+    return now_ms
+
+
+def test_an_unexpected_error_in_a_reload_shows_the_cache_not_current_and_the_next_reload_recovers(etcd, keys, writer):
+    fail: list[BaseException] = []
+    cache = MetadataCache(EtcdGateway((etcd.endpoint,), timeout_s=2), keys, retry_interval_s=0.2, read_timeout_s=2,
+                          wall_clock_ms=_faulty_clock(fail))
+    cache.start()
+    try:
+        assert cache.wait_until(lambda c: c.statistics().connected, WAIT_S)
+        fail.append(RuntimeError("injected: a bug in applying a batch"))  # the next watch batch's clock read
+        create_topic(writer, keys, "orders", ["a"])
+        assert cache.wait_until(lambda c: c.statistics().unexpected_count == 1, WAIT_S)
+        # Not current in between, then reloaded: the topic the failed batch carried is there.
+        assert cache.wait_until(lambda c: c.owner_of("orders", 0) is not None and c.statistics().connected, WAIT_S)
+        assert cache.statistics().reload_count >= 2
+    finally:
+        cache.stop()
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")  # the thread's end, on purpose
+def test_a_cache_thread_that_ends_is_never_shown_current(etcd, keys, writer):
+    fail: list[BaseException] = []
+    cache = MetadataCache(EtcdGateway((etcd.endpoint,), timeout_s=2), keys, retry_interval_s=0.2, read_timeout_s=2,
+                          wall_clock_ms=_faulty_clock(fail))
+    cache.start()
+    try:
+        assert cache.wait_until(lambda c: c.statistics().connected, WAIT_S)
+        fail.append(_ClockFault())  # not an Exception: ends the thread
+        create_topic(writer, keys, "orders", ["a"])
+        assert cache.wait_until(lambda c: not c.statistics().connected, WAIT_S)
+        cache._thread.join(WAIT_S)
+        assert not cache._thread.is_alive() and not cache.statistics().connected
+    finally:
+        cache.stop()

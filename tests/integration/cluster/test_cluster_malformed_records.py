@@ -1,0 +1,128 @@
+"""Records in a real etcd that seglog never writes (an operator's etcdctl, another tool), written
+under a running instance's cluster prefix: the instance keeps applying the good records that come
+after them, refuses what a bad record names with a specific status naming the key, counts them
+(seglog_cluster_malformed_records_total), and starts again with them present."""
+
+from __future__ import annotations
+
+import json
+
+import grpc
+import pytest
+
+from seglog.v1 import log_service_pb2 as pb
+from seglog.v1 import moves_pb2 as mpb
+from seglog.v1 import moves_pb2_grpc as mpb_grpc
+from seglog_server.cluster import ClusterKeys, EtcdGateway
+from seglog_server.cluster.etcd_gateway import b64
+from tests.integration.cluster.test_cluster_metrics import scrape, value
+from tests.integration.cluster.test_service_cluster import _cluster_args, _metadata, _produce, _start, _until
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def services():
+    started: list = []
+    yield started
+    for service in started:
+        service.stop()
+
+
+def _put(gateway: EtcdGateway, key: bytes | str, value: bytes) -> None:
+    gateway.txn([], [{"request_put": {"key": b64(key), "value": b64(value)}}])
+
+
+def _owners(service, *topics: str) -> dict[tuple[str, int], str]:
+    return {(p.topic, p.partition): p.owner_id for p in _metadata(service, *topics).partitions}
+
+
+def _epochs(service, *topics: str) -> dict[tuple[str, int], int]:
+    return {(p.topic, p.partition): p.epoch for p in _metadata(service, *topics).partitions}
+
+
+def _refusal(call) -> grpc.RpcError:
+    with pytest.raises(grpc.RpcError) as raised:
+        call()
+    return raised.value
+
+
+def test_bad_records_under_a_running_instance_are_skipped_counted_refused_by_name_and_survive_a_restart(
+        tmp_path, etcd, services):
+    cluster = "malformed"
+    keys = ClusterKeys(cluster)
+    services.append(a := _start(tmp_path, "a", _cluster_args(etcd, cluster, "a")))
+    for topic in ("poisoned", "cfg", "moving"):
+        a.stub.CreateTopic(pb.CreateTopicRequest(topic=topic, partitions=1), timeout=10)
+    assert _produce(a, "poisoned", 0).base_offset == 0  # kept through all that follows
+    writer = EtcdGateway((etcd.endpoint,), timeout_s=5)
+    try:
+        # What the audit fed the watch: each one ended the cache's thread, so nothing after it applied.
+        _put(writer, keys.instance("x"), b"[1]")
+        _put(writer, keys.topic("inf"), b'{"partitions": Infinity}')
+        _put(writer, keys.topic("huge"), b'{"partitions": 1000000000000}')
+        _put(writer, keys.prefix + "owners/moving/\u00b2", b'{"owner": "a", "epoch": 0}')
+        _put(writer, keys.prefix.encode() + b"topics/\xff", b"{}")
+        _put(writer, keys.move("moving", 0), b"[" * 100_000)
+        _put(writer, keys.owner("poisoned", 0), b'{"owner": "a", "epoch": 1e400}')
+        _put(writer, keys.topic("cfg"), json.dumps({"partitions": 1, "configs": [1]}).encode())
+        _put(writer, keys.producer_id_block(), b"12\xd9\xa3")
+        _put(writer, keys.offset_ceiling("moving", 0), b'{"epoch": 0, "ceiling": ' + b"9" * 5000 + b"}")
+        # A good change after them all is applied.
+        a.stub.CreateTopic(pb.CreateTopicRequest(topic="later", partitions=2), timeout=10)
+        _until(lambda: _owners(a, "later") == {("later", 0): "a", ("later", 1): "a"}, what="the later topic seen")
+        # (Metadata lists a local topic the view lacks as this instance's at epoch 0: an epoch
+        # written after the bad records shows that the view itself took it.)
+        _put(writer, keys.owner("later", 1), b'{"epoch": 1, "owner": "a"}')
+        _until(lambda: _epochs(a, "later") == {("later", 0): 0, ("later", 1): 1}, what="the later epoch seen")
+        assert _metadata(a).current
+        assert _produce(a, "later", 1).base_offset == 0
+        _until(lambda: value(scrape(a), "seglog_cluster_malformed_records_total") >= 8, what="bad records counted")
+        assert value(scrape(a), "seglog_cluster_metadata_current") == 1
+        assert value(scrape(a), "seglog_cluster_metadata_errors_total") == 0
+
+        _check_refusals(a, keys)
+
+        # A restart with every bad record present: starts, current, and serves as before.
+        a.stop()
+        a.start()
+        _until(lambda: _epochs(a, "later") == {("later", 0): 0, ("later", 1): 1}, what="the view reloaded")
+        assert _metadata(a).current and _produce(a, "later", 0).base_offset == 0
+        _check_refusals(a, keys)
+        # The record written again as seglog writes it: the partition is served again.
+        _put(writer, keys.owner("poisoned", 0), b'{"epoch": 0, "owner": "a"}')
+        _until(lambda: _produce_or_code(a, "poisoned") == grpc.StatusCode.OK, what="the repaired owner served")
+        assert _produce(a, "poisoned", 0).base_offset == 2  # the record before the bad one was never dropped
+    finally:
+        writer.close()
+    assert "Traceback" not in a.log()
+
+
+def _produce_or_code(service, topic: str) -> grpc.StatusCode:
+    try:
+        _produce(service, topic, 0)
+    except grpc.RpcError as exc:
+        return exc.code()
+    return grpc.StatusCode.OK
+
+
+def _check_refusals(a, keys: ClusterKeys) -> None:
+    # An owner record seglog cannot read: no instance serves the partition (not "no owner": that
+    # would be served by whoever holds a copy).
+    refused = _refusal(lambda: _produce(a, "poisoned", 0))
+    assert refused.code() == grpc.StatusCode.UNAVAILABLE and "unreadable owner record" in refused.details()
+    moves = mpb_grpc.PartitionMoveServiceStub(a.channel)
+    for call in (lambda: moves.TakeOverPartition(mpb.TakeOverPartitionRequest(topic="poisoned", partition=0,
+                                                                              unclean=True), timeout=10),
+                 lambda: moves.MovePartition(mpb.MovePartitionRequest(topic="poisoned", partition=0, to_instance="a"),
+                                             timeout=10)):
+        refused = _refusal(call)
+        assert refused.code() == grpc.StatusCode.FAILED_PRECONDITION, refused.details()
+        assert keys.owner("poisoned", 0) in refused.details()
+    refused = _refusal(lambda: moves.AbortMove(mpb.AbortMoveRequest(topic="moving", partition=0), timeout=10))
+    assert refused.code() == grpc.StatusCode.FAILED_PRECONDITION and keys.move("moving", 0) in refused.details()
+    refused = _refusal(lambda: a.stub.AlterTopicConfigs(pb.AlterTopicConfigsRequest(
+        topic="cfg", set_configs={"retention.ms": "1000"}), timeout=10))
+    assert refused.code() == grpc.StatusCode.UNAVAILABLE and keys.topic("cfg") in refused.details()
+    refused = _refusal(lambda: a.stub.InitProducerId(pb.InitProducerIdRequest(), timeout=10))
+    assert refused.code() == grpc.StatusCode.UNAVAILABLE and keys.producer_id_block() in refused.details()
