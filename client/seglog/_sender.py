@@ -28,6 +28,7 @@ a batch completes, which is what ``flush`` and a wait for buffer space wait on.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import re
 import struct
@@ -1325,9 +1326,11 @@ def _named_request_limit(outcome: Any) -> int | None:
     return int(found.group(1)) if found is not None else None
 
 
+@functools.lru_cache(maxsize=1024)
 def _batch_bytes_within(request_bytes: int, topic: str, partition: int | None = None) -> int:
     """The largest batch of ``topic`` (and ``partition``; None: any) a ProduceStream message of
-    its own takes within ``request_bytes``, as serialized (at least 1)."""
+    its own takes within ``request_bytes``, as serialized (at least 1). Remembered: the sender
+    asks it for every batch it drains, with the same few arguments."""
     topic_bytes = len(topic.encode())
     room = request_bytes - _MESSAGE_OVERHEAD_BYTES
     # The envelope at its largest for this limit, then the few bytes its shorter varints leave.

@@ -131,16 +131,18 @@ class RecordBatchBuilder:
             _check_range("delete_horizon_ms", delete_horizon_ms, 0, INT64_MAX)
         self._attributes = make_attributes(
             self._compression,
-            TimestampType(timestamp_type),
+            timestamp_type if type(timestamp_type) is TimestampType else TimestampType(timestamp_type),
             is_transactional=bool(is_transactional),
             is_control=bool(is_control),
             has_delete_horizon=delete_horizon_ms is not None,
         )
-        self._base_offset = _check_range("base_offset", base_offset, INT64_MIN, INT64_MAX)
-        self._partition_leader_epoch = _check_range("partition_leader_epoch", partition_leader_epoch, INT32_MIN, INT32_MAX)
-        self._producer_id = _check_range("producer_id", producer_id, INT64_MIN, INT64_MAX)
-        self._producer_epoch = _check_range("producer_epoch", producer_epoch, INT16_MIN, INT16_MAX)
-        self._base_sequence = _check_range("base_sequence", base_sequence, INT32_MIN, INT32_MAX)
+        if not (type(base_offset) is int and type(partition_leader_epoch) is int
+                and INT64_MIN <= base_offset <= INT64_MAX and INT32_MIN <= partition_leader_epoch <= INT32_MAX):
+            _check_range("base_offset", base_offset, INT64_MIN, INT64_MAX)  # raises, naming the field
+            _check_range("partition_leader_epoch", partition_leader_epoch, INT32_MIN, INT32_MAX)
+        self._base_offset = base_offset
+        self._partition_leader_epoch = partition_leader_epoch
+        self.set_producer(producer_id, producer_epoch, base_sequence)
         # The delete horizon takes the baseTimestamp slot (KIP-534); otherwise the first
         # record's timestamp becomes the base when it is appended.
         self._delete_horizon_ms = delete_horizon_ms
@@ -159,10 +161,17 @@ class RecordBatchBuilder:
     def set_producer(self, producer_id: int, producer_epoch: int, base_sequence: int) -> None:
         """The idempotent producer's fields, given after the records: the producer encodes a
         batch's records ahead, while its partition's window is full, and learns the sequence
-        only when the batch is sent. Checked as the constructor checks them."""
-        self._producer_id = _check_range("producer_id", producer_id, INT64_MIN, INT64_MAX)
-        self._producer_epoch = _check_range("producer_epoch", producer_epoch, INT16_MIN, INT16_MAX)
-        self._base_sequence = _check_range("base_sequence", base_sequence, INT32_MIN, INT32_MAX)
+        only when the batch is sent. Checked as the constructor checks them (one test for the
+        common case, then each field's own, which names the one out of range)."""
+        if not (type(producer_id) is int and type(producer_epoch) is int and type(base_sequence) is int
+                and INT64_MIN <= producer_id <= INT64_MAX and INT16_MIN <= producer_epoch <= INT16_MAX
+                and INT32_MIN <= base_sequence <= INT32_MAX):
+            _check_range("producer_id", producer_id, INT64_MIN, INT64_MAX)
+            _check_range("producer_epoch", producer_epoch, INT16_MIN, INT16_MAX)
+            _check_range("base_sequence", base_sequence, INT32_MIN, INT32_MAX)
+        self._producer_id = producer_id
+        self._producer_epoch = producer_epoch
+        self._base_sequence = base_sequence
 
     def seal(self) -> SealedBatch:
         """The records encoded so far, joined and compressed now, as a ``SealedBatch`` whose
@@ -502,12 +511,14 @@ class SealedBatch:
 
     def build(self, producer_id: int, producer_epoch: int, base_sequence: int) -> bytes:
         """The batch with these producer fields, checked as ``RecordBatchBuilder`` checks them."""
+        if not (type(producer_id) is int and type(producer_epoch) is int and type(base_sequence) is int
+                and INT64_MIN <= producer_id <= INT64_MAX and INT16_MIN <= producer_epoch <= INT16_MAX
+                and INT32_MIN <= base_sequence <= INT32_MAX):
+            _check_range("producer_id", producer_id, INT64_MIN, INT64_MAX)  # raises, naming the field
+            _check_range("producer_epoch", producer_epoch, INT16_MIN, INT16_MAX)
+            _check_range("base_sequence", base_sequence, INT32_MIN, INT32_MAX)
         fields = self._fields.copy()
-        fields[_PRODUCER_FIELDS] = (
-            _check_range("producer_id", producer_id, INT64_MIN, INT64_MAX),
-            _check_range("producer_epoch", producer_epoch, INT16_MIN, INT16_MAX),
-            _check_range("base_sequence", base_sequence, INT32_MIN, INT32_MAX),
-        )
+        fields[_PRODUCER_FIELDS] = (producer_id, producer_epoch, base_sequence)
         return _pack_batch(fields, self.records)
 
 

@@ -270,3 +270,37 @@ def test_any_records_round_trip(records, compression, base_offset):
     assert batch.records() == expected(records, base_offset=base_offset)
     assert batch.max_timestamp == max(r["timestamp_ms"] for r in records)
     assert batch.base_timestamp == records[0]["timestamp_ms"]
+
+
+_PRODUCER_FIELDS = {"producer_id": 7, "producer_epoch": 1, "base_sequence": 3}
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "error", "message"),
+    [
+        ("producer_id", 1 << 63, ValueError, "producer_id must be in"),
+        ("producer_epoch", -(1 << 15) - 1, ValueError, "producer_epoch must be in"),
+        ("base_sequence", 1 << 31, ValueError, "base_sequence must be in"),
+        ("producer_epoch", True, TypeError, "producer_epoch must be an int, found bool"),
+        ("base_sequence", 3.0, TypeError, "base_sequence must be an int, found float"),
+    ],
+)
+def test_producer_fields_given_later_are_checked_as_the_constructor_checks_them(name, value, error, message):
+    """The constructor, set_producer and a sealed batch's build test the common case in one
+    expression; a field out of range or of another type is named as each field's own check names it."""
+    with pytest.raises(error, match=message):
+        RecordBatchBuilder(**{**_PRODUCER_FIELDS, name: value})
+    builder = RecordBatchBuilder()
+    builder.append(b"v", timestamp_ms=1)
+    with pytest.raises(error, match=message):
+        builder.set_producer(**{**_PRODUCER_FIELDS, name: value})
+    with pytest.raises(error, match=message):
+        builder.seal().build(**{**_PRODUCER_FIELDS, name: value})
+    builder.set_producer(**_PRODUCER_FIELDS)
+    assert RecordBatch(builder.build()).producer_id == 7
+
+
+@pytest.mark.parametrize(("name", "value"), [("base_offset", 1.5), ("partition_leader_epoch", False)])
+def test_header_fields_of_another_type_are_refused(name, value):
+    with pytest.raises(TypeError, match=f"{name} must be an int"):
+        RecordBatchBuilder(**{name: value})
