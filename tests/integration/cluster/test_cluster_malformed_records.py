@@ -15,6 +15,7 @@ from seglog.v1 import moves_pb2 as mpb
 from seglog.v1 import moves_pb2_grpc as mpb_grpc
 from seglog_server.cluster import ClusterKeys, EtcdGateway
 from seglog_server.cluster.etcd_gateway import b64
+from seglog_server.storage.base.topic_partition import PARTITION_COUNT_MAX
 from tests.integration.cluster.test_cluster_metrics import scrape, value
 from tests.integration.cluster.test_service_cluster import _cluster_args, _metadata, _produce, _start, _until
 
@@ -82,6 +83,11 @@ def test_bad_records_under_a_running_instance_are_skipped_counted_refused_by_nam
         assert value(scrape(a), "seglog_cluster_metadata_errors_total") == 0
 
         _check_refusals(a, keys)
+        # A count above the cap every record is decoded against is never written to etcd.
+        refused = _refusal(lambda: a.stub.CreateTopic(pb.CreateTopicRequest(
+            topic="toomany", partitions=PARTITION_COUNT_MAX + 1), timeout=10))
+        assert refused.code() == grpc.StatusCode.INVALID_ARGUMENT and str(PARTITION_COUNT_MAX) in refused.details()
+        assert writer.get(keys.topic("toomany")) is None
 
         # A restart with every bad record present: starts, current, and serves as before.
         a.stop()
