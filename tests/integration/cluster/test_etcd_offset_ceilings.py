@@ -5,10 +5,12 @@ raise it no more once the takeover committed; a takeover racing a raise fails cl
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
 from seglog_server.cluster import ClusterKeys, EtcdGateway, OwnershipConflictError, create_topic, read_owner
+from seglog_server.cluster.errors import MalformedRecordError
 from seglog_server.cluster.etcd_gateway import b64
 from seglog_server.cluster.offset_ceilings import OffsetCeilings, read_ceiling, takeover_start
 from seglog_server.cluster.ownership import PartitionOwner
@@ -86,3 +88,32 @@ def test_a_takeover_racing_a_raise_of_the_ceiling_fails_and_the_next_read_sees_i
     start, revision = takeover_start(gateway, keys, "t", 0, owner, BLOCK)
     assert start == 190
     assert take_over(gateway, keys, "t", 0, "b", owner, start, revision).start_offset == 190
+
+
+def test_a_malformed_ceiling_record_is_refused_by_name_and_the_thread_goes_on(world, caplog):
+    gateway, keys = world
+    key = keys.offset_ceiling("t", 0)
+    gateway.txn([], [{"request_put": {"key": b64(key), "value": b64(b'{"epoch": 0, "ceiling": 1e400}')}}])
+    owner = read_owner(gateway, keys, "t", 0)
+    for read in (lambda: read_ceiling(gateway, keys, "t", 0, owner, BLOCK),
+                 lambda: takeover_start(gateway, keys, "t", 0, owner)):
+        with pytest.raises(MalformedRecordError) as raised:
+            read()
+        assert raised.value.key == key
+    ends = {("t", 0): 60}  # within half a block: every pass reads the record
+    ceilings = OffsetCeilings(lambda: gateway, keys, "a", _Cache(gateway, keys), lambda t, p: ends.get((t, p)),
+                              block=BLOCK, interval_s=0.01)
+    ceilings.start()
+    try:
+        gateway.txn([], [{"request_put": {"key": b64(key), "value": b64(b"[")}}])  # another malformed revision
+        wait_s = 0.0
+        while ceilings.raise_count == 0 and wait_s < 10:  # the passes go on: a good record is raised
+            if wait_s >= 0.5:
+                gateway.txn([], [{"request_put": {"key": b64(key), "value": b64(b'{"ceiling": 100, "epoch": 0}')}}])
+            time.sleep(0.05)
+            wait_s += 0.05
+    finally:
+        ceilings.stop()
+    assert ceilings.raise_count == 1 and read_ceiling(gateway, keys, "t", 0, owner, BLOCK)[0] == 160
+    logged = [r for r in caplog.records if "offset ceilings not raised" in r.getMessage()]
+    assert 1 <= len(logged) <= 2, [r.getMessage() for r in logged]  # once per malformed record, not per pass
