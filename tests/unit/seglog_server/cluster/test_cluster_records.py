@@ -83,7 +83,7 @@ def test_any_bytes_decode_or_raise_the_cluster_error_only(value, decoder):
     _decodes_or_refuses(decoder, value)
 
 
-@settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow])
 @given(st.one_of(json_values().map(lambda v: json.dumps(v).encode()), record_values()), st.sampled_from(DECODERS))
 def test_any_json_value_decodes_or_raises_the_cluster_error_only(value, decoder):
     _decodes_or_refuses(decoder, value)
@@ -155,7 +155,7 @@ GOOD = {"c/instances/a": b'{"address": "a:1", "capacity": {"bytes": 0, "partitio
         "c/moves/t/0": b'{"epoch": 3, "source": "a", "started_ms": 1, "state": "copying", "target": "b"}'}
 
 
-@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=150, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.tuples(st.sampled_from(["c/instances/a", "c/topics/t", "c/owners/t/0", "c/moves/t/0",
                                            "c/owners/t/\u00b2", "c/topics/\\xff", "c/offset_ceilings/t/0"]),
                           st.one_of(st.binary(max_size=60), json_values().map(lambda v: json.dumps(v).encode()),
