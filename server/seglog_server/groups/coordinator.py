@@ -51,9 +51,10 @@ from typing import Any
 
 from seglog_server.storage import Clock, LogManager
 from seglog_server.storage.base.errors import LogDirOfflineError, StorageError, UnknownTopicOrPartitionError
+from seglog_server.storage.base.topic_partition import TOPIC_NAME_LENGTH_MAX
 
+from . import _wire, membership_records
 from .assignor import TopicPartition
-from . import membership_records
 from .errors import GroupNotEmptyError, GroupNotFoundError, InvalidGroupRequestError, UnknownMemberError
 from .lag_age import BatchTimestamps
 from .offsets_log import OFFSETS_TOPIC, Appended, OffsetsLog
@@ -89,6 +90,14 @@ METADATA_BYTES_MAX = 4096
 # limit below its strings' 16-bit length; this one leaves room for the client's default
 # (consumer-<group>-<n>) of a long group id.
 CLIENT_ID_BYTES_MAX = 1024
+# The ids a client names (group id, member id, instance id) are Kafka STRINGs in the group's
+# records: an int16 length, so at most 32,767 UTF-8 bytes; a longer one is refused at the call,
+# not met by the encoder after the group changed.
+ID_BYTES_MAX = _wire.STRING_BYTES_MAX
+# A subscribed or committed topic is a topic name: a longer one can never exist here (seglog's and
+# Kafka's limit), and each subscribed name is written into the member's record.
+assert TOPIC_NAME_LENGTH_MAX <= ID_BYTES_MAX
+_UTF8_BYTES_PER_CHAR_MAX = 4
 
 
 @dataclass(frozen=True)
@@ -345,7 +354,9 @@ class GroupCoordinator:
         """Checks and appends the commit; returns where it landed, for the caller to wait until it
         is durable before answering (None: nothing written)."""
         _check_group(group)
+        _check_string("member id", member_id, ID_BYTES_MAX)
         for commit in offsets:
+            _check_string("topic", commit.topic, TOPIC_NAME_LENGTH_MAX)
             if commit.offset < 0:
                 raise InvalidGroupRequestError(
                     f"offset {commit.offset} for {commit.topic}-{commit.partition}: a committed offset is >= 0")
@@ -418,9 +429,8 @@ class GroupCoordinator:
             raise InvalidGroupRequestError("member id is empty: only a join (member epoch 0) may leave it out")
         if rebalance_timeout_ms is not None and rebalance_timeout_ms <= 0:
             raise InvalidGroupRequestError(f"rebalance timeout {rebalance_timeout_ms} ms: it is > 0 (or unset)")
-        if client_id is not None and len(client_id.encode()) > CLIENT_ID_BYTES_MAX:
-            raise InvalidGroupRequestError(
-                f"client id is {len(client_id.encode())} bytes: at most {CLIENT_ID_BYTES_MAX} (UTF-8)")
+        _check_member_strings(member_id, instance_id, subscription)
+        _check_string("client id", client_id, CLIENT_ID_BYTES_MAX)
         if member_epoch == JOIN_EPOCH:
             if not subscription:
                 raise InvalidGroupRequestError("a member joins with at least one subscribed topic")
@@ -708,3 +718,21 @@ class GroupCoordinator:
 def _check_group(group: str) -> None:
     if not group:
         raise InvalidGroupRequestError("group id is empty")
+    _check_string("group id", group, ID_BYTES_MAX)
+
+
+def _check_string(field: str, value: str | None, bytes_max: int) -> None:
+    """A client-sent string written into a record is at most ``bytes_max`` UTF-8 bytes, refused
+    before anything changes (else its encoding fails halfway, after the group changed)."""
+    if value is None or len(value) * _UTF8_BYTES_PER_CHAR_MAX <= bytes_max:
+        return  # short enough whatever its characters: no encoding needed to know
+    size = len(value.encode("utf-8", "surrogatepass"))
+    if size > bytes_max:
+        raise InvalidGroupRequestError(f"{field} is {size} bytes (UTF-8): at most {bytes_max}")
+
+
+def _check_member_strings(member_id: str, instance_id: str | None, subscription: Set[str] | None) -> None:
+    _check_string("member id", member_id, ID_BYTES_MAX)
+    _check_string("instance id", instance_id, ID_BYTES_MAX)
+    for topic in subscription or ():
+        _check_string("subscribed topic", topic, TOPIC_NAME_LENGTH_MAX)

@@ -48,6 +48,11 @@ DEBUG_TIMING_METADATA_KEY = "seglog-debug-timing"
 SERVER_TIME_METADATA_KEY = "seglog-server-time-us"
 
 _log = logging.getLogger("seglog_server.rpc")
+# A refusal's message travels in the grpc-message trailer, percent-encoded (up to 12 characters
+# per character) and under the client's 16 KiB hard limit on received metadata: past it the
+# client sees "Stream removed", not the refusal. Messages echo client-sent ids (a group id may be
+# 32,767 bytes), so they are cut here: 1,024 characters stay below the limit whatever they are.
+MESSAGE_CHARS_MAX = 1024
 _Handler = TypeVar("_Handler", bound=Callable[..., Awaitable[Any]])
 
 
@@ -78,13 +83,20 @@ async def _abort(
 ) -> None:
     status = status_for(exc)
     core.counters.errors[status.code.name] += 1
-    message = core.log_dir_names.redact(status.message)  # no server paths leave the service
+    message = _bounded(core.log_dir_names.redact(status.message))  # no server paths leave the service
     if status.expected:
         _log.debug("%s -> %s: %s", name, status.code.name, status.message)
     else:
         core.counters.internal_errors += 1
         _log.error("%s failed unexpectedly", name, exc_info=exc)
     await context.abort(status.code, message, trailing_metadata=status.trailing_metadata)
+
+
+def _bounded(message: str) -> str:
+    if len(message) <= MESSAGE_CHARS_MAX:
+        return message
+    cut = f" ... (message cut: {len(message)} characters)"
+    return message[: MESSAGE_CHARS_MAX - len(cut)] + cut
 
 
 def _check_parsed(request: Any) -> None:
