@@ -94,6 +94,11 @@ class SendWindow(Generic[_Item]):
         # it failed here for good, or was refused out of order) its unwritten entries are
         # numbered afresh before they are sent. None once they were, or where there is none.
         self.gap_producer_id: int | None = None
+        # Set by the sender while the partition follows a move (its batches refused naming
+        # another owner, sent again in order without counting): until when, and the wait before
+        # the next resend. None / 0 once a batch is answered.
+        self.move_deadline: float | None = None
+        self.move_delay_s = 0.0
 
     def can_send(self, in_flight_max: int) -> bool:
         return not self._holding and not self._paced and self._in_flight_count < in_flight_max
@@ -135,6 +140,16 @@ class SendWindow(Generic[_Item]):
         else:
             entry.state = _State.FAILED
         return self._pop_complete(), self._due_again()
+
+    def moved(self, entry: WindowEntry[_Item], outcome: Any) -> tuple[
+        list[WindowEntry[_Item]], list[WindowEntry[_Item]]
+    ]:
+        """``entry`` was refused naming another owner (nothing of it written): sent again when the
+        hold ends, without counting, as are the entries refused for following it (out of order,
+        with idempotence). Returns what ``answered`` returns."""
+        complete, again = self.answered(entry, outcome, failed=True, retry=True, free=True)
+        self._hold_is_free = self._holding
+        return complete, again
 
     @property
     def hold_is_free(self) -> bool:
@@ -280,6 +295,13 @@ class SendWindow(Generic[_Item]):
         answers of everything in flight are failing, but have not arrived yet)."""
         if self._in_flight_count:
             self._holding = True
+
+    def hold_for_move(self) -> None:
+        """A batch in flight was refused naming another owner (nothing of it written): send
+        nothing new until what is in flight is answered, and resend without counting what is
+        refused for following it (``moved``), whichever answer comes first."""
+        if self._in_flight_count:
+            self._holding = self._hold_is_free = True
 
     def sent_while_holding(self, entry: WindowEntry[_Item], outcome: Any) -> tuple[
         list[WindowEntry[_Item]], list[WindowEntry[_Item]]

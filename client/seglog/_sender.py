@@ -15,7 +15,12 @@ the producer's event loop. One ``Sender`` per producer:
   on a service that does not serve it (UNIMPLEMENTED before the stream was confirmed);
 - routing (``_routing.py``): each batch goes to its partition owner's connection; a refusal
   naming another owner is repeated once there with the same bytes (producer id and sequence
-  kept, so the owner's idempotence check still holds), and the window's retries route afresh;
+  kept, so the owner's idempotence check still holds), and the window's retries route afresh.
+  An idempotent window follows a move as a whole instead (``_follow_move``): held at the first
+  refusal naming another owner (or a move's final catch-up), its batches go again in their order
+  once every answer owed is in, after MoveFollower's back-off, spending no retries, within the
+  request timeout since that refusal (a move's target may refuse naming the old owner until its
+  watch catches up); none is repeated on its own, so none lands behind a later one;
 - closing: cancel what runs, complete the windows in order, fail whatever never left;
 - a batch the service refused as too large (``_answer``): split into pieces sent first in its
   place, numbered from its first sequence (Kafka's ``splitAndReenqueue``); a batch of one record
@@ -42,13 +47,14 @@ import grpc
 from seglog._accumulator import ProducerBatch, RecordAccumulator
 from seglog._idempotence import NO_PRODUCER_FIELDS, Idempotence, ProducerFields, earlier_sequence, next_sequence
 from seglog._producer_config import ProducerConfig
-from seglog._routing import FOLLOWED_ERRORS, Router
+from seglog._routing import _REFOLLOW_FIRST_S, _REFOLLOW_MAX_S, FOLLOWED_ERRORS, Router
 from seglog._send_turns import SendTurn, SendTurns
 from seglog._send_window import SendWindow, WindowEntry
 from seglog._streams import error_from_stream
 from seglog.client import Transport
 from seglog.errors import (
     ClientClosedError,
+    NotPartitionOwnerError,
     OutOfOrderSequenceError,
     RecordTooLargeError,
     SeglogError,
@@ -742,6 +748,14 @@ class Sender:
         fields = entry.item[2]
         if not failed:
             self.idempotence.batch_written(tp, fields)
+            window.move_deadline, window.move_delay_s = None, 0.0  # a move, if any, is followed
+        elif _refused_by_move(outcome) and fields[0] != NO_PRODUCER_ID and not self.closed \
+                and self._following_move(window):
+            # Refused naming another owner (a move; its target maybe not caught up yet) or for a
+            # move's final catch-up: an idempotent window follows it in its order, within the
+            # request timeout, spending no retries (a resend is deduplicated where it landed).
+            self._settle(tp, window, *window.moved(entry, outcome))
+            return
         # Refused out of order: nothing of it was appended (a batch the service holds is
         # answered as a duplicate), so it may be numbered afresh (``_renumber``). Not so for an
         # unresolvable one (a piece of a batch that may have been appended, or sent behind one:
@@ -780,6 +794,15 @@ class Sender:
             self._settle(tp, window, *window.failed_holding(entry, outcome))
             return
         self._settle(tp, window, *window.answered(entry, outcome, failed=failed, retry=retry, free=free))
+
+    def _following_move(self, window: SendWindow[_Sent]) -> bool:
+        """Whether the window still follows a move: within the request timeout since its first
+        batch refused naming another owner after its last answer."""
+        assert self._router is not None
+        now = asyncio.get_running_loop().time()
+        if window.move_deadline is None:
+            window.move_deadline, window.move_delay_s = now + self._router.request_timeout_s, 0.0
+        return now < window.move_deadline
 
     def _size_refusal(
         self, tp: TopicPartition, entry: WindowEntry[_Sent], outcome: Any
@@ -907,6 +930,17 @@ class Sender:
         unwritten or queued, or was refused for following such a batch (``free``), goes without
         the backoff, and only when all that goes now is such: a batch among them that failed
         on its own (a quota's retry-after, a stream break) waits as any retry does."""
+        deadline = window.move_deadline
+        if deadline is not None and asyncio.get_running_loop().time() < deadline:
+            # Following a move: the first resend at once (its route was followed), the next ones
+            # after MoveFollower's back-off (the target not caught up yet), the hint and metadata
+            # taken afresh by each refusal.
+            delay_s = window.move_delay_s
+            window.move_delay_s = min(max(delay_s * 2, _REFOLLOW_FIRST_S), _REFOLLOW_MAX_S)
+            if delay_s:
+                await asyncio.sleep(delay_s)
+                if self.windows.get(tp) is not window:
+                    return  # its partition's batches failed meanwhile (``_request_failed``)
         held = max(0, len(entries) - self._in_flight_max_for(tp))
         entries, later = entries[:len(entries) - held], entries
         if not all(entry.free for entry in entries):
@@ -1056,12 +1090,18 @@ class Sender:
     ) -> pb.ProduceResponse:
         """One Produce at the partition's owner, sent in ``turn``; a refusal naming another owner
         (or a routed owner gone) is repeated once where the partition routes now, with the same
-        bytes."""
+        bytes. An idempotent window's batch (sent in a turn) follows a move with its window
+        instead: a refusal naming another owner holds the window, routes the partition and is
+        raised, for the window to send its batches again in their order (``_follow_move``)."""
         assert self._router is not None
         transport = self._router.transport_for(topic, partition)
         try:
             return await self._produce_on(transport, topic, partition, records, turn)
         except FOLLOWED_ERRORS as error:
+            moves = self._window_following(topic, partition, turn)
+            if moves is not None and isinstance(error, NotPartitionOwnerError):
+                await self._follow_move(moves, topic, partition, error, transport)
+                raise
             if self.closed or not await self._router.follow(topic, partition, error, transport):
                 raise
         return await self._produce_on(self._router.transport_for(topic, partition), topic, partition, records)
@@ -1071,7 +1111,10 @@ class Sender:
     ) -> list[Any]:
         """Several batches of one partition at its owner, in order: each one's ProduceResponse or
         the SeglogError it was refused with. A refusal of all of them naming another owner (or a
-        routed owner gone) is repeated once where the partition routes now, with the same bytes."""
+        routed owner gone) is repeated once where the partition routes now, with the same bytes.
+        An idempotent window's batches follow a move with it, as in ``produce_once``: any of them
+        refused naming another owner holds the window and routes the partition, and the outcomes
+        are returned as they are."""
         assert self._router is not None
         transport = self._router.transport_for(topic, partition)
         raised = None
@@ -1079,15 +1122,45 @@ class Sender:
             outcomes = await self._produce_group_on(transport, topic, partition, records, turn)
         except FOLLOWED_ERRORS as error:
             raised = followed = error
+            outcomes = [error] * len(records)
         else:
-            if not all(isinstance(outcome, FOLLOWED_ERRORS) for outcome in outcomes):
-                return outcomes
             followed = outcomes[0]
+        moves = self._window_following(topic, partition, turn)
+        if moves is not None:
+            moved = next((o for o in outcomes if isinstance(o, NotPartitionOwnerError)), None)
+            if moved is not None:
+                await self._follow_move(moves, topic, partition, moved, transport)
+                if raised is not None:
+                    raise raised
+                return outcomes
+        if raised is None and not all(isinstance(outcome, FOLLOWED_ERRORS) for outcome in outcomes):
+            return outcomes
         if self.closed or not await self._router.follow(topic, partition, followed, transport):
             if raised is not None:
                 raise raised
             return outcomes
         return await self._produce_group_on(self._router.transport_for(topic, partition), topic, partition, records)
+
+    def _window_following(self, topic: str, partition: int, turn: SendTurn | None) -> SendWindow[_Sent] | None:
+        """The partition's window where its batches follow a move with it: sent in a turn (a
+        window's send; ``produce``, outside the windows, repeats on its own), idempotent (the
+        service's sequence check keeps a resent batch from landing twice or behind a later one:
+        without it, the window's batches go on following once an attempt, within their retries)."""
+        if turn is None or self.closed or not self.idempotence.enabled:
+            return None
+        return self.windows.get(TopicPartition(topic, partition))
+
+    async def _follow_move(self, window: SendWindow[_Sent], topic: str, partition: int,
+                           error: NotPartitionOwnerError, transport: Transport) -> None:
+        """A batch of ``window`` refused naming another owner: nothing new of the partition is
+        sent from now on, whichever answer comes first (``SendWindow.hold_for_move``), and the
+        partition is routed where the refusal and Metadata say. Its batches go again, in their
+        order, once every answer owed is in (``_answer``: without counting, within the request
+        timeout): none of them is repeated on its own, so none lands before an earlier one."""
+        assert self._router is not None
+        if self.windows.get(TopicPartition(topic, partition)) is window:
+            window.hold_for_move()
+        await self._router.follow(topic, partition, error, transport)
 
     async def _produce_group_on(
         self, transport: Transport, topic: str, partition: int, records: list[bytes], turn: SendTurn | None = None
@@ -1353,6 +1426,14 @@ def _refused_limit(refusal: SeglogError) -> int | None:
         return None
     limit = int(found.group(1))
     return limit if RECORD_BATCH_OVERHEAD < limit <= _REFUSED_LIMIT_MAX else None
+
+
+def _refused_by_move(outcome: Any) -> bool:
+    """Whether ``outcome`` refused a batch for a partition move: another owner named
+    (``NotPartitionOwnerError``), or the old owner fenced for the move's final catch-up (the
+    service's ``PartitionMovingError``, UNAVAILABLE)."""
+    return isinstance(outcome, NotPartitionOwnerError) or (
+        isinstance(outcome, ServiceUnavailableError) and outcome.service_error == "PartitionMovingError")
 
 
 def _by_partition(batches: list[ProducerBatch]) -> list[list[ProducerBatch]]:

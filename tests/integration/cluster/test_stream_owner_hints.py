@@ -46,11 +46,12 @@ def test_a_stream_refusal_carries_the_hint_the_unary_refusal_carries(two_instanc
 
 
 def test_a_stream_mode_producer_refused_names_the_owner_as_data(two_instances, closing):
-    # A move to b, which learns it late: the producer (no retries) follows a's refusal to b once,
-    # and b's stale refusal reaches the caller naming a, at a's address and epoch 0.
+    # A move to b, which learns it late: the producer (no retries, a request timeout far shorter
+    # than b's lag) follows a's refusal to b, and b's stale refusal reaches the caller naming a,
+    # at a's address and epoch 0.
     a, b, admin = two_instances(f"hints{next(_names)}", TOPIC,
                                 b_env={"SEGLOG_TEST_FAULT_OWNER_WATCH_DELAY_MS": str(OWNER_WATCH_DELAY_MS)})
-    producer = closing(Producer(a.address, linger_ms=1, retries=0))
+    producer = closing(Producer(a.address, linger_ms=1, retries=0, request_timeout_ms=300))
     assert producer.send(TOPIC, b"before", partition=0).result(timeout=10).offset == 0
     admin.move_partition(TOPIC, 0, to="b", from_instance="a")
     future = producer.send(TOPIC, b"after", partition=0)
