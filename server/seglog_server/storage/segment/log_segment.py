@@ -34,7 +34,7 @@ from seglog.records import CodecError as _CodecError
 from ..base import file_names
 from ..format.abstract_index import RELATIVE_OFFSET_MAX
 from ..base.clock import Clock
-from ..base.errors import CorruptRecordError, OffsetOverflowError
+from ..base.errors import CorruptRecordError, IndexFullError, InvalidOffsetError, OffsetOverflowError
 from ..format.file_records import BatchHeader, FileRecords, HeaderField, OffsetBounds, TimestampAndOffset
 from ..base.fs import REAL_FS, FileSystem
 from ..base.log_config import LogConfig
@@ -50,6 +50,8 @@ from ..format.time_index import TimeIndex, TimestampOffset
 __all__ = ["LogSegment", "RollReason", "SegmentStatistics", "written_head"]
 
 _LOG = logging.getLogger(__name__)
+# A batch's base offset, length, partition leader epoch and magic: what vouches for an index entry.
+_HEAD = struct.Struct(">qiib")
 
 _BASE_OFFSET = struct.Struct(">q")  # the batch's first field, rewritten when offsets are assigned
 # baseOffset, length (the batch's own 4 bytes), partitionLeaderEpoch: a stamped batch's first 16
@@ -142,6 +144,9 @@ class LogSegment(SegmentTimeLookups):
         # Bytes the first-use check cut from the end (statistics; the range it lost was written
         # down by the check's ``before_cut`` before the cut).
         self.cut_on_first_use_bytes = 0
+        # Offset index rebuilds a read made after an entry disagreed with the log (statistics).
+        self.index_rebuilt_on_read_count = 0
+        self._offset_index_rebuilt = False  # by this process, from the log: its entries are true
         # Lookup counts of index objects dropped by release_handles, kept for statistics.
         self._retired_warm_lookup_count = 0
         self._retired_cold_lookup_count = 0
@@ -509,10 +514,161 @@ class LogSegment(SegmentTimeLookups):
         that checks every batch it passes against the segment's offsets)."""
         if self._pending_check is not None:
             self._check_once()
-        position = self._offset_index.lookup(offset).position
-        return self._log.search_for_offset_with_size(
-            offset, max(position, starting_position), self._scan_bytes, self.offset_bounds(offset_limit)
-        )
+        bounds = self.offset_bounds(offset_limit)
+        entry = self._offset_index.lookup(offset)
+        if starting_position > entry[1]:
+            return self._log.search_for_offset_with_size(offset, starting_position, self._scan_bytes, bounds)
+        return self._search_from_entry(offset, entry, bounds)
+
+    # -- the index entry a search starts from: trusted only as far as the log agrees -----------
+    def _search_from_entry(self, offset: int, entry: tuple[int, int], bounds: OffsetBounds) -> BatchHeader | None:
+        """The first batch whose last offset is >= ``offset``, scanned from ``entry`` (the offset
+        index's greatest entry at or below it). An entry names a batch's last offset and where
+        that batch starts, so the batch found at the entry's own position must start at or
+        below the entry's offset; one starting above it means the entry lies (a rotted offset or
+        position) and the batches between the true position and this one would be skipped. So
+        would a position past the log's end, or one inside a batch (the walk fails). Any of
+        these: the index is rebuilt from the log and the search done again
+        (``_index_disagrees``). The check costs two comparisons on the hot path."""
+        position = entry[1]
+        if self._offset_index.out_of_order_entries:  # found out of order when the file was mapped
+            return self._index_disagrees(offset, entry, bounds, f"{self._offset_index.out_of_order_entries} entries "
+                                         "from one out of order on")
+        if position:
+            if position >= self._log.size_in_bytes:  # (a read there fails with EINVAL: an I/O error)
+                return self._index_disagrees(offset, entry, bounds, "its position is past the log's end")
+            try:
+                first = self._log.search_for_offset_with_size(offset, position, self._scan_bytes, bounds)
+            except CorruptRecordError as exc:
+                if self._offset_index_rebuilt:
+                    raise  # the index was rebuilt from this log: the damage is the log's own
+                return self._index_disagrees(offset, entry, bounds, f"a walk from its position fails: {exc}")
+        else:  # the segment's start: no entry involved (a failed walk is the log's own damage)
+            return self._log.search_for_offset_with_size(offset, 0, self._scan_bytes, bounds)
+        if first is not None and first[0] == position and first[1] > entry[0]:
+            return self._index_disagrees(
+                offset, entry, bounds, f"the batch at its position starts at offset {first[1]}, above the entry's")
+        return first
+
+    def _vouched_position(self, offset: int, entry: tuple[int, int]) -> int:
+        """Where a lookup by time scans from for ``offset``: ``entry``'s position (the offset
+        index's lookup of it) once the batch header there agrees with the entry (a v2 batch held
+        by the log, starting inside the segment at or below the entry's offset), else the
+        position the index rebuilt from the log gives. One read of a header the scan reads next
+        anyway: only the scans that start from the offset index pay it."""
+        position = entry[1]
+        if self._offset_index.out_of_order_entries:
+            why = "entries from one out of order on"
+        elif not position:
+            return 0
+        elif position >= self._log.size_in_bytes:
+            why = "its position is past the log's end"
+        else:
+            head = self._log.read(position, _HEAD.size)
+            if len(head) == _HEAD.size:
+                base_offset, length, _, magic = _HEAD.unpack(head)
+                if (magic == 2 and self._base_offset <= base_offset <= entry[0]
+                        and position + LOG_OVERHEAD + length <= self._log.size_in_bytes):
+                    return position
+            why = "the bytes at its position are no batch starting at or below its offset"
+        if self._offset_index_rebuilt:
+            return 0  # rebuilt already and still disagreeing (the log changed under it): from the start
+        _LOG.warning("%s: the offset index entry (offset %d, position %d) disagrees with the log (%s); "
+                     "rebuilding the offset index from the log", self, entry[0], position, why)
+        return self._offset_index.lookup(offset)[1] if self._rebuild_offset_index() else 0
+
+    def _scan_start_agrees(self, entry: tuple[int, int], first: tuple[BatchHeader, bytes, int] | None) -> bool | None:
+        """Whether the batch at ``entry``'s position, as the scan that started there read it
+        (``first``: what it found first, with the chunk holding it), starts at or below the
+        entry's offset; None when that chunk was not read from the entry's position (the scan
+        found its batch further on, or none): ``_vouched_position`` reads the header then."""
+        if first is None:
+            return None
+        header, chunk, at = first
+        if header.position - at != entry[1] or len(chunk) < _HEAD.size:
+            return None
+        base_offset, length, _, magic = _HEAD.unpack_from(chunk, 0)
+        return magic == 2 and self._base_offset <= base_offset <= entry[0]
+
+    def rebuild_offset_index_once(self) -> bool:
+        """Rebuilds the offset index from the log unless this segment did already; whether it
+        did. For a search that failed walking from an entry's position (a lookup by time), which
+        then searches once more: a second failure is the log's own damage."""
+        if self._offset_index_rebuilt or not self._offset_index.entry_count:
+            return False
+        _LOG.warning("%s: a search failed walking from an offset index entry's position; rebuilding the "
+                     "offset index from the log", self)
+        return self._rebuild_offset_index()
+
+    def _index_disagrees(self, offset: int, entry: tuple[int, int], bounds: OffsetBounds, why: str) -> BatchHeader | None:
+        """The search of ``_search_from_entry`` after a lying entry: logged, the offset index
+        rebuilt from the log (Kafka rebuilds an index its load finds corrupt), then searched
+        again, from the segment's start if the rebuilt index lies too."""
+        if not self._offset_index_rebuilt:
+            _LOG.warning("%s: the offset index entry (offset %d, position %d) disagrees with the log (%s); "
+                         "rebuilding the offset index from the log", self, entry[0], entry[1], why)
+            self._rebuild_offset_index()
+        rebuilt = self._offset_index.lookup(offset)
+        if 0 < rebuilt[1] < self._log.size_in_bytes:
+            try:
+                first = self._log.search_for_offset_with_size(offset, rebuilt[1], self._scan_bytes, bounds)
+            except CorruptRecordError:
+                first = None
+            else:
+                if first is None or first[0] != rebuilt[1] or first[1] <= rebuilt[0]:
+                    return first
+        return self._log.search_for_offset_with_size(offset, 0, self._scan_bytes, bounds)
+
+    def _rebuild_offset_index(self) -> bool:
+        """Whether the offset index was rebuilt from the ``.log``'s batch headers (the bounded
+        walk), by the append path's rule (an entry when more than index.interval.bytes were
+        appended since the last). Tried once per segment: a log that does not walk whole to its
+        end keeps its index (the entries past the damage are the only way past it, and the
+        reads meet the damage themselves); a failed write (a full disk) leaves the index
+        without entries in memory, so every search scans from the segment's start."""
+        self._offset_index_rebuilt = True  # tried: not again by every read of the segment
+        entries: list[tuple[int, int]] = []
+        since, end = 0, 0
+        try:
+            for position, fields in self._log.raw_headers(0):
+                if since > self._index_interval_bytes:
+                    entries.append((fields[HeaderField.BASE_OFFSET] + fields[HeaderField.LAST_OFFSET_DELTA], position))
+                    since = 0
+                size = fields[HeaderField.LENGTH] + LOG_OVERHEAD
+                since += size
+                end = position + size
+        except CorruptRecordError as exc:
+            _LOG.warning("%s: the offset index is kept: the log does not walk whole to rebuild it (%s)", self, exc)
+            return False
+        if end != self._log.size_in_bytes:
+            _LOG.warning("%s: the offset index is kept: the log walks whole only to byte %d of %d", self, end,
+                         self._log.size_in_bytes)
+            return False
+        index = self._offset_index
+        try:
+            index.resize(max(index.max_index_bytes, index.file_bytes))  # room even if the interval shrank
+            index.truncate()
+            try:
+                for entry_offset, position in entries:
+                    index.append(entry_offset, position)
+            except (IndexFullError, InvalidOffsetError, OffsetOverflowError):
+                pass  # the entries so far are true; reads past them walk on from the last
+            if self._log.is_sealed:
+                index.trim_to_valid_size()
+        except OSError as exc:
+            # A full disk, say: not the log's fault, so no I/O error for the read (that would take
+            # the directory offline).
+            _LOG.error("%s: rebuilding the offset index failed (%s); its searches scan the log from the "
+                       "segment's start until the next load", self, exc)
+            with contextlib.suppress(OSError):
+                index.truncate()  # no entry (in memory; the file as it was): every lookup answers the start
+            index.out_of_order_entries = 0
+            return False
+        index.out_of_order_entries = 0
+        self.index_rebuilt_on_read_count += 1
+        self._bytes_since_last_index_entry = None
+        self._index_full_reason = _UNKNOWN
+        return True
 
     def read(
         self,
@@ -554,9 +710,9 @@ class LogSegment(SegmentTimeLookups):
             watch = stopwatch("fetch", mark_faults=True)
         else:
             watch.restart(mark_faults=True)
-        position = self._offset_index.lookup(start_offset).position
+        entry = self._offset_index.lookup(start_offset)
         watch.lap_faults("index_search", "index_lookup")
-        first = self._log.search_for_offset_with_size(start_offset, position, self._scan_bytes, bounds)
+        first = self._search_from_entry(start_offset, entry, bounds)
         watch.lap("log_scan")
         if first is None:
             return None

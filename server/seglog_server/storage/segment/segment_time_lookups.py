@@ -95,6 +95,10 @@ class SegmentTimeLookups:
     _check_once: Callable[[], None]
     offset_bounds: Callable[..., OffsetBounds]
     max_timestamp_and_offset_so_far: Callable[[], TimestampAndOffset]
+    # The offset index entry's position once the log agrees with it (else the rebuilt index's).
+    _vouched_position: Callable[[int, tuple[int, int]], int]
+    rebuild_offset_index_once: Callable[[], bool]
+    _scan_start_agrees: Callable[..., bool | None]
 
     def _init_time_lookups(self) -> None:
         """The lookup caches' state: none built yet."""
@@ -155,10 +159,32 @@ class SegmentTimeLookups:
                 return self._find_in_directory(directory, [timestamp_ms], starting_offset, watch)[0]
         held = None if self.lookup_budget is None else self.lookup_budget.held_searches
         entry = self._time_index.lookup(timestamp_ms, held)
-        position = self._offset_index.lookup(max(entry.offset, starting_offset), held).position
+        target = max(entry.offset, starting_offset)
+        offset_entry = self._offset_index.lookup(target, held)
+        position = offset_entry[1]
+        if self._offset_index.out_of_order_entries:
+            position = self._vouched_position(target, offset_entry)  # rebuilds the index first
         watch.lap_faults("index_search", "index_lookup")
         try:
-            return self._scan_for_timestamp(timestamp_ms, position, starting_offset, _UNKNOWN)[0]
+            if not position:
+                return self._scan_for_timestamp(timestamp_ms, 0, starting_offset, _UNKNOWN)[0]
+            # The entry is trusted as far as the log agrees (LogSegment._search_from_entry): the
+            # batch at its position, read by the scan's first read anyway, must start at or below
+            # its offset; when the scan's answer lies further on, one more header read says so.
+            try:
+                answer, first = self._scan_for_timestamp(timestamp_ms, position, starting_offset, _UNKNOWN)
+            except CorruptRecordError:
+                if not self.rebuild_offset_index_once():
+                    raise
+                return self._scan_for_timestamp(
+                    timestamp_ms, self._offset_index.lookup(target)[1], starting_offset, _UNKNOWN)[0]
+            agrees = self._scan_start_agrees(offset_entry, first)
+            if agrees:
+                return answer
+            vouched = self._vouched_position(target, offset_entry)  # a lie: the index rebuilt
+            if agrees is None and vouched == position:
+                return answer
+            return self._scan_for_timestamp(timestamp_ms, vouched, starting_offset, _UNKNOWN)[0]
         finally:
             watch.lap_faults("log_scan", "log_read")
 
@@ -220,7 +246,21 @@ class SegmentTimeLookups:
     def _find_by_scans(
         self, timestamps_ms: Sequence[int], starting_offset: int
     ) -> list[TimestampAndOffset | None]:
-        """``find_offsets_by_timestamps`` by the index searches and header scans."""
+        """``find_offsets_by_timestamps`` by the index searches and header scans; once more after
+        the offset index is rebuilt from the log when a scan from one of its positions fails (a
+        rotted entry pointing inside a batch: LogSegment._search_from_entry)."""
+        if self._offset_index.out_of_order_entries:  # found so when the file was mapped
+            self.rebuild_offset_index_once()
+        try:
+            return self._find_by_index_scans(timestamps_ms, starting_offset)
+        except CorruptRecordError:
+            if not self.rebuild_offset_index_once():
+                raise
+        return self._find_by_index_scans(timestamps_ms, starting_offset)
+
+    def _find_by_index_scans(
+        self, timestamps_ms: Sequence[int], starting_offset: int
+    ) -> list[TimestampAndOffset | None]:
         count = len(timestamps_ms)
         watch = self._lookup_stopwatch(mark_faults=True)
         held = None if self.lookup_budget is None else self.lookup_budget.held_searches
@@ -563,7 +603,8 @@ class SegmentTimeLookups:
         if max_timestamp < 0:
             return None
         budget = self.lookup_budget
-        position = self._offset_index.lookup(offset, None if budget is None else budget.held_searches).position
+        position = self._vouched_position(offset, self._offset_index.lookup(
+            offset, None if budget is None else budget.held_searches))
         for header in self._log.batch_headers(position, None if budget is None else budget.charge_scan):
             if header.max_timestamp == max_timestamp:
                 if budget is not None:

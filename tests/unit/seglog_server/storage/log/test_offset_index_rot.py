@@ -1,0 +1,217 @@
+"""A rotted .index entry (mid-file, the first, one out of order, a position past the log or inside
+a batch) never makes a read skip records: the batch at an entry's position must start at or below
+the entry's offset, and an entry that disagrees with the log has the segment's offset index
+rebuilt from the log, once. Reads and lookups by time over a rotted index answer exactly what
+they answer over the good one, after a clean restart (the load checks only the index's tail)."""
+
+from __future__ import annotations
+
+import errno
+import os
+import shutil
+import struct
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from tests.support.log_test_support import NOW_MS, batch, config, offsets_of, open_log
+
+from seglog_server.storage.base.clock import FakeClock
+from seglog_server.storage.base.fs import FileSystem
+from seglog_server.storage.format.offset_index import ENTRY
+
+BATCHES = 300  # one 2-record batch each, ~100 bytes: about 3 batches per 256-byte index interval
+TIMESTAMP_STEP = 10
+
+
+@pytest.fixture(scope="module")
+def written(tmp_path_factory):
+    """A log of one segment (offsets 0..599) with a sparse offset index, stopped cleanly, and
+    the answers every read and lookup by time gives over its good index."""
+    directory = tmp_path_factory.mktemp("good") / "topic-0"
+    clock = FakeClock(NOW_MS)
+    log = open_log(directory, clock, config(index_interval_bytes=256))
+    for i in range(BATCHES):
+        log.append(batch(b"a%03d" % i + b"x" * 20, b"b%03d" % i,
+                         timestamps=[NOW_MS + i * TIMESTAMP_STEP, NOW_MS + i * TIMESTAMP_STEP + 1]))
+    log.flush()
+    log.close()
+    good = open_log(directory, clock, config(index_interval_bytes=256))
+    answers = _answers(good)
+    good.close()
+    index_path = next(os.path.join(directory, n) for n in os.listdir(directory) if n.endswith(".index"))
+    entries = os.path.getsize(index_path) // ENTRY.size
+    assert entries > 50
+    return directory, answers, entries
+
+
+def _answers(log, times_first: bool = False) -> tuple[list, list]:
+    if times_first:
+        times = _times(log)
+    reads = [offsets_of(log.read(offset, 300).records)[:4] for offset in range(0, 2 * BATCHES)]
+    if not times_first:
+        times = _times(log)
+    return reads, times
+
+
+def _times(log) -> list:
+    return [log.offset_for_timestamp(NOW_MS + t) for t in range(-5, BATCHES * TIMESTAMP_STEP + 5, 3)]
+
+
+def _rotted_copy(written, tmp_path, rot) -> tuple:
+    directory, answers, entries = written
+    copy = tmp_path / "topic-0"
+    shutil.copytree(directory, copy)
+    index_path = next(os.path.join(copy, n) for n in os.listdir(copy) if n.endswith(".index"))
+    with open(index_path, "r+b") as f:
+        for slot, (relative, position) in rot(entries).items():
+            f.seek(slot * ENTRY.size)
+            old_relative, old_position = ENTRY.unpack(f.read(ENTRY.size))
+            f.seek(slot * ENTRY.size)
+            f.write(ENTRY.pack(old_relative if relative is None else relative,
+                               old_position if position is None else position))
+    return copy, answers
+
+
+def _reopen(directory):
+    return open_log(directory, FakeClock(NOW_MS), config(index_interval_bytes=256))
+
+
+ROTS = {
+    # the audit's case: a mid-file entry's offset rotted far down (100 -> 3), so it is out of order
+    "mid-file offset down": lambda n: {n // 2: (3, None)},
+    # the first entry names offset 0 at another batch's position
+    "first entry": lambda n: {0: (0, None)},
+    # offsets still increasing, one lowered below its batch (monotonic: only the read guard sees it)
+    "one offset lowered in order": lambda n: {n // 3: ("prev+1", None)},
+    # a position pointing at a later batch, the offsets untouched
+    "position forward": lambda n: {n // 2: (None, "next")},
+    # a position inside a batch, and one past the log's end
+    "position inside a batch": lambda n: {n // 2: (None, "+7")},
+    "position past the end": lambda n: {n // 2: (None, 10**8)},
+    # several entries out of order
+    "non-monotonic run": lambda n: {n // 4: (5, None), n // 4 + 1: (2, None), n // 4 + 2: (700, None)},
+}
+
+
+def _resolve(written, name):
+    """The rot's symbolic values in terms of the good index's entries."""
+    directory, _, entries = written
+    index_path = next(os.path.join(directory, n) for n in os.listdir(directory) if n.endswith(".index"))
+    with open(index_path, "rb") as f:
+        good = [ENTRY.unpack(f.read(ENTRY.size)) for _ in range(entries)]
+
+    def rot(n):
+        resolved = {}
+        for slot, (relative, position) in ROTS[name](n).items():
+            if relative == "prev+1":
+                relative = good[slot - 1][0] + 1
+            if position == "next":
+                position = good[slot + 1][1]
+            elif position == "+7":
+                position = good[slot][1] + 7
+            resolved[slot] = (relative, position)
+        return resolved
+
+    return rot
+
+
+@pytest.mark.parametrize("name", sorted(ROTS))
+def test_a_rotted_index_entry_changes_no_read_and_no_lookup_by_time(written, tmp_path, name):
+    copy, answers = _rotted_copy(written, tmp_path, _resolve(written, name))
+    log = _reopen(copy)  # a clean restart: the load checks only the index's tail
+    assert _answers(log) == answers  # before: reads from the rotted entry on skipped records
+    log.close()
+    copy, _ = _rotted_copy(written, tmp_path / "again", _resolve(written, name))
+    log = _reopen(copy)
+    assert _answers(log, times_first=True) == answers  # lookups by time before any read
+    segment = log.segments_snapshot()[0]
+    assert segment.index_rebuilt_on_read_count == 1  # rebuilt once, then trusted
+    log.close()
+    assert _answers(_reopen(copy)) == answers  # the rebuilt index was written to the file
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.data())
+def test_random_rot_of_index_entries_never_changes_what_a_read_returns(written, tmp_path_factory, data):
+    _, answers, entries = written
+    rot = data.draw(st.dictionaries(
+        st.integers(0, entries - 1),
+        st.tuples(st.one_of(st.none(), st.integers(0, 2**31 - 1), st.integers(0, 2 * BATCHES)),
+                  st.one_of(st.none(), st.integers(0, 2**31 - 1), st.integers(0, 40_000))),
+        min_size=1, max_size=6))
+    copy, _ = _rotted_copy(written, tmp_path_factory.mktemp("rot"), lambda n: rot)
+    log = _reopen(copy)
+    try:
+        reads = [offsets_of(log.read(offset, 300).records)[:4] for offset in range(0, 2 * BATCHES, 7)]
+        assert reads == answers[0][::7]
+    finally:
+        log.close()
+
+
+def test_a_read_at_the_log_end_does_not_rebuild(written, tmp_path):
+    copy, _ = _rotted_copy(written, tmp_path, lambda n: {})
+    log = _reopen(copy)
+    assert log.read(2 * BATCHES, 300).records == b""
+    assert log.segments_snapshot()[0].index_rebuilt_on_read_count == 0
+    log.close()
+
+
+def test_an_unpacked_entry_layout_is_what_the_test_writes():
+    assert ENTRY.format == ">ii" and struct.calcsize(ENTRY.format) == 8
+
+
+@pytest.mark.parametrize("name", sorted(ROTS))
+def test_batched_lookups_by_time_over_a_rotted_index_answer_as_over_the_good_one(written, tmp_path, name):
+    targets = [NOW_MS + t for t in range(-5, BATCHES * TIMESTAMP_STEP + 5, 3)]
+    copy, answers = _rotted_copy(written, tmp_path, _resolve(written, name))
+    log = _reopen(copy)
+    assert log.offsets_for_timestamps(targets) == answers[1]
+    log.close()
+
+
+class _IndexCannotGrowFs(FileSystem):
+    """A full disk for the offset index once ``armed``: growing a ``.index`` file or writing the
+    zeros that reserve its blocks fails with ENOSPC."""
+
+    def __init__(self):
+        self.paths: dict[int, str] = {}
+        self.armed = False
+        self.refused = 0
+
+    def open(self, path, flags, mode=0o644):
+        fd = super().open(path, flags, mode)
+        self.paths[fd] = path
+        return fd
+
+    def close(self, fd):
+        self.paths.pop(fd, None)
+        super().close(fd)
+
+    def _refuse(self, fd):
+        if self.armed and self.paths.get(fd, "").endswith(".index"):
+            self.refused += 1
+            raise OSError(errno.ENOSPC, "injected: no space left", self.paths[fd])
+
+    def ftruncate(self, fd, length):
+        if length > os.fstat(fd).st_size:
+            self._refuse(fd)
+        super().ftruncate(fd, length)
+
+    def pwrite(self, fd, data, position):
+        self._refuse(fd)
+        return super().pwrite(fd, data, position)
+
+
+def test_a_rebuild_that_fails_leaves_reads_right_and_the_log_online(written, tmp_path):
+    copy, answers = _rotted_copy(written, tmp_path, _resolve(written, "mid-file offset down"))
+    fs = _IndexCannotGrowFs()
+    log = open_log(copy, FakeClock(NOW_MS), config(index_interval_bytes=256), fs=fs)
+    fs.armed = True
+    assert _answers(log) == answers  # every search scans from the segment's start instead
+    assert fs.refused == 1  # tried once, not by every read
+    assert log.segments_snapshot()[0].index_rebuilt_on_read_count == 0
+    fs.armed = False
+    log.append(batch(b"after", timestamps=NOW_MS + BATCHES * TIMESTAMP_STEP))  # still online
+    assert offsets_of(log.read(2 * BATCHES, 300).records) == [2 * BATCHES]
+    log.close()
