@@ -236,6 +236,24 @@ def test_a_result_naming_offsets_out_of_range_is_refused(service, weed):
     assert read_all(service.stub, "hostile-range") == before
 
 
+def test_a_hostile_result_object_is_refused_and_the_good_one_then_commits(service, weed):
+    """result.json from the store is outside bytes: a deep nesting and a 5000-digit integer (once
+    RecursionError / ValueError out of the parse: INTERNAL, the snapshot held until a restart)
+    answer FAILED_PRECONDITION naming the object, and the job's own result then commits."""
+    snapshot, store, result = exported_and_cleaned(service, weed, "hostile-json", seed=23)
+    before = read_all(service.stub, "hostile-json")
+    good = json.dumps(result).encode()
+    for hostile in (b"[" * 100_000, good.replace(b'"format": 1', b'"format": ' + b"9" * 5000)):
+        store.put("result.json", hostile)
+        error = commit_refused(service, snapshot.snapshot_id)
+        assert error.code() == grpc.StatusCode.FAILED_PRECONDITION and "result.json" in error.details()
+        assert read_all(service.stub, "hostile-json") == before
+    store.put("result.json", good)
+    service.stub.CommitCleaned(pb.CommitCleanedRequest(snapshot_id=snapshot.snapshot_id), timeout=CALL_TIMEOUT_S)
+    end = json.loads(snapshot.manifest_json)["first_uncleanable_offset"]
+    check_invariant(before, read_all(service.stub, "hostile-json"), end)
+
+
 def test_a_cleaned_batch_with_a_bad_crc_behind_a_matching_file_crc_is_refused(service, weed):
     """The hostile job recomputes the file's CRC in result.json: the batch CRC still catches it."""
     snapshot, store, result = exported_and_cleaned(service, weed, "hostile-crc", seed=23)
