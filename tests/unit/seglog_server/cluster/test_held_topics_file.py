@@ -69,3 +69,9 @@ def test_any_file_lets_the_instance_start(tmp_path, topics, raw, noise, where):
     for topic in topics:
         generation = held.get(topic)
         assert generation is None or (type(generation) is int and 0 <= generation < 2**63)
+
+
+def test_a_file_that_cannot_be_read_is_read_as_empty_and_logged(tmp_path, caplog):
+    os.mkdir(tmp_path / HELD_TOPICS_FILE_NAME)  # open() succeeds, read() fails: EISDIR
+    assert HeldTopics(str(tmp_path)).get("t") is None
+    assert "unreadable" in caplog.text and "Is a directory" in caplog.text
