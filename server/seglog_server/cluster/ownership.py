@@ -20,10 +20,12 @@ import uuid
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
+from seglog_server.storage import LogConfig
+
 from .errors import OwnershipConflictError, TopicExistsError, UnknownPartitionError
 from .etcd_gateway import EtcdGateway, b64
 from .keys import ClusterKeys
-from .records import decode_owner
+from .records import EPOCH_MAX, decode_owner
 
 INITIAL_EPOCH = 0
 _TOPIC_ID = re.compile(r"[0-9a-f]{32}")
@@ -52,7 +54,16 @@ UNREADABLE_OWNER = "(unreadable owner record)"
 
 
 def owner_value(owner: str, epoch: int) -> bytes:
-    return json.dumps({"owner": owner, "epoch": epoch}, sort_keys=True).encode()
+    return json.dumps({"owner": owner, "epoch": checked_epoch(epoch)}, sort_keys=True).encode()
+
+
+def checked_epoch(epoch: int) -> int:
+    """``epoch`` if an owner record may carry it: Kafka's leader epoch is an int32, and the readers
+    (records.py) refuse one past it. Raises OwnershipConflictError (nothing written) past it."""
+    if not 0 <= epoch <= EPOCH_MAX:
+        raise OwnershipConflictError(f"epoch {epoch} is not in [0, {EPOCH_MAX}] (a leader epoch is an int32): "
+                                     "the owner record is not changed")
+    return epoch
 
 
 def parse_owner(value: bytes, mod_revision: int, key: str = "owner record") -> PartitionOwner:
@@ -74,9 +85,11 @@ def create_topic(gateway: EtcdGateway, keys: ClusterKeys, topic: str, owners: Se
                  configs: Mapping[str, str] | None = None, topic_id: str | None = None) -> int:
     """Writes the topic (with its topic id: every instance's copy takes this one, the object
     store keys the topic's remote segments by it) and its partitions' owners at epoch 0; the
-    revision written at."""
+    revision written at. ``configs`` were validated (LogConfig accepts them): they are written in
+    their canonical form (``canonical_overrides``), as AlterTopicConfigs writes them."""
     assert owners, "a topic has at least one partition"
-    record = {"partitions": len(owners), "configs": dict(configs or {}), "topic_id": topic_id or new_topic_id()}
+    record = {"partitions": len(owners), "configs": canonical_overrides(configs or {}),
+              "topic_id": topic_id or new_topic_id()}
     topic_value = json.dumps(record, sort_keys=True).encode()
     puts = [_put(keys.topic(topic), topic_value)]
     puts += [_put(keys.owner(topic, partition), owner_value(owner, INITIAL_EPOCH))
@@ -85,6 +98,15 @@ def create_topic(gateway: EtcdGateway, keys: ClusterKeys, topic: str, owners: Se
     if not succeeded:
         raise TopicExistsError(f"topic {topic!r} already exists in the cluster")
     return revision
+
+
+def canonical_overrides(configs: Mapping[str, str]) -> dict[str, str]:
+    """Each override as LogConfig writes it back (``" 604800000"`` -> ``"604800000"``, ``"TRUE"`` ->
+    ``"true"``): what a topic record holds, so its size is the configs' count, never the length of
+    the text a client sent. Raises InvalidConfigError for configs LogConfig refuses (the callers
+    validated them first)."""
+    canonical = LogConfig.from_properties(configs).to_properties()
+    return {name: canonical[name] for name in configs}
 
 
 def new_topic_id() -> str:

@@ -32,7 +32,7 @@ from .errors import ClusterError, OwnershipConflictError, UnknownPartitionError
 from .etcd_gateway import EtcdGateway, b64
 from .keys import ClusterKeys
 from .offset_ceilings import ceiling_compare, takeover_start
-from .ownership import PartitionOwner, parse_owner
+from .ownership import PartitionOwner, checked_epoch, parse_owner
 from .records import decode_move
 
 COPYING = "copying"
@@ -74,7 +74,8 @@ def parse_move(topic: str, partition: int, value: bytes, mod_revision: int, key:
 def owner_record_value(owner: str, epoch: int, start_offset: int) -> bytes:
     """The owner record with the offset the new epoch starts at (ownership.py's two fields and one
     more, which its parser ignores)."""
-    return json.dumps({"owner": owner, "epoch": epoch, "start_offset": start_offset}, sort_keys=True).encode()
+    return json.dumps({"owner": owner, "epoch": checked_epoch(epoch), "start_offset": start_offset},
+                      sort_keys=True).encode()
 
 
 def _put(key: str, value: bytes) -> dict:

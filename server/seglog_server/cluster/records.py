@@ -8,8 +8,12 @@ here, and a decode raises nothing but ``MalformedRecordError`` (a ``ClusterError
   objects (counted before ``json`` recurses), UTF-8 JSON whose integers have at most
   ``INT_DIGITS_MAX`` digits and with no NaN or Infinity;
 - each field is type-checked (an int is an int, not a float or a bool; a string a string) and
-  range-checked: epochs and offsets in [0, 2^63), a partition count in [1, PARTITION_COUNT_MAX]
-  (the storage's cap, which CreateTopic applies too), instance ids as ``--instance-id`` accepts;
+  range-checked: epochs in [0, 2^31) (the writers refuse to write one past it), offsets in
+  [0, 2^63), a partition count in [1, PARTITION_COUNT_MAX] (the storage's cap, which CreateTopic
+  applies too), instance ids as ``--instance-id`` accepts. No field is capped below what its writer
+  (or a seglog before this one) writes: free text (an address, a data dir, a config value) is
+  bounded by the record's size alone; tests/unit/seglog_server/cluster/test_cluster_records.py
+  decodes what every writer writes over the range of its valid inputs;
 - a key's numeric part is ASCII digits only (``"²".isdigit()`` is True), below the partition cap;
   a topic name is one the storage accepts.
 
@@ -34,9 +38,11 @@ __all__ = ["DEPTH_MAX", "INT_DIGITS_MAX", "RECORD_BYTES_MAX", "CeilingRecord", "
            "check_topic_name", "decode_ceiling", "decode_instance", "decode_json", "decode_move",
            "decode_owner", "decode_topic", "key_text"]
 
-# Far above any record seglog writes (an instance record with a few data dirs, a topic record with
-# its configs: a few KiB), below etcd's default request limit (1.5 MiB).
-RECORD_BYTES_MAX = 1 << 20
+# Far above any record seglog writes now (an instance record with a few data dirs, a topic record
+# with its canonical configs: a few KiB) and above any an earlier seglog could write: a topic record
+# held its configs as the client sent them, bounded only by the CreateTopic request (8 MiB by
+# default, request_bytes_max) and etcd's request limit (1.5 MiB by default).
+RECORD_BYTES_MAX = 16 << 20
 # seglog's records nest two levels ({"capacity": {...}}); json recurses per level.
 DEPTH_MAX = 8
 # int64 has 19 digits; json.loads turns a longer run of digits into a (slow, unbounded) int.
@@ -45,9 +51,6 @@ INT64_MAX = (1 << 63) - 1
 INSTANCE_ID = re.compile(r"[A-Za-z0-9._-]{1,64}")
 _LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]{1,%d}" % TOPIC_NAME_LENGTH_MAX)
 _DIGITS = re.compile(r"[0-9]{1,%d}" % len(str(PARTITION_COUNT_MAX)))
-STRING_MAX = 4096  # an address, a data dir, a digest, a config value
-LIST_MAX = 1024  # data dirs
-CONFIGS_MAX = 1024  # configs of a topic
 MOVE_STATES = ("copying", "final")
 
 
@@ -148,7 +151,7 @@ def _int(key: str, record: Mapping[str, Any], name: str, default: int | None = N
 
 
 def _str(key: str, record: Mapping[str, Any], name: str, default: str | None = None,
-         limit: int = STRING_MAX) -> str:
+         limit: int | None = None) -> str:
     if name not in record:
         if default is None:
             raise MalformedRecordError(key, f"field {name!r} is missing")
@@ -156,7 +159,7 @@ def _str(key: str, record: Mapping[str, Any], name: str, default: str | None = N
     found = record[name]
     if not isinstance(found, str):
         raise MalformedRecordError(key, f"field {name!r} is {type(found).__name__}, not a string")
-    if len(found) > limit:
+    if limit is not None and len(found) > limit:
         raise MalformedRecordError(key, f"field {name!r} has {len(found)} characters, above {limit}")
     return found
 
@@ -181,9 +184,8 @@ def decode_instance(key: str, value: bytes) -> InstanceRecord:
     record = decode_json(key, value)
     capacity = _object(key, record, "capacity")
     dirs = record.get("data_dirs", [])
-    if not isinstance(dirs, list) or len(dirs) > LIST_MAX or not all(
-            isinstance(d, str) and len(d) <= STRING_MAX for d in dirs):
-        raise MalformedRecordError(key, f"field 'data_dirs' is not a list of at most {LIST_MAX} strings")
+    if not isinstance(dirs, list) or not all(isinstance(d, str) for d in dirs):
+        raise MalformedRecordError(key, "field 'data_dirs' is not a list of strings")
     return InstanceRecord(_str(key, record, "address"), tuple(dirs), _int(key, capacity, "partition_count", 0),
                           _int(key, capacity, "bytes", 0), _str(key, record, "acl_digest", ""))
 
@@ -200,12 +202,9 @@ def decode_topic(key: str, value: bytes) -> TopicRecord:
     record = decode_json(key, value)
     partitions = _int(key, record, "partitions", low=1, high=PARTITION_COUNT_MAX)
     configs = _object(key, record, "configs")
-    if len(configs) > CONFIGS_MAX:
-        raise MalformedRecordError(key, f"{len(configs)} configs, above {CONFIGS_MAX}")
     for name, config in configs.items():
-        if not isinstance(config, str) or len(name) > STRING_MAX or len(config) > STRING_MAX:
-            raise MalformedRecordError(key, f"config {name[:80]!r} is {type(config).__name__}, not a string "
-                                            f"of at most {STRING_MAX} characters")
+        if not isinstance(config, str):
+            raise MalformedRecordError(key, f"config {name[:80]!r} is {type(config).__name__}, not a string")
     topic_id = record.get("topic_id")
     return TopicRecord(partitions, dict(configs), topic_id if isinstance(topic_id, str) else None, record)
 

@@ -104,9 +104,9 @@ def test_bad_records_under_a_running_instance_are_skipped_counted_refused_by_nam
     assert "Traceback" not in a.log()
 
 
-def _produce_or_code(service, topic: str) -> grpc.StatusCode:
+def _produce_or_code(service, topic: str, partition: int = 0) -> grpc.StatusCode:
     try:
-        _produce(service, topic, 0)
+        _produce(service, topic, partition)
     except grpc.RpcError as exc:
         return exc.code()
     return grpc.StatusCode.OK
@@ -132,3 +132,42 @@ def _check_refusals(a, keys: ClusterKeys) -> None:
     assert refused.code() == grpc.StatusCode.UNAVAILABLE and keys.topic("cfg") in refused.details()
     refused = _refusal(lambda: a.stub.InitProducerId(pb.InitProducerIdRequest(), timeout=10))
     assert refused.code() == grpc.StatusCode.UNAVAILABLE and keys.producer_id_block() in refused.details()
+
+
+def test_a_topic_created_with_padded_configs_and_one_an_earlier_seglog_wrote_are_served_everywhere(
+        tmp_path, etcd, services):
+    """Configs as a client sends them (LogConfig strips the padding) once went into the topic
+    record as sent, past the reader's old 4,096-character cap: every instance counted the record
+    malformed and the other instance never held the topic. Now CreateTopic writes them canonical,
+    and a record an earlier seglog wrote that way is read as written."""
+    cluster = "padded"
+    keys = ClusterKeys(cluster)
+    services.append(a := _start(tmp_path, "a", _cluster_args(etcd, cluster, "a")))
+    services.append(b := _start(tmp_path, "b", _cluster_args(etcd, cluster, "b")))
+    _until(lambda: {i.instance_id for i in _metadata(a).instances if i.alive} == {"a", "b"}, what="both registered")
+    padded = " " * 5000 + "604800000"
+    a.stub.CreateTopic(pb.CreateTopicRequest(topic="padded", partitions=4, configs={"retention.ms": padded}),
+                       timeout=10)
+    writer = EtcdGateway((etcd.endpoint,), timeout_s=5)
+    try:
+        assert json.loads(writer.get(keys.topic("padded")).value)["configs"] == {"retention.ms": "604800000"}
+        # As a seglog before this one wrote it: the configs as sent, the owners at epoch 0.
+        writer.txn([], [{"request_put": {"key": b64(keys.topic("legacy")), "value": b64(json.dumps(
+            {"partitions": 2, "configs": {"retention.ms": padded}, "topic_id": "0" * 32}).encode())}}] + [
+            {"request_put": {"key": b64(keys.owner("legacy", p)), "value": b64(json.dumps(
+                {"owner": owner, "epoch": 0}).encode())}} for p, owner in enumerate(("a", "b"))])
+    finally:
+        writer.close()
+    for service in (a, b):
+        _until(lambda: {t.topic for t in service.stub.ListTopics(pb.ListTopicsRequest()).topics} >= {"padded", "legacy"},
+               what=f"both topics held by {service}")
+    owners = _owners(a, "padded", "legacy")
+    by_id = {"a": a, "b": b}
+    for (topic, partition), owner in owners.items():
+        _until(lambda: _produce_or_code(by_id[owner], topic, partition) == grpc.StatusCode.OK,
+               what=f"{topic}-{partition} served by {owner}")
+    assert {owner for (topic, _), owner in owners.items() if topic == "padded"} == {"a", "b"}
+    for service in (a, b):
+        assert value(scrape(service), "seglog_cluster_malformed_records_total") == 0
+        described = service.stub.DescribeTopic(pb.DescribeTopicRequest(topic="legacy"), timeout=10)
+        assert dict(described.configs)["retention.ms"] == "604800000"

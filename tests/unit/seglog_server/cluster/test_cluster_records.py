@@ -10,14 +10,17 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from seglog_server.cluster import ClusterKeys, EtcdGateway, MetadataCache
-from seglog_server.cluster.errors import MalformedRecordError
+from seglog_server.cluster import Capacity, ClusterConfig, ClusterKeys, EtcdGateway, Membership, MetadataCache
+from seglog_server.cluster.errors import MalformedRecordError, OwnershipConflictError
 from seglog_server.cluster.etcd_gateway import KeyValue, WatchBatch, WatchEvent, _kv, b64
-from seglog_server.cluster.ownership import UNREADABLE_OWNER, parse_owner
-from seglog_server.cluster.partition_moves import parse_move
+from seglog_server.cluster.ownership import UNREADABLE_OWNER, owner_value, parse_owner
+from seglog_server.cluster.partition_moves import COPYING, FINAL, owner_record_value, parse_move
+from seglog_server.cluster.partition_moves import _value as move_value
 from seglog_server.cluster.producer_id_blocks import _parse as parse_producer_id_counter
 from seglog_server.cluster.records import (
     DEPTH_MAX,
+    EPOCH_MAX,
+    OwnerFields,
     RECORD_BYTES_MAX,
     decode_ceiling,
     decode_instance,
@@ -194,3 +197,51 @@ def test_each_malformed_record_is_applied_on_its_safe_side_counted_once():
     cache._apply(WatchBatch([_put("c/owners/t/0", GOOD["c/owners/t/0"], 15)]))
     assert cache.owner_of("t", 0).owner == "a"
 
+
+
+# -- what the writers write, decoded back ----------------------------------------------------------
+# Each writer is called as seglog calls it, over the range of inputs its own validation accepts, and
+# its output is decoded by the reader: a cap in the decoder below what a writer writes refuses a good
+# record (and takes its partitions down on every instance). The writers that go through etcd (topic
+# creation, the ceiling, the producer-id counter) are driven against a real one in
+# tests/integration/cluster/test_cluster_record_writers.py.
+INSTANCE_IDS = st.from_regex(r"[A-Za-z0-9._-]{1,64}", fullmatch=True)
+INT64 = st.integers(min_value=0, max_value=2**63 - 1)
+EPOCHS = st.integers(min_value=0, max_value=EPOCH_MAX)
+
+
+@settings(max_examples=100, suppress_health_check=[HealthCheck.too_slow])
+@given(INSTANCE_IDS, EPOCHS, INT64)
+def test_an_owner_record_any_writer_writes_decodes_as_written(owner, epoch, start_offset):
+    assert decode_owner("k", owner_value(owner, epoch)) == OwnerFields(owner, epoch, 0)
+    fields = decode_owner("k", owner_record_value(owner, epoch, start_offset))
+    assert (fields.owner, fields.epoch, fields.start_offset) == (owner, epoch, start_offset)
+
+
+def test_no_writer_writes_an_epoch_its_reader_refuses():
+    for write in (lambda: owner_value("a", EPOCH_MAX + 1), lambda: owner_record_value("a", EPOCH_MAX + 1, 0)):
+        with pytest.raises(OwnershipConflictError, match="int32"):
+            write()
+
+
+@settings(max_examples=100, suppress_health_check=[HealthCheck.too_slow])
+@given(INSTANCE_IDS, INSTANCE_IDS, EPOCHS, st.sampled_from([COPYING, FINAL]), INT64)
+def test_a_move_record_its_writer_writes_decodes_as_written(source, target, epoch, state, started_ms):
+    fields = decode_move("k", move_value(source, target, epoch, state, started_ms))
+    assert (fields.source, fields.target, fields.epoch, fields.state, fields.started_ms) == (
+        source, target, epoch, state, started_ms)
+
+
+@settings(max_examples=60, suppress_health_check=[HealthCheck.too_slow])
+@given(INSTANCE_IDS, st.from_regex(r"[A-Za-z0-9.-]{1,300}:[1-9][0-9]{0,3}", fullmatch=True),
+       st.lists(st.text(min_size=1, max_size=20) | st.text(min_size=4000, max_size=6000), min_size=1, max_size=3)
+       | st.lists(
+           st.text(min_size=1, max_size=3), min_size=1, max_size=1500),
+       INT64, INT64, INT64, st.text(max_size=64))
+def test_an_instance_record_membership_writes_decodes_as_written(instance_id, advertise, data_dirs, partitions,
+                                                                  stored, free, digest):
+    config = ClusterConfig(("http://127.0.0.1:2379",), advertise, tuple(data_dirs), instance_id)
+    membership = Membership(config, None, lambda: Capacity(partitions, stored, free, digest))
+    record = decode_instance("k", membership._record().encode())
+    assert (record.address, record.data_dirs, record.partition_count, record.bytes, record.acl_digest) == (
+        advertise, tuple(data_dirs), partitions, stored, digest)
