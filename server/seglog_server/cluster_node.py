@@ -42,7 +42,7 @@ from seglog_server.cluster import (
 )
 from seglog_server.cluster.ownership import new_topic_id, topic_id_of
 from seglog_server.cluster.errors import ConfigsConflictError, MalformedRecordError, UnknownTopicError
-from seglog_server.cluster.records import decode_topic
+from seglog_server.cluster.records import decode_topic, repair_advice
 from seglog_server.cluster.topic_configs import write_topic_configs
 from seglog_server.cluster.topic_records import HeldTopics, delete_topic_records
 from seglog_server.config import ServiceConfig
@@ -576,9 +576,8 @@ class ClusterNode:
 def _unreadable(what: str, exc: MalformedRecordError) -> Exception:
     """The answer to a call that met a record etcd holds malformed (cluster/records.py):
     UNAVAILABLE naming the key, as an etcd that does not answer; it succeeds once an operator
-    writes the record again (or deletes it)."""
-    return cluster_routing.ClusterUnavailableError(
-        f"{what}: {exc}; an operator must write the record again or delete it (etcdctl)")
+    repairs the record as ``repair_advice`` says for its kind."""
+    return cluster_routing.ClusterUnavailableError(f"{what}: {exc}; {repair_advice(exc.key)}")
 
 
 def _others(configs: Mapping[str, str]) -> list[str]:

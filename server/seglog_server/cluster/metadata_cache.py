@@ -36,7 +36,7 @@ from .errors import ClusterError, MalformedRecordError, WatchCompactedError
 from .etcd_gateway import EtcdGateway, KeyValue, WatchBatch, WatchEvent
 from .keys import OWNERS, ClusterKeys
 from .ownership import UNREADABLE_OWNER, PartitionOwner, parse_owner
-from .records import decode_instance, decode_move, decode_topic
+from .records import decode_instance, decode_move, decode_topic, repair_advice
 
 _log = logging.getLogger(__name__)
 # An idle watch is reopened after this long without a byte; a paused etcd is noticed as soon.
@@ -370,8 +370,8 @@ class MetadataCache:
                 self._malformed_seen[kv.key] = kv.mod_revision
                 self._malformed_count += 1
         if new:
-            _log.error("cluster record %r (revision %d) is malformed and not applied: %s; write it again "
-                       "(or delete it) with etcdctl", kv.key, kv.mod_revision, exc.reason)
+            _log.error("cluster record %r (revision %d) is malformed and not applied: %s; %s", kv.key,
+                       kv.mod_revision, exc.reason, repair_advice(kv.key, key_malformed=parsed is None))
         if parsed is None:
             return
         kind, name, partition = parsed

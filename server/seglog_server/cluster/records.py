@@ -36,7 +36,7 @@ from .errors import MalformedRecordError
 __all__ = ["DEPTH_MAX", "INT_DIGITS_MAX", "RECORD_BYTES_MAX", "CeilingRecord", "InstanceRecord",
            "MoveFields", "OwnerFields", "TopicRecord", "check_instance_id", "check_partition_text",
            "check_topic_name", "decode_ceiling", "decode_instance", "decode_json", "decode_move",
-           "decode_owner", "decode_topic", "key_text"]
+           "decode_owner", "decode_topic", "key_text", "repair_advice"]
 
 # Far above any record seglog writes now (an instance record with a few data dirs, a topic record
 # with its canonical configs: a few KiB) and above any an earlier seglog could write: a topic record
@@ -58,6 +58,39 @@ def key_text(raw: bytes) -> str:
     """A key as etcd gave it, as text: invalid UTF-8 escaped (``\\xff``), so it is never confused
     with a key seglog writes (whose parts are ASCII) and prints as it is."""
     return raw.decode("utf-8", errors="backslashreplace")
+
+
+# -- what an operator does about a malformed record ---------------------------------------------
+_LAST_GOOD = "its last good value (etcdctl get <key> --rev=<a revision before the bad write> shows it)"
+_ADVICE = {
+    "topics": f'write it again with {_LAST_GOOD}, as seglog writes it: {{"partitions": <its partition count>, '
+              '"configs": {"<name>": "<value>"}, "topic_id": "<its 32 hex digits>"}; never delete it: that '
+              "deletes the topic, and every instance drops its copy",
+    "owners": f'write it again with {_LAST_GOOD}: {{"owner": "<instance id>", "epoch": <E>, "start_offset": <S>}}; '
+              "never delete it: a partition with no owner record is served by every instance holding a copy",
+    "offset_ceilings": f'write it again with {_LAST_GOOD}, or a higher ceiling: {{"epoch": <E>, "ceiling": <N>}}; '
+                       "never delete it: a takeover would then start the partition below offsets already "
+                       "acknowledged",
+    "producer_id_block": f"write it again as decimal digits, at or above {_LAST_GOOD}; never lower it or "
+                         "delete it: ids already handed out could be handed out again",
+    "moves": "delete it (what AbortMove does: the move is abandoned, its target's copy dropped, and it may be "
+             "asked again), or write it again with " + _LAST_GOOD,
+    "instances": "the instance writes its record again itself at its next lease renewal (restart it if the "
+                 "record stays malformed); never delete it: the instance would be seen gone while it still "
+                 "serves, and its partitions could be taken over under it",
+}
+
+
+def repair_advice(key: str, key_malformed: bool = False) -> str:
+    """What an operator does about the malformed record at ``key``: safe per kind. Deleting is safe
+    only for a move record and a key seglog never writes (``key_malformed``): a deleted topic
+    record deletes the topic, a deleted owner record lets every instance serve the partition, a
+    deleted ceiling lets a takeover reuse acknowledged offsets."""
+    if key_malformed:
+        return "seglog never writes such a key and applies nothing from it: delete it (etcdctl del <key>)"
+    parts = key.split("/", 2)
+    kind = parts[1] if len(parts) > 1 else ""
+    return _ADVICE.get(kind, "write it again with " + _LAST_GOOD)
 
 
 # -- keys -------------------------------------------------------------------------------------

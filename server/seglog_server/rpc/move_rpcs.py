@@ -504,10 +504,13 @@ def describe_cluster(cluster_name: str, instance_id: str, cache: Any) -> mpb.Des
     return response
 
 
-def _unreadable(what: str, exc: Exception) -> MoveRefusedError:
-    """A record of the partition in etcd is malformed (cluster/records.py): FAILED_PRECONDITION
-    naming the key; nothing is done until an operator writes it again or deletes it."""
-    return MoveRefusedError(f"{what}: {exc}; write the record again or delete it (etcdctl), then retry")
+def _unreadable(what: str, exc: Any) -> MoveRefusedError:
+    """A record of the partition in etcd is malformed (cluster/records.py's MalformedRecordError):
+    FAILED_PRECONDITION naming the key; nothing is done until an operator repairs it as
+    ``repair_advice`` says for its kind (an owner or ceiling record is never deleted)."""
+    from seglog_server.cluster.records import repair_advice
+
+    return MoveRefusedError(f"{what}: {exc}; {repair_advice(exc.key)}, then retry")
 
 
 @dataclass

@@ -125,13 +125,17 @@ def _check_refusals(a, keys: ClusterKeys) -> None:
         refused = _refusal(call)
         assert refused.code() == grpc.StatusCode.FAILED_PRECONDITION, refused.details()
         assert keys.owner("poisoned", 0) in refused.details()
+        assert "never delete it" in refused.details() and '"owner": "<instance id>"' in refused.details()
     refused = _refusal(lambda: moves.AbortMove(mpb.AbortMoveRequest(topic="moving", partition=0), timeout=10))
     assert refused.code() == grpc.StatusCode.FAILED_PRECONDITION and keys.move("moving", 0) in refused.details()
+    assert "delete it (what AbortMove does" in refused.details()
     refused = _refusal(lambda: a.stub.AlterTopicConfigs(pb.AlterTopicConfigsRequest(
         topic="cfg", set_configs={"retention.ms": "1000"}), timeout=10))
     assert refused.code() == grpc.StatusCode.UNAVAILABLE and keys.topic("cfg") in refused.details()
+    assert "never delete it: that deletes the topic" in refused.details()
     refused = _refusal(lambda: a.stub.InitProducerId(pb.InitProducerIdRequest(), timeout=10))
     assert refused.code() == grpc.StatusCode.UNAVAILABLE and keys.producer_id_block() in refused.details()
+    assert "never lower it or delete it" in refused.details()
 
 
 def test_a_topic_created_with_padded_configs_and_one_an_earlier_seglog_wrote_are_served_everywhere(

@@ -28,6 +28,7 @@ from seglog_server.cluster.records import (
     decode_move,
     decode_owner,
     decode_topic,
+    repair_advice,
 )
 from seglog_server.storage.base.topic_partition import PARTITION_COUNT_MAX
 
@@ -245,3 +246,22 @@ def test_an_instance_record_membership_writes_decodes_as_written(instance_id, ad
     record = decode_instance("k", membership._record().encode())
     assert (record.address, record.data_dirs, record.partition_count, record.bytes, record.acl_digest) == (
         advertise, tuple(data_dirs), partitions, stored, digest)
+
+
+@pytest.mark.parametrize("key, safe", [
+    ("c/topics/t", "never delete it: that deletes the topic"),
+    ("c/owners/t/0", "never delete it: a partition with no owner record is served by every instance"),
+    ("c/offset_ceilings/t/0", "never delete it: a takeover would then start the partition below offsets"),
+    ("c/producer_id_block", "never lower it or delete it"),
+    ("c/instances/a", "never delete it: the instance would be seen gone while it still serves"),
+    ("c/moves/t/0", "delete it (what AbortMove does"),
+])
+def test_the_repair_advice_never_says_delete_where_deleting_loses_data_or_fences(key, safe):
+    """Deleting a topic record deletes the topic everywhere, an owner record lets every instance
+    serve the partition, a ceiling lets a takeover reuse acknowledged offsets: those are only ever
+    written again, with a valid value the advice spells out."""
+    advice = repair_advice(key)
+    assert safe in advice
+    if "never" in safe:
+        assert "write it again" in advice or "writes its record again" in advice
+    assert "delete it" in repair_advice(key, key_malformed=True)
