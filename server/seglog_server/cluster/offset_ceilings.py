@@ -36,7 +36,7 @@ from .errors import ClusterError, MalformedRecordError
 from .etcd_gateway import EtcdGateway, b64
 from .keys import ClusterKeys
 from .ownership import PartitionOwner
-from .records import decode_ceiling
+from .records import decode_ceiling, repair_advice
 
 __all__ = ["OFFSET_BLOCK", "OffsetCeilings", "implicit_ceiling", "read_ceiling", "takeover_start"]
 
@@ -48,6 +48,8 @@ _log = logging.getLogger(__name__)
 OFFSET_BLOCK = 1 << 20
 # How often the owner compares its logs' ends with their ceilings (a dict walk, no etcd call).
 CHECK_INTERVAL_S = 0.2
+# Partitions whose malformed ceiling record was logged, remembered so each is logged once.
+_MALFORMED_REMEMBERED = 10_000
 
 
 def implicit_ceiling(owner: PartitionOwner, block: int = OFFSET_BLOCK) -> int:
@@ -118,6 +120,7 @@ class OffsetCeilings:
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
         self.raise_count = 0
+        self._malformed_logged: dict[tuple[str, int], str] = {}  # the step's thread only
 
     def ceiling(self, topic: str, partition: int, owner: PartitionOwner) -> int:
         """The highest offset + 1 this instance may acknowledge at ``owner``'s epoch."""
@@ -150,14 +153,18 @@ class OffsetCeilings:
         while not self._stopping.wait(self._interval_s):
             try:
                 self.step()
-            except ClusterError as exc:  # etcd away, or a malformed ceiling record: the ceilings stand
-                if str(exc) != logged:  # a record etcd holds malformed fails every pass: logged once
+            except ClusterError as exc:  # etcd away: the ceilings stand, the next pass tries again
+                if str(exc) != logged:
                     _log.warning("offset ceilings not raised: %s", exc)
-                logged = str(exc) if isinstance(exc, MalformedRecordError) else ""
+                logged = str(exc)
+            else:
+                logged = ""
 
     def step(self) -> int:
         """Blocking. Raises the ceiling of every partition owned here whose log end is within half a
-        block of it; returns how many were raised."""
+        block of it; returns how many were raised. A malformed ceiling record stops its own
+        partition only (logged once per record, raised again once the record is good): the
+        others are raised in the same pass. etcd not answering ends the pass (ClusterError)."""
         raised = 0
         for topic, partition_count in self._cache.topics().items():
             for partition in range(partition_count):
@@ -166,8 +173,20 @@ class OffsetCeilings:
                     continue
                 end = self._log_end_offset(topic, partition)
                 if end is not None and end + self.block // 2 > self.ceiling(topic, partition, owner):
-                    raised += self._raise(topic, partition, owner, end)
+                    try:
+                        raised += self._raise(topic, partition, owner, end)
+                    except MalformedRecordError as exc:
+                        self._malformed(topic, partition, exc)
         return raised
+
+    def _malformed(self, topic: str, partition: int, exc: MalformedRecordError) -> None:
+        """A record etcd holds malformed fails every pass: logged once per record (and reason)."""
+        if self._malformed_logged.get((topic, partition)) != str(exc):
+            if len(self._malformed_logged) >= _MALFORMED_REMEMBERED:
+                self._malformed_logged.clear()
+            self._malformed_logged[(topic, partition)] = str(exc)
+            _log.error("offset ceiling of %s-%d not raised (its produces stop a block past the ceiling it "
+                       "has): %s; %s", topic, partition, exc, repair_advice(exc.key))
 
     def _raise(self, topic: str, partition: int, owner: PartitionOwner, end: int) -> int:
         gateway = self._gateway()
@@ -178,4 +197,5 @@ class OffsetCeilings:
         with self._lock:
             self._confirmed[(topic, partition)] = (owner.epoch, wanted)
             self.raise_count += 1
+        self._malformed_logged.pop((topic, partition), None)
         return 1

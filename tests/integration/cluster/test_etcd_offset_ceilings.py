@@ -115,5 +115,31 @@ def test_a_malformed_ceiling_record_is_refused_by_name_and_the_thread_goes_on(wo
     finally:
         ceilings.stop()
     assert ceilings.raise_count == 1 and read_ceiling(gateway, keys, "t", 0, owner, BLOCK)[0] == 160
-    logged = [r for r in caplog.records if "offset ceilings not raised" in r.getMessage()]
+    logged = [r for r in caplog.records if "offset ceiling of t-0 not raised" in r.getMessage()]
     assert 1 <= len(logged) <= 2, [r.getMessage() for r in logged]  # once per malformed record, not per pass
+
+
+def test_one_bad_ceiling_record_stops_its_own_partition_only(world, caplog):
+    """One partition's malformed ceiling record once ended every pass of the owner's thread at that
+    partition, so the partitions after it in the pass were never raised again: their produces
+    stopped a block later. The bad one first in the pass, the others are raised in the same pass."""
+    gateway, keys = world
+    create_topic(gateway, keys, "m", ["a", "a", "a"])
+    bad = keys.offset_ceiling("m", 0)
+    gateway.txn([], [{"request_put": {"key": b64(bad), "value": b64(b'{"epoch": 0, "ceiling": -1}')}}])
+
+    class Cache(_Cache):
+        def topics(self) -> dict[str, int]:
+            return {"m": 3, "t": 1}  # m-0 first
+
+    ceilings = OffsetCeilings(lambda: gateway, keys, "a", Cache(gateway, keys), lambda t, p: 60, block=BLOCK)
+    assert ceilings.step() == 3  # m-1, m-2, t-0
+    assert ceilings.step() == 0  # all raised past 60 + a half block; m-0 logged once only
+    for topic, partition in (("m", 1), ("m", 2), ("t", 0)):
+        owner = read_owner(gateway, keys, topic, partition)
+        assert read_ceiling(gateway, keys, topic, partition, owner, BLOCK)[0] == 160
+    logged = [r.getMessage() for r in caplog.records if "offset ceiling of m-0 not raised" in r.getMessage()]
+    assert len(logged) == 1 and bad in logged[0] and "never delete it" in logged[0]
+    gateway.txn([], [{"request_put": {"key": b64(bad), "value": b64(b'{"ceiling": 100, "epoch": 0}')}}])
+    assert ceilings.step() == 1  # written again: raised at the next pass
+    assert read_ceiling(gateway, keys, "m", 0, read_owner(gateway, keys, "m", 0), BLOCK)[0] == 160
