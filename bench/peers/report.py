@@ -1019,7 +1019,10 @@ What remains:
   --tree A --tree B`: append -> the stream's read done p50 110 -> 56 us at 2,000/s (load 5-9)
   and 111 -> 46 us at 500/s (`--rate 500 --records 2000`, load 5.5-8; lower in 4 of 4 runs);
   end to end within the noise (`bench.peers --systems seglog --workloads latency --repeats 1
-  --latency-records 6000`, 3 pairs at load 5.5-9: p50 4.08 against 4.19 ms, medians). (2) The
+  --latency-records 6000`, 3 pairs at load 5.5-9: p50 4.08 against 4.19 ms, medians; again on
+  top of (2) and (3), `bench_tail_cpu.py --rates 500,2000 --records 3000`, 3 pairs at load 3.9-5.2:
+  p50 0.98 against 0.86 ms at 500/s, 1.56 either way at 2,000/s), the service's CPU a record at
+  500/s 410-490 -> 283-387 us (lower in 3 of 3). (2) The
   polling thread no longer waits for the GIL behind the acknowledgement: the service already
   starts the push a loop turn ahead of the ProduceStream's answer (`test_push_before_ack.py`),
   and in the client the push's `_notify` came first too; what held the woken thread was the loop
