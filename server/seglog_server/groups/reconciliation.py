@@ -17,7 +17,9 @@ timeout or its leave (UnknownMemberError). Epoch 0 joins, -1 leaves, as in KIP-8
 A lost answer does not fence a healthy member (KIP-848): a heartbeat carrying the member's
 previous epoch is accepted when the partitions it reports owning are a subset of what the
 coordinator holds it owns (Kafka's rule): the member never saw the new epoch and retries with the
-old one. Commits stay on the current epoch only.
+old one. Commits stay on the current epoch only. Two answers lost while the member's epoch moved
+twice leave it two epochs behind, which is fenced, as in Kafka (its retry at the previous epoch
+was accepted and moved it again): the member gives its partitions up and rejoins at epoch 0.
 
 Static membership (KIP-848's group.instance.id): a member joining with an instance id holds it
 alone; a second join with the same instance id while its holder is live is refused

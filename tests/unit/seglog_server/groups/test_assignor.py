@@ -4,7 +4,7 @@ random joins, leaves, heartbeats, acknowledgements, zombies and session timeouts
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings, target
 from hypothesis import strategies as st
 
 from seglog_server.groups.assignor import assign
@@ -130,39 +130,89 @@ operation = st.one_of(
 ALL_PARTITIONS = frozenset((topic, p) for topic, count in COUNTS.items() for p in range(count))
 
 
+def test_a_member_that_missed_two_epoch_moves_is_fenced_and_its_rejoin_gets_its_share():
+    """Kafka's rule: a lost answer's retry carries the previous epoch; two answers lost while
+    the member's epoch moved twice leave it two behind, which is fenced (FENCED_MEMBER_EPOCH).
+    The member gives its partitions up and rejoins at epoch 0, owning nothing."""
+    group = GroupReconciliation("g", {"a": 2})
+    m0 = group.heartbeat("m0", JOIN_EPOCH, 0, subscription={"a"})
+    m1 = group.heartbeat("m1", JOIN_EPOCH, 0, subscription={"a"})
+    group.heartbeat("m0", LEAVE_EPOCH, 0)
+    first_lost = group.heartbeat("m1", m1.member_epoch, 1, owned=m1.assignment)  # takes both partitions
+    m0 = group.heartbeat("m0", JOIN_EPOCH, 1, subscription={"a"})  # m1 must give one up
+    second_lost = group.heartbeat("m1", m1.member_epoch, 2, owned=m1.assignment)  # the previous epoch: accepted
+    assert m1.member_epoch < first_lost.member_epoch < second_lost.member_epoch
+    with pytest.raises(FencedMemberError, match=f"sent epoch {m1.member_epoch}, its epoch is {second_lost.member_epoch}"):
+        group.heartbeat("m1", m1.member_epoch, 3, owned=m1.assignment)
+    rejoined = group.heartbeat("m1", JOIN_EPOCH, 3, subscription={"a"})
+    m0 = group.heartbeat("m0", m0.member_epoch, 4, owned=m0.assignment)
+    assert len(rejoined.assignment) == len(m0.assignment) == 1 and rejoined.assignment != m0.assignment
+    assert group.owners() == group.target()
+
+
 @settings(max_examples=300)
 @given(operations=st.lists(operation, max_size=40))
+# Two answers lost while the member's epoch moved twice: fenced, it rejoins (found by a random run).
+@example(operations=[("join", 0), ("join", 1), ("leave", 0), ("lost", 1), ("join", 0), ("lost", 1)])
 def test_no_partition_is_ever_owned_by_two_members_and_acks_converge(operations):
     group = GroupReconciliation("g", COUNTS, session_timeout_ms=30_000)
     now = 0
     clients: dict[str, tuple[int, frozenset]] = {}  # member -> (epoch, what it may own)
     old_epochs: dict[str, int] = {}
     unanswered: set[str] = set()  # members whose last heartbeat's answer was lost
+    # member -> the epochs the coordinator moved it to in answers it never got. Kafka's rule: its
+    # retry at the epoch it knows is accepted after one such move (the previous epoch) and fenced
+    # after two; fenced, the member gives its partitions up and rejoins at epoch 0, as the group
+    # consumer does (client/seglog/group_consumer.py, _rejoin).
+    missed: dict[str, set[int]] = {}
+    moves_missed = 0  # steers the search (hypothesis.target) to runs where members miss epochs: fencing
+
+    def send(member, epoch, owned):
+        """A heartbeat from the client's state; None when it was fenced (it has rejoined)."""
+        if len(missed.get(member, ())) < 2:
+            return group.heartbeat(member, epoch, now, owned=owned)
+        with pytest.raises(FencedMemberError):
+            group.heartbeat(member, epoch, now, owned=owned)
+        answer = group.heartbeat(member, JOIN_EPOCH, now, subscription={"a", "b"})  # owning nothing
+        clients[member] = (answer.member_epoch, answer.assignment)
+        missed.pop(member, None)
+        unanswered.discard(member)
+        return None
+
     for kind, argument in operations:
         member = f"m{argument}"
         if kind == "time":
             now += argument
             for gone in group.expire_sessions(now):
                 clients.pop(gone, None)
+                unanswered.discard(gone)
+                missed.pop(gone, None)
         elif kind == "join" and member not in clients:
             answer = group.heartbeat(member, JOIN_EPOCH, now, subscription={"a", "b"})
             clients[member] = (answer.member_epoch, answer.assignment)
         elif kind == "lost" and member in clients:
             epoch, owned = clients[member]
-            group.heartbeat(member, epoch, now, owned=owned)  # the member keeps its state: retries next
-            unanswered.add(member)
+            answer = send(member, epoch, owned)  # the member keeps its state: retries next
+            if answer is not None:
+                unanswered.add(member)
+                if answer.member_epoch != epoch:
+                    missed.setdefault(member, set()).add(answer.member_epoch)
+                    moves_missed += 1
         elif kind in ("ack", "hold") and member in clients:
             epoch, owned = clients[member]
             # "hold" reports all it was handed; a lost answer handed it nothing it knows of.
             reported = owned if kind == "ack" or member in unanswered else group.owners()[member]
-            answer = group.heartbeat(member, epoch, now, owned=reported)
-            unanswered.discard(member)
-            old_epochs[member] = epoch
-            clients[member] = (answer.member_epoch, answer.assignment)
+            answer = send(member, epoch, reported)
+            if answer is not None:
+                unanswered.discard(member)
+                missed.pop(member, None)
+                old_epochs[member] = epoch
+                clients[member] = (answer.member_epoch, answer.assignment)
         elif kind == "leave" and member in clients:
             group.heartbeat(member, LEAVE_EPOCH, now)
             del clients[member]
             unanswered.discard(member)
+            missed.pop(member, None)
         elif kind == "zombie" and member in clients and old_epochs.get(member, clients[member][0]) != clients[member][0]:
             with pytest.raises(FencedMemberError):  # an old epoch holding what it never owned at it
                 group.heartbeat(member, old_epochs[member], now, owned=ALL_PARTITIONS | {("gone", 0)})
@@ -173,7 +223,12 @@ def test_no_partition_is_ever_owned_by_two_members_and_acks_converge(operations)
     for _ in range(3):  # every member acknowledges in turn: the group reaches its target
         for member_id in sorted(clients):
             epoch, owned = clients[member_id]
-            answer = group.heartbeat(member_id, epoch, now, owned=owned)
+            answer = send(member_id, epoch, owned)
+            if answer is None:  # fenced: rejoined, which moves the group on; acknowledge again
+                epoch, owned = clients[member_id]
+                answer = group.heartbeat(member_id, epoch, now, owned=owned)
+            missed.pop(member_id, None)
             clients[member_id] = (answer.member_epoch, answer.assignment)
+    target(float(moves_missed), label="epoch moves a member missed")
     assert group.owners() == group.target()
     assert all(epoch == group.group_epoch for epoch, _ in clients.values())
