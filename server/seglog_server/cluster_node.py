@@ -494,18 +494,18 @@ class ClusterNode:
         """Blocking. Tells each locally held log whose epoch in the cache changed since the last
         push; returns how many were told."""
         told = 0
-        for topic, partition_count in self._cache.topics().items():
-            for partition in range(partition_count):
-                record = self._cache.owner_of(topic, partition)
-                if record is None or not record.readable or self._pushed_epochs.get((topic, partition)) == record.epoch:
-                    continue  # an unreadable owner record carries no epoch to push (metadata_cache.py)
-                try:
-                    log = self._manager.get_log(topic, partition)
-                except storage_errors.StorageError:
-                    continue  # not held here yet (materialize) or deleted meanwhile
-                log.advance_leader_epoch(record.epoch)
-                self._pushed_epochs[(topic, partition)] = record.epoch
-                told += 1
+        # Every owner record, whether or not its topic's record is readable (metadata_cache.py):
+        # a partition served here always has its epoch in its log.
+        for (topic, partition), record in self._cache.owners().items():
+            if not record.readable or self._pushed_epochs.get((topic, partition)) == record.epoch:
+                continue  # an unreadable owner record carries no epoch to push (metadata_cache.py)
+            try:
+                log = self._manager.get_log(topic, partition)
+            except storage_errors.StorageError:
+                continue  # not held here yet (materialize) or deleted meanwhile
+            log.advance_leader_epoch(record.epoch)
+            self._pushed_epochs[(topic, partition)] = record.epoch
+            told += 1
         return told
 
     def _log_end_offset(self, topic: str, partition: int) -> int | None:

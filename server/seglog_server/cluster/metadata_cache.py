@@ -114,6 +114,9 @@ class MetadataCache:
         self._topic_generations: dict[str, int] = {}  # topic -> its key's create revision (topic_records.py)
         # topic -> its record's configs (topic_configs.py) and the record's mod revision
         self._topic_configs: dict[str, tuple[dict[str, str], int]] = {}
+        # topic -> (generation, partition count, (configs, mod revision)) of its last record that
+        # decoded: what the view keeps while a later record of that generation is malformed.
+        self._last_good_topics: dict[str, tuple[int, int, tuple[dict[str, str], int]]] = {}
         self._revision = 0
         self._connected = False
         self._reload_count = 0
@@ -143,6 +146,13 @@ class MetadataCache:
     def topics(self) -> dict[str, int]:
         with self._changed:
             return dict(self._topics)
+
+    def owners(self) -> dict[tuple[str, int], PartitionOwner]:
+        """Every partition's owner record, (topic, partition) -> owner, whether or not the topic's
+        own record is readable: what the owner threads walk (offset ceilings, epochs pushed into
+        the logs), so a partition its owner serves is never left out of them."""
+        with self._changed:
+            return dict(self._owners)
 
     def topic_generations(self) -> dict[str, int]:
         """topic -> the etcd create revision of its key: a topic deleted and created again is a
@@ -249,17 +259,29 @@ class MetadataCache:
             self._stopping.wait(min(self._retry_interval_s * 2 ** (self._failures - 1), self._max_backoff_s))
 
     def _reload(self) -> None:
+        """The view built afresh from everything under the prefix, replacing the one held only once
+        complete: an error part way (a bug) leaves the view held before, never a half-built one
+        (a partition missing its owner there would be served by whoever holds a copy)."""
         revision, kvs = self._gateway.range_prefix(self._keys.prefix)
         now_ms = self._wall_clock_ms()
         with self._changed:
+            held = (self._instances, self._owners, self._topics, self._moves, self._topic_generations,
+                    self._topic_configs)
             previous, previous_owners = self._instances, self._owners
             self._instances, self._owners, self._topics, self._moves = {}, {}, {}, {}
             self._topic_generations, self._topic_configs = {}, {}
-            for kv in kvs:
-                self._apply_put(kv, previous_owners, now_ms)
-            for instance_id, info in previous.items():
-                if instance_id not in self._instances:
-                    self._instances[instance_id] = self._gone(info, now_ms)
+            try:
+                for kv in kvs:
+                    self._apply_put(kv, previous_owners, now_ms)
+                for instance_id, info in previous.items():
+                    if instance_id not in self._instances:
+                        self._instances[instance_id] = self._gone(info, now_ms)
+            except BaseException:
+                (self._instances, self._owners, self._topics, self._moves, self._topic_generations,
+                 self._topic_configs) = held
+                raise
+            for topic in [topic for topic in self._last_good_topics if topic not in self._topic_generations]:
+                del self._last_good_topics[topic]  # deleted meanwhile
             self._revision = revision
             self._connected = True
             self._reload_count += 1
@@ -332,6 +354,7 @@ class MetadataCache:
                 self._topics[name] = topic.partitions
                 self._topic_generations[name] = kv.create_revision
                 self._topic_configs[name] = (topic.configs, kv.mod_revision)
+                self._last_good_topics[name] = (kv.create_revision, topic.partitions, self._topic_configs[name])
             elif kind == "move":
                 assert partition is not None
                 self._moves[(name, partition)] = decode_move(kv.key, kv.value).as_dict(kv.mod_revision)
@@ -352,9 +375,14 @@ class MetadataCache:
         - a key seglog would not write (``parsed`` None): skipped; it names nothing the view holds;
         - an instance record: the instance is not registered (seen gone if it was): nothing is
           placed on it or routed to it;
-        - a topic record: the topic keeps its generation (the key's create revision, etcd's own)
-          but has no partition count or configs here: its local copies are neither dropped nor
-          made, its configs not followed, its partitions not listed, until the record is readable;
+        - a topic record: the topic keeps its generation (the key's create revision, etcd's own).
+          A later version of a record this view decoded (same generation) keeps the last good
+          one's partition count and configs: the topic is listed and followed as it was until the
+          record is readable again. With none (a restart or a new generation over a malformed
+          record), the topic has no partition count or configs here: its local copies are neither
+          dropped nor made, its configs not followed, its partitions not listed; its owners serve
+          it all the same (owner records decide that), and their offset ceilings and epochs follow
+          the owner records (``owners``), not this list;
         - an owner record: owned by ``UNREADABLE_OWNER`` at the epoch held before (0 if none), not
           absent: absent means "served by whoever holds a copy" (a topic from before cluster mode),
           which for a partition placed in the cluster would be every instance at once. Every
@@ -379,8 +407,12 @@ class MetadataCache:
             if name in self._instances:
                 self._instances[name] = self._gone(self._instances[name], now_ms)
         elif kind == "topic":
-            self._topics.pop(name, None)
-            self._topic_configs.pop(name, None)
+            last = self._last_good_topics.get(name)
+            if last is not None and last[0] == kv.create_revision:
+                self._topics[name], self._topic_configs[name] = last[1], last[2]
+            else:
+                self._topics.pop(name, None)
+                self._topic_configs.pop(name, None)
             self._topic_generations[name] = kv.create_revision
         elif kind == "move":
             self._moves.pop((name, partition), None)
@@ -404,6 +436,7 @@ class MetadataCache:
             self._topics.pop(name, None)
             self._topic_generations.pop(name, None)
             self._topic_configs.pop(name, None)
+            self._last_good_topics.pop(name, None)
         elif kind == "owner":
             self._owners.pop((name, partition), None)
         elif kind == "move":

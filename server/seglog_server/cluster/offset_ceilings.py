@@ -162,21 +162,20 @@ class OffsetCeilings:
 
     def step(self) -> int:
         """Blocking. Raises the ceiling of every partition owned here whose log end is within half a
-        block of it; returns how many were raised. A malformed ceiling record stops its own
+        block of it (every owner record naming this instance, whether or not its topic's record is
+        readable); returns how many were raised. A malformed ceiling record stops its own
         partition only (logged once per record, raised again once the record is good): the
         others are raised in the same pass. etcd not answering ends the pass (ClusterError)."""
         raised = 0
-        for topic, partition_count in self._cache.topics().items():
-            for partition in range(partition_count):
-                owner = self._cache.owner_of(topic, partition)
-                if owner is None or owner.owner != self._instance_id:
-                    continue
-                end = self._log_end_offset(topic, partition)
-                if end is not None and end + self.block // 2 > self.ceiling(topic, partition, owner):
-                    try:
-                        raised += self._raise(topic, partition, owner, end)
-                    except MalformedRecordError as exc:
-                        self._malformed(topic, partition, exc)
+        for (topic, partition), owner in self._cache.owners().items():
+            if owner.owner != self._instance_id:
+                continue  # another's, or an unreadable owner record (served by no one)
+            end = self._log_end_offset(topic, partition)
+            if end is not None and end + self.block // 2 > self.ceiling(topic, partition, owner):
+                try:
+                    raised += self._raise(topic, partition, owner, end)
+                except MalformedRecordError as exc:
+                    self._malformed(topic, partition, exc)
         return raised
 
     def _malformed(self, topic: str, partition: int, exc: MalformedRecordError) -> None:

@@ -13,7 +13,7 @@ import pytest
 from seglog.v1 import log_service_pb2 as pb
 from seglog.v1 import moves_pb2 as mpb
 from seglog.v1 import moves_pb2_grpc as mpb_grpc
-from seglog_server.cluster import ClusterKeys, EtcdGateway
+from seglog_server.cluster import ClusterKeys, EtcdGateway, change_owner, read_owner
 from seglog_server.cluster.etcd_gateway import b64
 from seglog_server.storage.base.topic_partition import PARTITION_COUNT_MAX
 from tests.integration.cluster.test_cluster_metrics import scrape, value
@@ -175,3 +175,44 @@ def test_a_topic_created_with_padded_configs_and_one_an_earlier_seglog_wrote_are
         assert value(scrape(service), "seglog_cluster_malformed_records_total") == 0
         described = service.stub.DescribeTopic(pb.DescribeTopicRequest(topic="legacy"), timeout=10)
         assert dict(described.configs)["retention.ms"] == "604800000"
+
+
+def test_a_partition_whose_topic_record_is_malformed_at_a_start_still_gets_its_epochs(tmp_path, etcd, services):
+    """The topic record malformed when the instance starts (no good one seen): the topic is not in
+    the view's topic list, yet its owner serves it by its owner record. The epochs of that record
+    must still reach the log (push_epochs walked the topic list: they never did), and the log
+    announces a new one: a read parked at the tail ends with the refusal naming the new owner
+    instead of waiting out its max_wait_ms (the RPC's deadline here)."""
+    cluster = "epochs-bad-topic"
+    keys = ClusterKeys(cluster)
+    services.append(a := _start(tmp_path, "a", _cluster_args(etcd, cluster, "a")))
+    a.stub.CreateTopic(pb.CreateTopicRequest(topic="t", partitions=1), timeout=10)
+    writer = EtcdGateway((etcd.endpoint,), timeout_s=5)
+    try:
+        _put(writer, keys.topic("t"), b'{"partitions": "1"}')
+        a.stop()
+        a.start()
+        _until(lambda: _metadata(a).current and _owner_epoch(a) == 0, what="the view reloaded")
+        assert _produce(a, "t", 0).base_offset == 0  # served by its owner record
+        parked = a.stub.Fetch.future(pb.FetchRequest(topic="t", partition=0, offset=1, max_bytes=1 << 20,
+                                                     max_wait_ms=600_000, min_bytes=1), timeout=60)
+        lease = writer.grant(60)
+        writer.txn([], [{"request_put": {"key": b64(keys.instance("b")), "value": b64(json.dumps(
+            {"id": "b", "address": "127.0.0.1:1", "data_dirs": [], "capacity": {}}).encode()), "lease": lease}}])
+        _until(lambda: _metadata(a).current and any(i.instance_id == "b" and i.alive for i in _metadata(a).instances),
+               what="b registered")
+        change_owner(writer, keys, "t", 0, "b", read_owner(writer, keys, "t", 0))
+        with pytest.raises(grpc.RpcError) as ended:
+            parked.result()
+        assert ended.value.code() != grpc.StatusCode.DEADLINE_EXCEEDED, "the parked read was never woken"
+        assert "b" in dict(ended.value.trailing_metadata() or ()).get("seglog-owner-id", ""), ended.value.details()
+        writer.revoke(lease)
+    finally:
+        writer.close()
+
+
+def _owner_epoch(service) -> int:
+    """t-0's epoch in the instance's view (DescribeTopic: Metadata shows a topic missing from the
+    view's list as this instance's at epoch 0)."""
+    (partition,) = service.stub.DescribeTopic(pb.DescribeTopicRequest(topic="t"), timeout=10).partitions
+    return partition.owner_epoch

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from seglog_server.cluster import ClusterKeys, EtcdGateway, OwnershipConflictError, create_topic, read_owner
+from seglog_server.cluster import ClusterKeys, EtcdGateway, MetadataCache, OwnershipConflictError, create_topic, read_owner
 from seglog_server.cluster.errors import MalformedRecordError
 from seglog_server.cluster.etcd_gateway import b64
 from seglog_server.cluster.offset_ceilings import OffsetCeilings, read_ceiling, takeover_start
@@ -21,7 +21,7 @@ BLOCK = 100
 
 
 class _Cache:
-    """The cache's two answers the ceilings read, straight from etcd."""
+    """The cache's answers the ceilings read, straight from etcd."""
 
     def __init__(self, gateway: EtcdGateway, keys: ClusterKeys) -> None:
         self.gateway, self.keys = gateway, keys
@@ -31,6 +31,10 @@ class _Cache:
 
     def owner_of(self, topic: str, partition: int) -> PartitionOwner:
         return read_owner_record(self.gateway, self.keys, topic, partition)[0]
+
+    def owners(self) -> dict[tuple[str, int], PartitionOwner]:
+        return {(topic, partition): self.owner_of(topic, partition)
+                for topic, count in self.topics().items() for partition in range(count)}
 
 
 @pytest.fixture
@@ -143,3 +147,21 @@ def test_one_bad_ceiling_record_stops_its_own_partition_only(world, caplog):
     gateway.txn([], [{"request_put": {"key": b64(bad), "value": b64(b'{"ceiling": 100, "epoch": 0}')}}])
     assert ceilings.step() == 1  # written again: raised at the next pass
     assert read_ceiling(gateway, keys, "m", 0, read_owner(gateway, keys, "m", 0), BLOCK)[0] == 160
+
+
+def test_a_partition_whose_topic_record_is_malformed_is_still_raised_by_its_owner(world):
+    """A topic whose record does not decode is missing from the cache's topics (at a restart, with
+    no good record seen), while its owner, whose owner record is good, serves it: its ceiling must
+    still be raised, or its produces stop a block later. The real cache, over a real etcd."""
+    gateway, keys = world
+    gateway.txn([], [{"request_put": {"key": b64(keys.topic("t")), "value": b64(b'{"partitions": "1"}')}}])
+    cache = MetadataCache(EtcdGateway(gateway.endpoints, timeout_s=5), keys)
+    cache.start()
+    try:
+        assert cache.wait_until(lambda c: c.statistics().connected and c.owner_of("t", 0) is not None, 10)
+        assert "t" not in cache.topics()
+        ceilings = OffsetCeilings(lambda: gateway, keys, "a", cache, lambda t, p: 60, block=BLOCK)
+        assert ceilings.step() == 1
+    finally:
+        cache.stop()
+    assert read_ceiling(gateway, keys, "t", 0, read_owner(gateway, keys, "t", 0), BLOCK)[0] == 160

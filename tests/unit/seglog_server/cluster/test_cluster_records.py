@@ -188,7 +188,8 @@ def test_each_malformed_record_is_applied_on_its_safe_side_counted_once():
     cache._apply(WatchBatch(bad))
     cache._apply(WatchBatch(bad[:1]))  # the same key at the same revision again: counted once
     assert not cache.instances()["a"].alive  # not registered: nothing placed or routed there
-    assert "t" not in cache.topics() and cache.topic_configs("t") is None
+    # A later version of a topic record the view decoded: its last good one stands.
+    assert cache.topics() == {"t": 2} and cache.topic_configs_at("t") == ({}, 2)
     assert cache.topic_generation("t") == 2  # the generation stays: local copies neither dropped nor made
     owner = cache.owner_of("t", 0)
     assert (owner.owner, owner.epoch, owner.readable) == (UNREADABLE_OWNER, 3, False)  # no one's, not absent
@@ -265,3 +266,39 @@ def test_the_repair_advice_never_says_delete_where_deleting_loses_data_or_fences
     if "never" in safe:
         assert "write it again" in advice or "writes its record again" in advice
     assert "delete it" in repair_advice(key, key_malformed=True)
+
+
+def test_a_malformed_topic_record_keeps_the_last_good_one_of_its_generation_only():
+    cache = _cache()
+    cache._apply(WatchBatch([_put("c/topics/t", b'{"configs": {"retention.ms": "5"}, "partitions": 3}', 2),
+                             _put("c/owners/t/0", b'{"epoch": 0, "owner": "a"}', 2)]))
+    cache._apply(WatchBatch([_put("c/topics/t", b'{"partitions": "3"}', 4, created=2)]))
+    assert cache.topics() == {"t": 3} and cache.topic_configs_at("t") == ({"retention.ms": "5"}, 2)
+    # A new generation whose record is malformed: nothing of the old one is carried over.
+    cache._apply(WatchBatch([WatchEvent("DELETE", KeyValue("c/topics/t", b"", 5, 2, 0)),
+                             _put("c/topics/t", b'{"partitions": "3"}', 6)]))
+    assert "t" not in cache.topics() and cache.topic_generation("t") == 6
+    # Its partitions are still walked by the owner threads (ceilings, epochs): by owner record.
+    assert ("t", 0) in cache.owners()
+    cache._apply(WatchBatch([_put("c/topics/t", b'{"partitions": 1}', 7, created=6)]))
+    assert cache.topics() == {"t": 1}
+
+
+def test_a_reload_that_fails_part_way_leaves_the_view_it_had():
+    """A reload once emptied the view before refilling it: an error part way (a bug) left a
+    half-built one for up to the back-off, a partition missing its owner there served by whoever
+    holds a copy. Injected: a key of the wrong type in etcd's answer, after a good one."""
+    cache = _cache()
+    for revision, (key, value) in enumerate(GOOD.items(), start=1):
+        cache._apply(WatchBatch([_put(key, value, revision)]))
+    answer = [KeyValue("c/owners/t/0", b'{"epoch": 9, "owner": "b"}', 20, 3, 0),
+              KeyValue(b"c/owners/t/1", b'{"epoch": 9, "owner": "b"}', 21, 21, 0)]
+    cache._gateway.range_prefix = lambda prefix: (21, answer)
+    with pytest.raises(TypeError):
+        cache._reload()
+    owner = cache.owner_of("t", 0)
+    assert (owner.owner, owner.epoch) == ("a", 3)
+    assert cache.topics() == {"t": 2} and cache.instances()["a"].alive and cache.move_of("t", 0) is not None
+    answer[1] = KeyValue("c/owners/t/1", b'{"epoch": 9, "owner": "b"}', 21, 21, 0)
+    cache._reload()
+    assert cache.owner_of("t", 0).owner == "b" and cache.topics() == {} and cache.statistics().revision == 21
