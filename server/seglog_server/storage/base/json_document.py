@@ -15,6 +15,10 @@ message naming the document:
   costs time quadratic in its length), a float that is not finite (``1e400`` parses to infinity,
   and ``int(inf)`` raises OverflowError later) or is longer than any float we write, and the
   constants ``NaN`` / ``Infinity`` that Python's parser accepts beyond the JSON grammar.
+  A caller whose document holds lenient fields (a cleaning result's ``stats``, where Python's
+  ``json.dumps`` writes ``NaN`` by default) asks for ``numbers_marked=True``: such a number then
+  reads as an ``UnreadableNumber`` (its text never converted), which every checked field refuses
+  and a lenient one counts as 0; the size and depth bounds hold either way.
 
 ``Fields`` then reads an object's fields one by one, each checked for its type (a bool is never
 an int) and range, raising the same error class with the document and the field's name.
@@ -29,7 +33,9 @@ from collections.abc import Callable
 from itertools import accumulate
 from typing import Any, NoReturn
 
-__all__ = ["DEPTH_MAX", "INT64_MAX", "Fields", "checked_int", "nesting_depth", "read_json_document"]
+__all__ = [
+    "DEPTH_MAX", "INT64_MAX", "Fields", "UnreadableNumber", "checked_int", "nesting_depth", "read_json_document",
+]
 
 # Our documents nest four levels at most (a result's output segment inside its list inside the
 # document); 32 leaves room for what a later format adds and stays far below the ~1,000 levels at
@@ -54,23 +60,72 @@ class _Refused(Exception):
     """A number or constant the parser hooks refuse; translated to the caller's error."""
 
 
-def _parse_int(text: str) -> int:
+class UnreadableNumber:
+    """A number a document held that no field can take (too long, not finite, NaN / Infinity),
+    read with ``numbers_marked=True``: its text is kept short and never converted. It is neither
+    an int nor a float, so every checked field refuses it; a lenient field counts it as 0."""
+
+    __slots__ = ("reason",)
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+    def __repr__(self) -> str:
+        return f"<{self.reason}>"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, UnreadableNumber) and other.reason == self.reason
+
+    def __hash__(self) -> int:
+        return hash(self.reason)
+
+
+def _int_fault(text: str) -> str | None:
     if len(text) > _INT_CHARS_MAX:
-        raise _Refused(f"an integer of {len(text)} characters (at most {_INT_CHARS_MAX}: an int64)")
-    return int(text)
+        return f"an integer of {len(text)} characters (at most {_INT_CHARS_MAX}: an int64)"
+    return None
 
 
-def _parse_float(text: str) -> float:
+def _float_fault(text: str) -> str | None:
     if len(text) > _FLOAT_CHARS_MAX:
-        raise _Refused(f"a number of {len(text)} characters (at most {_FLOAT_CHARS_MAX})")
-    value = float(text)
-    if not math.isfinite(value):
-        raise _Refused(f"the number {text[:_FLOAT_CHARS_MAX]} is not finite as a double")
-    return value
+        return f"a number of {len(text)} characters (at most {_FLOAT_CHARS_MAX})"
+    if not math.isfinite(float(text)):
+        return f"the number {text} is not finite as a double"
+    return None
 
 
-def _parse_constant(text: str) -> NoReturn:
-    raise _Refused(f"{text} is not a JSON number")
+def _refusing(fault: Callable[[str], str | None], convert: Callable[[str], Any]) -> Callable[[str], Any]:
+    def parse(text: str) -> Any:
+        reason = fault(text)
+        if reason is not None:
+            raise _Refused(reason)
+        return convert(text)
+    return parse
+
+
+def _marking(fault: Callable[[str], str | None], convert: Callable[[str], Any]) -> Callable[[str], Any]:
+    def parse(text: str) -> Any:
+        reason = fault(text)
+        return convert(text) if reason is None else UnreadableNumber(reason)
+    return parse
+
+
+def _constant_fault(text: str) -> str:
+    return f"{text} is not a JSON number"
+
+
+def _refuse_constant(text: str) -> NoReturn:
+    raise _Refused(_constant_fault(text))
+
+
+def _mark_constant(text: str) -> UnreadableNumber:
+    return UnreadableNumber(_constant_fault(text))
+
+
+_STRICT_HOOKS = {"parse_int": _refusing(_int_fault, int), "parse_float": _refusing(_float_fault, float),
+                 "parse_constant": _refuse_constant}
+_MARKING_HOOKS = {"parse_int": _marking(_int_fault, int), "parse_float": _marking(_float_fault, float),
+                  "parse_constant": _mark_constant}
 
 
 def nesting_depth(text: str) -> int:
@@ -81,9 +136,10 @@ def nesting_depth(text: str) -> int:
 
 
 def read_json_document(data: bytes, what: str, error: ErrorFactory, *, bytes_max: int,
-                       depth_max: int = DEPTH_MAX) -> Any:
+                       depth_max: int = DEPTH_MAX, numbers_marked: bool = False) -> Any:
     """The JSON value in ``data``; any fault raises ``error(message)``, the message starting with
-    ``what`` (the file or object)."""
+    ``what`` (the file or object). With ``numbers_marked`` a number no field can take reads as an
+    ``UnreadableNumber`` instead of refusing the whole document."""
     if len(data) > bytes_max:
         raise error(f"{what} is {len(data)} bytes, above the {bytes_max}-byte limit")
     try:
@@ -94,7 +150,7 @@ def read_json_document(data: bytes, what: str, error: ErrorFactory, *, bytes_max
     if depth > depth_max:
         raise error(f"{what} nests {depth} levels deep, above the limit of {depth_max}")
     try:
-        return json.loads(text, parse_int=_parse_int, parse_float=_parse_float, parse_constant=_parse_constant)
+        return json.loads(text, **(_MARKING_HOOKS if numbers_marked else _STRICT_HOOKS))
     except _Refused as exc:
         raise error(f"{what} is refused: {exc}") from None
     except (ValueError, RecursionError) as exc:  # JSONDecodeError is a ValueError
@@ -122,6 +178,8 @@ class Fields:
         if name not in self.data:
             self.fail(name, "missing")
         value = self.data[name]
+        if isinstance(value, UnreadableNumber):
+            self.fail(name, f"expected {kind.__name__}, found {value.reason}")
         if not isinstance(value, kind) or (kind is not bool and isinstance(value, bool)):
             self.fail(name, f"expected {kind.__name__}, found {type(value).__name__}")
         return value

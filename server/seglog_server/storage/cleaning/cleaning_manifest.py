@@ -297,7 +297,9 @@ class CleaningResult:
 def parse_result(data: bytes, location: str, manifest: SnapshotManifest) -> CleaningResult:
     """Parses ``result.json`` and checks it against its snapshot's manifest (not yet against
     the files or the live log)."""
-    doc = _Doc(_load(data, location, RESULT_BYTES_MAX), location)
+    # stats are lenient (NaN, as json.dumps writes it, counts as 0): a number no field can take
+    # reads as an UnreadableNumber, which every checked field below refuses.
+    doc = _Doc(_load(data, location, RESULT_BYTES_MAX, numbers_marked=True), location)
     doc.format()
     result = CleaningResult(
         snapshot_id=doc.get("snapshot_id", str),
@@ -382,9 +384,10 @@ def _check_against_manifest(result: CleaningResult, manifest: SnapshotManifest, 
 # -- JSON helpers ------------------------------------------------------------------------------
 
 
-def _load(data: bytes, location: str, bytes_max: int) -> Any:
+def _load(data: bytes, location: str, bytes_max: int, *, numbers_marked: bool = False) -> Any:
     """The document's JSON value through the bounded reader (size, depth, numbers checked)."""
-    return read_json_document(data, location, InvalidCleaningResultError, bytes_max=bytes_max)
+    return read_json_document(data, location, InvalidCleaningResultError, bytes_max=bytes_max,
+                              numbers_marked=numbers_marked)
 
 
 def _checked_int(value: Any, where: str, low: int, high: int) -> int:

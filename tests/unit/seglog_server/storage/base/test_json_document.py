@@ -10,7 +10,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from seglog_server.storage.base.json_document import DEPTH_MAX, Fields, nesting_depth, read_json_document
+from seglog_server.storage.base.json_document import (
+    DEPTH_MAX,
+    Fields,
+    UnreadableNumber,
+    checked_int,
+    nesting_depth,
+    read_json_document,
+)
 
 
 class DocumentError(Exception):
@@ -73,6 +80,33 @@ def test_fields_check_type_and_range_and_name_the_field():
         fields.object("gone")
     with pytest.raises(DocumentError, match="expected a JSON object, found list"):
         Fields([], "doc.json", DocumentError)
+
+
+@pytest.mark.parametrize(("text", "reason"), [
+    ("NaN", "NaN is not a JSON number"), ("-Infinity", "-Infinity is not a JSON number"),
+    ("1e400", "the number 1e400 is not finite"), ("9" * 30, "an integer of 30 characters"),
+    ("9" * 5000, "an integer of 5000 characters"), ("0." + "1" * 100, "a number of 102 characters"),
+])
+def test_marked_numbers_read_as_unreadable_and_every_checked_field_refuses_them(text, reason):
+    value = read_json_document(f'{{"a": {text}, "b": [{text}], "ok": 7}}'.encode(), "doc.json", DocumentError,
+                               bytes_max=1 << 20, numbers_marked=True)
+    assert isinstance(value["a"], UnreadableNumber) and reason in value["a"].reason
+    assert value["ok"] == 7
+    fields = Fields(value, "doc.json", DocumentError)
+    for kind in (int, float, str, list, dict, bool):
+        with pytest.raises(DocumentError, match=f"doc.json field 'a': expected {kind.__name__}, found"):
+            fields.get("a", kind)
+    with pytest.raises(DocumentError, match=r"doc.json b\[0\]: expected an integer"):
+        checked_int(value["b"][0], "doc.json b[0]", 0, 10, DocumentError)
+    with pytest.raises(DocumentError, match=reason.split(" ")[0]):
+        read(f'{{"a": {text}}}'.encode())  # not marked: the whole document is refused
+
+
+def test_marked_numbers_keep_the_depth_and_size_bounds():
+    for data, message in [(b"[NaN," * 40 + b"1" + b"]" * 40, "nests 40 levels"), (b" " * 101, "above the 100")]:
+        with pytest.raises(DocumentError, match=message):
+            read_json_document(data, "doc.json", DocumentError, bytes_max=100 if len(data) == 101 else 1 << 20,
+                               numbers_marked=True)
 
 
 _SCALARS = (st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1)
