@@ -14,9 +14,10 @@ below it, so the service acknowledges nothing until its watched cache has reache
 (rpc/cluster_routing.py, ``check_fence``); a renewed lease alone says nothing of what the cache
 has seen, after a pause (SIGSTOP) or a cut longer than the TTL.
 
-The record is written again, under the same lease (compared on it), when it changes: at the next
-renewal when the partition count or the ACL digest changed, at most once per lease TTL when only the
-bytes did (placement's tie-break needs them roughly, etcd need not take a write per produce).
+The record is written again, under the same lease, when it changes: at the next renewal when the
+partition count or the ACL digest changed, at most once per lease TTL when only the bytes did
+(placement's tie-break needs them roughly, etcd need not take a write per produce); and at the next
+renewal when etcd's copy is not the one last written (an operator's put, malformed or not).
 
 Registration is create-if-absent: an instance key held under another lease
 means another live process claims this id (InstanceIdInUseError, logged; retried each interval, so
@@ -180,19 +181,40 @@ class Membership:
 
     def _refresh_record(self) -> None:
         """Writes the record again under the current lease if it changed: at once for the
-        partition count or the ACL digest, at most once per lease TTL for the bytes and free disk.
-        Compared on the lease, so it never overwrites a registration that is not this one."""
+        partition count or the ACL digest, at most once per lease TTL for the bytes and free disk;
+        at once too when etcd's copy is not what this instance last wrote (an operator's etcdctl
+        put, malformed or not: the others see this instance not registered while its record does
+        not decode). Compared on the record as read, and only over a key under this lease or none
+        (a put without --lease): never over a registration that is not this one. The key gone
+        under a live lease (deleted) is a lost registration: fenced, registered again."""
         record = self._record()
         capacity, written = self._last_capacity, self._written
-        if written is None or written[0] == record:
+        if written is None:
             return
-        urgent = (capacity.partition_count, capacity.acl_digest) != (written[1].partition_count, written[1].acl_digest)
+        stored = self._gateway.get(self._key)
+        if stored is None:
+            _log.error("instance %s: its record %s was deleted under its live lease %x: fenced, registering "
+                       "again", self._config.instance_id, self._key, self._lease)
+            lease = self._lease
+            self._lost_lease()
+            self._gateway.revoke(lease)
+            return
+        if stored.lease not in (0, self._lease):
+            return  # another registration's (this one's lease is gone: the next keepalive says so)
+        damaged = stored.value != written[0].encode() or stored.lease != self._lease
+        if not damaged and written[0] == record:
+            return
+        urgent = damaged or (capacity.partition_count, capacity.acl_digest) != (
+            written[1].partition_count, written[1].acl_digest)
         if not urgent and self._clock() - self._written_at < self._config.lease_ttl_s:
             return
         put = {"request_put": {"key": b64(self._key), "value": b64(record), "lease": self._lease}}
-        ours = {"key": b64(self._key), "result": "EQUAL", "target": "LEASE", "lease": self._lease}
-        succeeded, _ = self._gateway.txn([ours], [put])
+        as_read = {"key": b64(self._key), "result": "EQUAL", "target": "MOD", "mod_revision": stored.mod_revision}
+        succeeded, _ = self._gateway.txn([as_read], [put])
         if succeeded:
+            if damaged:
+                _log.warning("instance %s: its record %s in etcd was not the one it wrote (revision %d); "
+                             "written again", self._config.instance_id, self._key, stored.mod_revision)
             self._wrote(record, capacity)
             with self._lock:
                 self._record_refresh_count += 1

@@ -11,6 +11,7 @@ import pytest
 
 from seglog_server.cluster import Capacity, ClusterConfig, ClusterKeys, EtcdGateway, Membership
 from seglog_server.cluster.etcd_gateway import b64
+from seglog_server.cluster.records import decode_instance
 
 pytestmark = pytest.mark.integration
 # etcd's shortest lease: keepalive every 0.4 s, fenced 1.0 s after the last renewal was sent.
@@ -80,8 +81,10 @@ def test_a_changed_record_is_written_again_under_the_same_lease_and_never_over_a
         # Bytes alone: written too (within a lease TTL of the last write).
         capacity[0] = Capacity(partition_count=1, bytes=9000, disk_free_bytes=1, acl_digest="d2")
         wait_for(lambda: record()["capacity"]["bytes"] == 9000)
-        # The key no longer under this member's lease: a refresh leaves it alone.
-        reader.txn([], [{"request_put": {"key": b64(key), "value": b64('{"id": "other", "address": "x"}')}}])
+        # The key under another registration's lease: a refresh leaves it alone.
+        other = reader.grant(30)
+        reader.txn([], [{"request_put": {"key": b64(key), "value": b64('{"id": "other", "address": "x"}'),
+                                         "lease": other}}])
         capacity[0] = Capacity(partition_count=2, bytes=9000, disk_free_bytes=1, acl_digest="d3")
         refreshed = member.record_refresh_count()
         for _ in range(2):  # two renewals, each of which tried the refresh and was refused
@@ -89,6 +92,7 @@ def test_a_changed_record_is_written_again_under_the_same_lease_and_never_over_a
             wait_for(lambda: member.statistics().renewed_at != renewed_at)
         assert record() == {"id": "other", "address": "x"}
         assert member.record_refresh_count() == refreshed
+        reader.revoke(other)
     finally:
         member.stop()
         gateway.close()
@@ -138,3 +142,32 @@ def test_a_second_process_with_the_same_id_waits_until_the_first_is_gone(make_me
     assert not second.may_acknowledge() and second.statistics().registration_count == 0
     first.stop()  # revokes: the id is free
     wait_for(second.may_acknowledge)
+
+
+@pytest.mark.parametrize("under_lease", [False, True], ids=["etcdctl-put", "etcdctl-put-lease"])
+def test_its_own_record_written_malformed_is_written_again_by_the_instance(etcd, make_member, under_lease):
+    """An operator's put over a live instance's key (malformed here) once stayed until the
+    instance's figures changed: every other instance saw it not registered meanwhile. The instance
+    writes it again at its next renewal, under its lease, whether or not the put kept the lease."""
+    member, config = make_member()
+    member.start()
+    wait_for(member.may_acknowledge)
+    reader = EtcdGateway((etcd.endpoint,), timeout_s=5)
+    key = ClusterKeys(config.cluster_name).instance("i-1")
+    try:
+        good = reader.get(key).value
+        put = {"key": b64(key), "value": b64(b'{"address": 1}')}
+        if under_lease:
+            put["lease"] = member.statistics().lease
+        reader.txn([], [{"request_put": put}])
+        wait_for(lambda: reader.get(key).value == good)
+        kv = reader.get(key)
+        assert decode_instance(kv.key, kv.value).address == "127.0.0.1:50551" and kv.lease == member.statistics().lease
+        assert member.may_acknowledge()
+        # Deleted under its live lease: the instance registers again (fenced in between).
+        registrations = member.statistics().registration_count
+        reader.delete(key)
+        wait_for(lambda: member.statistics().registration_count > registrations and reader.get(key) is not None)
+        assert reader.get(key).lease == member.statistics().lease
+    finally:
+        reader.close()
