@@ -84,13 +84,36 @@ def test_other_group_calls_refuse_a_group_id_past_its_limit(stub):
 def test_a_refusal_echoing_ids_at_their_limit_reaches_the_client_cut(stub):
     """Refusals name the ids they refuse: a group id and member id of 32,767 bytes each once made
     a message past the client's 16 KiB limit on trailers ("Stream removed", not the refusal).
-    The boundary cuts every message to 1,024 characters."""
+    The boundary cuts every message to 1,500 UTF-8 bytes."""
     stub.CreateTopic(pb.CreateTopicRequest(topic="ids-echoed", partitions=1))
     group = "\u00e9" * 16_383  # 32,766 UTF-8 bytes: 196,596 characters once percent-encoded
     stub.Heartbeat(_join("ids-echoed", group=group), timeout=10)
     error = rpc_error(stub.CommitOffsets, _commit(group=group, topic="ids-echoed"),
                       grpc.StatusCode.FAILED_PRECONDITION, "group '\u00e9\u00e9")
-    assert "message cut" in error.details() and len(error.details()) <= 1024
+    assert "message cut" in error.details() and len(error.details().encode()) <= 1500
     error = rpc_error(stub.Heartbeat, _join("ids-echoed", group=group, member_id="m" * ID_MAX, member_epoch=3),
                       grpc.StatusCode.NOT_FOUND, "member 'mmm")
-    assert "message cut" in error.details() and len(error.details()) <= 1024
+    assert "message cut" in error.details() and len(error.details().encode()) <= 1500
+
+
+@pytest.mark.parametrize("char", ["\u20ac", "\U0001f600"], ids=["3-byte", "4-byte"])
+def test_many_refusals_echoing_wide_characters_each_arrive_as_their_own_status(stub, char):
+    """A message cut to 1,024 characters of 3- or 4-byte characters once percent-encoded to 9-12
+    KiB, past the client's 8 KiB soft limit on metadata: 10 of 60 such refusals reached the client
+    as RESOURCE_EXHAUSTED 'Stream removed', which it retries as an overload. Cut by UTF-8 bytes,
+    every one arrives as the refusal it is, the cut never splitting a character."""
+    topic = f"ids-wide-{len(char.encode())}"
+    stub.CreateTopic(pb.CreateTopicRequest(topic=topic, partitions=1))
+    group = char * (ID_MAX // len(char.encode()))
+    stub.Heartbeat(_join(topic, group=group), timeout=10)
+    answers = []
+    for _ in range(60):
+        with pytest.raises(grpc.RpcError) as raised:
+            stub.CommitOffsets(_commit(group=group, topic=topic), timeout=10)
+        answers.append((raised.value.code(), raised.value.details()))
+    assert [code for code, _ in answers] == [grpc.StatusCode.FAILED_PRECONDITION] * 60, {
+        (code, details[:80]) for code, details in answers if code != grpc.StatusCode.FAILED_PRECONDITION}
+    for _, details in answers:
+        assert details.startswith("group '" + char * 300) and "\ufffd" not in details
+        assert "message cut" in details and len(details.encode()) <= 1500
+    assert_serving(stub)

@@ -48,11 +48,14 @@ DEBUG_TIMING_METADATA_KEY = "seglog-debug-timing"
 SERVER_TIME_METADATA_KEY = "seglog-server-time-us"
 
 _log = logging.getLogger("seglog_server.rpc")
-# A refusal's message travels in the grpc-message trailer, percent-encoded (up to 12 characters
-# per character) and under the client's 16 KiB hard limit on received metadata: past it the
-# client sees "Stream removed", not the refusal. Messages echo client-sent ids (a group id may be
-# 32,767 bytes), so they are cut here: 1,024 characters stay below the limit whatever they are.
-MESSAGE_CHARS_MAX = 1024
+# A refusal's message travels in the grpc-message trailer, each UTF-8 byte outside printable
+# ASCII percent-encoded as 3 characters, under the client's limits on received metadata: 8 KiB
+# soft (past it a call is dropped at random as RESOURCE_EXHAUSTED "received metadata size exceeds
+# soft limit", which clients retry as an overload) and 16 KiB hard ("Stream removed"). Messages
+# echo client-sent ids (a group id may be 32,767 bytes), so they are cut here by their UTF-8
+# size, never inside a character: 1,500 bytes encode to at most 4,500 characters, which with the
+# other trailers (the error class, an owner's id and address) stays well under the soft limit.
+MESSAGE_BYTES_MAX = 1500
 _Handler = TypeVar("_Handler", bound=Callable[..., Awaitable[Any]])
 
 
@@ -93,10 +96,14 @@ async def _abort(
 
 
 def _bounded(message: str) -> str:
-    if len(message) <= MESSAGE_CHARS_MAX:
-        return message
-    cut = f" ... (message cut: {len(message)} characters)"
-    return message[: MESSAGE_CHARS_MAX - len(cut)] + cut
+    """``message`` within MESSAGE_BYTES_MAX UTF-8 bytes: a longer one is cut at a character's
+    boundary and says so (a lone surrogate, which gRPC could not send, is escaped)."""
+    encoded = message.encode("utf-8", "backslashreplace")
+    if len(encoded) <= MESSAGE_BYTES_MAX:
+        return encoded.decode("utf-8")
+    cut = f" ... (message cut: {len(encoded)} bytes)"
+    # "ignore" drops only the partial character the byte cut may leave at the end.
+    return encoded[: MESSAGE_BYTES_MAX - len(cut)].decode("utf-8", "ignore") + cut
 
 
 def _check_parsed(request: Any) -> None:

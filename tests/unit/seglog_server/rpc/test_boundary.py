@@ -3,14 +3,18 @@ import logging
 
 import grpc
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from seglog_server.rpc.admission import Admission, AdmissionLimits
 from seglog_server.rpc.log_dir_names import LogDirNames
 from seglog_server.rpc.boundary import (
     DEBUG_TIMING_METADATA_KEY,
+    MESSAGE_BYTES_MAX,
     SERVER_TIME_METADATA_KEY,
     RpcCounters,
     stream_rpc,
+    _bounded,
     unary_rpc,
 )
 from seglog_server.storage.base.errors import OffsetOutOfRangeError
@@ -207,3 +211,27 @@ async def test_error_messages_name_the_log_dir_not_its_server_path():
     with pytest.raises(Aborted):
         await PathServicer().Corrupt(None, context)
     assert context.aborted[1] == "log dir #0 (data0)/t-0/00000000000000000000.log: offset 9"
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(st.characters(codec="utf-8"), max_size=3000) | st.text(max_size=3000).map(lambda t: t * 4))
+def test_a_message_is_cut_by_its_utf8_size_never_inside_a_character(message):
+    """What the boundary sends is at most MESSAGE_BYTES_MAX UTF-8 bytes (at most three times that
+    once percent-encoded: far below gRPC's 8 KiB soft limit on metadata), a whole message when it
+    fits, else a prefix of whole characters and a note of the cut."""
+    sent = _bounded(message)
+    encoded = sent.encode("utf-8")  # strict: a lone surrogate has been escaped
+    assert len(encoded) <= MESSAGE_BYTES_MAX
+    plain = message.encode("utf-8", "backslashreplace").decode("utf-8")
+    if len(plain.encode()) <= MESSAGE_BYTES_MAX:
+        assert sent == plain
+    else:
+        kept, _, note = sent.rpartition(" ... (message cut: ")
+        assert plain.startswith(kept) and note == f"{len(plain.encode())} bytes)"
+        assert len(kept.encode()) > MESSAGE_BYTES_MAX - 40 - 3  # at most one character short
+
+
+def test_a_cut_message_of_four_byte_characters_stays_whole():
+    sent = _bounded("\U0001f600" * 10_000)
+    assert sent.startswith("\U0001f600" * 360) and sent.endswith("(message cut: 40000 bytes)")
+    assert len(sent.encode()) <= MESSAGE_BYTES_MAX
