@@ -3,7 +3,8 @@ its transport (``_open_transport``, wrapped to lose answers or fail calls; the s
 a join whose answer was lost is retried with the client's own member id (KIP-1082), so the group
 has one member holding every partition, not a phantom besides it; a member cut off from
 heartbeats revokes its partitions by the session timeout and stops delivering, then rejoins when
-heartbeats get through again."""
+heartbeats get through again; a member fenced after two lost answers (two epochs behind) gives
+its partitions up and rejoins (heartbeats stepped one at a time by the test)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import time
 import pytest
 
 from seglog import Producer
-from seglog.errors import ServiceUnavailableError
+from seglog.errors import SeglogError, ServiceUnavailableError
 from seglog.group_consumer import AsyncGroupConsumer
 from seglog.v1 import log_service_pb2 as pb
 
@@ -157,3 +158,123 @@ def test_a_member_keeps_its_configured_session_timeout_when_the_service_does_not
             return told.session_timeout_ms, untold.session_timeout_ms
 
     assert asyncio.run(run()) == (SESSION_MS, 9000)  # the service's wins wherever it is told
+
+
+class SteppedTransport:
+    """The real transport, but each heartbeat of the member (not its leave) waits for the test's
+    word: a step, True to lose the answer after the service handled it; ``outcomes`` gets (the
+    epoch sent, the epoch answered, "lost" or the service's error class). ``free``: no waiting."""
+
+    def __init__(self, real, steps: asyncio.Queue, outcomes: asyncio.Queue) -> None:
+        self._real, self._steps, self._outcomes = real, steps, outcomes
+        self.free = False
+
+    def __getattr__(self, name):
+        return getattr(self._real, name)
+
+    async def heartbeat(self, request):
+        if self.free or request.member_epoch < 0:
+            return await self._real.heartbeat(request)
+        lose = await self._steps.get()
+        try:
+            answer = await self._real.heartbeat(request)
+        except SeglogError as error:
+            self._outcomes.put_nowait((request.member_epoch, error.service_error))
+            raise
+        self._outcomes.put_nowait((request.member_epoch, "lost" if lose else answer.member_epoch))
+        if lose:
+            raise ServiceUnavailableError("the answer was lost")
+        return answer
+
+
+class SteppedConsumer(AsyncGroupConsumer):
+    def __init__(self, *args, steps: asyncio.Queue, outcomes: asyncio.Queue, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._steps, self._outcomes = steps, outcomes
+        self.stepped: SteppedTransport | None = None
+
+    def _open_transport(self):
+        self.stepped = SteppedTransport(super()._open_transport(), self._steps, self._outcomes)
+        return self.stepped
+
+
+def test_a_member_two_epochs_behind_after_two_lost_answers_is_fenced_gives_its_partitions_up_and_rejoins(
+        start_service):
+    """KIP-848: a heartbeat whose answer was lost is sent again with the epoch the member knows,
+    which the service accepts as the previous epoch and moves on from; lost twice while the group
+    moves, the member is two epochs behind and fenced (FENCED_MEMBER_EPOCH, as Kafka fences it).
+    The consumer gives its partitions up (on_revoke, nothing committed) and rejoins with its id,
+    never holding a partition the service handed to another member meanwhile."""
+    service = start_service(["--offsets-topic-partitions", "3", "--group-session-timeout-ms", "30000",
+                             "--group-heartbeat-interval-ms", "100"])
+    service.stub.CreateTopic(pb.CreateTopicRequest(topic="fenced", partitions=4), timeout=10)
+    every = {("fenced", p) for p in range(4)}
+    with Producer(service.address) as producer:
+        for partition in range(4):
+            producer.send("fenced", b"r%d" % partition, partition=partition)
+        producer.flush()
+    revoked: list = []
+
+    def other(epoch, owned=()):  # a second member, heartbeating by hand
+        answer = service.stub.Heartbeat(pb.HeartbeatRequest(
+            group="g-fenced", member_id="other", member_epoch=epoch, subscribed_topics=["fenced"],
+            owned_partitions=[pb.GroupPartition(topic=t, partition=p) for t, p in sorted(owned)]), timeout=10)
+        return answer.member_epoch, {(a.topic, a.partition) for a in answer.assignment}
+
+    def owned(consumer):
+        return {(tp.topic, tp.partition) for tp in consumer.assignment()}
+
+    async def until(condition):
+        deadline = time.monotonic() + BOUND_S
+        while not condition():
+            assert time.monotonic() < deadline
+            await asyncio.sleep(0.01)
+
+    async def run() -> None:
+        steps: asyncio.Queue = asyncio.Queue()
+        outcomes: asyncio.Queue = asyncio.Queue()
+
+        async def step(lose=False):
+            steps.put_nowait(lose)
+            return await asyncio.wait_for(outcomes.get(), BOUND_S)
+
+        consumer = SteppedConsumer(service.address, group_id="g-fenced", topics=["fenced"], steps=steps,
+                                   outcomes=outcomes, enable_auto_commit=False, auto_offset_reset="earliest",
+                                   on_revoke=revoked.append)
+        steps.put_nowait(False)
+        await consumer.start()
+        try:
+            sent, first = await outcomes.get()
+            assert sent == 0 and owned(consumer) == every  # alone: all four
+            joined, nothing = await asyncio.to_thread(other, 0)  # joins: the consumer must give two up
+            assert nothing == set() and joined > first
+            assert await step() == (first, first)  # told to revoke two, at its epoch
+            await until(lambda: len(owned(consumer)) == 2)
+            kept = owned(consumer)
+            assert await step(lose=True) == (first, "lost")  # the acknowledgement moved it to the group's epoch
+            assert await asyncio.to_thread(other, joined) == (joined, every - kept)  # released: the other's now
+            await asyncio.to_thread(other, -1)  # leaves: the consumer's target is all four again
+            assert await step(lose=True) == (first, "lost")  # the previous epoch: accepted, moved on again
+            assert consumer.member_epoch == first and owned(consumer) == kept  # it saw neither answer
+            assert await step() == (first, "FencedMemberError")  # two epochs behind
+            await until(lambda: consumer.member_epoch == 0)
+            assert owned(consumer) == set() and [{(tp.topic, tp.partition) for tp in r} for r in revoked] == [
+                every - kept, kept]
+            sent, rejoined = await step()  # rejoined, same member id, owning nothing: all four
+            assert sent == 0 and rejoined > joined
+            await until(lambda: owned(consumer) == every)
+            assert members(service.stub, "g-fenced") == {consumer.member_id: every}
+            consumer.stepped.free = True
+            seen: list = []
+            deadline = time.monotonic() + BOUND_S
+            while len(seen) < 4:  # it reads them again (nothing was committed)
+                assert time.monotonic() < deadline
+                seen += [r.value for r in await consumer.poll(timeout_ms=50)]
+            assert sorted(seen) == [b"r0", b"r1", b"r2", b"r3"]
+        finally:
+            if consumer.stepped is not None:
+                consumer.stepped.free = True
+                steps.put_nowait(False)  # a heartbeat waiting for its step goes
+            await consumer.close()
+
+    asyncio.run(run())
