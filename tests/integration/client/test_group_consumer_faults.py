@@ -163,11 +163,12 @@ def test_a_member_keeps_its_configured_session_timeout_when_the_service_does_not
 class SteppedTransport:
     """The real transport, but each heartbeat of the member (not its leave) waits for the test's
     word: a step, True to lose the answer after the service handled it; ``outcomes`` gets (the
-    epoch sent, the epoch answered, "lost" or the service's error class). ``free``: no waiting."""
+    epoch sent, the epoch answered, "lost" or the service's error class). ``waiting``: one waits
+    for its step; ``free``: none waits; ``cut``: the next ones never reach the service."""
 
     def __init__(self, real, steps: asyncio.Queue, outcomes: asyncio.Queue) -> None:
         self._real, self._steps, self._outcomes = real, steps, outcomes
-        self.free = False
+        self.free = self.cut = self.waiting = False
 
     def __getattr__(self, name):
         return getattr(self._real, name)
@@ -175,7 +176,13 @@ class SteppedTransport:
     async def heartbeat(self, request):
         if self.free or request.member_epoch < 0:
             return await self._real.heartbeat(request)
-        lose = await self._steps.get()
+        if self.cut:
+            raise ServiceUnavailableError("heartbeats cut off by the test")
+        self.waiting = True
+        try:
+            lose = await self._steps.get()
+        finally:
+            self.waiting = False
         try:
             answer = await self._real.heartbeat(request)
         except SeglogError as error:
@@ -276,5 +283,52 @@ def test_a_member_two_epochs_behind_after_two_lost_answers_is_fenced_gives_its_p
                 consumer.stepped.free = True
                 steps.put_nowait(False)  # a heartbeat waiting for its step goes
             await consumer.close()
+
+    asyncio.run(run())
+
+
+def test_a_close_whose_commit_is_refused_after_a_lost_answer_still_gives_the_partitions_up_and_leaves(
+        start_service):
+    """A member closing after a heartbeat answer was lost commits at the epoch it knows, which the
+    service refuses (a commit takes the member's current epoch only: FencedMemberError). As Kafka's
+    close, it still gives its partitions up and leaves the group, so they move at once, not a
+    session timeout later, and then raises the commit's error."""
+    service = start_service(["--offsets-topic-partitions", "3", "--group-session-timeout-ms", "30000",
+                             "--group-heartbeat-interval-ms", "100"])
+    service.stub.CreateTopic(pb.CreateTopicRequest(topic="closing", partitions=2), timeout=10)
+    every = {("closing", 0), ("closing", 1)}
+    revoked: list = []
+
+    def other(epoch):
+        answer = service.stub.Heartbeat(pb.HeartbeatRequest(
+            group="g-closing", member_id="other", member_epoch=epoch, subscribed_topics=["closing"]), timeout=10)
+        return answer.member_epoch, {(a.topic, a.partition) for a in answer.assignment}
+
+    async def run() -> None:
+        steps: asyncio.Queue = asyncio.Queue()
+        outcomes: asyncio.Queue = asyncio.Queue()
+        consumer = SteppedConsumer(service.address, group_id="g-closing", topics=["closing"], steps=steps,
+                                   outcomes=outcomes, on_revoke=revoked.append)  # auto-commit: close commits
+        steps.put_nowait(False)
+        await consumer.start()
+        sent, first = await outcomes.get()
+        assert sent == 0 and len(consumer.assignment()) == 2
+        joined, _ = await asyncio.to_thread(other, 0)
+        steps.put_nowait(False)
+        assert await outcomes.get() == (first, first)  # told to give one up
+        deadline = time.monotonic() + BOUND_S
+        while not (len(consumer.assignment()) == 1 and consumer.stepped.waiting):  # its acknowledgement waits
+            assert time.monotonic() < deadline
+            await asyncio.sleep(0.01)
+        kept = {(tp.topic, tp.partition) for tp in consumer.assignment()}
+        consumer.stepped.cut = True  # its retries will not get through
+        steps.put_nowait(True)
+        assert await outcomes.get() == (first, "lost")  # acknowledged: the service moved it on
+        with pytest.raises(SeglogError) as refused:
+            await consumer.close()
+        assert refused.value.service_error == "FencedMemberError" and consumer.member_epoch == first
+        assert [{(tp.topic, tp.partition) for tp in r} for r in revoked][-1] == kept
+        assert members(service.stub, "g-closing") == {"other": set()}  # it left
+        assert (await asyncio.to_thread(other, joined))[1] == every  # and its partition moved
 
     asyncio.run(run())
