@@ -191,7 +191,20 @@ class _OpenSnapshot:
     log_dir: LogDir
     path: str
     segments: tuple | None  # the live segments linked; None for one found at start-up
-    busy: bool = False
+    # The call working on it (commit, drop, expiry), if any: only that call's claim releases it,
+    # so a call releasing twice (an error path, then its finally) never frees another's claim.
+    holder: _Claim | None = None
+
+    @property
+    def busy(self) -> bool:
+        return self.holder is not None
+
+
+@dataclass(eq=False)
+class _Claim:
+    """One call's hold on an open snapshot (compared by identity)."""
+
+    entry: _OpenSnapshot
 
 
 @dataclass
@@ -368,10 +381,13 @@ class LogCleanerManager:
         holding a lock passes ``remove_objects_now=False`` (no store call at all)."""
         check_snapshot_id(snapshot_id)
         try:
-            entry = self._claim(snapshot_id)
+            claim = self._claim(snapshot_id)
         except SnapshotNotFoundError:
             return False
-        self._remove(entry, snapshot_id)
+        try:
+            self._remove(claim, snapshot_id)
+        finally:
+            self._release(claim)  # whatever _remove raised: a claim never outlives its call
         with self._lock:
             self._dropped_count += 1
         if remove_objects_now:
@@ -398,16 +414,20 @@ class LogCleanerManager:
                 (snapshot_id, entry) for snapshot_id, entry in self._snapshots.items()
                 if not entry.busy and now_ms - entry.manifest.created_ms >= self._snapshot_ttl_ms
             ]
-            for _, entry in due:
-                entry.busy = True
+            claims = [(snapshot_id, self._hold(entry)) for snapshot_id, entry in due]
         removed = 0
-        for snapshot_id, entry in due:
-            _log.warning("cleaning snapshot %s expired after snapshot_ttl_ms=%d; removing it", snapshot_id, self._snapshot_ttl_ms)
-            try:
-                self._remove(entry, snapshot_id)
-            except LogDirOfflineError:
-                continue  # the directory went offline; start-up deals with what is left
-            removed += 1
+        try:
+            for snapshot_id, claim in claims:
+                _log.warning("cleaning snapshot %s expired after snapshot_ttl_ms=%d; removing it", snapshot_id,
+                             self._snapshot_ttl_ms)
+                try:
+                    self._remove(claim, snapshot_id)
+                except LogDirOfflineError:
+                    continue  # the directory went offline; start-up deals with what is left
+                removed += 1
+        finally:
+            for _, claim in claims:  # whatever a removal raised: no claim outlives this call
+                self._release(claim)
         with self._lock:
             self._expired_count += removed
         return removed
@@ -426,7 +446,7 @@ class LogCleanerManager:
             entry = self._snapshots.get(snapshot_id)
         return None if entry is None else TopicPartition(entry.manifest.topic, entry.manifest.partition)
 
-    def _claim(self, snapshot_id: str) -> _OpenSnapshot:
+    def _claim(self, snapshot_id: str) -> _Claim:
         with self._lock:
             entry = self._snapshots.get(snapshot_id)
             if entry is None:
@@ -438,12 +458,20 @@ class LogCleanerManager:
                 )
             if entry.busy:
                 raise StaleCleaningResultError(f"snapshot {snapshot_id} is being committed or removed by another call")
-            entry.busy = True
-            return entry
+            return self._hold(entry)
 
-    def _release(self, entry: _OpenSnapshot) -> None:
+    @staticmethod
+    def _hold(entry: _OpenSnapshot) -> _Claim:
+        """Claims a free entry (under ``_lock``)."""
+        claim = _Claim(entry)
+        entry.holder = claim
+        return claim
+
+    def _release(self, claim: _Claim) -> None:
+        """Frees the snapshot if ``claim`` still holds it (releasing twice is harmless)."""
         with self._lock:
-            entry.busy = False
+            if claim.entry.holder is claim:
+                claim.entry.holder = None
 
     def remove_store_objects(self, only: str | None = None) -> int:
         """Deletes the objects of removed exported snapshots (all, or ``only``'s): store calls of
@@ -455,9 +483,10 @@ class LogCleanerManager:
         """Removed exported snapshots whose objects are still in the store."""
         return [] if self._removals is None else self._removals.pending()
 
-    def _remove(self, entry: _OpenSnapshot, snapshot_id: str) -> None:
+    def _remove(self, claim: _Claim, snapshot_id: str) -> None:
         """Removes the local snapshot; an exported one's objects are recorded for
         remove_store_objects first (a durable marker: a crash cannot forget them)."""
+        entry = claim.entry
         removals = self._removals
         exported = removals is not None and self._snapshot_store.is_exported(entry.path)
         try:
@@ -468,7 +497,7 @@ class LogCleanerManager:
         except FileNotFoundError:
             pass
         except OSError as exc:
-            self._release(entry)
+            self._release(claim)
             raise self._dir_failed(entry.log_dir, f"removing cleaning snapshot {snapshot_id}", exc) from exc
         with self._lock:
             self._snapshots.pop(snapshot_id, None)
@@ -479,18 +508,19 @@ class LogCleanerManager:
         InvalidCleaningResultError (nothing changed), LogDirOfflineError."""
         check_snapshot_id(snapshot_id)
         try:
-            entry = self._claim(snapshot_id)
+            claim = self._claim(snapshot_id)
         except StaleCleaningResultError:
             with self._lock:
                 self._refused_count += 1
             raise
-        manifest = entry.manifest
+        manifest = claim.entry.manifest
         try:  # released on every path, whatever it raises: a claim never outlives its call
-            outcome = self._commit_claimed(entry, snapshot_id)
+            outcome = self._commit_claimed(claim, snapshot_id)
             self._note_success(TopicPartition(manifest.topic, manifest.partition), outcome)
-            self._remove(entry, snapshot_id)
+            self._remove(claim, snapshot_id)
         finally:
-            self._release(entry)  # harmless once removed: nothing can find the entry any more
+            # A no-op once released (_remove's error path) or removed: never another call's claim.
+            self._release(claim)
         with self._lock:
             self._committed.append(snapshot_id)
             self._committed_count += 1
@@ -511,8 +541,9 @@ class LogCleanerManager:
             cleaned_up_to_offset=outcome.result.cleaned_up_to_offset,
         )
 
-    def _commit_claimed(self, entry: _OpenSnapshot, snapshot_id: str) -> InstallOutcome:
+    def _commit_claimed(self, claim: _Claim, snapshot_id: str) -> InstallOutcome:
         """The commit of a claimed snapshot; the caller releases the claim whatever happens."""
+        entry = claim.entry
         manifest = entry.manifest
         tp = TopicPartition(manifest.topic, manifest.partition)
         partition: PartitionEntry | None = None
@@ -537,7 +568,7 @@ class LogCleanerManager:
             if partition is not None and not partition.log.config.is_compacted:
                 # Never installable while the policy is delete: its links would only hold the
                 # superseded segments' bytes on disk until the snapshot expired.
-                self._remove(entry, snapshot_id)
+                self._remove(claim, snapshot_id)
             raise
         return outcome
 

@@ -4,8 +4,10 @@ start-up. Real directories, a FakeClock, results written by the codec-based hand
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import threading
 
 import pytest
 
@@ -18,6 +20,7 @@ from seglog_server.storage.cleaning.log_cleaning_install import install_cleaned
 from seglog_server.storage.base.errors import (
     InvalidCleaningResultError,
     InvalidSnapshotIdError,
+    LogDirOfflineError,
     NotCleanableError,
     SnapshotNotFoundError,
     StaleCleaningResultError,
@@ -553,4 +556,67 @@ def test_a_commit_failing_with_any_error_releases_its_snapshot(tmp_path, clock, 
             started.commit_cleaned(second.manifest.snapshot_id)
         assert started.drop_snapshot(second.manifest.snapshot_id)
     finally:
+        started.shutdown()
+
+
+class RemovalFailsThenRacesFS(FileSystem):
+    """Fails the first unlink inside the cleaning snapshots with EIO; the directory going offline
+    for it then closes the log's descriptors, and at the first of those closes (after the failed
+    removal released its claim, before the commit's finally) another call claims the snapshot:
+    ``race`` runs a drop in a thread that holds its claim inside its own removal until
+    ``let_go`` is set."""
+
+    def __init__(self) -> None:
+        self.armed = self.failed = self.raced = False
+        self.holding = threading.Event()
+        self.let_go = threading.Event()
+        self.race = None
+
+    def unlink(self, path):
+        if SNAPSHOTS_DIR_NAME in path:
+            if self.armed:
+                self.armed, self.failed = False, True
+                raise OSError(errno.EIO, "injected", path)
+            if self.raced and threading.current_thread().name == "racing-drop" and not self.holding.is_set():
+                self.holding.set()
+                assert self.let_go.wait(30)
+        return super().unlink(path)
+
+    def close(self, fd):
+        if self.failed and not self.raced:
+            self.raced = True
+            self.race()
+            assert self.holding.wait(30)
+        return super().close(fd)
+
+
+def test_a_commit_never_releases_a_claim_another_call_took_after_its_failed_removal(tmp_path, clock):
+    """A commit whose removal fails releases its claim there and takes the directory offline; a
+    drop claiming the snapshot meanwhile keeps its claim through the commit's finally, so a third
+    call is refused as 'being committed or removed by another call' until the drop is done."""
+    fs = RemovalFailsThenRacesFS()
+    started = LogManager([str(tmp_path / "d0")], clock=clock, intervals=EVERY_PASS, fs=fs)
+    started.startup()
+    outcomes: list[object] = []
+    racing = threading.Thread(name="racing-drop", target=lambda: outcomes.append(started.drop_snapshot(snapshot_id)))
+    try:
+        log = compacted_log(started)
+        fill(log)
+        taken = started.create_snapshot("c", 0)
+        snapshot_id = taken.manifest.snapshot_id
+        hand_clean(taken.path)
+        fs.armed, fs.race = True, racing.start
+        with pytest.raises(LogDirOfflineError, match="removing cleaning snapshot"):
+            started.commit_cleaned(snapshot_id)
+        assert fs.raced and fs.holding.is_set()  # the drop holds its claim inside its removal
+        with pytest.raises(StaleCleaningResultError, match="being committed or removed by another call"):
+            started.drop_snapshot(snapshot_id)
+        fs.let_go.set()
+        racing.join(30)
+        assert outcomes == [True] and not os.path.exists(taken.path)
+        assert not started.drop_snapshot(snapshot_id)
+    finally:
+        fs.let_go.set()
+        if racing.is_alive():
+            racing.join(30)
         started.shutdown()
