@@ -5,13 +5,16 @@ survives a restart through its marker. A real store (weed) behind the fault prox
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 
 import pytest
 
 from seglog_server.storage.base.clock import FakeClock
-from seglog_server.storage.cleaning.snapshot_removals import marker_path
+from seglog_server.storage.base.errors import LogDirOfflineError
+from seglog_server.storage.base.fs import REAL_FS, FileSystem
+from seglog_server.storage.cleaning.snapshot_removals import REMOVAL_MARKER_SUFFIX, marker_path
 from seglog_server.storage.cleaning.snapshot_store import SNAPSHOTS_KEY_PREFIX
 from seglog_server.storage.manager.log_manager import LogManager
 from seglog_server.storage.remote import ObjectStore, RemoteStorageManager
@@ -24,10 +27,10 @@ pytestmark = pytest.mark.integration
 TTL_MS = 60_000
 
 
-def open_manager(data_dir: str, endpoint: str, prefix: str, clock: FakeClock) -> LogManager:
+def open_manager(data_dir: str, endpoint: str, prefix: str, clock: FakeClock, fs: FileSystem = REAL_FS) -> LogManager:
     # One attempt with a short deadline: a store call made where it must not be shows at once.
     store = ObjectStore(store_config(endpoint, prefix, attempts_max=1, read_timeout_s=2.0))
-    manager = LogManager([data_dir], clock=clock, intervals=EVERY_PASS,
+    manager = LogManager([data_dir], clock=clock, intervals=EVERY_PASS, fs=fs,
                          remote_storage=RemoteStorageManager(store, clock=clock),
                          remote_fetch_cache_bytes=1 << 20, snapshot_ttl_ms=TTL_MS)
     manager.startup()
@@ -132,6 +135,68 @@ def test_a_crash_between_the_marker_and_the_local_removal_finishes_the_removal_a
     try:
         assert restarted.cleaner_statistics().open_snapshot_count == 0
         assert not os.path.exists(os.path.join(data_dir, ".seglog-snapshots", snapshot_id))
+        restarted.run_remote_pass()
+        assert objects_of(weed, prefix, snapshot_id) == []
+    finally:
+        restarted.shutdown()
+
+
+@pytest.mark.parametrize("hostile", ["[" * 100_000, '{"format": ' + "9" * 5000 + "}"], ids=["deep", "huge_int"])
+def test_an_exported_snapshot_whose_manifest_is_refused_at_start_has_its_objects_removed(weed, prefix, data_dir,
+                                                                                        hostile):
+    """A manifest refused at start-up makes its snapshot incomplete, removed locally; an exported
+    one's objects are recorded for removal first (once left in the store for good)."""
+    clock = FakeClock()
+    manager = open_manager(data_dir, weed.endpoint, prefix, clock)
+    try:
+        snapshot_id = exported_snapshot(manager, clock, "refused-manifest")
+        assert objects_of(weed, prefix, snapshot_id)
+    finally:
+        manager.shutdown()
+    with open(os.path.join(data_dir, ".seglog-snapshots", snapshot_id, "manifest.json"), "w") as file:
+        file.write(hostile)
+    restarted = open_manager(data_dir, weed.endpoint, prefix, clock)
+    try:
+        assert restarted.cleaner_statistics().open_snapshot_count == 0
+        assert not os.path.exists(os.path.join(data_dir, ".seglog-snapshots", snapshot_id))
+        assert restarted.cleaner_statistics().store_removals_pending_count == 1
+        assert os.path.isfile(marker_path(data_dir, snapshot_id))
+        restarted.run_remote_pass()
+        assert objects_of(weed, prefix, snapshot_id) == []
+        assert restarted.cleaner_statistics().store_removals_pending_count == 0
+        assert not os.path.exists(marker_path(data_dir, snapshot_id))
+    finally:
+        restarted.shutdown()
+
+
+class MarkerWriteFailsFS(FileSystem):
+    """A disk failing the write of any store-removal marker (EIO)."""
+
+    def write_atomically(self, path, data):
+        if path.endswith(REMOVAL_MARKER_SUFFIX):
+            raise OSError(errno.EIO, "injected", path)
+        return super().write_atomically(path, data)
+
+
+def test_a_refused_exported_manifest_whose_removal_cannot_be_recorded_keeps_the_snapshot(weed, prefix, data_dir):
+    """The removal marker not written: the directory goes offline with the snapshot kept (its
+    objects not forgotten; with no other directory the start fails, as for any removal the disk
+    fails there), and a start on a good disk records and finishes the removal."""
+    clock = FakeClock()
+    manager = open_manager(data_dir, weed.endpoint, prefix, clock)
+    try:
+        snapshot_id = exported_snapshot(manager, clock, "unrecorded")
+    finally:
+        manager.shutdown()
+    snapshot_dir = os.path.join(data_dir, ".seglog-snapshots", snapshot_id)
+    with open(os.path.join(snapshot_dir, "manifest.json"), "w") as file:
+        file.write("[" * 100_000)
+    with pytest.raises(LogDirOfflineError, match="reading cleaning snapshots failed: .*injected.*store-removal"):
+        open_manager(data_dir, weed.endpoint, prefix, clock, fs=MarkerWriteFailsFS())  # its only directory
+    assert os.path.isdir(snapshot_dir) and objects_of(weed, prefix, snapshot_id)
+    restarted = open_manager(data_dir, weed.endpoint, prefix, clock)
+    try:
+        assert restarted.can_serve() and not os.path.exists(snapshot_dir)
         restarted.run_remote_pass()
         assert objects_of(weed, prefix, snapshot_id) == []
     finally:

@@ -282,10 +282,26 @@ class LogCleanerManager:
             manifest = self._complete_manifest(path, name)
             if manifest is None:
                 _log.warning("removing incomplete cleaning snapshot %s", path)
+                self._record_store_removal_if_exported(log_dir, path, name)
                 remove_snapshot(path, self._fs) if os.path.isdir(path) else self._fs.unlink(path)
                 self._incomplete_removed_count += 1
                 continue
             self._snapshots[name] = _OpenSnapshot(manifest, log_dir, path, None)
+
+    def _record_store_removal_if_exported(self, log_dir: LogDir, path: str, name: str) -> None:
+        """An exported snapshot removed at start-up as incomplete (its manifest refused) still
+        has its objects in the store: their removal is recorded first, as ``_remove`` does, so
+        the remote tier's pass deletes them (an OSError here takes the directory offline with the
+        snapshot kept, as a failed removal does)."""
+        if self._removals is None or not os.path.isdir(path) or not self._snapshot_store.is_exported(path):
+            return
+        try:
+            check_snapshot_id(name)
+        except StorageError:
+            return  # seglog names what it exports by a valid id; nothing of ours under this one
+        _log.warning("cleaning snapshot %s was exported: its objects are deleted from the store by the "
+                     "remote tier's next pass", name)
+        self._removals.record(log_dir.path, name)
 
     def _load_removals(self, log_dir: LogDir, root: str, names: list[str]) -> set[str]:
         """The store-removal markers among ``names`` (pending again), and their snapshot ids."""
