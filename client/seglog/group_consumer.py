@@ -472,12 +472,15 @@ class AsyncGroupConsumer:
             if self._wake.is_set():
                 self._wake.clear()
                 next_heartbeat = loop.time()
+            committing = False
             try:
                 if self._auto_commit and loop.time() >= next_commit:
                     # Moved before the call: a failing commit is retried an interval later, not in a spin.
                     next_commit = loop.time() + self._auto_commit_s
                     if self.member_epoch > 0:
+                        committing = True
                         await self._auto_commit_consumed()
+                        committing = False
                 if loop.time() >= next_heartbeat:
                     wait_s = await self._heartbeat()  # 0: a revocation to report now
                     interval_s = wait_s or interval_s
@@ -488,7 +491,14 @@ class AsyncGroupConsumer:
                 retriable = getattr(exc, "retriable", False)
                 if next_heartbeat <= loop.time():  # the heartbeat failed: try again (sooner if retriable)
                     next_heartbeat = loop.time() + (min(interval_s, _RETRY_S) if retriable else interval_s)
-                if getattr(exc, "service_error", None) in _MEMBER_ERRORS:
+                if getattr(exc, "service_error", None) in _MEMBER_ERRORS and committing:
+                    # An auto-commit refused its member epoch: stale after a lost heartbeat answer
+                    # (the service moved the member on), or fenced. Kafka answers such a commit
+                    # STALE_MEMBER_EPOCH and leaves the membership to the heartbeat: sent now, it
+                    # is accepted at the previous epoch, or fenced and the member rejoins.
+                    _log.info("group %s: auto-commit refused, heartbeating now: %s", self.group_id, exc)
+                    next_heartbeat = loop.time()
+                elif getattr(exc, "service_error", None) in _MEMBER_ERRORS:
                     await self._rejoin()
                     next_heartbeat = loop.time()
                 else:

@@ -169,9 +169,19 @@ class SteppedTransport:
     def __init__(self, real, steps: asyncio.Queue, outcomes: asyncio.Queue) -> None:
         self._real, self._steps, self._outcomes = real, steps, outcomes
         self.free = self.cut = self.waiting = False
+        self.commits: list = []  # (the epoch a commit carried, "ok" or the service's error class)
 
     def __getattr__(self, name):
         return getattr(self._real, name)
+
+    async def commit_offsets(self, request):
+        try:
+            answer = await self._real.commit_offsets(request)
+        except SeglogError as error:
+            self.commits.append((request.member_epoch, error.service_error))
+            raise
+        self.commits.append((request.member_epoch, "ok"))
+        return answer
 
     async def heartbeat(self, request):
         if self.free or request.member_epoch < 0:
@@ -330,5 +340,79 @@ def test_a_close_whose_commit_is_refused_after_a_lost_answer_still_gives_the_par
         assert [{(tp.topic, tp.partition) for tp in r} for r in revoked][-1] == kept
         assert members(service.stub, "g-closing") == {"other": set()}  # it left
         assert (await asyncio.to_thread(other, joined))[1] == every  # and its partition moved
+
+    asyncio.run(run())
+
+
+def test_an_auto_commit_refused_at_the_epoch_a_lost_answer_left_stale_does_not_make_the_member_rejoin(
+        start_service):
+    """A healthy member whose heartbeat answer was lost auto-commits at the epoch it knows, which
+    the service refuses (a commit takes the current epoch only). That refusal does not fence it
+    (Kafka answers such a commit STALE_MEMBER_EPOCH and leaves the membership to the heartbeat):
+    it keeps its partitions, its heartbeat at the previous epoch is accepted, and its next
+    auto-commit, at the epoch it then knows, commits."""
+    service = start_service(["--offsets-topic-partitions", "3", "--group-session-timeout-ms", "30000",
+                             "--group-heartbeat-interval-ms", "100"])
+    service.stub.CreateTopic(pb.CreateTopicRequest(topic="stale", partitions=2), timeout=10)
+    every = {("stale", 0), ("stale", 1)}
+    revoked: list = []
+
+    def other(epoch):
+        answer = service.stub.Heartbeat(pb.HeartbeatRequest(
+            group="g-stale", member_id="other", member_epoch=epoch, subscribed_topics=["stale"]), timeout=10)
+        return answer.member_epoch, {(a.topic, a.partition) for a in answer.assignment}
+
+    def committed(partition):
+        answer = service.stub.FetchOffsets(pb.FetchOffsetsRequest(
+            group="g-stale", partitions=[pb.GroupPartition(topic="stale", partition=partition)]), timeout=10)
+        return answer.offsets[0].offset
+
+    async def run() -> None:
+        steps: asyncio.Queue = asyncio.Queue()
+        outcomes: asyncio.Queue = asyncio.Queue()
+        consumer = SteppedConsumer(service.address, group_id="g-stale", topics=["stale"], steps=steps,
+                                   outcomes=outcomes, auto_commit_interval_ms=100, auto_offset_reset="earliest",
+                                   on_revoke=revoked.append)
+        steps.put_nowait(False)
+        await consumer.start()
+        deadline = time.monotonic() + BOUND_S
+
+        async def until(condition):
+            while not condition():
+                assert time.monotonic() < deadline
+                await asyncio.sleep(0.01)
+
+        try:
+            sent, first = await outcomes.get()
+            assert sent == 0 and len(consumer.assignment()) == 2
+            joined, _ = await asyncio.to_thread(other, 0)
+            steps.put_nowait(False)
+            assert await outcomes.get() == (first, first)  # told to give one up
+            await until(lambda: len(consumer.assignment()) == 1 and consumer.stepped.waiting)
+            (kept,) = consumer.assignment()
+            consumer.stepped.cut = True  # its retries will not get through for a while
+            steps.put_nowait(True)
+            assert await outcomes.get() == (first, "lost")  # acknowledged: the service moved it on
+            with Producer(service.address) as producer:
+                producer.send("stale", b"one", partition=kept.partition)
+                producer.send("stale", b"two", partition=kept.partition)
+                producer.flush()
+            seen: list = []
+            while len(seen) < 2:
+                assert time.monotonic() < deadline
+                seen += [r.value for r in await consumer.poll(timeout_ms=50)]
+            await consumer.poll(timeout_ms=0)  # the two processed: auto-commit commits past them
+            await until(lambda: (first, "FencedMemberError") in consumer.stepped.commits)
+            assert consumer.member_epoch == first and consumer.assignment() == [kept]
+            consumer.stepped.cut = False  # heartbeats get through: the previous epoch, accepted
+            consumer.stepped.free = True
+            await until(lambda: consumer.member_epoch > first)
+            await until(lambda: committed(kept.partition) == 2)
+            assert consumer.assignment() == [kept] and len(revoked) == 1  # never revoked beyond the first
+            assert members(service.stub, "g-stale")[consumer.member_id] == {(kept.topic, kept.partition)}
+            assert (await asyncio.to_thread(other, joined))[1] == every - {(kept.topic, kept.partition)}
+        finally:
+            consumer.stepped.free = True
+            await consumer.close()
 
     asyncio.run(run())
