@@ -32,6 +32,12 @@ START_OFFSET_METADATA_KEY = "seglog-start-offset"
 # A bounded search's refusal (``_bounded_offset_for_timestamp``): the pool's search answers.
 _REFUSED = object()
 
+# The largest batch a woken stream pushes from its append's bytes: joining them into one bytes
+# object runs on the event loop, about 22 us a MiB here, where the log read of a large batch
+# costs the loop a pool hand-off (27 us of the loop's CPU) and a probe; above this size the
+# join costs the loop more (8 MiB: 225 us), so the batch is read from the log on the pool.
+APPENDED_JOIN_BYTES_MAX = 1 << 20
+
 
 def _bounded_offset_for_timestamp(log: PartitionLog, timestamp_ms: int, read_bytes_max: int) -> Any:
     """``log.offset_for_timestamp`` by the search bounded by ``read_bytes_max``
@@ -148,6 +154,8 @@ class FetchRpcs:
             if offset == log.high_watermark:
                 # At the tail (after each push of a stream keeping up): the read would be empty,
                 # so park at once. The ticket is taken first: an append after the look wakes it.
+                # A batch a truncation took back is dropped, not held (its request's bytes too).
+                appended = None
                 await self._park(ticket, None)
                 appended = ticket.result() if ticket.done() else None
                 continue
@@ -173,7 +181,10 @@ class FetchRpcs:
     def _read_appended(self, log: PartitionLog, appended: Any, offset: int) -> Any:
         """What the read at ``offset`` would answer, from the batch whose append woke the stream
         (``PartitionLog.read_appended``: the same bytes, whatever the stream's max_bytes, since
-        a read answers at least one whole batch); None when the log cannot vouch for it."""
+        a read answers at least one whole batch); None when the log cannot vouch for it, or when
+        the batch is above ``APPENDED_JOIN_BYTES_MAX``: its bytes are then read on the pool."""
+        if appended.size > APPENDED_JOIN_BYTES_MAX:
+            return None
         data = log.read_appended(appended, offset)
         if data is not None:
             self.appended_read_count += 1

@@ -122,7 +122,7 @@ class AppendedBatch:
     ``UnifiedLog.read_appended``, which answers only while nothing else changed the log since.
     Nothing keeps it but whoever was told: the log forgets it once the announcement returns."""
 
-    __slots__ = ("_head", "_records", "_rest", "base_offset", "end_offset", "log", "version")
+    __slots__ = ("_head", "_records", "_rest", "base_offset", "end_offset", "log", "size", "version")
 
     def __init__(self, log: UnifiedLog, version: int, base_offset: int, end_offset: int, head: bytes,
                  rest: memoryview) -> None:
@@ -130,12 +130,14 @@ class AppendedBatch:
         self.version = version  # the log's change version right after this append
         self.base_offset = base_offset
         self.end_offset = end_offset  # one past its last offset: the log end offset it left
+        self.size = len(head) + len(rest)  # the batch's bytes on disk
         self._head = head
         self._rest = rest
         self._records: bytes | None = None
 
     def records(self) -> bytes:
-        """The batch's bytes on disk (built once, for every reader woken by it)."""
+        """The batch's bytes on disk (built once, for every reader woken by it; on the event
+        loop only, outside the log's lock: the parts never change)."""
         records = self._records
         if records is None:
             records = self._records = b"".join((self._head, self._rest))
@@ -635,7 +637,9 @@ class UnifiedLog(LogTimeLookups):
         that batch alone, up to the high watermark it left. None in every other case (another
         append, roll or truncation since, the log start moved past it, the log offline or
         closed, another log's batch, the log's lock busy: it never waits for it, so an event
-        loop may call it): the caller reads the log."""
+        loop may call it): the caller reads the log. The checks hold the lock, the batch's bytes
+        are joined after it (up to max.message.bytes: no append waits on the copy); the answer
+        is the log's at the check, as a read's is at its own."""
         if appended.log is not self or offset != appended.base_offset:
             return None
         lock = self._lock
@@ -647,11 +651,10 @@ class UnifiedLog(LogTimeLookups):
                     or local.offline_cause is not None):
                 return None
             local.read_count += 1
-            high_watermark = self._log_end_offset
-            return FetchData(appended.records(), high_watermark, self._log_start_offset, high_watermark,
-                             appended.end_offset)
+            high_watermark, log_start_offset = self._log_end_offset, self._log_start_offset
         finally:
             lock.release()
+        return FetchData(appended.records(), high_watermark, log_start_offset, high_watermark, appended.end_offset)
 
     def position_of(self, offset: int) -> tuple[int, int] | None:
         """(segment base offset, byte position) of the batch holding ``offset`` or, in a gap,

@@ -234,3 +234,24 @@ def test_a_batch_in_a_mutable_buffer_is_announced_without_its_bytes(told_log):
     log, told = told_log
     log.append(bytearray(batch(b"a")))  # its owner could change it after the append
     assert told.appended == [] and told.plain == 1
+
+
+class _JoinWatched(AppendedBatch):
+    """An AppendedBatch that notes whether its log's lock is held while its bytes are joined."""
+
+    __slots__ = ("lock_held",)
+
+    def records(self) -> bytes:
+        self.lock_held = self.log._lock._is_owned()
+        return super().records()
+
+
+def test_the_bytes_are_joined_after_the_lock_is_released(told_log):
+    log, told = told_log
+    log.append(batch(b"a" * 5000))
+    told_one = told.appended[0]
+    watched = _JoinWatched(log, told_one.version, told_one.base_offset, told_one.end_offset, told_one._head,
+                           told_one._rest)
+    served = log.read_appended(watched, 0)
+    assert served == log.read(0, 1)
+    assert watched.lock_held is False  # no append waits on a copy of up to max.message.bytes
