@@ -15,7 +15,8 @@ import grpc
 import pytest
 from tests.support.in_process_service import HANG_S, consume_parked_at_the_tail, in_process_service, until
 
-from seglog.records import RecordBatchBuilder
+from seglog.records import Compression, RecordBatchBuilder, TimestampType
+from seglog.records.header_patch import set_max_timestamp
 from seglog.v1 import log_service_pb2 as pb
 from seglog.v1 import log_service_pb2_grpc as pb_grpc
 from seglog_server.rpc import fetch_rpcs
@@ -27,8 +28,8 @@ pytestmark = pytest.mark.integration
 _PRODUCES = ((b"a",), tuple(b"r%d" % index for index in range(40)), (b"x" * 100_000,), (b"b", b"c", b"d"))
 
 
-def _batch(values: tuple[bytes, ...]) -> bytes:
-    builder = RecordBatchBuilder()
+def _batch(values: tuple[bytes, ...], compression: Compression = Compression.NONE) -> bytes:
+    builder = RecordBatchBuilder(compression=compression)
     for value in values:
         builder.append(value, timestamp_ms=1_700_000_000_000)
     return builder.build()
@@ -94,6 +95,41 @@ async def test_a_batch_above_the_join_bound_is_read_from_the_log(tmp_path, monke
     assert served == 2  # the small ones
     assert [response.SerializeToString() for response in from_appends] == [
         response.SerializeToString() for response in from_log]
+
+
+def _max_timestamp_rewritten(values: tuple[bytes, ...], compression: Compression) -> bytes:
+    """A CreateTime batch whose header's maxTimestamp is below its records' (the CRC made good):
+    the validator writes the right one into a copy before the append, as Kafka does."""
+    copy = bytearray(_batch(values, compression))
+    set_max_timestamp(copy, TimestampType.CREATE_TIME, 1_600_000_000_000)
+    return bytes(copy)
+
+
+@pytest.mark.parametrize("compression", [Compression.NONE, Compression.GZIP])
+@pytest.mark.parametrize("case", ["log_append_time", "max_timestamp_rewritten"])
+async def test_a_batch_the_validator_rewrote_is_pushed_as_the_log_holds_it(tmp_path, case, compression):
+    # The batch on disk is the validator's copy (stamped LogAppendTime, or its maxTimestamp
+    # corrected), not the request's bytes: the push reads it from the log (the append tells no
+    # bytes), and what it pushes is what a read of the log answers, byte for byte.
+    if case == "log_append_time":
+        configs = {"message.timestamp.type": "LogAppendTime"}
+        produces = tuple(_batch(values, compression) for values in _PRODUCES)
+    else:
+        configs = {}
+        produces = tuple(_max_timestamp_rewritten(values, compression) for values in _PRODUCES)
+    async with in_process_service(tmp_path) as (service, address):
+        async with grpc.aio.insecure_channel(address) as channel:
+            stub = pb_grpc.LogServiceStub(channel)
+            served_before = _appended_reads(service)
+            pushed = await _pushes(stub, service, "rewritten", 0, False, produces, configs)
+            assert _appended_reads(service) == served_before  # none from an append
+            log = service.servicer.core.storage.get_log("rewritten", 0)
+            offsets = [0] + [response.next_offset for response in pushed[:-1]]
+            for response, offset, sent in zip(pushed, offsets, produces, strict=True):
+                read = log.read(offset, 1)  # one batch: the log's answer at the push's offset
+                assert response.records == read.records
+                assert response.records[16:] != sent[16:]  # the rewritten batch, not the request's
+                assert response.next_offset == read.next_offset
 
 
 async def test_a_stream_reparked_after_a_truncation_holds_no_appended_batch(tmp_path):

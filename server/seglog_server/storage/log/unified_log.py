@@ -145,6 +145,13 @@ class AppendedBatch:
         return records
 
 
+def _announceable(batch: memoryview, records: bytes | bytearray | memoryview) -> bool:
+    """Whether the validated ``batch`` is a view of the immutable bytes ``records`` the append
+    was given (then an AppendedBatch may keep a view of them for readers)."""
+    source = records.obj if type(records) is memoryview else records
+    return type(source) is bytes and batch.obj is source
+
+
 # A v2 batch's header up to and including lastOffsetDelta (bytes 23..27).
 BATCH_HEADER_PEEK = 27
 
@@ -461,9 +468,11 @@ class UnifiedLog(LogTimeLookups):
             flush_due = last_offset + 1 - self._recovery_point >= self._flush_messages
             log_start_offset = self._log_start_offset
         # Readable now; the flush below only makes it durable. The batch's bytes go with the
-        # announcement when they cannot change under a reader (a view of immutable bytes).
+        # announcement only when they are the request's own and immutable: a view of the bytes
+        # the caller passed, not a copy the validator rewrote (a LogAppendTime stamp, a corrected
+        # maxTimestamp) nor a buffer its owner could change after the append.
         appended = None
-        if self._change_listener is not None and type(batch.obj) is bytes:
+        if self._change_listener is not None and _announceable(batch, records):
             head, rest_start = written_head(batch, base_offset, leader_epoch)
             appended = AppendedBatch(self, version, base_offset, last_offset + 1, head, batch[rest_start:size])
         self._announce_change(appended)

@@ -14,7 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from tests.support.log_test_support import NOW_MS, FailingFs, batch, open_log
 
-from seglog.records import Compression
+from seglog.records import Compression, TimestampType
+from seglog.records.header_patch import set_max_timestamp
 from seglog_server.storage.base.clock import FakeClock
 from seglog_server.storage.base.errors import FencedLeaderEpochError, LogDirOfflineError, OffsetOutOfRangeError
 from seglog_server.storage.base.log_config import LogConfig
@@ -234,6 +235,37 @@ def test_a_batch_in_a_mutable_buffer_is_announced_without_its_bytes(told_log):
     log, told = told_log
     log.append(bytearray(batch(b"a")))  # its owner could change it after the append
     assert told.appended == [] and told.plain == 1
+
+
+def _rewritten_max_timestamp(records: bytes) -> bytes:
+    """``records`` with a maxTimestamp below its records' own (the CRC made good): the validator
+    writes the right one into a copy, as Kafka does."""
+    copy = bytearray(records)
+    set_max_timestamp(copy, TimestampType.CREATE_TIME, NOW_MS - 5)
+    return bytes(copy)
+
+
+@pytest.mark.parametrize("compression", [Compression.NONE, Compression.GZIP])
+@pytest.mark.parametrize("case", ["log_append_time", "max_timestamp_rewritten"])
+def test_a_batch_the_validator_rewrote_is_announced_without_its_bytes(tmp_path, clock, case, compression):
+    config = (LogConfig(message_timestamp_type=TimestampType.LOG_APPEND_TIME) if case == "log_append_time"
+              else LogConfig())
+    log, told = _told_log(tmp_path / "t-4", clock, log_config=config)
+    try:
+        records = batch(b"a", b"b", compression=compression)
+        if case == "max_timestamp_rewritten":
+            records = _rewritten_max_timestamp(records)
+        log.append(records)
+        assert told.appended == [] and told.plain == 1  # readers read the rewritten batch from the log
+        assert log.read(0, 4096).records[8:] != records[8:]  # the log holds the rewritten copy
+        log.append(batch(b"c", compression=compression))
+        if case == "log_append_time":  # every batch stamped: none announced with its bytes
+            assert told.appended == [] and told.plain == 2
+        else:  # a batch as sent: announced with the request's own bytes
+            assert [appended.base_offset for appended in told.appended] == [2]
+            assert log.read_appended(told.appended[0], 2) == log.read(2, 4096)
+    finally:
+        log.close()
 
 
 class _JoinWatched(AppendedBatch):
