@@ -775,8 +775,11 @@ class AsyncConsumer:
             # Hand the polling thread the CPU and the GIL now: otherwise it waits for them until
             # the loop has run whatever else is ready (a producer's acknowledgement landing with
             # this push: 100-200 us more a record in a quarter to half of the pushes). An
-            # asyncio consumer's event is never cleared: it yields once at most.
-            os.sched_yield()
+            # asyncio consumer's event is never cleared: it yields once at most. No yield where
+            # the platform has none (Windows).
+            sched_yield = getattr(os, "sched_yield", None)
+            if sched_yield is not None:
+                sched_yield()
 
     def _check_open(self) -> None:
         if self._closed:
