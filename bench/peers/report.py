@@ -1022,14 +1022,18 @@ What remains:
   --latency-records 6000`, 3 pairs at load 5.5-9: p50 4.08 against 4.19 ms, medians; again on
   top of (2) and (3), `bench_tail_cpu.py --rates 500,2000 --records 3000`, 3 pairs at load 3.9-5.2:
   p50 0.98 against 0.86 ms at 500/s, 1.56 either way at 2,000/s), the service's CPU a record at
-  500/s 410-490 -> 283-387 us (lower in 3 of 3). (2) The
+  500/s 410-490 -> 283-387 us (lower in 3 of 3). A batch above 1 MiB is read from the log on the
+  pool instead (its join on the loop: 22 us a MiB, 225 us at 8 MiB, against 27 us of the loop's
+  CPU for a pooled read's hand-off: medians of 200 timed `b"".join` calls and 300
+  `run_in_executor` round trips, 3 runs at load 4.5), the join outside the log's lock; a batch the
+  validator rewrote (LogAppendTime, a corrected maxTimestamp) is always read from the log. (2) The
   polling thread no longer waits for the GIL behind the acknowledgement: the service already
   starts the push a loop turn ahead of the ProduceStream's answer (`test_push_before_ack.py`),
   and in the client the push's `_notify` came first too; what held the woken thread was the loop
   going on to the acknowledgement's read and the sender's `_answer` with the GIL. `_notify` now
-  calls `os.sched_yield()` after setting the event of a polling thread that cleared it (an
-  asyncio consumer's never is: it yields once at most). `bench_tail_handoffs.py --runs 1`, 3
-  pairs: `_notify` -> the polling thread's wake p50 109-147 -> 25-37 us at 500/s (load 8.6-12),
+  calls `os.sched_yield()` (where the platform has it: not on Windows) after setting the event
+  of a polling thread that cleared it (an asyncio consumer's never is: it yields once at most).
+  `bench_tail_handoffs.py --runs 1`, 3 pairs: `_notify` -> the polling thread's wake p50 109-147 -> 25-37 us at 500/s (load 8.6-12),
   138-576 -> 37-75 us at 2,000/s (load 12-13), the pushes with the acknowledgement handled
   between 25-59 % -> 0.3-13 %; `bench.peers --systems seglog --workloads latency --repeats 1
   --latency-records 6000`, 4 pairs at load 7.6-8.8: p50 2.85 -> 1.52 ms (medians; lower in 4 of
