@@ -217,7 +217,9 @@ class ClusterNode:
         try:
             owners = place_partitions(partition_count, self._loads())
             topic_id = new_topic_id()
-            generation = create_topic(self._thread_gateway(), self._keys, topic, owners, configs, topic_id)
+            # Canonical over this instance's topic defaults, which the RPC validated them against.
+            generation = create_topic(self._thread_gateway(), self._keys, topic, owners, configs, topic_id,
+                                      defaults=self._manager.default_config)
         except TopicExistsError as exc:
             raise storage_errors.TopicExistsError(str(exc)) from exc
         except NoLiveInstanceError as exc:

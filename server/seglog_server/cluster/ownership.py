@@ -82,13 +82,15 @@ def _absent(key: str) -> dict:
 
 
 def create_topic(gateway: EtcdGateway, keys: ClusterKeys, topic: str, owners: Sequence[str],
-                 configs: Mapping[str, str] | None = None, topic_id: str | None = None) -> int:
+                 configs: Mapping[str, str] | None = None, topic_id: str | None = None,
+                 defaults: LogConfig | None = None) -> int:
     """Writes the topic (with its topic id: every instance's copy takes this one, the object
     store keys the topic's remote segments by it) and its partitions' owners at epoch 0; the
-    revision written at. ``configs`` were validated (LogConfig accepts them): they are written in
-    their canonical form (``canonical_overrides``), as AlterTopicConfigs writes them."""
+    revision written at. ``configs`` were validated over ``defaults`` (the instance's topic
+    defaults; Kafka's without): they are written in their canonical form (``canonical_overrides``),
+    as AlterTopicConfigs writes them."""
     assert owners, "a topic has at least one partition"
-    record = {"partitions": len(owners), "configs": canonical_overrides(configs or {}),
+    record = {"partitions": len(owners), "configs": canonical_overrides(configs or {}, defaults),
               "topic_id": topic_id or new_topic_id()}
     topic_value = json.dumps(record, sort_keys=True).encode()
     puts = [_put(keys.topic(topic), topic_value)]
@@ -100,12 +102,15 @@ def create_topic(gateway: EtcdGateway, keys: ClusterKeys, topic: str, owners: Se
     return revision
 
 
-def canonical_overrides(configs: Mapping[str, str]) -> dict[str, str]:
+def canonical_overrides(configs: Mapping[str, str], defaults: LogConfig | None = None) -> dict[str, str]:
     """Each override as LogConfig writes it back (``" 604800000"`` -> ``"604800000"``, ``"TRUE"`` ->
     ``"true"``): what a topic record holds, so its size is the configs' count, never the length of
-    the text a client sent. Raises InvalidConfigError for configs LogConfig refuses (the callers
+    the text a client sent. Parsed over ``defaults``, the ones the caller validated them against
+    (the instance's ``--topic-default`` values): the cross-field checks (local.retention.ms within
+    retention.ms, ...) weigh the overrides against them, and Kafka's own defaults would refuse
+    what the instance accepts. Raises InvalidConfigError for configs LogConfig refuses (the callers
     validated them first)."""
-    canonical = LogConfig.from_properties(configs).to_properties()
+    canonical = LogConfig.from_properties(configs, defaults).to_properties()
     return {name: canonical[name] for name in configs}
 
 

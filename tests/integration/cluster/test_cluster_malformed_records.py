@@ -216,3 +216,29 @@ def _owner_epoch(service) -> int:
     view's list as this instance's at epoch 0)."""
     (partition,) = service.stub.DescribeTopic(pb.DescribeTopicRequest(topic="t"), timeout=10).partitions
     return partition.owner_epoch
+
+
+def test_a_create_is_checked_and_written_over_the_instance_topic_defaults(tmp_path, etcd, services):
+    """With --topic-default retention.ms=-1 a local retention of ten days is valid, as a standalone
+    instance accepts it; the cluster's write once parsed the configs again over Kafka's defaults
+    (retention.ms 7 days) and refused the create INVALID_ARGUMENT."""
+    cluster = "defaults"
+    services.append(a := _start(tmp_path, "a", _cluster_args(etcd, cluster, "a") + ["--topic-default",
+                                                                                    "retention.ms=-1"]))
+    _until(lambda: [i.instance_id for i in _metadata(a).instances if i.alive] == ["a"], what="registered")
+    a.stub.CreateTopic(pb.CreateTopicRequest(topic="ten-days", partitions=1,
+                                             configs={"local.retention.ms": " 864000000"}), timeout=20)
+    reader = EtcdGateway((etcd.endpoint,), timeout_s=5)
+    try:
+        record = json.loads(reader.get(ClusterKeys(cluster).topic("ten-days")).value)
+    finally:
+        reader.close()
+    assert record["configs"] == {"local.retention.ms": "864000000"}
+    configs = dict(a.stub.DescribeTopic(pb.DescribeTopicRequest(topic="ten-days"), timeout=10).configs)
+    assert (configs["retention.ms"], configs["local.retention.ms"]) == ("-1", "864000000")
+    _until(lambda: _produce_or_code(a, "ten-days") == grpc.StatusCode.OK, what="ten-days served")
+    # What the instance's defaults do not allow is still refused, before anything is written.
+    refused = _refusal(lambda: a.stub.CreateTopic(pb.CreateTopicRequest(
+        topic="too-long", partitions=1, configs={"retention.ms": "1000", "local.retention.ms": "864000000"}),
+        timeout=20))
+    assert refused.code() == grpc.StatusCode.INVALID_ARGUMENT and "local.retention.ms" in refused.details()
