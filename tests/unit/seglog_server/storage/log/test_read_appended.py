@@ -287,3 +287,11 @@ def test_the_bytes_are_joined_after_the_lock_is_released(told_log):
     served = log.read_appended(watched, 0)
     assert served == log.read(0, 1)
     assert watched.lock_held is False  # no append waits on a copy of up to max.message.bytes
+
+
+def test_a_view_of_immutable_bytes_is_announced_and_a_view_of_a_mutable_buffer_is_not(told_log):
+    log, told = told_log
+    log.append(memoryview(batch(b"a")))  # a view of bytes: the bytes cannot change
+    log.append(memoryview(bytearray(batch(b"b"))))  # its owner could change the buffer after the append
+    assert [appended.base_offset for appended in told.appended] == [0] and told.plain == 1
+    assert log.read_appended(told.appended[0], 0) is None  # the second append since
