@@ -1,8 +1,10 @@
 """What a single lookup's round trip pays above the floor, per thread, in one run.
 
     .venv/bin/python -m bench.bench_lookup_gap [--records 50000] [--round-trips 3000] [--repeats 5]
+        [--threads] [--only CASE,...] [--pin]
 
-Three server processes, all on uvloop and grpc.aio like the service:
+With ``PYTHONPATH=TREE/client:TREE/server`` every process runs that checkout's seglog (this
+module from this one). Four server processes, all on uvloop and grpc.aio like the service:
 
     floor    ``bench/peers/floor.py``: raw bytes, an async-generator handler (the baseline)
     shapes   this module's ``--serve-shapes``: handlers of the floor's kind, each one step nearer
@@ -10,25 +12,33 @@ Three server processes, all on uvloop and grpc.aio like the service:
              ``awaited`` (initial metadata, ``context.read``/``await context.write``, raw bytes),
              ``ordered`` (the same reads, each answer written by the service's own
              ``OrderedReplies``: the write started in the handler's step, not awaited),
-             ``ordered-pb`` (that, with a LookupStreamRequest parsed and a canned
-             LookupStreamResponse of one found target serialized)
+             ``ordered-cb`` (the write's rest driven by its futures' done callbacks, no task),
+             ``ordered-pb`` (``ordered`` with a LookupStreamRequest parsed and a canned
+             LookupStreamResponse of one found target serialized; also served as the service's
+             LookupStream method, for ``AsyncAdmin``)
     seglog   the service (``python -m seglog_server``) on a log of ``--records`` records
+    seglog-i the same, with timers in its loop thread (``_TIMED``: the message handler, its
+             lookup, the same lookup again at once into an answer thrown away, the answer's
+             write started), thread CPU and wall a message
 
-and these round trips, alternately within each repeat, each in a fresh channel from this
-process (asyncio's loop, as ``bench/peers`` runs the floor and the lookups):
+and these round trips, alternately within each repeat, each case in a fresh client process
+(asyncio's loop, as ``bench/peers`` runs the floor and the lookups; grpc.aio keeps one poller a
+process and loses completions across loops):
 
-    floor, shapes/floor, shapes/awaited, shapes/ordered, shapes/ordered-pb   raw grpc.aio client
-    seglog/raw     a one-target LookupStreamRequest on the service's LookupStream, raw client
-    pb/admin       ``AsyncAdmin.offsets_for_times`` against shapes/ordered-pb (the client's layers)
-    seglog/admin   ``AsyncAdmin.offsets_for_times`` of one partition (the single lookup)
+    floor, shapes/*            raw grpc.aio client (``shapes/awaited+cw``: its writes started
+                               unawaited, as ``RequestStream.ask`` starts them)
+    seglog/raw, seglog-i/raw   a one-target LookupStreamRequest on the service's LookupStream
+    pb/admin                   ``AsyncAdmin.offsets_for_times`` against shapes/ordered-pb
+    seglog/admin               ``AsyncAdmin.offsets_for_times`` of one partition (the single lookup)
 
-For each: the p50 and p99 and their ratios to the floor of the same repeat; the server's CPU a
-round trip by thread (``/proc/PID/task/*/stat`` utime+stime) and its threads' context switches a
-round trip (``/proc/PID/task/*/status``: a wake-up each voluntary one); the client process's
-CPU and context switches a round trip and its loop's turns a round trip (a counting
-``_run_once``). After each repeat every server's threads are read again over the same wall time
-with no request (what its background threads wake for on their own). Medians over the repeats
-close the run; ``--threads`` prints each thread's figures.
+For each: the p50 and p99 and their ratios to the floor of the same repeat; each server
+thread's CPU a round trip (``/proc/PID/task/*/stat`` utime+stime) and context switches
+(``/proc/PID/task/*/status``: a wake-up each voluntary one); the client process's alike and its
+loop's turns a round trip (a counting ``_run_once``); the service's timers. After each repeat
+every server's threads are read again over the same wall time with no request (what background
+threads wake for on their own). Medians over the repeats close the run; ``--threads`` prints
+each thread's figures ("python #0" is the event loop's). ``--pin`` puts every server thread on
+CPU 0 and each client on CPU 1.
 """
 
 from __future__ import annotations
@@ -99,11 +109,14 @@ def _shape_handlers() -> Any:
         # As ``ordered``, each write's rest driven by its futures' done callbacks (the client's
         # ``_started``), no drainer task an answer.
         await context.send_initial_metadata(metadata)
+        writing = None
         while True:
             request = await context.read()
             if request is grpc.aio.EOF:
                 break
-            _started(context.write(b""), _ignore, tracked=False)
+            if writing is not None and not writing.done():
+                await writing  # one write at a time (OrderedReplies queues behind the head)
+            writing = _started(context.write(b""), _ignore)
 
     canned = pb.LookupStreamResponse()
     found = canned.offsets_for_times.results.add()
@@ -174,7 +187,7 @@ async def _serve_shapes(ready: pathlib.Path) -> None:
 # message handler (``StreamRpcs._lookup_message``: admission, the RPC layer, the storage search,
 # metrics), the RPC layer and search within it (``LookupRpcs.offsets_for_times``), and the
 # answer's write started (``OrderedReplies.send``). Wall (perf_counter) and thread CPU, in ns.
-_TIMED = {"message": [0, 0, 0], "lookup": [0, 0, 0], "send": [0, 0, 0]}
+_TIMED = {"message": [0, 0, 0], "lookup": [0, 0, 0], "lookup-again": [0, 0, 0], "send": [0, 0, 0]}
 
 
 def _timed(name: str, function: Any) -> Any:
@@ -204,7 +217,17 @@ def _serve_instrumented(argv: list[str], figures_path: pathlib.Path) -> int:
     from seglog_server.rpc.streams import OrderedReplies, StreamRpcs
 
     StreamRpcs._lookup_message = _timed("message", StreamRpcs._lookup_message)  # type: ignore[method-assign]
-    LookupRpcs.offsets_for_times = _timed("lookup", LookupRpcs.offsets_for_times)  # type: ignore[method-assign]
+    lookup = _timed("lookup", LookupRpcs.offsets_for_times)
+    again = _timed("lookup-again", LookupRpcs.offsets_for_times)
+
+    async def lookup_twice(self: Any, request: Any, response: Any = None) -> Any:
+        # The same lookup again at once, into an answer thrown away: its time is the lookup's
+        # with the caches the first one warmed, in the same message (cold against warm).
+        answer = await lookup(self, request, response)
+        await again(self, request, None)
+        return answer
+
+    LookupRpcs.offsets_for_times = lookup_twice  # type: ignore[method-assign]
     OrderedReplies.send = _timed("send", OrderedReplies.send)  # type: ignore[method-assign]
 
     def dump(*_: Any) -> None:
@@ -234,9 +257,11 @@ def _instrumented_figures(pid: int, path: pathlib.Path) -> dict[str, list[int]]:
 
 def _threads(pid: int | str) -> dict[str, tuple[float, int, int]]:
     """Each thread of ``pid`` ("self" for this process): CPU s, voluntary and involuntary
-    context switches, keyed by "tid comm"."""
+    context switches, keyed by "comm #n" (the n-th thread of that name by id: the same key for
+    the same thread in each client worker; "python #0" is the main thread, the event loop's)."""
     figures = {}
-    for task in pathlib.Path(f"/proc/{pid}/task").iterdir():
+    seen: dict[str, int] = defaultdict(int)
+    for task in sorted(pathlib.Path(f"/proc/{pid}/task").iterdir(), key=lambda task: int(task.name)):
         try:
             stat = (task / "stat").read_text()
             status = (task / "status").read_text()
@@ -245,7 +270,9 @@ def _threads(pid: int | str) -> dict[str, tuple[float, int, int]]:
         comm = stat[stat.index("(") + 1 : stat.rindex(")")]
         fields = stat.rpartition(")")[2].split()
         switches = dict(line.split(":\t") for line in status.splitlines() if "ctxt_switches" in line)
-        figures[f"{task.name} {comm}"] = (
+        number = seen[comm]
+        seen[comm] = number + 1
+        figures[f"{comm} #{number}"] = (
             (int(fields[11]) + int(fields[12])) / TICK,
             int(switches["voluntary_ctxt_switches"]), int(switches["nonvoluntary_ctxt_switches"]),
         )
@@ -294,12 +321,15 @@ async def _raw_ms(address: str, method: str, count: int, message: Any, pb_answer
             call = channel.stream_stream(method, request_serializer=pb.LookupStreamRequest.SerializeToString,
                                          response_deserializer=pb.LookupStreamResponse.FromString)()
         samples = []
+        writing = None
         for index in range(WARMUP + count):
             if index == WARMUP:
                 _Marks.start()
             started = time.perf_counter()
             if started_write:
-                _started(call.write(message), _no_error, tracked=False)
+                if writing is not None and not writing.done():
+                    await writing  # one write at a time (the client's write lock)
+                writing = _started(call.write(message), _no_error)
                 await call.read()
             elif isinstance(message, bytes):
                 await call.write(message)
@@ -452,6 +482,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--only", default="", help="comma-separated cases (default: all)")
     parser.add_argument("--threads", action="store_true", help="each server thread's figures too")
+    parser.add_argument("--pin", action="store_true",
+                        help="every server thread on CPU 0, each client worker on CPU 1 (caches kept by side)")
     parser.add_argument("--serve-shapes", type=pathlib.Path, help=argparse.SUPPRESS)
     parser.add_argument("--serve-instrumented", type=pathlib.Path, help=argparse.SUPPRESS)
     parser.add_argument("--worker", help=argparse.SUPPRESS)
@@ -504,6 +536,10 @@ def main(argv: list[str] | None = None) -> None:
                        "shapes": (shapes, shapes_address, workdir / "shapes-timers.json"),
                        "seglog": (service, address, None),
                        "seglog-i": (instrumented, instrumented_address, workdir / "timers.json")}
+            if arguments.pin:
+                for process in processes:
+                    for task in pathlib.Path(f"/proc/{process.pid}/task").iterdir():
+                        os.sched_setaffinity(int(task.name), {0})
             cases = [name for name in CASES if name == "floor" or not arguments.only or name in arguments.only.split(",")]
             rows: dict[str, list[dict[str, Any]]] = defaultdict(list)
             idle: dict[str, list[dict]] = defaultdict(list)
@@ -512,10 +548,20 @@ def main(argv: list[str] | None = None) -> None:
                 walls = []
                 for name in cases:
                     process, server_address, timers = servers[name.split("/")[0].replace("pb", "shapes")]
-                    command = [sys.executable, "-m", "bench.bench_lookup_gap", "--worker", name, server_address,
+                    command = [*(["taskset", "-c", "1"] if arguments.pin else []),
+                               sys.executable, "-m", "bench.bench_lookup_gap", "--worker", name, server_address,
                                str(process.pid), str(timers or ""), str(count), str(target_ms)]
-                    done = subprocess.run(command, cwd=ROOT, check=True, capture_output=True, text=True, timeout=600)
+                    try:
+                        done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300)
+                    except subprocess.TimeoutExpired:
+                        done = None
+                    if done is None or done.returncode != 0:  # left out of this repeat, said so
+                        print(f"  {name} failed in repeat {repeat + 1}: {done and done.stderr[-1000:]}", flush=True)
+                        if name == "floor":
+                            raise SystemExit("the floor failed: no baseline")
+                        continue
                     row = json.loads(done.stdout.splitlines()[-1])
+                    row["repeat"] = repeat
                     rows[name].append(row)
                     wall = row["wall"]
                     walls.append(wall)
@@ -529,7 +575,8 @@ def main(argv: list[str] | None = None) -> None:
                 loads.append(os.getloadavg()[0])
                 base = rows["floor"][-1]
                 print(f"repeat {repeat + 1} (load {loads[-1]:.1f}, floor p50 {base['p50']:.3f} ms): " + ", ".join(
-                    f"{name} {row[-1]['p50'] / base['p50']:.2f}x" for name, row in rows.items()), flush=True)
+                    f"{name} {row[-1]['p50'] / base['p50']:.2f}x" for name, row in rows.items()
+                    if row[-1]["repeat"] == repeat), flush=True)
         finally:
             for process in processes:
                 floor.stop_process(process, 60)
@@ -541,8 +588,9 @@ def main(argv: list[str] | None = None) -> None:
           f"floor p50 {median(r['p50'] for r in rows['floor']):.3f} ms:")
     print(f"  {'case':18s} {'p50':>6s} {'p99':>6s} | server CPU us, wakes (vol/invol) | client CPU us, wakes, loop turns")
     for name, values in rows.items():
-        p50 = median(mine["p50"] / base["p50"] for mine, base in zip(values, rows["floor"]))
-        p99 = median(mine["p99"] / base["p99"] for mine, base in zip(values, rows["floor"]))
+        floors = rows["floor"]
+        p50 = median(mine["p50"] / floors[mine["repeat"]]["p50"] for mine in values)
+        p99 = median(mine["p99"] / floors[mine["repeat"]]["p99"] for mine in values)
         server = [_total(v["server"]) for v in values]
         client = [_total(v["client"]) for v in values]
         print(f"  {name:18s} {p50:5.2f}x {p99:5.2f}x | {median(s[0] for s in server):6.1f} "
