@@ -1146,6 +1146,42 @@ What remains:
   acquire and release, 4 calls), the answer's future, the caller's read hand-over object (4), the
   timeout's watch (9); the admin, router and transport 16; what the goal needs is still half of
   each side's Python, not one block.
+- What the single lookup's ~0.2 ms above the floor is, per thread, in one run
+  (`.venv/bin/python -m bench.bench_lookup_gap --records 20000 --round-trips 3000 --repeats 5
+  --threads`: the floor; a server of handlers each a step nearer the LookupStream; the service,
+  once plain and once with timers in its loop thread; raw grpc.aio clients and `AsyncAdmin`, each
+  case in a fresh client process; each server thread's CPU and context switches a round trip
+  from /proc; 2026-11-28 01:42-01:44 UTC, load 5.5-6.4, medians of 5 interleaved repeats). Not
+  a thread waking on its own: over the same wall time with no request each server's threads
+  spent nothing (0.01 wakes a round trip's share), and during the ping-pong grpc.aio's poller
+  (27-37 us, 2.4-3.0 wakes) and its four event_engine threads (13-17 us, one wake each) cost
+  the same in the floor's server, the handlers' and the service. Not the stream's shape: the
+  service's own `OrderedReplies` writing an empty answer 1.04x the floor (its loop thread 83 us
+  a round trip against the floor's 73), the awaited write 0.93x, the write's rest driven by
+  callbacks instead of a drainer task a message 1.00x (70 us); the client's write started
+  unawaited as `RequestStream.ask` starts it 0.86x. The excess is all on the two loop threads,
+  and it is their Python running cold: a canned LookupStreamResponse 1.13x (loop 103 us), the
+  service 1.23x (143 us), through `AsyncAdmin` 1.47x. Timed inside the service's loop thread,
+  a message's handler costs 35-39 us of thread CPU (wall the same: no GIL wait, no preemption
+  in it) and its lookup 24-27 us, where in a warm loop in process they cost 19.6 and 11.4
+  (`bench_single_lookup_layers.py`, same hour, same load); the same lookup asked again at once
+  within the message costs 11.5 us, its warm figure. Between two messages each CPU runs the
+  other process, the kernel's loopback path and grpc's threads, so each message's Python starts
+  on cold caches at about twice its warm cost, on both sides: that is why 24 calls fewer (about
+  3 us warm, 6-7 cold, 2 % of a round trip) moved nothing a run at this load resolves. With
+  every server thread held on one CPU and the client on the other (`--pin`, 01:45-01:48, load
+  3.9-4.7) the floor is 0.205 ms and the lookup as far above it (`AsyncAdmin` 1.46x), the
+  lookup still 21.6 us against 10.0 asked again: the caches go cold within each side's own
+  round of kernel and grpc threads, not only from sharing CPUs. The client alike: `AsyncAdmin`
+  above a raw client on the same canned server spends 37 us more CPU a round trip where its
+  layers cost 4.6 us warm. Tried on that evidence and not kept: `OrderedReplies`
+  driving the head answer's write by its futures' callbacks, no task an answer
+  (`.venv/bin/python -m bench.bench_single_lookup --records 50000 --lookups 3000 --repeats 5
+  --tree base=<HEAD> --tree after=<HEAD with it>`, six runs with the order swapped, 01:31-01:42,
+  load 3.5-6.6: 30 pairs, p50 after/before median 0.99, lower in 16; service CPU 0.97, lower in
+  18). What goal 2 needs is each side's per-message Python cut to a fraction, not by calls:
+  fewer distinct code paths and objects touched a message (each cold), or the LookupStream's
+  one-target message answered below Python.
 - What the single lookup pays above the floor is Python, not gRPC: `strace -c -f` on each server
   during 3,000 round trips counts the same system calls a lookup as a floor message (3,236 and
   3,238 sendmsg, 12,811 and 12,803 write, 6,475 and 6,458 recvmsg, the epoll waits alike), plus
