@@ -1174,8 +1174,11 @@ What remains:
   lookup still 21.6 us against 10.0 asked again: the caches go cold within each side's own
   round of kernel and grpc threads, not only from sharing CPUs. The client alike: `AsyncAdmin`
   above a raw client on the same canned server spends 37 us more CPU a round trip where its
-  layers cost 4.6 us warm. Tried on that evidence and not kept: `OrderedReplies`
-  driving the head answer's write by its futures' callbacks, no task an answer
+  layers cost 4.6 us warm; the client's split is below this machine's noise, though (7 repeats,
+  01:48-01:50, load 2.8-4.6: a raw client 1.41x, `RequestStream.ask` on the transport's stream
+  1.22x, `AsyncAdmin` 1.41x, where the run above had 1.23x and 1.47x). Tried on that evidence
+  and not kept: `OrderedReplies` driving the head answer's write by its futures' callbacks, no
+  task an answer
   (`.venv/bin/python -m bench.bench_single_lookup --records 50000 --lookups 3000 --repeats 5
   --tree base=<HEAD> --tree after=<HEAD with it>`, six runs with the order swapped, 01:31-01:42,
   load 3.5-6.6: 30 pairs, p50 after/before median 0.99, lower in 16; service CPU 0.97, lower in
