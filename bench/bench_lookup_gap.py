@@ -28,6 +28,8 @@ process and loses completions across loops):
     floor, shapes/*            raw grpc.aio client (``shapes/awaited+cw``: its writes started
                                unawaited, as ``RequestStream.ask`` starts them)
     seglog/raw, seglog-i/raw   a one-target LookupStreamRequest on the service's LookupStream
+    seglog/ask                 the same through the client's ``RequestStream.ask`` (the
+                               transport's LookupStream; no admin or router)
     pb/admin                   ``AsyncAdmin.offsets_for_times`` against shapes/ordered-pb
     seglog/admin               ``AsyncAdmin.offsets_for_times`` of one partition (the single lookup)
 
@@ -346,6 +348,29 @@ async def _raw_ms(address: str, method: str, count: int, message: Any, pb_answer
         return samples[WARMUP:]
 
 
+async def _ask_ms(address: str, count: int, target_ms: int) -> list[float]:
+    """``count`` one-target requests through the client's ``RequestStream.ask`` on the transport's
+    LookupStream (the admin and router layers left out)."""
+    from seglog.client import Transport
+
+    transport = Transport(address)
+    stream = transport.lookup_stream()
+    request = _lookup_request(target_ms)
+    timeout_s = transport.request_timeout_s  # as the admin asks
+    samples = []
+    for index in range(WARMUP + count):
+        if index == WARMUP:
+            _Marks.start()
+        started = time.perf_counter()
+        answer = await stream.ask(request, timeout_s)
+        samples.append((time.perf_counter() - started) * 1000)
+        if not answer.results or answer.results[0].offset < 0:
+            raise SystemExit(f"unexpected answer: {answer}")
+    _Marks.stop()
+    await transport.close()
+    return samples[WARMUP:]
+
+
 def _no_error(error: Any) -> None:
     if error is not None:
         raise SystemExit(f"a write failed: {error!r}")
@@ -400,7 +425,7 @@ class _Marks:
 
 
 CASES = ("floor", "shapes/floor", "shapes/awaited", "shapes/ordered", "shapes/ordered-cb", "shapes/awaited+cw",
-         "shapes/ordered-pb", "seglog/raw", "seglog-i/raw", "pb/admin", "seglog/admin")
+         "shapes/ordered-pb", "seglog/raw", "seglog-i/raw", "seglog/ask", "pb/admin", "seglog/admin")
 
 
 def _lookup_request(target_ms: int) -> Any:
@@ -427,6 +452,7 @@ def _worker(name: str, address: str, pid: str, timers: str, count_text: str, tar
         "shapes/ordered-pb": lambda: _raw_ms(address, f"/{SHAPES}/OrderedPb", count, _lookup_request(target_ms), True),
         "seglog/raw": lambda: _raw_ms(address, LOOKUP_STREAM, count, _lookup_request(target_ms), True),
         "seglog-i/raw": lambda: _raw_ms(address, LOOKUP_STREAM, count, _lookup_request(target_ms), True),
+        "seglog/ask": lambda: _ask_ms(address, count, target_ms),
         "pb/admin": lambda: _admin_ms(address, count, target_ms),
         "seglog/admin": lambda: _admin_ms(address, count, target_ms),
     }
