@@ -98,6 +98,10 @@ class EtcdGateway:
         self._current = 0
         self._stream: Any = None  # the watch response being read, for close() to shut down
 
+    def another(self) -> EtcdGateway:
+        """A new gateway to the same endpoints, timeout and observer, for another thread."""
+        return EtcdGateway(self.endpoints, self.timeout_s, self._observe)
+
     def close(self) -> None:
         """Closes the sessions, and shuts down a watch stream being read on another thread: its
         blocked read returns at once instead of after the read timeout (a stopping instance)."""

@@ -171,3 +171,34 @@ def test_its_own_record_written_malformed_is_written_again_by_the_instance(etcd,
         assert reader.get(key).lease == member.statistics().lease
     finally:
         reader.close()
+
+
+def test_its_record_put_malformed_under_another_lease_is_logged_once_counted_and_left(etcd, make_member, caplog):
+    """Not written over (it may be another registration's), but no longer silent: every other
+    instance sees this one not registered while it stays, so it is logged once, with the way out,
+    and counted. Revoking that lease deletes the key: the instance then registers again."""
+    member, config = make_member()
+    member.start()
+    wait_for(member.may_acknowledge)
+    reader = EtcdGateway((etcd.endpoint,), timeout_s=5)
+    key = ClusterKeys(config.cluster_name).instance("i-1")
+    try:
+        other = reader.grant(30)
+        reader.txn([], [{"request_put": {"key": b64(key), "value": b64(b'{"address": 1}'), "lease": other}}])
+        wait_for(lambda: member.statistics().record_held_elsewhere_count == 1)
+        for _ in range(3):  # three more checks: neither logged nor counted again
+            renewed_at = member.statistics().renewed_at
+            wait_for(lambda: member.statistics().renewed_at != renewed_at)
+        held = [r for r in caplog.records if "is held under lease" in r.getMessage()]
+        assert len(held) == 1 and held[0].levelname == "ERROR"
+        assert key in held[0].getMessage() and "malformed" in held[0].getMessage()
+        assert f"revoke lease {other:x}" in held[0].getMessage()
+        assert member.statistics().record_held_elsewhere_count == 1
+        assert reader.get(key).value == b'{"address": 1}' and member.may_acknowledge()
+        registrations = member.statistics().registration_count
+        reader.revoke(other)
+        wait_for(lambda: member.statistics().registration_count > registrations and reader.get(key) is not None)
+        kv = reader.get(key)
+        assert kv.lease == member.statistics().lease and decode_instance(kv.key, kv.value).address == "127.0.0.1:50551"
+    finally:
+        reader.close()

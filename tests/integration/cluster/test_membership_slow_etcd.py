@@ -1,0 +1,146 @@
+"""Membership over a slow or half-answering etcd (a real one, its calls slowed or its reads held or
+failed in front of it): the check of the instance's own record never holds up or fails a renewal,
+so a healthy instance is not fenced by it. Once each renewal also read the key on the renewing
+thread, the next keepalive waiting for it: with a 10 s TTL, produce was fenced once etcd took
+1.0 s a call (0.75 s when the record was written again too), where 1.5 s fenced before the read;
+and a failed read counted as a failed renewal."""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from types import SimpleNamespace
+
+import pytest
+
+from seglog_server.cluster import Capacity, ClusterConfig, ClusterKeys, EtcdGateway, Membership
+from seglog_server.cluster.errors import EtcdUnavailableError
+from seglog_server.cluster.etcd_gateway import b64
+
+pytestmark = pytest.mark.integration
+WAIT_S = 15.0
+
+
+class _Slowed:
+    """A real gateway whose every call first sleeps ``delay_s`` (a slow etcd), whose gets wait
+    while ``gets_open`` is clear (a read that does not answer) or fail with ``gets_fail`` (a read
+    refused); ``another()`` is the same, sharing these settings."""
+
+    def __init__(self, inner: EtcdGateway, settings: SimpleNamespace) -> None:
+        self._inner, self._settings = inner, settings
+
+    def another(self) -> _Slowed:
+        return _Slowed(self._inner.another(), self._settings)
+
+    def close(self) -> None:
+        self._inner.close()
+
+    def __getattr__(self, name: str):
+        call = getattr(self._inner, name)
+
+        def slowed(*args, **kwargs):
+            if name == "get":
+                self._settings.gets_open.wait()
+                if self._settings.gets_fail:
+                    raise EtcdUnavailableError("etcd at the test's proxy answers no read")
+            time.sleep(self._settings.delay_s)
+            return call(*args, **kwargs)
+
+        return slowed
+
+
+@pytest.fixture
+def slowed_member(etcd, request):
+    started = []
+
+    def make(ttl_s: int, capacity=lambda: Capacity(partition_count=3, bytes=4096, disk_free_bytes=1)):
+        config = ClusterConfig(etcd_endpoints=(etcd.endpoint,), advertise="127.0.0.1:50551", instance_id="i-1",
+                               data_dirs=("/data/a",), cluster_name=f"slow-{request.node.name[:40]}",
+                               lease_ttl_s=ttl_s)
+        settings = SimpleNamespace(delay_s=0.0, gets_open=threading.Event(), gets_fail=False)
+        settings.gets_open.set()
+        gateway = _Slowed(EtcdGateway(config.etcd_endpoints, timeout_s=5), settings)
+        member = Membership(config, gateway, capacity)
+        started.append((member, gateway, settings))
+        return member, config, settings
+
+    yield make
+    for member, gateway, settings in started:
+        settings.gets_open.set()
+        settings.delay_s = 0.0
+        member.stop()
+        gateway.close()
+
+
+def _renewals(member: Membership, count: int, check=lambda: None) -> None:
+    """Waits for ``count`` more renewals, calling ``check`` all the while."""
+    for _ in range(count):
+        renewed_at = member.statistics().renewed_at
+        deadline = time.monotonic() + WAIT_S
+        while member.statistics().renewed_at == renewed_at:
+            check()
+            assert time.monotonic() < deadline, "no renewal in time"
+            time.sleep(0.01)
+
+
+def _wait_for(condition) -> None:
+    deadline = time.monotonic() + WAIT_S
+    while not condition():
+        assert time.monotonic() < deadline, "condition not reached in time"
+        time.sleep(0.01)
+
+
+def test_a_check_of_the_record_that_never_answers_holds_up_no_renewal(slowed_member):
+    member, _, settings = slowed_member(ttl_s=2)
+    member.start()
+    _wait_for(member.may_acknowledge)
+    settings.gets_open.clear()  # every read of the key from now on waits
+    _renewals(member, 4)
+    statistics = member.statistics()
+    assert member.may_acknowledge() and statistics.renewal_failure_count == 0 and statistics.registration_count == 1
+
+
+def test_a_failed_check_of_the_record_is_no_failed_renewal_and_the_checks_resume(etcd, slowed_member):
+    member, config, settings = slowed_member(ttl_s=2)
+    member.start()
+    _wait_for(member.may_acknowledge)
+    settings.gets_fail = True
+    _renewals(member, 4)
+    statistics = member.statistics()
+    assert member.may_acknowledge() and statistics.renewal_failure_count == 0 and statistics.registration_count == 1
+    _wait_for(lambda: member.statistics().record_check_failure_count >= 2)  # counted as what failed
+    # The reads answer again: a malformed put over its record is written back by the next check.
+    reader = EtcdGateway((etcd.endpoint,), timeout_s=5)
+    key = ClusterKeys(config.cluster_name).instance("i-1")
+    try:
+        good = reader.get(key).value
+        reader.txn([], [{"request_put": {"key": b64(key), "value": b64(b"{")}}])
+        settings.gets_fail = False
+        _wait_for(lambda: reader.get(key).value == good)
+        assert reader.get(key).lease == member.statistics().lease
+    finally:
+        reader.close()
+
+
+def test_an_etcd_slow_at_every_call_fences_no_healthy_instance(slowed_member):
+    """1.2 s a call at a 10 s TTL, scaled: 0.36 s at 3 s (keepalive every 0.6 s, fenced 1.5 s after a
+    renewal was sent), the record written again at every check (its partition count changes each
+    time): the keepalive thread's renewals land 0.6 s + one call apart (0.96 s), never 1.5 s. Once
+    the read and the write ran between them, and the loop then waited its full interval:
+    0.6 + 3 x 0.36 = 1.68 s between renewals, fenced at each."""
+    counts = itertools.count(1)
+    member, config, settings = slowed_member(
+        ttl_s=3, capacity=lambda: Capacity(partition_count=next(counts), bytes=0, disk_free_bytes=1))
+    member.start()
+    _wait_for(member.may_acknowledge)
+    settings.delay_s = config.lease_ttl_s * 0.12
+    refreshed = member.record_refresh_count()
+
+    def never_fenced() -> None:
+        assert member.may_acknowledge(), "a healthy instance fenced itself over a slow etcd"
+
+    _renewals(member, 6, never_fenced)
+    statistics = member.statistics()
+    assert statistics.renewal_failure_count == 0 and statistics.registration_count == 1
+    assert member.record_refresh_count() > refreshed  # the record was written again meanwhile
