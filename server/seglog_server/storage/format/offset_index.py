@@ -14,25 +14,12 @@ positions both increase from slot to slot. An entry's offset is ``base_offset + 
 
 A lookup below the first entry (or in an empty index) answers ``(base_offset, 0)``: the start of
 the segment, where a scan can always begin.
-
-The file is bytes from outside the process, and the load checks only its tail
-(segment_check.py). So when a file is first mapped, its entries are walked once (C-speed
-comparisons, about 10 ms for the 262,144 entries of a full 2 MiB index) and the count of those
-from the first whose offset or position does not rise (or is negative) on is kept in
-``out_of_order_entries``: the index answers as before (Kafka's search may land on such an entry
-and reads skip records), and the segment, which has the log, rebuilds the index before its next
-search (``LogSegment._search_from_entry``). An entry that lies while staying in order is found
-by the segment too: the batch at its position must start at or below its offset.
 """
 
 from __future__ import annotations
 
 import functools
-import logging
-import operator
 import struct
-import sys
-from array import array
 from collections.abc import Sequence
 from typing import NamedTuple
 
@@ -48,8 +35,6 @@ from seglog_server.storage.format.index_search import (
 )
 
 __all__ = ["ENTRY", "LAYOUT", "POSITION_MAX", "OffsetIndex", "OffsetPosition"]
-
-_LOG = logging.getLogger(__name__)
 
 ENTRY = struct.Struct(
     ">"  # big-endian, as Java's mmap'd ByteBuffer writes it
@@ -82,11 +67,6 @@ class OffsetIndex(AbstractIndex):
     LABEL = "offset"
 
     _last_offset: int
-    # Whether the mapped file's entries were walked for their order (once, at the first mapping).
-    _order_checked = False
-    # The entries from the first out of order on, as found then (0: none); the segment rebuilds
-    # the index from its log and sets this back to 0.
-    out_of_order_entries = 0
 
     @property
     def last_offset(self) -> int:
@@ -212,33 +192,10 @@ class OffsetIndex(AbstractIndex):
                 )
 
     def _after_entries_changed_locked(self) -> None:
-        if not self._order_checked and self._entry_count and self._buffer:
-            self._order_checked = True  # the first mapping of the file (never again: entries then only grow)
-            self._check_order_locked()
         if self._entry_count == 0:
             self._last_offset = self._base_offset
         else:
             self._last_offset = self._parse_locked(self._buffer, self._entry_count - 1).offset
-
-    def _check_order_locked(self) -> None:
-        """Sets ``out_of_order_entries`` (and logs it) when an entry's offset or position does
-        not rise above the one before (a rotted entry, or the zeros of a file never trimmed)."""
-        count = self._entry_count
-        fields = array("i")
-        fields.frombytes(bytes(self._buffer[: count * ENTRY.size]))
-        if sys.byteorder == "little":
-            fields.byteswap()
-        offsets, positions = fields[0::2], fields[1::2]
-        lt = operator.lt
-        if (offsets[0] >= 0 and positions[0] >= 0 and all(map(lt, offsets, offsets[1:]))
-                and all(map(lt, positions, positions[1:]))):
-            return
-        slot = 0 if offsets[0] < 0 or positions[0] < 0 else next(
-            at for at in range(1, count) if offsets[at] <= offsets[at - 1] or positions[at] <= positions[at - 1])
-        self.out_of_order_entries = count - max(slot - 1, 0)
-        _LOG.warning("%s %s: entry %d (offset %d, position %d) does not rise above the one before; the "
-                     "segment rebuilds the index from its log before its next search", self.KIND, self._path,
-                     slot, self._base_offset + offsets[slot], positions[slot])
 
     def _parse_locked(self, buffer: Buffer, slot: int) -> OffsetPosition:
         relative, position = ENTRY.unpack_from(buffer, slot * ENTRY.size)

@@ -531,9 +531,6 @@ class LogSegment(SegmentTimeLookups):
         these: the index is rebuilt from the log and the search done again
         (``_index_disagrees``). The check costs two comparisons on the hot path."""
         position = entry[1]
-        if self._offset_index.out_of_order_entries:  # found out of order when the file was mapped
-            return self._index_disagrees(offset, entry, bounds, f"{self._offset_index.out_of_order_entries} entries "
-                                         "from one out of order on")
         if position:
             if position >= self._log.size_in_bytes:  # (a read there fails with EINVAL: an I/O error)
                 return self._index_disagrees(offset, entry, bounds, "its position is past the log's end")
@@ -545,9 +542,10 @@ class LogSegment(SegmentTimeLookups):
                 return self._index_disagrees(offset, entry, bounds, f"a walk from its position fails: {exc}")
         else:  # the segment's start: no entry involved (a failed walk is the log's own damage)
             return self._log.search_for_offset_with_size(offset, 0, self._scan_bytes, bounds)
-        if first is not None and first[0] == position and first[1] > entry[0]:
+        if first is not None and first[0] == position and (first[1] > entry[0] or entry[0] > offset):
+            # (an entry above the offset sought: a search over entries out of order landed there)
             return self._index_disagrees(
-                offset, entry, bounds, f"the batch at its position starts at offset {first[1]}, above the entry's")
+                offset, entry, bounds, f"the batch at its position starts at offset {first[1]}")
         return first
 
     def _vouched_position(self, offset: int, entry: tuple[int, int]) -> int:
@@ -557,25 +555,28 @@ class LogSegment(SegmentTimeLookups):
         position the index rebuilt from the log gives. One read of a header the scan reads next
         anyway: only the scans that start from the offset index pay it."""
         position = entry[1]
-        if self._offset_index.out_of_order_entries:
-            why = "entries from one out of order on"
-        elif not position:
+        if not position:
             return 0
-        elif position >= self._log.size_in_bytes:
-            why = "its position is past the log's end"
-        else:
-            head = self._log.read(position, _HEAD.size)
-            if len(head) == _HEAD.size:
-                base_offset, length, _, magic = _HEAD.unpack(head)
-                if (magic == 2 and self._base_offset <= base_offset <= entry[0]
-                        and position + LOG_OVERHEAD + length <= self._log.size_in_bytes):
-                    return position
-            why = "the bytes at its position are no batch starting at or below its offset"
+        if entry[0] <= offset and self.head_agrees(position, entry[0]):
+            return position
+        why = "the bytes at its position are no batch starting at or below its offset"
         if self._offset_index_rebuilt:
             return 0  # rebuilt already and still disagreeing (the log changed under it): from the start
         _LOG.warning("%s: the offset index entry (offset %d, position %d) disagrees with the log (%s); "
                      "rebuilding the offset index from the log", self, entry[0], position, why)
         return self._offset_index.lookup(offset)[1] if self._rebuild_offset_index() else 0
+
+    def head_agrees(self, position: int, entry_offset: int) -> bool:
+        """Whether a v2 batch the log holds whole starts at ``position`` (inside the log), at or
+        below ``entry_offset`` and at or above the segment's base offset: one header read."""
+        size = self._log.size_in_bytes
+        if position >= size:
+            return False
+        head = self._log.read(position, _HEAD.size)
+        if len(head) != _HEAD.size:
+            return False
+        base_offset, length, _, magic = _HEAD.unpack(head)
+        return magic == 2 and self._base_offset <= base_offset <= entry_offset and position + LOG_OVERHEAD + length <= size
 
     def _scan_start_agrees(self, entry: tuple[int, int], first: tuple[BatchHeader, bytes, int] | None) -> bool | None:
         """Whether the batch at ``entry``'s position, as the scan that started there read it
@@ -587,7 +588,7 @@ class LogSegment(SegmentTimeLookups):
         header, chunk, at = first
         if header.position - at != entry[1] or len(chunk) < _HEAD.size:
             return None
-        base_offset, length, _, magic = _HEAD.unpack_from(chunk, 0)
+        base_offset, _, _, magic = _HEAD.unpack_from(chunk, 0)
         return magic == 2 and self._base_offset <= base_offset <= entry[0]
 
     def rebuild_offset_index_once(self) -> bool:
@@ -662,9 +663,7 @@ class LogSegment(SegmentTimeLookups):
                        "segment's start until the next load", self, exc)
             with contextlib.suppress(OSError):
                 index.truncate()  # no entry (in memory; the file as it was): every lookup answers the start
-            index.out_of_order_entries = 0
             return False
-        index.out_of_order_entries = 0
         self.index_rebuilt_on_read_count += 1
         self._bytes_since_last_index_entry = None
         self._index_full_reason = _UNKNOWN

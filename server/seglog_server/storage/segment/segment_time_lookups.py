@@ -49,6 +49,7 @@ _ENTRY_CHECK = struct.Struct(
 )
 assert _ENTRY_CHECK.size == MAX_TIMESTAMP_OFFSET + 8
 _UNKNOWN = object()  # a scan's first step not taken yet
+_INDEX_LIED = object()  # a scan's first batch disagreed with the offset-index entry it started from
 _SCAN_SLACK_BYTES = 2048  # room for the batch straddling the interval's end and its header
 # The byte of a batch header holding its compression codec (the low bits of attributes, int16).
 _COMPRESSION_AT = _ATTRIBUTES_OFFSET + 1
@@ -99,6 +100,7 @@ class SegmentTimeLookups:
     _vouched_position: Callable[[int, tuple[int, int]], int]
     rebuild_offset_index_once: Callable[[], bool]
     _scan_start_agrees: Callable[..., bool | None]
+    head_agrees: Callable[[int, int], bool]
 
     def _init_time_lookups(self) -> None:
         """The lookup caches' state: none built yet."""
@@ -162,8 +164,8 @@ class SegmentTimeLookups:
         target = max(entry.offset, starting_offset)
         offset_entry = self._offset_index.lookup(target, held)
         position = offset_entry[1]
-        if self._offset_index.out_of_order_entries:
-            position = self._vouched_position(target, offset_entry)  # rebuilds the index first
+        if position >= self._log.size_in_bytes and position:  # (a read there is EINVAL: an I/O error)
+            position = self._vouched_position(target, offset_entry)
         watch.lap_faults("index_search", "index_lookup")
         try:
             if not position:
@@ -178,7 +180,7 @@ class SegmentTimeLookups:
                     raise
                 return self._scan_for_timestamp(
                     timestamp_ms, self._offset_index.lookup(target)[1], starting_offset, _UNKNOWN)[0]
-            agrees = self._scan_start_agrees(offset_entry, first)
+            agrees = self._scan_start_agrees(offset_entry, first) if offset_entry[0] <= target else False
             if agrees:
                 return answer
             vouched = self._vouched_position(target, offset_entry)  # a lie: the index rebuilt
@@ -248,15 +250,19 @@ class SegmentTimeLookups:
     ) -> list[TimestampAndOffset | None]:
         """``find_offsets_by_timestamps`` by the index searches and header scans; once more after
         the offset index is rebuilt from the log when a scan from one of its positions fails (a
-        rotted entry pointing inside a batch: LogSegment._search_from_entry)."""
-        if self._offset_index.out_of_order_entries:  # found so when the file was mapped
-            self.rebuild_offset_index_once()
+        rotted entry pointing inside a batch: LogSegment._search_from_entry) or a scan's first
+        batch starts above the offset its index search was for (an entry that lies)."""
         try:
-            return self._find_by_index_scans(timestamps_ms, starting_offset)
+            results = self._find_by_index_scans(timestamps_ms, starting_offset)
         except CorruptRecordError:
             if not self.rebuild_offset_index_once():
                 raise
-        return self._find_by_index_scans(timestamps_ms, starting_offset)
+            return self._find_by_index_scans(timestamps_ms, starting_offset)
+        if results is _INDEX_LIED and self.rebuild_offset_index_once():
+            results = self._find_by_index_scans(timestamps_ms, starting_offset)
+        if results is _INDEX_LIED:  # rebuilt already, or the log does not walk whole: each target alone
+            return [self._scan_for_timestamp(t, 0, starting_offset, _UNKNOWN)[0] for t in timestamps_ms]
+        return results  # type: ignore[return-value]
 
     def _find_by_index_scans(
         self, timestamps_ms: Sequence[int], starting_offset: int
@@ -277,11 +283,18 @@ class SegmentTimeLookups:
             while number < count:
                 timestamp_ms, position = timestamps_ms[number], positions[number]
                 if not (position == scan_position and (first is None or first[0].max_timestamp >= timestamp_ms)):
+                    if position >= self._log.size_in_bytes and position:  # (a read there is EINVAL)
+                        return _INDEX_LIED  # type: ignore[return-value]
                     first = self._log.find_batch_for_timestamp(
                         timestamp_ms, position, starting_offset, self._lookup_scan_bytes, self.offset_bounds(),
                         None if self.lookup_budget is None else self.lookup_budget.charge_scan,
                     )
                     scan_position = position
+                    if position:  # the entry trusted as far as the log agrees (LogSegment._search_from_entry)
+                        sought = entry_offsets[number] if entry_offsets[number] > starting_offset else starting_offset
+                        agrees = self._scan_start_agrees((sought, position), first)
+                        if not (agrees or (agrees is None and self.head_agrees(position, sought))):
+                            return _INDEX_LIED  # type: ignore[return-value]
                 if first is None:
                     results.append(None)
                     number += 1
