@@ -217,3 +217,22 @@ def test_a_rebuild_that_fails_leaves_reads_right_and_the_log_online(written, tmp
     log.append(batch(b"after", timestamps=NOW_MS + BATCHES * TIMESTAMP_STEP))  # still online
     assert offsets_of(log.read(2 * BATCHES, 300).records) == [2 * BATCHES]
     log.close()
+
+
+def test_appends_after_a_rebuild_of_the_active_segments_index_are_indexed_and_survive_a_restart(written, tmp_path):
+    copy, answers = _rotted_copy(written, tmp_path, _resolve(written, "mid-file offset down"))
+    log = _reopen(copy)
+    assert offsets_of(log.read(250, 300).records)[:2] == answers[0][250][:2]  # rebuilds the active index
+    assert log.segments_snapshot()[0].index_rebuilt_on_read_count == 1
+    for i in range(BATCHES, BATCHES + 100):
+        log.append(batch(b"a%03d" % i + b"x" * 20, b"b%03d" % i,
+                         timestamps=[NOW_MS + i * TIMESTAMP_STEP, NOW_MS + i * TIMESTAMP_STEP + 1]))
+    expected = [offsets_of(log.read(offset, 300).records)[:4] for offset in range(0, 2 * (BATCHES + 100))]
+    assert expected[: 2 * BATCHES - 2] == answers[0][: 2 * BATCHES - 2]  # (the last batch then ended the log)
+    assert all(reads[0] <= offset for offset, reads in enumerate(expected))
+    log.flush()
+    log.close()
+    reopened = _reopen(copy)
+    assert [offsets_of(reopened.read(offset, 300).records)[:4] for offset in range(0, 2 * (BATCHES + 100))] == expected
+    assert reopened.segments_snapshot()[0].index_rebuilt_on_read_count == 0  # the rebuilt file is sound
+    reopened.close()
