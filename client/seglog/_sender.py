@@ -674,9 +674,23 @@ class Sender:
 
     def _track(self, task: asyncio.Task[None], turn: SendTurn | None = None) -> None:
         self.requests.add(task)
-        task.add_done_callback(self.requests.discard)
+        task.add_done_callback(self._request_done)
         if turn is not None:  # a task that ends (or is cancelled) before its send hands its turn on
             task.add_done_callback(lambda _: turn.release())
+
+    def _request_done(self, task: asyncio.Task[None]) -> None:
+        """A request task ended: its room in ``max_in_flight_requests`` is free only now, in
+        this done callback, which runs after the loop was woken by the task's own answer (the
+        wake-up is scheduled as the answer settles, the callback only as the task returns). So
+        the room freed wakes the loop itself: otherwise, with every request task ending in one
+        loop turn, the woken loop drained with no room, parked, and nothing woke it again until
+        the next append (no linger timer is set for batches ready but blocked for room), and
+        ``flush`` waited for ever. Only when the room was all taken (the loop may have left
+        batches for want of it): with room left, its last drain was not held back by this."""
+        full = len(self.requests) >= self._config.max_in_flight_requests
+        self.requests.discard(task)
+        if full:
+            self.wake()
 
     async def _send_batch_request(self, tp: TopicPartition, entry: WindowEntry[_Sent], turn: SendTurn) -> None:
         """One attempt of one batch; its answer goes to the partition's window, which says what
