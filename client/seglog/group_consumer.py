@@ -177,8 +177,9 @@ class AsyncGroupConsumer:
         await self.close()
 
     async def close(self) -> None:
-        """Commits (with auto-commit), revokes, leaves the group and closes. A failed commit
-        (e.g. refused at the epoch a lost heartbeat answer left stale) is raised once the
+        """Commits (with auto-commit), revokes, leaves the group and closes. A commit refused at
+        the epoch a lost heartbeat answer left stale heartbeats once at the epoch the member knows
+        and, accepted, commits again at the epoch it answers. A failed commit is raised once the
         partitions are given up and the group left, as Kafka's close does, so they move at once
         rather than a session timeout later."""
         if self._closed:
@@ -203,7 +204,7 @@ class AsyncGroupConsumer:
                 failed: Exception | None = None
                 if self._auto_commit and self.member_epoch > 0:
                     try:
-                        await self._commit_locked()
+                        await self._commit_on_close()
                     except Exception as error:  # noqa: BLE001 - raised below, once the member left
                         failed = error
                 await self._revoke(set(self._owned))
@@ -216,6 +217,33 @@ class AsyncGroupConsumer:
                     await reader.close()
                 self._readers.clear()
                 await self._transport.close()
+
+    async def _commit_on_close(self) -> None:
+        """Under the lock: close's commit. Refused the member's epoch (stale: the answer of a
+        heartbeat the service handled was lost, so it moved the member on), it heartbeats once at
+        the epoch it knows, which the service accepts as the previous one and answers with the
+        current, and commits again at that epoch, as Kafka's close retries a commit refused
+        STALE_MEMBER_EPOCH with the latest epoch. Fenced for real, the heartbeat is refused too:
+        the commit's error is raised (its partitions may be another member's already)."""
+        assert self._transport is not None
+        try:
+            await self._commit_locked()
+            return
+        except SeglogError as error:
+            if error.service_error not in _MEMBER_ERRORS:
+                raise
+            refused = error
+        try:
+            answer = await self._transport.heartbeat(self._request(
+                self.member_epoch, subscribed_topics=self._topics,
+                owned_partitions=[pb.GroupPartition(topic=t, partition=p) for t, p in sorted(self._owned)]))
+        except Exception as error:  # noqa: BLE001 - fenced or unreachable: the commit's refusal stands
+            _log.info("group %s: close: the heartbeat after a refused commit failed: %r", self.group_id, error)
+            raise refused from error
+        if answer.member_epoch <= 0:
+            raise refused
+        self.member_epoch = answer.member_epoch
+        await self._commit_locked()
 
     async def _leave(self) -> None:
         """The last heartbeat: -1 for a dynamic member, -2 for a static one (its partitions wait
