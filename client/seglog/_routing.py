@@ -46,6 +46,7 @@ with the client's connection settings and closed with the client.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -148,6 +149,14 @@ class Router:
         # hint older than the route is stale, and a Metadata answer older than the hint just
         # taken does not undo it (``follow``).
         self._epochs: dict[TopicPartition, int] = {}
+        # Since when, and when last (``_clock``), an owner older than the route held has been
+        # named for a partition, every time since, never a request timeout apart: a hint refused
+        # as stale, a current Metadata answer kept from replacing the route. Cleared as soon as
+        # an owner at the held epoch or newer is taken. Past the request timeout the older owner is taken (``_older_taken``): epochs
+        # restart at 0 when a topic is created again, and nothing here tells one incarnation of
+        # a topic from the next, so a route held from a deleted topic is never pinned for ever.
+        self._older_since: dict[TopicPartition, tuple[float, float]] = {}
+        self._clock: Callable[[], float] = time.monotonic
         self._owners: dict[str, Transport] = {}
         # Each consumer group's coordinator address, from refusals' owner hints (at_coordinator).
         self._coordinators: dict[str, str] = {}
@@ -201,11 +210,28 @@ class Router:
             self._routes[tp] = owner_address
             self._epochs.pop(tp, None)
             return None
-        if epoch < self._epochs.get(tp, -1):
+        if epoch < self._epochs.get(tp, -1) and not self._older_taken(tp):
             return None  # stale: the route held is newer
         self._routes[tp] = owner_address
         self._epochs[tp] = epoch
+        self._older_since.pop(tp, None)
         return owner_address, epoch
+
+    def _older_taken(self, tp: TopicPartition) -> bool:
+        """An owner older than the route held is named for ``tp``: True when older ones have
+        been named, over and over (never a request timeout apart), for the request timeout or
+        longer: the topic was likely deleted and created again, its epochs started over, so the
+        caller takes it. Else False, and the route held stands: a move's target or a Metadata
+        instance that lags names the previous owner for a moment, until its watch catches up."""
+        now = self._clock()
+        since, last = self._older_since.get(tp, (now, now))
+        if now - last > self.request_timeout_s:
+            since = now  # an old disagreement, long over: this one starts afresh
+        self._older_since[tp] = (since, now)
+        if now - since < self.request_timeout_s:
+            return False
+        del self._older_since[tp]
+        return True
 
     def _hold_hint(self, tp: TopicPartition, address: str, epoch: int) -> None:
         """After a Metadata answer: the hint just taken stands where the answer is older (its
@@ -215,6 +241,7 @@ class Router:
         if self._epochs.get(tp, -1) < epoch:
             self._routes[tp] = address
             self._epochs[tp] = epoch
+            self._older_since.pop(tp, None)
 
     async def at_owner(self, topic: str, partition: int, send: Callable[[Transport], Awaitable[_T]]) -> _T:
         """``send(transport)`` at the partition's owner; refused naming another owner (or by a
@@ -457,8 +484,10 @@ class Router:
                 continue
             if error.owner_address and error.error_class == NotPartitionOwnerError.__name__:
                 tp = TopicPartition(result.topic, result.partition)
-                if error.owner_epoch >= self._epochs.get(tp, -1):  # else stale: the route held is newer
+                # Else stale (the route held is newer), unless older ones were named long enough.
+                if error.owner_epoch >= self._epochs.get(tp, -1) or self._older_taken(tp):
                     self._routes[tp], self._epochs[tp] = error.owner_address, error.owner_epoch
+                    self._older_since.pop(tp, None)
             retry.append(number)
         return retry
 
@@ -499,6 +528,7 @@ class Router:
             # this client dialled: everything stays on the bootstrap channel.
             self._routes.clear()
             self._epochs.clear()
+            self._older_since.clear()
             return
         routes: dict[TopicPartition, str] = {}
         epochs: dict[TopicPartition, int] = {}
@@ -515,8 +545,21 @@ class Router:
                     epochs[tp] = self._epochs[tp]
                 else:
                     epochs.pop(tp, None)
-        # A current answer replaces every route, epochs included: a topic deleted and created
-        # again starts its epochs at 0 again, so an epoch held from before must not outlive it.
+        else:
+            # A current answer replaces every route but those it names at an older epoch than
+            # the route held: the answering instance's watch lags a move (a route dropped back
+            # to the previous owner while the new one lags too would ping-pong between them).
+            # Older owners named for the request timeout are taken (``_older_taken``): a topic
+            # deleted and created again starts its epochs at 0. A partition the answer does not
+            # name is dropped (its topic deleted), and with it its epoch.
+            for tp, epoch in epochs.items():
+                held = self._epochs.get(tp)
+                if held is None or epoch >= held:
+                    self._older_since.pop(tp, None)
+                elif tp in self._routes and not self._older_taken(tp):
+                    routes[tp], epochs[tp] = self._routes[tp], held
+            for tp in [tp for tp in self._older_since if tp not in epochs]:
+                del self._older_since[tp]
         # A hint newer than the answer is held over it by the ``follow`` that took it.
         self._routes = routes
         self._epochs = epochs

@@ -1,6 +1,8 @@
 """The router's follow of a refusal weighs the hint's ownership epoch against the Metadata answer's:
 the newer owner wins, whichever of the two names it (a refusal from a move's lagging target names
-an older owner; a Metadata answer from an instance whose watch lags names an older owner too).
+an older owner; a Metadata answer from an instance whose watch lags names an older owner too), and
+a current answer never drops a route back to an older owner. Older owners named over and over
+for the request timeout are taken: a topic deleted and created again starts its epochs at 0.
 
 The router asks Metadata of a stand-in bootstrap transport answering a fixed MetadataResponse
 (no network: the routing decision alone; tests/integration/cluster drives it over real instances).
@@ -10,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -19,7 +22,7 @@ from seglog.errors import NotPartitionOwnerError, ServiceUnavailableError
 from seglog.structs import TopicPartition
 from seglog.v1 import cluster_pb2 as cluster_pb
 
-_ADDRESSES = {"a": "a:1", "b": "b:2", "c": "c:3"}
+_ADDRESSES = {"a": "a:1", "b": "b:2", "c": "c:3", "d": "d:4"}
 _TP = TopicPartition("t", 0)
 
 
@@ -61,14 +64,111 @@ def test_the_newer_of_the_hint_and_the_metadata_answer_routes_the_partition(held
 
     asyncio.run(follow())
     taken = hint[1] >= held[1]  # a hint older than the route held is stale: not taken
-    if answer is None:  # no Metadata answer: the routes stay as the hint left them
-        expected = hint if taken else held
-    elif not answer[2]:  # an answer not current: what the client knows wins over it
-        expected = hint if taken else held
-    else:  # a current answer, unless the hint just taken is newer
-        expected = hint if taken and hint[1] > answer[1] else answer
+    expected = hint if taken else held  # no answer, or one not current: what the client knows
+    if answer is not None and answer[2] and answer[1] >= expected[1]:
+        expected = answer  # a current answer, unless the route held (a hint just taken or not) is newer
     assert router._routes[_TP] == _ADDRESSES[expected[0]]
+    assert router._epochs[_TP] == expected[1]
     if hint[1] > held[1] and (answer is None or hint[1] > answer[1]):
         assert router._routes[_TP] == _ADDRESSES[hint[0]]  # the newest owner named wins
     if hint[1] < held[1] and answer is None:
         assert router._routes[_TP] == _ADDRESSES[held[0]]  # a stale hint never wins
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _router(held: tuple[str, int], clock: _Clock) -> tuple[Router, _Answering]:
+    bootstrap = _Answering("c:3", _answer(*held))
+    router = Router(ConnectionOptions(server="c:3", request_timeout_ms=2000), bootstrap)
+    router._owners.update({address: _Answering(address, None) for address in _ADDRESSES.values()})
+    router._clock = clock
+    asyncio.run(router.refresh())
+    return router, bootstrap
+
+
+def _refused(router: Router, owner: str, epoch: int) -> str:
+    error = NotPartitionOwnerError("moved", owner_id=owner, owner_address=_ADDRESSES[owner], epoch=epoch)
+    asyncio.run(router.follow("t", 0, error, router.transport_for("t", 0)))
+    return router._routes[_TP]
+
+
+def test_a_move_whose_target_and_metadata_instance_both_lag_does_not_ping_pong():
+    """b owns at epoch 1 but still names a (epoch 0); c answers Metadata, current, naming a at
+    epoch 0 too. The route follows a's hint to b and stays there: neither b's stale hint nor
+    c's older answer drops it back to a (once: a->b, b->a, a->b, ...)."""
+    clock = _Clock()
+    router, _ = _router(("a", 0), clock)
+    seen = [_refused(router, "b", 1)]
+    for _ in range(5):
+        clock.now += 0.1
+        seen.append(_refused(router, "a", 0))  # b refuses naming a; c's answer names a
+    assert seen == ["b:2"] * 6
+    assert router._epochs[_TP] == 1
+
+
+@pytest.mark.parametrize("metadata", ["not current", "failing", "current"])
+def test_a_topic_created_again_is_routed_to_its_new_owner_within_the_request_timeout(metadata):
+    """The old incarnation's route is held at epoch 5 (d); the topic is deleted and created
+    again, owned by a at epoch 0. d refuses naming a at epoch 0, and Metadata either lags (not
+    current, still d at 5), fails, or answers a at 0: an older owner, refused while a lag may
+    explain it, taken once it has been named over and over for the request timeout (2 s)."""
+    clock = _Clock()
+    router, bootstrap = _router(("d", 5), clock)
+    bootstrap.response = {"not current": _answer("d", 5, current=False), "failing": None,
+                          "current": _answer("a", 0)}[metadata]
+    seen = []
+    for _ in range(4):
+        seen.append(_refused(router, "a", 0))
+        clock.now += 0.5
+    assert seen == ["d:4"] * 4
+    assert _refused(router, "a", 0) == "a:1"  # 2 s of older owners named: taken
+    assert router._epochs[_TP] == 0
+    assert _refused(router, "b", 1) == "b:2"  # and the new incarnation's epochs count from there
+
+
+def test_an_older_owner_named_long_after_the_last_is_a_new_disagreement():
+    """Older owners named a request timeout apart are no run: each starts afresh, so a route
+    held is not given up for one stale hint after a long quiet."""
+    clock = _Clock()
+    router, bootstrap = _router(("b", 1), clock)
+    bootstrap.response = None
+    for _ in range(4):
+        assert _refused(router, "a", 0) == "b:2"
+        clock.now += 2.5
+    assert router._epochs[_TP] == 1
+
+
+@given(held=st.integers(0, 5), named=st.lists(st.tuples(_owner, st.integers(0, 5), st.floats(0, 3)), max_size=12),
+       answered=st.booleans())
+def test_an_older_owner_is_taken_only_after_the_request_timeout_of_them(held, named, answered):
+    """Whatever the hints (owner, epoch, seconds after the last one), with Metadata failing or
+    lagging (not current, repeating the route held): the route's epoch drops only once older
+    owners were named, never a request timeout apart and no newer one between, for at least the
+    request timeout."""
+    clock = _Clock()
+    router, bootstrap = _router(("d", held), clock)
+    epoch, since, last = held, None, None
+    for owner, hint_epoch, gap in named:
+        clock.now += gap
+        bootstrap.response = _answer(*_route_of(router), current=False) if answered else None
+        _refused(router, owner, hint_epoch)
+        if hint_epoch >= epoch:
+            epoch, since = hint_epoch, None
+        else:
+            if since is None or clock.now - last > 2.0:
+                since = clock.now
+            last = clock.now
+            if clock.now - since >= 2.0:
+                epoch, since = hint_epoch, None
+        assert router._epochs[_TP] == epoch
+
+
+def _route_of(router: Router) -> tuple[str, int]:
+    address = router._routes[_TP]
+    return next(owner for owner, a in _ADDRESSES.items() if a == address), router._epochs[_TP]
