@@ -37,7 +37,7 @@ import contextlib
 import itertools
 import logging
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Literal, TypeVar
 
 from seglog import _sync
@@ -177,11 +177,12 @@ class AsyncGroupConsumer:
         await self.close()
 
     async def close(self) -> None:
-        """Commits (with auto-commit), revokes, leaves the group and closes. A commit refused at
-        the epoch a lost heartbeat answer left stale heartbeats once at the epoch the member knows
-        and, accepted, commits again at the epoch it answers. A failed commit is raised once the
-        partitions are given up and the group left, as Kafka's close does, so they move at once
-        rather than a session timeout later."""
+        """Commits (with auto-commit), revokes, leaves the group and closes, as Kafka's close:
+        each step runs whatever the ones before it raised (a failed commit or a raising
+        ``on_revoke`` still leaves, so the partitions move at once rather than a session timeout
+        later), and the first error is raised at the end, the later ones logged and noted on it.
+        A commit refused at the epoch a lost heartbeat answer left stale heartbeats once at the
+        epoch the member knows and, accepted, commits again at the epoch it answers."""
         if self._closed:
             return
         self._closed = True
@@ -197,26 +198,27 @@ class AsyncGroupConsumer:
                 await self._task
         if self._transport is None:
             return
-        await self._after_async_commits()
+        errors: list[Exception] = []
+        await _guarded(errors, self._after_async_commits())
         assert self._lock is not None
         async with self._lock:
             try:
-                failed: Exception | None = None
                 if self._auto_commit and self.member_epoch > 0:
-                    try:
-                        await self._commit_on_close()
-                    except Exception as error:  # noqa: BLE001 - raised below, once the member left
-                        failed = error
-                await self._revoke(set(self._owned))
+                    await _guarded(errors, self._commit_on_close())
+                await _guarded(errors, self._revoke(set(self._owned)))
                 if self.member_id:
-                    await self._leave()
-                if failed is not None:
-                    raise failed
+                    await _guarded(errors, self._leave())
             finally:
                 for reader in self._readers.values():
-                    await reader.close()
+                    await _guarded(errors, reader.close())
                 self._readers.clear()
-                await self._transport.close()
+                await _guarded(errors, self._transport.close())
+        if errors:
+            first = errors[0]
+            for later in errors[1:]:
+                _log.warning("group %s: close: %r, after %r", self.group_id, later, first)
+                first.add_note(f"close also failed: {later!r}")
+            raise first
 
     async def _commit_on_close(self) -> None:
         """Under the lock: close's commit. Refused the member's epoch (stale: the answer of a
@@ -634,6 +636,15 @@ class AsyncGroupConsumer:
             for partition in partitions:
                 await reader.seek(starts[topic, partition], partition)  # type: ignore[arg-type]
             self._readers[topic] = reader
+
+
+async def _guarded(errors: list[Exception], step: Awaitable[Any]) -> None:
+    """Awaits one step of a close; its error is added to ``errors``, never raised, so the steps
+    after it still run."""
+    try:
+        await step
+    except Exception as error:  # noqa: BLE001 - raised by close once every step ran
+        errors.append(error)
 
 
 def _call_back(callback: CommitCallback, offsets: dict[TopicPartition, int],

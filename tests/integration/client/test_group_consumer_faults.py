@@ -36,6 +36,8 @@ class FaultyTransport:
         return getattr(self._real, name)
 
     async def heartbeat(self, request):
+        if request.member_epoch < 0 and self._faults.get("leave_fails"):
+            raise ServiceUnavailableError("the leave failed (the test)")
         if self._faults.get("cut"):
             self._faults["refused"] = self._faults.get("refused", 0) + 1
             raise ServiceUnavailableError("heartbeats cut off by the test")
@@ -386,6 +388,41 @@ def test_a_close_whose_commit_is_refused_for_good_still_gives_the_partitions_up_
     assert offset == -1  # nothing committed
     assert revoked[-1] == {kept} and left == {"other": set()}
     assert moved == {("closing", 0), ("closing", 1)}
+
+
+@pytest.mark.parametrize("leave_fails", [False, True])
+def test_a_close_whose_on_revoke_raises_still_leaves_and_raises_the_first_error(start_service, leave_fails):
+    """Each step of close runs whatever the one before it raised, as Kafka's close: an
+    ``on_revoke`` that raises does not keep the member in the group holding its partitions until
+    its session times out; the coordinator shows it gone at once. close raises the first error,
+    a later one (a failed leave) noted on it."""
+    service = start_service(GROUP_ARGS)
+    service.stub.CreateTopic(pb.CreateTopicRequest(topic="raising", partitions=2), timeout=10)
+
+    def on_revoke(partitions):
+        if partitions:
+            raise RuntimeError("on_revoke failed (the test)")
+
+    async def run() -> None:
+        faults: dict = {}
+        consumer = FaultyConsumer(service.address, group_id="g-raising", topics=["raising"], faults=faults,
+                                  on_revoke=on_revoke)
+        await consumer.start()
+        deadline = time.monotonic() + BOUND_S
+        while len(consumer.assignment()) < 2:
+            assert time.monotonic() < deadline
+            await consumer.poll(timeout_ms=50)
+        assert members(service.stub, "g-raising") == {consumer.member_id: {("raising", 0), ("raising", 1)}}
+        faults["leave_fails"] = leave_fails
+        with pytest.raises(RuntimeError, match="on_revoke failed") as raised:
+            await consumer.close()
+        if leave_fails:
+            assert members(service.stub, "g-raising") == {consumer.member_id: {("raising", 0), ("raising", 1)}}
+            assert any("the leave failed" in note for note in getattr(raised.value, "__notes__", []))
+        else:
+            assert members(service.stub, "g-raising") == {}  # gone at once, not a session timeout later
+
+    asyncio.run(run())
 
 
 def test_an_auto_commit_refused_at_the_epoch_a_lost_answer_left_stale_does_not_make_the_member_rejoin(
