@@ -674,11 +674,11 @@ class Sender:
 
     def _track(self, task: asyncio.Task[None], turn: SendTurn | None = None) -> None:
         self.requests.add(task)
-        task.add_done_callback(self._request_done)
+        task.add_done_callback(self._request_ended)
         if turn is not None:  # a task that ends (or is cancelled) before its send hands its turn on
             task.add_done_callback(lambda _: turn.release())
 
-    def _request_done(self, task: asyncio.Task[None]) -> None:
+    def _request_ended(self, task: asyncio.Task[None]) -> None:
         """A request task ended: its room in ``max_in_flight_requests`` is free only now, in
         this done callback, which runs after the loop was woken by the task's own answer (the
         wake-up is scheduled as the answer settles, the callback only as the task returns). So
