@@ -1113,7 +1113,7 @@ class Sender:
             return await self._produce_on(transport, topic, partition, records, turn)
         except FOLLOWED_ERRORS as error:
             moves = self._window_following(topic, partition, turn)
-            if moves is not None and isinstance(error, NotPartitionOwnerError):
+            if moves is not None and _refused_by_move(error):
                 await self._follow_move(moves, topic, partition, error, transport)
                 raise
             if self.closed or not await self._router.follow(topic, partition, error, transport):
@@ -1141,7 +1141,7 @@ class Sender:
             followed = outcomes[0]
         moves = self._window_following(topic, partition, turn)
         if moves is not None:
-            moved = next((o for o in outcomes if isinstance(o, NotPartitionOwnerError)), None)
+            moved = next((o for o in outcomes if _refused_by_move(o)), None)
             if moved is not None:
                 await self._follow_move(moves, topic, partition, moved, transport)
                 if raised is not None:
@@ -1165,10 +1165,11 @@ class Sender:
         return self.windows.get(TopicPartition(topic, partition))
 
     async def _follow_move(self, window: SendWindow[_Sent], topic: str, partition: int,
-                           error: NotPartitionOwnerError, transport: Transport) -> None:
-        """A batch of ``window`` refused naming another owner: nothing new of the partition is
-        sent from now on, whichever answer comes first (``SendWindow.hold_for_move``), and the
-        partition is routed where the refusal and Metadata say. Its batches go again, in their
+                           error: SeglogError, transport: Transport) -> None:
+        """A batch of ``window`` refused naming another owner, or by the old owner fenced for a
+        move's final catch-up (``_refused_by_move``): nothing new of the partition is sent from
+        now on, whichever answer comes first (``SendWindow.hold_for_move``), and the partition
+        is routed where the refusal and Metadata say. Its batches go again, in their
         order, once every answer owed is in (``_answer``: without counting, within the request
         timeout): none of them is repeated on its own, so none lands before an earlier one."""
         assert self._router is not None
