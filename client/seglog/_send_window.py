@@ -99,6 +99,9 @@ class SendWindow(Generic[_Item]):
         # the next resend. None / 0 once a batch is answered.
         self.move_deadline: float | None = None
         self.move_delay_s = 0.0
+        # The ownership epoch of the last move followed (a refusal's hint): a refusal naming a
+        # newer one is another move, followed afresh (its own deadline), whatever the last one.
+        self.move_epoch: int | None = None
 
     def can_send(self, in_flight_max: int) -> bool:
         return not self._holding and not self._paced and self._in_flight_count < in_flight_max

@@ -1174,6 +1174,14 @@ class Sender:
         timeout): none of them is repeated on its own, so none lands before an earlier one."""
         assert self._router is not None
         if self.windows.get(TopicPartition(topic, partition)) is window:
+            epoch = getattr(error, "epoch", None)
+            if epoch is not None and (window.move_epoch is None or epoch > window.move_epoch):
+                # A new move's hold begins: its follow gets the request timeout from now, even
+                # where the window had no success since a follow that timed out (the deadline
+                # is otherwise reset by a success only). A lagging target's hint (older) or the
+                # same move's refusals again (the same epoch) keep the deadline running.
+                window.move_epoch = epoch
+                window.move_deadline, window.move_delay_s = None, 0.0
             window.hold_for_move()
         await self._router.follow(topic, partition, error, transport)
 

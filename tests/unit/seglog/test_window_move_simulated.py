@@ -19,6 +19,7 @@ import pytest
 
 from seglog import AsyncProducer
 from seglog._routing import Router, metadata_from
+from seglog._send_window import SendWindow
 from seglog._sender import Sender
 from seglog.errors import NotPartitionOwnerError, OutOfOrderSequenceError, ServiceUnavailableError
 from seglog.v1 import cluster_pb2 as cluster_pb
@@ -141,7 +142,7 @@ class _Instance:
 
 
 def _simulate(monkeypatch, seed: int, moves, *, final: float, retries: int,
-              request_timeout_ms: int, records: int = 300) -> tuple[_Cluster, list]:
+              request_timeout_ms: int, records: int = 300, retry_backoff_ms: int = 100) -> tuple[_Cluster, list]:
     holder: dict = {}
 
     async def produce_in_turn(self, transport, topic, partition, records, turn):
@@ -183,7 +184,7 @@ def _simulate(monkeypatch, seed: int, moves, *, final: float, retries: int,
 
     async def run() -> list:
         producer = AsyncProducer(_BOOTSTRAP, retries=retries, linger_ms=0, request_timeout_ms=request_timeout_ms,
-                                 batch_size=64, enable_idempotence=True)
+                                 retry_backoff_ms=retry_backoff_ms, batch_size=64, enable_idempotence=True)
         await producer.start()
         sender = producer._sender
         sender.streaming, sender.stream_batches_max = True, 4
@@ -223,3 +224,38 @@ def test_the_final_catch_up_holds_the_window_at_once(monkeypatch, seed):
     assert all(isinstance(o, int) for o in outcomes), [o for o in outcomes if not isinstance(o, int)][:3]
     _written_once_in_order(cluster, outcomes)
     assert cluster.alone == 0
+
+
+@pytest.mark.parametrize("seed", [11, 12])
+def test_a_new_move_after_a_follow_that_timed_out_is_followed_afresh(monkeypatch, seed):
+    """a -> b at 0.05 s with b never catching up in the run: the follow times out (0.3 s) and
+    the window's batches retry the ordinary way (every 0.4 s), no success since. Then b -> a at
+    epoch 2 at 1 s: the old owner's refusal names the newer epoch, so that move is followed with
+    its own deadline (free resends, ``SendWindow.moved``), where once the deadline of the first
+    one, long passed, left it to the ordinary retries. Every record is written once, in order."""
+    follows: list[float] = []
+    real_moved = SendWindow.moved
+
+    def moved(self, entry, outcome):
+        follows.append(clock())
+        return real_moved(self, entry, outcome)
+
+    monkeypatch.setattr(SendWindow, "moved", moved)
+    cluster_of: list[_Cluster] = []
+
+    def clock() -> float:
+        return cluster_of[0].now() if cluster_of else 0.0
+
+    real_init = _Cluster.__init__
+
+    def init(self, *args, **kwargs):
+        real_init(self, *args, **kwargs)
+        cluster_of.append(self)
+
+    monkeypatch.setattr(_Cluster, "__init__", init)
+    cluster, outcomes = _simulate(monkeypatch, seed, [(0.05, "b", 1, 60.0), (1.0, "a", 2, 0.0)], final=0.0,
+                                  retries=100, request_timeout_ms=300, retry_backoff_ms=400, records=200)
+    assert all(isinstance(o, int) for o in outcomes), [o for o in outcomes if not isinstance(o, int)][:3]
+    _written_once_in_order(cluster, outcomes)
+    assert any(at < 1.0 for at in follows), "the first move was meant to be followed"
+    assert any(at >= 1.0 for at in follows)  # the second move followed, not retried the ordinary way
