@@ -320,6 +320,20 @@ class AbstractIndex:
             if self._writable and not self._is_full_locked():
                 self._reserve_locked((self._entry_count + 1) * self.LAYOUT.entry_bytes)
 
+    def reserve_entries(self, count: int) -> None:
+        """Backs the slots of the first ``count`` entries (at most the file's) with blocks now:
+        OSError on a full disk with no entry touched (zeros go over free slots only), so that
+        rewriting every entry afterwards (a rebuild) cannot fail half-way."""
+        with self._lock:
+            self._open_locked()
+            if not self._writable:
+                return
+            end = min(count, self._max_entry_count) * self.LAYOUT.entry_bytes
+            held = self._entry_count * self.LAYOUT.entry_bytes  # the entries' slots have their blocks
+            self._reserved_bytes = max(self._reserved_bytes, min(end, held))
+            while self._reserved_bytes < end:  # one RESERVE_AHEAD_BYTES step at a time
+                self._reserve_locked(max(self._reserved_bytes, held) + 1)
+
     def release_mapping(self) -> None:
         """Unmaps (giving back the mapping's descriptor) but keeps the entry counts; the next use
         maps the file again. Unlike ``close`` nothing is trimmed, so an active segment's index

@@ -537,7 +537,7 @@ class LogSegment(SegmentTimeLookups):
             try:
                 first = self._log.search_for_offset_with_size(offset, position, self._scan_bytes, bounds)
             except CorruptRecordError as exc:
-                if self._offset_index_rebuilt:
+                if self.index_rebuilt_on_read_count:
                     raise  # the index was rebuilt from this log: the damage is the log's own
                 return self._index_disagrees(offset, entry, bounds, f"a walk from its position fails: {exc}")
         else:  # the segment's start: no entry involved (a failed walk is the log's own damage)
@@ -625,8 +625,9 @@ class LogSegment(SegmentTimeLookups):
         walk), by the append path's rule (an entry when more than index.interval.bytes were
         appended since the last). Tried once per segment: a log that does not walk whole to its
         end keeps its index (the entries past the damage are the only way past it, and the
-        reads meet the damage themselves); a failed write (a full disk) leaves the index
-        without entries in memory, so every search scans from the segment's start."""
+        reads meet the damage themselves); a full disk leaves the index as it was, in memory and
+        in the file (the next load meets the lying entry and rebuilds then), and the guard passes
+        over each entry that disagrees with the log by scanning from the segment's start."""
         self._offset_index_rebuilt = True  # tried: not again by every read of the segment
         entries: list[tuple[int, int]] = []
         since, end = 0, 0
@@ -648,22 +649,28 @@ class LogSegment(SegmentTimeLookups):
         index = self._offset_index
         try:
             index.resize(max(index.max_index_bytes, index.file_bytes))  # room even if the interval shrank
-            index.truncate()
-            try:
-                for entry_offset, position in entries:
-                    index.append(entry_offset, position)
-            except (IndexFullError, InvalidOffsetError, OffsetOverflowError):
-                pass  # the entries so far are true; reads past them walk on from the last
-            if self._log.is_sealed:
-                index.trim_to_valid_size()
+            count = min(len(entries), index.max_entry_count)
+            index.reserve_entries(count)  # the blocks first: no store below can fail half-way
         except OSError as exc:
             # A full disk, say: not the log's fault, so no I/O error for the read (that would take
-            # the directory offline).
-            _LOG.error("%s: rebuilding the offset index failed (%s); its searches scan the log from the "
-                       "segment's start until the next load", self, exc)
-            with contextlib.suppress(OSError):
-                index.truncate()  # no entry (in memory; the file as it was): every lookup answers the start
+            # the directory offline). The entries stay as they were, in memory and in the file,
+            # so the next load finds them (and rebuilds the index then); here the guard scans the
+            # log from the segment's start wherever an entry disagrees with it.
+            _LOG.error("%s: rebuilding the offset index failed (%s); it is kept as it was, and its "
+                       "entries that disagree with the log are passed over until the next load", self, exc)
+            if self._log.is_sealed:
+                with contextlib.suppress(OSError):
+                    index.trim_to_valid_size()  # a crash must not find the grown tail as entries
             return False
+        index.truncate()
+        try:
+            for entry_offset, position in entries[:count]:
+                index.append(entry_offset, position)
+        except (IndexFullError, InvalidOffsetError, OffsetOverflowError):
+            pass  # the entries so far are true; reads past them walk on from the last
+        if self._log.is_sealed:
+            with contextlib.suppress(OSError):  # (a shrink; the close trims again)
+                index.trim_to_valid_size()
         self.index_rebuilt_on_read_count += 1
         self._bytes_since_last_index_entry = None
         self._index_full_reason = _UNKNOWN

@@ -205,8 +205,17 @@ class _IndexCannotGrowFs(FileSystem):
         return super().pwrite(fd, data, position)
 
 
-def test_a_rebuild_that_fails_leaves_reads_right_and_the_log_online(written, tmp_path):
+def _rotted_short_copy(written, tmp_path) -> tuple:
+    """A rotted copy whose index also lacks its last entries (a sound tail), so that a rebuild
+    needs slots the file has no blocks for: the full disk refuses it."""
     copy, answers = _rotted_copy(written, tmp_path, _resolve(written, "mid-file offset down"))
+    index_path = next(os.path.join(copy, n) for n in os.listdir(copy) if n.endswith(".index"))
+    os.truncate(index_path, os.path.getsize(index_path) - 10 * ENTRY.size)
+    return copy, answers, index_path
+
+
+def test_a_rebuild_that_fails_leaves_reads_right_and_the_log_online(written, tmp_path):
+    copy, answers, _ = _rotted_short_copy(written, tmp_path)
     fs = _IndexCannotGrowFs()
     log = open_log(copy, FakeClock(NOW_MS), config(index_interval_bytes=256), fs=fs)
     fs.armed = True
@@ -236,3 +245,23 @@ def test_appends_after_a_rebuild_of_the_active_segments_index_are_indexed_and_su
     assert [offsets_of(reopened.read(offset, 300).records)[:4] for offset in range(0, 2 * (BATCHES + 100))] == expected
     assert reopened.segments_snapshot()[0].index_rebuilt_on_read_count == 0  # the rebuilt file is sound
     reopened.close()
+
+
+def test_a_rebuild_that_fails_keeps_the_index_file_as_it_was_for_the_next_load_to_rebuild(written, tmp_path):
+    copy, answers, index_path = _rotted_short_copy(written, tmp_path)
+    with open(index_path, "rb") as f:
+        before = f.read()
+    fs = _IndexCannotGrowFs()
+    log = open_log(copy, FakeClock(NOW_MS), config(index_interval_bytes=256), fs=fs)
+    fs.armed = True
+    assert _answers(log) == answers
+    assert fs.refused == 1
+    fs.armed = False
+    log.close()  # a clean stop: once it trimmed the index to the none it held in memory
+    with open(index_path, "rb") as f:
+        assert f.read() == before  # before: an empty file, trusted by every later load
+    log = _reopen(copy)
+    assert _answers(log) == answers
+    assert log.segments_snapshot()[0].index_rebuilt_on_read_count == 1  # the lie met again: rebuilt
+    log.close()
+    assert os.path.getsize(index_path) > len(before)  # the rebuilt index, with every entry
