@@ -17,6 +17,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from seglog_server.storage import INLINE_CALL, InlineRefused
+
 __all__ = ["StorageCalls", "StorageCallsStatistics"]
 
 _T = TypeVar("_T")
@@ -40,6 +42,7 @@ class StorageCalls:
         self._inline_count = 0
         self._pooled_count = 0
         self._busy_fallback_count = 0
+        self._inline_refused_count = 0  # inline calls that met a step too long for the loop
 
     @property
     def inline_io_bytes_max(self) -> int:
@@ -50,6 +53,11 @@ class StorageCalls:
         self._pooled_count += 1
         call = functools.partial(fn, *args, **kwargs) if kwargs else (lambda: fn(*args))
         return await asyncio.get_running_loop().run_in_executor(self._executor, call)
+
+    @property
+    def inline_refused_count(self) -> int:
+        """Inline calls refused part-way (InlineRefused) and run again on the pool."""
+        return self._inline_refused_count
 
     def count_inline(self) -> None:
         """Counts a call its caller ran inline itself (as ``sized`` counts its own)."""
@@ -74,15 +82,24 @@ class StorageCalls:
             return await self.blocking(fn, *args)
         if lock is None:
             self._inline_count += 1
-            return fn(*args)
+            try:
+                with INLINE_CALL:
+                    return fn(*args)
+            except InlineRefused:  # a step too long for the loop (an index rebuild): the pool's
+                self._inline_refused_count += 1
+                return await self.blocking(fn, *args)
         if not lock.acquire(blocking=False):
             self._busy_fallback_count += 1
             return await self.blocking(fn, *args)
         try:
             self._inline_count += 1
-            return fn(*args)
+            with INLINE_CALL:
+                return fn(*args)
+        except InlineRefused:
+            self._inline_refused_count += 1
         finally:
             lock.release()
+        return await self.blocking(fn, *args)  # refused inline, taken again on the pool
 
     def shutdown(self) -> None:
         """Waits for running calls; the service calls it after the storage has shut down."""

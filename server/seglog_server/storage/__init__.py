@@ -7,6 +7,7 @@ surface the service uses; errors live in ``seglog_server.storage.base.errors``.
 
 from .base.clock import SYSTEM_CLOCK, Clock, FakeClock
 from .base.fs import REAL_FS, FileSystem
+from .base.inline_calls import INLINE_CALL, InlineRefused
 from .base.log_config import LogConfig
 from .base.observer import StorageObserver, install_observer
 from .base.topic_partition import unify_collision_chars
@@ -16,6 +17,7 @@ from .log.lookup_explain import LookupExplanation
 from .manager.log_manager import LogManager, MaintenanceIntervals, PartitionDescription, TopicDescription
 
 __all__ = [
+    "INLINE_CALL",
     "REAL_FS",
     "SYSTEM_CLOCK",
     "AppendInfo",
@@ -23,6 +25,7 @@ __all__ = [
     "FakeClock",
     "FetchData",
     "FileSystem",
+    "InlineRefused",
     "Log",
     "LogConfig",
     "LogManager",

@@ -37,9 +37,11 @@ from ..base.clock import Clock
 from ..base.errors import CorruptRecordError, IndexFullError, InvalidOffsetError, OffsetOverflowError
 from ..format.file_records import BatchHeader, FileRecords, HeaderField, OffsetBounds, TimestampAndOffset
 from ..base.fs import REAL_FS, FileSystem
+from ..base.inline_calls import refuse_if_inline
 from ..base.log_config import LogConfig
 from ..base.observer import PhaseTimer, stopwatch
 from ..format.offset_index import OffsetIndex
+from .lookup_budget import LookupRefused
 from .segment_check import check_indexes, check_tail
 from .segment_files import SegmentFiles
 from .segment_recovery import RecoveryScan
@@ -562,9 +564,10 @@ class LogSegment(SegmentTimeLookups):
         why = "the bytes at its position are no batch starting at or below its offset"
         if self._offset_index_rebuilt:
             return 0  # rebuilt already and still disagreeing (the log changed under it): from the start
-        _LOG.warning("%s: the offset index entry (offset %d, position %d) disagrees with the log (%s); "
-                     "rebuilding the offset index from the log", self, entry[0], position, why)
-        return self._offset_index.lookup(offset)[1] if self._rebuild_offset_index() else 0
+        rebuilt = self._rebuild_offset_index(
+            "%s: the offset index entry (offset %d, position %d) disagrees with the log (%s); rebuilding the "
+            "offset index from the log", self, entry[0], position, why)
+        return self._offset_index.lookup(offset)[1] if rebuilt else 0
 
     def head_agrees(self, position: int, entry_offset: int) -> bool:
         """Whether a v2 batch the log holds whole starts at ``position`` (inside the log), at or
@@ -597,18 +600,18 @@ class LogSegment(SegmentTimeLookups):
         then searches once more: a second failure is the log's own damage."""
         if self._offset_index_rebuilt or not self._offset_index.entry_count:
             return False
-        _LOG.warning("%s: a search failed walking from an offset index entry's position; rebuilding the "
-                     "offset index from the log", self)
-        return self._rebuild_offset_index()
+        return self._rebuild_offset_index(
+            "%s: a search failed walking from an offset index entry's position; rebuilding the offset index "
+            "from the log", self)
 
     def _index_disagrees(self, offset: int, entry: tuple[int, int], bounds: OffsetBounds, why: str) -> BatchHeader | None:
         """The search of ``_search_from_entry`` after a lying entry: logged, the offset index
         rebuilt from the log (Kafka rebuilds an index its load finds corrupt), then searched
         again, from the segment's start if the rebuilt index lies too."""
         if not self._offset_index_rebuilt:
-            _LOG.warning("%s: the offset index entry (offset %d, position %d) disagrees with the log (%s); "
-                         "rebuilding the offset index from the log", self, entry[0], entry[1], why)
-            self._rebuild_offset_index()
+            self._rebuild_offset_index(
+                "%s: the offset index entry (offset %d, position %d) disagrees with the log (%s); rebuilding "
+                "the offset index from the log", self, entry[0], entry[1], why)
         rebuilt = self._offset_index.lookup(offset)
         if 0 < rebuilt[1] < self._log.size_in_bytes:
             try:
@@ -620,7 +623,7 @@ class LogSegment(SegmentTimeLookups):
                     return first
         return self._log.search_for_offset_with_size(offset, 0, self._scan_bytes, bounds)
 
-    def _rebuild_offset_index(self) -> bool:
+    def _rebuild_offset_index(self, *warning: object) -> bool:
         """Whether the offset index was rebuilt from the ``.log``'s batch headers (the bounded
         walk), by the append path's rule (an entry when more than index.interval.bytes were
         appended since the last). Tried once per segment: a log that does not walk whole to its
@@ -628,6 +631,12 @@ class LogSegment(SegmentTimeLookups):
         reads meet the damage themselves); a full disk leaves the index as it was, in memory and
         in the file (the next load meets the lying entry and rebuilds then), and the guard passes
         over each entry that disagrees with the log by scanning from the segment's start."""
+        # Not on the event loop: a walk of every header (the bounded lookup and the inline call go
+        # to the storage pool, which rebuilds).
+        if self.lookup_budget is not None:
+            raise LookupRefused("the offset index's rebuild")
+        refuse_if_inline("the offset index's rebuild")
+        _LOG.warning(*warning)
         self._offset_index_rebuilt = True  # tried: not again by every read of the segment
         entries: list[tuple[int, int]] = []
         since, end = 0, 0

@@ -6,6 +6,7 @@ they answer over the good one, after a clean restart (the load checks only the i
 
 from __future__ import annotations
 
+import asyncio
 import errno
 import os
 import shutil
@@ -16,6 +17,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tests.support.log_test_support import NOW_MS, batch, config, offsets_of, open_log
 
+from seglog_server.rpc.storage_calls import StorageCalls
+from seglog_server.storage import INLINE_CALL, InlineRefused
 from seglog_server.storage.base.clock import FakeClock
 from seglog_server.storage.base.fs import FileSystem
 from seglog_server.storage.format.offset_index import ENTRY
@@ -265,3 +268,39 @@ def test_a_rebuild_that_fails_keeps_the_index_file_as_it_was_for_the_next_load_t
     assert log.segments_snapshot()[0].index_rebuilt_on_read_count == 1  # the lie met again: rebuilt
     log.close()
     assert os.path.getsize(index_path) > len(before)  # the rebuilt index, with every entry
+
+
+def test_an_inline_read_over_a_rotted_index_leaves_the_rebuild_to_the_storage_pool(written, tmp_path):
+    copy, answers = _rotted_copy(written, tmp_path, _resolve(written, "mid-file offset down"))
+    log = _reopen(copy)
+    segment = log.segments_snapshot()[0]
+    with INLINE_CALL, pytest.raises(InlineRefused):
+        log.read(250, 300)  # the read the service runs inline (a few KiB) meets the lying entry
+    assert segment.index_rebuilt_on_read_count == 0  # before: rebuilt there, on the event loop
+    calls = StorageCalls(1, 65536)
+    try:
+        data = asyncio.run(calls.sized(300, log.read, 250, 300))
+        assert offsets_of(data.records)[:4] == answers[0][250]
+        assert calls.inline_refused_count == 1  # refused inline, then run on the pool, which rebuilt
+        assert segment.index_rebuilt_on_read_count == 1
+        assert offsets_of(asyncio.run(calls.sized(300, log.read, 260, 300)).records)[:4] == answers[0][260]
+        assert calls.inline_refused_count == 1  # the rebuilt index serves inline reads again
+    finally:
+        calls.shutdown()
+        log.close()
+
+
+def test_a_bounded_lookup_by_time_over_a_rotted_index_is_refused_not_rebuilt_on_the_event_loop(written, tmp_path):
+    copy, answers = _rotted_copy(written, tmp_path, _resolve(written, "mid-file offset down"))
+    log = _reopen(copy)
+    segment = log.segments_snapshot()[0]
+    targets = [NOW_MS + t for t in range(-5, BATCHES * TIMESTAMP_STEP + 5, 3)]
+    log.offset_for_timestamp(NOW_MS - 5)  # the first-use checks: an answer below every entry
+    assert segment.index_rebuilt_on_read_count == 0
+    inline = [log.lookup_timestamp_inline(target, 65536) for target in targets]
+    assert segment.index_rebuilt_on_read_count == 0  # before: the first bounded lookup rebuilt it
+    assert "refused" in inline
+    assert all(got == "refused" or got == want for got, want in zip(inline, answers[1], strict=True))
+    assert [log.offset_for_timestamp(target) for target in targets] == answers[1]  # the pool's call
+    assert segment.index_rebuilt_on_read_count == 1
+    log.close()
