@@ -99,6 +99,7 @@ class SegmentTimeLookups:
     # The offset index entry's position once the log agrees with it (else the rebuilt index's).
     _vouched_position: Callable[[int, tuple[int, int]], int]
     rebuild_offset_index_once: Callable[[], bool]
+    index_rebuilt_on_read_count: int  # the offset index rebuilt from the log by this process: its entries are true
     _scan_start_agrees: Callable[..., bool | None]
     head_agrees: Callable[[int, int], bool]
 
@@ -176,10 +177,14 @@ class SegmentTimeLookups:
             try:
                 answer, first = self._scan_for_timestamp(timestamp_ms, position, starting_offset, _UNKNOWN)
             except CorruptRecordError:
-                if not self.rebuild_offset_index_once():
-                    raise
+                if self.index_rebuilt_on_read_count:
+                    raise  # from the index rebuilt from this log: the damage is the log's own
+                # Rebuilt now, or the rebuild failed (a full disk): from the segment's start then,
+                # as a read does (a log that does not walk whole meets its damage there).
+                rebuilt = self.rebuild_offset_index_once()
                 return self._scan_for_timestamp(
-                    timestamp_ms, self._offset_index.lookup(target)[1], starting_offset, _UNKNOWN)[0]
+                    timestamp_ms, self._offset_index.lookup(target)[1] if rebuilt else 0, starting_offset,
+                    _UNKNOWN)[0]
             agrees = self._scan_start_agrees(offset_entry, first) if offset_entry[0] <= target else False
             if agrees:
                 return answer
@@ -255,9 +260,11 @@ class SegmentTimeLookups:
         try:
             results = self._find_by_index_scans(timestamps_ms, starting_offset)
         except CorruptRecordError:
-            if not self.rebuild_offset_index_once():
-                raise
-            return self._find_by_index_scans(timestamps_ms, starting_offset)
+            if self.index_rebuilt_on_read_count:
+                raise  # from the index rebuilt from this log: the damage is the log's own
+            if self.rebuild_offset_index_once():
+                return self._find_by_index_scans(timestamps_ms, starting_offset)
+            results = _INDEX_LIED  # the rebuild failed (a full disk): each target from the start
         if results is _INDEX_LIED and self.rebuild_offset_index_once():
             results = self._find_by_index_scans(timestamps_ms, starting_offset)
         if results is _INDEX_LIED:  # rebuilt already, or the log does not walk whole: each target alone

@@ -208,10 +208,10 @@ class _IndexCannotGrowFs(FileSystem):
         return super().pwrite(fd, data, position)
 
 
-def _rotted_short_copy(written, tmp_path) -> tuple:
+def _rotted_short_copy(written, tmp_path, name: str = "mid-file offset down") -> tuple:
     """A rotted copy whose index also lacks its last entries (a sound tail), so that a rebuild
     needs slots the file has no blocks for: the full disk refuses it."""
-    copy, answers = _rotted_copy(written, tmp_path, _resolve(written, "mid-file offset down"))
+    copy, answers = _rotted_copy(written, tmp_path, _resolve(written, name))
     index_path = next(os.path.join(copy, n) for n in os.listdir(copy) if n.endswith(".index"))
     os.truncate(index_path, os.path.getsize(index_path) - 10 * ENTRY.size)
     return copy, answers, index_path
@@ -303,4 +303,22 @@ def test_a_bounded_lookup_by_time_over_a_rotted_index_is_refused_not_rebuilt_on_
     assert all(got == "refused" or got == want for got, want in zip(inline, answers[1], strict=True))
     assert [log.offset_for_timestamp(target) for target in targets] == answers[1]  # the pool's call
     assert segment.index_rebuilt_on_read_count == 1
+    log.close()
+
+
+@pytest.mark.parametrize("name", sorted(ROTS))
+def test_lookups_by_time_over_a_rotted_index_whose_rebuild_fails_scan_from_the_segment_start(written, tmp_path, name):
+    copy, answers, _ = _rotted_short_copy(written, tmp_path, name)
+    fs = _IndexCannotGrowFs()
+    log = open_log(copy, FakeClock(NOW_MS), config(index_interval_bytes=256), fs=fs)
+    fs.armed = True
+    assert _times(log) == answers[1]  # before: CorruptSegmentError on a sound log (a position inside a batch)
+    assert log.segments_snapshot()[0].index_rebuilt_on_read_count == 0
+    log.close()
+    copy, answers, _ = _rotted_short_copy(written, tmp_path / "batched", name)
+    fs = _IndexCannotGrowFs()
+    log = open_log(copy, FakeClock(NOW_MS), config(index_interval_bytes=256), fs=fs)
+    fs.armed = True
+    targets = [NOW_MS + t for t in range(-5, BATCHES * TIMESTAMP_STEP + 5, 3)]
+    assert log.offsets_for_timestamps(targets) == answers[1]
     log.close()
