@@ -330,7 +330,8 @@ class LogLoader:
             f"{self._dir}: the log start offset {self._log_start_offset} ({checkpoint}) is above the "
             f"log end offset {log_end_offset} its segments hold (from offset {self._segments.first.base_offset}); "
             "every file is kept and the partition stays offline. Fix: set the partition's line in that "
-            f"file to at most {log_end_offset}, or remove the line to serve every record, then restart "
+            f"file to at most {log_end_offset}, or remove the line and lower the entry count on the file's "
+            "second line by one to serve every record, then restart "
             "(docs/reliability.md)")
 
     def _unlink(self, name: str) -> None:

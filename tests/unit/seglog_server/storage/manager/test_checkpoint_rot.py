@@ -214,3 +214,15 @@ def test_unreadable_topic_properties_keep_that_partition_offline_and_the_others_
     manager = start(log_dir, clock)
     assert values(manager.get_log("t", 0)) == [b"b", b"c"]
     manager.shutdown()
+
+
+def test_the_documented_fix_of_a_log_start_line_removes_the_line_and_lowers_the_count():
+    from seglog_server.storage.base.topic_partition import TopicPartition
+    from seglog_server.storage.format.checkpoint import format_offsets, parse_offsets
+
+    text = format_offsets({TopicPartition("rot", 0): 910, TopicPartition("ok", 0): 5}).decode()
+    without_line = text.replace("rot 0 910\n", "")
+    with pytest.raises(CorruptCheckpointError):  # the line alone removed: the file is unreadable
+        parse_offsets(without_line)
+    fixed = without_line.replace("\n2\n", "\n1\n", 1)  # docs/reliability.md: the count lowered too
+    assert parse_offsets(fixed) == {TopicPartition("ok", 0): 5}
