@@ -70,6 +70,7 @@ class MembershipStatistics:
     record_check_failure_count: int = 0  # checks of the record in etcd that failed (never renewals)
     # Revisions of its record seen held under another lease (not written over; logged once each).
     record_held_elsewhere_count: int = 0
+    record_check_count: int = 0  # checks of the record run to their end, failed ones included
 
 
 class Membership:
@@ -99,6 +100,7 @@ class Membership:
         self._written_at = 0.0
         self._record_refresh_count = 0
         self._check_failure_count = 0
+        self._check_count = 0
         self._last_check_error = ""
         self._held_elsewhere_revision = 0  # the last revision logged as held under another lease
         self._held_elsewhere_count = 0
@@ -131,7 +133,8 @@ class Membership:
                                         registration_count=self._registration_count,
                                         renewal_failure_count=self._renewal_failure_count, fenced=fenced,
                                         record_check_failure_count=self._check_failure_count,
-                                        record_held_elsewhere_count=self._held_elsewhere_count)
+                                        record_held_elsewhere_count=self._held_elsewhere_count,
+                                        record_check_count=self._check_count)
 
     # -- the thread ---------------------------------------------------------------------------
     def start(self) -> None:
@@ -191,6 +194,9 @@ class Membership:
             except ClusterError as exc:
                 self._check_failed(exc)
                 continue
+            finally:
+                with self._lock:
+                    self._check_count += 1
             if self._last_check_error:
                 _log.warning("instance %s: its record checked again after: %s", self._config.instance_id,
                              self._last_check_error)
@@ -277,8 +283,13 @@ class Membership:
         """Its record under another lease than this registration's (an etcdctl put with another
         lease; another process cannot register over it): not written over, as it may be another
         registration's. Logged once per revision, with what the others see, and counted: a
-        malformed one makes this instance look not registered to every other instance."""
+        malformed one makes this instance look not registered to every other instance. Nothing
+        when ``lease`` is no longer current or the record read is under the current one: the
+        keepalive thread lost ``lease`` and registered again between the check's read of its lease
+        and of the key, which answered this instance's own new registration."""
         with self._lock:
+            if self._lease != lease or stored.lease == self._lease:
+                return
             if stored.mod_revision == self._held_elsewhere_revision:
                 return
             self._held_elsewhere_revision = stored.mod_revision

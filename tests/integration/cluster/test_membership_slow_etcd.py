@@ -24,8 +24,10 @@ WAIT_S = 15.0
 
 class _Slowed:
     """A real gateway whose every call first sleeps ``delay_s`` (a slow etcd), whose gets wait
-    while ``gets_open`` is clear (a read that does not answer) or fail with ``gets_fail`` (a read
-    refused); ``another()`` is the same, sharing these settings."""
+    while ``gets_open`` is clear (a read that does not answer; ``gets_waiting`` counts the reads
+    that began waiting) or fail with ``gets_fail`` (a read refused), whose keepalives wait while
+    ``keepalives_open`` is clear; every call is recorded in ``calls`` as (thread name, call).
+    ``another()`` is the same, sharing these settings."""
 
     def __init__(self, inner: EtcdGateway, settings: SimpleNamespace) -> None:
         self._inner, self._settings = inner, settings
@@ -40,7 +42,12 @@ class _Slowed:
         call = getattr(self._inner, name)
 
         def slowed(*args, **kwargs):
+            self._settings.calls.append((threading.current_thread().name, name))
+            if name == "keepalive":
+                self._settings.keepalives_open.wait()
             if name == "get":
+                if not self._settings.gets_open.is_set():
+                    self._settings.gets_waiting += 1
                 self._settings.gets_open.wait()
                 if self._settings.gets_fail:
                     raise EtcdUnavailableError("etcd at the test's proxy answers no read")
@@ -58,8 +65,10 @@ def slowed_member(etcd, request):
         config = ClusterConfig(etcd_endpoints=(etcd.endpoint,), advertise="127.0.0.1:50551", instance_id="i-1",
                                data_dirs=("/data/a",), cluster_name=f"slow-{request.node.name[:40]}",
                                lease_ttl_s=ttl_s)
-        settings = SimpleNamespace(delay_s=0.0, gets_open=threading.Event(), gets_fail=False)
+        settings = SimpleNamespace(delay_s=0.0, gets_open=threading.Event(), gets_fail=False, gets_waiting=0,
+                                   keepalives_open=threading.Event(), calls=[])
         settings.gets_open.set()
+        settings.keepalives_open.set()
         gateway = _Slowed(EtcdGateway(config.etcd_endpoints, timeout_s=5), settings)
         member = Membership(config, gateway, capacity)
         started.append((member, gateway, settings))
@@ -68,6 +77,7 @@ def slowed_member(etcd, request):
     yield make
     for member, gateway, settings in started:
         settings.gets_open.set()
+        settings.keepalives_open.set()
         settings.delay_s = 0.0
         member.stop()
         gateway.close()
@@ -82,6 +92,12 @@ def _renewals(member: Membership, count: int, check=lambda: None) -> None:
             check()
             assert time.monotonic() < deadline, "no renewal in time"
             time.sleep(0.01)
+
+
+def _checks(member: Membership, count: int) -> None:
+    """Waits for ``count`` more checks of the record to end (failed ones included)."""
+    checked = member.statistics().record_check_count
+    _wait_for(lambda: member.statistics().record_check_count >= checked + count)
 
 
 def _wait_for(condition) -> None:
@@ -144,3 +160,29 @@ def test_an_etcd_slow_at_every_call_fences_no_healthy_instance(slowed_member):
     statistics = member.statistics()
     assert statistics.renewal_failure_count == 0 and statistics.registration_count == 1
     assert member.record_refresh_count() > refreshed  # the record was written again meanwhile
+
+
+def test_a_check_that_reads_its_record_registered_again_meanwhile_takes_it_for_its_own(etcd, slowed_member, caplog):
+    """The check reads its lease L, then the key; meanwhile the keepalive thread lost L and
+    registered again under L2: the read answers the instance's own record under L2. It was taken
+    for a record held by another process: logged as an ERROR telling the operator to revoke L2 (the
+    instance's own live lease: following it fences the instance) and counted."""
+    member, config, settings = slowed_member(ttl_s=2)
+    member.start()
+    _wait_for(member.may_acknowledge)
+    first = member.statistics().lease
+    settings.gets_open.clear()
+    waiting = settings.gets_waiting
+    _wait_for(lambda: settings.gets_waiting > waiting)  # the check holds L and waits for its read
+    reader = EtcdGateway((etcd.endpoint,), timeout_s=5)
+    try:
+        reader.revoke(first)
+        _wait_for(lambda: member.statistics().registration_count == 2)
+        settings.gets_open.set()
+        _checks(member, 2)
+        assert member.statistics().lease != first
+        assert reader.get(ClusterKeys(config.cluster_name).instance("i-1")).lease == member.statistics().lease
+    finally:
+        reader.close()
+    assert member.statistics().record_held_elsewhere_count == 0
+    assert not [r for r in caplog.records if "is held under lease" in r.getMessage()]
