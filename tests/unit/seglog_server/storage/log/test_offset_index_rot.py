@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import errno
 import os
+import random
 import shutil
 import struct
 
@@ -322,3 +323,68 @@ def test_lookups_by_time_over_a_rotted_index_whose_rebuild_fails_scan_from_the_s
     targets = [NOW_MS + t for t in range(-5, BATCHES * TIMESTAMP_STEP + 5, 3)]
     assert log.offsets_for_timestamps(targets) == answers[1]
     log.close()
+
+
+BIG_BATCHES = 4000  # ~1 KiB each: a 4 MiB segment, whose batched lookups search the offset index
+BIG_CONFIG = {"index_interval_bytes": 4096}
+
+
+@pytest.fixture(scope="module")
+def written_big(tmp_path_factory):
+    """A 4 MiB segment and the answers of 20 batched lookups of 3 targets each over its good
+    index: groups this small over a log this large are answered by the index searches and the
+    scans from their positions (``_find_by_index_scans``), not by a table built in memory."""
+    directory = tmp_path_factory.mktemp("big") / "topic-0"
+    clock = FakeClock(NOW_MS)
+    log = open_log(directory, clock, config(**BIG_CONFIG))
+    for i in range(BIG_BATCHES):
+        log.append(batch(b"a%04d" % i + b"x" * 1000, b"b%04d" % i,
+                         timestamps=[NOW_MS + i * TIMESTAMP_STEP, NOW_MS + i * TIMESTAMP_STEP + 1]))
+    log.flush()
+    log.close()
+    index_path = next(os.path.join(directory, n) for n in os.listdir(directory) if n.endswith(".index"))
+    entries = os.path.getsize(index_path) // ENTRY.size
+    with open(index_path, "rb") as f:
+        offsets = [ENTRY.unpack(f.read(ENTRY.size))[0] for _ in range(entries)]
+    # Targets searched from the entries ROTS rot and their neighbours' (2 records a batch), first
+    # (a table is built after 16 targets per MiB of the segment: 60 targets stay below), then
+    # random ones.
+    groups = [[NOW_MS + 1, NOW_MS + 21, NOW_MS + 31]]  # below the first entry's offset
+    for slot in sorted({0, 1, entries // 4, entries // 3, entries // 2, entries // 2 + 1}):
+        at = [NOW_MS + offsets[s] // 2 * TIMESTAMP_STEP for s in (slot - 1, slot, slot + 1) if s >= 0]
+        groups += [[at[0] + 11, at[0] + 31, at[-1] + 21], [at[-2] + 1, at[-2] + 21, at[-1] + 1]]
+    rnd = random.Random(1)
+    groups += [sorted(rnd.sample(range(NOW_MS - 5, NOW_MS + BIG_BATCHES * TIMESTAMP_STEP + 5), 3)) for _ in range(7)]
+    assert len(groups) * 3 < 16 * os.path.getsize(index_path.replace(".index", ".log")) / (1 << 20)
+    good = open_log(directory, clock, config(**BIG_CONFIG))
+    answers = [good.offsets_for_timestamps(group) for group in groups]
+    good.close()
+    return directory, groups, answers, entries
+
+
+@pytest.mark.parametrize("name", sorted(ROTS))
+def test_batched_lookups_by_time_over_a_large_rotted_segment_answer_as_over_the_good_one(written_big, tmp_path, name):
+    directory, groups, answers, entries = written_big
+    copy = tmp_path / "topic-0"
+    shutil.copytree(directory, copy)
+    index_path = next(os.path.join(copy, n) for n in os.listdir(copy) if n.endswith(".index"))
+    with open(index_path, "r+b") as f:
+        good = [ENTRY.unpack(f.read(ENTRY.size)) for _ in range(entries)]
+        for slot, (relative, position) in ROTS[name](entries).items():
+            if relative == "prev+1":
+                relative = good[slot - 1][0] + 1
+            if position == "next":
+                position = good[slot + 1][1]
+            elif position == "+7":
+                position = good[slot][1] + 7
+            f.seek(slot * ENTRY.size)
+            f.write(ENTRY.pack(good[slot][0] if relative is None else relative,
+                               good[slot][1] if position is None else position))
+    log = open_log(copy, FakeClock(NOW_MS), config(**BIG_CONFIG))
+    try:
+        assert [log.offsets_for_timestamps(group) for group in groups] == answers
+        # The searches met the lie (an entry lowered in order lies only for offsets no time-index
+        # entry names: the time path never searches them) and rebuilt the index once.
+        assert log.segments_snapshot()[0].index_rebuilt_on_read_count == (name != "one offset lowered in order")
+    finally:
+        log.close()
