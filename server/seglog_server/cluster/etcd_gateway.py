@@ -170,8 +170,17 @@ class EtcdGateway:
         ttl = _int(answer.get("result", {}).get("TTL"))
         return ttl if ttl > 0 else -1
 
-    def revoke(self, lease: int) -> None:
-        self._call("kv/lease/revoke", {"ID": lease})
+    def revoke(self, lease: int) -> bool:
+        """Whether etcd had the lease: False when it has it no longer (expired or revoked: etcd's
+        "requested lease not found", an HTTP 404), which is no failure to reach etcd."""
+        try:
+            self._call("kv/lease/revoke", {"ID": lease})
+        except EtcdUnavailableError as exc:
+            cause = exc.__cause__
+            if isinstance(cause, etcd_exceptions.Etcd3Exception) and "lease not found" in str(cause.detail_text):
+                return False
+            raise
+        return True
 
     # -- watch --------------------------------------------------------------------------------
     def watch_prefix(self, prefix: str, start_revision: int, read_timeout_s: float) -> Iterator[WatchBatch]:

@@ -239,7 +239,7 @@ class Membership:
         operator's etcdctl put, malformed or not: the others see this instance not registered
         while its record does not decode). Compared on the record as read, and only over a key
         under this lease or none (a put without --lease): never over a registration that is not
-        this one (``_held_elsewhere``). The key gone under a live lease (deleted) is a lost
+        this one (``_held_elsewhere``). The key gone (deleted, or its lease expired) is a lost
         registration: fenced, registered again. Whatever the keepalive thread did meanwhile (the
         lease lost, registered again) wins: nothing here acts on a lease no longer current."""
         with self._lock:
@@ -252,7 +252,9 @@ class Membership:
         assert gateway is not None
         stored = gateway.get(self._key)
         if stored is None:
-            if self._lost_lease(lease, f"its record {self._key} was deleted under its live lease {lease:x}"):
+            # Deleted under its live lease, or the lease expired in etcd before the keepalive
+            # thread saw it: then etcd has no lease to revoke, which is done, not a failure.
+            if self._lost_lease(lease, f"its record {self._key} was deleted or its lease {lease:x} expired"):
                 gateway.revoke(lease)
             return
         if stored.lease not in (0, lease):

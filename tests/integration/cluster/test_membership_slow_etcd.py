@@ -186,3 +186,28 @@ def test_a_check_that_reads_its_record_registered_again_meanwhile_takes_it_for_i
         reader.close()
     assert member.statistics().record_held_elsewhere_count == 0
     assert not [r for r in caplog.records if "is held under lease" in r.getMessage()]
+
+
+def test_its_lease_expired_seen_first_by_the_check_is_no_failed_check(etcd, slowed_member, caplog):
+    """The lease gone in etcd (expired: revoked here, as etcd does at expiry, the key with it),
+    seen by the check before the keepalive thread: the check fences and revokes the lease, which
+    etcd no longer has (its 404, which the gateway reports as unavailable). That was counted as a
+    failed check and logged as the key deleted under its live lease."""
+    member, config, settings = slowed_member(ttl_s=2)
+    member.start()
+    _wait_for(member.may_acknowledge)
+    first = member.statistics().lease
+    settings.keepalives_open.clear()  # the keepalive thread learns nothing until the check has
+    reader = EtcdGateway((etcd.endpoint,), timeout_s=5)
+    try:
+        reader.revoke(first)
+        _wait_for(lambda: member.statistics().lease == 0)
+        _checks(member, 1)
+        settings.keepalives_open.set()
+        _wait_for(lambda: member.statistics().registration_count == 2 and member.may_acknowledge())
+        assert reader.get(ClusterKeys(config.cluster_name).instance("i-1")).lease == member.statistics().lease
+    finally:
+        reader.close()
+    assert member.statistics().record_check_failure_count == 0
+    lost = [r.getMessage() for r in caplog.records if "fenced, registering again" in r.getMessage()]
+    assert len(lost) == 1 and f"was deleted or its lease {first:x} expired" in lost[0], lost
