@@ -50,6 +50,7 @@ BACKOFF_MAX_MS = 60_000
 # A batch header up to its last offset delta (base offset 8, length 4, epoch 4, magic 1, crc 4,
 # attributes 2, last offset delta 4): what a walk to the batch holding an offset reads of each.
 _HEADER_PEEK = 27
+_REMOTE_ENTRIES_CHECKED = 3  # an uploaded offset index's entries checked before the segment's start
 
 
 @dataclass(frozen=True)
@@ -77,6 +78,7 @@ class RemoteLogTier:
         self._stale = False  # reload(): read the list again at the next load
         self._attached_listing = False  # listed: only UnifiedLog.attach_remote_tier sets it
         self._failures = 0
+        self._lying_indexes: set[str] = set()  # remote segments whose offset index disagreed with the log
         self._next_attempt_ms = 0
         self.uploaded_segment_count = 0
         self.uploaded_bytes = 0
@@ -240,10 +242,16 @@ class RemoteLogTier:
 
     def position_for(self, metadata: RemoteLogSegmentMetadata, offset: int) -> int:
         """The byte position in the segment's log of the last index entry at or below ``offset``
-        (0 when none): the remote offset index, read whole once per segment."""
+        (0 when none): the remote offset index, read whole once per segment. An uploaded index
+        is trusted as far as the log agrees (as LogSegment._search_from_entry trusts a local
+        one): the batch at the entry's position must start at or below the entry's offset, or
+        the batches between would be skipped. An entry that disagrees (a rotted offset or
+        position) is passed over for an earlier one, at most ``_REMOTE_ENTRIES_CHECKED`` of them
+        (one header read each, through the chunk cache the read then uses), then the segment's
+        start."""
         index = self.index_of(metadata, ".index")
-        position = 0
         relative = offset - metadata.base_offset
+        candidates: list[tuple[int, int]] = []  # the last entries at or below offset, in index order
         for entry in range(len(index) // 8):
             entry_relative = int.from_bytes(index[entry * 8:entry * 8 + 4], "big")
             entry_position = int.from_bytes(index[entry * 8 + 4:entry * 8 + 8], "big")
@@ -251,8 +259,32 @@ class RemoteLogTier:
                 break  # the preallocated tail
             if entry_relative > relative:
                 break
-            position = entry_position
-        return position
+            candidates.append((entry_relative, entry_position))
+            if len(candidates) > _REMOTE_ENTRIES_CHECKED:
+                del candidates[0]
+        for entry_relative, entry_position in reversed(candidates):
+            if not entry_position or self._batch_starts_within(metadata, entry_position, entry_relative):
+                return entry_position
+            if metadata.segment_id in self._lying_indexes:
+                continue
+            self._lying_indexes.add(metadata.segment_id)  # said once a segment, not by every read
+            _log.warning("remote segment %s of %s-%d: its offset index entry (offset %d, position %d) disagrees "
+                         "with its log; searched from an earlier entry", metadata.segment_id, self._topic,
+                         self._partition, metadata.base_offset + entry_relative, entry_position)
+        return 0
+
+    def _batch_starts_within(self, metadata: RemoteLogSegmentMetadata, position: int, entry_relative: int) -> bool:
+        """Whether a v2 batch held whole by the segment starts at ``position``, at or below the
+        entry's offset and at or above the segment's base offset: one header read."""
+        if position + _HEADER_PEEK > metadata.segment_bytes:
+            return False
+        header = self.read_bytes(metadata, position, _HEADER_PEEK)
+        if len(header) < _HEADER_PEEK:
+            return False
+        base = int.from_bytes(header[0:8], "big")
+        length = int.from_bytes(header[8:12], "big", signed=True)
+        return (header[16] == 2 and 0 < length and position + 12 + length <= metadata.segment_bytes
+                and metadata.base_offset <= base <= metadata.base_offset + entry_relative)
 
     def explain(self, offset: int) -> LookupExplanation:
         """ExplainLookup of ``offset`` below the local log start: the remote segment holding it,
