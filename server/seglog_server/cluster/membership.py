@@ -194,6 +194,9 @@ class Membership:
             except ClusterError as exc:
                 self._check_failed(exc)
                 continue
+            except Exception as exc:  # a fault of its own: this check fails, never the thread
+                self._check_failed(exc, unexpected=True)
+                continue
             finally:
                 with self._lock:
                     self._check_count += 1
@@ -342,11 +345,17 @@ class Membership:
             _log.warning("instance %s: %s", self._config.instance_id, exc)
             self._last_error = str(exc)
 
-    def _check_failed(self, exc: ClusterError) -> None:
-        """A check of the record failed: counted and logged (once per distinct error); the lease
-        is not touched, the renewals alone fence."""
+    def _check_failed(self, exc: Exception, unexpected: bool = False) -> None:
+        """A check of the record failed: counted and logged (once per distinct error; anything
+        but a cluster error as an ERROR with its traceback); the lease is not touched, the
+        renewals alone fence, and the next check runs at its time."""
         with self._lock:
             self._check_failure_count += 1
-        if str(exc) != self._last_check_error:
-            _log.warning("instance %s: its record %s not checked: %s", self._config.instance_id, self._key, exc)
-            self._last_check_error = str(exc)
+        error = f"{type(exc).__name__}: {exc}" if unexpected else str(exc)
+        if error != self._last_check_error:
+            if unexpected:
+                _log.error("instance %s: its record %s not checked: %s", self._config.instance_id, self._key, error,
+                           exc_info=exc)
+            else:
+                _log.warning("instance %s: its record %s not checked: %s", self._config.instance_id, self._key, exc)
+            self._last_check_error = error

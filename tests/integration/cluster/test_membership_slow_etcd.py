@@ -211,3 +211,35 @@ def test_its_lease_expired_seen_first_by_the_check_is_no_failed_check(etcd, slow
     assert member.statistics().record_check_failure_count == 0
     lost = [r.getMessage() for r in caplog.records if "fenced, registering again" in r.getMessage()]
     assert len(lost) == 1 and f"was deleted or its lease {first:x} expired" in lost[0], lost
+
+
+def test_an_unexpected_error_in_a_check_is_logged_counted_and_the_checks_go_on(etcd, slowed_member, caplog):
+    """A check that raises anything but a cluster error (a fault in capacity() here) once ended
+    the check thread for good, silently: the record was never checked or written again."""
+    faults = [0]
+    capacity = [Capacity(partition_count=3, bytes=4096, disk_free_bytes=1)]
+
+    def faulty_capacity() -> Capacity:
+        if threading.current_thread().name.startswith("seglog-membership-check-") and faults[0]:
+            faults[0] -= 1
+            raise RuntimeError("injected fault in capacity()")
+        return capacity[0]
+
+    member, config, settings = slowed_member(ttl_s=2, capacity=faulty_capacity)
+    member.start()
+    _wait_for(member.may_acknowledge)
+    faults[0] = 2
+    _wait_for(lambda: faults[0] == 0)
+    _checks(member, 1)
+    statistics = member.statistics()
+    assert statistics.record_check_failure_count == 2 and statistics.renewal_failure_count == 0
+    logged = [r for r in caplog.records if "not checked" in r.getMessage() and "injected fault" in r.getMessage()]
+    assert len(logged) == 1 and logged[0].levelname == "ERROR" and logged[0].exc_info  # once, with its traceback
+    # The checks went on: a new partition count is written at the next one.
+    capacity[0] = Capacity(partition_count=4, bytes=4096, disk_free_bytes=1)
+    reader = EtcdGateway((etcd.endpoint,), timeout_s=5)
+    try:
+        key = ClusterKeys(config.cluster_name).instance("i-1")
+        _wait_for(lambda: b'"partition_count": 4' in reader.get(key).value)
+    finally:
+        reader.close()
