@@ -82,22 +82,25 @@ class StorageCalls:
             return await self.blocking(fn, *args)
         if lock is None:
             self._inline_count += 1
+            INLINE_CALL.running = True
             try:
-                with INLINE_CALL:
-                    return fn(*args)
+                return fn(*args)
             except InlineRefused:  # a step too long for the loop (an index rebuild): the pool's
                 self._inline_refused_count += 1
-                return await self.blocking(fn, *args)
+            finally:
+                INLINE_CALL.running = False
+            return await self.blocking(fn, *args)
         if not lock.acquire(blocking=False):
             self._busy_fallback_count += 1
             return await self.blocking(fn, *args)
+        self._inline_count += 1
+        INLINE_CALL.running = True
         try:
-            self._inline_count += 1
-            with INLINE_CALL:
-                return fn(*args)
+            return fn(*args)
         except InlineRefused:
             self._inline_refused_count += 1
         finally:
+            INLINE_CALL.running = False
             lock.release()
         return await self.blocking(fn, *args)  # refused inline, taken again on the pool
 
