@@ -149,13 +149,15 @@ class Router:
         # hint older than the route is stale, and a Metadata answer older than the hint just
         # taken does not undo it (``follow``).
         self._epochs: dict[TopicPartition, int] = {}
-        # Since when, and when last (``_clock``), an owner older than the route held has been
-        # named for a partition, every time since, never a request timeout apart: a hint refused
-        # as stale, a current Metadata answer kept from replacing the route. Cleared as soon as
-        # an owner at the held epoch or newer is taken. Past the request timeout the older owner is taken (``_older_taken``): epochs
-        # restart at 0 when a topic is created again, and nothing here tells one incarnation of
-        # a topic from the next, so a route held from a deleted topic is never pinned for ever.
-        self._older_since: dict[TopicPartition, tuple[float, float]] = {}
+        # Since when (``_clock``) an owner older than the route held has been named for a
+        # partition: its first naming (a hint refused as stale, a current Metadata answer kept
+        # from replacing the route) since the route held was last confirmed, that is an owner
+        # at the held epoch or newer named, or a request of the partition answered with success
+        # on the route (``confirm``). Once the disagreement is older than the request timeout
+        # the older owner is taken (``_older_taken``): epochs restart at 0 when a topic is
+        # created again, and nothing here tells one incarnation of a topic from the next, so a
+        # route held from a deleted topic is never pinned for ever, however rarely it is sent to.
+        self._older_since: dict[TopicPartition, float] = {}
         self._clock: Callable[[], float] = time.monotonic
         self._owners: dict[str, Transport] = {}
         # Each consumer group's coordinator address, from refusals' owner hints (at_coordinator).
@@ -218,20 +220,25 @@ class Router:
         return owner_address, epoch
 
     def _older_taken(self, tp: TopicPartition) -> bool:
-        """An owner older than the route held is named for ``tp``: True when older ones have
-        been named, over and over (never a request timeout apart), for the request timeout or
-        longer: the topic was likely deleted and created again, its epochs started over, so the
-        caller takes it. Else False, and the route held stands: a move's target or a Metadata
+        """An owner older than the route held is named for ``tp``: True when the first such
+        naming since the route was last confirmed is a request timeout old or older (the topic
+        was likely deleted and created again, its epochs started over), so the caller takes it
+        (the naming in between need not be close together: a producer that sends rarely names
+        it a send apart). Else False, and the route held stands: a move's target or a Metadata
         instance that lags names the previous owner for a moment, until its watch catches up."""
         now = self._clock()
-        since, last = self._older_since.get(tp, (now, now))
-        if now - last > self.request_timeout_s:
-            since = now  # an old disagreement, long over: this one starts afresh
-        self._older_since[tp] = (since, now)
+        since = self._older_since.setdefault(tp, now)
         if now - since < self.request_timeout_s:
             return False
         del self._older_since[tp]
         return True
+
+    def confirm(self, topic: str, partition: int) -> None:
+        """A request of the partition was answered with success on the route held: the route is
+        right after all, and an older owner named before it no longer counts (the next one is a
+        new disagreement, given the request timeout afresh). One dict check while none is."""
+        if self._older_since:
+            self._older_since.pop(TopicPartition(topic, partition), None)
 
     def _hold_hint(self, tp: TopicPartition, address: str, epoch: int) -> None:
         """After a Metadata answer: the hint just taken stands where the answer is older (its
@@ -249,10 +256,13 @@ class Router:
         for attempt in range(2):
             transport = self.transport_for(topic, partition)
             try:
-                return await send(transport)
+                answer = await send(transport)
             except FOLLOWED_ERRORS as error:
                 if attempt or not await self.follow(topic, partition, error, transport):
                     raise
+            else:
+                self.confirm(topic, partition)
+                return answer
         raise AssertionError("unreachable: the second attempt returns or raises")  # pragma: no cover
 
     async def at_coordinator(self, group: str, send: Callable[[Transport], Awaitable[_T]]) -> _T:
@@ -549,8 +559,9 @@ class Router:
             # A current answer replaces every route but those it names at an older epoch than
             # the route held: the answering instance's watch lags a move (a route dropped back
             # to the previous owner while the new one lags too would ping-pong between them).
-            # Older owners named for the request timeout are taken (``_older_taken``): a topic
-            # deleted and created again starts its epochs at 0. A partition the answer does not
+            # An older owner is taken once the first naming of one since the route was last
+            # confirmed is a request timeout old (``_older_taken``): a topic deleted and
+            # created again starts its epochs at 0. A partition the answer does not
             # name is dropped (its topic deleted), and with it its epoch.
             for tp, epoch in epochs.items():
                 held = self._epochs.get(tp)

@@ -1110,7 +1110,7 @@ class Sender:
         assert self._router is not None
         transport = self._router.transport_for(topic, partition)
         try:
-            return await self._produce_on(transport, topic, partition, records, turn)
+            response = await self._produce_on(transport, topic, partition, records, turn)
         except FOLLOWED_ERRORS as error:
             moves = self._window_following(topic, partition, turn)
             if moves is not None and _refused_by_move(error):
@@ -1118,6 +1118,9 @@ class Sender:
                 raise
             if self.closed or not await self._router.follow(topic, partition, error, transport):
                 raise
+        else:
+            self._router.confirm(topic, partition)  # the route held answered: not an old one
+            return response
         return await self._produce_on(self._router.transport_for(topic, partition), topic, partition, records)
 
     async def produce_group_once(
@@ -1148,6 +1151,8 @@ class Sender:
                     raise raised
                 return outcomes
         if raised is None and not all(isinstance(outcome, FOLLOWED_ERRORS) for outcome in outcomes):
+            if not isinstance(outcomes[0], BaseException):
+                self._router.confirm(topic, partition)  # the route held answered: not an old one
             return outcomes
         if self.closed or not await self._router.follow(topic, partition, followed, transport):
             if raised is not None:
