@@ -73,7 +73,7 @@ def test_a_changed_record_is_written_again_under_the_same_lease_and_never_over_a
         member.start()
         wait_for(member.may_acknowledge)
         assert record()["acl_digest"] == "d1"
-        # A new ACL digest (SIGHUP) and new bytes: written at a renewal, under the same lease.
+        # A new ACL digest (SIGHUP) and new bytes: written at a check, under the same lease.
         capacity[0] = Capacity(partition_count=1, bytes=5000, disk_free_bytes=1, acl_digest="d2")
         wait_for(lambda: record()["acl_digest"] == "d2")
         assert record()["capacity"]["bytes"] == 5000
@@ -87,9 +87,9 @@ def test_a_changed_record_is_written_again_under_the_same_lease_and_never_over_a
                                          "lease": other}}])
         capacity[0] = Capacity(partition_count=2, bytes=9000, disk_free_bytes=1, acl_digest="d3")
         refreshed = member.record_refresh_count()
-        for _ in range(2):  # two renewals, each of which tried the refresh and was refused
-            renewed_at = member.statistics().renewed_at
-            wait_for(lambda: member.statistics().renewed_at != renewed_at)
+        checked = member.statistics().record_check_count
+        # Two checks, each of which tried the refresh and left the key.
+        wait_for(lambda: member.statistics().record_check_count >= checked + 2)
         assert record() == {"id": "other", "address": "x"}
         assert member.record_refresh_count() == refreshed
         reader.revoke(other)
@@ -148,7 +148,7 @@ def test_a_second_process_with_the_same_id_waits_until_the_first_is_gone(make_me
 def test_its_own_record_written_malformed_is_written_again_by_the_instance(etcd, make_member, under_lease):
     """An operator's put over a live instance's key (malformed here) once stayed until the
     instance's figures changed: every other instance saw it not registered meanwhile. The instance
-    writes it again at its next renewal, under its lease, whether or not the put kept the lease."""
+    writes it again at its next check of the record, under its lease, whether or not the put kept the lease."""
     member, config = make_member()
     member.start()
     wait_for(member.may_acknowledge)
@@ -186,9 +186,9 @@ def test_its_record_put_malformed_under_another_lease_is_logged_once_counted_and
         other = reader.grant(30)
         reader.txn([], [{"request_put": {"key": b64(key), "value": b64(b'{"address": 1}'), "lease": other}}])
         wait_for(lambda: member.statistics().record_held_elsewhere_count == 1)
-        for _ in range(3):  # three more checks: neither logged nor counted again
-            renewed_at = member.statistics().renewed_at
-            wait_for(lambda: member.statistics().renewed_at != renewed_at)
+        checked = member.statistics().record_check_count
+        # Three more checks: neither logged nor counted again.
+        wait_for(lambda: member.statistics().record_check_count >= checked + 3)
         held = [r for r in caplog.records if "is held under lease" in r.getMessage()]
         assert len(held) == 1 and held[0].levelname == "ERROR"
         assert key in held[0].getMessage() and "malformed" in held[0].getMessage()
