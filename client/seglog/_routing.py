@@ -233,6 +233,10 @@ class Router:
         del self._older_since[tp]
         return True
 
+    def route_epoch(self, topic: str, partition: int) -> int:
+        """The ownership epoch of the partition's route held; -1 where none is known."""
+        return self._epochs.get(TopicPartition(topic, partition), -1)
+
     def confirm(self, topic: str, partition: int) -> None:
         """A request of the partition was answered with success on the route held: the route is
         right after all, and an older owner named before it no longer counts (the next one is a

@@ -102,6 +102,10 @@ class SendWindow(Generic[_Item]):
         # The ownership epoch of the last move followed (a refusal's hint): a refusal naming a
         # newer one is another move, followed afresh (its own deadline), whatever the last one.
         self.move_epoch: int | None = None
+        # The route's ownership epoch (-1: none known) when the partition's owner last refused
+        # as fenced for a move's final catch-up: a fence at another epoch is another move,
+        # followed afresh. None before any.
+        self.move_fenced_epoch: int | None = None
 
     def can_send(self, in_flight_max: int) -> bool:
         return not self._holding and not self._paced and self._in_flight_count < in_flight_max

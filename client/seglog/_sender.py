@@ -1187,6 +1187,16 @@ class Sender:
                 # same move's refusals again (the same epoch) keep the deadline running.
                 window.move_epoch = epoch
                 window.move_deadline, window.move_delay_s = None, 0.0
+            elif epoch is None and not isinstance(error, NotPartitionOwnerError):
+                # The owner routed to, fenced for a move's final catch-up (PartitionMovingError,
+                # no epoch): the first such refusal at this route's epoch begins a new move's
+                # hold with the request timeout from now, as a newer epoch named does; the same
+                # fence refusing again keeps the deadline running (a fence that never lifts
+                # ends in the ordinary retries).
+                route_epoch = self._router.route_epoch(topic, partition)
+                if window.move_fenced_epoch != route_epoch:
+                    window.move_fenced_epoch = route_epoch
+                    window.move_deadline, window.move_delay_s = None, 0.0
             window.hold_for_move()
         await self._router.follow(topic, partition, error, transport)
 

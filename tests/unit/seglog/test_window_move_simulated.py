@@ -259,3 +259,37 @@ def test_a_new_move_after_a_follow_that_timed_out_is_followed_afresh(monkeypatch
     _written_once_in_order(cluster, outcomes)
     assert any(at < 1.0 for at in follows), "the first move was meant to be followed"
     assert any(at >= 1.0 for at in follows)  # the second move followed, not retried the ordinary way
+
+
+@pytest.mark.parametrize("seed", [11, 12])
+def test_a_new_move_fenced_for_its_final_catch_up_after_a_follow_that_timed_out_is_followed_afresh(
+        monkeypatch, seed):
+    """a -> b at 0.05 s, b catching up only at 1 s: the follow times out (0.3 s) and the
+    window's batches retry the ordinary way (every 0.4 s), no success since. b -> a at epoch 2
+    at 1.6 s, b fenced for the final catch-up from 0.6 s before it (from 1 s, when it sees itself
+    owner): the new move's first refusal is b's PartitionMovingError, with no epoch, so it starts
+    its own hold with its own deadline (free resends, ``SendWindow.moved``), where once the
+    deadline of the timed-out follow, long passed, left its refusals to spend counted retries."""
+    follows: list[float] = []
+    real_moved = SendWindow.moved
+    cluster_of: list[_Cluster] = []
+
+    def moved(self, entry, outcome):
+        follows.append(cluster_of[0].now())
+        return real_moved(self, entry, outcome)
+
+    real_init = _Cluster.__init__
+
+    def init(self, *args, **kwargs):
+        real_init(self, *args, **kwargs)
+        cluster_of.append(self)
+
+    monkeypatch.setattr(SendWindow, "moved", moved)
+    monkeypatch.setattr(_Cluster, "__init__", init)
+    cluster, outcomes = _simulate(monkeypatch, seed, [(0.05, "b", 1, 0.95), (1.6, "a", 2, 0.0)], final=0.6,
+                                  retries=100, request_timeout_ms=300, retry_backoff_ms=400, records=200)
+    assert all(isinstance(o, int) for o in outcomes), [o for o in outcomes if not isinstance(o, int)][:3]
+    _written_once_in_order(cluster, outcomes)
+    assert cluster.alone == 0
+    assert any(at < 0.5 for at in follows), "the first move was meant to be followed"
+    assert any(1.0 <= at < 1.6 for at in follows)  # b's fence followed as a move, not retried the ordinary way
