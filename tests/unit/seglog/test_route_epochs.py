@@ -20,9 +20,10 @@ from hypothesis import strategies as st
 
 from seglog._connection import ConnectionOptions
 from seglog._routing import Router
-from seglog.errors import NotPartitionOwnerError, ServiceUnavailableError
+from seglog.errors import NotPartitionOwnerError, SeglogError, ServiceUnavailableError
 from seglog.structs import TopicPartition
 from seglog.v1 import cluster_pb2 as cluster_pb
+from seglog.v1 import log_service_pb2 as pb
 
 _ADDRESSES = {"a": "a:1", "b": "b:2", "c": "c:3", "d": "d:4"}
 _TP = TopicPartition("t", 0)
@@ -233,3 +234,49 @@ def test_an_older_owner_is_taken_once_its_disagreement_is_a_request_timeout_old(
 def _route_of(router: Router) -> tuple[str, int]:
     address = router._routes[_TP]
     return next(owner for owner, a in _ADDRESSES.items() if a == address), router._epochs[_TP]
+
+
+@pytest.mark.parametrize("grouped", [False, True])
+def test_a_producers_success_on_the_route_held_confirms_it(monkeypatch, grouped):
+    """The producer's send answered with success on the route held (one batch, or a group of
+    them) clears the age of an older owner named before, as ``at_owner`` does; a group all
+    refused does not (an error no route follows)."""
+    from seglog import AsyncProducer
+    from seglog._sender import Sender
+
+    outcome: list = [pb.ProduceResponse(base_offset=0)]
+
+    async def produce_on(self, transport, topic, partition, records, turn=None):
+        if isinstance(outcome[0], Exception):
+            raise outcome[0]
+        return outcome[0]
+
+    async def produce_group_on(self, transport, topic, partition, records, turn=None):
+        return [outcome[0]] * len(records)
+
+    monkeypatch.setattr(Sender, "_produce_on", produce_on)
+    monkeypatch.setattr(Sender, "_produce_group_on", produce_group_on)
+
+    async def run() -> list[bool]:
+        producer = AsyncProducer("127.0.0.1:9", enable_idempotence=False)
+        await producer.start()
+        sender, router = producer._sender, producer._sender._router
+        router._routes[_TP], router._epochs[_TP] = "b:2", 1
+        router._owners["b:2"] = _Answering("b:2", None)
+        disputed = []
+        for result in (pb.ProduceResponse(base_offset=0), SeglogError("refused")):
+            outcome[0] = result
+            router._older_since[_TP] = 0.0  # an older owner named a moment ago
+            if grouped:
+                await sender.produce_group_once("t", 0, [b"x", b"y"])
+            else:
+                try:
+                    await sender.produce_once("t", 0, b"x")
+                except SeglogError:
+                    pass
+            disputed.append(_TP in router._older_since)
+        del router._owners["b:2"]  # a stand-in: nothing to close
+        await producer.close()
+        return disputed
+
+    assert asyncio.run(run()) == [False, True]
