@@ -186,6 +186,8 @@ class Membership:
                 self._lost_lease(lease)
         except ClusterError as exc:
             self._failed(exc)
+        except Exception as exc:  # a fault of its own (capacity() at a registration): never the thread
+            self._failed(exc, unexpected=True)
 
     def _run_checks(self) -> None:
         while not self._stopping.wait(self._config.keepalive_interval_s):
@@ -206,8 +208,8 @@ class Membership:
                 self._last_check_error = ""
 
     def _register(self, sent_at: float) -> None:
+        capacity = self._capacity()  # before the grant: a fault here leaves no lease behind
         lease = self._gateway.grant(self._config.lease_ttl_s)
-        capacity = self._capacity()
         record = self._record_of(capacity)
         put = {"request_put": {"key": b64(self._key), "value": b64(record), "lease": lease}}
         absent = {"key": b64(self._key), "result": "EQUAL", "target": "CREATE", "create_revision": 0}
@@ -338,12 +340,18 @@ class Membership:
                    why or f"etcd no longer has lease {lease:x}")
         return True
 
-    def _failed(self, exc: ClusterError) -> None:
+    def _failed(self, exc: Exception, unexpected: bool = False) -> None:
+        """A renewal or registration failed: counted, logged once per distinct error (anything
+        but a cluster error as an ERROR with its traceback); the next step runs at its time."""
         with self._lock:
             self._renewal_failure_count += 1
-        if str(exc) != self._last_error:
-            _log.warning("instance %s: %s", self._config.instance_id, exc)
-            self._last_error = str(exc)
+        error = f"{type(exc).__name__}: {exc}" if unexpected else str(exc)
+        if error != self._last_error:
+            if unexpected:
+                _log.error("instance %s: %s", self._config.instance_id, error, exc_info=exc)
+            else:
+                _log.warning("instance %s: %s", self._config.instance_id, exc)
+            self._last_error = error
 
     def _check_failed(self, exc: Exception, unexpected: bool = False) -> None:
         """A check of the record failed: counted and logged (once per distinct error; anything

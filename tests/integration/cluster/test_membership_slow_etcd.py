@@ -256,3 +256,23 @@ def test_an_unexpected_error_in_a_check_is_logged_counted_and_the_checks_go_on(e
         _wait_for(lambda: b'"partition_count": 4' in reader.get(key).value)
     finally:
         reader.close()
+
+
+def test_an_unexpected_error_in_a_registration_is_a_failed_renewal_and_the_renewals_go_on(slowed_member, caplog):
+    """The renewing thread's registration calls capacity() too: anything but a cluster error
+    raised there once ended that thread for good, silently, the instance never registered."""
+    faults = [2]
+
+    def faulty_capacity() -> Capacity:
+        if threading.current_thread().name == "seglog-membership-i-1" and faults[0]:
+            faults[0] -= 1
+            raise RuntimeError("injected fault in capacity()")
+        return Capacity(partition_count=3, bytes=4096, disk_free_bytes=1)
+
+    member, _, _ = slowed_member(ttl_s=2, capacity=faulty_capacity)
+    member.start()
+    _wait_for(member.may_acknowledge)
+    statistics = member.statistics()
+    assert statistics.renewal_failure_count == 2 and statistics.registration_count == 1
+    logged = [r for r in caplog.records if "injected fault" in r.getMessage() and r.levelname == "ERROR"]
+    assert len(logged) == 1 and logged[0].exc_info  # once, with its traceback
