@@ -237,11 +237,14 @@ class Router:
         """The ownership epoch of the partition's route held; -1 where none is known."""
         return self._epochs.get(TopicPartition(topic, partition), -1)
 
-    def confirm(self, topic: str, partition: int) -> None:
-        """A request of the partition was answered with success on the route held: the route is
-        right after all, and an older owner named before it no longer counts (the next one is a
-        new disagreement, given the request timeout afresh). One dict check while none is."""
-        if self._older_since:
+    def confirm(self, topic: str, partition: int, answered: Transport) -> None:
+        """A request of the partition was answered with success on ``answered``: where that is
+        still the route held, the route is right after all, and an older owner named before it
+        no longer counts (the next one is a new disagreement, given the request timeout afresh).
+        A success from a route given up while the request was in flight (another request followed
+        a newer hint) says nothing of the route held now, and leaves its disagreement's age as it
+        is. One dict check while none is."""
+        if self._older_since and answered is self.transport_for(topic, partition):
             self._older_since.pop(TopicPartition(topic, partition), None)
 
     def _hold_hint(self, tp: TopicPartition, address: str, epoch: int) -> None:
@@ -265,7 +268,7 @@ class Router:
                 if attempt or not await self.follow(topic, partition, error, transport):
                     raise
             else:
-                self.confirm(topic, partition)
+                self.confirm(topic, partition, transport)
                 return answer
         raise AssertionError("unreachable: the second attempt returns or raises")  # pragma: no cover
 

@@ -1119,7 +1119,7 @@ class Sender:
             if self.closed or not await self._router.follow(topic, partition, error, transport):
                 raise
         else:
-            self._router.confirm(topic, partition)  # the route held answered: not an old one
+            self._router.confirm(topic, partition, transport)  # the route held answered: not an old one
             return response
         return await self._produce_on(self._router.transport_for(topic, partition), topic, partition, records)
 
@@ -1152,7 +1152,7 @@ class Sender:
                 return outcomes
         if raised is None and not all(isinstance(outcome, FOLLOWED_ERRORS) for outcome in outcomes):
             if not isinstance(outcomes[0], BaseException):
-                self._router.confirm(topic, partition)  # the route held answered: not an old one
+                self._router.confirm(topic, partition, transport)  # the route held answered: not an old one
             return outcomes
         if self.closed or not await self._router.follow(topic, partition, followed, transport):
             if raised is not None:

@@ -167,7 +167,7 @@ def test_an_older_owner_named_after_the_route_held_answered_is_a_new_disagreemen
     bootstrap.response = None
     for _ in range(4):
         assert _refused(router, "a", 0) == "b:2"
-        router.confirm("t", 0)  # the next send to b succeeds
+        router.confirm("t", 0, router.transport_for("t", 0))  # the next send to b succeeds
         clock.now += 2.5
     assert router._epochs[_TP] == 1
     assert _refused(router, "a", 0) == "b:2"
@@ -209,7 +209,7 @@ def test_an_older_owner_is_taken_once_its_disagreement_is_a_request_timeout_old(
     for event in events:
         clock.now += event[-1]
         if event[0] == "ok":
-            router.confirm("t", 0)
+            router.confirm("t", 0, router.transport_for("t", 0))
             since = None
             continue
         owner, hint_epoch, _ = event
@@ -280,3 +280,66 @@ def test_a_producers_success_on_the_route_held_confirms_it(monkeypatch, grouped)
         return disputed
 
     assert asyncio.run(run()) == [False, True]
+
+
+@pytest.mark.parametrize("caller", ["at_owner", "produce_once", "produce_group_once"])
+def test_a_late_success_on_a_route_given_up_does_not_confirm_the_route_held(monkeypatch, caller):
+    """A send is in flight on a (the route held, epoch 0); another request follows a newer hint
+    to b (epoch 1), then an older owner is named against b (its disagreement's age starts). a's
+    late success says nothing of b: the disagreement stands, to be taken a request timeout on.
+    A success on b clears it. Before, any success confirmed whatever route was held by then."""
+    from seglog import AsyncProducer
+    from seglog._sender import Sender
+
+    clock = _Clock()
+    gates: dict[str, asyncio.Event] = {}
+
+    async def answer(transport) -> pb.ProduceResponse:
+        await gates[transport.server].wait()
+        return pb.ProduceResponse(base_offset=0)
+
+    async def produce_on(self, transport, topic, partition, records, turn=None):
+        return await answer(transport)
+
+    async def produce_group_on(self, transport, topic, partition, records, turn=None):
+        return [await answer(transport)] * len(records)
+
+    monkeypatch.setattr(Sender, "_produce_on", produce_on)
+    monkeypatch.setattr(Sender, "_produce_group_on", produce_group_on)
+
+    async def refused(router: Router, owner: str, epoch: int) -> None:
+        error = NotPartitionOwnerError("moved", owner_id=owner, owner_address=_ADDRESSES[owner], epoch=epoch)
+        await router.follow("t", 0, error, router.transport_for("t", 0))
+
+    async def run() -> list[bool]:
+        producer = AsyncProducer("c:3", enable_idempotence=False, request_timeout_ms=2000)
+        await producer.start()
+        sender, router = producer._sender, producer._sender._router
+        stand_ins = {address: _Answering(address, None) for address in _ADDRESSES.values()}
+        router._owners.update(stand_ins)
+        bootstrap, router.bootstrap = router.bootstrap, stand_ins["c:3"]  # Metadata fails: the client keeps what it knows
+        router._clock = clock
+        router._routes[_TP], router._epochs[_TP] = "a:1", 0
+        send = {"at_owner": lambda: router.at_owner("t", 0, answer),
+                "produce_once": lambda: sender.produce_once("t", 0, b"x"),
+                "produce_group_once": lambda: sender.produce_group_once("t", 0, [b"x", b"y"])}[caller]
+        gates["a:1"], gates["b:2"] = asyncio.Event(), asyncio.Event()
+        late = asyncio.ensure_future(send())  # in flight on a
+        await asyncio.sleep(0)
+        await refused(router, "b", 1)  # another request follows a newer owner's hint to b
+        assert router.transport_for("t", 0) is stand_ins["b:2"]
+        await refused(router, "d", 0)  # an older owner named against b: its age starts
+        disputed = [_TP in router._older_since]
+        gates["a:1"].set()
+        await late  # a answers, late
+        disputed.append(_TP in router._older_since)
+        gates["b:2"].set()
+        await send()  # b answers
+        disputed.append(_TP in router._older_since)
+        for address in stand_ins:
+            router._owners.pop(address, None)  # stand-ins: nothing to close
+        router.bootstrap = bootstrap
+        await producer.close()
+        return disputed
+
+    assert asyncio.run(run()) == [True, True, False]
