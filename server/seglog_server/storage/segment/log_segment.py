@@ -563,7 +563,9 @@ class LogSegment(SegmentTimeLookups):
             return position
         why = "the bytes at its position are no batch starting at or below its offset"
         if self._offset_index_rebuilt:
-            return 0  # rebuilt already and still disagreeing (the log changed under it): from the start
+            # Rebuilt already (or tried: a full disk) and still disagreeing: from the start.
+            self._refuse_scan_from_start()
+            return 0
         rebuilt = self._rebuild_offset_index(
             "%s: the offset index entry (offset %d, position %d) disagrees with the log (%s); rebuilding the "
             "offset index from the log", self, entry[0], position, why)
@@ -621,7 +623,18 @@ class LogSegment(SegmentTimeLookups):
             else:
                 if first is None or first[0] != rebuilt[1] or first[1] <= rebuilt[0]:
                     return first
+        self._refuse_scan_from_start()
         return self._log.search_for_offset_with_size(offset, 0, self._scan_bytes, bounds)
+
+    def _refuse_scan_from_start(self) -> None:
+        """InlineRefused (LookupRefused for a bounded lookup) before a scan from the segment's
+        start that a lying entry forces: a walk as long as the segment, which the storage pool
+        takes, never the event loop. Not only the rebuild's: once a full disk refused that, the
+        index keeps its lie and every read meeting it would walk from the start inline."""
+        what = "a scan from the segment's start past a lying offset index entry"
+        if self.lookup_budget is not None:
+            raise LookupRefused(what)
+        refuse_if_inline(what)
 
     def _rebuild_offset_index(self, *warning: object) -> bool:
         """Whether the offset index was rebuilt from the ``.log``'s batch headers (the bounded

@@ -23,6 +23,8 @@ from seglog_server.storage import INLINE_CALL, InlineRefused
 from seglog_server.storage.base.clock import FakeClock
 from seglog_server.storage.base.fs import FileSystem
 from seglog_server.storage.format.offset_index import ENTRY
+from seglog_server.storage.format.file_records import FileRecords
+from seglog_server.storage.segment.log_segment import LogSegment
 
 BATCHES = 300  # one 2-record batch each, ~100 bytes: about 3 batches per 256-byte index interval
 TIMESTAMP_STEP = 10
@@ -392,3 +394,48 @@ def test_batched_lookups_by_time_over_a_large_rotted_segment_answer_as_over_the_
         assert log.segments_snapshot()[0].index_rebuilt_on_read_count == (name != "one offset lowered in order")
     finally:
         log.close()
+
+
+def test_after_a_rebuild_a_full_disk_refused_no_scan_from_the_segment_start_runs_inline(written, tmp_path, monkeypatch):
+    copy, answers, _ = _rotted_short_copy(written, tmp_path)
+    fs = _IndexCannotGrowFs()
+    log = open_log(copy, FakeClock(NOW_MS), config(index_interval_bytes=256), fs=fs)
+    fs.armed = True
+    assert _answers(log) == answers  # on the pool: the rebuild tried once, refused by the full disk
+    assert fs.refused == 1
+    segment = log.segments_snapshot()[0]
+    assert segment.index_rebuilt_on_read_count == 0
+    forced: list[tuple[int, bool]] = []  # (offset, on the event loop) of each scan from 0 a lie forced
+    search = FileRecords.search_for_offset_with_size
+    vouched = LogSegment._vouched_position
+
+    def spy_search(self, offset, start, *args, **kwargs):
+        if start == 0 and segment.offset_index.lookup(offset)[1]:
+            forced.append((offset, getattr(INLINE_CALL, "running", False) or segment.lookup_budget is not None))
+        return search(self, offset, start, *args, **kwargs)
+
+    def spy_vouched(self, offset, entry):
+        position = vouched(self, offset, entry)
+        if entry[1] and not position:
+            forced.append((offset, getattr(INLINE_CALL, "running", False) or self.lookup_budget is not None))
+        return position
+
+    monkeypatch.setattr(FileRecords, "search_for_offset_with_size", spy_search)
+    monkeypatch.setattr(LogSegment, "_vouched_position", spy_vouched)
+    calls = StorageCalls(1, 65536)
+    try:  # every read as the service runs it: inline first, on the pool once refused
+        reads = [offsets_of(asyncio.run(calls.sized(300, log.read, offset, 300)).records)[:4]
+                 for offset in range(0, 2 * BATCHES)]
+    finally:
+        calls.shutdown()
+    assert reads == answers[0]
+    assert not [offset for offset, inline in forced if inline]  # before: 30 reads scanned from 0 inline
+    assert calls.inline_refused_count == len(forced) > 0  # each such read refused inline, answered by the pool
+    forced.clear()
+    targets = [NOW_MS + t for t in range(-5, BATCHES * TIMESTAMP_STEP + 5, 3)]
+    inline = [log.lookup_timestamp_inline(target, 65536) for target in targets]  # the bounded lookup
+    assert not [offset for offset, bounded in forced if bounded]
+    assert all(got == "refused" or got == want for got, want in zip(inline, answers[1], strict=True))
+    assert [log.offset_for_timestamp(target) for target in targets] == answers[1]  # the pool's call
+    assert fs.refused == 1 and segment.index_rebuilt_on_read_count == 0
+    log.close()
