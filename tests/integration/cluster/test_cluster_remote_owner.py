@@ -40,7 +40,9 @@ def test_only_the_owner_outside_a_final_catch_up_keeps_the_remote_segments(tmp_p
         assert node.uploads_here("t", 0) and not node.uploads_here("t", 1)
         assert not node.uploads_here("unknown", 0)
 
-        move = {"source": "y", "target": "z", "state": "copying"}
+        # A move record as MovePartition writes it (partition_moves: every field; the view refuses
+        # a record that lacks one as malformed).
+        move = {"source": "y", "target": "z", "epoch": 0, "state": "copying", "started_ms": int(time.time() * 1000)}
         _put(gateway, keys.move("t", 0), move)
         wait_until(lambda: node._cache.move_of("t", 0) is not None, "the view showing the move")
         assert node.uploads_here("t", 0)  # still the owner's until the final catch-up

@@ -122,7 +122,11 @@ def test_a_frozen_etcd_fences_produce_before_the_lease_can_expire_and_produce_re
         assert streamed.error.message.startswith("instance fenced: lease not renewed since ")
         # Reads go on while fenced.
         fetched = service.stub.Fetch(pb.FetchRequest(topic="t", partition=0, offset=0), timeout=10)
-        assert fetched.high_watermark == len(acknowledged) and acknowledged == list(range(len(acknowledged)))
+        # Every acknowledged produce is there, in order; the refused one may be too: a produce
+        # admitted before the fence and answered after it is refused UNAVAILABLE once appended
+        # (test_fenced_acknowledgement.py), so the log holds at most that one more.
+        assert acknowledged == list(range(len(acknowledged)))
+        assert fetched.high_watermark in (len(acknowledged), len(acknowledged) + 1), fetched.high_watermark
     finally:
         etcd.resume()
 
