@@ -20,8 +20,16 @@ import threading
 
 import pytest
 import uvloop
+from hypothesis import HealthCheck, settings
 
 from seglog import _sync
+
+# Hypothesis's own clocks are timed assertions: its 200 ms deadline per example and its too-slow
+# health check fail a property on a loaded machine (two pytest-xdist workers and the services they
+# start share CI's 2 CPUs) though every example held. Off for every property; a test that sets
+# its own settings keeps what it sets.
+settings.register_profile("seglog", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("seglog")
 
 
 def pytest_asyncio_loop_factories(config, item):
