@@ -369,6 +369,8 @@ class Router:
             failures: dict[int, SeglogError] = dict.fromkeys(refused, error)
         else:
             answers = response.packed if packed else response.results  # (_answers, inline)
+            if self._older_since:  # (one dict check while no disagreement is open)
+                self._confirm_answered(answers, sole)
             if read is not None:
                 found = read(answers, False)
                 if found is not HINTED:
@@ -487,7 +489,18 @@ class Router:
                 raise
             failures.update(dict.fromkeys(numbers, error))
             return numbers
-        return self._note_answers(numbers, _answers(response, packed), results, last=last)
+        answers = _answers(response, packed)
+        if self._older_since:
+            self._confirm_answered(answers, transport)
+        return self._note_answers(numbers, answers, results, last=last)
+
+    def _confirm_answered(self, answers: Any, answered: Transport) -> None:
+        """``confirm`` each partition of ``answers`` (from ``answered``) that was answered, not
+        refused naming another owner: a reader's lookup at the route held confirms it as a send
+        does."""
+        for answer in answers:
+            if _hint_of(answer) is None:
+                self.confirm(answer.topic, answer.partition, answered)
 
     def _note_answers(self, numbers: Any, answers: Any, results: list[Any], *, last: bool) -> list[int]:
         """``answers`` (of ``numbers``, in order) into ``results``; the numbers whose answer

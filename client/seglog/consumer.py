@@ -525,7 +525,7 @@ class AsyncConsumer:
         while True:
             transport = self._router.transport_for(request.topic, request.partition)
             try:
-                return await transport.fetch(request)
+                response = await transport.fetch(request)
             except QuotaExceededError as error:
                 if state.epoch != epoch or self._closed:
                     raise
@@ -534,6 +534,9 @@ class AsyncConsumer:
             except (NotPartitionOwnerError, ServiceUnavailableError) as error:
                 if state.epoch != epoch or self._closed or not await follower.follow(error, transport):
                     raise
+            else:
+                self._router.confirm(request.topic, request.partition, transport)  # the route held answered
+                return response
 
     async def _consume_at_owner(
         self, request: pb.ConsumeRequest, resume_at: Callable[[], int]
@@ -550,7 +553,11 @@ class AsyncConsumer:
             transport = self._router.transport_for(request.topic, request.partition)
             self._stats["streams_opened"] += 1
             try:
+                opened = False
                 async for response in transport.consume(request):
+                    if not opened:  # the stream's first answer confirms the route held: once per open
+                        opened = True
+                        self._router.confirm(request.topic, request.partition, transport)
                     follower.answered()  # a later refusal is a later move, followed too
                     yield response
                 return

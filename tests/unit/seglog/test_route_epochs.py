@@ -343,3 +343,68 @@ def test_a_late_success_on_a_route_given_up_does_not_confirm_the_route_held(monk
         return disputed
 
     assert asyncio.run(run()) == [True, True, False]
+
+
+class _Reading(_Answering):
+    """A stand-in owner that answers a reader: Fetch, a Consume stream of two responses, and
+    OffsetsForTimes (each target found, or refused naming ``refuses_for`` when set)."""
+
+    def __init__(self, server: str, refuses_for: str | None = None) -> None:
+        super().__init__(server, None)
+        self.refuses_for = refuses_for
+
+    async def fetch(self, request: pb.FetchRequest) -> pb.FetchResponse:
+        return pb.FetchResponse()
+
+    async def consume(self, request: pb.ConsumeRequest):
+        for _ in range(2):
+            yield pb.FetchResponse()
+
+    async def offsets_for_times(self, request: pb.OffsetsForTimesRequest, message=None) -> pb.OffsetsForTimesResponse:
+        def answer(target) -> pb.PartitionOffset:
+            if self.refuses_for is None:
+                return pb.PartitionOffset(topic=target.topic, partition=target.partition, offset=0)
+            owner = next(o for o, a in _ADDRESSES.items() if a == self.refuses_for)
+            error = pb.PartitionError(error_class=NotPartitionOwnerError.__name__, owner_id=owner,
+                                      owner_address=self.refuses_for, owner_epoch=0)
+            return pb.PartitionOffset(topic=target.topic, partition=target.partition, offset=-1, error=error)
+
+        return pb.OffsetsForTimesResponse(results=[answer(t) for t in request.partitions])
+
+
+@pytest.mark.parametrize("reader", ["fetch", "consume", "lookup", "lookups_across_owners", "refused_lookup"])
+def test_a_readers_success_on_the_route_held_confirms_it(reader):
+    """A reading client's answer on the route held clears the age of an older owner named
+    before, as a send's does: a Fetch answered, a Consume stream's first response after its
+    opening, a lookup target answered (alone, or among targets asked of several owners). A
+    lookup refused naming another owner does not. Before, a reader never confirmed: an older
+    owner named hours ago was still the disagreement's start, and the next stale hint was taken
+    at once (a ping-pong per move)."""
+    from seglog import AsyncConsumer
+    from seglog._fetch_state import PartitionState
+
+    async def run() -> bool:
+        consumer = AsyncConsumer("c:3", "t", partition=0)
+        router = Router(ConnectionOptions(server="c:3", request_timeout_ms=2000), _Answering("c:3", None))
+        consumer._router = router
+        router._clock = _Clock()  # the disagreement stays younger than the request timeout
+        router._owners["b:2"] = _Reading("b:2", "d:4" if reader == "refused_lookup" else None)
+        router._owners["a:1"] = _Reading("a:1")
+        router._routes[_TP], router._epochs[_TP] = "b:2", 1
+        router._routes[TopicPartition("t", 1)], router._epochs[TopicPartition("t", 1)] = "a:1", 0
+        router._older_since[_TP] = 0.0  # an older owner named a moment (or hours) ago
+        if reader == "fetch":
+            state = PartitionState(0, consumer._start, "t")
+            await consumer._fetch_within_quota(pb.FetchRequest(topic="t", partition=0), state, state.epoch)
+        elif reader == "consume":
+            stream = consumer._consume_at_owner(pb.ConsumeRequest(topic="t", partition=0), lambda: 0)
+            await stream.__anext__()
+            await stream.aclose()
+        else:
+            targets = [pb.PartitionTimestamp(topic="t", partition=0, timestamp_ms=0)]
+            if reader == "lookups_across_owners":
+                targets.append(pb.PartitionTimestamp(topic="t", partition=1, timestamp_ms=0))
+            await router.offsets_for_times(pb.OffsetsForTimesRequest(partitions=targets))
+        return _TP in router._older_since
+
+    assert asyncio.run(run()) is (reader == "refused_lookup")
