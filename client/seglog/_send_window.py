@@ -151,9 +151,13 @@ class SendWindow(Generic[_Item]):
     def moved(self, entry: WindowEntry[_Item], outcome: Any) -> tuple[
         list[WindowEntry[_Item]], list[WindowEntry[_Item]]
     ]:
-        """``entry`` was refused naming another owner (nothing of it written): sent again when the
-        hold ends, without counting, as are the entries refused for following it (out of order,
-        with idempotence). Returns what ``answered`` returns."""
+        """``entry`` was refused for a move: another owner named, or the old owner fenced for the
+        move's final catch-up (``PartitionMovingError``, which may refuse a batch already appended
+        before the fence: its log may hold it). Sent again when the hold ends, without counting,
+        as are the entries refused for following it (out of order, with idempotence). With
+        idempotence the resend keeps its producer id and sequence, so the owner drops a batch it
+        already holds; without, it may be written twice, as any retry may. Returns what
+        ``answered`` returns."""
         complete, again = self.answered(entry, outcome, failed=True, retry=True, free=True)
         self._hold_is_free = self._holding
         return complete, again
@@ -304,9 +308,11 @@ class SendWindow(Generic[_Item]):
             self._holding = True
 
     def hold_for_move(self) -> None:
-        """A batch in flight was refused naming another owner (nothing of it written): send
-        nothing new until what is in flight is answered, and resend without counting what is
-        refused for following it (``moved``), whichever answer comes first."""
+        """A batch in flight was refused for a move (another owner named, or the old owner's
+        fence: ``PartitionMovingError``, maybe after the batch was appended): send nothing new
+        until what is in flight is answered, and resend without counting what is refused for
+        following it (``moved``), whichever answer comes first. With idempotence a resend keeps
+        its sequence, so the owner drops a duplicate (see ``moved``)."""
         if self._in_flight_count:
             self._holding = self._hold_is_free = True
 
