@@ -302,6 +302,19 @@ def test_a_member_two_epochs_behind_after_two_lost_answers_is_fenced_gives_its_p
     asyncio.run(run())
 
 
+async def _two_records_read(address, topic, partition, consumer, deadline) -> list:
+    """Two records produced to ``partition`` and polled back by ``consumer`` before ``deadline``."""
+    with Producer(address) as producer:
+        producer.send(topic, b"one", partition=partition)
+        producer.send(topic, b"two", partition=partition)
+        producer.flush()
+    seen: list = []
+    while len(seen) < 2:
+        assert time.monotonic() < deadline
+        seen += [r.value for r in await consumer.poll(timeout_ms=50)]
+    return seen
+
+
 def close_after_a_lost_answer(start_service, group, fenced):
     """A member is told to give one of two partitions up; the answer to its acknowledgement is
     lost (the service moved it on) and its retries do not get through; it reads two records of
@@ -345,14 +358,7 @@ def close_after_a_lost_answer(start_service, group, fenced):
         consumer.stepped.through_at_close = not fenced
         steps.put_nowait(True)
         assert await outcomes.get() == (first, "lost")  # acknowledged: the service moved it on
-        with Producer(service.address) as producer:
-            producer.send("closing", b"one", partition=kept.partition)
-            producer.send("closing", b"two", partition=kept.partition)
-            producer.flush()
-        seen: list = []
-        while len(seen) < 2:
-            assert time.monotonic() < deadline
-            seen += [r.value for r in await consumer.poll(timeout_ms=50)]
+        seen = await _two_records_read(service.address, "closing", kept.partition, consumer, deadline)
         assert sorted(seen) == [b"one", b"two"] and consumer.member_epoch == first
         error = None
         try:
@@ -474,14 +480,7 @@ def test_an_auto_commit_refused_at_the_epoch_a_lost_answer_left_stale_does_not_m
             consumer.stepped.cut = True  # its retries will not get through for a while
             steps.put_nowait(True)
             assert await outcomes.get() == (first, "lost")  # acknowledged: the service moved it on
-            with Producer(service.address) as producer:
-                producer.send("stale", b"one", partition=kept.partition)
-                producer.send("stale", b"two", partition=kept.partition)
-                producer.flush()
-            seen: list = []
-            while len(seen) < 2:
-                assert time.monotonic() < deadline
-                seen += [r.value for r in await consumer.poll(timeout_ms=50)]
+            await _two_records_read(service.address, "stale", kept.partition, consumer, deadline)
             await consumer.poll(timeout_ms=0)  # the two processed: auto-commit commits past them
             await until(lambda: (first, "FencedMemberError") in consumer.stepped.commits)
             assert consumer.member_epoch == first and consumer.assignment() == [kept]

@@ -17,17 +17,11 @@ from seglog_server.cluster import ClusterKeys, EtcdGateway, change_owner, read_o
 from seglog_server.cluster.etcd_gateway import b64
 from seglog_server.storage.base.topic_partition import PARTITION_COUNT_MAX
 from tests.integration.cluster.test_cluster_metrics import scrape, value
-from tests.integration.cluster.test_service_cluster import _cluster_args, _metadata, _produce, _start, _until
+from tests.integration.cluster.test_service_cluster import _cluster_args, _metadata, _produce, _start, _until, services
+
+__all__ = ["services"]  # the fixture, shared from test_service_cluster
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-def services():
-    started: list = []
-    yield started
-    for service in started:
-        service.stop()
 
 
 def _put(gateway: EtcdGateway, key: bytes | str, value: bytes) -> None:

@@ -109,10 +109,15 @@ def _faulty_clock(fail: list[BaseException]):
     return now_ms
 
 
+def _cache_with_faulty_clock(etcd, keys, fail: list[BaseException]) -> MetadataCache:
+    """A cache whose wall-clock reads raise what ``fail`` holds (the next batch's read)."""
+    return MetadataCache(EtcdGateway((etcd.endpoint,), timeout_s=2), keys, retry_interval_s=0.2, read_timeout_s=2,
+                         wall_clock_ms=_faulty_clock(fail))
+
+
 def test_an_unexpected_error_in_a_reload_shows_the_cache_not_current_and_the_next_reload_recovers(etcd, keys, writer):
     fail: list[BaseException] = []
-    cache = MetadataCache(EtcdGateway((etcd.endpoint,), timeout_s=2), keys, retry_interval_s=0.2, read_timeout_s=2,
-                          wall_clock_ms=_faulty_clock(fail))
+    cache = _cache_with_faulty_clock(etcd, keys, fail)
     cache.start()
     try:
         assert cache.wait_until(lambda c: c.statistics().connected, WAIT_S)
@@ -129,8 +134,7 @@ def test_an_unexpected_error_in_a_reload_shows_the_cache_not_current_and_the_nex
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")  # the thread's end, on purpose
 def test_a_cache_thread_that_ends_is_never_shown_current(etcd, keys, writer):
     fail: list[BaseException] = []
-    cache = MetadataCache(EtcdGateway((etcd.endpoint,), timeout_s=2), keys, retry_interval_s=0.2, read_timeout_s=2,
-                          wall_clock_ms=_faulty_clock(fail))
+    cache = _cache_with_faulty_clock(etcd, keys, fail)
     cache.start()
     try:
         assert cache.wait_until(lambda c: c.statistics().connected, WAIT_S)

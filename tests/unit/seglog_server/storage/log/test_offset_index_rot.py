@@ -371,21 +371,8 @@ def written_big(tmp_path_factory):
 @pytest.mark.parametrize("name", sorted(ROTS))
 def test_batched_lookups_by_time_over_a_large_rotted_segment_answer_as_over_the_good_one(written_big, tmp_path, name):
     directory, groups, answers, entries = written_big
-    copy = tmp_path / "topic-0"
-    shutil.copytree(directory, copy)
-    index_path = next(os.path.join(copy, n) for n in os.listdir(copy) if n.endswith(".index"))
-    with open(index_path, "r+b") as f:
-        good = [ENTRY.unpack(f.read(ENTRY.size)) for _ in range(entries)]
-        for slot, (relative, position) in ROTS[name](entries).items():
-            if relative == "prev+1":
-                relative = good[slot - 1][0] + 1
-            if position == "next":
-                position = good[slot + 1][1]
-            elif position == "+7":
-                position = good[slot][1] + 7
-            f.seek(slot * ENTRY.size)
-            f.write(ENTRY.pack(good[slot][0] if relative is None else relative,
-                               good[slot][1] if position is None else position))
+    written = (directory, answers, entries)
+    copy, _ = _rotted_copy(written, tmp_path, _resolve(written, name))
     log = open_log(copy, FakeClock(NOW_MS), config(**BIG_CONFIG))
     try:
         assert [log.offsets_for_timestamps(group) for group in groups] == answers
