@@ -23,7 +23,6 @@ import pathlib
 import random
 import shlex
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -44,6 +43,7 @@ from tests.support.compose_processes import (
 
 from seglog.records import RecordBatchBuilder, iter_batches
 from seglog.v1 import log_service_pb2 as pb
+from tests.support.ports import free_port as _free_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -53,12 +53,6 @@ KEYS = 30
 # JVMs (master, worker, driver, executor) start slowly on two shared cores.
 SPARK_START_S = 400
 PROMETHEUS_S = 90
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _get_json(url: str) -> dict:

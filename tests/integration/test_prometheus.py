@@ -8,7 +8,6 @@ import json
 import pathlib
 import re
 import shutil
-import socket
 import subprocess
 import time
 import urllib.parse
@@ -20,6 +19,7 @@ from tests.support.integration_helpers import ServiceProcess, make_batch
 
 from seglog.v1 import log_service_pb2 as pb
 from seglog_server.metrics import FAMILIES
+from tests.support.ports import free_port as _free_port
 
 pytestmark = pytest.mark.integration
 
@@ -79,12 +79,6 @@ def test_every_dashboard_expression_parses(tmp_path):
     path = tmp_path / "dashboard_rules.yml"
     path.write_text(json.dumps(rules))  # JSON is YAML
     promtool("check", "rules", str(path))
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _get_json(url: str) -> dict:

@@ -11,7 +11,6 @@ retriable).
 from __future__ import annotations
 
 import collections
-import socket
 import threading
 
 import pytest
@@ -20,15 +19,10 @@ from seglog import Admin, Producer
 from tests.support.integration_helpers import records_of, wait_until
 
 from seglog.v1 import log_service_pb2 as pb
+from tests.support.ports import free_port as _free_port
 
 PARTITIONS = 3
 RESTARTS = 3
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 class _Load:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import signal
-import socket
 import time
 
 import grpc
@@ -25,6 +24,7 @@ from tests.support.integration_helpers import rpc_error
 from seglog import AsyncProducer, RecordTooLargeError
 from seglog.records import iter_batches
 from seglog.v1 import log_service_pb2 as pb
+from tests.support.ports import free_port
 
 pytestmark = pytest.mark.integration
 
@@ -32,12 +32,6 @@ FAULT_ENV = "SEGLOG_TEST_FAULT_AFTER_APPEND"
 # Reconnect quickly to a restarted service (gRPC's default backoff starts at 1 s and grows).
 FAST_RECONNECT = [("grpc.initial_reconnect_backoff_ms", 100), ("grpc.max_reconnect_backoff_ms", 500),
                   ("grpc.min_reconnect_backoff_ms", 100)]
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def stored_batches(stub, topic: str) -> list:

@@ -27,7 +27,6 @@ import pathlib
 import re
 import shlex
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -35,6 +34,7 @@ import time
 
 import pytest
 from tests.support.integration_helpers import ServiceProcess
+from tests.support.ports import free_port
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 DOCKERFILE = ROOT / "deploy" / "cleaner.Dockerfile"
@@ -49,12 +49,6 @@ needs_root = pytest.mark.skipif(
     os.geteuid() != 0 or not shutil.which("setpriv") or not shutil.which("unshare"),
     reason="running the services as the images' uid 10001 in their own namespaces needs root, setpriv and unshare",
 )
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def compose_services(*files: str, env: dict[str, str] | None = None) -> dict:

@@ -14,13 +14,13 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import time
 import urllib.request
 from dataclasses import dataclass
 
 import pytest
+from tests.support.ports import free_port
 
 START_TIMEOUT_S = 20.0
 
@@ -32,12 +32,6 @@ def require_etcd() -> str:
     if os.geteuid() != 0:
         pytest.skip("etcd is not installed and cannot be without root: apt-get install etcd-server")
     pytest.fail("etcd is not installed: scripts/test installs Debian's etcd-server when running as root")
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @dataclass

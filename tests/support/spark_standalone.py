@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import pathlib
-import socket
 import subprocess
 import sys
 import time
@@ -19,16 +18,11 @@ from dataclasses import dataclass, field
 
 from tests.support.integration_helpers import service_environment
 from tests.support.s3_server import CREDENTIALS_ENV
+from tests.support.ports import free_port
 
 # A JVM start on a loaded 2-core machine can take minutes.
 REGISTER_TIMEOUT_S = 400.0
 STOP_TIMEOUT_S = 30.0
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def spark_class() -> str:

@@ -7,23 +7,17 @@ loopback, one after the other on one port."""
 
 from __future__ import annotations
 
-import socket
 from pathlib import Path
 
 from tests.support.integration_helpers import ServiceProcess, values_to_end, wait_until
 
 from seglog import Admin, Producer
 from seglog.structs import TopicPartition
+from tests.support.ports import free_port as _free_port
 
 OLD_LIMIT = 2 << 20
 NEW_LIMIT = 8 << 20
 RECORD = b"r" * (3 << 20)  # above the old service's limit, within the new one's
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def _service(workdir: Path, port: int, limit: int) -> ServiceProcess:
