@@ -82,6 +82,35 @@ def test_the_dashboard_shows_the_health_panels():
     assert sorted(wanted - named) == []
 
 
+# Counters of trouble an operator acts on: each has a dashboard panel and an alert over it.
+ALERTED_COUNTERS = ("seglog_log_dir_offset_index_rebuilds_total", "seglog_cluster_malformed_records_total",
+                    "seglog_cluster_metadata_errors_total", "seglog_cluster_record_check_failures_total")
+# Shown on the dashboard, with no alert of their own (the inline refusals move with the rebuilds).
+PANELLED_COUNTERS = ALERTED_COUNTERS + ("seglog_storage_calls_inline_refused_total", "seglog_cluster_record_checks_total")
+
+
+def test_the_integrity_and_cluster_record_counters_have_panels_and_alerts():
+    dashboard = json.loads(DASHBOARD.read_text())
+    named = {name for panel in dashboard["panels"] for target in panel.get("targets", ())
+             for name in METRIC_NAME.findall(target["expr"])}
+    assert sorted(set(PANELLED_COUNTERS) - named) == []
+    rules = "\n".join(line for line in RULES.read_text().splitlines() if not line.lstrip().startswith("#"))
+    assert sorted(set(ALERTED_COUNTERS) - set(METRIC_NAME.findall(rules))) == []
+
+
+def test_panel_ids_are_unique_and_panels_do_not_overlap():
+    panels = json.loads(DASHBOARD.read_text())["panels"]
+    ids = [panel["id"] for panel in panels]
+    assert len(ids) == len(set(ids))
+    cells: dict[tuple[int, int], int] = {}
+    for panel in panels:
+        grid = panel["gridPos"]
+        for x in range(grid["x"], grid["x"] + grid["w"]):
+            for y in range(grid["y"], grid["y"] + grid["h"]):
+                assert (x, y) not in cells, (panel["id"], cells.get((x, y)))
+                cells[x, y] = panel["id"]
+
+
 def test_a_panel_titled_p99_plots_p99_only():
     dashboard = json.loads(DASHBOARD.read_text())
     for panel in dashboard["panels"]:

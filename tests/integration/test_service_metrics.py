@@ -269,3 +269,41 @@ def test_many_lookups_of_one_partition_go_to_the_storage_pool_a_few_stay_inline(
     assert any(one["inline"] >= 1 and one["pooled"] == 0 for one in few), few
     many = calls(cap + 1)
     assert many["pooled"] >= 1
+
+
+def test_a_lying_offset_index_met_by_a_fetch_moves_the_rebuild_and_inline_refusal_counters(tmp_path):
+    """A clean stop, a mid-file .index entry rotted on disk (the load checks only the tail), a
+    restart: the first small Fetch past the entry runs inline, meets the lie, is refused there
+    and rebuilt on the pool. /metrics shows both: the rebuild under the partition's directory
+    (once), the inline refusal; the Fetch answers the right records."""
+    from seglog_server.storage.format.offset_index import ENTRY
+    from tests.support.integration_helpers import ServiceProcess
+
+    data = tmp_path / "data"
+    first = ServiceProcess(tmp_path, [data], []).start()
+    first.stub.CreateTopic(pb.CreateTopicRequest(
+        topic="rotted", partitions=1, configs={"index.interval.bytes": "1"}), timeout=10)
+    for number in range(200):
+        first.stub.Produce(pb.ProduceRequest(
+            topic="rotted", partition=0, records=make_batch([b"v%03d" % number])), timeout=10)
+    assert first.stop() == 0, first.log()
+    [index] = (data / "rotted-0").glob("*.index")
+    entries = bytearray(index.read_bytes())
+    slot = len(entries) // ENTRY.size // 2
+    _, position = ENTRY.unpack_from(entries, slot * ENTRY.size)
+    ENTRY.pack_into(entries, slot * ENTRY.size, 3, position)  # out of order: the read guard sees it
+    index.write_bytes(bytes(entries))
+    service = ServiceProcess(tmp_path, [data], []).start()
+    try:
+        before = scrape(service.metrics_address)
+        assert value(before, "seglog_log_dir_offset_index_rebuilds_total", dir=str(data)) == 0
+        for offset in range(slot - 5, slot + 20):
+            response = service.stub.Fetch(pb.FetchRequest(
+                topic="rotted", partition=0, offset=offset, max_bytes=1), timeout=10)
+            assert response.records  # the batch holding ``offset``, not one past it
+        after = scrape(service.metrics_address)
+        assert value(after, "seglog_log_dir_offset_index_rebuilds_total", dir=str(data)) == 1
+        refused = "seglog_storage_calls_inline_refused_total"
+        assert value(after, refused) - value(before, refused) >= 1
+    finally:
+        assert service.stop() == 0, service.log()

@@ -6,8 +6,9 @@ refused because this instance is fenced (reason ``lease``), because the partitio
 final catch-up (``moving``) or because its epoch moved on under the append (``epoch``). Read at
 scrape time from the instance's own cluster objects (``cluster_families``): partitions owned here,
 partitions whose owner is gone, instances alive, epoch changes the watched cache has seen, the
-records it found malformed and the reloads or watches a bug ended, the time
-left before the instance fences itself, and whether the cache is current.
+records it found malformed and the reloads or watches a bug ended, the checks of its own
+registration record (and the failed ones), the time left before the instance fences itself, and
+whether the cache is current.
 
 Nothing here exists in a single process: the families are built only when the service core holds a
 cluster routing, so a single process exports none of them and no cluster alert can fire there.
@@ -67,24 +68,24 @@ def cluster_families(routing: Any) -> Iterator[Metric]:
                 info = instances.get(record.owner)
                 offline += info is None or not info.alive
     statistics = cache.statistics()
-    yield _gauge("seglog_cluster_owned_partitions", owned)
-    yield _gauge("seglog_cluster_offline_partitions", offline)
-    yield _gauge("seglog_cluster_instances_alive", sum(1 for info in instances.values() if info.alive))
-    yield _gauge("seglog_cluster_metadata_current", 1 if statistics.connected else 0)
-    yield _gauge("seglog_cluster_lease_remaining_seconds", routing.membership.acknowledge_time_left_s())
+    yield _single("seglog_cluster_owned_partitions", owned)
+    yield _single("seglog_cluster_offline_partitions", offline)
+    yield _single("seglog_cluster_instances_alive", sum(1 for info in instances.values() if info.alive))
+    yield _single("seglog_cluster_metadata_current", 1 if statistics.connected else 0)
+    yield _single("seglog_cluster_lease_remaining_seconds", routing.membership.acknowledge_time_left_s())
     mismatches = getattr(routing, "acl_mismatches", None)
-    yield _gauge("seglog_cluster_acl_mismatched_instances", 0 if mismatches is None else len(mismatches()))
+    yield _single("seglog_cluster_acl_mismatched_instances", 0 if mismatches is None else len(mismatches()))
     unapplied = getattr(routing, "configs_unapplied", None)
-    yield _gauge("seglog_cluster_topic_configs_unapplied", 0 if unapplied is None else len(unapplied()))
-    epochs = new_family("seglog_cluster_epoch_changes")
-    epochs.add_metric([], statistics.epoch_change_count)
-    yield epochs
-    malformed = new_family("seglog_cluster_malformed_records")
-    malformed.add_metric([], statistics.malformed_count)
-    yield malformed
-    metadata_errors = new_family("seglog_cluster_metadata_errors")
-    metadata_errors.add_metric([], statistics.unexpected_count)
-    yield metadata_errors
+    yield _single("seglog_cluster_topic_configs_unapplied", 0 if unapplied is None else len(unapplied()))
+    membership = routing.membership.statistics()
+    for name, value in (
+        ("seglog_cluster_epoch_changes", statistics.epoch_change_count),
+        ("seglog_cluster_malformed_records", statistics.malformed_count),
+        ("seglog_cluster_metadata_errors", statistics.unexpected_count),
+        ("seglog_cluster_record_checks", membership.record_check_count),
+        ("seglog_cluster_record_check_failures", membership.record_check_failure_count),
+    ):
+        yield _single(name, value)
     refused = new_family("seglog_cluster_fenced_appends_refused")
     for reason, count in sorted(instruments.refusals.items()):
         refused.add_metric([reason], count)
@@ -99,7 +100,8 @@ def cluster_families(routing: Any) -> Iterator[Metric]:
     yield errors
 
 
-def _gauge(name: str, value: float) -> Metric:
+def _single(name: str, value: float) -> Metric:
+    """The family ``name`` with its one unlabelled sample (a gauge or a counter, as declared)."""
     family = new_family(name)
     family.add_metric([], value)
     return family

@@ -98,6 +98,7 @@ class SeglogCollector(Collector):
 def _storage_families(m: Metrics) -> Iterator[Metric]:
     stats = m.manager.statistics(partition_detail=False)
     yield from _manager_families(stats)
+    yield _index_rebuild_family(stats, m.observer)
     yield from _partition_families(stats, m)
     yield from _recovery_families(stats)
     yield from _descriptor_families(stats)
@@ -148,6 +149,9 @@ def _servicer_families(stats: Any, m: Metrics) -> Iterator[Metric]:
     calls.add_metric(["pooled"], stats.storage_calls.pooled_count)
     calls.add_metric(["busy_fallback"], stats.storage_calls.busy_fallback_count)
     yield calls
+    refused = new_family("seglog_storage_calls_inline_refused")
+    refused.add_metric([], stats.storage_calls.inline_refused_count)
+    yield refused
     internal = new_family("seglog_rpc_internal_errors")
     internal.add_metric([], stats.rpc.internal_error_count)
     yield internal
@@ -186,6 +190,17 @@ def _manager_families(stats: Any) -> Iterator[Metric]:
     flushes = new_family("seglog_log_flushes")
     flushes.add_metric([], sum(p.flush_count for p in stats.partition_summaries))
     yield flushes
+
+
+def _index_rebuild_family(stats: Any, observer: MetricsObserver) -> Metric:
+    """Offset indexes rebuilt after a read found them lying, by log directory: a series for every
+    directory from the start (0 until one is found), so the first rebuild is an increase an alert
+    sees, and for any directory counted that the statistics no longer list (its count stays)."""
+    counts = dict(observer.index_rebuilds)  # a copy: a pool thread may add a directory meanwhile
+    family = new_family("seglog_log_dir_offset_index_rebuilds")
+    for path in sorted({log_dir.path for log_dir in stats.log_dirs} | set(counts)):
+        family.add_metric([path], counts.get(path, 0))
+    return family
 
 
 def _partition_families(stats: Any, m: Metrics) -> Iterator[Metric]:

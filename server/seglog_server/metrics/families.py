@@ -70,6 +70,10 @@ FAMILIES: dict[str, tuple[str, tuple[str, ...], str]] = {
     "seglog_log_dir_size_bytes": ("gauge", ("dir",), "Bytes of logs in the directory."),
     "seglog_log_dir_partitions": ("gauge", ("dir",), "Online partitions in the directory."),
     "seglog_log_flushes": ("counter", (), "Log flushes (fsync passes) since start."),
+    "seglog_log_dir_offset_index_rebuilds": (
+        "counter", ("dir",),
+        "Offset indexes a read found disagreeing with their log (rot on the disk or a change from outside) "
+        "and rebuilt from it, or tried to (each logged with its segment), by log directory."),
     # -- start-up and recovery ---------------------------------------------------------------
     "seglog_log_dir_clean_shutdown": (
         "gauge", ("dir",), "1 when the clean-shutdown marker was found at start."),
@@ -96,6 +100,9 @@ FAMILIES: dict[str, tuple[str, tuple[str, ...], str]] = {
         "counter", (), "Consume responses made smaller than asked because the budget was spent."),
     "seglog_storage_calls": (
         "counter", ("placement",), "Storage calls by where they ran (inline, pooled, busy)."),
+    "seglog_storage_calls_inline_refused": (
+        "counter", (), "Inline storage calls that met a step too long for the event loop (an offset index "
+        "rebuild, a scan past a lying index entry) and ran again on the storage pool (counted inline and pooled)."),
     "seglog_rpc_internal_errors": ("counter", (), "RPCs that failed with an unexpected error."),
     "seglog_partitions_skipped": (
         "gauge", (), "Partitions whose figures this scrape could not read (an error, logged)."),
@@ -145,6 +152,12 @@ FAMILIES: dict[str, tuple[str, tuple[str, ...], str]] = {
     "seglog_cluster_metadata_errors": (
         "counter", (), "Reloads or watches of the cluster's metadata ended by an unexpected error (a bug, "
         "logged with its traceback); the cache is not current until a reload succeeds."),
+    "seglog_cluster_record_checks": (
+        "counter", (), "Checks of this instance's own registration record in etcd (rewritten when it is not "
+        "the one last written, or its figures changed), run to their end, failed ones included."),
+    "seglog_cluster_record_check_failures": (
+        "counter", (), "Checks of this instance's own registration record that failed (etcd slow or away, or a "
+        "fault, logged): the record may be stale; the lease renewals alone decide fencing."),
     "seglog_cluster_fenced_appends_refused": (
         "counter", ("reason",),
         "Produces and group commits refused by fencing: lease (not renewed in time), moving (a move's final "

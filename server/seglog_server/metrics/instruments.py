@@ -1,5 +1,6 @@
 """The instruments observed per operation: RPC latency, the storage's phases, index lookups by
-zone, pages per lookup, page faults, read age, and bytes and records fetched per topic.
+zone, pages per lookup, page faults, read age, offset indexes rebuilt after a read found them
+lying (by log directory), and bytes and records fetched per topic.
 
 These are figures no running total can give, so they are counted as they happen: ``boundary.py``
 calls ``Metrics.rpc_finished``, and the storage calls ``MetricsObserver``, an implementation of
@@ -143,6 +144,10 @@ class MetricsObserver(StorageObserver):
         }
         self.read_age_bytes = Histogram(READ_AGE_BUCKETS)
         self.read_age_offsets = Histogram(READ_AGE_BUCKETS)
+        # log directory -> offset indexes a read found lying and rebuilt there. Rare, so under a
+        # lock: no count of a data-integrity signal may be lost to a race.
+        self.index_rebuilds: dict[str, int] = {}
+        self._rebuilds_lock = threading.Lock()
 
     # Each method observes inline (no further calls): they run several times per request.
     def index_lookup(self, index: str, zone: str, pages: int) -> None:
@@ -169,6 +174,10 @@ class MetricsObserver(StorageObserver):
         histogram = self.read_age_bytes
         histogram.counts[_bisect_left(histogram.bounds, bytes_behind)] += 1
         histogram.total += bytes_behind
+
+    def offset_index_rebuilt(self, log_dir: str) -> None:
+        with self._rebuilds_lock:
+            self.index_rebuilds[log_dir] = self.index_rebuilds.get(log_dir, 0) + 1
 
 
 class TopicTraffic:

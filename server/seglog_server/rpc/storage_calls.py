@@ -30,6 +30,7 @@ class StorageCallsStatistics:
     pooled_count: int
     thread_count: int
     busy_fallback_count: int = 0  # inline-sized calls sent to the pool: their lock was busy
+    inline_refused_count: int = 0  # inline calls that met a step too long for the loop, rerun pooled
 
 
 class StorageCalls:
@@ -110,5 +111,6 @@ class StorageCalls:
 
     def statistics(self) -> StorageCallsStatistics:
         return StorageCallsStatistics(
-            self._inline_count, self._pooled_count, self._thread_count, self._busy_fallback_count
+            self._inline_count, self._pooled_count, self._thread_count, self._busy_fallback_count,
+            self._inline_refused_count,
         )

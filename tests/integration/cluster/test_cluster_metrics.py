@@ -1,7 +1,8 @@
 """Cluster mode's /metrics in real service processes against a real etcd (conftest.py): partitions
 owned here, instances alive, partitions whose owner is gone, epoch changes, etcd round trips and
-errors by operation, the time left before the fence, fencing refusals by reason. A single process
-exports none of them (so no cluster alert can fire there)."""
+errors by operation, the time left before the fence, fencing refusals by reason, the checks of
+an instance's own record and the failed ones. A single process exports none of them (so no
+cluster alert can fire there)."""
 
 from __future__ import annotations
 
@@ -70,6 +71,9 @@ def test_two_instances_export_ownership_liveness_epochs_and_etcd_round_trips(tmp
         assert value(samples, "seglog_cluster_etcd_request_duration_seconds_count", operation="txn") >= 1
         assert value(samples, "seglog_cluster_etcd_errors_total", operation="keepalive") == 0
         assert value(samples, "seglog_cluster_epoch_changes_total") == 0
+        # Its own record checked every keepalive interval, none failed with etcd well.
+        _until(lambda: value(scrape(service), "seglog_cluster_record_checks_total") >= 1, what="record checked")
+        assert value(scrape(service), "seglog_cluster_record_check_failures_total") == 0
 
     # An ownership change made in etcd (what a move's commit writes): both caches count the new epoch.
     keys, writer = ClusterKeys("metrics"), EtcdGateway((etcd.endpoint,), timeout_s=5)
@@ -111,8 +115,12 @@ def test_a_frozen_etcd_shows_as_errors_no_time_left_and_refusals_for_the_lease(t
         assert value(samples, "seglog_cluster_fenced_appends_refused_total", reason="moving") == 0
         assert value(samples, "seglog_cluster_etcd_errors_total", operation="keepalive") >= 1
         _until(lambda: value(scrape(a), "seglog_cluster_metadata_current") == 0, what="cache no longer current")
+        _until(lambda: value(scrape(a), "seglog_cluster_record_check_failures_total") >= 1,
+               what="a check of its own record failed")
     finally:
         etcd.resume()
     _until(lambda: value(scrape(a), "seglog_cluster_lease_remaining_seconds") > 0, what="lease renewed")
     _until(lambda: value(scrape(a), "seglog_cluster_metadata_current") == 1, what="cache current again")
+    checks = value(scrape(a), "seglog_cluster_record_checks_total")
+    _until(lambda: value(scrape(a), "seglog_cluster_record_checks_total") > checks, what="its record checked again")
     a.stub.Produce(produce, timeout=10)

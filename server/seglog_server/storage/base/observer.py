@@ -21,6 +21,7 @@ Labels used by the storage (fixed sets, so every series is bounded):
     phase       "segment_lookup" | "index_search" | "log_scan" | "log_read" | "validation"
                 | "append" | "fsync"
     path        (page faults) "index_lookup" | "log_read" | "append"
+    log_dir     (offset index rebuilds) a log directory's path, as LogDir.path spells it
 """
 
 from __future__ import annotations
@@ -93,6 +94,12 @@ class StorageObserver:
 
     def read_age(self, offsets: int, bytes_behind: int) -> None:
         """How far behind the log end a read started, in offsets and bytes."""
+
+    def offset_index_rebuilt(self, log_dir: str) -> None:
+        """A read found a segment's offset index disagreeing with its log and rebuilt it (or
+        tried) in ``log_dir``. Told here rather than kept in a statistics() total: the count must
+        outlive the segment (retention deletes it, compaction swaps it) and its partition (a
+        deleted topic), or the per-directory total would fall, which Prometheus reads as a reset."""
 
 
 class _Current:

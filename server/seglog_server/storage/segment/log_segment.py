@@ -39,7 +39,7 @@ from ..format.file_records import BatchHeader, FileRecords, HeaderField, OffsetB
 from ..base.fs import REAL_FS, FileSystem
 from ..base.inline_calls import refuse_if_inline
 from ..base.log_config import LogConfig
-from ..base.observer import PhaseTimer, stopwatch
+from ..base.observer import OBSERVER, PhaseTimer, stopwatch
 from ..format.offset_index import OffsetIndex
 from .lookup_budget import LookupRefused
 from .segment_check import check_indexes, check_tail
@@ -651,6 +651,9 @@ class LogSegment(SegmentTimeLookups):
         refuse_if_inline("the offset index's rebuild")
         _LOG.warning(*warning)
         self._offset_index_rebuilt = True  # tried: not again by every read of the segment
+        # For /metrics: a lying index is rot on the disk or a change from outside, whether or not
+        # the rebuild below succeeds. The log directory: <dir>/<topic>-<partition>/<base>.log.
+        OBSERVER.current.offset_index_rebuilt(os.path.dirname(os.path.dirname(self._log.path)))
         entries: list[tuple[int, int]] = []
         since, end = 0, 0
         try:

@@ -3,12 +3,15 @@ series capped into _other; the text passes Prometheus's parser."""
 
 from __future__ import annotations
 
+import pathlib
+
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from seglog.records import RecordBatchBuilder
 from seglog_server.metrics import OTHER_TOPIC, Metrics
-from seglog_server.storage import FakeClock, LogManager
+from seglog_server.storage import FakeClock, LogManager, install_observer
+from seglog_server.storage.format.offset_index import ENTRY
 
 
 def samples_of(metrics: Metrics) -> dict[str, list]:
@@ -62,4 +65,51 @@ def test_partition_series_off(tmp_path):
         assert "seglog_log_end_offset" not in samples
         assert samples["seglog_partition_series_omitted"][0].value == 3
     finally:
+        manager.shutdown()
+
+
+def _rot_mid_entry(partition_dir) -> None:
+    """The offset index's middle entry rotted to relative offset 3: out of order, which the load
+    (it checks the index's tail only) passes and a read meets (test_offset_index_rot.py)."""
+    [index] = [path for path in partition_dir.iterdir() if path.suffix == ".index"]
+    data = bytearray(index.read_bytes())
+    slot = len(data) // ENTRY.size // 2
+    assert slot > 10
+    _, position = ENTRY.unpack_from(data, slot * ENTRY.size)
+    ENTRY.pack_into(data, slot * ENTRY.size, 3, position)
+    index.write_bytes(bytes(data))
+
+
+def test_a_lying_offset_index_is_counted_by_log_directory_and_the_count_outlives_its_topic(tmp_path):
+    """Every log directory has a rebuild series from the start (0); a read over a rotted entry
+    counts 1 in its partition's directory, once; deleting the topic does not take it back (a
+    fall would read as a counter reset, and increase() would count it again)."""
+    dirs = [str(tmp_path / "a"), str(tmp_path / "b")]
+    manager = LogManager(dirs, clock=FakeClock())
+    manager.startup()
+    manager.create_topic("rotted", 1, {"index.interval.bytes": "1"})
+    for number in range(200):
+        manager.get_log("rotted", 0).append(batch(b"v%03d" % number))
+    [summary] = manager.statistics(partition_detail=False).partition_summaries
+    manager.shutdown()
+    _rot_mid_entry(pathlib.Path(summary.log_dir) / "rotted-0")
+    manager = LogManager(dirs, clock=FakeClock())
+    manager.startup()
+    metrics = Metrics()
+    metrics.manager = manager
+    previous = install_observer(metrics.observer)
+    try:
+        def rebuilds() -> dict[str, float]:
+            return {s.labels["dir"]: s.value for s in samples_of(metrics)["seglog_log_dir_offset_index_rebuilds_total"]}
+
+        assert rebuilds() == {dirs[0]: 0, dirs[1]: 0}
+        log = manager.get_log("rotted", 0)
+        for offset in range(0, 200, 7):
+            assert log.read(offset, 1000).records  # right answers, the index rebuilt once
+        other = dirs[1] if summary.log_dir == dirs[0] else dirs[0]
+        assert rebuilds() == {summary.log_dir: 1, other: 0}
+        manager.delete_topic("rotted")
+        assert rebuilds() == {summary.log_dir: 1, other: 0}
+    finally:
+        install_observer(previous)
         manager.shutdown()
