@@ -16,10 +16,11 @@ from prometheus_client.parser import text_string_to_metric_families
 from seglog.v1 import log_service_pb2 as pb
 from seglog_server.cluster import ClusterKeys, EtcdGateway, change_owner, read_owner
 from seglog_server.metrics import FAMILIES
-from tests.integration.cluster.test_service_cluster import _cluster_args, _start, _until
+from tests.integration.cluster.test_service_cluster import _cluster_args, _start, _until, services
 from tests.support.integration_helpers import make_batch
 
 pytestmark = pytest.mark.integration
+__all__ = ["services"]  # the fixture, shared from test_service_cluster
 CLUSTER_FAMILIES = sorted(name for name in FAMILIES if name.startswith("seglog_cluster_"))
 
 
@@ -33,14 +34,6 @@ def scrape(service) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
 
 def value(samples, name: str, **labels: str) -> float:
     return samples[(name, tuple(sorted(labels.items())))]
-
-
-@pytest.fixture
-def services():
-    started: list = []
-    yield started
-    for service in started:
-        service.stop()
 
 
 def test_a_single_process_exports_no_cluster_series(tmp_path, services):

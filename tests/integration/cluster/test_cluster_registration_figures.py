@@ -16,10 +16,11 @@ from seglog_server.cluster import ClusterKeys, EtcdGateway
 from seglog_server.security.acl import parse_acl
 from tests.integration.cluster.test_cluster_client_routing import _holds
 from tests.integration.cluster.test_cluster_metrics import scrape, value
-from tests.integration.cluster.test_service_cluster import _cluster_args, _metadata, _names, _produce, _start, _until
+from tests.integration.cluster.test_service_cluster import _cluster_args, _metadata, _names, _produce, _start, _until, services
 from tests.support.integration_helpers import make_batch
 
 pytestmark = pytest.mark.integration
+__all__ = ["services"]  # the fixture, shared from test_service_cluster
 
 ACL = """
 [[allow]]
@@ -51,14 +52,6 @@ principals = ["carol"]
 operations = ["read"]
 topics = ["audit.*"]
 """
-
-
-@pytest.fixture
-def services():
-    started: list = []
-    yield started
-    for service in started:
-        service.stop()
 
 
 def _registration(etcd, cluster: str, instance_id: str) -> dict:
