@@ -5,7 +5,8 @@ Each target keeps its own outcome, as Kafka answers per partition. The targets o
 searched in one storage call (one take of the log's lock); a handful run inline, more (or a log's
 first lookup by time after a restart: ``StoragePort.timestamp_lookup_may_block``, or a search that
 refused, inline, to build or extend a table or directory, decompress a batch or read past the
-inline bound: ``PartitionLog.lookup_timestamps_without_builds``) on the pool.
+inline bound: ``PartitionLog.lookup_timestamps_without_builds``) on the pool. A partition's
+one target takes the single lookup's path (``_search_one``), which answers as that general path.
 """
 
 from __future__ import annotations
@@ -253,6 +254,11 @@ class LookupRpcs:
         refusal = None if cluster is None else cluster.owner_error(topic, partition)
         if refusal is not None:  # owned elsewhere: each target's error names the owner
             found: list[Any] = [refusal] * len(searched)
+        elif len(searched) == 1:
+            # One target of the partition (a call over many partitions, one time each, as a
+            # group seeking to a time asks): the single lookup's path, not the shared search's
+            # set-up (sorting, runs, a budget) for one target.
+            found = [await self._search_one(topic, partition, searched[0])]
         else:
             try:
                 log = self.core.storage.get_log(topic, partition)
