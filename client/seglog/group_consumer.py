@@ -45,7 +45,7 @@ from seglog._connection import ConnectionOptions, ServerList
 from seglog._routing import CoordinatorTransport
 from seglog.client import Transport
 from seglog.consumer import AsyncConsumer, RawBatch, RecordBatchView
-from seglog.errors import ClientClosedError, SeglogError, TopicNotFoundError
+from seglog.errors import ClientClosedError, FailedPreconditionError, SeglogError, TopicNotFoundError
 from seglog.structs import DEFAULT_SERVER, ConsumerRecord, OffsetAndTimestamp, TopicPartition
 from seglog.v1 import log_service_pb2 as pb
 
@@ -181,8 +181,8 @@ class AsyncGroupConsumer:
         each step runs whatever the ones before it raised (a failed commit or a raising
         ``on_revoke`` still leaves, so the partitions move at once rather than a session timeout
         later), and the first error is raised at the end, the later ones logged and noted on it.
-        A commit refused at the epoch a lost heartbeat answer left stale heartbeats once at the
-        epoch the member knows and, accepted, commits again at the epoch it answers."""
+        Its commit is ``commit()``'s: refused at the epoch a lost heartbeat answer left stale, it
+        heartbeats once and commits again at the epoch answered (``_commit_at_current_epoch``)."""
         if self._closed:
             return
         self._closed = True
@@ -204,7 +204,7 @@ class AsyncGroupConsumer:
         async with self._lock:
             try:
                 if self._auto_commit and self.member_epoch > 0:
-                    await _guarded(errors, self._commit_on_close())
+                    await _guarded(errors, self._commit_at_current_epoch())
                 await _guarded(errors, self._revoke(set(self._owned)))
                 if self.member_id:
                     await _guarded(errors, self._leave())
@@ -219,33 +219,6 @@ class AsyncGroupConsumer:
                 _log.warning("group %s: close: %r, after %r", self.group_id, later, first)
                 first.add_note(f"close also failed: {later!r}")
             raise first
-
-    async def _commit_on_close(self) -> None:
-        """Under the lock: close's commit. Refused the member's epoch (stale: the answer of a
-        heartbeat the service handled was lost, so it moved the member on), it heartbeats once at
-        the epoch it knows, which the service accepts as the previous one and answers with the
-        current, and commits again at that epoch, as Kafka's close retries a commit refused
-        STALE_MEMBER_EPOCH with the latest epoch. Fenced for real, the heartbeat is refused too:
-        the commit's error is raised (its partitions may be another member's already)."""
-        assert self._transport is not None
-        try:
-            await self._commit_locked()
-            return
-        except SeglogError as error:
-            if error.service_error not in _MEMBER_ERRORS:
-                raise
-            refused = error
-        try:
-            answer = await self._transport.heartbeat(self._request(
-                self.member_epoch, subscribed_topics=self._topics,
-                owned_partitions=[pb.GroupPartition(topic=t, partition=p) for t, p in sorted(self._owned)]))
-        except Exception as error:  # noqa: BLE001 - fenced or unreachable: the commit's refusal stands
-            _log.info("group %s: close: the heartbeat after a refused commit failed: %r", self.group_id, error)
-            raise refused from error
-        if answer.member_epoch <= 0:
-            raise refused
-        self.member_epoch = answer.member_epoch
-        await self._commit_locked()
 
     async def _leave(self) -> None:
         """The last heartbeat: -1 for a dynamic member, -2 for a static one (its partitions wait
@@ -359,13 +332,17 @@ class AsyncGroupConsumer:
     # -- offsets ---------------------------------------------------------------------------------
     async def commit(self, offsets: dict[TopicPartition, int] | None = None) -> None:
         """Commits ``offsets`` (the next offset to read, per partition), or every owned
-        partition's position, after every ``commit_async`` made before it (Kafka's commitSync)."""
+        partition's position, after every ``commit_async`` made before it (Kafka's commitSync).
+        Refused at a member epoch a lost heartbeat answer left stale, it heartbeats once and
+        commits again, at the epoch answered, the partitions the member still owns; it raises
+        when the member is fenced for real or a partition named was revoked meanwhile
+        (``_commit_at_current_epoch``)."""
         self._check_open()
         await self.start()
         await self._after_async_commits()
         assert self._lock is not None
         async with self._lock:
-            await self._commit_locked(offsets)
+            await self._commit_at_current_epoch(offsets)
 
     def commit_async(self, offsets: dict[TopicPartition, int] | None = None,
                      callback: CommitCallback | None = None) -> asyncio.Future[dict[TopicPartition, int]]:
@@ -458,6 +435,71 @@ class AsyncGroupConsumer:
             pb.GroupPartition(topic=tp.topic, partition=tp.partition) for tp in wanted]))
         return {TopicPartition(o.topic, o.partition): (o.offset if o.offset >= 0 else None) for o in response.offsets}
 
+    async def _commit_at_current_epoch(self, offsets: dict[TopicPartition, int] | None = None) -> None:
+        """Under the lock: ``commit()``'s and close's commit of ``offsets``, or of every owned
+        partition's position (taken once, before the first attempt).
+
+        Refused the member's epoch, the member may still be in the group: the service handled a
+        heartbeat whose answer was lost and moved it on. One heartbeat at the epoch it knows is
+        accepted as the previous epoch and answered with the current one and the assignment,
+        taken as any answer (a partition to give up is revoked); the commit goes again at that
+        epoch, of the partitions the member still owns. One revoked meanwhile is left out: it may
+        be another member's now, and its offset theirs to commit. Left out of the member's own
+        positions with auto-commit, its revocation committed its consumed position; otherwise
+        the commit raises naming it, the rest committed, so the application knows. Kafka reaches
+        this end at its coordinator (KIP-1251: a commit at an older epoch is taken for the
+        partitions assigned to the member at or before it); its client's commitSync raises
+        CommitFailedException at STALE_MEMBER_EPOCH (CommitRequestManager retries it only for the
+        auto-commit before a revocation)."""
+        own = offsets is None
+        if offsets is None:
+            offsets = await self._owned_positions()
+        refused_at = self.member_epoch
+        try:
+            await self._commit_locked(offsets, skip_deleted_topics=own)
+            return
+        except SeglogError as error:
+            if error.service_error not in _MEMBER_ERRORS or refused_at <= 0:
+                raise
+            refused = error
+        await self._heartbeat_after_refusal(refused)
+        kept = {tp: offset for tp, offset in offsets.items() if (tp.topic, tp.partition) in self._owned}
+        await self._commit_locked(kept, skip_deleted_topics=own)
+        left_out = sorted(offsets.keys() - kept.keys())
+        if left_out and not (own and self._auto_commit):
+            raise FailedPreconditionError(
+                f"group {self.group_id!r}, member {self.member_id!r}: the offsets of {_names(left_out)} are not "
+                f"committed: refused at member epoch {refused_at}, and not this member's at epoch "
+                f"{self.member_epoch} (revoked meanwhile, or never assigned); committed at epoch "
+                f"{self.member_epoch}: {_names(sorted(kept)) or 'nothing'}") from refused
+
+    async def _heartbeat_after_refusal(self, refused: SeglogError) -> None:
+        """Under the lock: the heartbeat that learns the member's current epoch after ``refused``
+        (a commit refused its epoch). It failing, ``refused`` is raised with its error chained:
+        refused a member error too, the member is fenced for real and gives its partitions up
+        (uncommitted: they may be another member's) to rejoin; unanswered, nothing is known and
+        the membership stays with the heartbeat loop."""
+        epoch = self.member_epoch
+        try:
+            if await self._heartbeat_locked() == 0.0:
+                self._wake.set()  # a revocation to report: the loop heartbeats now
+        except Exception as error:
+            if getattr(error, "service_error", None) in _MEMBER_ERRORS:
+                refused.add_note(f"group {self.group_id!r}, member {self.member_id!r}: fenced at epoch {epoch} "
+                                 "(its heartbeat was refused too): it gives its partitions up and rejoins")
+                await self._give_up()
+                self._wake.set()  # rejoin now, not an interval later
+            else:
+                refused.add_note(f"group {self.group_id!r}, member {self.member_id!r}: the heartbeat to learn its "
+                                 f"epoch after epoch {epoch} was refused failed: {error!r}")
+            raise refused from error
+        if self.member_epoch <= 0:
+            raise refused
+
+    async def _owned_positions(self) -> dict[TopicPartition, int]:
+        return {TopicPartition(topic, partition): await self._readers[topic].position(partition)
+                for topic, partition in sorted(self._owned)}
+
     async def _commit_locked(self, offsets: dict[TopicPartition, int] | None = None, *,
                              skip_deleted_topics: bool = False) -> None:
         """Commits ``offsets``, or every owned partition's position. The service refuses a
@@ -467,9 +509,7 @@ class AsyncGroupConsumer:
         assert self._transport is not None
         if offsets is None:
             skip_deleted_topics = True
-            offsets = {}
-            for topic, partition in sorted(self._owned):
-                offsets[TopicPartition(topic, partition)] = await self._readers[topic].position(partition)
+            offsets = await self._owned_positions()
         if not offsets:
             return
         try:
@@ -553,39 +593,47 @@ class AsyncGroupConsumer:
             self.member_epoch = _JOIN
 
     async def _rejoin(self) -> None:
-        """Fenced or unknown (the session ran out): give everything up, uncommitted (another
-        member may own it already), and join again, as Kafka's consumer does."""
         assert self._lock is not None
         async with self._lock:
-            await self._revoke(set(self._owned))
-            self.member_epoch = _JOIN
+            await self._give_up()
+
+    async def _give_up(self) -> None:
+        """Under the lock: fenced or unknown (the session ran out): give everything up,
+        uncommitted (another member may own it already), and join again, as Kafka's consumer does."""
+        await self._revoke(set(self._owned))
+        self.member_epoch = _JOIN
 
     async def _heartbeat(self) -> float:
         """One heartbeat and what its answer asks: returns the wait before the next one (0 when
         a revocation must be reported now)."""
-        assert self._transport is not None and self._lock is not None
+        assert self._lock is not None
         async with self._lock:
-            # The service's session deadline runs from when it handled the heartbeat, which is no
-            # earlier than its send: counting from the answer's arrival would lapse late by the
-            # round trip, after the service may have handed the partitions on.
-            sent_at = asyncio.get_running_loop().time()
-            answer = await self._transport.heartbeat(self._request(
-                self.member_epoch, subscribed_topics=self._topics,
-                owned_partitions=[pb.GroupPartition(topic=t, partition=p) for t, p in sorted(self._owned)]))
-            self._last_heartbeat_ok = sent_at
-            if answer.session_timeout_ms > 0:  # 0: a service that does not tell it
-                self.session_timeout_ms = answer.session_timeout_ms
-            self.member_id, self.member_epoch = answer.member_id, answer.member_epoch
-            assignment = {(a.topic, a.partition) for a in answer.assignment}
-            revoked, added = self._owned - assignment, assignment - self._owned
-            # Partitions with records the application may still process wait for its next poll.
-            self._revoking = self._held_by_the_application(revoked)
-            revoked_now = revoked - self._revoking
-            if revoked_now:
-                await self._commit_and_revoke(revoked_now)
-            if added:
-                await self._assign(added)
-            return 0.0 if revoked_now else answer.heartbeat_interval_ms / 1000
+            return await self._heartbeat_locked()
+
+    async def _heartbeat_locked(self) -> float:
+        """Under the lock: ``_heartbeat``."""
+        assert self._transport is not None
+        # The service's session deadline runs from when it handled the heartbeat, which is no
+        # earlier than its send: counting from the answer's arrival would lapse late by the
+        # round trip, after the service may have handed the partitions on.
+        sent_at = asyncio.get_running_loop().time()
+        answer = await self._transport.heartbeat(self._request(
+            self.member_epoch, subscribed_topics=self._topics,
+            owned_partitions=[pb.GroupPartition(topic=t, partition=p) for t, p in sorted(self._owned)]))
+        self._last_heartbeat_ok = sent_at
+        if answer.session_timeout_ms > 0:  # 0: a service that does not tell it
+            self.session_timeout_ms = answer.session_timeout_ms
+        self.member_id, self.member_epoch = answer.member_id, answer.member_epoch
+        assignment = {(a.topic, a.partition) for a in answer.assignment}
+        revoked, added = self._owned - assignment, assignment - self._owned
+        # Partitions with records the application may still process wait for its next poll.
+        self._revoking = self._held_by_the_application(revoked)
+        revoked_now = revoked - self._revoking
+        if revoked_now:
+            await self._commit_and_revoke(revoked_now)
+        if added:
+            await self._assign(added)
+        return 0.0 if revoked_now else answer.heartbeat_interval_ms / 1000
 
     async def _revoke(self, revoked: set[tuple[str, int]]) -> None:
         if not revoked:
@@ -645,6 +693,10 @@ async def _guarded(errors: list[Exception], step: Awaitable[Any]) -> None:
         await step
     except Exception as error:  # noqa: BLE001 - raised by close once every step ran
         errors.append(error)
+
+
+def _names(partitions: Sequence[TopicPartition]) -> str:
+    return ", ".join(f"{tp.topic}-{tp.partition}" for tp in partitions)
 
 
 def _call_back(callback: CommitCallback, offsets: dict[TopicPartition, int],

@@ -4,7 +4,10 @@ a join whose answer was lost is retried with the client's own member id (KIP-108
 has one member holding every partition, not a phantom besides it; a member cut off from
 heartbeats revokes its partitions by the session timeout and stops delivering, then rejoins when
 heartbeats get through again; a member fenced after two lost answers (two epochs behind) gives
-its partitions up and rejoins (heartbeats stepped one at a time by the test)."""
+its partitions up and rejoins (heartbeats stepped one at a time by the test). The application's
+commit refused at the epoch a lost answer left stale heartbeats once and lands at the current
+epoch, of the partitions the member still owns; fenced for real, or its heartbeat failing, it
+raises the refusal with the heartbeat's error chained."""
 
 from __future__ import annotations
 
@@ -14,8 +17,9 @@ import time
 import pytest
 
 from seglog import Producer
-from seglog.errors import SeglogError, ServiceUnavailableError
+from seglog.errors import FailedPreconditionError, SeglogError, ServiceUnavailableError
 from seglog.group_consumer import AsyncGroupConsumer
+from seglog.structs import TopicPartition
 from seglog.v1 import log_service_pb2 as pb
 
 pytestmark = pytest.mark.integration
@@ -172,6 +176,9 @@ class SteppedTransport:
         self._real, self._steps, self._outcomes = real, steps, outcomes
         self.free = self.cut = self.waiting = False
         self.through_at_close = False  # the heartbeats of a closing member reach the service at once
+        # This many of the next heartbeats reach the service at once. Set just before a commit
+        # (which takes the member's lock before anything else runs), the one is that commit's own.
+        self.through_next = 0
         self.closing = lambda: False
         self.commits: list = []  # (the epoch a commit carried, "ok" or the service's error class)
 
@@ -189,6 +196,9 @@ class SteppedTransport:
 
     async def heartbeat(self, request):
         if self.free or request.member_epoch < 0 or (self.through_at_close and self.closing()):
+            return await self._real.heartbeat(request)
+        if self.through_next > 0:
+            self.through_next -= 1
             return await self._real.heartbeat(request)
         if self.cut:
             raise ServiceUnavailableError("heartbeats cut off by the test")
@@ -496,3 +506,240 @@ def test_an_auto_commit_refused_at_the_epoch_a_lost_answer_left_stale_does_not_m
             await consumer.close()
 
     asyncio.run(run())
+
+
+# -- the application's own commit after a lost heartbeat answer ------------------------------------
+# A member alone on "owned" (two partitions) whose service moved it to the next epoch while the
+# answer saying so was lost: a bystander joined the group on another topic (the group's epoch moved,
+# the member's target did not), the member's next heartbeat moved it there, and that answer was lost;
+# its retries are cut off, so it knows the old epoch and the service holds the new one.
+
+
+def _stale_service(start_service):
+    service = start_service(["--offsets-topic-partitions", "3", "--group-session-timeout-ms", "30000",
+                             "--group-heartbeat-interval-ms", "100"])
+    service.stub.CreateTopic(pb.CreateTopicRequest(topic="owned", partitions=2), timeout=10)
+    service.stub.CreateTopic(pb.CreateTopicRequest(topic="elsewhere", partitions=1), timeout=10)
+    return service
+
+
+def _by_hand(service, group, member_id, epoch, topic):
+    """A heartbeat of another member, sent by the test: its epoch and assignment."""
+    answer = service.stub.Heartbeat(pb.HeartbeatRequest(
+        group=group, member_id=member_id, member_epoch=epoch, subscribed_topics=[topic]), timeout=10)
+    return answer.member_epoch, {(a.topic, a.partition) for a in answer.assignment}
+
+
+def _committed(service, group, partition):
+    answer = service.stub.FetchOffsets(pb.FetchOffsetsRequest(
+        group=group, partitions=[pb.GroupPartition(topic="owned", partition=partition)]), timeout=10)
+    return answer.offsets[0].offset
+
+
+async def _until(condition, deadline):
+    while not condition():
+        assert time.monotonic() < deadline
+        await asyncio.sleep(0.01)
+
+
+async def _stale_member(service, group, revoked, deadline, enable_auto_commit=False):
+    """The member described above: returns it, the epoch it knows and the epoch the service holds."""
+    steps: asyncio.Queue = asyncio.Queue()
+    outcomes: asyncio.Queue = asyncio.Queue()
+    consumer = SteppedConsumer(service.address, group_id=group, topics=["owned"], steps=steps, outcomes=outcomes,
+                               enable_auto_commit=enable_auto_commit, auto_commit_interval_ms=60000,
+                               auto_offset_reset="earliest", on_revoke=revoked.append)
+    steps.put_nowait(False)
+    await consumer.start()
+    sent, known = await outcomes.get()
+    assert sent == 0 and len(consumer.assignment()) == 2
+    await _until(lambda: consumer.stepped.waiting, deadline)  # its next heartbeat waits for its step
+    current, _ = await asyncio.to_thread(_by_hand, service, group, "bystander", 0, "elsewhere")
+    assert current > known
+    consumer.stepped.cut = True  # its retries will not get through
+    steps.put_nowait(True)
+    assert await outcomes.get() == (known, "lost")  # the service moved it to ``current``
+    return consumer, known, current
+
+
+async def _close_stepped(consumer) -> None:
+    consumer.stepped.free = True
+    consumer._steps.put_nowait(False)  # a heartbeat waiting for its step goes
+    await consumer.close()
+
+
+def test_a_commit_refused_at_the_epoch_a_lost_answer_left_stale_heartbeats_once_and_lands_at_the_current_epoch(
+        start_service):
+    """The application's commit carries the epoch the member knows, which the service refuses (a
+    commit takes the current epoch only). The member is still in the group and owns its
+    partitions: the commit heartbeats once at that epoch (accepted as the previous one, answered
+    with the current) and commits again at the epoch answered, so the application's commit lands
+    and the member keeps everything (no rejoin, no revocation)."""
+    service = _stale_service(start_service)
+    revoked: list = []
+
+    async def run() -> None:
+        deadline = time.monotonic() + BOUND_S
+        consumer, known, current = await _stale_member(service, "g-commit-stale", revoked, deadline)
+        try:
+            await _two_records_read(service.address, "owned", 0, consumer, deadline)
+            consumer.stepped.through_next = 1  # the commit's heartbeat gets through, the loop's stay cut
+            await consumer.commit()
+            assert consumer.stepped.commits == [(known, "FencedMemberError"), (current, "ok")]
+            assert _committed(service, "g-commit-stale", 0) == 2  # past the two records read
+            assert consumer.member_epoch == current and len(consumer.assignment()) == 2 and revoked == []
+        finally:
+            await _close_stepped(consumer)
+
+    asyncio.run(run())
+
+
+def test_a_commit_whose_heartbeat_fails_raises_the_refusal_with_the_heartbeats_error_chained(start_service):
+    """The commit's heartbeat does not get through (the coordinator unreachable): the commit's
+    refusal is raised, the heartbeat's error its cause, nothing is committed; the member is not
+    known to be fenced, so it keeps its partitions, and once heartbeats get through its epoch is
+    the current one and a commit lands."""
+    service = _stale_service(start_service)
+    revoked: list = []
+
+    async def run() -> None:
+        deadline = time.monotonic() + BOUND_S
+        consumer, known, current = await _stale_member(service, "g-commit-unheard", revoked, deadline)
+        try:
+            with pytest.raises(SeglogError) as raised:
+                await consumer.commit()
+            assert raised.value.service_error == "FencedMemberError"
+            assert isinstance(raised.value.__cause__, ServiceUnavailableError)
+            assert any("g-commit-unheard" in note and consumer.member_id in note for note in raised.value.__notes__)
+            assert _committed(service, "g-commit-unheard", 0) == -1
+            assert consumer.member_epoch == known and len(consumer.assignment()) == 2 and revoked == []
+            consumer.stepped.free = True
+            await _until(lambda: consumer.member_epoch == current, deadline)  # the previous epoch, accepted
+            await consumer.commit()
+            assert consumer.stepped.commits[-1] == (current, "ok") and revoked == []
+        finally:
+            await _close_stepped(consumer)
+
+    asyncio.run(run())
+
+
+def test_a_commit_of_a_member_fenced_for_real_raises_naming_the_group_and_member_and_gives_its_partitions_up(
+        start_service):
+    """Two answers lost while the group moved twice: the member is two epochs behind, and the
+    commit's heartbeat is refused too (fenced for real; its partitions may be another member's).
+    The commit raises its refusal, the heartbeat's refusal chained, with a note naming the group
+    and the member; nothing is committed; the member gives its partitions up at once (on_revoke,
+    nothing delivered from them) and rejoins with its id."""
+    service = _stale_service(start_service)
+    revoked: list = []
+    group = "g-commit-fenced"
+
+    async def run() -> None:
+        deadline = time.monotonic() + BOUND_S
+        consumer, known, _ = await _stale_member(service, group, revoked, deadline)
+        try:
+            consumer.stepped.cut = False
+            await _until(lambda: consumer.stepped.waiting, deadline)
+            await asyncio.to_thread(_by_hand, service, group, "bystander", -1, "elsewhere")  # the group moves again
+            consumer.stepped.cut = True
+            consumer._steps.put_nowait(True)
+            assert await consumer._outcomes.get() == (known, "lost")  # accepted at the previous epoch, moved on
+            consumer.stepped.through_next = 1
+            with pytest.raises(SeglogError) as raised:
+                await consumer.commit()
+            assert raised.value.service_error == "FencedMemberError"
+            assert raised.value.__cause__.service_error == "FencedMemberError"  # the heartbeat's
+            assert any(group in note and consumer.member_id in note and "fenced" in note
+                       for note in raised.value.__notes__)
+            assert [outcome for _, outcome in consumer.stepped.commits] == ["FencedMemberError"]
+            assert _committed(service, group, 0) == -1
+            assert consumer.member_epoch == 0 and consumer.assignment() == []
+            assert [{(tp.topic, tp.partition) for tp in r} for r in revoked] == [{("owned", 0), ("owned", 1)}]
+            consumer.stepped.free = True
+            await _until(lambda: len(consumer.assignment()) == 2, deadline)  # rejoined, same id
+            assert members(service.stub, group) == {consumer.member_id: {("owned", 0), ("owned", 1)}}
+        finally:
+            await _close_stepped(consumer)
+
+    asyncio.run(run())
+
+
+def test_a_commit_retried_after_a_lost_answer_leaves_out_a_partition_the_heartbeat_revoked(start_service):
+    """A third member joined the topic before the commit: the answer to the commit's heartbeat
+    tells the member to give one partition up. The retried commit commits only the partition the
+    member still owns (the other is given up: on_revoke, then reported gone, and handed to the third
+    member, whose commits it now takes), and raises naming the partition left out, so the
+    application knows its offset there was not committed."""
+    service = _stale_service(start_service)
+    revoked: list = []
+    group = "g-commit-revoked"
+
+    async def run() -> None:
+        deadline = time.monotonic() + BOUND_S
+        consumer, known, current = await _stale_member(service, group, revoked, deadline)
+        try:
+            joined = await _third_joins(service, group)
+            consumer.stepped.through_next = 1
+            with pytest.raises(FailedPreconditionError) as raised:
+                await consumer.commit({TopicPartition("owned", 0): 1, TopicPartition("owned", 1): 1})
+            (kept,) = consumer.assignment()
+            gone = TopicPartition("owned", 1 - kept.partition)
+            assert revoked == [[gone]]
+            assert f"{gone.topic}-{gone.partition}" in str(raised.value) and group in str(raised.value)
+            assert raised.value.__cause__.service_error == "FencedMemberError"  # the first refusal
+            assert consumer.stepped.commits == [(known, "FencedMemberError"), (current, "ok")]
+            assert _committed(service, group, kept.partition) == 1 and _committed(service, group, gone.partition) == -1
+            await _handed_to_the_third(service, group, consumer, joined, gone, deadline)
+        finally:
+            await _close_stepped(consumer)
+
+    asyncio.run(run())
+
+
+def test_a_commit_of_the_positions_retried_with_auto_commit_leaves_the_revoked_partition_to_its_revocation(
+        start_service):
+    """The same revocation under ``commit()`` of the member's own positions with auto-commit: the
+    revocation commits the partition's consumed position (at the epoch answered) before giving it
+    up, as any revocation does, so nothing of what the application consumed is left uncommitted
+    and the commit does not raise; the retry commits the partition kept."""
+    service = _stale_service(start_service)
+    revoked: list = []
+    group = "g-commit-revoked-auto"
+
+    async def run() -> None:
+        deadline = time.monotonic() + BOUND_S
+        consumer, known, current = await _stale_member(service, group, revoked, deadline, enable_auto_commit=True)
+        try:
+            for partition in (0, 1):
+                await _two_records_read(service.address, "owned", partition, consumer, deadline)
+            await consumer.poll(timeout_ms=0)  # the records processed: consumed
+            joined = await _third_joins(service, group)
+            consumer.stepped.through_next = 1
+            await consumer.commit()
+            (kept,) = consumer.assignment()
+            gone = TopicPartition("owned", 1 - kept.partition)
+            assert revoked == [[gone]]
+            assert consumer.stepped.commits == [(known, "FencedMemberError"), (current, "ok"), (current, "ok")]
+            assert _committed(service, group, kept.partition) == 2 and _committed(service, group, gone.partition) == 2
+            await _handed_to_the_third(service, group, consumer, joined, gone, deadline)
+        finally:
+            await _close_stepped(consumer)
+
+    asyncio.run(run())
+
+
+async def _third_joins(service, group) -> int:
+    """A third member joins the topic: the stale member's target shrinks to one partition."""
+    joined, nothing = await asyncio.to_thread(_by_hand, service, group, "third", 0, "owned")
+    assert nothing == set()  # granted once the member gives one up
+    return joined
+
+
+async def _handed_to_the_third(service, group, consumer, joined, gone, deadline) -> None:
+    """Heartbeats let through, the member reports ``gone`` given up and the third member gets it."""
+    consumer.stepped.free = True
+    granted: set = set()
+    while granted != {(gone.topic, gone.partition)}:
+        assert time.monotonic() < deadline
+        granted = (await asyncio.to_thread(_by_hand, service, group, "third", joined, "owned"))[1]
+        await asyncio.sleep(0.05)
