@@ -14,13 +14,13 @@ import contextlib
 import logging
 import operator
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from itertools import repeat
 from typing import Any, TypeVar
 
 import grpc
 
 from seglog import _moves, _sync
 from seglog._connection import ConnectionOptions
+from seglog._lookup_answers import packed_answers
 from seglog._routing import HINTED, PackedLookupsUnsupported, Router, any_hinted, metadata_from
 from seglog._security import PemSource
 from seglog.cleaning import CleanablePartition, CleaningCommit, SnapshotInfo
@@ -137,17 +137,14 @@ def _packed_reader(numbers: list[list[int]] | None, count: int) -> Callable[[Any
         found: list[OffsetAndTimestamp | None] = [None] * count
         failed: tuple[int, Any, Any] | None = None  # the earliest failed target: number, entry, error
         for at, entry in zip([None] if numbers is None else numbers, entries, strict=True):
-            offsets, timestamps_ms = entry.offsets[:], entry.timestamps_ms[:]  # lists (quicker than list())
+            offsets, timestamps_ms = entry.offsets[:], entry.timestamps_ms[:]  # lists: quicker to read than upb's fields
             asked = count if at is None else len(at)
             if len(offsets) != asked or len(timestamps_ms) != asked:
                 raise ServiceError(f"OffsetsForTimes answered {len(offsets)} offsets for {asked} targets "
                                    f"of {entry.topic}-{entry.partition}")
-            # The answers built in C (map over zip; tuple.__new__ given its class by repeat, which
-            # costs a third less than a functools.partial of it); a refused target's offset is -1,
-            # as is one with no record at or after its time (the proto says so): None.
-            answers: list[Any] = list(map(_new_tuple, repeat(OffsetAndTimestamp, asked), zip(offsets, timestamps_ms)))
-            if offsets and min(offsets) < 0:
-                answers = [None if offset < 0 else answer for offset, answer in zip(offsets, answers)]
+            # A refused target's offset is -1, as is one with no record at or after its time
+            # (the proto says so): None. Built in compiled code where installed (_lookup_answers).
+            answers: list[Any] = packed_answers(offsets, timestamps_ms, OffsetAndTimestamp)
             if at is None:
                 found = answers
             else:

@@ -1,0 +1,135 @@
+"""A packed lookup entry's answers: the compiled builder (_answers_c.c) against the reference,
+differentially, and the admin's reader of packed answers with either."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from seglog import _lookup_answers, admin
+from seglog._lookup_answers import packed_answers_reference
+from seglog.structs import OffsetAndTimestamp
+from seglog.v1 import log_service_pb2 as pb
+from tests.support.walk_support import run_alone
+
+compiled = _lookup_answers.packed_answers
+INT64 = st.integers(-(2**63), 2**63 - 1)
+# Offsets as the service answers them: mostly found (>= 0), some -1 (refused or none reaching),
+# and any other negative or int64 value the wire can carry.
+OFFSETS = st.one_of(st.integers(0, 2**40), st.just(-1), INT64)
+
+
+def test_the_install_built_the_compiled_answers():
+    """scripts/bootstrap's editable install compiles _answers_c (as it does the records walk);
+    without it every compiled case here would test the reference against itself."""
+    assert _lookup_answers.COMPILED, "seglog._answers_c is not built: run scripts/bootstrap (needs a C compiler)"
+
+
+@given(st.lists(st.tuples(OFFSETS, INT64), max_size=300))
+def test_compiled_answers_equal_the_reference(pairs):
+    offsets = [offset for offset, _ in pairs]
+    timestamps_ms = [timestamp_ms for _, timestamp_ms in pairs]
+    expected = packed_answers_reference(offsets, timestamps_ms, OffsetAndTimestamp)
+    got = compiled(offsets, timestamps_ms, OffsetAndTimestamp)
+    assert got == expected
+    assert [type(answer) for answer in got] == [type(answer) for answer in expected]
+    assert [answer is None for answer in got] == [offset < 0 for offset in offsets]
+    assert all(answer.offset == offset and answer.timestamp_ms == timestamp_ms
+               for answer, offset, timestamp_ms in zip(got, offsets, timestamps_ms) if answer is not None)
+
+
+@pytest.mark.parametrize("build", [compiled, packed_answers_reference], ids=["compiled", "reference"])
+def test_answers_read_a_response_entry_as_it_is(build):
+    """The upb columns of a packed entry are taken as they are (no list made of them first)."""
+    entry = pb.OffsetsForTimesResponse().packed.add()
+    entry.offsets.extend([5, -1, 0, 2**62])
+    entry.timestamps_ms.extend([1_700_000_000_000, -1, 0, 7])
+    assert build(entry.offsets, entry.timestamps_ms, OffsetAndTimestamp) == [
+        OffsetAndTimestamp(5, 1_700_000_000_000), None, OffsetAndTimestamp(0, 0), OffsetAndTimestamp(2**62, 7)]
+
+
+@pytest.mark.parametrize("build", [compiled, packed_answers_reference], ids=["compiled", "reference"])
+def test_columns_of_unequal_length_are_refused(build):
+    with pytest.raises(ValueError, match="2 offsets but 3 timestamps"):
+        build([1, 2], [1, 2, 3], OffsetAndTimestamp)
+
+
+def test_compiled_answers_refuse_what_is_not_an_int_before_building_any():
+    with pytest.raises(TypeError, match="must be an int, not str"):
+        compiled([1, "2"], [1, 2], OffsetAndTimestamp)
+    with pytest.raises(TypeError, match="must be an int, not float"):
+        compiled([1, 2], [1, 2.0], OffsetAndTimestamp)
+    with pytest.raises(TypeError, match="offsets must be a sequence"):
+        compiled(7, [1], OffsetAndTimestamp)
+
+
+@pytest.mark.parametrize("answer_type", [list, dict, type("WithDict", (tuple,), {})])
+def test_compiled_answers_refuse_an_answer_type_other_than_a_plain_tuple_subclass(answer_type):
+    with pytest.raises(TypeError, match="answer_type must be a tuple subclass adding no fields"):
+        compiled([1], [1], answer_type)
+
+
+_CHANGING_COLUMNS = """
+import gc
+from seglog import _lookup_answers
+from seglog.structs import OffsetAndTimestamp
+HOOKS = {"on": True, "fired": 0}
+class Bomb:
+    def __del__(self):
+        if HOOKS["on"] and HOOKS["fired"] < 200:
+            HOOKS["fired"] += 1
+            offsets.clear()
+            offsets.extend(object() for _ in range(700))
+            arm()
+def arm():
+    bomb = Bomb()
+    bomb.cycle = bomb
+offsets = list(range(-5, 400))
+timestamps_ms = list(range(1000, 1405))
+as_called = list(offsets)
+call = (offsets, timestamps_ms, OffsetAndTimestamp)  # built first: building it may collect
+gc.set_threshold(1, 1, 1)
+arm()
+got = _lookup_answers.packed_answers(*call)
+gc.set_threshold(700, 10, 10)
+HOOKS["on"] = False
+gc.collect()
+assert HOOKS["fired"] > 0 and len(offsets) == 700  # the list did change under the call
+assert got == _lookup_answers.packed_answers_reference(as_called, timestamps_ms, OffsetAndTimestamp)
+print("as called")
+"""
+
+
+def test_compiled_answers_read_the_columns_as_they_were_at_the_call_when_they_change_under_it():
+    """A collection run by an allocation inside the call (thresholds of one, a garbage cycle
+    whose finalizer empties the offsets list and refills it with non-ints, freeing its item
+    array): the answers are the reference's to the list as it was at the call, never a read of
+    the freed array (a fresh interpreter: a crash fails this test)."""
+    assert run_alone(_CHANGING_COLUMNS, timeout_s=120) == (0, "as called\n", "")
+
+
+def _packed_response(*entries: tuple[list[int], list[int]]) -> pb.OffsetsForTimesResponse:
+    """A packed answer: per entry (a partition's) its offsets and timestamps."""
+    response = pb.OffsetsForTimesResponse()
+    for number, (offsets, timestamps_ms) in enumerate(entries):
+        entry = response.packed.add()
+        entry.topic, entry.partition = "t", number
+        entry.offsets.extend(offsets)
+        entry.timestamps_ms.extend(timestamps_ms)
+    return response
+
+
+@pytest.mark.parametrize("build", [compiled, packed_answers_reference], ids=["compiled", "reference"])
+def test_the_admin_reads_packed_answers_alike_with_either_builder(monkeypatch, build):
+    """Targets of two partitions interleaved (their numbers given per entry), one refused with
+    no record reaching it: each answer lands at its target's number, None where refused."""
+    monkeypatch.setattr(admin, "packed_answers", build)
+    response = _packed_response(([3, -1], [30, -1]), ([8, 9, 10], [80, 90, 100]))
+    read = admin._packed_reader([[0, 2], [1, 3, 4]], 5)
+    assert read(response.packed, True) == [
+        OffsetAndTimestamp(3, 30), OffsetAndTimestamp(8, 80), None, OffsetAndTimestamp(9, 90),
+        OffsetAndTimestamp(10, 100)]
+    everything = admin._packed_reader(None, 2)
+    assert everything(_packed_response(([4, 5], [40, 50])).packed, True) == [
+        OffsetAndTimestamp(4, 40), OffsetAndTimestamp(5, 50)]
