@@ -1,4 +1,6 @@
-/* seglog._answers_c: a packed OffsetsForTimes entry's answers as the admin returns them, compiled.
+/* seglog._answers_c: a packed OffsetsForTimes entry's per-target work, compiled: its answers as
+ * the admin returns them (packed_answers), and a request's timestamps of one partition in the
+ * packed field's wire form (packed_timestamps, parsed by upb: no int converted by its extend).
  *
  * The reference is packed_answers_reference (_lookup_answers.py): for each target of the entry,
  * None when its offset is negative (refused, or no record at or after its time: the proto's -1),
@@ -10,6 +12,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <stdint.h>
 
 /* Strong references to every item of ``sequence`` (a new array; *count set), taken before any
  * allocation: a collection an allocation starts may run a finalizer that changes a caller's
@@ -118,8 +121,91 @@ done:
     return answers;
 }
 
+/* A varint's bytes (protobuf's base-128, low group first); an int64 is written as its uint64. */
+static inline Py_ssize_t
+varint_bytes(uint64_t value)
+{
+    Py_ssize_t size = 1;
+    while (value >= 0x80) {
+        value >>= 7;
+        size++;
+    }
+    return size;
+}
+
+static inline unsigned char *
+put_varint(unsigned char *at, uint64_t value)
+{
+    while (value >= 0x80) {
+        *at++ = (unsigned char)(value | 0x80);
+        value >>= 7;
+    }
+    *at++ = (unsigned char)value;
+    return at;
+}
+
+PyDoc_STRVAR(packed_timestamps_doc,
+"packed_timestamps(targets, partition, field_number)\n--\n\n"
+"The wire form of a packed repeated int64 field numbered field_number (its key, length and\n"
+"varints) holding each target's timestamp in order, when every one of targets is a tuple\n"
+"(partition, timestamp) whose first item is partition itself and whose timestamp is an int in\n"
+"int64; else None (the caller builds the field the general way, which also refuses what upb\n"
+"refuses). An entry's MergeFromString of it appends the timestamps as extend() would.");
+
+static PyObject *
+packed_timestamps(PyObject *module, PyObject *args)
+{
+    PyObject *targets_object, *partition;
+    int field_number;
+    if (!PyArg_ParseTuple(args, "OOi:packed_timestamps", &targets_object, &partition, &field_number))
+        return NULL;
+    if (field_number < 1 || field_number > 536870911) { /* protobuf's field numbers: 1 .. 2**29 - 1 */
+        PyErr_Format(PyExc_ValueError, "packed_timestamps: field_number %d is not a protobuf field number",
+                     field_number);
+        return NULL;
+    }
+    Py_ssize_t count = 0;
+    /* Held before any allocation: a collection it starts may change the caller's list. */
+    PyObject **items = take_items(targets_object, "packed_timestamps: targets must be a sequence", &count);
+    if (items == NULL)
+        return NULL;
+    PyObject *result = NULL;
+    Py_ssize_t body = 0;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *target = items[i];
+        if (!PyTuple_CheckExact(target) || PyTuple_GET_SIZE(target) != 2 || PyTuple_GET_ITEM(target, 0) != partition ||
+            !PyLong_CheckExact(PyTuple_GET_ITEM(target, 1))) {
+            result = Py_NewRef(Py_None);
+            goto done;
+        }
+        int overflow = 0;
+        long long timestamp = PyLong_AsLongLongAndOverflow(PyTuple_GET_ITEM(target, 1), &overflow);
+        if (timestamp == -1 && !overflow && PyErr_Occurred())
+            goto done;
+        if (overflow) { /* past int64: upb's own refusal, on the general path */
+            result = Py_NewRef(Py_None);
+            goto done;
+        }
+        body += varint_bytes((uint64_t)timestamp);
+    }
+    const uint64_t key = ((uint64_t)field_number << 3) | 2; /* wire type 2: length-delimited */
+    result = PyBytes_FromStringAndSize(NULL, varint_bytes(key) + varint_bytes((uint64_t)body) + body);
+    if (result == NULL)
+        goto done;
+    unsigned char *at = put_varint(put_varint((unsigned char *)PyBytes_AS_STRING(result), key), (uint64_t)body);
+    /* The targets are held and tuples (their items fixed), and nothing above ran Python code:
+       the timestamps read again are the ones measured. */
+    for (Py_ssize_t i = 0; i < count; i++)
+        at = put_varint(at, (uint64_t)PyLong_AsLongLong(PyTuple_GET_ITEM(items[i], 1)));
+    assert(at == (unsigned char *)PyBytes_AS_STRING(result) + PyBytes_GET_SIZE(result));
+done:
+    release_items(items, count);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"packed_answers", packed_answers, METH_VARARGS, packed_answers_doc},
+    {"packed_timestamps", packed_timestamps, METH_VARARGS, packed_timestamps_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from seglog import _lookup_answers, admin
 from seglog._lookup_answers import packed_answers_reference
-from seglog.structs import OffsetAndTimestamp
+from seglog.structs import OffsetAndTimestamp, TopicPartition
 from seglog.v1 import log_service_pb2 as pb
 from tests.support.walk_support import run_alone
 
@@ -73,7 +73,7 @@ def test_compiled_answers_refuse_an_answer_type_other_than_a_plain_tuple_subclas
 _CHANGING_COLUMNS = """
 import gc
 from seglog import _lookup_answers
-from seglog.structs import OffsetAndTimestamp
+from seglog.structs import OffsetAndTimestamp, TopicPartition
 HOOKS = {"on": True, "fired": 0}
 class Bomb:
     def __del__(self):
@@ -133,3 +133,65 @@ def test_the_admin_reads_packed_answers_alike_with_either_builder(monkeypatch, b
     everything = admin._packed_reader(None, 2)
     assert everything(_packed_response(([4, 5], [40, 50])).packed, True) == [
         OffsetAndTimestamp(4, 40), OffsetAndTimestamp(5, 50)]
+
+
+# -- a request's timestamps of one partition, in the packed field's wire form ---------------------
+
+compiled_timestamps = _lookup_answers.packed_timestamps
+PARTITION = TopicPartition("t", 0)
+TIMESTAMPS_FIELD = admin._TIMESTAMPS_FIELD
+
+
+def _entry_extended(timestamps_ms: list[int]) -> pb.PartitionTimestamps:
+    entry = pb.PartitionTimestamps()
+    entry.timestamps_ms.extend(timestamps_ms)
+    return entry
+
+
+@given(st.lists(INT64, max_size=300))
+def test_packed_timestamps_parse_as_the_field_extended_and_serialize_alike(timestamps_ms):
+    wire = compiled_timestamps([(PARTITION, t) for t in timestamps_ms], PARTITION, TIMESTAMPS_FIELD)
+    entry = pb.PartitionTimestamps()
+    entry.MergeFromString(wire)
+    assert list(entry.timestamps_ms) == timestamps_ms
+    if timestamps_ms:  # (an empty packed field serializes to nothing)
+        assert wire == _entry_extended(timestamps_ms).SerializeToString()
+
+
+@pytest.mark.parametrize("targets", [
+    [(PARTITION, 1), (TopicPartition("t", 0), 2)],  # equal, not the same object: the general path decides
+    [(PARTITION, 1), [PARTITION, 2]],
+    [(PARTITION, 1), (PARTITION, 2, 3)],
+    [(PARTITION, 1.0)],
+    [(PARTITION, True)],
+    [(PARTITION, 2**63)],
+    [(PARTITION, -(2**63) - 1)],
+], ids=["equal-partition", "list-target", "three-items", "float", "bool", "past-int64", "below-int64"])
+def test_packed_timestamps_leave_anything_but_plain_targets_of_the_partition_to_the_general_path(targets):
+    assert compiled_timestamps(targets, PARTITION, TIMESTAMPS_FIELD) is None
+
+
+def test_packed_timestamps_refuse_what_is_no_field_number_or_sequence():
+    with pytest.raises(ValueError, match="not a protobuf field number"):
+        compiled_timestamps([(PARTITION, 1)], PARTITION, 0)
+    with pytest.raises(TypeError, match="targets must be a sequence"):
+        compiled_timestamps(7, PARTITION, TIMESTAMPS_FIELD)
+
+
+@given(st.lists(st.one_of(INT64, st.integers(-3, -1)), min_size=1, max_size=200), st.booleans())
+def test_a_packed_request_of_one_partition_is_the_same_message_either_way(timestamps_ms, same_object):
+    """The compiled wire form and upb's extend build the same request; targets whose partition
+    objects differ (equal) take the general path and still make one entry."""
+    targets = [(PARTITION if same_object or i == 0 else TopicPartition("t", 0), t)
+               for i, t in enumerate(timestamps_ms)]
+    built = admin._packed_request(targets)
+    saved = admin.packed_timestamps
+    admin.packed_timestamps = None
+    try:
+        general = admin._packed_request(targets)
+    finally:
+        admin.packed_timestamps = saved
+    assert built is not None and general is not None
+    assert built[0] == general[0] and built[1] == general[1] is None
+    assert built[0].SerializeToString() == general[0].SerializeToString()
+
