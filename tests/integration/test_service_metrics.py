@@ -276,7 +276,7 @@ def test_a_lying_offset_index_met_by_a_fetch_moves_the_rebuild_and_inline_refusa
     restart: the first small Fetch past the entry runs inline, meets the lie, is refused there
     and rebuilt on the pool. /metrics shows both: the rebuild under the partition's directory
     (once), the inline refusal; the Fetch answers the right records."""
-    from seglog_server.storage.format.offset_index import ENTRY
+    from tests.support.index_rot import rot_mid_entry
     from tests.support.integration_helpers import ServiceProcess
 
     data = tmp_path / "data"
@@ -287,16 +287,13 @@ def test_a_lying_offset_index_met_by_a_fetch_moves_the_rebuild_and_inline_refusa
         first.stub.Produce(pb.ProduceRequest(
             topic="rotted", partition=0, records=make_batch([b"v%03d" % number])), timeout=10)
     assert first.stop() == 0, first.log()
-    [index] = (data / "rotted-0").glob("*.index")
-    entries = bytearray(index.read_bytes())
-    slot = len(entries) // ENTRY.size // 2
-    _, position = ENTRY.unpack_from(entries, slot * ENTRY.size)
-    ENTRY.pack_into(entries, slot * ENTRY.size, 3, position)  # out of order: the read guard sees it
-    index.write_bytes(bytes(entries))
+    slot = rot_mid_entry(data / "rotted-0")  # out of order: the read guard sees it
     service = ServiceProcess(tmp_path, [data], []).start()
     try:
         before = scrape(service.metrics_address)
-        assert value(before, "seglog_log_dir_offset_index_rebuilds_total", dir=str(data)) == 0
+        # Present at 0 before any rebuild (value() would read a missing series as 0 too): the
+        # first rebuild must be an increase from 0, or increase() never sees it.
+        assert before["seglog_log_dir_offset_index_rebuilds_total"] == {(("dir", str(data)),): 0}
         for offset in range(slot - 5, slot + 20):
             response = service.stub.Fetch(pb.FetchRequest(
                 topic="rotted", partition=0, offset=offset, max_bytes=1), timeout=10)

@@ -11,7 +11,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from seglog.records import RecordBatchBuilder
 from seglog_server.metrics import OTHER_TOPIC, Metrics
 from seglog_server.storage import FakeClock, LogManager, install_observer
-from seglog_server.storage.format.offset_index import ENTRY
+from tests.support.index_rot import rot_mid_entry
 
 
 def samples_of(metrics: Metrics) -> dict[str, list]:
@@ -68,18 +68,6 @@ def test_partition_series_off(tmp_path):
         manager.shutdown()
 
 
-def _rot_mid_entry(partition_dir) -> None:
-    """The offset index's middle entry rotted to relative offset 3: out of order, which the load
-    (it checks the index's tail only) passes and a read meets (test_offset_index_rot.py)."""
-    [index] = [path for path in partition_dir.iterdir() if path.suffix == ".index"]
-    data = bytearray(index.read_bytes())
-    slot = len(data) // ENTRY.size // 2
-    assert slot > 10
-    _, position = ENTRY.unpack_from(data, slot * ENTRY.size)
-    ENTRY.pack_into(data, slot * ENTRY.size, 3, position)
-    index.write_bytes(bytes(data))
-
-
 def test_a_lying_offset_index_is_counted_by_log_directory_and_the_count_outlives_its_topic(tmp_path):
     """Every log directory has a rebuild series from the start (0); a read over a rotted entry
     counts 1 in its partition's directory, once; deleting the topic does not take it back (a
@@ -92,7 +80,7 @@ def test_a_lying_offset_index_is_counted_by_log_directory_and_the_count_outlives
         manager.get_log("rotted", 0).append(batch(b"v%03d" % number))
     [summary] = manager.statistics(partition_detail=False).partition_summaries
     manager.shutdown()
-    _rot_mid_entry(pathlib.Path(summary.log_dir) / "rotted-0")
+    rot_mid_entry(pathlib.Path(summary.log_dir) / "rotted-0")
     manager = LogManager(dirs, clock=FakeClock())
     manager.startup()
     metrics = Metrics()

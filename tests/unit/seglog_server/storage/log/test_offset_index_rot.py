@@ -16,6 +16,7 @@ import struct
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from tests.support.index_rot import rot_index_entries
 from tests.support.log_test_support import NOW_MS, batch, config, offsets_of, open_log
 
 from seglog_server.rpc.storage_calls import StorageCalls
@@ -69,13 +70,7 @@ def _rotted_copy(written, tmp_path, rot) -> tuple:
     copy = tmp_path / "topic-0"
     shutil.copytree(directory, copy)
     index_path = next(os.path.join(copy, n) for n in os.listdir(copy) if n.endswith(".index"))
-    with open(index_path, "r+b") as f:
-        for slot, (relative, position) in rot(entries).items():
-            f.seek(slot * ENTRY.size)
-            old_relative, old_position = ENTRY.unpack(f.read(ENTRY.size))
-            f.seek(slot * ENTRY.size)
-            f.write(ENTRY.pack(old_relative if relative is None else relative,
-                               old_position if position is None else position))
+    rot_index_entries(index_path, rot(entries))
     return copy, answers
 
 
