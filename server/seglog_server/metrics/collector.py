@@ -99,6 +99,7 @@ def _storage_families(m: Metrics) -> Iterator[Metric]:
     stats = m.manager.statistics(partition_detail=False)
     yield from _manager_families(stats)
     yield _index_rebuild_family(stats, m.observer)
+    yield _flush_family(m.observer)
     yield from _partition_families(stats, m)
     yield from _recovery_families(stats)
     yield from _descriptor_families(stats)
@@ -187,16 +188,21 @@ def _manager_families(stats: Any) -> Iterator[Metric]:
         size.add_metric([log_dir.path], log_dir.size_bytes)
         partitions.add_metric([log_dir.path], log_dir.partition_count)
     yield from (online, size, partitions)
+
+
+def _flush_family(observer: MetricsObserver) -> Metric:
+    """Log flushes since start, as the observer counted them: a sum over the live logs' statistics
+    would fall when a topic is deleted, which Prometheus reads as a counter reset."""
     flushes = new_family("seglog_log_flushes")
-    flushes.add_metric([], sum(p.flush_count for p in stats.partition_summaries))
-    yield flushes
+    flushes.add_metric([], observer.flush_count())
+    return flushes
 
 
 def _index_rebuild_family(stats: Any, observer: MetricsObserver) -> Metric:
     """Offset indexes rebuilt after a read found them lying, by log directory: a series for every
     directory from the start (0 until one is found), so the first rebuild is an increase an alert
     sees, and for any directory counted that the statistics no longer list (its count stays)."""
-    counts = dict(observer.index_rebuilds)  # a copy: a pool thread may add a directory meanwhile
+    counts = observer.index_rebuilds()
     family = new_family("seglog_log_dir_offset_index_rebuilds")
     for path in sorted({log_dir.path for log_dir in stats.log_dirs} | set(counts)):
         family.add_metric([path], counts.get(path, 0))

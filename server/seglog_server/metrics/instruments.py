@@ -146,8 +146,12 @@ class MetricsObserver(StorageObserver):
         self.read_age_offsets = Histogram(READ_AGE_BUCKETS)
         # log directory -> offset indexes a read found lying and rebuilt there. Rare, so under a
         # lock: no count of a data-integrity signal may be lost to a race.
-        self.index_rebuilds: dict[str, int] = {}
+        self._index_rebuilds: dict[str, int] = {}
         self._rebuilds_lock = threading.Lock()
+        # Log flushes since start, counted as they end (not summed from the live logs: a deleted
+        # topic's would leave the sum). Under a lock: pool threads flush different logs at once.
+        self._flush_count = 0
+        self._flushes_lock = threading.Lock()
 
     # Each method observes inline (no further calls): they run several times per request.
     def index_lookup(self, index: str, zone: str, pages: int) -> None:
@@ -177,7 +181,21 @@ class MetricsObserver(StorageObserver):
 
     def offset_index_rebuilt(self, log_dir: str) -> None:
         with self._rebuilds_lock:
-            self.index_rebuilds[log_dir] = self.index_rebuilds.get(log_dir, 0) + 1
+            self._index_rebuilds[log_dir] = self._index_rebuilds.get(log_dir, 0) + 1
+
+    def index_rebuilds(self) -> dict[str, int]:
+        """log directory -> offset indexes rebuilt there: a copy taken under the lock, as a pool
+        thread may add a directory while the collector reads."""
+        with self._rebuilds_lock:
+            return dict(self._index_rebuilds)
+
+    def log_flushed(self) -> None:
+        with self._flushes_lock:
+            self._flush_count += 1
+
+    def flush_count(self) -> int:
+        with self._flushes_lock:
+            return self._flush_count
 
 
 class TopicTraffic:

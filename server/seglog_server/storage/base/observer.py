@@ -101,6 +101,11 @@ class StorageObserver:
         outlive the segment (retention deletes it, compaction swaps it) and its partition (a
         deleted topic), or the per-directory total would fall, which Prometheus reads as a reset."""
 
+    def log_flushed(self) -> None:
+        """A log's flush (one fsync pass) ended. Told here rather than summed from the logs'
+        statistics() for the same reason as ``offset_index_rebuilt``: a deleted topic's flushes
+        would leave the sum, and the process-wide total would fall (a reset to Prometheus)."""
+
 
 class _Current:
     """Holder of the installed observer, so hot paths read ``OBSERVER.current``."""

@@ -66,7 +66,7 @@ from ..segment.log_segments import LogSegments
 from .log_validator import LogValidator
 from .log_time_lookups import INLINE_BUSY, INLINE_REFUSED, INLINE_UNLOADED, LogTimeLookups
 from .lookup_explain import LookupExplanation, ResidentPages, explain_offset, no_residency
-from ..base.observer import stopwatch
+from ..base.observer import OBSERVER, stopwatch
 from ..segment.open_segments import DEFAULT_OPEN_SEGMENTS_MAX, OpenSegments
 from ..format.leader_epoch_checkpoint import LeaderEpochCheckpointFile, format_epochs
 from ..format.lost_offsets import LostOffsets
@@ -753,6 +753,7 @@ class UnifiedLog(LogTimeLookups):
                     if offset is None:
                         local.fully_synced_state = files_state
                 self._counters.flush_count += 1
+            OBSERVER.current.log_flushed()  # /metrics' total, which a deleted topic must not lower
 
     def _flush_quietly(self, offset: int) -> None:
         """A roll's background flush: nobody waits for it, so it says itself how it failed.

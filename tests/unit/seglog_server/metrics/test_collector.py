@@ -101,3 +101,30 @@ def test_a_lying_offset_index_is_counted_by_log_directory_and_the_count_outlives
     finally:
         install_observer(previous)
         manager.shutdown()
+
+
+def test_log_flushes_total_does_not_fall_when_a_topic_is_deleted(tmp_path):
+    """The flushes are counted as they end, not summed over the live logs: deleting a topic whose
+    logs were flushed keeps their flushes in the total (a fall reads as a counter reset)."""
+    manager = LogManager([str(tmp_path / "d")], clock=FakeClock())
+    manager.startup()
+    metrics = Metrics()
+    metrics.manager = manager
+    previous = install_observer(metrics.observer)
+    try:
+        def flushes() -> float:
+            [sample] = samples_of(metrics)["seglog_log_flushes_total"]
+            return sample.value
+
+        assert flushes() == 0
+        manager.create_topic("gone", 2, {})
+        for partition in (0, 1):
+            log = manager.get_log("gone", partition)
+            log.append(batch(b"x"))
+            log.flush()
+        assert flushes() == 2
+        manager.delete_topic("gone")
+        assert flushes() == 2
+    finally:
+        install_observer(previous)
+        manager.shutdown()
