@@ -14,7 +14,10 @@ whether the answers are being kept current.
 
 Every key and value is decoded by records.py: a malformed one is logged once, counted
 (``malformed_count``, seglog_cluster_malformed_records_total) and applied on the safe side
-(``_apply_malformed``), and the thread goes on with the next. Any other error ending a reload or
+(``_apply_malformed``), and the thread goes on with the next. The keys held malformed now are
+counted too (``malformed_held_count``, seglog_cluster_malformed_records_held): a new instance
+whose first reload finds one already in etcd counts it before any scrape, so only this figure,
+not the total's increase, tells an alert it is there, and it falls back when the key is repaired. Any other error ending a reload or
 a watch is logged with its traceback, counted (``unexpected_count``) and makes ``connected``
 False until a reload succeeds; ``connected`` is False too if the thread is no longer running.
 
@@ -74,6 +77,9 @@ class CacheStatistics:
     epoch_change_count: int = 0  # owner records seen at another epoch than the one held before
     malformed_count: int = 0  # keys or values not applied as malformed (each key revision once; records.py)
     unexpected_count: int = 0  # reloads or watches ended by an unexpected error (a bug; logged with a traceback)
+    # keys whose value etcd holds malformed now, as this view last read them: 0 again once each is
+    # rewritten well or deleted (what an alert waits on; malformed_count only ever grows)
+    malformed_held_count: int = 0
 
 
 
@@ -128,6 +134,8 @@ class MetadataCache:
         self._malformed_lock = threading.Lock()
         self._malformed_seen: dict[str, int] = {}
         self._malformed_count = 0
+        # keys whose latest value this view read is malformed (under ``_changed``, as the view is)
+        self._malformed_held: set[str] = set()
         self._owner_delay_s = owner_watch_delay_s(os.environ.get(WATCH_OWNER_DELAY_ENV))
 
     # -- answers from memory ------------------------------------------------------------------
@@ -194,7 +202,7 @@ class MetadataCache:
                 malformed = self._malformed_count
             return CacheStatistics(connected, self._revision, self._reload_count, self._event_count,
                                    self._compacted_count, self._epoch_change_count, malformed,
-                                   self._unexpected_count)
+                                   self._unexpected_count, len(self._malformed_held))
 
     def wait_until(self, predicate: Callable[["MetadataCache"], bool], timeout_s: float) -> bool:
         """Waits until ``predicate(self)`` holds after a change (True) or ``timeout_s`` passes (False)."""
@@ -266,10 +274,10 @@ class MetadataCache:
         now_ms = self._wall_clock_ms()
         with self._changed:
             held = (self._instances, self._owners, self._topics, self._moves, self._topic_generations,
-                    self._topic_configs)
+                    self._topic_configs, self._malformed_held)
             previous, previous_owners = self._instances, self._owners
             self._instances, self._owners, self._topics, self._moves = {}, {}, {}, {}
-            self._topic_generations, self._topic_configs = {}, {}
+            self._topic_generations, self._topic_configs, self._malformed_held = {}, {}, set()
             try:
                 for kv in kvs:
                     self._apply_put(kv, previous_owners, now_ms)
@@ -278,7 +286,7 @@ class MetadataCache:
                         self._instances[instance_id] = self._gone(info, now_ms)
             except BaseException:
                 (self._instances, self._owners, self._topics, self._moves, self._topic_generations,
-                 self._topic_configs) = held
+                 self._topic_configs, self._malformed_held) = held
                 raise
             for topic in [topic for topic in self._last_good_topics if topic not in self._topic_generations]:
                 del self._last_good_topics[topic]  # deleted meanwhile
@@ -339,6 +347,7 @@ class MetadataCache:
         transaction); a new topic's records are not changes. A malformed key or value
         (records.py) is applied as ``_apply_malformed`` says, never raised."""
         parsed = None
+        self._malformed_held.discard(kv.key)  # this value replaces the one held; malformed again below if so
         try:
             parsed = self._keys.parse(kv.key)
             if parsed is None:
@@ -390,6 +399,7 @@ class MetadataCache:
         - a move record: absent. A move record only ever fences its source; the move's own steps
           read it from etcd (refused, naming the key) and its commit compares its mod revision.
         """
+        self._malformed_held.add(kv.key)
         with self._malformed_lock:
             new = self._malformed_seen.get(kv.key) != kv.mod_revision
             if new:
@@ -423,6 +433,7 @@ class MetadataCache:
                 UNREADABLE_OWNER, before.epoch if before is not None else 0, kv.mod_revision)
 
     def _apply_delete(self, kv: KeyValue, now_ms: int) -> None:
+        self._malformed_held.discard(kv.key)
         try:
             parsed = self._keys.parse(kv.key)
         except MalformedRecordError:

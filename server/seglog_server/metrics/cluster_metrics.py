@@ -6,9 +6,9 @@ refused because this instance is fenced (reason ``lease``), because the partitio
 final catch-up (``moving``) or because its epoch moved on under the append (``epoch``). Read at
 scrape time from the instance's own cluster objects (``cluster_families``): partitions owned here,
 partitions whose owner is gone, instances alive, epoch changes the watched cache has seen, the
-records it found malformed and the reloads or watches a bug ended, the checks of its own
-registration record (and the failed ones), the time left before the instance fences itself, and
-whether the cache is current.
+records it found malformed (and those it holds malformed now) and the reloads or watches a bug
+ended, the checks of its own registration record (and the failed ones), the time left before the
+instance fences itself, and whether the cache is current.
 
 Nothing here exists in a single process: the families are built only when the service core holds a
 cluster routing, so a single process exports none of them and no cluster alert can fire there.
@@ -72,6 +72,7 @@ def cluster_families(routing: Any) -> Iterator[Metric]:
     yield _single("seglog_cluster_offline_partitions", offline)
     yield _single("seglog_cluster_instances_alive", sum(1 for info in instances.values() if info.alive))
     yield _single("seglog_cluster_metadata_current", 1 if statistics.connected else 0)
+    yield _single("seglog_cluster_malformed_records_held", statistics.malformed_held_count)
     yield _single("seglog_cluster_lease_remaining_seconds", routing.membership.acknowledge_time_left_s())
     mismatches = getattr(routing, "acl_mismatches", None)
     yield _single("seglog_cluster_acl_mismatched_instances", 0 if mismatches is None else len(mismatches()))

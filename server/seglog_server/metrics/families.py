@@ -149,6 +149,9 @@ FAMILIES: dict[str, tuple[str, tuple[str, ...], str]] = {
     "seglog_cluster_malformed_records": (
         "counter", (), "Keys or values under the cluster's prefix in etcd that are not records seglog writes "
         "(each key's revision once): not applied, logged with the key (docs/cluster.md)."),
+    "seglog_cluster_malformed_records_held": (
+        "gauge", (), "Keys under the cluster's prefix whose latest value in etcd, as this instance's watched cache "
+        "read it, is malformed (not applied): 0 again once each is written well or deleted."),
     "seglog_cluster_metadata_errors": (
         "counter", (), "Reloads or watches of the cluster's metadata ended by an unexpected error (a bug, "
         "logged with its traceback); the cache is not current until a reload succeeds."),

@@ -73,6 +73,8 @@ def test_bad_records_under_a_running_instance_are_skipped_counted_refused_by_nam
         assert _metadata(a).current
         assert _produce(a, "later", 1).base_offset == 0
         _until(lambda: value(scrape(a), "seglog_cluster_malformed_records_total") >= 8, what="bad records counted")
+        # The 8 the watched cache reads (the producer-id counter and the ceiling are read elsewhere).
+        assert value(scrape(a), "seglog_cluster_malformed_records_held") == 8
         assert value(scrape(a), "seglog_cluster_metadata_current") == 1
         assert value(scrape(a), "seglog_cluster_metadata_errors_total") == 0
 
@@ -88,11 +90,14 @@ def test_bad_records_under_a_running_instance_are_skipped_counted_refused_by_nam
         a.start()
         _until(lambda: _epochs(a, "later") == {("later", 0): 0, ("later", 1): 1}, what="the view reloaded")
         assert _metadata(a).current and _produce(a, "later", 0).base_offset == 0
+        # Held from the first scrape (an alert on the total's increase never saw them here).
+        assert value(scrape(a), "seglog_cluster_malformed_records_held") == 8
         _check_refusals(a, keys)
         # The record written again as seglog writes it: the partition is served again.
         _put(writer, keys.owner("poisoned", 0), b'{"epoch": 0, "owner": "a"}')
         _until(lambda: _produce_or_code(a, "poisoned") == grpc.StatusCode.OK, what="the repaired owner served")
         assert _produce(a, "poisoned", 0).base_offset == 2  # the record before the bad one was never dropped
+        assert value(scrape(a), "seglog_cluster_malformed_records_held") == 7  # the repaired one no longer
     finally:
         writer.close()
     assert "Traceback" not in a.log()

@@ -302,3 +302,50 @@ def test_a_reload_that_fails_part_way_leaves_the_view_it_had():
     answer[1] = KeyValue("c/owners/t/1", b'{"epoch": 9, "owner": "b"}', 21, 21, 0)
     cache._reload()
     assert cache.owner_of("t", 0).owner == "b" and cache.topics() == {} and cache.statistics().revision == 21
+
+
+def test_the_malformed_records_held_count_falls_when_each_is_rewritten_or_deleted_and_a_reload_recounts():
+    """malformed_count only grows (each key revision once); malformed_held_count is what etcd holds
+    malformed now, as the view last read it: an alert waits on it (the total's increase never
+    shows a record a new instance found at its first reload, before any scrape)."""
+    cache = _cache()
+    for revision, (key, value) in enumerate(GOOD.items(), start=1):
+        cache._apply(WatchBatch([_put(key, value, revision)]))
+    assert cache.statistics().malformed_held_count == 0
+    cache._apply(WatchBatch([_put("c/owners/t/0", b"[1]", 10), _put("c/moves/t/0", b"[1]", 11),
+                             _put("c/owners/t/\u00b2", b"{}", 12)]))
+    assert cache.statistics().malformed_held_count == 3
+    cache._apply(WatchBatch([_put("c/owners/t/0", b"null", 13)]))  # malformed again: still one key
+    assert cache.statistics().malformed_held_count == 3
+    cache._apply(WatchBatch([_put("c/owners/t/0", GOOD["c/owners/t/0"], 14),
+                             WatchEvent("DELETE", KeyValue("c/moves/t/0", b"", 15, 4, 0))]))
+    assert cache.statistics().malformed_held_count == 1  # repaired, deleted; the bad key stays
+    answer = [KeyValue(key, value, 20, 1, 0) for key, value in GOOD.items()]
+    answer.append(KeyValue("c/topics/u", b'{"partitions": NaN}', 20, 20, 0))
+    cache._gateway.range_prefix = lambda prefix: (20, answer)
+    cache._reload()  # a restart's view: only what etcd holds now counts
+    assert cache.statistics().malformed_held_count == 1
+    assert cache.statistics().malformed_count == 5  # the total: every bad key revision once
+
+
+@settings(max_examples=150, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(st.sampled_from(["c/instances/a", "c/topics/t", "c/owners/t/0", "c/moves/t/0",
+                                           "c/owners/t/\u00b2", "c/offset_ceilings/t/0"]),
+                          st.one_of(st.none(), st.sampled_from(list(GOOD.values())),
+                                    st.sampled_from(HOSTILE_VALUES[:20]), record_values())), max_size=8))
+def test_the_malformed_records_held_are_the_keys_whose_last_value_alone_is_malformed(events):
+    """Oracle: a key's last event, applied alone to a fresh cache, is counted malformed there (a
+    None value is a delete: nothing held)."""
+    cache = _cache()
+    last: dict[str, bytes | None] = {}
+    for revision, (key, value) in enumerate(events, start=1):
+        event = WatchEvent("DELETE", KeyValue(key, b"", revision, 1, 0)) if value is None else _put(key, value, revision)
+        cache._apply(WatchBatch([event]))
+        last[key] = value
+    expected = 0
+    for key, value in last.items():
+        if value is not None:
+            alone = _cache()
+            alone._apply(WatchBatch([_put(key, value, 1)]))
+            expected += alone.statistics().malformed_count
+    assert cache.statistics().malformed_held_count == expected
