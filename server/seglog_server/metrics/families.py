@@ -101,8 +101,10 @@ FAMILIES: dict[str, tuple[str, tuple[str, ...], str]] = {
     "seglog_storage_calls": (
         "counter", ("placement",), "Storage calls by where they ran (inline, pooled, busy)."),
     "seglog_storage_calls_inline_refused": (
-        "counter", (), "Inline storage calls that met a step too long for the event loop (an offset index "
-        "rebuild, a scan past a lying index entry) and ran again on the storage pool (counted inline and pooled)."),
+        "counter", (), "Inline storage calls of reads by offset (Fetch, Consume) that met a step too long for the "
+        "event loop (an offset index rebuild, a scan past a lying index entry) and ran again on the storage pool "
+        "(counted inline and pooled). Not OffsetsForTimes or LookupStream lookups: their bounded search refuses any step past its "
+        "budget the same way, most often a cold search, and those go to the pool uncounted here."),
     "seglog_rpc_internal_errors": ("counter", (), "RPCs that failed with an unexpected error."),
     "seglog_partitions_skipped": (
         "gauge", (), "Partitions whose figures this scrape could not read (an error, logged)."),
