@@ -5,11 +5,8 @@ Each target keeps its own outcome, as Kafka answers per partition. The targets o
 searched in one storage call (one take of the log's lock); a handful run inline, more (or a log's
 first lookup by time after a restart: ``StoragePort.timestamp_lookup_may_block``, or a search that
 refused, inline, to build or extend a table or directory, decompress a batch or read past the
-inline bound: ``PartitionLog.lookup_timestamps_without_builds``) on the pool. Two fast paths
-answer as that general path does, in fewer layers: targets of a partition that one segment's
-time-step table all answers with records, in one call of the log on the event loop
-(``PartitionLog.lookup_timestamps_in_memory``); a partition's one target, through the single
-lookup's path (``_search_one``).
+inline bound: ``PartitionLog.lookup_timestamps_without_builds``) on the pool. A partition's
+one target takes the single lookup's path (``_search_one``), which answers as that general path.
 """
 
 from __future__ import annotations
@@ -268,13 +265,6 @@ class LookupRpcs:
                 # A handful of lookups runs inline (microseconds each); more go to the pool, or one
                 # request of a few MiB of targets would hold the event loop for seconds. So does a
                 # log's first lookup by time after a restart: it checks every segment on first use.
-                if 1 < len(searched) <= _INLINE_LOOKUPS_MAX:
-                    # Every target a record from one segment's time-step table (a batched lookup's
-                    # common case): answered in one call of the log, no error among them.
-                    in_memory = log.lookup_timestamps_in_memory(searched)
-                    if in_memory is not None:
-                        self.core.calls.count_inline()  # an inline call, as ``sized`` counts one
-                        return in_memory if outcomes is None else self._merged(outcomes, searched_at, in_memory)
                 pooled = len(searched) > _INLINE_LOOKUPS_MAX or self.core.storage.timestamp_lookup_may_block(
                     log, searched)
                 found = await self._lookup(log, searched, pooled)
@@ -285,11 +275,8 @@ class LookupRpcs:
                     if isinstance(answer, LogDirOfflineError):  # a target's search took the log offline
                         await self.core.calls.blocking(self.core.storage.handle_log_failure, log, answer)  # as log_call does
                         break
-        return found if outcomes is None else self._merged(outcomes, searched_at, found)
-
-    @staticmethod
-    def _merged(outcomes: list[Any], searched_at: list[int], found: list[Any]) -> list[Any]:
-        """``outcomes`` (the refused targets' errors) with ``found``, the searched ones', in place."""
+        if outcomes is None:
+            return found
         for index, answer in zip(searched_at, found):
             outcomes[index] = answer
         return outcomes

@@ -1,8 +1,7 @@
 """A log's lookups by time (kafka-storage.md section 4): ``LogTimeLookups``, the part of
 ``UnifiedLog`` that answers ``offset_for_timestamp``, ``offsets_for_timestamps``,
 ``lookup_timestamps`` and their bounded forms for a caller on an event loop
-(``lookup_timestamps_without_builds``, ``lookup_timestamp_inline``, ``lookup_timestamps_in_memory``),
-and ``explain_timestamp``.
+(``lookup_timestamps_without_builds``, ``lookup_timestamp_inline``), and ``explain_timestamp``.
 
 It holds the glue between the log's state and the searches beside it: the local segments'
 search (timestamp_lookups.py), the remote segments' (remote_timestamps.py) for a tiered log,
@@ -41,7 +40,6 @@ from .timestamp_lookups import (
     lookup_one_bounded,
     lookup_one_in_memory,
     lookup_timestamps,
-    records_in_memory,
 )
 
 if TYPE_CHECKING:  # boto3 (the remote extra) is loaded only where a store is configured
@@ -168,31 +166,6 @@ class LogTimeLookups:
                                           LookupBudget(read_bytes_max))
             except LookupRefused:
                 return INLINE_REFUSED
-        finally:
-            lock.release()
-
-    def lookup_timestamps_in_memory(self, timestamps_ms: Sequence[int]) -> list[TimestampAndOffset] | None:
-        """``lookup_timestamps``'s outcomes of ``timestamps_ms`` (two or more) when the time-step
-        table of the segment they all first reach gives each a record from memory
-        (``timestamp_lookups.records_in_memory``: the same answers and laps), for a caller on an
-        event loop that must not wait. None in every other case, nothing counted or changed:
-        a tiered log, the lock held by another thread, the log closed or offline, the
-        segments' first-use checks not run, or a target the table does not answer; the caller
-        then asks ``lookup_timestamps_without_builds`` (or the pool), which meets whatever
-        stopped this one as before. The service's batched lookup: its common case without the
-        general path's layers (the call's placement, the budget, the tier's lists)."""
-        local = self._local
-        if self._remote_tier is not None or not local.timestamps.loaded:
-            return None
-        lock = self._lock
-        if not lock.acquire(blocking=False):
-            return None
-        try:
-            if self._remote_tier is not None or local.closed or local.offline_cause is not None:
-                return None  # (attached since the check, or unusable: the general path answers)
-            if not local.timestamps.loaded:
-                return None
-            return records_in_memory(local, timestamps_ms, self._log_start_offset, self._log_end_offset)
         finally:
             lock.release()
 

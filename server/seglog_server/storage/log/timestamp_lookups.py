@@ -52,7 +52,8 @@ from .log_results import (
 )
 
 __all__ = ["SPECIAL_TIMESTAMPS", "LookupOutcome", "check_targets", "lookup_one_bounded", "lookup_one_in_memory",
-           "lookup_timestamps", "offset_for_timestamp", "records_in_memory", "search_timestamps"]
+           "lookup_timestamps",
+           "offset_for_timestamp", "search_timestamps"]
 
 SPECIAL_TIMESTAMPS = frozenset(
     (LATEST_TIMESTAMP, EARLIEST_TIMESTAMP, MAX_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP, LATEST_TIERED_TIMESTAMP)
@@ -99,7 +100,7 @@ def lookup_timestamps(
     ValueError before any search for a target ``check_targets`` refuses; with ``budget``,
     LookupRefused before a step past it (the counters the search moved put back)."""
     if local.timestamps.loaded and len(timestamps_ms) > 1:
-        records = records_in_memory(local, timestamps_ms, log_start_offset, log_end_offset)
+        records = _records_in_memory(local, timestamps_ms, log_start_offset, log_end_offset)
         if records is not None:
             return records
     if budget is None:
@@ -115,7 +116,7 @@ def lookup_timestamps(
     return outcomes
 
 
-def records_in_memory(
+def _records_in_memory(
     local: LocalLog, timestamps_ms: Sequence[int], log_start_offset: int, log_end_offset: int,
 ) -> list[LookupOutcome] | None:
     """``lookup_timestamps``'s outcomes of ``timestamps_ms`` (two or more, any order, repeats

@@ -289,8 +289,7 @@ async def test_a_log_taken_offline_after_get_log_answers_unavailable_from_the_in
 
 def _offline_as_called(monkeypatch, fs: FaultFs, log, name: str) -> None:
     """``log.<name>`` (the inline attempt of a path: the fast path's ``lookup_timestamp_inline``,
-    the general path's first, ``lookup_timestamps_in_memory``, which then answers nothing and
-    leaves the log to ``lookup_timestamps_without_builds``) entered after a flush failed on the
+    the general path's ``lookup_timestamps_without_builds``) entered after a flush failed on the
     disk: the log offline after ``get_log`` handed it over, before the attempt takes its lock."""
     real = getattr(log, name)
 
@@ -336,7 +335,7 @@ async def test_the_fast_path_counts_its_storage_calls_as_the_general_path(monkey
     outcomes = {}
     with tempfile.TemporaryDirectory() as parent:
         directory = os.path.join(parent, "data")  # one name for both paths: their messages name it
-        for targets, attempt in ((1, "lookup_timestamp_inline"), (2, "lookup_timestamps_in_memory")):
+        for targets, attempt in ((1, "lookup_timestamp_inline"), (2, "lookup_timestamps_without_builds")):
             os.mkdir(directory)
             fs = FaultFs()
             manager = _loaded_manager(directory, fs)

@@ -1,12 +1,9 @@
 """A batched lookup by time answered from the time-step table of the segment its targets first
-reach (``timestamp_lookups.records_in_memory``, taken by ``lookup_timestamps`` first, and alone by
-``UnifiedLog.lookup_timestamps_in_memory``, the event loop's call): the same answers as the shared
-search and as the per-target oracle through the indexes and scans, the same laps counted, and none
-of the shared search's layers in the common case."""
+reach (``timestamp_lookups._records_in_memory``, taken by ``lookup_timestamps`` first): the same
+answers as the shared search and as the per-target oracle through the indexes and scans, the same
+laps counted, and none of the shared search's layers in the common case."""
 
 from __future__ import annotations
-
-import threading
 
 import pytest
 from hypothesis import HealthCheck, event, given, settings
@@ -38,9 +35,9 @@ def oracle(log, targets):
 
 
 def in_memory(log, targets):
-    """``records_in_memory`` under the log's lock (None: not answered there)."""
+    """``_records_in_memory`` under the log's lock (None: not answered there)."""
     with log._lock:  # noqa: SLF001 - the lock lookup_timestamps holds around it
-        return timestamp_lookups.records_in_memory(
+        return timestamp_lookups._records_in_memory(  # noqa: SLF001
             log._local, targets, log.log_start_offset, log.log_end_offset)  # noqa: SLF001
 
 
@@ -82,8 +79,6 @@ def test_the_in_memory_answers_equal_the_shared_search_and_the_oracle(
         assert [described(outcome) for outcome in log.lookup_timestamps(targets)] == expected
         bounded = log.lookup_timestamps_without_builds(targets, 1 << 20)
         assert bounded is None or [described(outcome) for outcome in bounded] == expected
-        # The event loop's call (no lock held, not tiered, loaded): exactly the in-memory answer.
-        assert log.lookup_timestamps_in_memory(targets) == answered
     finally:
         log.close()
 
@@ -176,49 +171,3 @@ def test_the_in_memory_answer_counts_the_laps_of_the_shared_search(tmp_path, mon
         assert lap_counts(observer) == {}
     finally:
         log.close()
-
-
-def test_the_event_loops_call_answers_none_where_the_general_path_must_answer(tmp_path, monkeypatch):
-    """``lookup_timestamps_in_memory`` answers nothing, and counts nothing, where the general path
-    has work it cannot do: a target the table does not answer (two segments reached), the lock
-    held by another thread (it never waits), the log closed (the general path raises it), the
-    segments' first-use checks not run since a restart (they read every segment)."""
-    log = _log_of_two_segments(tmp_path, monkeypatch)
-    targets = [NOW_MS + 333, NOW_MS + 201]
-    try:
-        assert log.lookup_timestamps_in_memory(targets) == oracle(log, targets)
-        observer = PhaseCalls()
-        previous = install_observer(observer)
-        try:
-            assert log.lookup_timestamps_in_memory([NOW_MS + 52, NOW_MS + 333]) is None
-            held, release = threading.Event(), threading.Event()
-
-            def holder():
-                with log._lock:  # noqa: SLF001 - a pool thread's call holding the log
-                    held.set()
-                    release.wait(10)
-
-            thread = threading.Thread(target=holder)
-            thread.start()
-            try:
-                assert held.wait(10)
-                assert log.lookup_timestamps_in_memory(targets) is None
-            finally:
-                release.set()
-                thread.join(10)
-            assert log.lookup_timestamps_in_memory(targets) is not None  # the lock free again
-        finally:
-            install_observer(previous)
-        assert lap_counts(observer) == {("offsets_for_times", "segment_lookup"): 2,
-                                        ("offsets_for_times", "index_search"): 2}  # the answered calls only
-        log.close()
-        assert log.lookup_timestamps_in_memory(targets) is None
-    finally:
-        log.close()
-    restarted = open_log(tmp_path, FakeClock(NOW_MS), config())
-    try:
-        assert not restarted.timestamps_loaded
-        assert restarted.lookup_timestamps_in_memory(targets) is None
-        assert not restarted.timestamps_loaded  # no first-use check ran
-    finally:
-        restarted.close()
