@@ -6,7 +6,11 @@ searched in one storage call (one take of the log's lock); a handful run inline,
 first lookup by time after a restart: ``StoragePort.timestamp_lookup_may_block``, or a search that
 refused, inline, to build or extend a table or directory, decompress a batch or read past the
 inline bound: ``PartitionLog.lookup_timestamps_without_builds``) on the pool. A partition's
-one target takes the single lookup's path (``_search_one``), which answers as that general path.
+one target takes the single lookup's path (``_search_one``), which answers as that general path
+and counts the same storage calls, but where the general path sends its bounded search to the
+pool and that search declines: always on a tiered log, and behind a busy lock when it refuses a
+step. There the general path counts two pool calls, the bounded search then the full one, and
+``_search_one`` one, the full search.
 """
 
 from __future__ import annotations
@@ -152,8 +156,11 @@ class LookupRpcs:
         of the log (``lookup_timestamp_inline``: the lock taken without waiting, the search
         bounded by the inline bound), not ``log_call`` -> ``StorageCalls.sized`` ->
         ``lookup_timestamps_without_builds`` -> ``lookup_timestamps``; what it does not answer
-        goes to the pool as ``_lookup`` sends it, and the storage calls' counts move as there
-        (inline, busy fallback, pooled)."""
+        goes to the pool, and the storage calls' counts (inline, busy fallback, pooled) move as
+        there, but for a tiered log or a busy lock: there ``_lookup`` sends the bounded search to
+        the pool first, and when it declines (a tiered log's always does), the full one (one
+        busy fallback, two pooled calls), where this sends the full search at once (one busy
+        fallback, one pooled call). The hop saved is the point; no answer differs."""
         core = self.core
         storage = core.storage
         calls = core.calls
