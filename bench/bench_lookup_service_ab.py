@@ -2,7 +2,7 @@
 source trees in interleaved pairs:
 
     .venv/bin/python -m bench.bench_lookup_service_ab --tree before=PATH --tree after=PATH
-        [--records 200000] [--calls 1000] [--repeats 6] [--shape NAME ...]
+        [--records 200000] [--calls 2000] [--repeats 6] [--shape NAME ...]
 
 Each ``--tree NAME=PATH`` (a checkout's root, e.g. ``git archive <commit> | tar -x -C PATH`` with
 the built ``client/seglog/records/_*.so`` copied in) gets a service of its own, run from its
@@ -23,8 +23,10 @@ produced in, the same draws at every tree):
 Each repeat runs every shape at every tree, the trees' order swapped every other repeat (so
 the machine's load moves both alike); after one untimed round for warm-up, every repeat is one
 pair per shape. Prints each pair (lookups/s, the service's CPU a call from /proc: every thread
-of its process), then per shape the medians, the ratio of the medians, the median of the
-pairs' ratios and in how many pairs the second tree's service CPU was lower, and the load.
+of its process, read in 10 ms clock ticks: the 2,000 calls a pair by default keep one tick
+within about 1 % of a batched pair's figure), then per shape the medians, the ratio of the
+medians, the median of the pairs' ratios and in how many pairs the second tree's service CPU
+was lower, and the load.
 """
 
 from __future__ import annotations
@@ -64,13 +66,15 @@ def _start(workdir: pathlib.Path, tree: pathlib.Path | None) -> tuple[subprocess
     ready = workdir / "ready"
     environ = _environ(tree)
     environ.update(MALLOC_TUNING)  # set already: the service does not re-exec (its pid stays the one measured)
-    log = open(workdir / "service.log", "wb")
-    process = subprocess.Popen(
-        [sys.executable, "-m", "seglog_server", "--listen", "127.0.0.1:0", "--ready-file", str(ready),
-         "--data-dir", str(workdir / "data")], stdout=log, stderr=log, env=environ, cwd=tree or ROOT)
+    with open(workdir / "service.log", "wb") as log:  # the service holds its own copy of the descriptor
+        process = subprocess.Popen(
+            [sys.executable, "-m", "seglog_server", "--listen", "127.0.0.1:0", "--ready-file", str(ready),
+             "--data-dir", str(workdir / "data")], stdout=log, stderr=log, env=environ, cwd=tree or ROOT)
     deadline = time.monotonic() + 60
     while not ready.exists() or not ready.read_text().strip():
         if process.poll() is not None or time.monotonic() > deadline:
+            process.kill()  # one that hung past the deadline must not outlive the run
+            process.wait(60)
             raise SystemExit(f"service failed to start: {(workdir / 'service.log').read_text()}")
         time.sleep(0.02)
     return process, ready.read_text().strip()
@@ -133,7 +137,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tree", action="append", default=[], help="NAME=PATH of a source tree (repeatable)")
     parser.add_argument("--records", type=int, default=200_000)
-    parser.add_argument("--calls", type=int, default=1000)
+    parser.add_argument("--calls", type=int, default=2000)  # enough CPU ticks a pair: see the docstring
     parser.add_argument("--repeats", type=int, default=6)
     parser.add_argument("--shape", action="append", choices=SHAPES, default=None)
     arguments = parser.parse_args()
@@ -145,9 +149,11 @@ def main() -> None:
     rows: dict[tuple[str, str], list[tuple[float, float]]] = {}
     loads = []
     with tempfile.TemporaryDirectory(prefix="seglog-lookup-ab-") as directory:
-        services = {name: _start(pathlib.Path(directory) / name, trees.get(name)) for name in names}
+        services: dict[str, tuple[subprocess.Popen, str]] = {}
         admins = {}
         try:
+            for name in names:  # inside the try: a second service that fails to start stops the first
+                services[name] = _start(pathlib.Path(directory) / name, trees.get(name))
             times = {name: _produce(address, arguments.records) for name, (_, address) in services.items()}
             admins = {name: Admin(address) for name, (_, address) in services.items()}
             for repeat in range(arguments.repeats + 1):  # the first: warm-up, not kept
