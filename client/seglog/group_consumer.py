@@ -49,7 +49,7 @@ from seglog.errors import ClientClosedError, FailedPreconditionError, SeglogErro
 from seglog.structs import DEFAULT_SERVER, ConsumerRecord, OffsetAndTimestamp, TopicPartition
 from seglog.v1 import log_service_pb2 as pb
 
-__all__ = ["AsyncGroupConsumer", "GroupConsumer", "NoOffsetForPartitionError"]
+__all__ = ["AsyncGroupConsumer", "CommitFailedError", "GroupConsumer", "NoOffsetForPartitionError"]
 
 Callback = Callable[[list[TopicPartition]], Any]
 # Kafka's OffsetCommitCallback.onComplete(offsets, exception): the exception is None on success.
@@ -80,6 +80,19 @@ _log = logging.getLogger("seglog.group_consumer")
 
 class NoOffsetForPartitionError(SeglogError):
     """auto_offset_reset="none" and the group has no committed offset for a partition."""
+
+
+class CommitFailedError(FailedPreconditionError):
+    """Kafka's CommitFailedException: ``commit()`` of offsets the service did not take from this
+    member. ``uncommitted`` holds them (partition -> offset), none of them committed;
+    ``service_error`` is the refusal's kind ("FencedMemberError", "UnknownMemberError"; None when
+    the member named a partition it does not own and nothing was sent), the refusal its cause."""
+
+    def __init__(self, message: str, *, uncommitted: dict[TopicPartition, int],
+                 refusal: SeglogError | None = None) -> None:
+        super().__init__(message, code=None if refusal is None else refusal.code,
+                         service_error=None if refusal is None else refusal.service_error)
+        self.uncommitted = dict(uncommitted)
 
 
 class AsyncGroupConsumer:
@@ -182,7 +195,9 @@ class AsyncGroupConsumer:
         ``on_revoke`` still leaves, so the partitions move at once rather than a session timeout
         later), and the first error is raised at the end, the later ones logged and noted on it.
         Its commit is ``commit()``'s: refused at the epoch a lost heartbeat answer left stale, it
-        heartbeats once and commits again at the epoch answered (``_commit_at_current_epoch``)."""
+        heartbeats once and commits again at the epoch answered (``_commit_at_current_epoch``),
+        but does not carry the answer out: the revocation below gives up every partition and the
+        leave hands them all on, so starting readers for partitions just granted would be waste."""
         if self._closed:
             return
         self._closed = True
@@ -204,7 +219,7 @@ class AsyncGroupConsumer:
         async with self._lock:
             try:
                 if self._auto_commit and self.member_epoch > 0:
-                    await _guarded(errors, self._commit_at_current_epoch())
+                    await _guarded(errors, self._commit_at_current_epoch(carry_out=False))
                 await _guarded(errors, self._revoke(set(self._owned)))
                 if self.member_id:
                     await _guarded(errors, self._leave())
@@ -333,10 +348,10 @@ class AsyncGroupConsumer:
     async def commit(self, offsets: dict[TopicPartition, int] | None = None) -> None:
         """Commits ``offsets`` (the next offset to read, per partition), or every owned
         partition's position, after every ``commit_async`` made before it (Kafka's commitSync).
-        Refused at a member epoch a lost heartbeat answer left stale, it heartbeats once and
-        commits again, at the epoch answered, the partitions the member still owns; it raises
-        when the member is fenced for real or a partition named was revoked meanwhile
-        (``_commit_at_current_epoch``)."""
+        ``offsets`` may name only partitions this member owns (``CommitFailedError`` otherwise,
+        nothing sent). Refused at a member epoch a lost heartbeat answer left stale, it heartbeats
+        once and commits the same offsets again at the epoch answered; fenced for real or the
+        heartbeat unanswered, it raises ``CommitFailedError`` (``_commit_at_current_epoch``)."""
         self._check_open()
         await self.start()
         await self._after_async_commits()
@@ -435,66 +450,107 @@ class AsyncGroupConsumer:
             pb.GroupPartition(topic=tp.topic, partition=tp.partition) for tp in wanted]))
         return {TopicPartition(o.topic, o.partition): (o.offset if o.offset >= 0 else None) for o in response.offsets}
 
-    async def _commit_at_current_epoch(self, offsets: dict[TopicPartition, int] | None = None) -> None:
+    async def _commit_at_current_epoch(self, offsets: dict[TopicPartition, int] | None = None, *,
+                                       carry_out: bool = True) -> None:
         """Under the lock: ``commit()``'s and close's commit of ``offsets``, or of every owned
         partition's position (taken once, before the first attempt).
 
         Refused the member's epoch, the member may still be in the group: the service handled a
         heartbeat whose answer was lost and moved it on. One heartbeat at the epoch it knows is
-        accepted as the previous epoch and answered with the current one and the assignment,
-        taken as any answer (a partition to give up is revoked); the commit goes again at that
-        epoch, of the partitions the member still owns. One revoked meanwhile is left out: it may
-        be another member's now, and its offset theirs to commit. Left out of the member's own
-        positions with auto-commit, its revocation committed its consumed position; otherwise
-        the commit raises naming it, the rest committed, so the application knows. Kafka reaches
-        this end at its coordinator (KIP-1251: a commit at an older epoch is taken for the
-        partitions assigned to the member at or before it); its client's commitSync raises
-        CommitFailedException at STALE_MEMBER_EPOCH (CommitRequestManager retries it only for the
-        auto-commit before a revocation)."""
+        accepted as the previous epoch and answered with the current one; the same offsets are
+        committed at it, and only then is the answer carried out (``carry_out``; close leaves
+        instead). A partition the answer tells the member to give up is committed too: the
+        service still holds it this member's (groups/reconciliation.py: ``owned`` shrinks only
+        when a heartbeat stops reporting it, and nobody else is granted it before) and takes a
+        commit at the current epoch whatever the partition (``check_commit`` checks the epoch
+        alone), so its offset is this member's to commit, as KIP-1251 takes it at Kafka's broker
+        (assigned at or before the epoch). Kafka's own client raises CommitFailedException at
+        STALE_MEMBER_EPOCH instead (``commitSyncExceptionForError``)."""
         own = offsets is None
         if offsets is None:
             offsets = await self._owned_positions()
+        else:
+            self._check_owned(offsets)
         refused_at = self.member_epoch
         try:
             await self._commit_locked(offsets, skip_deleted_topics=own)
             return
         except SeglogError as error:
-            if error.service_error not in _MEMBER_ERRORS or refused_at <= 0:
+            if error.service_error not in _MEMBER_ERRORS:
                 raise
+            if refused_at <= 0:
+                raise self._commit_failed(offsets, error, f"refused at member epoch {refused_at}") from error
             refused = error
-        await self._heartbeat_after_refusal(refused)
-        kept = {tp: offset for tp, offset in offsets.items() if (tp.topic, tp.partition) in self._owned}
-        await self._commit_locked(kept, skip_deleted_topics=own)
-        left_out = sorted(offsets.keys() - kept.keys())
-        if left_out and not (own and self._auto_commit):
-            raise FailedPreconditionError(
-                f"group {self.group_id!r}, member {self.member_id!r}: the offsets of {_names(left_out)} are not "
-                f"committed: refused at member epoch {refused_at}, and not this member's at epoch "
-                f"{self.member_epoch} (revoked meanwhile, or never assigned); committed at epoch "
-                f"{self.member_epoch}: {_names(sorted(kept)) or 'nothing'}") from refused
+        answer = await self._heartbeat_after_refusal(refused, offsets)
+        try:
+            await self._commit_locked(offsets, skip_deleted_topics=own)
+        except SeglogError as error:
+            if error.service_error not in _MEMBER_ERRORS:
+                raise
+            # The group moved again between the heartbeat and the commit: one retry only (a
+            # commit that chases the epoch could go on for ever); the loop heartbeats now.
+            self._wake.set()
+            raise self._commit_failed(offsets, error, f"refused again at member epoch {self.member_epoch}") from error
+        finally:
+            # Whatever the commit's outcome, even cancelled: the epoch is the answer's, so its
+            # assignment must be too.
+            if carry_out:
+                await self._carry_out_after_commit(answer)
 
-    async def _heartbeat_after_refusal(self, refused: SeglogError) -> None:
+    def _check_owned(self, offsets: dict[TopicPartition, int]) -> None:
+        """The application's ``commit(offsets)`` names only partitions this member owns (those
+        held for it pending revocation included), whatever the member epoch, so its outcome
+        never hangs on a lost heartbeat answer: the service alone would take any partition at
+        the current epoch and nothing at a stale one (aiokafka refuses these too)."""
+        foreign = sorted(tp for tp in offsets if (tp.topic, tp.partition) not in self._owned)
+        if foreign:
+            raise CommitFailedError(
+                f"group {self.group_id!r}, member {self.member_id!r}: nothing committed: {_names(foreign)} not "
+                f"assigned to this member (it owns {_names(self.assignment()) or 'nothing'})", uncommitted=offsets)
+
+    def _commit_failed(self, offsets: dict[TopicPartition, int], refused: SeglogError,
+                       why: str) -> CommitFailedError:
+        return CommitFailedError(
+            f"group {self.group_id!r}, member {self.member_id!r}: the offsets of {_names(sorted(offsets))} are "
+            f"not committed: {why}: {refused.message}", uncommitted=offsets, refusal=refused)
+
+    async def _heartbeat_after_refusal(self, refused: SeglogError,
+                                       offsets: dict[TopicPartition, int]) -> pb.HeartbeatResponse:
         """Under the lock: the heartbeat that learns the member's current epoch after ``refused``
-        (a commit refused its epoch). It failing, ``refused`` is raised with its error chained:
-        refused a member error too, the member is fenced for real and gives its partitions up
-        (uncommitted: they may be another member's) to rejoin; unanswered, nothing is known and
-        the membership stays with the heartbeat loop."""
+        (a commit of ``offsets`` refused its epoch); its answer is taken (epoch, session), not
+        yet carried out. It failing, ``CommitFailedError`` is raised, ``refused`` its cause and
+        the heartbeat's error that one's: refused a member error too, the member is fenced for
+        real and gives its partitions up (uncommitted: they may be another member's) to rejoin;
+        unanswered, nothing is known and the membership stays with the heartbeat loop."""
         epoch = self.member_epoch
         try:
-            if await self._heartbeat_locked() == 0.0:
-                self._wake.set()  # a revocation to report: the loop heartbeats now
+            answer = await self._send_heartbeat()
         except Exception as error:
+            refused.__cause__ = error
             if getattr(error, "service_error", None) in _MEMBER_ERRORS:
-                refused.add_note(f"group {self.group_id!r}, member {self.member_id!r}: fenced at epoch {epoch} "
-                                 "(its heartbeat was refused too): it gives its partitions up and rejoins")
-                await self._give_up()
+                why = f"fenced at member epoch {epoch} (its heartbeat was refused too): it gives its partitions up"
                 self._wake.set()  # rejoin now, not an interval later
+                await _to_the_end(self._give_up())
             else:
-                refused.add_note(f"group {self.group_id!r}, member {self.member_id!r}: the heartbeat to learn its "
-                                 f"epoch after epoch {epoch} was refused failed: {error!r}")
-            raise refused from error
+                why = f"refused at member epoch {epoch}, and the heartbeat to learn the current one failed ({error!r})"
+            raise self._commit_failed(offsets, refused, why) from refused
         if self.member_epoch <= 0:
-            raise refused
+            raise self._commit_failed(offsets, refused, f"refused at member epoch {epoch}, and the member left")
+        return answer
+
+    async def _carry_out_after_commit(self, answer: pb.HeartbeatResponse) -> None:
+        """Under the lock: the answer of the commit's heartbeat carried out, to its end even when
+        ``commit()`` is cancelled meanwhile (half done, partitions would be owned with no reader).
+        The commit's outcome is the commit's: a failure here (``on_revoke`` raising, the new
+        partitions' offsets unreadable) goes where the loop's own heartbeat sends it."""
+        try:
+            if await _to_the_end(self._carry_out(answer)) == 0.0:
+                self._wake.set()  # a revocation to report: the loop heartbeats now
+        except Exception as error:  # noqa: BLE001 - the membership's failure, not the commit's
+            _log.info("group %s: carrying out the heartbeat answer after a commit failed: %r", self.group_id, error)
+            if not (getattr(error, "retriable", False) or getattr(error, "service_error", None) in _MEMBER_ERRORS):
+                self._error = error  # raised by the next poll, as the loop's heartbeat's would be
+            self._wake.set()  # the loop's next heartbeat, now, takes the answer again (or rejoins)
 
     async def _owned_positions(self) -> dict[TopicPartition, int]:
         return {TopicPartition(topic, partition): await self._readers[topic].position(partition)
@@ -514,8 +570,9 @@ class AsyncGroupConsumer:
             return
         try:
             await self._send_commit(offsets)
-        except TopicNotFoundError:
-            if not skip_deleted_topics:
+        except TopicNotFoundError as error:
+            # UnknownMemberError is NOT_FOUND too: the member's refusal, never a topic to skip.
+            if not skip_deleted_topics or error.service_error in _MEMBER_ERRORS:
                 raise
             for topic in sorted({tp.topic for tp in offsets}):
                 with contextlib.suppress(TopicNotFoundError):
@@ -589,8 +646,7 @@ class AsyncGroupConsumer:
         if self.member_epoch == _JOIN:
             return
         if asyncio.get_running_loop().time() - self._last_heartbeat_ok >= self.session_timeout_ms / 1000:
-            await self._revoke(set(self._owned))
-            self.member_epoch = _JOIN
+            await self._give_up()
 
     async def _rejoin(self) -> None:
         assert self._lock is not None
@@ -612,6 +668,11 @@ class AsyncGroupConsumer:
 
     async def _heartbeat_locked(self) -> float:
         """Under the lock: ``_heartbeat``."""
+        return await self._carry_out(await self._send_heartbeat())
+
+    async def _send_heartbeat(self) -> pb.HeartbeatResponse:
+        """Under the lock: one heartbeat; its answer's member id, epoch and session timeout taken,
+        its assignment left to ``_carry_out``."""
         assert self._transport is not None
         # The service's session deadline runs from when it handled the heartbeat, which is no
         # earlier than its send: counting from the answer's arrival would lapse late by the
@@ -624,6 +685,11 @@ class AsyncGroupConsumer:
         if answer.session_timeout_ms > 0:  # 0: a service that does not tell it
             self.session_timeout_ms = answer.session_timeout_ms
         self.member_id, self.member_epoch = answer.member_id, answer.member_epoch
+        return answer
+
+    async def _carry_out(self, answer: pb.HeartbeatResponse) -> float:
+        """Under the lock: what a heartbeat answer asks (partitions revoked, then assigned);
+        returns the wait before the next heartbeat (0 when a revocation must be reported now)."""
         assignment = {(a.topic, a.partition) for a in answer.assignment}
         revoked, added = self._owned - assignment, assignment - self._owned
         # Partitions with records the application may still process wait for its next poll.
@@ -684,6 +750,26 @@ class AsyncGroupConsumer:
             for partition in partitions:
                 await reader.seek(starts[topic, partition], partition)  # type: ignore[arg-type]
             self._readers[topic] = reader
+
+
+async def _to_the_end(step: Awaitable[_T]) -> _T:
+    """``step`` (a change of the member's partitions and readers) run to its end even when the
+    caller is cancelled meanwhile; the cancellation is raised after it. The caller holds the
+    lock until then, so nothing sees the change half made (Kafka runs these on its own
+    background thread, never inside the application's call)."""
+    task = asyncio.ensure_future(step)
+    cancelled = False
+    while True:
+        try:
+            result = await asyncio.shield(task)
+            break
+        except asyncio.CancelledError:
+            if task.done():
+                raise
+            cancelled = True
+    if cancelled:
+        raise asyncio.CancelledError
+    return result
 
 
 async def _guarded(errors: list[Exception], step: Awaitable[Any]) -> None:

@@ -17,8 +17,8 @@ import time
 import pytest
 
 from seglog import Producer
-from seglog.errors import FailedPreconditionError, SeglogError, ServiceUnavailableError
-from seglog.group_consumer import AsyncGroupConsumer
+from seglog.errors import SeglogError, ServiceUnavailableError
+from seglog.group_consumer import AsyncGroupConsumer, CommitFailedError
 from seglog.structs import TopicPartition
 from seglog.v1 import log_service_pb2 as pb
 
@@ -594,9 +594,11 @@ def test_a_commit_refused_at_the_epoch_a_lost_answer_left_stale_heartbeats_once_
     asyncio.run(run())
 
 
-def test_a_commit_whose_heartbeat_fails_raises_the_refusal_with_the_heartbeats_error_chained(start_service):
-    """The commit's heartbeat does not get through (the coordinator unreachable): the commit's
-    refusal is raised, the heartbeat's error its cause, nothing is committed; the member is not
+def test_a_commit_whose_heartbeat_fails_raises_commit_failed_with_the_refusal_and_the_heartbeats_error_chained(
+        start_service):
+    """The commit's heartbeat does not get through (the coordinator unreachable): CommitFailedError
+    is raised naming the offsets not committed, the refusal its cause and the heartbeat's error
+    that one's, its ``service_error`` the refusal's; nothing is committed; the member is not
     known to be fenced, so it keeps its partitions, and once heartbeats get through its epoch is
     the current one and a commit lands."""
     service = _stale_service(start_service)
@@ -606,11 +608,13 @@ def test_a_commit_whose_heartbeat_fails_raises_the_refusal_with_the_heartbeats_e
         deadline = time.monotonic() + BOUND_S
         consumer, known, current = await _stale_member(service, "g-commit-unheard", revoked, deadline)
         try:
-            with pytest.raises(SeglogError) as raised:
+            with pytest.raises(CommitFailedError) as raised:
                 await consumer.commit()
             assert raised.value.service_error == "FencedMemberError"
-            assert isinstance(raised.value.__cause__, ServiceUnavailableError)
-            assert any("g-commit-unheard" in note and consumer.member_id in note for note in raised.value.__notes__)
+            assert set(raised.value.uncommitted) == {TopicPartition("owned", 0), TopicPartition("owned", 1)}
+            assert raised.value.__cause__.service_error == "FencedMemberError"  # the refusal
+            assert isinstance(raised.value.__cause__.__cause__, ServiceUnavailableError)
+            assert "g-commit-unheard" in str(raised.value) and consumer.member_id in str(raised.value)
             assert _committed(service, "g-commit-unheard", 0) == -1
             assert consumer.member_epoch == known and len(consumer.assignment()) == 2 and revoked == []
             consumer.stepped.free = True
@@ -627,8 +631,8 @@ def test_a_commit_of_a_member_fenced_for_real_raises_naming_the_group_and_member
         start_service):
     """Two answers lost while the group moved twice: the member is two epochs behind, and the
     commit's heartbeat is refused too (fenced for real; its partitions may be another member's).
-    The commit raises its refusal, the heartbeat's refusal chained, with a note naming the group
-    and the member; nothing is committed; the member gives its partitions up at once (on_revoke,
+    The commit raises CommitFailedError naming the group and the member, its refusal chained and
+    the heartbeat's refusal chained to that; nothing is committed; the member gives its partitions up at once (on_revoke,
     nothing delivered from them) and rejoins with its id."""
     service = _stale_service(start_service)
     revoked: list = []
@@ -645,12 +649,12 @@ def test_a_commit_of_a_member_fenced_for_real_raises_naming_the_group_and_member
             consumer._steps.put_nowait(True)
             assert await consumer._outcomes.get() == (known, "lost")  # accepted at the previous epoch, moved on
             consumer.stepped.through_next = 1
-            with pytest.raises(SeglogError) as raised:
+            with pytest.raises(CommitFailedError) as raised:
                 await consumer.commit()
             assert raised.value.service_error == "FencedMemberError"
-            assert raised.value.__cause__.service_error == "FencedMemberError"  # the heartbeat's
-            assert any(group in note and consumer.member_id in note and "fenced" in note
-                       for note in raised.value.__notes__)
+            assert raised.value.__cause__.__cause__.service_error == "FencedMemberError"  # the heartbeat's
+            assert group in str(raised.value) and consumer.member_id in str(raised.value)
+            assert "fenced" in str(raised.value)
             assert [outcome for _, outcome in consumer.stepped.commits] == ["FencedMemberError"]
             assert _committed(service, group, 0) == -1
             assert consumer.member_epoch == 0 and consumer.assignment() == []
@@ -664,12 +668,13 @@ def test_a_commit_of_a_member_fenced_for_real_raises_naming_the_group_and_member
     asyncio.run(run())
 
 
-def test_a_commit_retried_after_a_lost_answer_leaves_out_a_partition_the_heartbeat_revoked(start_service):
+def test_a_commit_retried_after_a_lost_answer_commits_a_partition_the_heartbeat_revokes_then_gives_it_up(
+        start_service):
     """A third member joined the topic before the commit: the answer to the commit's heartbeat
-    tells the member to give one partition up. The retried commit commits only the partition the
-    member still owns (the other is given up: on_revoke, then reported gone, and handed to the third
-    member, whose commits it now takes), and raises naming the partition left out, so the
-    application knows its offset there was not committed."""
+    tells the member to give one partition up. The service still holds that partition this
+    member's (the third is granted nothing until the member reports it gone) and takes a commit at
+    the current epoch, so the retry commits both partitions named, and only then is the answer
+    carried out: on_revoke, reported gone, handed to the third member."""
     service = _stale_service(start_service)
     revoked: list = []
     group = "g-commit-revoked"
@@ -680,15 +685,12 @@ def test_a_commit_retried_after_a_lost_answer_leaves_out_a_partition_the_heartbe
         try:
             joined = await _third_joins(service, group)
             consumer.stepped.through_next = 1
-            with pytest.raises(FailedPreconditionError) as raised:
-                await consumer.commit({TopicPartition("owned", 0): 1, TopicPartition("owned", 1): 1})
+            await consumer.commit({TopicPartition("owned", 0): 1, TopicPartition("owned", 1): 1})
             (kept,) = consumer.assignment()
             gone = TopicPartition("owned", 1 - kept.partition)
             assert revoked == [[gone]]
-            assert f"{gone.topic}-{gone.partition}" in str(raised.value) and group in str(raised.value)
-            assert raised.value.__cause__.service_error == "FencedMemberError"  # the first refusal
             assert consumer.stepped.commits == [(known, "FencedMemberError"), (current, "ok")]
-            assert _committed(service, group, kept.partition) == 1 and _committed(service, group, gone.partition) == -1
+            assert _committed(service, group, kept.partition) == 1 and _committed(service, group, gone.partition) == 1
             await _handed_to_the_third(service, group, consumer, joined, gone, deadline)
         finally:
             await _close_stepped(consumer)
@@ -696,12 +698,12 @@ def test_a_commit_retried_after_a_lost_answer_leaves_out_a_partition_the_heartbe
     asyncio.run(run())
 
 
-def test_a_commit_of_the_positions_retried_with_auto_commit_leaves_the_revoked_partition_to_its_revocation(
+def test_a_commit_of_the_positions_retried_with_auto_commit_commits_both_then_the_revocation_commits_its_own(
         start_service):
     """The same revocation under ``commit()`` of the member's own positions with auto-commit: the
-    revocation commits the partition's consumed position (at the epoch answered) before giving it
-    up, as any revocation does, so nothing of what the application consumed is left uncommitted
-    and the commit does not raise; the retry commits the partition kept."""
+    retry commits both positions at the epoch answered; then the revocation, carried out, commits
+    the partition's consumed position (the same: the records were processed) before giving it up,
+    as any revocation does."""
     service = _stale_service(start_service)
     revoked: list = []
     group = "g-commit-revoked-auto"
