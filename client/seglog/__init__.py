@@ -32,6 +32,7 @@ __all__ = [
     "ClientClosedError",
     "ClusterInstance",
     "ClusterMetadata",
+    "CommitFailedError",
     "Consumer",
     "ConsumerRecord",
     "ConsumerStatistics",
@@ -95,6 +96,7 @@ _LOCATIONS = {
     "GroupListing": "seglog.structs",
     "GroupMemberDescription": "seglog.structs",
     "GroupPartitionLag": "seglog.structs",
+    "CommitFailedError": "seglog.group_consumer",
     "NoOffsetForPartitionError": "seglog.group_consumer",
     "AsyncProducer": "seglog.producer",
     "AuthenticationError": "seglog.errors",
@@ -159,7 +161,7 @@ if TYPE_CHECKING:
     from seglog._partitioner import partition_for_key
     from seglog.admin import Admin, AsyncAdmin
     from seglog.consumer import AsyncConsumer, Consumer, ConsumerStatistics, RawBatch, RecordBatchView
-    from seglog.group_consumer import AsyncGroupConsumer, GroupConsumer, NoOffsetForPartitionError
+    from seglog.group_consumer import AsyncGroupConsumer, CommitFailedError, GroupConsumer, NoOffsetForPartitionError
     from seglog.errors import (
         AuthenticationError,
         AuthorizationError,
