@@ -48,6 +48,19 @@ release_items(PyObject **items, Py_ssize_t count)
     PyMem_Free(items);
 }
 
+/* An answer made by tp_alloc is zero-filled; from CPython 3.14 (gh-131525) a tuple caches its
+ * hash in ob_hash, where -1 means not yet computed and 0 is taken as the hash itself: without
+ * this every answer would hash to 0 and differ in hash from an equal OffsetAndTimestamp. */
+static inline void
+clear_tuple_hash(PyObject *tuple)
+{
+#if PY_VERSION_HEX >= 0x030E0000
+    ((PyTupleObject *)tuple)->ob_hash = -1;
+#else
+    (void)tuple;
+#endif
+}
+
 PyDoc_STRVAR(packed_answers_doc,
 "packed_answers(offsets, timestamps_ms, answer_type)\n--\n\n"
 "A packed OffsetsForTimes entry's answers, in order: None where the offset is negative, else\n"
@@ -56,7 +69,7 @@ PyDoc_STRVAR(packed_answers_doc,
 "TypeError otherwise).");
 
 static PyObject *
-packed_answers(PyObject *module, PyObject *args)
+packed_answers(PyObject *Py_UNUSED(module), PyObject *args)
 {
     PyObject *offsets_object, *timestamps_object;
     PyTypeObject *answer_type;
@@ -69,8 +82,8 @@ packed_answers(PyObject *module, PyObject *args)
                      answer_type->tp_name);
         return NULL;
     }
-    PyObject *answers = NULL, **offsets = NULL, **timestamps = NULL;
-    Py_ssize_t offset_count = 0, timestamp_count = 0;
+    PyObject *answers = NULL, **offsets = NULL, **timestamps = NULL, **built = NULL;
+    Py_ssize_t offset_count = 0, timestamp_count = 0, built_count = 0;
     offsets = take_items(offsets_object, "packed_answers: offsets must be a sequence of ints", &offset_count);
     if (offsets == NULL)
         goto done;
@@ -91,31 +104,42 @@ packed_answers(PyObject *module, PyObject *args)
             goto done;
         }
     }
-    answers = PyList_New(offset_count);
-    if (answers == NULL)
+    /* The answers go into a C array first and into the list only once all are built: a list
+     * from PyList_New holds NULL items until filled, and an allocation of an answer may start a
+     * collection whose finalizer reaches the list (gc.get_objects()) and reads them. */
+    built = PyMem_New(PyObject *, offset_count > 0 ? offset_count : 1);
+    if (built == NULL) {
+        PyErr_NoMemory();
         goto done;
+    }
     for (Py_ssize_t i = 0; i < offset_count; i++) {
         /* Its sign (a value past int64 keeps its sign; an exact int runs no Python code). */
         int overflow = 0;
         long long offset = PyLong_AsLongLongAndOverflow(offsets[i], &overflow);
-        if (offset == -1 && !overflow && PyErr_Occurred()) {
-            Py_CLEAR(answers);
+        if (offset == -1 && !overflow && PyErr_Occurred())
             goto done;
-        }
         if (overflow < 0 || (!overflow && offset < 0)) {
-            PyList_SET_ITEM(answers, i, Py_NewRef(Py_None));
+            built[built_count++] = Py_NewRef(Py_None);
             continue;
         }
         PyObject *answer = answer_type->tp_alloc(answer_type, 2);
-        if (answer == NULL) {
-            Py_CLEAR(answers);
+        if (answer == NULL)
             goto done;
-        }
+        clear_tuple_hash(answer);
         PyTuple_SET_ITEM(answer, 0, Py_NewRef(offsets[i]));
         PyTuple_SET_ITEM(answer, 1, Py_NewRef(timestamps[i]));
-        PyList_SET_ITEM(answers, i, answer);
+        built[built_count++] = answer;
     }
+    /* PyList_New's only allocations come before the list is tracked by the collector; from here
+     * to the return nothing allocates. */
+    answers = PyList_New(offset_count);
+    if (answers == NULL)
+        goto done;
+    for (Py_ssize_t i = 0; i < offset_count; i++)
+        PyList_SET_ITEM(answers, i, built[i]);
+    built_count = 0; /* moved into the list: nothing left to release */
 done:
+    release_items(built, built_count);
     release_items(offsets, offset_count);
     release_items(timestamps, timestamp_count);
     return answers;
@@ -153,7 +177,7 @@ PyDoc_STRVAR(packed_timestamps_doc,
 "refuses). An entry's MergeFromString of it appends the timestamps as extend() would.");
 
 static PyObject *
-packed_timestamps(PyObject *module, PyObject *args)
+packed_timestamps(PyObject *Py_UNUSED(module), PyObject *args)
 {
     PyObject *targets_object, *partition;
     int field_number;
@@ -211,7 +235,7 @@ static PyMethodDef methods[] = {
 
 static struct PyModuleDef module_def = {
     PyModuleDef_HEAD_INIT, "seglog._answers_c",
-    "A packed OffsetsForTimes entry's answers, compiled (see _answers_c.c).", -1, methods,
+    "A packed OffsetsForTimes entry's answers, compiled (see _answers_c.c).", -1, methods, NULL, NULL, NULL, NULL,
 };
 
 PyMODINIT_FUNC

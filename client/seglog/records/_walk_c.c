@@ -716,6 +716,11 @@ step_answers(PyObject *module, PyObject *args)
                 Py_XDECREF(offset);
                 goto done;
             }
+#if PY_VERSION_HEX >= 0x030E0000
+            /* tp_alloc zero-fills; from CPython 3.14 (gh-131525) a tuple caches its hash in
+               ob_hash, -1 meaning not yet computed: left 0, every answer would hash to 0. */
+            ((PyTupleObject *)answer)->ob_hash = -1;
+#endif
             PyTuple_SET_ITEM(answer, 0, timestamp);
             PyTuple_SET_ITEM(answer, 1, offset);
             PyList_SET_ITEM(answers, number, answer);

@@ -16,8 +16,11 @@ from tests.support.walk_support import run_alone
 compiled = _lookup_answers.packed_answers
 INT64 = st.integers(-(2**63), 2**63 - 1)
 # Offsets as the service answers them: mostly found (>= 0), some -1 (refused or none reaching),
-# and any other negative or int64 value the wire can carry.
-OFFSETS = st.one_of(st.integers(0, 2**40), st.just(-1), INT64)
+# and any other negative or int64 value the wire can carry; and ints past int64 either way (a
+# caller's list, not the wire): the compiled one reads only their sign.
+PAST_INT64 = st.one_of(st.integers(2**63, 2**80), st.integers(-(2**80), -(2**63) - 1))
+OFFSETS = st.one_of(st.integers(0, 2**40), st.just(-1), INT64, PAST_INT64)
+TIMESTAMPS = st.one_of(INT64, PAST_INT64)
 
 
 def test_the_install_built_the_compiled_answers():
@@ -26,7 +29,7 @@ def test_the_install_built_the_compiled_answers():
     assert _lookup_answers.COMPILED, "seglog._answers_c is not built: run scripts/bootstrap (needs a C compiler)"
 
 
-@given(st.lists(st.tuples(OFFSETS, INT64), max_size=300))
+@given(st.lists(st.tuples(OFFSETS, TIMESTAMPS), max_size=300))
 def test_compiled_answers_equal_the_reference(pairs):
     offsets = [offset for offset, _ in pairs]
     timestamps_ms = [timestamp_ms for _, timestamp_ms in pairs]
@@ -36,6 +39,10 @@ def test_compiled_answers_equal_the_reference(pairs):
     assert [type(answer) for answer in got] == [type(answer) for answer in expected]
     assert [answer is None for answer in got] == [offset < 0 for offset in offsets]
     assert all(answer.offset == offset and answer.timestamp_ms == timestamp_ms
+               for answer, offset, timestamp_ms in zip(got, offsets, timestamps_ms) if answer is not None)
+    # Equal answers hash alike (on CPython >= 3.14 a tuple caches its hash, which tp_alloc leaves 0).
+    assert [hash(answer) for answer in got] == [hash(answer) for answer in expected]
+    assert all(hash(answer) == hash(OffsetAndTimestamp(offset, timestamp_ms))
                for answer, offset, timestamp_ms in zip(got, offsets, timestamps_ms) if answer is not None)
 
 
@@ -64,16 +71,17 @@ def test_compiled_answers_refuse_what_is_not_an_int_before_building_any():
         compiled(7, [1], OffsetAndTimestamp)
 
 
+@pytest.mark.parametrize("build", [compiled, packed_answers_reference], ids=["compiled", "reference"])
 @pytest.mark.parametrize("answer_type", [list, dict, type("WithDict", (tuple,), {})])
-def test_compiled_answers_refuse_an_answer_type_other_than_a_plain_tuple_subclass(answer_type):
+def test_answers_refuse_an_answer_type_other_than_a_plain_tuple_subclass(build, answer_type):
     with pytest.raises(TypeError, match="answer_type must be a tuple subclass adding no fields"):
-        compiled([1], [1], answer_type)
+        build([1], [1], answer_type)
 
 
 _CHANGING_COLUMNS = """
 import gc
 from seglog import _lookup_answers
-from seglog.structs import OffsetAndTimestamp, TopicPartition
+from seglog.structs import OffsetAndTimestamp
 HOOKS = {"on": True, "fired": 0}
 class Bomb:
     def __del__(self):
@@ -107,6 +115,81 @@ def test_compiled_answers_read_the_columns_as_they_were_at_the_call_when_they_ch
     array): the answers are the reference's to the list as it was at the call, never a read of
     the freed array (a fresh interpreter: a crash fails this test)."""
     assert run_alone(_CHANGING_COLUMNS, timeout_s=120) == (0, "as called\n", "")
+
+
+# A collection started by an answer's allocation whose finalizer walks gc.get_objects() and reads
+# every list as long as the answers: it must never meet the answer list with items not yet set.
+_ANSWER_LIST_SEEN_BY_A_COLLECTION = """
+import gc
+from seglog import _lookup_answers
+from seglog.structs import OffsetAndTimestamp
+COUNT = 4321
+HOOKS = {"fired": 0, "read": 0}
+class Bomb:
+    def __del__(self):
+        if HOOKS["fired"] < 50:
+            HOOKS["fired"] += 1
+            for found in gc.get_objects():
+                if type(found) is list and len(found) == COUNT:
+                    HOOKS["read"] += sum(1 for item in found if item is None)
+            arm()
+def arm():
+    bomb = Bomb()
+    bomb.cycle = bomb
+call = (list(range(-3, COUNT - 3)), list(range(COUNT)), OffsetAndTimestamp)
+arm()
+gc.set_threshold(1, 1, 1)
+got = _lookup_answers.packed_answers(*call)
+gc.set_threshold(700, 10, 10)
+HOOKS["fired"] = 50
+assert got == _lookup_answers.packed_answers_reference(*call)
+print("read", HOOKS["fired"] > 0)
+"""
+
+
+def test_a_collection_during_the_call_finds_no_answer_list_with_items_unset():
+    """A list from PyList_New holds NULL items until filled; the answers are built first and
+    moved into the list after, so a finalizer reading gc.get_objects() reads only set items (a
+    fresh interpreter: a crash fails this test)."""
+    assert run_alone(_ANSWER_LIST_SEEN_BY_A_COLLECTION, timeout_s=120) == (0, "read True\n", "")
+
+
+# The start of a program whose seglog._answers_c is an older build, with packed_answers but not
+# packed_timestamps (placed in sys.modules before _lookup_answers imports it).
+_OLDER_BUILD = """
+import sys, types
+older = types.ModuleType("seglog._answers_c")
+older.packed_answers = lambda offsets, timestamps_ms, answer_type: "older"
+sys.modules["seglog._answers_c"] = older
+"""
+
+
+def test_an_older_build_without_packed_timestamps_leaves_the_request_to_the_general_path():
+    program = _OLDER_BUILD + """
+from seglog import _lookup_answers, admin
+from seglog.structs import TopicPartition
+assert _lookup_answers.packed_timestamps is None and admin.packed_timestamps is None
+assert _lookup_answers.COMPILED and _lookup_answers.packed_answers([], [], tuple) == "older"
+built = admin._packed_request([(TopicPartition("t", 0), -1)] * 3)
+assert list(built[0].packed[0].timestamps_ms) == [-1, -1, -1], built
+print("general")
+"""
+    assert run_alone(program, warnings_as_errors=True) == (0, "general\n", "")
+
+
+def test_an_install_without_the_module_takes_the_reference_for_both():
+    program = """
+import sys
+sys.modules["seglog._answers_c"] = None  # its import fails: an install without a C compiler
+from seglog import _lookup_answers, admin
+from seglog.structs import OffsetAndTimestamp
+assert not _lookup_answers.COMPILED
+assert _lookup_answers.packed_answers is _lookup_answers.packed_answers_reference
+assert _lookup_answers.packed_timestamps is None and admin.packed_timestamps is None
+assert _lookup_answers.packed_answers([4, -1], [40, 0], OffsetAndTimestamp) == [OffsetAndTimestamp(4, 40), None]
+print("reference")
+"""
+    assert run_alone(program, warnings_as_errors=True) == (0, "reference\n", "")
 
 
 def _packed_response(*entries: tuple[list[int], list[int]]) -> pb.OffsetsForTimesResponse:
