@@ -15,6 +15,12 @@ sync``: the synchronous client's hand-off to its loop thread included, as goal 1
 tree's wall time and client CPU (the whole process, grpc's threads included) a call; then the
 medians, the lookups a second, and each tree's ratio to the first tree pair by pair (median,
 and in how many pairs it was lower), with the load average over the run.
+
+Each worker first checks that every seglog module it loaded (the compiled ones included) comes
+from its own tree, and refuses to run otherwise: with PYTHONPATH=<tree>/client, an editable
+install's finder still maps seglog's children to the checkout it was installed from, so a tree
+without its own ``_answers_c`` would silently measure the checkout's. The first pair prints each
+tree's ``_answers_c.__file__`` and ``COMPILED``.
 """
 
 from __future__ import annotations
@@ -36,8 +42,26 @@ BATCH_BYTES = 100 * 131  # 100 records of a 100-byte value and a 16-byte key a b
 WARMUP_CALLS = 300
 
 
-def _worker(address: str, mode: str, per_call: int, calls: int, first_ms: int, last_ms: int) -> dict[str, float]:
+def _modules_from(tree: str) -> dict[str, object]:
+    """The compiled answers' file and COMPILED as this worker loaded them; SystemExit when any
+    seglog module loaded so far lies outside ``tree`` (its figures would be another tree's)."""
+    from seglog import _lookup_answers
+
+    root = pathlib.Path(tree).resolve()
+    outside = sorted(f"{name} ({module.__file__})" for name, module in list(sys.modules.items())
+                     if (name == "seglog" or name.startswith("seglog.")) and getattr(module, "__file__", None)
+                     and not pathlib.Path(module.__file__).resolve().is_relative_to(root))
+    if outside:
+        raise SystemExit(f"worker of {tree}: modules from outside the tree: " + ", ".join(outside))
+    answers_c = sys.modules.get("seglog._answers_c")
+    return {"answers_c": getattr(answers_c, "__file__", None), "compiled": _lookup_answers.COMPILED}
+
+
+def _worker(address: str, mode: str, per_call: int, calls: int, first_ms: int, last_ms: int,
+            tree: str) -> dict[str, object]:
     from seglog import Admin, AsyncAdmin, TopicPartition
+
+    loaded = _modules_from(tree)
 
     partition = TopicPartition(TOPIC, 0)
     rng = random.Random(3)
@@ -51,10 +75,10 @@ def _worker(address: str, mode: str, per_call: int, calls: int, first_ms: int, l
             for call in targets[WARMUP_CALLS:]:
                 admin.offsets_for_times_many(call)
             return {"wall_us": (time.perf_counter() - started) / calls * 1e6,
-                    "cpu_us": (time.process_time() - cpu_started) / calls * 1e6}
+                    "cpu_us": (time.process_time() - cpu_started) / calls * 1e6, **loaded}
     import uvloop
 
-    async def lookups() -> dict[str, float]:
+    async def lookups() -> dict[str, object]:
         async with AsyncAdmin(address) as admin:
             for call in targets[:WARMUP_CALLS]:
                 await admin.offsets_for_times_many(call)
@@ -62,7 +86,7 @@ def _worker(address: str, mode: str, per_call: int, calls: int, first_ms: int, l
             for call in targets[WARMUP_CALLS:]:
                 await admin.offsets_for_times_many(call)
             return {"wall_us": (time.perf_counter() - started) / calls * 1e6,
-                    "cpu_us": (time.process_time() - cpu_started) / calls * 1e6}
+                    "cpu_us": (time.process_time() - cpu_started) / calls * 1e6, **loaded}
 
     return uvloop.run(lookups())
 
@@ -106,23 +130,29 @@ def main() -> None:
     arguments = parser.parse_args()
     if arguments.worker:
         address, mode, per_call, first_ms, last_ms = arguments.worker
-        print(json.dumps(_worker(address, mode, int(per_call), arguments.calls, int(first_ms), int(last_ms))))
+        (tree,) = (tree.split("=", 1)[1] for tree in arguments.tree)
+        print(json.dumps(_worker(address, mode, int(per_call), arguments.calls, int(first_ms), int(last_ms), tree)))
         return
     trees = dict(tree.split("=", 1) for tree in arguments.tree)
     with tempfile.TemporaryDirectory() as workdir:
         service, address = _start_service(pathlib.Path(workdir))
         try:
             first_ms, last_ms = _produce(address)
-            figures: dict[str, list[dict[str, float]]] = {name: [] for name in trees}
+            figures: dict[str, list[dict]] = {name: [] for name in trees}
             loads = []
             for pair in range(arguments.pairs):
                 for name in list(trees) if pair % 2 == 0 else list(trees)[::-1]:
                     environ = dict(os.environ, PYTHONPATH=str(pathlib.Path(trees[name]) / "client"))
                     done = subprocess.run(
-                        [sys.executable, __file__, "--calls", str(arguments.calls), "--tree", "x=x", "--worker",
-                         address, arguments.mode, str(arguments.per_call), str(first_ms), str(last_ms)],
-                        env=environ, capture_output=True, text=True, check=True)
+                        [sys.executable, __file__, "--calls", str(arguments.calls), "--tree", f"{name}={trees[name]}",
+                         "--worker", address, arguments.mode, str(arguments.per_call), str(first_ms), str(last_ms)],
+                        env=environ, capture_output=True, text=True)
+                    if done.returncode != 0:
+                        raise SystemExit(f"the worker of {name} failed: {done.stderr.strip()}")
                     figures[name].append(json.loads(done.stdout))
+                    if pair == 0:
+                        print(f"{name}: seglog._answers_c {figures[name][-1]['answers_c']}, "
+                              f"COMPILED {figures[name][-1]['compiled']}", flush=True)
                 loads.append(os.getloadavg()[0])
                 print(f"pair {pair}: " + ", ".join(
                     f"{name} {runs[-1]['wall_us']:.0f} us wall, {runs[-1]['cpu_us']:.0f} us CPU"
