@@ -11,7 +11,7 @@ import errno
 import struct
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from tests.support.log_test_support import (
     NOW_MS,
@@ -29,6 +29,7 @@ from tests.support.log_test_support import (
 
 from seglog.records import HEADER, LENGTH_OFFSET, Compression, TimestampType
 from seglog.records.crc import crc32c
+from seglog.records.errors import CodecError
 from seglog.records.varint import encode_varint, encode_varlong
 from seglog_server.storage.base.clock import FakeClock
 from seglog_server.storage.base.errors import CorruptRecordError, StorageError
@@ -125,6 +126,12 @@ operation = st.one_of(
     extend_bytes=st.sampled_from([1, 300, 4 << 20]),
     targets=st.lists(st.integers(NOW_MS - 5, NOW_MS + 310), max_size=30),
 )
+# A second damage of a file whose first batch's length a first one zeroed: the test's own walk to
+# find a batch to damage met the codec's refusal (not the log's), which ended the test in error.
+@example(operations=[("append", [0], False, None), ("append", [0], False, None), ("damage", 0, "length", 0),
+                     ("damage", 0, "length", 0)],
+         segment_bytes=1500, index_interval_bytes=1, append_time=False, budget_bytes=1 << 30, extend_bytes=1,
+         targets=[])
 def test_answers_from_the_tables_equal_a_lookup_per_target_as_the_log_changes(
     tmp_path_factory, budget, monkeypatch, operations, segment_bytes, index_interval_bytes, append_time, budget_bytes,
     extend_bytes, targets,
@@ -167,7 +174,10 @@ def test_answers_from_the_tables_equal_a_lookup_per_target_as_the_log_changes(
                     victim, field, value = arguments
                     segment = log.segments_snapshot()[victim % len(log.segments_snapshot())]
                     path = segment.log.path
-                    positions = batch_positions(path)
+                    try:
+                        positions = batch_positions(path)
+                    except CodecError:  # damaged before, where its walk from the start stops: nothing to aim at
+                        continue
                     if not positions:
                         continue
                     if field == "length_onto_a_later_header":  # another valid length, ending on a header
