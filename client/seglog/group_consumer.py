@@ -542,15 +542,21 @@ class AsyncGroupConsumer:
         """Under the lock: the answer of the commit's heartbeat carried out, to its end even when
         ``commit()`` is cancelled meanwhile (half done, partitions would be owned with no reader).
         The commit's outcome is the commit's: a failure here (``on_revoke`` raising, the new
-        partitions' offsets unreadable) goes where the loop's own heartbeat sends it."""
-        try:
-            if await _to_the_end(self._carry_out(answer)) == 0.0:
-                self._wake.set()  # a revocation to report: the loop heartbeats now
-        except Exception as error:  # noqa: BLE001 - the membership's failure, not the commit's
-            _log.info("group %s: carrying out the heartbeat answer after a commit failed: %r", self.group_id, error)
-            if not (getattr(error, "retriable", False) or getattr(error, "service_error", None) in _MEMBER_ERRORS):
-                self._error = error  # raised by the next poll, as the loop's heartbeat's would be
-            self._wake.set()  # the loop's next heartbeat, now, takes the answer again (or rejoins)
+        partitions' offsets unreadable) goes where the loop's own heartbeat sends it. That
+        hand-over runs inside the step carried to its end, so a ``commit()`` cancelled meanwhile
+        still leaves the failure for the next poll, and raises its cancellation."""
+        async def carry_out() -> None:
+            try:
+                if await self._carry_out(answer) == 0.0:
+                    self._wake.set()  # a revocation to report: the loop heartbeats now
+            except Exception as error:  # noqa: BLE001 - the membership's failure, not the commit's
+                _log.info("group %s: carrying out the heartbeat answer after a commit failed: %r",
+                          self.group_id, error)
+                if not (getattr(error, "retriable", False) or getattr(error, "service_error", None) in _MEMBER_ERRORS):
+                    self._error = error  # raised by the next poll, as the loop's heartbeat's would be
+                self._wake.set()  # the loop's next heartbeat, now, takes the answer again (or rejoins)
+
+        await _to_the_end(carry_out())
 
     async def _owned_positions(self) -> dict[TopicPartition, int]:
         return {TopicPartition(topic, partition): await self._readers[topic].position(partition)
@@ -756,20 +762,22 @@ async def _to_the_end(step: Awaitable[_T]) -> _T:
     """``step`` (a change of the member's partitions and readers) run to its end even when the
     caller is cancelled meanwhile; the cancellation is raised after it. The caller holds the
     lock until then, so nothing sees the change half made (Kafka runs these on its own
-    background thread, never inside the application's call)."""
+    background thread, never inside the application's call). A cancelled caller gets the
+    cancellation whatever the step's outcome, its error (if any) as the cause: the caller asked
+    to stop, and an error in its place would read as the step's failure, not the cancel.
+    ``asyncio.wait`` only waits, never raises the step's error nor cancels it, so a
+    ``CancelledError`` out of it is always the caller's own, even in the turn the step ends."""
     task = asyncio.ensure_future(step)
     cancelled = False
-    while True:
+    while not task.done():
         try:
-            result = await asyncio.shield(task)
-            break
+            await asyncio.wait({task})
         except asyncio.CancelledError:
-            if task.done():
-                raise
             cancelled = True
     if cancelled:
-        raise asyncio.CancelledError
-    return result
+        error = None if task.cancelled() else task.exception()  # retrieved: not reported as lost
+        raise asyncio.CancelledError from error
+    return task.result()
 
 
 async def _guarded(errors: list[Exception], step: Awaitable[Any]) -> None:

@@ -230,6 +230,75 @@ def test_a_commit_cancelled_while_the_answer_is_carried_out_leaves_every_owned_p
     asyncio.run(run())
 
 
+def _member_whose_rebuild_fails_when_let_go() -> tuple[AsyncGroupConsumer, asyncio.Event, asyncio.Event]:
+    """A member whose commit's answer revokes t-1, the reader's rebuild then waiting for
+    ``gate`` and failing (a reader that cannot start)."""
+    consumer = _stale_member(FakeCoordinator({0}, fenced=False), {0, 1}, False, [])
+    rebuilding, gate = asyncio.Event(), asyncio.Event()
+
+    async def failing_rebuild(topics: set[str], starts: object = None) -> None:
+        rebuilding.set()
+        await gate.wait()
+        raise RuntimeError("the reader did not start")
+
+    consumer._rebuild = failing_rebuild  # type: ignore[method-assign]
+    return consumer, rebuilding, gate
+
+
+@pytest.mark.parametrize("cancel_in_the_turn_it_fails", [False, True])
+def test_a_commit_cancelled_while_the_answer_is_carried_out_raises_the_cancel_when_the_carry_out_fails(
+        cancel_in_the_turn_it_fails):
+    """The cancellation is raised even though the carry-out failed (not swallowed with its
+    error, ``commit()`` returning as if uncancelled), cancelled long before the failure or in
+    the very turn the failing step ends; the failure is still handed to the next poll."""
+    consumer, rebuilding, gate = _member_whose_rebuild_fails_when_let_go()
+
+    async def run() -> None:
+        commit = asyncio.create_task(consumer.commit({TopicPartition(TOPIC, 0): 5}))
+        await rebuilding.wait()
+        if cancel_in_the_turn_it_fails:
+            gate.set()  # the rebuild wakes and raises first
+            commit.cancel()  # then, in the same turn, the caller is cancelled
+        else:
+            commit.cancel()
+            await asyncio.sleep(0.01)
+            gate.set()
+        with pytest.raises(asyncio.CancelledError):
+            await commit
+        assert not consumer._lock.locked()
+
+    asyncio.run(run())
+    assert isinstance(consumer._error, RuntimeError) and "did not start" in str(consumer._error)
+    assert consumer._wake.is_set()  # the loop's heartbeat takes the answer again now
+
+
+def test_a_fenced_commit_cancelled_while_it_gives_its_partitions_up_raises_the_cancel_when_that_fails():
+    """Fenced for real, the member gives its partitions up; that failing after ``commit()`` was
+    cancelled raises the cancellation, not the failure in its place."""
+    consumer = _stale_member(FakeCoordinator(set(), fenced=True), {0, 1}, False, [])
+    giving_up, gate = asyncio.Event(), asyncio.Event()
+
+    async def failing_give_up() -> None:
+        giving_up.set()
+        await gate.wait()
+        raise RuntimeError("a reader did not close")
+
+    consumer._give_up = failing_give_up  # type: ignore[method-assign]
+
+    async def run() -> None:
+        commit = asyncio.create_task(consumer.commit({TopicPartition(TOPIC, 0): 5}))
+        await giving_up.wait()
+        commit.cancel()
+        await asyncio.sleep(0.01)
+        assert not commit.done()  # giving up is carried to its end first
+        gate.set()
+        with pytest.raises(asyncio.CancelledError):
+            await commit
+        assert not consumer._lock.locked()
+
+    asyncio.run(run())
+
+
 def test_a_commit_whose_answer_on_revoke_raises_lands_and_hands_the_error_to_the_next_poll():
     """Carrying the answer out fails (``on_revoke`` raises): the commit landed, so ``commit()``
     returns; the error goes where the loop's heartbeat sends it (the next poll), the partition
