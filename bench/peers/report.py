@@ -1370,6 +1370,29 @@ What remains:
   quiet runs of this machine; the goal wants seglog's rate up, not a run where Redis is slow.
   In the second run goal 3 came to 3.20x the floor at p50 (0.907 ms; 6.12x in the first): the
   push served from the appended batch and the polling thread handed the GIL at the push (above).
+- The run of 2026-11-28 05:52 UTC (code of this page's run, load 1.2-2.1) ran on a slower
+  machine than the one of 02:29 the same day: the floor's p50 0.283 -> 0.361 ms and Redis's batched
+  rate 79,922 -> 32,633 lookups/s (its produce and read fell too), while seglog's batched rate went
+  132,990 -> 116,819 (large batches). So goal 1 shows met there (3.58x, small batches 3.09x) by
+  Redis's fall, not by seglog's rise: not a figure to quote. Goals 2 and 3 read 1.54x and 6.36x the
+  floor at p50 (p99 1.59x, 15.2x); goal 3's latency path was not changed since the 02:29 run
+  (3.20x), so that spread is the machine's, a quiet run to say which.
+- Goal 1 work in this stop, each A/B-ed in interleaved pairs at load 6-12 (others' tests running):
+  the admin's answers to a packed lookup built in C (`seglog._answers_c`, the Python reference
+  where it is not built, Hypothesis-differential): the reader of 100 answers 0.48x its time, the
+  client's CPU a call of 100 (synchronous Admin) 0.865 and 0.927 the before in two runs of 6
+  pairs, the AsyncAdmin's not resolved; a one-partition request's timestamps written as the packed
+  field's bytes in C: `_packed_request` of 100 targets 0.58x in process, end to end within the
+  noise (wall lower in 24 of 36 pairs); a call's one target of a partition answered by the single
+  lookup's path (`LookupRpcs._search_one`): the service's CPU a call of ten partitions 0.796 (8 of
+  8 pairs; `bench/bench_lookup_service_ab.py --shape spread`). Tried and not kept: a batched
+  call answered in one in-memory step of the log (service CPU 0.967, lookups/s not resolved),
+  `sys.setswitchinterval(0.0005)` (wall 1.025), grpc's `event_engine_endpoint` experiment off
+  (1.04-1.08), grpc's synchronous stream API (no better wall). The synchronous Admin's hand-off to
+  its loop thread costs 50-65 us of wall a call (two cross-thread wake-ups: the caller blocks on a
+  lock, then for the GIL); what remains of a call's client CPU is mostly grpc's write and its
+  poller thread's wake-up, as in the floor. The storage's "1.9 against 1.0 us a lookup" on 100-
+  against 3,436-record batches did not reproduce in a clean process (about 0.6 us a target both).
 """
 
 
