@@ -70,8 +70,7 @@ class MembershipStatistics:
     record_check_failure_count: int = 0  # checks of the record in etcd that failed (never renewals)
     # Revisions of its record seen held under another lease (not written over; logged once each).
     record_held_elsewhere_count: int = 0
-    # checks of the record run to their end, failed ones included; not a pass with no registration
-    record_check_count: int = 0
+    record_check_count: int = 0  # checks of the record run to their end, failed ones included
 
 
 class Membership:
@@ -192,9 +191,8 @@ class Membership:
 
     def _run_checks(self) -> None:
         while not self._stopping.wait(self._config.keepalive_interval_s):
-            checked = True  # one that raised was a check that failed
             try:
-                checked = self._refresh_record()
+                self._refresh_record()
             except ClusterError as exc:
                 self._check_failed(exc)
                 continue
@@ -202,12 +200,8 @@ class Membership:
                 self._check_failed(exc, unexpected=True)
                 continue
             finally:
-                # Not counted with no registration to check (before the first, or while the
-                # keepalive thread registers again): such a pass asks etcd nothing, and counting it
-                # would dilute the failure ratio the alert reads while etcd is away.
-                if checked:
-                    with self._lock:
-                        self._check_count += 1
+                with self._lock:
+                    self._check_count += 1
             if self._last_check_error:
                 _log.warning("instance %s: its record checked again after: %s", self._config.instance_id,
                              self._last_check_error)
@@ -243,7 +237,7 @@ class Membership:
                                           "disk_free_bytes": capacity.disk_free_bytes}}, sort_keys=True)
         return record
 
-    def _refresh_record(self) -> bool:
+    def _refresh_record(self) -> None:
         """On the check thread. Writes the record again under the current lease if it changed: at
         once for the partition count or the ACL digest, at most once per lease TTL for the bytes
         and free disk; at once too when etcd's copy is not what this instance last wrote (an
@@ -252,17 +246,11 @@ class Membership:
         under this lease or none (a put without --lease): never over a registration that is not
         this one (``_held_elsewhere``). The key gone (deleted, or its lease expired) is a lost
         registration: fenced, registered again. Whatever the keepalive thread did meanwhile (the
-        lease lost, registered again) wins: nothing here acts on a lease no longer current.
-        False when there is no registration to check (no lease, nothing written): no check ran."""
+        lease lost, registered again) wins: nothing here acts on a lease no longer current."""
         with self._lock:
             lease, written, written_at = self._lease, self._written, self._written_at
         if lease == 0 or written is None:
-            return False
-        self._check_record(lease, written, written_at)
-        return True
-
-    def _check_record(self, lease: int, written: tuple[str, Capacity], written_at: float) -> None:
-        """The check of ``_refresh_record`` under ``lease``, the record last ``written`` then."""
+            return
         capacity = self._capacity()
         record = self._record_of(capacity)
         gateway = self._check_gateway
