@@ -214,14 +214,8 @@ def test_a_commit_cancelled_while_the_answer_is_carried_out_leaves_every_owned_p
     consumer._rebuild = slow_rebuild  # type: ignore[method-assign]
 
     async def run() -> None:
-        commit = asyncio.create_task(consumer.commit({TopicPartition(TOPIC, 0): 5, TopicPartition(TOPIC, 1): 6}))
-        await rebuilding.wait()
-        commit.cancel()
-        await asyncio.sleep(0.01)
-        assert not commit.done()  # the rebuild is carried to its end first
-        gate.set()
-        with pytest.raises(asyncio.CancelledError):
-            await commit
+        await _cancelled_while_it_runs(consumer.commit({TopicPartition(TOPIC, 0): 5, TopicPartition(TOPIC, 1): 6}),
+                                       rebuilding, gate)  # the rebuild carried to its end first
         assert coordinator.commits == [(CURRENT_EPOCH, {0: 5, 1: 6})]
         assert consumer.member_epoch == CURRENT_EPOCH and consumer._owned == {(TOPIC, 0)}
         assert consumer._positions_now() == {TopicPartition(TOPIC, 0): _position(0)}  # what poll reads next
@@ -286,14 +280,7 @@ def test_a_fenced_commit_cancelled_while_it_gives_its_partitions_up_raises_the_c
     consumer._give_up = failing_give_up  # type: ignore[method-assign]
 
     async def run() -> None:
-        commit = asyncio.create_task(consumer.commit({TopicPartition(TOPIC, 0): 5}))
-        await giving_up.wait()
-        commit.cancel()
-        await asyncio.sleep(0.01)
-        assert not commit.done()  # giving up is carried to its end first
-        gate.set()
-        with pytest.raises(asyncio.CancelledError):
-            await commit
+        await _cancelled_while_it_runs(consumer.commit({TopicPartition(TOPIC, 0): 5}), giving_up, gate)
         assert not consumer._lock.locked()
 
     asyncio.run(run())
@@ -387,3 +374,16 @@ def test_the_sync_group_consumer_commit_retries_at_the_current_epoch():
         facade.commit({TopicPartition(TOPIC, 1): 7})
     assert coordinator.refused == 1 and coordinator.commits == [(CURRENT_EPOCH, {1: 7})]
     assert consumer.member_epoch == CURRENT_EPOCH
+
+
+async def _cancelled_while_it_runs(commit_call, started: asyncio.Event, gate: asyncio.Event) -> None:
+    """Cancels ``commit_call`` once the step it waits on has ``started``, checks the commit still
+    waits for that step (held at ``gate``), lets the step end and expects the cancel raised."""
+    commit = asyncio.create_task(commit_call)
+    await started.wait()
+    commit.cancel()
+    await asyncio.sleep(0.01)
+    assert not commit.done()
+    gate.set()
+    with pytest.raises(asyncio.CancelledError):
+        await commit
