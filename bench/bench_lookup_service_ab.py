@@ -42,6 +42,8 @@ import tempfile
 import time
 from typing import Any
 
+from bench.bench_single_lookup import _environ  # a tree's client and server first on PYTHONPATH
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PARTITIONS = 10
 BATCH_RECORDS = 100
@@ -49,14 +51,6 @@ VALUE_BYTES = 100
 KEY_BYTES = 16
 SHAPES = ("batched", "spread", "single")
 BATCHED_TARGETS = 100
-
-
-def _environ(tree: pathlib.Path | None) -> dict[str, str]:
-    environ = {k: v for k, v in os.environ.items() if not k.startswith("SEGLOG_")}
-    if tree is not None:
-        paths = [str(tree / "client"), str(tree / "server")]
-        environ["PYTHONPATH"] = os.pathsep.join(paths + [environ["PYTHONPATH"]] if environ.get("PYTHONPATH") else paths)
-    return environ
 
 
 def _start(workdir: pathlib.Path, tree: pathlib.Path | None) -> tuple[subprocess.Popen, str]:
