@@ -6,6 +6,7 @@ FakeClock, a restart for the first-lookup case."""
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 
@@ -96,6 +97,7 @@ def test_the_inline_lock_is_the_one_a_log_operation_holds(tmp_path):
         log = manager.get_log("t", 0)
         log.append(batch(b"v"))
         up_to = log.roll()
+        _the_roll_flush_done(log, up_to)
         lock = manager.inline_lock(log)
         worker = threading.Thread(target=log.snapshot_segments, args=(up_to,), kwargs={"link_into": str(tmp_path)})
         worker.start()
@@ -108,6 +110,22 @@ def test_the_inline_lock_is_the_one_a_log_operation_holds(tmp_path):
         _the_free_lock_is_reentered(log, lock)
     finally:
         manager.shutdown()
+
+
+# A bound on a hang, not a speed assertion: the roll's flush of one small segment takes milliseconds.
+ROLL_FLUSH_BOUND_S = 30.0
+
+
+def _the_roll_flush_done(log, up_to: int) -> None:
+    """The roll's background flush (on the manager's pool) takes the log's lock too: were it
+    still running, the lock could be its, not free, after the snapshot. It moves the recovery point
+    to the roll's offset under the lock; a flush on this thread then waits (on the flush lock, held
+    until the background one has let the log's lock go) and finds nothing left to do."""
+    deadline = time.monotonic() + ROLL_FLUSH_BOUND_S
+    while log.recovery_point < up_to:
+        assert time.monotonic() < deadline, f"the roll's flush to {up_to} not done in {ROLL_FLUSH_BOUND_S} s"
+        time.sleep(0.01)
+    log.flush(up_to)
 
 
 def _the_free_lock_is_reentered(log, lock) -> None:
