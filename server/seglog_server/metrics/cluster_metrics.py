@@ -7,8 +7,9 @@ final catch-up (``moving``) or because its epoch moved on under the append (``ep
 scrape time from the instance's own cluster objects (``cluster_families``): partitions owned here,
 partitions whose owner is gone, instances alive, epoch changes the watched cache has seen, the
 records it found malformed (and those it holds malformed now) and the reloads or watches a bug
-ended, the checks of its own registration record (and the failed ones), the time left before the
-instance fences itself, and whether the cache is current.
+ended, its lease renewals that failed, the checks of its own registration record (and the failed
+ones, and the revisions of it found held under another lease), the time left before the instance
+fences itself, and whether the cache is current.
 
 Nothing here exists in a single process: the families are built only when the service core holds a
 cluster routing, so a single process exports none of them and no cluster alert can fire there.
@@ -85,6 +86,8 @@ def cluster_families(routing: Any) -> Iterator[Metric]:
         ("seglog_cluster_metadata_errors", statistics.unexpected_count),
         ("seglog_cluster_record_checks", membership.record_check_count),
         ("seglog_cluster_record_check_failures", membership.record_check_failure_count),
+        ("seglog_cluster_lease_renewal_failures", membership.renewal_failure_count),
+        ("seglog_cluster_record_held_elsewhere", membership.record_held_elsewhere_count),
     ):
         yield _single(name, value)
     refused = new_family("seglog_cluster_fenced_appends_refused")

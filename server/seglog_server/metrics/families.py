@@ -163,6 +163,14 @@ FAMILIES: dict[str, tuple[str, tuple[str, ...], str]] = {
     "seglog_cluster_record_check_failures": (
         "counter", (), "Checks of this instance's own registration record that failed (etcd slow or away, or a "
         "fault, logged): the record may be stale; the lease renewals alone decide fencing."),
+    "seglog_cluster_lease_renewal_failures": (
+        "counter", (), "Renewals of this instance's etcd lease that failed, registrations (again) included: etcd "
+        "slow or away, its instance id held by another process, or a fault (logged); fenced once they fail for "
+        "longer than the fence deadline."),
+    "seglog_cluster_record_held_elsewhere": (
+        "counter", (), "Revisions of this instance's own registration record seen held under another lease than "
+        "its own (each once, logged): not written over, as it may be another registration's; the other instances "
+        "read that record as this one's, or as not registered while it is malformed."),
     "seglog_cluster_fenced_appends_refused": (
         "counter", ("reason",),
         "Produces and group commits refused by fencing: lease (not renewed in time), moving (a move's final "

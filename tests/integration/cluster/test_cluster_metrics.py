@@ -1,8 +1,9 @@
 """Cluster mode's /metrics in real service processes against a real etcd (conftest.py): partitions
 owned here, instances alive, partitions whose owner is gone, epoch changes, etcd round trips and
-errors by operation, the time left before the fence, fencing refusals by reason, the checks of
-an instance's own record and the failed ones. A single process exports none of them (so no
-cluster alert can fire there)."""
+errors by operation, the time left before the fence, fencing refusals by reason, the failed lease
+renewals, the checks of an instance's own record, the failed ones and the revisions of it found
+held under another lease. A single process exports none of them (so no cluster alert can fire
+there)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from seglog.v1 import log_service_pb2 as pb
 from seglog_server.cluster import ClusterKeys, EtcdGateway, change_owner, read_owner
+from seglog_server.cluster.etcd_gateway import b64
 from seglog_server.metrics import FAMILIES
 from tests.integration.cluster.test_service_cluster import _cluster_args, _start, _until, services
 from tests.support.integration_helpers import make_batch
@@ -92,6 +94,7 @@ def test_a_frozen_etcd_shows_as_errors_no_time_left_and_refusals_for_the_lease(t
     a.stub.CreateTopic(pb.CreateTopicRequest(topic="f", partitions=1), timeout=10)
     produce = pb.ProduceRequest(topic="f", partition=0, records=make_batch([b"v"]))
     a.stub.Produce(produce, timeout=10)
+    assert value(scrape(a), "seglog_cluster_lease_renewal_failures_total") == 0
     etcd.pause()
     try:
         def refused_for_the_lease():
@@ -107,6 +110,8 @@ def test_a_frozen_etcd_shows_as_errors_no_time_left_and_refusals_for_the_lease(t
         assert value(samples, "seglog_cluster_fenced_appends_refused_total", reason="lease") >= 1
         assert value(samples, "seglog_cluster_fenced_appends_refused_total", reason="moving") == 0
         assert value(samples, "seglog_cluster_etcd_errors_total", operation="keepalive") >= 1
+        # The keepalive that failed is a failed renewal (registering again failing counts too).
+        assert value(samples, "seglog_cluster_lease_renewal_failures_total") >= 1
         _until(lambda: value(scrape(a), "seglog_cluster_metadata_current") == 0, what="cache no longer current")
         _until(lambda: value(scrape(a), "seglog_cluster_record_check_failures_total") >= 1,
                what="a check of its own record failed")
@@ -117,3 +122,25 @@ def test_a_frozen_etcd_shows_as_errors_no_time_left_and_refusals_for_the_lease(t
     checks = value(scrape(a), "seglog_cluster_record_checks_total")
     _until(lambda: value(scrape(a), "seglog_cluster_record_checks_total") > checks, what="its record checked again")
     a.stub.Produce(produce, timeout=10)
+
+
+def test_its_record_put_under_another_lease_counts_once_per_revision(tmp_path, etcd, services):
+    """An operator's put of the instance's key under another lease (not written over: it may be
+    another registration's) counts each revision seen once, however many checks read it."""
+    services.append(a := _start(tmp_path, "a", _cluster_args(etcd, "held-metrics", "a")))
+    _until(lambda: value(scrape(a), "seglog_cluster_record_checks_total") >= 1, what="record checked")
+    assert value(scrape(a), "seglog_cluster_record_held_elsewhere_total") == 0
+    writer, key = EtcdGateway((etcd.endpoint,), timeout_s=5), ClusterKeys("held-metrics").instance("a")
+    try:
+        other = writer.grant(30)
+        put = {"request_put": {"key": b64(key), "value": b64(writer.get(key).value), "lease": other}}
+        writer.txn([], [put])
+        _until(lambda: value(scrape(a), "seglog_cluster_record_held_elsewhere_total") == 1, what="held elsewhere")
+        checks = value(scrape(a), "seglog_cluster_record_checks_total")
+        _until(lambda: value(scrape(a), "seglog_cluster_record_checks_total") >= checks + 2, what="two more checks")
+        assert value(scrape(a), "seglog_cluster_record_held_elsewhere_total") == 1  # the same revision
+        writer.txn([], [put])  # a new revision under the other lease
+        _until(lambda: value(scrape(a), "seglog_cluster_record_held_elsewhere_total") == 2, what="held again")
+        writer.revoke(other)  # the key goes with it: the instance registers again
+    finally:
+        writer.close()
