@@ -70,7 +70,8 @@ class MembershipStatistics:
     record_check_failure_count: int = 0  # checks of the record in etcd that failed (never renewals)
     # Revisions of its record seen held under another lease (not written over; logged once each).
     record_held_elsewhere_count: int = 0
-    record_check_count: int = 0  # checks of the record run to their end, failed ones included
+    # Checks of the record run to their end, failed ones included: passes that began under a lease.
+    record_check_count: int = 0
 
 
 class Membership:
@@ -190,9 +191,17 @@ class Membership:
             self._failed(exc, unexpected=True)
 
     def _run_checks(self) -> None:
+        """A pass is a check, counted (failed or not), by the lease it *began* with: one that began
+        with none (before the first registration, or while the keepalive thread registers again)
+        asks etcd nothing and is no check, as counting it would dilute the failed share the alert
+        reads while etcd is away; one that began under a lease and found it gone (and fenced) is."""
         while not self._stopping.wait(self._config.keepalive_interval_s):
+            with self._lock:
+                lease, written, written_at = self._lease, self._written, self._written_at
+            if lease == 0 or written is None:
+                continue
             try:
-                self._refresh_record()
+                self._refresh_record(lease, written, written_at)
             except ClusterError as exc:
                 self._check_failed(exc)
                 continue
@@ -237,8 +246,9 @@ class Membership:
                                           "disk_free_bytes": capacity.disk_free_bytes}}, sort_keys=True)
         return record
 
-    def _refresh_record(self) -> None:
-        """On the check thread. Writes the record again under the current lease if it changed: at
+    def _refresh_record(self, lease: int, written: tuple[str, Capacity], written_at: float) -> None:
+        """On the check thread, under ``lease`` (the one the pass began with), the record last
+        ``written`` at ``written_at``. Writes the record again under that lease if it changed: at
         once for the partition count or the ACL digest, at most once per lease TTL for the bytes
         and free disk; at once too when etcd's copy is not what this instance last wrote (an
         operator's etcdctl put, malformed or not: the others see this instance not registered
@@ -247,10 +257,6 @@ class Membership:
         this one (``_held_elsewhere``). The key gone (deleted, or its lease expired) is a lost
         registration: fenced, registered again. Whatever the keepalive thread did meanwhile (the
         lease lost, registered again) wins: nothing here acts on a lease no longer current."""
-        with self._lock:
-            lease, written, written_at = self._lease, self._written, self._written_at
-        if lease == 0 or written is None:
-            return
         capacity = self._capacity()
         record = self._record_of(capacity)
         gateway = self._check_gateway

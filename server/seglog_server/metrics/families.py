@@ -159,7 +159,8 @@ FAMILIES: dict[str, tuple[str, tuple[str, ...], str]] = {
         "logged with its traceback); the cache is not current until a reload succeeds."),
     "seglog_cluster_record_checks": (
         "counter", (), "Checks of this instance's own registration record in etcd (rewritten when it is not "
-        "the one last written, or its figures changed), run to their end, failed ones included."),
+        "the one last written, or its figures changed), run to their end, failed ones included; a pass that began "
+        "with no lease to check (before the first registration, or while registering again) is none."),
     "seglog_cluster_record_check_failures": (
         "counter", (), "Checks of this instance's own registration record that failed (etcd slow or away, or a "
         "fault, logged): the record may be stale; the lease renewals alone decide fencing."),

@@ -205,17 +205,24 @@ def test_its_lease_expired_seen_first_by_the_check_is_no_failed_check(etcd, slow
     """The lease gone in etcd (expired: revoked here, as etcd does at expiry, the key with it),
     seen by the check before the keepalive thread: the check fences and revokes the lease, which
     etcd no longer has (its 404, which the gateway reports as unavailable). That was counted as a
-    failed check and logged as the key deleted under its live lease."""
+    failed check and logged as the key deleted under its live lease. It is a check (the pass began
+    under the lease), counted once it ends: the pass is held at its read of the key until the lease
+    is gone, so the next count is its own (counted after the fence, whatever the next passes do)."""
     member, config, settings = slowed_member(ttl_s=2)
     member.start()
     _wait_for(member.may_acknowledge)
     first = member.statistics().lease
     settings.keepalives_open.clear()  # the keepalive thread learns nothing until the check has
+    settings.gets_open.clear()
+    waiting = settings.gets_waiting
+    _wait_for(lambda: settings.gets_waiting > waiting)  # a check began under the lease, holds at its read
+    checked = member.statistics().record_check_count
     reader = EtcdGateway((etcd.endpoint,), timeout_s=5)
     try:
         reader.revoke(first)
-        _wait_for(lambda: member.statistics().lease == 0)
+        settings.gets_open.set()
         _checks(member, 1)
+        assert member.statistics().lease == 0 and member.statistics().record_check_count == checked + 1
         settings.keepalives_open.set()
         _wait_for(lambda: member.statistics().registration_count == 2 and member.may_acknowledge())
         assert reader.get(ClusterKeys(config.cluster_name).instance("i-1")).lease == member.statistics().lease
@@ -224,6 +231,40 @@ def test_its_lease_expired_seen_first_by_the_check_is_no_failed_check(etcd, slow
     assert member.statistics().record_check_failure_count == 0
     lost = [r.getMessage() for r in caplog.records if "fenced, registering again" in r.getMessage()]
     assert len(lost) == 1 and f"was deleted or its lease {first:x} expired" in lost[0], lost
+
+
+def test_a_pass_with_no_lease_to_check_is_no_check(etcd, slowed_member):
+    """Its id held by another registration, the instance never registers (InstanceIdInUseError
+    each step): every pass of the check thread begins with no lease, asks etcd nothing, and is not
+    counted as a check. Counted, such passes outnumbered the real checks while etcd was away (the
+    keepalive thread failing to register again), diluting the failed share that
+    SeglogClusterRecordChecksFailing reads."""
+    member, config, settings = slowed_member(ttl_s=2)
+    checking = f"seglog-membership-check-{config.instance_id}"
+    passes = itertools.count()
+    ended = [0]  # the check thread's waits begun: each after a pass ended, but the first
+    wait = member._stopping.wait
+
+    def counted_wait(timeout=None):
+        if threading.current_thread().name == checking:
+            ended[0] = next(passes)
+        return wait(timeout)
+
+    member._stopping.wait = counted_wait
+    reader = EtcdGateway((etcd.endpoint,), timeout_s=5)
+    key = ClusterKeys(config.cluster_name).instance("i-1")
+    try:
+        other = reader.grant(30)
+        reader.txn([], [{"request_put": {"key": b64(key), "value": b64(b"{}"), "lease": other}}])
+        member.start()
+        _wait_for(lambda: ended[0] >= 3 and member.statistics().renewal_failure_count >= 1)
+        statistics = member.statistics()
+        assert (statistics.registered, statistics.record_check_count, statistics.record_check_failure_count) == (
+            False, 0, 0)
+        assert not [name for thread, name in settings.calls if thread == checking]  # etcd asked nothing
+        reader.revoke(other)
+    finally:
+        reader.close()
 
 
 def test_an_unexpected_error_in_a_check_is_logged_counted_and_the_checks_go_on(etcd, slowed_member, caplog):
