@@ -9,11 +9,14 @@ import pathlib
 import re
 import shutil
 import subprocess
+import tempfile
 import time
 import urllib.parse
 import urllib.request
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from tests.support.etcd_server import EtcdServer
 from tests.support.integration_helpers import ServiceProcess, make_batch
 
@@ -30,6 +33,17 @@ DASHBOARD = DEPLOY / "grafana" / "dashboards" / "seglog.json"
 PROMETHEUS_TIMEOUT_S = 60.0
 POLL_S = 0.25
 METRIC_NAME = re.compile(r"\bseglog_[a-z0-9_]+")
+# The alerts that also fire for a counter first seen above 0 (counted before its first scrape):
+# their series and their window in minutes.
+FIRST_SEEN_ALERTS = {
+    "SeglogOffsetIndexRebuilt": (
+        'seglog_log_dir_offset_index_rebuilds_total{job="seglog",instance="a:9551",dir="/data/a"}', 60),
+    "SeglogClusterMetadataErrors": ('seglog_cluster_metadata_errors_total{job="seglog",instance="a:9551"}', 10),
+}
+# Prometheus' default lookback: an instant selector sees the newest sample up to 5 minutes old,
+# unless that newest one is a failed scrape's stale marker.
+LOOKBACK_MIN = 5
+STALE = "stale"
 
 
 def tool(name: str) -> str:
@@ -62,6 +76,53 @@ def test_every_alert_has_a_unit_test_and_they_pass():
     tested = set(re.findall(r"^\s*alertname: (\w+)$", (PROMETHEUS_DIR / "rules_test.yml").read_text(), re.M))
     assert len(alerts) >= 10 and alerts == tested
     promtool("test", "rules", str(PROMETHEUS_DIR / "rules_test.yml"))
+
+
+@st.composite
+def flat_count_with_gaps(draw, window_min: int) -> list:
+    """One entry a minute from minute 0: a counter flat at one value above 0 (None: not scraped;
+    STALE: a failed scrape's marker, then None), each gap shorter than the window."""
+    value = draw(st.integers(1, 5))
+    entries = [value] * draw(st.integers(1, window_min))
+    for _ in range(draw(st.integers(0, 3))):
+        gap_min = draw(st.integers(1, window_min - 1))
+        entries += [STALE if draw(st.booleans()) else None] + [None] * (gap_min - 1)
+        entries += [value] * draw(st.integers(1, window_min))
+    return entries
+
+
+def _seen_at(entries: list, minute: int) -> bool:
+    newest = [entry for entry in entries[max(0, minute - LOOKBACK_MIN):minute + 1] if entry is not None]
+    return bool(newest) and newest[-1] != STALE
+
+
+def _alert_firing_test(alert: str, series: str, entries: list, firing_at) -> dict:
+    values = " ".join("_" if entry is None else str(entry) for entry in entries)
+    query = f'count(ALERTS{{alertname="{alert}",alertstate="firing"}}) or vector(0)'
+    return {"rule_files": ["rules.yml"], "evaluation_interval": "1m", "tests": [{
+        "interval": "1m",
+        "input_series": [{"series": series, "values": values}],
+        "promql_expr_test": [
+            {"expr": query, "eval_time": f"{minute}m",
+             "exp_samples": [{"labels": "{}", "value": int(firing_at(minute))}]}
+            for minute in range(len(entries) + LOOKBACK_MIN + 1)]}]}
+
+
+@settings(max_examples=40)
+@given(st.sampled_from(sorted(FIRST_SEEN_ALERTS)).flatmap(
+    lambda alert: st.tuples(st.just(alert), flat_count_with_gaps(FIRST_SEEN_ALERTS[alert][1]))))
+def test_a_flat_count_first_seen_above_0_fires_only_in_its_first_window_whatever_the_gaps(case):
+    # The arm for a series first seen above 0 once looked one window back at one instant: a gap
+    # or one failed scrape there made a count flat for days look new, and fired again.
+    alert, entries = case
+    series, window_min = FIRST_SEEN_ALERTS[alert]
+    unit_test = _alert_firing_test(alert, series, entries,
+                                   lambda minute: minute < window_min and _seen_at(entries, minute))
+    with tempfile.TemporaryDirectory() as directory:
+        shutil.copy(PROMETHEUS_DIR / "rules.yml", pathlib.Path(directory) / "rules.yml")
+        path = pathlib.Path(directory) / "first_seen_test.yml"
+        path.write_text(json.dumps(unit_test))  # JSON is YAML
+        promtool("test", "rules", str(path))
 
 
 def test_rules_name_only_declared_families():
