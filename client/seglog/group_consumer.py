@@ -577,12 +577,16 @@ class AsyncGroupConsumer:
         try:
             await self._send_commit(offsets)
         except TopicNotFoundError as error:
-            # UnknownMemberError is NOT_FOUND too: the member's refusal, never a topic to skip.
-            if not skip_deleted_topics or error.service_error in _MEMBER_ERRORS:
+            if not skip_deleted_topics or not _is_deleted_topic(error):
                 raise
+            # The service checks the partitions before the member: this member may be unknown
+            # to it too, and a topic's own commit then says so, which is raised, never skipped.
             for topic in sorted({tp.topic for tp in offsets}):
-                with contextlib.suppress(TopicNotFoundError):
+                try:
                     await self._send_commit({tp: offset for tp, offset in offsets.items() if tp.topic == topic})
+                except TopicNotFoundError as refused:
+                    if not _is_deleted_topic(refused):
+                        raise
 
     async def _send_commit(self, offsets: dict[TopicPartition, int]) -> None:
         assert self._transport is not None
@@ -787,6 +791,12 @@ async def _guarded(errors: list[Exception], step: Awaitable[Any]) -> None:
         await step
     except Exception as error:  # noqa: BLE001 - raised by close once every step ran
         errors.append(error)
+
+
+def _is_deleted_topic(error: TopicNotFoundError) -> bool:
+    """NOT_FOUND for a topic, not for the member: UnknownMemberError is NOT_FOUND too, and is the
+    member's refusal (it must rejoin), never a deleted topic to leave out of a commit."""
+    return error.service_error not in _MEMBER_ERRORS
 
 
 def _names(partitions: Sequence[TopicPartition]) -> str:

@@ -745,3 +745,76 @@ async def _handed_to_the_third(service, group, consumer, joined, gone, deadline)
         assert time.monotonic() < deadline
         granted = (await asyncio.to_thread(_by_hand, service, group, "third", joined, "owned"))[1]
         await asyncio.sleep(0.05)
+
+
+# -- a member the service no longer knows ----------------------------------------------------------
+# Removed by hand (a leave sent with its member id, as an operator removing it: Kafka answers the
+# member UNKNOWN_MEMBER_ID afterwards), its own heartbeats held back by the test until it says.
+
+
+def _remove_by_hand(service, group, member_id) -> None:
+    service.stub.Heartbeat(pb.HeartbeatRequest(group=group, member_id=member_id, member_epoch=-1), timeout=10)
+
+
+async def _member_with_heartbeats_cut(service, group, topics, deadline, **options):
+    """A stepped member of ``topics`` past its join, its loop's heartbeats then failing at once
+    (cut) so the application's calls never wait on one; returns it and its epoch."""
+    steps: asyncio.Queue = asyncio.Queue()
+    outcomes: asyncio.Queue = asyncio.Queue()
+    consumer = SteppedConsumer(service.address, group_id=group, topics=topics, steps=steps, outcomes=outcomes,
+                               auto_offset_reset="earliest", **options)
+    steps.put_nowait(False)
+    await consumer.start()
+    sent, joined = await outcomes.get()
+    assert sent == 0
+    await _until(lambda: consumer.stepped.waiting, deadline)
+    consumer.stepped.cut = True
+    steps.put_nowait(False)
+    assert await outcomes.get() == (joined, joined)
+    return consumer, joined
+
+
+def test_a_commit_naming_a_deleted_topic_of_a_member_the_service_no_longer_knows_raises_not_swallowed(
+        start_service):
+    """The service checks a commit's partitions before its member: a commit naming a deleted topic
+    answers NOT_FOUND for the topic, and the member's own commit then commits topic by topic,
+    leaving deleted topics out. The other topic's commit is refused UnknownMemberError, NOT_FOUND
+    too: that refusal is the member's, never a deleted topic to skip. ``commit()`` heartbeats
+    once (refused: unknown), gives its partitions up and raises CommitFailedError, nothing
+    committed, as Kafka's commitSync raises at UNKNOWN_MEMBER_ID; it rejoins with its id."""
+    service = start_service(["--offsets-topic-partitions", "3", "--group-session-timeout-ms", "30000",
+                             "--group-heartbeat-interval-ms", "100"])
+    for topic in ("kept", "dropped"):
+        service.stub.CreateTopic(pb.CreateTopicRequest(topic=topic, partitions=1), timeout=10)
+    group = "g-unknown-deleted"
+    revoked: list = []
+
+    async def run() -> None:
+        deadline = time.monotonic() + BOUND_S
+        consumer, joined = await _member_with_heartbeats_cut(service, group, ["kept", "dropped"], deadline,
+                                                             enable_auto_commit=False, on_revoke=revoked.append)
+        try:
+            assert len(consumer.assignment()) == 2
+            for topic in ("kept", "dropped"):
+                await _two_records_read(service.address, topic, 0, consumer, deadline)
+            await asyncio.to_thread(_remove_by_hand, service, group, consumer.member_id)
+            service.stub.DeleteTopic(pb.DeleteTopicRequest(topic="dropped"), timeout=10)
+            consumer.stepped.through_next = 1  # the commit's heartbeat reaches the service
+            with pytest.raises(CommitFailedError) as raised:
+                await consumer.commit()
+            assert raised.value.service_error == "UnknownMemberError"
+            assert TopicPartition("kept", 0) in raised.value.uncommitted
+            assert (joined, "UnknownMemberError") in consumer.stepped.commits
+            answer = service.stub.FetchOffsets(pb.FetchOffsetsRequest(
+                group=group, partitions=[pb.GroupPartition(topic="kept", partition=0)]), timeout=10)
+            assert answer.offsets[0].offset == -1  # nothing committed
+            assert consumer.member_epoch == 0 and consumer.assignment() == []
+            assert {(tp.topic, tp.partition) for tp in revoked[-1]} == {("kept", 0), ("dropped", 0)}
+            consumer.stepped.free = True
+            consumer.stepped.cut = False
+            await _until(lambda: consumer.assignment() == [TopicPartition("kept", 0)], deadline)  # rejoined
+            assert members(service.stub, group) == {consumer.member_id: {("kept", 0)}}
+        finally:
+            await _close_stepped(consumer)
+
+    asyncio.run(run())

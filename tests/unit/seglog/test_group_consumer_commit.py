@@ -387,3 +387,51 @@ async def _cancelled_while_it_runs(commit_call, started: asyncio.Event, gate: as
     gate.set()
     with pytest.raises(asyncio.CancelledError):
         await commit
+
+
+class TopicsFirstCoordinator:
+    """Checks a commit's partitions before its member, as the service does (``commit`` in
+    groups/coordinator.py): a deleted topic answers NOT_FOUND for the topic, then an unknown
+    member NOT_FOUND ``UnknownMemberError``; accepted commits are recorded."""
+
+    def __init__(self, deleted: set[str], member_known: bool) -> None:
+        self.deleted, self.member_known = deleted, member_known
+        self.commits: list[dict[tuple[str, int], int]] = []
+
+    async def commit_offsets(self, request: pb.CommitOffsetsRequest) -> pb.CommitOffsetsResponse:
+        gone = sorted({o.topic for o in request.offsets} & self.deleted)
+        if gone:
+            raise TopicNotFoundError(f"topic {gone[0]!r} not found", service_error="UnknownTopicOrPartitionError")
+        if not self.member_known:
+            raise TopicNotFoundError("member 'm' is not in group 'g'", service_error="UnknownMemberError")
+        self.commits.append({(o.topic, o.partition): o.offset for o in request.offsets})
+        return pb.CommitOffsetsResponse()
+
+
+@given(named=st.sets(st.sampled_from(["a", "b", "c"]), min_size=1), deleted=st.sets(st.sampled_from(["a", "b", "c"])),
+       member_known=st.booleans())
+def test_the_members_own_commit_skips_deleted_topics_but_never_an_unknown_member(named, deleted, member_known):
+    """The member's own commit (``skip_deleted_topics``) of topics some of which are deleted:
+    known to the service, it commits every live topic's offsets and leaves the deleted out;
+    unknown, the refusal of a live topic's commit is raised (UnknownMemberError is NOT_FOUND as a
+    deleted topic is; before, it was swallowed when a deleted topic was named too)."""
+    coordinator = TopicsFirstCoordinator(deleted, member_known)
+    consumer = AsyncGroupConsumer("localhost:1", group_id="g", topics=sorted(named))
+    consumer._transport, consumer._lock = coordinator, asyncio.Lock()  # type: ignore[assignment]
+    offsets = {TopicPartition(topic, 0): 7 for topic in sorted(named)}
+    live = named - deleted
+
+    async def commit() -> BaseException | None:
+        try:
+            await consumer._commit_locked(offsets, skip_deleted_topics=True)
+        except SeglogError as error:
+            return error
+        return None
+
+    error = asyncio.run(commit())
+    if member_known or not live:
+        assert error is None
+        assert {key for commit in coordinator.commits for key in commit} == {(topic, 0) for topic in live}
+    else:
+        assert isinstance(error, TopicNotFoundError) and error.service_error == "UnknownMemberError"
+        assert coordinator.commits == []
