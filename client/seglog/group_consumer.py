@@ -423,9 +423,23 @@ class AsyncGroupConsumer:
         return held
 
     async def _commit_and_revoke(self, revoked: set[tuple[str, int]]) -> None:
-        """Under the lock: gives ``revoked`` up, their consumed positions committed first with auto-commit."""
+        """Under the lock: gives ``revoked`` up, their consumed positions committed first with
+        auto-commit. That commit refused the member (unknown or fenced: the service removed it or
+        moved on) is logged and the revocation goes on, as Kafka's consumer proceeds with a
+        revocation whose auto-commit failed; the loop heartbeats at once, so the member rejoins.
+        The records consumed since the partitions' last commit are read again by their next
+        owner (at least once). Any other failure is raised, the partitions kept, and the next
+        answer revokes them again."""
         if self._auto_commit:
-            await self._commit_locked(self._consumed_of(revoked), skip_deleted_topics=True)
+            try:
+                await self._commit_locked(self._consumed_of(revoked), skip_deleted_topics=True)
+            except SeglogError as error:
+                if error.service_error not in _MEMBER_ERRORS:
+                    raise
+                _log.warning("group %s: the auto-commit before giving up %s was refused (%s: %s); giving them "
+                             "up uncommitted and heartbeating now", self.group_id,
+                             _names(sorted(TopicPartition(t, p) for t, p in revoked)), error.service_error, error)
+                self._wake.set()
         await self._revoke(revoked)
 
     def _consumed_of(self, partitions: set[tuple[str, int]]) -> dict[TopicPartition, int]:

@@ -818,3 +818,54 @@ def test_a_commit_naming_a_deleted_topic_of_a_member_the_service_no_longer_knows
             await _close_stepped(consumer)
 
     asyncio.run(run())
+
+
+def test_an_auto_commit_refused_at_a_held_revocation_is_logged_the_revocation_completes_and_the_member_rejoins(
+        start_service, caplog):
+    """A revocation held for the application (the latest poll returned records of the partition)
+    completes as the next poll starts, its consumed position auto-committed first. The member is
+    unknown to the service by then (removed), so that commit is refused UnknownMemberError. As
+    Kafka's consumer ("will proceed with the revocation anyway"), the refusal is logged, not
+    raised by poll: on_revoke is called, the partition given up, and the member heartbeats at
+    once, is refused too and rejoins with its id. The partition's records after its last commit
+    (here all of them) are read again by its next owner: at least once."""
+    service = start_service(["--offsets-topic-partitions", "3", "--group-session-timeout-ms", "30000",
+                             "--group-heartbeat-interval-ms", "100"])
+    service.stub.CreateTopic(pb.CreateTopicRequest(topic="held", partitions=2), timeout=10)
+    group = "g-held-unknown"
+    revoked: list = []
+
+    def committed(partition):
+        answer = service.stub.FetchOffsets(pb.FetchOffsetsRequest(
+            group=group, partitions=[pb.GroupPartition(topic="held", partition=partition)]), timeout=10)
+        return answer.offsets[0].offset
+
+    async def run() -> None:
+        deadline = time.monotonic() + BOUND_S
+        consumer, _ = await _member_with_heartbeats_cut(service, group, ["held"], deadline,
+                                                        auto_commit_interval_ms=60000, on_revoke=revoked.append)
+        try:
+            assert len(consumer.assignment()) == 2
+            # The sticky assignor keeps a member's lowest partitions: a second member takes 1, so
+            # its records are read last, and are out with the application.
+            for partition in (0, 1):
+                await _two_records_read(service.address, "held", partition, consumer, deadline)
+            await asyncio.to_thread(_by_hand, service, group, "other", 0, "held")
+            consumer.stepped.through_next = 1  # the loop's next heartbeat: told to give 1 up, held
+            await _until(lambda: consumer._revoking == {("held", 1)}, deadline)
+            await asyncio.to_thread(_remove_by_hand, service, group, consumer.member_id)
+            with caplog.at_level("WARNING", logger="seglog.group_consumer"):
+                assert await consumer.poll(timeout_ms=0) == []  # not UnknownMemberError
+            assert revoked == [[TopicPartition("held", 1)]]
+            assert consumer.assignment() == [TopicPartition("held", 0)]
+            assert (consumer.member_epoch, "UnknownMemberError") in consumer.stepped.commits
+            assert any("UnknownMemberError" in r.getMessage() and "held-1" in r.getMessage() for r in caplog.records)
+            assert committed(1) == -1  # read again by its next owner
+            consumer.stepped.free = True
+            consumer.stepped.cut = False
+            await _until(lambda: consumer.member_id in members(service.stub, group), deadline)  # rejoined
+            assert revoked[-1] == [TopicPartition("held", 0)]  # the rejoin gave the rest up, uncommitted
+        finally:
+            await _close_stepped(consumer)
+
+    asyncio.run(run())
