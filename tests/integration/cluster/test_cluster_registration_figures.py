@@ -12,6 +12,8 @@ import signal
 import pytest
 
 from seglog.v1 import log_service_pb2 as pb
+from seglog.v1 import moves_pb2 as mpb
+from seglog.v1 import moves_pb2_grpc as mpb_grpc
 from seglog_server.cluster import ClusterKeys, EtcdGateway
 from seglog_server.security.acl import parse_acl
 from tests.integration.cluster.test_cluster_client_routing import _holds
@@ -61,6 +63,14 @@ def _registration(etcd, cluster: str, instance_id: str) -> dict:
     finally:
         gateway.close()
     return {} if kv is None else json.loads(kv.value)
+
+
+def _loads_seen_by(service) -> dict[str, tuple[bool, int, int]]:
+    """Each instance's (alive, partition count, bytes) in ``service``'s watched cache: what its
+    placement reads (DescribeCluster answers from the same cache)."""
+    described = mpb_grpc.PartitionMoveServiceStub(service.channel).DescribeCluster(mpb.DescribeClusterRequest(),
+                                                                                   timeout=10)
+    return {i.instance_id: (i.alive, i.partition_count, i.bytes) for i in described.instances}
 
 
 def _mismatched(service) -> float:
@@ -131,6 +141,10 @@ def test_placement_breaks_a_partition_count_tie_on_the_bytes_each_instance_regis
     _until(lambda: _registration(etcd, cluster, "a")["capacity"]["bytes"] == size_a, what="a's bytes in etcd")
     bytes_b = _registration(etcd, cluster, "b")["capacity"]["bytes"]
     assert 0 <= bytes_b < size_a
+    # b places from its watched cache, which learns a's new bytes a watch event after etcd holds them.
+    seen = _until(lambda: (loads := _loads_seen_by(b))["a"] == (True, 1, size_a) and loads,
+                  what="a's bytes in b's cache")
+    assert seen["b"][:2] == (True, 1) and 0 <= seen["b"][2] < size_a
     # Equal partition counts (1 each): the new partition goes to b, which holds fewer bytes, not to
     # a by its id.
     b.stub.CreateTopic(pb.CreateTopicRequest(topic="n", partitions=1), timeout=10)
