@@ -133,14 +133,17 @@ def test_its_record_put_under_another_lease_counts_once_per_revision(tmp_path, e
     writer, key = EtcdGateway((etcd.endpoint,), timeout_s=5), ClusterKeys("held-metrics").instance("a")
     try:
         other = writer.grant(30)
-        put = {"request_put": {"key": b64(key), "value": b64(writer.get(key).value), "lease": other}}
-        writer.txn([], [put])
-        _until(lambda: value(scrape(a), "seglog_cluster_record_held_elsewhere_total") == 1, what="held elsewhere")
-        checks = value(scrape(a), "seglog_cluster_record_checks_total")
-        _until(lambda: value(scrape(a), "seglog_cluster_record_checks_total") >= checks + 2, what="two more checks")
-        assert value(scrape(a), "seglog_cluster_record_held_elsewhere_total") == 1  # the same revision
-        writer.txn([], [put])  # a new revision under the other lease
-        _until(lambda: value(scrape(a), "seglog_cluster_record_held_elsewhere_total") == 2, what="held again")
-        writer.revoke(other)  # the key goes with it: the instance registers again
+        try:
+            put = {"request_put": {"key": b64(key), "value": b64(writer.get(key).value), "lease": other}}
+            writer.txn([], [put])
+            _until(lambda: value(scrape(a), "seglog_cluster_record_held_elsewhere_total") == 1, what="held elsewhere")
+            checks = value(scrape(a), "seglog_cluster_record_checks_total")
+            _until(lambda: value(scrape(a), "seglog_cluster_record_checks_total") >= checks + 2,
+                   what="two more checks")
+            assert value(scrape(a), "seglog_cluster_record_held_elsewhere_total") == 1  # the same revision
+            writer.txn([], [put])  # a new revision under the other lease
+            _until(lambda: value(scrape(a), "seglog_cluster_record_held_elsewhere_total") == 2, what="held again")
+        finally:
+            writer.revoke(other)  # the key goes with it (the instance registers again), failed or not
     finally:
         writer.close()

@@ -257,14 +257,16 @@ def test_a_pass_with_no_lease_to_check_is_no_check(etcd, slowed_member):
     key = ClusterKeys(config.cluster_name).instance("i-1")
     try:
         other = reader.grant(30)
-        reader.txn([], [{"request_put": {"key": b64(key), "value": b64(b"{}"), "lease": other}}])
-        member.start()
-        _wait_for(lambda: ended[0] >= 3 and member.statistics().renewal_failure_count >= 1)
-        statistics = member.statistics()
-        assert (statistics.registered, statistics.record_check_count, statistics.record_check_failure_count) == (
-            False, 0, 0)
-        assert not [name for thread, name in settings.calls if thread == checking]  # etcd asked nothing
-        reader.revoke(other)
+        try:
+            reader.txn([], [{"request_put": {"key": b64(key), "value": b64(b"{}"), "lease": other}}])
+            member.start()
+            _wait_for(lambda: ended[0] >= 3 and member.statistics().renewal_failure_count >= 1)
+            statistics = member.statistics()
+            assert (statistics.registered, statistics.record_check_count, statistics.record_check_failure_count) == (
+                False, 0, 0)
+            assert not [name for thread, name in settings.calls if thread == checking]  # etcd asked nothing
+        finally:
+            reader.revoke(other)  # failed or not, not left to its 30 s TTL
     finally:
         reader.close()
 
