@@ -62,6 +62,7 @@ __all__ = [
     "ProducerStatistics",
     "QuotaExceededError",
     "RawBatch",
+    "RebalanceCallbackError",
     "RecordBatchView",
     "RecordFuture",
     "RecordMetadata",
@@ -98,6 +99,7 @@ _LOCATIONS = {
     "GroupPartitionLag": "seglog.structs",
     "CommitFailedError": "seglog.group_consumer",
     "NoOffsetForPartitionError": "seglog.group_consumer",
+    "RebalanceCallbackError": "seglog.group_consumer",
     "AsyncProducer": "seglog.producer",
     "AuthenticationError": "seglog.errors",
     "AuthorizationError": "seglog.errors",
@@ -161,7 +163,13 @@ if TYPE_CHECKING:
     from seglog._partitioner import partition_for_key
     from seglog.admin import Admin, AsyncAdmin
     from seglog.consumer import AsyncConsumer, Consumer, ConsumerStatistics, RawBatch, RecordBatchView
-    from seglog.group_consumer import AsyncGroupConsumer, CommitFailedError, GroupConsumer, NoOffsetForPartitionError
+    from seglog.group_consumer import (
+        AsyncGroupConsumer,
+        CommitFailedError,
+        GroupConsumer,
+        NoOffsetForPartitionError,
+        RebalanceCallbackError,
+    )
     from seglog.errors import (
         AuthenticationError,
         AuthorizationError,

@@ -49,7 +49,8 @@ from seglog.errors import ClientClosedError, FailedPreconditionError, SeglogErro
 from seglog.structs import DEFAULT_SERVER, ConsumerRecord, OffsetAndTimestamp, TopicPartition
 from seglog.v1 import log_service_pb2 as pb
 
-__all__ = ["AsyncGroupConsumer", "CommitFailedError", "GroupConsumer", "NoOffsetForPartitionError"]
+__all__ = ["AsyncGroupConsumer", "CommitFailedError", "GroupConsumer", "NoOffsetForPartitionError",
+           "RebalanceCallbackError"]
 
 Callback = Callable[[list[TopicPartition]], Any]
 # Kafka's OffsetCommitCallback.onComplete(offsets, exception): the exception is None on success.
@@ -93,6 +94,20 @@ class CommitFailedError(FailedPreconditionError):
         super().__init__(message, code=None if refusal is None else refusal.code,
                          service_error=None if refusal is None else refusal.service_error)
         self.uncommitted = dict(uncommitted)
+
+
+class RebalanceCallbackError(SeglogError):
+    """Kafka's KafkaException "User rebalance callback throws an error": ``callback`` (the
+    application's ``on_revoke``) raised while the member gave ``partitions`` up because it was
+    fenced (``service_error`` the service's refusal, "FencedMemberError" or "UnknownMemberError";
+    None when its session ran out unheard). The partitions are given up all the same and the member
+    rejoins; the callback's exception is the cause. Raised by the next poll."""
+
+    def __init__(self, message: str, *, callback: str, partitions: list[TopicPartition],
+                 service_error: str | None) -> None:
+        super().__init__(message, service_error=service_error)
+        self.callback = callback
+        self.partitions = list(partitions)
 
 
 class AsyncGroupConsumer:
@@ -541,13 +556,20 @@ class AsyncGroupConsumer:
             answer = await self._send_heartbeat()
         except Exception as error:
             refused.__cause__ = error
+            callback_failed = None
             if getattr(error, "service_error", None) in _MEMBER_ERRORS:
                 why = f"fenced at member epoch {epoch} (its heartbeat was refused too): it gives its partitions up"
                 self._wake.set()  # rejoin now, not an interval later
-                await _to_the_end(self._give_up())
+                callback_failed = await _to_the_end(self._give_up(
+                    f"fenced at member epoch {epoch} (a commit and its heartbeat refused: {error})",
+                    getattr(error, "service_error", None)))
             else:
                 why = f"refused at member epoch {epoch}, and the heartbeat to learn the current one failed ({error!r})"
-            raise self._commit_failed(offsets, refused, why) from refused
+            failed = self._commit_failed(offsets, refused, why)
+            if callback_failed is not None:
+                failed.add_note(f"on_revoke raised as the partitions were given up (raised by the next poll): "
+                                f"{callback_failed.__cause__!r}")
+            raise failed from refused
         if self.member_epoch <= 0:
             raise self._commit_failed(offsets, refused, f"refused at member epoch {epoch}, and the member left")
         return answer
@@ -650,7 +672,7 @@ class AsyncGroupConsumer:
                     _log.info("group %s: auto-commit refused, heartbeating now: %s", self.group_id, exc)
                     next_heartbeat = loop.time()
                 elif getattr(exc, "service_error", None) in _MEMBER_ERRORS:
-                    await self._rejoin()
+                    await self._rejoin(exc)
                     next_heartbeat = loop.time()
                 else:
                     # A coordinator away (UNAVAILABLE, a timeout, a move) is retried here, as Kafka's
@@ -670,18 +692,41 @@ class AsyncGroupConsumer:
         if self.member_epoch == _JOIN:
             return
         if asyncio.get_running_loop().time() - self._last_heartbeat_ok >= self.session_timeout_ms / 1000:
-            await self._give_up()
+            await self._give_up(f"cut off from heartbeats for the session timeout ({self.session_timeout_ms} ms): "
+                                "the service has removed it", None)
 
-    async def _rejoin(self) -> None:
+    async def _rejoin(self, fenced: Exception) -> None:
         assert self._lock is not None
         async with self._lock:
-            await self._give_up()
+            kind = getattr(fenced, "service_error", None)
+            await self._give_up(f"fenced by the service ({kind}: {fenced})", kind)
 
-    async def _give_up(self) -> None:
-        """Under the lock: fenced or unknown (the session ran out): give everything up,
-        uncommitted (another member may own it already), and join again, as Kafka's consumer does."""
-        await self._revoke(set(self._owned))
+    async def _give_up(self, why: str, service_error: str | None) -> RebalanceCallbackError | None:
+        """Under the lock: fenced or unknown (the session ran out, ``why``): give everything up,
+        uncommitted (another member may own it already), and join again, as Kafka's consumer does.
+        ``on_revoke`` raising does not stop it (the partitions are not this member's any more,
+        whatever the application's callback says): its error, wrapped in a
+        ``RebalanceCallbackError`` naming the callback and why, is raised by the next poll (Kafka
+        raises the listener's exception from poll, wrapped) and returned."""
+        lost = set(self._owned)
+        failed = None
+        try:
+            self._call_on_revoke(lost)
+        except Exception as error:  # noqa: BLE001 - the application's; raised by the next poll
+            partitions = sorted(TopicPartition(t, p) for t, p in lost)
+            failed = RebalanceCallbackError(
+                f"group {self.group_id!r}, member {self.member_id!r}: on_revoke({_names(partitions)}) raised "
+                f"{error!r} while the member gave its partitions up, {why}; they are given up all the same and the "
+                "member rejoins", callback="on_revoke", partitions=partitions, service_error=service_error)
+            failed.__cause__ = error
+            _log.warning("%s", failed)
+            if self._error is None:
+                self._error = failed
+            else:
+                self._error.add_note(f"then: {failed}")
+        await self._drop(lost)
         self.member_epoch = _JOIN
+        return failed
 
     async def _heartbeat(self) -> float:
         """One heartbeat and what its answer asks: returns the wait before the next one (0 when
@@ -726,10 +771,17 @@ class AsyncGroupConsumer:
         return 0.0 if revoked_now else answer.heartbeat_interval_ms / 1000
 
     async def _revoke(self, revoked: set[tuple[str, int]]) -> None:
+        self._call_on_revoke(revoked)
+        await self._drop(revoked)
+
+    def _call_on_revoke(self, revoked: set[tuple[str, int]]) -> None:
+        if revoked and self._on_revoke is not None:
+            self._on_revoke([TopicPartition(t, p) for t, p in sorted(revoked)])
+
+    async def _drop(self, revoked: set[tuple[str, int]]) -> None:
+        """Under the lock: ``revoked`` no longer owned nor read (``on_revoke`` called before)."""
         if not revoked:
             return
-        if self._on_revoke is not None:
-            self._on_revoke([TopicPartition(t, p) for t, p in sorted(revoked)])
         self._owned -= revoked
         self._revoking -= revoked
         for gone in revoked:

@@ -18,7 +18,7 @@ import pytest
 
 from seglog import Producer
 from seglog.errors import SeglogError, ServiceUnavailableError
-from seglog.group_consumer import AsyncGroupConsumer, CommitFailedError
+from seglog.group_consumer import AsyncGroupConsumer, CommitFailedError, RebalanceCallbackError
 from seglog.structs import TopicPartition
 from seglog.v1 import log_service_pb2 as pb
 
@@ -865,6 +865,108 @@ def test_an_auto_commit_refused_at_a_held_revocation_is_logged_the_revocation_co
             consumer.stepped.cut = False
             await _until(lambda: consumer.member_id in members(service.stub, group), deadline)  # rejoined
             assert revoked[-1] == [TopicPartition("held", 0)]  # the rejoin gave the rest up, uncommitted
+        finally:
+            await _close_stepped(consumer)
+
+    asyncio.run(run())
+
+
+# -- a fenced member whose on_revoke raises ---------------------------------------------------------
+# Kafka gives the partitions of a fenced member up whatever its listener does, and raises the
+# listener's exception from poll wrapped ("User rebalance callback throws an error").
+
+
+def _raising_once(calls: list):
+    def on_revoke(partitions):
+        calls.append(partitions)
+        if len(calls) == 1:
+            raise RuntimeError("the application's on_revoke (the test)")
+    return on_revoke
+
+
+async def _poll_until_raised(consumer, deadline) -> Exception:
+    while True:
+        assert time.monotonic() < deadline
+        try:
+            await consumer.poll(timeout_ms=50)
+        except RebalanceCallbackError as error:
+            return error
+
+
+def test_a_member_fenced_in_the_background_whose_on_revoke_raises_gives_up_rejoins_and_poll_says_what_happened(
+        start_service):
+    """The member removed by the service: its heartbeat is refused UnknownMemberError and it
+    gives its partitions up to rejoin. Its on_revoke raising does not stop that (before, the
+    error escaped the heartbeat loop, which ended: no more heartbeats, no rejoin, nothing raised):
+    the next poll raises RebalanceCallbackError naming the callback, the partitions and the
+    fencing, the application's exception its cause, and the member rejoins with its id."""
+    service = start_service(GROUP_ARGS)
+    service.stub.CreateTopic(pb.CreateTopicRequest(topic="lost", partitions=2), timeout=10)
+    group = "g-lost-raising"
+    calls: list = []
+    every = [TopicPartition("lost", 0), TopicPartition("lost", 1)]
+
+    async def run() -> None:
+        consumer = AsyncGroupConsumer(service.address, group_id=group, topics=["lost"], enable_auto_commit=False,
+                                      on_revoke=_raising_once(calls))
+        await consumer.start()
+        deadline = time.monotonic() + BOUND_S
+        try:
+            while consumer.assignment() != every:
+                assert time.monotonic() < deadline
+                await consumer.poll(timeout_ms=50)
+            await asyncio.to_thread(_remove_by_hand, service, group, consumer.member_id)
+            error = await _poll_until_raised(consumer, deadline)
+            assert isinstance(error.__cause__, RuntimeError) and "the test" in str(error.__cause__)
+            assert error.callback == "on_revoke" and error.partitions == every
+            assert error.service_error == "UnknownMemberError"
+            assert "on_revoke" in str(error) and "fenced" in str(error) and "UnknownMemberError" in str(error)
+            assert group in str(error) and consumer.member_id in str(error)
+            assert calls == [every]
+            while consumer.assignment() != every:  # given up, then rejoined: the loop still runs
+                assert time.monotonic() < deadline
+                await consumer.poll(timeout_ms=50)
+            assert members(service.stub, group) == {consumer.member_id: {("lost", 0), ("lost", 1)}}
+        finally:
+            await consumer.close()
+
+    asyncio.run(run())
+
+
+def test_a_commit_of_a_member_fenced_for_real_whose_on_revoke_raises_raises_commit_failed_then_poll_the_callbacks(
+        start_service):
+    """The commit's heartbeat refused too (fenced for real): the member gives its partitions up,
+    and on_revoke raises. ``commit()`` still raises CommitFailedError (before, the callback's
+    bare RuntimeError replaced it, saying nothing of the commit or the fencing), a note saying
+    on_revoke raised; the next poll raises RebalanceCallbackError (FencedMemberError, the
+    callback's error its cause), and the member rejoins."""
+    service = _stale_service(start_service)
+    calls: list = []
+    group = "g-commit-fenced-raising"
+
+    async def run() -> None:
+        deadline = time.monotonic() + BOUND_S
+        consumer, known, _ = await _stale_member(service, group, [], deadline)
+        consumer._on_revoke = _raising_once(calls)
+        try:
+            consumer.stepped.cut = False
+            await _until(lambda: consumer.stepped.waiting, deadline)
+            await asyncio.to_thread(_by_hand, service, group, "bystander", -1, "elsewhere")  # the group moves again
+            consumer.stepped.cut = True
+            consumer._steps.put_nowait(True)
+            assert await consumer._outcomes.get() == (known, "lost")
+            consumer.stepped.through_next = 1
+            with pytest.raises(CommitFailedError) as raised:
+                await consumer.commit()
+            assert raised.value.service_error == "FencedMemberError"
+            assert any("on_revoke raised" in note for note in raised.value.__notes__)
+            assert consumer.member_epoch == 0 and consumer.assignment() == []
+            error = await _poll_until_raised(consumer, deadline)
+            assert isinstance(error.__cause__, RuntimeError) and error.service_error == "FencedMemberError"
+            assert "on_revoke" in str(error) and f"fenced at member epoch {known}" in str(error)
+            consumer.stepped.free = True
+            await _until(lambda: len(consumer.assignment()) == 2, deadline)  # rejoined, same id
+            assert members(service.stub, group) == {consumer.member_id: {("owned", 0), ("owned", 1)}}
         finally:
             await _close_stepped(consumer)
 

@@ -272,7 +272,7 @@ def test_a_fenced_commit_cancelled_while_it_gives_its_partitions_up_raises_the_c
     consumer = _stale_member(FakeCoordinator(set(), fenced=True), {0, 1}, False, [])
     giving_up, gate = asyncio.Event(), asyncio.Event()
 
-    async def failing_give_up() -> None:
+    async def failing_give_up(*_: object) -> None:
         giving_up.set()
         await gate.wait()
         raise RuntimeError("a reader did not close")
