@@ -203,18 +203,11 @@ class Membership:
             try:
                 self._refresh_record(lease, written, written_at)
             except ClusterError as exc:
-                self._check_failed(exc)
-                continue
+                self._check_ended(exc)
             except Exception as exc:  # a fault of its own: this check fails, never the thread
-                self._check_failed(exc, unexpected=True)
-                continue
-            finally:
-                with self._lock:
-                    self._check_count += 1
-            if self._last_check_error:
-                _log.warning("instance %s: its record checked again after: %s", self._config.instance_id,
-                             self._last_check_error)
-                self._last_check_error = ""
+                self._check_ended(exc, unexpected=True)
+            else:
+                self._check_ended(None)
 
     def _register(self, sent_at: float) -> None:
         capacity = self._capacity()  # before the grant: a fault here leaves no lease behind
@@ -359,12 +352,23 @@ class Membership:
                 _log.warning("instance %s: %s", self._config.instance_id, exc)
             self._last_error = error
 
-    def _check_failed(self, exc: Exception, unexpected: bool = False) -> None:
-        """A check of the record failed: counted and logged (once per distinct error; anything
-        but a cluster error as an ERROR with its traceback); the lease is not touched, the
-        renewals alone fence, and the next check runs at its time."""
+    def _check_ended(self, exc: Exception | None, unexpected: bool = False) -> None:
+        """A check of the record ended, failed with ``exc`` or not: counted as a check and as a
+        failed one in one section of the lock, so no statistics() (no scrape) sees a failure
+        before its check (failures <= checks: the failed share the alert reads is at most 1).
+        A failure is logged once per distinct error (anything but a cluster error as an ERROR with
+        its traceback); the lease is not touched, the renewals alone fence, and the next check runs
+        at its time."""
         with self._lock:
-            self._check_failure_count += 1
+            self._check_count += 1
+            if exc is not None:
+                self._check_failure_count += 1
+        if exc is None:
+            if self._last_check_error:
+                _log.warning("instance %s: its record checked again after: %s", self._config.instance_id,
+                             self._last_check_error)
+                self._last_check_error = ""
+            return
         error = f"{type(exc).__name__}: {exc}" if unexpected else str(exc)
         if error != self._last_check_error:
             if unexpected:

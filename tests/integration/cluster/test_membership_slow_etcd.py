@@ -8,6 +8,7 @@ and a failed read counted as a failed renewal."""
 from __future__ import annotations
 
 import itertools
+import logging
 import threading
 import time
 from types import SimpleNamespace
@@ -301,6 +302,51 @@ def test_an_unexpected_error_in_a_check_is_logged_counted_and_the_checks_go_on(e
         _wait_for(lambda: b'"partition_count": 4' in reader.get(key).value)
     finally:
         reader.close()
+
+
+class _Snapshots(logging.Handler):
+    """The member's statistics() taken at every record its module logs, on the thread logging it."""
+
+    def __init__(self, member: Membership) -> None:
+        super().__init__()
+        self._member, self.taken = member, []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.taken.append((record.getMessage(), self._member.statistics()))
+
+
+def test_a_failed_check_is_counted_with_its_check_so_no_snapshot_has_more_failures_than_checks(slowed_member):
+    """A failed check was added to the failures in one section of the lock, and to the checks in
+    another after it logged the failure: a scrape between the two (the log record here) read one
+    failure more than checks, a failed share above 1 while every check so far had failed. Every
+    check fails from the first here (two faults of its own, each logged, then unanswered reads):
+    at every record logged, failures <= checks."""
+    faults = [2]
+
+    def faulty_capacity() -> Capacity:
+        if threading.current_thread().name.startswith("seglog-membership-check-") and faults[0]:
+            faults[0] -= 1
+            raise RuntimeError(f"injected fault in capacity() ({faults[0]} left)")  # distinct: each logged
+        return Capacity(partition_count=3, bytes=4096, disk_free_bytes=1)
+
+    member, _, settings = slowed_member(ttl_s=2, capacity=faulty_capacity)
+    settings.gets_fail = True  # the registration reads nothing: only the checks fail
+    snapshots = _Snapshots(member)
+    logger = logging.getLogger(Membership.__module__)
+    logger.addHandler(snapshots)
+    try:
+        member.start()
+        _wait_for(lambda: member.statistics().record_check_failure_count >= 4)
+        settings.gets_fail = False
+        _wait_for(lambda: any("checked again" in message for message, _ in snapshots.taken))
+    finally:
+        logger.removeHandler(snapshots)
+    not_checked = [statistics for message, statistics in snapshots.taken if "not checked" in message]
+    assert len(not_checked) == 3, snapshots.taken  # two faults, then the unanswered read (once)
+    over = [(message, statistics) for message, statistics in snapshots.taken
+            if statistics.record_check_failure_count > statistics.record_check_count]
+    assert not over, over
+    assert member.statistics().renewal_failure_count == 0
 
 
 def test_an_unexpected_error_in_a_registration_is_a_failed_renewal_and_the_renewals_go_on(slowed_member, caplog):
