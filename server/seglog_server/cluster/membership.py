@@ -17,8 +17,9 @@ below it, so the service acknowledges nothing until its watched cache has reache
 (rpc/cluster_routing.py, ``check_fence``); a renewed lease alone says nothing of what the cache
 has seen, after a pause (SIGSTOP) or a cut longer than the TTL.
 
-A second thread, with a gateway of its own, checks the record every ``keepalive_interval_s`` and
-writes it again, under the same lease, when it changes: when the partition count or the ACL digest
+A second thread, with a gateway of its own, checks the record every ``keepalive_interval_s`` while
+it holds a lease (a pass that begins with none asks etcd nothing and is no check) and writes it
+again, under the same lease, when it changes: when the partition count or the ACL digest
 changed, at most once per lease TTL when only the bytes did (placement's tie-break needs them
 roughly, etcd need not take a write per produce); and when etcd's copy is not the one last written
 (an operator's put, malformed or not). A check that fails (etcd slow or away) is counted as such,
