@@ -167,7 +167,8 @@ FAMILIES: dict[str, tuple[str, tuple[str, ...], str]] = {
     "seglog_cluster_lease_renewal_failures": (
         "counter", (), "Renewals of this instance's etcd lease that failed, registrations (again) included: etcd "
         "slow or away, its instance id held by another process, or a fault (logged); fenced once they fail for "
-        "longer than the fence deadline."),
+        "longer than the fence deadline. A lease etcd says is gone (a keepalive answered with TTL 0, or a check "
+        "finding the record deleted) is no failed renewal: fenced at once, registered again."),
     "seglog_cluster_record_held_elsewhere": (
         "counter", (), "Revisions of this instance's own registration record seen held under another lease than "
         "its own (each once, logged): not written over, as it may be another registration's; the other instances "
