@@ -39,6 +39,8 @@ FIRST_SEEN_ALERTS = {
     "SeglogOffsetIndexRebuilt": (
         'seglog_log_dir_offset_index_rebuilds_total{job="seglog",instance="a:9551",dir="/data/a"}', 60),
     "SeglogClusterMetadataErrors": ('seglog_cluster_metadata_errors_total{job="seglog",instance="a:9551"}', 10),
+    "SeglogClusterRecordHeldElsewhere": (
+        'seglog_cluster_record_held_elsewhere_total{job="seglog",instance="a:9551"}', 10),
 }
 # Prometheus' default lookback: an instant selector sees the newest sample up to 5 minutes old,
 # unless that newest one is a failed scrape's stale marker.
