@@ -135,6 +135,17 @@ def test_a_panel_titled_p99_plots_p99_only():
         assert quantiles == {"0.99"}, (panel["title"], quantiles)
 
 
+def test_recording_rules_are_named_level_metric_operations():
+    """Prometheus' convention for a recorded series: the labels it keeps, the series it is computed
+    from (one seglog declares), the operations, each part separated by a colon."""
+    names = re.findall(r"^\s*- record: (\S+)$", RULES.read_text(), re.M)
+    assert names, "rules.yml records no series"
+    for name in names:
+        level, metric, operations = name.split(":")
+        assert re.fullmatch(r"[a-z]+(_[a-z]+)*", level) and re.fullmatch(r"[a-z0-9_]+", operations), name
+        assert metric in declared_series(), name
+
+
 def test_the_alert_rules_name_only_declared_series():
     text = "\n".join(line for line in RULES.read_text().splitlines() if not line.lstrip().startswith("#"))
     named = set(METRIC_NAME.findall(text))
