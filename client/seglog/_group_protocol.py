@@ -208,8 +208,10 @@ class GroupProtocol:
                 self._error = failed
             else:
                 self._error.add_note(f"then: {failed}")
-        await self._drop(lost)
+        # Out of the group before the drop awaits: its failure (a reader that does not close) must
+        # not leave the member heartbeating at the epoch of the membership it gave up.
         self.member_epoch = _JOIN
+        await self._drop(lost)
         return failed
 
     async def _leave(self) -> None:

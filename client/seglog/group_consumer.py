@@ -53,6 +53,7 @@ from seglog._group_protocol import (
     GroupProtocol,
     RebalanceCallbackError,
     _names,
+    _to_the_end,
 )
 from seglog._routing import CoordinatorTransport
 from seglog.client import Transport
@@ -245,8 +246,10 @@ class AsyncGroupConsumer(GroupProtocol):
                 error, self._error = self._error, None
                 raise error
             async with self._lock:
-                await self._lapse_if_cut_off()
-                await self._mark_consumed()
+                # Both may drop partitions and rebuild readers: carried to their end even when the
+                # poll is cancelled meanwhile (half done, a partition would be owned with no reader).
+                await _to_the_end(self._lapse_if_cut_off())
+                await _to_the_end(self._mark_consumed())
                 readers = list(self._readers.values())
                 first = next(self._turn) % len(readers) if readers else 0
                 for reader in readers[first:] + readers[:first]:
