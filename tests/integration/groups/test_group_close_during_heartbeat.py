@@ -30,13 +30,20 @@ HELD_ARGS = [*GROUP_ARGS, "--group-session-timeout-ms", str(HELD_SESSION_MS)]  #
 
 class HoldingTransport:
     """The real transport; once ``hold`` is set, the first heartbeat the service answers with a new
-    member epoch has its answer held until ``release``."""
+    member epoch has its answer held until ``release``. The member epoch of every commit it sends
+    is noted in ``commit_epochs``."""
 
-    def __init__(self, real, hold: asyncio.Event, held: asyncio.Event, release: asyncio.Event) -> None:
+    def __init__(self, real, hold: asyncio.Event, held: asyncio.Event, release: asyncio.Event,
+                 commit_epochs: list[int]) -> None:
         self._real, self._hold, self._held, self._release = real, hold, held, release
+        self._commit_epochs = commit_epochs
 
     def __getattr__(self, name):
         return getattr(self._real, name)
+
+    async def commit_offsets(self, request):
+        self._commit_epochs.append(request.member_epoch)
+        return await self._real.commit_offsets(request)
 
     async def heartbeat(self, request):
         answer = await self._real.heartbeat(request)
@@ -52,9 +59,11 @@ class HoldingConsumer(AsyncGroupConsumer):
         super().__init__(*args, **kwargs)
         self.hold, self.held, self.release = asyncio.Event(), asyncio.Event(), asyncio.Event()
         self.closing = asyncio.Event()
+        self.commit_epochs: list[int] = []
 
     def _open_transport(self):
-        return HoldingTransport(super()._open_transport(), self.hold, self.held, self.release)
+        return HoldingTransport(super()._open_transport(), self.hold, self.held, self.release,
+                                self.commit_epochs)
 
     async def close(self) -> None:
         self.closing.set()  # its waiter runs once this close is suspended, at its first wait
@@ -89,13 +98,17 @@ def test_a_close_during_an_epoch_changing_heartbeat_commits_and_leaves(start_ser
         epochs = {m.member_id: m.member_epoch for m in described.members}
         assert epochs[consumer.member_id] > consumer.member_epoch  # the service moved it on
         # The close starts while the answer is still on its way; then the answer arrives.
+        consumer.commit_epochs.clear()
         closing = asyncio.create_task(consumer.close())
         async with asyncio.timeout(BOUND_S):
             await consumer.closing.wait()
-        assert not closing.done()  # it waits for the held heartbeat's answer
         consumer.release.set()
         async with asyncio.timeout(BOUND_S):
             await closing
+        # One commit, at the epoch the held answer gave: the close waited for that answer. A close
+        # that cancelled the heartbeat instead sends its commit at the old epoch, is refused as
+        # fenced, heartbeats and commits again, and ends the same; only its commits tell.
+        assert consumer.commit_epochs == [epochs[consumer.member_id]]
         described = stub.DescribeGroup(pb.DescribeGroupRequest(group="g-held"), timeout=10)
         # It left; the raw second member stays (its session outlasts the test).
         assert [m.member_id for m in described.members] == [joined.member_id]
