@@ -280,6 +280,34 @@ class GroupProtocol:
             if carry_out:
                 await self._carry_out_after_commit(answer)
 
+    async def _commit_before_revoking(self, offsets: dict[TopicPartition, int]) -> None:
+        """Under the lock: the auto-commit of the consumed positions of partitions about to be
+        given up (Kafka's ``maybeAutoCommitSyncBeforeRevocation``). Refused the member's epoch
+        (FencedMemberError), the member may still be in the group, its epoch stale after a lost
+        heartbeat answer: one heartbeat at the epoch it knows learns the current one and the
+        commit is retried at it, once, as ``_commit_at_current_epoch`` does. The answer is not
+        carried out here (a revocation is under way): the loop, woken, heartbeats now and carries
+        the next one out. Raises when nothing was committed: UnknownMemberError at once (Kafka's
+        UNKNOWN_MEMBER_ID: no heartbeat brings the member back), ``CommitFailedError`` when the
+        heartbeat failed (refused too, the member is fenced and has given everything up) or the
+        retry was refused again."""
+        refused_at = self.member_epoch
+        try:
+            await self._commit_locked(offsets, skip_deleted_topics=True)
+            return
+        except SeglogError as error:
+            if error.service_error != "FencedMemberError" or refused_at <= 0:
+                raise
+            refused = error
+        await self._heartbeat_after_refusal(refused, offsets)
+        self._wake.set()  # the answer is the loop's to carry out
+        try:
+            await self._commit_locked(offsets, skip_deleted_topics=True)
+        except SeglogError as error:
+            if error.service_error not in _MEMBER_ERRORS:
+                raise
+            raise self._commit_failed(offsets, error, f"refused again at member epoch {self.member_epoch}") from error
+
     def _check_owned(self, offsets: dict[TopicPartition, int]) -> None:
         """The application's ``commit(offsets)`` names only partitions this member owns (those
         held for it pending revocation included), whatever the member epoch, so its outcome

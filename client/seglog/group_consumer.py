@@ -390,17 +390,19 @@ class AsyncGroupConsumer(GroupProtocol):
                 held.add((topic, partition))
         return held
 
-    async def _commit_and_revoke(self, revoked: set[tuple[str, int]]) -> None:
+    async def _commit_and_revoke(self, revoked: set[tuple[str, int]]) -> bool:
         """Under the lock: gives ``revoked`` up, their consumed positions committed first with
-        auto-commit. That commit refused the member (unknown or fenced: the service removed it or
-        moved on) is logged and the revocation goes on, as Kafka's consumer proceeds with a
-        revocation whose auto-commit failed; the loop heartbeats at once, so the member rejoins.
-        The records consumed since the partitions' last commit are read again by their next
-        owner (at least once). Any other failure is raised, the partitions kept, and the next
-        answer revokes them again."""
+        auto-commit (``_commit_before_revoking``: at a stale epoch, retried at the current one).
+        That commit refused the member (unknown, or fenced for real: its heartbeat refused too,
+        and it has given everything up) is logged and the revocation goes on uncommitted, as
+        Kafka's consumer proceeds with a revocation whose auto-commit failed; the loop heartbeats
+        at once, so the member rejoins. The records consumed since the partitions' last commit
+        are read again by their next owner (at least once). Returns False then (the member must
+        rejoin), True when the partitions were given up committed. Any other failure is raised,
+        the partitions kept, and the next answer revokes them again."""
         if self._auto_commit:
             try:
-                await self._commit_locked(self._consumed_of(revoked), skip_deleted_topics=True)
+                await self._commit_before_revoking(self._consumed_of(revoked))
             except SeglogError as error:
                 if error.service_error not in _MEMBER_ERRORS:
                     raise
@@ -408,7 +410,10 @@ class AsyncGroupConsumer(GroupProtocol):
                              "up uncommitted and heartbeating now", self.group_id,
                              _names(sorted(TopicPartition(t, p) for t, p in revoked)), error.service_error, error)
                 self._wake.set()
+                await self._revoke(revoked & self._owned)  # fenced for real: all given up already
+                return False
         await self._revoke(revoked)
+        return True
 
     def _consumed_of(self, partitions: set[tuple[str, int]]) -> dict[TopicPartition, int]:
         return {TopicPartition(t, p): self._consumed[t, p] for t, p in sorted(partitions) if (t, p) in self._consumed}

@@ -2,7 +2,8 @@
 next poll, the member's own lapse when its session ran out unheard) and at a heartbeat answer,
 against the fake coordinator of test_group_consumer_commit.py: a poll cancelled while one of them
 rebuilds a reader leaves every owned partition with its reader (the next poll reads on); a member
-giving everything up is out of the group (epoch 0) even when a reader fails to close."""
+giving everything up is out of the group (epoch 0) even when a reader fails to close; the
+auto-commit before a revocation, refused at a stale epoch, lands at the current one."""
 
 from __future__ import annotations
 
@@ -11,7 +12,10 @@ import asyncio
 import pytest
 
 import seglog.group_consumer as group_consumer
+from seglog.errors import TopicNotFoundError
 from seglog.group_consumer import AsyncGroupConsumer
+from seglog.structs import TopicPartition
+from seglog.v1 import log_service_pb2 as pb
 from tests.unit.seglog.test_group_consumer_commit import (
     CURRENT_EPOCH,
     TOPIC,
@@ -133,4 +137,61 @@ def test_a_member_giving_up_is_out_of_the_group_even_when_its_reader_fails_to_cl
     with pytest.raises(RuntimeError, match="did not close"):
         asyncio.run(consumer._give_up("fenced", "FencedMemberError"))
     assert consumer.member_epoch == 0 and consumer._owned == set()
+
+
+class UnknownMemberCommits(FakeCoordinator):
+    """Refuses every commit UnknownMemberError: the service removed the member."""
+
+    async def commit_offsets(self, request: pb.CommitOffsetsRequest) -> pb.CommitOffsetsResponse:
+        raise TopicNotFoundError("member 'm' is not in group 'g'", service_error="UnknownMemberError")
+
+
+def _poll_completes_the_held_revocation(consumer: AsyncGroupConsumer) -> None:
+    async def run() -> None:
+        async with consumer._lock:
+            await consumer._mark_consumed()  # what a poll does first
+
+    asyncio.run(run())
+
+
+def test_a_held_revocations_auto_commit_refused_at_a_stale_epoch_lands_at_the_current_one():
+    """A lost heartbeat answer left the member's epoch stale: the auto-commit before t-1 is given
+    up is refused FencedMemberError, but the member is still in the group (its heartbeat at the
+    previous epoch is accepted). One heartbeat learns the epoch and the commit lands at it before
+    t-1 goes (before: t-1 was given up uncommitted, its next owner re-reading from the last
+    commit); the answer is left to the loop's heartbeat, woken."""
+    coordinator = FakeCoordinator(assignment={0}, fenced=False)
+    revoked: list = []
+    consumer = _stale_member(coordinator, {0, 1}, True, revoked)
+    consumer._revoking = {(TOPIC, 1)}
+    _poll_completes_the_held_revocation(consumer)
+    assert coordinator.refused == 1 and coordinator.heartbeats == 1
+    assert coordinator.commits == [(CURRENT_EPOCH, {1: _position(1)})]
+    assert revoked == [[TopicPartition(TOPIC, 1)]] and consumer._owned == {(TOPIC, 0)}
+    assert consumer.member_epoch == CURRENT_EPOCH and consumer._wake.is_set()
+
+
+def test_a_held_revocations_auto_commit_of_a_member_fenced_for_real_gives_everything_up_once():
+    """The commit and its heartbeat both refused: fenced for real, the member gives every
+    partition up uncommitted (``on_revoke`` once, t-1 with the rest) and rejoins."""
+    coordinator = FakeCoordinator(assignment=set(), fenced=True)
+    revoked: list = []
+    consumer = _stale_member(coordinator, {0, 1}, True, revoked)
+    consumer._revoking = {(TOPIC, 1)}
+    _poll_completes_the_held_revocation(consumer)
+    assert coordinator.commits == [] and coordinator.heartbeats == 1
+    assert revoked == [[TopicPartition(TOPIC, 0), TopicPartition(TOPIC, 1)]]
+    assert consumer._owned == set() and consumer.member_epoch == 0 and consumer._wake.is_set()
+
+
+def test_a_held_revocations_auto_commit_of_an_unknown_member_gives_the_partition_up_uncommitted():
+    """Refused UnknownMemberError (the service removed the member): no heartbeat can bring the
+    commit back; t-1 is given up uncommitted and the loop, woken, rejoins."""
+    coordinator = UnknownMemberCommits(assignment={0}, fenced=False)
+    revoked: list = []
+    consumer = _stale_member(coordinator, {0, 1}, True, revoked)
+    consumer._revoking = {(TOPIC, 1)}
+    _poll_completes_the_held_revocation(consumer)
+    assert coordinator.heartbeats == 0 and coordinator.commits == []
+    assert revoked == [[TopicPartition(TOPIC, 1)]] and consumer._owned == {(TOPIC, 0)} and consumer._wake.is_set()
 
