@@ -440,14 +440,15 @@ class AsyncGroupConsumer(GroupProtocol):
     # -- partitions given and taken (heartbeats and commits: _group_protocol.py) -----------------
     async def _carry_out(self, answer: pb.HeartbeatResponse) -> float:
         """Under the lock: what a heartbeat answer asks (partitions revoked, then assigned);
-        returns the wait before the next heartbeat (0 when a revocation must be reported now)."""
+        returns the wait before the next heartbeat (0 when a revocation must be reported now, or
+        when its commit refused the member, which then takes none of the partitions granted)."""
         assignment = {(a.topic, a.partition) for a in answer.assignment}
         revoked, added = self._owned - assignment, assignment - self._owned
         # Partitions with records the application may still process wait for its next poll.
         self._revoking = self._held_by_the_application(revoked)
         revoked_now = revoked - self._revoking
-        if revoked_now:
-            await self._commit_and_revoke(revoked_now)
+        if revoked_now and not await self._commit_and_revoke(revoked_now):
+            return 0.0  # the member was refused: it rejoins now, taking none of this answer's partitions
         if added:
             await self._assign(added)
         return 0.0 if revoked_now else answer.heartbeat_interval_ms / 1000

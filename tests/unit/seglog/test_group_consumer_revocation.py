@@ -3,7 +3,8 @@ next poll, the member's own lapse when its session ran out unheard) and at a hea
 against the fake coordinator of test_group_consumer_commit.py: a poll cancelled while one of them
 rebuilds a reader leaves every owned partition with its reader (the next poll reads on); a member
 giving everything up is out of the group (epoch 0) even when a reader fails to close; the
-auto-commit before a revocation, refused at a stale epoch, lands at the current one."""
+auto-commit before a revocation, refused at a stale epoch, lands at the current one; refused the
+member, none of the same answer's new partitions is taken."""
 
 from __future__ import annotations
 
@@ -195,3 +196,25 @@ def test_a_held_revocations_auto_commit_of_an_unknown_member_gives_the_partition
     assert coordinator.heartbeats == 0 and coordinator.commits == []
     assert revoked == [[TopicPartition(TOPIC, 1)]] and consumer._owned == {(TOPIC, 0)} and consumer._wake.is_set()
 
+
+def test_an_answer_whose_revocation_commit_is_refused_unknown_assigns_none_of_its_new_partitions():
+    """The answer revokes t-1 and grants t-2; the auto-commit before t-1 goes is refused
+    UnknownMemberError. t-1 is given up uncommitted, and t-2 is not taken (no offsets fetched,
+    no ``on_assign``, no reader) by a member the service no longer knows: the next heartbeat is
+    now (wait 0), and rejoins (before: t-2 was assigned all the same)."""
+    coordinator = UnknownMemberCommits(assignment=set(), fenced=False)
+    revoked: list = []
+    assigned: list = []
+    consumer = _stale_member(coordinator, {0, 1}, True, revoked)
+    consumer._on_assign = assigned.append
+    consumer.member_epoch = CURRENT_EPOCH
+    answer = pb.HeartbeatResponse(member_id=consumer.member_id, member_epoch=CURRENT_EPOCH, heartbeat_interval_ms=100,
+                                  assignment=[pb.GroupPartition(topic=TOPIC, partition=p) for p in (0, 2)])
+
+    async def run() -> float:
+        async with consumer._lock:
+            return await consumer._carry_out(answer)
+
+    assert asyncio.run(run()) == 0.0
+    assert revoked == [[TopicPartition(TOPIC, 1)]] and assigned == [] and coordinator.offset_fetches == 0
+    assert consumer._owned == {(TOPIC, 0)} and consumer._wake.is_set()
