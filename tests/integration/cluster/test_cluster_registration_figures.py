@@ -142,7 +142,7 @@ def test_placement_breaks_a_partition_count_tie_on_the_bytes_each_instance_regis
     bytes_b = _registration(etcd, cluster, "b")["capacity"]["bytes"]
     assert 0 <= bytes_b < size_a
     # b places from its watched cache, which learns a's new bytes a watch event after etcd holds them.
-    seen = _until(lambda: (loads := _loads_seen_by(b))["a"] == (True, 1, size_a) and loads,
+    seen = _until(lambda: (loads := _loads_seen_by(b)).get("a") == (True, 1, size_a) and loads,
                   what="a's bytes in b's cache")
     assert seen["b"][:2] == (True, 1) and 0 <= seen["b"][2] < size_a
     # Equal partition counts (1 each): the new partition goes to b, which holds fewer bytes, not to
