@@ -32,25 +32,6 @@ READY_POLL_S = 0.02
 # limit, beside it, leaves room for the message's envelope).
 LIMITED_REQUEST_BYTES_MAX = 900_000
 LIMITED_BATCH_BYTES_MAX = 800_000
-# Time retention off for the topics of the shared services (the integration `service`, the client
-# tests' `seglog_service` and `limited_service`): their tests stamp records at fixed times long
-# past (1_700_000_000_000 is 2023-11-14) so they can assert them, which is past the stock 7-day
-# retention.ms, and a service's first retention pass runs 30 s after it starts
-# (MaintenanceIntervals.initial_delay_ms). A module slow under load reached it and found its log
-# start moved to the log end (commit 8f17137). retention.ms -1 keeps every record; a test about
-# retention sets retention.ms on its topic (a topic's own config wins over this default).
-KEEP_RECORDS_ARGS = ("--topic-default", "retention.ms=-1")
-
-
-def keeping_records(args: list[str] | tuple[str, ...] = ()) -> list[str]:
-    """``args`` after ``KEEP_RECORDS_ARGS``, unless they configure retention themselves: a
-    ``retention.ms`` topic default or a ``--config`` file (whose [topic_defaults] a flag would
-    override)."""
-    if "--config" in args or any(arg.startswith("retention.ms=") for arg in args):
-        return list(args)
-    return [*KEEP_RECORDS_ARGS, *args]
-
-
 CHANNEL_OPTIONS = [
     ("grpc.max_receive_message_length", 64 * 1024 * 1024),
     ("grpc.max_send_message_length", 64 * 1024 * 1024),
@@ -95,10 +76,22 @@ class ServiceProcess:
         for path in (self.ready_file, self.metrics_ready_file):
             with contextlib.suppress(FileNotFoundError):
                 path.unlink()
-        log = open(self.log_path, "ab")
-        self.process = subprocess.Popen(self.command(), stdout=log, stderr=log, env=self.env,
-                                        cwd=self.workdir)
-        log.close()
+        with open(self.log_path, "ab") as log:
+            self.process = subprocess.Popen(self.command(), stdout=log, stderr=log, env=self.env,
+                                            cwd=self.workdir)
+        try:
+            self._wait_ready()
+            self._connect()
+        except BaseException:
+            # Killed and reaped on any failure, Ctrl-C and a cancelled run too: the caller never
+            # got the service to stop, and its temp dir goes, so the process would run on without it.
+            self.process.kill()
+            self.process.wait()
+            raise
+        return self
+
+    def _wait_ready(self) -> None:
+        assert self.process is not None
         deadline = time.monotonic() + START_TIMEOUT_S
         while not self.ready_file.exists():
             if self.process.poll() is not None:
@@ -106,6 +99,8 @@ class ServiceProcess:
             if time.monotonic() > deadline:
                 raise AssertionError(f"service not ready after {START_TIMEOUT_S} s:\n{self.log()}")
             time.sleep(READY_POLL_S)
+
+    def _connect(self) -> None:
         self.address = self.ready_file.read_text().strip()
         # Written before the ready file, so it is there now (unless metrics are off).
         if self.metrics_ready_file.exists():
@@ -115,7 +110,6 @@ class ServiceProcess:
         else:
             self.channel = grpc.secure_channel(self.address, self.credentials, options=CHANNEL_OPTIONS)
         self.stub = pb_grpc.LogServiceStub(self.channel)
-        return self
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""

@@ -17,13 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from tests.support.integration_helpers import (
-    LIMITED_BATCH_BYTES_MAX,
-    LIMITED_REQUEST_BYTES_MAX,
-    START_TIMEOUT_S,
-    ServiceProcess,
-    keeping_records,
-)
+from tests.support.integration_helpers import LIMITED_BATCH_BYTES_MAX, LIMITED_REQUEST_BYTES_MAX, START_TIMEOUT_S, ServiceProcess
 
 from seglog import Admin
 
@@ -62,15 +56,25 @@ def start_service(workdir: Path, *extra_args: str) -> RunningService:
                "--metrics-listen", "127.0.0.1:0", "--data-dir", str(data_dir), *extra_args]
     with open(log_path, "ab") as log:
         process = subprocess.Popen(command, stdout=log, stderr=log, env=_environment(), cwd=workdir)
+    try:
+        _wait_ready(process, ready, log_path)
+        return RunningService(ready.read_text().strip(), data_dir, process, log_path)
+    except BaseException:
+        # Killed and reaped on any failure, Ctrl-C and a cancelled run too: the caller never got
+        # the service to stop, and its temp dir goes, so the process would run on without it.
+        process.kill()
+        process.wait()
+        raise
+
+
+def _wait_ready(process: subprocess.Popen[bytes], ready: Path, log_path: Path) -> None:
     deadline = time.monotonic() + SERVICE_START_TIMEOUT_S
     while not ready.exists():
         if process.poll() is not None:
             raise AssertionError(f"service exited with {process.returncode}:\n{log_path.read_text()}")
         if time.monotonic() > deadline:
-            process.kill()
             raise AssertionError(f"service not ready after {SERVICE_START_TIMEOUT_S} s:\n{log_path.read_text()}")
         time.sleep(READY_POLL_S)
-    return RunningService(ready.read_text().strip(), data_dir, process, log_path)
 
 
 def stop_service(service: RunningService) -> int:
@@ -81,8 +85,7 @@ def stop_service(service: RunningService) -> int:
 
 @pytest.fixture(scope="module")
 def seglog_service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningService]:
-    """The module's service, keeping its records whatever their timestamps (``keeping_records``)."""
-    service = start_service(tmp_path_factory.mktemp("client-e2e"), *keeping_records())
+    service = start_service(tmp_path_factory.mktemp("client-e2e"))
     yield service
     code = stop_service(service)
     assert code == 0, service.log()
@@ -97,8 +100,8 @@ def limited_service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Servic
     (900,000 bytes): smaller than the 1 MiB the client packs to, so a message of several batches
     packed to the client's limit is above it."""
     workdir = tmp_path_factory.mktemp("limited-service")
-    args = keeping_records(["--request-bytes-max", str(LIMITED_REQUEST_BYTES_MAX),
-                            "--topic-default", f"max.message.bytes={LIMITED_BATCH_BYTES_MAX}"])
+    args = ["--request-bytes-max", str(LIMITED_REQUEST_BYTES_MAX),
+            "--topic-default", f"max.message.bytes={LIMITED_BATCH_BYTES_MAX}"]
     service = ServiceProcess(workdir, [workdir / "data"], args).start()
     yield service
     assert service.stop() == 0, service.log()
