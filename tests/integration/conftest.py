@@ -12,7 +12,7 @@ import itertools
 import pathlib
 
 import pytest
-from tests.support.integration_helpers import ServiceProcess
+from tests.support.integration_helpers import ServiceProcess, keeping_records
 from tests.support.s3_server import CREDENTIALS_ENV, WeedServer
 from tests.support.spark_standalone import SparkStandalone
 
@@ -45,9 +45,10 @@ def start_service(tmp_path):
 
 @pytest.fixture(scope="module")
 def service(tmp_path_factory):
-    """A service shared by a module's tests (each test uses its own topics)."""
+    """A service shared by a module's tests (each test uses its own topics), keeping its records
+    whatever their timestamps (``keeping_records`` says why)."""
     workdir = tmp_path_factory.mktemp("shared-service")
-    process = ServiceProcess(workdir, [workdir / "data0", workdir / "data1"], []).start()
+    process = ServiceProcess(workdir, [workdir / "data0", workdir / "data1"], keeping_records()).start()
     yield process
     code = process.stop()
     assert code == 0, process.log()

@@ -32,6 +32,25 @@ READY_POLL_S = 0.02
 # limit, beside it, leaves room for the message's envelope).
 LIMITED_REQUEST_BYTES_MAX = 900_000
 LIMITED_BATCH_BYTES_MAX = 800_000
+# Time retention off for the topics of the shared services (the integration `service`, the client
+# tests' `seglog_service` and `limited_service`): their tests stamp records at fixed times long
+# past (1_700_000_000_000 is 2023-11-14) so they can assert them, which is past the stock 7-day
+# retention.ms, and a service's first retention pass runs 30 s after it starts
+# (MaintenanceIntervals.initial_delay_ms). A module slow under load reached it and found its log
+# start moved to the log end (commit 8f17137). retention.ms -1 keeps every record; a test about
+# retention sets retention.ms on its topic (a topic's own config wins over this default).
+KEEP_RECORDS_ARGS = ("--topic-default", "retention.ms=-1")
+
+
+def keeping_records(args: list[str] | tuple[str, ...] = ()) -> list[str]:
+    """``args`` after ``KEEP_RECORDS_ARGS``, unless they configure retention themselves: a
+    ``retention.ms`` topic default or a ``--config`` file (whose [topic_defaults] a flag would
+    override)."""
+    if "--config" in args or any(arg.startswith("retention.ms=") for arg in args):
+        return list(args)
+    return [*KEEP_RECORDS_ARGS, *args]
+
+
 CHANNEL_OPTIONS = [
     ("grpc.max_receive_message_length", 64 * 1024 * 1024),
     ("grpc.max_send_message_length", 64 * 1024 * 1024),

@@ -17,7 +17,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from tests.support.integration_helpers import LIMITED_BATCH_BYTES_MAX, LIMITED_REQUEST_BYTES_MAX, START_TIMEOUT_S, ServiceProcess
+from tests.support.integration_helpers import (
+    LIMITED_BATCH_BYTES_MAX,
+    LIMITED_REQUEST_BYTES_MAX,
+    START_TIMEOUT_S,
+    ServiceProcess,
+    keeping_records,
+)
 
 from seglog import Admin
 
@@ -85,7 +91,8 @@ def stop_service(service: RunningService) -> int:
 
 @pytest.fixture(scope="module")
 def seglog_service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningService]:
-    service = start_service(tmp_path_factory.mktemp("client-e2e"))
+    """The module's service, keeping its records whatever their timestamps (``keeping_records``)."""
+    service = start_service(tmp_path_factory.mktemp("client-e2e"), *keeping_records())
     yield service
     code = stop_service(service)
     assert code == 0, service.log()
@@ -100,8 +107,8 @@ def limited_service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Servic
     (900,000 bytes): smaller than the 1 MiB the client packs to, so a message of several batches
     packed to the client's limit is above it."""
     workdir = tmp_path_factory.mktemp("limited-service")
-    args = ["--request-bytes-max", str(LIMITED_REQUEST_BYTES_MAX),
-            "--topic-default", f"max.message.bytes={LIMITED_BATCH_BYTES_MAX}"]
+    args = keeping_records(["--request-bytes-max", str(LIMITED_REQUEST_BYTES_MAX),
+                            "--topic-default", f"max.message.bytes={LIMITED_BATCH_BYTES_MAX}"])
     service = ServiceProcess(workdir, [workdir / "data"], args).start()
     yield service
     assert service.stop() == 0, service.log()

@@ -14,15 +14,16 @@ def test_set_delete_and_dry_run(run_cli):
     dry = run_cli("topic", "alter-config", "cli-alter", "--set", "retention.ms=5", "--dry-run")
     assert dry.returncode == 0, dry.stderr
     assert dry.stdout.startswith("topic cli-alter: would change 1 configs (nothing changed)\n")
-    assert "retention.ms: 604800000 -> 5" in dry.stdout
-    assert "retention.ms=604800000" in run_cli("topic", "describe", "cli-alter").stdout
+    # -1: the service's topic default (seglog_service keeps records, see keeping_records).
+    assert "retention.ms: -1 -> 5" in dry.stdout
+    assert "retention.ms=-1" in run_cli("topic", "describe", "cli-alter").stdout
     done = run_cli("topic", "alter-config", "cli-alter", "--set", "retention.ms=3600000",
                    "--set", "cleanup.policy=compact", "--delete", "segment.bytes")
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == [
         "topic cli-alter: changed 3 configs",
         "  cleanup.policy: delete -> compact",
-        "  retention.ms: 604800000 -> 3600000",
+        "  retention.ms: -1 -> 3600000",
         "  segment.bytes: 65536 -> 1073741824",
     ]
     described = json.loads(run_cli("topic", "describe", "cli-alter", "--format", "json").stdout)

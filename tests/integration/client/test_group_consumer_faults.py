@@ -536,6 +536,15 @@ def _committed(service, group, partition):
     return answer.offsets[0].offset
 
 
+async def _bounded(step, what: str):
+    """``step`` awaited for at most BOUND_S (a bound on a hang, as ``step()`` above): a hang fails
+    naming ``what`` it waited for, not at pytest's timeout with every test's state gone."""
+    try:
+        return await asyncio.wait_for(step, BOUND_S)
+    except TimeoutError:
+        raise AssertionError(f"{what}: nothing within {BOUND_S} s") from None
+
+
 async def _until(condition, deadline):
     while not condition():
         assert time.monotonic() < deadline
@@ -565,7 +574,7 @@ async def _stale_member(service, group, revoked, deadline, enable_auto_commit=Fa
 async def _close_stepped(consumer) -> None:
     consumer.stepped.free = True
     consumer._steps.put_nowait(False)  # a heartbeat waiting for its step goes
-    await consumer.close()
+    await _bounded(consumer.close(), "close() of the stepped member")
 
 
 def test_a_commit_refused_at_the_epoch_a_lost_answer_left_stale_heartbeats_once_and_lands_at_the_current_epoch(
@@ -764,13 +773,13 @@ async def _member_with_heartbeats_cut(service, group, topics, deadline, **option
     consumer = SteppedConsumer(service.address, group_id=group, topics=topics, steps=steps, outcomes=outcomes,
                                auto_offset_reset="earliest", **options)
     steps.put_nowait(False)
-    await consumer.start()
-    sent, joined = await outcomes.get()
+    await _bounded(consumer.start(), "the member's join")
+    sent, joined = await _bounded(outcomes.get(), "the join's outcome")
     assert sent == 0
     await _until(lambda: consumer.stepped.waiting, deadline)
     consumer.stepped.cut = True
     steps.put_nowait(False)
-    assert await outcomes.get() == (joined, joined)
+    assert await _bounded(outcomes.get(), "the first cut heartbeat's outcome") == (joined, joined)
     return consumer, joined
 
 
@@ -801,7 +810,7 @@ def test_a_commit_naming_a_deleted_topic_of_a_member_the_service_no_longer_knows
             service.stub.DeleteTopic(pb.DeleteTopicRequest(topic="dropped"), timeout=10)
             consumer.stepped.through_next = 1  # the commit's heartbeat reaches the service
             with pytest.raises(CommitFailedError) as raised:
-                await consumer.commit()
+                await _bounded(consumer.commit(), "commit() of a member the service no longer knows")
             assert raised.value.service_error == "UnknownMemberError"
             assert TopicPartition("kept", 0) in raised.value.uncommitted
             assert (joined, "UnknownMemberError") in consumer.stepped.commits
