@@ -61,7 +61,16 @@ class EtcdServer:
     def launch(self) -> None:
         """Starts (or starts again, with the same data) the etcd process."""
         self.spawn()
-        self.wait_healthy()
+        try:
+            self.wait_healthy()
+        except BaseException:
+            # Killed and reaped on any failure, Ctrl-C too: a caller whose start failed never got
+            # the server to stop, and its temp dir goes, so etcd would run on without it.
+            assert self.process is not None
+            self.process.kill()
+            self.process.wait()
+            self.process = None
+            raise
 
     def spawn(self) -> None:
         """Starts the process without waiting: a member of several is healthy only once a quorum runs."""
