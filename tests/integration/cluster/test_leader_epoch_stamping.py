@@ -1,8 +1,9 @@
 """The epoch rule with a real etcd (conftest.py) and two real service processes: the owner stamps
 the partition's ownership epoch into every batch it appends (partitionLeaderEpoch, read back by
 Fetch) and into its leader-epoch-checkpoint; an epoch bump by etcd's ownership transaction is
-followed; after the partition moved to b the old owner acknowledges nothing; and an owner whose log
-holds a newer epoch than etcd's (cluster metadata rolled back) refuses the append in the log."""
+followed; after the partition moved to b the old owner acknowledges nothing and drops its copy
+(the stale-copy drop, move_rpcs.py, within a second); and an owner whose log holds a newer epoch
+than etcd's (cluster metadata rolled back) refuses the append in the log."""
 
 from __future__ import annotations
 
@@ -29,6 +30,14 @@ _SEGMENT = "00000000000000000000.log"
 def _epoch_seen(service, epoch: int, owner: str) -> bool:
     (partition,) = [p for p in _metadata(service, "t").partitions if p.topic == "t"]
     return (partition.owner_id, partition.epoch) == (owner, epoch)
+
+
+def _size(path) -> int:
+    """The file's size, -1 while it is absent (a log's segment between its drop and recreation)."""
+    try:
+        return path.stat().st_size
+    except FileNotFoundError:
+        return -1
 
 
 def _fetched(service) -> list[tuple[int, int]]:
@@ -77,17 +86,22 @@ def test_the_owner_stamps_its_epoch_and_a_stale_owner_acknowledges_nothing(tmp_p
             hint = dict(refused.value.trailing_metadata())
             assert (hint["seglog-owner-id"], hint["seglog-owner-address"], hint["seglog-epoch"]) == \
                 ("b", b.address, "2")
-        assert (a_dir / _SEGMENT).read_bytes() == log_bytes
+            # Unchanged, or already emptied by the stale-copy drop (it runs each second): never appended to.
+            assert (a_dir / _SEGMENT).read_bytes() in (log_bytes, b"")
+        # a's copy (last stamped epoch 1) is stale once etcd gives b epoch 2: a drops it (docs/cluster.md,
+        # "The source drops its copy"), so a holds none of it when the partition comes back below.
+        _until(lambda: _size(a_dir / _SEGMENT) == 0, what="a's stale copy of t-0 dropped")
         _until(lambda: _epoch_seen(b, 2, "b"), what="b at epoch 2")
         assert _produce(b, "t", 0, b"on b").base_offset == 0  # b's copy starts empty (no move here)
         assert _fetched(b) == [(0, 2)]
         assert (b.data_dirs[0] / "t-0" / _CHECKPOINT).read_bytes() == b"0\n1\n2 0\n"
 
-        # Back to a at epoch 3, then etcd's record rolled back to epoch 1 (a restore of an older
-        # copy of the cluster's metadata): a's log holds epoch 3 and refuses the append itself.
+        # Back to a at epoch 3 (its copy dropped: it starts empty, as b's did), then etcd's record rolled
+        # back to epoch 1 (a restore of an older copy of the cluster's metadata): a's log holds epoch 3
+        # and refuses the append itself.
         change_owner(gateway, keys, "t", 0, "a", read_owner(gateway, keys, "t", 0))
         _until(lambda: _epoch_seen(a, 3, "a"), what="a at epoch 3")
-        _produce(a, "t", 0, b"e3")
+        assert _produce(a, "t", 0, b"e3").base_offset == 0
         gateway.txn([], [{"request_put": {"key": b64(keys.owner("t", 0)),
                                           "value": b64(json.dumps({"owner": "a", "epoch": 1}))}}])
         _until(lambda: _epoch_seen(a, 1, "a"), what="a seeing the rolled-back epoch 1")
@@ -99,8 +113,8 @@ def test_the_owner_stamps_its_epoch_and_a_stale_owner_acknowledges_nothing(tmp_p
         assert "admitted under ownership epoch 1" in fenced.value.details()
         assert "at epoch 3" in fenced.value.details()
         assert (a_dir / _SEGMENT).read_bytes() == log_bytes
-        assert _fetched(a) == [(0, 0), (1, 0), (2, 1), (3, 3)]
-        assert (a_dir / _CHECKPOINT).read_bytes() == b"0\n3\n0 0\n1 2\n3 3\n"
+        assert _fetched(a) == [(0, 3)]
+        assert (a_dir / _CHECKPOINT).read_bytes() == b"0\n1\n3 0\n"
         a.stub.ListTopics(pb.ListTopicsRequest(), timeout=10)  # still serving
     finally:
         gateway.close()
