@@ -1393,6 +1393,34 @@ What remains:
   lock, then for the GIL); what remains of a call's client CPU is mostly grpc's write and its
   poller thread's wake-up, as in the floor. The storage's "1.9 against 1.0 us a lookup" on 100-
   against 3,436-record batches did not reproduce in a clean process (about 0.6 us a target both).
+- What the transport alone allows goal 3 (`.venv/bin/python bench/bench_tail_relay.py --records 4000
+  --repeats 5`, 2026-11-28 08:30-08:33 UTC, load 0.7-1.6, nothing else running): goal 3's shape with
+  nothing of seglog in it, a grpc.aio relay on uvloop whose bidi Produce acknowledges each message
+  and pushes it to every open Consume-like stream, raw bytes, beside seglog's own goal-3 workload
+  and the floor of each repeat. At 2,000/s, medians of 5 repeats (ratios to the repeat's floor): the
+  relay driven from one uvloop loop p50 1.31x, p99 4.24x (p99 within 3x in 2 of the 5 repeats,
+  2.33-125x); driven in the synchronous client's thread shape (the caller's thread hands each
+  message to a loop thread, a reading thread is woken by a `threading.Event`, as `Producer` and
+  `Consumer` are) p50 1.60x (within 1.5x in 2 of 5), p99 11.9x (3.24-23.4x, never within 3x);
+  seglog p50 7.20x, p99 20.7x. So goal 3's p99 bound is below what the transport itself holds on
+  this machine in most repeats, whatever the service and client do, and its p50 bound is below the
+  relay in the shape bench/peers drives: it cannot be met as written; measured against the relay in
+  the same shape, seglog is 4.6x at p50 (2.25 against 0.487 ms). The floor itself moved 0.217-0.345
+  ms between repeats of that quiet run. CPU a record at 2,000/s: the relay 305-312 us on the server
+  and 398-409 us in the client, seglog 365 and 545 (at 500/s, where no two records share a
+  message, 400-442 and 541-684 against 860 and 1,230): seglog's CPU is not what puts it 4.6x
+  above the relay. What does, by `bench/bench_tail_steps.py --runs 2 --records 4000` at load 1.0:
+  a record waits 703 us p50 in the producer before its request starts (the relay's hand-off:
+  tens of us), and the ProduceStream's write takes 536 us p50 to complete (the relay's write in
+  the same thread shape: 106-124 us p50, measured the same way) while the acknowledgement comes
+  back 1.1 ms after the append: the next cut is the producer's write path on the client's loop,
+  not the service. Under load (other engineers' tests, load 7-8) the relay, one message a record,
+  fell behind without bound (p50 72 ms from one loop, 546 ms in the thread shape) where seglog,
+  whose producer puts what waits into one request, held 7.2 ms. A quiet rerun of goal 3 alone
+  (`bench.peers --systems seglog --workloads latency --repeats 3 --latency-records 6000`, 07:11 UTC,
+  load 0.7) read 8.53x the floor at p50 (2.57 ms) and 18.7x at p99, the acknowledgement 2.74 ms;
+  `os.sched_yield` in the consumer's `_notify` made no difference there (6 interleaved pairs at
+  2,000/s: 6.89x with it, 8.82x without, medians).
 """
 
 
