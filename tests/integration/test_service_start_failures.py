@@ -1,6 +1,6 @@
 """A service start that fails leaves no service process behind: the helpers that start one
-(``integration_helpers.ServiceProcess.start``, the client tests' ``start_service`` and
-``etcd_server.EtcdServer.launch``) kill and reap it whether the start ran out of time or was interrupted (Ctrl-C, a cancelled run). The caller
+(``integration_helpers.ServiceProcess.start``, the client tests' ``start_service``,
+``etcd_server.EtcdServer.launch`` and ``s3_server.WeedServer.launch``) kill and reap it whether the start ran out of time or was interrupted (Ctrl-C, a cancelled run). The caller
 never got the service to stop, and its temp dir goes at the end of the test, so a process left
 there ran on with its data deleted.
 
@@ -17,7 +17,7 @@ from collections.abc import Iterator
 
 import pytest
 import tests.integration.client.conftest as client_conftest
-from tests.support import etcd_server, integration_helpers
+from tests.support import etcd_server, integration_helpers, s3_server
 from tests.support.integration_helpers import ServiceProcess
 
 pytestmark = pytest.mark.integration
@@ -84,5 +84,14 @@ def test_a_failed_etcd_start_kills_and_reaps_the_process(tmp_path, monkeypatch, 
     raised = _fail_start(monkeypatch, etcd_server, "START_TIMEOUT_S", how)
     with pytest.raises(raised):
         etcd_server.EtcdServer.start(str(tmp_path))
+    assert len(popened) == 1
+    _assert_killed_and_reaped(popened[0])
+
+
+@pytest.mark.parametrize("how", ["timeout", "interrupt"])
+def test_a_failed_weed_start_kills_and_reaps_the_process(tmp_path, monkeypatch, popened, how):
+    raised = _fail_start(monkeypatch, s3_server, "START_TIMEOUT_S", how)
+    with pytest.raises(raised):
+        s3_server.WeedServer.start(str(tmp_path))
     assert len(popened) == 1
     _assert_killed_and_reaped(popened[0])

@@ -16,6 +16,7 @@ without an IAM config accepts any signature.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -78,6 +79,20 @@ class WeedServer:
              f"-s3.port={self.s3_port}", "-admin.ui=false", *ports],
             stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         log.close()
+        try:
+            self.wait_answering()
+        except BaseException:
+            # Killed and reaped on any failure, Ctrl-C too: a caller whose start failed never got
+            # the server to stop, and its temp dir goes, so weed would run on without it. The whole
+            # group, as stop() does (weed runs in its own session); SIGKILL needs no SIGCONT.
+            with contextlib.suppress(ProcessLookupError):  # already exited (and its group gone)
+                os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait()
+            self.process = None
+            raise
+
+    def wait_answering(self) -> None:
+        assert self.process is not None
         deadline = time.monotonic() + START_TIMEOUT_S
         while not self.answers():
             assert self.process.poll() is None, f"weed exited with {self.process.returncode}: see {self.directory}"
