@@ -103,6 +103,26 @@ def is_staging_of(name: str, topic: str, partition: int) -> bool:
     return re.fullmatch(pattern, name) is not None
 
 
+def _newer_owner(cluster: Any, log: Any) -> Any:
+    """The owner record giving ``log``'s partition to another instance at a later epoch than its
+    last batches were stamped with (the copy is stale), or None. Reads the watched cache (its own
+    lock: the watch thread never waits for a log under it) and the log: safe on a pool thread and
+    under the log's lock."""
+    topic, partition = log.topic, log.partition
+    owner = cluster.cache.owner_of(topic, partition)
+    if owner is None or owner.owner == cluster.instance_id or not owner.readable:
+        return None  # an unreadable owner record gives no one the partition: nothing is dropped
+    move = cluster.cache.move_of(topic, partition)
+    if move is not None and move.get("target") == cluster.instance_id:
+        return None  # a copy being installed here: the move's, until it commits or aborts
+    if not log.size_in_bytes:
+        return None
+    entries = log.leader_epoch_entries()
+    if entries and entries[-1].epoch >= owner.epoch:
+        return None  # the copy is as new as etcd's owner record: never dropped on etcd's word
+    return owner
+
+
 def _segment_file(name: str) -> bool:
     stem, dot, suffix = name.partition(".")
     return bool(dot) and stem.isdigit() and len(stem) == 20 and suffix in ("log", "snapshot")
@@ -328,34 +348,40 @@ class PartitionMoveRpcs(mpb_grpc.PartitionMoveServiceServicer):
                 self._running.add((topic, partition))  # no move or takeover of it meanwhile
                 try:
                     log = self._stale_copy(cluster, topic, partition)
-                    if log is not None:
-                        size = log.size_in_bytes
-                        await self.core.calls.blocking(log.truncate_fully_and_start_at, 0)
-                        owner = cluster.cache.owner_of(topic, partition)
-                        _log.info("%s-%d: local copy dropped (%d bytes): instance %s owns it at epoch %d", topic,
-                                  partition, size, owner.owner, owner.epoch)
+                    if log is not None and await self.core.calls.blocking(self._drop_if_stale, cluster, log):
                         dropped += 1
                 finally:
                     self._running.discard((topic, partition))
         return dropped
 
     def _stale_copy(self, cluster: Any, topic: str, partition: int) -> Any:
-        owner = cluster.cache.owner_of(topic, partition)
-        if owner is None or owner.owner == cluster.instance_id or not owner.readable:
-            return None  # an unreadable owner record gives no one the partition: nothing is dropped
-        move = cluster.cache.move_of(topic, partition)
-        if move is not None and move.get("target") == cluster.instance_id:
-            return None  # a copy being installed here: the move's, until it commits or aborts
         try:
             log = self.core.storage.get_log(topic, partition)
         except StorageError:  # not held here (yet), or its directory offline: nothing to drop now
             return None
-        if not log.size_in_bytes:
-            return None
-        entries = log.leader_epoch_entries()
-        if entries and entries[-1].epoch >= owner.epoch:
-            return None  # the copy is as new as etcd's owner record: never dropped on etcd's word
-        return log
+        return log if _newer_owner(cluster, log) is not None else None
+
+    @staticmethod
+    def _drop_if_stale(cluster: Any, log: Any) -> bool:
+        """On the pool: empties ``log`` if it is still a stale copy, asked again under its lock.
+        The call may wait seconds in the pool's queue (large reads), while the partition comes
+        back here at a newer epoch and a produce appends, and acknowledges, a batch stamped with
+        it: the question asked on the loop before is no answer then. An append before this one
+        stamped the newer epoch (the copy is not stale); one after it lands on the emptied log."""
+        found: list[tuple[Any, int]] = []  # the owner and the size the drop met, for its log line
+
+        def still_stale() -> bool:
+            owner = _newer_owner(cluster, log)
+            if owner is not None:
+                found.append((owner, log.size_in_bytes))
+            return owner is not None
+
+        if not log.truncate_fully_and_start_at(0, only_if=still_stale):
+            return False
+        (owner, size), = found
+        _log.info("%s-%d: local copy dropped (%d bytes): instance %s owns it at epoch %d", log.topic,
+                  log.partition, size, owner.owner, owner.epoch)
+        return True
 
     # -- CopyPartition (at the owner) ------------------------------------------------------------
     @stream_rpc

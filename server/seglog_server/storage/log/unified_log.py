@@ -999,18 +999,26 @@ class UnifiedLog(LogTimeLookups):
         self._announce_change()
         return True
 
-    def truncate_fully_and_start_at(self, new_offset: int) -> None:
-        """Deletes every record and restarts the log, empty, at ``new_offset``."""
+    def truncate_fully_and_start_at(self, new_offset: int, *, only_if: Callable[[], bool] | None = None) -> bool:
+        """Deletes every record and restarts the log, empty, at ``new_offset``; True when done.
+
+        ``only_if`` is asked first, under the log's lock, and False changes nothing: a decision
+        taken earlier (a copy found stale, rpc/move_rpcs.py) is taken again where no append can
+        land between it and the truncation. It may call this log's methods (the lock is
+        re-entrant), never wait on a thread that waits for this log."""
         if new_offset < 0:
             raise ValueError(f"{self._name}: cannot start the log at a negative offset ({new_offset})")
         with self._lock:
             self._local.check_changeable()
+            if only_if is not None and not only_if():
+                return False
             try:
                 self._local.truncate_fully_and_start_at(new_offset)
                 self._truncated(new_offset, new_offset)
             except OSError as exc:
                 raise self._local.io_error("truncating", exc) from exc
         self._announce_change()
+        return True
 
     def _truncated(self, log_end_offset: int, log_start_offset: int) -> None:
         """The offsets after the segments were cut, the producers' state at the new end, and

@@ -49,6 +49,7 @@ from seglog_server.storage.base.errors import (
     RecordBatchTooLargeError,
     StorageError,
 )
+from seglog_server.storage.log.leader_epoch_cache import EpochEntry
 from seglog_server.storage.log.log_results import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP
 from seglog_server.storage.segment.log_segment import RollReason
 
@@ -537,6 +538,41 @@ def test_truncate_fully_and_start_at_leaves_one_empty_segment(tmp_path, clock):
     log.truncate_fully_and_start_at(10)
     assert (log.log_start_offset, log.log_end_offset, log.segment_count) == (10, 10, 1)
     assert log.append(batch(b"a")).base_offset == 10
+
+
+def test_truncate_fully_and_start_at_asks_only_if_under_the_lock_and_false_changes_nothing(tmp_path, clock):
+    """``only_if`` is asked with the log's lock held (another thread cannot take it, so no append
+    lands between the answer and the truncation) and may read the log (the lock is re-entrant)."""
+    log = open_log(tmp_path, clock)
+    log.append(batch(b"a"), leader_epoch=1)
+    asked = []
+
+    def lock_free_elsewhere() -> bool:
+        free = []
+
+        def probe() -> None:
+            taken = log._lock.acquire(blocking=False)
+            if taken:
+                log._lock.release()
+            free.append(taken)
+
+        thread = threading.Thread(target=probe)
+        thread.start()
+        thread.join()
+        return free[0]
+
+    def only_if(answer: bool):
+        def ask() -> bool:
+            asked.append((lock_free_elsewhere(), log.leader_epoch_entries()))
+            return answer
+        return ask
+
+    assert not log.truncate_fully_and_start_at(5, only_if=only_if(False))
+    assert (log.log_start_offset, log.log_end_offset) == (0, 1)
+    assert log.truncate_fully_and_start_at(5, only_if=only_if(True))
+    assert (log.log_start_offset, log.log_end_offset) == (5, 5)
+    assert asked == [(False, [EpochEntry(1, 0)])] * 2
+    assert lock_free_elsewhere()  # released after
 
 
 # -- flush and recovery point ----------------------------------------------------------------

@@ -1,0 +1,150 @@
+"""The stale-copy drop (PartitionMoveRpcs.drop_stale_copies): a local copy of a partition etcd gives
+another instance at a later epoch than the copy's last stamped batches is emptied, and only if it
+is still stale when the truncation runs. The check is made on the event loop and the truncation
+waits in the storage pool's queue (seconds when the pool is busy): meanwhile the partition can come
+back to this instance at a newer epoch and a produce append (and acknowledge) a batch stamped with
+it, which a truncation decided earlier would erase.
+
+A real LogManager on tmp_path; the cluster's watched cache is a stand-in of fixed answers (etcd is
+not what is under test: tests/integration/cluster/test_partition_moves.py and
+test_leader_epoch_stamping.py drive the drop with a real etcd). The pool's ``blocking`` runs the
+interleaving (what the owner-epoch thread and a produce do, cluster_node.py's push_epochs and
+produce_rpcs.py's append) right before or right after the call it was given, which runs on a thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from types import SimpleNamespace
+
+import pytest
+
+from seglog import records as codec
+from seglog_server.cluster.ownership import PartitionOwner
+from seglog_server.rpc.move_rpcs import PartitionMoveRpcs
+from seglog_server.storage.log.leader_epoch_cache import EpochEntry
+from seglog_server.storage.manager.log_manager import LogManager
+
+HERE, OTHER = "a", "b"
+FIRST_MS = 1_700_000_000_000
+
+
+class _Cache:
+    """The watched cache's answers drop_stale_copies reads: one topic ``t`` of one partition."""
+
+    def __init__(self, owner: str, epoch: int) -> None:
+        self.owner = PartitionOwner(owner, epoch, 1)
+
+    def topics(self) -> dict[str, int]:
+        return {"t": 1}
+
+    def owner_of(self, topic: str, partition: int) -> PartitionOwner:
+        return self.owner
+
+    def move_of(self, topic: str, partition: int) -> None:
+        return None
+
+
+class _Calls:
+    """The storage pool: ``interleave`` runs on the loop at ``when`` ("before" or "after" the
+    function it was given, which runs on a thread as on the pool)."""
+
+    def __init__(self, when: str | None = None, interleave=None) -> None:
+        self.when, self.interleave, self.calls = when, interleave, 0
+
+    async def blocking(self, fn, *args):
+        self.calls += 1
+        if self.when == "before":
+            self.interleave()
+        answer = await asyncio.to_thread(fn, *args)
+        if self.when == "after":
+            self.interleave()
+        return answer
+
+
+def _batch(value: bytes) -> bytes:
+    builder = codec.RecordBatchBuilder()
+    builder.append(value, timestamp_ms=FIRST_MS)
+    return builder.build()
+
+
+@pytest.fixture
+def manager(tmp_path):
+    manager = LogManager([str(tmp_path)])
+    manager.startup()
+    manager.create_topic("t", 1)
+    yield manager
+    manager.shutdown()
+
+
+def _moves(manager, cache, calls) -> PartitionMoveRpcs:
+    cluster = SimpleNamespace(cache=cache, instance_id=HERE, moves=object())
+    return PartitionMoveRpcs(SimpleNamespace(cluster=cluster, storage=manager, calls=calls))
+
+
+def _stale_copy(manager):
+    """``t-0`` here stamped at epoch 1, etcd giving it to the other instance at epoch 2."""
+    log = manager.get_log("t", 0)
+    log.advance_leader_epoch(1)
+    log.append(_batch(b"before the move"), leader_epoch=1)
+    return log, _Cache(OTHER, 2)
+
+
+def _comes_back_and_appends(log, cache):
+    """The partition back here at epoch 3: the owner-epoch thread tells the log, and a produce
+    admitted under it appends (the answer it acknowledges is returned)."""
+    appended = []
+
+    def interleave():
+        cache.owner = PartitionOwner(HERE, 3, 2)
+        log.advance_leader_epoch(3)
+        appended.append(log.append(_batch(b"acknowledged at epoch 3"), leader_epoch=3))
+
+    return interleave, appended
+
+
+async def test_a_copy_still_stale_when_truncated_is_dropped(manager, caplog):
+    log, cache = _stale_copy(manager)
+    caplog.set_level(logging.INFO, logger="seglog_server.cluster.moves")
+    assert await _moves(manager, cache, _Calls()).drop_stale_copies() == 1
+    assert (log.log_start_offset, log.log_end_offset, log.size_in_bytes) == (0, 0, 0)
+    assert log.leader_epoch_entries() == []
+    assert "t-0: local copy dropped" in caplog.text and "instance b owns it at epoch 2" in caplog.text
+
+
+async def test_a_record_appended_at_a_newer_epoch_before_the_truncation_runs_is_kept(manager, caplog):
+    """The ownership came back and a batch was appended (and acknowledged) while the truncation
+    waited in the pool's queue: the copy is no longer stale, nothing is dropped."""
+    log, cache = _stale_copy(manager)
+    interleave, appended = _comes_back_and_appends(log, cache)
+    caplog.set_level(logging.INFO, logger="seglog_server.cluster.moves")
+    calls = _Calls("before", interleave)
+    assert await _moves(manager, cache, calls).drop_stale_copies() == 0
+    assert calls.calls == 1  # the drop was decided on the loop and sent to the pool
+    (acknowledged,) = appended
+    assert (acknowledged.base_offset, log.log_end_offset) == (1, 2)
+    assert log.leader_epoch_entries() == [EpochEntry(1, 0), EpochEntry(3, 1)]
+    records = log.read(acknowledged.base_offset, 1 << 20).records
+    assert [record.value for batch in codec.iter_batches(records) for record in batch] == [
+        b"acknowledged at epoch 3"]
+    assert "local copy dropped" not in caplog.text
+
+
+async def test_a_record_appended_at_a_newer_epoch_after_the_truncation_lands_on_the_emptied_log(manager):
+    log, cache = _stale_copy(manager)
+    interleave, appended = _comes_back_and_appends(log, cache)
+    assert await _moves(manager, cache, _Calls("after", interleave)).drop_stale_copies() == 1
+    (acknowledged,) = appended
+    assert (acknowledged.base_offset, log.log_end_offset) == (0, 1)
+    assert log.leader_epoch_entries() == [EpochEntry(3, 0)]
+
+
+async def test_a_copy_whose_owner_came_back_here_without_an_append_yet_is_kept(manager):
+    log, cache = _stale_copy(manager)
+
+    def comes_back():
+        cache.owner = PartitionOwner(HERE, 3, 2)
+
+    assert await _moves(manager, cache, _Calls("before", comes_back)).drop_stale_copies() == 0
+    assert log.log_end_offset == 1
