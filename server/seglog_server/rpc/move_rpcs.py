@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import re
@@ -121,6 +122,18 @@ def _newer_owner(cluster: Any, log: Any) -> Any:
     if entries and entries[-1].epoch >= owner.epoch:
         return None  # the copy is as new as etcd's owner record: never dropped on etcd's word
     return owner
+
+
+def _not_ours(cluster: Any, log: Any) -> bool:
+    """Whether an abandoned move's installed copy ``log`` is to be emptied: etcd's owner record
+    gives its partition to another instance and it holds records. Asked on the loop, then again
+    under the log's lock (truncate_fully_and_start_at's only_if): a move cancelled while its
+    commit's answer was lost is abandoned although the commit may have happened, and the watch
+    can bring it (the partition this instance's at a newer epoch) and a produce append, and
+    acknowledge, a batch while the truncation waits in the storage pool's queue."""
+    owner = cluster.cache.owner_of(log.topic, log.partition)
+    return owner is not None and owner.readable and owner.owner != cluster.instance_id and bool(
+        log.log_end_offset)
 
 
 def _segment_file(name: str) -> bool:
@@ -306,9 +319,9 @@ class PartitionMoveRpcs(mpb_grpc.PartitionMoveServiceServicer):
                     await self.core.calls.blocking(shutil.rmtree, attempt.staging, True)
                 return
             log = self.core.storage.get_log(topic, partition)
-            owner = cluster.cache.owner_of(topic, partition)
-            if owner is not None and owner.readable and owner.owner != cluster.instance_id and log.log_end_offset:
-                await self.core.calls.blocking(log.truncate_fully_and_start_at, 0)
+            if _not_ours(cluster, log):  # asked again under the log's lock: the commit may show up meanwhile
+                await self.core.calls.blocking(functools.partial(
+                    log.truncate_fully_and_start_at, 0, only_if=lambda: _not_ours(cluster, log)))
         except (StorageError, OSError) as exc:  # the stale-copy pass drops an installed copy later
             _log.warning("%s-%d: the abandoned copy not discarded yet: %s", topic, partition, exc)
 

@@ -1,0 +1,114 @@
+"""A failed move's discard of its installed copy (PartitionMoveRpcs._abandon): the copy is emptied
+only if the partition is still another instance's when the truncation runs, asked under the log's
+lock. The owner is read on the event loop and the truncation waits in the storage pool's queue:
+a move cancelled while its commit's answer was lost (the commit may have happened) abandons, and
+meanwhile the watch can bring the commit (this instance owns the partition at a newer epoch) and a
+produce append, and acknowledge, a batch, which a truncation decided earlier would erase.
+
+As tests/unit/seglog_server/rpc/test_move_stale_copies.py: a real LogManager on tmp_path, a stand-in
+for the watched cache, a pool whose ``blocking`` runs the interleaving first.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from types import SimpleNamespace
+
+import pytest
+
+from seglog import records as codec
+from seglog_server.cluster.ownership import PartitionOwner
+from seglog_server.rpc.move_rpcs import PartitionMoveRpcs, _Attempt
+from seglog_server.storage.log.leader_epoch_cache import EpochEntry
+from seglog_server.storage.manager.log_manager import LogManager
+
+HERE, OTHER = "a", "b"
+
+
+class _Cache:
+    def __init__(self) -> None:
+        self.owner = PartitionOwner(OTHER, 1, 1)  # the source's, as before the commit
+
+    def owner_of(self, topic: str, partition: int) -> PartitionOwner:
+        return self.owner
+
+
+class _Moves:
+    def read_move(self, topic: str, partition: int) -> None:
+        return None  # the commit deleted the move record (or an abort did)
+
+
+class _Calls:
+    def __init__(self, interleave=None) -> None:
+        self.interleave, self.calls = interleave, 0
+
+    async def blocking(self, fn, *args):
+        self.calls += 1
+        if self.interleave is not None:
+            self.interleave()
+        return await asyncio.to_thread(fn, *args)
+
+
+def _batch(value: bytes) -> bytes:
+    builder = codec.RecordBatchBuilder()
+    builder.append(value, timestamp_ms=1_700_000_000_000)
+    return builder.build()
+
+
+@pytest.fixture
+def manager(tmp_path):
+    manager = LogManager([str(tmp_path)])
+    manager.startup()
+    manager.create_topic("t", 1)
+    yield manager
+    manager.shutdown()
+
+
+async def _abandon(manager, cache, calls) -> None:
+    cluster = SimpleNamespace(cache=cache, instance_id=HERE, moves=_Moves())
+    rpcs = PartitionMoveRpcs(SimpleNamespace(cluster=cluster, storage=manager, calls=calls))
+    await rpcs._abandon(cluster, "t", 0, _Attempt(staging="unused", installed=True), asyncio.CancelledError())
+
+
+def _installed_copy(manager):
+    log = manager.get_log("t", 0)
+    log.advance_leader_epoch(1)
+    log.append(_batch(b"copied from the source"), leader_epoch=1)
+    return log
+
+
+async def test_an_installed_copy_of_a_partition_still_the_sources_is_emptied(manager):
+    log = _installed_copy(manager)
+    calls = _Calls()
+    await _abandon(manager, _Cache(), calls)
+    assert calls.calls == 1
+    assert (log.log_end_offset, log.size_in_bytes, log.leader_epoch_entries()) == (0, 0, [])
+
+
+async def test_a_record_appended_after_the_commit_showed_up_before_the_truncation_ran_is_kept(manager):
+    log, cache, appended = _installed_copy(manager), _Cache(), []
+
+    def committed_and_appended():  # the watch brings the commit; a produce appends under it
+        cache.owner = PartitionOwner(HERE, 2, 2)
+        log.advance_leader_epoch(2)
+        appended.append(log.append(_batch(b"acknowledged at epoch 2"), leader_epoch=2))
+
+    calls = _Calls(committed_and_appended)
+    await _abandon(manager, cache, calls)
+    assert calls.calls == 1  # the discard was decided on the loop and sent to the pool
+    (acknowledged,) = appended
+    assert (acknowledged.base_offset, log.log_end_offset) == (1, 2)
+    assert log.leader_epoch_entries() == [EpochEntry(1, 0), EpochEntry(2, 1)]
+    records = log.read(acknowledged.base_offset, 1 << 20).records
+    assert [record.value for batch in codec.iter_batches(records) for record in batch] == [
+        b"acknowledged at epoch 2"]
+
+
+async def test_an_installed_copy_whose_partition_became_this_instances_meanwhile_is_kept(manager):
+    log, cache = _installed_copy(manager), _Cache()
+
+    def committed():
+        cache.owner = PartitionOwner(HERE, 2, 2)
+
+    await _abandon(manager, cache, _Calls(committed))
+    assert log.log_end_offset == 1
