@@ -110,6 +110,14 @@ class PartitionLog(Protocol):
     # -- admin --------------------------------------------------------------------------------
     def delete_records(self, offset: int) -> int: ...
 
+    # -- moves (move_rpcs.py: a copy emptied only while, under the log's lock, it is not ours) ---
+    @property
+    def size_in_bytes(self) -> int: ...
+
+    def leader_epoch_entries(self) -> list[Any]: ...
+
+    def truncate_fully_and_start_at(self, new_offset: int, *, only_if: Callable[[], bool] | None = None) -> bool: ...
+
 
 class StoragePort(Protocol):
     """The log manager, as the adapter uses it."""

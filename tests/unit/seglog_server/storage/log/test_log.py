@@ -575,6 +575,19 @@ def test_truncate_fully_and_start_at_asks_only_if_under_the_lock_and_false_chang
     assert lock_free_elsewhere()  # released after
 
 
+def test_a_truncation_only_if_refuses_announces_no_change(tmp_path, clock):
+    """A refused truncation changes nothing, so the change listener (the Consume streams' and long
+    polls' wake-up) hears nothing of it; a done one is announced once."""
+    log = open_log(tmp_path, clock)
+    log.append(batch(b"a"))
+    heard = []
+    log.set_change_listener(lambda *change: heard.append(change))
+    assert not log.truncate_fully_and_start_at(0, only_if=lambda: False)
+    assert heard == []
+    assert log.truncate_fully_and_start_at(0, only_if=lambda: True)
+    assert len(heard) == 1
+
+
 # -- flush and recovery point ----------------------------------------------------------------
 
 
