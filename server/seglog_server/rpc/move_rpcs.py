@@ -293,8 +293,15 @@ class PartitionMoveRpcs(mpb_grpc.PartitionMoveServiceServicer):
         return log
 
     async def _commit(self, attempt: _Attempt, move: Any, owner: Any, log_end_offset: int) -> Any:
+        from seglog_server.cluster import ClusterError, EtcdUnavailableError
+
         attempt.committing = True
-        new_owner = await asyncio.to_thread(self.core.cluster.moves.commit, move, owner, log_end_offset)
+        try:
+            new_owner = await asyncio.to_thread(self.core.cluster.moves.commit, move, owner, log_end_offset)
+        except ClusterError as exc:
+            if not isinstance(exc, EtcdUnavailableError):
+                attempt.committing = False  # etcd's definite no (MoveConflictError): not committed
+            raise
         attempt.committed = True
         return new_owner
 
@@ -302,9 +309,16 @@ class PartitionMoveRpcs(mpb_grpc.PartitionMoveServiceServicer):
                        cause: BaseException) -> None:
         """Aborts the move record (the source serves produce again) and discards the copy: the
         staging directory, or once installed, the partition's log here (not this instance's to
-        serve). Never raises: it runs on every failure path, a cancellation's included."""
+        serve). Never raises: it runs on every failure path, a cancellation's included. A commit
+        whose answer was lost (``attempt.committing`` still set) may be in etcd, this instance the
+        owner: the record and the copy stay, as in _move's EtcdUnavailableError branch."""
         from seglog_server.cluster import ClusterError
 
+        if attempt.committing and not attempt.committed:
+            _log.warning("%s-%d: move to %s ended while its commit's outcome is unknown (%s): the move record "
+                         "and the copy are kept; `seglog cluster status` shows the owner, and the move again (or "
+                         "--abort) settles it", topic, partition, cluster.instance_id, _describe(cause))
+            return
         _log.warning("%s-%d: move to %s abandoned: %s", topic, partition, cluster.instance_id, _describe(cause))
         try:
             move = await asyncio.to_thread(cluster.moves.read_move, topic, partition)
@@ -558,7 +572,7 @@ class _Attempt:
 
     staging: str | None = None  # the copy's directory, once made
     installed: bool = False  # the copy is the partition's log here (install_partition returned)
-    committing: bool = False  # the commit transaction was sent: its outcome may be unknown
+    committing: bool = False  # the commit transaction was sent: its outcome may be unknown (cleared on a no)
     committed: bool = False
 
 

@@ -12,13 +12,14 @@ for the watched cache, a pool whose ``blocking`` runs the interleaving first.
 from __future__ import annotations
 
 import asyncio
+import threading
 from types import SimpleNamespace
 
 import pytest
 
 from seglog import records as codec
 from seglog_server.cluster.ownership import PartitionOwner
-from seglog_server.rpc.move_rpcs import PartitionMoveRpcs, _Attempt
+from seglog_server.rpc.move_rpcs import PartitionMoveRpcs, _Attempt, _uncancelled
 from seglog_server.storage.log.leader_epoch_cache import EpochEntry
 from seglog_server.storage.manager.log_manager import LogManager
 
@@ -112,3 +113,72 @@ async def test_an_installed_copy_whose_partition_became_this_instances_meanwhile
 
     await _abandon(manager, cache, _Calls(committed))
     assert log.log_end_offset == 1
+
+
+class _Commit:
+    """The move transactions at the commit: ``commit`` waits until the test lets it end, then
+    raises ``error`` (EtcdUnavailableError: the answer lost, the commit may be in etcd)."""
+
+    def __init__(self, error: Exception) -> None:
+        self.error, self.sent, self.release, self.aborted = error, threading.Event(), threading.Event(), []
+
+    def commit(self, move, owner, start_offset):
+        self.sent.set()
+        self.release.wait()
+        raise self.error
+
+    def read_move(self, topic: str, partition: int) -> SimpleNamespace:
+        return SimpleNamespace(target=HERE)  # the move record, if the commit did not delete it
+
+    def abort(self, move) -> bool:
+        self.aborted.append(move)
+        return True
+
+
+async def _cancelled_while_committing(manager, error: Exception) -> _Commit:
+    """_move's last steps, the commit run through _uncancelled, cancelled while the transaction is
+    in flight, then its BaseException branch (abandon unless committed)."""
+    moves = _Commit(error)
+    cluster = SimpleNamespace(cache=_Cache(), instance_id=HERE, moves=moves)  # the watch has no commit yet
+    rpcs = PartitionMoveRpcs(SimpleNamespace(cluster=cluster, storage=manager, calls=_Calls()))
+    attempt = _Attempt(staging="unused", installed=True)
+
+    async def moving():
+        try:
+            await _uncancelled(rpcs._commit(attempt, object(), PartitionOwner(OTHER, 1, 1), 1), "cancelled")
+        except BaseException as exc:
+            if not attempt.committed:
+                await asyncio.shield(rpcs._abandon(cluster, "t", 0, attempt, exc))
+            raise
+
+    task = asyncio.ensure_future(moving())
+    await asyncio.to_thread(moves.sent.wait)
+    task.cancel()
+    await asyncio.sleep(0)
+    moves.release.set()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    return moves
+
+
+async def test_a_move_cancelled_while_its_commits_answer_is_lost_keeps_its_copy_and_record(manager):
+    """etcd may hold the commit (this instance the owner at epoch 2): emptying the copy would leave
+    the owner an empty log and the source drops its older copy."""
+    from seglog_server.cluster import EtcdUnavailableError
+
+    log = _installed_copy(manager)
+    moves = await _cancelled_while_committing(manager, EtcdUnavailableError("no etcd endpoint answered"))
+    assert (log.log_end_offset, log.leader_epoch_entries()) == (1, [EpochEntry(1, 0)])
+    records = log.read(0, 1 << 20).records
+    assert [record.value for batch in codec.iter_batches(records) for record in batch] == [
+        b"copied from the source"]
+    assert moves.aborted == []  # the record is the evidence `seglog partition move` (or --abort) settles
+
+
+async def test_a_move_cancelled_while_its_commit_is_refused_abandons_its_copy(manager):
+    from seglog_server.cluster.partition_moves import MoveConflictError
+
+    log = _installed_copy(manager)
+    moves = await _cancelled_while_committing(manager, MoveConflictError("the move record changed"))
+    assert (log.log_end_offset, log.size_in_bytes) == (0, 0)
+    assert len(moves.aborted) == 1
