@@ -176,9 +176,12 @@ class SteppedTransport:
         self._real, self._steps, self._outcomes = real, steps, outcomes
         self.free = self.cut = self.waiting = False
         self.through_at_close = False  # the heartbeats of a closing member reach the service at once
-        # This many of the next heartbeats reach the service at once. Set just before a commit
-        # (which takes the member's lock before anything else runs), the one is that commit's own.
+        # This many of the next heartbeats reach the service at once.
         self.through_next = 0
+        # Set before a commit: the heartbeat that follows its refusal reaches the service, and
+        # only that one. Armed by the refusal itself, while the commit holds the member's lock, so
+        # a loop heartbeat waiting for that lock (behind a poll, say) cannot take it first.
+        self.through_after_refusal = False
         self.closing = lambda: False
         self.commits: list = []  # (the epoch a commit carried, "ok" or the service's error class)
 
@@ -190,6 +193,8 @@ class SteppedTransport:
             answer = await self._real.commit_offsets(request)
         except SeglogError as error:
             self.commits.append((request.member_epoch, error.service_error))
+            if self.through_after_refusal:
+                self.through_after_refusal, self.through_next = False, 1
             raise
         self.commits.append((request.member_epoch, "ok"))
         return answer
@@ -592,7 +597,7 @@ def test_a_commit_refused_at_the_epoch_a_lost_answer_left_stale_heartbeats_once_
         consumer, known, current = await _stale_member(service, "g-commit-stale", revoked, deadline)
         try:
             await _two_records_read(service.address, "owned", 0, consumer, deadline)
-            consumer.stepped.through_next = 1  # the commit's heartbeat gets through, the loop's stay cut
+            consumer.stepped.through_after_refusal = True  # the commit's heartbeat gets through, the loop's stay cut
             await consumer.commit()
             assert consumer.stepped.commits == [(known, "FencedMemberError"), (current, "ok")]
             assert _committed(service, "g-commit-stale", 0) == 2  # past the two records read
@@ -657,7 +662,7 @@ def test_a_commit_of_a_member_fenced_for_real_raises_naming_the_group_and_member
             consumer.stepped.cut = True
             consumer._steps.put_nowait(True)
             assert await consumer._outcomes.get() == (known, "lost")  # accepted at the previous epoch, moved on
-            consumer.stepped.through_next = 1
+            consumer.stepped.through_after_refusal = True
             with pytest.raises(CommitFailedError) as raised:
                 await consumer.commit()
             assert raised.value.service_error == "FencedMemberError"
@@ -693,7 +698,7 @@ def test_a_commit_retried_after_a_lost_answer_commits_a_partition_the_heartbeat_
         consumer, known, current = await _stale_member(service, group, revoked, deadline)
         try:
             joined = await _third_joins(service, group)
-            consumer.stepped.through_next = 1
+            consumer.stepped.through_after_refusal = True
             await consumer.commit({TopicPartition("owned", 0): 1, TopicPartition("owned", 1): 1})
             (kept,) = consumer.assignment()
             gone = TopicPartition("owned", 1 - kept.partition)
@@ -725,7 +730,7 @@ def test_a_commit_of_the_positions_retried_with_auto_commit_commits_both_then_th
                 await _two_records_read(service.address, "owned", partition, consumer, deadline)
             await consumer.poll(timeout_ms=0)  # the records processed: consumed
             joined = await _third_joins(service, group)
-            consumer.stepped.through_next = 1
+            consumer.stepped.through_after_refusal = True
             await consumer.commit()
             (kept,) = consumer.assignment()
             gone = TopicPartition("owned", 1 - kept.partition)
@@ -808,7 +813,7 @@ def test_a_commit_naming_a_deleted_topic_of_a_member_the_service_no_longer_knows
                 await _two_records_read(service.address, topic, 0, consumer, deadline)
             await asyncio.to_thread(_remove_by_hand, service, group, consumer.member_id)
             service.stub.DeleteTopic(pb.DeleteTopicRequest(topic="dropped"), timeout=10)
-            consumer.stepped.through_next = 1  # the commit's heartbeat reaches the service
+            consumer.stepped.through_after_refusal = True  # the commit's heartbeat reaches the service
             with pytest.raises(CommitFailedError) as raised:
                 await _bounded(consumer.commit(), "commit() of a member the service no longer knows")
             assert raised.value.service_error == "UnknownMemberError"
@@ -964,7 +969,7 @@ def test_a_commit_of_a_member_fenced_for_real_whose_on_revoke_raises_raises_comm
             consumer.stepped.cut = True
             consumer._steps.put_nowait(True)
             assert await consumer._outcomes.get() == (known, "lost")
-            consumer.stepped.through_next = 1
+            consumer.stepped.through_after_refusal = True
             with pytest.raises(CommitFailedError) as raised:
                 await consumer.commit()
             assert raised.value.service_error == "FencedMemberError"
