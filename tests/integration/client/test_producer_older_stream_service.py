@@ -27,11 +27,13 @@ _WAIT_S = 20
 class _SwitchingService(pb_grpc.LogServiceServicer):
     """ProduceStream only. ``newer``: announces 16 batches a message and answers each in its
     slot; otherwise an older build's stream (no announcement, ``more`` ignored). Each appended
-    batch's bytes go to ``log``."""
+    batch's bytes go to ``log``. ``end_after``: the stream ends once the message holding that
+    value is answered (named, not "the next": the handler may not have looked at the flag yet
+    when the client has the previous answer, and would end the stream a message early)."""
 
     def __init__(self) -> None:
         self.newer = True
-        self.end_after_next = False
+        self.end_after: bytes | None = None
         self.log: list[bytes] = []
 
     async def ProduceStream(self, requests, context):
@@ -52,8 +54,8 @@ class _SwitchingService(pb_grpc.LogServiceServicer):
                 slot = answer.more.add() if index else answer
                 slot.produce.CopyFrom(produced)
             await context.write(answer)
-            if self.end_after_next:
-                self.end_after_next = False
+            if self.end_after is not None and any(self.end_after in batch.records for batch in batches):
+                self.end_after = None
                 return  # the stream ends (as when the service restarts)
 
 
@@ -72,7 +74,7 @@ def test_batches_packed_for_a_newer_service_land_once_each_at_an_older_one():
                 retries=5, retry_backoff_ms=1,
             ) as producer:
                 await producer.send_and_wait("t", b"warm-up", partition=0)  # several a message announced
-                service.end_after_next = True
+                service.end_after = b"last-on-the-newer"
                 await producer.send_and_wait("t", b"last-on-the-newer", partition=0)
                 stream = producer._router.bootstrap.produce_stream()
                 async with asyncio.timeout(_WAIT_S):
