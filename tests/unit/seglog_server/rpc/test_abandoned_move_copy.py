@@ -6,7 +6,7 @@ meanwhile the watch can bring the commit (this instance owns the partition at a 
 produce append, and acknowledge, a batch, which a truncation decided earlier would erase.
 
 As tests/unit/seglog_server/rpc/test_move_stale_copies.py: a real LogManager on tmp_path, a stand-in
-for the watched cache, a pool whose ``blocking`` runs the interleaving first.
+for the watched cache, a pool whose ``blocking`` runs the interleaving first (tests/support/move_copies.py).
 """
 
 from __future__ import annotations
@@ -16,12 +16,13 @@ import threading
 from types import SimpleNamespace
 
 import pytest
-
 from seglog import records as codec
 from seglog_server.cluster.ownership import PartitionOwner
 from seglog_server.rpc.move_rpcs import PartitionMoveRpcs, _Attempt, _uncancelled
 from seglog_server.storage.log.leader_epoch_cache import EpochEntry
-from seglog_server.storage.manager.log_manager import LogManager
+
+from tests.support.move_copies import InterleavedCalls, one_partition_manager
+from tests.support.move_copies import batch as _batch
 
 HERE, OTHER = "a", "b"
 
@@ -39,30 +40,10 @@ class _Moves:
         return None  # the commit deleted the move record (or an abort did)
 
 
-class _Calls:
-    def __init__(self, interleave=None) -> None:
-        self.interleave, self.calls = interleave, 0
-
-    async def blocking(self, fn, *args):
-        self.calls += 1
-        if self.interleave is not None:
-            self.interleave()
-        return await asyncio.to_thread(fn, *args)
-
-
-def _batch(value: bytes) -> bytes:
-    builder = codec.RecordBatchBuilder()
-    builder.append(value, timestamp_ms=1_700_000_000_000)
-    return builder.build()
-
-
 @pytest.fixture
 def manager(tmp_path):
-    manager = LogManager([str(tmp_path)])
-    manager.startup()
-    manager.create_topic("t", 1)
-    yield manager
-    manager.shutdown()
+    with one_partition_manager(tmp_path) as manager:
+        yield manager
 
 
 async def _abandon(manager, cache, calls) -> None:
@@ -80,7 +61,7 @@ def _installed_copy(manager):
 
 async def test_an_installed_copy_of_a_partition_still_the_sources_is_emptied(manager):
     log = _installed_copy(manager)
-    calls = _Calls()
+    calls = InterleavedCalls()
     await _abandon(manager, _Cache(), calls)
     assert calls.calls == 1
     assert (log.log_end_offset, log.size_in_bytes, log.leader_epoch_entries()) == (0, 0, [])
@@ -94,7 +75,7 @@ async def test_a_record_appended_after_the_commit_showed_up_before_the_truncatio
         log.advance_leader_epoch(2)
         appended.append(log.append(_batch(b"acknowledged at epoch 2"), leader_epoch=2))
 
-    calls = _Calls(committed_and_appended)
+    calls = InterleavedCalls("before", committed_and_appended)
     await _abandon(manager, cache, calls)
     assert calls.calls == 1  # the discard was decided on the loop and sent to the pool
     (acknowledged,) = appended
@@ -111,7 +92,7 @@ async def test_an_installed_copy_whose_partition_became_this_instances_meanwhile
     def committed():
         cache.owner = PartitionOwner(HERE, 2, 2)
 
-    await _abandon(manager, cache, _Calls(committed))
+    await _abandon(manager, cache, InterleavedCalls("before", committed))
     assert log.log_end_offset == 1
 
 
@@ -140,7 +121,7 @@ async def _cancelled_while_committing(manager, error: Exception) -> _Commit:
     in flight, then its BaseException branch (abandon unless committed)."""
     moves = _Commit(error)
     cluster = SimpleNamespace(cache=_Cache(), instance_id=HERE, moves=moves)  # the watch has no commit yet
-    rpcs = PartitionMoveRpcs(SimpleNamespace(cluster=cluster, storage=manager, calls=_Calls()))
+    rpcs = PartitionMoveRpcs(SimpleNamespace(cluster=cluster, storage=manager, calls=InterleavedCalls()))
     attempt = _Attempt(staging="unused", installed=True)
 
     async def moving():

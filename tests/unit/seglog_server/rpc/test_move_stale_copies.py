@@ -14,20 +14,20 @@ produce_rpcs.py's append) right before or right after the call it was given, whi
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from types import SimpleNamespace
 
 import pytest
-
 from seglog import records as codec
 from seglog_server.cluster.ownership import PartitionOwner
 from seglog_server.rpc.move_rpcs import PartitionMoveRpcs
 from seglog_server.storage.log.leader_epoch_cache import EpochEntry
-from seglog_server.storage.manager.log_manager import LogManager
+
+from tests.support.move_copies import InterleavedCalls as _Calls
+from tests.support.move_copies import batch as _batch
+from tests.support.move_copies import one_partition_manager
 
 HERE, OTHER = "a", "b"
-FIRST_MS = 1_700_000_000_000
 
 
 class _Cache:
@@ -46,36 +46,10 @@ class _Cache:
         return None
 
 
-class _Calls:
-    """The storage pool: ``interleave`` runs on the loop at ``when`` ("before" or "after" the
-    function it was given, which runs on a thread as on the pool)."""
-
-    def __init__(self, when: str | None = None, interleave=None) -> None:
-        self.when, self.interleave, self.calls = when, interleave, 0
-
-    async def blocking(self, fn, *args):
-        self.calls += 1
-        if self.when == "before":
-            self.interleave()
-        answer = await asyncio.to_thread(fn, *args)
-        if self.when == "after":
-            self.interleave()
-        return answer
-
-
-def _batch(value: bytes) -> bytes:
-    builder = codec.RecordBatchBuilder()
-    builder.append(value, timestamp_ms=FIRST_MS)
-    return builder.build()
-
-
 @pytest.fixture
 def manager(tmp_path):
-    manager = LogManager([str(tmp_path)])
-    manager.startup()
-    manager.create_topic("t", 1)
-    yield manager
-    manager.shutdown()
+    with one_partition_manager(tmp_path) as manager:
+        yield manager
 
 
 def _moves(manager, cache, calls) -> PartitionMoveRpcs:
