@@ -9,6 +9,7 @@ its poll's sleep raises KeyboardInterrupt."""
 
 from __future__ import annotations
 
+import importlib
 import signal
 import subprocess
 import time
@@ -80,18 +81,10 @@ def test_a_failed_client_tests_service_start_kills_and_reaps_the_process(tmp_pat
 
 
 @pytest.mark.parametrize("how", ["timeout", "interrupt"])
-def test_a_failed_etcd_start_kills_and_reaps_the_process(tmp_path, monkeypatch, popened, how):
-    raised = _fail_start(monkeypatch, etcd_server, "START_TIMEOUT_S", how)
+@pytest.mark.parametrize("server", [etcd_server.EtcdServer, s3_server.WeedServer], ids=["etcd", "weed"])
+def test_a_failed_engine_start_kills_and_reaps_the_process(tmp_path, monkeypatch, popened, server, how):
+    raised = _fail_start(monkeypatch, importlib.import_module(server.__module__), "START_TIMEOUT_S", how)
     with pytest.raises(raised):
-        etcd_server.EtcdServer.start(str(tmp_path))
-    assert len(popened) == 1
-    _assert_killed_and_reaped(popened[0])
-
-
-@pytest.mark.parametrize("how", ["timeout", "interrupt"])
-def test_a_failed_weed_start_kills_and_reaps_the_process(tmp_path, monkeypatch, popened, how):
-    raised = _fail_start(monkeypatch, s3_server, "START_TIMEOUT_S", how)
-    with pytest.raises(raised):
-        s3_server.WeedServer.start(str(tmp_path))
+        server.start(str(tmp_path))
     assert len(popened) == 1
     _assert_killed_and_reaped(popened[0])
