@@ -576,6 +576,18 @@ async def _stale_member(service, group, revoked, deadline, enable_auto_commit=Fa
     return consumer, known, current
 
 
+async def _two_epochs_behind(service, group, consumer, known, deadline) -> None:
+    """The stale member's next heartbeat is let through and its answer lost too, while the group
+    moves again: the service accepted it at the previous epoch and moved the member on, so the
+    member is two epochs behind (fenced for real). Its retries stay cut."""
+    consumer.stepped.cut = False
+    await _until(lambda: consumer.stepped.waiting, deadline)
+    await asyncio.to_thread(_by_hand, service, group, "bystander", -1, "elsewhere")  # the group moves again
+    consumer.stepped.cut = True
+    consumer._steps.put_nowait(True)
+    assert await consumer._outcomes.get() == (known, "lost")  # accepted at the previous epoch, moved on
+
+
 async def _close_stepped(consumer) -> None:
     consumer.stepped.free = True
     consumer._steps.put_nowait(False)  # a heartbeat waiting for its step goes
@@ -656,12 +668,7 @@ def test_a_commit_of_a_member_fenced_for_real_raises_naming_the_group_and_member
         deadline = time.monotonic() + BOUND_S
         consumer, known, _ = await _stale_member(service, group, revoked, deadline)
         try:
-            consumer.stepped.cut = False
-            await _until(lambda: consumer.stepped.waiting, deadline)
-            await asyncio.to_thread(_by_hand, service, group, "bystander", -1, "elsewhere")  # the group moves again
-            consumer.stepped.cut = True
-            consumer._steps.put_nowait(True)
-            assert await consumer._outcomes.get() == (known, "lost")  # accepted at the previous epoch, moved on
+            await _two_epochs_behind(service, group, consumer, known, deadline)
             consumer.stepped.through_after_refusal = True
             with pytest.raises(CommitFailedError) as raised:
                 await consumer.commit()
@@ -963,12 +970,7 @@ def test_a_commit_of_a_member_fenced_for_real_whose_on_revoke_raises_raises_comm
         consumer, known, _ = await _stale_member(service, group, [], deadline)
         consumer._on_revoke = _raising_once(calls)
         try:
-            consumer.stepped.cut = False
-            await _until(lambda: consumer.stepped.waiting, deadline)
-            await asyncio.to_thread(_by_hand, service, group, "bystander", -1, "elsewhere")  # the group moves again
-            consumer.stepped.cut = True
-            consumer._steps.put_nowait(True)
-            assert await consumer._outcomes.get() == (known, "lost")
+            await _two_epochs_behind(service, group, consumer, known, deadline)
             consumer.stepped.through_after_refusal = True
             with pytest.raises(CommitFailedError) as raised:
                 await consumer.commit()
