@@ -656,10 +656,19 @@ class LogSegment(SegmentTimeLookups):
         OBSERVER.current.offset_index_rebuilt(os.path.dirname(os.path.dirname(self._log.path)))
         entries: list[tuple[int, int]] = []
         since, end = 0, 0
+        last = self.base_offset - 1  # the offset the batch before ends at
         try:
             for position, fields in self._log.raw_headers(0):
+                first = fields[HeaderField.BASE_OFFSET]
+                if first <= last or fields[HeaderField.LAST_OFFSET_DELTA] < 0:
+                    # Rotted offsets: an index of the batches up to here only (the entries must
+                    # rise) would lose the entries past them, the only way past the damage.
+                    _LOG.warning("%s: the offset index is kept: the batch at position %d starts at offset %d, "
+                                 "not above %d where the batch before it ends", self, position, first, last)
+                    return False
+                last = first + fields[HeaderField.LAST_OFFSET_DELTA]
                 if since > self._index_interval_bytes:
-                    entries.append((fields[HeaderField.BASE_OFFSET] + fields[HeaderField.LAST_OFFSET_DELTA], position))
+                    entries.append((last, position))
                     since = 0
                 size = fields[HeaderField.LENGTH] + LOG_OVERHEAD
                 since += size

@@ -9,7 +9,7 @@ import os
 import struct
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from tests.support.log_test_support import (
     NOW_MS,
@@ -174,6 +174,9 @@ def test_a_large_segment_waits_for_enough_targets_before_building_one(tmp_path, 
     built_first=st.booleans(),
     targets=st.lists(st.integers(NOW_MS - 2, NOW_MS + 65), min_size=2, max_size=30),
 )
+# Found in CI: the per-target search for 6 rebuilt the offset index, which stopped at the rotted
+# base offset; the search for 8 then failed where alone it answers (test_search_history.py).
+@example(victim=126, field="base_offset", value=-1, built_first=False, targets=[NOW_MS + 8, NOW_MS + 6])
 def test_a_damaged_file_answers_or_fails_as_the_per_target_search(
     tmp_path_factory, budget, victim, field, value, built_first, targets
 ):
