@@ -145,6 +145,17 @@ class PartitionMoveRpcs(mpb_grpc.PartitionMoveServiceServicer):
     def __init__(self, core: ServiceCore) -> None:
         self.core = core
         self._running: set[tuple[str, int]] = set()
+        # The partitions whose stale copy here the stale-copy pass is emptying (also in _running,
+        # so nothing else starts on them): set when it is done.
+        self._dropping: dict[tuple[str, int], asyncio.Event] = {}
+
+    async def _after_stale_copy_drop(self, topic: str, partition: int) -> None:
+        """A move here or a takeover of a partition whose old copy the stale-copy pass is emptying
+        (one pool call, after the partition moved away) waits for that, rather than be refused
+        as if a move of it were running: moving a partition away and straight back is an
+        operator's ordinary step."""
+        while (dropping := self._dropping.get((topic, partition))) is not None:
+            await dropping.wait()
 
     def _cluster(self, what: str) -> Any:
         cluster = self.core.cluster
@@ -170,6 +181,7 @@ class PartitionMoveRpcs(mpb_grpc.PartitionMoveServiceServicer):
         if target != cluster.instance_id:
             raise NotMoveTargetError(f"the move of {topic}-{partition} is run by its target {target!r} at "
                                      f"{info.address}: send it there", target, info.address)
+        await self._after_stale_copy_drop(topic, partition)
         if (topic, partition) in self._running:
             raise MoveRefusedError(f"{topic}-{partition}: a move to this instance is already running")
         self._running.add((topic, partition))
@@ -372,13 +384,16 @@ class PartitionMoveRpcs(mpb_grpc.PartitionMoveServiceServicer):
             for partition in range(partition_count):
                 if (topic, partition) in self._running or self._stale_copy(cluster, topic, partition) is None:
                     continue
-                self._running.add((topic, partition))  # no move or takeover of it meanwhile
+                self._running.add((topic, partition))  # no move or takeover of it meanwhile: they wait
+                done = self._dropping[topic, partition] = asyncio.Event()
                 try:
                     log = self._stale_copy(cluster, topic, partition)
                     if log is not None and await self.core.calls.blocking(self._drop_if_stale, cluster, log):
                         dropped += 1
                 finally:
                     self._running.discard((topic, partition))
+                    del self._dropping[topic, partition]
+                    done.set()
         return dropped
 
     def _stale_copy(self, cluster: Any, topic: str, partition: int) -> Any:
@@ -480,6 +495,7 @@ class PartitionMoveRpcs(mpb_grpc.PartitionMoveServiceServicer):
         if not request.unclean:
             raise MoveRefusedError(f"{topic}-{partition}: a takeover loses the records of the old owner; it is "
                                    "done only when asked for as unclean (--unclean)")
+        await self._after_stale_copy_drop(topic, partition)
         if (topic, partition) in self._running:
             raise MoveRefusedError(f"{topic}-{partition}: a move, takeover or cleanup of it is running here")
         self._running.add((topic, partition))

@@ -14,12 +14,15 @@ produce_rpcs.py's append) right before or right after the call it was given, whi
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import threading
 from types import SimpleNamespace
 
 import pytest
 from seglog import records as codec
 from seglog_server.cluster.ownership import PartitionOwner
+from seglog.v1 import moves_pb2 as mpb
 from seglog_server.rpc.move_rpcs import PartitionMoveRpcs
 from seglog_server.storage.log.leader_epoch_cache import EpochEntry
 
@@ -122,3 +125,48 @@ async def test_a_copy_whose_owner_came_back_here_without_an_append_yet_is_kept(m
 
     assert await _moves(manager, cache, _Calls("before", comes_back)).drop_stale_copies() == 0
     assert log.log_end_offset == 1
+
+
+class _HeldPool:
+    """The storage pool with the drop's call held until ``release`` is set (a pool call that waits
+    behind large reads): ``started`` once it was given."""
+
+    def __init__(self) -> None:
+        self.started, self.release = asyncio.Event(), threading.Event()
+
+    async def blocking(self, fn, *args):
+        self.started.set()
+        await asyncio.to_thread(self.release.wait)
+        return await asyncio.to_thread(fn, *args)
+
+
+@pytest.mark.parametrize("rpc", ["MovePartition", "TakeOverPartition"])
+async def test_a_move_or_takeover_here_during_the_drop_of_this_instances_stale_copy_waits_for_it(manager, rpc):
+    """The partition moved away and straight back: the stale-copy pass is emptying this instance's
+    old copy (a pool call) when the move back (or an unclean takeover) arrives. It waits for the
+    drop and then runs; it is not refused as if a move of the partition were running here."""
+    log, cache = _stale_copy(manager)
+    cache.instances = lambda: {HERE: SimpleNamespace(alive=True, address="127.0.0.1:1")}
+    pool = _HeldPool()
+    rpcs = _moves(manager, cache, pool)
+    ran = []
+
+    async def run(cluster, topic, partition, *rest):
+        ran.append((topic, partition, rpcs._running == {(topic, partition)}))
+        return "answered"
+
+    rpcs._move = rpcs._take_over = run
+    request = (mpb.MovePartitionRequest(topic="t", partition=0, to_instance=HERE) if rpc == "MovePartition"
+               else mpb.TakeOverPartitionRequest(topic="t", partition=0, unclean=True))
+    drop = asyncio.create_task(rpcs.drop_stale_copies())
+    try:
+        await pool.started.wait()
+        call = asyncio.create_task(getattr(PartitionMoveRpcs, rpc).__wrapped__(rpcs, request, None))
+        for _ in range(10):  # a refusal is raised at the call's first step
+            await asyncio.sleep(0)
+        assert not call.done() and ran == []
+    finally:
+        pool.release.set()  # the held pool call ends whatever the test found
+    assert await drop == 1
+    assert await call == "answered"
+    assert ran == [("t", 0, True)] and rpcs._running == set()
