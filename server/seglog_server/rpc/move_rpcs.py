@@ -392,8 +392,8 @@ class PartitionMoveRpcs(mpb_grpc.PartitionMoveServiceServicer):
                         dropped += 1
                 finally:
                     self._running.discard((topic, partition))
-                    del self._dropping[topic, partition]
                     done.set()
+                    self._dropping.pop((topic, partition), None)
         return dropped
 
     def _stale_copy(self, cluster: Any, topic: str, partition: int) -> Any:
@@ -472,7 +472,8 @@ class PartitionMoveRpcs(mpb_grpc.PartitionMoveServiceServicer):
 
         cluster = self._cluster("aborting a move")
         topic, partition = validation.check_partition_ref(request.topic, request.partition)
-        if (topic, partition) in self._running:
+        # (The stale-copy pass emptying this instance's old copy touches no move record.)
+        if (topic, partition) in self._running and (topic, partition) not in self._dropping:
             raise MoveRefusedError(f"{topic}-{partition}: the move is running on this instance; it aborts "
                                    "itself if it fails")
         try:

@@ -152,7 +152,7 @@ async def test_a_move_or_takeover_here_during_the_drop_of_this_instances_stale_c
     ran = []
 
     async def run(cluster, topic, partition, *rest):
-        ran.append((topic, partition, rpcs._running == {(topic, partition)}))
+        ran.append((topic, partition, rpcs._running == {(topic, partition)}, log.log_end_offset))
         return "answered"
 
     rpcs._move = rpcs._take_over = run
@@ -169,4 +169,22 @@ async def test_a_move_or_takeover_here_during_the_drop_of_this_instances_stale_c
         pool.release.set()  # the held pool call ends whatever the test found
     assert await drop == 1
     assert await call == "answered"
-    assert ran == [("t", 0, True)] and rpcs._running == set()
+    assert ran == [("t", 0, True, 0)] and rpcs._running == set()  # after the copy was emptied
+
+
+async def test_an_abort_asked_while_the_stale_copy_pass_empties_the_old_copy_is_not_refused(manager):
+    """The drop touches no move record: AbortMove answers (here: no move to abort) rather than
+    saying a move runs here."""
+    log, cache = _stale_copy(manager)
+    pool = _HeldPool()
+    rpcs = _moves(manager, cache, pool)
+    rpcs.core.cluster.moves = SimpleNamespace(read_move=lambda topic, partition: None)
+    drop = asyncio.create_task(rpcs.drop_stale_copies())
+    try:
+        await pool.started.wait()
+        answer = await PartitionMoveRpcs.AbortMove.__wrapped__(
+            rpcs, mpb.AbortMoveRequest(topic="t", partition=0), None)
+        assert not answer.aborted
+    finally:
+        pool.release.set()
+    assert await drop == 1
