@@ -22,6 +22,12 @@ def batch(value: bytes) -> bytes:
     return builder.build()
 
 
+def values_from(log, offset: int) -> list[bytes]:
+    """The values of the records ``log`` holds from ``offset`` on (up to 1 MiB of them)."""
+    records = log.read(offset, 1 << 20).records
+    return [record.value for batch in codec.iter_batches(records) for record in batch]
+
+
 @contextmanager
 def one_partition_manager(path) -> Iterator[LogManager]:
     """A started LogManager on ``path`` holding topic ``t`` of one partition; shut down after."""

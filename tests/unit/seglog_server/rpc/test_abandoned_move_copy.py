@@ -16,13 +16,13 @@ import threading
 from types import SimpleNamespace
 
 import pytest
-from seglog import records as codec
 from seglog_server.cluster.ownership import PartitionOwner
 from seglog_server.rpc.move_rpcs import PartitionMoveRpcs, _Attempt, _uncancelled
 from seglog_server.storage.log.leader_epoch_cache import EpochEntry
 
 from tests.support.move_copies import InterleavedCalls, one_partition_manager
 from tests.support.move_copies import batch as _batch
+from tests.support.move_copies import values_from
 
 HERE, OTHER = "a", "b"
 
@@ -81,9 +81,7 @@ async def test_a_record_appended_after_the_commit_showed_up_before_the_truncatio
     (acknowledged,) = appended
     assert (acknowledged.base_offset, log.log_end_offset) == (1, 2)
     assert log.leader_epoch_entries() == [EpochEntry(1, 0), EpochEntry(2, 1)]
-    records = log.read(acknowledged.base_offset, 1 << 20).records
-    assert [record.value for batch in codec.iter_batches(records) for record in batch] == [
-        b"acknowledged at epoch 2"]
+    assert values_from(log, acknowledged.base_offset) == [b"acknowledged at epoch 2"]
 
 
 async def test_an_installed_copy_whose_partition_became_this_instances_meanwhile_is_kept(manager):
@@ -150,9 +148,7 @@ async def test_a_move_cancelled_while_its_commits_answer_is_lost_keeps_its_copy_
     log = _installed_copy(manager)
     moves = await _cancelled_while_committing(manager, EtcdUnavailableError("no etcd endpoint answered"))
     assert (log.log_end_offset, log.leader_epoch_entries()) == (1, [EpochEntry(1, 0)])
-    records = log.read(0, 1 << 20).records
-    assert [record.value for batch in codec.iter_batches(records) for record in batch] == [
-        b"copied from the source"]
+    assert values_from(log, 0) == [b"copied from the source"]
     assert moves.aborted == []  # the record is the evidence `seglog partition move` (or --abort) settles
 
 

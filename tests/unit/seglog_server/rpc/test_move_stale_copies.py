@@ -20,7 +20,6 @@ import threading
 from types import SimpleNamespace
 
 import pytest
-from seglog import records as codec
 from seglog_server.cluster.ownership import PartitionOwner
 from seglog.v1 import moves_pb2 as mpb
 from seglog_server.rpc.move_rpcs import PartitionMoveRpcs
@@ -28,6 +27,7 @@ from seglog_server.storage.log.leader_epoch_cache import EpochEntry
 
 from tests.support.move_copies import InterleavedCalls as _Calls
 from tests.support.move_copies import batch as _batch
+from tests.support.move_copies import values_from
 from tests.support.move_copies import one_partition_manager
 
 HERE, OTHER = "a", "b"
@@ -102,9 +102,7 @@ async def test_a_record_appended_at_a_newer_epoch_before_the_truncation_runs_is_
     (acknowledged,) = appended
     assert (acknowledged.base_offset, log.log_end_offset) == (1, 2)
     assert log.leader_epoch_entries() == [EpochEntry(1, 0), EpochEntry(3, 1)]
-    records = log.read(acknowledged.base_offset, 1 << 20).records
-    assert [record.value for batch in codec.iter_batches(records) for record in batch] == [
-        b"acknowledged at epoch 3"]
+    assert values_from(log, acknowledged.base_offset) == [b"acknowledged at epoch 3"]
     assert "local copy dropped" not in caplog.text
 
 

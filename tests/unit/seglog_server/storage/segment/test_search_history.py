@@ -20,6 +20,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from tests.support.log_test_support import NOW_MS, batch, batch_positions, config, open_log, poke, scans_only
 
+from seglog import records as codec
 from seglog.records import LENGTH_OFFSET
 from seglog_server.storage.base.clock import FakeClock
 from seglog_server.storage.base.errors import StorageError
@@ -56,15 +57,9 @@ def _outcome(log, target: tuple[str, int]):
         with scans_only(log):
             if kind == "time":
                 return log.offset_for_timestamp(NOW_MS + value)
-            return [b.base_offset for b in _batches(log.read(value, 200).records)][:2]
+            return [b.base_offset for b in codec.iter_batches(log.read(value, 200).records)][:2]
     except StorageError as exc:
         return type(exc)
-
-
-def _batches(records):
-    from seglog import records as codec
-
-    return list(codec.iter_batches(records))
 
 
 # Searches near the damaged batch (relative to it: the index entries just past it are what a
